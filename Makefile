@@ -1,0 +1,95 @@
+# Airlock build. `make` builds into build/; `make test` runs every suite.
+# SANITIZER=address|undefined builds into build-<sanitizer>/ and the same
+# `make test` runs against it.
+
+SANITIZER ?=
+BUILD ?= build$(if $(SANITIZER),-$(SANITIZER))
+CC ?= cc
+FUZZ_CC ?= clang
+FUZZ_SECONDS ?= 60
+
+PKGS := hiredis libevent msgpack libseccomp libcurl jansson yaml-0.1 libvirt
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS))
+PKG_LIBS := $(shell pkg-config --libs $(PKGS))
+
+WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2 \
+	-Wwrite-strings -Werror
+OPT := -O2 -g
+HARDEN := -fPIE -D_FORTIFY_SOURCE=2 -fstack-protector-strong
+ifneq ($(SANITIZER),)
+OPT := -O1 -g -fno-omit-frame-pointer
+HARDEN := -fPIE -fsanitize=$(SANITIZER) -fno-sanitize-recover=all
+endif
+FINAL_CFLAGS := -std=gnu11 $(WARN) $(OPT) $(HARDEN) -MMD -MP $(PKG_CFLAGS) $(CFLAGS)
+FINAL_LDFLAGS := -pie -Wl,-z,noexecstack -Wl,-z,relro -Wl,-z,now $(if $(SANITIZER),-fsanitize=$(SANITIZER)) $(LDFLAGS)
+
+PROTO_SRC := $(wildcard proto/*.c)
+CLIENT_LIB_SRC := $(filter-out client/airlock.c,$(wildcard client/*.c))
+LIB_SRC := $(PROTO_SRC) $(CLIENT_LIB_SRC)
+WORKER_SRC := $(wildcard worker/*.c) $(wildcard backends/*.c)
+SCHED_SRC := $(wildcard scheduler/*.c)
+TEST_SRC := $(wildcard tests/unit/test_*.c)
+HEADERS := $(wildcard proto/*.h) $(wildcard client/*.h)
+
+obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
+
+LIB := $(BUILD)/libairlock.a
+BINS := $(BUILD)/airlock $(BUILD)/airlock-worker $(BUILD)/airlock-scheduler
+TESTS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(TEST_SRC)) $(BUILD)/tests/proto_tool
+FUZZERS := $(BUILD)/fuzz/fuzz_job $(BUILD)/fuzz/fuzz_result
+
+.PHONY: all deps test check fuzz format clean headers
+.SECONDARY:
+all: $(LIB) $(BINS) headers
+
+deps:
+	bash deploy/install-deps.sh
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(FINAL_CFLAGS) -c $< -o $@
+
+$(LIB): $(call obj,$(LIB_SRC))
+	@rm -f $@
+	ar rcs $@ $^
+
+headers: $(LIB)
+	@mkdir -p $(BUILD)/include/airlock
+	@cp $(HEADERS) $(BUILD)/include/airlock/
+
+$(BUILD)/airlock: $(call obj,client/airlock.c) $(LIB)
+	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
+$(BUILD)/airlock-worker: $(call obj,$(WORKER_SRC)) $(LIB)
+	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
+$(BUILD)/airlock-scheduler: $(call obj,$(SCHED_SRC)) $(LIB)
+	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
+$(BUILD)/tests/%: $(call obj,tests/unit/%.c) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
+$(BUILD)/tests/proto_tool: $(call obj,tests/interop/proto_tool.c) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
+# Fuzz targets: always clang, libFuzzer + ASan + UBSan, separate from $(BUILD).
+FUZZ_FLAGS := -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+	$(shell pkg-config --cflags msgpack)
+$(BUILD)/fuzz/%: tests/fuzz/%.c $(PROTO_SRC) $(wildcard proto/*.h)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(PROTO_SRC) $(shell pkg-config --libs msgpack)
+
+fuzz: $(FUZZERS)
+
+test check: all $(TESTS) $(FUZZERS)
+	BUILD=$(BUILD) FUZZ_SECONDS=$(FUZZ_SECONDS) bash tests/run.sh
+
+format:
+	clang-format -i $(shell git ls-files '*.c' '*.h')
+
+clean:
+	rm -rf build build-address build-undefined
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

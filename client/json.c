@@ -1,0 +1,216 @@
+/* json.c - JSON views of jobs and results. */
+#include "json.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../proto/mp.h"
+
+static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+static char *base64_encode(const unsigned char *p, size_t n)
+{
+	char *out = malloc(4 * ((n + 2) / 3) + 1), *o = out;
+
+	if (!out)
+		return NULL;
+	for (size_t i = 0; i < n; i += 3) {
+		uint32_t v = (uint32_t)p[i] << 16;
+
+		if (i + 1 < n)
+			v |= (uint32_t)p[i + 1] << 8;
+		if (i + 2 < n)
+			v |= p[i + 2];
+		*o++ = b64[(v >> 18) & 63];
+		*o++ = b64[(v >> 12) & 63];
+		*o++ = i + 1 < n ? b64[(v >> 6) & 63] : '=';
+		*o++ = i + 2 < n ? b64[v & 63] : '=';
+	}
+	*o = '\0';
+	return out;
+}
+
+static int b64_val(char c)
+{
+	const char *p = c ? strchr(b64, c) : NULL;
+
+	return p ? (int)(p - b64) : -1;
+}
+
+static int base64_decode(const char *s, struct al_bytes *b)
+{
+	size_t n = strlen(s), o = 0;
+
+	if (n % 4)
+		return -1;
+	b->data = malloc(n / 4 * 3 + 1);
+	if (!b->data)
+		return -1;
+	for (size_t i = 0; i < n; i += 4) {
+		int v[4];
+
+		for (int k = 0; k < 4; k++) {
+			v[k] = s[i + k] == '=' && i + 4 == n && k >= 2 ? 0 : b64_val(s[i + k]);
+			if (v[k] < 0)
+				goto bad;
+		}
+		b->data[o++] = (char)((v[0] << 2) | (v[1] >> 4));
+		if (s[i + 2] != '=')
+			b->data[o++] = (char)(((v[1] & 15) << 4) | (v[2] >> 2));
+		if (s[i + 3] != '=')
+			b->data[o++] = (char)(((v[2] & 3) << 6) | v[3]);
+	}
+	b->data[o] = '\0';
+	b->len = o;
+	return 0;
+bad:
+	free(b->data);
+	b->data = NULL;
+	return -1;
+}
+
+int al_json_set_bytes(json_t *obj, const char *key, const struct al_bytes *b)
+{
+	char name[80];
+	char *enc;
+	int rc;
+
+	if (al_utf8_valid(b->data ? b->data : "", b->len))
+		return json_object_set_new(obj, key, json_stringn(b->data ? b->data : "", b->len));
+	snprintf(name, sizeof(name), "%s_base64", key);
+	enc = base64_encode((const unsigned char *)b->data, b->len);
+	if (!enc)
+		return -1;
+	rc = json_object_set_new(obj, name, json_string(enc));
+	free(enc);
+	return rc;
+}
+
+int al_json_get_bytes(const json_t *obj, const char *key, struct al_bytes *b)
+{
+	char name[80];
+	json_t *v = json_object_get(obj, key);
+
+	memset(b, 0, sizeof(*b));
+	if (json_is_string(v)) {
+		b->len = json_string_length(v);
+		b->data = malloc(b->len + 1);
+		if (!b->data)
+			return -1;
+		memcpy(b->data, json_string_value(v), b->len);
+		b->data[b->len] = '\0';
+		return 0;
+	}
+	snprintf(name, sizeof(name), "%s_base64", key);
+	v = json_object_get(obj, name);
+	if (json_is_string(v))
+		return base64_decode(json_string_value(v), b);
+	return 0;
+}
+
+static json_t *strv_json(char *const *v, size_t n)
+{
+	json_t *a = json_array();
+
+	for (size_t i = 0; i < n; i++)
+		json_array_append_new(a, json_string(v[i]));
+	return a;
+}
+
+static json_t *kv_json(const struct al_kv *kv, size_t n)
+{
+	json_t *o = json_object();
+
+	for (size_t i = 0; i < n; i++)
+		json_object_set_new(o, kv[i].key, json_string(kv[i].value));
+	return o;
+}
+
+json_t *al_job_to_json(const struct al_job *job)
+{
+	const struct al_limits *l = &job->limits;
+	json_t *o = json_object(), *files = json_array(), *lim = json_object();
+
+	json_object_set_new(o, "v", json_integer(job->version));
+	json_object_set_new(o, "id", json_string(job->id));
+	json_object_set_new(o, "tenant", json_string(job->tenant));
+	json_object_set_new(o, "tier", json_string(job->tier));
+	json_object_set_new(o, "runtime", json_string(al_runtime_name(job->runtime)));
+	if (job->code.data)
+		al_json_set_bytes(o, "code", &job->code);
+	json_object_set_new(o, "argv", strv_json(job->argv, job->argc));
+	al_json_set_bytes(o, "stdin", &job->stdin_data);
+	for (size_t i = 0; i < job->nfiles; i++) {
+		json_t *f = json_object();
+
+		json_object_set_new(f, "path", json_string(job->files[i].path));
+		al_json_set_bytes(f, "data", &job->files[i].data);
+		json_object_set_new(f, "mode", json_integer(job->files[i].mode));
+		json_array_append_new(files, f);
+	}
+	json_object_set_new(o, "files", files);
+	json_object_set_new(o, "env", kv_json(job->env, job->nenv));
+	json_object_set_new(o, "collect", strv_json(job->collect, job->ncollect));
+	json_object_set_new(lim, "wall_ms", json_integer((json_int_t)l->wall_ms));
+	json_object_set_new(lim, "cpu_ms", json_integer((json_int_t)l->cpu_ms));
+	json_object_set_new(lim, "memory_bytes", json_integer((json_int_t)l->memory_bytes));
+	json_object_set_new(lim, "pids", json_integer((json_int_t)l->pids));
+	json_object_set_new(lim, "stdout_bytes", json_integer((json_int_t)l->stdout_bytes));
+	json_object_set_new(lim, "stderr_bytes", json_integer((json_int_t)l->stderr_bytes));
+	json_object_set_new(lim, "disk_bytes", json_integer((json_int_t)l->disk_bytes));
+	json_object_set_new(o, "limits", lim);
+	json_object_set_new(o, "network", json_string(al_network_name(job->network)));
+	json_object_set_new(o, "priority", json_integer(job->priority));
+	json_object_set_new(o, "deadline_ms", json_integer((json_int_t)job->deadline_ms));
+	json_object_set_new(o, "max_attempts", json_integer(job->max_attempts));
+	json_object_set_new(o, "idempotency_key",
+			    job->idempotency_key ? json_string(job->idempotency_key) : json_null());
+	json_object_set_new(o, "callback_url",
+			    job->callback_url ? json_string(job->callback_url) : json_null());
+	json_object_set_new(o, "labels", kv_json(job->labels, job->nlabels));
+	json_object_set_new(o, "submitted_ms", json_integer((json_int_t)job->submitted_ms));
+	return o;
+}
+
+static json_t *opt_str(const char *s)
+{
+	return s ? json_string(s) : json_null();
+}
+
+json_t *al_result_to_json(const struct al_result *res)
+{
+	json_t *o = json_object(), *files = json_array();
+
+	json_object_set_new(o, "v", json_integer(res->version));
+	json_object_set_new(o, "id", json_string(res->id));
+	json_object_set_new(o, "attempt", json_integer(res->attempt));
+	json_object_set_new(o, "status", json_string(al_status_name(res->status)));
+	json_object_set_new(o, "exit_code",
+			    res->has_exit_code ? json_integer(res->exit_code) : json_null());
+	json_object_set_new(o, "signal", json_integer(res->signal));
+	al_json_set_bytes(o, "stdout", &res->out);
+	json_object_set_new(o, "stdout_truncated", json_boolean(res->out_truncated));
+	al_json_set_bytes(o, "stderr", &res->err);
+	json_object_set_new(o, "stderr_truncated", json_boolean(res->err_truncated));
+	for (size_t i = 0; i < res->nfiles; i++) {
+		json_t *f = json_object();
+
+		json_object_set_new(f, "path", json_string(res->files[i].path));
+		al_json_set_bytes(f, "data", &res->files[i].data);
+		json_object_set_new(f, "truncated", json_boolean(res->files[i].truncated));
+		json_array_append_new(files, f);
+	}
+	json_object_set_new(o, "files", files);
+	json_object_set_new(o, "wall_ms", json_integer((json_int_t)res->wall_ms));
+	json_object_set_new(o, "cpu_ms", json_integer((json_int_t)res->cpu_ms));
+	json_object_set_new(o, "peak_memory_bytes", json_integer((json_int_t)res->peak_memory_bytes));
+	json_object_set_new(o, "backend", opt_str(res->backend));
+	json_object_set_new(o, "worker", opt_str(res->worker));
+	json_object_set_new(o, "queued_ms", json_integer((json_int_t)res->queued_ms));
+	json_object_set_new(o, "started_ms", json_integer((json_int_t)res->started_ms));
+	json_object_set_new(o, "finished_ms", json_integer((json_int_t)res->finished_ms));
+	json_object_set_new(o, "error", opt_str(res->error));
+	json_object_set_new(o, "info", kv_json(res->info, res->ninfo));
+	return o;
+}

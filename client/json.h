@@ -1,0 +1,21 @@
+/* json.h - JSON views of jobs and results (for `airlock --json` and tests).
+ * Byte strings appear as a JSON string when they are valid UTF-8 without NUL,
+ * and as "<name>_base64" otherwise. */
+#ifndef AL_JSON_H
+#define AL_JSON_H
+
+#include <jansson.h>
+
+#include "../proto/job.h"
+#include "../proto/result.h"
+
+/* Both return a new reference (caller json_decref's it) or NULL. */
+json_t *al_job_to_json(const struct al_job *job);
+json_t *al_result_to_json(const struct al_result *res);
+/* Set key (or key_base64) on obj from bytes. Returns 0 or -1. */
+int al_json_set_bytes(json_t *obj, const char *key, const struct al_bytes *b);
+/* Read bytes back from key or key_base64; missing leaves *b empty. Caller
+ * frees b->data. Returns 0 or -1 on bad base64. */
+int al_json_get_bytes(const json_t *obj, const char *key, struct al_bytes *b);
+
+#endif

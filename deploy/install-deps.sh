@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Installs every Debian package that Airlock's build, tests and four backends need.
+# Idempotent and non-interactive; runs `apt-get update` only when something is missing.
+set -euo pipefail
+
+# Build: compilers, pkg-config and the -dev packages of every library we link.
+build_pkgs=(
+	build-essential pkg-config clang libclang-rt-dev clang-format
+	libhiredis-dev libevent-dev libmsgpack-dev libseccomp-dev
+	libcurl4-openssl-dev libvirt-dev libjansson-dev libyaml-dev
+)
+# Tests and backends: Redis, Debian's python3 for sandboxes and the interop
+# test, OCI runtimes, bubblewrap (benchmark baseline), QEMU and the pieces the
+# microVM/VM images are built from, libvirt's daemon, network tooling.
+run_pkgs=(
+	redis-server python3 python3-msgpack curl procps iproute2 util-linux
+	bubblewrap runc crun uidmap
+	qemu-system-x86 qemu-utils busybox-static cpio lz4 debootstrap
+	linux-image-cloud-amd64
+	libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients dnsmasq-base
+	nodejs
+)
+
+missing=()
+for p in "${build_pkgs[@]}" "${run_pkgs[@]}"; do
+	# dpkg-query prints "install ok installed" only for a fully installed package.
+	if [ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" != "install ok installed" ]; then
+		missing+=("$p")
+	fi
+done
+
+# Some images ship a nodejs build that bundles npm and conflicts with Debian's
+# npm package: ask for npm only when no npm command exists.
+command -v npm >/dev/null 2>&1 || missing+=(npm)
+
+if [ "${#missing[@]}" -eq 0 ]; then
+	echo "install-deps: all ${#build_pkgs[@]}+${#run_pkgs[@]} packages present"
+	exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+SUDO=
+[ "$(id -u)" -eq 0 ] || SUDO=sudo
+export DEBIAN_FRONTEND=noninteractive
+# No init system runs services here; keep package scripts from starting daemons.
+if [ ! -e /usr/sbin/policy-rc.d ]; then
+	printf '#!/bin/sh\nexit 101\n' | $SUDO tee /usr/sbin/policy-rc.d >/dev/null
+	$SUDO chmod 755 /usr/sbin/policy-rc.d
+	trap '$SUDO rm -f /usr/sbin/policy-rc.d' EXIT
+fi
+$SUDO apt-get update -q
+$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+echo "install-deps: done"

@@ -1,0 +1,44 @@
+/* buf.c - a growable byte buffer. */
+#include "buf.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int al_buf_append(struct al_buf *buf, const void *p, size_t n)
+{
+	if (n > ((size_t)-1) / 2 - buf->len)
+		return -1;
+	if (buf->len + n + 1 > buf->cap) {
+		size_t cap = buf->cap ? buf->cap : 256;
+		char *d;
+
+		while (cap < buf->len + n + 1)
+			cap *= 2;
+		d = realloc(buf->data, cap);
+		if (!d)
+			return -1;
+		buf->data = d;
+		buf->cap = cap;
+	}
+	if (n)
+		memcpy(buf->data + buf->len, p, n);
+	buf->len += n;
+	buf->data[buf->len] = '\0';
+	return 0;
+}
+
+void al_buf_reset(struct al_buf *buf)
+{
+	buf->len = 0;
+	if (buf->data)
+		buf->data[0] = '\0';
+}
+
+void al_buf_free(struct al_buf *buf)
+{
+	if (!buf)
+		return;
+	free(buf->data);
+	buf->data = NULL;
+	buf->len = buf->cap = 0;
+}

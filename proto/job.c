@@ -1,0 +1,730 @@
+/* job.c - decoding, validating and encoding jobs (wire format: PROTOCOL.md). */
+#include "job.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "mp.h"
+
+const char *al_runtime_name(enum al_runtime r)
+{
+	switch (r) {
+	case AL_RUNTIME_ARGV: return "argv";
+	case AL_RUNTIME_PYTHON: return "python";
+	case AL_RUNTIME_SH: return "sh";
+	}
+	return "?";
+}
+
+const char *al_network_name(enum al_network n)
+{
+	return n == AL_NET_EGRESS ? "egress" : "none";
+}
+
+/* ---- value checks shared by decode and validate ---- */
+
+static bool name_ok(const char *s, size_t max, const char *extra)
+{
+	size_t n = s ? strlen(s) : 0;
+
+	if (n == 0 || n > max)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      strchr(extra, c)))
+			return false;
+	}
+	return true;
+}
+
+static int check_name(const char *what, const char *s, size_t max, const char *extra,
+		      struct al_err *err)
+{
+	if (!s)
+		return al_err_set(err, AL_EINVAL, "%s: missing", what);
+	if (!name_ok(s, max, extra))
+		return al_err_set(err, AL_EINVAL,
+				  "%s: must be 1..%zu characters of [A-Za-z0-9%s], got \"%.64s\"", what,
+				  max, extra, s);
+	return AL_OK;
+}
+
+/* A relative path inside the work directory: no leading '/', no empty, "."
+ * or ".." component, no control character. */
+static int check_rel_path(const char *what, const char *p, struct al_err *err)
+{
+	size_t n = strlen(p);
+	const char *c = p;
+
+	if (n == 0)
+		return al_err_set(err, AL_EINVAL, "%s: empty path", what);
+	if (n > AL_PATH_MAX)
+		return al_err_set(err, AL_EINVAL, "%s: path too long: %zu bytes, at most %d", what, n,
+				  AL_PATH_MAX);
+	if (p[0] == '/')
+		return al_err_set(err, AL_EINVAL, "%s: absolute path \"%s\": paths are relative to the work directory",
+				  what, p);
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)p[i] < 0x20 || p[i] == 0x7f)
+			return al_err_set(err, AL_EINVAL, "%s: control character in path", what);
+	while (*c) {
+		const char *end = strchr(c, '/');
+		size_t len = end ? (size_t)(end - c) : strlen(c);
+
+		if (len == 0 || (len == 1 && c[0] == '.'))
+			return al_err_set(err, AL_EINVAL, "%s: empty or \".\" component in \"%s\"", what, p);
+		if (len == 2 && c[0] == '.' && c[1] == '.')
+			return al_err_set(err, AL_EINVAL, "%s: \"..\" in path \"%s\"", what, p);
+		if (!end)
+			break;
+		c = end + 1;
+		if (!*c)
+			return al_err_set(err, AL_EINVAL, "%s: trailing \"/\" in \"%s\"", what, p);
+	}
+	return AL_OK;
+}
+
+static int check_env_name(const char *what, const char *s, struct al_err *err)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n > AL_ENV_NAME_MAX || (s[0] >= '0' && s[0] <= '9'))
+		goto bad;
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
+		      (s[i] >= '0' && s[i] <= '9') || s[i] == '_'))
+			goto bad;
+	return AL_OK;
+bad:
+	return al_err_set(err, AL_EINVAL,
+			  "%s: bad variable name \"%.64s\": expected [A-Za-z_][A-Za-z0-9_]*, at most %d",
+			  what, s, AL_ENV_NAME_MAX);
+}
+
+static int check_url(const char *u, struct al_err *err)
+{
+	size_t n = strlen(u);
+
+	if (strncmp(u, "http://", 7) != 0 && strncmp(u, "https://", 8) != 0)
+		return al_err_set(err, AL_EINVAL, "callback_url: must start with http:// or https://");
+	if (n > AL_URL_MAX)
+		return al_err_set(err, AL_EINVAL, "callback_url: too long: %zu bytes, at most %d", n,
+				  AL_URL_MAX);
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)u[i] <= 0x20 || u[i] == 0x7f)
+			return al_err_set(err, AL_EINVAL, "callback_url: space or control character");
+	return AL_OK;
+}
+
+static int check_limit(const char *what, uint64_t v, uint64_t max, struct al_err *err)
+{
+	if (v > max)
+		return al_err_set(err, AL_EINVAL, "limits.%s: out of range: got %llu, at most %llu", what,
+				  (unsigned long long)v, (unsigned long long)max);
+	return AL_OK;
+}
+
+int al_job_validate(const struct al_job *job, struct al_err *err)
+{
+	const struct al_limits *l = &job->limits;
+	size_t total = 0;
+	char what[64];
+	int rc;
+
+	if (job->version != AL_PROTO_VERSION)
+		return al_err_set(err, AL_EINVAL, "v: unknown protocol version %u, this build speaks %d",
+				  job->version, AL_PROTO_VERSION);
+	if ((rc = check_name("id", job->id, AL_ID_MAX, "._:-", err)) ||
+	    (rc = check_name("tenant", job->tenant, AL_ID_MAX, "._:-", err)) ||
+	    (rc = check_name("tier", job->tier, AL_ID_MAX, "_-", err)))
+		return rc;
+
+	if (job->runtime == AL_RUNTIME_ARGV) {
+		if (job->code.data)
+			return al_err_set(err, AL_EINVAL, "code: given without a runtime (python or sh)");
+		if (job->argc == 0)
+			return al_err_set(err, AL_EINVAL, "argv: missing: a job needs runtime+code or argv");
+		if (job->argv[0][0] == '\0')
+			return al_err_set(err, AL_EINVAL, "argv[0]: empty program name");
+	} else if (!job->code.data) {
+		return al_err_set(err, AL_EINVAL, "code: missing: runtime %s needs code",
+				  al_runtime_name(job->runtime));
+	}
+	if (job->code.len > AL_CODE_MAX || job->argc > AL_ARGV_MAX || job->stdin_data.len > AL_STDIN_MAX ||
+	    job->nfiles > AL_FILES_MAX || job->nenv > AL_ENV_MAX || job->ncollect > AL_COLLECT_MAX ||
+	    job->nlabels > AL_LABELS_MAX)
+		return al_err_set(err, AL_EINVAL, "job: a field exceeds its cap (see PROTOCOL.md)");
+	for (size_t i = 0; i < job->argc; i++)
+		if (strlen(job->argv[i]) > AL_ARG_MAX)
+			return al_err_set(err, AL_EINVAL, "argv[%zu]: too long", i);
+
+	for (size_t i = 0; i < job->nfiles; i++) {
+		const struct al_file *f = &job->files[i];
+
+		snprintf(what, sizeof(what), "files[%zu].path", i);
+		if ((rc = check_rel_path(what, f->path, err)))
+			return rc;
+		if (f->mode > 0777)
+			return al_err_set(err, AL_EINVAL, "files[%zu].mode: %#o has bits beyond 0777", i,
+					  f->mode);
+		for (size_t j = 0; j < i; j++)
+			if (strcmp(job->files[j].path, f->path) == 0)
+				return al_err_set(err, AL_EINVAL, "files[%zu].path: duplicate file \"%s\"", i,
+						  f->path);
+		total += f->data.len;
+		if (total > AL_FILES_TOTAL_MAX)
+			return al_err_set(err, AL_EINVAL, "files: %zu bytes or more in all, at most %u",
+					  total, AL_FILES_TOTAL_MAX);
+	}
+	for (size_t i = 0; i < job->nenv; i++) {
+		snprintf(what, sizeof(what), "env[%zu]", i);
+		if ((rc = check_env_name(what, job->env[i].key, err)))
+			return rc;
+		if (strlen(job->env[i].value) > AL_ENV_VALUE_MAX)
+			return al_err_set(err, AL_EINVAL, "env.%s: value too long", job->env[i].key);
+		for (size_t j = 0; j < i; j++)
+			if (strcmp(job->env[j].key, job->env[i].key) == 0)
+				return al_err_set(err, AL_EINVAL, "env.%s: duplicate variable",
+						  job->env[i].key);
+	}
+	for (size_t i = 0; i < job->ncollect; i++) {
+		snprintf(what, sizeof(what), "collect[%zu]", i);
+		if ((rc = check_rel_path(what, job->collect[i], err)))
+			return rc;
+		for (size_t j = 0; j < i; j++)
+			if (strcmp(job->collect[j], job->collect[i]) == 0)
+				return al_err_set(err, AL_EINVAL, "collect[%zu]: duplicate path \"%s\"", i,
+						  job->collect[i]);
+	}
+	for (size_t i = 0; i < job->nlabels; i++) {
+		snprintf(what, sizeof(what), "labels[%zu]", i);
+		if ((rc = check_name(what, job->labels[i].key, AL_LABEL_KEY_MAX, "._/-", err)))
+			return rc;
+		if (strlen(job->labels[i].value) > AL_LABEL_VALUE_MAX)
+			return al_err_set(err, AL_EINVAL, "labels.%s: value too long", job->labels[i].key);
+		for (size_t j = 0; j < i; j++)
+			if (strcmp(job->labels[j].key, job->labels[i].key) == 0)
+				return al_err_set(err, AL_EINVAL, "labels.%s: duplicate label",
+						  job->labels[i].key);
+	}
+	if ((rc = check_limit("wall_ms", l->wall_ms, AL_LIMIT_WALL_MS_MAX, err)) ||
+	    (rc = check_limit("cpu_ms", l->cpu_ms, AL_LIMIT_WALL_MS_MAX, err)) ||
+	    (rc = check_limit("memory_bytes", l->memory_bytes, AL_LIMIT_MEMORY_MAX, err)) ||
+	    (rc = check_limit("pids", l->pids, AL_LIMIT_PIDS_MAX, err)) ||
+	    (rc = check_limit("stdout_bytes", l->stdout_bytes, AL_LIMIT_OUTPUT_MAX, err)) ||
+	    (rc = check_limit("stderr_bytes", l->stderr_bytes, AL_LIMIT_OUTPUT_MAX, err)) ||
+	    (rc = check_limit("disk_bytes", l->disk_bytes, AL_LIMIT_DISK_MAX, err)))
+		return rc;
+	if (job->priority > AL_PRIORITY_MAX)
+		return al_err_set(err, AL_EINVAL, "priority: out of range: got %u, expected 0..%d",
+				  job->priority, AL_PRIORITY_MAX);
+	if (job->max_attempts > AL_ATTEMPTS_MAX)
+		return al_err_set(err, AL_EINVAL, "max_attempts: out of range: got %u, expected 1..%d",
+				  job->max_attempts, AL_ATTEMPTS_MAX);
+	if (job->idempotency_key &&
+	    (job->idempotency_key[0] == '\0' || strlen(job->idempotency_key) > AL_IDEM_MAX))
+		return al_err_set(err, AL_EINVAL, "idempotency_key: must be 1..%d bytes", AL_IDEM_MAX);
+	if (job->callback_url && (rc = check_url(job->callback_url, err)))
+		return rc;
+	return AL_OK;
+}
+
+/* ---- decoding ---- */
+
+static int dec_text_array(const msgpack_object *v, const char *what, size_t maxn, size_t maxlen,
+			  char ***out, size_t *n, struct al_err *err)
+{
+	char name[64];
+	int rc;
+
+	if ((rc = al_mp_want(v, MSGPACK_OBJECT_ARRAY, what, err)))
+		return rc;
+	if (v->via.array.size > maxn)
+		return al_err_set(err, AL_EINVAL, "%s: too many entries: %u, at most %zu", what,
+				  v->via.array.size, maxn);
+	if (v->via.array.size == 0)
+		return AL_OK;
+	*out = calloc(v->via.array.size, sizeof(**out));
+	if (!*out)
+		return al_err_set(err, AL_ENOMEM, "%s: out of memory", what);
+	for (uint32_t i = 0; i < v->via.array.size; i++) {
+		snprintf(name, sizeof(name), "%s[%u]", what, i);
+		if ((rc = al_mp_get_text(&v->via.array.ptr[i], name, maxlen, &(*out)[i], err)))
+			return rc;
+		(*n)++;
+	}
+	return AL_OK;
+}
+
+static int dec_kv_map(const msgpack_object *v, const char *what, size_t maxn, size_t maxk,
+		      size_t maxv, struct al_kv **out, size_t *n, struct al_err *err)
+{
+	char name[64];
+	int rc;
+
+	if ((rc = al_mp_want(v, MSGPACK_OBJECT_MAP, what, err)))
+		return rc;
+	if (v->via.map.size > maxn)
+		return al_err_set(err, AL_EINVAL, "%s: too many entries: %u, at most %zu", what,
+				  v->via.map.size, maxn);
+	if (v->via.map.size == 0)
+		return AL_OK;
+	*out = calloc(v->via.map.size, sizeof(**out));
+	if (!*out)
+		return al_err_set(err, AL_ENOMEM, "%s: out of memory", what);
+	for (uint32_t i = 0; i < v->via.map.size; i++) {
+		const msgpack_object_kv *kv = &v->via.map.ptr[i];
+
+		snprintf(name, sizeof(name), "%s key #%u", what, i);
+		if ((rc = al_mp_get_text(&kv->key, name, maxk, &(*out)[i].key, err)))
+			return rc;
+		(*n)++;
+		snprintf(name, sizeof(name), "%s.%.40s", what, (*out)[i].key);
+		if ((rc = al_mp_get_text(&kv->val, name, maxv, &(*out)[i].value, err)))
+			return rc;
+	}
+	return AL_OK;
+}
+
+static int dec_files(const msgpack_object *v, struct al_job *job, struct al_err *err)
+{
+	char name[64];
+	int rc;
+
+	if ((rc = al_mp_want(v, MSGPACK_OBJECT_ARRAY, "files", err)))
+		return rc;
+	if (v->via.array.size > AL_FILES_MAX)
+		return al_err_set(err, AL_EINVAL, "files: too many entries: %u, at most %d",
+				  v->via.array.size, AL_FILES_MAX);
+	if (v->via.array.size == 0)
+		return AL_OK;
+	job->files = calloc(v->via.array.size, sizeof(*job->files));
+	if (!job->files)
+		return al_err_set(err, AL_ENOMEM, "files: out of memory");
+	for (uint32_t i = 0; i < v->via.array.size; i++) {
+		const msgpack_object *f = &v->via.array.ptr[i];
+		struct al_file *out = &job->files[i];
+		bool have_data = false;
+
+		snprintf(name, sizeof(name), "files[%u]", i);
+		if ((rc = al_mp_want(f, MSGPACK_OBJECT_MAP, name, err)))
+			return rc;
+		job->nfiles++;
+		out->mode = 0644;
+		for (uint32_t k = 0; k < f->via.map.size; k++) {
+			const msgpack_object *key = &f->via.map.ptr[k].key;
+			const msgpack_object *val = &f->via.map.ptr[k].val;
+			uint64_t mode;
+
+			if (al_mp_key_is(key, "path") && !out->path) {
+				snprintf(name, sizeof(name), "files[%u].path", i);
+				rc = al_mp_get_text(val, name, AL_PATH_MAX, &out->path, err);
+			} else if (al_mp_key_is(key, "data") && !have_data) {
+				snprintf(name, sizeof(name), "files[%u].data", i);
+				rc = al_mp_get_bytes(val, name, AL_FILES_TOTAL_MAX, &out->data, err);
+				have_data = true;
+			} else if (al_mp_key_is(key, "mode")) {
+				snprintf(name, sizeof(name), "files[%u].mode", i);
+				rc = al_mp_get_uint(val, name, 0, 0777, &mode, err);
+				out->mode = (uint32_t)mode;
+			} else {
+				rc = al_err_set(err, AL_EINVAL, "files[%u]: unknown or repeated field", i);
+			}
+			if (rc)
+				return rc;
+		}
+		if (!out->path)
+			return al_err_set(err, AL_EINVAL, "files[%u].path: missing", i);
+		if (!have_data)
+			return al_err_set(err, AL_EINVAL, "files[%u].data: missing", i);
+	}
+	return AL_OK;
+}
+
+static int dec_limits(const msgpack_object *v, struct al_limits *l, struct al_err *err)
+{
+	static const struct {
+		const char *name;
+		size_t off;
+		uint64_t max;
+	} fields[] = {
+		{ "wall_ms", offsetof(struct al_limits, wall_ms), AL_LIMIT_WALL_MS_MAX },
+		{ "cpu_ms", offsetof(struct al_limits, cpu_ms), AL_LIMIT_WALL_MS_MAX },
+		{ "memory_bytes", offsetof(struct al_limits, memory_bytes), AL_LIMIT_MEMORY_MAX },
+		{ "pids", offsetof(struct al_limits, pids), AL_LIMIT_PIDS_MAX },
+		{ "stdout_bytes", offsetof(struct al_limits, stdout_bytes), AL_LIMIT_OUTPUT_MAX },
+		{ "stderr_bytes", offsetof(struct al_limits, stderr_bytes), AL_LIMIT_OUTPUT_MAX },
+		{ "disk_bytes", offsetof(struct al_limits, disk_bytes), AL_LIMIT_DISK_MAX },
+	};
+	unsigned seen = 0;
+	char name[64];
+	int rc;
+
+	if ((rc = al_mp_want(v, MSGPACK_OBJECT_MAP, "limits", err)))
+		return rc;
+	for (uint32_t i = 0; i < v->via.map.size; i++) {
+		const msgpack_object_kv *kv = &v->via.map.ptr[i];
+		size_t f;
+
+		for (f = 0; f < sizeof(fields) / sizeof(fields[0]); f++)
+			if (al_mp_key_is(&kv->key, fields[f].name))
+				break;
+		if (f == sizeof(fields) / sizeof(fields[0]))
+			return al_err_set(err, AL_EINVAL, "limits: unknown field #%u (known: wall_ms, cpu_ms, memory_bytes, pids, stdout_bytes, stderr_bytes, disk_bytes)",
+					  i);
+		if (seen & (1u << f))
+			return al_err_set(err, AL_EINVAL, "limits.%s: duplicate field", fields[f].name);
+		seen |= 1u << f;
+		snprintf(name, sizeof(name), "limits.%s", fields[f].name);
+		if ((rc = al_mp_get_uint(&kv->val, name, 1, fields[f].max,
+					 (uint64_t *)((char *)l + fields[f].off), err)))
+			return rc;
+	}
+	return AL_OK;
+}
+
+static int dec_enum(const msgpack_object *v, const char *what, const char *const *names, int n,
+		    int *out, struct al_err *err)
+{
+	char *s = NULL;
+	int rc = al_mp_get_text(v, what, 32, &s, err);
+
+	if (rc)
+		return rc;
+	for (int i = 0; i < n; i++) {
+		if (strcmp(s, names[i]) == 0) {
+			*out = i;
+			free(s);
+			return AL_OK;
+		}
+	}
+	rc = al_err_set(err, AL_EINVAL, "%s: unknown value \"%s\"", what, s);
+	free(s);
+	return rc;
+}
+
+enum job_field {
+	F_V, F_ID, F_TENANT, F_TIER, F_RUNTIME, F_CODE, F_ARGV, F_STDIN, F_FILES, F_ENV,
+	F_COLLECT, F_LIMITS, F_NETWORK, F_PRIORITY, F_DEADLINE, F_ATTEMPTS, F_IDEM, F_CALLBACK,
+	F_LABELS, F_SUBMITTED, F_COUNT
+};
+
+static const char *const job_field_names[F_COUNT] = {
+	"v", "id", "tenant", "tier", "runtime", "code", "argv", "stdin", "files", "env",
+	"collect", "limits", "network", "priority", "deadline_ms", "max_attempts",
+	"idempotency_key", "callback_url", "labels", "submitted_ms",
+};
+
+static int dec_field(enum job_field f, const msgpack_object *v, struct al_job *job,
+		     struct al_err *err)
+{
+	static const char *const runtimes[] = { "python", "sh" };
+	static const char *const networks[] = { "none", "egress" };
+	uint64_t u;
+	int e, rc;
+
+	switch (f) {
+	case F_V:
+		rc = al_mp_get_uint(v, "v", 0, UINT32_MAX, &u, err);
+		if (!rc && u != AL_PROTO_VERSION)
+			rc = al_err_set(err, AL_EINVAL, "v: unknown protocol version %llu, this build speaks %d",
+					(unsigned long long)u, AL_PROTO_VERSION);
+		job->version = (uint32_t)u;
+		return rc;
+	case F_ID: return al_mp_get_text(v, "id", AL_ID_MAX, &job->id, err);
+	case F_TENANT: return al_mp_get_text(v, "tenant", AL_ID_MAX, &job->tenant, err);
+	case F_TIER: return al_mp_get_text(v, "tier", AL_ID_MAX, &job->tier, err);
+	case F_RUNTIME:
+		rc = dec_enum(v, "runtime", runtimes, 2, &e, err);
+		job->runtime = rc ? AL_RUNTIME_ARGV : (enum al_runtime)(e + 1);
+		return rc;
+	case F_CODE: return al_mp_get_bytes(v, "code", AL_CODE_MAX, &job->code, err);
+	case F_ARGV:
+		return dec_text_array(v, "argv", AL_ARGV_MAX, AL_ARG_MAX, &job->argv, &job->argc, err);
+	case F_STDIN: return al_mp_get_bytes(v, "stdin", AL_STDIN_MAX, &job->stdin_data, err);
+	case F_FILES: return dec_files(v, job, err);
+	case F_ENV:
+		return dec_kv_map(v, "env", AL_ENV_MAX, AL_ENV_NAME_MAX, AL_ENV_VALUE_MAX, &job->env,
+				  &job->nenv, err);
+	case F_COLLECT:
+		return dec_text_array(v, "collect", AL_COLLECT_MAX, AL_PATH_MAX, &job->collect,
+				      &job->ncollect, err);
+	case F_LIMITS: return dec_limits(v, &job->limits, err);
+	case F_NETWORK:
+		rc = dec_enum(v, "network", networks, 2, &e, err);
+		job->network = rc ? AL_NET_NONE : (enum al_network)e;
+		return rc;
+	case F_PRIORITY:
+		rc = al_mp_get_uint(v, "priority", 0, AL_PRIORITY_MAX, &u, err);
+		job->priority = (uint32_t)u;
+		return rc;
+	case F_DEADLINE: return al_mp_get_uint(v, "deadline_ms", 1, UINT64_MAX, &job->deadline_ms, err);
+	case F_ATTEMPTS:
+		rc = al_mp_get_uint(v, "max_attempts", 1, AL_ATTEMPTS_MAX, &u, err);
+		job->max_attempts = (uint32_t)u;
+		return rc;
+	case F_IDEM:
+		return al_mp_get_text(v, "idempotency_key", AL_IDEM_MAX, &job->idempotency_key, err);
+	case F_CALLBACK: return al_mp_get_text(v, "callback_url", AL_URL_MAX, &job->callback_url, err);
+	case F_LABELS:
+		return dec_kv_map(v, "labels", AL_LABELS_MAX, AL_LABEL_KEY_MAX, AL_LABEL_VALUE_MAX,
+				  &job->labels, &job->nlabels, err);
+	case F_SUBMITTED:
+		return al_mp_get_uint(v, "submitted_ms", 0, UINT64_MAX, &job->submitted_ms, err);
+	case F_COUNT: break;
+	}
+	return al_err_set(err, AL_EINVAL, "internal: unhandled field");
+}
+
+static int job_decode_obj(const msgpack_object *root, struct al_job *job, struct al_err *err)
+{
+	uint32_t seen = 0;
+	int rc;
+
+	if (root->type != MSGPACK_OBJECT_MAP)
+		return al_err_set(err, AL_EINVAL, "job: wrong type: expected map, got %s",
+				  al_mp_type_name(root->type));
+	job->priority = AL_PRIORITY_DEFAULT;
+	for (uint32_t i = 0; i < root->via.map.size; i++) {
+		const msgpack_object_kv *kv = &root->via.map.ptr[i];
+		int f;
+
+		if (kv->key.type != MSGPACK_OBJECT_STR)
+			return al_err_set(err, AL_EINVAL, "job: key #%u: wrong type: expected string, got %s",
+					  i, al_mp_type_name(kv->key.type));
+		for (f = 0; f < F_COUNT; f++)
+			if (al_mp_key_is(&kv->key, job_field_names[f]))
+				break;
+		if (f == F_COUNT)
+			return al_err_set(err, AL_EINVAL, "job: unknown field \"%.*s\"",
+					  (int)(kv->key.via.str.size > 40 ? 40 : kv->key.via.str.size),
+					  al_utf8_valid(kv->key.via.str.ptr, kv->key.via.str.size)
+						  ? kv->key.via.str.ptr
+						  : "(not UTF-8)");
+		if (seen & (1u << f))
+			return al_err_set(err, AL_EINVAL, "%s: duplicate field", job_field_names[f]);
+		seen |= 1u << f;
+		if ((rc = dec_field((enum job_field)f, &kv->val, job, err)))
+			return rc;
+	}
+	if (!(seen & (1u << F_V)))
+		return al_err_set(err, AL_EINVAL, "v: missing: the protocol version is required (%d)",
+				  AL_PROTO_VERSION);
+	if (!job->tenant && !(job->tenant = strdup("default")))
+		return al_err_set(err, AL_ENOMEM, "tenant: out of memory");
+	if (job->runtime != AL_RUNTIME_ARGV && !(seen & (1u << F_CODE)))
+		return al_err_set(err, AL_EINVAL, "code: missing: runtime %s needs code",
+				  al_runtime_name(job->runtime));
+	return al_job_validate(job, err);
+}
+
+int al_job_decode(const void *buf, size_t len, struct al_job *job, struct al_err *err)
+{
+	msgpack_unpacked up;
+	const msgpack_object *root;
+	int rc;
+
+	memset(job, 0, sizeof(*job));
+	if (len > AL_JOB_MAX_BYTES)
+		return al_err_set(err, AL_EINVAL, "job: %zu bytes, at most %u", len, AL_JOB_MAX_BYTES);
+	msgpack_unpacked_init(&up);
+	rc = al_mp_parse(buf, len, &up, &root, err);
+	if (!rc)
+		rc = job_decode_obj(root, job, err);
+	msgpack_unpacked_destroy(&up);
+	if (rc)
+		al_job_free(job);
+	return rc;
+}
+
+char *al_job_peek_id(const void *buf, size_t len)
+{
+	msgpack_unpacked up;
+	const msgpack_object *root;
+	char *id = NULL;
+
+	if (len > AL_JOB_MAX_BYTES)
+		return NULL;
+	msgpack_unpacked_init(&up);
+	if (al_mp_parse(buf, len, &up, &root, NULL) == AL_OK && root->type == MSGPACK_OBJECT_MAP) {
+		for (uint32_t i = 0; i < root->via.map.size; i++) {
+			const msgpack_object_kv *kv = &root->via.map.ptr[i];
+
+			if (!al_mp_key_is(&kv->key, "id"))
+				continue;
+			if (al_mp_get_text(&kv->val, "id", AL_ID_MAX, &id, NULL) == AL_OK &&
+			    !name_ok(id, AL_ID_MAX, "._:-")) {
+				free(id);
+				id = NULL;
+			}
+			break;
+		}
+	}
+	msgpack_unpacked_destroy(&up);
+	return id;
+}
+
+/* ---- encoding ---- */
+
+static int pack_text_array(msgpack_packer *pk, char *const *v, size_t n)
+{
+	if (msgpack_pack_array(pk, n))
+		return -1;
+	for (size_t i = 0; i < n; i++)
+		if (al_mp_pack_str(pk, v[i]))
+			return -1;
+	return 0;
+}
+
+static int pack_limits(msgpack_packer *pk, const struct al_limits *l)
+{
+	const struct { const char *k; uint64_t v; } f[] = {
+		{ "wall_ms", l->wall_ms }, { "cpu_ms", l->cpu_ms },
+		{ "memory_bytes", l->memory_bytes }, { "pids", l->pids },
+		{ "stdout_bytes", l->stdout_bytes }, { "stderr_bytes", l->stderr_bytes },
+		{ "disk_bytes", l->disk_bytes },
+	};
+	size_t n = 0;
+
+	for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++)
+		n += f[i].v != 0;
+	if (msgpack_pack_map(pk, n))
+		return -1;
+	for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++)
+		if (f[i].v && al_mp_pack_kv_uint(pk, f[i].k, f[i].v))
+			return -1;
+	return 0;
+}
+
+int al_job_encode(const struct al_job *job, struct al_buf *out, struct al_err *err)
+{
+	msgpack_packer pk;
+	size_t n = 5; /* v, id, tenant, tier, priority */
+	int rc, bad = 0;
+
+	if ((rc = al_job_validate(job, err)))
+		return rc;
+	n += job->runtime != AL_RUNTIME_ARGV ? 2 : 0;
+	n += job->argc > 0;
+	n += job->stdin_data.len > 0;
+	n += job->nfiles > 0;
+	n += job->nenv > 0;
+	n += job->ncollect > 0;
+	n += 1; /* limits */
+	n += 1; /* network */
+	n += job->deadline_ms > 0;
+	n += job->max_attempts > 0;
+	n += job->idempotency_key != NULL;
+	n += job->callback_url != NULL;
+	n += job->nlabels > 0;
+	n += job->submitted_ms > 0;
+
+	al_mp_packer_init(&pk, out);
+	bad |= msgpack_pack_map(&pk, n);
+	bad |= al_mp_pack_kv_uint(&pk, "v", job->version);
+	bad |= al_mp_pack_kv_str(&pk, "id", job->id);
+	bad |= al_mp_pack_kv_str(&pk, "tenant", job->tenant);
+	bad |= al_mp_pack_kv_str(&pk, "tier", job->tier);
+	if (job->runtime != AL_RUNTIME_ARGV) {
+		bad |= al_mp_pack_kv_str(&pk, "runtime", al_runtime_name(job->runtime));
+		bad |= al_mp_pack_kv_bin(&pk, "code", job->code.data, job->code.len);
+	}
+	if (job->argc)
+		bad |= al_mp_pack_str(&pk, "argv") || pack_text_array(&pk, job->argv, job->argc);
+	if (job->stdin_data.len)
+		bad |= al_mp_pack_kv_bin(&pk, "stdin", job->stdin_data.data, job->stdin_data.len);
+	if (job->nfiles) {
+		bad |= al_mp_pack_str(&pk, "files") || msgpack_pack_array(&pk, job->nfiles);
+		for (size_t i = 0; i < job->nfiles; i++) {
+			const struct al_file *f = &job->files[i];
+
+			bad |= msgpack_pack_map(&pk, 3) || al_mp_pack_kv_str(&pk, "path", f->path) ||
+			       al_mp_pack_kv_bin(&pk, "data", f->data.data, f->data.len) ||
+			       al_mp_pack_kv_uint(&pk, "mode", f->mode);
+		}
+	}
+	if (job->nenv)
+		bad |= al_mp_pack_str(&pk, "env") || al_mp_pack_kvs(&pk, job->env, job->nenv);
+	if (job->ncollect)
+		bad |= al_mp_pack_str(&pk, "collect") ||
+		       pack_text_array(&pk, job->collect, job->ncollect);
+	bad |= al_mp_pack_str(&pk, "limits") || pack_limits(&pk, &job->limits);
+	bad |= al_mp_pack_kv_str(&pk, "network", al_network_name(job->network));
+	bad |= al_mp_pack_kv_uint(&pk, "priority", job->priority);
+	if (job->deadline_ms)
+		bad |= al_mp_pack_kv_uint(&pk, "deadline_ms", job->deadline_ms);
+	if (job->max_attempts)
+		bad |= al_mp_pack_kv_uint(&pk, "max_attempts", job->max_attempts);
+	if (job->idempotency_key)
+		bad |= al_mp_pack_kv_str(&pk, "idempotency_key", job->idempotency_key);
+	if (job->callback_url)
+		bad |= al_mp_pack_kv_str(&pk, "callback_url", job->callback_url);
+	if (job->nlabels)
+		bad |= al_mp_pack_str(&pk, "labels") || al_mp_pack_kvs(&pk, job->labels, job->nlabels);
+	if (job->submitted_ms)
+		bad |= al_mp_pack_kv_uint(&pk, "submitted_ms", job->submitted_ms);
+	if (bad)
+		return al_err_set(err, AL_ENOMEM, "job %s: out of memory while encoding", job->id);
+	return AL_OK;
+}
+
+/* ---- ownership ---- */
+
+static void free_strv(char **v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
+}
+
+static void free_kvs(struct al_kv *kv, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(kv[i].key);
+		free(kv[i].value);
+	}
+	free(kv);
+}
+
+void al_job_free(struct al_job *job)
+{
+	if (!job)
+		return;
+	free(job->id);
+	free(job->tenant);
+	free(job->tier);
+	free(job->code.data);
+	free_strv(job->argv, job->argc);
+	free(job->stdin_data.data);
+	for (size_t i = 0; i < job->nfiles; i++) {
+		free(job->files[i].path);
+		free(job->files[i].data.data);
+	}
+	free(job->files);
+	free_kvs(job->env, job->nenv);
+	free_strv(job->collect, job->ncollect);
+	free(job->idempotency_key);
+	free(job->callback_url);
+	free_kvs(job->labels, job->nlabels);
+	memset(job, 0, sizeof(*job));
+}
+
+int al_job_new_id(char out[33], struct al_err *err)
+{
+	static const char hex[] = "0123456789abcdef";
+	unsigned char r[16];
+
+	if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r))
+		return al_err_sys(err, "getrandom");
+	for (int i = 0; i < 16; i++) {
+		out[2 * i] = hex[r[i] >> 4];
+		out[2 * i + 1] = hex[r[i] & 15];
+	}
+	out[32] = '\0';
+	return AL_OK;
+}

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Runs every test suite against $BUILD and prints "N passed, N failed".
+# Each suite prints TAP lines ("ok N - ..." / "not ok N - ..."); a suite that
+# exits non-zero without a failing line counts as one failure.
+set -u
+cd "$(dirname "$0")/.."
+export BUILD=${BUILD:-build}
+FUZZ_SECONDS=${FUZZ_SECONDS:-60}
+LOGDIR=$(mktemp -d /tmp/airlock-test.XXXXXX)
+passed=0 failed=0 skipped=0
+
+run_suite() { # name command...
+	local name=$1 log="$LOGDIR/${1//\//_}.log" rc p f s
+	shift
+	local t0=$SECONDS
+	"$@" >"$log" 2>&1
+	rc=$?
+	p=$(grep -c '^ok ' "$log")
+	f=$(grep -c '^not ok ' "$log")
+	s=$(grep -c '^ok .*# SKIP' "$log")
+	if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+		f=1
+		echo "not ok - suite $name exited $rc" >>"$log"
+	fi
+	passed=$((passed + p - s)) failed=$((failed + f)) skipped=$((skipped + s))
+	printf '%-28s %4d passed %3d failed %3d skipped  (%ds)\n' "$name" $((p - s)) "$f" "$s" $((SECONDS - t0))
+	if [ "$f" -ne 0 ]; then
+		grep -E '^not ok|^#' "$log" | head -40 | sed 's/^/    /'
+		echo "    (full log: $log)"
+	fi
+}
+
+# Fuzz one target for a bounded time from its committed corpus; new inputs go
+# to a scratch directory so the tree stays clean.
+fuzz() { # target seconds
+	local scratch
+	scratch=$(mktemp -d "$LOGDIR/corpus.XXXX")
+	if "$BUILD/fuzz/$1" -max_total_time="$2" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+		"$scratch" "tests/fuzz/corpus/${1#fuzz_}" >"$LOGDIR/$1.fuzz" 2>&1; then
+		echo "ok 1 - $1 ran $2 s clean ($(grep -o 'stat::number_of_executed_units: *[0-9]*' "$LOGDIR/$1.fuzz" | grep -o '[0-9]*$') executions)"
+	else
+		echo "not ok 1 - $1 found a crash:"
+		grep -E 'ERROR|SUMMARY|Test unit written' "$LOGDIR/$1.fuzz" | sed 's/^/# /'
+		return 1
+	fi
+}
+
+for t in "$BUILD"/tests/test_*; do
+	[ -x "$t" ] && run_suite "unit/$(basename "$t")" "$t"
+done
+run_suite interop/python-msgpack /usr/bin/python3 tests/interop/test_interop.py
+for s in tests/integration/*.sh tests/hostile/run.sh; do
+	[ -f "$s" ] && run_suite "$(basename "$(dirname "$s")")/$(basename "$s" .sh)" bash "$s"
+done
+run_suite fuzz/job fuzz fuzz_job "$FUZZ_SECONDS"
+run_suite fuzz/result fuzz fuzz_result $((FUZZ_SECONDS / 3 + 1))
+
+echo
+if [ "$skipped" -gt 0 ]; then
+	echo "$passed passed, $failed failed, $skipped skipped"
+else
+	echo "$passed passed, $failed failed"
+fi
+[ "$failed" -eq 0 ] && rm -rf "$LOGDIR"
+[ "$failed" -eq 0 ]

@@ -20,7 +20,7 @@ ifneq ($(SANITIZER),)
 OPT := -O1 -g -fno-omit-frame-pointer
 HARDEN := -fPIE -fsanitize=$(SANITIZER) -fno-sanitize-recover=all
 endif
-FINAL_CFLAGS := -std=gnu11 $(WARN) $(OPT) $(HARDEN) -MMD -MP $(PKG_CFLAGS) $(CFLAGS)
+FINAL_CFLAGS := -std=gnu11 -D_GNU_SOURCE $(WARN) $(OPT) $(HARDEN) -MMD -MP $(PKG_CFLAGS) $(CFLAGS)
 FINAL_LDFLAGS := -pie -Wl,-z,noexecstack -Wl,-z,relro -Wl,-z,now $(if $(SANITIZER),-fsanitize=$(SANITIZER)) $(LDFLAGS)
 
 PROTO_SRC := $(wildcard proto/*.c)

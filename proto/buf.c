@@ -1,6 +1,9 @@
 /* buf.c - a growable byte buffer. */
 #include "buf.h"
 
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,4 +44,19 @@ void al_buf_free(struct al_buf *buf)
 	free(buf->data);
 	buf->data = NULL;
 	buf->len = buf->cap = 0;
+}
+
+int al_pathf(char *buf, size_t cap, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(buf, cap, fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= cap) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	return 0;
 }

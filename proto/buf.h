@@ -15,4 +15,8 @@ int al_buf_append(struct al_buf *buf, const void *p, size_t n);
 void al_buf_reset(struct al_buf *buf);
 void al_buf_free(struct al_buf *buf);
 
+/* snprintf into a fixed buffer that refuses to truncate: returns 0, or -1
+ * with errno ENAMETOOLONG when the result would not fit (paths). */
+int al_pathf(char *buf, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 #endif

@@ -1,0 +1,126 @@
+/* backend.h - the one interface every isolation boundary implements.
+ *
+ * The worker drives a backend only through a `const struct al_backend_ops`
+ * table: prepare -> start -> (kill) -> reap -> destroy. Backends never block
+ * the worker's event loop for long: start hands back file descriptors that
+ * become readable when the job is done (a pidfd, a socket), and reap is
+ * called when one does. A NULL slot means "unsupported"; al_backend_*()
+ * below report that in one place, so no backend repeats the check.
+ */
+#ifndef AL_BACKEND_H
+#define AL_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "../proto/err.h"
+#include "../proto/job.h"
+#include "../proto/result.h"
+
+/* Capability bits: what a backend can enforce. */
+enum {
+	AL_CAP_NO_NETWORK = 1u << 0, /* can give a job no network at all */
+	AL_CAP_EGRESS = 1u << 1,     /* can give a job outbound network */
+	AL_CAP_MEMORY = 1u << 2,     /* enforces memory limits */
+	AL_CAP_PIDS = 1u << 3,	     /* enforces process-count limits */
+	AL_CAP_CPU = 1u << 4,	     /* enforces CPU limits */
+	AL_CAP_FILES = 1u << 5,	     /* input and collected output files */
+	AL_CAP_OWN_KERNEL = 1u << 6, /* the job runs on its own kernel */
+	AL_CAP_SERVICE = 1u << 7,    /* the sandbox outlives the result (service VMs) */
+};
+
+/* Worker-wide configuration every backend may read (one struct, like
+ * nsjail's; each field says its unit). Filled by the worker before init. */
+struct al_backend_conf {
+	const char *worker_id;	   /* unique per worker process; names cgroups, dirs */
+	const char *state_dir;	   /* root for per-job directories, e.g. /var/lib/airlock */
+	uid_t uid_base;		   /* slot i runs as uid_base + i (and gid the same) */
+	unsigned slots;		   /* concurrent jobs per backend */
+	uint64_t collect_max_bytes; /* cap per collected output file, bytes */
+	unsigned nofile;	   /* RLIMIT_NOFILE for jobs */
+	const char *const *hide_paths; /* extra host paths to hide from jobs (NULL-ended) */
+	const char *oci_runtime;   /* container: runc, crun or runsc; NULL = detect */
+	const char *image_dir;	   /* container/microvm: where images live */
+};
+
+/* What to run: the decoded job plus the operator's policy, resolved. */
+struct al_run_spec {
+	const struct al_job *job;
+	struct al_limits limits;   /* effective limits: every field non-zero */
+	uint64_t cpu_millis;	   /* CPU bandwidth, thousandths of a CPU (1000 = 1 CPU) */
+	const struct al_kv *env;   /* the policy's variables (set before the job's) */
+	size_t nenv;
+	enum al_network network;   /* granted by policy */
+	const char *image;	   /* the tier's image, or NULL */
+	unsigned slot;		   /* 0 .. conf.slots-1 */
+	unsigned attempt;	   /* 1-based */
+};
+
+#define AL_WATCH_MAX 4
+
+/* File descriptors the worker watches for readability after start. */
+struct al_watch {
+	int fds[AL_WATCH_MAX];
+	int nfds;
+};
+
+/* One job's sandbox. The worker allocates it with ops->priv_size bytes of
+ * zeroed private state after it. */
+struct al_sandbox {
+	const struct al_backend_ops *ops;
+	const struct al_backend_conf *conf;
+	struct al_run_spec spec;
+	void *priv;
+};
+
+struct al_backend_ops {
+	const char *name;	/* MUST: "process", "container", ... */
+	unsigned caps;		/* MUST: AL_CAP_* bits */
+	size_t priv_size;	/* MUST: bytes of per-sandbox state */
+	/* MUST: self-check and global set-up at worker start. A failure means
+	 * the backend is not offered; its jobs fail closed. */
+	int (*init)(const struct al_backend_conf *conf, struct al_err *err);
+	/* MAY: remove what a crashed earlier run of this worker id left. */
+	int (*sweep)(const struct al_backend_conf *conf, struct al_err *err);
+	/* MUST: make the sandbox (directories, cgroup, bundle...). Quick. */
+	int (*prepare)(struct al_sandbox *sb, struct al_err *err);
+	/* MUST: start the job; fill *w with fds that turn readable when it ends. */
+	int (*start)(struct al_sandbox *sb, struct al_watch *w, struct al_err *err);
+	/* MUST: kill everything the job runs, now; reap follows. */
+	int (*kill)(struct al_sandbox *sb, struct al_err *err);
+	/* MUST: called when a watched fd is readable. Returns 1 and fills res
+	 * (status, exit code or signal, output, usage) when the job is over,
+	 * 0 when it is still running, negative on a sandbox failure. */
+	int (*reap)(struct al_sandbox *sb, struct al_result *res, struct al_err *err);
+	/* MUST: remove every process, file, cgroup... made for the job. */
+	void (*destroy)(struct al_sandbox *sb);
+	/* MAY: tear down global state at worker exit. */
+	void (*fini)(void);
+};
+
+/* The registry: every backend this build has (compile-time options live in
+ * registry.c only). */
+const struct al_backend_ops *al_backend_find(const char *name);
+/* NULL-terminated list of all built-in backends. */
+const struct al_backend_ops *const *al_backend_all(void);
+
+/* Dispatchers: report a NULL slot as "unsupported" once, here. */
+int al_backend_init(const struct al_backend_ops *ops, const struct al_backend_conf *conf,
+		    struct al_err *err);
+int al_backend_sweep(const struct al_backend_ops *ops, const struct al_backend_conf *conf,
+		     struct al_err *err);
+/* Allocate a sandbox (caller frees with al_sandbox_free). */
+struct al_sandbox *al_sandbox_new(const struct al_backend_ops *ops,
+				  const struct al_backend_conf *conf, const struct al_run_spec *spec);
+int al_backend_prepare(struct al_sandbox *sb, struct al_err *err);
+int al_backend_start(struct al_sandbox *sb, struct al_watch *w, struct al_err *err);
+int al_backend_kill(struct al_sandbox *sb, struct al_err *err);
+int al_backend_reap(struct al_sandbox *sb, struct al_result *res, struct al_err *err);
+void al_sandbox_free(struct al_sandbox *sb); /* calls destroy; NULL is fine */
+
+extern const struct al_backend_ops al_backend_process;
+extern const struct al_backend_ops al_backend_noop;
+
+#endif

@@ -1,0 +1,386 @@
+/* cgroup.c - per-job cgroups on cgroup v1 or v2 (see cgroup.h). */
+#include "cgroup.h"
+
+#include "../proto/buf.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+const char *al_cg_version_name(enum al_cg_version v)
+{
+	return v == AL_CG_V2 ? "v2" : v == AL_CG_V1 ? "v1" : "none";
+}
+
+static int write_file(const char *dir, const char *file, const char *val)
+{
+	char path[PATH_MAX + 64];
+	ssize_t n;
+	int fd;
+
+	if (al_pathf(path, sizeof(path), "%s/%s", dir, file))
+		return -1;
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	n = write(fd, val, strlen(val));
+	close(fd);
+	return n == (ssize_t)strlen(val) ? 0 : -1;
+}
+
+static int read_file(const char *dir, const char *file, char *buf, size_t cap)
+{
+	char path[PATH_MAX + 64];
+	ssize_t n;
+	int fd;
+
+	if (al_pathf(path, sizeof(path), "%s/%s", dir, file))
+		return -1;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, cap - 1);
+	close(fd);
+	if (n < 0)
+		return -1;
+	buf[n] = '\0';
+	return 0;
+}
+
+/* Value of "key N" in a flat keyed file such as memory.events. */
+static uint64_t keyed(const char *buf, const char *key)
+{
+	size_t k = strlen(key);
+
+	for (const char *p = buf; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+		if (strncmp(p, key, k) == 0 && p[k] == ' ')
+			return strtoull(p + k + 1, NULL, 10);
+	return 0;
+}
+
+/* Options field of a mountinfo line after the " - " separator. */
+static bool has_opt(const char *opts, const char *want)
+{
+	size_t n = strlen(want);
+
+	for (const char *p = opts; p; p = strchr(p, ','), p = p ? p + 1 : NULL)
+		if (strncmp(p, want, n) == 0 && (p[n] == ',' || p[n] == '\0' || p[n] == '\n' || p[n] == ' '))
+			return true;
+	return false;
+}
+
+int al_cg_detect(struct al_cg_sys *sys, const char *worker_id, struct al_err *err)
+{
+	char line[4096], buf[512];
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+
+	memset(sys, 0, sizeof(*sys));
+	snprintf(sys->worker_id, sizeof(sys->worker_id), "%s", worker_id);
+	if (!f)
+		return al_err_sys(err, "cgroup: open /proc/self/mountinfo");
+	while (fgets(line, sizeof(line), f)) {
+		char mnt[PATH_MAX], fstype[64], opts[1024];
+		const char *sep = strstr(line, " - ");
+
+		/* 36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw,errors=continue */
+		if (!sep || sscanf(line, "%*s %*s %*s %*s %4095s", mnt) != 1 ||
+		    sscanf(sep + 3, "%63s %*s %1023s", fstype, opts) != 2)
+			continue;
+		if (strcmp(fstype, "cgroup2") == 0 && !sys->v2[0]) {
+			snprintf(sys->v2, sizeof(sys->v2), "%s", mnt);
+		} else if (strcmp(fstype, "cgroup") == 0) {
+			if (has_opt(opts, "memory"))
+				snprintf(sys->memory, sizeof(sys->memory), "%s", mnt);
+			if (has_opt(opts, "pids"))
+				snprintf(sys->pids, sizeof(sys->pids), "%s", mnt);
+			if (has_opt(opts, "cpu"))
+				snprintf(sys->cpu, sizeof(sys->cpu), "%s", mnt);
+			if (has_opt(opts, "cpuacct"))
+				snprintf(sys->cpuacct, sizeof(sys->cpuacct), "%s", mnt);
+		}
+	}
+	fclose(f);
+	/* v2 only counts when its root offers every controller we need: a hybrid
+	 * host mounts an empty v2 tree beside the v1 controllers. */
+	if (sys->v2[0] && read_file(sys->v2, "cgroup.controllers", buf, sizeof(buf)) == 0 &&
+	    strstr(buf, "memory") && strstr(buf, "pids") && strstr(buf, "cpu")) {
+		sys->version = AL_CG_V2;
+		return AL_OK;
+	}
+	if (sys->memory[0] && sys->pids[0] && sys->cpu[0] && sys->cpuacct[0]) {
+		sys->version = AL_CG_V1;
+		return AL_OK;
+	}
+	return al_err_set(err, AL_ESANDBOX,
+			  "cgroup: no usable hierarchy: need cgroup v2 with memory, pids and cpu, or v1 memory, pids, cpu and cpuacct mounted (found v2=%s memory=%s pids=%s cpu=%s cpuacct=%s)",
+			  sys->v2[0] ? sys->v2 : "-", sys->memory[0] ? "yes" : "no",
+			  sys->pids[0] ? "yes" : "no", sys->cpu[0] ? "yes" : "no",
+			  sys->cpuacct[0] ? "yes" : "no");
+}
+
+static int mkdir_p(const char *path)
+{
+	char tmp[PATH_MAX];
+
+	snprintf(tmp, sizeof(tmp), "%s", path);
+	for (char *p = tmp + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(tmp, 0755) && errno != EEXIST)
+			return -1;
+		*p = '/';
+	}
+	return mkdir(tmp, 0755) && errno != EEXIST ? -1 : 0;
+}
+
+/* v2: controllers must be enabled in every ancestor's subtree_control. */
+static int v2_enable(const struct al_cg_sys *sys, struct al_err *err)
+{
+	char dir[PATH_MAX];
+
+	if (al_pathf(dir, sizeof(dir), "%s/airlock/%s", sys->v2, sys->worker_id) || mkdir_p(dir))
+		return al_err_sys(err, "cgroup: mkdir %s", dir);
+	snprintf(dir, sizeof(dir), "%s", sys->v2);
+	for (int level = 0; level < 3; level++) {
+		if (write_file(dir, "cgroup.subtree_control", "+memory +pids +cpu"))
+			return al_err_sys(err, "cgroup: enable memory, pids, cpu in %s/cgroup.subtree_control",
+					  dir);
+		strncat(dir, level == 0 ? "/airlock" : "/", sizeof(dir) - strlen(dir) - 1);
+		if (level == 1)
+			strncat(dir, sys->worker_id, sizeof(dir) - strlen(dir) - 1);
+	}
+	return AL_OK;
+}
+
+int al_cg_create(struct al_cg *cg, const struct al_cg_sys *sys, const char *name,
+		 const struct al_cg_limits *lim, struct al_err *err)
+{
+	const char *roots[4];
+	char val[64];
+	int rc;
+
+	memset(cg, 0, sizeof(*cg));
+	cg->sys = sys;
+	if (sys->version == AL_CG_V2) {
+		roots[0] = sys->v2;
+		cg->ndirs = 1;
+		if ((rc = v2_enable(sys, err)))
+			return rc;
+	} else if (sys->version == AL_CG_V1) {
+		roots[0] = sys->memory;
+		roots[1] = sys->pids;
+		roots[2] = sys->cpu;
+		roots[3] = sys->cpuacct;
+		cg->ndirs = 4;
+	} else {
+		return al_err_set(err, AL_ESANDBOX, "cgroup: not detected");
+	}
+	for (int i = 0; i < cg->ndirs; i++) {
+		bool dup = false;
+
+		if (al_pathf(cg->dirs[i], sizeof(cg->dirs[i]), "%s/airlock/%s/%s", roots[i],
+			     sys->worker_id, name)) {
+			al_err_sys(err, "cgroup: path for %s", name);
+			goto out_destroy;
+		}
+		for (int j = 0; j < i; j++)
+			dup |= strcmp(cg->dirs[i], cg->dirs[j]) == 0; /* co-mounted cpu,cpuacct */
+		if (!dup && mkdir_p(cg->dirs[i])) {
+			al_err_sys(err, "cgroup: mkdir %s", cg->dirs[i]);
+			goto out_destroy;
+		}
+	}
+
+#define SET(dir, file, ...)                                                                   \
+	do {                                                                                  \
+		snprintf(val, sizeof(val), __VA_ARGS__);                                      \
+		if (write_file(dir, file, val)) {                                             \
+			al_err_sys(err, "cgroup: write %s to %s/%s", val, dir, file);         \
+			goto out_destroy;                                                     \
+		}                                                                             \
+	} while (0)
+
+	if (sys->version == AL_CG_V2) {
+		if (lim->memory_bytes) {
+			SET(cg->dirs[0], "memory.max", "%" PRIu64, lim->memory_bytes);
+			/* no swap: swap would let a job exceed its memory limit */
+			snprintf(val, sizeof(val), "0");
+			write_file(cg->dirs[0], "memory.swap.max", val); /* absent without swap accounting */
+		}
+		if (lim->pids)
+			SET(cg->dirs[0], "pids.max", "%" PRIu64, lim->pids);
+		if (lim->cpu_millis)
+			SET(cg->dirs[0], "cpu.max", "%" PRIu64 " 100000", lim->cpu_millis * 100);
+	} else {
+		if (lim->memory_bytes) {
+			SET(cg->dirs[0], "memory.limit_in_bytes", "%" PRIu64, lim->memory_bytes);
+			/* memory+swap equal to memory: no swap escape (file absent
+			 * when the kernel has no swap accounting) */
+			snprintf(val, sizeof(val), "%" PRIu64, lim->memory_bytes);
+			write_file(cg->dirs[0], "memory.memsw.limit_in_bytes", val);
+		}
+		if (lim->pids)
+			SET(cg->dirs[1], "pids.max", "%" PRIu64, lim->pids);
+		if (lim->cpu_millis) {
+			SET(cg->dirs[2], "cpu.cfs_period_us", "100000");
+			SET(cg->dirs[2], "cpu.cfs_quota_us", "%" PRIu64, lim->cpu_millis * 100);
+		}
+	}
+#undef SET
+	return AL_OK;
+
+out_destroy:
+	rc = err ? err->status : AL_ESANDBOX;
+	al_cg_destroy(cg, NULL);
+	return rc;
+}
+
+int al_cg_enter_self(const struct al_cg *cg)
+{
+	for (int i = 0; i < cg->ndirs; i++)
+		if (write_file(cg->dirs[i], "cgroup.procs", "0"))
+			return -1;
+	return 0;
+}
+
+int al_cg_stats(const struct al_cg *cg, struct al_cg_stats *st)
+{
+	char buf[4096];
+
+	memset(st, 0, sizeof(*st));
+	if (cg->sys->version == AL_CG_V2) {
+		if (read_file(cg->dirs[0], "cpu.stat", buf, sizeof(buf)) == 0)
+			st->cpu_ns = keyed(buf, "usage_usec") * 1000;
+		if (read_file(cg->dirs[0], "memory.peak", buf, sizeof(buf)) == 0)
+			st->peak_memory_bytes = strtoull(buf, NULL, 10);
+		if (read_file(cg->dirs[0], "memory.events", buf, sizeof(buf)) == 0) {
+			st->oom_kills = keyed(buf, "oom_kill");
+			st->memory_hit = keyed(buf, "max") > 0 || st->oom_kills > 0;
+		}
+	} else if (cg->sys->version == AL_CG_V1) {
+		if (read_file(cg->dirs[3], "cpuacct.usage", buf, sizeof(buf)) == 0)
+			st->cpu_ns = strtoull(buf, NULL, 10);
+		if (read_file(cg->dirs[0], "memory.max_usage_in_bytes", buf, sizeof(buf)) == 0)
+			st->peak_memory_bytes = strtoull(buf, NULL, 10);
+		if (read_file(cg->dirs[0], "memory.oom_control", buf, sizeof(buf)) == 0)
+			st->oom_kills = keyed(buf, "oom_kill");
+		if (read_file(cg->dirs[0], "memory.failcnt", buf, sizeof(buf)) == 0)
+			st->memory_hit = strtoull(buf, NULL, 10) > 0 || st->oom_kills > 0;
+	}
+	return 0;
+}
+
+/* Kill every task listed in dir/cgroup.procs; returns how many were listed. */
+static int kill_procs(const char *dir)
+{
+	char buf[8192];
+	int n = 0;
+
+	if (read_file(dir, "cgroup.procs", buf, sizeof(buf)))
+		return 0;
+	for (char *p = buf; *p;) {
+		char *end;
+		long pid = strtol(p, &end, 10);
+
+		if (end == p)
+			break;
+		if (pid > 0) {
+			kill((pid_t)pid, SIGKILL);
+			n++;
+		}
+		p = end;
+		while (*p == '\n')
+			p++;
+	}
+	return n;
+}
+
+static int remove_dir(const char *dir, struct al_err *err)
+{
+	struct timespec ts = { 0, 2 * 1000 * 1000 };
+
+	/* cgroup.kill (v2, Linux 5.14+) kills atomically, forks included */
+	write_file(dir, "cgroup.kill", "1");
+	for (int tries = 0; tries < 2500; tries++) { /* ~5 s */
+		if (rmdir(dir) == 0 || errno == ENOENT)
+			return AL_OK;
+		if (errno != EBUSY)
+			break;
+		kill_procs(dir);
+		nanosleep(&ts, NULL);
+	}
+	return al_err_sys(err, "cgroup: rmdir %s", dir);
+}
+
+int al_cg_destroy(struct al_cg *cg, struct al_err *err)
+{
+	int rc = AL_OK;
+
+	if (!cg || !cg->sys)
+		return AL_OK;
+	/* v1: freeze-free approach; killing repeatedly until empty is enough
+	 * because a pids limit bounds how fast new tasks appear */
+	for (int i = 0; i < cg->ndirs; i++)
+		if (cg->dirs[i][0] && remove_dir(cg->dirs[i], err))
+			rc = AL_ESANDBOX;
+	if (!rc)
+		cg->ndirs = 0;
+	return rc;
+}
+
+static int sweep_tree(const char *root, struct al_err *err)
+{
+	struct dirent *de;
+	DIR *d = opendir(root);
+	int rc = AL_OK;
+
+	if (!d)
+		return errno == ENOENT ? AL_OK : al_err_sys(err, "cgroup: open %s", root);
+	while ((de = readdir(d))) {
+		char sub[PATH_MAX + 256];
+
+		if (de->d_type != DT_DIR || de->d_name[0] == '.')
+			continue;
+		if (al_pathf(sub, sizeof(sub), "%s/%s", root, de->d_name) || remove_dir(sub, err))
+			rc = AL_ESANDBOX;
+	}
+	closedir(d);
+	return rc;
+}
+
+int al_cg_sweep(const struct al_cg_sys *sys, struct al_err *err)
+{
+	const char *roots[4] = { sys->v2, sys->memory, sys->pids, sys->cpu };
+	char dir[PATH_MAX + 128];
+	int rc = AL_OK;
+
+	if (sys->version == AL_CG_V1)
+		roots[0] = sys->cpuacct;
+	for (int i = 0; i < (sys->version == AL_CG_V2 ? 1 : 4); i++) {
+		if (al_pathf(dir, sizeof(dir), "%s/airlock/%s", roots[i], sys->worker_id) ||
+		    sweep_tree(dir, err))
+			rc = AL_ESANDBOX;
+	}
+	return rc;
+}
+
+void al_cg_release(const struct al_cg_sys *sys)
+{
+	const char *roots[4] = { sys->v2, sys->memory, sys->pids, sys->cpu };
+	char dir[PATH_MAX + 128];
+
+	if (sys->version == AL_CG_V1)
+		roots[0] = sys->cpuacct;
+	for (int i = 0; i < (sys->version == AL_CG_V2 ? 1 : 4); i++)
+		if (!al_pathf(dir, sizeof(dir), "%s/airlock/%s", roots[i], sys->worker_id))
+			rmdir(dir);
+}

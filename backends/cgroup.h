@@ -1,0 +1,67 @@
+/* cgroup.h - per-job cgroups on cgroup v1 or v2, detected at start-up.
+ * A job's cgroup lives at airlock/<worker_id>/<name> under each hierarchy that
+ * carries a controller we need (v1: memory, pids, cpu, cpuacct; v2: the one
+ * unified tree with memory, pids and cpu enabled). */
+#ifndef AL_CGROUP_H
+#define AL_CGROUP_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "../proto/err.h"
+
+enum al_cg_version { AL_CG_NONE = 0, AL_CG_V1 = 1, AL_CG_V2 = 2 };
+
+/* Where the hierarchies are; filled once by al_cg_detect. */
+struct al_cg_sys {
+	enum al_cg_version version;
+	char v2[PATH_MAX];	/* v2: the unified mount */
+	char memory[PATH_MAX];	/* v1: one mount per controller ("" if absent) */
+	char pids[PATH_MAX];
+	char cpu[PATH_MAX];
+	char cpuacct[PATH_MAX];
+	char worker_id[64];	/* names the subtree airlock/<worker_id> */
+};
+
+struct al_cg_limits {
+	uint64_t memory_bytes;	/* memory (and memory+swap) limit, bytes; 0 = none */
+	uint64_t pids;		/* max tasks; 0 = none */
+	uint64_t cpu_millis;	/* CPU bandwidth in thousandths of a CPU; 0 = none */
+};
+
+/* One job's cgroup: the directory in each hierarchy. */
+struct al_cg {
+	const struct al_cg_sys *sys;
+	char dirs[4][PATH_MAX];	/* v2: dirs[0]; v1: memory, pids, cpu, cpuacct */
+	int ndirs;
+};
+
+struct al_cg_stats {
+	uint64_t cpu_ns;	    /* CPU time of every task, nanoseconds */
+	uint64_t peak_memory_bytes; /* high-water mark of memory */
+	uint64_t oom_kills;	    /* tasks the OOM killer took */
+	bool memory_hit;	    /* the memory limit was reached at least once */
+};
+
+/* Detect the layout from /proc/self/mountinfo. Fails (AL_ESANDBOX) when
+ * neither a v2 tree with memory+pids+cpu nor v1 memory+pids+cpu+cpuacct can
+ * be used. */
+int al_cg_detect(struct al_cg_sys *sys, const char *worker_id, struct al_err *err);
+/* Create airlock/<worker_id>/<name> with limits. On failure nothing is left. */
+int al_cg_create(struct al_cg *cg, const struct al_cg_sys *sys, const char *name,
+		 const struct al_cg_limits *lim, struct al_err *err);
+/* Move the calling process into cg (async-signal-safe: usable after fork). */
+int al_cg_enter_self(const struct al_cg *cg);
+int al_cg_stats(const struct al_cg *cg, struct al_cg_stats *st);
+/* SIGKILL every task in cg, wait until it is empty, remove it. Returns 0 when
+ * the cgroup is gone. */
+int al_cg_destroy(struct al_cg *cg, struct al_err *err);
+/* Kill and remove every cgroup under airlock/<worker_id> (a crashed run's). */
+int al_cg_sweep(const struct al_cg_sys *sys, struct al_err *err);
+/* Remove the empty airlock/<worker_id> directories at worker exit. */
+void al_cg_release(const struct al_cg_sys *sys);
+const char *al_cg_version_name(enum al_cg_version v);
+
+#endif

@@ -1,0 +1,284 @@
+/* jobfs.c - a job's files on the host (see jobfs.h). */
+#include "jobfs.h"
+
+#include "../proto/buf.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+int al_mkdir_p(const char *path, mode_t mode)
+{
+	char tmp[PATH_MAX];
+
+	snprintf(tmp, sizeof(tmp), "%s", path);
+	for (char *p = tmp + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(tmp, mode) && errno != EEXIST)
+			return -1;
+		*p = '/';
+	}
+	return mkdir(tmp, mode) && errno != EEXIST ? -1 : 0;
+}
+
+/* Create the parent directories of rel inside dirfd, owned by uid:gid. */
+static int make_parents(int dirfd, const char *rel, uid_t uid, gid_t gid)
+{
+	char tmp[AL_PATH_MAX + 1];
+
+	snprintf(tmp, sizeof(tmp), "%s", rel);
+	for (char *p = tmp; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdirat(dirfd, tmp, 0755) == 0) {
+			if (fchownat(dirfd, tmp, uid, gid, AT_SYMLINK_NOFOLLOW))
+				return -1;
+		} else if (errno != EEXIST) {
+			return -1;
+		}
+		*p = '/';
+	}
+	return 0;
+}
+
+static int write_all(int fd, const char *p, size_t n)
+{
+	while (n > 0) {
+		ssize_t w = write(fd, p, n);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+static int write_inputs(struct al_jobfs *fs, const struct al_job *job, uid_t uid, gid_t gid,
+			struct al_err *err)
+{
+	int dirfd = open(fs->work, O_DIRECTORY | O_RDONLY | O_CLOEXEC);
+	int rc = AL_OK;
+
+	if (dirfd < 0)
+		return al_err_sys(err, "jobfs: open %s", fs->work);
+	for (size_t i = 0; i < job->nfiles && !rc; i++) {
+		const struct al_file *f = &job->files[i];
+		int fd;
+
+		if (make_parents(dirfd, f->path, uid, gid)) {
+			rc = al_err_sys(err, "jobfs: input file %s: mkdir", f->path);
+			break;
+		}
+		fd = openat(dirfd, f->path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+			    0600);
+		if (fd < 0) {
+			rc = al_err_sys(err, "jobfs: input file %s", f->path);
+			break;
+		}
+		if (write_all(fd, f->data.data, f->data.len)) {
+			rc = errno == ENOSPC ? al_err_set(err, AL_EINVAL,
+							  "input files: more than the disk limit allows")
+					     : al_err_sys(err, "jobfs: write %s", f->path);
+		} else if (fchown(fd, uid, gid) || fchmod(fd, f->mode)) {
+			rc = al_err_sys(err, "jobfs: chown/chmod %s", f->path);
+		}
+		close(fd);
+	}
+	close(dirfd);
+	return rc;
+}
+
+int al_jobfs_create(struct al_jobfs *fs, const char *root, const char *name,
+		    const struct al_job *job, uint64_t disk_bytes, uid_t uid, gid_t gid,
+		    struct al_err *err)
+{
+	char opts[128], path[PATH_MAX + 16];
+	int rc;
+
+	memset(fs, 0, sizeof(*fs));
+	fs->out_fd = fs->err_fd = -1;
+	if (al_mkdir_p(root, 0711))
+		return al_err_sys(err, "jobfs: mkdir %s", root);
+	if (al_pathf(fs->dir, sizeof(fs->dir), "%s/%s", root, name) ||
+	    al_pathf(fs->work, sizeof(fs->work), "%s/work", fs->dir) || mkdir(fs->dir, 0700))
+		return al_err_sys(err, "jobfs: mkdir %s", fs->dir);
+	if (mkdir(fs->work, 0700)) {
+		rc = al_err_sys(err, "jobfs: mkdir %s", fs->work);
+		goto out_destroy;
+	}
+	/* The disk limit is the tmpfs size: a disk-filling job gets ENOSPC. */
+	snprintf(opts, sizeof(opts), "size=%llu,mode=0700,uid=%u,gid=%u,nr_inodes=65536",
+		 (unsigned long long)disk_bytes, (unsigned)uid, (unsigned)gid);
+	if (mount("airlock-job", fs->work, "tmpfs", MS_NOSUID | MS_NODEV, opts)) {
+		rc = al_err_sys(err, "jobfs: mount tmpfs on %s", fs->work);
+		goto out_destroy;
+	}
+	fs->mounted = true;
+	if ((rc = write_inputs(fs, job, uid, gid, err)))
+		goto out_destroy;
+	if (!al_pathf(path, sizeof(path), "%s/stdout", fs->dir))
+		fs->out_fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (!al_pathf(path, sizeof(path), "%s/stderr", fs->dir))
+		fs->err_fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fs->out_fd < 0 || fs->err_fd < 0) {
+		rc = al_err_sys(err, "jobfs: create stdout/stderr files in %s", fs->dir);
+		goto out_destroy;
+	}
+	return AL_OK;
+
+out_destroy:
+	al_jobfs_destroy(fs);
+	return rc;
+}
+
+/* Read up to cap bytes from fd (from offset 0); *truncated when more. */
+static int read_capped(int fd, uint64_t cap, struct al_bytes *out, bool *truncated)
+{
+	struct stat st;
+	size_t want;
+	ssize_t n;
+
+	if (fstat(fd, &st))
+		return -1;
+	want = (uint64_t)st.st_size > cap ? (size_t)cap : (size_t)st.st_size;
+	*truncated = (uint64_t)st.st_size > cap;
+	out->data = malloc(want + 1);
+	if (!out->data)
+		return -1;
+	n = want ? pread(fd, out->data, want, 0) : 0;
+	if (n < 0) {
+		free(out->data);
+		out->data = NULL;
+		return -1;
+	}
+	out->len = (size_t)n;
+	out->data[n] = '\0';
+	return 0;
+}
+
+static int open_beneath(int dirfd, const char *path)
+{
+	struct open_how how = {
+		.flags = O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
+		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
+			   RESOLVE_NO_XDEV,
+	};
+
+	return (int)syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
+}
+
+int al_jobfs_collect(struct al_jobfs *fs, const struct al_job *job,
+		     const struct al_limits *lim, uint64_t file_cap, struct al_result *res,
+		     bool *disk_full, struct al_err *err)
+{
+	struct statvfs sv;
+	int dirfd;
+
+	*disk_full = false;
+	if (read_capped(fs->out_fd, lim->stdout_bytes, &res->out, &res->out_truncated) ||
+	    read_capped(fs->err_fd, lim->stderr_bytes, &res->err, &res->err_truncated))
+		return al_err_sys(err, "jobfs: read stdout/stderr");
+	if (!fs->mounted)
+		return AL_OK;
+	dirfd = open(fs->work, O_DIRECTORY | O_RDONLY | O_CLOEXEC);
+	if (dirfd < 0)
+		return al_err_sys(err, "jobfs: open %s", fs->work);
+	/* A few blocks of slack: tmpfs reports full slightly before size. */
+	if (fstatvfs(dirfd, &sv) == 0 && sv.f_bavail * sv.f_frsize < 64 * 1024)
+		*disk_full = true;
+	if (job->ncollect) {
+		res->files = calloc(job->ncollect, sizeof(*res->files));
+		if (!res->files) {
+			close(dirfd);
+			return al_err_set(err, AL_ENOMEM, "jobfs: out of memory");
+		}
+	}
+	for (size_t i = 0; i < job->ncollect; i++) {
+		struct al_out_file *o = &res->files[res->nfiles];
+		struct stat st;
+		int fd = open_beneath(dirfd, job->collect[i]);
+
+		/* Missing, a symlink, or escaping the work dir: not collected. */
+		if (fd < 0)
+			continue;
+		if (fstat(fd, &st) || !S_ISREG(st.st_mode) ||
+		    read_capped(fd, file_cap, &o->data, &o->truncated)) {
+			close(fd);
+			continue;
+		}
+		close(fd);
+		o->path = strdup(job->collect[i]);
+		if (!o->path) {
+			free(o->data.data);
+			o->data.data = NULL;
+			continue;
+		}
+		res->nfiles++;
+	}
+	close(dirfd);
+	return AL_OK;
+}
+
+void al_jobfs_destroy(struct al_jobfs *fs)
+{
+	char path[PATH_MAX + 16];
+
+	if (!fs->dir[0])
+		return;
+	if (fs->out_fd >= 0)
+		close(fs->out_fd);
+	if (fs->err_fd >= 0)
+		close(fs->err_fd);
+	fs->out_fd = fs->err_fd = -1;
+	/* Unmounting the tmpfs frees everything the job wrote. */
+	if (fs->mounted && umount2(fs->work, MNT_DETACH) == 0)
+		fs->mounted = false;
+	rmdir(fs->work);
+	if (!al_pathf(path, sizeof(path), "%s/stdout", fs->dir))
+		unlink(path);
+	if (!al_pathf(path, sizeof(path), "%s/stderr", fs->dir))
+		unlink(path);
+	if (rmdir(fs->dir) == 0 || errno == ENOENT)
+		fs->dir[0] = '\0';
+}
+
+int al_jobfs_sweep(const char *root, struct al_err *err)
+{
+	struct dirent *de;
+	DIR *d = opendir(root);
+	int rc = AL_OK;
+
+	if (!d)
+		return errno == ENOENT ? AL_OK : al_err_sys(err, "jobfs: open %s", root);
+	while ((de = readdir(d))) {
+		struct al_jobfs fs = { .out_fd = -1, .err_fd = -1, .mounted = true };
+
+		if (de->d_name[0] == '.')
+			continue;
+		if (al_pathf(fs.dir, sizeof(fs.dir), "%s/%s", root, de->d_name) ||
+		    al_pathf(fs.work, sizeof(fs.work), "%s/work", fs.dir))
+			continue;
+		umount2(fs.work, MNT_DETACH); /* may not be mounted: fine */
+		fs.mounted = false;
+		al_jobfs_destroy(&fs);
+		if (fs.dir[0])
+			rc = al_err_set(err, AL_ESANDBOX, "jobfs: could not remove %s", fs.dir);
+	}
+	closedir(d);
+	return rc;
+}

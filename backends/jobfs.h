@@ -1,0 +1,50 @@
+/* jobfs.h - a job's files on the host: a directory holding a size-limited
+ * tmpfs work directory (the job's input files, owned by the job's uid) and
+ * the files its stdout and stderr go to; reading them back with caps, and
+ * collecting output files without following symlinks out of the work dir.
+ * Shared by the process and container backends. */
+#ifndef AL_JOBFS_H
+#define AL_JOBFS_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "../proto/err.h"
+#include "../proto/job.h"
+#include "../proto/result.h"
+
+struct al_jobfs {
+	char dir[PATH_MAX];  /* <root>/<name>, 0700 root */
+	char work[PATH_MAX]; /* <dir>/work: tmpfs of the job's disk limit */
+	bool mounted;	     /* work is a mount point we made */
+	int out_fd;	     /* <dir>/stdout, read back after the job */
+	int err_fd;	     /* <dir>/stderr */
+};
+
+/* Make <root>/<name>, mount the work tmpfs (size disk_bytes, owned by
+ * uid:gid, mode 0700), write the job's input files into it, create the
+ * stdout/stderr files. On failure nothing is left. AL_EINVAL when the input
+ * files do not fit in disk_bytes. */
+int al_jobfs_create(struct al_jobfs *fs, const char *root, const char *name,
+		    const struct al_job *job, uint64_t disk_bytes, uid_t uid, gid_t gid,
+		    struct al_err *err);
+
+/* Fill res->out/err (capped, with truncated flags) and res->files (each at
+ * most file_cap bytes; missing files are skipped, symlinks and non-regular
+ * files refused). *disk_full tells whether the work tmpfs filled up. */
+int al_jobfs_collect(struct al_jobfs *fs, const struct al_job *job,
+		     const struct al_limits *lim, uint64_t file_cap, struct al_result *res,
+		     bool *disk_full, struct al_err *err);
+
+/* Unmount and remove everything. Safe to call twice. */
+void al_jobfs_destroy(struct al_jobfs *fs);
+
+/* Remove every job directory under root (what a crashed worker left). */
+int al_jobfs_sweep(const char *root, struct al_err *err);
+
+/* mkdir -p with mode for each level created. */
+int al_mkdir_p(const char *path, mode_t mode);
+
+#endif

@@ -1,0 +1,24 @@
+/* seccomp.h - the sandbox's syscall filter: compiled once by the parent with
+ * libseccomp, applied by the child just before exec with no allocation. */
+#ifndef AL_SECCOMP_H
+#define AL_SECCOMP_H
+
+#include <linux/filter.h>
+
+#include "../proto/err.h"
+
+struct al_seccomp {
+	struct sock_fprog prog; /* owned; free with al_seccomp_free */
+};
+
+/* Build the filter: default allow; EPERM for ptrace, mount/umount,
+ * pivot_root, chroot, unshare/setns and namespace flags to clone, keyctl
+ * family, bpf, perf_event_open, kexec, module loading, reboot, swapon/off,
+ * userfaultfd, io_uring, and socket() of any family but AF_UNIX. */
+int al_seccomp_build(struct al_seccomp *sc, struct al_err *err);
+/* Apply in the child (async-signal-safe). Requires no_new_privs or
+ * CAP_SYS_ADMIN. Returns 0 or -1 with errno. */
+int al_seccomp_apply(const struct al_seccomp *sc);
+void al_seccomp_free(struct al_seccomp *sc);
+
+#endif

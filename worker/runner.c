@@ -1,0 +1,207 @@
+/* runner.c - one job through one backend on the event loop (see runner.h). */
+#include "runner.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define KILL_GRACE_MS 2000 /* after a kill, wait this long for reap, then give up */
+
+struct al_runner {
+	struct event_base *base;
+	struct al_sandbox *sb;
+	struct event *watch[AL_WATCH_MAX];
+	int nwatch;
+	struct event *timer;	/* wall-clock limit, then the kill grace */
+	struct event *finish_ev; /* runs finish() outside the caller's stack */
+	al_runner_done_fn done;
+	void *arg;
+	struct al_result res;
+	uint64_t start_mono;
+	bool stopping;		/* a kill was sent */
+	int reason;		/* -1, or the status a stop imposes */
+	char reason_msg[256];
+	bool finished;
+};
+
+uint64_t al_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+uint64_t al_mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void finish(struct al_runner *r)
+{
+	if (r->finished)
+		return;
+	r->finished = true;
+	for (int i = 0; i < r->nwatch; i++)
+		event_free(r->watch[i]);
+	r->nwatch = 0;
+	if (r->timer)
+		event_del(r->timer);
+	if (r->reason >= 0) {
+		r->res.status = (enum al_status_code)r->reason;
+		al_result_set_error(&r->res, "%s", r->reason_msg);
+	}
+	r->res.finished_ms = al_now_ms();
+	if (r->start_mono)
+		r->res.wall_ms = al_mono_ms() - r->start_mono;
+	/* Nothing of the job outlives it: the sandbox goes before the result. */
+	al_sandbox_free(r->sb);
+	r->sb = NULL;
+	event_active(r->finish_ev, 0, 0);
+}
+
+static void on_finish(evutil_socket_t fd, short what, void *arg)
+{
+	struct al_runner *r = arg;
+
+	(void)fd;
+	(void)what;
+	r->done(r, &r->res, r->arg);
+}
+
+static void fail(struct al_runner *r, const struct al_err *err)
+{
+	r->res.status = err->status == AL_EINVAL ? AL_ST_REJECTED : AL_ST_SANDBOX_ERROR;
+	al_result_set_error(&r->res, "%s", err->msg);
+	finish(r);
+}
+
+static void on_ready(evutil_socket_t fd, short what, void *arg)
+{
+	struct al_runner *r = arg;
+	struct al_err err = { 0 };
+	int rc;
+
+	(void)fd;
+	(void)what;
+	rc = al_backend_reap(r->sb, &r->res, &err);
+	if (rc == 0)
+		return;
+	if (rc < 0 && r->reason < 0)
+		fail(r, &err);
+	else
+		finish(r);
+}
+
+static void on_timer(evutil_socket_t fd, short what, void *arg)
+{
+	struct al_runner *r = arg;
+
+	(void)fd;
+	(void)what;
+	if (!r->stopping) {
+		snprintf(r->reason_msg, sizeof(r->reason_msg),
+			 "wall-clock limit of %llu ms reached: the job was killed",
+			 (unsigned long long)r->sb->spec.limits.wall_ms);
+		al_runner_stop(r, AL_ST_TIMEOUT, NULL);
+		return;
+	}
+	/* The backend did not report the kill in time: destroy forces it. */
+	finish(r);
+}
+
+void al_runner_stop(struct al_runner *r, enum al_status_code why, const char *msg)
+{
+	struct al_err err = { 0 };
+	struct timeval tv = { KILL_GRACE_MS / 1000, (KILL_GRACE_MS % 1000) * 1000 };
+
+	if (r->finished || r->stopping)
+		return;
+	r->stopping = true;
+	r->reason = (int)why;
+	if (msg)
+		snprintf(r->reason_msg, sizeof(r->reason_msg), "%s", msg);
+	if (!r->sb || al_backend_kill(r->sb, &err)) {
+		finish(r);
+		return;
+	}
+	evtimer_add(r->timer, &tv);
+}
+
+struct al_runner *al_runner_start(struct event_base *base, const struct al_backend_ops *ops,
+				  const struct al_backend_conf *conf,
+				  const struct al_run_spec *spec, al_runner_done_fn done,
+				  void *arg)
+{
+	struct al_runner *r = calloc(1, sizeof(*r));
+	struct al_watch w = { .nfds = 0 };
+	struct al_err err = { 0 };
+	struct timeval tv;
+
+	if (!r)
+		return NULL;
+	r->base = base;
+	r->done = done;
+	r->arg = arg;
+	r->reason = -1;
+	r->res.version = AL_PROTO_VERSION;
+	r->res.id = strdup(spec->job->id);
+	r->res.attempt = spec->attempt;
+	r->res.backend = strdup(ops->name);
+	r->res.worker = strdup(conf->worker_id);
+	r->res.started_ms = al_now_ms();
+	r->sb = al_sandbox_new(ops, conf, spec);
+	r->timer = evtimer_new(base, on_timer, r);
+	r->finish_ev = event_new(base, -1, 0, on_finish, r);
+	if (!r->res.id || !r->res.backend || !r->res.worker || !r->sb || !r->timer ||
+	    !r->finish_ev) {
+		al_runner_free(r);
+		return NULL;
+	}
+	if (al_backend_prepare(r->sb, &err)) {
+		fail(r, &err);
+		return r;
+	}
+	r->start_mono = al_mono_ms();
+	if (al_backend_start(r->sb, &w, &err)) {
+		fail(r, &err);
+		return r;
+	}
+	for (int i = 0; i < w.nfds; i++) {
+		r->watch[i] = event_new(base, w.fds[i], EV_READ | EV_PERSIST, on_ready, r);
+		if (!r->watch[i] || event_add(r->watch[i], NULL)) {
+			err.status = AL_ESANDBOX;
+			snprintf(err.msg, sizeof(err.msg), "runner: cannot watch the sandbox");
+			al_runner_stop(r, AL_ST_SANDBOX_ERROR, err.msg);
+			return r;
+		}
+		r->nwatch++;
+	}
+	tv.tv_sec = (time_t)(spec->limits.wall_ms / 1000);
+	tv.tv_usec = (suseconds_t)(spec->limits.wall_ms % 1000) * 1000;
+	evtimer_add(r->timer, &tv);
+	return r;
+}
+
+const struct al_run_spec *al_runner_spec(const struct al_runner *r)
+{
+	return r->sb ? &r->sb->spec : NULL;
+}
+
+void al_runner_free(struct al_runner *r)
+{
+	if (!r)
+		return;
+	for (int i = 0; i < r->nwatch; i++)
+		event_free(r->watch[i]);
+	if (r->timer)
+		event_free(r->timer);
+	if (r->finish_ev)
+		event_free(r->finish_ev);
+	al_sandbox_free(r->sb);
+	al_result_free(&r->res);
+	free(r);
+}

@@ -1,0 +1,35 @@
+/* runner.h - runs one job through a backend on the worker's libevent loop:
+ * prepare, start, watch the backend's fds, enforce the wall-clock limit,
+ * cancel, reap, destroy, and hand back one result. */
+#ifndef AL_RUNNER_H
+#define AL_RUNNER_H
+
+#include <event2/event.h>
+
+#include "../backends/backend.h"
+
+struct al_runner;
+
+/* Called once per runner with its result (owned by the runner, valid until
+ * al_runner_free). The sandbox is already destroyed when this runs. */
+typedef void (*al_runner_done_fn)(struct al_runner *r, struct al_result *res, void *arg);
+
+/* Start spec->job on ops. Returns NULL only when out of memory; any sandbox
+ * failure arrives through done as a sandbox_error (or rejected) result. */
+struct al_runner *al_runner_start(struct event_base *base, const struct al_backend_ops *ops,
+				  const struct al_backend_conf *conf,
+				  const struct al_run_spec *spec, al_runner_done_fn done,
+				  void *arg);
+
+/* Kill the job now; its result gets status why (AL_ST_CANCELLED, or
+ * AL_ST_SANDBOX_ERROR when a draining worker gives the job back). */
+void al_runner_stop(struct al_runner *r, enum al_status_code why, const char *msg);
+
+const struct al_run_spec *al_runner_spec(const struct al_runner *r);
+void al_runner_free(struct al_runner *r);
+
+/* Unix time in ms, and a monotonic clock in ms. */
+uint64_t al_now_ms(void);
+uint64_t al_mono_ms(void);
+
+#endif

@@ -35,7 +35,8 @@ obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 
 LIB := $(BUILD)/libairlock.a
 BINS := $(BUILD)/airlock $(BUILD)/airlock-worker $(BUILD)/airlock-scheduler
-TESTS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(TEST_SRC)) $(BUILD)/tests/proto_tool
+TESTS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(TEST_SRC)) $(BUILD)/tests/proto_tool \
+	$(BUILD)/tests/bench_backend
 FUZZERS := $(BUILD)/fuzz/fuzz_job $(BUILD)/fuzz/fuzz_result
 
 .PHONY: all deps test check fuzz format clean headers
@@ -71,6 +72,11 @@ $(BUILD)/tests/%: $(call obj,tests/unit/%.c) $(LIB)
 	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
 $(BUILD)/tests/proto_tool: $(call obj,tests/interop/proto_tool.c) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
+WORKER_LIB_OBJ := $(call obj,$(filter-out worker/main.c,$(WORKER_SRC)))
+$(BUILD)/tests/bench_backend: $(call obj,tests/bench/bench_backend.c) $(WORKER_LIB_OBJ) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
 

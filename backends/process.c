@@ -24,6 +24,7 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -148,14 +149,22 @@ static void mount_or_die(const char *src, const char *dst, const char *type, uns
 		die(what);
 }
 
-/* Empty read-only tmpfs over a host path; a missing path is fine. */
+/* Hide a host path: an empty read-only tmpfs over a directory, /dev/null
+ * over anything else (a socket becomes unconnectable). Missing is fine. */
 static void hide(const char *path)
 {
-	if (access(path, F_OK) != 0)
+	struct stat st;
+
+	if (lstat(path, &st) != 0)
 		return;
-	if (mount("airlock-hide", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
-		  "size=4k,mode=0755"))
-		die("hide a host path");
+	if (S_ISDIR(st.st_mode)) {
+		if (mount("airlock-hide", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+			  "size=4k,mode=0755"))
+			die("hide a host directory");
+	} else if (!S_ISLNK(st.st_mode)) {
+		if (mount("/dev/null", path, NULL, MS_BIND, NULL))
+			die("hide a host file");
+	}
 }
 
 static void set_rlimit(int res, rlim_t soft, rlim_t hard, const char *what)
@@ -171,7 +180,8 @@ static void __attribute__((noreturn)) run_job(struct al_sandbox *sb)
 	struct proc_sb *p = sb->priv;
 	const struct al_limits *l = &sb->spec.limits;
 	rlim_t cpu_s = (rlim_t)((l->cpu_ms + 999) / 1000);
-	rlim_t fsize = l->disk_bytes;
+	/* stdout and stderr are files: the file-size limit stops a flood. */
+	rlim_t fsize = (l->stdout_bytes > l->stderr_bytes ? l->stdout_bytes : l->stderr_bytes) + 1;
 	const char *prog = p->argv[0];
 
 	if (setsid() < 0)
@@ -183,10 +193,8 @@ static void __attribute__((noreturn)) run_job(struct al_sandbox *sb)
 	set_rlimit(RLIMIT_AS, l->memory_bytes + (1ull << 30), l->memory_bytes + (1ull << 30),
 		   "setrlimit AS");
 	set_rlimit(RLIMIT_CPU, cpu_s, cpu_s + 1, "setrlimit CPU");
-	if (fsize < l->stdout_bytes + 1)
-		fsize = l->stdout_bytes + 1;
-	if (fsize < l->stderr_bytes + 1)
-		fsize = l->stderr_bytes + 1;
+	if (fsize < sb->conf->collect_max_bytes + 1)
+		fsize = sb->conf->collect_max_bytes + 1;
 	set_rlimit(RLIMIT_FSIZE, fsize, fsize, "setrlimit FSIZE");
 	set_rlimit(RLIMIT_NOFILE, sb->conf->nofile, sb->conf->nofile, "setrlimit NOFILE");
 	set_rlimit(RLIMIT_CORE, 0, 0, "setrlimit CORE");

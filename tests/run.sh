@@ -49,7 +49,7 @@ for t in "$BUILD"/tests/test_*; do
 	[ -x "$t" ] && run_suite "unit/$(basename "$t")" "$t"
 done
 run_suite interop/python-msgpack /usr/bin/python3 tests/interop/test_interop.py
-for s in tests/integration/*.sh tests/hostile/run.sh; do
+for s in tests/integration/*.sh tests/integration/*.py tests/hostile/run.sh; do
 	[ -f "$s" ] && run_suite "$(basename "$(dirname "$s")")/$(basename "$s" .sh)" bash "$s"
 done
 run_suite fuzz/job fuzz fuzz_job "$FUZZ_SECONDS"

@@ -126,6 +126,7 @@ static void usage(FILE *f)
 		"  --worker-id ID      names this worker's cgroups and directories\n"
 		"  --uid-base N        slot i runs as uid N+i (default 60000)\n"
 		"  --slots N           concurrent jobs (default 2)\n"
+		"  --hide PATH         also hide this host path from jobs (repeatable, 32 at most)\n"
 		"  --version\n");
 }
 
@@ -138,6 +139,7 @@ int main(int argc, char **argv)
 		{ "worker-id", required_argument, NULL, 'w' },
 		{ "uid-base", required_argument, NULL, 'u' },
 		{ "slots", required_argument, NULL, 'n' },
+		{ "hide", required_argument, NULL, 'H' },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -151,6 +153,8 @@ int main(int argc, char **argv)
 		.nofile = 256,
 	};
 	const char *run_path = NULL, *backend = "process";
+	const char *hide[33] = { NULL };
+	size_t nhide = 0;
 	char idbuf[64];
 	int c;
 
@@ -166,7 +170,7 @@ int main(int argc, char **argv)
 		case 'n': {
 			unsigned long v = strtoul(optarg, &end, 10);
 
-			if (*end || v == 0 || v > 4000000000ul) {
+			if (*end || !*optarg || (c == 'n' && v == 0) || v > 4000000000ul) {
 				fprintf(stderr, "airlock-worker: --%s: expected a positive integer, got \"%s\"\n",
 					c == 'u' ? "uid-base" : "slots", optarg);
 				return 2;
@@ -177,6 +181,13 @@ int main(int argc, char **argv)
 				conf.slots = (unsigned)v;
 			break;
 		}
+		case 'H':
+			if (nhide + 1 >= sizeof(hide) / sizeof(hide[0])) {
+				fprintf(stderr, "airlock-worker: too many --hide paths\n");
+				return 2;
+			}
+			hide[nhide++] = optarg;
+			break;
 		case 'V': printf("airlock-worker protocol %d\n", AL_PROTO_VERSION); return 0;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
@@ -189,6 +200,7 @@ int main(int argc, char **argv)
 		snprintf(idbuf, sizeof(idbuf), "%.40s-%d", host, (int)getpid());
 		conf.worker_id = idbuf;
 	}
+	conf.hide_paths = hide;
 	signal(SIGPIPE, SIG_IGN);
 	if (run_path) {
 		const struct al_backend_ops *ops = al_backend_find(backend);

@@ -1,0 +1,53 @@
+#!/usr/bin/python3
+"""Benchmark: end-to-end latency of print(1) on the process backend alone,
+against bare `/usr/bin/python3 -I -c 'print(1)'` and bubblewrap set up with
+comparable isolation (all namespaces, nobody, no capabilities, the same
+seccomp filter, a fresh /tmp and /proc), interleaved in the same rounds.
+Reports medians and ratios. Needs root. Usage: process_latency.py [N]"""
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+BUILD = os.path.join(os.path.dirname(__file__), "..", "..", os.environ.get("BUILD", "build"))
+BENCH = os.path.join(BUILD, "tests", "bench_backend")
+N = int(sys.argv[1]) if len(sys.argv) > 1 else 100
+PY = ["/usr/bin/python3", "-I", "-c", "print(1)"]
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="airlock-bench-", dir="/var/tmp")
+    bpf = os.path.join(tmp, "filter.bpf")
+    subprocess.run([BENCH, "--dump-seccomp", bpf], check=True)
+    bwrap = ["/usr/bin/bwrap", "--unshare-all", "--die-with-parent", "--new-session",
+             "--cap-drop", "ALL", "--uid", "65534", "--gid", "65534",
+             "--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc",
+             "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
+             "--symlink", "usr/bin", "/bin", "--proc", "/proc", "--dev", "/dev",
+             "--tmpfs", "/tmp", "--chdir", "/tmp", "--clearenv",
+             "@fd9=" + bpf, "--seccomp", "9", *PY]
+    lines = ["bare_python\t" + "\t".join(PY), "bubblewrap\t" + "\t".join(bwrap)]
+    base = os.path.join(tmp, "baselines.txt")
+    with open(base, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    p = subprocess.run([BENCH, "--n", str(N), "--baselines", base, "--state-dir",
+                        os.path.join(tmp, "state")], capture_output=True, text=True)
+    subprocess.run(["rm", "-rf", tmp])
+    if p.returncode != 0:
+        print(p.stderr)
+        return 1
+    data = json.loads(p.stdout)
+    med = {k: statistics.median(v) / 1000 for k, v in data.items()}
+    p90 = {k: sorted(v)[int(len(v) * 0.9) - 1] / 1000 for k, v in data.items()}
+    print("process backend latency, print(1), %d interleaved rounds" % N)
+    print("%-14s %9s %9s %8s" % ("series", "p50 ms", "p90 ms", "ratio"))
+    for k in ("bare_python", "bubblewrap", "process"):
+        print("%-14s %9.2f %9.2f %7.2fx" % (k, med[k], p90[k], med[k] / med["bare_python"]))
+    print("process / bubblewrap: %.2fx" % (med["process"] / med["bubblewrap"]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,306 @@
+#!/usr/bin/python3
+"""The hostile suite: programs that attack the sandbox, run against every
+backend available on this machine, each with the verdict it must get and a
+check that it stayed contained. Prints a table and TAP lines; fails on any
+escape or wrong verdict. Needs root (the process backend does)."""
+import json
+import os
+import secrets
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+from altest import leftovers, run_one  # noqa: E402
+
+UID_BASE = int(os.environ.get("AIRLOCK_TEST_UID_BASE", "61000"))
+SLOT_UID = UID_BASE  # --run-one uses slot 0
+
+
+class Ctx:
+    """Everything the harness plants for the hostile programs to find."""
+
+    def __init__(self):
+        self.tmp = tempfile.mkdtemp(prefix="airlock-hostile-", dir="/var/tmp")
+        os.chmod(self.tmp, 0o755)
+        self.state = os.path.join(self.tmp, "state")
+        self.home = os.path.join(self.tmp, "home")
+        os.makedirs(self.home, mode=0o700)
+        self.secret = "canary-" + secrets.token_hex(8)
+        self.canary_file = os.path.join(self.home, ".ssh_id_canary")
+        with open(self.canary_file, "w") as f:
+            f.write(self.secret + "-file\n")
+        os.chmod(self.canary_file, 0o600)
+        # A loopback listener the job must not reach.
+        self.tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.tcp.bind(("127.0.0.1", 0))
+        self.tcp.listen(8)
+        self.tcp.setblocking(False)
+        self.port = self.tcp.getsockname()[1]
+        # A world-writable unix socket standing in for Redis's.
+        self.sock_path = os.path.join(self.tmp, "redis.sock")
+        self.unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.unix.bind(self.sock_path)
+        os.chmod(self.sock_path, 0o777)
+        self.unix.listen(8)
+        self.unix.setblocking(False)
+        self.abstract = "airlock-hostile-" + secrets.token_hex(4)
+        self.abs = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.abs.bind("\0" + self.abstract)
+        self.abs.listen(8)
+        self.abs.setblocking(False)
+        # "Another job": a process of another slot's uid that must survive.
+        self.bystander = subprocess.Popen(
+            ["/bin/sleep", "600"], user=UID_BASE + 1, group=UID_BASE + 1,
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        # A C probe built by the test.
+        self.probe = os.path.join(self.tmp, "probe")
+        subprocess.run(["gcc", "-O1", "-o", self.probe,
+                        os.path.join(os.path.dirname(__file__), "probe.c")], check=True)
+        self.worker_id = "hostile-" + secrets.token_hex(3)
+
+    def accepted(self):
+        """True if any listener got a connection from a job."""
+        got = []
+        for s in (self.tcp, self.unix, self.abs):
+            r, _, _ = select.select([s], [], [], 0)
+            if r:
+                c, _ = s.accept()
+                c.close()
+                got.append(s.getsockname())
+        if got:
+            print("#   connections from the job: %r" % got)
+        return bool(got)
+
+    def close(self):
+        self.bystander.kill()
+        self.bystander.wait()
+        for s in (self.tcp, self.unix, self.abs):
+            s.close()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def run_process_backend(ctx, job):
+    """Run one job through `airlock-worker --run-one` on the process backend.
+    The worker holds the canary in its environment and an open socket to the
+    stand-in Redis, as a real worker holds its Redis connection."""
+    leak = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    leak.connect(ctx.sock_path)
+    ctx.unix.accept()[0].close()  # the worker's own connection, not the job's
+    env = {"PATH": "/usr/bin:/bin", "HOME": ctx.home, "AIRLOCK_SECRET": ctx.secret,
+           "AWS_SECRET_ACCESS_KEY": ctx.secret}
+    r, p = run_one(job, ctx.state, ctx.worker_id, UID_BASE, env=env,
+                   extra=["--backend", "process", "--hide", ctx.sock_path],
+                   pass_fds=[leak.fileno()])
+    leak.close()
+    if r is None:
+        return {"status": "harness_error", "error": p.stderr.decode(errors="replace")}
+    return r
+
+
+BACKENDS = {"process": run_process_backend}
+
+
+def py(code, **limits):
+    return {"runtime": "python", "code": code, "limits": limits}
+
+
+def out(r):
+    return (r.get("stdout") or "") + (r.get("stderr") or "")
+
+
+# Each case: name, job fields, expected status, check(result, ctx) -> (ok, note).
+CASES = [
+    ("cpu burn", lambda c: py("while True: pass", cpu_ms=1000, wall_ms=20000),
+     "cpu_limit", lambda r, c: (r["wall_ms"] < 15000, "killed at %d ms" % r["wall_ms"])),
+    ("memory bomb", lambda c: py("a = []\nwhile True: a.append(bytearray(1 << 20))",
+                                 memory_bytes=64 << 20),
+     "memory_limit", lambda r, c: (r["peak_memory_bytes"] <= (64 << 20) + (1 << 20),
+                                   "peak %d bytes" % r["peak_memory_bytes"])),
+    ("fork bomb (pids 16)", lambda c: py(
+        "import os, time\n"
+        "t = time.time(); ok = fail = 0\n"
+        "main = os.getpid()\n"
+        "while time.time() - t < 2:\n"
+        "    try:\n"
+        "        if os.fork() == 0: continue\n"
+        "        ok += 1\n"
+        "    except OSError:\n"
+        "        fail += 1; time.sleep(0.005)\n"
+        "if os.getpid() == main: print('forks', ok, 'refused', fail, flush=True)\n"
+        "os._exit(0)\n", pids=16, wall_ms=10000),
+     "ok", lambda r, c: ("refused" in r["stdout"] and int(r["stdout"].split()[3]) > 0,
+                         r["stdout"].strip())),
+    ("disk fill (8 MiB)", lambda c: py(
+        "i = 0\nwhile True:\n    open('f%d' % i, 'wb').write(b'x' * (256 << 10)); i += 1\n",
+        disk_bytes=8 << 20),
+     "output_limit", lambda r, c: ("No space left" in r["stderr"], (r["error"] or "")[:60])),
+    ("stdout flood", lambda c: py("import sys\nwhile True: sys.stdout.write('x' * 65536)",
+                                  stdout_bytes=65536),
+     "output_limit", lambda r, c: (len(r["stdout"]) == 65536 and r["stdout_truncated"],
+                                   "kept %d bytes" % len(r["stdout"]))),
+    ("stderr flood", lambda c: py("import sys\nwhile True: sys.stderr.write('y' * 65536)",
+                                  stderr_bytes=65536),
+     "output_limit", lambda r, c: (len(r["stderr"]) == 65536 and r["stderr_truncated"],
+                                   "kept %d bytes" % len(r["stderr"]))),
+    ("read worker environment", lambda c: py(
+        "import os\nprint(dict(os.environ))\n"
+        "for p in ['/proc/self/environ', '/proc/1/environ']:\n"
+        "    try: print(p, open(p, 'rb').read())\n"
+        "    except OSError as e: print(p, 'refused', e)\n"
+        "for pid in os.listdir('/proc'):\n"
+        "    if pid.isdigit():\n"
+        "        try: print(pid, open('/proc/%s/environ' % pid, 'rb').read())\n"
+        "        except OSError: pass\n"),
+     "ok", lambda r, c: (c.secret not in out(r) and "'PATH'" in r["stdout"] and
+                         "/proc/1/environ refused" in r["stdout"], "no canary in output")),
+    ("read host files", lambda c: {
+        "runtime": "python", "argv": [c.canary_file, c.state], "code":
+        "import os, sys\n"
+        "for p in [sys.argv[1], '/etc/shadow', '/root/.ssh/id_rsa', '/root/.bash_history']:\n"
+        "    try: print(p, open(p).read())\n"
+        "    except OSError as e: print(p, 'refused', e.strerror)\n"
+        "for d in [sys.argv[2], '/root', '/home', '/run']:\n"
+        "    try: print(d, os.listdir(d))\n"
+        "    except OSError as e: print(d, 'refused', e.strerror)\n"},
+     "ok", lambda r, c: (c.secret not in out(r) and "/etc/shadow refused" in r["stdout"],
+                         "canary and shadow unread")),
+    ("inherited descriptors", lambda c: py(
+        "import os\n"
+        "for fd in sorted(int(x) for x in os.listdir('/proc/self/fd')):\n"
+        "    try: print(fd, os.readlink('/proc/self/fd/%d' % fd))\n"
+        "    except OSError: pass\n"),
+     "ok", lambda r, c: (
+         [l.split()[0] for l in r["stdout"].splitlines()] in (["0", "1", "2", "3"],
+                                                             ["0", "1", "2", "3", "4"]) and
+         "socket" not in r["stdout"].replace("/proc/self/fd", ""),
+         " ".join(l.split()[0] for l in r["stdout"].splitlines()))),
+    ("connect to host loopback", lambda c: {
+        "runtime": "python", "argv": [str(c.port)], "code":
+        "import socket, sys\n"
+        "for fam, addr in [(socket.AF_INET, ('127.0.0.1', int(sys.argv[1]))),"
+        " (socket.AF_INET6, ('::1', int(sys.argv[1])))]:\n"
+        "    try:\n"
+        "        s = socket.socket(fam); s.settimeout(2); s.connect(addr); print('CONNECTED', addr)\n"
+        "    except OSError as e: print(addr, 'BLOCKED', e)\n"},
+     "ok", lambda r, c: ("CONNECTED" not in r["stdout"] and r["stdout"].count("BLOCKED") == 2 and
+                         not c.accepted(), "no connection")),
+    ("connect to the Redis socket", lambda c: {
+        "runtime": "python", "argv": [c.sock_path, c.abstract], "code":
+        "import socket, sys\n"
+        "for addr in [sys.argv[1], '\\0' + sys.argv[2]]:\n"
+        "    try:\n"
+        "        s = socket.socket(socket.AF_UNIX); s.settimeout(2); s.connect(addr); print('CONNECTED', repr(addr))\n"
+        "    except OSError as e: print(repr(addr), 'BLOCKED', e)\n"},
+     "ok", lambda r, c: ("CONNECTED" not in r["stdout"] and r["stdout"].count("BLOCKED") == 2 and
+                         not c.accepted(), "no connection")),
+    ("double-forked daemon", lambda c: py(
+        "import os, time\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    if os.fork() == 0:\n"
+        "        time.sleep(120); os._exit(0)\n"
+        "    os._exit(0)\n"
+        "time.sleep(0.3); print('parent done')\n"),
+     "ok", lambda r, c: ("parent done" in r["stdout"], "gone: checked by the leftover scan")),
+    ("kill(-1) and signal others", lambda c: {
+        "runtime": "python", "argv": [str(c.bystander.pid), str(os.getpid())], "code":
+        "import os, signal, sys\n"
+        "for pid in [-1, 1, int(sys.argv[1]), int(sys.argv[2])]:\n"
+        "    try: os.kill(pid, signal.SIGKILL); print(pid, 'sent')\n"
+        "    except OSError as e: print(pid, 'refused', e.strerror)\n"
+        "print('still alive')\n"},
+     "ok", lambda r, c: (c.bystander.poll() is None and "still alive" in r["stdout"],
+                         "bystander and worker alive")),
+    ("write persistence", lambda c: py(
+        "import os\n"
+        "for p in ['/etc/cron.d/airlock-evil', '/etc/profile.d/airlock-evil.sh',"
+        " '/var/spool/cron/crontabs/nobody', '/etc/ld.so.preload', '/usr/local/bin/evil',"
+        " os.path.expanduser('~/.bashrc'), '/tmp/leak', '/dev/shm/leak']:\n"
+        "    try: open(p, 'w').write('evil'); print(p, 'written')\n"
+        "    except OSError as e: print(p, 'refused', e.strerror)\n"),
+     "ok", lambda r, c: (all("refused" in l for l in r["stdout"].splitlines()
+                             if l.startswith(("/etc", "/var", "/usr"))) and
+                         r["stdout"].count("refused") >= 5 and
+                         not any(os.path.exists(p) for p in [
+         "/etc/cron.d/airlock-evil", "/etc/profile.d/airlock-evil.sh", "/usr/local/bin/evil"]),
+         "nothing on the host")),
+    ("files left for the next job", lambda c: py(
+        "import os\n"
+        "for p in ['/tmp/leak', '/dev/shm/leak', os.path.expanduser('~/.bashrc')]:\n"
+        "    print(p, 'FOUND' if os.path.exists(p) else 'absent')\n"),
+     "ok", lambda r, c: ("FOUND" not in r["stdout"], "previous job's files gone")),
+    ("ptrace, mount, unshare, raw sockets (C)", lambda c: {
+        "argv": ["./probe"], "files": [{"path": "probe", "data": open(c.probe, "rb").read(),
+                                        "mode": 0o755}]},
+     "ok", lambda r, c: (r["stdout"].count("refused") >= 15 and " ok" not in r["stdout"],
+                         "%d refused" % r["stdout"].count("refused"))),
+    ("sleep past the timeout", lambda c: py("import time\ntime.sleep(60)", wall_ms=1000),
+     "timeout", lambda r, c: (r["wall_ms"] <= 1500, "result after %d ms" % r["wall_ms"])),
+]
+
+
+def main():
+    if os.geteuid() != 0:
+        print("1..0 # SKIP the hostile suite needs root")
+        return 0
+    ctx = Ctx()
+    n = failed = 0
+    rows = []
+    try:
+        for backend, run in BACKENDS.items():
+            for name, make, want, check in CASES:
+                job = {"v": 1, "id": "hostile-%d" % n, "tier": "trusted"}
+                job.update(make(ctx))
+                job.setdefault("limits", {})
+                for k, v in {"wall_ms": 5000, "memory_bytes": 128 << 20, "pids": 32,
+                             "stdout_bytes": 65536, "stderr_bytes": 65536,
+                             "disk_bytes": 16 << 20}.items():
+                    job["limits"].setdefault(k, v)
+                r = run(ctx, job)
+                n += 1
+                if r.get("status") == "harness_error":
+                    contained, note = False, r["error"].strip()[:200]
+                else:
+                    contained, note = check(r, ctx)
+                left = leftovers(SLOT_UID, ctx.worker_id, ctx.state)
+                if left:
+                    contained, note = False, "left behind: %s" % left
+                good = contained and r.get("status") == want
+                failed += not good
+                rows.append((name, backend, "contained" if contained else "ESCAPED",
+                             "%s%s" % (r.get("status"), "" if r.get("status") == want
+                                       else " (want %s)" % want), note))
+                print("%sok %d - %s on %s: %s, %s" % ("" if good else "not ", n, name, backend,
+                                                      rows[-1][2], rows[-1][3]))
+                if not good:
+                    print("#   " + json.dumps({k: r.get(k) for k in (
+                        "status", "exit_code", "signal", "error", "wall_ms")})[:400])
+                    print("#   stdout: " + repr((r.get("stdout") or "")[:900]))
+                    print("#   stderr: " + repr((r.get("stderr") or "")[:300]))
+            # Afterwards the worker is still healthy: hello world passes.
+            r = run(ctx, {"v": 1, "id": "hello-after", "tier": "trusted",
+                          "runtime": "python", "code": "print('hello, world')"})
+            n += 1
+            good = r.get("status") == "ok" and r.get("stdout") == "hello, world\n" and \
+                not leftovers(SLOT_UID, ctx.worker_id, ctx.state)
+            failed += not good
+            print("%sok %d - hello world after the suite on %s" % ("" if good else "not ", n,
+                                                                    backend))
+    finally:
+        ctx.close()
+    w = max(len(r[0]) for r in rows)
+    print("# %-*s  %-8s %-10s %s" % (w, "case", "backend", "boundary", "verdict"))
+    for r in rows:
+        print("# %-*s  %-8s %-10s %-28s %s" % (w, r[0], r[1], r[2], r[3], r[4]))
+    print("1..%d" % n)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

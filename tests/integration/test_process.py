@@ -1,0 +1,123 @@
+#!/usr/bin/python3
+"""The process backend's behaviour, job by job, through `airlock-worker
+--run-one`: verdicts, exit codes and signals, stdin, input and output files,
+environment, and failing closed when its boundary cannot be set up."""
+import os
+import shutil
+import stat
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+from altest import Tap, leftovers, run_one  # noqa: E402
+
+UID_BASE = int(os.environ.get("AIRLOCK_TEST_UID_BASE", "61000"))
+t = Tap()
+if os.geteuid() != 0:
+    print("1..0 # SKIP needs root")
+    sys.exit(0)
+state = tempfile.mkdtemp(prefix="airlock-proc-", dir="/var/tmp")
+WID = "proc-test-%d" % os.getpid()
+
+
+def job(**kw):
+    j = {"v": 1, "id": "p-%d" % t.n, "tier": "trusted"}
+    j.update(kw)
+    return j
+
+
+def run(j, **kw):
+    r, p = run_one(j, state, WID, UID_BASE, **kw)
+    if r is None:
+        t.ok(False, "worker ran the job", p.stderr.decode(errors="replace"))
+        return {}
+    return r
+
+
+try:
+    r = run(job(runtime="python", code="import sys; sys.exit(3)"))
+    t.ok(r.get("status") == "nonzero_exit" and r.get("exit_code") == 3 and r.get("signal") == 0,
+         "exit 3 -> nonzero_exit with code 3", r)
+    r = run(job(runtime="python", code="import os, signal; os.kill(os.getpid(), signal.SIGTERM)"))
+    t.ok(r.get("status") == "nonzero_exit" and r.get("exit_code") is None and r.get("signal") == 15,
+         "death by SIGTERM -> nonzero_exit with signal 15", r)
+    r = run(job(runtime="python", code="import os; os.abort()"))
+    t.ok(r.get("signal") == 6 and r.get("status") == "nonzero_exit", "abort -> signal 6", r)
+    r = run(job(runtime="python", code="import sys; print(sys.stdin.read()[::-1])",
+                stdin=b"olleh"))
+    t.ok(r.get("stdout") == "hello\n", "stdin reaches the job", r)
+    r = run(job(runtime="sh", code='echo "$0:$1:$2"; pwd', argv=["a b", "c"]))
+    t.ok(r.get("status") == "ok" and r.get("stdout", "").splitlines()[0].endswith(":a b:c")
+         and r["stdout"].splitlines()[1] == "/tmp", "sh runtime with arguments, cwd /tmp", r)
+    r = run(job(argv=["echo", "plain", "argv"]))
+    t.ok(r.get("stdout") == "plain argv\n", "plain argv resolved on PATH", r)
+    r = run(job(argv=["no-such-program-xyz"]))
+    t.ok(r.get("status") == "nonzero_exit" and r.get("exit_code") == 127 and
+         "cannot execute no-such-program-xyz" in r.get("stderr", ""),
+         "missing program -> exit 127 with a message on stderr", r)
+    r = run(job(runtime="python", code=(
+        "import os, stat\n"
+        "st = os.stat('bin/tool'); d = os.stat('.')\n"
+        "print(oct(stat.S_IMODE(st.st_mode)), st.st_uid == os.getuid(), oct(stat.S_IMODE(d.st_mode)),"
+        " d.st_uid == os.getuid(), open('bin/tool','rb').read())\n"
+        "print(os.getuid(), os.getgid(), os.getgroups())\n"
+        "print(open('/proc/self/status').read().split('CapEff:')[1].split()[0])\n"
+        "print(open('/proc/self/status').read().split('NoNewPrivs:')[1].split()[0])\n"
+        "print(open('/proc/self/status').read().split('Seccomp:')[1].split()[0])\n"),
+        files=[{"path": "bin/tool", "data": b"\x00\x01", "mode": 0o750}]))
+    lines = r.get("stdout", "").splitlines()
+    t.ok(len(lines) == 5 and lines[0] == "0o750 True 0o700 True b'\\x00\\x01'",
+         "input file with its mode, owned by the slot uid; work dir 0700", r)
+    t.ok(len(lines) == 5 and lines[1] == "%d %d []" % (UID_BASE, UID_BASE),
+         "runs as the slot uid with no supplementary groups", lines)
+    t.ok(len(lines) == 5 and lines[2] == "0000000000000000" and lines[3] == "1" and lines[4] == "2",
+         "no capabilities, no_new_privs, seccomp filter on", lines)
+    r = run(job(runtime="python", env={"GREETING": "hi"},
+                code="import os; print(os.environ['GREETING'], os.environ['HOME'], sorted(os.environ))"),
+            env={"PATH": "/usr/bin:/bin", "HOME": "/root", "AIRLOCK_TOKEN": "worker-only"})
+    t.ok(r.get("stdout", "").startswith("hi /tmp ") and "AIRLOCK" not in r.get("stdout", ""),
+         "job env set; HOME is the work dir; no worker variables", r)
+    r = run(job(runtime="python", collect=["out.txt", "big.bin", "link", "missing", "fifo", "d/n.txt"],
+                code=(
+        "import os\n"
+        "open('out.txt', 'w').write('result')\n"
+        "open('big.bin', 'wb').write(b'z' * ((1 << 20) + 1))\n"
+        "os.symlink('/etc/passwd', 'link')\n"
+        "os.mkfifo('fifo')\n"
+        "os.mkdir('d'); open('d/n.txt', 'w').write('nested')\n")))
+    files = {f["path"]: f for f in r.get("files", [])}
+    t.ok(files.get("out.txt", {}).get("data") == "result" and
+         files.get("d/n.txt", {}).get("data") == "nested", "output files collected",
+         {k: v.get("data", "")[:20] for k, v in files.items()})
+    t.ok("link" not in files and "missing" not in files and "fifo" not in files,
+         "symlinks, FIFOs and missing files are not collected", sorted(files))
+    t.ok(files.get("big.bin", {}).get("truncated") is True and
+         len(files.get("big.bin", {}).get("data", "")) == 1 << 20,
+         "a collected file over the cap is truncated at 1 MiB",
+         {k: len(v.get("data", "")) for k, v in files.items()})
+    r = run(job(runtime="python", code="import time; time.sleep(5)", limits={"wall_ms": 700}))
+    t.ok(r.get("status") == "timeout" and r.get("wall_ms", 0) < 1200 and "700 ms" in r.get("error", ""),
+         "timeout -> status timeout within the limit + 0.5 s", r)
+    r = run(job(runtime="python", code="import os\nwhile True: os.urandom(1)", limits={"cpu_ms": 500}))
+    t.ok(r.get("status") == "cpu_limit" and r.get("cpu_ms", 0) >= 450, "cpu limit -> cpu_limit", r)
+    r = run(job(runtime="python", code="print('x' * 5000)", limits={"stdout_bytes": 100}))
+    t.ok(r.get("status") == "output_limit" and len(r.get("stdout", "")) == 100 and
+         r.get("stdout_truncated") is True, "stdout over its cap -> output_limit, cut at the cap", r)
+    r = run(job(runtime="python", files=[{"path": "a", "data": b"x" * (2 << 20)}],
+                code="pass", limits={"disk_bytes": 1 << 20}))
+    t.ok(r.get("status") == "rejected" and "disk limit" in (r.get("error") or ""),
+         "input files larger than the disk limit -> rejected", r)
+    t.ok(not leftovers(UID_BASE, WID, state), "nothing left behind",
+         leftovers(UID_BASE, WID, state))
+
+    # Failing closed: a boundary that cannot be set up runs nothing.
+    _, p = run_one(job(runtime="python", code="print(1)"), state, WID, 0)
+    t.ok(p.returncode != 0 and b"must not include root" in p.stderr,
+         "slot uids that include root: the backend refuses to run", p.stderr)
+    r, p = run_one(job(runtime="python", code="print(1)"), "/proc/version/x", WID, UID_BASE)
+    t.ok(r is not None and r.get("status") == "sandbox_error" and r.get("stdout") == "" and
+         "mkdir" in (r.get("error") or ""),
+         "a work dir that cannot be made: sandbox_error, nothing ran", r or p.stderr)
+finally:
+    shutil.rmtree(state, ignore_errors=True)
+sys.exit(t.done())

@@ -1,0 +1,78 @@
+"""Helpers shared by the Python test suites: TAP output, running jobs with
+`airlock-worker --run-one`, and scanning for what a job left behind."""
+import json
+import os
+import subprocess
+import tempfile
+
+import msgpack
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+BUILD = os.path.join(ROOT, os.environ.get("BUILD", "build"))
+WORKER = os.path.join(BUILD, "airlock-worker")
+CLI = os.path.join(BUILD, "airlock")
+
+
+class Tap:
+    def __init__(self):
+        self.n = 0
+        self.failed = 0
+
+    def ok(self, cond, name, detail=None):
+        self.n += 1
+        print("%sok %d - %s" % ("" if cond else "not ", self.n, name), flush=True)
+        if not cond:
+            self.failed += 1
+            if detail is not None:
+                for line in str(detail)[:3000].splitlines()[:20]:
+                    print("#   " + line)
+        return cond
+
+    def done(self):
+        print("1..%d" % self.n)
+        return 1 if self.failed else 0
+
+
+def run_one(job, state, worker_id, uid_base, extra=(), env=None, pass_fds=(), timeout=120):
+    """Run a job dict on one backend in a fresh `airlock-worker --run-one`.
+    Returns (result dict or None, completed process)."""
+    fd, path = tempfile.mkstemp(suffix=".job", dir=state if os.path.isdir(state) else None)
+    with os.fdopen(fd, "wb") as f:
+        f.write(msgpack.packb(job, use_bin_type=True))
+    try:
+        p = subprocess.run(
+            [WORKER, "--run-one", path, "--state-dir", state, "--worker-id", worker_id,
+             "--uid-base", str(uid_base), "--slots", "2", *extra],
+            env=env if env is not None else {"PATH": "/usr/bin:/bin"},
+            pass_fds=pass_fds, capture_output=True, timeout=timeout)
+    finally:
+        os.unlink(path)
+    res = json.loads(p.stdout) if p.returncode == 0 and p.stdout else None
+    return res, p
+
+
+def leftovers(uid, worker_id, state):
+    """Processes of uid, cgroups under airlock/<worker_id>, files under state."""
+    left = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open("/proc/%s/status" % pid) as f:
+                for line in f:
+                    if line.startswith("Uid:") and int(line.split()[1]) == uid:
+                        left.append("process %s" % pid)
+        except OSError:
+            pass
+    for ctrl in ("memory", "pids", "cpu", "cpuacct", "unified", ""):
+        d = os.path.join("/sys/fs/cgroup", ctrl, "airlock", worker_id)
+        if os.path.isdir(d):
+            subs = [e for e in os.listdir(d) if os.path.isdir(os.path.join(d, e))]
+            if subs:
+                left.append("cgroups %s" % subs)
+    if os.path.isdir(state):
+        for dirpath, _, files in os.walk(state):
+            files = [f for f in files if not f.endswith(".job")]
+            if files:
+                left.append("files %s" % [os.path.join(dirpath, f) for f in files])
+    return left

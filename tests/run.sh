@@ -50,7 +50,11 @@ for t in "$BUILD"/tests/test_*; do
 done
 run_suite interop/python-msgpack /usr/bin/python3 tests/interop/test_interop.py
 for s in tests/integration/*.sh tests/integration/*.py tests/hostile/run.sh; do
-	[ -f "$s" ] && run_suite "$(basename "$(dirname "$s")")/$(basename "$s" .sh)" bash "$s"
+	[ -f "$s" ] || continue
+	case "$s" in
+	*.py) run_suite "integration/$(basename "$s" .py)" /usr/bin/python3 "$s" ;;
+	*) run_suite "$(basename "$(dirname "$s")")/$(basename "$s" .sh)" bash "$s" ;;
+	esac
 done
 run_suite fuzz/job fuzz fuzz_job "$FUZZ_SECONDS"
 run_suite fuzz/result fuzz fuzz_result $((FUZZ_SECONDS / 3 + 1))

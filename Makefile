@@ -9,7 +9,7 @@ FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 60
 
 PKGS := hiredis libevent msgpack libseccomp libcurl jansson yaml-0.1 libvirt
-PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS))
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS)) -I/usr/include/hiredis
 PKG_LIBS := $(shell pkg-config --libs $(PKGS))
 
 WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2 \
@@ -26,7 +26,8 @@ FINAL_LDFLAGS := -pie -Wl,-z,noexecstack -Wl,-z,relro -Wl,-z,now $(if $(SANITIZE
 PROTO_SRC := $(wildcard proto/*.c)
 CLIENT_LIB_SRC := $(filter-out client/airlock.c,$(wildcard client/*.c))
 LIB_SRC := $(PROTO_SRC) $(CLIENT_LIB_SRC)
-WORKER_SRC := $(wildcard worker/*.c) $(wildcard backends/*.c)
+# scheduler/policy.c is shared: the worker maps tiers and re-checks limits.
+WORKER_SRC := $(wildcard worker/*.c) $(wildcard backends/*.c) scheduler/policy.c
 SCHED_SRC := $(wildcard scheduler/*.c)
 TEST_SRC := $(wildcard tests/unit/test_*.c)
 HEADERS := $(wildcard proto/*.h) $(wildcard client/*.h)

@@ -64,6 +64,7 @@ struct proc_sb {
 	int pidfd;
 	pid_t pid;
 	uid_t uid;
+	pid_t worker_pid; /* the parent, for the death signal check */
 	bool exited;
 	int init_status; /* wait status of the init */
 	char **argv;
@@ -268,6 +269,9 @@ static void __attribute__((noreturn)) sandbox_init(struct al_sandbox *sb)
 	int status = 0;
 	pid_t job;
 
+	/* If the worker dies, the init dies, and with it the namespace. */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) || getppid() != p->worker_pid)
+		_exit(125);
 	if (fds[3] < 0)
 		fds[3] = p->stdin_fd; /* placeholder, closed before exec */
 	place_fds(fds, targets, 5);
@@ -567,6 +571,7 @@ static int proc_start(struct al_sandbox *sb, struct al_watch *w, struct al_err *
 	int pidfd = -1;
 	pid_t pid;
 
+	p->worker_pid = getpid();
 	pid = clone3_pidfd(CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS,
 			   &pidfd);
 	if (pid < 0)

@@ -1,82 +1,490 @@
 /* airlock.c - the `airlock` command-line client. */
 #include <errno.h>
+#include <getopt.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "client.h"
 #include "json.h"
+
+/* Exit codes for outcomes that are not the job's own exit code. */
+enum {
+	EXIT_USAGE = 2,
+	EXIT_REJECTED = 65,	/* EX_DATAERR: the job was refused */
+	EXIT_NOINPUT = 66,	/* a local file is missing */
+	EXIT_UNAVAILABLE = 69,	/* Redis unreachable */
+	EXIT_SANDBOX = 70,	/* sandbox_error */
+	EXIT_LOST = 75,		/* worker_lost or expired: try again later */
+	EXIT_TIMEOUT = 124,	/* like timeout(1) */
+	EXIT_CANCELLED = 130,
+	EXIT_MEMORY = 137,
+	EXIT_CPU = 152,		/* 128 + SIGXCPU */
+	EXIT_OUTPUT = 153,	/* 128 + SIGXFSZ */
+};
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: airlock COMMAND ...\n"
-		   "  check-job FILE|-    decode a msgpack job and print it as JSON, or say why not\n"
-		   "  version             print the protocol version\n");
+	fprintf(f,
+		"usage: airlock [--redis URL] COMMAND ...\n"
+		"  run [options] (-c CODE | FILE | -- ARGV...)  submit, wait, print the output, exit\n"
+		"                                     with the job's exit code\n"
+		"  submit [options] (-c CODE | FILE | -- ARGV...)  print the new job's id\n"
+		"  wait ID [--json] [--timeout-wait MS]   wait for a result\n"
+		"  status ID                          state, and the result when there is one\n"
+		"  cancel ID                          cancel a queued or running job\n"
+		"  stats                              queues per tier, workers, results by status\n"
+		"  dlq list | show ENTRY | retry ENTRY | purge   dead letters\n"
+		"  check-job FILE|-                   decode a msgpack job, print it as JSON\n"
+		"run/submit options:\n"
+		"  --tier T (default trusted)  --tenant T  --runtime python|sh (default python)\n"
+		"  -f LOCAL:REMOTE (input file, repeatable)  --collect PATH (repeatable)\n"
+		"  --timeout MS  --cpu MS  --memory BYTES  --pids N  --disk BYTES\n"
+		"  --stdin FILE  --env NAME=VALUE  --priority 0-9  --deadline-ms UNIX_MS\n"
+		"  --idempotency-key K  --callback URL  --label K=V  --id ID  --json\n"
+		"Redis: --redis or $AIRLOCK_REDIS (default redis://127.0.0.1:6379)\n"
+		"Exit codes of run: the job's exit code; 128+N when killed by signal N;\n"
+		"  124 timeout, 137 memory_limit, 152 cpu_limit, 153 output_limit, 130 cancelled,\n"
+		"  65 rejected, 70 sandbox_error, 75 worker_lost or expired, 69 Redis unreachable,\n"
+		"  66 a local file is missing, 2 bad usage.\n");
 }
 
-static int read_file(const char *path, struct al_buf *b)
+static int read_path(const char *path, struct al_bytes *out, size_t cap)
 {
 	FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+	struct al_buf b = { 0 };
 	char chunk[65536];
 	size_t n;
 
 	if (!f) {
-		fprintf(stderr, "airlock: cannot open %s: %s\n", path, strerror(errno));
-		return -1;
+		fprintf(stderr, "airlock: cannot read %s: %s\n", path, strerror(errno));
+		return EXIT_NOINPUT;
 	}
 	while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0) {
-		if (b->len + n > AL_JOB_MAX_BYTES || al_buf_append(b, chunk, n)) {
-			fprintf(stderr, "airlock: %s: larger than %u bytes\n", path, AL_JOB_MAX_BYTES);
-			break;
+		if (b.len + n > cap) {
+			fprintf(stderr, "airlock: %s: larger than %zu bytes\n", path, cap);
+			if (f != stdin)
+				fclose(f);
+			al_buf_free(&b);
+			return EXIT_USAGE;
 		}
+		al_buf_append(&b, chunk, n);
 	}
 	if (f != stdin)
 		fclose(f);
-	return b->len > AL_JOB_MAX_BYTES ? -1 : 0;
+	if (!b.data)
+		al_buf_append(&b, "", 0);
+	out->data = b.data;
+	out->len = b.len;
+	return 0;
+}
+
+static int u64_arg(const char *name, const char *v, uint64_t *out)
+{
+	char *end;
+
+	errno = 0;
+	*out = strtoull(v, &end, 10);
+	if (errno || end == v || *end || *v == '-') {
+		fprintf(stderr, "airlock: %s: expected a non-negative integer, got \"%s\"\n", name, v);
+		return -1;
+	}
+	return 0;
+}
+
+static int push_kv(struct al_kv **kv, size_t *n, const char *arg, const char *what)
+{
+	const char *eq = strchr(arg, '=');
+	struct al_kv *p;
+
+	if (!eq || eq == arg) {
+		fprintf(stderr, "airlock: %s: expected NAME=VALUE, got \"%s\"\n", what, arg);
+		return -1;
+	}
+	p = realloc(*kv, (*n + 1) * sizeof(*p));
+	if (!p)
+		return -1;
+	*kv = p;
+	p[*n].key = strndup(arg, (size_t)(eq - arg));
+	p[*n].value = strdup(eq + 1);
+	(*n)++;
+	return 0;
+}
+
+/* Build a job from run/submit arguments; returns 0 or an exit code. */
+static int build_job(int argc, char **argv, struct al_job *job, bool *json)
+{
+	static const struct option opts[] = {
+		{ "tier", required_argument, NULL, 't' }, { "tenant", required_argument, NULL, 'T' },
+		{ "runtime", required_argument, NULL, 'R' }, { "file", required_argument, NULL, 'f' },
+		{ "collect", required_argument, NULL, 'o' }, { "timeout", required_argument, NULL, 'w' },
+		{ "cpu", required_argument, NULL, 'u' }, { "memory", required_argument, NULL, 'm' },
+		{ "pids", required_argument, NULL, 'p' }, { "disk", required_argument, NULL, 'd' },
+		{ "stdin", required_argument, NULL, 'i' }, { "env", required_argument, NULL, 'e' },
+		{ "priority", required_argument, NULL, 'P' },
+		{ "deadline-ms", required_argument, NULL, 'D' },
+		{ "idempotency-key", required_argument, NULL, 'k' },
+		{ "callback", required_argument, NULL, 'b' }, { "label", required_argument, NULL, 'l' },
+		{ "id", required_argument, NULL, 'I' }, { "json", no_argument, NULL, 'j' },
+		{ "code", required_argument, NULL, 'c' }, { NULL, 0, NULL, 0 },
+	};
+	const char *code = NULL, *runtime = "python";
+	uint64_t u;
+	int c, rc;
+
+	memset(job, 0, sizeof(*job));
+	job->version = AL_PROTO_VERSION;
+	job->tier = strdup("trusted");
+	job->tenant = strdup("default");
+	job->priority = AL_PRIORITY_DEFAULT;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "+c:f:", opts, NULL)) != -1) {
+		switch (c) {
+		case 't': free(job->tier); job->tier = strdup(optarg); break;
+		case 'T': free(job->tenant); job->tenant = strdup(optarg); break;
+		case 'R': runtime = optarg; break;
+		case 'c': code = optarg; break;
+		case 'I': job->id = strdup(optarg); break;
+		case 'j': *json = true; break;
+		case 'f': {
+			const char *colon = strchr(optarg, ':');
+			struct al_file *f;
+			char *local = colon ? strndup(optarg, (size_t)(colon - optarg)) : strdup(optarg);
+			const char *remote = colon ? colon + 1 : strrchr(optarg, '/') ? strrchr(optarg, '/') + 1 : optarg;
+
+			f = realloc(job->files, (job->nfiles + 1) * sizeof(*f));
+			if (!f || !local)
+				return EXIT_USAGE;
+			job->files = f;
+			memset(&f[job->nfiles], 0, sizeof(*f));
+			if ((rc = read_path(local, &f[job->nfiles].data, AL_FILES_TOTAL_MAX))) {
+				free(local);
+				return rc;
+			}
+			free(local);
+			f[job->nfiles].path = strdup(remote);
+			f[job->nfiles].mode = 0644;
+			job->nfiles++;
+			break;
+		}
+		case 'o': {
+			char **v = realloc(job->collect, (job->ncollect + 1) * sizeof(*v));
+
+			if (!v)
+				return EXIT_USAGE;
+			job->collect = v;
+			v[job->ncollect++] = strdup(optarg);
+			break;
+		}
+		case 'w': case 'u': case 'm': case 'p': case 'd': case 'P': case 'D':
+			if (u64_arg(argv[optind - 1], optarg, &u))
+				return EXIT_USAGE;
+			if (c == 'w') job->limits.wall_ms = u;
+			else if (c == 'u') job->limits.cpu_ms = u;
+			else if (c == 'm') job->limits.memory_bytes = u;
+			else if (c == 'p') job->limits.pids = u;
+			else if (c == 'd') job->limits.disk_bytes = u;
+			else if (c == 'P') job->priority = (uint32_t)u;
+			else job->deadline_ms = u;
+			break;
+		case 'i':
+			if ((rc = read_path(optarg, &job->stdin_data, AL_STDIN_MAX)))
+				return rc;
+			break;
+		case 'e':
+			if (push_kv(&job->env, &job->nenv, optarg, "--env"))
+				return EXIT_USAGE;
+			break;
+		case 'l':
+			if (push_kv(&job->labels, &job->nlabels, optarg, "--label"))
+				return EXIT_USAGE;
+			break;
+		case 'k': job->idempotency_key = strdup(optarg); break;
+		case 'b': job->callback_url = strdup(optarg); break;
+		default: usage(stderr); return EXIT_USAGE;
+		}
+	}
+	if (code) {
+		job->code.data = strdup(code);
+		job->code.len = strlen(code);
+	} else if (optind < argc && strcmp(argv[optind - 1], "--") != 0) {
+		if ((rc = read_path(argv[optind++], &job->code, AL_CODE_MAX)))
+			return rc;
+	}
+	if (job->code.data) {
+		if (!strcmp(runtime, "python"))
+			job->runtime = AL_RUNTIME_PYTHON;
+		else if (!strcmp(runtime, "sh"))
+			job->runtime = AL_RUNTIME_SH;
+		else {
+			fprintf(stderr, "airlock: --runtime: expected python or sh, got \"%s\"\n", runtime);
+			return EXIT_USAGE;
+		}
+	}
+	if (optind < argc) {
+		job->argc = (size_t)(argc - optind);
+		job->argv = calloc(job->argc + 1, sizeof(char *));
+		for (size_t i = 0; i < job->argc; i++)
+			job->argv[i] = strdup(argv[optind + (int)i]);
+	}
+	if (!job->code.data && !job->argc) {
+		fprintf(stderr, "airlock: nothing to run: give -c CODE, a FILE, or -- ARGV...\n");
+		return EXIT_USAGE;
+	}
+	return 0;
+}
+
+static int exit_code_for(const struct al_result *r)
+{
+	switch (r->status) {
+	case AL_ST_OK:
+	case AL_ST_NONZERO_EXIT:
+		if (r->has_exit_code)
+			return r->exit_code;
+		return r->signal ? 128 + r->signal : 1;
+	case AL_ST_TIMEOUT: return EXIT_TIMEOUT;
+	case AL_ST_MEMORY_LIMIT: return EXIT_MEMORY;
+	case AL_ST_CPU_LIMIT: return EXIT_CPU;
+	case AL_ST_OUTPUT_LIMIT: return EXIT_OUTPUT;
+	case AL_ST_CANCELLED: return EXIT_CANCELLED;
+	case AL_ST_REJECTED: return EXIT_REJECTED;
+	case AL_ST_SANDBOX_ERROR: return EXIT_SANDBOX;
+	case AL_ST_WORKER_LOST:
+	case AL_ST_EXPIRED: return EXIT_LOST;
+	case AL_ST_COUNT: break;
+	}
+	return 1;
+}
+
+static int print_result(const struct al_result *r, bool json)
+{
+	if (json) {
+		json_t *j = al_result_to_json(r);
+
+		json_dumpf(j, stdout, JSON_SORT_KEYS | JSON_INDENT(2));
+		putchar('\n');
+		json_decref(j);
+	} else {
+		fwrite(r->out.data ? r->out.data : "", 1, r->out.len, stdout);
+		fwrite(r->err.data ? r->err.data : "", 1, r->err.len, stderr);
+		fflush(stdout);
+		if (r->status != AL_ST_OK && r->status != AL_ST_NONZERO_EXIT)
+			fprintf(stderr, "airlock: job %s: %s: %s\n", r->id, al_status_name(r->status),
+				r->error ? r->error : "");
+		else if (r->out_truncated || r->err_truncated)
+			fprintf(stderr, "airlock: job %s: output was truncated\n", r->id);
+	}
+	return exit_code_for(r);
+}
+
+static struct al_client *connect_or_die(const char *url, int *rc)
+{
+	struct al_err err = { 0 };
+	struct al_client *c = al_client_connect(url, &err);
+
+	if (!c) {
+		fprintf(stderr, "airlock: %s\n", err.msg);
+		*rc = err.status == AL_EINVAL ? EXIT_USAGE : EXIT_UNAVAILABLE;
+	}
+	return c;
+}
+
+static int cmd_run(const char *url, int argc, char **argv, bool wait)
+{
+	struct al_job job;
+	struct al_result res;
+	struct al_err err = { 0 };
+	struct al_client *c;
+	char id[AL_ID_MAX + 1];
+	bool json = false, existing = false;
+	int rc = build_job(argc, argv, &job, &json);
+
+	if (rc)
+		goto out_job;
+	if (!(c = connect_or_die(url, &rc)))
+		goto out_job;
+	if (al_client_submit(c, &job, id, &existing, &err)) {
+		fprintf(stderr, "airlock: %s\n", err.msg);
+		rc = err.status == AL_EINVAL ? EXIT_REJECTED : EXIT_UNAVAILABLE;
+		goto out_client;
+	}
+	if (!wait) {
+		printf("%s\n", id);
+		if (existing)
+			fprintf(stderr, "airlock: idempotency key already used: this is the earlier job\n");
+		goto out_client;
+	}
+	if (al_client_wait(c, id, 0, &res, &err)) {
+		fprintf(stderr, "airlock: job %s: %s\n", id, err.msg);
+		rc = EXIT_UNAVAILABLE;
+		goto out_client;
+	}
+	rc = print_result(&res, json);
+	al_result_free(&res);
+out_client:
+	al_client_close(c);
+out_job:
+	al_job_free(&job);
+	return rc;
+}
+
+static int cmd_wait(const char *url, int argc, char **argv)
+{
+	struct al_result res;
+	struct al_err err = { 0 };
+	struct al_client *c;
+	uint64_t tmo = 0;
+	bool json = false;
+	const char *id = NULL;
+	int rc = 0;
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--json"))
+			json = true;
+		else if (!strcmp(argv[i], "--timeout-wait") && i + 1 < argc) {
+			if (u64_arg("--timeout-wait", argv[++i], &tmo))
+				return EXIT_USAGE;
+		} else
+			id = argv[i];
+	}
+	if (!id) {
+		fprintf(stderr, "airlock: wait: which job? give its ID\n");
+		return EXIT_USAGE;
+	}
+	if (!(c = connect_or_die(url, &rc)))
+		return rc;
+	if (al_client_wait(c, id, tmo, &res, &err)) {
+		fprintf(stderr, "airlock: job %s: %s\n", id, err.msg);
+		al_client_close(c);
+		return EXIT_UNAVAILABLE;
+	}
+	rc = print_result(&res, json);
+	al_result_free(&res);
+	al_client_close(c);
+	return rc;
+}
+
+static int cmd_status(const char *url, const char *id)
+{
+	struct al_result res;
+	struct al_err err = { 0 };
+	struct al_client *c;
+	char state[32];
+	int rc = 0;
+
+	if (!(c = connect_or_die(url, &rc)))
+		return rc;
+	if (al_client_status(c, id, state, &res, &err)) {
+		fprintf(stderr, "airlock: %s\n", err.msg);
+		al_client_close(c);
+		return err.status == AL_EINVAL ? 1 : EXIT_UNAVAILABLE;
+	}
+	printf("%s %s", id, state);
+	if (res.version)
+		printf(" %s%s%s", al_status_name(res.status), res.error ? ": " : "",
+		       res.error ? res.error : "");
+	putchar('\n');
+	al_result_free(&res);
+	al_client_close(c);
+	return 0;
+}
+
+static int cmd_cancel(const char *url, const char *id)
+{
+	struct al_err err = { 0 };
+	struct al_client *c;
+	int rc = 0;
+
+	if (!(c = connect_or_die(url, &rc)))
+		return rc;
+	rc = al_client_cancel(c, id, &err);
+	al_client_close(c);
+	if (rc < 0) {
+		fprintf(stderr, "airlock: %s\n", err.msg);
+		return err.status == AL_EINVAL ? 1 : EXIT_UNAVAILABLE;
+	}
+	printf("%s %s\n", id, rc == 1 ? "cancelled" : rc == 2 ? "kill requested" : "already finished");
+	return 0;
 }
 
 static int cmd_check_job(const char *path)
 {
-	struct al_buf b = { 0 };
+	struct al_bytes b = { 0 };
 	struct al_job job;
 	struct al_err err = { 0 };
 	json_t *j;
-	int rc = 1;
+	int rc = read_path(path, &b, AL_JOB_MAX_BYTES);
 
-	if (read_file(path, &b))
-		goto out;
+	if (rc)
+		return rc;
 	if (al_job_decode(b.data, b.len, &job, &err)) {
 		fprintf(stderr, "airlock: %s: invalid job: %s\n", path, err.msg);
-		goto out;
+		free(b.data);
+		return 1;
 	}
 	j = al_job_to_json(&job);
 	json_dumpf(j, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
 	putchar('\n');
 	json_decref(j);
 	al_job_free(&job);
-	rc = 0;
-out:
-	al_buf_free(&b);
-	return rc;
+	free(b.data);
+	return 0;
 }
 
 int main(int argc, char **argv)
 {
-	if (argc < 2) {
-		usage(stderr);
-		return 2;
+	const char *url = getenv("AIRLOCK_REDIS") ? getenv("AIRLOCK_REDIS") : "redis://127.0.0.1:6379";
+	struct al_err err = { 0 };
+	struct al_client *c;
+	int i = 1, rc = 0;
+
+	if (i + 1 < argc && !strcmp(argv[i], "--redis")) {
+		url = argv[i + 1];
+		i += 2;
 	}
-	if (strcmp(argv[1], "version") == 0 || strcmp(argv[1], "--version") == 0) {
+	if (i >= argc) {
+		usage(stderr);
+		return EXIT_USAGE;
+	}
+	argc -= i - 1;
+	argv += i - 1;
+	/* argv[1] is the command now */
+	if (!strcmp(argv[1], "version") || !strcmp(argv[1], "--version")) {
 		printf("airlock protocol %d\n", AL_PROTO_VERSION);
 		return 0;
 	}
-	if (strcmp(argv[1], "check-job") == 0 && argc == 3)
-		return cmd_check_job(argv[2]);
-	if (strcmp(argv[1], "help") == 0 || strcmp(argv[1], "--help") == 0) {
+	if (!strcmp(argv[1], "help") || !strcmp(argv[1], "--help")) {
 		usage(stdout);
 		return 0;
 	}
-	fprintf(stderr, "airlock: unknown command or arguments: %s\n", argv[1]);
-	usage(stderr);
-	return 2;
+	if (!strcmp(argv[1], "run") || !strcmp(argv[1], "submit"))
+		return cmd_run(url, argc - 1, argv + 1, !strcmp(argv[1], "run"));
+	if (!strcmp(argv[1], "wait"))
+		return cmd_wait(url, argc - 1, argv + 1);
+	if (!strcmp(argv[1], "status") && argc == 3)
+		return cmd_status(url, argv[2]);
+	if (!strcmp(argv[1], "cancel") && argc == 3)
+		return cmd_cancel(url, argv[2]);
+	if (!strcmp(argv[1], "check-job") && argc == 3)
+		return cmd_check_job(argv[2]);
+	if (!strcmp(argv[1], "stats") && argc == 2) {
+		if (!(c = connect_or_die(url, &rc)))
+			return rc;
+		rc = al_client_stats(c, stdout, &err) ? EXIT_UNAVAILABLE : 0;
+		al_client_close(c);
+		return rc;
+	}
+	if (!strcmp(argv[1], "dlq") && (argc == 3 || argc == 4)) {
+		if (!(c = connect_or_die(url, &rc)))
+			return rc;
+		if (al_client_dlq(c, argv[2], argc == 4 ? argv[3] : NULL, stdout, &err)) {
+			fprintf(stderr, "airlock: %s\n", err.msg);
+			rc = err.status == AL_EINVAL ? 1 : EXIT_UNAVAILABLE;
+		}
+		al_client_close(c);
+		return rc;
+	}
+	fprintf(stderr, "airlock: unknown command or wrong arguments: %s (see airlock help)\n", argv[1]);
+	return EXIT_USAGE;
 }

@@ -1,15 +1,975 @@
-/* main.c - airlock-scheduler entry point (admission is built on top). */
+/* main.c - airlock-scheduler: admission of submitted jobs against the
+ * operator's policy, routing to per-tier ready queues by priority, retries
+ * after their backoff, reclaiming the jobs of dead workers, deadlines, and
+ * metrics over HTTP. Several schedulers may run at once: every step is a
+ * consumer-group read or an atomic script, so none is done twice. */
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
-#include "../proto/job.h"
+#include "../client/aconn.h"
+#include "../proto/keys.h"
+#include "../proto/result.h"
+#include "../proto/scripts.h"
+#include "policy.h"
+
+#define INTAKE_BATCH "256"
+#define TICK_MS 100
+
+struct sched {
+	struct event_base *base;
+	struct al_policy policy;
+	const char *policy_path;
+	struct al_redis_url url;
+	struct al_aconn *cmd, *fetch;
+	char id[80];
+	bool fetching;
+	bool stopping;
+	struct event *tick, *sighup, *sigterm, *sigint;
+	struct evhttp *http;
+	uint64_t last_reclaim_ms, last_snapshot_ms;
+	/* metrics snapshot, refreshed once a second */
+	char *metrics;
+	bool redis_ok;
+	uint64_t admitted, rejected, reclaimed, lost, expired;
+};
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void logf_(const char *level, const char *event, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void logf_(const char *level, const char *event, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "ts=%llu level=%s event=%s %s\n", (unsigned long long)now_ms(), level, event,
+		msg);
+}
+
+static void maybe_fetch(struct sched *s);
+
+/* Fire-and-log script call; transitions are idempotent so a lost reply is
+ * repaired by the next pass (the intake entry stays pending and is read
+ * again after a restart). */
+static void on_reply_log(redisAsyncContext *ac, void *reply, void *priv)
+{
+	redisReply *r = reply;
+
+	(void)ac;
+	if (r && r->type == REDIS_REPLY_ERROR)
+		logf_("error", "redis", "what=%s error=\"%s\"", (const char *)priv, r->str);
+}
+
+static void ack_intake(struct sched *s, const char *entry)
+{
+	const char *ack[] = { "XACK", AL_KEY_INTAKE, AL_GROUP_SCHEDULER, entry };
+	const char *del[] = { "XDEL", AL_KEY_INTAKE, entry };
+
+	al_aconn_cmd(s->cmd, on_reply_log, (void *)"xack", 4, ack, NULL);
+	al_aconn_cmd(s->cmd, on_reply_log, (void *)"xdel", 3, del, NULL);
+}
+
+static void dead_letter(struct sched *s, const char *source, const char *entry, const char *reason,
+			const char *id, const char *raw, size_t rawlen)
+{
+	const char *argv[] = { "XADD", AL_KEY_DLQ, "*", "reason", reason, "source", source,
+			       "entry", entry, "id", id ? id : "", "raw", raw ? raw : "" };
+	size_t lens[sizeof(argv) / sizeof(argv[0])];
+
+	for (size_t i = 0; i < sizeof(argv) / sizeof(argv[0]); i++)
+		lens[i] = argv[i] == raw ? rawlen : strlen(argv[i]);
+	logf_("warn", "dead_letter", "source=%s entry=%s job=%s reason=\"%s\"", source, entry,
+	      id ? id : "-", reason);
+	al_aconn_cmd(s->cmd, on_reply_log, (void *)"dlq", sizeof(argv) / sizeof(argv[0]), argv, lens);
+}
+
+/* Commit a result the scheduler decides (rejected, worker_lost). */
+static void commit(struct sched *s, const char *id, const char *tenant, long attempt,
+		   enum al_status_code st, const char *msg, const char *stream, const char *entry,
+		   const char *group)
+{
+	char jobkey[AL_KEY_MAX], reskey[AL_KEY_MAX], done[AL_KEY_MAX], tenkey[AL_KEY_MAX];
+	char att[24], ttl[24];
+	struct al_result res = { 0 };
+	struct al_buf b = { 0 };
+
+	res.version = AL_PROTO_VERSION;
+	res.id = (char *)id;
+	res.attempt = attempt > 0 ? (uint32_t)attempt : 0;
+	res.status = st;
+	res.error = (char *)msg;
+	res.finished_ms = now_ms();
+	if (al_result_encode(&res, &b, NULL))
+		return;
+	snprintf(jobkey, sizeof(jobkey), "al:job:%s", id);
+	snprintf(reskey, sizeof(reskey), "al:res:%s", id);
+	snprintf(done, sizeof(done), "al:done:%s", id);
+	snprintf(tenkey, sizeof(tenkey), "al:tenant:%s", tenant ? tenant : "default");
+	snprintf(att, sizeof(att), "%ld", attempt);
+	snprintf(ttl, sizeof(ttl), "%llu", (unsigned long long)s->policy.result_ttl_ms);
+	{
+		const char *argv[] = { "EVAL", al_lua_commit, "6", jobkey, reskey, done,
+				       stream ? stream : "", AL_KEY_STATS, tenkey, att, b.data, ttl,
+				       entry ? entry : "", group ? group : "", al_status_name(st) };
+		size_t lens[sizeof(argv) / sizeof(argv[0])];
+
+		for (size_t i = 0; i < sizeof(argv) / sizeof(argv[0]); i++)
+			lens[i] = argv[i] == b.data ? b.len : strlen(argv[i]);
+		al_aconn_cmd(s->cmd, on_reply_log, (void *)"commit", sizeof(argv) / sizeof(argv[0]), argv,
+			     lens);
+	}
+	al_buf_free(&b);
+}
+
+/* ---- admission ---- */
+
+struct admit_ctx {
+	struct sched *s;
+	char entry[64];
+	char id[AL_ID_MAX + 1];
+	char tenant[AL_ID_MAX + 1];
+	char *raw;
+	size_t rawlen;
+};
+
+static void on_admit(redisAsyncContext *ac, void *reply, void *priv)
+{
+	struct admit_ctx *a = priv;
+	struct sched *s = a->s;
+	redisReply *r = reply;
+
+	(void)ac;
+	if (!r) /* connection lost: the entry stays pending and is read again */
+		goto out;
+	if (r->type != REDIS_REPLY_INTEGER) {
+		logf_("error", "admit", "job=%s error=\"%s\"", a->id,
+		      r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+		goto out;
+	}
+	switch (r->integer) {
+	case 1:
+		s->admitted++;
+		logf_("info", "admitted", "job=%s tenant=%s", a->id, a->tenant);
+		break;
+	case 0:
+		dead_letter(s, AL_KEY_INTAKE, a->entry, "duplicate job id: another job has it", a->id,
+			    a->raw, a->rawlen);
+		break;
+	case -1:
+		break; /* cancelled before admission: its result exists */
+	case -3:
+	case -4: {
+		char msg[200];
+
+		snprintf(msg, sizeof(msg), "tenant %s: %s", a->tenant,
+			 r->integer == -3 ? "queue quota (max_queued) reached"
+					  : "submission rate (rate_per_s) exceeded");
+		s->rejected++;
+		logf_("info", "rejected", "job=%s reason=\"%s\"", a->id, msg);
+		commit(s, a->id, a->tenant, -1, AL_ST_REJECTED, msg, NULL, NULL, NULL);
+		break;
+	}
+	}
+	ack_intake(s, a->entry);
+out:
+	free(a->raw);
+	free(a);
+}
+
+static void admit_entry(struct sched *s, const char *entry, const char *raw, size_t rawlen)
+{
+	struct al_job job;
+	struct al_err err = { 0 };
+	struct al_buf b = { 0 };
+	char *id;
+
+	if (al_job_decode(raw, rawlen, &job, &err)) {
+		/* Garbage: dead-letter it; if an id can be recovered, its
+		 * submitter gets a rejected result saying why. */
+		id = al_job_peek_id(raw, rawlen);
+		dead_letter(s, AL_KEY_INTAKE, entry, err.msg, id, raw, rawlen);
+		if (id) {
+			s->rejected++;
+			commit(s, id, NULL, -1, AL_ST_REJECTED, err.msg, NULL, NULL, NULL);
+		}
+		free(id);
+		ack_intake(s, entry);
+		return;
+	}
+	if (al_policy_admit(&s->policy, &job, now_ms(), &err) || al_job_encode(&job, &b, &err)) {
+		s->rejected++;
+		logf_("info", "rejected", "job=%s tier=%s tenant=%s reason=\"%s\"", job.id, job.tier,
+		      job.tenant, err.msg);
+		commit(s, job.id, job.tenant, -1, AL_ST_REJECTED, err.msg, NULL, NULL, NULL);
+		ack_intake(s, entry);
+		al_job_free(&job);
+		return;
+	}
+	{
+		const struct al_tenant_policy *tp = al_policy_tenant(&s->policy, job.tenant);
+		struct admit_ctx *a = calloc(1, sizeof(*a));
+		char jobkey[AL_KEY_MAX], qkey[AL_KEY_MAX], tenkey[AL_KEY_MAX], ratekey[AL_KEY_MAX];
+		char att[16], now[24], dl[24], maxq[24], rate[24], maxr[24];
+		uint64_t t = now_ms();
+
+		if (!a || !(a->raw = malloc(rawlen + 1))) {
+			free(a);
+			al_buf_free(&b);
+			al_job_free(&job);
+			return; /* stays pending; read again later */
+		}
+		a->s = s;
+		memcpy(a->raw, raw, rawlen);
+		a->rawlen = rawlen;
+		snprintf(a->entry, sizeof(a->entry), "%s", entry);
+		snprintf(a->id, sizeof(a->id), "%s", job.id);
+		snprintf(a->tenant, sizeof(a->tenant), "%s", job.tenant);
+		snprintf(jobkey, sizeof(jobkey), "al:job:%s", job.id);
+		snprintf(qkey, sizeof(qkey), "al:q:%s:%s", job.tier, al_band_name(al_band_of(job.priority)));
+		snprintf(tenkey, sizeof(tenkey), "al:tenant:%s", job.tenant);
+		snprintf(ratekey, sizeof(ratekey), "al:rate:%s:%llu", job.tenant,
+			 (unsigned long long)(t / 1000));
+		snprintf(att, sizeof(att), "%u", job.max_attempts);
+		snprintf(now, sizeof(now), "%llu", (unsigned long long)t);
+		snprintf(dl, sizeof(dl), "%llu", (unsigned long long)job.deadline_ms);
+		snprintf(maxq, sizeof(maxq), "%llu", (unsigned long long)tp->max_queued);
+		snprintf(rate, sizeof(rate), "%llu", (unsigned long long)tp->rate_per_s);
+		snprintf(maxr, sizeof(maxr), "%llu", (unsigned long long)tp->max_running);
+		{
+			const char *argv[] = { "EVAL", al_lua_admit, "4", jobkey, qkey, tenkey, ratekey,
+					       job.id, b.data, job.tier, job.tenant, att, now, dl, maxq,
+					       rate, al_band_name(al_band_of(job.priority)), maxr };
+			size_t lens[sizeof(argv) / sizeof(argv[0])];
+
+			for (size_t i = 0; i < sizeof(argv) / sizeof(argv[0]); i++)
+				lens[i] = argv[i] == b.data ? b.len : strlen(argv[i]);
+			if (al_aconn_cmd(s->cmd, on_admit, a, sizeof(argv) / sizeof(argv[0]), argv, lens)) {
+				free(a->raw);
+				free(a);
+			}
+		}
+	}
+	al_buf_free(&b);
+	al_job_free(&job);
+}
+
+static void on_intake(redisAsyncContext *ac, void *reply, void *priv)
+{
+	struct sched *s = priv;
+	redisReply *r = reply;
+
+	(void)ac;
+	s->fetching = false;
+	if (r && r->type == REDIS_REPLY_ERROR) {
+		logf_("error", "intake", "error=\"%s\"", r->str);
+		if (!strncmp(r->str, "NOGROUP", 7)) {
+			const char *argv[] = { "XGROUP", "CREATE", AL_KEY_INTAKE, AL_GROUP_SCHEDULER, "0",
+					       "MKSTREAM" };
+
+			al_aconn_cmd(s->cmd, NULL, NULL, 6, argv, NULL);
+		}
+	}
+	if (r && r->type == REDIS_REPLY_ARRAY) {
+		for (size_t i = 0; i < r->elements; i++) {
+			redisReply *st = r->element[i];
+
+			if (st->type != REDIS_REPLY_ARRAY || st->elements != 2)
+				continue;
+			for (size_t j = 0; j < st->element[1]->elements; j++) {
+				redisReply *e = st->element[1]->element[j];
+				const char *raw = NULL;
+				size_t rawlen = 0;
+
+				if (e->type != REDIS_REPLY_ARRAY || e->elements != 2)
+					continue;
+				if (e->element[1]->type == REDIS_REPLY_ARRAY)
+					for (size_t k = 0; k + 1 < e->element[1]->elements; k += 2)
+						if (e->element[1]->element[k]->type == REDIS_REPLY_STRING &&
+						    !strcmp(e->element[1]->element[k]->str, "job")) {
+							raw = e->element[1]->element[k + 1]->str;
+							rawlen = e->element[1]->element[k + 1]->len;
+						}
+				if (!raw) {
+					dead_letter(s, AL_KEY_INTAKE, e->element[0]->str,
+						    "intake entry without a job field", NULL, NULL, 0);
+					ack_intake(s, e->element[0]->str);
+					continue;
+				}
+				admit_entry(s, e->element[0]->str, raw, rawlen);
+			}
+		}
+	}
+	if (r)
+		maybe_fetch(s);
+}
+
+static void maybe_fetch(struct sched *s)
+{
+	const char *argv[] = { "XREADGROUP", "GROUP", AL_GROUP_SCHEDULER, s->id, "COUNT",
+			       INTAKE_BATCH, "BLOCK", "1000", "STREAMS", AL_KEY_INTAKE, ">" };
+
+	if (s->fetching || s->stopping || !al_aconn_is_up(s->fetch) || !al_aconn_is_up(s->cmd))
+		return;
+	if (al_aconn_cmd(s->fetch, on_intake, s, sizeof(argv) / sizeof(argv[0]), argv, NULL) == 0)
+		s->fetching = true;
+}
+
+/* Entries a crashed scheduler read but never finished are read again. */
+static void on_own_pending(redisAsyncContext *ac, void *reply, void *priv)
+{
+	on_intake(ac, reply, priv);
+}
+
+/* ---- reclaim, retries, deadlines ---- */
+
+struct reclaim_ctx {
+	struct sched *s;
+	char stream[AL_KEY_MAX];
+	char entry[64];
+	char id[AL_ID_MAX + 1];
+	char attempt[16];
+};
+
+static void on_reclaim_one(redisAsyncContext *ac, void *reply, void *priv)
+{
+	struct reclaim_ctx *rc = priv;
+	struct sched *s = rc->s;
+	redisReply *r = reply;
+
+	(void)ac;
+	if (r && r->type == REDIS_REPLY_INTEGER) {
+		if (r->integer == 1) {
+			s->reclaimed++;
+			logf_("info", "reclaimed", "job=%s attempt=%s stream=%s note=\"lease expired; re-queued\"",
+			      rc->id, rc->attempt, rc->stream);
+		} else if (r->integer == 2) {
+			char msg[200];
+
+			s->lost++;
+			snprintf(msg, sizeof(msg),
+				 "every attempt's worker died or went silent (%s attempts)", rc->attempt);
+			logf_("warn", "worker_lost", "job=%s attempts=%s", rc->id, rc->attempt);
+			commit(s, rc->id, NULL, atol(rc->attempt), AL_ST_WORKER_LOST, msg, rc->stream,
+			       rc->entry, AL_GROUP_WORKERS);
+			dead_letter(s, rc->stream, rc->entry, msg, rc->id, NULL, 0);
+		}
+	}
+	free(rc);
+}
+
+/* XAUTOCLAIM replies do not name the stream: keep it in the context. */
+struct autoclaim_ctx {
+	struct sched *s;
+	char stream[AL_KEY_MAX];
+};
+
+static void on_autoclaim_stream(redisAsyncContext *ac, void *reply, void *priv)
+{
+	struct autoclaim_ctx *ctx = priv;
+	struct sched *s = ctx->s;
+	redisReply *r = reply;
+
+	(void)ac;
+	if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 2 ||
+	    r->element[1]->type != REDIS_REPLY_ARRAY)
+		goto out;
+	for (size_t i = 0; i < r->element[1]->elements; i++) {
+		redisReply *e = r->element[1]->element[i];
+		struct reclaim_ctx *rc;
+		char jobkey[AL_KEY_MAX], reskey[AL_KEY_MAX], tenkey[AL_KEY_MAX];
+
+		if (e->type != REDIS_REPLY_ARRAY || e->elements != 2 ||
+		    e->element[1]->type != REDIS_REPLY_ARRAY)
+			continue;
+		rc = calloc(1, sizeof(*rc));
+		if (!rc)
+			goto out;
+		rc->s = s;
+		snprintf(rc->stream, sizeof(rc->stream), "%s", ctx->stream);
+		snprintf(rc->entry, sizeof(rc->entry), "%s", e->element[0]->str);
+		for (size_t k = 0; k + 1 < e->element[1]->elements; k += 2) {
+			const char *key = e->element[1]->element[k]->str;
+			const char *val = e->element[1]->element[k + 1]->str;
+
+			if (key && val && !strcmp(key, "id"))
+				snprintf(rc->id, sizeof(rc->id), "%s", val);
+			else if (key && val && !strcmp(key, "attempt"))
+				snprintf(rc->attempt, sizeof(rc->attempt), "%s", val);
+		}
+		if (!rc->id[0] || !rc->attempt[0]) {
+			/* a malformed entry in a ready queue: dead-letter it */
+			const char *ack[] = { "XACK", rc->stream, AL_GROUP_WORKERS, rc->entry };
+			const char *del[] = { "XDEL", rc->stream, rc->entry };
+
+			dead_letter(s, rc->stream, rc->entry, "malformed queue entry: needs id and attempt",
+				    NULL, NULL, 0);
+			al_aconn_cmd(s->cmd, NULL, NULL, 4, ack, NULL);
+			al_aconn_cmd(s->cmd, NULL, NULL, 3, del, NULL);
+			free(rc);
+			continue;
+		}
+		snprintf(jobkey, sizeof(jobkey), "al:job:%s", rc->id);
+		snprintf(reskey, sizeof(reskey), "al:res:%s", rc->id);
+		snprintf(tenkey, sizeof(tenkey), "al:tenant:default");
+		{
+			const char *argv[] = { "EVAL", al_lua_reclaim, "4", jobkey, reskey, rc->stream,
+					       tenkey, rc->entry, AL_GROUP_WORKERS, rc->attempt };
+
+			if (al_aconn_cmd(s->cmd, on_reclaim_one, rc, sizeof(argv) / sizeof(argv[0]), argv,
+					 NULL))
+				free(rc);
+		}
+	}
+out:
+	free(ctx);
+}
+
+static void reclaim(struct sched *s)
+{
+	char lease[24], consumer[100];
+
+	snprintf(lease, sizeof(lease), "%llu", (unsigned long long)s->policy.lease_ms);
+	snprintf(consumer, sizeof(consumer), "reclaimer-%s", s->id);
+	for (size_t i = 0; i < s->policy.ntiers; i++) {
+		for (int b = 0; b < AL_BANDS; b++) {
+			struct autoclaim_ctx *ctx = calloc(1, sizeof(*ctx));
+
+			if (!ctx)
+				return;
+			ctx->s = s;
+			snprintf(ctx->stream, sizeof(ctx->stream), "al:q:%s:%s", s->policy.tiers[i].name,
+				 al_band_name(b));
+			{
+				const char *argv[] = { "XAUTOCLAIM", ctx->stream, AL_GROUP_WORKERS, consumer,
+						       lease, "0-0", "COUNT", "100" };
+
+				if (al_aconn_cmd(s->cmd, on_autoclaim_stream, ctx, 8, argv, NULL))
+					free(ctx);
+			}
+		}
+	}
+}
+
+static void on_due_deadlines(redisAsyncContext *ac, void *reply, void *priv)
+{
+	struct sched *s = priv;
+	redisReply *r = reply;
+
+	(void)ac;
+	if (!r || r->type != REDIS_REPLY_ARRAY)
+		return;
+	for (size_t i = 0; i < r->elements; i++) {
+		const char *id = r->element[i]->str;
+		char jobkey[AL_KEY_MAX], reskey[AL_KEY_MAX], done[AL_KEY_MAX], ttl[24];
+		struct al_result res = { 0 };
+		struct al_buf b = { 0 };
+
+		if (r->element[i]->type != REDIS_REPLY_STRING || strlen(id) > AL_ID_MAX)
+			continue;
+		res.version = AL_PROTO_VERSION;
+		res.id = (char *)id;
+		res.status = AL_ST_EXPIRED;
+		res.error = (char *)"not started before its deadline";
+		res.finished_ms = now_ms();
+		if (al_result_encode(&res, &b, NULL))
+			continue;
+		snprintf(jobkey, sizeof(jobkey), "al:job:%s", id);
+		snprintf(reskey, sizeof(reskey), "al:res:%s", id);
+		snprintf(done, sizeof(done), "al:done:%s", id);
+		snprintf(ttl, sizeof(ttl), "%llu", (unsigned long long)s->policy.result_ttl_ms);
+		{
+			const char *argv[] = { "EVAL", al_lua_expire, "5", jobkey, reskey, done, AL_KEY_STATS,
+					       "al:deadlines", id, b.data, ttl };
+			size_t lens[sizeof(argv) / sizeof(argv[0])];
+
+			for (size_t k = 0; k < sizeof(argv) / sizeof(argv[0]); k++)
+				lens[k] = argv[k] == b.data ? b.len : strlen(argv[k]);
+			al_aconn_cmd(s->cmd, on_reply_log, (void *)"expire", sizeof(argv) / sizeof(argv[0]),
+				     argv, lens);
+		}
+		al_buf_free(&b);
+	}
+}
+
+/* ---- metrics ---- */
+
+struct snap {
+	struct sched *s;
+	int outstanding;
+	struct evbuffer *out;
+};
+
+static void snap_done(struct snap *sn)
+{
+	struct sched *s = sn->s;
+	size_t n = evbuffer_get_length(sn->out);
+
+	free(s->metrics);
+	s->metrics = malloc(n + 1);
+	if (s->metrics) {
+		evbuffer_remove(sn->out, s->metrics, n);
+		s->metrics[n] = '\0';
+	}
+	evbuffer_free(sn->out);
+	free(sn);
+}
+
+struct snap_part {
+	struct snap *sn;
+	char what[AL_KEY_MAX];
+};
+
+static void on_snap(redisAsyncContext *ac, void *reply, void *priv)
+{
+	struct snap_part *p = priv;
+	struct snap *sn = p->sn;
+	redisReply *r = reply;
+
+	(void)ac;
+	if (r && !strncmp(p->what, "q ", 2) && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+	    r->element[0]->type == REDIS_REPLY_INTEGER) {
+		/* MULTI-less pair: [XLEN, pending] from the small script */
+		char tier[AL_ID_MAX + 1], band[8];
+
+		if (sscanf(p->what + 2, "%64[^ ] %7s", tier, band) == 2) {
+			long long len = r->element[0]->integer, pend = r->element[1]->integer;
+
+			evbuffer_add_printf(sn->out, "airlock_queue_depth{tier=\"%s\",band=\"%s\"} %lld\n",
+					    tier, band, len - pend);
+			evbuffer_add_printf(sn->out, "airlock_jobs_running{tier=\"%s\",band=\"%s\"} %lld\n",
+					    tier, band, pend);
+		}
+	} else if (r && !strcmp(p->what, "stats") && r->type == REDIS_REPLY_ARRAY) {
+		for (size_t i = 0; i + 1 < r->elements; i += 2) {
+			const char *k = r->element[i]->str, *v = r->element[i + 1]->str;
+
+			if (!strncmp(k, "status:", 7))
+				evbuffer_add_printf(sn->out, "airlock_jobs_total{status=\"%s\"} %s\n", k + 7, v);
+			else if (!strcmp(k, "reclaimed"))
+				evbuffer_add_printf(sn->out, "airlock_reclaimed_total %s\n", v);
+		}
+	} else if (r && !strcmp(p->what, "workers") && r->type == REDIS_REPLY_ARRAY &&
+		   r->elements == 3) {
+		evbuffer_add_printf(sn->out, "airlock_workers_live %lld\n", r->element[0]->integer);
+		evbuffer_add_printf(sn->out, "airlock_slots_busy %lld\n", r->element[1]->integer);
+		evbuffer_add_printf(sn->out, "airlock_slots_free %lld\n",
+				    r->element[2]->integer - r->element[1]->integer);
+	} else if (r && !strcmp(p->what, "dlq") && r->type == REDIS_REPLY_INTEGER) {
+		evbuffer_add_printf(sn->out, "airlock_dead_letters %lld\n", r->integer);
+	} else if (r && !strcmp(p->what, "delayed") && r->type == REDIS_REPLY_INTEGER) {
+		evbuffer_add_printf(sn->out, "airlock_retries_waiting %lld\n", r->integer);
+	} else if (r && !strncmp(p->what, "h ", 2) && r->type == REDIS_REPLY_ARRAY) {
+		/* al:hist:<tier>:<backend> -> cumulative histogram lines */
+		static const char *const bounds[] = { "5", "10", "25", "50", "100", "250", "500",
+						      "1000", "2500", "5000", "10000", "30000", "60000" };
+		char tier[AL_ID_MAX + 1], backend[32];
+
+		if (sscanf(p->what + 2, "al:hist:%64[^:]:%31s", tier, backend) == 2) {
+			for (int kind = 0; kind < 2; kind++) {
+				const char *name = kind ? "run" : "wait";
+				const char *metric = kind ? "airlock_run_seconds" : "airlock_queue_wait_seconds";
+				char want[48];
+
+				for (size_t bi = 0; bi < sizeof(bounds) / sizeof(bounds[0]); bi++) {
+					const char *v = "0";
+
+					snprintf(want, sizeof(want), "%s_le_%s", name, bounds[bi]);
+					for (size_t i = 0; i + 1 < r->elements; i += 2)
+						if (!strcmp(r->element[i]->str, want))
+							v = r->element[i + 1]->str;
+					evbuffer_add_printf(sn->out,
+							    "%s_bucket{tier=\"%s\",backend=\"%s\",le=\"%g\"} %s\n",
+							    metric, tier, backend, atof(bounds[bi]) / 1000, v);
+				}
+				for (size_t i = 0; i + 1 < r->elements; i += 2) {
+					snprintf(want, sizeof(want), "%s_count", name);
+					if (!strcmp(r->element[i]->str, want)) {
+						evbuffer_add_printf(sn->out,
+								    "%s_bucket{tier=\"%s\",backend=\"%s\",le=\"+Inf\"} %s\n",
+								    metric, tier, backend, r->element[i + 1]->str);
+						evbuffer_add_printf(sn->out, "%s_count{tier=\"%s\",backend=\"%s\"} %s\n",
+								    metric, tier, backend, r->element[i + 1]->str);
+					}
+					snprintf(want, sizeof(want), "%s_sum_ms", name);
+					if (!strcmp(r->element[i]->str, want))
+						evbuffer_add_printf(sn->out, "%s_sum{tier=\"%s\",backend=\"%s\"} %g\n",
+								    metric, tier, backend,
+								    atof(r->element[i + 1]->str) / 1000);
+				}
+			}
+		}
+	} else if (r && !strcmp(p->what, "hkeys") && r->type == REDIS_REPLY_ARRAY) {
+		for (size_t i = 0; i < r->elements; i++) {
+			struct snap_part *q = calloc(1, sizeof(*q));
+			const char *argv[] = { "HGETALL", r->element[i]->str };
+
+			if (!q)
+				continue;
+			q->sn = sn;
+			snprintf(q->what, sizeof(q->what), "h %s", r->element[i]->str);
+			sn->outstanding++;
+			if (al_aconn_cmd(sn->s->cmd, on_snap, q, 2, argv, NULL)) {
+				sn->outstanding--;
+				free(q);
+			}
+		}
+	}
+	free(p);
+	if (--sn->outstanding == 0)
+		snap_done(sn);
+}
+
+static const char lua_qpair[] =
+	"local p = 0\n"
+	"local ok, x = pcall(redis.call, 'XPENDING', KEYS[1], 'workers')\n"
+	"if ok and type(x) == 'table' then p = x[1] end\n"
+	"return {redis.call('XLEN', KEYS[1]), p}\n";
+
+static const char lua_workers[] =
+	"local live, busy, slots = 0, 0, 0\n"
+	"local all = redis.call('HGETALL', 'al:workers')\n"
+	"for i = 1, #all, 2 do\n"
+	"  if redis.call('EXISTS', 'al:worker:' .. all[i]) == 1 then\n"
+	"    live = live + 1\n"
+	"    busy = busy + (tonumber(string.match(all[i+1], '\"busy\":(%d+)')) or 0)\n"
+	"    slots = slots + (tonumber(string.match(all[i+1], '\"slots\":(%d+)')) or 0)\n"
+	"  end\n"
+	"end\n"
+	"return {live, busy, slots}\n";
+
+static void snapshot(struct sched *s)
+{
+	struct snap *sn = calloc(1, sizeof(*sn));
+
+	if (!sn || !(sn->out = evbuffer_new())) {
+		free(sn);
+		return;
+	}
+	sn->s = s;
+	sn->outstanding = 1; /* released at the end of this function */
+	evbuffer_add_printf(sn->out, "airlock_scheduler_admitted_total %llu\n",
+			    (unsigned long long)s->admitted);
+	evbuffer_add_printf(sn->out, "airlock_scheduler_rejected_total %llu\n",
+			    (unsigned long long)s->rejected);
+	evbuffer_add_printf(sn->out, "airlock_scheduler_reclaimed_total %llu\n",
+			    (unsigned long long)s->reclaimed);
+	evbuffer_add_printf(sn->out, "airlock_scheduler_worker_lost_total %llu\n",
+			    (unsigned long long)s->lost);
+	for (size_t i = 0; i < s->policy.ntiers; i++) {
+		for (int b = 0; b < AL_BANDS; b++) {
+			struct snap_part *p = calloc(1, sizeof(*p));
+			char key[AL_KEY_MAX];
+			const char *argv[] = { "EVAL", lua_qpair, "1", key };
+
+			if (!p)
+				continue;
+			p->sn = sn;
+			snprintf(key, sizeof(key), "al:q:%s:%s", s->policy.tiers[i].name, al_band_name(b));
+			snprintf(p->what, sizeof(p->what), "q %s %s", s->policy.tiers[i].name,
+				 al_band_name(b));
+			sn->outstanding++;
+			if (al_aconn_cmd(s->cmd, on_snap, p, 4, argv, NULL)) {
+				sn->outstanding--;
+				free(p);
+			}
+		}
+	}
+	{
+		static const char *const parts[][4] = {
+			{ "stats", "HGETALL", AL_KEY_STATS, NULL },
+			{ "dlq", "XLEN", AL_KEY_DLQ, NULL },
+			{ "delayed", "ZCARD", AL_KEY_DELAYED, NULL },
+			{ "hkeys", "KEYS", "al:hist:*", NULL },
+		};
+
+		for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++) {
+			struct snap_part *p = calloc(1, sizeof(*p));
+
+			if (!p)
+				continue;
+			p->sn = sn;
+			snprintf(p->what, sizeof(p->what), "%s", parts[i][0]);
+			sn->outstanding++;
+			if (al_aconn_cmd(s->cmd, on_snap, p, 2, &parts[i][1], NULL)) {
+				sn->outstanding--;
+				free(p);
+			}
+		}
+	}
+	{
+		struct snap_part *p = calloc(1, sizeof(*p));
+		const char *argv[] = { "EVAL", lua_workers, "0" };
+
+		if (p) {
+			p->sn = sn;
+			snprintf(p->what, sizeof(p->what), "workers");
+			sn->outstanding++;
+			if (al_aconn_cmd(s->cmd, on_snap, p, 3, argv, NULL)) {
+				sn->outstanding--;
+				free(p);
+			}
+		}
+	}
+	if (--sn->outstanding == 0)
+		snap_done(sn);
+}
+
+static void on_http(struct evhttp_request *req, void *arg)
+{
+	struct sched *s = arg;
+	const char *uri = evhttp_request_get_uri(req);
+	struct evbuffer *buf = evbuffer_new();
+	bool ok;
+
+	if (!buf) {
+		evhttp_send_error(req, 500, NULL);
+		return;
+	}
+	if (!strcmp(uri, "/metrics")) {
+		evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
+				  "text/plain; version=0.0.4");
+		evbuffer_add_printf(buf, "airlock_redis_up %d\n", al_aconn_is_up(s->cmd) ? 1 : 0);
+		evbuffer_add_printf(buf, "airlock_policy_tiers %zu\n", s->policy.ntiers);
+		if (s->metrics)
+			evbuffer_add(buf, s->metrics, strlen(s->metrics));
+		evhttp_send_reply(req, 200, "OK", buf);
+	} else if (!strcmp(uri, "/healthz")) {
+		ok = al_aconn_is_up(s->cmd) && s->policy.ntiers > 0;
+		evbuffer_add_printf(buf, "{\"redis\":%s,\"policy\":\"%s\",\"tiers\":%zu}\n",
+				    al_aconn_is_up(s->cmd) ? "true" : "false", s->policy.source,
+				    s->policy.ntiers);
+		evhttp_send_reply(req, ok ? 200 : 503, ok ? "OK" : "Unavailable", buf);
+	} else {
+		evhttp_send_error(req, 404, "try /metrics or /healthz");
+	}
+	evbuffer_free(buf);
+}
+
+/* ---- loop ---- */
+
+static void on_tick(evutil_socket_t fd, short what, void *arg)
+{
+	struct sched *s = arg;
+	struct timeval tv = { 0, TICK_MS * 1000 };
+	uint64_t t = now_ms();
+	char now[24];
+
+	(void)fd;
+	(void)what;
+	evtimer_add(s->tick, &tv);
+	if (!al_aconn_is_up(s->cmd))
+		return;
+	snprintf(now, sizeof(now), "%llu", (unsigned long long)t);
+	{
+		const char *argv[] = { "EVAL", al_lua_promote, "1", AL_KEY_DELAYED, now, "500" };
+
+		al_aconn_cmd(s->cmd, on_reply_log, (void *)"promote", 6, argv, NULL);
+	}
+	{
+		const char *argv[] = { "ZRANGEBYSCORE", "al:deadlines", "-inf", now, "LIMIT", "0", "500" };
+
+		al_aconn_cmd(s->cmd, on_due_deadlines, s, 7, argv, NULL);
+	}
+	if (t - s->last_reclaim_ms >= s->policy.lease_ms / 4) {
+		s->last_reclaim_ms = t;
+		reclaim(s);
+	}
+	if (s->http && t - s->last_snapshot_ms >= 1000) {
+		s->last_snapshot_ms = t;
+		snapshot(s);
+	}
+}
+
+static void on_cmd_up(struct al_aconn *c, void *arg)
+{
+	struct sched *s = arg;
+	const char *grp[] = { "XGROUP", "CREATE", AL_KEY_INTAKE, AL_GROUP_SCHEDULER, "0", "MKSTREAM" };
+	const char *mine[] = { "XREADGROUP", "GROUP", AL_GROUP_SCHEDULER, s->id, "COUNT", "1000",
+			       "STREAMS", AL_KEY_INTAKE, "0" };
+
+	(void)c;
+	logf_("info", "redis_up", "scheduler=%s", s->id);
+	al_aconn_cmd(s->cmd, NULL, NULL, 6, grp, NULL);
+	for (size_t i = 0; i < s->policy.ntiers; i++) {
+		for (int b = 0; b < AL_BANDS; b++) {
+			char key[AL_KEY_MAX];
+			const char *argv[] = { "XGROUP", "CREATE", key, AL_GROUP_WORKERS, "0", "MKSTREAM" };
+
+			snprintf(key, sizeof(key), "al:q:%s:%s", s->policy.tiers[i].name, al_band_name(b));
+			al_aconn_cmd(s->cmd, NULL, NULL, 6, argv, NULL);
+		}
+	}
+	/* Our own unfinished intake entries (same scheduler id after a crash). */
+	al_aconn_cmd(s->cmd, on_own_pending, s, 9, mine, NULL);
+	maybe_fetch(s);
+}
+
+static void on_fetch_up(struct al_aconn *c, void *arg)
+{
+	(void)c;
+	maybe_fetch(arg);
+}
+
+static void on_down(struct al_aconn *c, void *arg)
+{
+	struct sched *s = arg;
+
+	if (c == s->fetch)
+		s->fetching = false;
+	logf_("warn", "redis_down", "conn=%s note=\"reconnecting\"", c == s->cmd ? "cmd" : "fetch");
+}
+
+static void on_hup(evutil_socket_t sig, short what, void *arg)
+{
+	struct sched *s = arg;
+	struct al_policy fresh;
+	struct al_err err = { 0 };
+
+	(void)sig;
+	(void)what;
+	if (al_policy_load(s->policy_path, &fresh, &err)) {
+		logf_("error", "policy_reload", "result=refused error=\"%s\" note=\"the old policy stays in force\"",
+		      err.msg);
+		return;
+	}
+	al_policy_free(&s->policy);
+	s->policy = fresh;
+	logf_("info", "policy_reload", "result=ok source=%s tiers=%zu", s->policy.source,
+	      s->policy.ntiers);
+	if (al_aconn_is_up(s->cmd))
+		on_cmd_up(s->cmd, s);
+}
+
+static void on_stop(evutil_socket_t sig, short what, void *arg)
+{
+	struct sched *s = arg;
+
+	(void)what;
+	logf_("info", "stop", "signal=%d", (int)sig);
+	s->stopping = true;
+	event_base_loopexit(s->base, NULL);
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: airlock-scheduler [options]\n"
+		   "  --redis URL      redis://host:port or unix:///path.sock (AIRLOCK_REDIS)\n"
+		   "  --policy FILE    the operator's policy (AIRLOCK_POLICY; default built-in)\n"
+		   "  --listen H:P     metrics and health over HTTP (default 127.0.0.1:9464; \"off\")\n"
+		   "  --id NAME        scheduler name (default host-pid)\n"
+		   "  --check          load the policy, report, and exit\n");
+}
 
 int main(int argc, char **argv)
 {
-	if (argc > 1 && strcmp(argv[1], "--version") == 0) {
-		printf("airlock-scheduler protocol %d\n", AL_PROTO_VERSION);
+	static const struct option opts[] = {
+		{ "redis", required_argument, NULL, 'r' }, { "policy", required_argument, NULL, 'p' },
+		{ "listen", required_argument, NULL, 'l' }, { "id", required_argument, NULL, 'i' },
+		{ "check", no_argument, NULL, 'c' }, { "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' }, { NULL, 0, NULL, 0 },
+	};
+	struct sched s = { 0 };
+	const char *redis = getenv("AIRLOCK_REDIS") ? getenv("AIRLOCK_REDIS") : "redis://127.0.0.1:6379";
+	const char *listen = getenv("AIRLOCK_LISTEN") ? getenv("AIRLOCK_LISTEN") : "127.0.0.1:9464";
+	struct al_err err = { 0 };
+	bool check = false;
+	int c;
+
+	s.policy_path = getenv("AIRLOCK_POLICY");
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (c) {
+		case 'r': redis = optarg; break;
+		case 'p': s.policy_path = optarg; break;
+		case 'l': listen = optarg; break;
+		case 'i': snprintf(s.id, sizeof(s.id), "%s", optarg); break;
+		case 'c': check = true; break;
+		case 'V': printf("airlock-scheduler protocol %d\n", AL_PROTO_VERSION); return 0;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (al_policy_load(s.policy_path, &s.policy, &err)) {
+		fprintf(stderr, "airlock-scheduler: %s\n", err.msg);
+		return 2;
+	}
+	if (check) {
+		printf("policy %s: %zu tiers, %zu tenants\n", s.policy.source, s.policy.ntiers,
+		       s.policy.ntenants);
+		for (size_t i = 0; i < s.policy.ntiers; i++)
+			printf("  tier %s -> %s\n", s.policy.tiers[i].name, s.policy.tiers[i].backend);
+		al_policy_free(&s.policy);
 		return 0;
 	}
-	fprintf(stderr, "airlock-scheduler: admission is not built yet\n");
-	return 2;
+	if (al_redis_url_parse(redis, &s.url, &err)) {
+		fprintf(stderr, "airlock-scheduler: %s\n", err.msg);
+		return 2;
+	}
+	if (!s.id[0]) {
+		char host[48] = "host";
+
+		gethostname(host, sizeof(host) - 1);
+		snprintf(s.id, sizeof(s.id), "%.40s-%d", host, (int)getpid());
+	}
+	signal(SIGPIPE, SIG_IGN);
+	s.base = event_base_new();
+	if (strcmp(listen, "off")) {
+		char host[128];
+		int port;
+
+		if (sscanf(listen, "%127[^:]:%d", host, &port) != 2 || port < 0 || port > 65535) {
+			fprintf(stderr, "airlock-scheduler: --listen: expected host:port, got \"%s\"\n", listen);
+			return 2;
+		}
+		s.http = evhttp_new(s.base);
+		if (!s.http || evhttp_bind_socket(s.http, host, (uint16_t)port)) {
+			fprintf(stderr, "airlock-scheduler: cannot listen on %s: %s\n", listen, strerror(errno));
+			return 2;
+		}
+		evhttp_set_gencb(s.http, on_http, &s);
+	}
+	s.tick = evtimer_new(s.base, on_tick, &s);
+	s.sighup = evsignal_new(s.base, SIGHUP, on_hup, &s);
+	s.sigterm = evsignal_new(s.base, SIGTERM, on_stop, &s);
+	s.sigint = evsignal_new(s.base, SIGINT, on_stop, &s);
+	evsignal_add(s.sighup, NULL);
+	evsignal_add(s.sigterm, NULL);
+	evsignal_add(s.sigint, NULL);
+	s.cmd = al_aconn_new(s.base, &s.url, "cmd", on_cmd_up, on_down, &s);
+	s.fetch = al_aconn_new(s.base, &s.url, "fetch", on_fetch_up, on_down, &s);
+	on_tick(-1, 0, &s);
+	logf_("info", "scheduler_start", "id=%s policy=%s tiers=%zu listen=%s", s.id, s.policy.source,
+	      s.policy.ntiers, listen);
+	event_base_dispatch(s.base);
+	al_aconn_free(s.cmd);
+	al_aconn_free(s.fetch);
+	if (s.http)
+		evhttp_free(s.http);
+	event_free(s.tick);
+	event_free(s.sighup);
+	event_free(s.sigterm);
+	event_free(s.sigint);
+	event_base_free(s.base);
+	free(s.metrics);
+	al_policy_free(&s.policy);
+	return 0;
 }

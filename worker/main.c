@@ -1,5 +1,6 @@
 /* main.c - airlock-worker entry point. */
 #include <errno.h>
+#include <stdint.h>
 #include <getopt.h>
 #include <jansson.h>
 #include <signal.h>
@@ -9,7 +10,11 @@
 #include <unistd.h>
 
 #include "../client/json.h"
+#include <yaml.h>
+
+#include "../client/redis_url.h"
 #include "runner.h"
+#include "service.h"
 
 /* Limits a job gets when neither it nor the policy sets them. */
 static const struct al_limits fallback_limits = {
@@ -120,97 +125,280 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: airlock-worker [options]\n"
-		"  --run-one FILE      run one msgpack job file here and print its result as JSON\n"
-		"  --backend NAME      backend for --run-one (default process)\n"
-		"  --state-dir DIR     per-job directories (default /var/lib/airlock)\n"
-		"  --worker-id ID      names this worker's cgroups and directories\n"
-		"  --uid-base N        slot i runs as uid N+i (default 60000)\n"
-		"  --slots N           concurrent jobs (default 2)\n"
-		"  --hide PATH         also hide this host path from jobs (repeatable, 32 at most)\n"
+		"Serve jobs from Redis (default), or run one job file with --run-one.\n"
+		"Options (also AIRLOCK_<NAME> in the environment, or name: value lines in --config;\n"
+		"flags win over the environment, which wins over the file):\n"
+		"  --config FILE        YAML mapping of the options below\n"
+		"  --redis URL          redis://[user:pass@]host:port[/db] or unix:///path.sock\n"
+		"                       (default redis://127.0.0.1:6379)\n"
+		"  --policy FILE        the operator's policy (default: built-in)\n"
+		"  --tiers A,B          tiers to serve (default: every tier in the policy)\n"
+		"  --slots N            concurrent jobs per backend (default 2)\n"
+		"  --heartbeat-ms N     lease renewal period (default 1000)\n"
+		"  --drain-grace-ms N   on SIGTERM, time running jobs get (default 30000)\n"
+		"  --state-dir DIR      per-job directories (default /var/lib/airlock)\n"
+		"  --worker-id ID       unique, stable name (default: the host name)\n"
+		"  --uid-base N         slot i runs as uid N+i (default 60000)\n"
+		"  --hide PATH          also hide this host path from jobs (repeatable)\n"
+		"  --webhook-secret S   key for the X-Airlock-Signature header of callbacks\n"
+		"  --allow-noop         offer the benchmark-only noop backend\n"
+		"  --run-one FILE       run one msgpack job file here and print the result as JSON\n"
+		"  --backend NAME       backend for --run-one (default process)\n"
 		"  --version\n");
+}
+
+static const struct option opts[] = {
+	{ "config", required_argument, NULL, 'C' },
+	{ "redis", required_argument, NULL, 'R' },
+	{ "policy", required_argument, NULL, 'P' },
+	{ "tiers", required_argument, NULL, 'T' },
+	{ "slots", required_argument, NULL, 'n' },
+	{ "heartbeat-ms", required_argument, NULL, 'h' },
+	{ "drain-grace-ms", required_argument, NULL, 'g' },
+	{ "state-dir", required_argument, NULL, 's' },
+	{ "worker-id", required_argument, NULL, 'w' },
+	{ "uid-base", required_argument, NULL, 'u' },
+	{ "hide", required_argument, NULL, 'H' },
+	{ "webhook-secret", required_argument, NULL, 'S' },
+	{ "allow-noop", no_argument, NULL, 'N' },
+	{ "run-one", required_argument, NULL, 'r' },
+	{ "backend", required_argument, NULL, 'b' },
+	{ "version", no_argument, NULL, 'V' },
+	{ "help", no_argument, NULL, '?' },
+	{ NULL, 0, NULL, 0 },
+};
+
+struct opts_state {
+	struct al_worker_conf *conf;
+	const char *run_path, *backend;
+	const char *hide[33];
+	size_t nhide;
+	char *tiers_copy;
+};
+
+static int parse_u64(const char *name, const char *v, uint64_t min, uint64_t max, uint64_t *out)
+{
+	char *end;
+	unsigned long long x;
+
+	errno = 0;
+	x = strtoull(v, &end, 10);
+	if (errno || end == v || *end || *v == '-' || x < min || x > max) {
+		fprintf(stderr, "airlock-worker: --%s: expected an integer in %llu..%llu, got \"%s\"\n",
+			name, (unsigned long long)min, (unsigned long long)max, v);
+		return -1;
+	}
+	*out = x;
+	return 0;
+}
+
+/* Apply one option (from a flag, the environment or the config file).
+ * Strings are kept by pointer: callers pass storage that lives on. */
+static int apply(struct opts_state *st, int c, const char *name, const char *v)
+{
+	struct al_worker_conf *conf = st->conf;
+	uint64_t u;
+
+	switch (c) {
+	case 'R': conf->redis_url = v; break;
+	case 'P': conf->policy_path = v; break;
+	case 'T': {
+		char *save = NULL;
+
+		free(st->tiers_copy);
+		st->tiers_copy = strdup(v);
+		conf->ntiers = 0;
+		for (char *t = strtok_r(st->tiers_copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+			if (conf->ntiers == AL_MAX_TIERS) {
+				fprintf(stderr, "airlock-worker: --tiers: at most %d\n", AL_MAX_TIERS);
+				return -1;
+			}
+			conf->tiers[conf->ntiers++] = t;
+		}
+		break;
+	}
+	case 'n':
+		if (parse_u64(name, v, 1, 256, &u))
+			return -1;
+		conf->slots = conf->backend.slots = (unsigned)u;
+		break;
+	case 'h':
+		if (parse_u64(name, v, 50, 60000, &conf->heartbeat_ms))
+			return -1;
+		break;
+	case 'g':
+		if (parse_u64(name, v, 0, 86400000, &conf->drain_grace_ms))
+			return -1;
+		break;
+	case 's': conf->backend.state_dir = v; break;
+	case 'w': conf->backend.worker_id = v; break;
+	case 'u':
+		if (parse_u64(name, v, 0, 4000000000ull, &u))
+			return -1;
+		conf->backend.uid_base = (uid_t)u;
+		break;
+	case 'H':
+		if (st->nhide + 1 >= sizeof(st->hide) / sizeof(st->hide[0])) {
+			fprintf(stderr, "airlock-worker: too many --hide paths\n");
+			return -1;
+		}
+		st->hide[st->nhide++] = v;
+		break;
+	case 'S': conf->webhook_secret = v; break;
+	case 'N': conf->allow_noop = !v || strcmp(v, "false"); break;
+	case 'r': st->run_path = v; break;
+	case 'b': st->backend = v; break;
+	default: return -1;
+	}
+	return 0;
+}
+
+static const struct option *opt_by_name(const char *name)
+{
+	for (const struct option *o = opts; o->name; o++)
+		if (!strcmp(o->name, name))
+			return o;
+	return NULL;
+}
+
+/* --config FILE: a YAML mapping of option names to values. */
+static int load_config(struct opts_state *st, const char *path, yaml_document_t *doc)
+{
+	yaml_parser_t parser;
+	yaml_node_t *root;
+	FILE *f = fopen(path, "rb");
+
+	if (!f) {
+		fprintf(stderr, "airlock-worker: --config %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	yaml_parser_initialize(&parser);
+	yaml_parser_set_input_file(&parser, f);
+	if (!yaml_parser_load(&parser, doc)) {
+		fprintf(stderr, "airlock-worker: %s:%zu: YAML syntax error: %s\n", path,
+			parser.problem_mark.line + 1, parser.problem ? parser.problem : "?");
+		yaml_parser_delete(&parser);
+		fclose(f);
+		return -1;
+	}
+	yaml_parser_delete(&parser);
+	fclose(f);
+	root = yaml_document_get_root_node(doc);
+	if (!root)
+		return 0;
+	if (root->type != YAML_MAPPING_NODE) {
+		fprintf(stderr, "airlock-worker: %s: expected \"option: value\" lines\n", path);
+		return -1;
+	}
+	for (yaml_node_pair_t *p = root->data.mapping.pairs.start; p < root->data.mapping.pairs.top;
+	     p++) {
+		yaml_node_t *k = yaml_document_get_node(doc, p->key);
+		yaml_node_t *v = yaml_document_get_node(doc, p->value);
+		const struct option *o;
+
+		if (k->type != YAML_SCALAR_NODE || v->type != YAML_SCALAR_NODE ||
+		    !(o = opt_by_name((const char *)k->data.scalar.value)) || o->val == 'C') {
+			fprintf(stderr, "airlock-worker: %s:%zu: unknown option; see airlock-worker --help\n",
+				path, k->start_mark.line + 1);
+			return -1;
+		}
+		if (apply(st, o->val, o->name, (const char *)v->data.scalar.value))
+			return -1;
+	}
+	return 0;
 }
 
 int main(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "run-one", required_argument, NULL, 'r' },
-		{ "backend", required_argument, NULL, 'b' },
-		{ "state-dir", required_argument, NULL, 's' },
-		{ "worker-id", required_argument, NULL, 'w' },
-		{ "uid-base", required_argument, NULL, 'u' },
-		{ "slots", required_argument, NULL, 'n' },
-		{ "hide", required_argument, NULL, 'H' },
-		{ "version", no_argument, NULL, 'V' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
-	struct al_backend_conf conf = {
-		.worker_id = NULL,
-		.state_dir = "/var/lib/airlock",
-		.uid_base = 60000,
+	struct al_worker_conf conf = {
+		.redis_url = "redis://127.0.0.1:6379",
 		.slots = 2,
-		.collect_max_bytes = 1u << 20,
-		.nofile = 256,
+		.heartbeat_ms = 1000,
+		.drain_grace_ms = 30000,
+		.backend = {
+			.worker_id = NULL,
+			.state_dir = "/var/lib/airlock",
+			.uid_base = 60000,
+			.slots = 2,
+			.collect_max_bytes = 1u << 20,
+			.nofile = 256,
+		},
 	};
-	const char *run_path = NULL, *backend = "process";
-	const char *hide[33] = { NULL };
-	size_t nhide = 0;
+	struct opts_state st = { .conf = &conf, .backend = "process" };
+	yaml_document_t doc;
+	bool have_doc = false;
 	char idbuf[64];
-	int c;
+	int c, rc;
 
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		char *end;
-
-		switch (c) {
-		case 'r': run_path = optarg; break;
-		case 'b': backend = optarg; break;
-		case 's': conf.state_dir = optarg; break;
-		case 'w': conf.worker_id = optarg; break;
-		case 'u':
-		case 'n': {
-			unsigned long v = strtoul(optarg, &end, 10);
-
-			if (*end || !*optarg || (c == 'n' && v == 0) || v > 4000000000ul) {
-				fprintf(stderr, "airlock-worker: --%s: expected a positive integer, got \"%s\"\n",
-					c == 'u' ? "uid-base" : "slots", optarg);
+	/* 1. the config file, 2. AIRLOCK_* variables, 3. flags */
+	for (int i = 1; i + 1 < argc; i++) {
+		if (!strcmp(argv[i], "--config")) {
+			if (load_config(&st, argv[i + 1], &doc))
 				return 2;
-			}
-			if (c == 'u')
-				conf.uid_base = (uid_t)v;
-			else
-				conf.slots = (unsigned)v;
-			break;
-		}
-		case 'H':
-			if (nhide + 1 >= sizeof(hide) / sizeof(hide[0])) {
-				fprintf(stderr, "airlock-worker: too many --hide paths\n");
-				return 2;
-			}
-			hide[nhide++] = optarg;
-			break;
-		case 'V': printf("airlock-worker protocol %d\n", AL_PROTO_VERSION); return 0;
-		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return 2;
+			have_doc = true;
 		}
 	}
-	if (!conf.worker_id) {
+	for (const struct option *o = opts; o->name; o++) {
+		char env[64], *p;
+		const char *v;
+
+		snprintf(env, sizeof(env), "AIRLOCK_%s", o->name);
+		for (p = env; *p; p++)
+			*p = *p == '-' ? '_' : (char)((*p >= 'a' && *p <= 'z') ? *p - 32 : *p);
+		if (o->val == 'C' || o->val == 'V' || o->val == '?' || !(v = getenv(env)))
+			continue;
+		if (apply(&st, o->val, o->name, v))
+			return 2;
+	}
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		if (c == 'C')
+			continue;
+		if (c == 'V') {
+			printf("airlock-worker protocol %d\n", AL_PROTO_VERSION);
+			return 0;
+		}
+		if (c == '?') {
+			usage(optopt ? stderr : stdout);
+			return optopt ? 2 : 0;
+		}
+		for (const struct option *o = opts; o->name; o++)
+			if (o->val == c && apply(&st, c, o->name, optarg))
+				return 2;
+	}
+	if (optind < argc) {
+		fprintf(stderr, "airlock-worker: unexpected argument \"%s\"\n", argv[optind]);
+		return 2;
+	}
+	if (!conf.backend.worker_id) {
+		/* Stable across restarts, so a restarted worker sweeps what its
+		 * crashed predecessor left; give each worker on a host its own. */
 		char host[48] = "host";
 
 		gethostname(host, sizeof(host) - 1);
-		snprintf(idbuf, sizeof(idbuf), "%.40s-%d", host, (int)getpid());
-		conf.worker_id = idbuf;
+		snprintf(idbuf, sizeof(idbuf), "%.40s", host);
+		conf.backend.worker_id = idbuf;
 	}
-	conf.hide_paths = hide;
+	conf.backend.hide_paths = st.hide;
 	signal(SIGPIPE, SIG_IGN);
-	if (run_path) {
-		const struct al_backend_ops *ops = al_backend_find(backend);
+	if (st.run_path) {
+		const struct al_backend_ops *ops = al_backend_find(st.backend);
 
 		if (!ops) {
-			fprintf(stderr, "airlock-worker: unknown backend \"%s\"\n", backend);
+			fprintf(stderr, "airlock-worker: unknown backend \"%s\"\n", st.backend);
 			return 2;
 		}
-		return run_one(run_path, ops, &conf);
+		rc = run_one(st.run_path, ops, &conf.backend);
+	} else {
+		/* The Redis socket is the worker's, never the job's. */
+		struct al_redis_url u;
+
+		if (al_redis_url_parse(conf.redis_url, &u, NULL) == AL_OK && u.path[0] &&
+		    st.nhide + 1 < 33)
+			st.hide[st.nhide++] = u.path;
+		rc = al_worker_run(&conf);
 	}
-	usage(stderr);
-	return 2;
+	free(st.tiers_copy);
+	if (have_doc)
+		yaml_document_delete(&doc);
+	return rc;
 }

@@ -1,0 +1,433 @@
+/* client.c - the client library over a blocking hiredis connection. */
+#include "client.h"
+
+#include <hiredis.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+
+#include "../proto/keys.h"
+#include "../proto/scripts.h"
+#include "redis_url.h"
+
+#define IDEM_TTL_S "86400"
+
+struct al_client {
+	redisContext *rc;
+	char where[300];
+};
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Run a command; NULL with err filled on a transport or Redis error. */
+static redisReply *cmd(struct al_client *c, struct al_err *err, int argc, const char **argv,
+		       const size_t *lens)
+{
+	redisReply *r = redisCommandArgv(c->rc, argc, argv, lens);
+
+	if (!r) {
+		al_err_set(err, AL_EREDIS, "redis %s: %s", c->where,
+			   c->rc->errstr[0] ? c->rc->errstr : "connection lost");
+		return NULL;
+	}
+	if (r->type == REDIS_REPLY_ERROR) {
+		al_err_set(err, AL_EREDIS, "redis %s: %s", c->where, r->str);
+		freeReplyObject(r);
+		return NULL;
+	}
+	return r;
+}
+
+struct al_client *al_client_connect(const char *url, struct al_err *err)
+{
+	struct al_redis_url u;
+	struct timeval tv = { 5, 0 };
+	struct al_client *c;
+	char where[280];
+
+	if (al_redis_url_parse(url, &u, err))
+		return NULL;
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		al_err_set(err, AL_ENOMEM, "out of memory");
+		return NULL;
+	}
+	al_redis_url_where(&u, where, sizeof(where));
+	snprintf(c->where, sizeof(c->where), "%s", where);
+	c->rc = u.path[0] ? redisConnectUnixWithTimeout(u.path, tv)
+			  : redisConnectWithTimeout(u.host, u.port, tv);
+	if (!c->rc || c->rc->err) {
+		al_err_set(err, AL_EREDIS, "cannot reach Redis at %s: %s", where,
+			   c->rc ? c->rc->errstr : "out of memory");
+		al_client_close(c);
+		return NULL;
+	}
+	if (u.password[0]) {
+		const char *argv[3] = { "AUTH", u.user[0] ? u.user : u.password, u.password };
+		redisReply *r = cmd(c, err, u.user[0] ? 3 : 2, argv, NULL);
+
+		if (!r) {
+			al_client_close(c);
+			return NULL;
+		}
+		freeReplyObject(r);
+	}
+	if (u.db) {
+		redisReply *r = redisCommand(c->rc, "SELECT %d", u.db);
+
+		if (!r || r->type == REDIS_REPLY_ERROR) {
+			al_err_set(err, AL_EREDIS, "redis %s: SELECT %d failed", where, u.db);
+			if (r)
+				freeReplyObject(r);
+			al_client_close(c);
+			return NULL;
+		}
+		freeReplyObject(r);
+	}
+	return c;
+}
+
+void al_client_close(struct al_client *c)
+{
+	if (!c)
+		return;
+	if (c->rc)
+		redisFree(c->rc);
+	free(c);
+}
+
+int al_client_submit(struct al_client *c, struct al_job *job, char id_out[AL_ID_MAX + 1],
+		     bool *existing, struct al_err *err)
+{
+	char jobkey[AL_KEY_MAX], idem[AL_KEY_MAX], now[24], gen[33];
+	struct al_buf b = { 0 };
+	redisReply *r;
+	int rc;
+
+	*existing = false;
+	if (!job->id) {
+		if ((rc = al_job_new_id(gen, err)))
+			return rc;
+		if (!(job->id = strdup(gen)))
+			return al_err_set(err, AL_ENOMEM, "out of memory");
+	}
+	if (!job->submitted_ms)
+		job->submitted_ms = now_ms();
+	if ((rc = al_job_encode(job, &b, err)))
+		return rc;
+	snprintf(jobkey, sizeof(jobkey), "al:job:%s", job->id);
+	snprintf(idem, sizeof(idem), "al:idem:%s:%s", job->tenant,
+		 job->idempotency_key ? job->idempotency_key : "");
+	snprintf(now, sizeof(now), "%llu", (unsigned long long)job->submitted_ms);
+	{
+		const char *argv[] = { "EVAL", al_lua_submit, "3", jobkey, AL_KEY_INTAKE, idem,
+				       job->id, b.data, now, IDEM_TTL_S,
+				       job->idempotency_key ? "1" : "0", job->tier, job->tenant };
+		size_t lens[sizeof(argv) / sizeof(argv[0])];
+
+		for (size_t i = 0; i < sizeof(argv) / sizeof(argv[0]); i++)
+			lens[i] = argv[i] == b.data ? b.len : strlen(argv[i]);
+		r = cmd(c, err, sizeof(argv) / sizeof(argv[0]), argv, lens);
+	}
+	al_buf_free(&b);
+	if (!r)
+		return AL_EREDIS;
+	rc = AL_OK;
+	if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+	    r->element[0]->type != REDIS_REPLY_INTEGER || r->element[1]->type != REDIS_REPLY_STRING) {
+		rc = al_err_set(err, AL_EREDIS, "submit: unexpected reply from Redis");
+	} else if (r->element[0]->integer == -1) {
+		rc = al_err_set(err, AL_EINVAL, "id: job \"%s\" already exists", job->id);
+	} else {
+		*existing = r->element[0]->integer == 0;
+		snprintf(id_out, AL_ID_MAX + 1, "%s", r->element[1]->str);
+	}
+	freeReplyObject(r);
+	return rc;
+}
+
+static int get_result(struct al_client *c, const char *id, struct al_result *res, bool *found,
+		      struct al_err *err)
+{
+	char key[AL_KEY_MAX];
+	const char *argv[2] = { "GET", key };
+	redisReply *r;
+	int rc = AL_OK;
+
+	snprintf(key, sizeof(key), "al:res:%s", id);
+	if (!(r = cmd(c, err, 2, argv, NULL)))
+		return AL_EREDIS;
+	*found = r->type == REDIS_REPLY_STRING;
+	if (*found && al_result_decode(r->str, r->len, res, err))
+		rc = al_err_wrap(err, "result of %s", id);
+	freeReplyObject(r);
+	return rc;
+}
+
+int al_client_wait(struct al_client *c, const char *id, uint64_t timeout_ms,
+		   struct al_result *res, struct al_err *err)
+{
+	char done[AL_KEY_MAX];
+	uint64_t deadline = timeout_ms ? now_ms() + timeout_ms : 0;
+	bool found;
+	int rc;
+
+	snprintf(done, sizeof(done), "al:done:%s", id);
+	for (;;) {
+		char tmo[32];
+		const char *argv[3] = { "BLPOP", done, tmo };
+		redisReply *r;
+		uint64_t left;
+
+		if ((rc = get_result(c, id, res, &found, err)) || found)
+			return rc;
+		left = deadline ? (deadline > now_ms() ? deadline - now_ms() : 0) : 1000;
+		if (deadline && left == 0)
+			return al_err_set(err, AL_EREDIS, "timed out waiting for %s", id);
+		/* BLPOP wakes at commit; one waiter takes the token and puts it
+		 * back so that every other waiter wakes too. Re-check at least
+		 * once a second in case the list expired. */
+		snprintf(tmo, sizeof(tmo), "%.3f", (double)(left > 1000 ? 1000 : left) / 1000.0);
+		if (!(r = cmd(c, err, 3, argv, NULL)))
+			return AL_EREDIS;
+		if (r->type == REDIS_REPLY_ARRAY) {
+			redisReply *p = redisCommand(c->rc, "RPUSH %s 1", done);
+
+			if (p)
+				freeReplyObject(p);
+		}
+		freeReplyObject(r);
+	}
+}
+
+int al_client_status(struct al_client *c, const char *id, char state[32],
+		     struct al_result *res, struct al_err *err)
+{
+	char key[AL_KEY_MAX];
+	const char *argv[3] = { "HGET", key, "state" };
+	redisReply *r;
+	bool found;
+	int rc;
+
+	memset(res, 0, sizeof(*res));
+	snprintf(key, sizeof(key), "al:job:%s", id);
+	if (!(r = cmd(c, err, 3, argv, NULL)))
+		return AL_EREDIS;
+	snprintf(state, 32, "%s", r->type == REDIS_REPLY_STRING ? r->str : "");
+	freeReplyObject(r);
+	if ((rc = get_result(c, id, res, &found, err)))
+		return rc;
+	if (found)
+		snprintf(state, 32, "done");
+	else if (!state[0])
+		return al_err_set(err, AL_EINVAL, "no job \"%s\" (never submitted, or its result expired)",
+				  id);
+	return AL_OK;
+}
+
+int al_client_cancel(struct al_client *c, const char *id, struct al_err *err)
+{
+	char jobkey[AL_KEY_MAX], reskey[AL_KEY_MAX], done[AL_KEY_MAX], tenantkey[AL_KEY_MAX];
+	char ttl[] = "86400000";
+	struct al_result res = { 0 };
+	struct al_buf b = { 0 };
+	redisReply *r;
+	int rc;
+
+	snprintf(jobkey, sizeof(jobkey), "al:job:%s", id);
+	snprintf(reskey, sizeof(reskey), "al:res:%s", id);
+	snprintf(done, sizeof(done), "al:done:%s", id);
+	{
+		const char *argv[3] = { "HGET", jobkey, "tenant" };
+
+		if (!(r = cmd(c, err, 3, argv, NULL)))
+			return AL_EREDIS;
+		snprintf(tenantkey, sizeof(tenantkey), "al:tenant:%s",
+			 r->type == REDIS_REPLY_STRING ? r->str : "default");
+		freeReplyObject(r);
+	}
+	res.version = AL_PROTO_VERSION;
+	res.id = (char *)id;
+	res.status = AL_ST_CANCELLED;
+	res.error = (char *)"cancelled by a client before it started";
+	res.finished_ms = now_ms();
+	rc = al_result_encode(&res, &b, err);
+	if (rc)
+		return rc;
+	{
+		const char *argv[] = { "EVAL", al_lua_cancel, "5", jobkey, reskey, done, AL_KEY_STATS,
+				       tenantkey, id, b.data, ttl };
+		size_t lens[sizeof(argv) / sizeof(argv[0])];
+
+		for (size_t i = 0; i < sizeof(argv) / sizeof(argv[0]); i++)
+			lens[i] = argv[i] == b.data ? b.len : strlen(argv[i]);
+		r = cmd(c, err, sizeof(argv) / sizeof(argv[0]), argv, lens);
+	}
+	al_buf_free(&b);
+	if (!r)
+		return AL_EREDIS;
+	rc = r->type == REDIS_REPLY_INTEGER ? (int)r->integer : -9;
+	freeReplyObject(r);
+	if (rc == -1)
+		return al_err_set(err, AL_EINVAL, "no job \"%s\"", id);
+	if (rc < 0)
+		return al_err_set(err, AL_EREDIS, "cancel: unexpected reply");
+	return rc;
+}
+
+int al_client_stats(struct al_client *c, void *fp, struct al_err *err)
+{
+	FILE *f = fp;
+	redisReply *r, *keys;
+	const char *argv_keys[2] = { "KEYS", "al:q:*" };
+
+	/* KEYS over the small al:q:* namespace: one stream per tier and band. */
+	if (!(keys = cmd(c, err, 2, argv_keys, NULL)))
+		return AL_EREDIS;
+	for (size_t i = 0; i < keys->elements; i++) {
+		long long len = 0, pending = 0;
+
+		r = redisCommand(c->rc, "XLEN %s", keys->element[i]->str);
+		if (r && r->type == REDIS_REPLY_INTEGER)
+			len = r->integer;
+		if (r)
+			freeReplyObject(r);
+		r = redisCommand(c->rc, "XPENDING %s %s", keys->element[i]->str, AL_GROUP_WORKERS);
+		if (r && r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
+		    r->element[0]->type == REDIS_REPLY_INTEGER)
+			pending = r->element[0]->integer;
+		if (r)
+			freeReplyObject(r);
+		fprintf(f, "queue %s queued=%lld running=%lld\n", keys->element[i]->str + 5,
+			len - pending, pending);
+	}
+	freeReplyObject(keys);
+	r = redisCommand(c->rc, "HGETALL %s", AL_KEY_WORKERS);
+	if (r && r->type == REDIS_REPLY_ARRAY) {
+		for (size_t i = 0; i + 1 < r->elements; i += 2) {
+			redisReply *alive = redisCommand(c->rc, "EXISTS al:worker:%s", r->element[i]->str);
+
+			if (alive && alive->type == REDIS_REPLY_INTEGER && alive->integer)
+				fprintf(f, "worker %s %s\n", r->element[i]->str, r->element[i + 1]->str);
+			if (alive)
+				freeReplyObject(alive);
+		}
+	}
+	if (r)
+		freeReplyObject(r);
+	r = redisCommand(c->rc, "XLEN %s", AL_KEY_DLQ);
+	if (r && r->type == REDIS_REPLY_INTEGER)
+		fprintf(f, "dead_letters %lld\n", r->integer);
+	if (r)
+		freeReplyObject(r);
+	r = redisCommand(c->rc, "HGETALL %s", AL_KEY_STATS);
+	if (r && r->type == REDIS_REPLY_ARRAY)
+		for (size_t i = 0; i + 1 < r->elements; i += 2)
+			fprintf(f, "%s %s\n", r->element[i]->str, r->element[i + 1]->str);
+	if (r)
+		freeReplyObject(r);
+	return AL_OK;
+}
+
+static void print_entry(FILE *f, redisReply *e, bool full)
+{
+	if (e->type != REDIS_REPLY_ARRAY || e->elements != 2)
+		return;
+	fprintf(f, "%s", e->element[0]->str);
+	for (size_t k = 0; k + 1 < e->element[1]->elements; k += 2) {
+		redisReply *key = e->element[1]->element[k], *val = e->element[1]->element[k + 1];
+
+		if (!strcmp(key->str, "raw") && !full) {
+			fprintf(f, " raw=<%zu bytes>", val->len);
+			continue;
+		}
+		fprintf(f, " %s=", key->str);
+		for (size_t j = 0; j < val->len; j++) {
+			unsigned char ch = (unsigned char)val->str[j];
+
+			if (ch >= 0x20 && ch < 0x7f && ch != '\\')
+				fputc(ch, f);
+			else
+				fprintf(f, "\\x%02x", ch);
+		}
+	}
+	fputc('\n', f);
+}
+
+int al_client_dlq(struct al_client *c, const char *op, const char *entry, void *fp,
+		  struct al_err *err)
+{
+	FILE *f = fp;
+	redisReply *r;
+
+	if (!strcmp(op, "list")) {
+		r = redisCommand(c->rc, "XRANGE %s - + COUNT 1000", AL_KEY_DLQ);
+		if (!r || r->type != REDIS_REPLY_ARRAY)
+			goto out_redis;
+		for (size_t i = 0; i < r->elements; i++)
+			print_entry(f, r->element[i], false);
+	} else if (!strcmp(op, "show") && entry) {
+		r = redisCommand(c->rc, "XRANGE %s %s %s", AL_KEY_DLQ, entry, entry);
+		if (!r || r->type != REDIS_REPLY_ARRAY)
+			goto out_redis;
+		if (r->elements == 0) {
+			freeReplyObject(r);
+			return al_err_set(err, AL_EINVAL, "no dead letter %s", entry);
+		}
+		print_entry(f, r->element[0], true);
+	} else if (!strcmp(op, "retry") && entry) {
+		redisReply *e;
+		const char *raw = NULL;
+		size_t rawlen = 0;
+
+		r = redisCommand(c->rc, "XRANGE %s %s %s", AL_KEY_DLQ, entry, entry);
+		if (!r || r->type != REDIS_REPLY_ARRAY)
+			goto out_redis;
+		if (r->elements == 0) {
+			freeReplyObject(r);
+			return al_err_set(err, AL_EINVAL, "no dead letter %s", entry);
+		}
+		e = r->element[0]->element[1];
+		for (size_t k = 0; k + 1 < e->elements; k += 2)
+			if (!strcmp(e->element[k]->str, "raw")) {
+				raw = e->element[k + 1]->str;
+				rawlen = e->element[k + 1]->len;
+			}
+		if (!raw) {
+			freeReplyObject(r);
+			return al_err_set(err, AL_EINVAL, "dead letter %s has no job to retry", entry);
+		}
+		{
+			redisReply *x = redisCommand(c->rc, "XADD %s * job %b", AL_KEY_INTAKE, raw, rawlen);
+			redisReply *d = redisCommand(c->rc, "XDEL %s %s", AL_KEY_DLQ, entry);
+
+			if (x)
+				freeReplyObject(x);
+			if (d)
+				freeReplyObject(d);
+		}
+		fprintf(f, "re-submitted %s\n", entry);
+	} else if (!strcmp(op, "purge")) {
+		r = redisCommand(c->rc, "DEL %s", AL_KEY_DLQ);
+		if (!r)
+			goto out_redis;
+		fprintf(f, "purged\n");
+	} else {
+		return al_err_set(err, AL_EINVAL, "dlq: expected list, show ID, retry ID or purge");
+	}
+	freeReplyObject(r);
+	return AL_OK;
+out_redis:
+	if (r)
+		freeReplyObject(r);
+	return al_err_set(err, AL_EREDIS, "redis %s: %s", c->where,
+			  c->rc->errstr[0] ? c->rc->errstr : "unexpected reply");
+}

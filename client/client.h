@@ -1,0 +1,50 @@
+/* client.h - the client library: submit jobs, wait for, read and cancel
+ * results, queue statistics and dead letters, over a blocking hiredis
+ * connection. */
+#ifndef AL_CLIENT_H
+#define AL_CLIENT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../proto/err.h"
+#include "../proto/job.h"
+#include "../proto/result.h"
+
+struct al_client;
+
+/* Connect (and AUTH/SELECT) to url; NULL with err filled on failure.
+ * Free with al_client_close. */
+struct al_client *al_client_connect(const char *url, struct al_err *err);
+void al_client_close(struct al_client *c);
+
+/* Submit job. If job->id is NULL a fresh id is generated (and stored in the
+ * job, owned by it). *existing is set when an earlier job with the same
+ * idempotency key exists: its id is copied to id_out instead. */
+int al_client_submit(struct al_client *c, struct al_job *job, char id_out[AL_ID_MAX + 1],
+		     bool *existing, struct al_err *err);
+
+/* Wait up to timeout_ms (0 = forever) for the result; AL_OK fills *res
+ * (caller frees). A timeout returns AL_EREDIS with "timed out". */
+int al_client_wait(struct al_client *c, const char *id, uint64_t timeout_ms,
+		   struct al_result *res, struct al_err *err);
+
+/* The job's state ("submitted", "queued", "running", "retrying", "done")
+ * into state; with a result when done (res->version != 0). */
+int al_client_status(struct al_client *c, const char *id, char state[32],
+		     struct al_result *res, struct al_err *err);
+
+/* 1: cancelled while waiting, 2: kill sent to the running job, 0: already
+ * finished. Unknown ids are AL_EINVAL. */
+int al_client_cancel(struct al_client *c, const char *id, struct al_err *err);
+
+/* Print queue depth per tier, live workers and slots, dead letters,
+ * results by status (one "key value" line each) to f. */
+int al_client_stats(struct al_client *c, void *f, struct al_err *err);
+
+/* Dead letters: list (up to count, newest last), show one, re-submit one to
+ * the intake, or delete all. Output goes to f (a FILE *). */
+int al_client_dlq(struct al_client *c, const char *op, const char *entry, void *f,
+		  struct al_err *err);
+
+#endif

@@ -1,0 +1,38 @@
+/* keys.h - the Redis key layout (documented in PROTOCOL.md, "Redis"). Every
+ * key starts with AL_KEY_PREFIX; ids and tier names are already restricted to
+ * safe characters by the codec. */
+#ifndef AL_KEYS_H
+#define AL_KEYS_H
+
+#define AL_KEY_PREFIX "al:"
+#define AL_KEY_INTAKE "al:intake"	   /* stream: submitted jobs (field job) */
+#define AL_KEY_DLQ "al:dlq"		   /* stream: dead letters */
+#define AL_KEY_DELAYED "al:delayed"	   /* zset: job id -> due unix ms (retries) */
+#define AL_KEY_STATS "al:stats"		   /* hash: final status -> count, and counters */
+#define AL_KEY_WORKERS "al:workers"	   /* hash: worker id -> JSON description */
+#define AL_KEY_CANCEL_CHANNEL "al:cancel" /* pub/sub: ids of jobs to kill */
+#define AL_GROUP_WORKERS "workers"	   /* consumer group on every ready queue */
+#define AL_GROUP_SCHEDULER "scheduler"	   /* consumer group on the intake */
+
+/* Priority bands: one ready stream per tier and band, read high first. */
+#define AL_BANDS 3
+static inline int al_band_of(unsigned priority)
+{
+	return priority >= 7 ? 0 : priority >= 4 ? 1 : 2;
+}
+static inline const char *al_band_name(int band)
+{
+	return band == 0 ? "hi" : band == 1 ? "mid" : "lo";
+}
+
+/* Formats (ids are at most 64 chars, tiers 64, tenants 64):
+ *   al:job:<id>        hash: state, job, tier, tenant, attempt, max_attempts, ...
+ *   al:res:<id>        string: the committed msgpack result
+ *   al:done:<id>       list: a token pushed at commit, for BLPOP waiters
+ *   al:q:<tier>:<band> stream: ready entries (id, attempt), group "workers"
+ *   al:idem:<tenant>:<key>  string: job id of an idempotent submission
+ *   al:worker:<id>     string with a TTL: the worker is alive
+ *   al:tenant:<tenant> hash: queued, running (quota counters) */
+#define AL_KEY_MAX 256
+
+#endif

@@ -1,0 +1,526 @@
+/* policy.c - loading and applying the operator's policy (see policy.h). */
+#include "policy.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <yaml.h>
+
+const char al_policy_builtin[] =
+	"result_ttl_s: 86400\n"
+	"lease_ms: 15000\n"
+	"tiers:\n"
+	"  trusted:\n"
+	"    backend: process\n"
+	"    max_attempts: 3\n"
+	"    defaults: {wall_ms: 10000, memory_bytes: 268435456, pids: 64}\n"
+	"  internal:\n"
+	"    backend: container\n"
+	"    defaults: {wall_ms: 30000, memory_bytes: 268435456, pids: 64}\n"
+	"  untrusted:\n"
+	"    backend: microvm\n"
+	"    defaults: {wall_ms: 30000, memory_bytes: 134217728, pids: 64}\n"
+	"  service:\n"
+	"    backend: vm\n"
+	"tenants:\n"
+	"  default: {max_queued: 100000, max_running: 0, rate_per_s: 0}\n";
+
+/* Limits every tier starts from before its own defaults and max. */
+static const struct al_limits base_defaults = { 10000, 0, 256u << 20, 64, 1u << 20, 1u << 20,
+						 64u << 20 };
+static const struct al_limits base_max = { 3600000, 3600000, 4ull << 30, 1024, 64u << 20,
+					    64u << 20, 4ull << 30 };
+
+struct ctx {
+	yaml_document_t doc;
+	const char *file;
+	struct al_err *err;
+};
+
+static int fail(struct ctx *c, yaml_node_t *n, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static int fail(struct ctx *c, yaml_node_t *n, const char *fmt, ...)
+{
+	char msg[200];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	return al_err_set(c->err, AL_EINVAL, "%s:%zu: %s", c->file,
+			  n ? n->start_mark.line + 1 : 0, msg);
+}
+
+static const char *scalar(yaml_node_t *n)
+{
+	return n && n->type == YAML_SCALAR_NODE ? (const char *)n->data.scalar.value : NULL;
+}
+
+static int get_u64(struct ctx *c, yaml_node_t *n, const char *what, uint64_t *out)
+{
+	const char *s = scalar(n);
+	char *end;
+
+	if (!s || !*s || *s == '-')
+		return fail(c, n, "%s: expected a non-negative integer", what);
+	errno = 0;
+	*out = strtoull(s, &end, 10);
+	if (errno || *end)
+		return fail(c, n, "%s: \"%s\" is not a non-negative integer", what, s);
+	return AL_OK;
+}
+
+static int get_bool(struct ctx *c, yaml_node_t *n, const char *what, bool *out)
+{
+	const char *s = scalar(n);
+
+	if (s && (!strcmp(s, "true") || !strcmp(s, "yes")))
+		*out = true;
+	else if (s && (!strcmp(s, "false") || !strcmp(s, "no")))
+		*out = false;
+	else
+		return fail(c, n, "%s: expected true or false", what);
+	return AL_OK;
+}
+
+static int get_str(struct ctx *c, yaml_node_t *n, const char *what, char **out)
+{
+	const char *s = scalar(n);
+
+	if (!s)
+		return fail(c, n, "%s: expected a string", what);
+	free(*out);
+	*out = strdup(s);
+	return *out ? AL_OK : al_err_set(c->err, AL_ENOMEM, "policy: out of memory");
+}
+
+/* Iterate a mapping's pairs with k and v; it names the cursor. */
+#define FOR_PAIRS(c, map, k, v, it)                                                           \
+	for (yaml_node_pair_t *it = (map)->data.mapping.pairs.start;                          \
+	     it < (map)->data.mapping.pairs.top &&                                            \
+	     ((k) = yaml_document_get_node(&(c)->doc, it->key),                               \
+	     (v) = yaml_document_get_node(&(c)->doc, it->value), 1);                          \
+	     it++)
+
+static int want_map(struct ctx *c, yaml_node_t *n, const char *what)
+{
+	if (!n || n->type != YAML_MAPPING_NODE)
+		return fail(c, n, "%s: expected a mapping (key: value lines)", what);
+	return AL_OK;
+}
+
+static int parse_limits(struct ctx *c, yaml_node_t *n, const char *what, struct al_limits *l)
+{
+	yaml_node_t *k, *v;
+	int rc;
+
+	if ((rc = want_map(c, n, what)))
+		return rc;
+	FOR_PAIRS(c, n, k, v, pp)
+	{
+		const char *key = scalar(k);
+		uint64_t *dst = NULL;
+
+		if (!key)
+			return fail(c, k, "%s: keys must be strings", what);
+		if (!strcmp(key, "wall_ms")) dst = &l->wall_ms;
+		else if (!strcmp(key, "cpu_ms")) dst = &l->cpu_ms;
+		else if (!strcmp(key, "memory_bytes")) dst = &l->memory_bytes;
+		else if (!strcmp(key, "pids")) dst = &l->pids;
+		else if (!strcmp(key, "stdout_bytes")) dst = &l->stdout_bytes;
+		else if (!strcmp(key, "stderr_bytes")) dst = &l->stderr_bytes;
+		else if (!strcmp(key, "disk_bytes")) dst = &l->disk_bytes;
+		else
+			return fail(c, k, "%s: unknown limit \"%s\"; use wall_ms, cpu_ms, memory_bytes, pids, stdout_bytes, stderr_bytes or disk_bytes",
+				    what, key);
+		if ((rc = get_u64(c, v, key, dst)))
+			return rc;
+		if (*dst == 0)
+			return fail(c, v, "%s.%s: must be at least 1", what, key);
+	}
+	return AL_OK;
+}
+
+static int parse_tier(struct ctx *c, yaml_node_t *name, yaml_node_t *n, struct al_tier_policy *t)
+{
+	static const char *const backends[] = { "process", "container", "microvm", "vm", "noop" };
+	yaml_node_t *k, *v;
+	bool known = false;
+	int rc;
+
+	t->name = strdup(scalar(name));
+	t->defaults = base_defaults;
+	t->max = base_max;
+	t->cpu_millis = 1000;
+	t->max_attempts = 3;
+	t->backoff_ms = 500;
+	if (!t->name)
+		return al_err_set(c->err, AL_ENOMEM, "policy: out of memory");
+	if ((rc = want_map(c, n, t->name)))
+		return rc;
+	FOR_PAIRS(c, n, k, v, pp)
+	{
+		const char *key = scalar(k);
+		uint64_t u;
+
+		if (!key)
+			return fail(c, k, "tier %s: keys must be strings", t->name);
+		if (!strcmp(key, "backend")) {
+			rc = get_str(c, v, "backend", &t->backend);
+		} else if (!strcmp(key, "egress")) {
+			rc = get_bool(c, v, "egress", &t->egress);
+		} else if (!strcmp(key, "defaults")) {
+			rc = parse_limits(c, v, "defaults", &t->defaults);
+		} else if (!strcmp(key, "max")) {
+			rc = parse_limits(c, v, "max", &t->max);
+		} else if (!strcmp(key, "cpu_millis")) {
+			rc = get_u64(c, v, "cpu_millis", &t->cpu_millis);
+			if (!rc && (t->cpu_millis == 0 || t->cpu_millis > 256000))
+				rc = fail(c, v, "cpu_millis: expected 1..256000 (1000 = one CPU)");
+		} else if (!strcmp(key, "max_attempts")) {
+			rc = get_u64(c, v, "max_attempts", &u);
+			if (!rc && (u < 1 || u > AL_ATTEMPTS_MAX))
+				rc = fail(c, v, "max_attempts: expected 1..10");
+			t->max_attempts = (uint32_t)u;
+		} else if (!strcmp(key, "backoff_ms")) {
+			rc = get_u64(c, v, "backoff_ms", &t->backoff_ms);
+		} else if (!strcmp(key, "image")) {
+			rc = get_str(c, v, "image", &t->image);
+		} else if (!strcmp(key, "env")) {
+			yaml_node_t *ek, *ev;
+
+			if ((rc = want_map(c, v, "env")))
+				return rc;
+			t->env = calloc((size_t)(v->data.mapping.pairs.top - v->data.mapping.pairs.start) + 1,
+					sizeof(*t->env));
+			if (!t->env)
+				return al_err_set(c->err, AL_ENOMEM, "policy: out of memory");
+			FOR_PAIRS(c, v, ek, ev, pe)
+			{
+				if (!scalar(ek) || !scalar(ev))
+					return fail(c, ek, "env: names and values must be strings");
+				t->env[t->nenv].key = strdup(scalar(ek));
+				t->env[t->nenv++].value = strdup(scalar(ev));
+			}
+		} else if (!strcmp(key, "callback_hosts")) {
+			if (v->type != YAML_SEQUENCE_NODE)
+				return fail(c, v, "callback_hosts: expected a list of host names");
+			t->callback_hosts = calloc((size_t)(v->data.sequence.items.top -
+							    v->data.sequence.items.start) + 1,
+						   sizeof(char *));
+			if (!t->callback_hosts)
+				return al_err_set(c->err, AL_ENOMEM, "policy: out of memory");
+			for (yaml_node_item_t *it = v->data.sequence.items.start;
+			     it < v->data.sequence.items.top; it++) {
+				yaml_node_t *h = yaml_document_get_node(&c->doc, *it);
+
+				if ((rc = get_str(c, h, "callback_hosts[]",
+						  &t->callback_hosts[t->ncallback_hosts])))
+					return rc;
+				t->ncallback_hosts++;
+			}
+		} else {
+			return fail(c, k, "tier %s: unknown key \"%s\"; use backend, egress, defaults, max, cpu_millis, max_attempts, backoff_ms, image, env or callback_hosts",
+				    t->name, key);
+		}
+		if (rc)
+			return rc;
+	}
+	if (!t->backend)
+		return fail(c, n, "tier %s: no backend; add \"backend: process\" (or container, microvm, vm)",
+			    t->name);
+	for (size_t i = 0; i < sizeof(backends) / sizeof(backends[0]); i++)
+		known |= !strcmp(t->backend, backends[i]);
+	if (!known)
+		return fail(c, n, "tier %s: unknown backend \"%s\"; use process, container, microvm or vm",
+			    t->name, t->backend);
+	/* Defaults must fit under the maxima. */
+#define CHECK_DEF(f)                                                                            \
+	if (t->defaults.f > t->max.f)                                                           \
+		return fail(c, n, "tier %s: defaults." #f " is above max." #f "; lower it or raise the max", \
+			    t->name);
+	CHECK_DEF(wall_ms) CHECK_DEF(cpu_ms) CHECK_DEF(memory_bytes) CHECK_DEF(pids)
+	CHECK_DEF(stdout_bytes) CHECK_DEF(stderr_bytes) CHECK_DEF(disk_bytes)
+#undef CHECK_DEF
+	return AL_OK;
+}
+
+static int parse_tenant(struct ctx *c, yaml_node_t *name, yaml_node_t *n,
+			struct al_tenant_policy *t)
+{
+	yaml_node_t *k, *v;
+	uint64_t u;
+	int rc;
+
+	t->name = strdup(scalar(name));
+	t->max_priority = AL_PRIORITY_MAX;
+	if (!t->name)
+		return al_err_set(c->err, AL_ENOMEM, "policy: out of memory");
+	if ((rc = want_map(c, n, t->name)))
+		return rc;
+	FOR_PAIRS(c, n, k, v, pp)
+	{
+		const char *key = scalar(k);
+
+		if (key && !strcmp(key, "max_queued"))
+			rc = get_u64(c, v, key, &t->max_queued);
+		else if (key && !strcmp(key, "max_running"))
+			rc = get_u64(c, v, key, &t->max_running);
+		else if (key && !strcmp(key, "rate_per_s"))
+			rc = get_u64(c, v, key, &t->rate_per_s);
+		else if (key && !strcmp(key, "max_priority")) {
+			rc = get_u64(c, v, key, &u);
+			if (!rc && u > AL_PRIORITY_MAX)
+				rc = fail(c, v, "max_priority: expected 0..9");
+			t->max_priority = (uint32_t)u;
+		} else
+			return fail(c, k, "tenant %s: unknown key \"%s\"; use max_queued, max_running, rate_per_s or max_priority",
+				    t->name, key);
+		if (rc)
+			return rc;
+	}
+	return AL_OK;
+}
+
+static int parse_root(struct ctx *c, struct al_policy *pol)
+{
+	yaml_node_t *root = yaml_document_get_root_node(&c->doc), *k, *v;
+	uint64_t u;
+	int rc;
+
+	if (!root)
+		return fail(c, NULL, "empty policy; see deploy/policy.example.yaml");
+	if ((rc = want_map(c, root, "policy")))
+		return rc;
+	pol->result_ttl_ms = 86400000;
+	pol->lease_ms = 15000;
+	FOR_PAIRS(c, root, k, v, pr)
+	{
+		const char *key = scalar(k);
+
+		if (key && !strcmp(key, "result_ttl_s")) {
+			rc = get_u64(c, v, key, &u);
+			pol->result_ttl_ms = u * 1000;
+			if (!rc && u == 0)
+				rc = fail(c, v, "result_ttl_s: must be at least 1");
+		} else if (key && !strcmp(key, "lease_ms")) {
+			rc = get_u64(c, v, key, &pol->lease_ms);
+			if (!rc && pol->lease_ms < 500)
+				rc = fail(c, v, "lease_ms: must be at least 500");
+		} else if (key && (!strcmp(key, "tiers") || !strcmp(key, "tenants"))) {
+			bool tiers = !strcmp(key, "tiers");
+			size_t cap;
+			yaml_node_t *nk, *nv;
+
+			if ((rc = want_map(c, v, key)))
+				return rc;
+			cap = (size_t)(v->data.mapping.pairs.top - v->data.mapping.pairs.start);
+			if (tiers && !pol->tiers)
+				pol->tiers = calloc(cap + 1, sizeof(*pol->tiers));
+			else if (!tiers && !pol->tenants)
+				pol->tenants = calloc(cap + 1, sizeof(*pol->tenants));
+			else
+				return fail(c, k, "\"%s\" appears twice", key);
+			if (!pol->tiers && tiers)
+				return al_err_set(c->err, AL_ENOMEM, "policy: out of memory");
+			FOR_PAIRS(c, v, nk, nv, pn)
+			{
+				const char *nm = scalar(nk);
+				char tmp[AL_ID_MAX + 1];
+
+				if (!nm || !*nm || strlen(nm) > AL_ID_MAX)
+					return fail(c, nk, "%s: names must be 1..64 characters", key);
+				snprintf(tmp, sizeof(tmp), "%s", nm);
+				if (tiers) {
+					if (al_policy_tier(pol, nm))
+						return fail(c, nk, "tier \"%s\" is defined twice", nm);
+					rc = parse_tier(c, nk, nv, &pol->tiers[pol->ntiers++]);
+				} else {
+					rc = parse_tenant(c, nk, nv, &pol->tenants[pol->ntenants++]);
+				}
+				if (rc)
+					return rc;
+			}
+		} else {
+			return fail(c, k, "unknown key \"%s\"; use result_ttl_s, lease_ms, tiers or tenants",
+				    key ? key : "?");
+		}
+		if (rc)
+			return rc;
+	}
+	if (pol->ntiers == 0)
+		return fail(c, root, "no tiers; add a \"tiers:\" mapping (see deploy/policy.example.yaml)");
+	return AL_OK;
+}
+
+int al_policy_load(const char *path, struct al_policy *pol, struct al_err *err)
+{
+	struct ctx c = { .file = path ? path : "built-in policy", .err = err };
+	yaml_parser_t parser;
+	FILE *f = NULL;
+	int rc;
+
+	memset(pol, 0, sizeof(*pol));
+	if (path && !(f = fopen(path, "rb")))
+		return al_err_sys(err, "%s: cannot open the policy", path);
+	if (!yaml_parser_initialize(&parser)) {
+		if (f)
+			fclose(f);
+		return al_err_set(err, AL_ENOMEM, "policy: out of memory");
+	}
+	if (f)
+		yaml_parser_set_input_file(&parser, f);
+	else
+		yaml_parser_set_input_string(&parser, (const unsigned char *)al_policy_builtin,
+					     strlen(al_policy_builtin));
+	if (!yaml_parser_load(&parser, &c.doc)) {
+		rc = al_err_set(err, AL_EINVAL, "%s:%zu: YAML syntax error: %s", c.file,
+				parser.problem_mark.line + 1, parser.problem ? parser.problem : "?");
+		yaml_parser_delete(&parser);
+		if (f)
+			fclose(f);
+		return rc;
+	}
+	rc = parse_root(&c, pol);
+	yaml_document_delete(&c.doc);
+	yaml_parser_delete(&parser);
+	if (f)
+		fclose(f);
+	if (!rc && !(pol->source = strdup(c.file)))
+		rc = al_err_set(err, AL_ENOMEM, "policy: out of memory");
+	if (rc)
+		al_policy_free(pol);
+	return rc;
+}
+
+void al_policy_free(struct al_policy *pol)
+{
+	if (!pol)
+		return;
+	for (size_t i = 0; pol->tiers && i < pol->ntiers; i++) {
+		struct al_tier_policy *t = &pol->tiers[i];
+
+		free(t->name);
+		free(t->backend);
+		free(t->image);
+		for (size_t j = 0; j < t->nenv; j++) {
+			free(t->env[j].key);
+			free(t->env[j].value);
+		}
+		free(t->env);
+		for (size_t j = 0; j < t->ncallback_hosts; j++)
+			free(t->callback_hosts[j]);
+		free(t->callback_hosts);
+	}
+	free(pol->tiers);
+	for (size_t i = 0; pol->tenants && i < pol->ntenants; i++)
+		free(pol->tenants[i].name);
+	free(pol->tenants);
+	free(pol->source);
+	memset(pol, 0, sizeof(*pol));
+}
+
+const struct al_tier_policy *al_policy_tier(const struct al_policy *pol, const char *name)
+{
+	for (size_t i = 0; i < pol->ntiers; i++)
+		if (pol->tiers[i].name && !strcmp(pol->tiers[i].name, name))
+			return &pol->tiers[i];
+	return NULL;
+}
+
+const struct al_tenant_policy *al_policy_tenant(const struct al_policy *pol, const char *name)
+{
+	static const struct al_tenant_policy unlimited = { .name = (char *)"default",
+							   .max_priority = AL_PRIORITY_MAX };
+	const struct al_tenant_policy *def = NULL;
+
+	for (size_t i = 0; i < pol->ntenants; i++) {
+		if (!strcmp(pol->tenants[i].name, name))
+			return &pol->tenants[i];
+		if (!strcmp(pol->tenants[i].name, "default"))
+			def = &pol->tenants[i];
+	}
+	return def ? def : &unlimited;
+}
+
+/* Host part of an http(s) URL, lower-cased, into out. */
+static void url_host(const char *url, char *out, size_t cap)
+{
+	const char *p = strstr(url, "://"), *end;
+	size_t n;
+
+	p = p ? p + 3 : url;
+	if (strchr(p, '@') && strchr(p, '@') < strpbrk(p, "/?#") + (strpbrk(p, "/?#") ? 0 : strlen(p)))
+		p = strchr(p, '@') + 1;
+	end = p;
+	while (*end && !strchr(":/?#", *end))
+		end++;
+	n = (size_t)(end - p) < cap - 1 ? (size_t)(end - p) : cap - 1;
+	for (size_t i = 0; i < n; i++)
+		out[i] = (char)((p[i] >= 'A' && p[i] <= 'Z') ? p[i] + 32 : p[i]);
+	out[n] = '\0';
+}
+
+int al_policy_admit(const struct al_policy *pol, struct al_job *job, uint64_t now_ms,
+		    struct al_err *err)
+{
+	const struct al_tier_policy *t = al_policy_tier(pol, job->tier);
+	const struct al_tenant_policy *ten = al_policy_tenant(pol, job->tenant);
+	struct al_limits *l = &job->limits;
+	uint64_t files = 0;
+
+	if (!t)
+		return al_err_set(err, AL_EINVAL, "tier: unknown tier \"%s\"", job->tier);
+#define LIMIT(f)                                                                               \
+	do {                                                                                   \
+		if (l->f > t->max.f)                                                           \
+			return al_err_set(err, AL_EINVAL,                                      \
+					  "limits." #f ": %llu is above tier %s's maximum of %llu", \
+					  (unsigned long long)l->f, t->name,                   \
+					  (unsigned long long)t->max.f);                       \
+		if (!l->f)                                                                     \
+			l->f = t->defaults.f;                                                  \
+	} while (0)
+	LIMIT(wall_ms);
+	LIMIT(memory_bytes);
+	LIMIT(pids);
+	LIMIT(stdout_bytes);
+	LIMIT(stderr_bytes);
+	LIMIT(disk_bytes);
+	if (!t->defaults.cpu_ms && !l->cpu_ms)
+		l->cpu_ms = l->wall_ms < t->max.cpu_ms ? l->wall_ms : t->max.cpu_ms;
+	LIMIT(cpu_ms);
+#undef LIMIT
+	for (size_t i = 0; i < job->nfiles; i++)
+		files += job->files[i].data.len;
+	if (files > l->disk_bytes)
+		return al_err_set(err, AL_EINVAL,
+				  "files: %llu bytes of input files do not fit the disk limit of %llu bytes",
+				  (unsigned long long)files, (unsigned long long)l->disk_bytes);
+	if (job->network == AL_NET_EGRESS && !t->egress)
+		return al_err_set(err, AL_EINVAL, "network: tier %s does not allow egress", t->name);
+	if (job->callback_url) {
+		char host[256];
+		bool ok = false;
+
+		url_host(job->callback_url, host, sizeof(host));
+		for (size_t i = 0; i < t->ncallback_hosts; i++)
+			ok |= !strcmp(host, t->callback_hosts[i]);
+		if (!ok)
+			return al_err_set(err, AL_EINVAL,
+					  "callback_url: host \"%s\" is not allowed for tier %s", host,
+					  t->name);
+	}
+	if (job->deadline_ms && job->deadline_ms <= now_ms)
+		return al_err_set(err, AL_EINVAL, "deadline_ms: %llu is already past (now %llu)",
+				  (unsigned long long)job->deadline_ms, (unsigned long long)now_ms);
+	if (job->priority > ten->max_priority)
+		return al_err_set(err, AL_EINVAL, "priority: %u is above tenant %s's maximum of %u",
+				  job->priority, job->tenant, ten->max_priority);
+	if (!job->max_attempts || job->max_attempts > t->max_attempts)
+		job->max_attempts = t->max_attempts;
+	return AL_OK;
+}

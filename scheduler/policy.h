@@ -1,0 +1,66 @@
+/* policy.h - the operator's policy: for each trust tier the backend, limits,
+ * network, image, injected environment, webhook hosts and retries; for each
+ * tenant its quotas. Read from YAML (libyaml); shared by the scheduler (which
+ * admits jobs against it) and the worker (which maps tiers to backends and
+ * re-checks limits). See deploy/policy.example.yaml. */
+#ifndef AL_POLICY_H
+#define AL_POLICY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../proto/err.h"
+#include "../proto/job.h"
+
+struct al_tier_policy {
+	char *name;
+	char *backend;		  /* "process", "container", "microvm", "vm", "noop" */
+	bool egress;		  /* jobs may ask for network "egress" */
+	struct al_limits defaults; /* filled into jobs that leave a limit out */
+	struct al_limits max;	  /* a job asking for more is rejected */
+	uint64_t cpu_millis;	  /* CPU bandwidth, thousandths of a CPU */
+	uint32_t max_attempts;	  /* delivery attempts, 1..10 */
+	uint64_t backoff_ms;	  /* first retry delay; doubles, with jitter */
+	struct al_kv *env;	  /* injected by the operator, never from the job */
+	size_t nenv;
+	char **callback_hosts;	  /* hosts allowed in callback_url */
+	size_t ncallback_hosts;
+	char *image;		  /* container/microvm/vm image, or NULL */
+};
+
+struct al_tenant_policy {
+	char *name;
+	uint64_t max_queued;  /* jobs waiting at once; 0 = unlimited */
+	uint64_t max_running; /* jobs running at once; 0 = unlimited */
+	uint64_t rate_per_s;  /* submissions admitted per second; 0 = unlimited */
+	uint32_t max_priority; /* highest priority it may use (0..9) */
+};
+
+struct al_policy {
+	struct al_tier_policy *tiers;
+	size_t ntiers;
+	struct al_tenant_policy *tenants; /* "default" applies to unnamed tenants */
+	size_t ntenants;
+	uint64_t result_ttl_ms;		   /* how long results are kept */
+	uint64_t lease_ms;		   /* a silent worker's jobs are re-delivered after this */
+	char *source;			   /* file name, or "built-in" */
+};
+
+/* Load path (NULL = the built-in default policy). On error nothing is
+ * kept and err says "file:line: what is wrong; how to fix it". */
+int al_policy_load(const char *path, struct al_policy *pol, struct al_err *err);
+void al_policy_free(struct al_policy *pol);
+const struct al_tier_policy *al_policy_tier(const struct al_policy *pol, const char *name);
+/* The tenant's entry, else "default", else an unlimited one. */
+const struct al_tenant_policy *al_policy_tenant(const struct al_policy *pol, const char *name);
+
+/* Admission: check job against its tier and tenant and fill the defaults
+ * (limits, max_attempts). AL_EINVAL with the specific reason when refused. */
+int al_policy_admit(const struct al_policy *pol, struct al_job *job, uint64_t now_ms,
+		    struct al_err *err);
+
+/* The built-in policy text (also shipped as deploy/policy.example.yaml). */
+extern const char al_policy_builtin[];
+
+#endif

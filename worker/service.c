@@ -1,0 +1,962 @@
+/* service.c - the worker service (see service.h).
+ *
+ * Three Redis connections on one libevent loop: "cmd" for scripts and
+ * heartbeats, "fetch" for the blocking XREADGROUP, "sub" for the cancel
+ * channel. Results wait in a commit queue until Redis acknowledges them, so
+ * a job that finishes during an outage is committed when Redis returns; the
+ * COMMIT script's attempt check makes a late or repeated commit harmless.
+ */
+#include "service.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "../client/aconn.h"
+#include "../proto/keys.h"
+#include "../proto/scripts.h"
+#include "runner.h"
+
+#define FETCH_BLOCK_MS "1000"
+#define MAX_STREAMS (AL_MAX_TIERS * AL_BANDS)
+
+struct worker;
+
+struct slot {
+	struct worker *w;
+	int index;			 /* slot number within its backend */
+	const struct al_backend_ops *ops;
+	bool busy;
+	/* the job in this slot */
+	char id[AL_ID_MAX + 1];
+	char stream[AL_KEY_MAX];
+	char entry[64];
+	unsigned attempt;
+	const struct al_tier_policy *tier;
+	struct al_job job;
+	bool have_job;
+	struct al_runner *runner;
+	bool released;			 /* drain gave it back: retry, do not commit */
+};
+
+struct backend_state {
+	const struct al_backend_ops *ops;
+	bool ok;			 /* self-check passed */
+	char why[AL_ERR_MSG_MAX];	 /* why not */
+	struct slot *slots;
+};
+
+/* A script call that must reach Redis (commit, retry): kept until answered. */
+struct pending {
+	struct pending *next;
+	struct worker *w;
+	int argc;
+	char **argv;
+	size_t *lens;
+	bool sent;
+	char what[16];
+	char id[AL_ID_MAX + 1];
+};
+
+struct worker {
+	const struct al_worker_conf *conf;
+	struct al_policy policy;
+	struct event_base *base;
+	struct al_redis_url url;
+	struct al_aconn *cmd, *fetch, *sub;
+	struct backend_state backends[8];
+	int nbackends;
+	const char *streams[MAX_STREAMS];
+	char stream_buf[MAX_STREAMS][AL_KEY_MAX];
+	int nstreams;
+	bool fetching;
+	bool draining;
+	int exit_code;
+	struct pending *pending, **pending_tail;
+	struct event *hb, *sigterm, *sigint, *grace;
+	uint64_t jobs_done;
+};
+
+static void logf_(const char *level, const char *event, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void logf_(const char *level, const char *event, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "ts=%llu level=%s event=%s %s\n", (unsigned long long)al_now_ms(), level,
+		event, msg);
+}
+
+static void maybe_fetch(struct worker *w);
+static void flush_pending(struct worker *w);
+
+static unsigned free_slots(struct worker *w)
+{
+	unsigned n = 0;
+
+	for (int b = 0; b < w->nbackends; b++)
+		for (unsigned i = 0; i < w->conf->slots; i++)
+			n += !w->backends[b].slots[i].busy;
+	return n;
+}
+
+static unsigned busy_slots(struct worker *w)
+{
+	unsigned total = (unsigned)w->nbackends * w->conf->slots;
+
+	return total - free_slots(w);
+}
+
+static struct backend_state *backend_for(struct worker *w, const char *name)
+{
+	for (int b = 0; b < w->nbackends; b++)
+		if (!strcmp(w->backends[b].ops->name, name))
+			return &w->backends[b];
+	return NULL;
+}
+
+/* ---- commit queue ---- */
+
+static void pending_free(struct pending *p)
+{
+	for (int i = 0; i < p->argc; i++)
+		free(p->argv[i]);
+	free(p->argv);
+	free(p->lens);
+	free(p);
+}
+
+static void on_pending_reply(redisAsyncContext *ac, void *reply, void *priv)
+{
+	struct pending *p = priv;
+	struct worker *w = p->w;
+	redisReply *r = reply;
+
+	(void)ac;
+	if (!r) {
+		p->sent = false; /* connection lost: resend when it is back */
+		return;
+	}
+	if (r->type == REDIS_REPLY_ERROR) {
+		logf_("error", "redis_script", "what=%s job=%s error=\"%s\"", p->what, p->id, r->str);
+	} else if (r->type == REDIS_REPLY_INTEGER && r->integer == -1) {
+		logf_("warn", "stale_attempt", "what=%s job=%s note=\"lease was taken over; result refused\"",
+		      p->what, p->id);
+	}
+	/* unlink p */
+	for (struct pending **pp = &w->pending; *pp; pp = &(*pp)->next) {
+		if (*pp == p) {
+			*pp = p->next;
+			if (w->pending_tail == &p->next)
+				w->pending_tail = pp;
+			break;
+		}
+	}
+	pending_free(p);
+	if (w->draining && !w->pending && busy_slots(w) == 0)
+		event_base_loopexit(w->base, NULL);
+}
+
+static void flush_pending(struct worker *w)
+{
+	for (struct pending *p = w->pending; p; p = p->next) {
+		if (p->sent)
+			continue;
+		if (al_aconn_cmd(w->cmd, on_pending_reply, p, p->argc, (const char **)p->argv, p->lens))
+			return;
+		p->sent = true;
+	}
+}
+
+/* Queue a script call; argv[i] with lens[i] bytes (copied). */
+static void enqueue(struct worker *w, const char *what, const char *id, int argc,
+		    const char **argv, const size_t *lens)
+{
+	struct pending *p = calloc(1, sizeof(*p));
+
+	if (!p)
+		goto oom;
+	p->w = w;
+	p->argc = argc;
+	p->argv = calloc((size_t)argc, sizeof(char *));
+	p->lens = calloc((size_t)argc, sizeof(size_t));
+	if (!p->argv || !p->lens)
+		goto oom;
+	for (int i = 0; i < argc; i++) {
+		p->lens[i] = lens ? lens[i] : strlen(argv[i]);
+		p->argv[i] = malloc(p->lens[i] + 1);
+		if (!p->argv[i])
+			goto oom;
+		memcpy(p->argv[i], argv[i], p->lens[i]);
+		p->argv[i][p->lens[i]] = '\0';
+	}
+	snprintf(p->what, sizeof(p->what), "%s", what);
+	snprintf(p->id, sizeof(p->id), "%s", id);
+	*w->pending_tail = p;
+	w->pending_tail = &p->next;
+	flush_pending(w);
+	return;
+oom:
+	/* Out of memory while saving a result: the lease will expire and the
+	 * job be re-delivered; say so loudly. */
+	logf_("error", "out_of_memory", "job=%s what=%s", id, what);
+	if (p) {
+		p->argc = p->argv ? argc : 0;
+		pending_free(p);
+	}
+}
+
+static void keys_for(const char *id, const char *tenant, char jobkey[AL_KEY_MAX],
+		     char reskey[AL_KEY_MAX], char done[AL_KEY_MAX], char tenkey[AL_KEY_MAX])
+{
+	snprintf(jobkey, AL_KEY_MAX, "al:job:%s", id);
+	snprintf(reskey, AL_KEY_MAX, "al:res:%s", id);
+	snprintf(done, AL_KEY_MAX, "al:done:%s", id);
+	snprintf(tenkey, AL_KEY_MAX, "al:tenant:%s", tenant ? tenant : "default");
+}
+
+/* Commit res for a job (attempt -1 = regardless of attempt). */
+static void commit_result(struct worker *w, const struct al_result *res, const char *tenant,
+			  const char *stream, const char *entry, long attempt)
+{
+	char jobkey[AL_KEY_MAX], reskey[AL_KEY_MAX], done[AL_KEY_MAX], tenkey[AL_KEY_MAX];
+	char att[24], ttl[24], tier[AL_ID_MAX + 1] = "", waitms[24], runms[24];
+	const char *colon = stream ? strrchr(stream, ':') : NULL;
+	struct al_buf b = { 0 };
+	struct al_err err = { 0 };
+
+	if (al_result_encode(res, &b, &err)) {
+		logf_("error", "encode_result", "job=%s error=\"%s\"", res->id, err.msg);
+		return;
+	}
+	keys_for(res->id, tenant, jobkey, reskey, done, tenkey);
+	snprintf(att, sizeof(att), "%ld", attempt);
+	snprintf(ttl, sizeof(ttl), "%llu", (unsigned long long)w->policy.result_ttl_ms);
+	if (colon && res->backend && !strncmp(stream, "al:q:", 5))
+		snprintf(tier, sizeof(tier), "%.*s", (int)(colon - stream - 5), stream + 5);
+	snprintf(waitms, sizeof(waitms), "%llu",
+		 (unsigned long long)(res->queued_ms && res->started_ms > res->queued_ms
+					      ? res->started_ms - res->queued_ms
+					      : 0));
+	snprintf(runms, sizeof(runms), "%llu", (unsigned long long)res->wall_ms);
+	{
+		const char *argv[] = { "EVAL", al_lua_commit, "6", jobkey, reskey, done,
+				       stream ? stream : "", AL_KEY_STATS, tenkey, att, b.data, ttl,
+				       entry ? entry : "", AL_GROUP_WORKERS,
+				       al_status_name(res->status), tier,
+				       res->backend ? res->backend : "", waitms, runms };
+		size_t lens[sizeof(argv) / sizeof(argv[0])];
+
+		for (size_t i = 0; i < sizeof(argv) / sizeof(argv[0]); i++)
+			lens[i] = argv[i] == b.data ? b.len : strlen(argv[i]);
+		enqueue(w, "commit", res->id, sizeof(argv) / sizeof(argv[0]), argv, lens);
+	}
+	al_buf_free(&b);
+}
+
+/* A result written by the worker without running anything. */
+static void commit_status(struct worker *w, const char *id, const char *tenant,
+			  const char *stream, const char *entry, long attempt,
+			  enum al_status_code st, const char *msg)
+{
+	struct al_result res = { 0 };
+
+	res.version = AL_PROTO_VERSION;
+	res.id = (char *)id;
+	res.attempt = attempt > 0 ? (uint32_t)attempt : 0;
+	res.status = st;
+	res.error = (char *)msg;
+	res.worker = (char *)w->conf->backend.worker_id;
+	res.finished_ms = al_now_ms();
+	commit_result(w, &res, tenant, stream, entry, attempt);
+}
+
+/* Re-queue through the delayed set (bump: count an attempt). */
+static void retry_later(struct worker *w, struct slot *s, uint64_t delay_ms, bool bump)
+{
+	char jobkey[AL_KEY_MAX], reskey[AL_KEY_MAX], done[AL_KEY_MAX], tenkey[AL_KEY_MAX];
+	char att[24], due[24];
+
+	keys_for(s->id, s->have_job ? s->job.tenant : NULL, jobkey, reskey, done, tenkey);
+	snprintf(att, sizeof(att), "%u", s->attempt);
+	snprintf(due, sizeof(due), "%llu", (unsigned long long)(al_now_ms() + delay_ms));
+	{
+		const char *argv[] = { "EVAL", al_lua_retry, "4", jobkey, AL_KEY_DELAYED, s->stream,
+				       tenkey, att, due, s->entry, AL_GROUP_WORKERS, s->id,
+				       bump ? "1" : "0" };
+
+		enqueue(w, "retry", s->id, sizeof(argv) / sizeof(argv[0]), argv, NULL);
+	}
+}
+
+static void dead_letter(struct worker *w, const char *stream, const char *entry,
+			const char *reason, const char *id, const char *raw, size_t rawlen)
+{
+	const char *argv[] = { "XADD", AL_KEY_DLQ, "*", "reason", reason, "source", stream,
+			       "entry", entry, "id", id ? id : "", "raw", raw ? raw : "" };
+	size_t lens[sizeof(argv) / sizeof(argv[0])];
+
+	for (size_t i = 0; i < sizeof(argv) / sizeof(argv[0]); i++)
+		lens[i] = argv[i] == raw ? rawlen : strlen(argv[i]);
+	logf_("warn", "dead_letter", "stream=%s entry=%s job=%s reason=\"%s\"", stream, entry,
+	      id ? id : "-", reason);
+	enqueue(w, "dlq", id ? id : "-", sizeof(argv) / sizeof(argv[0]), argv, lens);
+	{
+		const char *ack[] = { "EVAL",
+				      "redis.call('XACK', KEYS[1], ARGV[1], ARGV[2]);"
+				      " redis.call('XDEL', KEYS[1], ARGV[2]); return 1",
+				      "1", stream, AL_GROUP_WORKERS, entry };
+
+		enqueue(w, "ack", id ? id : "-", 6, ack, NULL);
+	}
+}
+
+static void slot_release(struct slot *s)
+{
+	struct worker *w = s->w;
+
+	if (s->runner)
+		al_runner_free(s->runner);
+	s->runner = NULL;
+	if (s->have_job)
+		al_job_free(&s->job);
+	s->have_job = false;
+	s->busy = false;
+	s->released = false;
+	if (w->draining && !w->pending && busy_slots(w) == 0)
+		event_base_loopexit(w->base, NULL);
+	maybe_fetch(w);
+}
+
+/* ---- running a job ---- */
+
+static uint64_t backoff_ms(const struct al_tier_policy *t, unsigned attempt)
+{
+	uint64_t d = t->backoff_ms << (attempt > 10 ? 10 : attempt - 1);
+	uint32_t r = 0;
+
+	if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != sizeof(r))
+		r = (uint32_t)al_now_ms();
+	return d / 2 + (d ? r % d : 0); /* full jitter around d */
+}
+
+static void on_job_done(struct al_runner *r, struct al_result *res, void *arg)
+{
+	struct slot *s = arg;
+	struct worker *w = s->w;
+
+	(void)r;
+	res->queued_ms = s->job.submitted_ms;
+	logf_("info", "job_done",
+	      "job=%s attempt=%u tier=%s backend=%s slot=%d status=%s exit=%d signal=%d wall_ms=%llu cpu_ms=%llu queue_ms=%lld%s%s%s",
+	      s->id, s->attempt, s->tier->name, s->ops->name, s->index, al_status_name(res->status),
+	      res->has_exit_code ? res->exit_code : -1, res->signal, (unsigned long long)res->wall_ms,
+	      (unsigned long long)res->cpu_ms,
+	      (long long)(res->started_ms - (res->queued_ms ? res->queued_ms : res->started_ms)),
+	      res->error ? " error=\"" : "", res->error ? res->error : "", res->error ? "\"" : "");
+	if (s->released) {
+		/* Drained: give it back for another worker, same attempt. */
+		retry_later(w, s, 0, false);
+	} else if (res->status == AL_ST_SANDBOX_ERROR && s->attempt < s->job.max_attempts) {
+		retry_later(w, s, backoff_ms(s->tier, s->attempt), true);
+	} else {
+		commit_result(w, res, s->job.tenant, s->stream, s->entry, (long)s->attempt);
+	}
+	w->jobs_done++;
+	slot_release(s);
+}
+
+static void start_job(struct worker *w, struct slot *s, const char *raw, size_t rawlen)
+{
+	struct backend_state *be = backend_for(w, s->tier->backend);
+	struct al_run_spec spec = { 0 };
+	struct al_err err = { 0 };
+	char why[AL_ERR_MSG_MAX + 64];
+
+	if (al_job_decode(raw, rawlen, &s->job, &err)) {
+		dead_letter(w, s->stream, s->entry, err.msg, s->id, raw, rawlen);
+		commit_status(w, s->id, NULL, s->stream, s->entry, (long)s->attempt, AL_ST_REJECTED,
+			      err.msg);
+		slot_release(s);
+		return;
+	}
+	s->have_job = true;
+	/* Defence in depth: the worker re-checks the job against its own copy
+	 * of the policy (deadline 0: the claim already checked it). */
+	if (al_policy_admit(&w->policy, &s->job, 0, &err)) {
+		commit_result(w, &(struct al_result){ .version = AL_PROTO_VERSION, .id = s->id,
+						      .attempt = s->attempt,
+						      .status = AL_ST_REJECTED, .error = err.msg },
+			      s->job.tenant, s->stream, s->entry, (long)s->attempt);
+		slot_release(s);
+		return;
+	}
+	if (!be || !be->ok) {
+		snprintf(why, sizeof(why), "backend %s unavailable on worker %s: %s", s->tier->backend,
+			 w->conf->backend.worker_id, be ? be->why : "not built in");
+		logf_("error", "backend_unavailable", "job=%s tier=%s %s", s->id, s->tier->name, why);
+		commit_result(w, &(struct al_result){ .version = AL_PROTO_VERSION, .id = s->id,
+						      .attempt = s->attempt,
+						      .status = AL_ST_SANDBOX_ERROR, .error = why },
+			      s->job.tenant, s->stream, s->entry, (long)s->attempt);
+		slot_release(s);
+		return;
+	}
+	spec.job = &s->job;
+	spec.limits = s->job.limits;
+	spec.cpu_millis = s->tier->cpu_millis;
+	spec.env = s->tier->env;
+	spec.nenv = s->tier->nenv;
+	spec.network = s->job.network;
+	spec.image = s->tier->image;
+	spec.slot = (unsigned)s->index;
+	spec.attempt = s->attempt;
+	s->runner = al_runner_start(w->base, s->ops, &w->conf->backend, &spec, on_job_done, s);
+	if (!s->runner) {
+		logf_("error", "out_of_memory", "job=%s", s->id);
+		slot_release(s);
+		return;
+	}
+	logf_("info", "job_start", "job=%s attempt=%u tier=%s backend=%s slot=%d", s->id, s->attempt,
+	      s->tier->name, s->ops->name, s->index);
+}
+
+static void on_claim(redisAsyncContext *ac, void *reply, void *priv)
+{
+	struct slot *s = priv;
+	struct worker *w = s->w;
+	redisReply *r = reply;
+	long long code;
+	const char *tenant = NULL;
+
+	(void)ac;
+	if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
+	    r->element[0]->type != REDIS_REPLY_INTEGER) {
+		/* Lost or odd reply: the entry stays pending in our name and the
+		 * lease brings it back. */
+		if (r && r->type == REDIS_REPLY_ERROR)
+			logf_("error", "claim", "job=%s error=\"%s\"", s->id, r->str);
+		slot_release(s);
+		return;
+	}
+	code = r->element[0]->integer;
+	switch (code) {
+	case 1:
+		if (r->elements < 2 || r->element[1]->type != REDIS_REPLY_STRING) {
+			slot_release(s);
+			return;
+		}
+		start_job(w, s, r->element[1]->str, r->element[1]->len);
+		return;
+	case -3:
+	case -4:
+		if (r->elements >= 2 && r->element[1]->type == REDIS_REPLY_STRING &&
+		    al_job_decode(r->element[1]->str, r->element[1]->len, &s->job, NULL) == AL_OK) {
+			s->have_job = true;
+			tenant = s->job.tenant;
+		}
+		commit_status(w, s->id, tenant, s->stream, s->entry, (long)s->attempt,
+			      code == -3 ? AL_ST_CANCELLED : AL_ST_EXPIRED,
+			      code == -3 ? "cancelled by a client before it started"
+					 : "not started before its deadline");
+		break;
+	case -5:
+		/* Tenant at its running cap: try again a little later. */
+		retry_later(w, s, 250, false);
+		break;
+	case -2:
+		dead_letter(w, s->stream, s->entry, "no such job (its record is missing)", s->id, NULL, 0);
+		break;
+	default: {
+		/* finished already or a stale duplicate: just acknowledge */
+		const char *ack[] = { "EVAL",
+				      "redis.call('XACK', KEYS[1], ARGV[1], ARGV[2]);"
+				      " redis.call('XDEL', KEYS[1], ARGV[2]); return 1",
+				      "1", s->stream, AL_GROUP_WORKERS, s->entry };
+
+		enqueue(w, "ack", s->id, 6, ack, NULL);
+	}
+	}
+	slot_release(s);
+}
+
+/* Find a free slot whose backend serves tier. */
+static struct slot *free_slot_for(struct worker *w, const struct al_tier_policy *t)
+{
+	struct backend_state *be = backend_for(w, t->backend);
+
+	if (!be) /* unavailable backend: any free slot reports the failure */
+		be = &w->backends[0];
+	for (unsigned i = 0; i < w->conf->slots; i++)
+		if (!be->slots[i].busy)
+			return &be->slots[i];
+	return NULL;
+}
+
+static void handle_entry(struct worker *w, const char *stream, redisReply *e)
+{
+	char tier[AL_ID_MAX + 1];
+	const char *id = NULL, *attempt = NULL;
+	const struct al_tier_policy *t;
+	struct slot *s;
+	const char *colon;
+
+	if (e->type != REDIS_REPLY_ARRAY || e->elements != 2 || e->element[0]->type != REDIS_REPLY_STRING)
+		return;
+	if (e->element[1]->type == REDIS_REPLY_ARRAY) {
+		for (size_t k = 0; k + 1 < e->element[1]->elements; k += 2) {
+			redisReply *key = e->element[1]->element[k], *val = e->element[1]->element[k + 1];
+
+			if (key->type != REDIS_REPLY_STRING || val->type != REDIS_REPLY_STRING)
+				continue;
+			if (!strcmp(key->str, "id"))
+				id = val->str;
+			else if (!strcmp(key->str, "attempt"))
+				attempt = val->str;
+		}
+	}
+	/* stream is al:q:<tier>:<band> */
+	colon = strrchr(stream, ':');
+	snprintf(tier, sizeof(tier), "%.*s", colon ? (int)(colon - stream - 5) : 0, stream + 5);
+	t = al_policy_tier(&w->policy, tier);
+	if (!id || !attempt || !*id || strlen(id) > AL_ID_MAX || atoi(attempt) < 1 || !t ||
+	    strspn(id, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:-") != strlen(id)) {
+		dead_letter(w, stream, e->element[0]->str,
+			    !t ? "entry in the queue of a tier this worker's policy does not know"
+			       : "malformed queue entry: needs id and attempt fields",
+			    NULL, NULL, 0);
+		return;
+	}
+	s = free_slot_for(w, t);
+	if (!s) {
+		/* More entries than slots (should not happen): leave it pending;
+		 * the lease returns it to the queue. */
+		logf_("warn", "no_free_slot", "job=%s", id);
+		return;
+	}
+	s->busy = true;
+	s->tier = t;
+	s->attempt = (unsigned)atoi(attempt);
+	snprintf(s->id, sizeof(s->id), "%s", id);
+	snprintf(s->stream, sizeof(s->stream), "%s", stream);
+	snprintf(s->entry, sizeof(s->entry), "%s", e->element[0]->str);
+	{
+		char jobkey[AL_KEY_MAX], reskey[AL_KEY_MAX], done[AL_KEY_MAX], tenkey[AL_KEY_MAX];
+		char att[16], now[24];
+
+		keys_for(id, NULL, jobkey, reskey, done, tenkey);
+		snprintf(att, sizeof(att), "%u", s->attempt);
+		snprintf(now, sizeof(now), "%llu", (unsigned long long)al_now_ms());
+		{
+			const char *argv[] = { "EVAL", al_lua_claim, "2", jobkey, reskey, att,
+					       w->conf->backend.worker_id, now };
+
+			if (al_aconn_cmd(w->cmd, on_claim, s, sizeof(argv) / sizeof(argv[0]), argv,
+					 NULL))
+				s->busy = false; /* Redis down: stays pending, lease returns it */
+		}
+	}
+}
+
+static void on_fetch(redisAsyncContext *ac, void *reply, void *priv)
+{
+	struct worker *w = priv;
+	redisReply *r = reply;
+
+	(void)ac;
+	w->fetching = false;
+	if (r && r->type == REDIS_REPLY_ERROR) {
+		/* NOGROUP: the scheduler has not made this tier's queue yet */
+		if (!strncmp(r->str, "NOGROUP", 7)) {
+			for (int i = 0; i < w->nstreams; i++) {
+				const char *argv[] = { "XGROUP", "CREATE", w->streams[i], AL_GROUP_WORKERS,
+						       "0", "MKSTREAM" };
+
+				al_aconn_cmd(w->cmd, NULL, NULL, 6, argv, NULL);
+			}
+		} else {
+			logf_("error", "fetch", "error=\"%s\"", r->str);
+		}
+	}
+	if (r && r->type == REDIS_REPLY_ARRAY) {
+		/* Streams come back in the order asked: high band first. */
+		for (size_t i = 0; i < r->elements; i++) {
+			redisReply *st = r->element[i];
+
+			if (st->type != REDIS_REPLY_ARRAY || st->elements != 2)
+				continue;
+			for (size_t j = 0; j < st->element[1]->elements; j++)
+				handle_entry(w, st->element[0]->str, st->element[1]->element[j]);
+		}
+	}
+	if (r)
+		maybe_fetch(w);
+}
+
+static void maybe_fetch(struct worker *w)
+{
+	const char *argv[8 + 2 * MAX_STREAMS];
+	char count[16];
+	unsigned n = free_slots(w);
+	int argc = 0;
+
+	if (w->fetching || w->draining || n == 0 || !al_aconn_is_up(w->fetch) ||
+	    !al_aconn_is_up(w->cmd))
+		return;
+	snprintf(count, sizeof(count), "%u", n);
+	argv[argc++] = "XREADGROUP";
+	argv[argc++] = "GROUP";
+	argv[argc++] = AL_GROUP_WORKERS;
+	argv[argc++] = w->conf->backend.worker_id;
+	argv[argc++] = "COUNT";
+	argv[argc++] = count;
+	argv[argc++] = "BLOCK";
+	argv[argc++] = FETCH_BLOCK_MS;
+	argv[argc++] = "STREAMS";
+	for (int i = 0; i < w->nstreams; i++)
+		argv[argc++] = w->streams[i];
+	for (int i = 0; i < w->nstreams; i++)
+		argv[argc++] = ">";
+	if (al_aconn_cmd(w->fetch, on_fetch, w, argc, argv, NULL) == 0)
+		w->fetching = true;
+}
+
+/* ---- cancel, heartbeat, connections ---- */
+
+static void cancel_job(struct worker *w, const char *id)
+{
+	for (int b = 0; b < w->nbackends; b++) {
+		for (unsigned i = 0; i < w->conf->slots; i++) {
+			struct slot *s = &w->backends[b].slots[i];
+
+			if (s->busy && s->runner && !strcmp(s->id, id)) {
+				logf_("info", "cancel", "job=%s slot=%d", id, s->index);
+				al_runner_stop(s->runner, AL_ST_CANCELLED, "cancelled by a client while running");
+			}
+		}
+	}
+}
+
+static void on_cancel_msg(redisAsyncContext *ac, void *reply, void *priv)
+{
+	struct worker *w = priv;
+	redisReply *r = reply;
+
+	(void)ac;
+	if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
+	    r->element[0]->type != REDIS_REPLY_STRING || strcmp(r->element[0]->str, "message") ||
+	    r->element[2]->type != REDIS_REPLY_STRING)
+		return;
+	cancel_job(w, r->element[2]->str);
+}
+
+static void on_cancel_flag(redisAsyncContext *ac, void *reply, void *priv)
+{
+	struct slot *s = priv;
+	redisReply *r = reply;
+
+	(void)ac;
+	if (r && r->type == REDIS_REPLY_STRING && !strcmp(r->str, "1") && s->busy && s->runner)
+		al_runner_stop(s->runner, AL_ST_CANCELLED, "cancelled by a client while running");
+}
+
+static void heartbeat(evutil_socket_t fd, short what, void *arg)
+{
+	struct worker *w = arg;
+	char alive[AL_KEY_MAX], ttl[24], desc[512];
+	struct timeval tv = { (time_t)(w->conf->heartbeat_ms / 1000),
+			      (suseconds_t)(w->conf->heartbeat_ms % 1000) * 1000 };
+	int n = 0;
+
+	(void)fd;
+	(void)what;
+	evtimer_add(w->hb, &tv);
+	if (!al_aconn_is_up(w->cmd))
+		return;
+	snprintf(alive, sizeof(alive), "al:worker:%s", w->conf->backend.worker_id);
+	snprintf(ttl, sizeof(ttl), "%llu", (unsigned long long)(w->conf->heartbeat_ms * 3));
+	n += snprintf(desc + n, sizeof(desc) - (size_t)n,
+		      "{\"pid\":%d,\"slots\":%u,\"busy\":%u,\"draining\":%s,\"done\":%llu,\"backends\":[",
+		      (int)getpid(), (unsigned)w->nbackends * w->conf->slots, busy_slots(w),
+		      w->draining ? "true" : "false", (unsigned long long)w->jobs_done);
+	for (int b = 0; b < w->nbackends && n < (int)sizeof(desc) - 64; b++)
+		n += snprintf(desc + n, sizeof(desc) - (size_t)n, "%s\"%s%s\"", b ? "," : "",
+			      w->backends[b].ops->name, w->backends[b].ok ? "" : "(unavailable)");
+	snprintf(desc + n, sizeof(desc) - (size_t)n, "]}");
+	{
+		const char *set[] = { "SET", alive, "1", "PX", ttl };
+		const char *reg[] = { "HSET", AL_KEY_WORKERS, w->conf->backend.worker_id, desc };
+
+		al_aconn_cmd(w->cmd, NULL, NULL, 5, set, NULL);
+		al_aconn_cmd(w->cmd, NULL, NULL, 4, reg, NULL);
+	}
+	/* Renew the lease on each running job; poll its cancel flag in case a
+	 * pub/sub message was missed. */
+	for (int b = 0; b < w->nbackends; b++) {
+		for (unsigned i = 0; i < w->conf->slots; i++) {
+			struct slot *s = &w->backends[b].slots[i];
+			char jobkey[AL_KEY_MAX];
+
+			if (!s->busy || !s->runner)
+				continue;
+			{
+				const char *claim[] = { "XCLAIM", s->stream, AL_GROUP_WORKERS,
+							w->conf->backend.worker_id, "0", s->entry,
+							"JUSTID" };
+				const char *flag[] = { "HGET", jobkey, "cancel" };
+
+				snprintf(jobkey, sizeof(jobkey), "al:job:%s", s->id);
+				al_aconn_cmd(w->cmd, NULL, NULL, 7, claim, NULL);
+				al_aconn_cmd(w->cmd, on_cancel_flag, s, 3, flag, NULL);
+			}
+		}
+	}
+}
+
+static void on_cmd_up(struct al_aconn *c, void *arg)
+{
+	struct worker *w = arg;
+
+	(void)c;
+	logf_("info", "redis_up", "conn=cmd worker=%s", w->conf->backend.worker_id);
+	for (int i = 0; i < w->nstreams; i++) {
+		const char *argv[] = { "XGROUP", "CREATE", w->streams[i], AL_GROUP_WORKERS, "0",
+				       "MKSTREAM" };
+
+		al_aconn_cmd(w->cmd, NULL, NULL, 6, argv, NULL);
+	}
+	heartbeat(-1, 0, w);
+	flush_pending(w);
+	maybe_fetch(w);
+}
+
+static void on_conn_down(struct al_aconn *c, void *arg)
+{
+	struct worker *w = arg;
+
+	if (c == w->fetch)
+		w->fetching = false;
+	logf_("warn", "redis_down", "conn=%s note=\"reconnecting; results are kept until committed\"",
+	      c == w->cmd ? "cmd" : c == w->fetch ? "fetch" : "sub");
+}
+
+static void on_fetch_up(struct al_aconn *c, void *arg)
+{
+	(void)c;
+	maybe_fetch(arg);
+}
+
+static void on_sub_up(struct al_aconn *c, void *arg)
+{
+	const char *argv[] = { "SUBSCRIBE", AL_KEY_CANCEL_CHANNEL };
+
+	al_aconn_cmd(c, on_cancel_msg, arg, 2, argv, NULL);
+}
+
+/* ---- drain ---- */
+
+static void on_grace(evutil_socket_t fd, short what, void *arg)
+{
+	struct worker *w = arg;
+
+	(void)fd;
+	(void)what;
+	/* Grace is over: stop what still runs and give it back. */
+	for (int b = 0; b < w->nbackends; b++) {
+		for (unsigned i = 0; i < w->conf->slots; i++) {
+			struct slot *s = &w->backends[b].slots[i];
+
+			if (s->busy && s->runner) {
+				s->released = true;
+				al_runner_stop(s->runner, AL_ST_SANDBOX_ERROR, "released by a draining worker");
+			}
+		}
+	}
+	if (busy_slots(w) == 0 && !w->pending)
+		event_base_loopexit(w->base, NULL);
+	else {
+		/* Give Redis a moment to take the releases, then leave anyway:
+		 * anything not acknowledged comes back through the lease. */
+		struct timeval tv = { 3, 0 };
+
+		event_base_loopexit(w->base, &tv);
+	}
+}
+
+static void on_signal(evutil_socket_t sig, short what, void *arg)
+{
+	struct worker *w = arg;
+	struct timeval tv = { (time_t)(w->conf->drain_grace_ms / 1000),
+			      (suseconds_t)(w->conf->drain_grace_ms % 1000) * 1000 };
+
+	(void)what;
+	if (w->draining)
+		return;
+	w->draining = true;
+	logf_("info", "drain", "signal=%d busy=%u grace_ms=%llu", (int)sig, busy_slots(w),
+	      (unsigned long long)w->conf->drain_grace_ms);
+	if (busy_slots(w) == 0 && !w->pending) {
+		event_base_loopexit(w->base, NULL);
+		return;
+	}
+	evtimer_add(w->grace, &tv);
+}
+
+/* ---- set-up ---- */
+
+static int setup_backends(struct worker *w)
+{
+	const struct al_backend_ops *const *all = al_backend_all();
+
+	for (size_t i = 0; i < w->policy.ntiers; i++) {
+		const struct al_tier_policy *t = &w->policy.tiers[i];
+		bool served = w->conf->ntiers == 0;
+		const struct al_backend_ops *ops = NULL;
+		struct backend_state *be;
+		struct al_err err = { 0 };
+
+		for (unsigned k = 0; k < w->conf->ntiers; k++)
+			served |= !strcmp(w->conf->tiers[k], t->name);
+		if (!served)
+			continue;
+		for (int b = 0; b < AL_BANDS && w->nstreams < MAX_STREAMS; b++) {
+			snprintf(w->stream_buf[w->nstreams], AL_KEY_MAX, "al:q:%s:%s", t->name,
+				 al_band_name(b));
+			w->streams[w->nstreams] = w->stream_buf[w->nstreams];
+			w->nstreams++;
+		}
+		if (backend_for(w, t->backend))
+			continue;
+		for (size_t k = 0; all[k]; k++)
+			if (!strcmp(all[k]->name, t->backend))
+				ops = all[k];
+		if (!ops) {
+			logf_("error", "backend_missing", "tier=%s backend=%s note=\"not built into this worker; its jobs fail with sandbox_error\"",
+			      t->name, t->backend);
+			ops = &al_backend_noop; /* placeholder slots; never run */
+			be = &w->backends[w->nbackends++];
+			be->ops = ops;
+			be->ok = false;
+			snprintf(be->why, sizeof(be->why), "backend %s is not built in", t->backend);
+		} else {
+			be = &w->backends[w->nbackends++];
+			be->ops = ops;
+			if (ops == &al_backend_noop && !w->conf->allow_noop) {
+				be->ok = false;
+				snprintf(be->why, sizeof(be->why), "the noop backend is for benchmarks; start the worker with --allow-noop");
+			} else if (al_backend_init(ops, &w->conf->backend, &err)) {
+				be->ok = false;
+				snprintf(be->why, sizeof(be->why), "%s", err.msg);
+			} else {
+				be->ok = true;
+				al_backend_sweep(ops, &w->conf->backend, NULL);
+			}
+		}
+		logf_(be->ok ? "info" : "error", "backend", "name=%s ok=%s%s%s%s", be->ops->name,
+		      be->ok ? "yes" : "no", be->ok ? "" : " why=\"", be->ok ? "" : be->why,
+		      be->ok ? "" : "\"");
+		be->slots = calloc(w->conf->slots, sizeof(*be->slots));
+		if (!be->slots)
+			return -1;
+		for (unsigned k = 0; k < w->conf->slots; k++) {
+			be->slots[k].w = w;
+			be->slots[k].index = (int)k;
+			be->slots[k].ops = be->ops;
+		}
+		if (w->nbackends == (int)(sizeof(w->backends) / sizeof(w->backends[0])))
+			break;
+	}
+	if (w->nstreams == 0) {
+		logf_("error", "no_tiers", "note=\"none of the tiers asked for is in the policy\"");
+		return -1;
+	}
+	return 0;
+}
+
+int al_worker_run(const struct al_worker_conf *conf)
+{
+	struct worker w = { .conf = conf, .exit_code = 0 };
+	struct al_err err = { 0 };
+
+	w.pending_tail = &w.pending;
+	if (al_redis_url_parse(conf->redis_url, &w.url, &err) ||
+	    al_policy_load(conf->policy_path, &w.policy, &err)) {
+		fprintf(stderr, "airlock-worker: %s\n", err.msg);
+		return 2;
+	}
+	w.base = event_base_new();
+	if (!w.base || setup_backends(&w)) {
+		al_policy_free(&w.policy);
+		return 2;
+	}
+	w.hb = evtimer_new(w.base, heartbeat, &w);
+	w.grace = evtimer_new(w.base, on_grace, &w);
+	w.sigterm = evsignal_new(w.base, SIGTERM, on_signal, &w);
+	w.sigint = evsignal_new(w.base, SIGINT, on_signal, &w);
+	evsignal_add(w.sigterm, NULL);
+	evsignal_add(w.sigint, NULL);
+	w.cmd = al_aconn_new(w.base, &w.url, "cmd", on_cmd_up, on_conn_down, &w);
+	w.fetch = al_aconn_new(w.base, &w.url, "fetch", on_fetch_up, on_conn_down, &w);
+	w.sub = al_aconn_new(w.base, &w.url, "sub", on_sub_up, on_conn_down, &w);
+	logf_("info", "worker_start", "worker=%s tiers=%d slots=%u redis=%s", conf->backend.worker_id,
+	      w.nstreams / AL_BANDS, conf->slots, conf->redis_url);
+	event_base_dispatch(w.base);
+
+	/* Leaving: whatever still runs is killed; its lease brings it back. */
+	for (int b = 0; b < w.nbackends; b++) {
+		for (unsigned i = 0; i < conf->slots; i++) {
+			struct slot *s = &w.backends[b].slots[i];
+
+			if (s->runner)
+				al_runner_free(s->runner);
+			if (s->have_job)
+				al_job_free(&s->job);
+		}
+		free(w.backends[b].slots);
+		if (w.backends[b].ok && w.backends[b].ops->fini)
+			w.backends[b].ops->fini();
+	}
+	if (al_aconn_is_up(w.cmd)) {
+		/* best effort: say goodbye so `airlock stats` stops listing us */
+		struct timeval tv = { 0, 200000 };
+		char alive[AL_KEY_MAX];
+		const char *del[] = { "DEL", alive };
+		const char *hdel[] = { "HDEL", AL_KEY_WORKERS, conf->backend.worker_id };
+
+		snprintf(alive, sizeof(alive), "al:worker:%s", conf->backend.worker_id);
+		al_aconn_cmd(w.cmd, NULL, NULL, 2, del, NULL);
+		al_aconn_cmd(w.cmd, NULL, NULL, 3, hdel, NULL);
+		event_base_loopexit(w.base, &tv);
+		event_base_dispatch(w.base);
+	}
+	while (w.pending) {
+		struct pending *p = w.pending;
+
+		logf_("warn", "unsent", "job=%s what=%s note=\"Redis did not confirm; the lease will re-deliver\"",
+		      p->id, p->what);
+		w.pending = p->next;
+		pending_free(p);
+	}
+	al_aconn_free(w.cmd);
+	al_aconn_free(w.fetch);
+	al_aconn_free(w.sub);
+	event_free(w.hb);
+	event_free(w.grace);
+	event_free(w.sigterm);
+	event_free(w.sigint);
+	event_base_free(w.base);
+	al_policy_free(&w.policy);
+	logf_("info", "worker_exit", "worker=%s done=%llu", conf->backend.worker_id,
+	      (unsigned long long)w.jobs_done);
+	return w.exit_code;
+}

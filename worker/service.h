@@ -1,0 +1,30 @@
+/* service.h - the worker service: pulls jobs of the tiers it serves from
+ * Redis, runs each on its tier's backend in a slot, commits exactly one
+ * result per job, renews leases, obeys cancels and drains on SIGTERM. */
+#ifndef AL_SERVICE_H
+#define AL_SERVICE_H
+
+#include <stdint.h>
+
+#include "../backends/backend.h"
+#include "../scheduler/policy.h"
+
+#define AL_MAX_TIERS 16
+
+struct al_worker_conf {
+	const char *redis_url;	   /* redis://... or unix:///... */
+	const char *policy_path;   /* NULL = built-in policy */
+	const char *tiers[AL_MAX_TIERS]; /* tiers served; empty = every tier in the policy */
+	unsigned ntiers;
+	unsigned slots;		   /* concurrent jobs per backend */
+	uint64_t heartbeat_ms;	   /* lease renewal and liveness period */
+	uint64_t drain_grace_ms;   /* SIGTERM: time running jobs get to finish */
+	const char *webhook_secret; /* HMAC key for callback signatures; NULL = unsigned */
+	bool allow_noop;	   /* offer the benchmark-only noop backend */
+	struct al_backend_conf backend; /* shared with every backend */
+};
+
+/* Run until drained (SIGTERM/SIGINT). Returns the process exit code. */
+int al_worker_run(const struct al_worker_conf *conf);
+
+#endif

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
@@ -64,7 +65,6 @@ struct proc_sb {
 	int pidfd;
 	pid_t pid;
 	uid_t uid;
-	pid_t worker_pid; /* the parent, for the death signal check */
 	bool exited;
 	int init_status; /* wait status of the init */
 	char **argv;
@@ -269,9 +269,17 @@ static void __attribute__((noreturn)) sandbox_init(struct al_sandbox *sb)
 	int status = 0;
 	pid_t job;
 
-	/* If the worker dies, the init dies, and with it the namespace. */
-	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) || getppid() != p->worker_pid)
+	/* If the worker dies, the init dies, and with it the namespace. The
+	 * worker may have died before the death signal was armed: then the
+	 * read end of the report pipe is closed (poll says POLLERR). */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0))
 		_exit(125);
+	{
+		struct pollfd pf = { .fd = p->report_wr, .events = POLLOUT };
+
+		if (poll(&pf, 1, 0) < 0 || (pf.revents & (POLLERR | POLLHUP)))
+			_exit(125);
+	}
 	if (fds[3] < 0)
 		fds[3] = p->stdin_fd; /* placeholder, closed before exec */
 	place_fds(fds, targets, 5);
@@ -571,7 +579,6 @@ static int proc_start(struct al_sandbox *sb, struct al_watch *w, struct al_err *
 	int pidfd = -1;
 	pid_t pid;
 
-	p->worker_pid = getpid();
 	pid = clone3_pidfd(CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS,
 			   &pidfd);
 	if (pid < 0)

@@ -912,6 +912,25 @@ int al_worker_run(const struct al_worker_conf *conf)
 	      w.nstreams / AL_BANDS, conf->slots, conf->redis_url);
 	event_base_dispatch(w.base);
 
+	if (al_aconn_is_up(w.cmd)) {
+		/* best effort: say goodbye so `airlock stats` stops listing us */
+		struct timeval tv = { 0, 200000 };
+		char alive[AL_KEY_MAX];
+		const char *del[] = { "DEL", alive };
+		const char *hdel[] = { "HDEL", AL_KEY_WORKERS, conf->backend.worker_id };
+
+		snprintf(alive, sizeof(alive), "al:worker:%s", conf->backend.worker_id);
+		al_aconn_cmd(w.cmd, NULL, NULL, 2, del, NULL);
+		al_aconn_cmd(w.cmd, NULL, NULL, 3, hdel, NULL);
+		event_base_loopexit(w.base, &tv);
+		event_base_dispatch(w.base);
+	}
+	/* Connections first: their pending callbacks run now (with no reply)
+	 * while the slots and the commit queue still exist. */
+	w.draining = true;
+	al_aconn_free(w.cmd);
+	al_aconn_free(w.fetch);
+	al_aconn_free(w.sub);
 	/* Leaving: whatever still runs is killed; its lease brings it back. */
 	for (int b = 0; b < w.nbackends; b++) {
 		for (unsigned i = 0; i < conf->slots; i++) {
@@ -926,19 +945,6 @@ int al_worker_run(const struct al_worker_conf *conf)
 		if (w.backends[b].ok && w.backends[b].ops->fini)
 			w.backends[b].ops->fini();
 	}
-	if (al_aconn_is_up(w.cmd)) {
-		/* best effort: say goodbye so `airlock stats` stops listing us */
-		struct timeval tv = { 0, 200000 };
-		char alive[AL_KEY_MAX];
-		const char *del[] = { "DEL", alive };
-		const char *hdel[] = { "HDEL", AL_KEY_WORKERS, conf->backend.worker_id };
-
-		snprintf(alive, sizeof(alive), "al:worker:%s", conf->backend.worker_id);
-		al_aconn_cmd(w.cmd, NULL, NULL, 2, del, NULL);
-		al_aconn_cmd(w.cmd, NULL, NULL, 3, hdel, NULL);
-		event_base_loopexit(w.base, &tv);
-		event_base_dispatch(w.base);
-	}
 	while (w.pending) {
 		struct pending *p = w.pending;
 
@@ -947,9 +953,6 @@ int al_worker_run(const struct al_worker_conf *conf)
 		w.pending = p->next;
 		pending_free(p);
 	}
-	al_aconn_free(w.cmd);
-	al_aconn_free(w.fetch);
-	al_aconn_free(w.sub);
 	event_free(w.hb);
 	event_free(w.grace);
 	event_free(w.sigterm);

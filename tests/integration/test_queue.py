@@ -1,0 +1,292 @@
+#!/usr/bin/python3
+"""Worker and queue on a real redis-server: round trips, 1000 jobs over 4
+workers exactly once, a SIGKILLed worker's jobs finishing elsewhere, a stale
+attempt refused, a Redis restart losing nothing, cancel, deadlines, garbage
+dead-lettered, a worker started before Redis, and SIGTERM drain."""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import msgpack
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+from altest import Tap  # noqa: E402
+from cluster import Cluster  # noqa: E402
+
+t = Tap()
+if os.geteuid() != 0:
+    print("1..0 # SKIP needs root (the process backend)")
+    sys.exit(0)
+
+
+def result(c, job_id):
+    raw = c.rcli("GET", "al:res:" + job_id, raw=True).rstrip(b"\n")
+    return msgpack.unpackb(raw, raw=False) if raw else None
+
+
+def submit(c, *args):
+    p = c.cli("submit", *args)
+    return p.stdout.decode().strip() if p.returncode == 0 else None
+
+
+def section(name, fn):
+    c = Cluster()
+    try:
+        fn(c)
+    except Exception as e:  # a crash in a section is a failure, not an abort
+        t.ok(False, "%s: raised %r" % (name, e))
+    finally:
+        c.close()
+
+
+def round_trip(c):
+    c.scheduler()
+    c.worker()
+    p = c.cli("run", "-c", "import sys; print('hi', sys.argv[1:]); sys.exit(7)")
+    t.ok(p.returncode == 7 and p.stdout == b"hi []\n", "CLI run: output and exit code 7", p)
+    p = c.cli("run", "--json", "-c", "print(6*7)")
+    ok = p.returncode == 0 and b'"status": "ok"' in p.stdout and b'"stdout": "42\\n"' in p.stdout
+    t.ok(ok, "CLI run --json prints the whole result", p.stdout[:300])
+    # A client written from PROTOCOL.md alone: XADD to the intake, BLPOP.
+    job = {"v": 1, "id": "raw-client-1", "tier": "trusted", "argv": ["echo", "raw"]}
+    c.rcli("XADD", "al:intake", "*", "job", "placeholder")  # garbage first: must not block
+    subprocess.run(["redis-cli", "-s", c.sock, "-x", "XADD", "al:intake", "*", "job"],
+                   input=msgpack.packb(job, use_bin_type=True), capture_output=True)
+    c.rcli("BLPOP", "al:done:raw-client-1", "20")
+    r = result(c, "raw-client-1")
+    t.ok(r and r["status"] == "ok" and r["stdout"] == b"raw\n" and r["attempt"] == 1,
+         "raw protocol client: XADD intake, BLPOP done list, GET result", r)
+    p = c.cli("run", "--tier", "nope", "-c", "print(1)")
+    t.ok(p.returncode == 65 and b'unknown tier "nope"' in p.stderr,
+         "unknown tier: exit 65 with the reason", p.stderr)
+    p = c.cli("run", "-f", "/nonexistent/file:in.txt", "-c", "print(1)")
+    t.ok(p.returncode == 66 and b"cannot read /nonexistent/file" in p.stderr,
+         "missing local file: exit 66, one clear line", p.stderr)
+    p = c.cli("status", "no-such-job")
+    t.ok(p.returncode == 1 and b"no job" in p.stderr, "status of an unknown id says so", p.stderr)
+    p = subprocess.run([os.path.join(os.environ.get("BUILD", "build"), "airlock"), "--redis",
+                        "unix:///nonexistent/redis.sock", "run", "-c", "print(1)"],
+                       capture_output=True, timeout=30)
+    t.ok(p.returncode == 69 and b"cannot reach Redis at /nonexistent/redis.sock" in p.stderr,
+         "unreachable Redis: exit 69, one clear line", p.stderr)
+    p = c.cli("run", "-f", __file__ + ":data/in.py", "--collect", "out.txt", "--json", "-c",
+              "print(len(open('data/in.py').read()) > 0); open('out.txt','w').write('o')")
+    t.ok(p.returncode == 0 and b'"path": "out.txt"' in p.stdout and b"True" in p.stdout,
+         "input file in, collected file out", p.stdout[:400])
+    p = c.cli("submit", "--idempotency-key", "k1", "-c", "print(1)")
+    q = c.cli("submit", "--idempotency-key", "k1", "-c", "print(2)")
+    t.ok(p.stdout == q.stdout and b"earlier job" in q.stderr,
+         "same idempotency key returns the first job's id", (p.stdout, q.stdout))
+
+
+def thousand(c):
+    c.scheduler()
+    for i in range(4):
+        c.worker("w%d" % i, uid_base=64000 + 10 * i, slots=2)
+    ids = []
+    for i in range(1000):
+        job = {"v": 1, "id": "bulk-%04d" % i, "tier": "trusted", "argv": ["true"]}
+        ids.append(job["id"])
+        c.rcli("XADD", "al:intake", "*", "job", "x")  # keep garbage flowing too
+    # submit in one pipeline through redis-cli
+    lines = []
+    for jid in ids:
+        job = msgpack.packb({"v": 1, "id": jid, "tier": "trusted", "argv": ["true"]},
+                            use_bin_type=True)
+        lines.append(job)
+    for job in lines:
+        subprocess.run(["redis-cli", "-s", c.sock, "-x", "XADD", "al:intake", "*", "job"],
+                       input=job, capture_output=True)
+    done = c.wait_for(lambda: int(c.rcli("HGET", "al:stats", "status:ok").strip() or 0) >= 1000,
+                      timeout=240, step=0.5)
+    time.sleep(1)
+    stats = c.rcli("HGET", "al:stats", "status:ok").strip()
+    missing = [j for j in ids if not c.rcli("EXISTS", "al:res:" + j).strip() == "1"]
+    t.ok(done and stats == "1000" and not missing,
+         "1000 jobs over 4 workers: 1000 results, each committed once", (stats, missing[:5]))
+    per = [c.log("w%d" % i).count("event=job_done") for i in range(4)]
+    t.ok(sum(per) == 1000 and all(n > 0 for n in per), "every worker took a share: %s" % per, per)
+    t.ok(int(c.rcli("XLEN", "al:dlq").strip()) == 1000,
+         "1000 garbage intake entries dead-lettered alongside, none lost")
+
+
+def killed_worker(c):
+    c.scheduler()
+    c.worker("wa", uid_base=64100, slots=2)
+    ids = [submit(c, "--timeout", "20000", "-c", "import time; time.sleep(1.5); print('done')")
+           for _ in range(2)]
+    ok = c.wait_for(lambda: c.log("wa").count("event=job_start") >= 2, timeout=15)
+    c.signal("wa", signal.SIGKILL)
+    c.wait_exit("wa")
+    c.worker("wb", uid_base=64200, slots=2)
+    for jid in ids:
+        c.rcli("BLPOP", "al:done:" + jid, "30")
+    rs = [result(c, jid) for jid in ids]
+    t.ok(ok and all(r and r["status"] == "ok" and r["attempt"] == 2 and r["worker"] == "wb"
+                    for r in rs),
+         "SIGKILLed worker: its jobs complete on another worker as attempt 2", rs)
+    t.ok(c.rcli("HGET", "al:stats", "status:ok").strip() == "2",
+         "exactly one result each")
+    left = subprocess.run(["pgrep", "-u", "64100"], capture_output=True).stdout
+    t.ok(not left, "the dead worker's sandboxes died with it", left)
+
+
+def stale_attempt(c):
+    c.scheduler()
+    c.worker("ws", uid_base=64300, slots=1)
+    jid = submit(c, "--timeout", "20000", "-c", "import time; time.sleep(1); print('first')")
+    c.wait_for(lambda: "event=job_start" in c.log("ws"), timeout=15)
+    c.signal("ws", signal.SIGSTOP)  # a worker that loses its lease without dying
+    c.worker("wt", uid_base=64400, slots=1)
+    c.rcli("BLPOP", "al:done:" + jid, "30")
+    r1 = result(c, jid)
+    c.signal("ws", signal.SIGCONT)
+    ok = c.wait_for(lambda: "event=stale_attempt" in c.log("ws"), timeout=15)
+    time.sleep(0.5)
+    r2 = result(c, jid)
+    t.ok(r1 and r1["attempt"] == 2 and r1["worker"] == "wt", "paused worker's job re-run as attempt 2",
+         r1)
+    t.ok(ok and "event=stale_attempt" in c.log("ws") and r2 == r1,
+         "the late attempt-1 commit is refused; the result stays attempt 2",
+         c.log("ws")[-600:])
+    # And directly at the script level: an old attempt cannot commit.
+    res = c.rcli("EVAL", "return redis.call('HGET', KEYS[1], 'attempt')", "1", "al:job:" + jid)
+    t.ok(res.strip() == "2", "the job record carries the fencing attempt number", res)
+
+
+def redis_restart(c):
+    c.stop_redis()
+    c.aof = True
+    c.start_redis()
+    c.scheduler()
+    c.worker("wr", uid_base=64500, slots=2)
+    acked = []
+    for i in range(120):
+        if i == 60:
+            c.stop_redis()
+            c.start_redis()
+        p = c.cli("submit", "--id", "aof-%03d" % i, "--", "true")
+        if p.returncode == 0:
+            acked.append(p.stdout.decode().strip())
+    ok = c.wait_for(lambda: all(c.rcli("EXISTS", "al:res:" + j).strip() == "1" for j in acked),
+                    timeout=120, step=1)
+    missing = [j for j in acked if c.rcli("EXISTS", "al:res:" + j).strip() != "1"]
+    t.ok(ok and len(acked) >= 100 and not missing,
+         "Redis restarted (AOF) mid-flow: all %d acknowledged submissions finished" % len(acked),
+         missing[:10])
+    t.ok("event=redis_up" in c.log("wr") and c.log("wr").count("event=redis_down") >= 1,
+         "the worker reconnected by itself")
+
+
+def cancel_and_deadline(c):
+    c.scheduler()
+    # no worker for tier internal: its jobs stay queued
+    jid = submit(c, "--tier", "internal", "-c", "print(1)")
+    c.wait_for(lambda: c.rcli("HGET", "al:job:" + jid, "state").strip() == "queued", timeout=10)
+    p = c.cli("cancel", jid)
+    r = result(c, jid)
+    t.ok(b"cancelled" in p.stdout and r and r["status"] == "cancelled",
+         "cancel a queued job: result cancelled at once", (p.stdout, r))
+    c.worker("wc", uid_base=64600, slots=1, tiers="trusted,internal")
+    run = submit(c, "--timeout", "30000", "-c", "import time; time.sleep(30)")
+    c.wait_for(lambda: "job=%s" % run in c.log("wc") and "event=job_start" in c.log("wc"), 15)
+    time.sleep(0.3)
+    t0 = time.time()
+    c.cli("cancel", run)
+    c.rcli("BLPOP", "al:done:" + run, "10")
+    took = time.time() - t0
+    r = result(c, run)
+    t.ok(r and r["status"] == "cancelled" and took < 1.5,
+         "cancel a running job: killed, result cancelled in %.2f s" % took, r)
+    past = str(int(time.time() * 1000) - 1000)
+    p = c.cli("run", "--deadline-ms", past, "-c", "print(1)")
+    t.ok(p.returncode == 65 and b"deadline_ms" in p.stderr, "deadline already past: rejected",
+         p.stderr)
+    # A job whose deadline passes while it waits behind a busy slot.
+    blocker = submit(c, "--timeout", "5000", "-c", "import time; time.sleep(3)")
+    soon = str(int(time.time() * 1000) + 800)
+    late = submit(c, "--deadline-ms", soon, "-c", "print('too late')")
+    c.rcli("BLPOP", "al:done:" + late, "10")
+    r = result(c, late)
+    t.ok(r and r["status"] == "expired" and r["stdout"] == b"", "queued past its deadline: expired",
+         r)
+    c.cli("cancel", blocker)
+
+
+def garbage(c):
+    c.scheduler()
+    c.worker("wg", uid_base=64700, slots=1)
+    c.rcli("XADD", "al:intake", "*", "job", "\xc1\xc1")
+    subprocess.run(["redis-cli", "-s", c.sock, "-x", "XADD", "al:intake", "*", "job"],
+                   input=msgpack.packb({"v": 1, "id": "bad-limits", "tier": "trusted",
+                                        "runtime": "python", "code": "1",
+                                        "limits": {"wall_ms": 0}}, use_bin_type=True),
+                   capture_output=True)
+    c.rcli("XADD", "al:intake", "*", "nojob", "1")
+    c.rcli("XADD", "al:q:trusted:mid", "*", "id", "ghost", "attempt", "1")
+    c.rcli("XADD", "al:q:trusted:mid", "*", "junk", "1")
+    ok = c.wait_for(lambda: int(c.rcli("XLEN", "al:dlq").strip() or 0) >= 5, timeout=15)
+    dl = c.cli("dlq", "list").stdout.decode()
+    t.ok(ok and "limits.wall_ms" in dl and "without a job field" in dl and "no such job" in dl
+         and "malformed queue entry" in dl, "garbage dead-lettered, each with its reason", dl)
+    r = result(c, "bad-limits")
+    t.ok(r and r["status"] == "rejected" and "limits.wall_ms" in r["error"],
+         "the recoverable id got a rejected result saying why", r)
+    p = c.cli("run", "-c", "print('still serving')")
+    t.ok(p.returncode == 0 and p.stdout == b"still serving\n", "worker keeps serving", p)
+    entry = dl.split()[0]
+    p = c.cli("dlq", "show", entry)
+    t.ok(p.returncode == 0 and entry.encode() in p.stdout, "dlq show", p.stdout)
+    p = c.cli("dlq", "purge")
+    t.ok(c.rcli("XLEN", "al:dlq").strip() == "0", "dlq purge", p)
+
+
+def worker_before_redis(_unused):
+    c = Cluster(start_redis=False)
+    try:
+        c.worker("wz", uid_base=64800, slots=1)
+        c.scheduler()
+        time.sleep(1.0)
+        alive = c.procs["wz"].poll() is None
+        c.start_redis()
+        p = c.cli("run", "-c", "print('late redis')", timeout=60)
+        t.ok(alive and p.returncode == 0 and p.stdout == b"late redis\n",
+             "worker started before Redis waits, then serves", p)
+    finally:
+        c.close()
+
+
+def drain(c):
+    c.scheduler()
+    c.worker("wd", uid_base=64900, slots=1, extra=["--drain-grace-ms", "5000"])
+    jid = submit(c, "-c", "import time; time.sleep(1); print('finished in grace')")
+    c.wait_for(lambda: "event=job_start" in c.log("wd"), timeout=15)
+    c.signal("wd", signal.SIGTERM)
+    rc = c.wait_exit("wd", 30)
+    r = result(c, jid)
+    t.ok(rc == 0 and r and r["status"] == "ok" and r["stdout"] == b"finished in grace\n",
+         "SIGTERM: the running job finishes within the grace period, exit 0", (rc, r))
+    c.worker("wd2", uid_base=65000, slots=1, extra=["--drain-grace-ms", "300"])
+    jid = submit(c, "--timeout", "20000", "-c", "import time; time.sleep(2); print('second try')")
+    c.wait_for(lambda: "event=job_start" in c.log("wd2"), timeout=15)
+    c.signal("wd2", signal.SIGTERM)
+    rc = c.wait_exit("wd2", 30)
+    c.worker("wd3", uid_base=65100, slots=1)
+    c.rcli("BLPOP", "al:done:" + jid, "30")
+    r = result(c, jid)
+    t.ok(rc == 0 and r and r["status"] == "ok" and r["worker"] == "wd3",
+         "grace too short: the job is given back and finishes on another worker", (rc, r))
+    p = c.cli("stats")
+    t.ok(b"worker wd3" in p.stdout and b"worker wd " not in p.stdout,
+         "stats lists live workers only", p.stdout)
+
+
+for name, fn in [("round trip", round_trip), ("1000 jobs", thousand),
+                 ("killed worker", killed_worker), ("stale attempt", stale_attempt),
+                 ("redis restart", redis_restart), ("cancel and deadline", cancel_and_deadline),
+                 ("garbage", garbage), ("drain", drain)]:
+    section(name, fn)
+worker_before_redis(None)
+sys.exit(t.done())

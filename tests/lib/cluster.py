@@ -1,0 +1,137 @@
+"""A throwaway Airlock installation for tests: a real redis-server on a unix
+socket in a temporary directory, schedulers and workers, all started and
+stopped by PID here. Nothing outside the temporary directory is touched
+except cgroups under airlock/<worker-id> (removed by the workers)."""
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+
+from altest import BUILD, CLI
+
+SCHED = os.path.join(BUILD, "airlock-scheduler")
+WORKER = os.path.join(BUILD, "airlock-worker")
+REDIS_SERVER = "/usr/bin/redis-server"
+
+
+class Cluster:
+    def __init__(self, policy=None, aof=False, start_redis=True):
+        self.dir = tempfile.mkdtemp(prefix="airlock-it-", dir="/var/tmp")
+        os.chmod(self.dir, 0o755)
+        self.sock = os.path.join(self.dir, "redis.sock")
+        self.url = "unix://" + self.sock
+        self.aof = aof
+        self.redis = None
+        self.procs = {}
+        self.policy = os.path.join(self.dir, "policy.yaml")
+        with open(self.policy, "w") as f:
+            f.write(policy or DEFAULT_POLICY)
+        if start_redis:
+            self.start_redis()
+
+    # --- redis ---
+    def start_redis(self):
+        args = [REDIS_SERVER, "--port", "0", "--unixsocket", self.sock, "--unixsocketperm", "700",
+                "--dir", self.dir, "--save", "", "--logfile", os.path.join(self.dir, "redis.log")]
+        if self.aof:
+            args += ["--appendonly", "yes", "--appendfsync", "everysec"]
+        self.redis = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for _ in range(200):
+            if os.path.exists(self.sock) and self.rcli("PING").strip() == "PONG":
+                return
+            time.sleep(0.02)
+        raise RuntimeError("redis-server did not start")
+
+    def stop_redis(self):
+        if self.redis and self.redis.poll() is None:
+            self.rcli("SHUTDOWN")  # AOF is flushed on a clean shutdown
+            try:
+                self.redis.wait(10)
+            except subprocess.TimeoutExpired:
+                self.redis.kill()
+                self.redis.wait()
+        self.redis = None
+
+    def rcli(self, *args, raw=False):
+        p = subprocess.run(["redis-cli", "-s", self.sock, *args], capture_output=True, timeout=30)
+        return p.stdout if raw else p.stdout.decode(errors="replace")
+
+    # --- airlock processes ---
+    def _start(self, name, args):
+        log = open(os.path.join(self.dir, name + ".log"), "ab")
+        p = subprocess.Popen(args, stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+        log.close()
+        self.procs[name] = p
+        return p
+
+    def scheduler(self, name="sched1", listen="off", extra=()):
+        return self._start(name, [SCHED, "--redis", self.url, "--policy", self.policy,
+                                  "--listen", listen, "--id", name, *extra])
+
+    def worker(self, name="w1", uid_base=64000, slots=2, tiers="trusted", extra=()):
+        return self._start(name, [WORKER, "--redis", self.url, "--policy", self.policy,
+                                  "--worker-id", name, "--uid-base", str(uid_base),
+                                  "--slots", str(slots), "--tiers", tiers,
+                                  "--state-dir", os.path.join(self.dir, "state"),
+                                  "--heartbeat-ms", "300", *extra])
+
+    def log(self, name):
+        with open(os.path.join(self.dir, name + ".log"), errors="replace") as f:
+            return f.read()
+
+    def signal(self, name, sig):
+        self.procs[name].send_signal(sig)
+
+    def wait_exit(self, name, timeout=30):
+        try:
+            return self.procs[name].wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def cli(self, *args, timeout=60, input=None):
+        return subprocess.run([CLI, "--redis", self.url, *args], capture_output=True,
+                              timeout=timeout, input=input)
+
+    def wait_for(self, cond, timeout=20, step=0.05):
+        end = time.time() + timeout
+        while time.time() < end:
+            if cond():
+                return True
+            time.sleep(step)
+        return False
+
+    def close(self):
+        for name, p in self.procs.items():
+            if p.poll() is None:
+                p.send_signal(signal.SIGKILL if name.startswith("sched") else signal.SIGTERM)
+        for name, p in self.procs.items():
+            try:
+                p.wait(15)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        if self.redis and self.redis.poll() is None:
+            self.redis.kill()
+            self.redis.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+DEFAULT_POLICY = """\
+result_ttl_s: 3600
+lease_ms: 1500
+tiers:
+  trusted:
+    backend: process
+    max_attempts: 3
+    backoff_ms: 100
+    defaults: {wall_ms: 10000, memory_bytes: 134217728}
+  internal:
+    backend: process
+    max_attempts: 2
+  bench:
+    backend: noop
+tenants:
+  default: {}
+"""

@@ -16,7 +16,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from altest import leftovers, run_one  # noqa: E402
+from altest import leftovers  # noqa: E402
+from cluster import Cluster  # noqa: E402
 
 UID_BASE = int(os.environ.get("AIRLOCK_TEST_UID_BASE", "61000"))
 SLOT_UID = UID_BASE  # --run-one uses slot 0
@@ -62,7 +63,6 @@ class Ctx:
         self.probe = os.path.join(self.tmp, "probe")
         subprocess.run(["gcc", "-O1", "-o", self.probe,
                         os.path.join(os.path.dirname(__file__), "probe.c")], check=True)
-        self.worker_id = "hostile-" + secrets.token_hex(3)
 
     def accepted(self):
         """True if any listener got a connection from a job."""
@@ -85,25 +85,56 @@ class Ctx:
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
-def run_process_backend(ctx, job):
-    """Run one job through `airlock-worker --run-one` on the process backend.
-    The worker holds the canary in its environment and an open socket to the
-    stand-in Redis, as a real worker holds its Redis connection."""
-    leak = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    leak.connect(ctx.sock_path)
-    ctx.unix.accept()[0].close()  # the worker's own connection, not the job's
-    env = {"PATH": "/usr/bin:/bin", "HOME": ctx.home, "AIRLOCK_SECRET": ctx.secret,
-           "AWS_SECRET_ACCESS_KEY": ctx.secret}
-    r, p = run_one(job, ctx.state, ctx.worker_id, UID_BASE, env=env,
-                   extra=["--backend", "process", "--hide", ctx.sock_path],
-                   pass_fds=[leak.fileno()])
-    leak.close()
+def decode_result(r):
+    """Bytes to text for the checks (results carry stdout/stderr as bin)."""
     if r is None:
-        return {"status": "harness_error", "error": p.stderr.decode(errors="replace")}
+        return {"status": "harness_error", "error": "no result"}
+    for k in ("stdout", "stderr"):
+        r[k] = r.get(k, b"").decode(errors="replace")
+    for f in r.get("files", []):
+        f["data"] = f["data"].decode(errors="replace")
     return r
 
 
-BACKENDS = {"process": run_process_backend}
+class QueueRunner:
+    """Jobs go through the real path: intake -> scheduler -> worker. The
+    worker holds the canary secret in its environment, its Redis connection
+    (the socket the job must not reach) and the harness's open descriptors."""
+
+    def __init__(self, ctx, tier, backend):
+        self.ctx = ctx
+        # a world-writable Redis socket: only hiding it keeps jobs out
+        self.c = Cluster(policy=POLICY.format(tier=tier, backend=backend), sockperm="777")
+        # the stand-in Redis socket the job hunts for is the real one here
+        ctx.sock_path = self.c.sock
+        self.worker_id = "hostile-" + backend
+        env = {"PATH": "/usr/bin:/bin", "HOME": ctx.home, "AIRLOCK_SECRET": ctx.secret,
+               "AWS_SECRET_ACCESS_KEY": ctx.secret}
+        self.c.scheduler()
+        self.c.worker(self.worker_id, uid_base=UID_BASE, slots=1, tiers=tier, env=env)
+        self.tier = tier
+        self.state = os.path.join(self.c.dir, "state")
+
+    def run(self, job):
+        job["tier"] = self.tier
+        return decode_result(self.c.run_job(job))
+
+    def close(self):
+        self.c.close()
+
+
+POLICY = """\
+result_ttl_s: 600
+lease_ms: 30000
+tiers:
+  {tier}:
+    backend: {backend}
+    max_attempts: 1
+    max: {{wall_ms: 60000, memory_bytes: 1073741824, pids: 256, disk_bytes: 1073741824}}
+"""
+
+# backend -> tier that the suite's policy routes to it
+BACKENDS = {"process": "trusted"}
 
 
 def py(code, **limits):
@@ -253,22 +284,24 @@ def main():
     n = failed = 0
     rows = []
     try:
-        for backend, run in BACKENDS.items():
+        for backend, tier in BACKENDS.items():
+            runner = QueueRunner(ctx, tier, backend)
+            run = runner.run
             for name, make, want, check in CASES:
-                job = {"v": 1, "id": "hostile-%d" % n, "tier": "trusted"}
+                job = {"v": 1, "id": "hostile-%d-%d" % (os.getpid(), n)}
                 job.update(make(ctx))
                 job.setdefault("limits", {})
                 for k, v in {"wall_ms": 5000, "memory_bytes": 128 << 20, "pids": 32,
                              "stdout_bytes": 65536, "stderr_bytes": 65536,
                              "disk_bytes": 16 << 20}.items():
                     job["limits"].setdefault(k, v)
-                r = run(ctx, job)
+                r = run(job)
                 n += 1
                 if r.get("status") == "harness_error":
                     contained, note = False, r["error"].strip()[:200]
                 else:
                     contained, note = check(r, ctx)
-                left = leftovers(SLOT_UID, ctx.worker_id, ctx.state)
+                left = leftovers(SLOT_UID, runner.worker_id, runner.state)
                 if left:
                     contained, note = False, "left behind: %s" % left
                 good = contained and r.get("status") == want
@@ -284,11 +317,13 @@ def main():
                     print("#   stdout: " + repr((r.get("stdout") or "")[:900]))
                     print("#   stderr: " + repr((r.get("stderr") or "")[:300]))
             # Afterwards the worker is still healthy: hello world passes.
-            r = run(ctx, {"v": 1, "id": "hello-after", "tier": "trusted",
-                          "runtime": "python", "code": "print('hello, world')"})
+            r = run({"v": 1, "id": "hello-after", "runtime": "python",
+                     "code": "print('hello, world')"})
             n += 1
             good = r.get("status") == "ok" and r.get("stdout") == "hello, world\n" and \
-                not leftovers(SLOT_UID, ctx.worker_id, ctx.state)
+                not leftovers(SLOT_UID, runner.worker_id, runner.state) and \
+                runner.c.procs[runner.worker_id].poll() is None
+            runner.close()
             failed += not good
             print("%sok %d - hello world after the suite on %s" % ("" if good else "not ", n,
                                                                     backend))

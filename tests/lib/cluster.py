@@ -17,7 +17,8 @@ REDIS_SERVER = "/usr/bin/redis-server"
 
 
 class Cluster:
-    def __init__(self, policy=None, aof=False, start_redis=True):
+    def __init__(self, policy=None, aof=False, start_redis=True, sockperm="700"):
+        self.sockperm = sockperm
         self.dir = tempfile.mkdtemp(prefix="airlock-it-", dir="/var/tmp")
         os.chmod(self.dir, 0o755)
         self.sock = os.path.join(self.dir, "redis.sock")
@@ -33,7 +34,7 @@ class Cluster:
 
     # --- redis ---
     def start_redis(self):
-        args = [REDIS_SERVER, "--port", "0", "--unixsocket", self.sock, "--unixsocketperm", "700",
+        args = [REDIS_SERVER, "--port", "0", "--unixsocket", self.sock, "--unixsocketperm", self.sockperm,
                 "--dir", self.dir, "--save", "", "--logfile", os.path.join(self.dir, "redis.log")]
         if self.aof:
             args += ["--appendonly", "yes", "--appendfsync", "everysec"]
@@ -59,9 +60,9 @@ class Cluster:
         return p.stdout if raw else p.stdout.decode(errors="replace")
 
     # --- airlock processes ---
-    def _start(self, name, args):
+    def _start(self, name, args, env=None):
         log = open(os.path.join(self.dir, name + ".log"), "ab")
-        p = subprocess.Popen(args, stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+        p = subprocess.Popen(args, stdout=log, stderr=log, stdin=subprocess.DEVNULL, env=env)
         log.close()
         self.procs[name] = p
         return p
@@ -70,12 +71,12 @@ class Cluster:
         return self._start(name, [SCHED, "--redis", self.url, "--policy", self.policy,
                                   "--listen", listen, "--id", name, *extra])
 
-    def worker(self, name="w1", uid_base=64000, slots=2, tiers="trusted", extra=()):
+    def worker(self, name="w1", uid_base=64000, slots=2, tiers="trusted", extra=(), env=None):
         return self._start(name, [WORKER, "--redis", self.url, "--policy", self.policy,
                                   "--worker-id", name, "--uid-base", str(uid_base),
                                   "--slots", str(slots), "--tiers", tiers,
                                   "--state-dir", os.path.join(self.dir, "state"),
-                                  "--heartbeat-ms", "300", *extra])
+                                  "--heartbeat-ms", "300", *extra], env=env)
 
     def log(self, name):
         with open(os.path.join(self.dir, name + ".log"), errors="replace") as f:
@@ -89,6 +90,16 @@ class Cluster:
             return self.procs[name].wait(timeout)
         except subprocess.TimeoutExpired:
             return None
+
+    def run_job(self, job, timeout=120):
+        """Submit a job dict the way a client in any language would (XADD
+        to the intake), wait on its done list, return the decoded result."""
+        import msgpack
+        subprocess.run(["redis-cli", "-s", self.sock, "-x", "XADD", "al:intake", "*", "job"],
+                       input=msgpack.packb(job, use_bin_type=True), capture_output=True)
+        self.rcli("BLPOP", "al:done:" + job["id"], str(timeout))
+        raw = self.rcli("GET", "al:res:" + job["id"], raw=True).rstrip(b"\n")
+        return msgpack.unpackb(raw, raw=False) if raw else None
 
     def cli(self, *args, timeout=60, input=None):
         return subprocess.run([CLI, "--redis", self.url, *args], capture_output=True,

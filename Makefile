@@ -8,7 +8,7 @@ CC ?= cc
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 60
 
-PKGS := hiredis libevent msgpack libseccomp libcurl jansson yaml-0.1 libvirt
+PKGS := hiredis libevent msgpack libseccomp libcurl libcrypto jansson yaml-0.1 libvirt
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS)) -I/usr/include/hiredis
 PKG_LIBS := $(shell pkg-config --libs $(PKGS))
 

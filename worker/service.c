@@ -21,6 +21,7 @@
 #include "../proto/keys.h"
 #include "../proto/scripts.h"
 #include "runner.h"
+#include "webhook.h"
 
 #define FETCH_BLOCK_MS "1000"
 #define MAX_STREAMS (AL_MAX_TIERS * AL_BANDS)
@@ -61,6 +62,8 @@ struct pending {
 	bool sent;
 	char what[16];
 	char id[AL_ID_MAX + 1];
+	char *callback;		/* commit: POST the result here once committed */
+	int body_arg;		/* commit: index of the result bytes in argv */
 };
 
 struct worker {
@@ -78,6 +81,7 @@ struct worker {
 	bool draining;
 	int exit_code;
 	struct pending *pending, **pending_tail;
+	struct al_webhooks *hooks;
 	struct event *hb, *sigterm, *sigint, *grace;
 	uint64_t jobs_done;
 };
@@ -129,6 +133,7 @@ static struct backend_state *backend_for(struct worker *w, const char *name)
 
 static void pending_free(struct pending *p)
 {
+	free(p->callback);
 	for (int i = 0; i < p->argc; i++)
 		free(p->argv[i]);
 	free(p->argv);
@@ -152,6 +157,11 @@ static void on_pending_reply(redisAsyncContext *ac, void *reply, void *priv)
 	} else if (r->type == REDIS_REPLY_INTEGER && r->integer == -1) {
 		logf_("warn", "stale_attempt", "what=%s job=%s note=\"lease was taken over; result refused\"",
 		      p->what, p->id);
+	} else if (r->type == REDIS_REPLY_INTEGER && r->integer == 1 && p->callback && w->hooks) {
+		/* Only the committed result is announced, once. */
+		if (al_webhooks_post(w->hooks, p->callback, p->id, p->argv[p->body_arg],
+				     p->lens[p->body_arg]))
+			logf_("error", "webhook", "job=%s error=\"could not queue the callback\"", p->id);
 	}
 	/* unlink p */
 	for (struct pending **pp = &w->pending; *pp; pp = &(*pp)->next) {
@@ -178,9 +188,10 @@ static void flush_pending(struct worker *w)
 	}
 }
 
-/* Queue a script call; argv[i] with lens[i] bytes (copied). */
-static void enqueue(struct worker *w, const char *what, const char *id, int argc,
-		    const char **argv, const size_t *lens)
+/* Queue a script call; argv[i] with lens[i] bytes (copied). Returns the
+ * queued call (owned by the queue) or NULL. */
+static struct pending *enqueue(struct worker *w, const char *what, const char *id, int argc,
+			       const char **argv, const size_t *lens)
 {
 	struct pending *p = calloc(1, sizeof(*p));
 
@@ -205,7 +216,7 @@ static void enqueue(struct worker *w, const char *what, const char *id, int argc
 	*w->pending_tail = p;
 	w->pending_tail = &p->next;
 	flush_pending(w);
-	return;
+	return p;
 oom:
 	/* Out of memory while saving a result: the lease will expire and the
 	 * job be re-delivered; say so loudly. */
@@ -214,6 +225,7 @@ oom:
 		p->argc = p->argv ? argc : 0;
 		pending_free(p);
 	}
+	return NULL;
 }
 
 static void keys_for(const char *id, const char *tenant, char jobkey[AL_KEY_MAX],
@@ -225,9 +237,9 @@ static void keys_for(const char *id, const char *tenant, char jobkey[AL_KEY_MAX]
 	snprintf(tenkey, AL_KEY_MAX, "al:tenant:%s", tenant ? tenant : "default");
 }
 
-/* Commit res for a job (attempt -1 = regardless of attempt). */
+/* Commit res for a job; callback (may be NULL) hears of it once committed. */
 static void commit_result(struct worker *w, const struct al_result *res, const char *tenant,
-			  const char *stream, const char *entry, long attempt)
+			  const char *stream, const char *entry, long attempt, const char *callback)
 {
 	char jobkey[AL_KEY_MAX], reskey[AL_KEY_MAX], done[AL_KEY_MAX], tenkey[AL_KEY_MAX];
 	char att[24], ttl[24], tier[AL_ID_MAX + 1] = "", waitms[24], runms[24];
@@ -257,9 +269,15 @@ static void commit_result(struct worker *w, const struct al_result *res, const c
 				       res->backend ? res->backend : "", waitms, runms };
 		size_t lens[sizeof(argv) / sizeof(argv[0])];
 
+		struct pending *p;
+
 		for (size_t i = 0; i < sizeof(argv) / sizeof(argv[0]); i++)
 			lens[i] = argv[i] == b.data ? b.len : strlen(argv[i]);
-		enqueue(w, "commit", res->id, sizeof(argv) / sizeof(argv[0]), argv, lens);
+		p = enqueue(w, "commit", res->id, sizeof(argv) / sizeof(argv[0]), argv, lens);
+		if (p && callback) {
+			p->callback = strdup(callback);
+			p->body_arg = 10;
+		}
 	}
 	al_buf_free(&b);
 }
@@ -278,7 +296,7 @@ static void commit_status(struct worker *w, const char *id, const char *tenant,
 	res.error = (char *)msg;
 	res.worker = (char *)w->conf->backend.worker_id;
 	res.finished_ms = al_now_ms();
-	commit_result(w, &res, tenant, stream, entry, attempt);
+	commit_result(w, &res, tenant, stream, entry, attempt, NULL);
 }
 
 /* Re-queue through the delayed set (bump: count an attempt). */
@@ -370,7 +388,8 @@ static void on_job_done(struct al_runner *r, struct al_result *res, void *arg)
 	} else if (res->status == AL_ST_SANDBOX_ERROR && s->attempt < s->job.max_attempts) {
 		retry_later(w, s, backoff_ms(s->tier, s->attempt), true);
 	} else {
-		commit_result(w, res, s->job.tenant, s->stream, s->entry, (long)s->attempt);
+		commit_result(w, res, s->job.tenant, s->stream, s->entry, (long)s->attempt,
+			      s->job.callback_url);
 	}
 	w->jobs_done++;
 	slot_release(s);
@@ -397,7 +416,7 @@ static void start_job(struct worker *w, struct slot *s, const char *raw, size_t 
 		commit_result(w, &(struct al_result){ .version = AL_PROTO_VERSION, .id = s->id,
 						      .attempt = s->attempt,
 						      .status = AL_ST_REJECTED, .error = err.msg },
-			      s->job.tenant, s->stream, s->entry, (long)s->attempt);
+			      s->job.tenant, s->stream, s->entry, (long)s->attempt, NULL);
 		slot_release(s);
 		return;
 	}
@@ -408,7 +427,8 @@ static void start_job(struct worker *w, struct slot *s, const char *raw, size_t 
 		commit_result(w, &(struct al_result){ .version = AL_PROTO_VERSION, .id = s->id,
 						      .attempt = s->attempt,
 						      .status = AL_ST_SANDBOX_ERROR, .error = why },
-			      s->job.tenant, s->stream, s->entry, (long)s->attempt);
+			      s->job.tenant, s->stream, s->entry, (long)s->attempt,
+			      s->job.callback_url);
 		slot_release(s);
 		return;
 	}
@@ -905,6 +925,7 @@ int al_worker_run(const struct al_worker_conf *conf)
 	w.sigint = evsignal_new(w.base, SIGINT, on_signal, &w);
 	evsignal_add(w.sigterm, NULL);
 	evsignal_add(w.sigint, NULL);
+	w.hooks = al_webhooks_new(w.base, conf->webhook_secret);
 	w.cmd = al_aconn_new(w.base, &w.url, "cmd", on_cmd_up, on_conn_down, &w);
 	w.fetch = al_aconn_new(w.base, &w.url, "fetch", on_fetch_up, on_conn_down, &w);
 	w.sub = al_aconn_new(w.base, &w.url, "sub", on_sub_up, on_conn_down, &w);
@@ -912,6 +933,13 @@ int al_worker_run(const struct al_worker_conf *conf)
 	      w.nstreams / AL_BANDS, conf->slots, conf->redis_url);
 	event_base_dispatch(w.base);
 
+	/* Let callbacks in flight finish; each is bounded by its timeout. */
+	for (int i = 0; i < AL_WEBHOOK_TIMEOUT_MS / 100 && al_webhooks_inflight(w.hooks) > 0; i++) {
+		struct timeval tv = { 0, 100000 };
+
+		event_base_loopexit(w.base, &tv);
+		event_base_dispatch(w.base);
+	}
 	if (al_aconn_is_up(w.cmd)) {
 		/* best effort: say goodbye so `airlock stats` stops listing us */
 		struct timeval tv = { 0, 200000 };
@@ -953,6 +981,7 @@ int al_worker_run(const struct al_worker_conf *conf)
 		w.pending = p->next;
 		pending_free(p);
 	}
+	al_webhooks_free(w.hooks);
 	event_free(w.hb);
 	event_free(w.grace);
 	event_free(w.sigterm);

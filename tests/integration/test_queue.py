@@ -283,10 +283,67 @@ def drain(c):
          "stats lists live workers only", p.stdout)
 
 
+def webhook(_unused):
+    import hashlib
+    import hmac
+    import http.server
+    import threading
+
+    got = []
+
+    class H(http.server.BaseHTTPRequestHandler):
+        calls = 0
+
+        def do_POST(self):
+            H.calls += 1
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            if H.calls == 1:  # first delivery fails: the worker must retry
+                self.send_response(503)
+                self.end_headers()
+                return
+            got.append((self.headers.get("X-Airlock-Signature"), self.headers.get("X-Airlock-Job"),
+                        body))
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *a):
+            pass
+
+    srv = http.server.HTTPServer(("127.0.0.1", 0), H)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    port = srv.server_address[1]
+    policy = """\
+result_ttl_s: 600
+lease_ms: 5000
+tiers:
+  trusted:
+    backend: process
+    callback_hosts: [127.0.0.1]
+"""
+    c = Cluster(policy=policy)
+    try:
+        c.scheduler()
+        c.worker("wh", uid_base=65200, slots=1, extra=["--webhook-secret", "s3cret"])
+        jid = submit(c, "--callback", "http://127.0.0.1:%d/hook" % port, "-c", "print('hooked')")
+        ok = c.wait_for(lambda: got, timeout=20)
+        sig, hid, body = got[0] if got else (None, None, b"")
+        want = "sha256=" + hmac.new(b"s3cret", body, hashlib.sha256).hexdigest()
+        r = msgpack.unpackb(body, raw=False) if body else {}
+        t.ok(ok and hid == jid and sig == want and r.get("stdout") == b"hooked\n",
+             "webhook: the committed result POSTed, HMAC-signed, after a retry", (sig, want, r))
+        p = c.cli("run", "--callback", "http://evil.example.invalid/x", "-c", "print(1)")
+        t.ok(p.returncode == 65 and b"not allowed" in p.stderr,
+             "callback host outside the policy: rejected", p.stderr)
+    finally:
+        c.close()
+        srv.shutdown()
+
+
 for name, fn in [("round trip", round_trip), ("1000 jobs", thousand),
                  ("killed worker", killed_worker), ("stale attempt", stale_attempt),
                  ("redis restart", redis_restart), ("cancel and deadline", cancel_and_deadline),
                  ("garbage", garbage), ("drain", drain)]:
     section(name, fn)
 worker_before_redis(None)
+webhook(None)
 sys.exit(t.done())

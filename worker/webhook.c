@@ -1,0 +1,262 @@
+/* webhook.c - result callbacks over libcurl multi on libevent (webhook.h). */
+#include "webhook.h"
+
+#include <curl/curl.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../proto/job.h"
+
+struct al_webhooks {
+	struct event_base *base;
+	CURLM *multi;
+	struct event *timer;
+	char *secret;
+	int inflight;
+};
+
+struct hook {
+	struct al_webhooks *wh;
+	CURL *easy;
+	struct curl_slist *headers;
+	char *url;
+	char *body;
+	size_t len;
+	char id[AL_ID_MAX + 1];
+	int tries;
+	struct event *retry;
+};
+
+struct sockctx {
+	struct event *ev;
+};
+
+static void check_done(struct al_webhooks *wh);
+static int start_hook(struct hook *h);
+
+static void hook_free(struct hook *h)
+{
+	if (h->easy) {
+		curl_multi_remove_handle(h->wh->multi, h->easy);
+		curl_easy_cleanup(h->easy);
+	}
+	curl_slist_free_all(h->headers);
+	if (h->retry)
+		event_free(h->retry);
+	free(h->url);
+	free(h->body);
+	h->wh->inflight--;
+	free(h);
+}
+
+static void on_socket_event(evutil_socket_t fd, short what, void *arg)
+{
+	struct al_webhooks *wh = arg;
+	int running, flags = 0;
+
+	flags |= (what & EV_READ) ? CURL_CSELECT_IN : 0;
+	flags |= (what & EV_WRITE) ? CURL_CSELECT_OUT : 0;
+	curl_multi_socket_action(wh->multi, fd, flags, &running);
+	check_done(wh);
+}
+
+static int on_socket(CURL *e, curl_socket_t s, int what, void *userp, void *socketp)
+{
+	struct al_webhooks *wh = userp;
+	struct sockctx *sc = socketp;
+	short kind = (short)(((what & CURL_POLL_IN) ? EV_READ : 0) |
+			     ((what & CURL_POLL_OUT) ? EV_WRITE : 0) | EV_PERSIST);
+
+	(void)e;
+	if (what == CURL_POLL_REMOVE) {
+		if (sc) {
+			event_free(sc->ev);
+			free(sc);
+			curl_multi_assign(wh->multi, s, NULL);
+		}
+		return 0;
+	}
+	if (!sc) {
+		sc = calloc(1, sizeof(*sc));
+		if (!sc)
+			return -1;
+		curl_multi_assign(wh->multi, s, sc);
+	} else {
+		event_free(sc->ev);
+	}
+	sc->ev = event_new(wh->base, s, kind, on_socket_event, wh);
+	event_add(sc->ev, NULL);
+	return 0;
+}
+
+static void on_timer(evutil_socket_t fd, short what, void *arg)
+{
+	struct al_webhooks *wh = arg;
+	int running;
+
+	(void)fd;
+	(void)what;
+	curl_multi_socket_action(wh->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+	check_done(wh);
+}
+
+static int on_curl_timer(CURLM *m, long ms, void *userp)
+{
+	struct al_webhooks *wh = userp;
+	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
+
+	(void)m;
+	if (ms < 0)
+		evtimer_del(wh->timer);
+	else
+		evtimer_add(wh->timer, &tv);
+	return 0;
+}
+
+static void on_retry(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	if (start_hook(arg))
+		hook_free(arg);
+}
+
+static void check_done(struct al_webhooks *wh)
+{
+	CURLMsg *msg;
+	int left;
+
+	while ((msg = curl_multi_info_read(wh->multi, &left))) {
+		struct hook *h;
+		long code = 0;
+
+		if (msg->msg != CURLMSG_DONE)
+			continue;
+		curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&h);
+		curl_easy_getinfo(msg->easy_handle, CURLINFO_RESPONSE_CODE, &code);
+		curl_multi_remove_handle(wh->multi, h->easy);
+		curl_easy_cleanup(h->easy);
+		h->easy = NULL;
+		if (msg->data.result == CURLE_OK && code >= 200 && code < 300) {
+			fprintf(stderr, "level=info event=webhook job=%s status=%ld tries=%d\n", h->id, code,
+				h->tries);
+			hook_free(h);
+		} else if (h->tries < AL_WEBHOOK_TRIES) {
+			struct timeval tv = { 1 << (h->tries - 1), 0 };
+
+			fprintf(stderr, "level=warn event=webhook_retry job=%s status=%ld error=\"%s\" try=%d\n",
+				h->id, code, curl_easy_strerror(msg->data.result), h->tries);
+			evtimer_add(h->retry, &tv);
+		} else {
+			fprintf(stderr, "level=error event=webhook_failed job=%s status=%ld error=\"%s\" tries=%d\n",
+				h->id, code, curl_easy_strerror(msg->data.result), h->tries);
+			hook_free(h);
+		}
+	}
+}
+
+static int start_hook(struct hook *h)
+{
+	h->easy = curl_easy_init();
+	if (!h->easy)
+		return -1;
+	h->tries++;
+	curl_easy_setopt(h->easy, CURLOPT_URL, h->url);
+	curl_easy_setopt(h->easy, CURLOPT_POST, 1L);
+	curl_easy_setopt(h->easy, CURLOPT_POSTFIELDS, h->body);
+	curl_easy_setopt(h->easy, CURLOPT_POSTFIELDSIZE, (long)h->len);
+	curl_easy_setopt(h->easy, CURLOPT_HTTPHEADER, h->headers);
+	curl_easy_setopt(h->easy, CURLOPT_TIMEOUT_MS, (long)AL_WEBHOOK_TIMEOUT_MS);
+	curl_easy_setopt(h->easy, CURLOPT_FOLLOWLOCATION, 0L);
+	curl_easy_setopt(h->easy, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(h->easy, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(h->easy, CURLOPT_PRIVATE, h);
+	curl_easy_setopt(h->easy, CURLOPT_USERAGENT, "airlock-worker");
+	if (curl_multi_add_handle(h->wh->multi, h->easy) != CURLM_OK)
+		return -1;
+	return 0;
+}
+
+struct al_webhooks *al_webhooks_new(struct event_base *base, const char *secret)
+{
+	struct al_webhooks *wh = calloc(1, sizeof(*wh));
+
+	if (!wh)
+		return NULL;
+	curl_global_init(CURL_GLOBAL_DEFAULT);
+	wh->base = base;
+	wh->multi = curl_multi_init();
+	wh->timer = evtimer_new(base, on_timer, wh);
+	wh->secret = secret ? strdup(secret) : NULL;
+	if (!wh->multi || !wh->timer) {
+		al_webhooks_free(wh);
+		return NULL;
+	}
+	curl_multi_setopt(wh->multi, CURLMOPT_SOCKETFUNCTION, on_socket);
+	curl_multi_setopt(wh->multi, CURLMOPT_SOCKETDATA, wh);
+	curl_multi_setopt(wh->multi, CURLMOPT_TIMERFUNCTION, on_curl_timer);
+	curl_multi_setopt(wh->multi, CURLMOPT_TIMERDATA, wh);
+	return wh;
+}
+
+int al_webhooks_post(struct al_webhooks *wh, const char *url, const char *job_id,
+		     const void *body, size_t len)
+{
+	struct hook *h = calloc(1, sizeof(*h));
+	char line[160];
+
+	if (!h)
+		return -1;
+	h->wh = wh;
+	wh->inflight++;
+	h->url = strdup(url);
+	h->body = malloc(len ? len : 1);
+	h->len = len;
+	h->retry = evtimer_new(wh->base, on_retry, h);
+	snprintf(h->id, sizeof(h->id), "%s", job_id);
+	if (!h->url || !h->body || !h->retry) {
+		hook_free(h);
+		return -1;
+	}
+	memcpy(h->body, body, len);
+	h->headers = curl_slist_append(NULL, "Content-Type: application/msgpack");
+	snprintf(line, sizeof(line), "X-Airlock-Job: %s", job_id);
+	h->headers = curl_slist_append(h->headers, line);
+	if (wh->secret) {
+		unsigned char mac[EVP_MAX_MD_SIZE];
+		unsigned int maclen = 0;
+		char hex[2 * EVP_MAX_MD_SIZE + 1];
+
+		HMAC(EVP_sha256(), wh->secret, (int)strlen(wh->secret), (const unsigned char *)body, len,
+		     mac, &maclen);
+		for (unsigned i = 0; i < maclen; i++)
+			snprintf(hex + 2 * i, 3, "%02x", mac[i]);
+		snprintf(line, sizeof(line), "X-Airlock-Signature: sha256=%s", hex);
+		h->headers = curl_slist_append(h->headers, line);
+	}
+	if (start_hook(h)) {
+		hook_free(h);
+		return -1;
+	}
+	return 0;
+}
+
+int al_webhooks_inflight(const struct al_webhooks *wh)
+{
+	return wh ? wh->inflight : 0;
+}
+
+void al_webhooks_free(struct al_webhooks *wh)
+{
+	if (!wh)
+		return;
+	if (wh->multi)
+		curl_multi_cleanup(wh->multi);
+	if (wh->timer)
+		event_free(wh->timer);
+	free(wh->secret);
+	free(wh);
+}

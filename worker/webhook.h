@@ -1,0 +1,25 @@
+/* webhook.h - POSTing results to callback URLs with libcurl's multi
+ * interface on the worker's libevent loop: never blocks the loop, signs the
+ * body with HMAC-SHA256 of an operator secret, retries a few times. */
+#ifndef AL_WEBHOOK_H
+#define AL_WEBHOOK_H
+
+#include <event2/event.h>
+#include <stddef.h>
+
+struct al_webhooks;
+
+#define AL_WEBHOOK_TRIES 3	   /* attempts per callback */
+#define AL_WEBHOOK_TIMEOUT_MS 10000 /* per attempt */
+
+/* secret may be NULL (then no signature header). Free with al_webhooks_free. */
+struct al_webhooks *al_webhooks_new(struct event_base *base, const char *secret);
+/* Queue a POST of body (copied) to url with headers X-Airlock-Job and
+ * X-Airlock-Signature: sha256=<hex HMAC of the body>. */
+int al_webhooks_post(struct al_webhooks *wh, const char *url, const char *job_id,
+		     const void *body, size_t len);
+/* Number of callbacks not yet delivered or given up. */
+int al_webhooks_inflight(const struct al_webhooks *wh);
+void al_webhooks_free(struct al_webhooks *wh);
+
+#endif

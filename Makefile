@@ -40,7 +40,7 @@ TESTS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(TEST_SRC)) $(BUILD)/tests/
 	$(BUILD)/tests/bench_backend
 FUZZERS := $(BUILD)/fuzz/fuzz_job $(BUILD)/fuzz/fuzz_result
 
-.PHONY: all deps test check fuzz format clean headers
+.PHONY: all deps test check fuzz format clean headers demo bench
 .SECONDARY:
 all: $(LIB) $(BINS) headers
 
@@ -92,6 +92,12 @@ fuzz: $(FUZZERS)
 
 test check: all $(TESTS) $(FUZZERS)
 	BUILD=$(BUILD) FUZZ_SECONDS=$(FUZZ_SECONDS) bash tests/run.sh
+
+demo: all
+	BUILD=$(BUILD) bash deploy/demo.sh
+
+bench: all $(TESTS)
+	BUILD=$(BUILD) bash tests/bench/run.sh
 
 format:
 	clang-format -i $(shell git ls-files '*.c' '*.h')

@@ -37,7 +37,7 @@ obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 LIB := $(BUILD)/libairlock.a
 BINS := $(BUILD)/airlock $(BUILD)/airlock-worker $(BUILD)/airlock-scheduler
 TESTS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(TEST_SRC)) $(BUILD)/tests/proto_tool \
-	$(BUILD)/tests/bench_backend
+	$(BUILD)/tests/bench_backend $(BUILD)/tests/bench_queue
 FUZZERS := $(BUILD)/fuzz/fuzz_job $(BUILD)/fuzz/fuzz_result
 
 .PHONY: all deps test check fuzz format clean headers demo bench
@@ -78,6 +78,10 @@ $(BUILD)/tests/proto_tool: $(call obj,tests/interop/proto_tool.c) $(LIB)
 
 WORKER_LIB_OBJ := $(call obj,$(filter-out worker/main.c,$(WORKER_SRC)))
 $(BUILD)/tests/bench_backend: $(call obj,tests/bench/bench_backend.c) $(WORKER_LIB_OBJ) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
+$(BUILD)/tests/bench_queue: $(call obj,tests/bench/bench_queue.c) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
 

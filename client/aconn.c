@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../proto/scripts.h"
+
 #define BACKOFF_MIN_MS 50
 #define BACKOFF_MAX_MS 2000
 
@@ -25,6 +27,16 @@ struct al_aconn {
 
 static void schedule_retry(struct al_aconn *c);
 
+void al_aconn_load_scripts(struct al_aconn *c)
+{
+	/* Ordered before anything sent after it on this connection. */
+	for (size_t i = 0; al_lua_all[i]; i++) {
+		const char *argv[] = { "SCRIPT", "LOAD", al_lua_all[i] };
+
+		redisAsyncCommandArgv(c->ac, NULL, NULL, 3, argv, NULL);
+	}
+}
+
 static void on_auth(redisAsyncContext *ac, void *reply, void *priv)
 {
 	struct al_aconn *c = priv;
@@ -40,6 +52,7 @@ static void on_auth(redisAsyncContext *ac, void *reply, void *priv)
 	}
 	c->up = true;
 	c->backoff_ms = BACKOFF_MIN_MS;
+	al_aconn_load_scripts(c);
 	if (c->on_up)
 		c->on_up(c, c->arg);
 }

@@ -1,7 +1,8 @@
 /* aconn.h - an asynchronous Redis connection on a libevent loop (hiredis
  * async + its libevent adapter) that authenticates, and reconnects with
  * capped exponential backoff whenever it drops. Used by the worker and the
- * scheduler; a context is never reused after an error (hiredis' rule): a new
+ * scheduler. It loads the Airlock scripts on every connect, so callers use
+ * EVALSHA; a context is never reused after an error (hiredis' rule): a new
  * one is made on every reconnect. */
 #ifndef AL_ACONN_H
 #define AL_ACONN_H
@@ -26,6 +27,9 @@ struct al_aconn *al_aconn_new(struct event_base *base, const struct al_redis_url
 int al_aconn_cmd(struct al_aconn *c, redisCallbackFn *fn, void *priv, int argc,
 		 const char *const *argv, const size_t *lens);
 bool al_aconn_is_up(const struct al_aconn *c);
+/* SCRIPT LOAD every Airlock script (done at each connect; call again after a
+ * NOSCRIPT error, e.g. when an operator ran SCRIPT FLUSH). */
+void al_aconn_load_scripts(struct al_aconn *c);
 void al_aconn_free(struct al_aconn *c);
 
 #endif

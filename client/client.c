@@ -33,6 +33,22 @@ static redisReply *cmd(struct al_client *c, struct al_err *err, int argc, const 
 {
 	redisReply *r = redisCommandArgv(c->rc, argc, argv, lens);
 
+	/* EVALSHA of a script Redis does not have (yet): load it, once. */
+	if (r && r->type == REDIS_REPLY_ERROR && !strncmp(r->str, "NOSCRIPT", 8) &&
+	    !strcmp(argv[0], "EVALSHA")) {
+		freeReplyObject(r);
+		r = NULL;
+		for (size_t i = 0; al_lua_all[i]; i++) {
+			if (strcmp(al_script_sha(al_lua_all[i]), argv[1]))
+				continue;
+			r = redisCommand(c->rc, "SCRIPT LOAD %s", al_lua_all[i]);
+			if (r)
+				freeReplyObject(r);
+			r = redisCommandArgv(c->rc, argc, argv, lens);
+			break;
+		}
+	}
+
 	if (!r) {
 		al_err_set(err, AL_EREDIS, "redis %s: %s", c->where,
 			   c->rc->errstr[0] ? c->rc->errstr : "connection lost");
@@ -104,54 +120,111 @@ void al_client_close(struct al_client *c)
 	free(c);
 }
 
+int al_client_submit_many(struct al_client *c, struct al_job *jobs, size_t n,
+			  char (*ids_out)[AL_ID_MAX + 1], int *status, struct al_err *err)
+{
+	const size_t nk = 3, na = 7;
+	struct al_buf *bodies = calloc(n ? n : 1, sizeof(*bodies));
+	char (*keys)[AL_KEY_MAX] = calloc(n * 2 + 1, AL_KEY_MAX);
+	char (*nums)[24] = calloc(n + 1, 24);
+	const char **argv = calloc(3 + (nk + na) * n, sizeof(char *));
+	size_t *lens = calloc(3 + (nk + na) * n, sizeof(size_t));
+	char nkeys[24], gen[33];
+	redisReply *r = NULL;
+	size_t k = 3;
+	int rc = AL_OK;
+
+	if (!bodies || !keys || !nums || !argv || !lens) {
+		rc = al_err_set(err, AL_ENOMEM, "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct al_job *job = &jobs[i];
+
+		if (!job->id) {
+			if ((rc = al_job_new_id(gen, err)))
+				goto out;
+			if (!(job->id = strdup(gen))) {
+				rc = al_err_set(err, AL_ENOMEM, "out of memory");
+				goto out;
+			}
+		}
+		if (!job->submitted_ms)
+			job->submitted_ms = now_ms();
+		if ((rc = al_job_encode(job, &bodies[i], err)))
+			goto out;
+		snprintf(keys[2 * i], AL_KEY_MAX, "al:job:%s", job->id);
+		snprintf(keys[2 * i + 1], AL_KEY_MAX, "al:idem:%s:%s", job->tenant,
+			 job->idempotency_key ? job->idempotency_key : "");
+		snprintf(nums[i], 24, "%llu", (unsigned long long)job->submitted_ms);
+		argv[k++] = keys[2 * i];
+		argv[k++] = AL_KEY_INTAKE;
+		argv[k++] = keys[2 * i + 1];
+	}
+	for (size_t i = 0; i < n; i++) {
+		argv[k++] = jobs[i].id;
+		lens[k] = bodies[i].len;
+		argv[k++] = bodies[i].data;
+		argv[k++] = nums[i];
+		argv[k++] = IDEM_TTL_S;
+		argv[k++] = jobs[i].idempotency_key ? "1" : "0";
+		argv[k++] = jobs[i].tier;
+		argv[k++] = jobs[i].tenant;
+	}
+	snprintf(nkeys, sizeof(nkeys), "%zu", nk * n);
+	argv[0] = "EVALSHA";
+	argv[1] = al_script_sha(al_lua_submit);
+	argv[2] = nkeys;
+	for (size_t i = 0; i < k; i++)
+		if (!lens[i])
+			lens[i] = strlen(argv[i]);
+	if (!(r = cmd(c, err, (int)k, argv, lens))) {
+		rc = AL_EREDIS;
+		goto out;
+	}
+	if (r->type != REDIS_REPLY_ARRAY || r->elements != n) {
+		rc = al_err_set(err, AL_EREDIS, "submit: unexpected reply from Redis");
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++) {
+		redisReply *e = r->element[i];
+
+		if (e->type != REDIS_REPLY_ARRAY || e->elements != 2 ||
+		    e->element[0]->type != REDIS_REPLY_INTEGER || e->element[1]->type != REDIS_REPLY_STRING) {
+			rc = al_err_set(err, AL_EREDIS, "submit: unexpected reply from Redis");
+			goto out;
+		}
+		status[i] = (int)e->element[0]->integer;
+		snprintf(ids_out[i], AL_ID_MAX + 1, "%s", e->element[1]->str);
+	}
+out:
+	if (r)
+		freeReplyObject(r);
+	for (size_t i = 0; bodies && i < n; i++)
+		al_buf_free(&bodies[i]);
+	free(bodies);
+	free(keys);
+	free(nums);
+	free(argv);
+	free(lens);
+	return rc;
+}
+
 int al_client_submit(struct al_client *c, struct al_job *job, char id_out[AL_ID_MAX + 1],
 		     bool *existing, struct al_err *err)
 {
-	char jobkey[AL_KEY_MAX], idem[AL_KEY_MAX], now[24], gen[33];
-	struct al_buf b = { 0 };
-	redisReply *r;
-	int rc;
+	char ids[1][AL_ID_MAX + 1];
+	int status = 0;
+	int rc = al_client_submit_many(c, job, 1, ids, &status, err);
 
 	*existing = false;
-	if (!job->id) {
-		if ((rc = al_job_new_id(gen, err)))
-			return rc;
-		if (!(job->id = strdup(gen)))
-			return al_err_set(err, AL_ENOMEM, "out of memory");
-	}
-	if (!job->submitted_ms)
-		job->submitted_ms = now_ms();
-	if ((rc = al_job_encode(job, &b, err)))
+	if (rc)
 		return rc;
-	snprintf(jobkey, sizeof(jobkey), "al:job:%s", job->id);
-	snprintf(idem, sizeof(idem), "al:idem:%s:%s", job->tenant,
-		 job->idempotency_key ? job->idempotency_key : "");
-	snprintf(now, sizeof(now), "%llu", (unsigned long long)job->submitted_ms);
-	{
-		const char *argv[] = { "EVAL", al_lua_submit, "3", jobkey, AL_KEY_INTAKE, idem,
-				       job->id, b.data, now, IDEM_TTL_S,
-				       job->idempotency_key ? "1" : "0", job->tier, job->tenant };
-		size_t lens[sizeof(argv) / sizeof(argv[0])];
-
-		for (size_t i = 0; i < sizeof(argv) / sizeof(argv[0]); i++)
-			lens[i] = argv[i] == b.data ? b.len : strlen(argv[i]);
-		r = cmd(c, err, sizeof(argv) / sizeof(argv[0]), argv, lens);
-	}
-	al_buf_free(&b);
-	if (!r)
-		return AL_EREDIS;
-	rc = AL_OK;
-	if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-	    r->element[0]->type != REDIS_REPLY_INTEGER || r->element[1]->type != REDIS_REPLY_STRING) {
-		rc = al_err_set(err, AL_EREDIS, "submit: unexpected reply from Redis");
-	} else if (r->element[0]->integer == -1) {
-		rc = al_err_set(err, AL_EINVAL, "id: job \"%s\" already exists", job->id);
-	} else {
-		*existing = r->element[0]->integer == 0;
-		snprintf(id_out, AL_ID_MAX + 1, "%s", r->element[1]->str);
-	}
-	freeReplyObject(r);
-	return rc;
+	if (status == -1)
+		return al_err_set(err, AL_EINVAL, "id: job \"%s\" already exists", job->id);
+	*existing = status == 0;
+	snprintf(id_out, AL_ID_MAX + 1, "%s", ids[0]);
+	return AL_OK;
 }
 
 static int get_result(struct al_client *c, const char *id, struct al_result *res, bool *found,
@@ -263,7 +336,7 @@ int al_client_cancel(struct al_client *c, const char *id, struct al_err *err)
 	if (rc)
 		return rc;
 	{
-		const char *argv[] = { "EVAL", al_lua_cancel, "5", jobkey, reskey, done, AL_KEY_STATS,
+		const char *argv[] = { "EVALSHA", al_script_sha(al_lua_cancel), "5", jobkey, reskey, done, AL_KEY_STATS,
 				       tenantkey, id, b.data, ttl };
 		size_t lens[sizeof(argv) / sizeof(argv[0])];
 
@@ -293,21 +366,33 @@ int al_client_stats(struct al_client *c, void *fp, struct al_err *err)
 	if (!(keys = cmd(c, err, 2, argv_keys, NULL)))
 		return AL_EREDIS;
 	for (size_t i = 0; i < keys->elements; i++) {
-		long long len = 0, pending = 0;
+		long long lag = -1, pending = 0;
 
-		r = redisCommand(c->rc, "XLEN %s", keys->element[i]->str);
-		if (r && r->type == REDIS_REPLY_INTEGER)
-			len = r->integer;
+		r = redisCommand(c->rc, "XINFO GROUPS %s", keys->element[i]->str);
+		for (size_t g = 0; r && r->type == REDIS_REPLY_ARRAY && g < r->elements; g++) {
+			redisReply *grp = r->element[g];
+			bool ours = false;
+			long long l = -1, p = 0;
+
+			for (size_t k = 0; grp->type == REDIS_REPLY_ARRAY && k + 1 < grp->elements; k += 2) {
+				const char *name = grp->element[k]->str;
+				redisReply *v = grp->element[k + 1];
+
+				if (!strcmp(name, "name") && v->type == REDIS_REPLY_STRING)
+					ours = !strcmp(v->str, AL_GROUP_WORKERS);
+				else if (!strcmp(name, "lag") && v->type == REDIS_REPLY_INTEGER)
+					l = v->integer;
+				else if (!strcmp(name, "pending") && v->type == REDIS_REPLY_INTEGER)
+					p = v->integer;
+			}
+			if (ours) {
+				lag = l;
+				pending = p;
+			}
+		}
 		if (r)
 			freeReplyObject(r);
-		r = redisCommand(c->rc, "XPENDING %s %s", keys->element[i]->str, AL_GROUP_WORKERS);
-		if (r && r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
-		    r->element[0]->type == REDIS_REPLY_INTEGER)
-			pending = r->element[0]->integer;
-		if (r)
-			freeReplyObject(r);
-		fprintf(f, "queue %s queued=%lld running=%lld\n", keys->element[i]->str + 5,
-			len - pending, pending);
+		fprintf(f, "queue %s queued=%lld running=%lld\n", keys->element[i]->str + 5, lag, pending);
 	}
 	freeReplyObject(keys);
 	r = redisCommand(c->rc, "HGETALL %s", AL_KEY_WORKERS);

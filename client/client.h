@@ -24,6 +24,13 @@ void al_client_close(struct al_client *c);
 int al_client_submit(struct al_client *c, struct al_job *job, char id_out[AL_ID_MAX + 1],
 		     bool *existing, struct al_err *err);
 
+/* Submit n jobs in one round trip (same rules as al_client_submit, per job).
+ * ids_out[i] gets each id; status[i] is 1 accepted, 0 an earlier job with the
+ * same idempotency key, -1 the id was taken. Returns AL_OK or an error for
+ * the whole call (nothing or everything was submitted). */
+int al_client_submit_many(struct al_client *c, struct al_job *jobs, size_t n,
+			  char (*ids_out)[AL_ID_MAX + 1], int *status, struct al_err *err);
+
 /* Wait up to timeout_ms (0 = forever) for the result; AL_OK fills *res
  * (caller frees). A timeout returns AL_EREDIS with "timed out". */
 int al_client_wait(struct al_client *c, const char *id, uint64_t timeout_ms,

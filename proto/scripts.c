@@ -1,105 +1,161 @@
 /* scripts.c - the Lua scripts of every queue transition (see scripts.h). */
 #include "scripts.h"
 
+#include <openssl/sha.h>
+#include <stdio.h>
+#include <string.h>
+
 /* Shared fragments are repeated inline: Redis runs each script alone. */
 
 const char al_lua_submit[] =
-	"if ARGV[5] == '1' then\n"
-	"  local prev = redis.call('GET', KEYS[3])\n"
-	"  if prev then return {0, prev} end\n"
+	"local out = {}\n"
+	"for i = 0, #KEYS / 3 - 1 do\n"
+	"  local K, A = 3 * i, 7 * i\n"
+	"  local r\n"
+	"  local prev = ARGV[A + 5] == '1' and redis.call('GET', KEYS[K + 3])\n"
+	"  if prev then r = {0, prev}\n"
+	"  elseif redis.call('EXISTS', KEYS[K + 1]) == 1 then r = {-1, ARGV[A + 1]}\n"
+	"  else\n"
+	"    redis.call('HSET', KEYS[K + 1], 'state', 'submitted', 'submitted_ms', ARGV[A + 3],"
+	" 'tier', ARGV[A + 6], 'tenant', ARGV[A + 7])\n"
+	"    redis.call('XADD', KEYS[K + 2], '*', 'id', ARGV[A + 1], 'job', ARGV[A + 2])\n"
+	"    if ARGV[A + 5] == '1' then redis.call('SET', KEYS[K + 3], ARGV[A + 1], 'EX', ARGV[A + 4]) end\n"
+	"    r = {1, ARGV[A + 1]}\n"
+	"  end\n"
+	"  out[i + 1] = r\n"
 	"end\n"
-	"if redis.call('EXISTS', KEYS[1]) == 1 then return {-1, ARGV[1]} end\n"
-	"redis.call('HSET', KEYS[1], 'state', 'submitted', 'submitted_ms', ARGV[3],"
-	" 'tier', ARGV[6], 'tenant', ARGV[7])\n"
-	"redis.call('XADD', KEYS[2], '*', 'id', ARGV[1], 'job', ARGV[2])\n"
-	"if ARGV[5] == '1' then redis.call('SET', KEYS[3], ARGV[1], 'EX', ARGV[4]) end\n"
-	"return {1, ARGV[1]}\n";
+	"return out\n";
 
 const char al_lua_admit[] =
-	"local st = redis.call('HGET', KEYS[1], 'state')\n"
-	"if st == 'done' then return -1 end\n"
-	"if st and st ~= 'submitted' then return 0 end\n"
-	"local maxq = tonumber(ARGV[8])\n"
-	"if maxq > 0 and tonumber(redis.call('HGET', KEYS[3], 'queued') or '0') >= maxq then\n"
-	"  return -3 end\n"
-	"local rate = tonumber(ARGV[9])\n"
-	"if rate > 0 then\n"
-	"  local n = redis.call('INCR', KEYS[4])\n"
-	"  if n == 1 then redis.call('PEXPIRE', KEYS[4], 2000) end\n"
-	"  if n > rate then return -4 end\n"
+	"local out = {}\n"
+	"local n = (#ARGV - 1) / 12\n"
+	"for i = 0, n - 1 do\n"
+	"  local K = 1 + 4 * i\n"
+	"  local A = 1 + 12 * i\n"
+	"  local function ack() redis.call('XACK', KEYS[1], ARGV[1], ARGV[A + 12]) end\n"
+	"  local st = redis.call('HGET', KEYS[K + 1], 'state')\n"
+	"  local code\n"
+	"  if st == 'done' then ack(); code = -1\n"
+	"  elseif st and st ~= 'submitted' then ack(); code = 0\n"
+	"  else\n"
+	"    local maxq = tonumber(ARGV[A + 8])\n"
+	"    if maxq > 0 and tonumber(redis.call('HGET', KEYS[K + 3], 'queued') or '0') >= maxq then\n"
+	"      code = -3\n"
+	"    end\n"
+	"    local rate = tonumber(ARGV[A + 9])\n"
+	"    if not code and rate > 0 then\n"
+	"      local c = redis.call('INCR', KEYS[K + 4])\n"
+	"      if c == 1 then redis.call('PEXPIRE', KEYS[K + 4], 2000) end\n"
+	"      if c > rate then code = -4 end\n"
+	"    end\n"
+	"    if not code then\n"
+	"      local counted = (maxq > 0 or tonumber(ARGV[A + 11]) > 0) and '1' or '0'\n"
+	"      redis.call('HSET', KEYS[K + 1], 'state', 'queued', 'job', ARGV[A + 2], 'tier', ARGV[A + 3],"
+	" 'tenant', ARGV[A + 4], 'attempt', 1, 'max_attempts', ARGV[A + 5], 'queued_ms', ARGV[A + 6],"
+	" 'deadline_ms', ARGV[A + 7], 'band', ARGV[A + 10], 'max_running', ARGV[A + 11],"
+	" 'counted', counted)\n"
+	"      if counted == '1' then redis.call('HINCRBY', KEYS[K + 3], 'queued', 1) end\n"
+	"      if tonumber(ARGV[A + 7]) > 0 then\n"
+	"        redis.call('ZADD', 'al:deadlines', ARGV[A + 7], ARGV[A + 1]) end\n"
+	"      redis.call('XADD', KEYS[K + 2], '*', 'id', ARGV[A + 1], 'attempt', 1)\n"
+	"      ack(); code = 1\n"
+	"    end\n"
+	"  end\n"
+	"  out[i + 1] = code\n"
 	"end\n"
-	"redis.call('HSET', KEYS[1], 'state', 'queued', 'job', ARGV[2], 'tier', ARGV[3],"
-	" 'tenant', ARGV[4], 'attempt', 1, 'max_attempts', ARGV[5], 'queued_ms', ARGV[6],"
-	" 'deadline_ms', ARGV[7], 'band', ARGV[10], 'max_running', ARGV[11])\n"
-	"redis.call('HINCRBY', KEYS[3], 'queued', 1)\n"
-	"if tonumber(ARGV[7]) > 0 then redis.call('ZADD', 'al:deadlines', ARGV[7], ARGV[1]) end\n"
-	"redis.call('XADD', KEYS[2], '*', 'id', ARGV[1], 'attempt', 1)\n"
-	"return 1\n";
+	"return out\n";
+
+/* Claim one delivered entry: the heart of CLAIM and FETCH. */
+#define CLAIM_ONE \
+	"local function claim_one(jk, att, worker, now)\n" \
+	"  local h = redis.call('HMGET', jk, 'attempt', 'job', 'cancel', 'deadline_ms', 'state'," \
+	" 'tenant', 'max_running', 'counted')\n" \
+	"  local dl = tonumber(h[4] or '0') or 0\n" \
+	"  local tk = 'al:tenant:' .. (h[6] or 'default')\n" \
+	"  local maxr = tonumber(h[7] or '0') or 0\n" \
+	"  if not h[2] then return {-2} end\n" \
+	"  if tonumber(h[1]) ~= tonumber(att) or h[5] ~= 'queued' then return {0} end\n" \
+	"  if h[3] == '1' then return {-3, h[2]} end\n" \
+	"  if dl > 0 and tonumber(now) > dl then return {-4, h[2]} end\n" \
+	"  if maxr > 0 and tonumber(redis.call('HGET', tk, 'running') or '0') >= maxr then\n" \
+	"    return {-5} end\n" \
+	"  redis.call('HSET', jk, 'state', 'running', 'worker', worker, 'started_ms', now)\n" \
+	"  if h[8] == '1' then\n" \
+	"    redis.call('HINCRBY', tk, 'queued', -1); redis.call('HINCRBY', tk, 'running', 1)\n" \
+	"  end\n" \
+	"  return {1, h[2]}\n" \
+	"end\n"
 
 const char al_lua_claim[] =
-	"if redis.call('EXISTS', KEYS[2]) == 1 then return {0} end\n"
-	"local h = redis.call('HMGET', KEYS[1], 'attempt', 'job', 'cancel', 'deadline_ms', 'state',"
-	" 'tenant', 'max_running')\n"
-	"if not h[2] then return {-2} end\n"
-	"if tonumber(h[1]) ~= tonumber(ARGV[1]) or h[5] ~= 'queued' then return {0} end\n"
-	"if h[3] == '1' then return {-3, h[2]} end\n"
-	"local dl = tonumber(h[4] or '0') or 0\n"
-	"if dl > 0 and tonumber(ARGV[3]) > dl then return {-4, h[2]} end\n"
-	"local tk = 'al:tenant:' .. (h[6] or 'default')\n"
-	"local maxr = tonumber(h[7] or '0') or 0\n"
-	"if maxr > 0 and tonumber(redis.call('HGET', tk, 'running') or '0') >= maxr then\n"
-	"  return {-5} end\n"
-	"redis.call('HSET', KEYS[1], 'state', 'running', 'worker', ARGV[2], 'started_ms', ARGV[3])\n"
-	"redis.call('HINCRBY', tk, 'queued', -1)\n"
-	"redis.call('HINCRBY', tk, 'running', 1)\n"
-	"return {1, h[2]}\n";
+	CLAIM_ONE
+	"local out = {}\n"
+	"for i = 0, #ARGV - 3 do\n"
+	"  out[i + 1] = claim_one(KEYS[i + 1], ARGV[3 + i], ARGV[1], ARGV[2])\n"
+	"end\n"
+	"return out\n";
+
+const char al_lua_fetch[] =
+	CLAIM_ONE
+	"local args = {'XREADGROUP', 'GROUP', 'workers', ARGV[1], 'COUNT', ARGV[3], 'STREAMS'}\n"
+	"for _, k in ipairs(KEYS) do table.insert(args, k) end\n"
+	"for _ in ipairs(KEYS) do table.insert(args, '>') end\n"
+	"local got = redis.call(unpack(args))\n"
+	"local out = {}\n"
+	"if not got then return out end\n"
+	"for _, st in ipairs(got) do\n"
+	"  for _, e in ipairs(st[2]) do\n"
+	"    local f = {}\n"
+	"    for i = 1, #e[2], 2 do f[e[2][i]] = e[2][i + 1] end\n"
+	"    local r\n"
+	"    if not f['id'] or not f['attempt'] or not string.match(f['id'], '^[%w%.:_-]+$') then\n"
+	"      r = {-9}\n"
+	"    else r = claim_one('al:job:' .. f['id'], f['attempt'], ARGV[1], ARGV[2]) end\n"
+	"    table.insert(out, {st[1], e[1], f['id'] or '', f['attempt'] or '0', r[1], r[2]})\n"
+	"  end\n"
+	"end\n"
+	"return out\n";
 
 const char al_lua_commit[] =
-	"local function ack()\n"
-	"  if ARGV[4] ~= '' then\n"
-	"    redis.call('XACK', KEYS[4], ARGV[5], ARGV[4]); redis.call('XDEL', KEYS[4], ARGV[4])\n"
+	"local function commit_one(K, A)\n"
+	"  local function ack()\n"
+	"    if ARGV[A + 4] ~= '' then redis.call('XACK', KEYS[K + 4], ARGV[A + 5], ARGV[A + 4]) end\n"
 	"  end\n"
-	"end\n"
-	"if redis.call('EXISTS', KEYS[2]) == 1 then ack(); return 0 end\n"
-	"local h = redis.call('HMGET', KEYS[1], 'attempt', 'state')\n"
-	"if ARGV[1] == '-1' then\n"
-	"  if h[2] and h[2] ~= 'submitted' then ack(); return -1 end\n"
-	"elseif not h[1] or tonumber(h[1]) ~= tonumber(ARGV[1]) then\n"
-	"  return -1 end\n"
-	"redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])\n"
-	"if h[2] == 'running' then redis.call('HINCRBY', KEYS[6], 'running', -1)\n"
-	"elseif h[2] == 'queued' or h[2] == 'retrying' then\n"
-	"  redis.call('HINCRBY', KEYS[6], 'queued', -1) end\n"
-	"redis.call('HSET', KEYS[1], 'state', 'done', 'status', ARGV[6])\n"
-	"redis.call('PEXPIRE', KEYS[1], ARGV[3])\n"
-	"redis.call('RPUSH', KEYS[3], '1')\n"
-	"redis.call('PEXPIRE', KEYS[3], ARGV[3])\n"
-	"redis.call('HINCRBY', KEYS[5], 'status:' .. ARGV[6], 1)\n"
-	"if ARGV[7] and ARGV[7] ~= '' then\n"
-	"  local hk = 'al:hist:' .. ARGV[7] .. ':' .. ARGV[8]\n"
-	"  for i, kind in ipairs({'wait', 'run'}) do\n"
-	"    local v = tonumber(ARGV[8 + i])\n"
-	"    for _, b in ipairs({5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000}) do\n"
-	"      if v <= b then redis.call('HINCRBY', hk, kind .. '_le_' .. b, 1) end\n"
-	"    end\n"
-	"    redis.call('HINCRBY', hk, kind .. '_count', 1)\n"
-	"    redis.call('HINCRBY', hk, kind .. '_sum_ms', v)\n"
+	"  local h = redis.call('HMGET', KEYS[K + 1], 'attempt', 'state', 'counted')\n"
+	"  if h[2] == 'done' then ack(); return 0 end\n"
+	"  if ARGV[A + 1] == '-1' then\n"
+	"    if h[2] and h[2] ~= 'submitted' then ack(); return -1 end\n"
+	"  elseif not h[1] or tonumber(h[1]) ~= tonumber(ARGV[A + 1]) then\n"
+	"    return -1 end\n"
+	"  local ttl = ARGV[A + 3]\n"
+	"  redis.call('SET', KEYS[K + 2], ARGV[A + 2], 'PX', ttl)\n"
+	"  if h[3] == '1' then\n"
+	"    if h[2] == 'running' then redis.call('HINCRBY', KEYS[K + 6], 'running', -1)\n"
+	"    elseif h[2] == 'queued' or h[2] == 'retrying' then\n"
+	"      redis.call('HINCRBY', KEYS[K + 6], 'queued', -1) end\n"
 	"  end\n"
+	"  redis.call('HSET', KEYS[K + 1], 'state', 'done', 'status', ARGV[A + 6])\n"
+	"  redis.call('PEXPIRE', KEYS[K + 1], ttl)\n"
+	"  redis.call('RPUSH', KEYS[K + 3], '1')\n"
+	"  redis.call('PEXPIRE', KEYS[K + 3], ttl)\n"
+	"  redis.call('HINCRBY', KEYS[K + 5], 'status:' .. ARGV[A + 6], 1)\n"
+	"  ack()\n"
+	"  return 1\n"
 	"end\n"
-	"ack()\n"
-	"return 1\n";
+	"local out = {}\n"
+	"for i = 0, #KEYS / 6 - 1 do out[i + 1] = commit_one(6 * i, 6 * i) end\n"
+	"return out\n";
 
 const char al_lua_retry[] =
-	"local h = redis.call('HMGET', KEYS[1], 'attempt', 'state')\n"
+	"local h = redis.call('HMGET', KEYS[1], 'attempt', 'state', 'counted')\n"
 	"if not h[1] or tonumber(h[1]) ~= tonumber(ARGV[1]) then return -1 end\n"
 	"local a = tonumber(h[1])\n"
 	"if ARGV[6] == '1' then a = a + 1 end\n"
 	"redis.call('HSET', KEYS[1], 'attempt', a, 'state', 'retrying')\n"
-	"if h[2] == 'running' then\n"
+	"if h[2] == 'running' and h[3] == '1' then\n"
 	"  redis.call('HINCRBY', KEYS[4], 'running', -1); redis.call('HINCRBY', KEYS[4], 'queued', 1)\n"
 	"end\n"
 	"redis.call('ZADD', KEYS[2], ARGV[2], ARGV[5])\n"
-	"redis.call('XACK', KEYS[3], ARGV[4], ARGV[3]); redis.call('XDEL', KEYS[3], ARGV[3])\n"
+	"redis.call('XACK', KEYS[3], ARGV[4], ARGV[3])\n"
 	"return 1\n";
 
 const char al_lua_promote[] =
@@ -119,14 +175,14 @@ const char al_lua_promote[] =
 
 const char al_lua_reclaim[] =
 	"local function ack()\n"
-	"  redis.call('XACK', KEYS[3], ARGV[2], ARGV[1]); redis.call('XDEL', KEYS[3], ARGV[1])\n"
+	"  redis.call('XACK', KEYS[3], ARGV[2], ARGV[1])\n"
 	"end\n"
 	"if redis.call('EXISTS', KEYS[2]) == 1 then ack(); return 0 end\n"
-	"local h = redis.call('HMGET', KEYS[1], 'attempt', 'max_attempts', 'state')\n"
+	"local h = redis.call('HMGET', KEYS[1], 'attempt', 'max_attempts', 'state', 'counted')\n"
 	"if not h[1] then ack(); return -2 end\n"
 	"if tonumber(h[1]) ~= tonumber(ARGV[3]) then ack(); return 0 end\n"
 	"if tonumber(h[1]) >= tonumber(h[2]) then return 2 end\n"
-	"if h[3] == 'running' then\n"
+	"if h[3] == 'running' and h[4] == '1' then\n"
 	"  redis.call('HINCRBY', KEYS[4], 'running', -1); redis.call('HINCRBY', KEYS[4], 'queued', 1)\n"
 	"end\n"
 	"local a = tonumber(h[1]) + 1\n"
@@ -139,7 +195,8 @@ const char al_lua_reclaim[] =
 
 const char al_lua_cancel[] =
 	"if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end\n"
-	"local st = redis.call('HGET', KEYS[1], 'state')\n"
+	"local h = redis.call('HMGET', KEYS[1], 'state', 'counted')\n"
+	"local st = h[1]\n"
 	"if not st then return -1 end\n"
 	"redis.call('HSET', KEYS[1], 'cancel', '1')\n"
 	"if st == 'running' then\n"
@@ -147,7 +204,8 @@ const char al_lua_cancel[] =
 	"  return 2\n"
 	"end\n"
 	"redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])\n"
-	"if st == 'queued' or st == 'retrying' then redis.call('HINCRBY', KEYS[5], 'queued', -1) end\n"
+	"if (st == 'queued' or st == 'retrying') and h[2] == '1' then\n"
+	"  redis.call('HINCRBY', KEYS[5], 'queued', -1) end\n"
 	"redis.call('HSET', KEYS[1], 'state', 'done', 'status', 'cancelled')\n"
 	"redis.call('PEXPIRE', KEYS[1], ARGV[3])\n"
 	"redis.call('RPUSH', KEYS[3], '1')\n"
@@ -156,15 +214,59 @@ const char al_lua_cancel[] =
 	"return 1\n";
 
 const char al_lua_expire[] =
-	"local h = redis.call('HMGET', KEYS[1], 'state', 'tenant')\n"
+	"local h = redis.call('HMGET', KEYS[1], 'state', 'tenant', 'counted')\n"
 	"redis.call('ZREM', KEYS[5], ARGV[1])\n"
 	"if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end\n"
 	"if h[1] ~= 'queued' and h[1] ~= 'retrying' then return 0 end\n"
 	"redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])\n"
-	"redis.call('HINCRBY', 'al:tenant:' .. (h[2] or 'default'), 'queued', -1)\n"
+	"if h[3] == '1' then redis.call('HINCRBY', 'al:tenant:' .. (h[2] or 'default'), 'queued', -1) end\n"
 	"redis.call('HSET', KEYS[1], 'state', 'done', 'status', 'expired')\n"
 	"redis.call('PEXPIRE', KEYS[1], ARGV[3])\n"
 	"redis.call('RPUSH', KEYS[3], '1')\n"
 	"redis.call('PEXPIRE', KEYS[3], ARGV[3])\n"
 	"redis.call('HINCRBY', KEYS[4], 'status:expired', 1)\n"
 	"return 1\n";
+
+const char al_lua_trim[] =
+	"local last, lag = nil, 0\n"
+	"for _, g in ipairs(redis.call('XINFO', 'GROUPS', KEYS[1])) do\n"
+	"  local f = {}\n"
+	"  for i = 1, #g, 2 do f[g[i]] = g[i + 1] end\n"
+	"  if f['name'] == ARGV[1] then last = f['last-delivered-id']; lag = f['lag'] end\n"
+	"end\n"
+	"if not last then return {0, 0, 0} end\n"
+	"local p = redis.call('XPENDING', KEYS[1], ARGV[1])\n"
+	"local ms, seq = string.match(last, '(%d+)-(%d+)')\n"
+	"local cut = ms .. '-' .. (tonumber(seq) + 1)\n"
+	"if p[1] > 0 then cut = p[2] end\n"
+	"local n = redis.call('XTRIM', KEYS[1], 'MINID', cut)\n"
+	"if type(lag) ~= 'number' then lag = -1 end\n"
+	"return {n, lag, p[1]}\n";
+
+const char *const al_lua_all[] = {
+	al_lua_submit, al_lua_admit, al_lua_claim, al_lua_fetch, al_lua_commit, al_lua_retry,
+	al_lua_promote, al_lua_reclaim, al_lua_cancel, al_lua_expire, al_lua_trim, NULL,
+};
+
+const char *al_script_sha(const char *script)
+{
+	static struct {
+		const char *script;
+		char hex[41];
+	} cache[16];
+
+	for (size_t i = 0; i < sizeof(cache) / sizeof(cache[0]); i++) {
+		unsigned char md[SHA_DIGEST_LENGTH];
+
+		if (cache[i].script == script)
+			return cache[i].hex;
+		if (cache[i].script)
+			continue;
+		SHA1((const unsigned char *)script, strlen(script), md);
+		for (int k = 0; k < SHA_DIGEST_LENGTH; k++)
+			snprintf(cache[i].hex + 2 * k, 3, "%02x", md[k]);
+		cache[i].script = script;
+		return cache[i].hex;
+	}
+	return "0000000000000000000000000000000000000000"; /* more than 16 scripts: a bug */
+}

@@ -4,31 +4,46 @@
 #ifndef AL_SCRIPTS_H
 #define AL_SCRIPTS_H
 
-/* SUBMIT  KEYS: job hash, intake, idem key   ARGV: id, job bytes, now ms,
- *         idem ttl s, has idem (0/1), tier, tenant
- * -> {1, id} accepted; {0, earlier id} same idempotency key; {-1, id} id taken */
+/* SUBMIT  (batch) per job, 3 KEYS: job hash, intake, idempotency key; and 7
+ *         ARGV: id, job bytes, now ms, idempotency ttl s, has idempotency key
+ *         (0/1), tier, tenant
+ * -> per job: {1, id} accepted; {0, earlier id} same idempotency key;
+ *    {-1, id} the id is taken */
 extern const char al_lua_submit[];
 
-/* ADMIT   KEYS: job hash, ready stream, tenant hash, rate key
- *         ARGV: id, job bytes (defaults filled), tier, tenant, max attempts,
- *         now ms, deadline ms, max queued (0 = none), rate per s (0 = none),
- *         band (hi/mid/lo), tenant's max running (0 = none)
- * -> 1 queued; 0 duplicate id; -1 already finished (cancelled before
- *    admission); -3 tenant queue full; -4 rate exceeded */
+/* ADMIT   (batch) KEYS: intake, then per job: job hash, ready stream,
+ *         tenant hash, rate key   ARGV: intake group, then per job 12 values:
+ *         id, job bytes (defaults filled), tier, tenant, max attempts, now ms,
+ *         deadline ms, max queued (0 = none), rate per s (0 = none), band
+ *         (hi/mid/lo), tenant's max running (0 = none), intake entry id
+ * -> one code per job: 1 queued; 0 duplicate id; -1 already finished
+ *    (cancelled before admission); -3 tenant queue full; -4 rate exceeded.
+ *    The intake entry is acknowledged except on -3/-4, where the caller
+ *    commits the rejection together with the entry. Tenant queued/running
+ *    counters are kept only for jobs of tenants with a cap ("counted"). */
 extern const char al_lua_admit[];
 
-/* CLAIM   KEYS: job hash, result   ARGV: attempt, worker, now ms
- *         (the tenant and its running cap come from the job hash)
- * -> {1, job} run it; {0} stale or finished: ack; {-2} unknown job;
- *    {-3} cancelled; {-4} past its deadline; {-5} tenant at max running */
+/* CLAIM   (batch) KEYS: one job hash per job   ARGV: worker, now ms, then
+ *         one attempt per job (tenant and running cap from the job hash)
+ * -> per job: {1, job} run it; {0} stale or finished: ack; {-2} unknown job;
+ *    {-3, job} cancelled; {-4, job} past its deadline; {-5} tenant at max
+ *    running */
 extern const char al_lua_claim[];
 
-/* COMMIT  KEYS: job hash, result, done list, ready stream (or ""), stats,
- *         tenant hash   ARGV: attempt (-1 = the job never reached a queue:
- *         allowed only while it is unknown or "submitted"), result bytes,
- *         ttl ms, entry id (or ""), group, status, and optionally tier,
- *         backend, queue wait ms, run ms (for the histograms)
- * -> 1 committed; 0 a result already exists; -1 stale attempt (refused) */
+/* FETCH   KEYS: the worker's ready streams, high band first
+ *         ARGV: worker, now ms, count
+ * Reads up to count new entries (XREADGROUP without blocking) and claims
+ * each like CLAIM, in one round trip. -> per entry: {stream, entry id, job
+ * id, attempt, code, job} with CLAIM's codes, or -9 for a malformed entry.
+ * Empty when nothing waits: the worker then blocks in XREADGROUP. */
+extern const char al_lua_fetch[];
+
+/* COMMIT  (batch) per result, 6 KEYS: job hash, result, done list, ready
+ *         stream (or ""), stats, tenant hash; and 6 ARGV: attempt (-1 = the
+ *         job never reached a queue: allowed only while it is unknown or
+ *         "submitted"), result bytes, ttl ms, entry id (or ""), group, status
+ * -> per result: 1 committed; 0 a result already exists; -1 stale attempt
+ *    (refused) */
 extern const char al_lua_commit[];
 
 /* RETRY   KEYS: job hash, delayed zset, ready stream, tenant hash
@@ -56,5 +71,17 @@ extern const char al_lua_cancel[];
  *         ARGV: id, expired result bytes, ttl ms
  * -> 1 expired while waiting; 0 running, finished or unknown */
 extern const char al_lua_expire[];
+
+/* TRIM    KEYS: stream   ARGV: group
+ * Acknowledged entries are not deleted one by one (XDEL is costly): this
+ * trims every entry before the group's first pending entry, or up to its
+ * last delivered one. -> {trimmed, lag (waiting, -1 unknown), pending} */
+extern const char al_lua_trim[];
+
+/* Every script above, NULL-terminated (loaded with SCRIPT LOAD at connect). */
+extern const char *const al_lua_all[];
+
+/* The script's SHA1 as 40 hex characters, for EVALSHA (computed once). */
+const char *al_script_sha(const char *script);
 
 #endif

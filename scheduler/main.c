@@ -78,15 +78,16 @@ static void on_reply_log(redisAsyncContext *ac, void *reply, void *priv)
 	(void)ac;
 	if (r && r->type == REDIS_REPLY_ERROR)
 		logf_("error", "redis", "what=%s error=\"%s\"", (const char *)priv, r->str);
+	else if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 1 &&
+		 r->element[0]->type == REDIS_REPLY_INTEGER && r->element[0]->integer == -1)
+		logf_("warn", "redis", "what=%s note=\"refused: the job moved on\"", (const char *)priv);
 }
 
 static void ack_intake(struct sched *s, const char *entry)
 {
 	const char *ack[] = { "XACK", AL_KEY_INTAKE, AL_GROUP_SCHEDULER, entry };
-	const char *del[] = { "XDEL", AL_KEY_INTAKE, entry };
 
 	al_aconn_cmd(s->cmd, on_reply_log, (void *)"xack", 4, ack, NULL);
-	al_aconn_cmd(s->cmd, on_reply_log, (void *)"xdel", 3, del, NULL);
 }
 
 static void dead_letter(struct sched *s, const char *source, const char *entry, const char *reason,
@@ -128,7 +129,7 @@ static void commit(struct sched *s, const char *id, const char *tenant, long att
 	snprintf(att, sizeof(att), "%ld", attempt);
 	snprintf(ttl, sizeof(ttl), "%llu", (unsigned long long)s->policy.result_ttl_ms);
 	{
-		const char *argv[] = { "EVAL", al_lua_commit, "6", jobkey, reskey, done,
+		const char *argv[] = { "EVALSHA", al_script_sha(al_lua_commit), "6", jobkey, reskey, done,
 				       stream ? stream : "", AL_KEY_STATS, tenkey, att, b.data, ttl,
 				       entry ? entry : "", group ? group : "", al_status_name(st) };
 		size_t lens[sizeof(argv) / sizeof(argv[0])];
@@ -143,64 +144,98 @@ static void commit(struct sched *s, const char *id, const char *tenant, long att
 
 /* ---- admission ---- */
 
-struct admit_ctx {
-	struct sched *s;
+#define ADMIT_ARGS 12 /* per job, see ADMIT in proto/scripts.h */
+
+struct admit_item {
 	char entry[64];
 	char id[AL_ID_MAX + 1];
 	char tenant[AL_ID_MAX + 1];
-	char *raw;
+	char *raw; /* the submission, for the dead-letter stream */
 	size_t rawlen;
+	char keys[4][AL_KEY_MAX];
+	char nums[7][24];
+	char band[4];
+	struct al_buf job; /* re-encoded with the defaults filled */
+	char *tier;
 };
+
+/* One ADMIT call for every admissible entry of an intake read. */
+struct admit_batch {
+	struct sched *s;
+	int n;
+	struct admit_item items[];
+};
+
+static void admit_batch_free(struct admit_batch *b)
+{
+	for (int i = 0; i < b->n; i++) {
+		free(b->items[i].raw);
+		free(b->items[i].tier);
+		al_buf_free(&b->items[i].job);
+	}
+	free(b);
+}
 
 static void on_admit(redisAsyncContext *ac, void *reply, void *priv)
 {
-	struct admit_ctx *a = priv;
-	struct sched *s = a->s;
+	struct admit_batch *b = priv;
+	struct sched *s = b->s;
 	redisReply *r = reply;
 
 	(void)ac;
-	if (!r) /* connection lost: the entry stays pending and is read again */
+	if (!r) /* connection lost: the entries stay pending and are read again */
 		goto out;
-	if (r->type != REDIS_REPLY_INTEGER) {
-		logf_("error", "admit", "job=%s error=\"%s\"", a->id,
-		      r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+	if (r->type != REDIS_REPLY_ARRAY || (int)r->elements != b->n) {
+		logf_("error", "admit", "jobs=%d error=\"%s\" type=%d elements=%zu", b->n,
+		      r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply", r->type, r->elements);
 		goto out;
 	}
-	switch (r->integer) {
-	case 1:
-		s->admitted++;
-		logf_("info", "admitted", "job=%s tenant=%s", a->id, a->tenant);
-		break;
-	case 0:
-		dead_letter(s, AL_KEY_INTAKE, a->entry, "duplicate job id: another job has it", a->id,
-			    a->raw, a->rawlen);
-		break;
-	case -1:
-		break; /* cancelled before admission: its result exists */
-	case -3:
-	case -4: {
-		char msg[200];
+	for (int i = 0; i < b->n; i++) {
+		struct admit_item *a = &b->items[i];
+		long long code = r->element[i]->type == REDIS_REPLY_INTEGER ? r->element[i]->integer : -9;
 
-		snprintf(msg, sizeof(msg), "tenant %s: %s", a->tenant,
-			 r->integer == -3 ? "queue quota (max_queued) reached"
-					  : "submission rate (rate_per_s) exceeded");
-		s->rejected++;
-		logf_("info", "rejected", "job=%s reason=\"%s\"", a->id, msg);
-		commit(s, a->id, a->tenant, -1, AL_ST_REJECTED, msg, NULL, NULL, NULL);
-		break;
+		switch (code) {
+		case 1:
+			s->admitted++;
+			break;
+		case 0:
+			dead_letter(s, AL_KEY_INTAKE, a->entry, "duplicate job id: another job has it", a->id,
+				    a->raw, a->rawlen);
+			break;
+		case -1:
+			break; /* cancelled before admission: its result exists */
+		case -3:
+		case -4: {
+			char msg[200];
+
+			snprintf(msg, sizeof(msg), "tenant %s: %s", a->tenant,
+				 code == -3 ? "queue quota (max_queued) reached"
+					    : "submission rate (rate_per_s) exceeded");
+			s->rejected++;
+			logf_("info", "rejected", "job=%s reason=\"%s\"", a->id, msg);
+			commit(s, a->id, a->tenant, -1, AL_ST_REJECTED, msg, AL_KEY_INTAKE, a->entry,
+			       AL_GROUP_SCHEDULER);
+			break;
+		}
+		default:
+			logf_("error", "admit", "job=%s error=\"unexpected reply\"", a->id);
+		}
 	}
-	}
-	ack_intake(s, a->entry);
+	if (b->n)
+		logf_("info", "admitted", "jobs=%d total=%llu", b->n, (unsigned long long)s->admitted);
 out:
-	free(a->raw);
-	free(a);
+	admit_batch_free(b);
 }
 
-static void admit_entry(struct sched *s, const char *entry, const char *raw, size_t rawlen)
+/* Check one entry against the policy; admissible ones join the batch. */
+static void admit_entry(struct sched *s, struct admit_batch *batch, const char *entry,
+			const char *raw, size_t rawlen)
 {
 	struct al_job job;
 	struct al_err err = { 0 };
-	struct al_buf b = { 0 };
+	struct admit_item *a;
+	const struct al_tenant_policy *tp;
+	uint64_t t = now_ms();
 	char *id;
 
 	if (al_job_decode(raw, rawlen, &job, &err)) {
@@ -210,67 +245,103 @@ static void admit_entry(struct sched *s, const char *entry, const char *raw, siz
 		dead_letter(s, AL_KEY_INTAKE, entry, err.msg, id, raw, rawlen);
 		if (id) {
 			s->rejected++;
-			commit(s, id, NULL, -1, AL_ST_REJECTED, err.msg, NULL, NULL, NULL);
+			commit(s, id, NULL, -1, AL_ST_REJECTED, err.msg, AL_KEY_INTAKE, entry,
+			       AL_GROUP_SCHEDULER);
+		} else {
+			ack_intake(s, entry);
 		}
 		free(id);
-		ack_intake(s, entry);
 		return;
 	}
-	if (al_policy_admit(&s->policy, &job, now_ms(), &err) || al_job_encode(&job, &b, &err)) {
+	a = &batch->items[batch->n];
+	memset(a, 0, sizeof(*a));
+	if (al_policy_admit(&s->policy, &job, t, &err) || al_job_encode(&job, &a->job, &err)) {
 		s->rejected++;
 		logf_("info", "rejected", "job=%s tier=%s tenant=%s reason=\"%s\"", job.id, job.tier,
 		      job.tenant, err.msg);
-		commit(s, job.id, job.tenant, -1, AL_ST_REJECTED, err.msg, NULL, NULL, NULL);
-		ack_intake(s, entry);
+		commit(s, job.id, job.tenant, -1, AL_ST_REJECTED, err.msg, AL_KEY_INTAKE, entry,
+		       AL_GROUP_SCHEDULER);
+		al_buf_free(&a->job);
 		al_job_free(&job);
 		return;
 	}
-	{
-		const struct al_tenant_policy *tp = al_policy_tenant(&s->policy, job.tenant);
-		struct admit_ctx *a = calloc(1, sizeof(*a));
-		char jobkey[AL_KEY_MAX], qkey[AL_KEY_MAX], tenkey[AL_KEY_MAX], ratekey[AL_KEY_MAX];
-		char att[16], now[24], dl[24], maxq[24], rate[24], maxr[24];
-		uint64_t t = now_ms();
-
-		if (!a || !(a->raw = malloc(rawlen + 1))) {
-			free(a);
-			al_buf_free(&b);
-			al_job_free(&job);
-			return; /* stays pending; read again later */
-		}
-		a->s = s;
-		memcpy(a->raw, raw, rawlen);
-		a->rawlen = rawlen;
-		snprintf(a->entry, sizeof(a->entry), "%s", entry);
-		snprintf(a->id, sizeof(a->id), "%s", job.id);
-		snprintf(a->tenant, sizeof(a->tenant), "%s", job.tenant);
-		snprintf(jobkey, sizeof(jobkey), "al:job:%s", job.id);
-		snprintf(qkey, sizeof(qkey), "al:q:%s:%s", job.tier, al_band_name(al_band_of(job.priority)));
-		snprintf(tenkey, sizeof(tenkey), "al:tenant:%s", job.tenant);
-		snprintf(ratekey, sizeof(ratekey), "al:rate:%s:%llu", job.tenant,
-			 (unsigned long long)(t / 1000));
-		snprintf(att, sizeof(att), "%u", job.max_attempts);
-		snprintf(now, sizeof(now), "%llu", (unsigned long long)t);
-		snprintf(dl, sizeof(dl), "%llu", (unsigned long long)job.deadline_ms);
-		snprintf(maxq, sizeof(maxq), "%llu", (unsigned long long)tp->max_queued);
-		snprintf(rate, sizeof(rate), "%llu", (unsigned long long)tp->rate_per_s);
-		snprintf(maxr, sizeof(maxr), "%llu", (unsigned long long)tp->max_running);
-		{
-			const char *argv[] = { "EVAL", al_lua_admit, "4", jobkey, qkey, tenkey, ratekey,
-					       job.id, b.data, job.tier, job.tenant, att, now, dl, maxq,
-					       rate, al_band_name(al_band_of(job.priority)), maxr };
-			size_t lens[sizeof(argv) / sizeof(argv[0])];
-
-			for (size_t i = 0; i < sizeof(argv) / sizeof(argv[0]); i++)
-				lens[i] = argv[i] == b.data ? b.len : strlen(argv[i]);
-			if (al_aconn_cmd(s->cmd, on_admit, a, sizeof(argv) / sizeof(argv[0]), argv, lens)) {
-				free(a->raw);
-				free(a);
-			}
-		}
+	tp = al_policy_tenant(&s->policy, job.tenant);
+	a->raw = malloc(rawlen + 1);
+	a->tier = strdup(job.tier);
+	if (!a->raw || !a->tier) {
+		free(a->raw);
+		free(a->tier);
+		al_buf_free(&a->job);
+		al_job_free(&job);
+		return; /* stays pending; read again after a restart */
 	}
-	al_buf_free(&b);
+	memcpy(a->raw, raw, rawlen);
+	a->rawlen = rawlen;
+	snprintf(a->entry, sizeof(a->entry), "%s", entry);
+	snprintf(a->id, sizeof(a->id), "%s", job.id);
+	snprintf(a->tenant, sizeof(a->tenant), "%s", job.tenant);
+	snprintf(a->band, sizeof(a->band), "%s", al_band_name(al_band_of(job.priority)));
+	snprintf(a->keys[0], AL_KEY_MAX, "al:job:%s", job.id);
+	snprintf(a->keys[1], AL_KEY_MAX, "al:q:%s:%s", job.tier, al_band_name(al_band_of(job.priority)));
+	snprintf(a->keys[2], AL_KEY_MAX, "al:tenant:%s", job.tenant);
+	snprintf(a->keys[3], AL_KEY_MAX, "al:rate:%s:%llu", job.tenant,
+		 (unsigned long long)(t / 1000));
+	snprintf(a->nums[0], 24, "%u", job.max_attempts);
+	snprintf(a->nums[1], 24, "%llu", (unsigned long long)t);
+	snprintf(a->nums[2], 24, "%llu", (unsigned long long)job.deadline_ms);
+	snprintf(a->nums[3], 24, "%llu", (unsigned long long)tp->max_queued);
+	snprintf(a->nums[4], 24, "%llu", (unsigned long long)tp->rate_per_s);
+	snprintf(a->nums[5], 24, "%llu", (unsigned long long)tp->max_running);
+	batch->n++;
 	al_job_free(&job);
+}
+
+static void admit_send(struct sched *s, struct admit_batch *b)
+{
+	int argc = 3 + 1 + 4 * b->n + 1 + ADMIT_ARGS * b->n, k = 0;
+	const char **argv = calloc((size_t)argc, sizeof(char *));
+	size_t *lens = calloc((size_t)argc, sizeof(size_t));
+	char nkeys[16];
+
+	if (!argv || !lens || b->n == 0) {
+		free(argv);
+		free(lens);
+		admit_batch_free(b);
+		return;
+	}
+	snprintf(nkeys, sizeof(nkeys), "%d", 1 + 4 * b->n);
+	argv[k++] = "EVALSHA";
+	argv[k++] = al_script_sha(al_lua_admit);
+	argv[k++] = nkeys;
+	argv[k++] = AL_KEY_INTAKE;
+	for (int i = 0; i < b->n; i++)
+		for (int j = 0; j < 4; j++)
+			argv[k++] = b->items[i].keys[j];
+	argv[k++] = AL_GROUP_SCHEDULER;
+	for (int i = 0; i < b->n; i++) {
+		struct admit_item *a = &b->items[i];
+
+		argv[k++] = a->id;
+		lens[k] = a->job.len;
+		argv[k++] = a->job.data;
+		argv[k++] = a->tier;
+		argv[k++] = a->tenant;
+		argv[k++] = a->nums[0];
+		argv[k++] = a->nums[1];
+		argv[k++] = a->nums[2];
+		argv[k++] = a->nums[3];
+		argv[k++] = a->nums[4];
+		argv[k++] = a->band;
+		argv[k++] = a->nums[5];
+		argv[k++] = a->entry;
+	}
+	for (int i = 0; i < argc; i++)
+		if (!lens[i])
+			lens[i] = strlen(argv[i]);
+	if (al_aconn_cmd(s->cmd, on_admit, b, argc, argv, lens))
+		admit_batch_free(b);
+	free(argv);
+	free(lens);
 }
 
 static void on_intake(redisAsyncContext *ac, void *reply, void *priv)
@@ -292,9 +363,15 @@ static void on_intake(redisAsyncContext *ac, void *reply, void *priv)
 	if (r && r->type == REDIS_REPLY_ARRAY) {
 		for (size_t i = 0; i < r->elements; i++) {
 			redisReply *st = r->element[i];
+			struct admit_batch *batch;
 
 			if (st->type != REDIS_REPLY_ARRAY || st->elements != 2)
 				continue;
+			batch = calloc(1, sizeof(*batch) +
+						  (st->element[1]->elements + 1) * sizeof(struct admit_item));
+			if (!batch)
+				continue;
+			batch->s = s;
 			for (size_t j = 0; j < st->element[1]->elements; j++) {
 				redisReply *e = st->element[1]->element[j];
 				const char *raw = NULL;
@@ -315,8 +392,9 @@ static void on_intake(redisAsyncContext *ac, void *reply, void *priv)
 					ack_intake(s, e->element[0]->str);
 					continue;
 				}
-				admit_entry(s, e->element[0]->str, raw, rawlen);
+				admit_entry(s, batch, e->element[0]->str, raw, rawlen);
 			}
+			admit_send(s, batch);
 		}
 	}
 	if (r)
@@ -419,12 +497,10 @@ static void on_autoclaim_stream(redisAsyncContext *ac, void *reply, void *priv)
 		if (!rc->id[0] || !rc->attempt[0]) {
 			/* a malformed entry in a ready queue: dead-letter it */
 			const char *ack[] = { "XACK", rc->stream, AL_GROUP_WORKERS, rc->entry };
-			const char *del[] = { "XDEL", rc->stream, rc->entry };
 
 			dead_letter(s, rc->stream, rc->entry, "malformed queue entry: needs id and attempt",
 				    NULL, NULL, 0);
 			al_aconn_cmd(s->cmd, NULL, NULL, 4, ack, NULL);
-			al_aconn_cmd(s->cmd, NULL, NULL, 3, del, NULL);
 			free(rc);
 			continue;
 		}
@@ -432,7 +508,7 @@ static void on_autoclaim_stream(redisAsyncContext *ac, void *reply, void *priv)
 		snprintf(reskey, sizeof(reskey), "al:res:%s", rc->id);
 		snprintf(tenkey, sizeof(tenkey), "al:tenant:default");
 		{
-			const char *argv[] = { "EVAL", al_lua_reclaim, "4", jobkey, reskey, rc->stream,
+			const char *argv[] = { "EVALSHA", al_script_sha(al_lua_reclaim), "4", jobkey, reskey, rc->stream,
 					       tenkey, rc->entry, AL_GROUP_WORKERS, rc->attempt };
 
 			if (al_aconn_cmd(s->cmd, on_reclaim_one, rc, sizeof(argv) / sizeof(argv[0]), argv,
@@ -498,7 +574,7 @@ static void on_due_deadlines(redisAsyncContext *ac, void *reply, void *priv)
 		snprintf(done, sizeof(done), "al:done:%s", id);
 		snprintf(ttl, sizeof(ttl), "%llu", (unsigned long long)s->policy.result_ttl_ms);
 		{
-			const char *argv[] = { "EVAL", al_lua_expire, "5", jobkey, reskey, done, AL_KEY_STATS,
+			const char *argv[] = { "EVALSHA", al_script_sha(al_lua_expire), "5", jobkey, reskey, done, AL_KEY_STATS,
 					       "al:deadlines", id, b.data, ttl };
 			size_t lens[sizeof(argv) / sizeof(argv[0])];
 
@@ -546,18 +622,16 @@ static void on_snap(redisAsyncContext *ac, void *reply, void *priv)
 	redisReply *r = reply;
 
 	(void)ac;
-	if (r && !strncmp(p->what, "q ", 2) && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
-	    r->element[0]->type == REDIS_REPLY_INTEGER) {
-		/* MULTI-less pair: [XLEN, pending] from the small script */
+	if (r && !strncmp(p->what, "q ", 2) && r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
+	    r->element[1]->type == REDIS_REPLY_INTEGER) {
+		/* TRIM's reply: {trimmed, lag, pending} */
 		char tier[AL_ID_MAX + 1], band[8];
 
 		if (sscanf(p->what + 2, "%64[^ ] %7s", tier, band) == 2) {
-			long long len = r->element[0]->integer, pend = r->element[1]->integer;
-
 			evbuffer_add_printf(sn->out, "airlock_queue_depth{tier=\"%s\",band=\"%s\"} %lld\n",
-					    tier, band, len - pend);
+					    tier, band, r->element[1]->integer);
 			evbuffer_add_printf(sn->out, "airlock_jobs_running{tier=\"%s\",band=\"%s\"} %lld\n",
-					    tier, band, pend);
+					    tier, band, r->element[2]->integer);
 		}
 	} else if (r && !strcmp(p->what, "stats") && r->type == REDIS_REPLY_ARRAY) {
 		for (size_t i = 0; i + 1 < r->elements; i += 2) {
@@ -590,32 +664,33 @@ static void on_snap(redisAsyncContext *ac, void *reply, void *priv)
 				const char *metric = kind ? "airlock_run_seconds" : "airlock_queue_wait_seconds";
 				char want[48];
 
-				for (size_t bi = 0; bi < sizeof(bounds) / sizeof(bounds[0]); bi++) {
-					const char *v = "0";
+				long long cum = 0, total = 0;
+				double sum = 0;
 
-					snprintf(want, sizeof(want), "%s_le_%s", name, bounds[bi]);
+				for (size_t bi = 0; bi <= sizeof(bounds) / sizeof(bounds[0]); bi++) {
+					bool inf = bi == sizeof(bounds) / sizeof(bounds[0]);
+
+					snprintf(want, sizeof(want), "%s_in_%s", name, inf ? "inf" : bounds[bi]);
 					for (size_t i = 0; i + 1 < r->elements; i += 2)
 						if (!strcmp(r->element[i]->str, want))
-							v = r->element[i + 1]->str;
-					evbuffer_add_printf(sn->out,
-							    "%s_bucket{tier=\"%s\",backend=\"%s\",le=\"%g\"} %s\n",
-							    metric, tier, backend, atof(bounds[bi]) / 1000, v);
-				}
-				for (size_t i = 0; i + 1 < r->elements; i += 2) {
-					snprintf(want, sizeof(want), "%s_count", name);
-					if (!strcmp(r->element[i]->str, want)) {
+							cum += atoll(r->element[i + 1]->str);
+					if (inf)
+						total = cum;
+					else
 						evbuffer_add_printf(sn->out,
-								    "%s_bucket{tier=\"%s\",backend=\"%s\",le=\"+Inf\"} %s\n",
-								    metric, tier, backend, r->element[i + 1]->str);
-						evbuffer_add_printf(sn->out, "%s_count{tier=\"%s\",backend=\"%s\"} %s\n",
-								    metric, tier, backend, r->element[i + 1]->str);
-					}
-					snprintf(want, sizeof(want), "%s_sum_ms", name);
-					if (!strcmp(r->element[i]->str, want))
-						evbuffer_add_printf(sn->out, "%s_sum{tier=\"%s\",backend=\"%s\"} %g\n",
-								    metric, tier, backend,
-								    atof(r->element[i + 1]->str) / 1000);
+								    "%s_bucket{tier=\"%s\",backend=\"%s\",le=\"%g\"} %lld\n",
+								    metric, tier, backend, atof(bounds[bi]) / 1000, cum);
 				}
+				snprintf(want, sizeof(want), "%s_sum_ms", name);
+				for (size_t i = 0; i + 1 < r->elements; i += 2)
+					if (!strcmp(r->element[i]->str, want))
+						sum = atof(r->element[i + 1]->str) / 1000;
+				evbuffer_add_printf(sn->out, "%s_bucket{tier=\"%s\",backend=\"%s\",le=\"+Inf\"} %lld\n",
+						    metric, tier, backend, total);
+				evbuffer_add_printf(sn->out, "%s_count{tier=\"%s\",backend=\"%s\"} %lld\n", metric,
+						    tier, backend, total);
+				evbuffer_add_printf(sn->out, "%s_sum{tier=\"%s\",backend=\"%s\"} %g\n", metric, tier,
+						    backend, sum);
 			}
 		}
 	} else if (r && !strcmp(p->what, "hkeys") && r->type == REDIS_REPLY_ARRAY) {
@@ -639,11 +714,6 @@ static void on_snap(redisAsyncContext *ac, void *reply, void *priv)
 		snap_done(sn);
 }
 
-static const char lua_qpair[] =
-	"local p = 0\n"
-	"local ok, x = pcall(redis.call, 'XPENDING', KEYS[1], 'workers')\n"
-	"if ok and type(x) == 'table' then p = x[1] end\n"
-	"return {redis.call('XLEN', KEYS[1]), p}\n";
 
 static const char lua_workers[] =
 	"local live, busy, slots = 0, 0, 0\n"
@@ -679,7 +749,8 @@ static void snapshot(struct sched *s)
 		for (int b = 0; b < AL_BANDS; b++) {
 			struct snap_part *p = calloc(1, sizeof(*p));
 			char key[AL_KEY_MAX];
-			const char *argv[] = { "EVAL", lua_qpair, "1", key };
+			const char *argv[] = { "EVALSHA", al_script_sha(al_lua_trim), "1", key,
+					       AL_GROUP_WORKERS };
 
 			if (!p)
 				continue;
@@ -688,11 +759,17 @@ static void snapshot(struct sched *s)
 			snprintf(p->what, sizeof(p->what), "q %s %s", s->policy.tiers[i].name,
 				 al_band_name(b));
 			sn->outstanding++;
-			if (al_aconn_cmd(s->cmd, on_snap, p, 4, argv, NULL)) {
+			if (al_aconn_cmd(s->cmd, on_snap, p, 5, argv, NULL)) {
 				sn->outstanding--;
 				free(p);
 			}
 		}
+	}
+	{
+		const char *argv[] = { "EVALSHA", al_script_sha(al_lua_trim), "1", AL_KEY_INTAKE,
+				       AL_GROUP_SCHEDULER };
+
+		al_aconn_cmd(s->cmd, on_reply_log, (void *)"trim", 5, argv, NULL);
 	}
 	{
 		static const char *const parts[][4] = {
@@ -781,7 +858,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 		return;
 	snprintf(now, sizeof(now), "%llu", (unsigned long long)t);
 	{
-		const char *argv[] = { "EVAL", al_lua_promote, "1", AL_KEY_DELAYED, now, "500" };
+		const char *argv[] = { "EVALSHA", al_script_sha(al_lua_promote), "1", AL_KEY_DELAYED, now, "500" };
 
 		al_aconn_cmd(s->cmd, on_reply_log, (void *)"promote", 6, argv, NULL);
 	}
@@ -794,7 +871,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 		s->last_reclaim_ms = t;
 		reclaim(s);
 	}
-	if (s->http && t - s->last_snapshot_ms >= 1000) {
+	if (t - s->last_snapshot_ms >= 1000) { /* also trims the streams */
 		s->last_snapshot_ms = t;
 		snapshot(s);
 	}

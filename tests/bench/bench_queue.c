@@ -1,0 +1,139 @@
+/* bench_queue.c - queue benchmark client for tests/bench/run.sh.
+ *   bench_queue URL throughput N TIER   submit N jobs pipelined, wait for all
+ *                                       results; prints jobs/s
+ *   bench_queue URL latency N TIER      N jobs one at a time; prints p50/p99
+ *                                       submit-to-result ms
+ * The job is argv ["true"] (the noop backend ignores it). One JSON line. */
+#include <hiredis.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../../client/client.h"
+#include "../../proto/keys.h"
+#include "../../proto/scripts.h"
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int cmp(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static void make_job(struct al_job *job, char *id, char *tier, char **argv)
+{
+	static char tenant[] = "bench";
+
+	memset(job, 0, sizeof(*job));
+	job->version = AL_PROTO_VERSION;
+	job->id = id;
+	job->tier = tier;
+	job->tenant = tenant;
+	job->argv = argv;
+	job->argc = 1;
+	job->priority = AL_PRIORITY_DEFAULT;
+}
+
+int main(int argc, char **argv)
+{
+	struct al_err err = { 0 };
+	char *targv[] = { (char *)"true", NULL };
+	struct al_client *c;
+	int n;
+
+	if (argc != 5 || (n = atoi(argv[3])) <= 0) {
+		fprintf(stderr, "usage: bench_queue URL throughput|latency N TIER\n");
+		return 2;
+	}
+	c = al_client_connect(argv[1], &err);
+	if (!c) {
+		fprintf(stderr, "bench_queue: %s\n", err.msg);
+		return 1;
+	}
+	if (!strcmp(argv[2], "latency")) {
+		double *ms = calloc((size_t)n, sizeof(double));
+
+		for (int i = 0; i < n; i++) {
+			struct al_job job;
+			struct al_result res;
+			char id[AL_ID_MAX + 1], out[AL_ID_MAX + 1];
+			bool existing;
+			double t0 = now_s();
+
+			snprintf(id, sizeof(id), "lat-%d-%d", (int)getpid(), i);
+			make_job(&job, id, argv[4], targv);
+			if (al_client_submit(c, &job, out, &existing, &err) ||
+			    al_client_wait(c, out, 30000, &res, &err)) {
+				fprintf(stderr, "bench_queue: %s\n", err.msg);
+				return 1;
+			}
+			ms[i] = (now_s() - t0) * 1000;
+			al_result_free(&res);
+		}
+		qsort(ms, (size_t)n, sizeof(double), cmp);
+		printf("{\"n\":%d,\"p50_ms\":%.3f,\"p99_ms\":%.3f}\n", n, ms[n / 2],
+		       ms[(int)(n * 0.99) < n ? (int)(n * 0.99) : n - 1]);
+		free(ms);
+	} else {
+		/* Submissions in batches of 100 through the library (one round
+		 * trip each), like BullMQ's addBulk. */
+		redisContext *rc;
+		double t0, t1;
+		long long done = 0, base = 0;
+		redisReply *r;
+		const char *path = strncmp(argv[1], "unix://", 7) == 0 ? argv[1] + 7 : NULL;
+		enum { BATCH = 100 };
+		static struct al_job jobs[BATCH];
+		static char ids[BATCH][AL_ID_MAX + 1], out[BATCH][AL_ID_MAX + 1];
+		static int st[BATCH];
+
+		rc = path ? redisConnectUnix(path) : redisConnect("127.0.0.1", 6379);
+		if (!rc || rc->err)
+			return 1;
+		r = redisCommand(rc, "HGET %s status:ok", AL_KEY_STATS);
+		if (r && r->type == REDIS_REPLY_STRING)
+			base = atoll(r->str);
+		freeReplyObject(r);
+		t0 = now_s();
+		for (int i = 0; i < n; i += BATCH) {
+			int m = n - i < BATCH ? n - i : BATCH;
+
+			for (int k = 0; k < m; k++) {
+				snprintf(ids[k], sizeof(ids[k]), "tp-%d-%d", (int)getpid(), i + k);
+				make_job(&jobs[k], ids[k], argv[4], targv);
+			}
+			if (al_client_submit_many(c, jobs, (size_t)m, out, st, &err)) {
+				fprintf(stderr, "bench_queue: %s\n", err.msg);
+				return 1;
+			}
+		}
+		while (done < n) {
+			struct timespec ts = { 0, 2 * 1000 * 1000 };
+
+			nanosleep(&ts, NULL);
+			r = redisCommand(rc, "HGET %s status:ok", AL_KEY_STATS);
+			if (r && r->type == REDIS_REPLY_STRING)
+				done = atoll(r->str) - base;
+			freeReplyObject(r);
+			if (now_s() - t0 > 300) {
+				fprintf(stderr, "bench_queue: only %lld of %d done after 300 s\n", done, n);
+				return 1;
+			}
+		}
+		t1 = now_s();
+		printf("{\"n\":%d,\"seconds\":%.3f,\"jobs_per_s\":%.0f}\n", n, t1 - t0, n / (t1 - t0));
+		redisFree(rc);
+	}
+	al_client_close(c);
+	return 0;
+}

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# All benchmarks (not part of `make test`): `make bench`.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+export BUILD=${BUILD:-build}
+/usr/bin/python3 tests/bench/process_latency.py "${PROCESS_ROUNDS:-100}"
+echo
+/usr/bin/python3 tests/bench/queue.py

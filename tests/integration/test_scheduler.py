@@ -1,0 +1,291 @@
+#!/usr/bin/python3
+"""The scheduler on a real redis-server: every rejection reason, defaults,
+priorities, tenant quotas and rate limits under concurrent submitters,
+attempts used up (worker_lost + dead letter), two schedulers at once, SIGHUP
+reload, /metrics, and policy errors at start-up."""
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+
+import msgpack
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+from altest import Tap  # noqa: E402
+from cluster import SCHED, Cluster  # noqa: E402
+
+t = Tap()
+if os.geteuid() != 0:
+    print("1..0 # SKIP needs root (the process backend)")
+    sys.exit(0)
+
+POLICY = """\
+result_ttl_s: 600
+lease_ms: 1200
+tiers:
+  trusted:
+    backend: process
+    max_attempts: 2
+    backoff_ms: 100
+    defaults: {wall_ms: 7000, memory_bytes: 100000000, pids: 40, disk_bytes: 500000}
+    max: {wall_ms: 20000, memory_bytes: 200000000, disk_bytes: 1000000}
+    callback_hosts: [127.0.0.1]
+    env: {FROM_POLICY: "yes"}
+tenants:
+  default: {max_priority: 9}
+  small: {max_queued: 10}
+  slow: {rate_per_s: 5}
+  one: {max_running: 1}
+  low: {max_priority: 3}
+"""
+
+
+def result(c, jid):
+    raw = c.rcli("GET", "al:res:" + jid, raw=True).rstrip(b"\n")
+    return msgpack.unpackb(raw, raw=False) if raw else None
+
+
+def run(c, *args):
+    return c.cli("run", *args)
+
+
+def rejections():
+    c = Cluster(policy=POLICY)
+    try:
+        c.scheduler()
+        cases = [
+            ("unknown tier", ["--tier", "gpu"], 'unknown tier "gpu"'),
+            ("limit above the tier's max", ["--timeout", "30000"], "limits.wall_ms: 30000 is above"),
+            ("memory above the tier's max", ["--memory", "300000000"], "limits.memory_bytes"),
+            ("files larger than the disk limit", ["-f", "/usr/bin/python3:big"], "do not fit the disk limit"),
+            ("callback host not allowed", ["--callback", "http://10.0.0.1/x"], 'host "10.0.0.1" is not allowed'),
+            ("deadline already past", ["--deadline-ms", "1000"], "deadline_ms: 1000 is already past"),
+            ("priority above the tenant's max", ["--tenant", "low", "--priority", "8"],
+             "priority: 8 is above tenant low's maximum of 3"),
+        ]
+        for name, args, needle in cases:
+            p = run(c, *args, "-c", "print(1)")
+            t.ok(p.returncode == 65 and needle.encode() in p.stderr,
+                 "rejected: %s" % name, p.stderr)
+        job = {"v": 1, "id": "egress-1", "tier": "trusted", "argv": ["true"], "network": "egress"}
+        subprocess.run(["redis-cli", "-s", c.sock, "-x", "XADD", "al:intake", "*", "job"],
+                       input=msgpack.packb(job, use_bin_type=True), capture_output=True)
+        c.rcli("BLPOP", "al:done:egress-1", "10")
+        r = result(c, "egress-1")
+        t.ok(r and r["status"] == "rejected" and "does not allow egress" in r["error"],
+             "rejected: network egress on a tier without it", r)
+        # quota: max_queued 10 for tenant small, four submitters at once, no worker
+        codes = []
+
+        def submitter():
+            for _ in range(10):
+                p = c.cli("submit", "--tenant", "small", "-c", "print(1)")
+                codes.append(p.stdout.decode().strip())
+
+        ths = [threading.Thread(target=submitter) for _ in range(4)]
+        [th.start() for th in ths]
+        [th.join() for th in ths]
+        time.sleep(1.0)
+        states = [c.rcli("HGET", "al:job:" + j, "state").strip() for j in codes]
+        rej = [result(c, j) for j in codes if states[codes.index(j)] == "done"]
+        t.ok(states.count("queued") == 10 and len(rej) == 30 and
+             all(r["status"] == "rejected" and "max_queued" in r["error"] for r in rej),
+             "quota under 4 concurrent submitters: exactly 10 queued, 30 rejected",
+             (states.count("queued"), len(rej)))
+        # rate: 5 per second for tenant slow
+        ids = [c.cli("submit", "--tenant", "slow", "-c", "print(1)").stdout.decode().strip()
+               for _ in range(20)]
+        time.sleep(1.0)
+        queued = sum(c.rcli("HGET", "al:job:" + j, "state").strip() == "queued" for j in ids)
+        rated = [result(c, j) for j in ids]
+        rated = [r for r in rated if r and "rate_per_s" in (r.get("error") or "")]
+        t.ok(5 <= queued <= 10 and queued + len(rated) == 20,
+             "rate limit 5/s: %d of 20 quick submissions admitted, the rest rejected" % queued)
+    finally:
+        c.close()
+
+
+def defaults_and_priorities():
+    c = Cluster(policy=POLICY)
+    try:
+        c.scheduler()
+        jid = c.cli("submit", "-c", "import os; print(os.environ.get('FROM_POLICY'))").stdout.decode().strip()
+        c.wait_for(lambda: c.rcli("HGET", "al:job:" + jid, "state").strip() == "queued", 10)
+        job = msgpack.unpackb(c.rcli("HGET", "al:job:" + jid, "job", raw=True).rstrip(b"\n"), raw=False)
+        lim = job.get("limits", {})
+        t.ok(lim.get("wall_ms") == 7000 and lim.get("memory_bytes") == 100000000 and
+             lim.get("pids") == 40 and job.get("max_attempts") == 2,
+             "defaults filled from the tier", job)
+        low = [c.cli("submit", "--priority", "1", "-c", "print('low')").stdout.decode().strip()
+               for _ in range(4)]
+        high = [c.cli("submit", "--priority", "9", "-c", "print('high')").stdout.decode().strip()
+                for _ in range(4)]
+        time.sleep(0.5)
+        c.worker("wp", uid_base=65400, slots=1)
+        for j in low + high + [jid]:
+            c.rcli("BLPOP", "al:done:" + j, "30")
+        starts = {j: result(c, j)["started_ms"] for j in low + high}
+        t.ok(max(starts[j] for j in high) < min(starts[j] for j in low),
+             "priority 9 jobs all start before priority 1 jobs submitted earlier", starts)
+        r = result(c, jid)
+        t.ok(r and r["stdout"] == b"yes\n", "the policy's environment reaches the job", r)
+        # max_running 1 for tenant one, on a worker with 2 slots
+        c.worker("wq", uid_base=65500, slots=2)
+        ids = [c.cli("submit", "--tenant", "one", "-c", "import time; time.sleep(0.6)").stdout.decode().strip()
+               for _ in range(3)]
+        for j in ids:
+            c.rcli("BLPOP", "al:done:" + j, "30")
+        spans = sorted((result(c, j)["started_ms"], result(c, j)["finished_ms"]) for j in ids)
+        overlap = any(spans[i + 1][0] < spans[i][1] for i in range(len(spans) - 1))
+        t.ok(all(result(c, j)["status"] == "ok" for j in ids) and not overlap,
+             "tenant max_running 1: its jobs never overlap, all finish", spans)
+    finally:
+        c.close()
+
+
+def attempts_used_up():
+    c = Cluster(policy=POLICY)
+    try:
+        c.scheduler()
+        jid = c.cli("submit", "--timeout", "20000", "-c", "import time; time.sleep(20)").stdout.decode().strip()
+        for n, name in enumerate(["k1", "k2"]):
+            c.worker(name, uid_base=65600 + 10 * n, slots=1)
+            c.wait_for(lambda: "event=job_start" in c.log(name), timeout=20)
+            c.signal(name, signal.SIGKILL)
+            c.wait_exit(name)
+        c.rcli("BLPOP", "al:done:" + jid, "20")
+        r = result(c, jid)
+        t.ok(r and r["status"] == "worker_lost" and r["attempt"] == 2 and "attempts" in r["error"],
+             "max attempts used up by dead workers: worker_lost", r)
+        dl = c.cli("dlq", "list").stdout.decode()
+        t.ok(jid in dl, "and a dead letter for it", dl)
+    finally:
+        c.close()
+
+
+def two_schedulers():
+    c = Cluster(policy=POLICY)
+    try:
+        c.scheduler("sA")
+        c.scheduler("sB")
+        c.worker("w2a", uid_base=65700, slots=2)
+        ids = []
+        for i in range(150):
+            job = {"v": 1, "id": "two-%03d" % i, "tier": "trusted", "argv": ["true"]}
+            ids.append(job["id"])
+            subprocess.run(["redis-cli", "-s", c.sock, "-x", "XADD", "al:intake", "*", "job"],
+                           input=msgpack.packb(job, use_bin_type=True), capture_output=True)
+        ok = c.wait_for(lambda: c.rcli("HGET", "al:stats", "status:ok").strip() == "150", 120, 0.5)
+        adm = [sum(int(x.split("jobs=")[1].split()[0]) for x in c.log(n).splitlines()
+                   if "event=admitted" in x) for n in ("sA", "sB")]
+        t.ok(ok and sum(adm) == 150 and c.rcli("XLEN", "al:dlq").strip() == "0",
+             "two schedulers: 150 jobs admitted once in all (%s), no duplicates" % adm)
+        # both reclaim: a killed worker's 2 jobs come back exactly once each
+        ids = [c.cli("submit", "--timeout", "20000", "-c", "import time; time.sleep(1)").stdout.decode().strip()
+               for _ in range(2)]
+        c.signal("w2a", signal.SIGSTOP)
+        c.worker("w2b", uid_base=65800, slots=2)
+        for j in ids:
+            c.rcli("BLPOP", "al:done:" + j, "30")
+        rs = [result(c, j) for j in ids]
+        reclaimed = sum(c.log(n).count("event=reclaimed") for n in ("sA", "sB"))
+        c.signal("w2a", signal.SIGKILL)
+        t.ok(all(r and r["attempt"] == 2 and r["status"] == "ok" for r in rs) and reclaimed == 2,
+             "two schedulers reclaim a stalled worker's 2 jobs exactly once each (%d)" % reclaimed, rs)
+    finally:
+        c.close()
+
+
+def reload_and_metrics():
+    c = Cluster(policy=POLICY)
+    try:
+        port = 19470 + os.getpid() % 500
+        c.scheduler(listen="127.0.0.1:%d" % port)
+        c.worker("wm", uid_base=65900, slots=2)
+        p = run(c, "--tier", "extra", "-c", "print(1)")
+        t.ok(p.returncode == 65, "tier extra unknown before the reload", p.stderr)
+        text = POLICY.replace("tenants:", "  extra:\n    backend: process\ntenants:")
+        with open(c.policy, "w") as f:
+            f.write(text)
+        c.signal("sched1", signal.SIGHUP)
+        c.wait_for(lambda: "policy_reload result=ok" in c.log("sched1"), 10)
+        c.procs.pop("wm").send_signal(signal.SIGTERM)
+        c.worker("wm2", uid_base=65900, slots=2, tiers="trusted,extra")
+        p = run(c, "--tier", "extra", "-c", "print('extra')")
+        t.ok(p.returncode == 0 and p.stdout == b"extra\n", "SIGHUP with a good policy: tier extra works",
+             p)
+        with open(c.policy, "w") as f:
+            f.write("tiers:\n  trusted: {backend: process\n")
+        c.signal("sched1", signal.SIGHUP)
+        c.wait_for(lambda: "policy_reload result=refused" in c.log("sched1"), 10)
+        log = c.log("sched1")
+        p = run(c, "--tier", "extra", "-c", "print('still')")
+        t.ok("result=refused" in log and "policy.yaml:" in log and p.returncode == 0,
+             "SIGHUP with a broken policy: refused with file:line, the old one stays", log[-400:])
+        for code in ["print(1)", "print(2)", "print(3)", "raise SystemExit(4)"]:
+            run(c, "-c", code)
+        run(c, "--tier", "nope", "-c", "print(1)")
+        time.sleep(2.5)  # worker heartbeat flushes histograms, scheduler snapshots
+
+        def metrics():
+            return urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=5).read().decode()
+
+        m = metrics()
+        val = {}
+        for line in m.splitlines():
+            if line and not line.startswith("#"):
+                k, v = line.rsplit(" ", 1)
+                val[k] = float(v)
+        t.ok(val.get('airlock_jobs_total{status="ok"}') == 5 and
+             val.get('airlock_jobs_total{status="nonzero_exit"}') == 1 and
+             val.get('airlock_jobs_total{status="rejected"}') == 2,
+             "/metrics: jobs by final status match what ran", m[:1500])
+        t.ok(val.get("airlock_workers_live") == 1 and val.get("airlock_slots_free") == 2 and
+             val.get('airlock_queue_depth{tier="trusted",band="mid"}') == 0,
+             "/metrics: live workers, free slots, queue depth", m[:1500])
+        t.ok(val.get('airlock_run_seconds_count{tier="trusted",backend="process"}') == 4 and
+             'airlock_queue_wait_seconds_bucket{tier="trusted",backend="process",le="+Inf"}' in m,
+             "/metrics: run-time and queue-wait histograms per tier and backend", m[-1500:])
+        h = urllib.request.urlopen("http://127.0.0.1:%d/healthz" % port, timeout=5)
+        t.ok(h.status == 200 and b'"redis":true' in h.read(), "/healthz: Redis reachable, policy loaded")
+    finally:
+        c.close()
+
+
+def policy_errors():
+    d = "/var/tmp/airlock-policy-%d" % os.getpid()
+    os.makedirs(d, exist_ok=True)
+    cases = [
+        ("syntax", "tiers:\n  a: {backend: process\n", "YAML syntax error"),
+        ("unknown key", "tiers:\n  a: {backend: process, colour: red}\n", ':2: tier a: unknown key "colour"'),
+        ("unknown backend", "tiers:\n  a: {backend: docker}\n", 'unknown backend "docker"'),
+        ("defaults above max", "tiers:\n  a:\n    backend: process\n    defaults: {wall_ms: 9}\n"
+         "    max: {wall_ms: 5}\n", "defaults.wall_ms is above max.wall_ms"),
+        ("no tiers", "result_ttl_s: 5\n", "no tiers"),
+        ("negative limit", "tiers:\n  a:\n    backend: process\n    max: {pids: -1}\n", ":4:"),
+    ]
+    for name, text, needle in cases:
+        path = os.path.join(d, name.replace(" ", "_") + ".yaml")
+        with open(path, "w") as f:
+            f.write(text)
+        p = subprocess.run([SCHED, "--check", "--policy", path], capture_output=True, timeout=10)
+        t.ok(p.returncode == 2 and needle.encode() in p.stderr and path.encode() in p.stderr,
+             "policy error (%s) reported with file:line, scheduler refuses to start" % name, p.stderr)
+    p = subprocess.run([SCHED, "--check", "--policy",
+                        os.path.join(os.path.dirname(__file__), "..", "..", "deploy",
+                                     "policy.example.yaml")], capture_output=True, timeout=10)
+    t.ok(p.returncode == 0 and b"tier untrusted -> microvm" in p.stdout,
+         "the example policy in deploy/ loads", p.stdout + p.stderr)
+    subprocess.run(["rm", "-rf", d])
+
+
+for fn in (policy_errors, rejections, defaults_and_priorities, attempts_used_up, two_schedulers,
+           reload_and_metrics):
+    try:
+        fn()
+    except Exception as e:
+        t.ok(False, "%s raised %r" % (fn.__name__, e))
+sys.exit(t.done())

@@ -90,7 +90,7 @@ FUZZ_FLAGS := -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitiz
 	$(shell pkg-config --cflags msgpack)
 $(BUILD)/fuzz/%: tests/fuzz/%.c $(PROTO_SRC) $(wildcard proto/*.h)
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(PROTO_SRC) $(shell pkg-config --libs msgpack)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(PROTO_SRC) $(shell pkg-config --libs msgpack libcrypto)
 
 fuzz: $(FUZZERS)
 

@@ -233,12 +233,20 @@ def reload_and_metrics():
         def metrics():
             return urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=5).read().decode()
 
+        def parse(m):
+            val = {}
+            for line in m.splitlines():
+                if line and not line.startswith("#"):
+                    k, v = line.rsplit(" ", 1)
+                    val[k] = float(v)
+            return val
+
+        # Metrics are a snapshot refreshed each second, histograms flushed by
+        # the worker's heartbeat: wait until they have caught up.
+        c.wait_for(lambda: parse(metrics()).get(
+            'airlock_run_seconds_count{tier="trusted",backend="process"}') == 4, 15, 0.5)
         m = metrics()
-        val = {}
-        for line in m.splitlines():
-            if line and not line.startswith("#"):
-                k, v = line.rsplit(" ", 1)
-                val[k] = float(v)
+        val = parse(m)
         t.ok(val.get('airlock_jobs_total{status="ok"}') == 5 and
              val.get('airlock_jobs_total{status="nonzero_exit"}') == 1 and
              val.get('airlock_jobs_total{status="rejected"}') == 2,
@@ -248,7 +256,8 @@ def reload_and_metrics():
              "/metrics: live workers, free slots, queue depth", m[:1500])
         t.ok(val.get('airlock_run_seconds_count{tier="trusted",backend="process"}') == 4 and
              'airlock_queue_wait_seconds_bucket{tier="trusted",backend="process",le="+Inf"}' in m,
-             "/metrics: run-time and queue-wait histograms per tier and backend", m[-1500:])
+             "/metrics: run-time and queue-wait histograms per tier and backend",
+             [l for l in m.splitlines() if "_count" in l or "Inf" in l])
         h = urllib.request.urlopen("http://127.0.0.1:%d/healthz" % port, timeout=5)
         t.ok(h.status == 200 and b'"redis":true' in h.read(), "/healthz: Redis reachable, policy loaded")
     finally:

@@ -96,6 +96,9 @@ struct al_backend_ops {
 	int (*reap)(struct al_sandbox *sb, struct al_result *res, struct al_err *err);
 	/* MUST: remove every process, file, cgroup... made for the job. */
 	void (*destroy)(struct al_sandbox *sb);
+	/* MAY: after the result is out, get the slot ready for its next job
+	 * (pre-made sandboxes, warm pools). */
+	void (*refill)(const struct al_backend_conf *conf, unsigned slot);
 	/* MAY: tear down global state at worker exit. */
 	void (*fini)(void);
 };

@@ -165,7 +165,6 @@ int al_cg_create(struct al_cg *cg, const struct al_cg_sys *sys, const char *name
 		 const struct al_cg_limits *lim, struct al_err *err)
 {
 	const char *roots[4];
-	char val[64];
 	int rc;
 
 	memset(cg, 0, sizeof(*cg));
@@ -200,47 +199,60 @@ int al_cg_create(struct al_cg *cg, const struct al_cg_sys *sys, const char *name
 		}
 	}
 
-#define SET(dir, file, ...)                                                                   \
-	do {                                                                                  \
-		snprintf(val, sizeof(val), __VA_ARGS__);                                      \
-		if (write_file(dir, file, val)) {                                             \
-			al_err_sys(err, "cgroup: write %s to %s/%s", val, dir, file);         \
-			goto out_destroy;                                                     \
-		}                                                                             \
-	} while (0)
-
-	if (sys->version == AL_CG_V2) {
-		if (lim->memory_bytes) {
-			SET(cg->dirs[0], "memory.max", "%" PRIu64, lim->memory_bytes);
-			/* no swap: swap would let a job exceed its memory limit */
-			snprintf(val, sizeof(val), "0");
-			write_file(cg->dirs[0], "memory.swap.max", val); /* absent without swap accounting */
-		}
-		if (lim->pids)
-			SET(cg->dirs[0], "pids.max", "%" PRIu64, lim->pids);
-		if (lim->cpu_millis)
-			SET(cg->dirs[0], "cpu.max", "%" PRIu64 " 100000", lim->cpu_millis * 100);
-	} else {
-		if (lim->memory_bytes) {
-			SET(cg->dirs[0], "memory.limit_in_bytes", "%" PRIu64, lim->memory_bytes);
-			/* memory+swap equal to memory: no swap escape (file absent
-			 * when the kernel has no swap accounting) */
-			snprintf(val, sizeof(val), "%" PRIu64, lim->memory_bytes);
-			write_file(cg->dirs[0], "memory.memsw.limit_in_bytes", val);
-		}
-		if (lim->pids)
-			SET(cg->dirs[1], "pids.max", "%" PRIu64, lim->pids);
-		if (lim->cpu_millis) {
-			SET(cg->dirs[2], "cpu.cfs_period_us", "100000");
-			SET(cg->dirs[2], "cpu.cfs_quota_us", "%" PRIu64, lim->cpu_millis * 100);
-		}
-	}
-#undef SET
+	if ((rc = al_cg_set_limits(cg, lim, err)))
+		goto out_destroy;
 	return AL_OK;
 
 out_destroy:
 	rc = err ? err->status : AL_ESANDBOX;
 	al_cg_destroy(cg, NULL);
+	return rc;
+}
+
+/* Write v (and, for cpu.max, the period after it) to dir/file. */
+static int set_u64(const char *dir, const char *file, uint64_t v, const char *suffix,
+		   struct al_err *err)
+{
+	char val[64];
+
+	snprintf(val, sizeof(val), "%" PRIu64 "%s", v, suffix);
+	if (write_file(dir, file, val))
+		return al_err_sys(err, "cgroup: write %s to %s/%s", val, dir, file);
+	return AL_OK;
+}
+
+int al_cg_set_limits(struct al_cg *cg, const struct al_cg_limits *lim, struct al_err *err)
+{
+	const struct al_cg_sys *sys = cg->sys;
+	char val[64];
+	int rc = AL_OK;
+
+	if (sys->version == AL_CG_V2) {
+		if (lim->memory_bytes) {
+			rc = set_u64(cg->dirs[0], "memory.max", lim->memory_bytes, "", err);
+			/* no swap: swap would let a job exceed its memory limit
+			 * (the file is absent without swap accounting) */
+			write_file(cg->dirs[0], "memory.swap.max", "0");
+		}
+		if (!rc && lim->pids)
+			rc = set_u64(cg->dirs[0], "pids.max", lim->pids, "", err);
+		if (!rc && lim->cpu_millis)
+			rc = set_u64(cg->dirs[0], "cpu.max", lim->cpu_millis * 100, " 100000", err);
+	} else {
+		if (lim->memory_bytes) {
+			rc = set_u64(cg->dirs[0], "memory.limit_in_bytes", lim->memory_bytes, "", err);
+			/* memory+swap equal to memory: no swap escape (absent
+			 * when the kernel has no swap accounting) */
+			snprintf(val, sizeof(val), "%" PRIu64, lim->memory_bytes);
+			write_file(cg->dirs[0], "memory.memsw.limit_in_bytes", val);
+		}
+		if (!rc && lim->pids)
+			rc = set_u64(cg->dirs[1], "pids.max", lim->pids, "", err);
+		if (!rc && lim->cpu_millis)
+			rc = set_u64(cg->dirs[2], "cpu.cfs_period_us", 100000, "", err);
+		if (!rc && lim->cpu_millis)
+			rc = set_u64(cg->dirs[2], "cpu.cfs_quota_us", lim->cpu_millis * 100, "", err);
+	}
 	return rc;
 }
 

@@ -52,6 +52,9 @@ int al_cg_detect(struct al_cg_sys *sys, const char *worker_id, struct al_err *er
 /* Create airlock/<worker_id>/<name> with limits. On failure nothing is left. */
 int al_cg_create(struct al_cg *cg, const struct al_cg_sys *sys, const char *name,
 		 const struct al_cg_limits *lim, struct al_err *err);
+/* Set (or change) the limits of an existing cgroup; zero fields are left
+ * as they are. */
+int al_cg_set_limits(struct al_cg *cg, const struct al_cg_limits *lim, struct al_err *err);
 /* Move the calling process into cg (async-signal-safe: usable after fork). */
 int al_cg_enter_self(const struct al_cg *cg);
 int al_cg_stats(const struct al_cg *cg, struct al_cg_stats *st);

@@ -68,10 +68,18 @@ static int write_all(int fd, const char *p, size_t n)
 	return 0;
 }
 
+/* A directory fd on the work tmpfs (caller closes). */
+static int work_dirfd(const struct al_jobfs *fs)
+{
+	if (fs->mnt_fd >= 0)
+		return openat(fs->mnt_fd, ".", O_DIRECTORY | O_RDONLY | O_CLOEXEC);
+	return open(fs->work, O_DIRECTORY | O_RDONLY | O_CLOEXEC);
+}
+
 static int write_inputs(struct al_jobfs *fs, const struct al_job *job, uid_t uid, gid_t gid,
 			struct al_err *err)
 {
-	int dirfd = open(fs->work, O_DIRECTORY | O_RDONLY | O_CLOEXEC);
+	int dirfd = work_dirfd(fs);
 	int rc = AL_OK;
 
 	if (dirfd < 0)
@@ -105,30 +113,54 @@ static int write_inputs(struct al_jobfs *fs, const struct al_job *job, uid_t uid
 
 int al_jobfs_create(struct al_jobfs *fs, const char *root, const char *name,
 		    const struct al_job *job, uint64_t disk_bytes, uid_t uid, gid_t gid,
-		    struct al_err *err)
+		    bool detached, struct al_err *err)
 {
 	char opts[128], path[PATH_MAX + 16];
 	int rc;
 
 	memset(fs, 0, sizeof(*fs));
-	fs->out_fd = fs->err_fd = -1;
+	fs->out_fd = fs->err_fd = fs->mnt_fd = -1;
 	if (al_mkdir_p(root, 0711))
 		return al_err_sys(err, "jobfs: mkdir %s", root);
 	if (al_pathf(fs->dir, sizeof(fs->dir), "%s/%s", root, name) ||
 	    al_pathf(fs->work, sizeof(fs->work), "%s/work", fs->dir) || mkdir(fs->dir, 0700))
 		return al_err_sys(err, "jobfs: mkdir %s", fs->dir);
-	if (mkdir(fs->work, 0700)) {
-		rc = al_err_sys(err, "jobfs: mkdir %s", fs->work);
-		goto out_destroy;
-	}
 	/* The disk limit is the tmpfs size: a disk-filling job gets ENOSPC. */
-	snprintf(opts, sizeof(opts), "size=%llu,mode=0700,uid=%u,gid=%u,nr_inodes=65536",
-		 (unsigned long long)disk_bytes, (unsigned)uid, (unsigned)gid);
-	if (mount("airlock-job", fs->work, "tmpfs", MS_NOSUID | MS_NODEV, opts)) {
-		rc = al_err_sys(err, "jobfs: mount tmpfs on %s", fs->work);
-		goto out_destroy;
+	if (detached) {
+		int fsfd = fsopen("tmpfs", FSOPEN_CLOEXEC);
+		char v[32];
+		bool bad = fsfd < 0;
+
+		snprintf(v, sizeof(v), "%llu", (unsigned long long)disk_bytes);
+		bad = bad || fsconfig(fsfd, FSCONFIG_SET_STRING, "size", v, 0);
+		bad = bad || fsconfig(fsfd, FSCONFIG_SET_STRING, "mode", "0700", 0);
+		snprintf(v, sizeof(v), "%u", (unsigned)uid);
+		bad = bad || fsconfig(fsfd, FSCONFIG_SET_STRING, "uid", v, 0);
+		snprintf(v, sizeof(v), "%u", (unsigned)gid);
+		bad = bad || fsconfig(fsfd, FSCONFIG_SET_STRING, "gid", v, 0);
+		bad = bad || fsconfig(fsfd, FSCONFIG_SET_STRING, "nr_inodes", "65536", 0);
+		bad = bad || fsconfig(fsfd, FSCONFIG_CMD_CREATE, NULL, NULL, 0);
+		if (!bad)
+			fs->mnt_fd = fsmount(fsfd, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+		if (fsfd >= 0)
+			close(fsfd);
+		if (fs->mnt_fd < 0) {
+			rc = al_err_sys(err, "jobfs: make a detached tmpfs (fsopen/fsmount)");
+			goto out_destroy;
+		}
+	} else {
+		if (mkdir(fs->work, 0700)) {
+			rc = al_err_sys(err, "jobfs: mkdir %s", fs->work);
+			goto out_destroy;
+		}
+		snprintf(opts, sizeof(opts), "size=%llu,mode=0700,uid=%u,gid=%u,nr_inodes=65536",
+			 (unsigned long long)disk_bytes, (unsigned)uid, (unsigned)gid);
+		if (mount("airlock-job", fs->work, "tmpfs", MS_NOSUID | MS_NODEV, opts)) {
+			rc = al_err_sys(err, "jobfs: mount tmpfs on %s", fs->work);
+			goto out_destroy;
+		}
+		fs->mounted = true;
 	}
-	fs->mounted = true;
 	if ((rc = write_inputs(fs, job, uid, gid, err)))
 		goto out_destroy;
 	if (!al_pathf(path, sizeof(path), "%s/stdout", fs->dir))
@@ -193,9 +225,9 @@ int al_jobfs_collect(struct al_jobfs *fs, const struct al_job *job,
 	if (read_capped(fs->out_fd, lim->stdout_bytes, &res->out, &res->out_truncated) ||
 	    read_capped(fs->err_fd, lim->stderr_bytes, &res->err, &res->err_truncated))
 		return al_err_sys(err, "jobfs: read stdout/stderr");
-	if (!fs->mounted)
+	if (!fs->mounted && fs->mnt_fd < 0)
 		return AL_OK;
-	dirfd = open(fs->work, O_DIRECTORY | O_RDONLY | O_CLOEXEC);
+	dirfd = work_dirfd(fs);
 	if (dirfd < 0)
 		return al_err_sys(err, "jobfs: open %s", fs->work);
 	/* A few blocks of slack: tmpfs reports full slightly before size. */
@@ -244,7 +276,9 @@ void al_jobfs_destroy(struct al_jobfs *fs)
 		close(fs->out_fd);
 	if (fs->err_fd >= 0)
 		close(fs->err_fd);
-	fs->out_fd = fs->err_fd = -1;
+	if (fs->mnt_fd >= 0)
+		close(fs->mnt_fd); /* the last reference frees the detached tmpfs */
+	fs->out_fd = fs->err_fd = fs->mnt_fd = -1;
 	/* Unmounting the tmpfs frees everything the job wrote. */
 	if (fs->mounted && umount2(fs->work, MNT_DETACH) == 0)
 		fs->mounted = false;
@@ -266,7 +300,7 @@ int al_jobfs_sweep(const char *root, struct al_err *err)
 	if (!d)
 		return errno == ENOENT ? AL_OK : al_err_sys(err, "jobfs: open %s", root);
 	while ((de = readdir(d))) {
-		struct al_jobfs fs = { .out_fd = -1, .err_fd = -1, .mounted = true };
+		struct al_jobfs fs = { .out_fd = -1, .err_fd = -1, .mnt_fd = -1, .mounted = true };
 
 		if (de->d_name[0] == '.')
 			continue;

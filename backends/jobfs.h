@@ -19,17 +19,20 @@ struct al_jobfs {
 	char dir[PATH_MAX];  /* <root>/<name>, 0700 root */
 	char work[PATH_MAX]; /* <dir>/work: tmpfs of the job's disk limit */
 	bool mounted;	     /* work is a mount point we made */
+	int mnt_fd;	     /* detached mode: the tmpfs, mounted nowhere on the
+			      * host (fsmount); the sandbox moves it into place */
 	int out_fd;	     /* <dir>/stdout, read back after the job */
 	int err_fd;	     /* <dir>/stderr */
 };
 
-/* Make <root>/<name>, mount the work tmpfs (size disk_bytes, owned by
- * uid:gid, mode 0700), write the job's input files into it, create the
- * stdout/stderr files. On failure nothing is left. AL_EINVAL when the input
- * files do not fit in disk_bytes. */
+/* Make <root>/<name>, the work tmpfs (size disk_bytes, owned by uid:gid,
+ * mode 0700) with the job's input files, and the stdout/stderr files. The
+ * tmpfs is mounted on <dir>/work, or, when detached, only held by fs->mnt_fd
+ * (never visible on the host; gone when the fd and the sandbox are). On
+ * failure nothing is left. AL_EINVAL when the input files do not fit. */
 int al_jobfs_create(struct al_jobfs *fs, const char *root, const char *name,
 		    const struct al_job *job, uint64_t disk_bytes, uid_t uid, gid_t gid,
-		    struct al_err *err);
+		    bool detached, struct al_err *err);
 
 /* Fill res->out/err (capped, with truncated flags) and res->files (each at
  * most file_cap bytes; missing files are skipped, symlinks and non-regular

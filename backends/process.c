@@ -1,35 +1,44 @@
 /* process.c - the process backend: a hardened child process.
  *
  * Each job runs under a tiny init that is PID 1 of fresh PID, network
- * (empty), mount, IPC and UTS namespaces, inside its own cgroup. The init
- * mounts the job's tmpfs work dir on /tmp, a new /proc and empty tmpfs over
- * the host paths a job must not see, closes every other descriptor, drops to
- * the slot's uid with no capabilities and no_new_privs, then forks the job:
- * setsid, rlimits, seccomp, exec. When the job's main process exits the init
- * reports its wait status and exits, and the kernel kills everything left in
- * the PID namespace, so no daemon outlives the job. A timeout SIGKILLs the
- * init through its pidfd, which does the same.
+ * (empty), mount, IPC and UTS namespaces, inside its own cgroup. For speed
+ * every slot keeps one such init ready ("warm"): made in advance, it has
+ * joined a fresh cgroup (slow on cgroup v1: an RCU grace period), mounted a
+ * new /proc and empty tmpfs over the host paths a job must not see, closed
+ * every descriptor, and waits on a socket. A job then costs one message: the
+ * worker sets the cgroup's limits and sends the job's descriptors (its work
+ * tmpfs, a detached mount never visible on the host; stdin; stdout and
+ * stderr files; the script) and a spec (argv, environment, rlimits). The init
+ * moves the tmpfs onto /tmp, drops to the slot's uid with no capabilities
+ * and no_new_privs, and forks the job: setsid, rlimits, seccomp, exec. When
+ * the job's main process exits the init reports its wait status and exits,
+ * and the kernel kills everything left in the PID namespace, so no daemon
+ * outlives the job. A timeout SIGKILLs the init through its pidfd, which does
+ * the same. The init dies with the worker (PR_SET_PDEATHSIG).
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <limits.h>
 #include <linux/capability.h>
+#include <linux/seccomp.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <poll.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../proto/buf.h"
 #include "backend.h"
 #include "cgroup.h"
 #include "jobfs.h"
@@ -41,9 +50,35 @@
 #endif
 
 /* Descriptor layout inside the sandbox. */
-enum { FD_STDIN = 0, FD_STDOUT = 1, FD_STDERR = 2, FD_CODE = 3, FD_REPORT = 4 };
+enum { FD_STDIN = 0, FD_STDOUT = 1, FD_STDERR = 2, FD_CODE = 3, FD_REPORT = 4, FD_CTL = 5 };
+
+/* Descriptors sent with the go message, in this order. */
+enum { GO_WORK, GO_STDIN, GO_STDOUT, GO_STDERR, GO_CODE, GO_SPEC, GO_NFDS };
 
 #define SEARCH_PATH "/usr/local/bin:/usr/bin:/bin"
+#define MAX_ARGS 600 /* argv + envp pointers the init unpacks (caps: 256+3, 64+64+5) */
+
+/* The spec memfd: this header, then argc argv strings and envc environment
+ * strings, each NUL-terminated. Written by the worker, read by the init. */
+struct spec_hdr {
+	uint64_t rl_as, rl_cpu, rl_fsize, rl_nofile; /* rlimits (bytes, seconds, count) */
+	uint64_t shm_bytes;			    /* size of the private /dev/shm */
+	uint32_t argc, envc;
+	uint32_t uid;				    /* the slot's uid (and gid) */
+	uint32_t has_code;			    /* fd 3 holds the script */
+};
+
+/* One pre-made init per slot. */
+struct warm {
+	pid_t pid;
+	int pidfd;
+	int mntns;	/* the sandbox's mount namespace, held (see proc_destroy) */
+	int ctl;	/* our end of the control socket */
+	int report_rd;	/* init -> worker: "E<message>" or "X<wait status>" */
+	struct al_cg cg;
+	bool cg_made;
+	bool ready;
+};
 
 /* Global state filled by init (one worker process, one configuration). */
 static struct {
@@ -51,6 +86,9 @@ static struct {
 	struct al_seccomp seccomp;
 	const struct al_backend_conf *conf;
 	char jobs_root[PATH_MAX]; /* <state_dir>/<worker_id>/process */
+	struct warm *warm;	  /* conf->slots entries */
+	int *grave;		  /* per slot: a finished sandbox's mount namespace */
+	unsigned seq;		  /* names the cgroups of warm inits */
 	bool ready;
 } G;
 
@@ -60,15 +98,13 @@ struct proc_sb {
 	bool cg_made;
 	int code_fd;	/* memfd with the script, -1 for argv jobs */
 	int stdin_fd;	/* memfd with stdin */
-	int report_rd;	/* init -> worker: "E<message>" or "X<wait status>" */
-	int report_wr;
+	int spec_fd;	/* memfd with the spec */
+	int report_rd;
 	int pidfd;
+	int mntns;
 	pid_t pid;
-	uid_t uid;
 	bool exited;
-	int init_status; /* wait status of the init */
-	char **argv;
-	char **envp;
+	uint64_t cpu_base_ns; /* the cgroup's CPU time before the job */
 };
 
 /* clone3's argument block (linux/sched.h clashes with sched.h). */
@@ -124,7 +160,7 @@ static void __attribute__((noreturn)) die(const char *what)
 	_exit(127);
 }
 
-/* Put fd on target, surviving overlaps: dup everything high first. */
+/* Put fds[i] on targets[i] (overlaps allowed), close every other fd. */
 static void place_fds(int *fds, const int *targets, int n)
 {
 	for (int i = 0; i < n; i++) {
@@ -137,8 +173,16 @@ static void place_fds(int *fds, const int *targets, int n)
 	for (int i = 0; i < n; i++)
 		if (dup2(fds[i], targets[i]) < 0)
 			_exit(126);
-	if (syscall(SYS_close_range, (unsigned)n, ~0u, 0) < 0) {
-		for (int fd = n; fd < 65536; fd++)
+	for (int fd = 0; fd < 100; fd++) {
+		bool keep = false;
+
+		for (int i = 0; i < n; i++)
+			keep |= targets[i] == fd;
+		if (!keep)
+			close(fd);
+	}
+	if (syscall(SYS_close_range, 100u, ~0u, 0) < 0) {
+		for (int fd = 100; fd < 65536; fd++)
 			close(fd);
 	}
 }
@@ -176,38 +220,28 @@ static void set_rlimit(int res, rlim_t soft, rlim_t hard, const char *what)
 		die(what);
 }
 
-static void __attribute__((noreturn)) run_job(struct al_sandbox *sb)
+static void __attribute__((noreturn)) run_job(const struct spec_hdr *h, char **argv, char **envp)
 {
-	struct proc_sb *p = sb->priv;
-	const struct al_limits *l = &sb->spec.limits;
-	rlim_t cpu_s = (rlim_t)((l->cpu_ms + 999) / 1000);
-	/* stdout and stderr are files: the file-size limit stops a flood. */
-	rlim_t fsize = (l->stdout_bytes > l->stderr_bytes ? l->stdout_bytes : l->stderr_bytes) + 1;
-	const char *prog = p->argv[0];
+	const char *prog = argv[0];
 
 	if (setsid() < 0)
 		die("setsid");
 	if (chdir("/tmp"))
 		die("chdir /tmp");
-	/* The cgroup is the real memory limit; the address-space limit only
-	 * stops absurd reservations, with room for runtimes that map a lot. */
-	set_rlimit(RLIMIT_AS, l->memory_bytes + (1ull << 30), l->memory_bytes + (1ull << 30),
-		   "setrlimit AS");
-	set_rlimit(RLIMIT_CPU, cpu_s, cpu_s + 1, "setrlimit CPU");
-	if (fsize < sb->conf->collect_max_bytes + 1)
-		fsize = sb->conf->collect_max_bytes + 1;
-	set_rlimit(RLIMIT_FSIZE, fsize, fsize, "setrlimit FSIZE");
-	set_rlimit(RLIMIT_NOFILE, sb->conf->nofile, sb->conf->nofile, "setrlimit NOFILE");
+	set_rlimit(RLIMIT_AS, h->rl_as, h->rl_as, "setrlimit AS");
+	set_rlimit(RLIMIT_CPU, h->rl_cpu, h->rl_cpu + 1, "setrlimit CPU");
+	set_rlimit(RLIMIT_FSIZE, h->rl_fsize, h->rl_fsize, "setrlimit FSIZE");
+	set_rlimit(RLIMIT_NOFILE, h->rl_nofile, h->rl_nofile, "setrlimit NOFILE");
 	set_rlimit(RLIMIT_CORE, 0, 0, "setrlimit CORE");
 	set_rlimit(RLIMIT_MEMLOCK, 0, 0, "setrlimit MEMLOCK");
-	if (p->code_fd < 0)
+	if (!h->has_code)
 		close(FD_CODE);
 	if (al_seccomp_apply(&G.seccomp))
 		die("seccomp");
 	/* Last step: exec. A failure is the job's (a missing program): it goes
 	 * to the job's stderr with the shell's exit code 127. */
 	if (strchr(prog, '/')) {
-		execve(prog, p->argv, p->envp);
+		execve(prog, argv, envp);
 	} else {
 		char path[PATH_MAX];
 		const char *dir = SEARCH_PATH;
@@ -220,7 +254,7 @@ static void __attribute__((noreturn)) run_job(struct al_sandbox *sb)
 				memcpy(path, dir, dn);
 				path[dn] = '/';
 				memcpy(path + dn + 1, prog, s_len(prog) + 1);
-				execve(path, p->argv, p->envp);
+				execve(path, argv, envp);
 			}
 			if (!end)
 				break;
@@ -260,13 +294,63 @@ static void drop_privileges(uid_t uid)
 		die("dumpable");
 }
 
-static void __attribute__((noreturn)) sandbox_init(struct al_sandbox *sb)
+/* Receive the go message: GO_NFDS descriptors. Returns 0, or -1 when the
+ * worker closed the socket (no job will come). */
+static int recv_go(int fds[GO_NFDS])
 {
-	struct proc_sb *p = sb->priv;
-	int fds[5] = { p->stdin_fd, p->fs.out_fd, p->fs.err_fd, p->code_fd, p->report_wr };
-	const int targets[5] = { FD_STDIN, FD_STDOUT, FD_STDERR, FD_CODE, FD_REPORT };
-	char devshm[64];
-	int status = 0;
+	char byte, ctl[CMSG_SPACE(sizeof(int) * GO_NFDS)];
+	struct iovec iov = { &byte, 1 };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl,
+			     .msg_controllen = sizeof(ctl) };
+	struct cmsghdr *c;
+	ssize_t n;
+
+	do
+		n = recvmsg(FD_CTL, &mh, MSG_CMSG_CLOEXEC);
+	while (n < 0 && errno == EINTR);
+	if (n <= 0)
+		return -1;
+	c = CMSG_FIRSTHDR(&mh);
+	if (!c || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(sizeof(int) * GO_NFDS))
+		die("bad go message");
+	memcpy(fds, CMSG_DATA(c), sizeof(int) * GO_NFDS);
+	return 0;
+}
+
+/* Split the spec's strings into argv and envp (pointers into the mapping). */
+static void unpack_spec(const struct spec_hdr *h, size_t len, char **argv, char **envp)
+{
+	char *p = (char *)(h + 1), *end = (char *)h + len;
+	uint32_t n = 0;
+
+	if (h->argc == 0 || h->argc + h->envc + 2 > MAX_ARGS)
+		die("bad spec");
+	for (uint32_t i = 0; i < h->argc + h->envc; i++) {
+		char *s = p;
+
+		while (p < end && *p)
+			p++;
+		if (p >= end)
+			die("truncated spec");
+		p++;
+		if (i < h->argc)
+			argv[n++] = s;
+		else
+			envp[i - h->argc] = s;
+	}
+	argv[h->argc] = NULL;
+	envp[h->envc] = NULL;
+}
+
+static void __attribute__((noreturn)) warm_init(int ctl, int report_wr, const struct al_cg *cg)
+{
+	int keep[2] = { report_wr, ctl };
+	const int targets[2] = { FD_REPORT, FD_CTL };
+	int go[GO_NFDS], status = 0;
+	char *argv[MAX_ARGS], *envp[MAX_ARGS];
+	const struct spec_hdr *h;
+	struct stat st;
+	char shm[64];
 	pid_t job;
 
 	/* If the worker dies, the init dies, and with it the namespace. The
@@ -275,64 +359,74 @@ static void __attribute__((noreturn)) sandbox_init(struct al_sandbox *sb)
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0))
 		_exit(125);
 	{
-		struct pollfd pf = { .fd = p->report_wr, .events = POLLOUT };
+		struct pollfd pf = { .fd = report_wr, .events = POLLOUT };
 
 		if (poll(&pf, 1, 0) < 0 || (pf.revents & (POLLERR | POLLHUP)))
 			_exit(125);
 	}
-	if (fds[3] < 0)
-		fds[3] = p->stdin_fd; /* placeholder, closed before exec */
-	place_fds(fds, targets, 5);
-	if (fcntl(FD_REPORT, F_SETFD, FD_CLOEXEC))
-		die("cloexec report fd");
+	place_fds(keep, targets, 2);
+	if (fcntl(FD_REPORT, F_SETFD, FD_CLOEXEC) || fcntl(FD_CTL, F_SETFD, FD_CLOEXEC))
+		die("cloexec");
 	signal(SIGPIPE, SIG_DFL);
 
-	/* Into the job's cgroup first, so every later fork is counted. */
-	if (al_cg_enter_self(&p->cg))
+	/* Into the slot's fresh cgroup first, so every later fork is counted. */
+	if (al_cg_enter_self(cg))
 		die("join the job's cgroup");
 	if (unshare(CLONE_NEWCGROUP))
 		die("cgroup namespace");
-
-	/* Filesystem view: private propagation, work dir on /tmp, new /proc,
-	 * private /dev/shm, host paths hidden. */
+	/* Filesystem view: private propagation, new /proc, host paths hidden. */
 	mount_or_die(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL, "make / private");
-	mount_or_die(p->fs.work, "/tmp", NULL, MS_BIND, NULL, "bind work dir on /tmp");
-	mount_or_die(NULL, "/tmp", NULL, MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV, NULL,
-		     "remount /tmp nosuid,nodev");
-	snprintf(devshm, sizeof(devshm), "size=%llu,mode=1777",
-		 (unsigned long long)(sb->spec.limits.disk_bytes < (64u << 20)
-					      ? sb->spec.limits.disk_bytes
-					      : (64u << 20)));
-	if (access("/dev/shm", F_OK) == 0)
-		mount_or_die("airlock-shm", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
-			     devshm, "mount /dev/shm");
 	mount_or_die("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL,
 		     "mount /proc");
 	hide("/root");
 	hide("/home");
 	hide("/run");
 	hide("/var/lib/airlock");
-	hide(sb->conf->state_dir);
-	for (const char *const *h = sb->conf->hide_paths; h && *h; h++)
-		hide(*h);
+	hide(G.conf->state_dir);
+	for (const char *const *p = G.conf->hide_paths; p && *p; p++)
+		hide(*p);
 	if (sethostname("airlock", 7))
 		die("sethostname");
 
-	drop_privileges(p->uid);
+	/* Wait for a job. */
+	if (recv_go(go))
+		_exit(0);
+	if (fstat(go[GO_SPEC], &st) || st.st_size < (off_t)sizeof(*h) ||
+	    (h = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, go[GO_SPEC], 0)) == MAP_FAILED)
+		die("read the spec");
+	unpack_spec(h, (size_t)st.st_size, argv, envp);
+	/* The job's tmpfs on /tmp (its work dir, HOME and cwd), a private
+	 * /dev/shm. */
+	if (move_mount(go[GO_WORK], "", AT_FDCWD, "/tmp", MOVE_MOUNT_F_EMPTY_PATH))
+		die("move the work dir onto /tmp");
+	snprintf(shm, sizeof(shm), "size=%llu,mode=1777", (unsigned long long)h->shm_bytes);
+	if (access("/dev/shm", F_OK) == 0)
+		mount_or_die("airlock-shm", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, shm,
+			     "mount /dev/shm");
+	{
+		int fds[6] = { go[GO_STDIN], go[GO_STDOUT], go[GO_STDERR], go[GO_CODE], FD_REPORT };
+		const int tg[5] = { FD_STDIN, FD_STDOUT, FD_STDERR, FD_CODE, FD_REPORT };
+
+		place_fds(fds, tg, 5); /* closes the control socket, the spec, the work fd */
+	}
+	if (fcntl(FD_REPORT, F_SETFD, FD_CLOEXEC))
+		die("cloexec report fd");
+
+	drop_privileges(h->uid);
 
 	job = fork();
 	if (job < 0)
 		die("fork the job");
 	if (job == 0)
-		run_job(sb);
+		run_job(h, argv, envp);
 
 	/* The init's own job: reap everything, report the job's status. */
 	for (;;) {
-		int st;
-		pid_t w = waitpid(-1, &st, 0);
+		int st2;
+		pid_t w = waitpid(-1, &st2, 0);
 
 		if (w == job) {
-			status = st;
+			status = st2;
 			break;
 		}
 		if (w < 0 && errno != EINTR)
@@ -349,6 +443,86 @@ static void __attribute__((noreturn)) sandbox_init(struct al_sandbox *sb)
 }
 
 /* ---- parent side ---- */
+
+static void warm_discard(struct warm *w)
+{
+	if (w->pidfd >= 0) {
+		siginfo_t si;
+
+		syscall(SYS_pidfd_send_signal, w->pidfd, SIGKILL, NULL, 0);
+		waitid(P_PIDFD, (id_t)w->pidfd, &si, WEXITED);
+		close(w->pidfd);
+	}
+	if (w->ctl >= 0)
+		close(w->ctl);
+	if (w->report_rd >= 0)
+		close(w->report_rd);
+	if (w->mntns >= 0)
+		close(w->mntns);
+	if (w->cg_made)
+		al_cg_destroy(&w->cg, NULL);
+	memset(w, 0, sizeof(*w));
+	w->pidfd = w->ctl = w->report_rd = w->mntns = -1;
+}
+
+/* Make slot's warm init. */
+static int warm_spawn(unsigned slot, struct al_err *err)
+{
+	struct warm *w = &G.warm[slot];
+	struct al_cg_limits none = { 0 };
+	char name[48];
+	int sv[2], pipefd[2], pidfd = -1, rc;
+	pid_t pid;
+
+	warm_discard(w);
+	snprintf(name, sizeof(name), "%u-%u", slot, ++G.seq);
+	if ((rc = al_cg_create(&w->cg, &G.cg, name, &none, err)))
+		return al_err_wrap(err, "process");
+	w->cg_made = true;
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv)) {
+		rc = al_err_sys(err, "process: socketpair");
+		goto out_discard;
+	}
+	if (pipe2(pipefd, O_CLOEXEC)) {
+		close(sv[0]);
+		close(sv[1]);
+		rc = al_err_sys(err, "process: pipe");
+		goto out_discard;
+	}
+	pid = clone3_pidfd(CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS,
+			   &pidfd);
+	if (pid == 0)
+		warm_init(sv[1], pipefd[1], &w->cg); /* never returns */
+	close(sv[1]);
+	close(pipefd[1]);
+	w->ctl = sv[0];
+	w->report_rd = pipefd[0];
+	if (pid < 0) {
+		rc = al_err_sys(err, "process: clone3 with new PID/network/mount namespaces");
+		goto out_discard;
+	}
+	w->pid = pid;
+	w->pidfd = pidfd;
+	{
+		char ns[64];
+
+		snprintf(ns, sizeof(ns), "/proc/%d/ns/mnt", (int)pid);
+		w->mntns = open(ns, O_RDONLY | O_CLOEXEC); /* -1 is fine: slower exit */
+	}
+	fcntl(w->report_rd, F_SETFL, O_NONBLOCK);
+	w->ready = true;
+	return AL_OK;
+out_discard:
+	warm_discard(w);
+	return rc;
+}
+
+static bool warm_alive(const struct warm *w)
+{
+	struct pollfd pf = { .fd = w->pidfd, .events = POLLIN };
+
+	return w->ready && w->pidfd >= 0 && poll(&pf, 1, 0) == 0;
+}
 
 static int memfd_with(const char *name, const char *data, size_t len, struct al_err *err)
 {
@@ -374,94 +548,80 @@ static int memfd_with(const char *name, const char *data, size_t len, struct al_
 	return fd;
 }
 
-static void free_strv(char **v)
+static int buf_str(struct al_buf *b, const char *s)
 {
-	if (!v)
-		return;
-	for (char **p = v; *p; p++)
-		free(*p);
-	free(v);
+	return al_buf_append(b, s, strlen(s) + 1);
 }
 
-/* "NAME=value" strings: base, then the job's, then the policy's (the
- * operator's word wins over the job's for the same name). */
-static char **build_env(const struct al_run_spec *spec)
+/* The name part of "NAME=value", or of a key. */
+static size_t name_len(const char *s)
+{
+	const char *eq = strchr(s, '=');
+
+	return eq ? (size_t)(eq - s) : strlen(s);
+}
+
+/* argv, then the environment: the sandbox's base, the job's pairs, the
+ * policy's pairs; a name set again later is left to the later entry (the
+ * operator's word wins over the job's, the job's over the base). */
+static int build_spec(const struct al_sandbox *sb, struct al_buf *b, struct spec_hdr *h)
 {
 	static const char *const base[] = { "PATH=" SEARCH_PATH, "HOME=/tmp", "TMPDIR=/tmp",
 					    "LANG=C.UTF-8", "PYTHONDONTWRITEBYTECODE=1" };
+	const struct al_run_spec *spec = &sb->spec;
+	const struct al_job *job = spec->job;
 	const size_t nbase = sizeof(base) / sizeof(base[0]);
-	size_t cap = nbase + spec->job->nenv + spec->nenv + 1, n = 0;
-	char **env = calloc(cap, sizeof(*env));
-
-	if (!env)
-		return NULL;
-	for (size_t i = 0; i < nbase + spec->job->nenv + spec->nenv; i++) {
-		const char *k, *v;
-		char *kv;
-		size_t klen;
-
-		if (i < nbase) {
-			kv = strdup(base[i]);
-		} else {
-			const struct al_kv *p = i < nbase + spec->job->nenv
-							? &spec->job->env[i - nbase]
-							: &spec->env[i - nbase - spec->job->nenv];
-
-			k = p->key;
-			v = p->value;
-			if (asprintf(&kv, "%s=%s", k, v) < 0)
-				kv = NULL;
-		}
-		if (!kv)
-			goto fail;
-		klen = (size_t)(strchr(kv, '=') - kv) + 1;
-		for (size_t j = 0; j < n; j++) {
-			if (strncmp(env[j], kv, klen) == 0) {
-				free(env[j]);
-				env[j] = env[--n];
-				break;
-			}
-		}
-		env[n++] = kv;
-	}
-	return env;
-fail:
-	free_strv(env);
-	return NULL;
-}
-
-static char **build_argv(const struct al_job *job)
-{
-	const char *head[3];
-	size_t nh = 0, n = 0;
-	char **argv;
+	const size_t total = nbase + job->nenv + spec->nenv;
+	int bad = 0;
 
 	if (job->runtime == AL_RUNTIME_PYTHON) {
-		head[nh++] = "/usr/bin/python3";
-		head[nh++] = "-I";
-		head[nh++] = "/proc/self/fd/3";
+		bad |= buf_str(b, "/usr/bin/python3") | buf_str(b, "-I") | buf_str(b, "/proc/self/fd/3");
+		h->argc = 3;
 	} else if (job->runtime == AL_RUNTIME_SH) {
-		head[nh++] = "/bin/sh";
-		head[nh++] = "/proc/self/fd/3";
+		bad |= buf_str(b, "/bin/sh") | buf_str(b, "/proc/self/fd/3");
+		h->argc = 2;
 	}
-	argv = calloc(nh + job->argc + 1, sizeof(*argv));
-	if (!argv)
-		return NULL;
-	for (size_t i = 0; i < nh + job->argc; i++) {
-		argv[n] = strdup(i < nh ? head[i] : job->argv[i - nh]);
-		if (!argv[n++]) {
-			free_strv(argv);
-			return NULL;
+	for (size_t i = 0; i < job->argc; i++)
+		bad |= buf_str(b, job->argv[i]);
+	h->argc += (uint32_t)job->argc;
+	for (size_t i = 0; i < total; i++) {
+		const struct al_kv *kv = NULL;
+		const char *name;
+		size_t n;
+		bool later = false;
+
+		if (i >= nbase)
+			kv = i < nbase + job->nenv ? &job->env[i - nbase]
+						   : &spec->env[i - nbase - job->nenv];
+		name = kv ? kv->key : base[i];
+		n = name_len(name);
+		for (size_t j = i + 1; j < total && !later; j++) {
+			const char *o;
+
+			if (j < nbase)
+				o = base[j];
+			else if (j < nbase + job->nenv)
+				o = job->env[j - nbase].key;
+			else
+				o = spec->env[j - nbase - job->nenv].key;
+			later = name_len(o) == n && !strncmp(o, name, n);
 		}
+		if (later)
+			continue;
+		if (kv)
+			bad |= al_buf_append(b, kv->key, strlen(kv->key)) | al_buf_append(b, "=", 1) |
+			       buf_str(b, kv->value);
+		else
+			bad |= buf_str(b, base[i]);
+		h->envc++;
 	}
-	return argv;
+	return bad ? -1 : 0;
 }
 
 static int proc_init(const struct al_backend_conf *conf, struct al_err *err)
 {
 	uid_t me = getuid();
-	int rc, pidfd = -1;
-	pid_t pid;
+	int rc;
 
 	memset(&G, 0, sizeof(G));
 	G.conf = conf;
@@ -481,40 +641,40 @@ static int proc_init(const struct al_backend_conf *conf, struct al_err *err)
 		return al_err_wrap(err, "process");
 	snprintf(G.jobs_root, sizeof(G.jobs_root), "%s/%s/process", conf->state_dir,
 		 conf->worker_id);
-
-	/* Self-check: a child in new PID, network and mount namespaces. */
-	pid = clone3_pidfd(CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS,
-			   &pidfd);
-	if (pid == 0)
-		_exit(prctl(PR_SET_SECCOMP, 2 /* SECCOMP_MODE_FILTER */, NULL) < 0 &&
-				      errno == EFAULT
-			      ? 0
-			      : 3);
-	if (pid < 0) {
+	/* Self-check: the kernel must load seccomp filters. */
+	if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, NULL) == 0 || errno != EFAULT) {
 		al_seccomp_free(&G.seccomp);
-		return al_err_sys(err, "process: cannot create PID/network/mount namespaces (clone3)");
-	} else {
-		int st = 0;
-
-		waitpid(pid, &st, 0);
-		close(pidfd);
-		if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-			al_seccomp_free(&G.seccomp);
-			return al_err_set(err, AL_ESANDBOX, "process: seccomp filters unavailable in the kernel");
-		}
+		return al_err_set(err, AL_ESANDBOX, "process: seccomp filters unavailable in the kernel");
 	}
-	{
-		struct al_cg cg;
-		struct al_cg_limits lim = { 1u << 30, 64, 1000 };
-
-		if ((rc = al_cg_create(&cg, &G.cg, "selfcheck", &lim, err)) ||
-		    (rc = al_cg_destroy(&cg, err))) {
-			al_seccomp_free(&G.seccomp);
-			return al_err_wrap(err, "process: cgroup %s self-check",
-					   al_cg_version_name(G.cg.version));
-		}
+	G.warm = calloc(conf->slots, sizeof(*G.warm));
+	G.grave = malloc(conf->slots * sizeof(*G.grave));
+	if (!G.warm || !G.grave) {
+		free(G.warm);
+		free(G.grave);
+		al_seccomp_free(&G.seccomp);
+		return al_err_set(err, AL_ENOMEM, "process: out of memory");
+	}
+	for (unsigned i = 0; i < conf->slots; i++) {
+		G.warm[i].pidfd = G.warm[i].ctl = G.warm[i].report_rd = G.warm[i].mntns = -1;
+		G.grave[i] = -1;
 	}
 	G.ready = true;
+	/* Self-check: one warm init per slot, each in new PID, network and mount
+	 * namespaces and a cgroup: any failure means this backend is not
+	 * offered (fail closed). */
+	for (unsigned i = 0; i < conf->slots; i++) {
+		if ((rc = warm_spawn(i, err))) {
+			for (unsigned k = 0; k < conf->slots; k++)
+				warm_discard(&G.warm[k]);
+			free(G.warm);
+			free(G.grave);
+			G.warm = NULL;
+			G.grave = NULL;
+			al_seccomp_free(&G.seccomp);
+			G.ready = false;
+			return rc;
+		}
+	}
 	return AL_OK;
 }
 
@@ -537,60 +697,104 @@ static int proc_prepare(struct al_sandbox *sb, struct al_err *err)
 	struct proc_sb *p = sb->priv;
 	const struct al_job *job = sb->spec.job;
 	const struct al_limits *l = &sb->spec.limits;
-	struct al_cg_limits cgl = {
-		.memory_bytes = l->memory_bytes,
-		.pids = l->pids + 1, /* the sandbox's init counts too */
-		.cpu_millis = sb->spec.cpu_millis,
-	};
+	uid_t uid = sb->conf->uid_base + sb->spec.slot;
+	struct al_buf spec = { 0 };
+	struct spec_hdr h = { 0 };
 	char name[AL_ID_MAX + 16];
-	int pipefd[2];
 	int rc;
 
-	p->code_fd = p->stdin_fd = p->report_rd = p->report_wr = p->pidfd = -1;
-	p->fs.out_fd = p->fs.err_fd = -1;
-	if (!G.ready)
+	p->code_fd = p->stdin_fd = p->spec_fd = p->report_rd = p->pidfd = p->mntns = -1;
+	p->fs.out_fd = p->fs.err_fd = p->fs.mnt_fd = -1;
+	if (!G.ready || sb->spec.slot >= sb->conf->slots)
 		return al_err_set(err, AL_ESANDBOX, "process: backend not initialised");
-	p->uid = sb->conf->uid_base + sb->spec.slot;
 	snprintf(name, sizeof(name), "%u-%s", sb->spec.slot, job->id);
-	if ((rc = al_jobfs_create(&p->fs, G.jobs_root, name, job, l->disk_bytes, p->uid, p->uid, err)))
+	if ((rc = al_jobfs_create(&p->fs, G.jobs_root, name, job, l->disk_bytes, uid, uid, true,
+				  err)))
 		return al_err_wrap(err, "process");
-	if ((rc = al_cg_create(&p->cg, &G.cg, name, &cgl, err)))
-		return al_err_wrap(err, "process");
-	p->cg_made = true;
 	if (job->runtime != AL_RUNTIME_ARGV &&
 	    (p->code_fd = memfd_with("job-code", job->code.data, job->code.len, err)) < 0)
 		return p->code_fd;
 	if ((p->stdin_fd = memfd_with("job-stdin", job->stdin_data.data, job->stdin_data.len, err)) < 0)
 		return p->stdin_fd;
-	if (pipe2(pipefd, O_CLOEXEC))
-		return al_err_sys(err, "process: pipe");
-	p->report_rd = pipefd[0];
-	p->report_wr = pipefd[1];
-	p->argv = build_argv(job);
-	p->envp = build_env(&sb->spec);
-	if (!p->argv || !p->envp)
+	/* The cgroup is the real memory limit; the address-space limit only
+	 * stops absurd reservations, with room for runtimes that map a lot.
+	 * stdout and stderr are files: the file-size limit stops a flood. */
+	h.rl_as = l->memory_bytes + (1ull << 30);
+	h.rl_cpu = (l->cpu_ms + 999) / 1000;
+	h.rl_fsize = (l->stdout_bytes > l->stderr_bytes ? l->stdout_bytes : l->stderr_bytes) + 1;
+	if (h.rl_fsize < sb->conf->collect_max_bytes + 1)
+		h.rl_fsize = sb->conf->collect_max_bytes + 1;
+	h.rl_nofile = sb->conf->nofile;
+	h.shm_bytes = l->disk_bytes < (64u << 20) ? l->disk_bytes : (64u << 20);
+	h.uid = uid;
+	h.has_code = p->code_fd >= 0;
+	if (al_buf_append(&spec, &h, sizeof(h)) || build_spec(sb, &spec, &h)) {
+		al_buf_free(&spec);
 		return al_err_set(err, AL_ENOMEM, "process: out of memory");
-	return AL_OK;
+	}
+	memcpy(spec.data, &h, sizeof(h)); /* argc/envc known now */
+	p->spec_fd = memfd_with("job-spec", spec.data, spec.len, err);
+	al_buf_free(&spec);
+	return p->spec_fd < 0 ? p->spec_fd : AL_OK;
 }
 
-static int proc_start(struct al_sandbox *sb, struct al_watch *w, struct al_err *err)
+static int send_go(struct warm *w, const int fds[GO_NFDS])
+{
+	char byte = 'G', ctl[CMSG_SPACE(sizeof(int) * GO_NFDS)];
+	struct iovec iov = { &byte, 1 };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl,
+			     .msg_controllen = sizeof(ctl) };
+	struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+
+	memset(ctl, 0, sizeof(ctl));
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int) * GO_NFDS);
+	memcpy(CMSG_DATA(c), fds, sizeof(int) * GO_NFDS);
+	return sendmsg(w->ctl, &mh, MSG_NOSIGNAL) == 1 ? 0 : -1;
+}
+
+static int proc_start(struct al_sandbox *sb, struct al_watch *wt, struct al_err *err)
 {
 	struct proc_sb *p = sb->priv;
-	int pidfd = -1;
-	pid_t pid;
+	struct warm *w = &G.warm[sb->spec.slot];
+	const struct al_limits *l = &sb->spec.limits;
+	struct al_cg_limits cgl = {
+		.memory_bytes = l->memory_bytes,
+		.pids = l->pids + 1, /* the sandbox's init counts too */
+		.cpu_millis = sb->spec.cpu_millis,
+	};
+	int fds[GO_NFDS] = { p->fs.mnt_fd, p->stdin_fd, p->fs.out_fd, p->fs.err_fd,
+			     p->code_fd >= 0 ? p->code_fd : p->stdin_fd, p->spec_fd };
+	struct al_cg_stats st;
+	int rc;
 
-	pid = clone3_pidfd(CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS,
-			   &pidfd);
-	if (pid < 0)
-		return al_err_sys(err, "process: clone3 with new PID/network/mount namespaces");
-	if (pid == 0)
-		sandbox_init(sb); /* never returns */
-	p->pid = pid;
-	p->pidfd = pidfd;
-	close(p->report_wr);
-	p->report_wr = -1;
-	fcntl(p->report_rd, F_SETFL, O_NONBLOCK);
-	w->fds[w->nfds++] = pidfd;
+	/* A warm init that died while waiting (or was never made) is made
+	 * again now, at the cost of the cold path. */
+	if (!warm_alive(w) && (rc = warm_spawn(sb->spec.slot, err)))
+		return rc;
+	if ((rc = al_cg_set_limits(&w->cg, &cgl, err)))
+		return al_err_wrap(err, "process");
+	al_cg_stats(&w->cg, &st);
+	p->cpu_base_ns = st.cpu_ns;
+	if (send_go(w, fds)) {
+		/* died between the check and the message: one retry, cold */
+		if ((rc = warm_spawn(sb->spec.slot, err)) || (rc = al_cg_set_limits(&w->cg, &cgl, err)))
+			return rc;
+		if (send_go(w, fds))
+			return al_err_sys(err, "process: hand the job to its sandbox");
+	}
+	/* The sandbox is this job's now. */
+	p->pid = w->pid;
+	p->pidfd = w->pidfd;
+	p->mntns = w->mntns;
+	p->report_rd = w->report_rd;
+	p->cg = w->cg;
+	p->cg_made = w->cg_made;
+	close(w->ctl);
+	memset(w, 0, sizeof(*w));
+	w->pidfd = w->ctl = w->report_rd = w->mntns = -1;
+	wt->fds[wt->nfds++] = p->pidfd;
 	return AL_OK;
 }
 
@@ -624,6 +828,7 @@ static int proc_reap(struct al_sandbox *sb, struct al_result *res, struct al_err
 	n = read(p->report_rd, report, sizeof(report) - 1);
 	report[n > 0 ? n : 0] = '\0';
 	al_cg_stats(&p->cg, &st);
+	st.cpu_ns = st.cpu_ns > p->cpu_base_ns ? st.cpu_ns - p->cpu_base_ns : 0;
 	if ((rc = al_jobfs_collect(&p->fs, sb->spec.job, &sb->spec.limits,
 				   sb->conf->collect_max_bytes, res, &disk_full, err)))
 		return al_err_wrap(err, "process");
@@ -664,20 +869,54 @@ static void proc_destroy(struct al_sandbox *sb)
 		close(p->code_fd);
 	if (p->stdin_fd >= 0)
 		close(p->stdin_fd);
+	if (p->spec_fd >= 0)
+		close(p->spec_fd);
 	if (p->report_rd >= 0)
 		close(p->report_rd);
-	if (p->report_wr >= 0)
-		close(p->report_wr);
-	free_strv(p->argv);
-	free_strv(p->envp);
-	p->argv = p->envp = NULL;
-	p->pidfd = p->code_fd = p->stdin_fd = p->report_rd = p->report_wr = -1;
+	/* Tearing down a mount namespace waits for an RCU grace period; while
+	 * we hold it the job's init exits without that wait, and the
+	 * namespace (already empty of processes) goes in proc_refill, after
+	 * the result. */
+	if (p->mntns >= 0 && G.grave && sb->spec.slot < sb->conf->slots) {
+		if (G.grave[sb->spec.slot] >= 0)
+			close(G.grave[sb->spec.slot]);
+		G.grave[sb->spec.slot] = p->mntns;
+	} else if (p->mntns >= 0) {
+		close(p->mntns);
+	}
+	p->pidfd = p->code_fd = p->stdin_fd = p->spec_fd = p->report_rd = p->mntns = -1;
+	p->cg_made = false;
+}
+
+/* The slot's next sandbox is made after the result is out, between jobs: on
+ * cgroup v1, joining a cgroup holds a global lock through an RCU grace
+ * period that stalls every fork and exit on the host, and a running job
+ * must not pay for it. */
+static void proc_refill(const struct al_backend_conf *conf, unsigned slot)
+{
+	if (!G.ready || slot >= conf->slots)
+		return;
+	if (G.grave[slot] >= 0) {
+		close(G.grave[slot]);
+		G.grave[slot] = -1;
+	}
+	if (!G.warm[slot].ready)
+		warm_spawn(slot, NULL);
 }
 
 static void proc_fini(void)
 {
 	char *slash;
 
+	for (unsigned i = 0; G.warm && i < G.conf->slots; i++) {
+		warm_discard(&G.warm[i]);
+		if (G.grave[i] >= 0)
+			close(G.grave[i]);
+	}
+	free(G.warm);
+	free(G.grave);
+	G.warm = NULL;
+	G.grave = NULL;
 	al_seccomp_free(&G.seccomp);
 	al_cg_release(&G.cg);
 	rmdir(G.jobs_root); /* <state>/<worker>/process, then <state>/<worker> */
@@ -700,5 +939,6 @@ const struct al_backend_ops al_backend_process = {
 	.kill = proc_kill,
 	.reap = proc_reap,
 	.destroy = proc_destroy,
+	.refill = proc_refill,
 	.fini = proc_fini,
 };

@@ -9,6 +9,9 @@
 
 struct al_runner {
 	struct event_base *base;
+	const struct al_backend_ops *ops;
+	const struct al_backend_conf *conf;
+	unsigned slot;
 	struct al_sandbox *sb;
 	struct event *watch[AL_WATCH_MAX];
 	int nwatch;
@@ -63,13 +66,36 @@ static void finish(struct al_runner *r)
 	event_active(r->finish_ev, 0, 0);
 }
 
-static void on_finish(evutil_socket_t fd, short what, void *arg)
+struct refill {
+	const struct al_backend_ops *ops;
+	const struct al_backend_conf *conf;
+	unsigned slot;
+};
+
+static void on_refill(evutil_socket_t fd, short what, void *arg)
 {
-	struct al_runner *r = arg;
+	struct refill *f = arg;
 
 	(void)fd;
 	(void)what;
-	r->done(r, &r->res, r->arg);
+	f->ops->refill(f->conf, f->slot);
+	free(f);
+}
+
+static void on_finish(evutil_socket_t fd, short what, void *arg)
+{
+	struct al_runner *r = arg;
+	struct refill *f = r->ops->refill ? malloc(sizeof(*f)) : NULL;
+
+	(void)fd;
+	(void)what;
+	/* The slot gets ready for its next job once this result is out. */
+	if (f) {
+		*f = (struct refill){ r->ops, r->conf, r->slot };
+		if (event_base_once(r->base, -1, EV_TIMEOUT, on_refill, f, NULL))
+			free(f);
+	}
+	r->done(r, &r->res, r->arg); /* may free r */
 }
 
 static void fail(struct al_runner *r, const struct al_err *err)
@@ -144,6 +170,9 @@ struct al_runner *al_runner_start(struct event_base *base, const struct al_backe
 	if (!r)
 		return NULL;
 	r->base = base;
+	r->ops = ops;
+	r->conf = conf;
+	r->slot = spec->slot;
 	r->done = done;
 	r->arg = arg;
 	r->reason = -1;

@@ -2,7 +2,7 @@
  * after another through the runner (prepare, start, reap, destroy), timed
  * from start to result. Prints one JSON line with every sample in ms.
  *   bench_backend [--backend B] [--n N] [--state-dir D] [--uid-base U]
- *                 [--code PY] [--baselines FILE] [--dump-seccomp FILE]
+ *                 [--code PY | --argv PROGRAM] [--baselines FILE] [--dump-seccomp FILE]
  * --baselines names a file with one command per line (arguments separated by
  * tabs, the first field a label; an argument "@fdN=PATH" opens PATH as fd N
  * in the child instead); each is spawned and timed the same way, in
@@ -117,12 +117,13 @@ int main(int argc, char **argv)
 		{ "state-dir", required_argument, NULL, 's' }, { "uid-base", required_argument, NULL, 'u' },
 		{ "code", required_argument, NULL, 'c' }, { "dump-seccomp", required_argument, NULL, 'd' },
 		{ "baselines", required_argument, NULL, 'B' },
+		{ "argv", required_argument, NULL, 'A' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct al_backend_conf conf = { .worker_id = "bench", .state_dir = "/var/tmp/airlock-bench",
 					.uid_base = 62000, .slots = 1, .collect_max_bytes = 1 << 20,
 					.nofile = 256 };
-	const char *backend = "process", *code = "print(1)", *baselines = NULL;
+	const char *backend = "process", *code = "print(1)", *baselines = NULL, *argv0 = NULL;
 	struct series series[MAX_SERIES] = { { 0 } };
 	int nseries = 0;
 	const struct al_backend_ops *ops;
@@ -138,6 +139,7 @@ int main(int argc, char **argv)
 		case 'u': conf.uid_base = (uid_t)atoi(optarg); break;
 		case 'c': code = optarg; break;
 		case 'B': baselines = optarg; break;
+		case 'A': argv0 = optarg; break;
 		case 'd': {
 			struct al_seccomp sc;
 			FILE *f = fopen(optarg, "wb");
@@ -174,8 +176,16 @@ int main(int argc, char **argv)
 		struct al_runner *r;
 		uint64_t t0;
 
-		job.code.data = (char *)code;
-		job.code.len = strlen(code);
+		char *jargv[2] = { (char *)argv0, NULL };
+
+		if (argv0) { /* a plain argv job instead of python code */
+			job.runtime = AL_RUNTIME_ARGV;
+			job.argv = jargv;
+			job.argc = 1;
+		} else {
+			job.code.data = (char *)code;
+			job.code.len = strlen(code);
+		}
 		spec.limits = (struct al_limits){ 10000, 10000, 256u << 20, 64, 1 << 20, 1 << 20, 64u << 20 };
 		for (int k = 0; k < nseries; k++) {
 			t0 = mono_us();

@@ -51,8 +51,21 @@ def run_one(job, state, worker_id, uid_base, extra=(), env=None, pass_fds=(), ti
     return res, p
 
 
-def leftovers(uid, worker_id, state):
-    """Processes of uid, cgroups under airlock/<worker_id>, files under state."""
+def proc_uid(pid):
+    try:
+        with open("/proc/%s/status" % pid) as f:
+            for line in f:
+                if line.startswith("Uid:"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def leftovers(uid, worker_id, state, warm=2):
+    """Processes of uid, cgroups under airlock/<worker_id> (beyond the
+    pre-made sandboxes: at most `warm`, each holding only a root init that
+    waits for its job), files under state."""
     left = []
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
@@ -66,10 +79,20 @@ def leftovers(uid, worker_id, state):
             pass
     for ctrl in ("memory", "pids", "cpu", "cpuacct", "unified", ""):
         d = os.path.join("/sys/fs/cgroup", ctrl, "airlock", worker_id)
-        if os.path.isdir(d):
-            subs = [e for e in os.listdir(d) if os.path.isdir(os.path.join(d, e))]
-            if subs:
-                left.append("cgroups %s" % subs)
+        if not os.path.isdir(d):
+            continue
+        subs = [e for e in os.listdir(d) if os.path.isdir(os.path.join(d, e))]
+        busy = []
+        for sub in subs:
+            try:
+                with open(os.path.join(d, sub, "cgroup.procs")) as f:
+                    pids = f.read().split()
+            except OSError:
+                continue
+            if len(pids) > 1 or any(proc_uid(p) not in (0, None) for p in pids):
+                busy.append(sub)
+        if len(subs) > warm or busy:
+            left.append("cgroups %s (busy: %s)" % (subs, busy))
     if os.path.isdir(state):
         for dirpath, _, files in os.walk(state):
             files = [f for f in files if not f.endswith(".job")]

@@ -826,6 +826,12 @@ out:
 	free(argv);
 }
 
+/* Re-add a delivered, unclaimed entry at the end of its stream. */
+static const char lua_give_back[] =
+	"local e = redis.call('XRANGE', KEYS[1], ARGV[2], ARGV[2])\n"
+	"if #e == 1 then redis.call('XADD', KEYS[1], '*', unpack(e[1][2])) end\n"
+	"return redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])\n";
+
 static void on_fetch(redisAsyncContext *ac, void *reply, void *priv)
 {
 	struct worker *w = priv;
@@ -845,6 +851,26 @@ static void on_fetch(redisAsyncContext *ac, void *reply, void *priv)
 		} else {
 			logf_("error", "fetch", "error=\"%s\"", r->str);
 		}
+	}
+	if (r && r->type == REDIS_REPLY_ARRAY && w->draining) {
+		/* A read that was waiting when the drain began: these entries are
+		 * ours but unclaimed; put them back at the queue's end, at once
+		 * (one script: acknowledged and re-added together). */
+		for (size_t i = 0; i < r->elements; i++) {
+			redisReply *st = r->element[i];
+
+			if (st->type != REDIS_REPLY_ARRAY || st->elements != 2)
+				continue;
+			for (size_t j = 0; j < st->element[1]->elements; j++) {
+				redisReply *e = st->element[1]->element[j];
+				const char *back[] = { "EVAL", lua_give_back, "1", st->element[0]->str,
+						       AL_GROUP_WORKERS, e->element[0]->str };
+
+				if (e->type == REDIS_REPLY_ARRAY && e->elements == 2)
+					enqueue(w, "give-back", "-", 6, back, NULL);
+			}
+		}
+		return;
 	}
 	if (r && r->type == REDIS_REPLY_ARRAY) {
 		/* Streams come back in the order asked: high band first. One
@@ -1304,7 +1330,9 @@ int al_worker_run(const struct al_worker_conf *conf)
 		event_base_dispatch(w.base);
 	}
 	if (al_aconn_is_up(w.cmd)) {
-		/* best effort: say goodbye so `airlock stats` stops listing us */
+		/* best effort: the last histogram counts, and say goodbye so
+		 * `airlock stats` stops listing us */
+		hist_flush(&w);
 		struct timeval tv = { 0, 200000 };
 		char alive[AL_KEY_MAX];
 		const char *del[] = { "DEL", alive };

@@ -257,7 +257,9 @@ def reload_and_metrics():
         t.ok(val.get('airlock_run_seconds_count{tier="trusted",backend="process"}') == 4 and
              'airlock_queue_wait_seconds_bucket{tier="trusted",backend="process",le="+Inf"}' in m,
              "/metrics: run-time and queue-wait histograms per tier and backend",
-             [l for l in m.splitlines() if "_count" in l or "Inf" in l])
+             (c.rcli("HGETALL", "al:hist:trusted:process").split(),
+              [l.split("tier=")[1][:30] for l in c.log("wm2").splitlines() if "job_done" in l],
+              [l.split("tier=")[1][:30] for l in c.log("wm").splitlines() if "job_done" in l]))
         h = urllib.request.urlopen("http://127.0.0.1:%d/healthz" % port, timeout=5)
         t.ok(h.status == 200 and b'"redis":true' in h.read(), "/healthz: Redis reachable, policy loaded")
     finally:

@@ -471,7 +471,10 @@ int main(int argc, char **argv)
 	if (!strcmp(argv[1], "stats") && argc == 2) {
 		if (!(c = connect_or_die(url, &rc)))
 			return rc;
-		rc = al_client_stats(c, stdout, &err) ? EXIT_UNAVAILABLE : 0;
+		if (al_client_stats(c, stdout, &err)) {
+			fprintf(stderr, "airlock: %s\n", err.msg);
+			rc = EXIT_UNAVAILABLE;
+		}
 		al_client_close(c);
 		return rc;
 	}

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "../proto/scripts.h"
+#include "log.h"
 
 #define BACKOFF_MIN_MS 50
 #define BACKOFF_MAX_MS 2000
@@ -44,8 +45,7 @@ static void on_auth(redisAsyncContext *ac, void *reply, void *priv)
 
 	(void)ac;
 	if (!r || r->type == REDIS_REPLY_ERROR) {
-		fprintf(stderr, "level=error event=redis_auth conn=%s error=\"%s\"\n", c->name,
-			r ? r->str : "no reply");
+		al_log("error", "redis_auth", "conn=%s error=\"%s\"", c->name, r ? r->str : "no reply");
 		if (c->ac && r)
 			redisAsyncDisconnect(c->ac);
 		return;

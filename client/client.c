@@ -10,6 +10,7 @@
 
 #include "../proto/keys.h"
 #include "../proto/scripts.h"
+#include "log.h"
 #include "redis_url.h"
 
 #define IDEM_TTL_S "86400"
@@ -18,14 +19,6 @@ struct al_client {
 	redisContext *rc;
 	char where[300];
 };
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 /* Run a command; NULL with err filled on a transport or Redis error. */
 static redisReply *cmd(struct al_client *c, struct al_err *err, int argc, const char **argv,
@@ -150,7 +143,7 @@ int al_client_submit_many(struct al_client *c, struct al_job *jobs, size_t n,
 			}
 		}
 		if (!job->submitted_ms)
-			job->submitted_ms = now_ms();
+			job->submitted_ms = al_now_ms();
 		if ((rc = al_job_encode(job, &bodies[i], err)))
 			goto out;
 		snprintf(keys[2 * i], AL_KEY_MAX, "al:job:%s", job->id);
@@ -249,7 +242,7 @@ int al_client_wait(struct al_client *c, const char *id, uint64_t timeout_ms,
 		   struct al_result *res, struct al_err *err)
 {
 	char done[AL_KEY_MAX];
-	uint64_t deadline = timeout_ms ? now_ms() + timeout_ms : 0;
+	uint64_t deadline = timeout_ms ? al_now_ms() + timeout_ms : 0;
 	bool found;
 	int rc;
 
@@ -262,7 +255,7 @@ int al_client_wait(struct al_client *c, const char *id, uint64_t timeout_ms,
 
 		if ((rc = get_result(c, id, res, &found, err)) || found)
 			return rc;
-		left = deadline ? (deadline > now_ms() ? deadline - now_ms() : 0) : 1000;
+		left = deadline ? (deadline > al_now_ms() ? deadline - al_now_ms() : 0) : 1000;
 		if (deadline && left == 0)
 			return al_err_set(err, AL_EREDIS, "timed out waiting for %s", id);
 		/* BLPOP wakes at commit; one waiter takes the token and puts it
@@ -331,7 +324,7 @@ int al_client_cancel(struct al_client *c, const char *id, struct al_err *err)
 	res.id = (char *)id;
 	res.status = AL_ST_CANCELLED;
 	res.error = (char *)"cancelled by a client before it started";
-	res.finished_ms = now_ms();
+	res.finished_ms = al_now_ms();
 	rc = al_result_encode(&res, &b, err);
 	if (rc)
 		return rc;

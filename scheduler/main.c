@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "../client/aconn.h"
+#include "../client/log.h"
 #include "../proto/keys.h"
 #include "../proto/result.h"
 #include "../proto/scripts.h"
@@ -43,29 +44,6 @@ struct sched {
 	uint64_t admitted, rejected, reclaimed, lost, expired;
 };
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-static void logf_(const char *level, const char *event, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void logf_(const char *level, const char *event, const char *fmt, ...)
-{
-	char msg[1024];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "ts=%llu level=%s event=%s %s\n", (unsigned long long)now_ms(), level, event,
-		msg);
-}
-
 static void maybe_fetch(struct sched *s);
 
 /* Fire-and-log script call; transitions are idempotent so a lost reply is
@@ -77,10 +55,10 @@ static void on_reply_log(redisAsyncContext *ac, void *reply, void *priv)
 
 	(void)ac;
 	if (r && r->type == REDIS_REPLY_ERROR)
-		logf_("error", "redis", "what=%s error=\"%s\"", (const char *)priv, r->str);
+		al_log("error", "redis", "what=%s error=\"%s\"", (const char *)priv, r->str);
 	else if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 1 &&
 		 r->element[0]->type == REDIS_REPLY_INTEGER && r->element[0]->integer == -1)
-		logf_("warn", "redis", "what=%s note=\"refused: the job moved on\"", (const char *)priv);
+		al_log("warn", "redis", "what=%s note=\"refused: the job moved on\"", (const char *)priv);
 }
 
 static void ack_intake(struct sched *s, const char *entry)
@@ -99,7 +77,7 @@ static void dead_letter(struct sched *s, const char *source, const char *entry, 
 
 	for (size_t i = 0; i < sizeof(argv) / sizeof(argv[0]); i++)
 		lens[i] = argv[i] == raw ? rawlen : strlen(argv[i]);
-	logf_("warn", "dead_letter", "source=%s entry=%s job=%s reason=\"%s\"", source, entry,
+	al_log("warn", "dead_letter", "source=%s entry=%s job=%s reason=\"%s\"", source, entry,
 	      id ? id : "-", reason);
 	al_aconn_cmd(s->cmd, on_reply_log, (void *)"dlq", sizeof(argv) / sizeof(argv[0]), argv, lens);
 }
@@ -119,7 +97,7 @@ static void commit(struct sched *s, const char *id, const char *tenant, long att
 	res.attempt = attempt > 0 ? (uint32_t)attempt : 0;
 	res.status = st;
 	res.error = (char *)msg;
-	res.finished_ms = now_ms();
+	res.finished_ms = al_now_ms();
 	if (al_result_encode(&res, &b, NULL))
 		return;
 	snprintf(jobkey, sizeof(jobkey), "al:job:%s", id);
@@ -186,7 +164,7 @@ static void on_admit(redisAsyncContext *ac, void *reply, void *priv)
 	if (!r) /* connection lost: the entries stay pending and are read again */
 		goto out;
 	if (r->type != REDIS_REPLY_ARRAY || (int)r->elements != b->n) {
-		logf_("error", "admit", "jobs=%d error=\"%s\" type=%d elements=%zu", b->n,
+		al_log("error", "admit", "jobs=%d error=\"%s\" type=%d elements=%zu", b->n,
 		      r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply", r->type, r->elements);
 		goto out;
 	}
@@ -212,17 +190,17 @@ static void on_admit(redisAsyncContext *ac, void *reply, void *priv)
 				 code == -3 ? "queue quota (max_queued) reached"
 					    : "submission rate (rate_per_s) exceeded");
 			s->rejected++;
-			logf_("info", "rejected", "job=%s reason=\"%s\"", a->id, msg);
+			al_log("info", "rejected", "job=%s reason=\"%s\"", a->id, msg);
 			commit(s, a->id, a->tenant, -1, AL_ST_REJECTED, msg, AL_KEY_INTAKE, a->entry,
 			       AL_GROUP_SCHEDULER);
 			break;
 		}
 		default:
-			logf_("error", "admit", "job=%s error=\"unexpected reply\"", a->id);
+			al_log("error", "admit", "job=%s error=\"unexpected reply\"", a->id);
 		}
 	}
 	if (b->n)
-		logf_("info", "admitted", "jobs=%d total=%llu", b->n, (unsigned long long)s->admitted);
+		al_log("info", "admitted", "jobs=%d total=%llu", b->n, (unsigned long long)s->admitted);
 out:
 	admit_batch_free(b);
 }
@@ -235,7 +213,7 @@ static void admit_entry(struct sched *s, struct admit_batch *batch, const char *
 	struct al_err err = { 0 };
 	struct admit_item *a;
 	const struct al_tenant_policy *tp;
-	uint64_t t = now_ms();
+	uint64_t t = al_now_ms();
 	char *id;
 
 	if (al_job_decode(raw, rawlen, &job, &err)) {
@@ -257,7 +235,7 @@ static void admit_entry(struct sched *s, struct admit_batch *batch, const char *
 	memset(a, 0, sizeof(*a));
 	if (al_policy_admit(&s->policy, &job, t, &err) || al_job_encode(&job, &a->job, &err)) {
 		s->rejected++;
-		logf_("info", "rejected", "job=%s tier=%s tenant=%s reason=\"%s\"", job.id, job.tier,
+		al_log("info", "rejected", "job=%s tier=%s tenant=%s reason=\"%s\"", job.id, job.tier,
 		      job.tenant, err.msg);
 		commit(s, job.id, job.tenant, -1, AL_ST_REJECTED, err.msg, AL_KEY_INTAKE, entry,
 		       AL_GROUP_SCHEDULER);
@@ -352,7 +330,7 @@ static void on_intake(redisAsyncContext *ac, void *reply, void *priv)
 	(void)ac;
 	s->fetching = false;
 	if (r && r->type == REDIS_REPLY_ERROR) {
-		logf_("error", "intake", "error=\"%s\"", r->str);
+		al_log("error", "intake", "error=\"%s\"", r->str);
 		if (!strncmp(r->str, "NOGROUP", 7)) {
 			const char *argv[] = { "XGROUP", "CREATE", AL_KEY_INTAKE, AL_GROUP_SCHEDULER, "0",
 					       "MKSTREAM" };
@@ -438,7 +416,7 @@ static void on_reclaim_one(redisAsyncContext *ac, void *reply, void *priv)
 	if (r && r->type == REDIS_REPLY_INTEGER) {
 		if (r->integer == 1) {
 			s->reclaimed++;
-			logf_("info", "reclaimed", "job=%s attempt=%s stream=%s note=\"lease expired; re-queued\"",
+			al_log("info", "reclaimed", "job=%s attempt=%s stream=%s note=\"lease expired; re-queued\"",
 			      rc->id, rc->attempt, rc->stream);
 		} else if (r->integer == 2) {
 			char msg[200];
@@ -446,7 +424,7 @@ static void on_reclaim_one(redisAsyncContext *ac, void *reply, void *priv)
 			s->lost++;
 			snprintf(msg, sizeof(msg),
 				 "every attempt's worker died or went silent (%s attempts)", rc->attempt);
-			logf_("warn", "worker_lost", "job=%s attempts=%s", rc->id, rc->attempt);
+			al_log("warn", "worker_lost", "job=%s attempts=%s", rc->id, rc->attempt);
 			commit(s, rc->id, NULL, atol(rc->attempt), AL_ST_WORKER_LOST, msg, rc->stream,
 			       rc->entry, AL_GROUP_WORKERS);
 			dead_letter(s, rc->stream, rc->entry, msg, rc->id, NULL, 0);
@@ -566,7 +544,7 @@ static void on_due_deadlines(redisAsyncContext *ac, void *reply, void *priv)
 		res.id = (char *)id;
 		res.status = AL_ST_EXPIRED;
 		res.error = (char *)"not started before its deadline";
-		res.finished_ms = now_ms();
+		res.finished_ms = al_now_ms();
 		if (al_result_encode(&res, &b, NULL))
 			continue;
 		snprintf(jobkey, sizeof(jobkey), "al:job:%s", id);
@@ -848,7 +826,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 {
 	struct sched *s = arg;
 	struct timeval tv = { 0, TICK_MS * 1000 };
-	uint64_t t = now_ms();
+	uint64_t t = al_now_ms();
 	char now[24];
 
 	(void)fd;
@@ -885,7 +863,7 @@ static void on_cmd_up(struct al_aconn *c, void *arg)
 			       "STREAMS", AL_KEY_INTAKE, "0" };
 
 	(void)c;
-	logf_("info", "redis_up", "scheduler=%s", s->id);
+	al_log("info", "redis_up", "scheduler=%s", s->id);
 	al_aconn_cmd(s->cmd, NULL, NULL, 6, grp, NULL);
 	for (size_t i = 0; i < s->policy.ntiers; i++) {
 		for (int b = 0; b < AL_BANDS; b++) {
@@ -913,7 +891,7 @@ static void on_down(struct al_aconn *c, void *arg)
 
 	if (c == s->fetch)
 		s->fetching = false;
-	logf_("warn", "redis_down", "conn=%s note=\"reconnecting\"", c == s->cmd ? "cmd" : "fetch");
+	al_log("warn", "redis_down", "conn=%s note=\"reconnecting\"", c == s->cmd ? "cmd" : "fetch");
 }
 
 static void on_hup(evutil_socket_t sig, short what, void *arg)
@@ -925,13 +903,13 @@ static void on_hup(evutil_socket_t sig, short what, void *arg)
 	(void)sig;
 	(void)what;
 	if (al_policy_load(s->policy_path, &fresh, &err)) {
-		logf_("error", "policy_reload", "result=refused error=\"%s\" note=\"the old policy stays in force\"",
+		al_log("error", "policy_reload", "result=refused error=\"%s\" note=\"the old policy stays in force\"",
 		      err.msg);
 		return;
 	}
 	al_policy_free(&s->policy);
 	s->policy = fresh;
-	logf_("info", "policy_reload", "result=ok source=%s tiers=%zu", s->policy.source,
+	al_log("info", "policy_reload", "result=ok source=%s tiers=%zu", s->policy.source,
 	      s->policy.ntiers);
 	if (al_aconn_is_up(s->cmd))
 		on_cmd_up(s->cmd, s);
@@ -942,7 +920,7 @@ static void on_stop(evutil_socket_t sig, short what, void *arg)
 	struct sched *s = arg;
 
 	(void)what;
-	logf_("info", "stop", "signal=%d", (int)sig);
+	al_log("info", "stop", "signal=%d", (int)sig);
 	s->stopping = true;
 	event_base_loopexit(s->base, NULL);
 }
@@ -1034,7 +1012,7 @@ int main(int argc, char **argv)
 	s.cmd = al_aconn_new(s.base, &s.url, "cmd", on_cmd_up, on_down, &s);
 	s.fetch = al_aconn_new(s.base, &s.url, "fetch", on_fetch_up, on_down, &s);
 	on_tick(-1, 0, &s);
-	logf_("info", "scheduler_start", "id=%s policy=%s tiers=%zu listen=%s", s.id, s.policy.source,
+	al_log("info", "scheduler_start", "id=%s policy=%s tiers=%zu listen=%s", s.id, s.policy.source,
 	      s.policy.ntiers, listen);
 	event_base_dispatch(s.base);
 	al_aconn_free(s.cmd);

@@ -107,6 +107,7 @@ static int run_one(const char *path, const struct al_backend_ops *ops,
 		goto out_base;
 	}
 	event_base_dispatch(ro.base);
+	event_base_loop(ro.base, EVLOOP_NONBLOCK); /* run what the result left queued */
 	json_dumpf(ro.out, stdout, JSON_SORT_KEYS | JSON_COMPACT);
 	putchar('\n');
 	json_decref(ro.out);

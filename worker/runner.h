@@ -7,6 +7,7 @@
 #include <event2/event.h>
 
 #include "../backends/backend.h"
+#include "../client/log.h"
 
 struct al_runner;
 
@@ -28,8 +29,5 @@ void al_runner_stop(struct al_runner *r, enum al_status_code why, const char *ms
 const struct al_run_spec *al_runner_spec(const struct al_runner *r);
 void al_runner_free(struct al_runner *r);
 
-/* Unix time in ms, and a monotonic clock in ms. */
-uint64_t al_now_ms(void);
-uint64_t al_mono_ms(void);
 
 #endif

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "../client/aconn.h"
+#include "../client/log.h"
 #include "../proto/keys.h"
 #include "../proto/scripts.h"
 #include "runner.h"
@@ -101,21 +102,6 @@ struct worker {
 	uint64_t jobs_done;
 };
 
-static void logf_(const char *level, const char *event, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void logf_(const char *level, const char *event, const char *fmt, ...)
-{
-	char msg[1024];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "ts=%llu level=%s event=%s %s\n", (unsigned long long)al_now_ms(), level,
-		event, msg);
-}
-
 static void maybe_fetch(struct worker *w);
 static void flush_pending(struct worker *w);
 
@@ -175,18 +161,18 @@ static void pending_unlink(struct worker *w, struct pending *p)
 static void pending_done(struct worker *w, struct pending *p, redisReply *r)
 {
 	if (r->type == REDIS_REPLY_ERROR) {
-		logf_("error", "redis_script", "what=%s job=%s error=\"%s\"", p->what, p->id, r->str);
+		al_log("error", "redis_script", "what=%s job=%s error=\"%s\"", p->what, p->id, r->str);
 	} else if (r->type == REDIS_REPLY_INTEGER && r->integer == -1) {
-		logf_("warn", "stale_attempt", "what=%s job=%s note=\"lease was taken over; result refused\"",
+		al_log("warn", "stale_attempt", "what=%s job=%s note=\"lease was taken over; result refused\"",
 		      p->what, p->id);
 	} else if (r->type == REDIS_REPLY_INTEGER && r->integer == 0 && !strcmp(p->what, "commit")) {
-		logf_("warn", "stale_attempt", "what=%s job=%s note=\"another attempt already committed; result dropped\"",
+		al_log("warn", "stale_attempt", "what=%s job=%s note=\"another attempt already committed; result dropped\"",
 		      p->what, p->id);
 	} else if (r->type == REDIS_REPLY_INTEGER && r->integer == 1 && p->callback && w->hooks) {
 		/* Only the committed result is announced, once. */
 		if (al_webhooks_post(w->hooks, p->callback, p->id, p->argv[p->body_arg],
 				     p->lens[p->body_arg]))
-			logf_("error", "webhook", "job=%s error=\"could not queue the callback\"", p->id);
+			al_log("error", "webhook", "job=%s error=\"could not queue the callback\"", p->id);
 	}
 	pending_unlink(w, p);
 }
@@ -358,7 +344,7 @@ static struct pending *enqueue(struct worker *w, const char *what, const char *i
 oom:
 	/* Out of memory while saving a result: the lease will expire and the
 	 * job be re-delivered; say so loudly. */
-	logf_("error", "out_of_memory", "job=%s what=%s", id, what);
+	al_log("error", "out_of_memory", "job=%s what=%s", id, what);
 	if (p) {
 		p->argc = p->argv ? argc : 0;
 		pending_free(p);
@@ -385,7 +371,7 @@ static void commit_result(struct worker *w, const struct al_result *res, const c
 	struct al_err err = { 0 };
 
 	if (al_result_encode(res, &b, &err)) {
-		logf_("error", "encode_result", "job=%s error=\"%s\"", res->id, err.msg);
+		al_log("error", "encode_result", "job=%s error=\"%s\"", res->id, err.msg);
 		return;
 	}
 	keys_for(res->id, tenant, jobkey, reskey, done, tenkey);
@@ -455,7 +441,7 @@ static void dead_letter(struct worker *w, const char *stream, const char *entry,
 
 	for (size_t i = 0; i < sizeof(argv) / sizeof(argv[0]); i++)
 		lens[i] = argv[i] == raw ? rawlen : strlen(argv[i]);
-	logf_("warn", "dead_letter", "stream=%s entry=%s job=%s reason=\"%s\"", stream, entry,
+	al_log("warn", "dead_letter", "stream=%s entry=%s job=%s reason=\"%s\"", stream, entry,
 	      id ? id : "-", reason);
 	enqueue(w, "dlq", id ? id : "-", sizeof(argv) / sizeof(argv[0]), argv, lens);
 	{
@@ -566,7 +552,7 @@ static void on_job_done(struct al_runner *r, struct al_result *res, void *arg)
 
 	(void)r;
 	res->queued_ms = s->job.submitted_ms;
-	logf_("info", "job_done",
+	al_log("info", "job_done",
 	      "job=%s attempt=%u tier=%s backend=%s slot=%d status=%s exit=%d signal=%d wall_ms=%llu cpu_ms=%llu queue_ms=%lld%s%s%s",
 	      s->id, s->attempt, s->tier->name, s->ops->name, s->index, al_status_name(res->status),
 	      res->has_exit_code ? res->exit_code : -1, res->signal, (unsigned long long)res->wall_ms,
@@ -617,7 +603,7 @@ static void start_job(struct worker *w, struct slot *s, const char *raw, size_t 
 	if (!be || !be->ok) {
 		snprintf(why, sizeof(why), "backend %s unavailable on worker %s: %s", s->tier->backend,
 			 w->conf->backend.worker_id, be ? be->why : "not built in");
-		logf_("error", "backend_unavailable", "job=%s tier=%s %s", s->id, s->tier->name, why);
+		al_log("error", "backend_unavailable", "job=%s tier=%s %s", s->id, s->tier->name, why);
 		commit_result(w, &(struct al_result){ .version = AL_PROTO_VERSION, .id = s->id,
 						      .attempt = s->attempt,
 						      .status = AL_ST_SANDBOX_ERROR, .error = why },
@@ -637,11 +623,11 @@ static void start_job(struct worker *w, struct slot *s, const char *raw, size_t 
 	spec.attempt = s->attempt;
 	s->runner = al_runner_start(w->base, s->ops, &w->conf->backend, &spec, on_job_done, s);
 	if (!s->runner) {
-		logf_("error", "out_of_memory", "job=%s", s->id);
+		al_log("error", "out_of_memory", "job=%s", s->id);
 		slot_release(s);
 		return;
 	}
-	logf_("info", "job_start", "job=%s attempt=%u tier=%s backend=%s slot=%d", s->id, s->attempt,
+	al_log("info", "job_start", "job=%s attempt=%u tier=%s backend=%s slot=%d", s->id, s->attempt,
 	      s->tier->name, s->ops->name, s->index);
 }
 
@@ -745,7 +731,7 @@ static struct slot *handle_entry(struct worker *w, const char *stream, redisRepl
 	if (!s) {
 		/* More entries than slots (should not happen): leave it pending;
 		 * the lease returns it to the queue. */
-		logf_("warn", "no_free_slot", "job=%s", id);
+		al_log("warn", "no_free_slot", "job=%s", id);
 		return NULL;
 	}
 	s->busy = true;
@@ -771,7 +757,7 @@ static void on_claim(redisAsyncContext *ac, void *reply, void *priv)
 
 	(void)ac;
 	if (r && r->type == REDIS_REPLY_ERROR)
-		logf_("error", "claim", "jobs=%d error=\"%s\"", b->n, r->str);
+		al_log("error", "claim", "jobs=%d error=\"%s\"", b->n, r->str);
 	/* No or odd reply: the entries stay pending in our name and the lease
 	 * brings them back. */
 	for (int i = 0; i < b->n; i++) {
@@ -849,7 +835,7 @@ static void on_fetch(redisAsyncContext *ac, void *reply, void *priv)
 				al_aconn_cmd(w->cmd, NULL, NULL, 6, argv, NULL);
 			}
 		} else {
-			logf_("error", "fetch", "error=\"%s\"", r->str);
+			al_log("error", "fetch", "error=\"%s\"", r->str);
 		}
 	}
 	if (r && r->type == REDIS_REPLY_ARRAY && w->draining) {
@@ -934,7 +920,7 @@ static void on_fetch_script(redisAsyncContext *ac, void *reply, void *priv)
 	if (!r)
 		return; /* connection lost; fetching resumes when it is back */
 	if (r->type == REDIS_REPLY_ERROR) {
-		logf_("error", "fetch", "error=\"%s\"", r->str);
+		al_log("error", "fetch", "error=\"%s\"", r->str);
 		if (!strncmp(r->str, "NOSCRIPT", 8))
 			al_aconn_load_scripts(w->cmd);
 	} else if (r->type == REDIS_REPLY_ARRAY) {
@@ -961,7 +947,7 @@ static void on_fetch_script(redisAsyncContext *ac, void *reply, void *priv)
 			t = al_policy_tier(&w->policy, tier);
 			s = t ? free_slot_for(w, t) : NULL;
 			if (!s) { /* cannot happen with fetch_count; the lease repairs it */
-				logf_("error", "no_free_slot", "job=%s", e->element[2]->str);
+				al_log("error", "no_free_slot", "job=%s", e->element[2]->str);
 				continue;
 			}
 			s->busy = true;
@@ -1047,7 +1033,7 @@ static void cancel_job(struct worker *w, const char *id)
 			struct slot *s = &w->backends[b].slots[i];
 
 			if (s->busy && s->runner && !strcmp(s->id, id)) {
-				logf_("info", "cancel", "job=%s slot=%d", id, s->index);
+				al_log("info", "cancel", "job=%s slot=%d", id, s->index);
 				al_runner_stop(s->runner, AL_ST_CANCELLED, "cancelled by a client while running");
 			}
 		}
@@ -1136,7 +1122,7 @@ static void on_cmd_up(struct al_aconn *c, void *arg)
 	struct worker *w = arg;
 
 	(void)c;
-	logf_("info", "redis_up", "conn=cmd worker=%s", w->conf->backend.worker_id);
+	al_log("info", "redis_up", "conn=cmd worker=%s", w->conf->backend.worker_id);
 	for (int i = 0; i < w->nstreams; i++) {
 		const char *argv[] = { "XGROUP", "CREATE", w->streams[i], AL_GROUP_WORKERS, "0",
 				       "MKSTREAM" };
@@ -1154,7 +1140,7 @@ static void on_conn_down(struct al_aconn *c, void *arg)
 
 	if (c == w->fetch)
 		w->fetching = false;
-	logf_("warn", "redis_down", "conn=%s note=\"reconnecting; results are kept until committed\"",
+	al_log("warn", "redis_down", "conn=%s note=\"reconnecting; results are kept until committed\"",
 	      c == w->cmd ? "cmd" : c == w->fetch ? "fetch" : "sub");
 }
 
@@ -1211,7 +1197,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 	if (w->draining)
 		return;
 	w->draining = true;
-	logf_("info", "drain", "signal=%d busy=%u grace_ms=%llu", (int)sig, busy_slots(w),
+	al_log("info", "drain", "signal=%d busy=%u grace_ms=%llu", (int)sig, busy_slots(w),
 	      (unsigned long long)w->conf->drain_grace_ms);
 	if (busy_slots(w) == 0 && !w->pending) {
 		event_base_loopexit(w->base, NULL);
@@ -1249,7 +1235,7 @@ static int setup_backends(struct worker *w)
 			if (!strcmp(all[k]->name, t->backend))
 				ops = all[k];
 		if (!ops) {
-			logf_("error", "backend_missing", "tier=%s backend=%s note=\"not built into this worker; its jobs fail with sandbox_error\"",
+			al_log("error", "backend_missing", "tier=%s backend=%s note=\"not built into this worker; its jobs fail with sandbox_error\"",
 			      t->name, t->backend);
 			ops = &al_backend_noop; /* placeholder slots; never run */
 			be = &w->backends[w->nbackends++];
@@ -1270,7 +1256,7 @@ static int setup_backends(struct worker *w)
 				al_backend_sweep(ops, &w->conf->backend, NULL);
 			}
 		}
-		logf_(be->ok ? "info" : "error", "backend", "name=%s ok=%s%s%s%s", be->ops->name,
+		al_log(be->ok ? "info" : "error", "backend", "name=%s ok=%s%s%s%s", be->ops->name,
 		      be->ok ? "yes" : "no", be->ok ? "" : " why=\"", be->ok ? "" : be->why,
 		      be->ok ? "" : "\"");
 		be->slots = calloc(w->conf->slots, sizeof(*be->slots));
@@ -1285,7 +1271,7 @@ static int setup_backends(struct worker *w)
 			break;
 	}
 	if (w->nstreams == 0) {
-		logf_("error", "no_tiers", "note=\"none of the tiers asked for is in the policy\"");
+		al_log("error", "no_tiers", "note=\"none of the tiers asked for is in the policy\"");
 		return -1;
 	}
 	return 0;
@@ -1318,7 +1304,7 @@ int al_worker_run(const struct al_worker_conf *conf)
 	w.cmd = al_aconn_new(w.base, &w.url, "cmd", on_cmd_up, on_conn_down, &w);
 	w.fetch = al_aconn_new(w.base, &w.url, "fetch", on_fetch_up, on_conn_down, &w);
 	w.sub = al_aconn_new(w.base, &w.url, "sub", on_sub_up, on_conn_down, &w);
-	logf_("info", "worker_start", "worker=%s tiers=%d slots=%u redis=%s", conf->backend.worker_id,
+	al_log("info", "worker_start", "worker=%s tiers=%d slots=%u redis=%s", conf->backend.worker_id,
 	      w.nstreams / AL_BANDS, conf->slots, conf->redis_url);
 	event_base_dispatch(w.base);
 
@@ -1367,11 +1353,12 @@ int al_worker_run(const struct al_worker_conf *conf)
 	while (w.pending) {
 		struct pending *p = w.pending;
 
-		logf_("warn", "unsent", "job=%s what=%s note=\"Redis did not confirm; the lease will re-deliver\"",
+		al_log("warn", "unsent", "job=%s what=%s note=\"Redis did not confirm; the lease will re-deliver\"",
 		      p->id, p->what);
 		w.pending = p->next;
 		pending_free(p);
 	}
+	event_base_loop(w.base, EVLOOP_NONBLOCK); /* what is still queued (refills) */
 	al_webhooks_free(w.hooks);
 	event_free(w.flush_ev);
 	event_free(w.hb);
@@ -1380,7 +1367,7 @@ int al_worker_run(const struct al_worker_conf *conf)
 	event_free(w.sigint);
 	event_base_free(w.base);
 	al_policy_free(&w.policy);
-	logf_("info", "worker_exit", "worker=%s done=%llu", conf->backend.worker_id,
+	al_log("info", "worker_exit", "worker=%s done=%llu", conf->backend.worker_id,
 	      (unsigned long long)w.jobs_done);
 	return w.exit_code;
 }

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../client/log.h"
 #include "../proto/job.h"
 
 struct al_webhooks {
@@ -132,27 +133,29 @@ static void check_done(struct al_webhooks *wh)
 	while ((msg = curl_multi_info_read(wh->multi, &left))) {
 		struct hook *h;
 		long code = 0;
+		CURLcode result;
 
 		if (msg->msg != CURLMSG_DONE)
 			continue;
+		/* msg lives in the easy handle: read it all before the cleanup */
+		result = msg->data.result;
 		curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&h);
 		curl_easy_getinfo(msg->easy_handle, CURLINFO_RESPONSE_CODE, &code);
 		curl_multi_remove_handle(wh->multi, h->easy);
 		curl_easy_cleanup(h->easy);
 		h->easy = NULL;
-		if (msg->data.result == CURLE_OK && code >= 200 && code < 300) {
-			fprintf(stderr, "level=info event=webhook job=%s status=%ld tries=%d\n", h->id, code,
-				h->tries);
+		if (result == CURLE_OK && code >= 200 && code < 300) {
+			al_log("info", "webhook", "job=%s status=%ld tries=%d", h->id, code, h->tries);
 			hook_free(h);
 		} else if (h->tries < AL_WEBHOOK_TRIES) {
 			struct timeval tv = { 1 << (h->tries - 1), 0 };
 
-			fprintf(stderr, "level=warn event=webhook_retry job=%s status=%ld error=\"%s\" try=%d\n",
-				h->id, code, curl_easy_strerror(msg->data.result), h->tries);
+			al_log("warn", "webhook_retry", "job=%s status=%ld error=\"%s\" try=%d", h->id, code,
+			       curl_easy_strerror(result), h->tries);
 			evtimer_add(h->retry, &tv);
 		} else {
-			fprintf(stderr, "level=error event=webhook_failed job=%s status=%ld error=\"%s\" tries=%d\n",
-				h->id, code, curl_easy_strerror(msg->data.result), h->tries);
+			al_log("error", "webhook_failed", "job=%s status=%ld error=\"%s\" tries=%d", h->id,
+			       code, curl_easy_strerror(result), h->tries);
 			hook_free(h);
 		}
 	}

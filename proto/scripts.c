@@ -149,7 +149,7 @@ const char al_lua_retry[] =
 	"local h = redis.call('HMGET', KEYS[1], 'attempt', 'state', 'counted')\n"
 	"if not h[1] or tonumber(h[1]) ~= tonumber(ARGV[1]) then return -1 end\n"
 	"local a = tonumber(h[1])\n"
-	"if ARGV[6] == '1' then a = a + 1 end\n"
+	"if ARGV[6] == '1' then a = a + 1; redis.call('HINCRBY', 'al:stats', 'retries', 1) end\n"
 	"redis.call('HSET', KEYS[1], 'attempt', a, 'state', 'retrying')\n"
 	"if h[2] == 'running' and h[3] == '1' then\n"
 	"  redis.call('HINCRBY', KEYS[4], 'running', -1); redis.call('HINCRBY', KEYS[4], 'queued', 1)\n"

@@ -619,6 +619,8 @@ static void on_snap(redisAsyncContext *ac, void *reply, void *priv)
 				evbuffer_add_printf(sn->out, "airlock_jobs_total{status=\"%s\"} %s\n", k + 7, v);
 			else if (!strcmp(k, "reclaimed"))
 				evbuffer_add_printf(sn->out, "airlock_reclaimed_total %s\n", v);
+			else if (!strcmp(k, "retries"))
+				evbuffer_add_printf(sn->out, "airlock_retries_total %s\n", v);
 		}
 	} else if (r && !strcmp(p->what, "workers") && r->type == REDIS_REPLY_ARRAY &&
 		   r->elements == 3) {

@@ -243,6 +243,23 @@ def garbage(c):
     t.ok(c.rcli("XLEN", "al:dlq").strip() == "0", "dlq purge", p)
 
 
+def sandbox_retry(c):
+    """Fault injection: a worker whose state directory cannot exist fails
+    every sandbox set-up (a real failure, produced on demand)."""
+    c.scheduler()
+    c.worker("wbroken", uid_base=65250, slots=1, tiers="internal",
+             extra=["--state-dir", "/proc/version/nope"])
+    jid = submit(c, "--tier", "internal", "-c", "print(1)")
+    c.rcli("BLPOP", "al:done:" + jid, "30")
+    r = result(c, jid)
+    log = [l for l in c.log("wbroken").splitlines() if "event=job_done" in l]
+    ts = [int(l.split("ts=")[1].split()[0]) for l in log]
+    t.ok(r and r["status"] == "sandbox_error" and r["attempt"] == 2 and "mkdir" in r["error"],
+         "sandbox_error is retried, then reported after max_attempts (2)", r)
+    t.ok(len(ts) == 2 and ts[1] - ts[0] >= 50 and c.rcli("HGET", "al:stats", "retries").strip() == "1",
+         "the retry waited its backoff (%s ms)" % (ts[1] - ts[0] if len(ts) == 2 else "?"), log)
+
+
 def worker_before_redis(_unused):
     c = Cluster(start_redis=False)
     try:
@@ -342,7 +359,7 @@ tiers:
 for name, fn in [("round trip", round_trip), ("1000 jobs", thousand),
                  ("killed worker", killed_worker), ("stale attempt", stale_attempt),
                  ("redis restart", redis_restart), ("cancel and deadline", cancel_and_deadline),
-                 ("garbage", garbage), ("drain", drain)]:
+                 ("garbage", garbage), ("drain", drain), ("sandbox retry", sandbox_retry)]:
     section(name, fn)
 worker_before_redis(None)
 webhook(None)

@@ -4,6 +4,9 @@
 #ifndef AL_KEYS_H
 #define AL_KEYS_H
 
+#include <stddef.h>
+#include <string.h>
+
 #define AL_KEY_PREFIX "al:"
 #define AL_KEY_INTAKE "al:intake"	   /* stream: submitted jobs (field job) */
 #define AL_KEY_DLQ "al:dlq"		   /* stream: dead letters */
@@ -34,5 +37,21 @@ static inline const char *al_band_name(int band)
  *   al:worker:<id>     string with a TTL: the worker is alive
  *   al:tenant:<tenant> hash: queued, running (quota counters) */
 #define AL_KEY_MAX 256
+
+/* The command that records a dead letter: XADD al:dlq * reason R source S
+ * entry E id I raw BYTES. Fills argv/lens (raw may be NULL). */
+#define AL_DLQ_ARGC 13
+static inline void al_dlq_argv(const char *argv[AL_DLQ_ARGC], size_t lens[AL_DLQ_ARGC],
+			       const char *reason, const char *source, const char *entry,
+			       const char *id, const char *raw, size_t rawlen)
+{
+	const char *v[AL_DLQ_ARGC] = { "XADD", AL_KEY_DLQ, "*", "reason", reason, "source", source,
+				       "entry", entry, "id", id ? id : "", "raw", raw ? raw : "" };
+
+	for (int i = 0; i < AL_DLQ_ARGC; i++) {
+		argv[i] = v[i];
+		lens[i] = i == AL_DLQ_ARGC - 1 ? (raw ? rawlen : 0) : strlen(v[i]);
+	}
+}
 
 #endif

@@ -71,15 +71,13 @@ static void ack_intake(struct sched *s, const char *entry)
 static void dead_letter(struct sched *s, const char *source, const char *entry, const char *reason,
 			const char *id, const char *raw, size_t rawlen)
 {
-	const char *argv[] = { "XADD", AL_KEY_DLQ, "*", "reason", reason, "source", source,
-			       "entry", entry, "id", id ? id : "", "raw", raw ? raw : "" };
-	size_t lens[sizeof(argv) / sizeof(argv[0])];
+	const char *argv[AL_DLQ_ARGC];
+	size_t lens[AL_DLQ_ARGC];
 
-	for (size_t i = 0; i < sizeof(argv) / sizeof(argv[0]); i++)
-		lens[i] = argv[i] == raw ? rawlen : strlen(argv[i]);
+	al_dlq_argv(argv, lens, reason, source, entry, id, raw, rawlen);
 	al_log("warn", "dead_letter", "source=%s entry=%s job=%s reason=\"%s\"", source, entry,
-	      id ? id : "-", reason);
-	al_aconn_cmd(s->cmd, on_reply_log, (void *)"dlq", sizeof(argv) / sizeof(argv[0]), argv, lens);
+	       id ? id : "-", reason);
+	al_aconn_cmd(s->cmd, on_reply_log, (void *)"dlq", AL_DLQ_ARGC, argv, lens);
 }
 
 /* Commit a result the scheduler decides (rejected, worker_lost). */

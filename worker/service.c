@@ -435,15 +435,13 @@ static void retry_later(struct worker *w, struct slot *s, uint64_t delay_ms, boo
 static void dead_letter(struct worker *w, const char *stream, const char *entry,
 			const char *reason, const char *id, const char *raw, size_t rawlen)
 {
-	const char *argv[] = { "XADD", AL_KEY_DLQ, "*", "reason", reason, "source", stream,
-			       "entry", entry, "id", id ? id : "", "raw", raw ? raw : "" };
-	size_t lens[sizeof(argv) / sizeof(argv[0])];
+	const char *argv[AL_DLQ_ARGC];
+	size_t lens[AL_DLQ_ARGC];
 
-	for (size_t i = 0; i < sizeof(argv) / sizeof(argv[0]); i++)
-		lens[i] = argv[i] == raw ? rawlen : strlen(argv[i]);
+	al_dlq_argv(argv, lens, reason, stream, entry, id, raw, rawlen);
 	al_log("warn", "dead_letter", "stream=%s entry=%s job=%s reason=\"%s\"", stream, entry,
-	      id ? id : "-", reason);
-	enqueue(w, "dlq", id ? id : "-", sizeof(argv) / sizeof(argv[0]), argv, lens);
+	       id ? id : "-", reason);
+	enqueue(w, "dlq", id ? id : "-", AL_DLQ_ARGC, argv, lens);
 	{
 		const char *ack[] = { "XACK", stream, AL_GROUP_WORKERS, entry };
 

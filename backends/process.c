@@ -413,6 +413,16 @@ static void __attribute__((noreturn)) warm_init(int ctl, int report_wr, const st
 		die("cloexec report fd");
 
 	drop_privileges(h->uid);
+	/* Changing credentials cleared the death signal: arm it again, then
+	 * make sure the worker did not die in between. */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0))
+		die("death signal");
+	{
+		struct pollfd pf = { .fd = FD_REPORT, .events = POLLOUT };
+
+		if (poll(&pf, 1, 0) < 0 || (pf.revents & (POLLERR | POLLHUP)))
+			_exit(125);
+	}
 
 	job = fork();
 	if (job < 0)

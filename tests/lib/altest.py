@@ -51,6 +51,22 @@ def run_one(job, state, worker_id, uid_base, extra=(), env=None, pass_fds=(), ti
     return res, p
 
 
+def live_pids_of(uids):
+    """Pids of processes (not zombies) whose real uid is in uids."""
+    out = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open("/proc/%s/status" % pid) as f:
+                st = dict(line.split(":", 1) for line in f if ":" in line)
+        except OSError:
+            continue
+        if int(st["Uid"].split()[0]) in uids and not st["State"].strip().startswith("Z"):
+            out.append(pid)
+    return out
+
+
 def proc_uid(pid):
     try:
         with open("/proc/%s/status" % pid) as f:
@@ -66,17 +82,7 @@ def leftovers(uid, worker_id, state, warm=2):
     """Processes of uid, cgroups under airlock/<worker_id> (beyond the
     pre-made sandboxes: at most `warm`, each holding only a root init that
     waits for its job), files under state."""
-    left = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open("/proc/%s/status" % pid) as f:
-                for line in f:
-                    if line.startswith("Uid:") and int(line.split()[1]) == uid:
-                        left.append("process %s" % pid)
-        except OSError:
-            pass
+    left = ["process %s" % p for p in live_pids_of({uid})]
     for ctrl in ("memory", "pids", "cpu", "cpuacct", "unified", ""):
         d = os.path.join("/sys/fs/cgroup", ctrl, "airlock", worker_id)
         if not os.path.isdir(d):

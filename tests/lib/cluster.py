@@ -26,6 +26,7 @@ class Cluster:
         self.aof = aof
         self.redis = None
         self.procs = {}
+        self.workers = []
         self.policy = os.path.join(self.dir, "policy.yaml")
         with open(self.policy, "w") as f:
             f.write(policy or DEFAULT_POLICY)
@@ -72,6 +73,7 @@ class Cluster:
                                   "--listen", listen, "--id", name, *extra])
 
     def worker(self, name="w1", uid_base=64000, slots=2, tiers="trusted", extra=(), env=None):
+        self.workers.append(name)
         return self._start(name, [WORKER, "--redis", self.url, "--policy", self.policy,
                                   "--worker-id", name, "--uid-base", str(uid_base),
                                   "--slots", str(slots), "--tiers", tiers,
@@ -126,6 +128,22 @@ class Cluster:
         if self.redis and self.redis.poll() is None:
             self.redis.kill()
             self.redis.wait()
+        # Workers killed with SIGKILL leave empty cgroups (their sandboxes
+        # died with them); a restart with the same id would sweep them.
+        for name in self.workers:
+            for ctrl in ("memory", "pids", "cpu", "cpuacct", "unified", ""):
+                d = os.path.join("/sys/fs/cgroup", ctrl, "airlock", name)
+                if os.path.isdir(d):
+                    for sub in os.listdir(d):
+                        if os.path.isdir(os.path.join(d, sub)):
+                            try:
+                                os.rmdir(os.path.join(d, sub))
+                            except OSError:
+                                pass
+                    try:
+                        os.rmdir(d)
+                    except OSError:
+                        pass
         shutil.rmtree(self.dir, ignore_errors=True)
 
 

@@ -42,6 +42,7 @@ struct al_backend_conf {
 	unsigned nofile;	   /* RLIMIT_NOFILE for jobs */
 	const char *const *hide_paths; /* extra host paths to hide from jobs (NULL-ended) */
 	const char *oci_runtime;   /* container: runc, crun or runsc; NULL = detect */
+	uint32_t userns_base;	   /* container: slot i's root is host uid base + i*65536 */
 	const char *image_dir;	   /* container/microvm: where images live */
 };
 
@@ -124,6 +125,7 @@ int al_backend_reap(struct al_sandbox *sb, struct al_result *res, struct al_err 
 void al_sandbox_free(struct al_sandbox *sb); /* calls destroy; NULL is fine */
 
 extern const struct al_backend_ops al_backend_process;
+extern const struct al_backend_ops al_backend_container;
 extern const struct al_backend_ops al_backend_noop;
 
 #endif

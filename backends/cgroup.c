@@ -94,6 +94,9 @@ int al_cg_detect(struct al_cg_sys *sys, const char *worker_id, struct al_err *er
 		if (!sep || sscanf(line, "%*s %*s %*s %*s %4095s", mnt) != 1 ||
 		    sscanf(sep + 3, "%63s %*s %1023s", fstype, opts) != 2)
 			continue;
+		if ((!strcmp(fstype, "cgroup2") || !strcmp(fstype, "cgroup")) && sys->nall < 16 &&
+		    !al_pathf(sys->all[sys->nall], sizeof(sys->all[0]), "%s", mnt))
+			sys->nall++;
 		if (strcmp(fstype, "cgroup2") == 0 && !sys->v2[0]) {
 			snprintf(sys->v2, sizeof(sys->v2), "%s", mnt);
 		} else if (strcmp(fstype, "cgroup") == 0) {
@@ -285,8 +288,11 @@ int al_cg_stats(const struct al_cg *cg, struct al_cg_stats *st)
 			st->peak_memory_bytes = strtoull(buf, NULL, 10);
 		if (read_file(cg->dirs[0], "memory.oom_control", buf, sizeof(buf)) == 0)
 			st->oom_kills = keyed(buf, "oom_kill");
+		/* the limit holds memory and memory+swap: either may fail first */
 		if (read_file(cg->dirs[0], "memory.failcnt", buf, sizeof(buf)) == 0)
 			st->memory_hit = strtoull(buf, NULL, 10) > 0 || st->oom_kills > 0;
+		if (read_file(cg->dirs[0], "memory.memsw.failcnt", buf, sizeof(buf)) == 0)
+			st->memory_hit |= strtoull(buf, NULL, 10) > 0;
 	}
 	return 0;
 }
@@ -316,10 +322,30 @@ static int kill_procs(const char *dir)
 	return n;
 }
 
+static int remove_dir(const char *dir, struct al_err *err);
+
+/* Remove the child cgroups of dir (an OCI runtime's, inside ours). */
+static void remove_children(const char *dir)
+{
+	struct dirent *de;
+	DIR *d = opendir(dir);
+
+	while (d && (de = readdir(d))) {
+		char sub[PATH_MAX + 256];
+
+		if (de->d_type == DT_DIR && de->d_name[0] != '.' &&
+		    !al_pathf(sub, sizeof(sub), "%s/%s", dir, de->d_name))
+			remove_dir(sub, NULL);
+	}
+	if (d)
+		closedir(d);
+}
+
 static int remove_dir(const char *dir, struct al_err *err)
 {
 	struct timespec ts = { 0, 2 * 1000 * 1000 };
 
+	remove_children(dir);
 	/* cgroup.kill (v2, Linux 5.14+) kills atomically, forks included */
 	write_file(dir, "cgroup.kill", "1");
 	for (int tries = 0; tries < 2500; tries++) { /* ~5 s */
@@ -369,6 +395,16 @@ static int sweep_tree(const char *root, struct al_err *err)
 	return rc;
 }
 
+void al_cg_remove_everywhere(const struct al_cg_sys *sys, const char *name)
+{
+	char dir[PATH_MAX];
+
+	for (int i = 0; i < sys->nall; i++)
+		if (!al_pathf(dir, sizeof(dir), "%s/airlock/%s/%s", sys->all[i], sys->worker_id, name) &&
+		    access(dir, F_OK) == 0)
+			remove_dir(dir, NULL);
+}
+
 int al_cg_sweep(const struct al_cg_sys *sys, struct al_err *err)
 {
 	const char *roots[4] = { sys->v2, sys->memory, sys->pids, sys->cpu };
@@ -387,12 +423,9 @@ int al_cg_sweep(const struct al_cg_sys *sys, struct al_err *err)
 
 void al_cg_release(const struct al_cg_sys *sys)
 {
-	const char *roots[4] = { sys->v2, sys->memory, sys->pids, sys->cpu };
 	char dir[PATH_MAX + 128];
 
-	if (sys->version == AL_CG_V1)
-		roots[0] = sys->cpuacct;
-	for (int i = 0; i < (sys->version == AL_CG_V2 ? 1 : 4); i++)
-		if (!al_pathf(dir, sizeof(dir), "%s/airlock/%s", roots[i], sys->worker_id))
+	for (int i = 0; i < sys->nall; i++)
+		if (!al_pathf(dir, sizeof(dir), "%s/airlock/%s", sys->all[i], sys->worker_id))
 			rmdir(dir);
 }

@@ -23,6 +23,8 @@ struct al_cg_sys {
 	char cpu[PATH_MAX];
 	char cpuacct[PATH_MAX];
 	char worker_id[64];	/* names the subtree airlock/<worker_id> */
+	char all[16][256];	/* every cgroup mount (v1 and v2): OCI runtimes use them all */
+	int nall;
 };
 
 struct al_cg_limits {
@@ -61,6 +63,10 @@ int al_cg_stats(const struct al_cg *cg, struct al_cg_stats *st);
 /* SIGKILL every task in cg, wait until it is empty, remove it. Returns 0 when
  * the cgroup is gone. */
 int al_cg_destroy(struct al_cg *cg, struct al_err *err);
+/* Remove airlock/<worker_id>/<name> (and what is inside it) from every
+ * cgroup mount, also those we do not manage (an OCI runtime creates its
+ * cgroup in all of them). */
+void al_cg_remove_everywhere(const struct al_cg_sys *sys, const char *name);
 /* Kill and remove every cgroup under airlock/<worker_id> (a crashed run's). */
 int al_cg_sweep(const struct al_cg_sys *sys, struct al_err *err);
 /* Remove the empty airlock/<worker_id> directories at worker exit. */

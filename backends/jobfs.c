@@ -268,8 +268,6 @@ int al_jobfs_collect(struct al_jobfs *fs, const struct al_job *job,
 
 void al_jobfs_destroy(struct al_jobfs *fs)
 {
-	char path[PATH_MAX + 16];
-
 	if (!fs->dir[0])
 		return;
 	if (fs->out_fd >= 0)
@@ -283,10 +281,18 @@ void al_jobfs_destroy(struct al_jobfs *fs)
 	if (fs->mounted && umount2(fs->work, MNT_DETACH) == 0)
 		fs->mounted = false;
 	rmdir(fs->work);
-	if (!al_pathf(path, sizeof(path), "%s/stdout", fs->dir))
-		unlink(path);
-	if (!al_pathf(path, sizeof(path), "%s/stderr", fs->dir))
-		unlink(path);
+	/* stdout, stderr and whatever else a backend put beside them
+	 * (a bundle's config.json, a runtime log): the directory is ours */
+	{
+		DIR *d = opendir(fs->dir);
+		struct dirent *de;
+
+		while (d && (de = readdir(d)))
+			if (de->d_type != DT_DIR)
+				unlinkat(dirfd(d), de->d_name, 0);
+		if (d)
+			closedir(d);
+	}
 	if (rmdir(fs->dir) == 0 || errno == ENOENT)
 		fs->dir[0] = '\0';
 }

@@ -42,6 +42,7 @@
 #include "backend.h"
 #include "cgroup.h"
 #include "jobfs.h"
+#include "jobspec.h"
 #include "seccomp.h"
 #include "verdict.h"
 
@@ -55,7 +56,6 @@ enum { FD_STDIN = 0, FD_STDOUT = 1, FD_STDERR = 2, FD_CODE = 3, FD_REPORT = 4, F
 /* Descriptors sent with the go message, in this order. */
 enum { GO_WORK, GO_STDIN, GO_STDOUT, GO_STDERR, GO_CODE, GO_SPEC, GO_NFDS };
 
-#define SEARCH_PATH "/usr/local/bin:/usr/bin:/bin"
 #define MAX_ARGS 600 /* argv + envp pointers the init unpacks (caps: 256+3, 64+64+5) */
 
 /* The spec memfd: this header, then argc argv strings and envc environment
@@ -244,7 +244,7 @@ static void __attribute__((noreturn)) run_job(const struct spec_hdr *h, char **a
 		execve(prog, argv, envp);
 	} else {
 		char path[PATH_MAX];
-		const char *dir = SEARCH_PATH;
+		const char *dir = AL_SEARCH_PATH;
 
 		while (*dir) {
 			const char *end = strchr(dir, ':');
@@ -558,76 +558,6 @@ static int memfd_with(const char *name, const char *data, size_t len, struct al_
 	return fd;
 }
 
-static int buf_str(struct al_buf *b, const char *s)
-{
-	return al_buf_append(b, s, strlen(s) + 1);
-}
-
-/* The name part of "NAME=value", or of a key. */
-static size_t name_len(const char *s)
-{
-	const char *eq = strchr(s, '=');
-
-	return eq ? (size_t)(eq - s) : strlen(s);
-}
-
-/* argv, then the environment: the sandbox's base, the job's pairs, the
- * policy's pairs; a name set again later is left to the later entry (the
- * operator's word wins over the job's, the job's over the base). */
-static int build_spec(const struct al_sandbox *sb, struct al_buf *b, struct spec_hdr *h)
-{
-	static const char *const base[] = { "PATH=" SEARCH_PATH, "HOME=/tmp", "TMPDIR=/tmp",
-					    "LANG=C.UTF-8", "PYTHONDONTWRITEBYTECODE=1" };
-	const struct al_run_spec *spec = &sb->spec;
-	const struct al_job *job = spec->job;
-	const size_t nbase = sizeof(base) / sizeof(base[0]);
-	const size_t total = nbase + job->nenv + spec->nenv;
-	int bad = 0;
-
-	if (job->runtime == AL_RUNTIME_PYTHON) {
-		bad |= buf_str(b, "/usr/bin/python3") | buf_str(b, "-I") | buf_str(b, "/proc/self/fd/3");
-		h->argc = 3;
-	} else if (job->runtime == AL_RUNTIME_SH) {
-		bad |= buf_str(b, "/bin/sh") | buf_str(b, "/proc/self/fd/3");
-		h->argc = 2;
-	}
-	for (size_t i = 0; i < job->argc; i++)
-		bad |= buf_str(b, job->argv[i]);
-	h->argc += (uint32_t)job->argc;
-	for (size_t i = 0; i < total; i++) {
-		const struct al_kv *kv = NULL;
-		const char *name;
-		size_t n;
-		bool later = false;
-
-		if (i >= nbase)
-			kv = i < nbase + job->nenv ? &job->env[i - nbase]
-						   : &spec->env[i - nbase - job->nenv];
-		name = kv ? kv->key : base[i];
-		n = name_len(name);
-		for (size_t j = i + 1; j < total && !later; j++) {
-			const char *o;
-
-			if (j < nbase)
-				o = base[j];
-			else if (j < nbase + job->nenv)
-				o = job->env[j - nbase].key;
-			else
-				o = spec->env[j - nbase - job->nenv].key;
-			later = name_len(o) == n && !strncmp(o, name, n);
-		}
-		if (later)
-			continue;
-		if (kv)
-			bad |= al_buf_append(b, kv->key, strlen(kv->key)) | al_buf_append(b, "=", 1) |
-			       buf_str(b, kv->value);
-		else
-			bad |= buf_str(b, base[i]);
-		h->envc++;
-	}
-	return bad ? -1 : 0;
-}
-
 static int proc_init(const struct al_backend_conf *conf, struct al_err *err)
 {
 	uid_t me = getuid();
@@ -738,7 +668,8 @@ static int proc_prepare(struct al_sandbox *sb, struct al_err *err)
 	h.shm_bytes = l->disk_bytes < (64u << 20) ? l->disk_bytes : (64u << 20);
 	h.uid = uid;
 	h.has_code = p->code_fd >= 0;
-	if (al_buf_append(&spec, &h, sizeof(h)) || build_spec(sb, &spec, &h)) {
+	if (al_buf_append(&spec, &h, sizeof(h)) ||
+	    al_argv_env(&sb->spec, "/proc/self/fd/3", &spec, &h.argc, &h.envc)) {
 		al_buf_free(&spec);
 		return al_err_set(err, AL_ENOMEM, "process: out of memory");
 	}

@@ -20,20 +20,19 @@
 #define CLONE_NEWTIME 0x00000080
 #endif
 
-static const char *const denied[] = {
+const char *const al_seccomp_denied[] = {
 	"ptrace", "mount", "umount", "umount2", "pivot_root", "chroot", "unshare", "setns",
 	"keyctl", "add_key", "request_key", "bpf", "perf_event_open", "kexec_load",
 	"kexec_file_load", "init_module", "finit_module", "delete_module", "reboot", "swapon",
 	"swapoff", "userfaultfd", "io_uring_setup", "io_uring_enter", "io_uring_register",
 	"open_by_handle_at", "name_to_handle_at", "acct", "quotactl", "lookup_dcookie",
 	"process_vm_readv", "process_vm_writev", "fsopen", "fsmount", "fsconfig", "move_mount",
-	"open_tree", "mount_setattr", "syslog", "vhangup", "personality",
+	"open_tree", "mount_setattr", "syslog", "vhangup", "personality", NULL,
 };
 
 int al_seccomp_build(struct al_seccomp *sc, struct al_err *err)
 {
-	const unsigned long ns_flags = CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER |
-				       CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWCGROUP | CLONE_NEWTIME;
+	const unsigned long ns_flags = AL_SECCOMP_NS_FLAGS;
 	scmp_filter_ctx ctx;
 	char *mem = NULL;
 	off_t len;
@@ -43,8 +42,8 @@ int al_seccomp_build(struct al_seccomp *sc, struct al_err *err)
 	ctx = seccomp_init(SCMP_ACT_ALLOW);
 	if (!ctx)
 		return al_err_set(err, AL_ESANDBOX, "seccomp: seccomp_init failed");
-	for (size_t i = 0; i < sizeof(denied) / sizeof(denied[0]); i++) {
-		int nr = seccomp_syscall_resolve_name(denied[i]);
+	for (size_t i = 0; al_seccomp_denied[i]; i++) {
+		int nr = seccomp_syscall_resolve_name(al_seccomp_denied[i]);
 
 		/* __NR_SCMP_ERROR: not on this architecture */
 		if (nr != __NR_SCMP_ERROR && (rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 0)))

@@ -7,6 +7,12 @@
 
 #include "../proto/err.h"
 
+/* The system calls that fail with EPERM (NULL-terminated), and the clone
+ * flags that make clone fail: shared with the OCI profile of the container
+ * backend, so both boundaries refuse the same. */
+extern const char *const al_seccomp_denied[];
+#define AL_SECCOMP_NS_FLAGS 0x7e020080ul /* CLONE_NEW{NS,UTS,IPC,USER,PID,NET,CGROUP,TIME} */
+
 struct al_seccomp {
 	struct sock_fprog prog; /* owned; free with al_seccomp_free */
 };

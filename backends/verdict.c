@@ -16,7 +16,9 @@ void al_verdict(struct al_result *res, int ws, const struct al_cg_stats *st,
 	res->has_exit_code = WIFEXITED(ws);
 	res->exit_code = WIFEXITED(ws) ? WEXITSTATUS(ws) : 0;
 
-	if (st->oom_kills > 0) {
+	/* An OOM kill counted in the cgroup, or a SIGKILL with the memory
+	 * limit reached (a runtime's cgroup may count the kill below ours). */
+	if (st->oom_kills > 0 || (sig == SIGKILL && st->memory_hit)) {
 		res->status = AL_ST_MEMORY_LIMIT;
 		al_result_set_error(res, "memory limit of %llu bytes reached: killed by the OOM killer",
 				    (unsigned long long)lim->memory_bytes);

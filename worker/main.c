@@ -141,6 +141,8 @@ static void usage(FILE *f)
 		"  --worker-id ID       unique, stable name (default: the host name)\n"
 		"  --uid-base N         slot i runs as uid N+i (default 60000)\n"
 		"  --hide PATH          also hide this host path from jobs (repeatable)\n"
+		"  --userns-base N      container slot i's root is host uid N+i*65536 (default 200000)\n"
+		"  --oci-runtime R      runc, crun or runsc (default: detected)\n"
 		"  --webhook-secret S   key for the X-Airlock-Signature header of callbacks\n"
 		"  --allow-noop         offer the benchmark-only noop backend\n"
 		"  --run-one FILE       run one msgpack job file here and print the result as JSON\n"
@@ -160,6 +162,8 @@ static const struct option opts[] = {
 	{ "worker-id", required_argument, NULL, 'w' },
 	{ "uid-base", required_argument, NULL, 'u' },
 	{ "hide", required_argument, NULL, 'H' },
+	{ "userns-base", required_argument, NULL, 'U' },
+	{ "oci-runtime", required_argument, NULL, 'O' },
 	{ "webhook-secret", required_argument, NULL, 'S' },
 	{ "allow-noop", no_argument, NULL, 'N' },
 	{ "run-one", required_argument, NULL, 'r' },
@@ -246,6 +250,12 @@ static int apply(struct opts_state *st, int c, const char *name, const char *v)
 		st->hide[st->nhide++] = v;
 		break;
 	case 'S': conf->webhook_secret = v; break;
+	case 'U':
+		if (parse_u64(name, v, 65536, 4000000000ull, &u))
+			return -1;
+		conf->backend.userns_base = (uint32_t)u;
+		break;
+	case 'O': conf->backend.oci_runtime = v; break;
 	case 'N': conf->allow_noop = !v || strcmp(v, "false"); break;
 	case 'r': st->run_path = v; break;
 	case 'b': st->backend = v; break;
@@ -323,6 +333,7 @@ int main(int argc, char **argv)
 			.slots = 2,
 			.collect_max_bytes = 1u << 20,
 			.nofile = 256,
+			.userns_base = 200000,
 		},
 	};
 	struct opts_state st = { .conf = &conf, .backend = "process" };

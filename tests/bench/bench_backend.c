@@ -122,7 +122,7 @@ int main(int argc, char **argv)
 	};
 	struct al_backend_conf conf = { .worker_id = "bench", .state_dir = "/var/tmp/airlock-bench",
 					.uid_base = 62000, .slots = 1, .collect_max_bytes = 1 << 20,
-					.nofile = 256 };
+					.nofile = 256, .userns_base = 200000 };
 	const char *backend = "process", *code = "print(1)", *baselines = NULL, *argv0 = NULL;
 	struct series series[MAX_SERIES] = { { 0 } };
 	int nseries = 0;

@@ -100,7 +100,9 @@ def leftovers(uid, worker_id, state, warm=2):
         if len(subs) > warm or busy:
             left.append("cgroups %s (busy: %s)" % (subs, busy))
     if os.path.isdir(state):
-        for dirpath, _, files in os.walk(state):
+        for dirpath, dirs, files in os.walk(state):
+            # the container backend's image skeleton is the worker's, not a job's
+            dirs[:] = [d for d in dirs if d != "hostimage"]
             files = [f for f in files if not f.endswith(".job")]
             if files:
                 left.append("files %s" % [os.path.join(dirpath, f) for f in files])

@@ -144,6 +144,12 @@ class Cluster:
                         os.rmdir(d)
                     except OSError:
                         pass
+        # A worker killed with SIGKILL leaves its job tmpfs mounts behind (a
+        # restart with the same id would sweep them); unmount before removal.
+        with open("/proc/self/mounts") as f:
+            mounts = [line.split()[1] for line in f]
+        for m in sorted((m for m in mounts if m.startswith(self.dir + "/")), reverse=True):
+            subprocess.run(["umount", "-l", m], capture_output=True)
         shutil.rmtree(self.dir, ignore_errors=True)
 
 

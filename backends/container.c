@@ -1,0 +1,722 @@
+/* container.c - the container backend: an OCI container per job, driven
+ * through the runtime's command line (runc, crun or runsc).
+ *
+ * The job's bundle is <state>/<worker>/container/<slot>-<id>/: config.json
+ * (written with jansson), stdout and stderr files, and work/, a tmpfs of the
+ * job's disk limit holding its input files, owned by the container user's
+ * host uid and bound on /work. The job runs as uid 1000 inside a user
+ * namespace whose root is an unprivileged host range per slot, with pid,
+ * network (loopback only), ipc, uts, mount and cgroup namespaces, a
+ * read-only root filesystem, no capabilities, noNewPrivileges, the same
+ * system-call filter as the process backend, rlimits and masked /proc and
+ * /sys paths. The runtime's cgroup (…/<name>/c) sits in one of ours
+ * (airlock/<worker>/<name>) that holds the memory, pids and CPU limits for
+ * the whole subtree and outlives the runtime's, so that its counters (OOM
+ * kills, peak memory, CPU time) can be read after the runtime removed the
+ * container; the bundle repeats the pids and CPU limits.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../proto/buf.h"
+#include "backend.h"
+#include "cgroup.h"
+#include "jobfs.h"
+#include "jobspec.h"
+#include "seccomp.h"
+#include "verdict.h"
+
+extern char **environ;
+
+#define CTR_UID 1000		 /* the job's uid and gid inside the container */
+#define CTR_ID_RANGE 65536u	 /* host ids per slot; slot i's root is userns_base + i*RANGE */
+
+static struct {
+	const struct al_backend_conf *conf;
+	struct al_cg_sys cg;
+	char runtime[PATH_MAX];	 /* the OCI runtime's path */
+	char root[PATH_MAX];	 /* the runtime's state (--root) */
+	char jobs[PATH_MAX];	 /* bundles */
+	char hostimage[PATH_MAX]; /* the fast image: mount points for host /usr, /etc */
+	bool ready;
+} G;
+
+struct ctr_sb {
+	struct al_jobfs fs;
+	struct al_cg cg;
+	bool cg_made;
+	char name[AL_ID_MAX + 48];
+	int code_fd, stdin_fd;
+	pid_t pid;	/* the shim (see shim()) */
+	int pidfd;
+	int report_rd;	/* shim -> worker: "E<runtime status>" or "X<wait status>" */
+	bool exited;
+};
+
+/* Run the runtime with args, wait for it; 0 when it exited 0. */
+static int runtime_do(const char *const *args, int *status)
+{
+	const char *argv[16];
+	posix_spawn_file_actions_t fa;
+	pid_t pid;
+	int n = 0, st = -1;
+
+	argv[n++] = G.runtime;
+	argv[n++] = "--root";
+	argv[n++] = G.root;
+	for (int i = 0; args[i] && n < 15; i++)
+		argv[n++] = args[i];
+	argv[n] = NULL;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+	posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+	posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+	if (posix_spawn(&pid, G.runtime, &fa, NULL, (char *const *)argv, environ) == 0)
+		while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+			;
+	posix_spawn_file_actions_destroy(&fa);
+	if (status)
+		*status = st;
+	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
+}
+
+static bool on_path(const char *name, char *out, size_t cap)
+{
+	const char *dirs[] = { "/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin",
+			       "/sbin", "/bin" };
+
+	if (strchr(name, '/')) {
+		snprintf(out, cap, "%s", name);
+		return access(out, X_OK) == 0;
+	}
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+		snprintf(out, cap, "%s/%s", dirs[i], name);
+		if (access(out, X_OK) == 0)
+			return true;
+	}
+	return false;
+}
+
+/* The fast image: an empty root with mount points; the host's /usr and
+ * /etc are bound read-only over them by the bundle. */
+static int make_hostimage(struct al_err *err)
+{
+	static const char *const dirs[] = { "usr", "etc", "proc", "dev", "sys", "tmp", "work",
+					    "run", "var", "home" };
+	static const char *const links[][2] = { { "usr/bin", "bin" }, { "usr/lib", "lib" },
+						{ "usr/lib64", "lib64" }, { "usr/sbin", "sbin" } };
+	char p[PATH_MAX + 32];
+
+	if (al_mkdir_p(G.hostimage, 0755))
+		return al_err_sys(err, "container: mkdir %s", G.hostimage);
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+		snprintf(p, sizeof(p), "%s/%s", G.hostimage, dirs[i]);
+		if (mkdir(p, 0755) && errno != EEXIST)
+			return al_err_sys(err, "container: mkdir %s", p);
+	}
+	/* runc gives a tmpfs the mode of the directory under it */
+	snprintf(p, sizeof(p), "%s/tmp", G.hostimage);
+	chmod(p, 01777);
+	for (size_t i = 0; i < sizeof(links) / sizeof(links[0]); i++) {
+		snprintf(p, sizeof(p), "%s/%s", G.hostimage, links[i][1]);
+		if (symlink(links[i][0], p) && errno != EEXIST)
+			return al_err_sys(err, "container: symlink %s", p);
+	}
+	return AL_OK;
+}
+
+static int ctr_init(const struct al_backend_conf *conf, struct al_err *err)
+{
+	const char *want = conf->oci_runtime;
+	int rc, st;
+
+	memset(&G, 0, sizeof(G));
+	G.conf = conf;
+	if (geteuid() != 0)
+		return al_err_set(err, AL_ESANDBOX, "container: needs root to drive the OCI runtime");
+	if (conf->userns_base < 65536)
+		return al_err_set(err, AL_ESANDBOX,
+				  "container: --userns-base %u would map container users onto host system ids; use 100000 or more",
+				  conf->userns_base);
+	if ((rc = al_cg_detect(&G.cg, conf->worker_id, err)))
+		return al_err_wrap(err, "container");
+	/* crun 1.8 refuses hybrid hosts (v1 controllers and a cgroup2 mount
+	 * beside them): there runc is the default. */
+	if (!want)
+		want = G.cg.version == AL_CG_V1 || !on_path("crun", G.runtime, sizeof(G.runtime)) ? "runc"
+															: "crun";
+	if (!on_path(want, G.runtime, sizeof(G.runtime)))
+		return al_err_set(err, AL_ESANDBOX, "container: OCI runtime %s not found (install runc or crun)",
+				  want);
+	snprintf(G.root, sizeof(G.root), "%s/%s/runtime", conf->state_dir, conf->worker_id);
+	snprintf(G.jobs, sizeof(G.jobs), "%s/%s/container", conf->state_dir, conf->worker_id);
+	snprintf(G.hostimage, sizeof(G.hostimage), "%s/%s/hostimage", conf->state_dir,
+		 conf->worker_id);
+	/* The container's root user (a host uid of the slot's range) must
+	 * traverse to the image and the bundle: 0711 on the way there. */
+	if (al_mkdir_p(G.jobs, 0711) || al_mkdir_p(G.root, 0700))
+		return al_err_sys(err, "container: mkdir %s", G.root);
+	{
+		char dir[PATH_MAX];
+
+		snprintf(dir, sizeof(dir), "%s/%s", conf->state_dir, conf->worker_id);
+		chmod(dir, 0711);
+		chmod(conf->state_dir, 0711);
+	}
+	{
+		const char *args[] = { "list", NULL };
+
+		if (runtime_do(args, &st))
+			return al_err_set(err, AL_ESANDBOX, "container: `%s list` failed (status %d)",
+					  G.runtime, st);
+	}
+	if ((rc = make_hostimage(err)))
+		return rc;
+	G.ready = true;
+	return AL_OK;
+}
+
+/* ---- the bundle ---- */
+
+static json_t *strs(const char *const *v)
+{
+	json_t *a = json_array();
+
+	for (size_t i = 0; v[i]; i++)
+		json_array_append_new(a, json_string(v[i]));
+	return a;
+}
+
+static json_t *mount_of(const char *dst, const char *type, const char *src,
+			const char *const *opts)
+{
+	json_t *m = json_object();
+
+	json_object_set_new(m, "destination", json_string(dst));
+	json_object_set_new(m, "type", json_string(type));
+	json_object_set_new(m, "source", json_string(src));
+	json_object_set_new(m, "options", strs(opts));
+	return m;
+}
+
+static json_t *idmap(uint32_t host)
+{
+	json_t *a = json_array(), *m = json_object();
+
+	json_object_set_new(m, "containerID", json_integer(0));
+	json_object_set_new(m, "hostID", json_integer(host));
+	json_object_set_new(m, "size", json_integer(CTR_ID_RANGE));
+	json_array_append_new(a, m);
+	return a;
+}
+
+static json_t *rlimit(const char *type, uint64_t soft, uint64_t hard)
+{
+	json_t *r = json_object();
+
+	json_object_set_new(r, "type", json_string(type));
+	json_object_set_new(r, "hard", json_integer((json_int_t)hard));
+	json_object_set_new(r, "soft", json_integer((json_int_t)soft));
+	return r;
+}
+
+/* The same refusals as the process backend's filter, in OCI form. */
+static json_t *seccomp_profile(void)
+{
+	json_t *sc = json_object(), *calls = json_array(), *names = json_array(), *r;
+	static const char *const arches[] = { "SCMP_ARCH_X86_64", "SCMP_ARCH_X86", "SCMP_ARCH_X32",
+					      NULL };
+
+	json_object_set_new(sc, "defaultAction", json_string("SCMP_ACT_ALLOW"));
+	json_object_set_new(sc, "architectures", strs(arches));
+	for (size_t i = 0; al_seccomp_denied[i]; i++)
+		json_array_append_new(names, json_string(al_seccomp_denied[i]));
+	r = json_object();
+	json_object_set_new(r, "names", names);
+	json_object_set_new(r, "action", json_string("SCMP_ACT_ERRNO"));
+	json_object_set_new(r, "errnoRet", json_integer(EPERM));
+	json_array_append_new(calls, r);
+	/* socket(): AF_UNIX only */
+	r = json_pack("{s:[s], s:s, s:i, s:[{s:i, s:i, s:s}]}", "names", "socket", "action",
+		      "SCMP_ACT_ERRNO", "errnoRet", EPERM, "args", "index", 0, "value", 1, "op",
+		      "SCMP_CMP_NE");
+	json_array_append_new(calls, r);
+	/* clone() with any namespace bit */
+	for (int bit = 0; bit < 64; bit++) {
+		unsigned long b = 1ul << bit;
+
+		if (!(AL_SECCOMP_NS_FLAGS & b))
+			continue;
+		r = json_pack("{s:[s], s:s, s:i, s:[{s:i, s:I, s:I, s:s}]}", "names", "clone", "action",
+			      "SCMP_ACT_ERRNO", "errnoRet", EPERM, "args", "index", 0, "value",
+			      (json_int_t)b, "valueTwo", (json_int_t)b, "op", "SCMP_CMP_MASKED_EQ");
+		json_array_append_new(calls, r);
+	}
+	r = json_pack("{s:[s], s:s, s:i}", "names", "clone3", "action", "SCMP_ACT_ERRNO", "errnoRet",
+		      ENOSYS);
+	json_array_append_new(calls, r);
+	json_object_set_new(sc, "syscalls", calls);
+	return sc;
+}
+
+static int write_bundle(struct al_sandbox *sb, struct al_err *err)
+{
+	struct ctr_sb *c = sb->priv;
+	const struct al_limits *l = &sb->spec.limits;
+	uint32_t host_root = sb->conf->userns_base + sb->spec.slot * CTR_ID_RANGE;
+	static const char *const ro_bind[] = { "rbind", "ro", "nosuid", "nodev", NULL };
+	static const char *const rw_bind[] = { "rbind", "rw", "nosuid", "nodev", NULL };
+	static const char *const proc_opts[] = { "nosuid", "noexec", "nodev", NULL };
+	static const char *const dev_opts[] = { "nosuid", "strictatime", "mode=755", "size=65536k",
+						NULL };
+	static const char *const pts_opts[] = { "nosuid", "noexec", "newinstance", "ptmxmode=0666",
+						"mode=0620", NULL };
+	static const char *const sys_opts[] = { "rbind", "nosuid", "noexec", "nodev", "ro", NULL };
+	static const char *const masked[] = { "/proc/acpi", "/proc/asound", "/proc/kcore",
+					      "/proc/keys", "/proc/latency_stats", "/proc/timer_list",
+					      "/proc/timer_stats", "/proc/sched_debug", "/sys/firmware",
+					      "/proc/scsi", NULL };
+	static const char *const readonly[] = { "/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys",
+						"/proc/sysrq-trigger", NULL };
+	struct al_buf strings = { 0 };
+	uint32_t argc = 0, envc = 0;
+	char tmpopt[64], shmopt[64], cgpath[PATH_MAX], path[PATH_MAX + 16];
+	json_t *root, *process, *user, *caps, *mounts, *linux_, *ns, *res, *argv, *env, *rl;
+	const char *p;
+	int rc = AL_OK;
+
+	if (al_argv_env(&sb->spec, "/proc/self/fd/3", &strings, &argc, &envc))
+		return al_err_set(err, AL_ENOMEM, "container: out of memory");
+	root = json_object();
+	json_object_set_new(root, "ociVersion", json_string("1.0.2"));
+	process = json_object();
+	json_object_set_new(process, "terminal", json_false());
+	user = json_pack("{s:i, s:i, s:[i]}", "uid", CTR_UID, "gid", CTR_UID, "additionalGids",
+			 CTR_UID);
+	json_object_set_new(process, "user", user);
+	argv = json_array();
+	env = json_array();
+	p = strings.data;
+	for (uint32_t i = 0; i < argc + envc; i++, p += strlen(p) + 1) {
+		/* HOME and cwd are the work dir here, /work */
+		if (i >= argc && !strncmp(p, "HOME=", 5))
+			json_array_append_new(env, json_string("HOME=/work"));
+		else
+			json_array_append_new(i < argc ? argv : env, json_string(p));
+	}
+	json_object_set_new(process, "args", argv);
+	json_object_set_new(process, "env", env);
+	json_object_set_new(process, "cwd", json_string("/work"));
+	caps = json_pack("{s:[], s:[], s:[], s:[], s:[]}", "bounding", "effective", "inheritable",
+			 "permitted", "ambient");
+	json_object_set_new(process, "capabilities", caps);
+	json_object_set_new(process, "noNewPrivileges", json_true());
+	rl = json_array();
+	{
+		/* as the process backend: the cgroup is the memory limit, the
+		 * file-size limit stops an output flood, SIGXCPU at the CPU limit */
+		uint64_t fsize = (l->stdout_bytes > l->stderr_bytes ? l->stdout_bytes
+								  : l->stderr_bytes) + 1;
+		uint64_t cpu = (l->cpu_ms + 999) / 1000;
+
+		if (fsize < sb->conf->collect_max_bytes + 1)
+			fsize = sb->conf->collect_max_bytes + 1;
+		json_array_append_new(rl, rlimit("RLIMIT_AS", l->memory_bytes + (1ull << 30),
+						 l->memory_bytes + (1ull << 30)));
+		json_array_append_new(rl, rlimit("RLIMIT_CPU", cpu, cpu + 1));
+		json_array_append_new(rl, rlimit("RLIMIT_FSIZE", fsize, fsize));
+		json_array_append_new(rl, rlimit("RLIMIT_NOFILE", sb->conf->nofile, sb->conf->nofile));
+		json_array_append_new(rl, rlimit("RLIMIT_CORE", 0, 0));
+	}
+	json_object_set_new(process, "rlimits", rl);
+	json_object_set_new(root, "process", process);
+	json_object_set_new(root, "root",
+			    json_pack("{s:s, s:b}", "path", sb->spec.image ? sb->spec.image : G.hostimage,
+				      "readonly", 1));
+	json_object_set_new(root, "hostname", json_string("airlock"));
+
+	snprintf(tmpopt, sizeof(tmpopt), "size=%llu", (unsigned long long)l->disk_bytes);
+	snprintf(shmopt, sizeof(shmopt), "size=%llu",
+		 (unsigned long long)(l->disk_bytes < (64u << 20) ? l->disk_bytes : (64u << 20)));
+	mounts = json_array();
+	json_array_append_new(mounts, mount_of("/proc", "proc", "proc", proc_opts));
+	json_array_append_new(mounts, mount_of("/dev", "tmpfs", "tmpfs", dev_opts));
+	json_array_append_new(mounts, mount_of("/dev/pts", "devpts", "devpts", pts_opts));
+	{
+		const char *shm[] = { "nosuid", "noexec", "nodev", "mode=1777", shmopt, NULL };
+		const char *tmp[] = { "nosuid", "nodev", "mode=1777", tmpopt, NULL };
+
+		json_array_append_new(mounts, mount_of("/dev/shm", "tmpfs", "shm", shm));
+		json_array_append_new(mounts, mount_of("/tmp", "tmpfs", "tmpfs", tmp));
+	}
+	json_array_append_new(mounts, mount_of("/sys", "none", "/sys", sys_opts));
+	if (!sb->spec.image) {
+		json_array_append_new(mounts, mount_of("/usr", "none", "/usr", ro_bind));
+		json_array_append_new(mounts, mount_of("/etc", "none", "/etc", ro_bind));
+	}
+	json_array_append_new(mounts, mount_of("/work", "none", c->fs.work, rw_bind));
+	json_object_set_new(root, "mounts", mounts);
+
+	linux_ = json_object();
+	ns = json_pack("[{s:s},{s:s},{s:s},{s:s},{s:s},{s:s},{s:s}]", "type", "pid", "type",
+		       "network", "type", "ipc", "type", "uts", "type", "mount", "type", "user",
+		       "type", "cgroup");
+	json_object_set_new(linux_, "namespaces", ns);
+	json_object_set_new(linux_, "uidMappings", idmap(host_root));
+	json_object_set_new(linux_, "gidMappings", idmap(host_root));
+	/* The memory limit (memory+swap equal) is on our cgroup, the parent
+	 * of the runtime's: an OOM kill is then counted where we can still
+	 * read it after the runtime removed its own cgroup. */
+	res = json_object();
+	json_object_set_new(res, "pids", json_pack("{s:I}", "limit", (json_int_t)l->pids));
+	json_object_set_new(res, "cpu",
+			    json_pack("{s:I, s:I}", "quota", (json_int_t)(sb->spec.cpu_millis * 100),
+				      "period", (json_int_t)100000));
+	json_object_set_new(res, "devices", json_pack("[{s:b, s:s}]", "allow", 0, "access", "rwm"));
+	json_object_set_new(linux_, "resources", res);
+	snprintf(cgpath, sizeof(cgpath), "/airlock/%s/%s/c", G.conf->worker_id, c->name);
+	json_object_set_new(linux_, "cgroupsPath", json_string(cgpath));
+	json_object_set_new(linux_, "maskedPaths", strs(masked));
+	json_object_set_new(linux_, "readonlyPaths", strs(readonly));
+	json_object_set_new(linux_, "seccomp", seccomp_profile());
+	json_object_set_new(root, "linux", linux_);
+
+	snprintf(path, sizeof(path), "%s/config.json", c->fs.dir);
+	if (json_dump_file(root, path, JSON_INDENT(1)))
+		rc = al_err_sys(err, "container: write %s", path);
+	json_decref(root);
+	al_buf_free(&strings);
+	return rc;
+}
+
+/* ---- lifecycle ---- */
+
+static int memfd_of(const char *name, const char *data, size_t len, struct al_err *err)
+{
+	int fd = memfd_create(name, MFD_CLOEXEC);
+
+	if (fd < 0 || (len && write(fd, data, len) != (ssize_t)len) || lseek(fd, 0, SEEK_SET) < 0) {
+		if (fd >= 0)
+			close(fd);
+		return al_err_sys(err, "container: memfd");
+	}
+	return fd;
+}
+
+static int ctr_prepare(struct al_sandbox *sb, struct al_err *err)
+{
+	struct ctr_sb *c = sb->priv;
+	const struct al_job *job = sb->spec.job;
+	const struct al_limits *l = &sb->spec.limits;
+	uid_t uid = sb->conf->userns_base + sb->spec.slot * CTR_ID_RANGE + CTR_UID;
+	struct al_cg_limits cgl = { l->memory_bytes, l->pids + 1, sb->spec.cpu_millis };
+	int rc;
+
+	c->code_fd = c->stdin_fd = c->pidfd = c->report_rd = -1;
+	c->fs.out_fd = c->fs.err_fd = c->fs.mnt_fd = -1;
+	if (!G.ready)
+		return al_err_set(err, AL_ESANDBOX, "container: backend not initialised");
+	snprintf(c->name, sizeof(c->name), "al-%s-%u-%s", G.conf->worker_id, sb->spec.slot, job->id);
+	if ((rc = al_jobfs_create(&c->fs, G.jobs, c->name, job, l->disk_bytes, uid, uid, false, err)))
+		return al_err_wrap(err, "container");
+	chmod(c->fs.dir, 0711); /* the runtime, in the user namespace, reaches work/ */
+	if ((rc = al_cg_create(&c->cg, &G.cg, c->name, &cgl, err)))
+		return al_err_wrap(err, "container");
+	c->cg_made = true;
+	if (job->runtime != AL_RUNTIME_ARGV &&
+	    (c->code_fd = memfd_of("job-code", job->code.data, job->code.len, err)) < 0)
+		return c->code_fd;
+	if ((c->stdin_fd = memfd_of("job-stdin", job->stdin_data.data, job->stdin_data.len, err)) < 0)
+		return c->stdin_fd;
+	return write_bundle(sb, err);
+}
+
+/* The shim: a child of the worker that starts the container detached (so
+ * that the runtime hands the job's stdio to it as they are: the file-size
+ * limit then caps a flood, and no copy runs), becomes its reaper, waits for
+ * it, removes it from the runtime, and reports its wait status. Only
+ * async-signal-safe calls: it is a fork of the worker. */
+static void __attribute__((noreturn)) shim(struct ctr_sb *c, int report_wr)
+{
+	char log[PATH_MAX + 16], pidf[PATH_MAX + 16], msg[48], buf[32];
+	const char *run[] = { G.runtime, "--root", G.root, "--log", log, "--log-format", "json",
+			      "run", "--detach", "--pid-file", pidf, "--bundle", c->fs.dir,
+			      "--preserve-fds", "1", c->name, NULL };
+	const char *del[] = { G.runtime, "--root", G.root, "delete", "-f", c->name, NULL };
+	posix_spawn_file_actions_t fa;
+	pid_t rt, ctr;
+	int st = 0, n, fd, oom = 0;
+
+	prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+	snprintf(log, sizeof(log), "%s/runtime.log", c->fs.dir);
+	snprintf(pidf, sizeof(pidf), "%s/container.pid", c->fs.dir);
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, c->stdin_fd, 0);
+	posix_spawn_file_actions_adddup2(&fa, c->fs.out_fd, 1);
+	posix_spawn_file_actions_adddup2(&fa, c->fs.err_fd, 2);
+	posix_spawn_file_actions_adddup2(&fa, c->code_fd >= 0 ? c->code_fd : c->stdin_fd, 3);
+	if (posix_spawn(&rt, G.runtime, &fa, NULL, (char *const *)run, environ) ||
+	    waitpid(rt, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+		n = snprintf(msg, sizeof(msg), "E%d", st);
+		if (write(report_wr, msg, (size_t)n) < 0)
+			_exit(1);
+		_exit(0);
+	}
+	fd = open(pidf, O_RDONLY | O_CLOEXEC);
+	n = fd >= 0 ? (int)read(fd, buf, sizeof(buf) - 1) : -1;
+	buf[n > 0 ? n : 0] = '\0';
+	ctr = (pid_t)atoi(buf);
+	if (ctr <= 0) {
+		if (write(report_wr, "E-1", 3) < 0)
+			_exit(1);
+		_exit(0);
+	}
+	/* the container's init is ours now (we are its subreaper) */
+	for (;;) {
+		pid_t w = waitpid(-1, &st, 0);
+
+		if (w == ctr)
+			break;
+		if (w < 0 && errno != EINTR)
+			_exit(2);
+	}
+	/* On cgroup v1 an OOM kill is counted only in the runtime's own
+	 * cgroup (…/c): read it before the runtime removes it. */
+	{
+		char path[PATH_MAX + 32], b[512];
+		const char *k;
+		int ofd;
+
+		snprintf(path, sizeof(path), "%s/c/memory.oom_control", c->cg.dirs[0]);
+		ofd = open(path, O_RDONLY | O_CLOEXEC);
+		n = ofd >= 0 ? (int)read(ofd, b, sizeof(b) - 1) : 0;
+		if (ofd >= 0)
+			close(ofd);
+		b[n > 0 ? n : 0] = '\0';
+		k = strstr(b, "oom_kill ");
+		oom = k ? atoi(k + 9) : 0;
+	}
+	{
+		pid_t d;
+		int ds;
+
+		if (posix_spawn(&d, G.runtime, NULL, NULL, (char *const *)del, environ) == 0)
+			waitpid(d, &ds, 0);
+	}
+	n = snprintf(msg, sizeof(msg), "X%d O%d", st, oom);
+	if (write(report_wr, msg, (size_t)n) < 0)
+		_exit(1);
+	_exit(0);
+}
+
+static int ctr_start(struct al_sandbox *sb, struct al_watch *w, struct al_err *err)
+{
+	struct ctr_sb *c = sb->priv;
+	int pipefd[2];
+
+	if (pipe2(pipefd, O_CLOEXEC))
+		return al_err_sys(err, "container: pipe");
+	c->pid = fork();
+	if (c->pid < 0) {
+		close(pipefd[0]);
+		close(pipefd[1]);
+		return al_err_sys(err, "container: fork");
+	}
+	if (c->pid == 0)
+		shim(c, pipefd[1]);
+	close(pipefd[1]);
+	c->report_rd = pipefd[0];
+	fcntl(c->report_rd, F_SETFL, O_NONBLOCK);
+	c->pidfd = (int)syscall(SYS_pidfd_open, c->pid, 0);
+	if (c->pidfd < 0)
+		return al_err_sys(err, "container: pidfd_open");
+	w->fds[w->nfds++] = c->pidfd;
+	return AL_OK;
+}
+
+/* SIGKILL every task of the container's cgroup (its init first dies, then
+ * the runtime returns). */
+static void kill_tasks(struct ctr_sb *c)
+{
+	for (int i = 0; i < c->cg.ndirs; i++) {
+		char path[PATH_MAX + 32], buf[4096];
+		ssize_t n;
+		int fd;
+
+		snprintf(path, sizeof(path), "%s/c/cgroup.procs", c->cg.dirs[i]);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		buf[n > 0 ? n : 0] = '\0';
+		for (char *s = buf; *s;) {
+			char *end;
+			long pid = strtol(s, &end, 10);
+
+			if (end == s)
+				break;
+			kill((pid_t)pid, SIGKILL);
+			s = end + (*end == '\n');
+		}
+	}
+}
+
+static int ctr_kill(struct al_sandbox *sb, struct al_err *err)
+{
+	struct ctr_sb *c = sb->priv;
+
+	(void)err;
+	if (c->exited)
+		return AL_OK;
+	kill_tasks(c);
+	return AL_OK;
+}
+
+static int ctr_reap(struct al_sandbox *sb, struct al_result *res, struct al_err *err)
+{
+	struct ctr_sb *c = sb->priv;
+	struct al_cg_stats st;
+	siginfo_t si = { 0 };
+	bool disk_full = false;
+	int rc, ws;
+
+	if (waitid(P_PIDFD, (id_t)c->pidfd, &si, WEXITED | WNOHANG) < 0)
+		return al_err_sys(err, "container: waitid");
+	if (si.si_pid == 0)
+		return 0;
+	c->exited = true;
+	al_cg_stats(&c->cg, &st);
+	if ((rc = al_jobfs_collect(&c->fs, sb->spec.job, &sb->spec.limits,
+				   sb->conf->collect_max_bytes, res, &disk_full, err)))
+		return al_err_wrap(err, "container");
+	{
+		char report[64];
+		ssize_t n = read(c->report_rd, report, sizeof(report) - 1);
+
+		report[n > 0 ? n : 0] = '\0';
+		if (report[0] != 'X') {
+			/* The runtime's own failure (the container never ran) is
+			 * the sandbox's, not the job's: it is in the runtime's log. */
+			char path[PATH_MAX + 16], buf[2048];
+			ssize_t k = 0;
+			int fd;
+
+			snprintf(path, sizeof(path), "%s/runtime.log", c->fs.dir);
+			fd = open(path, O_RDONLY | O_CLOEXEC);
+			if (fd >= 0) {
+				k = read(fd, buf, sizeof(buf) - 1);
+				close(fd);
+			}
+			buf[k > 0 ? k : 0] = '\0';
+			{
+				char *m = strstr(buf, "\"msg\":\"");
+
+				return al_err_set(err, AL_ESANDBOX, "container: %s failed: %.200s", G.runtime,
+						  m ? m + 7 : report[0] ? report : "the shim died");
+			}
+		}
+		ws = atoi(report + 1);
+		if (strstr(report, " O"))
+			st.oom_kills += (uint64_t)atoi(strstr(report, " O") + 2);
+	}
+	al_verdict(res, ws, &st, &sb->spec.limits, disk_full);
+	if (al_result_add_info(res, "runtime", G.runtime))
+		return al_err_set(err, AL_ENOMEM, "container: out of memory");
+	return 1;
+}
+
+static void ctr_destroy(struct al_sandbox *sb)
+{
+	struct ctr_sb *c = sb->priv;
+
+	if (c->pidfd >= 0) {
+		if (!c->exited) {
+			siginfo_t si;
+
+			kill_tasks(c);
+			waitid(P_PIDFD, (id_t)c->pidfd, &si, WEXITED);
+		}
+		close(c->pidfd);
+		if (!c->exited && c->name[0]) {
+			/* the shim did not get to remove it */
+			const char *args[] = { "delete", "-f", c->name, NULL };
+
+			runtime_do(args, NULL);
+		}
+	}
+	if (c->report_rd >= 0)
+		close(c->report_rd);
+	c->report_rd = -1;
+	if (c->cg_made)
+		al_cg_destroy(&c->cg, NULL);
+	if (c->name[0])
+		al_cg_remove_everywhere(&G.cg, c->name); /* the runtime's, in every hierarchy */
+	al_jobfs_destroy(&c->fs);
+	if (c->code_fd >= 0)
+		close(c->code_fd);
+	if (c->stdin_fd >= 0)
+		close(c->stdin_fd);
+	c->pidfd = c->code_fd = c->stdin_fd = -1;
+	c->cg_made = false;
+}
+
+/* What a crashed run left: containers (the runtime's state names them
+ * al-<worker>-…), their cgroups, their bundles. */
+static int ctr_sweep(const struct al_backend_conf *conf, struct al_err *err)
+{
+	char root[PATH_MAX], prefix[96];
+	struct al_cg_sys sys;
+	DIR *d;
+	struct dirent *de;
+	int rc;
+
+	snprintf(prefix, sizeof(prefix), "al-%s-", conf->worker_id);
+	d = opendir(G.root);
+	while (d && (de = readdir(d))) {
+		const char *args[] = { "delete", "-f", de->d_name, NULL };
+
+		if (!strncmp(de->d_name, prefix, strlen(prefix)))
+			runtime_do(args, NULL);
+	}
+	if (d)
+		closedir(d);
+	if (al_cg_detect(&sys, conf->worker_id, NULL) == AL_OK)
+		al_cg_sweep(&sys, NULL);
+	snprintf(root, sizeof(root), "%s/%s/container", conf->state_dir, conf->worker_id);
+	rc = al_jobfs_sweep(root, err);
+	return rc;
+}
+
+static void ctr_fini(void)
+{
+	al_cg_release(&G.cg);
+	G.ready = false;
+}
+
+const struct al_backend_ops al_backend_container = {
+	.name = "container",
+	.caps = AL_CAP_NO_NETWORK | AL_CAP_MEMORY | AL_CAP_PIDS | AL_CAP_CPU | AL_CAP_FILES,
+	.priv_size = sizeof(struct ctr_sb),
+	.init = ctr_init,
+	.sweep = ctr_sweep,
+	.prepare = ctr_prepare,
+	.start = ctr_start,
+	.kill = ctr_kill,
+	.reap = ctr_reap,
+	.destroy = ctr_destroy,
+	.fini = ctr_fini,
+};

@@ -1,0 +1,75 @@
+/* jobspec.c - a job's argv and environment, for every backend (jobspec.h). */
+#include "jobspec.h"
+
+#include <string.h>
+
+static int buf_str(struct al_buf *b, const char *s)
+{
+	return al_buf_append(b, s, strlen(s) + 1);
+}
+
+/* The name part of "NAME=value", or of a key. */
+static size_t name_len(const char *s)
+{
+	const char *eq = strchr(s, '=');
+
+	return eq ? (size_t)(eq - s) : strlen(s);
+}
+
+int al_argv_env(const struct al_run_spec *spec, const char *script, struct al_buf *b,
+		uint32_t *argc, uint32_t *envc)
+{
+	static const char *const base[] = { "PATH=" AL_SEARCH_PATH, "HOME=/tmp", "TMPDIR=/tmp",
+					    "LANG=C.UTF-8", "PYTHONDONTWRITEBYTECODE=1" };
+	const struct al_job *job = spec->job;
+	const size_t nbase = sizeof(base) / sizeof(base[0]);
+	const size_t total = nbase + job->nenv + spec->nenv;
+	int bad = 0;
+
+	if (job->runtime == AL_RUNTIME_PYTHON) {
+		bad |= buf_str(b, "/usr/bin/python3") | buf_str(b, "-I") | buf_str(b, script);
+		*argc = 3;
+	} else if (job->runtime == AL_RUNTIME_SH) {
+		bad |= buf_str(b, "/bin/sh") | buf_str(b, script);
+		*argc = 2;
+	} else {
+		*argc = 0;
+	}
+	*envc = 0;
+	for (size_t i = 0; i < job->argc; i++)
+		bad |= buf_str(b, job->argv[i]);
+	*argc += (uint32_t)job->argc;
+	for (size_t i = 0; i < total; i++) {
+		const struct al_kv *kv = NULL;
+		const char *name;
+		size_t n;
+		bool later = false;
+
+		if (i >= nbase)
+			kv = i < nbase + job->nenv ? &job->env[i - nbase]
+						   : &spec->env[i - nbase - job->nenv];
+		name = kv ? kv->key : base[i];
+		n = name_len(name);
+		for (size_t j = i + 1; j < total && !later; j++) {
+			const char *o;
+
+			if (j < nbase)
+				o = base[j];
+			else if (j < nbase + job->nenv)
+				o = job->env[j - nbase].key;
+			else
+				o = spec->env[j - nbase - job->nenv].key;
+			later = name_len(o) == n && !strncmp(o, name, n);
+		}
+		if (later)
+			continue;
+		if (kv)
+			bad |= al_buf_append(b, kv->key, strlen(kv->key)) | al_buf_append(b, "=", 1) |
+			       buf_str(b, kv->value);
+		else
+			bad |= buf_str(b, base[i]);
+		(*envc)++;
+	}
+	return bad ? -1 : 0;
+}
+

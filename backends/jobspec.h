@@ -1,0 +1,22 @@
+/* jobspec.h - what a job executes, the same for every backend: its argv
+ * (python/sh runtimes read the script from a path the backend provides)
+ * and its environment (the sandbox's base, the job's pairs, the policy's). */
+#ifndef AL_JOBSPEC_H
+#define AL_JOBSPEC_H
+
+#include <stdint.h>
+
+#include "../proto/buf.h"
+#include "backend.h"
+
+#define AL_SEARCH_PATH "/usr/local/bin:/usr/bin:/bin"
+
+/* Append argv then environment strings to out, each NUL-terminated, and
+ * count them. script is where the job's code is seen inside the sandbox
+ * (e.g. /proc/self/fd/3). A name set again later is left to the later
+ * entry: the operator's word wins over the job's, the job's over the base.
+ * Returns 0 or -1 when out of memory. */
+int al_argv_env(const struct al_run_spec *spec, const char *script, struct al_buf *out,
+		uint32_t *argc, uint32_t *envc);
+
+#endif

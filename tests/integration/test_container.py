@@ -1,0 +1,118 @@
+#!/usr/bin/python3
+"""The container backend (an OCI runtime) on its own: a read-only root,
+invisible host processes, read-only /proc/sys and /sys, the pids limit, no
+view of another running job's files, a grading run with gcc, and a runtime
+failure reported as sandbox_error. Jobs go through the real queue."""
+import os
+import sys
+import threading
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+from altest import Tap, leftovers  # noqa: E402
+from cluster import Cluster  # noqa: E402
+
+t = Tap()
+if os.geteuid() != 0 or not any(os.access(os.path.join(d, "runc"), os.X_OK)
+                                for d in ("/usr/sbin", "/usr/bin")):
+    print("1..0 # SKIP needs root and runc")
+    sys.exit(0)
+
+POLICY = """\
+result_ttl_s: 600
+lease_ms: 30000
+tiers:
+  internal:
+    backend: container
+    max_attempts: 1
+    defaults: {wall_ms: 20000, memory_bytes: 268435456, pids: 64}
+  broken:
+    backend: container
+    max_attempts: 1
+    image: /nonexistent/image
+"""
+WID = "ctr-test"
+UID = 200000 + 1000  # slot 0's container user on the host
+
+
+SEQ = iter(range(1, 1 << 30))
+
+
+def py(c, code, **kw):
+    job = {"v": 1, "id": "c-%d-%d" % (os.getpid(), next(SEQ)), "tier": kw.pop("tier", "internal"),
+           "runtime": "python", "code": code}
+    job.update(kw)
+    r = c.run_job(job)
+    for k in ("stdout", "stderr"):
+        r[k] = r.get(k, b"").decode(errors="replace")
+    return r
+
+
+c = Cluster(policy=POLICY)
+try:
+    c.scheduler()
+    c.worker(WID, slots=2, tiers="internal,broken")
+    r = py(c, "import os\n"
+              "for p in ['/usr/evil', '/etc/evil', '/evil', '/bin/evil']:\n"
+              "    try: open(p, 'w').write('x'); print(p, 'WRITTEN')\n"
+              "    except OSError as e: print(p, e.strerror)\n")
+    t.ok(r["status"] == "ok" and "WRITTEN" not in r["stdout"] and
+         r["stdout"].count("Read-only file system") == 4, "the root filesystem is read-only", r)
+    r = py(c, "import os\nprint(sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))")
+    t.ok(r["status"] == "ok" and r["stdout"].strip() == "[1]", "host processes are invisible", r)
+    r = py(c, "for p in ['/proc/sys/kernel/hostname', '/sys/kernel/mm/transparent_hugepage/enabled']:\n"
+              "    try: open(p, 'w').write('x'); print(p, 'WRITTEN')\n"
+              "    except OSError as e: print(p, e.strerror)\n")
+    t.ok(r["status"] == "ok" and "WRITTEN" not in r["stdout"] and
+         r["stdout"].count("Read-only file system") == 2, "/proc/sys and /sys are read-only", r)
+    r = py(c, "import os, time\nn = 0\n"
+              "try:\n"
+              "    while True:\n"
+              "        if os.fork() == 0:\n"
+              "            time.sleep(2); os._exit(0)\n"
+              "        n += 1\n"
+              "except OSError as e: print(n, e.strerror)\n", limits={"pids": 64, "wall_ms": 20000})
+    n = int(r["stdout"].split()[0]) if r["stdout"] else -1
+    t.ok(r["status"] == "ok" and 55 <= n < 64 and "Resource temporarily unavailable" in r["stdout"],
+         "the 64-pid limit holds (%d forks)" % n, r)
+    # Two jobs at once: the second cannot find the first's files.
+    got = {}
+
+    def writer():
+        got["a"] = py(c, "import time\nopen('secret-of-a', 'w').write('a')\ntime.sleep(3)\nprint('a done')")
+
+    th = threading.Thread(target=writer)
+    th.start()
+    c.wait_for(lambda: c.log(WID).count("event=job_start") >= 5, timeout=20)
+    got["b"] = py(c, "import os\nhits = []\n"
+                     "for root, dirs, files in os.walk('/', onerror=lambda e: None):\n"
+                     "    if root.startswith(('/proc', '/sys', '/usr')): dirs[:] = []; continue\n"
+                     "    if 'secret-of-a' in files: hits.append(root)\n"
+                     "print('hits', hits)\n")
+    th.join()
+    t.ok(got["a"]["stdout"] == "a done\n" and got["b"]["stdout"] == "hits []\n",
+         "a job cannot see another running job's files", got)
+    # Grading: compile a student's C program in the container and run it on
+    # test inputs with limits, checking each output.
+    student = ("#include <stdio.h>\nint main(void){long a,b; if(scanf(\"%ld %ld\",&a,&b)!=2) return 2;"
+               " printf(\"%ld\\n\", a+b); return 0;}\n")
+    grader = ("import subprocess\n"
+              "c = subprocess.run(['gcc', '-O1', '-o', 'sum', 'sum.c'], capture_output=True, text=True)\n"
+              "print('compiled', c.returncode)\n"
+              "for inp, want in [('1 2', '3'), ('40 2', '42'), ('-5 5', '0')]:\n"
+              "    r = subprocess.run(['./sum'], input=inp, capture_output=True, text=True, timeout=5)\n"
+              "    print('pass' if r.stdout.strip() == want else 'FAIL', inp)\n")
+    r = py(c, grader, files=[{"path": "sum.c", "data": student.encode()}],
+           limits={"wall_ms": 60000, "memory_bytes": 512 << 20, "pids": 64})
+    t.ok(r["status"] == "ok" and r["stdout"].startswith("compiled 0") and
+         r["stdout"].count("pass") == 3, "grading: gcc in the container, three test inputs pass", r)
+    r = py(c, "print(1)", tier="broken")
+    t.ok(r["status"] == "sandbox_error" and "runc" in (r.get("error") or "") and r["stdout"] == "",
+         "a runtime that cannot start the container: sandbox_error with its reason", r)
+    left = leftovers(UID, WID, os.path.join(c.dir, "state"))
+    t.ok(not left, "nothing left behind (processes, cgroups, bundles)", left)
+except BaseException:
+    sys.stderr.write(c.log(WID)[-4000:])
+    raise
+finally:
+    c.close()
+sys.exit(t.done())

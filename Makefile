@@ -40,7 +40,7 @@ TESTS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(TEST_SRC)) $(BUILD)/tests/
 	$(BUILD)/tests/bench_backend $(BUILD)/tests/bench_queue
 FUZZERS := $(BUILD)/fuzz/fuzz_job $(BUILD)/fuzz/fuzz_result
 
-.PHONY: all deps test check fuzz format clean headers demo bench
+.PHONY: all deps test check fuzz format clean headers demo bench images
 .SECONDARY:
 all: $(LIB) $(BINS) headers
 
@@ -99,6 +99,10 @@ test check: all $(TESTS) $(FUZZERS)
 
 demo: all
 	BUILD=$(BUILD) bash deploy/demo.sh
+
+# Container images from Debian packages (root): /var/lib/airlock/images/{python,toolchain}
+images:
+	bash deploy/images/build.sh $(if $(IMAGES),--out $(IMAGES)) all
 
 bench: all $(TESTS)
 	BUILD=$(BUILD) bash tests/bench/run.sh

@@ -43,7 +43,7 @@ struct al_backend_conf {
 	const char *const *hide_paths; /* extra host paths to hide from jobs (NULL-ended) */
 	const char *oci_runtime;   /* container: runc, crun or runsc; NULL = detect */
 	uint32_t userns_base;	   /* container: slot i's root is host uid base + i*65536 */
-	const char *image_dir;	   /* container/microvm: where images live */
+	const char *bundle_copy;   /* container: benchmarks keep each job's config.json here */
 };
 
 /* What to run: the decoded job plus the operator's policy, resolved. */

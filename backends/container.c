@@ -397,6 +397,8 @@ static int write_bundle(struct al_sandbox *sb, struct al_err *err)
 	snprintf(path, sizeof(path), "%s/config.json", c->fs.dir);
 	if (json_dump_file(root, path, JSON_INDENT(1)))
 		rc = al_err_sys(err, "container: write %s", path);
+	else if (G.conf->bundle_copy && json_dump_file(root, G.conf->bundle_copy, JSON_INDENT(1)))
+		rc = al_err_sys(err, "container: write %s", G.conf->bundle_copy);
 	json_decref(root);
 	al_buf_free(&strings);
 	return rc;
@@ -586,6 +588,30 @@ static int ctr_kill(struct al_sandbox *sb, struct al_err *err)
 	return AL_OK;
 }
 
+/* What the result says of the image: the content hash that
+ * deploy/images/build.sh left in it, "host" for the host image, or
+ * "unhashed" for a root filesystem made some other way. */
+static void image_hash(const char *image, char *out, size_t cap)
+{
+	char path[PATH_MAX + 32];
+	ssize_t n = 0;
+	int fd;
+
+	snprintf(out, cap, "%s", image ? "unhashed" : "host");
+	if (!image)
+		return;
+	snprintf(path, sizeof(path), "%s/.airlock-image", image);
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return;
+	n = read(fd, out, cap - 1);
+	close(fd);
+	out[n > 0 ? n : 0] = '\0';
+	out[strcspn(out, "\n")] = '\0';
+	if (!out[0])
+		snprintf(out, cap, "unhashed");
+}
+
 static int ctr_reap(struct al_sandbox *sb, struct al_result *res, struct al_err *err)
 {
 	struct ctr_sb *c = sb->priv;
@@ -634,8 +660,14 @@ static int ctr_reap(struct al_sandbox *sb, struct al_result *res, struct al_err 
 			st.oom_kills += (uint64_t)atoi(strstr(report, " O") + 2);
 	}
 	al_verdict(res, ws, &st, &sb->spec.limits, disk_full);
-	if (al_result_add_info(res, "runtime", G.runtime))
-		return al_err_set(err, AL_ENOMEM, "container: out of memory");
+	{
+		char image[128];
+
+		image_hash(sb->spec.image, image, sizeof(image));
+		if (al_result_add_info(res, "runtime", G.runtime) ||
+		    al_result_add_info(res, "image", image))
+			return al_err_set(err, AL_ENOMEM, "container: out of memory");
+	}
 	return 1;
 }
 

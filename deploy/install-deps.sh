@@ -10,11 +10,11 @@ build_pkgs=(
 	libcurl4-openssl-dev libssl-dev libvirt-dev libjansson-dev libyaml-dev
 )
 # Tests and backends: Redis, Debian's python3 for sandboxes and the interop
-# test, OCI runtimes, bubblewrap (benchmark baseline), QEMU and the pieces the
+# test, OCI runtimes, bubblewrap and podman (benchmark baselines), QEMU and the pieces the
 # microVM/VM images are built from, libvirt's daemon, network tooling.
 run_pkgs=(
 	redis-server python3 python3-msgpack curl procps iproute2 util-linux
-	bubblewrap runc crun uidmap
+	bubblewrap runc crun uidmap podman
 	qemu-system-x86 qemu-utils busybox-static cpio lz4 debootstrap
 	linux-image-cloud-amd64
 	libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients dnsmasq-base

@@ -3,13 +3,16 @@
  * from start to result. Prints one JSON line with every sample in ms.
  *   bench_backend [--backend B] [--n N] [--state-dir D] [--uid-base U]
  *                 [--code PY | --argv PROGRAM] [--baselines FILE] [--dump-seccomp FILE]
+ *                 [--bundle-copy FILE] [--image ROOTFS]
  * --baselines names a file with one command per line (arguments separated by
  * tabs, the first field a label; an argument "@fdN=PATH" opens PATH as fd N
  * in the child instead); each is spawned and timed the same way, in
  * the same rounds, interleaved with the backend's jobs, so that a busy
  * machine slows every series alike.
  * --dump-seccomp writes the process backend's BPF filter (for giving
- * bubblewrap the same filter in the comparison) and exits. */
+ * bubblewrap the same filter in the comparison) and exits.
+ * --bundle-copy (container) keeps a copy of the last job's config.json, for
+ * running the bare runtime on the same bundle. */
 #include <getopt.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -118,12 +121,15 @@ int main(int argc, char **argv)
 		{ "code", required_argument, NULL, 'c' }, { "dump-seccomp", required_argument, NULL, 'd' },
 		{ "baselines", required_argument, NULL, 'B' },
 		{ "argv", required_argument, NULL, 'A' },
+		{ "bundle-copy", required_argument, NULL, 'K' },
+		{ "image", required_argument, NULL, 'I' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct al_backend_conf conf = { .worker_id = "bench", .state_dir = "/var/tmp/airlock-bench",
 					.uid_base = 62000, .slots = 1, .collect_max_bytes = 1 << 20,
 					.nofile = 256, .userns_base = 200000 };
 	const char *backend = "process", *code = "print(1)", *baselines = NULL, *argv0 = NULL;
+	const char *image = NULL;
 	struct series series[MAX_SERIES] = { { 0 } };
 	int nseries = 0;
 	const struct al_backend_ops *ops;
@@ -140,6 +146,8 @@ int main(int argc, char **argv)
 		case 'c': code = optarg; break;
 		case 'B': baselines = optarg; break;
 		case 'A': argv0 = optarg; break;
+		case 'K': conf.bundle_copy = optarg; break;
+		case 'I': image = optarg; break;
 		case 'd': {
 			struct al_seccomp sc;
 			FILE *f = fopen(optarg, "wb");
@@ -172,7 +180,8 @@ int main(int argc, char **argv)
 		char name[] = "bench";
 		struct al_job job = { .version = AL_PROTO_VERSION, .id = name, .tenant = name,
 				      .tier = name, .runtime = AL_RUNTIME_PYTHON };
-		struct al_run_spec spec = { .job = &job, .cpu_millis = 1000, .attempt = 1 };
+		struct al_run_spec spec = { .job = &job, .cpu_millis = 1000, .attempt = 1,
+					     .image = image };
 		struct al_runner *r;
 		uint64_t t0;
 

@@ -5,4 +5,6 @@ cd "$(dirname "$0")/../.."
 export BUILD=${BUILD:-build}
 /usr/bin/python3 tests/bench/process_latency.py "${PROCESS_ROUNDS:-100}"
 echo
+/usr/bin/python3 tests/bench/container_latency.py "${CONTAINER_ROUNDS:-60}"
+echo
 /usr/bin/python3 tests/bench/queue.py

@@ -4,6 +4,7 @@ invisible host processes, read-only /proc/sys and /sys, the pids limit, no
 view of another running job's files, a grading run with gcc, and a runtime
 failure reported as sandbox_error. Jobs go through the real queue."""
 import os
+import subprocess
 import sys
 import threading
 
@@ -17,6 +18,19 @@ if os.geteuid() != 0 or not any(os.access(os.path.join(d, "runc"), os.X_OK)
     print("1..0 # SKIP needs root and runc")
     sys.exit(0)
 
+# The toolchain image built from Debian packages by deploy/images/build.sh
+# (built here when missing; kept for the next run).
+IMAGES = os.environ.get("AIRLOCK_IMAGES", "/var/lib/airlock/images")
+TOOLCHAIN = os.path.join(IMAGES, "toolchain")
+if not os.path.exists(os.path.join(TOOLCHAIN, ".airlock-image")):
+    b = subprocess.run([os.path.join(os.path.dirname(__file__), "..", "..", "deploy", "images",
+                                     "build.sh"), "--out", IMAGES, "toolchain"],
+                       capture_output=True, text=True)
+    if b.returncode != 0:
+        sys.stderr.write(b.stderr)
+with open(os.path.join(TOOLCHAIN, ".airlock-image")) as f:
+    TOOLCHAIN_HASH = f.read().strip()
+
 POLICY = """\
 result_ttl_s: 600
 lease_ms: 30000
@@ -29,7 +43,12 @@ tiers:
     backend: container
     max_attempts: 1
     image: /nonexistent/image
-"""
+  grading:
+    backend: container
+    max_attempts: 1
+    image: %s
+    defaults: {wall_ms: 60000, memory_bytes: 536870912, pids: 64}
+""" % TOOLCHAIN
 WID = "ctr-test"
 UID = 200000 + 1000  # slot 0's container user on the host
 
@@ -50,7 +69,7 @@ def py(c, code, **kw):
 c = Cluster(policy=POLICY)
 try:
     c.scheduler()
-    c.worker(WID, slots=2, tiers="internal,broken")
+    c.worker(WID, slots=2, tiers="internal,broken,grading")
     r = py(c, "import os\n"
               "for p in ['/usr/evil', '/etc/evil', '/evil', '/bin/evil']:\n"
               "    try: open(p, 'w').write('x'); print(p, 'WRITTEN')\n"
@@ -91,8 +110,12 @@ try:
     th.join()
     t.ok(got["a"]["stdout"] == "a done\n" and got["b"]["stdout"] == "hits []\n",
          "a job cannot see another running job's files", got)
-    # Grading: compile a student's C program in the container and run it on
-    # test inputs with limits, checking each output.
+    r = py(c, "print(open('/etc/os-release').read().splitlines()[0])", tier="grading")
+    t.ok(r["status"] == "ok" and "Debian" in r["stdout"] and
+         r.get("info", {}).get("image") == TOOLCHAIN_HASH,
+         "a built image: the job runs in it, the result names its content hash", r)
+    # Grading: compile a student's C program in the toolchain image and run
+    # it on test inputs with limits, checking each output.
     student = ("#include <stdio.h>\nint main(void){long a,b; if(scanf(\"%ld %ld\",&a,&b)!=2) return 2;"
                " printf(\"%ld\\n\", a+b); return 0;}\n")
     grader = ("import subprocess\n"
@@ -101,10 +124,15 @@ try:
               "for inp, want in [('1 2', '3'), ('40 2', '42'), ('-5 5', '0')]:\n"
               "    r = subprocess.run(['./sum'], input=inp, capture_output=True, text=True, timeout=5)\n"
               "    print('pass' if r.stdout.strip() == want else 'FAIL', inp)\n")
-    r = py(c, grader, files=[{"path": "sum.c", "data": student.encode()}],
+    r = py(c, grader, files=[{"path": "sum.c", "data": student.encode()}], tier="grading",
            limits={"wall_ms": 60000, "memory_bytes": 512 << 20, "pids": 64})
     t.ok(r["status"] == "ok" and r["stdout"].startswith("compiled 0") and
-         r["stdout"].count("pass") == 3, "grading: gcc in the container, three test inputs pass", r)
+         r["stdout"].count("pass") == 3, "grading: gcc in the toolchain image, three test inputs pass", r)
+    bad = student.replace("a+b", "a+b+(a>10)")  # wrong for one input
+    r = py(c, grader, files=[{"path": "sum.c", "data": bad.encode()}], tier="grading",
+           limits={"wall_ms": 60000, "memory_bytes": 512 << 20, "pids": 64})
+    t.ok(r["status"] == "ok" and r["stdout"].count("pass") == 2 and "FAIL 40 2" in r["stdout"],
+         "grading: a program wrong for one input fails exactly that one", r)
     r = py(c, "print(1)", tier="broken")
     t.ok(r["status"] == "sandbox_error" and "runc" in (r.get("error") or "") and r["stdout"] == "",
          "a runtime that cannot start the container: sandbox_error with its reason", r)

@@ -1,0 +1,95 @@
+#!/usr/bin/python3
+"""Benchmark: end-to-end latency of print(1) on the container backend alone
+(bundle, cgroup, runtime start, wait, delete, result) against the same OCI
+runtime invoked directly (`runc run`) on the same bundle, and against
+`podman run --rootfs` on the same root filesystem with equivalent limits, all
+interleaved in the same rounds. Reports medians and ratios. Needs root,
+runc, the toolchain image (make images) and, for its series, podman.
+Usage: container_latency.py [N]
+
+Podman runs without a user namespace (with one, its container root cannot
+read the root-owned image) and with --rm: less isolation than the backend's,
+so the comparison favours it.
+
+The bare run's bundle is the backend's own config.json (kept with
+bench_backend --bundle-copy) with three changes that a direct invocation
+needs: the script is given with -c instead of on fd 3, /work is a plain
+tmpfs (the job's was removed with it) and the cgroup path is its own."""
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+BUILD = os.path.join(os.path.dirname(__file__), "..", "..", os.environ.get("BUILD", "build"))
+BENCH = os.path.join(BUILD, "tests", "bench_backend")
+N = int(sys.argv[1]) if len(sys.argv) > 1 else 60
+RUNC = shutil.which("runc") or "/usr/sbin/runc"
+IMAGE = os.path.join(os.environ.get("AIRLOCK_IMAGES", "/var/lib/airlock/images"), "toolchain")
+PY = ["/usr/bin/python3", "-I", "-c", "print(1)"]
+PODMAN = ["podman", "--runtime", RUNC, "--cgroup-manager", "cgroupfs", "run", "--rm", "--rootfs",
+          "--network", "none", "--read-only", "--memory", "256m", "--memory-swap", "256m",
+          "--pids-limit", "64", "--cpus", "1", "--cap-drop", "all",
+          "--security-opt", "no-new-privileges", "--ulimit", "nofile=256:256",
+          "--ulimit", "nproc=4096:4096", "--user", "1000:1000", IMAGE, *PY]
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="airlock-bench-", dir="/var/tmp")
+    os.chmod(tmp, 0o711)
+    state = os.path.join(tmp, "state")
+    kept = os.path.join(tmp, "kept.json")
+    if not os.path.exists(os.path.join(IMAGE, ".airlock-image")):
+        print("no toolchain image at %s: run `make images` first" % IMAGE)
+        return 1
+    img = ["--image", IMAGE]
+    p = subprocess.run([BENCH, "--backend", "container", "--n", "1", "--state-dir", state,
+                        "--bundle-copy", kept, *img], capture_output=True, text=True)
+    if p.returncode != 0:
+        print(p.stderr)
+        return 1
+    with open(kept) as f:
+        cfg = json.load(f)
+    cfg["process"]["args"] = PY
+    cfg["mounts"] = [m for m in cfg["mounts"] if m["destination"] != "/work"]
+    cfg["mounts"].append({"destination": "/work", "type": "tmpfs", "source": "tmpfs",
+                          "options": ["nosuid", "nodev", "mode=1777", "size=65536k"]})
+    cfg["linux"]["cgroupsPath"] = "/airlock-bench-bare"
+    bundle = os.path.join(tmp, "bare")
+    os.makedirs(bundle)
+    os.chmod(bundle, 0o711)
+    with open(os.path.join(bundle, "config.json"), "w") as f:
+        json.dump(cfg, f)
+    root = os.path.join(tmp, "runc-root")
+    bare = [RUNC, "--root", root, "run", "--bundle", bundle, "airlock-bench-bare"]
+    base = os.path.join(tmp, "baselines.txt")
+    with open(base, "w") as f:
+        f.write("bare_runc\t" + "\t".join(bare) + "\n")
+        if shutil.which("podman"):
+            f.write("podman\t" + "\t".join([shutil.which("podman")] + PODMAN[1:]) + "\n")
+    p = subprocess.run([BENCH, "--backend", "container", "--n", str(N), "--baselines", base,
+                        "--state-dir", state, *img], capture_output=True, text=True)
+    subprocess.run(["rm", "-rf", tmp])
+    if p.returncode != 0:
+        print(p.stderr)
+        return 1
+    data = json.loads(p.stdout)
+    med = {k: statistics.median(v) / 1000 for k, v in data.items()}
+    p90 = {k: sorted(v)[int(len(v) * 0.9) - 1] / 1000 for k, v in data.items()}
+    print("container backend latency, print(1), %d interleaved rounds, %s" % (N, RUNC))
+    print("%-14s %9s %9s %8s" % ("series", "p50 ms", "p90 ms", "ratio"))
+    for k in ("bare_runc", "podman", "container"):
+        if k in med:
+            print("%-14s %9.2f %9.2f %7.2fx" % (k, med[k], p90[k], med[k] / med["bare_runc"]))
+    print("container / bare runc: %.2fx (target <= 1.10x)" % (med["container"] / med["bare_runc"]))
+    if "podman" in med:
+        print("podman / container: %.2fx (target >= 3x)" % (med["podman"] / med["container"]))
+    else:
+        print("podman: not installed; no comparison made")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

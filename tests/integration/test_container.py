@@ -4,12 +4,14 @@ invisible host processes, read-only /proc/sys and /sys, the pids limit, no
 view of another running job's files, a grading run with gcc, and a runtime
 failure reported as sandbox_error. Jobs go through the real queue."""
 import os
+import signal
 import subprocess
 import sys
 import threading
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from altest import Tap, leftovers  # noqa: E402
+from altest import Tap, leftovers, live_pids_of  # noqa: E402
 from cluster import Cluster  # noqa: E402
 
 t = Tap()
@@ -138,6 +140,43 @@ try:
          "a runtime that cannot start the container: sandbox_error with its reason", r)
     left = leftovers(UID, WID, os.path.join(c.dir, "state"))
     t.ok(not left, "nothing left behind (processes, cgroups, bundles)", left)
+
+    # A worker killed with SIGKILL leaves its running container behind (the
+    # runtime detached it); the next start with the same id sweeps it.
+    CW, CUID = "ctr-crash", 400000 + 1000
+    runtime_root = os.path.join(c.dir, "state", CW, "runtime")
+
+    def containers():
+        p = subprocess.run(["runc", "--root", runtime_root, "list", "-q"], capture_output=True,
+                           text=True)
+        return p.stdout.split()
+
+    c.signal(WID, signal.SIGTERM)  # the crash worker must be the one that takes the job
+    c.wait_exit(WID)
+    c.worker(CW, slots=1, tiers="internal", extra=("--userns-base", "400000"))
+    import msgpack
+    job = {"v": 1, "id": "c-crash-%d" % os.getpid(), "tier": "internal", "runtime": "python",
+           "code": "import time\nopen('alive', 'w').write('x')\ntime.sleep(60)"}
+    subprocess.run(["redis-cli", "-s", c.sock, "-x", "XADD", "al:intake", "*", "job"],
+                   input=msgpack.packb(job, use_bin_type=True), capture_output=True)
+    c.wait_for(lambda: "event=job_start job=" + job["id"] in c.log(CW), timeout=20)
+    c.wait_for(lambda: live_pids_of({CUID}), timeout=10)
+    c.signal(CW, signal.SIGKILL)
+    c.wait_exit(CW)
+    time.sleep(0.3)
+    before = (containers(), live_pids_of({CUID}))
+    t.ok(len(before[0]) == 1 and before[1],
+         "a SIGKILLed worker leaves its container running (the case to sweep)", before)
+    c.procs.pop(CW)
+    c.workers.remove(CW)
+    c.worker(CW, slots=1, tiers="internal", extra=("--userns-base", "400000"))
+    c.wait_for(lambda: c.log(CW).count("event=worker_start") == 2, timeout=20)
+    c.wait_for(lambda: not live_pids_of({CUID}), timeout=10)
+    after = (containers(), live_pids_of({CUID}),
+             os.listdir(os.path.join(c.dir, "state", CW, "container")))
+    t.ok(after == ([], [], []) or (after[0] == [] and not after[1] and
+                                   all("c-crash" not in e for e in after[2])),
+         "the restarted worker swept the container, its processes and its bundle", after)
 except BaseException:
     sys.stderr.write(c.log(WID)[-4000:])
     raise

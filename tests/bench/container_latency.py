@@ -18,10 +18,11 @@ tmpfs (the job's was removed with it) and the cgroup path is its own."""
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
+
+import series
 
 BUILD = os.path.join(os.path.dirname(__file__), "..", "..", os.environ.get("BUILD", "build"))
 BENCH = os.path.join(BUILD, "tests", "bench_backend")
@@ -69,20 +70,13 @@ def main():
         f.write("bare_runc\t" + "\t".join(bare) + "\n")
         if shutil.which("podman"):
             f.write("podman\t" + "\t".join([shutil.which("podman")] + PODMAN[1:]) + "\n")
-    p = subprocess.run([BENCH, "--backend", "container", "--n", str(N), "--baselines", base,
-                        "--state-dir", state, *img], capture_output=True, text=True)
-    subprocess.run(["rm", "-rf", tmp])
-    if p.returncode != 0:
-        print(p.stderr)
+    st = series.run([BENCH, "--backend", "container", "--n", str(N), "--baselines", base,
+                     "--state-dir", state, *img], lambda: subprocess.run(["rm", "-rf", tmp]))
+    if st is None:
         return 1
-    data = json.loads(p.stdout)
-    med = {k: statistics.median(v) / 1000 for k, v in data.items()}
-    p90 = {k: sorted(v)[int(len(v) * 0.9) - 1] / 1000 for k, v in data.items()}
-    print("container backend latency, print(1), %d interleaved rounds, %s" % (N, RUNC))
-    print("%-14s %9s %9s %8s" % ("series", "p50 ms", "p90 ms", "ratio"))
-    for k in ("bare_runc", "podman", "container"):
-        if k in med:
-            print("%-14s %9.2f %9.2f %7.2fx" % (k, med[k], p90[k], med[k] / med["bare_runc"]))
+    series.table("container backend latency, print(1), %d interleaved rounds, %s" % (N, RUNC),
+                 st, ("bare_runc", "podman", "container"), "bare_runc")
+    med = {k: v[0] for k, v in st.items()}
     print("container / bare runc: %.2fx (target <= 1.10x)" % (med["container"] / med["bare_runc"]))
     if "podman" in med:
         print("podman / container: %.2fx (target >= 3x)" % (med["podman"] / med["container"]))

@@ -4,12 +4,12 @@ against bare `/usr/bin/python3 -I -c 'print(1)'` and bubblewrap set up with
 comparable isolation (all namespaces, nobody, no capabilities, the same
 seccomp filter, a fresh /tmp and /proc), interleaved in the same rounds.
 Reports medians and ratios. Needs root. Usage: process_latency.py [N]"""
-import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
+
+import series
 
 BUILD = os.path.join(os.path.dirname(__file__), "..", "..", os.environ.get("BUILD", "build"))
 BENCH = os.path.join(BUILD, "tests", "bench_backend")
@@ -32,19 +32,13 @@ def main():
     base = os.path.join(tmp, "baselines.txt")
     with open(base, "w") as f:
         f.write("\n".join(lines) + "\n")
-    p = subprocess.run([BENCH, "--n", str(N), "--baselines", base, "--state-dir",
-                        os.path.join(tmp, "state")], capture_output=True, text=True)
-    subprocess.run(["rm", "-rf", tmp])
-    if p.returncode != 0:
-        print(p.stderr)
+    st = series.run([BENCH, "--n", str(N), "--baselines", base, "--state-dir",
+                     os.path.join(tmp, "state")], lambda: subprocess.run(["rm", "-rf", tmp]))
+    if st is None:
         return 1
-    data = json.loads(p.stdout)
-    med = {k: statistics.median(v) / 1000 for k, v in data.items()}
-    p90 = {k: sorted(v)[int(len(v) * 0.9) - 1] / 1000 for k, v in data.items()}
-    print("process backend latency, print(1), %d interleaved rounds" % N)
-    print("%-14s %9s %9s %8s" % ("series", "p50 ms", "p90 ms", "ratio"))
-    for k in ("bare_python", "bubblewrap", "process"):
-        print("%-14s %9.2f %9.2f %7.2fx" % (k, med[k], p90[k], med[k] / med["bare_python"]))
+    series.table("process backend latency, print(1), %d interleaved rounds" % N, st,
+                 ("bare_python", "bubblewrap", "process"), "bare_python")
+    med = {k: v[0] for k, v in st.items()}
     print("process / bubblewrap: %.2fx" % (med["process"] / med["bubblewrap"]))
     return 0
 

@@ -6,8 +6,8 @@
 # Each image is a root filesystem directory, DIR/NAME (default DIR:
 # /var/lib/airlock/images), made with `debootstrap --variant=minbase` from
 # the mirror this host's apt already uses, plus:
-#   python     /usr/bin/python3 (Debian's python3-minimal)
-#   toolchain  gcc, g++, make, libc6-dev and python3-minimal (graders, CI)
+#   python     /usr/bin/python3 with its standard library (Debian's python3)
+#   toolchain  gcc, g++, make, libc6-dev and python3 (graders, CI)
 # A build goes to DIR/NAME.new and replaces DIR/NAME only when complete. The
 # image's content hash (sha256 over the sorted list of every path, its mode,
 # owner, link target and file contents) is written to DIR/NAME/.airlock-image
@@ -48,8 +48,8 @@ mirror() {
 
 packages() {
 	case "$1" in
-	python) echo python3-minimal ;;
-	toolchain) echo python3-minimal,gcc,g++,make,libc6-dev ;;
+	python) echo python3 ;;
+	toolchain) echo python3,gcc,g++,make,libc6-dev ;;
 	esac
 }
 

@@ -20,18 +20,20 @@ if os.geteuid() != 0 or not any(os.access(os.path.join(d, "runc"), os.X_OK)
     print("1..0 # SKIP needs root and runc")
     sys.exit(0)
 
-# The toolchain image built from Debian packages by deploy/images/build.sh
-# (built here when missing; kept for the next run).
+# The images built from Debian packages by deploy/images/build.sh (built
+# here when missing; kept for the next run).
 IMAGES = os.environ.get("AIRLOCK_IMAGES", "/var/lib/airlock/images")
+HASH = {}
+for name in ("python", "toolchain"):
+    if not os.path.exists(os.path.join(IMAGES, name, ".airlock-image")):
+        b = subprocess.run([os.path.join(os.path.dirname(__file__), "..", "..", "deploy", "images",
+                                         "build.sh"), "--out", IMAGES, name],
+                           capture_output=True, text=True)
+        if b.returncode != 0:
+            sys.stderr.write(b.stderr)
+    with open(os.path.join(IMAGES, name, ".airlock-image")) as f:
+        HASH[name] = f.read().strip()
 TOOLCHAIN = os.path.join(IMAGES, "toolchain")
-if not os.path.exists(os.path.join(TOOLCHAIN, ".airlock-image")):
-    b = subprocess.run([os.path.join(os.path.dirname(__file__), "..", "..", "deploy", "images",
-                                     "build.sh"), "--out", IMAGES, "toolchain"],
-                       capture_output=True, text=True)
-    if b.returncode != 0:
-        sys.stderr.write(b.stderr)
-with open(os.path.join(TOOLCHAIN, ".airlock-image")) as f:
-    TOOLCHAIN_HASH = f.read().strip()
 
 POLICY = """\
 result_ttl_s: 600
@@ -45,12 +47,16 @@ tiers:
     backend: container
     max_attempts: 1
     image: /nonexistent/image
+  pyimage:
+    backend: container
+    max_attempts: 1
+    image: %s
   grading:
     backend: container
     max_attempts: 1
     image: %s
     defaults: {wall_ms: 60000, memory_bytes: 536870912, pids: 64}
-""" % TOOLCHAIN
+""" % (os.path.join(IMAGES, "python"), TOOLCHAIN)
 WID = "ctr-test"
 UID = 200000 + 1000  # slot 0's container user on the host
 
@@ -71,7 +77,7 @@ def py(c, code, **kw):
 c = Cluster(policy=POLICY)
 try:
     c.scheduler()
-    c.worker(WID, slots=2, tiers="internal,broken,grading")
+    c.worker(WID, slots=2, tiers="internal,broken,grading,pyimage")
     r = py(c, "import os\n"
               "for p in ['/usr/evil', '/etc/evil', '/evil', '/bin/evil']:\n"
               "    try: open(p, 'w').write('x'); print(p, 'WRITTEN')\n"
@@ -112,10 +118,13 @@ try:
     th.join()
     t.ok(got["a"]["stdout"] == "a done\n" and got["b"]["stdout"] == "hits []\n",
          "a job cannot see another running job's files", got)
-    r = py(c, "print(open('/etc/os-release').read().splitlines()[0])", tier="grading")
-    t.ok(r["status"] == "ok" and "Debian" in r["stdout"] and
-         r.get("info", {}).get("image") == TOOLCHAIN_HASH,
-         "a built image: the job runs in it, the result names its content hash", r)
+    for tier, name in (("pyimage", "python"), ("grading", "toolchain")):
+        r = py(c, "import os, shutil\nprint(open('/etc/os-release').read().splitlines()[0],"
+                  " shutil.which('gcc'), os.path.exists('/.airlock-image'))", tier=tier)
+        want = "Debian" in r["stdout"] and ("/usr/bin/gcc" in r["stdout"]) == (name == "toolchain")
+        t.ok(r["status"] == "ok" and want and r["stdout"].strip().endswith("True") and
+             r.get("info", {}).get("image") == HASH[name],
+             "the built %s image: the job runs in it, the result names its content hash" % name, r)
     # Grading: compile a student's C program in the toolchain image and run
     # it on test inputs with limits, checking each output.
     student = ("#include <stdio.h>\nint main(void){long a,b; if(scanf(\"%ld %ld\",&a,&b)!=2) return 2;"

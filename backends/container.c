@@ -66,6 +66,19 @@ struct ctr_sb {
 	bool exited;
 };
 
+/* A small file's text, NUL-terminated ("" when it cannot be read); the
+ * byte count. Only open, read and close: the shim may call it. */
+static ssize_t read_text(const char *path, char *buf, size_t cap)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	ssize_t n = fd >= 0 ? read(fd, buf, cap - 1) : -1;
+
+	if (fd >= 0)
+		close(fd);
+	buf[n > 0 ? n : 0] = '\0';
+	return n > 0 ? n : 0;
+}
+
 /* Run the runtime with args, wait for it; 0 when it exited 0. */
 static int runtime_do(const char *const *args, int *status)
 {
@@ -460,7 +473,7 @@ static void __attribute__((noreturn)) shim(struct ctr_sb *c, int report_wr)
 	const char *del[] = { G.runtime, "--root", G.root, "delete", "-f", c->name, NULL };
 	posix_spawn_file_actions_t fa;
 	pid_t rt, ctr;
-	int st = 0, n, fd, oom = 0;
+	int st = 0, n, oom = 0;
 
 	prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
 	snprintf(log, sizeof(log), "%s/runtime.log", c->fs.dir);
@@ -477,9 +490,7 @@ static void __attribute__((noreturn)) shim(struct ctr_sb *c, int report_wr)
 			_exit(1);
 		_exit(0);
 	}
-	fd = open(pidf, O_RDONLY | O_CLOEXEC);
-	n = fd >= 0 ? (int)read(fd, buf, sizeof(buf) - 1) : -1;
-	buf[n > 0 ? n : 0] = '\0';
+	read_text(pidf, buf, sizeof(buf));
 	ctr = (pid_t)atoi(buf);
 	if (ctr <= 0) {
 		if (write(report_wr, "E-1", 3) < 0)
@@ -500,14 +511,9 @@ static void __attribute__((noreturn)) shim(struct ctr_sb *c, int report_wr)
 	{
 		char path[PATH_MAX + 32], b[512];
 		const char *k;
-		int ofd;
 
 		snprintf(path, sizeof(path), "%s/c/memory.oom_control", c->cg.dirs[0]);
-		ofd = open(path, O_RDONLY | O_CLOEXEC);
-		n = ofd >= 0 ? (int)read(ofd, b, sizeof(b) - 1) : 0;
-		if (ofd >= 0)
-			close(ofd);
-		b[n > 0 ? n : 0] = '\0';
+		read_text(path, b, sizeof(b));
 		k = strstr(b, "oom_kill ");
 		oom = k ? atoi(k + 9) : 0;
 	}
@@ -555,16 +561,9 @@ static void kill_tasks(struct ctr_sb *c)
 {
 	for (int i = 0; i < c->cg.ndirs; i++) {
 		char path[PATH_MAX + 32], buf[4096];
-		ssize_t n;
-		int fd;
 
 		snprintf(path, sizeof(path), "%s/c/cgroup.procs", c->cg.dirs[i]);
-		fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (fd < 0)
-			continue;
-		n = read(fd, buf, sizeof(buf) - 1);
-		close(fd);
-		buf[n > 0 ? n : 0] = '\0';
+		read_text(path, buf, sizeof(buf));
 		for (char *s = buf; *s;) {
 			char *end;
 			long pid = strtol(s, &end, 10);
@@ -594,19 +593,13 @@ static int ctr_kill(struct al_sandbox *sb, struct al_err *err)
 static void image_hash(const char *image, char *out, size_t cap)
 {
 	char path[PATH_MAX + 32];
-	ssize_t n = 0;
-	int fd;
 
-	snprintf(out, cap, "%s", image ? "unhashed" : "host");
-	if (!image)
+	if (!image) {
+		snprintf(out, cap, "host");
 		return;
+	}
 	snprintf(path, sizeof(path), "%s/.airlock-image", image);
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0)
-		return;
-	n = read(fd, out, cap - 1);
-	close(fd);
-	out[n > 0 ? n : 0] = '\0';
+	read_text(path, out, cap);
 	out[strcspn(out, "\n")] = '\0';
 	if (!out[0])
 		snprintf(out, cap, "unhashed");
@@ -638,16 +631,9 @@ static int ctr_reap(struct al_sandbox *sb, struct al_result *res, struct al_err 
 			/* The runtime's own failure (the container never ran) is
 			 * the sandbox's, not the job's: it is in the runtime's log. */
 			char path[PATH_MAX + 16], buf[2048];
-			ssize_t k = 0;
-			int fd;
 
 			snprintf(path, sizeof(path), "%s/runtime.log", c->fs.dir);
-			fd = open(path, O_RDONLY | O_CLOEXEC);
-			if (fd >= 0) {
-				k = read(fd, buf, sizeof(buf) - 1);
-				close(fd);
-			}
-			buf[k > 0 ? k : 0] = '\0';
+			read_text(path, buf, sizeof(buf));
 			{
 				char *m = strstr(buf, "\"msg\":\"");
 

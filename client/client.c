@@ -452,16 +452,7 @@ int al_client_dlq(struct al_client *c, const char *op, const char *entry, void *
 			goto out_redis;
 		for (size_t i = 0; i < r->elements; i++)
 			print_entry(f, r->element[i], false);
-	} else if (!strcmp(op, "show") && entry) {
-		r = redisCommand(c->rc, "XRANGE %s %s %s", AL_KEY_DLQ, entry, entry);
-		if (!r || r->type != REDIS_REPLY_ARRAY)
-			goto out_redis;
-		if (r->elements == 0) {
-			freeReplyObject(r);
-			return al_err_set(err, AL_EINVAL, "no dead letter %s", entry);
-		}
-		print_entry(f, r->element[0], true);
-	} else if (!strcmp(op, "retry") && entry) {
+	} else if ((!strcmp(op, "show") || !strcmp(op, "retry")) && entry) {
 		redisReply *e;
 		const char *raw = NULL;
 		size_t rawlen = 0;
@@ -472,6 +463,11 @@ int al_client_dlq(struct al_client *c, const char *op, const char *entry, void *
 		if (r->elements == 0) {
 			freeReplyObject(r);
 			return al_err_set(err, AL_EINVAL, "no dead letter %s", entry);
+		}
+		if (!strcmp(op, "show")) {
+			print_entry(f, r->element[0], true);
+			freeReplyObject(r);
+			return AL_OK;
 		}
 		e = r->element[0]->element[1];
 		for (size_t k = 0; k + 1 < e->elements; k += 2)

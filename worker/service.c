@@ -967,6 +967,14 @@ static void on_fetch_script(redisAsyncContext *ac, void *reply, void *priv)
 		block_fetch(w);	  /* nothing waits: block until something does */
 }
 
+/* A fetch may go out: none in flight, not draining, free slots, both
+ * connections up. */
+static bool can_fetch(const struct worker *w, unsigned n)
+{
+	return !w->fetching && !w->draining && n > 0 && al_aconn_is_up(w->fetch) &&
+	       al_aconn_is_up(w->cmd);
+}
+
 /* Non-blocking read and claim in one script call on the command connection;
  * when the queues are empty, block_fetch waits on the fetch connection. */
 static void maybe_fetch(struct worker *w)
@@ -976,8 +984,7 @@ static void maybe_fetch(struct worker *w)
 	unsigned n = fetch_count(w);
 	int argc = 0;
 
-	if (w->fetching || w->draining || n == 0 || !al_aconn_is_up(w->fetch) ||
-	    !al_aconn_is_up(w->cmd))
+	if (!can_fetch(w, n))
 		return;
 	snprintf(count, sizeof(count), "%u", n);
 	snprintf(nkeys, sizeof(nkeys), "%d", w->nstreams);
@@ -1001,8 +1008,7 @@ static void block_fetch(struct worker *w)
 	unsigned n = fetch_count(w);
 	int argc = 0;
 
-	if (w->fetching || w->draining || n == 0 || !al_aconn_is_up(w->fetch) ||
-	    !al_aconn_is_up(w->cmd))
+	if (!can_fetch(w, n))
 		return;
 	snprintf(count, sizeof(count), "%u", n);
 	argv[argc++] = "XREADGROUP";

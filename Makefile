@@ -35,12 +35,12 @@ HEADERS := $(wildcard proto/*.h) $(wildcard client/*.h)
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 
 LIB := $(BUILD)/libairlock.a
-BINS := $(BUILD)/airlock $(BUILD)/airlock-worker $(BUILD)/airlock-scheduler
+BINS := $(BUILD)/airlock $(BUILD)/airlock-worker $(BUILD)/airlock-scheduler $(BUILD)/airlock-agent
 TESTS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(TEST_SRC)) $(BUILD)/tests/proto_tool \
 	$(BUILD)/tests/bench_backend $(BUILD)/tests/bench_queue
 FUZZERS := $(BUILD)/fuzz/fuzz_job $(BUILD)/fuzz/fuzz_result
 
-.PHONY: all deps test check fuzz format clean headers demo bench images
+.PHONY: all deps test check fuzz format clean headers demo bench images microvm-image
 .SECONDARY:
 all: $(LIB) $(BINS) headers
 
@@ -67,6 +67,16 @@ $(BUILD)/airlock-worker: $(call obj,$(WORKER_SRC)) $(LIB)
 
 $(BUILD)/airlock-scheduler: $(call obj,$(SCHED_SRC)) $(LIB)
 	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
+# The microVM guest agent: static (the guest has no libraries of its own),
+# never sanitized (it is PID 1 of a VM), stripped so that its bytes, and so
+# the image hash, depend only on the sources.
+AGENT_SRC := backends/microvm/agent.c backends/vmchan.c backends/cgroup.c backends/jobfs.c \
+	backends/jobspec.c backends/verdict.c backends/seccomp.c proto/buf.c proto/err.c \
+	proto/job.c proto/mp.c proto/result.c
+$(BUILD)/airlock-agent: $(AGENT_SRC) $(wildcard backends/*.h proto/*.h)
+	$(CC) -std=gnu11 -D_GNU_SOURCE $(WARN) -O2 -static -s -ffile-prefix-map=$(CURDIR)=. \
+		-o $@ $(AGENT_SRC) -lmsgpackc -lseccomp
 
 $(BUILD)/tests/%: $(call obj,tests/unit/%.c) $(LIB)
 	@mkdir -p $(dir $@)
@@ -103,6 +113,10 @@ demo: all
 # Container images from Debian packages (root): /var/lib/airlock/images/{python,toolchain}
 images:
 	bash deploy/images/build.sh $(if $(IMAGES),--out $(IMAGES)) all
+
+# The microVM guest (kernel + initramfs with the agent): /var/lib/airlock/images/microvm
+microvm-image: $(BUILD)/airlock-agent
+	bash deploy/images/build.sh $(if $(IMAGES),--out $(IMAGES)) --agent $(BUILD)/airlock-agent microvm
 
 bench: all $(TESTS)
 	BUILD=$(BUILD) bash tests/bench/run.sh

@@ -44,6 +44,21 @@ struct al_backend_conf {
 	const char *oci_runtime;   /* container: runc, crun or runsc; NULL = detect */
 	uint32_t userns_base;	   /* container: slot i's root is host uid base + i*65536 */
 	const char *bundle_copy;   /* container: benchmarks keep each job's config.json here */
+	const char *vmm;	   /* microvm: VMM driver, "qemu" (default) */
+	const char *vmm_binary;	   /* microvm: the VMM's executable; NULL = found on PATH */
+	const char *vm_accel;	   /* microvm: "kvm", "tcg" or NULL = KVM when usable */
+	const char *vm_console;	   /* microvm: append guest consoles here (debugging); NULL = none */
+};
+
+/* Sandboxes of one shape to keep ready ahead of jobs (warm pools), from a
+ * tier's policy. */
+struct al_pool_spec {
+	const char *tier;	  /* jobs of this tier take them */
+	unsigned size;		  /* how many to keep ready */
+	uint64_t memory_bytes;	  /* the tier's default memory limit */
+	uint64_t cpu_millis;	  /* the tier's CPU bandwidth */
+	const char *image;	  /* the tier's image, or NULL */
+	uint64_t max_idle_ms;	  /* one idle this long is replaced */
 };
 
 /* What to run: the decoded job plus the operator's policy, resolved. */
@@ -100,6 +115,13 @@ struct al_backend_ops {
 	/* MAY: after the result is out, get the slot ready for its next job
 	 * (pre-made sandboxes, warm pools). */
 	void (*refill)(const struct al_backend_conf *conf, unsigned slot);
+	/* MAY: keep ps->size sandboxes of this shape ready (called after init,
+	 * once per tier that the backend serves and whose policy asks for it). */
+	int (*pool)(const struct al_backend_conf *conf, const struct al_pool_spec *ps,
+		    struct al_err *err);
+	/* MAY: periodic upkeep off the job path (each heartbeat): replace pool
+	 * members that died or waited too long. */
+	void (*tick)(const struct al_backend_conf *conf);
 	/* MAY: tear down global state at worker exit. */
 	void (*fini)(void);
 };
@@ -127,5 +149,6 @@ void al_sandbox_free(struct al_sandbox *sb); /* calls destroy; NULL is fine */
 extern const struct al_backend_ops al_backend_process;
 extern const struct al_backend_ops al_backend_container;
 extern const struct al_backend_ops al_backend_noop;
+extern const struct al_backend_ops al_backend_microvm;
 
 #endif

@@ -66,19 +66,6 @@ struct ctr_sb {
 	bool exited;
 };
 
-/* A small file's text, NUL-terminated ("" when it cannot be read); the
- * byte count. Only open, read and close: the shim may call it. */
-static ssize_t read_text(const char *path, char *buf, size_t cap)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	ssize_t n = fd >= 0 ? read(fd, buf, cap - 1) : -1;
-
-	if (fd >= 0)
-		close(fd);
-	buf[n > 0 ? n : 0] = '\0';
-	return n > 0 ? n : 0;
-}
-
 /* Run the runtime with args, wait for it; 0 when it exited 0. */
 static int runtime_do(const char *const *args, int *status)
 {
@@ -104,23 +91,6 @@ static int runtime_do(const char *const *args, int *status)
 	if (status)
 		*status = st;
 	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
-}
-
-static bool on_path(const char *name, char *out, size_t cap)
-{
-	const char *dirs[] = { "/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin",
-			       "/sbin", "/bin" };
-
-	if (strchr(name, '/')) {
-		snprintf(out, cap, "%s", name);
-		return access(out, X_OK) == 0;
-	}
-	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
-		snprintf(out, cap, "%s/%s", dirs[i], name);
-		if (access(out, X_OK) == 0)
-			return true;
-	}
-	return false;
 }
 
 /* The fast image: an empty root with mount points; the host's /usr and
@@ -169,9 +139,9 @@ static int ctr_init(const struct al_backend_conf *conf, struct al_err *err)
 	/* crun 1.8 refuses hybrid hosts (v1 controllers and a cgroup2 mount
 	 * beside them): there runc is the default. */
 	if (!want)
-		want = G.cg.version == AL_CG_V1 || !on_path("crun", G.runtime, sizeof(G.runtime)) ? "runc"
+		want = G.cg.version == AL_CG_V1 || !al_find_exec("crun", G.runtime, sizeof(G.runtime)) ? "runc"
 															: "crun";
-	if (!on_path(want, G.runtime, sizeof(G.runtime)))
+	if (!al_find_exec(want, G.runtime, sizeof(G.runtime)))
 		return al_err_set(err, AL_ESANDBOX, "container: OCI runtime %s not found (install runc or crun)",
 				  want);
 	snprintf(G.root, sizeof(G.root), "%s/%s/runtime", conf->state_dir, conf->worker_id);
@@ -490,7 +460,7 @@ static void __attribute__((noreturn)) shim(struct ctr_sb *c, int report_wr)
 			_exit(1);
 		_exit(0);
 	}
-	read_text(pidf, buf, sizeof(buf));
+	al_read_text(pidf, buf, sizeof(buf));
 	ctr = (pid_t)atoi(buf);
 	if (ctr <= 0) {
 		if (write(report_wr, "E-1", 3) < 0)
@@ -513,7 +483,7 @@ static void __attribute__((noreturn)) shim(struct ctr_sb *c, int report_wr)
 		const char *k;
 
 		snprintf(path, sizeof(path), "%s/c/memory.oom_control", c->cg.dirs[0]);
-		read_text(path, b, sizeof(b));
+		al_read_text(path, b, sizeof(b));
 		k = strstr(b, "oom_kill ");
 		oom = k ? atoi(k + 9) : 0;
 	}
@@ -563,7 +533,7 @@ static void kill_tasks(struct ctr_sb *c)
 		char path[PATH_MAX + 32], buf[4096];
 
 		snprintf(path, sizeof(path), "%s/c/cgroup.procs", c->cg.dirs[i]);
-		read_text(path, buf, sizeof(buf));
+		al_read_text(path, buf, sizeof(buf));
 		for (char *s = buf; *s;) {
 			char *end;
 			long pid = strtol(s, &end, 10);
@@ -599,7 +569,7 @@ static void image_hash(const char *image, char *out, size_t cap)
 		return;
 	}
 	snprintf(path, sizeof(path), "%s/.airlock-image", image);
-	read_text(path, out, cap);
+	al_read_text(path, out, cap);
 	out[strcspn(out, "\n")] = '\0';
 	if (!out[0])
 		snprintf(out, cap, "unhashed");
@@ -633,7 +603,7 @@ static int ctr_reap(struct al_sandbox *sb, struct al_result *res, struct al_err 
 			char path[PATH_MAX + 16], buf[2048];
 
 			snprintf(path, sizeof(path), "%s/runtime.log", c->fs.dir);
-			read_text(path, buf, sizeof(buf));
+			al_read_text(path, buf, sizeof(buf));
 			{
 				char *m = strstr(buf, "\"msg\":\"");
 

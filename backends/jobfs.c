@@ -322,3 +322,14 @@ int al_jobfs_sweep(const char *root, struct al_err *err)
 	closedir(d);
 	return rc;
 }
+
+ssize_t al_read_text(const char *path, char *buf, size_t cap)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	ssize_t n = fd >= 0 ? read(fd, buf, cap - 1) : -1;
+
+	if (fd >= 0)
+		close(fd);
+	buf[n > 0 ? n : 0] = '\0';
+	return n > 0 ? n : 0;
+}

@@ -47,6 +47,10 @@ void al_jobfs_destroy(struct al_jobfs *fs);
 /* Remove every job directory under root (what a crashed worker left). */
 int al_jobfs_sweep(const char *root, struct al_err *err);
 
+/* A small file's text, NUL-terminated ("" when it cannot be read, or a
+ * symlink); the byte count. Only open, read and close: usable after fork. */
+ssize_t al_read_text(const char *path, char *buf, size_t cap);
+
 /* mkdir -p with mode for each level created. */
 int al_mkdir_p(const char *path, mode_t mode);
 

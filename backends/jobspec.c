@@ -1,7 +1,9 @@
 /* jobspec.c - a job's argv and environment, for every backend (jobspec.h). */
 #include "jobspec.h"
 
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 static int buf_str(struct al_buf *b, const char *s)
 {
@@ -73,3 +75,20 @@ int al_argv_env(const struct al_run_spec *spec, const char *script, struct al_bu
 	return bad ? -1 : 0;
 }
 
+
+bool al_find_exec(const char *name, char *out, size_t cap)
+{
+	static const char *const dirs[] = { "/usr/local/sbin", "/usr/local/bin", "/usr/sbin",
+					    "/usr/bin", "/sbin", "/bin" };
+
+	if (strchr(name, '/')) {
+		snprintf(out, cap, "%s", name);
+		return access(out, X_OK) == 0;
+	}
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+		snprintf(out, cap, "%s/%s", dirs[i], name);
+		if (access(out, X_OK) == 0)
+			return true;
+	}
+	return false;
+}

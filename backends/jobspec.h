@@ -4,6 +4,8 @@
 #ifndef AL_JOBSPEC_H
 #define AL_JOBSPEC_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "../proto/buf.h"
@@ -18,5 +20,9 @@
  * Returns 0 or -1 when out of memory. */
 int al_argv_env(const struct al_run_spec *spec, const char *script, struct al_buf *out,
 		uint32_t *argc, uint32_t *envc);
+
+/* Find an executable: name as given when it holds a '/', else in the
+ * system's sbin and bin directories. out gets the path; false when none. */
+bool al_find_exec(const char *name, char *out, size_t cap);
 
 #endif

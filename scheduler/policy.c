@@ -157,6 +157,7 @@ static int parse_tier(struct ctx *c, yaml_node_t *name, yaml_node_t *n, struct a
 	t->cpu_millis = 1000;
 	t->max_attempts = 3;
 	t->backoff_ms = 500;
+	t->pool_max_idle_ms = 600000;
 	if (!t->name)
 		return al_err_set(c->err, AL_ENOMEM, "policy: out of memory");
 	if ((rc = want_map(c, n, t->name)))
@@ -189,6 +190,16 @@ static int parse_tier(struct ctx *c, yaml_node_t *name, yaml_node_t *n, struct a
 			rc = get_u64(c, v, "backoff_ms", &t->backoff_ms);
 		} else if (!strcmp(key, "image")) {
 			rc = get_str(c, v, "image", &t->image);
+		} else if (!strcmp(key, "pool")) {
+			rc = get_u64(c, v, "pool", &u);
+			if (!rc && u > AL_POOL_MAX)
+				rc = fail(c, v, "pool: expected 0..%d (pre-booted sandboxes per worker)",
+					  AL_POOL_MAX);
+			t->pool = (uint32_t)u;
+		} else if (!strcmp(key, "pool_max_idle_ms")) {
+			rc = get_u64(c, v, "pool_max_idle_ms", &t->pool_max_idle_ms);
+			if (!rc && t->pool_max_idle_ms < 1000)
+				rc = fail(c, v, "pool_max_idle_ms: expected at least 1000");
 		} else if (!strcmp(key, "env")) {
 			yaml_node_t *ek, *ev;
 
@@ -223,7 +234,7 @@ static int parse_tier(struct ctx *c, yaml_node_t *name, yaml_node_t *n, struct a
 				t->ncallback_hosts++;
 			}
 		} else {
-			return fail(c, k, "tier %s: unknown key \"%s\"; use backend, egress, defaults, max, cpu_millis, max_attempts, backoff_ms, image, env or callback_hosts",
+			return fail(c, k, "tier %s: unknown key \"%s\"; use backend, egress, defaults, max, cpu_millis, max_attempts, backoff_ms, image, pool, pool_max_idle_ms, env or callback_hosts",
 				    t->name, key);
 		}
 		if (rc)

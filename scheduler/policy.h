@@ -27,7 +27,11 @@ struct al_tier_policy {
 	char **callback_hosts;	  /* hosts allowed in callback_url */
 	size_t ncallback_hosts;
 	char *image;		  /* container/microvm/vm image, or NULL */
+	uint32_t pool;		  /* microvm: pre-booted VMs per worker (0..AL_POOL_MAX) */
+	uint64_t pool_max_idle_ms; /* microvm: a pool VM idle this long is recycled */
 };
+
+#define AL_POOL_MAX 64
 
 struct al_tenant_policy {
 	char *name;

@@ -143,6 +143,10 @@ static void usage(FILE *f)
 		"  --hide PATH          also hide this host path from jobs (repeatable)\n"
 		"  --userns-base N      container slot i's root is host uid N+i*65536 (default 200000)\n"
 		"  --oci-runtime R      runc, crun or runsc (default: detected)\n"
+		"  --vmm NAME           microVM monitor: qemu (default)\n"
+		"  --vmm-binary PATH    its executable (default: found on PATH)\n"
+		"  --vm-accel A         kvm or tcg (default: kvm when /dev/kvm opens)\n"
+		"  --vm-console FILE    append microVM consoles here (debugging only)\n"
 		"  --webhook-secret S   key for the X-Airlock-Signature header of callbacks\n"
 		"  --allow-noop         offer the benchmark-only noop backend\n"
 		"  --run-one FILE       run one msgpack job file here and print the result as JSON\n"
@@ -164,6 +168,10 @@ static const struct option opts[] = {
 	{ "hide", required_argument, NULL, 'H' },
 	{ "userns-base", required_argument, NULL, 'U' },
 	{ "oci-runtime", required_argument, NULL, 'O' },
+	{ "vmm", required_argument, NULL, 'M' },
+	{ "vmm-binary", required_argument, NULL, 'Q' },
+	{ "vm-accel", required_argument, NULL, 'A' },
+	{ "vm-console", required_argument, NULL, 'K' },
 	{ "webhook-secret", required_argument, NULL, 'S' },
 	{ "allow-noop", no_argument, NULL, 'N' },
 	{ "run-one", required_argument, NULL, 'r' },
@@ -256,6 +264,16 @@ static int apply(struct opts_state *st, int c, const char *name, const char *v)
 		conf->backend.userns_base = (uint32_t)u;
 		break;
 	case 'O': conf->backend.oci_runtime = v; break;
+	case 'M': conf->backend.vmm = v; break;
+	case 'Q': conf->backend.vmm_binary = v; break;
+	case 'A':
+		if (strcmp(v, "kvm") && strcmp(v, "tcg")) {
+			fprintf(stderr, "airlock-worker: --%s: expected kvm or tcg, not \"%s\"\n", name, v);
+			return -1;
+		}
+		conf->backend.vm_accel = v;
+		break;
+	case 'K': conf->backend.vm_console = v; break;
 	case 'N': conf->allow_noop = !v || strcmp(v, "false"); break;
 	case 'r': st->run_path = v; break;
 	case 'b': st->backend = v; break;

@@ -1078,6 +1078,9 @@ static void heartbeat(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	evtimer_add(w->hb, &tv);
+	for (int b = 0; b < w->nbackends; b++)
+		if (w->backends[b].ok && w->backends[b].ops->tick)
+			w->backends[b].ops->tick(&w->conf->backend);
 	if (!al_aconn_is_up(w->cmd))
 		return;
 	snprintf(alive, sizeof(alive), "al:worker:%s", w->conf->backend.worker_id);
@@ -1210,6 +1213,40 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 	evtimer_add(w->grace, &tv);
 }
 
+
+/* Warm pools: each served tier whose policy asks for one, on its backend. */
+static void start_pools(struct worker *w)
+{
+	for (size_t i = 0; i < w->policy.ntiers; i++) {
+		const struct al_tier_policy *t = &w->policy.tiers[i];
+		struct backend_state *be = backend_for(w, t->backend);
+		struct al_pool_spec ps = {
+			.tier = t->name,
+			.size = t->pool,
+			.memory_bytes = t->defaults.memory_bytes,
+			.cpu_millis = t->cpu_millis,
+			.image = t->image,
+			.max_idle_ms = t->pool_max_idle_ms,
+		};
+		struct al_err err = { 0 };
+		bool served = w->conf->ntiers == 0;
+
+		for (unsigned k = 0; k < w->conf->ntiers; k++)
+			served |= !strcmp(w->conf->tiers[k], t->name);
+		if (!t->pool || !served || !be || !be->ok)
+			continue;
+		if (!be->ops->pool) {
+			al_log("warn", "pool_unsupported", "tier=%s backend=%s", t->name, be->ops->name);
+			continue;
+		}
+		if (be->ops->pool(&w->conf->backend, &ps, &err))
+			al_log("error", "pool", "tier=%s backend=%s why=\"%s\"", t->name, be->ops->name,
+			       err.msg);
+		else
+			al_log("info", "pool", "tier=%s backend=%s size=%u", t->name, be->ops->name, t->pool);
+	}
+}
+
 /* ---- set-up ---- */
 
 static int setup_backends(struct worker *w)
@@ -1278,6 +1315,7 @@ static int setup_backends(struct worker *w)
 		al_log("error", "no_tiers", "note=\"none of the tiers asked for is in the policy\"");
 		return -1;
 	}
+	start_pools(w);
 	return 0;
 }
 

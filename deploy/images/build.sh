@@ -1,7 +1,7 @@
 #!/bin/bash
-# build.sh - (re)build Airlock's container images from Debian packages.
+# build.sh - (re)build Airlock's images from Debian packages.
 #
-#   deploy/images/build.sh [--out DIR] [python|toolchain|all]
+#   deploy/images/build.sh [--out DIR] [--agent FILE] [python|toolchain|microvm|all]
 #
 # Each image is a root filesystem directory, DIR/NAME (default DIR:
 # /var/lib/airlock/images), made with `debootstrap --variant=minbase` from
@@ -12,24 +12,39 @@
 # image's content hash (sha256 over the sorted list of every path, its mode,
 # owner, link target and file contents) is written to DIR/NAME/.airlock-image
 # and reported by the container backend in each result's info.image.
+#
+#   microvm    the microVM guest (docs/backends/microvm.md): DIR/microvm/
+#              vmlinux (Debian's linux-image-cloud-amd64, uncompressed so
+#              that QEMU boots it through PVH) and initramfs.lz4 (lz4 legacy
+#              frame: the static guest agent as /init, busybox-static, the
+#              four virtio modules the channel needs, and python3 with a
+#              trimmed standard library, taken from the python image).
+#              --agent names the agent binary (`make microvm-image` passes
+#              build/airlock-agent). The kernel and busybox packages are
+#              fetched with `apt-get download` and cached in DIR/.debs; every
+#              file of the initramfs gets mtime 0 and owner root, so the same
+#              inputs give the same bytes; the sha256 of vmlinux and
+#              initramfs.lz4 is written to DIR/microvm/.airlock-image.
 set -euo pipefail
 
 OUT=/var/lib/airlock/images
 SUITE=bookworm
+AGENT=
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--out) OUT="$2"; shift 2 ;;
 	--suite) SUITE="$2"; shift 2 ;;
-	-h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+	--agent) AGENT="$2"; shift 2 ;;
+	-h|--help) sed -n '2,28p' "$0"; exit 0 ;;
 	-*) echo "build.sh: unknown option $1" >&2; exit 2 ;;
 	*) break ;;
 	esac
 done
 WHICH="${1:-all}"
 case "$WHICH" in
-python|toolchain) NAMES=("$WHICH") ;;
+python|toolchain|microvm) NAMES=("$WHICH") ;;
 all) NAMES=(python toolchain) ;;
-*) echo "build.sh: unknown image '$WHICH' (python, toolchain or all)" >&2; exit 2 ;;
+*) echo "build.sh: unknown image '$WHICH' (python, toolchain, microvm or all)" >&2; exit 2 ;;
 esac
 [ "$(id -u)" = 0 ] || { echo "build.sh: needs root (debootstrap)" >&2; exit 1; }
 command -v debootstrap >/dev/null || { echo "build.sh: install debootstrap" >&2; exit 1; }
@@ -64,10 +79,8 @@ content_hash() {
 		done) | sha256sum | cut -d' ' -f1
 }
 
-MIRROR=$(mirror)
-mkdir -p "$OUT"
-for name in "${NAMES[@]}"; do
-	dst="$OUT/$name" tmp="$OUT/$name.new"
+build_rootfs() {
+	local name="$1" dst="$OUT/$1" tmp="$OUT/$1.new"
 	rm -rf "$tmp"
 	echo "build.sh: $name: debootstrap $SUITE from the host's mirror into $tmp" >&2
 	debootstrap --variant=minbase --include="$(packages "$name")" "$SUITE" "$tmp" "$MIRROR" >"$OUT/$name.log" 2>&1 ||
@@ -83,4 +96,102 @@ for name in "${NAMES[@]}"; do
 	mv "$tmp" "$dst"
 	rm -rf "$dst.old"
 	echo "build.sh: $name: $dst $(cat "$dst/.airlock-image")" >&2
+}
+
+# The Debian package's files, extracted under $2 (the .deb is cached).
+deb_extract() {
+	mkdir -p "$OUT/.debs"
+	local deb
+	deb=$(ls "$OUT/.debs/$1"_*.deb 2>/dev/null | head -1 || true)
+	if [ -z "$deb" ]; then
+		(cd "$OUT/.debs" && apt-get download "$1" >/dev/null 2>&1) ||
+			{ echo "build.sh: apt-get download $1 failed (run apt-get update?)" >&2; exit 1; }
+		deb=$(ls "$OUT/.debs/$1"_*.deb | head -1)
+	fi
+	dpkg-deb -x "$deb" "$2"
+}
+
+# Copy a file of the python image and, for ELF files, every library it
+# needs (ldd inside the image), into the initramfs tree $2.
+copy_with_libs() {
+	local root="$OUT/python" f="$1" dst="$2" lib
+	[ -e "$dst$f" ] && return 0
+	mkdir -p "$dst$(dirname "$f")"
+	cp -a "$root$f" "$dst$f"
+	if head -c4 "$root$f" | grep -q ELF; then
+		for lib in $(chroot "$root" ldd "$f" 2>/dev/null | awk '/=> \// {print $3} /^\t\/[^ ]+ \(/ {print $1}'); do
+			copy_with_libs "$(readlink -f "$root$lib" | sed "s|^$root||")" "$dst"
+			[ "$(readlink -f "$root$lib")" = "$root$lib" ] || { mkdir -p "$dst$(dirname "$lib")"; cp -a "$root$lib" "$dst$lib"; }
+		done
+	fi
+}
+
+build_microvm() {
+	local dst="$OUT/microvm" tmp="$OUT/microvm.new" kver m py
+	[ -n "$AGENT" ] && [ -x "$AGENT" ] || { echo "build.sh: microvm needs --agent FILE (make microvm-image builds it)" >&2; exit 1; }
+	for tool in lz4 cpio dpkg-deb apt-get; do
+		command -v "$tool" >/dev/null || { echo "build.sh: install $tool" >&2; exit 1; }
+	done
+	[ -x "$OUT/python/usr/bin/python3" ] || build_rootfs python
+	rm -rf "$tmp"
+	mkdir -p "$tmp/k" "$tmp/b" "$tmp/root"
+	kver=$(apt-cache depends linux-image-cloud-amd64 | awk '/Depends: linux-image-[0-9]/ {print $2; exit}')
+	[ -n "$kver" ] || { echo "build.sh: cannot resolve linux-image-cloud-amd64" >&2; exit 1; }
+	echo "build.sh: microvm: kernel $kver" >&2
+	deb_extract "$kver" "$tmp/k"
+	deb_extract busybox-static "$tmp/b"
+	# vmlinuz is a bzImage with an lz4 (legacy frame) payload: cut it out
+	# at the frame's magic so that QEMU can boot the ELF directly (PVH).
+	local vmlinuz off
+	vmlinuz=$(ls "$tmp"/k/boot/vmlinuz-* | head -1)
+	off=$(LC_ALL=C grep -obUaP '\x02\x21\x4c\x18' "$vmlinuz" | head -1 | cut -d: -f1)
+	[ -n "$off" ] || { echo "build.sh: no lz4 payload in $vmlinuz" >&2; exit 1; }
+	tail -c +$((off + 1)) "$vmlinuz" | lz4 -dc 2>/dev/null >"$tmp/vmlinux" || true
+	head -c4 "$tmp/vmlinux" | grep -q ELF || { echo "build.sh: could not extract vmlinux" >&2; exit 1; }
+
+	local r="$tmp/root"
+	# Debian's merged /usr layout, so that library paths match the image's.
+	mkdir -p "$r"/{dev,proc,sys,tmp,run,work,etc,usr/bin,usr/lib/modules,usr/lib64}
+	ln -s usr/bin "$r/bin"
+	ln -s usr/lib "$r/lib"
+	ln -s usr/lib64 "$r/lib64"
+	ln -s usr/bin "$r/sbin"
+	install -m 0755 "$AGENT" "$r/init"
+	install -m 0755 "$tmp/b/bin/busybox" "$r/usr/bin/busybox"
+	ln -s busybox "$r/usr/bin/sh"
+	for m in virtio_ring virtio virtio_mmio virtio_console; do
+		find "$tmp"/k/lib/modules -name "$m.ko*" -exec cp {} "$r/lib/modules/" \;
+		[ -e "$r/lib/modules/$m.ko" ] || { echo "build.sh: module $m.ko missing" >&2; exit 1; }
+	done
+	py=$(readlink -f "$OUT/python/usr/bin/python3" | sed "s|^$OUT/python||")
+	copy_with_libs "$py" "$r"
+	ln -sf "$(basename "$py")" "$r/usr/bin/python3"
+	# The standard library without what no job needs (tests, GUI, installers).
+	(cd "$OUT/python" && find usr/lib/python3.11 \( -name test -o -name tests -o -name idlelib \
+		-o -name tkinter -o -name turtledemo -o -name ensurepip -o -name lib2to3 \
+		-o -name pydoc_data -o -name 'config-3.11-*' \) -prune -o -print0 |
+		cpio -0 -pdm --quiet "$r")
+	for m in "$r"/usr/lib/python3.11/lib-dynload/*.so; do
+		copy_with_libs "${m#"$r"}" "$r"
+	done
+	printf 'root:x:0:0::/:/bin/sh\njob:x:1000:1000:airlock job:/work:/bin/sh\n' >"$r/etc/passwd"
+	printf 'root:x:0:\njob:x:1000:\n' >"$r/etc/group"
+	find "$r" -exec touch -h -d @0 {} +
+	(cd "$r" && find . -print0 | LC_ALL=C sort -z | cpio -0 -o -H newc -R 0:0 --reproducible --quiet) |
+		lz4 -l -9 -q >"$tmp/initramfs.lz4"
+	mkdir -p "$tmp/out"
+	mv "$tmp/vmlinux" "$tmp/initramfs.lz4" "$tmp/out/"
+	echo "sha256:$(cat "$tmp/out/vmlinux" "$tmp/out/initramfs.lz4" | sha256sum | cut -d' ' -f1)" >"$tmp/out/.airlock-image"
+	echo "$kver" >"$tmp/out/kernel-package"
+	rm -rf "$dst.old"
+	[ -e "$dst" ] && mv "$dst" "$dst.old"
+	mv "$tmp/out" "$dst"
+	rm -rf "$dst.old" "$tmp"
+	echo "build.sh: microvm: $dst $(cat "$dst/.airlock-image") ($(du -sh "$dst/initramfs.lz4" | cut -f1) initramfs)" >&2
+}
+
+MIRROR=$(mirror)
+mkdir -p "$OUT"
+for name in "${NAMES[@]}"; do
+	if [ "$name" = microvm ]; then build_microvm; else build_rootfs "$name"; fi
 done

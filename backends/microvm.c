@@ -1,0 +1,788 @@
+/* microvm.c - the microVM backend: one VM per job, destroyed after, with a
+ * warm pool of pre-booted VMs per tier.
+ *
+ * Each VM is a VMM process (a driver of vmm.h; QEMU -M microvm here) booting
+ * the image's kernel and initramfs, whose /init is the guest agent
+ * (backends/microvm/agent.c). The VMM runs in its own cgroup
+ * (airlock/<worker>/vm-<n>: guest RAM plus the VMM's own overhead, pids,
+ * CPU), as an unprivileged uid of its own (uid_base + 256 + n), without
+ * capabilities, with no_new_privs, dying with the worker, and without any
+ * host file but the kernel and initramfs: no disk, no network device, no
+ * shared directory. The agent says ready over a virtio-serial channel (a
+ * socketpair, never a file), gets the job, runs it and sends the result;
+ * then the VM powers off. The host bounds every frame (vmchan.h), trusts
+ * the guest's result only about the job's own outcome (every field checked
+ * against the job's caps), and enforces the wall-clock limit by killing the
+ * VMM; a VM that stops without a result is a sandbox_error.
+ *
+ * Warm pool: for each tier whose policy says `pool: N`, N VMs of the tier's
+ * default shape boot ahead of jobs; a job of that tier that fits takes one
+ * (each VM still serves exactly one job) and the pool refills after the
+ * result; each heartbeat replaces pool VMs that died or idled longer than
+ * the tier's pool_max_idle_ms.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/kvm.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "cgroup.h"
+#include "jobfs.h"
+#include "jobspec.h"
+#include "vmchan.h"
+#include "vmm.h"
+
+#define MIB (1024ull * 1024ull)
+#define GUEST_OVERHEAD_MIB 128	  /* kernel, initramfs (unpacked), agent */
+#define VMM_OVERHEAD_TCG_MIB 320  /* QEMU itself plus the TCG code cache */
+#define VMM_OVERHEAD_KVM_MIB 96
+#define VMM_PIDS 64		  /* QEMU's threads */
+#define VM_UID_OFFSET 256	  /* VMM uids: uid_base + 256 + n, after the slots' */
+#define VM_UIDS 512
+#define JOB_SEND_TIMEOUT_MS 5000
+#define DEFAULT_IMAGE "/var/lib/airlock/images/microvm"
+
+struct vm {
+	struct al_vmm v;
+	struct al_cg cg;
+	bool cg_made;
+	int uid_idx;
+	struct al_chan_rd rd;
+	bool ready;		/* the agent said ready */
+	bool exited;		/* the VMM was reaped */
+	uint64_t born_ms, ready_ms;
+	uint64_t memory_mib;
+	unsigned vcpus;
+	char hash[80];		/* the image's content hash */
+	char image[PATH_MAX];
+};
+
+struct pool {
+	char tier[AL_ID_MAX + 1];
+	char image[PATH_MAX];
+	unsigned size, vcpus;
+	uint64_t memory_mib, max_idle_ms;
+	struct vm *vms[64];
+	unsigned n;
+};
+
+static struct {
+	const struct al_backend_conf *conf;
+	const struct al_vmm_driver *drv;
+	struct al_cg_sys cg;
+	char binary[PATH_MAX];
+	bool kvm;
+	gid_t kvm_gid;
+	uint64_t tsc_khz;
+	bool uid_used[VM_UIDS];
+	unsigned seq;
+	struct pool pools[8];
+	int npools;
+	bool ready;
+} G;
+
+struct mvm_sb {
+	struct vm *vm;
+	bool warm;	/* taken from the pool */
+	bool sent;	/* the job went in */
+};
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* ---- spawning a VMM (for drivers) ---- */
+
+int al_vmm_spawn(const struct al_vmm_cfg *cfg, char *const argv[], const int *keep, int nkeep,
+		 struct al_vmm *vm, struct al_err *err)
+{
+	static const char *const envp[] = { "PATH=/usr/bin:/bin", "LANG=C", NULL };
+	pid_t parent = getpid(), pid;
+	int nul = open("/dev/null", O_RDWR | O_CLOEXEC);
+	int con = cfg->console ? open(cfg->console, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600)
+			       : -1;
+
+	if (nul < 0)
+		return al_err_sys(err, "vmm: open /dev/null");
+	pid = fork();
+	if (pid < 0) {
+		close(nul);
+		if (con >= 0)
+			close(con);
+		return al_err_sys(err, "vmm: fork");
+	}
+	if (pid == 0) {
+		gid_t groups[1] = { cfg->kvm_gid };
+
+		if (al_cg_enter_self(cfg->cg))
+			_exit(120);
+		/* keep[i] -> 3+i, by way of fds above every target */
+		for (int i = 0; i < nkeep; i++)
+			if (dup2(keep[i], 64 + i) < 0)
+				_exit(121);
+		for (int i = 0; i < nkeep; i++)
+			if (dup2(64 + i, 3 + i) < 0)
+				_exit(121);
+		if (dup2(nul, 0) < 0 || dup2(con >= 0 ? con : nul, 1) < 0 ||
+		    dup2(con >= 0 ? con : nul, 2) < 0)
+			_exit(121);
+		syscall(SYS_close_range, 3 + nkeep, ~0u, 0);
+		if (setgroups(cfg->kvm ? 1 : 0, groups) || setresgid(cfg->gid, cfg->gid, cfg->gid) ||
+		    setresuid(cfg->uid, cfg->uid, cfg->uid))
+			_exit(122);
+		/* after the uid change, which clears it */
+		if (prctl(PR_SET_PDEATHSIG, SIGKILL) || getppid() != parent)
+			_exit(123);
+		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_DUMPABLE, 0, 0, 0, 0))
+			_exit(124);
+		execve(argv[0], argv, (char *const *)envp);
+		_exit(125);
+	}
+	close(nul);
+	if (con >= 0)
+		close(con);
+	vm->pid = pid;
+	vm->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (vm->pidfd < 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		return al_err_sys(err, "vmm: pidfd_open");
+	}
+	return AL_OK;
+}
+
+/* ---- one VM ---- */
+
+static bool vm_exited(struct vm *vm)
+{
+	struct pollfd p = { .fd = vm->v.pidfd, .events = POLLIN };
+
+	return vm->exited || poll(&p, 1, 0) > 0;
+}
+
+/* Stop the VMM (politely first when graceful: the driver's shutdown), reap
+ * it, remove its cgroup: nothing of the VM is left. */
+static void vm_free(struct vm *vm, bool graceful)
+{
+	if (!vm)
+		return;
+	if (vm->v.pidfd >= 0) {
+		siginfo_t si;
+
+		if (!vm_exited(vm) && !(graceful && G.drv->shutdown(&vm->v, 200) == 0))
+			syscall(SYS_pidfd_send_signal, vm->v.pidfd, SIGKILL, NULL, 0);
+		while (waitid(P_PIDFD, (id_t)vm->v.pidfd, &si, WEXITED) < 0 && errno == EINTR)
+			;
+		close(vm->v.pidfd);
+	}
+	if (vm->v.chan_fd >= 0)
+		close(vm->v.chan_fd);
+	if (vm->v.ctl_fd >= 0)
+		close(vm->v.ctl_fd);
+	if (vm->cg_made)
+		al_cg_destroy(&vm->cg, NULL);
+	if (vm->uid_idx >= 0)
+		G.uid_used[vm->uid_idx] = false;
+	al_chan_rd_free(&vm->rd);
+	free(vm);
+}
+
+/* The image directory: vmlinux, initramfs.lz4, .airlock-image. */
+static int image_check(const char *dir, struct al_err *err)
+{
+	char p[PATH_MAX + 32];
+
+	snprintf(p, sizeof(p), "%s/vmlinux", dir);
+	if (access(p, R_OK))
+		return al_err_set(err, AL_ESANDBOX,
+				  "microvm: image %s is not built (no vmlinux): run `make microvm-image`",
+				  dir);
+	snprintf(p, sizeof(p), "%s/initramfs.lz4", dir);
+	if (access(p, R_OK))
+		return al_err_set(err, AL_ESANDBOX,
+				  "microvm: image %s is not built (no initramfs.lz4): run `make microvm-image`",
+				  dir);
+	return AL_OK;
+}
+
+static struct vm *vm_launch(const char *image, uint64_t memory_mib, unsigned vcpus,
+			    struct al_err *err)
+{
+	struct vm *vm = calloc(1, sizeof(*vm));
+	struct al_vmm_cfg cfg = { 0 };
+	char kernel[PATH_MAX + 16], initrd[PATH_MAX + 16], name[32], p[PATH_MAX + 32];
+	struct al_cg_limits lim;
+	int rc;
+
+	if (!vm) {
+		al_err_set(err, AL_ESANDBOX, "microvm: out of memory");
+		return NULL;
+	}
+	vm->v.pid = -1;
+	vm->v.pidfd = vm->v.chan_fd = vm->v.ctl_fd = -1;
+	vm->uid_idx = -1;
+	vm->memory_mib = memory_mib;
+	vm->vcpus = vcpus;
+	snprintf(vm->image, sizeof(vm->image), "%s", image);
+	if (image_check(image, err))
+		goto fail;
+	snprintf(p, sizeof(p), "%s/.airlock-image", image);
+	if (!al_read_text(p, vm->hash, sizeof(vm->hash)))
+		snprintf(vm->hash, sizeof(vm->hash), "unhashed");
+	vm->hash[strcspn(vm->hash, "\n")] = '\0';
+	for (int i = 0; i < VM_UIDS; i++)
+		if (!G.uid_used[i]) {
+			vm->uid_idx = i;
+			G.uid_used[i] = true;
+			break;
+		}
+	if (vm->uid_idx < 0) {
+		al_err_set(err, AL_ESANDBOX, "microvm: more than %d VMs at once", VM_UIDS);
+		goto fail;
+	}
+	snprintf(name, sizeof(name), "vm-%u", G.seq++);
+	lim = (struct al_cg_limits){
+		.memory_bytes = (memory_mib + (G.kvm ? VMM_OVERHEAD_KVM_MIB : VMM_OVERHEAD_TCG_MIB)) * MIB,
+		.pids = VMM_PIDS,
+		.cpu_millis = (uint64_t)vcpus * 1000,
+	};
+	if ((rc = al_cg_create(&vm->cg, &G.cg, name, &lim, err)))
+		goto fail;
+	vm->cg_made = true;
+	snprintf(kernel, sizeof(kernel), "%s/vmlinux", image);
+	snprintf(initrd, sizeof(initrd), "%s/initramfs.lz4", image);
+	cfg = (struct al_vmm_cfg){
+		.binary = G.binary,
+		.kernel = kernel,
+		.initrd = initrd,
+		.memory_mib = memory_mib,
+		.vcpus = vcpus,
+		.kvm = G.kvm,
+		.tsc_khz = G.tsc_khz,
+		.console = G.conf->vm_console,
+		.cg = &vm->cg,
+		.uid = G.conf->uid_base + VM_UID_OFFSET + (uid_t)vm->uid_idx,
+		.gid = G.conf->uid_base + VM_UID_OFFSET + (gid_t)vm->uid_idx,
+		.kvm_gid = G.kvm_gid,
+	};
+	vm->born_ms = mono_ms();
+	if (G.drv->launch(&cfg, &vm->v, err))
+		goto fail;
+	fcntl(vm->v.chan_fd, F_SETFL, fcntl(vm->v.chan_fd, F_GETFL) | O_NONBLOCK);
+	return vm;
+fail:
+	vm_free(vm, false);
+	return NULL;
+}
+
+/* Read what the channel holds before the job: the ready frame. 1 when the
+ * agent is ready, 0 not yet, negative when the VM is of no use. */
+static int vm_poll_ready(struct vm *vm, struct al_err *err)
+{
+	int rc;
+
+	if (vm->ready)
+		return 1;
+	rc = al_chan_read(&vm->rd, vm->v.chan_fd, AL_CHAN_READY_MAX, err);
+	if (rc <= 0)
+		return rc;
+	if (vm->rd.body.data[0] != AL_CHAN_READY)
+		return al_err_set(err, AL_ESANDBOX, "microvm: the guest spoke before it was ready");
+	al_chan_rd_reset(&vm->rd);
+	vm->ready = true;
+	vm->ready_ms = mono_ms();
+	return 1;
+}
+
+/* ---- the pool ---- */
+
+static unsigned vcpus_for(uint64_t cpu_millis)
+{
+	unsigned v = (unsigned)((cpu_millis + 999) / 1000);
+
+	return v < 1 ? 1 : v > 16 ? 16 : v;
+}
+
+static uint64_t memory_mib_for(uint64_t memory_bytes)
+{
+	return (memory_bytes + MIB - 1) / MIB + GUEST_OVERHEAD_MIB;
+}
+
+static void pool_fill(struct pool *p)
+{
+	while (p->n < p->size) {
+		struct al_err err = { 0 };
+		struct vm *vm = vm_launch(p->image, p->memory_mib, p->vcpus, &err);
+
+		if (!vm) {
+			fprintf(stderr, "airlock-worker: microvm: pool %s: %s\n", p->tier, err.msg);
+			return;
+		}
+		p->vms[p->n++] = vm;
+	}
+}
+
+/* Take the pool VM that fits the job best (a ready one first); NULL if
+ * none does. */
+static struct vm *pool_take(const char *tier, const char *image, uint64_t memory_mib,
+			    unsigned vcpus)
+{
+	for (int i = 0; i < G.npools; i++) {
+		struct pool *p = &G.pools[i];
+		int best = -1;
+
+		if (strcmp(p->tier, tier) || strcmp(p->image, image) || p->vcpus != vcpus ||
+		    p->memory_mib < memory_mib)
+			continue;
+		for (unsigned k = 0; k < p->n; k++) {
+			struct al_err err = { 0 };
+
+			if (vm_poll_ready(p->vms[k], &err) > 0) {
+				best = (int)k;
+				break;
+			}
+			if (best < 0 && !vm_exited(p->vms[k]))
+				best = (int)k;
+		}
+		if (best >= 0) {
+			struct vm *vm = p->vms[best];
+
+			p->vms[best] = p->vms[--p->n];
+			return vm;
+		}
+	}
+	return NULL;
+}
+
+static void mvm_tick(const struct al_backend_conf *conf)
+{
+	uint64_t now = mono_ms();
+
+	(void)conf;
+	for (int i = 0; i < G.npools; i++) {
+		struct pool *p = &G.pools[i];
+
+		for (unsigned k = 0; k < p->n;) {
+			struct vm *vm = p->vms[k];
+			struct al_err err = { 0 };
+			bool stale = now - vm->born_ms > p->max_idle_ms;
+
+			if (vm_poll_ready(vm, &err) < 0 || vm_exited(vm) || stale) {
+				p->vms[k] = p->vms[--p->n];
+				vm_free(vm, stale);
+				continue;
+			}
+			k++;
+		}
+		pool_fill(p);
+	}
+}
+
+static int mvm_pool(const struct al_backend_conf *conf, const struct al_pool_spec *ps,
+		    struct al_err *err)
+{
+	struct pool *p;
+
+	(void)conf;
+	if (ps->size == 0)
+		return AL_OK;
+	if (G.npools == (int)(sizeof(G.pools) / sizeof(G.pools[0])))
+		return al_err_set(err, AL_ESANDBOX, "microvm: at most %zu pooled tiers",
+				  sizeof(G.pools) / sizeof(G.pools[0]));
+	if (ps->size > sizeof(p->vms) / sizeof(p->vms[0]))
+		return al_err_set(err, AL_EINVAL, "microvm: pool of %u is over %zu", ps->size,
+				  sizeof(p->vms) / sizeof(p->vms[0]));
+	p = &G.pools[G.npools];
+	memset(p, 0, sizeof(*p));
+	snprintf(p->tier, sizeof(p->tier), "%s", ps->tier);
+	snprintf(p->image, sizeof(p->image), "%s", ps->image ? ps->image : DEFAULT_IMAGE);
+	if (image_check(p->image, err))
+		return AL_ESANDBOX;
+	p->size = ps->size;
+	p->vcpus = vcpus_for(ps->cpu_millis);
+	p->memory_mib = memory_mib_for(ps->memory_bytes);
+	p->max_idle_ms = ps->max_idle_ms ? ps->max_idle_ms : 600000;
+	G.npools++;
+	pool_fill(p);
+	return AL_OK;
+}
+
+static void mvm_refill(const struct al_backend_conf *conf, unsigned slot)
+{
+	(void)conf;
+	(void)slot;
+	for (int i = 0; i < G.npools; i++)
+		pool_fill(&G.pools[i]);
+}
+
+/* ---- the backend ---- */
+
+/* The host's TSC rate in kHz, for guests under emulation. */
+static uint64_t host_tsc_khz(void)
+{
+	FILE *f = fopen("/proc/cpuinfo", "re");
+	char line[256];
+	double mhz = 0;
+
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "cpu MHz : %lf", &mhz) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return (uint64_t)(mhz * 1000);
+}
+
+/* KVM is usable when the CPU has virtualisation extensions and /dev/kvm
+ * makes a VM (a /dev/kvm node alone is not enough: nested hosts may have
+ * one that fails later). *gid gets the device's group. */
+static bool kvm_usable(gid_t *gid)
+{
+	FILE *f = fopen("/proc/cpuinfo", "re");
+	char line[4096];
+	bool ext = false;
+	struct stat st;
+	int fd, vm;
+
+	while (f && !ext && fgets(line, sizeof(line), f))
+		ext = !strncmp(line, "flags", 5) && (strstr(line, " vmx") || strstr(line, " svm"));
+	if (f)
+		fclose(f);
+	fd = ext ? open("/dev/kvm", O_RDWR | O_CLOEXEC) : -1;
+	if (fd < 0)
+		return false;
+	vm = ioctl(fd, KVM_GET_API_VERSION, 0) == KVM_API_VERSION ? ioctl(fd, KVM_CREATE_VM, 0) : -1;
+	if (vm >= 0)
+		close(vm);
+	if (fstat(fd, &st) == 0)
+		*gid = st.st_gid;
+	close(fd);
+	return vm >= 0;
+}
+
+static int mvm_init(const struct al_backend_conf *conf, struct al_err *err)
+{
+	const char *accel = conf->vm_accel;
+	const char *vmm = conf->vmm ? conf->vmm : "qemu";
+	int rc;
+
+	memset(&G, 0, sizeof(G));
+	G.conf = conf;
+	if (geteuid() != 0)
+		return al_err_set(err, AL_ESANDBOX, "microvm: needs root (cgroups, VMM users)");
+	if (strcmp(vmm, al_vmm_qemu.name))
+		return al_err_set(err, AL_ESANDBOX, "microvm: unknown VMM \"%s\" (this build has qemu)",
+				  vmm);
+	G.drv = &al_vmm_qemu;
+	if (!al_find_exec(conf->vmm_binary ? conf->vmm_binary : G.drv->binary, G.binary,
+			  sizeof(G.binary)))
+		return al_err_set(err, AL_ESANDBOX, "microvm: %s not found (install qemu-system-x86)",
+				  conf->vmm_binary ? conf->vmm_binary : G.drv->binary);
+	if ((rc = al_cg_detect(&G.cg, conf->worker_id, err)))
+		return al_err_wrap(err, "microvm");
+	/* KVM when /dev/kvm opens, unless told otherwise; TCG is slow but the
+	 * same boundary. */
+	if (!accel || !strcmp(accel, "kvm")) {
+		G.kvm = kvm_usable(&G.kvm_gid);
+		if (accel && !G.kvm)
+			return al_err_set(err, AL_ESANDBOX,
+					  "microvm: --vm-accel kvm: /dev/kvm cannot make a VM on this host");
+	} else if (strcmp(accel, "tcg")) {
+		return al_err_set(err, AL_ESANDBOX, "microvm: --vm-accel must be kvm or tcg, not \"%s\"",
+				  accel);
+	}
+	G.tsc_khz = G.kvm ? 0 : host_tsc_khz();
+	G.ready = true;
+	return AL_OK;
+}
+
+static int mvm_sweep(const struct al_backend_conf *conf, struct al_err *err)
+{
+	(void)conf;
+	/* A crashed run's VMMs died with it (parent-death signal); their
+	 * cgroups are the only trace, swept with every other cgroup of this
+	 * worker id. Nothing of a VM is ever on disk. */
+	return al_cg_sweep(&G.cg, err);
+}
+
+static int mvm_prepare(struct al_sandbox *sb, struct al_err *err)
+{
+	struct mvm_sb *m = sb->priv;
+	const struct al_run_spec *s = &sb->spec;
+	const char *image = s->image ? s->image : DEFAULT_IMAGE;
+	uint64_t mib = memory_mib_for(s->limits.memory_bytes);
+	unsigned vcpus = vcpus_for(s->cpu_millis);
+
+	if (!G.ready)
+		return al_err_set(err, AL_ESANDBOX, "microvm: backend not initialised");
+	if (s->network != AL_NET_NONE)
+		return al_err_set(err, AL_EINVAL,
+				  "network: the microvm backend gives jobs no network device (use \"none\")");
+	m->vm = pool_take(s->job->tier ? s->job->tier : "", image, mib, vcpus);
+	m->warm = m->vm != NULL;
+	if (!m->vm && !(m->vm = vm_launch(image, mib, vcpus, err)))
+		return AL_ESANDBOX;
+	return AL_OK;
+}
+
+/* The job frame: the job with its effective limits, then argv and
+ * environment built here (the policy's variables win). */
+static int send_job(struct al_sandbox *sb, struct al_err *err)
+{
+	struct mvm_sb *m = sb->priv;
+	struct al_job job = *sb->spec.job;
+	struct al_buf enc = { 0 }, av = { 0 };
+	uint32_t argc = 0, envc = 0;
+	uint8_t n[8];
+	int rc;
+
+	job.limits = sb->spec.limits;
+	al_buf_append(&enc, "\0\0\0\0", 4);
+	if ((rc = al_job_encode(&job, &enc, err)) ||
+	    al_argv_env(&sb->spec, "/proc/self/fd/3", &av, &argc, &envc)) {
+		rc = rc ? rc : al_err_set(err, AL_ESANDBOX, "microvm: out of memory");
+		goto out;
+	}
+	al_put_u32((uint8_t *)enc.data, (uint32_t)(enc.len - 4));
+	al_put_u32(n, argc);
+	al_put_u32(n + 4, envc);
+	if ((rc = al_buf_append(&enc, n, sizeof(n)) ? al_err_set(err, AL_ESANDBOX, "out of memory") : 0))
+		goto out;
+	rc = al_chan_write(m->vm->v.chan_fd, AL_CHAN_JOB, enc.data, enc.len, av.data, av.len,
+			   JOB_SEND_TIMEOUT_MS, err);
+	m->sent = rc == 0;
+out:
+	al_buf_free(&enc);
+	al_buf_free(&av);
+	return rc;
+}
+
+static int mvm_start(struct al_sandbox *sb, struct al_watch *w, struct al_err *err)
+{
+	struct mvm_sb *m = sb->priv;
+	int rc = vm_poll_ready(m->vm, err);
+
+	if (rc < 0)
+		return rc;
+	if (rc > 0 && (rc = send_job(sb, err)))
+		return rc;
+	w->fds[w->nfds++] = m->vm->v.chan_fd;
+	w->fds[w->nfds++] = m->vm->v.pidfd;
+	return AL_OK;
+}
+
+static int mvm_kill(struct al_sandbox *sb, struct al_err *err)
+{
+	struct mvm_sb *m = sb->priv;
+
+	(void)err;
+	if (m->vm && !m->vm->exited)
+		syscall(SYS_pidfd_send_signal, m->vm->v.pidfd, SIGKILL, NULL, 0);
+	return AL_OK;
+}
+
+/* The biggest result frame this job can honestly produce. */
+static size_t result_cap(const struct al_sandbox *sb)
+{
+	const struct al_limits *l = &sb->spec.limits;
+	uint64_t file = l->disk_bytes < AL_RESULT_FILE_MAX ? l->disk_bytes : AL_RESULT_FILE_MAX;
+	uint64_t cap = l->stdout_bytes + l->stderr_bytes + sb->spec.job->ncollect * (file + 512) +
+		       AL_CHAN_RESULT_SLACK;
+
+	return cap > AL_RESULT_MAX_BYTES ? AL_RESULT_MAX_BYTES : (size_t)cap;
+}
+
+static bool collected(const struct al_job *job, const char *path)
+{
+	for (size_t i = 0; i < job->ncollect; i++)
+		if (!strcmp(job->collect[i], path))
+			return true;
+	return false;
+}
+
+/* Take the guest's result into res, believing it only about the job's own
+ * outcome and only within the job's caps. */
+static int take_result(struct al_sandbox *sb, const char *p, size_t n, struct al_result *res,
+		       struct al_err *err)
+{
+	const struct al_limits *l = &sb->spec.limits;
+	struct al_result g = { 0 };
+	struct al_err e = { 0 };
+	int rc = AL_ESANDBOX;
+
+	if (al_result_decode(p, n, &g, &e))
+		return al_err_set(err, AL_ESANDBOX, "microvm: the guest sent an invalid result: %s", e.msg);
+	if (!g.id || strcmp(g.id, sb->spec.job->id)) {
+		al_err_set(err, AL_ESANDBOX, "microvm: the guest answered for another job");
+		goto out;
+	}
+	switch (g.status) {
+	case AL_ST_OK:
+	case AL_ST_NONZERO_EXIT:
+	case AL_ST_CPU_LIMIT:
+	case AL_ST_MEMORY_LIMIT:
+	case AL_ST_OUTPUT_LIMIT:
+		break;
+	case AL_ST_REJECTED:
+		rc = al_err_set(err, AL_EINVAL, "%s", g.error ? g.error : "refused by the guest");
+		goto out;
+	case AL_ST_SANDBOX_ERROR:
+		al_err_set(err, AL_ESANDBOX, "microvm guest: %s", g.error ? g.error : "agent failure");
+		goto out;
+	default:
+		al_err_set(err, AL_ESANDBOX, "microvm: the guest reported status %s",
+			   al_status_name(g.status));
+		goto out;
+	}
+	if (g.out.len > l->stdout_bytes || g.err.len > l->stderr_bytes || g.nfiles > sb->spec.job->ncollect) {
+		al_err_set(err, AL_ESANDBOX, "microvm: the guest's result is over the job's caps");
+		goto out;
+	}
+	for (size_t i = 0; i < g.nfiles; i++) {
+		if (!collected(sb->spec.job, g.files[i].path)) {
+			al_err_set(err, AL_ESANDBOX, "microvm: the guest returned a file not asked for");
+			goto out;
+		}
+		if (g.files[i].data.len > sb->conf->collect_max_bytes) {
+			g.files[i].data.len = sb->conf->collect_max_bytes;
+			g.files[i].truncated = true;
+		}
+	}
+	res->status = g.status;
+	res->has_exit_code = g.has_exit_code;
+	res->exit_code = g.exit_code;
+	res->signal = g.signal;
+	res->out = g.out;
+	res->out_truncated = g.out_truncated;
+	res->err = g.err;
+	res->err_truncated = g.err_truncated;
+	res->files = g.files;
+	res->nfiles = g.nfiles;
+	res->cpu_ms = g.cpu_ms;
+	res->peak_memory_bytes = g.peak_memory_bytes;
+	if (g.error)
+		al_result_set_error(res, "%s", g.error);
+	g.out = g.err = (struct al_bytes){ 0 };
+	g.files = NULL;
+	g.nfiles = 0;
+	rc = AL_OK;
+out:
+	al_result_free(&g);
+	return rc;
+}
+
+static void add_info(struct al_sandbox *sb, struct al_result *res)
+{
+	struct mvm_sb *m = sb->priv;
+	char v[32];
+
+	al_result_add_info(res, "image", m->vm->hash);
+	al_result_add_info(res, "vmm", G.drv->name);
+	al_result_add_info(res, "accel", G.kvm ? "kvm" : "tcg");
+	al_result_add_info(res, "boot", m->warm ? "warm" : "cold");
+	snprintf(v, sizeof(v), "%llu", (unsigned long long)(m->vm->ready_ms - m->vm->born_ms));
+	al_result_add_info(res, "boot_ms", v);
+}
+
+static int mvm_reap(struct al_sandbox *sb, struct al_result *res, struct al_err *err)
+{
+	struct mvm_sb *m = sb->priv;
+	struct vm *vm = m->vm;
+	int rc;
+
+	for (;;) {
+		if (!m->sent) {
+			rc = vm_poll_ready(vm, err);
+			if (rc > 0) {
+				if ((rc = send_job(sb, err)))
+					return rc;
+				continue;
+			}
+		} else {
+			rc = al_chan_read(&vm->rd, vm->v.chan_fd, result_cap(sb), err);
+			if (rc > 0) {
+				if (vm->rd.body.data[0] != AL_CHAN_RESULT)
+					return al_err_set(err, AL_ESANDBOX,
+							  "microvm: unexpected frame from the guest");
+				rc = take_result(sb, vm->rd.body.data + 1, vm->rd.body.len - 1, res, err);
+				if (rc == AL_OK)
+					add_info(sb, res);
+				return rc == AL_OK ? 1 : rc;
+			}
+		}
+		if (rc < 0)
+			break;
+		if (!vm_exited(vm))
+			return 0; /* more to come */
+		break;
+	}
+	/* The VM stopped (or its channel broke) without a result. */
+	if (vm_exited(vm)) {
+		siginfo_t si = { 0 };
+
+		waitid(P_PIDFD, (id_t)vm->v.pidfd, &si, WEXITED | WNOHANG);
+		vm->exited = si.si_pid != 0;
+		return al_err_set(err, AL_ESANDBOX,
+				  "microvm: the VM stopped before it sent a result (guest panic, agent failure or VMM crash; %s %d)",
+				  si.si_code == CLD_EXITED ? "VMM exit status" : "VMM killed by signal",
+				  si.si_status);
+	}
+	al_err_wrap(err, "microvm");
+	syscall(SYS_pidfd_send_signal, vm->v.pidfd, SIGKILL, NULL, 0);
+	return AL_ESANDBOX;
+}
+
+static void mvm_destroy(struct al_sandbox *sb)
+{
+	struct mvm_sb *m = sb->priv;
+
+	vm_free(m->vm, false);
+	m->vm = NULL;
+}
+
+static void mvm_fini(void)
+{
+	for (int i = 0; i < G.npools; i++) {
+		for (unsigned k = 0; k < G.pools[i].n; k++)
+			vm_free(G.pools[i].vms[k], true);
+		G.pools[i].n = 0;
+	}
+	G.npools = 0;
+	if (G.ready)
+		al_cg_release(&G.cg);
+	G.ready = false;
+}
+
+const struct al_backend_ops al_backend_microvm = {
+	.name = "microvm",
+	.caps = AL_CAP_NO_NETWORK | AL_CAP_MEMORY | AL_CAP_PIDS | AL_CAP_CPU | AL_CAP_FILES |
+		AL_CAP_OWN_KERNEL,
+	.priv_size = sizeof(struct mvm_sb),
+	.init = mvm_init,
+	.sweep = mvm_sweep,
+	.prepare = mvm_prepare,
+	.start = mvm_start,
+	.kill = mvm_kill,
+	.reap = mvm_reap,
+	.destroy = mvm_destroy,
+	.refill = mvm_refill,
+	.pool = mvm_pool,
+	.tick = mvm_tick,
+	.fini = mvm_fini,
+};

@@ -1,0 +1,399 @@
+/* agent.c - the microVM guest agent: PID 1 of every Airlock microVM.
+ *
+ * Built static (`make` -> build/airlock-agent) and packed as /init into the
+ * guest initramfs by deploy/images/build.sh. It mounts /dev, /proc, /sys,
+ * /tmp and the cgroup2 tree, loads the four virtio modules the job channel
+ * needs (nothing else), says ready on the channel, takes one job, runs it as
+ * uid 1000 in a cgroup with the job's memory, pids and CPU limits, rlimits,
+ * no capabilities, no_new_privs and the worker's system-call filter, with a
+ * tmpfs of the disk limit as /work; then sends the result (status, exit code
+ * or signal, capped stdout/stderr, collected files, CPU time, peak memory)
+ * and powers the VM off. The wall-clock limit is the host's: it kills the
+ * VMM. Any failure of the agent itself powers the VM off without a result,
+ * which the host reports as sandbox_error.
+ *
+ * It reuses the worker's own code for the job's files (jobfs), cgroup,
+ * argv/environment (built by the host), verdicts and system-call filter,
+ * so that a job means the same inside a VM as on the process backend.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/reboot.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../../proto/job.h"
+#include "../../proto/result.h"
+#include "../cgroup.h"
+#include "../jobfs.h"
+#include "../jobspec.h"
+#include "../seccomp.h"
+#include "../verdict.h"
+#include "../vmchan.h"
+
+#define AGENT_VERSION "1"
+#define JOB_UID 1000
+#define PORT_WAIT_MS 10000
+#define JOB_FRAME_MAX (AL_JOB_MAX_BYTES + (4u << 20)) /* job + argv + environment */
+
+static const char *const modules[] = { "virtio_ring", "virtio", "virtio_mmio", "virtio_console" };
+
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void say(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	fputs("airlock-agent: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+}
+
+/* Power off: QEMU runs with -no-reboot, so a reboot ends the VMM. */
+static void __attribute__((noreturn)) power_off(void)
+{
+	sync();
+	reboot(RB_AUTOBOOT);
+	reboot(RB_POWER_OFF);
+	for (;;)
+		pause();
+}
+
+static void __attribute__((noreturn)) fatal(const char *what)
+{
+	say("%s: %s; powering off", what, strerror(errno));
+	power_off();
+}
+
+static void mounts(void)
+{
+	static const struct {
+		const char *src, *dst, *type, *opts;
+		unsigned long flags;
+	} m[] = {
+		{ "dev", "/dev", "devtmpfs", "mode=0755", MS_NOSUID | MS_NOEXEC },
+		{ "proc", "/proc", "proc", "hidepid=2", MS_NOSUID | MS_NODEV | MS_NOEXEC },
+		{ "sys", "/sys", "sysfs", NULL, MS_NOSUID | MS_NODEV | MS_NOEXEC },
+		{ "tmp", "/tmp", "tmpfs", "mode=1777,size=16m", MS_NOSUID | MS_NODEV },
+		{ "run", "/run", "tmpfs", "mode=0755,size=4m", MS_NOSUID | MS_NODEV },
+	};
+
+	for (size_t i = 0; i < sizeof(m) / sizeof(m[0]); i++)
+		if (mount(m[i].src, m[i].dst, m[i].type, m[i].flags, m[i].opts) && errno != EBUSY)
+			fatal(m[i].dst);
+	if (mount("cgroup2", "/sys/fs/cgroup", "cgroup2", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL))
+		fatal("mount cgroup2");
+	if (mount("sys", "/sys", NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+		  NULL))
+		fatal("remount /sys read-only");
+}
+
+static void load_modules(void)
+{
+	for (size_t i = 0; i < sizeof(modules) / sizeof(modules[0]); i++) {
+		char path[128];
+		int fd;
+
+		snprintf(path, sizeof(path), "/lib/modules/%s.ko", modules[i]);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			fatal(path);
+		if (syscall(SYS_finit_module, fd, "", 0) && errno != EEXIST)
+			fatal(path);
+		close(fd);
+	}
+}
+
+/* The channel's device: the virtio port named AL_CHAN_PORT (no udev here,
+ * so look its name up in sysfs). Waits for the driver to probe it. */
+static int open_port(void)
+{
+	for (int waited = 0; waited < PORT_WAIT_MS; waited += 5) {
+		DIR *d = opendir("/sys/class/virtio-ports");
+		struct dirent *e;
+
+		while (d && (e = readdir(d))) {
+			char path[300], name[64] = "";
+			int fd;
+			ssize_t n;
+
+			if (e->d_name[0] == '.')
+				continue;
+			snprintf(path, sizeof(path), "/sys/class/virtio-ports/%s/name", e->d_name);
+			fd = open(path, O_RDONLY | O_CLOEXEC);
+			n = fd >= 0 ? read(fd, name, sizeof(name) - 1) : -1;
+			if (fd >= 0)
+				close(fd);
+			name[n > 0 ? n : 0] = '\0';
+			if (strncmp(name, AL_CHAN_PORT, strlen(AL_CHAN_PORT)) == 0) {
+				snprintf(path, sizeof(path), "/dev/%s", e->d_name);
+				closedir(d);
+				fd = open(path, O_RDWR | O_CLOEXEC);
+				if (fd < 0)
+					fatal(path);
+				return fd;
+			}
+		}
+		if (d)
+			closedir(d);
+		usleep(5000);
+	}
+	errno = ENODEV;
+	fatal("no virtio port " AL_CHAN_PORT);
+}
+
+/* The job frame's payload: the job, then argv and environment. */
+struct job_in {
+	struct al_job job;
+	char **argv, **envp;
+};
+
+static int parse_job(const uint8_t *p, size_t n, struct job_in *in, struct al_err *err)
+{
+	uint32_t jl, argc, envc;
+	size_t off;
+	char **v;
+
+	if (n < 4 || (jl = al_get_u32(p)) > n - 4 || n - 4 - jl < 8)
+		return al_err_set(err, AL_ESANDBOX, "agent: job frame too short");
+	if (al_job_decode(p + 4, jl, &in->job, err))
+		return AL_ESANDBOX;
+	off = 4 + jl;
+	argc = al_get_u32(p + off);
+	envc = al_get_u32(p + off + 4);
+	off += 8;
+	if (argc == 0 || argc > AL_ARGV_MAX + 8 || envc > 4 * AL_ENV_MAX + 16)
+		return al_err_set(err, AL_ESANDBOX, "agent: bad argv/environment counts");
+	v = calloc(argc + envc + 2, sizeof(*v));
+	if (!v)
+		return al_err_set(err, AL_ESANDBOX, "agent: out of memory");
+	for (uint32_t i = 0; i < argc + envc; i++) {
+		const char *s = (const char *)p + off;
+		const char *end = off < n ? memchr(s, '\0', n - off) : NULL;
+
+		if (!end) {
+			free(v);
+			return al_err_set(err, AL_ESANDBOX, "agent: argv/environment not NUL-ended");
+		}
+		v[i < argc ? i : i + 1] = (char *)s;
+		off += (size_t)(end - s) + 1;
+	}
+	in->argv = v;
+	in->envp = v + argc + 1;
+	return AL_OK;
+}
+
+static int memfd_with(const char *name, const void *data, size_t len)
+{
+	int fd = memfd_create(name, MFD_CLOEXEC);
+	const char *c = data;
+
+	if (fd < 0)
+		return -1;
+	while (len > 0) {
+		ssize_t w = write(fd, c, len);
+
+		if (w <= 0) {
+			close(fd);
+			return -1;
+		}
+		c += w;
+		len -= (size_t)w;
+	}
+	lseek(fd, 0, SEEK_SET);
+	return fd;
+}
+
+static void set_rlimit(int res, rlim_t v)
+{
+	struct rlimit rl = { v, res == RLIMIT_CPU ? v + 1 : v };
+
+	if (setrlimit(res, &rl))
+		_exit(126);
+}
+
+/* The child: from PID-1 root to the job. Only async-signal-safe calls. */
+static void __attribute__((noreturn)) exec_job(const struct job_in *in, const struct al_cg *cg,
+					       const struct al_seccomp *sc, const char *work,
+					       const int fds[4])
+{
+	const struct al_limits *l = &in->job.limits;
+	uint64_t fsize = (l->stdout_bytes > l->stderr_bytes ? l->stdout_bytes : l->stderr_bytes) + 1;
+	const char *prog = in->argv[0];
+
+	if (al_cg_enter_self(cg))
+		_exit(126);
+	for (int i = 0; i < 4; i++)
+		if (fds[i] >= 0 && dup2(fds[i], 10 + i) < 0)
+			_exit(126);
+	for (int i = 0; i < 4; i++)
+		if (fds[i] >= 0 && dup2(10 + i, i) < 0)
+			_exit(126);
+	if (fds[3] < 0)
+		close(3);
+	syscall(SYS_close_range, 4, ~0u, 0);
+	if (setsid() < 0 || chdir(work))
+		_exit(126);
+	for (int cap = 0; cap <= 63; cap++)
+		prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
+	if (setgroups(0, NULL) || setresgid(JOB_UID, JOB_UID, JOB_UID) ||
+	    setresuid(JOB_UID, JOB_UID, JOB_UID))
+		_exit(126);
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
+		_exit(126);
+	set_rlimit(RLIMIT_CPU, (rlim_t)((l->cpu_ms + 999) / 1000));
+	set_rlimit(RLIMIT_FSIZE, (rlim_t)fsize);
+	set_rlimit(RLIMIT_CORE, 0);
+	set_rlimit(RLIMIT_MEMLOCK, 0);
+	set_rlimit(RLIMIT_NOFILE, 1024);
+	if (al_seccomp_apply(sc))
+		_exit(126);
+	if (strchr(prog, '/')) {
+		execve(prog, in->argv, in->envp);
+	} else {
+		static const char *const dirs[] = { "/usr/local/bin/", "/usr/bin/", "/bin/" };
+		char path[512];
+
+		for (size_t i = 0; i < 3; i++) {
+			if (strlen(dirs[i]) + strlen(prog) < sizeof(path)) {
+				strcpy(path, dirs[i]);
+				strcat(path, prog);
+				execve(path, in->argv, in->envp);
+			}
+		}
+	}
+	dprintf(2, "airlock: cannot execute %s: %s\n", prog, strerror(errno));
+	_exit(127);
+}
+
+/* Run the job; fill res. A returned error is the sandbox's, not the job's. */
+static int run(struct job_in *in, struct al_result *res, struct al_err *err)
+{
+	const struct al_limits *l = &in->job.limits;
+	struct al_cg_limits cgl = { l->memory_bytes, l->pids, 0 };
+	struct al_cg_sys sys;
+	struct al_cg cg;
+	struct al_jobfs fs;
+	struct al_cg_stats st = { 0 };
+	struct al_seccomp sc;
+	int fds[4] = { -1, -1, -1, -1 }, ws = 0, rc;
+	bool disk_full = false;
+	pid_t pid;
+
+	if ((rc = al_seccomp_build(&sc, err)))
+		return rc;
+	if ((rc = al_cg_detect(&sys, "guest", err)) || (rc = al_cg_create(&cg, &sys, "job", &cgl, err)))
+		return rc;
+	rc = al_jobfs_create(&fs, "/run/airlock", "job", &in->job, l->disk_bytes, JOB_UID, JOB_UID,
+			     false, err);
+	if (rc) {
+		al_cg_destroy(&cg, NULL);
+		return rc;
+	}
+	fds[0] = memfd_with("stdin", in->job.stdin_data.data, in->job.stdin_data.len);
+	fds[1] = fs.out_fd;
+	fds[2] = fs.err_fd;
+	if (in->job.code.len)
+		fds[3] = memfd_with("code", in->job.code.data, in->job.code.len);
+	if (fds[0] < 0 || (in->job.code.len && fds[3] < 0)) {
+		rc = al_err_sys(err, "agent: memfd");
+		goto out;
+	}
+	pid = fork();
+	if (pid < 0) {
+		rc = al_err_sys(err, "agent: fork");
+		goto out;
+	}
+	if (pid == 0)
+		exec_job(in, &cg, &sc, fs.work, fds);
+	/* PID 1 also reaps the orphans the job leaves; wait for the job. */
+	for (;;) {
+		int s;
+		pid_t w = wait(&s);
+
+		if (w == pid) {
+			ws = s;
+			break;
+		}
+		if (w < 0 && errno != EINTR) {
+			rc = al_err_sys(err, "agent: wait");
+			goto out;
+		}
+	}
+	al_cg_stats(&cg, &st);
+	al_cg_destroy(&cg, NULL); /* the job's leftovers (daemons) die with it */
+	if ((rc = al_jobfs_collect(&fs, &in->job, l, l->disk_bytes, res, &disk_full, err)))
+		goto out;
+	if (WIFEXITED(ws) && WEXITSTATUS(ws) == 126 && res->err.len == 0)
+		rc = al_err_set(err, AL_ESANDBOX, "agent: could not set up the job's process");
+	else
+		al_verdict(res, ws, &st, l, disk_full);
+out:
+	for (int i = 0; i < 4; i++)
+		if (i != 1 && i != 2 && fds[i] >= 0)
+			close(fds[i]);
+	al_cg_destroy(&cg, NULL);
+	al_jobfs_destroy(&fs);
+	al_seccomp_free(&sc);
+	return rc;
+}
+
+int main(void)
+{
+	struct al_chan_rd rd = { 0 };
+	struct al_err err = { 0 };
+	struct al_result res = { 0 };
+	struct job_in in = { 0 };
+	struct al_buf out = { 0 };
+	int port, rc;
+
+	if (getpid() != 1) {
+		fprintf(stderr, "airlock-agent: runs only as PID 1 of an Airlock microVM\n");
+		return 2;
+	}
+	setsid();
+	mounts();
+	load_modules();
+	port = open_port();
+	if (al_chan_write(port, AL_CHAN_READY, "agent " AGENT_VERSION, strlen("agent " AGENT_VERSION),
+			  NULL, 0, -1, &err))
+		fatal("send ready");
+	do
+		rc = al_chan_read(&rd, port, JOB_FRAME_MAX, &err);
+	while (rc == 0);
+	if (rc < 0 || rd.body.data[0] != AL_CHAN_JOB) {
+		say("no job: %s", rc < 0 ? err.msg : "unexpected frame");
+		power_off();
+	}
+	res.version = AL_PROTO_VERSION;
+	if ((rc = parse_job((const uint8_t *)rd.body.data + 1, rd.body.len - 1, &in, &err)) == 0)
+		rc = run(&in, &res, &err);
+	if (rc) {
+		res.status = rc == AL_EINVAL ? AL_ST_REJECTED : AL_ST_SANDBOX_ERROR;
+		al_result_set_error(&res, "%s", err.msg);
+	}
+	res.id = strdup(in.job.id ? in.job.id : "unknown");
+	if (!res.id || al_result_encode(&res, &out, &err)) {
+		say("cannot encode the result: %s", err.msg);
+		power_off();
+	}
+	if (al_chan_write(port, AL_CHAN_RESULT, out.data, out.len, NULL, 0, -1, &err))
+		say("send result: %s", err.msg);
+	power_off();
+}

@@ -1,0 +1,122 @@
+/* vmchan.c - framed messages on the microVM's channel (see vmchan.h). */
+#include "vmchan.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+void al_chan_rd_reset(struct al_chan_rd *r)
+{
+	r->hdr_have = 0;
+	r->len = 0;
+	r->body.len = 0;
+}
+
+void al_chan_rd_free(struct al_chan_rd *r)
+{
+	al_buf_free(&r->body);
+	memset(r, 0, sizeof(*r));
+}
+
+int al_chan_read(struct al_chan_rd *r, int fd, size_t max, struct al_err *err)
+{
+	for (;;) {
+		ssize_t n;
+
+		if (r->hdr_have < sizeof(r->hdr)) {
+			n = read(fd, r->hdr + r->hdr_have, sizeof(r->hdr) - r->hdr_have);
+		} else {
+			size_t want = r->len - r->body.len;
+			char chunk[65536];
+
+			if (want == 0)
+				return 1;
+			n = read(fd, chunk, want < sizeof(chunk) ? want : sizeof(chunk));
+			if (n > 0 && al_buf_append(&r->body, chunk, (size_t)n))
+				return al_err_set(err, AL_ESANDBOX, "channel: out of memory");
+			if (n > 0 && r->body.len == r->len)
+				return 1;
+			if (n > 0)
+				continue;
+		}
+		if (n < 0 && (errno == EINTR))
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return 0;
+		if (n < 0)
+			return al_err_sys(err, "channel: read");
+		if (n == 0)
+			return al_err_set(err, AL_ESANDBOX, "channel: closed by the peer%s",
+					  r->hdr_have || r->body.len ? " in the middle of a frame" : "");
+		if (r->hdr_have < sizeof(r->hdr)) {
+			r->hdr_have += (size_t)n;
+			if (r->hdr_have < sizeof(r->hdr))
+				continue;
+			r->len = al_get_u32(r->hdr);
+			if (r->len == 0)
+				return al_err_set(err, AL_ESANDBOX, "channel: empty frame");
+			if (r->len > max)
+				return al_err_set(err, AL_ESANDBOX,
+						  "channel: frame of %u bytes is over the cap of %zu",
+						  r->len, max);
+		}
+	}
+}
+
+static int write_all(int fd, const void *p, size_t n, uint64_t deadline, struct al_err *err)
+{
+	const char *c = p;
+
+	while (n > 0) {
+		ssize_t w = write(fd, c, n);
+
+		if (w > 0) {
+			c += w;
+			n -= (size_t)w;
+			continue;
+		}
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+			uint64_t now = mono_ms();
+			int left = deadline == UINT64_MAX ? -1 : now >= deadline ? 0
+										 : (int)(deadline - now);
+
+			if (left == 0 || poll(&pfd, 1, left) == 0)
+				return al_err_set(err, AL_ESANDBOX,
+						  "channel: the peer does not read (write timed out)");
+			continue;
+		}
+		return al_err_sys(err, "channel: write");
+	}
+	return AL_OK;
+}
+
+int al_chan_write(int fd, char type, const void *p1, size_t n1, const void *p2, size_t n2,
+		  int timeout_ms, struct al_err *err)
+{
+	uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : mono_ms() + (uint64_t)timeout_ms;
+	uint8_t hdr[5];
+	int rc;
+
+	if (1 + n1 + n2 > UINT32_MAX)
+		return al_err_set(err, AL_ESANDBOX, "channel: frame too large");
+	al_put_u32(hdr, (uint32_t)(1 + n1 + n2));
+	hdr[4] = (uint8_t)type;
+	if ((rc = write_all(fd, hdr, sizeof(hdr), deadline, err)) ||
+	    (n1 && (rc = write_all(fd, p1, n1, deadline, err))) ||
+	    (n2 && (rc = write_all(fd, p2, n2, deadline, err))))
+		return rc;
+	return AL_OK;
+}

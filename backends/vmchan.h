@@ -1,0 +1,66 @@
+/* vmchan.h - the microVM's job channel: framed messages between the worker
+ * and the guest agent over a virtio-serial port (separate from the console).
+ *
+ * A frame is a 4-byte big-endian length, then that many bytes: one type
+ * byte and the payload. Both ends bound the length before reading a byte of
+ * the payload, so a peer that sends garbage or too much gets an error, never
+ * an allocation of its choosing or a reader stuck on it.
+ *
+ *   guest -> host  'R' ready: the agent is up; payload "agent <version>"
+ *   host -> guest  'J' job: u32 job length, the job (msgpack, effective
+ *                  limits), u32 argc, u32 envc, then argc+envc NUL-ended
+ *                  strings (argv and environment, built by the worker)
+ *   guest -> host  'S' result: an encoded al_result (msgpack)
+ */
+#ifndef AL_VMCHAN_H
+#define AL_VMCHAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../proto/buf.h"
+#include "../proto/err.h"
+
+#define AL_CHAN_READY 'R'
+#define AL_CHAN_JOB 'J'
+#define AL_CHAN_RESULT 'S'
+#define AL_CHAN_PORT "airlock.0"     /* the virtserialport's name */
+#define AL_CHAN_READY_MAX 256	     /* the ready frame's payload */
+#define AL_CHAN_RESULT_SLACK (64u << 10) /* a result's bytes beyond its streams and files */
+
+/* An incremental frame reader: feed it a readable fd until it says done. */
+struct al_chan_rd {
+	uint8_t hdr[4];
+	size_t hdr_have;
+	uint32_t len;	  /* type byte + payload */
+	struct al_buf body; /* type byte then payload */
+};
+
+/* Read what fd has. Returns 1 when a whole frame is in r->body (type at
+ * body.data[0]), 0 when more is needed (EAGAIN on a non-blocking fd),
+ * AL_ESANDBOX on end of file, a read error or a frame over max bytes. */
+int al_chan_read(struct al_chan_rd *r, int fd, size_t max, struct al_err *err);
+/* Forget the frame read so far (keeps the buffer). */
+void al_chan_rd_reset(struct al_chan_rd *r);
+void al_chan_rd_free(struct al_chan_rd *r);
+
+/* Write one frame; on a non-blocking fd waits (poll) at most timeout_ms
+ * (-1: forever) in all. Returns 0 or AL_ESANDBOX. */
+int al_chan_write(int fd, char type, const void *p1, size_t n1, const void *p2, size_t n2,
+		  int timeout_ms, struct al_err *err);
+
+/* Big-endian u32 helpers for payloads. */
+static inline void al_put_u32(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)(v >> 24);
+	p[1] = (uint8_t)(v >> 16);
+	p[2] = (uint8_t)(v >> 8);
+	p[3] = (uint8_t)v;
+}
+
+static inline uint32_t al_get_u32(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+#endif

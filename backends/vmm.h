@@ -1,0 +1,62 @@
+/* vmm.h - the microVM backend's VMM drivers. The backend (microvm.c) owns
+ * the VM's life: its cgroup, its unprivileged uid, the job channel's
+ * protocol, the pool; a driver only knows how to start its VMM with a
+ * kernel, an initramfs, memory, vCPUs and one channel to the guest agent,
+ * how to ask it to stop, and what it is called. QEMU is driven through its
+ * command line and QMP; a Firecracker driver (REST on a unix socket, via
+ * libcurl, channel over vsock) fits the same three calls. */
+#ifndef AL_VMM_H
+#define AL_VMM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "../proto/err.h"
+#include "cgroup.h"
+
+/* Everything a launch needs; the backend fills it. */
+struct al_vmm_cfg {
+	const char *binary;	 /* the VMM executable */
+	const char *kernel;	 /* uncompressed kernel (ELF) */
+	const char *initrd;	 /* initramfs */
+	uint64_t memory_mib;	 /* guest RAM */
+	unsigned vcpus;
+	bool kvm;		 /* hardware virtualisation, else emulation (TCG) */
+	uint64_t tsc_khz;	 /* emulation: the host's TSC rate, for the guest kernel */
+	const char *console;	 /* append the guest console here, or NULL = discard */
+	const struct al_cg *cg;	 /* the VMM runs in this cgroup... */
+	uid_t uid;		 /* ...as this user and group, without capabilities */
+	gid_t gid;
+	gid_t kvm_gid;		 /* supplementary group for /dev/kvm (kvm only) */
+};
+
+/* A running VMM. */
+struct al_vmm {
+	pid_t pid;
+	int pidfd;	/* readable when the VMM exited */
+	int chan_fd;	/* host end of the guest agent's channel (non-blocking) */
+	int ctl_fd;	/* the VMM's control socket (QMP, API), or -1 */
+};
+
+struct al_vmm_driver {
+	const char *name;	/* "qemu" */
+	const char *binary;	/* default executable name, looked up on PATH */
+	/* Start the VMM (detached: returns once it runs). On failure nothing
+	 * is left. */
+	int (*launch)(const struct al_vmm_cfg *cfg, struct al_vmm *vm, struct al_err *err);
+	/* Ask the VMM to stop the VM and exit; 0 when it acknowledged. The
+	 * caller kills it if it has not exited soon after. */
+	int (*shutdown)(struct al_vmm *vm, int timeout_ms);
+};
+
+extern const struct al_vmm_driver al_vmm_qemu;
+
+/* For drivers: fork and exec argv as cfg says (cgroup, uid, no
+ * capabilities, no_new_privs, dies with the worker), with the parent's
+ * fds keep[i] moved to 3+i and every other one closed, stdin and stdout on
+ * /dev/null and stderr on the console file or /dev/null. */
+int al_vmm_spawn(const struct al_vmm_cfg *cfg, char *const argv[], const int *keep, int nkeep,
+		 struct al_vmm *vm, struct al_err *err);
+
+#endif

@@ -1,0 +1,120 @@
+/* vmm_qemu.c - the QEMU driver of the microVM backend (see vmm.h):
+ * `qemu-system-x86_64 -M microvm` with no default devices, the kernel and
+ * initramfs given on the command line, one virtio-serial port for the job
+ * channel and QMP for control, both on socketpairs (no socket files), and
+ * QEMU's own seccomp sandbox on. KVM when asked, TCG otherwise. */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "vmm.h"
+
+static int qemu_launch(const struct al_vmm_cfg *cfg, struct al_vmm *vm, struct al_err *err)
+{
+	char mem[32], smp[32], cmdline[512], accel[64];
+	int chan[2] = { -1, -1 }, ctl[2] = { -1, -1 }, rc;
+	const char *argv[64];
+	int n = 0;
+
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, chan) ||
+	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl)) {
+		rc = al_err_sys(err, "qemu: socketpair");
+		goto fail;
+	}
+	snprintf(mem, sizeof(mem), "%llu", (unsigned long long)cfg->memory_mib);
+	snprintf(smp, sizeof(smp), "%u", cfg->vcpus);
+	snprintf(accel, sizeof(accel), "%s", cfg->kvm ? "kvm" : "tcg,tb-size=64");
+	/* panic=-1 and reboot=t with -no-reboot: a guest panic or the agent's
+	 * power-off ends QEMU at once. Under TCG the TSC cannot be calibrated
+	 * reliably without a PIT/HPET: give the kernel its rate. */
+	snprintf(cmdline, sizeof(cmdline),
+		 "console=ttyS0 %s panic=-1 reboot=t rdinit=/init cryptomgr.notests%s",
+		 cfg->console ? "loglevel=4" : "quiet", cfg->kvm ? "" : " tsc=reliable");
+	if (!cfg->kvm && cfg->tsc_khz) {
+		size_t l = strlen(cmdline);
+
+		snprintf(cmdline + l, sizeof(cmdline) - l, " tsc_early_khz=%llu",
+			 (unsigned long long)cfg->tsc_khz);
+	}
+	argv[n++] = cfg->binary;
+	argv[n++] = "-M";
+	argv[n++] = "microvm,pit=off,pic=off";
+	argv[n++] = "-accel";
+	argv[n++] = accel;
+	argv[n++] = "-cpu";
+	argv[n++] = cfg->kvm ? "host" : "qemu64,+rdrand";
+	argv[n++] = "-m";
+	argv[n++] = mem;
+	argv[n++] = "-smp";
+	argv[n++] = smp;
+	argv[n++] = "-nodefaults";
+	argv[n++] = "-no-user-config";
+	argv[n++] = "-display";
+	argv[n++] = "none";
+	argv[n++] = "-no-reboot";
+	argv[n++] = "-serial";
+	argv[n++] = cfg->console ? "stdio" : "null";
+	argv[n++] = "-kernel";
+	argv[n++] = cfg->kernel;
+	argv[n++] = "-initrd";
+	argv[n++] = cfg->initrd;
+	argv[n++] = "-append";
+	argv[n++] = cmdline;
+	/* The job channel: fd 3 in QEMU. */
+	argv[n++] = "-chardev";
+	argv[n++] = "socket,id=job,fd=3";
+	argv[n++] = "-device";
+	argv[n++] = "virtio-serial-device,max_ports=2";
+	argv[n++] = "-device";
+	argv[n++] = "virtserialport,chardev=job,name=airlock.0";
+	/* QMP: fd 4. */
+	argv[n++] = "-chardev";
+	argv[n++] = "socket,id=qmp,fd=4";
+	argv[n++] = "-mon";
+	argv[n++] = "chardev=qmp,mode=control";
+	argv[n++] = "-sandbox";
+	argv[n++] = "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny";
+	argv[n] = NULL;
+	{
+		int keep[2] = { chan[1], ctl[1] };
+
+		if ((rc = al_vmm_spawn(cfg, (char *const *)argv, keep, 2, vm, err)))
+			goto fail;
+	}
+	close(chan[1]);
+	close(ctl[1]);
+	vm->chan_fd = chan[0];
+	vm->ctl_fd = ctl[0];
+	return AL_OK;
+fail:
+	for (int i = 0; i < 2; i++) {
+		if (chan[i] >= 0)
+			close(chan[i]);
+		if (ctl[i] >= 0)
+			close(ctl[i]);
+	}
+	return rc;
+}
+
+/* QMP: leave negotiation mode, then quit; wait for the process to go. */
+static int qemu_shutdown(struct al_vmm *vm, int timeout_ms)
+{
+	static const char cmds[] = "{\"execute\":\"qmp_capabilities\"}\n{\"execute\":\"quit\"}\n";
+	struct pollfd p = { .fd = vm->pidfd, .events = POLLIN };
+
+	if (vm->ctl_fd < 0 || write(vm->ctl_fd, cmds, sizeof(cmds) - 1) != (ssize_t)sizeof(cmds) - 1)
+		return -1;
+	while (poll(&p, 1, timeout_ms) < 0 && errno == EINTR)
+		;
+	return p.revents ? 0 : -1;
+}
+
+const struct al_vmm_driver al_vmm_qemu = {
+	.name = "qemu",
+	.binary = "qemu-system-x86_64",
+	.launch = qemu_launch,
+	.shutdown = qemu_shutdown,
+};

@@ -80,6 +80,10 @@ struct al_run_spec {
 struct al_watch {
 	int fds[AL_WATCH_MAX];
 	int nfds;
+	/* Time the sandbox may need before the job itself starts (a VM's
+	 * boot), added to the worker's wall-clock timer. A backend that sets
+	 * it enforces the job's own wall-clock limit itself. */
+	uint64_t setup_ms;
 };
 
 /* One job's sandbox. The worker allocates it with ops->priv_size bytes of

@@ -34,6 +34,7 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/timerfd.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -53,6 +54,8 @@
 #define VM_UID_OFFSET 256	  /* VMM uids: uid_base + 256 + n, after the slots' */
 #define VM_UIDS 512
 #define JOB_SEND_TIMEOUT_MS 5000
+#define BOOT_MAX_TCG_MS 20000	  /* a guest not ready by then is broken */
+#define BOOT_MAX_KVM_MS 5000
 #define DEFAULT_IMAGE "/var/lib/airlock/images/microvm"
 
 struct vm {
@@ -98,6 +101,7 @@ struct mvm_sb {
 	struct vm *vm;
 	bool warm;	/* taken from the pool */
 	bool sent;	/* the job went in */
+	int timer_fd;	/* the boot deadline, then the job's wall-clock limit */
 };
 
 static uint64_t mono_ms(void)
@@ -529,6 +533,7 @@ static int mvm_prepare(struct al_sandbox *sb, struct al_err *err)
 	uint64_t mib = memory_mib_for(s->limits.memory_bytes);
 	unsigned vcpus = vcpus_for(s->cpu_millis);
 
+	m->timer_fd = -1;
 	if (!G.ready)
 		return al_err_set(err, AL_ESANDBOX, "microvm: backend not initialised");
 	if (s->network != AL_NET_NONE)
@@ -539,6 +544,13 @@ static int mvm_prepare(struct al_sandbox *sb, struct al_err *err)
 	if (!m->vm && !(m->vm = vm_launch(image, mib, vcpus, err)))
 		return AL_ESANDBOX;
 	return AL_OK;
+}
+
+static void arm(int fd, uint64_t ms)
+{
+	struct itimerspec it = { .it_value = { (time_t)(ms / 1000), (long)(ms % 1000) * 1000000 } };
+
+	timerfd_settime(fd, 0, &it, NULL);
 }
 
 /* The job frame: the job with its effective limits, then argv and
@@ -567,6 +579,8 @@ static int send_job(struct al_sandbox *sb, struct al_err *err)
 	rc = al_chan_write(m->vm->v.chan_fd, AL_CHAN_JOB, enc.data, enc.len, av.data, av.len,
 			   JOB_SEND_TIMEOUT_MS, err);
 	m->sent = rc == 0;
+	if (m->sent)
+		arm(m->timer_fd, sb->spec.limits.wall_ms); /* the job's clock starts now */
 out:
 	al_buf_free(&enc);
 	al_buf_free(&av);
@@ -576,14 +590,23 @@ out:
 static int mvm_start(struct al_sandbox *sb, struct al_watch *w, struct al_err *err)
 {
 	struct mvm_sb *m = sb->priv;
-	int rc = vm_poll_ready(m->vm, err);
+	uint64_t boot_max = G.kvm ? BOOT_MAX_KVM_MS : BOOT_MAX_TCG_MS;
+	int rc;
 
-	if (rc < 0)
+	m->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	if (m->timer_fd < 0)
+		return al_err_sys(err, "microvm: timerfd_create");
+	arm(m->timer_fd, boot_max);
+	if ((rc = vm_poll_ready(m->vm, err)) < 0)
 		return rc;
 	if (rc > 0 && (rc = send_job(sb, err)))
 		return rc;
 	w->fds[w->nfds++] = m->vm->v.chan_fd;
 	w->fds[w->nfds++] = m->vm->v.pidfd;
+	w->fds[w->nfds++] = m->timer_fd;
+	/* The boot does not count against the job: the wall-clock limit is
+	 * enforced here from the moment the job went in. */
+	w->setup_ms = boot_max;
 	return AL_OK;
 }
 
@@ -704,36 +727,44 @@ static int mvm_reap(struct al_sandbox *sb, struct al_result *res, struct al_err 
 {
 	struct mvm_sb *m = sb->priv;
 	struct vm *vm = m->vm;
+	uint64_t ticks = 0;
 	int rc;
 
+	/* What the channel holds first: a result beats a deadline. */
 	for (;;) {
 		if (!m->sent) {
-			rc = vm_poll_ready(vm, err);
-			if (rc > 0) {
-				if ((rc = send_job(sb, err)))
-					return rc;
+			if ((rc = vm_poll_ready(vm, err)) > 0 && !(rc = send_job(sb, err)))
 				continue;
-			}
-		} else {
-			rc = al_chan_read(&vm->rd, vm->v.chan_fd, result_cap(sb), err);
-			if (rc > 0) {
-				if (vm->rd.body.data[0] != AL_CHAN_RESULT)
-					return al_err_set(err, AL_ESANDBOX,
-							  "microvm: unexpected frame from the guest");
+		} else if ((rc = al_chan_read(&vm->rd, vm->v.chan_fd, result_cap(sb), err)) > 0) {
+			if (vm->rd.body.data[0] != AL_CHAN_RESULT)
+				rc = al_err_set(err, AL_ESANDBOX, "microvm: unexpected frame from the guest");
+			else
 				rc = take_result(sb, vm->rd.body.data + 1, vm->rd.body.len - 1, res, err);
-				if (rc == AL_OK)
-					add_info(sb, res);
-				return rc == AL_OK ? 1 : rc;
-			}
+			if (rc == AL_OK)
+				add_info(sb, res);
+			return rc == AL_OK ? 1 : rc;
 		}
-		if (rc < 0)
-			break;
-		if (!vm_exited(vm))
-			return 0; /* more to come */
 		break;
 	}
-	/* The VM stopped (or its channel broke) without a result. */
-	if (vm_exited(vm)) {
+	if (rc < 0 && !vm_exited(vm)) {
+		syscall(SYS_pidfd_send_signal, vm->v.pidfd, SIGKILL, NULL, 0);
+		return al_err_wrap(err, "microvm");
+	}
+	if (read(m->timer_fd, &ticks, sizeof(ticks)) == (ssize_t)sizeof(ticks) && ticks > 0) {
+		syscall(SYS_pidfd_send_signal, vm->v.pidfd, SIGKILL, NULL, 0);
+		if (!m->sent)
+			return al_err_set(err, AL_ESANDBOX, "microvm: the guest did not boot within %u ms",
+					  G.kvm ? BOOT_MAX_KVM_MS : BOOT_MAX_TCG_MS);
+		res->status = AL_ST_TIMEOUT;
+		al_result_set_error(res, "wall-clock limit of %llu ms reached: the VM was killed",
+				    (unsigned long long)sb->spec.limits.wall_ms);
+		add_info(sb, res);
+		return 1;
+	}
+	if (!vm_exited(vm))
+		return 0; /* more to come */
+	/* The VM stopped without a result. */
+	{
 		siginfo_t si = { 0 };
 
 		waitid(P_PIDFD, (id_t)vm->v.pidfd, &si, WEXITED | WNOHANG);
@@ -743,9 +774,6 @@ static int mvm_reap(struct al_sandbox *sb, struct al_result *res, struct al_err 
 				  si.si_code == CLD_EXITED ? "VMM exit status" : "VMM killed by signal",
 				  si.si_status);
 	}
-	al_err_wrap(err, "microvm");
-	syscall(SYS_pidfd_send_signal, vm->v.pidfd, SIGKILL, NULL, 0);
-	return AL_ESANDBOX;
 }
 
 static void mvm_destroy(struct al_sandbox *sb)
@@ -754,6 +782,9 @@ static void mvm_destroy(struct al_sandbox *sb)
 
 	vm_free(m->vm, false);
 	m->vm = NULL;
+	if (m->timer_fd >= 0)
+		close(m->timer_fd);
+	m->timer_fd = -1;
 }
 
 static void mvm_fini(void)

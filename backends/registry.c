@@ -69,6 +69,7 @@ int al_backend_prepare(struct al_sandbox *sb, struct al_err *err)
 int al_backend_start(struct al_sandbox *sb, struct al_watch *w, struct al_err *err)
 {
 	w->nfds = 0;
+	w->setup_ms = 0;
 	return sb->ops->start ? sb->ops->start(sb, w, err) : unsupported(sb->ops, "start", err);
 }
 

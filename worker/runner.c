@@ -193,8 +193,8 @@ struct al_runner *al_runner_start(struct event_base *base, const struct al_backe
 		}
 		r->nwatch++;
 	}
-	tv.tv_sec = (time_t)(spec->limits.wall_ms / 1000);
-	tv.tv_usec = (suseconds_t)(spec->limits.wall_ms % 1000) * 1000;
+	tv.tv_sec = (time_t)((spec->limits.wall_ms + w.setup_ms) / 1000);
+	tv.tv_usec = (suseconds_t)((spec->limits.wall_ms + w.setup_ms) % 1000) * 1000;
 	evtimer_add(r->timer, &tv);
 	return r;
 }

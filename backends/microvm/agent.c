@@ -234,6 +234,9 @@ static void __attribute__((noreturn)) exec_job(const struct job_in *in, const st
 					       const int fds[4])
 {
 	const struct al_limits *l = &in->job.limits;
+	/* stdout and stderr are files: the file-size limit stops a flood; it
+	 * is never below the disk limit, so that a big file fills the disk
+	 * (ENOSPC, output_limit) before it hits this limit. */
 	uint64_t fsize = (l->stdout_bytes > l->stderr_bytes ? l->stdout_bytes : l->stderr_bytes) + 1;
 	const char *prog = in->argv[0];
 
@@ -258,7 +261,7 @@ static void __attribute__((noreturn)) exec_job(const struct job_in *in, const st
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
 		_exit(126);
 	set_rlimit(RLIMIT_CPU, (rlim_t)((l->cpu_ms + 999) / 1000));
-	set_rlimit(RLIMIT_FSIZE, (rlim_t)fsize);
+	set_rlimit(RLIMIT_FSIZE, (rlim_t)(fsize > l->disk_bytes + 1 ? fsize : l->disk_bytes + 1));
 	set_rlimit(RLIMIT_CORE, 0);
 	set_rlimit(RLIMIT_MEMLOCK, 0);
 	set_rlimit(RLIMIT_NOFILE, 1024);

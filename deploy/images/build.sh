@@ -24,7 +24,9 @@
 #              fetched with `apt-get download` and cached in DIR/.debs; every
 #              file of the initramfs gets mtime 0 and owner root, so the same
 #              inputs give the same bytes; the sha256 of vmlinux and
-#              initramfs.lz4 is written to DIR/microvm/.airlock-image.
+#              initramfs.lz4 is written to DIR/microvm/.airlock-image. An
+#              image built from the same inputs is kept (AIRLOCK_REBUILD=1
+#              forces a build).
 set -euo pipefail
 
 OUT=/var/lib/airlock/images
@@ -133,6 +135,18 @@ build_microvm() {
 		command -v "$tool" >/dev/null || { echo "build.sh: install $tool" >&2; exit 1; }
 	done
 	[ -x "$OUT/python/usr/bin/python3" ] || build_rootfs python
+	# Cached: the same inputs (agent, packages, python image, this script)
+	# give the same image, so an up-to-date one is kept.
+	local inputs
+	inputs="agent $(sha256sum <"$AGENT" | cut -d' ' -f1)
+kernel $(apt-cache depends linux-image-cloud-amd64 | awk '/Depends: linux-image-[0-9]/ {print $2; exit}') $(apt-cache policy linux-image-cloud-amd64 | awk '/Candidate:/ {print $2}')
+busybox $(apt-cache policy busybox-static | awk '/Candidate:/ {print $2}')
+python $(cat "$OUT/python/.airlock-image")
+script $(sha256sum <"$0" | cut -d' ' -f1)"
+	if [ -z "${AIRLOCK_REBUILD:-}" ] && [ -f "$dst/.inputs" ] && [ "$(cat "$dst/.inputs")" = "$inputs" ]; then
+		echo "build.sh: microvm: up to date ($dst $(cat "$dst/.airlock-image"))" >&2
+		return 0
+	fi
 	rm -rf "$tmp"
 	mkdir -p "$tmp/k" "$tmp/b" "$tmp/root"
 	kver=$(apt-cache depends linux-image-cloud-amd64 | awk '/Depends: linux-image-[0-9]/ {print $2; exit}')
@@ -183,6 +197,7 @@ build_microvm() {
 	mv "$tmp/vmlinux" "$tmp/initramfs.lz4" "$tmp/out/"
 	echo "sha256:$(cat "$tmp/out/vmlinux" "$tmp/out/initramfs.lz4" | sha256sum | cut -d' ' -f1)" >"$tmp/out/.airlock-image"
 	echo "$kver" >"$tmp/out/kernel-package"
+	echo "$inputs" >"$tmp/out/.inputs"
 	rm -rf "$dst.old"
 	[ -e "$dst" ] && mv "$dst" "$dst.old"
 	mv "$tmp/out" "$dst"

@@ -135,6 +135,15 @@ tiers:
 
 # backend -> (tier that the suite's policy routes to it, host uid its jobs run as)
 BACKENDS = {"process": ("trusted", UID_BASE), "container": ("internal", 201000)}
+# The microVM backend when its image is built (`make microvm-image`): the
+# job runs as uid 1000 of the guest; on the host only the VMM runs, as
+# uid_base + 256 + n.
+MICROVM_IMAGE = os.environ.get("AIRLOCK_MICROVM_IMAGE", "/var/lib/airlock/images/microvm")
+if os.path.exists(os.path.join(MICROVM_IMAGE, "initramfs.lz4")) and shutil.which(
+        "qemu-system-x86_64", path="/usr/bin:/bin"):
+    BACKENDS["microvm"] = ("untrusted", UID_BASE + 256)
+else:
+    print("# microvm not in the suite: no image at %s (make microvm-image)" % MICROVM_IMAGE)
 if os.environ.get("AIRLOCK_HOSTILE_BACKENDS"):  # e.g. "container" while working on one
     BACKENDS = {b: BACKENDS[b] for b in os.environ["AIRLOCK_HOSTILE_BACKENDS"].split(",")}
 
@@ -274,7 +283,9 @@ CASES = [
      "ok", lambda r, c: (r["stdout"].count("refused") >= 15 and " ok" not in r["stdout"],
                          "%d refused" % r["stdout"].count("refused"))),
     ("sleep past the timeout", lambda c: py("import time\ntime.sleep(60)", wall_ms=1000),
-     "timeout", lambda r, c: (r["wall_ms"] <= 1500, "result after %d ms" % r["wall_ms"])),
+     # a microVM's boot is not the job's time: its wall clock starts when the job goes in
+     "timeout", lambda r, c: (r["wall_ms"] <= 1500 + int(r.get("info", {}).get("boot_ms", 0)),
+                              "result after %d ms" % r["wall_ms"])),
 ]
 
 

@@ -48,6 +48,7 @@ struct al_backend_conf {
 	const char *vmm_binary;	   /* microvm: the VMM's executable; NULL = found on PATH */
 	const char *vm_accel;	   /* microvm: "kvm", "tcg" or NULL = KVM when usable */
 	const char *vm_console;	   /* microvm: append guest consoles here (debugging); NULL = none */
+	uint64_t vm_hang_ms;	   /* microvm: a guest silent this long is broken, ms; 0 = default */
 };
 
 /* Sandboxes of one shape to keep ready ahead of jobs (warm pools), from a

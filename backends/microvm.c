@@ -54,8 +54,8 @@
 #define VM_UID_OFFSET 256	  /* VMM uids: uid_base + 256 + n, after the slots' */
 #define VM_UIDS 512
 #define JOB_SEND_TIMEOUT_MS 5000
-#define BOOT_MAX_TCG_MS 20000	  /* a guest not ready by then is broken */
-#define BOOT_MAX_KVM_MS 5000
+#define HANG_TCG_MS 20000	  /* a guest silent this long (no ready, no heartbeat) is broken */
+#define HANG_KVM_MS 5000
 #define DEFAULT_IMAGE "/var/lib/airlock/images/microvm"
 
 struct vm {
@@ -101,7 +101,8 @@ struct mvm_sb {
 	struct vm *vm;
 	bool warm;	/* taken from the pool */
 	bool sent;	/* the job went in */
-	int timer_fd;	/* the boot deadline, then the job's wall-clock limit */
+	int timer_fd;	/* fires at the nearest deadline (see deadline()) */
+	uint64_t start_ms, sent_ms, heard_ms; /* monotonic */
 };
 
 static uint64_t mono_ms(void)
@@ -546,11 +547,30 @@ static int mvm_prepare(struct al_sandbox *sb, struct al_err *err)
 	return AL_OK;
 }
 
-static void arm(int fd, uint64_t ms)
+/* How long a guest may stay silent: not ready yet, or no heartbeat while
+ * its job runs. */
+static uint64_t hang_ms(void)
 {
+	return G.conf->vm_hang_ms ? G.conf->vm_hang_ms : G.kvm ? HANG_KVM_MS : HANG_TCG_MS;
+}
+
+/* The nearest deadline: the boot's before the job went in; then the job's
+ * wall-clock limit and the guest's next heartbeat. */
+static uint64_t deadline(const struct al_sandbox *sb)
+{
+	const struct mvm_sb *m = sb->priv;
+	uint64_t wall = m->sent_ms + sb->spec.limits.wall_ms, hang = m->heard_ms + hang_ms();
+
+	return !m->sent ? m->start_ms + hang_ms() : wall < hang ? wall : hang;
+}
+
+static void arm(const struct al_sandbox *sb)
+{
+	const struct mvm_sb *m = sb->priv;
+	uint64_t at = deadline(sb), now = mono_ms(), ms = at > now ? at - now : 1;
 	struct itimerspec it = { .it_value = { (time_t)(ms / 1000), (long)(ms % 1000) * 1000000 } };
 
-	timerfd_settime(fd, 0, &it, NULL);
+	timerfd_settime(m->timer_fd, 0, &it, NULL);
 }
 
 /* The job frame: the job with its effective limits, then argv and
@@ -579,8 +599,7 @@ static int send_job(struct al_sandbox *sb, struct al_err *err)
 	rc = al_chan_write(m->vm->v.chan_fd, AL_CHAN_JOB, enc.data, enc.len, av.data, av.len,
 			   JOB_SEND_TIMEOUT_MS, err);
 	m->sent = rc == 0;
-	if (m->sent)
-		arm(m->timer_fd, sb->spec.limits.wall_ms); /* the job's clock starts now */
+	m->sent_ms = m->heard_ms = mono_ms(); /* the job's clock starts now */
 out:
 	al_buf_free(&enc);
 	al_buf_free(&av);
@@ -590,23 +609,23 @@ out:
 static int mvm_start(struct al_sandbox *sb, struct al_watch *w, struct al_err *err)
 {
 	struct mvm_sb *m = sb->priv;
-	uint64_t boot_max = G.kvm ? BOOT_MAX_KVM_MS : BOOT_MAX_TCG_MS;
 	int rc;
 
+	m->start_ms = mono_ms();
 	m->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
 	if (m->timer_fd < 0)
 		return al_err_sys(err, "microvm: timerfd_create");
-	arm(m->timer_fd, boot_max);
 	if ((rc = vm_poll_ready(m->vm, err)) < 0)
 		return rc;
 	if (rc > 0 && (rc = send_job(sb, err)))
 		return rc;
+	arm(sb);
 	w->fds[w->nfds++] = m->vm->v.chan_fd;
 	w->fds[w->nfds++] = m->vm->v.pidfd;
 	w->fds[w->nfds++] = m->timer_fd;
 	/* The boot does not count against the job: the wall-clock limit is
 	 * enforced here from the moment the job went in. */
-	w->setup_ms = boot_max;
+	w->setup_ms = hang_ms();
 	return AL_OK;
 }
 
@@ -727,7 +746,7 @@ static int mvm_reap(struct al_sandbox *sb, struct al_result *res, struct al_err 
 {
 	struct mvm_sb *m = sb->priv;
 	struct vm *vm = m->vm;
-	uint64_t ticks = 0;
+	uint64_t ticks, now;
 	int rc;
 
 	/* What the channel holds first: a result beats a deadline. */
@@ -736,7 +755,14 @@ static int mvm_reap(struct al_sandbox *sb, struct al_result *res, struct al_err 
 			if ((rc = vm_poll_ready(vm, err)) > 0 && !(rc = send_job(sb, err)))
 				continue;
 		} else if ((rc = al_chan_read(&vm->rd, vm->v.chan_fd, result_cap(sb), err)) > 0) {
-			if (vm->rd.body.data[0] != AL_CHAN_RESULT)
+			char type = vm->rd.body.data[0];
+
+			if (type == AL_CHAN_HEARTBEAT && vm->rd.body.len == 1) {
+				m->heard_ms = mono_ms();
+				al_chan_rd_reset(&vm->rd);
+				continue;
+			}
+			if (type != AL_CHAN_RESULT)
 				rc = al_err_set(err, AL_ESANDBOX, "microvm: unexpected frame from the guest");
 			else
 				rc = take_result(sb, vm->rd.body.data + 1, vm->rd.body.len - 1, res, err);
@@ -750,19 +776,28 @@ static int mvm_reap(struct al_sandbox *sb, struct al_result *res, struct al_err 
 		syscall(SYS_pidfd_send_signal, vm->v.pidfd, SIGKILL, NULL, 0);
 		return al_err_wrap(err, "microvm");
 	}
-	if (read(m->timer_fd, &ticks, sizeof(ticks)) == (ssize_t)sizeof(ticks) && ticks > 0) {
+	if (read(m->timer_fd, &ticks, sizeof(ticks)) < 0 && errno != EAGAIN)
+		return al_err_sys(err, "microvm: timerfd");
+	now = mono_ms();
+	if (now >= deadline(sb)) {
 		syscall(SYS_pidfd_send_signal, vm->v.pidfd, SIGKILL, NULL, 0);
 		if (!m->sent)
-			return al_err_set(err, AL_ESANDBOX, "microvm: the guest did not boot within %u ms",
-					  G.kvm ? BOOT_MAX_KVM_MS : BOOT_MAX_TCG_MS);
+			return al_err_set(err, AL_ESANDBOX, "microvm: the guest did not boot within %llu ms",
+					  (unsigned long long)hang_ms());
+		if (now < m->sent_ms + sb->spec.limits.wall_ms)
+			return al_err_set(err, AL_ESANDBOX,
+					  "microvm: the guest stopped answering (no heartbeat for %llu ms): hung or overloaded",
+					  (unsigned long long)(now - m->heard_ms));
 		res->status = AL_ST_TIMEOUT;
 		al_result_set_error(res, "wall-clock limit of %llu ms reached: the VM was killed",
 				    (unsigned long long)sb->spec.limits.wall_ms);
 		add_info(sb, res);
 		return 1;
 	}
-	if (!vm_exited(vm))
+	if (!vm_exited(vm)) {
+		arm(sb);
 		return 0; /* more to come */
+	}
 	/* The VM stopped without a result. */
 	{
 		siginfo_t si = { 0 };

@@ -10,6 +10,8 @@
  *   host -> guest  'J' job: u32 job length, the job (msgpack, effective
  *                  limits), u32 argc, u32 envc, then argc+envc NUL-ended
  *                  strings (argv and environment, built by the worker)
+ *   guest -> host  'H' heartbeat, no payload: every second while the job
+ *                  runs, so that a hung guest is told from a long job
  *   guest -> host  'S' result: an encoded al_result (msgpack)
  */
 #ifndef AL_VMCHAN_H
@@ -24,6 +26,8 @@
 #define AL_CHAN_READY 'R'
 #define AL_CHAN_JOB 'J'
 #define AL_CHAN_RESULT 'S'
+#define AL_CHAN_HEARTBEAT 'H'
+#define AL_CHAN_HEARTBEAT_MS 1000
 #define AL_CHAN_PORT "airlock.0"     /* the virtserialport's name */
 #define AL_CHAN_READY_MAX 256	     /* the ready frame's payload */
 #define AL_CHAN_RESULT_SLACK (64u << 10) /* a result's bytes beyond its streams and files */

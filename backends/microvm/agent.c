@@ -286,7 +286,7 @@ static void __attribute__((noreturn)) exec_job(const struct job_in *in, const st
 }
 
 /* Run the job; fill res. A returned error is the sandbox's, not the job's. */
-static int run(struct job_in *in, struct al_result *res, struct al_err *err)
+static int run(struct job_in *in, int port, struct al_result *res, struct al_err *err)
 {
 	const struct al_limits *l = &in->job.limits;
 	struct al_cg_limits cgl = { l->memory_bytes, l->pids, 0 };
@@ -295,7 +295,7 @@ static int run(struct job_in *in, struct al_result *res, struct al_err *err)
 	struct al_jobfs fs;
 	struct al_cg_stats st = { 0 };
 	struct al_seccomp sc;
-	int fds[4] = { -1, -1, -1, -1 }, ws = 0, rc;
+	int fds[4] = { -1, -1, -1, -1 }, ws = 0, rc, pidfd = -1;
 	bool disk_full = false;
 	pid_t pid;
 
@@ -325,16 +325,28 @@ static int run(struct job_in *in, struct al_result *res, struct al_err *err)
 	}
 	if (pid == 0)
 		exec_job(in, &cg, &sc, fs.work, fds);
-	/* PID 1 also reaps the orphans the job leaves; wait for the job. */
-	for (;;) {
+	/* Wait for the job, saying we are alive every second (the host tells
+	 * a hung guest from a long job by that); PID 1 also reaps the orphans
+	 * the job leaves. */
+	pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	for (bool done = false; !done;) {
+		struct pollfd p = { .fd = pidfd, .events = POLLIN };
 		int s;
-		pid_t w = wait(&s);
+		pid_t w;
 
-		if (w == pid) {
-			ws = s;
-			break;
+		if (pidfd >= 0 && poll(&p, 1, AL_CHAN_HEARTBEAT_MS) == 0) {
+			if (al_chan_write(port, AL_CHAN_HEARTBEAT, NULL, 0, NULL, 0, -1, err)) {
+				rc = AL_ESANDBOX;
+				goto out;
+			}
+			continue;
 		}
-		if (w < 0 && errno != EINTR) {
+		while ((w = waitpid(-1, &s, pidfd >= 0 ? WNOHANG : 0)) > 0 || (w < 0 && errno == EINTR))
+			if (w == pid) {
+				ws = s;
+				done = true;
+			}
+		if (w < 0 && errno != EINTR && !done) {
 			rc = al_err_sys(err, "agent: wait");
 			goto out;
 		}
@@ -348,6 +360,8 @@ static int run(struct job_in *in, struct al_result *res, struct al_err *err)
 	else
 		al_verdict(res, ws, &st, l, disk_full);
 out:
+	if (pidfd >= 0)
+		close(pidfd);
 	for (int i = 0; i < 4; i++)
 		if (i != 1 && i != 2 && fds[i] >= 0)
 			close(fds[i]);
@@ -386,7 +400,7 @@ int main(void)
 	}
 	res.version = AL_PROTO_VERSION;
 	if ((rc = parse_job((const uint8_t *)rd.body.data + 1, rd.body.len - 1, &in, &err)) == 0)
-		rc = run(&in, &res, &err);
+		rc = run(&in, port, &res, &err);
 	if (rc) {
 		res.status = rc == AL_EINVAL ? AL_ST_REJECTED : AL_ST_SANDBOX_ERROR;
 		al_result_set_error(&res, "%s", err.msg);

@@ -772,6 +772,13 @@ static int mvm_reap(struct al_sandbox *sb, struct al_result *res, struct al_err 
 		}
 		break;
 	}
+	if (rc < 0 && vm->rd.eof) {
+		/* The VMM closes the channel as it exits: give it a moment so
+		 * that the report says how it ended. */
+		struct pollfd p = { .fd = vm->v.pidfd, .events = POLLIN };
+
+		poll(&p, 1, 500);
+	}
 	if (rc < 0 && !vm_exited(vm)) {
 		syscall(SYS_pidfd_send_signal, vm->v.pidfd, SIGKILL, NULL, 0);
 		return al_err_wrap(err, "microvm");

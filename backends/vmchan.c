@@ -55,7 +55,7 @@ int al_chan_read(struct al_chan_rd *r, int fd, size_t max, struct al_err *err)
 			return 0;
 		if (n < 0)
 			return al_err_sys(err, "channel: read");
-		if (n == 0)
+		if (n == 0 && (r->eof = true))
 			return al_err_set(err, AL_ESANDBOX, "channel: closed by the peer%s",
 					  r->hdr_have || r->body.len ? " in the middle of a frame" : "");
 		if (r->hdr_have < sizeof(r->hdr)) {

@@ -17,6 +17,7 @@
 #ifndef AL_VMCHAN_H
 #define AL_VMCHAN_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -38,6 +39,7 @@ struct al_chan_rd {
 	size_t hdr_have;
 	uint32_t len;	  /* type byte + payload */
 	struct al_buf body; /* type byte then payload */
+	bool eof;	  /* the peer closed the channel */
 };
 
 /* Read what fd has. Returns 1 when a whole frame is in r->body (type at

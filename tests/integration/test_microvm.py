@@ -1,0 +1,293 @@
+#!/usr/bin/python3
+"""The microVM backend through the real queue (scheduler + worker + Redis),
+under QEMU (TCG here, KVM where it works): a job in its own kernel with no
+network device and no host file, input and output files, the image hash in
+the result, a rejected network request, a missing image, guest faults
+(panic, hang before and after the job went in, a flood and garbage on the
+result channel, a VMM crash) each ending as sandbox_error within the job's
+timeout, cancel, the warm pool (warm boot, refill, recycling of idle VMs)
+and nothing of any VM left afterwards.
+
+Faults a real guest cannot produce on demand come from FAKE guest images
+built here: the real kernel with a tiny initramfs whose /init is a busybox
+script that misbehaves in one way (they are named fake-*)."""
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+from altest import Tap, live_pids_of  # noqa: E402
+from cluster import Cluster  # noqa: E402
+
+t = Tap()
+IMAGE = os.environ.get("AIRLOCK_MICROVM_IMAGE", "/var/lib/airlock/images/microvm")
+QEMU = "/usr/bin/qemu-system-x86_64"
+if os.geteuid() != 0 or not os.access(QEMU, os.X_OK):
+    print("1..0 # SKIP needs root and qemu-system-x86")
+    sys.exit(0)
+if not os.path.exists(os.path.join(IMAGE, "initramfs.lz4")):
+    t.ok(False, "the microvm image exists (make microvm-image; tests/run.sh builds it)", IMAGE)
+    sys.exit(t.done())
+with open(os.path.join(IMAGE, ".airlock-image")) as f:
+    HASH = f.read().strip()
+with open(os.path.join(IMAGE, "kernel-package")) as f:
+    KREL = f.read().strip().replace("linux-image-", "")
+
+UID_BASE, POOL_UID_BASE = 66000, 67000
+VM_UIDS = set(range(UID_BASE + 256, UID_BASE + 256 + 512))
+POOL_VM_UIDS = set(range(POOL_UID_BASE + 256, POOL_UID_BASE + 256 + 512))
+HANG_MS = 6000
+
+# --- the fake guest images (fault injection) ---
+FAKE_INIT = r"""#!/bin/sh
+B=/bin/busybox
+$B mount -t devtmpfs dev /dev
+$B mount -t sysfs sys /sys
+for m in virtio_ring virtio virtio_mmio virtio_console; do $B insmod /lib/modules/$m.ko; done
+while ! $B ls /dev/vport0p* >/dev/null 2>&1; do $B sleep 0.05; done
+P=$($B ls /dev/vport0p* | $B head -1)
+ready() { $B printf '\000\000\000\010Ragent 1' >$P; $B sleep 0.3; }
+case "$($B cat /mode)" in
+panic) exit 1 ;;                       # init exits: kernel panic
+hang) $B sleep 100000 ;;               # never says ready
+silent) ready; $B sleep 100000 ;;      # takes the job, then nothing
+flood) ready; { $B printf '\177\377\377\377S'; $B cat /dev/zero; } >$P ;;
+garbage) ready; $B printf '\000\000\000\020Sxxxxxxxxxxxxxxx' >$P; $B sleep 100000 ;;
+esac
+"""
+FAKES = ("panic", "hang", "silent", "flood", "garbage")
+
+
+def build_fakes(root):
+    tree = os.path.join(root, "tree")
+    os.makedirs(tree)
+    # busybox and the virtio modules, from the real initramfs
+    subprocess.run("lz4 -dc %s/initramfs.lz4 | (cd %s && cpio -idm --quiet usr/bin/busybox "
+                   "'usr/lib/modules/*')" % (IMAGE, tree), shell=True, check=True)
+    for d in ("dev", "sys", "proc"):
+        os.makedirs(os.path.join(tree, d))
+    for link, to in (("bin", "usr/bin"), ("lib", "usr/lib")):
+        os.symlink(to, os.path.join(tree, link))
+    os.symlink("busybox", os.path.join(tree, "usr/bin/sh"))
+    with open(os.path.join(tree, "init"), "w") as f:
+        f.write(FAKE_INIT)
+    os.chmod(os.path.join(tree, "init"), 0o755)
+    for mode in FAKES:
+        d = os.path.join(root, "fake-" + mode)
+        os.makedirs(d)
+        os.chmod(d, 0o755)
+        with open(os.path.join(tree, "mode"), "w") as f:
+            f.write(mode)
+        subprocess.run("cd %s && find . | cpio -o -H newc -R 0:0 --quiet > %s/initramfs.lz4"
+                       % (tree, d), shell=True, check=True)
+        os.symlink(os.path.join(IMAGE, "vmlinux"), os.path.join(d, "vmlinux"))
+
+
+FAKE_DIR = tempfile.mkdtemp(prefix="airlock-fakevm-", dir="/var/tmp")
+os.chmod(FAKE_DIR, 0o755)
+build_fakes(FAKE_DIR)
+
+POLICY = """\
+result_ttl_s: 600
+lease_ms: 30000
+tiers:
+  untrusted:
+    backend: microvm
+    max_attempts: 1
+    egress: true
+    defaults: {wall_ms: 20000, memory_bytes: 134217728, pids: 64}
+  pooled:
+    backend: microvm
+    max_attempts: 1
+    pool: 1
+    pool_max_idle_ms: 4000
+    defaults: {wall_ms: 20000, memory_bytes: 134217728, pids: 64}
+  noimage:
+    backend: microvm
+    max_attempts: 1
+    image: /nonexistent/microvm
+""" + "".join("""\
+  fake-%s:
+    backend: microvm
+    max_attempts: %d
+    image: %s
+    defaults: {wall_ms: 20000}
+""" % (m, 2 if m == "panic" else 1, os.path.join(FAKE_DIR, "fake-" + m)) for m in FAKES)
+
+SEQ = iter(range(1, 1 << 30))
+
+
+def job(code, tier="untrusted", **kw):
+    j = {"v": 1, "id": "mv-%d-%d" % (os.getpid(), next(SEQ)), "tier": tier, "runtime": "python",
+         "code": code}
+    j.update(kw)
+    return j
+
+
+def run(c, code, tier="untrusted", **kw):
+    r = c.run_job(job(code, tier, **kw))
+    for k in ("stdout", "stderr"):
+        r[k] = r.get(k, b"").decode(errors="replace")
+    return r
+
+
+def vmm_pids(uids):
+    return sorted(int(p) for p in live_pids_of(uids))
+
+
+def vm_cgroups(wid):
+    out = []
+    for ctrl in ("memory", "pids", "cpu", "unified", ""):
+        d = os.path.join("/sys/fs/cgroup", ctrl, "airlock", wid)
+        if os.path.isdir(d):
+            out += [ctrl + "/" + e for e in os.listdir(d) if e.startswith("vm-")]
+    return out
+
+
+def state_files(c, wid):
+    found = []
+    for dirpath, _, files in os.walk(os.path.join(c.dir, "state", wid)):
+        found += [os.path.join(dirpath, f) for f in files]
+    return found
+
+
+WID, PWID = "mvm-test", "mvm-pool"
+c = Cluster(policy=POLICY)
+try:
+    c.scheduler()
+    tiers = ",".join(["untrusted", "noimage"] + ["fake-" + m for m in FAKES])
+    c.worker(WID, uid_base=UID_BASE, slots=2, tiers=tiers,
+             extra=("--vm-hang-ms", str(HANG_MS)))
+
+    r = run(c, "print(6*7)")
+    info = r.get("info", {})
+    t.ok(r["status"] == "ok" and r["stdout"] == "42\n" and info.get("image") == HASH and
+         info.get("vmm") == "qemu" and info.get("boot") == "cold" and
+         info.get("accel") in ("tcg", "kvm"),
+         "print(6*7) in a cold-booted microVM; the result names the image's hash and the VMM", r)
+
+    canary = os.path.join(c.dir, "host-canary")
+    with open(canary, "w") as f:
+        f.write("secret")
+    os.chmod(canary, 0o644)
+    r = run(c, "import os, sys\n"
+               "print(os.getuid(), os.uname().release)\n"
+               "print(sorted(os.listdir('/sys/class/net')), sorted(os.listdir('/sys/block')))\n"
+               "for p in [sys.argv[1], '/etc/shadow', '/var/lib/airlock']:\n"
+               "    print(p, os.path.exists(p))\n", argv=[canary])
+    lines = r["stdout"].splitlines()
+    t.ok(r["status"] == "ok" and lines[:2] == ["1000 " + KREL, "['lo'] []"] and
+         KREL != os.uname().release and all(l.endswith("False") for l in lines[2:]) and
+         len(lines) == 5,
+         "the job runs as uid 1000 on the guest's own kernel, with no network device, no disk "
+         "and no host file (a world-readable canary is absent)", r)
+
+    r = run(c, "import sys\ndata = open('in.txt').read()\n"
+               "open('out.txt', 'w').write(data.upper() + sys.stdin.read())\nprint('done')",
+            files=[{"path": "in.txt", "data": b"hello"}], stdin=b" and stdin",
+            collect=["out.txt", "missing.txt"])
+    files = {f["path"]: f["data"] for f in r.get("files", [])}
+    t.ok(r["status"] == "ok" and files == {"out.txt": b"HELLO and stdin"},
+         "input files and stdin go in; collected output files come back", r)
+
+    r = run(c, "print(1)", network="egress")
+    t.ok(r["status"] == "rejected" and "no network device" in (r.get("error") or ""),
+         "a job asking for network is rejected by the backend (no network device)", r)
+
+    r = run(c, "print(1)", tier="noimage")
+    t.ok(r["status"] == "sandbox_error" and "make microvm-image" in (r.get("error") or ""),
+         "a tier whose image is not built: sandbox_error telling how to build it", r)
+
+    # --- guest faults (fake images) ---
+    for mode, want, limit in (
+            ("panic", "stopped before it sent a result", 20),
+            ("hang", "did not boot within %d ms" % HANG_MS, HANG_MS / 1000 + 6),
+            ("silent", "stopped answering", HANG_MS / 1000 + 6),
+            ("flood", "over the cap", 10),
+            ("garbage", "invalid result", 10)):
+        t0 = time.time()
+        r = run(c, "print(1)", tier="fake-" + mode)
+        took = time.time() - t0
+        retried = mode != "panic" or r.get("attempt") == 2
+        t.ok(r["status"] == "sandbox_error" and want in (r.get("error") or "") and
+             took < limit and retried,
+             "fake guest that %s: sandbox_error in %.1f s (job timeout 20 s)%s" % (
+                 {"panic": "panics", "hang": "never boots", "silent": "hangs with the job",
+                  "flood": "floods the result channel", "garbage": "sends garbage"}[mode], took,
+                 ", retried by the queue" if mode == "panic" else ""), r)
+    r = run(c, "print('still serving')")
+    t.ok(r["status"] == "ok" and r["stdout"] == "still serving\n" and
+         c.procs[WID].poll() is None, "the worker survived every fault and serves the next job", r)
+
+    # A VMM crash in the middle of a job.
+    import msgpack
+    j = job("import time\ntime.sleep(60)")
+    subprocess.run(["redis-cli", "-s", c.sock, "-x", "XADD", "al:intake", "*", "job"],
+                   input=msgpack.packb(j, use_bin_type=True), capture_output=True)
+    c.wait_for(lambda: vmm_pids(VM_UIDS), timeout=20)
+    time.sleep(3)  # booted, the job in
+    pids = vmm_pids(VM_UIDS)
+    for p in pids:
+        os.kill(p, signal.SIGSEGV)
+    c.rcli("BLPOP", "al:done:" + j["id"], "30")
+    r = msgpack.unpackb(c.rcli("GET", "al:res:" + j["id"], raw=True).rstrip(b"\n"), raw=False)
+    t.ok(len(pids) == 1 and r["status"] == "sandbox_error" and
+         "VMM killed by signal 11" in (r.get("error") or ""),
+         "a VMM that crashes mid-job: sandbox_error naming the signal", r)
+
+    # Cancel a running job: its VM goes, nothing left.
+    j = job("import time\ntime.sleep(60)")
+    subprocess.run(["redis-cli", "-s", c.sock, "-x", "XADD", "al:intake", "*", "job"],
+                   input=msgpack.packb(j, use_bin_type=True), capture_output=True)
+    c.wait_for(lambda: vmm_pids(VM_UIDS), timeout=20)
+    time.sleep(2)
+    p = c.cli("cancel", j["id"])
+    c.rcli("BLPOP", "al:done:" + j["id"], "30")
+    r = msgpack.unpackb(c.rcli("GET", "al:res:" + j["id"], raw=True).rstrip(b"\n"), raw=False)
+    left = (vmm_pids(VM_UIDS), vm_cgroups(WID), state_files(c, WID))
+    t.ok(p.returncode == 0 and r["status"] == "cancelled" and left == ([], [], []),
+         "cancel: the job ends cancelled; no VMM process, cgroup or file of its VM is left", (r, left))
+    left = (vmm_pids(VM_UIDS), vm_cgroups(WID), state_files(c, WID))
+    t.ok(left == ([], [], []), "after every job above: no VMM process, VM cgroup or file left", left)
+    c.signal(WID, signal.SIGTERM)
+    c.wait_exit(WID)
+
+    # --- the warm pool ---
+    c.worker(PWID, uid_base=POOL_UID_BASE, slots=1, tiers="pooled")
+    t.ok(c.wait_for(lambda: len(vmm_pids(POOL_VM_UIDS)) == 1, timeout=20),
+         "the pool boots one VM ahead of any job", vmm_pids(POOL_VM_UIDS))
+    time.sleep(2.5)  # let it finish booting
+    first = vmm_pids(POOL_VM_UIDS)
+    r = run(c, "print(6*7)", tier="pooled")
+    t.ok(r["status"] == "ok" and r["stdout"] == "42\n" and r["info"].get("boot") == "warm",
+         "a job of the pooled tier takes the pre-booted VM (boot: warm)", r)
+    t.ok(c.wait_for(lambda: len(vmm_pids(POOL_VM_UIDS)) == 1 and
+                    vmm_pids(POOL_VM_UIDS) != first, timeout=10),
+         "the used VM is gone and the pool refilled with a fresh one", (first, vmm_pids(POOL_VM_UIDS)))
+    r = run(c, "print(len(open('/proc/self/cgroup').read()) > 0)", tier="pooled",
+            limits={"memory_bytes": 256 << 20})
+    t.ok(r["status"] == "ok" and r["info"].get("boot") == "cold",
+         "a job that needs more memory than the pool's VMs boots its own", r)
+    c.wait_for(lambda: len(vmm_pids(POOL_VM_UIDS)) == 1, timeout=10)
+    before = vmm_pids(POOL_VM_UIDS)
+    t.ok(c.wait_for(lambda: vmm_pids(POOL_VM_UIDS) and not set(vmm_pids(POOL_VM_UIDS)) & set(before),
+                    timeout=15),
+         "a pool VM idle longer than pool_max_idle_ms (4 s) is recycled", (before, vmm_pids(POOL_VM_UIDS)))
+    c.signal(PWID, signal.SIGTERM)
+    c.wait_exit(PWID)
+    left = (vmm_pids(POOL_VM_UIDS), vm_cgroups(PWID), state_files(c, PWID))
+    t.ok(left == ([], [], []), "a worker that stops takes its pool's VMs with it", left)
+except BaseException:
+    for w in (WID, PWID):
+        try:
+            sys.stderr.write(c.log(w)[-3000:])
+        except OSError:
+            pass
+    raise
+finally:
+    c.close()
+    subprocess.run(["rm", "-rf", FAKE_DIR])
+sys.exit(t.done())

@@ -25,6 +25,13 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# The microVM guest image, when missing or out of date (seconds; the first
+# time also debootstraps the python image it takes Python from, ~2 min).
+if ! bash "$(dirname "$0")/images/build.sh" --agent "$B/airlock-agent" microvm >"$DIR/image.log" 2>&1; then
+	echo "demo: the microVM image could not be built; the untrusted tier will say why:" >&2
+	tail -3 "$DIR/image.log" >&2
+fi
+
 redis-server --port 0 --unixsocket "$SOCK" --unixsocketperm 700 --dir "$DIR" --save "" \
 	--logfile "$DIR/redis.log" &
 PIDS+=($!)

@@ -21,6 +21,7 @@ const char al_policy_builtin[] =
 	"    defaults: {wall_ms: 30000, memory_bytes: 268435456, pids: 64}\n"
 	"  untrusted:\n"
 	"    backend: microvm\n"
+	"    pool: 1\n"
 	"    defaults: {wall_ms: 30000, memory_bytes: 134217728, pids: 64}\n"
 	"  service:\n"
 	"    backend: vm\n"

@@ -33,15 +33,19 @@ ROUNDS = int(sys.argv[1]) if len(sys.argv) > 1 else 15
 K = int(sys.argv[2]) if len(sys.argv) > 2 else 8
 UID_BASE = 68000
 VM_UIDS = set(range(UID_BASE + 256, UID_BASE + 256 + 512))
+# On another machine (e.g. one with KVM) nothing needs to be installed but
+# what the build carries: the image directory (AIRLOCK_MICROVM_IMAGE) and a
+# QEMU (AIRLOCK_VMM_BINARY, read by the worker), besides redis-server.
+IMAGE = os.environ.get("AIRLOCK_MICROVM_IMAGE", "/var/lib/airlock/images/microvm")
 POLICY = """\
 result_ttl_s: 600
 lease_ms: 30000
 tiers:
   trusted: {backend: process, max_attempts: 1}
-  cold: {backend: microvm, max_attempts: 1}
-  warm: {backend: microvm, max_attempts: 1, pool: 1, pool_max_idle_ms: 3600000}
-  many: {backend: microvm, max_attempts: 1, pool: %d, pool_max_idle_ms: 3600000}
-""" % K
+  cold: {backend: microvm, max_attempts: 1, image: %s}
+  warm: {backend: microvm, max_attempts: 1, image: %s, pool: 1, pool_max_idle_ms: 3600000}
+  many: {backend: microvm, max_attempts: 1, image: %s, pool: %d, pool_max_idle_ms: 3600000}
+""" % (IMAGE, IMAGE, IMAGE, K)
 
 
 class Resp:

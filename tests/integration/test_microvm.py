@@ -18,6 +18,8 @@ import sys
 import tempfile
 import time
 
+import msgpack
+
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 from altest import Tap, live_pids_of  # noqa: E402
 from cluster import Cluster  # noqa: E402
@@ -223,7 +225,6 @@ try:
          c.procs[WID].poll() is None, "the worker survived every fault and serves the next job", r)
 
     # A VMM crash in the middle of a job.
-    import msgpack
     j = job("import time\ntime.sleep(60)")
     subprocess.run(["redis-cli", "-s", c.sock, "-x", "XADD", "al:intake", "*", "job"],
                    input=msgpack.packb(j, use_bin_type=True), capture_output=True)
@@ -280,6 +281,26 @@ try:
     c.wait_exit(PWID)
     left = (vmm_pids(POOL_VM_UIDS), vm_cgroups(PWID), state_files(c, PWID))
     t.ok(left == ([], [], []), "a worker that stops takes its pool's VMs with it", left)
+
+    # A worker killed with SIGKILL mid-job: its VMM dies with it (parent-death
+    # signal); the restart sweeps the VM's cgroup.
+    CW = "mvm-crash"
+    c.worker(CW, uid_base=UID_BASE, slots=1, tiers="untrusted")
+    j = job("import time\ntime.sleep(60)")
+    subprocess.run(["redis-cli", "-s", c.sock, "-x", "XADD", "al:intake", "*", "job"],
+                   input=msgpack.packb(j, use_bin_type=True), capture_output=True)
+    c.wait_for(lambda: vmm_pids(VM_UIDS), timeout=20)
+    had = (vmm_pids(VM_UIDS), vm_cgroups(CW))
+    c.signal(CW, signal.SIGKILL)
+    c.wait_exit(CW)
+    gone = c.wait_for(lambda: not vmm_pids(VM_UIDS), timeout=10)
+    c.procs.pop(CW)
+    c.workers.remove(CW)
+    c.worker(CW, uid_base=UID_BASE, slots=1, tiers="untrusted")
+    c.wait_for(lambda: c.log(CW).count("event=worker_start") == 2, timeout=20)
+    t.ok(len(had[0]) == 1 and had[1] and gone and
+         c.wait_for(lambda: not vm_cgroups(CW), timeout=10),
+         "a SIGKILLed worker's VMM dies with it; the restart sweeps its cgroups", (had, vm_cgroups(CW)))
 except BaseException:
     for w in (WID, PWID):
         try:

@@ -82,6 +82,11 @@ $(BUILD)/tests/%: $(call obj,tests/unit/%.c) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
+# The microVM channel's framing is worker code (backends/vmchan.c).
+$(BUILD)/tests/test_vmchan: $(call obj,tests/unit/test_vmchan.c) $(call obj,backends/vmchan.c) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
 $(BUILD)/tests/proto_tool: $(call obj,tests/interop/proto_tool.c) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(PKG_LIBS)

@@ -358,13 +358,14 @@ static struct vm *pool_take(const char *tier, const char *image, uint64_t memory
 			continue;
 		for (unsigned k = 0; k < p->n; k++) {
 			struct al_err err = { 0 };
+			int rc = vm_poll_ready(p->vms[k], &err);
 
-			if (vm_poll_ready(p->vms[k], &err) > 0) {
+			if (rc > 0) {
 				best = (int)k;
 				break;
 			}
-			if (best < 0 && !vm_exited(p->vms[k]))
-				best = (int)k;
+			if (rc == 0 && best < 0 && !vm_exited(p->vms[k]))
+				best = (int)k; /* still booting: better than a cold boot */
 		}
 		if (best >= 0) {
 			struct vm *vm = p->vms[best];

@@ -277,6 +277,9 @@ def policy_errors():
          "    max: {wall_ms: 5}\n", "defaults.wall_ms is above max.wall_ms"),
         ("no tiers", "result_ttl_s: 5\n", "no tiers"),
         ("negative limit", "tiers:\n  a:\n    backend: process\n    max: {pids: -1}\n", ":4:"),
+        ("pool too big", "tiers:\n  a: {backend: microvm, pool: 65}\n", "pool: expected 0..64"),
+        ("pool idle too short", "tiers:\n  a: {backend: microvm, pool_max_idle_ms: 10}\n",
+         "pool_max_idle_ms: expected at least 1000"),
     ]
     for name, text, needle in cases:
         path = os.path.join(d, name.replace(" ", "_") + ".yaml")

@@ -17,10 +17,12 @@ run_pkgs=(
 	bubblewrap runc crun uidmap podman
 	qemu-system-x86 qemu-utils busybox-static cpio lz4 debootstrap
 	linux-image-cloud-amd64
-	libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients dnsmasq-base
+	libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients dnsmasq-base iptables e2fsprogs
 	nodejs
 )
 
+SUDO=
+[ "$(id -u)" -eq 0 ] || SUDO=sudo
 missing=()
 for p in "${build_pkgs[@]}" "${run_pkgs[@]}"; do
 	# dpkg-query prints "install ok installed" only for a fully installed package.
@@ -33,14 +35,24 @@ done
 # npm package: ask for npm only when no npm command exists.
 command -v npm >/dev/null 2>&1 || missing+=(npm)
 
+# libvirtd resolves these users at start-up (libvirt-daemon-system, which
+# would make them, also brings an init system's units we do not use).
+users() {
+	local u
+	for u in libvirt-qemu libvirt-dnsmasq; do
+		getent passwd "$u" >/dev/null ||
+			${SUDO:-} useradd --system --no-create-home --home-dir /var/lib/libvirt \
+				--shell /usr/sbin/nologin --user-group "$u"
+	done
+}
+
 if [ "${#missing[@]}" -eq 0 ]; then
+	users
 	echo "install-deps: all ${#build_pkgs[@]}+${#run_pkgs[@]} packages present"
 	exit 0
 fi
 
 echo "install-deps: installing ${missing[*]}"
-SUDO=
-[ "$(id -u)" -eq 0 ] || SUDO=sudo
 export DEBIAN_FRONTEND=noninteractive
 # No init system runs services here; keep package scripts from starting daemons.
 if [ ! -e /usr/sbin/policy-rc.d ]; then
@@ -50,4 +62,5 @@ if [ ! -e /usr/sbin/policy-rc.d ]; then
 fi
 $SUDO apt-get update -q
 $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+users
 echo "install-deps: done"

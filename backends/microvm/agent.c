@@ -51,7 +51,18 @@
 #define PORT_WAIT_MS 10000
 #define JOB_FRAME_MAX (AL_JOB_MAX_BYTES + (4u << 20)) /* job + argv + environment */
 
-static const char *const modules[] = { "virtio_ring", "virtio", "virtio_mmio", "virtio_console" };
+/* What each mode loads, in dependency order: a microVM only needs the job
+ * channel (virtio-mmio); a service VM is a PC with a PCI network card, a
+ * disk and the channel. */
+static const char *const microvm_modules[] = { "virtio_ring", "virtio", "virtio_mmio",
+					      "virtio_console", NULL };
+static const char *const service_modules[] = { "virtio_ring", "virtio", "virtio_pci_legacy_dev",
+					      "virtio_pci_modern_dev", "virtio_pci",
+					      "virtio_console", "failover", "net_failover",
+					      "virtio_net", "virtio_blk", NULL };
+
+/* A service VM (the vm backend) keeps running after its result. */
+static bool service_mode;
 
 static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void say(const char *fmt, ...)
@@ -104,9 +115,9 @@ static void mounts(void)
 		fatal("remount /sys read-only");
 }
 
-static void load_modules(void)
+static void load_modules(const char *const *modules)
 {
-	for (size_t i = 0; i < sizeof(modules) / sizeof(modules[0]); i++) {
+	for (size_t i = 0; modules[i]; i++) {
 		char path[128];
 		int fd;
 
@@ -118,6 +129,63 @@ static void load_modules(void)
 			fatal(path);
 		close(fd);
 	}
+}
+
+/* Run a busybox applet and wait; its exit status (-1 when it could not run). */
+static int busybox(const char *const *args)
+{
+	char *argv[16];
+	int n = 0, st;
+	pid_t pid;
+
+	argv[n++] = (char *)"/bin/busybox";
+	for (int i = 0; args[i] && n < 15; i++)
+		argv[n++] = (char *)args[i];
+	argv[n] = NULL;
+	pid = fork();
+	if (pid == 0) {
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	if (pid < 0 || waitpid(pid, &st, 0) < 0)
+		return -1;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* Service VM: the network card by DHCP (the address the operator's libvirt
+ * network gives it; a default route only when the policy grants egress,
+ * see udhcpc.sh) and the per-VM disk on /data. */
+static void service_setup(void)
+{
+	static const char *const lo[] = { "ip", "link", "set", "lo", "up", NULL };
+	static const char *const up[] = { "ip", "link", "set", "eth0", "up", NULL };
+	static const char *const dhcp[] = { "udhcpc", "-i", "eth0", "-s", "/usr/share/airlock/udhcpc.sh",
+					   "-q", "-n", "-t", "30", "-T", "1", NULL };
+
+	if (busybox(lo) || busybox(up) || busybox(dhcp)) {
+		errno = ENETDOWN;
+		fatal("service VM network (DHCP)");
+	}
+	mkdir("/data", 0755);
+	if (access("/dev/vda", F_OK) == 0 &&
+	    mount("/dev/vda", "/data", "ext4", MS_NOSUID | MS_NODEV, NULL))
+		fatal("mount /dev/vda on /data");
+}
+
+static bool cmdline_has(const char *word)
+{
+	char buf[4096], *p;
+	int fd = open("/proc/cmdline", O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+	size_t wl = strlen(word);
+
+	if (fd >= 0)
+		close(fd);
+	buf[n > 0 ? n : 0] = '\0';
+	for (p = buf; (p = strstr(p, word)); p += wl)
+		if ((p == buf || p[-1] == ' ') && (p[wl] == ' ' || p[wl] == '\n' || !p[wl]))
+			return true;
+	return false;
 }
 
 /* The channel's device: the virtio port named AL_CHAN_PORT (no udev here,
@@ -325,6 +393,13 @@ static int run(struct job_in *in, int port, struct al_result *res, struct al_err
 	}
 	if (pid == 0)
 		exec_job(in, &cg, &sc, fs.work, fds);
+	if (service_mode) {
+		/* The service runs on; the result says it started. Its files,
+		 * cgroup and output stay for as long as the VM lives. */
+		res->status = AL_ST_OK;
+		al_seccomp_free(&sc);
+		return AL_OK;
+	}
 	/* Wait for the job, saying we are alive every second (the host tells
 	 * a hung guest from a long job by that); PID 1 also reaps the orphans
 	 * the job leaves. */
@@ -386,7 +461,10 @@ int main(void)
 	}
 	setsid();
 	mounts();
-	load_modules();
+	service_mode = cmdline_has("airlock.mode=service");
+	load_modules(service_mode ? service_modules : microvm_modules);
+	if (service_mode)
+		service_setup();
 	port = open_port();
 	if (al_chan_write(port, AL_CHAN_READY, "agent " AGENT_VERSION, strlen("agent " AGENT_VERSION),
 			  NULL, 0, -1, &err))
@@ -412,5 +490,10 @@ int main(void)
 	}
 	if (al_chan_write(port, AL_CHAN_RESULT, out.data, out.len, NULL, 0, -1, &err))
 		say("send result: %s", err.msg);
+	/* A service VM lives on (until its lease ends: the host destroys it),
+	 * reaping what the service leaves; a failed start powers it off. */
+	while (service_mode && res.status == AL_ST_OK)
+		if (wait(NULL) < 0 && errno == ECHILD)
+			pause();
 	power_off();
 }

@@ -17,14 +17,17 @@
 #              vmlinux (Debian's linux-image-cloud-amd64, uncompressed so
 #              that QEMU boots it through PVH) and initramfs.lz4 (lz4 legacy
 #              frame: the static guest agent as /init, busybox-static, the
-#              four virtio modules the channel needs, and python3 with a
-#              trimmed standard library, taken from the python image).
+#              virtio modules the job channel, a service VM's network card
+#              and disk need, a DHCP client script, and python3 with a
+#              trimmed standard library, taken from the python image), and
+#              data.qcow2 (an empty 64 MiB ext4: service VMs get an overlay).
+#              The same image serves the microvm and vm backends.
 #              --agent names the agent binary (`make microvm-image` passes
 #              build/airlock-agent). The kernel and busybox packages are
 #              fetched with `apt-get download` and cached in DIR/.debs; every
 #              file of the initramfs gets mtime 0 and owner root, so the same
-#              inputs give the same bytes; the sha256 of vmlinux and
-#              initramfs.lz4 is written to DIR/microvm/.airlock-image. An
+#              inputs give the same bytes; the sha256 of the three files is
+#              written to DIR/microvm/.airlock-image. An
 #              image built from the same inputs is kept (AIRLOCK_REBUILD=1
 #              forces a build).
 set -euo pipefail
@@ -131,7 +134,7 @@ copy_with_libs() {
 build_microvm() {
 	local dst="$OUT/microvm" tmp="$OUT/microvm.new" kver m py
 	[ -n "$AGENT" ] && [ -x "$AGENT" ] || { echo "build.sh: microvm needs --agent FILE (make microvm-image builds it)" >&2; exit 1; }
-	for tool in lz4 cpio dpkg-deb apt-get; do
+	for tool in lz4 cpio dpkg-deb apt-get mkfs.ext4 qemu-img; do
 		command -v "$tool" >/dev/null || { echo "build.sh: install $tool" >&2; exit 1; }
 	done
 	[ -x "$OUT/python/usr/bin/python3" ] || build_rootfs python
@@ -173,7 +176,10 @@ script $(sha256sum <"$0" | cut -d' ' -f1)"
 	install -m 0755 "$AGENT" "$r/init"
 	install -m 0755 "$tmp/b/bin/busybox" "$r/usr/bin/busybox"
 	ln -s busybox "$r/usr/bin/sh"
-	for m in virtio_ring virtio virtio_mmio virtio_console; do
+	# microVMs need the first four; service VMs (a PC with PCI devices, a
+	# network card and a disk) the rest too. The agent loads what its mode needs.
+	for m in virtio_ring virtio virtio_mmio virtio_console virtio_pci_legacy_dev \
+		virtio_pci_modern_dev virtio_pci failover net_failover virtio_net virtio_blk; do
 		find "$tmp"/k/lib/modules -name "$m.ko*" -exec cp {} "$r/lib/modules/" \;
 		[ -e "$r/lib/modules/$m.ko" ] || { echo "build.sh: module $m.ko missing" >&2; exit 1; }
 	done
@@ -188,14 +194,38 @@ script $(sha256sum <"$0" | cut -d' ' -f1)"
 	for m in "$r"/usr/lib/python3.11/lib-dynload/*.so; do
 		copy_with_libs "${m#"$r"}" "$r"
 	done
+	# Service VMs: busybox's DHCP client configures the card with this; a
+	# default route only when the policy grants egress (kernel command line).
+	mkdir -p "$r/usr/share/airlock"
+	cat >"$r/usr/share/airlock/udhcpc.sh" <<'SH'
+#!/bin/sh
+B=/bin/busybox
+case "$1" in
+bound|renew)
+	$B ip addr flush dev "$interface"
+	$B ip addr add "$ip/${mask:-24}" dev "$interface"
+	if [ -n "$router" ] && $B grep -q 'airlock.egress=1' /proc/cmdline; then
+		$B ip route add default via "${router%% *}" dev "$interface"
+	fi
+	;;
+esac
+SH
+	chmod 0755 "$r/usr/share/airlock/udhcpc.sh"
 	printf 'root:x:0:0::/:/bin/sh\njob:x:1000:1000:airlock job:/work:/bin/sh\n' >"$r/etc/passwd"
 	printf 'root:x:0:\njob:x:1000:\n' >"$r/etc/group"
 	find "$r" -exec touch -h -d @0 {} +
 	(cd "$r" && find . -print0 | LC_ALL=C sort -z | cpio -0 -o -H newc -R 0:0 --reproducible --quiet) |
 		lz4 -l -9 -q >"$tmp/initramfs.lz4"
+	# Service VMs' disk: an empty ext4 (owned by the job's uid) that each VM
+	# gets a copy-on-write overlay of; fixed UUID, seed and time, so the
+	# same bytes every build.
+	truncate -s 64M "$tmp/data.raw"
+	E2FSPROGS_FAKE_TIME=1 mkfs.ext4 -q -F -T small -U 00000000-0000-0000-0000-00000000a1a1 \
+		-E root_owner=1000:1000,hash_seed=00000000-0000-0000-0000-00000000a1a1 "$tmp/data.raw"
+	qemu-img convert -O qcow2 "$tmp/data.raw" "$tmp/data.qcow2"
 	mkdir -p "$tmp/out"
-	mv "$tmp/vmlinux" "$tmp/initramfs.lz4" "$tmp/out/"
-	echo "sha256:$(cat "$tmp/out/vmlinux" "$tmp/out/initramfs.lz4" | sha256sum | cut -d' ' -f1)" >"$tmp/out/.airlock-image"
+	mv "$tmp/vmlinux" "$tmp/initramfs.lz4" "$tmp/data.qcow2" "$tmp/out/"
+	echo "sha256:$(cat "$tmp/out/vmlinux" "$tmp/out/initramfs.lz4" "$tmp/out/data.qcow2" | sha256sum | cut -d' ' -f1)" >"$tmp/out/.airlock-image"
 	echo "$kver" >"$tmp/out/kernel-package"
 	echo "$inputs" >"$tmp/out/.inputs"
 	rm -rf "$dst.old"

@@ -83,7 +83,7 @@ $(BUILD)/tests/%: $(call obj,tests/unit/%.c) $(LIB)
 	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
 # The microVM channel's framing is worker code (backends/vmchan.c).
-$(BUILD)/tests/test_vmchan: $(call obj,tests/unit/test_vmchan.c) $(call obj,backends/vmchan.c) $(LIB)
+$(BUILD)/tests/test_vmchan: $(call obj,tests/unit/test_vmchan.c backends/vmchan.c backends/jobspec.c) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
 

@@ -49,6 +49,7 @@ struct al_backend_conf {
 	const char *vm_accel;	   /* microvm: "kvm", "tcg" or NULL = KVM when usable */
 	const char *vm_console;	   /* microvm: append guest consoles here (debugging); NULL = none */
 	uint64_t vm_hang_ms;	   /* microvm: a guest silent this long is broken, ms; 0 = default */
+	const char *libvirt_uri;   /* vm: NULL = qemu:///system */
 };
 
 /* Sandboxes of one shape to keep ready ahead of jobs (warm pools), from a
@@ -73,6 +74,11 @@ struct al_run_spec {
 	const char *image;	   /* the tier's image, or NULL */
 	unsigned slot;		   /* 0 .. conf.slots-1 */
 	unsigned attempt;	   /* 1-based */
+	/* vm (service VMs): from the tier's policy */
+	const char *vm_network;	   /* the libvirt network; NULL = "airlock" */
+	const uint16_t *ports;	   /* the service's ports (readiness, reported) */
+	size_t nports;
+	uint64_t lease_ms, max_lease_ms;
 };
 
 #define AL_WATCH_MAX 4

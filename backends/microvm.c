@@ -441,7 +441,7 @@ static void mvm_refill(const struct al_backend_conf *conf, unsigned slot)
 /* ---- the backend ---- */
 
 /* The host's TSC rate in kHz, for guests under emulation. */
-static uint64_t host_tsc_khz(void)
+uint64_t al_host_tsc_khz(void)
 {
 	FILE *f = fopen("/proc/cpuinfo", "re");
 	char line[256];
@@ -458,7 +458,7 @@ static uint64_t host_tsc_khz(void)
 /* KVM is usable when the CPU has virtualisation extensions and /dev/kvm
  * makes a VM (a /dev/kvm node alone is not enough: nested hosts may have
  * one that fails later). *gid gets the device's group. */
-static bool kvm_usable(gid_t *gid)
+bool al_kvm_usable(gid_t *gid)
 {
 	FILE *f = fopen("/proc/cpuinfo", "re");
 	char line[4096];
@@ -505,7 +505,7 @@ static int mvm_init(const struct al_backend_conf *conf, struct al_err *err)
 	/* KVM when /dev/kvm opens, unless told otherwise; TCG is slow but the
 	 * same boundary. */
 	if (!accel || !strcmp(accel, "kvm")) {
-		G.kvm = kvm_usable(&G.kvm_gid);
+		G.kvm = al_kvm_usable(&G.kvm_gid);
 		if (accel && !G.kvm)
 			return al_err_set(err, AL_ESANDBOX,
 					  "microvm: --vm-accel kvm: /dev/kvm cannot make a VM on this host");
@@ -513,7 +513,7 @@ static int mvm_init(const struct al_backend_conf *conf, struct al_err *err)
 		return al_err_set(err, AL_ESANDBOX, "microvm: --vm-accel must be kvm or tcg, not \"%s\"",
 				  accel);
 	}
-	G.tsc_khz = G.kvm ? 0 : host_tsc_khz();
+	G.tsc_khz = G.kvm ? 0 : al_host_tsc_khz();
 	G.ready = true;
 	return AL_OK;
 }
@@ -574,36 +574,13 @@ static void arm(const struct al_sandbox *sb)
 	timerfd_settime(m->timer_fd, 0, &it, NULL);
 }
 
-/* The job frame: the job with its effective limits, then argv and
- * environment built here (the policy's variables win). */
 static int send_job(struct al_sandbox *sb, struct al_err *err)
 {
 	struct mvm_sb *m = sb->priv;
-	struct al_job job = *sb->spec.job;
-	struct al_buf enc = { 0 }, av = { 0 };
-	uint32_t argc = 0, envc = 0;
-	uint8_t n[8];
-	int rc;
+	int rc = al_chan_send_job(m->vm->v.chan_fd, &sb->spec, JOB_SEND_TIMEOUT_MS, err);
 
-	job.limits = sb->spec.limits;
-	al_buf_append(&enc, "\0\0\0\0", 4);
-	if ((rc = al_job_encode(&job, &enc, err)) ||
-	    al_argv_env(&sb->spec, "/proc/self/fd/3", &av, &argc, &envc)) {
-		rc = rc ? rc : al_err_set(err, AL_ESANDBOX, "microvm: out of memory");
-		goto out;
-	}
-	al_put_u32((uint8_t *)enc.data, (uint32_t)(enc.len - 4));
-	al_put_u32(n, argc);
-	al_put_u32(n + 4, envc);
-	if ((rc = al_buf_append(&enc, n, sizeof(n)) ? al_err_set(err, AL_ESANDBOX, "out of memory") : 0))
-		goto out;
-	rc = al_chan_write(m->vm->v.chan_fd, AL_CHAN_JOB, enc.data, enc.len, av.data, av.len,
-			   JOB_SEND_TIMEOUT_MS, err);
 	m->sent = rc == 0;
 	m->sent_ms = m->heard_ms = mono_ms(); /* the job's clock starts now */
-out:
-	al_buf_free(&enc);
-	al_buf_free(&av);
 	return rc;
 }
 

@@ -1,6 +1,9 @@
 /* vmchan.c - framed messages on the microVM's channel (see vmchan.h). */
 #include "vmchan.h"
 
+#include "backend.h"
+#include "jobspec.h"
+
 #include <errno.h>
 #include <poll.h>
 #include <string.h>
@@ -119,4 +122,37 @@ int al_chan_write(int fd, char type, const void *p1, size_t n1, const void *p2, 
 	    (n2 && (rc = write_all(fd, p2, n2, deadline, err))))
 		return rc;
 	return AL_OK;
+}
+
+int al_chan_send_job(int fd, const struct al_run_spec *spec, int timeout_ms, struct al_err *err)
+{
+	struct al_job job = *spec->job;
+	struct al_buf enc = { 0 }, av = { 0 };
+	uint32_t argc = 0, envc = 0;
+	uint8_t n[8];
+	int rc;
+
+	job.limits = spec->limits;
+	if (al_buf_append(&enc, "\0\0\0\0", 4)) {
+		rc = al_err_set(err, AL_ESANDBOX, "channel: out of memory");
+		goto out;
+	}
+	if ((rc = al_job_encode(&job, &enc, err)))
+		goto out;
+	if (al_argv_env(spec, "/proc/self/fd/3", &av, &argc, &envc)) {
+		rc = al_err_set(err, AL_ESANDBOX, "channel: out of memory");
+		goto out;
+	}
+	al_put_u32((uint8_t *)enc.data, (uint32_t)(enc.len - 4));
+	al_put_u32(n, argc);
+	al_put_u32(n + 4, envc);
+	if (al_buf_append(&enc, n, sizeof(n))) {
+		rc = al_err_set(err, AL_ESANDBOX, "channel: out of memory");
+		goto out;
+	}
+	rc = al_chan_write(fd, AL_CHAN_JOB, enc.data, enc.len, av.data, av.len, timeout_ms, err);
+out:
+	al_buf_free(&enc);
+	al_buf_free(&av);
+	return rc;
 }

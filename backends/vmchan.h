@@ -55,6 +55,12 @@ void al_chan_rd_free(struct al_chan_rd *r);
 int al_chan_write(int fd, char type, const void *p1, size_t n1, const void *p2, size_t n2,
 		  int timeout_ms, struct al_err *err);
 
+struct al_run_spec;
+/* Send the job frame for spec: the job with its effective limits, then
+ * argv and environment built as for every backend (the script on fd 3).
+ * timeout_ms as for al_chan_write. */
+int al_chan_send_job(int fd, const struct al_run_spec *spec, int timeout_ms, struct al_err *err);
+
 /* Big-endian u32 helpers for payloads. */
 static inline void al_put_u32(uint8_t *p, uint32_t v)
 {

@@ -14,6 +14,9 @@
 #define AL_KEY_STATS "al:stats"		   /* hash: final status -> count, and counters */
 #define AL_KEY_WORKERS "al:workers"	   /* hash: worker id -> JSON description */
 #define AL_KEY_CANCEL_CHANNEL "al:cancel" /* pub/sub: ids of jobs to kill */
+#define AL_KEY_VM_LEASES "al:vm:leases"   /* zset: service VM name -> lease end, unix ms */
+#define AL_KEY_VM_PREFIX "al:vm:"	   /* al:vm:<name> hash: the VM's lease record */
+#define AL_VM_NAME_PREFIX "al-svc-"	   /* every domain Airlock makes; others are never touched */
 #define AL_GROUP_WORKERS "workers"	   /* consumer group on every ready queue */
 #define AL_GROUP_SCHEDULER "scheduler"	   /* consumer group on the intake */
 
@@ -35,7 +38,9 @@ static inline const char *al_band_name(int band)
  *   al:q:<tier>:<band> stream: ready entries (id, attempt), group "workers"
  *   al:idem:<tenant>:<key>  string: job id of an idempotent submission
  *   al:worker:<id>     string with a TTL: the worker is alive
- *   al:tenant:<tenant> hash: queued, running (quota counters) */
+ *   al:tenant:<tenant> hash: queued, running (quota counters)
+ *   al:vm:<name>       hash: a service VM's lease (job, tier, worker, ip, ports,
+ *                      created_ms, expires_ms, max_until_ms, state, reason) */
 #define AL_KEY_MAX 256
 
 /* The command that records a dead letter: XADD al:dlq * reason R source S

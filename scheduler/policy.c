@@ -159,6 +159,8 @@ static int parse_tier(struct ctx *c, yaml_node_t *name, yaml_node_t *n, struct a
 	t->max_attempts = 3;
 	t->backoff_ms = 500;
 	t->pool_max_idle_ms = 600000;
+	t->lease_ms = 3600000;
+	t->max_lease_ms = 86400000;
 	if (!t->name)
 		return al_err_set(c->err, AL_ENOMEM, "policy: out of memory");
 	if ((rc = want_map(c, n, t->name)))
@@ -197,6 +199,30 @@ static int parse_tier(struct ctx *c, yaml_node_t *name, yaml_node_t *n, struct a
 				rc = fail(c, v, "pool: expected 0..%d (pre-booted sandboxes per worker)",
 					  AL_POOL_MAX);
 			t->pool = (uint32_t)u;
+		} else if (!strcmp(key, "vm_network")) {
+			rc = get_str(c, v, "vm_network", &t->vm_network);
+		} else if (!strcmp(key, "vm_lease_ms")) {
+			rc = get_u64(c, v, "vm_lease_ms", &t->lease_ms);
+			if (!rc && t->lease_ms < 1000)
+				rc = fail(c, v, "vm_lease_ms: expected at least 1000");
+		} else if (!strcmp(key, "vm_max_lease_ms")) {
+			rc = get_u64(c, v, "vm_max_lease_ms", &t->max_lease_ms);
+		} else if (!strcmp(key, "ports")) {
+			if (v->type != YAML_SEQUENCE_NODE)
+				return fail(c, v, "ports: expected a list of port numbers");
+			for (yaml_node_item_t *it = v->data.sequence.items.start;
+			     it < v->data.sequence.items.top; it++) {
+				yaml_node_t *pn = yaml_document_get_node(&c->doc, *it);
+
+				if (t->nports == AL_PORTS_MAX)
+					return fail(c, pn, "ports: at most %d", AL_PORTS_MAX);
+				if ((rc = get_u64(c, pn, "ports[]", &u)))
+					return rc;
+				if (u < 1 || u > 65535)
+					return fail(c, pn, "ports: expected 1..65535, got %llu",
+						    (unsigned long long)u);
+				t->ports[t->nports++] = (uint16_t)u;
+			}
 		} else if (!strcmp(key, "pool_max_idle_ms")) {
 			rc = get_u64(c, v, "pool_max_idle_ms", &t->pool_max_idle_ms);
 			if (!rc && t->pool_max_idle_ms < 1000)
@@ -235,7 +261,7 @@ static int parse_tier(struct ctx *c, yaml_node_t *name, yaml_node_t *n, struct a
 				t->ncallback_hosts++;
 			}
 		} else {
-			return fail(c, k, "tier %s: unknown key \"%s\"; use backend, egress, defaults, max, cpu_millis, max_attempts, backoff_ms, image, pool, pool_max_idle_ms, env or callback_hosts",
+			return fail(c, k, "tier %s: unknown key \"%s\"; use backend, egress, defaults, max, cpu_millis, max_attempts, backoff_ms, image, pool, pool_max_idle_ms, vm_network, ports, vm_lease_ms, vm_max_lease_ms, env or callback_hosts",
 				    t->name, key);
 		}
 		if (rc)
@@ -249,6 +275,8 @@ static int parse_tier(struct ctx *c, yaml_node_t *name, yaml_node_t *n, struct a
 	if (!known)
 		return fail(c, n, "tier %s: unknown backend \"%s\"; use process, container, microvm or vm",
 			    t->name, t->backend);
+	if (t->max_lease_ms < t->lease_ms)
+		return fail(c, n, "tier %s: vm_max_lease_ms is below vm_lease_ms; raise it", t->name);
 	/* Defaults must fit under the maxima. */
 #define CHECK_DEF(f)                                                                            \
 	if (t->defaults.f > t->max.f)                                                           \
@@ -418,6 +446,7 @@ void al_policy_free(struct al_policy *pol)
 		free(t->name);
 		free(t->backend);
 		free(t->image);
+		free(t->vm_network);
 		for (size_t j = 0; j < t->nenv; j++) {
 			free(t->env[j].key);
 			free(t->env[j].value);

@@ -13,6 +13,8 @@
 #include "../proto/err.h"
 #include "../proto/job.h"
 
+#define AL_PORTS_MAX 8
+
 struct al_tier_policy {
 	char *name;
 	char *backend;		  /* "process", "container", "microvm", "vm", "noop" */
@@ -29,6 +31,11 @@ struct al_tier_policy {
 	char *image;		  /* container/microvm/vm image, or NULL */
 	uint32_t pool;		  /* microvm: pre-booted VMs per worker (0..AL_POOL_MAX) */
 	uint64_t pool_max_idle_ms; /* microvm: a pool VM idle this long is recycled */
+	char *vm_network;	  /* vm: the libvirt network its VMs join ("airlock") */
+	uint16_t ports[AL_PORTS_MAX]; /* vm: the ports the service listens on */
+	size_t nports;
+	uint64_t lease_ms;	  /* vm: a VM's lease at start, ms */
+	uint64_t max_lease_ms;	  /* vm: the most `vm extend` may reach, from creation */
 };
 
 #define AL_POOL_MAX 64

@@ -619,6 +619,11 @@ static void start_job(struct worker *w, struct slot *s, const char *raw, size_t 
 	spec.image = s->tier->image;
 	spec.slot = (unsigned)s->index;
 	spec.attempt = s->attempt;
+	spec.vm_network = s->tier->vm_network;
+	spec.ports = s->tier->ports;
+	spec.nports = s->tier->nports;
+	spec.lease_ms = s->tier->lease_ms;
+	spec.max_lease_ms = s->tier->max_lease_ms;
 	s->runner = al_runner_start(w->base, s->ops, &w->conf->backend, &spec, on_job_done, s);
 	if (!s->runner) {
 		al_log("error", "out_of_memory", "job=%s", s->id);

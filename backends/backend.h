@@ -161,5 +161,6 @@ extern const struct al_backend_ops al_backend_process;
 extern const struct al_backend_ops al_backend_container;
 extern const struct al_backend_ops al_backend_noop;
 extern const struct al_backend_ops al_backend_microvm;
+extern const struct al_backend_ops al_backend_vm;
 
 #endif

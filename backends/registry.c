@@ -9,6 +9,7 @@ static const struct al_backend_ops *const backends[] = {
 	&al_backend_process,
 	&al_backend_container,
 	&al_backend_microvm,
+	&al_backend_vm,
 	&al_backend_noop,
 	NULL,
 };

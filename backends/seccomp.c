@@ -32,6 +32,11 @@ const char *const al_seccomp_denied[] = {
 
 int al_seccomp_build(struct al_seccomp *sc, struct al_err *err)
 {
+	return al_seccomp_build_net(sc, false, err);
+}
+
+int al_seccomp_build_net(struct al_seccomp *sc, bool inet, struct al_err *err)
+{
 	const unsigned long ns_flags = AL_SECCOMP_NS_FLAGS;
 	scmp_filter_ctx ctx;
 	char *mem = NULL;
@@ -49,9 +54,18 @@ int al_seccomp_build(struct al_seccomp *sc, struct al_err *err)
 		if (nr != __NR_SCMP_ERROR && (rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 0)))
 			goto out_rule;
 	}
-	/* socket(): only AF_UNIX */
-	if ((rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 1,
-				   SCMP_A0(SCMP_CMP_NE, AF_UNIX))))
+	/* socket(): only AF_UNIX; with inet, also AF_INET and AF_INET6 (one
+	 * rule per refused family: a rule cannot test one argument twice) */
+	if (!inet && (rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 1,
+					    SCMP_A0(SCMP_CMP_NE, AF_UNIX))))
+		goto out_rule;
+	for (int fam = 0; inet && fam < AF_MAX; fam++)
+		if (fam != AF_UNIX && fam != AF_INET && fam != AF_INET6 &&
+		    (rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 1,
+					   SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)fam))))
+			goto out_rule;
+	if (inet && (rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 1,
+					   SCMP_A0(SCMP_CMP_GE, (scmp_datum_t)AF_MAX))))
 		goto out_rule;
 	/* clone() with any namespace bit: one rule per bit */
 	for (int bit = 0; bit < 64; bit++) {

@@ -4,6 +4,7 @@
 #define AL_SECCOMP_H
 
 #include <linux/filter.h>
+#include <stdbool.h>
 
 #include "../proto/err.h"
 
@@ -22,6 +23,9 @@ struct al_seccomp {
  * family, bpf, perf_event_open, kexec, module loading, reboot, swapon/off,
  * userfaultfd, io_uring, and socket() of any family but AF_UNIX. */
 int al_seccomp_build(struct al_seccomp *sc, struct al_err *err);
+/* The same, except that with inet socket() of AF_INET and AF_INET6 is
+ * allowed too (service VMs: the network is what the service is for). */
+int al_seccomp_build_net(struct al_seccomp *sc, bool inet, struct al_err *err);
 /* Apply in the child (async-signal-safe). Requires no_new_privs or
  * CAP_SYS_ADMIN. Returns 0 or -1 with errno. */
 int al_seccomp_apply(const struct al_seccomp *sc);

@@ -148,6 +148,7 @@ static void usage(FILE *f)
 		"  --vmm-binary PATH    its executable (default: found on PATH)\n"
 		"  --vm-accel A         kvm or tcg (default: kvm when /dev/kvm opens)\n"
 		"  --vm-console FILE    append microVM consoles here (debugging only)\n"
+		"  --libvirt URI        service VMs' libvirt (default qemu:///system)\n"
 		"  --vm-hang-ms N       a microVM silent this long (boot, heartbeats) is broken\n"
 		"                       (default 20000 under TCG, 5000 with KVM)\n"
 		"  --webhook-secret S   key for the X-Airlock-Signature header of callbacks\n"
@@ -176,6 +177,7 @@ static const struct option opts[] = {
 	{ "vm-accel", required_argument, NULL, 'A' },
 	{ "vm-console", required_argument, NULL, 'K' },
 	{ "vm-hang-ms", required_argument, NULL, 'G' },
+	{ "libvirt", required_argument, NULL, 'L' },
 	{ "webhook-secret", required_argument, NULL, 'S' },
 	{ "allow-noop", no_argument, NULL, 'N' },
 	{ "run-one", required_argument, NULL, 'r' },
@@ -278,6 +280,7 @@ static int apply(struct opts_state *st, int c, const char *name, const char *v)
 		conf->backend.vm_accel = v;
 		break;
 	case 'K': conf->backend.vm_console = v; break;
+	case 'L': conf->backend.libvirt_uri = v; break;
 	case 'G':
 		if (parse_u64(name, v, 1000, 600000, &conf->backend.vm_hang_ms))
 			return -1;

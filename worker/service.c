@@ -543,6 +543,53 @@ static void hist_flush(struct worker *w)
 	}
 }
 
+static const char *info_of(const struct al_result *res, const char *key)
+{
+	for (size_t i = 0; i < res->ninfo; i++)
+		if (!strcmp(res->info[i].key, key))
+			return res->info[i].value;
+	return NULL;
+}
+
+/* A service VM that is up: its lease goes into Redis before the result
+ * (al:vm:<name> and the al:vm:leases index the scheduler ends it by). A
+ * worker that dies in between leaves a leased VM that serves nobody until
+ * its lease ends; the other order would leave a result naming a VM that
+ * reconciliation destroys. */
+static void record_vm_lease(struct worker *w, struct slot *s, const struct al_result *res)
+{
+	const char *name = info_of(res, "vm_name"), *exp = info_of(res, "lease_expires_ms");
+	const char *max = info_of(res, "lease_max_ms"), *ip = info_of(res, "vm_ip");
+	const char *ports = info_of(res, "ports");
+	char key[AL_KEY_MAX], now[24];
+
+	if (!name || !exp || !max || !ip)
+		return;
+	snprintf(key, sizeof(key), AL_KEY_VM_PREFIX "%s", name);
+	snprintf(now, sizeof(now), "%llu", (unsigned long long)al_now_ms());
+	{
+		const char *argv[] = { "HSET", key, "job", s->id, "tier", s->tier->name, "worker",
+				       w->conf->backend.worker_id, "ip", ip, "ports", ports ? ports : "",
+				       "created_ms", now, "expires_ms", exp, "max_until_ms", max,
+				       "state", "running" };
+		size_t lens[sizeof(argv) / sizeof(argv[0])];
+
+		for (size_t i = 0; i < sizeof(argv) / sizeof(argv[0]); i++)
+			lens[i] = strlen(argv[i]);
+		enqueue(w, "vm_lease", s->id, sizeof(argv) / sizeof(argv[0]), argv, lens);
+	}
+	{
+		const char *argv[] = { "ZADD", AL_KEY_VM_LEASES, exp, name };
+		size_t lens[4];
+
+		for (size_t i = 0; i < 4; i++)
+			lens[i] = strlen(argv[i]);
+		enqueue(w, "vm_lease", s->id, 4, argv, lens);
+	}
+	al_log("info", "vm_up", "job=%s vm=%s ip=%s ports=%s lease_expires_ms=%s", s->id, name, ip,
+	       ports ? ports : "", exp);
+}
+
 static void on_job_done(struct al_runner *r, struct al_result *res, void *arg)
 {
 	struct slot *s = arg;
@@ -566,6 +613,8 @@ static void on_job_done(struct al_runner *r, struct al_result *res, void *arg)
 	} else if (res->status == AL_ST_SANDBOX_ERROR && s->attempt < s->job.max_attempts) {
 		retry_later(w, s, backoff_ms(s->tier, s->attempt), true);
 	} else {
+		if ((s->ops->caps & AL_CAP_SERVICE) && res->status == AL_ST_OK)
+			record_vm_lease(w, s, res);
 		commit_result(w, res, s->job.tenant, s->stream, s->entry, (long)s->attempt,
 			      s->job.callback_url);
 	}

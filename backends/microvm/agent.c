@@ -367,7 +367,7 @@ static int run(struct job_in *in, int port, struct al_result *res, struct al_err
 	bool disk_full = false;
 	pid_t pid;
 
-	if ((rc = al_seccomp_build(&sc, err)))
+	if ((rc = al_seccomp_build_net(&sc, service_mode, err)))
 		return rc;
 	if ((rc = al_cg_detect(&sys, "guest", err)) || (rc = al_cg_create(&cg, &sys, "job", &cgl, err)))
 		return rc;

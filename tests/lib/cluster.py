@@ -17,8 +17,9 @@ REDIS_SERVER = "/usr/bin/redis-server"
 
 
 class Cluster:
-    def __init__(self, policy=None, aof=False, start_redis=True, sockperm="700"):
+    def __init__(self, policy=None, aof=False, start_redis=True, sockperm="700", prefix=()):
         self.sockperm = sockperm
+        self.prefix = list(prefix)  # e.g. ip netns exec NS: where workers and schedulers run
         self.dir = tempfile.mkdtemp(prefix="airlock-it-", dir="/var/tmp")
         os.chmod(self.dir, 0o755)
         self.sock = os.path.join(self.dir, "redis.sock")
@@ -63,7 +64,8 @@ class Cluster:
     # --- airlock processes ---
     def _start(self, name, args, env=None):
         log = open(os.path.join(self.dir, name + ".log"), "ab")
-        p = subprocess.Popen(args, stdout=log, stderr=log, stdin=subprocess.DEVNULL, env=env)
+        p = subprocess.Popen(self.prefix + args, stdout=log, stderr=log, stdin=subprocess.DEVNULL,
+                             env=env)
         log.close()
         self.procs[name] = p
         return p

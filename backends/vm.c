@@ -1,0 +1,545 @@
+/* vm.c - the service-VM backend: a libvirt-managed VM per `service` job that
+ * keeps running after its result, with its own IP on a libvirt network.
+ *
+ * prepare makes the VM's disk, a copy-on-write overlay (qemu-img) of the
+ * image's data.qcow2; start defines and starts a transient domain named
+ * al-svc-<job id> (a PC: the image's kernel and initramfs, the overlay as
+ * /dev/vda, one virtio NIC on the tier's network, the agent's virtio-serial
+ * channel on a unix socket); the guest agent (service mode) configures the
+ * card by DHCP, says ready, takes the job and starts it as uid 1000. The job
+ * is ready when its address is in libvirt's lease table and every port of
+ * the tier's policy accepts a TCP connection (not when a lease exists:
+ * leases can be stale); the result (ok) names the VM, its address, ports
+ * and lease end. The worker records the lease in Redis; the scheduler ends
+ * it (destroys the domain and removes the overlay) when it expires or is
+ * stopped, and reconciles libvirt's domains with Redis.
+ *
+ * A job that fails before it is ready leaves nothing: the domain is
+ * destroyed (transient: it is gone) and the overlay and socket removed.
+ */
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <libvirt/libvirt.h>
+#include <libvirt/virterror.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/timerfd.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../proto/buf.h"
+#include "../proto/keys.h"
+#include "backend.h"
+#include "jobfs.h"
+#include "jobspec.h"
+#include "vmchan.h"
+#include "vmm.h"
+
+extern char **environ;
+
+#define MIB (1024ull * 1024ull)
+#define GUEST_OVERHEAD_MIB 128
+#define TICK_MS 100
+#define AL_PORTS_TEXT 64
+#define DEFAULT_IMAGE "/var/lib/airlock/images/microvm"
+
+static struct {
+	const struct al_backend_conf *conf;
+	virConnectPtr conn;
+	char dir[PATH_MAX];	/* <state>/<worker>/vm: overlays, sockets, base copies */
+	char qemu_img[PATH_MAX];
+	bool kvm;
+	uint64_t tsc_khz;
+} G;
+
+enum vm_state { VM_BOOTING, VM_STARTING, VM_PROBING };
+
+struct vm_sb {
+	char name[AL_ID_MAX + 16];
+	char disk[PATH_MAX], sock[PATH_MAX], base[PATH_MAX], hash[80];
+	virDomainPtr dom;
+	int chan_fd, timer_fd, probe_fd;
+	unsigned probe_port; /* index into spec.ports */
+	struct al_chan_rd rd;
+	enum vm_state state;
+	char ip[INET_ADDRSTRLEN];
+	uint64_t start_ms;
+	bool keep;	/* ready: the VM outlives the job */
+};
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void quiet(void *data, virErrorPtr e)
+{
+	(void)data;
+	(void)e;
+}
+
+/* libvirt's last error, for messages. */
+static const char *lv_err(void)
+{
+	virErrorPtr e = virGetLastError();
+
+	return e && e->message ? e->message : "unknown libvirt error";
+}
+
+static int run_wait(const char *const *argv)
+{
+	posix_spawn_file_actions_t fa;
+	pid_t pid;
+	int st = -1;
+
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+	posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+	posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+	if (posix_spawn(&pid, argv[0], &fa, NULL, (char *const *)argv, environ) == 0)
+		while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+			;
+	posix_spawn_file_actions_destroy(&fa);
+	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
+}
+
+static int copy_file(const char *from, const char *to)
+{
+	char tmp[PATH_MAX + 8], buf[1 << 16];
+	int in = open(from, O_RDONLY | O_CLOEXEC), out;
+	ssize_t n = 0;
+
+	if (al_pathf(tmp, sizeof(tmp), "%s.new", to)) {
+		if (in >= 0)
+			close(in);
+		return -1;
+	}
+	out = in >= 0 ? open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644) : -1;
+	while (out >= 0 && (n = read(in, buf, sizeof(buf))) > 0)
+		if (write(out, buf, (size_t)n) != n) {
+			n = -1;
+			break;
+		}
+	if (in >= 0)
+		close(in);
+	if (out >= 0 && close(out) == 0 && n == 0 && rename(tmp, to) == 0)
+		return 0;
+	unlink(tmp);
+	return -1;
+}
+
+/* The image's files, copied once per worker and image content: libvirt
+ * chowns what it boots, so it never gets the image itself. */
+static int base_copy(struct vm_sb *v, const char *image, struct al_err *err)
+{
+	static const char *const files[] = { "vmlinux", "initramfs.lz4", "data.qcow2" };
+	char p[PATH_MAX + 32], q[PATH_MAX + 32], h[16];
+
+	snprintf(p, sizeof(p), "%s/.airlock-image", image);
+	if (!al_read_text(p, v->hash, sizeof(v->hash)))
+		snprintf(v->hash, sizeof(v->hash), "unhashed");
+	v->hash[strcspn(v->hash, "\n")] = '\0';
+	/* the hash names the copy; unhashed images are copied per job */
+	snprintf(h, sizeof(h), "%.12s", strncmp(v->hash, "sha256:", 7) ? v->name : v->hash + 7);
+	if (al_pathf(v->base, sizeof(v->base), "%s/base-%s", G.dir, h) ||
+	    (mkdir(v->base, 0755) && errno != EEXIST))
+		return al_err_sys(err, "vm: mkdir %s", v->base);
+	for (size_t i = 0; i < 3; i++) {
+		snprintf(p, sizeof(p), "%s/%s", image, files[i]);
+		snprintf(q, sizeof(q), "%s/%s", v->base, files[i]);
+		if (access(q, F_OK) == 0)
+			continue;
+		if (access(p, R_OK))
+			return al_err_set(err, AL_ESANDBOX,
+					  "vm: image %s has no %s: run `make microvm-image` (the service VM template uses the same image)",
+					  image, files[i]);
+		if (copy_file(p, q))
+			return al_err_sys(err, "vm: copy %s", p);
+	}
+	return AL_OK;
+}
+
+static int vm_init(const struct al_backend_conf *conf, struct al_err *err)
+{
+	const char *uri = conf->libvirt_uri ? conf->libvirt_uri : "qemu:///system";
+	gid_t gid;
+
+	if (G.conn)
+		virConnectClose(G.conn);
+	memset(&G, 0, sizeof(G));
+	G.conf = conf;
+	virSetErrorFunc(NULL, quiet);
+	if (!al_find_exec("qemu-img", G.qemu_img, sizeof(G.qemu_img)))
+		return al_err_set(err, AL_ESANDBOX, "vm: qemu-img not found (install qemu-utils)");
+	G.conn = virConnectOpen(uri);
+	if (!G.conn)
+		return al_err_set(err, AL_ESANDBOX, "vm: cannot connect to libvirt at %s: %s", uri,
+				  lv_err());
+	snprintf(G.dir, sizeof(G.dir), "%s/%s/vm", conf->state_dir, conf->worker_id);
+	if (al_mkdir_p(G.dir, 0711))
+		return al_err_sys(err, "vm: mkdir %s", G.dir);
+	/* libvirt's QEMU user must reach the overlays, sockets and copies */
+	chmod(G.dir, 0755);
+	G.kvm = al_kvm_usable(&gid);
+	G.tsc_khz = G.kvm ? 0 : al_host_tsc_khz();
+	return AL_OK;
+}
+
+/* A crashed run's files whose domain is gone (a leased VM keeps its own). */
+static int vm_sweep(const struct al_backend_conf *conf, struct al_err *err)
+{
+	char path[PATH_MAX + 300];
+	struct dirent *e;
+	DIR *d = opendir(G.dir);
+
+	(void)conf;
+	(void)err;
+	while (d && (e = readdir(d))) {
+		char name[300];
+		virDomainPtr dom;
+		size_t l = strlen(e->d_name);
+
+		if (strncmp(e->d_name, AL_VM_NAME_PREFIX, strlen(AL_VM_NAME_PREFIX)) ||
+		    l < 6 || l >= sizeof(name))
+			continue;
+		snprintf(name, sizeof(name), "%s", e->d_name);
+		name[strcspn(name, ".")] = '\0';
+		dom = virDomainLookupByName(G.conn, name);
+		if (dom) {
+			virDomainFree(dom);
+			continue;
+		}
+		snprintf(path, sizeof(path), "%s/%s", G.dir, e->d_name);
+		unlink(path);
+	}
+	if (d)
+		closedir(d);
+	return AL_OK;
+}
+
+static int vm_prepare(struct al_sandbox *sb, struct al_err *err)
+{
+	struct vm_sb *v = sb->priv;
+	const char *image = sb->spec.image ? sb->spec.image : DEFAULT_IMAGE;
+	char backing[PATH_MAX + 16];
+	virDomainPtr old;
+	int rc;
+
+	v->chan_fd = v->timer_fd = v->probe_fd = -1;
+	if (!G.conn)
+		return al_err_set(err, AL_ESANDBOX, "vm: backend not initialised");
+	/* Ids may hold ':' and '.'; domain and file names get '-' instead. */
+	snprintf(v->name, sizeof(v->name), "%s%s", AL_VM_NAME_PREFIX, sb->spec.job->id);
+	for (char *c = v->name; *c; c++)
+		if (*c == ':' || *c == '.')
+			*c = '-';
+	if (al_pathf(v->disk, sizeof(v->disk), "%s/%s.qcow2", G.dir, v->name) ||
+	    al_pathf(v->sock, sizeof(v->sock), "%s/%s.sock", G.dir, v->name) ||
+	    strlen(v->sock) >= sizeof(((struct sockaddr_un *)0)->sun_path))
+		return al_err_set(err, AL_ESANDBOX, "vm: socket path too long: %s", v->sock);
+	/* An earlier attempt of this job that never became ready (its worker
+	 * died): its domain is ours to replace. */
+	if ((old = virDomainLookupByName(G.conn, v->name))) {
+		virDomainDestroy(old);
+		virDomainFree(old);
+	}
+	unlink(v->sock);
+	if ((rc = base_copy(v, image, err)))
+		return rc;
+	snprintf(backing, sizeof(backing), "%s/data.qcow2", v->base);
+	{
+		const char *argv[] = { G.qemu_img, "create", "-q", "-f", "qcow2", "-F", "qcow2", "-b",
+				       backing, v->disk, NULL };
+
+		if (run_wait(argv))
+			return al_err_set(err, AL_ESANDBOX, "vm: qemu-img create %s failed", v->disk);
+	}
+	return AL_OK;
+}
+
+static char *domain_xml(const struct al_sandbox *sb)
+{
+	const struct vm_sb *v = sb->priv;
+	const struct al_run_spec *s = &sb->spec;
+	unsigned vcpus = (unsigned)((s->cpu_millis + 999) / 1000);
+	unsigned h = 2166136261u;
+	char *xml = NULL, tsc[48] = "";
+
+	for (const char *c = v->name; *c; c++)
+		h = (h ^ (unsigned char)*c) * 16777619u;
+	if (!G.kvm && G.tsc_khz)
+		snprintf(tsc, sizeof(tsc), " tsc_early_khz=%llu", (unsigned long long)G.tsc_khz);
+	if (asprintf(&xml,
+		     "<domain type='%s'>"
+		     "<name>%s</name>"
+		     "<memory unit='MiB'>%llu</memory><vcpu>%u</vcpu>"
+		     "<os><type arch='x86_64' machine='pc'>hvm</type>"
+		     "<kernel>%s/vmlinux</kernel><initrd>%s/initramfs.lz4</initrd>"
+		     "<cmdline>console=ttyS0 %s panic=-1 reboot=t rdinit=/init cryptomgr.notests"
+		     " airlock.mode=service%s%s%s</cmdline></os>"
+		     "%s"
+		     "<on_poweroff>destroy</on_poweroff><on_reboot>destroy</on_reboot>"
+		     "<on_crash>destroy</on_crash>"
+		     "<devices>"
+		     "<disk type='file' device='disk'><driver name='qemu' type='qcow2'/>"
+		     "<source file='%s'/><target dev='vda' bus='virtio'/></disk>"
+		     "<interface type='network'><source network='%s'/>"
+		     "<mac address='52:54:00:%02x:%02x:%02x'/><model type='virtio'/></interface>"
+		     "<channel type='unix'><source mode='bind' path='%s'/>"
+		     "<target type='virtio' name='" AL_CHAN_PORT "'/></channel>"
+		     "%s%s%s<memballoon model='none'/>"
+		     "</devices></domain>",
+		     G.kvm ? "kvm" : "qemu", v->name,
+		     (unsigned long long)((s->limits.memory_bytes + MIB - 1) / MIB + GUEST_OVERHEAD_MIB),
+		     vcpus < 1 ? 1 : vcpus, v->base, v->base, G.conf->vm_console ? "loglevel=4" : "quiet",
+		     s->network == AL_NET_EGRESS ? " airlock.egress=1" : "", G.kvm ? "" : " tsc=reliable",
+		     tsc,
+		     G.kvm ? "<cpu mode='host-passthrough'/>"
+			   : "<cpu mode='custom' match='exact'><model fallback='allow'>qemu64</model>"
+			     "<feature policy='require' name='rdrand'/></cpu>",
+		     v->disk, s->vm_network ? s->vm_network : "airlock", (h >> 16) & 0xff,
+		     (h >> 8) & 0xff, h & 0xff, v->sock,
+		     G.conf->vm_console ? "<serial type='file'><source path='" : "<serial type='null'/>",
+		     G.conf->vm_console ? G.conf->vm_console : "",
+		     G.conf->vm_console ? "' append='on'/></serial>" : "") < 0)
+		return NULL;
+	return xml;
+}
+
+static int vm_start(struct al_sandbox *sb, struct al_watch *w, struct al_err *err)
+{
+	struct vm_sb *v = sb->priv;
+	struct itimerspec it = { { 0, TICK_MS * 1000000 }, { 0, TICK_MS * 1000000 } };
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	char *xml = domain_xml(sb);
+
+	v->start_ms = now_ms();
+	if (!xml)
+		return al_err_set(err, AL_ESANDBOX, "vm: out of memory");
+	v->dom = virDomainCreateXML(G.conn, xml, 0);
+	free(xml);
+	if (!v->dom)
+		return al_err_set(err, AL_ESANDBOX, "vm: libvirt could not start %s: %s", v->name,
+				  lv_err());
+	/* QEMU made the channel's socket before the domain started. */
+	memcpy(sa.sun_path, v->sock, strlen(v->sock) + 1); /* length checked in prepare */
+	v->chan_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (v->chan_fd < 0 || connect(v->chan_fd, (struct sockaddr *)&sa, sizeof(sa)))
+		return al_err_sys(err, "vm: connect to %s", v->sock);
+	v->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	if (v->timer_fd < 0 || timerfd_settime(v->timer_fd, 0, &it, NULL))
+		return al_err_sys(err, "vm: timerfd");
+	w->fds[w->nfds++] = v->chan_fd;
+	w->fds[w->nfds++] = v->timer_fd;
+	return AL_OK;
+}
+
+static int vm_kill(struct al_sandbox *sb, struct al_err *err)
+{
+	struct vm_sb *v = sb->priv;
+
+	(void)err;
+	if (v->dom && !v->keep)
+		virDomainDestroy(v->dom);
+	return AL_OK;
+}
+
+/* The VM's IPv4 address from libvirt's lease table ("" until it has one). */
+static void lease_ip(struct vm_sb *v)
+{
+	virDomainInterfacePtr *ifs = NULL;
+	int n = virDomainInterfaceAddresses(v->dom, &ifs, VIR_DOMAIN_INTERFACE_ADDRESSES_SRC_LEASE, 0);
+
+	for (int i = 0; i < n; i++) {
+		for (unsigned k = 0; k < ifs[i]->naddrs && !v->ip[0]; k++)
+			if (ifs[i]->addrs[k].type == VIR_IP_ADDR_TYPE_IPV4 && ifs[i]->addrs[k].addr)
+				snprintf(v->ip, sizeof(v->ip), "%s", ifs[i]->addrs[k].addr);
+		virDomainInterfaceFree(ifs[i]);
+	}
+	free(ifs);
+}
+
+/* One step of the readiness probe: 1 when every port accepted a TCP
+ * connection, 0 not yet. Non-blocking: a connect in progress is looked at
+ * on the next tick. */
+static int probe(struct al_sandbox *sb)
+{
+	struct vm_sb *v = sb->priv;
+
+	if (!v->ip[0])
+		lease_ip(v);
+	if (!v->ip[0])
+		return 0;
+	while (v->probe_port < sb->spec.nports) {
+		if (v->probe_fd >= 0) {
+			struct pollfd p = { .fd = v->probe_fd, .events = POLLOUT };
+			int e = 1;
+			socklen_t el = sizeof(e);
+
+			if (poll(&p, 1, 0) == 0)
+				return 0; /* still connecting */
+			getsockopt(v->probe_fd, SOL_SOCKET, SO_ERROR, &e, &el);
+			close(v->probe_fd);
+			v->probe_fd = -1;
+			if (e)
+				return 0; /* refused: try again next tick */
+			v->probe_port++;
+			continue;
+		}
+		{
+			struct sockaddr_in a = { .sin_family = AF_INET,
+						 .sin_port = htons(sb->spec.ports[v->probe_port]) };
+
+			inet_pton(AF_INET, v->ip, &a.sin_addr);
+			v->probe_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+			if (v->probe_fd < 0)
+				return 0;
+			if (connect(v->probe_fd, (struct sockaddr *)&a, sizeof(a)) == 0) {
+				close(v->probe_fd);
+				v->probe_fd = -1;
+				v->probe_port++;
+			}
+		}
+	}
+	return 1;
+}
+
+static void ready_result(struct al_sandbox *sb, struct al_result *res)
+{
+	struct vm_sb *v = sb->priv;
+	char ports[AL_PORTS_TEXT], n[32];
+	size_t l = 0;
+
+	ports[0] = '\0';
+	for (size_t i = 0; i < sb->spec.nports && l < sizeof(ports) - 8; i++)
+		l += (size_t)snprintf(ports + l, sizeof(ports) - l, "%s%u", i ? "," : "",
+				      (unsigned)sb->spec.ports[i]);
+	res->status = AL_ST_OK;
+	al_result_add_info(res, "vm_name", v->name);
+	al_result_add_info(res, "vm_ip", v->ip);
+	al_result_add_info(res, "ports", ports);
+	al_result_add_info(res, "image", v->hash);
+	al_result_add_info(res, "accel", G.kvm ? "kvm" : "tcg");
+	snprintf(n, sizeof(n), "%llu", (unsigned long long)(v->start_ms + sb->spec.lease_ms));
+	al_result_add_info(res, "lease_expires_ms", n);
+	snprintf(n, sizeof(n), "%llu", (unsigned long long)(v->start_ms + sb->spec.max_lease_ms));
+	al_result_add_info(res, "lease_max_ms", n);
+	snprintf(n, sizeof(n), "%llu", (unsigned long long)(now_ms() - v->start_ms));
+	al_result_add_info(res, "ready_ms", n);
+	v->keep = true;
+}
+
+static int vm_reap(struct al_sandbox *sb, struct al_result *res, struct al_err *err)
+{
+	struct vm_sb *v = sb->priv;
+	uint64_t ticks;
+	int rc, active;
+
+	if (read(v->timer_fd, &ticks, sizeof(ticks)) < 0 && errno != EAGAIN)
+		return al_err_sys(err, "vm: timerfd");
+	while (v->state != VM_PROBING) {
+		rc = al_chan_read(&v->rd, v->chan_fd,
+				  v->state == VM_BOOTING ? AL_CHAN_READY_MAX : AL_CHAN_RESULT_SLACK, err);
+		if (rc == 0)
+			break;
+		if (rc < 0)
+			return al_err_set(err, AL_ESANDBOX, "vm: the guest's channel failed: %s (did it boot?)",
+					  err->msg);
+		if (v->state == VM_BOOTING && v->rd.body.data[0] == AL_CHAN_READY) {
+			al_chan_rd_reset(&v->rd);
+			if ((rc = al_chan_send_job(v->chan_fd, &sb->spec, 5000, err)))
+				return rc;
+			v->state = VM_STARTING;
+		} else if (v->state == VM_STARTING && v->rd.body.data[0] == AL_CHAN_RESULT) {
+			struct al_result g = { 0 };
+			struct al_err e = { 0 };
+
+			rc = al_result_decode(v->rd.body.data + 1, v->rd.body.len - 1, &g, &e);
+			if (rc || g.status != AL_ST_OK) {
+				al_err_set(err, AL_ESANDBOX, "vm: the guest could not start the service: %s",
+					   rc ? e.msg : g.error ? g.error : al_status_name(g.status));
+				al_result_free(&g);
+				return AL_ESANDBOX;
+			}
+			al_result_free(&g);
+			/* the channel has done its work; the service runs on */
+			close(v->chan_fd);
+			v->chan_fd = -1;
+			v->state = VM_PROBING;
+		} else if (v->rd.body.data[0] != AL_CHAN_HEARTBEAT) {
+			return al_err_set(err, AL_ESANDBOX, "vm: unexpected frame from the guest");
+		} else {
+			al_chan_rd_reset(&v->rd);
+		}
+	}
+	active = virDomainIsActive(v->dom);
+	if (active == 0)
+		return al_err_set(err, AL_ESANDBOX, "vm: %s stopped before it was ready (guest panic or VMM crash)",
+				  v->name);
+	if (v->state == VM_PROBING && probe(sb)) {
+		ready_result(sb, res);
+		return 1;
+	}
+	return 0;
+}
+
+static void vm_destroy(struct al_sandbox *sb)
+{
+	struct vm_sb *v = sb->priv;
+
+	if (v->chan_fd >= 0)
+		close(v->chan_fd);
+	if (v->timer_fd >= 0)
+		close(v->timer_fd);
+	if (v->probe_fd >= 0)
+		close(v->probe_fd);
+	al_chan_rd_free(&v->rd);
+	if (!v->keep) {
+		/* Not ready (failed, timed out, cancelled): nothing of it stays. */
+		if (v->dom)
+			virDomainDestroy(v->dom);
+		if (v->disk[0])
+			unlink(v->disk);
+	}
+	if (v->sock[0])
+		unlink(v->sock);
+	if (v->dom)
+		virDomainFree(v->dom);
+	v->dom = NULL;
+	v->chan_fd = v->timer_fd = v->probe_fd = -1;
+}
+
+static void vm_fini(void)
+{
+	if (G.conn)
+		virConnectClose(G.conn);
+	G.conn = NULL;
+}
+
+const struct al_backend_ops al_backend_vm = {
+	.name = "vm",
+	.caps = AL_CAP_MEMORY | AL_CAP_CPU | AL_CAP_OWN_KERNEL | AL_CAP_SERVICE | AL_CAP_NO_NETWORK |
+		AL_CAP_EGRESS,
+	.priv_size = sizeof(struct vm_sb),
+	.init = vm_init,
+	.sweep = vm_sweep,
+	.prepare = vm_prepare,
+	.start = vm_start,
+	.kill = vm_kill,
+	.reap = vm_reap,
+	.destroy = vm_destroy,
+	.fini = vm_fini,
+};

@@ -36,6 +36,7 @@ static void usage(FILE *f)
 		"  cancel ID                          cancel a queued or running job\n"
 		"  stats                              queues per tier, workers, results by status\n"
 		"  dlq list | show ENTRY | retry ENTRY | purge   dead letters\n"
+		"  vm list | stop NAME | extend NAME MS          service VMs and their leases\n"
 		"  check-job FILE|-                   decode a msgpack job, print it as JSON\n"
 		"run/submit options:\n"
 		"  --tier T (default trusted)  --tenant T  --runtime python|sh (default python)\n"
@@ -482,6 +483,23 @@ int main(int argc, char **argv)
 		if (!(c = connect_or_die(url, &rc)))
 			return rc;
 		if (al_client_dlq(c, argv[2], argc == 4 ? argv[3] : NULL, stdout, &err)) {
+			fprintf(stderr, "airlock: %s\n", err.msg);
+			rc = err.status == AL_EINVAL ? 1 : EXIT_UNAVAILABLE;
+		}
+		al_client_close(c);
+		return rc;
+	}
+	if (!strcmp(argv[1], "vm") && argc >= 3 && argc <= 5) {
+		char *end = NULL;
+		uint64_t ms = argc == 5 ? strtoull(argv[4], &end, 10) : 0;
+
+		if (argc == 5 && (!end || *end || argv[4][0] == '-')) {
+			fprintf(stderr, "airlock: vm extend: expected a number of ms, got \"%s\"\n", argv[4]);
+			return EXIT_USAGE;
+		}
+		if (!(c = connect_or_die(url, &rc)))
+			return rc;
+		if (al_client_vm(c, argv[2], argc >= 4 ? argv[3] : NULL, ms, stdout, &err)) {
 			fprintf(stderr, "airlock: %s\n", err.msg);
 			rc = err.status == AL_EINVAL ? 1 : EXIT_UNAVAILABLE;
 		}

@@ -505,3 +505,99 @@ out_redis:
 	return al_err_set(err, AL_EREDIS, "redis %s: %s", c->where,
 			  c->rc->errstr[0] ? c->rc->errstr : "unexpected reply");
 }
+
+/* "key value" pairs of a hash reply, as one line. */
+static void print_vm(FILE *f, const char *name, const redisReply *h)
+{
+	fprintf(f, "%s", name);
+	for (size_t k = 0; h && h->type == REDIS_REPLY_ARRAY && k + 1 < h->elements; k += 2)
+		fprintf(f, " %s=%s", h->element[k]->str, h->element[k + 1]->str);
+	fputc('\n', f);
+}
+
+/* A lease's field as a number (0 when missing). */
+static uint64_t vm_field(struct al_client *c, const char *name, const char *field)
+{
+	redisReply *r = redisCommand(c->rc, "HGET " AL_KEY_VM_PREFIX "%s %s", name, field);
+	uint64_t v = r && r->type == REDIS_REPLY_STRING ? strtoull(r->str, NULL, 10) : 0;
+
+	if (r)
+		freeReplyObject(r);
+	return v;
+}
+
+int al_client_vm(struct al_client *c, const char *op, const char *name, uint64_t ms, void *fp,
+		 struct al_err *err)
+{
+	FILE *f = fp;
+	redisReply *r = NULL;
+
+	if (!strcmp(op, "list")) {
+		r = redisCommand(c->rc, "ZRANGE %s 0 -1", AL_KEY_VM_LEASES);
+		if (!r || r->type != REDIS_REPLY_ARRAY)
+			goto out_redis;
+		for (size_t i = 0; i < r->elements; i++) {
+			redisReply *h = redisCommand(c->rc, "HGETALL " AL_KEY_VM_PREFIX "%s",
+						     r->element[i]->str);
+
+			print_vm(f, r->element[i]->str, h);
+			if (h)
+				freeReplyObject(h);
+		}
+		freeReplyObject(r);
+		return AL_OK;
+	}
+	if (!name || strncmp(name, AL_VM_NAME_PREFIX, strlen(AL_VM_NAME_PREFIX)) ||
+	    strlen(name) > AL_ID_MAX + 16 || strpbrk(name, " \t\r\n"))
+		return al_err_set(err, AL_EINVAL, "vm: expected a VM name (%s...), as `airlock vm list` prints",
+				  AL_VM_NAME_PREFIX);
+	r = redisCommand(c->rc, "ZSCORE %s %s", AL_KEY_VM_LEASES, name);
+	if (!r)
+		goto out_redis;
+	if (r->type != REDIS_REPLY_STRING) {
+		freeReplyObject(r);
+		return al_err_set(err, AL_EINVAL, "vm: no running VM %s (ended, or never leased)", name);
+	}
+	freeReplyObject(r);
+	if (!strcmp(op, "stop")) {
+		/* The scheduler ends it on its next pass (about a second). */
+		redisReply *a = redisCommand(c->rc, "HSET " AL_KEY_VM_PREFIX "%s stop_reason %s", name,
+					     "stopped by a client (airlock vm stop)");
+		redisReply *b = redisCommand(c->rc, "ZADD %s XX 0 %s", AL_KEY_VM_LEASES, name);
+
+		if (a)
+			freeReplyObject(a);
+		if (!b)
+			goto out_redis;
+		freeReplyObject(b);
+		fprintf(f, "%s stopping\n", name);
+		return AL_OK;
+	}
+	if (!strcmp(op, "extend")) {
+		uint64_t exp = vm_field(c, name, "expires_ms"), max = vm_field(c, name, "max_until_ms");
+		uint64_t now = al_now_ms(), want = (exp > now ? exp : now) + ms;
+		char v[24];
+
+		if (ms == 0)
+			return al_err_set(err, AL_EINVAL, "vm extend: expected a positive number of ms");
+		if (max && want > max)
+			want = max;
+		snprintf(v, sizeof(v), "%llu", (unsigned long long)want);
+		r = redisCommand(c->rc, "ZADD %s XX %s %s", AL_KEY_VM_LEASES, v, name);
+		if (!r)
+			goto out_redis;
+		freeReplyObject(r);
+		r = redisCommand(c->rc, "HSET " AL_KEY_VM_PREFIX "%s expires_ms %s", name, v);
+		if (r)
+			freeReplyObject(r);
+		fprintf(f, "%s expires_ms=%s%s\n", name, v,
+			max && want == max ? " (the policy's maximum lease)" : "");
+		return AL_OK;
+	}
+	return al_err_set(err, AL_EINVAL, "vm: expected list, stop NAME or extend NAME MS");
+out_redis:
+	if (r)
+		freeReplyObject(r);
+	return al_err_set(err, AL_EREDIS, "redis %s: %s", c->where,
+			  c->rc->errstr[0] ? c->rc->errstr : "unexpected reply");
+}

@@ -54,4 +54,10 @@ int al_client_stats(struct al_client *c, void *f, struct al_err *err);
 int al_client_dlq(struct al_client *c, const char *op, const char *entry, void *f,
 		  struct al_err *err);
 
+/* Service VMs: list the leased ones (one line each: name and lease fields),
+ * stop one (the scheduler destroys it within about a second) or extend its
+ * lease by ms (up to the policy's maximum). Unknown names are AL_EINVAL. */
+int al_client_vm(struct al_client *c, const char *op, const char *name, uint64_t ms, void *f,
+		 struct al_err *err);
+
 #endif

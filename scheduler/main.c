@@ -22,6 +22,7 @@
 #include "../proto/result.h"
 #include "../proto/scripts.h"
 #include "policy.h"
+#include "vmlease.h"
 
 #define INTAKE_BATCH "256"
 #define TICK_MS 100
@@ -37,7 +38,10 @@ struct sched {
 	bool stopping;
 	struct event *tick, *sighup, *sigterm, *sigint;
 	struct evhttp *http;
-	uint64_t last_reclaim_ms, last_snapshot_ms;
+	uint64_t last_reclaim_ms, last_snapshot_ms, last_vm_ms;
+	const char *libvirt_uri;   /* service VMs' libvirt, or NULL */
+	struct al_vmlease *vms;
+	bool reconciled;
 	/* metrics snapshot, refreshed once a second */
 	char *metrics;
 	bool redis_ok;
@@ -849,6 +853,14 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 		s->last_reclaim_ms = t;
 		reclaim(s);
 	}
+	if (s->vms && t - s->last_vm_ms >= 1000) {
+		s->last_vm_ms = t;
+		if (!s->reconciled) {
+			s->reconciled = true;
+			al_vmlease_reconcile(s->vms);
+		}
+		al_vmlease_tick(s->vms, t);
+	}
 	if (t - s->last_snapshot_ms >= 1000) { /* also trims the streams */
 		s->last_snapshot_ms = t;
 		snapshot(s);
@@ -932,6 +944,8 @@ static void usage(FILE *f)
 		   "  --policy FILE    the operator's policy (AIRLOCK_POLICY; default built-in)\n"
 		   "  --listen H:P     metrics and health over HTTP (default 127.0.0.1:9464; \"off\")\n"
 		   "  --id NAME        scheduler name (default host-pid)\n"
+		   "  --libvirt URI    end service VMs' leases and reconcile this libvirt with Redis\n"
+		   "                   (run the scheduler on the VM host; default: no VM management)\n"
 		   "  --check          load the policy, report, and exit\n");
 }
 
@@ -941,7 +955,8 @@ int main(int argc, char **argv)
 		{ "redis", required_argument, NULL, 'r' }, { "policy", required_argument, NULL, 'p' },
 		{ "listen", required_argument, NULL, 'l' }, { "id", required_argument, NULL, 'i' },
 		{ "check", no_argument, NULL, 'c' }, { "help", no_argument, NULL, 'h' },
-		{ "version", no_argument, NULL, 'V' }, { NULL, 0, NULL, 0 },
+		{ "version", no_argument, NULL, 'V' }, { "libvirt", required_argument, NULL, 'v' },
+		{ NULL, 0, NULL, 0 },
 	};
 	struct sched s = { 0 };
 	const char *redis = getenv("AIRLOCK_REDIS") ? getenv("AIRLOCK_REDIS") : "redis://127.0.0.1:6379";
@@ -958,6 +973,7 @@ int main(int argc, char **argv)
 		case 'l': listen = optarg; break;
 		case 'i': snprintf(s.id, sizeof(s.id), "%s", optarg); break;
 		case 'c': check = true; break;
+		case 'v': s.libvirt_uri = optarg; break;
 		case 'V': printf("airlock-scheduler protocol %d\n", AL_PROTO_VERSION); return 0;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
@@ -1011,10 +1027,18 @@ int main(int argc, char **argv)
 	evsignal_add(s.sigint, NULL);
 	s.cmd = al_aconn_new(s.base, &s.url, "cmd", on_cmd_up, on_down, &s);
 	s.fetch = al_aconn_new(s.base, &s.url, "fetch", on_fetch_up, on_down, &s);
+	if (s.libvirt_uri) {
+		s.vms = al_vmlease_new(s.libvirt_uri, s.cmd, s.policy.result_ttl_ms, &err);
+		if (!s.vms) {
+			fprintf(stderr, "airlock-scheduler: --libvirt: %s\n", err.msg);
+			return 2;
+		}
+	}
 	on_tick(-1, 0, &s);
 	al_log("info", "scheduler_start", "id=%s policy=%s tiers=%zu listen=%s", s.id, s.policy.source,
 	      s.policy.ntiers, listen);
 	event_base_dispatch(s.base);
+	al_vmlease_free(s.vms);
 	al_aconn_free(s.cmd);
 	al_aconn_free(s.fetch);
 	if (s.http)

@@ -1,0 +1,198 @@
+/* vmlease.c - the scheduler's side of service VMs (see vmlease.h). */
+#include "vmlease.h"
+
+#include <libvirt/libvirt.h>
+#include <libvirt/virterror.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../client/log.h"
+#include "../proto/keys.h"
+
+/* End the leases that are due, atomically: each leaves the index, its
+ * record says why and when; the names come back for their domains to go. */
+static const char END_DUE[] =
+	"local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, 32)\n"
+	"for _, name in ipairs(due) do\n"
+	"  local k = 'al:vm:' .. name\n"
+	"  local why = redis.call('HGET', k, 'stop_reason') or 'lease expired'\n"
+	"  redis.call('ZREM', KEYS[1], name)\n"
+	"  redis.call('HSET', k, 'state', 'ended', 'reason', why, 'ended_ms', ARGV[1])\n"
+	"  redis.call('PEXPIRE', k, ARGV[2])\n"
+	"end\n"
+	"return due\n";
+
+/* The same for one lease whose domain is gone. */
+static const char END_ONE[] =
+	"if redis.call('ZREM', KEYS[1], ARGV[1]) == 1 then\n"
+	"  local k = 'al:vm:' .. ARGV[1]\n"
+	"  redis.call('HSET', k, 'state', 'ended', 'reason', ARGV[2], 'ended_ms', ARGV[3])\n"
+	"  redis.call('PEXPIRE', k, ARGV[4])\n"
+	"end\n"
+	"return 1\n";
+
+struct al_vmlease {
+	virConnectPtr conn;
+	struct al_aconn *cmd;
+	uint64_t ttl_ms;
+};
+
+static void quiet(void *data, virErrorPtr e)
+{
+	(void)data;
+	(void)e;
+}
+
+struct al_vmlease *al_vmlease_new(const char *uri, struct al_aconn *cmd, uint64_t ttl_ms,
+				  struct al_err *err)
+{
+	struct al_vmlease *v = calloc(1, sizeof(*v));
+
+	if (!v) {
+		al_err_set(err, AL_ENOMEM, "out of memory");
+		return NULL;
+	}
+	virSetErrorFunc(NULL, quiet);
+	v->conn = virConnectOpen(uri);
+	if (!v->conn) {
+		virErrorPtr e = virGetLastError();
+
+		al_err_set(err, AL_ESANDBOX, "cannot connect to libvirt at %s: %s", uri,
+			   e && e->message ? e->message : "unknown error");
+		free(v);
+		return NULL;
+	}
+	v->cmd = cmd;
+	v->ttl_ms = ttl_ms;
+	return v;
+}
+
+void al_vmlease_free(struct al_vmlease *v)
+{
+	if (!v)
+		return;
+	virConnectClose(v->conn);
+	free(v);
+}
+
+/* Destroy a domain of ours and remove its overlay disk: the disk path comes
+ * from libvirt (never from Redis), and only a file named after the domain
+ * is removed. */
+static void destroy_domain(struct al_vmlease *v, const char *name, const char *why)
+{
+	virDomainPtr d;
+	char *xml, disk[4096] = "";
+
+	if (strncmp(name, AL_VM_NAME_PREFIX, strlen(AL_VM_NAME_PREFIX)))
+		return; /* never a domain Airlock did not make */
+	d = virDomainLookupByName(v->conn, name);
+	if (!d)
+		return;
+	xml = virDomainGetXMLDesc(d, 0);
+	if (xml) {
+		const char *p = strstr(xml, "<disk"), *s = p ? strstr(p, "<source file='") : NULL;
+
+		if (s && sscanf(s + strlen("<source file='"), "%4095[^']", disk) != 1)
+			disk[0] = '\0';
+		free(xml);
+	}
+	virDomainDestroy(d);
+	virDomainFree(d);
+	if (disk[0]) {
+		const char *base = strrchr(disk, '/');
+		size_t nl = strlen(name);
+
+		base = base ? base + 1 : disk;
+		if (!strncmp(base, name, nl) && !strcmp(base + nl, ".qcow2"))
+			unlink(disk);
+	}
+	al_log("info", "vm_end", "vm=%s reason=\"%s\"%s%s", name, why, disk[0] ? " disk=" : "", disk);
+}
+
+static void on_due(redisAsyncContext *ac, void *reply, void *priv)
+{
+	struct al_vmlease *v = priv;
+	redisReply *r = reply;
+
+	(void)ac;
+	if (!r || r->type != REDIS_REPLY_ARRAY)
+		return;
+	for (size_t i = 0; i < r->elements; i++)
+		if (r->element[i]->type == REDIS_REPLY_STRING)
+			destroy_domain(v, r->element[i]->str, "lease ended");
+}
+
+void al_vmlease_tick(struct al_vmlease *v, uint64_t now_ms)
+{
+	char now[24], ttl[24];
+	const char *argv[] = { "EVAL", END_DUE, "1", AL_KEY_VM_LEASES, now, ttl };
+
+	snprintf(now, sizeof(now), "%llu", (unsigned long long)now_ms);
+	snprintf(ttl, sizeof(ttl), "%llu", (unsigned long long)v->ttl_ms);
+	al_aconn_cmd(v->cmd, on_due, v, 6, argv, NULL);
+}
+
+static bool in_reply(const redisReply *r, const char *name)
+{
+	for (size_t i = 0; i < r->elements; i++)
+		if (r->element[i]->type == REDIS_REPLY_STRING && !strcmp(r->element[i]->str, name))
+			return true;
+	return false;
+}
+
+static void on_leases(redisAsyncContext *ac, void *reply, void *priv)
+{
+	struct al_vmlease *v = priv;
+	redisReply *r = reply;
+	virDomainPtr *doms = NULL;
+	int n;
+	char now[24], ttl[24];
+
+	(void)ac;
+	if (!r || r->type != REDIS_REPLY_ARRAY)
+		return;
+	n = virConnectListAllDomains(v->conn, &doms, 0);
+	/* A domain of ours without a lease: nobody will ever end it. */
+	for (int i = 0; i < n; i++) {
+		const char *name = virDomainGetName(doms[i]);
+
+		if (name && !strncmp(name, AL_VM_NAME_PREFIX, strlen(AL_VM_NAME_PREFIX)) &&
+		    !in_reply(r, name))
+			destroy_domain(v, name, "no lease in Redis (found at start-up)");
+	}
+	/* A lease whose domain is gone: end it, saying so. */
+	snprintf(now, sizeof(now), "%llu", (unsigned long long)al_now_ms());
+	snprintf(ttl, sizeof(ttl), "%llu", (unsigned long long)v->ttl_ms);
+	for (size_t k = 0; k < r->elements; k++) {
+		virDomainPtr d;
+		const char *name = r->element[k]->str;
+
+		if (r->element[k]->type != REDIS_REPLY_STRING)
+			continue;
+		d = virDomainLookupByName(v->conn, name);
+		if (d) {
+			virDomainFree(d);
+			continue;
+		}
+		{
+			const char *argv[] = { "EVAL", END_ONE, "1", AL_KEY_VM_LEASES, name,
+					       "its domain vanished (found by the scheduler at start-up)",
+					       now, ttl };
+
+			al_aconn_cmd(v->cmd, NULL, NULL, 8, argv, NULL);
+		}
+		al_log("warn", "vm_vanished", "vm=%s", name);
+	}
+	for (int i = 0; i < n; i++)
+		virDomainFree(doms[i]);
+	free(doms);
+}
+
+void al_vmlease_reconcile(struct al_vmlease *v)
+{
+	const char *argv[] = { "ZRANGE", AL_KEY_VM_LEASES, "0", "-1" };
+
+	al_aconn_cmd(v->cmd, on_leases, v, 4, argv, NULL);
+}

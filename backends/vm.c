@@ -300,7 +300,7 @@ static char *domain_xml(const struct al_sandbox *sb)
 		     "<mac address='52:54:00:%02x:%02x:%02x'/><model type='virtio'/></interface>"
 		     "<channel type='unix'><source mode='bind' path='%s'/>"
 		     "<target type='virtio' name='" AL_CHAN_PORT "'/></channel>"
-		     "%s%s%s<memballoon model='none'/>"
+		     "%s%s%s%s%s<memballoon model='none'/>"
 		     "</devices></domain>",
 		     G.kvm ? "kvm" : "qemu", v->name,
 		     (unsigned long long)((s->limits.memory_bytes + MIB - 1) / MIB + GUEST_OVERHEAD_MIB),
@@ -314,6 +314,7 @@ static char *domain_xml(const struct al_sandbox *sb)
 		     (h >> 8) & 0xff, h & 0xff, v->sock,
 		     G.conf->vm_console ? "<serial type='file'><source path='" : "<serial type='null'/>",
 		     G.conf->vm_console ? G.conf->vm_console : "",
+		     G.conf->vm_console ? "." : "", G.conf->vm_console ? v->name : "",
 		     G.conf->vm_console ? "' append='on'/></serial>" : "") < 0)
 		return NULL;
 	return xml;
@@ -455,9 +456,12 @@ static int vm_reap(struct al_sandbox *sb, struct al_result *res, struct al_err *
 				  v->state == VM_BOOTING ? AL_CHAN_READY_MAX : AL_CHAN_RESULT_SLACK, err);
 		if (rc == 0)
 			break;
-		if (rc < 0)
-			return al_err_set(err, AL_ESANDBOX, "vm: the guest's channel failed: %s (did it boot?)",
-					  err->msg);
+		if (rc < 0) {
+			char why[sizeof(err->msg)];
+
+			snprintf(why, sizeof(why), "%s", err->msg);
+			return al_err_set(err, AL_ESANDBOX, "vm: the guest's channel failed: %s", why);
+		}
 		if (v->state == VM_BOOTING && v->rd.body.data[0] == AL_CHAN_READY) {
 			al_chan_rd_reset(&v->rd);
 			if ((rc = al_chan_send_job(v->chan_fd, &sb->spec, 5000, err)))

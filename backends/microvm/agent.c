@@ -159,8 +159,10 @@ static void service_setup(void)
 {
 	static const char *const lo[] = { "ip", "link", "set", "lo", "up", NULL };
 	static const char *const up[] = { "ip", "link", "set", "eth0", "up", NULL };
+	/* Until it has a lease (the host's readiness deadline bounds this):
+	 * an emulated guest next to busy ones can miss a reply. */
 	static const char *const dhcp[] = { "udhcpc", "-i", "eth0", "-s", "/usr/share/airlock/udhcpc.sh",
-					   "-q", "-n", "-t", "30", "-T", "1", NULL };
+					   "-q", "-t", "5", "-T", "2", "-A", "1", NULL };
 
 	if (busybox(lo) || busybox(up) || busybox(dhcp)) {
 		errno = ENETDOWN;

@@ -1,0 +1,230 @@
+#!/usr/bin/python3
+"""The service-VM backend with a real libvirtd (started here, with its state
+under a temporary folder, inside a network namespace made here: the bridge,
+dnsmasq and every VM address exist only there), through the real queue: a
+service VM whose guest runs a tiny HTTP server is reached on its reported
+address; a second VM gets another address; `airlock vm extend` stops at the
+policy's maximum; `airlock vm stop` removes the VM and its disk; an expired
+lease removes it; a scheduler restart reconciles libvirt with Redis; the VM
+cannot reach the host's loopback services or the Redis socket and, without
+egress, has no route out; a service that never listens times out and leaves
+nothing."""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import msgpack
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+from altest import CLI, Tap  # noqa: E402
+from cluster import Cluster  # noqa: E402
+
+t = Tap()
+IMAGE = os.environ.get("AIRLOCK_MICROVM_IMAGE", "/var/lib/airlock/images/microvm")
+if os.geteuid() != 0 or not os.access("/usr/sbin/libvirtd", os.X_OK):
+    print("1..0 # SKIP needs root and libvirtd")
+    sys.exit(0)
+if not os.path.exists(os.path.join(IMAGE, "data.qcow2")):
+    t.ok(False, "the VM image exists (make microvm-image; tests/run.sh builds it)", IMAGE)
+    sys.exit(t.done())
+from libvirtns import LibvirtNS  # noqa: E402
+
+POLICY = """\
+result_ttl_s: 600
+lease_ms: 30000
+tiers:
+  service:
+    backend: vm
+    max_attempts: 1
+    ports: [8080]
+    vm_lease_ms: 300000
+    vm_max_lease_ms: 600000
+    defaults: {wall_ms: 90000, memory_bytes: 134217728}
+  brief:
+    backend: vm
+    max_attempts: 1
+    ports: [8080]
+    vm_lease_ms: 4000
+    defaults: {wall_ms: 90000, memory_bytes: 134217728}
+  deaf:
+    backend: vm
+    max_attempts: 1
+    ports: [8080]
+    defaults: {wall_ms: 15000, memory_bytes: 134217728}
+"""
+
+# The service: probes what it can reach, then serves the findings over HTTP.
+SERVICE = r"""
+import http.server, os, socket, sys
+host_port, sock_path, gateway = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+found = []
+def probe(name, fam, addr):
+    s = socket.socket(fam)
+    s.settimeout(3)
+    try:
+        s.connect(addr); found.append('%s CONNECTED' % name)
+    except OSError as e:
+        found.append('%s blocked (%s)' % (name, e.strerror or e))
+    finally:
+        s.close()
+probe('host-loopback', socket.AF_INET, ('127.0.0.1', host_port))
+probe('gateway-loopback-port', socket.AF_INET, (gateway, host_port))
+probe('outside', socket.AF_INET, ('10.254.254.254', 80))
+found.append('redis-socket %s' % ('PRESENT' if os.path.exists(sock_path) else 'absent'))
+routes = [l.split()[1] for l in open('/proc/net/route').read().splitlines()[1:]]
+found.append('default-route %s' % ('YES' if '00000000' in routes else 'none'))
+body = ('\n'.join(found) + '\n').encode()
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200); self.end_headers(); self.wfile.write(body)
+    def log_message(self, *a):
+        pass
+http.server.HTTPServer(('', 8080), H).serve_forever()
+"""
+
+SEQ = iter(range(1, 1 << 30))
+
+
+def submit(c, tier="service", code=SERVICE, argv=()):
+    jid = "vm-%d-%d" % (os.getpid(), next(SEQ))
+    job = {"v": 1, "id": jid, "tier": tier, "runtime": "python", "code": code, "argv": list(argv)}
+    subprocess.run(["redis-cli", "-s", c.sock, "-x", "XADD", "al:intake", "*", "job"],
+                   input=msgpack.packb(job, use_bin_type=True), capture_output=True)
+    return jid
+
+
+def result(c, jid, timeout=120):
+    end = time.time() + timeout
+    while time.time() < end:
+        c.rcli("BLPOP", "al:done:" + jid, "20")
+        raw = c.rcli("GET", "al:res:" + jid, raw=True).rstrip(b"\n")
+        if raw:
+            return msgpack.unpackb(raw, raw=False)
+    return {"status": "no result", "info": {}}
+
+
+def http_get(lv, ip):
+    p = subprocess.run(lv.wrap(["/usr/bin/curl", "-s", "-m", "10", "http://%s:8080/" % ip]),
+                       capture_output=True, text=True, timeout=30)
+    return p.stdout
+
+
+def disks(c, wid):
+    d = os.path.join(c.dir, "state", wid, "vm")
+    return sorted(f for f in os.listdir(d) if f.endswith(".qcow2")) if os.path.isdir(d) else []
+
+
+def lease(c, name):
+    out = c.rcli("HGETALL", "al:vm:" + name).split("\n")
+    return dict(zip(out[0::2], out[1::2]))
+
+
+lv = LibvirtNS()
+c = Cluster(policy=POLICY, prefix=lv.wrap([]))
+host = None
+WID = "vm-test"
+try:
+    # A loopback-only listener in the namespace (the VMs' host): no VM may reach it.
+    host = subprocess.Popen(lv.wrap(["/usr/bin/python3", "-c",
+                                     "import socket, time\ns = socket.socket()\n"
+                                     "s.bind(('127.0.0.1', 0)); s.listen(8)\n"
+                                     "print(s.getsockname()[1], flush=True)\n"
+                                     "time.sleep(3600)"]),
+                            stdout=subprocess.PIPE, text=True)
+    host_port = host.stdout.readline().strip()
+    sched_args = ("--libvirt", lv.uri)
+    c.scheduler(extra=sched_args)
+    c.worker(WID, uid_base=71000, slots=2, tiers="service,brief,deaf",
+             extra=("--libvirt", lv.uri) + tuple(os.environ.get("VMT_EXTRA", "").split()))
+    args = [host_port, c.sock, lv.gateway]
+    a, b = submit(c, argv=args), submit(c, argv=args)
+    ra, rb = result(c, a), result(c, b)
+    ia, ib = ra.get("info", {}), rb.get("info", {})
+    t.ok(ra["status"] == "ok" and ia.get("vm_name") == "al-svc-" + a and ia.get("ports") == "8080" and
+         ia.get("vm_ip", "").startswith(lv.subnet + ".") and
+         int(ia.get("lease_expires_ms", 0)) > time.time() * 1000,
+         "a service job ends ok naming its VM, address, ports and lease end (ready in %s ms)"
+         % ia.get("ready_ms"), ra)
+    body = http_get(lv, ia.get("vm_ip", "0.0.0.0"))
+    t.ok("redis-socket absent" in body, "the service answers on the reported address", body)
+    t.ok(rb["status"] == "ok" and ib.get("vm_ip") and ib.get("vm_ip") != ia.get("vm_ip") and
+         "redis-socket" in http_get(lv, ib["vm_ip"]),
+         "a second VM gets another address and answers too", (ia.get("vm_ip"), ib.get("vm_ip")))
+    t.ok("host-loopback blocked" in body and "gateway-loopback-port blocked" in body and
+         "redis-socket absent" in body,
+         "the VM reaches neither the host's loopback services nor the Redis socket", body)
+    t.ok("outside blocked (Network is unreachable)" in body and "default-route none" in body,
+         "without egress in the policy the VM has no route out", body)
+    names = sorted([ia.get("vm_name"), ib.get("vm_name")])
+    listed = c.cli("vm", "list").stdout.decode()
+    t.ok(sorted(lv.domains()) == names and all(n in listed for n in names) and
+         len(disks(c, WID)) == 2 and "ip=%s" % ia.get("vm_ip") in listed,
+         "libvirt runs both domains; `airlock vm list` shows both leases; each has its overlay disk",
+         (lv.domains(), listed, disks(c, WID)))
+
+    p = c.cli("vm", "extend", ia["vm_name"], "999999999")
+    l = lease(c, ia["vm_name"])
+    t.ok(p.returncode == 0 and b"maximum lease" in p.stdout and
+         l.get("expires_ms") == l.get("max_until_ms"),
+         "`airlock vm extend` stops at the policy's maximum lease", (p.stdout, l))
+    p = c.cli("vm", "stop", ia["vm_name"])
+    gone = c.wait_for(lambda: ia["vm_name"] not in lv.domains() and
+                      ia["vm_name"] + ".qcow2" not in disks(c, WID), timeout=15)
+    l = lease(c, ia["vm_name"])
+    t.ok(p.returncode == 0 and gone and l.get("state") == "ended" and "stopped" in l.get("reason", "")
+         and ia["vm_name"] not in c.cli("vm", "list").stdout.decode(),
+         "`airlock vm stop` destroys the VM and removes its disk; the lease says why", (p.stdout, l))
+    p = c.cli("vm", "stop", "al-svc-nosuch")
+    q = c.cli("vm", "extend", ib["vm_name"], "soon")
+    t.ok(p.returncode == 1 and b"no running VM" in p.stderr and q.returncode == 2 and
+         b"expected a number" in q.stderr,
+         "stopping an unknown VM and extending by a non-number are refused with a reason",
+         (p.stderr, q.stderr))
+
+    # Lease expiry.
+    e = submit(c, tier="brief", argv=args)
+    re_ = result(c, e)
+    name = re_.get("info", {}).get("vm_name", "?")
+    up = name in lv.domains()
+    gone = c.wait_for(lambda: name not in lv.domains() and name + ".qcow2" not in disks(c, WID),
+                      timeout=20)
+    t.ok(re_["status"] == "ok" and up and gone and lease(c, name).get("reason") == "lease expired",
+         "a VM whose lease expires is destroyed with its disk", (re_.get("status"), lease(c, name)))
+
+    # Scheduler restart: a domain without a lease goes; a lease without a
+    # domain is ended, saying so.
+    c.signal("sched1", signal.SIGKILL)
+    c.wait_exit("sched1")
+    c.rcli("ZREM", "al:vm:leases", ib["vm_name"])
+    c.rcli("HSET", "al:vm:al-svc-ghost", "state", "running", "job", "ghost")
+    c.rcli("ZADD", "al:vm:leases", str(int(time.time() * 1000) + 600000), "al-svc-ghost")
+    c.procs.pop("sched1")
+    c.scheduler(extra=sched_args)
+    fixed = c.wait_for(lambda: ib["vm_name"] not in lv.domains() and
+                       lease(c, "al-svc-ghost").get("state") == "ended", timeout=15)
+    t.ok(fixed and "vanished" in lease(c, "al-svc-ghost").get("reason", "") and
+         ib["vm_name"] + ".qcow2" not in disks(c, WID),
+         "a restarted scheduler reconciles: the unleased domain is destroyed, the lease whose "
+         "domain vanished is ended", (lv.domains(), lease(c, "al-svc-ghost")))
+
+    # A service that never listens: timeout within the job's limit, nothing left.
+    t0 = time.time()
+    d = submit(c, tier="deaf", code="import time\ntime.sleep(3600)")
+    rd = result(c, d)
+    took = time.time() - t0
+    t.ok(rd["status"] == "timeout" and took < 40 and not lv.domains() and not disks(c, WID),
+         "a service that never answers on its port: timeout (%.0f s, limit 15 s), no domain "
+         "or disk left" % took, (rd, lv.domains(), disks(c, WID)))
+except BaseException:
+    sys.stderr.write(c.log(WID)[-3000:])
+    sys.stderr.write(c.log("sched1")[-2000:])
+    raise
+finally:
+    if host:
+        host.kill()
+        host.wait()
+    c.close()
+    lv.close()
+sys.exit(t.done())

@@ -434,7 +434,8 @@ static void ready_result(struct al_sandbox *sb, struct al_result *res)
 	al_result_add_info(res, "ports", ports);
 	al_result_add_info(res, "image", v->hash);
 	al_result_add_info(res, "accel", G.kvm ? "kvm" : "tcg");
-	snprintf(n, sizeof(n), "%llu", (unsigned long long)(v->start_ms + sb->spec.lease_ms));
+	/* The lease runs from readiness; its maximum from creation. */
+	snprintf(n, sizeof(n), "%llu", (unsigned long long)(now_ms() + sb->spec.lease_ms));
 	al_result_add_info(res, "lease_expires_ms", n);
 	snprintf(n, sizeof(n), "%llu", (unsigned long long)(v->start_ms + sb->spec.max_lease_ms));
 	al_result_add_info(res, "lease_max_ms", n);

@@ -73,6 +73,8 @@ struct vm_sb {
 	struct al_chan_rd rd;
 	enum vm_state state;
 	char ip[INET_ADDRSTRLEN];
+	char mac[18];
+	char reserved[INET_ADDRSTRLEN]; /* the DHCP host entry we added, or "" */
 	uint64_t start_ms;
 	bool keep;	/* ready: the VM outlives the job */
 };
@@ -257,6 +259,14 @@ static int vm_prepare(struct al_sandbox *sb, struct al_err *err)
 		virDomainFree(old);
 	}
 	unlink(v->sock);
+	{
+		unsigned h = 2166136261u;
+
+		for (const char *c = v->name; *c; c++)
+			h = (h ^ (unsigned char)*c) * 16777619u;
+		snprintf(v->mac, sizeof(v->mac), "52:54:00:%02x:%02x:%02x", (h >> 16) & 0xff,
+			 (h >> 8) & 0xff, h & 0xff);
+	}
 	if ((rc = base_copy(v, image, err)))
 		return rc;
 	snprintf(backing, sizeof(backing), "%s/data.qcow2", v->base);
@@ -275,11 +285,8 @@ static char *domain_xml(const struct al_sandbox *sb)
 	const struct vm_sb *v = sb->priv;
 	const struct al_run_spec *s = &sb->spec;
 	unsigned vcpus = (unsigned)((s->cpu_millis + 999) / 1000);
-	unsigned h = 2166136261u;
 	char *xml = NULL, tsc[48] = "";
 
-	for (const char *c = v->name; *c; c++)
-		h = (h ^ (unsigned char)*c) * 16777619u;
 	if (!G.kvm && G.tsc_khz)
 		snprintf(tsc, sizeof(tsc), " tsc_early_khz=%llu", (unsigned long long)G.tsc_khz);
 	if (asprintf(&xml,
@@ -297,7 +304,7 @@ static char *domain_xml(const struct al_sandbox *sb)
 		     "<disk type='file' device='disk'><driver name='qemu' type='qcow2'/>"
 		     "<source file='%s'/><target dev='vda' bus='virtio'/></disk>"
 		     "<interface type='network'><source network='%s'/>"
-		     "<mac address='52:54:00:%02x:%02x:%02x'/><model type='virtio'/></interface>"
+		     "<mac address='%s'/><model type='virtio'/></interface>"
 		     "<channel type='unix'><source mode='bind' path='%s'/>"
 		     "<target type='virtio' name='" AL_CHAN_PORT "'/></channel>"
 		     "%s%s%s%s%s<memballoon model='none'/>"
@@ -310,8 +317,7 @@ static char *domain_xml(const struct al_sandbox *sb)
 		     G.kvm ? "<cpu mode='host-passthrough'/>"
 			   : "<cpu mode='custom' match='exact'><model fallback='allow'>qemu64</model>"
 			     "<feature policy='require' name='rdrand'/></cpu>",
-		     v->disk, s->vm_network ? s->vm_network : "airlock", (h >> 16) & 0xff,
-		     (h >> 8) & 0xff, h & 0xff, v->sock,
+		     v->disk, s->vm_network ? s->vm_network : "airlock", v->mac, v->sock,
 		     G.conf->vm_console ? "<serial type='file'><source path='" : "<serial type='null'/>",
 		     G.conf->vm_console ? G.conf->vm_console : "",
 		     G.conf->vm_console ? "." : "", G.conf->vm_console ? v->name : "",
@@ -320,14 +326,102 @@ static char *domain_xml(const struct al_sandbox *sb)
 	return xml;
 }
 
+static uint32_t ip_of(const char *xml, const char *attr_at)
+{
+	char buf[INET_ADDRSTRLEN] = "";
+	struct in_addr a;
+
+	if (!attr_at || sscanf(attr_at, "%15[0-9.]", buf) != 1 || inet_pton(AF_INET, buf, &a) != 1)
+		return 0;
+	(void)xml;
+	return ntohl(a.s_addr);
+}
+
+/* Does the network's XML or lease table already hold this address? */
+static bool address_taken(virNetworkPtr net, const char *xml, const char *ip)
+{
+	char needle[64];
+	virNetworkDHCPLeasePtr *leases = NULL;
+	int n;
+	bool taken;
+
+	snprintf(needle, sizeof(needle), "ip='%s'", ip);
+	taken = strstr(xml, needle) != NULL;
+	n = virNetworkGetDHCPLeases(net, NULL, &leases, 0);
+	for (int i = 0; i < n; i++) {
+		taken = taken || (leases[i]->ipaddr && !strcmp(leases[i]->ipaddr, ip));
+		virNetworkDHCPLeaseFree(leases[i]);
+	}
+	free(leases);
+	return taken;
+}
+
+/* A reserved address: a DHCP host entry (MAC -> IP) in the tier's network,
+ * so that the guest gets its address at the first request and we know it
+ * before it boots. The address is the first free one in the network's DHCP
+ * range from a place given by the VM's name. Without a range (or when the
+ * update is refused) the VM takes a dynamic lease. */
+static void reserve_address(struct al_sandbox *sb)
+{
+	struct vm_sb *v = sb->priv;
+	const char *netname = sb->spec.vm_network ? sb->spec.vm_network : "airlock";
+	virNetworkPtr net = virNetworkLookupByName(G.conn, netname);
+	char *xml = net ? virNetworkGetXMLDesc(net, 0) : NULL;
+	const char *r = xml ? strstr(xml, "<range start='") : NULL;
+	uint32_t lo = r ? ip_of(xml, r + strlen("<range start='")) : 0;
+	const char *e = r ? strstr(r, "end='") : NULL;
+	uint32_t hi = e ? ip_of(xml, e + strlen("end='")) : 0;
+	unsigned h = 2166136261u;
+
+	for (const char *c = v->name; *c; c++)
+		h = (h ^ (unsigned char)*c) * 16777619u;
+	for (uint32_t k = 0; lo && hi >= lo && k <= hi - lo; k++) {
+		struct in_addr a = { htonl(lo + (h + k) % (hi - lo + 1)) };
+		char ip[INET_ADDRSTRLEN], host[160];
+
+		inet_ntop(AF_INET, &a, ip, sizeof(ip));
+		if (address_taken(net, xml, ip))
+			continue;
+		snprintf(host, sizeof(host), "<host mac='%s' ip='%s'/>", v->mac, ip);
+		if (virNetworkUpdate(net, VIR_NETWORK_UPDATE_COMMAND_ADD_LAST,
+				     VIR_NETWORK_SECTION_IP_DHCP_HOST, -1, host,
+				     VIR_NETWORK_UPDATE_AFFECT_CURRENT) == 0) {
+			snprintf(v->reserved, sizeof(v->reserved), "%s", ip);
+			break;
+		}
+	}
+	free(xml);
+	if (net)
+		virNetworkFree(net);
+}
+
+static void release_address(const struct al_sandbox *sb)
+{
+	const struct vm_sb *v = sb->priv;
+	virNetworkPtr net;
+	char host[160];
+
+	if (!v->reserved[0])
+		return;
+	net = virNetworkLookupByName(G.conn, sb->spec.vm_network ? sb->spec.vm_network : "airlock");
+	snprintf(host, sizeof(host), "<host mac='%s' ip='%s'/>", v->mac, v->reserved);
+	if (net) {
+		virNetworkUpdate(net, VIR_NETWORK_UPDATE_COMMAND_DELETE, VIR_NETWORK_SECTION_IP_DHCP_HOST,
+				 -1, host, VIR_NETWORK_UPDATE_AFFECT_CURRENT);
+		virNetworkFree(net);
+	}
+}
+
 static int vm_start(struct al_sandbox *sb, struct al_watch *w, struct al_err *err)
 {
 	struct vm_sb *v = sb->priv;
 	struct itimerspec it = { { 0, TICK_MS * 1000000 }, { 0, TICK_MS * 1000000 } };
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	char *xml = domain_xml(sb);
+	char *xml;
 
 	v->start_ms = now_ms();
+	reserve_address(sb);
+	xml = domain_xml(sb);
 	if (!xml)
 		return al_err_set(err, AL_ESANDBOX, "vm: out of memory");
 	v->dom = virDomainCreateXML(G.conn, xml, 0);
@@ -434,6 +528,7 @@ static void ready_result(struct al_sandbox *sb, struct al_result *res)
 	al_result_add_info(res, "ports", ports);
 	al_result_add_info(res, "image", v->hash);
 	al_result_add_info(res, "accel", G.kvm ? "kvm" : "tcg");
+	al_result_add_info(res, "address", v->reserved[0] ? "reserved" : "dynamic");
 	/* The lease runs from readiness; its maximum from creation. */
 	snprintf(n, sizeof(n), "%llu", (unsigned long long)(now_ms() + sb->spec.lease_ms));
 	al_result_add_info(res, "lease_expires_ms", n);
@@ -518,6 +613,7 @@ static void vm_destroy(struct al_sandbox *sb)
 			virDomainDestroy(v->dom);
 		if (v->disk[0])
 			unlink(v->disk);
+		release_address(sb);
 	}
 	if (v->sock[0])
 		unlink(v->sock);

@@ -77,13 +77,33 @@ void al_vmlease_free(struct al_vmlease *v)
 	free(v);
 }
 
+/* Remove the DHCP host entry (reserved address) the worker added for mac. */
+static void release_host(struct al_vmlease *v, const char *netname, const char *mac)
+{
+	virNetworkPtr net = netname[0] && mac[0] ? virNetworkLookupByName(v->conn, netname) : NULL;
+	char *xml = net ? virNetworkGetXMLDesc(net, 0) : NULL;
+	char needle[64], host[160], ip[16];
+	const char *h;
+
+	snprintf(needle, sizeof(needle), "<host mac='%s' ip='", mac);
+	h = xml ? strstr(xml, needle) : NULL;
+	if (h && sscanf(h + strlen(needle), "%15[0-9.]", ip) == 1) {
+		snprintf(host, sizeof(host), "<host mac='%s' ip='%s'/>", mac, ip);
+		virNetworkUpdate(net, VIR_NETWORK_UPDATE_COMMAND_DELETE, VIR_NETWORK_SECTION_IP_DHCP_HOST,
+				 -1, host, VIR_NETWORK_UPDATE_AFFECT_CURRENT);
+	}
+	free(xml);
+	if (net)
+		virNetworkFree(net);
+}
+
 /* Destroy a domain of ours and remove its overlay disk: the disk path comes
  * from libvirt (never from Redis), and only a file named after the domain
  * is removed. */
 static void destroy_domain(struct al_vmlease *v, const char *name, const char *why)
 {
 	virDomainPtr d;
-	char *xml, disk[4096] = "";
+	char *xml, disk[4096] = "", mac[18] = "", net[256] = "";
 
 	if (strncmp(name, AL_VM_NAME_PREFIX, strlen(AL_VM_NAME_PREFIX)))
 		return; /* never a domain Airlock did not make */
@@ -93,13 +113,19 @@ static void destroy_domain(struct al_vmlease *v, const char *name, const char *w
 	xml = virDomainGetXMLDesc(d, 0);
 	if (xml) {
 		const char *p = strstr(xml, "<disk"), *s = p ? strstr(p, "<source file='") : NULL;
+		const char *m = strstr(xml, "<mac address='"), *n = strstr(xml, "<source network='");
 
 		if (s && sscanf(s + strlen("<source file='"), "%4095[^']", disk) != 1)
 			disk[0] = '\0';
+		if (!m || sscanf(m + strlen("<mac address='"), "%17[0-9a-fA-F:]", mac) != 1)
+			mac[0] = '\0';
+		if (!n || sscanf(n + strlen("<source network='"), "%255[^']", net) != 1)
+			net[0] = '\0';
 		free(xml);
 	}
 	virDomainDestroy(d);
 	virDomainFree(d);
+	release_host(v, net, mac);
 	if (disk[0]) {
 		const char *base = strrchr(disk, '/');
 		size_t nl = strlen(name);

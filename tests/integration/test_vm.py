@@ -147,6 +147,10 @@ try:
          int(ia.get("lease_expires_ms", 0)) > time.time() * 1000,
          "a service job ends ok naming its VM, address, ports and lease end (ready in %s ms)"
          % ia.get("ready_ms"), ra)
+    netxml = lv.virsh("net-dumpxml", lv.net).stdout
+    t.ok(ia.get("address") == "reserved" and "ip='%s'" % ia.get("vm_ip") in netxml,
+         "its address is reserved in the network's DHCP hosts and is the one libvirt's lease "
+         "table reports", netxml)
     body = http_get(lv, ia.get("vm_ip", "0.0.0.0"))
     t.ok("redis-socket absent" in body, "the service answers on the reported address", body)
     t.ok(rb["status"] == "ok" and ib.get("vm_ip") and ib.get("vm_ip") != ia.get("vm_ip") and
@@ -174,8 +178,10 @@ try:
                       ia["vm_name"] + ".qcow2" not in disks(c, WID), timeout=15)
     l = lease(c, ia["vm_name"])
     t.ok(p.returncode == 0 and gone and l.get("state") == "ended" and "stopped" in l.get("reason", "")
-         and ia["vm_name"] not in c.cli("vm", "list").stdout.decode(),
-         "`airlock vm stop` destroys the VM and removes its disk; the lease says why", (p.stdout, l))
+         and ia["vm_name"] not in c.cli("vm", "list").stdout.decode() and
+         "ip='%s'" % ia["vm_ip"] not in lv.virsh("net-dumpxml", lv.net).stdout,
+         "`airlock vm stop` destroys the VM, removes its disk and its address reservation; "
+         "the lease says why", (p.stdout, l))
     p = c.cli("vm", "stop", "al-svc-nosuch")
     q = c.cli("vm", "extend", ib["vm_name"], "soon")
     t.ok(p.returncode == 1 and b"no running VM" in p.stderr and q.returncode == 2 and

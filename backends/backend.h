@@ -43,7 +43,8 @@ struct al_backend_conf {
 	const char *const *hide_paths; /* extra host paths to hide from jobs (NULL-ended) */
 	const char *oci_runtime;   /* container: runc, crun or runsc; NULL = detect */
 	uint32_t userns_base;	   /* container: slot i's root is host uid base + i*65536 */
-	const char *bundle_copy;   /* container: benchmarks keep each job's config.json here */
+	const char *bundle_copy;   /* benchmarks: keep each job's definition here (container:
+				    * config.json; vm: domain XML, and the job frame in FILE.job) */
 	const char *vmm;	   /* microvm: VMM driver, "qemu" (default) */
 	const char *vmm_binary;	   /* microvm: the VMM's executable; NULL = found on PATH */
 	const char *vm_accel;	   /* microvm: "kvm", "tcg" or NULL = KVM when usable */

@@ -412,6 +412,18 @@ static void release_address(const struct al_sandbox *sb)
 	}
 }
 
+/* Benchmarks: keep the domain XML and the job frame for a bare run. */
+static void keep_copy(const char *path, const char *suffix, const void *p, size_t n)
+{
+	char file[PATH_MAX];
+	FILE *f;
+
+	if (al_pathf(file, sizeof(file), "%s%s", path, suffix) || !(f = fopen(file, "we")))
+		return;
+	fwrite(p, 1, n, f);
+	fclose(f);
+}
+
 static int vm_start(struct al_sandbox *sb, struct al_watch *w, struct al_err *err)
 {
 	struct vm_sb *v = sb->priv;
@@ -424,6 +436,8 @@ static int vm_start(struct al_sandbox *sb, struct al_watch *w, struct al_err *er
 	xml = domain_xml(sb);
 	if (!xml)
 		return al_err_set(err, AL_ESANDBOX, "vm: out of memory");
+	if (G.conf->bundle_copy)
+		keep_copy(G.conf->bundle_copy, "", xml, strlen(xml));
 	v->dom = virDomainCreateXML(G.conn, xml, 0);
 	free(xml);
 	if (!v->dom)
@@ -559,8 +573,16 @@ static int vm_reap(struct al_sandbox *sb, struct al_result *res, struct al_err *
 			return al_err_set(err, AL_ESANDBOX, "vm: the guest's channel failed: %s", why);
 		}
 		if (v->state == VM_BOOTING && v->rd.body.data[0] == AL_CHAN_READY) {
+			struct al_buf frame = { 0 };
+
 			al_chan_rd_reset(&v->rd);
-			if ((rc = al_chan_send_job(v->chan_fd, &sb->spec, 5000, err)))
+			rc = al_chan_job_frame(&sb->spec, &frame, err);
+			if (rc == AL_OK && G.conf->bundle_copy)
+				keep_copy(G.conf->bundle_copy, ".job", frame.data, frame.len);
+			if (rc == AL_OK)
+				rc = al_chan_write_raw(v->chan_fd, frame.data, frame.len, 5000, err);
+			al_buf_free(&frame);
+			if (rc)
 				return rc;
 			v->state = VM_STARTING;
 		} else if (v->state == VM_STARTING && v->rd.body.data[0] == AL_CHAN_RESULT) {

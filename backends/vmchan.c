@@ -106,6 +106,11 @@ static int write_all(int fd, const void *p, size_t n, uint64_t deadline, struct 
 	return AL_OK;
 }
 
+int al_chan_write_raw(int fd, const void *p, size_t n, int timeout_ms, struct al_err *err)
+{
+	return write_all(fd, p, n, timeout_ms < 0 ? UINT64_MAX : mono_ms() + (uint64_t)timeout_ms, err);
+}
+
 int al_chan_write(int fd, char type, const void *p1, size_t n1, const void *p2, size_t n2,
 		  int timeout_ms, struct al_err *err)
 {
@@ -124,35 +129,50 @@ int al_chan_write(int fd, char type, const void *p1, size_t n1, const void *p2, 
 	return AL_OK;
 }
 
-int al_chan_send_job(int fd, const struct al_run_spec *spec, int timeout_ms, struct al_err *err)
+int al_chan_job_frame(const struct al_run_spec *spec, struct al_buf *frame, struct al_err *err)
 {
 	struct al_job job = *spec->job;
-	struct al_buf enc = { 0 }, av = { 0 };
+	struct al_buf av = { 0 };
 	uint32_t argc = 0, envc = 0;
+	size_t at;
 	uint8_t n[8];
-	int rc;
+	int rc = AL_OK;
 
 	job.limits = spec->limits;
-	if (al_buf_append(&enc, "\0\0\0\0", 4)) {
-		rc = al_err_set(err, AL_ESANDBOX, "channel: out of memory");
+	/* length (filled in below), type, job length (below), job */
+	if (al_buf_append(frame, "\0\0\0\0" "J" "\0\0\0\0", 9))
+		goto oom;
+	at = frame->len;
+	if ((rc = al_job_encode(&job, frame, err)))
 		goto out;
-	}
-	if ((rc = al_job_encode(&job, &enc, err)))
-		goto out;
-	if (al_argv_env(spec, "/proc/self/fd/3", &av, &argc, &envc)) {
-		rc = al_err_set(err, AL_ESANDBOX, "channel: out of memory");
-		goto out;
-	}
-	al_put_u32((uint8_t *)enc.data, (uint32_t)(enc.len - 4));
+	al_put_u32((uint8_t *)frame->data + 5, (uint32_t)(frame->len - at));
+	if (al_argv_env(spec, "/proc/self/fd/3", &av, &argc, &envc))
+		goto oom;
 	al_put_u32(n, argc);
 	al_put_u32(n + 4, envc);
-	if (al_buf_append(&enc, n, sizeof(n))) {
-		rc = al_err_set(err, AL_ESANDBOX, "channel: out of memory");
+	if (al_buf_append(frame, n, sizeof(n)) || al_buf_append(frame, av.data, av.len))
+		goto oom;
+	if (frame->len - 4 > UINT32_MAX) {
+		rc = al_err_set(err, AL_ESANDBOX, "channel: job frame too large");
 		goto out;
 	}
-	rc = al_chan_write(fd, AL_CHAN_JOB, enc.data, enc.len, av.data, av.len, timeout_ms, err);
+	al_put_u32((uint8_t *)frame->data, (uint32_t)(frame->len - 4));
+	goto out;
+oom:
+	rc = al_err_set(err, AL_ESANDBOX, "channel: out of memory");
 out:
-	al_buf_free(&enc);
 	al_buf_free(&av);
+	return rc;
+}
+
+int al_chan_send_job(int fd, const struct al_run_spec *spec, int timeout_ms, struct al_err *err)
+{
+	struct al_buf frame = { 0 };
+	int rc = al_chan_job_frame(spec, &frame, err);
+
+	/* the frame is whole: write its bytes as they are */
+	if (rc == AL_OK)
+		rc = al_chan_write_raw(fd, frame.data, frame.len, timeout_ms, err);
+	al_buf_free(&frame);
 	return rc;
 }

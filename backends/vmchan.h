@@ -55,7 +55,12 @@ void al_chan_rd_free(struct al_chan_rd *r);
 int al_chan_write(int fd, char type, const void *p1, size_t n1, const void *p2, size_t n2,
 		  int timeout_ms, struct al_err *err);
 
+/* Write bytes that already form whole frames (same timeout rule). */
+int al_chan_write_raw(int fd, const void *p, size_t n, int timeout_ms, struct al_err *err);
+
 struct al_run_spec;
+/* Append the whole job frame for spec to frame (benchmarks keep a copy). */
+int al_chan_job_frame(const struct al_run_spec *spec, struct al_buf *frame, struct al_err *err);
 /* Send the job frame for spec: the job with its effective limits, then
  * argv and environment built as for every backend (the script on fd 3).
  * timeout_ms as for al_chan_write. */

@@ -153,6 +153,8 @@ static void usage(FILE *f)
 		"                       (default 20000 under TCG, 5000 with KVM)\n"
 		"  --webhook-secret S   key for the X-Airlock-Signature header of callbacks\n"
 		"  --allow-noop         offer the benchmark-only noop backend\n"
+		"  --bundle-copy FILE   benchmarks: keep each job's container config.json or VM\n"
+		"                       domain XML (and FILE.job, its job frame) here\n"
 		"  --run-one FILE       run one msgpack job file here and print the result as JSON\n"
 		"  --backend NAME       backend for --run-one (default process)\n"
 		"  --version\n");
@@ -180,6 +182,7 @@ static const struct option opts[] = {
 	{ "libvirt", required_argument, NULL, 'L' },
 	{ "webhook-secret", required_argument, NULL, 'S' },
 	{ "allow-noop", no_argument, NULL, 'N' },
+	{ "bundle-copy", required_argument, NULL, 'Y' },
 	{ "run-one", required_argument, NULL, 'r' },
 	{ "backend", required_argument, NULL, 'b' },
 	{ "version", no_argument, NULL, 'V' },
@@ -281,6 +284,7 @@ static int apply(struct opts_state *st, int c, const char *name, const char *v)
 		break;
 	case 'K': conf->backend.vm_console = v; break;
 	case 'L': conf->backend.libvirt_uri = v; break;
+	case 'Y': conf->backend.bundle_copy = v; break;
 	case 'G':
 		if (parse_u64(name, v, 1000, 600000, &conf->backend.vm_hang_ms))
 			return -1;

@@ -174,6 +174,39 @@ static int base_copy(struct vm_sb *v, const char *image, struct al_err *err)
 	return AL_OK;
 }
 
+/* Inbound ports are the policy's: an nwfilter on every service VM's card
+ * (ebtables, so it needs no bridge netfilter) lets in TCP to $PORT (a list)
+ * and the replies to it, DHCP and ARP, and drops every other IPv4 and IPv6
+ * packet either way. Tiers granted egress get no filter (outbound traffic
+ * needs its replies; the network's own rules apply). */
+#define NWFILTER "airlock-service"
+static const char nwfilter_xml[] =
+	"<filter name='" NWFILTER "' chain='root'>"
+	"<rule action='accept' direction='inout' priority='100'><arp/></rule>"
+	"<rule action='accept' direction='out' priority='200'>"
+	"<ip protocol='udp' srcportstart='68' dstportstart='67'/></rule>"
+	"<rule action='accept' direction='in' priority='200'>"
+	"<ip protocol='udp' srcportstart='67' dstportstart='68'/></rule>"
+	"<rule action='accept' direction='in' priority='300'>"
+	"<ip protocol='tcp' dstportstart='$PORT'/></rule>"
+	"<rule action='accept' direction='out' priority='300'>"
+	"<ip protocol='tcp' srcportstart='$PORT'/></rule>"
+	"<rule action='drop' direction='inout' priority='900'><ip/></rule>"
+	"<rule action='drop' direction='inout' priority='901'><ipv6/></rule>"
+	"</filter>";
+
+static int define_filter(struct al_err *err)
+{
+	virNWFilterPtr f = virNWFilterDefineXML(G.conn, nwfilter_xml);
+
+	if (!f)
+		return al_err_set(err, AL_ESANDBOX,
+				  "vm: cannot define the ports filter (libvirt's nwfilter driver): %s",
+				  lv_err());
+	virNWFilterFree(f);
+	return AL_OK;
+}
+
 static int vm_init(const struct al_backend_conf *conf, struct al_err *err)
 {
 	const char *uri = conf->libvirt_uri ? conf->libvirt_uri : "qemu:///system";
@@ -193,6 +226,8 @@ static int vm_init(const struct al_backend_conf *conf, struct al_err *err)
 	snprintf(G.dir, sizeof(G.dir), "%s/%s/vm", conf->state_dir, conf->worker_id);
 	if (al_mkdir_p(G.dir, 0711))
 		return al_err_sys(err, "vm: mkdir %s", G.dir);
+	if (define_filter(err))
+		return AL_ESANDBOX;
 	/* libvirt's QEMU user must reach the overlays, sockets and copies */
 	chmod(G.dir, 0755);
 	G.kvm = al_kvm_usable(&gid);
@@ -285,8 +320,22 @@ static char *domain_xml(const struct al_sandbox *sb)
 	const struct vm_sb *v = sb->priv;
 	const struct al_run_spec *s = &sb->spec;
 	unsigned vcpus = (unsigned)((s->cpu_millis + 999) / 1000);
-	char *xml = NULL, tsc[48] = "";
+	char *xml = NULL, tsc[48] = "", *filter = NULL;
+	struct al_buf fb = { 0 };
 
+	if (s->network != AL_NET_EGRESS) {
+		char p[64];
+
+		al_buf_append(&fb, "<filterref filter='" NWFILTER "'>", strlen("<filterref filter='" NWFILTER "'>"));
+		for (size_t i = 0; i < s->nports; i++) {
+			snprintf(p, sizeof(p), "<parameter name='PORT' value='%u'/>", (unsigned)s->ports[i]);
+			al_buf_append(&fb, p, strlen(p));
+		}
+		if (s->nports == 0) /* no port at all: a value no TCP packet carries */
+			al_buf_append(&fb, "<parameter name='PORT' value='0'/>", 34);
+		al_buf_append(&fb, "</filterref>", 12);
+		filter = fb.data;
+	}
 	if (!G.kvm && G.tsc_khz)
 		snprintf(tsc, sizeof(tsc), " tsc_early_khz=%llu", (unsigned long long)G.tsc_khz);
 	if (asprintf(&xml,
@@ -304,7 +353,7 @@ static char *domain_xml(const struct al_sandbox *sb)
 		     "<disk type='file' device='disk'><driver name='qemu' type='qcow2'/>"
 		     "<source file='%s'/><target dev='vda' bus='virtio'/></disk>"
 		     "<interface type='network'><source network='%s'/>"
-		     "<mac address='%s'/><model type='virtio'/></interface>"
+		     "<mac address='%s'/><model type='virtio'/>%s</interface>"
 		     "<channel type='unix'><source mode='bind' path='%s'/>"
 		     "<target type='virtio' name='" AL_CHAN_PORT "'/></channel>"
 		     "%s%s%s%s%s<memballoon model='none'/>"
@@ -317,12 +366,14 @@ static char *domain_xml(const struct al_sandbox *sb)
 		     G.kvm ? "<cpu mode='host-passthrough'/>"
 			   : "<cpu mode='custom' match='exact'><model fallback='allow'>qemu64</model>"
 			     "<feature policy='require' name='rdrand'/></cpu>",
-		     v->disk, s->vm_network ? s->vm_network : "airlock", v->mac, v->sock,
+		     v->disk, s->vm_network ? s->vm_network : "airlock", v->mac, filter ? filter : "",
+		     v->sock,
 		     G.conf->vm_console ? "<serial type='file'><source path='" : "<serial type='null'/>",
 		     G.conf->vm_console ? G.conf->vm_console : "",
 		     G.conf->vm_console ? "." : "", G.conf->vm_console ? v->name : "",
 		     G.conf->vm_console ? "' append='on'/></serial>" : "") < 0)
-		return NULL;
+		xml = NULL;
+	al_buf_free(&fb);
 	return xml;
 }
 

@@ -84,8 +84,10 @@ def bare_round(lv, kept, tmp, n):
     name = "bare-%d" % n
     disk = os.path.join(tmp, name + ".qcow2")
     sock = os.path.join(tmp, name + ".sock")
-    mac = "52:54:00:be:%02x:%02x" % (n // 256 % 256, n % 256)
-    ip = "%s.%d" % (lv.subnet, 251 + n % 4)
+    # one MAC and address for every bare round: dnsmasq keeps a lease per
+    # MAC, so a new MAC on a reused address would wait for the old lease
+    mac = "52:54:00:be:00:01"
+    ip = "%s.251" % lv.subnet
     backing = re.search(r"<source file='([^']+)'", xml).group(1)
     backing = subprocess.run(["qemu-img", "info", "--output=json", backing], capture_output=True,
                              text=True).stdout

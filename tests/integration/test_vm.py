@@ -76,6 +76,9 @@ found.append('redis-socket %s' % ('PRESENT' if os.path.exists(sock_path) else 'a
 routes = [l.split()[1] for l in open('/proc/net/route').read().splitlines()[1:]]
 found.append('default-route %s' % ('YES' if '00000000' in routes else 'none'))
 body = ('\n'.join(found) + '\n').encode()
+import threading
+extra = socket.socket(); extra.bind(('', 9090)); extra.listen(8)  # not in the policy's ports
+threading.Thread(target=lambda: [extra.accept()[0].close() for _ in iter(int, 1)], daemon=True).start()
 class H(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         self.send_response(200); self.end_headers(); self.wfile.write(body)
@@ -156,6 +159,17 @@ try:
     t.ok(rb["status"] == "ok" and ib.get("vm_ip") and ib.get("vm_ip") != ia.get("vm_ip") and
          "redis-socket" in http_get(lv, ib["vm_ip"]),
          "a second VM gets another address and answers too", (ia.get("vm_ip"), ib.get("vm_ip")))
+    p = subprocess.run(lv.wrap(["/usr/bin/python3", "-c",
+                                "import socket, sys\n"
+                                "for port in (8080, 9090):\n"
+                                "    try:\n"
+                                "        socket.create_connection((sys.argv[1], port), 3).close(); print(port, 'open')\n"
+                                "    except OSError as e:\n"
+                                "        print(port, 'closed', e)\n", ia.get("vm_ip", "0.0.0.0")]),
+                       capture_output=True, text=True, timeout=30)
+    t.ok("8080 open" in p.stdout and "9090 closed" in p.stdout,
+         "inbound ports are the policy's: 8080 answers, 9090 (listening in the guest) does not",
+         p.stdout + p.stderr)
     t.ok("host-loopback blocked" in body and "gateway-loopback-port blocked" in body and
          "redis-socket absent" in body,
          "the VM reaches neither the host's loopback services nor the Redis socket", body)

@@ -649,14 +649,22 @@ static int vm_reap(struct al_sandbox *sb, struct al_result *res, struct al_err *
 			}
 			al_result_free(&g);
 			/* the channel has done its work; the service runs on */
-			close(v->chan_fd);
-			v->chan_fd = -1;
 			v->state = VM_PROBING;
 		} else if (v->rd.body.data[0] != AL_CHAN_HEARTBEAT) {
 			return al_err_set(err, AL_ESANDBOX, "vm: unexpected frame from the guest");
 		} else {
 			al_chan_rd_reset(&v->rd);
 		}
+	}
+	if (v->state == VM_PROBING) {
+		/* Nothing more should come; the end of the channel is the VM's. */
+		char junk[512];
+		ssize_t n;
+
+		while ((n = read(v->chan_fd, junk, sizeof(junk))) > 0)
+			;
+		if (n == 0)
+			return al_err_set(err, AL_ESANDBOX, "vm: %s stopped before it was ready", v->name);
 	}
 	active = virDomainIsActive(v->dom);
 	if (active == 0)

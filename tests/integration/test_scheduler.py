@@ -280,6 +280,12 @@ def policy_errors():
         ("pool too big", "tiers:\n  a: {backend: microvm, pool: 65}\n", "pool: expected 0..64"),
         ("pool idle too short", "tiers:\n  a: {backend: microvm, pool_max_idle_ms: 10}\n",
          "pool_max_idle_ms: expected at least 1000"),
+        ("port out of range", "tiers:\n  a: {backend: vm, ports: [8080, 70000]}\n",
+         "ports: expected 1..65535, got 70000"),
+        ("ports not a list", "tiers:\n  a: {backend: vm, ports: 8080}\n",
+         "ports: expected a list of port numbers"),
+        ("max lease below lease", "tiers:\n  a: {backend: vm, vm_lease_ms: 9000, vm_max_lease_ms: 5000}\n",
+         "vm_max_lease_ms is below vm_lease_ms"),
     ]
     for name, text, needle in cases:
         path = os.path.join(d, name.replace(" ", "_") + ".yaml")

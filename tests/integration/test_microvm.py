@@ -21,7 +21,7 @@ import time
 import msgpack
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from altest import Tap, live_pids_of  # noqa: E402
+from altest import WORKER, Tap, live_pids_of, run_one  # noqa: E402
 from cluster import Cluster  # noqa: E402
 
 t = Tap()
@@ -155,6 +155,18 @@ def state_files(c, wid):
         found += [os.path.join(dirpath, f) for f in files]
     return found
 
+
+# Bad worker settings: a clear refusal, nothing started.
+p = subprocess.run([WORKER, "--vm-accel", "fast", "--run-one", "-"], capture_output=True,
+                   input=b"", timeout=30)
+t.ok(p.returncode == 2 and b"--vm-accel: expected kvm or tcg" in p.stderr,
+     "--vm-accel other than kvm or tcg is refused", p.stderr)
+_state = tempfile.mkdtemp(prefix="airlock-mvm-state-", dir="/var/tmp")
+r, p = run_one({"v": 1, "id": "mv-vmm", "tier": "untrusted", "runtime": "python", "code": "print(1)"},
+               _state, "mvm-badvmm", 65000, extra=("--backend", "microvm", "--vmm", "firecracker"))
+subprocess.run(["rm", "-rf", _state])
+t.ok(r is None and b"unknown VMM" in p.stderr and b"firecracker" in p.stderr,
+     "an unknown VMM driver: the backend is unavailable and says which drivers exist", p.stderr)
 
 WID, PWID = "mvm-test", "mvm-pool"
 c = Cluster(policy=POLICY)

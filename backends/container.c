@@ -70,9 +70,7 @@ struct ctr_sb {
 static int runtime_do(const char *const *args, int *status)
 {
 	const char *argv[16];
-	posix_spawn_file_actions_t fa;
-	pid_t pid;
-	int n = 0, st = -1;
+	int n = 0;
 
 	argv[n++] = G.runtime;
 	argv[n++] = "--root";
@@ -80,17 +78,7 @@ static int runtime_do(const char *const *args, int *status)
 	for (int i = 0; args[i] && n < 15; i++)
 		argv[n++] = args[i];
 	argv[n] = NULL;
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-	posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-	posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-	if (posix_spawn(&pid, G.runtime, &fa, NULL, (char *const *)argv, environ) == 0)
-		while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-			;
-	posix_spawn_file_actions_destroy(&fa);
-	if (status)
-		*status = st;
-	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
+	return al_spawn_wait(argv, status);
 }
 
 /* The fast image: an empty root with mount points; the host's /usr and

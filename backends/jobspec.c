@@ -1,9 +1,15 @@
 /* jobspec.c - a job's argv and environment, for every backend (jobspec.h). */
 #include "jobspec.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+extern char **environ;
 
 static int buf_str(struct al_buf *b, const char *s)
 {
@@ -91,4 +97,23 @@ bool al_find_exec(const char *name, char *out, size_t cap)
 			return true;
 	}
 	return false;
+}
+
+int al_spawn_wait(const char *const *argv, int *status)
+{
+	posix_spawn_file_actions_t fa;
+	pid_t pid;
+	int st = -1;
+
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+	posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+	posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+	if (posix_spawn(&pid, argv[0], &fa, NULL, (char *const *)argv, environ) == 0)
+		while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+			;
+	posix_spawn_file_actions_destroy(&fa);
+	if (status)
+		*status = st;
+	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
 }

@@ -25,4 +25,8 @@ int al_argv_env(const struct al_run_spec *spec, const char *script, struct al_bu
  * system's sbin and bin directories. out gets the path; false when none. */
 bool al_find_exec(const char *name, char *out, size_t cap);
 
+/* Run argv[0] (a path) with argv, stdio on /dev/null, and wait for it;
+ * *status gets the wait status when status is not NULL. 0 when it exited 0. */
+int al_spawn_wait(const char *const *argv, int *status);
+
 #endif

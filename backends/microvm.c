@@ -39,6 +39,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../client/log.h"
 #include "backend.h"
 #include "cgroup.h"
 #include "jobfs.h"
@@ -104,14 +105,6 @@ struct mvm_sb {
 	int timer_fd;	/* fires at the nearest deadline (see deadline()) */
 	uint64_t start_ms, sent_ms, heard_ms; /* monotonic */
 };
-
-static uint64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 /* ---- spawning a VMM (for drivers) ---- */
 
@@ -287,7 +280,7 @@ static struct vm *vm_launch(const char *image, uint64_t memory_mib, unsigned vcp
 		.gid = G.conf->uid_base + VM_UID_OFFSET + (gid_t)vm->uid_idx,
 		.kvm_gid = G.kvm_gid,
 	};
-	vm->born_ms = mono_ms();
+	vm->born_ms = al_mono_ms();
 	if (G.drv->launch(&cfg, &vm->v, err))
 		goto fail;
 	fcntl(vm->v.chan_fd, F_SETFL, fcntl(vm->v.chan_fd, F_GETFL) | O_NONBLOCK);
@@ -312,7 +305,7 @@ static int vm_poll_ready(struct vm *vm, struct al_err *err)
 		return al_err_set(err, AL_ESANDBOX, "microvm: the guest spoke before it was ready");
 	al_chan_rd_reset(&vm->rd);
 	vm->ready = true;
-	vm->ready_ms = mono_ms();
+	vm->ready_ms = al_mono_ms();
 	return 1;
 }
 
@@ -379,7 +372,7 @@ static struct vm *pool_take(const char *tier, const char *image, uint64_t memory
 
 static void mvm_tick(const struct al_backend_conf *conf)
 {
-	uint64_t now = mono_ms();
+	uint64_t now = al_mono_ms();
 
 	(void)conf;
 	for (int i = 0; i < G.npools; i++) {
@@ -568,7 +561,7 @@ static uint64_t deadline(const struct al_sandbox *sb)
 static void arm(const struct al_sandbox *sb)
 {
 	const struct mvm_sb *m = sb->priv;
-	uint64_t at = deadline(sb), now = mono_ms(), ms = at > now ? at - now : 1;
+	uint64_t at = deadline(sb), now = al_mono_ms(), ms = at > now ? at - now : 1;
 	struct itimerspec it = { .it_value = { (time_t)(ms / 1000), (long)(ms % 1000) * 1000000 } };
 
 	timerfd_settime(m->timer_fd, 0, &it, NULL);
@@ -580,7 +573,7 @@ static int send_job(struct al_sandbox *sb, struct al_err *err)
 	int rc = al_chan_send_job(m->vm->v.chan_fd, &sb->spec, JOB_SEND_TIMEOUT_MS, err);
 
 	m->sent = rc == 0;
-	m->sent_ms = m->heard_ms = mono_ms(); /* the job's clock starts now */
+	m->sent_ms = m->heard_ms = al_mono_ms(); /* the job's clock starts now */
 	return rc;
 }
 
@@ -589,7 +582,7 @@ static int mvm_start(struct al_sandbox *sb, struct al_watch *w, struct al_err *e
 	struct mvm_sb *m = sb->priv;
 	int rc;
 
-	m->start_ms = mono_ms();
+	m->start_ms = al_mono_ms();
 	m->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
 	if (m->timer_fd < 0)
 		return al_err_sys(err, "microvm: timerfd_create");
@@ -736,7 +729,7 @@ static int mvm_reap(struct al_sandbox *sb, struct al_result *res, struct al_err 
 			char type = vm->rd.body.data[0];
 
 			if (type == AL_CHAN_HEARTBEAT && vm->rd.body.len == 1) {
-				m->heard_ms = mono_ms();
+				m->heard_ms = al_mono_ms();
 				al_chan_rd_reset(&vm->rd);
 				continue;
 			}
@@ -763,7 +756,7 @@ static int mvm_reap(struct al_sandbox *sb, struct al_result *res, struct al_err 
 	}
 	if (read(m->timer_fd, &ticks, sizeof(ticks)) < 0 && errno != EAGAIN)
 		return al_err_sys(err, "microvm: timerfd");
-	now = mono_ms();
+	now = al_mono_ms();
 	if (now >= deadline(sb)) {
 		syscall(SYS_pidfd_send_signal, vm->v.pidfd, SIGKILL, NULL, 0);
 		if (!m->sent)

@@ -25,7 +25,6 @@
 #include <libvirt/virterror.h>
 #include <netinet/in.h>
 #include <poll.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,19 +32,17 @@
 #include <sys/stat.h>
 #include <sys/timerfd.h>
 #include <sys/un.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "../proto/buf.h"
+#include "../client/log.h"
 #include "../proto/keys.h"
 #include "backend.h"
 #include "jobfs.h"
 #include "jobspec.h"
 #include "vmchan.h"
 #include "vmm.h"
-
-extern char **environ;
 
 #define MIB (1024ull * 1024ull)
 #define GUEST_OVERHEAD_MIB 128
@@ -76,16 +73,9 @@ struct vm_sb {
 	char mac[18];
 	char reserved[INET_ADDRSTRLEN]; /* the DHCP host entry we added, or "" */
 	uint64_t start_ms;
+	unsigned name_hash; /* FNV-1a of the name: the MAC, where the address search starts */
 	bool keep;	/* ready: the VM outlives the job */
 };
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 static void quiet(void *data, virErrorPtr e)
 {
@@ -99,23 +89,6 @@ static const char *lv_err(void)
 	virErrorPtr e = virGetLastError();
 
 	return e && e->message ? e->message : "unknown libvirt error";
-}
-
-static int run_wait(const char *const *argv)
-{
-	posix_spawn_file_actions_t fa;
-	pid_t pid;
-	int st = -1;
-
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-	posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-	posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-	if (posix_spawn(&pid, argv[0], &fa, NULL, (char *const *)argv, environ) == 0)
-		while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-			;
-	posix_spawn_file_actions_destroy(&fa);
-	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
 }
 
 static int copy_file(const char *from, const char *to)
@@ -294,14 +267,11 @@ static int vm_prepare(struct al_sandbox *sb, struct al_err *err)
 		virDomainFree(old);
 	}
 	unlink(v->sock);
-	{
-		unsigned h = 2166136261u;
-
-		for (const char *c = v->name; *c; c++)
-			h = (h ^ (unsigned char)*c) * 16777619u;
-		snprintf(v->mac, sizeof(v->mac), "52:54:00:%02x:%02x:%02x", (h >> 16) & 0xff,
-			 (h >> 8) & 0xff, h & 0xff);
-	}
+	v->name_hash = 2166136261u;
+	for (const char *c = v->name; *c; c++)
+		v->name_hash = (v->name_hash ^ (unsigned char)*c) * 16777619u;
+	snprintf(v->mac, sizeof(v->mac), "52:54:00:%02x:%02x:%02x", (v->name_hash >> 16) & 0xff,
+		 (v->name_hash >> 8) & 0xff, v->name_hash & 0xff);
 	if ((rc = base_copy(v, image, err)))
 		return rc;
 	snprintf(backing, sizeof(backing), "%s/data.qcow2", v->base);
@@ -309,7 +279,7 @@ static int vm_prepare(struct al_sandbox *sb, struct al_err *err)
 		const char *argv[] = { G.qemu_img, "create", "-q", "-f", "qcow2", "-F", "qcow2", "-b",
 				       backing, v->disk, NULL };
 
-		if (run_wait(argv))
+		if (al_spawn_wait(argv, NULL))
 			return al_err_set(err, AL_ESANDBOX, "vm: qemu-img create %s failed", v->disk);
 	}
 	return AL_OK;
@@ -422,12 +392,8 @@ static void reserve_address(struct al_sandbox *sb)
 	uint32_t lo = r ? ip_of(xml, r + strlen("<range start='")) : 0;
 	const char *e = r ? strstr(r, "end='") : NULL;
 	uint32_t hi = e ? ip_of(xml, e + strlen("end='")) : 0;
-	unsigned h = 2166136261u;
-
-	for (const char *c = v->name; *c; c++)
-		h = (h ^ (unsigned char)*c) * 16777619u;
 	for (uint32_t k = 0; lo && hi >= lo && k <= hi - lo; k++) {
-		struct in_addr a = { htonl(lo + (h + k) % (hi - lo + 1)) };
+		struct in_addr a = { htonl(lo + (v->name_hash + k) % (hi - lo + 1)) };
 		char ip[INET_ADDRSTRLEN], host[160];
 
 		inet_ntop(AF_INET, &a, ip, sizeof(ip));
@@ -482,7 +448,7 @@ static int vm_start(struct al_sandbox *sb, struct al_watch *w, struct al_err *er
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	char *xml;
 
-	v->start_ms = now_ms();
+	v->start_ms = al_now_ms();
 	reserve_address(sb);
 	xml = domain_xml(sb);
 	if (!xml)
@@ -595,11 +561,11 @@ static void ready_result(struct al_sandbox *sb, struct al_result *res)
 	al_result_add_info(res, "accel", G.kvm ? "kvm" : "tcg");
 	al_result_add_info(res, "address", v->reserved[0] ? "reserved" : "dynamic");
 	/* The lease runs from readiness; its maximum from creation. */
-	snprintf(n, sizeof(n), "%llu", (unsigned long long)(now_ms() + sb->spec.lease_ms));
+	snprintf(n, sizeof(n), "%llu", (unsigned long long)(al_now_ms() + sb->spec.lease_ms));
 	al_result_add_info(res, "lease_expires_ms", n);
 	snprintf(n, sizeof(n), "%llu", (unsigned long long)(v->start_ms + sb->spec.max_lease_ms));
 	al_result_add_info(res, "lease_max_ms", n);
-	snprintf(n, sizeof(n), "%llu", (unsigned long long)(now_ms() - v->start_ms));
+	snprintf(n, sizeof(n), "%llu", (unsigned long long)(al_now_ms() - v->start_ms));
 	al_result_add_info(res, "ready_ms", n);
 	v->keep = true;
 }

@@ -35,7 +35,8 @@ HEADERS := $(wildcard proto/*.h) $(wildcard client/*.h)
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 
 LIB := $(BUILD)/libairlock.a
-BINS := $(BUILD)/airlock $(BUILD)/airlock-worker $(BUILD)/airlock-scheduler $(BUILD)/airlock-agent
+BINS := $(BUILD)/airlock $(BUILD)/airlock-worker $(BUILD)/airlock-scheduler $(BUILD)/airlock-agent \
+	$(BUILD)/airlock-sandbox-init
 TESTS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(TEST_SRC)) $(BUILD)/tests/proto_tool \
 	$(BUILD)/tests/bench_backend $(BUILD)/tests/bench_queue
 FUZZERS := $(BUILD)/fuzz/fuzz_job $(BUILD)/fuzz/fuzz_result
@@ -67,6 +68,13 @@ $(BUILD)/airlock-worker: $(call obj,$(WORKER_SRC)) $(LIB)
 
 $(BUILD)/airlock-scheduler: $(call obj,$(SCHED_SRC)) $(LIB)
 	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
+# The process backend's sandbox init: static and small (it is PID 1 of every
+# process sandbox; a copy of the worker's address space would make forking
+# the job and tearing the sandbox down slow), never sanitized.
+$(BUILD)/airlock-sandbox-init: backends/process/init.c backends/process/init.h backends/jobspec.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -D_GNU_SOURCE $(WARN) -O2 -static -s -o $@ backends/process/init.c
 
 # The microVM guest agent: static (the guest has no libraries of its own),
 # never sanitized (it is PID 1 of a VM), stripped so that its bytes, and so

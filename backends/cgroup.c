@@ -77,13 +77,18 @@ static bool has_opt(const char *opts, const char *want)
 	return false;
 }
 
-int al_cg_detect(struct al_cg_sys *sys, const char *worker_id, struct al_err *err)
+int al_cg_detect(struct al_cg_sys *sys, const char *worker_id, const char *backend,
+		 struct al_err *err)
 {
 	char line[4096], buf[512];
-	FILE *f = fopen("/proc/self/mountinfo", "re");
+	FILE *f;
 
 	memset(sys, 0, sizeof(*sys));
-	snprintf(sys->worker_id, sizeof(sys->worker_id), "%s", worker_id);
+	if (strchr(worker_id, '/') || strstr(worker_id, "..") ||
+	    al_pathf(sys->subtree, sizeof(sys->subtree), "%s%s%s", worker_id, backend ? "/" : "",
+		     backend ? backend : ""))
+		return al_err_set(err, AL_EINVAL, "cgroup: unusable worker id \"%s\"", worker_id);
+	f = fopen("/proc/self/mountinfo", "re");
 	if (!f)
 		return al_err_sys(err, "cgroup: open /proc/self/mountinfo");
 	while (fgets(line, sizeof(line), f)) {
@@ -145,21 +150,26 @@ static int mkdir_p(const char *path)
 	return mkdir(tmp, 0755) && errno != EEXIST ? -1 : 0;
 }
 
-/* v2: controllers must be enabled in every ancestor's subtree_control. */
+/* v2: controllers must be enabled in every ancestor's subtree_control, from
+ * the root down to airlock/<subtree> (the parent of the jobs' cgroups). */
 static int v2_enable(const struct al_cg_sys *sys, struct al_err *err)
 {
-	char dir[PATH_MAX];
+	char dir[PATH_MAX], *p;
+	size_t root_len = strlen(sys->v2);
 
-	if (al_pathf(dir, sizeof(dir), "%s/airlock/%s", sys->v2, sys->worker_id) || mkdir_p(dir))
+	if (al_pathf(dir, sizeof(dir), "%s/airlock/%s", sys->v2, sys->subtree) || mkdir_p(dir))
 		return al_err_sys(err, "cgroup: mkdir %s", dir);
-	snprintf(dir, sizeof(dir), "%s", sys->v2);
-	for (int level = 0; level < 3; level++) {
+	for (p = dir + root_len;; p = strchr(p + 1, '/')) {
+		char keep = p ? *p : '\0';
+
+		if (p)
+			*p = '\0';
 		if (write_file(dir, "cgroup.subtree_control", "+memory +pids +cpu"))
 			return al_err_sys(err, "cgroup: enable memory, pids, cpu in %s/cgroup.subtree_control",
 					  dir);
-		strncat(dir, level == 0 ? "/airlock" : "/", sizeof(dir) - strlen(dir) - 1);
-		if (level == 1)
-			strncat(dir, sys->worker_id, sizeof(dir) - strlen(dir) - 1);
+		if (!p)
+			break;
+		*p = keep;
 	}
 	return AL_OK;
 }
@@ -190,7 +200,7 @@ int al_cg_create(struct al_cg *cg, const struct al_cg_sys *sys, const char *name
 		bool dup = false;
 
 		if (al_pathf(cg->dirs[i], sizeof(cg->dirs[i]), "%s/airlock/%s/%s", roots[i],
-			     sys->worker_id, name)) {
+			     sys->subtree, name)) {
 			al_err_sys(err, "cgroup: path for %s", name);
 			goto out_destroy;
 		}
@@ -267,14 +277,25 @@ int al_cg_enter_self(const struct al_cg *cg)
 	return 0;
 }
 
+uint64_t al_cg_cpu_ns(const struct al_cg *cg)
+{
+	char buf[4096];
+
+	if (cg->sys->version == AL_CG_V2 && read_file(cg->dirs[0], "cpu.stat", buf, sizeof(buf)) == 0)
+		return keyed(buf, "usage_usec") * 1000;
+	if (cg->sys->version == AL_CG_V1 &&
+	    read_file(cg->dirs[3], "cpuacct.usage", buf, sizeof(buf)) == 0)
+		return strtoull(buf, NULL, 10);
+	return 0;
+}
+
 int al_cg_stats(const struct al_cg *cg, struct al_cg_stats *st)
 {
 	char buf[4096];
 
 	memset(st, 0, sizeof(*st));
+	st->cpu_ns = al_cg_cpu_ns(cg);
 	if (cg->sys->version == AL_CG_V2) {
-		if (read_file(cg->dirs[0], "cpu.stat", buf, sizeof(buf)) == 0)
-			st->cpu_ns = keyed(buf, "usage_usec") * 1000;
 		if (read_file(cg->dirs[0], "memory.peak", buf, sizeof(buf)) == 0)
 			st->peak_memory_bytes = strtoull(buf, NULL, 10);
 		if (read_file(cg->dirs[0], "memory.events", buf, sizeof(buf)) == 0) {
@@ -282,8 +303,6 @@ int al_cg_stats(const struct al_cg *cg, struct al_cg_stats *st)
 			st->memory_hit = keyed(buf, "max") > 0 || st->oom_kills > 0;
 		}
 	} else if (cg->sys->version == AL_CG_V1) {
-		if (read_file(cg->dirs[3], "cpuacct.usage", buf, sizeof(buf)) == 0)
-			st->cpu_ns = strtoull(buf, NULL, 10);
 		if (read_file(cg->dirs[0], "memory.max_usage_in_bytes", buf, sizeof(buf)) == 0)
 			st->peak_memory_bytes = strtoull(buf, NULL, 10);
 		if (read_file(cg->dirs[0], "memory.oom_control", buf, sizeof(buf)) == 0)
@@ -345,6 +364,10 @@ static int remove_dir(const char *dir, struct al_err *err)
 {
 	struct timespec ts = { 0, 2 * 1000 * 1000 };
 
+	/* The common case: the job's processes are gone (its PID namespace
+	 * ended with it) and nothing was made inside; rmdir refuses otherwise */
+	if (rmdir(dir) == 0 || errno == ENOENT)
+		return AL_OK;
 	remove_children(dir);
 	/* cgroup.kill (v2, Linux 5.14+) kills atomically, forks included */
 	write_file(dir, "cgroup.kill", "1");
@@ -400,7 +423,7 @@ void al_cg_remove_everywhere(const struct al_cg_sys *sys, const char *name)
 	char dir[PATH_MAX];
 
 	for (int i = 0; i < sys->nall; i++)
-		if (!al_pathf(dir, sizeof(dir), "%s/airlock/%s/%s", sys->all[i], sys->worker_id, name) &&
+		if (!al_pathf(dir, sizeof(dir), "%s/airlock/%s/%s", sys->all[i], sys->subtree, name) &&
 		    access(dir, F_OK) == 0)
 			remove_dir(dir, NULL);
 }
@@ -414,7 +437,7 @@ int al_cg_sweep(const struct al_cg_sys *sys, struct al_err *err)
 	if (sys->version == AL_CG_V1)
 		roots[0] = sys->cpuacct;
 	for (int i = 0; i < (sys->version == AL_CG_V2 ? 1 : 4); i++) {
-		if (al_pathf(dir, sizeof(dir), "%s/airlock/%s", roots[i], sys->worker_id) ||
+		if (al_pathf(dir, sizeof(dir), "%s/airlock/%s", roots[i], sys->subtree) ||
 		    sweep_tree(dir, err))
 			rc = AL_ESANDBOX;
 	}
@@ -425,7 +448,17 @@ void al_cg_release(const struct al_cg_sys *sys)
 {
 	char dir[PATH_MAX + 128];
 
-	for (int i = 0; i < sys->nall; i++)
-		if (!al_pathf(dir, sizeof(dir), "%s/airlock/%s", sys->all[i], sys->worker_id))
+	for (int i = 0; i < sys->nall; i++) {
+		char *slash;
+
+		if (al_pathf(dir, sizeof(dir), "%s/airlock/%s", sys->all[i], sys->subtree))
+			continue;
+		rmdir(dir);
+		/* then airlock/<worker_id>, once no other backend uses it */
+		slash = strrchr(dir, '/');
+		if (slash && strchr(sys->subtree, '/')) {
+			*slash = '\0';
 			rmdir(dir);
+		}
+	}
 }

@@ -1,5 +1,6 @@
 /* cgroup.h - per-job cgroups on cgroup v1 or v2, detected at start-up.
- * A job's cgroup lives at airlock/<worker_id>/<name> under each hierarchy that
+ * A job's cgroup lives at airlock/<subtree>/<name> (the subtree is
+ * <worker_id>/<backend>: each backend sweeps only its own) under each hierarchy that
  * carries a controller we need (v1: memory, pids, cpu, cpuacct; v2: the one
  * unified tree with memory, pids and cpu enabled). */
 #ifndef AL_CGROUP_H
@@ -22,7 +23,7 @@ struct al_cg_sys {
 	char pids[PATH_MAX];
 	char cpu[PATH_MAX];
 	char cpuacct[PATH_MAX];
-	char worker_id[64];	/* names the subtree airlock/<worker_id> */
+	char subtree[128];	/* airlock/<subtree>: "<worker_id>/<backend>" or "<worker_id>" */
 	char all[16][256];	/* every cgroup mount (v1 and v2): OCI runtimes use them all */
 	int nall;
 };
@@ -47,11 +48,13 @@ struct al_cg_stats {
 	bool memory_hit;	    /* the memory limit was reached at least once */
 };
 
-/* Detect the layout from /proc/self/mountinfo. Fails (AL_ESANDBOX) when
+/* Detect the layout from /proc/self/mountinfo; the subtree is
+ * <worker_id>/<backend> (backend NULL: <worker_id>). Fails (AL_ESANDBOX) when
  * neither a v2 tree with memory+pids+cpu nor v1 memory+pids+cpu+cpuacct can
  * be used. */
-int al_cg_detect(struct al_cg_sys *sys, const char *worker_id, struct al_err *err);
-/* Create airlock/<worker_id>/<name> with limits. On failure nothing is left. */
+int al_cg_detect(struct al_cg_sys *sys, const char *worker_id, const char *backend,
+		 struct al_err *err);
+/* Create airlock/<subtree>/<name> with limits. On failure nothing is left. */
 int al_cg_create(struct al_cg *cg, const struct al_cg_sys *sys, const char *name,
 		 const struct al_cg_limits *lim, struct al_err *err);
 /* Set (or change) the limits of an existing cgroup; zero fields are left
@@ -60,16 +63,19 @@ int al_cg_set_limits(struct al_cg *cg, const struct al_cg_limits *lim, struct al
 /* Move the calling process into cg (async-signal-safe: usable after fork). */
 int al_cg_enter_self(const struct al_cg *cg);
 int al_cg_stats(const struct al_cg *cg, struct al_cg_stats *st);
+/* Only the CPU time of every task, nanoseconds (0 when unreadable). */
+uint64_t al_cg_cpu_ns(const struct al_cg *cg);
 /* SIGKILL every task in cg, wait until it is empty, remove it. Returns 0 when
  * the cgroup is gone. */
 int al_cg_destroy(struct al_cg *cg, struct al_err *err);
-/* Remove airlock/<worker_id>/<name> (and what is inside it) from every
+/* Remove airlock/<subtree>/<name> (and what is inside it) from every
  * cgroup mount, also those we do not manage (an OCI runtime creates its
  * cgroup in all of them). */
 void al_cg_remove_everywhere(const struct al_cg_sys *sys, const char *name);
-/* Kill and remove every cgroup under airlock/<worker_id> (a crashed run's). */
+/* Kill and remove every cgroup under airlock/<subtree> (a crashed run's). */
 int al_cg_sweep(const struct al_cg_sys *sys, struct al_err *err);
-/* Remove the empty airlock/<worker_id> directories at worker exit. */
+/* Remove the empty airlock/<subtree> directories (and airlock/<worker_id>
+ * once empty) at worker exit. */
 void al_cg_release(const struct al_cg_sys *sys);
 const char *al_cg_version_name(enum al_cg_version v);
 

@@ -122,7 +122,7 @@ static int ctr_init(const struct al_backend_conf *conf, struct al_err *err)
 		return al_err_set(err, AL_ESANDBOX,
 				  "container: --userns-base %u would map container users onto host system ids; use 100000 or more",
 				  conf->userns_base);
-	if ((rc = al_cg_detect(&G.cg, conf->worker_id, err)))
+	if ((rc = al_cg_detect(&G.cg, conf->worker_id, "container", err)))
 		return al_err_wrap(err, "container");
 	/* crun 1.8 refuses hybrid hosts (v1 controllers and a cgroup2 mount
 	 * beside them): there runc is the default. */
@@ -358,7 +358,7 @@ static int write_bundle(struct al_sandbox *sb, struct al_err *err)
 				      "period", (json_int_t)100000));
 	json_object_set_new(res, "devices", json_pack("[{s:b, s:s}]", "allow", 0, "access", "rwm"));
 	json_object_set_new(linux_, "resources", res);
-	snprintf(cgpath, sizeof(cgpath), "/airlock/%s/%s/c", G.conf->worker_id, c->name);
+	snprintf(cgpath, sizeof(cgpath), "/airlock/%s/%s/c", G.cg.subtree, c->name);
 	json_object_set_new(linux_, "cgroupsPath", json_string(cgpath));
 	json_object_set_new(linux_, "maskedPaths", strs(masked));
 	json_object_set_new(linux_, "readonlyPaths", strs(readonly));
@@ -670,7 +670,7 @@ static int ctr_sweep(const struct al_backend_conf *conf, struct al_err *err)
 	}
 	if (d)
 		closedir(d);
-	if (al_cg_detect(&sys, conf->worker_id, NULL) == AL_OK)
+	if (al_cg_detect(&sys, conf->worker_id, "container", NULL) == AL_OK)
 		al_cg_sweep(&sys, NULL);
 	snprintf(root, sizeof(root), "%s/%s/container", conf->state_dir, conf->worker_id);
 	rc = al_jobfs_sweep(root, err);

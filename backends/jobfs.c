@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -83,7 +84,7 @@ static int write_inputs(struct al_jobfs *fs, const struct al_job *job, uid_t uid
 	int rc = AL_OK;
 
 	if (dirfd < 0)
-		return al_err_sys(err, "jobfs: open %s", fs->work);
+		return al_err_sys(err, "jobfs: open %s", fs->work[0] ? fs->work : "the work tmpfs");
 	for (size_t i = 0; i < job->nfiles && !rc; i++) {
 		const struct al_file *f = &job->files[i];
 		int fd;
@@ -120,11 +121,10 @@ int al_jobfs_create(struct al_jobfs *fs, const char *root, const char *name,
 
 	memset(fs, 0, sizeof(*fs));
 	fs->out_fd = fs->err_fd = fs->mnt_fd = -1;
-	if (al_mkdir_p(root, 0711))
-		return al_err_sys(err, "jobfs: mkdir %s", root);
-	if (al_pathf(fs->dir, sizeof(fs->dir), "%s/%s", root, name) ||
-	    al_pathf(fs->work, sizeof(fs->work), "%s/work", fs->dir) || mkdir(fs->dir, 0700))
-		return al_err_sys(err, "jobfs: mkdir %s", fs->dir);
+	if (!detached &&
+	    (al_mkdir_p(root, 0711) || al_pathf(fs->dir, sizeof(fs->dir), "%s/%s", root, name) ||
+	     al_pathf(fs->work, sizeof(fs->work), "%s/work", fs->dir) || mkdir(fs->dir, 0700)))
+		return al_err_sys(err, "jobfs: mkdir %s/%s", root, name);
 	/* The disk limit is the tmpfs size: a disk-filling job gets ENOSPC. */
 	if (detached) {
 		int fsfd = fsopen("tmpfs", FSOPEN_CLOEXEC);
@@ -163,12 +163,17 @@ int al_jobfs_create(struct al_jobfs *fs, const char *root, const char *name,
 	}
 	if ((rc = write_inputs(fs, job, uid, gid, err)))
 		goto out_destroy;
-	if (!al_pathf(path, sizeof(path), "%s/stdout", fs->dir))
+	if (detached) {
+		/* nothing on the host's disk: stdout and stderr are memfds */
+		fs->out_fd = memfd_create("job-stdout", MFD_CLOEXEC);
+		fs->err_fd = memfd_create("job-stderr", MFD_CLOEXEC);
+	} else if (!al_pathf(path, sizeof(path), "%s/stdout", fs->dir))
 		fs->out_fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (!al_pathf(path, sizeof(path), "%s/stderr", fs->dir))
 		fs->err_fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fs->out_fd < 0 || fs->err_fd < 0) {
-		rc = al_err_sys(err, "jobfs: create stdout/stderr files in %s", fs->dir);
+		rc = al_err_sys(err, "jobfs: create stdout/stderr files%s%s", fs->dir[0] ? " in " : "",
+				fs->dir);
 		goto out_destroy;
 	}
 	return AL_OK;
@@ -229,7 +234,7 @@ int al_jobfs_collect(struct al_jobfs *fs, const struct al_job *job,
 		return AL_OK;
 	dirfd = work_dirfd(fs);
 	if (dirfd < 0)
-		return al_err_sys(err, "jobfs: open %s", fs->work);
+		return al_err_sys(err, "jobfs: open %s", fs->work[0] ? fs->work : "the work tmpfs");
 	/* A few blocks of slack: tmpfs reports full slightly before size. */
 	if (fstatvfs(dirfd, &sv) == 0 && sv.f_bavail * sv.f_frsize < 64 * 1024)
 		*disk_full = true;
@@ -268,8 +273,6 @@ int al_jobfs_collect(struct al_jobfs *fs, const struct al_job *job,
 
 void al_jobfs_destroy(struct al_jobfs *fs)
 {
-	if (!fs->dir[0])
-		return;
 	if (fs->out_fd >= 0)
 		close(fs->out_fd);
 	if (fs->err_fd >= 0)
@@ -277,6 +280,8 @@ void al_jobfs_destroy(struct al_jobfs *fs)
 	if (fs->mnt_fd >= 0)
 		close(fs->mnt_fd); /* the last reference frees the detached tmpfs */
 	fs->out_fd = fs->err_fd = fs->mnt_fd = -1;
+	if (!fs->dir[0])
+		return; /* detached: no directory */
 	/* Unmounting the tmpfs frees everything the job wrote. */
 	if (fs->mounted && umount2(fs->work, MNT_DETACH) == 0)
 		fs->mounted = false;

@@ -493,7 +493,7 @@ static int mvm_init(const struct al_backend_conf *conf, struct al_err *err)
 			  sizeof(G.binary)))
 		return al_err_set(err, AL_ESANDBOX, "microvm: %s not found (install qemu-system-x86)",
 				  conf->vmm_binary ? conf->vmm_binary : G.drv->binary);
-	if ((rc = al_cg_detect(&G.cg, conf->worker_id, err)))
+	if ((rc = al_cg_detect(&G.cg, conf->worker_id, "microvm", err)))
 		return al_err_wrap(err, "microvm");
 	/* KVM when /dev/kvm opens, unless told otherwise; TCG is slow but the
 	 * same boundary. */

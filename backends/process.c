@@ -1,20 +1,22 @@
 /* process.c - the process backend: a hardened child process.
  *
- * Each job runs under a tiny init that is PID 1 of fresh PID, network
- * (empty), mount, IPC and UTS namespaces, inside its own cgroup. For speed
- * every slot keeps one such init ready ("warm"): made in advance, it has
- * joined a fresh cgroup (slow on cgroup v1: an RCU grace period), mounted a
- * new /proc and empty tmpfs over the host paths a job must not see, closed
- * every descriptor, and waits on a socket. A job then costs one message: the
- * worker sets the cgroup's limits and sends the job's descriptors (its work
- * tmpfs, a detached mount never visible on the host; stdin; stdout and
- * stderr files; the script) and a spec (argv, environment, rlimits). The init
- * moves the tmpfs onto /tmp, drops to the slot's uid with no capabilities
- * and no_new_privs, and forks the job: setsid, rlimits, seccomp, exec. When
- * the job's main process exits the init reports its wait status and exits,
- * and the kernel kills everything left in the PID namespace, so no daemon
- * outlives the job. A timeout SIGKILLs the init through its pidfd, which does
- * the same. The init dies with the worker (PR_SET_PDEATHSIG).
+ * Each job runs under a small init (backends/process/init.c, the static
+ * airlock-sandbox-init) that is PID 1 of fresh PID, network (empty), mount,
+ * IPC and UTS namespaces, inside its own cgroup. For speed every slot keeps
+ * one such init ready ("warm"): the worker clones a child into the new
+ * namespaces, which executes the init binary; the init joins a fresh cgroup
+ * (slow on cgroup v1: an RCU grace period), mounts a new /proc and empty
+ * tmpfs over the host paths a job must not see, and waits on a socket. A job
+ * then costs one message: the worker sets the cgroup's limits and sends the
+ * job's descriptors (its work tmpfs, a detached mount never visible on the
+ * host; stdin; stdout and stderr memfds; the script) and a spec (argv,
+ * environment, rlimits). The init moves the tmpfs onto /tmp, drops to the
+ * slot's uid with no capabilities and no_new_privs, and starts the job:
+ * setsid, rlimits, seccomp, exec. When the job's main process exits the init
+ * reports its wait status and exits, and the kernel kills everything left in
+ * the PID namespace, so no daemon outlives the job. A timeout SIGKILLs the
+ * init through its pidfd, which does the same. The init dies with the worker
+ * (PR_SET_PDEATHSIG).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -45,28 +47,11 @@
 #include "jobspec.h"
 #include "seccomp.h"
 #include "verdict.h"
+#include "process/init.h"
 
 #ifndef CLONE_PIDFD
 #define CLONE_PIDFD 0x00001000
 #endif
-
-/* Descriptor layout inside the sandbox. */
-enum { FD_STDIN = 0, FD_STDOUT = 1, FD_STDERR = 2, FD_CODE = 3, FD_REPORT = 4, FD_CTL = 5 };
-
-/* Descriptors sent with the go message, in this order. */
-enum { GO_WORK, GO_STDIN, GO_STDOUT, GO_STDERR, GO_CODE, GO_SPEC, GO_NFDS };
-
-#define MAX_ARGS 600 /* argv + envp pointers the init unpacks (caps: 256+3, 64+64+5) */
-
-/* The spec memfd: this header, then argc argv strings and envc environment
- * strings, each NUL-terminated. Written by the worker, read by the init. */
-struct spec_hdr {
-	uint64_t rl_as, rl_cpu, rl_fsize, rl_nofile; /* rlimits (bytes, seconds, count) */
-	uint64_t shm_bytes;			    /* size of the private /dev/shm */
-	uint32_t argc, envc;
-	uint32_t uid;				    /* the slot's uid (and gid) */
-	uint32_t has_code;			    /* fd 3 holds the script */
-};
 
 /* One pre-made init per slot. */
 struct warm {
@@ -83,7 +68,9 @@ struct warm {
 /* Global state filled by init (one worker process, one configuration). */
 static struct {
 	struct al_cg_sys cg;
-	struct al_seccomp seccomp;
+	int bpf_fd;		  /* the seccomp program (sealed memfd), for the inits */
+	int init_fd;		  /* the init binary, opened at start-up */
+	char *hide_args[40];	  /* "hide=<path>" arguments of the init */
 	const struct al_backend_conf *conf;
 	char jobs_root[PATH_MAX]; /* <state_dir>/<worker_id>/process */
 	struct warm *warm;	  /* conf->slots entries */
@@ -123,239 +110,22 @@ static pid_t clone3_pidfd(uint64_t flags, int *pidfd)
 	return (pid_t)syscall(SYS_clone3, &args, sizeof(args));
 }
 
-/* ---- child side: only async-signal-safe calls, no allocation ---- */
+/* ---- the child, between clone3 and the exec of the init: no allocation ---- */
 
-static size_t s_len(const char *s)
+/* Put the init's descriptors in place, close every other one, and execute
+ * the init binary with args (see init.h). */
+static void __attribute__((noreturn)) warm_exec(int ctl, int report_wr, char *const *args)
 {
-	size_t n = 0;
-
-	while (s[n])
-		n++;
-	return n;
-}
-
-/* Report a set-up failure to the worker and die. */
-static void __attribute__((noreturn)) die(const char *what)
-{
-	char msg[512];
-	const char *e = strerror(errno);
-	size_t n = 0, k;
-
-	msg[n++] = 'E';
-	k = s_len(what);
-	if (k > 300)
-		k = 300;
-	memcpy(msg + n, what, k);
-	n += k;
-	memcpy(msg + n, ": ", 2);
-	n += 2;
-	k = s_len(e);
-	if (k > 150)
-		k = 150;
-	memcpy(msg + n, e, k);
-	n += k;
-	if (write(FD_REPORT, msg, n) < 0) {
-		/* nothing more we can do */
-	}
-	_exit(127);
-}
-
-/* Put fds[i] on targets[i] (overlaps allowed), close every other fd. */
-static void place_fds(int *fds, const int *targets, int n)
-{
-	for (int i = 0; i < n; i++) {
-		int hi = fcntl(fds[i], F_DUPFD, 100);
-
-		if (hi < 0)
-			_exit(126);
-		fds[i] = hi;
-	}
-	for (int i = 0; i < n; i++)
-		if (dup2(fds[i], targets[i]) < 0)
-			_exit(126);
-	for (int fd = 0; fd < 100; fd++) {
-		bool keep = false;
-
-		for (int i = 0; i < n; i++)
-			keep |= targets[i] == fd;
-		if (!keep)
-			close(fd);
-	}
-	if (syscall(SYS_close_range, 100u, ~0u, 0) < 0) {
-		for (int fd = 100; fd < 65536; fd++)
-			close(fd);
-	}
-}
-
-static void mount_or_die(const char *src, const char *dst, const char *type, unsigned long flags,
-			 const char *data, const char *what)
-{
-	if (mount(src, dst, type, flags, data))
-		die(what);
-}
-
-/* Hide a host path: an empty read-only tmpfs over a directory, /dev/null
- * over anything else (a socket becomes unconnectable). Missing is fine. */
-static void hide(const char *path)
-{
-	struct stat st;
-
-	if (lstat(path, &st) != 0)
-		return;
-	if (S_ISDIR(st.st_mode)) {
-		if (mount("airlock-hide", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
-			  "size=4k,mode=0755"))
-			die("hide a host directory");
-	} else if (!S_ISLNK(st.st_mode)) {
-		if (mount("/dev/null", path, NULL, MS_BIND, NULL))
-			die("hide a host file");
-	}
-}
-
-static void set_rlimit(int res, rlim_t soft, rlim_t hard, const char *what)
-{
-	struct rlimit rl = { soft, hard };
-
-	if (setrlimit(res, &rl))
-		die(what);
-}
-
-static void __attribute__((noreturn)) run_job(const struct spec_hdr *h, char **argv, char **envp)
-{
-	const char *prog = argv[0];
-
-	if (setsid() < 0)
-		die("setsid");
-	if (chdir("/tmp"))
-		die("chdir /tmp");
-	set_rlimit(RLIMIT_AS, h->rl_as, h->rl_as, "setrlimit AS");
-	set_rlimit(RLIMIT_CPU, h->rl_cpu, h->rl_cpu + 1, "setrlimit CPU");
-	set_rlimit(RLIMIT_FSIZE, h->rl_fsize, h->rl_fsize, "setrlimit FSIZE");
-	set_rlimit(RLIMIT_NOFILE, h->rl_nofile, h->rl_nofile, "setrlimit NOFILE");
-	set_rlimit(RLIMIT_CORE, 0, 0, "setrlimit CORE");
-	set_rlimit(RLIMIT_MEMLOCK, 0, 0, "setrlimit MEMLOCK");
-	if (!h->has_code)
-		close(FD_CODE);
-	if (al_seccomp_apply(&G.seccomp))
-		die("seccomp");
-	/* Last step: exec. A failure is the job's (a missing program): it goes
-	 * to the job's stderr with the shell's exit code 127. */
-	if (strchr(prog, '/')) {
-		execve(prog, argv, envp);
-	} else {
-		char path[PATH_MAX];
-		const char *dir = AL_SEARCH_PATH;
-
-		while (*dir) {
-			const char *end = strchr(dir, ':');
-			size_t dn = end ? (size_t)(end - dir) : s_len(dir);
-
-			if (dn + 1 + s_len(prog) < sizeof(path)) {
-				memcpy(path, dir, dn);
-				path[dn] = '/';
-				memcpy(path + dn + 1, prog, s_len(prog) + 1);
-				execve(path, argv, envp);
-			}
-			if (!end)
-				break;
-			dir = end + 1;
-		}
-	}
-	{
-		const char *e = strerror(errno);
-
-		if (write(FD_STDERR, "airlock: cannot execute ", 24) < 0 ||
-		    write(FD_STDERR, prog, s_len(prog)) < 0 || write(FD_STDERR, ": ", 2) < 0 ||
-		    write(FD_STDERR, e, s_len(e)) < 0 || write(FD_STDERR, "\n", 1) < 0) {
-			/* stderr gone: nothing to report */
-		}
-	}
-	_exit(127);
-}
-
-static void drop_privileges(uid_t uid)
-{
-	for (int cap = 0; cap <= CAP_LAST_CAP; cap++)
-		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) && errno != EINVAL)
-			die("drop capability bounding set");
-	if (setgroups(0, NULL))
-		die("setgroups");
-	if (setresgid(uid, uid, uid))
-		die("setresgid");
-	if (setresuid(uid, uid, uid))
-		die("setresuid");
-	/* Switching from root to a non-root uid clears every capability; make
-	 * sure, and that none can be regained through exec. */
-	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) && errno != EINVAL)
-		die("clear ambient capabilities");
-	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
-		die("no_new_privs");
-	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0))
-		die("dumpable");
-}
-
-/* Receive the go message: GO_NFDS descriptors. Returns 0, or -1 when the
- * worker closed the socket (no job will come). */
-static int recv_go(int fds[GO_NFDS])
-{
-	char byte, ctl[CMSG_SPACE(sizeof(int) * GO_NFDS)];
-	struct iovec iov = { &byte, 1 };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl,
-			     .msg_controllen = sizeof(ctl) };
-	struct cmsghdr *c;
-	ssize_t n;
-
-	do
-		n = recvmsg(FD_CTL, &mh, MSG_CMSG_CLOEXEC);
-	while (n < 0 && errno == EINTR);
-	if (n <= 0)
-		return -1;
-	c = CMSG_FIRSTHDR(&mh);
-	if (!c || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(sizeof(int) * GO_NFDS))
-		die("bad go message");
-	memcpy(fds, CMSG_DATA(c), sizeof(int) * GO_NFDS);
-	return 0;
-}
-
-/* Split the spec's strings into argv and envp (pointers into the mapping). */
-static void unpack_spec(const struct spec_hdr *h, size_t len, char **argv, char **envp)
-{
-	char *p = (char *)(h + 1), *end = (char *)h + len;
-	uint32_t n = 0;
-
-	if (h->argc == 0 || h->argc + h->envc + 2 > MAX_ARGS)
-		die("bad spec");
-	for (uint32_t i = 0; i < h->argc + h->envc; i++) {
-		char *s = p;
-
-		while (p < end && *p)
-			p++;
-		if (p >= end)
-			die("truncated spec");
-		p++;
-		if (i < h->argc)
-			argv[n++] = s;
-		else
-			envp[i - h->argc] = s;
-	}
-	argv[h->argc] = NULL;
-	envp[h->envc] = NULL;
-}
-
-static void __attribute__((noreturn)) warm_init(int ctl, int report_wr, const struct al_cg *cg)
-{
-	int keep[2] = { report_wr, ctl };
-	const int targets[2] = { FD_REPORT, FD_CTL };
-	int go[GO_NFDS], status = 0;
-	char *argv[MAX_ARGS], *envp[MAX_ARGS];
-	const struct spec_hdr *h;
-	struct stat st;
-	char shm[64];
-	pid_t job;
+	int fds[4] = { report_wr, ctl, G.bpf_fd, G.init_fd };
+	static const int tg[4] = { AL_INIT_FD_REPORT, AL_INIT_FD_CTL, AL_INIT_FD_SECCOMP,
+				   AL_INIT_FD_BINARY };
+	static char *const noenv[] = { NULL };
+	char msg[200];
 
 	/* If the worker dies, the init dies, and with it the namespace. The
 	 * worker may have died before the death signal was armed: then the
-	 * read end of the report pipe is closed (poll says POLLERR). */
+	 * read end of the report pipe is closed (poll says POLLERR). The
+	 * signal is kept across the exec. */
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0))
 		_exit(125);
 	{
@@ -364,92 +134,22 @@ static void __attribute__((noreturn)) warm_init(int ctl, int report_wr, const st
 		if (poll(&pf, 1, 0) < 0 || (pf.revents & (POLLERR | POLLHUP)))
 			_exit(125);
 	}
-	place_fds(keep, targets, 2);
-	if (fcntl(FD_REPORT, F_SETFD, FD_CLOEXEC) || fcntl(FD_CTL, F_SETFD, FD_CLOEXEC))
-		die("cloexec");
-	signal(SIGPIPE, SIG_DFL);
-
-	/* Into the slot's fresh cgroup first, so every later fork is counted. */
-	if (al_cg_enter_self(cg))
-		die("join the job's cgroup");
-	if (unshare(CLONE_NEWCGROUP))
-		die("cgroup namespace");
-	/* Filesystem view: private propagation, new /proc, host paths hidden. */
-	mount_or_die(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL, "make / private");
-	mount_or_die("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL,
-		     "mount /proc");
-	hide("/root");
-	hide("/home");
-	hide("/run");
-	hide("/var/lib/airlock");
-	hide(G.conf->state_dir);
-	for (const char *const *p = G.conf->hide_paths; p && *p; p++)
-		hide(*p);
-	if (sethostname("airlock", 7))
-		die("sethostname");
-
-	/* Wait for a job. */
-	if (recv_go(go))
-		_exit(0);
-	if (fstat(go[GO_SPEC], &st) || st.st_size < (off_t)sizeof(*h) ||
-	    (h = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, go[GO_SPEC], 0)) == MAP_FAILED)
-		die("read the spec");
-	unpack_spec(h, (size_t)st.st_size, argv, envp);
-	/* The job's tmpfs on /tmp (its work dir, HOME and cwd), a private
-	 * /dev/shm. */
-	if (move_mount(go[GO_WORK], "", AT_FDCWD, "/tmp", MOVE_MOUNT_F_EMPTY_PATH))
-		die("move the work dir onto /tmp");
-	snprintf(shm, sizeof(shm), "size=%llu,mode=1777", (unsigned long long)h->shm_bytes);
-	if (access("/dev/shm", F_OK) == 0)
-		mount_or_die("airlock-shm", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, shm,
-			     "mount /dev/shm");
-	{
-		int fds[6] = { go[GO_STDIN], go[GO_STDOUT], go[GO_STDERR], go[GO_CODE], FD_REPORT };
-		const int tg[5] = { FD_STDIN, FD_STDOUT, FD_STDERR, FD_CODE, FD_REPORT };
-
-		place_fds(fds, tg, 5); /* closes the control socket, the spec, the work fd */
+	for (int i = 0; i < 4; i++)
+		if ((fds[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, 100)) < 0)
+			_exit(126);
+	for (int i = 0; i < 4; i++)
+		if (dup2(fds[i], tg[i]) < 0)
+			_exit(126);
+	for (int fd = 0; fd < AL_INIT_FD_REPORT; fd++)
+		close(fd);
+	if (syscall(SYS_close_range, (unsigned)AL_INIT_FD_BINARY + 1, ~0u, 0))
+		_exit(126);
+	syscall(SYS_execveat, AL_INIT_FD_BINARY, "", args, noenv, AT_EMPTY_PATH);
+	snprintf(msg, sizeof(msg), "Eexecute the sandbox init: %s", strerror(errno));
+	if (write(AL_INIT_FD_REPORT, msg, strlen(msg)) < 0) {
+		/* nothing more we can do */
 	}
-	if (fcntl(FD_REPORT, F_SETFD, FD_CLOEXEC))
-		die("cloexec report fd");
-
-	drop_privileges(h->uid);
-	/* Changing credentials cleared the death signal: arm it again, then
-	 * make sure the worker did not die in between. */
-	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0))
-		die("death signal");
-	{
-		struct pollfd pf = { .fd = FD_REPORT, .events = POLLOUT };
-
-		if (poll(&pf, 1, 0) < 0 || (pf.revents & (POLLERR | POLLHUP)))
-			_exit(125);
-	}
-
-	job = fork();
-	if (job < 0)
-		die("fork the job");
-	if (job == 0)
-		run_job(h, argv, envp);
-
-	/* The init's own job: reap everything, report the job's status. */
-	for (;;) {
-		int st2;
-		pid_t w = waitpid(-1, &st2, 0);
-
-		if (w == job) {
-			status = st2;
-			break;
-		}
-		if (w < 0 && errno != EINTR)
-			die("waitpid");
-	}
-	{
-		char msg[32];
-		int n = snprintf(msg, sizeof(msg), "X%d", status);
-
-		if (write(FD_REPORT, msg, (size_t)n) < 0)
-			_exit(125);
-	}
-	_exit(0); /* the kernel now kills whatever is left in the namespace */
+	_exit(127);
 }
 
 /* ---- parent side ---- */
@@ -480,7 +180,9 @@ static int warm_spawn(unsigned slot, struct al_err *err)
 {
 	struct warm *w = &G.warm[slot];
 	struct al_cg_limits none = { 0 };
-	char name[48];
+	char name[48], cg_args[4][PATH_MAX + 4];
+	char *args[1 + 4 + sizeof(G.hide_args) / sizeof(G.hide_args[0])];
+	int nargs = 0;
 	int sv[2], pipefd[2], pidfd = -1, rc;
 	pid_t pid;
 
@@ -489,6 +191,14 @@ static int warm_spawn(unsigned slot, struct al_err *err)
 	if ((rc = al_cg_create(&w->cg, &G.cg, name, &none, err)))
 		return al_err_wrap(err, "process");
 	w->cg_made = true;
+	args[nargs++] = (char *)"airlock-sandbox-init";
+	for (int i = 0; i < w->cg.ndirs; i++) {
+		snprintf(cg_args[i], sizeof(cg_args[i]), "cg=%s", w->cg.dirs[i]);
+		args[nargs++] = cg_args[i];
+	}
+	for (int i = 0; G.hide_args[i]; i++)
+		args[nargs++] = G.hide_args[i];
+	args[nargs] = NULL;
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv)) {
 		rc = al_err_sys(err, "process: socketpair");
 		goto out_discard;
@@ -502,7 +212,7 @@ static int warm_spawn(unsigned slot, struct al_err *err)
 	pid = clone3_pidfd(CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS,
 			   &pidfd);
 	if (pid == 0)
-		warm_init(sv[1], pipefd[1], &w->cg); /* never returns */
+		warm_exec(sv[1], pipefd[1], args); /* never returns */
 	close(sv[1]);
 	close(pipefd[1]);
 	w->ctl = sv[0];
@@ -558,13 +268,106 @@ static int memfd_with(const char *name, const char *data, size_t len, struct al_
 	return fd;
 }
 
+static void proc_free_globals(void)
+{
+	for (unsigned k = 0; G.warm && k < G.conf->slots; k++) {
+		warm_discard(&G.warm[k]);
+		if (G.grave[k] >= 0)
+			close(G.grave[k]);
+	}
+	free(G.warm);
+	free(G.grave);
+	G.warm = NULL;
+	G.grave = NULL;
+	for (size_t i = 0; G.hide_args[i]; i++)
+		free(G.hide_args[i]);
+	memset(G.hide_args, 0, sizeof(G.hide_args));
+	if (G.bpf_fd >= 0)
+		close(G.bpf_fd);
+	if (G.init_fd >= 0)
+		close(G.init_fd);
+	G.bpf_fd = G.init_fd = -1;
+	G.ready = false;
+}
+
+/* Open the init binary: a regular, executable file that only root can
+ * change (it runs as root in the sandbox until the job's privileges drop). */
+static int open_init_binary(const struct al_backend_conf *conf, struct al_err *err)
+{
+	char path[PATH_MAX];
+	struct stat st;
+
+	if (conf->sandbox_init) {
+		snprintf(path, sizeof(path), "%s", conf->sandbox_init);
+	} else {
+		ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 32);
+		char *slash;
+
+		if (n <= 0)
+			return al_err_sys(err, "process: find the worker's executable");
+		path[n] = '\0';
+		slash = strrchr(path, '/');
+		strcpy(slash ? slash + 1 : path, "airlock-sandbox-init");
+	}
+	G.init_fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (G.init_fd < 0)
+		return al_err_sys(err, "process: sandbox init %s (built with the worker: make)", path);
+	if (fstat(G.init_fd, &st) || !S_ISREG(st.st_mode) || !(st.st_mode & S_IXUSR))
+		return al_err_set(err, AL_ESANDBOX, "process: sandbox init %s is not an executable file",
+				  path);
+	if (st.st_uid != 0 || (st.st_mode & (S_IWGRP | S_IWOTH)))
+		return al_err_set(err, AL_ESANDBOX,
+				  "process: sandbox init %s must be owned by root and writable by no one else",
+				  path);
+	return AL_OK;
+}
+
+/* The seccomp program, compiled here once, in a sealed memfd the inits read. */
+static int make_bpf_fd(struct al_err *err)
+{
+	struct al_seccomp sc;
+	int rc;
+
+	if ((rc = al_seccomp_build(&sc, err)))
+		return al_err_wrap(err, "process");
+	G.bpf_fd = memfd_with("airlock-seccomp", (const char *)sc.prog.filter,
+			      sc.prog.len * sizeof(*sc.prog.filter), err);
+	al_seccomp_free(&sc);
+	return G.bpf_fd < 0 ? G.bpf_fd : AL_OK;
+}
+
+static int hide_arg(const char *path)
+{
+	size_t n = 0;
+
+	while (G.hide_args[n])
+		n++;
+	if (n + 1 >= sizeof(G.hide_args) / sizeof(G.hide_args[0]))
+		return -1;
+	return asprintf(&G.hide_args[n], "hide=%s", path) < 0 ? -1 : 0;
+}
+
+/* What a crashed earlier run of this worker id left: cgroups (its
+ * sandboxes died with it), and job directories of older versions. Run by
+ * init before it makes the warm sandboxes, which a later sweep would take. */
+static void sweep_leftovers(const struct al_backend_conf *conf)
+{
+	char root[PATH_MAX];
+
+	al_cg_sweep(&G.cg, NULL);
+	snprintf(root, sizeof(root), "%s/%s/process", conf->state_dir, conf->worker_id);
+	al_jobfs_sweep(root, NULL);
+}
+
 static int proc_init(const struct al_backend_conf *conf, struct al_err *err)
 {
+	static const char *const always_hidden[] = { "/root", "/home", "/run", "/var/lib/airlock" };
 	uid_t me = getuid();
 	int rc;
 
 	memset(&G, 0, sizeof(G));
 	G.conf = conf;
+	G.bpf_fd = G.init_fd = -1;
 	if (geteuid() != 0)
 		return al_err_set(err, AL_ESANDBOX,
 				  "process: needs root (it makes namespaces, mounts and cgroups), running as uid %u",
@@ -575,25 +378,30 @@ static int proc_init(const struct al_backend_conf *conf, struct al_err *err)
 				  "process: slot uids %u..%u must not include root or the worker's uid %u",
 				  (unsigned)conf->uid_base, (unsigned)(conf->uid_base + conf->slots - 1),
 				  (unsigned)me);
-	if ((rc = al_cg_detect(&G.cg, conf->worker_id, err)))
+	if ((rc = al_cg_detect(&G.cg, conf->worker_id, "process", err)))
 		return al_err_wrap(err, "process");
-	if ((rc = al_seccomp_build(&G.seccomp, err)))
-		return al_err_wrap(err, "process");
+	sweep_leftovers(conf);
 	snprintf(G.jobs_root, sizeof(G.jobs_root), "%s/%s/process", conf->state_dir,
 		 conf->worker_id);
 	/* Self-check: the kernel must load seccomp filters. */
-	if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, NULL) == 0 || errno != EFAULT) {
-		al_seccomp_free(&G.seccomp);
+	if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, NULL) == 0 || errno != EFAULT)
 		return al_err_set(err, AL_ESANDBOX, "process: seccomp filters unavailable in the kernel");
-	}
+	if ((rc = open_init_binary(conf, err)) || (rc = make_bpf_fd(err)))
+		goto fail;
+	for (size_t i = 0; i < sizeof(always_hidden) / sizeof(always_hidden[0]); i++)
+		if (hide_arg(always_hidden[i]))
+			goto oom;
+	if (hide_arg(conf->state_dir))
+		goto oom;
+	for (const char *const *p = conf->hide_paths; p && *p; p++)
+		if (hide_arg(*p)) {
+			rc = al_err_set(err, AL_ESANDBOX, "process: too many paths to hide");
+			goto fail;
+		}
 	G.warm = calloc(conf->slots, sizeof(*G.warm));
 	G.grave = malloc(conf->slots * sizeof(*G.grave));
-	if (!G.warm || !G.grave) {
-		free(G.warm);
-		free(G.grave);
-		al_seccomp_free(&G.seccomp);
-		return al_err_set(err, AL_ENOMEM, "process: out of memory");
-	}
+	if (!G.warm || !G.grave)
+		goto oom;
 	for (unsigned i = 0; i < conf->slots; i++) {
 		G.warm[i].pidfd = G.warm[i].ctl = G.warm[i].report_rd = G.warm[i].mntns = -1;
 		G.grave[i] = -1;
@@ -602,33 +410,14 @@ static int proc_init(const struct al_backend_conf *conf, struct al_err *err)
 	/* Self-check: one warm init per slot, each in new PID, network and mount
 	 * namespaces and a cgroup: any failure means this backend is not
 	 * offered (fail closed). */
-	for (unsigned i = 0; i < conf->slots; i++) {
-		if ((rc = warm_spawn(i, err))) {
-			for (unsigned k = 0; k < conf->slots; k++)
-				warm_discard(&G.warm[k]);
-			free(G.warm);
-			free(G.grave);
-			G.warm = NULL;
-			G.grave = NULL;
-			al_seccomp_free(&G.seccomp);
-			G.ready = false;
-			return rc;
-		}
-	}
+	for (unsigned i = 0; i < conf->slots; i++)
+		if ((rc = warm_spawn(i, err)))
+			goto fail;
 	return AL_OK;
-}
-
-static int proc_sweep(const struct al_backend_conf *conf, struct al_err *err)
-{
-	struct al_cg_sys sys;
-	char root[PATH_MAX];
-	int rc = AL_OK;
-
-	if (al_cg_detect(&sys, conf->worker_id, NULL) == AL_OK && al_cg_sweep(&sys, err))
-		rc = AL_ESANDBOX;
-	snprintf(root, sizeof(root), "%s/%s/process", conf->state_dir, conf->worker_id);
-	if (al_jobfs_sweep(root, err))
-		rc = AL_ESANDBOX;
+oom:
+	rc = al_err_set(err, AL_ENOMEM, "process: out of memory");
+fail:
+	proc_free_globals();
 	return rc;
 }
 
@@ -639,7 +428,7 @@ static int proc_prepare(struct al_sandbox *sb, struct al_err *err)
 	const struct al_limits *l = &sb->spec.limits;
 	uid_t uid = sb->conf->uid_base + sb->spec.slot;
 	struct al_buf spec = { 0 };
-	struct spec_hdr h = { 0 };
+	struct al_init_spec h = { 0 };
 	char name[AL_ID_MAX + 16];
 	int rc;
 
@@ -679,9 +468,9 @@ static int proc_prepare(struct al_sandbox *sb, struct al_err *err)
 	return p->spec_fd < 0 ? p->spec_fd : AL_OK;
 }
 
-static int send_go(struct warm *w, const int fds[GO_NFDS])
+static int send_go(struct warm *w, const int fds[AL_GO_NFDS])
 {
-	char byte = 'G', ctl[CMSG_SPACE(sizeof(int) * GO_NFDS)];
+	char byte = 'G', ctl[CMSG_SPACE(sizeof(int) * AL_GO_NFDS)];
 	struct iovec iov = { &byte, 1 };
 	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl,
 			     .msg_controllen = sizeof(ctl) };
@@ -690,8 +479,8 @@ static int send_go(struct warm *w, const int fds[GO_NFDS])
 	memset(ctl, 0, sizeof(ctl));
 	c->cmsg_level = SOL_SOCKET;
 	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(sizeof(int) * GO_NFDS);
-	memcpy(CMSG_DATA(c), fds, sizeof(int) * GO_NFDS);
+	c->cmsg_len = CMSG_LEN(sizeof(int) * AL_GO_NFDS);
+	memcpy(CMSG_DATA(c), fds, sizeof(int) * AL_GO_NFDS);
 	return sendmsg(w->ctl, &mh, MSG_NOSIGNAL) == 1 ? 0 : -1;
 }
 
@@ -705,9 +494,8 @@ static int proc_start(struct al_sandbox *sb, struct al_watch *wt, struct al_err 
 		.pids = l->pids + 1, /* the sandbox's init counts too */
 		.cpu_millis = sb->spec.cpu_millis,
 	};
-	int fds[GO_NFDS] = { p->fs.mnt_fd, p->stdin_fd, p->fs.out_fd, p->fs.err_fd,
+	int fds[AL_GO_NFDS] = { p->fs.mnt_fd, p->stdin_fd, p->fs.out_fd, p->fs.err_fd,
 			     p->code_fd >= 0 ? p->code_fd : p->stdin_fd, p->spec_fd };
-	struct al_cg_stats st;
 	int rc;
 
 	/* A warm init that died while waiting (or was never made) is made
@@ -716,8 +504,7 @@ static int proc_start(struct al_sandbox *sb, struct al_watch *wt, struct al_err 
 		return rc;
 	if ((rc = al_cg_set_limits(&w->cg, &cgl, err)))
 		return al_err_wrap(err, "process");
-	al_cg_stats(&w->cg, &st);
-	p->cpu_base_ns = st.cpu_ns;
+	p->cpu_base_ns = al_cg_cpu_ns(&w->cg);
 	if (send_go(w, fds)) {
 		/* died between the check and the message: one retry, cold */
 		if ((rc = warm_spawn(sb->spec.slot, err)) || (rc = al_cg_set_limits(&w->cg, &cgl, err)))
@@ -849,16 +636,7 @@ static void proc_fini(void)
 {
 	char *slash;
 
-	for (unsigned i = 0; G.warm && i < G.conf->slots; i++) {
-		warm_discard(&G.warm[i]);
-		if (G.grave[i] >= 0)
-			close(G.grave[i]);
-	}
-	free(G.warm);
-	free(G.grave);
-	G.warm = NULL;
-	G.grave = NULL;
-	al_seccomp_free(&G.seccomp);
+	proc_free_globals();
 	al_cg_release(&G.cg);
 	rmdir(G.jobs_root); /* <state>/<worker>/process, then <state>/<worker> */
 	slash = strrchr(G.jobs_root, '/');
@@ -866,7 +644,6 @@ static void proc_fini(void)
 		*slash = '\0';
 		rmdir(G.jobs_root);
 	}
-	G.ready = false;
 }
 
 const struct al_backend_ops al_backend_process = {
@@ -874,7 +651,6 @@ const struct al_backend_ops al_backend_process = {
 	.caps = AL_CAP_NO_NETWORK | AL_CAP_MEMORY | AL_CAP_PIDS | AL_CAP_CPU | AL_CAP_FILES,
 	.priv_size = sizeof(struct proc_sb),
 	.init = proc_init,
-	.sweep = proc_sweep,
 	.prepare = proc_prepare,
 	.start = proc_start,
 	.kill = proc_kill,

@@ -142,6 +142,8 @@ static void usage(FILE *f)
 		"  --uid-base N         slot i runs as uid N+i, microVM n's VMM as N+256+n: give\n"
 		"                       each worker on a host its own 768 ids (default 60000)\n"
 		"  --hide PATH          also hide this host path from jobs (repeatable)\n"
+		"  --sandbox-init PATH  the process backend's init (default: airlock-sandbox-init\n"
+		"                       beside this executable)\n"
 		"  --userns-base N      container slot i's root is host uid N+i*65536 (default 200000)\n"
 		"  --oci-runtime R      runc, crun or runsc (default: detected)\n"
 		"  --vmm NAME           microVM monitor: qemu (default)\n"
@@ -172,6 +174,7 @@ static const struct option opts[] = {
 	{ "worker-id", required_argument, NULL, 'w' },
 	{ "uid-base", required_argument, NULL, 'u' },
 	{ "hide", required_argument, NULL, 'H' },
+	{ "sandbox-init", required_argument, NULL, 'i' },
 	{ "userns-base", required_argument, NULL, 'U' },
 	{ "oci-runtime", required_argument, NULL, 'O' },
 	{ "vmm", required_argument, NULL, 'M' },
@@ -186,7 +189,7 @@ static const struct option opts[] = {
 	{ "run-one", required_argument, NULL, 'r' },
 	{ "backend", required_argument, NULL, 'b' },
 	{ "version", no_argument, NULL, 'V' },
-	{ "help", no_argument, NULL, '?' },
+	{ "help", no_argument, NULL, 'z' },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -267,6 +270,7 @@ static int apply(struct opts_state *st, int c, const char *name, const char *v)
 		st->hide[st->nhide++] = v;
 		break;
 	case 'S': conf->webhook_secret = v; break;
+	case 'i': conf->backend.sandbox_init = v; break;
 	case 'U':
 		if (parse_u64(name, v, 65536, 4000000000ull, &u))
 			return -1;
@@ -390,7 +394,7 @@ int main(int argc, char **argv)
 		snprintf(env, sizeof(env), "AIRLOCK_%s", o->name);
 		for (p = env; *p; p++)
 			*p = *p == '-' ? '_' : (char)((*p >= 'a' && *p <= 'z') ? *p - 32 : *p);
-		if (o->val == 'C' || o->val == 'V' || o->val == '?' || !(v = getenv(env)))
+		if (o->val == 'C' || o->val == 'V' || o->val == 'z' || !(v = getenv(env)))
 			continue;
 		if (apply(&st, o->val, o->name, v))
 			return 2;
@@ -402,9 +406,13 @@ int main(int argc, char **argv)
 			printf("airlock-worker protocol %d\n", AL_PROTO_VERSION);
 			return 0;
 		}
-		if (c == '?') {
-			usage(optopt ? stderr : stdout);
-			return optopt ? 2 : 0;
+		if (c == 'z') {
+			usage(stdout);
+			return 0;
+		}
+		if (c == '?') { /* getopt said what was wrong */
+			fprintf(stderr, "airlock-worker: see --help\n");
+			return 2;
 		}
 		for (const struct option *o = opts; o->name; o++)
 			if (o->val == c && apply(&st, c, o->name, optarg))

@@ -371,7 +371,8 @@ static int run(struct job_in *in, int port, struct al_result *res, struct al_err
 
 	if ((rc = al_seccomp_build_net(&sc, service_mode, err)))
 		return rc;
-	if ((rc = al_cg_detect(&sys, "guest", err)) || (rc = al_cg_create(&cg, &sys, "job", &cgl, err)))
+	if ((rc = al_cg_detect(&sys, "guest", NULL, err)) ||
+	    (rc = al_cg_create(&cg, &sys, "job", &cgl, err)))
 		return rc;
 	rc = al_jobfs_create(&fs, "/run/airlock", "job", &in->job, l->disk_bytes, JOB_UID, JOB_UID,
 			     false, err);

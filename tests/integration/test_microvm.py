@@ -21,7 +21,7 @@ import time
 import msgpack
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from altest import WORKER, Tap, live_pids_of, run_one  # noqa: E402
+from altest import WORKER, Tap, job_cgroups, live_pids_of, run_one  # noqa: E402
 from cluster import Cluster  # noqa: E402
 
 t = Tap()
@@ -141,12 +141,8 @@ def vmm_pids(uids):
 
 
 def vm_cgroups(wid):
-    out = []
-    for ctrl in ("memory", "pids", "cpu", "unified", ""):
-        d = os.path.join("/sys/fs/cgroup", ctrl, "airlock", wid)
-        if os.path.isdir(d):
-            out += [ctrl + "/" + e for e in os.listdir(d) if e.startswith("vm-")]
-    return out
+    return [d for subs in job_cgroups(wid).values() for d in subs
+            if os.path.basename(d).startswith("vm-")]
 
 
 def state_files(c, wid):

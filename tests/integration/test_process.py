@@ -5,11 +5,12 @@ environment, and failing closed when its boundary cannot be set up."""
 import os
 import shutil
 import stat
+import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from altest import Tap, leftovers, run_one  # noqa: E402
+from altest import WORKER, Tap, leftovers, run_one  # noqa: E402
 
 UID_BASE = int(os.environ.get("AIRLOCK_TEST_UID_BASE", "61000"))
 t = Tap()
@@ -114,10 +115,26 @@ try:
     _, p = run_one(job(runtime="python", code="print(1)"), state, WID, 0)
     t.ok(p.returncode != 0 and b"must not include root" in p.stderr,
          "slot uids that include root: the backend refuses to run", p.stderr)
-    r, p = run_one(job(runtime="python", code="print(1)"), "/proc/version/x", WID, UID_BASE)
-    t.ok(r is not None and r.get("status") == "sandbox_error" and r.get("stdout") == "" and
-         "mkdir" in (r.get("error") or ""),
-         "a work dir that cannot be made: sandbox_error, nothing ran", r or p.stderr)
+    _, p = run_one(job(runtime="python", code="print(1)"), state, WID, UID_BASE,
+                   extra=["--sandbox-init", "/nonexistent/airlock-sandbox-init"])
+    t.ok(p.returncode != 0 and b"/nonexistent/airlock-sandbox-init" in p.stderr and
+         b"No such file" in p.stderr,
+         "a missing sandbox init: the backend refuses to run, naming it", p.stderr)
+    loose = os.path.join(state, "loose-init")
+    shutil.copy(os.path.join(os.path.dirname(WORKER), "airlock-sandbox-init"), loose)
+    os.chmod(loose, 0o777)
+    _, p = run_one(job(runtime="python", code="print(1)"), state, WID, UID_BASE,
+                   extra=["--sandbox-init", loose])
+    t.ok(p.returncode != 0 and b"writable by no one else" in p.stderr,
+         "a sandbox init others can write: the backend refuses to run", p.stderr)
+    os.unlink(loose)
+    p = subprocess.run([os.path.join(os.path.dirname(WORKER), "airlock-sandbox-init")],
+                       capture_output=True, timeout=10)
+    t.ok(p.returncode == 2 and b"process backend only" in p.stderr,
+         "the sandbox init refuses to run on its own", p.stderr)
+    p = subprocess.run([WORKER, "--sandbox-inti", "/x"], capture_output=True, timeout=10)
+    t.ok(p.returncode == 2 and b"unrecognized option" in p.stderr and p.stdout == b"",
+         "a misspelt worker flag: exit 2 with a message, nothing run", (p.returncode, p.stderr))
 finally:
     shutil.rmtree(state, ignore_errors=True)
 sys.exit(t.done())

@@ -244,17 +244,18 @@ def garbage(c):
 
 
 def sandbox_retry(c):
-    """Fault injection: a worker whose state directory cannot exist fails
-    every sandbox set-up (a real failure, produced on demand)."""
+    """Fault injection: a worker whose sandbox init is /bin/false (root's,
+    so the worker takes it) fails every sandbox set-up (a real failure,
+    produced on demand)."""
     c.scheduler()
     c.worker("wbroken", uid_base=65250, slots=1, tiers="internal",
-             extra=["--state-dir", "/proc/version/nope"])
+             extra=["--sandbox-init", "/bin/false"])
     jid = submit(c, "--tier", "internal", "-c", "print(1)")
     c.rcli("BLPOP", "al:done:" + jid, "30")
     r = result(c, jid)
     log = [l for l in c.log("wbroken").splitlines() if "event=job_done" in l]
     ts = [int(l.split("ts=")[1].split()[0]) for l in log]
-    t.ok(r and r["status"] == "sandbox_error" and r["attempt"] == 2 and "mkdir" in r["error"],
+    t.ok(r and r["status"] == "sandbox_error" and r["attempt"] == 2 and "process: " in r["error"],
          "sandbox_error is retried, then reported after max_attempts (2)", r)
     t.ok(len(ts) == 2 and ts[1] - ts[0] >= 50 and c.rcli("HGET", "al:stats", "retries").strip() == "1",
          "the retry waited its backoff (%s ms)" % (ts[1] - ts[0] if len(ts) == 2 else "?"), log)

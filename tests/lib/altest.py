@@ -78,20 +78,34 @@ def proc_uid(pid):
     return None
 
 
+def job_cgroups(worker_id):
+    """{controller dir: [cgroup dirs]} of the jobs and sandboxes of a worker:
+    airlock/<worker_id>/<backend>/<name> in each hierarchy."""
+    out = {}
+    for ctrl in ("memory", "pids", "cpu", "cpuacct", "unified", ""):
+        d = os.path.join("/sys/fs/cgroup", ctrl, "airlock", worker_id)
+        if not os.path.isdir(d) or os.path.realpath(d) in out:
+            continue
+        subs = []
+        for backend in os.listdir(d):
+            bd = os.path.join(d, backend)
+            if os.path.isdir(bd):
+                subs += [os.path.join(bd, e) for e in os.listdir(bd)
+                         if os.path.isdir(os.path.join(bd, e))]
+        out[os.path.realpath(d)] = subs
+    return out
+
+
 def leftovers(uid, worker_id, state, warm=2):
     """Processes of uid, cgroups under airlock/<worker_id> (beyond the
     pre-made sandboxes: at most `warm`, each holding only a root init that
     waits for its job), files under state."""
     left = ["process %s" % p for p in live_pids_of({uid})]
-    for ctrl in ("memory", "pids", "cpu", "cpuacct", "unified", ""):
-        d = os.path.join("/sys/fs/cgroup", ctrl, "airlock", worker_id)
-        if not os.path.isdir(d):
-            continue
-        subs = [e for e in os.listdir(d) if os.path.isdir(os.path.join(d, e))]
+    for subs in job_cgroups(worker_id).values():
         busy = []
         for sub in subs:
             try:
-                with open(os.path.join(d, sub, "cgroup.procs")) as f:
+                with open(os.path.join(sub, "cgroup.procs")) as f:
                     pids = f.read().split()
             except OSError:
                 continue

@@ -135,15 +135,9 @@ class Cluster:
         for name in self.workers:
             for ctrl in ("memory", "pids", "cpu", "cpuacct", "unified", ""):
                 d = os.path.join("/sys/fs/cgroup", ctrl, "airlock", name)
-                if os.path.isdir(d):
-                    for sub in os.listdir(d):
-                        if os.path.isdir(os.path.join(d, sub)):
-                            try:
-                                os.rmdir(os.path.join(d, sub))
-                            except OSError:
-                                pass
+                for dirpath, _, _ in (os.walk(d, topdown=False) if os.path.isdir(d) else ()):
                     try:
-                        os.rmdir(d)
+                        os.rmdir(dirpath)
                     except OSError:
                         pass
         # A worker killed with SIGKILL leaves its job tmpfs mounts behind (a

@@ -1,0 +1,379 @@
+/* init.c - airlock-sandbox-init: PID 1 of a process-backend sandbox.
+ *
+ * Built static and small on purpose: the worker executes it in a child it
+ * cloned into fresh namespaces (see init.h), so the init does not carry a
+ * copy of the worker's address space (dozens of libraries): forking the job
+ * and tearing the sandbox down stay cheap. Before the job (the slot's
+ * "warm" sandbox) it joins the slot's cgroup, mounts a new /proc and hides
+ * host paths, empties the capability bounding set and loads the seccomp
+ * program the worker compiled. The go message brings the job's descriptors
+ * and spec; the init moves the job's tmpfs onto /tmp, drops to the slot's
+ * uid with no capabilities and no_new_privs, and starts the job (setsid,
+ * rlimits, seccomp, exec). It reaps everything and reports the job's wait
+ * status. The worker never runs this by hand; it refuses to run on its own.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <limits.h>
+#include <linux/capability.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../jobspec.h" /* AL_SEARCH_PATH */
+#include "init.h"
+
+/* Descriptor layout of the job. */
+enum { FD_STDIN = 0, FD_STDOUT = 1, FD_STDERR = 2, FD_CODE = 3 };
+#define FD_REPORT AL_INIT_FD_REPORT
+
+#define BPF_MAX 4096 /* BPF_MAXINSNS */
+
+static struct sock_filter bpf[BPF_MAX];
+static struct sock_fprog bpf_prog = { 0, bpf };
+
+/* Report a set-up failure to the worker and die. */
+static void __attribute__((noreturn)) die(const char *what)
+{
+	char msg[512];
+
+	snprintf(msg, sizeof(msg), "E%.300s: %.150s", what, strerror(errno));
+	if (write(FD_REPORT, msg, strlen(msg)) < 0) {
+		/* nothing more we can do */
+	}
+	_exit(127);
+}
+
+/* Put fds[i] on targets[i] (overlaps allowed; the targets are 0..n-1 in
+ * some order), close every other fd. */
+static void place_fds(int *fds, const int *targets, int n)
+{
+	for (int i = 0; i < n; i++) {
+		int hi = fcntl(fds[i], F_DUPFD_CLOEXEC, 100);
+
+		if (hi < 0)
+			die("move a descriptor");
+		fds[i] = hi;
+	}
+	for (int i = 0; i < n; i++)
+		if (dup2(fds[i], targets[i]) < 0)
+			die("place a descriptor");
+	/* targets are 0..n-1 here: everything above them goes */
+	if (syscall(SYS_close_range, (unsigned)n, ~0u, 0) < 0)
+		die("close descriptors");
+}
+
+static void mount_or_die(const char *src, const char *dst, const char *type, unsigned long flags,
+			 const char *data, const char *what)
+{
+	if (mount(src, dst, type, flags, data))
+		die(what);
+}
+
+/* Hide a host path: an empty read-only tmpfs over a directory, /dev/null
+ * over anything else (a socket becomes unconnectable). Missing is fine. */
+static void hide(const char *path)
+{
+	struct stat st;
+
+	if (lstat(path, &st) != 0)
+		return;
+	if (S_ISDIR(st.st_mode)) {
+		if (mount("airlock-hide", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+			  "size=4k,mode=0755"))
+			die("hide a host directory");
+	} else if (!S_ISLNK(st.st_mode)) {
+		if (mount("/dev/null", path, NULL, MS_BIND, NULL))
+			die("hide a host file");
+	}
+}
+
+/* Join a cgroup: write 0 to <dir>/cgroup.procs. */
+static void join_cgroup(const char *dir)
+{
+	char path[PATH_MAX];
+	int fd;
+
+	if (snprintf(path, sizeof(path), "%s/cgroup.procs", dir) >= (int)sizeof(path))
+		die("cgroup path too long");
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0 || write(fd, "0", 1) != 1)
+		die("join the job's cgroup");
+	close(fd);
+}
+
+/* The worker's signal dispositions and mask do not belong here (exec reset
+ * the handlers, not what was ignored or blocked); an init in a PID
+ * namespace only gets the signals it handles, so it handles none. */
+static void reset_signals(void)
+{
+	struct sigaction dfl = { .sa_handler = SIG_DFL };
+	sigset_t none;
+
+	for (int sig = 1; sig < NSIG; sig++)
+		if (sig != SIGKILL && sig != SIGSTOP)
+			sigaction(sig, &dfl, NULL); /* EINVAL for the libc-reserved ones */
+	sigemptyset(&none);
+	if (sigprocmask(SIG_SETMASK, &none, NULL))
+		die("unblock signals");
+}
+
+static void load_seccomp_program(void)
+{
+	ssize_t n = pread(AL_INIT_FD_SECCOMP, bpf, sizeof(bpf), 0);
+
+	if (n <= 0 || n % (ssize_t)sizeof(bpf[0]) || n == (ssize_t)sizeof(bpf))
+		die("read the seccomp program");
+	bpf_prog.len = (unsigned short)(n / (ssize_t)sizeof(bpf[0]));
+	close(AL_INIT_FD_SECCOMP);
+}
+
+static void set_rlimit(int res, rlim_t soft, rlim_t hard, const char *what)
+{
+	struct rlimit rl = { soft, hard };
+
+	if (setrlimit(res, &rl))
+		die(what);
+}
+
+struct job_args {
+	const struct al_init_spec *h;
+	char **argv, **envp;
+};
+
+static int job_main(void *arg)
+{
+	const struct job_args *a = arg;
+	const char *prog = a->argv[0];
+
+	if (setsid() < 0)
+		die("setsid");
+	if (chdir("/tmp"))
+		die("chdir /tmp");
+	set_rlimit(RLIMIT_AS, a->h->rl_as, a->h->rl_as, "setrlimit AS");
+	set_rlimit(RLIMIT_CPU, a->h->rl_cpu, a->h->rl_cpu + 1, "setrlimit CPU");
+	set_rlimit(RLIMIT_FSIZE, a->h->rl_fsize, a->h->rl_fsize, "setrlimit FSIZE");
+	set_rlimit(RLIMIT_NOFILE, a->h->rl_nofile, a->h->rl_nofile, "setrlimit NOFILE");
+	set_rlimit(RLIMIT_CORE, 0, 0, "setrlimit CORE");
+	set_rlimit(RLIMIT_MEMLOCK, 0, 0, "setrlimit MEMLOCK");
+	if (!a->h->has_code)
+		close(FD_CODE);
+	if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &bpf_prog, 0, 0))
+		die("seccomp");
+	/* Last step: exec. A failure is the job's (a missing program): it goes
+	 * to the job's stderr with the shell's exit code 127. */
+	if (strchr(prog, '/')) {
+		execve(prog, a->argv, a->envp);
+	} else {
+		char path[PATH_MAX];
+		const char *dir = AL_SEARCH_PATH;
+
+		for (;;) {
+			const char *end = strchr(dir, ':');
+			int dn = end ? (int)(end - dir) : (int)strlen(dir);
+
+			if (snprintf(path, sizeof(path), "%.*s/%s", dn, dir, prog) < (int)sizeof(path))
+				execve(path, a->argv, a->envp);
+			if (!end)
+				break;
+			dir = end + 1;
+		}
+	}
+	dprintf(FD_STDERR, "airlock: cannot execute %s: %s\n", prog, strerror(errno));
+	_exit(127);
+}
+
+/* The job's stack while it shares the init's memory (until its exec). */
+static char job_stack[64 << 10] __attribute__((aligned(16)));
+
+static void drop_privileges(uid_t uid)
+{
+	if (setgroups(0, NULL))
+		die("setgroups");
+	if (setresgid(uid, uid, uid))
+		die("setresgid");
+	if (setresuid(uid, uid, uid))
+		die("setresuid");
+	/* Switching from root to a non-root uid clears every capability; make
+	 * sure, and that none can be regained through exec. */
+	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) && errno != EINVAL)
+		die("clear ambient capabilities");
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
+		die("no_new_privs");
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0))
+		die("dumpable");
+}
+
+/* Receive the go message. Returns 0, or -1 when the worker closed the
+ * socket (no job will come). */
+static int recv_go(int fds[AL_GO_NFDS])
+{
+	char byte, ctl[CMSG_SPACE(sizeof(int) * AL_GO_NFDS)];
+	struct iovec iov = { &byte, 1 };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl,
+			     .msg_controllen = sizeof(ctl) };
+	struct cmsghdr *c;
+	ssize_t n;
+
+	do
+		n = recvmsg(AL_INIT_FD_CTL, &mh, MSG_CMSG_CLOEXEC);
+	while (n < 0 && errno == EINTR);
+	if (n <= 0)
+		return -1;
+	c = CMSG_FIRSTHDR(&mh);
+	if (!c || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(sizeof(int) * AL_GO_NFDS))
+		die("bad go message");
+	memcpy(fds, CMSG_DATA(c), sizeof(int) * AL_GO_NFDS);
+	return 0;
+}
+
+/* Split the spec's strings into argv and envp (pointers into the mapping). */
+static void unpack_spec(const struct al_init_spec *h, size_t len, char **argv, char **envp)
+{
+	char *p = (char *)(h + 1), *end = (char *)h + len;
+	uint32_t n = 0;
+
+	if (h->argc == 0 || h->argc + h->envc + 2 > AL_INIT_MAX_ARGS)
+		die("bad spec");
+	for (uint32_t i = 0; i < h->argc + h->envc; i++) {
+		char *s = p;
+
+		while (p < end && *p)
+			p++;
+		if (p >= end)
+			die("truncated spec");
+		p++;
+		if (i < h->argc)
+			argv[n++] = s;
+		else
+			envp[i - h->argc] = s;
+	}
+	argv[h->argc] = NULL;
+	envp[h->envc] = NULL;
+}
+
+/* The worker died (the death signal may have come too early to count). */
+static void exit_if_orphaned(void)
+{
+	struct pollfd pf = { .fd = FD_REPORT, .events = POLLOUT };
+
+	if (poll(&pf, 1, 0) < 0 || (pf.revents & (POLLERR | POLLHUP)))
+		_exit(125);
+}
+
+int main(int argc, char **argv)
+{
+	static char *jargv[AL_INIT_MAX_ARGS], *jenvp[AL_INIT_MAX_ARGS];
+	int go[AL_GO_NFDS], status = 0;
+	const struct al_init_spec *h;
+	struct stat st;
+	char shm[64];
+	pid_t job;
+
+	/* Only ever started by the worker, as PID 1 of a new PID namespace. */
+	if (getpid() != 1 || fstat(FD_REPORT, &st) || !S_ISFIFO(st.st_mode)) {
+		fprintf(stderr, "airlock-sandbox-init: started by the process backend only\n");
+		return 2;
+	}
+	exit_if_orphaned();
+	reset_signals();
+	load_seccomp_program();
+	close(AL_INIT_FD_BINARY);
+
+	/* Into the slot's fresh cgroup first, so every later fork is counted. */
+	for (int i = 1; i < argc; i++)
+		if (!strncmp(argv[i], "cg=", 3))
+			join_cgroup(argv[i] + 3);
+	if (unshare(CLONE_NEWCGROUP))
+		die("cgroup namespace");
+	/* Filesystem view: private propagation, new /proc, host paths hidden. */
+	mount_or_die(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL, "make / private");
+	mount_or_die("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL,
+		     "mount /proc");
+	for (int i = 1; i < argc; i++)
+		if (!strncmp(argv[i], "hide=", 5))
+			hide(argv[i] + 5);
+	if (sethostname("airlock", 7))
+		die("sethostname");
+	/* What an exec could ever gain: nothing. The init keeps its effective
+	 * capabilities for the mounts below until drop_privileges. */
+	for (int cap = 0; cap <= CAP_LAST_CAP; cap++)
+		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) && errno != EINVAL)
+			die("drop capability bounding set");
+
+	/* Wait for a job. */
+	if (recv_go(go))
+		_exit(0);
+	if (fstat(go[AL_GO_SPEC], &st) || st.st_size < (off_t)sizeof(*h) ||
+	    (h = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, go[AL_GO_SPEC], 0)) ==
+		    MAP_FAILED)
+		die("read the spec");
+	unpack_spec(h, (size_t)st.st_size, jargv, jenvp);
+	/* The job's tmpfs on /tmp (its work dir, HOME and cwd), a private
+	 * /dev/shm. */
+	if (syscall(SYS_move_mount, go[AL_GO_WORK], "", AT_FDCWD, "/tmp", MOVE_MOUNT_F_EMPTY_PATH))
+		die("move the work dir onto /tmp");
+	snprintf(shm, sizeof(shm), "size=%llu,mode=1777", (unsigned long long)h->shm_bytes);
+	if (access("/dev/shm", F_OK) == 0)
+		mount_or_die("airlock-shm", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, shm,
+			     "mount /dev/shm");
+	{
+		int fds[5] = { go[AL_GO_STDIN], go[AL_GO_STDOUT], go[AL_GO_STDERR], go[AL_GO_CODE],
+			       FD_REPORT };
+		const int tg[5] = { FD_STDIN, FD_STDOUT, FD_STDERR, FD_CODE, FD_REPORT };
+
+		place_fds(fds, tg, 5); /* closes the control socket, the spec, the work fd */
+	}
+	/* The job's descriptors survive its exec; the report pipe does not. */
+	if (fcntl(FD_REPORT, F_SETFD, FD_CLOEXEC))
+		die("cloexec report fd");
+
+	drop_privileges(h->uid);
+	/* Changing credentials cleared the death signal: arm it again, then
+	 * make sure the worker did not die in between. */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0))
+		die("death signal");
+	exit_if_orphaned();
+
+	/* The job shares the init's memory until its exec (vfork); the init
+	 * waits meanwhile. */
+	{
+		struct job_args a = { h, jargv, jenvp };
+
+		job = clone(job_main, job_stack + sizeof(job_stack), CLONE_VM | CLONE_VFORK | SIGCHLD,
+			    &a);
+	}
+	if (job < 0)
+		die("start the job");
+
+	/* The init's own job: reap everything, report the job's status. */
+	for (;;) {
+		int st2;
+		pid_t w = waitpid(-1, &st2, 0);
+
+		if (w == job) {
+			status = st2;
+			break;
+		}
+		if (w < 0 && errno != EINTR)
+			die("waitpid");
+	}
+	if (dprintf(FD_REPORT, "X%d", status) < 0)
+		_exit(125);
+	_exit(0); /* the kernel now kills whatever is left in the namespace */
+}

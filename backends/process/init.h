@@ -1,0 +1,41 @@
+/* init.h - what the process backend's worker side and its sandbox init
+ * (backends/process/init.c, the static airlock-sandbox-init) agree on.
+ *
+ * The worker clones a child into new PID, network, mount, IPC and UTS
+ * namespaces; the child puts the descriptors below in place, closes every
+ * other one and executes the init binary (through a descriptor the worker
+ * opened at start-up), with an empty environment and these arguments:
+ *
+ *   airlock-sandbox-init cg=<dir>... hide=<path>...
+ *
+ * (each cgroup directory to join, each host path to hide). The init holds
+ * none of the worker's memory: forking the job and its own exit stay cheap.
+ * It sets up the sandbox, then waits on the control socket for the go
+ * message: one byte with GO_NFDS descriptors (SCM_RIGHTS). The spec memfd
+ * holds struct al_init_spec, then argc argv strings and envc environment
+ * strings, each NUL-terminated. The init reports on the report pipe either
+ * "E<what failed>" (a set-up failure) or "X<wait status>" (the job's main
+ * process ended) and exits; the kernel then kills whatever is left in the
+ * PID namespace. */
+#ifndef AL_PROCESS_INIT_H
+#define AL_PROCESS_INIT_H
+
+#include <stdint.h>
+
+/* Descriptors of the init while it waits (before the go message). */
+enum { AL_INIT_FD_REPORT = 4, AL_INIT_FD_CTL = 5, AL_INIT_FD_SECCOMP = 6, AL_INIT_FD_BINARY = 7 };
+
+/* Descriptors sent with the go message, in this order. */
+enum { AL_GO_WORK, AL_GO_STDIN, AL_GO_STDOUT, AL_GO_STDERR, AL_GO_CODE, AL_GO_SPEC, AL_GO_NFDS };
+
+#define AL_INIT_MAX_ARGS 600 /* argv + envp pointers (caps: 256+3, 64+64+5) */
+
+struct al_init_spec {
+	uint64_t rl_as, rl_cpu, rl_fsize, rl_nofile; /* rlimits (bytes, seconds, count) */
+	uint64_t shm_bytes;			    /* size of the private /dev/shm */
+	uint32_t argc, envc;
+	uint32_t uid;				    /* the slot's uid (and gid) */
+	uint32_t has_code;			    /* fd 3 holds the script */
+};
+
+#endif

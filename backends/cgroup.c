@@ -174,36 +174,44 @@ static int v2_enable(const struct al_cg_sys *sys, struct al_err *err)
 	return AL_OK;
 }
 
-int al_cg_create(struct al_cg *cg, const struct al_cg_sys *sys, const char *name,
-		 const struct al_cg_limits *lim, struct al_err *err)
+int al_cg_enable_subtree(const struct al_cg_sys *sys, struct al_err *err)
 {
-	const char *roots[4];
-	int rc;
+	return sys->version == AL_CG_V2 ? v2_enable(sys, err) : AL_OK;
+}
+
+int al_cg_at(struct al_cg *cg, const struct al_cg_sys *sys, const char *name, struct al_err *err)
+{
+	const char *roots[4] = { sys->memory, sys->pids, sys->cpu, sys->cpuacct };
 
 	memset(cg, 0, sizeof(*cg));
 	cg->sys = sys;
 	if (sys->version == AL_CG_V2) {
 		roots[0] = sys->v2;
 		cg->ndirs = 1;
-		if ((rc = v2_enable(sys, err)))
-			return rc;
 	} else if (sys->version == AL_CG_V1) {
-		roots[0] = sys->memory;
-		roots[1] = sys->pids;
-		roots[2] = sys->cpu;
-		roots[3] = sys->cpuacct;
 		cg->ndirs = 4;
 	} else {
 		return al_err_set(err, AL_ESANDBOX, "cgroup: not detected");
 	}
+	for (int i = 0; i < cg->ndirs; i++)
+		if (al_pathf(cg->dirs[i], sizeof(cg->dirs[i]), "%s/airlock/%s/%s", roots[i],
+			     sys->subtree, name)) {
+			cg->ndirs = 0;
+			return al_err_sys(err, "cgroup: path for %s", name);
+		}
+	return AL_OK;
+}
+
+int al_cg_create(struct al_cg *cg, const struct al_cg_sys *sys, const char *name,
+		 const struct al_cg_limits *lim, struct al_err *err)
+{
+	int rc;
+
+	if ((rc = al_cg_at(cg, sys, name, err)) || (rc = al_cg_enable_subtree(sys, err)))
+		return rc;
 	for (int i = 0; i < cg->ndirs; i++) {
 		bool dup = false;
 
-		if (al_pathf(cg->dirs[i], sizeof(cg->dirs[i]), "%s/airlock/%s/%s", roots[i],
-			     sys->subtree, name)) {
-			al_err_sys(err, "cgroup: path for %s", name);
-			goto out_destroy;
-		}
 		for (int j = 0; j < i; j++)
 			dup |= strcmp(cg->dirs[i], cg->dirs[j]) == 0; /* co-mounted cpu,cpuacct */
 		if (!dup && mkdir_p(cg->dirs[i])) {

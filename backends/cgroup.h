@@ -57,6 +57,12 @@ int al_cg_detect(struct al_cg_sys *sys, const char *worker_id, const char *backe
 /* Create airlock/<subtree>/<name> with limits. On failure nothing is left. */
 int al_cg_create(struct al_cg *cg, const struct al_cg_sys *sys, const char *name,
 		 const struct al_cg_limits *lim, struct al_err *err);
+/* Fill cg with the paths of airlock/<subtree>/<name> (one another program,
+ * such as an OCI runtime, makes), creating nothing. */
+int al_cg_at(struct al_cg *cg, const struct al_cg_sys *sys, const char *name, struct al_err *err);
+/* v2: enable memory, pids and cpu from the root down to airlock/<subtree>,
+ * so that cgroups made below it get them (v1: nothing to do). */
+int al_cg_enable_subtree(const struct al_cg_sys *sys, struct al_err *err);
 /* Set (or change) the limits of an existing cgroup; zero fields are left
  * as they are. */
 int al_cg_set_limits(struct al_cg *cg, const struct al_cg_limits *lim, struct al_err *err);

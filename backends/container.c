@@ -348,17 +348,17 @@ static int write_bundle(struct al_sandbox *sb, struct al_err *err)
 	json_object_set_new(linux_, "namespaces", ns);
 	json_object_set_new(linux_, "uidMappings", idmap(host_root));
 	json_object_set_new(linux_, "gidMappings", idmap(host_root));
-	/* The memory limit (memory+swap equal) is on our cgroup, the parent
-	 * of the runtime's: an OOM kill is then counted where we can still
-	 * read it after the runtime removed its own cgroup. */
+	/* memory+swap equal to memory: no swap escape */
 	res = json_object();
+	json_object_set_new(res, "memory", json_pack("{s:I, s:I}", "limit", (json_int_t)l->memory_bytes,
+						     "swap", (json_int_t)l->memory_bytes));
 	json_object_set_new(res, "pids", json_pack("{s:I}", "limit", (json_int_t)l->pids));
 	json_object_set_new(res, "cpu",
 			    json_pack("{s:I, s:I}", "quota", (json_int_t)(sb->spec.cpu_millis * 100),
 				      "period", (json_int_t)100000));
 	json_object_set_new(res, "devices", json_pack("[{s:b, s:s}]", "allow", 0, "access", "rwm"));
 	json_object_set_new(linux_, "resources", res);
-	snprintf(cgpath, sizeof(cgpath), "/airlock/%s/%s/c", G.cg.subtree, c->name);
+	snprintf(cgpath, sizeof(cgpath), "/airlock/%s/%s", G.cg.subtree, c->name);
 	json_object_set_new(linux_, "cgroupsPath", json_string(cgpath));
 	json_object_set_new(linux_, "maskedPaths", strs(masked));
 	json_object_set_new(linux_, "readonlyPaths", strs(readonly));
@@ -395,7 +395,6 @@ static int ctr_prepare(struct al_sandbox *sb, struct al_err *err)
 	const struct al_job *job = sb->spec.job;
 	const struct al_limits *l = &sb->spec.limits;
 	uid_t uid = sb->conf->userns_base + sb->spec.slot * CTR_ID_RANGE + CTR_UID;
-	struct al_cg_limits cgl = { l->memory_bytes, l->pids + 1, sb->spec.cpu_millis };
 	int rc;
 
 	c->code_fd = c->stdin_fd = c->pidfd = c->report_rd = -1;
@@ -406,7 +405,9 @@ static int ctr_prepare(struct al_sandbox *sb, struct al_err *err)
 	if ((rc = al_jobfs_create(&c->fs, G.jobs, c->name, job, l->disk_bytes, uid, uid, false, err)))
 		return al_err_wrap(err, "container");
 	chmod(c->fs.dir, 0711); /* the runtime, in the user namespace, reaches work/ */
-	if ((rc = al_cg_create(&c->cg, &G.cg, c->name, &cgl, err)))
+	/* The job's cgroup is the one the runtime makes from the bundle: the
+	 * paths only, for its counters and for removing it. */
+	if ((rc = al_cg_at(&c->cg, &G.cg, c->name, err)))
 		return al_err_wrap(err, "container");
 	c->cg_made = true;
 	if (job->runtime != AL_RUNTIME_ARGV &&
@@ -417,21 +418,61 @@ static int ctr_prepare(struct al_sandbox *sb, struct al_err *err)
 	return write_bundle(sb, err);
 }
 
+/* Remove a stopped container from the runtime without running it again:
+ * runc and crun keep only files in <root>/<name> (runc: state.json), and the
+ * container's cgroups go with ours in destroy. Raw system calls (the shim is
+ * a fork of the worker). false when the directory holds anything else, or
+ * the runtime is another (runsc's sandbox outlives its container until
+ * `runsc delete`): then the runtime deletes. */
+static bool forget_stopped(const char *name)
+{
+	char dir[PATH_MAX + 128], buf[4096];
+	const char *base = strrchr(G.runtime, '/');
+	long n;
+	int fd;
+
+	base = base ? base + 1 : G.runtime;
+	if (strcmp(base, "runc") && strcmp(base, "crun"))
+		return false;
+	snprintf(dir, sizeof(dir), "%s/%s", G.root, name);
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	while ((n = syscall(SYS_getdents64, fd, buf, sizeof(buf))) > 0) {
+		for (long off = 0; off < n;) {
+			struct dirent64 *de = (struct dirent64 *)(buf + off);
+
+			off += de->d_reclen;
+			if (de->d_name[0] == '.' &&
+			    (!de->d_name[1] || (de->d_name[1] == '.' && !de->d_name[2])))
+				continue;
+			if (de->d_type == DT_DIR || unlinkat(fd, de->d_name, 0)) {
+				close(fd);
+				return false;
+			}
+		}
+	}
+	close(fd);
+	return n == 0 && rmdir(dir) == 0;
+}
+
 /* The shim: a child of the worker that starts the container detached (so
  * that the runtime hands the job's stdio to it as they are: the file-size
  * limit then caps a flood, and no copy runs), becomes its reaper, waits for
- * it, removes it from the runtime, and reports its wait status. Only
+ * it, removes it from the runtime (see forget_stopped), and reports its wait
+ * status. Only
  * async-signal-safe calls: it is a fork of the worker. */
 static void __attribute__((noreturn)) shim(struct ctr_sb *c, int report_wr)
 {
-	char log[PATH_MAX + 16], pidf[PATH_MAX + 16], msg[48], buf[32];
+	char log[PATH_MAX + 16], pidf[PATH_MAX + 16], msg[128], buf[32];
+	struct al_cg_stats cs;
 	const char *run[] = { G.runtime, "--root", G.root, "--log", log, "--log-format", "json",
 			      "run", "--detach", "--pid-file", pidf, "--bundle", c->fs.dir,
 			      "--preserve-fds", "1", c->name, NULL };
 	const char *del[] = { G.runtime, "--root", G.root, "delete", "-f", c->name, NULL };
 	posix_spawn_file_actions_t fa;
 	pid_t rt, ctr;
-	int st = 0, n, oom = 0;
+	int st = 0, n;
 
 	prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
 	snprintf(log, sizeof(log), "%s/runtime.log", c->fs.dir);
@@ -464,25 +505,19 @@ static void __attribute__((noreturn)) shim(struct ctr_sb *c, int report_wr)
 		if (w < 0 && errno != EINTR)
 			_exit(2);
 	}
-	/* On cgroup v1 an OOM kill is counted only in the runtime's own
-	 * cgroup (…/c): read it before the runtime removes it. */
-	{
-		char path[PATH_MAX + 32], b[512];
-		const char *k;
-
-		snprintf(path, sizeof(path), "%s/c/memory.oom_control", c->cg.dirs[0]);
-		al_read_text(path, b, sizeof(b));
-		k = strstr(b, "oom_kill ");
-		oom = k ? atoi(k + 9) : 0;
-	}
-	{
+	/* The job's cgroup is the runtime's: read what it counted before
+	 * the container is removed (a runtime's delete removes it). */
+	al_cg_stats(&c->cg, &cs);
+	if (!forget_stopped(c->name)) {
 		pid_t d;
 		int ds;
 
 		if (posix_spawn(&d, G.runtime, NULL, NULL, (char *const *)del, environ) == 0)
 			waitpid(d, &ds, 0);
 	}
-	n = snprintf(msg, sizeof(msg), "X%d O%d", st, oom);
+	n = snprintf(msg, sizeof(msg), "X%d C%llu M%llu O%llu H%d", st,
+		     (unsigned long long)cs.cpu_ns, (unsigned long long)cs.peak_memory_bytes,
+		     (unsigned long long)cs.oom_kills, cs.memory_hit ? 1 : 0);
 	if (write(report_wr, msg, (size_t)n) < 0)
 		_exit(1);
 	_exit(0);
@@ -520,7 +555,7 @@ static void kill_tasks(struct ctr_sb *c)
 	for (int i = 0; i < c->cg.ndirs; i++) {
 		char path[PATH_MAX + 32], buf[4096];
 
-		snprintf(path, sizeof(path), "%s/c/cgroup.procs", c->cg.dirs[i]);
+		snprintf(path, sizeof(path), "%s/cgroup.procs", c->cg.dirs[i]);
 		al_read_text(path, buf, sizeof(buf));
 		for (char *s = buf; *s;) {
 			char *end;
@@ -576,7 +611,7 @@ static int ctr_reap(struct al_sandbox *sb, struct al_result *res, struct al_err 
 	if (si.si_pid == 0)
 		return 0;
 	c->exited = true;
-	al_cg_stats(&c->cg, &st);
+	memset(&st, 0, sizeof(st));
 	if ((rc = al_jobfs_collect(&c->fs, sb->spec.job, &sb->spec.limits,
 				   sb->conf->collect_max_bytes, res, &disk_full, err)))
 		return al_err_wrap(err, "container");
@@ -599,9 +634,15 @@ static int ctr_reap(struct al_sandbox *sb, struct al_result *res, struct al_err 
 						  m ? m + 7 : report[0] ? report : "the shim died");
 			}
 		}
-		ws = atoi(report + 1);
-		if (strstr(report, " O"))
-			st.oom_kills += (uint64_t)atoi(strstr(report, " O") + 2);
+		{
+			unsigned long long cpu = 0, peak = 0, oom = 0;
+			int hit = 0;
+
+			if (sscanf(report, "X%d C%llu M%llu O%llu H%d", &ws, &cpu, &peak, &oom, &hit) != 5)
+				return al_err_set(err, AL_ESANDBOX, "container: bad report from the shim: %.60s",
+						  report);
+			st = (struct al_cg_stats){ cpu, peak, oom, hit != 0 };
+		}
 	}
 	al_verdict(res, ws, &st, &sb->spec.limits, disk_full);
 	{
@@ -637,10 +678,8 @@ static void ctr_destroy(struct al_sandbox *sb)
 	if (c->report_rd >= 0)
 		close(c->report_rd);
 	c->report_rd = -1;
-	if (c->cg_made)
-		al_cg_destroy(&c->cg, NULL);
-	if (c->name[0])
-		al_cg_remove_everywhere(&G.cg, c->name); /* the runtime's, in every hierarchy */
+	if (c->cg_made) /* the runtime's cgroup, in every hierarchy it made it in */
+		al_cg_remove_everywhere(&G.cg, c->name);
 	al_jobfs_destroy(&c->fs);
 	if (c->code_fd >= 0)
 		close(c->code_fd);

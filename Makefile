@@ -36,7 +36,7 @@ obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 
 LIB := $(BUILD)/libairlock.a
 BINS := $(BUILD)/airlock $(BUILD)/airlock-worker $(BUILD)/airlock-scheduler $(BUILD)/airlock-agent \
-	$(BUILD)/airlock-sandbox-init
+	$(BUILD)/airlock-sandbox-init $(BUILD)/airlock-oci-shim
 TESTS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(TEST_SRC)) $(BUILD)/tests/proto_tool \
 	$(BUILD)/tests/bench_backend $(BUILD)/tests/bench_queue
 FUZZERS := $(BUILD)/fuzz/fuzz_job $(BUILD)/fuzz/fuzz_result
@@ -75,6 +75,13 @@ $(BUILD)/airlock-scheduler: $(call obj,$(SCHED_SRC)) $(LIB)
 $(BUILD)/airlock-sandbox-init: backends/process/init.c backends/process/init.h backends/jobspec.h
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -D_GNU_SOURCE $(WARN) -O2 -static -s -o $@ backends/process/init.c
+
+# The container backend's per-job shim: static and small too (started for
+# every container job), never sanitized.
+SHIM_SRC := backends/container/shim.c backends/cgroup.c proto/buf.c proto/err.c
+$(BUILD)/airlock-oci-shim: $(SHIM_SRC) backends/cgroup.h proto/buf.h proto/err.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -D_GNU_SOURCE $(WARN) -O2 -static -s -o $@ $(SHIM_SRC)
 
 # The microVM guest agent: static (the guest has no libraries of its own),
 # never sanitized (it is PID 1 of a VM), stripped so that its bytes, and so

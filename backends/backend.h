@@ -41,8 +41,8 @@ struct al_backend_conf {
 	uint64_t collect_max_bytes; /* cap per collected output file, bytes */
 	unsigned nofile;	   /* RLIMIT_NOFILE for jobs */
 	const char *const *hide_paths; /* extra host paths to hide from jobs (NULL-ended) */
-	const char *sandbox_init;  /* process: the init binary (airlock-sandbox-init); NULL =
-				    * the one beside the worker's executable */
+	const char *helper_dir;	   /* where airlock-sandbox-init and airlock-oci-shim are;
+				    * NULL = beside the worker's executable */
 	const char *oci_runtime;   /* container: runc, crun or runsc; NULL = detect */
 	uint32_t userns_base;	   /* container: slot i's root is host uid base + i*65536 */
 	const char *bundle_copy;   /* benchmarks: keep each job's definition here (container:

@@ -25,7 +25,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -51,6 +50,7 @@ static struct {
 	char root[PATH_MAX];	 /* the runtime's state (--root) */
 	char jobs[PATH_MAX];	 /* bundles */
 	char hostimage[PATH_MAX]; /* the fast image: mount points for host /usr, /etc */
+	int shim_fd;		 /* airlock-oci-shim, opened at start-up */
 	bool ready;
 } G;
 
@@ -60,7 +60,7 @@ struct ctr_sb {
 	bool cg_made;
 	char name[AL_ID_MAX + 48];
 	int code_fd, stdin_fd;
-	pid_t pid;	/* the shim (see shim()) */
+	pid_t pid;	/* the shim (backends/container/shim.c) */
 	int pidfd;
 	int report_rd;	/* shim -> worker: "E<runtime status>" or "X<wait status>" */
 	bool exited;
@@ -122,7 +122,9 @@ static int ctr_init(const struct al_backend_conf *conf, struct al_err *err)
 		return al_err_set(err, AL_ESANDBOX,
 				  "container: --userns-base %u would map container users onto host system ids; use 100000 or more",
 				  conf->userns_base);
-	if ((rc = al_cg_detect(&G.cg, conf->worker_id, "container", err)))
+	G.shim_fd = -1;
+	if ((rc = al_cg_detect(&G.cg, conf->worker_id, "container", err)) ||
+	    (rc = al_cg_enable_subtree(&G.cg, err)))
 		return al_err_wrap(err, "container");
 	/* crun 1.8 refuses hybrid hosts (v1 controllers and a cgroup2 mount
 	 * beside them): there runc is the default. */
@@ -156,6 +158,16 @@ static int ctr_init(const struct al_backend_conf *conf, struct al_err *err)
 	}
 	if ((rc = make_hostimage(err)))
 		return rc;
+	if ((G.shim_fd = al_open_helper(conf->helper_dir, "airlock-oci-shim", err)) < 0)
+		return al_err_wrap(err, "container: shim");
+	/* never one of the descriptors a shim's stdio is put on (0-4) */
+	if (G.shim_fd < 10) {
+		int hi = fcntl(G.shim_fd, F_DUPFD_CLOEXEC, 10);
+
+		close(G.shim_fd);
+		if ((G.shim_fd = hi) < 0)
+			return al_err_sys(err, "container: dup the shim's descriptor");
+	}
 	G.ready = true;
 	return AL_OK;
 }
@@ -366,7 +378,7 @@ static int write_bundle(struct al_sandbox *sb, struct al_err *err)
 	json_object_set_new(root, "linux", linux_);
 
 	snprintf(path, sizeof(path), "%s/config.json", c->fs.dir);
-	if (json_dump_file(root, path, JSON_INDENT(1)))
+	if (json_dump_file(root, path, JSON_COMPACT))
 		rc = al_err_sys(err, "container: write %s", path);
 	else if (G.conf->bundle_copy && json_dump_file(root, G.conf->bundle_copy, JSON_INDENT(1)))
 		rc = al_err_sys(err, "container: write %s", G.conf->bundle_copy);
@@ -418,127 +430,46 @@ static int ctr_prepare(struct al_sandbox *sb, struct al_err *err)
 	return write_bundle(sb, err);
 }
 
-/* Remove a stopped container from the runtime without running it again:
- * runc and crun keep only files in <root>/<name> (runc: state.json), and the
- * container's cgroups go with ours in destroy. Raw system calls (the shim is
- * a fork of the worker). false when the directory holds anything else, or
- * the runtime is another (runsc's sandbox outlives its container until
- * `runsc delete`): then the runtime deletes. */
-static bool forget_stopped(const char *name)
-{
-	char dir[PATH_MAX + 128], buf[4096];
-	const char *base = strrchr(G.runtime, '/');
-	long n;
-	int fd;
-
-	base = base ? base + 1 : G.runtime;
-	if (strcmp(base, "runc") && strcmp(base, "crun"))
-		return false;
-	snprintf(dir, sizeof(dir), "%s/%s", G.root, name);
-	fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return false;
-	while ((n = syscall(SYS_getdents64, fd, buf, sizeof(buf))) > 0) {
-		for (long off = 0; off < n;) {
-			struct dirent64 *de = (struct dirent64 *)(buf + off);
-
-			off += de->d_reclen;
-			if (de->d_name[0] == '.' &&
-			    (!de->d_name[1] || (de->d_name[1] == '.' && !de->d_name[2])))
-				continue;
-			if (de->d_type == DT_DIR || unlinkat(fd, de->d_name, 0)) {
-				close(fd);
-				return false;
-			}
-		}
-	}
-	close(fd);
-	return n == 0 && rmdir(dir) == 0;
-}
-
-/* The shim: a child of the worker that starts the container detached (so
- * that the runtime hands the job's stdio to it as they are: the file-size
- * limit then caps a flood, and no copy runs), becomes its reaper, waits for
- * it, removes it from the runtime (see forget_stopped), and reports its wait
- * status. Only
- * async-signal-safe calls: it is a fork of the worker. */
-static void __attribute__((noreturn)) shim(struct ctr_sb *c, int report_wr)
-{
-	char log[PATH_MAX + 16], pidf[PATH_MAX + 16], msg[128], buf[32];
-	struct al_cg_stats cs;
-	const char *run[] = { G.runtime, "--root", G.root, "--log", log, "--log-format", "json",
-			      "run", "--detach", "--pid-file", pidf, "--bundle", c->fs.dir,
-			      "--preserve-fds", "1", c->name, NULL };
-	const char *del[] = { G.runtime, "--root", G.root, "delete", "-f", c->name, NULL };
-	posix_spawn_file_actions_t fa;
-	pid_t rt, ctr;
-	int st = 0, n;
-
-	prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
-	snprintf(log, sizeof(log), "%s/runtime.log", c->fs.dir);
-	snprintf(pidf, sizeof(pidf), "%s/container.pid", c->fs.dir);
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_adddup2(&fa, c->stdin_fd, 0);
-	posix_spawn_file_actions_adddup2(&fa, c->fs.out_fd, 1);
-	posix_spawn_file_actions_adddup2(&fa, c->fs.err_fd, 2);
-	posix_spawn_file_actions_adddup2(&fa, c->code_fd >= 0 ? c->code_fd : c->stdin_fd, 3);
-	if (posix_spawn(&rt, G.runtime, &fa, NULL, (char *const *)run, environ) ||
-	    waitpid(rt, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-		n = snprintf(msg, sizeof(msg), "E%d", st);
-		if (write(report_wr, msg, (size_t)n) < 0)
-			_exit(1);
-		_exit(0);
-	}
-	al_read_text(pidf, buf, sizeof(buf));
-	ctr = (pid_t)atoi(buf);
-	if (ctr <= 0) {
-		if (write(report_wr, "E-1", 3) < 0)
-			_exit(1);
-		_exit(0);
-	}
-	/* the container's init is ours now (we are its subreaper) */
-	for (;;) {
-		pid_t w = waitpid(-1, &st, 0);
-
-		if (w == ctr)
-			break;
-		if (w < 0 && errno != EINTR)
-			_exit(2);
-	}
-	/* The job's cgroup is the runtime's: read what it counted before
-	 * the container is removed (a runtime's delete removes it). */
-	al_cg_stats(&c->cg, &cs);
-	if (!forget_stopped(c->name)) {
-		pid_t d;
-		int ds;
-
-		if (posix_spawn(&d, G.runtime, NULL, NULL, (char *const *)del, environ) == 0)
-			waitpid(d, &ds, 0);
-	}
-	n = snprintf(msg, sizeof(msg), "X%d C%llu M%llu O%llu H%d", st,
-		     (unsigned long long)cs.cpu_ns, (unsigned long long)cs.peak_memory_bytes,
-		     (unsigned long long)cs.oom_kills, cs.memory_hit ? 1 : 0);
-	if (write(report_wr, msg, (size_t)n) < 0)
-		_exit(1);
-	_exit(0);
-}
-
+/* Start the job's shim (backends/container/shim.c): the job's stdio and
+ * script on 0-3, the report pipe on 4. */
 static int ctr_start(struct al_sandbox *sb, struct al_watch *w, struct al_err *err)
 {
 	struct ctr_sb *c = sb->priv;
-	int pipefd[2];
+	const int src[5] = { c->stdin_fd, c->fs.out_fd, c->fs.err_fd,
+			     c->code_fd >= 0 ? c->code_fd : c->stdin_fd, -1 };
+	char exe[32];
+	const char *args[6 + 4 + 1] = { "airlock-oci-shim", G.runtime, G.root, c->fs.dir, c->name,
+					G.cg.version == AL_CG_V2 ? "v2" : "v1" };
+	int pipefd[2], hi[5] = { -1, -1, -1, -1, -1 }, n = 6, rc = AL_OK;
+	posix_spawn_file_actions_t fa;
 
+	for (int i = 0; i < c->cg.ndirs; i++)
+		args[n++] = c->cg.dirs[i];
+	args[n] = NULL;
 	if (pipe2(pipefd, O_CLOEXEC))
 		return al_err_sys(err, "container: pipe");
-	c->pid = fork();
-	if (c->pid < 0) {
-		close(pipefd[0]);
-		close(pipefd[1]);
-		return al_err_sys(err, "container: fork");
-	}
-	if (c->pid == 0)
-		shim(c, pipefd[1]);
+	/* above the targets, so that no dup2 overwrites a later source */
+	for (int i = 0; i < 5; i++)
+		if ((hi[i] = fcntl(i < 4 ? src[i] : pipefd[1], F_DUPFD_CLOEXEC, 10)) < 0) {
+			rc = al_err_sys(err, "container: dup");
+			goto out;
+		}
+	posix_spawn_file_actions_init(&fa);
+	for (int i = 0; i < 5; i++)
+		posix_spawn_file_actions_adddup2(&fa, hi[i], i);
+	snprintf(exe, sizeof(exe), "/proc/self/fd/%d", G.shim_fd);
+	if ((errno = posix_spawn(&c->pid, exe, &fa, NULL, (char *const *)args, environ)))
+		rc = al_err_sys(err, "container: start the shim");
+	posix_spawn_file_actions_destroy(&fa);
+out:
+	for (int i = 0; i < 5; i++)
+		if (hi[i] >= 0)
+			close(hi[i]);
 	close(pipefd[1]);
+	if (rc) {
+		close(pipefd[0]);
+		return rc;
+	}
 	c->report_rd = pipefd[0];
 	fcntl(c->report_rd, F_SETFL, O_NONBLOCK);
 	c->pidfd = (int)syscall(SYS_pidfd_open, c->pid, 0);
@@ -718,6 +649,9 @@ static int ctr_sweep(const struct al_backend_conf *conf, struct al_err *err)
 
 static void ctr_fini(void)
 {
+	if (G.shim_fd >= 0)
+		close(G.shim_fd);
+	G.shim_fd = -1;
 	al_cg_release(&G.cg);
 	G.ready = false;
 }

@@ -116,7 +116,7 @@ int al_jobfs_create(struct al_jobfs *fs, const char *root, const char *name,
 		    const struct al_job *job, uint64_t disk_bytes, uid_t uid, gid_t gid,
 		    bool detached, struct al_err *err)
 {
-	char opts[128], path[PATH_MAX + 16];
+	char opts[128];
 	int rc;
 
 	memset(fs, 0, sizeof(*fs));
@@ -163,17 +163,11 @@ int al_jobfs_create(struct al_jobfs *fs, const char *root, const char *name,
 	}
 	if ((rc = write_inputs(fs, job, uid, gid, err)))
 		goto out_destroy;
-	if (detached) {
-		/* nothing on the host's disk: stdout and stderr are memfds */
-		fs->out_fd = memfd_create("job-stdout", MFD_CLOEXEC);
-		fs->err_fd = memfd_create("job-stderr", MFD_CLOEXEC);
-	} else if (!al_pathf(path, sizeof(path), "%s/stdout", fs->dir))
-		fs->out_fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (!al_pathf(path, sizeof(path), "%s/stderr", fs->dir))
-		fs->err_fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	/* stdout and stderr are memfds: nothing to create or remove on disk */
+	fs->out_fd = memfd_create("job-stdout", MFD_CLOEXEC);
+	fs->err_fd = memfd_create("job-stderr", MFD_CLOEXEC);
 	if (fs->out_fd < 0 || fs->err_fd < 0) {
-		rc = al_err_sys(err, "jobfs: create stdout/stderr files%s%s", fs->dir[0] ? " in " : "",
-				fs->dir);
+		rc = al_err_sys(err, "jobfs: memfd for stdout/stderr");
 		goto out_destroy;
 	}
 	return AL_OK;

@@ -1,7 +1,7 @@
 /* jobfs.h - a job's files on the host: a directory holding a size-limited
- * tmpfs work directory (the job's input files, owned by the job's uid) and
- * the files its stdout and stderr go to (or, detached, no directory: a
- * tmpfs mounted nowhere and two memfds); reading them back with caps, and
+ * tmpfs work directory (the job's input files, owned by the job's uid), or,
+ * detached, no directory (a tmpfs mounted nowhere); the memfds its stdout
+ * and stderr go to; reading them back with caps, and
  * collecting output files without following symlinks out of the work dir.
  * Shared by the process and container backends. */
 #ifndef AL_JOBFS_H
@@ -22,16 +22,16 @@ struct al_jobfs {
 	bool mounted;	     /* work is a mount point we made */
 	int mnt_fd;	     /* detached mode: the tmpfs, mounted nowhere on the
 			      * host (fsmount); the sandbox moves it into place */
-	int out_fd;	     /* <dir>/stdout (detached: a memfd), read back after the job */
-	int err_fd;	     /* <dir>/stderr (detached: a memfd) */
+	int out_fd;	     /* the job's stdout (a memfd), read back after the job */
+	int err_fd;	     /* the job's stderr (a memfd) */
 };
 
 /* Make <root>/<name>, the work tmpfs (size disk_bytes, owned by uid:gid,
- * mode 0700) with the job's input files, and the stdout/stderr files. The
+ * mode 0700) with the job's input files, and the stdout/stderr memfds. The
  * tmpfs is mounted on <dir>/work; or, when detached, nothing is made under
  * root: the tmpfs is only held by fs->mnt_fd (never visible on the host;
- * gone when the fd and the sandbox are) and stdout/stderr are memfds. On
- * failure nothing is left. AL_EINVAL when the input files do not fit. */
+ * gone when the fd and the sandbox are). On failure nothing is left.
+ * AL_EINVAL when the input files do not fit. */
 int al_jobfs_create(struct al_jobfs *fs, const char *root, const char *name,
 		    const struct al_job *job, uint64_t disk_bytes, uid_t uid, gid_t gid,
 		    bool detached, struct al_err *err);

@@ -3,9 +3,11 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -116,4 +118,38 @@ int al_spawn_wait(const char *const *argv, int *status)
 	if (status)
 		*status = st;
 	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
+}
+
+int al_open_helper(const char *dir, const char *name, struct al_err *err)
+{
+	char path[PATH_MAX];
+	struct stat st;
+	int fd;
+
+	if (dir) {
+		if (al_pathf(path, sizeof(path), "%s/%s", dir, name))
+			return al_err_set(err, AL_ESANDBOX, "helper directory %s: path too long", dir);
+	} else {
+		ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 64);
+		char *slash;
+
+		if (n <= 0)
+			return al_err_sys(err, "find the worker's executable");
+		path[n] = '\0';
+		slash = strrchr(path, '/');
+		snprintf(slash ? slash + 1 : path, 64, "%s", name);
+	}
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return al_err_sys(err, "%s (built with the worker: make)", path);
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || !(st.st_mode & S_IXUSR)) {
+		close(fd);
+		return al_err_set(err, AL_ESANDBOX, "%s is not an executable file", path);
+	}
+	if (st.st_uid != 0 || (st.st_mode & (S_IWGRP | S_IWOTH))) {
+		close(fd);
+		return al_err_set(err, AL_ESANDBOX, "%s must be owned by root and writable by no one else",
+				  path);
+	}
+	return fd;
 }

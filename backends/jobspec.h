@@ -25,6 +25,13 @@ int al_argv_env(const struct al_run_spec *spec, const char *script, struct al_bu
  * system's sbin and bin directories. out gets the path; false when none. */
 bool al_find_exec(const char *name, char *out, size_t cap);
 
+/* Open the helper program name (airlock-sandbox-init, airlock-oci-shim) in
+ * dir, or beside the running executable when dir is NULL: a regular
+ * executable file that only root can change (helpers run as root). The fd
+ * (O_CLOEXEC; execute it with execveat or /proc/self/fd/N), or an error
+ * naming the path. */
+int al_open_helper(const char *dir, const char *name, struct al_err *err);
+
 /* Run argv[0] (a path) with argv, stdio on /dev/null, and wait for it;
  * *status gets the wait status when status is not NULL. 0 when it exited 0. */
 int al_spawn_wait(const char *const *argv, int *status);

@@ -290,36 +290,10 @@ static void proc_free_globals(void)
 	G.ready = false;
 }
 
-/* Open the init binary: a regular, executable file that only root can
- * change (it runs as root in the sandbox until the job's privileges drop). */
 static int open_init_binary(const struct al_backend_conf *conf, struct al_err *err)
 {
-	char path[PATH_MAX];
-	struct stat st;
-
-	if (conf->sandbox_init) {
-		snprintf(path, sizeof(path), "%s", conf->sandbox_init);
-	} else {
-		ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 32);
-		char *slash;
-
-		if (n <= 0)
-			return al_err_sys(err, "process: find the worker's executable");
-		path[n] = '\0';
-		slash = strrchr(path, '/');
-		strcpy(slash ? slash + 1 : path, "airlock-sandbox-init");
-	}
-	G.init_fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (G.init_fd < 0)
-		return al_err_sys(err, "process: sandbox init %s (built with the worker: make)", path);
-	if (fstat(G.init_fd, &st) || !S_ISREG(st.st_mode) || !(st.st_mode & S_IXUSR))
-		return al_err_set(err, AL_ESANDBOX, "process: sandbox init %s is not an executable file",
-				  path);
-	if (st.st_uid != 0 || (st.st_mode & (S_IWGRP | S_IWOTH)))
-		return al_err_set(err, AL_ESANDBOX,
-				  "process: sandbox init %s must be owned by root and writable by no one else",
-				  path);
-	return AL_OK;
+	G.init_fd = al_open_helper(conf->helper_dir, "airlock-sandbox-init", err);
+	return G.init_fd < 0 ? al_err_wrap(err, "process: sandbox init") : AL_OK;
 }
 
 /* The seccomp program, compiled here once, in a sealed memfd the inits read. */

@@ -142,8 +142,8 @@ static void usage(FILE *f)
 		"  --uid-base N         slot i runs as uid N+i, microVM n's VMM as N+256+n: give\n"
 		"                       each worker on a host its own 768 ids (default 60000)\n"
 		"  --hide PATH          also hide this host path from jobs (repeatable)\n"
-		"  --sandbox-init PATH  the process backend's init (default: airlock-sandbox-init\n"
-		"                       beside this executable)\n"
+		"  --helper-dir DIR     where airlock-sandbox-init and airlock-oci-shim are\n"
+		"                       (default: beside this executable)\n"
 		"  --userns-base N      container slot i's root is host uid N+i*65536 (default 200000)\n"
 		"  --oci-runtime R      runc, crun or runsc (default: detected)\n"
 		"  --vmm NAME           microVM monitor: qemu (default)\n"
@@ -174,7 +174,7 @@ static const struct option opts[] = {
 	{ "worker-id", required_argument, NULL, 'w' },
 	{ "uid-base", required_argument, NULL, 'u' },
 	{ "hide", required_argument, NULL, 'H' },
-	{ "sandbox-init", required_argument, NULL, 'i' },
+	{ "helper-dir", required_argument, NULL, 'i' },
 	{ "userns-base", required_argument, NULL, 'U' },
 	{ "oci-runtime", required_argument, NULL, 'O' },
 	{ "vmm", required_argument, NULL, 'M' },
@@ -270,7 +270,7 @@ static int apply(struct opts_state *st, int c, const char *name, const char *v)
 		st->hide[st->nhide++] = v;
 		break;
 	case 'S': conf->webhook_secret = v; break;
-	case 'i': conf->backend.sandbox_init = v; break;
+	case 'i': conf->backend.helper_dir = v; break;
 	case 'U':
 		if (parse_u64(name, v, 65536, 4000000000ull, &u))
 			return -1;

@@ -7,8 +7,8 @@
  * --baselines names a file with one command per line (arguments separated by
  * tabs, the first field a label; an argument "@fdN=PATH" opens PATH as fd N
  * in the child instead); each is spawned and timed the same way, in
- * the same rounds, interleaved with the backend's jobs, so that a busy
- * machine slows every series alike.
+ * the same rounds, interleaved with the backend's jobs (in a different
+ * order each round), so that a busy machine slows every series alike.
  * --dump-seccomp writes the process backend's BPF filter (for giving
  * bubblewrap the same filter in the comparison) and exits.
  * --bundle-copy (container) keeps a copy of the last job's config.json, for
@@ -60,6 +60,31 @@ static int load_baselines(const char *path, struct series *s, int *ns, int n)
 	}
 	fclose(f);
 	return 0;
+}
+
+/* The next permutation of a[0..n-1] in lexicographic order, wrapping to
+ * the first after the last. */
+static void next_order(int *a, int n)
+{
+	int i = n - 2, j = n - 1;
+
+	while (i >= 0 && a[i] >= a[i + 1])
+		i--;
+	if (i >= 0) {
+		int t;
+
+		while (a[j] <= a[i])
+			j--;
+		t = a[i];
+		a[i] = a[j];
+		a[j] = t;
+	}
+	for (int l = i + 1, r = n - 1; l < r; l++, r--) {
+		int t = a[l];
+
+		a[l] = a[r];
+		a[r] = t;
+	}
 }
 
 static uint64_t mono_us(void)
@@ -136,6 +161,7 @@ int main(int argc, char **argv)
 	const struct al_backend_ops *ops;
 	struct al_err err = { 0 };
 	struct bench b = { 0 };
+	int order[MAX_SERIES];
 	int n = 50, c;
 
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -165,7 +191,7 @@ int main(int argc, char **argv)
 		default: return 2;
 		}
 	}
-	/* The process backend's init is built beside the worker, one level up. */
+	/* The helpers are built beside the worker, one level up. */
 	{
 		static char init_path[PATH_MAX];
 		ssize_t k = readlink("/proc/self/exe", init_path, sizeof(init_path) - 64);
@@ -176,8 +202,8 @@ int main(int argc, char **argv)
 			slash = strrchr(init_path, '/');
 		}
 		if (slash) {
-			strcpy(slash, "/../airlock-sandbox-init");
-			conf.sandbox_init = init_path;
+			strcpy(slash, "/..");
+			conf.helper_dir = init_path;
 		}
 	}
 	ops = al_backend_find(backend);
@@ -192,6 +218,8 @@ int main(int argc, char **argv)
 	series[nseries].label = (char *)backend;
 	series[nseries].ms = calloc((size_t)n, sizeof(uint64_t));
 	b.base = event_base_new();
+	for (int k = 0; k <= nseries; k++)
+		order[k] = k;
 	for (int i = 0; i < n; i++) {
 		char name[] = "bench";
 		struct al_job job = { .version = AL_PROTO_VERSION, .id = name, .tenant = name,
@@ -212,10 +240,14 @@ int main(int argc, char **argv)
 			job.code.len = strlen(code);
 		}
 		spec.limits = (struct al_limits){ 10000, 10000, 256u << 20, 64, 1 << 20, 1 << 20, 64u << 20 };
-		/* Each round starts with another series, so that none always
-		 * follows the same one (podman's cleanup, say, runs on after it). */
+		/* Each round runs the series in the next of their orders
+		 * (permutations), so that each follows every other equally
+		 * often: what one leaves running (podman's cleanup, say) or an
+		 * idle pause before it slows every series alike. */
+		if (i > 0)
+			next_order(order, nseries + 1);
 		for (int j = 0; j <= nseries; j++) {
-			int k = (i + j) % (nseries + 1);
+			int k = order[j];
 
 			t0 = mono_us();
 			if (k < nseries) {

@@ -38,8 +38,12 @@ def main():
         return 1
     series.table("process backend latency, print(1), %d interleaved rounds" % N, st,
                  ("bare_python", "bubblewrap", "process"), "bare_python")
-    med = {k: v[0] for k, v in st.items()}
-    print("process / bubblewrap: %.2fx" % (med["process"] / med["bubblewrap"]))
+    print("process / bare python: %.2fx of the medians, %.2fx per round (target <= 1.15x)"
+          % (series.p50(st["process"]) / series.p50(st["bare_python"]),
+             series.paired(st, "process", "bare_python")))
+    print("process / bubblewrap: %.2fx of the medians, %.2fx per round"
+          % (series.p50(st["process"]) / series.p50(st["bubblewrap"]),
+             series.paired(st, "process", "bubblewrap")))
     return 0
 
 

@@ -116,23 +116,24 @@ try:
     t.ok(p.returncode != 0 and b"must not include root" in p.stderr,
          "slot uids that include root: the backend refuses to run", p.stderr)
     _, p = run_one(job(runtime="python", code="print(1)"), state, WID, UID_BASE,
-                   extra=["--sandbox-init", "/nonexistent/airlock-sandbox-init"])
+                   extra=["--helper-dir", "/nonexistent"])
     t.ok(p.returncode != 0 and b"/nonexistent/airlock-sandbox-init" in p.stderr and
          b"No such file" in p.stderr,
          "a missing sandbox init: the backend refuses to run, naming it", p.stderr)
-    loose = os.path.join(state, "loose-init")
+    loose = os.path.join(state, "loose")
+    os.makedirs(loose)
     shutil.copy(os.path.join(os.path.dirname(WORKER), "airlock-sandbox-init"), loose)
-    os.chmod(loose, 0o777)
+    os.chmod(os.path.join(loose, "airlock-sandbox-init"), 0o777)
     _, p = run_one(job(runtime="python", code="print(1)"), state, WID, UID_BASE,
-                   extra=["--sandbox-init", loose])
+                   extra=["--helper-dir", loose])
     t.ok(p.returncode != 0 and b"writable by no one else" in p.stderr,
          "a sandbox init others can write: the backend refuses to run", p.stderr)
-    os.unlink(loose)
+    shutil.rmtree(loose)
     p = subprocess.run([os.path.join(os.path.dirname(WORKER), "airlock-sandbox-init")],
                        capture_output=True, timeout=10)
     t.ok(p.returncode == 2 and b"process backend only" in p.stderr,
          "the sandbox init refuses to run on its own", p.stderr)
-    p = subprocess.run([WORKER, "--sandbox-inti", "/x"], capture_output=True, timeout=10)
+    p = subprocess.run([WORKER, "--helper-dri", "/x"], capture_output=True, timeout=10)
     t.ok(p.returncode == 2 and b"unrecognized option" in p.stderr and p.stdout == b"",
          "a misspelt worker flag: exit 2 with a message, nothing run", (p.returncode, p.stderr))
 finally:

@@ -4,9 +4,11 @@ workers exactly once, a SIGKILLed worker's jobs finishing elsewhere, a stale
 attempt refused, a Redis restart losing nothing, cancel, deadlines, garbage
 dead-lettered, a worker started before Redis, and SIGTERM drain."""
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 import msgpack
@@ -244,12 +246,14 @@ def garbage(c):
 
 
 def sandbox_retry(c):
-    """Fault injection: a worker whose sandbox init is /bin/false (root's,
-    so the worker takes it) fails every sandbox set-up (a real failure,
-    produced on demand)."""
+    """Fault injection: a worker whose sandbox init is a copy of /bin/false
+    (root's, so the worker takes it) fails every sandbox set-up (a real
+    failure, produced on demand)."""
+    helpers = tempfile.mkdtemp(prefix="airlock-helpers-")
+    shutil.copy("/bin/false", os.path.join(helpers, "airlock-sandbox-init"))
     c.scheduler()
     c.worker("wbroken", uid_base=65250, slots=1, tiers="internal",
-             extra=["--sandbox-init", "/bin/false"])
+             extra=["--helper-dir", helpers])
     jid = submit(c, "--tier", "internal", "-c", "print(1)")
     c.rcli("BLPOP", "al:done:" + jid, "30")
     r = result(c, jid)
@@ -259,6 +263,7 @@ def sandbox_retry(c):
          "sandbox_error is retried, then reported after max_attempts (2)", r)
     t.ok(len(ts) == 2 and ts[1] - ts[0] >= 50 and c.rcli("HGET", "al:stats", "retries").strip() == "1",
          "the retry waited its backoff (%s ms)" % (ts[1] - ts[0] if len(ts) == 2 else "?"), log)
+    shutil.rmtree(helpers)
 
 
 def worker_before_redis(_unused):

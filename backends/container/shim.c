@@ -1,0 +1,154 @@
+/* shim.c - airlock-oci-shim: one container's keeper, started by the
+ * container backend for each job (static and small, so that starting it and
+ * its exit cost the worker almost nothing).
+ *
+ *   airlock-oci-shim RUNTIME ROOT BUNDLE NAME v1|v2 CGDIR...
+ *
+ * with the job's stdin, stdout, stderr and script on descriptors 0-3 and the
+ * report pipe on 4. It starts the container detached (so that the runtime
+ * hands the job's stdio to it as they are: the file-size limit then caps a
+ * flood, and no copy runs), becomes its reaper, waits for it, reads the
+ * counters of the job's cgroup (CGDIR: the runtime's cgroup, one directory
+ * per hierarchy as in struct al_cg), removes the container from the runtime
+ * and reports "X<wait status> C<cpu ns> M<peak bytes> O<oom kills> H<0|1>",
+ * or "E<runtime's wait status>" when the runtime could not start it (its
+ * message is in BUNDLE/runtime.log). */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <spawn.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../cgroup.h"
+
+extern char **environ;
+
+enum { FD_REPORT = 4 };
+
+static void report(const char *msg)
+{
+	if (write(FD_REPORT, msg, strlen(msg)) < 0)
+		_exit(1);
+}
+
+/* Run the runtime with args; its wait status, or -1 when it did not start. */
+static int runtime(const char *const *args)
+{
+	pid_t pid;
+	int st;
+
+	if (posix_spawn(&pid, args[0], NULL, NULL, (char *const *)args, environ))
+		return -1;
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			return -1;
+	return st;
+}
+
+/* Remove a stopped container from the runtime without running it again:
+ * runc and crun keep only files in ROOT/NAME (runc: state.json), and the
+ * container's cgroups are removed by the worker. false when the directory
+ * holds anything else, or the runtime is another (runsc's sandbox outlives
+ * its container until `runsc delete`): then the runtime deletes. */
+static bool forget_stopped(const char *rt, const char *root, const char *name)
+{
+	const char *base = strrchr(rt, '/');
+	char dir[PATH_MAX];
+	struct dirent *de;
+	DIR *d;
+	bool ok = true;
+
+	base = base ? base + 1 : rt;
+	if ((strcmp(base, "runc") && strcmp(base, "crun")) ||
+	    snprintf(dir, sizeof(dir), "%s/%s", root, name) >= (int)sizeof(dir) ||
+	    !(d = opendir(dir)))
+		return false;
+	while (ok && (de = readdir(d))) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		ok = de->d_type != DT_DIR && unlinkat(dirfd(d), de->d_name, 0) == 0;
+	}
+	closedir(d);
+	return ok && rmdir(dir) == 0;
+}
+
+int main(int argc, char **argv)
+{
+	char log[PATH_MAX], pidf[PATH_MAX], msg[160], buf[32];
+	struct al_cg_sys sys = { 0 };
+	struct al_cg cg = { .sys = &sys };
+	struct al_cg_stats cs;
+	struct stat st0;
+	pid_t ctr;
+	int st = 0;
+
+	if (argc < 7 || argc > 6 + 4 || fstat(FD_REPORT, &st0) || !S_ISFIFO(st0.st_mode)) {
+		fprintf(stderr, "airlock-oci-shim: started by the container backend only\n");
+		return 2;
+	}
+	const char *rt = argv[1], *root = argv[2], *bundle = argv[3], *name = argv[4];
+
+	sys.version = !strcmp(argv[5], "v2") ? AL_CG_V2 : AL_CG_V1;
+	for (int i = 6; i < argc; i++)
+		snprintf(cg.dirs[cg.ndirs++], sizeof(cg.dirs[0]), "%s", argv[i]);
+	/* Nothing of the worker's but the job's descriptors and the report. */
+	if (syscall(SYS_close_range, FD_REPORT + 1, ~0u, 0))
+		return 2;
+	prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+	snprintf(log, sizeof(log), "%s/runtime.log", bundle);
+	snprintf(pidf, sizeof(pidf), "%s/container.pid", bundle);
+	{
+		const char *run[] = { rt, "--root", root, "--log", log, "--log-format", "json", "run",
+				      "--detach", "--pid-file", pidf, "--bundle", bundle,
+				      "--preserve-fds", "1", name, NULL };
+
+		st = runtime(run);
+	}
+	if (st != 0) {
+		snprintf(msg, sizeof(msg), "E%d", st);
+		report(msg);
+		return 0;
+	}
+	{
+		FILE *f = fopen(pidf, "re");
+
+		ctr = f && fgets(buf, sizeof(buf), f) ? (pid_t)atoi(buf) : 0;
+		if (f)
+			fclose(f);
+	}
+	if (ctr <= 0) {
+		report("E-1");
+		return 0;
+	}
+	/* The container's init is ours now (we are its subreaper). */
+	for (;;) {
+		pid_t w = waitpid(-1, &st, 0);
+
+		if (w == ctr)
+			break;
+		if (w < 0 && errno != EINTR)
+			return 3;
+	}
+	/* Read the job's counters before the container is removed (a
+	 * runtime's delete removes its cgroup). */
+	al_cg_stats(&cg, &cs);
+	if (!forget_stopped(rt, root, name)) {
+		const char *del[] = { rt, "--root", root, "delete", "-f", name, NULL };
+
+		runtime(del);
+	}
+	snprintf(msg, sizeof(msg), "X%d C%llu M%llu O%llu H%d", st, (unsigned long long)cs.cpu_ns,
+		 (unsigned long long)cs.peak_memory_bytes, (unsigned long long)cs.oom_kills,
+		 cs.memory_hit ? 1 : 0);
+	report(msg);
+	return 0;
+}

@@ -63,7 +63,14 @@ struct warm {
 	struct al_cg cg;
 	bool cg_made;
 	bool ready;
+	unsigned born;	/* G.seq when made: a slot's next job takes the oldest */
 };
+
+/* Warm inits per slot. With two, a slot's next job takes the one made a
+ * whole job earlier: a job that follows another at once does not wait for
+ * its sandbox to finish joining its cgroup (on cgroup v1 an RCU grace
+ * period, up to ~12 ms here). */
+#define WARM_PER_SLOT 2
 
 /* Global state filled by init (one worker process, one configuration). */
 static struct {
@@ -73,7 +80,7 @@ static struct {
 	char *hide_args[40];	  /* "hide=<path>" arguments of the init */
 	const struct al_backend_conf *conf;
 	char jobs_root[PATH_MAX]; /* <state_dir>/<worker_id>/process */
-	struct warm *warm;	  /* conf->slots entries */
+	struct warm *warm;	  /* conf->slots * WARM_PER_SLOT entries */
 	int *grave;		  /* per slot: a finished sandbox's mount namespace */
 	unsigned seq;		  /* names the cgroups of warm inits */
 	bool ready;
@@ -175,10 +182,14 @@ static void warm_discard(struct warm *w)
 	w->pidfd = w->ctl = w->report_rd = w->mntns = -1;
 }
 
-/* Make slot's warm init. */
-static int warm_spawn(unsigned slot, struct al_err *err)
+static struct warm *warm_of(unsigned slot, unsigned k)
 {
-	struct warm *w = &G.warm[slot];
+	return &G.warm[slot * WARM_PER_SLOT + k];
+}
+
+/* Make a warm init for slot in w. */
+static int warm_spawn(struct warm *w, unsigned slot, struct al_err *err)
+{
 	struct al_cg_limits none = { 0 };
 	char name[48], cg_args[4][PATH_MAX + 4];
 	char *args[1 + 4 + sizeof(G.hide_args) / sizeof(G.hide_args[0])];
@@ -187,7 +198,8 @@ static int warm_spawn(unsigned slot, struct al_err *err)
 	pid_t pid;
 
 	warm_discard(w);
-	snprintf(name, sizeof(name), "%u-%u", slot, ++G.seq);
+	w->born = ++G.seq;
+	snprintf(name, sizeof(name), "%u-%u", slot, w->born);
 	if ((rc = al_cg_create(&w->cg, &G.cg, name, &none, err)))
 		return al_err_wrap(err, "process");
 	w->cg_made = true;
@@ -244,6 +256,23 @@ static bool warm_alive(const struct warm *w)
 	return w->ready && w->pidfd >= 0 && poll(&pf, 1, 0) == 0;
 }
 
+/* The slot's oldest live warm init; else, made now (the cold path), in the
+ * first of its entries. NULL on failure. */
+static struct warm *warm_take(unsigned slot, struct al_err *err)
+{
+	struct warm *best = NULL;
+
+	for (unsigned k = 0; k < WARM_PER_SLOT; k++) {
+		struct warm *w = warm_of(slot, k);
+
+		if (warm_alive(w) && (!best || w->born < best->born))
+			best = w;
+	}
+	if (!best && warm_spawn(best = warm_of(slot, 0), slot, err))
+		return NULL;
+	return best;
+}
+
 static int memfd_with(const char *name, const char *data, size_t len, struct al_err *err)
 {
 	int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
@@ -270,11 +299,11 @@ static int memfd_with(const char *name, const char *data, size_t len, struct al_
 
 static void proc_free_globals(void)
 {
-	for (unsigned k = 0; G.warm && k < G.conf->slots; k++) {
+	for (unsigned k = 0; G.warm && k < G.conf->slots * WARM_PER_SLOT; k++)
 		warm_discard(&G.warm[k]);
+	for (unsigned k = 0; G.grave && k < G.conf->slots; k++)
 		if (G.grave[k] >= 0)
 			close(G.grave[k]);
-	}
 	free(G.warm);
 	free(G.grave);
 	G.warm = NULL;
@@ -372,21 +401,22 @@ static int proc_init(const struct al_backend_conf *conf, struct al_err *err)
 			rc = al_err_set(err, AL_ESANDBOX, "process: too many paths to hide");
 			goto fail;
 		}
-	G.warm = calloc(conf->slots, sizeof(*G.warm));
+	G.warm = calloc((size_t)conf->slots * WARM_PER_SLOT, sizeof(*G.warm));
 	G.grave = malloc(conf->slots * sizeof(*G.grave));
 	if (!G.warm || !G.grave)
 		goto oom;
-	for (unsigned i = 0; i < conf->slots; i++) {
+	for (unsigned i = 0; i < conf->slots * WARM_PER_SLOT; i++)
 		G.warm[i].pidfd = G.warm[i].ctl = G.warm[i].report_rd = G.warm[i].mntns = -1;
+	for (unsigned i = 0; i < conf->slots; i++)
 		G.grave[i] = -1;
-	}
 	G.ready = true;
 	/* Self-check: one warm init per slot, each in new PID, network and mount
 	 * namespaces and a cgroup: any failure means this backend is not
 	 * offered (fail closed). */
 	for (unsigned i = 0; i < conf->slots; i++)
-		if ((rc = warm_spawn(i, err)))
-			goto fail;
+		for (unsigned k = 0; k < WARM_PER_SLOT; k++)
+			if ((rc = warm_spawn(warm_of(i, k), i, err)))
+				goto fail;
 	return AL_OK;
 oom:
 	rc = al_err_set(err, AL_ENOMEM, "process: out of memory");
@@ -461,7 +491,7 @@ static int send_go(struct warm *w, const int fds[AL_GO_NFDS])
 static int proc_start(struct al_sandbox *sb, struct al_watch *wt, struct al_err *err)
 {
 	struct proc_sb *p = sb->priv;
-	struct warm *w = &G.warm[sb->spec.slot];
+	struct warm *w;
 	const struct al_limits *l = &sb->spec.limits;
 	struct al_cg_limits cgl = {
 		.memory_bytes = l->memory_bytes,
@@ -472,16 +502,17 @@ static int proc_start(struct al_sandbox *sb, struct al_watch *wt, struct al_err 
 			     p->code_fd >= 0 ? p->code_fd : p->stdin_fd, p->spec_fd };
 	int rc;
 
-	/* A warm init that died while waiting (or was never made) is made
-	 * again now, at the cost of the cold path. */
-	if (!warm_alive(w) && (rc = warm_spawn(sb->spec.slot, err)))
-		return rc;
+	/* None alive (died while waiting, or never made): one is made now, at
+	 * the cost of the cold path. */
+	if (!(w = warm_take(sb->spec.slot, err)))
+		return err->status ? err->status : AL_ESANDBOX;
 	if ((rc = al_cg_set_limits(&w->cg, &cgl, err)))
 		return al_err_wrap(err, "process");
 	p->cpu_base_ns = al_cg_cpu_ns(&w->cg);
 	if (send_go(w, fds)) {
 		/* died between the check and the message: one retry, cold */
-		if ((rc = warm_spawn(sb->spec.slot, err)) || (rc = al_cg_set_limits(&w->cg, &cgl, err)))
+		if ((rc = warm_spawn(w, sb->spec.slot, err)) ||
+		    (rc = al_cg_set_limits(&w->cg, &cgl, err)))
 			return rc;
 		if (send_go(w, fds))
 			return al_err_sys(err, "process: hand the job to its sandbox");
@@ -602,8 +633,9 @@ static void proc_refill(const struct al_backend_conf *conf, unsigned slot)
 		close(G.grave[slot]);
 		G.grave[slot] = -1;
 	}
-	if (!G.warm[slot].ready)
-		warm_spawn(slot, NULL);
+	for (unsigned k = 0; k < WARM_PER_SLOT; k++)
+		if (!warm_alive(warm_of(slot, k)))
+			warm_spawn(warm_of(slot, k), slot, NULL);
 }
 
 static void proc_fini(void)

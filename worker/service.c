@@ -96,6 +96,7 @@ struct worker {
 	struct al_webhooks *hooks;
 	struct event *flush_ev;	/* sends the commit queue once per loop pass */
 	bool flush_armed;
+	bool fetch_wanted;	/* slots freed in this pass: fetch after the flush */
 	struct hist hists[16];
 	int nhists;
 	struct event *hb, *sigterm, *sigint, *grace;
@@ -104,6 +105,7 @@ struct worker {
 
 static void maybe_fetch(struct worker *w);
 static void flush_pending(struct worker *w);
+static void fetch_soon(struct worker *w);
 
 static unsigned free_slots(struct worker *w)
 {
@@ -285,6 +287,23 @@ static void on_flush(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	w->flush_armed = false;
 	flush_pending(w);
+	if (w->fetch_wanted) {
+		w->fetch_wanted = false;
+		maybe_fetch(w);
+	}
+}
+
+/* Fetch at the end of this loop pass, after the commits: every slot freed
+ * in the pass counts in one fetch, which goes out behind the results. */
+static void fetch_soon(struct worker *w)
+{
+	w->fetch_wanted = true;
+	if (!w->flush_armed && w->flush_ev) {
+		w->flush_armed = true;
+		event_active(w->flush_ev, 0, 0);
+	} else if (!w->flush_ev) {
+		maybe_fetch(w);
+	}
 }
 
 static void flush_pending(struct worker *w)
@@ -463,7 +482,7 @@ static void slot_release(struct slot *s)
 	s->released = false;
 	if (w->draining && !w->pending && busy_slots(w) == 0)
 		event_base_loopexit(w->base, NULL);
-	maybe_fetch(w);
+	fetch_soon(w);
 }
 
 /* ---- running a job ---- */

@@ -38,8 +38,6 @@
 #include "seccomp.h"
 #include "verdict.h"
 
-extern char **environ;
-
 #define CTR_UID 1000		 /* the job's uid and gid inside the container */
 #define CTR_ID_RANGE 65536u	 /* host ids per slot; slot i's root is userns_base + i*RANGE */
 
@@ -62,7 +60,7 @@ struct ctr_sb {
 	int code_fd, stdin_fd;
 	pid_t pid;	/* the shim (backends/container/shim.c) */
 	int pidfd;
-	int report_rd;	/* shim -> worker: "E<runtime status>" or "X<wait status>" */
+	int report_rd;	/* shim -> worker: "E<runtime status>" or "X<wait status> <counters>" */
 	bool exited;
 };
 
@@ -430,6 +428,8 @@ static int ctr_prepare(struct al_sandbox *sb, struct al_err *err)
 	return write_bundle(sb, err);
 }
 
+static const char *const shim_env[] = { "PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL };
+
 /* Start the job's shim (backends/container/shim.c): the job's stdio and
  * script on 0-3, the report pipe on 4. */
 static int ctr_start(struct al_sandbox *sb, struct al_watch *w, struct al_err *err)
@@ -458,7 +458,9 @@ static int ctr_start(struct al_sandbox *sb, struct al_watch *w, struct al_err *e
 	for (int i = 0; i < 5; i++)
 		posix_spawn_file_actions_adddup2(&fa, hi[i], i);
 	snprintf(exe, sizeof(exe), "/proc/self/fd/%d", G.shim_fd);
-	if ((errno = posix_spawn(&c->pid, exe, &fa, NULL, (char *const *)args, environ)))
+	/* nothing of the worker's environment: the shim and the runtime need none */
+	if ((errno = posix_spawn(&c->pid, exe, &fa, NULL, (char *const *)args,
+				 (char *const *)shim_env)))
 		rc = al_err_sys(err, "container: start the shim");
 	posix_spawn_file_actions_destroy(&fa);
 out:

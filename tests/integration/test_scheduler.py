@@ -186,6 +186,9 @@ def two_schedulers():
         # both reclaim: a killed worker's 2 jobs come back exactly once each
         ids = [c.cli("submit", "--timeout", "20000", "-c", "import time; time.sleep(1)").stdout.decode().strip()
                for _ in range(2)]
+        # stalled only once it runs both (submit returns before admission)
+        c.wait_for(lambda: all(c.rcli("HGET", "al:job:" + j, "worker").strip() == "w2a"
+                               for j in ids), 10, 0.01)
         c.signal("w2a", signal.SIGSTOP)
         c.worker("w2b", uid_base=65800, slots=2)
         for j in ids:

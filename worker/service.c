@@ -25,6 +25,7 @@
 #include "webhook.h"
 
 #define FETCH_BLOCK_MS "1000"
+#define FETCH_DEPTH 2 /* fetch scripts in flight at once: Redis works while the worker does */
 #define MAX_STREAMS (AL_MAX_TIERS * AL_BANDS)
 
 struct worker;
@@ -89,7 +90,9 @@ struct worker {
 	const char *streams[MAX_STREAMS];
 	char stream_buf[MAX_STREAMS][AL_KEY_MAX];
 	int nstreams;
-	bool fetching;
+	unsigned fetch_inflight;	/* fetch scripts on the command connection (<= FETCH_DEPTH) */
+	unsigned fetch_reserved;	/* slots those may fill */
+	bool block_fetching;	/* a blocking read on the fetch connection */
 	bool draining;
 	int exit_code;
 	struct pending *pending, **pending_tail;
@@ -895,7 +898,7 @@ static void on_fetch(redisAsyncContext *ac, void *reply, void *priv)
 	redisReply *r = reply;
 
 	(void)ac;
-	w->fetching = false;
+	w->block_fetching = false;
 	if (r && r->type == REDIS_REPLY_ERROR) {
 		/* NOGROUP: the scheduler has not made this tier's queue yet */
 		if (!strncmp(r->str, "NOGROUP", 7)) {
@@ -975,19 +978,32 @@ static unsigned fetch_count(struct worker *w)
 		if (n < min)
 			min = n;
 	}
-	return w->nbackends ? min : 0;
+	min = w->nbackends && min > w->fetch_reserved ? min - w->fetch_reserved : 0;
+	/* at most half the slots per fetch: while the worker starts one
+	 * batch, Redis already works on the next */
+	if (min > (w->conf->slots + 1) / 2)
+		min = (w->conf->slots + 1) / 2;
+	return min;
 }
 
 static void block_fetch(struct worker *w);
 
+struct fetch_req {
+	struct worker *w;
+	unsigned n; /* slots reserved for its entries */
+};
+
 static void on_fetch_script(redisAsyncContext *ac, void *reply, void *priv)
 {
-	struct worker *w = priv;
+	struct fetch_req *q = priv;
+	struct worker *w = q->w;
 	redisReply *r = reply;
 	size_t got = 0;
 
 	(void)ac;
-	w->fetching = false;
+	w->fetch_inflight--;
+	w->fetch_reserved -= q->n;
+	free(q);
 	if (!r)
 		return; /* connection lost; fetching resumes when it is back */
 	if (r->type == REDIS_REPLY_ERROR) {
@@ -1036,16 +1052,17 @@ static void on_fetch_script(redisAsyncContext *ac, void *reply, void *priv)
 	}
 	if (got)
 		maybe_fetch(w);   /* more may be waiting */
-	else
+	else if (!w->fetch_inflight)
 		block_fetch(w);	  /* nothing waits: block until something does */
 }
 
-/* A fetch may go out: none in flight, not draining, free slots, both
+/* A fetch may go out: no blocking read waiting, fewer than FETCH_DEPTH
+ * fetch scripts in flight, not draining, free slots nobody reserved, both
  * connections up. */
 static bool can_fetch(const struct worker *w, unsigned n)
 {
-	return !w->fetching && !w->draining && n > 0 && al_aconn_is_up(w->fetch) &&
-	       al_aconn_is_up(w->cmd);
+	return !w->block_fetching && w->fetch_inflight < FETCH_DEPTH && !w->draining && n > 0 &&
+	       al_aconn_is_up(w->fetch) && al_aconn_is_up(w->cmd);
 }
 
 /* Non-blocking read and claim in one script call on the command connection;
@@ -1070,8 +1087,19 @@ static void maybe_fetch(struct worker *w)
 	argv[argc++] = w->conf->backend.worker_id;
 	argv[argc++] = now;
 	argv[argc++] = count;
-	if (al_aconn_cmd(w->cmd, on_fetch_script, w, argc, argv, NULL) == 0)
-		w->fetching = true;
+	{
+		struct fetch_req *q = malloc(sizeof(*q));
+
+		if (!q)
+			return;
+		*q = (struct fetch_req){ w, n };
+		if (al_aconn_cmd(w->cmd, on_fetch_script, q, argc, argv, NULL)) {
+			free(q);
+			return;
+		}
+		w->fetch_inflight++;
+		w->fetch_reserved += n;
+	}
 }
 
 static void block_fetch(struct worker *w)
@@ -1081,7 +1109,7 @@ static void block_fetch(struct worker *w)
 	unsigned n = fetch_count(w);
 	int argc = 0;
 
-	if (!can_fetch(w, n))
+	if (w->fetch_inflight || !can_fetch(w, n))
 		return;
 	snprintf(count, sizeof(count), "%u", n);
 	argv[argc++] = "XREADGROUP";
@@ -1098,7 +1126,7 @@ static void block_fetch(struct worker *w)
 	for (int i = 0; i < w->nstreams; i++)
 		argv[argc++] = ">";
 	if (al_aconn_cmd(w->fetch, on_fetch, w, argc, argv, NULL) == 0)
-		w->fetching = true;
+		w->block_fetching = true;
 }
 
 /* ---- cancel, heartbeat, connections ---- */
@@ -1219,7 +1247,7 @@ static void on_conn_down(struct al_aconn *c, void *arg)
 	struct worker *w = arg;
 
 	if (c == w->fetch)
-		w->fetching = false;
+		w->block_fetching = false;
 	al_log("warn", "redis_down", "conn=%s note=\"reconnecting; results are kept until committed\"",
 	      c == w->cmd ? "cmd" : c == w->fetch ? "fetch" : "sub");
 }

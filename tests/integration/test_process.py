@@ -64,15 +64,22 @@ try:
         "print(os.getuid(), os.getgid(), os.getgroups())\n"
         "print(open('/proc/self/status').read().split('CapEff:')[1].split()[0])\n"
         "print(open('/proc/self/status').read().split('NoNewPrivs:')[1].split()[0])\n"
-        "print(open('/proc/self/status').read().split('Seccomp:')[1].split()[0])\n"),
+        "print(open('/proc/self/status').read().split('Seccomp:')[1].split()[0])\n"
+        "st = open('/proc/self/status').read()\n"
+        "print(*(st.split(k + ':')[1].split()[0] for k in ('CapPrm', 'CapInh', 'CapBnd', 'CapAmb')))\n"
+        "print(open('/proc/1/status').read().split('SigCgt:')[1].split()[0])\n"),
         files=[{"path": "bin/tool", "data": b"\x00\x01", "mode": 0o750}]))
     lines = r.get("stdout", "").splitlines()
-    t.ok(len(lines) == 5 and lines[0] == "0o750 True 0o700 True b'\\x00\\x01'",
+    t.ok(len(lines) == 7 and lines[0] == "0o750 True 0o700 True b'\\x00\\x01'",
          "input file with its mode, owned by the slot uid; work dir 0700", r)
-    t.ok(len(lines) == 5 and lines[1] == "%d %d []" % (UID_BASE, UID_BASE),
+    t.ok(len(lines) == 7 and lines[1] == "%d %d []" % (UID_BASE, UID_BASE),
          "runs as the slot uid with no supplementary groups", lines)
-    t.ok(len(lines) == 5 and lines[2] == "0000000000000000" and lines[3] == "1" and lines[4] == "2",
+    t.ok(len(lines) == 7 and lines[2] == "0000000000000000" and lines[3] == "1" and lines[4] == "2",
          "no capabilities, no_new_privs, seccomp filter on", lines)
+    t.ok(len(lines) == 7 and lines[5] == " ".join(["0000000000000000"] * 4),
+         "permitted, inheritable, bounding and ambient capability sets all empty", lines)
+    t.ok(len(lines) == 7 and lines[6] == "0000000000000000",
+         "the sandbox's init catches no signal (a job cannot make it run a handler)", lines)
     r = run(job(runtime="python", env={"GREETING": "hi"},
                 code="import os; print(os.environ['GREETING'], os.environ['HOME'], sorted(os.environ))"),
             env={"PATH": "/usr/bin:/bin", "HOME": "/root", "AIRLOCK_TOKEN": "worker-only"})

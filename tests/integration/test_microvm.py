@@ -242,7 +242,7 @@ try:
     for p in pids:
         os.kill(p, signal.SIGSEGV)
     c.rcli("BLPOP", "al:done:" + j["id"], "30")
-    r = msgpack.unpackb(c.rcli("GET", "al:res:" + j["id"], raw=True).rstrip(b"\n"), raw=False)
+    r = msgpack.unpackb(c.rcli("GET", "al:res:" + j["id"], raw=True), raw=False)
     t.ok(len(pids) == 1 and r["status"] == "sandbox_error" and
          "VMM killed by signal 11" in (r.get("error") or ""),
          "a VMM that crashes mid-job: sandbox_error naming the signal", r)
@@ -255,7 +255,7 @@ try:
     time.sleep(2)
     p = c.cli("cancel", j["id"])
     c.rcli("BLPOP", "al:done:" + j["id"], "30")
-    r = msgpack.unpackb(c.rcli("GET", "al:res:" + j["id"], raw=True).rstrip(b"\n"), raw=False)
+    r = msgpack.unpackb(c.rcli("GET", "al:res:" + j["id"], raw=True), raw=False)
     left = (vmm_pids(VM_UIDS), vm_cgroups(WID), state_files(c, WID))
     t.ok(p.returncode == 0 and r["status"] == "cancelled" and left == ([], [], []),
          "cancel: the job ends cancelled; no VMM process, cgroup or file of its VM is left", (r, left))

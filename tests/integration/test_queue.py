@@ -24,7 +24,7 @@ if os.geteuid() != 0:
 
 
 def result(c, job_id):
-    raw = c.rcli("GET", "al:res:" + job_id, raw=True).rstrip(b"\n")
+    raw = c.rcli("GET", "al:res:" + job_id, raw=True)
     return msgpack.unpackb(raw, raw=False) if raw else None
 
 

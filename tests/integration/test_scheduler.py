@@ -44,7 +44,7 @@ tenants:
 
 
 def result(c, jid):
-    raw = c.rcli("GET", "al:res:" + jid, raw=True).rstrip(b"\n")
+    raw = c.rcli("GET", "al:res:" + jid, raw=True)
     return msgpack.unpackb(raw, raw=False) if raw else None
 
 
@@ -114,7 +114,7 @@ def defaults_and_priorities():
         c.scheduler()
         jid = c.cli("submit", "-c", "import os; print(os.environ.get('FROM_POLICY'))").stdout.decode().strip()
         c.wait_for(lambda: c.rcli("HGET", "al:job:" + jid, "state").strip() == "queued", 10)
-        job = msgpack.unpackb(c.rcli("HGET", "al:job:" + jid, "job", raw=True).rstrip(b"\n"), raw=False)
+        job = msgpack.unpackb(c.rcli("HGET", "al:job:" + jid, "job", raw=True), raw=False)
         lim = job.get("limits", {})
         t.ok(lim.get("wall_ms") == 7000 and lim.get("memory_bytes") == 100000000 and
              lim.get("pids") == 40 and job.get("max_attempts") == 2,

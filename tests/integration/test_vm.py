@@ -102,7 +102,7 @@ def result(c, jid, timeout=120):
     end = time.time() + timeout
     while time.time() < end:
         c.rcli("BLPOP", "al:done:" + jid, "20")
-        raw = c.rcli("GET", "al:res:" + jid, raw=True).rstrip(b"\n")
+        raw = c.rcli("GET", "al:res:" + jid, raw=True)
         if raw:
             return msgpack.unpackb(raw, raw=False)
     return {"status": "no result", "info": {}}

@@ -58,8 +58,12 @@ class Cluster:
         self.redis = None
 
     def rcli(self, *args, raw=False):
+        """redis-cli's output; raw: the reply's bytes exactly (redis-cli adds
+        one newline; a value may itself end in 0x0a, so only that one goes)."""
         p = subprocess.run(["redis-cli", "-s", self.sock, *args], capture_output=True, timeout=30)
-        return p.stdout if raw else p.stdout.decode(errors="replace")
+        if raw:
+            return p.stdout[:-1] if p.stdout.endswith(b"\n") else p.stdout
+        return p.stdout.decode(errors="replace")
 
     # --- airlock processes ---
     def _start(self, name, args, env=None):
@@ -102,7 +106,7 @@ class Cluster:
         subprocess.run(["redis-cli", "-s", self.sock, "-x", "XADD", "al:intake", "*", "job"],
                        input=msgpack.packb(job, use_bin_type=True), capture_output=True)
         self.rcli("BLPOP", "al:done:" + job["id"], str(timeout))
-        raw = self.rcli("GET", "al:res:" + job["id"], raw=True).rstrip(b"\n")
+        raw = self.rcli("GET", "al:res:" + job["id"], raw=True)
         return msgpack.unpackb(raw, raw=False) if raw else None
 
     def cli(self, *args, timeout=60, input=None):

@@ -7,7 +7,9 @@
 #include <spawn.h>
 #include <stdio.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -152,4 +154,14 @@ int al_open_helper(const char *dir, const char *name, struct al_err *err)
 				  path);
 	}
 	return fd;
+}
+
+void al_pidfd_kill_wait(int pidfd, bool kill)
+{
+	siginfo_t si;
+
+	if (kill)
+		syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+	while (waitid(P_PIDFD, (id_t)pidfd, &si, WEXITED) < 0 && errno == EINTR)
+		;
 }

@@ -32,6 +32,10 @@ bool al_find_exec(const char *name, char *out, size_t cap);
  * naming the path. */
 int al_open_helper(const char *dir, const char *name, struct al_err *err);
 
+/* SIGKILL the process behind pidfd when kill is set, then wait until it
+ * has exited (a child of ours: reaped). */
+void al_pidfd_kill_wait(int pidfd, bool kill);
+
 /* Run argv[0] (a path) with argv, stdio on /dev/null, and wait for it;
  * *status gets the wait status when status is not NULL. 0 when it exited 0. */
 int al_spawn_wait(const char *const *argv, int *status);

@@ -182,12 +182,8 @@ static void vm_free(struct vm *vm, bool graceful)
 	if (!vm)
 		return;
 	if (vm->v.pidfd >= 0) {
-		siginfo_t si;
-
-		if (!vm_exited(vm) && !(graceful && G.drv->shutdown(&vm->v, 200) == 0))
-			syscall(SYS_pidfd_send_signal, vm->v.pidfd, SIGKILL, NULL, 0);
-		while (waitid(P_PIDFD, (id_t)vm->v.pidfd, &si, WEXITED) < 0 && errno == EINTR)
-			;
+		al_pidfd_kill_wait(vm->v.pidfd,
+				   !vm_exited(vm) && !(graceful && G.drv->shutdown(&vm->v, 200) == 0));
 		close(vm->v.pidfd);
 	}
 	if (vm->v.chan_fd >= 0)

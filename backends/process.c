@@ -164,10 +164,7 @@ static void __attribute__((noreturn)) warm_exec(int ctl, int report_wr, char *co
 static void warm_discard(struct warm *w)
 {
 	if (w->pidfd >= 0) {
-		siginfo_t si;
-
-		syscall(SYS_pidfd_send_signal, w->pidfd, SIGKILL, NULL, 0);
-		waitid(P_PIDFD, (id_t)w->pidfd, &si, WEXITED);
+		al_pidfd_kill_wait(w->pidfd, true);
 		close(w->pidfd);
 	}
 	if (w->ctl >= 0)
@@ -587,12 +584,8 @@ static void proc_destroy(struct al_sandbox *sb)
 	struct proc_sb *p = sb->priv;
 
 	if (p->pidfd >= 0) {
-		if (!p->exited) {
-			siginfo_t si;
-
-			syscall(SYS_pidfd_send_signal, p->pidfd, SIGKILL, NULL, 0);
-			waitid(P_PIDFD, (id_t)p->pidfd, &si, WEXITED);
-		}
+		if (!p->exited)
+			al_pidfd_kill_wait(p->pidfd, true);
 		close(p->pidfd);
 	}
 	if (p->cg_made)

@@ -135,6 +135,8 @@ static void usage(FILE *f)
 		"  --policy FILE        the operator's policy (default: built-in)\n"
 		"  --tiers A,B          tiers to serve (default: every tier in the policy)\n"
 		"  --slots N            concurrent jobs per backend (default 2)\n"
+		"  --prefetch N         jobs per backend claimed ahead of a free slot, for short\n"
+		"                       jobs: held at most ~1 s, then given back (default 0)\n"
 		"  --heartbeat-ms N     lease renewal period (default 1000)\n"
 		"  --drain-grace-ms N   on SIGTERM, time running jobs get (default 30000)\n"
 		"  --state-dir DIR      per-job directories (default /var/lib/airlock)\n"
@@ -168,6 +170,7 @@ static const struct option opts[] = {
 	{ "policy", required_argument, NULL, 'P' },
 	{ "tiers", required_argument, NULL, 'T' },
 	{ "slots", required_argument, NULL, 'n' },
+	{ "prefetch", required_argument, NULL, 'p' },
 	{ "heartbeat-ms", required_argument, NULL, 'h' },
 	{ "drain-grace-ms", required_argument, NULL, 'g' },
 	{ "state-dir", required_argument, NULL, 's' },
@@ -246,6 +249,11 @@ static int apply(struct opts_state *st, int c, const char *name, const char *v)
 		if (parse_u64(name, v, 1, 256, &u))
 			return -1;
 		conf->slots = conf->backend.slots = (unsigned)u;
+		break;
+	case 'p':
+		if (parse_u64(name, v, 0, 256, &u))
+			return -1;
+		conf->prefetch = (unsigned)u;
 		break;
 	case 'h':
 		if (parse_u64(name, v, 50, 60000, &conf->heartbeat_ms))

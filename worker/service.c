@@ -30,11 +30,18 @@
 
 struct worker;
 
+/* A backend has conf->slots slots that run jobs and, after them,
+ * conf->prefetch places that only hold a claimed job (fetched ahead with
+ * --prefetch) until a slot of the backend frees. Both are struct slot. */
 struct slot {
 	struct worker *w;
-	int index;			 /* slot number within its backend */
+	int index;			 /* slot number within its backend (places: >= slots) */
 	const struct al_backend_ops *ops;
+	struct backend_state *be;
 	bool busy;
+	bool waiting;			 /* a place holding a claimed job */
+	uint64_t held_ms;		 /* since when */
+	uint64_t seq;			 /* order of arrival among held jobs */
 	/* the job in this slot */
 	char id[AL_ID_MAX + 1];
 	char stream[AL_KEY_MAX];
@@ -51,7 +58,8 @@ struct backend_state {
 	const struct al_backend_ops *ops;
 	bool ok;			 /* self-check passed */
 	char why[AL_ERR_MSG_MAX];	 /* why not */
-	struct slot *slots;
+	struct slot *slots;		 /* conf->slots slots, then conf->prefetch places */
+	bool hold_off;			 /* a held job went back: fetch no more ahead until a slot frees */
 };
 
 /* A script call that must reach Redis (commit, retry): kept until answered. */
@@ -104,27 +112,50 @@ struct worker {
 	int nhists;
 	struct event *hb, *sigterm, *sigint, *grace;
 	uint64_t jobs_done;
+	uint64_t held_seq;
 };
 
 static void maybe_fetch(struct worker *w);
 static void flush_pending(struct worker *w);
 static void fetch_soon(struct worker *w);
 
-static unsigned free_slots(struct worker *w)
+/* Slots and places of a backend. */
+static unsigned nplaces(const struct worker *w)
+{
+	return w->conf->slots + w->conf->prefetch;
+}
+
+static bool is_place(const struct slot *s)
+{
+	return (unsigned)s->index >= s->w->conf->slots;
+}
+
+/* Slots running (or about to run) a job; first..last-1 of each backend. */
+static unsigned count_busy(struct worker *w, unsigned first, unsigned last)
 {
 	unsigned n = 0;
 
 	for (int b = 0; b < w->nbackends; b++)
-		for (unsigned i = 0; i < w->conf->slots; i++)
-			n += !w->backends[b].slots[i].busy;
+		for (unsigned i = first; i < last; i++)
+			n += w->backends[b].slots[i].busy;
 	return n;
 }
 
 static unsigned busy_slots(struct worker *w)
 {
-	unsigned total = (unsigned)w->nbackends * w->conf->slots;
+	return count_busy(w, 0, w->conf->slots);
+}
 
-	return total - free_slots(w);
+static unsigned held_jobs(struct worker *w)
+{
+	return count_busy(w, w->conf->slots, nplaces(w));
+}
+
+/* Draining and nothing left to run, hold or send: the loop may end. */
+static void exit_if_idle(struct worker *w)
+{
+	if (w->draining && !w->pending && count_busy(w, 0, nplaces(w)) == 0)
+		event_base_loopexit(w->base, NULL);
 }
 
 static struct backend_state *backend_for(struct worker *w, const char *name)
@@ -158,8 +189,7 @@ static void pending_unlink(struct worker *w, struct pending *p)
 		}
 	}
 	pending_free(p);
-	if (w->draining && !w->pending && busy_slots(w) == 0)
-		event_base_loopexit(w->base, NULL);
+	exit_if_idle(w);
 }
 
 /* Redis answered p (r is its own part of the reply). */
@@ -471,6 +501,8 @@ static void dead_letter(struct worker *w, const char *stream, const char *entry,
 	}
 }
 
+static void dispatch_held(struct worker *w, struct backend_state *be);
+
 static void slot_release(struct slot *s)
 {
 	struct worker *w = s->w;
@@ -482,9 +514,13 @@ static void slot_release(struct slot *s)
 		al_job_free(&s->job);
 	s->have_job = false;
 	s->busy = false;
+	s->waiting = false;
 	s->released = false;
-	if (w->draining && !w->pending && busy_slots(w) == 0)
-		event_base_loopexit(w->base, NULL);
+	if (!is_place(s)) {
+		s->be->hold_off = false;
+		dispatch_held(w, s->be);
+	}
+	exit_if_idle(w);
 	fetch_soon(w);
 }
 
@@ -644,19 +680,17 @@ static void on_job_done(struct al_runner *r, struct al_result *res, void *arg)
 	slot_release(s);
 }
 
-static void start_job(struct worker *w, struct slot *s, const char *raw, size_t rawlen)
+/* Decode a claimed job into s and check it; false when that ended it. */
+static bool job_accept(struct worker *w, struct slot *s, const char *raw, size_t rawlen)
 {
-	struct backend_state *be = backend_for(w, s->tier->backend);
-	struct al_run_spec spec = { 0 };
 	struct al_err err = { 0 };
-	char why[AL_ERR_MSG_MAX + 64];
 
 	if (al_job_decode(raw, rawlen, &s->job, &err)) {
 		dead_letter(w, s->stream, s->entry, err.msg, s->id, raw, rawlen);
 		commit_status(w, s->id, NULL, s->stream, s->entry, (long)s->attempt, AL_ST_REJECTED,
 			      err.msg);
 		slot_release(s);
-		return;
+		return false;
 	}
 	s->have_job = true;
 	/* Defence in depth: the worker re-checks the job against its own copy
@@ -667,8 +701,18 @@ static void start_job(struct worker *w, struct slot *s, const char *raw, size_t 
 						      .status = AL_ST_REJECTED, .error = err.msg },
 			      s->job.tenant, s->stream, s->entry, (long)s->attempt, NULL);
 		slot_release(s);
-		return;
+		return false;
 	}
+	return true;
+}
+
+/* Run the accepted job of slot s on its tier's backend. */
+static void job_run(struct worker *w, struct slot *s)
+{
+	struct backend_state *be = backend_for(w, s->tier->backend);
+	struct al_run_spec spec = { 0 };
+	char why[AL_ERR_MSG_MAX + 64];
+
 	if (!be || !be->ok) {
 		snprintf(why, sizeof(why), "backend %s unavailable on worker %s: %s", s->tier->backend,
 			 w->conf->backend.worker_id, be ? be->why : "not built in");
@@ -705,6 +749,61 @@ static void start_job(struct worker *w, struct slot *s, const char *raw, size_t 
 	      s->tier->name, s->ops->name, s->index);
 }
 
+/* Run held job of place p in free slot s. */
+static void run_held(struct worker *w, struct slot *p, struct slot *s)
+{
+	s->busy = true;
+	s->tier = p->tier;
+	s->attempt = p->attempt;
+	memcpy(s->id, p->id, sizeof(s->id));
+	memcpy(s->stream, p->stream, sizeof(s->stream));
+	memcpy(s->entry, p->entry, sizeof(s->entry));
+	s->job = p->job; /* moved */
+	s->have_job = true;
+	p->have_job = false;
+	p->busy = false;
+	p->waiting = false;
+	if (s->job.deadline_ms && al_now_ms() > s->job.deadline_ms) {
+		commit_status(w, s->id, s->job.tenant, s->stream, s->entry, (long)s->attempt,
+			      AL_ST_EXPIRED, "not started before its deadline");
+		slot_release(s);
+		return;
+	}
+	job_run(w, s);
+}
+
+/* Start held jobs of backend be in its free slots, oldest first. */
+static void dispatch_held(struct worker *w, struct backend_state *be)
+{
+	while (!w->draining) {
+		struct slot *s = NULL, *p = NULL;
+
+		for (unsigned i = 0; i < w->conf->slots && !s; i++)
+			if (!be->slots[i].busy)
+				s = &be->slots[i];
+		for (unsigned i = w->conf->slots; s && i < nplaces(w); i++)
+			if (be->slots[i].waiting && (!p || be->slots[i].seq < p->seq))
+				p = &be->slots[i];
+		if (!p)
+			return;
+		run_held(w, p, s);
+	}
+}
+
+/* Place p got its job: hold it until a slot frees (at once if one is free). */
+static void hold(struct worker *w, struct slot *p)
+{
+	if (w->draining) { /* give it back for another worker, same attempt */
+		retry_later(w, p, 0, false);
+		slot_release(p);
+		return;
+	}
+	p->waiting = true;
+	p->held_ms = al_now_ms();
+	p->seq = ++w->held_seq;
+	dispatch_held(w, p->be);
+}
+
 /* What the claim of one entry said: code (CLAIM's codes; -99: no answer)
  * and, for 1, -3 and -4, the job bytes. */
 static void claim_done(struct slot *s, long long code, const char *job, size_t joblen)
@@ -718,7 +817,12 @@ static void claim_done(struct slot *s, long long code, const char *job, size_t j
 			slot_release(s);
 			return;
 		}
-		start_job(w, s, job, joblen);
+		if (!job_accept(w, s, job, joblen))
+			return;
+		if (is_place(s))
+			hold(w, s);
+		else
+			job_run(w, s);
 		return;
 	case -3:
 	case -4:
@@ -752,14 +856,14 @@ static void claim_done(struct slot *s, long long code, const char *job, size_t j
 	slot_release(s);
 }
 
-/* Find a free slot whose backend serves tier. */
+/* Find a free slot (else place) whose backend serves tier. */
 static struct slot *free_slot_for(struct worker *w, const struct al_tier_policy *t)
 {
 	struct backend_state *be = backend_for(w, t->backend);
 
 	if (!be) /* unavailable backend: any free slot reports the failure */
 		be = &w->backends[0];
-	for (unsigned i = 0; i < w->conf->slots; i++)
+	for (unsigned i = 0; i < nplaces(w); i++)
 		if (!be->slots[i].busy)
 			return &be->slots[i];
 	return NULL;
@@ -964,8 +1068,9 @@ static void on_fetch(redisAsyncContext *ac, void *reply, void *priv)
 		maybe_fetch(w);
 }
 
-/* The smallest number of free slots over the backends: FETCH may hand
- * back a job of any tier served, so each must find a slot. */
+/* The smallest number of free slots (and places, unless held off) over
+ * the backends: FETCH may hand back a job of any tier served, so each must
+ * find one. */
 static unsigned fetch_count(struct worker *w)
 {
 	unsigned min = ~0u;
@@ -973,16 +1078,16 @@ static unsigned fetch_count(struct worker *w)
 	for (int b = 0; b < w->nbackends; b++) {
 		unsigned n = 0;
 
-		for (unsigned i = 0; i < w->conf->slots; i++)
+		for (unsigned i = 0; i < (w->backends[b].hold_off ? w->conf->slots : nplaces(w)); i++)
 			n += !w->backends[b].slots[i].busy;
 		if (n < min)
 			min = n;
 	}
 	min = w->nbackends && min > w->fetch_reserved ? min - w->fetch_reserved : 0;
-	/* at most half the slots per fetch: while the worker starts one
-	 * batch, Redis already works on the next */
-	if (min > (w->conf->slots + 1) / 2)
-		min = (w->conf->slots + 1) / 2;
+	/* at most half the slots and places per fetch: while the worker
+	 * starts one batch, Redis already works on the next */
+	if (min > (nplaces(w) + 1) / 2)
+		min = (nplaces(w) + 1) / 2;
 	return min;
 }
 
@@ -1131,16 +1236,28 @@ static void block_fetch(struct worker *w)
 
 /* ---- cancel, heartbeat, connections ---- */
 
+/* Cancel the job of s: stop it if it runs; end it if it is held. */
+static void cancel_slot(struct worker *w, struct slot *s)
+{
+	if (s->runner) {
+		al_log("info", "cancel", "job=%s slot=%d", s->id, s->index);
+		al_runner_stop(s->runner, AL_ST_CANCELLED, "cancelled by a client while running");
+	} else if (s->waiting) {
+		al_log("info", "cancel", "job=%s held=yes", s->id);
+		commit_status(w, s->id, s->job.tenant, s->stream, s->entry, (long)s->attempt,
+			      AL_ST_CANCELLED, "cancelled by a client before it started");
+		slot_release(s);
+	}
+}
+
 static void cancel_job(struct worker *w, const char *id)
 {
 	for (int b = 0; b < w->nbackends; b++) {
-		for (unsigned i = 0; i < w->conf->slots; i++) {
+		for (unsigned i = 0; i < nplaces(w); i++) {
 			struct slot *s = &w->backends[b].slots[i];
 
-			if (s->busy && s->runner && !strcmp(s->id, id)) {
-				al_log("info", "cancel", "job=%s slot=%d", id, s->index);
-				al_runner_stop(s->runner, AL_ST_CANCELLED, "cancelled by a client while running");
-			}
+			if (s->busy && !strcmp(s->id, id))
+				cancel_slot(w, s);
 		}
 	}
 }
@@ -1158,14 +1275,24 @@ static void on_cancel_msg(redisAsyncContext *ac, void *reply, void *priv)
 	cancel_job(w, r->element[2]->str);
 }
 
+/* A heartbeat's look at a job's cancel flag; the slot may hold another
+ * job by the time the answer comes. */
+struct flag_req {
+	struct slot *s;
+	char id[AL_ID_MAX + 1];
+};
+
 static void on_cancel_flag(redisAsyncContext *ac, void *reply, void *priv)
 {
-	struct slot *s = priv;
+	struct flag_req *q = priv;
+	struct slot *s = q->s;
 	redisReply *r = reply;
 
 	(void)ac;
-	if (r && r->type == REDIS_REPLY_STRING && !strcmp(r->str, "1") && s->busy && s->runner)
-		al_runner_stop(s->runner, AL_ST_CANCELLED, "cancelled by a client while running");
+	if (r && r->type == REDIS_REPLY_STRING && !strcmp(r->str, "1") && s->busy &&
+	    !strcmp(s->id, q->id))
+		cancel_slot(s->w, s);
+	free(q);
 }
 
 static void heartbeat(evutil_socket_t fd, short what, void *arg)
@@ -1187,9 +1314,9 @@ static void heartbeat(evutil_socket_t fd, short what, void *arg)
 	snprintf(alive, sizeof(alive), "al:worker:%s", w->conf->backend.worker_id);
 	snprintf(ttl, sizeof(ttl), "%llu", (unsigned long long)(w->conf->heartbeat_ms * 3));
 	n += snprintf(desc + n, sizeof(desc) - (size_t)n,
-		      "{\"pid\":%d,\"slots\":%u,\"busy\":%u,\"draining\":%s,\"done\":%llu,\"backends\":[",
+		      "{\"pid\":%d,\"slots\":%u,\"busy\":%u,\"held\":%u,\"draining\":%s,\"done\":%llu,\"backends\":[",
 		      (int)getpid(), (unsigned)w->nbackends * w->conf->slots, busy_slots(w),
-		      w->draining ? "true" : "false", (unsigned long long)w->jobs_done);
+		      held_jobs(w), w->draining ? "true" : "false", (unsigned long long)w->jobs_done);
 	for (int b = 0; b < w->nbackends && n < (int)sizeof(desc) - 64; b++)
 		n += snprintf(desc + n, sizeof(desc) - (size_t)n, "%s\"%s%s\"", b ? "," : "",
 			      w->backends[b].ops->name, w->backends[b].ok ? "" : "(unavailable)");
@@ -1202,15 +1329,25 @@ static void heartbeat(evutil_socket_t fd, short what, void *arg)
 		al_aconn_cmd(w->cmd, NULL, NULL, 4, reg, NULL);
 	}
 	hist_flush(w);
-	/* Renew the lease on each running job; poll its cancel flag in case a
-	 * pub/sub message was missed. */
+	/* Renew the lease on each running or held job; poll its cancel flag
+	 * in case a pub/sub message was missed. A job held too long (the
+	 * slots' jobs outlast it) goes back to the queue for other workers. */
 	for (int b = 0; b < w->nbackends; b++) {
-		for (unsigned i = 0; i < w->conf->slots; i++) {
+		for (unsigned i = 0; i < nplaces(w); i++) {
 			struct slot *s = &w->backends[b].slots[i];
 			char jobkey[AL_KEY_MAX];
+			struct flag_req *q;
 
-			if (!s->busy || !s->runner)
+			if (!s->busy || (!s->runner && !s->waiting))
 				continue;
+			if (s->waiting && al_now_ms() - s->held_ms >= AL_HOLD_MAX_MS) {
+				al_log("info", "give_back", "job=%s held_ms=%llu note=\"no slot freed; back to the queue\"",
+				       s->id, (unsigned long long)(al_now_ms() - s->held_ms));
+				retry_later(w, s, 0, false);
+				s->be->hold_off = true;
+				slot_release(s);
+				continue;
+			}
 			{
 				const char *claim[] = { "XCLAIM", s->stream, AL_GROUP_WORKERS,
 							w->conf->backend.worker_id, "0", s->entry,
@@ -1219,7 +1356,13 @@ static void heartbeat(evutil_socket_t fd, short what, void *arg)
 
 				snprintf(jobkey, sizeof(jobkey), "al:job:%s", s->id);
 				al_aconn_cmd(w->cmd, NULL, NULL, 7, claim, NULL);
-				al_aconn_cmd(w->cmd, on_cancel_flag, s, 3, flag, NULL);
+				q = malloc(sizeof(*q));
+				if (!q)
+					continue;
+				q->s = s;
+				memcpy(q->id, s->id, sizeof(q->id));
+				if (al_aconn_cmd(w->cmd, on_cancel_flag, q, 3, flag, NULL))
+					free(q);
 			}
 		}
 	}
@@ -1284,7 +1427,7 @@ static void on_grace(evutil_socket_t fd, short what, void *arg)
 			}
 		}
 	}
-	if (busy_slots(w) == 0 && !w->pending)
+	if (count_busy(w, 0, nplaces(w)) == 0 && !w->pending)
 		event_base_loopexit(w->base, NULL);
 	else {
 		/* Give Redis a moment to take the releases, then leave anyway:
@@ -1305,9 +1448,20 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 	if (w->draining)
 		return;
 	w->draining = true;
-	al_log("info", "drain", "signal=%d busy=%u grace_ms=%llu", (int)sig, busy_slots(w),
-	      (unsigned long long)w->conf->drain_grace_ms);
-	if (busy_slots(w) == 0 && !w->pending) {
+	al_log("info", "drain", "signal=%d busy=%u held=%u grace_ms=%llu", (int)sig, busy_slots(w),
+	       held_jobs(w), (unsigned long long)w->conf->drain_grace_ms);
+	/* Held jobs have not started: back to the queue for other workers. */
+	for (int b = 0; b < w->nbackends; b++) {
+		for (unsigned i = w->conf->slots; i < nplaces(w); i++) {
+			struct slot *s = &w->backends[b].slots[i];
+
+			if (s->waiting) {
+				retry_later(w, s, 0, false);
+				slot_release(s);
+			}
+		}
+	}
+	if (count_busy(w, 0, nplaces(w)) == 0 && !w->pending) {
 		event_base_loopexit(w->base, NULL);
 		return;
 	}
@@ -1401,13 +1555,14 @@ static int setup_backends(struct worker *w)
 		al_log(be->ok ? "info" : "error", "backend", "name=%s ok=%s%s%s%s", be->ops->name,
 		      be->ok ? "yes" : "no", be->ok ? "" : " why=\"", be->ok ? "" : be->why,
 		      be->ok ? "" : "\"");
-		be->slots = calloc(w->conf->slots, sizeof(*be->slots));
+		be->slots = calloc(nplaces(w), sizeof(*be->slots));
 		if (!be->slots)
 			return -1;
-		for (unsigned k = 0; k < w->conf->slots; k++) {
+		for (unsigned k = 0; k < nplaces(w); k++) {
 			be->slots[k].w = w;
 			be->slots[k].index = (int)k;
 			be->slots[k].ops = be->ops;
+			be->slots[k].be = be;
 		}
 		if (w->nbackends == (int)(sizeof(w->backends) / sizeof(w->backends[0])))
 			break;
@@ -1447,8 +1602,9 @@ int al_worker_run(const struct al_worker_conf *conf)
 	w.cmd = al_aconn_new(w.base, &w.url, "cmd", on_cmd_up, on_conn_down, &w);
 	w.fetch = al_aconn_new(w.base, &w.url, "fetch", on_fetch_up, on_conn_down, &w);
 	w.sub = al_aconn_new(w.base, &w.url, "sub", on_sub_up, on_conn_down, &w);
-	al_log("info", "worker_start", "worker=%s tiers=%d slots=%u redis=%s", conf->backend.worker_id,
-	      w.nstreams / AL_BANDS, conf->slots, conf->redis_url);
+	al_log("info", "worker_start", "worker=%s tiers=%d slots=%u prefetch=%u redis=%s",
+	       conf->backend.worker_id, w.nstreams / AL_BANDS, conf->slots, conf->prefetch,
+	       conf->redis_url);
 	event_base_dispatch(w.base);
 
 	/* Let callbacks in flight finish; each is bounded by its timeout. */
@@ -1481,7 +1637,7 @@ int al_worker_run(const struct al_worker_conf *conf)
 	al_aconn_free(w.sub);
 	/* Leaving: whatever still runs is killed; its lease brings it back. */
 	for (int b = 0; b < w.nbackends; b++) {
-		for (unsigned i = 0; i < conf->slots; i++) {
+		for (unsigned i = 0; i < nplaces(&w); i++) {
 			struct slot *s = &w.backends[b].slots[i];
 
 			if (s->runner)

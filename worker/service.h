@@ -10,6 +10,7 @@
 #include "../scheduler/policy.h"
 
 #define AL_MAX_TIERS 16
+#define AL_HOLD_MAX_MS 1000 /* a job held ahead (prefetch) longer goes back to the queue */
 
 struct al_worker_conf {
 	const char *redis_url;	   /* redis://... or unix:///... */
@@ -17,6 +18,7 @@ struct al_worker_conf {
 	const char *tiers[AL_MAX_TIERS]; /* tiers served; empty = every tier in the policy */
 	unsigned ntiers;
 	unsigned slots;		   /* concurrent jobs per backend */
+	unsigned prefetch;	   /* jobs per backend claimed ahead of a free slot */
 	uint64_t heartbeat_ms;	   /* lease renewal and liveness period */
 	uint64_t drain_grace_ms;   /* SIGTERM: time running jobs get to finish */
 	const char *webhook_secret; /* HMAC key for callback signatures; NULL = unsigned */

@@ -85,8 +85,9 @@ def round_trip(c):
 
 def thousand(c):
     c.scheduler()
-    for i in range(4):
-        c.worker("w%d" % i, uid_base=64000 + 10 * i, slots=2)
+    for i in range(4):  # two of them claim ahead of their slots (--prefetch)
+        c.worker("w%d" % i, uid_base=64000 + 10 * i, slots=2,
+                 extra=["--prefetch", "3"] if i >= 2 else [])
     ids = []
     for i in range(1000):
         job = {"v": 1, "id": "bulk-%04d" % i, "tier": "trusted", "argv": ["true"]}
@@ -215,6 +216,76 @@ def cancel_and_deadline(c):
     t.ok(r and r["status"] == "expired" and r["stdout"] == b"", "queued past its deadline: expired",
          r)
     c.cli("cancel", blocker)
+
+
+def state_of(c, jid):
+    return c.rcli("HMGET", "al:job:" + jid, "state", "worker").split()
+
+
+def prefetch(c):
+    """--prefetch: jobs claimed ahead of a free slot are held, and still
+    obey cancel, deadlines, drain, and go back when no slot frees."""
+    for bad in ("257", "-1", "x"):
+        p = subprocess.run([os.path.join(os.environ.get("BUILD", "build"), "airlock-worker"),
+                            "--prefetch", bad], capture_output=True, timeout=10)
+        t.ok(p.returncode == 2 and b"--prefetch: expected an integer in 0..256" in p.stderr,
+             "--prefetch %s: exit 2 with the allowed range" % bad, p.stderr)
+    c.scheduler()
+    c.worker("wp", uid_base=65400, slots=1, extra=["--prefetch", "2"])
+    a = submit(c, "--timeout", "20000", "-c", "import time; time.sleep(0.8); print('a')")
+    c.wait_for(lambda: "event=job_start job=%s" % a in c.log("wp"), timeout=15)
+    b = submit(c, "-c", "print('b')")
+    d = submit(c, "--deadline-ms", str(int(time.time() * 1000) + 300), "-c", "print('d')")
+    held = c.wait_for(lambda: state_of(c, b) == ["running", "wp"], timeout=5, step=0.05)
+    t0 = time.time()
+    c.cli("cancel", b)
+    c.rcli("BLPOP", "al:done:" + b, "10")
+    took = time.time() - t0
+    r = result(c, b)
+    t.ok(held and r and r["status"] == "cancelled" and "before it started" in r["error"]
+         and took < 1.0 and "job_start job=%s" % b not in c.log("wp"),
+         "a held job is cancelled without running, in %.2f s" % took, (held, r))
+    c.rcli("BLPOP", "al:done:" + d, "10")
+    r = result(c, d)
+    log = c.log("wp")
+    t.ok(r and r["status"] == "expired" and "job_start job=%s" % d not in log
+         and "give_back job=%s" % d not in log,
+         "a held job whose deadline passes before a slot frees: expired, never run", r)
+    c.rcli("BLPOP", "al:done:" + a, "10")
+    r = result(c, a)
+    t.ok(r and r["status"] == "ok" and r["stdout"] == b"a\n", "the slot's own job unaffected", r)
+    # No slot frees in time: the held job goes back and another worker runs it.
+    long = submit(c, "--timeout", "20000", "-c", "import time; time.sleep(5)")
+    c.wait_for(lambda: "event=job_start job=%s" % long in c.log("wp"), timeout=15)
+    e = submit(c, "-c", "print('e')")
+    held = c.wait_for(lambda: state_of(c, e) == ["running", "wp"], timeout=5, step=0.05)
+    c.worker("wq", uid_base=65410, slots=1)
+    c.rcli("BLPOP", "al:done:" + e, "10")
+    r = result(c, e)
+    t.ok(held and r and r["status"] == "ok" and r["worker"] == "wq" and r["attempt"] == 1
+         and "event=give_back job=%s" % e in c.log("wp") and not result(c, long),
+         "held over 1 s behind a long job: given back, run by an idle worker (same attempt)",
+         (held, r))
+    c.rcli("BLPOP", "al:done:" + long, "10")
+    c.signal("wq", signal.SIGTERM)
+    c.wait_exit("wq")
+    # Drain: held jobs go back at once; the running one finishes.
+    long = submit(c, "--timeout", "20000", "-c", "import time; time.sleep(2); print('long')")
+    c.wait_for(lambda: "event=job_start job=%s" % long in c.log("wp"), timeout=15)
+    f = submit(c, "-c", "print('f')")
+    held = c.wait_for(lambda: state_of(c, f) == ["running", "wp"], timeout=5, step=0.05)
+    c.signal("wp", signal.SIGTERM)
+    c.worker("wr", uid_base=65420, slots=1)
+    c.rcli("BLPOP", "al:done:" + f, "10")
+    rf = result(c, f)
+    rl = result(c, long)
+    rc = c.wait_exit("wp", 30)
+    rl = result(c, long)
+    t.ok(held and rf and rf["status"] == "ok" and rf["worker"] == "wr" and rc == 0
+         and rl and rl["status"] == "ok" and rl["worker"] == "wp",
+         "SIGTERM: held job given back at once and run elsewhere; the running one finishes",
+         (held, rf, rl, rc))
+    t.ok(c.rcli("HGET", "al:stats", "status:ok").strip() == "5", "one result each, nothing twice")
 
 
 def garbage(c):
@@ -365,7 +436,7 @@ tiers:
 for name, fn in [("round trip", round_trip), ("1000 jobs", thousand),
                  ("killed worker", killed_worker), ("stale attempt", stale_attempt),
                  ("redis restart", redis_restart), ("cancel and deadline", cancel_and_deadline),
-                 ("garbage", garbage), ("drain", drain), ("sandbox retry", sandbox_retry)]:
+                 ("prefetch", prefetch), ("garbage", garbage), ("drain", drain), ("sandbox retry", sandbox_retry)]:
     section(name, fn)
 worker_before_redis(None)
 webhook(None)

@@ -625,11 +625,12 @@ static void on_snap(redisAsyncContext *ac, void *reply, void *priv)
 				evbuffer_add_printf(sn->out, "airlock_retries_total %s\n", v);
 		}
 	} else if (r && !strcmp(p->what, "workers") && r->type == REDIS_REPLY_ARRAY &&
-		   r->elements == 3) {
+		   r->elements == 4) {
 		evbuffer_add_printf(sn->out, "airlock_workers_live %lld\n", r->element[0]->integer);
 		evbuffer_add_printf(sn->out, "airlock_slots_busy %lld\n", r->element[1]->integer);
 		evbuffer_add_printf(sn->out, "airlock_slots_free %lld\n",
 				    r->element[2]->integer - r->element[1]->integer);
+		evbuffer_add_printf(sn->out, "airlock_jobs_held %lld\n", r->element[3]->integer);
 	} else if (r && !strcmp(p->what, "dlq") && r->type == REDIS_REPLY_INTEGER) {
 		evbuffer_add_printf(sn->out, "airlock_dead_letters %lld\n", r->integer);
 	} else if (r && !strcmp(p->what, "delayed") && r->type == REDIS_REPLY_INTEGER) {
@@ -698,16 +699,17 @@ static void on_snap(redisAsyncContext *ac, void *reply, void *priv)
 
 
 static const char lua_workers[] =
-	"local live, busy, slots = 0, 0, 0\n"
+	"local live, busy, slots, held = 0, 0, 0, 0\n"
 	"local all = redis.call('HGETALL', 'al:workers')\n"
 	"for i = 1, #all, 2 do\n"
 	"  if redis.call('EXISTS', 'al:worker:' .. all[i]) == 1 then\n"
 	"    live = live + 1\n"
 	"    busy = busy + (tonumber(string.match(all[i+1], '\"busy\":(%d+)')) or 0)\n"
 	"    slots = slots + (tonumber(string.match(all[i+1], '\"slots\":(%d+)')) or 0)\n"
+	"    held = held + (tonumber(string.match(all[i+1], '\"held\":(%d+)')) or 0)\n"
 	"  end\n"
 	"end\n"
-	"return {live, busy, slots}\n";
+	"return {live, busy, slots, held}\n";
 
 static void snapshot(struct sched *s)
 {

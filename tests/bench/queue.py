@@ -1,11 +1,13 @@
 #!/usr/bin/python3
 """Queue benchmark: no-op job throughput and submit-to-result latency through
 Airlock (scheduler + worker on the benchmark-only noop backend) with 1, 4 and
-16 worker slots, and the same workload through BullMQ workers on the same
-redis-server in the same run. Also print(1) through the queue on the process
-backend. Prints a table with ratios."""
+16 worker slots, each without and with --prefetch (BENCH_PREFETCH, default
+8), and the same workload through BullMQ workers on the same redis-server in
+the same run. Also print(1) through the queue on the process backend. Prints
+a table with ratios."""
 import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -17,6 +19,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 BQ = os.path.join(BUILD, "tests", "bench_queue")
 N_TP = int(os.environ.get("BENCH_JOBS", "20000"))
 N_LAT = int(os.environ.get("BENCH_LAT", "500"))
+PREFETCH = os.environ.get("BENCH_PREFETCH", "8")
 POLICY = """\
 result_ttl_s: 600
 lease_ms: 30000
@@ -44,24 +47,35 @@ def main():
         c = Cluster(policy=POLICY)
         try:
             c.scheduler()
-            c.worker("bench", slots=slots, tiers="bench", extra=["--allow-noop"])
-            c.wait_for(lambda: "event=redis_up" in c.log("bench"), 10)
-            tp = run_json([BQ, c.url, "throughput", str(N_TP), "bench"])
-            lat = run_json([BQ, c.url, "latency", str(N_LAT), "bench"])
+            al = []
+            for pf in ("0", PREFETCH):  # the same redis-server, one worker at a time
+                name = "bench-p" + pf
+                c.worker(name, slots=slots, tiers="bench",
+                         extra=["--allow-noop", "--prefetch", pf])
+                c.wait_for(lambda: "event=redis_up" in c.log(name), 10)
+                al.append((run_json([BQ, c.url, "throughput", str(N_TP), "bench"]),
+                           run_json([BQ, c.url, "latency", str(N_LAT), "bench"])))
+                c.signal(name, signal.SIGTERM)
+                c.wait_exit(name)
             btp = run_json(["node", os.path.join(HERE, "bullmq", "bench.mjs"), c.sock,
                             "throughput", str(N_TP), str(slots)])
             blat = run_json(["node", os.path.join(HERE, "bullmq", "bench.mjs"), c.sock,
                              "latency", str(N_LAT), str(slots)])
         finally:
             c.close()
-        rows.append((slots, tp, lat, btp, blat))
+        rows.append((slots, al, btp, blat))
     print("no-op jobs, %d for throughput, %d sequential for latency, one redis-server" % (N_TP, N_LAT))
-    print("%5s | %12s %12s %7s | %9s %9s %9s %9s" % (
-        "slots", "airlock j/s", "bullmq j/s", "ratio", "al p50", "bq p50", "al p99", "bq p99"))
-    for slots, tp, lat, btp, blat in rows:
-        print("%5d | %12d %12d %6.2fx | %7.2fms %7.2fms %7.2fms %7.2fms" % (
-            slots, tp["jobs_per_s"], btp["jobs_per_s"], tp["jobs_per_s"] / btp["jobs_per_s"],
-            lat["p50_ms"], blat["p50_ms"], lat["p99_ms"], blat["p99_ms"]))
+    print("%5s | %9s %9s %9s | %6s %6s | %7s %7s %7s | %7s %7s %7s" % (
+        "slots", "al j/s", "al+pf j/s", "bq j/s", "ratio", "+pf", "al p50", "+pf p50", "bq p50",
+        "al p99", "+pf p99", "bq p99"))
+    for slots, al, btp, blat in rows:
+        (tp0, lat0), (tp1, lat1) = al
+        print("%5d | %9d %9d %9d | %5.2fx %5.2fx | %5.2fms %5.2fms %5.2fms | %5.2fms %5.2fms %5.2fms" % (
+            slots, tp0["jobs_per_s"], tp1["jobs_per_s"], btp["jobs_per_s"],
+            tp0["jobs_per_s"] / btp["jobs_per_s"], tp1["jobs_per_s"] / btp["jobs_per_s"],
+            lat0["p50_ms"], lat1["p50_ms"], blat["p50_ms"], lat0["p99_ms"], lat1["p99_ms"],
+            blat["p99_ms"]))
+    print("(al+pf: the worker started with --prefetch %s)" % PREFETCH)
     # print(1) through the whole queue on the process backend
     c = Cluster(policy=POLICY)
     try:

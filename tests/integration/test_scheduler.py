@@ -255,7 +255,7 @@ def reload_and_metrics():
              val.get('airlock_jobs_total{status="rejected"}') == 2,
              "/metrics: jobs by final status match what ran", m[:1500])
         t.ok(val.get("airlock_workers_live") == 1 and val.get("airlock_slots_free") == 2 and
-             val.get('airlock_queue_depth{tier="trusted",band="mid"}') == 0,
+             val.get("airlock_jobs_held") == 0 and val.get('airlock_queue_depth{tier="trusted",band="mid"}') == 0,
              "/metrics: live workers, free slots, queue depth", m[:1500])
         t.ok(val.get('airlock_run_seconds_count{tier="trusted",backend="process"}') == 4 and
              'airlock_queue_wait_seconds_bucket{tier="trusted",backend="process",le="+Inf"}' in m,

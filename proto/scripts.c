@@ -26,13 +26,14 @@ const char al_lua_submit[] =
 	"end\n"
 	"return out\n";
 
+/* Acknowledgements are collected and sent as one XACK per call. */
 const char al_lua_admit[] =
-	"local out = {}\n"
+	"local out, acks = {}, {}\n"
 	"local n = (#ARGV - 1) / 12\n"
 	"for i = 0, n - 1 do\n"
 	"  local K = 1 + 4 * i\n"
 	"  local A = 1 + 12 * i\n"
-	"  local function ack() redis.call('XACK', KEYS[1], ARGV[1], ARGV[A + 12]) end\n"
+	"  local function ack() acks[#acks + 1] = ARGV[A + 12] end\n"
 	"  local st = redis.call('HGET', KEYS[K + 1], 'state')\n"
 	"  local code\n"
 	"  if st == 'done' then ack(); code = -1\n"
@@ -63,6 +64,7 @@ const char al_lua_admit[] =
 	"  end\n"
 	"  out[i + 1] = code\n"
 	"end\n"
+	"if #acks > 0 then redis.call('XACK', KEYS[1], ARGV[1], unpack(acks)) end\n"
 	"return out\n";
 
 /* Claim one delivered entry: the heart of CLAIM and FETCH. */
@@ -116,9 +118,14 @@ const char al_lua_fetch[] =
 	"return out\n";
 
 const char al_lua_commit[] =
+	"local acks = {}\n"
 	"local function commit_one(K, A)\n"
 	"  local function ack()\n"
-	"    if ARGV[A + 4] ~= '' then redis.call('XACK', KEYS[K + 4], ARGV[A + 5], ARGV[A + 4]) end\n"
+	"    if ARGV[A + 4] ~= '' then\n"
+	"      local g = KEYS[K + 4] .. '\\0' .. ARGV[A + 5]\n"
+	"      acks[g] = acks[g] or {KEYS[K + 4], ARGV[A + 5]}\n"
+	"      table.insert(acks[g], ARGV[A + 4])\n"
+	"    end\n"
 	"  end\n"
 	"  local h = redis.call('HMGET', KEYS[K + 1], 'attempt', 'state', 'counted')\n"
 	"  if h[2] == 'done' then ack(); return 0 end\n"
@@ -143,6 +150,7 @@ const char al_lua_commit[] =
 	"end\n"
 	"local out = {}\n"
 	"for i = 0, #KEYS / 6 - 1 do out[i + 1] = commit_one(6 * i, 6 * i) end\n"
+	"for _, a in pairs(acks) do redis.call('XACK', unpack(a)) end\n"
 	"return out\n";
 
 const char al_lua_retry[] =

@@ -26,7 +26,8 @@ const char al_lua_submit[] =
 	"end\n"
 	"return out\n";
 
-/* Acknowledgements are collected and sent as one XACK per call. */
+/* Acknowledgements (and COMMIT's status counters) are collected and sent
+ * once per call. */
 const char al_lua_admit[] =
 	"local out, acks = {}, {}\n"
 	"local n = (#ARGV - 1) / 12\n"
@@ -118,7 +119,7 @@ const char al_lua_fetch[] =
 	"return out\n";
 
 const char al_lua_commit[] =
-	"local acks = {}\n"
+	"local acks, counts = {}, {}\n"
 	"local function commit_one(K, A)\n"
 	"  local function ack()\n"
 	"    if ARGV[A + 4] ~= '' then\n"
@@ -144,13 +145,18 @@ const char al_lua_commit[] =
 	"  redis.call('PEXPIRE', KEYS[K + 1], ttl)\n"
 	"  redis.call('RPUSH', KEYS[K + 3], '1')\n"
 	"  redis.call('PEXPIRE', KEYS[K + 3], ttl)\n"
-	"  redis.call('HINCRBY', KEYS[K + 5], 'status:' .. ARGV[A + 6], 1)\n"
+	"  local c = counts[KEYS[K + 5]] or {}\n"
+	"  counts[KEYS[K + 5]] = c\n"
+	"  c['status:' .. ARGV[A + 6]] = (c['status:' .. ARGV[A + 6]] or 0) + 1\n"
 	"  ack()\n"
 	"  return 1\n"
 	"end\n"
 	"local out = {}\n"
 	"for i = 0, #KEYS / 6 - 1 do out[i + 1] = commit_one(6 * i, 6 * i) end\n"
 	"for _, a in pairs(acks) do redis.call('XACK', unpack(a)) end\n"
+	"for k, c in pairs(counts) do\n"
+	"  for f, n in pairs(c) do redis.call('HINCRBY', k, f, n) end\n"
+	"end\n"
 	"return out\n";
 
 const char al_lua_retry[] =

@@ -2,7 +2,7 @@
 """Queue benchmark: no-op job throughput and submit-to-result latency through
 Airlock (scheduler + worker on the benchmark-only noop backend) with 1, 4 and
 16 worker slots, each without and with --prefetch (BENCH_PREFETCH, default
-8), and the same workload through BullMQ workers on the same redis-server in
+16), and the same workload through BullMQ workers on the same redis-server in
 the same run. Also print(1) through the queue on the process backend. Prints
 a table with ratios."""
 import json
@@ -19,7 +19,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 BQ = os.path.join(BUILD, "tests", "bench_queue")
 N_TP = int(os.environ.get("BENCH_JOBS", "20000"))
 N_LAT = int(os.environ.get("BENCH_LAT", "500"))
-PREFETCH = os.environ.get("BENCH_PREFETCH", "8")
+PREFETCH = os.environ.get("BENCH_PREFETCH", "16")
 POLICY = """\
 result_ttl_s: 600
 lease_ms: 30000

@@ -151,10 +151,16 @@ static unsigned held_jobs(struct worker *w)
 	return count_busy(w, w->conf->slots, nplaces(w));
 }
 
-/* Draining and nothing left to run, hold or send: the loop may end. */
+/* Nothing left to run, hold or send. */
+static bool idle(struct worker *w)
+{
+	return !w->pending && count_busy(w, 0, nplaces(w)) == 0;
+}
+
+/* Draining and idle: the loop may end. */
 static void exit_if_idle(struct worker *w)
 {
-	if (w->draining && !w->pending && count_busy(w, 0, nplaces(w)) == 0)
+	if (w->draining && idle(w))
 		event_base_loopexit(w->base, NULL);
 }
 
@@ -790,12 +796,18 @@ static void dispatch_held(struct worker *w, struct backend_state *be)
 	}
 }
 
+/* Put the job of place p back in its queue for any worker, same attempt. */
+static void give_back(struct worker *w, struct slot *p)
+{
+	retry_later(w, p, 0, false);
+	slot_release(p);
+}
+
 /* Place p got its job: hold it until a slot frees (at once if one is free). */
 static void hold(struct worker *w, struct slot *p)
 {
-	if (w->draining) { /* give it back for another worker, same attempt */
-		retry_later(w, p, 0, false);
-		slot_release(p);
+	if (w->draining) {
+		give_back(w, p);
 		return;
 	}
 	p->waiting = true;
@@ -1343,9 +1355,8 @@ static void heartbeat(evutil_socket_t fd, short what, void *arg)
 			if (s->waiting && al_now_ms() - s->held_ms >= AL_HOLD_MAX_MS) {
 				al_log("info", "give_back", "job=%s held_ms=%llu note=\"no slot freed; back to the queue\"",
 				       s->id, (unsigned long long)(al_now_ms() - s->held_ms));
-				retry_later(w, s, 0, false);
 				s->be->hold_off = true;
-				slot_release(s);
+				give_back(w, s);
 				continue;
 			}
 			{
@@ -1427,7 +1438,7 @@ static void on_grace(evutil_socket_t fd, short what, void *arg)
 			}
 		}
 	}
-	if (count_busy(w, 0, nplaces(w)) == 0 && !w->pending)
+	if (idle(w))
 		event_base_loopexit(w->base, NULL);
 	else {
 		/* Give Redis a moment to take the releases, then leave anyway:
@@ -1455,13 +1466,11 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 		for (unsigned i = w->conf->slots; i < nplaces(w); i++) {
 			struct slot *s = &w->backends[b].slots[i];
 
-			if (s->waiting) {
-				retry_later(w, s, 0, false);
-				slot_release(s);
-			}
+			if (s->waiting)
+				give_back(w, s);
 		}
 	}
-	if (count_busy(w, 0, nplaces(w)) == 0 && !w->pending) {
+	if (idle(w)) {
 		event_base_loopexit(w->base, NULL);
 		return;
 	}

@@ -8,12 +8,11 @@
 #include <sys/time.h>
 #include <time.h>
 
-#include "../proto/keys.h"
-#include "../proto/scripts.h"
+#include "../proto/contract.h"
 #include "log.h"
 #include "redis_url.h"
 
-#define IDEM_TTL_S "86400"
+#define IDEM_TTL_S 86400
 
 struct al_client {
 	redisContext *rc;
@@ -53,6 +52,20 @@ static redisReply *cmd(struct al_client *c, struct al_err *err, int argc, const 
 		return NULL;
 	}
 	return r;
+}
+
+/* Run a built call (the caller keeps and frees it). */
+static redisReply *run_call(struct al_client *c, struct al_err *err, struct al_call *call)
+{
+	int argc;
+	const char **argv;
+	const size_t *lens;
+
+	if (al_call_argv(call, &argc, &argv, &lens)) {
+		al_err_set(err, AL_ENOMEM, "out of memory");
+		return NULL;
+	}
+	return cmd(c, err, argc, argv, lens);
 }
 
 struct al_client *al_client_connect(const char *url, struct al_err *err)
@@ -116,21 +129,13 @@ void al_client_close(struct al_client *c)
 int al_client_submit_many(struct al_client *c, struct al_job *jobs, size_t n,
 			  char (*ids_out)[AL_ID_MAX + 1], int *status, struct al_err *err)
 {
-	const size_t nk = 3, na = 7;
-	struct al_buf *bodies = calloc(n ? n : 1, sizeof(*bodies));
-	char (*keys)[AL_KEY_MAX] = calloc(n * 2 + 1, AL_KEY_MAX);
-	char (*nums)[24] = calloc(n + 1, 24);
-	const char **argv = calloc(3 + (nk + na) * n, sizeof(char *));
-	size_t *lens = calloc(3 + (nk + na) * n, sizeof(size_t));
-	char nkeys[24], gen[33];
+	struct al_call call;
+	struct al_buf body = { 0 };
+	char gen[33];
 	redisReply *r = NULL;
-	size_t k = 3;
 	int rc = AL_OK;
 
-	if (!bodies || !keys || !nums || !argv || !lens) {
-		rc = al_err_set(err, AL_ENOMEM, "out of memory");
-		goto out;
-	}
+	al_call_init(&call, al_lua_submit);
 	for (size_t i = 0; i < n; i++) {
 		struct al_job *job = &jobs[i];
 
@@ -144,34 +149,16 @@ int al_client_submit_many(struct al_client *c, struct al_job *jobs, size_t n,
 		}
 		if (!job->submitted_ms)
 			job->submitted_ms = al_now_ms();
-		if ((rc = al_job_encode(job, &bodies[i], err)))
+		al_buf_reset(&body);
+		if ((rc = al_job_encode(job, &body, err)))
 			goto out;
-		snprintf(keys[2 * i], AL_KEY_MAX, "al:job:%s", job->id);
-		snprintf(keys[2 * i + 1], AL_KEY_MAX, "al:idem:%s:%s", job->tenant,
-			 job->idempotency_key ? job->idempotency_key : "");
-		snprintf(nums[i], 24, "%llu", (unsigned long long)job->submitted_ms);
-		argv[k++] = keys[2 * i];
-		argv[k++] = AL_KEY_INTAKE;
-		argv[k++] = keys[2 * i + 1];
+		al_submit_add(&call, &(struct al_submit_item){
+					     .id = job->id, .tier = job->tier, .tenant = job->tenant,
+					     .job = body.data, .joblen = body.len,
+					     .now_ms = job->submitted_ms,
+					     .idem_key = job->idempotency_key, .idem_ttl_s = IDEM_TTL_S });
 	}
-	for (size_t i = 0; i < n; i++) {
-		argv[k++] = jobs[i].id;
-		lens[k] = bodies[i].len;
-		argv[k++] = bodies[i].data;
-		argv[k++] = nums[i];
-		argv[k++] = IDEM_TTL_S;
-		argv[k++] = jobs[i].idempotency_key ? "1" : "0";
-		argv[k++] = jobs[i].tier;
-		argv[k++] = jobs[i].tenant;
-	}
-	snprintf(nkeys, sizeof(nkeys), "%zu", nk * n);
-	argv[0] = "EVALSHA";
-	argv[1] = al_script_sha(al_lua_submit);
-	argv[2] = nkeys;
-	for (size_t i = 0; i < k; i++)
-		if (!lens[i])
-			lens[i] = strlen(argv[i]);
-	if (!(r = cmd(c, err, (int)k, argv, lens))) {
+	if (!(r = run_call(c, err, &call))) {
 		rc = AL_EREDIS;
 		goto out;
 	}
@@ -193,13 +180,8 @@ int al_client_submit_many(struct al_client *c, struct al_job *jobs, size_t n,
 out:
 	if (r)
 		freeReplyObject(r);
-	for (size_t i = 0; bodies && i < n; i++)
-		al_buf_free(&bodies[i]);
-	free(bodies);
-	free(keys);
-	free(nums);
-	free(argv);
-	free(lens);
+	al_buf_free(&body);
+	al_call_free(&call);
 	return rc;
 }
 
@@ -213,9 +195,9 @@ int al_client_submit(struct al_client *c, struct al_job *job, char id_out[AL_ID_
 	*existing = false;
 	if (rc)
 		return rc;
-	if (status == -1)
+	if (status == AL_SUBMIT_ID_TAKEN)
 		return al_err_set(err, AL_EINVAL, "id: job \"%s\" already exists", job->id);
-	*existing = status == 0;
+	*existing = status == AL_SUBMIT_SAME_KEY;
 	snprintf(id_out, AL_ID_MAX + 1, "%s", ids[0]);
 	return AL_OK;
 }
@@ -228,7 +210,7 @@ static int get_result(struct al_client *c, const char *id, struct al_result *res
 	redisReply *r;
 	int rc = AL_OK;
 
-	snprintf(key, sizeof(key), "al:res:%s", id);
+	al_key_res(key, id);
 	if (!(r = cmd(c, err, 2, argv, NULL)))
 		return AL_EREDIS;
 	*found = r->type == REDIS_REPLY_STRING;
@@ -246,7 +228,7 @@ int al_client_wait(struct al_client *c, const char *id, uint64_t timeout_ms,
 	bool found;
 	int rc;
 
-	snprintf(done, sizeof(done), "al:done:%s", id);
+	al_key_done(done, id);
 	for (;;) {
 		char tmo[32];
 		const char *argv[3] = { "BLPOP", done, tmo };
@@ -259,16 +241,19 @@ int al_client_wait(struct al_client *c, const char *id, uint64_t timeout_ms,
 		if (deadline && left == 0)
 			return al_err_set(err, AL_EREDIS, "timed out waiting for %s", id);
 		/* BLPOP wakes at commit; one waiter takes the token and puts it
-		 * back so that every other waiter wakes too. Re-check at least
-		 * once a second in case the list expired. */
+		 * back (REARM: with the result's TTL) so that every other waiter
+		 * wakes too. Re-check at least once a second. */
 		snprintf(tmo, sizeof(tmo), "%.3f", (double)(left > 1000 ? 1000 : left) / 1000.0);
 		if (!(r = cmd(c, err, 3, argv, NULL)))
 			return AL_EREDIS;
 		if (r->type == REDIS_REPLY_ARRAY) {
-			redisReply *p = redisCommand(c->rc, "RPUSH %s 1", done);
+			struct al_call rearm;
+			redisReply *p;
 
-			if (p)
+			al_rearm_call(&rearm, id);
+			if ((p = run_call(c, NULL, &rearm)))
 				freeReplyObject(p);
+			al_call_free(&rearm);
 		}
 		freeReplyObject(r);
 	}
@@ -284,7 +269,7 @@ int al_client_status(struct al_client *c, const char *id, char state[32],
 	int rc;
 
 	memset(res, 0, sizeof(*res));
-	snprintf(key, sizeof(key), "al:job:%s", id);
+	al_key_job(key, id);
 	if (!(r = cmd(c, err, 3, argv, NULL)))
 		return AL_EREDIS;
 	snprintf(state, 32, "%s", r->type == REDIS_REPLY_STRING ? r->str : "");
@@ -301,48 +286,30 @@ int al_client_status(struct al_client *c, const char *id, char state[32],
 
 int al_client_cancel(struct al_client *c, const char *id, struct al_err *err)
 {
-	char jobkey[AL_KEY_MAX], reskey[AL_KEY_MAX], done[AL_KEY_MAX], tenantkey[AL_KEY_MAX];
-	char ttl[] = "86400000";
 	struct al_result res = { 0 };
 	struct al_buf b = { 0 };
+	struct al_call call;
 	redisReply *r;
 	int rc;
 
-	snprintf(jobkey, sizeof(jobkey), "al:job:%s", id);
-	snprintf(reskey, sizeof(reskey), "al:res:%s", id);
-	snprintf(done, sizeof(done), "al:done:%s", id);
-	{
-		const char *argv[3] = { "HGET", jobkey, "tenant" };
-
-		if (!(r = cmd(c, err, 3, argv, NULL)))
-			return AL_EREDIS;
-		snprintf(tenantkey, sizeof(tenantkey), "al:tenant:%s",
-			 r->type == REDIS_REPLY_STRING ? r->str : "default");
-		freeReplyObject(r);
-	}
 	res.version = AL_PROTO_VERSION;
 	res.id = (char *)id;
+	res.attempt = 0; /* nothing ran */
 	res.status = AL_ST_CANCELLED;
 	res.error = (char *)"cancelled by a client before it started";
 	res.finished_ms = al_now_ms();
 	rc = al_result_encode(&res, &b, err);
 	if (rc)
 		return rc;
-	{
-		const char *argv[] = { "EVALSHA", al_script_sha(al_lua_cancel), "5", jobkey, reskey, done, AL_KEY_STATS,
-				       tenantkey, id, b.data, ttl };
-		size_t lens[sizeof(argv) / sizeof(argv[0])];
-
-		for (size_t i = 0; i < sizeof(argv) / sizeof(argv[0]); i++)
-			lens[i] = argv[i] == b.data ? b.len : strlen(argv[i]);
-		r = cmd(c, err, sizeof(argv) / sizeof(argv[0]), argv, lens);
-	}
+	al_cancel_call(&call, id, b.data, b.len, 86400000);
+	r = run_call(c, err, &call);
+	al_call_free(&call);
 	al_buf_free(&b);
 	if (!r)
 		return AL_EREDIS;
 	rc = r->type == REDIS_REPLY_INTEGER ? (int)r->integer : -9;
 	freeReplyObject(r);
-	if (rc == -1)
+	if (rc == AL_CANCEL_UNKNOWN)
 		return al_err_set(err, AL_EINVAL, "no job \"%s\"", id);
 	if (rc < 0)
 		return al_err_set(err, AL_EREDIS, "cancel: unexpected reply");
@@ -391,7 +358,9 @@ int al_client_stats(struct al_client *c, void *fp, struct al_err *err)
 	r = redisCommand(c->rc, "HGETALL %s", AL_KEY_WORKERS);
 	if (r && r->type == REDIS_REPLY_ARRAY) {
 		for (size_t i = 0; i + 1 < r->elements; i += 2) {
-			redisReply *alive = redisCommand(c->rc, "EXISTS al:worker:%s", r->element[i]->str);
+			char key[AL_KEY_MAX];
+			redisReply *alive = redisCommand(c->rc, "EXISTS %s",
+							 al_key_worker(key, r->element[i]->str));
 
 			if (alive && alive->type == REDIS_REPLY_INTEGER && alive->integer)
 				fprintf(f, "worker %s %s\n", r->element[i]->str, r->element[i + 1]->str);
@@ -455,7 +424,7 @@ int al_client_dlq(struct al_client *c, const char *op, const char *entry, void *
 	} else if ((!strcmp(op, "show") || !strcmp(op, "retry")) && entry) {
 		redisReply *e;
 		const char *raw = NULL;
-		size_t rawlen = 0;
+		size_t rawlen = 0, size = 0;
 
 		r = redisCommand(c->rc, "XRANGE %s %s %s", AL_KEY_DLQ, entry, entry);
 		if (!r || r->type != REDIS_REPLY_ARRAY)
@@ -474,10 +443,18 @@ int al_client_dlq(struct al_client *c, const char *op, const char *entry, void *
 			if (!strcmp(e->element[k]->str, "raw")) {
 				raw = e->element[k + 1]->str;
 				rawlen = e->element[k + 1]->len;
+			} else if (!strcmp(e->element[k]->str, "size")) {
+				size = strtoull(e->element[k + 1]->str, NULL, 10);
 			}
-		if (!raw) {
+		if (!raw || !rawlen) {
 			freeReplyObject(r);
 			return al_err_set(err, AL_EINVAL, "dead letter %s has no job to retry", entry);
+		}
+		if (size > rawlen) {
+			freeReplyObject(r);
+			return al_err_set(err, AL_EINVAL,
+					  "dead letter %s keeps only the first %zu of its %zu bytes: it cannot be re-submitted; submit the job again",
+					  entry, rawlen, size);
 		}
 		{
 			redisReply *x = redisCommand(c->rc, "XADD %s * job %b", AL_KEY_INTAKE, raw, rawlen);

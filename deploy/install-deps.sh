@@ -13,7 +13,7 @@ build_pkgs=(
 # test, OCI runtimes, bubblewrap and podman (benchmark baselines), QEMU and the pieces the
 # microVM/VM images are built from, libvirt's daemon, network tooling.
 run_pkgs=(
-	redis-server python3 python3-msgpack curl procps iproute2 util-linux
+	redis-server python3 python3-msgpack python3-redis curl procps iproute2 util-linux
 	bubblewrap runc crun uidmap podman
 	qemu-system-x86 qemu-utils busybox-static cpio lz4 debootstrap
 	linux-image-cloud-amd64

@@ -542,6 +542,11 @@ int al_job_decode(const void *buf, size_t len, struct al_job *job, struct al_err
 	return rc;
 }
 
+bool al_job_id_ok(const char *s, size_t len)
+{
+	return s && len > 0 && len <= AL_ID_MAX && strlen(s) == len && name_ok(s, AL_ID_MAX, "._:-");
+}
+
 char *al_job_peek_id(const void *buf, size_t len)
 {
 	msgpack_unpacked up;

@@ -128,6 +128,10 @@ int al_job_validate(const struct al_job *job, struct al_err *err);
  * can be written. Returns a malloc'd string (caller frees) or NULL. */
 char *al_job_peek_id(const void *buf, size_t len);
 
+/* A well-formed job id: 1..64 characters of [A-Za-z0-9._:-], len bytes, no
+ * NUL inside. */
+bool al_job_id_ok(const char *s, size_t len);
+
 /* Free everything the job owns and zero it. NULL is fine. */
 void al_job_free(struct al_job *job);
 

@@ -18,9 +18,8 @@
 
 #include "../client/aconn.h"
 #include "../client/log.h"
-#include "../proto/keys.h"
+#include "../proto/contract.h"
 #include "../proto/result.h"
-#include "../proto/scripts.h"
 #include "policy.h"
 #include "vmlease.h"
 
@@ -42,6 +41,8 @@ struct sched {
 	const char *libvirt_uri;   /* service VMs' libvirt, or NULL */
 	struct al_vmlease *vms;
 	bool reconciled;
+	uint64_t up_ms;		   /* monotonic ms when the command connection was last up */
+	bool read_own;		   /* this run's own pending intake entries were read */
 	/* metrics snapshot, refreshed once a second */
 	char *metrics;
 	bool redis_ok;
@@ -50,9 +51,8 @@ struct sched {
 
 static void maybe_fetch(struct sched *s);
 
-/* Fire-and-log script call; transitions are idempotent so a lost reply is
- * repaired by the next pass (the intake entry stays pending and is read
- * again after a restart). */
+/* Fire-and-log reply of a best-effort call (promote, expire, trim: each
+ * is repeated by the next pass anyway). */
 static void on_reply_log(redisAsyncContext *ac, void *reply, void *priv)
 {
 	redisReply *r = reply;
@@ -60,71 +60,104 @@ static void on_reply_log(redisAsyncContext *ac, void *reply, void *priv)
 	(void)ac;
 	if (r && r->type == REDIS_REPLY_ERROR)
 		al_log("error", "redis", "what=%s error=\"%s\"", (const char *)priv, r->str);
-	else if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 1 &&
-		 r->element[0]->type == REDIS_REPLY_INTEGER && r->element[0]->integer == -1)
-		al_log("warn", "redis", "what=%s note=\"refused: the job moved on\"", (const char *)priv);
+}
+
+/* A reliable call whose answer only needs logging when it is an error. */
+static void call(struct sched *s, struct al_call *c, const char *what)
+{
+	if (al_aconn_call(s->cmd, c, on_reply_log, (void *)what))
+		al_log("error", "out_of_memory", "what=%s", what);
 }
 
 static void ack_intake(struct sched *s, const char *entry)
 {
-	const char *ack[] = { "XACK", AL_KEY_INTAKE, AL_GROUP_SCHEDULER, entry };
+	struct al_call c;
 
-	al_aconn_cmd(s->cmd, on_reply_log, (void *)"xack", 4, ack, NULL);
+	al_xack_call(&c, AL_KEY_INTAKE, AL_GROUP_SCHEDULER, entry);
+	call(s, &c, "xack");
 }
 
 static void dead_letter(struct sched *s, const char *source, const char *entry, const char *reason,
 			const char *id, const char *raw, size_t rawlen)
 {
-	const char *argv[AL_DLQ_ARGC];
-	size_t lens[AL_DLQ_ARGC];
+	struct al_call c;
 
-	al_dlq_argv(argv, lens, reason, source, entry, id, raw, rawlen);
+	al_dlq_call(&c, s->policy.dlq_max_len, reason, source, entry, id, raw, rawlen);
 	al_log("warn", "dead_letter", "source=%s entry=%s job=%s reason=\"%s\"", source, entry,
 	       id ? id : "-", reason);
-	al_aconn_cmd(s->cmd, on_reply_log, (void *)"dlq", AL_DLQ_ARGC, argv, lens);
+	call(s, &c, "dlq");
 }
 
-/* Commit a result the scheduler decides (rejected, worker_lost). */
-static void commit(struct sched *s, const char *id, const char *tenant, long attempt,
-		   enum al_status_code st, const char *msg, const char *stream, const char *entry,
-		   const char *group)
+/* A result the scheduler decides (rejected, worker_lost), kept until Redis
+ * answers. An unrun result of an intake entry whose id another submission
+ * holds is refused by COMMIT (-2): that entry is dead-lettered instead. */
+struct commit_ctx {
+	struct sched *s;
+	char id[AL_ID_MAX + 1];
+	char entry[64];
+	char *raw; /* the submission, for that dead letter */
+	size_t rawlen;
+};
+
+static void on_commit(redisAsyncContext *ac, void *reply, void *priv)
 {
-	char jobkey[AL_KEY_MAX], reskey[AL_KEY_MAX], done[AL_KEY_MAX], tenkey[AL_KEY_MAX];
-	char att[24], ttl[24];
+	struct commit_ctx *cc = priv;
+	redisReply *r = reply, *e = r && r->type == REDIS_REPLY_ARRAY && r->elements == 1 ? r->element[0] : r;
+
+	(void)ac;
+	if (e && e->type == REDIS_REPLY_INTEGER && e->integer == AL_COMMIT_ID_TAKEN) {
+		char msg[160];
+
+		snprintf(msg, sizeof(msg), "duplicate job id: %s belongs to another submission; this entry never runs",
+			 cc->id);
+		dead_letter(cc->s, AL_KEY_INTAKE, cc->entry, msg, cc->id, cc->raw, cc->rawlen);
+	} else if (e && e->type == REDIS_REPLY_ERROR) {
+		al_log("error", "commit", "job=%s error=\"%s\"", cc->id, e->str);
+	}
+	free(cc->raw);
+	free(cc);
+}
+
+static void commit(struct sched *s, const char *id, long attempt, enum al_status_code st,
+		   const char *msg, const char *stream, const char *entry, const char *group,
+		   const char *raw, size_t rawlen)
+{
 	struct al_result res = { 0 };
 	struct al_buf b = { 0 };
+	struct al_call c;
+	struct commit_ctx *cc = calloc(1, sizeof(*cc));
 
 	res.version = AL_PROTO_VERSION;
 	res.id = (char *)id;
-	res.attempt = attempt > 0 ? (uint32_t)attempt : 0;
+	res.attempt = attempt > 0 ? (uint32_t)attempt : 0; /* worker_lost: the last attempt */
 	res.status = st;
 	res.error = (char *)msg;
 	res.finished_ms = al_now_ms();
-	if (al_result_encode(&res, &b, NULL))
+	if (!cc || al_result_encode(&res, &b, NULL)) {
+		free(cc);
+		al_log("error", "out_of_memory", "job=%s what=commit", id);
 		return;
-	snprintf(jobkey, sizeof(jobkey), "al:job:%s", id);
-	snprintf(reskey, sizeof(reskey), "al:res:%s", id);
-	snprintf(done, sizeof(done), "al:done:%s", id);
-	snprintf(tenkey, sizeof(tenkey), "al:tenant:%s", tenant ? tenant : "default");
-	snprintf(att, sizeof(att), "%ld", attempt);
-	snprintf(ttl, sizeof(ttl), "%llu", (unsigned long long)s->policy.result_ttl_ms);
-	{
-		const char *argv[] = { "EVALSHA", al_script_sha(al_lua_commit), "6", jobkey, reskey, done,
-				       stream ? stream : "", AL_KEY_STATS, tenkey, att, b.data, ttl,
-				       entry ? entry : "", group ? group : "", al_status_name(st) };
-		size_t lens[sizeof(argv) / sizeof(argv[0])];
-
-		for (size_t i = 0; i < sizeof(argv) / sizeof(argv[0]); i++)
-			lens[i] = argv[i] == b.data ? b.len : strlen(argv[i]);
-		al_aconn_cmd(s->cmd, on_reply_log, (void *)"commit", sizeof(argv) / sizeof(argv[0]), argv,
-			     lens);
 	}
+	cc->s = s;
+	snprintf(cc->id, sizeof(cc->id), "%s", id);
+	snprintf(cc->entry, sizeof(cc->entry), "%s", entry ? entry : "");
+	if (raw && (cc->raw = malloc(rawlen ? rawlen : 1))) {
+		memcpy(cc->raw, raw, rawlen);
+		cc->rawlen = rawlen;
+	}
+	al_call_init(&c, al_lua_commit);
+	al_commit_add(&c, &(struct al_commit_item){ .id = id, .attempt = attempt, .result = b.data,
+						   .len = b.len, .ttl_ms = s->policy.result_ttl_ms,
+						   .stream = stream, .entry = entry, .group = group,
+						   .status = al_status_name(st) });
 	al_buf_free(&b);
+	if (al_aconn_call(s->cmd, &c, on_commit, cc)) {
+		free(cc->raw);
+		free(cc);
+	}
 }
 
 /* ---- admission ---- */
-
-#define ADMIT_ARGS 12 /* per job, see ADMIT in proto/scripts.h */
 
 struct admit_item {
 	char entry[64];
@@ -132,27 +165,21 @@ struct admit_item {
 	char tenant[AL_ID_MAX + 1];
 	char *raw; /* the submission, for the dead-letter stream */
 	size_t rawlen;
-	char keys[4][AL_KEY_MAX];
-	char nums[7][24];
-	char band[4];
-	struct al_buf job; /* re-encoded with the defaults filled */
-	char *tier;
 };
 
 /* One ADMIT call for every admissible entry of an intake read. */
 struct admit_batch {
 	struct sched *s;
 	int n;
+	struct al_call call;
 	struct admit_item items[];
 };
 
 static void admit_batch_free(struct admit_batch *b)
 {
-	for (int i = 0; i < b->n; i++) {
+	for (int i = 0; i < b->n; i++)
 		free(b->items[i].raw);
-		free(b->items[i].tier);
-		al_buf_free(&b->items[i].job);
-	}
+	al_call_free(&b->call);
 	free(b);
 }
 
@@ -161,13 +188,15 @@ static void on_admit(redisAsyncContext *ac, void *reply, void *priv)
 	struct admit_batch *b = priv;
 	struct sched *s = b->s;
 	redisReply *r = reply;
+	int queued = 0;
 
 	(void)ac;
-	if (!r) /* connection lost: the entries stay pending and are read again */
+	if (!r) /* the scheduler is stopping: the entries stay pending for another */
 		goto out;
 	if (r->type != REDIS_REPLY_ARRAY || (int)r->elements != b->n) {
-		al_log("error", "admit", "jobs=%d error=\"%s\" type=%d elements=%zu", b->n,
-		      r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply", r->type, r->elements);
+		al_log("error", "admit", "jobs=%d error=\"%s\" type=%d elements=%zu note=\"entries stay pending; another scheduler takes them over\"",
+		       b->n, r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply", r->type,
+		       r->elements);
 		goto out;
 	}
 	for (int i = 0; i < b->n; i++) {
@@ -175,153 +204,171 @@ static void on_admit(redisAsyncContext *ac, void *reply, void *priv)
 		long long code = r->element[i]->type == REDIS_REPLY_INTEGER ? r->element[i]->integer : -9;
 
 		switch (code) {
-		case 1:
+		case AL_ADMIT_QUEUED:
 			s->admitted++;
+			queued++;
 			break;
-		case 0:
-			dead_letter(s, AL_KEY_INTAKE, a->entry, "duplicate job id: another job has it", a->id,
-				    a->raw, a->rawlen);
+		case AL_ADMIT_AGAIN:    /* a repeated ADMIT: it was admitted before */
+		case AL_ADMIT_FINISHED: /* cancelled before admission: its result exists */
 			break;
-		case -1:
-			break; /* cancelled before admission: its result exists */
-		case -3:
-		case -4: {
+		case AL_ADMIT_ID_TAKEN: {
+			char msg[160];
+
+			snprintf(msg, sizeof(msg), "duplicate job id: %s belongs to another submission; this entry never runs",
+				 a->id);
+			dead_letter(s, AL_KEY_INTAKE, a->entry, msg, a->id, a->raw, a->rawlen);
+			break;
+		}
+		case AL_ADMIT_QUEUE_FULL:
+		case AL_ADMIT_RATE: {
 			char msg[200];
 
 			snprintf(msg, sizeof(msg), "tenant %s: %s", a->tenant,
-				 code == -3 ? "queue quota (max_queued) reached"
-					    : "submission rate (rate_per_s) exceeded");
+				 code == AL_ADMIT_QUEUE_FULL ? "queue quota (max_queued) reached"
+							     : "submission rate (rate_per_s) exceeded");
 			s->rejected++;
 			al_log("info", "rejected", "job=%s reason=\"%s\"", a->id, msg);
-			commit(s, a->id, a->tenant, -1, AL_ST_REJECTED, msg, AL_KEY_INTAKE, a->entry,
-			       AL_GROUP_SCHEDULER);
+			commit(s, a->id, -1, AL_ST_REJECTED, msg, AL_KEY_INTAKE, a->entry,
+			       AL_GROUP_SCHEDULER, a->raw, a->rawlen);
 			break;
 		}
 		default:
 			al_log("error", "admit", "job=%s error=\"unexpected reply\"", a->id);
 		}
 	}
-	if (b->n)
-		al_log("info", "admitted", "jobs=%d total=%llu", b->n, (unsigned long long)s->admitted);
+	if (queued)
+		al_log("info", "admitted", "jobs=%d total=%llu", queued, (unsigned long long)s->admitted);
 out:
 	admit_batch_free(b);
 }
 
+/* The `id` field an intake entry may carry beside `job` (clients that XADD
+ * by hand are asked to set it), when it is a well-formed id. */
+static const char *entry_id_field(redisReply *fields)
+{
+	if (fields->type != REDIS_REPLY_ARRAY)
+		return NULL;
+	for (size_t k = 0; k + 1 < fields->elements; k += 2) {
+		redisReply *key = fields->element[k], *val = fields->element[k + 1];
+
+		if (key->type == REDIS_REPLY_STRING && val->type == REDIS_REPLY_STRING &&
+		    !strcmp(key->str, "id"))
+			return al_job_id_ok(val->str, val->len) ? val->str : NULL;
+	}
+	return NULL;
+}
+
+/* A submission that cannot run: a rejected result under the id its client
+ * waits on (the job's own, else the entry's id field); a dead letter when
+ * there is none, so that the operator sees it. */
+static void refuse(struct sched *s, const char *entry, const char *id, const char *why,
+		   const char *raw, size_t rawlen)
+{
+	if (id) {
+		s->rejected++;
+		al_log("info", "rejected", "job=%s entry=%s reason=\"%s\"", id, entry, why);
+		commit(s, id, -1, AL_ST_REJECTED, why, AL_KEY_INTAKE, entry, AL_GROUP_SCHEDULER, raw,
+		       rawlen);
+	} else {
+		dead_letter(s, AL_KEY_INTAKE, entry, why, NULL, raw, rawlen);
+		ack_intake(s, entry);
+	}
+}
+
 /* Check one entry against the policy; admissible ones join the batch. */
 static void admit_entry(struct sched *s, struct admit_batch *batch, const char *entry,
-			const char *raw, size_t rawlen)
+			const char *raw, size_t rawlen, const char *field_id)
 {
 	struct al_job job;
 	struct al_err err = { 0 };
 	struct admit_item *a;
+	struct al_buf enc = { 0 };
 	const struct al_tenant_policy *tp;
 	uint64_t t = al_now_ms();
-	char *id;
 
 	if (al_job_decode(raw, rawlen, &job, &err)) {
-		/* Garbage: dead-letter it; if an id can be recovered, its
-		 * submitter gets a rejected result saying why. */
-		id = al_job_peek_id(raw, rawlen);
-		dead_letter(s, AL_KEY_INTAKE, entry, err.msg, id, raw, rawlen);
-		if (id) {
-			s->rejected++;
-			commit(s, id, NULL, -1, AL_ST_REJECTED, err.msg, AL_KEY_INTAKE, entry,
-			       AL_GROUP_SCHEDULER);
-		} else {
-			ack_intake(s, entry);
-		}
+		char *id = al_job_peek_id(raw, rawlen);
+
+		refuse(s, entry, id ? id : field_id, err.msg, raw, rawlen);
 		free(id);
 		return;
 	}
-	a = &batch->items[batch->n];
-	memset(a, 0, sizeof(*a));
-	if (al_policy_admit(&s->policy, &job, t, &err) || al_job_encode(&job, &a->job, &err)) {
-		s->rejected++;
-		al_log("info", "rejected", "job=%s tier=%s tenant=%s reason=\"%s\"", job.id, job.tier,
-		      job.tenant, err.msg);
-		commit(s, job.id, job.tenant, -1, AL_ST_REJECTED, err.msg, AL_KEY_INTAKE, entry,
-		       AL_GROUP_SCHEDULER);
-		al_buf_free(&a->job);
+	if (field_id && strcmp(field_id, job.id)) {
+		snprintf(err.msg, sizeof(err.msg), "id: the entry's id field \"%s\" is not the job's id \"%s\"",
+			 field_id, job.id);
+		refuse(s, entry, field_id, err.msg, raw, rawlen);
 		al_job_free(&job);
 		return;
 	}
-	tp = al_policy_tenant(&s->policy, job.tenant);
-	a->raw = malloc(rawlen + 1);
-	a->tier = strdup(job.tier);
-	if (!a->raw || !a->tier) {
-		free(a->raw);
-		free(a->tier);
-		al_buf_free(&a->job);
-		al_job_free(&job);
-		return; /* stays pending; read again after a restart */
+	if (al_policy_admit(&s->policy, &job, t, &err) || al_job_encode(&job, &enc, &err)) {
+		al_log("info", "rejected", "job=%s tier=%s tenant=%s reason=\"%s\"", job.id, job.tier,
+		       job.tenant, err.msg);
+		s->rejected++;
+		commit(s, job.id, -1, AL_ST_REJECTED, err.msg, AL_KEY_INTAKE, entry, AL_GROUP_SCHEDULER,
+		       raw, rawlen);
+		goto out;
 	}
+	tp = al_policy_tenant(&s->policy, job.tenant);
+	a = &batch->items[batch->n];
+	memset(a, 0, sizeof(*a));
+	if (!(a->raw = malloc(rawlen ? rawlen : 1)))
+		goto out; /* stays pending; another pass takes it over */
 	memcpy(a->raw, raw, rawlen);
 	a->rawlen = rawlen;
 	snprintf(a->entry, sizeof(a->entry), "%s", entry);
 	snprintf(a->id, sizeof(a->id), "%s", job.id);
 	snprintf(a->tenant, sizeof(a->tenant), "%s", job.tenant);
-	snprintf(a->band, sizeof(a->band), "%s", al_band_name(al_band_of(job.priority)));
-	snprintf(a->keys[0], AL_KEY_MAX, "al:job:%s", job.id);
-	snprintf(a->keys[1], AL_KEY_MAX, "al:q:%s:%s", job.tier, al_band_name(al_band_of(job.priority)));
-	snprintf(a->keys[2], AL_KEY_MAX, "al:tenant:%s", job.tenant);
-	snprintf(a->keys[3], AL_KEY_MAX, "al:rate:%s:%llu", job.tenant,
-		 (unsigned long long)(t / 1000));
-	snprintf(a->nums[0], 24, "%u", job.max_attempts);
-	snprintf(a->nums[1], 24, "%llu", (unsigned long long)t);
-	snprintf(a->nums[2], 24, "%llu", (unsigned long long)job.deadline_ms);
-	snprintf(a->nums[3], 24, "%llu", (unsigned long long)tp->max_queued);
-	snprintf(a->nums[4], 24, "%llu", (unsigned long long)tp->rate_per_s);
-	snprintf(a->nums[5], 24, "%llu", (unsigned long long)tp->max_running);
+	al_admit_add(&batch->call, &(struct al_admit_item){
+					   .id = job.id, .tier = job.tier, .tenant = job.tenant,
+					   .entry = entry, .job = enc.data, .joblen = enc.len,
+					   .priority = job.priority, .max_attempts = job.max_attempts,
+					   .now_ms = t, .deadline_ms = job.deadline_ms,
+					   .max_queued = tp->max_queued, .rate_per_s = tp->rate_per_s,
+					   .max_running = tp->max_running });
 	batch->n++;
+out:
+	al_buf_free(&enc);
 	al_job_free(&job);
 }
 
-static void admit_send(struct sched *s, struct admit_batch *b)
+/* Admit the entries of one intake read (XREADGROUP's or XAUTOCLAIM's list
+ * of [entry id, fields]). */
+static void admit_entries(struct sched *s, redisReply *list)
 {
-	int argc = 3 + 1 + 4 * b->n + 1 + ADMIT_ARGS * b->n, k = 0;
-	const char **argv = calloc((size_t)argc, sizeof(char *));
-	size_t *lens = calloc((size_t)argc, sizeof(size_t));
-	char nkeys[16];
+	struct admit_batch *batch;
 
-	if (!argv || !lens || b->n == 0) {
-		free(argv);
-		free(lens);
-		admit_batch_free(b);
+	if (list->type != REDIS_REPLY_ARRAY || list->elements == 0)
 		return;
-	}
-	snprintf(nkeys, sizeof(nkeys), "%d", 1 + 4 * b->n);
-	argv[k++] = "EVALSHA";
-	argv[k++] = al_script_sha(al_lua_admit);
-	argv[k++] = nkeys;
-	argv[k++] = AL_KEY_INTAKE;
-	for (int i = 0; i < b->n; i++)
-		for (int j = 0; j < 4; j++)
-			argv[k++] = b->items[i].keys[j];
-	argv[k++] = AL_GROUP_SCHEDULER;
-	for (int i = 0; i < b->n; i++) {
-		struct admit_item *a = &b->items[i];
+	batch = calloc(1, sizeof(*batch) + (list->elements + 1) * sizeof(struct admit_item));
+	if (!batch)
+		return; /* the entries stay pending; taken over later */
+	batch->s = s;
+	al_admit_init(&batch->call);
+	for (size_t j = 0; j < list->elements; j++) {
+		redisReply *e = list->element[j];
+		const char *raw = NULL, *field_id;
+		size_t rawlen = 0;
 
-		argv[k++] = a->id;
-		lens[k] = a->job.len;
-		argv[k++] = a->job.data;
-		argv[k++] = a->tier;
-		argv[k++] = a->tenant;
-		argv[k++] = a->nums[0];
-		argv[k++] = a->nums[1];
-		argv[k++] = a->nums[2];
-		argv[k++] = a->nums[3];
-		argv[k++] = a->nums[4];
-		argv[k++] = a->band;
-		argv[k++] = a->nums[5];
-		argv[k++] = a->entry;
+		if (e->type != REDIS_REPLY_ARRAY || e->elements != 2 ||
+		    e->element[0]->type != REDIS_REPLY_STRING)
+			continue;
+		field_id = entry_id_field(e->element[1]);
+		if (e->element[1]->type == REDIS_REPLY_ARRAY)
+			for (size_t k = 0; k + 1 < e->element[1]->elements; k += 2)
+				if (e->element[1]->element[k]->type == REDIS_REPLY_STRING &&
+				    !strcmp(e->element[1]->element[k]->str, "job")) {
+					raw = e->element[1]->element[k + 1]->str;
+					rawlen = e->element[1]->element[k + 1]->len;
+				}
+		if (!raw) {
+			refuse(s, e->element[0]->str, field_id, "job: the intake entry has no job field",
+			       NULL, 0);
+			continue;
+		}
+		admit_entry(s, batch, e->element[0]->str, raw, rawlen, field_id);
 	}
-	for (int i = 0; i < argc; i++)
-		if (!lens[i])
-			lens[i] = strlen(argv[i]);
-	if (al_aconn_cmd(s->cmd, on_admit, b, argc, argv, lens))
-		admit_batch_free(b);
-	free(argv);
-	free(lens);
+	if (batch->n == 0 || al_aconn_call(s->cmd, &batch->call, on_admit, batch))
+		admit_batch_free(batch);
 }
 
 static void on_intake(redisAsyncContext *ac, void *reply, void *priv)
@@ -340,43 +387,10 @@ static void on_intake(redisAsyncContext *ac, void *reply, void *priv)
 			al_aconn_cmd(s->cmd, NULL, NULL, 6, argv, NULL);
 		}
 	}
-	if (r && r->type == REDIS_REPLY_ARRAY) {
-		for (size_t i = 0; i < r->elements; i++) {
-			redisReply *st = r->element[i];
-			struct admit_batch *batch;
-
-			if (st->type != REDIS_REPLY_ARRAY || st->elements != 2)
-				continue;
-			batch = calloc(1, sizeof(*batch) +
-						  (st->element[1]->elements + 1) * sizeof(struct admit_item));
-			if (!batch)
-				continue;
-			batch->s = s;
-			for (size_t j = 0; j < st->element[1]->elements; j++) {
-				redisReply *e = st->element[1]->element[j];
-				const char *raw = NULL;
-				size_t rawlen = 0;
-
-				if (e->type != REDIS_REPLY_ARRAY || e->elements != 2)
-					continue;
-				if (e->element[1]->type == REDIS_REPLY_ARRAY)
-					for (size_t k = 0; k + 1 < e->element[1]->elements; k += 2)
-						if (e->element[1]->element[k]->type == REDIS_REPLY_STRING &&
-						    !strcmp(e->element[1]->element[k]->str, "job")) {
-							raw = e->element[1]->element[k + 1]->str;
-							rawlen = e->element[1]->element[k + 1]->len;
-						}
-				if (!raw) {
-					dead_letter(s, AL_KEY_INTAKE, e->element[0]->str,
-						    "intake entry without a job field", NULL, NULL, 0);
-					ack_intake(s, e->element[0]->str);
-					continue;
-				}
-				admit_entry(s, batch, e->element[0]->str, raw, rawlen);
-			}
-			admit_send(s, batch);
-		}
-	}
+	if (r && r->type == REDIS_REPLY_ARRAY)
+		for (size_t i = 0; i < r->elements; i++)
+			if (r->element[i]->type == REDIS_REPLY_ARRAY && r->element[i]->elements == 2)
+				admit_entries(s, r->element[i]->element[1]);
 	if (r)
 		maybe_fetch(s);
 }
@@ -392,10 +406,33 @@ static void maybe_fetch(struct sched *s)
 		s->fetching = true;
 }
 
-/* Entries a crashed scheduler read but never finished are read again. */
+/* Entries read but never admitted, by this scheduler before a crash (same
+ * id, read at start) or by any scheduler that went quiet (XAUTOCLAIM). */
 static void on_own_pending(redisAsyncContext *ac, void *reply, void *priv)
 {
-	on_intake(ac, reply, priv);
+	struct sched *s = priv;
+	redisReply *r = reply;
+
+	(void)ac;
+	if (r && r->type == REDIS_REPLY_ARRAY)
+		for (size_t i = 0; i < r->elements; i++)
+			if (r->element[i]->type == REDIS_REPLY_ARRAY && r->element[i]->elements == 2)
+				admit_entries(s, r->element[i]->element[1]);
+}
+
+static void on_intake_claimed(redisAsyncContext *ac, void *reply, void *priv)
+{
+	struct sched *s = priv;
+	redisReply *r = reply;
+
+	(void)ac;
+	if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 2)
+		return;
+	if (r->element[1]->type == REDIS_REPLY_ARRAY && r->element[1]->elements) {
+		al_log("warn", "intake_takeover", "entries=%zu note=\"read by a scheduler that went quiet; admitting them\"",
+		       r->element[1]->elements);
+		admit_entries(s, r->element[1]);
+	}
 }
 
 /* ---- reclaim, retries, deadlines ---- */
@@ -416,21 +453,23 @@ static void on_reclaim_one(redisAsyncContext *ac, void *reply, void *priv)
 
 	(void)ac;
 	if (r && r->type == REDIS_REPLY_INTEGER) {
-		if (r->integer == 1) {
+		if (r->integer == AL_RECLAIM_REQUEUED) {
 			s->reclaimed++;
 			al_log("info", "reclaimed", "job=%s attempt=%s stream=%s note=\"lease expired; re-queued\"",
-			      rc->id, rc->attempt, rc->stream);
-		} else if (r->integer == 2) {
+			       rc->id, rc->attempt, rc->stream);
+		} else if (r->integer == AL_RECLAIM_EXHAUSTED) {
 			char msg[200];
 
 			s->lost++;
 			snprintf(msg, sizeof(msg),
 				 "every attempt's worker died or went silent (%s attempts)", rc->attempt);
 			al_log("warn", "worker_lost", "job=%s attempts=%s", rc->id, rc->attempt);
-			commit(s, rc->id, NULL, atol(rc->attempt), AL_ST_WORKER_LOST, msg, rc->stream,
-			       rc->entry, AL_GROUP_WORKERS);
+			commit(s, rc->id, atol(rc->attempt), AL_ST_WORKER_LOST, msg, rc->stream, rc->entry,
+			       AL_GROUP_WORKERS, NULL, 0);
 			dead_letter(s, rc->stream, rc->entry, msg, rc->id, NULL, 0);
 		}
+	} else if (r && r->type == REDIS_REPLY_ERROR) {
+		al_log("error", "reclaim", "job=%s error=\"%s\"", rc->id, r->str);
 	}
 	free(rc);
 }
@@ -454,7 +493,7 @@ static void on_autoclaim_stream(redisAsyncContext *ac, void *reply, void *priv)
 	for (size_t i = 0; i < r->element[1]->elements; i++) {
 		redisReply *e = r->element[1]->element[i];
 		struct reclaim_ctx *rc;
-		char jobkey[AL_KEY_MAX], reskey[AL_KEY_MAX], tenkey[AL_KEY_MAX];
+		struct al_call c;
 
 		if (e->type != REDIS_REPLY_ARRAY || e->elements != 2 ||
 		    e->element[1]->type != REDIS_REPLY_ARRAY)
@@ -469,41 +508,38 @@ static void on_autoclaim_stream(redisAsyncContext *ac, void *reply, void *priv)
 			const char *key = e->element[1]->element[k]->str;
 			const char *val = e->element[1]->element[k + 1]->str;
 
-			if (key && val && !strcmp(key, "id"))
+			if (key && val && !strcmp(key, "id") && al_job_id_ok(val, strlen(val)))
 				snprintf(rc->id, sizeof(rc->id), "%s", val);
 			else if (key && val && !strcmp(key, "attempt"))
 				snprintf(rc->attempt, sizeof(rc->attempt), "%s", val);
 		}
 		if (!rc->id[0] || !rc->attempt[0]) {
 			/* a malformed entry in a ready queue: dead-letter it */
-			const char *ack[] = { "XACK", rc->stream, AL_GROUP_WORKERS, rc->entry };
-
 			dead_letter(s, rc->stream, rc->entry, "malformed queue entry: needs id and attempt",
 				    NULL, NULL, 0);
-			al_aconn_cmd(s->cmd, NULL, NULL, 4, ack, NULL);
+			al_xack_call(&c, rc->stream, AL_GROUP_WORKERS, rc->entry);
+			call(s, &c, "xack");
 			free(rc);
 			continue;
 		}
-		snprintf(jobkey, sizeof(jobkey), "al:job:%s", rc->id);
-		snprintf(reskey, sizeof(reskey), "al:res:%s", rc->id);
-		snprintf(tenkey, sizeof(tenkey), "al:tenant:default");
-		{
-			const char *argv[] = { "EVALSHA", al_script_sha(al_lua_reclaim), "4", jobkey, reskey, rc->stream,
-					       tenkey, rc->entry, AL_GROUP_WORKERS, rc->attempt };
-
-			if (al_aconn_cmd(s->cmd, on_reclaim_one, rc, sizeof(argv) / sizeof(argv[0]), argv,
-					 NULL))
-				free(rc);
-		}
+		al_reclaim_call(&c, rc->id, rc->stream, rc->entry, AL_GROUP_WORKERS, rc->attempt);
+		if (al_aconn_call(s->cmd, &c, on_reclaim_one, rc))
+			free(rc);
 	}
 out:
 	free(ctx);
 }
 
+/* Entries idle longer than a lease: ready-queue entries of dead or stalled
+ * workers, and intake entries of a scheduler that read and went quiet.
+ * Not within a lease of (re)connecting: the idle time of every entry counts
+ * the outage, and the workers need that long to renew their leases. */
 static void reclaim(struct sched *s)
 {
 	char lease[24], consumer[100];
 
+	if (al_mono_ms() - s->up_ms < s->policy.lease_ms)
+		return;
 	snprintf(lease, sizeof(lease), "%llu", (unsigned long long)s->policy.lease_ms);
 	snprintf(consumer, sizeof(consumer), "reclaimer-%s", s->id);
 	for (size_t i = 0; i < s->policy.ntiers; i++) {
@@ -513,8 +549,7 @@ static void reclaim(struct sched *s)
 			if (!ctx)
 				return;
 			ctx->s = s;
-			snprintf(ctx->stream, sizeof(ctx->stream), "al:q:%s:%s", s->policy.tiers[i].name,
-				 al_band_name(b));
+			al_key_queue(ctx->stream, s->policy.tiers[i].name, b);
 			{
 				const char *argv[] = { "XAUTOCLAIM", ctx->stream, AL_GROUP_WORKERS, consumer,
 						       lease, "0-0", "COUNT", "100" };
@@ -523,6 +558,12 @@ static void reclaim(struct sched *s)
 					free(ctx);
 			}
 		}
+	}
+	{
+		const char *argv[] = { "XAUTOCLAIM", AL_KEY_INTAKE, AL_GROUP_SCHEDULER, s->id, lease,
+				       "0-0", "COUNT", INTAKE_BATCH };
+
+		al_aconn_cmd(s->cmd, on_intake_claimed, s, 8, argv, NULL);
 	}
 }
 
@@ -536,11 +577,11 @@ static void on_due_deadlines(redisAsyncContext *ac, void *reply, void *priv)
 		return;
 	for (size_t i = 0; i < r->elements; i++) {
 		const char *id = r->element[i]->str;
-		char jobkey[AL_KEY_MAX], reskey[AL_KEY_MAX], done[AL_KEY_MAX], ttl[24];
 		struct al_result res = { 0 };
 		struct al_buf b = { 0 };
+		struct al_call c;
 
-		if (r->element[i]->type != REDIS_REPLY_STRING || strlen(id) > AL_ID_MAX)
+		if (r->element[i]->type != REDIS_REPLY_STRING || !al_job_id_ok(id, r->element[i]->len))
 			continue;
 		res.version = AL_PROTO_VERSION;
 		res.id = (char *)id;
@@ -549,20 +590,9 @@ static void on_due_deadlines(redisAsyncContext *ac, void *reply, void *priv)
 		res.finished_ms = al_now_ms();
 		if (al_result_encode(&res, &b, NULL))
 			continue;
-		snprintf(jobkey, sizeof(jobkey), "al:job:%s", id);
-		snprintf(reskey, sizeof(reskey), "al:res:%s", id);
-		snprintf(done, sizeof(done), "al:done:%s", id);
-		snprintf(ttl, sizeof(ttl), "%llu", (unsigned long long)s->policy.result_ttl_ms);
-		{
-			const char *argv[] = { "EVALSHA", al_script_sha(al_lua_expire), "5", jobkey, reskey, done, AL_KEY_STATS,
-					       "al:deadlines", id, b.data, ttl };
-			size_t lens[sizeof(argv) / sizeof(argv[0])];
-
-			for (size_t k = 0; k < sizeof(argv) / sizeof(argv[0]); k++)
-				lens[k] = argv[k] == b.data ? b.len : strlen(argv[k]);
-			al_aconn_cmd(s->cmd, on_reply_log, (void *)"expire", sizeof(argv) / sizeof(argv[0]),
-				     argv, lens);
-		}
+		al_expire_call(&c, id, b.data, b.len, s->policy.result_ttl_ms);
+		al_aconn_send(s->cmd, &c, on_reply_log, (void *)"expire");
+		al_call_free(&c);
 		al_buf_free(&b);
 	}
 }
@@ -733,27 +763,28 @@ static void snapshot(struct sched *s)
 		for (int b = 0; b < AL_BANDS; b++) {
 			struct snap_part *p = calloc(1, sizeof(*p));
 			char key[AL_KEY_MAX];
-			const char *argv[] = { "EVALSHA", al_script_sha(al_lua_trim), "1", key,
-					       AL_GROUP_WORKERS };
+			struct al_call c;
 
 			if (!p)
 				continue;
 			p->sn = sn;
-			snprintf(key, sizeof(key), "al:q:%s:%s", s->policy.tiers[i].name, al_band_name(b));
+			al_trim_call(&c, al_key_queue(key, s->policy.tiers[i].name, b), AL_GROUP_WORKERS);
 			snprintf(p->what, sizeof(p->what), "q %s %s", s->policy.tiers[i].name,
 				 al_band_name(b));
 			sn->outstanding++;
-			if (al_aconn_cmd(s->cmd, on_snap, p, 5, argv, NULL)) {
+			if (al_aconn_send(s->cmd, &c, on_snap, p)) {
 				sn->outstanding--;
 				free(p);
 			}
+			al_call_free(&c);
 		}
 	}
 	{
-		const char *argv[] = { "EVALSHA", al_script_sha(al_lua_trim), "1", AL_KEY_INTAKE,
-				       AL_GROUP_SCHEDULER };
+		struct al_call c;
 
-		al_aconn_cmd(s->cmd, on_reply_log, (void *)"trim", 5, argv, NULL);
+		al_trim_call(&c, AL_KEY_INTAKE, AL_GROUP_SCHEDULER);
+		al_aconn_send(s->cmd, &c, on_reply_log, (void *)"trim");
+		al_call_free(&c);
 	}
 	{
 		static const char *const parts[][4] = {
@@ -842,12 +873,14 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 		return;
 	snprintf(now, sizeof(now), "%llu", (unsigned long long)t);
 	{
-		const char *argv[] = { "EVALSHA", al_script_sha(al_lua_promote), "1", AL_KEY_DELAYED, now, "500" };
+		struct al_call c;
 
-		al_aconn_cmd(s->cmd, on_reply_log, (void *)"promote", 6, argv, NULL);
+		al_promote_call(&c, t, 500);
+		al_aconn_send(s->cmd, &c, on_reply_log, (void *)"promote");
+		al_call_free(&c);
 	}
 	{
-		const char *argv[] = { "ZRANGEBYSCORE", "al:deadlines", "-inf", now, "LIMIT", "0", "500" };
+		const char *argv[] = { "ZRANGEBYSCORE", AL_KEY_DEADLINES, "-inf", now, "LIMIT", "0", "500" };
 
 		al_aconn_cmd(s->cmd, on_due_deadlines, s, 7, argv, NULL);
 	}
@@ -877,19 +910,23 @@ static void on_cmd_up(struct al_aconn *c, void *arg)
 			       "STREAMS", AL_KEY_INTAKE, "0" };
 
 	(void)c;
-	al_log("info", "redis_up", "scheduler=%s", s->id);
+	al_log("info", "redis_up", "scheduler=%s note=\"reclaiming after one lease\"", s->id);
+	s->up_ms = al_mono_ms();
 	al_aconn_cmd(s->cmd, NULL, NULL, 6, grp, NULL);
 	for (size_t i = 0; i < s->policy.ntiers; i++) {
 		for (int b = 0; b < AL_BANDS; b++) {
 			char key[AL_KEY_MAX];
 			const char *argv[] = { "XGROUP", "CREATE", key, AL_GROUP_WORKERS, "0", "MKSTREAM" };
 
-			snprintf(key, sizeof(key), "al:q:%s:%s", s->policy.tiers[i].name, al_band_name(b));
+			al_key_queue(key, s->policy.tiers[i].name, b);
 			al_aconn_cmd(s->cmd, NULL, NULL, 6, argv, NULL);
 		}
 	}
-	/* Our own unfinished intake entries (same scheduler id after a crash). */
-	al_aconn_cmd(s->cmd, on_own_pending, s, 9, mine, NULL);
+	/* Our own unfinished intake entries (the same scheduler id after a
+	 * crash), once per run: after a reconnect, the admissions this run sent
+	 * are still on their way (kept and sent again by the connection). */
+	if (!s->read_own && al_aconn_cmd(s->cmd, on_own_pending, s, 9, mine, NULL) == 0)
+		s->read_own = true;
 	maybe_fetch(s);
 }
 

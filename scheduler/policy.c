@@ -337,6 +337,7 @@ static int parse_root(struct ctx *c, struct al_policy *pol)
 		return rc;
 	pol->result_ttl_ms = 86400000;
 	pol->lease_ms = 15000;
+	pol->dlq_max_len = 10000;
 	FOR_PAIRS(c, root, k, v, pr)
 	{
 		const char *key = scalar(k);
@@ -350,6 +351,10 @@ static int parse_root(struct ctx *c, struct al_policy *pol)
 			rc = get_u64(c, v, key, &pol->lease_ms);
 			if (!rc && pol->lease_ms < 500)
 				rc = fail(c, v, "lease_ms: must be at least 500");
+		} else if (key && !strcmp(key, "dlq_max_len")) {
+			rc = get_u64(c, v, key, &pol->dlq_max_len);
+			if (!rc && (pol->dlq_max_len < 10 || pol->dlq_max_len > 10000000))
+				rc = fail(c, v, "dlq_max_len: expected 10..10000000");
 		} else if (key && (!strcmp(key, "tiers") || !strcmp(key, "tenants"))) {
 			bool tiers = !strcmp(key, "tiers");
 			size_t cap;
@@ -385,7 +390,7 @@ static int parse_root(struct ctx *c, struct al_policy *pol)
 					return rc;
 			}
 		} else {
-			return fail(c, k, "unknown key \"%s\"; use result_ttl_s, lease_ms, tiers or tenants",
+			return fail(c, k, "unknown key \"%s\"; use result_ttl_s, lease_ms, dlq_max_len, tiers or tenants",
 				    key ? key : "?");
 		}
 		if (rc)

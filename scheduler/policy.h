@@ -55,6 +55,7 @@ struct al_policy {
 	size_t ntenants;
 	uint64_t result_ttl_ms;		   /* how long results are kept */
 	uint64_t lease_ms;		   /* a silent worker's jobs are re-delivered after this */
+	uint64_t dlq_max_len;		   /* al:dlq keeps about this many dead letters */
 	char *source;			   /* file name, or "built-in" */
 };
 

@@ -19,8 +19,7 @@
 
 #include "../client/aconn.h"
 #include "../client/log.h"
-#include "../proto/keys.h"
-#include "../proto/scripts.h"
+#include "../proto/contract.h"
 #include "runner.h"
 #include "webhook.h"
 
@@ -62,18 +61,18 @@ struct backend_state {
 	bool hold_off;			 /* a held job went back: fetch no more ahead until a slot frees */
 };
 
-/* A script call that must reach Redis (commit, retry): kept until answered. */
-struct pending {
-	struct pending *next;
-	struct worker *w;
-	int argc;
-	char **argv;
-	size_t *lens;
-	bool sent;
-	char what[16];
+/* A finished job's result, kept until a COMMIT answer says committed,
+ * stale or duplicate. */
+struct commit {
+	struct commit *next;
 	char id[AL_ID_MAX + 1];
-	char *callback;		/* commit: POST the result here once committed */
-	int body_arg;		/* commit: index of the result bytes in argv */
+	long attempt;		/* the fencing number it was claimed with */
+	char *result;		/* msgpack result */
+	size_t len;
+	char stream[AL_KEY_MAX]; /* the entry to acknowledge ("" when none) */
+	char entry[64];
+	char status[24];
+	char *callback;		/* POST the result here once committed, or NULL */
 };
 
 /* Queue-wait and run-time histograms, summed here and added to Redis at
@@ -103,7 +102,8 @@ struct worker {
 	bool block_fetching;	/* a blocking read on the fetch connection */
 	bool draining;
 	int exit_code;
-	struct pending *pending, **pending_tail;
+	struct commit *commits, **commits_tail; /* results not sent yet */
+	unsigned inflight;	/* reliable calls not answered yet */
 	struct al_webhooks *hooks;
 	struct event *flush_ev;	/* sends the commit queue once per loop pass */
 	bool flush_armed;
@@ -116,7 +116,6 @@ struct worker {
 };
 
 static void maybe_fetch(struct worker *w);
-static void flush_pending(struct worker *w);
 static void fetch_soon(struct worker *w);
 
 /* Slots and places of a backend. */
@@ -154,7 +153,7 @@ static unsigned held_jobs(struct worker *w)
 /* Nothing left to run, hold or send. */
 static bool idle(struct worker *w)
 {
-	return !w->pending && count_busy(w, 0, nplaces(w)) == 0;
+	return !w->commits && !w->inflight && count_busy(w, 0, nplaces(w)) == 0;
 }
 
 /* Draining and idle: the loop may end. */
@@ -172,82 +171,100 @@ static struct backend_state *backend_for(struct worker *w, const char *name)
 	return NULL;
 }
 
-/* ---- commit queue ---- */
+/* ---- what must reach Redis ----
+ *
+ * Every call that changes a job's fate (commit, retry, dead letter, ack)
+ * is a reliable call of the command connection (client/aconn.h): kept and
+ * sent again after a reset until Redis gives a definite answer. Results
+ * wait in w->commits until the end of the loop pass, so that results
+ * finishing together go out in one COMMIT call. */
 
-static void pending_free(struct pending *p)
-{
-	free(p->callback);
-	for (int i = 0; i < p->argc; i++)
-		free(p->argv[i]);
-	free(p->argv);
-	free(p->lens);
-	free(p);
-}
+/* A reliable call in flight: what to log when it is answered. */
+struct call_ctx {
+	struct worker *w;
+	char what[16];
+	char id[AL_ID_MAX + 1];
+};
 
-static void pending_unlink(struct worker *w, struct pending *p)
+static void call_answered(struct worker *w)
 {
-	for (struct pending **pp = &w->pending; *pp; pp = &(*pp)->next) {
-		if (*pp == p) {
-			*pp = p->next;
-			if (w->pending_tail == &p->next)
-				w->pending_tail = pp;
-			break;
-		}
-	}
-	pending_free(p);
+	w->inflight--;
 	exit_if_idle(w);
 }
 
-/* Redis answered p (r is its own part of the reply). */
-static void pending_done(struct worker *w, struct pending *p, redisReply *r)
+static void on_call(redisAsyncContext *ac, void *reply, void *priv)
 {
-	if (r->type == REDIS_REPLY_ERROR) {
-		al_log("error", "redis_script", "what=%s job=%s error=\"%s\"", p->what, p->id, r->str);
-	} else if (r->type == REDIS_REPLY_INTEGER && r->integer == -1) {
-		al_log("warn", "stale_attempt", "what=%s job=%s note=\"lease was taken over; result refused\"",
-		      p->what, p->id);
-	} else if (r->type == REDIS_REPLY_INTEGER && r->integer == 0 && !strcmp(p->what, "commit")) {
-		al_log("warn", "stale_attempt", "what=%s job=%s note=\"another attempt already committed; result dropped\"",
-		      p->what, p->id);
-	} else if (r->type == REDIS_REPLY_INTEGER && r->integer == 1 && p->callback && w->hooks) {
-		/* Only the committed result is announced, once. */
-		if (al_webhooks_post(w->hooks, p->callback, p->id, p->argv[p->body_arg],
-				     p->lens[p->body_arg]))
-			al_log("error", "webhook", "job=%s error=\"could not queue the callback\"", p->id);
-	}
-	pending_unlink(w, p);
-}
-
-/* A reply lost with the connection, or NOSCRIPT: send again later. */
-static bool pending_retry(struct worker *w, struct pending *p, redisReply *r)
-{
-	if (r && !(r->type == REDIS_REPLY_ERROR && !strncmp(r->str, "NOSCRIPT", 8)))
-		return false;
-	p->sent = false;
-	if (r && al_aconn_is_up(w->cmd)) /* scripts flushed behind our back */
-		al_aconn_load_scripts(w->cmd);
-	return true;
-}
-
-static void on_pending_reply(redisAsyncContext *ac, void *reply, void *priv)
-{
-	struct pending *p = priv;
-	struct worker *w = p->w;
+	struct call_ctx *q = priv;
+	struct worker *w = q->w;
+	redisReply *r = reply;
 
 	(void)ac;
-	if (pending_retry(w, p, reply)) {
-		if (reply)
-			flush_pending(w);
-		return;
-	}
-	pending_done(w, p, reply);
+	if (!r)
+		al_log("warn", "unsent", "job=%s what=%s note=\"Redis did not confirm; the lease will re-deliver\"",
+		       q->id, q->what);
+	else if (r->type == REDIS_REPLY_ERROR)
+		al_log("error", "redis_script", "what=%s job=%s error=\"%s\"", q->what, q->id, r->str);
+	else if (r->type == REDIS_REPLY_INTEGER && r->integer == AL_RETRY_STALE && !strcmp(q->what, "retry"))
+		al_log("warn", "stale_attempt", "what=%s job=%s note=\"lease was taken over; refused\"",
+		       q->what, q->id);
+	free(q);
+	call_answered(w);
 }
 
-/* Commits sent together in one COMMIT call. */
+/* Send call (taken over) reliably; what and id name it in logs. */
+static void send_call(struct worker *w, struct al_call *call, const char *what, const char *id)
+{
+	struct call_ctx *q = calloc(1, sizeof(*q));
+
+	if (!q) {
+		al_call_free(call);
+		al_log("error", "out_of_memory", "job=%s what=%s", id, what);
+		return;
+	}
+	q->w = w;
+	snprintf(q->what, sizeof(q->what), "%s", what);
+	snprintf(q->id, sizeof(q->id), "%s", id ? id : "-");
+	if (al_aconn_call(w->cmd, call, on_call, q)) {
+		al_log("error", "out_of_memory", "job=%s what=%s", q->id, what);
+		free(q);
+		return;
+	}
+	w->inflight++;
+}
+
+static void commit_free(struct commit *c)
+{
+	free(c->result);
+	free(c->callback);
+	free(c);
+}
+
+/* The result of one commit in a batch. */
+static void commit_answered(struct worker *w, struct commit *c, redisReply *e)
+{
+	if (!e) {
+		al_log("warn", "unsent", "job=%s what=commit note=\"Redis did not confirm; the lease will re-deliver\"",
+		       c->id);
+	} else if (e->type == REDIS_REPLY_ERROR) {
+		al_log("error", "redis_script", "what=commit job=%s error=\"%s\"", c->id, e->str);
+	} else if (e->type == REDIS_REPLY_INTEGER && e->integer == AL_COMMIT_STALE) {
+		al_log("warn", "stale_attempt", "what=commit job=%s attempt=%ld note=\"lease was taken over; result refused\"",
+		       c->id, c->attempt);
+	} else if (e->type == REDIS_REPLY_INTEGER && e->integer == AL_COMMIT_EXISTS) {
+		al_log("warn", "stale_attempt", "what=commit job=%s attempt=%ld note=\"a result exists (another attempt, or this one sent again); this one is dropped\"",
+		       c->id, c->attempt);
+	} else if (e->type == REDIS_REPLY_INTEGER && e->integer == AL_COMMIT_DONE && c->callback &&
+		   w->hooks) {
+		/* Only the committed result is announced, once. */
+		if (al_webhooks_post(w->hooks, c->callback, c->id, c->result, c->len))
+			al_log("error", "webhook", "job=%s error=\"could not queue the callback\"", c->id);
+	}
+}
+
 struct commit_batch {
 	struct worker *w;
 	int n;
-	struct pending *p[];
+	struct commit *c[];
 };
 
 static void on_commit_batch(redisAsyncContext *ac, void *reply, void *priv)
@@ -255,67 +272,54 @@ static void on_commit_batch(redisAsyncContext *ac, void *reply, void *priv)
 	struct commit_batch *b = priv;
 	struct worker *w = b->w;
 	redisReply *r = reply;
-	bool again = false;
+	bool each = r && r->type == REDIS_REPLY_ARRAY && (int)r->elements == b->n;
 
 	(void)ac;
 	for (int i = 0; i < b->n; i++) {
-		if (pending_retry(w, b->p[i], r))
-			again = true;
-		else if (r->type == REDIS_REPLY_ARRAY && (int)r->elements == b->n)
-			pending_done(w, b->p[i], r->element[i]);
-		else
-			pending_done(w, b->p[i], r);
+		commit_answered(w, b->c[i], each ? r->element[i] : r);
+		commit_free(b->c[i]);
 	}
 	free(b);
-	if (again && r)
-		flush_pending(w);
+	call_answered(w);
 }
 
 #define COMMIT_BATCH_MAX 64
-#define COMMIT_ARGC 15 /* EVALSHA, sha, "6", 6 keys, 6 arguments */
 
-static bool is_commit(const struct pending *p)
+/* Send the results waiting in w->commits, COMMIT_BATCH_MAX per call. */
+static void flush_commits(struct worker *w)
 {
-	return p && !p->sent && !strcmp(p->what, "commit") && p->argc == COMMIT_ARGC;
-}
+	while (w->commits) {
+		struct commit_batch *b = calloc(1, sizeof(*b) + COMMIT_BATCH_MAX * sizeof(struct commit *));
+		struct al_call call;
 
-/* Send the unsent commits from first on as one COMMIT call; returns the
- * first pending call after them, or NULL when Redis is down. */
-static struct pending *send_commits(struct worker *w, struct pending *first)
-{
-	struct commit_batch *b = calloc(1, sizeof(*b) + COMMIT_BATCH_MAX * sizeof(struct pending *));
-	const char *argv[3 + 12 * COMMIT_BATCH_MAX];
-	size_t lens[3 + 12 * COMMIT_BATCH_MAX];
-	struct pending *p = first;
-	char nkeys[16];
-	int k = 3;
+		if (!b) {
+			al_log("error", "out_of_memory", "what=commit note=\"results kept; tried again\"");
+			return;
+		}
+		b->w = w;
+		al_call_init(&call, al_lua_commit);
+		while (w->commits && b->n < COMMIT_BATCH_MAX) {
+			struct commit *c = w->commits;
 
-	if (!b)
-		return NULL;
-	b->w = w;
-	while (is_commit(p) && b->n < COMMIT_BATCH_MAX) {
-		b->p[b->n++] = p;
-		p = p->next;
+			w->commits = c->next;
+			if (!w->commits)
+				w->commits_tail = &w->commits;
+			b->c[b->n++] = c;
+			al_commit_add(&call, &(struct al_commit_item){
+						     .id = c->id, .attempt = c->attempt, .result = c->result,
+						     .len = c->len, .ttl_ms = w->policy.result_ttl_ms,
+						     .stream = c->stream, .entry = c->entry,
+						     .group = AL_GROUP_WORKERS, .status = c->status });
+		}
+		if (al_aconn_call(w->cmd, &call, on_commit_batch, b)) {
+			al_log("error", "out_of_memory", "what=commit jobs=%d", b->n);
+			for (int i = 0; i < b->n; i++)
+				commit_free(b->c[i]);
+			free(b);
+			continue;
+		}
+		w->inflight++;
 	}
-	for (int part = 0; part < 2; part++) /* all keys, then all arguments */
-		for (int i = 0; i < b->n; i++)
-			for (int j = 0; j < 6; j++) {
-				argv[k] = b->p[i]->argv[3 + 6 * part + j];
-				lens[k++] = b->p[i]->lens[3 + 6 * part + j];
-			}
-	snprintf(nkeys, sizeof(nkeys), "%d", 6 * b->n);
-	argv[0] = "EVALSHA";
-	argv[1] = al_script_sha(al_lua_commit);
-	argv[2] = nkeys;
-	for (int i = 0; i < 3; i++)
-		lens[i] = strlen(argv[i]);
-	if (al_aconn_cmd(w->cmd, on_commit_batch, b, k, argv, lens)) {
-		free(b);
-		return NULL;
-	}
-	for (int i = 0; i < b->n; i++)
-		b->p[i]->sent = true;
-	return p;
 }
 
 static void on_flush(evutil_socket_t fd, short what, void *arg)
@@ -325,10 +329,19 @@ static void on_flush(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	w->flush_armed = false;
-	flush_pending(w);
+	flush_commits(w);
 	if (w->fetch_wanted) {
 		w->fetch_wanted = false;
 		maybe_fetch(w);
+	}
+}
+
+/* Run on_flush at the end of this loop pass. */
+static void arm_flush(struct worker *w)
+{
+	if (!w->flush_armed && w->flush_ev) {
+		w->flush_armed = true;
+		event_active(w->flush_ev, 0, 0);
 	}
 }
 
@@ -337,174 +350,91 @@ static void on_flush(evutil_socket_t fd, short what, void *arg)
 static void fetch_soon(struct worker *w)
 {
 	w->fetch_wanted = true;
-	if (!w->flush_armed && w->flush_ev) {
-		w->flush_armed = true;
-		event_active(w->flush_ev, 0, 0);
-	} else if (!w->flush_ev) {
+	if (w->flush_ev)
+		arm_flush(w);
+	else
 		maybe_fetch(w);
-	}
 }
 
-static void flush_pending(struct worker *w)
+/* Commit res (the attempt fences it); callback (may be NULL) hears of it
+ * once committed. The result is kept until Redis answers. */
+static void commit_result(struct worker *w, const struct al_result *res, const char *stream,
+			  const char *entry, long attempt, const char *callback)
 {
-	struct pending *p = w->pending;
-
-	while (p) {
-		if (p->sent) {
-			p = p->next;
-		} else if (is_commit(p)) {
-			if (!(p = send_commits(w, p)))
-				return;
-		} else {
-			if (al_aconn_cmd(w->cmd, on_pending_reply, p, p->argc, (const char **)p->argv,
-					 p->lens))
-				return;
-			p->sent = true;
-			p = p->next;
-		}
-	}
-}
-
-/* Queue a script call; argv[i] with lens[i] bytes (copied). Returns the
- * queued call (owned by the queue) or NULL. */
-static struct pending *enqueue(struct worker *w, const char *what, const char *id, int argc,
-			       const char **argv, const size_t *lens)
-{
-	struct pending *p = calloc(1, sizeof(*p));
-
-	if (!p)
-		goto oom;
-	p->w = w;
-	p->argc = argc;
-	p->argv = calloc((size_t)argc, sizeof(char *));
-	p->lens = calloc((size_t)argc, sizeof(size_t));
-	if (!p->argv || !p->lens)
-		goto oom;
-	for (int i = 0; i < argc; i++) {
-		p->lens[i] = lens ? lens[i] : strlen(argv[i]);
-		p->argv[i] = malloc(p->lens[i] + 1);
-		if (!p->argv[i])
-			goto oom;
-		memcpy(p->argv[i], argv[i], p->lens[i]);
-		p->argv[i][p->lens[i]] = '\0';
-	}
-	snprintf(p->what, sizeof(p->what), "%s", what);
-	snprintf(p->id, sizeof(p->id), "%s", id);
-	*w->pending_tail = p;
-	w->pending_tail = &p->next;
-	/* Sent at the end of this loop pass, so that results finishing
-	 * together go out in one COMMIT call. */
-	if (!w->flush_armed && w->flush_ev) {
-		w->flush_armed = true;
-		event_active(w->flush_ev, 0, 0);
-	}
-	return p;
-oom:
-	/* Out of memory while saving a result: the lease will expire and the
-	 * job be re-delivered; say so loudly. */
-	al_log("error", "out_of_memory", "job=%s what=%s", id, what);
-	if (p) {
-		p->argc = p->argv ? argc : 0;
-		pending_free(p);
-	}
-	return NULL;
-}
-
-static void keys_for(const char *id, const char *tenant, char jobkey[AL_KEY_MAX],
-		     char reskey[AL_KEY_MAX], char done[AL_KEY_MAX], char tenkey[AL_KEY_MAX])
-{
-	snprintf(jobkey, AL_KEY_MAX, "al:job:%s", id);
-	snprintf(reskey, AL_KEY_MAX, "al:res:%s", id);
-	snprintf(done, AL_KEY_MAX, "al:done:%s", id);
-	snprintf(tenkey, AL_KEY_MAX, "al:tenant:%s", tenant ? tenant : "default");
-}
-
-/* Commit res for a job; callback (may be NULL) hears of it once committed. */
-static void commit_result(struct worker *w, const struct al_result *res, const char *tenant,
-			  const char *stream, const char *entry, long attempt, const char *callback)
-{
-	char jobkey[AL_KEY_MAX], reskey[AL_KEY_MAX], done[AL_KEY_MAX], tenkey[AL_KEY_MAX];
-	char att[24], ttl[24];
 	struct al_buf b = { 0 };
 	struct al_err err = { 0 };
+	struct commit *c;
 
 	if (al_result_encode(res, &b, &err)) {
 		al_log("error", "encode_result", "job=%s error=\"%s\"", res->id, err.msg);
 		return;
 	}
-	keys_for(res->id, tenant, jobkey, reskey, done, tenkey);
-	snprintf(att, sizeof(att), "%ld", attempt);
-	snprintf(ttl, sizeof(ttl), "%llu", (unsigned long long)w->policy.result_ttl_ms);
-	{
-		const char *argv[] = { "EVALSHA", al_script_sha(al_lua_commit), "6", jobkey, reskey, done,
-				       stream ? stream : "", AL_KEY_STATS, tenkey, att, b.data, ttl,
-				       entry ? entry : "", AL_GROUP_WORKERS,
-				       al_status_name(res->status) };
-		size_t lens[sizeof(argv) / sizeof(argv[0])];
-
-		struct pending *p;
-
-		for (size_t i = 0; i < sizeof(argv) / sizeof(argv[0]); i++)
-			lens[i] = argv[i] == b.data ? b.len : strlen(argv[i]);
-		p = enqueue(w, "commit", res->id, sizeof(argv) / sizeof(argv[0]), argv, lens);
-		if (p && callback) {
-			p->callback = strdup(callback);
-			p->body_arg = 10;
-		}
+	c = calloc(1, sizeof(*c));
+	if (!c || (callback && !(c->callback = strdup(callback)))) {
+		al_log("error", "out_of_memory", "job=%s what=commit note=\"the lease will re-deliver\"", res->id);
+		free(c);
+		al_buf_free(&b);
+		return;
 	}
-	al_buf_free(&b);
+	snprintf(c->id, sizeof(c->id), "%s", res->id);
+	snprintf(c->stream, sizeof(c->stream), "%s", stream ? stream : "");
+	snprintf(c->entry, sizeof(c->entry), "%s", entry ? entry : "");
+	snprintf(c->status, sizeof(c->status), "%s", al_status_name(res->status));
+	c->attempt = attempt;
+	c->result = b.data; /* moved */
+	c->len = b.len;
+	*w->commits_tail = c;
+	w->commits_tail = &c->next;
+	arm_flush(w);
 }
 
-/* A result written by the worker without running anything. */
-static void commit_status(struct worker *w, const char *id, const char *tenant,
-			  const char *stream, const char *entry, long attempt,
-			  enum al_status_code st, const char *msg)
+/* A result written by the worker for a job it did not run (attempt 0 in
+ * the result; the claimed attempt fences the commit). */
+static void commit_status(struct worker *w, const char *id, const char *stream, const char *entry,
+			  long attempt, enum al_status_code st, const char *msg)
 {
 	struct al_result res = { 0 };
 
 	res.version = AL_PROTO_VERSION;
 	res.id = (char *)id;
-	res.attempt = attempt > 0 ? (uint32_t)attempt : 0;
+	res.attempt = 0;
 	res.status = st;
 	res.error = (char *)msg;
 	res.worker = (char *)w->conf->backend.worker_id;
 	res.finished_ms = al_now_ms();
-	commit_result(w, &res, tenant, stream, entry, attempt, NULL);
+	commit_result(w, &res, stream, entry, attempt, NULL);
 }
 
 /* Re-queue through the delayed set (bump: count an attempt). */
 static void retry_later(struct worker *w, struct slot *s, uint64_t delay_ms, bool bump)
 {
-	char jobkey[AL_KEY_MAX], reskey[AL_KEY_MAX], done[AL_KEY_MAX], tenkey[AL_KEY_MAX];
-	char att[24], due[24];
+	struct al_call c;
 
-	keys_for(s->id, s->have_job ? s->job.tenant : NULL, jobkey, reskey, done, tenkey);
-	snprintf(att, sizeof(att), "%u", s->attempt);
-	snprintf(due, sizeof(due), "%llu", (unsigned long long)(al_now_ms() + delay_ms));
-	{
-		const char *argv[] = { "EVALSHA", al_script_sha(al_lua_retry), "4", jobkey, AL_KEY_DELAYED, s->stream,
-				       tenkey, att, due, s->entry, AL_GROUP_WORKERS, s->id,
-				       bump ? "1" : "0" };
+	al_retry_call(&c, &(struct al_retry_item){ .id = s->id, .stream = s->stream,
+						    .entry = s->entry, .group = AL_GROUP_WORKERS,
+						    .attempt = s->attempt,
+						    .due_ms = al_now_ms() + delay_ms, .bump = bump });
+	send_call(w, &c, "retry", s->id);
+}
 
-		enqueue(w, "retry", s->id, sizeof(argv) / sizeof(argv[0]), argv, NULL);
-	}
+static void ack(struct worker *w, const char *stream, const char *entry, const char *id)
+{
+	struct al_call c;
+
+	al_xack_call(&c, stream, AL_GROUP_WORKERS, entry);
+	send_call(w, &c, "ack", id);
 }
 
 static void dead_letter(struct worker *w, const char *stream, const char *entry,
 			const char *reason, const char *id, const char *raw, size_t rawlen)
 {
-	const char *argv[AL_DLQ_ARGC];
-	size_t lens[AL_DLQ_ARGC];
+	struct al_call c;
 
-	al_dlq_argv(argv, lens, reason, stream, entry, id, raw, rawlen);
+	al_dlq_call(&c, w->policy.dlq_max_len, reason, stream, entry, id, raw, rawlen);
 	al_log("warn", "dead_letter", "stream=%s entry=%s job=%s reason=\"%s\"", stream, entry,
 	       id ? id : "-", reason);
-	enqueue(w, "dlq", id ? id : "-", AL_DLQ_ARGC, argv, lens);
-	{
-		const char *ack[] = { "XACK", stream, AL_GROUP_WORKERS, entry };
-
-		enqueue(w, "ack", id ? id : "-", 4, ack, NULL);
-	}
+	send_call(w, &c, "dlq", id);
+	ack(w, stream, entry, id);
 }
 
 static void dispatch_held(struct worker *w, struct backend_state *be);
@@ -549,7 +479,7 @@ static void hist_add(struct worker *w, const char *tier, const char *backend, ui
 	struct hist *h = NULL;
 	uint64_t v[2] = { wait_ms, run_ms };
 
-	snprintf(key, sizeof(key), "al:hist:%s:%s", tier, backend);
+	al_key_hist(key, tier, backend);
 	for (int i = 0; i < w->nhists && !h; i++)
 		if (!strcmp(w->hists[i].key, key))
 			h = &w->hists[i];
@@ -629,26 +559,26 @@ static void record_vm_lease(struct worker *w, struct slot *s, const struct al_re
 
 	if (!name || !exp || !max || !ip)
 		return;
-	snprintf(key, sizeof(key), AL_KEY_VM_PREFIX "%s", name);
 	snprintf(now, sizeof(now), "%llu", (unsigned long long)al_now_ms());
 	{
-		const char *argv[] = { "HSET", key, "job", s->id, "tier", s->tier->name, "worker",
-				       w->conf->backend.worker_id, "ip", ip, "ports", ports ? ports : "",
-				       "created_ms", now, "expires_ms", exp, "max_until_ms", max,
-				       "state", "running" };
-		size_t lens[sizeof(argv) / sizeof(argv[0])];
+		const char *kv[] = { "job", s->id, "tier", s->tier->name, "worker",
+				     w->conf->backend.worker_id, "ip", ip, "ports", ports ? ports : "",
+				     "created_ms", now, "expires_ms", exp, "max_until_ms", max,
+				     "state", "running" };
+		struct al_call c;
 
-		for (size_t i = 0; i < sizeof(argv) / sizeof(argv[0]); i++)
-			lens[i] = strlen(argv[i]);
-		enqueue(w, "vm_lease", s->id, sizeof(argv) / sizeof(argv[0]), argv, lens);
-	}
-	{
-		const char *argv[] = { "ZADD", AL_KEY_VM_LEASES, exp, name };
-		size_t lens[4];
-
-		for (size_t i = 0; i < 4; i++)
-			lens[i] = strlen(argv[i]);
-		enqueue(w, "vm_lease", s->id, 4, argv, lens);
+		al_call_init(&c, NULL);
+		al_call_str(&c, "HSET");
+		al_call_str(&c, al_key_vm(key, name));
+		for (size_t i = 0; i < sizeof(kv) / sizeof(kv[0]); i++)
+			al_call_str(&c, kv[i]);
+		send_call(w, &c, "vm_lease", s->id);
+		al_call_init(&c, NULL);
+		al_call_str(&c, "ZADD");
+		al_call_str(&c, AL_KEY_VM_LEASES);
+		al_call_str(&c, exp);
+		al_call_str(&c, name);
+		send_call(w, &c, "vm_lease", s->id);
 	}
 	al_log("info", "vm_up", "job=%s vm=%s ip=%s ports=%s lease_expires_ms=%s", s->id, name, ip,
 	       ports ? ports : "", exp);
@@ -679,7 +609,7 @@ static void on_job_done(struct al_runner *r, struct al_result *res, void *arg)
 	} else {
 		if ((s->ops->caps & AL_CAP_SERVICE) && res->status == AL_ST_OK)
 			record_vm_lease(w, s, res);
-		commit_result(w, res, s->job.tenant, s->stream, s->entry, (long)s->attempt,
+		commit_result(w, res, s->stream, s->entry, (long)s->attempt,
 			      s->job.callback_url);
 	}
 	w->jobs_done++;
@@ -693,7 +623,7 @@ static bool job_accept(struct worker *w, struct slot *s, const char *raw, size_t
 
 	if (al_job_decode(raw, rawlen, &s->job, &err)) {
 		dead_letter(w, s->stream, s->entry, err.msg, s->id, raw, rawlen);
-		commit_status(w, s->id, NULL, s->stream, s->entry, (long)s->attempt, AL_ST_REJECTED,
+		commit_status(w, s->id, s->stream, s->entry, (long)s->attempt, AL_ST_REJECTED,
 			      err.msg);
 		slot_release(s);
 		return false;
@@ -702,10 +632,8 @@ static bool job_accept(struct worker *w, struct slot *s, const char *raw, size_t
 	/* Defence in depth: the worker re-checks the job against its own copy
 	 * of the policy (deadline 0: the claim already checked it). */
 	if (al_policy_admit(&w->policy, &s->job, 0, &err)) {
-		commit_result(w, &(struct al_result){ .version = AL_PROTO_VERSION, .id = s->id,
-						      .attempt = s->attempt,
-						      .status = AL_ST_REJECTED, .error = err.msg },
-			      s->job.tenant, s->stream, s->entry, (long)s->attempt, NULL);
+		commit_status(w, s->id, s->stream, s->entry, (long)s->attempt, AL_ST_REJECTED,
+			      err.msg);
 		slot_release(s);
 		return false;
 	}
@@ -726,8 +654,7 @@ static void job_run(struct worker *w, struct slot *s)
 		commit_result(w, &(struct al_result){ .version = AL_PROTO_VERSION, .id = s->id,
 						      .attempt = s->attempt,
 						      .status = AL_ST_SANDBOX_ERROR, .error = why },
-			      s->job.tenant, s->stream, s->entry, (long)s->attempt,
-			      s->job.callback_url);
+			      s->stream, s->entry, (long)s->attempt, s->job.callback_url);
 		slot_release(s);
 		return;
 	}
@@ -770,7 +697,7 @@ static void run_held(struct worker *w, struct slot *p, struct slot *s)
 	p->busy = false;
 	p->waiting = false;
 	if (s->job.deadline_ms && al_now_ms() > s->job.deadline_ms) {
-		commit_status(w, s->id, s->job.tenant, s->stream, s->entry, (long)s->attempt,
+		commit_status(w, s->id, s->stream, s->entry, (long)s->attempt,
 			      AL_ST_EXPIRED, "not started before its deadline");
 		slot_release(s);
 		return;
@@ -821,10 +748,9 @@ static void hold(struct worker *w, struct slot *p)
 static void claim_done(struct slot *s, long long code, const char *job, size_t joblen)
 {
 	struct worker *w = s->w;
-	const char *tenant = NULL;
 
 	switch (code) {
-	case 1:
+	case AL_CLAIM_RUN:
 		if (!job) {
 			slot_release(s);
 			return;
@@ -836,34 +762,29 @@ static void claim_done(struct slot *s, long long code, const char *job, size_t j
 		else
 			job_run(w, s);
 		return;
-	case -3:
-	case -4:
-		if (job && al_job_decode(job, joblen, &s->job, NULL) == AL_OK) {
-			s->have_job = true;
-			tenant = s->job.tenant;
-		}
-		commit_status(w, s->id, tenant, s->stream, s->entry, (long)s->attempt,
-			      code == -3 ? AL_ST_CANCELLED : AL_ST_EXPIRED,
-			      code == -3 ? "cancelled by a client before it started"
-					 : "not started before its deadline");
+	case AL_CLAIM_CANCELLED:
+	case AL_CLAIM_EXPIRED:
+		(void)job;
+		(void)joblen;
+		commit_status(w, s->id, s->stream, s->entry, (long)s->attempt,
+			      code == AL_CLAIM_CANCELLED ? AL_ST_CANCELLED : AL_ST_EXPIRED,
+			      code == AL_CLAIM_CANCELLED ? "cancelled by a client before it started"
+							 : "not started before its deadline");
 		break;
-	case -5:
+	case AL_CLAIM_TENANT_FULL:
 		/* Tenant at its running cap: try again a little later. */
 		retry_later(w, s, 250, false);
 		break;
-	case -2:
+	case AL_CLAIM_UNKNOWN:
 		dead_letter(w, s->stream, s->entry, "no such job (its record is missing)", s->id, NULL, 0);
 		break;
 	case -99:
 		/* No answer: the entry stays pending in our name and the lease
 		 * brings it back. */
 		break;
-	default: {
+	default:
 		/* finished already or a stale duplicate: just acknowledge */
-		const char *ack[] = { "XACK", s->stream, AL_GROUP_WORKERS, s->entry };
-
-		enqueue(w, "ack", s->id, 4, ack, NULL);
-	}
+		ack(w, s->stream, s->entry, s->id);
 	}
 	slot_release(s);
 }
@@ -889,7 +810,6 @@ static struct slot *handle_entry(struct worker *w, const char *stream, redisRepl
 	const char *id = NULL, *attempt = NULL;
 	const struct al_tier_policy *t;
 	struct slot *s;
-	const char *colon;
 
 	if (e->type != REDIS_REPLY_ARRAY || e->elements != 2 || e->element[0]->type != REDIS_REPLY_STRING)
 		return NULL;
@@ -905,12 +825,8 @@ static struct slot *handle_entry(struct worker *w, const char *stream, redisRepl
 				attempt = val->str;
 		}
 	}
-	/* stream is al:q:<tier>:<band> */
-	colon = strrchr(stream, ':');
-	snprintf(tier, sizeof(tier), "%.*s", colon ? (int)(colon - stream - 5) : 0, stream + 5);
-	t = al_policy_tier(&w->policy, tier);
-	if (!id || !attempt || !*id || strlen(id) > AL_ID_MAX || atoi(attempt) < 1 || !t ||
-	    strspn(id, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:-") != strlen(id)) {
+	t = al_key_queue_tier(stream, tier, sizeof(tier)) ? al_policy_tier(&w->policy, tier) : NULL;
+	if (!id || !attempt || !al_job_id_ok(id, strlen(id)) || atoi(attempt) < 1 || !t) {
 		dead_letter(w, stream, e->element[0]->str,
 			    !t ? "entry in the queue of a tier this worker's policy does not know"
 			       : "malformed queue entry: needs id and attempt fields",
@@ -962,51 +878,21 @@ static void on_claim(redisAsyncContext *ac, void *reply, void *priv)
 	free(b);
 }
 
+/* CLAIM is a reliable call: the script answers a repeated claim of the
+ * same attempt by the same worker as the first. */
 static void claim_send(struct worker *w, struct claim_batch *b)
 {
-	int argc = 3 + b->n + 2 + b->n, k = 0;
-	char (*keys)[AL_KEY_MAX] = calloc((size_t)b->n, AL_KEY_MAX);
-	char (*atts)[16] = calloc((size_t)b->n, 16);
-	const char **argv = calloc((size_t)argc, sizeof(char *));
-	char nkeys[16], now[24];
+	struct al_call c;
 
-	if (!keys || !atts || !argv) {
+	al_claim_init(&c, w->conf->backend.worker_id, al_now_ms());
+	for (int i = 0; i < b->n; i++)
+		al_claim_add(&c, b->slots[i]->id, b->slots[i]->attempt);
+	if (al_aconn_call(w->cmd, &c, on_claim, b)) {
 		for (int i = 0; i < b->n; i++)
 			b->slots[i]->busy = false; /* stays pending; the lease returns it */
 		free(b);
-		goto out;
 	}
-	snprintf(nkeys, sizeof(nkeys), "%d", b->n);
-	snprintf(now, sizeof(now), "%llu", (unsigned long long)al_now_ms());
-	argv[k++] = "EVALSHA";
-	argv[k++] = al_script_sha(al_lua_claim);
-	argv[k++] = nkeys;
-	for (int i = 0; i < b->n; i++) {
-		snprintf(keys[i], AL_KEY_MAX, "al:job:%s", b->slots[i]->id);
-		argv[k++] = keys[i];
-	}
-	argv[k++] = w->conf->backend.worker_id;
-	argv[k++] = now;
-	for (int i = 0; i < b->n; i++) {
-		snprintf(atts[i], 16, "%u", b->slots[i]->attempt);
-		argv[k++] = atts[i];
-	}
-	if (al_aconn_cmd(w->cmd, on_claim, b, argc, argv, NULL)) {
-		for (int i = 0; i < b->n; i++)
-			b->slots[i]->busy = false; /* Redis down: stays pending */
-		free(b);
-	}
-out:
-	free(keys);
-	free(atts);
-	free(argv);
 }
-
-/* Re-add a delivered, unclaimed entry at the end of its stream. */
-static const char lua_give_back[] =
-	"local e = redis.call('XRANGE', KEYS[1], ARGV[2], ARGV[2])\n"
-	"if #e == 1 then redis.call('XADD', KEYS[1], '*', unpack(e[1][2])) end\n"
-	"return redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])\n";
 
 static void on_fetch(redisAsyncContext *ac, void *reply, void *priv)
 {
@@ -1039,11 +925,13 @@ static void on_fetch(redisAsyncContext *ac, void *reply, void *priv)
 				continue;
 			for (size_t j = 0; j < st->element[1]->elements; j++) {
 				redisReply *e = st->element[1]->element[j];
-				const char *back[] = { "EVAL", lua_give_back, "1", st->element[0]->str,
-						       AL_GROUP_WORKERS, e->element[0]->str };
+				struct al_call c;
 
-				if (e->type == REDIS_REPLY_ARRAY && e->elements == 2)
-					enqueue(w, "give-back", "-", 6, back, NULL);
+				if (e->type != REDIS_REPLY_ARRAY || e->elements != 2)
+					continue;
+				al_give_back_call(&c, st->element[0]->str, AL_GROUP_WORKERS,
+						  e->element[0]->str);
+				send_call(w, &c, "give-back", "-");
 			}
 		}
 		return;
@@ -1124,16 +1012,15 @@ static void on_fetch_script(redisAsyncContext *ac, void *reply, void *priv)
 	if (!r)
 		return; /* connection lost; fetching resumes when it is back */
 	if (r->type == REDIS_REPLY_ERROR) {
-		al_log("error", "fetch", "error=\"%s\"", r->str);
-		if (!strncmp(r->str, "NOSCRIPT", 8))
-			al_aconn_load_scripts(w->cmd);
+		/* a reset follows a transient error: fetching resumes when up */
+		if (!al_aconn_transient(r))
+			al_log("error", "fetch", "error=\"%s\"", r->str);
 	} else if (r->type == REDIS_REPLY_ARRAY) {
 		got = r->elements;
 		for (size_t i = 0; i < r->elements; i++) {
 			redisReply *e = r->element[i];
 			const char *stream, *entry;
 			char tier[AL_ID_MAX + 1];
-			const char *colon;
 			const struct al_tier_policy *t;
 			struct slot *s;
 
@@ -1141,14 +1028,13 @@ static void on_fetch_script(redisAsyncContext *ac, void *reply, void *priv)
 				continue;
 			stream = e->element[0]->str;
 			entry = e->element[1]->str;
-			if (e->element[4]->integer == -9) {
+			if (e->element[4]->integer == AL_CLAIM_MALFORMED) {
 				dead_letter(w, stream, entry, "malformed queue entry: needs id and attempt fields",
 					    NULL, NULL, 0);
 				continue;
 			}
-			colon = strrchr(stream, ':');
-			snprintf(tier, sizeof(tier), "%.*s", colon ? (int)(colon - stream - 5) : 0, stream + 5);
-			t = al_policy_tier(&w->policy, tier);
+			t = al_key_queue_tier(stream, tier, sizeof(tier)) ? al_policy_tier(&w->policy, tier)
+									  : NULL;
 			s = t ? free_slot_for(w, t) : NULL;
 			if (!s) { /* cannot happen with fetch_count; the lease repairs it */
 				al_log("error", "no_free_slot", "job=%s", e->element[2]->str);
@@ -1186,37 +1072,21 @@ static bool can_fetch(const struct worker *w, unsigned n)
  * when the queues are empty, block_fetch waits on the fetch connection. */
 static void maybe_fetch(struct worker *w)
 {
-	const char *argv[6 + MAX_STREAMS];
-	char count[16], nkeys[16], now[24];
 	unsigned n = fetch_count(w);
-	int argc = 0;
+	struct fetch_req *q;
+	struct al_call c;
 
-	if (!can_fetch(w, n))
+	if (!can_fetch(w, n) || !(q = malloc(sizeof(*q))))
 		return;
-	snprintf(count, sizeof(count), "%u", n);
-	snprintf(nkeys, sizeof(nkeys), "%d", w->nstreams);
-	snprintf(now, sizeof(now), "%llu", (unsigned long long)al_now_ms());
-	argv[argc++] = "EVALSHA";
-	argv[argc++] = al_script_sha(al_lua_fetch);
-	argv[argc++] = nkeys;
-	for (int i = 0; i < w->nstreams; i++)
-		argv[argc++] = w->streams[i];
-	argv[argc++] = w->conf->backend.worker_id;
-	argv[argc++] = now;
-	argv[argc++] = count;
-	{
-		struct fetch_req *q = malloc(sizeof(*q));
-
-		if (!q)
-			return;
-		*q = (struct fetch_req){ w, n };
-		if (al_aconn_cmd(w->cmd, on_fetch_script, q, argc, argv, NULL)) {
-			free(q);
-			return;
-		}
+	*q = (struct fetch_req){ w, n };
+	al_fetch_call(&c, w->streams, w->nstreams, w->conf->backend.worker_id, al_now_ms(), n);
+	if (al_aconn_send(w->cmd, &c, on_fetch_script, q)) {
+		free(q);
+	} else {
 		w->fetch_inflight++;
 		w->fetch_reserved += n;
 	}
+	al_call_free(&c);
 }
 
 static void block_fetch(struct worker *w)
@@ -1256,7 +1126,7 @@ static void cancel_slot(struct worker *w, struct slot *s)
 		al_runner_stop(s->runner, AL_ST_CANCELLED, "cancelled by a client while running");
 	} else if (s->waiting) {
 		al_log("info", "cancel", "job=%s held=yes", s->id);
-		commit_status(w, s->id, s->job.tenant, s->stream, s->entry, (long)s->attempt,
+		commit_status(w, s->id, s->stream, s->entry, (long)s->attempt,
 			      AL_ST_CANCELLED, "cancelled by a client before it started");
 		slot_release(s);
 	}
@@ -1323,7 +1193,7 @@ static void heartbeat(evutil_socket_t fd, short what, void *arg)
 			w->backends[b].ops->tick(&w->conf->backend);
 	if (!al_aconn_is_up(w->cmd))
 		return;
-	snprintf(alive, sizeof(alive), "al:worker:%s", w->conf->backend.worker_id);
+	al_key_worker(alive, w->conf->backend.worker_id);
 	snprintf(ttl, sizeof(ttl), "%llu", (unsigned long long)(w->conf->heartbeat_ms * 3));
 	n += snprintf(desc + n, sizeof(desc) - (size_t)n,
 		      "{\"pid\":%d,\"slots\":%u,\"busy\":%u,\"held\":%u,\"draining\":%s,\"done\":%llu,\"backends\":[",
@@ -1365,7 +1235,7 @@ static void heartbeat(evutil_socket_t fd, short what, void *arg)
 							"JUSTID" };
 				const char *flag[] = { "HGET", jobkey, "cancel" };
 
-				snprintf(jobkey, sizeof(jobkey), "al:job:%s", s->id);
+				al_key_job(jobkey, s->id);
 				al_aconn_cmd(w->cmd, NULL, NULL, 7, claim, NULL);
 				q = malloc(sizeof(*q));
 				if (!q)
@@ -1392,7 +1262,7 @@ static void on_cmd_up(struct al_aconn *c, void *arg)
 		al_aconn_cmd(w->cmd, NULL, NULL, 6, argv, NULL);
 	}
 	heartbeat(-1, 0, w);
-	flush_pending(w);
+	flush_commits(w);
 	maybe_fetch(w);
 }
 
@@ -1414,9 +1284,7 @@ static void on_fetch_up(struct al_aconn *c, void *arg)
 
 static void on_sub_up(struct al_aconn *c, void *arg)
 {
-	const char *argv[] = { "SUBSCRIBE", AL_KEY_CANCEL_CHANNEL };
-
-	al_aconn_cmd(c, on_cancel_msg, arg, 2, argv, NULL);
+	al_aconn_subscribe(c, AL_KEY_CANCEL_CHANNEL, on_cancel_msg, arg);
 }
 
 /* ---- drain ---- */
@@ -1529,8 +1397,7 @@ static int setup_backends(struct worker *w)
 		if (!served)
 			continue;
 		for (int b = 0; b < AL_BANDS && w->nstreams < MAX_STREAMS; b++) {
-			snprintf(w->stream_buf[w->nstreams], AL_KEY_MAX, "al:q:%s:%s", t->name,
-				 al_band_name(b));
+			al_key_queue(w->stream_buf[w->nstreams], t->name, b);
 			w->streams[w->nstreams] = w->stream_buf[w->nstreams];
 			w->nstreams++;
 		}
@@ -1589,7 +1456,7 @@ int al_worker_run(const struct al_worker_conf *conf)
 	struct worker w = { .conf = conf, .exit_code = 0 };
 	struct al_err err = { 0 };
 
-	w.pending_tail = &w.pending;
+	w.commits_tail = &w.commits;
 	if (al_redis_url_parse(conf->redis_url, &w.url, &err) ||
 	    al_policy_load(conf->policy_path, &w.policy, &err)) {
 		fprintf(stderr, "airlock-worker: %s\n", err.msg);
@@ -1632,7 +1499,7 @@ int al_worker_run(const struct al_worker_conf *conf)
 		const char *del[] = { "DEL", alive };
 		const char *hdel[] = { "HDEL", AL_KEY_WORKERS, conf->backend.worker_id };
 
-		snprintf(alive, sizeof(alive), "al:worker:%s", conf->backend.worker_id);
+		al_key_worker(alive, conf->backend.worker_id);
 		al_aconn_cmd(w.cmd, NULL, NULL, 2, del, NULL);
 		al_aconn_cmd(w.cmd, NULL, NULL, 3, hdel, NULL);
 		event_base_loopexit(w.base, &tv);
@@ -1658,13 +1525,13 @@ int al_worker_run(const struct al_worker_conf *conf)
 		if (w.backends[b].ok && w.backends[b].ops->fini)
 			w.backends[b].ops->fini();
 	}
-	while (w.pending) {
-		struct pending *p = w.pending;
+	while (w.commits) {
+		struct commit *c = w.commits;
 
-		al_log("warn", "unsent", "job=%s what=%s note=\"Redis did not confirm; the lease will re-deliver\"",
-		      p->id, p->what);
-		w.pending = p->next;
-		pending_free(p);
+		al_log("warn", "unsent", "job=%s what=commit note=\"Redis did not confirm; the lease will re-deliver\"",
+		       c->id);
+		w.commits = c->next;
+		commit_free(c);
 	}
 	event_base_loop(w.base, EVLOOP_NONBLOCK); /* what is still queued (refills) */
 	al_webhooks_free(w.hooks);

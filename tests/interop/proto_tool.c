@@ -1,6 +1,7 @@
 /* proto_tool.c - test helper for the interop test: the C side of the wire.
  *   proto_tool decode-job      msgpack job on stdin  -> JSON on stdout
  *   proto_tool encode-result   JSON result on stdin  -> msgpack on stdout
+ *   proto_tool script NAME     the text of a queue script (submit, cancel, ...)
  * On a decode error it prints "error: <message>" on stdout and exits 1. */
 #include <jansson.h>
 #include <stdio.h>
@@ -8,6 +9,7 @@
 #include <string.h>
 
 #include "../../client/json.h"
+#include "../../proto/scripts.h"
 
 static int read_all(FILE *f, struct al_buf *b)
 {
@@ -115,6 +117,25 @@ int main(int argc, char **argv)
 	struct al_buf in = { 0 };
 	int rc;
 
+	if (argc == 3 && !strcmp(argv[1], "script")) {
+		static const struct {
+			const char *name, *text;
+		} all[] = {
+			{ "submit", al_lua_submit }, { "admit", al_lua_admit },	  { "claim", al_lua_claim },
+			{ "fetch", al_lua_fetch },   { "commit", al_lua_commit }, { "retry", al_lua_retry },
+			{ "promote", al_lua_promote }, { "reclaim", al_lua_reclaim },
+			{ "cancel", al_lua_cancel }, { "expire", al_lua_expire }, { "trim", al_lua_trim },
+			{ "rearm", al_lua_rearm },   { "give_back", al_lua_give_back },
+		};
+
+		for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+			if (!strcmp(all[i].name, argv[2])) {
+				fputs(all[i].text, stdout);
+				return 0;
+			}
+		fprintf(stderr, "proto_tool: no script \"%s\"\n", argv[2]);
+		return 2;
+	}
 	if (argc != 2 || read_all(stdin, &in)) {
 		fprintf(stderr, "usage: proto_tool decode-job|encode-result < input\n");
 		return 2;

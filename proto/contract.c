@@ -1,0 +1,439 @@
+/* contract.c - key names, the command builder and one builder per script
+ * (see contract.h). */
+#include "contract.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- key names ---- */
+
+/* prefix + a (+ ":" + b when b is not NULL), cut to AL_KEY_MAX - 1. */
+static const char *keyf(char out[AL_KEY_MAX], const char *prefix, const char *a, const char *b)
+{
+	snprintf(out, AL_KEY_MAX, "%s%s%s%s", prefix, a ? a : "", b ? ":" : "", b ? b : "");
+	return out;
+}
+
+const char *al_key_job(char out[AL_KEY_MAX], const char *id)
+{
+	return keyf(out, AL_KEY_PREFIX "job:", id, NULL);
+}
+
+const char *al_key_res(char out[AL_KEY_MAX], const char *id)
+{
+	return keyf(out, AL_KEY_PREFIX "res:", id, NULL);
+}
+
+const char *al_key_done(char out[AL_KEY_MAX], const char *id)
+{
+	return keyf(out, AL_KEY_PREFIX "done:", id, NULL);
+}
+
+const char *al_key_queue(char out[AL_KEY_MAX], const char *tier, int band)
+{
+	return keyf(out, AL_KEY_PREFIX "q:", tier, al_band_name(band));
+}
+
+const char *al_key_tenant(char out[AL_KEY_MAX], const char *tenant)
+{
+	return keyf(out, AL_KEY_PREFIX "tenant:", tenant ? tenant : "default", NULL);
+}
+
+const char *al_key_idem(char out[AL_KEY_MAX], const char *tenant, const char *key)
+{
+	return keyf(out, AL_KEY_PREFIX "idem:", tenant, key ? key : "");
+}
+
+const char *al_key_worker(char out[AL_KEY_MAX], const char *worker)
+{
+	return keyf(out, AL_KEY_PREFIX "worker:", worker, NULL);
+}
+
+const char *al_key_hist(char out[AL_KEY_MAX], const char *tier, const char *backend)
+{
+	return keyf(out, AL_KEY_PREFIX "hist:", tier, backend ? backend : "");
+}
+
+const char *al_key_vm(char out[AL_KEY_MAX], const char *name)
+{
+	return keyf(out, AL_KEY_VM_PREFIX, name, NULL);
+}
+
+bool al_key_queue_tier(const char *name, char *tier, size_t cap)
+{
+	static const char pre[] = AL_KEY_PREFIX "q:";
+	const char *colon;
+	size_t n;
+
+	if (strncmp(name, pre, sizeof(pre) - 1))
+		return false;
+	name += sizeof(pre) - 1;
+	colon = strrchr(name, ':');
+	if (!colon || colon == name || (size_t)(colon - name) >= cap)
+		return false;
+	n = (size_t)(colon - name);
+	memcpy(tier, name, n);
+	tier[n] = '\0';
+	return true;
+}
+
+/* ---- the command builder ---- */
+
+static void strv_add(struct al_call *c, struct al_strv *v, const void *data, size_t len)
+{
+	char *copy;
+
+	if (c->oom)
+		return;
+	if (v->n == v->cap) {
+		int cap = v->cap ? 2 * v->cap : 16;
+		char **nv = realloc(v->v, (size_t)cap * sizeof(*nv));
+		size_t *nl = nv ? realloc(v->len, (size_t)cap * sizeof(*nl)) : NULL;
+
+		if (nv)
+			v->v = nv;
+		if (!nv || !nl) {
+			c->oom = true;
+			return;
+		}
+		v->len = nl;
+		v->cap = cap;
+	}
+	copy = malloc(len + 1);
+	if (!copy) {
+		c->oom = true;
+		return;
+	}
+	if (len)
+		memcpy(copy, data, len);
+	copy[len] = '\0';
+	v->v[v->n] = copy;
+	v->len[v->n++] = len;
+}
+
+static void strv_free(struct al_strv *v)
+{
+	for (int i = 0; i < v->n; i++)
+		free(v->v[i]);
+	free(v->v);
+	free(v->len);
+	memset(v, 0, sizeof(*v));
+}
+
+void al_call_init(struct al_call *c, const char *script)
+{
+	memset(c, 0, sizeof(*c));
+	c->script = script;
+}
+
+void al_call_key(struct al_call *c, const char *key)
+{
+	strv_add(c, c->script ? &c->keys : &c->args, key, strlen(key));
+}
+
+void al_call_arg(struct al_call *c, const void *data, size_t len)
+{
+	strv_add(c, &c->args, data, len);
+}
+
+void al_call_str(struct al_call *c, const char *s)
+{
+	al_call_arg(c, s ? s : "", s ? strlen(s) : 0);
+}
+
+void al_call_u64(struct al_call *c, uint64_t v)
+{
+	char n[24];
+
+	snprintf(n, sizeof(n), "%" PRIu64, v);
+	al_call_str(c, n);
+}
+
+void al_call_i64(struct al_call *c, int64_t v)
+{
+	char n[24];
+
+	snprintf(n, sizeof(n), "%" PRId64, v);
+	al_call_str(c, n);
+}
+
+int al_call_argv(struct al_call *c, int *argc, const char ***argv, const size_t **lens)
+{
+	int head = c->script ? 3 : 0, n = head + c->keys.n + c->args.n, k = 0;
+
+	if (c->oom)
+		return -1;
+	free(c->argv);
+	free(c->lens);
+	c->argv = calloc((size_t)n + 1, sizeof(*c->argv));
+	c->lens = calloc((size_t)n + 1, sizeof(*c->lens));
+	if (!c->argv || !c->lens) {
+		c->oom = true;
+		return -1;
+	}
+	if (c->script) {
+		snprintf(c->nkeys, sizeof(c->nkeys), "%d", c->keys.n);
+		c->argv[k++] = "EVALSHA";
+		c->argv[k++] = al_script_sha(c->script);
+		c->argv[k++] = c->nkeys;
+		for (int i = 0; i < head; i++)
+			c->lens[i] = strlen(c->argv[i]);
+	}
+	for (int i = 0; i < c->keys.n; i++, k++) {
+		c->argv[k] = c->keys.v[i];
+		c->lens[k] = c->keys.len[i];
+	}
+	for (int i = 0; i < c->args.n; i++, k++) {
+		c->argv[k] = c->args.v[i];
+		c->lens[k] = c->args.len[i];
+	}
+	*argc = n;
+	*argv = c->argv;
+	*lens = c->lens;
+	return 0;
+}
+
+int al_call_items(const struct al_call *c, int keys_per_item)
+{
+	return keys_per_item > 0 ? c->keys.n / keys_per_item : 0;
+}
+
+void al_call_move(struct al_call *dst, struct al_call *src)
+{
+	*dst = *src;
+	memset(src, 0, sizeof(*src));
+}
+
+void al_call_free(struct al_call *c)
+{
+	if (!c)
+		return;
+	strv_free(&c->keys);
+	strv_free(&c->args);
+	free(c->argv);
+	free(c->lens);
+	c->argv = NULL;
+	c->lens = NULL;
+}
+
+/* ---- the scripts ---- */
+
+void al_submit_add(struct al_call *c, const struct al_submit_item *it)
+{
+	char k[AL_KEY_MAX];
+
+	c->script = al_lua_submit;
+	al_call_key(c, al_key_job(k, it->id));
+	al_call_key(c, AL_KEY_INTAKE);
+	al_call_key(c, it->idem_key ? al_key_idem(k, it->tenant, it->idem_key) : AL_KEY_PREFIX "idem:-");
+	al_call_str(c, it->id);
+	al_call_arg(c, it->job, it->joblen);
+	al_call_u64(c, it->now_ms);
+	al_call_u64(c, it->idem_ttl_s);
+	al_call_str(c, it->idem_key ? "1" : "0");
+	al_call_str(c, it->tier);
+	al_call_str(c, it->tenant);
+}
+
+void al_admit_init(struct al_call *c)
+{
+	al_call_init(c, al_lua_admit);
+	al_call_key(c, AL_KEY_INTAKE);
+	al_call_str(c, AL_GROUP_SCHEDULER);
+}
+
+void al_admit_add(struct al_call *c, const struct al_admit_item *it)
+{
+	char k[AL_KEY_MAX];
+	int band = al_band_of(it->priority);
+
+	al_call_key(c, al_key_job(k, it->id));
+	al_call_key(c, al_key_queue(k, it->tier, band));
+	al_call_str(c, it->id);
+	al_call_arg(c, it->job, it->joblen);
+	al_call_str(c, it->tier);
+	al_call_str(c, it->tenant);
+	al_call_u64(c, it->max_attempts);
+	al_call_u64(c, it->now_ms);
+	al_call_u64(c, it->deadline_ms);
+	al_call_u64(c, it->max_queued);
+	al_call_u64(c, it->rate_per_s);
+	al_call_str(c, al_band_name(band));
+	al_call_u64(c, it->max_running);
+	al_call_str(c, it->entry);
+}
+
+void al_claim_init(struct al_call *c, const char *worker, uint64_t now_ms)
+{
+	al_call_init(c, al_lua_claim);
+	al_call_str(c, worker);
+	al_call_u64(c, now_ms);
+}
+
+void al_claim_add(struct al_call *c, const char *id, unsigned attempt)
+{
+	char k[AL_KEY_MAX];
+
+	al_call_key(c, al_key_job(k, id));
+	al_call_u64(c, attempt);
+}
+
+void al_fetch_call(struct al_call *c, const char *const *streams, int nstreams,
+		   const char *worker, uint64_t now_ms, unsigned count)
+{
+	al_call_init(c, al_lua_fetch);
+	for (int i = 0; i < nstreams; i++)
+		al_call_key(c, streams[i]);
+	al_call_str(c, worker);
+	al_call_u64(c, now_ms);
+	al_call_u64(c, count);
+}
+
+/* COMMIT's keys come first for every item, then the arguments: the two
+ * lists are kept apart until al_call_argv joins them. */
+void al_commit_add(struct al_call *c, const struct al_commit_item *it)
+{
+	char k[AL_KEY_MAX];
+
+	c->script = al_lua_commit;
+	al_call_key(c, al_key_job(k, it->id));
+	al_call_key(c, al_key_res(k, it->id));
+	al_call_key(c, al_key_done(k, it->id));
+	al_call_key(c, it->stream && it->entry ? it->stream : "");
+	al_call_i64(c, it->attempt);
+	al_call_arg(c, it->result, it->len);
+	al_call_u64(c, it->ttl_ms);
+	al_call_str(c, it->stream ? it->entry : "");
+	al_call_str(c, it->group);
+	al_call_str(c, it->status);
+}
+
+void al_retry_call(struct al_call *c, const struct al_retry_item *it)
+{
+	char k[AL_KEY_MAX];
+
+	al_call_init(c, al_lua_retry);
+	al_call_key(c, al_key_job(k, it->id));
+	al_call_key(c, AL_KEY_DELAYED);
+	al_call_key(c, it->stream);
+	al_call_u64(c, it->attempt);
+	al_call_u64(c, it->due_ms);
+	al_call_str(c, it->entry);
+	al_call_str(c, it->group);
+	al_call_str(c, it->id);
+	al_call_str(c, it->bump ? "1" : "0");
+}
+
+void al_promote_call(struct al_call *c, uint64_t now_ms, unsigned max)
+{
+	al_call_init(c, al_lua_promote);
+	al_call_key(c, AL_KEY_DELAYED);
+	al_call_u64(c, now_ms);
+	al_call_u64(c, max);
+}
+
+void al_reclaim_call(struct al_call *c, const char *id, const char *stream, const char *entry,
+		     const char *group, const char *attempt)
+{
+	char k[AL_KEY_MAX];
+
+	al_call_init(c, al_lua_reclaim);
+	al_call_key(c, al_key_job(k, id));
+	al_call_key(c, al_key_res(k, id));
+	al_call_key(c, stream);
+	al_call_str(c, entry);
+	al_call_str(c, group);
+	al_call_str(c, attempt);
+	al_call_str(c, id);
+}
+
+/* CANCEL and EXPIRE write a result the caller encoded. */
+static void ending_call(struct al_call *c, const char *script, const char *id, const char *result,
+			size_t len, uint64_t ttl_ms)
+{
+	char k[AL_KEY_MAX];
+
+	al_call_init(c, script);
+	al_call_key(c, al_key_job(k, id));
+	al_call_key(c, al_key_res(k, id));
+	al_call_key(c, al_key_done(k, id));
+	if (script == al_lua_expire)
+		al_call_key(c, AL_KEY_DEADLINES);
+	al_call_str(c, id);
+	al_call_arg(c, result, len);
+	al_call_u64(c, ttl_ms);
+}
+
+void al_cancel_call(struct al_call *c, const char *id, const char *result, size_t len,
+		    uint64_t ttl_ms)
+{
+	ending_call(c, al_lua_cancel, id, result, len, ttl_ms);
+}
+
+void al_expire_call(struct al_call *c, const char *id, const char *result, size_t len,
+		    uint64_t ttl_ms)
+{
+	ending_call(c, al_lua_expire, id, result, len, ttl_ms);
+}
+
+void al_trim_call(struct al_call *c, const char *stream, const char *group)
+{
+	al_call_init(c, al_lua_trim);
+	al_call_key(c, stream);
+	al_call_str(c, group);
+}
+
+void al_rearm_call(struct al_call *c, const char *id)
+{
+	char k[AL_KEY_MAX];
+
+	al_call_init(c, al_lua_rearm);
+	al_call_key(c, al_key_done(k, id));
+	al_call_key(c, al_key_res(k, id));
+}
+
+void al_give_back_call(struct al_call *c, const char *stream, const char *group,
+		       const char *entry)
+{
+	al_call_init(c, al_lua_give_back);
+	al_call_key(c, stream);
+	al_call_str(c, group);
+	al_call_str(c, entry);
+}
+
+void al_dlq_call(struct al_call *c, uint64_t max_len, const char *reason, const char *source,
+		 const char *entry, const char *id, const char *raw, size_t rawlen)
+{
+	size_t rl = strlen(reason ? reason : "");
+
+	al_call_init(c, NULL);
+	al_call_str(c, "XADD");
+	al_call_str(c, AL_KEY_DLQ);
+	al_call_str(c, "MAXLEN");
+	al_call_str(c, "~");
+	al_call_u64(c, max_len ? max_len : AL_DLQ_MAX_LEN_DEFAULT);
+	al_call_str(c, "*");
+	al_call_str(c, "reason");
+	al_call_arg(c, reason ? reason : "", rl > AL_DLQ_REASON_MAX ? AL_DLQ_REASON_MAX : rl);
+	al_call_str(c, "source");
+	al_call_str(c, source);
+	al_call_str(c, "entry");
+	al_call_str(c, entry);
+	al_call_str(c, "id");
+	al_call_str(c, id);
+	al_call_str(c, "size");
+	al_call_u64(c, raw ? rawlen : 0);
+	al_call_str(c, "raw");
+	al_call_arg(c, raw ? raw : "", raw ? (rawlen > AL_DLQ_RAW_MAX ? AL_DLQ_RAW_MAX : rawlen) : 0);
+}
+
+void al_xack_call(struct al_call *c, const char *stream, const char *group, const char *entry)
+{
+	al_call_init(c, NULL);
+	al_call_str(c, "XACK");
+	al_call_str(c, stream);
+	al_call_str(c, group);
+	al_call_str(c, entry);
+}

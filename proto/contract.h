@@ -1,0 +1,180 @@
+/* contract.h - the Redis contract in one place: key names built by
+ * functions, one typed argument builder per script, and every script's
+ * answers by name. No I/O: a builder fills a struct al_call, which the
+ * caller hands to Redis as one argv (al_call_argv). PROTOCOL.md ("Redis")
+ * documents the same for clients in other languages. */
+#ifndef AL_CONTRACT_H
+#define AL_CONTRACT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "keys.h"
+#include "scripts.h"
+
+/* ---- key names ----
+ * Each writes the key into out (AL_KEY_MAX bytes) and returns out. Ids,
+ * tenants and tiers are restricted to safe characters by the codec; a name
+ * that would not fit is cut (it then names no key Airlock uses). */
+const char *al_key_job(char out[AL_KEY_MAX], const char *id);	  /* al:job:<id> */
+const char *al_key_res(char out[AL_KEY_MAX], const char *id);	  /* al:res:<id> */
+const char *al_key_done(char out[AL_KEY_MAX], const char *id);	  /* al:done:<id> */
+const char *al_key_queue(char out[AL_KEY_MAX], const char *tier, int band); /* al:q:<tier>:<band> */
+const char *al_key_tenant(char out[AL_KEY_MAX], const char *tenant);	  /* al:tenant:<t> */
+const char *al_key_idem(char out[AL_KEY_MAX], const char *tenant, const char *key);
+const char *al_key_worker(char out[AL_KEY_MAX], const char *worker);	  /* al:worker:<id> */
+const char *al_key_hist(char out[AL_KEY_MAX], const char *tier, const char *backend);
+const char *al_key_vm(char out[AL_KEY_MAX], const char *name);		  /* al:vm:<name> */
+/* The tier of a ready stream's name (al:q:<tier>:<band>) into tier (cap
+ * bytes); false when name is not one. */
+bool al_key_queue_tier(const char *name, char *tier, size_t cap);
+
+/* ---- a command under construction ----
+ * Every argument is copied, so a call owns what it sends and can be sent
+ * again (after a reconnect) without its builder's buffers. */
+struct al_strv {
+	char **v;
+	size_t *len;
+	int n, cap;
+};
+
+struct al_call {
+	const char *script;	  /* one of al_lua_*: EVALSHA; NULL: a plain command */
+	struct al_strv keys, args; /* a script's KEYS and ARGV; a command's words in args */
+	bool oom;		  /* an append failed: the call must not be sent */
+	/* filled by al_call_argv */
+	const char **argv;
+	size_t *lens;
+	char nkeys[16];
+};
+
+/* script NULL: a plain command (add its words with al_call_arg*). */
+void al_call_init(struct al_call *c, const char *script);
+void al_call_key(struct al_call *c, const char *key);
+void al_call_arg(struct al_call *c, const void *data, size_t len);
+void al_call_str(struct al_call *c, const char *s); /* NULL counts as "" */
+void al_call_u64(struct al_call *c, uint64_t v);
+void al_call_i64(struct al_call *c, int64_t v);
+/* The whole command (EVALSHA sha nkeys KEYS... ARGV..., or the words) in
+ * *argv / *lens, valid until the call is freed or changed. -1 when an
+ * append ran out of memory (then nothing may be sent). */
+int al_call_argv(struct al_call *c, int *argc, const char ***argv, const size_t **lens);
+/* Number of items a batch call holds (keys per item given). */
+int al_call_items(const struct al_call *c, int keys_per_item);
+/* Move src into dst (src is left empty). */
+void al_call_move(struct al_call *dst, struct al_call *src);
+void al_call_free(struct al_call *c); /* NULL and empty calls are fine */
+
+/* ---- the scripts' answers ---- */
+enum al_submit_code {
+	AL_SUBMIT_ACCEPTED = 1,
+	AL_SUBMIT_SAME_KEY = 0, /* an earlier job has this idempotency key: its id comes back */
+	AL_SUBMIT_ID_TAKEN = -1,
+};
+enum al_admit_code {
+	AL_ADMIT_QUEUED = 1,
+	AL_ADMIT_AGAIN = 0,	  /* admitted before (a repeated ADMIT): nothing changed */
+	AL_ADMIT_FINISHED = -1,	  /* ended before admission (cancelled): its result exists */
+	AL_ADMIT_ID_TAKEN = -2,	  /* another submission has this id: never run, dead-lettered */
+	AL_ADMIT_QUEUE_FULL = -3, /* tenant's max_queued reached: commit rejected */
+	AL_ADMIT_RATE = -4,	  /* tenant's rate_per_s exceeded: commit rejected */
+};
+enum al_claim_code {
+	AL_CLAIM_RUN = 1,
+	AL_CLAIM_STALE = 0,	   /* another attempt or finished: acknowledge */
+	AL_CLAIM_UNKNOWN = -2,	   /* no record */
+	AL_CLAIM_CANCELLED = -3,   /* commit cancelled */
+	AL_CLAIM_EXPIRED = -4,	   /* past its deadline: commit expired */
+	AL_CLAIM_TENANT_FULL = -5, /* tenant at max_running: retry soon */
+	AL_CLAIM_MALFORMED = -9,   /* FETCH: the entry lacks id or attempt */
+};
+enum al_commit_code {
+	AL_COMMIT_DONE = 1,
+	AL_COMMIT_EXISTS = 0,	 /* a result was committed before: this one is dropped */
+	AL_COMMIT_STALE = -1,	 /* another attempt owns the job (or it was queued) */
+	AL_COMMIT_ID_TAKEN = -2, /* unrun result of an entry whose id another submission has */
+};
+enum al_retry_code { AL_RETRY_SCHEDULED = 1, AL_RETRY_STALE = -1 };
+enum al_reclaim_code {
+	AL_RECLAIM_REQUEUED = 1,
+	AL_RECLAIM_STALE = 0,	  /* finished or another attempt: acknowledged */
+	AL_RECLAIM_EXHAUSTED = 2, /* attempts used up: commit worker_lost */
+	AL_RECLAIM_UNKNOWN = -2,
+};
+enum al_cancel_code {
+	AL_CANCEL_ENDED = 1,	 /* was waiting: its cancelled result is committed */
+	AL_CANCEL_KILL_SENT = 2, /* running: its worker stops it and commits */
+	AL_CANCEL_FINISHED = 0,
+	AL_CANCEL_UNKNOWN = -1,
+};
+
+/* ---- one typed builder per script ---- */
+struct al_submit_item {
+	const char *id, *tier, *tenant;
+	const char *job; /* the msgpack job */
+	size_t joblen;
+	uint64_t now_ms;
+	const char *idem_key; /* NULL: none */
+	uint64_t idem_ttl_s;
+};
+void al_submit_add(struct al_call *c, const struct al_submit_item *it);
+
+struct al_admit_item {
+	const char *id, *tier, *tenant, *entry;
+	const char *job; /* msgpack, the tier's defaults filled */
+	size_t joblen;
+	unsigned priority, max_attempts;
+	uint64_t now_ms, deadline_ms;
+	uint64_t max_queued, rate_per_s, max_running; /* the tenant's caps, 0 = none */
+};
+void al_admit_init(struct al_call *c);
+void al_admit_add(struct al_call *c, const struct al_admit_item *it);
+
+void al_claim_init(struct al_call *c, const char *worker, uint64_t now_ms);
+void al_claim_add(struct al_call *c, const char *id, unsigned attempt);
+void al_fetch_call(struct al_call *c, const char *const *streams, int nstreams,
+		   const char *worker, uint64_t now_ms, unsigned count);
+
+struct al_commit_item {
+	const char *id;
+	long attempt;	  /* -1: the job never reached a queue */
+	const char *result; /* msgpack result */
+	size_t len;
+	uint64_t ttl_ms;
+	const char *stream, *entry, *group; /* the entry to acknowledge, or NULL */
+	const char *status;		    /* al_status_name() */
+};
+void al_commit_add(struct al_call *c, const struct al_commit_item *it);
+
+struct al_retry_item {
+	const char *id, *stream, *entry, *group;
+	unsigned attempt;
+	uint64_t due_ms;
+	bool bump; /* count an attempt (sandbox_error) or not (given back) */
+};
+void al_retry_call(struct al_call *c, const struct al_retry_item *it);
+void al_promote_call(struct al_call *c, uint64_t now_ms, unsigned max);
+void al_reclaim_call(struct al_call *c, const char *id, const char *stream, const char *entry,
+		     const char *group, const char *attempt);
+void al_cancel_call(struct al_call *c, const char *id, const char *result, size_t len,
+		    uint64_t ttl_ms);
+void al_expire_call(struct al_call *c, const char *id, const char *result, size_t len,
+		    uint64_t ttl_ms);
+void al_trim_call(struct al_call *c, const char *stream, const char *group);
+void al_rearm_call(struct al_call *c, const char *id);
+void al_give_back_call(struct al_call *c, const char *stream, const char *group,
+		       const char *entry);
+
+/* Dead letters: XADD al:dlq MAXLEN ~ max_len * reason R source S entry E
+ * id I size N raw <the first AL_DLQ_RAW_MAX bytes>. raw may be NULL. */
+#define AL_DLQ_RAW_MAX 4096
+#define AL_DLQ_REASON_MAX 1024
+#define AL_DLQ_MAX_LEN_DEFAULT 10000
+void al_dlq_call(struct al_call *c, uint64_t max_len, const char *reason, const char *source,
+		 const char *entry, const char *id, const char *raw, size_t rawlen);
+
+/* Plain commands the daemons send by name. */
+void al_xack_call(struct al_call *c, const char *stream, const char *group, const char *entry);
+
+#endif

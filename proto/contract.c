@@ -411,8 +411,7 @@ void al_dlq_call(struct al_call *c, uint64_t max_len, const char *reason, const 
 	al_call_init(c, NULL);
 	al_call_str(c, "XADD");
 	al_call_str(c, AL_KEY_DLQ);
-	al_call_str(c, "MAXLEN");
-	al_call_str(c, "~");
+	al_call_str(c, "MAXLEN"); /* exact: dead letters are few; the bound is the bound */
 	al_call_u64(c, max_len ? max_len : AL_DLQ_MAX_LEN_DEFAULT);
 	al_call_str(c, "*");
 	al_call_str(c, "reason");

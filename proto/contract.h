@@ -166,7 +166,7 @@ void al_rearm_call(struct al_call *c, const char *id);
 void al_give_back_call(struct al_call *c, const char *stream, const char *group,
 		       const char *entry);
 
-/* Dead letters: XADD al:dlq MAXLEN ~ max_len * reason R source S entry E
+/* Dead letters: XADD al:dlq MAXLEN max_len * reason R source S entry E
  * id I size N raw <the first AL_DLQ_RAW_MAX bytes>. raw may be NULL. */
 #define AL_DLQ_RAW_MAX 4096
 #define AL_DLQ_REASON_MAX 1024

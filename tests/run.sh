@@ -58,6 +58,7 @@ for t in "$BUILD"/tests/test_*; do
 	[ -x "$t" ] && run_suite "unit/$(basename "$t")" "$t"
 done
 run_suite interop/python-msgpack /usr/bin/python3 tests/interop/test_interop.py
+run_suite interop/python-client /usr/bin/python3 tests/interop/test_client_py.py
 for s in tests/integration/*.sh tests/integration/*.py tests/hostile/run.sh; do
 	[ -f "$s" ] || continue
 	case "$s" in

@@ -17,8 +17,10 @@ REDIS_SERVER = "/usr/bin/redis-server"
 
 
 class Cluster:
-    def __init__(self, policy=None, aof=False, start_redis=True, sockperm="700", prefix=()):
+    def __init__(self, policy=None, aof=False, start_redis=True, sockperm="700", prefix=(),
+                 redis_args=()):
         self.sockperm = sockperm
+        self.redis_args = list(redis_args)  # e.g. --appendfsync always
         self.prefix = list(prefix)  # e.g. ip netns exec NS: where workers and schedulers run
         self.dir = tempfile.mkdtemp(prefix="airlock-it-", dir="/var/tmp")
         os.chmod(self.dir, 0o755)
@@ -35,17 +37,28 @@ class Cluster:
             self.start_redis()
 
     # --- redis ---
-    def start_redis(self):
+    def start_redis(self, extra=(), wait=True):
+        """extra: more redis-server arguments for this start; wait: until it
+        answers PING (False: return at once, e.g. while it loads its data)."""
         args = [REDIS_SERVER, "--port", "0", "--unixsocket", self.sock, "--unixsocketperm", self.sockperm,
                 "--dir", self.dir, "--save", "", "--logfile", os.path.join(self.dir, "redis.log")]
         if self.aof:
             args += ["--appendonly", "yes", "--appendfsync", "everysec"]
+        args += self.redis_args + list(extra)
         self.redis = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        for _ in range(200):
+        for _ in range(200 if wait else 0):
             if os.path.exists(self.sock) and self.rcli("PING").strip() == "PONG":
                 return
             time.sleep(0.02)
-        raise RuntimeError("redis-server did not start")
+        if wait:
+            raise RuntimeError("redis-server did not start")
+
+    def kill_redis(self):
+        """kill -9: what AOF holds survives, nothing else."""
+        if self.redis and self.redis.poll() is None:
+            self.redis.kill()
+            self.redis.wait()
+        self.redis = None
 
     def stop_redis(self):
         if self.redis and self.redis.poll() is None:
@@ -57,10 +70,11 @@ class Cluster:
                 self.redis.wait()
         self.redis = None
 
-    def rcli(self, *args, raw=False):
+    def rcli(self, *args, raw=False, db=0):
         """redis-cli's output; raw: the reply's bytes exactly (redis-cli adds
         one newline; a value may itself end in 0x0a, so only that one goes)."""
-        p = subprocess.run(["redis-cli", "-s", self.sock, *args], capture_output=True, timeout=30)
+        p = subprocess.run(["redis-cli", "-s", self.sock, "-n", str(db), *args], capture_output=True,
+                           timeout=30)
         if raw:
             return p.stdout[:-1] if p.stdout.endswith(b"\n") else p.stdout
         return p.stdout.decode(errors="replace")

@@ -435,6 +435,18 @@ void al_cg_remove_everywhere(const struct al_cg_sys *sys, const char *name)
 			remove_dir(dir, NULL); /* ENOENT: not made in this one */
 }
 
+void al_cg_remove_worker(const struct al_cg_sys *sys, const char *worker_id)
+{
+	char dir[PATH_MAX];
+
+	if (!worker_id[0] || strchr(worker_id, '/') || !strcmp(worker_id, "..") ||
+	    !strcmp(worker_id, "."))
+		return;
+	for (int i = 0; i < sys->nall; i++)
+		if (!al_pathf(dir, sizeof(dir), "%s/airlock/%s", sys->all[i], worker_id))
+			remove_dir(dir, NULL); /* ENOENT: none in this one */
+}
+
 int al_cg_sweep(const struct al_cg_sys *sys, struct al_err *err)
 {
 	const char *roots[4] = { sys->v2, sys->memory, sys->pids, sys->cpu };

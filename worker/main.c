@@ -13,6 +13,7 @@
 #include <yaml.h>
 
 #include "../client/redis_url.h"
+#include "hostlock.h"
 #include "runner.h"
 #include "service.h"
 
@@ -366,6 +367,7 @@ static int load_config(struct opts_state *st, const char *path, yaml_document_t 
 
 int main(int argc, char **argv)
 {
+	struct al_err err = { 0 };
 	struct al_worker_conf conf = {
 		.redis_url = "redis://127.0.0.1:6379",
 		.slots = 2,
@@ -448,6 +450,10 @@ int main(int argc, char **argv)
 			fprintf(stderr, "airlock-worker: unknown backend \"%s\"\n", st.backend);
 			return 2;
 		}
+		if (al_hostlock_take(AL_HOSTLOCK_DIR, conf.backend.worker_id, true, &err) < 0) {
+			fprintf(stderr, "airlock-worker: %s\n", err.msg);
+			return 2;
+		}
 		rc = run_one(st.run_path, ops, &conf.backend);
 	} else {
 		/* The Redis socket is the worker's, never the job's. */
@@ -456,6 +462,11 @@ int main(int argc, char **argv)
 		if (al_redis_url_parse(conf.redis_url, &u, NULL) == AL_OK && u.path[0] &&
 		    st.nhide + 1 < 33)
 			st.hide[st.nhide++] = u.path;
+		if (al_hostlock_take(AL_HOSTLOCK_DIR, conf.backend.worker_id, false, &err) < 0) {
+			fprintf(stderr, "airlock-worker: %s\n", err.msg);
+			return 2;
+		}
+		al_hostlock_sweep_dead(AL_HOSTLOCK_DIR, conf.backend.worker_id, conf.backend.state_dir);
 		rc = al_worker_run(&conf);
 	}
 	free(st.tiers_copy);

@@ -21,7 +21,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from altest import Tap, live_pids_of  # noqa: E402
+from altest import Tap, job_cgroups, live_pids_of  # noqa: E402
 from alclient import Client  # noqa: E402
 from cluster import Cluster  # noqa: E402
 
@@ -275,6 +275,39 @@ def reclaim_after_outage(c):
          "reclaim after an outage: nothing re-run (attempt 1, reclaimed 0)", rs)
 
 
+def cgroup_dirs(worker_id):
+    return [d for d in (os.path.join("/sys/fs/cgroup", ctrl, "airlock", worker_id)
+                        for ctrl in ("memory", "pids", "cpu", "cpuacct", "unified", ""))
+            if os.path.isdir(d)]
+
+
+def leftovers_swept(c):
+    """A worker SIGKILLed with jobs running leaves cgroups; a worker with
+    another id sweeps them at start-up (the dead one's lock is free). A
+    second worker with the id of a live one is refused."""
+    cl = Client(unix=c.sock)
+    c.scheduler()
+    c.worker("gone-w", uid_base=62800, slots=2)
+    accepted = submit_many(cl, [("swept-%d" % i, "default", 3) for i in range(2)])
+    c.wait_for(lambda: c.log("gone-w").count("event=job_start") >= 2, timeout=20)
+    c.signal("gone-w", signal.SIGKILL)
+    c.wait_exit("gone-w")
+    left = cgroup_dirs("gone-w")
+    t.ok(left and any(job_cgroups("gone-w").values()),
+         "a SIGKILLed worker leaves its cgroups behind", left)
+    c.worker("sweeper-w", uid_base=62810, slots=2)
+    gone = c.wait_for(lambda: not cgroup_dirs("gone-w"), timeout=20)
+    t.ok(gone and "event=sweep worker=gone-w" in c.log("sweeper-w"),
+         "a worker with another id removes them at start-up", cgroup_dirs("gone-w"))
+    first = c.procs["sweeper-w"]
+    c.worker("sweeper-w", uid_base=62820, slots=1)
+    rc = c.wait_exit("sweeper-w", 10)
+    t.ok(rc == 2 and "another worker with id" in c.log("sweeper-w"),
+         "a second worker with a live worker's id is refused (exit 2, saying why)", rc)
+    c.procs["sweeper-w"] = first
+    check_all(c, cl, "leftovers swept", accepted, timeout=60)
+
+
 def bounded_dlq(c):
     """Garbage floods the intake: al:dlq keeps dlq_max_len entries, each with
     its reason, size and first 4 KiB."""
@@ -301,4 +334,5 @@ section("slow Redis restart", slow_redis_restart, aof=True,
 section("reclaim after outage", reclaim_after_outage, aof=True,
         redis_args=["--appendfsync", "always"])
 section("bounded dlq", bounded_dlq)
+section("leftovers swept", leftovers_swept)
 sys.exit(t.done())

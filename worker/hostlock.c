@@ -1,0 +1,151 @@
+/* hostlock.c - which worker ids are alive on this host, and the sweep of
+ * the leftovers of those that are not (see hostlock.h). */
+#include "hostlock.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../backends/cgroup.h"
+#include "../backends/jobfs.h"
+#include "../client/log.h"
+#include "../proto/buf.h"
+#include "../proto/job.h"
+
+/* Open and lock dir/<id>.lock; the file must still be the one at that path
+ * once locked (a sweeper unlinks the files of dead ids). -1 when another
+ * process holds it (errno EWOULDBLOCK) or on error. */
+static int lock_id(const char *dir, const char *id, int how)
+{
+	char path[PATH_MAX];
+
+	if (al_pathf(path, sizeof(path), "%s/%s.lock", dir, id))
+		return -1;
+	for (int tries = 0; tries < 10; tries++) {
+		struct stat a, b;
+		int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+
+		if (fd < 0)
+			return -1;
+		if (flock(fd, how | LOCK_NB)) {
+			int e = errno;
+
+			close(fd);
+			errno = e;
+			return -1;
+		}
+		if (fstat(fd, &a) == 0 && stat(path, &b) == 0 && a.st_ino == b.st_ino &&
+		    a.st_dev == b.st_dev)
+			return fd;
+		close(fd); /* unlinked under us by a sweeper: take the new file */
+	}
+	errno = EAGAIN;
+	return -1;
+}
+
+int al_hostlock_take(const char *dir, const char *id, bool shared, struct al_err *err)
+{
+	int fd;
+
+	if (!al_job_id_ok(id, strlen(id)))
+		return al_err_set(err, AL_EINVAL, "--worker-id: expected 1..64 characters of [A-Za-z0-9._:-], got \"%.64s\"",
+				  id);
+	if (al_mkdir_p(dir, 0700))
+		return al_err_sys(err, "worker: mkdir %s", dir);
+	fd = lock_id(dir, id, shared ? LOCK_SH : LOCK_EX);
+	if (fd < 0 && errno == EWOULDBLOCK)
+		return al_err_set(err, AL_EINVAL,
+				  "another worker with id \"%s\" runs on this host (it holds %s/%s.lock); give each worker its own --worker-id",
+				  id, dir, id);
+	if (fd < 0)
+		return al_err_sys(err, "worker: lock %s/%s.lock", dir, id);
+	return fd; /* held until the process ends: never closed */
+}
+
+/* Every leftover of dead worker id: its cgroups in every mount, its job
+ * directories (and their mounts) under state_dir, then its lock file. */
+static void sweep_id(const char *dir, const char *id, const char *state_dir,
+		     const struct al_cg_sys *cg)
+{
+	char path[PATH_MAX], sub[PATH_MAX + 256];
+	DIR *d;
+	struct dirent *de;
+
+	al_log("info", "sweep", "worker=%s note=\"no live worker has this id on this host; removing what it left\"",
+	       id);
+	al_cg_remove_worker(cg, id);
+	if (state_dir && !al_pathf(path, sizeof(path), "%s/%s", state_dir, id) &&
+	    (d = opendir(path))) {
+		while ((de = readdir(d)))
+			if (de->d_name[0] != '.' && de->d_type == DT_DIR &&
+			    !al_pathf(sub, sizeof(sub), "%s/%s", path, de->d_name)) {
+				al_jobfs_sweep(sub, NULL);
+				rmdir(sub);
+			}
+		closedir(d);
+		rmdir(path);
+	}
+	if (!al_pathf(path, sizeof(path), "%s/%s.lock", dir, id))
+		unlink(path);
+}
+
+/* Sweep id unless a live process holds its lock (we hold it meanwhile). */
+static int maybe_sweep(const char *dir, const char *self, const char *id, const char *state_dir,
+		       const struct al_cg_sys *cg)
+{
+	int fd;
+
+	if (!strcmp(id, self) || !al_job_id_ok(id, strlen(id)))
+		return 0;
+	fd = lock_id(dir, id, LOCK_EX);
+	if (fd < 0)
+		return 0; /* alive (or unlockable): not ours to touch */
+	sweep_id(dir, id, state_dir, cg);
+	close(fd);
+	return 1;
+}
+
+int al_hostlock_sweep_dead(const char *dir, const char *self, const char *state_dir)
+{
+	struct al_cg_sys cg;
+	char path[PATH_MAX];
+	int n = 0;
+
+	if (al_cg_detect(&cg, self, NULL, NULL))
+		cg.nall = 0;
+	/* ids that have cgroups (host-wide), and ids with a lock file */
+	for (int i = 0; i < cg.nall; i++) {
+		DIR *d;
+		struct dirent *de;
+
+		if (al_pathf(path, sizeof(path), "%s/airlock", cg.all[i]) || !(d = opendir(path)))
+			continue;
+		while ((de = readdir(d)))
+			if (de->d_type == DT_DIR && de->d_name[0] != '.')
+				n += maybe_sweep(dir, self, de->d_name, state_dir, &cg);
+		closedir(d);
+	}
+	{
+		DIR *d = opendir(dir);
+		struct dirent *de;
+
+		while (d && (de = readdir(d))) {
+			size_t l = strlen(de->d_name);
+			char id[AL_ID_MAX + 1];
+
+			if (l <= 5 || l - 5 > AL_ID_MAX || strcmp(de->d_name + l - 5, ".lock"))
+				continue;
+			snprintf(id, sizeof(id), "%.*s", (int)(l - 5), de->d_name);
+			n += maybe_sweep(dir, self, id, state_dir, &cg);
+		}
+		if (d)
+			closedir(d);
+	}
+	return n;
+}

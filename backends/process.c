@@ -576,6 +576,9 @@ static int proc_reap(struct al_sandbox *sb, struct al_result *res, struct al_err
 					  si.si_status);
 	}
 	al_verdict(res, ws, &st, &sb->spec.limits, disk_full);
+	/* The job saw the host's own files (read-only): PROTOCOL.md's "host" */
+	if (al_result_add_info(res, "image", "host"))
+		return al_err_set(err, AL_ENOMEM, "process: out of memory");
 	return 1;
 }
 

@@ -399,6 +399,19 @@ void al_aconn_set_timeout(struct al_aconn *c, uint64_t timeout_ms)
 	c->timeout_ms = timeout_ms < 1000 ? 1000 : timeout_ms;
 }
 
+/* A request for fn(priv); best effort unless made reliable. */
+static struct req *req_new(struct al_aconn *c, redisCallbackFn *fn, void *priv)
+{
+	struct req *q = calloc(1, sizeof(*q));
+
+	if (q) {
+		q->c = c;
+		q->fn = fn;
+		q->priv = priv;
+	}
+	return q;
+}
+
 int al_aconn_call(struct al_aconn *c, struct al_call *call, redisCallbackFn *fn, void *priv)
 {
 	struct req *q;
@@ -406,13 +419,10 @@ int al_aconn_call(struct al_aconn *c, struct al_call *call, redisCallbackFn *fn,
 	const char **argv;
 	const size_t *lens;
 
-	if (c->closing || al_call_argv(call, &argc, &argv, &lens) || !(q = calloc(1, sizeof(*q)))) {
+	if (c->closing || al_call_argv(call, &argc, &argv, &lens) || !(q = req_new(c, fn, priv))) {
 		al_call_free(call);
 		return -1;
 	}
-	q->c = c;
-	q->fn = fn;
-	q->priv = priv;
 	q->reliable = true;
 	al_call_move(&q->call, call);
 	*c->tail = q;
@@ -427,11 +437,8 @@ int al_aconn_send(struct al_aconn *c, struct al_call *call, redisCallbackFn *fn,
 {
 	struct req *q;
 
-	if (!c->up || !c->ac || !(q = calloc(1, sizeof(*q))))
+	if (!c->up || !c->ac || !(q = req_new(c, fn, priv)))
 		return -1;
-	q->c = c;
-	q->fn = fn;
-	q->priv = priv;
 	if (send_req(c, q, call)) {
 		free(q);
 		return -1;
@@ -444,11 +451,8 @@ int al_aconn_cmd(struct al_aconn *c, redisCallbackFn *fn, void *priv, int argc,
 {
 	struct req *q;
 
-	if (!c->up || !c->ac || !(q = calloc(1, sizeof(*q))))
+	if (!c->up || !c->ac || !(q = req_new(c, fn, priv)))
 		return -1;
-	q->c = c;
-	q->fn = fn;
-	q->priv = priv;
 	/* hiredis does not write through argv; its prototype predates const. */
 	if (redisAsyncCommandArgv(c->ac, on_req_reply, q, argc, (const char **)(uintptr_t)argv,
 				  lens) != REDIS_OK) {

@@ -57,7 +57,8 @@ try:
     code, jid = cl.submit({"tier": "trusted", "runtime": "python", "code": b"print('from python')"})
     res = cl.wait(jid, 60)
     t.ok(code == 1 and res and res["status"] == "ok" and res["stdout"] == b"from python\n"
-         and res["attempt"] == 1, "SUBMIT + wait as the ACL user: the job's own output", res)
+         and res["attempt"] == 1 and res["info"].get("image") == "host",
+         "SUBMIT + wait as the ACL user: the job's own output (info.image \"host\")", res)
     t.ok(c.rcli("EXISTS", "al:intake", db=DB).strip() == "1" and
          c.rcli("EXISTS", "al:intake").strip() == "0",
          "daemons with user, password and /db in the URL work in that db (none in db 0)")

@@ -72,7 +72,8 @@ static bool has_opt(const char *opts, const char *want)
 	size_t n = strlen(want);
 
 	for (const char *p = opts; p; p = strchr(p, ','), p = p ? p + 1 : NULL)
-		if (strncmp(p, want, n) == 0 && (p[n] == ',' || p[n] == '\0' || p[n] == '\n' || p[n] == ' '))
+		if (strncmp(p, want, n) == 0 &&
+		    (p[n] == ',' || p[n] == '\0' || p[n] == '\n' || p[n] == ' '))
 			return true;
 	return false;
 }
@@ -127,11 +128,12 @@ int al_cg_detect(struct al_cg_sys *sys, const char *worker_id, const char *backe
 		sys->version = AL_CG_V1;
 		return AL_OK;
 	}
-	return al_err_set(err, AL_ESANDBOX,
-			  "cgroup: no usable hierarchy: need cgroup v2 with memory, pids and cpu, or v1 memory, pids, cpu and cpuacct mounted (found v2=%s memory=%s pids=%s cpu=%s cpuacct=%s)",
-			  sys->v2[0] ? sys->v2 : "-", sys->memory[0] ? "yes" : "no",
-			  sys->pids[0] ? "yes" : "no", sys->cpu[0] ? "yes" : "no",
-			  sys->cpuacct[0] ? "yes" : "no");
+	return al_err_set(
+	    err, AL_ESANDBOX,
+	    "cgroup: no usable hierarchy: need cgroup v2 with memory, pids and cpu, or v1 memory, "
+	    "pids, cpu and cpuacct mounted (found v2=%s memory=%s pids=%s cpu=%s cpuacct=%s)",
+	    sys->v2[0] ? sys->v2 : "-", sys->memory[0] ? "yes" : "no", sys->pids[0] ? "yes" : "no",
+	    sys->cpu[0] ? "yes" : "no", sys->cpuacct[0] ? "yes" : "no");
 }
 
 static int mkdir_p(const char *path)
@@ -165,8 +167,9 @@ static int v2_enable(const struct al_cg_sys *sys, struct al_err *err)
 		if (p)
 			*p = '\0';
 		if (write_file(dir, "cgroup.subtree_control", "+memory +pids +cpu"))
-			return al_err_sys(err, "cgroup: enable memory, pids, cpu in %s/cgroup.subtree_control",
-					  dir);
+			return al_err_sys(
+			    err, "cgroup: enable memory, pids, cpu in %s/cgroup.subtree_control",
+			    dir);
 		if (!p)
 			break;
 		*p = keep;
@@ -181,7 +184,7 @@ int al_cg_enable_subtree(const struct al_cg_sys *sys, struct al_err *err)
 
 int al_cg_at(struct al_cg *cg, const struct al_cg_sys *sys, const char *name, struct al_err *err)
 {
-	const char *roots[4] = { sys->memory, sys->pids, sys->cpu, sys->cpuacct };
+	const char *roots[4] = {sys->memory, sys->pids, sys->cpu, sys->cpuacct};
 
 	memset(cg, 0, sizeof(*cg));
 	cg->sys = sys;
@@ -261,7 +264,8 @@ int al_cg_set_limits(struct al_cg *cg, const struct al_cg_limits *lim, struct al
 			rc = set_u64(cg->dirs[0], "cpu.max", lim->cpu_millis * 100, " 100000", err);
 	} else {
 		if (lim->memory_bytes) {
-			rc = set_u64(cg->dirs[0], "memory.limit_in_bytes", lim->memory_bytes, "", err);
+			rc = set_u64(cg->dirs[0], "memory.limit_in_bytes", lim->memory_bytes, "",
+				     err);
 			/* memory+swap equal to memory: no swap escape (absent
 			 * when the kernel has no swap accounting) */
 			snprintf(val, sizeof(val), "%" PRIu64, lim->memory_bytes);
@@ -272,7 +276,8 @@ int al_cg_set_limits(struct al_cg *cg, const struct al_cg_limits *lim, struct al
 		if (!rc && lim->cpu_millis)
 			rc = set_u64(cg->dirs[2], "cpu.cfs_period_us", 100000, "", err);
 		if (!rc && lim->cpu_millis)
-			rc = set_u64(cg->dirs[2], "cpu.cfs_quota_us", lim->cpu_millis * 100, "", err);
+			rc = set_u64(cg->dirs[2], "cpu.cfs_quota_us", lim->cpu_millis * 100, "",
+				     err);
 	}
 	return rc;
 }
@@ -289,7 +294,8 @@ uint64_t al_cg_cpu_ns(const struct al_cg *cg)
 {
 	char buf[4096];
 
-	if (cg->sys->version == AL_CG_V2 && read_file(cg->dirs[0], "cpu.stat", buf, sizeof(buf)) == 0)
+	if (cg->sys->version == AL_CG_V2 &&
+	    read_file(cg->dirs[0], "cpu.stat", buf, sizeof(buf)) == 0)
 		return keyed(buf, "usage_usec") * 1000;
 	if (cg->sys->version == AL_CG_V1 &&
 	    read_file(cg->dirs[3], "cpuacct.usage", buf, sizeof(buf)) == 0)
@@ -370,7 +376,7 @@ static void remove_children(const char *dir)
 
 static int remove_dir(const char *dir, struct al_err *err)
 {
-	struct timespec ts = { 0, 2 * 1000 * 1000 };
+	struct timespec ts = {0, 2 * 1000 * 1000};
 
 	/* The common case: the job's processes are gone (its PID namespace
 	 * ended with it) and nothing was made inside; rmdir refuses otherwise */
@@ -431,7 +437,8 @@ void al_cg_remove_everywhere(const struct al_cg_sys *sys, const char *name)
 	char dir[PATH_MAX];
 
 	for (int i = 0; i < sys->nall; i++)
-		if (!al_pathf(dir, sizeof(dir), "%s/airlock/%s/%s", sys->all[i], sys->subtree, name))
+		if (!al_pathf(dir, sizeof(dir), "%s/airlock/%s/%s", sys->all[i], sys->subtree,
+			      name))
 			remove_dir(dir, NULL); /* ENOENT: not made in this one */
 }
 
@@ -449,7 +456,7 @@ void al_cg_remove_worker(const struct al_cg_sys *sys, const char *worker_id)
 
 int al_cg_sweep(const struct al_cg_sys *sys, struct al_err *err)
 {
-	const char *roots[4] = { sys->v2, sys->memory, sys->pids, sys->cpu };
+	const char *roots[4] = {sys->v2, sys->memory, sys->pids, sys->cpu};
 	char dir[PATH_MAX + 128];
 	int rc = AL_OK;
 

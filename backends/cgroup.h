@@ -18,26 +18,26 @@ enum al_cg_version { AL_CG_NONE = 0, AL_CG_V1 = 1, AL_CG_V2 = 2 };
 /* Where the hierarchies are; filled once by al_cg_detect. */
 struct al_cg_sys {
 	enum al_cg_version version;
-	char v2[PATH_MAX];	/* v2: the unified mount */
-	char memory[PATH_MAX];	/* v1: one mount per controller ("" if absent) */
+	char v2[PATH_MAX];     /* v2: the unified mount */
+	char memory[PATH_MAX]; /* v1: one mount per controller ("" if absent) */
 	char pids[PATH_MAX];
 	char cpu[PATH_MAX];
 	char cpuacct[PATH_MAX];
-	char subtree[128];	/* airlock/<subtree>: "<worker_id>/<backend>" or "<worker_id>" */
-	char all[16][256];	/* every cgroup mount (v1 and v2): OCI runtimes use them all */
+	char subtree[128]; /* airlock/<subtree>: "<worker_id>/<backend>" or "<worker_id>" */
+	char all[16][256]; /* every cgroup mount (v1 and v2): OCI runtimes use them all */
 	int nall;
 };
 
 struct al_cg_limits {
-	uint64_t memory_bytes;	/* memory (and memory+swap) limit, bytes; 0 = none */
-	uint64_t pids;		/* max tasks; 0 = none */
-	uint64_t cpu_millis;	/* CPU bandwidth in thousandths of a CPU; 0 = none */
+	uint64_t memory_bytes; /* memory (and memory+swap) limit, bytes; 0 = none */
+	uint64_t pids;	       /* max tasks; 0 = none */
+	uint64_t cpu_millis;   /* CPU bandwidth in thousandths of a CPU; 0 = none */
 };
 
 /* One job's cgroup: the directory in each hierarchy. */
 struct al_cg {
 	const struct al_cg_sys *sys;
-	char dirs[4][PATH_MAX];	/* v2: dirs[0]; v1: memory, pids, cpu, cpuacct */
+	char dirs[4][PATH_MAX]; /* v2: dirs[0]; v1: memory, pids, cpu, cpuacct */
 	int ndirs;
 };
 

@@ -57,13 +57,13 @@
 struct warm {
 	pid_t pid;
 	int pidfd;
-	int mntns;	/* the sandbox's mount namespace, held (see proc_destroy) */
-	int ctl;	/* our end of the control socket */
-	int report_rd;	/* init -> worker: "E<message>" or "X<wait status>" */
+	int mntns;     /* the sandbox's mount namespace, held (see proc_destroy) */
+	int ctl;       /* our end of the control socket */
+	int report_rd; /* init -> worker: "E<message>" or "X<wait status>" */
 	struct al_cg cg;
 	bool cg_made;
 	bool ready;
-	unsigned born;	/* G.seq when made: a slot's next job takes the oldest */
+	unsigned born; /* G.seq when made: a slot's next job takes the oldest */
 };
 
 /* Warm inits per slot. With two, a slot's next job takes the one made a
@@ -75,9 +75,9 @@ struct warm {
 /* Global state filled by init (one worker process, one configuration). */
 static struct {
 	struct al_cg_sys cg;
-	int bpf_fd;		  /* the seccomp program (sealed memfd), for the inits */
-	int init_fd;		  /* the init binary, opened at start-up */
-	char *hide_args[40];	  /* "hide=<path>" arguments of the init */
+	int bpf_fd;	     /* the seccomp program (sealed memfd), for the inits */
+	int init_fd;	     /* the init binary, opened at start-up */
+	char *hide_args[40]; /* "hide=<path>" arguments of the init */
 	const struct al_backend_conf *conf;
 	char jobs_root[PATH_MAX]; /* <state_dir>/<worker_id>/process */
 	struct warm *warm;	  /* conf->slots * WARM_PER_SLOT entries */
@@ -90,9 +90,9 @@ struct proc_sb {
 	struct al_jobfs fs;
 	struct al_cg cg;
 	bool cg_made;
-	int code_fd;	/* memfd with the script, -1 for argv jobs */
-	int stdin_fd;	/* memfd with stdin */
-	int spec_fd;	/* memfd with the spec */
+	int code_fd;  /* memfd with the script, -1 for argv jobs */
+	int stdin_fd; /* memfd with stdin */
+	int spec_fd;  /* memfd with the spec */
 	int report_rd;
 	int pidfd;
 	int mntns;
@@ -103,13 +103,13 @@ struct proc_sb {
 
 /* clone3's argument block (linux/sched.h clashes with sched.h). */
 struct clone_args_v2 {
-	uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls,
-		set_tid, set_tid_size, cgroup;
+	uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls, set_tid,
+	    set_tid_size, cgroup;
 };
 
 static pid_t clone3_pidfd(uint64_t flags, int *pidfd)
 {
-	struct clone_args_v2 args = { 0 };
+	struct clone_args_v2 args = {0};
 
 	args.flags = flags | CLONE_PIDFD;
 	args.pidfd = (uint64_t)(uintptr_t)pidfd;
@@ -123,10 +123,10 @@ static pid_t clone3_pidfd(uint64_t flags, int *pidfd)
  * the init binary with args (see init.h). */
 static void __attribute__((noreturn)) warm_exec(int ctl, int report_wr, char *const *args)
 {
-	int fds[4] = { report_wr, ctl, G.bpf_fd, G.init_fd };
-	static const int tg[4] = { AL_INIT_FD_REPORT, AL_INIT_FD_CTL, AL_INIT_FD_SECCOMP,
-				   AL_INIT_FD_BINARY };
-	static char *const noenv[] = { NULL };
+	int fds[4] = {report_wr, ctl, G.bpf_fd, G.init_fd};
+	static const int tg[4] = {AL_INIT_FD_REPORT, AL_INIT_FD_CTL, AL_INIT_FD_SECCOMP,
+				  AL_INIT_FD_BINARY};
+	static char *const noenv[] = {NULL};
 	char msg[200];
 
 	/* If the worker dies, the init dies, and with it the namespace. The
@@ -136,7 +136,7 @@ static void __attribute__((noreturn)) warm_exec(int ctl, int report_wr, char *co
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0))
 		_exit(125);
 	{
-		struct pollfd pf = { .fd = report_wr, .events = POLLOUT };
+		struct pollfd pf = {.fd = report_wr, .events = POLLOUT};
 
 		if (poll(&pf, 1, 0) < 0 || (pf.revents & (POLLERR | POLLHUP)))
 			_exit(125);
@@ -187,7 +187,7 @@ static struct warm *warm_of(unsigned slot, unsigned k)
 /* Make a warm init for slot in w. */
 static int warm_spawn(struct warm *w, unsigned slot, struct al_err *err)
 {
-	struct al_cg_limits none = { 0 };
+	struct al_cg_limits none = {0};
 	char name[48], cg_args[4][PATH_MAX + 4];
 	char *args[1 + 4 + sizeof(G.hide_args) / sizeof(G.hide_args[0])];
 	int nargs = 0;
@@ -248,7 +248,7 @@ out_discard:
 
 static bool warm_alive(const struct warm *w)
 {
-	struct pollfd pf = { .fd = w->pidfd, .events = POLLIN };
+	struct pollfd pf = {.fd = w->pidfd, .events = POLLIN};
 
 	return w->ready && w->pidfd >= 0 && poll(&pf, 1, 0) == 0;
 }
@@ -361,7 +361,7 @@ static void sweep_leftovers(const struct al_backend_conf *conf)
 
 static int proc_init(const struct al_backend_conf *conf, struct al_err *err)
 {
-	static const char *const always_hidden[] = { "/root", "/home", "/run", "/var/lib/airlock" };
+	static const char *const always_hidden[] = {"/root", "/home", "/run", "/var/lib/airlock"};
 	uid_t me = getuid();
 	int rc;
 
@@ -370,14 +370,16 @@ static int proc_init(const struct al_backend_conf *conf, struct al_err *err)
 	G.bpf_fd = G.init_fd = -1;
 	if (geteuid() != 0)
 		return al_err_set(err, AL_ESANDBOX,
-				  "process: needs root (it makes namespaces, mounts and cgroups), running as uid %u",
+				  "process: needs root (it makes namespaces, mounts and cgroups), "
+				  "running as uid %u",
 				  (unsigned)geteuid());
 	if (conf->uid_base == 0 || conf->slots == 0 ||
 	    (me >= conf->uid_base && me < conf->uid_base + conf->slots))
-		return al_err_set(err, AL_ESANDBOX,
-				  "process: slot uids %u..%u must not include root or the worker's uid %u",
-				  (unsigned)conf->uid_base, (unsigned)(conf->uid_base + conf->slots - 1),
-				  (unsigned)me);
+		return al_err_set(
+		    err, AL_ESANDBOX,
+		    "process: slot uids %u..%u must not include root or the worker's uid %u",
+		    (unsigned)conf->uid_base, (unsigned)(conf->uid_base + conf->slots - 1),
+		    (unsigned)me);
 	if ((rc = al_cg_detect(&G.cg, conf->worker_id, "process", err)))
 		return al_err_wrap(err, "process");
 	sweep_leftovers(conf);
@@ -385,7 +387,8 @@ static int proc_init(const struct al_backend_conf *conf, struct al_err *err)
 		 conf->worker_id);
 	/* Self-check: the kernel must load seccomp filters. */
 	if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, NULL) == 0 || errno != EFAULT)
-		return al_err_set(err, AL_ESANDBOX, "process: seccomp filters unavailable in the kernel");
+		return al_err_set(err, AL_ESANDBOX,
+				  "process: seccomp filters unavailable in the kernel");
 	if ((rc = open_init_binary(conf, err)) || (rc = make_bpf_fd(err)))
 		goto fail;
 	for (size_t i = 0; i < sizeof(always_hidden) / sizeof(always_hidden[0]); i++)
@@ -428,8 +431,8 @@ static int proc_prepare(struct al_sandbox *sb, struct al_err *err)
 	const struct al_job *job = sb->spec.job;
 	const struct al_limits *l = &sb->spec.limits;
 	uid_t uid = sb->conf->uid_base + sb->spec.slot;
-	struct al_buf spec = { 0 };
-	struct al_init_spec h = { 0 };
+	struct al_buf spec = {0};
+	struct al_init_spec h = {0};
 	char name[AL_ID_MAX + 16];
 	int rc;
 
@@ -444,7 +447,8 @@ static int proc_prepare(struct al_sandbox *sb, struct al_err *err)
 	if (job->runtime != AL_RUNTIME_ARGV &&
 	    (p->code_fd = memfd_with("job-code", job->code.data, job->code.len, err)) < 0)
 		return p->code_fd;
-	if ((p->stdin_fd = memfd_with("job-stdin", job->stdin_data.data, job->stdin_data.len, err)) < 0)
+	if ((p->stdin_fd =
+		 memfd_with("job-stdin", job->stdin_data.data, job->stdin_data.len, err)) < 0)
 		return p->stdin_fd;
 	/* The cgroup is the real memory limit; the address-space limit only
 	 * stops absurd reservations, with room for runtimes that map a lot.
@@ -472,9 +476,9 @@ static int proc_prepare(struct al_sandbox *sb, struct al_err *err)
 static int send_go(struct warm *w, const int fds[AL_GO_NFDS])
 {
 	char byte = 'G', ctl[CMSG_SPACE(sizeof(int) * AL_GO_NFDS)];
-	struct iovec iov = { &byte, 1 };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl,
-			     .msg_controllen = sizeof(ctl) };
+	struct iovec iov = {&byte, 1};
+	struct msghdr mh = {
+	    .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof(ctl)};
 	struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
 
 	memset(ctl, 0, sizeof(ctl));
@@ -491,12 +495,16 @@ static int proc_start(struct al_sandbox *sb, struct al_watch *wt, struct al_err 
 	struct warm *w;
 	const struct al_limits *l = &sb->spec.limits;
 	struct al_cg_limits cgl = {
-		.memory_bytes = l->memory_bytes,
-		.pids = l->pids + 1, /* the sandbox's init counts too */
-		.cpu_millis = sb->spec.cpu_millis,
+	    .memory_bytes = l->memory_bytes,
+	    .pids = l->pids + 1, /* the sandbox's init counts too */
+	    .cpu_millis = sb->spec.cpu_millis,
 	};
-	int fds[AL_GO_NFDS] = { p->fs.mnt_fd, p->stdin_fd, p->fs.out_fd, p->fs.err_fd,
-			     p->code_fd >= 0 ? p->code_fd : p->stdin_fd, p->spec_fd };
+	int fds[AL_GO_NFDS] = {p->fs.mnt_fd,
+			       p->stdin_fd,
+			       p->fs.out_fd,
+			       p->fs.err_fd,
+			       p->code_fd >= 0 ? p->code_fd : p->stdin_fd,
+			       p->spec_fd};
 	int rc;
 
 	/* None alive (died while waiting, or never made): one is made now, at
@@ -545,7 +553,7 @@ static int proc_reap(struct al_sandbox *sb, struct al_result *res, struct al_err
 	struct proc_sb *p = sb->priv;
 	struct al_cg_stats st;
 	char report[600];
-	siginfo_t si = { 0 };
+	siginfo_t si = {0};
 	bool disk_full = false;
 	ssize_t n;
 	int rc, ws;
@@ -563,7 +571,8 @@ static int proc_reap(struct al_sandbox *sb, struct al_result *res, struct al_err
 				   sb->conf->collect_max_bytes, res, &disk_full, err)))
 		return al_err_wrap(err, "process");
 	if (report[0] == 'E')
-		return al_err_set(err, AL_ESANDBOX, "process: sandbox set-up failed: %s", report + 1);
+		return al_err_set(err, AL_ESANDBOX, "process: sandbox set-up failed: %s",
+				  report + 1);
 	if (report[0] == 'X') {
 		ws = atoi(report + 1);
 	} else {
@@ -572,7 +581,8 @@ static int proc_reap(struct al_sandbox *sb, struct al_result *res, struct al_err
 		ws = si.si_code == CLD_KILLED || si.si_code == CLD_DUMPED ? si.si_status : SIGKILL;
 		ws &= 0x7f; /* a "killed by signal" wait status */
 		if (st.oom_kills == 0 && si.si_code == CLD_EXITED)
-			return al_err_set(err, AL_ESANDBOX, "process: sandbox init exited %d without a report",
+			return al_err_set(err, AL_ESANDBOX,
+					  "process: sandbox init exited %d without a report",
 					  si.si_status);
 	}
 	al_verdict(res, ws, &st, &sb->spec.limits, disk_full);
@@ -649,15 +659,15 @@ static void proc_fini(void)
 }
 
 const struct al_backend_ops al_backend_process = {
-	.name = "process",
-	.caps = AL_CAP_NO_NETWORK | AL_CAP_MEMORY | AL_CAP_PIDS | AL_CAP_CPU | AL_CAP_FILES,
-	.priv_size = sizeof(struct proc_sb),
-	.init = proc_init,
-	.prepare = proc_prepare,
-	.start = proc_start,
-	.kill = proc_kill,
-	.reap = proc_reap,
-	.destroy = proc_destroy,
-	.refill = proc_refill,
-	.fini = proc_fini,
+    .name = "process",
+    .caps = AL_CAP_NO_NETWORK | AL_CAP_MEMORY | AL_CAP_PIDS | AL_CAP_CPU | AL_CAP_FILES,
+    .priv_size = sizeof(struct proc_sb),
+    .init = proc_init,
+    .prepare = proc_prepare,
+    .start = proc_start,
+    .kill = proc_kill,
+    .reap = proc_reap,
+    .destroy = proc_destroy,
+    .refill = proc_refill,
+    .fini = proc_fini,
 };

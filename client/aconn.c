@@ -11,7 +11,7 @@
 
 #define BACKOFF_MIN_MS 50
 #define BACKOFF_MAX_MS 2000
-#define WATCH_MS 1000 /* how often the watchdog looks */
+#define WATCH_MS       1000 /* how often the watchdog looks */
 
 /* One command on its way: reliable ones stay in the connection's queue
  * until answered; best-effort ones only wrap the caller's callback. */
@@ -36,14 +36,14 @@ struct al_aconn {
 	uint64_t timeout_ms;
 	bool up;
 	bool closing;
-	bool connected;		/* hiredis said connected (handshake may be running) */
-	uint64_t connect_ms;	/* when this context was made */
-	int hs_left;		/* handshake replies still to come */
+	bool connected;	     /* hiredis said connected (handshake may be running) */
+	uint64_t connect_ms; /* when this context was made */
+	int hs_left;	     /* handshake replies still to come */
 	bool hs_failed;
 	bool ping_out;
 	uint64_t ping_ms;
-	bool subscriber;	/* carries a SUBSCRIBE: no PING on it */
-	char last_error[128];	/* logged once until it changes */
+	bool subscriber;	  /* carries a SUBSCRIBE: no PING on it */
+	char last_error[128];	  /* logged once until it changes */
 	struct req *head, **tail; /* reliable calls, in order */
 	unsigned pending;
 	al_aconn_fn on_up, on_down;
@@ -54,8 +54,9 @@ static void schedule_retry(struct al_aconn *c);
 
 bool al_aconn_transient(const redisReply *r)
 {
-	static const char *const kinds[] = { "LOADING", "BUSY", "NOSCRIPT", "READONLY", "MASTERDOWN",
-					     "TRYAGAIN", "OOM", "CLUSTERDOWN", "NOREPLICAS" };
+	static const char *const kinds[] = {"LOADING",	"BUSY",	       "NOSCRIPT",
+					    "READONLY", "MASTERDOWN",  "TRYAGAIN",
+					    "OOM",	"CLUSTERDOWN", "NOREPLICAS"};
 
 	if (!r || r->type != REDIS_REPLY_ERROR || !r->str)
 		return false;
@@ -73,7 +74,9 @@ static void note_error(struct al_aconn *c, const char *what, const char *msg)
 	if (!strncmp(c->last_error, msg, sizeof(c->last_error) - 1))
 		return;
 	snprintf(c->last_error, sizeof(c->last_error), "%s", msg);
-	al_log("warn", "redis_reset", "conn=%s during=%s error=\"%.120s\" note=\"reconnecting; calls are kept and sent again\"",
+	al_log("warn", "redis_reset",
+	       "conn=%s during=%s error=\"%.120s\" note=\"reconnecting; calls are kept and sent "
+	       "again\"",
 	       c->name, what, msg);
 }
 
@@ -203,8 +206,8 @@ static void on_hs(redisAsyncContext *ac, void *reply, void *priv)
 	c->up = true;
 	c->backoff_ms = BACKOFF_MIN_MS;
 	if (c->last_error[0])
-		al_log("info", "redis_ready", "conn=%s note=\"scripts loaded; sending what was kept\"",
-		       c->name);
+		al_log("info", "redis_ready",
+		       "conn=%s note=\"scripts loaded; sending what was kept\"", c->name);
 	c->last_error[0] = '\0';
 	flush(c);
 	if (c->on_up)
@@ -237,19 +240,19 @@ static void on_connect(const redisAsyncContext *ac, int status)
 	c->hs_failed = false;
 	/* Pipelined: a failed AUTH makes every later reply an error too. */
 	if (c->url.password[0]) {
-		const char *argv[3] = { "AUTH", c->url.user[0] ? c->url.user : c->url.password,
-					c->url.password };
+		const char *argv[3] = {"AUTH", c->url.user[0] ? c->url.user : c->url.password,
+				       c->url.password};
 
 		hs_send(c, c->url.user[0] ? 3 : 2, argv);
 	}
 	if (c->url.db) {
-		const char *argv[2] = { "SELECT", db };
+		const char *argv[2] = {"SELECT", db};
 
 		snprintf(db, sizeof(db), "%d", c->url.db);
 		hs_send(c, 2, argv);
 	}
 	for (size_t i = 0; al_lua_all[i]; i++) {
-		const char *argv[] = { "SCRIPT", "LOAD", al_lua_all[i] };
+		const char *argv[] = {"SCRIPT", "LOAD", al_lua_all[i]};
 
 		hs_send(c, 3, argv);
 	}
@@ -305,7 +308,7 @@ static void connect_now(evutil_socket_t fd, short what, void *arg)
 
 static void schedule_retry(struct al_aconn *c)
 {
-	struct timeval tv = { c->backoff_ms / 1000, (c->backoff_ms % 1000) * 1000 };
+	struct timeval tv = {c->backoff_ms / 1000, (c->backoff_ms % 1000) * 1000};
 
 	if (c->closing)
 		return;
@@ -327,7 +330,7 @@ static void on_pong(redisAsyncContext *ac, void *reply, void *priv)
 static void on_watch(evutil_socket_t fd, short what, void *arg)
 {
 	struct al_aconn *c = arg;
-	struct timeval tv = { WATCH_MS / 1000, 0 };
+	struct timeval tv = {WATCH_MS / 1000, 0};
 	uint64_t now = al_mono_ms();
 	const char *why = NULL;
 
@@ -353,7 +356,7 @@ static void on_watch(evutil_socket_t fd, short what, void *arg)
 		return;
 	}
 	if (c->up && !c->ping_out && !c->subscriber) {
-		const char *argv[] = { "PING" };
+		const char *argv[] = {"PING"};
 
 		if (redisAsyncCommandArgv(c->ac, on_pong, c, 1, argv, NULL) == REDIS_OK) {
 			c->ping_out = true;
@@ -368,7 +371,7 @@ struct al_aconn *al_aconn_new(struct event_base *base, const struct al_redis_url
 			      const char *name, al_aconn_fn up, al_aconn_fn down, void *arg)
 {
 	struct al_aconn *c = calloc(1, sizeof(*c));
-	struct timeval tv = { WATCH_MS / 1000, 0 };
+	struct timeval tv = {WATCH_MS / 1000, 0};
 
 	if (!c)
 		return NULL;
@@ -464,7 +467,7 @@ int al_aconn_cmd(struct al_aconn *c, redisCallbackFn *fn, void *priv, int argc,
 
 int al_aconn_subscribe(struct al_aconn *c, const char *channel, redisCallbackFn *fn, void *priv)
 {
-	const char *argv[] = { "SUBSCRIBE", channel };
+	const char *argv[] = {"SUBSCRIBE", channel};
 
 	if (!c->up || !c->ac)
 		return -1;

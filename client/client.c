@@ -71,7 +71,7 @@ static redisReply *run_call(struct al_client *c, struct al_err *err, struct al_c
 struct al_client *al_client_connect(const char *url, struct al_err *err)
 {
 	struct al_redis_url u;
-	struct timeval tv = { 5, 0 };
+	struct timeval tv = {5, 0};
 	struct al_client *c;
 	char where[280];
 
@@ -93,7 +93,7 @@ struct al_client *al_client_connect(const char *url, struct al_err *err)
 		return NULL;
 	}
 	if (u.password[0]) {
-		const char *argv[3] = { "AUTH", u.user[0] ? u.user : u.password, u.password };
+		const char *argv[3] = {"AUTH", u.user[0] ? u.user : u.password, u.password};
 		redisReply *r = cmd(c, err, u.user[0] ? 3 : 2, argv, NULL);
 
 		if (!r) {
@@ -130,7 +130,7 @@ int al_client_submit_many(struct al_client *c, struct al_job *jobs, size_t n,
 			  char (*ids_out)[AL_ID_MAX + 1], int *status, struct al_err *err)
 {
 	struct al_call call;
-	struct al_buf body = { 0 };
+	struct al_buf body = {0};
 	char gen[33];
 	redisReply *r = NULL;
 	int rc = AL_OK;
@@ -152,11 +152,14 @@ int al_client_submit_many(struct al_client *c, struct al_job *jobs, size_t n,
 		al_buf_reset(&body);
 		if ((rc = al_job_encode(job, &body, err)))
 			goto out;
-		al_submit_add(&call, &(struct al_submit_item){
-					     .id = job->id, .tier = job->tier, .tenant = job->tenant,
-					     .job = body.data, .joblen = body.len,
-					     .now_ms = job->submitted_ms,
-					     .idem_key = job->idempotency_key, .idem_ttl_s = IDEM_TTL_S });
+		al_submit_add(&call, &(struct al_submit_item){.id = job->id,
+							      .tier = job->tier,
+							      .tenant = job->tenant,
+							      .job = body.data,
+							      .joblen = body.len,
+							      .now_ms = job->submitted_ms,
+							      .idem_key = job->idempotency_key,
+							      .idem_ttl_s = IDEM_TTL_S});
 	}
 	if (!(r = run_call(c, err, &call))) {
 		rc = AL_EREDIS;
@@ -170,7 +173,8 @@ int al_client_submit_many(struct al_client *c, struct al_job *jobs, size_t n,
 		redisReply *e = r->element[i];
 
 		if (e->type != REDIS_REPLY_ARRAY || e->elements != 2 ||
-		    e->element[0]->type != REDIS_REPLY_INTEGER || e->element[1]->type != REDIS_REPLY_STRING) {
+		    e->element[0]->type != REDIS_REPLY_INTEGER ||
+		    e->element[1]->type != REDIS_REPLY_STRING) {
 			rc = al_err_set(err, AL_EREDIS, "submit: unexpected reply from Redis");
 			goto out;
 		}
@@ -206,7 +210,7 @@ static int get_result(struct al_client *c, const char *id, struct al_result *res
 		      struct al_err *err)
 {
 	char key[AL_KEY_MAX];
-	const char *argv[2] = { "GET", key };
+	const char *argv[2] = {"GET", key};
 	redisReply *r;
 	int rc = AL_OK;
 
@@ -220,8 +224,8 @@ static int get_result(struct al_client *c, const char *id, struct al_result *res
 	return rc;
 }
 
-int al_client_wait(struct al_client *c, const char *id, uint64_t timeout_ms,
-		   struct al_result *res, struct al_err *err)
+int al_client_wait(struct al_client *c, const char *id, uint64_t timeout_ms, struct al_result *res,
+		   struct al_err *err)
 {
 	char done[AL_KEY_MAX];
 	uint64_t deadline = timeout_ms ? al_now_ms() + timeout_ms : 0;
@@ -231,7 +235,7 @@ int al_client_wait(struct al_client *c, const char *id, uint64_t timeout_ms,
 	al_key_done(done, id);
 	for (;;) {
 		char tmo[32];
-		const char *argv[3] = { "BLPOP", done, tmo };
+		const char *argv[3] = {"BLPOP", done, tmo};
 		redisReply *r;
 		uint64_t left;
 
@@ -259,11 +263,11 @@ int al_client_wait(struct al_client *c, const char *id, uint64_t timeout_ms,
 	}
 }
 
-int al_client_status(struct al_client *c, const char *id, char state[32],
-		     struct al_result *res, struct al_err *err)
+int al_client_status(struct al_client *c, const char *id, char state[32], struct al_result *res,
+		     struct al_err *err)
 {
 	char key[AL_KEY_MAX];
-	const char *argv[3] = { "HGET", key, "state" };
+	const char *argv[3] = {"HGET", key, "state"};
 	redisReply *r;
 	bool found;
 	int rc;
@@ -279,15 +283,15 @@ int al_client_status(struct al_client *c, const char *id, char state[32],
 	if (found)
 		snprintf(state, 32, "done");
 	else if (!state[0])
-		return al_err_set(err, AL_EINVAL, "no job \"%s\" (never submitted, or its result expired)",
-				  id);
+		return al_err_set(err, AL_EINVAL,
+				  "no job \"%s\" (never submitted, or its result expired)", id);
 	return AL_OK;
 }
 
 int al_client_cancel(struct al_client *c, const char *id, struct al_err *err)
 {
-	struct al_result res = { 0 };
-	struct al_buf b = { 0 };
+	struct al_result res = {0};
+	struct al_buf b = {0};
 	struct al_call call;
 	redisReply *r;
 	int rc;
@@ -320,7 +324,7 @@ int al_client_stats(struct al_client *c, void *fp, struct al_err *err)
 {
 	FILE *f = fp;
 	redisReply *r, *keys;
-	const char *argv_keys[2] = { "KEYS", "al:q:*" };
+	const char *argv_keys[2] = {"KEYS", "al:q:*"};
 
 	/* KEYS over the small al:q:* namespace: one stream per tier and band. */
 	if (!(keys = cmd(c, err, 2, argv_keys, NULL)))
@@ -334,7 +338,8 @@ int al_client_stats(struct al_client *c, void *fp, struct al_err *err)
 			bool ours = false;
 			long long l = -1, p = 0;
 
-			for (size_t k = 0; grp->type == REDIS_REPLY_ARRAY && k + 1 < grp->elements; k += 2) {
+			for (size_t k = 0; grp->type == REDIS_REPLY_ARRAY && k + 1 < grp->elements;
+			     k += 2) {
 				const char *name = grp->element[k]->str;
 				redisReply *v = grp->element[k + 1];
 
@@ -352,7 +357,8 @@ int al_client_stats(struct al_client *c, void *fp, struct al_err *err)
 		}
 		if (r)
 			freeReplyObject(r);
-		fprintf(f, "queue %s queued=%lld running=%lld\n", keys->element[i]->str + 5, lag, pending);
+		fprintf(f, "queue %s queued=%lld running=%lld\n", keys->element[i]->str + 5, lag,
+			pending);
 	}
 	freeReplyObject(keys);
 	r = redisCommand(c->rc, "HGETALL %s", AL_KEY_WORKERS);
@@ -363,7 +369,8 @@ int al_client_stats(struct al_client *c, void *fp, struct al_err *err)
 							 al_key_worker(key, r->element[i]->str));
 
 			if (alive && alive->type == REDIS_REPLY_INTEGER && alive->integer)
-				fprintf(f, "worker %s %s\n", r->element[i]->str, r->element[i + 1]->str);
+				fprintf(f, "worker %s %s\n", r->element[i]->str,
+					r->element[i + 1]->str);
 			if (alive)
 				freeReplyObject(alive);
 		}
@@ -448,16 +455,19 @@ int al_client_dlq(struct al_client *c, const char *op, const char *entry, void *
 			}
 		if (!raw || !rawlen) {
 			freeReplyObject(r);
-			return al_err_set(err, AL_EINVAL, "dead letter %s has no job to retry", entry);
+			return al_err_set(err, AL_EINVAL, "dead letter %s has no job to retry",
+					  entry);
 		}
 		if (size > rawlen) {
 			freeReplyObject(r);
 			return al_err_set(err, AL_EINVAL,
-					  "dead letter %s keeps only the first %zu of its %zu bytes: it cannot be re-submitted; submit the job again",
+					  "dead letter %s keeps only the first %zu of its %zu "
+					  "bytes: it cannot be re-submitted; submit the job again",
 					  entry, rawlen, size);
 		}
 		{
-			redisReply *x = redisCommand(c->rc, "XADD %s * job %b", AL_KEY_INTAKE, raw, rawlen);
+			redisReply *x =
+			    redisCommand(c->rc, "XADD %s * job %b", AL_KEY_INTAKE, raw, rawlen);
 			redisReply *d = redisCommand(c->rc, "XDEL %s %s", AL_KEY_DLQ, entry);
 
 			if (x)
@@ -526,20 +536,22 @@ int al_client_vm(struct al_client *c, const char *op, const char *name, uint64_t
 	}
 	if (!name || strncmp(name, AL_VM_NAME_PREFIX, strlen(AL_VM_NAME_PREFIX)) ||
 	    strlen(name) > AL_ID_MAX + 16 || strpbrk(name, " \t\r\n"))
-		return al_err_set(err, AL_EINVAL, "vm: expected a VM name (%s...), as `airlock vm list` prints",
+		return al_err_set(err, AL_EINVAL,
+				  "vm: expected a VM name (%s...), as `airlock vm list` prints",
 				  AL_VM_NAME_PREFIX);
 	r = redisCommand(c->rc, "ZSCORE %s %s", AL_KEY_VM_LEASES, name);
 	if (!r)
 		goto out_redis;
 	if (r->type != REDIS_REPLY_STRING) {
 		freeReplyObject(r);
-		return al_err_set(err, AL_EINVAL, "vm: no running VM %s (ended, or never leased)", name);
+		return al_err_set(err, AL_EINVAL, "vm: no running VM %s (ended, or never leased)",
+				  name);
 	}
 	freeReplyObject(r);
 	if (!strcmp(op, "stop")) {
 		/* The scheduler ends it on its next pass (about a second). */
-		redisReply *a = redisCommand(c->rc, "HSET " AL_KEY_VM_PREFIX "%s stop_reason %s", name,
-					     "stopped by a client (airlock vm stop)");
+		redisReply *a = redisCommand(c->rc, "HSET " AL_KEY_VM_PREFIX "%s stop_reason %s",
+					     name, "stopped by a client (airlock vm stop)");
 		redisReply *b = redisCommand(c->rc, "ZADD %s XX 0 %s", AL_KEY_VM_LEASES, name);
 
 		if (a)
@@ -551,12 +563,14 @@ int al_client_vm(struct al_client *c, const char *op, const char *name, uint64_t
 		return AL_OK;
 	}
 	if (!strcmp(op, "extend")) {
-		uint64_t exp = vm_field(c, name, "expires_ms"), max = vm_field(c, name, "max_until_ms");
+		uint64_t exp = vm_field(c, name, "expires_ms"),
+			 max = vm_field(c, name, "max_until_ms");
 		uint64_t now = al_now_ms(), want = (exp > now ? exp : now) + ms;
 		char v[24];
 
 		if (ms == 0)
-			return al_err_set(err, AL_EINVAL, "vm extend: expected a positive number of ms");
+			return al_err_set(err, AL_EINVAL,
+					  "vm extend: expected a positive number of ms");
 		if (max && want > max)
 			want = max;
 		snprintf(v, sizeof(v), "%llu", (unsigned long long)want);

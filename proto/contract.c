@@ -224,10 +224,10 @@ void al_submit_add(struct al_call *c, const struct al_submit_item *it)
 {
 	char k[AL_KEY_MAX];
 
-	c->script = al_lua_submit;
 	al_call_key(c, al_key_job(k, it->id));
 	al_call_key(c, AL_KEY_INTAKE);
-	al_call_key(c, it->idem_key ? al_key_idem(k, it->tenant, it->idem_key) : AL_KEY_PREFIX "idem:-");
+	al_call_key(c, it->idem_key ? al_key_idem(k, it->tenant, it->idem_key)
+				    : AL_KEY_PREFIX "idem:-");
 	al_call_str(c, it->id);
 	al_call_arg(c, it->job, it->joblen);
 	al_call_u64(c, it->now_ms);
@@ -280,8 +280,8 @@ void al_claim_add(struct al_call *c, const char *id, unsigned attempt)
 	al_call_u64(c, attempt);
 }
 
-void al_fetch_call(struct al_call *c, const char *const *streams, int nstreams,
-		   const char *worker, uint64_t now_ms, unsigned count)
+void al_fetch_call(struct al_call *c, const char *const *streams, int nstreams, const char *worker,
+		   uint64_t now_ms, unsigned count)
 {
 	al_call_init(c, al_lua_fetch);
 	for (int i = 0; i < nstreams; i++)
@@ -297,7 +297,6 @@ void al_commit_add(struct al_call *c, const struct al_commit_item *it)
 {
 	char k[AL_KEY_MAX];
 
-	c->script = al_lua_commit;
 	al_call_key(c, al_key_job(k, it->id));
 	al_call_key(c, al_key_res(k, it->id));
 	al_call_key(c, al_key_done(k, it->id));
@@ -394,8 +393,7 @@ void al_rearm_call(struct al_call *c, const char *id)
 	al_call_key(c, al_key_res(k, id));
 }
 
-void al_give_back_call(struct al_call *c, const char *stream, const char *group,
-		       const char *entry)
+void al_give_back_call(struct al_call *c, const char *stream, const char *group, const char *entry)
 {
 	al_call_init(c, al_lua_give_back);
 	al_call_key(c, stream);
@@ -425,7 +423,8 @@ void al_dlq_call(struct al_call *c, uint64_t max_len, const char *reason, const 
 	al_call_str(c, "size");
 	al_call_u64(c, raw ? rawlen : 0);
 	al_call_str(c, "raw");
-	al_call_arg(c, raw ? raw : "", raw ? (rawlen > AL_DLQ_RAW_MAX ? AL_DLQ_RAW_MAX : rawlen) : 0);
+	al_call_arg(c, raw ? raw : "",
+		    raw ? (rawlen > AL_DLQ_RAW_MAX ? AL_DLQ_RAW_MAX : rawlen) : 0);
 }
 
 void al_xack_call(struct al_call *c, const char *stream, const char *group, const char *entry)

@@ -17,15 +17,15 @@
  * Each writes the key into out (AL_KEY_MAX bytes) and returns out. Ids,
  * tenants and tiers are restricted to safe characters by the codec; a name
  * that would not fit is cut (it then names no key Airlock uses). */
-const char *al_key_job(char out[AL_KEY_MAX], const char *id);	  /* al:job:<id> */
-const char *al_key_res(char out[AL_KEY_MAX], const char *id);	  /* al:res:<id> */
-const char *al_key_done(char out[AL_KEY_MAX], const char *id);	  /* al:done:<id> */
+const char *al_key_job(char out[AL_KEY_MAX], const char *id);		    /* al:job:<id> */
+const char *al_key_res(char out[AL_KEY_MAX], const char *id);		    /* al:res:<id> */
+const char *al_key_done(char out[AL_KEY_MAX], const char *id);		    /* al:done:<id> */
 const char *al_key_queue(char out[AL_KEY_MAX], const char *tier, int band); /* al:q:<tier>:<band> */
-const char *al_key_tenant(char out[AL_KEY_MAX], const char *tenant);	  /* al:tenant:<t> */
+const char *al_key_tenant(char out[AL_KEY_MAX], const char *tenant);	    /* al:tenant:<t> */
 const char *al_key_idem(char out[AL_KEY_MAX], const char *tenant, const char *key);
-const char *al_key_worker(char out[AL_KEY_MAX], const char *worker);	  /* al:worker:<id> */
+const char *al_key_worker(char out[AL_KEY_MAX], const char *worker); /* al:worker:<id> */
 const char *al_key_hist(char out[AL_KEY_MAX], const char *tier, const char *backend);
-const char *al_key_vm(char out[AL_KEY_MAX], const char *name);		  /* al:vm:<name> */
+const char *al_key_vm(char out[AL_KEY_MAX], const char *name); /* al:vm:<name> */
 /* The tier of a ready stream's name (al:q:<tier>:<band>) into tier (cap
  * bytes); false when name is not one. */
 bool al_key_queue_tier(const char *name, char *tier, size_t cap);
@@ -40,9 +40,9 @@ struct al_strv {
 };
 
 struct al_call {
-	const char *script;	  /* one of al_lua_*: EVALSHA; NULL: a plain command */
+	const char *script;	   /* one of al_lua_*: EVALSHA; NULL: a plain command */
 	struct al_strv keys, args; /* a script's KEYS and ARGV; a command's words in args */
-	bool oom;		  /* an append failed: the call must not be sent */
+	bool oom;		   /* an append failed: the call must not be sent */
 	/* filled by al_call_argv */
 	const char **argv;
 	size_t *lens;
@@ -118,6 +118,7 @@ struct al_submit_item {
 	const char *idem_key; /* NULL: none */
 	uint64_t idem_ttl_s;
 };
+/* c was made with al_call_init(c, al_lua_submit); one call per batch. */
 void al_submit_add(struct al_call *c, const struct al_submit_item *it);
 
 struct al_admit_item {
@@ -133,18 +134,19 @@ void al_admit_add(struct al_call *c, const struct al_admit_item *it);
 
 void al_claim_init(struct al_call *c, const char *worker, uint64_t now_ms);
 void al_claim_add(struct al_call *c, const char *id, unsigned attempt);
-void al_fetch_call(struct al_call *c, const char *const *streams, int nstreams,
-		   const char *worker, uint64_t now_ms, unsigned count);
+void al_fetch_call(struct al_call *c, const char *const *streams, int nstreams, const char *worker,
+		   uint64_t now_ms, unsigned count);
 
 struct al_commit_item {
 	const char *id;
-	long attempt;	  /* -1: the job never reached a queue */
+	long attempt;	    /* -1: the job never reached a queue */
 	const char *result; /* msgpack result */
 	size_t len;
 	uint64_t ttl_ms;
 	const char *stream, *entry, *group; /* the entry to acknowledge, or NULL */
 	const char *status;		    /* al_status_name() */
 };
+/* c was made with al_call_init(c, al_lua_commit); one call per batch. */
 void al_commit_add(struct al_call *c, const struct al_commit_item *it);
 
 struct al_retry_item {
@@ -163,13 +165,12 @@ void al_expire_call(struct al_call *c, const char *id, const char *result, size_
 		    uint64_t ttl_ms);
 void al_trim_call(struct al_call *c, const char *stream, const char *group);
 void al_rearm_call(struct al_call *c, const char *id);
-void al_give_back_call(struct al_call *c, const char *stream, const char *group,
-		       const char *entry);
+void al_give_back_call(struct al_call *c, const char *stream, const char *group, const char *entry);
 
 /* Dead letters: XADD al:dlq MAXLEN max_len * reason R source S entry E
  * id I size N raw <the first AL_DLQ_RAW_MAX bytes>. raw may be NULL. */
-#define AL_DLQ_RAW_MAX 4096
-#define AL_DLQ_REASON_MAX 1024
+#define AL_DLQ_RAW_MAX	       4096
+#define AL_DLQ_REASON_MAX      1024
 #define AL_DLQ_MAX_LEN_DEFAULT 10000
 void al_dlq_call(struct al_call *c, uint64_t max_len, const char *reason, const char *source,
 		 const char *entry, const char *id, const char *raw, size_t rawlen);

@@ -54,14 +54,16 @@ int al_hostlock_take(const char *dir, const char *id, bool shared, struct al_err
 	int fd;
 
 	if (!al_job_id_ok(id, strlen(id)))
-		return al_err_set(err, AL_EINVAL, "--worker-id: expected 1..64 characters of [A-Za-z0-9._:-], got \"%.64s\"",
-				  id);
+		return al_err_set(
+		    err, AL_EINVAL,
+		    "--worker-id: expected 1..64 characters of [A-Za-z0-9._:-], got \"%.64s\"", id);
 	if (al_mkdir_p(dir, 0700))
 		return al_err_sys(err, "worker: mkdir %s", dir);
 	fd = lock_id(dir, id, shared ? LOCK_SH : LOCK_EX);
 	if (fd < 0 && errno == EWOULDBLOCK)
 		return al_err_set(err, AL_EINVAL,
-				  "another worker with id \"%s\" runs on this host (it holds %s/%s.lock); give each worker its own --worker-id",
+				  "another worker with id \"%s\" runs on this host (it holds "
+				  "%s/%s.lock); give each worker its own --worker-id",
 				  id, dir, id);
 	if (fd < 0)
 		return al_err_sys(err, "worker: lock %s/%s.lock", dir, id);
@@ -77,7 +79,8 @@ static void sweep_id(const char *dir, const char *id, const char *state_dir,
 	DIR *d;
 	struct dirent *de;
 
-	al_log("info", "sweep", "worker=%s note=\"no live worker has this id on this host; removing what it left\"",
+	al_log("info", "sweep",
+	       "worker=%s note=\"no live worker has this id on this host; removing what it left\"",
 	       id);
 	al_cg_remove_worker(cg, id);
 	if (state_dir && !al_pathf(path, sizeof(path), "%s/%s", state_dir, id) &&

@@ -82,8 +82,6 @@ def pending_left(c):
     """Entries still pending in any group, and delayed retries."""
     left = []
     for key in ["al:intake"] + c.rcli("--scan", "--pattern", "al:q:*").split():
-        for line in c.rcli("XINFO", "GROUPS", key).split("\n"):
-            pass
         p = c.rcli("XPENDING", key, "scheduler" if key == "al:intake" else "workers").split("\n")
         if p and p[0].strip().isdigit() and int(p[0]) > 0:
             left.append("%s pending %s" % (key, p[0]))

@@ -23,19 +23,26 @@ int main(void)
 	static const struct {
 		const char *got, *want;
 	} keys[] = {
-		{ NULL, "al:job:abc" },	   { NULL, "al:res:abc" },	  { NULL, "al:done:abc" },
-		{ NULL, "al:q:trusted:hi" }, { NULL, "al:q:trusted:lo" }, { NULL, "al:tenant:acme" },
-		{ NULL, "al:tenant:default" }, { NULL, "al:idem:acme:k1" }, { NULL, "al:worker:w1" },
-		{ NULL, "al:hist:trusted:process" }, { NULL, "al:vm:al-svc-x" },
+	    {NULL, "al:job:abc"},	 {NULL, "al:res:abc"},
+	    {NULL, "al:done:abc"},	 {NULL, "al:q:trusted:hi"},
+	    {NULL, "al:q:trusted:lo"},	 {NULL, "al:tenant:acme"},
+	    {NULL, "al:tenant:default"}, {NULL, "al:idem:acme:k1"},
+	    {NULL, "al:worker:w1"},	 {NULL, "al:hist:trusted:process"},
+	    {NULL, "al:vm:al-svc-x"},
 	};
 	char k[11][AL_KEY_MAX], tier[65];
 	const char *made[11] = {
-		al_key_job(k[0], "abc"),	    al_key_res(k[1], "abc"),
-		al_key_done(k[2], "abc"),	    al_key_queue(k[3], "trusted", al_band_of(9)),
-		al_key_queue(k[4], "trusted", al_band_of(0)), al_key_tenant(k[5], "acme"),
-		al_key_tenant(k[6], NULL),	    al_key_idem(k[7], "acme", "k1"),
-		al_key_worker(k[8], "w1"),	    al_key_hist(k[9], "trusted", "process"),
-		al_key_vm(k[10], "al-svc-x"),
+	    al_key_job(k[0], "abc"),
+	    al_key_res(k[1], "abc"),
+	    al_key_done(k[2], "abc"),
+	    al_key_queue(k[3], "trusted", al_band_of(9)),
+	    al_key_queue(k[4], "trusted", al_band_of(0)),
+	    al_key_tenant(k[5], "acme"),
+	    al_key_tenant(k[6], NULL),
+	    al_key_idem(k[7], "acme", "k1"),
+	    al_key_worker(k[8], "w1"),
+	    al_key_hist(k[9], "trusted", "process"),
+	    al_key_vm(k[10], "al-svc-x"),
 	};
 	struct al_call c;
 	int argc;
@@ -45,29 +52,41 @@ int main(void)
 
 	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
 		TAP_OK(!strcmp(made[i], keys[i].want), "key %s (got %s)", keys[i].want, made[i]);
-	TAP_OK(al_key_queue_tier("al:q:my-tier:mid", tier, sizeof(tier)) && !strcmp(tier, "my-tier"),
+	TAP_OK(al_key_queue_tier("al:q:my-tier:mid", tier, sizeof(tier)) &&
+		   !strcmp(tier, "my-tier"),
 	       "the tier of a ready stream's name");
 	TAP_OK(!al_key_queue_tier("al:job:x", tier, sizeof(tier)) &&
-		       !al_key_queue_tier("al:q:nocolon", tier, sizeof(tier)),
+		   !al_key_queue_tier("al:q:nocolon", tier, sizeof(tier)),
 	       "names that are no ready stream are refused");
 
 	/* COMMIT of two results: 8 keys first, then 12 arguments. */
 	al_call_init(&c, al_lua_commit);
-	al_commit_add(&c, &(struct al_commit_item){ .id = "a", .attempt = 2, .result = "R\0a", .len = 3,
-						   .ttl_ms = 5, .stream = "al:q:t:mid", .entry = "1-0",
-						   .group = "workers", .status = "ok" });
-	al_commit_add(&c, &(struct al_commit_item){ .id = "b", .attempt = -1, .result = "S", .len = 1,
-						   .ttl_ms = 5, .group = "scheduler", .status = "rejected" });
+	al_commit_add(&c, &(struct al_commit_item){.id = "a",
+						   .attempt = 2,
+						   .result = "R\0a",
+						   .len = 3,
+						   .ttl_ms = 5,
+						   .stream = "al:q:t:mid",
+						   .entry = "1-0",
+						   .group = "workers",
+						   .status = "ok"});
+	al_commit_add(&c, &(struct al_commit_item){.id = "b",
+						   .attempt = -1,
+						   .result = "S",
+						   .len = 1,
+						   .ttl_ms = 5,
+						   .group = "scheduler",
+						   .status = "rejected"});
 	TAP_OK(al_call_argv(&c, &argc, &argv, &lens) == 0 && argc == 3 + 8 + 12,
 	       "COMMIT batch: EVALSHA sha nkeys + 8 keys + 12 arguments (argc %d)", argc);
 	TAP_OK(!strcmp(argv[0], "EVALSHA") && !strcmp(argv[1], al_script_sha(al_lua_commit)) &&
-		       !strcmp(argv[2], "8"),
+		   !strcmp(argv[2], "8"),
 	       "COMMIT batch: EVALSHA, the script's SHA1, 8 keys");
 	TAP_OK(!strcmp(argv[3], "al:job:a") && !strcmp(argv[6], "al:q:t:mid") &&
-		       !strcmp(argv[7], "al:job:b") && !strcmp(argv[10], ""),
+		   !strcmp(argv[7], "al:job:b") && !strcmp(argv[10], ""),
 	       "COMMIT batch: each result's 4 keys in order (no entry: no stream)");
 	TAP_OK(!strcmp(argv[11], "2") && lens[12] == 3 && !memcmp(argv[12], "R\0a", 3) &&
-		       !strcmp(argv[17], "-1") && !strcmp(arg(&c, 22), "rejected"),
+		   !strcmp(argv[17], "-1") && !strcmp(arg(&c, 22), "rejected"),
 	       "COMMIT batch: attempts, binary result bytes, statuses");
 	TAP_OK(al_call_items(&c, 4) == 2, "COMMIT batch: two items");
 	al_call_free(&c);
@@ -76,7 +95,7 @@ int main(void)
 	memset(raw, 'x', sizeof(raw));
 	al_dlq_call(&c, 50, "why", "al:intake", "1-0", NULL, raw, sizeof(raw));
 	TAP_OK(al_call_argv(&c, &argc, &argv, &lens) == 0 && !strcmp(argv[0], "XADD") &&
-		       !strcmp(argv[2], "MAXLEN") && !strcmp(argv[3], "50"),
+		   !strcmp(argv[2], "MAXLEN") && !strcmp(argv[3], "50"),
 	       "dead letter: XADD al:dlq MAXLEN 50");
 	TAP_OK(!strcmp(argv[argc - 3], "10000") && lens[argc - 1] == AL_DLQ_RAW_MAX,
 	       "dead letter: size 10000, raw cut to %d bytes", AL_DLQ_RAW_MAX);
@@ -85,11 +104,15 @@ int main(void)
 	/* A plain command, and the tenant never in a counter script's keys. */
 	al_reclaim_call(&c, "j1", "al:q:t:lo", "5-0", "workers", "3");
 	TAP_OK(al_call_argv(&c, &argc, &argv, &lens) == 0 && !strcmp(argv[2], "3") &&
-		       !strcmp(argv[5], "al:q:t:lo") && !strcmp(argv[argc - 1], "j1"),
+		   !strcmp(argv[5], "al:q:t:lo") && !strcmp(argv[argc - 1], "j1"),
 	       "RECLAIM: 3 keys (no tenant key: the script reads it from the record), id last");
 	al_call_free(&c);
-	al_retry_call(&c, &(struct al_retry_item){ .id = "j", .stream = "s", .entry = "e",
-						    .group = "workers", .attempt = 1, .due_ms = 9 });
+	al_retry_call(&c, &(struct al_retry_item){.id = "j",
+						  .stream = "s",
+						  .entry = "e",
+						  .group = "workers",
+						  .attempt = 1,
+						  .due_ms = 9});
 	TAP_OK(!strcmp(arg(&c, 2), "3"), "RETRY: 3 keys, no tenant key");
 	al_call_free(&c);
 	al_cancel_call(&c, "j", "r", 1, 10);

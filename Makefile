@@ -72,7 +72,8 @@ $(BUILD)/airlock-scheduler: $(call obj,$(SCHED_SRC)) $(LIB)
 # The process backend's sandbox init: static and small (it is PID 1 of every
 # process sandbox; a copy of the worker's address space would make forking
 # the job and tearing the sandbox down slow), never sanitized.
-$(BUILD)/airlock-sandbox-init: backends/process/init.c backends/process/init.h backends/jobspec.h
+$(BUILD)/airlock-sandbox-init: backends/process/init.c backends/process/init.h backends/jobspec.h \
+	backends/jobfs_layout.h backends/hostroot.h
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -D_GNU_SOURCE $(WARN) -O2 -static -s -o $@ backends/process/init.c
 

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -33,7 +34,9 @@
 #include "../proto/buf.h"
 #include "backend.h"
 #include "cgroup.h"
+#include "hostroot.h"
 #include "jobfs.h"
+#include "jobfs_layout.h"
 #include "jobspec.h"
 #include "seccomp.h"
 #include "verdict.h"
@@ -79,31 +82,105 @@ static int runtime_do(const char *const *args, int *status)
 	return al_spawn_wait(argv, status);
 }
 
-/* The fast image: an empty root with mount points; the host's /usr and
- * /etc are bound read-only over them by the bundle. */
+/* The fast image (no image in the policy): a root of mount points for what
+ * of the host a program needs (hostroot.h), bound read-only by each bundle,
+ * and an /etc of its own: generated passwd, group, hosts, nsswitch.conf and
+ * the host's loader cache, alternatives, certificates... never the host's
+ * whole /etc. */
+#define HOST_BINDS_MAX 32
+
+static struct {
+	char src[64], dst[64];
+} host_binds[HOST_BINDS_MAX];
+static size_t nhost_binds;
+
+/* Mirror host path src (absolute) at dst inside the image: a symlink as a
+ * symlink, a directory or file as a mount point bound read-only. */
+static int mirror(const char *src, const char *dst, struct al_err *err)
+{
+	char p[PATH_MAX + 80], target[PATH_MAX];
+	struct stat st;
+	ssize_t n;
+
+	if (lstat(src, &st))
+		return AL_OK; /* missing on this host */
+	snprintf(p, sizeof(p), "%s%s", G.hostimage, dst);
+	if (S_ISLNK(st.st_mode)) {
+		if ((n = readlink(src, target, sizeof(target) - 1)) < 0)
+			return al_err_sys(err, "container: readlink %s", src);
+		target[n] = '\0';
+		unlink(p);
+		if (symlink(target, p))
+			return al_err_sys(err, "container: symlink %s", p);
+		return AL_OK;
+	}
+	if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
+		return AL_OK;
+	if (S_ISDIR(st.st_mode) ? mkdir(p, 0755) && errno != EEXIST
+				: close(open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0644)))
+		return al_err_sys(err, "container: mount point %s", p);
+	if (nhost_binds == HOST_BINDS_MAX)
+		return al_err_set(err, AL_ESANDBOX, "container: too many host binds");
+	snprintf(host_binds[nhost_binds].src, sizeof(host_binds[0].src), "%s", src);
+	snprintf(host_binds[nhost_binds].dst, sizeof(host_binds[0].dst), "%s", dst);
+	nhost_binds++;
+	return AL_OK;
+}
+
+static int write_text(const char *name, const char *text, struct al_err *err)
+{
+	char p[PATH_MAX + 32];
+	FILE *f;
+
+	snprintf(p, sizeof(p), "%s/etc/%s", G.hostimage, name);
+	if (!(f = fopen(p, "we")) || fputs(text, f) < 0 || fclose(f))
+		return al_err_sys(err, "container: write %s", p);
+	return AL_OK;
+}
+
 static int make_hostimage(struct al_err *err)
 {
-	static const char *const dirs[] = { "usr", "etc", "proc", "dev", "sys", "tmp", "work",
-					    "run", "var", "home" };
-	static const char *const links[][2] = { { "usr/bin", "bin" }, { "usr/lib", "lib" },
-						{ "usr/lib64", "lib64" }, { "usr/sbin", "sbin" } };
-	char p[PATH_MAX + 32];
+	static const char *const dirs[] = { "etc", "proc", "dev", "sys", "tmp", "work" };
+	static const char *const top[] = AL_HOST_TOP, *const etc[] = AL_HOST_ETC;
+	char p[PATH_MAX + 32], text[512];
+	int rc;
 
-	if (al_mkdir_p(G.hostimage, 0755))
-		return al_err_sys(err, "container: mkdir %s", G.hostimage);
+	nhost_binds = 0;
+	/* A tmpfs of its own, so that the container's mountinfo shows "/" as
+	 * its root, not a host path (the state dir, the worker id); what an
+	 * earlier run of this id left there goes first. */
+	umount2(G.hostimage, MNT_DETACH);
+	if (al_mkdir_p(G.hostimage, 0755) ||
+	    mount("airlock-image", G.hostimage, "tmpfs", MS_NOSUID | MS_NODEV,
+		  "size=1m,nr_inodes=4096,mode=0755"))
+		return al_err_sys(err, "container: mount a tmpfs on %s", G.hostimage);
 	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
 		snprintf(p, sizeof(p), "%s/%s", G.hostimage, dirs[i]);
 		if (mkdir(p, 0755) && errno != EEXIST)
 			return al_err_sys(err, "container: mkdir %s", p);
 	}
-	/* runc gives a tmpfs the mode of the directory under it */
-	snprintf(p, sizeof(p), "%s/tmp", G.hostimage);
-	chmod(p, 01777);
-	for (size_t i = 0; i < sizeof(links) / sizeof(links[0]); i++) {
-		snprintf(p, sizeof(p), "%s/%s", G.hostimage, links[i][1]);
-		if (symlink(links[i][0], p) && errno != EEXIST)
-			return al_err_sys(err, "container: symlink %s", p);
+	for (size_t i = 0; top[i]; i++) {
+		char src[64];
+
+		snprintf(src, sizeof(src), "/%s", top[i]);
+		if ((rc = mirror(src, src, err)))
+			return rc;
 	}
+	for (size_t i = 0; etc[i]; i++) {
+		char src[64];
+
+		snprintf(src, sizeof(src), "/etc/%s", etc[i]);
+		if ((rc = mirror(src, src, err)))
+			return rc;
+	}
+	snprintf(text, sizeof(text), AL_ETC_PASSWD_FMT, CTR_UID, CTR_UID, "/work");
+	if ((rc = write_text("passwd", text, err)))
+		return rc;
+	snprintf(text, sizeof(text), AL_ETC_GROUP_FMT, CTR_UID);
+	if ((rc = write_text("group", text, err)) || (rc = write_text("hosts", AL_ETC_HOSTS, err)) ||
+	    (rc = write_text("hostname", AL_ETC_HOSTNAME, err)) ||
+	    (rc = write_text("nsswitch.conf", AL_ETC_NSSWITCH, err)))
+		return rc;
 	return AL_OK;
 }
 
@@ -171,6 +248,17 @@ static int ctr_init(const struct al_backend_conf *conf, struct al_err *err)
 }
 
 /* ---- the bundle ---- */
+
+static json_t *mount_of(const char *dst, const char *type, const char *src,
+			const char *const *opts);
+
+/* The fast image's read-only binds of the host (make_hostimage). */
+static void add_host_mounts(json_t *mounts, const char *const *ro_bind)
+{
+	for (size_t i = 0; i < nhost_binds; i++)
+		json_array_append_new(mounts, mount_of(host_binds[i].dst, "none", host_binds[i].src,
+						       ro_bind));
+}
 
 static json_t *strs(const char *const *v)
 {
@@ -265,7 +353,8 @@ static int write_bundle(struct al_sandbox *sb, struct al_err *err)
 						NULL };
 	static const char *const pts_opts[] = { "nosuid", "noexec", "newinstance", "ptmxmode=0666",
 						"mode=0620", NULL };
-	static const char *const sys_opts[] = { "rbind", "nosuid", "noexec", "nodev", "ro", NULL };
+	static const char *const sys_opts[] = { "nosuid", "noexec", "nodev", "ro", NULL };
+	static const char *const shm_bind[] = { "rbind", "rw", "nosuid", "nodev", "noexec", NULL };
 	static const char *const masked[] = { "/proc/acpi", "/proc/asound", "/proc/kcore",
 					      "/proc/keys", "/proc/latency_stats", "/proc/timer_list",
 					      "/proc/timer_stats", "/proc/sched_debug", "/sys/firmware",
@@ -274,7 +363,7 @@ static int write_bundle(struct al_sandbox *sb, struct al_err *err)
 						"/proc/sysrq-trigger", NULL };
 	struct al_buf strings = { 0 };
 	uint32_t argc = 0, envc = 0;
-	char tmpopt[64], shmopt[64], cgpath[PATH_MAX], path[PATH_MAX + 16];
+	char cgpath[PATH_MAX], path[PATH_MAX + 16];
 	json_t *root, *process, *user, *caps, *mounts, *linux_, *ns, *res, *argv, *env, *rl;
 	const char *p;
 	int rc = AL_OK;
@@ -308,13 +397,10 @@ static int write_bundle(struct al_sandbox *sb, struct al_err *err)
 	rl = json_array();
 	{
 		/* as the process backend: the cgroup is the memory limit, the
-		 * file-size limit stops an output flood, SIGXCPU at the CPU limit */
-		uint64_t fsize = (l->stdout_bytes > l->stderr_bytes ? l->stdout_bytes
-								  : l->stderr_bytes) + 1;
+		 * file-size limit is the disk limit, SIGXCPU at the CPU limit */
+		uint64_t fsize = al_fsize_limit(l);
 		uint64_t cpu = (l->cpu_ms + 999) / 1000;
 
-		if (fsize < sb->conf->collect_max_bytes + 1)
-			fsize = sb->conf->collect_max_bytes + 1;
 		json_array_append_new(rl, rlimit("RLIMIT_AS", l->memory_bytes + (1ull << 30),
 						 l->memory_bytes + (1ull << 30)));
 		json_array_append_new(rl, rlimit("RLIMIT_CPU", cpu, cpu + 1));
@@ -329,26 +415,22 @@ static int write_bundle(struct al_sandbox *sb, struct al_err *err)
 				      "readonly", 1));
 	json_object_set_new(root, "hostname", json_string("airlock"));
 
-	snprintf(tmpopt, sizeof(tmpopt), "size=%llu", (unsigned long long)l->disk_bytes);
-	snprintf(shmopt, sizeof(shmopt), "size=%llu",
-		 (unsigned long long)(l->disk_bytes < (64u << 20) ? l->disk_bytes : (64u << 20)));
 	mounts = json_array();
 	json_array_append_new(mounts, mount_of("/proc", "proc", "proc", proc_opts));
 	json_array_append_new(mounts, mount_of("/dev", "tmpfs", "tmpfs", dev_opts));
 	json_array_append_new(mounts, mount_of("/dev/pts", "devpts", "devpts", pts_opts));
-	{
-		const char *shm[] = { "nosuid", "noexec", "nodev", "mode=1777", shmopt, NULL };
-		const char *tmp[] = { "nosuid", "nodev", "mode=1777", tmpopt, NULL };
-
-		json_array_append_new(mounts, mount_of("/dev/shm", "tmpfs", "shm", shm));
-		json_array_append_new(mounts, mount_of("/tmp", "tmpfs", "tmpfs", tmp));
-	}
-	json_array_append_new(mounts, mount_of("/sys", "none", "/sys", sys_opts));
-	if (!sb->spec.image) {
-		json_array_append_new(mounts, mount_of("/usr", "none", "/usr", ro_bind));
-		json_array_append_new(mounts, mount_of("/etc", "none", "/etc", ro_bind));
-	}
-	json_array_append_new(mounts, mount_of("/work", "none", c->fs.work, rw_bind));
+	/* a fresh sysfs of the container's network namespace: no cgroup tree
+	 * under it (nothing mounted on /sys/fs/cgroup) */
+	json_array_append_new(mounts, mount_of("/sys", "sysfs", "sysfs", sys_opts));
+	if (!sb->spec.image)
+		add_host_mounts(mounts, ro_bind);
+	/* One budget: /work, /tmp and /dev/shm are directories of the job's
+	 * tmpfs (jobfs_layout.h). */
+	json_array_append_new(mounts, mount_of("/work", "none", c->fs.home, rw_bind));
+	snprintf(path, sizeof(path), "%s/" AL_JOBFS_TMP, c->fs.work);
+	json_array_append_new(mounts, mount_of("/tmp", "none", path, rw_bind));
+	snprintf(path, sizeof(path), "%s/" AL_JOBFS_SHM, c->fs.work);
+	json_array_append_new(mounts, mount_of("/dev/shm", "none", path, shm_bind));
 	json_object_set_new(root, "mounts", mounts);
 
 	linux_ = json_object();
@@ -375,10 +457,15 @@ static int write_bundle(struct al_sandbox *sb, struct al_err *err)
 	json_object_set_new(linux_, "seccomp", seccomp_profile());
 	json_object_set_new(root, "linux", linux_);
 
+	/* The job's argv and environment: root's only (0600, made so) */
 	snprintf(path, sizeof(path), "%s/config.json", c->fs.dir);
-	if (json_dump_file(root, path, JSON_COMPACT))
-		rc = al_err_sys(err, "container: write %s", path);
-	else if (G.conf->bundle_copy && json_dump_file(root, G.conf->bundle_copy, JSON_INDENT(1)))
+	{
+		int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+
+		if (fd < 0 || json_dumpfd(root, fd, JSON_COMPACT) || close(fd))
+			rc = al_err_sys(err, "container: write %s", path);
+	}
+	if (!rc && G.conf->bundle_copy && json_dump_file(root, G.conf->bundle_copy, JSON_INDENT(1)))
 		rc = al_err_sys(err, "container: write %s", G.conf->bundle_copy);
 	json_decref(root);
 	al_buf_free(&strings);
@@ -414,7 +501,14 @@ static int ctr_prepare(struct al_sandbox *sb, struct al_err *err)
 	snprintf(c->name, sizeof(c->name), "al-%s-%u-%s", G.conf->worker_id, sb->spec.slot, job->id);
 	if ((rc = al_jobfs_create(&c->fs, G.jobs, c->name, job, l->disk_bytes, uid, uid, false, err)))
 		return al_err_wrap(err, "container");
-	chmod(c->fs.dir, 0711); /* the runtime, in the user namespace, reaches work/ */
+	/* 0700 and owned by the slot's container root: the runtime, in the
+	 * user namespace, reaches work/; no other host uid reaches anything */
+	{
+		uid_t host_root = sb->conf->userns_base + sb->spec.slot * CTR_ID_RANGE;
+
+		if (chown(c->fs.dir, host_root, host_root) || chmod(c->fs.dir, 0700))
+			return al_err_sys(err, "container: chown %s", c->fs.dir);
+	}
 	/* The job's cgroup is the one the runtime makes from the bundle: the
 	 * paths only, for its counters and for removing it. */
 	if ((rc = al_cg_at(&c->cg, &G.cg, c->name, err)))
@@ -651,6 +745,8 @@ static int ctr_sweep(const struct al_backend_conf *conf, struct al_err *err)
 
 static void ctr_fini(void)
 {
+	if (G.hostimage[0] && umount2(G.hostimage, MNT_DETACH) == 0)
+		rmdir(G.hostimage);
 	if (G.shim_fd >= 0)
 		close(G.shim_fd);
 	G.shim_fd = -1;

@@ -1,5 +1,6 @@
 /* jobfs.c - a job's files on the host (see jobfs.h). */
 #include "jobfs.h"
+#include "jobfs_layout.h"
 
 #include "../proto/buf.h"
 
@@ -69,12 +70,44 @@ static int write_all(int fd, const char *p, size_t n)
 	return 0;
 }
 
-/* A directory fd on the work tmpfs (caller closes). */
-static int work_dirfd(const struct al_jobfs *fs)
+/* A directory fd on the root of the job's tmpfs (caller closes). */
+static int root_dirfd(const struct al_jobfs *fs)
 {
 	if (fs->mnt_fd >= 0)
 		return openat(fs->mnt_fd, ".", O_DIRECTORY | O_RDONLY | O_CLOEXEC);
 	return open(fs->work, O_DIRECTORY | O_RDONLY | O_CLOEXEC);
+}
+
+/* A directory fd on the job's work directory (caller closes). */
+static int work_dirfd(const struct al_jobfs *fs)
+{
+	int root = root_dirfd(fs), fd;
+
+	if (root < 0)
+		return -1;
+	fd = openat(root, AL_JOBFS_WORK, O_DIRECTORY | O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	close(root);
+	return fd;
+}
+
+/* The tmpfs's directories (jobfs_layout.h), owned by the job's uid. */
+static int make_layout(struct al_jobfs *fs, uid_t uid, gid_t gid, struct al_err *err)
+{
+	static const struct {
+		const char *name;
+		mode_t mode;
+	} dirs[] = { { AL_JOBFS_WORK, 0700 }, { AL_JOBFS_TMP, 01777 }, { AL_JOBFS_SHM, 01777 } };
+	int root = root_dirfd(fs), rc = AL_OK;
+
+	if (root < 0)
+		return al_err_sys(err, "jobfs: open the job's tmpfs");
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]) && !rc; i++)
+		if (mkdirat(root, dirs[i].name, 0700) ||
+		    fchownat(root, dirs[i].name, uid, gid, AT_SYMLINK_NOFOLLOW) ||
+		    fchmodat(root, dirs[i].name, dirs[i].mode, 0))
+			rc = al_err_sys(err, "jobfs: mkdir %s in the job's tmpfs", dirs[i].name);
+	close(root);
+	return rc;
 }
 
 static int write_inputs(struct al_jobfs *fs, const struct al_job *job, uid_t uid, gid_t gid,
@@ -161,7 +194,12 @@ int al_jobfs_create(struct al_jobfs *fs, const char *root, const char *name,
 		}
 		fs->mounted = true;
 	}
-	if ((rc = write_inputs(fs, job, uid, gid, err)))
+	if (fs->mnt_fd < 0 &&
+	    al_pathf(fs->home, sizeof(fs->home), "%s/" AL_JOBFS_WORK, fs->work)) {
+		rc = al_err_set(err, AL_EINVAL, "jobfs: path too long: %s", fs->work);
+		goto out_destroy;
+	}
+	if ((rc = make_layout(fs, uid, gid, err)) || (rc = write_inputs(fs, job, uid, gid, err)))
 		goto out_destroy;
 	/* stdout and stderr are memfds: nothing to create or remove on disk */
 	fs->out_fd = memfd_create("job-stdout", MFD_CLOEXEC);

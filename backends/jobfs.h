@@ -18,7 +18,9 @@
 
 struct al_jobfs {
 	char dir[PATH_MAX];  /* <root>/<name>, 0700 root; "" when detached */
-	char work[PATH_MAX]; /* <dir>/work: tmpfs of the job's disk limit */
+	char work[PATH_MAX]; /* <dir>/work: tmpfs of the job's disk limit, holding the
+			      * directories of jobfs_layout.h */
+	char home[PATH_MAX]; /* <work>/work: the job's work directory ("" when detached) */
 	bool mounted;	     /* work is a mount point we made */
 	int mnt_fd;	     /* detached mode: the tmpfs, mounted nowhere on the
 			      * host (fsmount); the sandbox moves it into place */
@@ -26,8 +28,9 @@ struct al_jobfs {
 	int err_fd;	     /* the job's stderr (a memfd) */
 };
 
-/* Make <root>/<name>, the work tmpfs (size disk_bytes, owned by uid:gid,
- * mode 0700) with the job's input files, and the stdout/stderr memfds. The
+/* Make <root>/<name>, the job's tmpfs (size disk_bytes, mode 0700, owned by
+ * uid:gid) with the directories of jobfs_layout.h, the input files in its
+ * work directory, and the stdout/stderr memfds. The
  * tmpfs is mounted on <dir>/work; or, when detached, nothing is made under
  * root: the tmpfs is only held by fs->mnt_fd (never visible on the host;
  * gone when the fd and the sandbox are). On failure nothing is left.

@@ -165,3 +165,8 @@ void al_pidfd_kill_wait(int pidfd, bool kill)
 	while (waitid(P_PIDFD, (id_t)pidfd, &si, WEXITED) < 0 && errno == EINTR)
 		;
 }
+
+uint64_t al_fsize_limit(const struct al_limits *l)
+{
+	return l->disk_bytes;
+}

@@ -21,6 +21,11 @@
 int al_argv_env(const struct al_run_spec *spec, const char *script, struct al_buf *out,
 		uint32_t *argc, uint32_t *envc);
 
+/* RLIMIT_FSIZE for a job: its disk limit (one storage budget: no single
+ * file, stdout and stderr included, can be larger than what the job may
+ * store). */
+uint64_t al_fsize_limit(const struct al_limits *l);
+
 /* Find an executable: name as given when it holds a '/', else in the
  * system's sbin and bin directories. out gets the path; false when none. */
 bool al_find_exec(const char *name, char *out, size_t cap);

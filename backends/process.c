@@ -77,7 +77,6 @@ static struct {
 	struct al_cg_sys cg;
 	int bpf_fd;	     /* the seccomp program (sealed memfd), for the inits */
 	int init_fd;	     /* the init binary, opened at start-up */
-	char *hide_args[40]; /* "hide=<path>" arguments of the init */
 	const struct al_backend_conf *conf;
 	char jobs_root[PATH_MAX]; /* <state_dir>/<worker_id>/process */
 	struct warm *warm;	  /* conf->slots * WARM_PER_SLOT entries */
@@ -188,8 +187,8 @@ static struct warm *warm_of(unsigned slot, unsigned k)
 static int warm_spawn(struct warm *w, unsigned slot, struct al_err *err)
 {
 	struct al_cg_limits none = {0};
-	char name[48], cg_args[4][PATH_MAX + 4];
-	char *args[1 + 4 + sizeof(G.hide_args) / sizeof(G.hide_args[0])];
+	char name[48], cg_args[4][PATH_MAX + 4], uid_arg[24];
+	char *args[1 + 4 + 2];
 	int nargs = 0;
 	int sv[2], pipefd[2], pidfd = -1, rc;
 	pid_t pid;
@@ -205,8 +204,8 @@ static int warm_spawn(struct warm *w, unsigned slot, struct al_err *err)
 		snprintf(cg_args[i], sizeof(cg_args[i]), "cg=%s", w->cg.dirs[i]);
 		args[nargs++] = cg_args[i];
 	}
-	for (int i = 0; G.hide_args[i]; i++)
-		args[nargs++] = G.hide_args[i];
+	snprintf(uid_arg, sizeof(uid_arg), "uid=%u", (unsigned)(G.conf->uid_base + slot));
+	args[nargs++] = uid_arg;
 	args[nargs] = NULL;
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv)) {
 		rc = al_err_sys(err, "process: socketpair");
@@ -305,9 +304,6 @@ static void proc_free_globals(void)
 	free(G.grave);
 	G.warm = NULL;
 	G.grave = NULL;
-	for (size_t i = 0; G.hide_args[i]; i++)
-		free(G.hide_args[i]);
-	memset(G.hide_args, 0, sizeof(G.hide_args));
 	if (G.bpf_fd >= 0)
 		close(G.bpf_fd);
 	if (G.init_fd >= 0)
@@ -336,17 +332,6 @@ static int make_bpf_fd(struct al_err *err)
 	return G.bpf_fd < 0 ? G.bpf_fd : AL_OK;
 }
 
-static int hide_arg(const char *path)
-{
-	size_t n = 0;
-
-	while (G.hide_args[n])
-		n++;
-	if (n + 1 >= sizeof(G.hide_args) / sizeof(G.hide_args[0]))
-		return -1;
-	return asprintf(&G.hide_args[n], "hide=%s", path) < 0 ? -1 : 0;
-}
-
 /* What a crashed earlier run of this worker id left: cgroups (its
  * sandboxes died with it), and job directories of older versions. Run by
  * init before it makes the warm sandboxes, which a later sweep would take. */
@@ -361,7 +346,6 @@ static void sweep_leftovers(const struct al_backend_conf *conf)
 
 static int proc_init(const struct al_backend_conf *conf, struct al_err *err)
 {
-	static const char *const always_hidden[] = {"/root", "/home", "/run", "/var/lib/airlock"};
 	uid_t me = getuid();
 	int rc;
 
@@ -391,16 +375,6 @@ static int proc_init(const struct al_backend_conf *conf, struct al_err *err)
 				  "process: seccomp filters unavailable in the kernel");
 	if ((rc = open_init_binary(conf, err)) || (rc = make_bpf_fd(err)))
 		goto fail;
-	for (size_t i = 0; i < sizeof(always_hidden) / sizeof(always_hidden[0]); i++)
-		if (hide_arg(always_hidden[i]))
-			goto oom;
-	if (hide_arg(conf->state_dir))
-		goto oom;
-	for (const char *const *p = conf->hide_paths; p && *p; p++)
-		if (hide_arg(*p)) {
-			rc = al_err_set(err, AL_ESANDBOX, "process: too many paths to hide");
-			goto fail;
-		}
 	G.warm = calloc((size_t)conf->slots * WARM_PER_SLOT, sizeof(*G.warm));
 	G.grave = malloc(conf->slots * sizeof(*G.grave));
 	if (!G.warm || !G.grave)
@@ -451,15 +425,11 @@ static int proc_prepare(struct al_sandbox *sb, struct al_err *err)
 		 memfd_with("job-stdin", job->stdin_data.data, job->stdin_data.len, err)) < 0)
 		return p->stdin_fd;
 	/* The cgroup is the real memory limit; the address-space limit only
-	 * stops absurd reservations, with room for runtimes that map a lot.
-	 * stdout and stderr are files: the file-size limit stops a flood. */
+	 * stops absurd reservations, with room for runtimes that map a lot. */
 	h.rl_as = l->memory_bytes + (1ull << 30);
 	h.rl_cpu = (l->cpu_ms + 999) / 1000;
-	h.rl_fsize = (l->stdout_bytes > l->stderr_bytes ? l->stdout_bytes : l->stderr_bytes) + 1;
-	if (h.rl_fsize < sb->conf->collect_max_bytes + 1)
-		h.rl_fsize = sb->conf->collect_max_bytes + 1;
+	h.rl_fsize = al_fsize_limit(l);
 	h.rl_nofile = sb->conf->nofile;
-	h.shm_bytes = l->disk_bytes < (64u << 20) ? l->disk_bytes : (64u << 20);
 	h.uid = uid;
 	h.has_code = p->code_fd >= 0;
 	if (al_buf_append(&spec, &h, sizeof(h)) ||

@@ -54,6 +54,14 @@ static int check_name(const char *what, const char *s, size_t max, const char *e
 	return AL_OK;
 }
 
+/* True when dir names a directory on the way to path ("a" of "a/b"). */
+static bool is_dir_of(const char *dir, const char *path)
+{
+	size_t n = strlen(dir);
+
+	return strncmp(dir, path, n) == 0 && path[n] == '/';
+}
+
 /* A relative path inside the work directory: no leading '/', no empty, "."
  * or ".." component, no control character. */
 static int check_rel_path(const char *what, const char *p, struct al_err *err)
@@ -172,10 +180,19 @@ int al_job_validate(const struct al_job *job, struct al_err *err)
 		if (f->mode > 0777)
 			return al_err_set(err, AL_EINVAL, "files[%zu].mode: %#o has bits beyond 0777", i,
 					  f->mode);
-		for (size_t j = 0; j < i; j++)
-			if (strcmp(job->files[j].path, f->path) == 0)
+		for (size_t j = 0; j < i; j++) {
+			const char *o = job->files[j].path;
+
+			if (strcmp(o, f->path) == 0)
 				return al_err_set(err, AL_EINVAL, "files[%zu].path: duplicate file \"%s\"", i,
 						  f->path);
+			/* a file cannot also be a directory of another */
+			if (is_dir_of(o, f->path) || is_dir_of(f->path, o))
+				return al_err_set(err, AL_EINVAL,
+						  "files[%zu].path: \"%s\" and \"%s\": one is a file, "
+						  "the other needs it as a directory",
+						  i, f->path, o);
+		}
 		total += f->data.len;
 		if (total > AL_FILES_TOTAL_MAX)
 			return al_err_set(err, AL_EINVAL, "files: %zu bytes or more in all, at most %u",

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -88,6 +89,7 @@ static void sweep_id(const char *dir, const char *id, const char *state_dir,
 		while ((de = readdir(d)))
 			if (de->d_name[0] != '.' && de->d_type == DT_DIR &&
 			    !al_pathf(sub, sizeof(sub), "%s/%s", path, de->d_name)) {
+				umount2(sub, MNT_DETACH); /* the container image's tmpfs */
 				al_jobfs_sweep(sub, NULL);
 				rmdir(sub);
 			}

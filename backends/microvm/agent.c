@@ -20,7 +20,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <limits.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -41,6 +43,7 @@
 #include "../../proto/result.h"
 #include "../cgroup.h"
 #include "../jobfs.h"
+#include "../jobfs_layout.h"
 #include "../jobspec.h"
 #include "../seccomp.h"
 #include "../verdict.h"
@@ -110,6 +113,8 @@ static void mounts(void)
 			fatal(m[i].dst);
 	if (mount("cgroup2", "/sys/fs/cgroup", "cgroup2", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL))
 		fatal("mount cgroup2");
+	if (mkdir("/dev/shm", 0755) && errno != EEXIST)
+		fatal("mkdir /dev/shm");
 	if (mount("sys", "/sys", NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
 		  NULL))
 		fatal("remount /sys read-only");
@@ -290,53 +295,78 @@ static int memfd_with(const char *name, const void *data, size_t len)
 	return fd;
 }
 
-static void set_rlimit(int res, rlim_t v)
+/* The job's set-up failed (the boundary's fault, never the job's): say
+ * what on the set-up pipe, which an exec closes unread. */
+static void __attribute__((noreturn)) setup_fail(int fd, const char *what)
+{
+	char msg[200];
+	int n = snprintf(msg, sizeof(msg), "%s: %s", what, strerror(errno));
+
+	if (write(fd, msg, n > 0 ? (size_t)n : 0) < 0) {
+		/* the exit status still says it */
+	}
+	_exit(126);
+}
+
+static void set_rlimit(int res, rlim_t v, int setup_wr)
 {
 	struct rlimit rl = { v, res == RLIMIT_CPU ? v + 1 : v };
 
 	if (setrlimit(res, &rl))
-		_exit(126);
+		setup_fail(setup_wr, "setrlimit");
 }
 
 /* The child: from PID-1 root to the job. Only async-signal-safe calls. */
 static void __attribute__((noreturn)) exec_job(const struct job_in *in, const struct al_cg *cg,
-					       const struct al_seccomp *sc, const char *work,
-					       const int fds[4])
+					       const struct al_seccomp *sc,
+					       const struct al_jobfs *fs, const int fds[4],
+					       int setup_wr)
 {
 	const struct al_limits *l = &in->job.limits;
-	/* stdout and stderr are files: the file-size limit stops a flood; it
-	 * is never below the disk limit, so that a big file fills the disk
-	 * (ENOSPC, output_limit) before it hits this limit. */
-	uint64_t fsize = (l->stdout_bytes > l->stderr_bytes ? l->stdout_bytes : l->stderr_bytes) + 1;
 	const char *prog = in->argv[0];
+	char tmp[PATH_MAX + 8], shm[PATH_MAX + 8];
 
-	if (al_cg_enter_self(cg))
+	/* the set-up pipe above the descriptors placed below, closed at exec */
+	if ((setup_wr = fcntl(setup_wr, F_DUPFD_CLOEXEC, 20)) < 0)
 		_exit(126);
+	if (al_cg_enter_self(cg))
+		setup_fail(setup_wr, "join the job's cgroup");
+	/* One storage budget: the job's /tmp and /dev/shm are directories of
+	 * its tmpfs; the guest's cgroup tree is not the job's to see. */
+	snprintf(tmp, sizeof(tmp), "%s/" AL_JOBFS_TMP, fs->work);
+	snprintf(shm, sizeof(shm), "%s/" AL_JOBFS_SHM, fs->work);
+	if (unshare(CLONE_NEWNS | CLONE_NEWCGROUP) ||
+	    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) ||
+	    mount(tmp, "/tmp", NULL, MS_BIND, NULL) || mount(shm, "/dev/shm", NULL, MS_BIND, NULL) ||
+	    mount("airlock-mask", "/sys/fs/cgroup", "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+		  "size=4k,mode=0555"))
+		setup_fail(setup_wr, "the job's mounts");
 	for (int i = 0; i < 4; i++)
 		if (fds[i] >= 0 && dup2(fds[i], 10 + i) < 0)
-			_exit(126);
+			setup_fail(setup_wr, "place descriptors");
 	for (int i = 0; i < 4; i++)
 		if (fds[i] >= 0 && dup2(10 + i, i) < 0)
-			_exit(126);
+			setup_fail(setup_wr, "place descriptors");
 	if (fds[3] < 0)
 		close(3);
-	syscall(SYS_close_range, 4, ~0u, 0);
-	if (setsid() < 0 || chdir(work))
-		_exit(126);
+	syscall(SYS_close_range, 4, (unsigned)setup_wr - 1, 0);
+	syscall(SYS_close_range, (unsigned)setup_wr + 1, ~0u, 0);
+	if (setsid() < 0 || chdir(fs->home))
+		setup_fail(setup_wr, "chdir to the work dir");
 	for (int cap = 0; cap <= 63; cap++)
 		prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
 	if (setgroups(0, NULL) || setresgid(JOB_UID, JOB_UID, JOB_UID) ||
 	    setresuid(JOB_UID, JOB_UID, JOB_UID))
-		_exit(126);
+		setup_fail(setup_wr, "drop to the job's uid");
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
-		_exit(126);
-	set_rlimit(RLIMIT_CPU, (rlim_t)((l->cpu_ms + 999) / 1000));
-	set_rlimit(RLIMIT_FSIZE, (rlim_t)(fsize > l->disk_bytes + 1 ? fsize : l->disk_bytes + 1));
-	set_rlimit(RLIMIT_CORE, 0);
-	set_rlimit(RLIMIT_MEMLOCK, 0);
-	set_rlimit(RLIMIT_NOFILE, 1024);
+		setup_fail(setup_wr, "no_new_privs");
+	set_rlimit(RLIMIT_CPU, (rlim_t)((l->cpu_ms + 999) / 1000), setup_wr);
+	set_rlimit(RLIMIT_FSIZE, (rlim_t)al_fsize_limit(l), setup_wr);
+	set_rlimit(RLIMIT_CORE, 0, setup_wr);
+	set_rlimit(RLIMIT_MEMLOCK, 0, setup_wr);
+	set_rlimit(RLIMIT_NOFILE, 1024, setup_wr);
 	if (al_seccomp_apply(sc))
-		_exit(126);
+		setup_fail(setup_wr, "seccomp");
 	if (strchr(prog, '/')) {
 		execve(prog, in->argv, in->envp);
 	} else {
@@ -351,8 +381,10 @@ static void __attribute__((noreturn)) exec_job(const struct job_in *in, const st
 			}
 		}
 	}
+	/* The job's own fault, as a shell reports it: 127 not found, 126
+	 * found but not executable. */
 	dprintf(2, "airlock: cannot execute %s: %s\n", prog, strerror(errno));
-	_exit(127);
+	_exit(errno == ENOENT || errno == ENOTDIR ? 127 : 126);
 }
 
 /* Run the job; fill res. A returned error is the sandbox's, not the job's. */
@@ -365,7 +397,7 @@ static int run(struct job_in *in, int port, struct al_result *res, struct al_err
 	struct al_jobfs fs;
 	struct al_cg_stats st = { 0 };
 	struct al_seccomp sc;
-	int fds[4] = { -1, -1, -1, -1 }, ws = 0, rc, pidfd = -1;
+	int fds[4] = { -1, -1, -1, -1 }, ws = 0, rc, pidfd = -1, setup[2] = { -1, -1 };
 	bool disk_full = false;
 	pid_t pid;
 
@@ -389,13 +421,31 @@ static int run(struct job_in *in, int port, struct al_result *res, struct al_err
 		rc = al_err_sys(err, "agent: memfd");
 		goto out;
 	}
+	if (pipe2(setup, O_CLOEXEC)) {
+		rc = al_err_sys(err, "agent: pipe");
+		goto out;
+	}
 	pid = fork();
 	if (pid < 0) {
 		rc = al_err_sys(err, "agent: fork");
 		goto out;
 	}
 	if (pid == 0)
-		exec_job(in, &cg, &sc, fs.work, fds);
+		exec_job(in, &cg, &sc, &fs, fds, setup[1]);
+	close(setup[1]);
+	setup[1] = -1;
+	{
+		/* empty at the exec (or at the job's own failure to exec) */
+		char msg[200];
+		ssize_t n = read(setup[0], msg, sizeof(msg) - 1);
+
+		if (n > 0) {
+			msg[n] = '\0';
+			waitpid(pid, NULL, 0);
+			rc = al_err_set(err, AL_ESANDBOX, "agent: set up the job's process: %s", msg);
+			goto out;
+		}
+	}
 	if (service_mode) {
 		/* The service runs on; the result says it started. Its files,
 		 * cgroup and output stay for as long as the VM lives. */
@@ -433,11 +483,11 @@ static int run(struct job_in *in, int port, struct al_result *res, struct al_err
 	al_cg_destroy(&cg, NULL); /* the job's leftovers (daemons) die with it */
 	if ((rc = al_jobfs_collect(&fs, &in->job, l, l->disk_bytes, res, &disk_full, err)))
 		goto out;
-	if (WIFEXITED(ws) && WEXITSTATUS(ws) == 126 && res->err.len == 0)
-		rc = al_err_set(err, AL_ESANDBOX, "agent: could not set up the job's process");
-	else
-		al_verdict(res, ws, &st, l, disk_full);
+	al_verdict(res, ws, &st, l, disk_full);
 out:
+	for (int i = 0; i < 2; i++)
+		if (setup[i] >= 0)
+			close(setup[i]);
 	if (pidfd >= 0)
 		close(pidfd);
 	for (int i = 0; i < 4; i++)

@@ -21,6 +21,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +35,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../hostroot.h"
+#include "../jobfs_layout.h"
 #include "../jobspec.h" /* AL_SEARCH_PATH */
 #include "init.h"
 
@@ -84,22 +87,141 @@ static void mount_or_die(const char *src, const char *dst, const char *type, uns
 		die(what);
 }
 
-/* Hide a host path: an empty read-only tmpfs over a directory, /dev/null
- * over anything else (a socket becomes unconnectable). Missing is fine. */
-static void hide(const char *path)
+/* ---- the sandbox's own root (the bubblewrap model) ----
+ *
+ * A small tmpfs becomes "/": read-only binds of what programs need (/usr,
+ * the /bin, /sbin and /lib* links or directories as the host has them), a
+ * curated /etc (generated passwd, group, hosts, nsswitch.conf; read-only
+ * binds of the loader cache, alternatives, certificates and a few
+ * public tables), a minimal /dev, a fresh /proc, and mount points for the
+ * job's /tmp and /dev/shm. Nothing else of the host: no /sys (no cgroup
+ * tree), /var, /home, /root, /srv, /opt, /run, and none of the worker's
+ * files. Built in the warm sandbox, off the job's path. */
+
+#define STAGE "/tmp" /* where the new root is built, in our own mount namespace */
+
+static const char *const etc_binds[] = AL_HOST_ETC;
+static const char *const top_binds[] = AL_HOST_TOP;
+static const char *const dev_nodes[] = AL_HOST_DEV;
+
+static void bind_ro(const char *src, const char *dst, bool is_dir)
+{
+	if (is_dir ? mkdir(dst, 0755) : close(open(dst, O_WRONLY | O_CREAT | O_CLOEXEC, 0644)))
+		die("make a mount point in the sandbox root");
+	if (mount(src, dst, NULL, MS_BIND, NULL) ||
+	    mount(NULL, dst, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL))
+		die("bind a host path read-only");
+}
+
+/* Copy host path src into the new root at dst: a symlink as a symlink, a
+ * directory or file as a read-only bind. Missing is fine. */
+static void keep(const char *src, const char *dst)
 {
 	struct stat st;
+	char target[PATH_MAX];
+	ssize_t n;
 
-	if (lstat(path, &st) != 0)
+	if (lstat(src, &st))
 		return;
-	if (S_ISDIR(st.st_mode)) {
-		if (mount("airlock-hide", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
-			  "size=4k,mode=0755"))
-			die("hide a host directory");
-	} else if (!S_ISLNK(st.st_mode)) {
-		if (mount("/dev/null", path, NULL, MS_BIND, NULL))
-			die("hide a host file");
+	if (S_ISLNK(st.st_mode)) {
+		if ((n = readlink(src, target, sizeof(target) - 1)) < 0)
+			die("read a host symlink");
+		target[n] = '\0';
+		if (symlink(target, dst))
+			die("copy a host symlink");
+	} else if (S_ISDIR(st.st_mode) || S_ISREG(st.st_mode)) {
+		bind_ro(src, dst, S_ISDIR(st.st_mode));
 	}
+}
+
+static void write_file(const char *path, const char *text)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	size_t n = strlen(text);
+
+	if (fd < 0 || write(fd, text, n) != (ssize_t)n || close(fd))
+		die("write a file of the sandbox's /etc");
+}
+
+static void make_etc(unsigned uid)
+{
+	char path[PATH_MAX], text[512];
+
+	if (mkdir(STAGE "/etc", 0755))
+		die("mkdir /etc");
+	snprintf(text, sizeof(text), AL_ETC_PASSWD_FMT, uid, uid, "/tmp");
+	write_file(STAGE "/etc/passwd", text);
+	snprintf(text, sizeof(text), AL_ETC_GROUP_FMT, uid);
+	write_file(STAGE "/etc/group", text);
+	write_file(STAGE "/etc/hosts", AL_ETC_HOSTS);
+	write_file(STAGE "/etc/hostname", AL_ETC_HOSTNAME);
+	write_file(STAGE "/etc/nsswitch.conf", AL_ETC_NSSWITCH);
+	for (const char *const *e = etc_binds; *e; e++) {
+		char src[PATH_MAX];
+
+		snprintf(src, sizeof(src), "/etc/%s", *e);
+		snprintf(path, sizeof(path), STAGE "/etc/%s", *e);
+		keep(src, path);
+	}
+}
+
+static void make_dev(void)
+{
+	static const char *const links[][2] = { { "/proc/self/fd", "fd" },
+						{ "/proc/self/fd/0", "stdin" },
+						{ "/proc/self/fd/1", "stdout" },
+						{ "/proc/self/fd/2", "stderr" } };
+	char path[PATH_MAX];
+
+	if (mkdir(STAGE "/dev", 0755))
+		die("mkdir /dev");
+	mount_or_die("airlock-dev", STAGE "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC,
+		     "size=64k,nr_inodes=64,mode=0755", "mount /dev");
+	for (const char *const *d = dev_nodes; *d; d++) {
+		char src[64];
+
+		snprintf(src, sizeof(src), "/dev/%s", *d);
+		snprintf(path, sizeof(path), STAGE "/dev/%s", *d);
+		if (close(open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0666)) ||
+		    mount(src, path, NULL, MS_BIND, NULL))
+			die("bind a device node");
+	}
+	for (size_t i = 0; i < sizeof(links) / sizeof(links[0]); i++) {
+		snprintf(path, sizeof(path), STAGE "/dev/%s", links[i][1]);
+		if (symlink(links[i][0], path))
+			die("make a /dev link");
+	}
+	if (mkdir(STAGE "/dev/shm", 0755))
+		die("mkdir /dev/shm");
+	mount_or_die(NULL, STAGE "/dev", NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NOEXEC, NULL,
+		     "make /dev read-only");
+}
+
+static void build_root(unsigned uid)
+{
+	char path[PATH_MAX];
+
+	mount_or_die("airlock-root", STAGE, "tmpfs", MS_NOSUID | MS_NODEV,
+		     "size=1m,nr_inodes=4096,mode=0755", "mount the sandbox root");
+	for (const char *const *t = top_binds; *t; t++) {
+		char src[64];
+
+		snprintf(src, sizeof(src), "/%s", *t);
+		snprintf(path, sizeof(path), STAGE "/%s", *t);
+		keep(src, path);
+	}
+	make_etc(uid);
+	make_dev();
+	if (mkdir(STAGE "/proc", 0555) || mkdir(STAGE "/tmp", 0755) || mkdir(STAGE "/.old", 0700))
+		die("mkdir in the sandbox root");
+	mount_or_die("proc", STAGE "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL,
+		     "mount /proc");
+	if (chdir(STAGE) || syscall(SYS_pivot_root, ".", ".old") || chdir("/"))
+		die("pivot into the sandbox root");
+	if (umount2("/.old", MNT_DETACH) || rmdir("/.old"))
+		die("detach the host's root");
+	mount_or_die(NULL, "/", NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL,
+		     "make the sandbox root read-only");
 }
 
 /* Join a cgroup: write 0 to <dir>/cgroup.procs. */
@@ -159,6 +281,7 @@ static int job_main(void *arg)
 {
 	const struct job_args *a = arg;
 	const char *prog = a->argv[0];
+	bool found = false; /* the program exists but could not be executed */
 
 	if (setsid() < 0)
 		die("setsid");
@@ -174,10 +297,11 @@ static int job_main(void *arg)
 		close(FD_CODE);
 	if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &bpf_prog, 0, 0))
 		die("seccomp");
-	/* Last step: exec. A failure is the job's (a missing program): it goes
-	 * to the job's stderr with the shell's exit code 127. */
+	/* Last step: exec. A failure is the job's: it goes to the job's stderr
+	 * with a shell's exit code (127 not found, 126 not executable). */
 	if (strchr(prog, '/')) {
 		execve(prog, a->argv, a->envp);
+		found = errno != ENOENT && errno != ENOTDIR;
 	} else {
 		char path[PATH_MAX];
 		const char *dir = AL_SEARCH_PATH;
@@ -186,15 +310,18 @@ static int job_main(void *arg)
 			const char *end = strchr(dir, ':');
 			int dn = end ? (int)(end - dir) : (int)strlen(dir);
 
-			if (snprintf(path, sizeof(path), "%.*s/%s", dn, dir, prog) < (int)sizeof(path))
+			if (snprintf(path, sizeof(path), "%.*s/%s", dn, dir, prog) < (int)sizeof(path)) {
 				execve(path, a->argv, a->envp);
+				found = found || (errno != ENOENT && errno != ENOTDIR);
+			}
 			if (!end)
 				break;
 			dir = end + 1;
 		}
 	}
-	dprintf(FD_STDERR, "airlock: cannot execute %s: %s\n", prog, strerror(errno));
-	_exit(127);
+	dprintf(FD_STDERR, "airlock: cannot execute %s: %s\n", prog,
+		strerror(found ? EACCES : ENOENT));
+	_exit(found ? 126 : 127);
 }
 
 /* The job's stack while it shares the init's memory (until its exec). */
@@ -279,9 +406,9 @@ int main(int argc, char **argv)
 {
 	static char *jargv[AL_INIT_MAX_ARGS], *jenvp[AL_INIT_MAX_ARGS];
 	int go[AL_GO_NFDS], status = 0;
+	unsigned uid = 0;
 	const struct al_init_spec *h;
 	struct stat st;
-	char shm[64];
 	pid_t job;
 
 	/* Only ever started by the worker, as PID 1 of a new PID namespace. */
@@ -300,13 +427,18 @@ int main(int argc, char **argv)
 			join_cgroup(argv[i] + 3);
 	if (unshare(CLONE_NEWCGROUP))
 		die("cgroup namespace");
-	/* Filesystem view: private propagation, new /proc, host paths hidden. */
+	/* Filesystem view: private propagation, then a root of our own. */
 	mount_or_die(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL, "make / private");
-	mount_or_die("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL,
-		     "mount /proc");
 	for (int i = 1; i < argc; i++)
-		if (!strncmp(argv[i], "hide=", 5))
-			hide(argv[i] + 5);
+		if (!strncmp(argv[i], "uid=", 4))
+			uid = (unsigned)strtoul(argv[i] + 4, NULL, 10);
+	if (uid == 0)
+		die("no slot uid");
+	build_root(uid);
+	/* The arguments named host paths (cgroups): /proc/1/cmdline shows
+	 * none of them to the job. */
+	for (int i = 1; i < argc; i++)
+		memset(argv[i], 0, strlen(argv[i]));
 	if (sethostname("airlock", 7))
 		die("sethostname");
 	/* What an exec could ever gain: nothing. The init keeps its effective
@@ -326,14 +458,17 @@ int main(int argc, char **argv)
 		    MAP_FAILED)
 		die("read the spec");
 	unpack_spec(h, (size_t)st.st_size, jargv, jenvp);
-	/* The job's tmpfs on /tmp (its work dir, HOME and cwd), a private
-	 * /dev/shm. */
+	/* The job's tmpfs (one budget: the disk limit): its work/ on /tmp
+	 * (the work dir, HOME and cwd), its shm/ on /dev/shm. The tmpfs's
+	 * root goes on /tmp first and is then covered by work/. */
+	if (h->uid != uid)
+		die("spec for another slot");
 	if (syscall(SYS_move_mount, go[AL_GO_WORK], "", AT_FDCWD, "/tmp", MOVE_MOUNT_F_EMPTY_PATH))
-		die("move the work dir onto /tmp");
-	snprintf(shm, sizeof(shm), "size=%llu,mode=1777", (unsigned long long)h->shm_bytes);
-	if (access("/dev/shm", F_OK) == 0)
-		mount_or_die("airlock-shm", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, shm,
-			     "mount /dev/shm");
+		die("move the job's tmpfs onto /tmp");
+	mount_or_die("/tmp/" AL_JOBFS_SHM, "/dev/shm", NULL, MS_BIND, NULL, "bind /dev/shm");
+	mount_or_die(NULL, "/dev/shm", NULL, MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+		     NULL, "make /dev/shm noexec");
+	mount_or_die("/tmp/" AL_JOBFS_WORK, "/tmp", NULL, MS_BIND, NULL, "bind the work dir on /tmp");
 	{
 		int fds[5] = { go[AL_GO_STDIN], go[AL_GO_STDOUT], go[AL_GO_STDERR], go[AL_GO_CODE],
 			       FD_REPORT };

@@ -50,6 +50,15 @@ class Ctx:
         os.chmod(self.sock_path, 0o777)
         self.unix.listen(8)
         self.unix.setblocking(False)
+        self.leak = "airlock-leak-" + secrets.token_hex(4)
+        # A policy where the README puts it, world-readable as operators leave it.
+        self.etc_policy = None
+        if not os.path.exists("/etc/airlock"):
+            os.makedirs("/etc/airlock", mode=0o755)
+            self.etc_policy = "/etc/airlock/policy.yaml"
+            with open(self.etc_policy, "w") as f:
+                f.write("# planted by the hostile suite\nsecret: %s-etc\n" % self.secret)
+            os.chmod(self.etc_policy, 0o644)
         self.abstract = "airlock-hostile-" + secrets.token_hex(4)
         self.abs = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.abs.bind("\0" + self.abstract)
@@ -78,6 +87,12 @@ class Ctx:
         return bool(got)
 
     def close(self):
+        if self.etc_policy:
+            os.unlink(self.etc_policy)
+            os.rmdir("/etc/airlock")
+        for d in WORLD_WRITABLE:
+            if os.path.exists(os.path.join(d, self.leak)):
+                os.unlink(os.path.join(d, self.leak))
         self.bystander.kill()
         self.bystander.wait()
         for s in (self.tcp, self.unix, self.abs):
@@ -104,14 +119,22 @@ class QueueRunner:
     def __init__(self, ctx, tier, backend):
         self.ctx = ctx
         # a world-writable Redis socket: only hiding it keeps jobs out
-        self.c = Cluster(policy=POLICY.format(tier=tier, backend=backend), sockperm="777")
+        self.c = Cluster(policy=POLICY.format(tier=tier, backend=backend, secret=ctx.secret),
+                         sockperm="777")
+        os.chmod(self.c.policy, 0o644)  # as an operator leaves it
+        ctx.policy_path = self.c.policy
+        ctx.config_path = os.path.join(self.c.dir, "worker.yaml")
+        with open(ctx.config_path, "w") as f:
+            f.write("webhook-secret: %s-config\n" % ctx.secret)
+        os.chmod(ctx.config_path, 0o644)
         # the stand-in Redis socket the job hunts for is the real one here
         ctx.sock_path = self.c.sock
         self.worker_id = "hostile-" + backend
         env = {"PATH": "/usr/bin:/bin", "HOME": ctx.home, "AIRLOCK_SECRET": ctx.secret,
                "AWS_SECRET_ACCESS_KEY": ctx.secret}
         self.c.scheduler()
-        self.c.worker(self.worker_id, uid_base=UID_BASE, slots=1, tiers=tier, env=env)
+        self.c.worker(self.worker_id, uid_base=UID_BASE, slots=1, tiers=tier, env=env,
+                      extra=["--config", ctx.config_path])
         self.tier = tier
         self.state = os.path.join(self.c.dir, "state")
 
@@ -131,7 +154,14 @@ tiers:
     backend: {backend}
     max_attempts: 1
     max: {{wall_ms: 60000, memory_bytes: 1073741824, pids: 256, disk_bytes: 1073741824}}
+  other:
+    backend: {backend}
+    env: {{OTHER_TIER_TOKEN: "{secret}-policy"}}
 """
+
+# Host directories any uid may write to: a job must reach none of them.
+WORLD_WRITABLE = [d for d in ("/var/tmp", "/var/lock", "/run/lock", "/var/crash", "/dev/mqueue")
+                  if os.path.isdir(d) and os.stat(d).st_mode & 0o002]
 
 # backend -> (tier that the suite's policy routes to it, host uid its jobs run as)
 BACKENDS = {"process": ("trusted", UID_BASE), "container": ("internal", 201000)}
@@ -146,6 +176,27 @@ else:
     print("# microvm not in the suite: no image at %s (make microvm-image)" % MICROVM_IMAGE)
 if os.environ.get("AIRLOCK_HOSTILE_BACKENDS"):  # e.g. "container" while working on one
     BACKENDS = {b: BACKENDS[b] for b in os.environ["AIRLOCK_HOSTILE_BACKENDS"].split(",")}
+
+
+# Host directories with the host's own contents: a job sees none (a VM's
+# guest has its own /var, never the host's listing).
+HOST_DIRS = ["/var/tmp", "/var/lib", "/var/log", "/run", "/srv", "/opt", "/home", "/root"]
+
+
+def host_dirs_unseen(stdout, c):
+    try:
+        seen = json.loads(stdout)
+    except ValueError:
+        return False, "no listing: %r" % stdout[:80]
+    leaked = []
+    for d, got in seen.items():
+        try:
+            host = sorted(os.listdir(d))
+        except OSError:
+            host = None
+        if isinstance(got, list) and got and got == host:
+            leaked.append(d)
+    return not leaked, "seen: %s" % (" ".join(leaked) or "nothing of the host")
 
 
 def py(code, **limits):
@@ -282,6 +333,95 @@ CASES = [
                                         "mode": 0o755}]},
      "ok", lambda r, c: (r["stdout"].count("refused") >= 15 and " ok" not in r["stdout"],
                          "%d refused" % r["stdout"].count("refused"))),
+    ("write world-writable host dirs", lambda c: {
+        "runtime": "python", "argv": [c.leak] + WORLD_WRITABLE, "code":
+        "import os, sys\n"
+        "for d in sys.argv[2:]:\n"
+        "    try: open(os.path.join(d, sys.argv[1]), 'w').write('left'); print(d, 'written')\n"
+        "    except OSError as e: print(d, 'refused', e.strerror)\n"},
+     "ok", lambda r, c: (not any(os.path.exists(os.path.join(d, c.leak)) for d in WORLD_WRITABLE)
+                         and "written" not in r["stdout"], "nothing left on the host")),
+    ("read the worker's config and policy", lambda c: {
+        "runtime": "python", "argv": [c.config_path, c.policy_path, "/etc/airlock/policy.yaml",
+                                      os.path.dirname(c.policy_path)], "code":
+        "import os, sys\n"
+        "for p in sys.argv[1:4]:\n"
+        "    try: print(p, open(p).read())\n"
+        "    except OSError as e: print(p, 'refused', e.strerror)\n"
+        "try: print(os.listdir(sys.argv[4]))\n"
+        "except OSError as e: print('dir refused', e.strerror)\n"
+        "print(dict(os.environ))\n"},
+     "ok", lambda r, c: (c.secret not in out(r), "config, policy and /etc/airlock unread")),
+    ("host paths not given", lambda c: {
+        "runtime": "python", "argv": HOST_DIRS + [c.tmp], "code":
+        "import json, os, sys\n"
+        "seen = {}\n"
+        "for d in sys.argv[1:]:\n"
+        "    try: seen[d] = sorted(os.listdir(d))\n"
+        "    except OSError as e: seen[d] = e.strerror\n"
+        "print(json.dumps(seen))\n"},
+     "ok", lambda r, c: host_dirs_unseen(r["stdout"], c)),
+    ("host cgroup tree", lambda c: py(
+        "import os\n"
+        "names = []\n"
+        "for top, dirs, files in os.walk('/sys/fs/cgroup'):\n"
+        "    names += [os.path.join(top, d) for d in dirs]\n"
+        "    if len(names) > 5000: break\n"
+        "print(len(names), 'cgroup dirs')\n"
+        "print('\\n'.join(names))\n"
+        "print(open('/proc/self/cgroup').read())\n"),
+     "ok", lambda r, c: ("hostile-" not in r["stdout"] and "/airlock/" not in r["stdout"],
+                         r["stdout"].splitlines()[0] if r["stdout"] else "")),
+    ("what the sandbox's init tells", lambda c: py(
+        "import os\n"
+        "for p in ['/proc/1/cmdline', '/proc/self/mountinfo', '/proc/1/mountinfo']:\n"
+        "    try: print(p, open(p, 'rb').read().replace(b'\\0', b' ').decode())\n"
+        "    except OSError as e: print(p, 'refused', e.strerror)\n"),
+     "ok", lambda r, c: (not any(s in r["stdout"] for s in (c.tmp, "/state", "redis.sock",
+                                                            "hide=", "airlock-it-")),
+                         "no host paths")),
+    ("cpu_ms across forked children", lambda c: py(
+        "import os\n"
+        "for i in range(4):\n"
+        "    if os.fork() == 0:\n"
+        "        while True: pass\n"
+        "while True: pass\n", cpu_ms=1000, wall_ms=20000, pids=16),
+     "cpu_limit", lambda r, c: (r["cpu_ms"] < 2500 and r["wall_ms"] < 15000,
+                                "stopped at %d ms of CPU" % r["cpu_ms"])),
+    ("32 MiB file, 64 MiB disk", lambda c: py(
+        "f = open('big', 'wb')\n"
+        "for i in range(32): f.write(b'z' * (1 << 20))\n"
+        "f.close(); print('wrote', __import__('os').path.getsize('big'))\n",
+        disk_bytes=64 << 20, memory_bytes=256 << 20),
+     "ok", lambda r, c: ("wrote %d" % (32 << 20) in r["stdout"], r["stdout"].strip())),
+    ("one file past the disk limit", lambda c: py(
+        "f = open('big', 'wb')\n"
+        "for i in range(40): f.write(b'z' * (1 << 20)); f.flush()\n", disk_bytes=16 << 20),
+     "output_limit", lambda r, c: ("No space left" in r["stderr"] or "too large" in r["stderr"],
+                                   (r["error"] or "")[:60])),
+    ("/tmp, /dev/shm and the work dir share the disk limit", lambda c: py(
+        "import os, tempfile\n"
+        "total = 0\n"
+        "for d in sorted({os.getcwd(), '/tmp', '/dev/shm', tempfile.gettempdir(),"
+        " os.path.expanduser('~')}):\n"
+        "    try:\n"
+        "        f = open(os.path.join(d, 'fill'), 'ab')\n"
+        "        for i in range(16):\n"
+        "            f.write(b'q' * (1 << 20)); f.flush(); total += 1 << 20\n"
+        "    except OSError as e: print(d, e.strerror)\n"
+        "print('stored', total)\n", disk_bytes=16 << 20),
+     "output_limit", lambda r, c: ("stored" in r["stdout"] and
+                                   int(r["stdout"].split()[-1]) <= 17 << 20,
+                                   r["stdout"].strip().splitlines()[-1:])),
+    ("missing program", lambda c: {"argv": ["/nonexistent/airlock-prog"]},
+     "nonzero_exit", lambda r, c: (r.get("exit_code") == 127, "exit %s" % r.get("exit_code"))),
+    ("program not executable", lambda c: {
+        "argv": ["./notexec"], "files": [{"path": "notexec", "data": b"#!/bin/sh\necho hi\n",
+                                          "mode": 0o644}]},
+     "nonzero_exit", lambda r, c: (r.get("exit_code") == 126, "exit %s" % r.get("exit_code"))),
+    ("input files a and a/b", lambda c: {
+        "argv": ["/bin/true"], "files": [{"path": "a", "data": b"x"}, {"path": "a/b", "data": b"y"}]},
+     "rejected", lambda r, c: ("a/b" in (r.get("error") or ""), (r.get("error") or "")[:80])),
     ("sleep past the timeout", lambda c: py("import time\ntime.sleep(60)", wall_ms=1000),
      # a microVM's boot is not the job's time: its wall clock starts when the job goes in
      "timeout", lambda r, c: (r["wall_ms"] <= 1500 + int(r.get("info", {}).get("boot_ms", 0)),

@@ -240,6 +240,14 @@ static void test_rejections(void)
 	       job_plus("files", mp("am2sssSm2sssS", 2u, 2u, "path", "a.txt", "data", "x", (size_t)1, 2u,
 				    "path", "a.txt", "data", "y", (size_t)1), NULL),
 	       "duplicate file \"a.txt\"");
+	reject("a file and a file inside it",
+	       job_plus("files", mp("am2sssSm2sssS", 2u, 2u, "path", "a", "data", "x", (size_t)1, 2u,
+				    "path", "a/b", "data", "y", (size_t)1), NULL),
+	       "\"a/b\" and \"a\": one is a file");
+	reject("a file inside a later file",
+	       job_plus("files", mp("am2sssSm2sssS", 2u, 2u, "path", "d/e/f", "data", "x", (size_t)1, 2u,
+				    "path", "d/e", "data", "y", (size_t)1), NULL),
+	       "\"d/e\" and \"d/e/f\": one is a file");
 	reject("file without data", job_plus("files", mp("am1ss", 1u, 1u, "path", "a"), NULL),
 	       "files[0].data: missing");
 	reject("file mode setuid",

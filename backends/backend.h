@@ -85,6 +85,7 @@ struct al_run_spec {
 };
 
 #define AL_WATCH_MAX 4
+#define AL_USAGE_POLL_MS 100 /* how often a running job's usage is checked */
 
 /* File descriptors the worker watches for readability after start. */
 struct al_watch {
@@ -103,6 +104,12 @@ struct al_sandbox {
 	const struct al_backend_conf *conf;
 	struct al_run_spec spec;
 	void *priv;
+};
+
+/* What a running job has used so far, all its processes together. */
+struct al_usage {
+	uint64_t cpu_ns;		   /* CPU time since the job started */
+	uint64_t stdout_bytes, stderr_bytes; /* written so far */
 };
 
 struct al_backend_ops {
@@ -124,6 +131,10 @@ struct al_backend_ops {
 	 * (status, exit code or signal, output, usage) when the job is over,
 	 * 0 when it is still running, negative on a sandbox failure. */
 	int (*reap)(struct al_sandbox *sb, struct al_result *res, struct al_err *err);
+	/* MAY: the running job's usage (polled every AL_USAGE_POLL_MS): the
+	 * worker stops a job past its CPU-time limit or its output caps. A
+	 * backend without it enforces those limits itself. 0 or negative. */
+	int (*usage)(struct al_sandbox *sb, struct al_usage *u);
 	/* MUST: remove every process, file, cgroup... made for the job. */
 	void (*destroy)(struct al_sandbox *sb);
 	/* MAY: after the result is out, get the slot ready for its next job
@@ -158,6 +169,8 @@ int al_backend_prepare(struct al_sandbox *sb, struct al_err *err);
 int al_backend_start(struct al_sandbox *sb, struct al_watch *w, struct al_err *err);
 int al_backend_kill(struct al_sandbox *sb, struct al_err *err);
 int al_backend_reap(struct al_sandbox *sb, struct al_result *res, struct al_err *err);
+/* The running job's usage; -1 when the backend does not report it. */
+int al_backend_usage(struct al_sandbox *sb, struct al_usage *u);
 void al_sandbox_free(struct al_sandbox *sb); /* calls destroy; NULL is fine */
 
 extern const struct al_backend_ops al_backend_process;

@@ -754,6 +754,18 @@ static void ctr_fini(void)
 	G.ready = false;
 }
 
+/* The runtime's cgroup holds every process of the container; before the
+ * runtime made it (or after it removed it) it reads as nothing used. */
+static int ctr_usage(struct al_sandbox *sb, struct al_usage *u)
+{
+	struct ctr_sb *c = sb->priv;
+
+	u->cpu_ns = c->cg_made ? al_cg_cpu_ns(&c->cg) : 0;
+	u->stdout_bytes = al_fd_size(c->fs.out_fd);
+	u->stderr_bytes = al_fd_size(c->fs.err_fd);
+	return 0;
+}
+
 const struct al_backend_ops al_backend_container = {
 	.name = "container",
 	.caps = AL_CAP_NO_NETWORK | AL_CAP_MEMORY | AL_CAP_PIDS | AL_CAP_CPU | AL_CAP_FILES,
@@ -763,6 +775,7 @@ const struct al_backend_ops al_backend_container = {
 	.prepare = ctr_prepare,
 	.start = ctr_start,
 	.kill = ctr_kill,
+	.usage = ctr_usage,
 	.reap = ctr_reap,
 	.destroy = ctr_destroy,
 	.fini = ctr_fini,

@@ -370,3 +370,10 @@ ssize_t al_read_text(const char *path, char *buf, size_t cap)
 	buf[n > 0 ? n : 0] = '\0';
 	return n > 0 ? n : 0;
 }
+
+uint64_t al_fd_size(int fd)
+{
+	struct stat st;
+
+	return fd >= 0 && fstat(fd, &st) == 0 ? (uint64_t)st.st_size : 0;
+}

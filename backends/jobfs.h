@@ -56,6 +56,9 @@ int al_jobfs_sweep(const char *root, struct al_err *err);
  * symlink); the byte count. Only open, read and close: usable after fork. */
 ssize_t al_read_text(const char *path, char *buf, size_t cap);
 
+/* The size of what fd holds (a memfd of stdout or stderr); 0 when unknown. */
+uint64_t al_fd_size(int fd);
+
 /* mkdir -p with mode for each level created. */
 int al_mkdir_p(const char *path, mode_t mode);
 

@@ -506,6 +506,17 @@ static int proc_start(struct al_sandbox *sb, struct al_watch *wt, struct al_err 
 	return AL_OK;
 }
 
+static int proc_usage(struct al_sandbox *sb, struct al_usage *u)
+{
+	struct proc_sb *p = sb->priv;
+	uint64_t cpu = al_cg_cpu_ns(&p->cg);
+
+	u->cpu_ns = cpu > p->cpu_base_ns ? cpu - p->cpu_base_ns : 0;
+	u->stdout_bytes = al_fd_size(p->fs.out_fd);
+	u->stderr_bytes = al_fd_size(p->fs.err_fd);
+	return 0;
+}
+
 static int proc_kill(struct al_sandbox *sb, struct al_err *err)
 {
 	struct proc_sb *p = sb->priv;
@@ -636,6 +647,7 @@ const struct al_backend_ops al_backend_process = {
     .prepare = proc_prepare,
     .start = proc_start,
     .kill = proc_kill,
+    .usage = proc_usage,
     .reap = proc_reap,
     .destroy = proc_destroy,
     .refill = proc_refill,

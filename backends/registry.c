@@ -84,6 +84,11 @@ int al_backend_reap(struct al_sandbox *sb, struct al_result *res, struct al_err 
 	return sb->ops->reap ? sb->ops->reap(sb, res, err) : unsupported(sb->ops, "reap", err);
 }
 
+int al_backend_usage(struct al_sandbox *sb, struct al_usage *u)
+{
+	return sb->ops->usage ? sb->ops->usage(sb, u) : -1;
+}
+
 void al_sandbox_free(struct al_sandbox *sb)
 {
 	if (!sb)

@@ -1,6 +1,8 @@
 /* runner.c - one job through one backend on the event loop (see runner.h). */
 #include "runner.h"
 
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -16,6 +18,7 @@ struct al_runner {
 	struct event *watch[AL_WATCH_MAX];
 	int nwatch;
 	struct event *timer;	/* wall-clock limit, then the kill grace */
+	struct event *poll;	/* every AL_USAGE_POLL_MS: CPU time and output so far */
 	struct event *finish_ev; /* runs finish() outside the caller's stack */
 	al_runner_done_fn done;
 	void *arg;
@@ -37,6 +40,8 @@ static void finish(struct al_runner *r)
 	r->nwatch = 0;
 	if (r->timer)
 		event_del(r->timer);
+	if (r->poll)
+		event_del(r->poll);
 	if (r->reason >= 0) {
 		r->res.status = (enum al_status_code)r->reason;
 		al_result_set_error(&r->res, "%s", r->reason_msg);
@@ -123,6 +128,36 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
 	finish(r);
 }
 
+/* Limits of the whole job, checked while it runs: CPU time of all its
+ * processes together (RLIMIT_CPU counts one process only), output past its
+ * caps (stopped at once, not when the disk limit is hit). */
+static void on_poll(evutil_socket_t fd, short what, void *arg)
+{
+	struct al_runner *r = arg;
+	const struct al_limits *l;
+	struct al_usage u = { 0 };
+	char msg[160];
+
+	(void)fd;
+	(void)what;
+	if (r->stopping || r->finished || !r->sb || al_backend_usage(r->sb, &u) < 0)
+		return;
+	l = &r->sb->spec.limits;
+	if (u.cpu_ns / 1000000 >= l->cpu_ms) {
+		snprintf(msg, sizeof(msg),
+			 "CPU-time limit of %llu ms reached (all the job's processes together)",
+			 (unsigned long long)l->cpu_ms);
+		al_runner_stop(r, AL_ST_CPU_LIMIT, msg);
+	} else if (u.stdout_bytes > l->stdout_bytes || u.stderr_bytes > l->stderr_bytes) {
+		bool out = u.stdout_bytes > l->stdout_bytes;
+
+		snprintf(msg, sizeof(msg), "output limit reached: %s over its cap of %llu bytes",
+			 out ? "stdout" : "stderr",
+			 (unsigned long long)(out ? l->stdout_bytes : l->stderr_bytes));
+		al_runner_stop(r, AL_ST_OUTPUT_LIMIT, msg);
+	}
+}
+
 void al_runner_stop(struct al_runner *r, enum al_status_code why, const char *msg)
 {
 	struct al_err err = { 0 };
@@ -168,9 +203,10 @@ struct al_runner *al_runner_start(struct event_base *base, const struct al_backe
 	r->res.started_ms = al_now_ms();
 	r->sb = al_sandbox_new(ops, conf, spec);
 	r->timer = evtimer_new(base, on_timer, r);
+	r->poll = ops->usage ? event_new(base, -1, EV_PERSIST, on_poll, r) : NULL;
 	r->finish_ev = event_new(base, -1, 0, on_finish, r);
 	if (!r->res.id || !r->res.backend || !r->res.worker || !r->sb || !r->timer ||
-	    !r->finish_ev) {
+	    !r->finish_ev || (ops->usage && !r->poll)) {
 		al_runner_free(r);
 		return NULL;
 	}
@@ -196,6 +232,11 @@ struct al_runner *al_runner_start(struct event_base *base, const struct al_backe
 	tv.tv_sec = (time_t)((spec->limits.wall_ms + w.setup_ms) / 1000);
 	tv.tv_usec = (suseconds_t)((spec->limits.wall_ms + w.setup_ms) % 1000) * 1000;
 	evtimer_add(r->timer, &tv);
+	if (r->poll) {
+		struct timeval pv = { 0, AL_USAGE_POLL_MS * 1000 };
+
+		event_add(r->poll, &pv);
+	}
 	return r;
 }
 
@@ -212,6 +253,8 @@ void al_runner_free(struct al_runner *r)
 		event_free(r->watch[i]);
 	if (r->timer)
 		event_free(r->timer);
+	if (r->poll)
+		event_free(r->poll);
 	if (r->finish_ev)
 		event_free(r->finish_ev);
 	al_sandbox_free(r->sb);

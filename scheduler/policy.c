@@ -6,6 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <yaml.h>
 
 const char al_policy_builtin[] =
@@ -493,21 +496,151 @@ const struct al_tenant_policy *al_policy_tenant(const struct al_policy *pol, con
 }
 
 /* Host part of an http(s) URL, lower-cased, into out. */
-static void url_host(const char *url, char *out, size_t cap)
+/* The host (lower case, IPv6 without brackets) and port of an http(s) URL;
+ * false when it has neither form. */
+static bool url_host_port(const char *url, char *host, size_t cap, unsigned *port)
 {
-	const char *p = strstr(url, "://"), *end;
+	const char *p, *end, *auth_end;
 	size_t n;
 
-	p = p ? p + 3 : url;
-	if (strchr(p, '@') && strchr(p, '@') < strpbrk(p, "/?#") + (strpbrk(p, "/?#") ? 0 : strlen(p)))
-		p = strchr(p, '@') + 1;
-	end = p;
-	while (*end && !strchr(":/?#", *end))
-		end++;
-	n = (size_t)(end - p) < cap - 1 ? (size_t)(end - p) : cap - 1;
+	if (!strncmp(url, "http://", 7))
+		*port = 80, p = url + 7;
+	else if (!strncmp(url, "https://", 8))
+		*port = 443, p = url + 8;
+	else
+		return false;
+	auth_end = p + strcspn(p, "/?#");
+	for (const char *at = p; at < auth_end; at++)
+		if (*at == '@')
+			p = at + 1; /* user:password@ */
+	if (*p == '[') {
+		end = memchr(p, ']', (size_t)(auth_end - p));
+		if (!end)
+			return false;
+		p++;
+	} else {
+		end = p + strcspn(p, ":/?#");
+		if (end > auth_end)
+			end = auth_end;
+	}
+	n = (size_t)(end - p);
+	if (n == 0 || n >= cap)
+		return false;
 	for (size_t i = 0; i < n; i++)
-		out[i] = (char)((p[i] >= 'A' && p[i] <= 'Z') ? p[i] + 32 : p[i]);
-	out[n] = '\0';
+		host[i] = (char)((p[i] >= 'A' && p[i] <= 'Z') ? p[i] + 32 : p[i]);
+	host[n] = '\0';
+	if (*end == ']')
+		end++;
+	if (*end == ':') {
+		char *stop;
+		unsigned long v = strtoul(end + 1, &stop, 10);
+
+		if (stop == end + 1 || stop != auth_end || v == 0 || v > 65535)
+			return false;
+		*port = (unsigned)v;
+	} else if (end != auth_end) {
+		return false;
+	}
+	return true;
+}
+
+/* One callback_hosts entry: "host" (the scheme's default port only) or
+ * "host:port" ("[v6]:port"). */
+static bool entry_matches(const char *entry, const char *host, unsigned port, unsigned dflt)
+{
+	char eh[256];
+	unsigned ep = dflt;
+	const char *colon = strrchr(entry, ':');
+	size_t n;
+
+	if (entry[0] == '[') {
+		const char *close = strchr(entry, ']');
+
+		if (!close)
+			return false;
+		n = (size_t)(close - entry - 1);
+		memcpy(eh, entry + 1, n < sizeof(eh) ? n : sizeof(eh) - 1);
+		eh[n < sizeof(eh) ? n : sizeof(eh) - 1] = '\0';
+		if (close[1] == ':')
+			ep = (unsigned)strtoul(close + 2, NULL, 10);
+	} else if (colon && strchr(entry, ':') == colon) {
+		n = (size_t)(colon - entry);
+		snprintf(eh, sizeof(eh), "%.*s", (int)n, entry);
+		ep = (unsigned)strtoul(colon + 1, NULL, 10);
+	} else {
+		snprintf(eh, sizeof(eh), "%s", entry); /* a host, or a bare IPv6 address */
+	}
+	return !strcasecmp(eh, host) && ep == port;
+}
+
+int al_callback_url_ok(char *const *hosts, size_t n, const char *url, const char *tier,
+		       struct al_err *err)
+{
+	char host[256];
+	unsigned port;
+
+	if (!url_host_port(url, host, sizeof(host), &port))
+		return al_err_set(err, AL_EINVAL,
+				  "callback_url: \"%.100s\" is not an http:// or https:// URL with a host",
+				  url);
+	for (size_t i = 0; i < n; i++)
+		if (entry_matches(hosts[i], host, port, url[4] == 's' ? 443 : 80))
+			return AL_OK;
+	return al_err_set(err, AL_EINVAL,
+			  "callback_url: host \"%s\" port %u is not allowed for tier %s (callback_hosts "
+			  "names \"host\" for the scheme's default port, \"host:port\" for another)",
+			  host, port, tier);
+}
+
+/* Loopback, private, shared (CGNAT), link-local (the cloud metadata
+ * endpoint 169.254.169.254), unspecified, multicast and reserved ranges. */
+static bool v4_internal(uint32_t a)
+{
+	return (a >> 24) == 0 || (a >> 24) == 10 || (a >> 24) == 127 || (a >> 20) == 0xac1 ||
+	       (a >> 16) == 0xc0a8 || (a >> 22) == (100u << 2 | 1) || (a >> 16) == 0xa9fe ||
+	       (a >> 28) >= 0xe || (a >> 8) == 0xc00000 || (a >> 17) == (198u << 7 | 9);
+}
+
+bool al_callback_addr_ok(char *const *hosts, size_t n, const struct sockaddr *sa, char *text,
+			 size_t cap)
+{
+	bool internal = true;
+
+	text[0] = '\0';
+	if (sa->sa_family == AF_INET) {
+		const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+
+		inet_ntop(AF_INET, &in->sin_addr, text, (socklen_t)cap);
+		internal = v4_internal(ntohl(in->sin_addr.s_addr));
+	} else if (sa->sa_family == AF_INET6) {
+		const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+		const uint8_t *b = a->s6_addr;
+
+		inet_ntop(AF_INET6, a, text, (socklen_t)cap);
+		if (IN6_IS_ADDR_V4MAPPED(a) || IN6_IS_ADDR_V4COMPAT(a))
+			internal = v4_internal((uint32_t)b[12] << 24 | (uint32_t)b[13] << 16 |
+					       (uint32_t)b[14] << 8 | b[15]);
+		else
+			internal = IN6_IS_ADDR_LOOPBACK(a) || IN6_IS_ADDR_UNSPECIFIED(a) ||
+				   IN6_IS_ADDR_LINKLOCAL(a) || IN6_IS_ADDR_SITELOCAL(a) ||
+				   IN6_IS_ADDR_MULTICAST(a) || (b[0] & 0xfe) == 0xfc; /* fc00::/7 */
+	}
+	if (!internal)
+		return true;
+	/* an internal address only where the policy names that very address */
+	for (size_t i = 0; i < n; i++) {
+		char h[256];
+		const char *e = hosts[i], *end;
+
+		if (*e == '[')
+			e++, end = strchr(e, ']');
+		else
+			end = strchr(e, ':') == strrchr(e, ':') ? strchr(e, ':') : NULL;
+		snprintf(h, sizeof(h), "%.*s", end ? (int)(end - e) : (int)strlen(e), e);
+		if (text[0] && !strcmp(h, text))
+			return true;
+	}
+	return false;
 }
 
 int al_policy_admit(const struct al_policy *pol, struct al_job *job, uint64_t now_ms,
@@ -549,16 +682,11 @@ int al_policy_admit(const struct al_policy *pol, struct al_job *job, uint64_t no
 	if (job->network == AL_NET_EGRESS && !t->egress)
 		return al_err_set(err, AL_EINVAL, "network: tier %s does not allow egress", t->name);
 	if (job->callback_url) {
-		char host[256];
-		bool ok = false;
+		int rc = al_callback_url_ok(t->callback_hosts, t->ncallback_hosts, job->callback_url,
+					    t->name, err);
 
-		url_host(job->callback_url, host, sizeof(host));
-		for (size_t i = 0; i < t->ncallback_hosts; i++)
-			ok |= !strcmp(host, t->callback_hosts[i]);
-		if (!ok)
-			return al_err_set(err, AL_EINVAL,
-					  "callback_url: host \"%s\" is not allowed for tier %s", host,
-					  t->name);
+		if (rc)
+			return rc;
 	}
 	if (job->deadline_ms && job->deadline_ms <= now_ms)
 		return al_err_set(err, AL_EINVAL, "deadline_ms: %llu is already past (now %llu)",

@@ -255,8 +255,15 @@ static void commit_answered(struct worker *w, struct commit *c, redisReply *e)
 		       c->id, c->attempt);
 	} else if (e->type == REDIS_REPLY_INTEGER && e->integer == AL_COMMIT_DONE && c->callback &&
 		   w->hooks) {
-		/* Only the committed result is announced, once. */
-		if (al_webhooks_post(w->hooks, c->callback, c->id, c->result, c->len))
+		/* Only the committed result is announced, once; to the
+		 * addresses the tier's policy (as it is now) allows. */
+		char tier[AL_ID_MAX + 1];
+		const struct al_tier_policy *t =
+		    al_key_queue_tier(c->stream, tier, sizeof(tier)) ? al_policy_tier(&w->policy, tier)
+								     : NULL;
+
+		if (al_webhooks_post(w->hooks, c->callback, c->id, c->result, c->len,
+				     t ? t->callback_hosts : NULL, t ? t->ncallback_hosts : 0))
 			al_log("error", "webhook", "job=%s error=\"could not queue the callback\"", c->id);
 	}
 }

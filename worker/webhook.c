@@ -2,6 +2,7 @@
 #include "webhook.h"
 
 #include <curl/curl.h>
+#include <sys/socket.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <stdio.h>
@@ -10,6 +11,7 @@
 
 #include "../client/log.h"
 #include "../proto/job.h"
+#include "../scheduler/policy.h"
 
 struct al_webhooks {
 	struct event_base *base;
@@ -27,6 +29,9 @@ struct hook {
 	char *body;
 	size_t len;
 	char id[AL_ID_MAX + 1];
+	char **allow; /* the tier's callback_hosts, copied (a reload may free the policy's) */
+	size_t nallow;
+	char refused[64]; /* an address refused at connect time ("" when none) */
 	int tries;
 	struct event *retry;
 };
@@ -49,6 +54,9 @@ static void hook_free(struct hook *h)
 		event_free(h->retry);
 	free(h->url);
 	free(h->body);
+	for (size_t i = 0; i < h->nallow; i++)
+		free(h->allow[i]);
+	free(h->allow);
 	h->wh->inflight--;
 	free(h);
 }
@@ -144,7 +152,14 @@ static void check_done(struct al_webhooks *wh)
 		curl_multi_remove_handle(wh->multi, h->easy);
 		curl_easy_cleanup(h->easy);
 		h->easy = NULL;
-		if (result == CURLE_OK && code >= 200 && code < 300) {
+		if (h->refused[0]) {
+			/* never retried: the name will resolve to the same place */
+			al_log("error", "webhook_refused",
+			       "job=%s address=%s note=\"an internal address that callback_hosts does "
+			       "not name; not connected\"",
+			       h->id, h->refused);
+			hook_free(h);
+		} else if (result == CURLE_OK && code >= 200 && code < 300) {
 			al_log("info", "webhook", "job=%s status=%ld tries=%d", h->id, code, h->tries);
 			hook_free(h);
 		} else if (h->tries < AL_WEBHOOK_TRIES) {
@@ -161,6 +176,21 @@ static void check_done(struct al_webhooks *wh)
 	}
 }
 
+/* Every address libcurl connects to passes here first: the name in the
+ * URL was allowed at admission, but what it resolves to is checked now. */
+static curl_socket_t open_socket(void *arg, curlsocktype purpose, struct curl_sockaddr *a)
+{
+	struct hook *h = arg;
+	char text[64];
+
+	(void)purpose;
+	if (!al_callback_addr_ok(h->allow, h->nallow, &a->addr, text, sizeof(text))) {
+		snprintf(h->refused, sizeof(h->refused), "%s", text[0] ? text : "unknown");
+		return CURL_SOCKET_BAD;
+	}
+	return socket(a->family, a->socktype, a->protocol);
+}
+
 static int start_hook(struct hook *h)
 {
 	h->easy = curl_easy_init();
@@ -175,6 +205,9 @@ static int start_hook(struct hook *h)
 	curl_easy_setopt(h->easy, CURLOPT_TIMEOUT_MS, (long)AL_WEBHOOK_TIMEOUT_MS);
 	curl_easy_setopt(h->easy, CURLOPT_FOLLOWLOCATION, 0L);
 	curl_easy_setopt(h->easy, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(h->easy, CURLOPT_PROXY, ""); /* never a proxy from the environment */
+	curl_easy_setopt(h->easy, CURLOPT_OPENSOCKETFUNCTION, open_socket);
+	curl_easy_setopt(h->easy, CURLOPT_OPENSOCKETDATA, h);
 	curl_easy_setopt(h->easy, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(h->easy, CURLOPT_PRIVATE, h);
 	curl_easy_setopt(h->easy, CURLOPT_USERAGENT, "airlock-worker");
@@ -206,7 +239,7 @@ struct al_webhooks *al_webhooks_new(struct event_base *base, const char *secret)
 }
 
 int al_webhooks_post(struct al_webhooks *wh, const char *url, const char *job_id,
-		     const void *body, size_t len)
+		     const void *body, size_t len, char *const *allow, size_t nallow)
 {
 	struct hook *h = calloc(1, sizeof(*h));
 	char line[160];
@@ -220,7 +253,11 @@ int al_webhooks_post(struct al_webhooks *wh, const char *url, const char *job_id
 	h->len = len;
 	h->retry = evtimer_new(wh->base, on_retry, h);
 	snprintf(h->id, sizeof(h->id), "%s", job_id);
-	if (!h->url || !h->body || !h->retry) {
+	h->allow = nallow ? calloc(nallow, sizeof(*h->allow)) : NULL;
+	for (size_t i = 0; h->allow && i < nallow; i++)
+		if ((h->allow[h->nallow] = strdup(allow[i])))
+			h->nallow++;
+	if (!h->url || !h->body || !h->retry || h->nallow != nallow) {
 		hook_free(h);
 		return -1;
 	}

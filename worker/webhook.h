@@ -15,9 +15,12 @@ struct al_webhooks;
 /* secret may be NULL (then no signature header). Free with al_webhooks_free. */
 struct al_webhooks *al_webhooks_new(struct event_base *base, const char *secret);
 /* Queue a POST of body (copied) to url with headers X-Airlock-Job and
- * X-Airlock-Signature: sha256=<hex HMAC of the body>. */
+ * X-Airlock-Signature: sha256=<hex HMAC of the body>. allow: the tier's
+ * callback_hosts (copied): an internal address (loopback, private,
+ * link-local, metadata...) is connected to only when allow names it
+ * (al_callback_addr_ok); no proxy, no redirects. */
 int al_webhooks_post(struct al_webhooks *wh, const char *url, const char *job_id,
-		     const void *body, size_t len);
+		     const void *body, size_t len, char *const *allow, size_t nallow);
 /* Number of callbacks not yet delivered or given up. */
 int al_webhooks_inflight(const struct al_webhooks *wh);
 void al_webhooks_free(struct al_webhooks *wh);

@@ -41,6 +41,7 @@
 
 #include "../../proto/job.h"
 #include "../../proto/result.h"
+#include "../backend.h" /* AL_USAGE_POLL_MS */
 #include "../cgroup.h"
 #include "../jobfs.h"
 #include "../jobfs_layout.h"
@@ -295,6 +296,14 @@ static int memfd_with(const char *name, const void *data, size_t len)
 	return fd;
 }
 
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
 /* The job's set-up failed (the boundary's fault, never the job's): say
  * what on the set-up pipe, which an exec closes unread. */
 static void __attribute__((noreturn)) setup_fail(int fd, const char *what)
@@ -398,6 +407,7 @@ static int run(struct job_in *in, int port, struct al_result *res, struct al_err
 	struct al_cg_stats st = { 0 };
 	struct al_seccomp sc;
 	int fds[4] = { -1, -1, -1, -1 }, ws = 0, rc, pidfd = -1, setup[2] = { -1, -1 };
+	uint64_t beat_ms = mono_ms();
 	bool disk_full = false;
 	pid_t pid;
 
@@ -457,15 +467,27 @@ static int run(struct job_in *in, int port, struct al_result *res, struct al_err
 	 * a hung guest from a long job by that); PID 1 also reaps the orphans
 	 * the job leaves. */
 	pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-	for (bool done = false; !done;) {
+	for (bool done = false, stopped = false; !done;) {
 		struct pollfd p = { .fd = pidfd, .events = POLLIN };
 		int s;
 		pid_t w;
 
-		if (pidfd >= 0 && poll(&p, 1, AL_CHAN_HEARTBEAT_MS) == 0) {
-			if (al_chan_write(port, AL_CHAN_HEARTBEAT, NULL, 0, NULL, 0, -1, err)) {
-				rc = AL_ESANDBOX;
-				goto out;
+		if (pidfd >= 0 && poll(&p, 1, AL_USAGE_POLL_MS) == 0) {
+			/* The whole job's CPU time (RLIMIT_CPU counts one process)
+			 * and output: the job is stopped at its limits; the verdict
+			 * then reads them from the cgroup and the streams. */
+			if (!stopped && (al_cg_cpu_ns(&cg) / 1000000 >= l->cpu_ms ||
+					 al_fd_size(fs.out_fd) > l->stdout_bytes ||
+					 al_fd_size(fs.err_fd) > l->stderr_bytes)) {
+				kill(pid, SIGKILL);
+				stopped = true;
+			}
+			if (mono_ms() - beat_ms >= AL_CHAN_HEARTBEAT_MS) {
+				beat_ms = mono_ms();
+				if (al_chan_write(port, AL_CHAN_HEARTBEAT, NULL, 0, NULL, 0, -1, err)) {
+					rc = AL_ESANDBOX;
+					goto out;
+				}
 			}
 			continue;
 		}

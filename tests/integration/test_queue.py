@@ -414,12 +414,16 @@ lease_ms: 5000
 tiers:
   trusted:
     backend: process
-    callback_hosts: [127.0.0.1]
-"""
+    callback_hosts: ["127.0.0.1:%d"]
+  byname:
+    backend: process
+    callback_hosts: ["localhost:%d"]
+""" % (port, port)
     c = Cluster(policy=policy)
     try:
         c.scheduler()
-        c.worker("wh", uid_base=65200, slots=1, extra=["--webhook-secret", "s3cret"])
+        c.worker("wh", uid_base=65200, slots=1, tiers="trusted,byname",
+                 extra=["--webhook-secret", "s3cret"])
         jid = submit(c, "--callback", "http://127.0.0.1:%d/hook" % port, "-c", "print('hooked')")
         ok = c.wait_for(lambda: got, timeout=20)
         sig, hid, body = got[0] if got else (None, None, b"")
@@ -430,6 +434,24 @@ tiers:
         p = c.cli("run", "--callback", "http://evil.example.invalid/x", "-c", "print(1)")
         t.ok(p.returncode == 65 and b"not allowed" in p.stderr,
              "callback host outside the policy: rejected", p.stderr)
+        # the host is allowed, another of its ports is not
+        p = c.cli("run", "--callback", "http://127.0.0.1:%d/x" % (port ^ 1), "-c", "print(1)")
+        t.ok(p.returncode == 65 and b"port %d is not allowed" % (port ^ 1) in p.stderr,
+             "callback to an allowed host on another port: rejected", p.stderr)
+        p = c.cli("run", "--callback", "http://127.0.0.1/x", "-c", "print(1)")
+        t.ok(p.returncode == 65 and b"port 80 is not allowed" in p.stderr,
+             "callback to an allowed host on the default port it does not name: rejected",
+             p.stderr)
+        # a name the policy allows that resolves to loopback: refused at connect time
+        n = len(got)
+        jid = submit(c, "--tier", "byname", "--callback", "http://localhost:%d/hook" % port,
+                     "-c", "print('by name')")
+        refused = c.wait_for(lambda: "webhook_refused" in c.log("wh"), timeout=20)
+        time.sleep(0.5)
+        t.ok(refused and len(got) == n and ("address=127.0.0.1" in c.log("wh") or
+                                            "address=::1" in c.log("wh")),
+             "callback to a name that resolves to 127.0.0.1: refused, nothing sent",
+             [l for l in c.log("wh").splitlines() if "webhook" in l][-3:])
     finally:
         c.close()
         srv.shutdown()

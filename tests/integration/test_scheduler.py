@@ -61,7 +61,8 @@ def rejections():
             ("limit above the tier's max", ["--timeout", "30000"], "limits.wall_ms: 30000 is above"),
             ("memory above the tier's max", ["--memory", "300000000"], "limits.memory_bytes"),
             ("files larger than the disk limit", ["-f", "/usr/bin/python3:big"], "do not fit the disk limit"),
-            ("callback host not allowed", ["--callback", "http://10.0.0.1/x"], 'host "10.0.0.1" is not allowed'),
+            ("callback host not allowed", ["--callback", "http://10.0.0.1/x"],
+             'host "10.0.0.1" port 80 is not allowed'),
             ("deadline already past", ["--deadline-ms", "1000"], "deadline_ms: 1000 is already past"),
             ("priority above the tenant's max", ["--tenant", "low", "--priority", "8"],
              "priority: 8 is above tenant low's maximum of 3"),
@@ -77,6 +78,20 @@ def rejections():
         r = result(c, "egress-1")
         t.ok(r and r["status"] == "rejected" and "does not allow egress" in r["error"],
              "rejected: network egress on a tier without it", r)
+        # input that tries to forge log lines: a field name and a tier with newlines
+        for jid, job in [("forge-1", {"v": 1, "id": "forge-1", "tier": "trusted", "argv": ["true"],
+                                      "x\nts=1 level=error event=forged": 1}),
+                         ("forge-2", {"v": 1, "id": "forge-2", "argv": ["true"],
+                                      "tier": "nope\nts=2 level=error event=forged\x1b[2J"})]:
+            subprocess.run(["redis-cli", "-s", c.sock, "-x", "XADD", "al:intake", "*", "job"],
+                           input=msgpack.packb(job, use_bin_type=True), capture_output=True)
+            c.rcli("BLPOP", "al:done:" + jid, "10")
+        log = c.log("sched1")
+        t.ok(result(c, "forge-1") and result(c, "forge-2") and
+             not any(l.startswith(("ts=1 ", "ts=2 ")) for l in log.splitlines()) and
+             "\x1b" not in log and "\\nts=2 level=error" in log,
+             "field names and tier text with newlines and escapes: escaped in the log, no "
+             "forged line", [l for l in log.splitlines() if "forge" in l][:4])
         # quota: max_queued 10 for tenant small, four submitters at once, no worker
         codes = []
 

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "client.h"
 #include "json.h"
@@ -258,6 +259,27 @@ static int exit_code_for(const struct al_result *r)
 	return 1;
 }
 
+/* Write a job's bytes to f. On a terminal no control character goes out as
+ * it is (escape sequences could move the cursor, clear the screen or hide
+ * the verdict below): each is shown as \xHH, except newline and tab. Into a
+ * pipe or file the bytes go unchanged. Returns the last byte written. */
+static int emit(FILE *f, const char *data, size_t len)
+{
+	if (!isatty(fileno(f))) {
+		fwrite(data ? data : "", 1, len, f);
+		return len ? (unsigned char)data[len - 1] : '\n';
+	}
+	for (size_t i = 0; i < len; i++) {
+		unsigned char ch = (unsigned char)data[i];
+
+		if ((ch < 0x20 && ch != '\n' && ch != '\t') || ch == 0x7f)
+			fprintf(f, "\\x%02x", ch);
+		else
+			fputc(ch, f);
+	}
+	return len ? (unsigned char)data[len - 1] : '\n';
+}
+
 static int print_result(const struct al_result *r, bool json)
 {
 	if (json) {
@@ -267,14 +289,23 @@ static int print_result(const struct al_result *r, bool json)
 		putchar('\n');
 		json_decref(j);
 	} else {
-		fwrite(r->out.data ? r->out.data : "", 1, r->out.len, stdout);
-		fwrite(r->err.data ? r->err.data : "", 1, r->err.len, stderr);
+		int last_out = emit(stdout, r->out.data, r->out.len);
+		int last_err = emit(stderr, r->err.data, r->err.len);
+		bool verdict = r->status != AL_ST_OK && r->status != AL_ST_NONZERO_EXIT;
+
 		fflush(stdout);
-		if (r->status != AL_ST_OK && r->status != AL_ST_NONZERO_EXIT)
-			fprintf(stderr, "airlock: job %s: %s: %s\n", r->id, al_status_name(r->status),
-				r->error ? r->error : "");
-		else if (r->out_truncated || r->err_truncated)
+		/* the CLI's own line starts a line of its own */
+		if ((verdict || r->out_truncated || r->err_truncated) &&
+		    (last_err != '\n' || (last_out != '\n' && isatty(fileno(stdout)) &&
+					  isatty(fileno(stderr)))))
+			fputc('\n', stderr);
+		if (verdict) {
+			fprintf(stderr, "airlock: job %s: %s: ", r->id, al_status_name(r->status));
+			emit(stderr, r->error ? r->error : "", r->error ? strlen(r->error) : 0);
+			fputc('\n', stderr);
+		} else if (r->out_truncated || r->err_truncated) {
 			fprintf(stderr, "airlock: job %s: output was truncated\n", r->id);
+		}
 	}
 	return exit_code_for(r);
 }

@@ -66,6 +66,28 @@ def round_trip(c):
     p = c.cli("run", "-f", "/nonexistent/file:in.txt", "-c", "print(1)")
     t.ok(p.returncode == 66 and b"cannot read /nonexistent/file" in p.stderr,
          "missing local file: exit 66, one clear line", p.stderr)
+    # on a terminal, a job's escape sequences cannot hide or move the CLI's verdict
+    import pty
+    from altest import CLI
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execv(CLI, [CLI, "--redis", c.url, "run", "--timeout", "1000", "-c",
+                       "import sys, time; sys.stdout.write('x\\x1b[2J\\x1b[8m\\rhidden');"
+                       "sys.stdout.flush(); time.sleep(5)"])
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.waitpid(pid, 0)
+    t.ok(b"\x1b" not in seen and b"\\x1b[2J" in seen and b"\\x0dhidden" in seen and
+         b"\nairlock: job " in seen and b": timeout: " in seen,
+         "CLI on a terminal: the job's control characters shown escaped, the verdict on a line "
+         "of its own", seen[-200:])
     p = c.cli("status", "no-such-job")
     t.ok(p.returncode == 1 and b"no job" in p.stderr, "status of an unknown id says so", p.stderr)
     p = subprocess.run([os.path.join(os.environ.get("BUILD", "build"), "airlock"), "--redis",

@@ -40,7 +40,6 @@ struct al_backend_conf {
 	unsigned slots;		   /* concurrent jobs per backend */
 	uint64_t collect_max_bytes; /* cap per collected output file, bytes */
 	unsigned nofile;	   /* RLIMIT_NOFILE for jobs */
-	const char *const *hide_paths; /* extra host paths to hide from jobs (NULL-ended) */
 	const char *helper_dir;	   /* where airlock-sandbox-init and airlock-oci-shim are;
 				    * NULL = beside the worker's executable */
 	const char *oci_runtime;   /* container: runc, crun or runsc; NULL = detect */

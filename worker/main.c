@@ -144,7 +144,6 @@ static void usage(FILE *f)
 		"  --worker-id ID       unique, stable name (default: the host name)\n"
 		"  --uid-base N         slot i runs as uid N+i, microVM n's VMM as N+256+n: give\n"
 		"                       each worker on a host its own 768 ids (default 60000)\n"
-		"  --hide PATH          also hide this host path from jobs (repeatable)\n"
 		"  --helper-dir DIR     where airlock-sandbox-init and airlock-oci-shim are\n"
 		"                       (default: beside this executable)\n"
 		"  --userns-base N      container slot i's root is host uid N+i*65536 (default 200000)\n"
@@ -200,8 +199,6 @@ static const struct option opts[] = {
 struct opts_state {
 	struct al_worker_conf *conf;
 	const char *run_path, *backend;
-	const char *hide[33];
-	size_t nhide;
 	char *tiers_copy;
 };
 
@@ -272,12 +269,13 @@ static int apply(struct opts_state *st, int c, const char *name, const char *v)
 		conf->backend.uid_base = (uid_t)u;
 		break;
 	case 'H':
-		if (st->nhide + 1 >= sizeof(st->hide) / sizeof(st->hide[0])) {
-			fprintf(stderr, "airlock-worker: too many --hide paths\n");
-			return -1;
-		}
-		st->hide[st->nhide++] = v;
-		break;
+		/* Jobs see nothing of the host that a tier does not bind: there
+		 * is nothing left to hide, and a silent no-op would mislead. */
+		fprintf(stderr, "airlock-worker: --hide %s: no longer an option: jobs get a root of "
+				"their own and see no host path unless the tier's policy binds it "
+				"(docs/backends/process.md)\n",
+			v);
+		return -1;
 	case 'S': conf->webhook_secret = v; break;
 	case 'i': conf->backend.helper_dir = v; break;
 	case 'U':
@@ -441,7 +439,6 @@ int main(int argc, char **argv)
 		snprintf(idbuf, sizeof(idbuf), "%.40s", host);
 		conf.backend.worker_id = idbuf;
 	}
-	conf.backend.hide_paths = st.hide;
 	signal(SIGPIPE, SIG_IGN);
 	if (st.run_path) {
 		const struct al_backend_ops *ops = al_backend_find(st.backend);
@@ -456,12 +453,6 @@ int main(int argc, char **argv)
 		}
 		rc = run_one(st.run_path, ops, &conf.backend);
 	} else {
-		/* The Redis socket is the worker's, never the job's. */
-		struct al_redis_url u;
-
-		if (al_redis_url_parse(conf.redis_url, &u, NULL) == AL_OK && u.path[0] &&
-		    st.nhide + 1 < 33)
-			st.hide[st.nhide++] = u.path;
 		if (al_hostlock_take(AL_HOSTLOCK_DIR, conf.backend.worker_id, false, &err) < 0) {
 			fprintf(stderr, "airlock-worker: %s\n", err.msg);
 			return 2;

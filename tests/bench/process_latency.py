@@ -38,7 +38,7 @@ def main():
         return 1
     series.table("process backend latency, print(1), %d interleaved rounds" % N, st,
                  ("bare_python", "bubblewrap", "process"), "bare_python")
-    print("process / bare python: %.2fx of the medians, %.2fx per round (target <= 1.15x)"
+    print("process / bare python: %.2fx of the medians, %.2fx per round (target <= 1.10x)"
           % (series.p50(st["process"]) / series.p50(st["bare_python"]),
              series.paired(st, "process", "bare_python")))
     print("process / bubblewrap: %.2fx of the medians, %.2fx per round"

@@ -36,7 +36,7 @@ obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 
 LIB := $(BUILD)/libairlock.a
 BINS := $(BUILD)/airlock $(BUILD)/airlock-worker $(BUILD)/airlock-scheduler $(BUILD)/airlock-agent \
-	$(BUILD)/airlock-sandbox-init $(BUILD)/airlock-oci-shim
+	$(BUILD)/airlock-sandbox-init $(BUILD)/airlock-oci-shim $(BUILD)/airlock-exec
 TESTS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(TEST_SRC)) $(BUILD)/tests/proto_tool \
 	$(BUILD)/tests/bench_backend $(BUILD)/tests/bench_queue
 FUZZERS := $(BUILD)/fuzz/fuzz_job $(BUILD)/fuzz/fuzz_result
@@ -73,9 +73,10 @@ $(BUILD)/airlock-scheduler: $(call obj,$(SCHED_SRC)) $(LIB)
 # process sandbox; a copy of the worker's address space would make forking
 # the job and tearing the sandbox down slow), never sanitized.
 $(BUILD)/airlock-sandbox-init: backends/process/init.c backends/process/init.h backends/jobspec.h \
-	backends/jobfs_layout.h backends/hostroot.h
+	backends/jobfs_layout.h backends/hostroot.h backends/newroot.c backends/newroot.h
 	@mkdir -p $(dir $@)
-	$(CC) -std=gnu11 -D_GNU_SOURCE $(WARN) -O2 -static -s -o $@ backends/process/init.c
+	$(CC) -std=gnu11 -D_GNU_SOURCE $(WARN) -O2 -static -s -o $@ backends/process/init.c \
+		backends/newroot.c
 
 # The container backend's per-job shim: static and small too (started for
 # every container job), never sanitized.
@@ -83,6 +84,12 @@ SHIM_SRC := backends/container/shim.c backends/cgroup.c proto/buf.c proto/err.c
 $(BUILD)/airlock-oci-shim: $(SHIM_SRC) backends/cgroup.h proto/buf.h proto/err.h
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -D_GNU_SOURCE $(WARN) -O2 -static -s -o $@ $(SHIM_SRC)
+
+# The first program of every container job (run from the host through a
+# descriptor): static and small.
+$(BUILD)/airlock-exec: backends/container/exec.c backends/jobspec.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -D_GNU_SOURCE $(WARN) -O2 -static -s -o $@ backends/container/exec.c
 
 # The microVM guest agent: static (the guest has no libraries of its own),
 # never sanitized (it is PID 1 of a VM), stripped so that its bytes, and so

@@ -74,6 +74,9 @@ struct al_run_spec {
 	size_t nenv;
 	enum al_network network;   /* granted by policy */
 	const char *image;	   /* the tier's image, or NULL */
+	char *const *binds;	   /* process/container: host paths bound read-only at the
+				    * same place (the tier's policy); nbinds of them */
+	size_t nbinds;
 	unsigned slot;		   /* 0 .. conf.slots-1 */
 	unsigned attempt;	   /* 1-based */
 	/* vm (service VMs): from the tier's policy */

@@ -52,6 +52,7 @@ static struct {
 	char jobs[PATH_MAX];	 /* bundles */
 	char hostimage[PATH_MAX]; /* the fast image: mount points for host /usr, /etc */
 	int shim_fd;		 /* airlock-oci-shim, opened at start-up */
+	int exec_fd;		 /* airlock-exec, every job's first program */
 	bool ready;
 } G;
 
@@ -197,7 +198,7 @@ static int ctr_init(const struct al_backend_conf *conf, struct al_err *err)
 		return al_err_set(err, AL_ESANDBOX,
 				  "container: --userns-base %u would map container users onto host system ids; use 100000 or more",
 				  conf->userns_base);
-	G.shim_fd = -1;
+	G.shim_fd = G.exec_fd = -1;
 	if ((rc = al_cg_detect(&G.cg, conf->worker_id, "container", err)) ||
 	    (rc = al_cg_enable_subtree(&G.cg, err)))
 		return al_err_wrap(err, "container");
@@ -235,14 +236,17 @@ static int ctr_init(const struct al_backend_conf *conf, struct al_err *err)
 		return rc;
 	if ((G.shim_fd = al_open_helper(conf->helper_dir, "airlock-oci-shim", err)) < 0)
 		return al_err_wrap(err, "container: shim");
-	/* never one of the descriptors a shim's stdio is put on (0-4) */
-	if (G.shim_fd < 10) {
-		int hi = fcntl(G.shim_fd, F_DUPFD_CLOEXEC, 10);
+	if ((G.exec_fd = al_open_helper(conf->helper_dir, "airlock-exec", err)) < 0)
+		return al_err_wrap(err, "container: exec helper");
+	/* never one of the descriptors a shim's are put on (0-5) */
+	for (int *fd = &G.shim_fd; fd; fd = fd == &G.shim_fd ? &G.exec_fd : NULL)
+		if (*fd < 10) {
+			int hi = fcntl(*fd, F_DUPFD_CLOEXEC, 10);
 
-		close(G.shim_fd);
-		if ((G.shim_fd = hi) < 0)
-			return al_err_sys(err, "container: dup the shim's descriptor");
-	}
+			close(*fd);
+			if ((*fd = hi) < 0)
+				return al_err_sys(err, "container: dup a helper's descriptor");
+		}
 	G.ready = true;
 	return AL_OK;
 }
@@ -377,7 +381,9 @@ static int write_bundle(struct al_sandbox *sb, struct al_err *err)
 	user = json_pack("{s:i, s:i, s:[i]}", "uid", CTR_UID, "gid", CTR_UID, "additionalGids",
 			 CTR_UID);
 	json_object_set_new(process, "user", user);
-	argv = json_array();
+	/* the first program is airlock-exec (fd 4 in the container): a job's
+	 * missing or unexecutable program is the job's exit 127/126 */
+	argv = json_pack("[s]", "/proc/self/fd/4");
 	env = json_array();
 	p = strings.data;
 	for (uint32_t i = 0; i < argc + envc; i++, p += strlen(p) + 1) {
@@ -424,6 +430,10 @@ static int write_bundle(struct al_sandbox *sb, struct al_err *err)
 	json_array_append_new(mounts, mount_of("/sys", "sysfs", "sysfs", sys_opts));
 	if (!sb->spec.image)
 		add_host_mounts(mounts, ro_bind);
+	/* the tier's binds, read-only at the same place */
+	for (size_t i = 0; i < sb->spec.nbinds; i++)
+		json_array_append_new(mounts, mount_of(sb->spec.binds[i], "none", sb->spec.binds[i],
+						       ro_bind));
 	/* One budget: /work, /tmp and /dev/shm are directories of the job's
 	 * tmpfs (jobfs_layout.h). */
 	json_array_append_new(mounts, mount_of("/work", "none", c->fs.home, rw_bind));
@@ -486,6 +496,40 @@ static int memfd_of(const char *name, const char *data, size_t len, struct al_er
 	return fd;
 }
 
+/* A mount point for path inside the root file system at rootfs (as host
+ * root: the runtime, in the user namespace, may not create it there),
+ * never following a symlink of the image out of it. */
+static int make_mount_point(const char *rootfs, const char *path, bool is_dir, struct al_err *err)
+{
+	char comp[PATH_MAX];
+	const char *p = path + 1;
+	int dir = open(rootfs, O_DIRECTORY | O_RDONLY | O_CLOEXEC), rc = AL_OK;
+
+	while (dir >= 0 && *p) {
+		const char *slash = strchr(p, '/');
+		size_t n = slash ? (size_t)(slash - p) : strlen(p);
+		bool last = !slash;
+		int next;
+
+		snprintf(comp, sizeof(comp), "%.*s", (int)n, p);
+		if (last && !is_dir) {
+			next = openat(dir, comp, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+		} else {
+			if (mkdirat(dir, comp, 0755) && errno != EEXIST)
+				break;
+			next = openat(dir, comp, O_DIRECTORY | O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		}
+		close(dir);
+		dir = next;
+		p += n + (slash ? 1 : 0);
+	}
+	if (dir < 0 || *p)
+		rc = al_err_sys(err, "container: a mount point for the bind %s in %s", path, rootfs);
+	if (dir >= 0)
+		close(dir);
+	return rc;
+}
+
 static int ctr_prepare(struct al_sandbox *sb, struct al_err *err)
 {
 	struct ctr_sb *c = sb->priv;
@@ -513,6 +557,15 @@ static int ctr_prepare(struct al_sandbox *sb, struct al_err *err)
 	 * paths only, for its counters and for removing it. */
 	if ((rc = al_cg_at(&c->cg, &G.cg, c->name, err)))
 		return al_err_wrap(err, "container");
+	for (size_t i = 0; i < sb->spec.nbinds; i++) {
+		struct stat st;
+
+		if (stat(sb->spec.binds[i], &st))
+			return al_err_sys(err, "container: bind %s (the tier's binds)", sb->spec.binds[i]);
+		if ((rc = make_mount_point(sb->spec.image ? sb->spec.image : G.hostimage,
+					   sb->spec.binds[i], S_ISDIR(st.st_mode), err)))
+			return rc;
+	}
 	c->cg_made = true;
 	if (job->runtime != AL_RUNTIME_ARGV &&
 	    (c->code_fd = memfd_of("job-code", job->code.data, job->code.len, err)) < 0)
@@ -525,16 +578,16 @@ static int ctr_prepare(struct al_sandbox *sb, struct al_err *err)
 static const char *const shim_env[] = { "PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL };
 
 /* Start the job's shim (backends/container/shim.c): the job's stdio and
- * script on 0-3, the report pipe on 4. */
+ * script on 0-3, the report pipe on 4, airlock-exec on 5. */
 static int ctr_start(struct al_sandbox *sb, struct al_watch *w, struct al_err *err)
 {
 	struct ctr_sb *c = sb->priv;
-	const int src[5] = { c->stdin_fd, c->fs.out_fd, c->fs.err_fd,
-			     c->code_fd >= 0 ? c->code_fd : c->stdin_fd, -1 };
+	const int src[6] = { c->stdin_fd, c->fs.out_fd, c->fs.err_fd,
+			     c->code_fd >= 0 ? c->code_fd : c->stdin_fd, -1, G.exec_fd };
 	char exe[32];
 	const char *args[6 + 4 + 1] = { "airlock-oci-shim", G.runtime, G.root, c->fs.dir, c->name,
 					G.cg.version == AL_CG_V2 ? "v2" : "v1" };
-	int pipefd[2], hi[5] = { -1, -1, -1, -1, -1 }, n = 6, rc = AL_OK;
+	int pipefd[2], hi[6] = { -1, -1, -1, -1, -1, -1 }, n = 6, rc = AL_OK;
 	posix_spawn_file_actions_t fa;
 
 	for (int i = 0; i < c->cg.ndirs; i++)
@@ -543,13 +596,13 @@ static int ctr_start(struct al_sandbox *sb, struct al_watch *w, struct al_err *e
 	if (pipe2(pipefd, O_CLOEXEC))
 		return al_err_sys(err, "container: pipe");
 	/* above the targets, so that no dup2 overwrites a later source */
-	for (int i = 0; i < 5; i++)
-		if ((hi[i] = fcntl(i < 4 ? src[i] : pipefd[1], F_DUPFD_CLOEXEC, 10)) < 0) {
+	for (int i = 0; i < 6; i++)
+		if ((hi[i] = fcntl(i != 4 ? src[i] : pipefd[1], F_DUPFD_CLOEXEC, 10)) < 0) {
 			rc = al_err_sys(err, "container: dup");
 			goto out;
 		}
 	posix_spawn_file_actions_init(&fa);
-	for (int i = 0; i < 5; i++)
+	for (int i = 0; i < 6; i++)
 		posix_spawn_file_actions_adddup2(&fa, hi[i], i);
 	snprintf(exe, sizeof(exe), "/proc/self/fd/%d", G.shim_fd);
 	/* nothing of the worker's environment: the shim and the runtime need none */
@@ -558,7 +611,7 @@ static int ctr_start(struct al_sandbox *sb, struct al_watch *w, struct al_err *e
 		rc = al_err_sys(err, "container: start the shim");
 	posix_spawn_file_actions_destroy(&fa);
 out:
-	for (int i = 0; i < 5; i++)
+	for (int i = 0; i < 6; i++)
 		if (hi[i] >= 0)
 			close(hi[i]);
 	close(pipefd[1]);
@@ -749,7 +802,9 @@ static void ctr_fini(void)
 		rmdir(G.hostimage);
 	if (G.shim_fd >= 0)
 		close(G.shim_fd);
-	G.shim_fd = -1;
+	if (G.exec_fd >= 0)
+		close(G.exec_fd);
+	G.shim_fd = G.exec_fd = -1;
 	al_cg_release(&G.cg);
 	G.ready = false;
 }

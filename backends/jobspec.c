@@ -170,3 +170,19 @@ uint64_t al_fsize_limit(const struct al_limits *l)
 {
 	return l->disk_bytes;
 }
+
+/* clone3's argument block (linux/sched.h clashes with sched.h). */
+struct clone_args_v2 {
+	uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls, set_tid,
+	    set_tid_size, cgroup;
+};
+
+pid_t al_clone_pidfd(uint64_t flags, int *pidfd)
+{
+	struct clone_args_v2 args = { 0 };
+
+	args.flags = flags | 0x00001000; /* CLONE_PIDFD */
+	args.pidfd = (uint64_t)(uintptr_t)pidfd;
+	args.exit_signal = SIGCHLD;
+	return (pid_t)syscall(SYS_clone3, &args, sizeof(args));
+}

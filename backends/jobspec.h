@@ -45,4 +45,8 @@ void al_pidfd_kill_wait(int pidfd, bool kill);
  * *status gets the wait status when status is not NULL. 0 when it exited 0. */
 int al_spawn_wait(const char *const *argv, int *status);
 
+/* clone3 with flags (new namespaces) and CLONE_PIDFD, like fork: 0 in the
+ * child, the child's pid (and *pidfd) in the parent, -1 on error. */
+pid_t al_clone_pidfd(uint64_t flags, int *pidfd);
+
 #endif

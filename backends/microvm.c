@@ -26,6 +26,7 @@
 #include <grp.h>
 #include <linux/kvm.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +45,7 @@
 #include "cgroup.h"
 #include "jobfs.h"
 #include "jobspec.h"
+#include "newroot.h"
 #include "vmchan.h"
 #include "vmm.h"
 
@@ -55,6 +57,9 @@
 #define VM_UID_OFFSET 256	  /* VMM uids: uid_base + 256 + n, after the slots' */
 #define VM_UIDS 512
 #define JOB_SEND_TIMEOUT_MS 5000
+#define FRAMES_PER_PASS 64 /* channel frames handled per event-loop pass */
+/* heartbeats a guest may send in ms since the job went in (one a second) */
+#define HEARTBEATS_ALLOWED(ms) (16 + 4 * ((ms) / 1000))
 #define HANG_TCG_MS 20000	  /* a guest silent this long (no ready, no heartbeat) is broken */
 #define HANG_KVM_MS 5000
 #define DEFAULT_IMAGE "/var/lib/airlock/images/microvm"
@@ -104,33 +109,89 @@ struct mvm_sb {
 	bool sent;	/* the job went in */
 	int timer_fd;	/* fires at the nearest deadline (see deadline()) */
 	uint64_t start_ms, sent_ms, heard_ms; /* monotonic */
+	uint64_t beats; /* heartbeats heard since the job went in */
 };
 
 /* ---- spawning a VMM (for drivers) ---- */
+
+#define JAIL_STAGE "/tmp" /* where the jail's root is built, in its own mount namespace */
+
+static void rc_close(int a, int b, int c)
+{
+	if (a >= 0)
+		close(a);
+	if (b >= 0)
+		close(b);
+	if (c >= 0)
+		close(c);
+}
+
+/* The VMM's root (see vmm.h); in the child, as root, before the exec. */
+static int build_jail(const struct al_vmm_cfg *cfg, const char **what)
+{
+	static const char *const nodes[] = { "null", "zero", "urandom", NULL };
+	static const char *const nodes_kvm[] = { "null", "zero", "urandom", "kvm", NULL };
+	const char *const files[3][2] = { { cfg->binary, JAIL_STAGE AL_VMM_JAIL_BINARY },
+					  { cfg->kernel, JAIL_STAGE AL_VMM_JAIL_KERNEL },
+					  { cfg->initrd, JAIL_STAGE AL_VMM_JAIL_INITRD } };
+	int fds[3];
+	char src[32];
+
+	/* the host paths first: the stage may cover them */
+	for (int i = 0; i < 3; i++)
+		if ((fds[i] = open(files[i][0], O_PATH | O_CLOEXEC)) < 0) {
+			*what = "open the VMM's files";
+			return -1;
+		}
+	if (al_root_begin(JAIL_STAGE, what) || al_root_host_top(JAIL_STAGE, what))
+		return -1;
+	if (mkdir(JAIL_STAGE "/etc", 0755) || mkdir(JAIL_STAGE "/vm", 0755)) {
+		*what = "mkdir in the jail";
+		return -1;
+	}
+	if (al_root_keep("/etc/ld.so.cache", JAIL_STAGE "/etc/ld.so.cache", what) ||
+	    al_root_dev(JAIL_STAGE, cfg->kvm ? nodes_kvm : nodes, what))
+		return -1;
+	for (int i = 0; i < 3; i++) {
+		snprintf(src, sizeof(src), "/proc/self/fd/%d", fds[i]);
+		if (al_root_bind_ro(src, files[i][1], false, what))
+			return -1;
+		close(fds[i]);
+	}
+	return al_root_enter(JAIL_STAGE, what);
+}
 
 int al_vmm_spawn(const struct al_vmm_cfg *cfg, char *const argv[], const int *keep, int nkeep,
 		 struct al_vmm *vm, struct al_err *err)
 {
 	static const char *const envp[] = { "PATH=/usr/bin:/bin", "LANG=C", NULL };
-	pid_t parent = getpid(), pid;
 	int nul = open("/dev/null", O_RDWR | O_CLOEXEC);
 	int con = cfg->console ? open(cfg->console, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600)
 			       : -1;
+	/* readable once the worker is gone: a PID namespace has no getppid */
+	int parent = (int)syscall(SYS_pidfd_open, getpid(), 0);
+	pid_t pid;
 
-	if (nul < 0)
-		return al_err_sys(err, "vmm: open /dev/null");
-	pid = fork();
+	if (nul < 0 || parent < 0) {
+		rc_close(nul, con, parent);
+		return al_err_sys(err, "vmm: open /dev/null or the worker's pidfd");
+	}
+	vm->pidfd = -1;
+	pid = al_clone_pidfd(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS,
+			     &vm->pidfd);
 	if (pid < 0) {
-		close(nul);
-		if (con >= 0)
-			close(con);
-		return al_err_sys(err, "vmm: fork");
+		rc_close(nul, con, parent);
+		return al_err_sys(err, "vmm: clone into new namespaces");
 	}
 	if (pid == 0) {
 		gid_t groups[1] = { cfg->kvm_gid };
+		const char *what = "";
+		struct pollfd pf = { .fd = parent, .events = POLLIN };
 
 		if (al_cg_enter_self(cfg->cg))
 			_exit(120);
+		if (unshare(CLONE_NEWCGROUP) || build_jail(cfg, &what))
+			_exit(119);
 		/* keep[i] -> 3+i, by way of fds above every target */
 		for (int i = 0; i < nkeep; i++)
 			if (dup2(keep[i], 64 + i) < 0)
@@ -139,30 +200,26 @@ int al_vmm_spawn(const struct al_vmm_cfg *cfg, char *const argv[], const int *ke
 			if (dup2(64 + i, 3 + i) < 0)
 				_exit(121);
 		if (dup2(nul, 0) < 0 || dup2(con >= 0 ? con : nul, 1) < 0 ||
-		    dup2(con >= 0 ? con : nul, 2) < 0)
+		    dup2(con >= 0 ? con : nul, 2) < 0 || dup2(parent, 63) < 0)
 			_exit(121);
-		syscall(SYS_close_range, 3 + nkeep, ~0u, 0);
+		pf.fd = 63;
+		syscall(SYS_close_range, 3 + nkeep, 62, 0);
+		syscall(SYS_close_range, 64, ~0u, 0);
 		if (setgroups(cfg->kvm ? 1 : 0, groups) || setresgid(cfg->gid, cfg->gid, cfg->gid) ||
 		    setresuid(cfg->uid, cfg->uid, cfg->uid))
 			_exit(122);
-		/* after the uid change, which clears it */
-		if (prctl(PR_SET_PDEATHSIG, SIGKILL) || getppid() != parent)
+		/* after the uid change, which clears it; then the worker must
+		 * still be there (it may have died before the signal was armed) */
+		if (prctl(PR_SET_PDEATHSIG, SIGKILL) || poll(&pf, 1, 0) != 0)
 			_exit(123);
+		close(63);
 		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_DUMPABLE, 0, 0, 0, 0))
 			_exit(124);
-		execve(argv[0], argv, (char *const *)envp);
+		execve(AL_VMM_JAIL_BINARY, argv, (char *const *)envp);
 		_exit(125);
 	}
-	close(nul);
-	if (con >= 0)
-		close(con);
+	rc_close(nul, con, parent);
 	vm->pid = pid;
-	vm->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-	if (vm->pidfd < 0) {
-		kill(pid, SIGKILL);
-		waitpid(pid, NULL, 0);
-		return al_err_sys(err, "vmm: pidfd_open");
-	}
 	return AL_OK;
 }
 
@@ -566,7 +623,8 @@ static void arm(const struct al_sandbox *sb)
 static int send_job(struct al_sandbox *sb, struct al_err *err)
 {
 	struct mvm_sb *m = sb->priv;
-	int rc = al_chan_send_job(m->vm->v.chan_fd, &sb->spec, JOB_SEND_TIMEOUT_MS, err);
+	int rc = al_chan_send_job(m->vm->v.chan_fd, &sb->spec, sb->conf->collect_max_bytes,
+				  JOB_SEND_TIMEOUT_MS, err);
 
 	m->sent = rc == 0;
 	m->sent_ms = m->heard_ms = al_mono_ms(); /* the job's clock starts now */
@@ -606,31 +664,11 @@ static int mvm_kill(struct al_sandbox *sb, struct al_err *err)
 	return AL_OK;
 }
 
-/* The biggest result frame this job can honestly produce. */
-static size_t result_cap(const struct al_sandbox *sb)
-{
-	const struct al_limits *l = &sb->spec.limits;
-	uint64_t file = l->disk_bytes < AL_RESULT_FILE_MAX ? l->disk_bytes : AL_RESULT_FILE_MAX;
-	uint64_t cap = l->stdout_bytes + l->stderr_bytes + sb->spec.job->ncollect * (file + 512) +
-		       AL_CHAN_RESULT_SLACK;
-
-	return cap > AL_RESULT_MAX_BYTES ? AL_RESULT_MAX_BYTES : (size_t)cap;
-}
-
-static bool collected(const struct al_job *job, const char *path)
-{
-	for (size_t i = 0; i < job->ncollect; i++)
-		if (!strcmp(job->collect[i], path))
-			return true;
-	return false;
-}
-
 /* Take the guest's result into res, believing it only about the job's own
  * outcome and only within the job's caps. */
 static int take_result(struct al_sandbox *sb, const char *p, size_t n, struct al_result *res,
 		       struct al_err *err)
 {
-	const struct al_limits *l = &sb->spec.limits;
 	struct al_result g = { 0 };
 	struct al_err e = { 0 };
 	int rc = AL_ESANDBOX;
@@ -659,20 +697,8 @@ static int take_result(struct al_sandbox *sb, const char *p, size_t n, struct al
 			   al_status_name(g.status));
 		goto out;
 	}
-	if (g.out.len > l->stdout_bytes || g.err.len > l->stderr_bytes || g.nfiles > sb->spec.job->ncollect) {
-		al_err_set(err, AL_ESANDBOX, "microvm: the guest's result is over the job's caps");
+	if (al_chan_check_result(&sb->spec, sb->conf->collect_max_bytes, &g, err))
 		goto out;
-	}
-	for (size_t i = 0; i < g.nfiles; i++) {
-		if (!collected(sb->spec.job, g.files[i].path)) {
-			al_err_set(err, AL_ESANDBOX, "microvm: the guest returned a file not asked for");
-			goto out;
-		}
-		if (g.files[i].data.len > sb->conf->collect_max_bytes) {
-			g.files[i].data.len = sb->conf->collect_max_bytes;
-			g.files[i].truncated = true;
-		}
-	}
 	res->status = g.status;
 	res->has_exit_code = g.has_exit_code;
 	res->exit_code = g.exit_code;
@@ -716,25 +742,42 @@ static int mvm_reap(struct al_sandbox *sb, struct al_result *res, struct al_err 
 	uint64_t ticks, now;
 	int rc;
 
-	/* What the channel holds first: a result beats a deadline. */
-	for (;;) {
+	/* What the channel holds first: a result beats a deadline. A bounded
+	 * number of frames per pass (each read bounded too): a guest cannot
+	 * keep the worker's event loop here. */
+	for (int frames = 0; frames < FRAMES_PER_PASS; frames++) {
 		if (!m->sent) {
 			if ((rc = vm_poll_ready(vm, err)) > 0 && !(rc = send_job(sb, err)))
 				continue;
-		} else if ((rc = al_chan_read(&vm->rd, vm->v.chan_fd, result_cap(sb), err)) > 0) {
+		} else if ((rc = al_chan_read(&vm->rd, vm->v.chan_fd,
+					      al_chan_result_cap(&sb->spec, sb->conf->collect_max_bytes),
+					      err)) > 0) {
 			char type = vm->rd.body.data[0];
 
 			if (type == AL_CHAN_HEARTBEAT && vm->rd.body.len == 1) {
 				m->heard_ms = al_mono_ms();
 				al_chan_rd_reset(&vm->rd);
+				/* one a second is the protocol; a flood is an attack */
+				if (++m->beats > HEARTBEATS_ALLOWED(m->heard_ms - m->sent_ms)) {
+					rc = al_err_set(err, AL_ESANDBOX,
+							"the guest floods its channel (%llu heartbeats in %llu ms)",
+							(unsigned long long)m->beats,
+							(unsigned long long)(m->heard_ms - m->sent_ms));
+					break;
+				}
 				continue;
 			}
 			if (type != AL_CHAN_RESULT)
 				rc = al_err_set(err, AL_ESANDBOX, "microvm: unexpected frame from the guest");
 			else
 				rc = take_result(sb, vm->rd.body.data + 1, vm->rd.body.len - 1, res, err);
-			if (rc == AL_OK)
+			if (rc == AL_OK) {
+				/* the agent powers off once it knows the result arrived */
+				struct al_err ignored = { 0 };
+
+				al_chan_write(vm->v.chan_fd, AL_CHAN_ACK, NULL, 0, NULL, 0, 100, &ignored);
 				add_info(sb, res);
+			}
 			return rc == AL_OK ? 1 : rc;
 		}
 		break;

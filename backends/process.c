@@ -49,9 +49,6 @@
 #include "verdict.h"
 #include "process/init.h"
 
-#ifndef CLONE_PIDFD
-#define CLONE_PIDFD 0x00001000
-#endif
 
 /* One pre-made init per slot. */
 struct warm {
@@ -98,23 +95,9 @@ struct proc_sb {
 	pid_t pid;
 	bool exited;
 	uint64_t cpu_base_ns; /* the cgroup's CPU time before the job */
+	int bind_fd[AL_INIT_MAX_BINDS]; /* the tier's binds: detached read-only trees */
+	size_t nbinds;
 };
-
-/* clone3's argument block (linux/sched.h clashes with sched.h). */
-struct clone_args_v2 {
-	uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls, set_tid,
-	    set_tid_size, cgroup;
-};
-
-static pid_t clone3_pidfd(uint64_t flags, int *pidfd)
-{
-	struct clone_args_v2 args = {0};
-
-	args.flags = flags | CLONE_PIDFD;
-	args.pidfd = (uint64_t)(uintptr_t)pidfd;
-	args.exit_signal = SIGCHLD;
-	return (pid_t)syscall(SYS_clone3, &args, sizeof(args));
-}
 
 /* ---- the child, between clone3 and the exec of the init: no allocation ---- */
 
@@ -217,7 +200,7 @@ static int warm_spawn(struct warm *w, unsigned slot, struct al_err *err)
 		rc = al_err_sys(err, "process: pipe");
 		goto out_discard;
 	}
-	pid = clone3_pidfd(CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS,
+	pid = al_clone_pidfd(CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS,
 			   &pidfd);
 	if (pid == 0)
 		warm_exec(sv[1], pipefd[1], args); /* never returns */
@@ -399,6 +382,15 @@ fail:
 	return rc;
 }
 
+/* The binds' paths after argv and environment (init.h). */
+static int append_binds(const struct al_run_spec *spec, size_t n, struct al_buf *out)
+{
+	for (size_t i = 0; i < n; i++)
+		if (al_buf_append(out, spec->binds[i], strlen(spec->binds[i]) + 1))
+			return -1;
+	return 0;
+}
+
 static int proc_prepare(struct al_sandbox *sb, struct al_err *err)
 {
 	struct proc_sb *p = sb->priv;
@@ -411,6 +403,9 @@ static int proc_prepare(struct al_sandbox *sb, struct al_err *err)
 	int rc;
 
 	p->code_fd = p->stdin_fd = p->spec_fd = p->report_rd = p->pidfd = p->mntns = -1;
+	if (sb->spec.nbinds > AL_INIT_MAX_BINDS)
+		return al_err_set(err, AL_ESANDBOX, "process: more than %d binds",
+				  AL_INIT_MAX_BINDS);
 	p->fs.out_fd = p->fs.err_fd = p->fs.mnt_fd = -1;
 	if (!G.ready || sb->spec.slot >= sb->conf->slots)
 		return al_err_set(err, AL_ESANDBOX, "process: backend not initialised");
@@ -424,6 +419,20 @@ static int proc_prepare(struct al_sandbox *sb, struct al_err *err)
 	if ((p->stdin_fd =
 		 memfd_with("job-stdin", job->stdin_data.data, job->stdin_data.len, err)) < 0)
 		return p->stdin_fd;
+	/* The tier's binds: each a detached copy of the host's tree, made
+	 * read-only (nosuid, nodev) before the sandbox sees it. */
+	for (size_t i = 0; i < sb->spec.nbinds && i < AL_INIT_MAX_BINDS; i++) {
+		struct mount_attr ro = { .attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
+						     MOUNT_ATTR_NODEV };
+		int fd = open_tree(AT_FDCWD, sb->spec.binds[i],
+				   OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+
+		if (fd < 0)
+			return al_err_sys(err, "process: bind %s (the tier's binds)", sb->spec.binds[i]);
+		p->bind_fd[p->nbinds++] = fd;
+		if (mount_setattr(fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &ro, sizeof(ro)))
+			return al_err_sys(err, "process: make the bind %s read-only", sb->spec.binds[i]);
+	}
 	/* The cgroup is the real memory limit; the address-space limit only
 	 * stops absurd reservations, with room for runtimes that map a lot. */
 	h.rl_as = l->memory_bytes + (1ull << 30);
@@ -432,8 +441,10 @@ static int proc_prepare(struct al_sandbox *sb, struct al_err *err)
 	h.rl_nofile = sb->conf->nofile;
 	h.uid = uid;
 	h.has_code = p->code_fd >= 0;
+	h.nbinds = (uint32_t)p->nbinds;
 	if (al_buf_append(&spec, &h, sizeof(h)) ||
-	    al_argv_env(&sb->spec, "/proc/self/fd/3", &spec, &h.argc, &h.envc)) {
+	    al_argv_env(&sb->spec, "/proc/self/fd/3", &spec, &h.argc, &h.envc) ||
+	    append_binds(&sb->spec, p->nbinds, &spec)) {
 		al_buf_free(&spec);
 		return al_err_set(err, AL_ENOMEM, "process: out of memory");
 	}
@@ -443,19 +454,21 @@ static int proc_prepare(struct al_sandbox *sb, struct al_err *err)
 	return p->spec_fd < 0 ? p->spec_fd : AL_OK;
 }
 
-static int send_go(struct warm *w, const int fds[AL_GO_NFDS])
+static int send_go(struct warm *w, const int *fds, size_t nfds)
 {
-	char byte = 'G', ctl[CMSG_SPACE(sizeof(int) * AL_GO_NFDS)];
+	char byte = 'G', ctl[CMSG_SPACE(sizeof(int) * (AL_GO_NFDS + AL_INIT_MAX_BINDS))];
 	struct iovec iov = {&byte, 1};
-	struct msghdr mh = {
-	    .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof(ctl)};
+	struct msghdr mh = {.msg_iov = &iov,
+			    .msg_iovlen = 1,
+			    .msg_control = ctl,
+			    .msg_controllen = CMSG_SPACE(sizeof(int) * nfds)};
 	struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
 
 	memset(ctl, 0, sizeof(ctl));
 	c->cmsg_level = SOL_SOCKET;
 	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(sizeof(int) * AL_GO_NFDS);
-	memcpy(CMSG_DATA(c), fds, sizeof(int) * AL_GO_NFDS);
+	c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+	memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
 	return sendmsg(w->ctl, &mh, MSG_NOSIGNAL) == 1 ? 0 : -1;
 }
 
@@ -469,13 +482,16 @@ static int proc_start(struct al_sandbox *sb, struct al_watch *wt, struct al_err 
 	    .pids = l->pids + 1, /* the sandbox's init counts too */
 	    .cpu_millis = sb->spec.cpu_millis,
 	};
-	int fds[AL_GO_NFDS] = {p->fs.mnt_fd,
-			       p->stdin_fd,
-			       p->fs.out_fd,
-			       p->fs.err_fd,
-			       p->code_fd >= 0 ? p->code_fd : p->stdin_fd,
-			       p->spec_fd};
+	int fds[AL_GO_NFDS + AL_INIT_MAX_BINDS] = {p->fs.mnt_fd,
+						   p->stdin_fd,
+						   p->fs.out_fd,
+						   p->fs.err_fd,
+						   p->code_fd >= 0 ? p->code_fd : p->stdin_fd,
+						   p->spec_fd};
+	size_t nfds = AL_GO_NFDS + p->nbinds;
 	int rc;
+
+	memcpy(fds + AL_GO_NFDS, p->bind_fd, p->nbinds * sizeof(int));
 
 	/* None alive (died while waiting, or never made): one is made now, at
 	 * the cost of the cold path. */
@@ -484,12 +500,12 @@ static int proc_start(struct al_sandbox *sb, struct al_watch *wt, struct al_err 
 	if ((rc = al_cg_set_limits(&w->cg, &cgl, err)))
 		return al_err_wrap(err, "process");
 	p->cpu_base_ns = al_cg_cpu_ns(&w->cg);
-	if (send_go(w, fds)) {
+	if (send_go(w, fds, nfds)) {
 		/* died between the check and the message: one retry, cold */
 		if ((rc = warm_spawn(w, sb->spec.slot, err)) ||
 		    (rc = al_cg_set_limits(&w->cg, &cgl, err)))
 			return rc;
-		if (send_go(w, fds))
+		if (send_go(w, fds, nfds))
 			return al_err_sys(err, "process: hand the job to its sandbox");
 	}
 	/* The sandbox is this job's now. */
@@ -593,6 +609,9 @@ static void proc_destroy(struct al_sandbox *sb)
 		close(p->spec_fd);
 	if (p->report_rd >= 0)
 		close(p->report_rd);
+	for (size_t i = 0; i < p->nbinds; i++)
+		close(p->bind_fd[i]);
+	p->nbinds = 0;
 	/* Tearing down a mount namespace waits for an RCU grace period; while
 	 * we hold it the job's init exits without that wait, and the
 	 * namespace (already empty of processes) goes in proc_refill, after

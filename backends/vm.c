@@ -578,7 +578,8 @@ static int vm_reap(struct al_sandbox *sb, struct al_result *res, struct al_err *
 
 	if (read(v->timer_fd, &ticks, sizeof(ticks)) < 0 && errno != EAGAIN)
 		return al_err_sys(err, "vm: timerfd");
-	while (v->state != VM_PROBING) {
+	/* a bounded number of frames per pass: the guest cannot hold the loop */
+	for (int frames = 0; v->state != VM_PROBING && frames < 64; frames++) {
 		rc = al_chan_read(&v->rd, v->chan_fd,
 				  v->state == VM_BOOTING ? AL_CHAN_READY_MAX : AL_CHAN_RESULT_SLACK, err);
 		if (rc == 0)
@@ -593,7 +594,7 @@ static int vm_reap(struct al_sandbox *sb, struct al_result *res, struct al_err *
 			struct al_buf frame = { 0 };
 
 			al_chan_rd_reset(&v->rd);
-			rc = al_chan_job_frame(&sb->spec, &frame, err);
+			rc = al_chan_job_frame(&sb->spec, sb->conf->collect_max_bytes, &frame, err);
 			if (rc == AL_OK && G.conf->bundle_copy)
 				keep_copy(G.conf->bundle_copy, ".job", frame.data, frame.len);
 			if (rc == AL_OK)
@@ -627,8 +628,9 @@ static int vm_reap(struct al_sandbox *sb, struct al_result *res, struct al_err *
 		char junk[512];
 		ssize_t n;
 
-		while ((n = read(v->chan_fd, junk, sizeof(junk))) > 0)
-			;
+		n = -1;
+		for (int k = 0; k < 64 && (n = read(v->chan_fd, junk, sizeof(junk))) > 0; k++)
+			; /* bounded: a chatty guest cannot hold the loop */
 		if (n == 0)
 			return al_err_set(err, AL_ESANDBOX, "vm: %s stopped before it was ready", v->name);
 	}

@@ -3,6 +3,7 @@
 
 #include "backend.h"
 #include "jobspec.h"
+#include "../proto/result.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -33,9 +34,11 @@ void al_chan_rd_free(struct al_chan_rd *r)
 
 int al_chan_read(struct al_chan_rd *r, int fd, size_t max, struct al_err *err)
 {
-	for (;;) {
+	for (size_t taken = 0;;) {
 		ssize_t n;
 
+		if (taken >= AL_CHAN_READ_BUDGET)
+			return 0; /* the rest on the next call: fd stays readable */
 		if (r->hdr_have < sizeof(r->hdr)) {
 			n = read(fd, r->hdr + r->hdr_have, sizeof(r->hdr) - r->hdr_have);
 		} else {
@@ -45,6 +48,7 @@ int al_chan_read(struct al_chan_rd *r, int fd, size_t max, struct al_err *err)
 			if (want == 0)
 				return 1;
 			n = read(fd, chunk, want < sizeof(chunk) ? want : sizeof(chunk));
+			taken += n > 0 ? (size_t)n : 0;
 			if (n > 0 && al_buf_append(&r->body, chunk, (size_t)n))
 				return al_err_set(err, AL_ESANDBOX, "channel: out of memory");
 			if (n > 0 && r->body.len == r->len)
@@ -129,7 +133,8 @@ int al_chan_write(int fd, char type, const void *p1, size_t n1, const void *p2, 
 	return AL_OK;
 }
 
-int al_chan_job_frame(const struct al_run_spec *spec, struct al_buf *frame, struct al_err *err)
+int al_chan_job_frame(const struct al_run_spec *spec, uint64_t collect_cap, struct al_buf *frame,
+		      struct al_err *err)
 {
 	struct al_job job = *spec->job;
 	struct al_buf av = { 0 };
@@ -152,6 +157,9 @@ int al_chan_job_frame(const struct al_run_spec *spec, struct al_buf *frame, stru
 	al_put_u32(n + 4, envc);
 	if (al_buf_append(frame, n, sizeof(n)) || al_buf_append(frame, av.data, av.len))
 		goto oom;
+	al_put_u32(n, (uint32_t)(collect_cap < AL_RESULT_FILE_MAX ? collect_cap : AL_RESULT_FILE_MAX));
+	if (al_buf_append(frame, n, 4))
+		goto oom;
 	if (frame->len - 4 > UINT32_MAX) {
 		rc = al_err_set(err, AL_ESANDBOX, "channel: job frame too large");
 		goto out;
@@ -165,14 +173,61 @@ out:
 	return rc;
 }
 
-int al_chan_send_job(int fd, const struct al_run_spec *spec, int timeout_ms, struct al_err *err)
+int al_chan_send_job(int fd, const struct al_run_spec *spec, uint64_t collect_cap, int timeout_ms,
+		     struct al_err *err)
 {
 	struct al_buf frame = { 0 };
-	int rc = al_chan_job_frame(spec, &frame, err);
+	int rc = al_chan_job_frame(spec, collect_cap, &frame, err);
 
 	/* the frame is whole: write its bytes as they are */
 	if (rc == AL_OK)
 		rc = al_chan_write_raw(fd, frame.data, frame.len, timeout_ms, err);
 	al_buf_free(&frame);
 	return rc;
+}
+
+static uint64_t file_cap(uint64_t collect_cap)
+{
+	return collect_cap < AL_RESULT_FILE_MAX ? collect_cap : AL_RESULT_FILE_MAX;
+}
+
+size_t al_chan_result_cap(const struct al_run_spec *spec, uint64_t collect_cap)
+{
+	const struct al_limits *l = &spec->limits;
+	uint64_t file = file_cap(collect_cap) < l->disk_bytes ? file_cap(collect_cap) : l->disk_bytes;
+	uint64_t cap = l->stdout_bytes + l->stderr_bytes + spec->job->ncollect * (file + 512) +
+		       AL_CHAN_RESULT_SLACK;
+
+	return cap > AL_RESULT_MAX_BYTES ? AL_RESULT_MAX_BYTES : (size_t)cap;
+}
+
+static bool asked_for(const struct al_job *job, const char *path)
+{
+	for (size_t i = 0; i < job->ncollect; i++)
+		if (!strcmp(job->collect[i], path))
+			return true;
+	return false;
+}
+
+int al_chan_check_result(const struct al_run_spec *spec, uint64_t collect_cap,
+			 struct al_result *g, struct al_err *err)
+{
+	const struct al_limits *l = &spec->limits;
+
+	if (g->out.len > l->stdout_bytes || g->err.len > l->stderr_bytes ||
+	    g->nfiles > spec->job->ncollect)
+		return al_err_set(err, AL_ESANDBOX, "microvm: the guest's result is over the job's caps");
+	for (size_t i = 0; i < g->nfiles; i++) {
+		if (!g->files[i].path || !asked_for(spec->job, g->files[i].path))
+			return al_err_set(err, AL_ESANDBOX, "microvm: the guest returned a file not asked for");
+		for (size_t j = 0; j < i; j++)
+			if (!strcmp(g->files[j].path, g->files[i].path))
+				return al_err_set(err, AL_ESANDBOX,
+						  "microvm: the guest returned a file twice");
+		if (g->files[i].data.len > file_cap(collect_cap)) {
+			g->files[i].data.len = file_cap(collect_cap);
+			g->files[i].truncated = true;
+		}
+	}
+	return AL_OK;
 }

@@ -9,10 +9,15 @@
  *   guest -> host  'R' ready: the agent is up; payload "agent <version>"
  *   host -> guest  'J' job: u32 job length, the job (msgpack, effective
  *                  limits), u32 argc, u32 envc, then argc+envc NUL-ended
- *                  strings (argv and environment, built by the worker)
+ *                  strings (argv and environment, built by the worker),
+ *                  then u32 collect cap (bytes kept of each collected file)
  *   guest -> host  'H' heartbeat, no payload: every second while the job
- *                  runs, so that a hung guest is told from a long job
- *   guest -> host  'S' result: an encoded al_result (msgpack)
+ *                  runs, so that a hung guest is told from a long job (a
+ *                  guest that sends them much faster is refused)
+ *   guest -> host  'S' result: an encoded al_result (msgpack), at most
+ *                  al_chan_result_cap bytes: the job's own caps
+ *   host -> guest  'A' acknowledgement, no payload: the whole result was
+ *                  read; only then does the agent power the VM off
  */
 #ifndef AL_VMCHAN_H
 #define AL_VMCHAN_H
@@ -28,6 +33,9 @@
 #define AL_CHAN_JOB 'J'
 #define AL_CHAN_RESULT 'S'
 #define AL_CHAN_HEARTBEAT 'H'
+#define AL_CHAN_ACK 'A'
+#define AL_CHAN_ACK_WAIT_MS 30000 /* the agent waits this long for 'A' */
+#define AL_CHAN_READ_BUDGET (1u << 20) /* bytes one al_chan_read call takes at most */
 #define AL_CHAN_HEARTBEAT_MS 1000
 #define AL_CHAN_PORT "airlock.0"     /* the virtserialport's name */
 #define AL_CHAN_READY_MAX 256	     /* the ready frame's payload */
@@ -42,9 +50,12 @@ struct al_chan_rd {
 	bool eof;	  /* the peer closed the channel */
 };
 
-/* Read what fd has. Returns 1 when a whole frame is in r->body (type at
- * body.data[0]), 0 when more is needed (EAGAIN on a non-blocking fd),
- * AL_ESANDBOX on end of file, a read error or a frame over max bytes. */
+/* Read what fd has, at most AL_CHAN_READ_BUDGET bytes per call (a peer
+ * cannot keep the caller's event loop here). Returns 1 when a whole frame is
+ * in r->body (type at body.data[0]), 0 when more is needed (EAGAIN on a
+ * non-blocking fd, or the budget spent), AL_ESANDBOX on end of file, a read
+ * error or a frame over max bytes (refused from its header, before a byte of
+ * it is read). */
 int al_chan_read(struct al_chan_rd *r, int fd, size_t max, struct al_err *err);
 /* Forget the frame read so far (keeps the buffer). */
 void al_chan_rd_reset(struct al_chan_rd *r);
@@ -59,12 +70,24 @@ int al_chan_write(int fd, char type, const void *p1, size_t n1, const void *p2, 
 int al_chan_write_raw(int fd, const void *p, size_t n, int timeout_ms, struct al_err *err);
 
 struct al_run_spec;
+struct al_result;
+struct al_job;
+/* The biggest result frame a job can honestly produce: its stdout and
+ * stderr caps, collect_cap bytes per file it asked to collect, some slack. */
+size_t al_chan_result_cap(const struct al_run_spec *spec, uint64_t collect_cap);
+/* Believe a guest's result only within the job: the files it asked for,
+ * each once, at most collect_cap bytes each (longer ones are cut and marked
+ * truncated), streams within their caps. AL_ESANDBOX with the reason. */
+int al_chan_check_result(const struct al_run_spec *spec, uint64_t collect_cap,
+			 struct al_result *g, struct al_err *err);
 /* Append the whole job frame for spec to frame (benchmarks keep a copy). */
-int al_chan_job_frame(const struct al_run_spec *spec, struct al_buf *frame, struct al_err *err);
+int al_chan_job_frame(const struct al_run_spec *spec, uint64_t collect_cap, struct al_buf *frame,
+		      struct al_err *err);
 /* Send the job frame for spec: the job with its effective limits, then
  * argv and environment built as for every backend (the script on fd 3).
  * timeout_ms as for al_chan_write. */
-int al_chan_send_job(int fd, const struct al_run_spec *spec, int timeout_ms, struct al_err *err);
+int al_chan_send_job(int fd, const struct al_run_spec *spec, uint64_t collect_cap, int timeout_ms,
+		     struct al_err *err);
 
 /* Big-endian u32 helpers for payloads. */
 static inline void al_put_u32(uint8_t *p, uint32_t v)

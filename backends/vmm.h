@@ -52,10 +52,22 @@ struct al_vmm_driver {
 
 extern const struct al_vmm_driver al_vmm_qemu;
 
-/* For drivers: fork and exec argv as cfg says (cgroup, uid, no
- * capabilities, no_new_privs, dies with the worker), with the parent's
- * fds keep[i] moved to 3+i and every other one closed, stdin and stdout on
- * /dev/null and stderr on the console file or /dev/null. */
+/* Where the VMM sees its files in its jail (al_vmm_spawn): drivers name
+ * these in the command line, never the host's paths. */
+#define AL_VMM_JAIL_BINARY "/vm/vmm"
+#define AL_VMM_JAIL_KERNEL "/vm/vmlinux"
+#define AL_VMM_JAIL_INITRD "/vm/initrd"
+
+/* For drivers: start cfg->binary with argv (argv[0] is only its name) in a
+ * jail, the model being Firecracker's jailer: new mount, PID (it is PID 1),
+ * network (empty), IPC, UTS and cgroup namespaces; a root of its own with
+ * only the host's /usr and /lib* links read-only, the loader cache, a /dev
+ * of null, zero, urandom (and kvm with KVM), a fresh /proc, and the binary,
+ * kernel and initramfs at the AL_VMM_JAIL_* paths; in cfg's cgroup, as
+ * cfg's uid with no capabilities and no_new_privs, dying with the worker.
+ * The parent's fds keep[i] are moved to 3+i and every other one closed,
+ * stdin and stdout on /dev/null and stderr on the console file or
+ * /dev/null. */
 int al_vmm_spawn(const struct al_vmm_cfg *cfg, char *const argv[], const int *keep, int nkeep,
 		 struct al_vmm *vm, struct al_err *err);
 

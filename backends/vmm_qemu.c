@@ -39,7 +39,11 @@ static int qemu_launch(const struct al_vmm_cfg *cfg, struct al_vmm *vm, struct a
 		snprintf(cmdline + l, sizeof(cmdline) - l, " tsc_early_khz=%llu",
 			 (unsigned long long)cfg->tsc_khz);
 	}
-	argv[n++] = cfg->binary;
+	argv[n++] = "qemu-system-x86_64";
+	/* its firmware (qboot, pvh.bin): found relative to the executable
+	 * otherwise, and in the jail that is /vm */
+	argv[n++] = "-L";
+	argv[n++] = "/usr/share/qemu";
 	argv[n++] = "-M";
 	argv[n++] = "microvm,pit=off,pic=off";
 	argv[n++] = "-accel";
@@ -58,9 +62,9 @@ static int qemu_launch(const struct al_vmm_cfg *cfg, struct al_vmm *vm, struct a
 	argv[n++] = "-serial";
 	argv[n++] = cfg->console ? "stdio" : "null";
 	argv[n++] = "-kernel";
-	argv[n++] = cfg->kernel;
+	argv[n++] = AL_VMM_JAIL_KERNEL;
 	argv[n++] = "-initrd";
-	argv[n++] = cfg->initrd;
+	argv[n++] = AL_VMM_JAIL_INITRD;
 	argv[n++] = "-append";
 	argv[n++] = cmdline;
 	/* The job channel: fd 3 in QEMU. */

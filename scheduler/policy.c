@@ -148,6 +148,26 @@ static int parse_limits(struct ctx *c, yaml_node_t *n, const char *what, struct 
 	return AL_OK;
 }
 
+/* An absolute, normalized path (what a bind names, at the same place in
+ * the sandbox). */
+static bool bind_path_ok(const char *p)
+{
+	size_t n = strlen(p);
+
+	if (p[0] != '/' || n < 2 || n > AL_BIND_PATH_MAX || p[n - 1] == '/')
+		return false;
+	for (const char *c = p; *c; c++)
+		if ((unsigned char)*c < 0x20)
+			return false;
+	/* the sandbox's own /proc, /dev and /tmp are never a host path's */
+	for (const char *const *own = (const char *const[]){ "/proc", "/dev", "/tmp", NULL }; *own;
+	     own++)
+		if (!strncmp(p, *own, strlen(*own)) && (!p[strlen(*own)] || p[strlen(*own)] == '/'))
+			return false;
+	return !strstr(p, "//") && !strstr(p, "/./") && !strstr(p, "/../") &&
+	       strcmp(p + n - 2, "/.") && (n < 3 || strcmp(p + n - 3, "/.."));
+}
+
 static int parse_tier(struct ctx *c, yaml_node_t *name, yaml_node_t *n, struct al_tier_policy *t)
 {
 	static const char *const backends[] = { "process", "container", "microvm", "vm", "noop" };
@@ -263,8 +283,27 @@ static int parse_tier(struct ctx *c, yaml_node_t *name, yaml_node_t *n, struct a
 					return rc;
 				t->ncallback_hosts++;
 			}
+		} else if (!strcmp(key, "binds")) {
+			if (v->type != YAML_SEQUENCE_NODE)
+				return fail(c, v, "binds: expected a list of absolute host paths");
+			for (yaml_node_item_t *it = v->data.sequence.items.start;
+			     it < v->data.sequence.items.top; it++) {
+				yaml_node_t *h = yaml_document_get_node(&c->doc, *it);
+				char *b = NULL;
+
+				if (t->nbinds == AL_BINDS_MAX)
+					return fail(c, h, "binds: at most %d paths", AL_BINDS_MAX);
+				if ((rc = get_str(c, h, "binds[]", &b)))
+					return rc;
+				t->binds[t->nbinds++] = b;
+				if (!bind_path_ok(b))
+					return fail(c, h, "binds: \"%s\" must be an absolute, normalized host "
+						    "path other than / (no \"..\", \".\", \"//\" or trailing "
+						    "\"/\"; not under /proc, /dev or /tmp), at most %d bytes",
+						    b, AL_BIND_PATH_MAX);
+			}
 		} else {
-			return fail(c, k, "tier %s: unknown key \"%s\"; use backend, egress, defaults, max, cpu_millis, max_attempts, backoff_ms, image, pool, pool_max_idle_ms, vm_network, ports, vm_lease_ms, vm_max_lease_ms, env or callback_hosts",
+			return fail(c, k, "tier %s: unknown key \"%s\"; use backend, egress, defaults, max, cpu_millis, max_attempts, backoff_ms, image, pool, pool_max_idle_ms, vm_network, ports, vm_lease_ms, vm_max_lease_ms, env, callback_hosts or binds",
 				    t->name, key);
 		}
 		if (rc)
@@ -277,6 +316,10 @@ static int parse_tier(struct ctx *c, yaml_node_t *name, yaml_node_t *n, struct a
 		known |= !strcmp(t->backend, backends[i]);
 	if (!known)
 		return fail(c, n, "tier %s: unknown backend \"%s\"; use process, container, microvm or vm",
+			    t->name, t->backend);
+	if (t->nbinds && strcmp(t->backend, "process") && strcmp(t->backend, "container"))
+		return fail(c, n, "tier %s: binds are for the process and container backends; a %s "
+			    "job has no host path to share",
 			    t->name, t->backend);
 	if (t->max_lease_ms < t->lease_ms)
 		return fail(c, n, "tier %s: vm_max_lease_ms is below vm_lease_ms; raise it", t->name);
@@ -463,6 +506,8 @@ void al_policy_free(struct al_policy *pol)
 		for (size_t j = 0; j < t->ncallback_hosts; j++)
 			free(t->callback_hosts[j]);
 		free(t->callback_hosts);
+		for (size_t j = 0; j < t->nbinds; j++)
+			free(t->binds[j]);
 	}
 	free(pol->tiers);
 	for (size_t i = 0; pol->tenants && i < pol->ntenants; i++)

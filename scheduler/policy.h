@@ -14,6 +14,8 @@
 #include "../proto/job.h"
 
 #define AL_PORTS_MAX 8
+#define AL_BINDS_MAX 8	     /* host paths a tier may bind into its sandboxes */
+#define AL_BIND_PATH_MAX 512
 
 struct al_tier_policy {
 	char *name;
@@ -29,6 +31,9 @@ struct al_tier_policy {
 	char **callback_hosts;	  /* hosts allowed in callback_url */
 	size_t ncallback_hosts;
 	char *image;		  /* container/microvm/vm image, or NULL */
+	char *binds[AL_BINDS_MAX]; /* process/container: host paths bound read-only at the
+				    * same place in every sandbox of the tier */
+	size_t nbinds;
 	uint32_t pool;		  /* microvm: pre-booted VMs per worker (0..AL_POOL_MAX) */
 	uint64_t pool_max_idle_ms; /* microvm: a pool VM idle this long is recycled */
 	char *vm_network;	  /* vm: the libvirt network its VMs join ("airlock") */

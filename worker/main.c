@@ -64,8 +64,9 @@ static void run_one_done(struct al_runner *r, struct al_result *res, void *arg)
 /* --run-one: run a single msgpack job file on one backend, print the result
  * as JSON. For operators checking a host, and for the hostile suite. */
 static int run_one(const char *path, const struct al_backend_ops *ops,
-		   const struct al_backend_conf *conf)
+		   const struct al_backend_conf *conf, const char *policy_path)
 {
+	struct al_policy pol = { 0 };
 	struct run_one ro = { 0 };
 	struct al_run_spec spec = { 0 };
 	struct al_err err = { 0 };
@@ -91,6 +92,27 @@ static int run_one(const char *path, const struct al_backend_ops *ops,
 		return 1;
 	}
 	al_buf_free(&b);
+	/* With --policy, the job's tier says what it gets besides its limits:
+	 * the image, the operator's variables, the binds, the CPU share. */
+	if (policy_path && al_policy_load(policy_path, &pol, &err)) {
+		fprintf(stderr, "airlock-worker: %s\n", err.msg);
+		al_job_free(&job);
+		return 1;
+	}
+	if (policy_path) {
+		const struct al_tier_policy *t = al_policy_tier(&pol, job.tier);
+
+		if (!t) {
+			fprintf(stderr, "airlock-worker: %s: tier \"%s\" is not in %s\n", path, job.tier,
+				policy_path);
+			goto out;
+		}
+		spec.image = t->image;
+		spec.env = t->env;
+		spec.nenv = t->nenv;
+		spec.binds = t->binds;
+		spec.nbinds = t->nbinds;
+	}
 	if (al_backend_init(ops, conf, &err)) {
 		fprintf(stderr, "airlock-worker: backend %s unavailable: %s\n", ops->name, err.msg);
 		goto out;
@@ -99,6 +121,8 @@ static int run_one(const char *path, const struct al_backend_ops *ops,
 	spec.job = &job;
 	fill_limits(&spec.limits, &job.limits);
 	spec.cpu_millis = 1000;
+	if (policy_path && al_policy_tier(&pol, job.tier)->cpu_millis)
+		spec.cpu_millis = al_policy_tier(&pol, job.tier)->cpu_millis;
 	spec.network = AL_NET_NONE;
 	spec.attempt = 1;
 	ro.base = event_base_new();
@@ -120,6 +144,7 @@ out_base:
 		ops->fini();
 out:
 	al_job_free(&job);
+	al_policy_free(&pol);
 	return rc;
 }
 
@@ -451,7 +476,7 @@ int main(int argc, char **argv)
 			fprintf(stderr, "airlock-worker: %s\n", err.msg);
 			return 2;
 		}
-		rc = run_one(st.run_path, ops, &conf.backend);
+		rc = run_one(st.run_path, ops, &conf.backend, conf.policy_path);
 	} else {
 		if (al_hostlock_take(AL_HOSTLOCK_DIR, conf.backend.worker_id, false, &err) < 0) {
 			fprintf(stderr, "airlock-worker: %s\n", err.msg);

@@ -672,6 +672,8 @@ static void job_run(struct worker *w, struct slot *s)
 	spec.nenv = s->tier->nenv;
 	spec.network = s->job.network;
 	spec.image = s->tier->image;
+	spec.binds = s->tier->binds;
+	spec.nbinds = s->tier->nbinds;
 	spec.slot = (unsigned)s->index;
 	spec.attempt = s->attempt;
 	spec.vm_network = s->tier->vm_network;

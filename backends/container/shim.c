@@ -4,8 +4,9 @@
  *
  *   airlock-oci-shim RUNTIME ROOT BUNDLE NAME v1|v2 CGDIR...
  *
- * with the job's stdin, stdout, stderr and script on descriptors 0-3 and the
- * report pipe on 4. It starts the container detached (so that the runtime
+ * with the job's stdin, stdout, stderr and script on descriptors 0-3, the
+ * report pipe on 4 and airlock-exec (backends/container/exec.c) on 5. The
+ * container gets 3 (the script) and airlock-exec as 4: its first program. It starts the container detached (so that the runtime
  * hands the job's stdio to it as they are: the file-size limit then caps a
  * flood, and no copy runs), becomes its reaper, waits for it, reads the
  * counters of the job's cgroup (CGDIR: the runtime's cgroup, one directory
@@ -32,11 +33,13 @@
 
 extern char **environ;
 
-enum { FD_REPORT = 4 };
+enum { FD_REPORT = 4, FD_EXEC = 5 };
+
+static int report_fd = FD_REPORT;
 
 static void report(const char *msg)
 {
-	if (write(FD_REPORT, msg, strlen(msg)) < 0)
+	if (write(report_fd, msg, strlen(msg)) < 0)
 		_exit(1);
 }
 
@@ -91,7 +94,8 @@ int main(int argc, char **argv)
 	pid_t ctr;
 	int st = 0;
 
-	if (argc < 7 || argc > 6 + 4 || fstat(FD_REPORT, &st0) || !S_ISFIFO(st0.st_mode)) {
+	if (argc < 7 || argc > 6 + 4 || fstat(FD_REPORT, &st0) || !S_ISFIFO(st0.st_mode) ||
+	    fcntl(FD_EXEC, F_GETFD) < 0) {
 		fprintf(stderr, "airlock-oci-shim: started by the container backend only\n");
 		return 2;
 	}
@@ -100,8 +104,12 @@ int main(int argc, char **argv)
 	sys.version = !strcmp(argv[5], "v2") ? AL_CG_V2 : AL_CG_V1;
 	for (int i = 6; i < argc; i++)
 		snprintf(cg.dirs[cg.ndirs++], sizeof(cg.dirs[0]), "%s", argv[i]);
-	/* Nothing of the worker's but the job's descriptors and the report. */
-	if (syscall(SYS_close_range, FD_REPORT + 1, ~0u, 0))
+	/* Nothing of the worker's but the job's descriptors, the report and
+	 * airlock-exec; the report moves out of the container's way (the
+	 * runtime passes 3 and 4 in) and out of the runtime's. */
+	if (syscall(SYS_close_range, FD_EXEC + 1, ~0u, 0) ||
+	    (report_fd = fcntl(FD_REPORT, F_DUPFD_CLOEXEC, 10)) < 0 || dup2(FD_EXEC, FD_REPORT) < 0 ||
+	    close(FD_EXEC))
 		return 2;
 	prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
 	snprintf(log, sizeof(log), "%s/runtime.log", bundle);
@@ -109,7 +117,7 @@ int main(int argc, char **argv)
 	{
 		const char *run[] = { rt, "--root", root, "--log", log, "--log-format", "json", "run",
 				      "--detach", "--pid-file", pidf, "--bundle", bundle,
-				      "--preserve-fds", "1", name, NULL };
+				      "--preserve-fds", "2", name, NULL };
 
 		st = runtime(run);
 	}

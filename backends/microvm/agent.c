@@ -50,7 +50,7 @@
 #include "../verdict.h"
 #include "../vmchan.h"
 
-#define AGENT_VERSION "1"
+#define AGENT_VERSION "2" /* 2: the collect cap in the job frame, the host's acknowledgement */
 #define JOB_UID 1000
 #define PORT_WAIT_MS 10000
 #define JOB_FRAME_MAX (AL_JOB_MAX_BYTES + (4u << 20)) /* job + argv + environment */
@@ -238,6 +238,7 @@ static int open_port(void)
 struct job_in {
 	struct al_job job;
 	char **argv, **envp;
+	uint32_t collect_cap; /* bytes kept of each collected file (the host's cap) */
 };
 
 static int parse_job(const uint8_t *p, size_t n, struct job_in *in, struct al_err *err)
@@ -272,6 +273,12 @@ static int parse_job(const uint8_t *p, size_t n, struct job_in *in, struct al_er
 	}
 	in->argv = v;
 	in->envp = v + argc + 1;
+	if (n - off < 4) {
+		free(v);
+		in->argv = in->envp = NULL;
+		return al_err_set(err, AL_ESANDBOX, "agent: job frame without its collect cap");
+	}
+	in->collect_cap = al_get_u32(p + off);
 	return AL_OK;
 }
 
@@ -503,7 +510,8 @@ static int run(struct job_in *in, int port, struct al_result *res, struct al_err
 	}
 	al_cg_stats(&cg, &st);
 	al_cg_destroy(&cg, NULL); /* the job's leftovers (daemons) die with it */
-	if ((rc = al_jobfs_collect(&fs, &in->job, l, l->disk_bytes, res, &disk_full, err)))
+	/* each file cut to the host's cap here: no byte more crosses */
+	if ((rc = al_jobfs_collect(&fs, &in->job, l, in->collect_cap, res, &disk_full, err)))
 		goto out;
 	al_verdict(res, ws, &st, l, disk_full);
 out:
@@ -519,6 +527,33 @@ out:
 	al_jobfs_destroy(&fs);
 	al_seccomp_free(&sc);
 	return rc;
+}
+
+/* What the agent wrote may still sit in the guest's buffers: power off
+ * only once the host says the whole result arrived (or gave up). */
+static void wait_ack(int port, struct al_chan_rd *rd)
+{
+	struct al_err err = { 0 };
+	struct timespec t0, now;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	al_chan_rd_reset(rd);
+	for (;;) {
+		struct pollfd p = { .fd = port, .events = POLLIN };
+		long waited;
+		int rc;
+
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		waited = (now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000;
+		if (waited >= AL_CHAN_ACK_WAIT_MS || poll(&p, 1, (int)(AL_CHAN_ACK_WAIT_MS - waited)) <= 0)
+			break;
+		rc = al_chan_read(rd, port, AL_CHAN_READY_MAX, &err);
+		if (rc < 0 || (rc > 0 && rd->body.data[0] == AL_CHAN_ACK))
+			return;
+		if (rc > 0)
+			al_chan_rd_reset(rd);
+	}
+	say("no acknowledgement of the result from the host");
 }
 
 int main(void)
@@ -565,6 +600,8 @@ int main(void)
 	}
 	if (al_chan_write(port, AL_CHAN_RESULT, out.data, out.len, NULL, 0, -1, &err))
 		say("send result: %s", err.msg);
+	else if (!service_mode)
+		wait_ack(port, &rd);
 	/* A service VM lives on (until its lease ends: the host destroys it),
 	 * reaping what the service leaves; a failed start powers it off. */
 	while (service_mode && res.status == AL_ST_OK)

@@ -37,6 +37,7 @@
 
 #include "../hostroot.h"
 #include "../jobfs_layout.h"
+#include "../newroot.h"
 #include "../jobspec.h" /* AL_SEARCH_PATH */
 #include "init.h"
 
@@ -101,127 +102,42 @@ static void mount_or_die(const char *src, const char *dst, const char *type, uns
 #define STAGE "/tmp" /* where the new root is built, in our own mount namespace */
 
 static const char *const etc_binds[] = AL_HOST_ETC;
-static const char *const top_binds[] = AL_HOST_TOP;
 static const char *const dev_nodes[] = AL_HOST_DEV;
-
-static void bind_ro(const char *src, const char *dst, bool is_dir)
-{
-	if (is_dir ? mkdir(dst, 0755) : close(open(dst, O_WRONLY | O_CREAT | O_CLOEXEC, 0644)))
-		die("make a mount point in the sandbox root");
-	if (mount(src, dst, NULL, MS_BIND, NULL) ||
-	    mount(NULL, dst, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL))
-		die("bind a host path read-only");
-}
-
-/* Copy host path src into the new root at dst: a symlink as a symlink, a
- * directory or file as a read-only bind. Missing is fine. */
-static void keep(const char *src, const char *dst)
-{
-	struct stat st;
-	char target[PATH_MAX];
-	ssize_t n;
-
-	if (lstat(src, &st))
-		return;
-	if (S_ISLNK(st.st_mode)) {
-		if ((n = readlink(src, target, sizeof(target) - 1)) < 0)
-			die("read a host symlink");
-		target[n] = '\0';
-		if (symlink(target, dst))
-			die("copy a host symlink");
-	} else if (S_ISDIR(st.st_mode) || S_ISREG(st.st_mode)) {
-		bind_ro(src, dst, S_ISDIR(st.st_mode));
-	}
-}
-
-static void write_file(const char *path, const char *text)
-{
-	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-	size_t n = strlen(text);
-
-	if (fd < 0 || write(fd, text, n) != (ssize_t)n || close(fd))
-		die("write a file of the sandbox's /etc");
-}
 
 static void make_etc(unsigned uid)
 {
 	char path[PATH_MAX], text[512];
+	const char *what = "";
+	bool bad = mkdir(STAGE "/etc", 0755) != 0;
 
-	if (mkdir(STAGE "/etc", 0755))
-		die("mkdir /etc");
 	snprintf(text, sizeof(text), AL_ETC_PASSWD_FMT, uid, uid, "/tmp");
-	write_file(STAGE "/etc/passwd", text);
+	bad = bad || al_root_write(STAGE "/etc/passwd", text, &what);
 	snprintf(text, sizeof(text), AL_ETC_GROUP_FMT, uid);
-	write_file(STAGE "/etc/group", text);
-	write_file(STAGE "/etc/hosts", AL_ETC_HOSTS);
-	write_file(STAGE "/etc/hostname", AL_ETC_HOSTNAME);
-	write_file(STAGE "/etc/nsswitch.conf", AL_ETC_NSSWITCH);
-	for (const char *const *e = etc_binds; *e; e++) {
+	bad = bad || al_root_write(STAGE "/etc/group", text, &what) ||
+	      al_root_write(STAGE "/etc/hosts", AL_ETC_HOSTS, &what) ||
+	      al_root_write(STAGE "/etc/hostname", AL_ETC_HOSTNAME, &what) ||
+	      al_root_write(STAGE "/etc/nsswitch.conf", AL_ETC_NSSWITCH, &what);
+	for (const char *const *e = etc_binds; *e && !bad; e++) {
 		char src[PATH_MAX];
 
 		snprintf(src, sizeof(src), "/etc/%s", *e);
 		snprintf(path, sizeof(path), STAGE "/etc/%s", *e);
-		keep(src, path);
+		bad = al_root_keep(src, path, &what) != 0;
 	}
-}
-
-static void make_dev(void)
-{
-	static const char *const links[][2] = { { "/proc/self/fd", "fd" },
-						{ "/proc/self/fd/0", "stdin" },
-						{ "/proc/self/fd/1", "stdout" },
-						{ "/proc/self/fd/2", "stderr" } };
-	char path[PATH_MAX];
-
-	if (mkdir(STAGE "/dev", 0755))
-		die("mkdir /dev");
-	mount_or_die("airlock-dev", STAGE "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC,
-		     "size=64k,nr_inodes=64,mode=0755", "mount /dev");
-	for (const char *const *d = dev_nodes; *d; d++) {
-		char src[64];
-
-		snprintf(src, sizeof(src), "/dev/%s", *d);
-		snprintf(path, sizeof(path), STAGE "/dev/%s", *d);
-		if (close(open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0666)) ||
-		    mount(src, path, NULL, MS_BIND, NULL))
-			die("bind a device node");
-	}
-	for (size_t i = 0; i < sizeof(links) / sizeof(links[0]); i++) {
-		snprintf(path, sizeof(path), STAGE "/dev/%s", links[i][1]);
-		if (symlink(links[i][0], path))
-			die("make a /dev link");
-	}
-	if (mkdir(STAGE "/dev/shm", 0755))
-		die("mkdir /dev/shm");
-	mount_or_die(NULL, STAGE "/dev", NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NOEXEC, NULL,
-		     "make /dev read-only");
+	if (bad)
+		die(*what ? what : "mkdir /etc");
 }
 
 static void build_root(unsigned uid)
 {
-	char path[PATH_MAX];
+	const char *what = "";
 
-	mount_or_die("airlock-root", STAGE, "tmpfs", MS_NOSUID | MS_NODEV,
-		     "size=1m,nr_inodes=4096,mode=0755", "mount the sandbox root");
-	for (const char *const *t = top_binds; *t; t++) {
-		char src[64];
-
-		snprintf(src, sizeof(src), "/%s", *t);
-		snprintf(path, sizeof(path), STAGE "/%s", *t);
-		keep(src, path);
-	}
+	if (al_root_begin(STAGE, &what) || al_root_host_top(STAGE, &what))
+		die(what);
 	make_etc(uid);
-	make_dev();
-	if (mkdir(STAGE "/proc", 0555) || mkdir(STAGE "/tmp", 0755) || mkdir(STAGE "/.old", 0700))
-		die("mkdir in the sandbox root");
-	mount_or_die("proc", STAGE "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL,
-		     "mount /proc");
-	if (chdir(STAGE) || syscall(SYS_pivot_root, ".", ".old") || chdir("/"))
-		die("pivot into the sandbox root");
-	if (umount2("/.old", MNT_DETACH) || rmdir("/.old"))
-		die("detach the host's root");
-	mount_or_die(NULL, "/", NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL,
-		     "make the sandbox root read-only");
+	if (al_root_dev(STAGE, dev_nodes, &what) || mkdir(STAGE "/tmp", 0755) ||
+	    al_root_enter(STAGE, &what))
+		die(*what ? what : "mkdir /tmp");
 }
 
 /* Join a cgroup: write 0 to <dir>/cgroup.procs. */
@@ -345,16 +261,17 @@ static void drop_privileges(uid_t uid)
 		die("dumpable");
 }
 
-/* Receive the go message. Returns 0, or -1 when the worker closed the
- * socket (no job will come). */
-static int recv_go(int fds[AL_GO_NFDS])
+/* Receive the go message: AL_GO_NFDS descriptors, then the binds'. Returns
+ * how many binds came, or -1 when the worker closed the socket (no job). */
+static int recv_go(int fds[AL_GO_NFDS + AL_INIT_MAX_BINDS])
 {
-	char byte, ctl[CMSG_SPACE(sizeof(int) * AL_GO_NFDS)];
+	char byte, ctl[CMSG_SPACE(sizeof(int) * (AL_GO_NFDS + AL_INIT_MAX_BINDS))];
 	struct iovec iov = { &byte, 1 };
 	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl,
 			     .msg_controllen = sizeof(ctl) };
 	struct cmsghdr *c;
 	ssize_t n;
+	size_t nfds;
 
 	do
 		n = recvmsg(AL_INIT_FD_CTL, &mh, MSG_CMSG_CLOEXEC);
@@ -362,21 +279,61 @@ static int recv_go(int fds[AL_GO_NFDS])
 	if (n <= 0)
 		return -1;
 	c = CMSG_FIRSTHDR(&mh);
-	if (!c || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(sizeof(int) * AL_GO_NFDS))
+	if (!c || c->cmsg_type != SCM_RIGHTS || (mh.msg_flags & MSG_CTRUNC) ||
+	    c->cmsg_len < CMSG_LEN(sizeof(int) * AL_GO_NFDS))
 		die("bad go message");
-	memcpy(fds, CMSG_DATA(c), sizeof(int) * AL_GO_NFDS);
-	return 0;
+	nfds = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+	memcpy(fds, CMSG_DATA(c), sizeof(int) * nfds);
+	return (int)(nfds - AL_GO_NFDS);
 }
 
-/* Split the spec's strings into argv and envp (pointers into the mapping). */
-static void unpack_spec(const struct al_init_spec *h, size_t len, char **argv, char **envp)
+/* The tier's binds (read-only trees the worker cloned) at their paths: the
+ * root is writable for the moment it takes to make their mount points. */
+static void place_binds(const int *fds, char *const *paths, uint32_t n)
+{
+	char p[PATH_MAX];
+
+	if (n == 0)
+		return;
+	mount_or_die(NULL, "/", NULL, MS_REMOUNT | MS_NOSUID | MS_NODEV, NULL,
+		     "make the sandbox root writable for binds");
+	for (uint32_t i = 0; i < n; i++) {
+		struct stat st;
+
+		if (snprintf(p, sizeof(p), "%s", paths[i]) >= (int)sizeof(p) || p[0] != '/')
+			die("bad bind path");
+		if (fstat(fds[i], &st))
+			die("stat a bind");
+		for (char *q = p + 1; *q; q++)
+			if (*q == '/') {
+				*q = '\0';
+				if (mkdir(p, 0755) && errno != EEXIST)
+					die("make a bind's parent directory");
+				*q = '/';
+			}
+		if (S_ISDIR(st.st_mode) ? mkdir(p, 0755) && errno != EEXIST
+					: close(open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0644)) && errno != EEXIST)
+			die("make a bind's mount point");
+		if (syscall(SYS_move_mount, fds[i], "", AT_FDCWD, p, MOVE_MOUNT_F_EMPTY_PATH))
+			die("place a bind");
+		close(fds[i]);
+	}
+	mount_or_die(NULL, "/", NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL,
+		     "make the sandbox root read-only again");
+}
+
+/* Split the spec's strings into argv, envp and the binds' paths (pointers
+ * into the private mapping). */
+static void unpack_spec(const struct al_init_spec *h, size_t len, char **argv, char **envp,
+			char **binds)
 {
 	char *p = (char *)(h + 1), *end = (char *)h + len;
 	uint32_t n = 0;
 
-	if (h->argc == 0 || h->argc + h->envc + 2 > AL_INIT_MAX_ARGS)
+	if (h->argc == 0 || h->argc + h->envc + 2 > AL_INIT_MAX_ARGS ||
+	    h->nbinds > AL_INIT_MAX_BINDS)
 		die("bad spec");
-	for (uint32_t i = 0; i < h->argc + h->envc; i++) {
+	for (uint32_t i = 0; i < h->argc + h->envc + h->nbinds; i++) {
 		char *s = p;
 
 		while (p < end && *p)
@@ -386,8 +343,10 @@ static void unpack_spec(const struct al_init_spec *h, size_t len, char **argv, c
 		p++;
 		if (i < h->argc)
 			argv[n++] = s;
-		else
+		else if (i < h->argc + h->envc)
 			envp[i - h->argc] = s;
+		else
+			binds[i - h->argc - h->envc] = s;
 	}
 	argv[h->argc] = NULL;
 	envp[h->envc] = NULL;
@@ -405,7 +364,8 @@ static void exit_if_orphaned(void)
 int main(int argc, char **argv)
 {
 	static char *jargv[AL_INIT_MAX_ARGS], *jenvp[AL_INIT_MAX_ARGS];
-	int go[AL_GO_NFDS], status = 0;
+	int go[AL_GO_NFDS + AL_INIT_MAX_BINDS], status = 0, ngot;
+	char *binds[AL_INIT_MAX_BINDS];
 	unsigned uid = 0;
 	const struct al_init_spec *h;
 	struct stat st;
@@ -427,8 +387,7 @@ int main(int argc, char **argv)
 			join_cgroup(argv[i] + 3);
 	if (unshare(CLONE_NEWCGROUP))
 		die("cgroup namespace");
-	/* Filesystem view: private propagation, then a root of our own. */
-	mount_or_die(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL, "make / private");
+	/* Filesystem view: a root of our own. */
 	for (int i = 1; i < argc; i++)
 		if (!strncmp(argv[i], "uid=", 4))
 			uid = (unsigned)strtoul(argv[i] + 4, NULL, 10);
@@ -451,13 +410,16 @@ int main(int argc, char **argv)
 		}
 
 	/* Wait for a job. */
-	if (recv_go(go))
+	if ((ngot = recv_go(go)) < 0)
 		_exit(0);
 	if (fstat(go[AL_GO_SPEC], &st) || st.st_size < (off_t)sizeof(*h) ||
 	    (h = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, go[AL_GO_SPEC], 0)) ==
 		    MAP_FAILED)
 		die("read the spec");
-	unpack_spec(h, (size_t)st.st_size, jargv, jenvp);
+	unpack_spec(h, (size_t)st.st_size, jargv, jenvp, binds);
+	if ((uint32_t)ngot != h->nbinds)
+		die("binds and their paths do not match");
+	place_binds(go + AL_GO_NFDS, binds, h->nbinds);
 	/* The job's tmpfs (one budget: the disk limit): its work/ on /tmp
 	 * (the work dir, HOME and cwd), its shm/ on /dev/shm. The tmpfs's
 	 * root goes on /tmp first and is then covered by work/. */

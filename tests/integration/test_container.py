@@ -4,9 +4,11 @@ invisible host processes, read-only /proc/sys and /sys, the pids limit, no
 view of another running job's files, a grading run with gcc, and a runtime
 failure reported as sandbox_error. Jobs go through the real queue."""
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -56,7 +58,17 @@ tiers:
     max_attempts: 1
     image: %s
     defaults: {wall_ms: 60000, memory_bytes: 536870912, pids: 64}
-""" % (os.path.join(IMAGES, "python"), TOOLCHAIN)
+  bound:
+    backend: container
+    max_attempts: 1
+    binds: [%s]
+""" % (os.path.join(IMAGES, "python"), TOOLCHAIN, "BIND_DIR")
+BIND_DIR = tempfile.mkdtemp(prefix="airlock-bind-", dir="/var/tmp")
+os.chmod(BIND_DIR, 0o755)
+with open(os.path.join(BIND_DIR, "data.txt"), "w") as f:
+    f.write("shared read-only")
+os.chmod(os.path.join(BIND_DIR, "data.txt"), 0o644)
+POLICY = POLICY.replace("BIND_DIR", BIND_DIR)
 WID = "ctr-test"
 UID = 200000 + 1000  # slot 0's container user on the host
 
@@ -77,7 +89,7 @@ def py(c, code, **kw):
 c = Cluster(policy=POLICY)
 try:
     c.scheduler()
-    c.worker(WID, slots=2, tiers="internal,broken,grading,pyimage")
+    c.worker(WID, slots=2, tiers="internal,broken,grading,pyimage,bound")
     r = py(c, "import os\n"
               "for p in ['/usr/evil', '/etc/evil', '/evil', '/bin/evil']:\n"
               "    try: open(p, 'w').write('x'); print(p, 'WRITTEN')\n"
@@ -118,6 +130,45 @@ try:
     th.join()
     t.ok(got["a"]["stdout"] == "a done\n" and got["b"]["stdout"] == "hits []\n",
          "a job cannot see another running job's files", got)
+    # A running job's bundle: config.json (its argv and environment) root's only, in a
+    # directory no other host uid can enter.
+    seen = {}
+
+    def sleeper():
+        got["s"] = py(c, "import time\ntime.sleep(3)", env={"JOB_SECRET": "s3"})
+
+    th = threading.Thread(target=sleeper)
+    th.start()
+    jobs_dir = os.path.join(c.dir, "state", WID, "container")
+
+    def bundle():
+        for d in os.listdir(jobs_dir) if os.path.isdir(jobs_dir) else []:
+            cfg = os.path.join(jobs_dir, d, "config.json")
+            if os.path.exists(cfg):
+                sd, sc = os.stat(os.path.join(jobs_dir, d)), os.stat(cfg)
+                seen.update(dir=oct(sd.st_mode & 0o777), dir_uid=sd.st_uid,
+                            cfg=oct(sc.st_mode & 0o777), cfg_uid=sc.st_uid)
+                return True
+        return False
+
+    c.wait_for(bundle, timeout=20, step=0.02)
+    th.join()
+    t.ok(seen == {"dir": "0o700", "dir_uid": 200000, "cfg": "0o600", "cfg_uid": 0},
+         "a running job's bundle: config.json 0600 root's, in a 0700 directory of the slot's "
+         "container root", seen)
+    # A tier's binds: read-only at the same path; other tiers do not see them.
+    code = ("import os, sys\n"
+            "p = sys.argv[1]\n"
+            "print(open(p + '/data.txt').read() if os.path.exists(p) else 'absent')\n"
+            "try: open(p + '/new', 'w'); print('written')\n"
+            "except OSError as e: print(e.strerror)\n")
+    r1 = py(c, code, tier="bound", argv=[BIND_DIR])
+    r2 = py(c, code, argv=[BIND_DIR])
+    t.ok(r1["stdout"].splitlines() == ["shared read-only", "Read-only file system"] and
+         r2["stdout"].splitlines()[0] == "absent" and
+         not os.path.exists(os.path.join(BIND_DIR, "new")),
+         "binds: the tier's host path read-only at the same place; absent in another tier",
+         (r1, r2["stdout"]))
     for tier, name in (("pyimage", "python"), ("grading", "toolchain")):
         r = py(c, "import os, shutil\nprint(open('/etc/os-release').read().splitlines()[0],"
                   " shutil.which('gcc'), os.path.exists('/.airlock-image'))", tier=tier)
@@ -191,4 +242,5 @@ except BaseException:
     raise
 finally:
     c.close()
+    shutil.rmtree(BIND_DIR, ignore_errors=True)
 sys.exit(t.done())

@@ -58,9 +58,13 @@ hang) $B sleep 100000 ;;               # never says ready
 silent) ready; $B sleep 100000 ;;      # takes the job, then nothing
 flood) ready; { $B printf '\177\377\377\377S'; $B cat /dev/zero; } >$P ;;
 garbage) ready; $B printf '\000\000\000\020Sxxxxxxxxxxxxxxx' >$P; $B sleep 100000 ;;
+heartbeats) ready; while :; do $B cat /hb; done >$P ;;        # heartbeats without pause
+bigframe) ready; { $B printf '\017\000\000\000S'; $B cat /dev/zero; } >$P ;;  # 240 MiB result
+dupfiles) ready; $B cat /result.bin >$P; $B sleep 100000 ;;  # a file returned twice
 esac
 """
-FAKES = ("panic", "hang", "silent", "flood", "garbage")
+FAKES = ("panic", "hang", "silent", "flood", "garbage", "heartbeats", "bigframe", "dupfiles")
+DUP_ID = "mv-dup-%d" % os.getpid()  # the job the fake dupfiles guest answers for
 
 
 def build_fakes(root):
@@ -76,6 +80,15 @@ def build_fakes(root):
     os.symlink("busybox", os.path.join(tree, "usr/bin/sh"))
     with open(os.path.join(tree, "init"), "w") as f:
         f.write(FAKE_INIT)
+    with open(os.path.join(tree, "hb"), "wb") as f:  # 1 MiB of heartbeat frames
+        f.write(b"\0\0\0\1H" * (1 << 18))
+    res = {"v": 1, "id": DUP_ID, "attempt": 1, "status": "ok", "exit_code": 0, "stdout": b"",
+           "stderr": b"", "files": [{"path": "out.txt", "data": b"a"},
+                                    {"path": "out.txt", "data": b"b"}],
+           "wall_ms": 1, "cpu_ms": 1, "peak_memory_bytes": 1, "backend": "microvm", "worker": "w"}
+    body = b"S" + msgpack.packb(res, use_bin_type=True)
+    with open(os.path.join(tree, "result.bin"), "wb") as f:
+        f.write(len(body).to_bytes(4, "big") + body)
     os.chmod(os.path.join(tree, "init"), 0o755)
     for mode in FAKES:
         d = os.path.join(root, "fake-" + mode)
@@ -134,6 +147,15 @@ def run(c, code, tier="untrusted", **kw):
     for k in ("stdout", "stderr"):
         r[k] = r.get(k, b"").decode(errors="replace")
     return r
+
+
+def vm_hwm(pid):
+    """The worker's peak resident memory so far, bytes."""
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) << 10
+    return 0
 
 
 def vmm_pids(uids):
@@ -217,17 +239,61 @@ try:
             ("hang", "did not boot within %d ms" % HANG_MS, HANG_MS / 1000 + 6),
             ("silent", "stopped answering", HANG_MS / 1000 + 6),
             ("flood", "over the cap", 10),
-            ("garbage", "invalid result", 10)):
+            ("garbage", "invalid result", 10),
+            ("bigframe", "over the cap", 10),
+            ("dupfiles", "returned a file twice", 10)):
         t0 = time.time()
-        r = run(c, "print(1)", tier="fake-" + mode)
+        hwm0 = vm_hwm(c.procs[WID].pid)
+        if mode == "dupfiles":
+            r = c.run_job(job("print(1)", "fake-" + mode, collect=["out.txt", "other.txt"]) |
+                          {"id": DUP_ID})
+        else:
+            # bigframe: a job whose caps (4 files, 64 MiB disk) an old bound let a 240 MiB frame in
+            r = run(c, "print(1)", tier="fake-" + mode, collect=["a", "b", "c", "d"],
+                    limits={"disk_bytes": 64 << 20})
+        grew = vm_hwm(c.procs[WID].pid) - hwm0
         took = time.time() - t0
         retried = mode != "panic" or r.get("attempt") == 2
         t.ok(r["status"] == "sandbox_error" and want in (r.get("error") or "") and
-             took < limit and retried,
+             took < limit and retried and (mode != "bigframe" or grew < (16 << 20)),
              "fake guest that %s: sandbox_error in %.1f s (job timeout 20 s)%s" % (
                  {"panic": "panics", "hang": "never boots", "silent": "hangs with the job",
-                  "flood": "floods the result channel", "garbage": "sends garbage"}[mode], took,
+                  "flood": "floods the result channel", "garbage": "sends garbage",
+                  "bigframe": "sends a 240 MiB result frame (worker peak RSS +%d KiB)" % (grew >> 10),
+                  "dupfiles": "returns a collected file twice"}[mode], took,
                  ", retried by the queue" if mode == "panic" else ""), r)
+    # A guest that floods heartbeats: refused within its wall limit, while a job beside it on
+    # the same worker finishes on time and the worker keeps its lease.
+    flood = job("print(1)", "fake-heartbeats", limits={"wall_ms": 15000})
+    other = job("import time; time.sleep(2); print('beside')")
+    t0 = time.time()
+    for j in (flood, other):
+        subprocess.run(["redis-cli", "-s", c.sock, "-x", "XADD", "al:intake", "*", "job"],
+                       input=msgpack.packb(j, use_bin_type=True), capture_output=True)
+    got = {}
+    while len(got) < 2 and time.time() - t0 < 60:
+        for j in (flood, other):
+            if j["id"] not in got and c.rcli("EXISTS", "al:res:" + j["id"]).strip() == "1":
+                got[j["id"]] = (time.time() - t0, msgpack.unpackb(
+                    c.rcli("GET", "al:res:" + j["id"], raw=True), raw=False))
+        time.sleep(0.1)
+    (tf, rf), (to, ro) = got.get(flood["id"], (99, {})), got.get(other["id"], (99, {}))
+    t.ok(rf.get("status") == "sandbox_error" and "floods its channel" in (rf.get("error") or "") and
+         tf < 15 and ro.get("status") == "ok" and ro.get("stdout") == b"beside\n" and to < 20 and
+         ro.get("attempt") == 1 and "worker_lost" not in c.log(WID),
+         "a guest flooding heartbeats: sandbox_error in %.1f s (wall limit 15 s); the job beside it "
+         "on the same worker ends ok in %.1f s, first attempt" % (tf, to), (rf, ro))
+
+    # Eight large collected files (24 MiB each, cut to the 1 MiB collect cap in the guest):
+    # all arrive (the agent powers off only after the host acknowledged the result).
+    r = run(c, "for i in range(8):\n    open('f%d' % i, 'wb').write(b'x' * (24 << 20))\n",
+            collect=["f%d" % i for i in range(8)],
+            limits={"disk_bytes": 256 << 20, "memory_bytes": 512 << 20, "wall_ms": 60000})
+    files = {f["path"]: f for f in r.get("files", [])}
+    t.ok(r["status"] == "ok" and len(files) == 8 and
+         all(len(f["data"]) == 1 << 20 and f.get("truncated") for f in files.values()),
+         "eight 24 MiB collected files all arrive, each cut to the 1 MiB collect cap",
+         {k: v for k, v in r.items() if k != "files"})
     r = run(c, "print('still serving')")
     t.ok(r["status"] == "ok" and r["stdout"] == "still serving\n" and
          c.procs[WID].poll() is None, "the worker survived every fault and serves the next job", r)
@@ -239,13 +305,32 @@ try:
     c.wait_for(lambda: vmm_pids(VM_UIDS), timeout=20)
     time.sleep(3)  # booted, the job in
     pids = vmm_pids(VM_UIDS)
+    # The VMM's jail: its own mount, PID and network namespaces, a root with nothing of the
+    # host's files but /usr and the loader cache, no Redis socket, no canary.
+    jail = {}
     for p in pids:
-        os.kill(p, signal.SIGSEGV)
+        root = "/proc/%d/root" % p
+        jail = {"ns": [k for k in ("mnt", "pid", "net", "ipc", "uts", "cgroup")
+                       if os.readlink("/proc/%d/ns/%s" % (p, k)) == os.readlink("/proc/self/ns/" + k)],
+                "root": sorted(os.listdir(root)), "etc": sorted(os.listdir(root + "/etc")),
+                "vm": sorted(os.listdir(root + "/vm")),
+                "seen": [x for x in (canary, c.sock, c.policy, c.dir) if os.path.exists(root + x)]}
+    t.ok(len(pids) == 1 and jail.get("ns") == [] and
+         set(jail["root"]) <= {"bin", "dev", "etc", "lib", "lib32", "lib64", "libx32", "proc",
+                                "sbin", "usr", "vm"} and
+         jail["etc"] == ["ld.so.cache"] and jail["vm"] == ["initrd", "vmlinux", "vmm"] and
+         jail["seen"] == [],
+         "the VMM runs jailed: own mount, PID, network, IPC, UTS and cgroup namespaces; its root "
+         "holds /usr, the loader cache and its three files, no host file or socket", jail)
+    # The jailed VMM is PID 1 of its namespace: from outside only SIGKILL reaches it (a real
+    # crash, a fault, is forced on it and ends it too); the worker did not send this one.
+    for p in pids:
+        os.kill(p, signal.SIGKILL)
     c.rcli("BLPOP", "al:done:" + j["id"], "30")
     r = msgpack.unpackb(c.rcli("GET", "al:res:" + j["id"], raw=True), raw=False)
     t.ok(len(pids) == 1 and r["status"] == "sandbox_error" and
-         "VMM killed by signal 11" in (r.get("error") or ""),
-         "a VMM that crashes mid-job: sandbox_error naming the signal", r)
+         "VMM killed by signal 9" in (r.get("error") or ""),
+         "a VMM that dies mid-job: sandbox_error naming the signal", r)
 
     # Cancel a running job: its VM goes, nothing left.
     j = job("import time\ntime.sleep(60)")

@@ -115,6 +115,36 @@ try:
                 code="pass", limits={"disk_bytes": 1 << 20}))
     t.ok(r.get("status") == "rejected" and "disk limit" in (r.get("error") or ""),
          "input files larger than the disk limit -> rejected", r)
+    # A tier's binds: read-only at the same place (nosuid, nodev), nothing else of the host.
+    bind_dir = tempfile.mkdtemp(prefix="airlock-bind-", dir="/var/tmp")
+    os.chmod(bind_dir, 0o755)
+    with open(os.path.join(bind_dir, "data.txt"), "w") as f:
+        f.write("shared read-only")
+    os.chmod(os.path.join(bind_dir, "data.txt"), 0o644)
+    pol = os.path.join(bind_dir + ".yaml")
+    with open(pol, "w") as f:
+        f.write("tiers:\n  trusted:\n    backend: process\n    binds: [%s, /etc/hostname]\n"
+                % bind_dir)
+    code = ("import os, sys\n"
+            "p = sys.argv[1]\n"
+            "print(open(p + '/data.txt').read() if os.path.exists(p) else 'absent')\n"
+            "try: open(p + '/new', 'w'); print('written')\n"
+            "except OSError as e: print(e.strerror)\n"
+            "print(open('/etc/hostname').read().strip())\n"
+            "print(sorted(os.listdir(os.path.dirname(p))))\n")
+    r1 = run(job(runtime="python", code=code, argv=[bind_dir]), extra=["--policy", pol])
+    r2 = run(job(runtime="python", code=code, argv=[bind_dir]))
+    with open("/etc/hostname") as f:
+        host_name = f.read().strip()
+    t.ok(r1.get("stdout", "").splitlines() == [
+        "shared read-only", "Read-only file system", host_name,
+        "[%r]" % os.path.basename(bind_dir)] and
+         r2.get("stdout", "").splitlines()[:1] == ["absent"] and
+         not os.path.exists(os.path.join(bind_dir, "new")),
+         "binds: a directory and a file of the host read-only at the same place, the parent "
+         "showing nothing else; absent without the policy", (r1, r2.get("stdout")))
+    shutil.rmtree(bind_dir)
+    os.unlink(pol)
     t.ok(not leftovers(UID_BASE, WID, state), "nothing left behind",
          leftovers(UID_BASE, WID, state))
 

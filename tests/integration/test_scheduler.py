@@ -296,6 +296,14 @@ def policy_errors():
         ("no tiers", "result_ttl_s: 5\n", "no tiers"),
         ("negative limit", "tiers:\n  a:\n    backend: process\n    max: {pids: -1}\n", ":4:"),
         ("pool too big", "tiers:\n  a: {backend: microvm, pool: 65}\n", "pool: expected 0..64"),
+        ("relative bind", "tiers:\n  a: {backend: process, binds: [srv/data]}\n",
+         'binds: "srv/data" must be an absolute'),
+        ("bind with ..", "tiers:\n  a: {backend: process, binds: [/srv/../etc]}\n",
+         'binds: "/srv/../etc" must be'),
+        ("bind of the sandbox's /proc", "tiers:\n  a: {backend: container, binds: [/proc/1]}\n",
+         "not under /proc, /dev or /tmp"),
+        ("binds on a microvm tier", "tiers:\n  a: {backend: microvm, binds: [/srv]}\n",
+         "binds are for the process and container backends"),
         ("pool idle too short", "tiers:\n  a: {backend: microvm, pool_max_idle_ms: 10}\n",
          "pool_max_idle_ms: expected at least 1000"),
         ("port out of range", "tiers:\n  a: {backend: vm, ports: [8080, 70000]}\n",
@@ -306,7 +314,7 @@ def policy_errors():
          "vm_max_lease_ms is below vm_lease_ms"),
     ]
     for name, text, needle in cases:
-        path = os.path.join(d, name.replace(" ", "_") + ".yaml")
+        path = os.path.join(d, name.replace(" ", "_").replace("'", "").replace("/", "_") + ".yaml")
         with open(path, "w") as f:
             f.write(text)
         p = subprocess.run([SCHED, "--check", "--policy", path], capture_output=True, timeout=10)

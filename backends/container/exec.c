@@ -1,0 +1,55 @@
+/* exec.c - airlock-exec: the first program of every container job.
+ *
+ *   airlock-exec PROGRAM [ARG...]
+ *
+ * The OCI runtime executes it through the descriptor the shim hands in
+ * (/proc/self/fd/4; it is the host's static binary, nothing of it lives in
+ * the image). It closes that descriptor and executes the job's program the
+ * way the process and microVM backends do (a name without '/' is looked up
+ * in AL_SEARCH_PATH). When that fails the failure is the job's, as a shell
+ * reports it: a line on stderr and exit 127 (not found) or 126 (found, not
+ * executable); the runtime's own exec cannot fail on a job's input, so a
+ * runtime failure stays a fault of the boundary. */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../jobspec.h" /* AL_SEARCH_PATH */
+
+extern char **environ;
+
+int main(int argc, char **argv)
+{
+	const char *prog = argc > 1 ? argv[1] : NULL;
+	bool found = false;
+	char path[4096];
+
+	if (!prog) {
+		fprintf(stderr, "airlock-exec: started by the container backend only\n");
+		return 2;
+	}
+	close(4);
+	if (strchr(prog, '/')) {
+		execve(prog, argv + 1, environ);
+		found = errno != ENOENT && errno != ENOTDIR;
+	} else {
+		const char *dir = AL_SEARCH_PATH;
+
+		for (;;) {
+			const char *end = strchr(dir, ':');
+			int dn = end ? (int)(end - dir) : (int)strlen(dir);
+
+			if (snprintf(path, sizeof(path), "%.*s/%s", dn, dir, prog) < (int)sizeof(path)) {
+				execve(path, argv + 1, environ);
+				found = found || (errno != ENOENT && errno != ENOTDIR);
+			}
+			if (!end)
+				break;
+			dir = end + 1;
+		}
+	}
+	fprintf(stderr, "airlock: cannot execute %s: %s\n", prog, strerror(found ? EACCES : ENOENT));
+	return found ? 126 : 127;
+}

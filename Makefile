@@ -110,6 +110,11 @@ $(BUILD)/tests/test_vmchan: $(call obj,tests/unit/test_vmchan.c backends/vmchan.
 	@mkdir -p $(dir $@)
 	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
+# Callback URL and address checks live in the policy module.
+$(BUILD)/tests/test_callback: $(call obj,tests/unit/test_callback.c scheduler/policy.c) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
 $(BUILD)/tests/proto_tool: $(call obj,tests/interop/proto_tool.c) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(PKG_LIBS)

@@ -8,7 +8,7 @@
 #define AL_JOBFS_LAYOUT_H
 
 #define AL_JOBFS_WORK "work" /* input files, cwd, HOME; collected from here (0700, the job's) */
-#define AL_JOBFS_TMP "tmp"   /* the job's /tmp where that is not the work dir (1777) */
-#define AL_JOBFS_SHM "shm"   /* the job's /dev/shm (1777) */
+#define AL_JOBFS_TMP  "tmp"  /* the job's /tmp where that is not the work dir (1777) */
+#define AL_JOBFS_SHM  "shm"  /* the job's /dev/shm (1777) */
 
 #endif

@@ -90,10 +90,10 @@ int al_root_write(const char *path, const char *text, const char **what)
 
 int al_root_dev(const char *stage, const char *const *nodes, const char **what)
 {
-	static const char *const links[][2] = { { "/proc/self/fd", "fd" },
-						{ "/proc/self/fd/0", "stdin" },
-						{ "/proc/self/fd/1", "stdout" },
-						{ "/proc/self/fd/2", "stderr" } };
+	static const char *const links[][2] = {{"/proc/self/fd", "fd"},
+					       {"/proc/self/fd/0", "stdin"},
+					       {"/proc/self/fd/1", "stdout"},
+					       {"/proc/self/fd/2", "stderr"}};
 	char dev[PATH_MAX], path[PATH_MAX + 16];
 	int fd;
 
@@ -128,7 +128,8 @@ int al_root_enter(const char *stage, const char **what)
 	char path[PATH_MAX];
 
 	snprintf(path, sizeof(path), "%s/proc", stage);
-	if (mkdir(path, 0555) || mount("proc", path, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL))
+	if (mkdir(path, 0555) ||
+	    mount("proc", path, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL))
 		return fail(what, "mount /proc");
 	snprintf(path, sizeof(path), "%s/.old", stage);
 	if (mkdir(path, 0700))

@@ -41,7 +41,8 @@ int main(int argc, char **argv)
 			const char *end = strchr(dir, ':');
 			int dn = end ? (int)(end - dir) : (int)strlen(dir);
 
-			if (snprintf(path, sizeof(path), "%.*s/%s", dn, dir, prog) < (int)sizeof(path)) {
+			if (snprintf(path, sizeof(path), "%.*s/%s", dn, dir, prog) <
+			    (int)sizeof(path)) {
 				execve(path, argv + 1, environ);
 				found = found || (errno != ENOENT && errno != ENOTDIR);
 			}
@@ -50,6 +51,7 @@ int main(int argc, char **argv)
 			dir = end + 1;
 		}
 	}
-	fprintf(stderr, "airlock: cannot execute %s: %s\n", prog, strerror(found ? EACCES : ENOENT));
+	fprintf(stderr, "airlock: cannot execute %s: %s\n", prog,
+		strerror(found ? EACCES : ENOENT));
 	return found ? 126 : 127;
 }

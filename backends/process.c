@@ -49,7 +49,6 @@
 #include "verdict.h"
 #include "process/init.h"
 
-
 /* One pre-made init per slot. */
 struct warm {
 	pid_t pid;
@@ -403,10 +402,10 @@ static int proc_prepare(struct al_sandbox *sb, struct al_err *err)
 	int rc;
 
 	p->code_fd = p->stdin_fd = p->spec_fd = p->report_rd = p->pidfd = p->mntns = -1;
+	p->fs.out_fd = p->fs.err_fd = p->fs.mnt_fd = -1;
 	if (sb->spec.nbinds > AL_INIT_MAX_BINDS)
 		return al_err_set(err, AL_ESANDBOX, "process: more than %d binds",
 				  AL_INIT_MAX_BINDS);
-	p->fs.out_fd = p->fs.err_fd = p->fs.mnt_fd = -1;
 	if (!G.ready || sb->spec.slot >= sb->conf->slots)
 		return al_err_set(err, AL_ESANDBOX, "process: backend not initialised");
 	snprintf(name, sizeof(name), "%u-%s", sb->spec.slot, job->id);

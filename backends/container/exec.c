@@ -16,42 +16,21 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../jobspec.h" /* AL_SEARCH_PATH */
+#include "../execpath.h"
 
 extern char **environ;
 
 int main(int argc, char **argv)
 {
 	const char *prog = argc > 1 ? argv[1] : NULL;
-	bool found = false;
-	char path[4096];
+	int code;
 
 	if (!prog) {
 		fprintf(stderr, "airlock-exec: started by the container backend only\n");
 		return 2;
 	}
 	close(4);
-	if (strchr(prog, '/')) {
-		execve(prog, argv + 1, environ);
-		found = errno != ENOENT && errno != ENOTDIR;
-	} else {
-		const char *dir = AL_SEARCH_PATH;
-
-		for (;;) {
-			const char *end = strchr(dir, ':');
-			int dn = end ? (int)(end - dir) : (int)strlen(dir);
-
-			if (snprintf(path, sizeof(path), "%.*s/%s", dn, dir, prog) <
-			    (int)sizeof(path)) {
-				execve(path, argv + 1, environ);
-				found = found || (errno != ENOENT && errno != ENOTDIR);
-			}
-			if (!end)
-				break;
-			dir = end + 1;
-		}
-	}
-	fprintf(stderr, "airlock: cannot execute %s: %s\n", prog,
-		strerror(found ? EACCES : ENOENT));
-	return found ? 126 : 127;
+	code = al_exec_job(prog, argv + 1, environ);
+	fprintf(stderr, "airlock: cannot execute %s: %s\n", prog, strerror(errno));
+	return code;
 }

@@ -383,24 +383,13 @@ static void __attribute__((noreturn)) exec_job(const struct job_in *in, const st
 	set_rlimit(RLIMIT_NOFILE, 1024, setup_wr);
 	if (al_seccomp_apply(sc))
 		setup_fail(setup_wr, "seccomp");
-	if (strchr(prog, '/')) {
-		execve(prog, in->argv, in->envp);
-	} else {
-		static const char *const dirs[] = { "/usr/local/bin/", "/usr/bin/", "/bin/" };
-		char path[512];
+	{
+		/* the job's own fault, as a shell reports it */
+		int code = al_exec_job(prog, in->argv, in->envp);
 
-		for (size_t i = 0; i < 3; i++) {
-			if (strlen(dirs[i]) + strlen(prog) < sizeof(path)) {
-				strcpy(path, dirs[i]);
-				strcat(path, prog);
-				execve(path, in->argv, in->envp);
-			}
-		}
+		dprintf(2, "airlock: cannot execute %s: %s\n", prog, strerror(errno));
+		_exit(code);
 	}
-	/* The job's own fault, as a shell reports it: 127 not found, 126
-	 * found but not executable. */
-	dprintf(2, "airlock: cannot execute %s: %s\n", prog, strerror(errno));
-	_exit(errno == ENOENT || errno == ENOTDIR ? 127 : 126);
 }
 
 /* Run the job; fill res. A returned error is the sandbox's, not the job's. */

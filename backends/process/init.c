@@ -197,7 +197,6 @@ static int job_main(void *arg)
 {
 	const struct job_args *a = arg;
 	const char *prog = a->argv[0];
-	bool found = false; /* the program exists but could not be executed */
 
 	if (setsid() < 0)
 		die("setsid");
@@ -215,29 +214,12 @@ static int job_main(void *arg)
 		die("seccomp");
 	/* Last step: exec. A failure is the job's: it goes to the job's stderr
 	 * with a shell's exit code (127 not found, 126 not executable). */
-	if (strchr(prog, '/')) {
-		execve(prog, a->argv, a->envp);
-		found = errno != ENOENT && errno != ENOTDIR;
-	} else {
-		char path[PATH_MAX];
-		const char *dir = AL_SEARCH_PATH;
+	{
+		int code = al_exec_job(prog, a->argv, a->envp);
 
-		for (;;) {
-			const char *end = strchr(dir, ':');
-			int dn = end ? (int)(end - dir) : (int)strlen(dir);
-
-			if (snprintf(path, sizeof(path), "%.*s/%s", dn, dir, prog) < (int)sizeof(path)) {
-				execve(path, a->argv, a->envp);
-				found = found || (errno != ENOENT && errno != ENOTDIR);
-			}
-			if (!end)
-				break;
-			dir = end + 1;
-		}
+		dprintf(FD_STDERR, "airlock: cannot execute %s: %s\n", prog, strerror(errno));
+		_exit(code);
 	}
-	dprintf(FD_STDERR, "airlock: cannot execute %s: %s\n", prog,
-		strerror(found ? EACCES : ENOENT));
-	_exit(found ? 126 : 127);
 }
 
 /* The job's stack while it shares the init's memory (until its exec). */

@@ -3,12 +3,15 @@
  * the cap, an empty frame, the channel closed mid-frame, a reader that
  * never reads (the writer gives up in time). */
 #include <fcntl.h>
+#include <sys/wait.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "../../backends/backend.h"
 #include "../../backends/vmchan.h"
+#include "../../proto/result.h"
 #include "tap.h"
 
 static void pair(int sv[2], bool nonblock_read)
@@ -120,10 +123,78 @@ static void test_stuck_reader(void)
 	close(sv[1]);
 }
 
+/* A frame bigger than one call's budget: the reader returns to its caller
+ * (0) after AL_CHAN_READ_BUDGET bytes, though more is there, and finishes
+ * on later calls. */
+static void test_read_budget(void)
+{
+	static char big[3 << 20];
+	struct al_chan_rd rd = { 0 };
+	struct al_err err = { 0 };
+	int sv[2], rc = 0, calls = 0;
+	pid_t pid;
+
+	pair(sv, true);
+	pid = fork();
+	if (pid == 0) {
+		close(sv[0]);
+		_exit(al_chan_write(sv[1], AL_CHAN_RESULT, big, sizeof(big), NULL, 0, 10000, &err));
+	}
+	close(sv[1]);
+	while (rc == 0 && calls < 100000) {
+		size_t before = rd.body.len;
+
+		rc = al_chan_read(&rd, sv[0], 4 << 20, &err);
+		calls++;
+		if (rd.body.len - before > AL_CHAN_READ_BUDGET + 65536)
+			break;
+		if (rc == 0)
+			usleep(1000);
+	}
+	TAP_OK(rc == 1 && rd.body.len == sizeof(big) + 1 && calls >= 3,
+	       "a 3 MiB frame is read over %d calls, at most %u KiB each", calls,
+	       AL_CHAN_READ_BUDGET >> 10);
+	waitpid(pid, NULL, 0);
+	close(sv[0]);
+	al_chan_rd_free(&rd);
+}
+
+/* The guest's result believed only within the job: its files, once each. */
+static void test_check_result(void)
+{
+	char *collect[] = { (char *)"a", (char *)"b" };
+	struct al_job job = { .id = (char *)"j", .collect = collect, .ncollect = 2 };
+	struct al_run_spec spec = { .job = &job };
+	struct al_out_file files[2] = { { .path = (char *)"a" }, { .path = (char *)"a" } };
+	struct al_result g = { .files = files, .nfiles = 2 };
+	struct al_err err = { 0 };
+	static char data[100];
+
+	spec.limits.stdout_bytes = spec.limits.stderr_bytes = 10;
+	spec.limits.disk_bytes = 1 << 20;
+	TAP_OK(al_chan_check_result(&spec, 64, &g, &err) == AL_ESANDBOX &&
+		       strstr(err.msg, "a file twice"),
+	       "a collected path returned twice is refused");
+	files[1].path = (char *)"c";
+	TAP_OK(al_chan_check_result(&spec, 64, &g, &err) == AL_ESANDBOX &&
+		       strstr(err.msg, "not asked for"),
+	       "a path not asked for is refused");
+	files[1].path = (char *)"b";
+	files[1].data.data = data;
+	files[1].data.len = sizeof(data);
+	TAP_OK(al_chan_check_result(&spec, 64, &g, &err) == AL_OK && files[1].data.len == 64 &&
+		       files[1].truncated,
+	       "a file over the collect cap is cut to it and marked truncated");
+	TAP_OK(al_chan_result_cap(&spec, 64) == 10 + 10 + 2 * (64 + 512) + AL_CHAN_RESULT_SLACK,
+	       "the frame cap is the job's own: streams, the collect cap per file asked, slack");
+}
+
 int main(void)
 {
 	test_roundtrip();
 	test_bad_peers();
 	test_stuck_reader();
+	test_read_budget();
+	test_check_result();
 	return tap_done();
 }

@@ -139,6 +139,13 @@ static void done(struct al_runner *r, struct al_result *res, void *arg)
 	event_base_loopbreak(b->base);
 }
 
+static int fini_fail(const struct al_backend_ops *ops)
+{
+	if (ops->fini)
+		ops->fini();
+	return 1;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -253,7 +260,7 @@ int main(int argc, char **argv)
 			if (k < nseries) {
 				if (spawn_wait(series[k].argv)) {
 					fprintf(stderr, "bench: baseline %s failed\n", series[k].label);
-					return 1;
+					return fini_fail(ops);
 				}
 				series[k].ms[i] = mono_us() - t0;
 				continue;
@@ -266,7 +273,7 @@ int main(int argc, char **argv)
 			event_base_loop(b.base, EVLOOP_NONBLOCK);
 			al_runner_free(r);
 			if (b.status != AL_ST_OK)
-				return 1;
+				return fini_fail(ops); /* the backend's mounts and cgroups go too */
 		}
 	}
 	printf("{");

@@ -13,8 +13,10 @@ so the comparison favours it.
 
 The bare run's bundle is the backend's own config.json (kept with
 bench_backend --bundle-copy) with three changes that a direct invocation
-needs: the script is given with -c instead of on fd 3, /work is a plain
-tmpfs (the job's was removed with it) and the cgroup path is its own."""
+needs: the script is given with -c instead of on fd 3 (and without the
+backend's first program, airlock-exec, which comes in as a descriptor: the
+backend does one exec more), /work, /tmp and /dev/shm are plain tmpfs (the
+job's tmpfs was removed with it) and the cgroup path is its own."""
 import json
 import os
 import shutil
@@ -54,9 +56,11 @@ def main():
     with open(kept) as f:
         cfg = json.load(f)
     cfg["process"]["args"] = PY
-    cfg["mounts"] = [m for m in cfg["mounts"] if m["destination"] != "/work"]
-    cfg["mounts"].append({"destination": "/work", "type": "tmpfs", "source": "tmpfs",
-                          "options": ["nosuid", "nodev", "mode=1777", "size=65536k"]})
+    own = ("/work", "/tmp", "/dev/shm")
+    cfg["mounts"] = [m for m in cfg["mounts"] if m["destination"] not in own]
+    for d in own:
+        cfg["mounts"].append({"destination": d, "type": "tmpfs", "source": "tmpfs",
+                              "options": ["nosuid", "nodev", "mode=1777", "size=65536k"]})
     cfg["linux"]["cgroupsPath"] = "/airlock-bench-bare"
     bundle = os.path.join(tmp, "bare")
     os.makedirs(bundle)

@@ -61,6 +61,7 @@ struct ctr_sb {
 	struct al_cg cg;
 	bool cg_made;
 	char name[AL_ID_MAX + 48];
+	char rootfs[PATH_MAX]; /* the job's own overlay root ("" when it uses the image's) */
 	int code_fd, stdin_fd;
 	pid_t pid;	/* the shim (backends/container/shim.c) */
 	int pidfd;
@@ -417,7 +418,8 @@ static int write_bundle(struct al_sandbox *sb, struct al_err *err)
 	json_object_set_new(process, "rlimits", rl);
 	json_object_set_new(root, "process", process);
 	json_object_set_new(root, "root",
-			    json_pack("{s:s, s:b}", "path", sb->spec.image ? sb->spec.image : G.hostimage,
+			    json_pack("{s:s, s:b}", "path",
+				      c->rootfs[0] ? c->rootfs : sb->spec.image ? sb->spec.image : G.hostimage,
 				      "readonly", 1));
 	json_object_set_new(root, "hostname", json_string("airlock"));
 
@@ -530,6 +532,39 @@ static int make_mount_point(const char *rootfs, const char *path, bool is_dir, s
 	return rc;
 }
 
+/* A tier with binds needs mount points the image does not have, and the
+ * image is shared (by the other tiers, by the other slots): the job gets a
+ * root of its own, an overlay of the image with its upper layer in the
+ * job's tmpfs, in which the mount points are made. */
+static int own_rootfs(struct al_sandbox *sb, struct al_err *err)
+{
+	struct ctr_sb *c = sb->priv;
+	char up[PATH_MAX + 16], wk[PATH_MAX + 16], opts[3 * PATH_MAX + 64];
+	int rc;
+
+	if (al_pathf(c->rootfs, sizeof(c->rootfs), "%s/rootfs", c->fs.dir) ||
+	    al_pathf(up, sizeof(up), "%s/ovl-up", c->fs.work) ||
+	    al_pathf(wk, sizeof(wk), "%s/ovl-work", c->fs.work) ||
+	    snprintf(opts, sizeof(opts), "lowerdir=%s,upperdir=%s,workdir=%s",
+		     sb->spec.image ? sb->spec.image : G.hostimage, up, wk) >= (int)sizeof(opts))
+		return al_err_set(err, AL_ESANDBOX, "container: paths too long for an overlay");
+	if (mkdir(c->rootfs, 0755) || mkdir(up, 0755) || mkdir(wk, 0700) ||
+	    mount("airlock-root", c->rootfs, "overlay", MS_NOSUID | MS_NODEV, opts)) {
+		rc = al_err_sys(err, "container: an overlay root for the tier's binds");
+		c->rootfs[0] = '\0';
+		return rc;
+	}
+	for (size_t i = 0; i < sb->spec.nbinds; i++) {
+		struct stat st;
+
+		if (stat(sb->spec.binds[i], &st))
+			return al_err_sys(err, "container: bind %s (the tier's binds)", sb->spec.binds[i]);
+		if ((rc = make_mount_point(c->rootfs, sb->spec.binds[i], S_ISDIR(st.st_mode), err)))
+			return rc;
+	}
+	return AL_OK;
+}
+
 static int ctr_prepare(struct al_sandbox *sb, struct al_err *err)
 {
 	struct ctr_sb *c = sb->priv;
@@ -557,15 +592,8 @@ static int ctr_prepare(struct al_sandbox *sb, struct al_err *err)
 	 * paths only, for its counters and for removing it. */
 	if ((rc = al_cg_at(&c->cg, &G.cg, c->name, err)))
 		return al_err_wrap(err, "container");
-	for (size_t i = 0; i < sb->spec.nbinds; i++) {
-		struct stat st;
-
-		if (stat(sb->spec.binds[i], &st))
-			return al_err_sys(err, "container: bind %s (the tier's binds)", sb->spec.binds[i]);
-		if ((rc = make_mount_point(sb->spec.image ? sb->spec.image : G.hostimage,
-					   sb->spec.binds[i], S_ISDIR(st.st_mode), err)))
-			return rc;
-	}
+	if (sb->spec.nbinds && (rc = own_rootfs(sb, err)))
+		return rc;
 	c->cg_made = true;
 	if (job->runtime != AL_RUNTIME_ARGV &&
 	    (c->code_fd = memfd_of("job-code", job->code.data, job->code.len, err)) < 0)
@@ -760,6 +788,9 @@ static void ctr_destroy(struct al_sandbox *sb)
 	c->report_rd = -1;
 	if (c->cg_made) /* the runtime's cgroup, in every hierarchy it made it in */
 		al_cg_remove_everywhere(&G.cg, c->name);
+	if (c->rootfs[0] && umount2(c->rootfs, MNT_DETACH) == 0)
+		rmdir(c->rootfs);
+	c->rootfs[0] = '\0';
 	al_jobfs_destroy(&c->fs);
 	if (c->code_fd >= 0)
 		close(c->code_fd);

@@ -319,14 +319,23 @@ void al_jobfs_destroy(struct al_jobfs *fs)
 		fs->mounted = false;
 	rmdir(fs->work);
 	/* stdout, stderr and whatever else a backend put beside them
-	 * (a bundle's config.json, a runtime log): the directory is ours */
+	 * (a bundle's config.json, a runtime log, an overlay root a crash
+	 * left mounted): the directory is ours */
 	{
 		DIR *d = opendir(fs->dir);
 		struct dirent *de;
 
-		while (d && (de = readdir(d)))
-			if (de->d_type != DT_DIR)
+		while (d && (de = readdir(d))) {
+			char sub[PATH_MAX + 256];
+
+			if (de->d_type != DT_DIR) {
 				unlinkat(dirfd(d), de->d_name, 0);
+			} else if (de->d_name[0] != '.' &&
+				   !al_pathf(sub, sizeof(sub), "%s/%s", fs->dir, de->d_name)) {
+				umount2(sub, MNT_DETACH);
+				rmdir(sub);
+			}
+		}
 		if (d)
 			closedir(d);
 	}

@@ -419,6 +419,9 @@ CASES = [
         "argv": ["./notexec"], "files": [{"path": "notexec", "data": b"#!/bin/sh\necho hi\n",
                                           "mode": 0o644}]},
      "nonzero_exit", lambda r, c: (r.get("exit_code") == 126, "exit %s" % r.get("exit_code"))),
+    ("exit 126 with nothing on stderr", lambda c: py("import os\nos._exit(126)"),
+     "nonzero_exit", lambda r, c: (r.get("exit_code") == 126 and r.get("attempt") == 1,
+                                   "exit %s, attempt %s" % (r.get("exit_code"), r.get("attempt")))),
     ("input files a and a/b", lambda c: {
         "argv": ["/bin/true"], "files": [{"path": "a", "data": b"x"}, {"path": "a/b", "data": b"y"}]},
      "rejected", lambda r, c: ("a/b" in (r.get("error") or ""), (r.get("error") or "")[:80])),

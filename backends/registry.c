@@ -64,6 +64,17 @@ struct al_sandbox *al_sandbox_new(const struct al_backend_ops *ops,
 
 int al_backend_prepare(struct al_sandbox *sb, struct al_err *err)
 {
+	const struct al_job *job = sb->spec.job;
+
+	/* What the backend cannot give, it never silently leaves out (the
+	 * policy refuses such a tier; this holds if it did not). */
+	if (sb->spec.network == AL_NET_EGRESS && !(sb->ops->caps & AL_CAP_EGRESS))
+		return al_err_set(err, AL_EINVAL,
+				  "network: the %s backend cannot give a job outbound network",
+				  sb->ops->name);
+	if (job && (job->nfiles || job->ncollect) && !(sb->ops->caps & AL_CAP_FILES))
+		return al_err_set(err, AL_EINVAL, "files: the %s backend takes no input or collected files",
+				  sb->ops->name);
 	return sb->ops->prepare ? sb->ops->prepare(sb, err) : unsupported(sb->ops, "prepare", err);
 }
 

@@ -1,6 +1,8 @@
 /* policy.c - loading and applying the operator's policy (see policy.h). */
 #include "policy.h"
 
+#include "../backends/backend.h" /* AL_CAP_* */
+
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -148,6 +150,30 @@ static int parse_limits(struct ctx *c, yaml_node_t *n, const char *what, struct 
 	return AL_OK;
 }
 
+/* What each backend can enforce or give (AL_CAP_*): the same bits as its
+ * ops table's caps (tests/unit/test_caps.c holds them equal), here so that
+ * the scheduler, which links no backend, refuses what a backend cannot do. */
+static const struct {
+	const char *name;
+	unsigned caps;
+} backend_caps[] = {
+	{ "process", AL_CAP_NO_NETWORK | AL_CAP_MEMORY | AL_CAP_PIDS | AL_CAP_CPU | AL_CAP_FILES },
+	{ "container", AL_CAP_NO_NETWORK | AL_CAP_MEMORY | AL_CAP_PIDS | AL_CAP_CPU | AL_CAP_FILES },
+	{ "microvm", AL_CAP_NO_NETWORK | AL_CAP_MEMORY | AL_CAP_PIDS | AL_CAP_CPU | AL_CAP_FILES |
+			     AL_CAP_OWN_KERNEL },
+	{ "vm", AL_CAP_MEMORY | AL_CAP_CPU | AL_CAP_OWN_KERNEL | AL_CAP_SERVICE | AL_CAP_NO_NETWORK |
+			AL_CAP_EGRESS },
+	{ "noop", 0 },
+};
+
+unsigned al_policy_backend_caps(const char *backend)
+{
+	for (size_t i = 0; i < sizeof(backend_caps) / sizeof(backend_caps[0]); i++)
+		if (!strcmp(backend, backend_caps[i].name))
+			return backend_caps[i].caps;
+	return 0;
+}
+
 /* An absolute, normalized path (what a bind names, at the same place in
  * the sandbox). */
 static bool bind_path_ok(const char *p)
@@ -170,7 +196,6 @@ static bool bind_path_ok(const char *p)
 
 static int parse_tier(struct ctx *c, yaml_node_t *name, yaml_node_t *n, struct al_tier_policy *t)
 {
-	static const char *const backends[] = { "process", "container", "microvm", "vm", "noop" };
 	yaml_node_t *k, *v;
 	bool known = false;
 	int rc;
@@ -312,10 +337,16 @@ static int parse_tier(struct ctx *c, yaml_node_t *name, yaml_node_t *n, struct a
 	if (!t->backend)
 		return fail(c, n, "tier %s: no backend; add \"backend: process\" (or container, microvm, vm)",
 			    t->name);
-	for (size_t i = 0; i < sizeof(backends) / sizeof(backends[0]); i++)
-		known |= !strcmp(t->backend, backends[i]);
+	for (size_t i = 0; i < sizeof(backend_caps) / sizeof(backend_caps[0]); i++)
+		known |= !strcmp(t->backend, backend_caps[i].name);
 	if (!known)
 		return fail(c, n, "tier %s: unknown backend \"%s\"; use process, container, microvm or vm",
+			    t->name, t->backend);
+	/* What the policy grants, the backend must be able to give: never a
+	 * job that asked for network run without it. */
+	if (t->egress && !(al_policy_backend_caps(t->backend) & AL_CAP_EGRESS))
+		return fail(c, n, "tier %s: egress: true, but the %s backend cannot give a job outbound "
+			    "network; remove it, or use a backend that can (vm)",
 			    t->name, t->backend);
 	if (t->nbinds && strcmp(t->backend, "process") && strcmp(t->backend, "container"))
 		return fail(c, n, "tier %s: binds are for the process and container backends; a %s "
@@ -726,6 +757,11 @@ int al_policy_admit(const struct al_policy *pol, struct al_job *job, uint64_t no
 				  (unsigned long long)files, (unsigned long long)l->disk_bytes);
 	if (job->network == AL_NET_EGRESS && !t->egress)
 		return al_err_set(err, AL_EINVAL, "network: tier %s does not allow egress", t->name);
+	if ((job->nfiles || job->ncollect) && !(al_policy_backend_caps(t->backend) & AL_CAP_FILES))
+		return al_err_set(err, AL_EINVAL,
+				  "files: tier %s runs on the %s backend, which takes no input or "
+				  "collected files",
+				  t->name, t->backend);
 	if (job->callback_url) {
 		int rc = al_callback_url_ok(t->callback_hosts, t->ncallback_hosts, job->callback_url,
 					    t->name, err);

@@ -90,6 +90,10 @@ struct sockaddr;
 bool al_callback_addr_ok(char *const *hosts, size_t n, const struct sockaddr *sa, char *text,
 			 size_t cap);
 
+/* The AL_CAP_* bits (backends/backend.h) the named backend has; 0 for an
+ * unknown one. */
+unsigned al_policy_backend_caps(const char *backend);
+
 /* The built-in policy text (also shipped as deploy/policy.example.yaml). */
 extern const char al_policy_builtin[];
 

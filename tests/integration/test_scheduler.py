@@ -34,6 +34,8 @@ tiers:
     max: {wall_ms: 20000, memory_bytes: 200000000, disk_bytes: 1000000}
     callback_hosts: [127.0.0.1]
     env: {FROM_POLICY: "yes"}
+  svc:
+    backend: vm
 tenants:
   default: {max_priority: 9}
   small: {max_queued: 10}
@@ -64,6 +66,8 @@ def rejections():
             ("callback host not allowed", ["--callback", "http://10.0.0.1/x"],
              'host "10.0.0.1" port 80 is not allowed'),
             ("deadline already past", ["--deadline-ms", "1000"], "deadline_ms: 1000 is already past"),
+            ("input files for a backend that takes none", ["--tier", "svc", "-f", "/etc/hostname:h"],
+             "files: tier svc runs on the vm backend, which takes no input or collected files"),
             ("priority above the tenant's max", ["--tenant", "low", "--priority", "8"],
              "priority: 8 is above tenant low's maximum of 3"),
         ]
@@ -302,6 +306,9 @@ def policy_errors():
          'binds: "/srv/../etc" must be'),
         ("bind of the sandbox's /proc", "tiers:\n  a: {backend: container, binds: [/proc/1]}\n",
          "not under /proc, /dev or /tmp"),
+        ("egress on a backend that cannot give it",
+         "tiers:\n  a: {backend: process, egress: true}\n",
+         "egress: true, but the process backend cannot give a job outbound network"),
         ("binds on a microvm tier", "tiers:\n  a: {backend: microvm, binds: [/srv]}\n",
          "binds are for the process and container backends"),
         ("pool idle too short", "tiers:\n  a: {backend: microvm, pool_max_idle_ms: 10}\n",

@@ -72,7 +72,7 @@ $(BUILD)/airlock-scheduler: $(call obj,$(SCHED_SRC)) $(LIB)
 # The process backend's sandbox init: static and small (it is PID 1 of every
 # process sandbox; a copy of the worker's address space would make forking
 # the job and tearing the sandbox down slow), never sanitized.
-$(BUILD)/airlock-sandbox-init: backends/process/init.c backends/process/init.h backends/jobspec.h backends/execpath.h \
+$(BUILD)/airlock-sandbox-init: backends/process/init.c backends/process/init.h backends/jobspec.h backends/jobexec.h \
 	backends/jobfs_layout.h backends/hostroot.h backends/newroot.c backends/newroot.h
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -D_GNU_SOURCE $(WARN) -O2 -static -s -o $@ backends/process/init.c \
@@ -87,7 +87,7 @@ $(BUILD)/airlock-oci-shim: $(SHIM_SRC) backends/cgroup.h proto/buf.h proto/err.h
 
 # The first program of every container job (run from the host through a
 # descriptor): static and small.
-$(BUILD)/airlock-exec: backends/container/exec.c backends/execpath.h
+$(BUILD)/airlock-exec: backends/container/exec.c backends/jobexec.h
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -D_GNU_SOURCE $(WARN) -O2 -static -s -o $@ backends/container/exec.c
 

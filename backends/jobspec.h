@@ -11,7 +11,7 @@
 #include "../proto/buf.h"
 #include "backend.h"
 
-#include "execpath.h" /* AL_SEARCH_PATH */
+#include "jobexec.h" /* AL_SEARCH_PATH */
 
 /* Append argv then environment strings to out, each NUL-terminated, and
  * count them. script is where the job's code is seen inside the sandbox

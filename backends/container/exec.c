@@ -16,7 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../execpath.h"
+#include "../jobexec.h"
 
 extern char **environ;
 

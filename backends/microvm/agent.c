@@ -43,6 +43,7 @@
 #include "../../proto/result.h"
 #include "../backend.h" /* AL_USAGE_POLL_MS */
 #include "../cgroup.h"
+#include "../jobexec.h"
 #include "../jobfs.h"
 #include "../jobfs_layout.h"
 #include "../jobspec.h"
@@ -369,13 +370,12 @@ static void __attribute__((noreturn)) exec_job(const struct job_in *in, const st
 	syscall(SYS_close_range, (unsigned)setup_wr + 1, ~0u, 0);
 	if (setsid() < 0 || chdir(fs->home))
 		setup_fail(setup_wr, "chdir to the work dir");
-	for (int cap = 0; cap <= 63; cap++)
-		prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
-	if (setgroups(0, NULL) || setresgid(JOB_UID, JOB_UID, JOB_UID) ||
-	    setresuid(JOB_UID, JOB_UID, JOB_UID))
-		setup_fail(setup_wr, "drop to the job's uid");
-	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
-		setup_fail(setup_wr, "no_new_privs");
+	{
+		const char *what = "drop the capability bounding set";
+
+		if (al_drop_bounding_set() || al_become(JOB_UID, JOB_UID, &what))
+			setup_fail(setup_wr, what);
+	}
 	set_rlimit(RLIMIT_CPU, (rlim_t)((l->cpu_ms + 999) / 1000), setup_wr);
 	set_rlimit(RLIMIT_FSIZE, (rlim_t)al_fsize_limit(l), setup_wr);
 	set_rlimit(RLIMIT_CORE, 0, setup_wr);

@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "../hostroot.h"
+#include "../jobexec.h"
 #include "../jobfs_layout.h"
 #include "../newroot.h"
 #include "../jobspec.h" /* AL_SEARCH_PATH */
@@ -227,20 +228,10 @@ static char job_stack[64 << 10] __attribute__((aligned(16)));
 
 static void drop_privileges(uid_t uid)
 {
-	if (setgroups(0, NULL))
-		die("setgroups");
-	if (setresgid(uid, uid, uid))
-		die("setresgid");
-	if (setresuid(uid, uid, uid))
-		die("setresuid");
-	/* Switching from root to a non-root uid clears every capability; make
-	 * sure, and that none can be regained through exec. */
-	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) && errno != EINVAL)
-		die("clear ambient capabilities");
-	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
-		die("no_new_privs");
-	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0))
-		die("dumpable");
+	const char *what = "";
+
+	if (al_become(uid, uid, &what))
+		die(what);
 }
 
 /* Receive the go message: AL_GO_NFDS descriptors, then the binds'. Returns
@@ -384,12 +375,8 @@ int main(int argc, char **argv)
 		die("sethostname");
 	/* What an exec could ever gain: nothing. The init keeps its effective
 	 * capabilities for the mounts below until drop_privileges. */
-	for (int cap = 0; cap < 64; cap++) /* up to the running kernel's last: EINVAL after it */
-		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)) {
-			if (errno == EINVAL)
-				break;
-			die("drop capability bounding set");
-		}
+	if (al_drop_bounding_set())
+		die("drop capability bounding set");
 
 	/* Wait for a job. */
 	if ((ngot = recv_go(go)) < 0)

@@ -30,7 +30,9 @@ LIB_SRC := $(PROTO_SRC) $(CLIENT_LIB_SRC)
 WORKER_SRC := $(wildcard worker/*.c) $(wildcard backends/*.c) scheduler/policy.c
 SCHED_SRC := $(wildcard scheduler/*.c)
 TEST_SRC := $(wildcard tests/unit/test_*.c)
-HEADERS := $(wildcard proto/*.h) $(wildcard client/*.h)
+# The client library's installed headers, in their folders (they include
+# each other as "../proto/x.h"); the daemons' connection layer is not part of it.
+HEADERS := $(wildcard proto/*.h) $(filter-out client/aconn.h,$(wildcard client/*.h))
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 
@@ -57,8 +59,9 @@ $(LIB): $(call obj,$(LIB_SRC))
 	ar rcs $@ $^
 
 headers: $(LIB)
-	@mkdir -p $(BUILD)/include/airlock
-	@cp $(HEADERS) $(BUILD)/include/airlock/
+	@rm -rf $(BUILD)/include/airlock
+	@mkdir -p $(BUILD)/include/airlock/proto $(BUILD)/include/airlock/client
+	@for h in $(HEADERS); do cp $$h $(BUILD)/include/airlock/$$h; done
 
 $(BUILD)/airlock: $(call obj,client/airlock.c) $(LIB)
 	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(PKG_LIBS)

@@ -25,14 +25,21 @@ FINAL_LDFLAGS := -pie -Wl,-z,noexecstack -Wl,-z,relro -Wl,-z,now $(if $(SANITIZE
 
 PROTO_SRC := $(wildcard proto/*.c)
 CLIENT_LIB_SRC := $(filter-out client/airlock.c,$(wildcard client/*.c))
-LIB_SRC := $(PROTO_SRC) $(CLIENT_LIB_SRC)
-# scheduler/policy.c is shared: the worker maps tiers and re-checks limits.
-WORKER_SRC := $(wildcard worker/*.c) $(wildcard backends/*.c) scheduler/policy.c
+# common/: what the daemons share (connection layer, clocks and log, the
+# policy); in the one library with the client's, which needs the clocks.
+COMMON_SRC := $(wildcard common/*.c)
+LIB_SRC := $(PROTO_SRC) $(CLIENT_LIB_SRC) $(COMMON_SRC)
+# backends/: the interface and the building blocks at the top, one folder
+# per boundary (its helper programs beside it, built on their own below).
+BACKEND_SRC := $(wildcard backends/*.c) backends/process/process.c \
+	backends/container/container.c backends/microvm/microvm.c backends/microvm/vmm_qemu.c \
+	backends/vm/vm.c
+WORKER_SRC := $(wildcard worker/*.c) $(BACKEND_SRC)
 SCHED_SRC := $(wildcard scheduler/*.c)
 TEST_SRC := $(wildcard tests/unit/test_*.c)
 # The client library's installed headers, in their folders (they include
 # each other as "../proto/x.h"); the daemons' connection layer is not part of it.
-HEADERS := $(wildcard proto/*.h) $(filter-out client/aconn.h,$(wildcard client/*.h))
+HEADERS := $(wildcard proto/*.h) $(wildcard client/*.h) common/log.h
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 
@@ -60,7 +67,7 @@ $(LIB): $(call obj,$(LIB_SRC))
 
 headers: $(LIB)
 	@rm -rf $(BUILD)/include/airlock
-	@mkdir -p $(BUILD)/include/airlock/proto $(BUILD)/include/airlock/client
+	@mkdir -p $(BUILD)/include/airlock/proto $(BUILD)/include/airlock/client $(BUILD)/include/airlock/common
 	@for h in $(HEADERS); do cp $$h $(BUILD)/include/airlock/$$h; done
 
 $(BUILD)/airlock: $(call obj,client/airlock.c) $(LIB)
@@ -98,9 +105,9 @@ $(BUILD)/airlock-exec: backends/container/exec.c backends/jobexec.h
 # never sanitized (it is PID 1 of a VM), stripped so that its bytes, and so
 # the image hash, depend only on the sources.
 AGENT_SRC := backends/microvm/agent.c backends/vmchan.c backends/cgroup.c backends/jobfs.c \
-	backends/jobspec.c backends/verdict.c backends/seccomp.c proto/buf.c proto/err.c \
+	backends/jobspec.c backends/verdict.c backends/seccomp.c common/log.c proto/buf.c proto/err.c \
 	proto/job.c proto/mp.c proto/result.c
-$(BUILD)/airlock-agent: $(AGENT_SRC) $(wildcard backends/*.h proto/*.h)
+$(BUILD)/airlock-agent: $(AGENT_SRC) $(wildcard backends/*.h proto/*.h common/*.h)
 	$(CC) -std=gnu11 -D_GNU_SOURCE $(WARN) -O2 -static -s -ffile-prefix-map=$(CURDIR)=. \
 		-o $@ $(AGENT_SRC) -lmsgpackc -lseccomp
 
@@ -114,7 +121,7 @@ $(BUILD)/tests/test_vmchan: $(call obj,tests/unit/test_vmchan.c backends/vmchan.
 	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
 # Callback URL and address checks live in the policy module.
-$(BUILD)/tests/test_callback: $(call obj,tests/unit/test_callback.c scheduler/policy.c) $(LIB)
+$(BUILD)/tests/test_callback: $(call obj,tests/unit/test_callback.c) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
 

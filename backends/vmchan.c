@@ -3,6 +3,7 @@
 
 #include "backend.h"
 #include "jobspec.h"
+#include "../common/log.h" /* clocks */
 #include "../proto/result.h"
 
 #include <errno.h>
@@ -10,14 +11,6 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-
-static uint64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 void al_chan_rd_reset(struct al_chan_rd *r)
 {
@@ -96,7 +89,7 @@ static int write_all(int fd, const void *p, size_t n, uint64_t deadline, struct 
 			continue;
 		if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
 			struct pollfd pfd = { .fd = fd, .events = POLLOUT };
-			uint64_t now = mono_ms();
+			uint64_t now = al_mono_ms();
 			int left = deadline == UINT64_MAX ? -1 : now >= deadline ? 0
 										 : (int)(deadline - now);
 
@@ -112,13 +105,13 @@ static int write_all(int fd, const void *p, size_t n, uint64_t deadline, struct 
 
 int al_chan_write_raw(int fd, const void *p, size_t n, int timeout_ms, struct al_err *err)
 {
-	return write_all(fd, p, n, timeout_ms < 0 ? UINT64_MAX : mono_ms() + (uint64_t)timeout_ms, err);
+	return write_all(fd, p, n, timeout_ms < 0 ? UINT64_MAX : al_mono_ms() + (uint64_t)timeout_ms, err);
 }
 
 int al_chan_write(int fd, char type, const void *p1, size_t n1, const void *p2, size_t n2,
 		  int timeout_ms, struct al_err *err)
 {
-	uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : mono_ms() + (uint64_t)timeout_ms;
+	uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : al_mono_ms() + (uint64_t)timeout_ms;
 	uint8_t hdr[5];
 	int rc;
 

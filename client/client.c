@@ -9,7 +9,7 @@
 #include <time.h>
 
 #include "../proto/contract.h"
-#include "log.h"
+#include "../common/log.h"
 #include "redis_url.h"
 
 #define IDEM_TTL_S 86400

@@ -16,11 +16,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../client/aconn.h"
-#include "../client/log.h"
+#include "../common/aconn.h"
+#include "../common/log.h"
 #include "../proto/contract.h"
 #include "../proto/result.h"
-#include "policy.h"
+#include "../common/policy.h"
 #include "vmlease.h"
 
 #define INTAKE_BATCH "256"

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../client/log.h"
+#include "../common/log.h"
 #include "../proto/keys.h"
 
 /* End the leases that are due, atomically: each leaves the index, its

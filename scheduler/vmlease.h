@@ -10,7 +10,7 @@
 
 #include <stdint.h>
 
-#include "../client/aconn.h"
+#include "../common/aconn.h"
 #include "../proto/err.h"
 
 struct al_vmlease;

@@ -15,7 +15,7 @@
 
 #include "../backends/cgroup.h"
 #include "../backends/jobfs.h"
-#include "../client/log.h"
+#include "../common/log.h"
 #include "../proto/buf.h"
 #include "../proto/job.h"
 

@@ -7,7 +7,7 @@
 #include <event2/event.h>
 
 #include "../backends/backend.h"
-#include "../client/log.h"
+#include "../common/log.h"
 
 struct al_runner;
 

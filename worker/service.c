@@ -17,8 +17,8 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-#include "../client/aconn.h"
-#include "../client/log.h"
+#include "../common/aconn.h"
+#include "../common/log.h"
 #include "../proto/contract.h"
 #include "runner.h"
 #include "webhook.h"
@@ -174,7 +174,7 @@ static struct backend_state *backend_for(struct worker *w, const char *name)
 /* ---- what must reach Redis ----
  *
  * Every call that changes a job's fate (commit, retry, dead letter, ack)
- * is a reliable call of the command connection (client/aconn.h): kept and
+ * is a reliable call of the command connection (common/aconn.h): kept and
  * sent again after a reset until Redis gives a definite answer. Results
  * wait in w->commits until the end of the loop pass, so that results
  * finishing together go out in one COMMIT call. */

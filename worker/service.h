@@ -7,7 +7,7 @@
 #include <stdint.h>
 
 #include "../backends/backend.h"
-#include "../scheduler/policy.h"
+#include "../common/policy.h"
 
 #define AL_MAX_TIERS 16
 #define AL_HOLD_MAX_MS 1000 /* a job held ahead (prefetch) longer goes back to the queue */

@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../client/log.h"
+#include "../common/log.h"
 #include "../proto/job.h"
-#include "../scheduler/policy.h"
+#include "../common/policy.h"
 
 struct al_webhooks {
 	struct event_base *base;

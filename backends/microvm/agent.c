@@ -40,6 +40,7 @@
 #include <unistd.h>
 
 #include "../../proto/job.h"
+#include "../../common/log.h" /* clocks */
 #include "../../proto/result.h"
 #include "../backend.h" /* AL_USAGE_POLL_MS */
 #include "../cgroup.h"
@@ -304,14 +305,6 @@ static int memfd_with(const char *name, const void *data, size_t len)
 	return fd;
 }
 
-static uint64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* The job's set-up failed (the boundary's fault, never the job's): say
  * what on the set-up pipe, which an exec closes unread. */
 static void __attribute__((noreturn)) setup_fail(int fd, const char *what)
@@ -403,7 +396,7 @@ static int run(struct job_in *in, int port, struct al_result *res, struct al_err
 	struct al_cg_stats st = { 0 };
 	struct al_seccomp sc;
 	int fds[4] = { -1, -1, -1, -1 }, ws = 0, rc, pidfd = -1, setup[2] = { -1, -1 };
-	uint64_t beat_ms = mono_ms();
+	uint64_t beat_ms = al_mono_ms();
 	bool disk_full = false;
 	pid_t pid;
 
@@ -478,8 +471,8 @@ static int run(struct job_in *in, int port, struct al_result *res, struct al_err
 				kill(pid, SIGKILL);
 				stopped = true;
 			}
-			if (mono_ms() - beat_ms >= AL_CHAN_HEARTBEAT_MS) {
-				beat_ms = mono_ms();
+			if (al_mono_ms() - beat_ms >= AL_CHAN_HEARTBEAT_MS) {
+				beat_ms = al_mono_ms();
 				if (al_chan_write(port, AL_CHAN_HEARTBEAT, NULL, 0, NULL, 0, -1, err)) {
 					rc = AL_ESANDBOX;
 					goto out;
@@ -523,18 +516,16 @@ out:
 static void wait_ack(int port, struct al_chan_rd *rd)
 {
 	struct al_err err = { 0 };
-	struct timespec t0, now;
+	uint64_t t0 = al_mono_ms();
 
-	clock_gettime(CLOCK_MONOTONIC, &t0);
 	al_chan_rd_reset(rd);
 	for (;;) {
 		struct pollfd p = { .fd = port, .events = POLLIN };
-		long waited;
+		uint64_t waited = al_mono_ms() - t0;
 		int rc;
 
-		clock_gettime(CLOCK_MONOTONIC, &now);
-		waited = (now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000;
-		if (waited >= AL_CHAN_ACK_WAIT_MS || poll(&p, 1, (int)(AL_CHAN_ACK_WAIT_MS - waited)) <= 0)
+		if (waited >= AL_CHAN_ACK_WAIT_MS ||
+		    poll(&p, 1, (int)(AL_CHAN_ACK_WAIT_MS - waited)) <= 0)
 			break;
 		rc = al_chan_read(rd, port, AL_CHAN_READY_MAX, &err);
 		if (rc < 0 || (rc > 0 && rd->body.data[0] == AL_CHAN_ACK))

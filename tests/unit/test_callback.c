@@ -6,7 +6,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "../../scheduler/policy.h"
+#include "../../common/policy.h"
 #include "tap.h"
 
 static bool addr_ok(char *const *hosts, size_t n, const char *text)

@@ -3,7 +3,7 @@
  * grants what its backend cannot give) are the bits each backend's ops
  * table declares. */
 #include "../../backends/backend.h"
-#include "../../scheduler/policy.h"
+#include "../../common/policy.h"
 #include "tap.h"
 
 int main(void)

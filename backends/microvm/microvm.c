@@ -40,13 +40,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../client/log.h"
-#include "backend.h"
-#include "cgroup.h"
-#include "jobfs.h"
-#include "jobspec.h"
-#include "newroot.h"
-#include "vmchan.h"
+#include "../../common/log.h"
+#include "../backend.h"
+#include "../cgroup.h"
+#include "../jobfs.h"
+#include "../jobspec.h"
+#include "../newroot.h"
+#include "../vmchan.h"
 #include "vmm.h"
 
 #define MIB (1024ull * 1024ull)

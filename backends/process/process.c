@@ -40,14 +40,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../proto/buf.h"
-#include "backend.h"
-#include "cgroup.h"
-#include "jobfs.h"
-#include "jobspec.h"
-#include "seccomp.h"
-#include "verdict.h"
-#include "process/init.h"
+#include "../../proto/buf.h"
+#include "../backend.h"
+#include "../cgroup.h"
+#include "../jobfs.h"
+#include "../jobspec.h"
+#include "../seccomp.h"
+#include "../verdict.h"
+#include "init.h"
 
 /* One pre-made init per slot. */
 struct warm {

@@ -12,8 +12,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "../proto/err.h"
-#include "cgroup.h"
+#include "../../proto/err.h"
+#include "../cgroup.h"
 
 /* Everything a launch needs; the backend fills it. */
 struct al_vmm_cfg {

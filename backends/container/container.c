@@ -31,15 +31,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../proto/buf.h"
-#include "backend.h"
-#include "cgroup.h"
-#include "hostroot.h"
-#include "jobfs.h"
-#include "jobfs_layout.h"
-#include "jobspec.h"
-#include "seccomp.h"
-#include "verdict.h"
+#include "../../proto/buf.h"
+#include "../backend.h"
+#include "../cgroup.h"
+#include "../hostroot.h"
+#include "../jobfs.h"
+#include "../jobfs_layout.h"
+#include "../jobspec.h"
+#include "../seccomp.h"
+#include "../verdict.h"
 
 #define CTR_UID 1000		 /* the job's uid and gid inside the container */
 #define CTR_ID_RANGE 65536u	 /* host ids per slot; slot i's root is userns_base + i*RANGE */

@@ -35,14 +35,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../proto/buf.h"
-#include "../client/log.h"
-#include "../proto/keys.h"
-#include "backend.h"
-#include "jobfs.h"
-#include "jobspec.h"
-#include "vmchan.h"
-#include "vmm.h"
+#include "../../proto/buf.h"
+#include "../../common/log.h"
+#include "../../proto/keys.h"
+#include "../backend.h"
+#include "../jobfs.h"
+#include "../jobspec.h"
+#include "../vmchan.h"
+#include "../microvm/vmm.h"
 
 #define MIB (1024ull * 1024ull)
 #define GUEST_OVERHEAD_MIB 128

@@ -1,0 +1,74 @@
+/* sched.h - the scheduler's own state and the calls between its parts (not
+ * an interface for anything outside scheduler/).
+ *
+ *   main.c       the loop: ticks, connections, signals, options, start-up
+ *   admission.c  intake -> ADMIT against the policy, or refusal
+ *   reclaim.c    dead workers' jobs, due retries, deadlines
+ *   metrics.c    the snapshot and its HTTP endpoint
+ *   results.c    calls, acks, dead letters, results the scheduler commits
+ *   vmlease.c    service-VM leases (with --libvirt)
+ */
+#ifndef AL_SCHED_H
+#define AL_SCHED_H
+
+#include <event2/event.h>
+#include <event2/http.h>
+#include <hiredis/async.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../common/aconn.h"
+#include "../common/policy.h"
+#include "../proto/contract.h"
+#include "vmlease.h"
+
+#define INTAKE_BATCH "256"
+#define TICK_MS	     100
+
+struct sched {
+	struct event_base *base;
+	struct al_policy policy;
+	const char *policy_path;
+	struct al_redis_url url;
+	struct al_aconn *cmd, *fetch;
+	char id[80];
+	bool fetching;
+	bool stopping;
+	struct event *tick, *sighup, *sigterm, *sigint;
+	struct evhttp *http;
+	uint64_t last_reclaim_ms, last_snapshot_ms, last_vm_ms;
+	const char *libvirt_uri; /* service VMs' libvirt, or NULL */
+	struct al_vmlease *vms;
+	bool reconciled;
+	uint64_t up_ms; /* monotonic ms when the command connection was last up */
+	bool read_own;	/* this run's own pending intake entries were read */
+	/* metrics snapshot, refreshed once a second */
+	char *metrics;
+	bool redis_ok;
+	uint64_t admitted, rejected, reclaimed, lost, expired;
+};
+
+/* results.c */
+void sc_on_reply_log(redisAsyncContext *ac, void *reply, void *priv);
+void sc_call(struct sched *s, struct al_call *c, const char *what);
+void sc_ack_intake(struct sched *s, const char *entry);
+void sc_dead_letter(struct sched *s, const char *source, const char *entry, const char *reason,
+		    const char *id, const char *raw, size_t rawlen);
+void sc_commit(struct sched *s, const char *id, long attempt, enum al_status_code st,
+	       const char *msg, const char *stream, const char *entry, const char *group,
+	       const char *raw, size_t rawlen);
+
+/* admission.c */
+void sc_maybe_fetch(struct sched *s);
+void sc_on_own_pending(redisAsyncContext *ac, void *reply, void *priv);
+void sc_on_intake_claimed(redisAsyncContext *ac, void *reply, void *priv);
+
+/* reclaim.c */
+void sc_reclaim(struct sched *s);
+void sc_on_due_deadlines(redisAsyncContext *ac, void *reply, void *priv);
+
+/* metrics.c */
+void sc_snapshot(struct sched *s);
+void sc_on_http(struct evhttp_request *req, void *arg);
+
+#endif

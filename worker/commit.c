@@ -1,0 +1,310 @@
+/* commit.c - what must reach Redis (see worker.h): reliable calls kept until
+ * Redis answers, the commit queue and its batches, acks, retries with
+ * backoff, dead letters. */
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "../common/aconn.h"
+#include "../common/log.h"
+#include "../proto/contract.h"
+#include "worker.h"
+
+/* ---- what must reach Redis ----
+ *
+ * Every call that changes a job's fate (commit, retry, dead letter, ack)
+ * is a reliable call of the command connection (common/aconn.h): kept and
+ * sent again after a reset until Redis gives a definite answer. Results
+ * wait in w->commits until the end of the loop pass, so that results
+ * finishing together go out in one COMMIT call. */
+
+/* A reliable call in flight: what to log when it is answered. */
+struct call_ctx {
+	struct worker *w;
+	char what[16];
+	char id[AL_ID_MAX + 1];
+};
+
+static void call_answered(struct worker *w)
+{
+	w->inflight--;
+	wk_exit_if_idle(w);
+}
+
+static void on_call(redisAsyncContext *ac, void *reply, void *priv)
+{
+	struct call_ctx *q = priv;
+	struct worker *w = q->w;
+	redisReply *r = reply;
+
+	(void)ac;
+	if (!r)
+		al_log("warn", "unsent",
+		       "job=%s what=%s note=\"Redis did not confirm; the lease will re-deliver\"",
+		       q->id, q->what);
+	else if (r->type == REDIS_REPLY_ERROR)
+		al_log("error", "redis_script", "what=%s job=%s error=\"%s\"", q->what, q->id,
+		       r->str);
+	else if (r->type == REDIS_REPLY_INTEGER && r->integer == AL_RETRY_STALE &&
+		 !strcmp(q->what, "retry"))
+		al_log("warn", "stale_attempt",
+		       "what=%s job=%s note=\"lease was taken over; refused\"", q->what, q->id);
+	free(q);
+	call_answered(w);
+}
+
+/* Send call (taken over) reliably; what and id name it in logs. */
+void wk_send_call(struct worker *w, struct al_call *call, const char *what, const char *id)
+{
+	struct call_ctx *q = calloc(1, sizeof(*q));
+
+	if (!q) {
+		al_call_free(call);
+		al_log("error", "out_of_memory", "job=%s what=%s", id, what);
+		return;
+	}
+	q->w = w;
+	snprintf(q->what, sizeof(q->what), "%s", what);
+	snprintf(q->id, sizeof(q->id), "%s", id ? id : "-");
+	if (al_aconn_call(w->cmd, call, on_call, q)) {
+		al_log("error", "out_of_memory", "job=%s what=%s", q->id, what);
+		free(q);
+		return;
+	}
+	w->inflight++;
+}
+
+void wk_commit_free(struct commit *c)
+{
+	free(c->result);
+	free(c->callback);
+	free(c);
+}
+
+/* The result of one commit in a batch. */
+static void commit_answered(struct worker *w, struct commit *c, redisReply *e)
+{
+	if (!e) {
+		al_log(
+		    "warn", "unsent",
+		    "job=%s what=commit note=\"Redis did not confirm; the lease will re-deliver\"",
+		    c->id);
+	} else if (e->type == REDIS_REPLY_ERROR) {
+		al_log("error", "redis_script", "what=commit job=%s error=\"%s\"", c->id, e->str);
+	} else if (e->type == REDIS_REPLY_INTEGER && e->integer == AL_COMMIT_STALE) {
+		al_log(
+		    "warn", "stale_attempt",
+		    "what=commit job=%s attempt=%ld note=\"lease was taken over; result refused\"",
+		    c->id, c->attempt);
+	} else if (e->type == REDIS_REPLY_INTEGER && e->integer == AL_COMMIT_EXISTS) {
+		al_log("warn", "stale_attempt",
+		       "what=commit job=%s attempt=%ld note=\"a result exists (another attempt, or "
+		       "this one sent again); this one is dropped\"",
+		       c->id, c->attempt);
+	} else if (e->type == REDIS_REPLY_INTEGER && e->integer == AL_COMMIT_DONE && c->callback &&
+		   w->hooks) {
+		/* Only the committed result is announced, once; to the
+		 * addresses the tier's policy (as it is now) allows. */
+		char tier[AL_ID_MAX + 1];
+		const struct al_tier_policy *t = al_key_queue_tier(c->stream, tier, sizeof(tier))
+						     ? al_policy_tier(&w->policy, tier)
+						     : NULL;
+
+		if (al_webhooks_post(w->hooks, c->callback, c->id, c->result, c->len,
+				     t ? t->callback_hosts : NULL, t ? t->ncallback_hosts : 0))
+			al_log("error", "webhook", "job=%s error=\"could not queue the callback\"",
+			       c->id);
+	}
+}
+
+struct commit_batch {
+	struct worker *w;
+	int n;
+	struct commit *c[];
+};
+
+static void on_commit_batch(redisAsyncContext *ac, void *reply, void *priv)
+{
+	struct commit_batch *b = priv;
+	struct worker *w = b->w;
+	redisReply *r = reply;
+	bool each = r && r->type == REDIS_REPLY_ARRAY && (int)r->elements == b->n;
+
+	(void)ac;
+	for (int i = 0; i < b->n; i++) {
+		commit_answered(w, b->c[i], each ? r->element[i] : r);
+		wk_commit_free(b->c[i]);
+	}
+	free(b);
+	call_answered(w);
+}
+
+#define COMMIT_BATCH_MAX 64
+
+/* Send the results waiting in w->commits, COMMIT_BATCH_MAX per call. */
+void wk_flush_commits(struct worker *w)
+{
+	while (w->commits) {
+		struct commit_batch *b =
+		    calloc(1, sizeof(*b) + COMMIT_BATCH_MAX * sizeof(struct commit *));
+		struct al_call call;
+
+		if (!b) {
+			al_log("error", "out_of_memory",
+			       "what=commit note=\"results kept; tried again\"");
+			return;
+		}
+		b->w = w;
+		al_call_init(&call, al_lua_commit);
+		while (w->commits && b->n < COMMIT_BATCH_MAX) {
+			struct commit *c = w->commits;
+
+			w->commits = c->next;
+			if (!w->commits)
+				w->commits_tail = &w->commits;
+			b->c[b->n++] = c;
+			al_commit_add(&call,
+				      &(struct al_commit_item){.id = c->id,
+							       .attempt = c->attempt,
+							       .result = c->result,
+							       .len = c->len,
+							       .ttl_ms = w->policy.result_ttl_ms,
+							       .stream = c->stream,
+							       .entry = c->entry,
+							       .group = AL_GROUP_WORKERS,
+							       .status = c->status});
+		}
+		if (al_aconn_call(w->cmd, &call, on_commit_batch, b)) {
+			al_log("error", "out_of_memory", "what=commit jobs=%d", b->n);
+			for (int i = 0; i < b->n; i++)
+				wk_commit_free(b->c[i]);
+			free(b);
+			continue;
+		}
+		w->inflight++;
+	}
+}
+
+void wk_on_flush(evutil_socket_t fd, short what, void *arg)
+{
+	struct worker *w = arg;
+
+	(void)fd;
+	(void)what;
+	w->flush_armed = false;
+	wk_flush_commits(w);
+	if (w->fetch_wanted) {
+		w->fetch_wanted = false;
+		wk_maybe_fetch(w);
+	}
+}
+
+/* Run wk_on_flush at the end of this loop pass. */
+static void arm_flush(struct worker *w)
+{
+	if (!w->flush_armed && w->flush_ev) {
+		w->flush_armed = true;
+		event_active(w->flush_ev, 0, 0);
+	}
+}
+
+/* Fetch at the end of this loop pass, after the commits: every slot freed
+ * in the pass counts in one fetch, which goes out behind the results. */
+void wk_fetch_soon(struct worker *w)
+{
+	w->fetch_wanted = true;
+	if (w->flush_ev)
+		arm_flush(w);
+	else
+		wk_maybe_fetch(w);
+}
+
+/* Commit res (the attempt fences it); callback (may be NULL) hears of it
+ * once committed. The result is kept until Redis answers. */
+void wk_commit_result(struct worker *w, const struct al_result *res, const char *stream,
+		      const char *entry, long attempt, const char *callback)
+{
+	struct al_buf b = {0};
+	struct al_err err = {0};
+	struct commit *c;
+
+	if (al_result_encode(res, &b, &err)) {
+		al_log("error", "encode_result", "job=%s error=\"%s\"", res->id, err.msg);
+		return;
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c || (callback && !(c->callback = strdup(callback)))) {
+		al_log("error", "out_of_memory",
+		       "job=%s what=commit note=\"the lease will re-deliver\"", res->id);
+		free(c);
+		al_buf_free(&b);
+		return;
+	}
+	snprintf(c->id, sizeof(c->id), "%s", res->id);
+	snprintf(c->stream, sizeof(c->stream), "%s", stream ? stream : "");
+	snprintf(c->entry, sizeof(c->entry), "%s", entry ? entry : "");
+	snprintf(c->status, sizeof(c->status), "%s", al_status_name(res->status));
+	c->attempt = attempt;
+	c->result = b.data; /* moved */
+	c->len = b.len;
+	*w->commits_tail = c;
+	w->commits_tail = &c->next;
+	arm_flush(w);
+}
+
+/* A result written by the worker for a job it did not run (attempt 0 in
+ * the result; the claimed attempt fences the commit). */
+void wk_commit_status(struct worker *w, const char *id, const char *stream, const char *entry,
+		      long attempt, enum al_status_code st, const char *msg)
+{
+	struct al_result res = {0};
+
+	res.version = AL_PROTO_VERSION;
+	res.id = (char *)id;
+	res.attempt = 0;
+	res.status = st;
+	res.error = (char *)msg;
+	res.worker = (char *)w->conf->backend.worker_id;
+	res.finished_ms = al_now_ms();
+	wk_commit_result(w, &res, stream, entry, attempt, NULL);
+}
+
+/* Re-queue through the delayed set (bump: count an attempt). */
+void wk_retry_later(struct worker *w, struct slot *s, uint64_t delay_ms, bool bump)
+{
+	struct al_call c;
+
+	al_retry_call(&c, &(struct al_retry_item){.id = s->id,
+						  .stream = s->stream,
+						  .entry = s->entry,
+						  .group = AL_GROUP_WORKERS,
+						  .attempt = s->attempt,
+						  .due_ms = al_now_ms() + delay_ms,
+						  .bump = bump});
+	wk_send_call(w, &c, "retry", s->id);
+}
+
+void wk_ack(struct worker *w, const char *stream, const char *entry, const char *id)
+{
+	struct al_call c;
+
+	al_xack_call(&c, stream, AL_GROUP_WORKERS, entry);
+	wk_send_call(w, &c, "ack", id);
+}
+
+void wk_dead_letter(struct worker *w, const char *stream, const char *entry, const char *reason,
+		    const char *id, const char *raw, size_t rawlen)
+{
+	struct al_call c;
+
+	al_dlq_call(&c, w->policy.dlq_max_len, reason, stream, entry, id, raw, rawlen);
+	al_log("warn", "dead_letter", "stream=%s entry=%s job=%s reason=\"%s\"", stream, entry,
+	       id ? id : "-", reason);
+	wk_send_call(w, &c, "dlq", id);
+	wk_ack(w, stream, entry, id);
+}

@@ -1,0 +1,292 @@
+/* control.c - cancel, heartbeats (leases, the worker's registry entry,
+ * metrics), connection events, drain on SIGTERM, warm pools (see
+ * worker.h). */
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "../common/aconn.h"
+#include "../common/log.h"
+#include "../proto/contract.h"
+#include "worker.h"
+
+/* ---- cancel, heartbeat, connections ---- */
+
+/* Cancel the job of s: stop it if it runs; end it if it is held. */
+static void cancel_slot(struct worker *w, struct slot *s)
+{
+	if (s->runner) {
+		al_log("info", "cancel", "job=%s slot=%d", s->id, s->index);
+		al_runner_stop(s->runner, AL_ST_CANCELLED, "cancelled by a client while running");
+	} else if (s->waiting) {
+		al_log("info", "cancel", "job=%s held=yes", s->id);
+		wk_commit_status(w, s->id, s->stream, s->entry, (long)s->attempt, AL_ST_CANCELLED,
+				 "cancelled by a client before it started");
+		wk_slot_release(s);
+	}
+}
+
+static void cancel_job(struct worker *w, const char *id)
+{
+	for (int b = 0; b < w->nbackends; b++) {
+		for (unsigned i = 0; i < wk_nplaces(w); i++) {
+			struct slot *s = &w->backends[b].slots[i];
+
+			if (s->busy && !strcmp(s->id, id))
+				cancel_slot(w, s);
+		}
+	}
+}
+
+static void on_cancel_msg(redisAsyncContext *ac, void *reply, void *priv)
+{
+	struct worker *w = priv;
+	redisReply *r = reply;
+
+	(void)ac;
+	if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
+	    r->element[0]->type != REDIS_REPLY_STRING || strcmp(r->element[0]->str, "message") ||
+	    r->element[2]->type != REDIS_REPLY_STRING)
+		return;
+	cancel_job(w, r->element[2]->str);
+}
+
+/* A heartbeat's look at a job's cancel flag; the slot may hold another
+ * job by the time the answer comes. */
+struct flag_req {
+	struct slot *s;
+	char id[AL_ID_MAX + 1];
+};
+
+static void on_cancel_flag(redisAsyncContext *ac, void *reply, void *priv)
+{
+	struct flag_req *q = priv;
+	struct slot *s = q->s;
+	redisReply *r = reply;
+
+	(void)ac;
+	if (r && r->type == REDIS_REPLY_STRING && !strcmp(r->str, "1") && s->busy &&
+	    !strcmp(s->id, q->id))
+		cancel_slot(s->w, s);
+	free(q);
+}
+
+void wk_heartbeat(evutil_socket_t fd, short what, void *arg)
+{
+	struct worker *w = arg;
+	char alive[AL_KEY_MAX], ttl[24], desc[512];
+	struct timeval tv = {(time_t)(w->conf->heartbeat_ms / 1000),
+			     (suseconds_t)(w->conf->heartbeat_ms % 1000) * 1000};
+	int n = 0;
+
+	(void)fd;
+	(void)what;
+	evtimer_add(w->hb, &tv);
+	for (int b = 0; b < w->nbackends; b++)
+		if (w->backends[b].ok && w->backends[b].ops->tick)
+			w->backends[b].ops->tick(&w->conf->backend);
+	if (!al_aconn_is_up(w->cmd))
+		return;
+	al_key_worker(alive, w->conf->backend.worker_id);
+	snprintf(ttl, sizeof(ttl), "%llu", (unsigned long long)(w->conf->heartbeat_ms * 3));
+	n += snprintf(desc + n, sizeof(desc) - (size_t)n,
+		      "{\"pid\":%d,\"slots\":%u,\"busy\":%u,\"held\":%u,\"draining\":%s,\"done\":%"
+		      "llu,\"backends\":[",
+		      (int)getpid(), (unsigned)w->nbackends * w->conf->slots, wk_busy_slots(w),
+		      wk_held_jobs(w), w->draining ? "true" : "false",
+		      (unsigned long long)w->jobs_done);
+	for (int b = 0; b < w->nbackends && n < (int)sizeof(desc) - 64; b++)
+		n += snprintf(desc + n, sizeof(desc) - (size_t)n, "%s\"%s%s\"", b ? "," : "",
+			      w->backends[b].ops->name, w->backends[b].ok ? "" : "(unavailable)");
+	snprintf(desc + n, sizeof(desc) - (size_t)n, "]}");
+	{
+		const char *set[] = {"SET", alive, "1", "PX", ttl};
+		const char *reg[] = {"HSET", AL_KEY_WORKERS, w->conf->backend.worker_id, desc};
+
+		al_aconn_cmd(w->cmd, NULL, NULL, 5, set, NULL);
+		al_aconn_cmd(w->cmd, NULL, NULL, 4, reg, NULL);
+	}
+	wk_hist_flush(w);
+	/* Renew the lease on each running or held job; poll its cancel flag
+	 * in case a pub/sub message was missed. A job held too long (the
+	 * slots' jobs outlast it) goes back to the queue for other workers. */
+	for (int b = 0; b < w->nbackends; b++) {
+		for (unsigned i = 0; i < wk_nplaces(w); i++) {
+			struct slot *s = &w->backends[b].slots[i];
+			char jobkey[AL_KEY_MAX];
+			struct flag_req *q;
+
+			if (!s->busy || (!s->runner && !s->waiting))
+				continue;
+			if (s->waiting && al_now_ms() - s->held_ms >= AL_HOLD_MAX_MS) {
+				al_log(
+				    "info", "give_back",
+				    "job=%s held_ms=%llu note=\"no slot freed; back to the queue\"",
+				    s->id, (unsigned long long)(al_now_ms() - s->held_ms));
+				s->be->hold_off = true;
+				wk_give_back(w, s);
+				continue;
+			}
+			{
+				const char *claim[] = {"XCLAIM",
+						       s->stream,
+						       AL_GROUP_WORKERS,
+						       w->conf->backend.worker_id,
+						       "0",
+						       s->entry,
+						       "JUSTID"};
+				const char *flag[] = {"HGET", jobkey, "cancel"};
+
+				al_key_job(jobkey, s->id);
+				al_aconn_cmd(w->cmd, NULL, NULL, 7, claim, NULL);
+				q = malloc(sizeof(*q));
+				if (!q)
+					continue;
+				q->s = s;
+				memcpy(q->id, s->id, sizeof(q->id));
+				if (al_aconn_cmd(w->cmd, on_cancel_flag, q, 3, flag, NULL))
+					free(q);
+			}
+		}
+	}
+}
+
+void wk_on_cmd_up(struct al_aconn *c, void *arg)
+{
+	struct worker *w = arg;
+
+	(void)c;
+	al_log("info", "redis_up", "conn=cmd worker=%s", w->conf->backend.worker_id);
+	for (int i = 0; i < w->nstreams; i++) {
+		const char *argv[] = {"XGROUP",		"CREATE", w->streams[i],
+				      AL_GROUP_WORKERS, "0",	  "MKSTREAM"};
+
+		al_aconn_cmd(w->cmd, NULL, NULL, 6, argv, NULL);
+	}
+	wk_heartbeat(-1, 0, w);
+	wk_flush_commits(w);
+	wk_maybe_fetch(w);
+}
+
+void wk_on_conn_down(struct al_aconn *c, void *arg)
+{
+	struct worker *w = arg;
+
+	if (c == w->fetch)
+		w->block_fetching = false;
+	al_log("warn", "redis_down",
+	       "conn=%s note=\"reconnecting; results are kept until committed\"",
+	       c == w->cmd     ? "cmd"
+	       : c == w->fetch ? "fetch"
+			       : "sub");
+}
+
+void wk_on_fetch_up(struct al_aconn *c, void *arg)
+{
+	(void)c;
+	wk_maybe_fetch(arg);
+}
+
+void wk_on_sub_up(struct al_aconn *c, void *arg)
+{
+	al_aconn_subscribe(c, AL_KEY_CANCEL_CHANNEL, on_cancel_msg, arg);
+}
+
+/* ---- drain ---- */
+
+void wk_on_grace(evutil_socket_t fd, short what, void *arg)
+{
+	struct worker *w = arg;
+
+	(void)fd;
+	(void)what;
+	/* Grace is over: stop what still runs and give it back. */
+	for (int b = 0; b < w->nbackends; b++) {
+		for (unsigned i = 0; i < w->conf->slots; i++) {
+			struct slot *s = &w->backends[b].slots[i];
+
+			if (s->busy && s->runner) {
+				s->released = true;
+				al_runner_stop(s->runner, AL_ST_SANDBOX_ERROR,
+					       "released by a draining worker");
+			}
+		}
+	}
+	if (wk_idle(w))
+		event_base_loopexit(w->base, NULL);
+	else {
+		/* Give Redis a moment to take the releases, then leave anyway:
+		 * anything not acknowledged comes back through the lease. */
+		struct timeval tv = {3, 0};
+
+		event_base_loopexit(w->base, &tv);
+	}
+}
+
+void wk_on_signal(evutil_socket_t sig, short what, void *arg)
+{
+	struct worker *w = arg;
+	struct timeval tv = {(time_t)(w->conf->drain_grace_ms / 1000),
+			     (suseconds_t)(w->conf->drain_grace_ms % 1000) * 1000};
+
+	(void)what;
+	if (w->draining)
+		return;
+	w->draining = true;
+	al_log("info", "drain", "signal=%d busy=%u held=%u grace_ms=%llu", (int)sig,
+	       wk_busy_slots(w), wk_held_jobs(w), (unsigned long long)w->conf->drain_grace_ms);
+	/* Held jobs have not started: back to the queue for other workers. */
+	for (int b = 0; b < w->nbackends; b++) {
+		for (unsigned i = w->conf->slots; i < wk_nplaces(w); i++) {
+			struct slot *s = &w->backends[b].slots[i];
+
+			if (s->waiting)
+				wk_give_back(w, s);
+		}
+	}
+	if (wk_idle(w)) {
+		event_base_loopexit(w->base, NULL);
+		return;
+	}
+	evtimer_add(w->grace, &tv);
+}
+
+/* Warm pools: each served tier whose policy asks for one, on its backend. */
+void wk_start_pools(struct worker *w)
+{
+	for (size_t i = 0; i < w->policy.ntiers; i++) {
+		const struct al_tier_policy *t = &w->policy.tiers[i];
+		struct backend_state *be = wk_backend_for(w, t->backend);
+		struct al_pool_spec ps = {
+		    .tier = t->name,
+		    .size = t->pool,
+		    .memory_bytes = t->defaults.memory_bytes,
+		    .cpu_millis = t->cpu_millis,
+		    .image = t->image,
+		    .max_idle_ms = t->pool_max_idle_ms,
+		};
+		struct al_err err = {0};
+		bool served = w->conf->ntiers == 0;
+
+		for (unsigned k = 0; k < w->conf->ntiers; k++)
+			served |= !strcmp(w->conf->tiers[k], t->name);
+		if (!t->pool || !served || !be || !be->ok)
+			continue;
+		if (!be->ops->pool) {
+			al_log("warn", "pool_unsupported", "tier=%s backend=%s", t->name,
+			       be->ops->name);
+			continue;
+		}
+		if (be->ops->pool(&w->conf->backend, &ps, &err))
+			al_log("error", "pool", "tier=%s backend=%s why=\"%s\"", t->name,
+			       be->ops->name, err.msg);
+		else
+			al_log("info", "pool", "tier=%s backend=%s size=%u", t->name, be->ops->name,
+			       t->pool);
+	}
+}

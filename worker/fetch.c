@@ -1,0 +1,396 @@
+/* fetch.c - taking jobs (see worker.h): the FETCH script per tier and
+ * band, CLAIM batches, the blocking read that wakes the worker. */
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "../common/aconn.h"
+#include "../common/log.h"
+#include "../proto/contract.h"
+#include "worker.h"
+
+static void claim_done(struct slot *s, long long code, const char *job, size_t joblen)
+{
+	struct worker *w = s->w;
+
+	switch (code) {
+	case AL_CLAIM_RUN:
+		if (!job) {
+			wk_slot_release(s);
+			return;
+		}
+		if (!wk_job_accept(w, s, job, joblen))
+			return;
+		if (wk_is_place(s))
+			wk_hold(w, s);
+		else
+			wk_job_run(w, s);
+		return;
+	case AL_CLAIM_CANCELLED:
+	case AL_CLAIM_EXPIRED:
+		(void)job;
+		(void)joblen;
+		wk_commit_status(w, s->id, s->stream, s->entry, (long)s->attempt,
+				 code == AL_CLAIM_CANCELLED ? AL_ST_CANCELLED : AL_ST_EXPIRED,
+				 code == AL_CLAIM_CANCELLED
+				     ? "cancelled by a client before it started"
+				     : "not started before its deadline");
+		break;
+	case AL_CLAIM_TENANT_FULL:
+		/* Tenant at its running cap: try again a little later. */
+		wk_retry_later(w, s, 250, false);
+		break;
+	case AL_CLAIM_UNKNOWN:
+		wk_dead_letter(w, s->stream, s->entry, "no such job (its record is missing)", s->id,
+			       NULL, 0);
+		break;
+	case -99:
+		/* No answer: the entry stays pending in our name and the lease
+		 * brings it back. */
+		break;
+	default:
+		/* finished already or a stale duplicate: just acknowledge */
+		wk_ack(w, s->stream, s->entry, s->id);
+	}
+	wk_slot_release(s);
+}
+
+/* Find a free slot (else place) whose backend serves tier. */
+static struct slot *free_slot_for(struct worker *w, const struct al_tier_policy *t)
+{
+	struct backend_state *be = wk_backend_for(w, t->backend);
+
+	if (!be) /* unavailable backend: any free slot reports the failure */
+		be = &w->backends[0];
+	for (unsigned i = 0; i < wk_nplaces(w); i++)
+		if (!be->slots[i].busy)
+			return &be->slots[i];
+	return NULL;
+}
+
+/* Check a fetched entry and reserve a slot for it; NULL when it was
+ * dead-lettered or no slot is free. */
+static struct slot *handle_entry(struct worker *w, const char *stream, redisReply *e)
+{
+	char tier[AL_ID_MAX + 1];
+	const char *id = NULL, *attempt = NULL;
+	const struct al_tier_policy *t;
+	struct slot *s;
+
+	if (e->type != REDIS_REPLY_ARRAY || e->elements != 2 ||
+	    e->element[0]->type != REDIS_REPLY_STRING)
+		return NULL;
+	if (e->element[1]->type == REDIS_REPLY_ARRAY) {
+		for (size_t k = 0; k + 1 < e->element[1]->elements; k += 2) {
+			redisReply *key = e->element[1]->element[k],
+				   *val = e->element[1]->element[k + 1];
+
+			if (key->type != REDIS_REPLY_STRING || val->type != REDIS_REPLY_STRING)
+				continue;
+			if (!strcmp(key->str, "id"))
+				id = val->str;
+			else if (!strcmp(key->str, "attempt"))
+				attempt = val->str;
+		}
+	}
+	t = al_key_queue_tier(stream, tier, sizeof(tier)) ? al_policy_tier(&w->policy, tier) : NULL;
+	if (!id || !attempt || !al_job_id_ok(id, strlen(id)) || atoi(attempt) < 1 || !t) {
+		wk_dead_letter(
+		    w, stream, e->element[0]->str,
+		    !t ? "entry in the queue of a tier this worker's policy does not know"
+		       : "malformed queue entry: needs id and attempt fields",
+		    NULL, NULL, 0);
+		return NULL;
+	}
+	s = free_slot_for(w, t);
+	if (!s) {
+		/* More entries than slots (should not happen): leave it pending;
+		 * the lease returns it to the queue. */
+		al_log("warn", "no_free_slot", "job=%s", id);
+		return NULL;
+	}
+	s->busy = true;
+	s->tier = t;
+	s->attempt = (unsigned)atoi(attempt);
+	snprintf(s->id, sizeof(s->id), "%s", id);
+	snprintf(s->stream, sizeof(s->stream), "%s", stream);
+	snprintf(s->entry, sizeof(s->entry), "%s", e->element[0]->str);
+	return s;
+}
+
+/* The slots of one CLAIM call, in the order of its keys. */
+struct claim_batch {
+	int n;
+	struct slot *slots[];
+};
+
+static void on_claim(redisAsyncContext *ac, void *reply, void *priv)
+{
+	struct claim_batch *b = priv;
+	redisReply *r = reply;
+	bool ok = r && r->type == REDIS_REPLY_ARRAY && (int)r->elements == b->n;
+
+	(void)ac;
+	if (r && r->type == REDIS_REPLY_ERROR)
+		al_log("error", "claim", "jobs=%d error=\"%s\"", b->n, r->str);
+	/* No or odd reply: the entries stay pending in our name and the lease
+	 * brings them back. */
+	for (int i = 0; i < b->n; i++) {
+		redisReply *e = ok ? r->element[i] : NULL;
+		bool good = e && e->type == REDIS_REPLY_ARRAY && e->elements >= 1 &&
+			    e->element[0]->type == REDIS_REPLY_INTEGER;
+		bool has_job =
+		    good && e->elements >= 2 && e->element[1]->type == REDIS_REPLY_STRING;
+
+		claim_done(b->slots[i], good ? e->element[0]->integer : -99,
+			   has_job ? e->element[1]->str : NULL, has_job ? e->element[1]->len : 0);
+	}
+	free(b);
+}
+
+/* CLAIM is a reliable call: the script answers a repeated claim of the
+ * same attempt by the same worker as the first. */
+static void claim_send(struct worker *w, struct claim_batch *b)
+{
+	struct al_call c;
+
+	al_claim_init(&c, w->conf->backend.worker_id, al_now_ms());
+	for (int i = 0; i < b->n; i++)
+		al_claim_add(&c, b->slots[i]->id, b->slots[i]->attempt);
+	if (al_aconn_call(w->cmd, &c, on_claim, b)) {
+		for (int i = 0; i < b->n; i++)
+			b->slots[i]->busy = false; /* stays pending; the lease returns it */
+		free(b);
+	}
+}
+
+static void on_fetch(redisAsyncContext *ac, void *reply, void *priv)
+{
+	struct worker *w = priv;
+	redisReply *r = reply;
+
+	(void)ac;
+	w->block_fetching = false;
+	if (r && r->type == REDIS_REPLY_ERROR) {
+		/* NOGROUP: the scheduler has not made this tier's queue yet */
+		if (!strncmp(r->str, "NOGROUP", 7)) {
+			for (int i = 0; i < w->nstreams; i++) {
+				const char *argv[] = {"XGROUP",		"CREATE", w->streams[i],
+						      AL_GROUP_WORKERS, "0",	  "MKSTREAM"};
+
+				al_aconn_cmd(w->cmd, NULL, NULL, 6, argv, NULL);
+			}
+		} else {
+			al_log("error", "fetch", "error=\"%s\"", r->str);
+		}
+	}
+	if (r && r->type == REDIS_REPLY_ARRAY && w->draining) {
+		/* A read that was waiting when the drain began: these entries are
+		 * ours but unclaimed; put them back at the queue's end, at once
+		 * (one script: acknowledged and re-added together). */
+		for (size_t i = 0; i < r->elements; i++) {
+			redisReply *st = r->element[i];
+
+			if (st->type != REDIS_REPLY_ARRAY || st->elements != 2)
+				continue;
+			for (size_t j = 0; j < st->element[1]->elements; j++) {
+				redisReply *e = st->element[1]->element[j];
+				struct al_call c;
+
+				if (e->type != REDIS_REPLY_ARRAY || e->elements != 2)
+					continue;
+				al_give_back_call(&c, st->element[0]->str, AL_GROUP_WORKERS,
+						  e->element[0]->str);
+				wk_send_call(w, &c, "give-back", "-");
+			}
+		}
+		return;
+	}
+	if (r && r->type == REDIS_REPLY_ARRAY) {
+		/* Streams come back in the order asked: high band first. One
+		 * CLAIM call covers every entry of this read. */
+		size_t total = 0;
+		struct claim_batch *b;
+
+		for (size_t i = 0; i < r->elements; i++)
+			if (r->element[i]->type == REDIS_REPLY_ARRAY &&
+			    r->element[i]->elements == 2)
+				total += r->element[i]->element[1]->elements;
+		b = calloc(1, sizeof(*b) + (total + 1) * sizeof(struct slot *));
+		for (size_t i = 0; b && i < r->elements; i++) {
+			redisReply *st = r->element[i];
+
+			if (st->type != REDIS_REPLY_ARRAY || st->elements != 2)
+				continue;
+			for (size_t j = 0; j < st->element[1]->elements; j++) {
+				struct slot *sl = handle_entry(w, st->element[0]->str,
+							       st->element[1]->element[j]);
+
+				if (sl)
+					b->slots[b->n++] = sl;
+			}
+		}
+		if (b && b->n)
+			claim_send(w, b);
+		else
+			free(b);
+	}
+	if (r)
+		wk_maybe_fetch(w);
+}
+
+/* The smallest number of free slots (and places, unless held off) over
+ * the backends: FETCH may hand back a job of any tier served, so each must
+ * find one. */
+static unsigned fetch_count(struct worker *w)
+{
+	unsigned min = ~0u;
+
+	for (int b = 0; b < w->nbackends; b++) {
+		unsigned n = 0;
+
+		for (unsigned i = 0; i < (w->backends[b].hold_off ? w->conf->slots : wk_nplaces(w));
+		     i++)
+			n += !w->backends[b].slots[i].busy;
+		if (n < min)
+			min = n;
+	}
+	min = w->nbackends && min > w->fetch_reserved ? min - w->fetch_reserved : 0;
+	/* at most half the slots and places per fetch: while the worker
+	 * starts one batch, Redis already works on the next */
+	if (min > (wk_nplaces(w) + 1) / 2)
+		min = (wk_nplaces(w) + 1) / 2;
+	return min;
+}
+
+static void block_fetch(struct worker *w);
+
+struct fetch_req {
+	struct worker *w;
+	unsigned n; /* slots reserved for its entries */
+};
+
+static void on_fetch_script(redisAsyncContext *ac, void *reply, void *priv)
+{
+	struct fetch_req *q = priv;
+	struct worker *w = q->w;
+	redisReply *r = reply;
+	size_t got = 0;
+
+	(void)ac;
+	w->fetch_inflight--;
+	w->fetch_reserved -= q->n;
+	free(q);
+	if (!r)
+		return; /* connection lost; fetching resumes when it is back */
+	if (r->type == REDIS_REPLY_ERROR) {
+		/* a reset follows a transient error: fetching resumes when up */
+		if (!al_aconn_transient(r))
+			al_log("error", "fetch", "error=\"%s\"", r->str);
+	} else if (r->type == REDIS_REPLY_ARRAY) {
+		got = r->elements;
+		for (size_t i = 0; i < r->elements; i++) {
+			redisReply *e = r->element[i];
+			const char *stream, *entry;
+			char tier[AL_ID_MAX + 1];
+			const struct al_tier_policy *t;
+			struct slot *s;
+
+			if (e->type != REDIS_REPLY_ARRAY || e->elements < 5)
+				continue;
+			stream = e->element[0]->str;
+			entry = e->element[1]->str;
+			if (e->element[4]->integer == AL_CLAIM_MALFORMED) {
+				wk_dead_letter(w, stream, entry,
+					       "malformed queue entry: needs id and attempt fields",
+					       NULL, NULL, 0);
+				continue;
+			}
+			t = al_key_queue_tier(stream, tier, sizeof(tier))
+				? al_policy_tier(&w->policy, tier)
+				: NULL;
+			s = t ? free_slot_for(w, t) : NULL;
+			if (!s) { /* cannot happen with fetch_count; the lease repairs it */
+				al_log("error", "no_free_slot", "job=%s", e->element[2]->str);
+				continue;
+			}
+			s->busy = true;
+			s->tier = t;
+			s->attempt = (unsigned)atoi(e->element[3]->str);
+			snprintf(s->id, sizeof(s->id), "%s", e->element[2]->str);
+			snprintf(s->stream, sizeof(s->stream), "%s", stream);
+			snprintf(s->entry, sizeof(s->entry), "%s", entry);
+			claim_done(s, e->element[4]->integer,
+				   e->elements >= 6 && e->element[5]->type == REDIS_REPLY_STRING
+				       ? e->element[5]->str
+				       : NULL,
+				   e->elements >= 6 ? e->element[5]->len : 0);
+		}
+	}
+	if (got)
+		wk_maybe_fetch(w); /* more may be waiting */
+	else if (!w->fetch_inflight)
+		block_fetch(w); /* nothing waits: block until something does */
+}
+
+/* A fetch may go out: no blocking read waiting, fewer than FETCH_DEPTH
+ * fetch scripts in flight, not draining, free slots nobody reserved, both
+ * connections up. */
+static bool can_fetch(const struct worker *w, unsigned n)
+{
+	return !w->block_fetching && w->fetch_inflight < FETCH_DEPTH && !w->draining && n > 0 &&
+	       al_aconn_is_up(w->fetch) && al_aconn_is_up(w->cmd);
+}
+
+/* Non-blocking read and claim in one script call on the command connection;
+ * when the queues are empty, block_fetch waits on the fetch connection. */
+void wk_maybe_fetch(struct worker *w)
+{
+	unsigned n = fetch_count(w);
+	struct fetch_req *q;
+	struct al_call c;
+
+	if (!can_fetch(w, n) || !(q = malloc(sizeof(*q))))
+		return;
+	*q = (struct fetch_req){w, n};
+	al_fetch_call(&c, w->streams, w->nstreams, w->conf->backend.worker_id, al_now_ms(), n);
+	if (al_aconn_send(w->cmd, &c, on_fetch_script, q)) {
+		free(q);
+	} else {
+		w->fetch_inflight++;
+		w->fetch_reserved += n;
+	}
+	al_call_free(&c);
+}
+
+static void block_fetch(struct worker *w)
+{
+	const char *argv[8 + 2 * MAX_STREAMS];
+	char count[16];
+	unsigned n = fetch_count(w);
+	int argc = 0;
+
+	if (w->fetch_inflight || !can_fetch(w, n))
+		return;
+	snprintf(count, sizeof(count), "%u", n);
+	argv[argc++] = "XREADGROUP";
+	argv[argc++] = "GROUP";
+	argv[argc++] = AL_GROUP_WORKERS;
+	argv[argc++] = w->conf->backend.worker_id;
+	argv[argc++] = "COUNT";
+	argv[argc++] = count;
+	argv[argc++] = "BLOCK";
+	argv[argc++] = FETCH_BLOCK_MS;
+	argv[argc++] = "STREAMS";
+	for (int i = 0; i < w->nstreams; i++)
+		argv[argc++] = w->streams[i];
+	for (int i = 0; i < w->nstreams; i++)
+		argv[argc++] = ">";
+	if (al_aconn_cmd(w->fetch, on_fetch, w, argc, argv, NULL) == 0)
+		w->block_fetching = true;
+}

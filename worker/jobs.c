@@ -1,0 +1,345 @@
+/* jobs.c - running a job (see worker.h): the admission re-check, the
+ * runner and its result, service-VM leases, prefetched jobs held and handed
+ * to free slots, the latency histograms. */
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "../common/aconn.h"
+#include "../common/log.h"
+#include "../proto/contract.h"
+#include "worker.h"
+
+static const unsigned hist_bounds[HIST_BOUNDS] = {5,	10,   25,   50,	   100,	  250,	500,
+						  1000, 2500, 5000, 10000, 30000, 60000};
+
+static void dispatch_held(struct worker *w, struct backend_state *be);
+
+void wk_slot_release(struct slot *s)
+{
+	struct worker *w = s->w;
+
+	if (s->runner)
+		al_runner_free(s->runner);
+	s->runner = NULL;
+	if (s->have_job)
+		al_job_free(&s->job);
+	s->have_job = false;
+	s->busy = false;
+	s->waiting = false;
+	s->released = false;
+	if (!wk_is_place(s)) {
+		s->be->hold_off = false;
+		dispatch_held(w, s->be);
+	}
+	wk_exit_if_idle(w);
+	wk_fetch_soon(w);
+}
+
+/* ---- running a job ---- */
+
+static uint64_t backoff_ms(const struct al_tier_policy *t, unsigned attempt)
+{
+	uint64_t d = t->backoff_ms << (attempt > 10 ? 10 : attempt - 1);
+	uint32_t r = 0;
+
+	if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != sizeof(r))
+		r = (uint32_t)al_now_ms();
+	return d / 2 + (d ? r % d : 0); /* full jitter around d */
+}
+
+static void hist_add(struct worker *w, const char *tier, const char *backend, uint64_t wait_ms,
+		     uint64_t run_ms)
+{
+	char key[AL_KEY_MAX];
+	struct hist *h = NULL;
+	uint64_t v[2] = {wait_ms, run_ms};
+
+	al_key_hist(key, tier, backend);
+	for (int i = 0; i < w->nhists && !h; i++)
+		if (!strcmp(w->hists[i].key, key))
+			h = &w->hists[i];
+	if (!h) {
+		if (w->nhists == (int)(sizeof(w->hists) / sizeof(w->hists[0])))
+			return;
+		h = &w->hists[w->nhists++];
+		memset(h, 0, sizeof(*h));
+		snprintf(h->key, sizeof(h->key), "%s", key);
+	}
+	for (int k = 0; k < 2; k++) {
+		int b = 0;
+
+		while (b < HIST_BOUNDS && v[k] > hist_bounds[b])
+			b++;
+		h->n[k][b]++;
+		h->sum_ms[k] += v[k];
+	}
+}
+
+void wk_hist_flush(struct worker *w)
+{
+	static const char *const kind[2] = {"wait", "run"};
+
+	for (int i = 0; i < w->nhists; i++) {
+		struct hist *h = &w->hists[i];
+
+		for (int k = 0; k < 2; k++) {
+			char field[32], val[24];
+
+			for (int b = 0; b <= HIST_BOUNDS; b++) {
+				if (!h->n[k][b])
+					continue;
+				if (b < HIST_BOUNDS)
+					snprintf(field, sizeof(field), "%s_in_%u", kind[k],
+						 hist_bounds[b]);
+				else
+					snprintf(field, sizeof(field), "%s_in_inf", kind[k]);
+				snprintf(val, sizeof(val), "%llu", (unsigned long long)h->n[k][b]);
+				{
+					const char *argv[] = {"HINCRBY", h->key, field, val};
+
+					if (al_aconn_cmd(w->cmd, NULL, NULL, 4, argv, NULL) == 0)
+						h->n[k][b] = 0;
+				}
+			}
+			if (h->sum_ms[k]) {
+				const char *argv[] = {"HINCRBY", h->key, field, val};
+
+				snprintf(field, sizeof(field), "%s_sum_ms", kind[k]);
+				snprintf(val, sizeof(val), "%llu",
+					 (unsigned long long)h->sum_ms[k]);
+				if (al_aconn_cmd(w->cmd, NULL, NULL, 4, argv, NULL) == 0)
+					h->sum_ms[k] = 0;
+			}
+		}
+	}
+}
+
+static const char *info_of(const struct al_result *res, const char *key)
+{
+	for (size_t i = 0; i < res->ninfo; i++)
+		if (!strcmp(res->info[i].key, key))
+			return res->info[i].value;
+	return NULL;
+}
+
+/* A service VM that is up: its lease goes into Redis before the result
+ * (al:vm:<name> and the al:vm:leases index the scheduler ends it by). A
+ * worker that dies in between leaves a leased VM that serves nobody until
+ * its lease ends; the other order would leave a result naming a VM that
+ * reconciliation destroys. */
+static void record_vm_lease(struct worker *w, struct slot *s, const struct al_result *res)
+{
+	const char *name = info_of(res, "vm_name"), *exp = info_of(res, "lease_expires_ms");
+	const char *max = info_of(res, "lease_max_ms"), *ip = info_of(res, "vm_ip");
+	const char *ports = info_of(res, "ports");
+	char key[AL_KEY_MAX], now[24];
+
+	if (!name || !exp || !max || !ip)
+		return;
+	snprintf(now, sizeof(now), "%llu", (unsigned long long)al_now_ms());
+	{
+		const char *kv[] = {"job",	    s->id,
+				    "tier",	    s->tier->name,
+				    "worker",	    w->conf->backend.worker_id,
+				    "ip",	    ip,
+				    "ports",	    ports ? ports : "",
+				    "created_ms",   now,
+				    "expires_ms",   exp,
+				    "max_until_ms", max,
+				    "state",	    "running"};
+		struct al_call c;
+
+		al_call_init(&c, NULL);
+		al_call_str(&c, "HSET");
+		al_call_str(&c, al_key_vm(key, name));
+		for (size_t i = 0; i < sizeof(kv) / sizeof(kv[0]); i++)
+			al_call_str(&c, kv[i]);
+		wk_send_call(w, &c, "vm_lease", s->id);
+		al_call_init(&c, NULL);
+		al_call_str(&c, "ZADD");
+		al_call_str(&c, AL_KEY_VM_LEASES);
+		al_call_str(&c, exp);
+		al_call_str(&c, name);
+		wk_send_call(w, &c, "vm_lease", s->id);
+	}
+	al_log("info", "vm_up", "job=%s vm=%s ip=%s ports=%s lease_expires_ms=%s", s->id, name, ip,
+	       ports ? ports : "", exp);
+}
+
+static void on_job_done(struct al_runner *r, struct al_result *res, void *arg)
+{
+	struct slot *s = arg;
+	struct worker *w = s->w;
+
+	(void)r;
+	res->queued_ms = s->job.submitted_ms;
+	al_log("info", "job_done",
+	       "job=%s attempt=%u tier=%s backend=%s slot=%d status=%s exit=%d signal=%d "
+	       "wall_ms=%llu cpu_ms=%llu queue_ms=%lld%s%s%s",
+	       s->id, s->attempt, s->tier->name, s->ops->name, s->index,
+	       al_status_name(res->status), res->has_exit_code ? res->exit_code : -1, res->signal,
+	       (unsigned long long)res->wall_ms, (unsigned long long)res->cpu_ms,
+	       (long long)(res->started_ms - (res->queued_ms ? res->queued_ms : res->started_ms)),
+	       res->error ? " error=\"" : "", res->error ? res->error : "", res->error ? "\"" : "");
+	hist_add(w, s->tier->name, s->ops->name,
+		 res->queued_ms && res->started_ms > res->queued_ms
+		     ? res->started_ms - res->queued_ms
+		     : 0,
+		 res->wall_ms);
+	if (s->released) {
+		/* Drained: give it back for another worker, same attempt. */
+		wk_retry_later(w, s, 0, false);
+	} else if (res->status == AL_ST_SANDBOX_ERROR && s->attempt < s->job.max_attempts) {
+		wk_retry_later(w, s, backoff_ms(s->tier, s->attempt), true);
+	} else {
+		if ((s->ops->caps & AL_CAP_SERVICE) && res->status == AL_ST_OK)
+			record_vm_lease(w, s, res);
+		wk_commit_result(w, res, s->stream, s->entry, (long)s->attempt,
+				 s->job.callback_url);
+	}
+	w->jobs_done++;
+	wk_slot_release(s);
+}
+
+/* Decode a claimed job into s and check it; false when that ended it. */
+bool wk_job_accept(struct worker *w, struct slot *s, const char *raw, size_t rawlen)
+{
+	struct al_err err = {0};
+
+	if (al_job_decode(raw, rawlen, &s->job, &err)) {
+		wk_dead_letter(w, s->stream, s->entry, err.msg, s->id, raw, rawlen);
+		wk_commit_status(w, s->id, s->stream, s->entry, (long)s->attempt, AL_ST_REJECTED,
+				 err.msg);
+		wk_slot_release(s);
+		return false;
+	}
+	s->have_job = true;
+	/* Defence in depth: the worker re-checks the job against its own copy
+	 * of the policy (deadline 0: the claim already checked it). */
+	if (al_policy_admit(&w->policy, &s->job, 0, &err)) {
+		wk_commit_status(w, s->id, s->stream, s->entry, (long)s->attempt, AL_ST_REJECTED,
+				 err.msg);
+		wk_slot_release(s);
+		return false;
+	}
+	return true;
+}
+
+/* Run the accepted job of slot s on its tier's backend. */
+void wk_job_run(struct worker *w, struct slot *s)
+{
+	struct backend_state *be = wk_backend_for(w, s->tier->backend);
+	struct al_run_spec spec = {0};
+	char why[AL_ERR_MSG_MAX + 64];
+
+	if (!be || !be->ok) {
+		snprintf(why, sizeof(why), "backend %s unavailable on worker %s: %s",
+			 s->tier->backend, w->conf->backend.worker_id,
+			 be ? be->why : "not built in");
+		al_log("error", "backend_unavailable", "job=%s tier=%s %s", s->id, s->tier->name,
+		       why);
+		wk_commit_result(w,
+				 &(struct al_result){.version = AL_PROTO_VERSION,
+						     .id = s->id,
+						     .attempt = s->attempt,
+						     .status = AL_ST_SANDBOX_ERROR,
+						     .error = why},
+				 s->stream, s->entry, (long)s->attempt, s->job.callback_url);
+		wk_slot_release(s);
+		return;
+	}
+	spec.job = &s->job;
+	spec.limits = s->job.limits;
+	spec.cpu_millis = s->tier->cpu_millis;
+	spec.env = s->tier->env;
+	spec.nenv = s->tier->nenv;
+	spec.network = s->job.network;
+	spec.image = s->tier->image;
+	spec.binds = s->tier->binds;
+	spec.nbinds = s->tier->nbinds;
+	spec.slot = (unsigned)s->index;
+	spec.attempt = s->attempt;
+	spec.vm_network = s->tier->vm_network;
+	spec.ports = s->tier->ports;
+	spec.nports = s->tier->nports;
+	spec.lease_ms = s->tier->lease_ms;
+	spec.max_lease_ms = s->tier->max_lease_ms;
+	s->runner = al_runner_start(w->base, s->ops, &w->conf->backend, &spec, on_job_done, s);
+	if (!s->runner) {
+		al_log("error", "out_of_memory", "job=%s", s->id);
+		wk_slot_release(s);
+		return;
+	}
+	al_log("info", "job_start", "job=%s attempt=%u tier=%s backend=%s slot=%d", s->id,
+	       s->attempt, s->tier->name, s->ops->name, s->index);
+}
+
+/* Run held job of place p in free slot s. */
+static void run_held(struct worker *w, struct slot *p, struct slot *s)
+{
+	s->busy = true;
+	s->tier = p->tier;
+	s->attempt = p->attempt;
+	memcpy(s->id, p->id, sizeof(s->id));
+	memcpy(s->stream, p->stream, sizeof(s->stream));
+	memcpy(s->entry, p->entry, sizeof(s->entry));
+	s->job = p->job; /* moved */
+	s->have_job = true;
+	p->have_job = false;
+	p->busy = false;
+	p->waiting = false;
+	if (s->job.deadline_ms && al_now_ms() > s->job.deadline_ms) {
+		wk_commit_status(w, s->id, s->stream, s->entry, (long)s->attempt, AL_ST_EXPIRED,
+				 "not started before its deadline");
+		wk_slot_release(s);
+		return;
+	}
+	wk_job_run(w, s);
+}
+
+/* Start held jobs of backend be in its free slots, oldest first. */
+static void dispatch_held(struct worker *w, struct backend_state *be)
+{
+	while (!w->draining) {
+		struct slot *s = NULL, *p = NULL;
+
+		for (unsigned i = 0; i < w->conf->slots && !s; i++)
+			if (!be->slots[i].busy)
+				s = &be->slots[i];
+		for (unsigned i = w->conf->slots; s && i < wk_nplaces(w); i++)
+			if (be->slots[i].waiting && (!p || be->slots[i].seq < p->seq))
+				p = &be->slots[i];
+		if (!p)
+			return;
+		run_held(w, p, s);
+	}
+}
+
+/* Put the job of place p back in its queue for any worker, same attempt. */
+void wk_give_back(struct worker *w, struct slot *p)
+{
+	wk_retry_later(w, p, 0, false);
+	wk_slot_release(p);
+}
+
+/* Place p got its job: hold it until a slot frees (at once if one is free). */
+void wk_hold(struct worker *w, struct slot *p)
+{
+	if (w->draining) {
+		wk_give_back(w, p);
+		return;
+	}
+	p->waiting = true;
+	p->held_ms = al_now_ms();
+	p->seq = ++w->held_seq;
+	dispatch_held(w, p->be);
+}
+
+/* What the claim of one entry said: code (CLAIM's codes; -99: no answer)
+ * and, for 1, -3 and -4, the job bytes. */

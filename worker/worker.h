@@ -1,0 +1,166 @@
+/* worker.h - the worker service's own state and the calls between its
+ * parts (not an interface for anything outside worker/). One libevent loop,
+ * three Redis connections ("cmd" for scripts and heartbeats, "fetch" for
+ * the blocking XREADGROUP, "sub" for the cancel channel), slots per backend.
+ *
+ *   service.c  start-up and wiring: backends, connections, timers, signals
+ *   commit.c   what must reach Redis: reliable calls, the commit queue
+ *              (results wait there until Redis answers), acks, retries,
+ *              dead letters
+ *   jobs.c     running a job: admission re-check, the runner, its result,
+ *              prefetched jobs held and handed to free slots, histograms
+ *   fetch.c    taking jobs: FETCH and CLAIM scripts, the blocking read
+ *   control.c  cancel, heartbeats (leases, registry, metrics), connection
+ *              events, drain on SIGTERM, warm pools
+ */
+#ifndef AL_WORKER_H
+#define AL_WORKER_H
+
+#include <event2/event.h>
+#include <hiredis/async.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../common/aconn.h"
+#include "../common/policy.h"
+#include "../proto/contract.h"
+#include "runner.h"
+#include "service.h"
+#include "webhook.h"
+
+#define FETCH_BLOCK_MS "1000"
+#define FETCH_DEPTH    2 /* fetch scripts in flight at once: Redis works while the worker does */
+#define MAX_STREAMS    (AL_MAX_TIERS * AL_BANDS)
+
+struct worker;
+
+/* A backend has conf->slots slots that run jobs and, after them,
+ * conf->prefetch places that only hold a claimed job (fetched ahead with
+ * --prefetch) until a slot of the backend frees. Both are struct slot. */
+struct slot {
+	struct worker *w;
+	int index; /* slot number within its backend (places: >= slots) */
+	const struct al_backend_ops *ops;
+	struct backend_state *be;
+	bool busy;
+	bool waiting;	  /* a place holding a claimed job */
+	uint64_t held_ms; /* since when */
+	uint64_t seq;	  /* order of arrival among held jobs */
+	/* the job in this slot */
+	char id[AL_ID_MAX + 1];
+	char stream[AL_KEY_MAX];
+	char entry[64];
+	unsigned attempt;
+	const struct al_tier_policy *tier;
+	struct al_job job;
+	bool have_job;
+	struct al_runner *runner;
+	bool released; /* drain gave it back: retry, do not commit */
+};
+
+struct backend_state {
+	const struct al_backend_ops *ops;
+	bool ok;		  /* self-check passed */
+	char why[AL_ERR_MSG_MAX]; /* why not */
+	struct slot *slots;	  /* conf->slots slots, then conf->prefetch places */
+	bool hold_off;		  /* a held job went back: fetch no more ahead until a slot frees */
+};
+
+/* A finished job's result, kept until a COMMIT answer says committed,
+ * stale or duplicate. */
+struct commit {
+	struct commit *next;
+	char id[AL_ID_MAX + 1];
+	long attempt; /* the fencing number it was claimed with */
+	char *result; /* msgpack result */
+	size_t len;
+	char stream[AL_KEY_MAX]; /* the entry to acknowledge ("" when none) */
+	char entry[64];
+	char status[24];
+	char *callback; /* POST the result here once committed, or NULL */
+};
+
+/* Queue-wait and run-time histograms, summed here and added to Redis at
+ * each heartbeat (al:hist:<tier>:<backend>), off the per-job path. */
+#define HIST_BOUNDS 13
+struct hist {
+	char key[AL_KEY_MAX];		/* al:hist:<tier>:<backend> */
+	uint64_t n[2][HIST_BOUNDS + 1]; /* [wait/run][bucket], last = +Inf */
+	uint64_t sum_ms[2];
+};
+
+struct worker {
+	const struct al_worker_conf *conf;
+	struct al_policy policy;
+	struct event_base *base;
+	struct al_redis_url url;
+	struct al_aconn *cmd, *fetch, *sub;
+	struct backend_state backends[8];
+	int nbackends;
+	const char *streams[MAX_STREAMS];
+	char stream_buf[MAX_STREAMS][AL_KEY_MAX];
+	int nstreams;
+	unsigned fetch_inflight; /* fetch scripts on the command connection (<= FETCH_DEPTH) */
+	unsigned fetch_reserved; /* slots those may fill */
+	bool block_fetching;	 /* a blocking read on the fetch connection */
+	bool draining;
+	int exit_code;
+	struct commit *commits, **commits_tail; /* results not sent yet */
+	unsigned inflight;			/* reliable calls not answered yet */
+	struct al_webhooks *hooks;
+	struct event *flush_ev; /* sends the commit queue once per loop pass */
+	bool flush_armed;
+	bool fetch_wanted; /* slots freed in this pass: fetch after the flush */
+	struct hist hists[16];
+	int nhists;
+	struct event *hb, *sigterm, *sigint, *grace;
+	uint64_t jobs_done;
+	uint64_t held_seq;
+};
+
+/* service.c */
+unsigned wk_nplaces(const struct worker *w);
+bool wk_is_place(const struct slot *s);
+unsigned wk_busy_slots(struct worker *w);
+unsigned wk_held_jobs(struct worker *w);
+bool wk_idle(struct worker *w);
+void wk_exit_if_idle(struct worker *w);
+struct backend_state *wk_backend_for(struct worker *w, const char *name);
+
+/* commit.c */
+void wk_send_call(struct worker *w, struct al_call *call, const char *what, const char *id);
+void wk_commit_free(struct commit *c);
+void wk_flush_commits(struct worker *w);
+void wk_on_flush(evutil_socket_t fd, short what, void *arg);
+void wk_fetch_soon(struct worker *w);
+void wk_commit_result(struct worker *w, const struct al_result *res, const char *stream,
+		      const char *entry, long attempt, const char *callback);
+void wk_commit_status(struct worker *w, const char *id, const char *stream, const char *entry,
+		      long attempt, enum al_status_code st, const char *msg);
+void wk_retry_later(struct worker *w, struct slot *s, uint64_t delay_ms, bool bump);
+void wk_ack(struct worker *w, const char *stream, const char *entry, const char *id);
+void wk_dead_letter(struct worker *w, const char *stream, const char *entry, const char *reason,
+		    const char *id, const char *raw, size_t rawlen);
+
+/* jobs.c */
+void wk_slot_release(struct slot *s);
+void wk_hist_flush(struct worker *w);
+bool wk_job_accept(struct worker *w, struct slot *s, const char *raw, size_t rawlen);
+void wk_job_run(struct worker *w, struct slot *s);
+void wk_give_back(struct worker *w, struct slot *p);
+void wk_hold(struct worker *w, struct slot *p);
+
+/* fetch.c */
+void wk_maybe_fetch(struct worker *w);
+
+/* control.c */
+void wk_heartbeat(evutil_socket_t fd, short what, void *arg);
+void wk_on_cmd_up(struct al_aconn *c, void *arg);
+void wk_on_conn_down(struct al_aconn *c, void *arg);
+void wk_on_fetch_up(struct al_aconn *c, void *arg);
+void wk_on_sub_up(struct al_aconn *c, void *arg);
+void wk_on_grace(evutil_socket_t fd, short what, void *arg);
+void wk_on_signal(evutil_socket_t sig, short what, void *arg);
+void wk_start_pools(struct worker *w);
+
+#endif

@@ -34,59 +34,59 @@ enum {
 /* Worker-wide configuration every backend may read (one struct, like
  * nsjail's; each field says its unit). Filled by the worker before init. */
 struct al_backend_conf {
-	const char *worker_id;	   /* unique per worker process; names cgroups, dirs */
-	const char *state_dir;	   /* root for per-job directories, e.g. /var/lib/airlock */
-	uid_t uid_base;		   /* slot i runs as uid_base + i (and gid the same) */
-	unsigned slots;		   /* concurrent jobs per backend */
+	const char *worker_id;	    /* unique per worker process; names cgroups, dirs */
+	const char *state_dir;	    /* root for per-job directories, e.g. /var/lib/airlock */
+	uid_t uid_base;		    /* slot i runs as uid_base + i (and gid the same) */
+	unsigned slots;		    /* concurrent jobs per backend */
 	uint64_t collect_max_bytes; /* cap per collected output file, bytes */
-	unsigned nofile;	   /* RLIMIT_NOFILE for jobs */
-	const char *helper_dir;	   /* where airlock-sandbox-init and airlock-oci-shim are;
-				    * NULL = beside the worker's executable */
-	const char *oci_runtime;   /* container: runc, crun or runsc; NULL = detect */
-	uint32_t userns_base;	   /* container: slot i's root is host uid base + i*65536 */
-	const char *bundle_copy;   /* benchmarks: keep each job's definition here (container:
-				    * config.json; vm: domain XML, and the job frame in FILE.job) */
-	const char *vmm;	   /* microvm: VMM driver, "qemu" (default) */
-	const char *vmm_binary;	   /* microvm: the VMM's executable; NULL = found on PATH */
-	const char *vm_accel;	   /* microvm: "kvm", "tcg" or NULL = KVM when usable */
-	const char *vm_console;	   /* microvm: append guest consoles here (debugging); NULL = none */
-	uint64_t vm_hang_ms;	   /* microvm: a guest silent this long is broken, ms; 0 = default */
-	const char *libvirt_uri;   /* vm: NULL = qemu:///system */
+	unsigned nofile;	    /* RLIMIT_NOFILE for jobs */
+	const char *helper_dir;	    /* where airlock-sandbox-init and airlock-oci-shim are;
+				     * NULL = beside the worker's executable */
+	const char *oci_runtime;    /* container: runc, crun or runsc; NULL = detect */
+	uint32_t userns_base;	    /* container: slot i's root is host uid base + i*65536 */
+	const char *bundle_copy;    /* benchmarks: keep each job's definition here (container:
+				     * config.json; vm: domain XML, and the job frame in FILE.job) */
+	const char *vmm;	    /* microvm: VMM driver, "qemu" (default) */
+	const char *vmm_binary;	    /* microvm: the VMM's executable; NULL = found on PATH */
+	const char *vm_accel;	    /* microvm: "kvm", "tcg" or NULL = KVM when usable */
+	const char *vm_console;	 /* microvm: append guest consoles here (debugging); NULL = none */
+	uint64_t vm_hang_ms;	 /* microvm: a guest silent this long is broken, ms; 0 = default */
+	const char *libvirt_uri; /* vm: NULL = qemu:///system */
 };
 
 /* Sandboxes of one shape to keep ready ahead of jobs (warm pools), from a
  * tier's policy. */
 struct al_pool_spec {
-	const char *tier;	  /* jobs of this tier take them */
-	unsigned size;		  /* how many to keep ready */
-	uint64_t memory_bytes;	  /* the tier's default memory limit */
-	uint64_t cpu_millis;	  /* the tier's CPU bandwidth */
-	const char *image;	  /* the tier's image, or NULL */
-	uint64_t max_idle_ms;	  /* one idle this long is replaced */
+	const char *tier;      /* jobs of this tier take them */
+	unsigned size;	       /* how many to keep ready */
+	uint64_t memory_bytes; /* the tier's default memory limit */
+	uint64_t cpu_millis;   /* the tier's CPU bandwidth */
+	const char *image;     /* the tier's image, or NULL */
+	uint64_t max_idle_ms;  /* one idle this long is replaced */
 };
 
 /* What to run: the decoded job plus the operator's policy, resolved. */
 struct al_run_spec {
 	const struct al_job *job;
-	struct al_limits limits;   /* effective limits: every field non-zero */
-	uint64_t cpu_millis;	   /* CPU bandwidth, thousandths of a CPU (1000 = 1 CPU) */
-	const struct al_kv *env;   /* the policy's variables (set before the job's) */
+	struct al_limits limits; /* effective limits: every field non-zero */
+	uint64_t cpu_millis;	 /* CPU bandwidth, thousandths of a CPU (1000 = 1 CPU) */
+	const struct al_kv *env; /* the policy's variables (set before the job's) */
 	size_t nenv;
-	enum al_network network;   /* granted by policy */
-	const char *image;	   /* the tier's image, or NULL */
-	char *const *binds;	   /* process/container: host paths bound read-only at the
-				    * same place (the tier's policy); nbinds of them */
+	enum al_network network; /* granted by policy */
+	const char *image;	 /* the tier's image, or NULL */
+	char *const *binds;	 /* process/container: host paths bound read-only at the
+				  * same place (the tier's policy); nbinds of them */
 	size_t nbinds;
-	unsigned slot;		   /* 0 .. conf.slots-1 */
-	unsigned attempt;	   /* 1-based */
+	unsigned slot;	  /* 0 .. conf.slots-1 */
+	unsigned attempt; /* 1-based */
 	/* vm (service VMs): from the tier's policy */
-	const char *vm_network;	   /* the libvirt network; NULL = "airlock" */
-	const uint16_t *ports;	   /* the service's ports (readiness, reported) */
+	const char *vm_network; /* the libvirt network; NULL = "airlock" */
+	const uint16_t *ports;	/* the service's ports (readiness, reported) */
 	size_t nports;
 	uint64_t lease_ms, max_lease_ms;
 };
 
-#define AL_WATCH_MAX 4
+#define AL_WATCH_MAX	 4
 #define AL_USAGE_POLL_MS 100 /* how often a running job's usage is checked */
 
 /* File descriptors the worker watches for readability after start. */
@@ -110,14 +110,14 @@ struct al_sandbox {
 
 /* What a running job has used so far, all its processes together. */
 struct al_usage {
-	uint64_t cpu_ns;		   /* CPU time since the job started */
+	uint64_t cpu_ns;		     /* CPU time since the job started */
 	uint64_t stdout_bytes, stderr_bytes; /* written so far */
 };
 
 struct al_backend_ops {
-	const char *name;	/* MUST: "process", "container", ... */
-	unsigned caps;		/* MUST: AL_CAP_* bits */
-	size_t priv_size;	/* MUST: bytes of per-sandbox state */
+	const char *name; /* MUST: "process", "container", ... */
+	unsigned caps;	  /* MUST: AL_CAP_* bits */
+	size_t priv_size; /* MUST: bytes of per-sandbox state */
 	/* MUST: self-check and global set-up at worker start. A failure means
 	 * the backend is not offered; its jobs fail closed. */
 	int (*init)(const struct al_backend_conf *conf, struct al_err *err);
@@ -166,7 +166,8 @@ int al_backend_sweep(const struct al_backend_ops *ops, const struct al_backend_c
 		     struct al_err *err);
 /* Allocate a sandbox (caller frees with al_sandbox_free). */
 struct al_sandbox *al_sandbox_new(const struct al_backend_ops *ops,
-				  const struct al_backend_conf *conf, const struct al_run_spec *spec);
+				  const struct al_backend_conf *conf,
+				  const struct al_run_spec *spec);
 int al_backend_prepare(struct al_sandbox *sb, struct al_err *err);
 int al_backend_start(struct al_sandbox *sb, struct al_watch *w, struct al_err *err);
 int al_backend_kill(struct al_sandbox *sb, struct al_err *err);

@@ -96,7 +96,7 @@ static int make_layout(struct al_jobfs *fs, uid_t uid, gid_t gid, struct al_err 
 	static const struct {
 		const char *name;
 		mode_t mode;
-	} dirs[] = { { AL_JOBFS_WORK, 0700 }, { AL_JOBFS_TMP, 01777 }, { AL_JOBFS_SHM, 01777 } };
+	} dirs[] = {{AL_JOBFS_WORK, 0700}, {AL_JOBFS_TMP, 01777}, {AL_JOBFS_SHM, 01777}};
 	int root = root_dirfd(fs), rc = AL_OK;
 
 	if (root < 0)
@@ -133,9 +133,10 @@ static int write_inputs(struct al_jobfs *fs, const struct al_job *job, uid_t uid
 			break;
 		}
 		if (write_all(fd, f->data.data, f->data.len)) {
-			rc = errno == ENOSPC ? al_err_set(err, AL_EINVAL,
-							  "input files: more than the disk limit allows")
-					     : al_err_sys(err, "jobfs: write %s", f->path);
+			rc = errno == ENOSPC
+				 ? al_err_set(err, AL_EINVAL,
+					      "input files: more than the disk limit allows")
+				 : al_err_sys(err, "jobfs: write %s", f->path);
 		} else if (fchown(fd, uid, gid) || fchmod(fd, f->mode)) {
 			rc = al_err_sys(err, "jobfs: chown/chmod %s", f->path);
 		}
@@ -174,7 +175,8 @@ int al_jobfs_create(struct al_jobfs *fs, const char *root, const char *name,
 		bad = bad || fsconfig(fsfd, FSCONFIG_SET_STRING, "nr_inodes", "65536", 0);
 		bad = bad || fsconfig(fsfd, FSCONFIG_CMD_CREATE, NULL, NULL, 0);
 		if (!bad)
-			fs->mnt_fd = fsmount(fsfd, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+			fs->mnt_fd =
+			    fsmount(fsfd, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
 		if (fsfd >= 0)
 			close(fsfd);
 		if (fs->mnt_fd < 0) {
@@ -194,8 +196,7 @@ int al_jobfs_create(struct al_jobfs *fs, const char *root, const char *name,
 		}
 		fs->mounted = true;
 	}
-	if (fs->mnt_fd < 0 &&
-	    al_pathf(fs->home, sizeof(fs->home), "%s/" AL_JOBFS_WORK, fs->work)) {
+	if (fs->mnt_fd < 0 && al_pathf(fs->home, sizeof(fs->home), "%s/" AL_JOBFS_WORK, fs->work)) {
 		rc = al_err_set(err, AL_EINVAL, "jobfs: path too long: %s", fs->work);
 		goto out_destroy;
 	}
@@ -243,17 +244,16 @@ static int read_capped(int fd, uint64_t cap, struct al_bytes *out, bool *truncat
 static int open_beneath(int dirfd, const char *path)
 {
 	struct open_how how = {
-		.flags = O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
-		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
-			   RESOLVE_NO_XDEV,
+	    .flags = O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
+	    .resolve =
+		RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV,
 	};
 
 	return (int)syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
 }
 
-int al_jobfs_collect(struct al_jobfs *fs, const struct al_job *job,
-		     const struct al_limits *lim, uint64_t file_cap, struct al_result *res,
-		     bool *disk_full, struct al_err *err)
+int al_jobfs_collect(struct al_jobfs *fs, const struct al_job *job, const struct al_limits *lim,
+		     uint64_t file_cap, struct al_result *res, bool *disk_full, struct al_err *err)
 {
 	struct statvfs sv;
 	int dirfd;
@@ -352,7 +352,7 @@ int al_jobfs_sweep(const char *root, struct al_err *err)
 	if (!d)
 		return errno == ENOENT ? AL_OK : al_err_sys(err, "jobfs: open %s", root);
 	while ((de = readdir(d))) {
-		struct al_jobfs fs = { .out_fd = -1, .err_fd = -1, .mnt_fd = -1, .mounted = true };
+		struct al_jobfs fs = {.out_fd = -1, .err_fd = -1, .mnt_fd = -1, .mounted = true};
 
 		if (de->d_name[0] == '.')
 			continue;

@@ -42,9 +42,8 @@ int al_jobfs_create(struct al_jobfs *fs, const char *root, const char *name,
 /* Fill res->out/err (capped, with truncated flags) and res->files (each at
  * most file_cap bytes; missing files are skipped, symlinks and non-regular
  * files refused). *disk_full tells whether the work tmpfs filled up. */
-int al_jobfs_collect(struct al_jobfs *fs, const struct al_job *job,
-		     const struct al_limits *lim, uint64_t file_cap, struct al_result *res,
-		     bool *disk_full, struct al_err *err);
+int al_jobfs_collect(struct al_jobfs *fs, const struct al_job *job, const struct al_limits *lim,
+		     uint64_t file_cap, struct al_result *res, bool *disk_full, struct al_err *err);
 
 /* Unmount and remove everything. Safe to call twice. */
 void al_jobfs_destroy(struct al_jobfs *fs);

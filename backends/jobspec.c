@@ -31,8 +31,8 @@ static size_t name_len(const char *s)
 int al_argv_env(const struct al_run_spec *spec, const char *script, struct al_buf *b,
 		uint32_t *argc, uint32_t *envc)
 {
-	static const char *const base[] = { "PATH=" AL_SEARCH_PATH, "HOME=/tmp", "TMPDIR=/tmp",
-					    "LANG=C.UTF-8", "PYTHONDONTWRITEBYTECODE=1" };
+	static const char *const base[] = {"PATH=" AL_SEARCH_PATH, "HOME=/tmp", "TMPDIR=/tmp",
+					   "LANG=C.UTF-8", "PYTHONDONTWRITEBYTECODE=1"};
 	const struct al_job *job = spec->job;
 	const size_t nbase = sizeof(base) / sizeof(base[0]);
 	const size_t total = nbase + job->nenv + spec->nenv;
@@ -76,8 +76,8 @@ int al_argv_env(const struct al_run_spec *spec, const char *script, struct al_bu
 		if (later)
 			continue;
 		if (kv)
-			bad |= al_buf_append(b, kv->key, strlen(kv->key)) | al_buf_append(b, "=", 1) |
-			       buf_str(b, kv->value);
+			bad |= al_buf_append(b, kv->key, strlen(kv->key)) |
+			       al_buf_append(b, "=", 1) | buf_str(b, kv->value);
 		else
 			bad |= buf_str(b, base[i]);
 		(*envc)++;
@@ -85,11 +85,10 @@ int al_argv_env(const struct al_run_spec *spec, const char *script, struct al_bu
 	return bad ? -1 : 0;
 }
 
-
 bool al_find_exec(const char *name, char *out, size_t cap)
 {
-	static const char *const dirs[] = { "/usr/local/sbin", "/usr/local/bin", "/usr/sbin",
-					    "/usr/bin", "/sbin", "/bin" };
+	static const char *const dirs[] = {"/usr/local/sbin", "/usr/local/bin", "/usr/sbin",
+					   "/usr/bin",	      "/sbin",		"/bin"};
 
 	if (strchr(name, '/')) {
 		snprintf(out, cap, "%s", name);
@@ -130,7 +129,8 @@ int al_open_helper(const char *dir, const char *name, struct al_err *err)
 
 	if (dir) {
 		if (al_pathf(path, sizeof(path), "%s/%s", dir, name))
-			return al_err_set(err, AL_ESANDBOX, "helper directory %s: path too long", dir);
+			return al_err_set(err, AL_ESANDBOX, "helper directory %s: path too long",
+					  dir);
 	} else {
 		ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 64);
 		char *slash;
@@ -150,8 +150,8 @@ int al_open_helper(const char *dir, const char *name, struct al_err *err)
 	}
 	if (st.st_uid != 0 || (st.st_mode & (S_IWGRP | S_IWOTH))) {
 		close(fd);
-		return al_err_set(err, AL_ESANDBOX, "%s must be owned by root and writable by no one else",
-				  path);
+		return al_err_set(err, AL_ESANDBOX,
+				  "%s must be owned by root and writable by no one else", path);
 	}
 	return fd;
 }
@@ -179,7 +179,7 @@ struct clone_args_v2 {
 
 pid_t al_clone_pidfd(uint64_t flags, int *pidfd)
 {
-	struct clone_args_v2 args = { 0 };
+	struct clone_args_v2 args = {0};
 
 	args.flags = flags | 0x00001000; /* CLONE_PIDFD */
 	args.pidfd = (uint64_t)(uintptr_t)pidfd;

@@ -62,13 +62,13 @@ static void noop_destroy(struct al_sandbox *sb)
 }
 
 const struct al_backend_ops al_backend_noop = {
-	.name = "noop",
-	.caps = 0,
-	.priv_size = sizeof(struct noop_sb),
-	.init = noop_init,
-	.prepare = noop_prepare,
-	.start = noop_start,
-	.kill = noop_kill,
-	.reap = noop_reap,
-	.destroy = noop_destroy,
+    .name = "noop",
+    .caps = 0,
+    .priv_size = sizeof(struct noop_sb),
+    .init = noop_init,
+    .prepare = noop_prepare,
+    .start = noop_start,
+    .kill = noop_kill,
+    .reap = noop_reap,
+    .destroy = noop_destroy,
 };

@@ -6,12 +6,8 @@
 #include <string.h>
 
 static const struct al_backend_ops *const backends[] = {
-	&al_backend_process,
-	&al_backend_container,
-	&al_backend_microvm,
-	&al_backend_vm,
-	&al_backend_noop,
-	NULL,
+    &al_backend_process, &al_backend_container, &al_backend_microvm,
+    &al_backend_vm,	 &al_backend_noop,	NULL,
 };
 
 const struct al_backend_ops *const *al_backend_all(void)
@@ -38,7 +34,8 @@ int al_backend_init(const struct al_backend_ops *ops, const struct al_backend_co
 	if (!ops->init)
 		return unsupported(ops, "init", err);
 	if (!ops->prepare || !ops->start || !ops->kill || !ops->reap || !ops->destroy)
-		return unsupported(ops, "the full lifecycle (prepare/start/kill/reap/destroy)", err);
+		return unsupported(ops, "the full lifecycle (prepare/start/kill/reap/destroy)",
+				   err);
 	return ops->init(conf, err);
 }
 
@@ -49,7 +46,8 @@ int al_backend_sweep(const struct al_backend_ops *ops, const struct al_backend_c
 }
 
 struct al_sandbox *al_sandbox_new(const struct al_backend_ops *ops,
-				  const struct al_backend_conf *conf, const struct al_run_spec *spec)
+				  const struct al_backend_conf *conf,
+				  const struct al_run_spec *spec)
 {
 	struct al_sandbox *sb = calloc(1, sizeof(*sb) + ops->priv_size);
 
@@ -73,7 +71,8 @@ int al_backend_prepare(struct al_sandbox *sb, struct al_err *err)
 				  "network: the %s backend cannot give a job outbound network",
 				  sb->ops->name);
 	if (job && (job->nfiles || job->ncollect) && !(sb->ops->caps & AL_CAP_FILES))
-		return al_err_set(err, AL_EINVAL, "files: the %s backend takes no input or collected files",
+		return al_err_set(err, AL_EINVAL,
+				  "files: the %s backend takes no input or collected files",
 				  sb->ops->name);
 	return sb->ops->prepare ? sb->ops->prepare(sb, err) : unsupported(sb->ops, "prepare", err);
 }

@@ -21,13 +21,48 @@
 #endif
 
 const char *const al_seccomp_denied[] = {
-	"ptrace", "mount", "umount", "umount2", "pivot_root", "chroot", "unshare", "setns",
-	"keyctl", "add_key", "request_key", "bpf", "perf_event_open", "kexec_load",
-	"kexec_file_load", "init_module", "finit_module", "delete_module", "reboot", "swapon",
-	"swapoff", "userfaultfd", "io_uring_setup", "io_uring_enter", "io_uring_register",
-	"open_by_handle_at", "name_to_handle_at", "acct", "quotactl", "lookup_dcookie",
-	"process_vm_readv", "process_vm_writev", "fsopen", "fsmount", "fsconfig", "move_mount",
-	"open_tree", "mount_setattr", "syslog", "vhangup", "personality", NULL,
+    "ptrace",
+    "mount",
+    "umount",
+    "umount2",
+    "pivot_root",
+    "chroot",
+    "unshare",
+    "setns",
+    "keyctl",
+    "add_key",
+    "request_key",
+    "bpf",
+    "perf_event_open",
+    "kexec_load",
+    "kexec_file_load",
+    "init_module",
+    "finit_module",
+    "delete_module",
+    "reboot",
+    "swapon",
+    "swapoff",
+    "userfaultfd",
+    "io_uring_setup",
+    "io_uring_enter",
+    "io_uring_register",
+    "open_by_handle_at",
+    "name_to_handle_at",
+    "acct",
+    "quotactl",
+    "lookup_dcookie",
+    "process_vm_readv",
+    "process_vm_writev",
+    "fsopen",
+    "fsmount",
+    "fsconfig",
+    "move_mount",
+    "open_tree",
+    "mount_setattr",
+    "syslog",
+    "vhangup",
+    "personality",
+    NULL,
 };
 
 int al_seccomp_build(struct al_seccomp *sc, struct al_err *err)
@@ -51,7 +86,8 @@ int al_seccomp_build_net(struct al_seccomp *sc, bool inet, struct al_err *err)
 		int nr = seccomp_syscall_resolve_name(al_seccomp_denied[i]);
 
 		/* __NR_SCMP_ERROR: not on this architecture */
-		if (nr != __NR_SCMP_ERROR && (rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 0)))
+		if (nr != __NR_SCMP_ERROR &&
+		    (rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 0)))
 			goto out_rule;
 	}
 	/* socket(): only AF_UNIX; with inet, also AF_INET and AF_INET6 (one

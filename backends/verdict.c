@@ -20,7 +20,8 @@ void al_verdict(struct al_result *res, int ws, const struct al_cg_stats *st,
 	 * limit reached (a runtime's cgroup may count the kill below ours). */
 	if (st->oom_kills > 0 || (sig == SIGKILL && st->memory_hit)) {
 		res->status = AL_ST_MEMORY_LIMIT;
-		al_result_set_error(res, "memory limit of %llu bytes reached: killed by the OOM killer",
+		al_result_set_error(res,
+				    "memory limit of %llu bytes reached: killed by the OOM killer",
 				    (unsigned long long)lim->memory_bytes);
 	} else if (sig == SIGXCPU || (sig == SIGKILL && res->cpu_ms >= lim->cpu_ms)) {
 		res->status = AL_ST_CPU_LIMIT;
@@ -29,10 +30,11 @@ void al_verdict(struct al_result *res, int ws, const struct al_cg_stats *st,
 	} else if (sig == SIGXFSZ || res->out_truncated || res->err_truncated || disk_full) {
 		res->status = AL_ST_OUTPUT_LIMIT;
 		if (res->out_truncated || res->err_truncated)
-			al_result_set_error(res, "output limit reached: %s over its cap of %llu bytes",
-					    res->out_truncated ? "stdout" : "stderr",
-					    (unsigned long long)(res->out_truncated ? lim->stdout_bytes
-										    : lim->stderr_bytes));
+			al_result_set_error(
+			    res, "output limit reached: %s over its cap of %llu bytes",
+			    res->out_truncated ? "stdout" : "stderr",
+			    (unsigned long long)(res->out_truncated ? lim->stdout_bytes
+								    : lim->stderr_bytes));
 		else
 			al_result_set_error(res, "disk or file-size limit of %llu bytes reached",
 					    (unsigned long long)lim->disk_bytes);

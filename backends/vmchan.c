@@ -57,7 +57,8 @@ int al_chan_read(struct al_chan_rd *r, int fd, size_t max, struct al_err *err)
 			return al_err_sys(err, "channel: read");
 		if (n == 0 && (r->eof = true))
 			return al_err_set(err, AL_ESANDBOX, "channel: closed by the peer%s",
-					  r->hdr_have || r->body.len ? " in the middle of a frame" : "");
+					  r->hdr_have || r->body.len ? " in the middle of a frame"
+								     : "");
 		if (r->hdr_have < sizeof(r->hdr)) {
 			r->hdr_have += (size_t)n;
 			if (r->hdr_have < sizeof(r->hdr))
@@ -66,9 +67,10 @@ int al_chan_read(struct al_chan_rd *r, int fd, size_t max, struct al_err *err)
 			if (r->len == 0)
 				return al_err_set(err, AL_ESANDBOX, "channel: empty frame");
 			if (r->len > max)
-				return al_err_set(err, AL_ESANDBOX,
-						  "channel: frame of %u bytes is over the cap of %zu",
-						  r->len, max);
+				return al_err_set(
+				    err, AL_ESANDBOX,
+				    "channel: frame of %u bytes is over the cap of %zu", r->len,
+				    max);
 		}
 	}
 }
@@ -88,14 +90,16 @@ static int write_all(int fd, const void *p, size_t n, uint64_t deadline, struct 
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-			struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+			struct pollfd pfd = {.fd = fd, .events = POLLOUT};
 			uint64_t now = al_mono_ms();
-			int left = deadline == UINT64_MAX ? -1 : now >= deadline ? 0
-										 : (int)(deadline - now);
+			int left = deadline == UINT64_MAX ? -1
+				   : now >= deadline	  ? 0
+							  : (int)(deadline - now);
 
 			if (left == 0 || poll(&pfd, 1, left) == 0)
-				return al_err_set(err, AL_ESANDBOX,
-						  "channel: the peer does not read (write timed out)");
+				return al_err_set(
+				    err, AL_ESANDBOX,
+				    "channel: the peer does not read (write timed out)");
 			continue;
 		}
 		return al_err_sys(err, "channel: write");
@@ -105,7 +109,8 @@ static int write_all(int fd, const void *p, size_t n, uint64_t deadline, struct 
 
 int al_chan_write_raw(int fd, const void *p, size_t n, int timeout_ms, struct al_err *err)
 {
-	return write_all(fd, p, n, timeout_ms < 0 ? UINT64_MAX : al_mono_ms() + (uint64_t)timeout_ms, err);
+	return write_all(fd, p, n,
+			 timeout_ms < 0 ? UINT64_MAX : al_mono_ms() + (uint64_t)timeout_ms, err);
 }
 
 int al_chan_write(int fd, char type, const void *p1, size_t n1, const void *p2, size_t n2,
@@ -130,7 +135,7 @@ int al_chan_job_frame(const struct al_run_spec *spec, uint64_t collect_cap, stru
 		      struct al_err *err)
 {
 	struct al_job job = *spec->job;
-	struct al_buf av = { 0 };
+	struct al_buf av = {0};
 	uint32_t argc = 0, envc = 0;
 	size_t at;
 	uint8_t n[8];
@@ -138,7 +143,11 @@ int al_chan_job_frame(const struct al_run_spec *spec, uint64_t collect_cap, stru
 
 	job.limits = spec->limits;
 	/* length (filled in below), type, job length (below), job */
-	if (al_buf_append(frame, "\0\0\0\0" "J" "\0\0\0\0", 9))
+	if (al_buf_append(frame,
+			  "\0\0\0\0"
+			  "J"
+			  "\0\0\0\0",
+			  9))
 		goto oom;
 	at = frame->len;
 	if ((rc = al_job_encode(&job, frame, err)))
@@ -150,7 +159,8 @@ int al_chan_job_frame(const struct al_run_spec *spec, uint64_t collect_cap, stru
 	al_put_u32(n + 4, envc);
 	if (al_buf_append(frame, n, sizeof(n)) || al_buf_append(frame, av.data, av.len))
 		goto oom;
-	al_put_u32(n, (uint32_t)(collect_cap < AL_RESULT_FILE_MAX ? collect_cap : AL_RESULT_FILE_MAX));
+	al_put_u32(n,
+		   (uint32_t)(collect_cap < AL_RESULT_FILE_MAX ? collect_cap : AL_RESULT_FILE_MAX));
 	if (al_buf_append(frame, n, 4))
 		goto oom;
 	if (frame->len - 4 > UINT32_MAX) {
@@ -169,7 +179,7 @@ out:
 int al_chan_send_job(int fd, const struct al_run_spec *spec, uint64_t collect_cap, int timeout_ms,
 		     struct al_err *err)
 {
-	struct al_buf frame = { 0 };
+	struct al_buf frame = {0};
 	int rc = al_chan_job_frame(spec, collect_cap, &frame, err);
 
 	/* the frame is whole: write its bytes as they are */
@@ -187,7 +197,8 @@ static uint64_t file_cap(uint64_t collect_cap)
 size_t al_chan_result_cap(const struct al_run_spec *spec, uint64_t collect_cap)
 {
 	const struct al_limits *l = &spec->limits;
-	uint64_t file = file_cap(collect_cap) < l->disk_bytes ? file_cap(collect_cap) : l->disk_bytes;
+	uint64_t file =
+	    file_cap(collect_cap) < l->disk_bytes ? file_cap(collect_cap) : l->disk_bytes;
 	uint64_t cap = l->stdout_bytes + l->stderr_bytes + spec->job->ncollect * (file + 512) +
 		       AL_CHAN_RESULT_SLACK;
 
@@ -202,17 +213,19 @@ static bool asked_for(const struct al_job *job, const char *path)
 	return false;
 }
 
-int al_chan_check_result(const struct al_run_spec *spec, uint64_t collect_cap,
-			 struct al_result *g, struct al_err *err)
+int al_chan_check_result(const struct al_run_spec *spec, uint64_t collect_cap, struct al_result *g,
+			 struct al_err *err)
 {
 	const struct al_limits *l = &spec->limits;
 
 	if (g->out.len > l->stdout_bytes || g->err.len > l->stderr_bytes ||
 	    g->nfiles > spec->job->ncollect)
-		return al_err_set(err, AL_ESANDBOX, "microvm: the guest's result is over the job's caps");
+		return al_err_set(err, AL_ESANDBOX,
+				  "microvm: the guest's result is over the job's caps");
 	for (size_t i = 0; i < g->nfiles; i++) {
 		if (!g->files[i].path || !asked_for(spec->job, g->files[i].path))
-			return al_err_set(err, AL_ESANDBOX, "microvm: the guest returned a file not asked for");
+			return al_err_set(err, AL_ESANDBOX,
+					  "microvm: the guest returned a file not asked for");
 		for (size_t j = 0; j < i; j++)
 			if (!strcmp(g->files[j].path, g->files[i].path))
 				return al_err_set(err, AL_ESANDBOX,

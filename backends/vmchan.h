@@ -29,25 +29,25 @@
 #include "../proto/buf.h"
 #include "../proto/err.h"
 
-#define AL_CHAN_READY 'R'
-#define AL_CHAN_JOB 'J'
-#define AL_CHAN_RESULT 'S'
-#define AL_CHAN_HEARTBEAT 'H'
-#define AL_CHAN_ACK 'A'
-#define AL_CHAN_ACK_WAIT_MS 30000 /* the agent waits this long for 'A' */
-#define AL_CHAN_READ_BUDGET (1u << 20) /* bytes one al_chan_read call takes at most */
+#define AL_CHAN_READY	     'R'
+#define AL_CHAN_JOB	     'J'
+#define AL_CHAN_RESULT	     'S'
+#define AL_CHAN_HEARTBEAT    'H'
+#define AL_CHAN_ACK	     'A'
+#define AL_CHAN_ACK_WAIT_MS  30000	/* the agent waits this long for 'A' */
+#define AL_CHAN_READ_BUDGET  (1u << 20) /* bytes one al_chan_read call takes at most */
 #define AL_CHAN_HEARTBEAT_MS 1000
-#define AL_CHAN_PORT "airlock.0"     /* the virtserialport's name */
-#define AL_CHAN_READY_MAX 256	     /* the ready frame's payload */
+#define AL_CHAN_PORT	     "airlock.0" /* the virtserialport's name */
+#define AL_CHAN_READY_MAX    256	 /* the ready frame's payload */
 #define AL_CHAN_RESULT_SLACK (64u << 10) /* a result's bytes beyond its streams and files */
 
 /* An incremental frame reader: feed it a readable fd until it says done. */
 struct al_chan_rd {
 	uint8_t hdr[4];
 	size_t hdr_have;
-	uint32_t len;	  /* type byte + payload */
+	uint32_t len;	    /* type byte + payload */
 	struct al_buf body; /* type byte then payload */
-	bool eof;	  /* the peer closed the channel */
+	bool eof;	    /* the peer closed the channel */
 };
 
 /* Read what fd has, at most AL_CHAN_READ_BUDGET bytes per call (a peer
@@ -78,8 +78,8 @@ size_t al_chan_result_cap(const struct al_run_spec *spec, uint64_t collect_cap);
 /* Believe a guest's result only within the job: the files it asked for,
  * each once, at most collect_cap bytes each (longer ones are cut and marked
  * truncated), streams within their caps. AL_ESANDBOX with the reason. */
-int al_chan_check_result(const struct al_run_spec *spec, uint64_t collect_cap,
-			 struct al_result *g, struct al_err *err);
+int al_chan_check_result(const struct al_run_spec *spec, uint64_t collect_cap, struct al_result *g,
+			 struct al_err *err);
 /* Append the whole job frame for spec to frame (benchmarks keep a copy). */
 int al_chan_job_frame(const struct al_run_spec *spec, uint64_t collect_cap, struct al_buf *frame,
 		      struct al_err *err);

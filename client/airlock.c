@@ -13,49 +13,50 @@
 /* Exit codes for outcomes that are not the job's own exit code. */
 enum {
 	EXIT_USAGE = 2,
-	EXIT_REJECTED = 65,	/* EX_DATAERR: the job was refused */
-	EXIT_NOINPUT = 66,	/* a local file is missing */
-	EXIT_UNAVAILABLE = 69,	/* Redis unreachable */
-	EXIT_SANDBOX = 70,	/* sandbox_error */
-	EXIT_LOST = 75,		/* worker_lost or expired: try again later */
-	EXIT_TIMEOUT = 124,	/* like timeout(1) */
+	EXIT_REJECTED = 65,    /* EX_DATAERR: the job was refused */
+	EXIT_NOINPUT = 66,     /* a local file is missing */
+	EXIT_UNAVAILABLE = 69, /* Redis unreachable */
+	EXIT_SANDBOX = 70,     /* sandbox_error */
+	EXIT_LOST = 75,	       /* worker_lost or expired: try again later */
+	EXIT_TIMEOUT = 124,    /* like timeout(1) */
 	EXIT_CANCELLED = 130,
 	EXIT_MEMORY = 137,
-	EXIT_CPU = 152,		/* 128 + SIGXCPU */
-	EXIT_OUTPUT = 153,	/* 128 + SIGXFSZ */
+	EXIT_CPU = 152,	   /* 128 + SIGXCPU */
+	EXIT_OUTPUT = 153, /* 128 + SIGXFSZ */
 };
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"usage: airlock [--redis URL] COMMAND ...\n"
-		"  run [options] (-c CODE | FILE | -- ARGV...)  submit, wait, print the output, exit\n"
-		"                                     with the job's exit code\n"
-		"  submit [options] (-c CODE | FILE | -- ARGV...)  print the new job's id\n"
-		"  wait ID [--json] [--timeout-wait MS]   wait for a result\n"
-		"  status ID                          state, and the result when there is one\n"
-		"  cancel ID                          cancel a queued or running job\n"
-		"  stats                              queues per tier, workers, results by status\n"
-		"  dlq list | show ENTRY | retry ENTRY | purge   dead letters\n"
-		"  vm list | stop NAME | extend NAME MS          service VMs and their leases\n"
-		"  check-job FILE|-                   decode a msgpack job, print it as JSON\n"
-		"run/submit options:\n"
-		"  --tier T (default trusted)  --tenant T  --runtime python|sh (default python)\n"
-		"  -f LOCAL:REMOTE (input file, repeatable)  --collect PATH (repeatable)\n"
-		"  --timeout MS  --cpu MS  --memory BYTES  --pids N  --disk BYTES\n"
-		"  --stdin FILE  --env NAME=VALUE  --priority 0-9  --deadline-ms UNIX_MS\n"
-		"  --idempotency-key K  --callback URL  --label K=V  --id ID  --json\n"
-		"Redis: --redis or $AIRLOCK_REDIS (default redis://127.0.0.1:6379)\n"
-		"Exit codes of run: the job's exit code; 128+N when killed by signal N;\n"
-		"  124 timeout, 137 memory_limit, 152 cpu_limit, 153 output_limit, 130 cancelled,\n"
-		"  65 rejected, 70 sandbox_error, 75 worker_lost or expired, 69 Redis unreachable,\n"
-		"  66 a local file is missing, 2 bad usage.\n");
+	fprintf(
+	    f,
+	    "usage: airlock [--redis URL] COMMAND ...\n"
+	    "  run [options] (-c CODE | FILE | -- ARGV...)  submit, wait, print the output, exit\n"
+	    "                                     with the job's exit code\n"
+	    "  submit [options] (-c CODE | FILE | -- ARGV...)  print the new job's id\n"
+	    "  wait ID [--json] [--timeout-wait MS]   wait for a result\n"
+	    "  status ID                          state, and the result when there is one\n"
+	    "  cancel ID                          cancel a queued or running job\n"
+	    "  stats                              queues per tier, workers, results by status\n"
+	    "  dlq list | show ENTRY | retry ENTRY | purge   dead letters\n"
+	    "  vm list | stop NAME | extend NAME MS          service VMs and their leases\n"
+	    "  check-job FILE|-                   decode a msgpack job, print it as JSON\n"
+	    "run/submit options:\n"
+	    "  --tier T (default trusted)  --tenant T  --runtime python|sh (default python)\n"
+	    "  -f LOCAL:REMOTE (input file, repeatable)  --collect PATH (repeatable)\n"
+	    "  --timeout MS  --cpu MS  --memory BYTES  --pids N  --disk BYTES\n"
+	    "  --stdin FILE  --env NAME=VALUE  --priority 0-9  --deadline-ms UNIX_MS\n"
+	    "  --idempotency-key K  --callback URL  --label K=V  --id ID  --json\n"
+	    "Redis: --redis or $AIRLOCK_REDIS (default redis://127.0.0.1:6379)\n"
+	    "Exit codes of run: the job's exit code; 128+N when killed by signal N;\n"
+	    "  124 timeout, 137 memory_limit, 152 cpu_limit, 153 output_limit, 130 cancelled,\n"
+	    "  65 rejected, 70 sandbox_error, 75 worker_lost or expired, 69 Redis unreachable,\n"
+	    "  66 a local file is missing, 2 bad usage.\n");
 }
 
 static int read_path(const char *path, struct al_bytes *out, size_t cap)
 {
 	FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
-	struct al_buf b = { 0 };
+	struct al_buf b = {0};
 	char chunk[65536];
 	size_t n;
 
@@ -89,7 +90,8 @@ static int u64_arg(const char *name, const char *v, uint64_t *out)
 	errno = 0;
 	*out = strtoull(v, &end, 10);
 	if (errno || end == v || *end || *v == '-') {
-		fprintf(stderr, "airlock: %s: expected a non-negative integer, got \"%s\"\n", name, v);
+		fprintf(stderr, "airlock: %s: expected a non-negative integer, got \"%s\"\n", name,
+			v);
 		return -1;
 	}
 	return 0;
@@ -118,18 +120,27 @@ static int push_kv(struct al_kv **kv, size_t *n, const char *arg, const char *wh
 static int build_job(int argc, char **argv, struct al_job *job, bool *json)
 {
 	static const struct option opts[] = {
-		{ "tier", required_argument, NULL, 't' }, { "tenant", required_argument, NULL, 'T' },
-		{ "runtime", required_argument, NULL, 'R' }, { "file", required_argument, NULL, 'f' },
-		{ "collect", required_argument, NULL, 'o' }, { "timeout", required_argument, NULL, 'w' },
-		{ "cpu", required_argument, NULL, 'u' }, { "memory", required_argument, NULL, 'm' },
-		{ "pids", required_argument, NULL, 'p' }, { "disk", required_argument, NULL, 'd' },
-		{ "stdin", required_argument, NULL, 'i' }, { "env", required_argument, NULL, 'e' },
-		{ "priority", required_argument, NULL, 'P' },
-		{ "deadline-ms", required_argument, NULL, 'D' },
-		{ "idempotency-key", required_argument, NULL, 'k' },
-		{ "callback", required_argument, NULL, 'b' }, { "label", required_argument, NULL, 'l' },
-		{ "id", required_argument, NULL, 'I' }, { "json", no_argument, NULL, 'j' },
-		{ "code", required_argument, NULL, 'c' }, { NULL, 0, NULL, 0 },
+	    {"tier", required_argument, NULL, 't'},
+	    {"tenant", required_argument, NULL, 'T'},
+	    {"runtime", required_argument, NULL, 'R'},
+	    {"file", required_argument, NULL, 'f'},
+	    {"collect", required_argument, NULL, 'o'},
+	    {"timeout", required_argument, NULL, 'w'},
+	    {"cpu", required_argument, NULL, 'u'},
+	    {"memory", required_argument, NULL, 'm'},
+	    {"pids", required_argument, NULL, 'p'},
+	    {"disk", required_argument, NULL, 'd'},
+	    {"stdin", required_argument, NULL, 'i'},
+	    {"env", required_argument, NULL, 'e'},
+	    {"priority", required_argument, NULL, 'P'},
+	    {"deadline-ms", required_argument, NULL, 'D'},
+	    {"idempotency-key", required_argument, NULL, 'k'},
+	    {"callback", required_argument, NULL, 'b'},
+	    {"label", required_argument, NULL, 'l'},
+	    {"id", required_argument, NULL, 'I'},
+	    {"json", no_argument, NULL, 'j'},
+	    {"code", required_argument, NULL, 'c'},
+	    {NULL, 0, NULL, 0},
 	};
 	const char *code = NULL, *runtime = "python";
 	uint64_t u;
@@ -143,8 +154,14 @@ static int build_job(int argc, char **argv, struct al_job *job, bool *json)
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "+c:f:", opts, NULL)) != -1) {
 		switch (c) {
-		case 't': free(job->tier); job->tier = strdup(optarg); break;
-		case 'T': free(job->tenant); job->tenant = strdup(optarg); break;
+		case 't':
+			free(job->tier);
+			job->tier = strdup(optarg);
+			break;
+		case 'T':
+			free(job->tenant);
+			job->tenant = strdup(optarg);
+			break;
 		case 'R': runtime = optarg; break;
 		case 'c': code = optarg; break;
 		case 'I': job->id = strdup(optarg); break;
@@ -152,8 +169,11 @@ static int build_job(int argc, char **argv, struct al_job *job, bool *json)
 		case 'f': {
 			const char *colon = strchr(optarg, ':');
 			struct al_file *f;
-			char *local = colon ? strndup(optarg, (size_t)(colon - optarg)) : strdup(optarg);
-			const char *remote = colon ? colon + 1 : strrchr(optarg, '/') ? strrchr(optarg, '/') + 1 : optarg;
+			char *local =
+			    colon ? strndup(optarg, (size_t)(colon - optarg)) : strdup(optarg);
+			const char *remote = colon		    ? colon + 1
+					     : strrchr(optarg, '/') ? strrchr(optarg, '/') + 1
+								    : optarg;
 
 			f = realloc(job->files, (job->nfiles + 1) * sizeof(*f));
 			if (!f || !local)
@@ -179,16 +199,29 @@ static int build_job(int argc, char **argv, struct al_job *job, bool *json)
 			v[job->ncollect++] = strdup(optarg);
 			break;
 		}
-		case 'w': case 'u': case 'm': case 'p': case 'd': case 'P': case 'D':
+		case 'w':
+		case 'u':
+		case 'm':
+		case 'p':
+		case 'd':
+		case 'P':
+		case 'D':
 			if (u64_arg(argv[optind - 1], optarg, &u))
 				return EXIT_USAGE;
-			if (c == 'w') job->limits.wall_ms = u;
-			else if (c == 'u') job->limits.cpu_ms = u;
-			else if (c == 'm') job->limits.memory_bytes = u;
-			else if (c == 'p') job->limits.pids = u;
-			else if (c == 'd') job->limits.disk_bytes = u;
-			else if (c == 'P') job->priority = (uint32_t)u;
-			else job->deadline_ms = u;
+			if (c == 'w')
+				job->limits.wall_ms = u;
+			else if (c == 'u')
+				job->limits.cpu_ms = u;
+			else if (c == 'm')
+				job->limits.memory_bytes = u;
+			else if (c == 'p')
+				job->limits.pids = u;
+			else if (c == 'd')
+				job->limits.disk_bytes = u;
+			else if (c == 'P')
+				job->priority = (uint32_t)u;
+			else
+				job->deadline_ms = u;
 			break;
 		case 'i':
 			if ((rc = read_path(optarg, &job->stdin_data, AL_STDIN_MAX)))
@@ -220,7 +253,8 @@ static int build_job(int argc, char **argv, struct al_job *job, bool *json)
 		else if (!strcmp(runtime, "sh"))
 			job->runtime = AL_RUNTIME_SH;
 		else {
-			fprintf(stderr, "airlock: --runtime: expected python or sh, got \"%s\"\n", runtime);
+			fprintf(stderr, "airlock: --runtime: expected python or sh, got \"%s\"\n",
+				runtime);
 			return EXIT_USAGE;
 		}
 	}
@@ -296,8 +330,8 @@ static int print_result(const struct al_result *r, bool json)
 		fflush(stdout);
 		/* the CLI's own line starts a line of its own */
 		if ((verdict || r->out_truncated || r->err_truncated) &&
-		    (last_err != '\n' || (last_out != '\n' && isatty(fileno(stdout)) &&
-					  isatty(fileno(stderr)))))
+		    (last_err != '\n' ||
+		     (last_out != '\n' && isatty(fileno(stdout)) && isatty(fileno(stderr)))))
 			fputc('\n', stderr);
 		if (verdict) {
 			fprintf(stderr, "airlock: job %s: %s: ", r->id, al_status_name(r->status));
@@ -312,7 +346,7 @@ static int print_result(const struct al_result *r, bool json)
 
 static struct al_client *connect_or_die(const char *url, int *rc)
 {
-	struct al_err err = { 0 };
+	struct al_err err = {0};
 	struct al_client *c = al_client_connect(url, &err);
 
 	if (!c) {
@@ -326,7 +360,7 @@ static int cmd_run(const char *url, int argc, char **argv, bool wait)
 {
 	struct al_job job;
 	struct al_result res;
-	struct al_err err = { 0 };
+	struct al_err err = {0};
 	struct al_client *c;
 	char id[AL_ID_MAX + 1];
 	bool json = false, existing = false;
@@ -344,7 +378,8 @@ static int cmd_run(const char *url, int argc, char **argv, bool wait)
 	if (!wait) {
 		printf("%s\n", id);
 		if (existing)
-			fprintf(stderr, "airlock: idempotency key already used: this is the earlier job\n");
+			fprintf(stderr,
+				"airlock: idempotency key already used: this is the earlier job\n");
 		goto out_client;
 	}
 	if (al_client_wait(c, id, 0, &res, &err)) {
@@ -364,7 +399,7 @@ out_job:
 static int cmd_wait(const char *url, int argc, char **argv)
 {
 	struct al_result res;
-	struct al_err err = { 0 };
+	struct al_err err = {0};
 	struct al_client *c;
 	uint64_t tmo = 0;
 	bool json = false;
@@ -400,7 +435,7 @@ static int cmd_wait(const char *url, int argc, char **argv)
 static int cmd_status(const char *url, const char *id)
 {
 	struct al_result res;
-	struct al_err err = { 0 };
+	struct al_err err = {0};
 	struct al_client *c;
 	char state[32];
 	int rc = 0;
@@ -424,7 +459,7 @@ static int cmd_status(const char *url, const char *id)
 
 static int cmd_cancel(const char *url, const char *id)
 {
-	struct al_err err = { 0 };
+	struct al_err err = {0};
 	struct al_client *c;
 	int rc = 0;
 
@@ -436,15 +471,18 @@ static int cmd_cancel(const char *url, const char *id)
 		fprintf(stderr, "airlock: %s\n", err.msg);
 		return err.status == AL_EINVAL ? 1 : EXIT_UNAVAILABLE;
 	}
-	printf("%s %s\n", id, rc == 1 ? "cancelled" : rc == 2 ? "kill requested" : "already finished");
+	printf("%s %s\n", id,
+	       rc == 1	 ? "cancelled"
+	       : rc == 2 ? "kill requested"
+			 : "already finished");
 	return 0;
 }
 
 static int cmd_check_job(const char *path)
 {
-	struct al_bytes b = { 0 };
+	struct al_bytes b = {0};
 	struct al_job job;
-	struct al_err err = { 0 };
+	struct al_err err = {0};
 	json_t *j;
 	int rc = read_path(path, &b, AL_JOB_MAX_BYTES);
 
@@ -466,8 +504,9 @@ static int cmd_check_job(const char *path)
 
 int main(int argc, char **argv)
 {
-	const char *url = getenv("AIRLOCK_REDIS") ? getenv("AIRLOCK_REDIS") : "redis://127.0.0.1:6379";
-	struct al_err err = { 0 };
+	const char *url =
+	    getenv("AIRLOCK_REDIS") ? getenv("AIRLOCK_REDIS") : "redis://127.0.0.1:6379";
+	struct al_err err = {0};
 	struct al_client *c;
 	int i = 1, rc = 0;
 
@@ -525,7 +564,8 @@ int main(int argc, char **argv)
 		uint64_t ms = argc == 5 ? strtoull(argv[4], &end, 10) : 0;
 
 		if (argc == 5 && (!end || *end || argv[4][0] == '-')) {
-			fprintf(stderr, "airlock: vm extend: expected a number of ms, got \"%s\"\n", argv[4]);
+			fprintf(stderr, "airlock: vm extend: expected a number of ms, got \"%s\"\n",
+				argv[4]);
 			return EXIT_USAGE;
 		}
 		if (!(c = connect_or_die(url, &rc)))
@@ -537,6 +577,7 @@ int main(int argc, char **argv)
 		al_client_close(c);
 		return rc;
 	}
-	fprintf(stderr, "airlock: unknown command or wrong arguments: %s (see airlock help)\n", argv[1]);
+	fprintf(stderr, "airlock: unknown command or wrong arguments: %s (see airlock help)\n",
+		argv[1]);
 	return EXIT_USAGE;
 }

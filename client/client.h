@@ -33,13 +33,13 @@ int al_client_submit_many(struct al_client *c, struct al_job *jobs, size_t n,
 
 /* Wait up to timeout_ms (0 = forever) for the result; AL_OK fills *res
  * (caller frees). A timeout returns AL_EREDIS with "timed out". */
-int al_client_wait(struct al_client *c, const char *id, uint64_t timeout_ms,
-		   struct al_result *res, struct al_err *err);
+int al_client_wait(struct al_client *c, const char *id, uint64_t timeout_ms, struct al_result *res,
+		   struct al_err *err);
 
 /* The job's state ("submitted", "queued", "running", "retrying", "done")
  * into state; with a result when done (res->version != 0). */
-int al_client_status(struct al_client *c, const char *id, char state[32],
-		     struct al_result *res, struct al_err *err);
+int al_client_status(struct al_client *c, const char *id, char state[32], struct al_result *res,
+		     struct al_err *err);
 
 /* 1: cancelled while waiting, 2: kill sent to the running job, 0: already
  * finished. Unknown ids are AL_EINVAL. */

@@ -204,7 +204,8 @@ json_t *al_result_to_json(const struct al_result *res)
 	json_object_set_new(o, "files", files);
 	json_object_set_new(o, "wall_ms", json_integer((json_int_t)res->wall_ms));
 	json_object_set_new(o, "cpu_ms", json_integer((json_int_t)res->cpu_ms));
-	json_object_set_new(o, "peak_memory_bytes", json_integer((json_int_t)res->peak_memory_bytes));
+	json_object_set_new(o, "peak_memory_bytes",
+			    json_integer((json_int_t)res->peak_memory_bytes));
 	json_object_set_new(o, "backend", opt_str(res->backend));
 	json_object_set_new(o, "worker", opt_str(res->worker));
 	json_object_set_new(o, "queued_ms", json_integer((json_int_t)res->queued_ms));

@@ -24,8 +24,9 @@ static int query(struct al_redis_url *u, const char *q, struct al_err *err)
 		char v[256];
 
 		if (!eq || copy(v, sizeof(v), eq + 1, vn))
-			return al_err_set(err, AL_EINVAL, "redis url: bad query parameter near \"%.*s\"",
-					  (int)n, q);
+			return al_err_set(err, AL_EINVAL,
+					  "redis url: bad query parameter near \"%.*s\"", (int)n,
+					  q);
 		if (kn == 4 && !strncmp(q, "user", 4)) {
 			if (copy(u->user, sizeof(u->user), v, vn))
 				return al_err_set(err, AL_EINVAL, "redis url: user too long");
@@ -35,8 +36,10 @@ static int query(struct al_redis_url *u, const char *q, struct al_err *err)
 		} else if (kn == 2 && !strncmp(q, "db", 2))
 			u->db = atoi(v);
 		else
-			return al_err_set(err, AL_EINVAL, "redis url: unknown parameter \"%.*s\" (use user, password, db)",
-					  (int)kn, q);
+			return al_err_set(
+			    err, AL_EINVAL,
+			    "redis url: unknown parameter \"%.*s\" (use user, password, db)",
+			    (int)kn, q);
 		q = amp ? amp + 1 : NULL;
 	}
 	return AL_OK;
@@ -56,13 +59,15 @@ int al_redis_url_parse(const char *url, struct al_redis_url *u, struct al_err *e
 		size_t n = q ? (size_t)(q - path) : strlen(path);
 
 		if (n == 0 || path[0] != '/' || copy(u->path, sizeof(u->path), path, n))
-			return al_err_set(err, AL_EINVAL, "redis url: \"%s\": expected unix:///absolute/path.sock",
+			return al_err_set(err, AL_EINVAL,
+					  "redis url: \"%s\": expected unix:///absolute/path.sock",
 					  url);
 		return query(u, q ? q + 1 : NULL, err);
 	}
 	if (strncmp(url, "redis://", 8))
-		return al_err_set(err, AL_EINVAL,
-				  "redis url: \"%s\": expected redis://host:port or unix:///path.sock", url);
+		return al_err_set(
+		    err, AL_EINVAL,
+		    "redis url: \"%s\": expected redis://host:port or unix:///path.sock", url);
 	p = url + 8;
 	{
 		const char *at = strrchr(p, '@');
@@ -74,7 +79,8 @@ int al_redis_url_parse(const char *url, struct al_redis_url *u, struct al_err *e
 				if (copy(u->user, sizeof(u->user), p, (size_t)(colon - p)) ||
 				    copy(u->password, sizeof(u->password), colon + 1,
 					 (size_t)(at - colon - 1)))
-					return al_err_set(err, AL_EINVAL, "redis url: credentials too long");
+					return al_err_set(err, AL_EINVAL,
+							  "redis url: credentials too long");
 			} else if (copy(u->password, sizeof(u->password), p, (size_t)(at - p))) {
 				return al_err_set(err, AL_EINVAL, "redis url: password too long");
 			}
@@ -92,7 +98,8 @@ int al_redis_url_parse(const char *url, struct al_redis_url *u, struct al_err *e
 			long port = strtol(rest + 1, &end, 10);
 
 			if (end == rest + 1 || port < 1 || port > 65535)
-				return al_err_set(err, AL_EINVAL, "redis url: \"%s\": bad port", url);
+				return al_err_set(err, AL_EINVAL, "redis url: \"%s\": bad port",
+						  url);
 			u->port = (int)port;
 			rest = end;
 		}
@@ -103,7 +110,8 @@ int al_redis_url_parse(const char *url, struct al_redis_url *u, struct al_err *e
 		if (*rest == '?')
 			return query(u, rest + 1, err);
 		if (*rest)
-			return al_err_set(err, AL_EINVAL, "redis url: \"%s\": unexpected \"%s\"", url, rest);
+			return al_err_set(err, AL_EINVAL, "redis url: \"%s\": unexpected \"%s\"",
+					  url, rest);
 	}
 	return AL_OK;
 }

@@ -38,7 +38,9 @@ void al_log(const char *level, const char *event, const char *fmt, ...)
 	for (const unsigned char *p = (const unsigned char *)msg; *p && o + 5 < sizeof(safe); p++) {
 		if (*p == '\n' || *p == '\r' || *p == '\t')
 			o += (size_t)snprintf(safe + o, sizeof(safe) - o, "\\%c",
-					      *p == '\n' ? 'n' : *p == '\r' ? 'r' : 't');
+					      *p == '\n'   ? 'n'
+					      : *p == '\r' ? 'r'
+							   : 't');
 		else if (*p < 0x20 || *p == 0x7f)
 			o += (size_t)snprintf(safe + o, sizeof(safe) - o, "\\x%02x", *p);
 		else

@@ -7,7 +7,7 @@
 
 /* "ts=<unix ms> level=<level> event=<event> <fmt...>" on stderr, one line. */
 void al_log(const char *level, const char *event, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 
 /* Unix time in ms, and a monotonic clock in ms. */
 uint64_t al_now_ms(void);

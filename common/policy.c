@@ -14,30 +14,30 @@
 #include <yaml.h>
 
 const char al_policy_builtin[] =
-	"result_ttl_s: 86400\n"
-	"lease_ms: 15000\n"
-	"tiers:\n"
-	"  trusted:\n"
-	"    backend: process\n"
-	"    max_attempts: 3\n"
-	"    defaults: {wall_ms: 10000, memory_bytes: 268435456, pids: 64}\n"
-	"  internal:\n"
-	"    backend: container\n"
-	"    defaults: {wall_ms: 30000, memory_bytes: 268435456, pids: 64}\n"
-	"  untrusted:\n"
-	"    backend: microvm\n"
-	"    pool: 1\n"
-	"    defaults: {wall_ms: 30000, memory_bytes: 134217728, pids: 64}\n"
-	"  service:\n"
-	"    backend: vm\n"
-	"tenants:\n"
-	"  default: {max_queued: 100000, max_running: 0, rate_per_s: 0}\n";
+    "result_ttl_s: 86400\n"
+    "lease_ms: 15000\n"
+    "tiers:\n"
+    "  trusted:\n"
+    "    backend: process\n"
+    "    max_attempts: 3\n"
+    "    defaults: {wall_ms: 10000, memory_bytes: 268435456, pids: 64}\n"
+    "  internal:\n"
+    "    backend: container\n"
+    "    defaults: {wall_ms: 30000, memory_bytes: 268435456, pids: 64}\n"
+    "  untrusted:\n"
+    "    backend: microvm\n"
+    "    pool: 1\n"
+    "    defaults: {wall_ms: 30000, memory_bytes: 134217728, pids: 64}\n"
+    "  service:\n"
+    "    backend: vm\n"
+    "tenants:\n"
+    "  default: {max_queued: 100000, max_running: 0, rate_per_s: 0}\n";
 
 /* Limits every tier starts from before its own defaults and max. */
-static const struct al_limits base_defaults = { 10000, 0, 256u << 20, 64, 1u << 20, 1u << 20,
-						 64u << 20 };
-static const struct al_limits base_max = { 3600000, 3600000, 4ull << 30, 1024, 64u << 20,
-					    64u << 20, 4ull << 30 };
+static const struct al_limits base_defaults = {10000,	 0,	   256u << 20, 64,
+					       1u << 20, 1u << 20, 64u << 20};
+static const struct al_limits base_max = {3600000,   3600000,	4ull << 30, 1024,
+					  64u << 20, 64u << 20, 4ull << 30};
 
 struct ctx {
 	yaml_document_t doc;
@@ -46,7 +46,7 @@ struct ctx {
 };
 
 static int fail(struct ctx *c, yaml_node_t *n, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 
 static int fail(struct ctx *c, yaml_node_t *n, const char *fmt, ...)
 {
@@ -56,8 +56,8 @@ static int fail(struct ctx *c, yaml_node_t *n, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	return al_err_set(c->err, AL_EINVAL, "%s:%zu: %s", c->file,
-			  n ? n->start_mark.line + 1 : 0, msg);
+	return al_err_set(c->err, AL_EINVAL, "%s:%zu: %s", c->file, n ? n->start_mark.line + 1 : 0,
+			  msg);
 }
 
 static const char *scalar(yaml_node_t *n)
@@ -104,11 +104,11 @@ static int get_str(struct ctx *c, yaml_node_t *n, const char *what, char **out)
 }
 
 /* Iterate a mapping's pairs with k and v; it names the cursor. */
-#define FOR_PAIRS(c, map, k, v, it)                                                           \
-	for (yaml_node_pair_t *it = (map)->data.mapping.pairs.start;                          \
-	     it < (map)->data.mapping.pairs.top &&                                            \
-	     ((k) = yaml_document_get_node(&(c)->doc, it->key),                               \
-	     (v) = yaml_document_get_node(&(c)->doc, it->value), 1);                          \
+#define FOR_PAIRS(c, map, k, v, it)                                                                \
+	for (yaml_node_pair_t *it = (map)->data.mapping.pairs.start;                               \
+	     it < (map)->data.mapping.pairs.top &&                                                 \
+	     ((k) = yaml_document_get_node(&(c)->doc, it->key),                                    \
+	     (v) = yaml_document_get_node(&(c)->doc, it->value), 1);                               \
 	     it++)
 
 static int want_map(struct ctx *c, yaml_node_t *n, const char *what)
@@ -132,15 +132,24 @@ static int parse_limits(struct ctx *c, yaml_node_t *n, const char *what, struct 
 
 		if (!key)
 			return fail(c, k, "%s: keys must be strings", what);
-		if (!strcmp(key, "wall_ms")) dst = &l->wall_ms;
-		else if (!strcmp(key, "cpu_ms")) dst = &l->cpu_ms;
-		else if (!strcmp(key, "memory_bytes")) dst = &l->memory_bytes;
-		else if (!strcmp(key, "pids")) dst = &l->pids;
-		else if (!strcmp(key, "stdout_bytes")) dst = &l->stdout_bytes;
-		else if (!strcmp(key, "stderr_bytes")) dst = &l->stderr_bytes;
-		else if (!strcmp(key, "disk_bytes")) dst = &l->disk_bytes;
+		if (!strcmp(key, "wall_ms"))
+			dst = &l->wall_ms;
+		else if (!strcmp(key, "cpu_ms"))
+			dst = &l->cpu_ms;
+		else if (!strcmp(key, "memory_bytes"))
+			dst = &l->memory_bytes;
+		else if (!strcmp(key, "pids"))
+			dst = &l->pids;
+		else if (!strcmp(key, "stdout_bytes"))
+			dst = &l->stdout_bytes;
+		else if (!strcmp(key, "stderr_bytes"))
+			dst = &l->stderr_bytes;
+		else if (!strcmp(key, "disk_bytes"))
+			dst = &l->disk_bytes;
 		else
-			return fail(c, k, "%s: unknown limit \"%s\"; use wall_ms, cpu_ms, memory_bytes, pids, stdout_bytes, stderr_bytes or disk_bytes",
+			return fail(c, k,
+				    "%s: unknown limit \"%s\"; use wall_ms, cpu_ms, memory_bytes, "
+				    "pids, stdout_bytes, stderr_bytes or disk_bytes",
 				    what, key);
 		if ((rc = get_u64(c, v, key, dst)))
 			return rc;
@@ -157,13 +166,13 @@ static const struct {
 	const char *name;
 	unsigned caps;
 } backend_caps[] = {
-	{ "process", AL_CAP_NO_NETWORK | AL_CAP_MEMORY | AL_CAP_PIDS | AL_CAP_CPU | AL_CAP_FILES },
-	{ "container", AL_CAP_NO_NETWORK | AL_CAP_MEMORY | AL_CAP_PIDS | AL_CAP_CPU | AL_CAP_FILES },
-	{ "microvm", AL_CAP_NO_NETWORK | AL_CAP_MEMORY | AL_CAP_PIDS | AL_CAP_CPU | AL_CAP_FILES |
-			     AL_CAP_OWN_KERNEL },
-	{ "vm", AL_CAP_MEMORY | AL_CAP_CPU | AL_CAP_OWN_KERNEL | AL_CAP_SERVICE | AL_CAP_NO_NETWORK |
-			AL_CAP_EGRESS },
-	{ "noop", 0 },
+    {"process", AL_CAP_NO_NETWORK | AL_CAP_MEMORY | AL_CAP_PIDS | AL_CAP_CPU | AL_CAP_FILES},
+    {"container", AL_CAP_NO_NETWORK | AL_CAP_MEMORY | AL_CAP_PIDS | AL_CAP_CPU | AL_CAP_FILES},
+    {"microvm", AL_CAP_NO_NETWORK | AL_CAP_MEMORY | AL_CAP_PIDS | AL_CAP_CPU | AL_CAP_FILES |
+		    AL_CAP_OWN_KERNEL},
+    {"vm", AL_CAP_MEMORY | AL_CAP_CPU | AL_CAP_OWN_KERNEL | AL_CAP_SERVICE | AL_CAP_NO_NETWORK |
+	       AL_CAP_EGRESS},
+    {"noop", 0},
 };
 
 unsigned al_policy_backend_caps(const char *backend)
@@ -186,7 +195,7 @@ static bool bind_path_ok(const char *p)
 		if ((unsigned char)*c < 0x20)
 			return false;
 	/* the sandbox's own /proc, /dev and /tmp are never a host path's */
-	for (const char *const *own = (const char *const[]){ "/proc", "/dev", "/tmp", NULL }; *own;
+	for (const char *const *own = (const char *const[]){"/proc", "/dev", "/tmp", NULL}; *own;
 	     own++)
 		if (!strncmp(p, *own, strlen(*own)) && (!p[strlen(*own)] || p[strlen(*own)] == '/'))
 			return false;
@@ -244,7 +253,8 @@ static int parse_tier(struct ctx *c, yaml_node_t *name, yaml_node_t *n, struct a
 		} else if (!strcmp(key, "pool")) {
 			rc = get_u64(c, v, "pool", &u);
 			if (!rc && u > AL_POOL_MAX)
-				rc = fail(c, v, "pool: expected 0..%d (pre-booted sandboxes per worker)",
+				rc = fail(c, v,
+					  "pool: expected 0..%d (pre-booted sandboxes per worker)",
 					  AL_POOL_MAX);
 			t->pool = (uint32_t)u;
 		} else if (!strcmp(key, "vm_network")) {
@@ -280,8 +290,9 @@ static int parse_tier(struct ctx *c, yaml_node_t *name, yaml_node_t *n, struct a
 
 			if ((rc = want_map(c, v, "env")))
 				return rc;
-			t->env = calloc((size_t)(v->data.mapping.pairs.top - v->data.mapping.pairs.start) + 1,
-					sizeof(*t->env));
+			t->env = calloc(
+			    (size_t)(v->data.mapping.pairs.top - v->data.mapping.pairs.start) + 1,
+			    sizeof(*t->env));
 			if (!t->env)
 				return al_err_set(c->err, AL_ENOMEM, "policy: out of memory");
 			FOR_PAIRS(c, v, ek, ev, pe)
@@ -294,9 +305,9 @@ static int parse_tier(struct ctx *c, yaml_node_t *name, yaml_node_t *n, struct a
 		} else if (!strcmp(key, "callback_hosts")) {
 			if (v->type != YAML_SEQUENCE_NODE)
 				return fail(c, v, "callback_hosts: expected a list of host names");
-			t->callback_hosts = calloc((size_t)(v->data.sequence.items.top -
-							    v->data.sequence.items.start) + 1,
-						   sizeof(char *));
+			t->callback_hosts = calloc(
+			    (size_t)(v->data.sequence.items.top - v->data.sequence.items.start) + 1,
+			    sizeof(char *));
 			if (!t->callback_hosts)
 				return al_err_set(c->err, AL_ENOMEM, "policy: out of memory");
 			for (yaml_node_item_t *it = v->data.sequence.items.start;
@@ -322,45 +333,68 @@ static int parse_tier(struct ctx *c, yaml_node_t *name, yaml_node_t *n, struct a
 					return rc;
 				t->binds[t->nbinds++] = b;
 				if (!bind_path_ok(b))
-					return fail(c, h, "binds: \"%s\" must be an absolute, normalized host "
-						    "path other than / (no \"..\", \".\", \"//\" or trailing "
-						    "\"/\"; not under /proc, /dev or /tmp), at most %d bytes",
-						    b, AL_BIND_PATH_MAX);
+					return fail(
+					    c, h,
+					    "binds: \"%s\" must be an absolute, normalized host "
+					    "path other than / (no \"..\", \".\", \"//\" or "
+					    "trailing "
+					    "\"/\"; not under /proc, /dev or /tmp), at most %d "
+					    "bytes",
+					    b, AL_BIND_PATH_MAX);
 			}
 		} else {
-			return fail(c, k, "tier %s: unknown key \"%s\"; use backend, egress, defaults, max, cpu_millis, max_attempts, backoff_ms, image, pool, pool_max_idle_ms, vm_network, ports, vm_lease_ms, vm_max_lease_ms, env, callback_hosts or binds",
+			return fail(c, k,
+				    "tier %s: unknown key \"%s\"; use backend, egress, defaults, "
+				    "max, cpu_millis, max_attempts, backoff_ms, image, pool, "
+				    "pool_max_idle_ms, vm_network, ports, vm_lease_ms, "
+				    "vm_max_lease_ms, env, callback_hosts or binds",
 				    t->name, key);
 		}
 		if (rc)
 			return rc;
 	}
 	if (!t->backend)
-		return fail(c, n, "tier %s: no backend; add \"backend: process\" (or container, microvm, vm)",
-			    t->name);
+		return fail(
+		    c, n,
+		    "tier %s: no backend; add \"backend: process\" (or container, microvm, vm)",
+		    t->name);
 	for (size_t i = 0; i < sizeof(backend_caps) / sizeof(backend_caps[0]); i++)
 		known |= !strcmp(t->backend, backend_caps[i].name);
 	if (!known)
-		return fail(c, n, "tier %s: unknown backend \"%s\"; use process, container, microvm or vm",
-			    t->name, t->backend);
+		return fail(
+		    c, n, "tier %s: unknown backend \"%s\"; use process, container, microvm or vm",
+		    t->name, t->backend);
 	/* What the policy grants, the backend must be able to give: never a
 	 * job that asked for network run without it. */
 	if (t->egress && !(al_policy_backend_caps(t->backend) & AL_CAP_EGRESS))
-		return fail(c, n, "tier %s: egress: true, but the %s backend cannot give a job outbound "
+		return fail(c, n,
+			    "tier %s: egress: true, but the %s backend cannot give a job outbound "
 			    "network; remove it, or use a backend that can (vm)",
 			    t->name, t->backend);
 	if (t->nbinds && strcmp(t->backend, "process") && strcmp(t->backend, "container"))
-		return fail(c, n, "tier %s: binds are for the process and container backends; a %s "
+		return fail(c, n,
+			    "tier %s: binds are for the process and container backends; a %s "
 			    "job has no host path to share",
 			    t->name, t->backend);
 	if (t->max_lease_ms < t->lease_ms)
-		return fail(c, n, "tier %s: vm_max_lease_ms is below vm_lease_ms; raise it", t->name);
-	/* Defaults must fit under the maxima. */
-#define CHECK_DEF(f)                                                                            \
-	if (t->defaults.f > t->max.f)                                                           \
-		return fail(c, n, "tier %s: defaults." #f " is above max." #f "; lower it or raise the max", \
+		return fail(c, n, "tier %s: vm_max_lease_ms is below vm_lease_ms; raise it",
 			    t->name);
-	CHECK_DEF(wall_ms) CHECK_DEF(cpu_ms) CHECK_DEF(memory_bytes) CHECK_DEF(pids)
-	CHECK_DEF(stdout_bytes) CHECK_DEF(stderr_bytes) CHECK_DEF(disk_bytes)
+		/* Defaults must fit under the maxima. */
+#define CHECK_DEF(f)                                                                               \
+	do {                                                                                       \
+		if (t->defaults.f > t->max.f)                                                      \
+			return fail(c, n,                                                          \
+				    "tier %s: defaults." #f " is above max." #f                    \
+				    "; lower it or raise the max",                                 \
+				    t->name);                                                      \
+	} while (0)
+	CHECK_DEF(wall_ms);
+	CHECK_DEF(cpu_ms);
+	CHECK_DEF(memory_bytes);
+	CHECK_DEF(pids);
+	CHECK_DEF(stdout_bytes);
+	CHECK_DEF(stderr_bytes);
+	CHECK_DEF(disk_bytes);
 #undef CHECK_DEF
 	return AL_OK;
 }
@@ -394,7 +428,9 @@ static int parse_tenant(struct ctx *c, yaml_node_t *name, yaml_node_t *n,
 				rc = fail(c, v, "max_priority: expected 0..9");
 			t->max_priority = (uint32_t)u;
 		} else
-			return fail(c, k, "tenant %s: unknown key \"%s\"; use max_queued, max_running, rate_per_s or max_priority",
+			return fail(c, k,
+				    "tenant %s: unknown key \"%s\"; use max_queued, max_running, "
+				    "rate_per_s or max_priority",
 				    t->name, key);
 		if (rc)
 			return rc;
@@ -454,33 +490,39 @@ static int parse_root(struct ctx *c, struct al_policy *pol)
 				char tmp[AL_ID_MAX + 1];
 
 				if (!nm || !*nm || strlen(nm) > AL_ID_MAX)
-					return fail(c, nk, "%s: names must be 1..64 characters", key);
+					return fail(c, nk, "%s: names must be 1..64 characters",
+						    key);
 				snprintf(tmp, sizeof(tmp), "%s", nm);
 				if (tiers) {
 					if (al_policy_tier(pol, nm))
-						return fail(c, nk, "tier \"%s\" is defined twice", nm);
+						return fail(c, nk, "tier \"%s\" is defined twice",
+							    nm);
 					rc = parse_tier(c, nk, nv, &pol->tiers[pol->ntiers++]);
 				} else {
-					rc = parse_tenant(c, nk, nv, &pol->tenants[pol->ntenants++]);
+					rc =
+					    parse_tenant(c, nk, nv, &pol->tenants[pol->ntenants++]);
 				}
 				if (rc)
 					return rc;
 			}
 		} else {
-			return fail(c, k, "unknown key \"%s\"; use result_ttl_s, lease_ms, dlq_max_len, tiers or tenants",
+			return fail(c, k,
+				    "unknown key \"%s\"; use result_ttl_s, lease_ms, dlq_max_len, "
+				    "tiers or tenants",
 				    key ? key : "?");
 		}
 		if (rc)
 			return rc;
 	}
 	if (pol->ntiers == 0)
-		return fail(c, root, "no tiers; add a \"tiers:\" mapping (see deploy/policy.example.yaml)");
+		return fail(c, root,
+			    "no tiers; add a \"tiers:\" mapping (see deploy/policy.example.yaml)");
 	return AL_OK;
 }
 
 int al_policy_load(const char *path, struct al_policy *pol, struct al_err *err)
 {
-	struct ctx c = { .file = path ? path : "built-in policy", .err = err };
+	struct ctx c = {.file = path ? path : "built-in policy", .err = err};
 	yaml_parser_t parser;
 	FILE *f = NULL;
 	int rc;
@@ -499,8 +541,9 @@ int al_policy_load(const char *path, struct al_policy *pol, struct al_err *err)
 		yaml_parser_set_input_string(&parser, (const unsigned char *)al_policy_builtin,
 					     strlen(al_policy_builtin));
 	if (!yaml_parser_load(&parser, &c.doc)) {
-		rc = al_err_set(err, AL_EINVAL, "%s:%zu: YAML syntax error: %s", c.file,
-				parser.problem_mark.line + 1, parser.problem ? parser.problem : "?");
+		rc =
+		    al_err_set(err, AL_EINVAL, "%s:%zu: YAML syntax error: %s", c.file,
+			       parser.problem_mark.line + 1, parser.problem ? parser.problem : "?");
 		yaml_parser_delete(&parser);
 		if (f)
 			fclose(f);
@@ -558,8 +601,8 @@ const struct al_tier_policy *al_policy_tier(const struct al_policy *pol, const c
 
 const struct al_tenant_policy *al_policy_tenant(const struct al_policy *pol, const char *name)
 {
-	static const struct al_tenant_policy unlimited = { .name = (char *)"default",
-							   .max_priority = AL_PRIORITY_MAX };
+	static const struct al_tenant_policy unlimited = {.name = (char *)"default",
+							  .max_priority = AL_PRIORITY_MAX};
 	const struct al_tenant_policy *def = NULL;
 
 	for (size_t i = 0; i < pol->ntenants; i++) {
@@ -656,16 +699,17 @@ int al_callback_url_ok(char *const *hosts, size_t n, const char *url, const char
 	unsigned port;
 
 	if (!url_host_port(url, host, sizeof(host), &port))
-		return al_err_set(err, AL_EINVAL,
-				  "callback_url: \"%.100s\" is not an http:// or https:// URL with a host",
-				  url);
+		return al_err_set(
+		    err, AL_EINVAL,
+		    "callback_url: \"%.100s\" is not an http:// or https:// URL with a host", url);
 	for (size_t i = 0; i < n; i++)
 		if (entry_matches(hosts[i], host, port, url[4] == 's' ? 443 : 80))
 			return AL_OK;
-	return al_err_set(err, AL_EINVAL,
-			  "callback_url: host \"%s\" port %u is not allowed for tier %s (callback_hosts "
-			  "names \"host\" for the scheme's default port, \"host:port\" for another)",
-			  host, port, tier);
+	return al_err_set(
+	    err, AL_EINVAL,
+	    "callback_url: host \"%s\" port %u is not allowed for tier %s (callback_hosts "
+	    "names \"host\" for the scheme's default port, \"host:port\" for another)",
+	    host, port, tier);
 }
 
 /* Loopback, private, shared (CGNAT), link-local (the cloud metadata
@@ -729,15 +773,15 @@ int al_policy_admit(const struct al_policy *pol, struct al_job *job, uint64_t no
 
 	if (!t)
 		return al_err_set(err, AL_EINVAL, "tier: unknown tier \"%s\"", job->tier);
-#define LIMIT(f)                                                                               \
-	do {                                                                                   \
-		if (l->f > t->max.f)                                                           \
-			return al_err_set(err, AL_EINVAL,                                      \
-					  "limits." #f ": %llu is above tier %s's maximum of %llu", \
-					  (unsigned long long)l->f, t->name,                   \
-					  (unsigned long long)t->max.f);                       \
-		if (!l->f)                                                                     \
-			l->f = t->defaults.f;                                                  \
+#define LIMIT(f)                                                                                   \
+	do {                                                                                       \
+		if (l->f > t->max.f)                                                               \
+			return al_err_set(                                                         \
+			    err, AL_EINVAL,                                                        \
+			    "limits." #f ": %llu is above tier %s's maximum of %llu",              \
+			    (unsigned long long)l->f, t->name, (unsigned long long)t->max.f);      \
+		if (!l->f)                                                                         \
+			l->f = t->defaults.f;                                                      \
 	} while (0)
 	LIMIT(wall_ms);
 	LIMIT(memory_bytes);
@@ -752,19 +796,21 @@ int al_policy_admit(const struct al_policy *pol, struct al_job *job, uint64_t no
 	for (size_t i = 0; i < job->nfiles; i++)
 		files += job->files[i].data.len;
 	if (files > l->disk_bytes)
-		return al_err_set(err, AL_EINVAL,
-				  "files: %llu bytes of input files do not fit the disk limit of %llu bytes",
-				  (unsigned long long)files, (unsigned long long)l->disk_bytes);
+		return al_err_set(
+		    err, AL_EINVAL,
+		    "files: %llu bytes of input files do not fit the disk limit of %llu bytes",
+		    (unsigned long long)files, (unsigned long long)l->disk_bytes);
 	if (job->network == AL_NET_EGRESS && !t->egress)
-		return al_err_set(err, AL_EINVAL, "network: tier %s does not allow egress", t->name);
+		return al_err_set(err, AL_EINVAL, "network: tier %s does not allow egress",
+				  t->name);
 	if ((job->nfiles || job->ncollect) && !(al_policy_backend_caps(t->backend) & AL_CAP_FILES))
 		return al_err_set(err, AL_EINVAL,
 				  "files: tier %s runs on the %s backend, which takes no input or "
 				  "collected files",
 				  t->name, t->backend);
 	if (job->callback_url) {
-		int rc = al_callback_url_ok(t->callback_hosts, t->ncallback_hosts, job->callback_url,
-					    t->name, err);
+		int rc = al_callback_url_ok(t->callback_hosts, t->ncallback_hosts,
+					    job->callback_url, t->name, err);
 
 		if (rc)
 			return rc;

@@ -13,43 +13,43 @@
 #include "../proto/err.h"
 #include "../proto/job.h"
 
-#define AL_PORTS_MAX 8
-#define AL_BINDS_MAX 8	     /* host paths a tier may bind into its sandboxes */
+#define AL_PORTS_MAX	 8
+#define AL_BINDS_MAX	 8 /* host paths a tier may bind into its sandboxes */
 #define AL_BIND_PATH_MAX 512
 
 struct al_tier_policy {
 	char *name;
-	char *backend;		  /* "process", "container", "microvm", "vm", "noop" */
-	bool egress;		  /* jobs may ask for network "egress" */
+	char *backend;		   /* "process", "container", "microvm", "vm", "noop" */
+	bool egress;		   /* jobs may ask for network "egress" */
 	struct al_limits defaults; /* filled into jobs that leave a limit out */
-	struct al_limits max;	  /* a job asking for more is rejected */
-	uint64_t cpu_millis;	  /* CPU bandwidth, thousandths of a CPU */
-	uint32_t max_attempts;	  /* delivery attempts, 1..10 */
-	uint64_t backoff_ms;	  /* first retry delay; doubles, with jitter */
-	struct al_kv *env;	  /* injected by the operator, never from the job */
+	struct al_limits max;	   /* a job asking for more is rejected */
+	uint64_t cpu_millis;	   /* CPU bandwidth, thousandths of a CPU */
+	uint32_t max_attempts;	   /* delivery attempts, 1..10 */
+	uint64_t backoff_ms;	   /* first retry delay; doubles, with jitter */
+	struct al_kv *env;	   /* injected by the operator, never from the job */
 	size_t nenv;
-	char **callback_hosts;	  /* hosts allowed in callback_url */
+	char **callback_hosts; /* hosts allowed in callback_url */
 	size_t ncallback_hosts;
-	char *image;		  /* container/microvm/vm image, or NULL */
+	char *image;		   /* container/microvm/vm image, or NULL */
 	char *binds[AL_BINDS_MAX]; /* process/container: host paths bound read-only at the
 				    * same place in every sandbox of the tier */
 	size_t nbinds;
-	uint32_t pool;		  /* microvm: pre-booted VMs per worker (0..AL_POOL_MAX) */
-	uint64_t pool_max_idle_ms; /* microvm: a pool VM idle this long is recycled */
-	char *vm_network;	  /* vm: the libvirt network its VMs join ("airlock") */
+	uint32_t pool;		      /* microvm: pre-booted VMs per worker (0..AL_POOL_MAX) */
+	uint64_t pool_max_idle_ms;    /* microvm: a pool VM idle this long is recycled */
+	char *vm_network;	      /* vm: the libvirt network its VMs join ("airlock") */
 	uint16_t ports[AL_PORTS_MAX]; /* vm: the ports the service listens on */
 	size_t nports;
-	uint64_t lease_ms;	  /* vm: a VM's lease at start, ms */
-	uint64_t max_lease_ms;	  /* vm: the most `vm extend` may reach, from creation */
+	uint64_t lease_ms;     /* vm: a VM's lease at start, ms */
+	uint64_t max_lease_ms; /* vm: the most `vm extend` may reach, from creation */
 };
 
 #define AL_POOL_MAX 64
 
 struct al_tenant_policy {
 	char *name;
-	uint64_t max_queued;  /* jobs waiting at once; 0 = unlimited */
-	uint64_t max_running; /* jobs running at once; 0 = unlimited */
-	uint64_t rate_per_s;  /* submissions admitted per second; 0 = unlimited */
+	uint64_t max_queued;   /* jobs waiting at once; 0 = unlimited */
+	uint64_t max_running;  /* jobs running at once; 0 = unlimited */
+	uint64_t rate_per_s;   /* submissions admitted per second; 0 = unlimited */
 	uint32_t max_priority; /* highest priority it may use (0..9) */
 };
 
@@ -58,10 +58,10 @@ struct al_policy {
 	size_t ntiers;
 	struct al_tenant_policy *tenants; /* "default" applies to unnamed tenants */
 	size_t ntenants;
-	uint64_t result_ttl_ms;		   /* how long results are kept */
-	uint64_t lease_ms;		   /* a silent worker's jobs are re-delivered after this */
-	uint64_t dlq_max_len;		   /* al:dlq keeps about this many dead letters */
-	char *source;			   /* file name, or "built-in" */
+	uint64_t result_ttl_ms; /* how long results are kept */
+	uint64_t lease_ms;	/* a silent worker's jobs are re-delivered after this */
+	uint64_t dlq_max_len;	/* al:dlq keeps about this many dead letters */
+	char *source;		/* file name, or "built-in" */
 };
 
 /* Load path (NULL = the built-in default policy). On error nothing is

@@ -7,10 +7,10 @@
 
 enum al_status {
 	AL_OK = 0,
-	AL_EINVAL = -1,  /* bad input: the message names the field and the problem */
-	AL_ENOMEM = -2,  /* allocation failed */
-	AL_ESYS = -3,    /* a system call failed: the message carries strerror */
-	AL_EREDIS = -4,  /* Redis unreachable or answered an error */
+	AL_EINVAL = -1,	 /* bad input: the message names the field and the problem */
+	AL_ENOMEM = -2,	 /* allocation failed */
+	AL_ESYS = -3,	 /* a system call failed: the message carries strerror */
+	AL_EREDIS = -4,	 /* Redis unreachable or answered an error */
 	AL_ESANDBOX = -5 /* an isolation boundary could not be set up */
 };
 
@@ -19,13 +19,13 @@ enum al_status {
 /* Success leaves an al_err untouched; a failing function returns a negative
  * al_status and fills *err (if err is not NULL). */
 struct al_err {
-	int status;		       /* enum al_status, AL_OK when none */
-	char msg[AL_ERR_MSG_MAX];      /* one line, NUL-terminated */
+	int status;		  /* enum al_status, AL_OK when none */
+	char msg[AL_ERR_MSG_MAX]; /* one line, NUL-terminated */
 };
 
 /* Fill *err and return status. err may be NULL. */
 int al_err_set(struct al_err *err, int status, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 /* Like al_err_set, appending ": strerror(errno)". */
 int al_err_sys(struct al_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Prefix the message already in *err with context ("ctx: old message");

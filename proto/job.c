@@ -49,8 +49,8 @@ static int check_name(const char *what, const char *s, size_t max, const char *e
 		return al_err_set(err, AL_EINVAL, "%s: missing", what);
 	if (!name_ok(s, max, extra))
 		return al_err_set(err, AL_EINVAL,
-				  "%s: must be 1..%zu characters of [A-Za-z0-9%s], got \"%.64s\"", what,
-				  max, extra, s);
+				  "%s: must be 1..%zu characters of [A-Za-z0-9%s], got \"%.64s\"",
+				  what, max, extra, s);
 	return AL_OK;
 }
 
@@ -72,11 +72,12 @@ static int check_rel_path(const char *what, const char *p, struct al_err *err)
 	if (n == 0)
 		return al_err_set(err, AL_EINVAL, "%s: empty path", what);
 	if (n > AL_PATH_MAX)
-		return al_err_set(err, AL_EINVAL, "%s: path too long: %zu bytes, at most %d", what, n,
-				  AL_PATH_MAX);
+		return al_err_set(err, AL_EINVAL, "%s: path too long: %zu bytes, at most %d", what,
+				  n, AL_PATH_MAX);
 	if (p[0] == '/')
-		return al_err_set(err, AL_EINVAL, "%s: absolute path \"%s\": paths are relative to the work directory",
-				  what, p);
+		return al_err_set(
+		    err, AL_EINVAL,
+		    "%s: absolute path \"%s\": paths are relative to the work directory", what, p);
 	for (size_t i = 0; i < n; i++)
 		if ((unsigned char)p[i] < 0x20 || p[i] == 0x7f)
 			return al_err_set(err, AL_EINVAL, "%s: control character in path", what);
@@ -85,7 +86,8 @@ static int check_rel_path(const char *what, const char *p, struct al_err *err)
 		size_t len = end ? (size_t)(end - c) : strlen(c);
 
 		if (len == 0 || (len == 1 && c[0] == '.'))
-			return al_err_set(err, AL_EINVAL, "%s: empty or \".\" component in \"%s\"", what, p);
+			return al_err_set(err, AL_EINVAL, "%s: empty or \".\" component in \"%s\"",
+					  what, p);
 		if (len == 2 && c[0] == '.' && c[1] == '.')
 			return al_err_set(err, AL_EINVAL, "%s: \"..\" in path \"%s\"", what, p);
 		if (!end)
@@ -109,9 +111,10 @@ static int check_env_name(const char *what, const char *s, struct al_err *err)
 			goto bad;
 	return AL_OK;
 bad:
-	return al_err_set(err, AL_EINVAL,
-			  "%s: bad variable name \"%.64s\": expected [A-Za-z_][A-Za-z0-9_]*, at most %d",
-			  what, s, AL_ENV_NAME_MAX);
+	return al_err_set(
+	    err, AL_EINVAL,
+	    "%s: bad variable name \"%.64s\": expected [A-Za-z_][A-Za-z0-9_]*, at most %d", what, s,
+	    AL_ENV_NAME_MAX);
 }
 
 static int check_url(const char *u, struct al_err *err)
@@ -119,21 +122,23 @@ static int check_url(const char *u, struct al_err *err)
 	size_t n = strlen(u);
 
 	if (strncmp(u, "http://", 7) != 0 && strncmp(u, "https://", 8) != 0)
-		return al_err_set(err, AL_EINVAL, "callback_url: must start with http:// or https://");
+		return al_err_set(err, AL_EINVAL,
+				  "callback_url: must start with http:// or https://");
 	if (n > AL_URL_MAX)
-		return al_err_set(err, AL_EINVAL, "callback_url: too long: %zu bytes, at most %d", n,
-				  AL_URL_MAX);
+		return al_err_set(err, AL_EINVAL, "callback_url: too long: %zu bytes, at most %d",
+				  n, AL_URL_MAX);
 	for (size_t i = 0; i < n; i++)
 		if ((unsigned char)u[i] <= 0x20 || u[i] == 0x7f)
-			return al_err_set(err, AL_EINVAL, "callback_url: space or control character");
+			return al_err_set(err, AL_EINVAL,
+					  "callback_url: space or control character");
 	return AL_OK;
 }
 
 static int check_limit(const char *what, uint64_t v, uint64_t max, struct al_err *err)
 {
 	if (v > max)
-		return al_err_set(err, AL_EINVAL, "limits.%s: out of range: got %llu, at most %llu", what,
-				  (unsigned long long)v, (unsigned long long)max);
+		return al_err_set(err, AL_EINVAL, "limits.%s: out of range: got %llu, at most %llu",
+				  what, (unsigned long long)v, (unsigned long long)max);
 	return AL_OK;
 }
 
@@ -145,7 +150,8 @@ int al_job_validate(const struct al_job *job, struct al_err *err)
 	int rc;
 
 	if (job->version != AL_PROTO_VERSION)
-		return al_err_set(err, AL_EINVAL, "v: unknown protocol version %u, this build speaks %d",
+		return al_err_set(err, AL_EINVAL,
+				  "v: unknown protocol version %u, this build speaks %d",
 				  job->version, AL_PROTO_VERSION);
 	if ((rc = check_name("id", job->id, AL_ID_MAX, "._:-", err)) ||
 	    (rc = check_name("tenant", job->tenant, AL_ID_MAX, "._:-", err)) ||
@@ -154,17 +160,20 @@ int al_job_validate(const struct al_job *job, struct al_err *err)
 
 	if (job->runtime == AL_RUNTIME_ARGV) {
 		if (job->code.data)
-			return al_err_set(err, AL_EINVAL, "code: given without a runtime (python or sh)");
+			return al_err_set(err, AL_EINVAL,
+					  "code: given without a runtime (python or sh)");
 		if (job->argc == 0)
-			return al_err_set(err, AL_EINVAL, "argv: missing: a job needs runtime+code or argv");
+			return al_err_set(err, AL_EINVAL,
+					  "argv: missing: a job needs runtime+code or argv");
 		if (job->argv[0][0] == '\0')
 			return al_err_set(err, AL_EINVAL, "argv[0]: empty program name");
 	} else if (!job->code.data) {
 		return al_err_set(err, AL_EINVAL, "code: missing: runtime %s needs code",
 				  al_runtime_name(job->runtime));
 	}
-	if (job->code.len > AL_CODE_MAX || job->argc > AL_ARGV_MAX || job->stdin_data.len > AL_STDIN_MAX ||
-	    job->nfiles > AL_FILES_MAX || job->nenv > AL_ENV_MAX || job->ncollect > AL_COLLECT_MAX ||
+	if (job->code.len > AL_CODE_MAX || job->argc > AL_ARGV_MAX ||
+	    job->stdin_data.len > AL_STDIN_MAX || job->nfiles > AL_FILES_MAX ||
+	    job->nenv > AL_ENV_MAX || job->ncollect > AL_COLLECT_MAX ||
 	    job->nlabels > AL_LABELS_MAX)
 		return al_err_set(err, AL_EINVAL, "job: a field exceeds its cap (see PROTOCOL.md)");
 	for (size_t i = 0; i < job->argc; i++)
@@ -178,32 +187,36 @@ int al_job_validate(const struct al_job *job, struct al_err *err)
 		if ((rc = check_rel_path(what, f->path, err)))
 			return rc;
 		if (f->mode > 0777)
-			return al_err_set(err, AL_EINVAL, "files[%zu].mode: %#o has bits beyond 0777", i,
-					  f->mode);
+			return al_err_set(err, AL_EINVAL,
+					  "files[%zu].mode: %#o has bits beyond 0777", i, f->mode);
 		for (size_t j = 0; j < i; j++) {
 			const char *o = job->files[j].path;
 
 			if (strcmp(o, f->path) == 0)
-				return al_err_set(err, AL_EINVAL, "files[%zu].path: duplicate file \"%s\"", i,
+				return al_err_set(err, AL_EINVAL,
+						  "files[%zu].path: duplicate file \"%s\"", i,
 						  f->path);
 			/* a file cannot also be a directory of another */
 			if (is_dir_of(o, f->path) || is_dir_of(f->path, o))
-				return al_err_set(err, AL_EINVAL,
-						  "files[%zu].path: \"%s\" and \"%s\": one is a file, "
-						  "the other needs it as a directory",
-						  i, f->path, o);
+				return al_err_set(
+				    err, AL_EINVAL,
+				    "files[%zu].path: \"%s\" and \"%s\": one is a file, "
+				    "the other needs it as a directory",
+				    i, f->path, o);
 		}
 		total += f->data.len;
 		if (total > AL_FILES_TOTAL_MAX)
-			return al_err_set(err, AL_EINVAL, "files: %zu bytes or more in all, at most %u",
-					  total, AL_FILES_TOTAL_MAX);
+			return al_err_set(err, AL_EINVAL,
+					  "files: %zu bytes or more in all, at most %u", total,
+					  AL_FILES_TOTAL_MAX);
 	}
 	for (size_t i = 0; i < job->nenv; i++) {
 		snprintf(what, sizeof(what), "env[%zu]", i);
 		if ((rc = check_env_name(what, job->env[i].key, err)))
 			return rc;
 		if (strlen(job->env[i].value) > AL_ENV_VALUE_MAX)
-			return al_err_set(err, AL_EINVAL, "env.%s: value too long", job->env[i].key);
+			return al_err_set(err, AL_EINVAL, "env.%s: value too long",
+					  job->env[i].key);
 		for (size_t j = 0; j < i; j++)
 			if (strcmp(job->env[j].key, job->env[i].key) == 0)
 				return al_err_set(err, AL_EINVAL, "env.%s: duplicate variable",
@@ -215,7 +228,8 @@ int al_job_validate(const struct al_job *job, struct al_err *err)
 			return rc;
 		for (size_t j = 0; j < i; j++)
 			if (strcmp(job->collect[j], job->collect[i]) == 0)
-				return al_err_set(err, AL_EINVAL, "collect[%zu]: duplicate path \"%s\"", i,
+				return al_err_set(err, AL_EINVAL,
+						  "collect[%zu]: duplicate path \"%s\"", i,
 						  job->collect[i]);
 	}
 	for (size_t i = 0; i < job->nlabels; i++) {
@@ -223,7 +237,8 @@ int al_job_validate(const struct al_job *job, struct al_err *err)
 		if ((rc = check_name(what, job->labels[i].key, AL_LABEL_KEY_MAX, "._/-", err)))
 			return rc;
 		if (strlen(job->labels[i].value) > AL_LABEL_VALUE_MAX)
-			return al_err_set(err, AL_EINVAL, "labels.%s: value too long", job->labels[i].key);
+			return al_err_set(err, AL_EINVAL, "labels.%s: value too long",
+					  job->labels[i].key);
 		for (size_t j = 0; j < i; j++)
 			if (strcmp(job->labels[j].key, job->labels[i].key) == 0)
 				return al_err_set(err, AL_EINVAL, "labels.%s: duplicate label",
@@ -241,11 +256,13 @@ int al_job_validate(const struct al_job *job, struct al_err *err)
 		return al_err_set(err, AL_EINVAL, "priority: out of range: got %u, expected 0..%d",
 				  job->priority, AL_PRIORITY_MAX);
 	if (job->max_attempts > AL_ATTEMPTS_MAX)
-		return al_err_set(err, AL_EINVAL, "max_attempts: out of range: got %u, expected 1..%d",
+		return al_err_set(err, AL_EINVAL,
+				  "max_attempts: out of range: got %u, expected 1..%d",
 				  job->max_attempts, AL_ATTEMPTS_MAX);
 	if (job->idempotency_key &&
 	    (job->idempotency_key[0] == '\0' || strlen(job->idempotency_key) > AL_IDEM_MAX))
-		return al_err_set(err, AL_EINVAL, "idempotency_key: must be 1..%d bytes", AL_IDEM_MAX);
+		return al_err_set(err, AL_EINVAL, "idempotency_key: must be 1..%d bytes",
+				  AL_IDEM_MAX);
 	if (job->callback_url && (rc = check_url(job->callback_url, err)))
 		return rc;
 	return AL_OK;
@@ -343,14 +360,16 @@ static int dec_files(const msgpack_object *v, struct al_job *job, struct al_err 
 				rc = al_mp_get_text(val, name, AL_PATH_MAX, &out->path, err);
 			} else if (al_mp_key_is(key, "data") && !have_data) {
 				snprintf(name, sizeof(name), "files[%u].data", i);
-				rc = al_mp_get_bytes(val, name, AL_FILES_TOTAL_MAX, &out->data, err);
+				rc =
+				    al_mp_get_bytes(val, name, AL_FILES_TOTAL_MAX, &out->data, err);
 				have_data = true;
 			} else if (al_mp_key_is(key, "mode")) {
 				snprintf(name, sizeof(name), "files[%u].mode", i);
 				rc = al_mp_get_uint(val, name, 0, 0777, &mode, err);
 				out->mode = (uint32_t)mode;
 			} else {
-				rc = al_err_set(err, AL_EINVAL, "files[%u]: unknown or repeated field", i);
+				rc = al_err_set(err, AL_EINVAL,
+						"files[%u]: unknown or repeated field", i);
 			}
 			if (rc)
 				return rc;
@@ -370,13 +389,13 @@ static int dec_limits(const msgpack_object *v, struct al_limits *l, struct al_er
 		size_t off;
 		uint64_t max;
 	} fields[] = {
-		{ "wall_ms", offsetof(struct al_limits, wall_ms), AL_LIMIT_WALL_MS_MAX },
-		{ "cpu_ms", offsetof(struct al_limits, cpu_ms), AL_LIMIT_WALL_MS_MAX },
-		{ "memory_bytes", offsetof(struct al_limits, memory_bytes), AL_LIMIT_MEMORY_MAX },
-		{ "pids", offsetof(struct al_limits, pids), AL_LIMIT_PIDS_MAX },
-		{ "stdout_bytes", offsetof(struct al_limits, stdout_bytes), AL_LIMIT_OUTPUT_MAX },
-		{ "stderr_bytes", offsetof(struct al_limits, stderr_bytes), AL_LIMIT_OUTPUT_MAX },
-		{ "disk_bytes", offsetof(struct al_limits, disk_bytes), AL_LIMIT_DISK_MAX },
+	    {"wall_ms", offsetof(struct al_limits, wall_ms), AL_LIMIT_WALL_MS_MAX},
+	    {"cpu_ms", offsetof(struct al_limits, cpu_ms), AL_LIMIT_WALL_MS_MAX},
+	    {"memory_bytes", offsetof(struct al_limits, memory_bytes), AL_LIMIT_MEMORY_MAX},
+	    {"pids", offsetof(struct al_limits, pids), AL_LIMIT_PIDS_MAX},
+	    {"stdout_bytes", offsetof(struct al_limits, stdout_bytes), AL_LIMIT_OUTPUT_MAX},
+	    {"stderr_bytes", offsetof(struct al_limits, stderr_bytes), AL_LIMIT_OUTPUT_MAX},
+	    {"disk_bytes", offsetof(struct al_limits, disk_bytes), AL_LIMIT_DISK_MAX},
 	};
 	unsigned seen = 0;
 	char name[64];
@@ -392,10 +411,14 @@ static int dec_limits(const msgpack_object *v, struct al_limits *l, struct al_er
 			if (al_mp_key_is(&kv->key, fields[f].name))
 				break;
 		if (f == sizeof(fields) / sizeof(fields[0]))
-			return al_err_set(err, AL_EINVAL, "limits: unknown field #%u (known: wall_ms, cpu_ms, memory_bytes, pids, stdout_bytes, stderr_bytes, disk_bytes)",
-					  i);
+			return al_err_set(
+			    err, AL_EINVAL,
+			    "limits: unknown field #%u (known: wall_ms, cpu_ms, memory_bytes, "
+			    "pids, stdout_bytes, stderr_bytes, disk_bytes)",
+			    i);
 		if (seen & (1u << f))
-			return al_err_set(err, AL_EINVAL, "limits.%s: duplicate field", fields[f].name);
+			return al_err_set(err, AL_EINVAL, "limits.%s: duplicate field",
+					  fields[f].name);
 		seen |= 1u << f;
 		snprintf(name, sizeof(name), "limits.%s", fields[f].name);
 		if ((rc = al_mp_get_uint(&kv->val, name, 1, fields[f].max,
@@ -426,22 +449,41 @@ static int dec_enum(const msgpack_object *v, const char *what, const char *const
 }
 
 enum job_field {
-	F_V, F_ID, F_TENANT, F_TIER, F_RUNTIME, F_CODE, F_ARGV, F_STDIN, F_FILES, F_ENV,
-	F_COLLECT, F_LIMITS, F_NETWORK, F_PRIORITY, F_DEADLINE, F_ATTEMPTS, F_IDEM, F_CALLBACK,
-	F_LABELS, F_SUBMITTED, F_COUNT
+	F_V,
+	F_ID,
+	F_TENANT,
+	F_TIER,
+	F_RUNTIME,
+	F_CODE,
+	F_ARGV,
+	F_STDIN,
+	F_FILES,
+	F_ENV,
+	F_COLLECT,
+	F_LIMITS,
+	F_NETWORK,
+	F_PRIORITY,
+	F_DEADLINE,
+	F_ATTEMPTS,
+	F_IDEM,
+	F_CALLBACK,
+	F_LABELS,
+	F_SUBMITTED,
+	F_COUNT
 };
 
 static const char *const job_field_names[F_COUNT] = {
-	"v", "id", "tenant", "tier", "runtime", "code", "argv", "stdin", "files", "env",
-	"collect", "limits", "network", "priority", "deadline_ms", "max_attempts",
-	"idempotency_key", "callback_url", "labels", "submitted_ms",
+    "v",       "id",	       "tenant",      "tier",	      "runtime",	 "code",
+    "argv",    "stdin",	       "files",	      "env",	      "collect",	 "limits",
+    "network", "priority",     "deadline_ms", "max_attempts", "idempotency_key", "callback_url",
+    "labels",  "submitted_ms",
 };
 
 static int dec_field(enum job_field f, const msgpack_object *v, struct al_job *job,
 		     struct al_err *err)
 {
-	static const char *const runtimes[] = { "python", "sh" };
-	static const char *const networks[] = { "none", "egress" };
+	static const char *const runtimes[] = {"python", "sh"};
+	static const char *const networks[] = {"none", "egress"};
 	uint64_t u;
 	int e, rc;
 
@@ -449,7 +491,8 @@ static int dec_field(enum job_field f, const msgpack_object *v, struct al_job *j
 	case F_V:
 		rc = al_mp_get_uint(v, "v", 0, UINT32_MAX, &u, err);
 		if (!rc && u != AL_PROTO_VERSION)
-			rc = al_err_set(err, AL_EINVAL, "v: unknown protocol version %llu, this build speaks %d",
+			rc = al_err_set(err, AL_EINVAL,
+					"v: unknown protocol version %llu, this build speaks %d",
 					(unsigned long long)u, AL_PROTO_VERSION);
 		job->version = (uint32_t)u;
 		return rc;
@@ -462,12 +505,13 @@ static int dec_field(enum job_field f, const msgpack_object *v, struct al_job *j
 		return rc;
 	case F_CODE: return al_mp_get_bytes(v, "code", AL_CODE_MAX, &job->code, err);
 	case F_ARGV:
-		return dec_text_array(v, "argv", AL_ARGV_MAX, AL_ARG_MAX, &job->argv, &job->argc, err);
+		return dec_text_array(v, "argv", AL_ARGV_MAX, AL_ARG_MAX, &job->argv, &job->argc,
+				      err);
 	case F_STDIN: return al_mp_get_bytes(v, "stdin", AL_STDIN_MAX, &job->stdin_data, err);
 	case F_FILES: return dec_files(v, job, err);
 	case F_ENV:
-		return dec_kv_map(v, "env", AL_ENV_MAX, AL_ENV_NAME_MAX, AL_ENV_VALUE_MAX, &job->env,
-				  &job->nenv, err);
+		return dec_kv_map(v, "env", AL_ENV_MAX, AL_ENV_NAME_MAX, AL_ENV_VALUE_MAX,
+				  &job->env, &job->nenv, err);
 	case F_COLLECT:
 		return dec_text_array(v, "collect", AL_COLLECT_MAX, AL_PATH_MAX, &job->collect,
 				      &job->ncollect, err);
@@ -480,14 +524,17 @@ static int dec_field(enum job_field f, const msgpack_object *v, struct al_job *j
 		rc = al_mp_get_uint(v, "priority", 0, AL_PRIORITY_MAX, &u, err);
 		job->priority = (uint32_t)u;
 		return rc;
-	case F_DEADLINE: return al_mp_get_uint(v, "deadline_ms", 1, UINT64_MAX, &job->deadline_ms, err);
+	case F_DEADLINE:
+		return al_mp_get_uint(v, "deadline_ms", 1, UINT64_MAX, &job->deadline_ms, err);
 	case F_ATTEMPTS:
 		rc = al_mp_get_uint(v, "max_attempts", 1, AL_ATTEMPTS_MAX, &u, err);
 		job->max_attempts = (uint32_t)u;
 		return rc;
 	case F_IDEM:
-		return al_mp_get_text(v, "idempotency_key", AL_IDEM_MAX, &job->idempotency_key, err);
-	case F_CALLBACK: return al_mp_get_text(v, "callback_url", AL_URL_MAX, &job->callback_url, err);
+		return al_mp_get_text(v, "idempotency_key", AL_IDEM_MAX, &job->idempotency_key,
+				      err);
+	case F_CALLBACK:
+		return al_mp_get_text(v, "callback_url", AL_URL_MAX, &job->callback_url, err);
 	case F_LABELS:
 		return dec_kv_map(v, "labels", AL_LABELS_MAX, AL_LABEL_KEY_MAX, AL_LABEL_VALUE_MAX,
 				  &job->labels, &job->nlabels, err);
@@ -512,25 +559,29 @@ static int job_decode_obj(const msgpack_object *root, struct al_job *job, struct
 		int f;
 
 		if (kv->key.type != MSGPACK_OBJECT_STR)
-			return al_err_set(err, AL_EINVAL, "job: key #%u: wrong type: expected string, got %s",
-					  i, al_mp_type_name(kv->key.type));
+			return al_err_set(err, AL_EINVAL,
+					  "job: key #%u: wrong type: expected string, got %s", i,
+					  al_mp_type_name(kv->key.type));
 		for (f = 0; f < F_COUNT; f++)
 			if (al_mp_key_is(&kv->key, job_field_names[f]))
 				break;
 		if (f == F_COUNT)
-			return al_err_set(err, AL_EINVAL, "job: unknown field \"%.*s\"",
-					  (int)(kv->key.via.str.size > 40 ? 40 : kv->key.via.str.size),
-					  al_utf8_valid(kv->key.via.str.ptr, kv->key.via.str.size)
-						  ? kv->key.via.str.ptr
-						  : "(not UTF-8)");
+			return al_err_set(
+			    err, AL_EINVAL, "job: unknown field \"%.*s\"",
+			    (int)(kv->key.via.str.size > 40 ? 40 : kv->key.via.str.size),
+			    al_utf8_valid(kv->key.via.str.ptr, kv->key.via.str.size)
+				? kv->key.via.str.ptr
+				: "(not UTF-8)");
 		if (seen & (1u << f))
-			return al_err_set(err, AL_EINVAL, "%s: duplicate field", job_field_names[f]);
+			return al_err_set(err, AL_EINVAL, "%s: duplicate field",
+					  job_field_names[f]);
 		seen |= 1u << f;
 		if ((rc = dec_field((enum job_field)f, &kv->val, job, err)))
 			return rc;
 	}
 	if (!(seen & (1u << F_V)))
-		return al_err_set(err, AL_EINVAL, "v: missing: the protocol version is required (%d)",
+		return al_err_set(err, AL_EINVAL,
+				  "v: missing: the protocol version is required (%d)",
 				  AL_PROTO_VERSION);
 	if (!job->tenant && !(job->tenant = strdup("default")))
 		return al_err_set(err, AL_ENOMEM, "tenant: out of memory");
@@ -548,7 +599,8 @@ int al_job_decode(const void *buf, size_t len, struct al_job *job, struct al_err
 
 	memset(job, 0, sizeof(*job));
 	if (len > AL_JOB_MAX_BYTES)
-		return al_err_set(err, AL_EINVAL, "job: %zu bytes, at most %u", len, AL_JOB_MAX_BYTES);
+		return al_err_set(err, AL_EINVAL, "job: %zu bytes, at most %u", len,
+				  AL_JOB_MAX_BYTES);
 	msgpack_unpacked_init(&up);
 	rc = al_mp_parse(buf, len, &up, &root, err);
 	if (!rc)
@@ -561,7 +613,8 @@ int al_job_decode(const void *buf, size_t len, struct al_job *job, struct al_err
 
 bool al_job_id_ok(const char *s, size_t len)
 {
-	return s && len > 0 && len <= AL_ID_MAX && strlen(s) == len && name_ok(s, AL_ID_MAX, "._:-");
+	return s && len > 0 && len <= AL_ID_MAX && strlen(s) == len &&
+	       name_ok(s, AL_ID_MAX, "._:-");
 }
 
 char *al_job_peek_id(const void *buf, size_t len)
@@ -605,11 +658,14 @@ static int pack_text_array(msgpack_packer *pk, char *const *v, size_t n)
 
 static int pack_limits(msgpack_packer *pk, const struct al_limits *l)
 {
-	const struct { const char *k; uint64_t v; } f[] = {
-		{ "wall_ms", l->wall_ms }, { "cpu_ms", l->cpu_ms },
-		{ "memory_bytes", l->memory_bytes }, { "pids", l->pids },
-		{ "stdout_bytes", l->stdout_bytes }, { "stderr_bytes", l->stderr_bytes },
-		{ "disk_bytes", l->disk_bytes },
+	const struct {
+		const char *k;
+		uint64_t v;
+	} f[] = {
+	    {"wall_ms", l->wall_ms},	       {"cpu_ms", l->cpu_ms},
+	    {"memory_bytes", l->memory_bytes}, {"pids", l->pids},
+	    {"stdout_bytes", l->stdout_bytes}, {"stderr_bytes", l->stderr_bytes},
+	    {"disk_bytes", l->disk_bytes},
 	};
 	size_t n = 0;
 
@@ -665,7 +721,8 @@ int al_job_encode(const struct al_job *job, struct al_buf *out, struct al_err *e
 		for (size_t i = 0; i < job->nfiles; i++) {
 			const struct al_file *f = &job->files[i];
 
-			bad |= msgpack_pack_map(&pk, 3) || al_mp_pack_kv_str(&pk, "path", f->path) ||
+			bad |= msgpack_pack_map(&pk, 3) ||
+			       al_mp_pack_kv_str(&pk, "path", f->path) ||
 			       al_mp_pack_kv_bin(&pk, "data", f->data.data, f->data.len) ||
 			       al_mp_pack_kv_uint(&pk, "mode", f->mode);
 		}
@@ -687,7 +744,8 @@ int al_job_encode(const struct al_job *job, struct al_buf *out, struct al_err *e
 	if (job->callback_url)
 		bad |= al_mp_pack_kv_str(&pk, "callback_url", job->callback_url);
 	if (job->nlabels)
-		bad |= al_mp_pack_str(&pk, "labels") || al_mp_pack_kvs(&pk, job->labels, job->nlabels);
+		bad |=
+		    al_mp_pack_str(&pk, "labels") || al_mp_pack_kvs(&pk, job->labels, job->nlabels);
 	if (job->submitted_ms)
 		bad |= al_mp_pack_kv_uint(&pk, "submitted_ms", job->submitted_ms);
 	if (bad)

@@ -13,35 +13,35 @@
 #define AL_PROTO_VERSION 1
 
 /* Caps on every variable-length field (bytes unless said otherwise). */
-#define AL_JOB_MAX_BYTES (16u << 20)	  /* a whole encoded job */
-#define AL_ID_MAX 64			  /* id, tenant, tier */
-#define AL_CODE_MAX (1u << 20)		  /* source code */
-#define AL_ARGV_MAX 256			  /* argv entries */
-#define AL_ARG_MAX 4096			  /* one argv entry */
-#define AL_STDIN_MAX (1u << 20)		  /* stdin bytes */
-#define AL_FILES_MAX 64			  /* input files */
-#define AL_PATH_MAX 255			  /* a relative file path */
-#define AL_FILES_TOTAL_MAX (8u << 20)	  /* all input files together */
-#define AL_ENV_MAX 64			  /* environment pairs */
-#define AL_ENV_NAME_MAX 128		  /* one variable name */
-#define AL_ENV_VALUE_MAX 4096		  /* one variable value */
-#define AL_COLLECT_MAX 16		  /* output files to collect */
-#define AL_LABELS_MAX 32		  /* labels */
-#define AL_LABEL_KEY_MAX 64		  /* one label key */
-#define AL_LABEL_VALUE_MAX 256		  /* one label value */
-#define AL_IDEM_MAX 128			  /* idempotency key */
-#define AL_URL_MAX 2048			  /* callback URL */
-#define AL_ATTEMPTS_MAX 10		  /* max_attempts */
-#define AL_PRIORITY_MAX 9		  /* priority 0..9, 9 runs first */
+#define AL_JOB_MAX_BYTES    (16u << 20) /* a whole encoded job */
+#define AL_ID_MAX	    64		/* id, tenant, tier */
+#define AL_CODE_MAX	    (1u << 20)	/* source code */
+#define AL_ARGV_MAX	    256		/* argv entries */
+#define AL_ARG_MAX	    4096	/* one argv entry */
+#define AL_STDIN_MAX	    (1u << 20)	/* stdin bytes */
+#define AL_FILES_MAX	    64		/* input files */
+#define AL_PATH_MAX	    255		/* a relative file path */
+#define AL_FILES_TOTAL_MAX  (8u << 20)	/* all input files together */
+#define AL_ENV_MAX	    64		/* environment pairs */
+#define AL_ENV_NAME_MAX	    128		/* one variable name */
+#define AL_ENV_VALUE_MAX    4096	/* one variable value */
+#define AL_COLLECT_MAX	    16		/* output files to collect */
+#define AL_LABELS_MAX	    32		/* labels */
+#define AL_LABEL_KEY_MAX    64		/* one label key */
+#define AL_LABEL_VALUE_MAX  256		/* one label value */
+#define AL_IDEM_MAX	    128		/* idempotency key */
+#define AL_URL_MAX	    2048	/* callback URL */
+#define AL_ATTEMPTS_MAX	    10		/* max_attempts */
+#define AL_PRIORITY_MAX	    9		/* priority 0..9, 9 runs first */
 #define AL_PRIORITY_DEFAULT 5
 
 /* Upper bounds of limits: anything above is a client bug, not a policy
  * question (the tier's policy sets tighter maxima). */
-#define AL_LIMIT_WALL_MS_MAX (7ull * 24 * 3600 * 1000)	/* a week */
-#define AL_LIMIT_MEMORY_MAX (1ull << 40)		/* 1 TiB */
-#define AL_LIMIT_PIDS_MAX 65536ull
-#define AL_LIMIT_OUTPUT_MAX (1ull << 30)		/* 1 GiB per stream */
-#define AL_LIMIT_DISK_MAX (1ull << 40)
+#define AL_LIMIT_WALL_MS_MAX (7ull * 24 * 3600 * 1000) /* a week */
+#define AL_LIMIT_MEMORY_MAX  (1ull << 40)	       /* 1 TiB */
+#define AL_LIMIT_PIDS_MAX    65536ull
+#define AL_LIMIT_OUTPUT_MAX  (1ull << 30) /* 1 GiB per stream */
+#define AL_LIMIT_DISK_MAX    (1ull << 40)
 
 enum al_runtime {
 	AL_RUNTIME_ARGV = 0, /* a plain argv, no source code */
@@ -62,9 +62,9 @@ struct al_bytes {
 };
 
 struct al_file {
-	char *path;	    /* relative, no "..", no leading "/", UTF-8 */
+	char *path; /* relative, no "..", no leading "/", UTF-8 */
 	struct al_bytes data;
-	uint32_t mode;	    /* permission bits only, <= 0777; default 0644 */
+	uint32_t mode; /* permission bits only, <= 0777; default 0644 */
 };
 
 struct al_kv {
@@ -84,31 +84,31 @@ struct al_limits {
 };
 
 struct al_job {
-	uint32_t version;	    /* AL_PROTO_VERSION */
-	char *id;		    /* 1..64 of [A-Za-z0-9._:-] */
-	char *tenant;		    /* same charset; "default" when absent */
-	char *tier;		    /* a tier name from the operator's policy */
+	uint32_t version; /* AL_PROTO_VERSION */
+	char *id;	  /* 1..64 of [A-Za-z0-9._:-] */
+	char *tenant;	  /* same charset; "default" when absent */
+	char *tier;	  /* a tier name from the operator's policy */
 	enum al_runtime runtime;
-	struct al_bytes code;	    /* source, runtime python/sh only */
-	char **argv;		    /* argv, or extra script arguments */
+	struct al_bytes code; /* source, runtime python/sh only */
+	char **argv;	      /* argv, or extra script arguments */
 	size_t argc;
 	struct al_bytes stdin_data; /* stdin of the job, may be empty */
 	struct al_file *files;
 	size_t nfiles;
-	struct al_kv *env;	    /* explicit pairs only */
+	struct al_kv *env; /* explicit pairs only */
 	size_t nenv;
-	char **collect;		    /* relative paths to collect afterwards */
+	char **collect; /* relative paths to collect afterwards */
 	size_t ncollect;
 	struct al_limits limits;
 	enum al_network network;
-	uint32_t priority;	    /* 0..9, default 5 */
-	uint64_t deadline_ms;	    /* unix ms; 0 = none */
-	uint32_t max_attempts;	    /* 1..10; 0 = the tier's default */
-	char *idempotency_key;	    /* may be NULL */
-	char *callback_url;	    /* may be NULL */
+	uint32_t priority;     /* 0..9, default 5 */
+	uint64_t deadline_ms;  /* unix ms; 0 = none */
+	uint32_t max_attempts; /* 1..10; 0 = the tier's default */
+	char *idempotency_key; /* may be NULL */
+	char *callback_url;    /* may be NULL */
 	struct al_kv *labels;
 	size_t nlabels;
-	uint64_t submitted_ms;	    /* unix ms, set by the client; 0 = unknown */
+	uint64_t submitted_ms; /* unix ms, set by the client; 0 = unknown */
 };
 
 /* Decode one encoded job. Total: every input either fills *job (caller frees

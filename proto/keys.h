@@ -4,19 +4,19 @@
 #ifndef AL_KEYS_H
 #define AL_KEYS_H
 
-#define AL_KEY_PREFIX "al:"
-#define AL_KEY_INTAKE "al:intake"	   /* stream: submitted jobs (field job) */
-#define AL_KEY_DLQ "al:dlq"		   /* stream: dead letters */
-#define AL_KEY_DELAYED "al:delayed"	   /* zset: job id -> due unix ms (retries) */
-#define AL_KEY_DEADLINES "al:deadlines"   /* zset: job id -> deadline unix ms */
-#define AL_KEY_STATS "al:stats"		   /* hash: final status -> count, and counters */
-#define AL_KEY_WORKERS "al:workers"	   /* hash: worker id -> JSON description */
-#define AL_KEY_CANCEL_CHANNEL "al:cancel" /* pub/sub: ids of jobs to kill */
-#define AL_KEY_VM_LEASES "al:vm:leases"   /* zset: service VM name -> lease end, unix ms */
-#define AL_KEY_VM_PREFIX "al:vm:"	   /* al:vm:<name> hash: the VM's lease record */
-#define AL_VM_NAME_PREFIX "al-svc-"	   /* every domain Airlock makes; others are never touched */
-#define AL_GROUP_WORKERS "workers"	   /* consumer group on every ready queue */
-#define AL_GROUP_SCHEDULER "scheduler"	   /* consumer group on the intake */
+#define AL_KEY_PREFIX	      "al:"
+#define AL_KEY_INTAKE	      "al:intake"    /* stream: submitted jobs (field job) */
+#define AL_KEY_DLQ	      "al:dlq"	     /* stream: dead letters */
+#define AL_KEY_DELAYED	      "al:delayed"   /* zset: job id -> due unix ms (retries) */
+#define AL_KEY_DEADLINES      "al:deadlines" /* zset: job id -> deadline unix ms */
+#define AL_KEY_STATS	      "al:stats"     /* hash: final status -> count, and counters */
+#define AL_KEY_WORKERS	      "al:workers"   /* hash: worker id -> JSON description */
+#define AL_KEY_CANCEL_CHANNEL "al:cancel"    /* pub/sub: ids of jobs to kill */
+#define AL_KEY_VM_LEASES      "al:vm:leases" /* zset: service VM name -> lease end, unix ms */
+#define AL_KEY_VM_PREFIX      "al:vm:"	     /* al:vm:<name> hash: the VM's lease record */
+#define AL_VM_NAME_PREFIX     "al-svc-"	  /* every domain Airlock makes; others are never touched */
+#define AL_GROUP_WORKERS      "workers"	  /* consumer group on every ready queue */
+#define AL_GROUP_SCHEDULER    "scheduler" /* consumer group on the intake */
 
 /* Priority bands: one ready stream per tier and band, read high first. */
 #define AL_BANDS 3

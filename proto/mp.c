@@ -49,37 +49,66 @@ static int mp_scan(const uint8_t *p, size_t len, struct al_err *err)
 			payload = b & 0x1f;
 		} else {
 			switch (b) {
-			case 0xc4: case 0xd9: lenbytes = 1; break;   /* bin8, str8 */
-			case 0xc5: case 0xda: lenbytes = 2; break;   /* bin16, str16 */
-			case 0xc6: case 0xdb: lenbytes = 4; break;   /* bin32, str32 */
-			case 0xc7: lenbytes = 1; payload = 1; break; /* ext8 (+type) */
-			case 0xc8: lenbytes = 2; payload = 1; break;
-			case 0xc9: lenbytes = 4; payload = 1; break;
-			case 0xca: payload = 4; break;		     /* float32 */
-			case 0xcb: payload = 8; break;		     /* float64 */
-			case 0xcc: case 0xd0: payload = 1; break;
-			case 0xcd: case 0xd1: payload = 2; break;
-			case 0xce: case 0xd2: payload = 4; break;
-			case 0xcf: case 0xd3: payload = 8; break;
-			case 0xd4: payload = 2; break;		     /* fixext 1..16 (+type) */
+			case 0xc4:
+			case 0xd9: lenbytes = 1; break; /* bin8, str8 */
+			case 0xc5:
+			case 0xda: lenbytes = 2; break; /* bin16, str16 */
+			case 0xc6:
+			case 0xdb: lenbytes = 4; break; /* bin32, str32 */
+			case 0xc7:
+				lenbytes = 1;
+				payload = 1;
+				break; /* ext8 (+type) */
+			case 0xc8:
+				lenbytes = 2;
+				payload = 1;
+				break;
+			case 0xc9:
+				lenbytes = 4;
+				payload = 1;
+				break;
+			case 0xca: payload = 4; break; /* float32 */
+			case 0xcb: payload = 8; break; /* float64 */
+			case 0xcc:
+			case 0xd0: payload = 1; break;
+			case 0xcd:
+			case 0xd1: payload = 2; break;
+			case 0xce:
+			case 0xd2: payload = 4; break;
+			case 0xcf:
+			case 0xd3: payload = 8; break;
+			case 0xd4: payload = 2; break; /* fixext 1..16 (+type) */
 			case 0xd5: payload = 3; break;
 			case 0xd6: payload = 5; break;
 			case 0xd7: payload = 9; break;
 			case 0xd8: payload = 17; break;
-			case 0xdc: is_container = true; lenbytes = 2; break;
-			case 0xdd: is_container = true; lenbytes = 4; break;
-			case 0xde: is_container = true; lenbytes = 2; break;
-			case 0xdf: is_container = true; lenbytes = 4; break;
+			case 0xdc:
+				is_container = true;
+				lenbytes = 2;
+				break;
+			case 0xdd:
+				is_container = true;
+				lenbytes = 4;
+				break;
+			case 0xde:
+				is_container = true;
+				lenbytes = 2;
+				break;
+			case 0xdf:
+				is_container = true;
+				lenbytes = 4;
+				break;
 			default: /* 0xc1 is never used */
-				return al_err_set(err, AL_EINVAL, "msgpack: invalid byte 0x%02x at byte %zu",
-						  b, pos);
+				return al_err_set(err, AL_EINVAL,
+						  "msgpack: invalid byte 0x%02x at byte %zu", b,
+						  pos);
 			}
 			if (lenbytes) {
 				uint64_t n;
 
 				if (len - pos - 1 < lenbytes)
-					return al_err_set(err, AL_EINVAL, "msgpack: truncated at byte %zu",
-							  pos);
+					return al_err_set(err, AL_EINVAL,
+							  "msgpack: truncated at byte %zu", pos);
 				n = be(p + pos + 1, lenbytes);
 				hdr += lenbytes;
 				if (is_container)
@@ -90,17 +119,20 @@ static int mp_scan(const uint8_t *p, size_t len, struct al_err *err)
 		}
 		if (len - pos < hdr || len - pos - hdr < payload)
 			return al_err_set(err, AL_EINVAL,
-					  "msgpack: truncated: value at byte %zu claims %llu bytes, only %zu left", pos,
-					  (unsigned long long)payload, len - pos - hdr);
+					  "msgpack: truncated: value at byte %zu claims %llu "
+					  "bytes, only %zu left",
+					  pos, (unsigned long long)payload, len - pos - hdr);
 		pos += hdr + payload;
 		if (is_container && count > 0) {
 			/* Every element takes at least one byte. */
 			if (count > len - pos)
 				return al_err_set(err, AL_EINVAL,
-						  "msgpack: container at byte %zu claims %llu elements, only %zu bytes left",
+						  "msgpack: container at byte %zu claims %llu "
+						  "elements, only %zu bytes left",
 						  pos - hdr, (unsigned long long)count, len - pos);
 			if (depth + 1 > AL_MP_MAX_DEPTH)
-				return al_err_set(err, AL_EINVAL, "msgpack: nested deeper than %d levels",
+				return al_err_set(err, AL_EINVAL,
+						  "msgpack: nested deeper than %d levels",
 						  AL_MP_MAX_DEPTH);
 			pending[++depth] = count;
 		}
@@ -123,12 +155,10 @@ int al_mp_parse(const void *buf, size_t len, msgpack_unpacked *up, const msgpack
 	if (rc)
 		return rc;
 	switch (msgpack_unpack_next(up, buf, len, &off)) {
-	case MSGPACK_UNPACK_SUCCESS:
-		break;
+	case MSGPACK_UNPACK_SUCCESS: break;
 	case MSGPACK_UNPACK_NOMEM_ERROR:
 		return al_err_set(err, AL_ENOMEM, "msgpack: out of memory");
-	default:
-		return al_err_set(err, AL_EINVAL, "msgpack: malformed input");
+	default: return al_err_set(err, AL_EINVAL, "msgpack: malformed input");
 	}
 	*out = &up->data;
 	return AL_OK;
@@ -195,8 +225,7 @@ const char *al_mp_type_name(msgpack_object_type t)
 	return "unknown";
 }
 
-int al_mp_want(const msgpack_object *o, msgpack_object_type t, const char *what,
-	       struct al_err *err)
+int al_mp_want(const msgpack_object *o, msgpack_object_type t, const char *what, struct al_err *err)
 {
 	if (o->type == t)
 		return AL_OK;
@@ -235,7 +264,8 @@ int al_mp_get_text(const msgpack_object *o, const char *what, size_t max, char *
 		return al_err_set(err, AL_EINVAL, "%s: too long: %u bytes, at most %zu", what,
 				  o->via.str.size, max);
 	if (!al_utf8_valid(o->via.str.ptr, o->via.str.size))
-		return al_err_set(err, AL_EINVAL, "%s: not valid UTF-8 text (or contains NUL)", what);
+		return al_err_set(err, AL_EINVAL, "%s: not valid UTF-8 text (or contains NUL)",
+				  what);
 	*out = dup_n(o->via.str.ptr, o->via.str.size);
 	if (!*out)
 		return al_err_set(err, AL_ENOMEM, "%s: out of memory", what);
@@ -255,11 +285,13 @@ int al_mp_get_bytes(const msgpack_object *o, const char *what, size_t max, struc
 		p = o->via.bin.ptr;
 		n = o->via.bin.size;
 	} else {
-		return al_err_set(err, AL_EINVAL, "%s: wrong type: expected binary or string, got %s",
-				  what, al_mp_type_name(o->type));
+		return al_err_set(err, AL_EINVAL,
+				  "%s: wrong type: expected binary or string, got %s", what,
+				  al_mp_type_name(o->type));
 	}
 	if (n > max)
-		return al_err_set(err, AL_EINVAL, "%s: too long: %u bytes, at most %zu", what, n, max);
+		return al_err_set(err, AL_EINVAL, "%s: too long: %u bytes, at most %zu", what, n,
+				  max);
 	out->data = dup_n(p, n);
 	if (!out->data)
 		return al_err_set(err, AL_ENOMEM, "%s: out of memory", what);
@@ -284,8 +316,8 @@ int al_mp_get_uint(const msgpack_object *o, const char *what, uint64_t min, uint
 	return AL_OK;
 }
 
-int al_mp_get_int(const msgpack_object *o, const char *what, int64_t min, int64_t max,
-		  int64_t *out, struct al_err *err)
+int al_mp_get_int(const msgpack_object *o, const char *what, int64_t min, int64_t max, int64_t *out,
+		  struct al_err *err)
 {
 	int64_t v;
 

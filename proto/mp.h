@@ -35,8 +35,8 @@ int al_mp_get_bytes(const msgpack_object *o, const char *what, size_t max, struc
 		    struct al_err *err);
 int al_mp_get_uint(const msgpack_object *o, const char *what, uint64_t min, uint64_t max,
 		   uint64_t *out, struct al_err *err);
-int al_mp_get_int(const msgpack_object *o, const char *what, int64_t min, int64_t max,
-		  int64_t *out, struct al_err *err);
+int al_mp_get_int(const msgpack_object *o, const char *what, int64_t min, int64_t max, int64_t *out,
+		  struct al_err *err);
 int al_mp_get_bool(const msgpack_object *o, const char *what, bool *out, struct al_err *err);
 /* Check the type of a container; returns AL_EINVAL naming `what` otherwise. */
 int al_mp_want(const msgpack_object *o, msgpack_object_type t, const char *what,

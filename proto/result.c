@@ -9,8 +9,8 @@
 #include "mp.h"
 
 static const char *const status_names[AL_ST_COUNT] = {
-	"ok", "nonzero_exit", "timeout", "cpu_limit", "memory_limit", "output_limit",
-	"cancelled", "rejected", "sandbox_error", "worker_lost", "expired",
+    "ok",	 "nonzero_exit", "timeout",	  "cpu_limit",	 "memory_limit", "output_limit",
+    "cancelled", "rejected",	 "sandbox_error", "worker_lost", "expired",
 };
 
 const char *al_status_name(enum al_status_code s)
@@ -74,14 +74,17 @@ static int dec_files(const msgpack_object *v, struct al_result *res, struct al_e
 			const msgpack_object_kv *kv = &f->via.map.ptr[k];
 
 			if (al_mp_key_is(&kv->key, "path") && !o->path)
-				rc = al_mp_get_text(&kv->val, "files[].path", AL_PATH_MAX, &o->path, err);
+				rc = al_mp_get_text(&kv->val, "files[].path", AL_PATH_MAX, &o->path,
+						    err);
 			else if (al_mp_key_is(&kv->key, "data") && !o->data.data)
 				rc = al_mp_get_bytes(&kv->val, "files[].data", AL_RESULT_FILE_MAX,
 						     &o->data, err);
 			else if (al_mp_key_is(&kv->key, "truncated"))
-				rc = al_mp_get_bool(&kv->val, "files[].truncated", &o->truncated, err);
+				rc = al_mp_get_bool(&kv->val, "files[].truncated", &o->truncated,
+						    err);
 			else
-				rc = al_err_set(err, AL_EINVAL, "%s: unknown or repeated field", name);
+				rc = al_err_set(err, AL_EINVAL, "%s: unknown or repeated field",
+						name);
 			if (rc)
 				return rc;
 		}
@@ -127,8 +130,7 @@ static int dec_opt_text(const msgpack_object *v, const char *what, size_t max, c
 	return al_mp_get_text(v, what, max, out, err);
 }
 
-static int result_decode_obj(const msgpack_object *root, struct al_result *res,
-			     struct al_err *err)
+static int result_decode_obj(const msgpack_object *root, struct al_result *res, struct al_err *err)
 {
 	bool have_status = false;
 	char *status = NULL;
@@ -188,14 +190,16 @@ static int result_decode_obj(const msgpack_object *root, struct al_result *res,
 		} else if (al_mp_key_is(k, "started_ms")) {
 			rc = al_mp_get_uint(v, "started_ms", 0, UINT64_MAX, &res->started_ms, err);
 		} else if (al_mp_key_is(k, "finished_ms")) {
-			rc = al_mp_get_uint(v, "finished_ms", 0, UINT64_MAX, &res->finished_ms, err);
+			rc =
+			    al_mp_get_uint(v, "finished_ms", 0, UINT64_MAX, &res->finished_ms, err);
 		} else if (al_mp_key_is(k, "error") && !res->error) {
 			rc = dec_opt_text(v, "error", AL_ERROR_MAX, &res->error, err);
 		} else if (al_mp_key_is(k, "info") && !res->info) {
 			rc = dec_info(v, res, err);
 		} else if (k->type != MSGPACK_OBJECT_STR) {
-			rc = al_err_set(err, AL_EINVAL, "result: key #%u: wrong type: expected string, got %s",
-					i, al_mp_type_name(k->type));
+			rc = al_err_set(err, AL_EINVAL,
+					"result: key #%u: wrong type: expected string, got %s", i,
+					al_mp_type_name(k->type));
 		} /* else: an unknown field from a newer writer, ignored */
 	}
 	if (!rc && have_status) {
@@ -282,7 +286,8 @@ int al_result_encode(const struct al_result *res, struct al_buf *out, struct al_
 	bad |= pack_opt_str(&pk, "error", res->error);
 	bad |= al_mp_pack_str(&pk, "info") || al_mp_pack_kvs(&pk, res->info, res->ninfo);
 	if (bad)
-		return al_err_set(err, AL_ENOMEM, "result %s: out of memory while encoding", res->id);
+		return al_err_set(err, AL_ENOMEM, "result %s: out of memory while encoding",
+				  res->id);
 	return AL_OK;
 }
 

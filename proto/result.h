@@ -10,25 +10,25 @@
 #include "err.h"
 #include "job.h"
 
-#define AL_RESULT_MAX_BYTES (256u << 20)  /* a whole encoded result */
+#define AL_RESULT_MAX_BYTES  (256u << 20) /* a whole encoded result */
 #define AL_RESULT_STREAM_MAX (128u << 20) /* stdout or stderr in a result */
-#define AL_RESULT_FILE_MAX (64u << 20)	  /* one collected file */
-#define AL_ERROR_MAX 1024		  /* the human-readable error */
-#define AL_INFO_MAX 32			  /* backend facts (info map) */
-#define AL_INFO_VALUE_MAX 1024
+#define AL_RESULT_FILE_MAX   (64u << 20)  /* one collected file */
+#define AL_ERROR_MAX	     1024	  /* the human-readable error */
+#define AL_INFO_MAX	     32		  /* backend facts (info map) */
+#define AL_INFO_VALUE_MAX    1024
 
 enum al_status_code {
-	AL_ST_OK = 0,	    /* exited 0 */
-	AL_ST_NONZERO_EXIT, /* exited with a non-zero code or died by a signal */
-	AL_ST_TIMEOUT,	    /* wall-clock limit reached, killed */
-	AL_ST_CPU_LIMIT,    /* CPU-time limit reached */
-	AL_ST_MEMORY_LIMIT, /* out of memory in its cgroup / VM */
-	AL_ST_OUTPUT_LIMIT, /* stdout/stderr or file size cap reached */
-	AL_ST_CANCELLED,    /* cancelled by a client */
-	AL_ST_REJECTED,	    /* never ran: invalid or refused by policy */
+	AL_ST_OK = 0,	     /* exited 0 */
+	AL_ST_NONZERO_EXIT,  /* exited with a non-zero code or died by a signal */
+	AL_ST_TIMEOUT,	     /* wall-clock limit reached, killed */
+	AL_ST_CPU_LIMIT,     /* CPU-time limit reached */
+	AL_ST_MEMORY_LIMIT,  /* out of memory in its cgroup / VM */
+	AL_ST_OUTPUT_LIMIT,  /* stdout/stderr or file size cap reached */
+	AL_ST_CANCELLED,     /* cancelled by a client */
+	AL_ST_REJECTED,	     /* never ran: invalid or refused by policy */
 	AL_ST_SANDBOX_ERROR, /* the isolation boundary failed (retried) */
-	AL_ST_WORKER_LOST,  /* every attempt's worker died */
-	AL_ST_EXPIRED,	    /* not started before its deadline */
+	AL_ST_WORKER_LOST,   /* every attempt's worker died */
+	AL_ST_EXPIRED,	     /* not started before its deadline */
 	AL_ST_COUNT
 };
 
@@ -39,29 +39,29 @@ struct al_out_file {
 };
 
 struct al_result {
-	uint32_t version;	  /* AL_PROTO_VERSION */
-	char *id;		  /* the job's id */
-	uint32_t attempt;	  /* 1-based attempt that produced it; 0 if none ran */
+	uint32_t version; /* AL_PROTO_VERSION */
+	char *id;	  /* the job's id */
+	uint32_t attempt; /* 1-based attempt that produced it; 0 if none ran */
 	enum al_status_code status;
-	bool has_exit_code;	  /* false when the job never exited by itself */
+	bool has_exit_code; /* false when the job never exited by itself */
 	int32_t exit_code;
-	int32_t signal;		  /* signal that ended the job, 0 when none */
-	struct al_bytes out;	  /* stdout, at most the job's cap */
+	int32_t signal;	     /* signal that ended the job, 0 when none */
+	struct al_bytes out; /* stdout, at most the job's cap */
 	bool out_truncated;
-	struct al_bytes err;	  /* stderr */
+	struct al_bytes err; /* stderr */
 	bool err_truncated;
 	struct al_out_file *files; /* collected output files */
 	size_t nfiles;
-	uint64_t wall_ms;	  /* milliseconds */
+	uint64_t wall_ms; /* milliseconds */
 	uint64_t cpu_ms;
 	uint64_t peak_memory_bytes;
-	char *backend;		  /* e.g. "process"; may be NULL */
-	char *worker;		  /* worker id; may be NULL */
-	uint64_t queued_ms;	  /* unix ms timestamps, 0 when unknown */
+	char *backend;	    /* e.g. "process"; may be NULL */
+	char *worker;	    /* worker id; may be NULL */
+	uint64_t queued_ms; /* unix ms timestamps, 0 when unknown */
 	uint64_t started_ms;
 	uint64_t finished_ms;
-	char *error;		  /* why, whenever status is not ok/nonzero_exit */
-	struct al_kv *info;	  /* backend facts: image hash, VM name and IP... */
+	char *error;	    /* why, whenever status is not ok/nonzero_exit */
+	struct al_kv *info; /* backend facts: image hash, VM name and IP... */
 	size_t ninfo;
 };
 
@@ -76,7 +76,7 @@ int al_result_encode(const struct al_result *res, struct al_buf *out, struct al_
 int al_result_validate(const struct al_result *res, struct al_err *err);
 /* Set res->error to a copy of the formatted message; returns 0 or -1. */
 int al_result_set_error(struct al_result *res, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+    __attribute__((format(printf, 2, 3)));
 /* Add a key/value to res->info (copies both); returns 0 or -1. */
 int al_result_add_info(struct al_result *res, const char *key, const char *value);
 void al_result_free(struct al_result *res);

@@ -8,284 +8,287 @@
 /* Shared fragments are repeated inline: Redis runs each script alone. */
 
 const char al_lua_submit[] =
-	"local out = {}\n"
-	"for i = 0, #KEYS / 3 - 1 do\n"
-	"  local K, A = 3 * i, 7 * i\n"
-	"  local r\n"
-	"  local prev = ARGV[A + 5] == '1' and redis.call('GET', KEYS[K + 3])\n"
-	"  if prev then r = {0, prev}\n"
-	"  elseif redis.call('EXISTS', KEYS[K + 1]) == 1 then r = {-1, ARGV[A + 1]}\n"
-	"  else\n"
-	"    local e = redis.call('XADD', KEYS[K + 2], '*', 'id', ARGV[A + 1], 'job', ARGV[A + 2])\n"
-	"    redis.call('HSET', KEYS[K + 1], 'state', 'submitted', 'submitted_ms', ARGV[A + 3],"
-	" 'tier', ARGV[A + 6], 'tenant', ARGV[A + 7], 'entry', e)\n"
-	"    if ARGV[A + 5] == '1' then redis.call('SET', KEYS[K + 3], ARGV[A + 1], 'EX', ARGV[A + 4]) end\n"
-	"    r = {1, ARGV[A + 1]}\n"
-	"  end\n"
-	"  out[i + 1] = r\n"
-	"end\n"
-	"return out\n";
+    "local out = {}\n"
+    "for i = 0, #KEYS / 3 - 1 do\n"
+    "  local K, A = 3 * i, 7 * i\n"
+    "  local r\n"
+    "  local prev = ARGV[A + 5] == '1' and redis.call('GET', KEYS[K + 3])\n"
+    "  if prev then r = {0, prev}\n"
+    "  elseif redis.call('EXISTS', KEYS[K + 1]) == 1 then r = {-1, ARGV[A + 1]}\n"
+    "  else\n"
+    "    local e = redis.call('XADD', KEYS[K + 2], '*', 'id', ARGV[A + 1], 'job', ARGV[A + 2])\n"
+    "    redis.call('HSET', KEYS[K + 1], 'state', 'submitted', 'submitted_ms', ARGV[A + 3],"
+    " 'tier', ARGV[A + 6], 'tenant', ARGV[A + 7], 'entry', e)\n"
+    "    if ARGV[A + 5] == '1' then redis.call('SET', KEYS[K + 3], ARGV[A + 1], 'EX', ARGV[A + 4]) "
+    "end\n"
+    "    r = {1, ARGV[A + 1]}\n"
+    "  end\n"
+    "  out[i + 1] = r\n"
+    "end\n"
+    "return out\n";
 
 /* Acknowledgements (and COMMIT's status counters) are collected and sent
  * once per call. */
 const char al_lua_admit[] =
-	"local out, acks = {}, {}\n"
-	"local n = (#ARGV - 1) / 12\n"
-	"for i = 0, n - 1 do\n"
-	"  local K = 1 + 2 * i\n"
-	"  local A = 1 + 12 * i\n"
-	"  local entry = ARGV[A + 12]\n"
-	"  local function ack() acks[#acks + 1] = entry end\n"
-	"  local h = redis.call('HMGET', KEYS[K + 1], 'state', 'entry')\n"
-	"  local st = h[1]\n"
-	"  local code\n"
-	"  if st and h[2] and h[2] ~= entry then ack(); code = -2\n"
-	"  elseif st == 'done' then ack(); code = -1\n"
-	"  elseif st and st ~= 'submitted' then ack(); code = 0\n"
-	"  else\n"
-	"    local tenant = ARGV[A + 4]\n"
-	"    local tk = 'al:tenant:' .. tenant\n"
-	"    local maxq = tonumber(ARGV[A + 8])\n"
-	"    if maxq > 0 and tonumber(redis.call('HGET', tk, 'queued') or '0') >= maxq then\n"
-	"      code = -3\n"
-	"    end\n"
-	"    local rate = tonumber(ARGV[A + 9])\n"
-	"    if not code and rate > 0 then\n"
-	"      local rk = 'al:rate:' .. tenant .. ':' .. math.floor(tonumber(ARGV[A + 6]) / 1000)\n"
-	"      local c = redis.call('INCR', rk)\n"
-	"      if c == 1 then redis.call('PEXPIRE', rk, 2000) end\n"
-	"      if c > rate then code = -4 end\n"
-	"    end\n"
-	"    if not code then\n"
-	"      local counted = (maxq > 0 or tonumber(ARGV[A + 11]) > 0) and '1' or '0'\n"
-	"      redis.call('HSET', KEYS[K + 1], 'state', 'queued', 'job', ARGV[A + 2], 'tier', ARGV[A + 3],"
-	" 'tenant', tenant, 'attempt', 1, 'max_attempts', ARGV[A + 5], 'queued_ms', ARGV[A + 6],"
-	" 'deadline_ms', ARGV[A + 7], 'band', ARGV[A + 10], 'max_running', ARGV[A + 11],"
-	" 'counted', counted, 'entry', entry)\n"
-	"      if counted == '1' then redis.call('HINCRBY', tk, 'queued', 1) end\n"
-	"      if tonumber(ARGV[A + 7]) > 0 then\n"
-	"        redis.call('ZADD', 'al:deadlines', ARGV[A + 7], ARGV[A + 1]) end\n"
-	"      redis.call('XADD', KEYS[K + 2], '*', 'id', ARGV[A + 1], 'attempt', 1)\n"
-	"      ack(); code = 1\n"
-	"    end\n"
-	"  end\n"
-	"  out[i + 1] = code\n"
-	"end\n"
-	"if #acks > 0 then redis.call('XACK', KEYS[1], ARGV[1], unpack(acks)) end\n"
-	"return out\n";
+    "local out, acks = {}, {}\n"
+    "local n = (#ARGV - 1) / 12\n"
+    "for i = 0, n - 1 do\n"
+    "  local K = 1 + 2 * i\n"
+    "  local A = 1 + 12 * i\n"
+    "  local entry = ARGV[A + 12]\n"
+    "  local function ack() acks[#acks + 1] = entry end\n"
+    "  local h = redis.call('HMGET', KEYS[K + 1], 'state', 'entry')\n"
+    "  local st = h[1]\n"
+    "  local code\n"
+    "  if st and h[2] and h[2] ~= entry then ack(); code = -2\n"
+    "  elseif st == 'done' then ack(); code = -1\n"
+    "  elseif st and st ~= 'submitted' then ack(); code = 0\n"
+    "  else\n"
+    "    local tenant = ARGV[A + 4]\n"
+    "    local tk = 'al:tenant:' .. tenant\n"
+    "    local maxq = tonumber(ARGV[A + 8])\n"
+    "    if maxq > 0 and tonumber(redis.call('HGET', tk, 'queued') or '0') >= maxq then\n"
+    "      code = -3\n"
+    "    end\n"
+    "    local rate = tonumber(ARGV[A + 9])\n"
+    "    if not code and rate > 0 then\n"
+    "      local rk = 'al:rate:' .. tenant .. ':' .. math.floor(tonumber(ARGV[A + 6]) / 1000)\n"
+    "      local c = redis.call('INCR', rk)\n"
+    "      if c == 1 then redis.call('PEXPIRE', rk, 2000) end\n"
+    "      if c > rate then code = -4 end\n"
+    "    end\n"
+    "    if not code then\n"
+    "      local counted = (maxq > 0 or tonumber(ARGV[A + 11]) > 0) and '1' or '0'\n"
+    "      redis.call('HSET', KEYS[K + 1], 'state', 'queued', 'job', ARGV[A + 2], 'tier', ARGV[A + "
+    "3],"
+    " 'tenant', tenant, 'attempt', 1, 'max_attempts', ARGV[A + 5], 'queued_ms', ARGV[A + 6],"
+    " 'deadline_ms', ARGV[A + 7], 'band', ARGV[A + 10], 'max_running', ARGV[A + 11],"
+    " 'counted', counted, 'entry', entry)\n"
+    "      if counted == '1' then redis.call('HINCRBY', tk, 'queued', 1) end\n"
+    "      if tonumber(ARGV[A + 7]) > 0 then\n"
+    "        redis.call('ZADD', 'al:deadlines', ARGV[A + 7], ARGV[A + 1]) end\n"
+    "      redis.call('XADD', KEYS[K + 2], '*', 'id', ARGV[A + 1], 'attempt', 1)\n"
+    "      ack(); code = 1\n"
+    "    end\n"
+    "  end\n"
+    "  out[i + 1] = code\n"
+    "end\n"
+    "if #acks > 0 then redis.call('XACK', KEYS[1], ARGV[1], unpack(acks)) end\n"
+    "return out\n";
 
 /* Claim one delivered entry: the heart of CLAIM and FETCH. A second claim
  * of the same attempt by the same worker answers as the first (the worker
  * sends CLAIM again when its answer was lost). */
-#define CLAIM_ONE \
-	"local function claim_one(jk, att, worker, now)\n" \
-	"  local h = redis.call('HMGET', jk, 'attempt', 'job', 'cancel', 'deadline_ms', 'state'," \
-	" 'tenant', 'max_running', 'counted', 'worker')\n" \
-	"  local dl = tonumber(h[4] or '0') or 0\n" \
-	"  local tk = 'al:tenant:' .. (h[6] or 'default')\n" \
-	"  local maxr = tonumber(h[7] or '0') or 0\n" \
-	"  if not h[2] then return {-2} end\n" \
-	"  if tonumber(h[1]) ~= tonumber(att) then return {0} end\n" \
-	"  if h[5] == 'running' and h[9] == worker then return {1, h[2]} end\n" \
-	"  if h[5] ~= 'queued' then return {0} end\n" \
-	"  if h[3] == '1' then return {-3, h[2]} end\n" \
-	"  if dl > 0 and tonumber(now) > dl then return {-4, h[2]} end\n" \
-	"  if maxr > 0 and tonumber(redis.call('HGET', tk, 'running') or '0') >= maxr then\n" \
-	"    return {-5} end\n" \
-	"  redis.call('HSET', jk, 'state', 'running', 'worker', worker, 'started_ms', now)\n" \
-	"  if h[8] == '1' then\n" \
-	"    redis.call('HINCRBY', tk, 'queued', -1); redis.call('HINCRBY', tk, 'running', 1)\n" \
-	"  end\n" \
-	"  return {1, h[2]}\n" \
+#define CLAIM_ONE                                                                                  \
+	"local function claim_one(jk, att, worker, now)\n"                                         \
+	"  local h = redis.call('HMGET', jk, 'attempt', 'job', 'cancel', 'deadline_ms', 'state',"  \
+	" 'tenant', 'max_running', 'counted', 'worker')\n"                                         \
+	"  local dl = tonumber(h[4] or '0') or 0\n"                                                \
+	"  local tk = 'al:tenant:' .. (h[6] or 'default')\n"                                       \
+	"  local maxr = tonumber(h[7] or '0') or 0\n"                                              \
+	"  if not h[2] then return {-2} end\n"                                                     \
+	"  if tonumber(h[1]) ~= tonumber(att) then return {0} end\n"                               \
+	"  if h[5] == 'running' and h[9] == worker then return {1, h[2]} end\n"                    \
+	"  if h[5] ~= 'queued' then return {0} end\n"                                              \
+	"  if h[3] == '1' then return {-3, h[2]} end\n"                                            \
+	"  if dl > 0 and tonumber(now) > dl then return {-4, h[2]} end\n"                          \
+	"  if maxr > 0 and tonumber(redis.call('HGET', tk, 'running') or '0') >= maxr then\n"      \
+	"    return {-5} end\n"                                                                    \
+	"  redis.call('HSET', jk, 'state', 'running', 'worker', worker, 'started_ms', now)\n"      \
+	"  if h[8] == '1' then\n"                                                                  \
+	"    redis.call('HINCRBY', tk, 'queued', -1); redis.call('HINCRBY', tk, 'running', 1)\n"   \
+	"  end\n"                                                                                  \
+	"  return {1, h[2]}\n"                                                                     \
 	"end\n"
 
 const char al_lua_claim[] =
-	CLAIM_ONE
-	"local out = {}\n"
-	"for i = 0, #ARGV - 3 do\n"
-	"  out[i + 1] = claim_one(KEYS[i + 1], ARGV[3 + i], ARGV[1], ARGV[2])\n"
-	"end\n"
-	"return out\n";
+    CLAIM_ONE "local out = {}\n"
+	      "for i = 0, #ARGV - 3 do\n"
+	      "  out[i + 1] = claim_one(KEYS[i + 1], ARGV[3 + i], ARGV[1], ARGV[2])\n"
+	      "end\n"
+	      "return out\n";
 
-const char al_lua_fetch[] =
-	CLAIM_ONE
-	"local args = {'XREADGROUP', 'GROUP', 'workers', ARGV[1], 'COUNT', ARGV[3], 'STREAMS'}\n"
-	"for _, k in ipairs(KEYS) do table.insert(args, k) end\n"
-	"for _ in ipairs(KEYS) do table.insert(args, '>') end\n"
-	"local got = redis.call(unpack(args))\n"
-	"local out = {}\n"
-	"if not got then return out end\n"
-	"for _, st in ipairs(got) do\n"
-	"  for _, e in ipairs(st[2]) do\n"
-	"    local f = {}\n"
-	"    for i = 1, #e[2], 2 do f[e[2][i]] = e[2][i + 1] end\n"
-	"    local r\n"
-	"    if not f['id'] or not f['attempt'] or not string.match(f['id'], '^[%w%.:_-]+$') then\n"
-	"      r = {-9}\n"
-	"    else r = claim_one('al:job:' .. f['id'], f['attempt'], ARGV[1], ARGV[2]) end\n"
-	"    table.insert(out, {st[1], e[1], f['id'] or '', f['attempt'] or '0', r[1], r[2]})\n"
-	"  end\n"
-	"end\n"
-	"return out\n";
+const char al_lua_fetch[] = CLAIM_ONE
+    "local args = {'XREADGROUP', 'GROUP', 'workers', ARGV[1], 'COUNT', ARGV[3], 'STREAMS'}\n"
+    "for _, k in ipairs(KEYS) do table.insert(args, k) end\n"
+    "for _ in ipairs(KEYS) do table.insert(args, '>') end\n"
+    "local got = redis.call(unpack(args))\n"
+    "local out = {}\n"
+    "if not got then return out end\n"
+    "for _, st in ipairs(got) do\n"
+    "  for _, e in ipairs(st[2]) do\n"
+    "    local f = {}\n"
+    "    for i = 1, #e[2], 2 do f[e[2][i]] = e[2][i + 1] end\n"
+    "    local r\n"
+    "    if not f['id'] or not f['attempt'] or not string.match(f['id'], '^[%w%.:_-]+$') then\n"
+    "      r = {-9}\n"
+    "    else r = claim_one('al:job:' .. f['id'], f['attempt'], ARGV[1], ARGV[2]) end\n"
+    "    table.insert(out, {st[1], e[1], f['id'] or '', f['attempt'] or '0', r[1], r[2]})\n"
+    "  end\n"
+    "end\n"
+    "return out\n";
 
 const char al_lua_commit[] =
-	"local acks, counts = {}, {}\n"
-	"local function commit_one(K, A)\n"
-	"  local function ack()\n"
-	"    if ARGV[A + 4] ~= '' then\n"
-	"      local g = KEYS[K + 4] .. '\\0' .. ARGV[A + 5]\n"
-	"      acks[g] = acks[g] or {KEYS[K + 4], ARGV[A + 5]}\n"
-	"      table.insert(acks[g], ARGV[A + 4])\n"
-	"    end\n"
-	"  end\n"
-	"  local h = redis.call('HMGET', KEYS[K + 1], 'attempt', 'state', 'counted', 'tenant', 'entry')\n"
-	"  local unrun = ARGV[A + 1] == '-1'\n"
-	"  if unrun and h[2] and h[5] and ARGV[A + 4] ~= '' and h[5] ~= ARGV[A + 4] then\n"
-	"    ack(); return -2 end\n"
-	"  if h[2] == 'done' then ack(); return 0 end\n"
-	"  if unrun then\n"
-	"    if h[2] and h[2] ~= 'submitted' then ack(); return -1 end\n"
-	"  elseif not h[1] or tonumber(h[1]) ~= tonumber(ARGV[A + 1]) then\n"
-	"    return -1 end\n"
-	"  local ttl = ARGV[A + 3]\n"
-	"  redis.call('SET', KEYS[K + 2], ARGV[A + 2], 'PX', ttl)\n"
-	"  if h[3] == '1' then\n"
-	"    local tk = 'al:tenant:' .. (h[4] or 'default')\n"
-	"    if h[2] == 'running' then redis.call('HINCRBY', tk, 'running', -1)\n"
-	"    elseif h[2] == 'queued' or h[2] == 'retrying' then\n"
-	"      redis.call('HINCRBY', tk, 'queued', -1) end\n"
-	"  end\n"
-	"  redis.call('HSET', KEYS[K + 1], 'state', 'done', 'status', ARGV[A + 6])\n"
-	"  if unrun and ARGV[A + 4] ~= '' then redis.call('HSET', KEYS[K + 1], 'entry', ARGV[A + 4]) end\n"
-	"  redis.call('PEXPIRE', KEYS[K + 1], ttl)\n"
-	"  redis.call('RPUSH', KEYS[K + 3], '1')\n"
-	"  redis.call('PEXPIRE', KEYS[K + 3], ttl)\n"
-	"  counts['status:' .. ARGV[A + 6]] = (counts['status:' .. ARGV[A + 6]] or 0) + 1\n"
-	"  ack()\n"
-	"  return 1\n"
-	"end\n"
-	"local out = {}\n"
-	"for i = 0, #KEYS / 4 - 1 do out[i + 1] = commit_one(4 * i, 6 * i) end\n"
-	"for _, a in pairs(acks) do redis.call('XACK', unpack(a)) end\n"
-	"for f, n in pairs(counts) do redis.call('HINCRBY', 'al:stats', f, n) end\n"
-	"return out\n";
+    "local acks, counts = {}, {}\n"
+    "local function commit_one(K, A)\n"
+    "  local function ack()\n"
+    "    if ARGV[A + 4] ~= '' then\n"
+    "      local g = KEYS[K + 4] .. '\\0' .. ARGV[A + 5]\n"
+    "      acks[g] = acks[g] or {KEYS[K + 4], ARGV[A + 5]}\n"
+    "      table.insert(acks[g], ARGV[A + 4])\n"
+    "    end\n"
+    "  end\n"
+    "  local h = redis.call('HMGET', KEYS[K + 1], 'attempt', 'state', 'counted', 'tenant', "
+    "'entry')\n"
+    "  local unrun = ARGV[A + 1] == '-1'\n"
+    "  if unrun and h[2] and h[5] and ARGV[A + 4] ~= '' and h[5] ~= ARGV[A + 4] then\n"
+    "    ack(); return -2 end\n"
+    "  if h[2] == 'done' then ack(); return 0 end\n"
+    "  if unrun then\n"
+    "    if h[2] and h[2] ~= 'submitted' then ack(); return -1 end\n"
+    "  elseif not h[1] or tonumber(h[1]) ~= tonumber(ARGV[A + 1]) then\n"
+    "    return -1 end\n"
+    "  local ttl = ARGV[A + 3]\n"
+    "  redis.call('SET', KEYS[K + 2], ARGV[A + 2], 'PX', ttl)\n"
+    "  if h[3] == '1' then\n"
+    "    local tk = 'al:tenant:' .. (h[4] or 'default')\n"
+    "    if h[2] == 'running' then redis.call('HINCRBY', tk, 'running', -1)\n"
+    "    elseif h[2] == 'queued' or h[2] == 'retrying' then\n"
+    "      redis.call('HINCRBY', tk, 'queued', -1) end\n"
+    "  end\n"
+    "  redis.call('HSET', KEYS[K + 1], 'state', 'done', 'status', ARGV[A + 6])\n"
+    "  if unrun and ARGV[A + 4] ~= '' then redis.call('HSET', KEYS[K + 1], 'entry', ARGV[A + 4]) "
+    "end\n"
+    "  redis.call('PEXPIRE', KEYS[K + 1], ttl)\n"
+    "  redis.call('RPUSH', KEYS[K + 3], '1')\n"
+    "  redis.call('PEXPIRE', KEYS[K + 3], ttl)\n"
+    "  counts['status:' .. ARGV[A + 6]] = (counts['status:' .. ARGV[A + 6]] or 0) + 1\n"
+    "  ack()\n"
+    "  return 1\n"
+    "end\n"
+    "local out = {}\n"
+    "for i = 0, #KEYS / 4 - 1 do out[i + 1] = commit_one(4 * i, 6 * i) end\n"
+    "for _, a in pairs(acks) do redis.call('XACK', unpack(a)) end\n"
+    "for f, n in pairs(counts) do redis.call('HINCRBY', 'al:stats', f, n) end\n"
+    "return out\n";
 
 const char al_lua_retry[] =
-	"local h = redis.call('HMGET', KEYS[1], 'attempt', 'state', 'counted', 'tenant')\n"
-	"if not h[1] or tonumber(h[1]) ~= tonumber(ARGV[1]) or h[2] == 'done' then return -1 end\n"
-	"local a = tonumber(h[1])\n"
-	"if ARGV[6] == '1' then a = a + 1; redis.call('HINCRBY', 'al:stats', 'retries', 1) end\n"
-	"redis.call('HSET', KEYS[1], 'attempt', a, 'state', 'retrying')\n"
-	"if h[2] == 'running' and h[3] == '1' then\n"
-	"  local tk = 'al:tenant:' .. (h[4] or 'default')\n"
-	"  redis.call('HINCRBY', tk, 'running', -1); redis.call('HINCRBY', tk, 'queued', 1)\n"
-	"end\n"
-	"redis.call('ZADD', KEYS[2], ARGV[2], ARGV[5])\n"
-	"redis.call('XACK', KEYS[3], ARGV[4], ARGV[3])\n"
-	"return 1\n";
+    "local h = redis.call('HMGET', KEYS[1], 'attempt', 'state', 'counted', 'tenant')\n"
+    "if not h[1] or tonumber(h[1]) ~= tonumber(ARGV[1]) or h[2] == 'done' then return -1 end\n"
+    "local a = tonumber(h[1])\n"
+    "if ARGV[6] == '1' then a = a + 1; redis.call('HINCRBY', 'al:stats', 'retries', 1) end\n"
+    "redis.call('HSET', KEYS[1], 'attempt', a, 'state', 'retrying')\n"
+    "if h[2] == 'running' and h[3] == '1' then\n"
+    "  local tk = 'al:tenant:' .. (h[4] or 'default')\n"
+    "  redis.call('HINCRBY', tk, 'running', -1); redis.call('HINCRBY', tk, 'queued', 1)\n"
+    "end\n"
+    "redis.call('ZADD', KEYS[2], ARGV[2], ARGV[5])\n"
+    "redis.call('XACK', KEYS[3], ARGV[4], ARGV[3])\n"
+    "return 1\n";
 
 const char al_lua_promote[] =
-	"local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[2])\n"
-	"local n = 0\n"
-	"for _, id in ipairs(ids) do\n"
-	"  redis.call('ZREM', KEYS[1], id)\n"
-	"  local h = redis.call('HMGET', 'al:job:' .. id, 'tier', 'attempt', 'band', 'state')\n"
-	"  if h[1] and h[4] == 'retrying' then\n"
-	"    redis.call('HSET', 'al:job:' .. id, 'state', 'queued')\n"
-	"    redis.call('XADD', 'al:q:' .. h[1] .. ':' .. (h[3] or 'mid'), '*', 'id', id,"
-	" 'attempt', h[2])\n"
-	"    n = n + 1\n"
-	"  end\n"
-	"end\n"
-	"return n\n";
+    "local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[2])\n"
+    "local n = 0\n"
+    "for _, id in ipairs(ids) do\n"
+    "  redis.call('ZREM', KEYS[1], id)\n"
+    "  local h = redis.call('HMGET', 'al:job:' .. id, 'tier', 'attempt', 'band', 'state')\n"
+    "  if h[1] and h[4] == 'retrying' then\n"
+    "    redis.call('HSET', 'al:job:' .. id, 'state', 'queued')\n"
+    "    redis.call('XADD', 'al:q:' .. h[1] .. ':' .. (h[3] or 'mid'), '*', 'id', id,"
+    " 'attempt', h[2])\n"
+    "    n = n + 1\n"
+    "  end\n"
+    "end\n"
+    "return n\n";
 
 const char al_lua_reclaim[] =
-	"local function ack()\n"
-	"  redis.call('XACK', KEYS[3], ARGV[2], ARGV[1])\n"
-	"end\n"
-	"if redis.call('EXISTS', KEYS[2]) == 1 then ack(); return 0 end\n"
-	"local h = redis.call('HMGET', KEYS[1], 'attempt', 'max_attempts', 'state', 'counted', 'tenant')\n"
-	"if not h[1] then ack(); return -2 end\n"
-	"if tonumber(h[1]) ~= tonumber(ARGV[3]) or h[3] == 'done' then ack(); return 0 end\n"
-	"if tonumber(h[1]) >= tonumber(h[2]) then return 2 end\n"
-	"if h[3] == 'running' and h[4] == '1' then\n"
-	"  local tk = 'al:tenant:' .. (h[5] or 'default')\n"
-	"  redis.call('HINCRBY', tk, 'running', -1); redis.call('HINCRBY', tk, 'queued', 1)\n"
-	"end\n"
-	"local a = tonumber(h[1]) + 1\n"
-	"redis.call('HSET', KEYS[1], 'attempt', a, 'state', 'queued')\n"
-	"redis.call('HINCRBY', 'al:stats', 'reclaimed', 1)\n"
-	"redis.call('XADD', KEYS[3], '*', 'id', ARGV[4], 'attempt', a)\n"
-	"ack()\n"
-	"return 1\n";
+    "local function ack()\n"
+    "  redis.call('XACK', KEYS[3], ARGV[2], ARGV[1])\n"
+    "end\n"
+    "if redis.call('EXISTS', KEYS[2]) == 1 then ack(); return 0 end\n"
+    "local h = redis.call('HMGET', KEYS[1], 'attempt', 'max_attempts', 'state', 'counted', "
+    "'tenant')\n"
+    "if not h[1] then ack(); return -2 end\n"
+    "if tonumber(h[1]) ~= tonumber(ARGV[3]) or h[3] == 'done' then ack(); return 0 end\n"
+    "if tonumber(h[1]) >= tonumber(h[2]) then return 2 end\n"
+    "if h[3] == 'running' and h[4] == '1' then\n"
+    "  local tk = 'al:tenant:' .. (h[5] or 'default')\n"
+    "  redis.call('HINCRBY', tk, 'running', -1); redis.call('HINCRBY', tk, 'queued', 1)\n"
+    "end\n"
+    "local a = tonumber(h[1]) + 1\n"
+    "redis.call('HSET', KEYS[1], 'attempt', a, 'state', 'queued')\n"
+    "redis.call('HINCRBY', 'al:stats', 'reclaimed', 1)\n"
+    "redis.call('XADD', KEYS[3], '*', 'id', ARGV[4], 'attempt', a)\n"
+    "ack()\n"
+    "return 1\n";
 
 const char al_lua_cancel[] =
-	"if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end\n"
-	"local h = redis.call('HMGET', KEYS[1], 'state', 'counted', 'tenant')\n"
-	"local st = h[1]\n"
-	"if not st then return -1 end\n"
-	"if st == 'done' then return 0 end\n"
-	"redis.call('HSET', KEYS[1], 'cancel', '1')\n"
-	"if st == 'running' then\n"
-	"  redis.call('PUBLISH', 'al:cancel', ARGV[1])\n"
-	"  return 2\n"
-	"end\n"
-	"redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])\n"
-	"if (st == 'queued' or st == 'retrying') and h[2] == '1' then\n"
-	"  redis.call('HINCRBY', 'al:tenant:' .. (h[3] or 'default'), 'queued', -1) end\n"
-	"redis.call('HSET', KEYS[1], 'state', 'done', 'status', 'cancelled')\n"
-	"redis.call('PEXPIRE', KEYS[1], ARGV[3])\n"
-	"redis.call('RPUSH', KEYS[3], '1')\n"
-	"redis.call('PEXPIRE', KEYS[3], ARGV[3])\n"
-	"redis.call('HINCRBY', 'al:stats', 'status:cancelled', 1)\n"
-	"return 1\n";
+    "if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end\n"
+    "local h = redis.call('HMGET', KEYS[1], 'state', 'counted', 'tenant')\n"
+    "local st = h[1]\n"
+    "if not st then return -1 end\n"
+    "if st == 'done' then return 0 end\n"
+    "redis.call('HSET', KEYS[1], 'cancel', '1')\n"
+    "if st == 'running' then\n"
+    "  redis.call('PUBLISH', 'al:cancel', ARGV[1])\n"
+    "  return 2\n"
+    "end\n"
+    "redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])\n"
+    "if (st == 'queued' or st == 'retrying') and h[2] == '1' then\n"
+    "  redis.call('HINCRBY', 'al:tenant:' .. (h[3] or 'default'), 'queued', -1) end\n"
+    "redis.call('HSET', KEYS[1], 'state', 'done', 'status', 'cancelled')\n"
+    "redis.call('PEXPIRE', KEYS[1], ARGV[3])\n"
+    "redis.call('RPUSH', KEYS[3], '1')\n"
+    "redis.call('PEXPIRE', KEYS[3], ARGV[3])\n"
+    "redis.call('HINCRBY', 'al:stats', 'status:cancelled', 1)\n"
+    "return 1\n";
 
 const char al_lua_expire[] =
-	"local h = redis.call('HMGET', KEYS[1], 'state', 'tenant', 'counted')\n"
-	"redis.call('ZREM', KEYS[4], ARGV[1])\n"
-	"if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end\n"
-	"if h[1] ~= 'queued' and h[1] ~= 'retrying' then return 0 end\n"
-	"redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])\n"
-	"if h[3] == '1' then redis.call('HINCRBY', 'al:tenant:' .. (h[2] or 'default'), 'queued', -1) end\n"
-	"redis.call('HSET', KEYS[1], 'state', 'done', 'status', 'expired')\n"
-	"redis.call('PEXPIRE', KEYS[1], ARGV[3])\n"
-	"redis.call('RPUSH', KEYS[3], '1')\n"
-	"redis.call('PEXPIRE', KEYS[3], ARGV[3])\n"
-	"redis.call('HINCRBY', 'al:stats', 'status:expired', 1)\n"
-	"return 1\n";
+    "local h = redis.call('HMGET', KEYS[1], 'state', 'tenant', 'counted')\n"
+    "redis.call('ZREM', KEYS[4], ARGV[1])\n"
+    "if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end\n"
+    "if h[1] ~= 'queued' and h[1] ~= 'retrying' then return 0 end\n"
+    "redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])\n"
+    "if h[3] == '1' then redis.call('HINCRBY', 'al:tenant:' .. (h[2] or 'default'), 'queued', -1) "
+    "end\n"
+    "redis.call('HSET', KEYS[1], 'state', 'done', 'status', 'expired')\n"
+    "redis.call('PEXPIRE', KEYS[1], ARGV[3])\n"
+    "redis.call('RPUSH', KEYS[3], '1')\n"
+    "redis.call('PEXPIRE', KEYS[3], ARGV[3])\n"
+    "redis.call('HINCRBY', 'al:stats', 'status:expired', 1)\n"
+    "return 1\n";
 
 const char al_lua_trim[] =
-	"local last, lag = nil, 0\n"
-	"for _, g in ipairs(redis.call('XINFO', 'GROUPS', KEYS[1])) do\n"
-	"  local f = {}\n"
-	"  for i = 1, #g, 2 do f[g[i]] = g[i + 1] end\n"
-	"  if f['name'] == ARGV[1] then last = f['last-delivered-id']; lag = f['lag'] end\n"
-	"end\n"
-	"if not last then return {0, 0, 0} end\n"
-	"local p = redis.call('XPENDING', KEYS[1], ARGV[1])\n"
-	"local ms, seq = string.match(last, '(%d+)-(%d+)')\n"
-	"local cut = ms .. '-' .. (tonumber(seq) + 1)\n"
-	"if p[1] > 0 then cut = p[2] end\n"
-	"local n = redis.call('XTRIM', KEYS[1], 'MINID', cut)\n"
-	"if type(lag) ~= 'number' then lag = -1 end\n"
-	"return {n, lag, p[1]}\n";
+    "local last, lag = nil, 0\n"
+    "for _, g in ipairs(redis.call('XINFO', 'GROUPS', KEYS[1])) do\n"
+    "  local f = {}\n"
+    "  for i = 1, #g, 2 do f[g[i]] = g[i + 1] end\n"
+    "  if f['name'] == ARGV[1] then last = f['last-delivered-id']; lag = f['lag'] end\n"
+    "end\n"
+    "if not last then return {0, 0, 0} end\n"
+    "local p = redis.call('XPENDING', KEYS[1], ARGV[1])\n"
+    "local ms, seq = string.match(last, '(%d+)-(%d+)')\n"
+    "local cut = ms .. '-' .. (tonumber(seq) + 1)\n"
+    "if p[1] > 0 then cut = p[2] end\n"
+    "local n = redis.call('XTRIM', KEYS[1], 'MINID', cut)\n"
+    "if type(lag) ~= 'number' then lag = -1 end\n"
+    "return {n, lag, p[1]}\n";
 
-const char al_lua_rearm[] =
-	"local t = redis.call('PTTL', KEYS[2])\n"
-	"if t <= 0 then return 0 end\n"
-	"redis.call('RPUSH', KEYS[1], '1')\n"
-	"redis.call('PEXPIRE', KEYS[1], t)\n"
-	"return 1\n";
+const char al_lua_rearm[] = "local t = redis.call('PTTL', KEYS[2])\n"
+			    "if t <= 0 then return 0 end\n"
+			    "redis.call('RPUSH', KEYS[1], '1')\n"
+			    "redis.call('PEXPIRE', KEYS[1], t)\n"
+			    "return 1\n";
 
 const char al_lua_give_back[] =
-	"local e = redis.call('XRANGE', KEYS[1], ARGV[2], ARGV[2])\n"
-	"if #e == 1 then redis.call('XADD', KEYS[1], '*', unpack(e[1][2])) end\n"
-	"return redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])\n";
+    "local e = redis.call('XRANGE', KEYS[1], ARGV[2], ARGV[2])\n"
+    "if #e == 1 then redis.call('XADD', KEYS[1], '*', unpack(e[1][2])) end\n"
+    "return redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])\n";
 
 const char *const al_lua_all[] = {
-	al_lua_submit, al_lua_admit, al_lua_claim, al_lua_fetch, al_lua_commit, al_lua_retry,
-	al_lua_promote, al_lua_reclaim, al_lua_cancel, al_lua_expire, al_lua_trim,
-	al_lua_rearm, al_lua_give_back, NULL,
+    al_lua_submit, al_lua_admit,   al_lua_claim,     al_lua_fetch,  al_lua_commit,
+    al_lua_retry,  al_lua_promote, al_lua_reclaim,   al_lua_cancel, al_lua_expire,
+    al_lua_trim,   al_lua_rearm,   al_lua_give_back, NULL,
 };
 
 const char *al_script_sha(const char *script)

@@ -28,7 +28,7 @@
 static void on_tick(evutil_socket_t fd, short what, void *arg)
 {
 	struct sched *s = arg;
-	struct timeval tv = { 0, TICK_MS * 1000 };
+	struct timeval tv = {0, TICK_MS * 1000};
 	uint64_t t = al_now_ms();
 	char now[24];
 
@@ -46,7 +46,8 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 		al_call_free(&c);
 	}
 	{
-		const char *argv[] = { "ZRANGEBYSCORE", AL_KEY_DEADLINES, "-inf", now, "LIMIT", "0", "500" };
+		const char *argv[] = {
+		    "ZRANGEBYSCORE", AL_KEY_DEADLINES, "-inf", now, "LIMIT", "0", "500"};
 
 		al_aconn_cmd(s->cmd, sc_on_due_deadlines, s, 7, argv, NULL);
 	}
@@ -71,9 +72,10 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 static void on_cmd_up(struct al_aconn *c, void *arg)
 {
 	struct sched *s = arg;
-	const char *grp[] = { "XGROUP", "CREATE", AL_KEY_INTAKE, AL_GROUP_SCHEDULER, "0", "MKSTREAM" };
-	const char *mine[] = { "XREADGROUP", "GROUP", AL_GROUP_SCHEDULER, s->id, "COUNT", "1000",
-			       "STREAMS", AL_KEY_INTAKE, "0" };
+	const char *grp[] = {"XGROUP",		 "CREATE", AL_KEY_INTAKE,
+			     AL_GROUP_SCHEDULER, "0",	   "MKSTREAM"};
+	const char *mine[] = {"XREADGROUP", "GROUP",   AL_GROUP_SCHEDULER, s->id, "COUNT",
+			      "1000",	    "STREAMS", AL_KEY_INTAKE,	   "0"};
 
 	(void)c;
 	al_log("info", "redis_up", "scheduler=%s note=\"reclaiming after one lease\"", s->id);
@@ -82,7 +84,8 @@ static void on_cmd_up(struct al_aconn *c, void *arg)
 	for (size_t i = 0; i < s->policy.ntiers; i++) {
 		for (int b = 0; b < AL_BANDS; b++) {
 			char key[AL_KEY_MAX];
-			const char *argv[] = { "XGROUP", "CREATE", key, AL_GROUP_WORKERS, "0", "MKSTREAM" };
+			const char *argv[] = {"XGROUP",		"CREATE", key,
+					      AL_GROUP_WORKERS, "0",	  "MKSTREAM"};
 
 			al_key_queue(key, s->policy.tiers[i].name, b);
 			al_aconn_cmd(s->cmd, NULL, NULL, 6, argv, NULL);
@@ -108,26 +111,28 @@ static void on_down(struct al_aconn *c, void *arg)
 
 	if (c == s->fetch)
 		s->fetching = false;
-	al_log("warn", "redis_down", "conn=%s note=\"reconnecting\"", c == s->cmd ? "cmd" : "fetch");
+	al_log("warn", "redis_down", "conn=%s note=\"reconnecting\"",
+	       c == s->cmd ? "cmd" : "fetch");
 }
 
 static void on_hup(evutil_socket_t sig, short what, void *arg)
 {
 	struct sched *s = arg;
 	struct al_policy fresh;
-	struct al_err err = { 0 };
+	struct al_err err = {0};
 
 	(void)sig;
 	(void)what;
 	if (al_policy_load(s->policy_path, &fresh, &err)) {
-		al_log("error", "policy_reload", "result=refused error=\"%s\" note=\"the old policy stays in force\"",
-		      err.msg);
+		al_log("error", "policy_reload",
+		       "result=refused error=\"%s\" note=\"the old policy stays in force\"",
+		       err.msg);
 		return;
 	}
 	al_policy_free(&s->policy);
 	s->policy = fresh;
 	al_log("info", "policy_reload", "result=ok source=%s tiers=%zu", s->policy.source,
-	      s->policy.ntiers);
+	       s->policy.ntiers);
 	if (al_aconn_is_up(s->cmd))
 		on_cmd_up(s->cmd, s);
 }
@@ -144,29 +149,35 @@ static void on_stop(evutil_socket_t sig, short what, void *arg)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: airlock-scheduler [options]\n"
-		   "  --redis URL      redis://host:port or unix:///path.sock (AIRLOCK_REDIS)\n"
-		   "  --policy FILE    the operator's policy (AIRLOCK_POLICY; default built-in)\n"
-		   "  --listen H:P     metrics and health over HTTP (default 127.0.0.1:9464; \"off\")\n"
-		   "  --id NAME        scheduler name (default host-pid)\n"
-		   "  --libvirt URI    end service VMs' leases and reconcile this libvirt with Redis\n"
-		   "                   (run the scheduler on the VM host; default: no VM management)\n"
-		   "  --check          load the policy, report, and exit\n");
+	fprintf(
+	    f, "usage: airlock-scheduler [options]\n"
+	       "  --redis URL      redis://host:port or unix:///path.sock (AIRLOCK_REDIS)\n"
+	       "  --policy FILE    the operator's policy (AIRLOCK_POLICY; default built-in)\n"
+	       "  --listen H:P     metrics and health over HTTP (default 127.0.0.1:9464; \"off\")\n"
+	       "  --id NAME        scheduler name (default host-pid)\n"
+	       "  --libvirt URI    end service VMs' leases and reconcile this libvirt with Redis\n"
+	       "                   (run the scheduler on the VM host; default: no VM management)\n"
+	       "  --check          load the policy, report, and exit\n");
 }
 
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "redis", required_argument, NULL, 'r' }, { "policy", required_argument, NULL, 'p' },
-		{ "listen", required_argument, NULL, 'l' }, { "id", required_argument, NULL, 'i' },
-		{ "check", no_argument, NULL, 'c' }, { "help", no_argument, NULL, 'h' },
-		{ "version", no_argument, NULL, 'V' }, { "libvirt", required_argument, NULL, 'v' },
-		{ NULL, 0, NULL, 0 },
+	    {"redis", required_argument, NULL, 'r'},
+	    {"policy", required_argument, NULL, 'p'},
+	    {"listen", required_argument, NULL, 'l'},
+	    {"id", required_argument, NULL, 'i'},
+	    {"check", no_argument, NULL, 'c'},
+	    {"help", no_argument, NULL, 'h'},
+	    {"version", no_argument, NULL, 'V'},
+	    {"libvirt", required_argument, NULL, 'v'},
+	    {NULL, 0, NULL, 0},
 	};
-	struct sched s = { 0 };
-	const char *redis = getenv("AIRLOCK_REDIS") ? getenv("AIRLOCK_REDIS") : "redis://127.0.0.1:6379";
+	struct sched s = {0};
+	const char *redis =
+	    getenv("AIRLOCK_REDIS") ? getenv("AIRLOCK_REDIS") : "redis://127.0.0.1:6379";
 	const char *listen = getenv("AIRLOCK_LISTEN") ? getenv("AIRLOCK_LISTEN") : "127.0.0.1:9464";
-	struct al_err err = { 0 };
+	struct al_err err = {0};
 	bool check = false;
 	int c;
 
@@ -192,7 +203,8 @@ int main(int argc, char **argv)
 		printf("policy %s: %zu tiers, %zu tenants\n", s.policy.source, s.policy.ntiers,
 		       s.policy.ntenants);
 		for (size_t i = 0; i < s.policy.ntiers; i++)
-			printf("  tier %s -> %s\n", s.policy.tiers[i].name, s.policy.tiers[i].backend);
+			printf("  tier %s -> %s\n", s.policy.tiers[i].name,
+			       s.policy.tiers[i].backend);
 		al_policy_free(&s.policy);
 		return 0;
 	}
@@ -213,12 +225,15 @@ int main(int argc, char **argv)
 		int port;
 
 		if (sscanf(listen, "%127[^:]:%d", host, &port) != 2 || port < 0 || port > 65535) {
-			fprintf(stderr, "airlock-scheduler: --listen: expected host:port, got \"%s\"\n", listen);
+			fprintf(stderr,
+				"airlock-scheduler: --listen: expected host:port, got \"%s\"\n",
+				listen);
 			return 2;
 		}
 		s.http = evhttp_new(s.base);
 		if (!s.http || evhttp_bind_socket(s.http, host, (uint16_t)port)) {
-			fprintf(stderr, "airlock-scheduler: cannot listen on %s: %s\n", listen, strerror(errno));
+			fprintf(stderr, "airlock-scheduler: cannot listen on %s: %s\n", listen,
+				strerror(errno));
 			return 2;
 		}
 		evhttp_set_gencb(s.http, sc_on_http, &s);
@@ -240,8 +255,8 @@ int main(int argc, char **argv)
 		}
 	}
 	on_tick(-1, 0, &s);
-	al_log("info", "scheduler_start", "id=%s policy=%s tiers=%zu listen=%s", s.id, s.policy.source,
-	      s.policy.ntiers, listen);
+	al_log("info", "scheduler_start", "id=%s policy=%s tiers=%zu listen=%s", s.id,
+	       s.policy.source, s.policy.ntiers, listen);
 	event_base_dispatch(s.base);
 	al_vmlease_free(s.vms);
 	al_aconn_free(s.cmd);

@@ -14,24 +14,24 @@
 /* End the leases that are due, atomically: each leaves the index, its
  * record says why and when; the names come back for their domains to go. */
 static const char END_DUE[] =
-	"local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, 32)\n"
-	"for _, name in ipairs(due) do\n"
-	"  local k = 'al:vm:' .. name\n"
-	"  local why = redis.call('HGET', k, 'stop_reason') or 'lease expired'\n"
-	"  redis.call('ZREM', KEYS[1], name)\n"
-	"  redis.call('HSET', k, 'state', 'ended', 'reason', why, 'ended_ms', ARGV[1])\n"
-	"  redis.call('PEXPIRE', k, ARGV[2])\n"
-	"end\n"
-	"return due\n";
+    "local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, 32)\n"
+    "for _, name in ipairs(due) do\n"
+    "  local k = 'al:vm:' .. name\n"
+    "  local why = redis.call('HGET', k, 'stop_reason') or 'lease expired'\n"
+    "  redis.call('ZREM', KEYS[1], name)\n"
+    "  redis.call('HSET', k, 'state', 'ended', 'reason', why, 'ended_ms', ARGV[1])\n"
+    "  redis.call('PEXPIRE', k, ARGV[2])\n"
+    "end\n"
+    "return due\n";
 
 /* The same for one lease whose domain is gone. */
 static const char END_ONE[] =
-	"if redis.call('ZREM', KEYS[1], ARGV[1]) == 1 then\n"
-	"  local k = 'al:vm:' .. ARGV[1]\n"
-	"  redis.call('HSET', k, 'state', 'ended', 'reason', ARGV[2], 'ended_ms', ARGV[3])\n"
-	"  redis.call('PEXPIRE', k, ARGV[4])\n"
-	"end\n"
-	"return 1\n";
+    "if redis.call('ZREM', KEYS[1], ARGV[1]) == 1 then\n"
+    "  local k = 'al:vm:' .. ARGV[1]\n"
+    "  redis.call('HSET', k, 'state', 'ended', 'reason', ARGV[2], 'ended_ms', ARGV[3])\n"
+    "  redis.call('PEXPIRE', k, ARGV[4])\n"
+    "end\n"
+    "return 1\n";
 
 struct al_vmlease {
 	virConnectPtr conn;
@@ -89,8 +89,9 @@ static void release_host(struct al_vmlease *v, const char *netname, const char *
 	h = xml ? strstr(xml, needle) : NULL;
 	if (h && sscanf(h + strlen(needle), "%15[0-9.]", ip) == 1) {
 		snprintf(host, sizeof(host), "<host mac='%s' ip='%s'/>", mac, ip);
-		virNetworkUpdate(net, VIR_NETWORK_UPDATE_COMMAND_DELETE, VIR_NETWORK_SECTION_IP_DHCP_HOST,
-				 -1, host, VIR_NETWORK_UPDATE_AFFECT_CURRENT);
+		virNetworkUpdate(net, VIR_NETWORK_UPDATE_COMMAND_DELETE,
+				 VIR_NETWORK_SECTION_IP_DHCP_HOST, -1, host,
+				 VIR_NETWORK_UPDATE_AFFECT_CURRENT);
 	}
 	free(xml);
 	if (net)
@@ -113,7 +114,8 @@ static void destroy_domain(struct al_vmlease *v, const char *name, const char *w
 	xml = virDomainGetXMLDesc(d, 0);
 	if (xml) {
 		const char *p = strstr(xml, "<disk"), *s = p ? strstr(p, "<source file='") : NULL;
-		const char *m = strstr(xml, "<mac address='"), *n = strstr(xml, "<source network='");
+		const char *m = strstr(xml, "<mac address='"),
+			   *n = strstr(xml, "<source network='");
 
 		if (s && sscanf(s + strlen("<source file='"), "%4095[^']", disk) != 1)
 			disk[0] = '\0';
@@ -134,7 +136,8 @@ static void destroy_domain(struct al_vmlease *v, const char *name, const char *w
 		if (!strncmp(base, name, nl) && !strcmp(base + nl, ".qcow2"))
 			unlink(disk);
 	}
-	al_log("info", "vm_end", "vm=%s reason=\"%s\"%s%s", name, why, disk[0] ? " disk=" : "", disk);
+	al_log("info", "vm_end", "vm=%s reason=\"%s\"%s%s", name, why, disk[0] ? " disk=" : "",
+	       disk);
 }
 
 static void on_due(redisAsyncContext *ac, void *reply, void *priv)
@@ -153,7 +156,7 @@ static void on_due(redisAsyncContext *ac, void *reply, void *priv)
 void al_vmlease_tick(struct al_vmlease *v, uint64_t now_ms)
 {
 	char now[24], ttl[24];
-	const char *argv[] = { "EVAL", END_DUE, "1", AL_KEY_VM_LEASES, now, ttl };
+	const char *argv[] = {"EVAL", END_DUE, "1", AL_KEY_VM_LEASES, now, ttl};
 
 	snprintf(now, sizeof(now), "%llu", (unsigned long long)now_ms);
 	snprintf(ttl, sizeof(ttl), "%llu", (unsigned long long)v->ttl_ms);
@@ -203,9 +206,11 @@ static void on_leases(redisAsyncContext *ac, void *reply, void *priv)
 			continue;
 		}
 		{
-			const char *argv[] = { "EVAL", END_ONE, "1", AL_KEY_VM_LEASES, name,
-					       "its domain vanished (found by the scheduler at start-up)",
-					       now, ttl };
+			const char *argv[] = {
+			    "EVAL", END_ONE,
+			    "1",    AL_KEY_VM_LEASES,
+			    name,   "its domain vanished (found by the scheduler at start-up)",
+			    now,    ttl};
 
 			al_aconn_cmd(v->cmd, NULL, NULL, 8, argv, NULL);
 		}
@@ -218,7 +223,7 @@ static void on_leases(redisAsyncContext *ac, void *reply, void *priv)
 
 void al_vmlease_reconcile(struct al_vmlease *v)
 {
-	const char *argv[] = { "ZRANGE", AL_KEY_VM_LEASES, "0", "-1" };
+	const char *argv[] = {"ZRANGE", AL_KEY_VM_LEASES, "0", "-1"};
 
 	al_aconn_cmd(v->cmd, on_leases, v, 4, argv, NULL);
 }

@@ -54,6 +54,7 @@ if [ "$(id -u)" = 0 ]; then
 		echo "ok 1 - microvm image built or up to date"'
 fi
 
+run_suite format bash tests/format.sh
 for t in "$BUILD"/tests/test_*; do
 	[ -x "$t" ] && run_suite "unit/$(basename "$t")" "$t"
 done

@@ -19,13 +19,13 @@
 
 /* Limits a job gets when neither it nor the policy sets them. */
 static const struct al_limits fallback_limits = {
-	.wall_ms = 10000,
-	.cpu_ms = 10000,
-	.memory_bytes = 256u << 20,
-	.pids = 64,
-	.stdout_bytes = 1u << 20,
-	.stderr_bytes = 1u << 20,
-	.disk_bytes = 64u << 20,
+    .wall_ms = 10000,
+    .cpu_ms = 10000,
+    .memory_bytes = 256u << 20,
+    .pids = 64,
+    .stdout_bytes = 1u << 20,
+    .stderr_bytes = 1u << 20,
+    .disk_bytes = 64u << 20,
 };
 
 static void fill_limits(struct al_limits *l, const struct al_limits *job)
@@ -66,11 +66,11 @@ static void run_one_done(struct al_runner *r, struct al_result *res, void *arg)
 static int run_one(const char *path, const struct al_backend_ops *ops,
 		   const struct al_backend_conf *conf, const char *policy_path)
 {
-	struct al_policy pol = { 0 };
-	struct run_one ro = { 0 };
-	struct al_run_spec spec = { 0 };
-	struct al_err err = { 0 };
-	struct al_buf b = { 0 };
+	struct al_policy pol = {0};
+	struct run_one ro = {0};
+	struct al_run_spec spec = {0};
+	struct al_err err = {0};
+	struct al_buf b = {0};
 	struct al_job job;
 	struct al_runner *r;
 	char chunk[65536];
@@ -103,8 +103,8 @@ static int run_one(const char *path, const struct al_backend_ops *ops,
 		const struct al_tier_policy *t = al_policy_tier(&pol, job.tier);
 
 		if (!t) {
-			fprintf(stderr, "airlock-worker: %s: tier \"%s\" is not in %s\n", path, job.tier,
-				policy_path);
+			fprintf(stderr, "airlock-worker: %s: tier \"%s\" is not in %s\n", path,
+				job.tier, policy_path);
 			goto out;
 		}
 		spec.image = t->image;
@@ -150,75 +150,77 @@ out:
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"usage: airlock-worker [options]\n"
-		"Serve jobs from Redis (default), or run one job file with --run-one.\n"
-		"Options (also AIRLOCK_<NAME> in the environment, or name: value lines in --config;\n"
-		"flags win over the environment, which wins over the file):\n"
-		"  --config FILE        YAML mapping of the options below\n"
-		"  --redis URL          redis://[user:pass@]host:port[/db] or unix:///path.sock\n"
-		"                       (default redis://127.0.0.1:6379)\n"
-		"  --policy FILE        the operator's policy (default: built-in)\n"
-		"  --tiers A,B          tiers to serve (default: every tier in the policy)\n"
-		"  --slots N            concurrent jobs per backend (default 2)\n"
-		"  --prefetch N         jobs per backend claimed ahead of a free slot, for short\n"
-		"                       jobs: held at most ~1 s, then given back (default 0)\n"
-		"  --heartbeat-ms N     lease renewal period (default 1000)\n"
-		"  --drain-grace-ms N   on SIGTERM, time running jobs get (default 30000)\n"
-		"  --state-dir DIR      per-job directories (default /var/lib/airlock)\n"
-		"  --worker-id ID       unique, stable name (default: the host name)\n"
-		"  --uid-base N         slot i runs as uid N+i, microVM n's VMM as N+256+n: give\n"
-		"                       each worker on a host its own 768 ids (default 60000)\n"
-		"  --helper-dir DIR     where airlock-sandbox-init and airlock-oci-shim are\n"
-		"                       (default: beside this executable)\n"
-		"  --userns-base N      container slot i's root is host uid N+i*65536 (default 200000)\n"
-		"  --oci-runtime R      runc, crun or runsc (default: detected)\n"
-		"  --vmm NAME           microVM monitor: qemu (default)\n"
-		"  --vmm-binary PATH    its executable (default: found on PATH)\n"
-		"  --vm-accel A         kvm or tcg (default: kvm when /dev/kvm opens)\n"
-		"  --vm-console FILE    append microVM consoles here (debugging only)\n"
-		"  --libvirt URI        service VMs' libvirt (default qemu:///system)\n"
-		"  --vm-hang-ms N       a microVM silent this long (boot, heartbeats) is broken\n"
-		"                       (default 20000 under TCG, 5000 with KVM)\n"
-		"  --webhook-secret S   key for the X-Airlock-Signature header of callbacks\n"
-		"  --allow-noop         offer the benchmark-only noop backend\n"
-		"  --bundle-copy FILE   benchmarks: keep each job's container config.json or VM\n"
-		"                       domain XML (and FILE.job, its job frame) here\n"
-		"  --run-one FILE       run one msgpack job file here and print the result as JSON\n"
-		"  --backend NAME       backend for --run-one (default process)\n"
-		"  --version\n");
+	fprintf(
+	    f,
+	    "usage: airlock-worker [options]\n"
+	    "Serve jobs from Redis (default), or run one job file with --run-one.\n"
+	    "Options (also AIRLOCK_<NAME> in the environment, or name: value lines in --config;\n"
+	    "flags win over the environment, which wins over the file):\n"
+	    "  --config FILE        YAML mapping of the options below\n"
+	    "  --redis URL          redis://[user:pass@]host:port[/db] or unix:///path.sock\n"
+	    "                       (default redis://127.0.0.1:6379)\n"
+	    "  --policy FILE        the operator's policy (default: built-in)\n"
+	    "  --tiers A,B          tiers to serve (default: every tier in the policy)\n"
+	    "  --slots N            concurrent jobs per backend (default 2)\n"
+	    "  --prefetch N         jobs per backend claimed ahead of a free slot, for short\n"
+	    "                       jobs: held at most ~1 s, then given back (default 0)\n"
+	    "  --heartbeat-ms N     lease renewal period (default 1000)\n"
+	    "  --drain-grace-ms N   on SIGTERM, time running jobs get (default 30000)\n"
+	    "  --state-dir DIR      per-job directories (default /var/lib/airlock)\n"
+	    "  --worker-id ID       unique, stable name (default: the host name)\n"
+	    "  --uid-base N         slot i runs as uid N+i, microVM n's VMM as N+256+n: give\n"
+	    "                       each worker on a host its own 768 ids (default 60000)\n"
+	    "  --helper-dir DIR     where airlock-sandbox-init and airlock-oci-shim are\n"
+	    "                       (default: beside this executable)\n"
+	    "  --userns-base N      container slot i's root is host uid N+i*65536 (default "
+	    "200000)\n"
+	    "  --oci-runtime R      runc, crun or runsc (default: detected)\n"
+	    "  --vmm NAME           microVM monitor: qemu (default)\n"
+	    "  --vmm-binary PATH    its executable (default: found on PATH)\n"
+	    "  --vm-accel A         kvm or tcg (default: kvm when /dev/kvm opens)\n"
+	    "  --vm-console FILE    append microVM consoles here (debugging only)\n"
+	    "  --libvirt URI        service VMs' libvirt (default qemu:///system)\n"
+	    "  --vm-hang-ms N       a microVM silent this long (boot, heartbeats) is broken\n"
+	    "                       (default 20000 under TCG, 5000 with KVM)\n"
+	    "  --webhook-secret S   key for the X-Airlock-Signature header of callbacks\n"
+	    "  --allow-noop         offer the benchmark-only noop backend\n"
+	    "  --bundle-copy FILE   benchmarks: keep each job's container config.json or VM\n"
+	    "                       domain XML (and FILE.job, its job frame) here\n"
+	    "  --run-one FILE       run one msgpack job file here and print the result as JSON\n"
+	    "  --backend NAME       backend for --run-one (default process)\n"
+	    "  --version\n");
 }
 
 static const struct option opts[] = {
-	{ "config", required_argument, NULL, 'C' },
-	{ "redis", required_argument, NULL, 'R' },
-	{ "policy", required_argument, NULL, 'P' },
-	{ "tiers", required_argument, NULL, 'T' },
-	{ "slots", required_argument, NULL, 'n' },
-	{ "prefetch", required_argument, NULL, 'p' },
-	{ "heartbeat-ms", required_argument, NULL, 'h' },
-	{ "drain-grace-ms", required_argument, NULL, 'g' },
-	{ "state-dir", required_argument, NULL, 's' },
-	{ "worker-id", required_argument, NULL, 'w' },
-	{ "uid-base", required_argument, NULL, 'u' },
-	{ "hide", required_argument, NULL, 'H' },
-	{ "helper-dir", required_argument, NULL, 'i' },
-	{ "userns-base", required_argument, NULL, 'U' },
-	{ "oci-runtime", required_argument, NULL, 'O' },
-	{ "vmm", required_argument, NULL, 'M' },
-	{ "vmm-binary", required_argument, NULL, 'Q' },
-	{ "vm-accel", required_argument, NULL, 'A' },
-	{ "vm-console", required_argument, NULL, 'K' },
-	{ "vm-hang-ms", required_argument, NULL, 'G' },
-	{ "libvirt", required_argument, NULL, 'L' },
-	{ "webhook-secret", required_argument, NULL, 'S' },
-	{ "allow-noop", no_argument, NULL, 'N' },
-	{ "bundle-copy", required_argument, NULL, 'Y' },
-	{ "run-one", required_argument, NULL, 'r' },
-	{ "backend", required_argument, NULL, 'b' },
-	{ "version", no_argument, NULL, 'V' },
-	{ "help", no_argument, NULL, 'z' },
-	{ NULL, 0, NULL, 0 },
+    {"config", required_argument, NULL, 'C'},
+    {"redis", required_argument, NULL, 'R'},
+    {"policy", required_argument, NULL, 'P'},
+    {"tiers", required_argument, NULL, 'T'},
+    {"slots", required_argument, NULL, 'n'},
+    {"prefetch", required_argument, NULL, 'p'},
+    {"heartbeat-ms", required_argument, NULL, 'h'},
+    {"drain-grace-ms", required_argument, NULL, 'g'},
+    {"state-dir", required_argument, NULL, 's'},
+    {"worker-id", required_argument, NULL, 'w'},
+    {"uid-base", required_argument, NULL, 'u'},
+    {"hide", required_argument, NULL, 'H'},
+    {"helper-dir", required_argument, NULL, 'i'},
+    {"userns-base", required_argument, NULL, 'U'},
+    {"oci-runtime", required_argument, NULL, 'O'},
+    {"vmm", required_argument, NULL, 'M'},
+    {"vmm-binary", required_argument, NULL, 'Q'},
+    {"vm-accel", required_argument, NULL, 'A'},
+    {"vm-console", required_argument, NULL, 'K'},
+    {"vm-hang-ms", required_argument, NULL, 'G'},
+    {"libvirt", required_argument, NULL, 'L'},
+    {"webhook-secret", required_argument, NULL, 'S'},
+    {"allow-noop", no_argument, NULL, 'N'},
+    {"bundle-copy", required_argument, NULL, 'Y'},
+    {"run-one", required_argument, NULL, 'r'},
+    {"backend", required_argument, NULL, 'b'},
+    {"version", no_argument, NULL, 'V'},
+    {"help", no_argument, NULL, 'z'},
+    {NULL, 0, NULL, 0},
 };
 
 struct opts_state {
@@ -235,7 +237,8 @@ static int parse_u64(const char *name, const char *v, uint64_t min, uint64_t max
 	errno = 0;
 	x = strtoull(v, &end, 10);
 	if (errno || end == v || *end || *v == '-' || x < min || x > max) {
-		fprintf(stderr, "airlock-worker: --%s: expected an integer in %llu..%llu, got \"%s\"\n",
+		fprintf(stderr,
+			"airlock-worker: --%s: expected an integer in %llu..%llu, got \"%s\"\n",
 			name, (unsigned long long)min, (unsigned long long)max, v);
 		return -1;
 	}
@@ -259,9 +262,11 @@ static int apply(struct opts_state *st, int c, const char *name, const char *v)
 		free(st->tiers_copy);
 		st->tiers_copy = strdup(v);
 		conf->ntiers = 0;
-		for (char *t = strtok_r(st->tiers_copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		for (char *t = strtok_r(st->tiers_copy, ",", &save); t;
+		     t = strtok_r(NULL, ",", &save)) {
 			if (conf->ntiers == AL_MAX_TIERS) {
-				fprintf(stderr, "airlock-worker: --tiers: at most %d\n", AL_MAX_TIERS);
+				fprintf(stderr, "airlock-worker: --tiers: at most %d\n",
+					AL_MAX_TIERS);
 				return -1;
 			}
 			conf->tiers[conf->ntiers++] = t;
@@ -296,9 +301,10 @@ static int apply(struct opts_state *st, int c, const char *name, const char *v)
 	case 'H':
 		/* Jobs see nothing of the host that a tier does not bind: there
 		 * is nothing left to hide, and a silent no-op would mislead. */
-		fprintf(stderr, "airlock-worker: --hide %s: no longer an option: jobs get a root of "
-				"their own and see no host path unless the tier's policy binds it "
-				"(docs/backends/process.md)\n",
+		fprintf(stderr,
+			"airlock-worker: --hide %s: no longer an option: jobs get a root of "
+			"their own and see no host path unless the tier's policy binds it "
+			"(docs/backends/process.md)\n",
 			v);
 		return -1;
 	case 'S': conf->webhook_secret = v; break;
@@ -313,7 +319,8 @@ static int apply(struct opts_state *st, int c, const char *name, const char *v)
 	case 'Q': conf->backend.vmm_binary = v; break;
 	case 'A':
 		if (strcmp(v, "kvm") && strcmp(v, "tcg")) {
-			fprintf(stderr, "airlock-worker: --%s: expected kvm or tcg, not \"%s\"\n", name, v);
+			fprintf(stderr, "airlock-worker: --%s: expected kvm or tcg, not \"%s\"\n",
+				name, v);
 			return -1;
 		}
 		conf->backend.vm_accel = v;
@@ -378,8 +385,10 @@ static int load_config(struct opts_state *st, const char *path, yaml_document_t 
 
 		if (k->type != YAML_SCALAR_NODE || v->type != YAML_SCALAR_NODE ||
 		    !(o = opt_by_name((const char *)k->data.scalar.value)) || o->val == 'C') {
-			fprintf(stderr, "airlock-worker: %s:%zu: unknown option; see airlock-worker --help\n",
-				path, k->start_mark.line + 1);
+			fprintf(
+			    stderr,
+			    "airlock-worker: %s:%zu: unknown option; see airlock-worker --help\n",
+			    path, k->start_mark.line + 1);
 			return -1;
 		}
 		if (apply(st, o->val, o->name, (const char *)v->data.scalar.value))
@@ -390,23 +399,24 @@ static int load_config(struct opts_state *st, const char *path, yaml_document_t 
 
 int main(int argc, char **argv)
 {
-	struct al_err err = { 0 };
+	struct al_err err = {0};
 	struct al_worker_conf conf = {
-		.redis_url = "redis://127.0.0.1:6379",
-		.slots = 2,
-		.heartbeat_ms = 1000,
-		.drain_grace_ms = 30000,
-		.backend = {
-			.worker_id = NULL,
-			.state_dir = "/var/lib/airlock",
-			.uid_base = 60000,
-			.slots = 2,
-			.collect_max_bytes = 1u << 20,
-			.nofile = 256,
-			.userns_base = 200000,
+	    .redis_url = "redis://127.0.0.1:6379",
+	    .slots = 2,
+	    .heartbeat_ms = 1000,
+	    .drain_grace_ms = 30000,
+	    .backend =
+		{
+		    .worker_id = NULL,
+		    .state_dir = "/var/lib/airlock",
+		    .uid_base = 60000,
+		    .slots = 2,
+		    .collect_max_bytes = 1u << 20,
+		    .nofile = 256,
+		    .userns_base = 200000,
 		},
 	};
-	struct opts_state st = { .conf = &conf, .backend = "process" };
+	struct opts_state st = {.conf = &conf, .backend = "process"};
 	yaml_document_t doc;
 	bool have_doc = false;
 	char idbuf[64];
@@ -482,7 +492,8 @@ int main(int argc, char **argv)
 			fprintf(stderr, "airlock-worker: %s\n", err.msg);
 			return 2;
 		}
-		al_hostlock_sweep_dead(AL_HOSTLOCK_DIR, conf.backend.worker_id, conf.backend.state_dir);
+		al_hostlock_sweep_dead(AL_HOSTLOCK_DIR, conf.backend.worker_id,
+				       conf.backend.state_dir);
 		rc = al_worker_run(&conf);
 	}
 	free(st.tiers_copy);

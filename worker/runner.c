@@ -17,15 +17,15 @@ struct al_runner {
 	struct al_sandbox *sb;
 	struct event *watch[AL_WATCH_MAX];
 	int nwatch;
-	struct event *timer;	/* wall-clock limit, then the kill grace */
-	struct event *poll;	/* every AL_USAGE_POLL_MS: CPU time and output so far */
+	struct event *timer;	 /* wall-clock limit, then the kill grace */
+	struct event *poll;	 /* every AL_USAGE_POLL_MS: CPU time and output so far */
 	struct event *finish_ev; /* runs finish() outside the caller's stack */
 	al_runner_done_fn done;
 	void *arg;
 	struct al_result res;
 	uint64_t start_mono;
-	bool stopping;		/* a kill was sent */
-	int reason;		/* -1, or the status a stop imposes */
+	bool stopping; /* a kill was sent */
+	int reason;    /* -1, or the status a stop imposes */
 	char reason_msg[256];
 	bool finished;
 };
@@ -80,7 +80,7 @@ static void on_finish(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	/* The slot gets ready for its next job once this result is out. */
 	if (f) {
-		*f = (struct refill){ r->ops, r->conf, r->slot };
+		*f = (struct refill){r->ops, r->conf, r->slot};
 		if (event_base_once(r->base, -1, EV_TIMEOUT, on_refill, f, NULL))
 			free(f);
 	}
@@ -97,7 +97,7 @@ static void fail(struct al_runner *r, const struct al_err *err)
 static void on_ready(evutil_socket_t fd, short what, void *arg)
 {
 	struct al_runner *r = arg;
-	struct al_err err = { 0 };
+	struct al_err err = {0};
 	int rc;
 
 	(void)fd;
@@ -135,7 +135,7 @@ static void on_poll(evutil_socket_t fd, short what, void *arg)
 {
 	struct al_runner *r = arg;
 	const struct al_limits *l;
-	struct al_usage u = { 0 };
+	struct al_usage u = {0};
 	char msg[160];
 
 	(void)fd;
@@ -160,8 +160,8 @@ static void on_poll(evutil_socket_t fd, short what, void *arg)
 
 void al_runner_stop(struct al_runner *r, enum al_status_code why, const char *msg)
 {
-	struct al_err err = { 0 };
-	struct timeval tv = { KILL_GRACE_MS / 1000, (KILL_GRACE_MS % 1000) * 1000 };
+	struct al_err err = {0};
+	struct timeval tv = {KILL_GRACE_MS / 1000, (KILL_GRACE_MS % 1000) * 1000};
 
 	if (r->finished || r->stopping)
 		return;
@@ -178,12 +178,11 @@ void al_runner_stop(struct al_runner *r, enum al_status_code why, const char *ms
 
 struct al_runner *al_runner_start(struct event_base *base, const struct al_backend_ops *ops,
 				  const struct al_backend_conf *conf,
-				  const struct al_run_spec *spec, al_runner_done_fn done,
-				  void *arg)
+				  const struct al_run_spec *spec, al_runner_done_fn done, void *arg)
 {
 	struct al_runner *r = calloc(1, sizeof(*r));
-	struct al_watch w = { .nfds = 0 };
-	struct al_err err = { 0 };
+	struct al_watch w = {.nfds = 0};
+	struct al_err err = {0};
 	struct timeval tv;
 
 	if (!r)
@@ -233,7 +232,7 @@ struct al_runner *al_runner_start(struct event_base *base, const struct al_backe
 	tv.tv_usec = (suseconds_t)((spec->limits.wall_ms + w.setup_ms) % 1000) * 1000;
 	evtimer_add(r->timer, &tv);
 	if (r->poll) {
-		struct timeval pv = { 0, AL_USAGE_POLL_MS * 1000 };
+		struct timeval pv = {0, AL_USAGE_POLL_MS * 1000};
 
 		event_add(r->poll, &pv);
 	}

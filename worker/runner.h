@@ -29,5 +29,4 @@ void al_runner_stop(struct al_runner *r, enum al_status_code why, const char *ms
 const struct al_run_spec *al_runner_spec(const struct al_runner *r);
 void al_runner_free(struct al_runner *r);
 
-
 #endif

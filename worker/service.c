@@ -87,7 +87,7 @@ static int setup_backends(struct worker *w)
 		bool served = w->conf->ntiers == 0;
 		const struct al_backend_ops *ops = NULL;
 		struct backend_state *be;
-		struct al_err err = { 0 };
+		struct al_err err = {0};
 
 		for (unsigned k = 0; k < w->conf->ntiers; k++)
 			served |= !strcmp(w->conf->tiers[k], t->name);
@@ -104,19 +104,24 @@ static int setup_backends(struct worker *w)
 			if (!strcmp(all[k]->name, t->backend))
 				ops = all[k];
 		if (!ops) {
-			al_log("error", "backend_missing", "tier=%s backend=%s note=\"not built into this worker; its jobs fail with sandbox_error\"",
-			      t->name, t->backend);
+			al_log("error", "backend_missing",
+			       "tier=%s backend=%s note=\"not built into this worker; its jobs "
+			       "fail with sandbox_error\"",
+			       t->name, t->backend);
 			ops = &al_backend_noop; /* placeholder slots; never run */
 			be = &w->backends[w->nbackends++];
 			be->ops = ops;
 			be->ok = false;
-			snprintf(be->why, sizeof(be->why), "backend %s is not built in", t->backend);
+			snprintf(be->why, sizeof(be->why), "backend %s is not built in",
+				 t->backend);
 		} else {
 			be = &w->backends[w->nbackends++];
 			be->ops = ops;
 			if (ops == &al_backend_noop && !w->conf->allow_noop) {
 				be->ok = false;
-				snprintf(be->why, sizeof(be->why), "the noop backend is for benchmarks; start the worker with --allow-noop");
+				snprintf(be->why, sizeof(be->why),
+					 "the noop backend is for benchmarks; start the worker "
+					 "with --allow-noop");
 			} else if (al_backend_init(ops, &w->conf->backend, &err)) {
 				be->ok = false;
 				snprintf(be->why, sizeof(be->why), "%s", err.msg);
@@ -126,8 +131,8 @@ static int setup_backends(struct worker *w)
 			}
 		}
 		al_log(be->ok ? "info" : "error", "backend", "name=%s ok=%s%s%s%s", be->ops->name,
-		      be->ok ? "yes" : "no", be->ok ? "" : " why=\"", be->ok ? "" : be->why,
-		      be->ok ? "" : "\"");
+		       be->ok ? "yes" : "no", be->ok ? "" : " why=\"", be->ok ? "" : be->why,
+		       be->ok ? "" : "\"");
 		be->slots = calloc(wk_nplaces(w), sizeof(*be->slots));
 		if (!be->slots)
 			return -1;
@@ -141,7 +146,8 @@ static int setup_backends(struct worker *w)
 			break;
 	}
 	if (w->nstreams == 0) {
-		al_log("error", "no_tiers", "note=\"none of the tiers asked for is in the policy\"");
+		al_log("error", "no_tiers",
+		       "note=\"none of the tiers asked for is in the policy\"");
 		return -1;
 	}
 	wk_start_pools(w);
@@ -150,8 +156,8 @@ static int setup_backends(struct worker *w)
 
 int al_worker_run(const struct al_worker_conf *conf)
 {
-	struct worker w = { .conf = conf, .exit_code = 0 };
-	struct al_err err = { 0 };
+	struct worker w = {.conf = conf, .exit_code = 0};
+	struct al_err err = {0};
 
 	w.commits_tail = &w.commits;
 	if (al_redis_url_parse(conf->redis_url, &w.url, &err) ||
@@ -182,7 +188,7 @@ int al_worker_run(const struct al_worker_conf *conf)
 
 	/* Let callbacks in flight finish; each is bounded by its timeout. */
 	for (int i = 0; i < AL_WEBHOOK_TIMEOUT_MS / 100 && al_webhooks_inflight(w.hooks) > 0; i++) {
-		struct timeval tv = { 0, 100000 };
+		struct timeval tv = {0, 100000};
 
 		event_base_loopexit(w.base, &tv);
 		event_base_dispatch(w.base);
@@ -191,10 +197,10 @@ int al_worker_run(const struct al_worker_conf *conf)
 		/* best effort: the last histogram counts, and say goodbye so
 		 * `airlock stats` stops listing us */
 		wk_hist_flush(&w);
-		struct timeval tv = { 0, 200000 };
+		struct timeval tv = {0, 200000};
 		char alive[AL_KEY_MAX];
-		const char *del[] = { "DEL", alive };
-		const char *hdel[] = { "HDEL", AL_KEY_WORKERS, conf->backend.worker_id };
+		const char *del[] = {"DEL", alive};
+		const char *hdel[] = {"HDEL", AL_KEY_WORKERS, conf->backend.worker_id};
 
 		al_key_worker(alive, conf->backend.worker_id);
 		al_aconn_cmd(w.cmd, NULL, NULL, 2, del, NULL);
@@ -225,8 +231,10 @@ int al_worker_run(const struct al_worker_conf *conf)
 	while (w.commits) {
 		struct commit *c = w.commits;
 
-		al_log("warn", "unsent", "job=%s what=commit note=\"Redis did not confirm; the lease will re-deliver\"",
-		       c->id);
+		al_log(
+		    "warn", "unsent",
+		    "job=%s what=commit note=\"Redis did not confirm; the lease will re-deliver\"",
+		    c->id);
 		w.commits = c->next;
 		wk_commit_free(c);
 	}
@@ -240,6 +248,6 @@ int al_worker_run(const struct al_worker_conf *conf)
 	event_base_free(w.base);
 	al_policy_free(&w.policy);
 	al_log("info", "worker_exit", "worker=%s done=%llu", conf->backend.worker_id,
-	      (unsigned long long)w.jobs_done);
+	       (unsigned long long)w.jobs_done);
 	return w.exit_code;
 }

@@ -9,20 +9,20 @@
 #include "../backends/backend.h"
 #include "../common/policy.h"
 
-#define AL_MAX_TIERS 16
+#define AL_MAX_TIERS   16
 #define AL_HOLD_MAX_MS 1000 /* a job held ahead (prefetch) longer goes back to the queue */
 
 struct al_worker_conf {
-	const char *redis_url;	   /* redis://... or unix:///... */
-	const char *policy_path;   /* NULL = built-in policy */
+	const char *redis_url;		 /* redis://... or unix:///... */
+	const char *policy_path;	 /* NULL = built-in policy */
 	const char *tiers[AL_MAX_TIERS]; /* tiers served; empty = every tier in the policy */
 	unsigned ntiers;
-	unsigned slots;		   /* concurrent jobs per backend */
-	unsigned prefetch;	   /* jobs per backend claimed ahead of a free slot */
-	uint64_t heartbeat_ms;	   /* lease renewal and liveness period */
-	uint64_t drain_grace_ms;   /* SIGTERM: time running jobs get to finish */
-	const char *webhook_secret; /* HMAC key for callback signatures; NULL = unsigned */
-	bool allow_noop;	   /* offer the benchmark-only noop backend */
+	unsigned slots;			/* concurrent jobs per backend */
+	unsigned prefetch;		/* jobs per backend claimed ahead of a free slot */
+	uint64_t heartbeat_ms;		/* lease renewal and liveness period */
+	uint64_t drain_grace_ms;	/* SIGTERM: time running jobs get to finish */
+	const char *webhook_secret;	/* HMAC key for callback signatures; NULL = unsigned */
+	bool allow_noop;		/* offer the benchmark-only noop backend */
 	struct al_backend_conf backend; /* shared with every backend */
 };
 

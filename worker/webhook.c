@@ -115,7 +115,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
 static int on_curl_timer(CURLM *m, long ms, void *userp)
 {
 	struct al_webhooks *wh = userp;
-	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
+	struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
 
 	(void)m;
 	if (ms < 0)
@@ -154,23 +154,25 @@ static void check_done(struct al_webhooks *wh)
 		h->easy = NULL;
 		if (h->refused[0]) {
 			/* never retried: the name will resolve to the same place */
-			al_log("error", "webhook_refused",
-			       "job=%s address=%s note=\"an internal address that callback_hosts does "
-			       "not name; not connected\"",
-			       h->id, h->refused);
+			al_log(
+			    "error", "webhook_refused",
+			    "job=%s address=%s note=\"an internal address that callback_hosts does "
+			    "not name; not connected\"",
+			    h->id, h->refused);
 			hook_free(h);
 		} else if (result == CURLE_OK && code >= 200 && code < 300) {
-			al_log("info", "webhook", "job=%s status=%ld tries=%d", h->id, code, h->tries);
+			al_log("info", "webhook", "job=%s status=%ld tries=%d", h->id, code,
+			       h->tries);
 			hook_free(h);
 		} else if (h->tries < AL_WEBHOOK_TRIES) {
-			struct timeval tv = { 1 << (h->tries - 1), 0 };
+			struct timeval tv = {1 << (h->tries - 1), 0};
 
-			al_log("warn", "webhook_retry", "job=%s status=%ld error=\"%s\" try=%d", h->id, code,
-			       curl_easy_strerror(result), h->tries);
+			al_log("warn", "webhook_retry", "job=%s status=%ld error=\"%s\" try=%d",
+			       h->id, code, curl_easy_strerror(result), h->tries);
 			evtimer_add(h->retry, &tv);
 		} else {
-			al_log("error", "webhook_failed", "job=%s status=%ld error=\"%s\" tries=%d", h->id,
-			       code, curl_easy_strerror(result), h->tries);
+			al_log("error", "webhook_failed", "job=%s status=%ld error=\"%s\" tries=%d",
+			       h->id, code, curl_easy_strerror(result), h->tries);
 			hook_free(h);
 		}
 	}
@@ -238,8 +240,8 @@ struct al_webhooks *al_webhooks_new(struct event_base *base, const char *secret)
 	return wh;
 }
 
-int al_webhooks_post(struct al_webhooks *wh, const char *url, const char *job_id,
-		     const void *body, size_t len, char *const *allow, size_t nallow)
+int al_webhooks_post(struct al_webhooks *wh, const char *url, const char *job_id, const void *body,
+		     size_t len, char *const *allow, size_t nallow)
 {
 	struct hook *h = calloc(1, sizeof(*h));
 	char line[160];
@@ -270,8 +272,8 @@ int al_webhooks_post(struct al_webhooks *wh, const char *url, const char *job_id
 		unsigned int maclen = 0;
 		char hex[2 * EVP_MAX_MD_SIZE + 1];
 
-		HMAC(EVP_sha256(), wh->secret, (int)strlen(wh->secret), (const unsigned char *)body, len,
-		     mac, &maclen);
+		HMAC(EVP_sha256(), wh->secret, (int)strlen(wh->secret), (const unsigned char *)body,
+		     len, mac, &maclen);
 		for (unsigned i = 0; i < maclen; i++)
 			snprintf(hex + 2 * i, 3, "%02x", mac[i]);
 		snprintf(line, sizeof(line), "X-Airlock-Signature: sha256=%s", hex);

@@ -9,7 +9,7 @@
 
 struct al_webhooks;
 
-#define AL_WEBHOOK_TRIES 3	   /* attempts per callback */
+#define AL_WEBHOOK_TRIES      3	    /* attempts per callback */
 #define AL_WEBHOOK_TIMEOUT_MS 10000 /* per attempt */
 
 /* secret may be NULL (then no signature header). Free with al_webhooks_free. */
@@ -19,8 +19,8 @@ struct al_webhooks *al_webhooks_new(struct event_base *base, const char *secret)
  * callback_hosts (copied): an internal address (loopback, private,
  * link-local, metadata...) is connected to only when allow names it
  * (al_callback_addr_ok); no proxy, no redirects. */
-int al_webhooks_post(struct al_webhooks *wh, const char *url, const char *job_id,
-		     const void *body, size_t len, char *const *allow, size_t nallow);
+int al_webhooks_post(struct al_webhooks *wh, const char *url, const char *job_id, const void *body,
+		     size_t len, char *const *allow, size_t nallow);
 /* Number of callbacks not yet delivered or given up. */
 int al_webhooks_inflight(const struct al_webhooks *wh);
 void al_webhooks_free(struct al_webhooks *wh);

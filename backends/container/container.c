@@ -41,18 +41,18 @@
 #include "../seccomp.h"
 #include "../verdict.h"
 
-#define CTR_UID 1000		 /* the job's uid and gid inside the container */
-#define CTR_ID_RANGE 65536u	 /* host ids per slot; slot i's root is userns_base + i*RANGE */
+#define CTR_UID	     1000   /* the job's uid and gid inside the container */
+#define CTR_ID_RANGE 65536u /* host ids per slot; slot i's root is userns_base + i*RANGE */
 
 static struct {
 	const struct al_backend_conf *conf;
 	struct al_cg_sys cg;
-	char runtime[PATH_MAX];	 /* the OCI runtime's path */
-	char root[PATH_MAX];	 /* the runtime's state (--root) */
-	char jobs[PATH_MAX];	 /* bundles */
+	char runtime[PATH_MAX];	  /* the OCI runtime's path */
+	char root[PATH_MAX];	  /* the runtime's state (--root) */
+	char jobs[PATH_MAX];	  /* bundles */
 	char hostimage[PATH_MAX]; /* the fast image: mount points for host /usr, /etc */
-	int shim_fd;		 /* airlock-oci-shim, opened at start-up */
-	int exec_fd;		 /* airlock-exec, every job's first program */
+	int shim_fd;		  /* airlock-oci-shim, opened at start-up */
+	int exec_fd;		  /* airlock-exec, every job's first program */
 	bool ready;
 } G;
 
@@ -63,9 +63,9 @@ struct ctr_sb {
 	char name[AL_ID_MAX + 48];
 	char rootfs[PATH_MAX]; /* the job's own overlay root ("" when it uses the image's) */
 	int code_fd, stdin_fd;
-	pid_t pid;	/* the shim (backends/container/shim.c) */
+	pid_t pid; /* the shim (backends/container/shim.c) */
 	int pidfd;
-	int report_rd;	/* shim -> worker: "E<runtime status>" or "X<wait status> <counters>" */
+	int report_rd; /* shim -> worker: "E<runtime status>" or "X<wait status> <counters>" */
 	bool exited;
 };
 
@@ -142,7 +142,7 @@ static int write_text(const char *name, const char *text, struct al_err *err)
 
 static int make_hostimage(struct al_err *err)
 {
-	static const char *const dirs[] = { "etc", "proc", "dev", "sys", "tmp", "work" };
+	static const char *const dirs[] = {"etc", "proc", "dev", "sys", "tmp", "work"};
 	static const char *const top[] = AL_HOST_TOP, *const etc[] = AL_HOST_ETC;
 	char p[PATH_MAX + 32], text[512];
 	int rc;
@@ -179,7 +179,8 @@ static int make_hostimage(struct al_err *err)
 	if ((rc = write_text("passwd", text, err)))
 		return rc;
 	snprintf(text, sizeof(text), AL_ETC_GROUP_FMT, CTR_UID);
-	if ((rc = write_text("group", text, err)) || (rc = write_text("hosts", AL_ETC_HOSTS, err)) ||
+	if ((rc = write_text("group", text, err)) ||
+	    (rc = write_text("hosts", AL_ETC_HOSTS, err)) ||
 	    (rc = write_text("hostname", AL_ETC_HOSTNAME, err)) ||
 	    (rc = write_text("nsswitch.conf", AL_ETC_NSSWITCH, err)))
 		return rc;
@@ -194,10 +195,12 @@ static int ctr_init(const struct al_backend_conf *conf, struct al_err *err)
 	memset(&G, 0, sizeof(G));
 	G.conf = conf;
 	if (geteuid() != 0)
-		return al_err_set(err, AL_ESANDBOX, "container: needs root to drive the OCI runtime");
+		return al_err_set(err, AL_ESANDBOX,
+				  "container: needs root to drive the OCI runtime");
 	if (conf->userns_base < 65536)
 		return al_err_set(err, AL_ESANDBOX,
-				  "container: --userns-base %u would map container users onto host system ids; use 100000 or more",
+				  "container: --userns-base %u would map container users onto host "
+				  "system ids; use 100000 or more",
 				  conf->userns_base);
 	G.shim_fd = G.exec_fd = -1;
 	if ((rc = al_cg_detect(&G.cg, conf->worker_id, "container", err)) ||
@@ -206,10 +209,13 @@ static int ctr_init(const struct al_backend_conf *conf, struct al_err *err)
 	/* crun 1.8 refuses hybrid hosts (v1 controllers and a cgroup2 mount
 	 * beside them): there runc is the default. */
 	if (!want)
-		want = G.cg.version == AL_CG_V1 || !al_find_exec("crun", G.runtime, sizeof(G.runtime)) ? "runc"
-															: "crun";
+		want =
+		    G.cg.version == AL_CG_V1 || !al_find_exec("crun", G.runtime, sizeof(G.runtime))
+			? "runc"
+			: "crun";
 	if (!al_find_exec(want, G.runtime, sizeof(G.runtime)))
-		return al_err_set(err, AL_ESANDBOX, "container: OCI runtime %s not found (install runc or crun)",
+		return al_err_set(err, AL_ESANDBOX,
+				  "container: OCI runtime %s not found (install runc or crun)",
 				  want);
 	snprintf(G.root, sizeof(G.root), "%s/%s/runtime", conf->state_dir, conf->worker_id);
 	snprintf(G.jobs, sizeof(G.jobs), "%s/%s/container", conf->state_dir, conf->worker_id);
@@ -227,11 +233,11 @@ static int ctr_init(const struct al_backend_conf *conf, struct al_err *err)
 		chmod(conf->state_dir, 0711);
 	}
 	{
-		const char *args[] = { "list", NULL };
+		const char *args[] = {"list", NULL};
 
 		if (runtime_do(args, &st))
-			return al_err_set(err, AL_ESANDBOX, "container: `%s list` failed (status %d)",
-					  G.runtime, st);
+			return al_err_set(err, AL_ESANDBOX,
+					  "container: `%s list` failed (status %d)", G.runtime, st);
 	}
 	if ((rc = make_hostimage(err)))
 		return rc;
@@ -261,8 +267,8 @@ static json_t *mount_of(const char *dst, const char *type, const char *src,
 static void add_host_mounts(json_t *mounts, const char *const *ro_bind)
 {
 	for (size_t i = 0; i < nhost_binds; i++)
-		json_array_append_new(mounts, mount_of(host_binds[i].dst, "none", host_binds[i].src,
-						       ro_bind));
+		json_array_append_new(
+		    mounts, mount_of(host_binds[i].dst, "none", host_binds[i].src, ro_bind));
 }
 
 static json_t *strs(const char *const *v)
@@ -274,8 +280,7 @@ static json_t *strs(const char *const *v)
 	return a;
 }
 
-static json_t *mount_of(const char *dst, const char *type, const char *src,
-			const char *const *opts)
+static json_t *mount_of(const char *dst, const char *type, const char *src, const char *const *opts)
 {
 	json_t *m = json_object();
 
@@ -311,8 +316,8 @@ static json_t *rlimit(const char *type, uint64_t soft, uint64_t hard)
 static json_t *seccomp_profile(void)
 {
 	json_t *sc = json_object(), *calls = json_array(), *names = json_array(), *r;
-	static const char *const arches[] = { "SCMP_ARCH_X86_64", "SCMP_ARCH_X86", "SCMP_ARCH_X32",
-					      NULL };
+	static const char *const arches[] = {"SCMP_ARCH_X86_64", "SCMP_ARCH_X86", "SCMP_ARCH_X32",
+					     NULL};
 
 	json_object_set_new(sc, "defaultAction", json_string("SCMP_ACT_ALLOW"));
 	json_object_set_new(sc, "architectures", strs(arches));
@@ -334,13 +339,14 @@ static json_t *seccomp_profile(void)
 
 		if (!(AL_SECCOMP_NS_FLAGS & b))
 			continue;
-		r = json_pack("{s:[s], s:s, s:i, s:[{s:i, s:I, s:I, s:s}]}", "names", "clone", "action",
-			      "SCMP_ACT_ERRNO", "errnoRet", EPERM, "args", "index", 0, "value",
-			      (json_int_t)b, "valueTwo", (json_int_t)b, "op", "SCMP_CMP_MASKED_EQ");
+		r = json_pack("{s:[s], s:s, s:i, s:[{s:i, s:I, s:I, s:s}]}", "names", "clone",
+			      "action", "SCMP_ACT_ERRNO", "errnoRet", EPERM, "args", "index", 0,
+			      "value", (json_int_t)b, "valueTwo", (json_int_t)b, "op",
+			      "SCMP_CMP_MASKED_EQ");
 		json_array_append_new(calls, r);
 	}
-	r = json_pack("{s:[s], s:s, s:i}", "names", "clone3", "action", "SCMP_ACT_ERRNO", "errnoRet",
-		      ENOSYS);
+	r = json_pack("{s:[s], s:s, s:i}", "names", "clone3", "action", "SCMP_ACT_ERRNO",
+		      "errnoRet", ENOSYS);
 	json_array_append_new(calls, r);
 	json_object_set_new(sc, "syscalls", calls);
 	return sc;
@@ -351,22 +357,29 @@ static int write_bundle(struct al_sandbox *sb, struct al_err *err)
 	struct ctr_sb *c = sb->priv;
 	const struct al_limits *l = &sb->spec.limits;
 	uint32_t host_root = sb->conf->userns_base + sb->spec.slot * CTR_ID_RANGE;
-	static const char *const ro_bind[] = { "rbind", "ro", "nosuid", "nodev", NULL };
-	static const char *const rw_bind[] = { "rbind", "rw", "nosuid", "nodev", NULL };
-	static const char *const proc_opts[] = { "nosuid", "noexec", "nodev", NULL };
-	static const char *const dev_opts[] = { "nosuid", "strictatime", "mode=755", "size=65536k",
-						NULL };
-	static const char *const pts_opts[] = { "nosuid", "noexec", "newinstance", "ptmxmode=0666",
-						"mode=0620", NULL };
-	static const char *const sys_opts[] = { "nosuid", "noexec", "nodev", "ro", NULL };
-	static const char *const shm_bind[] = { "rbind", "rw", "nosuid", "nodev", "noexec", NULL };
-	static const char *const masked[] = { "/proc/acpi", "/proc/asound", "/proc/kcore",
-					      "/proc/keys", "/proc/latency_stats", "/proc/timer_list",
-					      "/proc/timer_stats", "/proc/sched_debug", "/sys/firmware",
-					      "/proc/scsi", NULL };
-	static const char *const readonly[] = { "/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys",
-						"/proc/sysrq-trigger", NULL };
-	struct al_buf strings = { 0 };
+	static const char *const ro_bind[] = {"rbind", "ro", "nosuid", "nodev", NULL};
+	static const char *const rw_bind[] = {"rbind", "rw", "nosuid", "nodev", NULL};
+	static const char *const proc_opts[] = {"nosuid", "noexec", "nodev", NULL};
+	static const char *const dev_opts[] = {"nosuid", "strictatime", "mode=755", "size=65536k",
+					       NULL};
+	static const char *const pts_opts[] = {"nosuid",	"noexec",    "newinstance",
+					       "ptmxmode=0666", "mode=0620", NULL};
+	static const char *const sys_opts[] = {"nosuid", "noexec", "nodev", "ro", NULL};
+	static const char *const shm_bind[] = {"rbind", "rw", "nosuid", "nodev", "noexec", NULL};
+	static const char *const masked[] = {"/proc/acpi",
+					     "/proc/asound",
+					     "/proc/kcore",
+					     "/proc/keys",
+					     "/proc/latency_stats",
+					     "/proc/timer_list",
+					     "/proc/timer_stats",
+					     "/proc/sched_debug",
+					     "/sys/firmware",
+					     "/proc/scsi",
+					     NULL};
+	static const char *const readonly[] = {
+	    "/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger", NULL};
+	struct al_buf strings = {0};
 	uint32_t argc = 0, envc = 0;
 	char cgpath[PATH_MAX], path[PATH_MAX + 16];
 	json_t *root, *process, *user, *caps, *mounts, *linux_, *ns, *res, *argv, *env, *rl;
@@ -412,14 +425,17 @@ static int write_bundle(struct al_sandbox *sb, struct al_err *err)
 						 l->memory_bytes + (1ull << 30)));
 		json_array_append_new(rl, rlimit("RLIMIT_CPU", cpu, cpu + 1));
 		json_array_append_new(rl, rlimit("RLIMIT_FSIZE", fsize, fsize));
-		json_array_append_new(rl, rlimit("RLIMIT_NOFILE", sb->conf->nofile, sb->conf->nofile));
+		json_array_append_new(rl,
+				      rlimit("RLIMIT_NOFILE", sb->conf->nofile, sb->conf->nofile));
 		json_array_append_new(rl, rlimit("RLIMIT_CORE", 0, 0));
 	}
 	json_object_set_new(process, "rlimits", rl);
 	json_object_set_new(root, "process", process);
 	json_object_set_new(root, "root",
 			    json_pack("{s:s, s:b}", "path",
-				      c->rootfs[0] ? c->rootfs : sb->spec.image ? sb->spec.image : G.hostimage,
+				      c->rootfs[0]     ? c->rootfs
+				      : sb->spec.image ? sb->spec.image
+						       : G.hostimage,
 				      "readonly", 1));
 	json_object_set_new(root, "hostname", json_string("airlock"));
 
@@ -434,8 +450,8 @@ static int write_bundle(struct al_sandbox *sb, struct al_err *err)
 		add_host_mounts(mounts, ro_bind);
 	/* the tier's binds, read-only at the same place */
 	for (size_t i = 0; i < sb->spec.nbinds; i++)
-		json_array_append_new(mounts, mount_of(sb->spec.binds[i], "none", sb->spec.binds[i],
-						       ro_bind));
+		json_array_append_new(
+		    mounts, mount_of(sb->spec.binds[i], "none", sb->spec.binds[i], ro_bind));
 	/* One budget: /work, /tmp and /dev/shm are directories of the job's
 	 * tmpfs (jobfs_layout.h). */
 	json_array_append_new(mounts, mount_of("/work", "none", c->fs.home, rw_bind));
@@ -454,12 +470,14 @@ static int write_bundle(struct al_sandbox *sb, struct al_err *err)
 	json_object_set_new(linux_, "gidMappings", idmap(host_root));
 	/* memory+swap equal to memory: no swap escape */
 	res = json_object();
-	json_object_set_new(res, "memory", json_pack("{s:I, s:I}", "limit", (json_int_t)l->memory_bytes,
-						     "swap", (json_int_t)l->memory_bytes));
+	json_object_set_new(res, "memory",
+			    json_pack("{s:I, s:I}", "limit", (json_int_t)l->memory_bytes, "swap",
+				      (json_int_t)l->memory_bytes));
 	json_object_set_new(res, "pids", json_pack("{s:I}", "limit", (json_int_t)l->pids));
 	json_object_set_new(res, "cpu",
-			    json_pack("{s:I, s:I}", "quota", (json_int_t)(sb->spec.cpu_millis * 100),
-				      "period", (json_int_t)100000));
+			    json_pack("{s:I, s:I}", "quota",
+				      (json_int_t)(sb->spec.cpu_millis * 100), "period",
+				      (json_int_t)100000));
 	json_object_set_new(res, "devices", json_pack("[{s:b, s:s}]", "allow", 0, "access", "rwm"));
 	json_object_set_new(linux_, "resources", res);
 	snprintf(cgpath, sizeof(cgpath), "/airlock/%s/%s", G.cg.subtree, c->name);
@@ -526,7 +544,8 @@ static int make_mount_point(const char *rootfs, const char *path, bool is_dir, s
 		p += n + (slash ? 1 : 0);
 	}
 	if (dir < 0 || *p)
-		rc = al_err_sys(err, "container: a mount point for the bind %s in %s", path, rootfs);
+		rc =
+		    al_err_sys(err, "container: a mount point for the bind %s in %s", path, rootfs);
 	if (dir >= 0)
 		close(dir);
 	return rc;
@@ -558,7 +577,8 @@ static int own_rootfs(struct al_sandbox *sb, struct al_err *err)
 		struct stat st;
 
 		if (stat(sb->spec.binds[i], &st))
-			return al_err_sys(err, "container: bind %s (the tier's binds)", sb->spec.binds[i]);
+			return al_err_sys(err, "container: bind %s (the tier's binds)",
+					  sb->spec.binds[i]);
 		if ((rc = make_mount_point(c->rootfs, sb->spec.binds[i], S_ISDIR(st.st_mode), err)))
 			return rc;
 	}
@@ -577,8 +597,10 @@ static int ctr_prepare(struct al_sandbox *sb, struct al_err *err)
 	c->fs.out_fd = c->fs.err_fd = c->fs.mnt_fd = -1;
 	if (!G.ready)
 		return al_err_set(err, AL_ESANDBOX, "container: backend not initialised");
-	snprintf(c->name, sizeof(c->name), "al-%s-%u-%s", G.conf->worker_id, sb->spec.slot, job->id);
-	if ((rc = al_jobfs_create(&c->fs, G.jobs, c->name, job, l->disk_bytes, uid, uid, false, err)))
+	snprintf(c->name, sizeof(c->name), "al-%s-%u-%s", G.conf->worker_id, sb->spec.slot,
+		 job->id);
+	if ((rc = al_jobfs_create(&c->fs, G.jobs, c->name, job, l->disk_bytes, uid, uid, false,
+				  err)))
 		return al_err_wrap(err, "container");
 	/* 0700 and owned by the slot's container root: the runtime, in the
 	 * user namespace, reaches work/; no other host uid reaches anything */
@@ -598,24 +620,27 @@ static int ctr_prepare(struct al_sandbox *sb, struct al_err *err)
 	if (job->runtime != AL_RUNTIME_ARGV &&
 	    (c->code_fd = memfd_of("job-code", job->code.data, job->code.len, err)) < 0)
 		return c->code_fd;
-	if ((c->stdin_fd = memfd_of("job-stdin", job->stdin_data.data, job->stdin_data.len, err)) < 0)
+	if ((c->stdin_fd = memfd_of("job-stdin", job->stdin_data.data, job->stdin_data.len, err)) <
+	    0)
 		return c->stdin_fd;
 	return write_bundle(sb, err);
 }
 
-static const char *const shim_env[] = { "PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL };
+static const char *const shim_env[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
 
 /* Start the job's shim (backends/container/shim.c): the job's stdio and
  * script on 0-3, the report pipe on 4, airlock-exec on 5. */
 static int ctr_start(struct al_sandbox *sb, struct al_watch *w, struct al_err *err)
 {
 	struct ctr_sb *c = sb->priv;
-	const int src[6] = { c->stdin_fd, c->fs.out_fd, c->fs.err_fd,
-			     c->code_fd >= 0 ? c->code_fd : c->stdin_fd, -1, G.exec_fd };
+	const int src[6] = {c->stdin_fd,  c->fs.out_fd,
+			    c->fs.err_fd, c->code_fd >= 0 ? c->code_fd : c->stdin_fd,
+			    -1,		  G.exec_fd};
 	char exe[32];
-	const char *args[6 + 4 + 1] = { "airlock-oci-shim", G.runtime, G.root, c->fs.dir, c->name,
-					G.cg.version == AL_CG_V2 ? "v2" : "v1" };
-	int pipefd[2], hi[6] = { -1, -1, -1, -1, -1, -1 }, n = 6, rc = AL_OK;
+	const char *args[6 + 4 + 1] = {
+	    "airlock-oci-shim", G.runtime, G.root,
+	    c->fs.dir,		c->name,   G.cg.version == AL_CG_V2 ? "v2" : "v1"};
+	int pipefd[2], hi[6] = {-1, -1, -1, -1, -1, -1}, n = 6, rc = AL_OK;
 	posix_spawn_file_actions_t fa;
 
 	for (int i = 0; i < c->cg.ndirs; i++)
@@ -710,7 +735,7 @@ static int ctr_reap(struct al_sandbox *sb, struct al_result *res, struct al_err 
 {
 	struct ctr_sb *c = sb->priv;
 	struct al_cg_stats st;
-	siginfo_t si = { 0 };
+	siginfo_t si = {0};
 	bool disk_full = false;
 	int rc, ws;
 
@@ -738,18 +763,23 @@ static int ctr_reap(struct al_sandbox *sb, struct al_result *res, struct al_err 
 			{
 				char *m = strstr(buf, "\"msg\":\"");
 
-				return al_err_set(err, AL_ESANDBOX, "container: %s failed: %.200s", G.runtime,
-						  m ? m + 7 : report[0] ? report : "the shim died");
+				return al_err_set(err, AL_ESANDBOX, "container: %s failed: %.200s",
+						  G.runtime,
+						  m	      ? m + 7
+						  : report[0] ? report
+							      : "the shim died");
 			}
 		}
 		{
 			unsigned long long cpu = 0, peak = 0, oom = 0;
 			int hit = 0;
 
-			if (sscanf(report, "X%d C%llu M%llu O%llu H%d", &ws, &cpu, &peak, &oom, &hit) != 5)
-				return al_err_set(err, AL_ESANDBOX, "container: bad report from the shim: %.60s",
+			if (sscanf(report, "X%d C%llu M%llu O%llu H%d", &ws, &cpu, &peak, &oom,
+				   &hit) != 5)
+				return al_err_set(err, AL_ESANDBOX,
+						  "container: bad report from the shim: %.60s",
 						  report);
-			st = (struct al_cg_stats){ cpu, peak, oom, hit != 0 };
+			st = (struct al_cg_stats){cpu, peak, oom, hit != 0};
 		}
 	}
 	al_verdict(res, ws, &st, &sb->spec.limits, disk_full);
@@ -778,7 +808,7 @@ static void ctr_destroy(struct al_sandbox *sb)
 		close(c->pidfd);
 		if (!c->exited && c->name[0]) {
 			/* the shim did not get to remove it */
-			const char *args[] = { "delete", "-f", c->name, NULL };
+			const char *args[] = {"delete", "-f", c->name, NULL};
 
 			runtime_do(args, NULL);
 		}
@@ -813,7 +843,7 @@ static int ctr_sweep(const struct al_backend_conf *conf, struct al_err *err)
 	snprintf(prefix, sizeof(prefix), "al-%s-", conf->worker_id);
 	d = opendir(G.root);
 	while (d && (de = readdir(d))) {
-		const char *args[] = { "delete", "-f", de->d_name, NULL };
+		const char *args[] = {"delete", "-f", de->d_name, NULL};
 
 		if (!strncmp(de->d_name, prefix, strlen(prefix)))
 			runtime_do(args, NULL);
@@ -853,16 +883,16 @@ static int ctr_usage(struct al_sandbox *sb, struct al_usage *u)
 }
 
 const struct al_backend_ops al_backend_container = {
-	.name = "container",
-	.caps = AL_CAP_NO_NETWORK | AL_CAP_MEMORY | AL_CAP_PIDS | AL_CAP_CPU | AL_CAP_FILES,
-	.priv_size = sizeof(struct ctr_sb),
-	.init = ctr_init,
-	.sweep = ctr_sweep,
-	.prepare = ctr_prepare,
-	.start = ctr_start,
-	.kill = ctr_kill,
-	.usage = ctr_usage,
-	.reap = ctr_reap,
-	.destroy = ctr_destroy,
-	.fini = ctr_fini,
+    .name = "container",
+    .caps = AL_CAP_NO_NETWORK | AL_CAP_MEMORY | AL_CAP_PIDS | AL_CAP_CPU | AL_CAP_FILES,
+    .priv_size = sizeof(struct ctr_sb),
+    .init = ctr_init,
+    .sweep = ctr_sweep,
+    .prepare = ctr_prepare,
+    .start = ctr_start,
+    .kill = ctr_kill,
+    .usage = ctr_usage,
+    .reap = ctr_reap,
+    .destroy = ctr_destroy,
+    .fini = ctr_fini,
 };

@@ -6,14 +6,13 @@
  *
  * with the job's stdin, stdout, stderr and script on descriptors 0-3, the
  * report pipe on 4 and airlock-exec (backends/container/exec.c) on 5. The
- * container gets 3 (the script) and airlock-exec as 4: its first program. It starts the container detached (so that the runtime
- * hands the job's stdio to it as they are: the file-size limit then caps a
- * flood, and no copy runs), becomes its reaper, waits for it, reads the
- * counters of the job's cgroup (CGDIR: the runtime's cgroup, one directory
- * per hierarchy as in struct al_cg), removes the container from the runtime
- * and reports "X<wait status> C<cpu ns> M<peak bytes> O<oom kills> H<0|1>",
- * or "E<runtime's wait status>" when the runtime could not start it (its
- * message is in BUNDLE/runtime.log). */
+ * container gets 3 (the script) and airlock-exec as 4: its first program. It starts the container
+ * detached (so that the runtime hands the job's stdio to it as they are: the file-size limit then
+ * caps a flood, and no copy runs), becomes its reaper, waits for it, reads the counters of the
+ * job's cgroup (CGDIR: the runtime's cgroup, one directory per hierarchy as in struct al_cg),
+ * removes the container from the runtime and reports "X<wait status> C<cpu ns> M<peak bytes> O<oom
+ * kills> H<0|1>", or "E<runtime's wait status>" when the runtime could not start it (its message is
+ * in BUNDLE/runtime.log). */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -87,8 +86,8 @@ static bool forget_stopped(const char *rt, const char *root, const char *name)
 int main(int argc, char **argv)
 {
 	char log[PATH_MAX], pidf[PATH_MAX], msg[160], buf[32];
-	struct al_cg_sys sys = { 0 };
-	struct al_cg cg = { .sys = &sys };
+	struct al_cg_sys sys = {0};
+	struct al_cg cg = {.sys = &sys};
 	struct al_cg_stats cs;
 	struct stat st0;
 	pid_t ctr;
@@ -108,16 +107,18 @@ int main(int argc, char **argv)
 	 * airlock-exec; the report moves out of the container's way (the
 	 * runtime passes 3 and 4 in) and out of the runtime's. */
 	if (syscall(SYS_close_range, FD_EXEC + 1, ~0u, 0) ||
-	    (report_fd = fcntl(FD_REPORT, F_DUPFD_CLOEXEC, 10)) < 0 || dup2(FD_EXEC, FD_REPORT) < 0 ||
-	    close(FD_EXEC))
+	    (report_fd = fcntl(FD_REPORT, F_DUPFD_CLOEXEC, 10)) < 0 ||
+	    dup2(FD_EXEC, FD_REPORT) < 0 || close(FD_EXEC))
 		return 2;
 	prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
 	snprintf(log, sizeof(log), "%s/runtime.log", bundle);
 	snprintf(pidf, sizeof(pidf), "%s/container.pid", bundle);
 	{
-		const char *run[] = { rt, "--root", root, "--log", log, "--log-format", "json", "run",
-				      "--detach", "--pid-file", pidf, "--bundle", bundle,
-				      "--preserve-fds", "2", name, NULL };
+		const char *run[] = {rt,	 "--root",	   root,   "--log",
+				     log,	 "--log-format",   "json", "run",
+				     "--detach", "--pid-file",	   pidf,   "--bundle",
+				     bundle,	 "--preserve-fds", "2",	   name,
+				     NULL};
 
 		st = runtime(run);
 	}
@@ -150,7 +151,7 @@ int main(int argc, char **argv)
 	 * runtime's delete removes its cgroup). */
 	al_cg_stats(&cg, &cs);
 	if (!forget_stopped(rt, root, name)) {
-		const char *del[] = { rt, "--root", root, "delete", "-f", name, NULL };
+		const char *del[] = {rt, "--root", root, "delete", "-f", name, NULL};
 
 		runtime(del);
 	}

@@ -53,19 +53,26 @@
 #include "../vmchan.h"
 
 #define AGENT_VERSION "2" /* 2: the collect cap in the job frame, the host's acknowledgement */
-#define JOB_UID 1000
-#define PORT_WAIT_MS 10000
+#define JOB_UID	      1000
+#define PORT_WAIT_MS  10000
 #define JOB_FRAME_MAX (AL_JOB_MAX_BYTES + (4u << 20)) /* job + argv + environment */
 
 /* What each mode loads, in dependency order: a microVM only needs the job
  * channel (virtio-mmio); a service VM is a PC with a PCI network card, a
  * disk and the channel. */
-static const char *const microvm_modules[] = { "virtio_ring", "virtio", "virtio_mmio",
-					      "virtio_console", NULL };
-static const char *const service_modules[] = { "virtio_ring", "virtio", "virtio_pci_legacy_dev",
-					      "virtio_pci_modern_dev", "virtio_pci",
-					      "virtio_console", "failover", "net_failover",
-					      "virtio_net", "virtio_blk", NULL };
+static const char *const microvm_modules[] = {"virtio_ring", "virtio", "virtio_mmio",
+					      "virtio_console", NULL};
+static const char *const service_modules[] = {"virtio_ring",
+					      "virtio",
+					      "virtio_pci_legacy_dev",
+					      "virtio_pci_modern_dev",
+					      "virtio_pci",
+					      "virtio_console",
+					      "failover",
+					      "net_failover",
+					      "virtio_net",
+					      "virtio_blk",
+					      NULL};
 
 /* A service VM (the vm backend) keeps running after its result. */
 static bool service_mode;
@@ -104,11 +111,11 @@ static void mounts(void)
 		const char *src, *dst, *type, *opts;
 		unsigned long flags;
 	} m[] = {
-		{ "dev", "/dev", "devtmpfs", "mode=0755", MS_NOSUID | MS_NOEXEC },
-		{ "proc", "/proc", "proc", "hidepid=2", MS_NOSUID | MS_NODEV | MS_NOEXEC },
-		{ "sys", "/sys", "sysfs", NULL, MS_NOSUID | MS_NODEV | MS_NOEXEC },
-		{ "tmp", "/tmp", "tmpfs", "mode=1777,size=16m", MS_NOSUID | MS_NODEV },
-		{ "run", "/run", "tmpfs", "mode=0755,size=4m", MS_NOSUID | MS_NODEV },
+	    {"dev", "/dev", "devtmpfs", "mode=0755", MS_NOSUID | MS_NOEXEC},
+	    {"proc", "/proc", "proc", "hidepid=2", MS_NOSUID | MS_NODEV | MS_NOEXEC},
+	    {"sys", "/sys", "sysfs", NULL, MS_NOSUID | MS_NODEV | MS_NOEXEC},
+	    {"tmp", "/tmp", "tmpfs", "mode=1777,size=16m", MS_NOSUID | MS_NODEV},
+	    {"run", "/run", "tmpfs", "mode=0755,size=4m", MS_NOSUID | MS_NODEV},
 	};
 
 	for (size_t i = 0; i < sizeof(m) / sizeof(m[0]); i++)
@@ -165,12 +172,13 @@ static int busybox(const char *const *args)
  * see udhcpc.sh) and the per-VM disk on /data. */
 static void service_setup(void)
 {
-	static const char *const lo[] = { "ip", "link", "set", "lo", "up", NULL };
-	static const char *const up[] = { "ip", "link", "set", "eth0", "up", NULL };
+	static const char *const lo[] = {"ip", "link", "set", "lo", "up", NULL};
+	static const char *const up[] = {"ip", "link", "set", "eth0", "up", NULL};
 	/* Until it has a lease (the host's readiness deadline bounds this):
 	 * an emulated guest next to busy ones can miss a reply. */
-	static const char *const dhcp[] = { "udhcpc", "-i", "eth0", "-s", "/usr/share/airlock/udhcpc.sh",
-					   "-q", "-t", "5", "-T", "2", "-A", "1", NULL };
+	static const char *const dhcp[] = {
+	    "udhcpc", "-i", "eth0", "-s", "/usr/share/airlock/udhcpc.sh", "-q", "-t", "5", "-T",
+	    "2",      "-A", "1",    NULL};
 
 	if (busybox(lo) || busybox(up) || busybox(dhcp)) {
 		errno = ENETDOWN;
@@ -268,7 +276,8 @@ static int parse_job(const uint8_t *p, size_t n, struct job_in *in, struct al_er
 
 		if (!end) {
 			free(v);
-			return al_err_set(err, AL_ESANDBOX, "agent: argv/environment not NUL-ended");
+			return al_err_set(err, AL_ESANDBOX,
+					  "agent: argv/environment not NUL-ended");
 		}
 		v[i < argc ? i : i + 1] = (char *)s;
 		off += (size_t)(end - s) + 1;
@@ -320,17 +329,16 @@ static void __attribute__((noreturn)) setup_fail(int fd, const char *what)
 
 static void set_rlimit(int res, rlim_t v, int setup_wr)
 {
-	struct rlimit rl = { v, res == RLIMIT_CPU ? v + 1 : v };
+	struct rlimit rl = {v, res == RLIMIT_CPU ? v + 1 : v};
 
 	if (setrlimit(res, &rl))
 		setup_fail(setup_wr, "setrlimit");
 }
 
 /* The child: from PID-1 root to the job. Only async-signal-safe calls. */
-static void __attribute__((noreturn)) exec_job(const struct job_in *in, const struct al_cg *cg,
-					       const struct al_seccomp *sc,
-					       const struct al_jobfs *fs, const int fds[4],
-					       int setup_wr)
+static void __attribute__((noreturn))
+exec_job(const struct job_in *in, const struct al_cg *cg, const struct al_seccomp *sc,
+	 const struct al_jobfs *fs, const int fds[4], int setup_wr)
 {
 	const struct al_limits *l = &in->job.limits;
 	const char *prog = in->argv[0];
@@ -347,9 +355,10 @@ static void __attribute__((noreturn)) exec_job(const struct job_in *in, const st
 	snprintf(shm, sizeof(shm), "%s/" AL_JOBFS_SHM, fs->work);
 	if (unshare(CLONE_NEWNS | CLONE_NEWCGROUP) ||
 	    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) ||
-	    mount(tmp, "/tmp", NULL, MS_BIND, NULL) || mount(shm, "/dev/shm", NULL, MS_BIND, NULL) ||
-	    mount("airlock-mask", "/sys/fs/cgroup", "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
-		  "size=4k,mode=0555"))
+	    mount(tmp, "/tmp", NULL, MS_BIND, NULL) ||
+	    mount(shm, "/dev/shm", NULL, MS_BIND, NULL) ||
+	    mount("airlock-mask", "/sys/fs/cgroup", "tmpfs",
+		  MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,mode=0555"))
 		setup_fail(setup_wr, "the job's mounts");
 	for (int i = 0; i < 4; i++)
 		if (fds[i] >= 0 && dup2(fds[i], 10 + i) < 0)
@@ -389,13 +398,13 @@ static void __attribute__((noreturn)) exec_job(const struct job_in *in, const st
 static int run(struct job_in *in, int port, struct al_result *res, struct al_err *err)
 {
 	const struct al_limits *l = &in->job.limits;
-	struct al_cg_limits cgl = { l->memory_bytes, l->pids, 0 };
+	struct al_cg_limits cgl = {l->memory_bytes, l->pids, 0};
 	struct al_cg_sys sys;
 	struct al_cg cg;
 	struct al_jobfs fs;
-	struct al_cg_stats st = { 0 };
+	struct al_cg_stats st = {0};
 	struct al_seccomp sc;
-	int fds[4] = { -1, -1, -1, -1 }, ws = 0, rc, pidfd = -1, setup[2] = { -1, -1 };
+	int fds[4] = {-1, -1, -1, -1}, ws = 0, rc, pidfd = -1, setup[2] = {-1, -1};
 	uint64_t beat_ms = al_mono_ms();
 	bool disk_full = false;
 	pid_t pid;
@@ -441,7 +450,8 @@ static int run(struct job_in *in, int port, struct al_result *res, struct al_err
 		if (n > 0) {
 			msg[n] = '\0';
 			waitpid(pid, NULL, 0);
-			rc = al_err_set(err, AL_ESANDBOX, "agent: set up the job's process: %s", msg);
+			rc = al_err_set(err, AL_ESANDBOX, "agent: set up the job's process: %s",
+					msg);
 			goto out;
 		}
 	}
@@ -457,7 +467,7 @@ static int run(struct job_in *in, int port, struct al_result *res, struct al_err
 	 * the job leaves. */
 	pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	for (bool done = false, stopped = false; !done;) {
-		struct pollfd p = { .fd = pidfd, .events = POLLIN };
+		struct pollfd p = {.fd = pidfd, .events = POLLIN};
 		int s;
 		pid_t w;
 
@@ -473,14 +483,16 @@ static int run(struct job_in *in, int port, struct al_result *res, struct al_err
 			}
 			if (al_mono_ms() - beat_ms >= AL_CHAN_HEARTBEAT_MS) {
 				beat_ms = al_mono_ms();
-				if (al_chan_write(port, AL_CHAN_HEARTBEAT, NULL, 0, NULL, 0, -1, err)) {
+				if (al_chan_write(port, AL_CHAN_HEARTBEAT, NULL, 0, NULL, 0, -1,
+						  err)) {
 					rc = AL_ESANDBOX;
 					goto out;
 				}
 			}
 			continue;
 		}
-		while ((w = waitpid(-1, &s, pidfd >= 0 ? WNOHANG : 0)) > 0 || (w < 0 && errno == EINTR))
+		while ((w = waitpid(-1, &s, pidfd >= 0 ? WNOHANG : 0)) > 0 ||
+		       (w < 0 && errno == EINTR))
 			if (w == pid) {
 				ws = s;
 				done = true;
@@ -515,12 +527,12 @@ out:
  * only once the host says the whole result arrived (or gave up). */
 static void wait_ack(int port, struct al_chan_rd *rd)
 {
-	struct al_err err = { 0 };
+	struct al_err err = {0};
 	uint64_t t0 = al_mono_ms();
 
 	al_chan_rd_reset(rd);
 	for (;;) {
-		struct pollfd p = { .fd = port, .events = POLLIN };
+		struct pollfd p = {.fd = port, .events = POLLIN};
 		uint64_t waited = al_mono_ms() - t0;
 		int rc;
 
@@ -538,11 +550,11 @@ static void wait_ack(int port, struct al_chan_rd *rd)
 
 int main(void)
 {
-	struct al_chan_rd rd = { 0 };
-	struct al_err err = { 0 };
-	struct al_result res = { 0 };
-	struct job_in in = { 0 };
-	struct al_buf out = { 0 };
+	struct al_chan_rd rd = {0};
+	struct al_err err = {0};
+	struct al_result res = {0};
+	struct job_in in = {0};
+	struct al_buf out = {0};
 	int port, rc;
 
 	if (getpid() != 1) {
@@ -556,8 +568,8 @@ int main(void)
 	if (service_mode)
 		service_setup();
 	port = open_port();
-	if (al_chan_write(port, AL_CHAN_READY, "agent " AGENT_VERSION, strlen("agent " AGENT_VERSION),
-			  NULL, 0, -1, &err))
+	if (al_chan_write(port, AL_CHAN_READY, "agent " AGENT_VERSION,
+			  strlen("agent " AGENT_VERSION), NULL, 0, -1, &err))
 		fatal("send ready");
 	do
 		rc = al_chan_read(&rd, port, JOB_FRAME_MAX, &err);

@@ -49,20 +49,20 @@
 #include "../vmchan.h"
 #include "vmm.h"
 
-#define MIB (1024ull * 1024ull)
-#define GUEST_OVERHEAD_MIB 128	  /* kernel, initramfs (unpacked), agent */
-#define VMM_OVERHEAD_TCG_MIB 320  /* QEMU itself plus the TCG code cache */
+#define MIB		     (1024ull * 1024ull)
+#define GUEST_OVERHEAD_MIB   128 /* kernel, initramfs (unpacked), agent */
+#define VMM_OVERHEAD_TCG_MIB 320 /* QEMU itself plus the TCG code cache */
 #define VMM_OVERHEAD_KVM_MIB 96
-#define VMM_PIDS 64		  /* QEMU's threads */
-#define VM_UID_OFFSET 256	  /* VMM uids: uid_base + 256 + n, after the slots' */
-#define VM_UIDS 512
-#define JOB_SEND_TIMEOUT_MS 5000
-#define FRAMES_PER_PASS 64 /* channel frames handled per event-loop pass */
+#define VMM_PIDS	     64	 /* QEMU's threads */
+#define VM_UID_OFFSET	     256 /* VMM uids: uid_base + 256 + n, after the slots' */
+#define VM_UIDS		     512
+#define JOB_SEND_TIMEOUT_MS  5000
+#define FRAMES_PER_PASS	     64 /* channel frames handled per event-loop pass */
 /* heartbeats a guest may send in ms since the job went in (one a second) */
 #define HEARTBEATS_ALLOWED(ms) (16 + 4 * ((ms) / 1000))
-#define HANG_TCG_MS 20000	  /* a guest silent this long (no ready, no heartbeat) is broken */
-#define HANG_KVM_MS 5000
-#define DEFAULT_IMAGE "/var/lib/airlock/images/microvm"
+#define HANG_TCG_MS	       20000 /* a guest silent this long (no ready, no heartbeat) is broken */
+#define HANG_KVM_MS	       5000
+#define DEFAULT_IMAGE	       "/var/lib/airlock/images/microvm"
 
 struct vm {
 	struct al_vmm v;
@@ -70,12 +70,12 @@ struct vm {
 	bool cg_made;
 	int uid_idx;
 	struct al_chan_rd rd;
-	bool ready;		/* the agent said ready */
-	bool exited;		/* the VMM was reaped */
+	bool ready;  /* the agent said ready */
+	bool exited; /* the VMM was reaped */
 	uint64_t born_ms, ready_ms;
 	uint64_t memory_mib;
 	unsigned vcpus;
-	char hash[80];		/* the image's content hash */
+	char hash[80]; /* the image's content hash */
 	char image[PATH_MAX];
 };
 
@@ -105,11 +105,11 @@ static struct {
 
 struct mvm_sb {
 	struct vm *vm;
-	bool warm;	/* taken from the pool */
-	bool sent;	/* the job went in */
-	int timer_fd;	/* fires at the nearest deadline (see deadline()) */
+	bool warm;			      /* taken from the pool */
+	bool sent;			      /* the job went in */
+	int timer_fd;			      /* fires at the nearest deadline (see deadline()) */
 	uint64_t start_ms, sent_ms, heard_ms; /* monotonic */
-	uint64_t beats; /* heartbeats heard since the job went in */
+	uint64_t beats;			      /* heartbeats heard since the job went in */
 };
 
 /* ---- spawning a VMM (for drivers) ---- */
@@ -129,11 +129,11 @@ static void rc_close(int a, int b, int c)
 /* The VMM's root (see vmm.h); in the child, as root, before the exec. */
 static int build_jail(const struct al_vmm_cfg *cfg, const char **what)
 {
-	static const char *const nodes[] = { "null", "zero", "urandom", NULL };
-	static const char *const nodes_kvm[] = { "null", "zero", "urandom", "kvm", NULL };
-	const char *const files[3][2] = { { cfg->binary, JAIL_STAGE AL_VMM_JAIL_BINARY },
-					  { cfg->kernel, JAIL_STAGE AL_VMM_JAIL_KERNEL },
-					  { cfg->initrd, JAIL_STAGE AL_VMM_JAIL_INITRD } };
+	static const char *const nodes[] = {"null", "zero", "urandom", NULL};
+	static const char *const nodes_kvm[] = {"null", "zero", "urandom", "kvm", NULL};
+	const char *const files[3][2] = {{cfg->binary, JAIL_STAGE AL_VMM_JAIL_BINARY},
+					 {cfg->kernel, JAIL_STAGE AL_VMM_JAIL_KERNEL},
+					 {cfg->initrd, JAIL_STAGE AL_VMM_JAIL_INITRD}};
 	int fds[3];
 	char src[32];
 
@@ -164,10 +164,10 @@ static int build_jail(const struct al_vmm_cfg *cfg, const char **what)
 int al_vmm_spawn(const struct al_vmm_cfg *cfg, char *const argv[], const int *keep, int nkeep,
 		 struct al_vmm *vm, struct al_err *err)
 {
-	static const char *const envp[] = { "PATH=/usr/bin:/bin", "LANG=C", NULL };
+	static const char *const envp[] = {"PATH=/usr/bin:/bin", "LANG=C", NULL};
 	int nul = open("/dev/null", O_RDWR | O_CLOEXEC);
-	int con = cfg->console ? open(cfg->console, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600)
-			       : -1;
+	int con =
+	    cfg->console ? open(cfg->console, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600) : -1;
 	/* readable once the worker is gone: a PID namespace has no getppid */
 	int parent = (int)syscall(SYS_pidfd_open, getpid(), 0);
 	pid_t pid;
@@ -177,16 +177,16 @@ int al_vmm_spawn(const struct al_vmm_cfg *cfg, char *const argv[], const int *ke
 		return al_err_sys(err, "vmm: open /dev/null or the worker's pidfd");
 	}
 	vm->pidfd = -1;
-	pid = al_clone_pidfd(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS,
-			     &vm->pidfd);
+	pid = al_clone_pidfd(
+	    CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS, &vm->pidfd);
 	if (pid < 0) {
 		rc_close(nul, con, parent);
 		return al_err_sys(err, "vmm: clone into new namespaces");
 	}
 	if (pid == 0) {
-		gid_t groups[1] = { cfg->kvm_gid };
+		gid_t groups[1] = {cfg->kvm_gid};
 		const char *what = "";
-		struct pollfd pf = { .fd = parent, .events = POLLIN };
+		struct pollfd pf = {.fd = parent, .events = POLLIN};
 
 		if (al_cg_enter_self(cfg->cg))
 			_exit(120);
@@ -205,7 +205,8 @@ int al_vmm_spawn(const struct al_vmm_cfg *cfg, char *const argv[], const int *ke
 		pf.fd = 63;
 		syscall(SYS_close_range, 3 + nkeep, 62, 0);
 		syscall(SYS_close_range, 64, ~0u, 0);
-		if (setgroups(cfg->kvm ? 1 : 0, groups) || setresgid(cfg->gid, cfg->gid, cfg->gid) ||
+		if (setgroups(cfg->kvm ? 1 : 0, groups) ||
+		    setresgid(cfg->gid, cfg->gid, cfg->gid) ||
 		    setresuid(cfg->uid, cfg->uid, cfg->uid))
 			_exit(122);
 		/* after the uid change, which clears it; then the worker must
@@ -227,7 +228,7 @@ int al_vmm_spawn(const struct al_vmm_cfg *cfg, char *const argv[], const int *ke
 
 static bool vm_exited(struct vm *vm)
 {
-	struct pollfd p = { .fd = vm->v.pidfd, .events = POLLIN };
+	struct pollfd p = {.fd = vm->v.pidfd, .events = POLLIN};
 
 	return vm->exited || poll(&p, 1, 0) > 0;
 }
@@ -240,7 +241,8 @@ static void vm_free(struct vm *vm, bool graceful)
 		return;
 	if (vm->v.pidfd >= 0) {
 		al_pidfd_kill_wait(vm->v.pidfd,
-				   !vm_exited(vm) && !(graceful && G.drv->shutdown(&vm->v, 200) == 0));
+				   !vm_exited(vm) &&
+				       !(graceful && G.drv->shutdown(&vm->v, 200) == 0));
 		close(vm->v.pidfd);
 	}
 	if (vm->v.chan_fd >= 0)
@@ -262,14 +264,15 @@ static int image_check(const char *dir, struct al_err *err)
 
 	snprintf(p, sizeof(p), "%s/vmlinux", dir);
 	if (access(p, R_OK))
-		return al_err_set(err, AL_ESANDBOX,
-				  "microvm: image %s is not built (no vmlinux): run `make microvm-image`",
-				  dir);
+		return al_err_set(
+		    err, AL_ESANDBOX,
+		    "microvm: image %s is not built (no vmlinux): run `make microvm-image`", dir);
 	snprintf(p, sizeof(p), "%s/initramfs.lz4", dir);
 	if (access(p, R_OK))
-		return al_err_set(err, AL_ESANDBOX,
-				  "microvm: image %s is not built (no initramfs.lz4): run `make microvm-image`",
-				  dir);
+		return al_err_set(
+		    err, AL_ESANDBOX,
+		    "microvm: image %s is not built (no initramfs.lz4): run `make microvm-image`",
+		    dir);
 	return AL_OK;
 }
 
@@ -277,7 +280,7 @@ static struct vm *vm_launch(const char *image, uint64_t memory_mib, unsigned vcp
 			    struct al_err *err)
 {
 	struct vm *vm = calloc(1, sizeof(*vm));
-	struct al_vmm_cfg cfg = { 0 };
+	struct al_vmm_cfg cfg = {0};
 	char kernel[PATH_MAX + 16], initrd[PATH_MAX + 16], name[32], p[PATH_MAX + 32];
 	struct al_cg_limits lim;
 	int rc;
@@ -310,9 +313,10 @@ static struct vm *vm_launch(const char *image, uint64_t memory_mib, unsigned vcp
 	}
 	snprintf(name, sizeof(name), "vm-%u", G.seq++);
 	lim = (struct al_cg_limits){
-		.memory_bytes = (memory_mib + (G.kvm ? VMM_OVERHEAD_KVM_MIB : VMM_OVERHEAD_TCG_MIB)) * MIB,
-		.pids = VMM_PIDS,
-		.cpu_millis = (uint64_t)vcpus * 1000,
+	    .memory_bytes =
+		(memory_mib + (G.kvm ? VMM_OVERHEAD_KVM_MIB : VMM_OVERHEAD_TCG_MIB)) * MIB,
+	    .pids = VMM_PIDS,
+	    .cpu_millis = (uint64_t)vcpus * 1000,
 	};
 	if ((rc = al_cg_create(&vm->cg, &G.cg, name, &lim, err)))
 		goto fail;
@@ -320,18 +324,18 @@ static struct vm *vm_launch(const char *image, uint64_t memory_mib, unsigned vcp
 	snprintf(kernel, sizeof(kernel), "%s/vmlinux", image);
 	snprintf(initrd, sizeof(initrd), "%s/initramfs.lz4", image);
 	cfg = (struct al_vmm_cfg){
-		.binary = G.binary,
-		.kernel = kernel,
-		.initrd = initrd,
-		.memory_mib = memory_mib,
-		.vcpus = vcpus,
-		.kvm = G.kvm,
-		.tsc_khz = G.tsc_khz,
-		.console = G.conf->vm_console,
-		.cg = &vm->cg,
-		.uid = G.conf->uid_base + VM_UID_OFFSET + (uid_t)vm->uid_idx,
-		.gid = G.conf->uid_base + VM_UID_OFFSET + (gid_t)vm->uid_idx,
-		.kvm_gid = G.kvm_gid,
+	    .binary = G.binary,
+	    .kernel = kernel,
+	    .initrd = initrd,
+	    .memory_mib = memory_mib,
+	    .vcpus = vcpus,
+	    .kvm = G.kvm,
+	    .tsc_khz = G.tsc_khz,
+	    .console = G.conf->vm_console,
+	    .cg = &vm->cg,
+	    .uid = G.conf->uid_base + VM_UID_OFFSET + (uid_t)vm->uid_idx,
+	    .gid = G.conf->uid_base + VM_UID_OFFSET + (gid_t)vm->uid_idx,
+	    .kvm_gid = G.kvm_gid,
 	};
 	vm->born_ms = al_mono_ms();
 	if (G.drv->launch(&cfg, &vm->v, err))
@@ -379,7 +383,7 @@ static uint64_t memory_mib_for(uint64_t memory_bytes)
 static void pool_fill(struct pool *p)
 {
 	while (p->n < p->size) {
-		struct al_err err = { 0 };
+		struct al_err err = {0};
 		struct vm *vm = vm_launch(p->image, p->memory_mib, p->vcpus, &err);
 
 		if (!vm) {
@@ -403,7 +407,7 @@ static struct vm *pool_take(const char *tier, const char *image, uint64_t memory
 		    p->memory_mib < memory_mib)
 			continue;
 		for (unsigned k = 0; k < p->n; k++) {
-			struct al_err err = { 0 };
+			struct al_err err = {0};
 			int rc = vm_poll_ready(p->vms[k], &err);
 
 			if (rc > 0) {
@@ -433,7 +437,7 @@ static void mvm_tick(const struct al_backend_conf *conf)
 
 		for (unsigned k = 0; k < p->n;) {
 			struct vm *vm = p->vms[k];
-			struct al_err err = { 0 };
+			struct al_err err = {0};
 			bool stale = now - vm->born_ms > p->max_idle_ms;
 
 			if (vm_poll_ready(vm, &err) < 0 || vm_exited(vm) || stale) {
@@ -519,7 +523,8 @@ bool al_kvm_usable(gid_t *gid)
 	fd = ext ? open("/dev/kvm", O_RDWR | O_CLOEXEC) : -1;
 	if (fd < 0)
 		return false;
-	vm = ioctl(fd, KVM_GET_API_VERSION, 0) == KVM_API_VERSION ? ioctl(fd, KVM_CREATE_VM, 0) : -1;
+	vm =
+	    ioctl(fd, KVM_GET_API_VERSION, 0) == KVM_API_VERSION ? ioctl(fd, KVM_CREATE_VM, 0) : -1;
 	if (vm >= 0)
 		close(vm);
 	if (fstat(fd, &st) == 0)
@@ -539,12 +544,13 @@ static int mvm_init(const struct al_backend_conf *conf, struct al_err *err)
 	if (geteuid() != 0)
 		return al_err_set(err, AL_ESANDBOX, "microvm: needs root (cgroups, VMM users)");
 	if (strcmp(vmm, al_vmm_qemu.name))
-		return al_err_set(err, AL_ESANDBOX, "microvm: unknown VMM \"%s\" (this build has qemu)",
-				  vmm);
+		return al_err_set(err, AL_ESANDBOX,
+				  "microvm: unknown VMM \"%s\" (this build has qemu)", vmm);
 	G.drv = &al_vmm_qemu;
 	if (!al_find_exec(conf->vmm_binary ? conf->vmm_binary : G.drv->binary, G.binary,
 			  sizeof(G.binary)))
-		return al_err_set(err, AL_ESANDBOX, "microvm: %s not found (install qemu-system-x86)",
+		return al_err_set(err, AL_ESANDBOX,
+				  "microvm: %s not found (install qemu-system-x86)",
 				  conf->vmm_binary ? conf->vmm_binary : G.drv->binary);
 	if ((rc = al_cg_detect(&G.cg, conf->worker_id, "microvm", err)))
 		return al_err_wrap(err, "microvm");
@@ -553,11 +559,12 @@ static int mvm_init(const struct al_backend_conf *conf, struct al_err *err)
 	if (!accel || !strcmp(accel, "kvm")) {
 		G.kvm = al_kvm_usable(&G.kvm_gid);
 		if (accel && !G.kvm)
-			return al_err_set(err, AL_ESANDBOX,
-					  "microvm: --vm-accel kvm: /dev/kvm cannot make a VM on this host");
+			return al_err_set(
+			    err, AL_ESANDBOX,
+			    "microvm: --vm-accel kvm: /dev/kvm cannot make a VM on this host");
 	} else if (strcmp(accel, "tcg")) {
-		return al_err_set(err, AL_ESANDBOX, "microvm: --vm-accel must be kvm or tcg, not \"%s\"",
-				  accel);
+		return al_err_set(err, AL_ESANDBOX,
+				  "microvm: --vm-accel must be kvm or tcg, not \"%s\"", accel);
 	}
 	G.tsc_khz = G.kvm ? 0 : al_host_tsc_khz();
 	G.ready = true;
@@ -585,8 +592,9 @@ static int mvm_prepare(struct al_sandbox *sb, struct al_err *err)
 	if (!G.ready)
 		return al_err_set(err, AL_ESANDBOX, "microvm: backend not initialised");
 	if (s->network != AL_NET_NONE)
-		return al_err_set(err, AL_EINVAL,
-				  "network: the microvm backend gives jobs no network device (use \"none\")");
+		return al_err_set(
+		    err, AL_EINVAL,
+		    "network: the microvm backend gives jobs no network device (use \"none\")");
 	m->vm = pool_take(s->job->tier ? s->job->tier : "", image, mib, vcpus);
 	m->warm = m->vm != NULL;
 	if (!m->vm && !(m->vm = vm_launch(image, mib, vcpus, err)))
@@ -615,7 +623,7 @@ static void arm(const struct al_sandbox *sb)
 {
 	const struct mvm_sb *m = sb->priv;
 	uint64_t at = deadline(sb), now = al_mono_ms(), ms = at > now ? at - now : 1;
-	struct itimerspec it = { .it_value = { (time_t)(ms / 1000), (long)(ms % 1000) * 1000000 } };
+	struct itimerspec it = {.it_value = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000}};
 
 	timerfd_settime(m->timer_fd, 0, &it, NULL);
 }
@@ -669,12 +677,13 @@ static int mvm_kill(struct al_sandbox *sb, struct al_err *err)
 static int take_result(struct al_sandbox *sb, const char *p, size_t n, struct al_result *res,
 		       struct al_err *err)
 {
-	struct al_result g = { 0 };
-	struct al_err e = { 0 };
+	struct al_result g = {0};
+	struct al_err e = {0};
 	int rc = AL_ESANDBOX;
 
 	if (al_result_decode(p, n, &g, &e))
-		return al_err_set(err, AL_ESANDBOX, "microvm: the guest sent an invalid result: %s", e.msg);
+		return al_err_set(err, AL_ESANDBOX, "microvm: the guest sent an invalid result: %s",
+				  e.msg);
 	if (!g.id || strcmp(g.id, sb->spec.job->id)) {
 		al_err_set(err, AL_ESANDBOX, "microvm: the guest answered for another job");
 		goto out;
@@ -684,13 +693,13 @@ static int take_result(struct al_sandbox *sb, const char *p, size_t n, struct al
 	case AL_ST_NONZERO_EXIT:
 	case AL_ST_CPU_LIMIT:
 	case AL_ST_MEMORY_LIMIT:
-	case AL_ST_OUTPUT_LIMIT:
-		break;
+	case AL_ST_OUTPUT_LIMIT: break;
 	case AL_ST_REJECTED:
 		rc = al_err_set(err, AL_EINVAL, "%s", g.error ? g.error : "refused by the guest");
 		goto out;
 	case AL_ST_SANDBOX_ERROR:
-		al_err_set(err, AL_ESANDBOX, "microvm guest: %s", g.error ? g.error : "agent failure");
+		al_err_set(err, AL_ESANDBOX, "microvm guest: %s",
+			   g.error ? g.error : "agent failure");
 		goto out;
 	default:
 		al_err_set(err, AL_ESANDBOX, "microvm: the guest reported status %s",
@@ -713,7 +722,7 @@ static int take_result(struct al_sandbox *sb, const char *p, size_t n, struct al
 	res->peak_memory_bytes = g.peak_memory_bytes;
 	if (g.error)
 		al_result_set_error(res, "%s", g.error);
-	g.out = g.err = (struct al_bytes){ 0 };
+	g.out = g.err = (struct al_bytes){0};
 	g.files = NULL;
 	g.nfiles = 0;
 	rc = AL_OK;
@@ -749,9 +758,10 @@ static int mvm_reap(struct al_sandbox *sb, struct al_result *res, struct al_err 
 		if (!m->sent) {
 			if ((rc = vm_poll_ready(vm, err)) > 0 && !(rc = send_job(sb, err)))
 				continue;
-		} else if ((rc = al_chan_read(&vm->rd, vm->v.chan_fd,
-					      al_chan_result_cap(&sb->spec, sb->conf->collect_max_bytes),
-					      err)) > 0) {
+		} else if ((rc = al_chan_read(
+				&vm->rd, vm->v.chan_fd,
+				al_chan_result_cap(&sb->spec, sb->conf->collect_max_bytes), err)) >
+			   0) {
 			char type = vm->rd.body.data[0];
 
 			if (type == AL_CHAN_HEARTBEAT && vm->rd.body.len == 1) {
@@ -759,23 +769,28 @@ static int mvm_reap(struct al_sandbox *sb, struct al_result *res, struct al_err 
 				al_chan_rd_reset(&vm->rd);
 				/* one a second is the protocol; a flood is an attack */
 				if (++m->beats > HEARTBEATS_ALLOWED(m->heard_ms - m->sent_ms)) {
-					rc = al_err_set(err, AL_ESANDBOX,
-							"the guest floods its channel (%llu heartbeats in %llu ms)",
-							(unsigned long long)m->beats,
-							(unsigned long long)(m->heard_ms - m->sent_ms));
+					rc = al_err_set(
+					    err, AL_ESANDBOX,
+					    "the guest floods its channel (%llu heartbeats in %llu "
+					    "ms)",
+					    (unsigned long long)m->beats,
+					    (unsigned long long)(m->heard_ms - m->sent_ms));
 					break;
 				}
 				continue;
 			}
 			if (type != AL_CHAN_RESULT)
-				rc = al_err_set(err, AL_ESANDBOX, "microvm: unexpected frame from the guest");
+				rc = al_err_set(err, AL_ESANDBOX,
+						"microvm: unexpected frame from the guest");
 			else
-				rc = take_result(sb, vm->rd.body.data + 1, vm->rd.body.len - 1, res, err);
+				rc = take_result(sb, vm->rd.body.data + 1, vm->rd.body.len - 1, res,
+						 err);
 			if (rc == AL_OK) {
 				/* the agent powers off once it knows the result arrived */
-				struct al_err ignored = { 0 };
+				struct al_err ignored = {0};
 
-				al_chan_write(vm->v.chan_fd, AL_CHAN_ACK, NULL, 0, NULL, 0, 100, &ignored);
+				al_chan_write(vm->v.chan_fd, AL_CHAN_ACK, NULL, 0, NULL, 0, 100,
+					      &ignored);
 				add_info(sb, res);
 			}
 			return rc == AL_OK ? 1 : rc;
@@ -785,7 +800,7 @@ static int mvm_reap(struct al_sandbox *sb, struct al_result *res, struct al_err 
 	if (rc < 0 && vm->rd.eof) {
 		/* The VMM closes the channel as it exits: give it a moment so
 		 * that the report says how it ended. */
-		struct pollfd p = { .fd = vm->v.pidfd, .events = POLLIN };
+		struct pollfd p = {.fd = vm->v.pidfd, .events = POLLIN};
 
 		poll(&p, 1, 500);
 	}
@@ -799,11 +814,13 @@ static int mvm_reap(struct al_sandbox *sb, struct al_result *res, struct al_err 
 	if (now >= deadline(sb)) {
 		syscall(SYS_pidfd_send_signal, vm->v.pidfd, SIGKILL, NULL, 0);
 		if (!m->sent)
-			return al_err_set(err, AL_ESANDBOX, "microvm: the guest did not boot within %llu ms",
+			return al_err_set(err, AL_ESANDBOX,
+					  "microvm: the guest did not boot within %llu ms",
 					  (unsigned long long)hang_ms());
 		if (now < m->sent_ms + sb->spec.limits.wall_ms)
 			return al_err_set(err, AL_ESANDBOX,
-					  "microvm: the guest stopped answering (no heartbeat for %llu ms): hung or overloaded",
+					  "microvm: the guest stopped answering (no heartbeat for "
+					  "%llu ms): hung or overloaded",
 					  (unsigned long long)(now - m->heard_ms));
 		res->status = AL_ST_TIMEOUT;
 		al_result_set_error(res, "wall-clock limit of %llu ms reached: the VM was killed",
@@ -817,13 +834,15 @@ static int mvm_reap(struct al_sandbox *sb, struct al_result *res, struct al_err 
 	}
 	/* The VM stopped without a result. */
 	{
-		siginfo_t si = { 0 };
+		siginfo_t si = {0};
 
 		waitid(P_PIDFD, (id_t)vm->v.pidfd, &si, WEXITED | WNOHANG);
 		vm->exited = si.si_pid != 0;
 		return al_err_set(err, AL_ESANDBOX,
-				  "microvm: the VM stopped before it sent a result (guest panic, agent failure or VMM crash; %s %d)",
-				  si.si_code == CLD_EXITED ? "VMM exit status" : "VMM killed by signal",
+				  "microvm: the VM stopped before it sent a result (guest panic, "
+				  "agent failure or VMM crash; %s %d)",
+				  si.si_code == CLD_EXITED ? "VMM exit status"
+							   : "VMM killed by signal",
 				  si.si_status);
 	}
 }
@@ -853,19 +872,19 @@ static void mvm_fini(void)
 }
 
 const struct al_backend_ops al_backend_microvm = {
-	.name = "microvm",
-	.caps = AL_CAP_NO_NETWORK | AL_CAP_MEMORY | AL_CAP_PIDS | AL_CAP_CPU | AL_CAP_FILES |
-		AL_CAP_OWN_KERNEL,
-	.priv_size = sizeof(struct mvm_sb),
-	.init = mvm_init,
-	.sweep = mvm_sweep,
-	.prepare = mvm_prepare,
-	.start = mvm_start,
-	.kill = mvm_kill,
-	.reap = mvm_reap,
-	.destroy = mvm_destroy,
-	.refill = mvm_refill,
-	.pool = mvm_pool,
-	.tick = mvm_tick,
-	.fini = mvm_fini,
+    .name = "microvm",
+    .caps = AL_CAP_NO_NETWORK | AL_CAP_MEMORY | AL_CAP_PIDS | AL_CAP_CPU | AL_CAP_FILES |
+	    AL_CAP_OWN_KERNEL,
+    .priv_size = sizeof(struct mvm_sb),
+    .init = mvm_init,
+    .sweep = mvm_sweep,
+    .prepare = mvm_prepare,
+    .start = mvm_start,
+    .kill = mvm_kill,
+    .reap = mvm_reap,
+    .destroy = mvm_destroy,
+    .refill = mvm_refill,
+    .pool = mvm_pool,
+    .tick = mvm_tick,
+    .fini = mvm_fini,
 };

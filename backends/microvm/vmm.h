@@ -17,31 +17,31 @@
 
 /* Everything a launch needs; the backend fills it. */
 struct al_vmm_cfg {
-	const char *binary;	 /* the VMM executable */
-	const char *kernel;	 /* uncompressed kernel (ELF) */
-	const char *initrd;	 /* initramfs */
-	uint64_t memory_mib;	 /* guest RAM */
+	const char *binary;  /* the VMM executable */
+	const char *kernel;  /* uncompressed kernel (ELF) */
+	const char *initrd;  /* initramfs */
+	uint64_t memory_mib; /* guest RAM */
 	unsigned vcpus;
-	bool kvm;		 /* hardware virtualisation, else emulation (TCG) */
-	uint64_t tsc_khz;	 /* emulation: the host's TSC rate, for the guest kernel */
-	const char *console;	 /* append the guest console here, or NULL = discard */
-	const struct al_cg *cg;	 /* the VMM runs in this cgroup... */
-	uid_t uid;		 /* ...as this user and group, without capabilities */
+	bool kvm;		/* hardware virtualisation, else emulation (TCG) */
+	uint64_t tsc_khz;	/* emulation: the host's TSC rate, for the guest kernel */
+	const char *console;	/* append the guest console here, or NULL = discard */
+	const struct al_cg *cg; /* the VMM runs in this cgroup... */
+	uid_t uid;		/* ...as this user and group, without capabilities */
 	gid_t gid;
-	gid_t kvm_gid;		 /* supplementary group for /dev/kvm (kvm only) */
+	gid_t kvm_gid; /* supplementary group for /dev/kvm (kvm only) */
 };
 
 /* A running VMM. */
 struct al_vmm {
 	pid_t pid;
-	int pidfd;	/* readable when the VMM exited */
-	int chan_fd;	/* host end of the guest agent's channel (non-blocking) */
-	int ctl_fd;	/* the VMM's control socket (QMP, API), or -1 */
+	int pidfd;   /* readable when the VMM exited */
+	int chan_fd; /* host end of the guest agent's channel (non-blocking) */
+	int ctl_fd;  /* the VMM's control socket (QMP, API), or -1 */
 };
 
 struct al_vmm_driver {
-	const char *name;	/* "qemu" */
-	const char *binary;	/* default executable name, looked up on PATH */
+	const char *name;   /* "qemu" */
+	const char *binary; /* default executable name, looked up on PATH */
 	/* Start the VMM (detached: returns once it runs). On failure nothing
 	 * is left. */
 	int (*launch)(const struct al_vmm_cfg *cfg, struct al_vmm *vm, struct al_err *err);

@@ -15,7 +15,7 @@
 static int qemu_launch(const struct al_vmm_cfg *cfg, struct al_vmm *vm, struct al_err *err)
 {
 	char mem[32], smp[32], cmdline[512], accel[64];
-	int chan[2] = { -1, -1 }, ctl[2] = { -1, -1 }, rc;
+	int chan[2] = {-1, -1}, ctl[2] = {-1, -1}, rc;
 	const char *argv[64];
 	int n = 0;
 
@@ -83,7 +83,7 @@ static int qemu_launch(const struct al_vmm_cfg *cfg, struct al_vmm *vm, struct a
 	argv[n++] = "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny";
 	argv[n] = NULL;
 	{
-		int keep[2] = { chan[1], ctl[1] };
+		int keep[2] = {chan[1], ctl[1]};
 
 		if ((rc = al_vmm_spawn(cfg, (char *const *)argv, keep, 2, vm, err)))
 			goto fail;
@@ -107,9 +107,10 @@ fail:
 static int qemu_shutdown(struct al_vmm *vm, int timeout_ms)
 {
 	static const char cmds[] = "{\"execute\":\"qmp_capabilities\"}\n{\"execute\":\"quit\"}\n";
-	struct pollfd p = { .fd = vm->pidfd, .events = POLLIN };
+	struct pollfd p = {.fd = vm->pidfd, .events = POLLIN};
 
-	if (vm->ctl_fd < 0 || write(vm->ctl_fd, cmds, sizeof(cmds) - 1) != (ssize_t)sizeof(cmds) - 1)
+	if (vm->ctl_fd < 0 ||
+	    write(vm->ctl_fd, cmds, sizeof(cmds) - 1) != (ssize_t)sizeof(cmds) - 1)
 		return -1;
 	while (poll(&p, 1, timeout_ms) < 0 && errno == EINTR)
 		;
@@ -117,8 +118,8 @@ static int qemu_shutdown(struct al_vmm *vm, int timeout_ms)
 }
 
 const struct al_vmm_driver al_vmm_qemu = {
-	.name = "qemu",
-	.binary = "qemu-system-x86_64",
-	.launch = qemu_launch,
-	.shutdown = qemu_shutdown,
+    .name = "qemu",
+    .binary = "qemu-system-x86_64",
+    .launch = qemu_launch,
+    .shutdown = qemu_shutdown,
 };

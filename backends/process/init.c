@@ -49,7 +49,7 @@ enum { FD_STDIN = 0, FD_STDOUT = 1, FD_STDERR = 2, FD_CODE = 3 };
 #define BPF_MAX 4096 /* BPF_MAXINSNS */
 
 static struct sock_filter bpf[BPF_MAX];
-static struct sock_fprog bpf_prog = { 0, bpf };
+static struct sock_fprog bpf_prog = {0, bpf};
 
 /* Report a set-up failure to the worker and die. */
 static void __attribute__((noreturn)) die(const char *what)
@@ -160,7 +160,7 @@ static void join_cgroup(const char *dir)
  * namespace only gets the signals it handles, so it handles none. */
 static void reset_signals(void)
 {
-	struct sigaction dfl = { .sa_handler = SIG_DFL };
+	struct sigaction dfl = {.sa_handler = SIG_DFL};
 	sigset_t none;
 
 	for (int sig = 1; sig < NSIG; sig++)
@@ -183,7 +183,7 @@ static void load_seccomp_program(void)
 
 static void set_rlimit(int res, rlim_t soft, rlim_t hard, const char *what)
 {
-	struct rlimit rl = { soft, hard };
+	struct rlimit rl = {soft, hard};
 
 	if (setrlimit(res, &rl))
 		die(what);
@@ -239,9 +239,9 @@ static void drop_privileges(uid_t uid)
 static int recv_go(int fds[AL_GO_NFDS + AL_INIT_MAX_BINDS])
 {
 	char byte, ctl[CMSG_SPACE(sizeof(int) * (AL_GO_NFDS + AL_INIT_MAX_BINDS))];
-	struct iovec iov = { &byte, 1 };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl,
-			     .msg_controllen = sizeof(ctl) };
+	struct iovec iov = {&byte, 1};
+	struct msghdr mh = {
+	    .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof(ctl)};
 	struct cmsghdr *c;
 	ssize_t n;
 	size_t nfds;
@@ -284,8 +284,9 @@ static void place_binds(const int *fds, char *const *paths, uint32_t n)
 					die("make a bind's parent directory");
 				*q = '/';
 			}
-		if (S_ISDIR(st.st_mode) ? mkdir(p, 0755) && errno != EEXIST
-					: close(open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0644)) && errno != EEXIST)
+		if (S_ISDIR(st.st_mode)
+			? mkdir(p, 0755) && errno != EEXIST
+			: close(open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0644)) && errno != EEXIST)
 			die("make a bind's mount point");
 		if (syscall(SYS_move_mount, fds[i], "", AT_FDCWD, p, MOVE_MOUNT_F_EMPTY_PATH))
 			die("place a bind");
@@ -328,7 +329,7 @@ static void unpack_spec(const struct al_init_spec *h, size_t len, char **argv, c
 /* The worker died (the death signal may have come too early to count). */
 static void exit_if_orphaned(void)
 {
-	struct pollfd pf = { .fd = FD_REPORT, .events = POLLOUT };
+	struct pollfd pf = {.fd = FD_REPORT, .events = POLLOUT};
 
 	if (poll(&pf, 1, 0) < 0 || (pf.revents & (POLLERR | POLLHUP)))
 		_exit(125);
@@ -383,7 +384,7 @@ int main(int argc, char **argv)
 		_exit(0);
 	if (fstat(go[AL_GO_SPEC], &st) || st.st_size < (off_t)sizeof(*h) ||
 	    (h = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, go[AL_GO_SPEC], 0)) ==
-		    MAP_FAILED)
+		MAP_FAILED)
 		die("read the spec");
 	unpack_spec(h, (size_t)st.st_size, jargv, jenvp, binds);
 	if ((uint32_t)ngot != h->nbinds)
@@ -397,13 +398,15 @@ int main(int argc, char **argv)
 	if (syscall(SYS_move_mount, go[AL_GO_WORK], "", AT_FDCWD, "/tmp", MOVE_MOUNT_F_EMPTY_PATH))
 		die("move the job's tmpfs onto /tmp");
 	mount_or_die("/tmp/" AL_JOBFS_SHM, "/dev/shm", NULL, MS_BIND, NULL, "bind /dev/shm");
-	mount_or_die(NULL, "/dev/shm", NULL, MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV | MS_NOEXEC,
-		     NULL, "make /dev/shm noexec");
-	mount_or_die("/tmp/" AL_JOBFS_WORK, "/tmp", NULL, MS_BIND, NULL, "bind the work dir on /tmp");
+	mount_or_die(NULL, "/dev/shm", NULL,
+		     MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL,
+		     "make /dev/shm noexec");
+	mount_or_die("/tmp/" AL_JOBFS_WORK, "/tmp", NULL, MS_BIND, NULL,
+		     "bind the work dir on /tmp");
 	{
-		int fds[5] = { go[AL_GO_STDIN], go[AL_GO_STDOUT], go[AL_GO_STDERR], go[AL_GO_CODE],
-			       FD_REPORT };
-		const int tg[5] = { FD_STDIN, FD_STDOUT, FD_STDERR, FD_CODE, FD_REPORT };
+		int fds[5] = {go[AL_GO_STDIN], go[AL_GO_STDOUT], go[AL_GO_STDERR], go[AL_GO_CODE],
+			      FD_REPORT};
+		const int tg[5] = {FD_STDIN, FD_STDOUT, FD_STDERR, FD_CODE, FD_REPORT};
 
 		place_fds(fds, tg, 5); /* closes the control socket, the spec, the work fd */
 	}
@@ -421,10 +424,10 @@ int main(int argc, char **argv)
 	/* The job shares the init's memory until its exec (vfork); the init
 	 * waits meanwhile. */
 	{
-		struct job_args a = { h, jargv, jenvp };
+		struct job_args a = {h, jargv, jenvp};
 
-		job = clone(job_main, job_stack + sizeof(job_stack), CLONE_VM | CLONE_VFORK | SIGCHLD,
-			    &a);
+		job = clone(job_main, job_stack + sizeof(job_stack),
+			    CLONE_VM | CLONE_VFORK | SIGCHLD, &a);
 	}
 	if (job < 0)
 		die("start the job");

@@ -16,8 +16,8 @@
  * message: one byte with GO_NFDS descriptors (SCM_RIGHTS), then one
  * detached, read-only mount tree per bind of the tier's policy. The spec
  * memfd holds struct al_init_spec, then argc argv strings, envc environment
- * strings and nbinds paths (where each bind goes), each NUL-terminated. The init reports on the report pipe either
- * "E<what failed>" (a set-up failure) or "X<wait status>" (the job's main
+ * strings and nbinds paths (where each bind goes), each NUL-terminated. The init reports on the
+ * report pipe either "E<what failed>" (a set-up failure) or "X<wait status>" (the job's main
  * process ended) and exits; the kernel then kills whatever is left in the
  * PID namespace. */
 #ifndef AL_PROCESS_INIT_H
@@ -31,14 +31,14 @@ enum { AL_INIT_FD_REPORT = 4, AL_INIT_FD_CTL = 5, AL_INIT_FD_SECCOMP = 6, AL_INI
 /* Descriptors sent with the go message, in this order. */
 enum { AL_GO_WORK, AL_GO_STDIN, AL_GO_STDOUT, AL_GO_STDERR, AL_GO_CODE, AL_GO_SPEC, AL_GO_NFDS };
 
-#define AL_INIT_MAX_ARGS 600 /* argv + envp pointers (caps: 256+3, 64+64+5) */
-#define AL_INIT_MAX_BINDS 8  /* = AL_BINDS_MAX of the policy */
+#define AL_INIT_MAX_ARGS  600 /* argv + envp pointers (caps: 256+3, 64+64+5) */
+#define AL_INIT_MAX_BINDS 8   /* = AL_BINDS_MAX of the policy */
 
 struct al_init_spec {
 	uint64_t rl_as, rl_cpu, rl_fsize, rl_nofile; /* rlimits (bytes, seconds, count) */
 	uint32_t argc, envc, nbinds;
-	uint32_t uid;				    /* the slot's uid (and gid) */
-	uint32_t has_code;			    /* fd 3 holds the script */
+	uint32_t uid;	   /* the slot's uid (and gid) */
+	uint32_t has_code; /* fd 3 holds the script */
 };
 
 #endif

@@ -71,8 +71,8 @@ struct warm {
 /* Global state filled by init (one worker process, one configuration). */
 static struct {
 	struct al_cg_sys cg;
-	int bpf_fd;	     /* the seccomp program (sealed memfd), for the inits */
-	int init_fd;	     /* the init binary, opened at start-up */
+	int bpf_fd;  /* the seccomp program (sealed memfd), for the inits */
+	int init_fd; /* the init binary, opened at start-up */
 	const struct al_backend_conf *conf;
 	char jobs_root[PATH_MAX]; /* <state_dir>/<worker_id>/process */
 	struct warm *warm;	  /* conf->slots * WARM_PER_SLOT entries */
@@ -93,7 +93,7 @@ struct proc_sb {
 	int mntns;
 	pid_t pid;
 	bool exited;
-	uint64_t cpu_base_ns; /* the cgroup's CPU time before the job */
+	uint64_t cpu_base_ns;		/* the cgroup's CPU time before the job */
 	int bind_fd[AL_INIT_MAX_BINDS]; /* the tier's binds: detached read-only trees */
 	size_t nbinds;
 };
@@ -199,8 +199,8 @@ static int warm_spawn(struct warm *w, unsigned slot, struct al_err *err)
 		rc = al_err_sys(err, "process: pipe");
 		goto out_discard;
 	}
-	pid = al_clone_pidfd(CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS,
-			   &pidfd);
+	pid = al_clone_pidfd(
+	    CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS, &pidfd);
 	if (pid == 0)
 		warm_exec(sv[1], pipefd[1], args); /* never returns */
 	close(sv[1]);
@@ -421,16 +421,18 @@ static int proc_prepare(struct al_sandbox *sb, struct al_err *err)
 	/* The tier's binds: each a detached copy of the host's tree, made
 	 * read-only (nosuid, nodev) before the sandbox sees it. */
 	for (size_t i = 0; i < sb->spec.nbinds && i < AL_INIT_MAX_BINDS; i++) {
-		struct mount_attr ro = { .attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
-						     MOUNT_ATTR_NODEV };
+		struct mount_attr ro = {.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
+						    MOUNT_ATTR_NODEV};
 		int fd = open_tree(AT_FDCWD, sb->spec.binds[i],
 				   OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
 
 		if (fd < 0)
-			return al_err_sys(err, "process: bind %s (the tier's binds)", sb->spec.binds[i]);
+			return al_err_sys(err, "process: bind %s (the tier's binds)",
+					  sb->spec.binds[i]);
 		p->bind_fd[p->nbinds++] = fd;
 		if (mount_setattr(fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &ro, sizeof(ro)))
-			return al_err_sys(err, "process: make the bind %s read-only", sb->spec.binds[i]);
+			return al_err_sys(err, "process: make the bind %s read-only",
+					  sb->spec.binds[i]);
 	}
 	/* The cgroup is the real memory limit; the address-space limit only
 	 * stops absurd reservations, with room for runtimes that map a lot. */

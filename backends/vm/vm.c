@@ -44,16 +44,16 @@
 #include "../vmchan.h"
 #include "../microvm/vmm.h"
 
-#define MIB (1024ull * 1024ull)
+#define MIB		   (1024ull * 1024ull)
 #define GUEST_OVERHEAD_MIB 128
-#define TICK_MS 100
-#define AL_PORTS_TEXT 64
-#define DEFAULT_IMAGE "/var/lib/airlock/images/microvm"
+#define TICK_MS		   100
+#define AL_PORTS_TEXT	   64
+#define DEFAULT_IMAGE	   "/var/lib/airlock/images/microvm"
 
 static struct {
 	const struct al_backend_conf *conf;
 	virConnectPtr conn;
-	char dir[PATH_MAX];	/* <state>/<worker>/vm: overlays, sockets, base copies */
+	char dir[PATH_MAX]; /* <state>/<worker>/vm: overlays, sockets, base copies */
 	char qemu_img[PATH_MAX];
 	bool kvm;
 	uint64_t tsc_khz;
@@ -74,7 +74,7 @@ struct vm_sb {
 	char reserved[INET_ADDRSTRLEN]; /* the DHCP host entry we added, or "" */
 	uint64_t start_ms;
 	unsigned name_hash; /* FNV-1a of the name: the MAC, where the address search starts */
-	bool keep;	/* ready: the VM outlives the job */
+	bool keep;	    /* ready: the VM outlives the job */
 };
 
 static void quiet(void *data, virErrorPtr e)
@@ -120,7 +120,7 @@ static int copy_file(const char *from, const char *to)
  * chowns what it boots, so it never gets the image itself. */
 static int base_copy(struct vm_sb *v, const char *image, struct al_err *err)
 {
-	static const char *const files[] = { "vmlinux", "initramfs.lz4", "data.qcow2" };
+	static const char *const files[] = {"vmlinux", "initramfs.lz4", "data.qcow2"};
 	char p[PATH_MAX + 32], q[PATH_MAX + 32], h[16];
 
 	snprintf(p, sizeof(p), "%s/.airlock-image", image);
@@ -139,7 +139,8 @@ static int base_copy(struct vm_sb *v, const char *image, struct al_err *err)
 			continue;
 		if (access(p, R_OK))
 			return al_err_set(err, AL_ESANDBOX,
-					  "vm: image %s has no %s: run `make microvm-image` (the service VM template uses the same image)",
+					  "vm: image %s has no %s: run `make microvm-image` (the "
+					  "service VM template uses the same image)",
 					  image, files[i]);
 		if (copy_file(p, q))
 			return al_err_sys(err, "vm: copy %s", p);
@@ -154,28 +155,28 @@ static int base_copy(struct vm_sb *v, const char *image, struct al_err *err)
  * needs its replies; the network's own rules apply). */
 #define NWFILTER "airlock-service"
 static const char nwfilter_xml[] =
-	"<filter name='" NWFILTER "' chain='root'>"
-	"<rule action='accept' direction='inout' priority='100'><arp/></rule>"
-	"<rule action='accept' direction='out' priority='200'>"
-	"<ip protocol='udp' srcportstart='68' dstportstart='67'/></rule>"
-	"<rule action='accept' direction='in' priority='200'>"
-	"<ip protocol='udp' srcportstart='67' dstportstart='68'/></rule>"
-	"<rule action='accept' direction='in' priority='300'>"
-	"<ip protocol='tcp' dstportstart='$PORT'/></rule>"
-	"<rule action='accept' direction='out' priority='300'>"
-	"<ip protocol='tcp' srcportstart='$PORT'/></rule>"
-	"<rule action='drop' direction='inout' priority='900'><ip/></rule>"
-	"<rule action='drop' direction='inout' priority='901'><ipv6/></rule>"
-	"</filter>";
+    "<filter name='" NWFILTER "' chain='root'>"
+    "<rule action='accept' direction='inout' priority='100'><arp/></rule>"
+    "<rule action='accept' direction='out' priority='200'>"
+    "<ip protocol='udp' srcportstart='68' dstportstart='67'/></rule>"
+    "<rule action='accept' direction='in' priority='200'>"
+    "<ip protocol='udp' srcportstart='67' dstportstart='68'/></rule>"
+    "<rule action='accept' direction='in' priority='300'>"
+    "<ip protocol='tcp' dstportstart='$PORT'/></rule>"
+    "<rule action='accept' direction='out' priority='300'>"
+    "<ip protocol='tcp' srcportstart='$PORT'/></rule>"
+    "<rule action='drop' direction='inout' priority='900'><ip/></rule>"
+    "<rule action='drop' direction='inout' priority='901'><ipv6/></rule>"
+    "</filter>";
 
 static int define_filter(struct al_err *err)
 {
 	virNWFilterPtr f = virNWFilterDefineXML(G.conn, nwfilter_xml);
 
 	if (!f)
-		return al_err_set(err, AL_ESANDBOX,
-				  "vm: cannot define the ports filter (libvirt's nwfilter driver): %s",
-				  lv_err());
+		return al_err_set(
+		    err, AL_ESANDBOX,
+		    "vm: cannot define the ports filter (libvirt's nwfilter driver): %s", lv_err());
 	virNWFilterFree(f);
 	return AL_OK;
 }
@@ -222,8 +223,8 @@ static int vm_sweep(const struct al_backend_conf *conf, struct al_err *err)
 		virDomainPtr dom;
 		size_t l = strlen(e->d_name);
 
-		if (strncmp(e->d_name, AL_VM_NAME_PREFIX, strlen(AL_VM_NAME_PREFIX)) ||
-		    l < 6 || l >= sizeof(name))
+		if (strncmp(e->d_name, AL_VM_NAME_PREFIX, strlen(AL_VM_NAME_PREFIX)) || l < 6 ||
+		    l >= sizeof(name))
 			continue;
 		snprintf(name, sizeof(name), "%s", e->d_name);
 		name[strcspn(name, ".")] = '\0';
@@ -276,11 +277,12 @@ static int vm_prepare(struct al_sandbox *sb, struct al_err *err)
 		return rc;
 	snprintf(backing, sizeof(backing), "%s/data.qcow2", v->base);
 	{
-		const char *argv[] = { G.qemu_img, "create", "-q", "-f", "qcow2", "-F", "qcow2", "-b",
-				       backing, v->disk, NULL };
+		const char *argv[] = {G.qemu_img, "create", "-q",    "-f",    "qcow2", "-F",
+				      "qcow2",	  "-b",	    backing, v->disk, NULL};
 
 		if (al_spawn_wait(argv, NULL))
-			return al_err_set(err, AL_ESANDBOX, "vm: qemu-img create %s failed", v->disk);
+			return al_err_set(err, AL_ESANDBOX, "vm: qemu-img create %s failed",
+					  v->disk);
 	}
 	return AL_OK;
 }
@@ -291,14 +293,16 @@ static char *domain_xml(const struct al_sandbox *sb)
 	const struct al_run_spec *s = &sb->spec;
 	unsigned vcpus = (unsigned)((s->cpu_millis + 999) / 1000);
 	char *xml = NULL, tsc[48] = "", *filter = NULL;
-	struct al_buf fb = { 0 };
+	struct al_buf fb = {0};
 
 	if (s->network != AL_NET_EGRESS) {
 		char p[64];
 
-		al_buf_append(&fb, "<filterref filter='" NWFILTER "'>", strlen("<filterref filter='" NWFILTER "'>"));
+		al_buf_append(&fb, "<filterref filter='" NWFILTER "'>",
+			      strlen("<filterref filter='" NWFILTER "'>"));
 		for (size_t i = 0; i < s->nports; i++) {
-			snprintf(p, sizeof(p), "<parameter name='PORT' value='%u'/>", (unsigned)s->ports[i]);
+			snprintf(p, sizeof(p), "<parameter name='PORT' value='%u'/>",
+				 (unsigned)s->ports[i]);
 			al_buf_append(&fb, p, strlen(p));
 		}
 		if (s->nports == 0) /* no port at all: a value no TCP packet carries */
@@ -308,40 +312,42 @@ static char *domain_xml(const struct al_sandbox *sb)
 	}
 	if (!G.kvm && G.tsc_khz)
 		snprintf(tsc, sizeof(tsc), " tsc_early_khz=%llu", (unsigned long long)G.tsc_khz);
-	if (asprintf(&xml,
-		     "<domain type='%s'>"
-		     "<name>%s</name>"
-		     "<memory unit='MiB'>%llu</memory><vcpu>%u</vcpu>"
-		     "<os><type arch='x86_64' machine='pc'>hvm</type>"
-		     "<kernel>%s/vmlinux</kernel><initrd>%s/initramfs.lz4</initrd>"
-		     "<cmdline>console=ttyS0 %s panic=-1 reboot=t rdinit=/init cryptomgr.notests"
-		     " airlock.mode=service%s%s%s</cmdline></os>"
-		     "%s"
-		     "<on_poweroff>destroy</on_poweroff><on_reboot>destroy</on_reboot>"
-		     "<on_crash>destroy</on_crash>"
-		     "<devices>"
-		     "<disk type='file' device='disk'><driver name='qemu' type='qcow2'/>"
-		     "<source file='%s'/><target dev='vda' bus='virtio'/></disk>"
-		     "<interface type='network'><source network='%s'/>"
-		     "<mac address='%s'/><model type='virtio'/>%s</interface>"
-		     "<channel type='unix'><source mode='bind' path='%s'/>"
-		     "<target type='virtio' name='" AL_CHAN_PORT "'/></channel>"
-		     "%s%s%s%s%s<memballoon model='none'/>"
-		     "</devices></domain>",
-		     G.kvm ? "kvm" : "qemu", v->name,
-		     (unsigned long long)((s->limits.memory_bytes + MIB - 1) / MIB + GUEST_OVERHEAD_MIB),
-		     vcpus < 1 ? 1 : vcpus, v->base, v->base, G.conf->vm_console ? "loglevel=4" : "quiet",
-		     s->network == AL_NET_EGRESS ? " airlock.egress=1" : "", G.kvm ? "" : " tsc=reliable",
-		     tsc,
-		     G.kvm ? "<cpu mode='host-passthrough'/>"
-			   : "<cpu mode='custom' match='exact'><model fallback='allow'>qemu64</model>"
-			     "<feature policy='require' name='rdrand'/></cpu>",
-		     v->disk, s->vm_network ? s->vm_network : "airlock", v->mac, filter ? filter : "",
-		     v->sock,
-		     G.conf->vm_console ? "<serial type='file'><source path='" : "<serial type='null'/>",
-		     G.conf->vm_console ? G.conf->vm_console : "",
-		     G.conf->vm_console ? "." : "", G.conf->vm_console ? v->name : "",
-		     G.conf->vm_console ? "' append='on'/></serial>" : "") < 0)
+	if (asprintf(
+		&xml,
+		"<domain type='%s'>"
+		"<name>%s</name>"
+		"<memory unit='MiB'>%llu</memory><vcpu>%u</vcpu>"
+		"<os><type arch='x86_64' machine='pc'>hvm</type>"
+		"<kernel>%s/vmlinux</kernel><initrd>%s/initramfs.lz4</initrd>"
+		"<cmdline>console=ttyS0 %s panic=-1 reboot=t rdinit=/init cryptomgr.notests"
+		" airlock.mode=service%s%s%s</cmdline></os>"
+		"%s"
+		"<on_poweroff>destroy</on_poweroff><on_reboot>destroy</on_reboot>"
+		"<on_crash>destroy</on_crash>"
+		"<devices>"
+		"<disk type='file' device='disk'><driver name='qemu' type='qcow2'/>"
+		"<source file='%s'/><target dev='vda' bus='virtio'/></disk>"
+		"<interface type='network'><source network='%s'/>"
+		"<mac address='%s'/><model type='virtio'/>%s</interface>"
+		"<channel type='unix'><source mode='bind' path='%s'/>"
+		"<target type='virtio' name='" AL_CHAN_PORT "'/></channel>"
+		"%s%s%s%s%s<memballoon model='none'/>"
+		"</devices></domain>",
+		G.kvm ? "kvm" : "qemu", v->name,
+		(unsigned long long)((s->limits.memory_bytes + MIB - 1) / MIB + GUEST_OVERHEAD_MIB),
+		vcpus < 1 ? 1 : vcpus, v->base, v->base,
+		G.conf->vm_console ? "loglevel=4" : "quiet",
+		s->network == AL_NET_EGRESS ? " airlock.egress=1" : "",
+		G.kvm ? "" : " tsc=reliable", tsc,
+		G.kvm ? "<cpu mode='host-passthrough'/>"
+		      : "<cpu mode='custom' match='exact'><model fallback='allow'>qemu64</model>"
+			"<feature policy='require' name='rdrand'/></cpu>",
+		v->disk, s->vm_network ? s->vm_network : "airlock", v->mac, filter ? filter : "",
+		v->sock,
+		G.conf->vm_console ? "<serial type='file'><source path='" : "<serial type='null'/>",
+		G.conf->vm_console ? G.conf->vm_console : "", G.conf->vm_console ? "." : "",
+		G.conf->vm_console ? v->name : "",
+		G.conf->vm_console ? "' append='on'/></serial>" : "") < 0)
 		xml = NULL;
 	al_buf_free(&fb);
 	return xml;
@@ -393,7 +399,7 @@ static void reserve_address(struct al_sandbox *sb)
 	const char *e = r ? strstr(r, "end='") : NULL;
 	uint32_t hi = e ? ip_of(xml, e + strlen("end='")) : 0;
 	for (uint32_t k = 0; lo && hi >= lo && k <= hi - lo; k++) {
-		struct in_addr a = { htonl(lo + (v->name_hash + k) % (hi - lo + 1)) };
+		struct in_addr a = {htonl(lo + (v->name_hash + k) % (hi - lo + 1))};
 		char ip[INET_ADDRSTRLEN], host[160];
 
 		inet_ntop(AF_INET, &a, ip, sizeof(ip));
@@ -423,8 +429,9 @@ static void release_address(const struct al_sandbox *sb)
 	net = virNetworkLookupByName(G.conn, sb->spec.vm_network ? sb->spec.vm_network : "airlock");
 	snprintf(host, sizeof(host), "<host mac='%s' ip='%s'/>", v->mac, v->reserved);
 	if (net) {
-		virNetworkUpdate(net, VIR_NETWORK_UPDATE_COMMAND_DELETE, VIR_NETWORK_SECTION_IP_DHCP_HOST,
-				 -1, host, VIR_NETWORK_UPDATE_AFFECT_CURRENT);
+		virNetworkUpdate(net, VIR_NETWORK_UPDATE_COMMAND_DELETE,
+				 VIR_NETWORK_SECTION_IP_DHCP_HOST, -1, host,
+				 VIR_NETWORK_UPDATE_AFFECT_CURRENT);
 		virNetworkFree(net);
 	}
 }
@@ -444,8 +451,8 @@ static void keep_copy(const char *path, const char *suffix, const void *p, size_
 static int vm_start(struct al_sandbox *sb, struct al_watch *w, struct al_err *err)
 {
 	struct vm_sb *v = sb->priv;
-	struct itimerspec it = { { 0, TICK_MS * 1000000 }, { 0, TICK_MS * 1000000 } };
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct itimerspec it = {{0, TICK_MS * 1000000}, {0, TICK_MS * 1000000}};
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	char *xml;
 
 	v->start_ms = al_now_ms();
@@ -487,7 +494,8 @@ static int vm_kill(struct al_sandbox *sb, struct al_err *err)
 static void lease_ip(struct vm_sb *v)
 {
 	virDomainInterfacePtr *ifs = NULL;
-	int n = virDomainInterfaceAddresses(v->dom, &ifs, VIR_DOMAIN_INTERFACE_ADDRESSES_SRC_LEASE, 0);
+	int n =
+	    virDomainInterfaceAddresses(v->dom, &ifs, VIR_DOMAIN_INTERFACE_ADDRESSES_SRC_LEASE, 0);
 
 	for (int i = 0; i < n; i++) {
 		for (unsigned k = 0; k < ifs[i]->naddrs && !v->ip[0]; k++)
@@ -511,7 +519,7 @@ static int probe(struct al_sandbox *sb)
 		return 0;
 	while (v->probe_port < sb->spec.nports) {
 		if (v->probe_fd >= 0) {
-			struct pollfd p = { .fd = v->probe_fd, .events = POLLOUT };
+			struct pollfd p = {.fd = v->probe_fd, .events = POLLOUT};
 			int e = 1;
 			socklen_t el = sizeof(e);
 
@@ -526,11 +534,12 @@ static int probe(struct al_sandbox *sb)
 			continue;
 		}
 		{
-			struct sockaddr_in a = { .sin_family = AF_INET,
-						 .sin_port = htons(sb->spec.ports[v->probe_port]) };
+			struct sockaddr_in a = {.sin_family = AF_INET,
+						.sin_port = htons(sb->spec.ports[v->probe_port])};
 
 			inet_pton(AF_INET, v->ip, &a.sin_addr);
-			v->probe_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+			v->probe_fd =
+			    socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 			if (v->probe_fd < 0)
 				return 0;
 			if (connect(v->probe_fd, (struct sockaddr *)&a, sizeof(a)) == 0) {
@@ -581,36 +590,42 @@ static int vm_reap(struct al_sandbox *sb, struct al_result *res, struct al_err *
 	/* a bounded number of frames per pass: the guest cannot hold the loop */
 	for (int frames = 0; v->state != VM_PROBING && frames < 64; frames++) {
 		rc = al_chan_read(&v->rd, v->chan_fd,
-				  v->state == VM_BOOTING ? AL_CHAN_READY_MAX : AL_CHAN_RESULT_SLACK, err);
+				  v->state == VM_BOOTING ? AL_CHAN_READY_MAX : AL_CHAN_RESULT_SLACK,
+				  err);
 		if (rc == 0)
 			break;
 		if (rc < 0) {
 			char why[sizeof(err->msg)];
 
 			snprintf(why, sizeof(why), "%s", err->msg);
-			return al_err_set(err, AL_ESANDBOX, "vm: the guest's channel failed: %s", why);
+			return al_err_set(err, AL_ESANDBOX, "vm: the guest's channel failed: %s",
+					  why);
 		}
 		if (v->state == VM_BOOTING && v->rd.body.data[0] == AL_CHAN_READY) {
-			struct al_buf frame = { 0 };
+			struct al_buf frame = {0};
 
 			al_chan_rd_reset(&v->rd);
 			rc = al_chan_job_frame(&sb->spec, sb->conf->collect_max_bytes, &frame, err);
 			if (rc == AL_OK && G.conf->bundle_copy)
 				keep_copy(G.conf->bundle_copy, ".job", frame.data, frame.len);
 			if (rc == AL_OK)
-				rc = al_chan_write_raw(v->chan_fd, frame.data, frame.len, 5000, err);
+				rc =
+				    al_chan_write_raw(v->chan_fd, frame.data, frame.len, 5000, err);
 			al_buf_free(&frame);
 			if (rc)
 				return rc;
 			v->state = VM_STARTING;
 		} else if (v->state == VM_STARTING && v->rd.body.data[0] == AL_CHAN_RESULT) {
-			struct al_result g = { 0 };
-			struct al_err e = { 0 };
+			struct al_result g = {0};
+			struct al_err e = {0};
 
 			rc = al_result_decode(v->rd.body.data + 1, v->rd.body.len - 1, &g, &e);
 			if (rc || g.status != AL_ST_OK) {
-				al_err_set(err, AL_ESANDBOX, "vm: the guest could not start the service: %s",
-					   rc ? e.msg : g.error ? g.error : al_status_name(g.status));
+				al_err_set(err, AL_ESANDBOX,
+					   "vm: the guest could not start the service: %s",
+					   rc	     ? e.msg
+					   : g.error ? g.error
+						     : al_status_name(g.status));
 				al_result_free(&g);
 				return AL_ESANDBOX;
 			}
@@ -632,11 +647,13 @@ static int vm_reap(struct al_sandbox *sb, struct al_result *res, struct al_err *
 		for (int k = 0; k < 64 && (n = read(v->chan_fd, junk, sizeof(junk))) > 0; k++)
 			; /* bounded: a chatty guest cannot hold the loop */
 		if (n == 0)
-			return al_err_set(err, AL_ESANDBOX, "vm: %s stopped before it was ready", v->name);
+			return al_err_set(err, AL_ESANDBOX, "vm: %s stopped before it was ready",
+					  v->name);
 	}
 	active = virDomainIsActive(v->dom);
 	if (active == 0)
-		return al_err_set(err, AL_ESANDBOX, "vm: %s stopped before it was ready (guest panic or VMM crash)",
+		return al_err_set(err, AL_ESANDBOX,
+				  "vm: %s stopped before it was ready (guest panic or VMM crash)",
 				  v->name);
 	if (v->state == VM_PROBING && probe(sb)) {
 		ready_result(sb, res);
@@ -680,16 +697,16 @@ static void vm_fini(void)
 }
 
 const struct al_backend_ops al_backend_vm = {
-	.name = "vm",
-	.caps = AL_CAP_MEMORY | AL_CAP_CPU | AL_CAP_OWN_KERNEL | AL_CAP_SERVICE | AL_CAP_NO_NETWORK |
-		AL_CAP_EGRESS,
-	.priv_size = sizeof(struct vm_sb),
-	.init = vm_init,
-	.sweep = vm_sweep,
-	.prepare = vm_prepare,
-	.start = vm_start,
-	.kill = vm_kill,
-	.reap = vm_reap,
-	.destroy = vm_destroy,
-	.fini = vm_fini,
+    .name = "vm",
+    .caps = AL_CAP_MEMORY | AL_CAP_CPU | AL_CAP_OWN_KERNEL | AL_CAP_SERVICE | AL_CAP_NO_NETWORK |
+	    AL_CAP_EGRESS,
+    .priv_size = sizeof(struct vm_sb),
+    .init = vm_init,
+    .sweep = vm_sweep,
+    .prepare = vm_prepare,
+    .start = vm_start,
+    .kill = vm_kill,
+    .reap = vm_reap,
+    .destroy = vm_destroy,
+    .fini = vm_fini,
 };

@@ -29,7 +29,7 @@
 extern char **environ;
 
 #define MAX_SERIES 8
-#define MAX_ARGS 64
+#define MAX_ARGS   64
 
 struct series {
 	char *label;
@@ -149,25 +149,32 @@ static int fini_fail(const struct al_backend_ops *ops)
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "backend", required_argument, NULL, 'b' }, { "n", required_argument, NULL, 'n' },
-		{ "state-dir", required_argument, NULL, 's' }, { "uid-base", required_argument, NULL, 'u' },
-		{ "code", required_argument, NULL, 'c' }, { "dump-seccomp", required_argument, NULL, 'd' },
-		{ "baselines", required_argument, NULL, 'B' },
-		{ "argv", required_argument, NULL, 'A' },
-		{ "bundle-copy", required_argument, NULL, 'K' },
-		{ "image", required_argument, NULL, 'I' },
-		{ NULL, 0, NULL, 0 },
+	    {"backend", required_argument, NULL, 'b'},
+	    {"n", required_argument, NULL, 'n'},
+	    {"state-dir", required_argument, NULL, 's'},
+	    {"uid-base", required_argument, NULL, 'u'},
+	    {"code", required_argument, NULL, 'c'},
+	    {"dump-seccomp", required_argument, NULL, 'd'},
+	    {"baselines", required_argument, NULL, 'B'},
+	    {"argv", required_argument, NULL, 'A'},
+	    {"bundle-copy", required_argument, NULL, 'K'},
+	    {"image", required_argument, NULL, 'I'},
+	    {NULL, 0, NULL, 0},
 	};
-	struct al_backend_conf conf = { .worker_id = "bench", .state_dir = "/var/tmp/airlock-bench",
-					.uid_base = 62000, .slots = 1, .collect_max_bytes = 1 << 20,
-					.nofile = 256, .userns_base = 200000 };
+	struct al_backend_conf conf = {.worker_id = "bench",
+				       .state_dir = "/var/tmp/airlock-bench",
+				       .uid_base = 62000,
+				       .slots = 1,
+				       .collect_max_bytes = 1 << 20,
+				       .nofile = 256,
+				       .userns_base = 200000};
 	const char *backend = "process", *code = "print(1)", *baselines = NULL, *argv0 = NULL;
 	const char *image = NULL;
-	struct series series[MAX_SERIES] = { { 0 } };
+	struct series series[MAX_SERIES] = {{0}};
 	int nseries = 0;
 	const struct al_backend_ops *ops;
-	struct al_err err = { 0 };
-	struct bench b = { 0 };
+	struct al_err err = {0};
+	struct bench b = {0};
 	int order[MAX_SERIES];
 	int n = 50, c;
 
@@ -187,7 +194,8 @@ int main(int argc, char **argv)
 			FILE *f = fopen(optarg, "wb");
 
 			if (!f || al_seccomp_build(&sc, &err) ||
-			    fwrite(sc.prog.filter, sizeof(*sc.prog.filter), sc.prog.len, f) != sc.prog.len) {
+			    fwrite(sc.prog.filter, sizeof(*sc.prog.filter), sc.prog.len, f) !=
+				sc.prog.len) {
 				fprintf(stderr, "bench: dump seccomp: %s\n", err.msg);
 				return 1;
 			}
@@ -229,14 +237,17 @@ int main(int argc, char **argv)
 		order[k] = k;
 	for (int i = 0; i < n; i++) {
 		char name[] = "bench";
-		struct al_job job = { .version = AL_PROTO_VERSION, .id = name, .tenant = name,
-				      .tier = name, .runtime = AL_RUNTIME_PYTHON };
-		struct al_run_spec spec = { .job = &job, .cpu_millis = 1000, .attempt = 1,
-					     .image = image };
+		struct al_job job = {.version = AL_PROTO_VERSION,
+				     .id = name,
+				     .tenant = name,
+				     .tier = name,
+				     .runtime = AL_RUNTIME_PYTHON};
+		struct al_run_spec spec = {
+		    .job = &job, .cpu_millis = 1000, .attempt = 1, .image = image};
 		struct al_runner *r;
 		uint64_t t0;
 
-		char *jargv[2] = { (char *)argv0, NULL };
+		char *jargv[2] = {(char *)argv0, NULL};
 
 		if (argv0) { /* a plain argv job instead of python code */
 			job.runtime = AL_RUNTIME_ARGV;
@@ -246,7 +257,8 @@ int main(int argc, char **argv)
 			job.code.data = (char *)code;
 			job.code.len = strlen(code);
 		}
-		spec.limits = (struct al_limits){ 10000, 10000, 256u << 20, 64, 1 << 20, 1 << 20, 64u << 20 };
+		spec.limits =
+		    (struct al_limits){10000, 10000, 256u << 20, 64, 1 << 20, 1 << 20, 64u << 20};
 		/* Each round runs the series in the next of their orders
 		 * (permutations), so that each follows every other equally
 		 * often: what one leaves running (podman's cleanup, say) or an
@@ -259,7 +271,8 @@ int main(int argc, char **argv)
 			t0 = mono_us();
 			if (k < nseries) {
 				if (spawn_wait(series[k].argv)) {
-					fprintf(stderr, "bench: baseline %s failed\n", series[k].label);
+					fprintf(stderr, "bench: baseline %s failed\n",
+						series[k].label);
 					return fini_fail(ops);
 				}
 				series[k].ms[i] = mono_us() - t0;

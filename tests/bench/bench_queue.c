@@ -46,8 +46,8 @@ static void make_job(struct al_job *job, char *id, char *tier, char **argv)
 
 int main(int argc, char **argv)
 {
-	struct al_err err = { 0 };
-	char *targv[] = { (char *)"true", NULL };
+	struct al_err err = {0};
+	char *targv[] = {(char *)"true", NULL};
 	struct al_client *c;
 	int n;
 
@@ -118,7 +118,7 @@ int main(int argc, char **argv)
 			}
 		}
 		while (done < n) {
-			struct timespec ts = { 0, 2 * 1000 * 1000 };
+			struct timespec ts = {0, 2 * 1000 * 1000};
 
 			nanosleep(&ts, NULL);
 			r = redisCommand(rc, "HGET %s status:ok", AL_KEY_STATS);
@@ -126,12 +126,14 @@ int main(int argc, char **argv)
 				done = atoll(r->str) - base;
 			freeReplyObject(r);
 			if (now_s() - t0 > 300) {
-				fprintf(stderr, "bench_queue: only %lld of %d done after 300 s\n", done, n);
+				fprintf(stderr, "bench_queue: only %lld of %d done after 300 s\n",
+					done, n);
 				return 1;
 			}
 		}
 		t1 = now_s();
-		printf("{\"n\":%d,\"seconds\":%.3f,\"jobs_per_s\":%.0f}\n", n, t1 - t0, n / (t1 - t0));
+		printf("{\"n\":%d,\"seconds\":%.3f,\"jobs_per_s\":%.0f}\n", n, t1 - t0,
+		       n / (t1 - t0));
 		redisFree(rc);
 	}
 	al_client_close(c);

@@ -12,8 +12,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct al_job job, again;
-	struct al_buf b1 = { 0 }, b2 = { 0 };
-	struct al_err err = { 0 };
+	struct al_buf b1 = {0}, b2 = {0};
+	struct al_err err = {0};
 	char *id;
 
 	id = al_job_peek_id(data, size);

@@ -11,8 +11,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct al_result res, again;
-	struct al_buf b1 = { 0 }, b2 = { 0 };
-	struct al_err err = { 0 };
+	struct al_buf b1 = {0}, b2 = {0};
+	struct al_err err = {0};
 
 	if (al_result_decode(data, size, &res, &err) != AL_OK) {
 		if (err.msg[0] == '\0')

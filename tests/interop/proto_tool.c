@@ -25,7 +25,7 @@ static int read_all(FILE *f, struct al_buf *b)
 static int decode_job(const struct al_buf *in)
 {
 	struct al_job job;
-	struct al_err err = { 0 };
+	struct al_err err = {0};
 	json_t *j;
 
 	if (al_job_decode(in->data, in->len, &job, &err)) {
@@ -54,9 +54,9 @@ static uint64_t jint(const json_t *o, const char *k)
 
 static int encode_result(const struct al_buf *in)
 {
-	struct al_result res = { 0 };
-	struct al_err err = { 0 };
-	struct al_buf out = { 0 };
+	struct al_result res = {0};
+	struct al_err err = {0};
+	struct al_buf out = {0};
 	json_error_t jerr;
 	json_t *j = json_loadb(in->data, in->len, 0, &jerr), *v, *files, *info;
 	const char *k;
@@ -70,7 +70,8 @@ static int encode_result(const struct al_buf *in)
 	res.version = (uint32_t)jint(j, "v");
 	res.id = jstr(j, "id");
 	res.attempt = (uint32_t)jint(j, "attempt");
-	res.status = (enum al_status_code)al_status_parse(json_string_value(json_object_get(j, "status")));
+	res.status =
+	    (enum al_status_code)al_status_parse(json_string_value(json_object_get(j, "status")));
 	v = json_object_get(j, "exit_code");
 	res.has_exit_code = json_is_integer(v);
 	res.exit_code = (int32_t)json_integer_value(v);
@@ -82,7 +83,8 @@ static int encode_result(const struct al_buf *in)
 	files = json_object_get(j, "files");
 	res.nfiles = json_array_size(files);
 	res.files = calloc(res.nfiles + 1, sizeof(*res.files));
-	json_array_foreach(files, i, v) {
+	json_array_foreach(files, i, v)
+	{
 		res.files[i].path = jstr(v, "path");
 		al_json_get_bytes(v, "data", &res.files[i].data);
 		res.files[i].truncated = json_is_true(json_object_get(v, "truncated"));
@@ -97,8 +99,7 @@ static int encode_result(const struct al_buf *in)
 	res.finished_ms = jint(j, "finished_ms");
 	res.error = jstr(j, "error");
 	info = json_object_get(j, "info");
-	json_object_foreach(info, k, v)
-		al_result_add_info(&res, k, json_string_value(v));
+	json_object_foreach(info, k, v) al_result_add_info(&res, k, json_string_value(v));
 	if (al_result_encode(&res, &out, &err)) {
 		printf("error: %s\n", err.msg);
 		goto out;
@@ -114,18 +115,20 @@ out:
 
 int main(int argc, char **argv)
 {
-	struct al_buf in = { 0 };
+	struct al_buf in = {0};
 	int rc;
 
 	if (argc == 3 && !strcmp(argv[1], "script")) {
 		static const struct {
 			const char *name, *text;
 		} all[] = {
-			{ "submit", al_lua_submit }, { "admit", al_lua_admit },	  { "claim", al_lua_claim },
-			{ "fetch", al_lua_fetch },   { "commit", al_lua_commit }, { "retry", al_lua_retry },
-			{ "promote", al_lua_promote }, { "reclaim", al_lua_reclaim },
-			{ "cancel", al_lua_cancel }, { "expire", al_lua_expire }, { "trim", al_lua_trim },
-			{ "rearm", al_lua_rearm },   { "give_back", al_lua_give_back },
+		    {"submit", al_lua_submit},	     {"admit", al_lua_admit},
+		    {"claim", al_lua_claim},	     {"fetch", al_lua_fetch},
+		    {"commit", al_lua_commit},	     {"retry", al_lua_retry},
+		    {"promote", al_lua_promote},     {"reclaim", al_lua_reclaim},
+		    {"cancel", al_lua_cancel},	     {"expire", al_lua_expire},
+		    {"trim", al_lua_trim},	     {"rearm", al_lua_rearm},
+		    {"give_back", al_lua_give_back},
 		};
 
 		for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)

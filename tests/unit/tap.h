@@ -8,26 +8,26 @@
 
 static int tap_n, tap_failed;
 
-#define TAP_OK(cond, ...)                                                                   \
-	do {                                                                                \
-		int tap_c_ = !!(cond);                                                      \
-		printf("%sok %d - ", tap_c_ ? "" : "not ", ++tap_n);                        \
-		printf(__VA_ARGS__);                                                        \
-		printf("\n");                                                               \
-		if (!tap_c_) {                                                              \
-			tap_failed++;                                                       \
-			printf("#   failed at %s:%d: %s\n", __FILE__, __LINE__, #cond);         \
-		}                                                                           \
+#define TAP_OK(cond, ...)                                                                          \
+	do {                                                                                       \
+		int tap_c_ = !!(cond);                                                             \
+		printf("%sok %d - ", tap_c_ ? "" : "not ", ++tap_n);                               \
+		printf(__VA_ARGS__);                                                               \
+		printf("\n");                                                                      \
+		if (!tap_c_) {                                                                     \
+			tap_failed++;                                                              \
+			printf("#   failed at %s:%d: %s\n", __FILE__, __LINE__, #cond);            \
+		}                                                                                  \
 	} while (0)
 
 /* Diagnostic: message must contain needle. */
-#define TAP_CONTAINS(hay, needle, ...)                                                      \
-	do {                                                                                \
-		const char *tap_h_ = (hay);                                                 \
-		TAP_OK(tap_h_ && strstr(tap_h_, (needle)), __VA_ARGS__);                    \
-		if (!tap_h_ || !strstr(tap_h_, (needle)))                                   \
-			printf("#   expected \"%s\" in \"%s\"\n", (needle),                     \
-			       tap_h_ ? tap_h_ : "(null)");                                 \
+#define TAP_CONTAINS(hay, needle, ...)                                                             \
+	do {                                                                                       \
+		const char *tap_h_ = (hay);                                                        \
+		TAP_OK(tap_h_ &&strstr(tap_h_, (needle)), __VA_ARGS__);                            \
+		if (!tap_h_ || !strstr(tap_h_, (needle)))                                          \
+			printf("#   expected \"%s\" in \"%s\"\n", (needle),                        \
+			       tap_h_ ? tap_h_ : "(null)");                                        \
 	} while (0)
 
 static inline int tap_done(void)

@@ -10,8 +10,8 @@ int main(void)
 {
 	for (const struct al_backend_ops *const *b = al_backend_all(); *b; b++)
 		TAP_OK(al_policy_backend_caps((*b)->name) == (*b)->caps,
-		       "backend %s: the policy's capability bits are its ops table's (%#x)", (*b)->name,
-		       (*b)->caps);
+		       "backend %s: the policy's capability bits are its ops table's (%#x)",
+		       (*b)->name, (*b)->caps);
 	TAP_OK(al_policy_backend_caps("docker") == 0, "an unknown backend has none");
 	return tap_done();
 }

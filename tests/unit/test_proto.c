@@ -16,7 +16,7 @@
  * Digits are skipped: "m2ss" reads as "mss" with the count 2 as an argument. */
 static struct al_buf mp(const char *fmt, ...)
 {
-	struct al_buf b = { 0 };
+	struct al_buf b = {0};
 	msgpack_packer pk;
 	va_list ap;
 
@@ -32,7 +32,9 @@ static struct al_buf mp(const char *fmt, ...)
 		case 'n': msgpack_pack_nil(&pk); break;
 		case 't': msgpack_pack_true(&pk); break;
 		case 'f': msgpack_pack_double(&pk, va_arg(ap, double)); break;
-		case 'b': case 'S': case 'x': {
+		case 'b':
+		case 'S':
+		case 'x': {
 			const char *p = va_arg(ap, const char *);
 			size_t n = va_arg(ap, size_t);
 
@@ -44,8 +46,16 @@ static struct al_buf mp(const char *fmt, ...)
 				al_buf_append(&b, p, n);
 			break;
 		}
-		case '0': case '1': case '2': case '3': case '4':
-		case '5': case '6': case '7': case '8': case '9': break;
+		case '0':
+		case '1':
+		case '2':
+		case '3':
+		case '4':
+		case '5':
+		case '6':
+		case '7':
+		case '8':
+		case '9': break;
 		case 'B': {
 			struct al_buf *o = va_arg(ap, struct al_buf *);
 
@@ -64,12 +74,12 @@ static struct al_buf mp(const char *fmt, ...)
  * already packed; key NULL adds nothing). */
 static struct al_buf job_plus(const char *key, struct al_buf val, const char *drop)
 {
-	static const char *const names[] = { "v", "id", "tier", "runtime", "code" };
+	static const char *const names[] = {"v", "id", "tier", "runtime", "code"};
 	struct al_buf base[5] = {
-		mp("u", (uint64_t)1), mp("s", "job-1"), mp("s", "trusted"), mp("s", "python"),
-		mp("s", "print(1)"),
+	    mp("u", (uint64_t)1), mp("s", "job-1"),    mp("s", "trusted"),
+	    mp("s", "python"),	  mp("s", "print(1)"),
 	};
-	struct al_buf out = { 0 }, hdr;
+	struct al_buf out = {0}, hdr;
 	unsigned n = 0;
 	bool keep[5];
 
@@ -114,7 +124,7 @@ static struct al_buf job_plus(const char *key, struct al_buf val, const char *dr
 static void reject(const char *what, struct al_buf in, const char *needle)
 {
 	struct al_job job;
-	struct al_err err = { 0 };
+	struct al_err err = {0};
 	int rc = al_job_decode(in.data ? in.data : "", in.len, &job, &err);
 
 	TAP_OK(rc == AL_EINVAL, "reject %s: decode fails", what);
@@ -149,71 +159,83 @@ static struct al_buf array_of(unsigned n, struct al_buf elem)
 
 static void test_rejections(void)
 {
-	struct al_buf good = job_plus(NULL, (struct al_buf){ 0 }, NULL), b;
+	struct al_buf good = job_plus(NULL, (struct al_buf){0}, NULL), b;
 	char nested[40];
 
 	/* framing */
-	reject("empty input", (struct al_buf){ 0 }, "empty input");
-	b = (struct al_buf){ 0 };
+	reject("empty input", (struct al_buf){0}, "empty input");
+	b = (struct al_buf){0};
 	al_buf_append(&b, good.data, good.len - 1);
 	reject("truncated job", b, "truncated");
-	b = (struct al_buf){ 0 };
+	b = (struct al_buf){0};
 	al_buf_append(&b, good.data, good.len);
 	al_buf_append(&b, "\x01", 1);
 	reject("trailing bytes", b, "trailing bytes");
 	reject("top-level array", mp("au", 1u, (uint64_t)1), "expected map, got array");
 	reject("never-used byte 0xc1", mp("x", "\xc1", (size_t)1), "invalid byte 0xc1");
-	reject("array claiming 4G elements", job_plus("argv", mp("x", "\xdd\xff\xff\xff\xff", (size_t)5), NULL),
+	reject("array claiming 4G elements",
+	       job_plus("argv", mp("x", "\xdd\xff\xff\xff\xff", (size_t)5), NULL),
 	       "claims 4294967295 elements");
 	reject("map claiming 4G entries", mp("x", "\xdf\xff\xff\xff\xff", (size_t)5), "claims");
-	reject("string claiming 4 GB", job_plus("code", mp("x", "\xdb\xff\xff\xff\xff", (size_t)5), NULL),
+	reject("string claiming 4 GB",
+	       job_plus("code", mp("x", "\xdb\xff\xff\xff\xff", (size_t)5), NULL),
 	       "claims 4294967295 bytes");
 	memset(nested, 0x91, 20); /* 20 nested one-element arrays */
 	nested[20] = 0x01;
-	reject("nesting 20 deep", job_plus("argv", mp("x", nested, (size_t)21), NULL), "nested deeper");
+	reject("nesting 20 deep", job_plus("argv", mp("x", nested, (size_t)21), NULL),
+	       "nested deeper");
 	reject("non-string key", mp("muu", 1u, (uint64_t)1, (uint64_t)2), "key #0: wrong type");
-	reject("unknown field", job_plus("colour", mp("s", "red"), NULL), "unknown field \"colour\"");
+	reject("unknown field", job_plus("colour", mp("s", "red"), NULL),
+	       "unknown field \"colour\"");
 	reject("duplicate id field",
-	       mp("msusssssssas", 5u, "v", (uint64_t)1, "id", "a", "id", "b", "tier", "t", "argv", 1u,
-		  "ls"),
+	       mp("msusssssssas", 5u, "v", (uint64_t)1, "id", "a", "id", "b", "tier", "t", "argv",
+		  1u, "ls"),
 	       "id: duplicate field");
 	reject("job over 16 MiB", job_plus("stdin", repeat_str(AL_JOB_MAX_BYTES, 'a'), NULL),
 	       "at most 16777216");
 
 	/* version */
-	reject("missing v", job_plus(NULL, (struct al_buf){ 0 }, "v"), "v: missing");
+	reject("missing v", job_plus(NULL, (struct al_buf){0}, "v"), "v: missing");
 	reject("v = 2", job_plus("v", mp("u", (uint64_t)2), NULL), "unknown protocol version 2");
 	reject("v as string", job_plus("v", mp("s", "1"), NULL), "v: wrong type");
 
 	/* id, tenant, tier */
-	reject("missing id", job_plus(NULL, (struct al_buf){ 0 }, "id"), "id: missing");
+	reject("missing id", job_plus(NULL, (struct al_buf){0}, "id"), "id: missing");
 	reject("id too long", job_plus("id", repeat_str(65, 'a'), NULL), "id: too long: 65");
 	reject("id with a space", job_plus("id", mp("s", "a b"), NULL), "id: must be 1..64");
-	reject("id not UTF-8", job_plus("id", mp("S", "\xff\xfe", (size_t)2), NULL), "id: not valid UTF-8");
+	reject("id not UTF-8", job_plus("id", mp("S", "\xff\xfe", (size_t)2), NULL),
+	       "id: not valid UTF-8");
 	reject("id as binary", job_plus("id", mp("b", "abc", (size_t)3), NULL),
 	       "id: wrong type: expected string, got binary");
 	reject("id as ext", job_plus("id", mp("x", "\xd4\x01\x02", (size_t)3), NULL), "got ext");
-	reject("missing tier", job_plus(NULL, (struct al_buf){ 0 }, "tier"), "tier: missing");
+	reject("missing tier", job_plus(NULL, (struct al_buf){0}, "tier"), "tier: missing");
 	reject("tier with a slash", job_plus("tier", mp("s", "../process"), NULL), "tier: must be");
-	reject("tier nil", job_plus("tier", mp("n"), NULL), "tier: wrong type: expected string, got nil");
+	reject("tier nil", job_plus("tier", mp("n"), NULL),
+	       "tier: wrong type: expected string, got nil");
 	reject("empty tenant", job_plus("tenant", mp("s", ""), NULL), "tenant: must be 1..64");
 
 	/* what to run */
-	reject("unknown runtime", job_plus("runtime", mp("s", "ruby"), NULL), "runtime: unknown value \"ruby\"");
-	reject("runtime without code", job_plus(NULL, (struct al_buf){ 0 }, "code"), "code: missing");
-	reject("code without runtime", job_plus(NULL, (struct al_buf){ 0 }, "runtime"),
+	reject("unknown runtime", job_plus("runtime", mp("s", "ruby"), NULL),
+	       "runtime: unknown value \"ruby\"");
+	reject("runtime without code", job_plus(NULL, (struct al_buf){0}, "code"), "code: missing");
+	reject("code without runtime", job_plus(NULL, (struct al_buf){0}, "runtime"),
 	       "code: given without a runtime");
-	reject("nothing to run", job_plus(NULL, (struct al_buf){ 0 }, "runtime code"), "argv: missing");
-	reject("argv not an array", job_plus("argv", mp("s", "ls"), "runtime code"), "argv: wrong type");
+	reject("nothing to run", job_plus(NULL, (struct al_buf){0}, "runtime code"),
+	       "argv: missing");
+	reject("argv not an array", job_plus("argv", mp("s", "ls"), "runtime code"),
+	       "argv: wrong type");
 	reject("argv entry an integer", job_plus("argv", mp("au", 1u, (uint64_t)7), "runtime code"),
 	       "argv[0]: wrong type");
-	reject("argv with 257 entries", job_plus("argv", array_of(257, mp("s", "x")), "runtime code"),
+	reject("argv with 257 entries",
+	       job_plus("argv", array_of(257, mp("s", "x")), "runtime code"),
 	       "argv: too many entries: 257");
-	reject("argv entry too long", job_plus("argv", array_of(1, repeat_str(4097, 'x')), "runtime code"),
+	reject("argv entry too long",
+	       job_plus("argv", array_of(1, repeat_str(4097, 'x')), "runtime code"),
 	       "argv[0]: too long");
 	reject("empty program name", job_plus("argv", mp("as", 1u, ""), "runtime code"),
 	       "argv[0]: empty program name");
-	reject("code over 1 MiB", job_plus("code", repeat_str(AL_CODE_MAX + 1, 'x'), NULL), "code: too long");
+	reject("code over 1 MiB", job_plus("code", repeat_str(AL_CODE_MAX + 1, 'x'), NULL),
+	       "code: too long");
 	reject("code an integer", job_plus("code", mp("u", (uint64_t)3), NULL),
 	       "code: wrong type: expected binary or string");
 	reject("stdin over 1 MiB", job_plus("stdin", repeat_str(AL_STDIN_MAX + 1, 'x'), NULL),
@@ -222,39 +244,53 @@ static void test_rejections(void)
 	/* files */
 	reject("files a map", job_plus("files", mp("m", 0u), NULL), "files: wrong type");
 	reject("absolute file path",
-	       job_plus("files", mp("am2sssS", 1u, 2u, "path", "/etc/passwd", "data", "x", (size_t)1), NULL),
+	       job_plus("files",
+			mp("am2sssS", 1u, 2u, "path", "/etc/passwd", "data", "x", (size_t)1), NULL),
 	       "absolute path");
 	reject("file path with ..",
-	       job_plus("files", mp("am2sssS", 1u, 2u, "path", "a/../../x", "data", "x", (size_t)1), NULL),
+	       job_plus("files", mp("am2sssS", 1u, 2u, "path", "a/../../x", "data", "x", (size_t)1),
+			NULL),
 	       "\"..\" in path");
 	reject("file path empty",
 	       job_plus("files", mp("am2sssS", 1u, 2u, "path", "", "data", "x", (size_t)1), NULL),
 	       "empty path");
-	reject("file path with newline",
-	       job_plus("files", mp("am2sssS", 1u, 2u, "path", "a\nb", "data", "x", (size_t)1), NULL),
-	       "control character");
-	reject("file path with //",
-	       job_plus("files", mp("am2sssS", 1u, 2u, "path", "a//b", "data", "x", (size_t)1), NULL),
-	       "empty or \".\" component");
+	reject(
+	    "file path with newline",
+	    job_plus("files", mp("am2sssS", 1u, 2u, "path", "a\nb", "data", "x", (size_t)1), NULL),
+	    "control character");
+	reject(
+	    "file path with //",
+	    job_plus("files", mp("am2sssS", 1u, 2u, "path", "a//b", "data", "x", (size_t)1), NULL),
+	    "empty or \".\" component");
 	reject("duplicate file",
-	       job_plus("files", mp("am2sssSm2sssS", 2u, 2u, "path", "a.txt", "data", "x", (size_t)1, 2u,
-				    "path", "a.txt", "data", "y", (size_t)1), NULL),
+	       job_plus("files",
+			mp("am2sssSm2sssS", 2u, 2u, "path", "a.txt", "data", "x", (size_t)1, 2u,
+			   "path", "a.txt", "data", "y", (size_t)1),
+			NULL),
 	       "duplicate file \"a.txt\"");
 	reject("a file and a file inside it",
-	       job_plus("files", mp("am2sssSm2sssS", 2u, 2u, "path", "a", "data", "x", (size_t)1, 2u,
-				    "path", "a/b", "data", "y", (size_t)1), NULL),
+	       job_plus("files",
+			mp("am2sssSm2sssS", 2u, 2u, "path", "a", "data", "x", (size_t)1, 2u, "path",
+			   "a/b", "data", "y", (size_t)1),
+			NULL),
 	       "\"a/b\" and \"a\": one is a file");
 	reject("a file inside a later file",
-	       job_plus("files", mp("am2sssSm2sssS", 2u, 2u, "path", "d/e/f", "data", "x", (size_t)1, 2u,
-				    "path", "d/e", "data", "y", (size_t)1), NULL),
+	       job_plus("files",
+			mp("am2sssSm2sssS", 2u, 2u, "path", "d/e/f", "data", "x", (size_t)1, 2u,
+			   "path", "d/e", "data", "y", (size_t)1),
+			NULL),
 	       "\"d/e\" and \"d/e/f\": one is a file");
 	reject("file without data", job_plus("files", mp("am1ss", 1u, 1u, "path", "a"), NULL),
 	       "files[0].data: missing");
 	reject("file mode setuid",
-	       job_plus("files", mp("am3sssSsu", 1u, 3u, "path", "a", "data", "x", (size_t)1, "mode",
-				    (uint64_t)04755), NULL),
+	       job_plus("files",
+			mp("am3sssSsu", 1u, 3u, "path", "a", "data", "x", (size_t)1, "mode",
+			   (uint64_t)04755),
+			NULL),
 	       "files[0].mode: out of range");
-	reject("65 files", job_plus("files", array_of(65, mp("m2sssS", 2u, "path", "a", "data", "", (size_t)0)), NULL),
+	reject("65 files",
+	       job_plus("files", array_of(65, mp("m2sssS", 2u, "path", "a", "data", "", (size_t)0)),
+			NULL),
 	       "files: too many entries: 65");
 	{
 		struct al_buf big = repeat_str(5u << 20, 'z');
@@ -269,7 +305,8 @@ static void test_rejections(void)
 			al_buf_free(&e);
 		}
 		al_buf_free(&big);
-		reject("files over 8 MiB in all", job_plus("files", b, NULL), "in all, at most 8388608");
+		reject("files over 8 MiB in all", job_plus("files", b, NULL),
+		       "in all, at most 8388608");
 	}
 
 	/* env */
@@ -295,25 +332,32 @@ static void test_rejections(void)
 	}
 
 	/* limits */
-	reject("limits unknown field", job_plus("limits", mp("m1su", 1u, "walltime", (uint64_t)5), NULL),
+	reject("limits unknown field",
+	       job_plus("limits", mp("m1su", 1u, "walltime", (uint64_t)5), NULL),
 	       "limits: unknown field");
 	reject("zero wall limit", job_plus("limits", mp("m1su", 1u, "wall_ms", (uint64_t)0), NULL),
 	       "limits.wall_ms: out of range: got 0");
-	reject("negative memory limit", job_plus("limits", mp("m1si", 1u, "memory_bytes", (int64_t)-5), NULL),
+	reject("negative memory limit",
+	       job_plus("limits", mp("m1si", 1u, "memory_bytes", (int64_t)-5), NULL),
 	       "limits.memory_bytes: must be >= 1, got -5");
-	reject("pids above the cap", job_plus("limits", mp("m1su", 1u, "pids", (uint64_t)100000), NULL),
+	reject("pids above the cap",
+	       job_plus("limits", mp("m1su", 1u, "pids", (uint64_t)100000), NULL),
 	       "limits.pids: out of range");
 	reject("cpu limit a float", job_plus("limits", mp("m1sf", 1u, "cpu_ms", 1.5), NULL),
 	       "limits.cpu_ms: wrong type: expected integer, got float");
-	reject("duplicate limit", job_plus("limits", mp("m2susu", 2u, "pids", (uint64_t)4, "pids", (uint64_t)5), NULL),
+	reject("duplicate limit",
+	       job_plus("limits", mp("m2susu", 2u, "pids", (uint64_t)4, "pids", (uint64_t)5), NULL),
 	       "limits.pids: duplicate field");
 
 	/* scheduling and the rest */
-	reject("unknown network", job_plus("network", mp("s", "internet"), NULL), "network: unknown value");
-	reject("priority 10", job_plus("priority", mp("u", (uint64_t)10), NULL), "priority: out of range");
+	reject("unknown network", job_plus("network", mp("s", "internet"), NULL),
+	       "network: unknown value");
+	reject("priority 10", job_plus("priority", mp("u", (uint64_t)10), NULL),
+	       "priority: out of range");
 	reject("max_attempts 0", job_plus("max_attempts", mp("u", (uint64_t)0), NULL),
 	       "max_attempts: out of range: got 0");
-	reject("negative deadline", job_plus("deadline_ms", mp("i", (int64_t)-1), NULL), "deadline_ms: must be");
+	reject("negative deadline", job_plus("deadline_ms", mp("i", (int64_t)-1), NULL),
+	       "deadline_ms: must be");
 	reject("ftp callback", job_plus("callback_url", mp("s", "ftp://x/y"), NULL),
 	       "callback_url: must start with http");
 	reject("callback with a space", job_plus("callback_url", mp("s", "http://a b/"), NULL),
@@ -326,7 +370,8 @@ static void test_rejections(void)
 		char v[257];
 
 		memset(v, 'v', sizeof(v));
-		reject("label value too long", job_plus("labels", mp("m1sS", 1u, "k", v, sizeof(v)), NULL),
+		reject("label value too long",
+		       job_plus("labels", mp("m1sS", 1u, "k", v, sizeof(v)), NULL),
 		       "labels.k: too long");
 	}
 	reject("label key with a space", job_plus("labels", mp("m1ss", 1u, "a b", "v"), NULL),
@@ -342,14 +387,14 @@ static void test_rejections(void)
 
 static void fill_full_job(struct al_job *j)
 {
-	static char *argv[] = { "arg1", "arg 2" };
-	static char *collect[] = { "out/result.txt" };
+	static char *argv[] = {"arg1", "arg 2"};
+	static char *collect[] = {"out/result.txt"};
 	static struct al_file files[] = {
-		{ "main.py", { "print(open('data/in.bin','rb').read())", 38 }, 0644 },
-		{ "data/in.bin", { "\x00\xff\x01", 3 }, 0600 },
+	    {"main.py", {"print(open('data/in.bin','rb').read())", 38}, 0644},
+	    {"data/in.bin", {"\x00\xff\x01", 3}, 0600},
 	};
-	static struct al_kv env[] = { { "LANG", "C.UTF-8" }, { "N", "5" } };
-	static struct al_kv labels[] = { { "course", "cs101" }, { "pr/number", "42" } };
+	static struct al_kv env[] = {{"LANG", "C.UTF-8"}, {"N", "5"}};
+	static struct al_kv labels[] = {{"course", "cs101"}, {"pr/number", "42"}};
 
 	memset(j, 0, sizeof(*j));
 	j->version = AL_PROTO_VERSION;
@@ -357,17 +402,17 @@ static void fill_full_job(struct al_job *j)
 	j->tenant = "acme";
 	j->tier = "untrusted";
 	j->runtime = AL_RUNTIME_PYTHON;
-	j->code = (struct al_bytes){ "import sys\nprint(sys.argv)\n", 27 };
+	j->code = (struct al_bytes){"import sys\nprint(sys.argv)\n", 27};
 	j->argv = argv;
 	j->argc = 2;
-	j->stdin_data = (struct al_bytes){ "in\0put", 6 };
+	j->stdin_data = (struct al_bytes){"in\0put", 6};
 	j->files = files;
 	j->nfiles = 2;
 	j->env = env;
 	j->nenv = 2;
 	j->collect = collect;
 	j->ncollect = 1;
-	j->limits = (struct al_limits){ 2000, 1000, 64u << 20, 16, 1024, 2048, 1u << 20 };
+	j->limits = (struct al_limits){2000, 1000, 64u << 20, 16, 1024, 2048, 1u << 20};
 	j->network = AL_NET_EGRESS;
 	j->priority = 7;
 	j->deadline_ms = 1900000000000ull;
@@ -382,8 +427,8 @@ static void fill_full_job(struct al_job *j)
 static void test_job_roundtrip(void)
 {
 	struct al_job in, out;
-	struct al_buf b = { 0 };
-	struct al_err err = { 0 };
+	struct al_buf b = {0};
+	struct al_err err = {0};
 	int rc;
 
 	fill_full_job(&in);
@@ -394,38 +439,38 @@ static void test_job_roundtrip(void)
 	if (rc)
 		return;
 	TAP_OK(strcmp(out.id, "job-42") == 0 && strcmp(out.tenant, "acme") == 0 &&
-		       strcmp(out.tier, "untrusted") == 0,
+		   strcmp(out.tier, "untrusted") == 0,
 	       "id, tenant, tier survive");
 	TAP_OK(out.runtime == AL_RUNTIME_PYTHON && out.code.len == 27 &&
-		       memcmp(out.code.data, in.code.data, 27) == 0,
+		   memcmp(out.code.data, in.code.data, 27) == 0,
 	       "runtime and code survive");
 	TAP_OK(out.argc == 2 && strcmp(out.argv[1], "arg 2") == 0, "argv survives");
 	TAP_OK(out.stdin_data.len == 6 && memcmp(out.stdin_data.data, "in\0put", 6) == 0,
 	       "stdin with a NUL byte survives");
 	TAP_OK(out.nfiles == 2 && out.files[1].data.len == 3 &&
-		       memcmp(out.files[1].data.data, "\x00\xff\x01", 3) == 0 &&
-		       out.files[1].mode == 0600 && strcmp(out.files[1].path, "data/in.bin") == 0,
+		   memcmp(out.files[1].data.data, "\x00\xff\x01", 3) == 0 &&
+		   out.files[1].mode == 0600 && strcmp(out.files[1].path, "data/in.bin") == 0,
 	       "binary input file and its mode survive");
 	TAP_OK(out.nenv == 2 && strcmp(out.env[0].key, "LANG") == 0 &&
-		       strcmp(out.env[0].value, "C.UTF-8") == 0,
+		   strcmp(out.env[0].value, "C.UTF-8") == 0,
 	       "env survives");
 	TAP_OK(memcmp(&out.limits, &in.limits, sizeof(in.limits)) == 0, "all limits survive");
 	TAP_OK(out.network == AL_NET_EGRESS && out.priority == 7 && out.max_attempts == 3 &&
-		       out.deadline_ms == in.deadline_ms && out.submitted_ms == in.submitted_ms,
+		   out.deadline_ms == in.deadline_ms && out.submitted_ms == in.submitted_ms,
 	       "network, priority, attempts, deadline, submitted survive");
 	TAP_OK(strcmp(out.idempotency_key, "k-1") == 0 &&
-		       strcmp(out.callback_url, in.callback_url) == 0 && out.nlabels == 2 &&
-		       strcmp(out.labels[1].key, "pr/number") == 0 && out.ncollect == 1,
+		   strcmp(out.callback_url, in.callback_url) == 0 && out.nlabels == 2 &&
+		   strcmp(out.labels[1].key, "pr/number") == 0 && out.ncollect == 1,
 	       "idempotency key, callback, labels, collect survive");
 	al_job_free(&out);
 	al_buf_free(&b);
 
 	/* defaults */
-	b = job_plus(NULL, (struct al_buf){ 0 }, NULL);
+	b = job_plus(NULL, (struct al_buf){0}, NULL);
 	rc = al_job_decode(b.data, b.len, &out, &err);
 	TAP_OK(rc == AL_OK && strcmp(out.tenant, "default") == 0 &&
-		       out.priority == AL_PRIORITY_DEFAULT && out.network == AL_NET_NONE &&
-		       out.limits.wall_ms == 0 && out.max_attempts == 0,
+		   out.priority == AL_PRIORITY_DEFAULT && out.network == AL_NET_NONE &&
+		   out.limits.wall_ms == 0 && out.max_attempts == 0,
 	       "minimal job gets documented defaults");
 	al_job_free(&out);
 	al_buf_free(&b);
@@ -433,8 +478,8 @@ static void test_job_roundtrip(void)
 	/* argv-only job */
 	b = job_plus("argv", mp("ass", 2u, "/bin/echo", "hi"), "runtime code");
 	rc = al_job_decode(b.data, b.len, &out, &err);
-	TAP_OK(rc == AL_OK && out.runtime == AL_RUNTIME_ARGV && out.argc == 2, "plain argv job decodes (%s)",
-	       err.msg);
+	TAP_OK(rc == AL_OK && out.runtime == AL_RUNTIME_ARGV && out.argc == 2,
+	       "plain argv job decodes (%s)", err.msg);
 	al_job_free(&out);
 	al_buf_free(&b);
 
@@ -463,20 +508,20 @@ static void test_peek_and_ids(void)
 	TAP_OK(id == NULL, "peek refuses an id that would be unsafe as a key");
 	al_buf_free(&b);
 	TAP_OK(al_job_new_id(id1, NULL) == AL_OK && al_job_new_id(id2, NULL) == AL_OK &&
-		       strlen(id1) == 32 && strcmp(id1, id2) != 0,
+		   strlen(id1) == 32 && strcmp(id1, id2) != 0,
 	       "generated ids are 32 hex chars and differ");
 	TAP_OK(al_utf8_valid("h\xc3\xa9llo", 6) && !al_utf8_valid("\xc0\xaf", 2) &&
-		       !al_utf8_valid("\xed\xa0\x80", 3) && !al_utf8_valid("a\0b", 3) &&
-		       !al_utf8_valid("\xe2\x82", 2),
+		   !al_utf8_valid("\xed\xa0\x80", 3) && !al_utf8_valid("a\0b", 3) &&
+		   !al_utf8_valid("\xe2\x82", 2),
 	       "UTF-8 check refuses overlong, surrogate, NUL and truncated sequences");
 }
 
 static void test_result(void)
 {
-	struct al_result r = { 0 }, out;
-	struct al_buf b = { 0 };
-	struct al_err err = { 0 };
-	struct al_out_file f = { "out.txt", { "\x01\x02", 2 }, true };
+	struct al_result r = {0}, out;
+	struct al_buf b = {0};
+	struct al_err err = {0};
+	struct al_out_file f = {"out.txt", {"\x01\x02", 2}, true};
 	int rc;
 
 	r.version = AL_PROTO_VERSION;
@@ -484,9 +529,9 @@ static void test_result(void)
 	r.attempt = 2;
 	r.status = AL_ST_TIMEOUT;
 	r.signal = 9;
-	r.out = (struct al_bytes){ "partial", 7 };
+	r.out = (struct al_bytes){"partial", 7};
 	r.out_truncated = true;
-	r.err = (struct al_bytes){ "", 0 };
+	r.err = (struct al_bytes){"", 0};
 	r.files = &f;
 	r.nfiles = 1;
 	r.wall_ms = 1500;
@@ -504,15 +549,16 @@ static void test_result(void)
 	TAP_OK(rc == AL_OK, "result decodes (%s)", err.msg);
 	if (!rc) {
 		TAP_OK(out.status == AL_ST_TIMEOUT && out.attempt == 2 && !out.has_exit_code &&
-			       out.signal == 9,
+			   out.signal == 9,
 		       "status, attempt, no exit code, signal survive");
-		TAP_OK(out.out.len == 7 && out.out_truncated && out.err.len == 0 && !out.err_truncated,
+		TAP_OK(out.out.len == 7 && out.out_truncated && out.err.len == 0 &&
+			   !out.err_truncated,
 		       "streams and truncated flags survive");
 		TAP_OK(out.nfiles == 1 && out.files[0].truncated && out.files[0].data.len == 2,
 		       "collected file survives");
 		TAP_OK(out.wall_ms == 1500 && out.peak_memory_bytes == 1234567 &&
-			       strcmp(out.backend, "process") == 0 && out.finished_ms == 3 &&
-			       strcmp(out.error, r.error) == 0,
+			   strcmp(out.backend, "process") == 0 && out.finished_ms == 3 &&
+			   strcmp(out.error, r.error) == 0,
 		       "timings, backend, error survive");
 		al_result_free(&out);
 	}
@@ -544,10 +590,12 @@ static void test_result(void)
 	al_buf_free(&b);
 	b = mp("m4sussssst", 4u, "v", (uint64_t)1, "id", "x", "status", "ok", "stdout");
 	rc = al_result_decode(b.data, b.len, &out, &err);
-	TAP_OK(rc == AL_EINVAL && strstr(err.msg, "stdout: wrong type"), "stdout as a bool refused");
+	TAP_OK(rc == AL_EINVAL && strstr(err.msg, "stdout: wrong type"),
+	       "stdout as a bool refused");
 	al_buf_free(&b);
-	TAP_OK(al_status_parse("memory_limit") == AL_ST_MEMORY_LIMIT && al_status_parse("x") == -1 &&
-		       strcmp(al_status_name(AL_ST_WORKER_LOST), "worker_lost") == 0,
+	TAP_OK(al_status_parse("memory_limit") == AL_ST_MEMORY_LIMIT &&
+		   al_status_parse("x") == -1 &&
+		   strcmp(al_status_name(AL_ST_WORKER_LOST), "worker_lost") == 0,
 	       "status names map both ways");
 }
 

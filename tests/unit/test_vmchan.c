@@ -23,17 +23,17 @@ static void pair(int sv[2], bool nonblock_read)
 
 static void test_roundtrip(void)
 {
-	struct al_chan_rd rd = { 0 };
-	struct al_err err = { 0 };
+	struct al_chan_rd rd = {0};
+	struct al_err err = {0};
 	int sv[2], rc;
-	const uint8_t hdr[] = { 0, 0, 0, 6, 'S', 'a' };
+	const uint8_t hdr[] = {0, 0, 0, 6, 'S', 'a'};
 
 	pair(sv, true);
 	rc = al_chan_write(sv[1], AL_CHAN_READY, "agent", 5, " 1", 2, 1000, &err);
 	TAP_OK(rc == 0, "a frame from two parts is written");
 	rc = al_chan_read(&rd, sv[0], 64, &err);
 	TAP_OK(rc == 1 && rd.body.len == 8 && rd.body.data[0] == AL_CHAN_READY &&
-		       memcmp(rd.body.data + 1, "agent 1", 7) == 0,
+		   memcmp(rd.body.data + 1, "agent 1", 7) == 0,
 	       "and read back whole: type then payload");
 	al_chan_rd_reset(&rd);
 	TAP_OK(al_chan_read(&rd, sv[0], 64, &err) == 0, "nothing more: the reader waits (0)");
@@ -43,7 +43,8 @@ static void test_roundtrip(void)
 	TAP_OK(al_chan_read(&rd, sv[0], 64, &err) == 0, "half a length: not done yet");
 	if (write(sv[1], hdr + 2, 4) != 4)
 		TAP_OK(0, "write");
-	TAP_OK(al_chan_read(&rd, sv[0], 64, &err) == 0, "length and part of the payload: not done yet");
+	TAP_OK(al_chan_read(&rd, sv[0], 64, &err) == 0,
+	       "length and part of the payload: not done yet");
 	if (write(sv[1], "bcde", 4) != 4)
 		TAP_OK(0, "write");
 	rc = al_chan_read(&rd, sv[0], 64, &err);
@@ -51,8 +52,8 @@ static void test_roundtrip(void)
 	       "a frame fed in pieces is reassembled");
 	al_chan_rd_reset(&rd);
 	TAP_OK(al_chan_write(sv[1], AL_CHAN_HEARTBEAT, NULL, 0, NULL, 0, 1000, &err) == 0 &&
-		       al_chan_read(&rd, sv[0], 64, &err) == 1 && rd.body.len == 1 &&
-		       rd.body.data[0] == AL_CHAN_HEARTBEAT,
+		   al_chan_read(&rd, sv[0], 64, &err) == 1 && rd.body.len == 1 &&
+		   rd.body.data[0] == AL_CHAN_HEARTBEAT,
 	       "a heartbeat is a frame of just its type");
 	al_chan_rd_free(&rd);
 	close(sv[0]);
@@ -61,9 +62,9 @@ static void test_roundtrip(void)
 
 static void test_bad_peers(void)
 {
-	struct al_chan_rd rd = { 0 };
-	struct al_err err = { 0 };
-	const uint8_t huge[] = { 0x7f, 0xff, 0xff, 0xff, 'S' }, empty[] = { 0, 0, 0, 0 };
+	struct al_chan_rd rd = {0};
+	struct al_err err = {0};
+	const uint8_t huge[] = {0x7f, 0xff, 0xff, 0xff, 'S'}, empty[] = {0, 0, 0, 0};
 	int sv[2], rc;
 
 	pair(sv, true);
@@ -107,7 +108,7 @@ static void test_bad_peers(void)
 static void test_stuck_reader(void)
 {
 	static char big[4 << 20];
-	struct al_err err = { 0 };
+	struct al_err err = {0};
 	struct timespec a, b;
 	int sv[2], rc;
 
@@ -117,7 +118,7 @@ static void test_stuck_reader(void)
 	rc = al_chan_write(sv[1], AL_CHAN_JOB, big, sizeof(big), NULL, 0, 300, &err);
 	clock_gettime(CLOCK_MONOTONIC, &b);
 	TAP_OK(rc == AL_ESANDBOX && strstr(err.msg, "does not read") &&
-		       (b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000 < 2000,
+		   (b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000 < 2000,
 	       "a peer that never reads: the writer gives up after its timeout");
 	close(sv[0]);
 	close(sv[1]);
@@ -129,8 +130,8 @@ static void test_stuck_reader(void)
 static void test_read_budget(void)
 {
 	static char big[3 << 20];
-	struct al_chan_rd rd = { 0 };
-	struct al_err err = { 0 };
+	struct al_chan_rd rd = {0};
+	struct al_err err = {0};
 	int sv[2], rc = 0, calls = 0;
 	pid_t pid;
 
@@ -162,28 +163,28 @@ static void test_read_budget(void)
 /* The guest's result believed only within the job: its files, once each. */
 static void test_check_result(void)
 {
-	char *collect[] = { (char *)"a", (char *)"b" };
-	struct al_job job = { .id = (char *)"j", .collect = collect, .ncollect = 2 };
-	struct al_run_spec spec = { .job = &job };
-	struct al_out_file files[2] = { { .path = (char *)"a" }, { .path = (char *)"a" } };
-	struct al_result g = { .files = files, .nfiles = 2 };
-	struct al_err err = { 0 };
+	char *collect[] = {(char *)"a", (char *)"b"};
+	struct al_job job = {.id = (char *)"j", .collect = collect, .ncollect = 2};
+	struct al_run_spec spec = {.job = &job};
+	struct al_out_file files[2] = {{.path = (char *)"a"}, {.path = (char *)"a"}};
+	struct al_result g = {.files = files, .nfiles = 2};
+	struct al_err err = {0};
 	static char data[100];
 
 	spec.limits.stdout_bytes = spec.limits.stderr_bytes = 10;
 	spec.limits.disk_bytes = 1 << 20;
 	TAP_OK(al_chan_check_result(&spec, 64, &g, &err) == AL_ESANDBOX &&
-		       strstr(err.msg, "a file twice"),
+		   strstr(err.msg, "a file twice"),
 	       "a collected path returned twice is refused");
 	files[1].path = (char *)"c";
 	TAP_OK(al_chan_check_result(&spec, 64, &g, &err) == AL_ESANDBOX &&
-		       strstr(err.msg, "not asked for"),
+		   strstr(err.msg, "not asked for"),
 	       "a path not asked for is refused");
 	files[1].path = (char *)"b";
 	files[1].data.data = data;
 	files[1].data.len = sizeof(data);
 	TAP_OK(al_chan_check_result(&spec, 64, &g, &err) == AL_OK && files[1].data.len == 64 &&
-		       files[1].truncated,
+		   files[1].truncated,
 	       "a file over the collect cap is cut to it and marked truncated");
 	TAP_OK(al_chan_result_cap(&spec, 64) == 10 + 10 + 2 * (64 + 512) + AL_CHAN_RESULT_SLACK,
 	       "the frame cap is the job's own: streams, the collect cap per file asked, slack");

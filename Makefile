@@ -8,7 +8,7 @@ CC ?= cc
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 60
 
-PKGS := hiredis libevent msgpack libseccomp libcurl libcrypto jansson yaml-0.1 libvirt
+PKGS := hiredis libevent msgpack libseccomp libcurl libcrypto jansson yaml-0.1 libvirt libxml-2.0
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS)) -I/usr/include/hiredis
 PKG_LIBS := $(shell pkg-config --libs $(PKGS))
 
@@ -33,9 +33,10 @@ LIB_SRC := $(PROTO_SRC) $(CLIENT_LIB_SRC) $(COMMON_SRC)
 # per boundary (its helper programs beside it, built on their own below).
 BACKEND_SRC := $(wildcard backends/*.c) backends/process/process.c \
 	backends/container/container.c backends/microvm/microvm.c backends/microvm/vmm_qemu.c \
-	backends/vm/vm.c
+	backends/vm/vm.c backends/vm/lvhost.c
 WORKER_SRC := $(wildcard worker/*.c) $(BACKEND_SRC)
-SCHED_SRC := $(wildcard scheduler/*.c)
+# the scheduler ends service-VM leases: the libvirt host module is shared
+SCHED_SRC := $(wildcard scheduler/*.c) backends/vm/lvhost.c
 TEST_SRC := $(wildcard tests/unit/test_*.c)
 # The client library's installed headers, in their folders (they include
 # each other as "../proto/x.h"); the daemons' connection layer is not part of it.

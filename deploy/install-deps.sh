@@ -7,7 +7,7 @@ set -euo pipefail
 build_pkgs=(
 	build-essential pkg-config clang libclang-rt-dev clang-format
 	libhiredis-dev libevent-dev libmsgpack-dev libseccomp-dev
-	libcurl4-openssl-dev libssl-dev libvirt-dev libjansson-dev libyaml-dev
+	libcurl4-openssl-dev libssl-dev libvirt-dev libxml2-dev libjansson-dev libyaml-dev
 )
 # Tests and backends: Redis, Debian's python3 for sandboxes and the interop
 # test, OCI runtimes, bubblewrap and podman (benchmark baselines), QEMU and the pieces the

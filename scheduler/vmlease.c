@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "../common/log.h"
+#include "../backends/vm/lvhost.h"
 #include "../proto/keys.h"
 
 /* End the leases that are due, atomically: each leaves the index, its
@@ -81,19 +82,10 @@ void al_vmlease_free(struct al_vmlease *v)
 static void release_host(struct al_vmlease *v, const char *netname, const char *mac)
 {
 	virNetworkPtr net = netname[0] && mac[0] ? virNetworkLookupByName(v->conn, netname) : NULL;
-	char *xml = net ? virNetworkGetXMLDesc(net, 0) : NULL;
-	char needle[64], host[160], ip[16];
-	const char *h;
+	char ip[16];
 
-	snprintf(needle, sizeof(needle), "<host mac='%s' ip='", mac);
-	h = xml ? strstr(xml, needle) : NULL;
-	if (h && sscanf(h + strlen(needle), "%15[0-9.]", ip) == 1) {
-		snprintf(host, sizeof(host), "<host mac='%s' ip='%s'/>", mac, ip);
-		virNetworkUpdate(net, VIR_NETWORK_UPDATE_COMMAND_DELETE,
-				 VIR_NETWORK_SECTION_IP_DHCP_HOST, -1, host,
-				 VIR_NETWORK_UPDATE_AFFECT_CURRENT);
-	}
-	free(xml);
+	if (net && al_lv_net_host_ip(net, mac, ip))
+		al_lv_net_host(net, false, mac, ip);
 	if (net)
 		virNetworkFree(net);
 }
@@ -103,28 +95,16 @@ static void release_host(struct al_vmlease *v, const char *netname, const char *
  * is removed. */
 static void destroy_domain(struct al_vmlease *v, const char *name, const char *why)
 {
+	struct al_lv_domain facts;
+	char *disk = facts.disk, *mac = facts.mac, *net = facts.net;
 	virDomainPtr d;
-	char *xml, disk[4096] = "", mac[18] = "", net[256] = "";
 
 	if (strncmp(name, AL_VM_NAME_PREFIX, strlen(AL_VM_NAME_PREFIX)))
 		return; /* never a domain Airlock did not make */
 	d = virDomainLookupByName(v->conn, name);
 	if (!d)
 		return;
-	xml = virDomainGetXMLDesc(d, 0);
-	if (xml) {
-		const char *p = strstr(xml, "<disk"), *s = p ? strstr(p, "<source file='") : NULL;
-		const char *m = strstr(xml, "<mac address='"),
-			   *n = strstr(xml, "<source network='");
-
-		if (s && sscanf(s + strlen("<source file='"), "%4095[^']", disk) != 1)
-			disk[0] = '\0';
-		if (!m || sscanf(m + strlen("<mac address='"), "%17[0-9a-fA-F:]", mac) != 1)
-			mac[0] = '\0';
-		if (!n || sscanf(n + strlen("<source network='"), "%255[^']", net) != 1)
-			net[0] = '\0';
-		free(xml);
-	}
+	al_lv_domain_facts(d, &facts, NULL);
 	virDomainDestroy(d);
 	virDomainFree(d);
 	release_host(v, net, mac);

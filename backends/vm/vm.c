@@ -43,6 +43,7 @@
 #include "../jobspec.h"
 #include "../vmchan.h"
 #include "../microvm/vmm.h"
+#include "lvhost.h"
 
 #define MIB		   (1024ull * 1024ull)
 #define GUEST_OVERHEAD_MIB 128
@@ -295,19 +296,27 @@ static char *domain_xml(const struct al_sandbox *sb)
 	char *xml = NULL, tsc[48] = "", *filter = NULL;
 	struct al_buf fb = {0};
 
+	/* The ports filter, whole or not at all: without it (out of memory)
+	 * there is no domain, never one with open ports. */
 	if (s->network != AL_NET_EGRESS) {
+		static const char open_tag[] = "<filterref filter='" NWFILTER "'>",
+				  no_port[] = "<parameter name='PORT' value='0'/>",
+				  close_tag[] = "</filterref>";
+		bool bad = al_buf_append(&fb, open_tag, strlen(open_tag)) != 0;
 		char p[64];
 
-		al_buf_append(&fb, "<filterref filter='" NWFILTER "'>",
-			      strlen("<filterref filter='" NWFILTER "'>"));
-		for (size_t i = 0; i < s->nports; i++) {
+		for (size_t i = 0; i < s->nports && !bad; i++) {
 			snprintf(p, sizeof(p), "<parameter name='PORT' value='%u'/>",
 				 (unsigned)s->ports[i]);
-			al_buf_append(&fb, p, strlen(p));
+			bad = al_buf_append(&fb, p, strlen(p)) != 0;
 		}
-		if (s->nports == 0) /* no port at all: a value no TCP packet carries */
-			al_buf_append(&fb, "<parameter name='PORT' value='0'/>", 34);
-		al_buf_append(&fb, "</filterref>", 12);
+		/* no port at all: a value no TCP packet carries */
+		bad = bad || (s->nports == 0 && al_buf_append(&fb, no_port, strlen(no_port)));
+		bad = bad || al_buf_append(&fb, close_tag, strlen(close_tag));
+		if (bad || !fb.data) {
+			al_buf_free(&fb);
+			return NULL;
+		}
 		filter = fb.data;
 	}
 	if (!G.kvm && G.tsc_khz)
@@ -353,36 +362,6 @@ static char *domain_xml(const struct al_sandbox *sb)
 	return xml;
 }
 
-static uint32_t ip_of(const char *xml, const char *attr_at)
-{
-	char buf[INET_ADDRSTRLEN] = "";
-	struct in_addr a;
-
-	if (!attr_at || sscanf(attr_at, "%15[0-9.]", buf) != 1 || inet_pton(AF_INET, buf, &a) != 1)
-		return 0;
-	(void)xml;
-	return ntohl(a.s_addr);
-}
-
-/* Does the network's XML or lease table already hold this address? */
-static bool address_taken(virNetworkPtr net, const char *xml, const char *ip)
-{
-	char needle[64];
-	virNetworkDHCPLeasePtr *leases = NULL;
-	int n;
-	bool taken;
-
-	snprintf(needle, sizeof(needle), "ip='%s'", ip);
-	taken = strstr(xml, needle) != NULL;
-	n = virNetworkGetDHCPLeases(net, NULL, &leases, 0);
-	for (int i = 0; i < n; i++) {
-		taken = taken || (leases[i]->ipaddr && !strcmp(leases[i]->ipaddr, ip));
-		virNetworkDHCPLeaseFree(leases[i]);
-	}
-	free(leases);
-	return taken;
-}
-
 /* A reserved address: a DHCP host entry (MAC -> IP) in the tier's network,
  * so that the guest gets its address at the first request and we know it
  * before it boots. The address is the first free one in the network's DHCP
@@ -393,27 +372,21 @@ static void reserve_address(struct al_sandbox *sb)
 	struct vm_sb *v = sb->priv;
 	const char *netname = sb->spec.vm_network ? sb->spec.vm_network : "airlock";
 	virNetworkPtr net = virNetworkLookupByName(G.conn, netname);
-	char *xml = net ? virNetworkGetXMLDesc(net, 0) : NULL;
-	const char *r = xml ? strstr(xml, "<range start='") : NULL;
-	uint32_t lo = r ? ip_of(xml, r + strlen("<range start='")) : 0;
-	const char *e = r ? strstr(r, "end='") : NULL;
-	uint32_t hi = e ? ip_of(xml, e + strlen("end='")) : 0;
-	for (uint32_t k = 0; lo && hi >= lo && k <= hi - lo; k++) {
-		struct in_addr a = {htonl(lo + (v->name_hash + k) % (hi - lo + 1))};
-		char ip[INET_ADDRSTRLEN], host[160];
+	uint32_t lo = 0, hi = 0;
 
-		inet_ntop(AF_INET, &a, ip, sizeof(ip));
-		if (address_taken(net, xml, ip))
-			continue;
-		snprintf(host, sizeof(host), "<host mac='%s' ip='%s'/>", v->mac, ip);
-		if (virNetworkUpdate(net, VIR_NETWORK_UPDATE_COMMAND_ADD_LAST,
-				     VIR_NETWORK_SECTION_IP_DHCP_HOST, -1, host,
-				     VIR_NETWORK_UPDATE_AFFECT_CURRENT) == 0) {
-			snprintf(v->reserved, sizeof(v->reserved), "%s", ip);
-			break;
+	if (net && al_lv_net_range(net, &lo, &hi))
+		for (uint32_t k = 0; k <= hi - lo; k++) {
+			struct in_addr a = {htonl(lo + (v->name_hash + k) % (hi - lo + 1))};
+			char ip[INET_ADDRSTRLEN];
+
+			inet_ntop(AF_INET, &a, ip, sizeof(ip));
+			if (al_lv_net_ip_taken(net, ip))
+				continue;
+			if (al_lv_net_host(net, true, v->mac, ip) == 0) {
+				snprintf(v->reserved, sizeof(v->reserved), "%s", ip);
+				break;
+			}
 		}
-	}
-	free(xml);
 	if (net)
 		virNetworkFree(net);
 }
@@ -422,16 +395,12 @@ static void release_address(const struct al_sandbox *sb)
 {
 	const struct vm_sb *v = sb->priv;
 	virNetworkPtr net;
-	char host[160];
 
 	if (!v->reserved[0])
 		return;
 	net = virNetworkLookupByName(G.conn, sb->spec.vm_network ? sb->spec.vm_network : "airlock");
-	snprintf(host, sizeof(host), "<host mac='%s' ip='%s'/>", v->mac, v->reserved);
 	if (net) {
-		virNetworkUpdate(net, VIR_NETWORK_UPDATE_COMMAND_DELETE,
-				 VIR_NETWORK_SECTION_IP_DHCP_HOST, -1, host,
-				 VIR_NETWORK_UPDATE_AFFECT_CURRENT);
+		al_lv_net_host(net, false, v->mac, v->reserved);
 		virNetworkFree(net);
 	}
 }

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,7 +51,7 @@ static int fail(struct ctx *c, yaml_node_t *n, const char *fmt, ...)
 
 static int fail(struct ctx *c, yaml_node_t *n, const char *fmt, ...)
 {
-	char msg[200];
+	char msg[AL_ERR_MSG_MAX];
 	va_list ap;
 
 	va_start(ap, fmt);
@@ -203,6 +204,166 @@ static bool bind_path_ok(const char *p)
 	       strcmp(p + n - 2, "/.") && (n < 3 || strcmp(p + n - 3, "/.."));
 }
 
+/* The list-valued keys of a tier, each its own parser. */
+static int parse_ports(struct ctx *c, yaml_node_t *v, struct al_tier_policy *t)
+{
+	uint64_t u;
+	int rc;
+
+	if (v->type != YAML_SEQUENCE_NODE)
+		return fail(c, v, "ports: expected a list of port numbers");
+	for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top;
+	     it++) {
+		yaml_node_t *pn = yaml_document_get_node(&c->doc, *it);
+
+		if (t->nports == AL_PORTS_MAX)
+			return fail(c, pn, "ports: at most %d", AL_PORTS_MAX);
+		if ((rc = get_u64(c, pn, "ports[]", &u)))
+			return rc;
+		if (u < 1 || u > 65535)
+			return fail(c, pn, "ports: expected 1..65535, got %llu",
+				    (unsigned long long)u);
+		t->ports[t->nports++] = (uint16_t)u;
+	}
+	return AL_OK;
+}
+
+static int parse_env(struct ctx *c, yaml_node_t *v, struct al_tier_policy *t)
+{
+	yaml_node_t *ek, *ev;
+	int rc;
+
+	if ((rc = want_map(c, v, "env")))
+		return rc;
+	t->env = calloc((size_t)(v->data.mapping.pairs.top - v->data.mapping.pairs.start) + 1,
+			sizeof(*t->env));
+	if (!t->env)
+		return al_err_set(c->err, AL_ENOMEM, "policy: out of memory");
+	FOR_PAIRS(c, v, ek, ev, pe)
+	{
+		if (!scalar(ek) || !scalar(ev))
+			return fail(c, ek, "env: names and values must be strings");
+		t->env[t->nenv].key = strdup(scalar(ek));
+		t->env[t->nenv].value = strdup(scalar(ev));
+		if (!t->env[t->nenv++].key || !t->env[t->nenv - 1].value)
+			return al_err_set(c->err, AL_ENOMEM, "policy: out of memory");
+	}
+	return AL_OK;
+}
+
+static int parse_callback_hosts(struct ctx *c, yaml_node_t *v, struct al_tier_policy *t)
+{
+	int rc;
+
+	if (v->type != YAML_SEQUENCE_NODE)
+		return fail(c, v, "callback_hosts: expected a list of host names");
+	t->callback_hosts =
+	    calloc((size_t)(v->data.sequence.items.top - v->data.sequence.items.start) + 1,
+		   sizeof(char *));
+	if (!t->callback_hosts)
+		return al_err_set(c->err, AL_ENOMEM, "policy: out of memory");
+	for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top;
+	     it++) {
+		yaml_node_t *h = yaml_document_get_node(&c->doc, *it);
+
+		if ((rc =
+			 get_str(c, h, "callback_hosts[]", &t->callback_hosts[t->ncallback_hosts])))
+			return rc;
+		t->ncallback_hosts++;
+	}
+	return AL_OK;
+}
+
+static int parse_binds(struct ctx *c, yaml_node_t *v, struct al_tier_policy *t)
+{
+	int rc;
+
+	if (v->type != YAML_SEQUENCE_NODE)
+		return fail(c, v, "binds: expected a list of absolute host paths");
+	for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top;
+	     it++) {
+		yaml_node_t *h = yaml_document_get_node(&c->doc, *it);
+		char *b = NULL;
+
+		if (t->nbinds == AL_BINDS_MAX)
+			return fail(c, h, "binds: at most %d paths", AL_BINDS_MAX);
+		if ((rc = get_str(c, h, "binds[]", &b)))
+			return rc;
+		t->binds[t->nbinds++] = b;
+		if (!bind_path_ok(b))
+			return fail(c, h,
+				    "binds: \"%s\" must be an absolute, normalized host path other "
+				    "than / (no \"..\", \".\", \"//\" or trailing \"/\"; not under "
+				    "/proc, /dev or /tmp), at most %d bytes",
+				    b, AL_BIND_PATH_MAX);
+	}
+	return AL_OK;
+}
+
+/* Every key a tier may have: adding one is a line here. Numbers are
+ * checked against [min, max] with hint as the error ("key: hint"). */
+enum key_kind { KEY_STR, KEY_BOOL, KEY_U64, KEY_U32, KEY_LIMITS, KEY_LIST };
+
+_Static_assert(AL_POOL_MAX == 64, "the pool hint below says 0..64");
+
+static const struct tier_key {
+	const char *key;
+	enum key_kind kind;
+	size_t off; /* the field in struct al_tier_policy */
+	uint64_t min, max;
+	const char *hint;
+	int (*parse)(struct ctx *c, yaml_node_t *v, struct al_tier_policy *t); /* KEY_LIST */
+} tier_keys[] = {
+#define F(field) offsetof(struct al_tier_policy, field)
+    {"backend", KEY_STR, F(backend), 0, 0, NULL, NULL},
+    {"egress", KEY_BOOL, F(egress), 0, 0, NULL, NULL},
+    {"defaults", KEY_LIMITS, F(defaults), 0, 0, NULL, NULL},
+    {"max", KEY_LIMITS, F(max), 0, 0, NULL, NULL},
+    {"cpu_millis", KEY_U64, F(cpu_millis), 1, 256000, "expected 1..256000 (1000 = one CPU)", NULL},
+    {"max_attempts", KEY_U32, F(max_attempts), 1, AL_ATTEMPTS_MAX, "expected 1..10", NULL},
+    {"backoff_ms", KEY_U64, F(backoff_ms), 0, UINT64_MAX, NULL, NULL},
+    {"image", KEY_STR, F(image), 0, 0, NULL, NULL},
+    {"pool", KEY_U32, F(pool), 0, AL_POOL_MAX, "expected 0..64 (pre-booted sandboxes per worker)",
+     NULL},
+    {"pool_max_idle_ms", KEY_U64, F(pool_max_idle_ms), 1000, UINT64_MAX, "expected at least 1000",
+     NULL},
+    {"vm_network", KEY_STR, F(vm_network), 0, 0, NULL, NULL},
+    {"ports", KEY_LIST, 0, 0, 0, NULL, parse_ports},
+    {"vm_lease_ms", KEY_U64, F(lease_ms), 1000, UINT64_MAX, "expected at least 1000", NULL},
+    {"vm_max_lease_ms", KEY_U64, F(max_lease_ms), 0, UINT64_MAX, NULL, NULL},
+    {"env", KEY_LIST, 0, 0, 0, NULL, parse_env},
+    {"callback_hosts", KEY_LIST, 0, 0, 0, NULL, parse_callback_hosts},
+    {"binds", KEY_LIST, 0, 0, 0, NULL, parse_binds},
+#undef F
+};
+
+static int parse_tier_key(struct ctx *c, const struct tier_key *tk, yaml_node_t *v,
+			  struct al_tier_policy *t)
+{
+	char *field = (char *)t + tk->off;
+	uint64_t u;
+	int rc;
+
+	switch (tk->kind) {
+	case KEY_STR: return get_str(c, v, tk->key, (char **)(void *)field);
+	case KEY_BOOL: return get_bool(c, v, tk->key, (bool *)(void *)field);
+	case KEY_LIMITS: return parse_limits(c, v, tk->key, (struct al_limits *)(void *)field);
+	case KEY_LIST: return tk->parse(c, v, t);
+	case KEY_U64:
+	case KEY_U32:
+		if ((rc = get_u64(c, v, tk->key, &u)))
+			return rc;
+		if (u < tk->min || u > tk->max)
+			return fail(c, v, "%s: %s", tk->key, tk->hint ? tk->hint : "out of range");
+		if (tk->kind == KEY_U32)
+			*(uint32_t *)(void *)field = (uint32_t)u;
+		else
+			*(uint64_t *)(void *)field = u;
+		return AL_OK;
+	}
+	return AL_OK;
+}
+
 static int parse_tier(struct ctx *c, yaml_node_t *name, yaml_node_t *n, struct al_tier_policy *t)
 {
 	yaml_node_t *k, *v;
@@ -225,132 +386,26 @@ static int parse_tier(struct ctx *c, yaml_node_t *name, yaml_node_t *n, struct a
 	FOR_PAIRS(c, n, k, v, pp)
 	{
 		const char *key = scalar(k);
-		uint64_t u;
+		const struct tier_key *tk = NULL;
 
 		if (!key)
 			return fail(c, k, "tier %s: keys must be strings", t->name);
-		if (!strcmp(key, "backend")) {
-			rc = get_str(c, v, "backend", &t->backend);
-		} else if (!strcmp(key, "egress")) {
-			rc = get_bool(c, v, "egress", &t->egress);
-		} else if (!strcmp(key, "defaults")) {
-			rc = parse_limits(c, v, "defaults", &t->defaults);
-		} else if (!strcmp(key, "max")) {
-			rc = parse_limits(c, v, "max", &t->max);
-		} else if (!strcmp(key, "cpu_millis")) {
-			rc = get_u64(c, v, "cpu_millis", &t->cpu_millis);
-			if (!rc && (t->cpu_millis == 0 || t->cpu_millis > 256000))
-				rc = fail(c, v, "cpu_millis: expected 1..256000 (1000 = one CPU)");
-		} else if (!strcmp(key, "max_attempts")) {
-			rc = get_u64(c, v, "max_attempts", &u);
-			if (!rc && (u < 1 || u > AL_ATTEMPTS_MAX))
-				rc = fail(c, v, "max_attempts: expected 1..10");
-			t->max_attempts = (uint32_t)u;
-		} else if (!strcmp(key, "backoff_ms")) {
-			rc = get_u64(c, v, "backoff_ms", &t->backoff_ms);
-		} else if (!strcmp(key, "image")) {
-			rc = get_str(c, v, "image", &t->image);
-		} else if (!strcmp(key, "pool")) {
-			rc = get_u64(c, v, "pool", &u);
-			if (!rc && u > AL_POOL_MAX)
-				rc = fail(c, v,
-					  "pool: expected 0..%d (pre-booted sandboxes per worker)",
-					  AL_POOL_MAX);
-			t->pool = (uint32_t)u;
-		} else if (!strcmp(key, "vm_network")) {
-			rc = get_str(c, v, "vm_network", &t->vm_network);
-		} else if (!strcmp(key, "vm_lease_ms")) {
-			rc = get_u64(c, v, "vm_lease_ms", &t->lease_ms);
-			if (!rc && t->lease_ms < 1000)
-				rc = fail(c, v, "vm_lease_ms: expected at least 1000");
-		} else if (!strcmp(key, "vm_max_lease_ms")) {
-			rc = get_u64(c, v, "vm_max_lease_ms", &t->max_lease_ms);
-		} else if (!strcmp(key, "ports")) {
-			if (v->type != YAML_SEQUENCE_NODE)
-				return fail(c, v, "ports: expected a list of port numbers");
-			for (yaml_node_item_t *it = v->data.sequence.items.start;
-			     it < v->data.sequence.items.top; it++) {
-				yaml_node_t *pn = yaml_document_get_node(&c->doc, *it);
+		for (size_t i = 0; i < sizeof(tier_keys) / sizeof(tier_keys[0]) && !tk; i++)
+			if (!strcmp(key, tier_keys[i].key))
+				tk = &tier_keys[i];
+		if (!tk) {
+			char all[512] = "";
 
-				if (t->nports == AL_PORTS_MAX)
-					return fail(c, pn, "ports: at most %d", AL_PORTS_MAX);
-				if ((rc = get_u64(c, pn, "ports[]", &u)))
-					return rc;
-				if (u < 1 || u > 65535)
-					return fail(c, pn, "ports: expected 1..65535, got %llu",
-						    (unsigned long long)u);
-				t->ports[t->nports++] = (uint16_t)u;
-			}
-		} else if (!strcmp(key, "pool_max_idle_ms")) {
-			rc = get_u64(c, v, "pool_max_idle_ms", &t->pool_max_idle_ms);
-			if (!rc && t->pool_max_idle_ms < 1000)
-				rc = fail(c, v, "pool_max_idle_ms: expected at least 1000");
-		} else if (!strcmp(key, "env")) {
-			yaml_node_t *ek, *ev;
-
-			if ((rc = want_map(c, v, "env")))
-				return rc;
-			t->env = calloc(
-			    (size_t)(v->data.mapping.pairs.top - v->data.mapping.pairs.start) + 1,
-			    sizeof(*t->env));
-			if (!t->env)
-				return al_err_set(c->err, AL_ENOMEM, "policy: out of memory");
-			FOR_PAIRS(c, v, ek, ev, pe)
-			{
-				if (!scalar(ek) || !scalar(ev))
-					return fail(c, ek, "env: names and values must be strings");
-				t->env[t->nenv].key = strdup(scalar(ek));
-				t->env[t->nenv++].value = strdup(scalar(ev));
-			}
-		} else if (!strcmp(key, "callback_hosts")) {
-			if (v->type != YAML_SEQUENCE_NODE)
-				return fail(c, v, "callback_hosts: expected a list of host names");
-			t->callback_hosts = calloc(
-			    (size_t)(v->data.sequence.items.top - v->data.sequence.items.start) + 1,
-			    sizeof(char *));
-			if (!t->callback_hosts)
-				return al_err_set(c->err, AL_ENOMEM, "policy: out of memory");
-			for (yaml_node_item_t *it = v->data.sequence.items.start;
-			     it < v->data.sequence.items.top; it++) {
-				yaml_node_t *h = yaml_document_get_node(&c->doc, *it);
-
-				if ((rc = get_str(c, h, "callback_hosts[]",
-						  &t->callback_hosts[t->ncallback_hosts])))
-					return rc;
-				t->ncallback_hosts++;
-			}
-		} else if (!strcmp(key, "binds")) {
-			if (v->type != YAML_SEQUENCE_NODE)
-				return fail(c, v, "binds: expected a list of absolute host paths");
-			for (yaml_node_item_t *it = v->data.sequence.items.start;
-			     it < v->data.sequence.items.top; it++) {
-				yaml_node_t *h = yaml_document_get_node(&c->doc, *it);
-				char *b = NULL;
-
-				if (t->nbinds == AL_BINDS_MAX)
-					return fail(c, h, "binds: at most %d paths", AL_BINDS_MAX);
-				if ((rc = get_str(c, h, "binds[]", &b)))
-					return rc;
-				t->binds[t->nbinds++] = b;
-				if (!bind_path_ok(b))
-					return fail(
-					    c, h,
-					    "binds: \"%s\" must be an absolute, normalized host "
-					    "path other than / (no \"..\", \".\", \"//\" or "
-					    "trailing "
-					    "\"/\"; not under /proc, /dev or /tmp), at most %d "
-					    "bytes",
-					    b, AL_BIND_PATH_MAX);
-			}
-		} else {
-			return fail(c, k,
-				    "tier %s: unknown key \"%s\"; use backend, egress, defaults, "
-				    "max, cpu_millis, max_attempts, backoff_ms, image, pool, "
-				    "pool_max_idle_ms, vm_network, ports, vm_lease_ms, "
-				    "vm_max_lease_ms, env, callback_hosts or binds",
-				    t->name, key);
+			for (size_t i = 0; i < sizeof(tier_keys) / sizeof(tier_keys[0]); i++)
+				snprintf(all + strlen(all), sizeof(all) - strlen(all), "%s%s",
+					 i == 0 ? ""
+					 : i + 1 == sizeof(tier_keys) / sizeof(tier_keys[0])
+					     ? " or "
+					     : ", ",
+					 tier_keys[i].key);
+			return fail(c, k, "tier %s: unknown key \"%s\"; use %s", t->name, key, all);
 		}
-		if (rc)
+		if ((rc = parse_tier_key(c, tk, v, t)))
 			return rc;
 	}
 	if (!t->backend)

@@ -115,10 +115,12 @@ static void commit_answered(struct worker *w, struct commit *c, redisReply *e)
 						     ? al_policy_tier(&w->policy, tier)
 						     : NULL;
 
+		struct al_err err = {0};
+
 		if (al_webhooks_post(w->hooks, c->callback, c->id, c->result, c->len,
-				     t ? t->callback_hosts : NULL, t ? t->ncallback_hosts : 0))
-			al_log("error", "webhook", "job=%s error=\"could not queue the callback\"",
-			       c->id);
+				     t ? t->callback_hosts : NULL, t ? t->ncallback_hosts : 0,
+				     &err))
+			al_log("error", "webhook", "job=%s error=\"%s\"", c->id, err.msg);
 	}
 }
 

@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -240,14 +241,29 @@ struct al_webhooks *al_webhooks_new(struct event_base *base, const char *secret)
 	return wh;
 }
 
+/* Append a header line; false (and the list freed) when out of memory. */
+static bool add_header(struct curl_slist **list, const char *line)
+{
+	struct curl_slist *l = curl_slist_append(*list, line);
+
+	if (!l) {
+		curl_slist_free_all(*list);
+		*list = NULL;
+		return false;
+	}
+	*list = l;
+	return true;
+}
+
 int al_webhooks_post(struct al_webhooks *wh, const char *url, const char *job_id, const void *body,
-		     size_t len, char *const *allow, size_t nallow)
+		     size_t len, char *const *allow, size_t nallow, struct al_err *err)
 {
 	struct hook *h = calloc(1, sizeof(*h));
 	char line[160];
+	bool ok;
 
 	if (!h)
-		return -1;
+		return al_err_set(err, AL_ENOMEM, "webhook: out of memory");
 	h->wh = wh;
 	wh->inflight++;
 	h->url = strdup(url);
@@ -261,29 +277,35 @@ int al_webhooks_post(struct al_webhooks *wh, const char *url, const char *job_id
 			h->nallow++;
 	if (!h->url || !h->body || !h->retry || h->nallow != nallow) {
 		hook_free(h);
-		return -1;
+		return al_err_set(err, AL_ENOMEM, "webhook: out of memory");
 	}
 	memcpy(h->body, body, len);
-	h->headers = curl_slist_append(NULL, "Content-Type: application/msgpack");
 	snprintf(line, sizeof(line), "X-Airlock-Job: %s", job_id);
-	h->headers = curl_slist_append(h->headers, line);
-	if (wh->secret) {
+	ok = add_header(&h->headers, "Content-Type: application/msgpack") &&
+	     add_header(&h->headers, line);
+	if (ok && wh->secret) {
 		unsigned char mac[EVP_MAX_MD_SIZE];
 		unsigned int maclen = 0;
 		char hex[2 * EVP_MAX_MD_SIZE + 1];
 
-		HMAC(EVP_sha256(), wh->secret, (int)strlen(wh->secret), (const unsigned char *)body,
-		     len, mac, &maclen);
-		for (unsigned i = 0; i < maclen; i++)
+		ok = HMAC(EVP_sha256(), wh->secret, (int)strlen(wh->secret),
+			  (const unsigned char *)body, len, mac, &maclen) != NULL;
+		for (unsigned i = 0; ok && i < maclen; i++)
 			snprintf(hex + 2 * i, 3, "%02x", mac[i]);
-		snprintf(line, sizeof(line), "X-Airlock-Signature: sha256=%s", hex);
-		h->headers = curl_slist_append(h->headers, line);
+		snprintf(line, sizeof(line), "X-Airlock-Signature: sha256=%s", ok ? hex : "");
+		/* never an unsigned callback when a secret is set */
+		ok = ok && add_header(&h->headers, line);
+	}
+	if (!ok) {
+		hook_free(h);
+		return al_err_set(err, AL_ENOMEM,
+				  "webhook: could not build the headers (out of memory)");
 	}
 	if (start_hook(h)) {
 		hook_free(h);
-		return -1;
+		return al_err_set(err, AL_ESANDBOX, "webhook: libcurl refused the request");
 	}
-	return 0;
+	return AL_OK;
 }
 
 int al_webhooks_inflight(const struct al_webhooks *wh)

@@ -7,6 +7,8 @@
 #include <event2/event.h>
 #include <stddef.h>
 
+#include "../proto/err.h"
+
 struct al_webhooks;
 
 #define AL_WEBHOOK_TRIES      3	    /* attempts per callback */
@@ -20,7 +22,7 @@ struct al_webhooks *al_webhooks_new(struct event_base *base, const char *secret)
  * link-local, metadata...) is connected to only when allow names it
  * (al_callback_addr_ok); no proxy, no redirects. */
 int al_webhooks_post(struct al_webhooks *wh, const char *url, const char *job_id, const void *body,
-		     size_t len, char *const *allow, size_t nallow);
+		     size_t len, char *const *allow, size_t nallow, struct al_err *err);
 /* Number of callbacks not yet delivered or given up. */
 int al_webhooks_inflight(const struct al_webhooks *wh);
 void al_webhooks_free(struct al_webhooks *wh);

@@ -260,6 +260,23 @@ static int ctr_init(const struct al_backend_conf *conf, struct al_err *err)
 
 /* ---- the bundle ---- */
 
+/* jansson calls of the bundle being built: a failure (out of memory) marks
+ * it, and a marked bundle is refused whole. One worker thread builds one
+ * bundle at a time. */
+static bool bundle_bad;
+
+static void jset(json_t *obj, const char *key, json_t *v)
+{
+	if (json_object_set_new(obj, key, v)) /* NULL obj or v included */
+		bundle_bad = true;
+}
+
+static void jadd(json_t *arr, json_t *v)
+{
+	if (json_array_append_new(arr, v))
+		bundle_bad = true;
+}
+
 static json_t *mount_of(const char *dst, const char *type, const char *src,
 			const char *const *opts);
 
@@ -267,8 +284,7 @@ static json_t *mount_of(const char *dst, const char *type, const char *src,
 static void add_host_mounts(json_t *mounts, const char *const *ro_bind)
 {
 	for (size_t i = 0; i < nhost_binds; i++)
-		json_array_append_new(
-		    mounts, mount_of(host_binds[i].dst, "none", host_binds[i].src, ro_bind));
+		jadd(mounts, mount_of(host_binds[i].dst, "none", host_binds[i].src, ro_bind));
 }
 
 static json_t *strs(const char *const *v)
@@ -276,7 +292,7 @@ static json_t *strs(const char *const *v)
 	json_t *a = json_array();
 
 	for (size_t i = 0; v[i]; i++)
-		json_array_append_new(a, json_string(v[i]));
+		jadd(a, json_string(v[i]));
 	return a;
 }
 
@@ -284,10 +300,10 @@ static json_t *mount_of(const char *dst, const char *type, const char *src, cons
 {
 	json_t *m = json_object();
 
-	json_object_set_new(m, "destination", json_string(dst));
-	json_object_set_new(m, "type", json_string(type));
-	json_object_set_new(m, "source", json_string(src));
-	json_object_set_new(m, "options", strs(opts));
+	jset(m, "destination", json_string(dst));
+	jset(m, "type", json_string(type));
+	jset(m, "source", json_string(src));
+	jset(m, "options", strs(opts));
 	return m;
 }
 
@@ -295,10 +311,10 @@ static json_t *idmap(uint32_t host)
 {
 	json_t *a = json_array(), *m = json_object();
 
-	json_object_set_new(m, "containerID", json_integer(0));
-	json_object_set_new(m, "hostID", json_integer(host));
-	json_object_set_new(m, "size", json_integer(CTR_ID_RANGE));
-	json_array_append_new(a, m);
+	jset(m, "containerID", json_integer(0));
+	jset(m, "hostID", json_integer(host));
+	jset(m, "size", json_integer(CTR_ID_RANGE));
+	jadd(a, m);
 	return a;
 }
 
@@ -306,9 +322,9 @@ static json_t *rlimit(const char *type, uint64_t soft, uint64_t hard)
 {
 	json_t *r = json_object();
 
-	json_object_set_new(r, "type", json_string(type));
-	json_object_set_new(r, "hard", json_integer((json_int_t)hard));
-	json_object_set_new(r, "soft", json_integer((json_int_t)soft));
+	jset(r, "type", json_string(type));
+	jset(r, "hard", json_integer((json_int_t)hard));
+	jset(r, "soft", json_integer((json_int_t)soft));
 	return r;
 }
 
@@ -319,20 +335,20 @@ static json_t *seccomp_profile(void)
 	static const char *const arches[] = {"SCMP_ARCH_X86_64", "SCMP_ARCH_X86", "SCMP_ARCH_X32",
 					     NULL};
 
-	json_object_set_new(sc, "defaultAction", json_string("SCMP_ACT_ALLOW"));
-	json_object_set_new(sc, "architectures", strs(arches));
+	jset(sc, "defaultAction", json_string("SCMP_ACT_ALLOW"));
+	jset(sc, "architectures", strs(arches));
 	for (size_t i = 0; al_seccomp_denied[i]; i++)
-		json_array_append_new(names, json_string(al_seccomp_denied[i]));
+		jadd(names, json_string(al_seccomp_denied[i]));
 	r = json_object();
-	json_object_set_new(r, "names", names);
-	json_object_set_new(r, "action", json_string("SCMP_ACT_ERRNO"));
-	json_object_set_new(r, "errnoRet", json_integer(EPERM));
-	json_array_append_new(calls, r);
+	jset(r, "names", names);
+	jset(r, "action", json_string("SCMP_ACT_ERRNO"));
+	jset(r, "errnoRet", json_integer(EPERM));
+	jadd(calls, r);
 	/* socket(): AF_UNIX only */
 	r = json_pack("{s:[s], s:s, s:i, s:[{s:i, s:i, s:s}]}", "names", "socket", "action",
 		      "SCMP_ACT_ERRNO", "errnoRet", EPERM, "args", "index", 0, "value", 1, "op",
 		      "SCMP_CMP_NE");
-	json_array_append_new(calls, r);
+	jadd(calls, r);
 	/* clone() with any namespace bit */
 	for (int bit = 0; bit < 64; bit++) {
 		unsigned long b = 1ul << bit;
@@ -343,20 +359,65 @@ static json_t *seccomp_profile(void)
 			      "action", "SCMP_ACT_ERRNO", "errnoRet", EPERM, "args", "index", 0,
 			      "value", (json_int_t)b, "valueTwo", (json_int_t)b, "op",
 			      "SCMP_CMP_MASKED_EQ");
-		json_array_append_new(calls, r);
+		jadd(calls, r);
 	}
 	r = json_pack("{s:[s], s:s, s:i}", "names", "clone3", "action", "SCMP_ACT_ERRNO",
 		      "errnoRet", ENOSYS);
-	json_array_append_new(calls, r);
-	json_object_set_new(sc, "syscalls", calls);
+	jadd(calls, r);
+	jset(sc, "syscalls", calls);
 	return sc;
 }
 
-static int write_bundle(struct al_sandbox *sb, struct al_err *err)
+/* The bundle's process: the job's argv behind airlock-exec, its
+ * environment, no capabilities, the rlimits. */
+static json_t *bundle_process(const struct al_sandbox *sb, const struct al_buf *strings,
+			      uint32_t argc, uint32_t envc)
 {
-	struct ctr_sb *c = sb->priv;
 	const struct al_limits *l = &sb->spec.limits;
-	uint32_t host_root = sb->conf->userns_base + sb->spec.slot * CTR_ID_RANGE;
+	/* as the process backend: the cgroup is the memory limit, the
+	 * file-size limit is the disk limit, SIGXCPU at the CPU limit */
+	uint64_t fsize = al_fsize_limit(l), cpu = (l->cpu_ms + 999) / 1000;
+	json_t *process = json_object(), *argv, *env, *rl;
+	const char *p = strings->data;
+
+	jset(process, "terminal", json_false());
+	jset(process, "user",
+	     json_pack("{s:i, s:i, s:[i]}", "uid", CTR_UID, "gid", CTR_UID, "additionalGids",
+		       CTR_UID));
+	/* the first program is airlock-exec (fd 4 in the container): a job's
+	 * missing or unexecutable program is the job's exit 127/126 */
+	argv = json_pack("[s]", "/proc/self/fd/4");
+	env = json_array();
+	for (uint32_t i = 0; i < argc + envc; i++, p += strlen(p) + 1) {
+		/* HOME and cwd are the work dir here, /work */
+		if (i >= argc && !strncmp(p, "HOME=", 5))
+			jadd(env, json_string("HOME=/work"));
+		else
+			jadd(i < argc ? argv : env, json_string(p));
+	}
+	jset(process, "args", argv);
+	jset(process, "env", env);
+	jset(process, "cwd", json_string("/work"));
+	jset(process, "capabilities",
+	     json_pack("{s:[], s:[], s:[], s:[], s:[]}", "bounding", "effective", "inheritable",
+		       "permitted", "ambient"));
+	jset(process, "noNewPrivileges", json_true());
+	rl = json_array();
+	jadd(rl,
+	     rlimit("RLIMIT_AS", l->memory_bytes + (1ull << 30), l->memory_bytes + (1ull << 30)));
+	jadd(rl, rlimit("RLIMIT_CPU", cpu, cpu + 1));
+	jadd(rl, rlimit("RLIMIT_FSIZE", fsize, fsize));
+	jadd(rl, rlimit("RLIMIT_NOFILE", sb->conf->nofile, sb->conf->nofile));
+	jadd(rl, rlimit("RLIMIT_CORE", 0, 0));
+	jset(process, "rlimits", rl);
+	return process;
+}
+
+/* The bundle's mounts: /proc, a minimal /dev, a fresh sysfs, the host image's
+ * read-only binds, the tier's binds, and the job's one tmpfs. */
+static json_t *bundle_mounts(const struct al_sandbox *sb)
+{
+	const struct ctr_sb *c = sb->priv;
 	static const char *const ro_bind[] = {"rbind", "ro", "nosuid", "nodev", NULL};
 	static const char *const rw_bind[] = {"rbind", "rw", "nosuid", "nodev", NULL};
 	static const char *const proc_opts[] = {"nosuid", "noexec", "nodev", NULL};
@@ -366,6 +427,37 @@ static int write_bundle(struct al_sandbox *sb, struct al_err *err)
 					       "ptmxmode=0666", "mode=0620", NULL};
 	static const char *const sys_opts[] = {"nosuid", "noexec", "nodev", "ro", NULL};
 	static const char *const shm_bind[] = {"rbind", "rw", "nosuid", "nodev", "noexec", NULL};
+	json_t *mounts = json_array();
+	char path[PATH_MAX + 16];
+
+	jadd(mounts, mount_of("/proc", "proc", "proc", proc_opts));
+	jadd(mounts, mount_of("/dev", "tmpfs", "tmpfs", dev_opts));
+	jadd(mounts, mount_of("/dev/pts", "devpts", "devpts", pts_opts));
+	/* a fresh sysfs of the container's network namespace: no cgroup tree
+	 * under it (nothing mounted on /sys/fs/cgroup) */
+	jadd(mounts, mount_of("/sys", "sysfs", "sysfs", sys_opts));
+	if (!sb->spec.image)
+		add_host_mounts(mounts, ro_bind);
+	/* the tier's binds, read-only at the same place */
+	for (size_t i = 0; i < sb->spec.nbinds; i++)
+		jadd(mounts, mount_of(sb->spec.binds[i], "none", sb->spec.binds[i], ro_bind));
+	/* One budget: /work, /tmp and /dev/shm are directories of the job's
+	 * tmpfs (jobfs_layout.h). */
+	jadd(mounts, mount_of("/work", "none", c->fs.home, rw_bind));
+	snprintf(path, sizeof(path), "%s/" AL_JOBFS_TMP, c->fs.work);
+	jadd(mounts, mount_of("/tmp", "none", path, rw_bind));
+	snprintf(path, sizeof(path), "%s/" AL_JOBFS_SHM, c->fs.work);
+	jadd(mounts, mount_of("/dev/shm", "none", path, shm_bind));
+	return mounts;
+}
+
+/* The bundle's linux section: namespaces, id maps, cgroup limits, masked
+ * paths, the seccomp profile. */
+static json_t *bundle_linux(const struct al_sandbox *sb)
+{
+	const struct ctr_sb *c = sb->priv;
+	const struct al_limits *l = &sb->spec.limits;
+	uint32_t host_root = sb->conf->userns_base + sb->spec.slot * CTR_ID_RANGE;
 	static const char *const masked[] = {"/proc/acpi",
 					     "/proc/asound",
 					     "/proc/kcore",
@@ -379,114 +471,63 @@ static int write_bundle(struct al_sandbox *sb, struct al_err *err)
 					     NULL};
 	static const char *const readonly[] = {
 	    "/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger", NULL};
+	json_t *linux_ = json_object(), *res = json_object();
+	char cgpath[PATH_MAX];
+
+	jset(linux_, "namespaces",
+	     json_pack("[{s:s},{s:s},{s:s},{s:s},{s:s},{s:s},{s:s}]", "type", "pid", "type",
+		       "network", "type", "ipc", "type", "uts", "type", "mount", "type", "user",
+		       "type", "cgroup"));
+	jset(linux_, "uidMappings", idmap(host_root));
+	jset(linux_, "gidMappings", idmap(host_root));
+	/* memory+swap equal to memory: no swap escape */
+	jset(res, "memory",
+	     json_pack("{s:I, s:I}", "limit", (json_int_t)l->memory_bytes, "swap",
+		       (json_int_t)l->memory_bytes));
+	jset(res, "pids", json_pack("{s:I}", "limit", (json_int_t)l->pids));
+	jset(res, "cpu",
+	     json_pack("{s:I, s:I}", "quota", (json_int_t)(sb->spec.cpu_millis * 100), "period",
+		       (json_int_t)100000));
+	jset(res, "devices", json_pack("[{s:b, s:s}]", "allow", 0, "access", "rwm"));
+	jset(linux_, "resources", res);
+	snprintf(cgpath, sizeof(cgpath), "/airlock/%s/%s", G.cg.subtree, c->name);
+	jset(linux_, "cgroupsPath", json_string(cgpath));
+	jset(linux_, "maskedPaths", strs(masked));
+	jset(linux_, "readonlyPaths", strs(readonly));
+	jset(linux_, "seccomp", seccomp_profile());
+	return linux_;
+}
+
+static int write_bundle(struct al_sandbox *sb, struct al_err *err)
+{
+	struct ctr_sb *c = sb->priv;
 	struct al_buf strings = {0};
 	uint32_t argc = 0, envc = 0;
-	char cgpath[PATH_MAX], path[PATH_MAX + 16];
-	json_t *root, *process, *user, *caps, *mounts, *linux_, *ns, *res, *argv, *env, *rl;
-	const char *p;
+	char path[PATH_MAX + 16];
+	json_t *root;
 	int rc = AL_OK;
 
 	if (al_argv_env(&sb->spec, "/proc/self/fd/3", &strings, &argc, &envc))
 		return al_err_set(err, AL_ENOMEM, "container: out of memory");
+	bundle_bad = false;
 	root = json_object();
-	json_object_set_new(root, "ociVersion", json_string("1.0.2"));
-	process = json_object();
-	json_object_set_new(process, "terminal", json_false());
-	user = json_pack("{s:i, s:i, s:[i]}", "uid", CTR_UID, "gid", CTR_UID, "additionalGids",
-			 CTR_UID);
-	json_object_set_new(process, "user", user);
-	/* the first program is airlock-exec (fd 4 in the container): a job's
-	 * missing or unexecutable program is the job's exit 127/126 */
-	argv = json_pack("[s]", "/proc/self/fd/4");
-	env = json_array();
-	p = strings.data;
-	for (uint32_t i = 0; i < argc + envc; i++, p += strlen(p) + 1) {
-		/* HOME and cwd are the work dir here, /work */
-		if (i >= argc && !strncmp(p, "HOME=", 5))
-			json_array_append_new(env, json_string("HOME=/work"));
-		else
-			json_array_append_new(i < argc ? argv : env, json_string(p));
+	jset(root, "ociVersion", json_string("1.0.2"));
+	jset(root, "process", bundle_process(sb, &strings, argc, envc));
+	jset(root, "root",
+	     json_pack("{s:s, s:b}", "path",
+		       c->rootfs[0]	? c->rootfs
+		       : sb->spec.image ? sb->spec.image
+					: G.hostimage,
+		       "readonly", 1));
+	jset(root, "hostname", json_string("airlock"));
+	jset(root, "mounts", bundle_mounts(sb));
+	jset(root, "linux", bundle_linux(sb));
+	al_buf_free(&strings);
+	/* whole or not at all: never a config.json with a part left out */
+	if (bundle_bad) {
+		json_decref(root);
+		return al_err_set(err, AL_ENOMEM, "container: out of memory building config.json");
 	}
-	json_object_set_new(process, "args", argv);
-	json_object_set_new(process, "env", env);
-	json_object_set_new(process, "cwd", json_string("/work"));
-	caps = json_pack("{s:[], s:[], s:[], s:[], s:[]}", "bounding", "effective", "inheritable",
-			 "permitted", "ambient");
-	json_object_set_new(process, "capabilities", caps);
-	json_object_set_new(process, "noNewPrivileges", json_true());
-	rl = json_array();
-	{
-		/* as the process backend: the cgroup is the memory limit, the
-		 * file-size limit is the disk limit, SIGXCPU at the CPU limit */
-		uint64_t fsize = al_fsize_limit(l);
-		uint64_t cpu = (l->cpu_ms + 999) / 1000;
-
-		json_array_append_new(rl, rlimit("RLIMIT_AS", l->memory_bytes + (1ull << 30),
-						 l->memory_bytes + (1ull << 30)));
-		json_array_append_new(rl, rlimit("RLIMIT_CPU", cpu, cpu + 1));
-		json_array_append_new(rl, rlimit("RLIMIT_FSIZE", fsize, fsize));
-		json_array_append_new(rl,
-				      rlimit("RLIMIT_NOFILE", sb->conf->nofile, sb->conf->nofile));
-		json_array_append_new(rl, rlimit("RLIMIT_CORE", 0, 0));
-	}
-	json_object_set_new(process, "rlimits", rl);
-	json_object_set_new(root, "process", process);
-	json_object_set_new(root, "root",
-			    json_pack("{s:s, s:b}", "path",
-				      c->rootfs[0]     ? c->rootfs
-				      : sb->spec.image ? sb->spec.image
-						       : G.hostimage,
-				      "readonly", 1));
-	json_object_set_new(root, "hostname", json_string("airlock"));
-
-	mounts = json_array();
-	json_array_append_new(mounts, mount_of("/proc", "proc", "proc", proc_opts));
-	json_array_append_new(mounts, mount_of("/dev", "tmpfs", "tmpfs", dev_opts));
-	json_array_append_new(mounts, mount_of("/dev/pts", "devpts", "devpts", pts_opts));
-	/* a fresh sysfs of the container's network namespace: no cgroup tree
-	 * under it (nothing mounted on /sys/fs/cgroup) */
-	json_array_append_new(mounts, mount_of("/sys", "sysfs", "sysfs", sys_opts));
-	if (!sb->spec.image)
-		add_host_mounts(mounts, ro_bind);
-	/* the tier's binds, read-only at the same place */
-	for (size_t i = 0; i < sb->spec.nbinds; i++)
-		json_array_append_new(
-		    mounts, mount_of(sb->spec.binds[i], "none", sb->spec.binds[i], ro_bind));
-	/* One budget: /work, /tmp and /dev/shm are directories of the job's
-	 * tmpfs (jobfs_layout.h). */
-	json_array_append_new(mounts, mount_of("/work", "none", c->fs.home, rw_bind));
-	snprintf(path, sizeof(path), "%s/" AL_JOBFS_TMP, c->fs.work);
-	json_array_append_new(mounts, mount_of("/tmp", "none", path, rw_bind));
-	snprintf(path, sizeof(path), "%s/" AL_JOBFS_SHM, c->fs.work);
-	json_array_append_new(mounts, mount_of("/dev/shm", "none", path, shm_bind));
-	json_object_set_new(root, "mounts", mounts);
-
-	linux_ = json_object();
-	ns = json_pack("[{s:s},{s:s},{s:s},{s:s},{s:s},{s:s},{s:s}]", "type", "pid", "type",
-		       "network", "type", "ipc", "type", "uts", "type", "mount", "type", "user",
-		       "type", "cgroup");
-	json_object_set_new(linux_, "namespaces", ns);
-	json_object_set_new(linux_, "uidMappings", idmap(host_root));
-	json_object_set_new(linux_, "gidMappings", idmap(host_root));
-	/* memory+swap equal to memory: no swap escape */
-	res = json_object();
-	json_object_set_new(res, "memory",
-			    json_pack("{s:I, s:I}", "limit", (json_int_t)l->memory_bytes, "swap",
-				      (json_int_t)l->memory_bytes));
-	json_object_set_new(res, "pids", json_pack("{s:I}", "limit", (json_int_t)l->pids));
-	json_object_set_new(res, "cpu",
-			    json_pack("{s:I, s:I}", "quota",
-				      (json_int_t)(sb->spec.cpu_millis * 100), "period",
-				      (json_int_t)100000));
-	json_object_set_new(res, "devices", json_pack("[{s:b, s:s}]", "allow", 0, "access", "rwm"));
-	json_object_set_new(linux_, "resources", res);
-	snprintf(cgpath, sizeof(cgpath), "/airlock/%s/%s", G.cg.subtree, c->name);
-	json_object_set_new(linux_, "cgroupsPath", json_string(cgpath));
-	json_object_set_new(linux_, "maskedPaths", strs(masked));
-	json_object_set_new(linux_, "readonlyPaths", strs(readonly));
-	json_object_set_new(linux_, "seccomp", seccomp_profile());
-	json_object_set_new(root, "linux", linux_);
-
 	/* The job's argv and environment: root's only (0600, made so) */
 	snprintf(path, sizeof(path), "%s/config.json", c->fs.dir);
 	{
@@ -498,7 +539,6 @@ static int write_bundle(struct al_sandbox *sb, struct al_err *err)
 	if (!rc && G.conf->bundle_copy && json_dump_file(root, G.conf->bundle_copy, JSON_INDENT(1)))
 		rc = al_err_sys(err, "container: write %s", G.conf->bundle_copy);
 	json_decref(root);
-	al_buf_free(&strings);
 	return rc;
 }
 

@@ -43,121 +43,176 @@ static void snap_done(struct snap *sn)
 	free(sn);
 }
 
+/* One reply the snapshot waits for: what it is, and for whom. */
+enum snap_kind {
+	SNAP_QUEUE,
+	SNAP_STATS,
+	SNAP_WORKERS,
+	SNAP_DLQ,
+	SNAP_DELAYED,
+	SNAP_HKEYS,
+	SNAP_HIST
+};
+
 struct snap_part {
 	struct snap *sn;
-	char what[AL_KEY_MAX];
+	enum snap_kind kind;
+	char tier[AL_ID_MAX + 1]; /* SNAP_QUEUE, SNAP_HIST */
+	char band[8];		  /* SNAP_QUEUE */
+	char backend[32];	  /* SNAP_HIST */
+};
+
+static void on_snap(redisAsyncContext *ac, void *reply, void *priv);
+
+/* Ask cmd (argv, or a script call) for one part of the snapshot. */
+static void snap_ask(struct snap *sn, struct snap_part *p, int argc, const char **argv,
+		     struct al_call *call)
+{
+	int rc;
+
+	p->sn = sn;
+	sn->outstanding++;
+	rc = call ? al_aconn_send(sn->s->cmd, call, on_snap, p)
+		  : al_aconn_cmd(sn->s->cmd, on_snap, p, argc, argv, NULL);
+	if (rc) {
+		sn->outstanding--;
+		free(p);
+	}
+}
+
+/* TRIM's reply: {trimmed, lag, pending} */
+static void snap_queue(struct snap *sn, const struct snap_part *p, redisReply *r)
+{
+	if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
+	    r->element[1]->type != REDIS_REPLY_INTEGER)
+		return;
+	evbuffer_add_printf(sn->out, "airlock_queue_depth{tier=\"%s\",band=\"%s\"} %lld\n", p->tier,
+			    p->band, r->element[1]->integer);
+	evbuffer_add_printf(sn->out, "airlock_jobs_running{tier=\"%s\",band=\"%s\"} %lld\n",
+			    p->tier, p->band, r->element[2]->integer);
+}
+
+static void snap_stats(struct snap *sn, const struct snap_part *p, redisReply *r)
+{
+	(void)p;
+	if (r->type != REDIS_REPLY_ARRAY)
+		return;
+	for (size_t i = 0; i + 1 < r->elements; i += 2) {
+		const char *k = r->element[i]->str, *v = r->element[i + 1]->str;
+
+		if (!strncmp(k, "status:", 7))
+			evbuffer_add_printf(sn->out, "airlock_jobs_total{status=\"%s\"} %s\n",
+					    k + 7, v);
+		else if (!strcmp(k, "reclaimed"))
+			evbuffer_add_printf(sn->out, "airlock_reclaimed_total %s\n", v);
+		else if (!strcmp(k, "retries"))
+			evbuffer_add_printf(sn->out, "airlock_retries_total %s\n", v);
+	}
+}
+
+static void snap_workers(struct snap *sn, const struct snap_part *p, redisReply *r)
+{
+	(void)p;
+	if (r->type != REDIS_REPLY_ARRAY || r->elements != 4)
+		return;
+	evbuffer_add_printf(sn->out, "airlock_workers_live %lld\n", r->element[0]->integer);
+	evbuffer_add_printf(sn->out, "airlock_slots_busy %lld\n", r->element[1]->integer);
+	evbuffer_add_printf(sn->out, "airlock_slots_free %lld\n",
+			    r->element[2]->integer - r->element[1]->integer);
+	evbuffer_add_printf(sn->out, "airlock_jobs_held %lld\n", r->element[3]->integer);
+}
+
+static void snap_count(struct snap *sn, const struct snap_part *p, redisReply *r)
+{
+	if (r->type == REDIS_REPLY_INTEGER)
+		evbuffer_add_printf(sn->out, "%s %lld\n",
+				    p->kind == SNAP_DLQ ? "airlock_dead_letters"
+							: "airlock_retries_waiting",
+				    r->integer);
+}
+
+/* The latency histograms' keys: one HGETALL each. */
+static void snap_hkeys(struct snap *sn, const struct snap_part *p, redisReply *r)
+{
+	(void)p;
+	if (r->type != REDIS_REPLY_ARRAY)
+		return;
+	for (size_t i = 0; i < r->elements; i++) {
+		struct snap_part *q = calloc(1, sizeof(*q));
+		const char *argv[] = {"HGETALL", r->element[i]->str};
+
+		if (!q)
+			continue;
+		q->kind = SNAP_HIST;
+		if (sscanf(r->element[i]->str, "al:hist:%64[^:]:%31s", q->tier, q->backend) != 2) {
+			free(q);
+			continue;
+		}
+		snap_ask(sn, q, 2, argv, NULL);
+	}
+}
+
+/* The sum of the fields of hash reply r named name (0 when none). */
+static double hash_field(const redisReply *r, const char *name)
+{
+	double v = 0;
+
+	for (size_t i = 0; i + 1 < r->elements; i += 2)
+		if (!strcmp(r->element[i]->str, name))
+			v += atof(r->element[i + 1]->str);
+	return v;
+}
+
+/* al:hist:<tier>:<backend> -> cumulative Prometheus histograms. */
+static void snap_hist(struct snap *sn, const struct snap_part *p, redisReply *r)
+{
+	static const char *const bounds[] = {"5",     "10",    "25",   "50",   "100",
+					     "250",   "500",   "1000", "2500", "5000",
+					     "10000", "30000", "60000"};
+	const size_t nb = sizeof(bounds) / sizeof(bounds[0]);
+
+	if (r->type != REDIS_REPLY_ARRAY)
+		return;
+	for (int kind = 0; kind < 2; kind++) {
+		const char *name = kind ? "run" : "wait";
+		const char *metric = kind ? "airlock_run_seconds" : "airlock_queue_wait_seconds";
+		char want[48];
+		long long cum = 0;
+
+		for (size_t bi = 0; bi < nb; bi++) {
+			snprintf(want, sizeof(want), "%s_in_%s", name, bounds[bi]);
+			cum += (long long)hash_field(r, want);
+			evbuffer_add_printf(
+			    sn->out, "%s_bucket{tier=\"%s\",backend=\"%s\",le=\"%g\"} %lld\n",
+			    metric, p->tier, p->backend, atof(bounds[bi]) / 1000, cum);
+		}
+		snprintf(want, sizeof(want), "%s_in_inf", name);
+		cum += (long long)hash_field(r, want);
+		evbuffer_add_printf(sn->out,
+				    "%s_bucket{tier=\"%s\",backend=\"%s\",le=\"+Inf\"} %lld\n",
+				    metric, p->tier, p->backend, cum);
+		evbuffer_add_printf(sn->out, "%s_count{tier=\"%s\",backend=\"%s\"} %lld\n", metric,
+				    p->tier, p->backend, cum);
+		snprintf(want, sizeof(want), "%s_sum_ms", name);
+		evbuffer_add_printf(sn->out, "%s_sum{tier=\"%s\",backend=\"%s\"} %g\n", metric,
+				    p->tier, p->backend, hash_field(r, want) / 1000);
+	}
+}
+
+static void (*const snap_handlers[])(struct snap *, const struct snap_part *, redisReply *) = {
+    [SNAP_QUEUE] = snap_queue, [SNAP_STATS] = snap_stats,   [SNAP_WORKERS] = snap_workers,
+    [SNAP_DLQ] = snap_count,   [SNAP_DELAYED] = snap_count, [SNAP_HKEYS] = snap_hkeys,
+    [SNAP_HIST] = snap_hist,
 };
 
 static void on_snap(redisAsyncContext *ac, void *reply, void *priv)
 {
 	struct snap_part *p = priv;
 	struct snap *sn = p->sn;
-	redisReply *r = reply;
 
 	(void)ac;
-	if (r && !strncmp(p->what, "q ", 2) && r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
-	    r->element[1]->type == REDIS_REPLY_INTEGER) {
-		/* TRIM's reply: {trimmed, lag, pending} */
-		char tier[AL_ID_MAX + 1], band[8];
-
-		if (sscanf(p->what + 2, "%64[^ ] %7s", tier, band) == 2) {
-			evbuffer_add_printf(sn->out,
-					    "airlock_queue_depth{tier=\"%s\",band=\"%s\"} %lld\n",
-					    tier, band, r->element[1]->integer);
-			evbuffer_add_printf(sn->out,
-					    "airlock_jobs_running{tier=\"%s\",band=\"%s\"} %lld\n",
-					    tier, band, r->element[2]->integer);
-		}
-	} else if (r && !strcmp(p->what, "stats") && r->type == REDIS_REPLY_ARRAY) {
-		for (size_t i = 0; i + 1 < r->elements; i += 2) {
-			const char *k = r->element[i]->str, *v = r->element[i + 1]->str;
-
-			if (!strncmp(k, "status:", 7))
-				evbuffer_add_printf(
-				    sn->out, "airlock_jobs_total{status=\"%s\"} %s\n", k + 7, v);
-			else if (!strcmp(k, "reclaimed"))
-				evbuffer_add_printf(sn->out, "airlock_reclaimed_total %s\n", v);
-			else if (!strcmp(k, "retries"))
-				evbuffer_add_printf(sn->out, "airlock_retries_total %s\n", v);
-		}
-	} else if (r && !strcmp(p->what, "workers") && r->type == REDIS_REPLY_ARRAY &&
-		   r->elements == 4) {
-		evbuffer_add_printf(sn->out, "airlock_workers_live %lld\n", r->element[0]->integer);
-		evbuffer_add_printf(sn->out, "airlock_slots_busy %lld\n", r->element[1]->integer);
-		evbuffer_add_printf(sn->out, "airlock_slots_free %lld\n",
-				    r->element[2]->integer - r->element[1]->integer);
-		evbuffer_add_printf(sn->out, "airlock_jobs_held %lld\n", r->element[3]->integer);
-	} else if (r && !strcmp(p->what, "dlq") && r->type == REDIS_REPLY_INTEGER) {
-		evbuffer_add_printf(sn->out, "airlock_dead_letters %lld\n", r->integer);
-	} else if (r && !strcmp(p->what, "delayed") && r->type == REDIS_REPLY_INTEGER) {
-		evbuffer_add_printf(sn->out, "airlock_retries_waiting %lld\n", r->integer);
-	} else if (r && !strncmp(p->what, "h ", 2) && r->type == REDIS_REPLY_ARRAY) {
-		/* al:hist:<tier>:<backend> -> cumulative histogram lines */
-		static const char *const bounds[] = {"5",     "10",    "25",   "50",   "100",
-						     "250",   "500",   "1000", "2500", "5000",
-						     "10000", "30000", "60000"};
-		char tier[AL_ID_MAX + 1], backend[32];
-
-		if (sscanf(p->what + 2, "al:hist:%64[^:]:%31s", tier, backend) == 2) {
-			for (int kind = 0; kind < 2; kind++) {
-				const char *name = kind ? "run" : "wait";
-				const char *metric =
-				    kind ? "airlock_run_seconds" : "airlock_queue_wait_seconds";
-				char want[48];
-
-				long long cum = 0, total = 0;
-				double sum = 0;
-
-				for (size_t bi = 0; bi <= sizeof(bounds) / sizeof(bounds[0]);
-				     bi++) {
-					bool inf = bi == sizeof(bounds) / sizeof(bounds[0]);
-
-					snprintf(want, sizeof(want), "%s_in_%s", name,
-						 inf ? "inf" : bounds[bi]);
-					for (size_t i = 0; i + 1 < r->elements; i += 2)
-						if (!strcmp(r->element[i]->str, want))
-							cum += atoll(r->element[i + 1]->str);
-					if (inf)
-						total = cum;
-					else
-						evbuffer_add_printf(sn->out,
-								    "%s_bucket{tier=\"%s\",backend="
-								    "\"%s\",le=\"%g\"} %lld\n",
-								    metric, tier, backend,
-								    atof(bounds[bi]) / 1000, cum);
-				}
-				snprintf(want, sizeof(want), "%s_sum_ms", name);
-				for (size_t i = 0; i + 1 < r->elements; i += 2)
-					if (!strcmp(r->element[i]->str, want))
-						sum = atof(r->element[i + 1]->str) / 1000;
-				evbuffer_add_printf(
-				    sn->out,
-				    "%s_bucket{tier=\"%s\",backend=\"%s\",le=\"+Inf\"} %lld\n",
-				    metric, tier, backend, total);
-				evbuffer_add_printf(sn->out,
-						    "%s_count{tier=\"%s\",backend=\"%s\"} %lld\n",
-						    metric, tier, backend, total);
-				evbuffer_add_printf(sn->out,
-						    "%s_sum{tier=\"%s\",backend=\"%s\"} %g\n",
-						    metric, tier, backend, sum);
-			}
-		}
-	} else if (r && !strcmp(p->what, "hkeys") && r->type == REDIS_REPLY_ARRAY) {
-		for (size_t i = 0; i < r->elements; i++) {
-			struct snap_part *q = calloc(1, sizeof(*q));
-			const char *argv[] = {"HGETALL", r->element[i]->str};
-
-			if (!q)
-				continue;
-			q->sn = sn;
-			snprintf(q->what, sizeof(q->what), "h %s", r->element[i]->str);
-			sn->outstanding++;
-			if (al_aconn_cmd(sn->s->cmd, on_snap, q, 2, argv, NULL)) {
-				sn->outstanding--;
-				free(q);
-			}
-		}
-	}
+	if (reply)
+		snap_handlers[p->kind](sn, p, reply);
 	free(p);
 	if (--sn->outstanding == 0)
 		snap_done(sn);
@@ -202,16 +257,12 @@ void sc_snapshot(struct sched *s)
 
 			if (!p)
 				continue;
-			p->sn = sn;
+			p->kind = SNAP_QUEUE;
+			snprintf(p->tier, sizeof(p->tier), "%s", s->policy.tiers[i].name);
+			snprintf(p->band, sizeof(p->band), "%s", al_band_name(b));
 			al_trim_call(&c, al_key_queue(key, s->policy.tiers[i].name, b),
 				     AL_GROUP_WORKERS);
-			snprintf(p->what, sizeof(p->what), "q %s %s", s->policy.tiers[i].name,
-				 al_band_name(b));
-			sn->outstanding++;
-			if (al_aconn_send(s->cmd, &c, on_snap, p)) {
-				sn->outstanding--;
-				free(p);
-			}
+			snap_ask(sn, p, 0, NULL, &c);
 			al_call_free(&c);
 		}
 	}
@@ -223,39 +274,27 @@ void sc_snapshot(struct sched *s)
 		al_call_free(&c);
 	}
 	{
-		static const char *const parts[][4] = {
-		    {"stats", "HGETALL", AL_KEY_STATS, NULL},
-		    {"dlq", "XLEN", AL_KEY_DLQ, NULL},
-		    {"delayed", "ZCARD", AL_KEY_DELAYED, NULL},
-		    {"hkeys", "KEYS", "al:hist:*", NULL},
+		static const struct {
+			enum snap_kind kind;
+			int argc;
+			const char *argv[3];
+		} parts[] = {
+		    {SNAP_STATS, 2, {"HGETALL", AL_KEY_STATS, NULL}},
+		    {SNAP_DLQ, 2, {"XLEN", AL_KEY_DLQ, NULL}},
+		    {SNAP_DELAYED, 2, {"ZCARD", AL_KEY_DELAYED, NULL}},
+		    {SNAP_HKEYS, 2, {"KEYS", "al:hist:*", NULL}},
+		    {SNAP_WORKERS, 3, {"EVAL", lua_workers, "0"}},
 		};
 
 		for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++) {
 			struct snap_part *p = calloc(1, sizeof(*p));
+			const char *argv[3] = {parts[i].argv[0], parts[i].argv[1],
+					       parts[i].argv[2]};
 
 			if (!p)
 				continue;
-			p->sn = sn;
-			snprintf(p->what, sizeof(p->what), "%s", parts[i][0]);
-			sn->outstanding++;
-			if (al_aconn_cmd(s->cmd, on_snap, p, 2, &parts[i][1], NULL)) {
-				sn->outstanding--;
-				free(p);
-			}
-		}
-	}
-	{
-		struct snap_part *p = calloc(1, sizeof(*p));
-		const char *argv[] = {"EVAL", lua_workers, "0"};
-
-		if (p) {
-			p->sn = sn;
-			snprintf(p->what, sizeof(p->what), "workers");
-			sn->outstanding++;
-			if (al_aconn_cmd(s->cmd, on_snap, p, 3, argv, NULL)) {
-				sn->outstanding--;
-				free(p);
-			}
+			p->kind = parts[i].kind;
+			snap_ask(sn, p, parts[i].argc, argv, NULL);
 		}
 	}
 	if (--sn->outstanding == 0)

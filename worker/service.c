@@ -154,6 +154,109 @@ static int setup_backends(struct worker *w)
 	return 0;
 }
 
+/* The loop's events and the three connections; false (logged) when one
+ * cannot be made: the worker does not start without all of them. */
+static bool wire(struct worker *w)
+{
+	const struct al_worker_conf *conf = w->conf;
+
+	w->hb = evtimer_new(w->base, wk_heartbeat, w);
+	w->flush_ev = event_new(w->base, -1, 0, wk_on_flush, w);
+	w->grace = evtimer_new(w->base, wk_on_grace, w);
+	w->sigterm = evsignal_new(w->base, SIGTERM, wk_on_signal, w);
+	w->sigint = evsignal_new(w->base, SIGINT, wk_on_signal, w);
+	w->hooks = al_webhooks_new(w->base, conf->webhook_secret);
+	if (!w->hb || !w->flush_ev || !w->grace || !w->sigterm || !w->sigint || !w->hooks ||
+	    evsignal_add(w->sigterm, NULL) || evsignal_add(w->sigint, NULL)) {
+		al_log("error", "worker_start", "error=\"out of memory making the loop's events\"");
+		return false;
+	}
+	w->cmd = al_aconn_new(w->base, &w->url, "cmd", wk_on_cmd_up, wk_on_conn_down, w);
+	w->fetch = al_aconn_new(w->base, &w->url, "fetch", wk_on_fetch_up, wk_on_conn_down, w);
+	w->sub = al_aconn_new(w->base, &w->url, "sub", wk_on_sub_up, wk_on_conn_down, w);
+	if (!w->cmd || !w->fetch || !w->sub) {
+		al_log("error", "worker_start", "error=\"out of memory making the connections\"");
+		return false;
+	}
+	return true;
+}
+
+/* After the loop: callbacks in flight get their time (each bounded by its
+ * timeout), the last histogram counts go out, and the worker leaves the
+ * registry so that `airlock stats` stops listing it (best effort). */
+static void say_goodbye(struct worker *w)
+{
+	for (int i = 0; i < AL_WEBHOOK_TIMEOUT_MS / 100 && al_webhooks_inflight(w->hooks) > 0;
+	     i++) {
+		struct timeval tv = {0, 100000};
+
+		event_base_loopexit(w->base, &tv);
+		event_base_dispatch(w->base);
+	}
+	if (w->cmd && al_aconn_is_up(w->cmd)) {
+		struct timeval tv = {0, 200000};
+		char alive[AL_KEY_MAX];
+		const char *del[] = {"DEL", alive};
+		const char *hdel[] = {"HDEL", AL_KEY_WORKERS, w->conf->backend.worker_id};
+
+		wk_hist_flush(w);
+		al_key_worker(alive, w->conf->backend.worker_id);
+		al_aconn_cmd(w->cmd, NULL, NULL, 2, del, NULL);
+		al_aconn_cmd(w->cmd, NULL, NULL, 3, hdel, NULL);
+		event_base_loopexit(w->base, &tv);
+		event_base_dispatch(w->base);
+	}
+}
+
+/* Everything goes: connections first (their pending callbacks run now,
+ * with no reply, while the slots and the commit queue still exist), then
+ * whatever still runs (killed: its lease brings it back), the commits
+ * Redis never confirmed, the events. */
+static void tear_down(struct worker *w)
+{
+	w->draining = true;
+	al_aconn_free(w->cmd);
+	al_aconn_free(w->fetch);
+	al_aconn_free(w->sub);
+	for (int b = 0; b < w->nbackends; b++) {
+		for (unsigned i = 0; i < wk_nplaces(w); i++) {
+			struct slot *s = &w->backends[b].slots[i];
+
+			if (s->runner)
+				al_runner_free(s->runner);
+			if (s->have_job)
+				al_job_free(&s->job);
+		}
+		free(w->backends[b].slots);
+		if (w->backends[b].ok && w->backends[b].ops->fini)
+			w->backends[b].ops->fini();
+	}
+	while (w->commits) {
+		struct commit *c = w->commits;
+
+		al_log(
+		    "warn", "unsent",
+		    "job=%s what=commit note=\"Redis did not confirm; the lease will re-deliver\"",
+		    c->id);
+		w->commits = c->next;
+		wk_commit_free(c);
+	}
+	event_base_loop(w->base, EVLOOP_NONBLOCK); /* what is still queued (refills) */
+	al_webhooks_free(w->hooks);
+	if (w->flush_ev)
+		event_free(w->flush_ev);
+	if (w->hb)
+		event_free(w->hb);
+	if (w->grace)
+		event_free(w->grace);
+	if (w->sigterm)
+		event_free(w->sigterm);
+	if (w->sigint)
+		event_free(w->sigint);
+	event_base_free(w->base);
+	al_policy_free(&w->policy);
+}
+
 int al_worker_run(const struct al_worker_conf *conf)
 {
 	struct worker w = {.conf = conf, .exit_code = 0};
@@ -170,83 +273,16 @@ int al_worker_run(const struct al_worker_conf *conf)
 		al_policy_free(&w.policy);
 		return 2;
 	}
-	w.hb = evtimer_new(w.base, wk_heartbeat, &w);
-	w.flush_ev = event_new(w.base, -1, 0, wk_on_flush, &w);
-	w.grace = evtimer_new(w.base, wk_on_grace, &w);
-	w.sigterm = evsignal_new(w.base, SIGTERM, wk_on_signal, &w);
-	w.sigint = evsignal_new(w.base, SIGINT, wk_on_signal, &w);
-	evsignal_add(w.sigterm, NULL);
-	evsignal_add(w.sigint, NULL);
-	w.hooks = al_webhooks_new(w.base, conf->webhook_secret);
-	w.cmd = al_aconn_new(w.base, &w.url, "cmd", wk_on_cmd_up, wk_on_conn_down, &w);
-	w.fetch = al_aconn_new(w.base, &w.url, "fetch", wk_on_fetch_up, wk_on_conn_down, &w);
-	w.sub = al_aconn_new(w.base, &w.url, "sub", wk_on_sub_up, wk_on_conn_down, &w);
+	if (!wire(&w)) {
+		tear_down(&w);
+		return 2;
+	}
 	al_log("info", "worker_start", "worker=%s tiers=%d slots=%u prefetch=%u redis=%s",
 	       conf->backend.worker_id, w.nstreams / AL_BANDS, conf->slots, conf->prefetch,
 	       conf->redis_url);
 	event_base_dispatch(w.base);
-
-	/* Let callbacks in flight finish; each is bounded by its timeout. */
-	for (int i = 0; i < AL_WEBHOOK_TIMEOUT_MS / 100 && al_webhooks_inflight(w.hooks) > 0; i++) {
-		struct timeval tv = {0, 100000};
-
-		event_base_loopexit(w.base, &tv);
-		event_base_dispatch(w.base);
-	}
-	if (al_aconn_is_up(w.cmd)) {
-		/* best effort: the last histogram counts, and say goodbye so
-		 * `airlock stats` stops listing us */
-		wk_hist_flush(&w);
-		struct timeval tv = {0, 200000};
-		char alive[AL_KEY_MAX];
-		const char *del[] = {"DEL", alive};
-		const char *hdel[] = {"HDEL", AL_KEY_WORKERS, conf->backend.worker_id};
-
-		al_key_worker(alive, conf->backend.worker_id);
-		al_aconn_cmd(w.cmd, NULL, NULL, 2, del, NULL);
-		al_aconn_cmd(w.cmd, NULL, NULL, 3, hdel, NULL);
-		event_base_loopexit(w.base, &tv);
-		event_base_dispatch(w.base);
-	}
-	/* Connections first: their pending callbacks run now (with no reply)
-	 * while the slots and the commit queue still exist. */
-	w.draining = true;
-	al_aconn_free(w.cmd);
-	al_aconn_free(w.fetch);
-	al_aconn_free(w.sub);
-	/* Leaving: whatever still runs is killed; its lease brings it back. */
-	for (int b = 0; b < w.nbackends; b++) {
-		for (unsigned i = 0; i < wk_nplaces(&w); i++) {
-			struct slot *s = &w.backends[b].slots[i];
-
-			if (s->runner)
-				al_runner_free(s->runner);
-			if (s->have_job)
-				al_job_free(&s->job);
-		}
-		free(w.backends[b].slots);
-		if (w.backends[b].ok && w.backends[b].ops->fini)
-			w.backends[b].ops->fini();
-	}
-	while (w.commits) {
-		struct commit *c = w.commits;
-
-		al_log(
-		    "warn", "unsent",
-		    "job=%s what=commit note=\"Redis did not confirm; the lease will re-deliver\"",
-		    c->id);
-		w.commits = c->next;
-		wk_commit_free(c);
-	}
-	event_base_loop(w.base, EVLOOP_NONBLOCK); /* what is still queued (refills) */
-	al_webhooks_free(w.hooks);
-	event_free(w.flush_ev);
-	event_free(w.hb);
-	event_free(w.grace);
-	event_free(w.sigterm);
-	event_free(w.sigint);
-	event_base_free(w.base);
-	al_policy_free(&w.policy);
+	say_goodbye(&w);
+	tear_down(&w);
 	al_log("info", "worker_exit", "worker=%s done=%llu", conf->backend.worker_id,
 	       (unsigned long long)w.jobs_done);
 	return w.exit_code;

@@ -394,6 +394,86 @@ exec_job(const struct job_in *in, const struct al_cg *cg, const struct al_seccom
 	}
 }
 
+/* Fork the job's process and wait until it has executed its program (the
+ * set-up pipe closes unread) or said why it could not: then the failure is
+ * the boundary's, and the process is reaped. The pid, or -1 with err. */
+static pid_t start_job(const struct job_in *in, const struct al_cg *cg, const struct al_seccomp *sc,
+		       const struct al_jobfs *fs, const int fds[4], struct al_err *err)
+{
+	int setup[2];
+	char msg[200];
+	ssize_t n;
+	pid_t pid;
+
+	if (pipe2(setup, O_CLOEXEC))
+		return al_err_sys(err, "agent: pipe"), -1;
+	pid = fork();
+	if (pid == 0)
+		exec_job(in, cg, sc, fs, fds, setup[1]);
+	close(setup[1]);
+	if (pid < 0) {
+		close(setup[0]);
+		return al_err_sys(err, "agent: fork"), -1;
+	}
+	n = read(setup[0], msg, sizeof(msg) - 1); /* empty at the exec */
+	close(setup[0]);
+	if (n > 0) {
+		msg[n] = '\0';
+		waitpid(pid, NULL, 0);
+		al_err_set(err, AL_ESANDBOX, "agent: set up the job's process: %s", msg);
+		return -1;
+	}
+	return pid;
+}
+
+/* Wait for the job, saying we are alive every second (the host tells a
+ * hung guest from a long job by that), stopping it at its whole-job limits
+ * (CPU time of all its processes, output); PID 1 also reaps the orphans
+ * the job leaves. *ws gets its wait status. */
+static int wait_job(pid_t pid, int port, const struct al_cg *cg, const struct al_jobfs *fs,
+		    const struct al_limits *l, int *ws, struct al_err *err)
+{
+	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0), rc = AL_OK;
+	uint64_t beat_ms = al_mono_ms();
+
+	for (bool done = false, stopped = false; !done;) {
+		struct pollfd p = {.fd = pidfd, .events = POLLIN};
+		int s;
+		pid_t w;
+
+		if (pidfd >= 0 && poll(&p, 1, AL_USAGE_POLL_MS) == 0) {
+			if (!stopped && (al_cg_cpu_ns(cg) / 1000000 >= l->cpu_ms ||
+					 al_fd_size(fs->out_fd) > l->stdout_bytes ||
+					 al_fd_size(fs->err_fd) > l->stderr_bytes)) {
+				kill(pid, SIGKILL); /* the verdict reads why from the counters */
+				stopped = true;
+			}
+			if (al_mono_ms() - beat_ms >= AL_CHAN_HEARTBEAT_MS) {
+				beat_ms = al_mono_ms();
+				if (al_chan_write(port, AL_CHAN_HEARTBEAT, NULL, 0, NULL, 0, -1,
+						  err)) {
+					rc = AL_ESANDBOX;
+					break;
+				}
+			}
+			continue;
+		}
+		while ((w = waitpid(-1, &s, pidfd >= 0 ? WNOHANG : 0)) > 0 ||
+		       (w < 0 && errno == EINTR))
+			if (w == pid) {
+				*ws = s;
+				done = true;
+			}
+		if (w < 0 && errno != EINTR && !done) {
+			rc = al_err_sys(err, "agent: wait");
+			break;
+		}
+	}
+	if (pidfd >= 0)
+		close(pidfd);
+	return rc;
+}
+
 /* Run the job; fill res. A returned error is the sandbox's, not the job's. */
 static int run(struct job_in *in, int port, struct al_result *res, struct al_err *err)
 {
@@ -404,8 +484,7 @@ static int run(struct job_in *in, int port, struct al_result *res, struct al_err
 	struct al_jobfs fs;
 	struct al_cg_stats st = {0};
 	struct al_seccomp sc;
-	int fds[4] = {-1, -1, -1, -1}, ws = 0, rc, pidfd = -1, setup[2] = {-1, -1};
-	uint64_t beat_ms = al_mono_ms();
+	int fds[4] = {-1, -1, -1, -1}, ws = 0, rc;
 	bool disk_full = false;
 	pid_t pid;
 
@@ -413,13 +492,10 @@ static int run(struct job_in *in, int port, struct al_result *res, struct al_err
 		return rc;
 	if ((rc = al_cg_detect(&sys, "guest", NULL, err)) ||
 	    (rc = al_cg_create(&cg, &sys, "job", &cgl, err)))
-		return rc;
-	rc = al_jobfs_create(&fs, "/run/airlock", "job", &in->job, l->disk_bytes, JOB_UID, JOB_UID,
-			     false, err);
-	if (rc) {
-		al_cg_destroy(&cg, NULL);
-		return rc;
-	}
+		goto out_sc;
+	if ((rc = al_jobfs_create(&fs, "/run/airlock", "job", &in->job, l->disk_bytes, JOB_UID,
+				  JOB_UID, false, err)))
+		goto out_cg;
 	fds[0] = memfd_with("stdin", in->job.stdin_data.data, in->job.stdin_data.len);
 	fds[1] = fs.out_fd;
 	fds[2] = fs.err_fd;
@@ -429,31 +505,9 @@ static int run(struct job_in *in, int port, struct al_result *res, struct al_err
 		rc = al_err_sys(err, "agent: memfd");
 		goto out;
 	}
-	if (pipe2(setup, O_CLOEXEC)) {
-		rc = al_err_sys(err, "agent: pipe");
+	if ((pid = start_job(in, &cg, &sc, &fs, fds, err)) < 0) {
+		rc = AL_ESANDBOX;
 		goto out;
-	}
-	pid = fork();
-	if (pid < 0) {
-		rc = al_err_sys(err, "agent: fork");
-		goto out;
-	}
-	if (pid == 0)
-		exec_job(in, &cg, &sc, &fs, fds, setup[1]);
-	close(setup[1]);
-	setup[1] = -1;
-	{
-		/* empty at the exec (or at the job's own failure to exec) */
-		char msg[200];
-		ssize_t n = read(setup[0], msg, sizeof(msg) - 1);
-
-		if (n > 0) {
-			msg[n] = '\0';
-			waitpid(pid, NULL, 0);
-			rc = al_err_set(err, AL_ESANDBOX, "agent: set up the job's process: %s",
-					msg);
-			goto out;
-		}
 	}
 	if (service_mode) {
 		/* The service runs on; the result says it started. Its files,
@@ -462,46 +516,8 @@ static int run(struct job_in *in, int port, struct al_result *res, struct al_err
 		al_seccomp_free(&sc);
 		return AL_OK;
 	}
-	/* Wait for the job, saying we are alive every second (the host tells
-	 * a hung guest from a long job by that); PID 1 also reaps the orphans
-	 * the job leaves. */
-	pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-	for (bool done = false, stopped = false; !done;) {
-		struct pollfd p = {.fd = pidfd, .events = POLLIN};
-		int s;
-		pid_t w;
-
-		if (pidfd >= 0 && poll(&p, 1, AL_USAGE_POLL_MS) == 0) {
-			/* The whole job's CPU time (RLIMIT_CPU counts one process)
-			 * and output: the job is stopped at its limits; the verdict
-			 * then reads them from the cgroup and the streams. */
-			if (!stopped && (al_cg_cpu_ns(&cg) / 1000000 >= l->cpu_ms ||
-					 al_fd_size(fs.out_fd) > l->stdout_bytes ||
-					 al_fd_size(fs.err_fd) > l->stderr_bytes)) {
-				kill(pid, SIGKILL);
-				stopped = true;
-			}
-			if (al_mono_ms() - beat_ms >= AL_CHAN_HEARTBEAT_MS) {
-				beat_ms = al_mono_ms();
-				if (al_chan_write(port, AL_CHAN_HEARTBEAT, NULL, 0, NULL, 0, -1,
-						  err)) {
-					rc = AL_ESANDBOX;
-					goto out;
-				}
-			}
-			continue;
-		}
-		while ((w = waitpid(-1, &s, pidfd >= 0 ? WNOHANG : 0)) > 0 ||
-		       (w < 0 && errno == EINTR))
-			if (w == pid) {
-				ws = s;
-				done = true;
-			}
-		if (w < 0 && errno != EINTR && !done) {
-			rc = al_err_sys(err, "agent: wait");
-			goto out;
-		}
-	}
+	if ((rc = wait_job(pid, port, &cg, &fs, l, &ws, err)))
+		goto out;
 	al_cg_stats(&cg, &st);
 	al_cg_destroy(&cg, NULL); /* the job's leftovers (daemons) die with it */
 	/* each file cut to the host's cap here: no byte more crosses */
@@ -509,16 +525,13 @@ static int run(struct job_in *in, int port, struct al_result *res, struct al_err
 		goto out;
 	al_verdict(res, ws, &st, l, disk_full);
 out:
-	for (int i = 0; i < 2; i++)
-		if (setup[i] >= 0)
-			close(setup[i]);
-	if (pidfd >= 0)
-		close(pidfd);
 	for (int i = 0; i < 4; i++)
 		if (i != 1 && i != 2 && fds[i] >= 0)
 			close(fds[i]);
-	al_cg_destroy(&cg, NULL);
 	al_jobfs_destroy(&fs);
+out_cg:
+	al_cg_destroy(&cg, NULL);
+out_sc:
 	al_seccomp_free(&sc);
 	return rc;
 }

@@ -119,6 +119,19 @@ static int want_map(struct ctx *c, yaml_node_t *n, const char *what)
 	return AL_OK;
 }
 
+static const struct {
+	const char *key;
+	size_t off; /* the field in struct al_limits */
+} limit_keys[] = {
+#define L(f)                                                                                       \
+	{                                                                                          \
+#f, offsetof(struct al_limits, f)                                                  \
+	}
+    L(wall_ms),	     L(cpu_ms),	      L(memory_bytes), L(pids),
+    L(stdout_bytes), L(stderr_bytes), L(disk_bytes),
+#undef L
+};
+
 static int parse_limits(struct ctx *c, yaml_node_t *n, const char *what, struct al_limits *l)
 {
 	yaml_node_t *k, *v;
@@ -133,21 +146,10 @@ static int parse_limits(struct ctx *c, yaml_node_t *n, const char *what, struct 
 
 		if (!key)
 			return fail(c, k, "%s: keys must be strings", what);
-		if (!strcmp(key, "wall_ms"))
-			dst = &l->wall_ms;
-		else if (!strcmp(key, "cpu_ms"))
-			dst = &l->cpu_ms;
-		else if (!strcmp(key, "memory_bytes"))
-			dst = &l->memory_bytes;
-		else if (!strcmp(key, "pids"))
-			dst = &l->pids;
-		else if (!strcmp(key, "stdout_bytes"))
-			dst = &l->stdout_bytes;
-		else if (!strcmp(key, "stderr_bytes"))
-			dst = &l->stderr_bytes;
-		else if (!strcmp(key, "disk_bytes"))
-			dst = &l->disk_bytes;
-		else
+		for (size_t i = 0; i < sizeof(limit_keys) / sizeof(limit_keys[0]) && !dst; i++)
+			if (!strcmp(key, limit_keys[i].key))
+				dst = (uint64_t *)(void *)((char *)l + limit_keys[i].off);
+		if (!dst)
 			return fail(c, k,
 				    "%s: unknown limit \"%s\"; use wall_ms, cpu_ms, memory_bytes, "
 				    "pids, stdout_bytes, stderr_bytes or disk_bytes",

@@ -44,6 +44,7 @@ struct al_aconn {
 	uint64_t ping_ms;
 	bool subscriber;	  /* carries a SUBSCRIBE: no PING on it */
 	char last_error[128];	  /* logged once until it changes */
+	char err[128];		  /* why the last call was refused (al_aconn_strerror) */
 	struct req *head, **tail; /* reliable calls, in order */
 	unsigned pending;
 	al_aconn_fn on_up, on_down;
@@ -51,6 +52,26 @@ struct al_aconn {
 };
 
 static void schedule_retry(struct al_aconn *c);
+
+/* A call refused: why, kept on the connection (hiredis-style). */
+static int refuse(struct al_aconn *c, const char *why)
+{
+	snprintf(c->err, sizeof(c->err), "%s", why);
+	return -1;
+}
+
+/* hiredis refused to queue a command: its reason when it has one. */
+static int refuse_hiredis(struct al_aconn *c)
+{
+	snprintf(c->err, sizeof(c->err), "hiredis refused the command: %s",
+		 c->ac && c->ac->errstr[0] ? c->ac->errstr : "no reason given");
+	return -1;
+}
+
+const char *al_aconn_strerror(const struct al_aconn *c)
+{
+	return c && c->err[0] ? c->err : "no error";
+}
 
 bool al_aconn_transient(const redisReply *r)
 {
@@ -167,9 +188,9 @@ static int send_req(struct al_aconn *c, struct req *q, const struct al_call *cal
 	const size_t *lens;
 
 	if (al_call_argv((struct al_call *)call, &argc, &argv, &lens))
-		return -1;
+		return refuse(c, "out of memory");
 	if (redisAsyncCommandArgv(c->ac, on_req_reply, q, argc, argv, lens) != REDIS_OK)
-		return -1;
+		return refuse_hiredis(c);
 	q->sent = true;
 	q->sent_ms = al_mono_ms();
 	return 0;
@@ -424,7 +445,7 @@ int al_aconn_call(struct al_aconn *c, struct al_call *call, redisCallbackFn *fn,
 
 	if (c->closing || al_call_argv(call, &argc, &argv, &lens) || !(q = req_new(c, fn, priv))) {
 		al_call_free(call);
-		return -1;
+		return refuse(c, c->closing ? "the connection is closing" : "out of memory");
 	}
 	q->reliable = true;
 	al_call_move(&q->call, call);
@@ -440,8 +461,11 @@ int al_aconn_send(struct al_aconn *c, struct al_call *call, redisCallbackFn *fn,
 {
 	struct req *q;
 
-	if (!c->up || !c->ac || !(q = req_new(c, fn, priv)))
-		return -1;
+	if (!c->up || !c->ac)
+		return refuse(
+		    c, "not connected (Redis is down, loading, or the handshake is running)");
+	if (!(q = req_new(c, fn, priv)))
+		return refuse(c, "out of memory");
 	if (send_req(c, q, call)) {
 		free(q);
 		return -1;
@@ -454,13 +478,16 @@ int al_aconn_cmd(struct al_aconn *c, redisCallbackFn *fn, void *priv, int argc,
 {
 	struct req *q;
 
-	if (!c->up || !c->ac || !(q = req_new(c, fn, priv)))
-		return -1;
+	if (!c->up || !c->ac)
+		return refuse(
+		    c, "not connected (Redis is down, loading, or the handshake is running)");
+	if (!(q = req_new(c, fn, priv)))
+		return refuse(c, "out of memory");
 	/* hiredis does not write through argv; its prototype predates const. */
 	if (redisAsyncCommandArgv(c->ac, on_req_reply, q, argc, (const char **)(uintptr_t)argv,
 				  lens) != REDIS_OK) {
 		free(q);
-		return -1;
+		return refuse_hiredis(c);
 	}
 	return 0;
 }
@@ -470,10 +497,13 @@ int al_aconn_subscribe(struct al_aconn *c, const char *channel, redisCallbackFn 
 	const char *argv[] = {"SUBSCRIBE", channel};
 
 	if (!c->up || !c->ac)
-		return -1;
+		return refuse(
+		    c, "not connected (Redis is down, loading, or the handshake is running)");
 	/* A subscriber's connection carries no other command: no PING. */
 	c->subscriber = true;
-	return redisAsyncCommandArgv(c->ac, fn, priv, 2, argv, NULL) == REDIS_OK ? 0 : -1;
+	return redisAsyncCommandArgv(c->ac, fn, priv, 2, argv, NULL) == REDIS_OK
+		   ? 0
+		   : refuse_hiredis(c);
 }
 
 bool al_aconn_is_up(const struct al_aconn *c)

@@ -57,6 +57,10 @@ int al_aconn_cmd(struct al_aconn *c, redisCallbackFn *fn, void *priv, int argc,
  * reset on its replies). -1 when down. */
 int al_aconn_subscribe(struct al_aconn *c, const char *channel, redisCallbackFn *fn, void *priv);
 
+/* Why the connection's last refused call (a -1 above) was refused: not
+ * connected, closing, out of memory, or hiredis's own reason. */
+const char *al_aconn_strerror(const struct al_aconn *c);
+
 bool al_aconn_is_up(const struct al_aconn *c);
 /* Reliable calls not answered yet. */
 unsigned al_aconn_pending(const struct al_aconn *c);

@@ -36,7 +36,8 @@ void sc_on_reply_log(redisAsyncContext *ac, void *reply, void *priv)
 void sc_call(struct sched *s, struct al_call *c, const char *what)
 {
 	if (al_aconn_call(s->cmd, c, sc_on_reply_log, (void *)what))
-		al_log("error", "out_of_memory", "what=%s", what);
+		al_log("error", "redis_call", "what=%s error=\"%s\"", what,
+		       al_aconn_strerror(s->cmd));
 }
 
 void sc_ack_intake(struct sched *s, const char *entry)
@@ -130,6 +131,8 @@ void sc_commit(struct sched *s, const char *id, long attempt, enum al_status_cod
 						   .status = al_status_name(st)});
 	al_buf_free(&b);
 	if (al_aconn_call(s->cmd, &c, on_commit, cc)) {
+		al_log("error", "redis_call", "what=commit job=%s error=\"%s\"", id,
+		       al_aconn_strerror(s->cmd));
 		free(cc->raw);
 		free(cc);
 	}

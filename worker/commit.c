@@ -72,7 +72,8 @@ void wk_send_call(struct worker *w, struct al_call *call, const char *what, cons
 	snprintf(q->what, sizeof(q->what), "%s", what);
 	snprintf(q->id, sizeof(q->id), "%s", id ? id : "-");
 	if (al_aconn_call(w->cmd, call, on_call, q)) {
-		al_log("error", "out_of_memory", "job=%s what=%s", q->id, what);
+		al_log("error", "redis_call", "job=%s what=%s error=\"%s\"", q->id, what,
+		       al_aconn_strerror(w->cmd));
 		free(q);
 		return;
 	}
@@ -182,7 +183,10 @@ void wk_flush_commits(struct worker *w)
 							       .status = c->status});
 		}
 		if (al_aconn_call(w->cmd, &call, on_commit_batch, b)) {
-			al_log("error", "out_of_memory", "what=commit jobs=%d", b->n);
+			al_log(
+			    "error", "redis_call",
+			    "what=commit jobs=%d error=\"%s\" note=\"the leases will re-deliver\"",
+			    b->n, al_aconn_strerror(w->cmd));
 			for (int i = 0; i < b->n; i++)
 				wk_commit_free(b->c[i]);
 			free(b);

@@ -163,6 +163,8 @@ static void claim_send(struct worker *w, struct claim_batch *b)
 	for (int i = 0; i < b->n; i++)
 		al_claim_add(&c, b->slots[i]->id, b->slots[i]->attempt);
 	if (al_aconn_call(w->cmd, &c, on_claim, b)) {
+		al_log("warn", "redis_call", "what=claim jobs=%d error=\"%s\"", b->n,
+		       al_aconn_strerror(w->cmd));
 		for (int i = 0; i < b->n; i++)
 			b->slots[i]->busy = false; /* stays pending; the lease returns it */
 		free(b);

@@ -131,6 +131,13 @@ int al_chan_write(int fd, char type, const void *p1, size_t n1, const void *p2, 
 	return AL_OK;
 }
 
+/* What the guest keeps of each collected file: the collect cap, at most a
+ * result's file cap. */
+static uint64_t file_cap(uint64_t collect_cap)
+{
+	return collect_cap < AL_RESULT_FILE_MAX ? collect_cap : AL_RESULT_FILE_MAX;
+}
+
 int al_chan_job_frame(const struct al_run_spec *spec, uint64_t collect_cap, struct al_buf *frame,
 		      struct al_err *err)
 {
@@ -159,8 +166,7 @@ int al_chan_job_frame(const struct al_run_spec *spec, uint64_t collect_cap, stru
 	al_put_u32(n + 4, envc);
 	if (al_buf_append(frame, n, sizeof(n)) || al_buf_append(frame, av.data, av.len))
 		goto oom;
-	al_put_u32(n,
-		   (uint32_t)(collect_cap < AL_RESULT_FILE_MAX ? collect_cap : AL_RESULT_FILE_MAX));
+	al_put_u32(n, (uint32_t)file_cap(collect_cap));
 	if (al_buf_append(frame, n, 4))
 		goto oom;
 	if (frame->len - 4 > UINT32_MAX) {
@@ -187,11 +193,6 @@ int al_chan_send_job(int fd, const struct al_run_spec *spec, uint64_t collect_ca
 		rc = al_chan_write_raw(fd, frame.data, frame.len, timeout_ms, err);
 	al_buf_free(&frame);
 	return rc;
-}
-
-static uint64_t file_cap(uint64_t collect_cap)
-{
-	return collect_cap < AL_RESULT_FILE_MAX ? collect_cap : AL_RESULT_FILE_MAX;
 }
 
 size_t al_chan_result_cap(const struct al_run_spec *spec, uint64_t collect_cap)

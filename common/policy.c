@@ -112,6 +112,13 @@ static int get_str(struct ctx *c, yaml_node_t *n, const char *what, char **out)
 	     (v) = yaml_document_get_node(&(c)->doc, it->value), 1);                               \
 	     it++)
 
+/* Each node of sequence seq in n; the caller checked seq is a sequence. */
+#define FOR_ITEMS(c, seq, n, it)                                                                   \
+	for (yaml_node_item_t *it = (seq)->data.sequence.items.start;                              \
+	     it < (seq)->data.sequence.items.top &&                                                \
+	     ((n) = yaml_document_get_node(&(c)->doc, *it));                                       \
+	     it++)
+
 static int want_map(struct ctx *c, yaml_node_t *n, const char *what)
 {
 	if (!n || n->type != YAML_MAPPING_NODE)
@@ -209,15 +216,14 @@ static bool bind_path_ok(const char *p)
 /* The list-valued keys of a tier, each its own parser. */
 static int parse_ports(struct ctx *c, yaml_node_t *v, struct al_tier_policy *t)
 {
+	yaml_node_t *pn;
 	uint64_t u;
 	int rc;
 
 	if (v->type != YAML_SEQUENCE_NODE)
 		return fail(c, v, "ports: expected a list of port numbers");
-	for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top;
-	     it++) {
-		yaml_node_t *pn = yaml_document_get_node(&c->doc, *it);
-
+	FOR_ITEMS(c, v, pn, it)
+	{
 		if (t->nports == AL_PORTS_MAX)
 			return fail(c, pn, "ports: at most %d", AL_PORTS_MAX);
 		if ((rc = get_u64(c, pn, "ports[]", &u)))
@@ -255,6 +261,7 @@ static int parse_env(struct ctx *c, yaml_node_t *v, struct al_tier_policy *t)
 
 static int parse_callback_hosts(struct ctx *c, yaml_node_t *v, struct al_tier_policy *t)
 {
+	yaml_node_t *h;
 	int rc;
 
 	if (v->type != YAML_SEQUENCE_NODE)
@@ -264,10 +271,8 @@ static int parse_callback_hosts(struct ctx *c, yaml_node_t *v, struct al_tier_po
 		   sizeof(char *));
 	if (!t->callback_hosts)
 		return al_err_set(c->err, AL_ENOMEM, "policy: out of memory");
-	for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top;
-	     it++) {
-		yaml_node_t *h = yaml_document_get_node(&c->doc, *it);
-
+	FOR_ITEMS(c, v, h, it)
+	{
 		if ((rc =
 			 get_str(c, h, "callback_hosts[]", &t->callback_hosts[t->ncallback_hosts])))
 			return rc;
@@ -278,13 +283,13 @@ static int parse_callback_hosts(struct ctx *c, yaml_node_t *v, struct al_tier_po
 
 static int parse_binds(struct ctx *c, yaml_node_t *v, struct al_tier_policy *t)
 {
+	yaml_node_t *h;
 	int rc;
 
 	if (v->type != YAML_SEQUENCE_NODE)
 		return fail(c, v, "binds: expected a list of absolute host paths");
-	for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top;
-	     it++) {
-		yaml_node_t *h = yaml_document_get_node(&c->doc, *it);
+	FOR_ITEMS(c, v, h, it)
+	{
 		char *b = NULL;
 
 		if (t->nbinds == AL_BINDS_MAX)

@@ -67,6 +67,7 @@ static int run_one(const char *path, const struct al_backend_ops *ops,
 		   const struct al_backend_conf *conf, const char *policy_path)
 {
 	struct al_policy pol = {0};
+	const struct al_tier_policy *t = NULL;
 	struct run_one ro = {0};
 	struct al_run_spec spec = {0};
 	struct al_err err = {0};
@@ -100,8 +101,7 @@ static int run_one(const char *path, const struct al_backend_ops *ops,
 		return 1;
 	}
 	if (policy_path) {
-		const struct al_tier_policy *t = al_policy_tier(&pol, job.tier);
-
+		t = al_policy_tier(&pol, job.tier);
 		if (!t) {
 			fprintf(stderr, "airlock-worker: %s: tier \"%s\" is not in %s\n", path,
 				job.tier, policy_path);
@@ -120,9 +120,7 @@ static int run_one(const char *path, const struct al_backend_ops *ops,
 	al_backend_sweep(ops, conf, NULL);
 	spec.job = &job;
 	fill_limits(&spec.limits, &job.limits);
-	spec.cpu_millis = 1000;
-	if (policy_path && al_policy_tier(&pol, job.tier)->cpu_millis)
-		spec.cpu_millis = al_policy_tier(&pol, job.tier)->cpu_millis;
+	spec.cpu_millis = t ? t->cpu_millis : 1000;
 	spec.network = AL_NET_NONE;
 	spec.attempt = 1;
 	ro.base = event_base_new();

@@ -591,10 +591,6 @@ static int mvm_prepare(struct al_sandbox *sb, struct al_err *err)
 	m->timer_fd = -1;
 	if (!G.ready)
 		return al_err_set(err, AL_ESANDBOX, "microvm: backend not initialised");
-	if (s->network != AL_NET_NONE)
-		return al_err_set(
-		    err, AL_EINVAL,
-		    "network: the microvm backend gives jobs no network device (use \"none\")");
 	m->vm = pool_take(s->job->tier ? s->job->tier : "", image, mib, vcpus);
 	m->warm = m->vm != NULL;
 	if (!m->vm && !(m->vm = vm_launch(image, mib, vcpus, err)))

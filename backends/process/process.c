@@ -523,12 +523,17 @@ static int proc_start(struct al_sandbox *sb, struct al_watch *wt, struct al_err 
 	return AL_OK;
 }
 
+/* The job's share of its cgroup's CPU time (the warm sandbox's set-up
+ * came before it). */
+static uint64_t job_cpu_ns(const struct proc_sb *p, uint64_t cgroup_ns)
+{
+	return cgroup_ns > p->cpu_base_ns ? cgroup_ns - p->cpu_base_ns : 0;
+}
+
 static int proc_usage(struct al_sandbox *sb, struct al_usage *u)
 {
 	struct proc_sb *p = sb->priv;
-	uint64_t cpu = al_cg_cpu_ns(&p->cg);
-
-	u->cpu_ns = cpu > p->cpu_base_ns ? cpu - p->cpu_base_ns : 0;
+	u->cpu_ns = job_cpu_ns(p, al_cg_cpu_ns(&p->cg));
 	u->stdout_bytes = al_fd_size(p->fs.out_fd);
 	u->stderr_bytes = al_fd_size(p->fs.err_fd);
 	return 0;
@@ -564,7 +569,7 @@ static int proc_reap(struct al_sandbox *sb, struct al_result *res, struct al_err
 	n = read(p->report_rd, report, sizeof(report) - 1);
 	report[n > 0 ? n : 0] = '\0';
 	al_cg_stats(&p->cg, &st);
-	st.cpu_ns = st.cpu_ns > p->cpu_base_ns ? st.cpu_ns - p->cpu_base_ns : 0;
+	st.cpu_ns = job_cpu_ns(p, st.cpu_ns);
 	if ((rc = al_jobfs_collect(&p->fs, sb->spec.job, &sb->spec.limits,
 				   sb->conf->collect_max_bytes, res, &disk_full, err)))
 		return al_err_wrap(err, "process");

@@ -228,7 +228,7 @@ int al_cg_create(struct al_cg *cg, const struct al_cg_sys *sys, const char *name
 	return AL_OK;
 
 out_destroy:
-	rc = err ? err->status : AL_ESANDBOX;
+	rc = err ? err->code : AL_ESANDBOX;
 	al_cg_destroy(cg, NULL);
 	return rc;
 }

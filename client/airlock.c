@@ -16,6 +16,7 @@ enum {
 	EXIT_REJECTED = 65,    /* EX_DATAERR: the job was refused */
 	EXIT_NOINPUT = 66,     /* a local file is missing */
 	EXIT_UNAVAILABLE = 69, /* Redis unreachable */
+	EXIT_OSERR = 71,       /* out of memory */
 	EXIT_SANDBOX = 70,     /* sandbox_error */
 	EXIT_LOST = 75,	       /* worker_lost or expired: try again later */
 	EXIT_TIMEOUT = 124,    /* like timeout(1) */
@@ -24,6 +25,27 @@ enum {
 	EXIT_CPU = 152,	   /* 128 + SIGXCPU */
 	EXIT_OUTPUT = 153, /* 128 + SIGXFSZ */
 };
+
+/* The CLI's own allocations: a short-lived command has nothing to unwind
+ * to, so running out of memory ends it with one line and EX_OSERR. */
+static void *need(void *p)
+{
+	if (!p) {
+		fprintf(stderr, "airlock: out of memory\n");
+		exit(EXIT_OSERR);
+	}
+	return p;
+}
+
+static char *xstrdup(const char *s)
+{
+	return need(strdup(s));
+}
+
+static char *xstrndup(const char *s, size_t n)
+{
+	return need(strndup(s, n));
+}
 
 static void usage(FILE *f)
 {
@@ -72,12 +94,14 @@ static int read_path(const char *path, struct al_bytes *out, size_t cap)
 			al_buf_free(&b);
 			return EXIT_USAGE;
 		}
-		al_buf_append(&b, chunk, n);
+		if (al_buf_append(&b, chunk, n))
+			need(NULL);
 	}
 	if (f != stdin)
 		fclose(f);
 	if (!b.data)
-		al_buf_append(&b, "", 0);
+		if (al_buf_append(&b, "", 0))
+			need(NULL);
 	out->data = b.data;
 	out->len = b.len;
 	return 0;
@@ -106,12 +130,10 @@ static int push_kv(struct al_kv **kv, size_t *n, const char *arg, const char *wh
 		fprintf(stderr, "airlock: %s: expected NAME=VALUE, got \"%s\"\n", what, arg);
 		return -1;
 	}
-	p = realloc(*kv, (*n + 1) * sizeof(*p));
-	if (!p)
-		return -1;
+	p = need(realloc(*kv, (*n + 1) * sizeof(*p)));
 	*kv = p;
-	p[*n].key = strndup(arg, (size_t)(eq - arg));
-	p[*n].value = strdup(eq + 1);
+	p[*n].key = xstrndup(arg, (size_t)(eq - arg));
+	p[*n].value = xstrdup(eq + 1);
 	(*n)++;
 	return 0;
 }
@@ -148,36 +170,34 @@ static int build_job(int argc, char **argv, struct al_job *job, bool *json)
 
 	memset(job, 0, sizeof(*job));
 	job->version = AL_PROTO_VERSION;
-	job->tier = strdup("trusted");
-	job->tenant = strdup("default");
+	job->tier = xstrdup("trusted");
+	job->tenant = xstrdup("default");
 	job->priority = AL_PRIORITY_DEFAULT;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "+c:f:", opts, NULL)) != -1) {
 		switch (c) {
 		case 't':
 			free(job->tier);
-			job->tier = strdup(optarg);
+			job->tier = xstrdup(optarg);
 			break;
 		case 'T':
 			free(job->tenant);
-			job->tenant = strdup(optarg);
+			job->tenant = xstrdup(optarg);
 			break;
 		case 'R': runtime = optarg; break;
 		case 'c': code = optarg; break;
-		case 'I': job->id = strdup(optarg); break;
+		case 'I': job->id = xstrdup(optarg); break;
 		case 'j': *json = true; break;
 		case 'f': {
 			const char *colon = strchr(optarg, ':');
 			struct al_file *f;
 			char *local =
-			    colon ? strndup(optarg, (size_t)(colon - optarg)) : strdup(optarg);
+			    colon ? xstrndup(optarg, (size_t)(colon - optarg)) : xstrdup(optarg);
 			const char *remote = colon		    ? colon + 1
 					     : strrchr(optarg, '/') ? strrchr(optarg, '/') + 1
 								    : optarg;
 
-			f = realloc(job->files, (job->nfiles + 1) * sizeof(*f));
-			if (!f || !local)
-				return EXIT_USAGE;
+			f = need(realloc(job->files, (job->nfiles + 1) * sizeof(*f)));
 			job->files = f;
 			memset(&f[job->nfiles], 0, sizeof(*f));
 			if ((rc = read_path(local, &f[job->nfiles].data, AL_FILES_TOTAL_MAX))) {
@@ -185,18 +205,16 @@ static int build_job(int argc, char **argv, struct al_job *job, bool *json)
 				return rc;
 			}
 			free(local);
-			f[job->nfiles].path = strdup(remote);
+			f[job->nfiles].path = xstrdup(remote);
 			f[job->nfiles].mode = 0644;
 			job->nfiles++;
 			break;
 		}
 		case 'o': {
-			char **v = realloc(job->collect, (job->ncollect + 1) * sizeof(*v));
+			char **v = need(realloc(job->collect, (job->ncollect + 1) * sizeof(*v)));
 
-			if (!v)
-				return EXIT_USAGE;
 			job->collect = v;
-			v[job->ncollect++] = strdup(optarg);
+			v[job->ncollect++] = xstrdup(optarg);
 			break;
 		}
 		case 'w':
@@ -235,13 +253,13 @@ static int build_job(int argc, char **argv, struct al_job *job, bool *json)
 			if (push_kv(&job->labels, &job->nlabels, optarg, "--label"))
 				return EXIT_USAGE;
 			break;
-		case 'k': job->idempotency_key = strdup(optarg); break;
-		case 'b': job->callback_url = strdup(optarg); break;
+		case 'k': job->idempotency_key = xstrdup(optarg); break;
+		case 'b': job->callback_url = xstrdup(optarg); break;
 		default: usage(stderr); return EXIT_USAGE;
 		}
 	}
 	if (code) {
-		job->code.data = strdup(code);
+		job->code.data = xstrdup(code);
 		job->code.len = strlen(code);
 	} else if (optind < argc && strcmp(argv[optind - 1], "--") != 0) {
 		if ((rc = read_path(argv[optind++], &job->code, AL_CODE_MAX)))
@@ -260,9 +278,9 @@ static int build_job(int argc, char **argv, struct al_job *job, bool *json)
 	}
 	if (optind < argc) {
 		job->argc = (size_t)(argc - optind);
-		job->argv = calloc(job->argc + 1, sizeof(char *));
+		job->argv = need(calloc(job->argc + 1, sizeof(char *)));
 		for (size_t i = 0; i < job->argc; i++)
-			job->argv[i] = strdup(argv[optind + (int)i]);
+			job->argv[i] = xstrdup(argv[optind + (int)i]);
 	}
 	if (!job->code.data && !job->argc) {
 		fprintf(stderr, "airlock: nothing to run: give -c CODE, a FILE, or -- ARGV...\n");
@@ -319,6 +337,10 @@ static int print_result(const struct al_result *r, bool json)
 	if (json) {
 		json_t *j = al_result_to_json(r);
 
+		if (!j) {
+			fprintf(stderr, "airlock: out of memory making the result's JSON\n");
+			return 1;
+		}
 		json_dumpf(j, stdout, JSON_SORT_KEYS | JSON_INDENT(2));
 		putchar('\n');
 		json_decref(j);
@@ -351,7 +373,7 @@ static struct al_client *connect_or_die(const char *url, int *rc)
 
 	if (!c) {
 		fprintf(stderr, "airlock: %s\n", err.msg);
-		*rc = err.status == AL_EINVAL ? EXIT_USAGE : EXIT_UNAVAILABLE;
+		*rc = err.code == AL_EINVAL ? EXIT_USAGE : EXIT_UNAVAILABLE;
 	}
 	return c;
 }
@@ -372,7 +394,7 @@ static int cmd_run(const char *url, int argc, char **argv, bool wait)
 		goto out_job;
 	if (al_client_submit(c, &job, id, &existing, &err)) {
 		fprintf(stderr, "airlock: %s\n", err.msg);
-		rc = err.status == AL_EINVAL ? EXIT_REJECTED : EXIT_UNAVAILABLE;
+		rc = err.code == AL_EINVAL ? EXIT_REJECTED : EXIT_UNAVAILABLE;
 		goto out_client;
 	}
 	if (!wait) {
@@ -437,17 +459,17 @@ static int cmd_status(const char *url, const char *id)
 	struct al_result res;
 	struct al_err err = {0};
 	struct al_client *c;
-	char state[32];
+	enum al_job_state state;
 	int rc = 0;
 
 	if (!(c = connect_or_die(url, &rc)))
 		return rc;
-	if (al_client_status(c, id, state, &res, &err)) {
+	if (al_client_status(c, id, &state, &res, &err)) {
 		fprintf(stderr, "airlock: %s\n", err.msg);
 		al_client_close(c);
-		return err.status == AL_EINVAL ? 1 : EXIT_UNAVAILABLE;
+		return err.code == AL_EINVAL ? 1 : EXIT_UNAVAILABLE;
 	}
-	printf("%s %s", id, state);
+	printf("%s %s", id, al_job_state_name(state));
 	if (res.version)
 		printf(" %s%s%s", al_status_name(res.status), res.error ? ": " : "",
 		       res.error ? res.error : "");
@@ -469,7 +491,7 @@ static int cmd_cancel(const char *url, const char *id)
 	al_client_close(c);
 	if (rc < 0) {
 		fprintf(stderr, "airlock: %s\n", err.msg);
-		return err.status == AL_EINVAL ? 1 : EXIT_UNAVAILABLE;
+		return err.code == AL_EINVAL ? 1 : EXIT_UNAVAILABLE;
 	}
 	printf("%s %s\n", id,
 	       rc == 1	 ? "cancelled"
@@ -493,7 +515,12 @@ static int cmd_check_job(const char *path)
 		free(b.data);
 		return 1;
 	}
-	j = al_job_to_json(&job);
+	if (!(j = al_job_to_json(&job))) {
+		fprintf(stderr, "airlock: out of memory making the job's JSON\n");
+		al_job_free(&job);
+		free(b.data);
+		return 1;
+	}
 	json_dumpf(j, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
 	putchar('\n');
 	json_decref(j);
@@ -554,7 +581,7 @@ int main(int argc, char **argv)
 			return rc;
 		if (al_client_dlq(c, argv[2], argc == 4 ? argv[3] : NULL, stdout, &err)) {
 			fprintf(stderr, "airlock: %s\n", err.msg);
-			rc = err.status == AL_EINVAL ? 1 : EXIT_UNAVAILABLE;
+			rc = err.code == AL_EINVAL ? 1 : EXIT_UNAVAILABLE;
 		}
 		al_client_close(c);
 		return rc;
@@ -572,7 +599,7 @@ int main(int argc, char **argv)
 			return rc;
 		if (al_client_vm(c, argv[2], argc >= 4 ? argv[3] : NULL, ms, stdout, &err)) {
 			fprintf(stderr, "airlock: %s\n", err.msg);
-			rc = err.status == AL_EINVAL ? 1 : EXIT_UNAVAILABLE;
+			rc = err.code == AL_EINVAL ? 1 : EXIT_UNAVAILABLE;
 		}
 		al_client_close(c);
 		return rc;

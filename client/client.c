@@ -127,7 +127,8 @@ void al_client_close(struct al_client *c)
 }
 
 int al_client_submit_many(struct al_client *c, struct al_job *jobs, size_t n,
-			  char (*ids_out)[AL_ID_MAX + 1], int *status, struct al_err *err)
+			  char (*ids_out)[AL_ID_MAX + 1], enum al_submit_code *code,
+			  struct al_err *err)
 {
 	struct al_call call;
 	struct al_buf body = {0};
@@ -178,7 +179,7 @@ int al_client_submit_many(struct al_client *c, struct al_job *jobs, size_t n,
 			rc = al_err_set(err, AL_EREDIS, "submit: unexpected reply from Redis");
 			goto out;
 		}
-		status[i] = (int)e->element[0]->integer;
+		code[i] = (enum al_submit_code)e->element[0]->integer;
 		snprintf(ids_out[i], AL_ID_MAX + 1, "%s", e->element[1]->str);
 	}
 out:
@@ -193,15 +194,15 @@ int al_client_submit(struct al_client *c, struct al_job *job, char id_out[AL_ID_
 		     bool *existing, struct al_err *err)
 {
 	char ids[1][AL_ID_MAX + 1];
-	int status = 0;
-	int rc = al_client_submit_many(c, job, 1, ids, &status, err);
+	enum al_submit_code code = AL_SUBMIT_ACCEPTED;
+	int rc = al_client_submit_many(c, job, 1, ids, &code, err);
 
 	*existing = false;
 	if (rc)
 		return rc;
-	if (status == AL_SUBMIT_ID_TAKEN)
+	if (code == AL_SUBMIT_ID_TAKEN)
 		return al_err_set(err, AL_EINVAL, "id: job \"%s\" already exists", job->id);
-	*existing = status == AL_SUBMIT_SAME_KEY;
+	*existing = code == AL_SUBMIT_SAME_KEY;
 	snprintf(id_out, AL_ID_MAX + 1, "%s", ids[0]);
 	return AL_OK;
 }
@@ -263,28 +264,32 @@ int al_client_wait(struct al_client *c, const char *id, uint64_t timeout_ms, str
 	}
 }
 
-int al_client_status(struct al_client *c, const char *id, char state[32], struct al_result *res,
-		     struct al_err *err)
+int al_client_status(struct al_client *c, const char *id, enum al_job_state *state,
+		     struct al_result *res, struct al_err *err)
 {
 	char key[AL_KEY_MAX];
 	const char *argv[3] = {"HGET", key, "state"};
 	redisReply *r;
 	bool found;
-	int rc;
+	int rc, s;
 
 	memset(res, 0, sizeof(*res));
 	al_key_job(key, id);
 	if (!(r = cmd(c, err, 3, argv, NULL)))
 		return AL_EREDIS;
-	snprintf(state, 32, "%s", r->type == REDIS_REPLY_STRING ? r->str : "");
+	s = r->type == REDIS_REPLY_STRING ? al_job_state_parse(r->str) : -2;
 	freeReplyObject(r);
 	if ((rc = get_result(c, id, res, &found, err)))
 		return rc;
 	if (found)
-		snprintf(state, 32, "done");
-	else if (!state[0])
+		s = AL_JS_DONE;
+	else if (s == -2)
 		return al_err_set(err, AL_EINVAL,
 				  "no job \"%s\" (never submitted, or its result expired)", id);
+	else if (s < 0)
+		return al_err_set(err, AL_EREDIS, "job \"%s\": its record has an unknown state",
+				  id);
+	*state = (enum al_job_state)s;
 	return AL_OK;
 }
 

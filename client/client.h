@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "../proto/contract.h"
 #include "../proto/err.h"
 #include "../proto/job.h"
 #include "../proto/result.h"
@@ -25,21 +26,23 @@ int al_client_submit(struct al_client *c, struct al_job *job, char id_out[AL_ID_
 		     bool *existing, struct al_err *err);
 
 /* Submit n jobs in one round trip (same rules as al_client_submit, per job).
- * ids_out[i] gets each id; status[i] is 1 accepted, 0 an earlier job with the
- * same idempotency key, -1 the id was taken. Returns AL_OK or an error for
- * the whole call (nothing or everything was submitted). */
+ * ids_out[i] gets each id; code[i] says what became of it: accepted, an
+ * earlier job with the same idempotency key (its id in ids_out[i]), or the
+ * id was taken. Returns AL_OK or an error for the whole call (nothing or
+ * everything was submitted). */
 int al_client_submit_many(struct al_client *c, struct al_job *jobs, size_t n,
-			  char (*ids_out)[AL_ID_MAX + 1], int *status, struct al_err *err);
+			  char (*ids_out)[AL_ID_MAX + 1], enum al_submit_code *code,
+			  struct al_err *err);
 
 /* Wait up to timeout_ms (0 = forever) for the result; AL_OK fills *res
  * (caller frees). A timeout returns AL_EREDIS with "timed out". */
 int al_client_wait(struct al_client *c, const char *id, uint64_t timeout_ms, struct al_result *res,
 		   struct al_err *err);
 
-/* The job's state ("submitted", "queued", "running", "retrying", "done")
- * into state; with a result when done (res->version != 0). */
-int al_client_status(struct al_client *c, const char *id, char state[32], struct al_result *res,
-		     struct al_err *err);
+/* Where the job is in its life (al_job_state_name gives its name); with a
+ * result when done (res->version != 0). Unknown ids are AL_EINVAL. */
+int al_client_status(struct al_client *c, const char *id, enum al_job_state *state,
+		     struct al_result *res, struct al_err *err);
 
 /* 1: cancelled while waiting, 2: kill sent to the running job, 0: already
  * finished. Unknown ids are AL_EINVAL. */

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/jbuild.h"
 #include "../proto/mp.h"
 
 static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -109,68 +110,69 @@ int al_json_get_bytes(const json_t *obj, const char *key, struct al_bytes *b)
 	return 0;
 }
 
-static json_t *strv_json(char *const *v, size_t n)
+static json_t *strv_json(struct al_jb *b, char *const *v, size_t n)
 {
 	json_t *a = json_array();
 
 	for (size_t i = 0; i < n; i++)
-		json_array_append_new(a, json_string(v[i]));
+		al_jb_add(b, a, json_string(v[i]));
 	return a;
 }
 
-static json_t *kv_json(const struct al_kv *kv, size_t n)
+static json_t *kv_json(struct al_jb *b, const struct al_kv *kv, size_t n)
 {
 	json_t *o = json_object();
 
 	for (size_t i = 0; i < n; i++)
-		json_object_set_new(o, kv[i].key, json_string(kv[i].value));
+		al_jb_set(b, o, kv[i].key, json_string(kv[i].value));
 	return o;
 }
 
 json_t *al_job_to_json(const struct al_job *job)
 {
 	const struct al_limits *l = &job->limits;
+	struct al_jb b = {0};
 	json_t *o = json_object(), *files = json_array(), *lim = json_object();
 
-	json_object_set_new(o, "v", json_integer(job->version));
-	json_object_set_new(o, "id", json_string(job->id));
-	json_object_set_new(o, "tenant", json_string(job->tenant));
-	json_object_set_new(o, "tier", json_string(job->tier));
-	json_object_set_new(o, "runtime", json_string(al_runtime_name(job->runtime)));
+	al_jb_set(&b, o, "v", json_integer(job->version));
+	al_jb_set(&b, o, "id", json_string(job->id));
+	al_jb_set(&b, o, "tenant", json_string(job->tenant));
+	al_jb_set(&b, o, "tier", json_string(job->tier));
+	al_jb_set(&b, o, "runtime", json_string(al_runtime_name(job->runtime)));
 	if (job->code.data)
-		al_json_set_bytes(o, "code", &job->code);
-	json_object_set_new(o, "argv", strv_json(job->argv, job->argc));
-	al_json_set_bytes(o, "stdin", &job->stdin_data);
+		al_jb_check(&b, al_json_set_bytes(o, "code", &job->code));
+	al_jb_set(&b, o, "argv", strv_json(&b, job->argv, job->argc));
+	al_jb_check(&b, al_json_set_bytes(o, "stdin", &job->stdin_data));
 	for (size_t i = 0; i < job->nfiles; i++) {
 		json_t *f = json_object();
 
-		json_object_set_new(f, "path", json_string(job->files[i].path));
-		al_json_set_bytes(f, "data", &job->files[i].data);
-		json_object_set_new(f, "mode", json_integer(job->files[i].mode));
-		json_array_append_new(files, f);
+		al_jb_set(&b, f, "path", json_string(job->files[i].path));
+		al_jb_check(&b, al_json_set_bytes(f, "data", &job->files[i].data));
+		al_jb_set(&b, f, "mode", json_integer(job->files[i].mode));
+		al_jb_add(&b, files, f);
 	}
-	json_object_set_new(o, "files", files);
-	json_object_set_new(o, "env", kv_json(job->env, job->nenv));
-	json_object_set_new(o, "collect", strv_json(job->collect, job->ncollect));
-	json_object_set_new(lim, "wall_ms", json_integer((json_int_t)l->wall_ms));
-	json_object_set_new(lim, "cpu_ms", json_integer((json_int_t)l->cpu_ms));
-	json_object_set_new(lim, "memory_bytes", json_integer((json_int_t)l->memory_bytes));
-	json_object_set_new(lim, "pids", json_integer((json_int_t)l->pids));
-	json_object_set_new(lim, "stdout_bytes", json_integer((json_int_t)l->stdout_bytes));
-	json_object_set_new(lim, "stderr_bytes", json_integer((json_int_t)l->stderr_bytes));
-	json_object_set_new(lim, "disk_bytes", json_integer((json_int_t)l->disk_bytes));
-	json_object_set_new(o, "limits", lim);
-	json_object_set_new(o, "network", json_string(al_network_name(job->network)));
-	json_object_set_new(o, "priority", json_integer(job->priority));
-	json_object_set_new(o, "deadline_ms", json_integer((json_int_t)job->deadline_ms));
-	json_object_set_new(o, "max_attempts", json_integer(job->max_attempts));
-	json_object_set_new(o, "idempotency_key",
-			    job->idempotency_key ? json_string(job->idempotency_key) : json_null());
-	json_object_set_new(o, "callback_url",
-			    job->callback_url ? json_string(job->callback_url) : json_null());
-	json_object_set_new(o, "labels", kv_json(job->labels, job->nlabels));
-	json_object_set_new(o, "submitted_ms", json_integer((json_int_t)job->submitted_ms));
-	return o;
+	al_jb_set(&b, o, "files", files);
+	al_jb_set(&b, o, "env", kv_json(&b, job->env, job->nenv));
+	al_jb_set(&b, o, "collect", strv_json(&b, job->collect, job->ncollect));
+	al_jb_set(&b, lim, "wall_ms", json_integer((json_int_t)l->wall_ms));
+	al_jb_set(&b, lim, "cpu_ms", json_integer((json_int_t)l->cpu_ms));
+	al_jb_set(&b, lim, "memory_bytes", json_integer((json_int_t)l->memory_bytes));
+	al_jb_set(&b, lim, "pids", json_integer((json_int_t)l->pids));
+	al_jb_set(&b, lim, "stdout_bytes", json_integer((json_int_t)l->stdout_bytes));
+	al_jb_set(&b, lim, "stderr_bytes", json_integer((json_int_t)l->stderr_bytes));
+	al_jb_set(&b, lim, "disk_bytes", json_integer((json_int_t)l->disk_bytes));
+	al_jb_set(&b, o, "limits", lim);
+	al_jb_set(&b, o, "network", json_string(al_network_name(job->network)));
+	al_jb_set(&b, o, "priority", json_integer(job->priority));
+	al_jb_set(&b, o, "deadline_ms", json_integer((json_int_t)job->deadline_ms));
+	al_jb_set(&b, o, "max_attempts", json_integer(job->max_attempts));
+	al_jb_set(&b, o, "idempotency_key",
+		  job->idempotency_key ? json_string(job->idempotency_key) : json_null());
+	al_jb_set(&b, o, "callback_url",
+		  job->callback_url ? json_string(job->callback_url) : json_null());
+	al_jb_set(&b, o, "labels", kv_json(&b, job->labels, job->nlabels));
+	al_jb_set(&b, o, "submitted_ms", json_integer((json_int_t)job->submitted_ms));
+	return al_jb_done(&b, o);
 }
 
 static json_t *opt_str(const char *s)
@@ -180,38 +182,38 @@ static json_t *opt_str(const char *s)
 
 json_t *al_result_to_json(const struct al_result *res)
 {
+	struct al_jb b = {0};
 	json_t *o = json_object(), *files = json_array();
 
-	json_object_set_new(o, "v", json_integer(res->version));
-	json_object_set_new(o, "id", json_string(res->id));
-	json_object_set_new(o, "attempt", json_integer(res->attempt));
-	json_object_set_new(o, "status", json_string(al_status_name(res->status)));
-	json_object_set_new(o, "exit_code",
-			    res->has_exit_code ? json_integer(res->exit_code) : json_null());
-	json_object_set_new(o, "signal", json_integer(res->signal));
-	al_json_set_bytes(o, "stdout", &res->out);
-	json_object_set_new(o, "stdout_truncated", json_boolean(res->out_truncated));
-	al_json_set_bytes(o, "stderr", &res->err);
-	json_object_set_new(o, "stderr_truncated", json_boolean(res->err_truncated));
+	al_jb_set(&b, o, "v", json_integer(res->version));
+	al_jb_set(&b, o, "id", json_string(res->id));
+	al_jb_set(&b, o, "attempt", json_integer(res->attempt));
+	al_jb_set(&b, o, "status", json_string(al_status_name(res->status)));
+	al_jb_set(&b, o, "exit_code",
+		  res->has_exit_code ? json_integer(res->exit_code) : json_null());
+	al_jb_set(&b, o, "signal", json_integer(res->signal));
+	al_jb_check(&b, al_json_set_bytes(o, "stdout", &res->out));
+	al_jb_set(&b, o, "stdout_truncated", json_boolean(res->out_truncated));
+	al_jb_check(&b, al_json_set_bytes(o, "stderr", &res->err));
+	al_jb_set(&b, o, "stderr_truncated", json_boolean(res->err_truncated));
 	for (size_t i = 0; i < res->nfiles; i++) {
 		json_t *f = json_object();
 
-		json_object_set_new(f, "path", json_string(res->files[i].path));
-		al_json_set_bytes(f, "data", &res->files[i].data);
-		json_object_set_new(f, "truncated", json_boolean(res->files[i].truncated));
-		json_array_append_new(files, f);
+		al_jb_set(&b, f, "path", json_string(res->files[i].path));
+		al_jb_check(&b, al_json_set_bytes(f, "data", &res->files[i].data));
+		al_jb_set(&b, f, "truncated", json_boolean(res->files[i].truncated));
+		al_jb_add(&b, files, f);
 	}
-	json_object_set_new(o, "files", files);
-	json_object_set_new(o, "wall_ms", json_integer((json_int_t)res->wall_ms));
-	json_object_set_new(o, "cpu_ms", json_integer((json_int_t)res->cpu_ms));
-	json_object_set_new(o, "peak_memory_bytes",
-			    json_integer((json_int_t)res->peak_memory_bytes));
-	json_object_set_new(o, "backend", opt_str(res->backend));
-	json_object_set_new(o, "worker", opt_str(res->worker));
-	json_object_set_new(o, "queued_ms", json_integer((json_int_t)res->queued_ms));
-	json_object_set_new(o, "started_ms", json_integer((json_int_t)res->started_ms));
-	json_object_set_new(o, "finished_ms", json_integer((json_int_t)res->finished_ms));
-	json_object_set_new(o, "error", opt_str(res->error));
-	json_object_set_new(o, "info", kv_json(res->info, res->ninfo));
-	return o;
+	al_jb_set(&b, o, "files", files);
+	al_jb_set(&b, o, "wall_ms", json_integer((json_int_t)res->wall_ms));
+	al_jb_set(&b, o, "cpu_ms", json_integer((json_int_t)res->cpu_ms));
+	al_jb_set(&b, o, "peak_memory_bytes", json_integer((json_int_t)res->peak_memory_bytes));
+	al_jb_set(&b, o, "backend", opt_str(res->backend));
+	al_jb_set(&b, o, "worker", opt_str(res->worker));
+	al_jb_set(&b, o, "queued_ms", json_integer((json_int_t)res->queued_ms));
+	al_jb_set(&b, o, "started_ms", json_integer((json_int_t)res->started_ms));
+	al_jb_set(&b, o, "finished_ms", json_integer((json_int_t)res->finished_ms));
+	al_jb_set(&b, o, "error", opt_str(res->error));
+	al_jb_set(&b, o, "info", kv_json(&b, res->info, res->ninfo));
+	return al_jb_done(&b, o);
 }

@@ -9,7 +9,9 @@
 #include "../proto/job.h"
 #include "../proto/result.h"
 
-/* Both return a new reference (caller json_decref's it) or NULL. */
+/* Both return a new reference (caller json_decref's it), or NULL when any
+ * part could not be made (out of memory): never a document with a part left
+ * out. */
 json_t *al_job_to_json(const struct al_job *job);
 json_t *al_result_to_json(const struct al_result *res);
 /* Set key (or key_base64) on obj from bytes. Returns 0 or -1. */

@@ -544,7 +544,7 @@ static int parse_root(struct ctx *c, struct al_policy *pol)
 				pol->tenants = calloc(cap + 1, sizeof(*pol->tenants));
 			else
 				return fail(c, k, "\"%s\" appears twice", key);
-			if (!pol->tiers && tiers)
+			if (tiers ? !pol->tiers : !pol->tenants)
 				return al_err_set(c->err, AL_ENOMEM, "policy: out of memory");
 			FOR_PAIRS(c, v, nk, nv, pn)
 			{

@@ -10,6 +10,24 @@
 /* ---- key names ---- */
 
 /* prefix + a (+ ":" + b when b is not NULL), cut to AL_KEY_MAX - 1. */
+static const char *const job_states[AL_JS_COUNT] = {
+    [AL_JS_SUBMITTED] = "submitted", [AL_JS_QUEUED] = "queued", [AL_JS_RUNNING] = "running",
+    [AL_JS_RETRYING] = "retrying",   [AL_JS_DONE] = "done",
+};
+
+const char *al_job_state_name(enum al_job_state s)
+{
+	return (unsigned)s < AL_JS_COUNT ? job_states[s] : "?";
+}
+
+int al_job_state_parse(const char *name)
+{
+	for (int i = 0; i < AL_JS_COUNT; i++)
+		if (!strcmp(name, job_states[i]))
+			return i;
+	return -1;
+}
+
 static const char *keyf(char out[AL_KEY_MAX], const char *prefix, const char *a, const char *b)
 {
 	snprintf(out, AL_KEY_MAX, "%s%s%s%s", prefix, a ? a : "", b ? ":" : "", b ? b : "");

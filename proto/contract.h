@@ -30,6 +30,22 @@ const char *al_key_vm(char out[AL_KEY_MAX], const char *name); /* al:vm:<name> *
  * bytes); false when name is not one. */
 bool al_key_queue_tier(const char *name, char *tier, size_t cap);
 
+/* ---- where a job is in its life: the state field of al:job:<id> ----
+ * Three vocabularies, three names: a job's state (here, written by the
+ * scripts), a result's status (result.h: how an attempt ended) and an
+ * error code (err.h: why a call failed). */
+enum al_job_state {
+	AL_JS_SUBMITTED = 0, /* in the intake, not yet admitted */
+	AL_JS_QUEUED,	     /* admitted, in its tier's ready stream */
+	AL_JS_RUNNING,	     /* claimed by a worker under a lease */
+	AL_JS_RETRYING,	     /* its attempt failed; back in the queue after a delay */
+	AL_JS_DONE,	     /* its result is committed */
+	AL_JS_COUNT
+};
+const char *al_job_state_name(enum al_job_state s);
+/* The state for a name, or -1. */
+int al_job_state_parse(const char *name);
+
 /* ---- a command under construction ----
  * Every argument is copied, so a call owns what it sends and can be sent
  * again (after a reconnect) without its builder's buffers. */

@@ -10,17 +10,17 @@ static void err_vfmt(struct al_err *err, const char *fmt, va_list ap)
 	vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
 }
 
-int al_err_set(struct al_err *err, int status, const char *fmt, ...)
+int al_err_set(struct al_err *err, int code, const char *fmt, ...)
 {
 	va_list ap;
 
 	if (!err)
-		return status;
-	err->status = status;
+		return code;
+	err->code = code;
 	va_start(ap, fmt);
 	err_vfmt(err, fmt, ap);
 	va_end(ap);
-	return status;
+	return code;
 }
 
 int al_err_sys(struct al_err *err, const char *fmt, ...)
@@ -31,7 +31,7 @@ int al_err_sys(struct al_err *err, const char *fmt, ...)
 
 	if (!err)
 		return AL_ESYS;
-	err->status = AL_ESYS;
+	err->code = AL_ESYS;
 	va_start(ap, fmt);
 	err_vfmt(err, fmt, ap);
 	va_end(ap);
@@ -64,13 +64,13 @@ int al_err_wrap(struct al_err *err, const char *fmt, ...)
 	for (size_t i = 0; old[i] && n < sizeof(err->msg) - 1; i++)
 		err->msg[n++] = old[i];
 	err->msg[n] = '\0';
-	return err->status;
+	return err->code;
 }
 
 void al_err_clear(struct al_err *err)
 {
 	if (!err)
 		return;
-	err->status = AL_OK;
+	err->code = AL_OK;
 	err->msg[0] = '\0';
 }

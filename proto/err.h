@@ -5,7 +5,7 @@
 
 #include <stdarg.h>
 
-enum al_status {
+enum al_err_code {
 	AL_OK = 0,
 	AL_EINVAL = -1,	 /* bad input: the message names the field and the problem */
 	AL_ENOMEM = -2,	 /* allocation failed */
@@ -17,19 +17,19 @@ enum al_status {
 #define AL_ERR_MSG_MAX 256
 
 /* Success leaves an al_err untouched; a failing function returns a negative
- * al_status and fills *err (if err is not NULL). */
+ * al_err_code and fills *err (if err is not NULL). */
 struct al_err {
-	int status;		  /* enum al_status, AL_OK when none */
+	int code;		  /* enum al_err_code, AL_OK when none */
 	char msg[AL_ERR_MSG_MAX]; /* one line, NUL-terminated */
 };
 
-/* Fill *err and return status. err may be NULL. */
-int al_err_set(struct al_err *err, int status, const char *fmt, ...)
+/* Fill *err and return code. err may be NULL. */
+int al_err_set(struct al_err *err, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Like al_err_set, appending ": strerror(errno)". */
 int al_err_sys(struct al_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Prefix the message already in *err with context ("ctx: old message");
- * returns err->status. */
+ * returns err->code. */
 int al_err_wrap(struct al_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void al_err_clear(struct al_err *err);
 

@@ -224,6 +224,11 @@ static void on_fetch(redisAsyncContext *ac, void *reply, void *priv)
 			    r->element[i]->elements == 2)
 				total += r->element[i]->element[1]->elements;
 		b = calloc(1, sizeof(*b) + (total + 1) * sizeof(struct slot *));
+		if (!b)
+			al_log("error", "out_of_memory",
+			       "what=claim jobs=%zu note=\"they stay pending; their lease brings "
+			       "them back\"",
+			       total);
 		for (size_t i = 0; b && i < r->elements; i++) {
 			redisReply *st = r->element[i];
 

@@ -15,7 +15,7 @@
 
 /* Take id's lock (held until the process ends). A second service worker
  * with the same id is refused (AL_EINVAL, saying so). Returns the fd or a
- * negative al_status. */
+ * negative al_err_code. */
 int al_hostlock_take(const char *dir, const char *id, bool shared, struct al_err *err);
 
 /* Sweep every worker id other than self that no live process holds;

@@ -84,7 +84,13 @@ static int run_one(const char *path, const struct al_backend_ops *ops,
 		return 1;
 	}
 	while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0 && b.len <= AL_JOB_MAX_BYTES)
-		al_buf_append(&b, chunk, n);
+		if (al_buf_append(&b, chunk, n)) {
+			fprintf(stderr, "airlock-worker: %s: out of memory\n", path);
+			if (f != stdin)
+				fclose(f);
+			al_buf_free(&b);
+			return 1;
+		}
 	if (f != stdin)
 		fclose(f);
 	if (al_job_decode(b.data, b.len, &job, &err)) {
@@ -258,7 +264,10 @@ static int apply(struct opts_state *st, int c, const char *name, const char *v)
 		char *save = NULL;
 
 		free(st->tiers_copy);
-		st->tiers_copy = strdup(v);
+		if (!(st->tiers_copy = strdup(v))) {
+			fprintf(stderr, "airlock-worker: out of memory\n");
+			return -1;
+		}
 		conf->ntiers = 0;
 		for (char *t = strtok_r(st->tiers_copy, ",", &save); t;
 		     t = strtok_r(NULL, ",", &save)) {
@@ -492,7 +501,8 @@ int main(int argc, char **argv)
 		}
 		al_hostlock_sweep_dead(AL_HOSTLOCK_DIR, conf.backend.worker_id,
 				       conf.backend.state_dir);
-		rc = al_worker_run(&conf);
+		if ((rc = al_worker_run(&conf, &err)) == 2)
+			fprintf(stderr, "airlock-worker: %s\n", err.msg);
 	}
 	free(st.tiers_copy);
 	if (have_doc)

@@ -89,7 +89,7 @@ static void on_finish(evutil_socket_t fd, short what, void *arg)
 
 static void fail(struct al_runner *r, const struct al_err *err)
 {
-	r->res.status = err->status == AL_EINVAL ? AL_ST_REJECTED : AL_ST_SANDBOX_ERROR;
+	r->res.status = err->code == AL_EINVAL ? AL_ST_REJECTED : AL_ST_SANDBOX_ERROR;
 	al_result_set_error(&r->res, "%s", err->msg);
 	finish(r);
 }
@@ -221,7 +221,7 @@ struct al_runner *al_runner_start(struct event_base *base, const struct al_backe
 	for (int i = 0; i < w.nfds; i++) {
 		r->watch[i] = event_new(base, w.fds[i], EV_READ | EV_PERSIST, on_ready, r);
 		if (!r->watch[i] || event_add(r->watch[i], NULL)) {
-			err.status = AL_ESANDBOX;
+			err.code = AL_ESANDBOX;
 			snprintf(err.msg, sizeof(err.msg), "runner: cannot watch the sandbox");
 			al_runner_stop(r, AL_ST_SANDBOX_ERROR, err.msg);
 			return r;

@@ -78,7 +78,10 @@ struct backend_state *wk_backend_for(struct worker *w, const char *name)
 
 /* ---- set-up ---- */
 
-static int setup_backends(struct worker *w)
+/* One backend state per backend the served tiers name, with its slots; a
+ * backend that cannot start leaves its tiers' jobs to fail with its reason.
+ * Fails (err) only when nothing could be served. */
+static int setup_backends(struct worker *w, struct al_err *err)
 {
 	const struct al_backend_ops *const *all = al_backend_all();
 
@@ -87,7 +90,7 @@ static int setup_backends(struct worker *w)
 		bool served = w->conf->ntiers == 0;
 		const struct al_backend_ops *ops = NULL;
 		struct backend_state *be;
-		struct al_err err = {0};
+		struct al_err berr = {0};
 
 		for (unsigned k = 0; k < w->conf->ntiers; k++)
 			served |= !strcmp(w->conf->tiers[k], t->name);
@@ -122,9 +125,9 @@ static int setup_backends(struct worker *w)
 				snprintf(be->why, sizeof(be->why),
 					 "the noop backend is for benchmarks; start the worker "
 					 "with --allow-noop");
-			} else if (al_backend_init(ops, &w->conf->backend, &err)) {
+			} else if (al_backend_init(ops, &w->conf->backend, &berr)) {
 				be->ok = false;
-				snprintf(be->why, sizeof(be->why), "%s", err.msg);
+				snprintf(be->why, sizeof(be->why), "%s", berr.msg);
 			} else {
 				be->ok = true;
 				al_backend_sweep(ops, &w->conf->backend, NULL);
@@ -135,7 +138,8 @@ static int setup_backends(struct worker *w)
 		       be->ok ? "" : "\"");
 		be->slots = calloc(wk_nplaces(w), sizeof(*be->slots));
 		if (!be->slots)
-			return -1;
+			return al_err_set(err, AL_ENOMEM, "out of memory for %s's slots",
+					  be->ops->name);
 		for (unsigned k = 0; k < wk_nplaces(w); k++) {
 			be->slots[k].w = w;
 			be->slots[k].index = (int)k;
@@ -145,18 +149,15 @@ static int setup_backends(struct worker *w)
 		if (w->nbackends == (int)(sizeof(w->backends) / sizeof(w->backends[0])))
 			break;
 	}
-	if (w->nstreams == 0) {
-		al_log("error", "no_tiers",
-		       "note=\"none of the tiers asked for is in the policy\"");
-		return -1;
-	}
+	if (w->nstreams == 0)
+		return al_err_set(err, AL_EINVAL, "none of the tiers asked for is in the policy");
 	wk_start_pools(w);
 	return 0;
 }
 
-/* The loop's events and the three connections; false (logged) when one
+/* The loop's events and the three connections; fails (err) when one
  * cannot be made: the worker does not start without all of them. */
-static bool wire(struct worker *w)
+static int wire(struct worker *w, struct al_err *err)
 {
 	const struct al_worker_conf *conf = w->conf;
 
@@ -167,18 +168,14 @@ static bool wire(struct worker *w)
 	w->sigint = evsignal_new(w->base, SIGINT, wk_on_signal, w);
 	w->hooks = al_webhooks_new(w->base, conf->webhook_secret);
 	if (!w->hb || !w->flush_ev || !w->grace || !w->sigterm || !w->sigint || !w->hooks ||
-	    evsignal_add(w->sigterm, NULL) || evsignal_add(w->sigint, NULL)) {
-		al_log("error", "worker_start", "error=\"out of memory making the loop's events\"");
-		return false;
-	}
+	    evsignal_add(w->sigterm, NULL) || evsignal_add(w->sigint, NULL))
+		return al_err_set(err, AL_ENOMEM, "out of memory making the loop's events");
 	w->cmd = al_aconn_new(w->base, &w->url, "cmd", wk_on_cmd_up, wk_on_conn_down, w);
 	w->fetch = al_aconn_new(w->base, &w->url, "fetch", wk_on_fetch_up, wk_on_conn_down, w);
 	w->sub = al_aconn_new(w->base, &w->url, "sub", wk_on_sub_up, wk_on_conn_down, w);
-	if (!w->cmd || !w->fetch || !w->sub) {
-		al_log("error", "worker_start", "error=\"out of memory making the connections\"");
-		return false;
-	}
-	return true;
+	if (!w->cmd || !w->fetch || !w->sub)
+		return al_err_set(err, AL_ENOMEM, "out of memory making the connections");
+	return AL_OK;
 }
 
 /* After the loop: callbacks in flight get their time (each bounded by its
@@ -219,7 +216,7 @@ static void tear_down(struct worker *w)
 	al_aconn_free(w->fetch);
 	al_aconn_free(w->sub);
 	for (int b = 0; b < w->nbackends; b++) {
-		for (unsigned i = 0; i < wk_nplaces(w); i++) {
+		for (unsigned i = 0; w->backends[b].slots && i < wk_nplaces(w); i++) {
 			struct slot *s = &w->backends[b].slots[i];
 
 			if (s->runner)
@@ -257,23 +254,20 @@ static void tear_down(struct worker *w)
 	al_policy_free(&w->policy);
 }
 
-int al_worker_run(const struct al_worker_conf *conf)
+int al_worker_run(const struct al_worker_conf *conf, struct al_err *err)
 {
 	struct worker w = {.conf = conf, .exit_code = 0};
-	struct al_err err = {0};
 
 	w.commits_tail = &w.commits;
-	if (al_redis_url_parse(conf->redis_url, &w.url, &err) ||
-	    al_policy_load(conf->policy_path, &w.policy, &err)) {
-		fprintf(stderr, "airlock-worker: %s\n", err.msg);
+	if (al_redis_url_parse(conf->redis_url, &w.url, err) ||
+	    al_policy_load(conf->policy_path, &w.policy, err))
 		return 2;
-	}
-	w.base = event_base_new();
-	if (!w.base || setup_backends(&w)) {
+	if (!(w.base = event_base_new())) {
 		al_policy_free(&w.policy);
+		al_err_set(err, AL_ENOMEM, "out of memory making the event loop");
 		return 2;
 	}
-	if (!wire(&w)) {
+	if (setup_backends(&w, err) || wire(&w, err)) {
 		tear_down(&w);
 		return 2;
 	}

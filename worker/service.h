@@ -26,7 +26,8 @@ struct al_worker_conf {
 	struct al_backend_conf backend; /* shared with every backend */
 };
 
-/* Run until drained (SIGTERM/SIGINT). Returns the process exit code. */
-int al_worker_run(const struct al_worker_conf *conf);
+/* Run until drained (SIGTERM/SIGINT). Returns the process exit code: 2
+ * with *err saying why when the worker could not start. */
+int al_worker_run(const struct al_worker_conf *conf, struct al_err *err);
 
 #endif

@@ -31,6 +31,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../../common/jbuild.h"
 #include "../../proto/buf.h"
 #include "../backend.h"
 #include "../cgroup.h"
@@ -263,18 +264,16 @@ static int ctr_init(const struct al_backend_conf *conf, struct al_err *err)
 /* jansson calls of the bundle being built: a failure (out of memory) marks
  * it, and a marked bundle is refused whole. One worker thread builds one
  * bundle at a time. */
-static bool bundle_bad;
+static struct al_jb bundle;
 
 static void jset(json_t *obj, const char *key, json_t *v)
 {
-	if (json_object_set_new(obj, key, v)) /* NULL obj or v included */
-		bundle_bad = true;
+	al_jb_set(&bundle, obj, key, v);
 }
 
 static void jadd(json_t *arr, json_t *v)
 {
-	if (json_array_append_new(arr, v))
-		bundle_bad = true;
+	al_jb_add(&bundle, arr, v);
 }
 
 static json_t *mount_of(const char *dst, const char *type, const char *src,
@@ -509,7 +508,7 @@ static int write_bundle(struct al_sandbox *sb, struct al_err *err)
 
 	if (al_argv_env(&sb->spec, "/proc/self/fd/3", &strings, &argc, &envc))
 		return al_err_set(err, AL_ENOMEM, "container: out of memory");
-	bundle_bad = false;
+	bundle = (struct al_jb){0};
 	root = json_object();
 	jset(root, "ociVersion", json_string("1.0.2"));
 	jset(root, "process", bundle_process(sb, &strings, argc, envc));
@@ -524,10 +523,8 @@ static int write_bundle(struct al_sandbox *sb, struct al_err *err)
 	jset(root, "linux", bundle_linux(sb));
 	al_buf_free(&strings);
 	/* whole or not at all: never a config.json with a part left out */
-	if (bundle_bad) {
-		json_decref(root);
+	if (!(root = al_jb_done(&bundle, root)))
 		return al_err_set(err, AL_ENOMEM, "container: out of memory building config.json");
-	}
 	/* The job's argv and environment: root's only (0600, made so) */
 	snprintf(path, sizeof(path), "%s/config.json", c->fs.dir);
 	{

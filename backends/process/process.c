@@ -497,7 +497,7 @@ static int proc_start(struct al_sandbox *sb, struct al_watch *wt, struct al_err 
 	/* None alive (died while waiting, or never made): one is made now, at
 	 * the cost of the cold path. */
 	if (!(w = warm_take(sb->spec.slot, err)))
-		return err->status ? err->status : AL_ESANDBOX;
+		return err->code ? err->code : AL_ESANDBOX;
 	if ((rc = al_cg_set_limits(&w->cg, &cgl, err)))
 		return al_err_wrap(err, "process");
 	p->cpu_base_ns = al_cg_cpu_ns(&w->cg);

@@ -95,7 +95,7 @@ int main(int argc, char **argv)
 		enum { BATCH = 100 };
 		static struct al_job jobs[BATCH];
 		static char ids[BATCH][AL_ID_MAX + 1], out[BATCH][AL_ID_MAX + 1];
-		static int st[BATCH];
+		static enum al_submit_code st[BATCH];
 
 		rc = path ? redisConnectUnix(path) : redisConnect("127.0.0.1", 6379);
 		if (!rc || rc->err)

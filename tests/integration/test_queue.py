@@ -90,6 +90,22 @@ def round_trip(c):
          "of its own", seen[-200:])
     p = c.cli("status", "no-such-job")
     t.ok(p.returncode == 1 and b"no job" in p.stderr, "status of an unknown id says so", p.stderr)
+    j = submit(c, "-c", "print(1)")
+    c.rcli("BLPOP", "al:done:" + j, "10")
+    p = c.cli("status", j)
+    t.ok(p.returncode == 0 and p.stdout.decode().split() == [j, "done", "ok"],
+         "status of a finished job: its state and its result's status", p.stdout)
+    c.rcli("HSET", "al:job:odd-state", "state", "limbo")
+    p = c.cli("status", "odd-state")
+    t.ok(p.returncode == 69 and b"unknown state" in p.stderr,
+         "a record with a state the protocol does not have: an error, not a made-up state",
+         p.stderr)
+    p = subprocess.run([os.path.join(os.environ.get("BUILD", "build"), "airlock-worker"),
+                        "--redis", c.url, "--tiers", "no-such-tier", "--worker-id", "notier",
+                        "--state-dir", c.dir], capture_output=True, timeout=30)
+    t.ok(p.returncode == 2 and
+         b"airlock-worker: none of the tiers asked for is in the policy" in p.stderr,
+         "a worker for tiers the policy lacks: exit 2, one line saying why", p.stderr)
     p = subprocess.run([os.path.join(os.environ.get("BUILD", "build"), "airlock"), "--redis",
                         "unix:///nonexistent/redis.sock", "run", "-c", "print(1)"],
                        capture_output=True, timeout=30)

@@ -32,7 +32,11 @@ static int decode_job(const struct al_buf *in)
 		printf("error: %s\n", err.msg);
 		return 1;
 	}
-	j = al_job_to_json(&job);
+	if (!(j = al_job_to_json(&job))) {
+		printf("error: out of memory\n");
+		al_job_free(&job);
+		return 1;
+	}
 	json_dumpf(j, stdout, JSON_SORT_KEYS);
 	putchar('\n');
 	json_decref(j);

@@ -1,6 +1,8 @@
 /* test_contract.c - the Redis contract (proto/contract.h): key names, the
  * command builder, and the layouts of the script builders (KEYS before
  * ARGV, counts per item, dead letters cut and bounded). */
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,6 +18,52 @@ static const char *arg(const struct al_call *c, int i)
 	if (al_call_argv((struct al_call *)c, &argc, &argv, &lens) || i >= argc)
 		return "(none)";
 	return argv[i];
+}
+
+/* Every state a script writes into a job's record is one of enum
+ * al_job_state, and every state of the enum is written by some script: the
+ * C side and the Lua side speak one vocabulary. */
+static void check_job_states(void)
+{
+	static const char *const scripts[] = {
+	    al_lua_submit, al_lua_admit,   al_lua_claim,   al_lua_fetch,  al_lua_commit,
+	    al_lua_retry,  al_lua_promote, al_lua_reclaim, al_lua_cancel, al_lua_expire,
+	};
+	bool written[AL_JS_COUNT] = {0};
+	int unknown = 0, found = 0;
+
+	for (size_t i = 0; i < sizeof(scripts) / sizeof(scripts[0]); i++) {
+		for (const char *p = scripts[i]; (p = strstr(p, "'state', '")); p++) {
+			char name[32];
+			size_t n = strcspn(p + 10, "'");
+			int s;
+
+			const char *line = p;
+
+			while (line > scripts[i] && line[-1] != '\n')
+				line--;
+			if (!memmem(line, (size_t)(p - line), "'HSET'", 6))
+				continue; /* a read (HMGET), not a write */
+			snprintf(name, sizeof(name), "%.*s", (int)n, p + 10);
+			s = al_job_state_parse(name);
+			found++;
+			if (s < 0) {
+				unknown++;
+				printf(
+				    "#   a script writes state \"%s\", not in enum al_job_state\n",
+				    name);
+			} else
+				written[s] = true;
+		}
+	}
+	TAP_OK(found >= AL_JS_COUNT, "the scripts write job states (%d places)", found);
+	TAP_OK(unknown == 0, "each state a script writes is in enum al_job_state");
+	for (int s = 0; s < AL_JS_COUNT; s++)
+		TAP_OK(written[s], "state %s is written by a script",
+		       al_job_state_name((enum al_job_state)s));
+	TAP_OK(al_job_state_parse("done") == AL_JS_DONE && al_job_state_parse("gone") == -1 &&
+		   !strcmp(al_job_state_name(AL_JS_COUNT), "?"),
+	       "job state names parse both ways");
 }
 
 int main(void)
@@ -119,5 +167,6 @@ int main(void)
 	TAP_OK(!strcmp(arg(&c, 2), "3"), "CANCEL: 3 keys, no tenant or stats key");
 	al_call_free(&c);
 	al_call_free(NULL);
+	check_job_states();
 	return tap_done();
 }

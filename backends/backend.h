@@ -42,6 +42,8 @@ struct al_backend_conf {
 	unsigned nofile;	    /* RLIMIT_NOFILE for jobs */
 	const char *helper_dir;	    /* where airlock-sandbox-init and airlock-oci-shim are;
 				     * NULL = beside the worker's executable */
+	const char *images_dir;	    /* the image catalogue (deploy/images/build.sh's --out):
+				     * DIR/NAME and DIR/NAME.ext4; NULL = AL_IMAGES_DIR */
 	const char *oci_runtime;    /* container: runc, crun or runsc; NULL = detect */
 	uint32_t userns_base;	    /* container: slot i's root is host uid base + i*65536 */
 	const char *bundle_copy;    /* benchmarks: keep each job's definition here (container:
@@ -61,7 +63,8 @@ struct al_pool_spec {
 	unsigned size;	       /* how many to keep ready */
 	uint64_t memory_bytes; /* the tier's default memory limit */
 	uint64_t cpu_millis;   /* the tier's CPU bandwidth */
-	const char *image;     /* the tier's image, or NULL */
+	const char *image;     /* the catalogue image its sandboxes boot, or NULL */
+	const char *guest;     /* microvm: the tier's guest directory, or NULL */
 	uint64_t max_idle_ms;  /* one idle this long is replaced */
 };
 
@@ -73,7 +76,8 @@ struct al_run_spec {
 	const struct al_kv *env; /* the policy's variables (set before the job's) */
 	size_t nenv;
 	enum al_network network; /* granted by policy */
-	const char *image;	 /* the tier's image, or NULL */
+	const char *image;	 /* the job's catalogue image (a name its tier allows), or NULL */
+	const char *guest;	 /* microvm/vm: the tier's guest directory, or NULL = built-in */
 	char *const *binds;	 /* process/container: host paths bound read-only at the
 				  * same place (the tier's policy); nbinds of them */
 	size_t nbinds;
@@ -85,6 +89,17 @@ struct al_run_spec {
 	size_t nports;
 	uint64_t lease_ms, max_lease_ms;
 };
+
+#define AL_IMAGES_DIR "/var/lib/airlock/images"
+
+/* A catalogue image's root directory (container) or block image (microVM,
+ * vm: disk true) into out; AL_ESANDBOX naming the command that builds it
+ * when it is not built. */
+int al_image_path(const struct al_backend_conf *conf, const char *name, bool disk, char *out,
+		  size_t cap, struct al_err *err);
+/* The content hash build.sh left in a catalogue image ("sha256:..."), or
+ * "unknown". */
+void al_image_hash(const struct al_backend_conf *conf, const char *name, char *out, size_t cap);
 
 #define AL_WATCH_MAX	 4
 #define AL_USAGE_POLL_MS 100 /* how often a running job's usage is checked */

@@ -27,6 +27,8 @@ const char al_policy_builtin[] =
     "    defaults: {wall_ms: 30000, memory_bytes: 268435456, pids: 64}\n"
     "  untrusted:\n"
     "    backend: microvm\n"
+    "    images: [python, toolchain, node]\n"
+    "    image: python\n"
     "    pool: 1\n"
     "    defaults: {wall_ms: 30000, memory_bytes: 134217728, pids: 64}\n"
     "  service:\n"
@@ -307,11 +309,138 @@ static int parse_binds(struct ctx *c, yaml_node_t *v, struct al_tier_policy *t)
 	return AL_OK;
 }
 
+/* A catalogue image's name: what deploy/images/build.sh accepts. */
+static bool image_name_ok(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n > AL_ID_MAX || !((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= '0' && s[0] <= '9')))
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '_' ||
+		      s[i] == '-'))
+			return false;
+	return true;
+}
+
+static int image_index(const struct al_tier_policy *t, const char *name)
+{
+	for (size_t i = 0; i < t->nimages; i++)
+		if (!strcmp(t->images[i], name))
+			return (int)i;
+	return -1;
+}
+
+static int get_image(struct ctx *c, yaml_node_t *v, const char *what, char **out)
+{
+	int rc = get_str(c, v, what, out);
+
+	if (!rc && !image_name_ok(*out))
+		return fail(c, v,
+			    "%s: \"%s\" is not an image name (a recipe of deploy/images/recipes: "
+			    "[a-z0-9][a-z0-9_-]*, not a path)",
+			    what, *out);
+	return rc;
+}
+
+static int parse_images(struct ctx *c, yaml_node_t *v, struct al_tier_policy *t)
+{
+	yaml_node_t *h;
+	int rc;
+
+	if (v->type != YAML_SEQUENCE_NODE)
+		return fail(c, v, "images: expected a list of catalogue image names");
+	FOR_ITEMS(c, v, h, it)
+	{
+		char *name = NULL;
+
+		if (t->nimages == AL_IMAGES_MAX)
+			return fail(c, h, "images: at most %d", AL_IMAGES_MAX);
+		if ((rc = get_image(c, h, "images[]", &name)))
+			return free(name), rc;
+		if (image_index(t, name) >= 0) {
+			rc = fail(c, h, "images: \"%s\" listed twice", name);
+			free(name);
+			return rc;
+		}
+		t->images[t->nimages++] = name;
+	}
+	return AL_OK;
+}
+
+/* pool: N (the default image's), or {image: N, ...}; the names are checked
+ * against images once the whole tier is read (pool_names). */
+static int parse_pool(struct ctx *c, yaml_node_t *v, struct al_tier_policy *t,
+		      char *names[AL_IMAGES_MAX], uint32_t counts[AL_IMAGES_MAX], size_t *n)
+{
+	yaml_node_t *k, *e;
+	uint64_t u;
+	int rc;
+
+	if (v->type == YAML_SCALAR_NODE) {
+		if ((rc = get_u64(c, v, "pool", &u)))
+			return rc;
+		if (u > AL_POOL_MAX)
+			return fail(c, v, "pool: expected 0..%d (pre-booted sandboxes per worker)",
+				    AL_POOL_MAX);
+		t->pool = (uint32_t)u;
+		return AL_OK;
+	}
+	if (v->type != YAML_MAPPING_NODE)
+		return fail(c, v, "pool: expected a number, or image: number pairs");
+	FOR_PAIRS(c, v, k, e, pe)
+	{
+		if (*n == AL_IMAGES_MAX)
+			return fail(c, k, "pool: at most %d images", AL_IMAGES_MAX);
+		if ((rc = get_image(c, k, "pool", &names[*n])))
+			return rc;
+		(*n)++;
+		if ((rc = get_u64(c, e, "pool", &u)))
+			return rc;
+		if (u > AL_POOL_MAX)
+			return fail(c, e, "pool: expected 0..%d (pre-booted sandboxes per worker)",
+				    AL_POOL_MAX);
+		counts[*n - 1] = (uint32_t)u;
+	}
+	return AL_OK;
+}
+
+/* Once a tier is read: its default image is one it offers (an image alone
+ * offers itself; a list alone makes its first the default), and each
+ * per-image pool names one. */
+static int check_images(struct ctx *c, yaml_node_t *n, struct al_tier_policy *t,
+			char *names[AL_IMAGES_MAX], const uint32_t counts[AL_IMAGES_MAX],
+			size_t npools)
+{
+	if (t->image && !t->nimages) {
+		if (!(t->images[0] = strdup(t->image)))
+			return al_err_set(c->err, AL_ENOMEM, "policy: out of memory");
+		t->nimages = 1;
+	} else if (!t->image && t->nimages) {
+		if (!(t->image = strdup(t->images[0])))
+			return al_err_set(c->err, AL_ENOMEM, "policy: out of memory");
+	} else if (t->image && image_index(t, t->image) < 0)
+		return fail(c, n, "tier %s: image \"%s\" is not in its images; add it there",
+			    t->name, t->image);
+	for (size_t i = 0; i < npools; i++) {
+		int k = image_index(t, names[i]);
+
+		if (k < 0)
+			return fail(c, n, "tier %s: pool: \"%s\" is not in its images", t->name,
+				    names[i]);
+		if (!strcmp(names[i], t->image))
+			t->pool = counts[i];
+		else
+			t->pools[k] = counts[i];
+	}
+	if (t->nimages && !strcmp(t->backend, "vm") && t->nimages > 1)
+		return fail(c, n, "tier %s: a vm tier boots one image; give one", t->name);
+	return AL_OK;
+}
+
 /* Every key a tier may have: adding one is a line here. Numbers are
  * checked against [min, max] with hint as the error ("key: hint"). */
-enum key_kind { KEY_STR, KEY_BOOL, KEY_U64, KEY_U32, KEY_LIMITS, KEY_LIST };
-
-_Static_assert(AL_POOL_MAX == 64, "the pool hint below says 0..64");
+enum key_kind { KEY_STR, KEY_IMAGE, KEY_BOOL, KEY_U64, KEY_U32, KEY_LIMITS, KEY_LIST, KEY_POOL };
 
 static const struct tier_key {
 	const char *key;
@@ -329,9 +458,10 @@ static const struct tier_key {
     {"cpu_millis", KEY_U64, F(cpu_millis), 1, 256000, "expected 1..256000 (1000 = one CPU)", NULL},
     {"max_attempts", KEY_U32, F(max_attempts), 1, AL_ATTEMPTS_MAX, "expected 1..10", NULL},
     {"backoff_ms", KEY_U64, F(backoff_ms), 0, UINT64_MAX, NULL, NULL},
-    {"image", KEY_STR, F(image), 0, 0, NULL, NULL},
-    {"pool", KEY_U32, F(pool), 0, AL_POOL_MAX, "expected 0..64 (pre-booted sandboxes per worker)",
-     NULL},
+    {"image", KEY_IMAGE, F(image), 0, 0, NULL, NULL},
+    {"images", KEY_LIST, 0, 0, 0, NULL, parse_images},
+    {"guest", KEY_STR, F(guest), 0, 0, NULL, NULL},
+    {"pool", KEY_POOL, 0, 0, 0, NULL, NULL},
     {"pool_max_idle_ms", KEY_U64, F(pool_max_idle_ms), 1000, UINT64_MAX, "expected at least 1000",
      NULL},
     {"vm_network", KEY_STR, F(vm_network), 0, 0, NULL, NULL},
@@ -344,8 +474,15 @@ static const struct tier_key {
 #undef F
 };
 
+/* A tier's pool entries until the tier is read whole (check_images). */
+struct pool_names {
+	char *names[AL_IMAGES_MAX];
+	uint32_t counts[AL_IMAGES_MAX];
+	size_t n;
+};
+
 static int parse_tier_key(struct ctx *c, const struct tier_key *tk, yaml_node_t *v,
-			  struct al_tier_policy *t)
+			  struct al_tier_policy *t, struct pool_names *pn)
 {
 	char *field = (char *)t + tk->off;
 	uint64_t u;
@@ -353,6 +490,8 @@ static int parse_tier_key(struct ctx *c, const struct tier_key *tk, yaml_node_t 
 
 	switch (tk->kind) {
 	case KEY_STR: return get_str(c, v, tk->key, (char **)(void *)field);
+	case KEY_IMAGE: return get_image(c, v, tk->key, (char **)(void *)field);
+	case KEY_POOL: return parse_pool(c, v, t, pn->names, pn->counts, &pn->n);
 	case KEY_BOOL: return get_bool(c, v, tk->key, (bool *)(void *)field);
 	case KEY_LIMITS: return parse_limits(c, v, tk->key, (struct al_limits *)(void *)field);
 	case KEY_LIST: return tk->parse(c, v, t);
@@ -371,7 +510,8 @@ static int parse_tier_key(struct ctx *c, const struct tier_key *tk, yaml_node_t 
 	return AL_OK;
 }
 
-static int parse_tier(struct ctx *c, yaml_node_t *name, yaml_node_t *n, struct al_tier_policy *t)
+static int read_tier(struct ctx *c, yaml_node_t *name, yaml_node_t *n, struct al_tier_policy *t,
+		     struct pool_names *pn)
 {
 	yaml_node_t *k, *v;
 	bool known = false;
@@ -412,7 +552,7 @@ static int parse_tier(struct ctx *c, yaml_node_t *name, yaml_node_t *n, struct a
 					 tier_keys[i].key);
 			return fail(c, k, "tier %s: unknown key \"%s\"; use %s", t->name, key, all);
 		}
-		if ((rc = parse_tier_key(c, tk, v, t)))
+		if ((rc = parse_tier_key(c, tk, v, t, pn)))
 			return rc;
 	}
 	if (!t->backend)
@@ -458,7 +598,17 @@ static int parse_tier(struct ctx *c, yaml_node_t *name, yaml_node_t *n, struct a
 	CHECK_DEF(stderr_bytes);
 	CHECK_DEF(disk_bytes);
 #undef CHECK_DEF
-	return AL_OK;
+	return check_images(c, n, t, pn->names, pn->counts, pn->n);
+}
+
+static int parse_tier(struct ctx *c, yaml_node_t *name, yaml_node_t *n, struct al_tier_policy *t)
+{
+	struct pool_names pn = {.n = 0};
+	int rc = read_tier(c, name, n, t, &pn);
+
+	for (size_t i = 0; i < pn.n; i++)
+		free(pn.names[i]);
+	return rc;
 }
 
 static int parse_tenant(struct ctx *c, yaml_node_t *name, yaml_node_t *n,
@@ -633,6 +783,9 @@ void al_policy_free(struct al_policy *pol)
 		free(t->name);
 		free(t->backend);
 		free(t->image);
+		for (size_t j = 0; j < t->nimages; j++)
+			free(t->images[j]);
+		free(t->guest);
 		free(t->vm_network);
 		for (size_t j = 0; j < t->nenv; j++) {
 			free(t->env[j].key);
@@ -825,6 +978,27 @@ bool al_callback_addr_ok(char *const *hosts, size_t n, const struct sockaddr *sa
 	return false;
 }
 
+int al_policy_admit_image(const struct al_tier_policy *t, struct al_job *job, struct al_err *err)
+{
+	char names[AL_IMAGES_MAX * (AL_ID_MAX + 2) + 1] = "";
+
+	if (!job->image) {
+		if (t->image && !(job->image = strdup(t->image)))
+			return al_err_set(err, AL_ENOMEM, "image: out of memory");
+		return AL_OK;
+	}
+	if (image_index(t, job->image) >= 0)
+		return AL_OK;
+	if (!t->nimages)
+		return al_err_set(err, AL_EINVAL,
+				  "image: tier %s offers no catalogue image; leave image out", t->name);
+	for (size_t i = 0; i < t->nimages; i++)
+		snprintf(names + strlen(names), sizeof(names) - strlen(names), "%s%s",
+			 i ? ", " : "", t->images[i]);
+	return al_err_set(err, AL_EINVAL, "image: \"%s\" is not allowed on tier %s (allowed: %s)",
+			  job->image, t->name, names);
+}
+
 int al_policy_admit(const struct al_policy *pol, struct al_job *job, uint64_t now_ms,
 		    struct al_err *err)
 {
@@ -885,5 +1059,5 @@ int al_policy_admit(const struct al_policy *pol, struct al_job *job, uint64_t no
 				  job->priority, job->tenant, ten->max_priority);
 	if (!job->max_attempts || job->max_attempts > t->max_attempts)
 		job->max_attempts = t->max_attempts;
-	return AL_OK;
+	return al_policy_admit_image(t, job, err);
 }

@@ -16,6 +16,7 @@
 #define AL_PORTS_MAX	 8
 #define AL_BINDS_MAX	 8 /* host paths a tier may bind into its sandboxes */
 #define AL_BIND_PATH_MAX 512
+#define AL_IMAGES_MAX	 16 /* catalogue images one tier may offer */
 
 struct al_tier_policy {
 	char *name;
@@ -30,11 +31,17 @@ struct al_tier_policy {
 	size_t nenv;
 	char **callback_hosts; /* hosts allowed in callback_url */
 	size_t ncallback_hosts;
-	char *image;		   /* container/microvm/vm image, or NULL */
+	char *image;		       /* the default catalogue image (a name), or NULL */
+	char *images[AL_IMAGES_MAX];   /* the catalogue images its jobs may name */
+	size_t nimages;
+	uint32_t pools[AL_IMAGES_MAX]; /* microvm: pool per image (images[i]); pool is the
+					* default image's */
+	char *guest; /* microvm/vm: the guest (kernel, initramfs) directory; NULL = built-in */
 	char *binds[AL_BINDS_MAX]; /* process/container: host paths bound read-only at the
 				    * same place in every sandbox of the tier */
 	size_t nbinds;
-	uint32_t pool;		      /* microvm: pre-booted VMs per worker (0..AL_POOL_MAX) */
+	uint32_t pool;		      /* microvm: pre-booted VMs per worker (0..AL_POOL_MAX) of
+				       * the default image */
 	uint64_t pool_max_idle_ms;    /* microvm: a pool VM idle this long is recycled */
 	char *vm_network;	      /* vm: the libvirt network its VMs join ("airlock") */
 	uint16_t ports[AL_PORTS_MAX]; /* vm: the ports the service listens on */
@@ -76,6 +83,9 @@ const struct al_tenant_policy *al_policy_tenant(const struct al_policy *pol, con
  * (limits, max_attempts). AL_EINVAL with the specific reason when refused. */
 int al_policy_admit(const struct al_policy *pol, struct al_job *job, uint64_t now_ms,
 		    struct al_err *err);
+/* The part of admission that picks the job's image: one its tier offers
+ * (else AL_EINVAL naming the allowed ones), or the tier's default. */
+int al_policy_admit_image(const struct al_tier_policy *t, struct al_job *job, struct al_err *err);
 
 /* callback_url against a tier's callback_hosts: an http(s) URL whose host
  * and port an entry names ("host": the scheme's default port; "host:port").

@@ -155,7 +155,8 @@ int al_job_validate(const struct al_job *job, struct al_err *err)
 				  job->version, AL_PROTO_VERSION);
 	if ((rc = check_name("id", job->id, AL_ID_MAX, "._:-", err)) ||
 	    (rc = check_name("tenant", job->tenant, AL_ID_MAX, "._:-", err)) ||
-	    (rc = check_name("tier", job->tier, AL_ID_MAX, "_-", err)))
+	    (rc = check_name("tier", job->tier, AL_ID_MAX, "_-", err)) ||
+	    (job->image && (rc = check_name("image", job->image, AL_ID_MAX, "_-", err))))
 		return rc;
 
 	if (job->runtime == AL_RUNTIME_ARGV) {
@@ -467,6 +468,7 @@ enum job_field {
 	F_ATTEMPTS,
 	F_IDEM,
 	F_CALLBACK,
+	F_IMAGE,
 	F_LABELS,
 	F_SUBMITTED,
 	F_COUNT
@@ -476,7 +478,7 @@ static const char *const job_field_names[F_COUNT] = {
     "v",       "id",	       "tenant",      "tier",	      "runtime",	 "code",
     "argv",    "stdin",	       "files",	      "env",	      "collect",	 "limits",
     "network", "priority",     "deadline_ms", "max_attempts", "idempotency_key", "callback_url",
-    "labels",  "submitted_ms",
+    "image",   "labels",       "submitted_ms",
 };
 
 static int dec_field(enum job_field f, const msgpack_object *v, struct al_job *job,
@@ -535,6 +537,7 @@ static int dec_field(enum job_field f, const msgpack_object *v, struct al_job *j
 				      err);
 	case F_CALLBACK:
 		return al_mp_get_text(v, "callback_url", AL_URL_MAX, &job->callback_url, err);
+	case F_IMAGE: return al_mp_get_text(v, "image", AL_ID_MAX, &job->image, err);
 	case F_LABELS:
 		return dec_kv_map(v, "labels", AL_LABELS_MAX, AL_LABEL_KEY_MAX, AL_LABEL_VALUE_MAX,
 				  &job->labels, &job->nlabels, err);
@@ -699,6 +702,7 @@ int al_job_encode(const struct al_job *job, struct al_buf *out, struct al_err *e
 	n += job->max_attempts > 0;
 	n += job->idempotency_key != NULL;
 	n += job->callback_url != NULL;
+	n += job->image != NULL;
 	n += job->nlabels > 0;
 	n += job->submitted_ms > 0;
 
@@ -743,6 +747,8 @@ int al_job_encode(const struct al_job *job, struct al_buf *out, struct al_err *e
 		bad |= al_mp_pack_kv_str(&pk, "idempotency_key", job->idempotency_key);
 	if (job->callback_url)
 		bad |= al_mp_pack_kv_str(&pk, "callback_url", job->callback_url);
+	if (job->image)
+		bad |= al_mp_pack_kv_str(&pk, "image", job->image);
 	if (job->nlabels)
 		bad |=
 		    al_mp_pack_str(&pk, "labels") || al_mp_pack_kvs(&pk, job->labels, job->nlabels);
@@ -790,6 +796,7 @@ void al_job_free(struct al_job *job)
 	free_strv(job->collect, job->ncollect);
 	free(job->idempotency_key);
 	free(job->callback_url);
+	free(job->image);
 	free_kvs(job->labels, job->nlabels);
 	memset(job, 0, sizeof(*job));
 }

@@ -106,6 +106,7 @@ struct al_job {
 	uint32_t max_attempts; /* 1..10; 0 = the tier's default */
 	char *idempotency_key; /* may be NULL */
 	char *callback_url;    /* may be NULL */
+	char *image;	       /* a catalogue image its tier allows; NULL = the tier's default */
 	struct al_kv *labels;
 	size_t nlabels;
 	uint64_t submitted_ms; /* unix ms, set by the client; 0 = unknown */

@@ -257,36 +257,50 @@ void wk_on_signal(evutil_socket_t sig, short what, void *arg)
 }
 
 /* Warm pools: each served tier whose policy asks for one, on its backend. */
+/* One pool of tier t's image (NULL: the tier has none) of size n. */
+static void start_pool(struct worker *w, const struct al_tier_policy *t,
+		       struct backend_state *be, const char *image, uint32_t n)
+{
+	struct al_pool_spec ps = {
+	    .tier = t->name,
+	    .size = n,
+	    .memory_bytes = t->defaults.memory_bytes,
+	    .cpu_millis = t->cpu_millis,
+	    .image = image,
+	    .guest = t->guest,
+	    .max_idle_ms = t->pool_max_idle_ms,
+	};
+	struct al_err err = {0};
+
+	if (!be->ops->pool) {
+		al_log("warn", "pool_unsupported", "tier=%s backend=%s", t->name, be->ops->name);
+		return;
+	}
+	if (be->ops->pool(&w->conf->backend, &ps, &err))
+		al_log("error", "pool", "tier=%s image=%s backend=%s why=\"%s\"", t->name,
+		       image ? image : "none", be->ops->name, err.msg);
+	else
+		al_log("info", "pool", "tier=%s image=%s backend=%s size=%u", t->name,
+		       image ? image : "none", be->ops->name, n);
+}
+
+/* Warm pools: the default image's (pool: N) and each image's own
+ * (pool: {image: N}). */
 void wk_start_pools(struct worker *w)
 {
 	for (size_t i = 0; i < w->policy.ntiers; i++) {
 		const struct al_tier_policy *t = &w->policy.tiers[i];
 		struct backend_state *be = wk_backend_for(w, t->backend);
-		struct al_pool_spec ps = {
-		    .tier = t->name,
-		    .size = t->pool,
-		    .memory_bytes = t->defaults.memory_bytes,
-		    .cpu_millis = t->cpu_millis,
-		    .image = t->image,
-		    .max_idle_ms = t->pool_max_idle_ms,
-		};
-		struct al_err err = {0};
 		bool served = w->conf->ntiers == 0;
 
 		for (unsigned k = 0; k < w->conf->ntiers; k++)
 			served |= !strcmp(w->conf->tiers[k], t->name);
-		if (!t->pool || !served || !be || !be->ok)
+		if (!served || !be || !be->ok)
 			continue;
-		if (!be->ops->pool) {
-			al_log("warn", "pool_unsupported", "tier=%s backend=%s", t->name,
-			       be->ops->name);
-			continue;
-		}
-		if (be->ops->pool(&w->conf->backend, &ps, &err))
-			al_log("error", "pool", "tier=%s backend=%s why=\"%s\"", t->name,
-			       be->ops->name, err.msg);
-		else
-			al_log("info", "pool", "tier=%s backend=%s size=%u", t->name, be->ops->name,
-			       t->pool);
+		if (t->pool)
+			start_pool(w, t, be, t->image, t->pool);
+		for (size_t k = 0; k < t->nimages; k++)
+			if (t->pools[k])
+				start_pool(w, t, be, t->images[k], t->pools[k]);
 	}
 }

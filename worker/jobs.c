@@ -260,7 +260,8 @@ void wk_job_run(struct worker *w, struct slot *s)
 	spec.env = s->tier->env;
 	spec.nenv = s->tier->nenv;
 	spec.network = s->job.network;
-	spec.image = s->tier->image;
+	spec.image = s->job.image; /* admitted: one its tier offers, or its default */
+	spec.guest = s->tier->guest;
 	spec.binds = s->tier->binds;
 	spec.nbinds = s->tier->nbinds;
 	spec.slot = (unsigned)s->index;

@@ -113,7 +113,12 @@ static int run_one(const char *path, const struct al_backend_ops *ops,
 				job.tier, policy_path);
 			goto out;
 		}
-		spec.image = t->image;
+		if (al_policy_admit_image(t, &job, &err)) {
+			fprintf(stderr, "airlock-worker: %s: rejected: %s\n", path, err.msg);
+			goto out;
+		}
+		spec.image = job.image;
+		spec.guest = t->guest;
 		spec.env = t->env;
 		spec.nenv = t->nenv;
 		spec.binds = t->binds;
@@ -175,7 +180,8 @@ static void usage(FILE *f)
 	    "  --uid-base N         slot i runs as uid N+i, microVM n's VMM as N+256+n: give\n"
 	    "                       each worker on a host its own 768 ids (default 60000)\n"
 	    "  --helper-dir DIR     where airlock-sandbox-init and airlock-oci-shim are\n"
-	    "                       (default: beside this executable)\n"
+	    "                       (default: beside this executable)\n"	    "  --images DIR         the image catalogue deploy/images/build.sh made\n"
+	    "                       (default " AL_IMAGES_DIR ")\n"
 	    "  --userns-base N      container slot i's root is host uid N+i*65536 (default "
 	    "200000)\n"
 	    "  --oci-runtime R      runc, crun or runsc (default: detected)\n"
@@ -209,6 +215,7 @@ static const struct option opts[] = {
     {"uid-base", required_argument, NULL, 'u'},
     {"hide", required_argument, NULL, 'H'},
     {"helper-dir", required_argument, NULL, 'i'},
+    {"images", required_argument, NULL, 'I'},
     {"userns-base", required_argument, NULL, 'U'},
     {"oci-runtime", required_argument, NULL, 'O'},
     {"vmm", required_argument, NULL, 'M'},
@@ -316,6 +323,7 @@ static int apply(struct opts_state *st, int c, const char *name, const char *v)
 		return -1;
 	case 'S': conf->webhook_secret = v; break;
 	case 'i': conf->backend.helper_dir = v; break;
+	case 'I': conf->backend.images_dir = v; break;
 	case 'U':
 		if (parse_u64(name, v, 65536, 4000000000ull, &u))
 			return -1;

@@ -63,6 +63,7 @@ struct ctr_sb {
 	bool cg_made;
 	char name[AL_ID_MAX + 48];
 	char rootfs[PATH_MAX]; /* the job's own overlay root ("" when it uses the image's) */
+	char image[PATH_MAX];  /* the job's catalogue image's root ("" = the host image) */
 	int code_fd, stdin_fd;
 	pid_t pid; /* the shim (backends/container/shim.c) */
 	int pidfd;
@@ -435,7 +436,7 @@ static json_t *bundle_mounts(const struct al_sandbox *sb)
 	/* a fresh sysfs of the container's network namespace: no cgroup tree
 	 * under it (nothing mounted on /sys/fs/cgroup) */
 	jadd(mounts, mount_of("/sys", "sysfs", "sysfs", sys_opts));
-	if (!sb->spec.image)
+	if (!c->image[0])
 		add_host_mounts(mounts, ro_bind);
 	/* the tier's binds, read-only at the same place */
 	for (size_t i = 0; i < sb->spec.nbinds; i++)
@@ -515,8 +516,8 @@ static int write_bundle(struct al_sandbox *sb, struct al_err *err)
 	jset(root, "root",
 	     json_pack("{s:s, s:b}", "path",
 		       c->rootfs[0]	? c->rootfs
-		       : sb->spec.image ? sb->spec.image
-					: G.hostimage,
+		       : c->image[0] ? c->image
+				     : G.hostimage,
 		       "readonly", 1));
 	jset(root, "hostname", json_string("airlock"));
 	jset(root, "mounts", bundle_mounts(sb));
@@ -602,7 +603,7 @@ static int own_rootfs(struct al_sandbox *sb, struct al_err *err)
 	    al_pathf(up, sizeof(up), "%s/ovl-up", c->fs.work) ||
 	    al_pathf(wk, sizeof(wk), "%s/ovl-work", c->fs.work) ||
 	    snprintf(opts, sizeof(opts), "lowerdir=%s,upperdir=%s,workdir=%s",
-		     sb->spec.image ? sb->spec.image : G.hostimage, up, wk) >= (int)sizeof(opts))
+		     c->image[0] ? c->image : G.hostimage, up, wk) >= (int)sizeof(opts))
 		return al_err_set(err, AL_ESANDBOX, "container: paths too long for an overlay");
 	if (mkdir(c->rootfs, 0755) || mkdir(up, 0755) || mkdir(wk, 0700) ||
 	    mount("airlock-root", c->rootfs, "overlay", MS_NOSUID | MS_NODEV, opts)) {
@@ -650,6 +651,9 @@ static int ctr_prepare(struct al_sandbox *sb, struct al_err *err)
 	/* The job's cgroup is the one the runtime makes from the bundle: the
 	 * paths only, for its counters and for removing it. */
 	if ((rc = al_cg_at(&c->cg, &G.cg, c->name, err)))
+		return al_err_wrap(err, "container");
+	if (sb->spec.image &&
+	    (rc = al_image_path(sb->conf, sb->spec.image, false, c->image, sizeof(c->image), err)))
 		return al_err_wrap(err, "container");
 	if (sb->spec.nbinds && (rc = own_rootfs(sb, err)))
 		return rc;
@@ -750,24 +754,6 @@ static int ctr_kill(struct al_sandbox *sb, struct al_err *err)
 	return AL_OK;
 }
 
-/* What the result says of the image: the content hash that
- * deploy/images/build.sh left in it, "host" for the host image, or
- * "unhashed" for a root filesystem made some other way. */
-static void image_hash(const char *image, char *out, size_t cap)
-{
-	char path[PATH_MAX + 32];
-
-	if (!image) {
-		snprintf(out, cap, "host");
-		return;
-	}
-	snprintf(path, sizeof(path), "%s/.airlock-image", image);
-	al_read_text(path, out, cap);
-	out[strcspn(out, "\n")] = '\0';
-	if (!out[0])
-		snprintf(out, cap, "unhashed");
-}
-
 static int ctr_reap(struct al_sandbox *sb, struct al_result *res, struct al_err *err)
 {
 	struct ctr_sb *c = sb->priv;
@@ -823,7 +809,10 @@ static int ctr_reap(struct al_sandbox *sb, struct al_result *res, struct al_err 
 	{
 		char image[128];
 
-		image_hash(sb->spec.image, image, sizeof(image));
+		if (sb->spec.image)
+			al_image_hash(sb->conf, sb->spec.image, image, sizeof(image));
+		else
+			snprintf(image, sizeof(image), "host");
 		if (al_result_add_info(res, "runtime", G.runtime) ||
 		    al_result_add_info(res, "image", image))
 			return al_err_set(err, AL_ENOMEM, "container: out of memory");

@@ -3,7 +3,9 @@
  * Built static (`make` -> build/airlock-agent) and packed as /init into the
  * guest initramfs by deploy/images/build.sh. It mounts /dev, /proc, /sys,
  * /tmp and the cgroup2 tree, loads the four virtio modules the job channel
- * needs (nothing else), says ready on the channel, takes one job, runs it as
+ * needs, and, when the host gave the VM a catalogue image (airlock.image=1),
+ * virtio_blk and mounts that disk read-only as the job's root-to-be; says
+ * ready on the channel, takes one job, runs it (in its image) as
  * uid 1000 in a cgroup with the job's memory, pids and CPU limits, rlimits,
  * no capabilities, no_new_privs and the worker's system-call filter, with a
  * tmpfs of the disk limit as /work; then sends the result (status, exit code
@@ -62,6 +64,7 @@
  * disk and the channel. */
 static const char *const microvm_modules[] = {"virtio_ring", "virtio", "virtio_mmio",
 					      "virtio_console", NULL};
+static const char *const image_modules[] = {"virtio_blk", NULL}; /* ext4 is built in */
 static const char *const service_modules[] = {"virtio_ring",
 					      "virtio",
 					      "virtio_pci_legacy_dev",
@@ -76,6 +79,10 @@ static const char *const service_modules[] = {"virtio_ring",
 
 /* A service VM (the vm backend) keeps running after its result. */
 static bool service_mode;
+/* The job's catalogue image, mounted read-only here at boot (before ready):
+ * the job's root. Without one the job runs in the initramfs. */
+#define IMAGE_ROOT "/image"
+static bool have_image;
 
 static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void say(const char *fmt, ...)
@@ -188,6 +195,20 @@ static void service_setup(void)
 	if (access("/dev/vda", F_OK) == 0 &&
 	    mount("/dev/vda", "/data", "ext4", MS_NOSUID | MS_NODEV, NULL))
 		fatal("mount /dev/vda on /data");
+}
+
+/* microVM: the job's catalogue image, the first virtio disk, read-only. */
+static void image_setup(void)
+{
+	load_modules(image_modules);
+	/* the device appears once the driver has probed it */
+	for (int i = 0; i < 200 && access("/dev/vda", F_OK); i++)
+		usleep(10000);
+	if (mkdir(IMAGE_ROOT, 0755) && errno != EEXIST)
+		fatal("mkdir " IMAGE_ROOT);
+	if (mount("/dev/vda", IMAGE_ROOT, "ext4", MS_RDONLY | MS_NOSUID | MS_NODEV, "noload"))
+		fatal("mount the image (/dev/vda) on " IMAGE_ROOT);
+	have_image = true;
 }
 
 static bool cmdline_has(const char *word)
@@ -335,6 +356,28 @@ static void set_rlimit(int res, rlim_t v, int setup_wr)
 		setup_fail(setup_wr, "setrlimit");
 }
 
+/* In the job's mount namespace: its root becomes the image (read-only,
+ * mounted at boot) with the guest's /dev, /proc and read-only /sys, the
+ * cgroup tree masked, and its tmpfs (the disk limit) as /work, /tmp and
+ * /dev/shm: the only writable places. The initramfs is left underneath
+ * (MS_MOVE + chroot, as switch_root does: the initramfs cannot be
+ * pivoted away); the job has no capability to chroot back. */
+static int image_root(const struct al_jobfs *fs, const char *tmp, const char *shm)
+{
+	if (mount("/dev", IMAGE_ROOT "/dev", NULL, MS_BIND | MS_REC, NULL) ||
+	    mount("/proc", IMAGE_ROOT "/proc", NULL, MS_BIND | MS_REC, NULL) ||
+	    mount("/sys", IMAGE_ROOT "/sys", NULL, MS_BIND | MS_REC, NULL) ||
+	    mount("airlock-mask", IMAGE_ROOT "/sys/fs/cgroup", "tmpfs",
+		  MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,mode=0555") ||
+	    mount(fs->home, IMAGE_ROOT "/work", NULL, MS_BIND, NULL) ||
+	    mount(tmp, IMAGE_ROOT "/tmp", NULL, MS_BIND, NULL) ||
+	    mount(shm, IMAGE_ROOT "/dev/shm", NULL, MS_BIND, NULL))
+		return -1;
+	if (chdir(IMAGE_ROOT) || mount(".", "/", NULL, MS_MOVE, NULL) || chroot(".") || chdir("/"))
+		return -1;
+	return 0;
+}
+
 /* The child: from PID-1 root to the job. Only async-signal-safe calls. */
 static void __attribute__((noreturn))
 exec_job(const struct job_in *in, const struct al_cg *cg, const struct al_seccomp *sc,
@@ -354,11 +397,15 @@ exec_job(const struct job_in *in, const struct al_cg *cg, const struct al_seccom
 	snprintf(tmp, sizeof(tmp), "%s/" AL_JOBFS_TMP, fs->work);
 	snprintf(shm, sizeof(shm), "%s/" AL_JOBFS_SHM, fs->work);
 	if (unshare(CLONE_NEWNS | CLONE_NEWCGROUP) ||
-	    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) ||
-	    mount(tmp, "/tmp", NULL, MS_BIND, NULL) ||
-	    mount(shm, "/dev/shm", NULL, MS_BIND, NULL) ||
-	    mount("airlock-mask", "/sys/fs/cgroup", "tmpfs",
-		  MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,mode=0555"))
+	    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL))
+		setup_fail(setup_wr, "the job's mounts");
+	if (have_image) {
+		if (image_root(fs, tmp, shm))
+			setup_fail(setup_wr, "the job's root in its image");
+	} else if (mount(tmp, "/tmp", NULL, MS_BIND, NULL) ||
+		   mount(shm, "/dev/shm", NULL, MS_BIND, NULL) ||
+		   mount("airlock-mask", "/sys/fs/cgroup", "tmpfs",
+			 MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,mode=0555"))
 		setup_fail(setup_wr, "the job's mounts");
 	for (int i = 0; i < 4; i++)
 		if (fds[i] >= 0 && dup2(fds[i], 10 + i) < 0)
@@ -370,7 +417,7 @@ exec_job(const struct job_in *in, const struct al_cg *cg, const struct al_seccom
 		close(3);
 	syscall(SYS_close_range, 4, (unsigned)setup_wr - 1, 0);
 	syscall(SYS_close_range, (unsigned)setup_wr + 1, ~0u, 0);
-	if (setsid() < 0 || chdir(fs->home))
+	if (setsid() < 0 || chdir(have_image ? "/work" : fs->home))
 		setup_fail(setup_wr, "chdir to the work dir");
 	{
 		const char *what = "drop the capability bounding set";
@@ -580,6 +627,8 @@ int main(void)
 	load_modules(service_mode ? service_modules : microvm_modules);
 	if (service_mode)
 		service_setup();
+	else if (cmdline_has("airlock.image=1"))
+		image_setup();
 	port = open_port();
 	if (al_chan_write(port, AL_CHAN_READY, "agent " AGENT_VERSION,
 			  strlen("agent " AGENT_VERSION), NULL, 0, -1, &err))

@@ -62,7 +62,7 @@
 #define HEARTBEATS_ALLOWED(ms) (16 + 4 * ((ms) / 1000))
 #define HANG_TCG_MS	       20000 /* a guest silent this long (no ready, no heartbeat) is broken */
 #define HANG_KVM_MS	       5000
-#define DEFAULT_IMAGE	       "/var/lib/airlock/images/microvm"
+#define DEFAULT_GUEST	       AL_IMAGES_DIR "/microvm"
 
 struct vm {
 	struct al_vmm v;
@@ -75,13 +75,15 @@ struct vm {
 	uint64_t born_ms, ready_ms;
 	uint64_t memory_mib;
 	unsigned vcpus;
-	char hash[80]; /* the image's content hash */
-	char image[PATH_MAX];
+	char hash[80];	     /* the job's catalogue image's content hash, else the guest's */
+	char guest[PATH_MAX]; /* kernel and initramfs */
+	char disk[PATH_MAX];  /* the catalogue image's block image ("" = none) */
 };
 
 struct pool {
 	char tier[AL_ID_MAX + 1];
-	char image[PATH_MAX];
+	char guest[PATH_MAX];
+	char image[AL_ID_MAX + 1]; /* catalogue image name ("" = none) */
 	unsigned size, vcpus;
 	uint64_t memory_mib, max_idle_ms;
 	struct vm *vms[64];
@@ -131,14 +133,15 @@ static int build_jail(const struct al_vmm_cfg *cfg, const char **what)
 {
 	static const char *const nodes[] = {"null", "zero", "urandom", NULL};
 	static const char *const nodes_kvm[] = {"null", "zero", "urandom", "kvm", NULL};
-	const char *const files[3][2] = {{cfg->binary, JAIL_STAGE AL_VMM_JAIL_BINARY},
+	const char *const files[4][2] = {{cfg->binary, JAIL_STAGE AL_VMM_JAIL_BINARY},
 					 {cfg->kernel, JAIL_STAGE AL_VMM_JAIL_KERNEL},
-					 {cfg->initrd, JAIL_STAGE AL_VMM_JAIL_INITRD}};
-	int fds[3];
+					 {cfg->initrd, JAIL_STAGE AL_VMM_JAIL_INITRD},
+					 {cfg->disk, JAIL_STAGE AL_VMM_JAIL_DISK}};
+	int nfiles = cfg->disk ? 4 : 3, fds[4];
 	char src[32];
 
 	/* the host paths first: the stage may cover them */
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < nfiles; i++)
 		if ((fds[i] = open(files[i][0], O_PATH | O_CLOEXEC)) < 0) {
 			*what = "open the VMM's files";
 			return -1;
@@ -152,7 +155,7 @@ static int build_jail(const struct al_vmm_cfg *cfg, const char **what)
 	if (al_root_keep("/etc/ld.so.cache", JAIL_STAGE "/etc/ld.so.cache", what) ||
 	    al_root_dev(JAIL_STAGE, cfg->kvm ? nodes_kvm : nodes, what))
 		return -1;
-	for (int i = 0; i < 3; i++) {
+	for (int i = 0; i < nfiles; i++) {
 		snprintf(src, sizeof(src), "/proc/self/fd/%d", fds[i]);
 		if (al_root_bind_ro(src, files[i][1], false, what))
 			return -1;
@@ -257,8 +260,8 @@ static void vm_free(struct vm *vm, bool graceful)
 	free(vm);
 }
 
-/* The image directory: vmlinux, initramfs.lz4, .airlock-image. */
-static int image_check(const char *dir, struct al_err *err)
+/* The guest directory: vmlinux, initramfs.lz4, .airlock-image. */
+static int guest_check(const char *dir, struct al_err *err)
 {
 	char p[PATH_MAX + 32];
 
@@ -266,18 +269,19 @@ static int image_check(const char *dir, struct al_err *err)
 	if (access(p, R_OK))
 		return al_err_set(
 		    err, AL_ESANDBOX,
-		    "microvm: image %s is not built (no vmlinux): run `make microvm-image`", dir);
+		    "microvm: guest %s is not built (no vmlinux): run `make microvm-image`", dir);
 	snprintf(p, sizeof(p), "%s/initramfs.lz4", dir);
 	if (access(p, R_OK))
 		return al_err_set(
 		    err, AL_ESANDBOX,
-		    "microvm: image %s is not built (no initramfs.lz4): run `make microvm-image`",
+		    "microvm: guest %s is not built (no initramfs.lz4): run `make microvm-image`",
 		    dir);
 	return AL_OK;
 }
 
-static struct vm *vm_launch(const char *image, uint64_t memory_mib, unsigned vcpus,
-			    struct al_err *err)
+/* Boot a VM of guest with catalogue image (NULL: none) as its disk. */
+static struct vm *vm_launch(const char *guest, const char *image, uint64_t memory_mib,
+			    unsigned vcpus, struct al_err *err)
 {
 	struct vm *vm = calloc(1, sizeof(*vm));
 	struct al_vmm_cfg cfg = {0};
@@ -294,13 +298,21 @@ static struct vm *vm_launch(const char *image, uint64_t memory_mib, unsigned vcp
 	vm->uid_idx = -1;
 	vm->memory_mib = memory_mib;
 	vm->vcpus = vcpus;
-	snprintf(vm->image, sizeof(vm->image), "%s", image);
-	if (image_check(image, err))
+	snprintf(vm->guest, sizeof(vm->guest), "%s", guest);
+	if (guest_check(guest, err))
 		goto fail;
-	snprintf(p, sizeof(p), "%s/.airlock-image", image);
-	if (!al_read_text(p, vm->hash, sizeof(vm->hash)))
-		snprintf(vm->hash, sizeof(vm->hash), "unhashed");
-	vm->hash[strcspn(vm->hash, "\n")] = '\0';
+	if (image) {
+		if (al_image_path(G.conf, image, true, vm->disk, sizeof(vm->disk), err)) {
+			al_err_wrap(err, "microvm");
+			goto fail;
+		}
+		al_image_hash(G.conf, image, vm->hash, sizeof(vm->hash));
+	} else {
+		snprintf(p, sizeof(p), "%s/.airlock-image", guest);
+		if (!al_read_text(p, vm->hash, sizeof(vm->hash)))
+			snprintf(vm->hash, sizeof(vm->hash), "unhashed");
+		vm->hash[strcspn(vm->hash, "\n")] = '\0';
+	}
 	for (int i = 0; i < VM_UIDS; i++)
 		if (!G.uid_used[i]) {
 			vm->uid_idx = i;
@@ -321,12 +333,13 @@ static struct vm *vm_launch(const char *image, uint64_t memory_mib, unsigned vcp
 	if ((rc = al_cg_create(&vm->cg, &G.cg, name, &lim, err)))
 		goto fail;
 	vm->cg_made = true;
-	snprintf(kernel, sizeof(kernel), "%s/vmlinux", image);
-	snprintf(initrd, sizeof(initrd), "%s/initramfs.lz4", image);
+	snprintf(kernel, sizeof(kernel), "%s/vmlinux", guest);
+	snprintf(initrd, sizeof(initrd), "%s/initramfs.lz4", guest);
 	cfg = (struct al_vmm_cfg){
 	    .binary = G.binary,
 	    .kernel = kernel,
 	    .initrd = initrd,
+	    .disk = vm->disk[0] ? vm->disk : NULL,
 	    .memory_mib = memory_mib,
 	    .vcpus = vcpus,
 	    .kvm = G.kvm,
@@ -384,7 +397,8 @@ static void pool_fill(struct pool *p)
 {
 	while (p->n < p->size) {
 		struct al_err err = {0};
-		struct vm *vm = vm_launch(p->image, p->memory_mib, p->vcpus, &err);
+		struct vm *vm =
+		    vm_launch(p->guest, p->image[0] ? p->image : NULL, p->memory_mib, p->vcpus, &err);
 
 		if (!vm) {
 			fprintf(stderr, "airlock-worker: microvm: pool %s: %s\n", p->tier, err.msg);
@@ -396,14 +410,15 @@ static void pool_fill(struct pool *p)
 
 /* Take the pool VM that fits the job best (a ready one first); NULL if
  * none does. */
-static struct vm *pool_take(const char *tier, const char *image, uint64_t memory_mib,
-			    unsigned vcpus)
+static struct vm *pool_take(const char *tier, const char *guest, const char *image,
+			    uint64_t memory_mib, unsigned vcpus)
 {
 	for (int i = 0; i < G.npools; i++) {
 		struct pool *p = &G.pools[i];
 		int best = -1;
 
-		if (strcmp(p->tier, tier) || strcmp(p->image, image) || p->vcpus != vcpus ||
+		if (strcmp(p->tier, tier) || strcmp(p->guest, guest) ||
+		    strcmp(p->image, image ? image : "") || p->vcpus != vcpus ||
 		    p->memory_mib < memory_mib)
 			continue;
 		for (unsigned k = 0; k < p->n; k++) {
@@ -456,7 +471,6 @@ static int mvm_pool(const struct al_backend_conf *conf, const struct al_pool_spe
 {
 	struct pool *p;
 
-	(void)conf;
 	if (ps->size == 0)
 		return AL_OK;
 	if (G.npools == (int)(sizeof(G.pools) / sizeof(G.pools[0])))
@@ -468,9 +482,16 @@ static int mvm_pool(const struct al_backend_conf *conf, const struct al_pool_spe
 	p = &G.pools[G.npools];
 	memset(p, 0, sizeof(*p));
 	snprintf(p->tier, sizeof(p->tier), "%s", ps->tier);
-	snprintf(p->image, sizeof(p->image), "%s", ps->image ? ps->image : DEFAULT_IMAGE);
-	if (image_check(p->image, err))
+	snprintf(p->guest, sizeof(p->guest), "%s", ps->guest ? ps->guest : DEFAULT_GUEST);
+	snprintf(p->image, sizeof(p->image), "%s", ps->image ? ps->image : "");
+	if (guest_check(p->guest, err))
 		return AL_ESANDBOX;
+	if (ps->image) {
+		char disk[PATH_MAX];
+
+		if (al_image_path(conf, ps->image, true, disk, sizeof(disk), err))
+			return al_err_wrap(err, "microvm: pool %s", ps->tier);
+	}
 	p->size = ps->size;
 	p->vcpus = vcpus_for(ps->cpu_millis);
 	p->memory_mib = memory_mib_for(ps->memory_bytes);
@@ -584,16 +605,16 @@ static int mvm_prepare(struct al_sandbox *sb, struct al_err *err)
 {
 	struct mvm_sb *m = sb->priv;
 	const struct al_run_spec *s = &sb->spec;
-	const char *image = s->image ? s->image : DEFAULT_IMAGE;
+	const char *guest = s->guest ? s->guest : DEFAULT_GUEST;
 	uint64_t mib = memory_mib_for(s->limits.memory_bytes);
 	unsigned vcpus = vcpus_for(s->cpu_millis);
 
 	m->timer_fd = -1;
 	if (!G.ready)
 		return al_err_set(err, AL_ESANDBOX, "microvm: backend not initialised");
-	m->vm = pool_take(s->job->tier ? s->job->tier : "", image, mib, vcpus);
+	m->vm = pool_take(s->job->tier ? s->job->tier : "", guest, s->image, mib, vcpus);
 	m->warm = m->vm != NULL;
-	if (!m->vm && !(m->vm = vm_launch(image, mib, vcpus, err)))
+	if (!m->vm && !(m->vm = vm_launch(guest, s->image, mib, vcpus, err)))
 		return AL_ESANDBOX;
 	return AL_OK;
 }

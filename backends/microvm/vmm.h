@@ -20,6 +20,7 @@ struct al_vmm_cfg {
 	const char *binary;  /* the VMM executable */
 	const char *kernel;  /* uncompressed kernel (ELF) */
 	const char *initrd;  /* initramfs */
+	const char *disk;    /* a read-only root image for the guest (virtio block), or NULL */
 	uint64_t memory_mib; /* guest RAM */
 	unsigned vcpus;
 	bool kvm;		/* hardware virtualisation, else emulation (TCG) */
@@ -57,13 +58,14 @@ extern const struct al_vmm_driver al_vmm_qemu;
 #define AL_VMM_JAIL_BINARY "/vm/vmm"
 #define AL_VMM_JAIL_KERNEL "/vm/vmlinux"
 #define AL_VMM_JAIL_INITRD "/vm/initrd"
+#define AL_VMM_JAIL_DISK   "/vm/disk"
 
 /* For drivers: start cfg->binary with argv (argv[0] is only its name) in a
  * jail, the model being Firecracker's jailer: new mount, PID (it is PID 1),
  * network (empty), IPC, UTS and cgroup namespaces; a root of its own with
  * only the host's /usr and /lib* links read-only, the loader cache, a /dev
  * of null, zero, urandom (and kvm with KVM), a fresh /proc, and the binary,
- * kernel and initramfs at the AL_VMM_JAIL_* paths; in cfg's cgroup, as
+ * kernel, initramfs and disk (read-only) at the AL_VMM_JAIL_* paths; in cfg's cgroup, as
  * cfg's uid with no capabilities and no_new_privs, dying with the worker.
  * The parent's fds keep[i] are moved to 3+i and every other one closed,
  * stdin and stdout on /dev/null and stderr on the console file or

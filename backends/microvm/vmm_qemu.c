@@ -1,6 +1,7 @@
 /* vmm_qemu.c - the QEMU driver of the microVM backend (see vmm.h):
  * `qemu-system-x86_64 -M microvm` with no default devices, the kernel and
- * initramfs given on the command line, one virtio-serial port for the job
+ * initramfs given on the command line, the catalogue image as a read-only
+ * virtio block device, one virtio-serial port for the job
  * channel and QMP for control, both on socketpairs (no socket files), and
  * QEMU's own seccomp sandbox on. KVM when asked, TCG otherwise. */
 #include <errno.h>
@@ -31,8 +32,9 @@ static int qemu_launch(const struct al_vmm_cfg *cfg, struct al_vmm *vm, struct a
 	 * power-off ends QEMU at once. Under TCG the TSC cannot be calibrated
 	 * reliably without a PIT/HPET: give the kernel its rate. */
 	snprintf(cmdline, sizeof(cmdline),
-		 "console=ttyS0 %s panic=-1 reboot=t rdinit=/init cryptomgr.notests%s",
-		 cfg->console ? "loglevel=4" : "quiet", cfg->kvm ? "" : " tsc=reliable");
+		 "console=ttyS0 %s panic=-1 reboot=t rdinit=/init cryptomgr.notests%s%s",
+		 cfg->console ? "loglevel=4" : "quiet", cfg->kvm ? "" : " tsc=reliable",
+		 cfg->disk ? " airlock.image=1" : "");
 	if (!cfg->kvm && cfg->tsc_khz) {
 		size_t l = strlen(cmdline);
 
@@ -74,6 +76,14 @@ static int qemu_launch(const struct al_vmm_cfg *cfg, struct al_vmm *vm, struct a
 	argv[n++] = "virtio-serial-device,max_ports=2";
 	argv[n++] = "-device";
 	argv[n++] = "virtserialport,chardev=job,name=airlock.0";
+	/* The catalogue image: read-only, through the host's page cache (one
+	 * copy for every VM that boots it). */
+	if (cfg->disk) {
+		argv[n++] = "-drive";
+		argv[n++] = "file=" AL_VMM_JAIL_DISK ",if=none,id=image,format=raw,readonly=on";
+		argv[n++] = "-device";
+		argv[n++] = "virtio-blk-device,drive=image";
+	}
 	/* QMP: fd 4. */
 	argv[n++] = "-chardev";
 	argv[n++] = "socket,id=qmp,fd=4";

@@ -49,7 +49,7 @@
 #define GUEST_OVERHEAD_MIB 128
 #define TICK_MS		   100
 #define AL_PORTS_TEXT	   64
-#define DEFAULT_IMAGE	   "/var/lib/airlock/images/microvm"
+#define DEFAULT_GUEST	   AL_IMAGES_DIR "/microvm"
 
 static struct {
 	const struct al_backend_conf *conf;
@@ -245,7 +245,7 @@ static int vm_sweep(const struct al_backend_conf *conf, struct al_err *err)
 static int vm_prepare(struct al_sandbox *sb, struct al_err *err)
 {
 	struct vm_sb *v = sb->priv;
-	const char *image = sb->spec.image ? sb->spec.image : DEFAULT_IMAGE;
+	const char *image = sb->spec.guest ? sb->spec.guest : DEFAULT_GUEST;
 	char backing[PATH_MAX + 16];
 	virDomainPtr old;
 	int rc;

@@ -1,35 +1,44 @@
 #!/bin/bash
-# build.sh - (re)build Airlock's images from Debian packages.
+# build.sh - (re)build Airlock's image catalogue from Debian packages.
 #
-#   deploy/images/build.sh [--out DIR] [--agent FILE] [python|toolchain|microvm|all]
+#   deploy/images/build.sh [--out DIR] [--agent FILE] [NAME...|microvm|all]
+#
+# The catalogue: one recipe per image in deploy/images/recipes/NAME/ (or
+# --recipes DIR): `packages`, the Debian packages it holds (one per line, #
+# comments), and optionally `script`, run in the image as root (chroot)
+# after they are installed. Shipped: python (python3 with its whole
+# standard library, numpy, pandas), toolchain (gcc, g++, make, libc6-dev,
+# python3), node (nodejs). An operator adds an image by adding a recipe.
 #
 # Each image is a root filesystem directory, DIR/NAME (default DIR:
 # /var/lib/airlock/images), made with `debootstrap --variant=minbase` from
-# the mirror this host's apt already uses, plus:
-#   python     /usr/bin/python3 with its standard library (Debian's python3)
-#   toolchain  gcc, g++, make, libc6-dev and python3 (graders, CI)
-# A build goes to DIR/NAME.new and replaces DIR/NAME only when complete. The
-# image's content hash (sha256 over the sorted list of every path, its mode,
-# owner, link target and file contents) is written to DIR/NAME/.airlock-image
-# and reported by the container backend in each result's info.image.
+# the mirror this host's apt already uses, with a job user (uid 1000) and
+# /work; the container and process backends use that directory. From the
+# same directory comes DIR/NAME.ext4, a read-only ext4 file system image that
+# microVMs and service VMs get as a virtio block device. A build goes to
+# DIR/NAME.new and replaces DIR/NAME only when complete. The image's content
+# hash (sha256 over the sorted list of every path, its mode, owner, link
+# target and file contents) is written to DIR/NAME/.airlock-image and
+# reported in each result's info.image. An image built from the same inputs
+# (suite, packages, script, this script's image format) is kept; AIRLOCK_REBUILD=1
+# forces a build.
 #
-#   microvm    the microVM guest (docs/backends/microvm.md): DIR/microvm/
+#   microvm    the guest (docs/backends/microvm.md): DIR/microvm/
 #              vmlinux (Debian's linux-image-cloud-amd64, uncompressed so
 #              that QEMU boots it through PVH) and initramfs.lz4 (lz4 legacy
 #              frame: the static guest agent as /init, busybox-static, the
-#              virtio modules the job channel, a service VM's network card
-#              and disk need, a DHCP client script, and python3 with a
-#              trimmed standard library, taken from the python image), and
+#              virtio modules the job channel, the image's disk, a service
+#              VM's network card and disk need, a DHCP client script: no
+#              interpreter, the job runs in its catalogue image), and
 #              data.qcow2 (an empty 64 MiB ext4: service VMs get an overlay).
-#              The same image serves the microvm and vm backends.
+#              The same guest serves the microvm and vm backends.
 #              --agent names the agent binary (`make microvm-image` passes
 #              build/airlock-agent). The kernel and busybox packages are
 #              fetched with `apt-get download` and cached in DIR/.debs; every
 #              file of the initramfs gets mtime 0 and owner root, so the same
 #              inputs give the same bytes; the sha256 of the three files is
-#              written to DIR/microvm/.airlock-image. An
-#              image built from the same inputs is kept (AIRLOCK_REBUILD=1
-#              forces a build).
+#              written to DIR/microvm/.airlock-image.
+#   all        every recipe (not the microvm guest).
 set -euo pipefail
 
 OUT=/var/lib/airlock/images
@@ -40,17 +49,28 @@ while [ $# -gt 0 ]; do
 	--out) OUT="$2"; shift 2 ;;
 	--suite) SUITE="$2"; shift 2 ;;
 	--agent) AGENT="$2"; shift 2 ;;
-	-h|--help) sed -n '2,28p' "$0"; exit 0 ;;
+	--recipes) RECIPES="$2"; shift 2 ;;
+	-h|--help) sed -n '2,41p' "$0"; exit 0 ;;
 	-*) echo "build.sh: unknown option $1" >&2; exit 2 ;;
 	*) break ;;
 	esac
 done
-WHICH="${1:-all}"
-case "$WHICH" in
-python|toolchain|microvm) NAMES=("$WHICH") ;;
-all) NAMES=(python toolchain) ;;
-*) echo "build.sh: unknown image '$WHICH' (python, toolchain, microvm or all)" >&2; exit 2 ;;
-esac
+RECIPES="${RECIPES:-$(cd "$(dirname "$0")" && pwd)/recipes}"
+recipe_names() { (cd "$RECIPES" && for d in */; do [ -f "$d/packages" ] && echo "${d%/}"; done); }
+NAMES=()
+[ $# -gt 0 ] || set -- all
+for w in "$@"; do
+	case "$w" in
+	all) mapfile -t -O "${#NAMES[@]}" NAMES < <(recipe_names) ;;
+	microvm) NAMES+=(microvm) ;;
+	*)
+		if [[ ! "$w" =~ ^[a-z0-9][a-z0-9_-]*$ ]] || [ ! -f "$RECIPES/$w/packages" ]; then
+			echo "build.sh: no recipe '$w' (recipes: $(recipe_names | tr '\n' ' ')microvm, all)" >&2
+			exit 2
+		fi
+		NAMES+=("$w") ;;
+	esac
+done
 [ "$(id -u)" = 0 ] || { echo "build.sh: needs root (debootstrap)" >&2; exit 1; }
 command -v debootstrap >/dev/null || { echo "build.sh: install debootstrap" >&2; exit 1; }
 
@@ -66,12 +86,13 @@ mirror() {
 	echo "$m"
 }
 
+# A recipe's packages, comma-separated (debootstrap --include).
 packages() {
-	case "$1" in
-	python) echo python3 ;;
-	toolchain) echo python3,gcc,g++,make,libc6-dev ;;
-	esac
+	sed -e 's/#.*//' "$RECIPES/$1/packages" | tr -s ' \t\n' '\n' | grep -v '^$' | LC_ALL=C sort -u | paste -sd, -
 }
+
+# Bump when the way an image is made changes (then every image is rebuilt).
+IMAGE_FORMAT=2
 
 # Content hash: stable across rebuilds of identical content.
 content_hash() {
@@ -84,23 +105,65 @@ content_hash() {
 		done) | sha256sum | cut -d' ' -f1
 }
 
+# A read-only ext4 of directory $1 into file $2: no journal, no reserved
+# blocks, fixed UUID, hash seed and time, so the same tree gives the same
+# bytes; sized to the tree plus a margin (nothing is ever written to it).
+make_blockimage() {
+	local dir="$1" img="$2" kib inodes
+	kib=$(du -s --apparent-size -k "$dir" | cut -f1)
+	inodes=$(find "$dir" | wc -l)
+	rm -f "$img"
+	truncate -s $(((kib + kib / 5 + 32768) / 1024))M "$img"
+	E2FSPROGS_FAKE_TIME=1 mkfs.ext4 -q -F -d "$dir" -m 0 -O ^has_journal -b 4096 \
+		-N $((inodes + inodes / 5 + 1024)) -L airlock-image \
+		-U 00000000-0000-0000-0000-00000000a1b2 -E hash_seed=00000000-0000-0000-0000-00000000a1b2 \
+		"$img" >/dev/null
+}
+
+script_hash() {
+	if [ -f "$RECIPES/$1/script" ]; then sha256sum <"$RECIPES/$1/script" | cut -d' ' -f1; else echo none; fi
+}
+
 build_rootfs() {
-	local name="$1" dst="$OUT/$1" tmp="$OUT/$1.new"
+	local name="$1" dst="$OUT/$1" tmp="$OUT/$1.new" inputs
+	inputs="format $IMAGE_FORMAT
+suite $SUITE
+packages $(packages "$name")
+script $(script_hash "$name")"
+	if [ -z "${AIRLOCK_REBUILD:-}" ] && [ -f "$dst/.inputs" ] && [ "$(cat "$dst/.inputs")" = "$inputs" ] &&
+		[ -f "$OUT/$name.ext4" ]; then
+		echo "build.sh: $name: up to date ($dst $(cat "$dst/.airlock-image"))" >&2
+		return 0
+	fi
 	rm -rf "$tmp"
-	echo "build.sh: $name: debootstrap $SUITE from the host's mirror into $tmp" >&2
+	echo "build.sh: $name: [1/4] debootstrap $SUITE ($(packages "$name")) into $tmp (first time: a few minutes; log $OUT/$name.log)" >&2
 	debootstrap --variant=minbase --include="$(packages "$name")" "$SUITE" "$tmp" "$MIRROR" >"$OUT/$name.log" 2>&1 ||
 		{ echo "build.sh: debootstrap failed; see $OUT/$name.log" >&2; exit 1; }
+	if [ -f "$RECIPES/$name/script" ]; then
+		echo "build.sh: $name: [2/4] the recipe's script" >&2
+		install -m 0755 "$RECIPES/$name/script" "$tmp/airlock-recipe-script"
+		chroot "$tmp" /airlock-recipe-script >>"$OUT/$name.log" 2>&1 ||
+			{ echo "build.sh: $name: the recipe's script failed; see $OUT/$name.log" >&2; exit 1; }
+		rm -f "$tmp/airlock-recipe-script"
+	else
+		echo "build.sh: $name: [2/4] no recipe script" >&2
+	fi
 	# Nothing of the build's caches in the image; the job's user exists.
 	rm -rf "$tmp"/var/cache/apt/archives/*.deb "$tmp"/var/lib/apt/lists/* "$tmp"/var/log/*
 	grep -q '^job:' "$tmp/etc/passwd" || echo 'job:x:1000:1000:airlock job:/work:/bin/sh' >>"$tmp/etc/passwd"
 	grep -q '^job:' "$tmp/etc/group" || echo 'job:x:1000:' >>"$tmp/etc/group"
-	mkdir -p "$tmp/work"
+	mkdir -p "$tmp/work" "$tmp/dev/shm"
+	echo "build.sh: $name: [3/4] content hash" >&2
 	echo "sha256:$(content_hash "$tmp")" >"$tmp/.airlock-image"
+	echo "build.sh: $name: [4/4] block image $OUT/$name.ext4 (for microVMs)" >&2
+	make_blockimage "$tmp" "$OUT/$name.ext4.new"
+	echo "$inputs" >"$tmp/.inputs"
 	rm -rf "$dst.old"
 	[ -e "$dst" ] && mv "$dst" "$dst.old"
 	mv "$tmp" "$dst"
+	mv "$OUT/$name.ext4.new" "$OUT/$name.ext4"
 	rm -rf "$dst.old"
-	echo "build.sh: $name: $dst $(cat "$dst/.airlock-image")" >&2
+	echo "build.sh: $name: $dst $(cat "$dst/.airlock-image") ($(du -sh --apparent-size "$OUT/$name.ext4" | cut -f1) block image)" >&2
 }
 
 # The Debian package's files, extracted under $2 (the .deb is cached).
@@ -116,35 +179,18 @@ deb_extract() {
 	dpkg-deb -x "$deb" "$2"
 }
 
-# Copy a file of the python image and, for ELF files, every library it
-# needs (ldd inside the image), into the initramfs tree $2.
-copy_with_libs() {
-	local root="$OUT/python" f="$1" dst="$2" lib
-	[ -e "$dst$f" ] && return 0
-	mkdir -p "$dst$(dirname "$f")"
-	cp -a "$root$f" "$dst$f"
-	if head -c4 "$root$f" | grep -q ELF; then
-		for lib in $(chroot "$root" ldd "$f" 2>/dev/null | awk '/=> \// {print $3} /^\t\/[^ ]+ \(/ {print $1}'); do
-			copy_with_libs "$(readlink -f "$root$lib" | sed "s|^$root||")" "$dst"
-			[ "$(readlink -f "$root$lib")" = "$root$lib" ] || { mkdir -p "$dst$(dirname "$lib")"; cp -a "$root$lib" "$dst$lib"; }
-		done
-	fi
-}
-
 build_microvm() {
 	local dst="$OUT/microvm" tmp="$OUT/microvm.new" kver m py
 	[ -n "$AGENT" ] && [ -x "$AGENT" ] || { echo "build.sh: microvm needs --agent FILE (make microvm-image builds it)" >&2; exit 1; }
-	for tool in lz4 cpio dpkg-deb apt-get mkfs.ext4 qemu-img; do
+	for tool in lz4 cpio dpkg-deb apt-get qemu-img; do
 		command -v "$tool" >/dev/null || { echo "build.sh: install $tool" >&2; exit 1; }
 	done
-	[ -x "$OUT/python/usr/bin/python3" ] || build_rootfs python
-	# Cached: the same inputs (agent, packages, python image, this script)
+	# Cached: the same inputs (agent, packages, this script)
 	# give the same image, so an up-to-date one is kept.
 	local inputs
 	inputs="agent $(sha256sum <"$AGENT" | cut -d' ' -f1)
 kernel $(apt-cache depends linux-image-cloud-amd64 | awk '/Depends: linux-image-[0-9]/ {print $2; exit}') $(apt-cache policy linux-image-cloud-amd64 | awk '/Candidate:/ {print $2}')
 busybox $(apt-cache policy busybox-static | awk '/Candidate:/ {print $2}')
-python $(cat "$OUT/python/.airlock-image")
 script $(sha256sum <"$0" | cut -d' ' -f1)"
 	if [ -z "${AIRLOCK_REBUILD:-}" ] && [ -f "$dst/.inputs" ] && [ "$(cat "$dst/.inputs")" = "$inputs" ]; then
 		echo "build.sh: microvm: up to date ($dst $(cat "$dst/.airlock-image"))" >&2
@@ -176,23 +222,14 @@ script $(sha256sum <"$0" | cut -d' ' -f1)"
 	install -m 0755 "$AGENT" "$r/init"
 	install -m 0755 "$tmp/b/bin/busybox" "$r/usr/bin/busybox"
 	ln -s busybox "$r/usr/bin/sh"
-	# microVMs need the first four; service VMs (a PC with PCI devices, a
-	# network card and a disk) the rest too. The agent loads what its mode needs.
+	# microVMs need the channel's four and virtio_blk (the catalogue image
+	# as a disk; ext4 is built into the kernel); service VMs (a PC with PCI
+	# devices, a network card and disks) the rest too. The agent loads what
+	# its mode needs.
 	for m in virtio_ring virtio virtio_mmio virtio_console virtio_pci_legacy_dev \
 		virtio_pci_modern_dev virtio_pci failover net_failover virtio_net virtio_blk; do
 		find "$tmp"/k/lib/modules -name "$m.ko*" -exec cp {} "$r/lib/modules/" \;
 		[ -e "$r/lib/modules/$m.ko" ] || { echo "build.sh: module $m.ko missing" >&2; exit 1; }
-	done
-	py=$(readlink -f "$OUT/python/usr/bin/python3" | sed "s|^$OUT/python||")
-	copy_with_libs "$py" "$r"
-	ln -sf "$(basename "$py")" "$r/usr/bin/python3"
-	# The standard library without what no job needs (tests, GUI, installers).
-	(cd "$OUT/python" && find usr/lib/python3.11 \( -name test -o -name tests -o -name idlelib \
-		-o -name tkinter -o -name turtledemo -o -name ensurepip -o -name lib2to3 \
-		-o -name pydoc_data -o -name 'config-3.11-*' \) -prune -o -print0 |
-		cpio -0 -pdm --quiet "$r")
-	for m in "$r"/usr/lib/python3.11/lib-dynload/*.so; do
-		copy_with_libs "${m#"$r"}" "$r"
 	done
 	# Service VMs: busybox's DHCP client configures the card with this; a
 	# default route only when the policy grants egress (kernel command line).
@@ -235,6 +272,7 @@ SH
 	echo "build.sh: microvm: $dst $(cat "$dst/.airlock-image") ($(du -sh "$dst/initramfs.lz4" | cut -f1) initramfs)" >&2
 }
 
+command -v mkfs.ext4 >/dev/null || { echo "build.sh: install e2fsprogs (mkfs.ext4)" >&2; exit 1; }
 MIRROR=$(mirror)
 mkdir -p "$OUT"
 for name in "${NAMES[@]}"; do

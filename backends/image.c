@@ -1,0 +1,55 @@
+/* image.c - the image catalogue as the backends see it: DIR/NAME (a root
+ * directory) and DIR/NAME.ext4 (the same tree as a read-only block image),
+ * both made by deploy/images/build.sh from deploy/images/recipes/NAME. */
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend.h"
+
+static const char *images_dir(const struct al_backend_conf *conf)
+{
+	return conf->images_dir ? conf->images_dir : AL_IMAGES_DIR;
+}
+
+int al_image_path(const struct al_backend_conf *conf, const char *name, bool disk, char *out,
+		  size_t cap, struct al_err *err)
+{
+	char mark[4096];
+
+	/* names are checked by the codec and the policy ([a-z0-9_-]): never a path */
+	if (!name || !name[0] || strchr(name, '/') || name[0] == '.')
+		return al_err_set(err, AL_EINVAL, "image: \"%s\" is not an image name",
+				  name ? name : "");
+	if (snprintf(out, cap, disk ? "%s/%s.ext4" : "%s/%s", images_dir(conf), name) >= (int)cap)
+		return al_err_set(err, AL_EINVAL, "image: the path of %s is too long", name);
+	snprintf(mark, sizeof(mark), "%s/%s/.airlock-image", images_dir(conf), name);
+	if (access(mark, R_OK) || access(out, R_OK))
+		return al_err_set(err, AL_ESANDBOX,
+				  "image %s is not built (no %s): run `deploy/images/build.sh%s%s "
+				  "%s` (or `make images`)",
+				  name, access(mark, R_OK) ? mark : out, conf->images_dir ? " --out " : "",
+				  conf->images_dir ? conf->images_dir : "", name);
+	return AL_OK;
+}
+
+void al_image_hash(const struct al_backend_conf *conf, const char *name, char *out, size_t cap)
+{
+	char path[4096];
+	ssize_t n = -1;
+	int fd;
+
+	snprintf(out, cap, "unknown");
+	snprintf(path, sizeof(path), "%s/%s/.airlock-image", images_dir(conf), name);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return;
+	n = read(fd, out, cap - 1);
+	close(fd);
+	if (n <= 0) {
+		snprintf(out, cap, "unknown");
+		return;
+	}
+	out[n] = '\0';
+	out[strcspn(out, "\n")] = '\0';
+}

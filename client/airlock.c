@@ -64,6 +64,7 @@ static void usage(FILE *f)
 	    "  check-job FILE|-                   decode a msgpack job, print it as JSON\n"
 	    "run/submit options:\n"
 	    "  --tier T (default trusted)  --tenant T  --runtime python|sh (default python)\n"
+	    "  --image NAME (a catalogue image the tier offers; default: the tier's)\n"
 	    "  -f LOCAL:REMOTE (input file, repeatable)  --collect PATH (repeatable)\n"
 	    "  --timeout MS  --cpu MS  --memory BYTES  --pids N  --disk BYTES\n"
 	    "  --stdin FILE  --env NAME=VALUE  --priority 0-9  --deadline-ms UNIX_MS\n"
@@ -72,7 +73,7 @@ static void usage(FILE *f)
 	    "Exit codes of run: the job's exit code; 128+N when killed by signal N;\n"
 	    "  124 timeout, 137 memory_limit, 152 cpu_limit, 153 output_limit, 130 cancelled,\n"
 	    "  65 rejected, 70 sandbox_error, 75 worker_lost or expired, 69 Redis unreachable,\n"
-	    "  66 a local file is missing, 2 bad usage.\n");
+	    "  66 a local file is missing, 71 out of memory, 2 bad usage.\n");
 }
 
 static int read_path(const char *path, struct al_bytes *out, size_t cap)
@@ -158,6 +159,7 @@ static int build_job(int argc, char **argv, struct al_job *job, bool *json)
 	    {"deadline-ms", required_argument, NULL, 'D'},
 	    {"idempotency-key", required_argument, NULL, 'k'},
 	    {"callback", required_argument, NULL, 'b'},
+	    {"image", required_argument, NULL, 'g'},
 	    {"label", required_argument, NULL, 'l'},
 	    {"id", required_argument, NULL, 'I'},
 	    {"json", no_argument, NULL, 'j'},
@@ -255,6 +257,7 @@ static int build_job(int argc, char **argv, struct al_job *job, bool *json)
 			break;
 		case 'k': job->idempotency_key = xstrdup(optarg); break;
 		case 'b': job->callback_url = xstrdup(optarg); break;
+		case 'g': job->image = xstrdup(optarg); break;
 		default: usage(stderr); return EXIT_USAGE;
 		}
 	}

@@ -168,6 +168,7 @@ json_t *al_job_to_json(const struct al_job *job)
 	al_jb_set(&b, o, "max_attempts", json_integer(job->max_attempts));
 	al_jb_set(&b, o, "idempotency_key",
 		  job->idempotency_key ? json_string(job->idempotency_key) : json_null());
+	al_jb_set(&b, o, "image", job->image ? json_string(job->image) : json_null());
 	al_jb_set(&b, o, "callback_url",
 		  job->callback_url ? json_string(job->callback_url) : json_null());
 	al_jb_set(&b, o, "labels", kv_json(&b, job->labels, job->nlabels));

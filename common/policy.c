@@ -33,6 +33,7 @@ const char al_policy_builtin[] =
     "    defaults: {wall_ms: 30000, memory_bytes: 134217728, pids: 64}\n"
     "  service:\n"
     "    backend: vm\n"
+    "    image: python\n"
     "tenants:\n"
     "  default: {max_queued: 100000, max_running: 0, rate_per_s: 0}\n";
 
@@ -433,6 +434,11 @@ static int check_images(struct ctx *c, yaml_node_t *n, struct al_tier_policy *t,
 		else
 			t->pools[k] = counts[i];
 	}
+	if (t->nimages && !strcmp(t->backend, "process"))
+		return fail(c, n,
+			    "tier %s: the process backend runs the host's binaries and takes no "
+			    "image; use a container or microvm tier for images",
+			    t->name);
 	if (t->nimages && !strcmp(t->backend, "vm") && t->nimages > 1)
 		return fail(c, n, "tier %s: a vm tier boots one image; give one", t->name);
 	return AL_OK;

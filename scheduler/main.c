@@ -202,9 +202,15 @@ int main(int argc, char **argv)
 	if (check) {
 		printf("policy %s: %zu tiers, %zu tenants\n", s.policy.source, s.policy.ntiers,
 		       s.policy.ntenants);
-		for (size_t i = 0; i < s.policy.ntiers; i++)
-			printf("  tier %s -> %s\n", s.policy.tiers[i].name,
-			       s.policy.tiers[i].backend);
+		for (size_t i = 0; i < s.policy.ntiers; i++) {
+			const struct al_tier_policy *t = &s.policy.tiers[i];
+
+			printf("  tier %s -> %s", t->name, t->backend);
+			for (size_t k = 0; k < t->nimages; k++)
+				printf("%s%s%s", k ? ", " : " (images: ", t->images[k],
+				       !strcmp(t->images[k], t->image) ? " [default]" : "");
+			printf("%s\n", t->nimages ? ")" : "");
+		}
 		al_policy_free(&s.policy);
 		return 0;
 	}

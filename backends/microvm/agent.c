@@ -197,17 +197,21 @@ static void service_setup(void)
 		fatal("mount /dev/vda on /data");
 }
 
-/* microVM: the job's catalogue image, the first virtio disk, read-only. */
+/* The job's catalogue image, read-only: a microVM's first virtio disk, a
+ * service VM's second (its first is /data). */
 static void image_setup(void)
 {
-	load_modules(image_modules);
+	const char *dev = service_mode ? "/dev/vdb" : "/dev/vda";
+
+	if (!service_mode)
+		load_modules(image_modules);
 	/* the device appears once the driver has probed it */
-	for (int i = 0; i < 200 && access("/dev/vda", F_OK); i++)
+	for (int i = 0; i < 200 && access(dev, F_OK); i++)
 		usleep(10000);
 	if (mkdir(IMAGE_ROOT, 0755) && errno != EEXIST)
 		fatal("mkdir " IMAGE_ROOT);
-	if (mount("/dev/vda", IMAGE_ROOT, "ext4", MS_RDONLY | MS_NOSUID | MS_NODEV, "noload"))
-		fatal("mount the image (/dev/vda) on " IMAGE_ROOT);
+	if (mount(dev, IMAGE_ROOT, "ext4", MS_RDONLY | MS_NOSUID | MS_NODEV, "noload"))
+		fatal("mount the image on " IMAGE_ROOT);
 	have_image = true;
 }
 
@@ -359,7 +363,7 @@ static void set_rlimit(int res, rlim_t v, int setup_wr)
 /* In the job's mount namespace: its root becomes the image (read-only,
  * mounted at boot) with the guest's /dev, /proc and read-only /sys, the
  * cgroup tree masked, and its tmpfs (the disk limit) as /work, /tmp and
- * /dev/shm: the only writable places. The initramfs is left underneath
+ * /dev/shm: the only writable places (and a service VM's /data disk). The initramfs is left underneath
  * (MS_MOVE + chroot, as switch_root does: the initramfs cannot be
  * pivoted away); the job has no capability to chroot back. */
 static int image_root(const struct al_jobfs *fs, const char *tmp, const char *shm)
@@ -371,7 +375,8 @@ static int image_root(const struct al_jobfs *fs, const char *tmp, const char *sh
 		  MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,mode=0555") ||
 	    mount(fs->home, IMAGE_ROOT "/work", NULL, MS_BIND, NULL) ||
 	    mount(tmp, IMAGE_ROOT "/tmp", NULL, MS_BIND, NULL) ||
-	    mount(shm, IMAGE_ROOT "/dev/shm", NULL, MS_BIND, NULL))
+	    mount(shm, IMAGE_ROOT "/dev/shm", NULL, MS_BIND, NULL) ||
+	    (service_mode && mount("/data", IMAGE_ROOT "/data", NULL, MS_BIND | MS_REC, NULL)))
 		return -1;
 	if (chdir(IMAGE_ROOT) || mount(".", "/", NULL, MS_MOVE, NULL) || chroot(".") || chdir("/"))
 		return -1;
@@ -627,7 +632,7 @@ int main(void)
 	load_modules(service_mode ? service_modules : microvm_modules);
 	if (service_mode)
 		service_setup();
-	else if (cmdline_has("airlock.image=1"))
+	if (cmdline_has("airlock.image=1"))
 		image_setup();
 	port = open_port();
 	if (al_chan_write(port, AL_CHAN_READY, "agent " AGENT_VERSION,

@@ -65,6 +65,8 @@ enum vm_state { VM_BOOTING, VM_STARTING, VM_PROBING };
 struct vm_sb {
 	char name[AL_ID_MAX + 16];
 	char disk[PATH_MAX], sock[PATH_MAX], base[PATH_MAX], hash[80];
+	char image[PATH_MAX];  /* the catalogue image's block image, read-only ("" = none) */
+	char image_hash[80];   /* its content hash */
 	virDomainPtr dom;
 	int chan_fd, timer_fd, probe_fd;
 	unsigned probe_port; /* index into spec.ports */
@@ -276,6 +278,14 @@ static int vm_prepare(struct al_sandbox *sb, struct al_err *err)
 		 (v->name_hash >> 8) & 0xff, v->name_hash & 0xff);
 	if ((rc = base_copy(v, image, err)))
 		return rc;
+	/* The catalogue image: shared read-only by every VM that boots it;
+	 * libvirt must not relabel it (domain_xml says so), only read it. */
+	if (sb->spec.image) {
+		if ((rc = al_image_path(sb->conf, sb->spec.image, true, v->image, sizeof(v->image),
+					err)))
+			return al_err_wrap(err, "vm");
+		al_image_hash(sb->conf, sb->spec.image, v->image_hash, sizeof(v->image_hash));
+	}
 	snprintf(backing, sizeof(backing), "%s/data.qcow2", v->base);
 	{
 		const char *argv[] = {G.qemu_img, "create", "-q",    "-f",    "qcow2", "-F",
@@ -329,13 +339,14 @@ static char *domain_xml(const struct al_sandbox *sb)
 		"<os><type arch='x86_64' machine='pc'>hvm</type>"
 		"<kernel>%s/vmlinux</kernel><initrd>%s/initramfs.lz4</initrd>"
 		"<cmdline>console=ttyS0 %s panic=-1 reboot=t rdinit=/init cryptomgr.notests"
-		" airlock.mode=service%s%s%s</cmdline></os>"
+		" airlock.mode=service%s%s%s%s</cmdline></os>"
 		"%s"
 		"<on_poweroff>destroy</on_poweroff><on_reboot>destroy</on_reboot>"
 		"<on_crash>destroy</on_crash>"
 		"<devices>"
 		"<disk type='file' device='disk'><driver name='qemu' type='qcow2'/>"
 		"<source file='%s'/><target dev='vda' bus='virtio'/></disk>"
+		"%s%s%s"
 		"<interface type='network'><source network='%s'/>"
 		"<mac address='%s'/><model type='virtio'/>%s</interface>"
 		"<channel type='unix'><source mode='bind' path='%s'/>"
@@ -347,11 +358,19 @@ static char *domain_xml(const struct al_sandbox *sb)
 		vcpus < 1 ? 1 : vcpus, v->base, v->base,
 		G.conf->vm_console ? "loglevel=4" : "quiet",
 		s->network == AL_NET_EGRESS ? " airlock.egress=1" : "",
-		G.kvm ? "" : " tsc=reliable", tsc,
+		G.kvm ? "" : " tsc=reliable", tsc, v->image[0] ? " airlock.image=1" : "",
 		G.kvm ? "<cpu mode='host-passthrough'/>"
 		      : "<cpu mode='custom' match='exact'><model fallback='allow'>qemu64</model>"
 			"<feature policy='require' name='rdrand'/></cpu>",
-		v->disk, s->vm_network ? s->vm_network : "airlock", v->mac, filter ? filter : "",
+		v->disk,
+		v->image[0] ? "<disk type='file' device='disk'><driver name='qemu' type='raw'/>"
+			      "<source file='"
+			    : "",
+		v->image,
+		v->image[0] ? "'><seclabel model='dac' relabel='no'/></source>"
+			      "<target dev='vdb' bus='virtio'/><readonly/></disk>"
+			    : "",
+		s->vm_network ? s->vm_network : "airlock", v->mac, filter ? filter : "",
 		v->sock,
 		G.conf->vm_console ? "<serial type='file'><source path='" : "<serial type='null'/>",
 		G.conf->vm_console ? G.conf->vm_console : "", G.conf->vm_console ? "." : "",
@@ -535,7 +554,7 @@ static void ready_result(struct al_sandbox *sb, struct al_result *res)
 	al_result_add_info(res, "vm_name", v->name);
 	al_result_add_info(res, "vm_ip", v->ip);
 	al_result_add_info(res, "ports", ports);
-	al_result_add_info(res, "image", v->hash);
+	al_result_add_info(res, "image", v->image[0] ? v->image_hash : v->hash);
 	al_result_add_info(res, "accel", G.kvm ? "kvm" : "tcg");
 	al_result_add_info(res, "address", v->reserved[0] ? "reserved" : "dynamic");
 	/* The lease runs from readiness; its maximum from creation. */

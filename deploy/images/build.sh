@@ -92,7 +92,7 @@ packages() {
 }
 
 # Bump when the way an image is made changes (then every image is rebuilt).
-IMAGE_FORMAT=2
+IMAGE_FORMAT=3
 
 # Content hash: stable across rebuilds of identical content.
 content_hash() {
@@ -152,7 +152,7 @@ script $(script_hash "$name")"
 	rm -rf "$tmp"/var/cache/apt/archives/*.deb "$tmp"/var/lib/apt/lists/* "$tmp"/var/log/*
 	grep -q '^job:' "$tmp/etc/passwd" || echo 'job:x:1000:1000:airlock job:/work:/bin/sh' >>"$tmp/etc/passwd"
 	grep -q '^job:' "$tmp/etc/group" || echo 'job:x:1000:' >>"$tmp/etc/group"
-	mkdir -p "$tmp/work" "$tmp/dev/shm"
+	mkdir -p "$tmp/work" "$tmp/dev/shm" "$tmp/data" # data: a service VM's disk
 	echo "build.sh: $name: [3/4] content hash" >&2
 	echo "sha256:$(content_hash "$tmp")" >"$tmp/.airlock-image"
 	echo "build.sh: $name: [4/4] block image $OUT/$name.ext4 (for microVMs)" >&2

@@ -119,7 +119,9 @@ class QueueRunner:
     def __init__(self, ctx, tier, backend):
         self.ctx = ctx
         # a world-writable Redis socket: only hiding it keeps jobs out
-        self.c = Cluster(policy=POLICY.format(tier=tier, backend=backend, secret=ctx.secret),
+        image = MICROVM_IMAGE_KEYS % MICROVM_IMAGE if backend == "microvm" else ""
+        self.c = Cluster(policy=POLICY.format(tier=tier, backend=backend, secret=ctx.secret,
+                                              image=image),
                          sockperm="777")
         os.chmod(self.c.policy, 0o644)  # as an operator leaves it
         ctx.policy_path = self.c.policy
@@ -154,10 +156,12 @@ tiers:
     backend: {backend}
     max_attempts: 1
     max: {{wall_ms: 60000, memory_bytes: 1073741824, pids: 256, disk_bytes: 1073741824}}
-  other:
+{image}  other:
     backend: {backend}
     env: {{OTHER_TIER_TOKEN: "{secret}-policy"}}
-"""
+{image}"""
+# The microVM tiers boot the guest with the catalogue's python image.
+MICROVM_IMAGE_KEYS = "    guest: %s\n    image: python\n"
 
 # Host directories any uid may write to: a job must reach none of them.
 WORLD_WRITABLE = [d for d in ("/var/tmp", "/var/lock", "/run/lock", "/var/crash", "/dev/mqueue")
@@ -169,11 +173,13 @@ BACKENDS = {"process": ("trusted", UID_BASE), "container": ("internal", 201000)}
 # job runs as uid 1000 of the guest; on the host only the VMM runs, as
 # uid_base + 256 + n.
 MICROVM_IMAGE = os.environ.get("AIRLOCK_MICROVM_IMAGE", "/var/lib/airlock/images/microvm")
-if os.path.exists(os.path.join(MICROVM_IMAGE, "initramfs.lz4")) and shutil.which(
+if os.path.exists(os.path.join(MICROVM_IMAGE, "initramfs.lz4")) and os.path.exists(
+        "/var/lib/airlock/images/python.ext4") and shutil.which(
         "qemu-system-x86_64", path="/usr/bin:/bin"):
     BACKENDS["microvm"] = ("untrusted", UID_BASE + 256)
 else:
-    print("# microvm not in the suite: no image at %s (make microvm-image)" % MICROVM_IMAGE)
+    print("# microvm not in the suite: no guest at %s (make microvm-image) or no python image "
+          "(make images)" % MICROVM_IMAGE)
 if os.environ.get("AIRLOCK_HOSTILE_BACKENDS"):  # e.g. "container" while working on one
     BACKENDS = {b: BACKENDS[b] for b in os.environ["AIRLOCK_HOSTILE_BACKENDS"].split(",")}
 

@@ -26,7 +26,7 @@ if os.geteuid() != 0 or not any(os.access(os.path.join(d, "runc"), os.X_OK)
 # here when missing; kept for the next run).
 IMAGES = os.environ.get("AIRLOCK_IMAGES", "/var/lib/airlock/images")
 HASH = {}
-for name in ("python", "toolchain"):
+for name in ("python", "toolchain", "node"):
     if not os.path.exists(os.path.join(IMAGES, name, ".airlock-image")):
         b = subprocess.run([os.path.join(os.path.dirname(__file__), "..", "..", "deploy", "images",
                                          "build.sh"), "--out", IMAGES, name],
@@ -35,7 +35,6 @@ for name in ("python", "toolchain"):
             sys.stderr.write(b.stderr)
     with open(os.path.join(IMAGES, name, ".airlock-image")) as f:
         HASH[name] = f.read().strip()
-TOOLCHAIN = os.path.join(IMAGES, "toolchain")
 
 POLICY = """\
 result_ttl_s: 600
@@ -48,21 +47,21 @@ tiers:
   broken:
     backend: container
     max_attempts: 1
-    image: /nonexistent/image
+    image: notbuilt
   pyimage:
     backend: container
     max_attempts: 1
-    image: %s
+    images: [python, node]
   grading:
     backend: container
     max_attempts: 1
-    image: %s
+    image: toolchain
     defaults: {wall_ms: 60000, memory_bytes: 536870912, pids: 64}
   bound:
     backend: container
     max_attempts: 1
     binds: [%s]
-""" % (os.path.join(IMAGES, "python"), TOOLCHAIN, "BIND_DIR")
+""" % ("BIND_DIR",)
 BIND_DIR = tempfile.mkdtemp(prefix="airlock-bind-", dir="/var/tmp")
 os.chmod(BIND_DIR, 0o755)
 with open(os.path.join(BIND_DIR, "data.txt"), "w") as f:
@@ -89,7 +88,8 @@ def py(c, code, **kw):
 c = Cluster(policy=POLICY)
 try:
     c.scheduler()
-    c.worker(WID, slots=2, tiers="internal,broken,grading,pyimage,bound")
+    c.worker(WID, slots=2, tiers="internal,broken,grading,pyimage,bound",
+             extra=["--images", IMAGES])
     r = py(c, "import os\n"
               "for p in ['/usr/evil', '/etc/evil', '/evil', '/bin/evil']:\n"
               "    try: open(p, 'w').write('x'); print(p, 'WRITTEN')\n"
@@ -196,8 +196,17 @@ try:
     t.ok(r["status"] == "ok" and r["stdout"].count("pass") == 2 and "FAIL 40 2" in r["stdout"],
          "grading: a program wrong for one input fails exactly that one", r)
     r = py(c, "print(1)", tier="broken")
-    t.ok(r["status"] == "sandbox_error" and "runc" in (r.get("error") or "") and r["stdout"] == "",
-         "a runtime that cannot start the container: sandbox_error with its reason", r)
+    t.ok(r["status"] == "sandbox_error" and "image notbuilt is not built" in (r.get("error") or "")
+         and "deploy/images/build.sh" in r["error"] and r["stdout"] == "",
+         "an image the catalogue lacks: sandbox_error naming the command that builds it", r)
+    r = py(c, "print(1)", tier="pyimage", image="toolchain")
+    t.ok(r["status"] == "rejected" and "allowed: python, node" in (r.get("error") or ""),
+         "an image the tier does not offer: rejected, naming the ones it does", r)
+    r = c.run_job({"v": 1, "id": "c-node-%d" % os.getpid(), "tier": "pyimage", "image": "node",
+                   "argv": ["node", "-e", "console.log([1,2,3].map(x => x * 2).join(' '))"]})
+    t.ok(r["status"] == "ok" and r["stdout"] == b"2 4 6\n" and
+         r.get("info", {}).get("image") == HASH["node"],
+         "the node image: a job names it and node runs its script", r)
     left = leftovers(UID, WID, os.path.join(c.dir, "state"))
     t.ok(not left, "nothing left behind (processes, cgroups, bundles)", left)
 

@@ -33,8 +33,18 @@ if os.geteuid() != 0 or not os.access(QEMU, os.X_OK):
 if not os.path.exists(os.path.join(IMAGE, "initramfs.lz4")):
     t.ok(False, "the microvm image exists (make microvm-image; tests/run.sh builds it)", IMAGE)
     sys.exit(t.done())
-with open(os.path.join(IMAGE, ".airlock-image")) as f:
-    HASH = f.read().strip()
+IMAGES = os.environ.get("AIRLOCK_IMAGES", "/var/lib/airlock/images")
+for name in ("python", "toolchain", "node"):  # the catalogue images the tiers below offer
+    if not os.path.exists(os.path.join(IMAGES, name + ".ext4")):
+        b = subprocess.run([os.path.join(os.path.dirname(__file__), "..", "..", "deploy", "images",
+                                         "build.sh"), "--out", IMAGES, name],
+                           capture_output=True, text=True)
+        if b.returncode != 0:
+            sys.stderr.write(b.stderr)
+HASH = {}
+for name in ("python", "toolchain", "node"):
+    with open(os.path.join(IMAGES, name, ".airlock-image")) as f:
+        HASH[name] = f.read().strip()
 with open(os.path.join(IMAGE, "kernel-package")) as f:
     KREL = f.read().strip().replace("linux-image-", "")
 
@@ -112,22 +122,37 @@ tiers:
   untrusted:
     backend: microvm
     max_attempts: 1
+    guest: %s
+    images: [python, toolchain, node]
     defaults: {wall_ms: 20000, memory_bytes: 134217728, pids: 64}
   pooled:
     backend: microvm
     max_attempts: 1
+    guest: %s
+    image: python
     pool: 1
     pool_max_idle_ms: 4000
     defaults: {wall_ms: 20000, memory_bytes: 134217728, pids: 64}
-  noimage:
+  noguest:
     backend: microvm
     max_attempts: 1
-    image: /nonexistent/microvm
-""" + "".join("""\
+    guest: /nonexistent/microvm
+    image: python
+  notbuilt:
+    backend: microvm
+    max_attempts: 1
+    guest: %s
+    image: notbuilt
+  ctr-python:
+    backend: container
+    max_attempts: 1
+    image: python
+    defaults: {wall_ms: 20000, memory_bytes: 134217728, pids: 64}
+""" % (IMAGE, IMAGE, IMAGE) + "".join("""\
   fake-%s:
     backend: microvm
     max_attempts: %d
-    image: %s
+    guest: %s
     defaults: {wall_ms: 20000}
 """ % (m, 2 if m == "panic" else 1, os.path.join(FAKE_DIR, "fake-" + m)) for m in FAKES)
 
@@ -138,7 +163,7 @@ def job(code, tier="untrusted", **kw):
     j = {"v": 1, "id": "mv-%d-%d" % (os.getpid(), next(SEQ)), "tier": tier, "runtime": "python",
          "code": code}
     j.update(kw)
-    return j
+    return {k: v for k, v in j.items() if v is not None}
 
 
 def run(c, code, tier="untrusted", **kw):
@@ -189,16 +214,17 @@ WID, PWID = "mvm-test", "mvm-pool"
 c = Cluster(policy=POLICY)
 try:
     c.scheduler()
-    tiers = ",".join(["untrusted", "noimage"] + ["fake-" + m for m in FAKES])
+    tiers = ",".join(["untrusted", "noguest", "notbuilt"] + ["fake-" + m for m in FAKES])
     c.worker(WID, uid_base=UID_BASE, slots=2, tiers=tiers,
-             extra=("--vm-hang-ms", str(HANG_MS)))
+             extra=("--vm-hang-ms", str(HANG_MS), "--images", IMAGES))
 
     r = run(c, "print(6*7)")
     info = r.get("info", {})
-    t.ok(r["status"] == "ok" and r["stdout"] == "42\n" and info.get("image") == HASH and
+    t.ok(r["status"] == "ok" and r["stdout"] == "42\n" and info.get("image") == HASH["python"] and
          info.get("vmm") == "qemu" and info.get("boot") == "cold" and
          info.get("accel") in ("tcg", "kvm"),
-         "print(6*7) in a cold-booted microVM; the result names the image's hash and the VMM", r)
+         "print(6*7) in a cold-booted microVM on the tier's default image (python); the result "
+         "names the image's hash and the VMM", r)
 
     canary = os.path.join(c.dir, "host-canary")
     with open(canary, "w") as f:
@@ -206,15 +232,16 @@ try:
     os.chmod(canary, 0o644)
     r = run(c, "import os, sys\n"
                "print(os.getuid(), os.uname().release)\n"
-               "print(sorted(os.listdir('/sys/class/net')), sorted(os.listdir('/sys/block')))\n"
-               "for p in [sys.argv[1], '/etc/shadow', '/var/lib/airlock']:\n"
+               "print(sorted(os.listdir('/sys/class/net')), sorted(os.listdir('/sys/block')),\n"
+               "      open('/sys/block/vda/ro').read().strip())\n"
+               "for p in [sys.argv[1], '/etc/airlock', '/var/lib/airlock']:\n"
                "    print(p, os.path.exists(p))\n", argv=[canary])
     lines = r["stdout"].splitlines()
-    t.ok(r["status"] == "ok" and lines[:2] == ["1000 " + KREL, "['lo'] []"] and
+    t.ok(r["status"] == "ok" and lines[:2] == ["1000 " + KREL, "['lo'] ['vda'] 1"] and
          KREL != os.uname().release and all(l.endswith("False") for l in lines[2:]) and
          len(lines) == 5,
-         "the job runs as uid 1000 on the guest's own kernel, with no network device, no disk "
-         "and no host file (a world-readable canary is absent)", r)
+         "the job runs as uid 1000 on the guest's own kernel, with no network device, one "
+         "read-only disk (its image) and no host file (a world-readable canary is absent)", r)
 
     r = run(c, "import sys\ndata = open('in.txt').read()\n"
                "open('out.txt', 'w').write(data.upper() + sys.stdin.read())\nprint('done')",
@@ -229,9 +256,68 @@ try:
          "a job asking for network is rejected (a microvm tier cannot grant egress: the backend "
          "has no network device)", r)
 
-    r = run(c, "print(1)", tier="noimage")
+    r = run(c, "print(1)", tier="noguest")
     t.ok(r["status"] == "sandbox_error" and "make microvm-image" in (r.get("error") or ""),
-         "a tier whose image is not built: sandbox_error telling how to build it", r)
+         "a tier whose guest is not built: sandbox_error telling how to build it", r)
+    r = run(c, "print(1)", tier="notbuilt")
+    t.ok(r["status"] == "sandbox_error" and "image notbuilt is not built" in (r.get("error") or "")
+         and "deploy/images/build.sh" in r["error"],
+         "an image the catalogue lacks: sandbox_error naming the command that builds it", r)
+    r = run(c, "print(1)", image="cobol")
+    t.ok(r["status"] == "rejected" and
+         "allowed: python, toolchain, node" in (r.get("error") or ""),
+         "an image the tier does not offer: rejected, naming the ones it does", r)
+
+    # --- real workloads in the catalogue images ---
+    r = run(c, "import ctypes, numpy, pandas\n"
+               "print(ctypes.sizeof(ctypes.c_long), numpy.arange(10).sum(),\n"
+               "      pandas.DataFrame({'a': [1, 2, 3]})['a'].sum())",
+            limits={"wall_ms": 60000, "memory_bytes": 256 << 20})
+    t.ok(r["status"] == "ok" and r["stdout"] == "8 45 6\n",
+         "the python image: ctypes, numpy and pandas work in the microVM", r)
+    cpp = ("#include <iostream>\n#include <vector>\n#include <numeric>\n"
+           "int main(){std::vector<int> v(100); std::iota(v.begin(), v.end(), 1);"
+           " std::cout << std::accumulate(v.begin(), v.end(), 0) << std::endl;}\n")
+    r = c.run_job(job("g++ -O1 -o sum sum.cpp && ./sum", image="toolchain", runtime="sh",
+                      files=[{"path": "sum.cpp", "data": cpp.encode()}],
+                      limits={"wall_ms": 120000, "memory_bytes": 512 << 20}), timeout=180)
+    t.ok(r["status"] == "ok" and r["stdout"] == b"5050\n" and
+         r["info"].get("image") == HASH["toolchain"],
+         "the toolchain image: a C++ program compiles with g++ and runs in the microVM", r)
+    r = c.run_job(job(None, image="node", runtime=None,
+                      argv=["node", "-e", "console.log([1, 2, 3].map(x => x * 2).join(' '))"],
+                      limits={"wall_ms": 60000, "memory_bytes": 256 << 20}))
+    t.ok(r["status"] == "ok" and r["stdout"] == b"2 4 6\n" and r["info"].get("image") == HASH["node"],
+         "the node image: node runs a script in the microVM", r)
+    # The same program, the same image, two boundaries: the same output.
+    c.worker("mvm-ctr", uid_base=UID_BASE + 1000, slots=1, tiers="ctr-python",
+             extra=("--images", IMAGES))
+    same = ("import sys, numpy, platform\n"
+            "print(sys.version.split()[0], numpy.__version__, numpy.arange(12).reshape(3, 4).sum(0),"
+            " platform.libc_ver(), open('/etc/debian_version').read().strip())")
+    rv, rc_ = run(c, same, limits={"wall_ms": 60000}), run(c, same, tier="ctr-python")
+    t.ok(rv["status"] == rc_["status"] == "ok" and rv["stdout"] == rc_["stdout"] and
+         rv["info"].get("image") == rc_["info"].get("image") == HASH["python"],
+         "the same program on the python image: the same stdout on the microVM and container "
+         "tiers", (rv, rc_))
+    before = os.stat(os.path.join(IMAGES, "python.ext4"))
+    r = run(c, "import os\n"
+               "for p in ['/usr/lib/x', '/etc/passwd', '/x']:\n"
+               "    try: open(p, 'a').write('x'); print(p, 'WRITTEN')\n"
+               "    except OSError as e: print(p, e.errno)\n"
+               "try:\n"
+               "    with open('/work/fill', 'wb') as f:\n"
+               "        while True: f.write(b'x' * (1 << 20)); f.flush()\n"
+               "except OSError as e: print('fill', e.errno)\n",
+            limits={"disk_bytes": 8 << 20, "wall_ms": 30000})
+    after = os.stat(os.path.join(IMAGES, "python.ext4"))
+    t.ok(r["stdout"].splitlines()[:3] == ["/usr/lib/x 30", "/etc/passwd 30", "/x 30"] and
+         r["status"] == "output_limit" and
+         (before.st_size, before.st_mtime) == (after.st_size, after.st_mtime) and
+         not state_files(c, WID),
+         "the image is read-only to the job (EROFS); filling /work hits the job's disk limit "
+         "(output_limit) and nothing reaches the host (the image file and the state dir "
+         "unchanged)", r)
 
     # --- guest faults (fake images) ---
     for mode, want, limit in (
@@ -318,10 +404,11 @@ try:
     t.ok(len(pids) == 1 and jail.get("ns") == [] and
          set(jail["root"]) <= {"bin", "dev", "etc", "lib", "lib32", "lib64", "libx32", "proc",
                                 "sbin", "usr", "vm"} and
-         jail["etc"] == ["ld.so.cache"] and jail["vm"] == ["initrd", "vmlinux", "vmm"] and
+         jail["etc"] == ["ld.so.cache"] and jail["vm"] == ["disk", "initrd", "vmlinux", "vmm"] and
          jail["seen"] == [],
          "the VMM runs jailed: own mount, PID, network, IPC, UTS and cgroup namespaces; its root "
-         "holds /usr, the loader cache and its three files, no host file or socket", jail)
+         "holds /usr, the loader cache and its four files (the image read-only), no host file or "
+         "socket", jail)
     # The jailed VMM is PID 1 of its namespace: from outside only SIGKILL reaches it (a real
     # crash, a fault, is forced on it and ends it too); the worker did not send this one.
     for p in pids:

@@ -319,6 +319,22 @@ def policy_errors():
          "ports: expected a list of port numbers"),
         ("max lease below lease", "tiers:\n  a: {backend: vm, vm_lease_ms: 9000, vm_max_lease_ms: 5000}\n",
          "vm_max_lease_ms is below vm_lease_ms"),
+        ("image as a path", "tiers:\n  a: {backend: container, image: /var/lib/airlock/images/python}\n",
+         '"/var/lib/airlock/images/python" is not an image name'),
+        ("default image not offered", "tiers:\n  a: {backend: microvm, images: [python], image: node}\n",
+         'image "node" is not in its images'),
+        ("image listed twice", "tiers:\n  a: {backend: microvm, images: [python, python]}\n",
+         'images: "python" listed twice'),
+        ("pool of an image not offered",
+         "tiers:\n  a: {backend: microvm, images: [python], pool: {node: 1}}\n",
+         'pool: "node" is not in its images'),
+        ("pool per image too big",
+         "tiers:\n  a: {backend: microvm, images: [python], pool: {python: 99}}\n",
+         "pool: expected 0..64"),
+        ("image on a process tier", "tiers:\n  a: {backend: process, image: python}\n",
+         "the process backend runs the host's binaries and takes no image"),
+        ("two images on a vm tier", "tiers:\n  a: {backend: vm, images: [python, node]}\n",
+         "a vm tier boots one image"),
     ]
     for name, text, needle in cases:
         path = os.path.join(d, name.replace(" ", "_").replace("'", "").replace("/", "_") + ".yaml")

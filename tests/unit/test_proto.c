@@ -366,6 +366,10 @@ static void test_rejections(void)
 	       "callback_url: too long");
 	reject("empty idempotency key", job_plus("idempotency_key", mp("s", ""), NULL),
 	       "idempotency_key: must be");
+	reject("image as a path", job_plus("image", mp("s", "../../etc"), NULL),
+	       "image: must be 1..64 characters of [A-Za-z0-9_-]");
+	reject("image with a dot", job_plus("image", mp("s", "py.thon"), NULL), "image: must be");
+	reject("image not text", job_plus("image", mp("u", (uint64_t)3), NULL), "image:");
 	{
 		char v[257];
 
@@ -419,6 +423,7 @@ static void fill_full_job(struct al_job *j)
 	j->max_attempts = 3;
 	j->idempotency_key = "k-1";
 	j->callback_url = "https://hooks.example.invalid/airlock";
+	j->image = "toolchain";
 	j->labels = labels;
 	j->nlabels = 2;
 	j->submitted_ms = 1800000000000ull;
@@ -462,6 +467,7 @@ static void test_job_roundtrip(void)
 		   strcmp(out.callback_url, in.callback_url) == 0 && out.nlabels == 2 &&
 		   strcmp(out.labels[1].key, "pr/number") == 0 && out.ncollect == 1,
 	       "idempotency key, callback, labels, collect survive");
+	TAP_OK(out.image && strcmp(out.image, "toolchain") == 0, "image survives");
 	al_job_free(&out);
 	al_buf_free(&b);
 

@@ -434,10 +434,10 @@ static int check_images(struct ctx *c, yaml_node_t *n, struct al_tier_policy *t,
 		else
 			t->pools[k] = counts[i];
 	}
-	if (t->nimages && !strcmp(t->backend, "process"))
+	if (t->nimages && t->nbinds && !strcmp(t->backend, "process"))
 		return fail(c, n,
-			    "tier %s: the process backend runs the host's binaries and takes no "
-			    "image; use a container or microvm tier for images",
+			    "tier %s: a process tier with images takes no binds (the image is its "
+			    "whole, read-only root); use a container tier for both",
 			    t->name);
 	if (t->nimages && !strcmp(t->backend, "vm") && t->nimages > 1)
 		return fail(c, n, "tier %s: a vm tier boots one image; give one", t->name);

@@ -25,10 +25,14 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# The microVM guest image, when missing or out of date (seconds; the first
-# time also debootstraps the python image it takes Python from, ~2 min).
-if ! bash "$(dirname "$0")/images/build.sh" --agent "$B/airlock-agent" microvm >"$DIR/image.log" 2>&1; then
-	echo "demo: the microVM image could not be built; the untrusted tier will say why:" >&2
+# What the demo's tiers use: the python image (the untrusted and container
+# tiers' default) and the microVM guest, when missing or out of date (kept
+# otherwise: seconds; the first time debootstraps python, ~2 min).
+[ -f /var/lib/airlock/images/python.ext4 ] ||
+	echo "demo: building the python image (first time: about 2 minutes; progress in $DIR/image.log)" >&2
+if ! bash "$(dirname "$0")/images/build.sh" python >"$DIR/image.log" 2>&1 ||
+	! bash "$(dirname "$0")/images/build.sh" --agent "$B/airlock-agent" microvm >>"$DIR/image.log" 2>&1; then
+	echo "demo: an image could not be built; the untrusted tier will say why:" >&2
 	tail -3 "$DIR/image.log" >&2
 fi
 

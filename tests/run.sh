@@ -45,13 +45,17 @@ fuzz() { # target seconds
 	fi
 }
 
-# The microVM guest image (kernel + initramfs with this build's agent): kept
-# when up to date, else rebuilt (seconds; the first time also debootstraps
-# the python image it takes Python from). The integration tests that need
-# root use it; as root, a failed build is a failure, not a skip.
+# The image catalogue the integration tests use (python, toolchain, node:
+# kept while their recipes are unchanged, else rebuilt: about five minutes
+# the first time, build.sh says which step it is on) and the microVM guest
+# (kernel + initramfs with this build's agent: seconds). As root, a failed
+# build is a failure, not a skip.
 if [ "$(id -u)" = 0 ]; then
+	echo "# images: the catalogue (python, toolchain, node) and the microVM guest; built when missing or out of date" >&2
+	run_suite images/catalogue bash -c 'deploy/images/build.sh python toolchain node &&
+		echo "ok 1 - catalogue images built or up to date"'
 	run_suite images/microvm bash -c 'deploy/images/build.sh --agent "$BUILD/airlock-agent" microvm &&
-		echo "ok 1 - microvm image built or up to date"'
+		echo "ok 1 - microvm guest built or up to date"'
 fi
 
 run_suite format bash tests/format.sh

@@ -260,6 +260,26 @@ static int recv_go(int fds[AL_GO_NFDS + AL_INIT_MAX_BINDS])
 	return (int)(nfds - AL_GO_NFDS);
 }
 
+/* The job's catalogue image (a read-only tree the worker cloned) becomes
+ * the root, with the sandbox's own /dev and /proc on it; the root built
+ * above is detached (pivot_root onto itself: the image is read-only and
+ * has no room for the old root). */
+static void enter_image(int fd)
+{
+	mount_or_die(NULL, "/", NULL, MS_REMOUNT | MS_NOSUID | MS_NODEV, NULL,
+		     "make the sandbox root writable for the image");
+	if (mkdir("/image", 0755) ||
+	    syscall(SYS_move_mount, fd, "", AT_FDCWD, "/image", MOVE_MOUNT_F_EMPTY_PATH))
+		die("place the image");
+	close(fd);
+	mount_or_die("/dev", "/image/dev", NULL, MS_BIND | MS_REC, NULL, "bind /dev into the image");
+	mount_or_die("/proc", "/image/proc", NULL, MS_BIND | MS_REC, NULL,
+		     "bind /proc into the image");
+	if (chdir("/image") || syscall(SYS_pivot_root, ".", ".") || umount2(".", MNT_DETACH) ||
+	    chdir("/"))
+		die("make the image the root");
+}
+
 /* The tier's binds (read-only trees the worker cloned) at their paths: the
  * root is writable for the moment it takes to make their mount points. */
 static void place_binds(const int *fds, char *const *paths, uint32_t n)
@@ -268,6 +288,10 @@ static void place_binds(const int *fds, char *const *paths, uint32_t n)
 
 	if (n == 0)
 		return;
+	if (n == 1 && !strcmp(paths[0], "/")) {
+		enter_image(fds[0]);
+		return;
+	}
 	mount_or_die(NULL, "/", NULL, MS_REMOUNT | MS_NOSUID | MS_NODEV, NULL,
 		     "make the sandbox root writable for binds");
 	for (uint32_t i = 0; i < n; i++) {

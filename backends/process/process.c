@@ -381,13 +381,33 @@ fail:
 	return rc;
 }
 
-/* The binds' paths after argv and environment (init.h). */
+/* The binds' paths after argv and environment (init.h); the image is the
+ * bind at "/". */
 static int append_binds(const struct al_run_spec *spec, size_t n, struct al_buf *out)
 {
+	if (spec->image)
+		return al_buf_append(out, "/", 2);
 	for (size_t i = 0; i < n; i++)
 		if (al_buf_append(out, spec->binds[i], strlen(spec->binds[i]) + 1))
 			return -1;
 	return 0;
+}
+
+/* A detached copy of the host's tree at path, read-only, nosuid, nodev
+ * before the sandbox sees it; -1 with err. */
+static int ro_tree(const char *path, const char *what, struct al_err *err)
+{
+	struct mount_attr ro = {.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV};
+	int fd = open_tree(AT_FDCWD, path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+
+	if (fd < 0)
+		return al_err_sys(err, "process: %s %s", what, path), -1;
+	if (mount_setattr(fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &ro, sizeof(ro))) {
+		al_err_sys(err, "process: make %s %s read-only", what, path);
+		close(fd);
+		return -1;
+	}
+	return fd;
 }
 
 static int proc_prepare(struct al_sandbox *sb, struct al_err *err)
@@ -418,21 +438,21 @@ static int proc_prepare(struct al_sandbox *sb, struct al_err *err)
 	if ((p->stdin_fd =
 		 memfd_with("job-stdin", job->stdin_data.data, job->stdin_data.len, err)) < 0)
 		return p->stdin_fd;
-	/* The tier's binds: each a detached copy of the host's tree, made
-	 * read-only (nosuid, nodev) before the sandbox sees it. */
-	for (size_t i = 0; i < sb->spec.nbinds && i < AL_INIT_MAX_BINDS; i++) {
-		struct mount_attr ro = {.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
-						    MOUNT_ATTR_NODEV};
-		int fd = open_tree(AT_FDCWD, sb->spec.binds[i],
-				   OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+	/* The job's catalogue image (its root), or the tier's binds: each a
+	 * detached read-only copy of the host's tree. */
+	if (sb->spec.image) {
+		char dir[PATH_MAX];
 
-		if (fd < 0)
-			return al_err_sys(err, "process: bind %s (the tier's binds)",
-					  sb->spec.binds[i]);
-		p->bind_fd[p->nbinds++] = fd;
-		if (mount_setattr(fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &ro, sizeof(ro)))
-			return al_err_sys(err, "process: make the bind %s read-only",
-					  sb->spec.binds[i]);
+		if ((rc = al_image_path(sb->conf, sb->spec.image, false, dir, sizeof(dir), err)))
+			return al_err_wrap(err, "process");
+		if ((p->bind_fd[0] = ro_tree(dir, "the image", err)) < 0)
+			return AL_ESYS;
+		p->nbinds = 1;
+	}
+	for (size_t i = 0; !sb->spec.image && i < sb->spec.nbinds && i < AL_INIT_MAX_BINDS; i++) {
+		if ((p->bind_fd[i] = ro_tree(sb->spec.binds[i], "the tier's bind", err)) < 0)
+			return AL_ESYS;
+		p->nbinds = i + 1;
 	}
 	/* The cgroup is the real memory limit; the address-space limit only
 	 * stops absurd reservations, with room for runtimes that map a lot. */
@@ -589,9 +609,15 @@ static int proc_reap(struct al_sandbox *sb, struct al_result *res, struct al_err
 					  si.si_status);
 	}
 	al_verdict(res, ws, &st, &sb->spec.limits, disk_full);
-	/* The job saw the host's own files (read-only): PROTOCOL.md's "host" */
-	if (al_result_add_info(res, "image", "host"))
-		return al_err_set(err, AL_ENOMEM, "process: out of memory");
+	/* The job's image, or the host's own files (read-only): PROTOCOL.md's "host" */
+	{
+		char image[128] = "host";
+
+		if (sb->spec.image)
+			al_image_hash(sb->conf, sb->spec.image, image, sizeof(image));
+		if (al_result_add_info(res, "image", image))
+			return al_err_set(err, AL_ENOMEM, "process: out of memory");
+	}
 	return 1;
 }
 

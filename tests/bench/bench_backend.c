@@ -3,7 +3,7 @@
  * from start to result. Prints one JSON line with every sample in ms.
  *   bench_backend [--backend B] [--n N] [--state-dir D] [--uid-base U]
  *                 [--code PY | --argv PROGRAM] [--baselines FILE] [--dump-seccomp FILE]
- *                 [--bundle-copy FILE] [--image ROOTFS]
+ *                 [--bundle-copy FILE] [--image NAME] [--images DIR]
  * --baselines names a file with one command per line (arguments separated by
  * tabs, the first field a label; an argument "@fdN=PATH" opens PATH as fd N
  * in the child instead); each is spawned and timed the same way, in
@@ -159,6 +159,7 @@ int main(int argc, char **argv)
 	    {"argv", required_argument, NULL, 'A'},
 	    {"bundle-copy", required_argument, NULL, 'K'},
 	    {"image", required_argument, NULL, 'I'},
+	    {"images", required_argument, NULL, 'G'},
 	    {NULL, 0, NULL, 0},
 	};
 	struct al_backend_conf conf = {.worker_id = "bench",
@@ -188,7 +189,8 @@ int main(int argc, char **argv)
 		case 'B': baselines = optarg; break;
 		case 'A': argv0 = optarg; break;
 		case 'K': conf.bundle_copy = optarg; break;
-		case 'I': image = optarg; break;
+		case 'I': image = optarg; break; /* a catalogue image's name */
+		case 'G': conf.images_dir = optarg; break;
 		case 'd': {
 			struct al_seccomp sc;
 			FILE *f = fopen(optarg, "wb");

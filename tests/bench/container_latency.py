@@ -47,7 +47,7 @@ def main():
     if not os.path.exists(os.path.join(IMAGE, ".airlock-image")):
         print("no toolchain image at %s: run `make images` first" % IMAGE)
         return 1
-    img = ["--image", IMAGE]
+    img = ["--image", "toolchain", "--images", os.path.dirname(IMAGE)]
     p = subprocess.run([BENCH, "--backend", "container", "--n", "1", "--state-dir", state,
                         "--bundle-copy", kept, *img], capture_output=True, text=True)
     if p.returncode != 0:

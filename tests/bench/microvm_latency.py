@@ -42,9 +42,11 @@ result_ttl_s: 600
 lease_ms: 30000
 tiers:
   trusted: {backend: process, max_attempts: 1}
-  cold: {backend: microvm, max_attempts: 1, image: %s}
-  warm: {backend: microvm, max_attempts: 1, image: %s, pool: 1, pool_max_idle_ms: 3600000}
-  many: {backend: microvm, max_attempts: 1, image: %s, pool: %d, pool_max_idle_ms: 3600000}
+  cold: {backend: microvm, max_attempts: 1, guest: %s, image: python}
+  warm: {backend: microvm, max_attempts: 1, guest: %s, image: python, pool: 1,
+         pool_max_idle_ms: 3600000}
+  many: {backend: microvm, max_attempts: 1, guest: %s, image: python, pool: %d,
+         pool_max_idle_ms: 3600000}
 """ % (IMAGE, IMAGE, IMAGE, K)
 
 

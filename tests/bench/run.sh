@@ -11,6 +11,8 @@ echo
 echo
 /usr/bin/python3 tests/bench/microvm_latency.py "${MICROVM_ROUNDS:-20}" "${MICROVM_POOL:-8}"
 echo
+/usr/bin/python3 tests/bench/image_latency.py "${IMAGE_ROUNDS:-10}" "${IMAGE_WORK_ROUNDS:-3}"
+echo
 /usr/bin/python3 tests/bench/vm_latency.py "${VM_ROUNDS:-5}" "${VM_AT_ONCE:-4}"
 echo
 ROUNDS=${FAULT_ROUNDS:-3} bash tests/bench/faults.sh

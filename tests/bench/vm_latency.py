@@ -37,6 +37,7 @@ lease_ms: 30000
 tiers:
   service:
     backend: vm
+    image: python
     max_attempts: 1
     ports: [8080]
     defaults: {wall_ms: 120000, memory_bytes: 134217728}

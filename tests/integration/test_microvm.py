@@ -148,6 +148,11 @@ tiers:
     max_attempts: 1
     image: python
     defaults: {wall_ms: 20000, memory_bytes: 134217728, pids: 64}
+  proc-python:
+    backend: process
+    max_attempts: 1
+    image: python
+    defaults: {wall_ms: 20000, memory_bytes: 134217728, pids: 64}
 """ % (IMAGE, IMAGE, IMAGE) + "".join("""\
   fake-%s:
     backend: microvm
@@ -289,17 +294,20 @@ try:
                       limits={"wall_ms": 60000, "memory_bytes": 256 << 20}))
     t.ok(r["status"] == "ok" and r["stdout"] == b"2 4 6\n" and r["info"].get("image") == HASH["node"],
          "the node image: node runs a script in the microVM", r)
-    # The same program, the same image, two boundaries: the same output.
-    c.worker("mvm-ctr", uid_base=UID_BASE + 1000, slots=1, tiers="ctr-python",
+    # The same program, the same image, three boundaries: the same output.
+    c.worker("mvm-ctr", uid_base=UID_BASE + 1000, slots=1, tiers="ctr-python,proc-python",
              extra=("--images", IMAGES))
     same = ("import sys, numpy, platform\n"
             "print(sys.version.split()[0], numpy.__version__, numpy.arange(12).reshape(3, 4).sum(0),"
             " platform.libc_ver(), open('/etc/debian_version').read().strip())")
     rv, rc_ = run(c, same, limits={"wall_ms": 60000}), run(c, same, tier="ctr-python")
-    t.ok(rv["status"] == rc_["status"] == "ok" and rv["stdout"] == rc_["stdout"] and
-         rv["info"].get("image") == rc_["info"].get("image") == HASH["python"],
-         "the same program on the python image: the same stdout on the microVM and container "
-         "tiers", (rv, rc_))
+    rp = run(c, same, tier="proc-python")
+    t.ok(rv["status"] == rc_["status"] == rp["status"] == "ok" and
+         rv["stdout"] == rc_["stdout"] == rp["stdout"] and
+         rv["info"].get("image") == rc_["info"].get("image") == rp["info"].get("image") ==
+         HASH["python"],
+         "the same program on the python image: the same stdout on the microVM, container and "
+         "process tiers", (rv, rc_, rp))
     before = os.stat(os.path.join(IMAGES, "python.ext4"))
     r = run(c, "import os\n"
                "for p in ['/usr/lib/x', '/etc/passwd', '/x']:\n"

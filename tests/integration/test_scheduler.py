@@ -331,8 +331,9 @@ def policy_errors():
         ("pool per image too big",
          "tiers:\n  a: {backend: microvm, images: [python], pool: {python: 99}}\n",
          "pool: expected 0..64"),
-        ("image on a process tier", "tiers:\n  a: {backend: process, image: python}\n",
-         "the process backend runs the host's binaries and takes no image"),
+        ("image and binds on a process tier",
+         "tiers:\n  a: {backend: process, image: python, binds: [/srv]}\n",
+         "a process tier with images takes no binds"),
         ("two images on a vm tier", "tiers:\n  a: {backend: vm, images: [python, node]}\n",
          "a vm tier boots one image"),
     ]

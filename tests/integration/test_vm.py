@@ -31,12 +31,20 @@ if not os.path.exists(os.path.join(IMAGE, "data.qcow2")):
     sys.exit(t.done())
 from libvirtns import LibvirtNS  # noqa: E402
 
+IMAGES = os.environ.get("AIRLOCK_IMAGES", "/var/lib/airlock/images")
+if not os.path.exists(os.path.join(IMAGES, "python.ext4")):
+    t.ok(False, "the python image exists (make images; tests/run.sh builds it)", IMAGES)
+    sys.exit(t.done())
+with open(os.path.join(IMAGES, "python", ".airlock-image")) as f:
+    PY_HASH = f.read().strip()
+
 POLICY = """\
 result_ttl_s: 600
 lease_ms: 30000
 tiers:
   service:
     backend: vm
+    image: python
     max_attempts: 1
     ports: [8080]
     vm_lease_ms: 300000
@@ -44,12 +52,14 @@ tiers:
     defaults: {wall_ms: 90000, memory_bytes: 134217728}
   brief:
     backend: vm
+    image: python
     max_attempts: 1
     ports: [8080]
     vm_lease_ms: 4000
     defaults: {wall_ms: 90000, memory_bytes: 134217728}
   deaf:
     backend: vm
+    image: python
     max_attempts: 1
     ports: [8080]
     defaults: {wall_ms: 15000, memory_bytes: 134217728}
@@ -140,15 +150,18 @@ try:
     sched_args = ("--libvirt", lv.uri)
     c.scheduler(extra=sched_args)
     c.worker(WID, uid_base=71000, slots=2, tiers="service,brief,deaf",
-             extra=("--libvirt", lv.uri) + tuple(os.environ.get("VMT_EXTRA", "").split()))
+             extra=("--libvirt", lv.uri, "--images", IMAGES) +
+             tuple(os.environ.get("VMT_EXTRA", "").split()))
     args = [host_port, c.sock, lv.gateway]
     a, b = submit(c, argv=args), submit(c, argv=args)
     ra, rb = result(c, a), result(c, b)
     ia, ib = ra.get("info", {}), rb.get("info", {})
     t.ok(ra["status"] == "ok" and ia.get("vm_name") == "al-svc-" + a and ia.get("ports") == "8080" and
+         ia.get("image") == PY_HASH and
          ia.get("vm_ip", "").startswith(lv.subnet + ".") and
          int(ia.get("lease_expires_ms", 0)) > time.time() * 1000,
-         "a service job ends ok naming its VM, address, ports and lease end (ready in %s ms)"
+         "a service job ends ok in its catalogue image (python), naming its VM, address, ports "
+         "and lease end (ready in %s ms)"
          % ia.get("ready_ms"), ra)
     netxml = lv.virsh("net-dumpxml", lv.net).stdout
     t.ok(ia.get("address") == "reserved" and "ip='%s'" % ia.get("vm_ip") in netxml,

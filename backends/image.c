@@ -29,7 +29,8 @@ int al_image_path(const struct al_backend_conf *conf, const char *name, bool dis
 		return al_err_set(err, AL_ESANDBOX,
 				  "image %s is not built (no %s): run `deploy/images/build.sh%s%s "
 				  "%s` (or `make images`)",
-				  name, access(mark, R_OK) ? mark : out, conf->images_dir ? " --out " : "",
+				  name, access(mark, R_OK) ? mark : out,
+				  conf->images_dir ? " --out " : "",
 				  conf->images_dir ? conf->images_dir : "", name);
 	return AL_OK;
 }

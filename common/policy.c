@@ -315,7 +315,8 @@ static bool image_name_ok(const char *s)
 {
 	size_t n = strlen(s);
 
-	if (n == 0 || n > AL_ID_MAX || !((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= '0' && s[0] <= '9')))
+	if (n == 0 || n > AL_ID_MAX ||
+	    !((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= '0' && s[0] <= '9')))
 		return false;
 	for (size_t i = 0; i < n; i++)
 		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '_' ||
@@ -393,9 +394,10 @@ static int parse_pool(struct ctx *c, yaml_node_t *v, struct al_tier_policy *t,
 	{
 		if (*n == AL_IMAGES_MAX)
 			return fail(c, k, "pool: at most %d images", AL_IMAGES_MAX);
-		if ((rc = get_image(c, k, "pool", &names[*n])))
+		rc = get_image(c, k, "pool", &names[*n]);
+		(*n)++; /* freed by the caller, also when refused */
+		if (rc)
 			return rc;
-		(*n)++;
 		if ((rc = get_u64(c, e, "pool", &u)))
 			return rc;
 		if (u > AL_POOL_MAX)
@@ -997,7 +999,8 @@ int al_policy_admit_image(const struct al_tier_policy *t, struct al_job *job, st
 		return AL_OK;
 	if (!t->nimages)
 		return al_err_set(err, AL_EINVAL,
-				  "image: tier %s offers no catalogue image; leave image out", t->name);
+				  "image: tier %s offers no catalogue image; leave image out",
+				  t->name);
 	for (size_t i = 0; i < t->nimages; i++)
 		snprintf(names + strlen(names), sizeof(names) - strlen(names), "%s%s",
 			 i ? ", " : "", t->images[i]);

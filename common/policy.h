@@ -31,8 +31,8 @@ struct al_tier_policy {
 	size_t nenv;
 	char **callback_hosts; /* hosts allowed in callback_url */
 	size_t ncallback_hosts;
-	char *image;		       /* the default catalogue image (a name), or NULL */
-	char *images[AL_IMAGES_MAX];   /* the catalogue images its jobs may name */
+	char *image;		     /* the default catalogue image (a name), or NULL */
+	char *images[AL_IMAGES_MAX]; /* the catalogue images its jobs may name */
 	size_t nimages;
 	uint32_t pools[AL_IMAGES_MAX]; /* microvm: pool per image (images[i]); pool is the
 					* default image's */

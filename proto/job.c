@@ -475,10 +475,10 @@ enum job_field {
 };
 
 static const char *const job_field_names[F_COUNT] = {
-    "v",       "id",	       "tenant",      "tier",	      "runtime",	 "code",
-    "argv",    "stdin",	       "files",	      "env",	      "collect",	 "limits",
-    "network", "priority",     "deadline_ms", "max_attempts", "idempotency_key", "callback_url",
-    "image",   "labels",       "submitted_ms",
+    "v",       "id",	   "tenant",	   "tier",	   "runtime",	      "code",
+    "argv",    "stdin",	   "files",	   "env",	   "collect",	      "limits",
+    "network", "priority", "deadline_ms",  "max_attempts", "idempotency_key", "callback_url",
+    "image",   "labels",   "submitted_ms",
 };
 
 static int dec_field(enum job_field f, const msgpack_object *v, struct al_job *job,

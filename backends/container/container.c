@@ -515,7 +515,7 @@ static int write_bundle(struct al_sandbox *sb, struct al_err *err)
 	jset(root, "process", bundle_process(sb, &strings, argc, envc));
 	jset(root, "root",
 	     json_pack("{s:s, s:b}", "path",
-		       c->rootfs[0]	? c->rootfs
+		       c->rootfs[0]  ? c->rootfs
 		       : c->image[0] ? c->image
 				     : G.hostimage,
 		       "readonly", 1));

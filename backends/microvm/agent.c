@@ -363,9 +363,10 @@ static void set_rlimit(int res, rlim_t v, int setup_wr)
 /* In the job's mount namespace: its root becomes the image (read-only,
  * mounted at boot) with the guest's /dev, /proc and read-only /sys, the
  * cgroup tree masked, and its tmpfs (the disk limit) as /work, /tmp and
- * /dev/shm: the only writable places (and a service VM's /data disk). The initramfs is left underneath
- * (MS_MOVE + chroot, as switch_root does: the initramfs cannot be
- * pivoted away); the job has no capability to chroot back. */
+ * /dev/shm: the only writable places (and a service VM's /data disk). The
+ * initramfs is left underneath (MS_MOVE + chroot, as switch_root does: the
+ * initramfs cannot be pivoted away); the job has no capability to chroot
+ * back. */
 static int image_root(const struct al_jobfs *fs, const char *tmp, const char *shm)
 {
 	if (mount("/dev", IMAGE_ROOT "/dev", NULL, MS_BIND | MS_REC, NULL) ||

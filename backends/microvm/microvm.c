@@ -75,7 +75,7 @@ struct vm {
 	uint64_t born_ms, ready_ms;
 	uint64_t memory_mib;
 	unsigned vcpus;
-	char hash[80];	     /* the job's catalogue image's content hash, else the guest's */
+	char hash[80];	      /* the job's catalogue image's content hash, else the guest's */
 	char guest[PATH_MAX]; /* kernel and initramfs */
 	char disk[PATH_MAX];  /* the catalogue image's block image ("" = none) */
 };
@@ -397,8 +397,8 @@ static void pool_fill(struct pool *p)
 {
 	while (p->n < p->size) {
 		struct al_err err = {0};
-		struct vm *vm =
-		    vm_launch(p->guest, p->image[0] ? p->image : NULL, p->memory_mib, p->vcpus, &err);
+		struct vm *vm = vm_launch(p->guest, p->image[0] ? p->image : NULL, p->memory_mib,
+					  p->vcpus, &err);
 
 		if (!vm) {
 			fprintf(stderr, "airlock-worker: microvm: pool %s: %s\n", p->tier, err.msg);

@@ -272,7 +272,8 @@ static void enter_image(int fd)
 	    syscall(SYS_move_mount, fd, "", AT_FDCWD, "/image", MOVE_MOUNT_F_EMPTY_PATH))
 		die("place the image");
 	close(fd);
-	mount_or_die("/dev", "/image/dev", NULL, MS_BIND | MS_REC, NULL, "bind /dev into the image");
+	mount_or_die("/dev", "/image/dev", NULL, MS_BIND | MS_REC, NULL,
+		     "bind /dev into the image");
 	mount_or_die("/proc", "/image/proc", NULL, MS_BIND | MS_REC, NULL,
 		     "bind /proc into the image");
 	if (chdir("/image") || syscall(SYS_pivot_root, ".", ".") || umount2(".", MNT_DETACH) ||

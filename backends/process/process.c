@@ -397,7 +397,8 @@ static int append_binds(const struct al_run_spec *spec, size_t n, struct al_buf 
  * before the sandbox sees it; -1 with err. */
 static int ro_tree(const char *path, const char *what, struct al_err *err)
 {
-	struct mount_attr ro = {.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV};
+	struct mount_attr ro = {.attr_set =
+				    MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV};
 	int fd = open_tree(AT_FDCWD, path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
 
 	if (fd < 0)

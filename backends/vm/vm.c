@@ -65,8 +65,8 @@ enum vm_state { VM_BOOTING, VM_STARTING, VM_PROBING };
 struct vm_sb {
 	char name[AL_ID_MAX + 16];
 	char disk[PATH_MAX], sock[PATH_MAX], base[PATH_MAX], hash[80];
-	char image[PATH_MAX];  /* the catalogue image's block image, read-only ("" = none) */
-	char image_hash[80];   /* its content hash */
+	char image[PATH_MAX]; /* the catalogue image's block image, read-only ("" = none) */
+	char image_hash[80];  /* its content hash */
 	virDomainPtr dom;
 	int chan_fd, timer_fd, probe_fd;
 	unsigned probe_port; /* index into spec.ports */
@@ -370,8 +370,7 @@ static char *domain_xml(const struct al_sandbox *sb)
 		v->image[0] ? "'><seclabel model='dac' relabel='no'/></source>"
 			      "<target dev='vdb' bus='virtio'/><readonly/></disk>"
 			    : "",
-		s->vm_network ? s->vm_network : "airlock", v->mac, filter ? filter : "",
-		v->sock,
+		s->vm_network ? s->vm_network : "airlock", v->mac, filter ? filter : "", v->sock,
 		G.conf->vm_console ? "<serial type='file'><source path='" : "<serial type='null'/>",
 		G.conf->vm_console ? G.conf->vm_console : "", G.conf->vm_console ? "." : "",
 		G.conf->vm_console ? v->name : "",

@@ -163,6 +163,10 @@ try:
          "a service job ends ok in its catalogue image (python), naming its VM, address, ports "
          "and lease end (ready in %s ms)"
          % ia.get("ready_ms"), ra)
+    st = os.stat(os.path.join(IMAGES, "python.ext4"))
+    t.ok(st.st_uid == 0 and st.st_gid == 0 and st.st_mode & 0o777 == 0o644,
+         "the shared image file is not relabeled by libvirt (still root's, 0644) while VMs run it",
+         (st.st_uid, st.st_gid, oct(st.st_mode)))
     netxml = lv.virsh("net-dumpxml", lv.net).stdout
     t.ok(ia.get("address") == "reserved" and "ip='%s'" % ia.get("vm_ip") in netxml,
          "its address is reserved in the network's DHCP hosts and is the one libvirt's lease "

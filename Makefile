@@ -159,7 +159,8 @@ test check: all $(TESTS) $(FUZZERS)
 demo: all
 	BUILD=$(BUILD) bash deploy/demo.sh
 
-# Container images from Debian packages (root): /var/lib/airlock/images/{python,toolchain}
+# The image catalogue from Debian packages (root), one per deploy/images/recipes/NAME:
+# /var/lib/airlock/images/NAME (a root directory) and NAME.ext4 (the same, for VMs)
 images:
 	bash deploy/images/build.sh $(if $(IMAGES),--out $(IMAGES)) all
 

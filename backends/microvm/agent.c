@@ -23,6 +23,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <limits.h>
+#include <linux/openat2.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -197,6 +198,45 @@ static void service_setup(void)
 		fatal("mount /dev/vda on /data");
 }
 
+/* What a job's first moments read (the image's /.airlock-preload, written
+ * by build.sh) goes into the page cache now, before ready: a pool VM's job
+ * then starts from memory. Only paths beneath the image; at most
+ * PRELOAD_MAX bytes; a missing or odd entry is skipped (an optimisation,
+ * never a failure). */
+#define PRELOAD_MAX (64u << 20)
+static void image_preload(void)
+{
+	int root = open(IMAGE_ROOT, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	int lfd = root >= 0 ? openat(root, ".airlock-preload", O_RDONLY | O_CLOEXEC) : -1;
+	FILE *f = lfd >= 0 ? fdopen(lfd, "re") : NULL;
+	char line[PATH_MAX];
+	uint64_t total = 0;
+
+	while (f && total < PRELOAD_MAX && fgets(line, sizeof(line), f)) {
+		struct open_how how = {.flags = O_RDONLY | O_CLOEXEC,
+				       .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS};
+		const char *rel = line + strspn(line, "/");
+		struct stat st;
+		int fd;
+
+		line[strcspn(line, "\n")] = '\0';
+		fd = (int)syscall(SYS_openat2, root, rel, &how, sizeof(how));
+		if (fd < 0)
+			continue;
+		if (!fstat(fd, &st) && S_ISREG(st.st_mode)) {
+			readahead(fd, 0, (size_t)st.st_size);
+			total += (uint64_t)st.st_size;
+		}
+		close(fd);
+	}
+	if (f)
+		fclose(f);
+	else if (lfd >= 0)
+		close(lfd);
+	if (root >= 0)
+		close(root);
+}
+
 /* The job's catalogue image, read-only: a microVM's first virtio disk, a
  * service VM's second (its first is /data). */
 static void image_setup(void)
@@ -213,6 +253,7 @@ static void image_setup(void)
 	if (mount(dev, IMAGE_ROOT, "ext4", MS_RDONLY | MS_NOSUID | MS_NODEV, "noload"))
 		fatal("mount the image on " IMAGE_ROOT);
 	have_image = true;
+	image_preload();
 }
 
 static bool cmdline_has(const char *word)

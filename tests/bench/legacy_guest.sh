@@ -11,6 +11,7 @@ GUEST=$1 PY=$2 OUT=$3
 TREE=$(mktemp -d /var/tmp/airlock-legacy-guest.XXXXXX)
 trap 'rm -rf "$TREE"' EXIT
 mkdir -p "$OUT"
+chmod 755 "$TREE" # the archive's root: the job (uid 1000) traverses it
 lz4 -dc "$GUEST/initramfs.lz4" | (cd "$TREE" && cpio -idm --quiet)
 
 # A file of the python image and, for ELF files, every library it needs.

@@ -256,7 +256,6 @@ void wk_on_signal(evutil_socket_t sig, short what, void *arg)
 	evtimer_add(w->grace, &tv);
 }
 
-/* Warm pools: each served tier whose policy asks for one, on its backend. */
 /* One pool of tier t's image (NULL: the tier has none) of size n. */
 static void start_pool(struct worker *w, const struct al_tier_policy *t, struct backend_state *be,
 		       const char *image, uint32_t n)

@@ -94,23 +94,25 @@ def main():
         rss = {"legacy": [], "image": []}
         boot = {"legacy": [], "image": []}
         for i in range(ROUNDS + 1):  # round 0 warms caches and is dropped
-            for kind in ("legacy", "image"):
+            # the order alternates: neither series always runs second
+            kinds = ("legacy", "image") if i % 2 else ("image", "legacy")
+            for kind in kinds:
                 ms, res = run(r, kind + "-cold")
                 if i:
                     lat[kind + "-cold"].append(ms)
                     boot[kind].append(int(res["info"]["boot_ms"]))
-            time.sleep(2.5)  # both pools' VMs finish booting
-            # the idle pool VMs: each warm job takes its pool's, whose VMM then
-            # goes; its RSS while idle is the figure
-            before = {int(p): rss_kb(int(p)) for p in live_pids_of(VM_UIDS)}
-            for kind in ("legacy", "image"):
+            for kind in kinds:
+                # nothing else boots meanwhile: the other pool's refill is done
+                time.sleep(3.5)
+                # the idle pool VMs: the warm job takes its pool's, whose VMM
+                # then goes; its RSS while idle is the figure
+                before = {int(p): rss_kb(int(p)) for p in live_pids_of(VM_UIDS)}
                 ms, res = run(r, kind + "-warm")
                 if res["info"]["boot"] != "warm":
                     raise RuntimeError("no pool VM for %s: %r" % (kind, res["info"]))
                 gone = [p for p in before if not os.path.exists("/proc/%d" % p)]
                 if i and len(gone) == 1:
                     rss[kind].append(before[gone[0]])
-                    before.pop(gone[0])
                 if i:
                     lat[kind + "-warm"].append(ms)
         work = {}

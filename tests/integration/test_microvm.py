@@ -133,6 +133,14 @@ tiers:
     pool: 1
     pool_max_idle_ms: 4000
     defaults: {wall_ms: 20000, memory_bytes: 134217728, pids: 64}
+  imagepool:
+    backend: microvm
+    max_attempts: 1
+    guest: %s
+    images: [python, node]
+    pool: {node: 1}
+    pool_max_idle_ms: 3600000
+    defaults: {wall_ms: 30000, memory_bytes: 134217728, pids: 64}
   noguest:
     backend: microvm
     max_attempts: 1
@@ -153,7 +161,7 @@ tiers:
     max_attempts: 1
     image: python
     defaults: {wall_ms: 20000, memory_bytes: 134217728, pids: 64}
-""" % (IMAGE, IMAGE, IMAGE) + "".join("""\
+""" % (IMAGE, IMAGE, IMAGE, IMAGE) + "".join("""\
   fake-%s:
     backend: microvm
     max_attempts: %d
@@ -469,6 +477,22 @@ try:
     c.wait_exit(PWID)
     left = (vmm_pids(POOL_VM_UIDS), vm_cgroups(PWID), state_files(c, PWID))
     t.ok(left == ([], [], []), "a worker that stops takes its pool's VMs with it", left)
+
+    # A pool of one image of several: only a job of that image gets its VM.
+    IPW = "mvm-ipool"
+    c.worker(IPW, uid_base=POOL_UID_BASE, slots=1, tiers="imagepool", extra=("--images", IMAGES))
+    booted = c.wait_for(lambda: len(vmm_pids(POOL_VM_UIDS)) == 1, timeout=20)
+    time.sleep(3)
+    rp = run(c, "print('py')", tier="imagepool")
+    rn = c.run_job(job(None, "imagepool", image="node", runtime=None,
+                       argv=["node", "-e", "console.log('js')"]))
+    t.ok(booted and rp["status"] == "ok" and rp["info"].get("boot") == "cold" and
+         rn["status"] == "ok" and rn["stdout"] == b"js\n" and rn["info"].get("boot") == "warm" and
+         rn["info"].get("image") == HASH["node"],
+         "pool: {node: 1}: the pool VM boots the node image; a node job takes it (warm), a python "
+         "job of the same tier boots its own (cold)", (rp.get("info"), rn.get("info")))
+    c.signal(IPW, signal.SIGTERM)
+    c.wait_exit(IPW)
 
     # A worker killed with SIGKILL mid-job: its VMM dies with it (parent-death
     # signal); the restart sweeps the VM's cgroup.

@@ -2,6 +2,7 @@
 #include "policy.h"
 
 #include "../backends/backend.h" /* AL_CAP_* */
+#include "egress.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -262,6 +263,66 @@ static int parse_env(struct ctx *c, yaml_node_t *v, struct al_tier_policy *t)
 	return AL_OK;
 }
 
+/* egress: true|false, or {allow: [rules], max_bytes: N, max_connections: N}. */
+static int parse_egress(struct ctx *c, yaml_node_t *v, struct al_tier_policy *t)
+{
+	yaml_node_t *k, *e, *h;
+	uint64_t u;
+	int rc;
+
+	if (v->type == YAML_SCALAR_NODE)
+		return get_bool(c, v, "egress", &t->egress);
+	if (v->type != YAML_MAPPING_NODE)
+		return fail(c, v, "egress: expected true, false or {allow: [host:port, ...]}");
+	FOR_PAIRS(c, v, k, e, pe)
+	{
+		const char *key = scalar(k);
+
+		if (key && !strcmp(key, "allow")) {
+			if (e->type != YAML_SEQUENCE_NODE)
+				return fail(c, e, "egress.allow: expected a list of rules");
+			free(t->egress_rules);
+			t->negress_rules = 0;
+			t->egress_rules = calloc(AL_EGRESS_RULES_MAX, sizeof(*t->egress_rules));
+			if (!t->egress_rules)
+				return al_err_set(c->err, AL_ENOMEM, "policy: out of memory");
+			FOR_ITEMS(c, e, h, it)
+			{
+				struct al_err rerr = {0};
+				const char *rule = scalar(h);
+
+				if (t->negress_rules == AL_EGRESS_RULES_MAX)
+					return fail(c, h, "egress.allow: at most %d rules",
+						    AL_EGRESS_RULES_MAX);
+				if (!rule)
+					return fail(c, h, "egress.allow: rules are strings");
+				if (al_egress_rule_parse(rule, &t->egress_rules[t->negress_rules],
+							 &rerr))
+					return fail(c, h, "%s", rerr.msg);
+				t->negress_rules++;
+			}
+		} else if (key && (!strcmp(key, "max_bytes") || !strcmp(key, "max_connections"))) {
+			if ((rc = get_u64(c, e, key, &u)))
+				return rc;
+			if (key[4] == 'b')
+				t->egress_max_bytes = u;
+			else if (u > UINT32_MAX)
+				return fail(c, e, "egress.max_connections: too large");
+			else
+				t->egress_max_connections = (uint32_t)u;
+		} else {
+			return fail(c, k,
+				    "egress: unknown key \"%s\"; use allow, max_bytes or "
+				    "max_connections",
+				    key ? key : "?");
+		}
+	}
+	if (!t->negress_rules)
+		return fail(c, v, "egress: an allow list with at least one rule");
+	t->egress = true;
+	return AL_OK;
+}
+
 static int parse_callback_hosts(struct ctx *c, yaml_node_t *v, struct al_tier_policy *t)
 {
 	yaml_node_t *h;
@@ -460,7 +521,7 @@ static const struct tier_key {
 } tier_keys[] = {
 #define F(field) offsetof(struct al_tier_policy, field)
     {"backend", KEY_STR, F(backend), 0, 0, NULL, NULL},
-    {"egress", KEY_BOOL, F(egress), 0, 0, NULL, NULL},
+    {"egress", KEY_LIST, 0, 0, 0, NULL, parse_egress},
     {"defaults", KEY_LIMITS, F(defaults), 0, 0, NULL, NULL},
     {"max", KEY_LIMITS, F(max), 0, 0, NULL, NULL},
     {"cpu_millis", KEY_U64, F(cpu_millis), 1, 256000, "expected 1..256000 (1000 = one CPU)", NULL},
@@ -791,6 +852,7 @@ void al_policy_free(struct al_policy *pol)
 		free(t->name);
 		free(t->backend);
 		free(t->image);
+		free(t->egress_rules);
 		for (size_t j = 0; j < t->nimages; j++)
 			free(t->images[j]);
 		free(t->guest);
@@ -935,39 +997,11 @@ int al_callback_url_ok(char *const *hosts, size_t n, const char *url, const char
 	    host, port, tier);
 }
 
-/* Loopback, private, shared (CGNAT), link-local (the cloud metadata
- * endpoint 169.254.169.254), unspecified, multicast and reserved ranges. */
-static bool v4_internal(uint32_t a)
-{
-	return (a >> 24) == 0 || (a >> 24) == 10 || (a >> 24) == 127 || (a >> 20) == 0xac1 ||
-	       (a >> 16) == 0xc0a8 || (a >> 22) == (100u << 2 | 1) || (a >> 16) == 0xa9fe ||
-	       (a >> 28) >= 0xe || (a >> 8) == 0xc00000 || (a >> 17) == (198u << 7 | 9);
-}
-
 bool al_callback_addr_ok(char *const *hosts, size_t n, const struct sockaddr *sa, char *text,
 			 size_t cap)
 {
-	bool internal = true;
+	bool internal = al_addr_internal(sa, text, cap);
 
-	text[0] = '\0';
-	if (sa->sa_family == AF_INET) {
-		const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
-
-		inet_ntop(AF_INET, &in->sin_addr, text, (socklen_t)cap);
-		internal = v4_internal(ntohl(in->sin_addr.s_addr));
-	} else if (sa->sa_family == AF_INET6) {
-		const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
-		const uint8_t *b = a->s6_addr;
-
-		inet_ntop(AF_INET6, a, text, (socklen_t)cap);
-		if (IN6_IS_ADDR_V4MAPPED(a) || IN6_IS_ADDR_V4COMPAT(a))
-			internal = v4_internal((uint32_t)b[12] << 24 | (uint32_t)b[13] << 16 |
-					       (uint32_t)b[14] << 8 | b[15]);
-		else
-			internal = IN6_IS_ADDR_LOOPBACK(a) || IN6_IS_ADDR_UNSPECIFIED(a) ||
-				   IN6_IS_ADDR_LINKLOCAL(a) || IN6_IS_ADDR_SITELOCAL(a) ||
-				   IN6_IS_ADDR_MULTICAST(a) || (b[0] & 0xfe) == 0xfc; /* fc00::/7 */
-	}
 	if (!internal)
 		return true;
 	/* an internal address only where the policy names that very address */
@@ -1046,8 +1080,25 @@ int al_policy_admit(const struct al_policy *pol, struct al_job *job, uint64_t no
 		    "files: %llu bytes of input files do not fit the disk limit of %llu bytes",
 		    (unsigned long long)files, (unsigned long long)l->disk_bytes);
 	if (job->network == AL_NET_EGRESS && !t->egress)
-		return al_err_set(err, AL_EINVAL, "network: tier %s does not allow egress",
+		return al_err_set(err, AL_EINVAL,
+				  "network: tier %s does not allow egress (its policy has no "
+				  "egress rules)",
 				  t->name);
+	for (size_t i = 0; i < job->negress_allow; i++) {
+		struct al_egress_rule r;
+		bool within = false;
+		int rc = al_egress_rule_parse(job->egress_allow[i], &r, err);
+
+		if (rc)
+			return al_err_wrap(err, "egress_allow[%zu]", i);
+		for (size_t k = 0; k < t->negress_rules && !within; k++)
+			within = al_egress_rule_within(&r, &t->egress_rules[k]);
+		if (!within)
+			return al_err_set(err, AL_EINVAL,
+					  "egress_allow[%zu]: \"%.80s\" is not within tier %s's egress "
+					  "rules: a job may narrow them, never widen",
+					  i, job->egress_allow[i], t->name);
+	}
 	if ((job->nfiles || job->ncollect) && !(al_policy_backend_caps(t->backend) & AL_CAP_FILES))
 		return al_err_set(err, AL_EINVAL,
 				  "files: tier %s runs on the %s backend, which takes no input or "

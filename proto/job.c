@@ -266,6 +266,14 @@ int al_job_validate(const struct al_job *job, struct al_err *err)
 				  AL_IDEM_MAX);
 	if (job->callback_url && (rc = check_url(job->callback_url, err)))
 		return rc;
+	if (job->negress_allow > AL_EGRESS_ALLOW_MAX)
+		return al_err_set(err, AL_EINVAL, "egress_allow: at most %d rules",
+				  AL_EGRESS_ALLOW_MAX);
+	if (job->negress_allow && job->network != AL_NET_EGRESS)
+		return al_err_set(
+		    err, AL_EINVAL,
+		    "egress_allow: only with network \"egress\" (it narrows what that "
+		    "may reach)");
 	return AL_OK;
 }
 
@@ -469,16 +477,17 @@ enum job_field {
 	F_IDEM,
 	F_CALLBACK,
 	F_IMAGE,
+	F_EGRESS_ALLOW,
 	F_LABELS,
 	F_SUBMITTED,
 	F_COUNT
 };
 
 static const char *const job_field_names[F_COUNT] = {
-    "v",       "id",	   "tenant",	   "tier",	   "runtime",	      "code",
-    "argv",    "stdin",	   "files",	   "env",	   "collect",	      "limits",
-    "network", "priority", "deadline_ms",  "max_attempts", "idempotency_key", "callback_url",
-    "image",   "labels",   "submitted_ms",
+    "v",       "id",	       "tenant",      "tier",	      "runtime",	 "code",
+    "argv",    "stdin",	       "files",	      "env",	      "collect",	 "limits",
+    "network", "priority",     "deadline_ms", "max_attempts", "idempotency_key", "callback_url",
+    "image",   "egress_allow", "labels",      "submitted_ms",
 };
 
 static int dec_field(enum job_field f, const msgpack_object *v, struct al_job *job,
@@ -538,6 +547,9 @@ static int dec_field(enum job_field f, const msgpack_object *v, struct al_job *j
 	case F_CALLBACK:
 		return al_mp_get_text(v, "callback_url", AL_URL_MAX, &job->callback_url, err);
 	case F_IMAGE: return al_mp_get_text(v, "image", AL_ID_MAX, &job->image, err);
+	case F_EGRESS_ALLOW:
+		return dec_text_array(v, "egress_allow", AL_EGRESS_ALLOW_MAX, AL_EGRESS_TEXT_MAX,
+				      &job->egress_allow, &job->negress_allow, err);
 	case F_LABELS:
 		return dec_kv_map(v, "labels", AL_LABELS_MAX, AL_LABEL_KEY_MAX, AL_LABEL_VALUE_MAX,
 				  &job->labels, &job->nlabels, err);
@@ -703,6 +715,7 @@ int al_job_encode(const struct al_job *job, struct al_buf *out, struct al_err *e
 	n += job->idempotency_key != NULL;
 	n += job->callback_url != NULL;
 	n += job->image != NULL;
+	n += job->negress_allow > 0;
 	n += job->nlabels > 0;
 	n += job->submitted_ms > 0;
 
@@ -749,6 +762,9 @@ int al_job_encode(const struct al_job *job, struct al_buf *out, struct al_err *e
 		bad |= al_mp_pack_kv_str(&pk, "callback_url", job->callback_url);
 	if (job->image)
 		bad |= al_mp_pack_kv_str(&pk, "image", job->image);
+	if (job->negress_allow)
+		bad |= al_mp_pack_str(&pk, "egress_allow") ||
+		       pack_text_array(&pk, job->egress_allow, job->negress_allow);
 	if (job->nlabels)
 		bad |=
 		    al_mp_pack_str(&pk, "labels") || al_mp_pack_kvs(&pk, job->labels, job->nlabels);
@@ -797,6 +813,7 @@ void al_job_free(struct al_job *job)
 	free(job->idempotency_key);
 	free(job->callback_url);
 	free(job->image);
+	free_strv(job->egress_allow, job->negress_allow);
 	free_kvs(job->labels, job->nlabels);
 	memset(job, 0, sizeof(*job));
 }

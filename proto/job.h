@@ -31,6 +31,8 @@
 #define AL_LABEL_VALUE_MAX  256		/* one label value */
 #define AL_IDEM_MAX	    128		/* idempotency key */
 #define AL_URL_MAX	    2048	/* callback URL */
+#define AL_EGRESS_ALLOW_MAX 32		/* egress_allow rules */
+#define AL_EGRESS_TEXT_MAX  300		/* one egress_allow rule */
 #define AL_ATTEMPTS_MAX	    10		/* max_attempts */
 #define AL_PRIORITY_MAX	    9		/* priority 0..9, 9 runs first */
 #define AL_PRIORITY_DEFAULT 5
@@ -107,6 +109,8 @@ struct al_job {
 	char *idempotency_key; /* may be NULL */
 	char *callback_url;    /* may be NULL */
 	char *image;	       /* a catalogue image its tier allows; NULL = the tier's default */
+	char **egress_allow;   /* network egress: rules narrowing the tier's (never wider) */
+	size_t negress_allow;
 	struct al_kv *labels;
 	size_t nlabels;
 	uint64_t submitted_ms; /* unix ms, set by the client; 0 = unknown */

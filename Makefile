@@ -48,7 +48,7 @@ LIB := $(BUILD)/libairlock.a
 BINS := $(BUILD)/airlock $(BUILD)/airlock-worker $(BUILD)/airlock-scheduler $(BUILD)/airlock-agent \
 	$(BUILD)/airlock-sandbox-init $(BUILD)/airlock-oci-shim $(BUILD)/airlock-exec
 TESTS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(TEST_SRC)) $(BUILD)/tests/proto_tool \
-	$(BUILD)/tests/bench_backend $(BUILD)/tests/bench_queue
+	$(BUILD)/tests/bench_backend $(BUILD)/tests/bench_queue $(BUILD)/tests/egress_tool
 FUZZERS := $(BUILD)/fuzz/fuzz_job $(BUILD)/fuzz/fuzz_result
 
 .PHONY: all deps test check fuzz format clean headers demo bench images microvm-image
@@ -141,6 +141,10 @@ $(BUILD)/tests/bench_backend: $(call obj,tests/bench/bench_backend.c) $(WORKER_L
 	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
 $(BUILD)/tests/bench_queue: $(call obj,tests/bench/bench_queue.c) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
+$(BUILD)/tests/egress_tool: $(call obj,tests/bench/egress_tool.c worker/egress.c) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
 

@@ -216,5 +216,20 @@ json_t *al_result_to_json(const struct al_result *res)
 	al_jb_set(&b, o, "finished_ms", json_integer((json_int_t)res->finished_ms));
 	al_jb_set(&b, o, "error", opt_str(res->error));
 	al_jb_set(&b, o, "info", kv_json(&b, res->info, res->ninfo));
+	if (res->negress) {
+		json_t *eg = json_array();
+
+		for (size_t i = 0; i < res->negress; i++) {
+			const struct al_egress_conn *c = &res->egress[i];
+
+			al_jb_add(&b, eg,
+				  json_pack("{s:s, s:I, s:s, s:b, s:s, s:I, s:I, s:I}", "host",
+					    c->host, "port", (json_int_t)c->port, "addr", c->addr,
+					    "allowed", c->allowed, "why", c->why, "up",
+					    (json_int_t)c->up, "down", (json_int_t)c->down, "ms",
+					    (json_int_t)c->ms));
+		}
+		al_jb_set(&b, o, "egress", eg);
+	}
 	return al_jb_done(&b, o);
 }

@@ -41,8 +41,9 @@ int al_result_validate(const struct al_result *res, struct al_err *err)
 	if (res->out.len > AL_RESULT_STREAM_MAX || res->err.len > AL_RESULT_STREAM_MAX)
 		return al_err_set(err, AL_EINVAL, "stdout/stderr: larger than %u bytes",
 				  AL_RESULT_STREAM_MAX);
-	if (res->nfiles > AL_COLLECT_MAX || res->ninfo > AL_INFO_MAX)
-		return al_err_set(err, AL_EINVAL, "files/info: too many entries");
+	if (res->nfiles > AL_COLLECT_MAX || res->ninfo > AL_INFO_MAX ||
+	    res->negress > AL_EGRESS_LOG_MAX)
+		return al_err_set(err, AL_EINVAL, "files/info/egress: too many entries");
 	return AL_OK;
 }
 
@@ -90,6 +91,64 @@ static int dec_files(const msgpack_object *v, struct al_result *res, struct al_e
 		}
 		if (!o->path || !o->data.data)
 			return al_err_set(err, AL_EINVAL, "%s: path and data are required", name);
+	}
+	return AL_OK;
+}
+
+static int dec_egress(const msgpack_object *v, struct al_result *res, struct al_err *err)
+{
+	char name[64];
+	int rc;
+
+	if ((rc = al_mp_want(v, MSGPACK_OBJECT_ARRAY, "egress", err)))
+		return rc;
+	if (v->via.array.size > AL_EGRESS_LOG_MAX)
+		return al_err_set(err, AL_EINVAL, "egress: too many entries: %u, at most %d",
+				  v->via.array.size, AL_EGRESS_LOG_MAX);
+	if (v->via.array.size == 0)
+		return AL_OK;
+	if (!(res->egress = calloc(v->via.array.size, sizeof(*res->egress))))
+		return al_err_set(err, AL_ENOMEM, "egress: out of memory");
+	for (uint32_t i = 0; i < v->via.array.size; i++) {
+		const msgpack_object *f = &v->via.array.ptr[i];
+		struct al_egress_conn *c = &res->egress[i];
+		uint64_t u;
+
+		snprintf(name, sizeof(name), "egress[%u]", i);
+		if ((rc = al_mp_want(f, MSGPACK_OBJECT_MAP, name, err)))
+			return rc;
+		res->negress++;
+		for (uint32_t k = 0; k < f->via.map.size; k++) {
+			const msgpack_object_kv *kv = &f->via.map.ptr[k];
+			const msgpack_object *x = &kv->val;
+
+			if (al_mp_key_is(&kv->key, "host") && !c->host)
+				rc = al_mp_get_text(x, "egress[].host", 256, &c->host, err);
+			else if (al_mp_key_is(&kv->key, "addr") && !c->addr)
+				rc = al_mp_get_text(x, "egress[].addr", 64, &c->addr, err);
+			else if (al_mp_key_is(&kv->key, "why") && !c->why)
+				rc = al_mp_get_text(x, "egress[].why", 512, &c->why, err);
+			else if (al_mp_key_is(&kv->key, "allowed"))
+				rc = al_mp_get_bool(x, "egress[].allowed", &c->allowed, err);
+			else if (al_mp_key_is(&kv->key, "port")) {
+				rc = al_mp_get_uint(x, "egress[].port", 0, 65535, &u, err);
+				c->port = (uint32_t)u;
+			} else if (al_mp_key_is(&kv->key, "up"))
+				rc = al_mp_get_uint(x, "egress[].up", 0, UINT64_MAX, &c->up, err);
+			else if (al_mp_key_is(&kv->key, "down"))
+				rc = al_mp_get_uint(x, "egress[].down", 0, UINT64_MAX, &c->down,
+						    err);
+			else if (al_mp_key_is(&kv->key, "ms"))
+				rc = al_mp_get_uint(x, "egress[].ms", 0, UINT64_MAX, &c->ms, err);
+			else
+				rc = al_err_set(err, AL_EINVAL, "%s: unknown or repeated field",
+						name);
+			if (rc)
+				return rc;
+		}
+		if (!c->host || !c->addr || !c->why)
+			return al_err_set(err, AL_EINVAL, "%s: host, addr and why are required",
+					  name);
 	}
 	return AL_OK;
 }
@@ -196,6 +255,8 @@ static int result_decode_obj(const msgpack_object *root, struct al_result *res, 
 			rc = dec_opt_text(v, "error", AL_ERROR_MAX, &res->error, err);
 		} else if (al_mp_key_is(k, "info") && !res->info) {
 			rc = dec_info(v, res, err);
+		} else if (al_mp_key_is(k, "egress") && !res->egress) {
+			rc = dec_egress(v, res, err);
 		} else if (k->type != MSGPACK_OBJECT_STR) {
 			rc = al_err_set(err, AL_EINVAL,
 					"result: key #%u: wrong type: expected string, got %s", i,
@@ -252,7 +313,7 @@ int al_result_encode(const struct al_result *res, struct al_buf *out, struct al_
 	if ((rc = al_result_validate(res, err)))
 		return rc;
 	al_mp_packer_init(&pk, out);
-	bad |= msgpack_pack_map(&pk, 21);
+	bad |= msgpack_pack_map(&pk, 21 + (res->negress > 0));
 	bad |= al_mp_pack_kv_uint(&pk, "v", res->version);
 	bad |= al_mp_pack_kv_str(&pk, "id", res->id);
 	bad |= al_mp_pack_kv_uint(&pk, "attempt", res->attempt);
@@ -285,10 +346,48 @@ int al_result_encode(const struct al_result *res, struct al_buf *out, struct al_
 	bad |= al_mp_pack_kv_uint(&pk, "finished_ms", res->finished_ms);
 	bad |= pack_opt_str(&pk, "error", res->error);
 	bad |= al_mp_pack_str(&pk, "info") || al_mp_pack_kvs(&pk, res->info, res->ninfo);
+	if (res->negress)
+		bad |= al_mp_pack_str(&pk, "egress") || msgpack_pack_array(&pk, res->negress);
+	for (size_t i = 0; i < res->negress; i++) {
+		const struct al_egress_conn *c = &res->egress[i];
+
+		bad |= msgpack_pack_map(&pk, 8) || al_mp_pack_kv_str(&pk, "host", c->host) ||
+		       al_mp_pack_kv_uint(&pk, "port", c->port) ||
+		       al_mp_pack_kv_str(&pk, "addr", c->addr) || al_mp_pack_str(&pk, "allowed") ||
+		       (c->allowed ? msgpack_pack_true(&pk) : msgpack_pack_false(&pk)) ||
+		       al_mp_pack_kv_str(&pk, "why", c->why) ||
+		       al_mp_pack_kv_uint(&pk, "up", c->up) ||
+		       al_mp_pack_kv_uint(&pk, "down", c->down) ||
+		       al_mp_pack_kv_uint(&pk, "ms", c->ms);
+	}
 	if (bad)
 		return al_err_set(err, AL_ENOMEM, "result %s: out of memory while encoding",
 				  res->id);
 	return AL_OK;
+}
+
+int al_result_add_egress(struct al_result *res, const struct al_egress_conn *c)
+{
+	struct al_egress_conn *v, *n;
+
+	if (res->negress >= AL_EGRESS_LOG_MAX)
+		return -1;
+	if (!(v = realloc(res->egress, (res->negress + 1) * sizeof(*v))))
+		return -1;
+	res->egress = v;
+	n = &v[res->negress];
+	*n = *c;
+	n->host = strdup(c->host ? c->host : "");
+	n->addr = strdup(c->addr ? c->addr : "");
+	n->why = strdup(c->why ? c->why : "");
+	if (!n->host || !n->addr || !n->why) {
+		free(n->host);
+		free(n->addr);
+		free(n->why);
+		return -1;
+	}
+	res->negress++;
+	return 0;
 }
 
 int al_result_set_error(struct al_result *res, const char *fmt, ...)
@@ -337,6 +436,12 @@ void al_result_free(struct al_result *res)
 		free(res->files[i].data.data);
 	}
 	free(res->files);
+	for (size_t i = 0; i < res->negress; i++) {
+		free(res->egress[i].host);
+		free(res->egress[i].addr);
+		free(res->egress[i].why);
+	}
+	free(res->egress);
 	free(res->backend);
 	free(res->worker);
 	free(res->error);

@@ -38,6 +38,19 @@ struct al_out_file {
 	bool truncated; /* the file was larger than the cap */
 };
 
+#define AL_EGRESS_LOG_MAX 64 /* connections listed in a result's egress transcript */
+
+/* One connection a job tried through the egress proxy. */
+struct al_egress_conn {
+	char *host; /* as the job asked for it */
+	uint32_t port;
+	char *addr; /* the address connected to ("" when none) */
+	bool allowed;
+	char *why;	   /* the rule that allowed it, or why it was denied or cut */
+	uint64_t up, down; /* bytes job -> server, server -> job */
+	uint64_t ms;	   /* how long it lasted */
+};
+
 struct al_result {
 	uint32_t version; /* AL_PROTO_VERSION */
 	char *id;	  /* the job's id */
@@ -63,6 +76,8 @@ struct al_result {
 	char *error;	    /* why, whenever status is not ok/nonzero_exit */
 	struct al_kv *info; /* backend facts: image hash, VM name and IP... */
 	size_t ninfo;
+	struct al_egress_conn *egress; /* network egress: the connections tried, in order */
+	size_t negress;
 };
 
 const char *al_status_name(enum al_status_code s);
@@ -77,6 +92,9 @@ int al_result_validate(const struct al_result *res, struct al_err *err);
 /* Set res->error to a copy of the formatted message; returns 0 or -1. */
 int al_result_set_error(struct al_result *res, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* Append a connection to res->egress (copies the strings); -1 when out of
+ * memory or the transcript is full. */
+int al_result_add_egress(struct al_result *res, const struct al_egress_conn *c);
 /* Add a key/value to res->info (copies both); returns 0 or -1. */
 int al_result_add_info(struct al_result *res, const char *key, const char *value);
 void al_result_free(struct al_result *res);

@@ -1,0 +1,590 @@
+/* egress.c - the egress proxy (egress.h). One struct tunnel per client
+ * connection: read the request head, decide by the rules, resolve, check
+ * each address, connect, then relay both ways with backpressure, counting
+ * bytes. Every tunnel ends in one transcript entry. */
+#include "egress.h"
+
+#include <arpa/inet.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/listener.h>
+#include <event2/util.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "../common/log.h"
+
+#define HEAD_MAX   16384      /* a request head longer than this is refused */
+#define RELAY_HIGH (1u << 20) /* stop reading a side while the other has this much queued */
+#define WHY_MAX	   512
+
+struct tunnel;
+
+struct al_egress {
+	struct event_base *base;
+	struct evdns_base *dns;
+	struct evconnlistener *lst;
+	struct al_egress_rule *rules;
+	size_t nrules;
+	uint64_t max_bytes, used, idle_ms;
+	uint32_t max_conns, conns;
+	struct tunnel *live;
+	struct al_result log; /* only its egress list is used */
+	uint64_t unlisted;
+};
+
+struct tunnel {
+	struct al_egress *e;
+	struct tunnel *next, **prev;
+	struct bufferevent *in, *out;
+	struct evdns_getaddrinfo_request *req;
+	struct evutil_addrinfo *ai, *cur;
+	struct evbuffer *fwd; /* plain HTTP: the rewritten head, sent once connected */
+	char host[256], addr[64], why[WHY_MAX];
+	unsigned port;
+	int rule;      /* the allowing rule, -1 */
+	bool literal;  /* the host is an address */
+	bool connect;  /* CONNECT: a byte tunnel */
+	bool relaying; /* connected, relaying */
+	bool allowed;
+	bool lingering; /* recorded; its reply is going out */
+	bool resolving; /* inside evdns_getaddrinfo: an answer now is kept for after */
+	bool answered;	/* ...and it came */
+	int sync_code;
+	struct evutil_addrinfo *sync_res;
+	uint64_t up, down, t0;
+};
+
+static void tunnel_end(struct tunnel *t, bool allowed, const char *why);
+
+/* ---- the transcript ---- */
+
+static void record(struct tunnel *t)
+{
+	struct al_egress_conn c = {
+	    .host = t->host[0] ? t->host : (char *)"?",
+	    .port = t->port,
+	    .addr = t->addr,
+	    .allowed = t->allowed,
+	    .why = t->why,
+	    .up = t->up,
+	    .down = t->down,
+	    .ms = al_mono_ms() - t->t0,
+	};
+
+	if (al_result_add_egress(&t->e->log, &c))
+		t->e->unlisted++;
+}
+
+/* ---- replies to the client before any tunnel exists ---- */
+
+static void reply(struct tunnel *t, int code, const char *status, const char *why)
+{
+	struct evbuffer *o = bufferevent_get_output(t->in);
+
+	evbuffer_add_printf(o,
+			    "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nConnection: close\r\n"
+			    "Content-Length: %zu\r\n\r\nairlock egress: %s\n",
+			    code, status, strlen(why) + 17, why);
+}
+
+/* ---- the head ---- */
+
+/* host[:port] or [v6]:port into t; dflt when there is no port. */
+static bool parse_authority(struct tunnel *t, const char *a, size_t n, unsigned dflt)
+{
+	const char *end = a + n, *colon = NULL, *h = a, *he;
+	unsigned long port = dflt;
+
+	if (n && a[0] == '[') {
+		h = a + 1;
+		he = memchr(a, ']', n);
+		if (!he)
+			return false;
+		if (he + 1 < end) {
+			if (he[1] != ':')
+				return false;
+			colon = he + 1;
+		}
+	} else {
+		colon = memchr(a, ':', n);
+		he = colon ? colon : end;
+	}
+	if (colon) {
+		char *stop;
+
+		port = strtoul(colon + 1, &stop, 10);
+		if (stop != end || colon + 1 == end || port == 0 || port > 65535)
+			return false;
+	}
+	if (he == h || (size_t)(he - h) >= sizeof(t->host))
+		return false;
+	snprintf(t->host, sizeof(t->host), "%.*s", (int)(he - h), h);
+	for (const char *p = t->host; *p; p++)
+		if (*p <= ' ' || *p == '/' || *p == '@' || *p == '%')
+			return false;
+	t->port = (unsigned)port;
+	return true;
+}
+
+/* The request line and headers: CONNECT host:port, or METHOD http://host/path.
+ * Plain HTTP gets its head rewritten (origin-form target, no Proxy-*
+ * headers, Connection: close: one request per connection, so a second
+ * request cannot name another host). */
+static bool parse_head(struct tunnel *t, struct evbuffer *in, const char **why)
+{
+	size_t n;
+	char *line = evbuffer_readln(in, &n, EVBUFFER_EOL_CRLF);
+	char *sp1, *sp2;
+	bool ok = false;
+
+	*why = "a malformed request";
+	if (!line || !(sp1 = strchr(line, ' ')) || !(sp2 = strchr(sp1 + 1, ' ')) ||
+	    strncmp(sp2 + 1, "HTTP/1.", 7))
+		goto out;
+	*sp1 = *sp2 = '\0';
+	if (!strcmp(line, "CONNECT")) {
+		t->connect = true;
+		ok = parse_authority(t, sp1 + 1, strlen(sp1 + 1), 0) && t->port;
+		/* the rest of the head is the proxy's: dropped */
+		while (ok) {
+			char *h = evbuffer_readln(in, &n, EVBUFFER_EOL_CRLF);
+
+			if (!h)
+				break;
+			free(h);
+			if (n == 0)
+				break;
+		}
+		goto out;
+	}
+	if (strncasecmp(sp1 + 1, "http://", 7)) {
+		*why = "only CONNECT (for https) and http:// requests go through the proxy";
+		goto out;
+	}
+	{
+		const char *auth = sp1 + 8, *path = strchr(auth, '/');
+		size_t alen = path ? (size_t)(path - auth) : strlen(auth);
+
+		if (!parse_authority(t, auth, alen, 80))
+			goto out;
+		if (!(t->fwd = evbuffer_new()))
+			goto out;
+		evbuffer_add_printf(t->fwd, "%s %s %s\r\n", line, path ? path : "/", sp2 + 1);
+	}
+	for (;;) {
+		char *h = evbuffer_readln(in, &n, EVBUFFER_EOL_CRLF);
+
+		if (!h)
+			goto out;
+		if (n == 0) {
+			free(h);
+			break;
+		}
+		if (strncasecmp(h, "proxy-", 6) && strncasecmp(h, "connection:", 11) &&
+		    strncasecmp(h, "keep-alive:", 11))
+			evbuffer_add_printf(t->fwd, "%s\r\n", h);
+		free(h);
+	}
+	evbuffer_add_printf(t->fwd, "Connection: close\r\n\r\n");
+	ok = true;
+out:
+	free(line);
+	return ok;
+}
+
+/* ---- relaying ---- */
+
+static void relay_read(struct bufferevent *src, void *arg);
+static void relay_event(struct bufferevent *bev, short what, void *arg);
+static void (*const relay_event_cb)(struct bufferevent *, short, void *) = relay_event;
+
+static void relay_drained(struct bufferevent *dst, void *arg)
+{
+	struct tunnel *t = arg;
+	struct bufferevent *src = dst == t->in ? t->out : t->in;
+
+	/* the other side may read again */
+	bufferevent_setcb(dst, relay_read, NULL, relay_event_cb, t);
+	bufferevent_setwatermark(dst, EV_WRITE, 0, 0);
+	bufferevent_enable(src, EV_READ);
+}
+
+static void relay_read(struct bufferevent *src, void *arg)
+{
+	struct tunnel *t = arg;
+	struct bufferevent *dst = src == t->in ? t->out : t->in;
+	struct evbuffer *from = bufferevent_get_input(src), *to = bufferevent_get_output(dst);
+	size_t n = evbuffer_get_length(from);
+	struct al_egress *e = t->e;
+
+	if (e->max_bytes && e->used + n > e->max_bytes) {
+		size_t room = (size_t)(e->max_bytes - e->used);
+
+		evbuffer_remove_buffer(from, to, room);
+		e->used += room;
+		*(src == t->in ? &t->up : &t->down) += room;
+		snprintf(t->why, sizeof(t->why), "%s; cut: the job's max_bytes of %llu reached",
+			 e->rules[t->rule].text, (unsigned long long)e->max_bytes);
+		tunnel_end(t, true, NULL);
+		return;
+	}
+	evbuffer_add_buffer(to, from);
+	e->used += n;
+	*(src == t->in ? &t->up : &t->down) += n;
+	if (evbuffer_get_length(to) >= RELAY_HIGH) {
+		/* backpressure: stop reading until the other side drained */
+		bufferevent_disable(src, EV_READ);
+		bufferevent_setwatermark(dst, EV_WRITE, RELAY_HIGH / 2, 0);
+		bufferevent_setcb(dst, relay_read, relay_drained, relay_event_cb, t);
+	}
+}
+
+static void relay_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct tunnel *t = arg;
+
+	(void)bev;
+	if (what & BEV_EVENT_TIMEOUT) {
+		snprintf(t->why + strlen(t->why), sizeof(t->why) - strlen(t->why),
+			 "; closed: idle %llu ms", (unsigned long long)t->e->idle_ms);
+		tunnel_end(t, true, NULL);
+	} else if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
+		tunnel_end(t, true, NULL); /* what is queued for the client still goes out */
+	}
+}
+
+static void start_relay(struct tunnel *t)
+{
+	struct timeval idle = {(time_t)(t->e->idle_ms / 1000), (long)(t->e->idle_ms % 1000) * 1000};
+
+	t->relaying = true;
+	snprintf(t->why, sizeof(t->why), "%s", t->e->rules[t->rule].text);
+	if (t->connect)
+		evbuffer_add_printf(bufferevent_get_output(t->in),
+				    "HTTP/1.1 200 Connection established\r\n\r\n");
+	else {
+		size_t n = evbuffer_get_length(t->fwd);
+
+		t->up += n;
+		t->e->used += n;
+		bufferevent_write_buffer(t->out, t->fwd);
+	}
+	bufferevent_setcb(t->in, relay_read, NULL, relay_event, t);
+	bufferevent_setcb(t->out, relay_read, NULL, relay_event, t);
+	bufferevent_set_timeouts(t->in, &idle, NULL);
+	bufferevent_set_timeouts(t->out, &idle, NULL);
+	bufferevent_enable(t->in, EV_READ | EV_WRITE);
+	bufferevent_enable(t->out, EV_READ | EV_WRITE);
+	if (evbuffer_get_length(bufferevent_get_input(t->in)))
+		relay_read(t->in, t); /* what the client sent after its head */
+}
+
+/* ---- connecting: each address the name resolved to, checked first ---- */
+
+static void try_next(struct tunnel *t);
+
+static void on_connect(struct bufferevent *bev, short what, void *arg)
+{
+	struct tunnel *t = arg;
+
+	(void)bev;
+	if (what & BEV_EVENT_CONNECTED) {
+		start_relay(t);
+		return;
+	}
+	snprintf(t->why, sizeof(t->why), "%s: connect failed", t->addr);
+	bufferevent_free(t->out);
+	t->out = NULL;
+	t->cur = t->cur->ai_next;
+	try_next(t);
+}
+
+static void try_next(struct tunnel *t)
+{
+	for (; t->cur; t->cur = t->cur->ai_next) {
+		const struct sockaddr *sa = t->cur->ai_addr;
+		int range = al_egress_match_range(t->e->rules, t->e->nrules, sa, t->port);
+		bool internal = al_addr_internal(sa, t->addr, sizeof(t->addr));
+
+		if (t->literal ? range < 0 : internal && range < 0) {
+			snprintf(t->why, sizeof(t->why),
+				 t->literal
+				     ? "%s: no range rule names this address and port"
+				     : "%s: an internal address (loopback, private, link-local, "
+				       "metadata...) that no range rule names",
+				 t->addr);
+			continue;
+		}
+		if (t->literal || internal)
+			t->rule = range;
+		if (!(t->out = bufferevent_socket_new(t->e->base, -1, BEV_OPT_CLOSE_ON_FREE)))
+			break;
+		bufferevent_setcb(t->out, NULL, NULL, on_connect, t);
+		if (bufferevent_socket_connect(t->out, sa, (int)t->cur->ai_addrlen) == 0)
+			return;
+		bufferevent_free(t->out);
+		t->out = NULL;
+		snprintf(t->why, sizeof(t->why), "%s: connect failed", t->addr);
+	}
+	reply(t, 403, "Forbidden", t->why[0] ? t->why : "no address to connect to");
+	tunnel_end(t, false, NULL);
+}
+
+static void resolved(struct tunnel *t, int code, struct evutil_addrinfo *res)
+{
+	if (code) {
+		snprintf(t->why, sizeof(t->why), "cannot resolve %s: %s", t->host,
+			 evutil_gai_strerror(code));
+		reply(t, 502, "Bad Gateway", t->why);
+		tunnel_end(t, false, NULL);
+		return;
+	}
+	t->ai = t->cur = res;
+	try_next(t);
+}
+
+static void on_resolved(int code, struct evutil_addrinfo *res, void *arg)
+{
+	struct tunnel *t = arg;
+
+	if (code == EVUTIL_EAI_CANCEL)
+		return;	    /* the tunnel is being freed */
+	if (t->resolving) { /* answered before evdns_getaddrinfo returned */
+		t->answered = true;
+		t->sync_code = code;
+		t->sync_res = res;
+		return;
+	}
+	t->req = NULL;
+	resolved(t, code, res);
+}
+
+/* ---- a new client connection ---- */
+
+static void on_head(struct bufferevent *bev, void *arg)
+{
+	struct tunnel *t = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+	struct evbuffer_ptr end = evbuffer_search(in, "\r\n\r\n", 4, NULL);
+	struct evutil_addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+	unsigned char probe[16];
+	const char *why;
+	char port[8];
+
+	if (end.pos < 0) {
+		if (evbuffer_get_length(in) > HEAD_MAX) {
+			reply(t, 431, "Request Header Fields Too Large", "request head too long");
+			tunnel_end(t, false, "request head too long");
+		}
+		return;
+	}
+	bufferevent_disable(bev, EV_READ);
+	if (!parse_head(t, in, &why)) {
+		reply(t, 400, "Bad Request", why);
+		tunnel_end(t, false, why);
+		return;
+	}
+	t->literal =
+	    inet_pton(AF_INET, t->host, probe) == 1 || inet_pton(AF_INET6, t->host, probe) == 1;
+	if (!t->literal &&
+	    (t->rule = al_egress_match_name(t->e->rules, t->e->nrules, t->host, t->port)) < 0) {
+		snprintf(t->why, sizeof(t->why), "no rule allows %s:%u", t->host, t->port);
+		reply(t, 403, "Forbidden", t->why);
+		tunnel_end(t, false, NULL);
+		return;
+	}
+	snprintf(port, sizeof(port), "%u", t->port);
+	if (t->literal)
+		hints.ai_flags = EVUTIL_AI_NUMERICHOST;
+	t->resolving = true;
+	t->req = evdns_getaddrinfo(t->e->dns, t->host, port, &hints, on_resolved, t);
+	t->resolving = false;
+	if (t->answered) {
+		t->req = NULL;
+		resolved(t, t->sync_code, t->sync_res);
+	} else if (!t->req) {
+		resolved(t, EVUTIL_EAI_FAIL, NULL);
+	}
+}
+
+static void on_head_event(struct bufferevent *bev, short what, void *arg)
+{
+	(void)bev;
+	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT))
+		tunnel_end(arg, false, "the client went before its request");
+}
+
+static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int len,
+		      void *arg)
+{
+	struct al_egress *e = arg;
+	struct tunnel *t = calloc(1, sizeof(*t));
+	struct timeval head = {10, 0};
+
+	(void)l;
+	(void)sa;
+	(void)len;
+	if (!t || !(t->in = bufferevent_socket_new(e->base, fd, BEV_OPT_CLOSE_ON_FREE))) {
+		evutil_closesocket(fd);
+		free(t);
+		e->unlisted++;
+		return;
+	}
+	t->e = e;
+	t->rule = -1;
+	t->t0 = al_mono_ms();
+	t->next = e->live;
+	if (e->live)
+		e->live->prev = &t->next;
+	t->prev = &e->live;
+	e->live = t;
+	if (e->max_conns && e->conns >= e->max_conns) {
+		snprintf(t->why, sizeof(t->why), "the job's max_connections of %u reached",
+			 e->max_conns);
+		reply(t, 403, "Forbidden", t->why);
+		tunnel_end(t, false, NULL);
+		return;
+	}
+	e->conns++;
+	bufferevent_setcb(t->in, on_head, NULL, on_head_event, t);
+	bufferevent_set_timeouts(t->in, &head, NULL);
+	bufferevent_enable(t->in, EV_READ | EV_WRITE);
+}
+
+/* ---- ending ---- */
+
+static void tunnel_free(struct tunnel *t)
+{
+	if (t->req)
+		evdns_getaddrinfo_cancel(t->req); /* calls on_resolved with CANCEL */
+	if (t->ai)
+		evutil_freeaddrinfo(t->ai);
+	if (t->fwd)
+		evbuffer_free(t->fwd);
+	if (t->out)
+		bufferevent_free(t->out);
+	if (t->in)
+		bufferevent_free(t->in);
+	*t->prev = t->next;
+	if (t->next)
+		t->next->prev = t->prev;
+	free(t);
+}
+
+/* The client's side closes once what is queued for it (a reply, the end of
+ * a response) has gone out. */
+static void on_flushed(struct bufferevent *bev, void *arg)
+{
+	(void)bev;
+	tunnel_free(arg);
+}
+
+static void on_flushed_event(struct bufferevent *bev, short what, void *arg)
+{
+	(void)bev;
+	(void)what;
+	tunnel_free(arg);
+}
+
+static void tunnel_end(struct tunnel *t, bool allowed, const char *why)
+{
+	struct timeval linger = {5, 0};
+
+	t->allowed = allowed && t->relaying;
+	if (why)
+		snprintf(t->why, sizeof(t->why), "%s", why);
+	record(t);
+	if (t->req) {
+		evdns_getaddrinfo_cancel(t->req);
+		t->req = NULL;
+	}
+	if (t->out) {
+		bufferevent_free(t->out);
+		t->out = NULL;
+	}
+	if (!t->in || !evbuffer_get_length(bufferevent_get_output(t->in))) {
+		tunnel_free(t);
+		return;
+	}
+	bufferevent_setcb(t->in, NULL, on_flushed, on_flushed_event, t);
+	bufferevent_setwatermark(t->in, EV_WRITE, 0, 0);
+	bufferevent_set_timeouts(t->in, NULL, &linger);
+	bufferevent_disable(t->in, EV_READ);
+	bufferevent_enable(t->in, EV_WRITE);
+	t->relaying = false;
+	t->lingering = true;
+}
+
+struct al_egress *al_egress_new(struct event_base *base, struct evdns_base *dns, int listen_fd,
+				const struct al_egress_rule *rules, size_t nrules,
+				uint64_t max_bytes, uint32_t max_connections, uint64_t idle_ms)
+{
+	struct al_egress *e = calloc(1, sizeof(*e));
+
+	if (!e || !(e->rules = calloc(nrules ? nrules : 1, sizeof(*rules)))) {
+		free(e);
+		evutil_closesocket(listen_fd);
+		return NULL;
+	}
+	memcpy(e->rules, rules, nrules * sizeof(*rules));
+	e->nrules = nrules;
+	e->base = base;
+	e->dns = dns;
+	e->max_bytes = max_bytes;
+	e->max_conns = max_connections;
+	e->idle_ms = idle_ms ? idle_ms : AL_EGRESS_IDLE_MS;
+	evutil_make_socket_nonblocking(listen_fd);
+	e->lst = evconnlistener_new(base, on_accept, e,
+				    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, -1, listen_fd);
+	if (!e->lst) {
+		evutil_closesocket(listen_fd);
+		al_egress_free(e);
+		return NULL;
+	}
+	return e;
+}
+
+void al_egress_finish(struct al_egress *e, struct al_result *res)
+{
+	if (!e)
+		return;
+	if (e->lst) {
+		evconnlistener_free(e->lst);
+		e->lst = NULL;
+	}
+	for (struct tunnel *t = e->live, *next; t; t = next) {
+		next = t->next;
+		if (t->lingering)
+			continue;
+		if (t->relaying)
+			snprintf(t->why + strlen(t->why), sizeof(t->why) - strlen(t->why),
+				 "; closed: the job ended");
+		tunnel_end(t, true, t->relaying ? NULL : "the job ended before the request");
+	}
+	for (size_t i = 0; i < e->log.negress; i++)
+		if (al_result_add_egress(res, &e->log.egress[i]))
+			e->unlisted++;
+	if (e->unlisted) {
+		char n[24];
+
+		snprintf(n, sizeof(n), "%llu", (unsigned long long)e->unlisted);
+		al_result_add_info(res, "egress_unlisted", n);
+	}
+}
+
+void al_egress_free(struct al_egress *e)
+{
+	if (!e)
+		return;
+	while (e->live)
+		tunnel_free(e->live);
+	if (e->lst)
+		evconnlistener_free(e->lst);
+	free(e->rules);
+	e->log.id = NULL;
+	al_result_free(&e->log);
+	free(e);
+}

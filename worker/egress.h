@@ -1,0 +1,33 @@
+/* egress.h - the egress proxy: one per job that was granted network
+ * "egress", on the worker's event loop, outside every sandbox. It serves a
+ * listening socket the backend made where only the job can reach it (inside
+ * the job's network namespace), speaks what HTTP_PROXY / HTTPS_PROXY
+ * clients speak (CONNECT host:port for TLS, absolute-URI requests for plain
+ * HTTP), lets out only what the allow rules name (common/egress.h: names are
+ * resolved here and every address checked before it is used), counts bytes
+ * and connections against the caps, closes idle tunnels, and keeps a
+ * transcript of every connection tried for the result. */
+#ifndef AL_WORKER_EGRESS_H
+#define AL_WORKER_EGRESS_H
+
+#include <event2/dns.h>
+#include <event2/event.h>
+
+#include "../common/egress.h"
+#include "../proto/result.h"
+
+#define AL_EGRESS_IDLE_MS 60000 /* a tunnel silent both ways this long is closed */
+
+struct al_egress;
+
+/* Serve listen_fd (taken: closed with the proxy) under rules (copied). NULL
+ * when out of memory. */
+struct al_egress *al_egress_new(struct event_base *base, struct evdns_base *dns, int listen_fd,
+				const struct al_egress_rule *rules, size_t nrules,
+				uint64_t max_bytes, uint32_t max_connections, uint64_t idle_ms);
+/* Close every tunnel and move the transcript into res->egress (a count of
+ * what did not fit goes to info.egress_unlisted). */
+void al_egress_finish(struct al_egress *e, struct al_result *res);
+void al_egress_free(struct al_egress *e);
+
+#endif

@@ -19,6 +19,8 @@
 #include "../proto/job.h"
 #include "../proto/result.h"
 
+struct al_egress_rule; /* common/egress.h */
+
 /* Capability bits: what a backend can enforce. */
 enum {
 	AL_CAP_NO_NETWORK = 1u << 0, /* can give a job no network at all */
@@ -76,10 +78,17 @@ struct al_run_spec {
 	const struct al_kv *env; /* the policy's variables (set before the job's) */
 	size_t nenv;
 	enum al_network network; /* granted by policy */
-	const char *image;	 /* the job's catalogue image (a name its tier allows), or NULL */
-	const char *guest;	 /* microvm/vm: the tier's guest directory, or NULL = built-in */
-	char *const *binds;	 /* process/container: host paths bound read-only at the
-				  * same place (the tier's policy); nbinds of them */
+	/* network egress through the worker's proxy: the rules that apply (the
+	 * job's narrowed ones, else the tier's) and the caps */
+	const struct al_egress_rule *egress_rules;
+	size_t negress_rules;
+	uint64_t egress_max_bytes;
+	uint32_t egress_max_connections;
+	const char *proxy_url; /* set by a backend whose jobs reach the proxy: HTTP(S)_PROXY */
+	const char *image;     /* the job's catalogue image (a name its tier allows), or NULL */
+	const char *guest;     /* microvm/vm: the tier's guest directory, or NULL = built-in */
+	char *const *binds;    /* process/container: host paths bound read-only at the
+				* same place (the tier's policy); nbinds of them */
 	size_t nbinds;
 	unsigned slot;	  /* 0 .. conf.slots-1 */
 	unsigned attempt; /* 1-based */
@@ -91,6 +100,10 @@ struct al_run_spec {
 };
 
 #define AL_IMAGES_DIR "/var/lib/airlock/images"
+
+/* Where a process or container job finds the proxy: its own loopback. */
+#define AL_EGRESS_PROXY_PORT 3128
+#define AL_EGRESS_PROXY_URL  "http://127.0.0.1:3128"
 
 /* A catalogue image's root directory (container) or block image (microVM,
  * vm: disk true) into out; AL_ESANDBOX naming the command that builds it
@@ -112,6 +125,11 @@ struct al_watch {
 	 * boot), added to the worker's wall-clock timer. A backend that sets
 	 * it enforces the job's own wall-clock limit itself. */
 	uint64_t setup_ms;
+	/* network egress: a listening socket only the job can reach (inside its
+	 * network namespace), served by the worker's proxy; -1 (or 0, left
+	 * unset) = none. The worker takes it. */
+	int egress_fd;
+	bool has_egress_fd;
 };
 
 /* One job's sandbox. The worker allocates it with ops->priv_size bytes of

@@ -35,6 +35,8 @@ int al_argv_env(const struct al_run_spec *spec, const char *script, struct al_bu
 					   "LANG=C.UTF-8", "PYTHONDONTWRITEBYTECODE=1"};
 	const struct al_job *job = spec->job;
 	const size_t nbase = sizeof(base) / sizeof(base[0]);
+	static const char *const proxy_names[] = {"HTTP_PROXY",	 "HTTPS_PROXY", "http_proxy",
+						  "https_proxy", "ALL_PROXY",	"NO_PROXY"};
 	const size_t total = nbase + job->nenv + spec->nenv;
 	int bad = 0;
 
@@ -73,13 +75,21 @@ int al_argv_env(const struct al_run_spec *spec, const char *script, struct al_bu
 				o = spec->env[j - nbase - job->nenv].key;
 			later = name_len(o) == n && !strncmp(o, name, n);
 		}
+		for (size_t k = 0; spec->proxy_url && k < 6 && !later; k++)
+			later = strlen(proxy_names[k]) == n && !strncmp(proxy_names[k], name, n);
 		if (later)
-			continue;
+			continue; /* the proxy's variables are the worker's (below) */
 		if (kv)
 			bad |= al_buf_append(b, kv->key, strlen(kv->key)) |
 			       al_buf_append(b, "=", 1) | buf_str(b, kv->value);
 		else
 			bad |= buf_str(b, base[i]);
+		(*envc)++;
+	}
+	/* network egress: the only way out is the proxy; NO_PROXY empty */
+	for (size_t k = 0; spec->proxy_url && k < 6; k++) {
+		bad |= al_buf_append(b, proxy_names[k], strlen(proxy_names[k])) |
+		       al_buf_append(b, "=", 1) | buf_str(b, k < 5 ? spec->proxy_url : "");
 		(*envc)++;
 	}
 	return bad ? -1 : 0;

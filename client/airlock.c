@@ -65,6 +65,8 @@ static void usage(FILE *f)
 	    "run/submit options:\n"
 	    "  --tier T (default trusted)  --tenant T  --runtime python|sh (default python)\n"
 	    "  --image NAME (a catalogue image the tier offers; default: the tier's)\n"
+	    "  --network none|egress  --egress-allow HOST:PORT (repeatable: narrows the tier's "
+	    "rules)\n"
 	    "  -f LOCAL:REMOTE (input file, repeatable)  --collect PATH (repeatable)\n"
 	    "  --timeout MS  --cpu MS  --memory BYTES  --pids N  --disk BYTES\n"
 	    "  --stdin FILE  --env NAME=VALUE  --priority 0-9  --deadline-ms UNIX_MS\n"
@@ -160,6 +162,8 @@ static int build_job(int argc, char **argv, struct al_job *job, bool *json)
 	    {"idempotency-key", required_argument, NULL, 'k'},
 	    {"callback", required_argument, NULL, 'b'},
 	    {"image", required_argument, NULL, 'g'},
+	    {"network", required_argument, NULL, 'N'},
+	    {"egress-allow", required_argument, NULL, 'E'},
 	    {"label", required_argument, NULL, 'l'},
 	    {"id", required_argument, NULL, 'I'},
 	    {"json", no_argument, NULL, 'j'},
@@ -258,6 +262,23 @@ static int build_job(int argc, char **argv, struct al_job *job, bool *json)
 		case 'k': job->idempotency_key = xstrdup(optarg); break;
 		case 'b': job->callback_url = xstrdup(optarg); break;
 		case 'g': job->image = xstrdup(optarg); break;
+		case 'N':
+			if (strcmp(optarg, "none") && strcmp(optarg, "egress")) {
+				fprintf(stderr,
+					"airlock: --network: expected none or egress, got \"%s\"\n",
+					optarg);
+				return EXIT_USAGE;
+			}
+			job->network = optarg[0] == 'e' ? AL_NET_EGRESS : AL_NET_NONE;
+			break;
+		case 'E': {
+			char **v =
+			    need(realloc(job->egress_allow, (job->negress_allow + 1) * sizeof(*v)));
+
+			job->egress_allow = v;
+			v[job->negress_allow++] = xstrdup(optarg);
+			break;
+		}
 		default: usage(stderr); return EXIT_USAGE;
 		}
 	}
@@ -364,6 +385,14 @@ static int print_result(const struct al_result *r, bool json)
 			fputc('\n', stderr);
 		} else if (r->out_truncated || r->err_truncated) {
 			fprintf(stderr, "airlock: job %s: output was truncated\n", r->id);
+		}
+		if (r->negress) {
+			size_t ok = 0;
+
+			for (size_t i = 0; i < r->negress; i++)
+				ok += r->egress[i].allowed;
+			fprintf(stderr, "egress: %zu allowed, %zu denied (--json lists them)\n", ok,
+				r->negress - ok);
 		}
 	}
 	return exit_code_for(r);

@@ -180,7 +180,8 @@ static const struct {
 	const char *name;
 	unsigned caps;
 } backend_caps[] = {
-    {"process", AL_CAP_NO_NETWORK | AL_CAP_MEMORY | AL_CAP_PIDS | AL_CAP_CPU | AL_CAP_FILES},
+    {"process",
+     AL_CAP_NO_NETWORK | AL_CAP_EGRESS | AL_CAP_MEMORY | AL_CAP_PIDS | AL_CAP_CPU | AL_CAP_FILES},
     {"container", AL_CAP_NO_NETWORK | AL_CAP_MEMORY | AL_CAP_PIDS | AL_CAP_CPU | AL_CAP_FILES},
     {"microvm", AL_CAP_NO_NETWORK | AL_CAP_MEMORY | AL_CAP_PIDS | AL_CAP_CPU | AL_CAP_FILES |
 		    AL_CAP_OWN_KERNEL},
@@ -642,6 +643,12 @@ static int read_tier(struct ctx *c, yaml_node_t *name, yaml_node_t *n, struct al
 			    "tier %s: egress: true, but the %s backend cannot give a job outbound "
 			    "network; remove it, or use a backend that can (vm)",
 			    t->name, t->backend);
+	if (t->egress && !t->negress_rules && strcmp(t->backend, "vm"))
+		return fail(c, n,
+			    "tier %s: egress: true lets everything out and is for the vm backend "
+			    "only; give the %s backend an allow list (egress: {allow: [host:port, "
+			    "...]})",
+			    t->name, t->backend);
 	if (t->nbinds && strcmp(t->backend, "process") && strcmp(t->backend, "container"))
 		return fail(c, n,
 			    "tier %s: binds are for the process and container backends; a %s "
@@ -1094,10 +1101,11 @@ int al_policy_admit(const struct al_policy *pol, struct al_job *job, uint64_t no
 		for (size_t k = 0; k < t->negress_rules && !within; k++)
 			within = al_egress_rule_within(&r, &t->egress_rules[k]);
 		if (!within)
-			return al_err_set(err, AL_EINVAL,
-					  "egress_allow[%zu]: \"%.80s\" is not within tier %s's egress "
-					  "rules: a job may narrow them, never widen",
-					  i, job->egress_allow[i], t->name);
+			return al_err_set(
+			    err, AL_EINVAL,
+			    "egress_allow[%zu]: \"%.80s\" is not within tier %s's egress "
+			    "rules: a job may narrow them, never widen",
+			    i, job->egress_allow[i], t->name);
 	}
 	if ((job->nfiles || job->ncollect) && !(al_policy_backend_caps(t->backend) & AL_CAP_FILES))
 		return al_err_set(err, AL_EINVAL,

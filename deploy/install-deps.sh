@@ -10,10 +10,10 @@ build_pkgs=(
 	libcurl4-openssl-dev libssl-dev libvirt-dev libxml2-dev libjansson-dev libyaml-dev
 )
 # Tests and backends: Redis, Debian's python3 for sandboxes and the interop
-# test, OCI runtimes, bubblewrap and podman (benchmark baselines), QEMU and the pieces the
+# test and pip (the egress test installs a package through the proxy), OCI runtimes, bubblewrap and podman (benchmark baselines), QEMU and the pieces the
 # microVM/VM images are built from, libvirt's daemon, network tooling.
 run_pkgs=(
-	redis-server python3 python3-msgpack python3-redis curl procps iproute2 util-linux
+	redis-server python3 python3-msgpack python3-redis python3-pip curl procps iproute2 util-linux
 	bubblewrap runc crun uidmap podman
 	qemu-system-x86 qemu-utils busybox-static cpio lz4 debootstrap
 	linux-image-cloud-amd64

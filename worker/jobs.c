@@ -260,6 +260,18 @@ void wk_job_run(struct worker *w, struct slot *s)
 	spec.env = s->tier->env;
 	spec.nenv = s->tier->nenv;
 	spec.network = s->job.network;
+	if (s->job.network == AL_NET_EGRESS) {
+		/* the job's narrowed rules (admission checked them), else the tier's */
+		s->negress = 0;
+		for (size_t i = 0; i < s->job.negress_allow && i < AL_EGRESS_RULES_MAX; i++)
+			if (!al_egress_rule_parse(s->job.egress_allow[i], &s->egress[s->negress],
+						  NULL))
+				s->negress++;
+		spec.egress_rules = s->job.negress_allow ? s->egress : s->tier->egress_rules;
+		spec.negress_rules = s->job.negress_allow ? s->negress : s->tier->negress_rules;
+		spec.egress_max_bytes = s->tier->egress_max_bytes;
+		spec.egress_max_connections = s->tier->egress_max_connections;
+	}
 	spec.image = s->job.image; /* admitted: one its tier offers, or its default */
 	spec.guest = s->tier->guest;
 	spec.binds = s->tier->binds;

@@ -1,6 +1,11 @@
 /* runner.c - one job through one backend on the event loop (see runner.h). */
 #include "runner.h"
 
+#include <event2/dns.h>
+#include <unistd.h>
+
+#include "egress.h"
+
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,7 +33,24 @@ struct al_runner {
 	int reason;    /* -1, or the status a stop imposes */
 	char reason_msg[256];
 	bool finished;
+	struct al_egress *egress; /* network egress: the job's proxy */
 };
+
+/* One resolver for the worker's loop (the egress proxies share it): the
+ * host's resolv.conf and hosts file, made at the first job that needs it. */
+static struct evdns_base *dns_of(struct event_base *base)
+{
+	static struct evdns_base *dns;
+	static struct event_base *for_base;
+
+	if (!dns || for_base != base) {
+		dns = evdns_base_new(base, EVDNS_BASE_INITIALIZE_NAMESERVERS);
+		if (!dns) /* no resolv.conf: names fail, ranges still work */
+			dns = evdns_base_new(base, 0);
+		for_base = base;
+	}
+	return dns;
+}
 
 static void finish(struct al_runner *r)
 {
@@ -45,6 +67,9 @@ static void finish(struct al_runner *r)
 	if (r->reason >= 0) {
 		r->res.status = (enum al_status_code)r->reason;
 		al_result_set_error(&r->res, "%s", r->reason_msg);
+	}
+	if (r->egress) { /* the transcript, once nothing of the job can connect */
+		al_egress_finish(r->egress, &r->res);
 	}
 	r->res.finished_ms = al_now_ms();
 	if (r->start_mono)
@@ -215,7 +240,16 @@ struct al_runner *al_runner_start(struct event_base *base, const struct al_backe
 	}
 	r->start_mono = al_mono_ms();
 	if (al_backend_start(r->sb, &w, &err)) {
+		if (w.has_egress_fd)
+			close(w.egress_fd);
 		fail(r, &err);
+		return r;
+	}
+	if (w.has_egress_fd &&
+	    !(r->egress = al_egress_new(base, dns_of(base), w.egress_fd, spec->egress_rules,
+					spec->negress_rules, spec->egress_max_bytes,
+					spec->egress_max_connections, 0))) {
+		al_runner_stop(r, AL_ST_SANDBOX_ERROR, "runner: cannot start the egress proxy");
 		return r;
 	}
 	for (int i = 0; i < w.nfds; i++) {
@@ -257,6 +291,7 @@ void al_runner_free(struct al_runner *r)
 	if (r->finish_ev)
 		event_free(r->finish_ev);
 	al_sandbox_free(r->sb);
+	al_egress_free(r->egress);
 	al_result_free(&r->res);
 	free(r);
 }

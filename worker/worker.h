@@ -56,6 +56,10 @@ struct slot {
 	bool have_job;
 	struct al_runner *runner;
 	bool released; /* drain gave it back: retry, do not commit */
+	/* network egress: the job's egress_allow, parsed (admitted: within
+	 * its tier's rules) */
+	struct al_egress_rule egress[AL_EGRESS_RULES_MAX];
+	size_t negress;
 };
 
 struct backend_state {

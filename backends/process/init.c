@@ -48,8 +48,10 @@ enum { FD_STDIN = 0, FD_STDOUT = 1, FD_STDERR = 2, FD_CODE = 3 };
 
 #define BPF_MAX 4096 /* BPF_MAXINSNS */
 
-static struct sock_filter bpf[BPF_MAX];
-static struct sock_fprog bpf_prog = {0, bpf};
+static struct sock_filter bpf[BPF_MAX], bpf_inet[BPF_MAX];
+/* the job's filter, and the one for network egress (AF_INET sockets too:
+ * its network namespace holds only loopback and the proxy) */
+static struct sock_fprog bpf_prog = {0, bpf}, bpf_inet_prog = {0, bpf_inet};
 
 /* Report a set-up failure to the worker and die. */
 static void __attribute__((noreturn)) die(const char *what)
@@ -171,13 +173,27 @@ static void reset_signals(void)
 		die("unblock signals");
 }
 
+/* The two programs (init.h): each a uint32 instruction count, then the
+ * instructions. */
+static void load_one(off_t *off, struct sock_fprog *p)
+{
+	uint32_t n;
+
+	if (pread(AL_INIT_FD_SECCOMP, &n, sizeof(n), *off) != (ssize_t)sizeof(n) || n == 0 ||
+	    n > BPF_MAX ||
+	    pread(AL_INIT_FD_SECCOMP, p->filter, n * sizeof(p->filter[0]), *off + 4) !=
+		(ssize_t)(n * sizeof(p->filter[0])))
+		die("read the seccomp program");
+	p->len = (unsigned short)n;
+	*off += 4 + (off_t)(n * sizeof(p->filter[0]));
+}
+
 static void load_seccomp_program(void)
 {
-	ssize_t n = pread(AL_INIT_FD_SECCOMP, bpf, sizeof(bpf), 0);
+	off_t off = 0;
 
-	if (n <= 0 || n % (ssize_t)sizeof(bpf[0]) || n == (ssize_t)sizeof(bpf))
-		die("read the seccomp program");
-	bpf_prog.len = (unsigned short)(n / (ssize_t)sizeof(bpf[0]));
+	load_one(&off, &bpf_prog);
+	load_one(&off, &bpf_inet_prog);
 	close(AL_INIT_FD_SECCOMP);
 }
 
@@ -211,7 +227,8 @@ static int job_main(void *arg)
 	set_rlimit(RLIMIT_MEMLOCK, 0, 0, "setrlimit MEMLOCK");
 	if (!a->h->has_code)
 		close(FD_CODE);
-	if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &bpf_prog, 0, 0))
+	if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, a->h->inet ? &bpf_inet_prog : &bpf_prog, 0,
+		  0))
 		die("seccomp");
 	/* Last step: exec. A failure is the job's: it goes to the job's stderr
 	 * with a shell's exit code (127 not found, 126 not executable). */

@@ -41,6 +41,7 @@ struct al_init_spec {
 	uint32_t argc, envc, nbinds;
 	uint32_t uid;	   /* the slot's uid (and gid) */
 	uint32_t has_code; /* fd 3 holds the script */
+	uint32_t inet;	   /* network egress: the filter that allows AF_INET sockets */
 };
 
 #endif

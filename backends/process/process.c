@@ -45,6 +45,7 @@
 #include "../cgroup.h"
 #include "../jobfs.h"
 #include "../jobspec.h"
+#include "../netns.h"
 #include "../seccomp.h"
 #include "../verdict.h"
 #include "init.h"
@@ -300,17 +301,34 @@ static int open_init_binary(const struct al_backend_conf *conf, struct al_err *e
 	return G.init_fd < 0 ? al_err_wrap(err, "process: sandbox init") : AL_OK;
 }
 
-/* The seccomp program, compiled here once, in a sealed memfd the inits read. */
+/* The seccomp programs, compiled here once, in a sealed memfd the inits
+ * read: the job's, then the one for network egress (AF_INET allowed), each
+ * a uint32 instruction count and the instructions (init.h). */
 static int make_bpf_fd(struct al_err *err)
 {
-	struct al_seccomp sc;
-	int rc;
+	struct al_seccomp sc[2];
+	struct al_buf b = {0};
+	int rc, bad = 0;
 
-	if ((rc = al_seccomp_build(&sc, err)))
+	if ((rc = al_seccomp_build(&sc[0], err)))
 		return al_err_wrap(err, "process");
-	G.bpf_fd = memfd_with("airlock-seccomp", (const char *)sc.prog.filter,
-			      sc.prog.len * sizeof(*sc.prog.filter), err);
-	al_seccomp_free(&sc);
+	if ((rc = al_seccomp_build_net(&sc[1], true, err))) {
+		al_seccomp_free(&sc[0]);
+		return al_err_wrap(err, "process");
+	}
+	for (int i = 0; i < 2; i++) {
+		uint32_t n = sc[i].prog.len;
+
+		bad |= al_buf_append(&b, &n, sizeof(n)) ||
+		       al_buf_append(&b, sc[i].prog.filter, n * sizeof(*sc[i].prog.filter));
+		al_seccomp_free(&sc[i]);
+	}
+	if (bad) {
+		al_buf_free(&b);
+		return al_err_set(err, AL_ENOMEM, "process: out of memory");
+	}
+	G.bpf_fd = memfd_with("airlock-seccomp", b.data, b.len, err);
+	al_buf_free(&b);
 	return G.bpf_fd < 0 ? G.bpf_fd : AL_OK;
 }
 
@@ -463,6 +481,9 @@ static int proc_prepare(struct al_sandbox *sb, struct al_err *err)
 	h.rl_nofile = sb->conf->nofile;
 	h.uid = uid;
 	h.has_code = p->code_fd >= 0;
+	h.inet = sb->spec.network == AL_NET_EGRESS;
+	if (h.inet)
+		sb->spec.proxy_url = AL_EGRESS_PROXY_URL;
 	h.nbinds = (uint32_t)p->nbinds;
 	if (al_buf_append(&spec, &h, sizeof(h)) ||
 	    al_argv_env(&sb->spec, "/proc/self/fd/3", &spec, &h.argc, &h.envc) ||
@@ -522,6 +543,22 @@ static int proc_start(struct al_sandbox *sb, struct al_watch *wt, struct al_err 
 	if ((rc = al_cg_set_limits(&w->cg, &cgl, err)))
 		return al_err_wrap(err, "process");
 	p->cpu_base_ns = al_cg_cpu_ns(&w->cg);
+	/* Network egress: the proxy listens on the sandbox's own loopback (its
+	 * network namespace has nothing else), before the job can run. */
+	if (sb->spec.network == AL_NET_EGRESS) {
+		char ns[64];
+		int nsfd, lfd;
+
+		snprintf(ns, sizeof(ns), "/proc/%d/ns/net", (int)w->pid);
+		if ((nsfd = open(ns, O_RDONLY | O_CLOEXEC)) < 0)
+			return al_err_sys(err, "process: open the sandbox's network namespace");
+		lfd = al_netns_listen(nsfd, AL_EGRESS_PROXY_PORT, err);
+		close(nsfd);
+		if (lfd < 0)
+			return al_err_wrap(err, "process");
+		wt->egress_fd = lfd;
+		wt->has_egress_fd = true;
+	}
 	if (send_go(w, fds, nfds)) {
 		/* died between the check and the message: one retry, cold */
 		if ((rc = warm_spawn(w, sb->spec.slot, err)) ||
@@ -693,7 +730,8 @@ static void proc_fini(void)
 
 const struct al_backend_ops al_backend_process = {
     .name = "process",
-    .caps = AL_CAP_NO_NETWORK | AL_CAP_MEMORY | AL_CAP_PIDS | AL_CAP_CPU | AL_CAP_FILES,
+    .caps =
+	AL_CAP_NO_NETWORK | AL_CAP_EGRESS | AL_CAP_MEMORY | AL_CAP_PIDS | AL_CAP_CPU | AL_CAP_FILES,
     .priv_size = sizeof(struct proc_sb),
     .init = proc_init,
     .prepare = proc_prepare,

@@ -217,10 +217,18 @@ static void policy(void)
 		  &err);
 	TAP_OK(rc == AL_EINVAL, "an unknown egress key is refused");
 	TAP_CONTAINS(err.msg, "egress: unknown key \"colour\"", "naming it");
-	rc = load("tiers:\n  p: {backend: process, egress: {allow: [pypi.org:443]}}\n", &pol, &err);
+	rc = load("tiers:\n  c: {backend: container, egress: {allow: [pypi.org:443]}}\n", &pol,
+		  &err);
 	TAP_OK(rc == AL_EINVAL, "egress rules on a backend that cannot give egress are refused");
-	TAP_CONTAINS(err.msg, "the process backend cannot give a job outbound network",
+	TAP_CONTAINS(err.msg, "the container backend cannot give a job outbound network",
 		     "saying so");
+	rc = load("tiers:\n  p: {backend: process, egress: true}\n", &pol, &err);
+	TAP_OK(rc == AL_EINVAL, "egress: true (everything) on the process backend is refused");
+	TAP_CONTAINS(err.msg, "give the process backend an allow list", "asking for an allow list");
+	rc = load("tiers:\n  p: {backend: process, egress: {allow: [pypi.org:443]}}\n", &pol, &err);
+	TAP_OK(rc == AL_OK, "an allow list on the process backend loads");
+	if (!rc)
+		al_policy_free(&pol);
 }
 
 int main(void)

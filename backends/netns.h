@@ -1,0 +1,16 @@
+/* netns.h - a listening socket inside another network namespace (a job's),
+ * made from a short-lived thread that enters it: the socket stays in that
+ * namespace, the worker serves it from its own. */
+#ifndef AL_NETNS_H
+#define AL_NETNS_H
+
+#include <stdint.h>
+
+#include "../proto/err.h"
+
+/* In the namespace nsfd (an open /proc/PID/ns/net): bring loopback up and
+ * listen on 127.0.0.1:port (non-blocking, close-on-exec). The socket, or a
+ * negative al_err_code with err. */
+int al_netns_listen(int nsfd, uint16_t port, struct al_err *err);
+
+#endif

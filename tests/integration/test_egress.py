@@ -1,0 +1,226 @@
+#!/usr/bin/python3
+"""Network egress through the worker's proxy, on the process tier, through
+the real queue. A test "internet" lives in a network namespace this test
+makes (a veth pair to the host, addresses 10.231.N.0/24): an HTTP server
+with a small Python package index serving a wheel built here, and a large
+file. The tier's policy allows that range explicitly (it is private, so a
+name rule alone would not reach it). Checked: pip installs through the
+proxy and the transcript lists its connections; a host not on the list is
+denied and listed; a program that ignores the proxy variables reaches
+nothing; a name resolving to 127.0.0.1 and 169.254.169.254 are refused; the
+byte cap cuts a large download; a job can narrow the list and cannot widen
+it; a tier without rules refuses egress at admission."""
+import base64
+import hashlib
+import io
+import os
+import signal
+import subprocess
+import sys
+import time
+import zipfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+from altest import Tap  # noqa: E402
+from cluster import Cluster  # noqa: E402
+
+t = Tap()
+if os.geteuid() != 0:
+    print("1..0 # SKIP needs root")
+    sys.exit(0)
+
+N = 20 + os.getpid() % 200
+NS, HOST_IF, NS_IF = "alinet%d" % os.getpid(), "aleh%d" % (os.getpid() % 100000), "alen%d" % (
+    os.getpid() % 100000)
+NET, GW, SRV = "10.231.%d" % N, "10.231.%d.1" % N, "10.231.%d.2" % N
+WWW = "/var/tmp/airlock-inet-%d" % os.getpid()
+
+
+def sh(*cmd, check=True):
+    return subprocess.run(cmd, check=check, capture_output=True, text=True)
+
+
+def wheel():
+    """airlock_demo 1.0, a pure-Python wheel with a correct RECORD."""
+    files = {"airlock_demo/__init__.py": b"VALUE = 42\n",
+             "airlock_demo-1.0.dist-info/METADATA":
+                 b"Metadata-Version: 2.1\nName: airlock-demo\nVersion: 1.0\n",
+             "airlock_demo-1.0.dist-info/WHEEL":
+                 b"Wheel-Version: 1.0\nGenerator: airlock-test\nRoot-Is-Purelib: true\n"
+                 b"Tag: py3-none-any\n"}
+    record = ""
+    for name, data in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        record += "%s,sha256=%s,%d\n" % (name, digest, len(data))
+    record += "airlock_demo-1.0.dist-info/RECORD,,\n"
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        for name, data in files.items():
+            z.writestr(name, data)
+        z.writestr("airlock_demo-1.0.dist-info/RECORD", record)
+    return buf.getvalue()
+
+
+def internet():
+    os.makedirs(os.path.join(WWW, "simple", "airlock-demo"))
+    with open(os.path.join(WWW, "airlock_demo-1.0-py3-none-any.whl"), "wb") as f:
+        f.write(wheel())
+    with open(os.path.join(WWW, "simple", "airlock-demo", "index.html"), "w") as f:
+        f.write('<html><body><a href="../../airlock_demo-1.0-py3-none-any.whl">'
+                'airlock_demo-1.0-py3-none-any.whl</a></body></html>\n')
+    with open(os.path.join(WWW, "big.bin"), "wb") as f:
+        f.write(os.urandom(4 << 20))
+    with open(os.path.join(WWW, "hi.txt"), "w") as f:
+        f.write("hello from the test internet\n")
+    os.system("chmod -R a+rX " + WWW)
+    sh("ip", "netns", "add", NS)
+    sh("ip", "link", "add", HOST_IF, "type", "veth", "peer", "name", NS_IF)
+    sh("ip", "link", "set", NS_IF, "netns", NS)
+    sh("ip", "addr", "add", GW + "/24", "dev", HOST_IF)
+    sh("ip", "link", "set", HOST_IF, "up")
+    sh("ip", "netns", "exec", NS, "ip", "addr", "add", SRV + "/24", "dev", NS_IF)
+    sh("ip", "netns", "exec", NS, "ip", "link", "set", NS_IF, "up")
+    sh("ip", "netns", "exec", NS, "ip", "link", "set", "lo", "up")
+    return subprocess.Popen(["ip", "netns", "exec", NS, "/usr/bin/python3", "-m", "http.server",
+                             "8000", "--bind", SRV, "--directory", WWW],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+POLICY = """\
+result_ttl_s: 600
+lease_ms: 30000
+tiers:
+  trusted:
+    backend: process
+    max_attempts: 1
+  net:
+    backend: process
+    max_attempts: 1
+    egress:
+      allow: ["{net}.0/24:8000", "localhost:8000", "pypi.example.invalid:443"]
+      max_bytes: 3000000
+      max_connections: 20
+    defaults: {{wall_ms: 60000, memory_bytes: 536870912, pids: 64}}
+""".format(net=NET)
+
+SEQ = iter(range(1, 1 << 30))
+
+
+def run(c, code, tier="net", network="egress", **kw):
+    j = {"v": 1, "id": "eg-%d-%d" % (os.getpid(), next(SEQ)), "tier": tier, "runtime": "python",
+         "code": code, "network": network}
+    j.update(kw)
+    r = c.run_job(j, timeout=90)
+    for k in ("stdout", "stderr"):
+        r[k] = r.get(k, b"").decode(errors="replace")
+    return r
+
+
+FETCH = ("import sys, urllib.request\n"
+         "for url in sys.argv[1:]:\n"
+         "    try:\n"
+         "        d = urllib.request.urlopen(url, timeout=20).read(); print(url, 'got', len(d))\n"
+         "    except Exception as e:\n"
+         "        print(url, 'failed', getattr(e, 'code', ''), str(e)[:80])\n")
+
+server = internet()
+c = None
+try:
+    for _ in range(50):
+        if sh("ip", "netns", "exec", NS, "/usr/bin/python3", "-c",
+              "import socket; socket.create_connection(('%s', 8000), 1)" % SRV,
+              check=False).returncode == 0:
+            break
+        time.sleep(0.1)
+    c = Cluster(policy=POLICY)
+    c.scheduler()
+    c.worker("egress-w", uid_base=63500, slots=2, tiers="trusted,net")
+
+    r = run(c, "import subprocess, sys\n"
+               "p = subprocess.run([sys.executable, '-m', 'pip', 'install', '--no-cache-dir',\n"
+               "    '--disable-pip-version-check', '--index-url', sys.argv[1],\n"
+               "    '--trusted-host', sys.argv[2], '--target',\n"
+               "    '/tmp/site', 'airlock-demo'], capture_output=True, text=True)\n"
+               "print('pip', p.returncode, p.stderr[-300:])\n"
+               "sys.path.insert(0, '/tmp/site')\n"
+               "import airlock_demo; print('value', airlock_demo.VALUE)\n",
+            argv=["http://%s:8000/simple" % SRV, SRV])
+    eg = r.get("egress", [])
+    t.ok(r["status"] == "ok" and "pip 0" in r["stdout"] and "value 42" in r["stdout"] and
+         eg and all(e["allowed"] and e["addr"] == SRV and e["port"] == 8000 and
+                    e["why"] == NET + ".0/24:8000" for e in eg) and
+         any(e["down"] > 0 for e in eg),
+         "pip installs a package through the proxy from the allowed range; the transcript "
+         "lists %d connections, each allowed by the range rule, with bytes" % len(eg), r)
+
+    r = run(c, FETCH, argv=["http://%s:8000/hi.txt" % SRV, "http://other.example.invalid:8000/x",
+                            "http://localhost:8000/hi.txt",
+                            "http://169.254.169.254/latest/meta-data/"])
+    lines = r["stdout"].splitlines()
+    eg = r.get("egress", [])
+    by = {e["host"]: e for e in eg}
+    t.ok(r["status"] == "ok" and lines[0].endswith("got 29") and "failed 403" in lines[1] and
+         "failed 403" in lines[2] and "failed 403" in lines[3] and len(eg) == 4 and
+         by[SRV]["allowed"] and not by["other.example.invalid"]["allowed"] and
+         "no rule allows other.example.invalid:8000" in by["other.example.invalid"]["why"] and
+         not by["localhost"]["allowed"] and by["localhost"]["addr"] in ("127.0.0.1", "::1") and
+         "internal address" in by["localhost"]["why"] and
+         not by["169.254.169.254"]["allowed"] and
+         "no range rule names this address" in by["169.254.169.254"]["why"],
+         "allowed host fetched; a host not on the list, a name resolving to loopback and the "
+         "metadata address are refused (403) and listed with the reason", (lines, eg))
+
+    r = run(c, "import socket\n"
+               "for host in ['%s', '127.0.0.1', '10.0.2.2', '1.1.1.1']:\n"
+               "    for port in [8000, 80, 6379]:\n"
+               "        try:\n"
+               "            socket.create_connection((host, port), 2).close(); print(host, port, 'CONNECTED')\n"
+               "        except OSError as e: print(host, port, 'blocked', e.errno)\n" % SRV)
+    t.ok(r["status"] == "ok" and "CONNECTED" not in r["stdout"] and
+         r["stdout"].count("blocked") == 12 and not r.get("egress"),
+         "a program ignoring the proxy variables reaches nothing (no route but the proxy)",
+         r["stdout"])
+
+    r = run(c, FETCH, argv=["http://%s:8000/big.bin" % SRV])
+    eg = r.get("egress", [])
+    t.ok(r["status"] == "ok" and "got 4194304" not in r["stdout"] and len(eg) == 1 and
+         "max_bytes of 3000000 reached" in eg[0]["why"] and
+         eg[0]["down"] + eg[0]["up"] <= 3000000,
+         "the byte cap (3 MB) cuts a 4 MB download; the transcript says so", (r["stdout"], eg))
+
+    r = run(c, FETCH, argv=["http://%s:8000/hi.txt" % SRV],
+            egress_allow=["%s.0/25:8000" % NET])
+    t.ok(r["status"] == "ok" and "got 29" in r["stdout"] and
+         r["egress"][0]["why"] == "%s.0/25:8000" % NET,
+         "a job narrows the list (egress_allow within the tier's range): allowed by its rule", r)
+    r = run(c, FETCH, argv=["http://%s:8000/hi.txt" % SRV], egress_allow=["evil.example:443"])
+    t.ok(r["status"] == "rejected" and "is not within tier net's egress rules" in r["error"],
+         "a job cannot widen the list: rejected at admission", r.get("error"))
+    r = run(c, FETCH, argv=["http://%s:8000/hi.txt" % SRV],
+            egress_allow=["localhost:8000"])
+    t.ok(r["status"] == "ok" and "failed 403" in r["stdout"] and
+         "no range rule" in r["egress"][0]["why"],
+         "with a narrowed list, what the tier allows but the job's list does not is refused",
+         (r["stdout"], r.get("egress")))
+    r = run(c, FETCH, tier="trusted", argv=["http://%s:8000/hi.txt" % SRV])
+    t.ok(r["status"] == "rejected" and "does not allow egress" in r["error"],
+         "a tier without egress rules refuses network egress at admission", r.get("error"))
+    r = run(c, FETCH, network="none", argv=["http://%s:8000/hi.txt" % SRV])
+    t.ok(r["status"] == "ok" and "failed" in r["stdout"] and not r.get("egress"),
+         "without network egress the same tier's job has no proxy at all", r["stdout"])
+    p = c.cli("run", "--tier", "net", "--network", "egress", "-c",
+              "import urllib.request as u\n"
+              "for x in ['http://%s:8000/hi.txt', 'http://nope.invalid:8000/']:\n"
+              "    try: u.urlopen(x, timeout=10).read()\n"
+              "    except Exception: pass\n" % SRV)
+    t.ok(p.returncode == 0 and b"egress: 1 allowed, 1 denied" in p.stderr,
+         "airlock run prints a one-line egress summary on stderr", p.stderr)
+finally:
+    if c:
+        c.close()
+    server.send_signal(signal.SIGTERM)
+    server.wait(10)
+    sh("ip", "link", "del", HOST_IF, check=False)
+    sh("ip", "netns", "del", NS, check=False)
+    subprocess.run(["rm", "-rf", WWW])
+sys.exit(t.done())

@@ -15,4 +15,6 @@ echo
 echo
 /usr/bin/python3 tests/bench/vm_latency.py "${VM_ROUNDS:-5}" "${VM_AT_ONCE:-4}"
 echo
+/usr/bin/python3 tests/bench/egress_latency.py "${EGRESS_ROUNDS:-200}"
+echo
 ROUNDS=${FAULT_ROUNDS:-3} bash tests/bench/faults.sh

@@ -181,6 +181,33 @@ try:
          "a program ignoring the proxy variables reaches nothing (no route but the proxy)",
          r["stdout"])
 
+    # Hostile programs on an egress tier: a port scan of what the job can reach,
+    # CONNECT to the worker's Redis and the metadata endpoint, address spellings
+    # that are names to the proxy, a name with a trailing dot, an absolute URI
+    # whose Host header names another host.
+    r = run(c, "import socket\n"
+               "open_ = [p for p in range(1, 4096) if socket.socket().connect_ex(('127.0.0.1', p)) == 0]\n"
+               "print('open', open_)\n"
+               "def connect(target):\n"
+               "    s = socket.create_connection(('127.0.0.1', 3128), 5)\n"
+               "    s.sendall(b'CONNECT %s HTTP/1.1\\r\\n\\r\\n' % target.encode())\n"
+               "    print(target, s.recv(200).split(b'\\r\\n')[0].decode())\n"
+               "for t in ['127.0.0.1:6379', '169.254.169.254:80', '[::ffff:127.0.0.1]:8000',\n"
+               "          '2130706433:8000', '0x7f000001:8000', '127.1:8000', 'localhost.:8000',\n"
+               "          '@SRV@:22']:\n"
+               "    connect(t)\n"
+               "s = socket.create_connection(('127.0.0.1', 3128), 5)\n"
+               "s.sendall(b'GET http://other.example.invalid:8000/ HTTP/1.1\\r\\nHost: @SRV@:8000\\r\\n\\r\\n')\n"
+               "print('host-header', s.recv(200).split(b'\\r\\n')[0].decode())\n".replace("@SRV@", SRV))
+    out = r["stdout"].splitlines()
+    t.ok(r["status"] == "ok" and out[0] == "open [3128]" and
+         all(l.endswith("403 Forbidden") for l in out[1:]) and len(out) == 10 and
+         all(not e["allowed"] for e in r.get("egress", [])),
+         "hostile programs on an egress tier: a scan finds only the proxy; CONNECT to the "
+         "worker's Redis, the metadata endpoint, a v4-mapped loopback, numeric and short "
+         "spellings of 127.0.0.1, a trailing-dot name, another port, and a Host header "
+         "naming an allowed server: all refused", r["stdout"])
+
     r = run(c, FETCH, argv=["http://%s:8000/big.bin" % SRV])
     eg = r.get("egress", [])
     t.ok(r["status"] == "ok" and "got 4194304" not in r["stdout"] and len(eg) == 1 and

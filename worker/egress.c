@@ -5,21 +5,24 @@
 #include "egress.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/listener.h>
 #include <event2/util.h>
+#include <fcntl.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "../common/log.h"
 
-#define HEAD_MAX    16384      /* a request head longer than this is refused */
-#define RELAY_HIGH  (1u << 20) /* stop reading a side while the other has this much queued */
+#define HEAD_MAX    16384 /* a request head longer than this is refused */
 #define WHY_MAX	    512
-#define RELAY_CHUNK (256u << 10) /* bytes per read or write while relaying */
+#define RELAY_CHUNK (1u << 20) /* bytes per splice, and each pipe's size, while relaying */
 
 struct tunnel;
 
@@ -56,6 +59,19 @@ struct tunnel {
 	int sync_code;
 	struct evutil_addrinfo *sync_res;
 	uint64_t up, down, t0;
+	/* relaying: both sockets taken from their bufferevents, each direction
+	 * spliced through a pipe (no copy into the worker) */
+	struct dir {
+		struct tunnel *t;
+		int src, dst, pipe[2];
+		size_t inpipe; /* bytes read from src, not yet written to dst */
+		bool eof;      /* src ended: dst gets a shutdown once the pipe drained */
+		struct event *rd, *wr;
+		uint64_t *count;
+	} d[2];
+	bool spliced;
+	struct event *idle_ev;
+	uint64_t last_ms;
 };
 
 static void tunnel_end(struct tunnel *t, bool allowed, const char *why);
@@ -198,95 +214,168 @@ out:
 
 /* ---- relaying ---- */
 
-static void relay_read(struct bufferevent *src, void *arg);
-static void relay_event(struct bufferevent *bev, short what, void *arg);
-static void (*const relay_event_cb)(struct bufferevent *, short, void *) = relay_event;
-
-static void relay_drained(struct bufferevent *dst, void *arg)
+/* Write all of buf to a fresh non-blocking socket (a reply or a head:
+ * small); false when it would not take it. */
+static bool write_all(int fd, const void *buf, size_t n)
 {
-	struct tunnel *t = arg;
-	struct bufferevent *src = dst == t->in ? t->out : t->in;
+	const char *p = buf;
 
-	/* the other side may read again */
-	bufferevent_setcb(dst, relay_read, NULL, relay_event_cb, t);
-	bufferevent_setwatermark(dst, EV_WRITE, 0, 0);
-	bufferevent_enable(src, EV_READ);
+	while (n) {
+		ssize_t w = write(fd, p, n);
+
+		if (w <= 0)
+			return false;
+		p += w;
+		n -= (size_t)w;
+	}
+	return true;
 }
 
-static void relay_read(struct bufferevent *src, void *arg)
+/* Move what src has into the pipe and from the pipe to dst, as far as both
+ * take it now; then wait for whichever is the holdup. */
+static void dir_pump(struct dir *d)
 {
-	struct tunnel *t = arg;
-	struct bufferevent *dst = src == t->in ? t->out : t->in;
-	struct evbuffer *from = bufferevent_get_input(src), *to = bufferevent_get_output(dst);
-	size_t n = evbuffer_get_length(from);
+	struct tunnel *t = d->t;
 	struct al_egress *e = t->e;
 
-	if (e->max_bytes && e->used + n > e->max_bytes) {
-		size_t room = (size_t)(e->max_bytes - e->used);
+	for (;;) {
+		if (d->inpipe) {
+			ssize_t w = splice(d->pipe[0], NULL, d->dst, NULL, d->inpipe,
+					   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
 
-		evbuffer_remove_buffer(from, to, room);
-		e->used += room;
-		*(src == t->in ? &t->up : &t->down) += room;
-		snprintf(t->why, sizeof(t->why), "%s; cut: the job's max_bytes of %llu reached",
-			 e->rules[t->rule].text, (unsigned long long)e->max_bytes);
-		tunnel_end(t, true, NULL);
-		return;
-	}
-	evbuffer_add_buffer(to, from);
-	e->used += n;
-	*(src == t->in ? &t->up : &t->down) += n;
-	if (evbuffer_get_length(to) >= RELAY_HIGH) {
-		/* backpressure: stop reading until the other side drained */
-		bufferevent_disable(src, EV_READ);
-		bufferevent_setwatermark(dst, EV_WRITE, RELAY_HIGH / 2, 0);
-		bufferevent_setcb(dst, relay_read, relay_drained, relay_event_cb, t);
+			if (w < 0 && errno == EAGAIN) {
+				event_del(d->rd);
+				event_add(d->wr, NULL);
+				return;
+			}
+			if (w <= 0) {
+				tunnel_end(t, true, NULL);
+				return;
+			}
+			d->inpipe -= (size_t)w;
+			continue;
+		}
+		if (d->eof) {
+			shutdown(d->dst, SHUT_WR);
+			event_del(d->rd);
+			event_del(d->wr);
+			if (t->d[0].eof && t->d[1].eof && !t->d[0].inpipe && !t->d[1].inpipe)
+				tunnel_end(t, true, NULL);
+			return;
+		}
+		{
+			size_t room = RELAY_CHUNK;
+			ssize_t r;
+
+			if (e->max_bytes && e->used >= e->max_bytes) {
+				snprintf(t->why, sizeof(t->why),
+					 "%s; cut: the job's max_bytes of %llu reached",
+					 e->rules[t->rule].text, (unsigned long long)e->max_bytes);
+				tunnel_end(t, true, NULL);
+				return;
+			}
+			if (e->max_bytes && e->max_bytes - e->used < room)
+				room = (size_t)(e->max_bytes - e->used);
+			r = splice(d->src, NULL, d->pipe[1], NULL, room,
+				   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+			if (r < 0 && errno == EAGAIN) {
+				event_del(d->wr);
+				event_add(d->rd, NULL);
+				return;
+			}
+			if (r < 0) {
+				tunnel_end(t, true, NULL);
+				return;
+			}
+			if (r == 0) {
+				d->eof = true;
+				continue;
+			}
+			d->inpipe += (size_t)r;
+			*d->count += (uint64_t)r;
+			e->used += (uint64_t)r;
+			t->last_ms = al_mono_ms();
+		}
 	}
 }
 
-static void relay_event(struct bufferevent *bev, short what, void *arg)
+static void on_dir(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	dir_pump(arg);
+}
+
+static void on_idle(evutil_socket_t fd, short what, void *arg)
 {
 	struct tunnel *t = arg;
+	struct timeval tv = {1, 0};
 
-	(void)bev;
-	if (what & BEV_EVENT_TIMEOUT) {
+	(void)fd;
+	(void)what;
+	if (al_mono_ms() - t->last_ms >= t->e->idle_ms) {
 		snprintf(t->why + strlen(t->why), sizeof(t->why) - strlen(t->why),
 			 "; closed: idle %llu ms", (unsigned long long)t->e->idle_ms);
 		tunnel_end(t, true, NULL);
-	} else if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
-		tunnel_end(t, true, NULL); /* what is queued for the client still goes out */
+		return;
 	}
+	evtimer_add(t->idle_ev, &tv);
 }
 
+/* Connected: the first bytes (the 200 of a CONNECT, or the rewritten head
+ * and whatever the client sent after it), then the sockets leave their
+ * bufferevents and each direction is spliced. */
 static void start_relay(struct tunnel *t)
 {
-	struct timeval idle = {(time_t)(t->e->idle_ms / 1000), (long)(t->e->idle_ms % 1000) * 1000};
+	struct evbuffer *extra = bufferevent_get_input(t->in);
+	int fin = dup(bufferevent_getfd(t->in)), fout = dup(bufferevent_getfd(t->out));
+	struct timeval tv = {1, 0};
+	bool ok = fin >= 0 && fout >= 0;
+	static const char established[] = "HTTP/1.1 200 Connection established\r\n\r\n";
 
 	t->relaying = true;
 	snprintf(t->why, sizeof(t->why), "%s", t->e->rules[t->rule].text);
-	if (t->connect)
-		evbuffer_add_printf(bufferevent_get_output(t->in),
-				    "HTTP/1.1 200 Connection established\r\n\r\n");
-	else {
+	if (ok && t->connect)
+		ok = write_all(fin, established, sizeof(established) - 1);
+	else if (ok) {
 		size_t n = evbuffer_get_length(t->fwd);
 
 		t->up += n;
 		t->e->used += n;
-		bufferevent_write_buffer(t->out, t->fwd);
+		ok = write_all(fout, evbuffer_pullup(t->fwd, -1), n);
 	}
-	bufferevent_setcb(t->in, relay_read, NULL, relay_event, t);
-	bufferevent_setcb(t->out, relay_read, NULL, relay_event, t);
-	bufferevent_set_timeouts(t->in, &idle, NULL);
-	bufferevent_set_timeouts(t->out, &idle, NULL);
-	/* large reads and writes: libevent's 16 KiB default costs a third of
-	 * the rate of a bulk transfer */
-	bufferevent_set_max_single_read(t->in, RELAY_CHUNK);
-	bufferevent_set_max_single_read(t->out, RELAY_CHUNK);
-	bufferevent_set_max_single_write(t->in, RELAY_CHUNK);
-	bufferevent_set_max_single_write(t->out, RELAY_CHUNK);
-	bufferevent_enable(t->in, EV_READ | EV_WRITE);
-	bufferevent_enable(t->out, EV_READ | EV_WRITE);
-	if (evbuffer_get_length(bufferevent_get_input(t->in)))
-		relay_read(t->in, t); /* what the client sent after its head */
+	if (ok && evbuffer_get_length(extra)) {
+		size_t n = evbuffer_get_length(extra);
+
+		t->up += n;
+		t->e->used += n;
+		ok = write_all(fout, evbuffer_pullup(extra, -1), n);
+	}
+	bufferevent_free(t->in);
+	bufferevent_free(t->out);
+	t->in = t->out = NULL;
+	t->spliced = true;
+	t->d[0] = (struct dir){t, fin, fout, {-1, -1}, 0, false, NULL, NULL, &t->up};
+	t->d[1] = (struct dir){t, fout, fin, {-1, -1}, 0, false, NULL, NULL, &t->down};
+	for (int i = 0; ok && i < 2; i++) {
+		struct dir *d = &t->d[i];
+
+		ok = !pipe2(d->pipe, O_NONBLOCK | O_CLOEXEC) &&
+		     (d->rd = event_new(t->e->base, d->src, EV_READ | EV_PERSIST, on_dir, d)) &&
+		     (d->wr = event_new(t->e->base, d->dst, EV_WRITE | EV_PERSIST, on_dir, d));
+		if (ok)
+			fcntl(d->pipe[1], F_SETPIPE_SZ, (int)RELAY_CHUNK);
+	}
+	t->last_ms = al_mono_ms();
+	if (!ok || !(t->idle_ev = evtimer_new(t->e->base, on_idle, t))) {
+		snprintf(t->why + strlen(t->why), sizeof(t->why) - strlen(t->why),
+			 "; closed: the proxy could not relay (out of memory)");
+		tunnel_end(t, true, NULL);
+		return;
+	}
+	evtimer_add(t->idle_ev, &tv);
+	event_add(t->d[0].rd, NULL);
+	event_add(t->d[1].rd, NULL);
 }
 
 /* ---- connecting: each address the name resolved to, checked first ---- */
@@ -475,6 +564,18 @@ static void tunnel_free(struct tunnel *t)
 		bufferevent_free(t->out);
 	if (t->in)
 		bufferevent_free(t->in);
+	for (int i = 0; t->spliced && i < 2; i++) {
+		if (t->d[i].rd)
+			event_free(t->d[i].rd);
+		if (t->d[i].wr)
+			event_free(t->d[i].wr);
+		for (int k = 0; k < 2; k++)
+			if (t->d[i].pipe[k] >= 0)
+				close(t->d[i].pipe[k]);
+		close(t->d[i].src); /* each socket once: d[1].src is d[0].dst */
+	}
+	if (t->idle_ev)
+		event_free(t->idle_ev);
 	*t->prev = t->next;
 	if (t->next)
 		t->next->prev = t->prev;

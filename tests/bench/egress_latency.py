@@ -5,7 +5,7 @@ server inside a network namespace this benchmark makes (as test_egress.py):
   ttfb      connect + GET of a 16-byte file to its first response byte,
             direct vs through the proxy (CONNECT-free plain HTTP), ROUNDS
             interleaved rounds; target: proxy p50 <= direct p50 + 1 ms
-  transfer  a 100 MB file, direct vs through the proxy, 3 rounds each,
+  transfer  a 100 MB file, direct vs through the proxy, 7 rounds each,
             interleaved; target: proxy rate >= 80 % of direct
 
 The proxy is the worker's own (worker/egress.c) run alone by
@@ -27,6 +27,7 @@ NS, HOST_IF, NS_IF = "albench%d" % os.getpid(), "albh%d" % (os.getpid() % 100000
     os.getpid() % 100000)
 GW, SRV = "10.232.%d.1" % N, "10.232.%d.2" % N
 BIG = 100 << 20
+TRANSFERS = 7
 
 
 def sh(*cmd, check=True):
@@ -111,7 +112,7 @@ def main():
                 if i >= 5:
                     lat[name].append(ms)
         rate = {"direct": [], "proxy": []}
-        for i in range(3):
+        for i in range(TRANSFERS):
             order = (("direct", direct, "/big"), ("proxy", proxy, url + "/big"))
             for name, addr, target in (order if i % 2 else order[::-1]):
                 rate[name].append(transfer(addr, target))

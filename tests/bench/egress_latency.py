@@ -20,24 +20,19 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+from testinet import TestInternet  # noqa: E402
+
 ROUNDS = int(sys.argv[1]) if len(sys.argv) > 1 else 200
 BUILD = os.environ.get("BUILD", "build")
-N = 20 + (os.getpid() + 7) % 200
-NS, HOST_IF, NS_IF = "albench%d" % os.getpid(), "albh%d" % (os.getpid() % 100000), "albn%d" % (
-    os.getpid() % 100000)
-GW, SRV = "10.232.%d.1" % N, "10.232.%d.2" % N
 BIG = 100 << 20
 TRANSFERS = 7
 
 
-def sh(*cmd, check=True):
-    return subprocess.run(cmd, check=check, capture_output=True, text=True)
-
-
 def request(addr, target):
     s = socket.create_connection(addr, 10)
-    s.sendall(b"GET %s HTTP/1.1\r\nHost: %s:8000\r\nConnection: close\r\n\r\n"
-              % (target.encode(), SRV.encode()))
+    s.sendall(b"GET %s HTTP/1.1\r\nHost: server\r\nConnection: close\r\n\r\n"
+              % target.encode())
     return s
 
 
@@ -76,34 +71,22 @@ def main():
         f.write(b"0123456789abcdef")
     with open(os.path.join(www, "big"), "wb") as f:
         f.truncate(BIG)
-    os.system("chmod -R a+rX " + www)
-    server = tool = None
+    inet = TestInternet("bench", 232, www)
+    srv = inet.srv
+    tool = None
     try:
-        sh("ip", "netns", "add", NS)
-        sh("ip", "link", "add", HOST_IF, "type", "veth", "peer", "name", NS_IF)
-        sh("ip", "link", "set", NS_IF, "netns", NS)
-        sh("ip", "addr", "add", GW + "/24", "dev", HOST_IF)
-        sh("ip", "link", "set", HOST_IF, "up")
-        sh("ip", "netns", "exec", NS, "ip", "addr", "add", SRV + "/24", "dev", NS_IF)
-        sh("ip", "netns", "exec", NS, "ip", "link", "set", NS_IF, "up")
-        server = subprocess.Popen(["ip", "netns", "exec", NS, "/usr/bin/python3", "-m",
-                                   "http.server", "8000", "--bind", SRV, "--directory", www],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        inet.start()
         portf = os.path.join(www, "port")
         tool = subprocess.Popen([os.path.join(BUILD, "tests", "egress_tool"), portf, "0", "0",
                                  "10.232.0.0/16:8000"], stdout=subprocess.DEVNULL)
         for _ in range(100):
-            try:
-                if os.path.exists(portf):
-                    socket.create_connection((SRV, 8000), 1).close()
-                    break
-            except OSError:
-                pass
+            if os.path.exists(portf):
+                break
             time.sleep(0.1)
         with open(portf) as f:
             proxy = ("127.0.0.1", int(f.read()))
-        direct = (SRV, 8000)
-        url = "http://%s:8000" % SRV
+        direct = (srv, 8000)
+        url = "http://%s:8000" % srv
         lat = {"direct": [], "proxy": []}
         for i in range(ROUNDS + 5):  # 5 warm-up rounds dropped
             order = (("direct", direct, "/small"), ("proxy", proxy, url + "/small"))
@@ -120,12 +103,7 @@ def main():
         if tool:
             tool.send_signal(signal.SIGTERM)
             tool.wait(10)
-        if server:
-            server.send_signal(signal.SIGTERM)
-            server.wait(10)
-        sh("ip", "link", "del", HOST_IF, check=False)
-        sh("ip", "netns", "del", NS, check=False)
-        subprocess.run(["rm", "-rf", www])
+        inet.stop()
     d50, p50 = statistics.median(lat["direct"]), statistics.median(lat["proxy"])
     print("egress proxy vs direct, to a server in a network namespace, %d interleaved rounds"
           % ROUNDS)

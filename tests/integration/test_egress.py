@@ -14,30 +14,22 @@ import base64
 import hashlib
 import io
 import os
-import signal
-import subprocess
 import sys
-import time
 import zipfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 from altest import Tap  # noqa: E402
 from cluster import Cluster  # noqa: E402
+from testinet import TestInternet  # noqa: E402
 
 t = Tap()
 if os.geteuid() != 0:
     print("1..0 # SKIP needs root")
     sys.exit(0)
 
-N = 20 + os.getpid() % 200
-NS, HOST_IF, NS_IF = "alinet%d" % os.getpid(), "aleh%d" % (os.getpid() % 100000), "alen%d" % (
-    os.getpid() % 100000)
-NET, GW, SRV = "10.231.%d" % N, "10.231.%d.1" % N, "10.231.%d.2" % N
 WWW = "/var/tmp/airlock-inet-%d" % os.getpid()
-
-
-def sh(*cmd, check=True):
-    return subprocess.run(cmd, check=check, capture_output=True, text=True)
+INET = TestInternet("inet", 231, WWW)
+NET, SRV = INET.net, INET.srv
 
 
 def wheel():
@@ -72,18 +64,7 @@ def internet():
         f.write(os.urandom(4 << 20))
     with open(os.path.join(WWW, "hi.txt"), "w") as f:
         f.write("hello from the test internet\n")
-    os.system("chmod -R a+rX " + WWW)
-    sh("ip", "netns", "add", NS)
-    sh("ip", "link", "add", HOST_IF, "type", "veth", "peer", "name", NS_IF)
-    sh("ip", "link", "set", NS_IF, "netns", NS)
-    sh("ip", "addr", "add", GW + "/24", "dev", HOST_IF)
-    sh("ip", "link", "set", HOST_IF, "up")
-    sh("ip", "netns", "exec", NS, "ip", "addr", "add", SRV + "/24", "dev", NS_IF)
-    sh("ip", "netns", "exec", NS, "ip", "link", "set", NS_IF, "up")
-    sh("ip", "netns", "exec", NS, "ip", "link", "set", "lo", "up")
-    return subprocess.Popen(["ip", "netns", "exec", NS, "/usr/bin/python3", "-m", "http.server",
-                             "8000", "--bind", SRV, "--directory", WWW],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return INET.start()
 
 
 POLICY = """\
@@ -123,15 +104,9 @@ FETCH = ("import sys, urllib.request\n"
          "    except Exception as e:\n"
          "        print(url, 'failed', getattr(e, 'code', ''), str(e)[:80])\n")
 
-server = internet()
 c = None
 try:
-    for _ in range(50):
-        if sh("ip", "netns", "exec", NS, "/usr/bin/python3", "-c",
-              "import socket; socket.create_connection(('%s', 8000), 1)" % SRV,
-              check=False).returncode == 0:
-            break
-        time.sleep(0.1)
+    internet()
     c = Cluster(policy=POLICY)
     c.scheduler()
     c.worker("egress-w", uid_base=63500, slots=2, tiers="trusted,net")
@@ -245,9 +220,5 @@ try:
 finally:
     if c:
         c.close()
-    server.send_signal(signal.SIGTERM)
-    server.wait(10)
-    sh("ip", "link", "del", HOST_IF, check=False)
-    sh("ip", "netns", "del", NS, check=False)
-    subprocess.run(["rm", "-rf", WWW])
+    INET.stop()
 sys.exit(t.done())

@@ -10,6 +10,7 @@
 
 #include "../../common/egress.h"
 #include "../../common/policy.h"
+#include "policy_file.h"
 #include "tap.h"
 
 static struct sockaddr_storage sa_of(const char *addr)
@@ -148,21 +149,6 @@ static void narrowing(void)
 	TAP_OK(!al_egress_rule_within(&s, &t[2]), "a wider range is not");
 }
 
-static int load(const char *yaml, struct al_policy *pol, struct al_err *err)
-{
-	char path[] = "/tmp/airlock-test-egress-XXXXXX";
-	int fd = mkstemp(path), rc;
-	FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
-
-	if (!f)
-		return -1;
-	fputs(yaml, f);
-	fclose(f);
-	rc = al_policy_load(path, pol, err);
-	unlink(path);
-	return rc;
-}
-
 static void policy(void)
 {
 	struct al_policy pol;
@@ -171,14 +157,14 @@ static void policy(void)
 	char *allow[2];
 	int rc;
 
-	rc = load("tiers:\n"
-		  "  v:\n"
-		  "    backend: vm\n"
-		  "    egress:\n"
-		  "      allow: ['*.example.org:443', '10.0.0.0/8:80']\n"
-		  "      max_bytes: 1048576\n"
-		  "      max_connections: 8\n",
-		  &pol, &err);
+	rc = load_policy_text("tiers:\n"
+			      "  v:\n"
+			      "    backend: vm\n"
+			      "    egress:\n"
+			      "      allow: ['*.example.org:443', '10.0.0.0/8:80']\n"
+			      "      max_bytes: 1048576\n"
+			      "      max_connections: 8\n",
+			      &pol, &err);
 	TAP_OK(rc == AL_OK, "egress: {allow, max_bytes, max_connections} loads (%s)", err.msg);
 	if (rc)
 		return;
@@ -208,24 +194,26 @@ static void policy(void)
 	TAP_CONTAINS(err.msg, "egress_allow[1]: egress rule \"evil\"", "naming it");
 	al_policy_free(&pol);
 
-	rc = load("tiers:\n  v: {backend: vm, egress: {allow: [pypi.org]}}\n", &pol, &err);
+	rc = load_policy_text("tiers:\n  v: {backend: vm, egress: {allow: [pypi.org]}}\n", &pol,
+			      &err);
 	TAP_OK(rc == AL_EINVAL, "a policy rule without a port is refused");
 	TAP_CONTAINS(err.msg, ":2: egress rule \"pypi.org\"", "with its line");
-	rc = load("tiers:\n  v: {backend: vm, egress: {allow: []}}\n", &pol, &err);
+	rc = load_policy_text("tiers:\n  v: {backend: vm, egress: {allow: []}}\n", &pol, &err);
 	TAP_OK(rc == AL_EINVAL, "an empty allow list is refused");
-	rc = load("tiers:\n  v: {backend: vm, egress: {allow: [a.org:1], colour: red}}\n", &pol,
-		  &err);
+	rc = load_policy_text(
+	    "tiers:\n  v: {backend: vm, egress: {allow: [a.org:1], colour: red}}\n", &pol, &err);
 	TAP_OK(rc == AL_EINVAL, "an unknown egress key is refused");
 	TAP_CONTAINS(err.msg, "egress: unknown key \"colour\"", "naming it");
-	rc = load("tiers:\n  c: {backend: container, egress: {allow: [pypi.org:443]}}\n", &pol,
-		  &err);
+	rc = load_policy_text(
+	    "tiers:\n  c: {backend: container, egress: {allow: [pypi.org:443]}}\n", &pol, &err);
 	TAP_OK(rc == AL_EINVAL, "egress rules on a backend that cannot give egress are refused");
 	TAP_CONTAINS(err.msg, "the container backend cannot give a job outbound network",
 		     "saying so");
-	rc = load("tiers:\n  p: {backend: process, egress: true}\n", &pol, &err);
+	rc = load_policy_text("tiers:\n  p: {backend: process, egress: true}\n", &pol, &err);
 	TAP_OK(rc == AL_EINVAL, "egress: true (everything) on the process backend is refused");
 	TAP_CONTAINS(err.msg, "give the process backend an allow list", "asking for an allow list");
-	rc = load("tiers:\n  p: {backend: process, egress: {allow: [pypi.org:443]}}\n", &pol, &err);
+	rc = load_policy_text("tiers:\n  p: {backend: process, egress: {allow: [pypi.org:443]}}\n",
+			      &pol, &err);
 	TAP_OK(rc == AL_OK, "an allow list on the process backend loads");
 	if (!rc)
 		al_policy_free(&pol);

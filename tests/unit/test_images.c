@@ -7,22 +7,8 @@
 #include <unistd.h>
 
 #include "../../common/policy.h"
+#include "policy_file.h"
 #include "tap.h"
-
-static int load(const char *yaml, struct al_policy *pol, struct al_err *err)
-{
-	char path[] = "/tmp/airlock-test-images-XXXXXX";
-	int fd = mkstemp(path), rc;
-	FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
-
-	if (!f)
-		return -1;
-	fputs(yaml, f);
-	fclose(f);
-	rc = al_policy_load(path, pol, err);
-	unlink(path);
-	return rc;
-}
 
 int main(void)
 {
@@ -32,11 +18,12 @@ int main(void)
 	struct al_job job = {0};
 	int rc;
 
-	rc = load("tiers:\n"
-		  "  u: {backend: microvm, images: [python, toolchain], pool: {toolchain: 2}}\n"
-		  "  c: {backend: container, image: node}\n"
-		  "  p: {backend: process}\n",
-		  &pol, &err);
+	rc = load_policy_text(
+	    "tiers:\n"
+	    "  u: {backend: microvm, images: [python, toolchain], pool: {toolchain: 2}}\n"
+	    "  c: {backend: container, image: node}\n"
+	    "  p: {backend: process}\n",
+	    &pol, &err);
 	TAP_OK(rc == AL_OK, "a policy with images loads (%s)", err.msg);
 	if (rc)
 		return tap_done();

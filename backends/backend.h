@@ -126,10 +126,9 @@ struct al_watch {
 	 * it enforces the job's own wall-clock limit itself. */
 	uint64_t setup_ms;
 	/* network egress: a listening socket only the job can reach (inside its
-	 * network namespace), served by the worker's proxy; -1 (or 0, left
-	 * unset) = none. The worker takes it. */
+	 * network namespace), served by the worker's proxy; -1 = none (the
+	 * worker starts it so). The worker takes it. */
 	int egress_fd;
-	bool has_egress_fd;
 };
 
 /* One job's sandbox. The worker allocates it with ops->priv_size bytes of

@@ -17,6 +17,7 @@ int al_image_path(const struct al_backend_conf *conf, const char *name, bool dis
 		  size_t cap, struct al_err *err)
 {
 	char mark[4096];
+	bool built;
 
 	/* names are checked by the codec and the policy ([a-z0-9_-]): never a path */
 	if (!name || !name[0] || strchr(name, '/') || name[0] == '.')
@@ -25,14 +26,13 @@ int al_image_path(const struct al_backend_conf *conf, const char *name, bool dis
 	if (snprintf(out, cap, disk ? "%s/%s.ext4" : "%s/%s", images_dir(conf), name) >= (int)cap)
 		return al_err_set(err, AL_EINVAL, "image: the path of %s is too long", name);
 	snprintf(mark, sizeof(mark), "%s/%s/.airlock-image", images_dir(conf), name);
-	if (access(mark, R_OK) || access(out, R_OK))
-		return al_err_set(err, AL_ESANDBOX,
-				  "image %s is not built (no %s): run `deploy/images/build.sh%s%s "
-				  "%s` (or `make images`)",
-				  name, access(mark, R_OK) ? mark : out,
-				  conf->images_dir ? " --out " : "",
-				  conf->images_dir ? conf->images_dir : "", name);
-	return AL_OK;
+	if ((built = !access(mark, R_OK)) && !access(out, R_OK))
+		return AL_OK;
+	return al_err_set(err, AL_ESANDBOX,
+			  "image %s is not built (no %s): run `deploy/images/build.sh%s%s "
+			  "%s` (or `make images`)",
+			  name, built ? out : mark, conf->images_dir ? " --out " : "",
+			  conf->images_dir ? conf->images_dir : "", name);
 }
 
 void al_image_hash(const struct al_backend_conf *conf, const char *name, char *out, size_t cap)

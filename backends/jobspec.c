@@ -37,6 +37,7 @@ int al_argv_env(const struct al_run_spec *spec, const char *script, struct al_bu
 	const size_t nbase = sizeof(base) / sizeof(base[0]);
 	static const char *const proxy_names[] = {"HTTP_PROXY",	 "HTTPS_PROXY", "http_proxy",
 						  "https_proxy", "ALL_PROXY",	"NO_PROXY"};
+	const size_t nproxy = sizeof(proxy_names) / sizeof(proxy_names[0]); /* NO_PROXY last */
 	const size_t total = nbase + job->nenv + spec->nenv;
 	int bad = 0;
 
@@ -75,7 +76,7 @@ int al_argv_env(const struct al_run_spec *spec, const char *script, struct al_bu
 				o = spec->env[j - nbase - job->nenv].key;
 			later = name_len(o) == n && !strncmp(o, name, n);
 		}
-		for (size_t k = 0; spec->proxy_url && k < 6 && !later; k++)
+		for (size_t k = 0; spec->proxy_url && k < nproxy && !later; k++)
 			later = strlen(proxy_names[k]) == n && !strncmp(proxy_names[k], name, n);
 		if (later)
 			continue; /* the proxy's variables are the worker's (below) */
@@ -87,9 +88,9 @@ int al_argv_env(const struct al_run_spec *spec, const char *script, struct al_bu
 		(*envc)++;
 	}
 	/* network egress: the only way out is the proxy; NO_PROXY empty */
-	for (size_t k = 0; spec->proxy_url && k < 6; k++) {
+	for (size_t k = 0; spec->proxy_url && k < nproxy; k++) {
 		bad |= al_buf_append(b, proxy_names[k], strlen(proxy_names[k])) |
-		       al_buf_append(b, "=", 1) | buf_str(b, k < 5 ? spec->proxy_url : "");
+		       al_buf_append(b, "=", 1) | buf_str(b, k + 1 < nproxy ? spec->proxy_url : "");
 		(*envc)++;
 	}
 	return bad ? -1 : 0;

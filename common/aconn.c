@@ -457,15 +457,27 @@ int al_aconn_call(struct al_aconn *c, struct al_call *call, redisCallbackFn *fn,
 	return 0;
 }
 
+/* A request of a call sent only while up (never replayed): NULL, with the
+ * reason kept on the connection, when it cannot be sent now. */
+static struct req *req_now(struct al_aconn *c, redisCallbackFn *fn, void *priv)
+{
+	struct req *q;
+
+	if (!c->up || !c->ac) {
+		refuse(c, "not connected (Redis is down, loading, or the handshake is running)");
+		return NULL;
+	}
+	if (!(q = req_new(c, fn, priv)))
+		refuse(c, "out of memory");
+	return q;
+}
+
 int al_aconn_send(struct al_aconn *c, struct al_call *call, redisCallbackFn *fn, void *priv)
 {
 	struct req *q;
 
-	if (!c->up || !c->ac)
-		return refuse(
-		    c, "not connected (Redis is down, loading, or the handshake is running)");
-	if (!(q = req_new(c, fn, priv)))
-		return refuse(c, "out of memory");
+	if (!(q = req_now(c, fn, priv)))
+		return -1;
 	if (send_req(c, q, call)) {
 		free(q);
 		return -1;
@@ -478,11 +490,8 @@ int al_aconn_cmd(struct al_aconn *c, redisCallbackFn *fn, void *priv, int argc,
 {
 	struct req *q;
 
-	if (!c->up || !c->ac)
-		return refuse(
-		    c, "not connected (Redis is down, loading, or the handshake is running)");
-	if (!(q = req_new(c, fn, priv)))
-		return refuse(c, "out of memory");
+	if (!(q = req_now(c, fn, priv)))
+		return -1;
 	/* hiredis does not write through argv; its prototype predates const. */
 	if (redisAsyncCommandArgv(c->ac, on_req_reply, q, argc, (const char **)(uintptr_t)argv,
 				  lens) != REDIS_OK) {

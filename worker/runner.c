@@ -206,7 +206,7 @@ struct al_runner *al_runner_start(struct event_base *base, const struct al_backe
 				  const struct al_run_spec *spec, al_runner_done_fn done, void *arg)
 {
 	struct al_runner *r = calloc(1, sizeof(*r));
-	struct al_watch w = {.nfds = 0};
+	struct al_watch w = {.nfds = 0, .egress_fd = -1};
 	struct al_err err = {0};
 	struct timeval tv;
 
@@ -240,12 +240,12 @@ struct al_runner *al_runner_start(struct event_base *base, const struct al_backe
 	}
 	r->start_mono = al_mono_ms();
 	if (al_backend_start(r->sb, &w, &err)) {
-		if (w.has_egress_fd)
+		if (w.egress_fd >= 0)
 			close(w.egress_fd);
 		fail(r, &err);
 		return r;
 	}
-	if (w.has_egress_fd &&
+	if (w.egress_fd >= 0 &&
 	    !(r->egress = al_egress_new(base, dns_of(base), w.egress_fd, spec->egress_rules,
 					spec->negress_rules, spec->egress_max_bytes,
 					spec->egress_max_connections, 0))) {

@@ -300,16 +300,18 @@ static void enter_image(int fd)
 
 /* The tier's binds (read-only trees the worker cloned) at their paths: the
  * root is writable for the moment it takes to make their mount points. */
-static void place_binds(const int *fds, char *const *paths, uint32_t n)
+static void place_binds(const int *fds, char *const *paths, uint32_t n, bool image)
 {
 	char p[PATH_MAX];
 
-	if (n == 0)
-		return;
-	if (n == 1 && !strcmp(paths[0], "/")) {
+	if (image) {
+		if (n != 1)
+			die("an image comes alone");
 		enter_image(fds[0]);
 		return;
 	}
+	if (n == 0)
+		return;
 	mount_or_die(NULL, "/", NULL, MS_REMOUNT | MS_NOSUID | MS_NODEV, NULL,
 		     "make the sandbox root writable for binds");
 	for (uint32_t i = 0; i < n; i++) {
@@ -431,7 +433,7 @@ int main(int argc, char **argv)
 	unpack_spec(h, (size_t)st.st_size, jargv, jenvp, binds);
 	if ((uint32_t)ngot != h->nbinds)
 		die("binds and their paths do not match");
-	place_binds(go + AL_GO_NFDS, binds, h->nbinds);
+	place_binds(go + AL_GO_NFDS, binds, h->nbinds, h->image != 0);
 	/* The job's tmpfs (one budget: the disk limit): its work/ on /tmp
 	 * (the work dir, HOME and cwd), its shm/ on /dev/shm. The tmpfs's
 	 * root goes on /tmp first and is then covered by work/. */

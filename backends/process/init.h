@@ -16,9 +16,9 @@
  * message: one byte with GO_NFDS descriptors (SCM_RIGHTS), then one
  * detached, read-only mount tree per bind of the tier's policy. The spec
  * memfd holds struct al_init_spec, then argc argv strings, envc environment
- * strings and nbinds paths (where each bind goes), each NUL-terminated; a
- * bind at "/" (the only one then) is the job's catalogue image: it becomes
- * the root. The init reports on the
+ * strings and nbinds paths (where each bind goes), each NUL-terminated;
+ * with image set, the one bind (path "/") is the job's catalogue image: it
+ * becomes the root. The init reports on the
  * report pipe either "E<what failed>" (a set-up failure) or "X<wait status>" (the job's main
  * process ended) and exits; the kernel then kills whatever is left in the
  * PID namespace. */
@@ -42,6 +42,7 @@ struct al_init_spec {
 	uint32_t uid;	   /* the slot's uid (and gid) */
 	uint32_t has_code; /* fd 3 holds the script */
 	uint32_t inet;	   /* network egress: the filter that allows AF_INET sockets */
+	uint32_t image;	   /* the one bind is the job's catalogue image: the new root */
 };
 
 #endif

@@ -481,6 +481,7 @@ static int proc_prepare(struct al_sandbox *sb, struct al_err *err)
 	h.rl_nofile = sb->conf->nofile;
 	h.uid = uid;
 	h.has_code = p->code_fd >= 0;
+	h.image = sb->spec.image != NULL;
 	h.inet = sb->spec.network == AL_NET_EGRESS;
 	if (h.inet)
 		sb->spec.proxy_url = AL_EGRESS_PROXY_URL;
@@ -557,7 +558,6 @@ static int proc_start(struct al_sandbox *sb, struct al_watch *wt, struct al_err 
 		if (lfd < 0)
 			return al_err_wrap(err, "process");
 		wt->egress_fd = lfd;
-		wt->has_egress_fd = true;
 	}
 	if (send_go(w, fds, nfds)) {
 		/* died between the check and the message: one retry, cold */

@@ -46,7 +46,8 @@ obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 
 LIB := $(BUILD)/libairlock.a
 BINS := $(BUILD)/airlock $(BUILD)/airlock-worker $(BUILD)/airlock-scheduler $(BUILD)/airlock-agent \
-	$(BUILD)/airlock-sandbox-init $(BUILD)/airlock-oci-shim $(BUILD)/airlock-exec
+	$(BUILD)/airlock-sandbox-init $(BUILD)/airlock-oci-shim $(BUILD)/airlock-exec \
+	$(BUILD)/airlock-egress-fwd
 TESTS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(TEST_SRC)) $(BUILD)/tests/proto_tool \
 	$(BUILD)/tests/bench_backend $(BUILD)/tests/bench_queue $(BUILD)/tests/egress_tool
 FUZZERS := $(BUILD)/fuzz/fuzz_job $(BUILD)/fuzz/fuzz_result
@@ -102,13 +103,19 @@ $(BUILD)/airlock-exec: backends/container/exec.c backends/jobexec.h
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -D_GNU_SOURCE $(WARN) -O2 -static -s -o $@ backends/container/exec.c
 
+# A microVM's way to the egress proxy (started by the VMM in its jail for
+# each guest connection): static and small.
+$(BUILD)/airlock-egress-fwd: backends/microvm/egress_fwd.c backends/microvm/egress_fwd.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -D_GNU_SOURCE $(WARN) -O2 -static -s -o $@ backends/microvm/egress_fwd.c
+
 # The microVM guest agent: static (the guest has no libraries of its own),
 # never sanitized (it is PID 1 of a VM), stripped so that its bytes, and so
 # the image hash, depend only on the sources.
 AGENT_SRC := backends/microvm/agent.c backends/vmchan.c backends/cgroup.c backends/jobfs.c \
 	backends/jobspec.c backends/verdict.c backends/seccomp.c common/log.c proto/buf.c proto/err.c \
 	proto/job.c proto/mp.c proto/result.c
-$(BUILD)/airlock-agent: $(AGENT_SRC) $(wildcard backends/*.h proto/*.h common/*.h)
+$(BUILD)/airlock-agent: $(AGENT_SRC) $(wildcard backends/*.h backends/microvm/*.h proto/*.h common/*.h)
 	$(CC) -std=gnu11 -D_GNU_SOURCE $(WARN) -O2 -static -s -ffile-prefix-map=$(CURDIR)=. \
 		-o $@ $(AGENT_SRC) -lmsgpackc -lseccomp
 

@@ -132,18 +132,19 @@ int al_spawn_wait(const char *const *argv, int *status)
 	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
 }
 
-int al_open_helper(const char *dir, const char *name, struct al_err *err)
+/* The helper's path (into path, size bytes), and the helper opened and
+ * checked: the fd, or a negative al_err_code with err. */
+static int helper_at(const char *dir, const char *name, char *path, size_t size, struct al_err *err)
 {
-	char path[PATH_MAX];
 	struct stat st;
 	int fd;
 
 	if (dir) {
-		if (al_pathf(path, sizeof(path), "%s/%s", dir, name))
+		if (al_pathf(path, size, "%s/%s", dir, name))
 			return al_err_set(err, AL_ESANDBOX, "helper directory %s: path too long",
 					  dir);
 	} else {
-		ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 64);
+		ssize_t n = readlink("/proc/self/exe", path, size - 64);
 		char *slash;
 
 		if (n <= 0)
@@ -165,6 +166,23 @@ int al_open_helper(const char *dir, const char *name, struct al_err *err)
 				  "%s must be owned by root and writable by no one else", path);
 	}
 	return fd;
+}
+
+int al_open_helper(const char *dir, const char *name, struct al_err *err)
+{
+	char path[PATH_MAX];
+
+	return helper_at(dir, name, path, sizeof(path), err);
+}
+
+int al_find_helper(const char *dir, const char *name, char *path, size_t size, struct al_err *err)
+{
+	int fd = helper_at(dir, name, path, size, err);
+
+	if (fd < 0)
+		return fd;
+	close(fd);
+	return AL_OK;
 }
 
 void al_pidfd_kill_wait(int pidfd, bool kill)

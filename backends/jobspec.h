@@ -36,6 +36,9 @@ bool al_find_exec(const char *name, char *out, size_t cap);
  * (O_CLOEXEC; execute it with execveat or /proc/self/fd/N), or an error
  * naming the path. */
 int al_open_helper(const char *dir, const char *name, struct al_err *err);
+/* The same checks, for a helper used by path (bound into a jail): its
+ * path into path; AL_OK or a negative al_err_code with err. */
+int al_find_helper(const char *dir, const char *name, char *path, size_t size, struct al_err *err);
 
 /* SIGKILL the process behind pidfd when kill is set, then wait until it
  * has exited (a child of ours: reaped). */

@@ -2,18 +2,22 @@
 #include "netns.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <sched.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <stddef.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 struct job {
-	int nsfd, fd, err;
+	int nsfd, fd, err; /* nsfd < 0: a new namespace, its fd left there */
 	uint16_t port;
+	const char *unix_name; /* instead of 127.0.0.1:port: this abstract unix name */
 	const char *what;
 };
 
@@ -28,8 +32,13 @@ static void *in_namespace(void *arg)
 	int s, one = 1;
 
 	j->fd = -1;
-	if (setns(j->nsfd, CLONE_NEWNET)) {
+	if (j->nsfd >= 0 && setns(j->nsfd, CLONE_NEWNET)) {
 		j->what = "enter the job's network namespace";
+		goto fail;
+	}
+	if (j->nsfd < 0 && (unshare(CLONE_NEWNET) || (j->nsfd = open("/proc/thread-self/ns/net",
+								     O_RDONLY | O_CLOEXEC)) < 0)) {
+		j->what = "a network namespace for the job";
 		goto fail;
 	}
 	memset(&ifr, 0, sizeof(ifr));
@@ -47,6 +56,20 @@ static void *in_namespace(void *arg)
 		}
 	}
 	close(s);
+	if (j->unix_name) {
+		struct sockaddr_un sun = {.sun_family = AF_UNIX};
+		size_t n = strlen(j->unix_name);
+		socklen_t len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
+
+		/* sun_path[0] '\0': abstract, of this network namespace only */
+		memcpy(sun.sun_path + 1, j->unix_name, n);
+		if ((j->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) < 0 ||
+		    bind(j->fd, (struct sockaddr *)&sun, len) || listen(j->fd, 128)) {
+			j->what = "listen for the egress forwarder in the VMM's network namespace";
+			goto fail;
+		}
+		return NULL;
+	}
 	if ((j->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) < 0 ||
 	    setsockopt(j->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
 	    bind(j->fd, (struct sockaddr *)&sin, sizeof(sin)) || listen(j->fd, 128)) {
@@ -62,20 +85,37 @@ fail:
 	return NULL;
 }
 
-int al_netns_listen(int nsfd, uint16_t port, struct al_err *err)
+static int run_job(struct job *j, struct al_err *err)
 {
-	struct job j = {.nsfd = nsfd, .fd = -1, .port = port};
 	pthread_t t;
-	int rc = pthread_create(&t, NULL, in_namespace, &j);
+	int rc = pthread_create(&t, NULL, in_namespace, j);
 
 	if (rc) {
 		errno = rc;
 		return al_err_sys(err, "egress: a thread to enter the job's network namespace");
 	}
 	pthread_join(t, NULL);
-	if (j.fd < 0) {
-		errno = j.err;
-		return al_err_sys(err, "egress: %s", j.what);
+	if (j->fd < 0) {
+		errno = j->err;
+		return al_err_sys(err, "egress: %s", j->what);
 	}
-	return j.fd;
+	return j->fd;
+}
+
+int al_netns_listen(int nsfd, uint16_t port, struct al_err *err)
+{
+	struct job j = {.nsfd = nsfd, .fd = -1, .port = port};
+
+	return run_job(&j, err);
+}
+
+int al_netns_new(uint16_t port, const char *unix_name, int *nsfd, struct al_err *err)
+{
+	struct job j = {.nsfd = -1, .fd = -1, .port = port, .unix_name = unix_name};
+	int fd = run_job(&j, err);
+
+	if (fd < 0 && j.nsfd >= 0)
+		close(j.nsfd);
+	*nsfd = fd < 0 ? -1 : j.nsfd;
+	return fd;
 }

@@ -13,4 +13,11 @@
  * negative al_err_code with err. */
 int al_netns_listen(int nsfd, uint16_t port, struct al_err *err);
 
+/* The same in a new network namespace (of the worker's user namespace:
+ * nothing in a job's own can reconfigure it), whose fd is left in *nsfd
+ * (close-on-exec) for the job to join; with unix_name, the socket listens
+ * on that abstract unix name instead (of that namespace only: a microVM's
+ * forwarder in its VMM's jail reaches it, nothing outside does). */
+int al_netns_new(uint16_t port, const char *unix_name, int *nsfd, struct al_err *err);
+
 #endif

@@ -182,9 +182,10 @@ static const struct {
 } backend_caps[] = {
     {"process",
      AL_CAP_NO_NETWORK | AL_CAP_EGRESS | AL_CAP_MEMORY | AL_CAP_PIDS | AL_CAP_CPU | AL_CAP_FILES},
-    {"container", AL_CAP_NO_NETWORK | AL_CAP_MEMORY | AL_CAP_PIDS | AL_CAP_CPU | AL_CAP_FILES},
-    {"microvm", AL_CAP_NO_NETWORK | AL_CAP_MEMORY | AL_CAP_PIDS | AL_CAP_CPU | AL_CAP_FILES |
-		    AL_CAP_OWN_KERNEL},
+    {"container",
+     AL_CAP_NO_NETWORK | AL_CAP_EGRESS | AL_CAP_MEMORY | AL_CAP_PIDS | AL_CAP_CPU | AL_CAP_FILES},
+    {"microvm", AL_CAP_NO_NETWORK | AL_CAP_EGRESS | AL_CAP_MEMORY | AL_CAP_PIDS | AL_CAP_CPU |
+		    AL_CAP_FILES | AL_CAP_OWN_KERNEL},
     {"vm", AL_CAP_MEMORY | AL_CAP_CPU | AL_CAP_OWN_KERNEL | AL_CAP_SERVICE | AL_CAP_NO_NETWORK |
 	       AL_CAP_EGRESS},
     {"noop", 0},
@@ -639,10 +640,12 @@ static int read_tier(struct ctx *c, yaml_node_t *name, yaml_node_t *n, struct al
 	/* What the policy grants, the backend must be able to give: never a
 	 * job that asked for network run without it. */
 	if (t->egress && !(al_policy_backend_caps(t->backend) & AL_CAP_EGRESS))
-		return fail(c, n,
-			    "tier %s: egress: true, but the %s backend cannot give a job outbound "
-			    "network; remove it, or use a backend that can (vm)",
-			    t->name, t->backend);
+		return fail(
+		    c, n,
+		    "tier %s: egress granted, but the %s backend cannot give a job outbound "
+		    "network; remove it, or use a backend that can "
+		    "(process, container, microvm or vm)",
+		    t->name, t->backend);
 	if (t->egress && !t->negress_rules && strcmp(t->backend, "vm"))
 		return fail(c, n,
 			    "tier %s: egress: true lets everything out and is for the vm backend "

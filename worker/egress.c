@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../common/log.h"
@@ -25,6 +27,7 @@
 #define RELAY_CHUNK (1u << 20) /* bytes per splice, and each pipe's size, while relaying */
 
 struct tunnel;
+struct handoff;
 
 struct al_egress {
 	struct event_base *base;
@@ -35,7 +38,8 @@ struct al_egress {
 	uint64_t max_bytes, used, idle_ms;
 	uint32_t max_conns, conns;
 	struct tunnel *live;
-	struct al_result log; /* only its egress list is used */
+	struct handoff *handoffs; /* a unix listener's connections, before their socket came */
+	struct al_result log;	  /* only its egress list is used */
 	uint64_t unlisted;
 };
 
@@ -513,16 +517,12 @@ static void on_head_event(struct bufferevent *bev, short what, void *arg)
 		tunnel_end(arg, false, "the client went before its request");
 }
 
-static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int len,
-		      void *arg)
+/* A client connection: its tunnel, reading the request head. */
+static void take_client(struct al_egress *e, evutil_socket_t fd)
 {
-	struct al_egress *e = arg;
 	struct tunnel *t = calloc(1, sizeof(*t));
 	struct timeval head = {10, 0};
 
-	(void)l;
-	(void)sa;
-	(void)len;
 	if (!t || !(t->in = bufferevent_socket_new(e->base, fd, BEV_OPT_CLOSE_ON_FREE))) {
 		evutil_closesocket(fd);
 		free(t);
@@ -548,6 +548,89 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
 	bufferevent_setcb(t->in, on_head, NULL, on_head_event, t);
 	bufferevent_set_timeouts(t->in, &head, NULL);
 	bufferevent_enable(t->in, EV_READ | EV_WRITE);
+}
+
+/* A unix listener (a microVM's, egress_fwd.c): each connection carries one
+ * guest connection's socket (SCM_RIGHTS with one byte), which becomes the
+ * client; anything else, or nothing within HANDOFF_MS, is dropped. */
+#define HANDOFF_MS 5000
+
+struct handoff {
+	struct al_egress *e;
+	struct handoff *next, **prev;
+	struct event *ev;
+	int fd;
+};
+
+static void handoff_free(struct handoff *h)
+{
+	if (h->next)
+		h->next->prev = h->prev;
+	*h->prev = h->next;
+	if (h->ev)
+		event_free(h->ev);
+	close(h->fd);
+	free(h);
+}
+
+static void on_handoff(evutil_socket_t fd, short what, void *arg)
+{
+	struct handoff *h = arg;
+	struct al_egress *e = h->e;
+	char byte, ctl[CMSG_SPACE(sizeof(int))];
+	struct iovec iov = {&byte, 1};
+	struct msghdr mh = {
+	    .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof(ctl)};
+	ssize_t n = -1;
+	int got = -1;
+	struct stat st;
+
+	if (what & EV_READ) /* extra descriptors past one are closed by the kernel */
+		n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+	if (n < 0 && (what & EV_READ) && (errno == EAGAIN || errno == EINTR))
+		return; /* the persistent event comes again */
+	for (struct cmsghdr *c = n == 1 ? CMSG_FIRSTHDR(&mh) : NULL; c; c = CMSG_NXTHDR(&mh, c))
+		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
+		    c->cmsg_len == CMSG_LEN(sizeof(int)))
+			memcpy(&got, CMSG_DATA(c), sizeof(int));
+	handoff_free(h);
+	if (got >= 0 && (fstat(got, &st) || !S_ISSOCK(st.st_mode))) {
+		close(got);
+		got = -1;
+	}
+	if (got >= 0) {
+		evutil_make_socket_nonblocking(got);
+		take_client(e, got);
+	}
+}
+
+static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int len,
+		      void *arg)
+{
+	struct al_egress *e = arg;
+	struct handoff *h;
+	struct timeval tv = {HANDOFF_MS / 1000, 0};
+
+	(void)l;
+	(void)len;
+	if (sa->sa_family != AF_UNIX) {
+		take_client(e, fd);
+		return;
+	}
+	if (!(h = calloc(1, sizeof(*h)))) {
+		evutil_closesocket(fd);
+		return;
+	}
+	h->e = e;
+	h->fd = fd;
+	h->next = e->handoffs;
+	if (e->handoffs)
+		e->handoffs->prev = &h->next;
+	h->prev = &e->handoffs;
+	e->handoffs = h;
+	if (!(h->ev = event_new(e->base, fd, EV_READ | EV_PERSIST, on_handoff, h)) ||
+	    event_add(h->ev, &tv))
+		handoff_free(h);
 }
 
 /* ---- ending ---- */
@@ -663,6 +746,8 @@ void al_egress_finish(struct al_egress *e, struct al_result *res)
 		evconnlistener_free(e->lst);
 		e->lst = NULL;
 	}
+	while (e->handoffs)
+		handoff_free(e->handoffs);
 	for (struct tunnel *t = e->live, *next; t; t = next) {
 		next = t->next;
 		if (t->lingering)
@@ -689,6 +774,8 @@ void al_egress_free(struct al_egress *e)
 		return;
 	while (e->live)
 		tunnel_free(e->live);
+	while (e->handoffs)
+		handoff_free(e->handoffs);
 	if (e->lst)
 		evconnlistener_free(e->lst);
 	free(e->rules);

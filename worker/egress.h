@@ -20,8 +20,10 @@
 
 struct al_egress;
 
-/* Serve listen_fd (taken: closed with the proxy) under rules (copied). NULL
- * when out of memory. */
+/* Serve listen_fd (taken: closed with the proxy) under rules (copied): a
+ * TCP listener's connections are the clients; a unix listener's each hand
+ * over one client socket (SCM_RIGHTS: a microVM's forwarder). NULL when out
+ * of memory. */
 struct al_egress *al_egress_new(struct event_base *base, struct evdns_base *dns, int listen_fd,
 				const struct al_egress_rule *rules, size_t nrules,
 				uint64_t max_bytes, uint32_t max_connections, uint64_t idle_ms);

@@ -179,7 +179,7 @@ static void usage(FILE *f)
 	    "  --worker-id ID       unique, stable name (default: the host name)\n"
 	    "  --uid-base N         slot i runs as uid N+i, microVM n's VMM as N+256+n: give\n"
 	    "                       each worker on a host its own 768 ids (default 60000)\n"
-	    "  --helper-dir DIR     where airlock-sandbox-init and airlock-oci-shim are\n"
+	    "  --helper-dir DIR     where the helpers (airlock-sandbox-init, ...) are\n"
 	    "                       (default: beside this executable)\n"
 	    "  --images DIR         the image catalogue deploy/images/build.sh made\n"
 	    "                       (default " AL_IMAGES_DIR ")\n"

@@ -6,7 +6,8 @@
  * job's disk limit holding its input files, owned by the container user's
  * host uid and bound on /work. The job runs as uid 1000 inside a user
  * namespace whose root is an unprivileged host range per slot, with pid,
- * network (loopback only), ipc, uts, mount and cgroup namespaces, a
+ * network (loopback only; with egress one made here, where the worker's
+ * proxy listens on 127.0.0.1:3128), ipc, uts, mount and cgroup namespaces, a
  * read-only root filesystem, no capabilities, noNewPrivileges, the same
  * system-call filter as the process backend, rlimits and masked /proc and
  * /sys paths. The runtime's cgroup (…/<name>/c) sits in one of ours
@@ -25,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -39,6 +41,7 @@
 #include "../jobfs.h"
 #include "../jobfs_layout.h"
 #include "../jobspec.h"
+#include "../netns.h"
 #include "../seccomp.h"
 #include "../verdict.h"
 
@@ -68,6 +71,8 @@ struct ctr_sb {
 	pid_t pid; /* the shim (backends/container/shim.c) */
 	int pidfd;
 	int report_rd; /* shim -> worker: "E<runtime status>" or "X<wait status> <counters>" */
+	int netns_fd;  /* network egress: the job's network namespace, made here */
+	int egress_fd; /* ... and the proxy's socket in it, until the worker takes it */
 	bool exited;
 };
 
@@ -328,8 +333,17 @@ static json_t *rlimit(const char *type, uint64_t soft, uint64_t hard)
 	return r;
 }
 
-/* The same refusals as the process backend's filter, in OCI form. */
-static json_t *seccomp_profile(void)
+/* socket() of family fam refused with EPERM */
+static json_t *socket_refused(int fam, const char *op)
+{
+	return json_pack("{s:[s], s:s, s:i, s:[{s:i, s:i, s:s}]}", "names", "socket", "action",
+			 "SCMP_ACT_ERRNO", "errnoRet", EPERM, "args", "index", 0, "value", fam,
+			 "op", op);
+}
+
+/* The same refusals as the process backend's filter, in OCI form; with
+ * inet (network egress), socket() of AF_INET and AF_INET6 too, as there. */
+static json_t *seccomp_profile(bool inet)
 {
 	json_t *sc = json_object(), *calls = json_array(), *names = json_array(), *r;
 	static const char *const arches[] = {"SCMP_ARCH_X86_64", "SCMP_ARCH_X86", "SCMP_ARCH_X32",
@@ -344,11 +358,15 @@ static json_t *seccomp_profile(void)
 	jset(r, "action", json_string("SCMP_ACT_ERRNO"));
 	jset(r, "errnoRet", json_integer(EPERM));
 	jadd(calls, r);
-	/* socket(): AF_UNIX only */
-	r = json_pack("{s:[s], s:s, s:i, s:[{s:i, s:i, s:s}]}", "names", "socket", "action",
-		      "SCMP_ACT_ERRNO", "errnoRet", EPERM, "args", "index", 0, "value", 1, "op",
-		      "SCMP_CMP_NE");
-	jadd(calls, r);
+	/* socket(): AF_UNIX only, or with inet each other family refused by name
+	 * (one comparison per rule) and every number past the last */
+	if (!inet)
+		jadd(calls, socket_refused(AF_UNIX, "SCMP_CMP_NE"));
+	for (int fam = 0; inet && fam < AF_MAX; fam++)
+		if (fam != AF_UNIX && fam != AF_INET && fam != AF_INET6)
+			jadd(calls, socket_refused(fam, "SCMP_CMP_EQ"));
+	if (inet)
+		jadd(calls, socket_refused(AF_MAX, "SCMP_CMP_GE"));
 	/* clone() with any namespace bit */
 	for (int bit = 0; bit < 64; bit++) {
 		unsigned long b = 1ul << bit;
@@ -426,6 +444,7 @@ static json_t *bundle_mounts(const struct al_sandbox *sb)
 	static const char *const pts_opts[] = {"nosuid",	"noexec",    "newinstance",
 					       "ptmxmode=0666", "mode=0620", NULL};
 	static const char *const sys_opts[] = {"nosuid", "noexec", "nodev", "ro", NULL};
+	static const char *const sys_tmpfs[] = {"nosuid", "noexec", "nodev", "ro", "size=4k", NULL};
 	static const char *const shm_bind[] = {"rbind", "rw", "nosuid", "nodev", "noexec", NULL};
 	json_t *mounts = json_array();
 	char path[PATH_MAX + 16];
@@ -435,7 +454,11 @@ static json_t *bundle_mounts(const struct al_sandbox *sb)
 	jadd(mounts, mount_of("/dev/pts", "devpts", "devpts", pts_opts));
 	/* a fresh sysfs of the container's network namespace: no cgroup tree
 	 * under it (nothing mounted on /sys/fs/cgroup) */
-	jadd(mounts, mount_of("/sys", "sysfs", "sysfs", sys_opts));
+	if (sb->spec.network != AL_NET_EGRESS)
+		jadd(mounts, mount_of("/sys", "sysfs", "sysfs", sys_opts));
+	else /* the namespace is the worker's, not the container's: a sysfs
+	      * there is refused, and runc's fallback binds the host's */
+		jadd(mounts, mount_of("/sys", "tmpfs", "tmpfs", sys_tmpfs));
 	if (!c->image[0])
 		add_host_mounts(mounts, ro_bind);
 	/* the tier's binds, read-only at the same place */
@@ -471,13 +494,18 @@ static json_t *bundle_linux(const struct al_sandbox *sb)
 					     NULL};
 	static const char *const readonly[] = {
 	    "/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger", NULL};
-	json_t *linux_ = json_object(), *res = json_object();
-	char cgpath[PATH_MAX];
+	json_t *linux_ = json_object(), *res = json_object(), *ns;
+	char cgpath[PATH_MAX], netns[64];
 
-	jset(linux_, "namespaces",
-	     json_pack("[{s:s},{s:s},{s:s},{s:s},{s:s},{s:s},{s:s}]", "type", "pid", "type",
-		       "network", "type", "ipc", "type", "uts", "type", "mount", "type", "user",
-		       "type", "cgroup"));
+	ns = json_pack("[{s:s},{s:s},{s:s},{s:s},{s:s},{s:s}]", "type", "pid", "type", "ipc",
+		       "type", "uts", "type", "mount", "type", "user", "type", "cgroup");
+	/* network: a new one of its own (loopback only), or with egress the
+	 * one made in prepare, where the proxy listens (the worker holds it
+	 * open; the runtime joins it through the worker's fd) */
+	snprintf(netns, sizeof(netns), "/proc/%d/fd/%d", (int)getpid(), c->netns_fd);
+	jadd(ns, c->netns_fd < 0 ? json_pack("{s:s}", "type", "network")
+				 : json_pack("{s:s, s:s}", "type", "network", "path", netns));
+	jset(linux_, "namespaces", ns);
 	jset(linux_, "uidMappings", idmap(host_root));
 	jset(linux_, "gidMappings", idmap(host_root));
 	/* memory+swap equal to memory: no swap escape */
@@ -494,7 +522,7 @@ static json_t *bundle_linux(const struct al_sandbox *sb)
 	jset(linux_, "cgroupsPath", json_string(cgpath));
 	jset(linux_, "maskedPaths", strs(masked));
 	jset(linux_, "readonlyPaths", strs(readonly));
-	jset(linux_, "seccomp", seccomp_profile());
+	jset(linux_, "seccomp", seccomp_profile(c->netns_fd >= 0));
 	return linux_;
 }
 
@@ -507,6 +535,8 @@ static int write_bundle(struct al_sandbox *sb, struct al_err *err)
 	json_t *root;
 	int rc = AL_OK;
 
+	if (c->netns_fd >= 0)
+		sb->spec.proxy_url = AL_EGRESS_PROXY_URL;
 	if (al_argv_env(&sb->spec, "/proc/self/fd/3", &strings, &argc, &envc))
 		return al_err_set(err, AL_ENOMEM, "container: out of memory");
 	bundle = (struct al_jb){0};
@@ -631,7 +661,7 @@ static int ctr_prepare(struct al_sandbox *sb, struct al_err *err)
 	uid_t uid = sb->conf->userns_base + sb->spec.slot * CTR_ID_RANGE + CTR_UID;
 	int rc;
 
-	c->code_fd = c->stdin_fd = c->pidfd = c->report_rd = -1;
+	c->code_fd = c->stdin_fd = c->pidfd = c->report_rd = c->netns_fd = c->egress_fd = -1;
 	c->fs.out_fd = c->fs.err_fd = c->fs.mnt_fd = -1;
 	if (!G.ready)
 		return al_err_set(err, AL_ESANDBOX, "container: backend not initialised");
@@ -664,6 +694,11 @@ static int ctr_prepare(struct al_sandbox *sb, struct al_err *err)
 	if ((c->stdin_fd = memfd_of("job-stdin", job->stdin_data.data, job->stdin_data.len, err)) <
 	    0)
 		return c->stdin_fd;
+	/* Network egress: the job's namespace, made here with the proxy
+	 * listening on its loopback before anything of the job runs. */
+	if (sb->spec.network == AL_NET_EGRESS &&
+	    (c->egress_fd = al_netns_new(AL_EGRESS_PROXY_PORT, NULL, &c->netns_fd, err)) < 0)
+		return al_err_wrap(err, "container");
 	return write_bundle(sb, err);
 }
 
@@ -719,6 +754,8 @@ out:
 	if (c->pidfd < 0)
 		return al_err_sys(err, "container: pidfd_open");
 	w->fds[w->nfds++] = c->pidfd;
+	w->egress_fd = c->egress_fd; /* the worker's now */
+	c->egress_fd = -1;
 	return AL_OK;
 }
 
@@ -852,7 +889,11 @@ static void ctr_destroy(struct al_sandbox *sb)
 		close(c->code_fd);
 	if (c->stdin_fd >= 0)
 		close(c->stdin_fd);
-	c->pidfd = c->code_fd = c->stdin_fd = -1;
+	if (c->netns_fd >= 0)
+		close(c->netns_fd);
+	if (c->egress_fd >= 0)
+		close(c->egress_fd);
+	c->pidfd = c->code_fd = c->stdin_fd = c->netns_fd = c->egress_fd = -1;
 	c->cg_made = false;
 }
 
@@ -910,7 +951,8 @@ static int ctr_usage(struct al_sandbox *sb, struct al_usage *u)
 
 const struct al_backend_ops al_backend_container = {
     .name = "container",
-    .caps = AL_CAP_NO_NETWORK | AL_CAP_MEMORY | AL_CAP_PIDS | AL_CAP_CPU | AL_CAP_FILES,
+    .caps =
+	AL_CAP_NO_NETWORK | AL_CAP_EGRESS | AL_CAP_MEMORY | AL_CAP_PIDS | AL_CAP_CPU | AL_CAP_FILES,
     .priv_size = sizeof(struct ctr_sb),
     .init = ctr_init,
     .sweep = ctr_sweep,

@@ -54,6 +54,7 @@
 #include "../seccomp.h"
 #include "../verdict.h"
 #include "../vmchan.h"
+#include "egress_fwd.h"
 
 #define AGENT_VERSION "2" /* 2: the collect cap in the job frame, the host's acknowledgement */
 #define JOB_UID	      1000
@@ -66,6 +67,7 @@
 static const char *const microvm_modules[] = {"virtio_ring", "virtio", "virtio_mmio",
 					      "virtio_console", NULL};
 static const char *const image_modules[] = {"virtio_blk", NULL}; /* ext4 is built in */
+static const char *const net_modules[] = {"failover", "net_failover", "virtio_net", NULL};
 static const char *const service_modules[] = {"virtio_ring",
 					      "virtio",
 					      "virtio_pci_legacy_dev",
@@ -80,6 +82,9 @@ static const char *const service_modules[] = {"virtio_ring",
 
 /* A service VM (the vm backend) keeps running after its result. */
 static bool service_mode;
+/* A microVM with network egress (airlock.net=1): one card, whose only
+ * reachable address is the host's proxy (QEMU's restricted user network). */
+static bool net_mode;
 /* The job's catalogue image, mounted read-only here at boot (before ready):
  * the job's root. Without one the job runs in the initramfs. */
 #define IMAGE_ROOT "/image"
@@ -196,6 +201,25 @@ static void service_setup(void)
 	if (access("/dev/vda", F_OK) == 0 &&
 	    mount("/dev/vda", "/data", "ext4", MS_NOSUID | MS_NODEV, NULL))
 		fatal("mount /dev/vda on /data");
+}
+
+/* A microVM's network card: a fixed address on QEMU's user network (no
+ * DHCP: nothing to wait for), no route beyond it; the proxy's address is on
+ * it and is the only one that answers. */
+static void net_setup(void)
+{
+	static const char *const lo[] = {"ip", "link", "set", "lo", "up", NULL};
+	static const char *const addr[] = {"ip",  "addr", "add", AL_VMM_GUEST_ADDR "/24",
+					   "dev", "eth0", NULL};
+	static const char *const up[] = {"ip", "link", "set", "eth0", "up", NULL};
+
+	load_modules(net_modules);
+	for (int i = 0; i < 200 && access("/sys/class/net/eth0", F_OK); i++)
+		usleep(10000);
+	if (busybox(lo) || busybox(addr) || busybox(up)) {
+		errno = ENETDOWN;
+		fatal("the network card for egress");
+	}
 }
 
 /* What a job's first moments read (the image's /.airlock-preload, written
@@ -582,7 +606,7 @@ static int run(struct job_in *in, int port, struct al_result *res, struct al_err
 	bool disk_full = false;
 	pid_t pid;
 
-	if ((rc = al_seccomp_build_net(&sc, service_mode, err)))
+	if ((rc = al_seccomp_build_net(&sc, service_mode || net_mode, err)))
 		return rc;
 	if ((rc = al_cg_detect(&sys, "guest", NULL, err)) ||
 	    (rc = al_cg_create(&cg, &sys, "job", &cgl, err)))
@@ -674,6 +698,8 @@ int main(void)
 	load_modules(service_mode ? service_modules : microvm_modules);
 	if (service_mode)
 		service_setup();
+	if ((net_mode = !service_mode && cmdline_has("airlock.net=1")))
+		net_setup();
 	if (cmdline_has("airlock.image=1"))
 		image_setup();
 	port = open_port();

@@ -45,8 +45,10 @@
 #include "../cgroup.h"
 #include "../jobfs.h"
 #include "../jobspec.h"
+#include "../netns.h"
 #include "../newroot.h"
 #include "../vmchan.h"
+#include "egress_fwd.h"
 #include "vmm.h"
 
 #define MIB		     (1024ull * 1024ull)
@@ -78,6 +80,7 @@ struct vm {
 	char hash[80];	      /* the job's catalogue image's content hash, else the guest's */
 	char guest[PATH_MAX]; /* kernel and initramfs */
 	char disk[PATH_MAX];  /* the catalogue image's block image ("" = none) */
+	int egress_fd;	      /* network egress: the proxy's socket, until the worker takes it */
 };
 
 struct pool {
@@ -102,6 +105,7 @@ static struct {
 	unsigned seq;
 	struct pool pools[8];
 	int npools;
+	char fwd[PATH_MAX]; /* airlock-egress-fwd, found at start-up */
 	bool ready;
 } G;
 
@@ -133,13 +137,22 @@ static int build_jail(const struct al_vmm_cfg *cfg, const char **what)
 {
 	static const char *const nodes[] = {"null", "zero", "urandom", NULL};
 	static const char *const nodes_kvm[] = {"null", "zero", "urandom", "kvm", NULL};
-	const char *const files[4][2] = {{cfg->binary, JAIL_STAGE AL_VMM_JAIL_BINARY},
-					 {cfg->kernel, JAIL_STAGE AL_VMM_JAIL_KERNEL},
-					 {cfg->initrd, JAIL_STAGE AL_VMM_JAIL_INITRD},
-					 {cfg->disk, JAIL_STAGE AL_VMM_JAIL_DISK}};
-	int nfiles = cfg->disk ? 4 : 3, fds[4];
 	char src[32];
+	const char *files[5][2] = {{cfg->binary, JAIL_STAGE AL_VMM_JAIL_BINARY},
+				   {cfg->kernel, JAIL_STAGE AL_VMM_JAIL_KERNEL},
+				   {cfg->initrd, JAIL_STAGE AL_VMM_JAIL_INITRD},
+				   {cfg->egress_fwd, JAIL_STAGE AL_VMM_JAIL_FWD},
+				   {cfg->disk, JAIL_STAGE AL_VMM_JAIL_DISK}};
+	int nfiles = 3, fds[5];
 
+	/* by path, opened here: a mount of the worker's namespace cannot be
+	 * bound into this one */
+	if (cfg->egress_fwd)
+		nfiles++;
+	if (cfg->disk) {
+		files[nfiles][0] = cfg->disk;
+		files[nfiles++][1] = JAIL_STAGE AL_VMM_JAIL_DISK;
+	}
 	/* the host paths first: the stage may cover them */
 	for (int i = 0; i < nfiles; i++)
 		if ((fds[i] = open(files[i][0], O_PATH | O_CLOEXEC)) < 0) {
@@ -164,6 +177,26 @@ static int build_jail(const struct al_vmm_cfg *cfg, const char **what)
 	return al_root_enter(JAIL_STAGE, what);
 }
 
+/* With egress the VMM starts a forwarder per guest connection, which its
+ * library detaches (a double fork): the orphans come to PID 1. So PID 1
+ * stays behind as their reaper and the VMM runs as its child; PID 1 ends
+ * with it (and the namespace with PID 1: a SIGKILL to it still ends all). */
+static void reaper(void)
+{
+	pid_t vmm = fork(), w;
+	int st = 0;
+
+	if (vmm < 0)
+		_exit(126);
+	if (vmm == 0)
+		return;
+	syscall(SYS_close_range, 0, ~0u, 0);
+	while ((w = waitpid(-1, &st, 0)) != vmm)
+		if (w < 0 && errno != EINTR)
+			_exit(127);
+	_exit(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+}
+
 int al_vmm_spawn(const struct al_vmm_cfg *cfg, char *const argv[], const int *keep, int nkeep,
 		 struct al_vmm *vm, struct al_err *err)
 {
@@ -180,8 +213,10 @@ int al_vmm_spawn(const struct al_vmm_cfg *cfg, char *const argv[], const int *ke
 		return al_err_sys(err, "vmm: open /dev/null or the worker's pidfd");
 	}
 	vm->pidfd = -1;
-	pid = al_clone_pidfd(
-	    CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS, &vm->pidfd);
+	/* with egress the network namespace is the one the worker made */
+	pid = al_clone_pidfd(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS |
+				 (cfg->egress_netns_fd >= 0 ? 0 : CLONE_NEWNET),
+			     &vm->pidfd);
 	if (pid < 0) {
 		rc_close(nul, con, parent);
 		return al_err_sys(err, "vmm: clone into new namespaces");
@@ -191,7 +226,8 @@ int al_vmm_spawn(const struct al_vmm_cfg *cfg, char *const argv[], const int *ke
 		const char *what = "";
 		struct pollfd pf = {.fd = parent, .events = POLLIN};
 
-		if (al_cg_enter_self(cfg->cg))
+		if (al_cg_enter_self(cfg->cg) ||
+		    (cfg->egress_netns_fd >= 0 && setns(cfg->egress_netns_fd, CLONE_NEWNET)))
 			_exit(120);
 		if (unshare(CLONE_NEWCGROUP) || build_jail(cfg, &what))
 			_exit(119);
@@ -219,6 +255,8 @@ int al_vmm_spawn(const struct al_vmm_cfg *cfg, char *const argv[], const int *ke
 		close(63);
 		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_DUMPABLE, 0, 0, 0, 0))
 			_exit(124);
+		if (cfg->egress_fwd)
+			reaper();
 		execve(AL_VMM_JAIL_BINARY, argv, (char *const *)envp);
 		_exit(125);
 	}
@@ -252,6 +290,8 @@ static void vm_free(struct vm *vm, bool graceful)
 		close(vm->v.chan_fd);
 	if (vm->v.ctl_fd >= 0)
 		close(vm->v.ctl_fd);
+	if (vm->egress_fd >= 0)
+		close(vm->egress_fd);
 	if (vm->cg_made)
 		al_cg_destroy(&vm->cg, NULL);
 	if (vm->uid_idx >= 0)
@@ -280,7 +320,7 @@ static int guest_check(const char *dir, struct al_err *err)
 }
 
 /* Boot a VM of guest with catalogue image (NULL: none) as its disk. */
-static struct vm *vm_launch(const char *guest, const char *image, uint64_t memory_mib,
+static struct vm *vm_launch(const char *guest, const char *image, bool egress, uint64_t memory_mib,
 			    unsigned vcpus, struct al_err *err)
 {
 	struct vm *vm = calloc(1, sizeof(*vm));
@@ -294,7 +334,7 @@ static struct vm *vm_launch(const char *guest, const char *image, uint64_t memor
 		return NULL;
 	}
 	vm->v.pid = -1;
-	vm->v.pidfd = vm->v.chan_fd = vm->v.ctl_fd = -1;
+	vm->v.pidfd = vm->v.chan_fd = vm->v.ctl_fd = vm->egress_fd = -1;
 	vm->uid_idx = -1;
 	vm->memory_mib = memory_mib;
 	vm->vcpus = vcpus;
@@ -349,9 +389,23 @@ static struct vm *vm_launch(const char *guest, const char *image, uint64_t memor
 	    .uid = G.conf->uid_base + VM_UID_OFFSET + (uid_t)vm->uid_idx,
 	    .gid = G.conf->uid_base + VM_UID_OFFSET + (gid_t)vm->uid_idx,
 	    .kvm_gid = G.kvm_gid,
+	    .egress_netns_fd = -1,
 	};
+	/* Network egress: the jail's network namespace is made here, with the
+	 * proxy's socket in it before the VMM can start a forwarder. */
+	if (egress) {
+		if ((vm->egress_fd =
+			 al_netns_new(0, AL_EGRESS_FWD_NAME, &cfg.egress_netns_fd, err)) < 0) {
+			al_err_wrap(err, "microvm");
+			goto fail;
+		}
+		cfg.egress_fwd = G.fwd;
+	}
 	vm->born_ms = al_mono_ms();
-	if (G.drv->launch(&cfg, &vm->v, err))
+	rc = G.drv->launch(&cfg, &vm->v, err);
+	if (cfg.egress_netns_fd >= 0)
+		close(cfg.egress_netns_fd); /* the VMM's jail holds it now */
+	if (rc)
 		goto fail;
 	fcntl(vm->v.chan_fd, F_SETFL, fcntl(vm->v.chan_fd, F_GETFL) | O_NONBLOCK);
 	return vm;
@@ -397,8 +451,8 @@ static void pool_fill(struct pool *p)
 {
 	while (p->n < p->size) {
 		struct al_err err = {0};
-		struct vm *vm = vm_launch(p->guest, p->image[0] ? p->image : NULL, p->memory_mib,
-					  p->vcpus, &err);
+		struct vm *vm = vm_launch(p->guest, p->image[0] ? p->image : NULL, false,
+					  p->memory_mib, p->vcpus, &err);
 
 		if (!vm) {
 			fprintf(stderr, "airlock-worker: microvm: pool %s: %s\n", p->tier, err.msg);
@@ -588,6 +642,9 @@ static int mvm_init(const struct al_backend_conf *conf, struct al_err *err)
 				  "microvm: --vm-accel must be kvm or tcg, not \"%s\"", accel);
 	}
 	G.tsc_khz = G.kvm ? 0 : al_host_tsc_khz();
+	if ((rc =
+		 al_find_helper(conf->helper_dir, "airlock-egress-fwd", G.fwd, sizeof(G.fwd), err)))
+		return al_err_wrap(err, "microvm");
 	G.ready = true;
 	return AL_OK;
 }
@@ -608,14 +665,19 @@ static int mvm_prepare(struct al_sandbox *sb, struct al_err *err)
 	const char *guest = s->guest ? s->guest : DEFAULT_GUEST;
 	uint64_t mib = memory_mib_for(s->limits.memory_bytes);
 	unsigned vcpus = vcpus_for(s->cpu_millis);
+	bool egress = s->network == AL_NET_EGRESS;
 
 	m->timer_fd = -1;
 	if (!G.ready)
 		return al_err_set(err, AL_ESANDBOX, "microvm: backend not initialised");
-	m->vm = pool_take(s->job->tier ? s->job->tier : "", guest, s->image, mib, vcpus);
+	/* pool VMs have no network card: a job with egress boots its own */
+	m->vm = egress ? NULL
+		       : pool_take(s->job->tier ? s->job->tier : "", guest, s->image, mib, vcpus);
 	m->warm = m->vm != NULL;
-	if (!m->vm && !(m->vm = vm_launch(guest, s->image, mib, vcpus, err)))
+	if (!m->vm && !(m->vm = vm_launch(guest, s->image, egress, mib, vcpus, err)))
 		return AL_ESANDBOX;
+	if (egress)
+		sb->spec.proxy_url = AL_VMM_PROXY_URL; /* in the job's environment */
 	return AL_OK;
 }
 
@@ -673,6 +735,8 @@ static int mvm_start(struct al_sandbox *sb, struct al_watch *w, struct al_err *e
 	w->fds[w->nfds++] = m->vm->v.chan_fd;
 	w->fds[w->nfds++] = m->vm->v.pidfd;
 	w->fds[w->nfds++] = m->timer_fd;
+	w->egress_fd = m->vm->egress_fd; /* the worker's now */
+	m->vm->egress_fd = -1;
 	/* The boot does not count against the job: the wall-clock limit is
 	 * enforced here from the moment the job went in. */
 	w->setup_ms = hang_ms();
@@ -890,8 +954,8 @@ static void mvm_fini(void)
 
 const struct al_backend_ops al_backend_microvm = {
     .name = "microvm",
-    .caps = AL_CAP_NO_NETWORK | AL_CAP_MEMORY | AL_CAP_PIDS | AL_CAP_CPU | AL_CAP_FILES |
-	    AL_CAP_OWN_KERNEL,
+    .caps = AL_CAP_NO_NETWORK | AL_CAP_EGRESS | AL_CAP_MEMORY | AL_CAP_PIDS | AL_CAP_CPU |
+	    AL_CAP_FILES | AL_CAP_OWN_KERNEL,
     .priv_size = sizeof(struct mvm_sb),
     .init = mvm_init,
     .sweep = mvm_sweep,

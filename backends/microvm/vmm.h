@@ -30,6 +30,12 @@ struct al_vmm_cfg {
 	uid_t uid;		/* ...as this user and group, without capabilities */
 	gid_t gid;
 	gid_t kvm_gid; /* supplementary group for /dev/kvm (kvm only) */
+	/* Network egress (else NULL and -1: no network device at all):
+	 * airlock-egress-fwd, which the VMM starts for each guest connection,
+	 * and the network namespace the jail joins instead of a new empty one
+	 * (the worker's proxy listens there, on AL_EGRESS_FWD_NAME) */
+	const char *egress_fwd;
+	int egress_netns_fd;
 };
 
 /* A running VMM. */
@@ -59,13 +65,16 @@ extern const struct al_vmm_driver al_vmm_qemu;
 #define AL_VMM_JAIL_KERNEL "/vm/vmlinux"
 #define AL_VMM_JAIL_INITRD "/vm/initrd"
 #define AL_VMM_JAIL_DISK   "/vm/disk"
+#define AL_VMM_JAIL_FWD	   "/vm/egress-fwd"
 
 /* For drivers: start cfg->binary with argv (argv[0] is only its name) in a
  * jail, the model being Firecracker's jailer: new mount, PID (it is PID 1),
  * network (empty), IPC, UTS and cgroup namespaces; a root of its own with
  * only the host's /usr and /lib* links read-only, the loader cache, a /dev
  * of null, zero, urandom (and kvm with KVM), a fresh /proc, and the binary,
- * kernel, initramfs and disk (read-only) at the AL_VMM_JAIL_* paths; in cfg's cgroup, as
+ * kernel, initramfs, disk and egress forwarder (read-only) at the
+ * AL_VMM_JAIL_* paths (with egress: cfg's network namespace instead of an
+ * empty one, and a reaper as PID 1, for the forwarders); in cfg's cgroup, as
  * cfg's uid with no capabilities and no_new_privs, dying with the worker.
  * The parent's fds keep[i] are moved to 3+i and every other one closed,
  * stdin and stdout on /dev/null and stderr on the console file or

@@ -6,11 +6,13 @@
  * QEMU's own seccomp sandbox on. KVM when asked, TCG otherwise. */
 #include <errno.h>
 #include <poll.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "egress_fwd.h"
 #include "vmm.h"
 
 static int qemu_launch(const struct al_vmm_cfg *cfg, struct al_vmm *vm, struct al_err *err)
@@ -19,6 +21,7 @@ static int qemu_launch(const struct al_vmm_cfg *cfg, struct al_vmm *vm, struct a
 	int chan[2] = {-1, -1}, ctl[2] = {-1, -1}, rc;
 	const char *argv[64];
 	int n = 0;
+	bool egress = cfg->egress_fwd != NULL;
 
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, chan) ||
 	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl)) {
@@ -32,9 +35,9 @@ static int qemu_launch(const struct al_vmm_cfg *cfg, struct al_vmm *vm, struct a
 	 * power-off ends QEMU at once. Under TCG the TSC cannot be calibrated
 	 * reliably without a PIT/HPET: give the kernel its rate. */
 	snprintf(cmdline, sizeof(cmdline),
-		 "console=ttyS0 %s panic=-1 reboot=t rdinit=/init cryptomgr.notests%s%s",
+		 "console=ttyS0 %s panic=-1 reboot=t rdinit=/init cryptomgr.notests%s%s%s",
 		 cfg->console ? "loglevel=4" : "quiet", cfg->kvm ? "" : " tsc=reliable",
-		 cfg->disk ? " airlock.image=1" : "");
+		 cfg->disk ? " airlock.image=1" : "", egress ? " airlock.net=1" : "");
 	if (!cfg->kvm && cfg->tsc_khz) {
 		size_t l = strlen(cmdline);
 
@@ -84,13 +87,32 @@ static int qemu_launch(const struct al_vmm_cfg *cfg, struct al_vmm *vm, struct a
 		argv[n++] = "-device";
 		argv[n++] = "virtio-blk-device,drive=image";
 	}
+	/* Network egress: user-mode networking that lets the guest reach one
+	 * address, the proxy's (restrict=on: nothing else, no DNS, and the
+	 * jail's namespace has no way out anyway); each connection to it
+	 * starts the forwarder, which hands it to the worker's proxy. */
+	if (egress) {
+		argv[n++] = "-netdev";
+		argv[n++] = "user,id=net,restrict=on,ipv6=off,net=" AL_VMM_GUEST_NET
+			    ",guestfwd=tcp:" AL_VMM_PROXY_ADDR ":" AL_VMM_PROXY_PORT
+			    "-cmd:" AL_VMM_JAIL_FWD;
+		argv[n++] = "-device";
+		argv[n++] = "virtio-net-device,netdev=net";
+	}
 	/* QMP: fd 4. */
 	argv[n++] = "-chardev";
 	argv[n++] = "socket,id=qmp,fd=4";
 	argv[n++] = "-mon";
 	argv[n++] = "chardev=qmp,mode=control";
+	/* QEMU's own system-call filter. With egress it must start the
+	 * forwarder: fork and exec allowed, and the set*id calls, since its
+	 * library's child calls setsid() (the filter is inherited). The VMM has
+	 * no capability and no_new_privs, so a set*uid gains nothing, and the
+	 * jail holds nothing to run but the host's /usr, read-only. */
 	argv[n++] = "-sandbox";
-	argv[n++] = "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny";
+	argv[n++] = egress
+			? "on,obsolete=deny,resourcecontrol=deny"
+			: "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny";
 	argv[n] = NULL;
 	{
 		int keep[2] = {chan[1], ctl[1]};

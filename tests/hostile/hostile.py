@@ -156,6 +156,7 @@ tiers:
     backend: {backend}
     max_attempts: 1
     max: {{wall_ms: 60000, memory_bytes: 1073741824, pids: 256, disk_bytes: 1073741824}}
+    egress: {{allow: ["allowed.invalid:443"]}}
 {image}  other:
     backend: {backend}
     env: {{OTHER_TIER_TOKEN: "{secret}-policy"}}
@@ -438,6 +439,68 @@ CASES = [
 ]
 
 
+# Network egress (the tier allows one name no job here asks for, so no
+# connection leaves the host): what a program finds and can reach.
+EGRESS_SCAN = (
+    "import os, socket\n"
+    "proxy = os.environ['HTTP_PROXY'].split('//')[1].split(':')[0]\n"
+    "found = sorted({'%s:%d' % (h, p) for h in {'127.0.0.1', proxy}\n"
+    "                for p in list(range(1, 1025)) + [2375, 3128, 6379, 8080, 26379]\n"
+    "                if socket.socket().connect_ex((h, p)) == 0})\n"
+    "print(' '.join(found))\n")
+EGRESS_DIRECT = (
+    "import socket\n"
+    "for host, port in [('10.0.2.2', 80), ('10.0.2.3', 53), ('169.254.169.254', 80),\n"
+    "                   ('127.0.0.1', 6379), ('::1', 6379)]:\n"
+    "    try:\n"
+    "        socket.create_connection((host, port), 2).close(); print(host, port, 'REACHED')\n"
+    "    except OSError as e: print(host, port, 'blocked')\n"
+    "for dns in ['10.0.2.3', '127.0.0.53', '127.0.0.1']:\n"
+    "    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(1)\n"
+    "    try:\n"
+    "        s.sendto(b'\\x12\\x34\\x01\\x00\\x00\\x01\\x00\\x00\\x00\\x00\\x00\\x00\\x07example\\x03com\\x00\\x00\\x01\\x00\\x01', (dns, 53))\n"
+    "        s.recv(512); print(dns, 53, 'ANSWERED')\n"
+    "    except OSError: print(dns, 53, 'no answer')\n")
+EGRESS_TRICKS = (
+    "import os, socket\n"
+    "proxy = os.environ['HTTP_PROXY'].split('//')[1].split(':')[0]\n"
+    "def ask(line):\n"
+    "    s = socket.create_connection((proxy, 3128), 5)\n"
+    "    s.sendall(line.encode() + b'\\r\\n\\r\\n')\n"
+    "    return s.recv(200).split(b'\\r\\n')[0].decode()\n"
+    "for t in ['127.0.0.1:6379', '0x7f000001:6379', '2130706433:6379', '127.1:6379',\n"
+    "          '[::ffff:127.0.0.1]:6379', '[::1]:6379', 'localhost.:6379', '169.254.169.254:80',\n"
+    "          'allowed.invalid:80', 'allowed.invalid.:443@127.0.0.1:6379']:\n"
+    "    print('CONNECT', t, ask('CONNECT %s HTTP/1.1' % t))\n"
+    "print('GET', ask('GET http://127.0.0.1:6379/ HTTP/1.1\\r\\nHost: allowed.invalid:443'))\n")
+
+
+def egress_lines_refused(r, word):
+    lines = r["stdout"].splitlines()
+    bad = [l for l in lines if word in l]
+    return bool(lines) and not bad, "%d tried, %s" % (len(lines), "; ".join(bad) or "none got through")
+
+
+EGRESS_CASES = [
+    ("egress: a port scan finds only the proxy", lambda c: dict(py(EGRESS_SCAN),
+                                                                 network="egress"),
+     "ok", lambda r, c: (r["stdout"].split() and
+                         all(x.endswith(":3128") for x in r["stdout"].split()) and
+                         len(r["stdout"].split()) == 1, "open: " + r["stdout"].strip())),
+    ("egress: direct connections and DNS ignoring the proxy", lambda c: dict(
+        py(EGRESS_DIRECT), network="egress"),
+     "ok", lambda r, c: egress_lines_refused(r, "REACHED") if "ANSWERED" not in r["stdout"]
+     else (False, r["stdout"])),
+    ("egress: CONNECT to loopback, metadata and DNS tricks", lambda c: dict(
+        py(EGRESS_TRICKS), network="egress"),
+     "ok", lambda r, c: (len(r["stdout"].splitlines()) == 11 and
+                         all(l.endswith(("403 Forbidden", "400 Bad Request"))
+                             for l in r["stdout"].splitlines()) and
+                         all(not e.get("allowed") for e in r.get("egress") or []),
+                         "%d refused" % r["stdout"].count("403"))),
+]
+
+
 def main():
     if os.geteuid() != 0:
         print("1..0 # SKIP the hostile suite needs root")
@@ -449,7 +512,7 @@ def main():
         for backend, (tier, job_uid) in BACKENDS.items():
             runner = QueueRunner(ctx, tier, backend)
             run = runner.run
-            for name, make, want, check in CASES:
+            for name, make, want, check in CASES + EGRESS_CASES:
                 job = {"v": 1, "id": "hostile-%d-%d" % (os.getpid(), n)}
                 job.update(make(ctx))
                 job.setdefault("limits", {})

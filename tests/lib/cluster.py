@@ -70,11 +70,11 @@ class Cluster:
                 self.redis.wait()
         self.redis = None
 
-    def rcli(self, *args, raw=False, db=0):
+    def rcli(self, *args, raw=False, db=0, timeout=30):
         """redis-cli's output; raw: the reply's bytes exactly (redis-cli adds
         one newline; a value may itself end in 0x0a, so only that one goes)."""
         p = subprocess.run(["redis-cli", "-s", self.sock, "-n", str(db), *args], capture_output=True,
-                           timeout=30)
+                           timeout=timeout)
         if raw:
             return p.stdout[:-1] if p.stdout.endswith(b"\n") else p.stdout
         return p.stdout.decode(errors="replace")
@@ -119,7 +119,7 @@ class Cluster:
         import msgpack
         subprocess.run(["redis-cli", "-s", self.sock, "-x", "XADD", "al:intake", "*", "job"],
                        input=msgpack.packb(job, use_bin_type=True), capture_output=True)
-        self.rcli("BLPOP", "al:done:" + job["id"], str(timeout))
+        self.rcli("BLPOP", "al:done:" + job["id"], str(timeout), timeout=timeout + 10)
         raw = self.rcli("GET", "al:res:" + job["id"], raw=True)
         return msgpack.unpackb(raw, raw=False) if raw else None
 

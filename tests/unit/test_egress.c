@@ -41,22 +41,17 @@ static bool internal(const char *addr)
 
 static void rules(void)
 {
-	static const char *const good[] = {"pypi.org:443", "*.pythonhosted.org:443",
+	static const char *const good[] = {"pypi.example.org:443", "*.files.example.org:443",
 					   "10.20.0.0/16:8080", "[fd00::/8]:443",
-					   "deb.debian.org:80"};
+					   "apt.example.org:80"};
 	static const struct {
 		const char *text, *why;
 	} bad_rules[] = {
-	    {"pypi.org", "one :port"},
-	    {"pypi.org:0", "1..65535"},
-	    {"pypi.org:99999", "1..65535"},
-	    {"*.:443", "not a host name"},
-	    {"a*b.org:443", "not a host name"},
-	    {"10.0.0.1:80", "as a range"},
-	    {"10.0.0.0/33:80", "prefix out of range"},
-	    {"x.y/8:80", "not an IP address"},
-	    {"[fd00::/8]443", "[V6/PREFIX]:port"},
-	    {"fd00::/8:443", "one :port"},
+	    {"pypi.example.org", "one :port"},	       {"pypi.example.org:0", "1..65535"},
+	    {"pypi.example.org:99999", "1..65535"},    {"*.:443", "not a host name"},
+	    {"a*b.org:443", "not a host name"},	       {"10.0.0.1:80", "as a range"},
+	    {"10.0.0.0/33:80", "prefix out of range"}, {"x.y/8:80", "not an IP address"},
+	    {"[fd00::/8]443", "[V6/PREFIX]:port"},     {"fd00::/8:443", "one :port"},
 	};
 	struct al_egress_rule r[5];
 	struct al_err err = {0};
@@ -72,16 +67,16 @@ static void rules(void)
 		       "rule %s is refused", bad_rules[i].text);
 		TAP_CONTAINS(err.msg, bad_rules[i].why, "and the refusal says why");
 	}
-	TAP_OK(al_egress_match_name(r, 5, "pypi.org", 443) == 0 &&
-		   al_egress_match_name(r, 5, "PyPI.org", 443) == 0,
+	TAP_OK(al_egress_match_name(r, 5, "pypi.example.org", 443) == 0 &&
+		   al_egress_match_name(r, 5, "PyPI.Example.ORG", 443) == 0,
 	       "an exact name matches, case-insensitively");
-	TAP_OK(al_egress_match_name(r, 5, "pypi.org", 80) == -1, "not on another port");
-	TAP_OK(al_egress_match_name(r, 5, "files.pythonhosted.org", 443) == 1 &&
-		   al_egress_match_name(r, 5, "a.b.pythonhosted.org", 443) == 1,
+	TAP_OK(al_egress_match_name(r, 5, "pypi.example.org", 80) == -1, "not on another port");
+	TAP_OK(al_egress_match_name(r, 5, "files.files.example.org", 443) == 1 &&
+		   al_egress_match_name(r, 5, "a.b.files.example.org", 443) == 1,
 	       "a wildcard matches names under it");
-	TAP_OK(al_egress_match_name(r, 5, "pythonhosted.org", 443) == -1 &&
-		   al_egress_match_name(r, 5, "evilpythonhosted.org", 443) == -1 &&
-		   al_egress_match_name(r, 5, "pypi.org.evil.com", 443) == -1,
+	TAP_OK(al_egress_match_name(r, 5, "files.example.org", 443) == -1 &&
+		   al_egress_match_name(r, 5, "evilfiles-example.org", 443) == -1 &&
+		   al_egress_match_name(r, 5, "pypi.example.org.evil.com", 443) == -1,
 	       "but not the suffix itself, a name ending in it, or a name extending an exact one");
 	TAP_OK(al_egress_match_name(r, 5, "10.20.1.1", 8080) == -1,
 	       "a literal address matches no name rule");
@@ -131,7 +126,7 @@ static void narrowing(void)
 	struct al_err err = {0};
 
 	al_egress_rule_parse("*.example.org:443", &t[0], &err);
-	al_egress_rule_parse("pypi.org:443", &t[1], &err);
+	al_egress_rule_parse("pypi.example.org:443", &t[1], &err);
 	al_egress_rule_parse("10.0.0.0/8:80", &t[2], &err);
 	al_egress_rule_parse("api.example.org:443", &s, &err);
 	TAP_OK(al_egress_rule_within(&s, &t[0]), "a name under a wildcard is within it");
@@ -194,10 +189,10 @@ static void policy(void)
 	TAP_CONTAINS(err.msg, "egress_allow[1]: egress rule \"evil\"", "naming it");
 	al_policy_free(&pol);
 
-	rc = load_policy_text("tiers:\n  v: {backend: vm, egress: {allow: [pypi.org]}}\n", &pol,
-			      &err);
+	rc = load_policy_text("tiers:\n  v: {backend: vm, egress: {allow: [pypi.example.org]}}\n",
+			      &pol, &err);
 	TAP_OK(rc == AL_EINVAL, "a policy rule without a port is refused");
-	TAP_CONTAINS(err.msg, ":2: egress rule \"pypi.org\"", "with its line");
+	TAP_CONTAINS(err.msg, ":2: egress rule \"pypi.example.org\"", "with its line");
 	rc = load_policy_text("tiers:\n  v: {backend: vm, egress: {allow: []}}\n", &pol, &err);
 	TAP_OK(rc == AL_EINVAL, "an empty allow list is refused");
 	rc = load_policy_text(
@@ -205,15 +200,15 @@ static void policy(void)
 	TAP_OK(rc == AL_EINVAL, "an unknown egress key is refused");
 	TAP_CONTAINS(err.msg, "egress: unknown key \"colour\"", "naming it");
 	rc = load_policy_text(
-	    "tiers:\n  c: {backend: container, egress: {allow: [pypi.org:443]}}\n", &pol, &err);
+	    "tiers:\n  c: {backend: noop, egress: {allow: [pypi.example.org:443]}}\n", &pol, &err);
 	TAP_OK(rc == AL_EINVAL, "egress rules on a backend that cannot give egress are refused");
-	TAP_CONTAINS(err.msg, "the container backend cannot give a job outbound network",
-		     "saying so");
+	TAP_CONTAINS(err.msg, "the noop backend cannot give a job outbound network", "saying so");
 	rc = load_policy_text("tiers:\n  p: {backend: process, egress: true}\n", &pol, &err);
 	TAP_OK(rc == AL_EINVAL, "egress: true (everything) on the process backend is refused");
 	TAP_CONTAINS(err.msg, "give the process backend an allow list", "asking for an allow list");
-	rc = load_policy_text("tiers:\n  p: {backend: process, egress: {allow: [pypi.org:443]}}\n",
-			      &pol, &err);
+	rc = load_policy_text(
+	    "tiers:\n  p: {backend: process, egress: {allow: [pypi.example.org:443]}}\n", &pol,
+	    &err);
 	TAP_OK(rc == AL_OK, "an allow list on the process backend loads");
 	if (!rc)
 		al_policy_free(&pol);

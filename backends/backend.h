@@ -129,6 +129,10 @@ struct al_watch {
 	 * network namespace), served by the worker's proxy; -1 = none (the
 	 * worker starts it so). The worker takes it. */
 	int egress_fd;
+	/* the sandbox outlives a successful result (a service VM): its proxy
+	 * then serves on for this long (the lease's maximum), logging each
+	 * connection; 0 = the proxy ends with the job */
+	uint64_t egress_keep_ms;
 };
 
 /* One job's sandbox. The worker allocates it with ops->priv_size bytes of

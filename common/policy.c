@@ -646,11 +646,11 @@ static int read_tier(struct ctx *c, yaml_node_t *name, yaml_node_t *n, struct al
 		    "network; remove it, or use a backend that can "
 		    "(process, container, microvm or vm)",
 		    t->name, t->backend);
-	if (t->egress && !t->negress_rules && strcmp(t->backend, "vm"))
+	if (t->egress && !t->negress_rules)
 		return fail(c, n,
-			    "tier %s: egress: true lets everything out and is for the vm backend "
-			    "only; give the %s backend an allow list (egress: {allow: [host:port, "
-			    "...]})",
+			    "tier %s: egress: true would let everything out, which no backend "
+			    "offers; give the %s backend an allow list (egress: {allow: "
+			    "[host:port, ...]})",
 			    t->name, t->backend);
 	if (t->nbinds && strcmp(t->backend, "process") && strcmp(t->backend, "container"))
 		return fail(c, n,

@@ -24,15 +24,15 @@ struct al_tier_policy {
 	char *backend;			     /* "process", "container", "microvm", "vm", "noop" */
 	bool egress;			     /* jobs may ask for network "egress" */
 	struct al_egress_rule *egress_rules; /* egress: {allow: [...]}: what they may reach */
-	size_t negress_rules;		     /* 0 with egress: the vm backend's unfiltered egress */
-	uint64_t egress_max_bytes;	     /* per job, both directions; 0 = no cap */
-	uint32_t egress_max_connections;     /* per job; 0 = no cap */
-	struct al_limits defaults;	     /* filled into jobs that leave a limit out */
-	struct al_limits max;		     /* a job asking for more is rejected */
-	uint64_t cpu_millis;		     /* CPU bandwidth, thousandths of a CPU */
-	uint32_t max_attempts;		     /* delivery attempts, 1..10 */
-	uint64_t backoff_ms;		     /* first retry delay; doubles, with jitter */
-	struct al_kv *env;		     /* injected by the operator, never from the job */
+	size_t negress_rules;		 /* at least one with egress (egress: true is refused) */
+	uint64_t egress_max_bytes;	 /* per job, both directions; 0 = no cap */
+	uint32_t egress_max_connections; /* per job; 0 = no cap */
+	struct al_limits defaults;	 /* filled into jobs that leave a limit out */
+	struct al_limits max;		 /* a job asking for more is rejected */
+	uint64_t cpu_millis;		 /* CPU bandwidth, thousandths of a CPU */
+	uint32_t max_attempts;		 /* delivery attempts, 1..10 */
+	uint64_t backoff_ms;		 /* first retry delay; doubles, with jitter */
+	struct al_kv *env;		 /* injected by the operator, never from the job */
 	size_t nenv;
 	char **callback_hosts; /* hosts allowed in callback_url */
 	size_t ncallback_hosts;

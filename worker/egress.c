@@ -41,6 +41,8 @@ struct al_egress {
 	struct handoff *handoffs; /* a unix listener's connections, before their socket came */
 	struct al_result log;	  /* only its egress list is used */
 	uint64_t unlisted;
+	char kept[AL_ID_MAX + 1]; /* al_egress_keep: the job's id, each connection logged */
+	struct event *keep_ev;	  /* ...and the end of its service */
 };
 
 struct tunnel {
@@ -95,6 +97,15 @@ static void record(struct tunnel *t)
 	    .ms = al_mono_ms() - t->t0,
 	};
 
+	if (t->e->kept[0]) {
+		al_log("info", "egress",
+		       "job=%s host=%s port=%u addr=%s allowed=%s up=%llu down=%llu ms=%llu "
+		       "why=\"%s\"",
+		       t->e->kept, c.host, c.port, c.addr[0] ? c.addr : "-",
+		       c.allowed ? "yes" : "no", (unsigned long long)c.up,
+		       (unsigned long long)c.down, (unsigned long long)c.ms, c.why);
+		return;
+	}
 	if (al_result_add_egress(&t->e->log, &c))
 		t->e->unlisted++;
 }
@@ -738,6 +749,49 @@ struct al_egress *al_egress_new(struct event_base *base, struct evdns_base *dns,
 	return e;
 }
 
+/* The transcript so far into res (a count of what did not fit too). */
+static void move_transcript(struct al_egress *e, struct al_result *res)
+{
+	for (size_t i = 0; i < e->log.negress; i++)
+		if (al_result_add_egress(res, &e->log.egress[i]))
+			e->unlisted++;
+	if (e->unlisted) {
+		char n[24];
+
+		snprintf(n, sizeof(n), "%llu", (unsigned long long)e->unlisted);
+		al_result_add_info(res, "egress_unlisted", n);
+	}
+}
+
+static void on_keep_end(evutil_socket_t fd, short what, void *arg)
+{
+	struct al_egress *e = arg;
+
+	(void)fd;
+	(void)what;
+	al_log("info", "egress_end", "job=%s", e->kept);
+	al_egress_finish(e, NULL);
+	al_egress_free(e);
+}
+
+void al_egress_keep(struct al_egress *e, struct al_result *res, uint64_t ms, const char *job)
+{
+	struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
+
+	if (!e)
+		return;
+	move_transcript(e, res);
+	e->unlisted = 0;
+	e->log.id = NULL;
+	al_result_free(&e->log);
+	memset(&e->log, 0, sizeof(e->log));
+	snprintf(e->kept, sizeof(e->kept), "%s", job);
+	if (!(e->keep_ev = evtimer_new(e->base, on_keep_end, e)) || evtimer_add(e->keep_ev, &tv)) {
+		al_egress_finish(e, NULL); /* fail closed: no proxy without its end */
+		al_egress_free(e);
+	}
+}
+
 void al_egress_finish(struct al_egress *e, struct al_result *res)
 {
 	if (!e)
@@ -757,15 +811,8 @@ void al_egress_finish(struct al_egress *e, struct al_result *res)
 				 "; closed: the job ended");
 		tunnel_end(t, true, t->relaying ? NULL : "the job ended before the request");
 	}
-	for (size_t i = 0; i < e->log.negress; i++)
-		if (al_result_add_egress(res, &e->log.egress[i]))
-			e->unlisted++;
-	if (e->unlisted) {
-		char n[24];
-
-		snprintf(n, sizeof(n), "%llu", (unsigned long long)e->unlisted);
-		al_result_add_info(res, "egress_unlisted", n);
-	}
+	if (res)
+		move_transcript(e, res);
 }
 
 void al_egress_free(struct al_egress *e)
@@ -776,6 +823,8 @@ void al_egress_free(struct al_egress *e)
 		tunnel_free(e->live);
 	while (e->handoffs)
 		handoff_free(e->handoffs);
+	if (e->keep_ev)
+		event_free(e->keep_ev);
 	if (e->lst)
 		evconnlistener_free(e->lst);
 	free(e->rules);

@@ -28,8 +28,13 @@ struct al_egress *al_egress_new(struct event_base *base, struct evdns_base *dns,
 				const struct al_egress_rule *rules, size_t nrules,
 				uint64_t max_bytes, uint32_t max_connections, uint64_t idle_ms);
 /* Close every tunnel and move the transcript into res->egress (a count of
- * what did not fit goes to info.egress_unlisted). */
+ * what did not fit goes to info.egress_unlisted; res NULL: nowhere). */
 void al_egress_finish(struct al_egress *e, struct al_result *res);
 void al_egress_free(struct al_egress *e);
+/* For a sandbox that outlives its result (a service VM): what the
+ * transcript holds so far goes into res; the proxy serves on, logging each
+ * connection as an `egress` event tagged with the job's id, and frees itself after
+ * ms. The caller lets go of e. */
+void al_egress_keep(struct al_egress *e, struct al_result *res, uint64_t ms, const char *job);
 
 #endif

@@ -34,6 +34,7 @@ struct al_runner {
 	char reason_msg[256];
 	bool finished;
 	struct al_egress *egress; /* network egress: the job's proxy */
+	uint64_t egress_keep_ms;  /* ...serving on after an ok result (al_watch) */
 };
 
 /* One resolver for the worker's loop (the egress proxies share it): the
@@ -68,7 +69,11 @@ static void finish(struct al_runner *r)
 		r->res.status = (enum al_status_code)r->reason;
 		al_result_set_error(&r->res, "%s", r->reason_msg);
 	}
-	if (r->egress) { /* the transcript, once nothing of the job can connect */
+	if (r->egress && r->egress_keep_ms && r->res.status == AL_ST_OK) {
+		/* a service VM lives on: so does its proxy, for the lease's maximum */
+		al_egress_keep(r->egress, &r->res, r->egress_keep_ms, r->res.id ? r->res.id : "?");
+		r->egress = NULL;
+	} else if (r->egress) { /* the transcript, once nothing of the job can connect */
 		al_egress_finish(r->egress, &r->res);
 	}
 	r->res.finished_ms = al_now_ms();
@@ -245,6 +250,7 @@ struct al_runner *al_runner_start(struct event_base *base, const struct al_backe
 		fail(r, &err);
 		return r;
 	}
+	r->egress_keep_ms = w.egress_keep_ms;
 	if (w.egress_fd >= 0 &&
 	    !(r->egress = al_egress_new(base, dns_of(base), w.egress_fd, spec->egress_rules,
 					spec->negress_rules, spec->egress_max_bytes,

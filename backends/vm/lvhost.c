@@ -72,6 +72,19 @@ bool al_lv_net_range(virNetworkPtr net, uint32_t *lo, uint32_t *hi)
 	return *lo && *hi >= *lo;
 }
 
+bool al_lv_net_address(virNetworkPtr net, char ip[16])
+{
+	char *xml = virNetworkGetXMLDesc(net, 0), a[64];
+	bool ok = xpath_str(xml, "string(/network/ip[not(@family) or @family='ipv4'][1]/@address)",
+			    a, sizeof(a)) &&
+		  ipv4(a) != 0;
+
+	free(xml);
+	if (ok)
+		snprintf(ip, 16, "%s", a);
+	return ok;
+}
+
 /* An XPath string literal of a value we made or got from libvirt (an IP or
  * a MAC address: no quote in it). */
 static bool plain(const char *s)

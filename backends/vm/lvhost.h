@@ -25,6 +25,9 @@ int al_lv_domain_facts(virDomainPtr d, struct al_lv_domain *out, struct al_err *
  * has none. */
 bool al_lv_net_range(virNetworkPtr net, uint32_t *lo, uint32_t *hi);
 
+/* net's own IPv4 address (the host's side of its bridge); false when none. */
+bool al_lv_net_address(virNetworkPtr net, char ip[16]);
+
 /* ip is in use on net: a DHCP host entry or a current lease holds it. */
 bool al_lv_net_ip_taken(virNetworkPtr net, const char *ip);
 

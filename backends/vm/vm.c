@@ -76,8 +76,12 @@ struct vm_sb {
 	char mac[18];
 	char reserved[INET_ADDRSTRLEN]; /* the DHCP host entry we added, or "" */
 	uint64_t start_ms;
-	unsigned name_hash; /* FNV-1a of the name: the MAC, where the address search starts */
-	bool keep;	    /* ready: the VM outlives the job */
+	int egress_fd;	     /* network egress: the proxy's socket, until the worker takes it */
+	char proxy_ip[16];   /* ...on the network's own address */
+	unsigned proxy_port; /* ...and a port of its own */
+	char proxy_url[64];  /* http://proxy_ip:proxy_port, in the job's environment */
+	unsigned name_hash;  /* FNV-1a of the name: the MAC, where the address search starts */
+	bool keep;	     /* ready: the VM outlives the job */
 };
 
 static void quiet(void *data, virErrorPtr e)
@@ -154,33 +158,48 @@ static int base_copy(struct vm_sb *v, const char *image, struct al_err *err)
 /* Inbound ports are the policy's: an nwfilter on every service VM's card
  * (ebtables, so it needs no bridge netfilter) lets in TCP to $PORT (a list)
  * and the replies to it, DHCP and ARP, and drops every other IPv4 and IPv6
- * packet either way. Tiers granted egress get no filter (outbound traffic
- * needs its replies; the network's own rules apply). */
-#define NWFILTER "airlock-service"
+ * packet either way. A tier granted egress gets the same filter plus TCP to
+ * its VM's egress proxy ($PROXY_IP:$PROXY_PORT, the network's own address)
+ * and the replies from it: nothing else leaves the VM. */
+#define NWFILTER	"airlock-service"
+#define NWFILTER_EGRESS "airlock-service-egress"
+#define FILTER_PORTS                                                                               \
+	"<rule action='accept' direction='inout' priority='100'><arp/></rule>"                     \
+	"<rule action='accept' direction='out' priority='200'>"                                    \
+	"<ip protocol='udp' srcportstart='68' dstportstart='67'/></rule>"                          \
+	"<rule action='accept' direction='in' priority='200'>"                                     \
+	"<ip protocol='udp' srcportstart='67' dstportstart='68'/></rule>"                          \
+	"<rule action='accept' direction='in' priority='300'>"                                     \
+	"<ip protocol='tcp' dstportstart='$PORT'/></rule>"                                         \
+	"<rule action='accept' direction='out' priority='300'>"                                    \
+	"<ip protocol='tcp' srcportstart='$PORT'/></rule>"
+#define FILTER_DROP                                                                                \
+	"<rule action='drop' direction='inout' priority='900'><ip/></rule>"                        \
+	"<rule action='drop' direction='inout' priority='901'><ipv6/></rule>"
 static const char nwfilter_xml[] =
-    "<filter name='" NWFILTER "' chain='root'>"
-    "<rule action='accept' direction='inout' priority='100'><arp/></rule>"
-    "<rule action='accept' direction='out' priority='200'>"
-    "<ip protocol='udp' srcportstart='68' dstportstart='67'/></rule>"
-    "<rule action='accept' direction='in' priority='200'>"
-    "<ip protocol='udp' srcportstart='67' dstportstart='68'/></rule>"
-    "<rule action='accept' direction='in' priority='300'>"
-    "<ip protocol='tcp' dstportstart='$PORT'/></rule>"
-    "<rule action='accept' direction='out' priority='300'>"
-    "<ip protocol='tcp' srcportstart='$PORT'/></rule>"
-    "<rule action='drop' direction='inout' priority='900'><ip/></rule>"
-    "<rule action='drop' direction='inout' priority='901'><ipv6/></rule>"
+    "<filter name='" NWFILTER "' chain='root'>" FILTER_PORTS FILTER_DROP "</filter>";
+static const char nwfilter_egress_xml[] =
+    "<filter name='" NWFILTER_EGRESS "' chain='root'>" FILTER_PORTS
+    "<rule action='accept' direction='out' priority='400'>"
+    "<ip protocol='tcp' dstipaddr='$PROXY_IP' dstportstart='$PROXY_PORT'/></rule>"
+    "<rule action='accept' direction='in' priority='400'>"
+    "<ip protocol='tcp' srcipaddr='$PROXY_IP' srcportstart='$PROXY_PORT'/></rule>" FILTER_DROP
     "</filter>";
 
 static int define_filter(struct al_err *err)
 {
-	virNWFilterPtr f = virNWFilterDefineXML(G.conn, nwfilter_xml);
+	const char *const xml[] = {nwfilter_xml, nwfilter_egress_xml};
 
-	if (!f)
-		return al_err_set(
-		    err, AL_ESANDBOX,
-		    "vm: cannot define the ports filter (libvirt's nwfilter driver): %s", lv_err());
-	virNWFilterFree(f);
+	for (int i = 0; i < 2; i++) {
+		virNWFilterPtr f = virNWFilterDefineXML(G.conn, xml[i]);
+
+		if (!f)
+			return al_err_set(err, AL_ESANDBOX,
+					  "vm: cannot define the ports filter (libvirt's nwfilter "
+					  "driver): %s",
+					  lv_err());
+		virNWFilterFree(f);
+	}
 	return AL_OK;
 }
 
@@ -244,6 +263,36 @@ static int vm_sweep(const struct al_backend_conf *conf, struct al_err *err)
 	return AL_OK;
 }
 
+/* Network egress: the VM's proxy listens on the network's own address (the
+ * host's side of the bridge), on a port of its own that the VM's filter
+ * names; the job's environment points there. */
+static int egress_listen(struct al_sandbox *sb, struct al_err *err)
+{
+	struct vm_sb *v = sb->priv;
+	const char *netname = sb->spec.vm_network ? sb->spec.vm_network : "airlock";
+	virNetworkPtr net = virNetworkLookupByName(G.conn, netname);
+	struct sockaddr_in sin = {.sin_family = AF_INET};
+	socklen_t len = sizeof(sin);
+	bool have = net && al_lv_net_address(net, v->proxy_ip);
+
+	if (net)
+		virNetworkFree(net);
+	if (!have)
+		return al_err_set(err, AL_ESANDBOX,
+				  "vm: network %s has no IPv4 address of the host's for the egress "
+				  "proxy",
+				  netname);
+	inet_pton(AF_INET, v->proxy_ip, &sin.sin_addr);
+	if ((v->egress_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) < 0 ||
+	    bind(v->egress_fd, (struct sockaddr *)&sin, sizeof(sin)) || listen(v->egress_fd, 128) ||
+	    getsockname(v->egress_fd, (struct sockaddr *)&sin, &len))
+		return al_err_sys(err, "vm: listen for the egress proxy on %s", v->proxy_ip);
+	v->proxy_port = ntohs(sin.sin_port);
+	snprintf(v->proxy_url, sizeof(v->proxy_url), "http://%s:%u", v->proxy_ip, v->proxy_port);
+	sb->spec.proxy_url = v->proxy_url;
+	return AL_OK;
+}
+
 static int vm_prepare(struct al_sandbox *sb, struct al_err *err)
 {
 	struct vm_sb *v = sb->priv;
@@ -252,9 +301,11 @@ static int vm_prepare(struct al_sandbox *sb, struct al_err *err)
 	virDomainPtr old;
 	int rc;
 
-	v->chan_fd = v->timer_fd = v->probe_fd = -1;
+	v->chan_fd = v->timer_fd = v->probe_fd = v->egress_fd = -1;
 	if (!G.conn)
 		return al_err_set(err, AL_ESANDBOX, "vm: backend not initialised");
+	if (sb->spec.network == AL_NET_EGRESS && (rc = egress_listen(sb, err)))
+		return rc;
 	/* Ids may hold ':' and '.'; domain and file names get '-' instead. */
 	snprintf(v->name, sizeof(v->name), "%s%s", AL_VM_NAME_PREFIX, sb->spec.job->id);
 	for (char *c = v->name; *c; c++)
@@ -307,13 +358,23 @@ static char *domain_xml(const struct al_sandbox *sb)
 	struct al_buf fb = {0};
 
 	/* The ports filter, whole or not at all: without it (out of memory)
-	 * there is no domain, never one with open ports. */
-	if (s->network != AL_NET_EGRESS) {
+	 * there is no domain, never one with open ports or a way out. */
+	{
 		static const char open_tag[] = "<filterref filter='" NWFILTER "'>",
+				  open_egress[] = "<filterref filter='" NWFILTER_EGRESS "'>",
 				  no_port[] = "<parameter name='PORT' value='0'/>",
 				  close_tag[] = "</filterref>";
-		bool bad = al_buf_append(&fb, open_tag, strlen(open_tag)) != 0;
-		char p[64];
+		const char *open = v->egress_fd >= 0 ? open_egress : open_tag;
+		bool bad = al_buf_append(&fb, open, strlen(open)) != 0;
+		char p[128];
+
+		if (v->egress_fd >= 0) {
+			snprintf(p, sizeof(p),
+				 "<parameter name='PROXY_IP' value='%s'/>"
+				 "<parameter name='PROXY_PORT' value='%u'/>",
+				 v->proxy_ip, v->proxy_port);
+			bad = bad || al_buf_append(&fb, p, strlen(p));
+		}
 
 		for (size_t i = 0; i < s->nports && !bad; i++) {
 			snprintf(p, sizeof(p), "<parameter name='PORT' value='%u'/>",
@@ -357,8 +418,8 @@ static char *domain_xml(const struct al_sandbox *sb)
 		(unsigned long long)((s->limits.memory_bytes + MIB - 1) / MIB + GUEST_OVERHEAD_MIB),
 		vcpus < 1 ? 1 : vcpus, v->base, v->base,
 		G.conf->vm_console ? "loglevel=4" : "quiet",
-		s->network == AL_NET_EGRESS ? " airlock.egress=1" : "",
-		G.kvm ? "" : " tsc=reliable", tsc, v->image[0] ? " airlock.image=1" : "",
+		"" /* no default route: the proxy is on-link */, G.kvm ? "" : " tsc=reliable", tsc,
+		v->image[0] ? " airlock.image=1" : "",
 		G.kvm ? "<cpu mode='host-passthrough'/>"
 		      : "<cpu mode='custom' match='exact'><model fallback='allow'>qemu64</model>"
 			"<feature policy='require' name='rdrand'/></cpu>",
@@ -464,6 +525,11 @@ static int vm_start(struct al_sandbox *sb, struct al_watch *w, struct al_err *er
 		return al_err_sys(err, "vm: timerfd");
 	w->fds[w->nfds++] = v->chan_fd;
 	w->fds[w->nfds++] = v->timer_fd;
+	/* the worker's proxy now, serving as long as the VM may live */
+	w->egress_fd = v->egress_fd;
+	w->egress_keep_ms =
+	    sb->spec.max_lease_ms > sb->spec.lease_ms ? sb->spec.max_lease_ms : sb->spec.lease_ms;
+	v->egress_fd = -1;
 	return AL_OK;
 }
 
@@ -659,6 +725,9 @@ static void vm_destroy(struct al_sandbox *sb)
 		close(v->timer_fd);
 	if (v->probe_fd >= 0)
 		close(v->probe_fd);
+	if (v->egress_fd >= 0)
+		close(v->egress_fd);
+	v->egress_fd = -1;
 	al_chan_rd_free(&v->rd);
 	if (!v->keep) {
 		/* Not ready (failed, timed out, cancelled): nothing of it stays. */

@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 import msgpack
@@ -57,12 +58,32 @@ tiers:
     ports: [8080]
     vm_lease_ms: 4000
     defaults: {wall_ms: 90000, memory_bytes: 134217728}
+  outbound:
+    backend: vm
+    image: python
+    max_attempts: 1
+    ports: [8080]
+    vm_lease_ms: 300000
+    egress: {allow: ["10.233.7.0/24:8000"]}
+    defaults: {wall_ms: 90000, memory_bytes: 134217728}
   deaf:
     backend: vm
     image: python
     max_attempts: 1
     ports: [8080]
     defaults: {wall_ms: 15000, memory_bytes: 134217728}
+"""
+
+# The end of each service: serve `body` (its findings) on 8080; /again runs
+# `again()` first when the service defines it.
+SERVE = r"""
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        extra = globals()['again']().encode() if self.path == '/again' and 'again' in globals() else b''
+        self.send_response(200); self.end_headers(); self.wfile.write(body + extra)
+    def log_message(self, *a):
+        pass
+http.server.HTTPServer(('', 8080), H).serve_forever()
 """
 
 # The service: probes what it can reach, then serves the findings over HTTP.
@@ -89,20 +110,46 @@ body = ('\n'.join(found) + '\n').encode()
 import threading
 extra = socket.socket(); extra.bind(('', 9090)); extra.listen(8)  # not in the policy's ports
 threading.Thread(target=lambda: [extra.accept()[0].close() for _ in iter(int, 1)], daemon=True).start()
-class H(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        self.send_response(200); self.end_headers(); self.wfile.write(body)
-    def log_message(self, *a):
-        pass
-http.server.HTTPServer(('', 8080), H).serve_forever()
-"""
+""" + SERVE
+
+# A service on a tier with egress rules: what it reaches through the proxy
+# (the test's server, on an address of the namespace), and what it cannot
+# reach around it (the server directly, the network's own DNS server, a
+# port of the proxy's address that is not the proxy's), served as findings.
+EGRESS_SERVICE = r"""
+import http.server, os, socket, sys, urllib.request
+server, gateway = sys.argv[1], sys.argv[2]
+found = ['proxy ' + os.environ.get('HTTP_PROXY', 'none')]
+for url in ('http://%s:8000/hi.txt' % server, 'http://%s:8001/' % server):
+    try:
+        found.append('%s got %s' % (url, urllib.request.urlopen(url, timeout=10).read().decode().strip()))
+    except Exception as e:
+        found.append('%s failed %s' % (url, getattr(e, 'code', e)))
+for name, addr in (('server-direct', (server, 8000)), ('gateway-dns-tcp', (gateway, 53))):
+    s = socket.socket(); s.settimeout(3)
+    try:
+        s.connect(addr); found.append('%s CONNECTED' % name)
+    except OSError as e:
+        found.append('%s blocked (%s)' % (name, e.strerror or e))
+    s.close()
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.settimeout(2)
+try:
+    u.sendto(b'\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x01a\x00\x00\x01\x00\x01', (gateway, 53))
+    u.recv(512); found.append('gateway-dns-udp ANSWERED')
+except OSError:
+    found.append('gateway-dns-udp no answer')
+body = ('\n'.join(found) + '\n').encode()
+def again():  # after the result: the proxy serves on
+    return 'again ' + urllib.request.urlopen('http://%s:8000/hi.txt' % server, timeout=10).read().decode()
+""" + SERVE
 
 SEQ = iter(range(1, 1 << 30))
 
 
-def submit(c, tier="service", code=SERVICE, argv=()):
+def submit(c, tier="service", code=SERVICE, argv=(), **kw):
     jid = "vm-%d-%d" % (os.getpid(), next(SEQ))
     job = {"v": 1, "id": jid, "tier": tier, "runtime": "python", "code": code, "argv": list(argv)}
+    job.update(kw)
     subprocess.run(["redis-cli", "-s", c.sock, "-x", "XADD", "al:intake", "*", "job"],
                    input=msgpack.packb(job, use_bin_type=True), capture_output=True)
     return jid
@@ -118,8 +165,9 @@ def result(c, jid, timeout=120):
     return {"status": "no result", "info": {}}
 
 
-def http_get(lv, ip):
-    p = subprocess.run(lv.wrap(["/usr/bin/curl", "-s", "-m", "10", "http://%s:8080/" % ip]),
+def http_get(lv, ip, port=8080):
+    url = "http://%s:%d/" % (ip, port) if port else "http://%s" % ip
+    p = subprocess.run(lv.wrap(["/usr/bin/curl", "-s", "-m", "20", url]),
                        capture_output=True, text=True, timeout=30)
     return p.stdout
 
@@ -149,7 +197,7 @@ try:
     host_port = host.stdout.readline().strip()
     sched_args = ("--libvirt", lv.uri)
     c.scheduler(extra=sched_args)
-    c.worker(WID, uid_base=71000, slots=2, tiers="service,brief,deaf",
+    c.worker(WID, uid_base=71000, slots=2, tiers="service,brief,deaf,outbound",
              extra=("--libvirt", lv.uri, "--images", IMAGES) +
              tuple(os.environ.get("VMT_EXTRA", "").split()))
     args = [host_port, c.sock, lv.gateway]
@@ -219,6 +267,52 @@ try:
          b"expected a number" in q.stderr,
          "stopping an unknown VM and extending by a non-number are refused with a reason",
          (p.stderr, q.stderr))
+
+    # Egress: the VM reaches the proxy and, through it, only what the rules
+    # name; nothing around it (the filter lets out only the proxy's port).
+    www = tempfile.mkdtemp(prefix="airlock-vmwww-", dir="/var/tmp")
+    with open(os.path.join(www, "hi.txt"), "w") as f:
+        f.write("hello through the proxy\n")
+    os.chmod(www, 0o755)
+    os.chmod(os.path.join(www, "hi.txt"), 0o644)
+    for cmd in (["link", "add", "alwww0", "type", "veth", "peer", "name", "alwww1"],
+                ["addr", "add", "10.233.7.1/24", "dev", "alwww0"], ["link", "set", "alwww0", "up"],
+                ["link", "set", "alwww1", "up"]):
+        subprocess.run(["ip", "-n", lv.ns, *cmd], check=True)
+    www_srv = subprocess.Popen(lv.wrap(["/usr/bin/python3", "-m", "http.server", "8000", "--bind",
+                                        "10.233.7.1", "--directory", www]),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        g = submit(c, tier="outbound", code=EGRESS_SERVICE, argv=["10.233.7.1", lv.gateway],
+                   network="egress")
+        rg = result(c, g)
+        ig = rg.get("info", {})
+        body = http_get(lv, ig.get("vm_ip", "0.0.0.0"))
+        t.ok(rg["status"] == "ok" and
+             "proxy http://%s:" % lv.gateway in body and
+             "8000/hi.txt got hello through the proxy" in body and
+             "8001/ failed 403" in body,
+             "a service VM granted egress reaches the allowed server through its proxy (on the "
+             "network's own address, a port of its own); another port is refused", body)
+        t.ok("server-direct blocked" in body and "gateway-dns-tcp blocked" in body and
+             "gateway-dns-udp no answer" in body,
+             "around the proxy the VM reaches nothing: not the server directly, not the "
+             "network's DNS server (TCP or UDP)", body)
+        eg = rg.get("egress", [])
+        t.ok([(e["port"], e["allowed"]) for e in eg] == [(8000, True), (8001, False)],
+             "the result lists the connections made before it (one allowed, one refused)", eg)
+        again = http_get(lv, ig.get("vm_ip", "0.0.0.0") + ":8080/again", port=None)
+        log = c.wait_for(lambda: ("event=egress job=%s host=10.233.7.1 port=8000" % g) in
+                         c.log(WID), timeout=10) and c.log(WID)
+        t.ok("again hello through the proxy" in again and log and "allowed=yes" in log,
+             "after the result the VM's proxy serves on and the worker logs each connection",
+             (again, [l for l in (log or c.log(WID)).splitlines() if "event=egress" in l]))
+        c.cli("vm", "stop", ig.get("vm_name", "al-svc-none"))
+        c.wait_for(lambda: ig.get("vm_name") not in lv.domains(), timeout=15)
+    finally:
+        www_srv.kill()
+        www_srv.wait()
+        subprocess.run(["rm", "-rf", www])
 
     # Lease expiry.
     e = submit(c, tier="brief", argv=args)

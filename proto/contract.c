@@ -59,9 +59,12 @@ const char *al_key_tenant(char out[AL_KEY_MAX], const char *tenant)
 	return keyf(out, AL_KEY_PREFIX "tenant:", tenant ? tenant : "default", NULL);
 }
 
+/* '/' between: a tenant never holds one, so no two (tenant, key) pairs
+ * name the same key (with ':', "a:b" + "c" and "a" + "b:c" did). */
 const char *al_key_idem(char out[AL_KEY_MAX], const char *tenant, const char *key)
 {
-	return keyf(out, AL_KEY_PREFIX "idem:", tenant, key ? key : "");
+	snprintf(out, AL_KEY_MAX, AL_KEY_PREFIX "idem:%s/%s", tenant ? tenant : "", key ? key : "");
+	return out;
 }
 
 const char *al_key_worker(char out[AL_KEY_MAX], const char *worker)

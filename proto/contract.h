@@ -22,6 +22,7 @@ const char *al_key_res(char out[AL_KEY_MAX], const char *id);		    /* al:res:<id
 const char *al_key_done(char out[AL_KEY_MAX], const char *id);		    /* al:done:<id> */
 const char *al_key_queue(char out[AL_KEY_MAX], const char *tier, int band); /* al:q:<tier>:<band> */
 const char *al_key_tenant(char out[AL_KEY_MAX], const char *tenant);	    /* al:tenant:<t> */
+/* al:idem:<tenant>/<key> */
 const char *al_key_idem(char out[AL_KEY_MAX], const char *tenant, const char *key);
 const char *al_key_worker(char out[AL_KEY_MAX], const char *worker); /* al:worker:<id> */
 const char *al_key_hist(char out[AL_KEY_MAX], const char *tier, const char *backend);

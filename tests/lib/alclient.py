@@ -42,7 +42,7 @@ class Client:
         tenant = job.get("tenant", "default")
         if idem_key:
             job["idempotency_key"] = idem_key
-        keys = ["al:job:" + job["id"], "al:intake", "al:idem:%s:%s" % (tenant, idem_key or "-")]
+        keys = ["al:job:" + job["id"], "al:intake", "al:idem:%s/%s" % (tenant, idem_key or "-")]
         args = [job["id"], msgpack.packb(job, use_bin_type=True), job["submitted_ms"], 86400,
                 1 if idem_key else 0, job["tier"], tenant]
         (code, jid), = self.submit_script(keys=keys, args=args)

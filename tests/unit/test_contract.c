@@ -74,11 +74,11 @@ int main(void)
 	    {NULL, "al:job:abc"},	 {NULL, "al:res:abc"},
 	    {NULL, "al:done:abc"},	 {NULL, "al:q:trusted:hi"},
 	    {NULL, "al:q:trusted:lo"},	 {NULL, "al:tenant:acme"},
-	    {NULL, "al:tenant:default"}, {NULL, "al:idem:acme:k1"},
+	    {NULL, "al:tenant:default"}, {NULL, "al:idem:acme/k1"},
 	    {NULL, "al:worker:w1"},	 {NULL, "al:hist:trusted:process"},
 	    {NULL, "al:vm:al-svc-x"},
 	};
-	char k[11][AL_KEY_MAX], tier[65];
+	char k[11][AL_KEY_MAX], tier[65], i1[AL_KEY_MAX], i2[AL_KEY_MAX];
 	const char *made[11] = {
 	    al_key_job(k[0], "abc"),
 	    al_key_res(k[1], "abc"),
@@ -92,6 +92,12 @@ int main(void)
 	    al_key_hist(k[9], "trusted", "process"),
 	    al_key_vm(k[10], "al-svc-x"),
 	};
+
+	/* Tenants may hold ':' and keys anything: "a:b" + "c" and "a" + "b:c"
+	 * must not name one key (a tenant never holds '/') */
+	TAP_OK(strcmp(al_key_idem(i1, "a:b", "c"), al_key_idem(i2, "a", "b:c")) != 0 &&
+		   strcmp(al_key_idem(i1, "a", "b/c"), al_key_idem(i2, "a:b", "c")) != 0,
+	       "idempotency keys of different tenants never collide (%s, %s)", i1, i2);
 	struct al_call c;
 	int argc;
 	const char **argv;

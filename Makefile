@@ -37,6 +37,7 @@ BACKEND_SRC := $(wildcard backends/*.c) backends/process/process.c \
 WORKER_SRC := $(wildcard worker/*.c) $(BACKEND_SRC)
 # the scheduler ends service-VM leases: the libvirt host module is shared
 SCHED_SRC := $(wildcard scheduler/*.c) backends/vm/lvhost.c
+GATEWAY_SRC := $(wildcard gateway/*.c)
 TEST_SRC := $(wildcard tests/unit/test_*.c)
 # The client library's installed headers, in their folders (they include
 # each other as "../proto/x.h"); the daemons' connection layer is not part of it.
@@ -47,7 +48,7 @@ obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 LIB := $(BUILD)/libairlock.a
 BINS := $(BUILD)/airlock $(BUILD)/airlock-worker $(BUILD)/airlock-scheduler $(BUILD)/airlock-agent \
 	$(BUILD)/airlock-sandbox-init $(BUILD)/airlock-oci-shim $(BUILD)/airlock-exec \
-	$(BUILD)/airlock-egress-fwd
+	$(BUILD)/airlock-egress-fwd $(BUILD)/airlock-gateway
 TESTS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(TEST_SRC)) $(BUILD)/tests/proto_tool \
 	$(BUILD)/tests/bench_backend $(BUILD)/tests/bench_queue $(BUILD)/tests/egress_tool
 FUZZERS := $(BUILD)/fuzz/fuzz_job $(BUILD)/fuzz/fuzz_result
@@ -80,6 +81,9 @@ $(BUILD)/airlock-worker: $(call obj,$(WORKER_SRC)) $(LIB)
 
 $(BUILD)/airlock-scheduler: $(call obj,$(SCHED_SRC)) $(LIB)
 	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
+$(BUILD)/airlock-gateway: $(call obj,$(GATEWAY_SRC)) $(LIB)
+	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(PKG_LIBS) $(shell pkg-config --libs libevent_openssl openssl)
 
 # The process backend's sandbox init: static and small (it is PID 1 of every
 # process sandbox; a copy of the worker's address space would make forking

@@ -1,0 +1,594 @@
+/* api.c - the gateway's endpoints (docs/api.md). One struct req per HTTP
+ * request, alive until it is answered; every Redis step is asynchronous on
+ * the gateway's loop (common/aconn.h). Long polls take a connection of
+ * their own (BLPOP blocks it), from a pool that grows to GW_WAITERS_MAX. */
+#include <errno.h>
+#include <stdarg.h>
+#include <event2/buffer.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "../client/json.h"
+#include "../common/log.h"
+#include "../proto/contract.h"
+#include "../proto/result.h"
+#include "gw.h"
+
+#define IDEM_TTL_S     86400
+#define BLPOP_S	       "1"
+#define JOB_IDS_PREFIX "g" /* ids the gateway chose: g + 32 hex */
+
+enum kind { K_SUBMIT, K_GET, K_WAIT, K_CANCEL };
+
+struct req {
+	struct gw *g;
+	struct evhttp_request *r; /* NULL once the client went */
+	enum kind kind;
+	char tenant[AL_ID_MAX + 1];
+	char id[AL_ID_MAX + 1];
+	bool wait;	      /* submit, then wait for the result... */
+	uint64_t wait_ms;     /* ...this long */
+	uint64_t deadline_ms; /* of the wait (monotonic) */
+	int code_if_pending;  /* a wait that ran out: 202 */
+	struct gw_waiter *w;
+	char state[16];
+};
+
+/* ---- replies ---- */
+
+static void count_reply(struct gw *g, int code, size_t bytes)
+{
+	if (code >= 100 && code < 600)
+		g->st.by_code[code / 100]++;
+	g->st.bytes_out += bytes;
+}
+
+static void forget_close(struct req *q)
+{
+	if (q->r)
+		evhttp_connection_set_closecb(evhttp_request_get_connection(q->r), NULL, NULL);
+}
+
+static void req_free(struct req *q)
+{
+	if (q->w)
+		q->w->busy = false;
+	free(q);
+}
+
+/* Answer with a JSON document (taken) and end the request. */
+static void reply_json(struct req *q, int code, json_t *doc)
+{
+	static const char *const reason[] = {NULL,    "Continue",     "OK",
+					     "Found", "Client Error", "Server Error"};
+	char *text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+	struct evbuffer *b;
+
+	json_decref(doc);
+	if (q->r) {
+		forget_close(q);
+		b = evbuffer_new();
+		if (!text || !b) {
+			evhttp_send_error(q->r, 500, "out of memory");
+			count_reply(q->g, 500, 0);
+		} else {
+			evbuffer_add(b, text, strlen(text));
+			evbuffer_add(b, "\n", 1);
+			evhttp_add_header(evhttp_request_get_output_headers(q->r), "Content-Type",
+					  "application/json");
+			count_reply(q->g, code, evbuffer_get_length(b));
+			evhttp_send_reply(q->r, code, reason[code / 100], b);
+		}
+		if (b)
+			evbuffer_free(b);
+	}
+	free(text);
+	req_free(q);
+}
+
+static void reply_error(struct req *q, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void reply_error(struct req *q, int code, const char *fmt, ...)
+{
+	char msg[600];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	reply_json(q, code, json_pack("{s:s}", "error", msg));
+}
+
+/* The result (msgpack) as the reply: 200 with it; a rejection for a quota
+ * or rate is 429, another rejection 400 (its error says why). */
+static void reply_result(struct req *q, const char *raw, size_t len)
+{
+	struct al_result res = {0};
+	struct al_err err = {0};
+	json_t *doc;
+	int code = 200;
+
+	if (al_result_decode(raw, len, &res, &err)) {
+		reply_error(q, 500, "the stored result does not decode: %s", err.msg);
+		return;
+	}
+	if (res.status == AL_ST_REJECTED)
+		code = res.error &&
+			       (strstr(res.error, "max_queued") || strstr(res.error, "rate_per_s"))
+			   ? 429
+			   : 400;
+	doc = json_pack("{s:s, s:s, s:o*}", "id", q->id, "state", "done", "result",
+			al_result_to_json(&res));
+	al_result_free(&res);
+	reply_json(q, code, doc);
+}
+
+static void reply_pending(struct req *q, int code)
+{
+	reply_json(
+	    q, code,
+	    json_pack("{s:s, s:s}", "id", q->id, "state", q->state[0] ? q->state : "submitted"));
+}
+
+/* ---- waiting for a result ---- */
+
+static void wait_step(struct req *q);
+
+static struct gw_waiter *waiter_take(struct gw *g)
+{
+	for (size_t i = 0; i < g->nwaiters; i++)
+		if (!g->waiters[i].busy) {
+			g->waiters[i].busy = true;
+			return &g->waiters[i];
+		}
+	if (g->nwaiters == GW_WAITERS_MAX)
+		return NULL;
+	{
+		struct gw_waiter *w = &g->waiters[g->nwaiters];
+
+		if (!(w->c = al_aconn_new(g->base, &g->url, "wait", NULL, NULL, w)))
+			return NULL;
+		w->g = g;
+		w->busy = true;
+		g->nwaiters++;
+		return w;
+	}
+}
+
+static void on_result_got(redisAsyncContext *ac, void *reply, void *priv)
+{
+	struct req *q = priv;
+	redisReply *r = reply;
+
+	(void)ac;
+	if (r && r->type == REDIS_REPLY_STRING) {
+		reply_result(q, r->str, r->len);
+		return;
+	}
+	if (!q->r) { /* the client went */
+		req_free(q);
+		return;
+	}
+	if (al_mono_ms() >= q->deadline_ms) {
+		reply_pending(q, q->code_if_pending);
+		return;
+	}
+	wait_step(q);
+}
+
+static void get_result(struct req *q)
+{
+	char k[AL_KEY_MAX];
+	const char *argv[] = {"GET", al_key_res(k, q->id)};
+
+	if (al_aconn_cmd(q->g->cmd, on_result_got, q, 2, argv, NULL))
+		reply_error(q, 503, "Redis is not reachable: %s", al_aconn_strerror(q->g->cmd));
+}
+
+static void on_blpop(redisAsyncContext *ac, void *reply, void *priv)
+{
+	struct req *q = priv;
+	redisReply *r = reply;
+
+	(void)ac;
+	if (q->w)
+		q->w->busy = false;
+	q->w = NULL;
+	if (r && r->type == REDIS_REPLY_ARRAY) { /* the token: put it back for others */
+		struct al_call c;
+
+		al_rearm_call(&c, q->id);
+		al_aconn_call(q->g->cmd, &c, NULL, NULL);
+		al_call_free(&c);
+	}
+	get_result(q);
+}
+
+/* One round: BLPOP the done list for at most a second, then read. */
+static void wait_step(struct req *q)
+{
+	char k[AL_KEY_MAX];
+	struct al_call c;
+
+	if (!(q->w = waiter_take(q->g))) {
+		reply_error(q, 503, "too many waits at once (%d); try again", GW_WAITERS_MAX);
+		return;
+	}
+	/* reliable: a new connection sends it once up; a BLPOP sent again
+	 * after a reset does no harm (the token goes back with REARM) */
+	al_call_init(&c, NULL);
+	al_call_str(&c, "BLPOP");
+	al_call_str(&c, al_key_done(k, q->id));
+	al_call_str(&c, BLPOP_S);
+	if (al_aconn_call(q->w->c, &c, on_blpop, q)) {
+		q->w->busy = false;
+		q->w = NULL;
+		reply_error(q, 500, "out of memory");
+	}
+	al_call_free(&c);
+}
+
+static void start_wait(struct req *q, uint64_t ms, int code_if_pending)
+{
+	q->deadline_ms = al_mono_ms() + (ms > GW_WAIT_MAX_MS ? GW_WAIT_MAX_MS : ms);
+	q->code_if_pending = code_if_pending;
+	get_result(q);
+}
+
+/* ---- submit ---- */
+
+static void on_submitted(redisAsyncContext *ac, void *reply, void *priv)
+{
+	struct req *q = priv;
+	redisReply *r = reply, *item;
+
+	(void)ac;
+	if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 1 ||
+	    (item = r->element[0])->type != REDIS_REPLY_ARRAY || item->elements != 2 ||
+	    item->element[0]->type != REDIS_REPLY_INTEGER ||
+	    item->element[1]->type != REDIS_REPLY_STRING) {
+		reply_error(q, 502, "unexpected answer from Redis to the submission");
+		return;
+	}
+	if (item->element[0]->integer == AL_SUBMIT_ID_TAKEN) {
+		reply_error(q, 500, "the chosen id is taken (try again)");
+		return;
+	}
+	/* accepted, or an earlier job of this tenant with the same key */
+	snprintf(q->id, sizeof(q->id), "%.*s", (int)item->element[1]->len, item->element[1]->str);
+	q->g->st.submitted++;
+	if (!q->wait) {
+		reply_json(q, 202,
+			   json_pack("{s:s, s:s, s:b}", "id", q->id, "state", "submitted",
+				     "same_key", item->element[0]->integer == AL_SUBMIT_SAME_KEY));
+		return;
+	}
+	start_wait(q, q->wait_ms, 202);
+}
+
+static int new_id(char out[AL_ID_MAX + 1])
+{
+	unsigned char r[16];
+
+	if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r))
+		return -1;
+	strcpy(out, JOB_IDS_PREFIX);
+	for (int i = 0; i < 16; i++)
+		snprintf(out + 1 + 2 * i, 3, "%02x", r[i]);
+	return 0;
+}
+
+static void submit(struct req *q, const char *body, size_t len, bool msgpack, bool run,
+		   uint64_t wait_ms)
+{
+	struct al_buf mp = {0};
+	struct al_job job;
+	struct al_err err = {0};
+	struct al_call c;
+
+	if (new_id(q->id)) {
+		reply_error(q, 500, "no randomness for an id");
+		return;
+	}
+	if (gw_job_from_body(body, len, msgpack, q->id, q->tenant, &mp, &job, &err)) {
+		al_job_free(&job);
+		al_buf_free(&mp);
+		reply_error(q, err.code == AL_ENOMEM ? 500 : 400, "%s", err.msg);
+		return;
+	}
+	q->wait = run || wait_ms > 0;
+	/* /v1/run: as long as the job may take, and some slack for the queue */
+	q->wait_ms =
+	    run ? (job.limits.wall_ms ? job.limits.wall_ms : 60000) + GW_RUN_SLACK_MS : wait_ms;
+	al_call_init(&c, al_lua_submit);
+	al_submit_add(&c, &(struct al_submit_item){.id = q->id,
+						   .tier = job.tier,
+						   .tenant = q->tenant,
+						   .job = mp.data,
+						   .joblen = mp.len,
+						   .now_ms = al_now_ms(),
+						   .idem_key = job.idempotency_key,
+						   .idem_ttl_s = IDEM_TTL_S});
+	al_job_free(&job);
+	al_buf_free(&mp);
+	/* reliable: kept and sent again until Redis answers; SUBMIT run twice
+	 * answers "same id" the second time, which is the same job */
+	if (al_aconn_call(q->g->cmd, &c, on_submitted, q))
+		reply_error(q, 500, "out of memory");
+	al_call_free(&c);
+}
+
+/* ---- a job of the caller's ---- */
+
+static void on_cancelled(redisAsyncContext *ac, void *reply, void *priv)
+{
+	struct req *q = priv;
+	redisReply *r = reply;
+	static const char *const what[] = {"finished", "ended", "kill_sent"};
+
+	(void)ac;
+	if (!r || r->type != REDIS_REPLY_INTEGER || r->integer < 0 || r->integer > 2) {
+		reply_error(q, r && r->type == REDIS_REPLY_INTEGER ? 404 : 502,
+			    r && r->type == REDIS_REPLY_INTEGER ? "no job %s" : "cancel: %s",
+			    r && r->type == REDIS_REPLY_INTEGER ? q->id : "unexpected answer");
+		return;
+	}
+	reply_json(q, 200, json_pack("{s:s, s:s}", "id", q->id, "cancel", what[r->integer]));
+}
+
+static void cancel(struct req *q)
+{
+	struct al_result res = {0};
+	struct al_buf b = {0};
+	struct al_err err = {0};
+	struct al_call c;
+
+	res.version = AL_PROTO_VERSION;
+	res.id = q->id;
+	res.status = AL_ST_CANCELLED;
+	res.error = (char *)"cancelled by a client before it started";
+	res.finished_ms = al_now_ms();
+	if (al_result_encode(&res, &b, &err)) {
+		reply_error(q, 500, "%s", err.msg);
+		return;
+	}
+	al_cancel_call(&c, q->id, b.data, b.len, q->g->result_ttl_ms);
+	al_buf_free(&b);
+	if (al_aconn_call(q->g->cmd, &c, on_cancelled, q))
+		reply_error(q, 500, "out of memory");
+	al_call_free(&c);
+}
+
+/* The record's tenant decides: another tenant's job is as unknown as one
+ * that never was. */
+static void on_owner(redisAsyncContext *ac, void *reply, void *priv)
+{
+	struct req *q = priv;
+	redisReply *r = reply;
+
+	(void)ac;
+	if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 2) {
+		reply_error(q, 503, "Redis is not reachable");
+		return;
+	}
+	if (r->element[0]->type != REDIS_REPLY_STRING || strcmp(r->element[0]->str, q->tenant)) {
+		reply_error(q, 404, "no job %s", q->id);
+		return;
+	}
+	if (r->element[1]->type == REDIS_REPLY_STRING)
+		snprintf(q->state, sizeof(q->state), "%s", r->element[1]->str);
+	switch (q->kind) {
+	case K_CANCEL: cancel(q); break;
+	case K_WAIT: get_result(q); break;
+	default: /* K_GET: the result if there is one, else the state */
+		q->deadline_ms = 0;
+		q->code_if_pending = 200;
+		get_result(q);
+	}
+}
+
+static void with_owned_job(struct req *q)
+{
+	char k[AL_KEY_MAX];
+	const char *argv[] = {"HMGET", al_key_job(k, q->id), "tenant", "state"};
+
+	if (al_aconn_cmd(q->g->cmd, on_owner, q, 4, argv, NULL))
+		reply_error(q, 503, "Redis is not reachable: %s", al_aconn_strerror(q->g->cmd));
+}
+
+/* ---- routing ---- */
+
+static void on_client_gone(struct evhttp_connection *evcon, void *arg)
+{
+	struct req *q = arg;
+
+	(void)evcon;
+	q->r = NULL; /* answered never; freed when its Redis step returns */
+}
+
+static bool id_ok(const char *s, size_t n)
+{
+	if (n == 0 || n > AL_ID_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._:-",
+			    s[i]))
+			return false;
+	return true;
+}
+
+static uint64_t query_ms(const struct evkeyvalq *qs, const char *name, bool *bad)
+{
+	const char *v = evhttp_find_header(qs, name);
+	char *end;
+	unsigned long long n;
+
+	if (!v)
+		return 0;
+	errno = 0;
+	n = strtoull(v, &end, 10);
+	if (errno || *end || !*v || v[0] == '-')
+		*bad = true;
+	return n;
+}
+
+static void metrics(struct req *q)
+{
+	const struct gw_stats *s = &q->g->st;
+	struct evbuffer *b = evbuffer_new();
+
+	if (!b) {
+		reply_error(q, 500, "out of memory");
+		return;
+	}
+	evbuffer_add_printf(b,
+			    "# TYPE airlock_gateway_requests_total counter\n"
+			    "airlock_gateway_requests_total %llu\n"
+			    "# TYPE airlock_gateway_responses_total counter\n",
+			    (unsigned long long)s->requests);
+	for (int c = 1; c < 6; c++)
+		evbuffer_add_printf(b, "airlock_gateway_responses_total{code=\"%dxx\"} %llu\n", c,
+				    (unsigned long long)s->by_code[c]);
+	evbuffer_add_printf(b,
+			    "# TYPE airlock_gateway_bytes_in_total counter\n"
+			    "airlock_gateway_bytes_in_total %llu\n"
+			    "# TYPE airlock_gateway_bytes_out_total counter\n"
+			    "airlock_gateway_bytes_out_total %llu\n"
+			    "# TYPE airlock_gateway_jobs_submitted_total counter\n"
+			    "airlock_gateway_jobs_submitted_total %llu\n"
+			    "# TYPE airlock_gateway_unauthorized_total counter\n"
+			    "airlock_gateway_unauthorized_total %llu\n",
+			    (unsigned long long)s->bytes_in, (unsigned long long)s->bytes_out,
+			    (unsigned long long)s->submitted, (unsigned long long)s->unauthorized);
+	forget_close(q);
+	count_reply(q->g, 200, evbuffer_get_length(b));
+	evhttp_add_header(evhttp_request_get_output_headers(q->r), "Content-Type",
+			  "text/plain; version=0.0.4");
+	evhttp_send_reply(q->r, 200, "OK", b);
+	evbuffer_free(b);
+	req_free(q);
+}
+
+void gw_on_request(struct evhttp_request *r, void *arg)
+{
+	struct gw *g = arg;
+	struct req *q = calloc(1, sizeof(*q));
+	const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(r);
+	const char *path = uri ? evhttp_uri_get_path(uri) : NULL, *query;
+	enum evhttp_cmd_type m = evhttp_request_get_command(r);
+	struct evbuffer *in = evhttp_request_get_input_buffer(r);
+	struct evkeyvalq qs = {0};
+	const char *tenant, *ctype, *sub;
+	bool bad = false;
+
+	g->st.requests++;
+	g->st.bytes_in += evbuffer_get_length(in);
+	if (!q) {
+		evhttp_send_error(r, 500, "out of memory");
+		return;
+	}
+	q->g = g;
+	q->r = r;
+	evhttp_connection_set_closecb(evhttp_request_get_connection(r), on_client_gone, q);
+	if (!path) {
+		reply_error(q, 400, "a request without a path");
+		return;
+	}
+	if (!strcmp(path, "/healthz")) {
+		bool up = al_aconn_is_up(g->cmd);
+
+		reply_json(
+		    q, up ? 200 : 503,
+		    json_pack("{s:s, s:b}", "status", up ? "ok" : "redis down", "redis", up));
+		return;
+	}
+	if (!strcmp(path, "/metrics")) {
+		metrics(q);
+		return;
+	}
+	if (strncmp(path, "/v1/", 4)) {
+		reply_error(q, 404, "no such endpoint: %s (see docs/api.md)", path);
+		return;
+	}
+	if (!(tenant = gw_auth(
+		  g, evhttp_find_header(evhttp_request_get_input_headers(r), "Authorization")))) {
+		g->st.unauthorized++;
+		evhttp_add_header(evhttp_request_get_output_headers(r), "WWW-Authenticate",
+				  "Bearer realm=\"airlock\"");
+		reply_error(q, 401, "a missing or unknown API key (Authorization: Bearer KEY)");
+		return;
+	}
+	snprintf(q->tenant, sizeof(q->tenant), "%s", tenant);
+	query = evhttp_uri_get_query(uri);
+	if (query && evhttp_parse_query_str(query, &qs)) {
+		reply_error(q, 400, "a malformed query string");
+		return;
+	}
+	if (!strcmp(path, "/v1/jobs") || !strcmp(path, "/v1/run")) {
+		bool run = !strcmp(path, "/v1/run");
+		uint64_t wait_ms = query_ms(&qs, "wait", &bad);
+		size_t len = evbuffer_get_length(in);
+		const char *body = (const char *)evbuffer_pullup(in, -1);
+
+		evhttp_clear_headers(&qs);
+		if (m != EVHTTP_REQ_POST) {
+			reply_error(q, 405, "%s takes POST", path);
+			return;
+		}
+		if (bad) {
+			reply_error(q, 400, "wait: expected milliseconds");
+			return;
+		}
+		ctype = evhttp_find_header(evhttp_request_get_input_headers(r), "Content-Type");
+		q->kind = K_SUBMIT;
+		submit(q, body ? body : "", len, ctype && strstr(ctype, "msgpack"), run, wait_ms);
+		return;
+	}
+	if (strncmp(path, "/v1/jobs/", 9)) {
+		evhttp_clear_headers(&qs);
+		reply_error(q, 404, "no such endpoint: %s (see docs/api.md)", path);
+		return;
+	}
+	sub = strchr(path + 9, '/');
+	if (!id_ok(path + 9, sub ? (size_t)(sub - path - 9) : strlen(path + 9)) ||
+	    (sub && strcmp(sub, "/wait"))) {
+		evhttp_clear_headers(&qs);
+		reply_error(q, 404, "no such endpoint: %s (see docs/api.md)", path);
+		return;
+	}
+	snprintf(q->id, sizeof(q->id), "%.*s", sub ? (int)(sub - path - 9) : (int)strlen(path + 9),
+		 path + 9);
+	if (sub) {
+		uint64_t ms = query_ms(&qs, "timeout_ms", &bad);
+
+		evhttp_clear_headers(&qs);
+		if (m != EVHTTP_REQ_GET) {
+			reply_error(q, 405, "%s takes GET", path);
+			return;
+		}
+		if (bad) {
+			reply_error(q, 400, "timeout_ms: expected milliseconds");
+			return;
+		}
+		q->kind = K_WAIT;
+		q->deadline_ms =
+		    al_mono_ms() + (ms ? (ms > GW_WAIT_MAX_MS ? GW_WAIT_MAX_MS : ms) : 30000);
+		q->code_if_pending = 202;
+	} else {
+		evhttp_clear_headers(&qs);
+		if (m == EVHTTP_REQ_GET) {
+			q->kind = K_GET;
+		} else if (m == EVHTTP_REQ_DELETE) {
+			q->kind = K_CANCEL;
+		} else {
+			reply_error(q, 405, "%s takes GET or DELETE", path);
+			return;
+		}
+	}
+	with_owned_job(q);
+}

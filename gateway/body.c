@@ -1,0 +1,206 @@
+/* body.c - a job from an HTTP body (gw.h): JSON or msgpack in, the
+ * protocol's msgpack out, with the gateway's id and the key's tenant. The
+ * protocol's own decoder then checks it, so the fields, caps and error
+ * messages are the protocol's (PROTOCOL.md). */
+#include <jansson.h>
+#include <msgpack.h>
+#include <string.h>
+
+#include "../client/json.h"
+#include "../proto/mp.h"
+#include "gw.h"
+
+/* JSON to msgpack: objects, arrays, strings, integers, booleans and null
+ * as they are; a key "NAME_base64" is NAME as bytes (bin). A real number is
+ * packed as one (the decoder refuses it where a uint is due). */
+static int pack_json(msgpack_packer *pk, const json_t *v, struct al_err *err);
+
+static int pack_object(msgpack_packer *pk, const json_t *o, struct al_err *err)
+{
+	const char *k;
+	json_t *v;
+
+	if (msgpack_pack_map(pk, json_object_size(o)))
+		return al_err_set(err, AL_ENOMEM, "out of memory");
+	json_object_foreach((json_t *)o, k, v)
+	{
+		size_t kl = strlen(k);
+
+		if (kl > 7 && !strcmp(k + kl - 7, "_base64")) {
+			struct al_bytes b = {0};
+			json_t *wrap = json_object();
+			char name[256];
+			int rc;
+
+			/* al_json_get_bytes reads NAME from NAME_base64 */
+			snprintf(name, sizeof(name), "%.*s", (int)(kl - 7), k);
+			if (!wrap || json_object_set(wrap, k, v)) {
+				json_decref(wrap);
+				return al_err_set(err, AL_ENOMEM, "out of memory");
+			}
+			rc = json_is_string(v) ? al_json_get_bytes(wrap, name, &b) : -1;
+			json_decref(wrap);
+			if (rc) {
+				free(b.data);
+				return al_err_set(err, AL_EINVAL, "%s: expected base64 text", k);
+			}
+			rc = al_mp_pack_strn(pk, k, kl - 7) ||
+			     al_mp_pack_bin(pk, b.data ? (const void *)b.data : "", b.len);
+			free(b.data);
+			if (rc)
+				return al_err_set(err, AL_ENOMEM, "out of memory");
+			continue;
+		}
+		if (al_mp_pack_strn(pk, k, kl) || pack_json(pk, v, err))
+			return err->code ? err->code : al_err_set(err, AL_ENOMEM, "out of memory");
+	}
+	return AL_OK;
+}
+
+static int pack_json(msgpack_packer *pk, const json_t *v, struct al_err *err)
+{
+	size_t i;
+	json_t *e;
+	int rc = 0;
+
+	switch (json_typeof(v)) {
+	case JSON_OBJECT: return pack_object(pk, v, err);
+	case JSON_ARRAY:
+		if (msgpack_pack_array(pk, json_array_size(v)))
+			return al_err_set(err, AL_ENOMEM, "out of memory");
+		json_array_foreach(v, i, e) if ((rc = pack_json(pk, e, err))) return rc;
+		return AL_OK;
+	case JSON_STRING:
+		rc = al_mp_pack_strn(pk, json_string_value(v), json_string_length(v));
+		break;
+	case JSON_INTEGER: rc = msgpack_pack_int64(pk, json_integer_value(v)); break;
+	case JSON_REAL: rc = msgpack_pack_double(pk, json_real_value(v)); break;
+	case JSON_TRUE: rc = msgpack_pack_true(pk); break;
+	case JSON_FALSE: rc = msgpack_pack_false(pk); break;
+	case JSON_NULL: rc = msgpack_pack_nil(pk); break;
+	}
+	return rc ? al_err_set(err, AL_ENOMEM, "out of memory") : AL_OK;
+}
+
+/* A tenant in the body may only repeat the key's. */
+static int check_tenant(const char *got, size_t n, const char *tenant, struct al_err *err)
+{
+	if (n != strlen(tenant) || memcmp(got, tenant, n))
+		return al_err_set(err, AL_EINVAL,
+				  "tenant: set by your API key (tenant %s); leave it out", tenant);
+	return AL_OK;
+}
+
+int gw_job_from_body(const char *body, size_t len, bool msgpack, const char *id, const char *tenant,
+		     struct al_buf *out, struct al_job *job, struct al_err *err)
+{
+	msgpack_packer pk;
+	struct al_buf raw = {0};
+	msgpack_unpacked up;
+	const msgpack_object *o;
+	int rc;
+
+	memset(job, 0, sizeof(*job));
+	al_buf_reset(out);
+	if (!msgpack) {
+		json_error_t je;
+		json_t *j = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+		json_t *t;
+
+		if (!j)
+			return al_err_set(err, AL_EINVAL,
+					  "body: invalid JSON: %s (line %d, column %d)", je.text,
+					  je.line, je.column);
+		if (!json_is_object(j)) {
+			json_decref(j);
+			return al_err_set(err, AL_EINVAL, "body: expected a JSON object (the job)");
+		}
+		if (json_object_get(j, "id")) {
+			json_decref(j);
+			return al_err_set(err, AL_EINVAL,
+					  "id: chosen by the gateway; leave it out");
+		}
+		if ((t = json_object_get(j, "tenant")) &&
+		    (!json_is_string(t) ||
+		     check_tenant(json_string_value(t), json_string_length(t), tenant, err))) {
+			json_decref(j);
+			return err->code ? err->code
+					 : al_err_set(err, AL_EINVAL, "tenant: expected text");
+		}
+		if (json_object_set_new(j, "id", json_string(id)) ||
+		    json_object_set_new(j, "tenant", json_string(tenant))) {
+			json_decref(j);
+			return al_err_set(err, AL_ENOMEM, "out of memory");
+		}
+		al_mp_packer_init(&pk, &raw);
+		rc = pack_json(&pk, j, err);
+		json_decref(j);
+		if (rc) {
+			al_buf_free(&raw);
+			return rc;
+		}
+		body = raw.data;
+		len = raw.len;
+	}
+	/* Either way now msgpack: copy it, every key but id and tenant, then
+	 * the gateway's id and tenant. */
+	msgpack_unpacked_init(&up);
+	if ((rc = al_mp_parse(body, len, &up, &o, err)))
+		goto out;
+	if (o->type != MSGPACK_OBJECT_MAP) {
+		rc = al_err_set(err, AL_EINVAL, "body: expected a map (the job)");
+		goto out;
+	}
+	al_mp_packer_init(&pk, out);
+	{
+		uint32_t keep = 0;
+		bool has_v = false;
+
+		for (uint32_t i = 0; i < o->via.map.size; i++) {
+			const msgpack_object_kv *kv = &o->via.map.ptr[i];
+
+			if (al_mp_key_is(&kv->key, "tenant")) {
+				if (kv->val.type != MSGPACK_OBJECT_STR) {
+					rc = al_err_set(err, AL_EINVAL, "tenant: expected text");
+					goto out;
+				}
+				if ((rc = check_tenant(kv->val.via.str.ptr, kv->val.via.str.size,
+						       tenant, err)))
+					goto out;
+			} else if (al_mp_key_is(&kv->key, "id")) {
+				if (msgpack) {
+					rc = al_err_set(err, AL_EINVAL,
+							"id: chosen by the gateway; leave it out");
+					goto out;
+				}
+			} else {
+				has_v |= al_mp_key_is(&kv->key, "v");
+				keep++;
+			}
+		}
+		/* the path says the version (/v1/): "v" may be left out */
+		if (msgpack_pack_map(&pk, keep + 2 + !has_v) || al_mp_pack_kv_str(&pk, "id", id) ||
+		    al_mp_pack_kv_str(&pk, "tenant", tenant) ||
+		    (!has_v && al_mp_pack_kv_uint(&pk, "v", 1))) {
+			rc = al_err_set(err, AL_ENOMEM, "out of memory");
+			goto out;
+		}
+		for (uint32_t i = 0; i < o->via.map.size; i++) {
+			const msgpack_object_kv *kv = &o->via.map.ptr[i];
+
+			if (al_mp_key_is(&kv->key, "tenant") || al_mp_key_is(&kv->key, "id"))
+				continue;
+			if (msgpack_pack_object(&pk, kv->key) ||
+			    msgpack_pack_object(&pk, kv->val)) {
+				rc = al_err_set(err, AL_ENOMEM, "out of memory");
+				goto out;
+			}
+		}
+	}
+	/* the protocol's checks, and its messages */
+	rc = al_job_decode(out->data, out->len, job, err);
+out:
+	msgpack_unpacked_destroy(&up);
+	al_buf_free(&raw);
+	return rc;
+}

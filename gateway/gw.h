@@ -1,0 +1,82 @@
+/* gw.h - airlock-gateway: the authenticated HTTP front door (docs/api.md).
+ *
+ * Stateless like the other daemons: every fact lives in Redis, so any
+ * number of gateways can stand behind a load balancer. The tenant of every
+ * request is the one its API key belongs to, never anything in the
+ * request: the gateway chooses each job's id (random, 128 bits) and
+ * writes the key's tenant into the job, and a job whose record names
+ * another tenant is 404 to the caller, as an unknown one is. */
+#ifndef AL_GW_H
+#define AL_GW_H
+
+#include <event2/event.h>
+#include <event2/http.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../common/aconn.h"
+#include "../proto/buf.h"
+#include "../proto/err.h"
+#include "../proto/job.h"
+
+#define GW_KEYS_MAX	1024
+#define GW_WAITERS_MAX	512	   /* Redis connections for long polls at once */
+#define GW_WAIT_MAX_MS	600000	   /* a wait or run is answered within this */
+#define GW_BODY_MAX	(3u << 20) /* default --max-body */
+#define GW_RUN_SLACK_MS 30000	   /* /v1/run waits the job's wall_ms plus this */
+
+/* One API key: its tenant and the SHA-256 of the key (never the key). */
+struct gw_key {
+	char tenant[AL_ID_MAX + 1];
+	unsigned char hash[32];
+};
+
+struct gw_stats {
+	uint64_t requests, bytes_in, bytes_out;
+	uint64_t by_code[6]; /* 1xx..5xx, index code / 100 */
+	uint64_t submitted, unauthorized;
+};
+
+struct gw;
+
+/* A connection for long polls (BLPOP blocks it): taken for one wait. */
+struct gw_waiter {
+	struct gw *g;
+	struct al_aconn *c;
+	bool busy;
+};
+
+struct gw {
+	struct event_base *base;
+	struct evhttp *http;
+	struct al_aconn *cmd; /* scripts and plain reads */
+	struct al_redis_url url;
+	struct gw_key keys[GW_KEYS_MAX];
+	size_t nkeys;
+	size_t max_body;
+	struct gw_waiter waiters[GW_WAITERS_MAX];
+	size_t nwaiters;
+	struct gw_stats st;
+	uint64_t result_ttl_ms; /* for the cancelled result a DELETE commits */
+};
+
+/* keys.c: the operator's key file, lines "TENANT sha256:HEX" ('#' comments). */
+int gw_keys_load(struct gw *g, const char *path, struct al_err *err);
+/* The tenant of the request's "Authorization: Bearer KEY", or NULL. Every
+ * entry is compared, in constant time each. */
+const char *gw_auth(const struct gw *g, const char *authorization);
+/* "sha256:HEX" of key into out (72 bytes). */
+void gw_hash_text(const char *key, size_t len, char out[72]);
+
+/* body.c: a job from the request body (JSON or msgpack), with the id and
+ * tenant the gateway gives it: the msgpack to submit into out and the
+ * decoded job into job (al_job_free it). AL_EINVAL with err naming the
+ * field. */
+int gw_job_from_body(const char *body, size_t len, bool msgpack, const char *id, const char *tenant,
+		     struct al_buf *out, struct al_job *job, struct al_err *err);
+
+/* api.c: the request handler (evhttp's generic callback). */
+void gw_on_request(struct evhttp_request *req, void *arg);
+
+#endif

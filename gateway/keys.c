@@ -1,0 +1,117 @@
+/* keys.c - API keys: loaded hashed, compared in constant time (gw.h). */
+#include <ctype.h>
+#include <errno.h>
+#include <openssl/crypto.h>
+#include <openssl/sha.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "gw.h"
+
+void gw_hash_text(const char *key, size_t len, char out[72])
+{
+	unsigned char h[SHA256_DIGEST_LENGTH];
+
+	SHA256((const unsigned char *)key, len, h);
+	memcpy(out, "sha256:", 7);
+	for (int i = 0; i < SHA256_DIGEST_LENGTH; i++)
+		snprintf(out + 7 + 2 * i, 3, "%02x", h[i]);
+}
+
+static bool tenant_ok(const char *t)
+{
+	size_t n = strlen(t);
+
+	if (n == 0 || n > AL_ID_MAX)
+		return false;
+	for (const char *c = t; *c; c++)
+		if (!isalnum((unsigned char)*c) && !strchr("._:-", *c))
+			return false;
+	return true;
+}
+
+static int unhex(const char *s, unsigned char out[32])
+{
+	for (int i = 0; i < 32; i++) {
+		unsigned v;
+
+		if (!isxdigit((unsigned char)s[2 * i]) || !isxdigit((unsigned char)s[2 * i + 1]) ||
+		    sscanf(s + 2 * i, "%2x", &v) != 1)
+			return -1;
+		out[i] = (unsigned char)v;
+	}
+	return s[64] == '\0' ? 0 : -1;
+}
+
+int gw_keys_load(struct gw *g, const char *path, struct al_err *err)
+{
+	FILE *f = fopen(path, "re");
+	char line[512];
+	int lineno = 0;
+
+	if (!f)
+		return al_err_sys(err, "--keys %s", path);
+	g->nkeys = 0;
+	while (fgets(line, sizeof(line), f)) {
+		char tenant[128], hash[128], extra[8];
+		int n;
+
+		lineno++;
+		line[strcspn(line, "\r\n")] = '\0';
+		if (!line[strspn(line, " \t")] || line[strspn(line, " \t")] == '#')
+			continue;
+		n = sscanf(line, "%127s %127s %7s", tenant, hash, extra);
+		if (n != 2 || strncmp(hash, "sha256:", 7) || strlen(hash) != 7 + 64) {
+			fclose(f);
+			return al_err_set(
+			    err, AL_EINVAL,
+			    "%s:%d: expected \"TENANT sha256:HEX\" (make the hash with "
+			    "airlock-gateway --hash-key)",
+			    path, lineno);
+		}
+		if (!tenant_ok(tenant)) {
+			fclose(f);
+			return al_err_set(err, AL_EINVAL,
+					  "%s:%d: tenant \"%s\": 1..64 chars of [A-Za-z0-9._:-]",
+					  path, lineno, tenant);
+		}
+		if (g->nkeys == GW_KEYS_MAX) {
+			fclose(f);
+			return al_err_set(err, AL_EINVAL, "%s: more than %d keys", path,
+					  GW_KEYS_MAX);
+		}
+		if (unhex(hash + 7, g->keys[g->nkeys].hash)) {
+			fclose(f);
+			return al_err_set(err, AL_EINVAL, "%s:%d: the hash is not 64 hex digits",
+					  path, lineno);
+		}
+		snprintf(g->keys[g->nkeys].tenant, sizeof(g->keys[0].tenant), "%s", tenant);
+		g->nkeys++;
+	}
+	fclose(f);
+	if (!g->nkeys)
+		return al_err_set(err, AL_EINVAL, "%s: no keys: no one could use the gateway",
+				  path);
+	return AL_OK;
+}
+
+const char *gw_auth(const struct gw *g, const char *authorization)
+{
+	unsigned char h[SHA256_DIGEST_LENGTH];
+	const char *tok, *found = NULL;
+
+	if (!authorization || strncasecmp(authorization, "Bearer ", 7))
+		return NULL;
+	tok = authorization + 7;
+	while (*tok == ' ')
+		tok++;
+	if (!*tok)
+		return NULL;
+	SHA256((const unsigned char *)tok, strlen(tok), h);
+	/* every entry, each in constant time: the time says nothing of which */
+	for (size_t i = 0; i < g->nkeys; i++)
+		if (CRYPTO_memcmp(h, g->keys[i].hash, sizeof(h)) == 0 && !found)
+			found = g->keys[i].tenant;
+	return found;
+}

@@ -1,0 +1,192 @@
+/* main.c - airlock-gateway entry point (gw.h, docs/api.md). */
+#include <errno.h>
+#include <event2/bufferevent_ssl.h>
+#include <getopt.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../common/log.h"
+#include "gw.h"
+
+static void usage(FILE *f)
+{
+	fputs("usage: airlock-gateway --redis URL --keys FILE [options]\n"
+	      "       airlock-gateway --hash-key < KEYFILE   (prints the line's hash)\n"
+	      "  --redis URL         Redis (redis://, rediss:// or unix:///path.sock)\n"
+	      "  --keys FILE         API keys: lines \"TENANT sha256:HEX\" (only hashes)\n"
+	      "  --listen HOST:PORT  where to serve (default 127.0.0.1:8088)\n"
+	      "  --tls-cert FILE     serve HTTPS with this certificate (PEM) ...\n"
+	      "  --tls-key FILE      ... and key\n"
+	      "  --max-body BYTES    larger request bodies get 413 (default 3 MiB)\n"
+	      "  --result-ttl-s N    how long a cancelled job's result is kept (default 86400)\n",
+	      f);
+}
+
+static struct event_base *stop_base;
+
+static void on_stop(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	(void)arg;
+	event_base_loopexit(stop_base, NULL);
+}
+
+/* HTTPS: each connection a TLS bufferevent (accepting) over the socket. */
+static struct bufferevent *tls_bev(struct event_base *base, void *arg)
+{
+	SSL *ssl = SSL_new(arg);
+
+	return ssl ? bufferevent_openssl_socket_new(base, -1, ssl, BUFFEREVENT_SSL_ACCEPTING,
+						    BEV_OPT_CLOSE_ON_FREE)
+		   : NULL;
+}
+
+static SSL_CTX *tls_ctx(const char *cert, const char *key)
+{
+	SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+
+	if (!ctx || !SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) ||
+	    SSL_CTX_use_certificate_chain_file(ctx, cert) != 1 ||
+	    SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM) != 1 ||
+	    SSL_CTX_check_private_key(ctx) != 1) {
+		char e[256];
+
+		ERR_error_string_n(ERR_get_error(), e, sizeof(e));
+		fprintf(stderr, "airlock-gateway: TLS with %s and %s: %s\n", cert, key, e);
+		SSL_CTX_free(ctx);
+		return NULL;
+	}
+	return ctx;
+}
+
+static int hash_key(void)
+{
+	char key[4096], out[72];
+	size_t n = fread(key, 1, sizeof(key), stdin);
+
+	while (n && (key[n - 1] == '\n' || key[n - 1] == '\r'))
+		n--;
+	if (n < 16) {
+		fputs("airlock-gateway --hash-key: a key of at least 16 bytes on stdin\n", stderr);
+		return 2;
+	}
+	gw_hash_text(key, n, out);
+	puts(out);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+	    {"redis", required_argument, NULL, 'r'},
+	    {"keys", required_argument, NULL, 'k'},
+	    {"listen", required_argument, NULL, 'l'},
+	    {"tls-cert", required_argument, NULL, 'c'},
+	    {"tls-key", required_argument, NULL, 'K'},
+	    {"max-body", required_argument, NULL, 'b'},
+	    {"result-ttl-s", required_argument, NULL, 't'},
+	    {"hash-key", no_argument, NULL, 'H'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
+	};
+	static struct gw g; /* large: the key table and the waiters */
+	const char *redis = NULL, *keys = NULL, *listen = "127.0.0.1:8088", *cert = NULL,
+		   *key = NULL;
+	struct al_err err = {0};
+	struct event *sigterm, *sigint;
+	SSL_CTX *ctx = NULL;
+	char host[128];
+	int c, port;
+
+	g.max_body = GW_BODY_MAX;
+	g.result_ttl_ms = 86400000;
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		char *end;
+
+		switch (c) {
+		case 'r': redis = optarg; break;
+		case 'k': keys = optarg; break;
+		case 'l': listen = optarg; break;
+		case 'c': cert = optarg; break;
+		case 'K': key = optarg; break;
+		case 'H': return hash_key();
+		case 'h': usage(stdout); return 0;
+		case 'b':
+		case 't': {
+			unsigned long long v = strtoull(optarg, &end, 10);
+
+			if (*end || !*optarg || optarg[0] == '-' || v == 0) {
+				fprintf(stderr,
+					"airlock-gateway: --%s: expected a positive number\n",
+					c == 'b' ? "max-body" : "result-ttl-s");
+				return 2;
+			}
+			if (c == 'b')
+				g.max_body = (size_t)v;
+			else
+				g.result_ttl_ms = v * 1000;
+			break;
+		}
+		default: usage(stderr); return 2;
+		}
+	}
+	if (!redis || !keys) {
+		fputs("airlock-gateway: --redis and --keys are required\n", stderr);
+		usage(stderr);
+		return 2;
+	}
+	if (!cert != !key) {
+		fputs("airlock-gateway: --tls-cert and --tls-key go together\n", stderr);
+		return 2;
+	}
+	if (al_redis_url_parse(redis, &g.url, &err) || gw_keys_load(&g, keys, &err)) {
+		fprintf(stderr, "airlock-gateway: %s\n", err.msg);
+		return 2;
+	}
+	if (sscanf(listen, "%127[^:]:%d", host, &port) != 2 || port < 0 || port > 65535) {
+		fprintf(stderr, "airlock-gateway: --listen: expected host:port, got \"%s\"\n",
+			listen);
+		return 2;
+	}
+	if (cert && !(ctx = tls_ctx(cert, key)))
+		return 2;
+	signal(SIGPIPE, SIG_IGN);
+	stop_base = g.base = event_base_new();
+	g.http = g.base ? evhttp_new(g.base) : NULL;
+	if (!g.http || evhttp_bind_socket(g.http, host, (uint16_t)port)) {
+		fprintf(stderr, "airlock-gateway: cannot listen on %s: %s\n", listen,
+			strerror(errno));
+		return 2;
+	}
+	if (ctx)
+		evhttp_set_bevcb(g.http, tls_bev, ctx);
+	evhttp_set_max_body_size(g.http, (ev_ssize_t)g.max_body);
+	evhttp_set_allowed_methods(g.http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_DELETE);
+	/* a long poll may hold its request for up to GW_WAIT_MAX_MS */
+	evhttp_set_timeout(g.http, GW_WAIT_MAX_MS / 1000 + 30);
+	evhttp_set_gencb(g.http, gw_on_request, &g);
+	g.cmd = al_aconn_new(g.base, &g.url, "cmd", NULL, NULL, &g);
+	sigterm = evsignal_new(g.base, SIGTERM, on_stop, NULL);
+	sigint = evsignal_new(g.base, SIGINT, on_stop, NULL);
+	evsignal_add(sigterm, NULL);
+	evsignal_add(sigint, NULL);
+	al_log("info", "gateway_start", "listen=%s tls=%s keys=%zu", listen, ctx ? "yes" : "no",
+	       g.nkeys);
+	event_base_dispatch(g.base);
+	al_log("info", "gateway_stop", "requests=%llu", (unsigned long long)g.st.requests);
+	evhttp_free(g.http);
+	al_aconn_free(g.cmd);
+	for (size_t i = 0; i < g.nwaiters; i++)
+		al_aconn_free(g.waiters[i].c);
+	event_free(sigterm);
+	event_free(sigint);
+	event_base_free(g.base);
+	SSL_CTX_free(ctx);
+	return 0;
+}

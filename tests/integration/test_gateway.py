@@ -1,0 +1,271 @@
+#!/usr/bin/python3
+"""airlock-gateway with a real redis-server, scheduler and worker (process
+tier), spoken to over HTTP as a client in any language would (Python's
+standard library). Two tenants, alpha and beta, each with an API key. The
+attacks the issue reports are tried through the gateway and must fail:
+alpha cannot read, wait on, cancel or learn the id of beta's job, cannot get
+beta's idempotent id, cannot spend beta's rate limit, and a tenant field in
+the body does not change the tenant. Bad input gets its status and message:
+no or a bad key 401, an oversized body 413, malformed JSON 400, an unknown
+field 400 naming it, an unknown job 404. 200 concurrent clients each get
+their own result; a gateway killed mid-request loses no accepted job."""
+import http.client
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+from altest import BUILD, Tap  # noqa: E402
+from cluster import Cluster  # noqa: E402
+
+t = Tap()
+if os.geteuid() != 0:
+    print("1..0 # SKIP needs root (the process backend)")
+    sys.exit(0)
+GATEWAY = os.path.join(BUILD, "airlock-gateway")
+
+POLICY = """\
+result_ttl_s: 600
+lease_ms: 30000
+tiers:
+  trusted:
+    backend: process
+    max_attempts: 1
+    defaults: {wall_ms: 20000, memory_bytes: 268435456, pids: 64}
+tenants:
+  default: {rate_per_s: 0}
+  beta: {rate_per_s: 5}
+"""
+
+KEYS = {"alpha": "ak-" + secrets.token_hex(16), "beta": "bk-" + secrets.token_hex(16),
+        "gamma": "gk-" + secrets.token_hex(16)}
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def hashed(key):
+    p = subprocess.run([GATEWAY, "--hash-key"], input=key.encode(), capture_output=True,
+                       check=True)
+    return p.stdout.decode().strip()
+
+
+class Api:
+    def __init__(self, port):
+        self.port = port
+
+    def call(self, method, path, body=None, key=None, ctype="application/json", raw=None,
+             timeout=60):
+        h = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        headers = {"Content-Type": ctype}
+        if key:
+            headers["Authorization"] = "Bearer " + key
+        data = raw if raw is not None else (json.dumps(body).encode() if body is not None
+                                             else None)
+        h.request(method, path, body=data, headers=headers)
+        r = h.getresponse()
+        text = r.read()
+        h.close()
+        try:
+            return r.status, json.loads(text)
+        except ValueError:
+            return r.status, {"raw": text.decode(errors="replace")}
+
+
+def job(code, **kw):
+    j = {"tier": "trusted", "runtime": "python", "code": code}
+    j.update(kw)
+    return j
+
+
+def start_gateway(c, port, keyfile, name="gw"):
+    c._start(name, [GATEWAY, "--redis", c.url, "--keys", keyfile,
+                    "--listen", "127.0.0.1:%d" % port, "--max-body", "200000"])
+    for _ in range(100):
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+
+
+c = Cluster(policy=POLICY)
+try:
+    keyfile = os.path.join(c.dir, "keys")
+    with open(keyfile, "w") as f:
+        f.write("# tenant  hash of its key\n")
+        for tenant, key in KEYS.items():
+            f.write("%s %s\n" % (tenant, hashed(key)))
+    t.ok(KEYS["alpha"] not in open(keyfile).read(), "the key file holds hashes, not keys")
+    p = subprocess.run([GATEWAY, "--redis", c.url, "--keys", "/nonexistent"], capture_output=True)
+    t.ok(p.returncode == 2 and b"/nonexistent" in p.stderr,
+         "a missing key file: exit 2, naming it", p.stderr)
+    with open(os.path.join(c.dir, "badkeys"), "w") as f:
+        f.write("alpha plaintext-key\n")
+    p = subprocess.run([GATEWAY, "--redis", c.url, "--keys", os.path.join(c.dir, "badkeys")],
+                       capture_output=True)
+    t.ok(p.returncode == 2 and b':1: expected "TENANT sha256:HEX"' in p.stderr,
+         "a key file line that is not a hash is refused with its line", p.stderr)
+
+    c.scheduler()
+    c.worker("gw-w", uid_base=62500, slots=2)
+    port = free_port()
+    start_gateway(c, port, keyfile)
+    api = Api(port)
+    A, B = KEYS["alpha"], KEYS["beta"]
+
+    st, body = api.call("GET", "/healthz")
+    t.ok(st == 200 and body.get("status") == "ok", "GET /healthz: 200 with Redis up", body)
+    st, body = api.call("POST", "/v1/jobs", job("print(1)"))
+    t.ok(st == 401 and "API key" in body.get("error", ""), "no key: 401", (st, body))
+    st, body = api.call("POST", "/v1/jobs", job("print(1)"), key="wrong-" + A)
+    t.ok(st == 401, "a wrong key: 401", (st, body))
+
+    st, body = api.call("POST", "/v1/run", job("print('hello from alpha')"), key=A)
+    res = body.get("result", {})
+    t.ok(st == 200 and res.get("status") == "ok" and res.get("stdout") == "hello from alpha\n",
+         "POST /v1/run submits and waits in one call", (st, body))
+
+    st, body = api.call("POST", "/v1/jobs", job("print('beta secret', 42)",
+                                                 env={"BETA_TOKEN": "s3cret"},
+                                                 idempotency_key="same-key"), key=B)
+    bid = body.get("id", "")
+    t.ok(st == 202 and bid.startswith("g") and len(bid) == 33,
+         "POST /v1/jobs: 202 with an id the gateway chose", (st, body))
+    st, bres = api.call("GET", "/v1/jobs/%s/wait?timeout_ms=20000" % bid, key=B)
+    t.ok(st == 200 and bres.get("result", {}).get("stdout") == "beta secret 42\n",
+         "beta waits on its job and gets its result", (st, bres))
+
+    # alpha against beta's job: every way is 404, as for a job that never was
+    outs = [api.call("GET", "/v1/jobs/%s" % bid, key=A),
+            api.call("GET", "/v1/jobs/%s/wait?timeout_ms=500" % bid, key=A),
+            api.call("DELETE", "/v1/jobs/%s" % bid, key=A),
+            api.call("GET", "/v1/jobs/gnosuchjob", key=A)]
+    t.ok(all(s == 404 for s, _ in outs) and
+         all("beta secret" not in json.dumps(b) and "s3cret" not in json.dumps(b)
+             for _, b in outs) and outs[0][1] == {"error": "no job %s" % bid},
+         "tenant alpha cannot read, wait on or cancel beta's job: 404, the same answer as "
+         "for an unknown job", outs)
+    st, body = api.call("POST", "/v1/jobs", job("print(2)", idempotency_key="same-key"), key=A)
+    st2, body2 = api.call("POST", "/v1/jobs", job("print(3)", idempotency_key="same-key"), key=A)
+    t.ok(st == 202 and body["id"] != bid and not body["same_key"] and st2 == 202 and
+         body2["id"] == body["id"] and body2["same_key"],
+         "beta's idempotency key gives alpha its own job, never beta's id; alpha's second "
+         "use of it gives alpha's first id", (bid, body, body2))
+
+    st, body = api.call("POST", "/v1/jobs", job("print(1)", tenant="beta"), key=A)
+    t.ok(st == 400 and "tenant: set by your API key (tenant alpha)" in body.get("error", ""),
+         "a tenant field in the body cannot change the tenant: 400", (st, body))
+    st, body = api.call("POST", "/v1/run", job("import os; print(os.environ.get('X'))",
+                                                tenant="alpha"), key=A)
+    t.ok(st == 200 and body["result"]["status"] == "ok",
+         "a tenant field naming the key's own tenant is accepted", (st, body))
+    st, body = api.call("POST", "/v1/jobs", dict(job("print(1)"), id="mine"), key=A)
+    t.ok(st == 400 and "id: chosen by the gateway" in body.get("error", ""),
+         "a client-chosen id is refused: 400", (st, body))
+    rec = c.rcli("HGET", "al:job:" + body2["id"], "tenant")
+    t.ok(rec.strip() == "alpha", "the job's record names the key's tenant", rec)
+
+    # bad input
+    st, body = api.call("POST", "/v1/jobs", raw=b'{"tier": "trusted", "runtime": ', key=A)
+    t.ok(st == 400 and "body: invalid JSON" in body.get("error", ""),
+         "malformed JSON: 400 saying where", (st, body))
+    st, body = api.call("POST", "/v1/jobs", job("print(1)", colour="red"), key=A)
+    t.ok(st == 400 and 'unknown field "colour"' in body.get("error", ""),
+         "an unknown field: 400 naming it", (st, body))
+    st, body = api.call("POST", "/v1/jobs", job("print(1)", limits={"wall_ms": -5}), key=A)
+    t.ok(st == 400 and "limits.wall_ms" in body.get("error", ""),
+         "a bad limit: 400 naming the field", (st, body))
+    st, body = api.call("POST", "/v1/jobs", job("x = 1\n" * 60000), key=A)
+    t.ok(st == 413, "an oversized body (over --max-body): 413", st)
+    st, body = api.call("PUT", "/v1/jobs", job("print(1)"), key=A)
+    t.ok(st in (405, 501), "a method the API does not take: 405", st)
+    st, body = api.call("GET", "/v1/elsewhere", key=A)
+    t.ok(st == 404 and "no such endpoint" in body.get("error", ""), "an unknown path: 404", body)
+    import base64
+    st, body = api.call("POST", "/v1/run", {"tier": "trusted", "runtime": "python",
+                                            "code_base64": base64.b64encode(b"print('b64')").decode()},
+                        key=A)
+    t.ok(st == 200 and body["result"]["stdout"] == "b64\n",
+         "bytes fields may come as NAME_base64", (st, body))
+
+    # cancel a queued job of one's own
+    st, body = api.call("POST", "/v1/jobs", job("import time; time.sleep(30)"), key=A)
+    slow = body["id"]
+    time.sleep(1)
+    st, body = api.call("DELETE", "/v1/jobs/%s" % slow, key=A)
+    st2, body2 = api.call("GET", "/v1/jobs/%s/wait?timeout_ms=15000" % slow, key=A)
+    t.ok(st == 200 and body["cancel"] in ("ended", "kill_sent") and
+         body2.get("result", {}).get("status") == "cancelled",
+         "DELETE cancels the caller's own job; its result says cancelled", (body, body2))
+    st, body = api.call("POST", "/v1/jobs?wait=100", job("import time; time.sleep(3)"), key=A)
+    t.ok(st == 202 and body.get("state") in ("submitted", "queued", "running"),
+         "?wait= that runs out: 202 with the state", (st, body))
+
+    # beta's rate limit (5/s) is beta's: alpha's burst does not spend it
+    burst = [api.call("POST", "/v1/jobs", job("pass"), key=A)[1]["id"] for _ in range(12)]
+    time.sleep(1.2)
+    st, body = api.call("POST", "/v1/run", job("print('beta still admitted')"), key=B)
+    t.ok(st == 200 and body["result"]["stdout"] == "beta still admitted\n",
+         "alpha's burst of 12 does not spend beta's rate limit", (st, body))
+    codes = []
+    lock = threading.Lock()
+
+    def beta_run():
+        s, b = api.call("POST", "/v1/run", job("pass"), key=B)
+        with lock:
+            codes.append((s, b.get("result", {}).get("error")))
+    ths = [threading.Thread(target=beta_run) for _ in range(12)]
+    [x.start() for x in ths]
+    [x.join() for x in ths]
+    limited = [e for s, e in codes if s == 429]
+    t.ok(limited and all("rate_per_s" in e for e in limited) and
+         any(s == 200 for s, _ in codes),
+         "beta past its own rate: 429 with the reason (%d of 12)" % len(limited), codes)
+
+    # 200 concurrent clients, each its own result
+    got = {}
+
+    def one(i):
+        s, b = api.call("POST", "/v1/run", job("print(%d * 7)" % i),
+                        key=A if i % 2 else KEYS["gamma"], timeout=240)
+        with lock:
+            got[i] = (s, b.get("result", {}).get("stdout"))
+    ths = [threading.Thread(target=one, args=(i,)) for i in range(200)]
+    t0 = time.time()
+    [x.start() for x in ths]
+    [x.join() for x in ths]
+    wrong = {i: v for i, v in got.items() if v != (200, "%d\n" % (i * 7))}
+    t.ok(len(got) == 200 and not wrong,
+         "200 concurrent clients of two tenants each get their own result (%.1f s)"
+         % (time.time() - t0), wrong)
+
+    # killed mid-request: every id it answered has a result
+    ids = [api.call("POST", "/v1/jobs", job("print('after the crash')"), key=A)[1]["id"]
+           for _ in range(10)]
+    c.signal("gw", signal.SIGKILL)
+    c.wait_exit("gw")
+    c.procs.pop("gw")
+    start_gateway(c, port, keyfile, name="gw")
+    outs = [api.call("GET", "/v1/jobs/%s/wait?timeout_ms=30000" % i, key=A) for i in ids]
+    t.ok(all(s == 200 and b["result"]["stdout"] == "after the crash\n" for s, b in outs),
+         "a gateway killed after answering loses no accepted job: each id has its result "
+         "from a new gateway", outs[:2])
+    st, body = api.call("GET", "/metrics")
+    t.ok(st == 200 and "airlock_gateway_requests_total" in body.get("raw", ""),
+         "GET /metrics counts requests", body)
+    del burst
+finally:
+    c.close()
+sys.exit(t.done())

@@ -9,26 +9,24 @@ the body does not change the tenant. Bad input gets its status and message:
 no or a bad key 401, an oversized body 413, malformed JSON 400, an unknown
 field 400 naming it, an unknown job 404. 200 concurrent clients each get
 their own result; a gateway killed mid-request loses no accepted job."""
-import http.client
 import json
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from altest import BUILD, Tap  # noqa: E402
+from altest import Tap  # noqa: E402
 from cluster import Cluster  # noqa: E402
+from gwclient import GATEWAY, Api, free_port, key_file, start_gateway  # noqa: E402
 
 t = Tap()
 if os.geteuid() != 0:
     print("1..0 # SKIP needs root (the process backend)")
     sys.exit(0)
-GATEWAY = os.path.join(BUILD, "airlock-gateway")
 
 POLICY = """\
 result_ttl_s: 600
@@ -47,66 +45,15 @@ KEYS = {"alpha": "ak-" + secrets.token_hex(16), "beta": "bk-" + secrets.token_he
         "gamma": "gk-" + secrets.token_hex(16)}
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-def hashed(key):
-    p = subprocess.run([GATEWAY, "--hash-key"], input=key.encode(), capture_output=True,
-                       check=True)
-    return p.stdout.decode().strip()
-
-
-class Api:
-    def __init__(self, port):
-        self.port = port
-
-    def call(self, method, path, body=None, key=None, ctype="application/json", raw=None,
-             timeout=60):
-        h = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
-        headers = {"Content-Type": ctype}
-        if key:
-            headers["Authorization"] = "Bearer " + key
-        data = raw if raw is not None else (json.dumps(body).encode() if body is not None
-                                             else None)
-        h.request(method, path, body=data, headers=headers)
-        r = h.getresponse()
-        text = r.read()
-        h.close()
-        try:
-            return r.status, json.loads(text)
-        except ValueError:
-            return r.status, {"raw": text.decode(errors="replace")}
-
-
 def job(code, **kw):
     j = {"tier": "trusted", "runtime": "python", "code": code}
     j.update(kw)
     return j
 
 
-def start_gateway(c, port, keyfile, name="gw"):
-    c._start(name, [GATEWAY, "--redis", c.url, "--keys", keyfile,
-                    "--listen", "127.0.0.1:%d" % port, "--max-body", "200000"])
-    for _ in range(100):
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-
-
 c = Cluster(policy=POLICY)
 try:
-    keyfile = os.path.join(c.dir, "keys")
-    with open(keyfile, "w") as f:
-        f.write("# tenant  hash of its key\n")
-        for tenant, key in KEYS.items():
-            f.write("%s %s\n" % (tenant, hashed(key)))
+    keyfile = key_file(os.path.join(c.dir, "keys"), KEYS)
     t.ok(KEYS["alpha"] not in open(keyfile).read(), "the key file holds hashes, not keys")
     p = subprocess.run([GATEWAY, "--redis", c.url, "--keys", "/nonexistent"], capture_output=True)
     t.ok(p.returncode == 2 and b"/nonexistent" in p.stderr,

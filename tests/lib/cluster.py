@@ -18,8 +18,9 @@ REDIS_SERVER = "/usr/bin/redis-server"
 
 class Cluster:
     def __init__(self, policy=None, aof=False, start_redis=True, sockperm="700", prefix=(),
-                 redis_args=()):
+                 redis_args=(), cli_auth=()):
         self.sockperm = sockperm
+        self.cli_auth = list(cli_auth)  # e.g. --user U --pass P: redis-cli's own ACL user
         self.redis_args = list(redis_args)  # e.g. --appendfsync always
         self.prefix = list(prefix)  # e.g. ip netns exec NS: where workers and schedulers run
         self.dir = tempfile.mkdtemp(prefix="airlock-it-", dir="/var/tmp")
@@ -73,8 +74,8 @@ class Cluster:
     def rcli(self, *args, raw=False, db=0, timeout=30):
         """redis-cli's output; raw: the reply's bytes exactly (redis-cli adds
         one newline; a value may itself end in 0x0a, so only that one goes)."""
-        p = subprocess.run(["redis-cli", "-s", self.sock, "-n", str(db), *args], capture_output=True,
-                           timeout=timeout)
+        p = subprocess.run(["redis-cli", "-s", self.sock, *self.cli_auth, "--no-auth-warning",
+                            "-n", str(db), *args], capture_output=True, timeout=timeout)
         if raw:
             return p.stdout[:-1] if p.stdout.endswith(b"\n") else p.stdout
         return p.stdout.decode(errors="replace")

@@ -1,0 +1,117 @@
+#!/usr/bin/python3
+"""Least-privilege Redis ACL users for the daemons (deploy/redis-users.acl.in,
+made by deploy/redis-acl.sh), against a real redis-server that has no other
+user but the test's own: the gateway, scheduler and worker each run as their
+user and a job goes its whole way (submit through the gateway, admission,
+run, commit, a cancel) with no command refused (Redis's ACL LOG stays
+empty); and each user is refused what is not its part: a worker's cannot
+submit or read the intake, the gateway's cannot read a ready queue (claim
+a job) or write heartbeats, the scheduler's cannot write idempotency keys."""
+import os
+import secrets
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+from altest import Tap  # noqa: E402
+from cluster import Cluster  # noqa: E402
+from gwclient import Api, free_port, key_file, start_gateway  # noqa: E402
+
+t = Tap()
+if os.geteuid() != 0:
+    print("1..0 # SKIP needs root (the process backend)")
+    sys.exit(0)
+ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
+PW = {u: secrets.token_hex(12) for u in ("gateway", "scheduler", "worker", "test")}
+
+POLICY = """\
+result_ttl_s: 600
+lease_ms: 30000
+tiers:
+  trusted:
+    backend: process
+    max_attempts: 1
+    defaults: {wall_ms: 20000, memory_bytes: 268435456, pids: 64}
+"""
+
+tmp = Cluster(policy=POLICY, start_redis=False)  # its folder holds the ACL file
+acl = os.path.join(tmp.dir, "users.acl")
+env = dict(os.environ, **{"AIRLOCK_%s_PASSWORD" % u.upper(): PW[u]
+                          for u in ("gateway", "scheduler", "worker")})
+p = subprocess.run([os.path.join(ROOT, "deploy", "redis-acl.sh")], env=env, capture_output=True,
+                   text=True)
+with open(acl, "w") as f:
+    f.write(p.stdout + "user airlock-test on >%s ~* &* +@all\n" % PW["test"])
+t.ok(p.returncode == 0 and "user default off" in p.stdout and PW["worker"] not in p.stdout,
+     "deploy/redis-acl.sh makes the users, with only the passwords' hashes", p.stderr)
+q = subprocess.run([os.path.join(ROOT, "deploy", "redis-acl.sh")], capture_output=True, text=True,
+                   env={"PATH": os.environ["PATH"]})
+t.ok(q.returncode == 2 and "set AIRLOCK_GATEWAY_PASSWORD" in q.stderr,
+     "without the passwords it says which is missing", q.stderr)
+tmp.cli_auth = ["--user", "airlock-test", "--pass", PW["test"]]
+tmp.redis_args = ["--aclfile", acl]
+c = tmp
+c.start_redis()
+
+
+def url(user):
+    return "unix://%s?user=airlock-%s&password=%s" % (c.sock, user, PW[user])
+
+
+def as_user(user, *args):
+    return subprocess.run(["redis-cli", "-s", c.sock, "--user", "airlock-" + user, "--pass",
+                           PW[user], "--no-auth-warning", *args],
+                          capture_output=True, text=True, timeout=30).stdout
+
+
+try:
+    base = c.url
+    c.url = url("scheduler")
+    c.scheduler()
+    c.url = url("worker")
+    c.worker("acl-w", uid_base=62700, slots=2)
+    c.url = base
+    key = "k-" + secrets.token_hex(16)
+    port = free_port()
+    start_gateway(c, port, key_file(os.path.join(c.dir, "keys"), {"acme": key}),
+                  url=url("gateway"))
+    api = Api(port)
+    st, body = api.call("POST", "/v1/run", {"tier": "trusted", "runtime": "python",
+                                            "code": "print('under ACLs')"}, key=key)
+    st2, body2 = api.call("POST", "/v1/run", {"tier": "trusted", "runtime": "sh",
+                                              "code": "exit 3"}, key=key)
+    st3, slow = api.call("POST", "/v1/jobs", {"tier": "trusted", "runtime": "python",
+                                              "code": "import time; time.sleep(30)"}, key=key)
+    import time
+    time.sleep(1.5)
+    st4, cancel = api.call("DELETE", "/v1/jobs/%s" % slow.get("id"), key=key)
+    st5, res5 = api.call("GET", "/v1/jobs/%s/wait?timeout_ms=15000" % slow.get("id"), key=key)
+    log = c.rcli("ACL", "LOG")
+    t.ok(st == 200 and body["result"]["stdout"] == "under ACLs\n" and
+         body2["result"]["exit_code"] == 3 and st4 == 200 and
+         res5.get("result", {}).get("status") == "cancelled",
+         "a job goes its whole way with each daemon as its own ACL user: submitted through "
+         "the gateway, admitted, run, committed, and a running one cancelled",
+         (body, body2, cancel, res5))
+    t.ok(log.strip() == "", "no command of theirs was refused (ACL LOG is empty)", log[:2000])
+
+    out = as_user("worker", "XADD", "al:intake", "*", "job", "x")
+    t.ok("NOPERM" in out, "the worker's user cannot submit (XADD al:intake)", out)
+    out = as_user("worker", "XRANGE", "al:intake", "-", "+")
+    t.ok("NOPERM" in out, "the worker's user cannot read the intake", out)
+    out = as_user("gateway", "XREADGROUP", "GROUP", "workers", "x", "COUNT", "1", "STREAMS",
+                  "al:q:trusted:hi", ">")
+    t.ok("NOPERM" in out, "the gateway's user cannot read a ready queue (claim a job)", out)
+    out = as_user("gateway", "HSET", "al:workers", "fake", "{}")
+    t.ok("NOPERM" in out, "the gateway's user cannot pose as a worker (heartbeats)", out)
+    out = as_user("scheduler", "SET", "al:idem:acme/k", "x")
+    t.ok("NOPERM" in out, "the scheduler's user cannot write idempotency keys", out)
+    out = as_user("worker", "FLUSHALL")
+    t.ok("NOPERM" in out, "no daemon's user may FLUSHALL", out)
+    out = subprocess.run(["redis-cli", "-s", c.sock, "PING"], capture_output=True,
+                         text=True).stdout
+    t.ok("NOAUTH" in out or "NOPERM" in out or "WRONGPASS" in out,
+         "the default user is off", out)
+finally:
+    c.close()
+sys.exit(t.done())

@@ -118,7 +118,7 @@ static void commit_answered(struct worker *w, struct commit *c, redisReply *e)
 
 		struct al_err err = {0};
 
-		if (al_webhooks_post(w->hooks, c->callback, c->id, c->result, c->len,
+		if (al_webhooks_post(w->hooks, c->callback, c->id, c->tenant, c->result, c->len,
 				     t ? t->callback_hosts : NULL, t ? t->ncallback_hosts : 0,
 				     &err))
 			al_log("error", "webhook", "job=%s error=\"%s\"", c->id, err.msg);
@@ -233,8 +233,10 @@ void wk_fetch_soon(struct worker *w)
 /* Commit res (the attempt fences it); callback (may be NULL) hears of it
  * once committed. The result is kept until Redis answers. */
 void wk_commit_result(struct worker *w, const struct al_result *res, const char *stream,
-		      const char *entry, long attempt, const char *callback)
+		      const char *entry, long attempt, const struct al_job *job)
 {
+	const char *callback = job ? job->callback_url : NULL;
+
 	struct al_buf b = {0};
 	struct al_err err = {0};
 	struct commit *c;
@@ -252,6 +254,7 @@ void wk_commit_result(struct worker *w, const struct al_result *res, const char 
 		return;
 	}
 	snprintf(c->id, sizeof(c->id), "%s", res->id);
+	snprintf(c->tenant, sizeof(c->tenant), "%s", job && job->tenant ? job->tenant : "default");
 	snprintf(c->stream, sizeof(c->stream), "%s", stream ? stream : "");
 	snprintf(c->entry, sizeof(c->entry), "%s", entry ? entry : "");
 	snprintf(c->status, sizeof(c->status), "%s", al_status_name(res->status));

@@ -200,8 +200,7 @@ static void on_job_done(struct al_runner *r, struct al_result *res, void *arg)
 	} else {
 		if ((s->ops->caps & AL_CAP_SERVICE) && res->status == AL_ST_OK)
 			record_vm_lease(w, s, res);
-		wk_commit_result(w, res, s->stream, s->entry, (long)s->attempt,
-				 s->job.callback_url);
+		wk_commit_result(w, res, s->stream, s->entry, (long)s->attempt, &s->job);
 	}
 	w->jobs_done++;
 	wk_slot_release(s);
@@ -250,7 +249,7 @@ void wk_job_run(struct worker *w, struct slot *s)
 						     .attempt = s->attempt,
 						     .status = AL_ST_SANDBOX_ERROR,
 						     .error = why},
-				 s->stream, s->entry, (long)s->attempt, s->job.callback_url);
+				 s->stream, s->entry, (long)s->attempt, &s->job);
 		wk_slot_release(s);
 		return;
 	}

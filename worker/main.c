@@ -194,6 +194,10 @@ static void usage(FILE *f)
 	    "  --vm-hang-ms N       a microVM silent this long (boot, heartbeats) is broken\n"
 	    "                       (default 20000 under TCG, 5000 with KVM)\n"
 	    "  --webhook-secret S   key for the X-Airlock-Signature header of callbacks\n"
+	    "                       (every tenant's: for one tenant, or tenants that trust\n"
+	    "                       each other)\n"
+	    "  --webhook-secrets DIR  each tenant's callbacks signed with its own key, the\n"
+	    "                       first line of DIR/<tenant> (none sent without one)\n"
 	    "  --allow-noop         offer the benchmark-only noop backend\n"
 	    "  --bundle-copy FILE   benchmarks: keep each job's container config.json or VM\n"
 	    "                       domain XML (and FILE.job, its job frame) here\n"
@@ -226,6 +230,7 @@ static const struct option opts[] = {
     {"vm-hang-ms", required_argument, NULL, 'G'},
     {"libvirt", required_argument, NULL, 'L'},
     {"webhook-secret", required_argument, NULL, 'S'},
+    {"webhook-secrets", required_argument, NULL, 'W'},
     {"allow-noop", no_argument, NULL, 'N'},
     {"bundle-copy", required_argument, NULL, 'Y'},
     {"run-one", required_argument, NULL, 'r'},
@@ -323,6 +328,7 @@ static int apply(struct opts_state *st, int c, const char *name, const char *v)
 			v);
 		return -1;
 	case 'S': conf->webhook_secret = v; break;
+	case 'W': conf->webhook_secrets_dir = v; break;
 	case 'i': conf->backend.helper_dir = v; break;
 	case 'I': conf->backend.images_dir = v; break;
 	case 'U':

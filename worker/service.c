@@ -166,7 +166,7 @@ static int wire(struct worker *w, struct al_err *err)
 	w->grace = evtimer_new(w->base, wk_on_grace, w);
 	w->sigterm = evsignal_new(w->base, SIGTERM, wk_on_signal, w);
 	w->sigint = evsignal_new(w->base, SIGINT, wk_on_signal, w);
-	w->hooks = al_webhooks_new(w->base, conf->webhook_secret);
+	w->hooks = al_webhooks_new(w->base, conf->webhook_secret, conf->webhook_secrets_dir);
 	if (!w->hb || !w->flush_ev || !w->grace || !w->sigterm || !w->sigint || !w->hooks ||
 	    evsignal_add(w->sigterm, NULL) || evsignal_add(w->sigint, NULL))
 		return al_err_set(err, AL_ENOMEM, "out of memory making the loop's events");

@@ -17,13 +17,14 @@ struct al_worker_conf {
 	const char *policy_path;	 /* NULL = built-in policy */
 	const char *tiers[AL_MAX_TIERS]; /* tiers served; empty = every tier in the policy */
 	unsigned ntiers;
-	unsigned slots;			/* concurrent jobs per backend */
-	unsigned prefetch;		/* jobs per backend claimed ahead of a free slot */
-	uint64_t heartbeat_ms;		/* lease renewal and liveness period */
-	uint64_t drain_grace_ms;	/* SIGTERM: time running jobs get to finish */
-	const char *webhook_secret;	/* HMAC key for callback signatures; NULL = unsigned */
-	bool allow_noop;		/* offer the benchmark-only noop backend */
-	struct al_backend_conf backend; /* shared with every backend */
+	unsigned slots;			 /* concurrent jobs per backend */
+	unsigned prefetch;		 /* jobs per backend claimed ahead of a free slot */
+	uint64_t heartbeat_ms;		 /* lease renewal and liveness period */
+	uint64_t drain_grace_ms;	 /* SIGTERM: time running jobs get to finish */
+	const char *webhook_secret;	 /* HMAC key for callback signatures; NULL = unsigned */
+	const char *webhook_secrets_dir; /* per tenant instead: <dir>/<tenant> (webhook.h) */
+	bool allow_noop;		 /* offer the benchmark-only noop backend */
+	struct al_backend_conf backend;	 /* shared with every backend */
 };
 
 /* Run until drained (SIGTERM/SIGINT). Returns the process exit code: 2

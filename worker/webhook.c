@@ -2,6 +2,8 @@
 #include "webhook.h"
 
 #include <curl/curl.h>
+#include <errno.h>
+#include <limits.h>
 #include <sys/socket.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
@@ -11,6 +13,7 @@
 #include <string.h>
 
 #include "../common/log.h"
+#include "../proto/buf.h"
 #include "../proto/job.h"
 #include "../common/policy.h"
 
@@ -19,6 +22,7 @@ struct al_webhooks {
 	CURLM *multi;
 	struct event *timer;
 	char *secret;
+	char *secrets_dir; /* per tenant: <dir>/<tenant> */
 	int inflight;
 };
 
@@ -219,7 +223,8 @@ static int start_hook(struct hook *h)
 	return 0;
 }
 
-struct al_webhooks *al_webhooks_new(struct event_base *base, const char *secret)
+struct al_webhooks *al_webhooks_new(struct event_base *base, const char *secret,
+				    const char *secrets_dir)
 {
 	struct al_webhooks *wh = calloc(1, sizeof(*wh));
 
@@ -230,6 +235,7 @@ struct al_webhooks *al_webhooks_new(struct event_base *base, const char *secret)
 	wh->multi = curl_multi_init();
 	wh->timer = evtimer_new(base, on_timer, wh);
 	wh->secret = secret ? strdup(secret) : NULL;
+	wh->secrets_dir = secrets_dir ? strdup(secrets_dir) : NULL;
 	if (!wh->multi || !wh->timer) {
 		al_webhooks_free(wh);
 		return NULL;
@@ -255,14 +261,42 @@ static bool add_header(struct curl_slist **list, const char *line)
 	return true;
 }
 
-int al_webhooks_post(struct al_webhooks *wh, const char *url, const char *job_id, const void *body,
-		     size_t len, char *const *allow, size_t nallow, struct al_err *err)
+/* The tenant's key into key (cap bytes): its file's first line. */
+static int tenant_secret(const struct al_webhooks *wh, const char *tenant, char *key, size_t cap,
+			 struct al_err *err)
 {
-	struct hook *h = calloc(1, sizeof(*h));
-	char line[160];
+	char path[PATH_MAX];
+	FILE *f;
+	bool got;
+
+	if (al_pathf(path, sizeof(path), "%s/%s", wh->secrets_dir, tenant) || strchr(tenant, '/'))
+		return al_err_set(err, AL_EINVAL, "webhook: no secret path for tenant %s", tenant);
+	if (!(f = fopen(path, "re")))
+		return al_err_sys(err, "webhook: no secret for tenant %s (%s): nothing sent",
+				  tenant, path);
+	got = fgets(key, (int)cap, f) != NULL;
+	fclose(f);
+	key[got ? strcspn(key, "\r\n") : 0] = '\0';
+	if (!key[0])
+		return al_err_set(err, AL_EINVAL, "webhook: %s is empty: nothing sent", path);
+	return AL_OK;
+}
+
+int al_webhooks_post(struct al_webhooks *wh, const char *url, const char *job_id,
+		     const char *tenant, const void *body, size_t len, char *const *allow,
+		     size_t nallow, struct al_err *err)
+{
+	struct hook *h;
+	char line[160], tkey[1024];
+	const char *secret = wh->secret;
 	bool ok;
 
-	if (!h)
+	if (wh->secrets_dir) {
+		if (tenant_secret(wh, tenant ? tenant : "default", tkey, sizeof(tkey), err))
+			return err->code;
+		secret = tkey;
+	}
+	if (!(h = calloc(1, sizeof(*h))))
 		return al_err_set(err, AL_ENOMEM, "webhook: out of memory");
 	h->wh = wh;
 	wh->inflight++;
@@ -283,13 +317,13 @@ int al_webhooks_post(struct al_webhooks *wh, const char *url, const char *job_id
 	snprintf(line, sizeof(line), "X-Airlock-Job: %s", job_id);
 	ok = add_header(&h->headers, "Content-Type: application/msgpack") &&
 	     add_header(&h->headers, line);
-	if (ok && wh->secret) {
+	if (ok && secret) {
 		unsigned char mac[EVP_MAX_MD_SIZE];
 		unsigned int maclen = 0;
 		char hex[2 * EVP_MAX_MD_SIZE + 1];
 
-		ok = HMAC(EVP_sha256(), wh->secret, (int)strlen(wh->secret),
-			  (const unsigned char *)body, len, mac, &maclen) != NULL;
+		ok = HMAC(EVP_sha256(), secret, (int)strlen(secret), (const unsigned char *)body,
+			  len, mac, &maclen) != NULL;
 		for (unsigned i = 0; ok && i < maclen; i++)
 			snprintf(hex + 2 * i, 3, "%02x", mac[i]);
 		snprintf(line, sizeof(line), "X-Airlock-Signature: sha256=%s", ok ? hex : "");
@@ -322,5 +356,6 @@ void al_webhooks_free(struct al_webhooks *wh)
 	if (wh->timer)
 		event_free(wh->timer);
 	free(wh->secret);
+	free(wh->secrets_dir);
 	free(wh);
 }

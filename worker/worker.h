@@ -81,7 +81,8 @@ struct commit {
 	char stream[AL_KEY_MAX]; /* the entry to acknowledge ("" when none) */
 	char entry[64];
 	char status[24];
-	char *callback; /* POST the result here once committed, or NULL */
+	char *callback;		    /* POST the result here once committed, or NULL */
+	char tenant[AL_ID_MAX + 1]; /* ...signed with this tenant's webhook secret */
 };
 
 /* Queue-wait and run-time histograms, summed here and added to Redis at
@@ -137,8 +138,9 @@ void wk_commit_free(struct commit *c);
 void wk_flush_commits(struct worker *w);
 void wk_on_flush(evutil_socket_t fd, short what, void *arg);
 void wk_fetch_soon(struct worker *w);
+/* job: the callback URL and tenant (NULL: no callback) */
 void wk_commit_result(struct worker *w, const struct al_result *res, const char *stream,
-		      const char *entry, long attempt, const char *callback);
+		      const char *entry, long attempt, const struct al_job *job);
 void wk_commit_status(struct worker *w, const char *id, const char *stream, const char *entry,
 		      long attempt, enum al_status_code st, const char *msg);
 void wk_retry_later(struct worker *w, struct slot *s, uint64_t delay_ms, bool bump);

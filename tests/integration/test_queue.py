@@ -490,6 +490,35 @@ tiers:
                                             "address=::1" in c.log("wh")),
              "callback to a name that resolves to 127.0.0.1: refused, nothing sent",
              [l for l in c.log("wh").splitlines() if "webhook" in l][-3:])
+        c.close()
+        # Per-tenant secrets: each tenant's callback verifies with its own
+        # key only; a tenant without a key gets no callback at all.
+        keys = tempfile.mkdtemp(prefix="airlock-hooks-", dir="/var/tmp")
+        for tenant, key in (("alpha", "alpha-key-1"), ("beta", "beta-key-2")):
+            with open(os.path.join(keys, tenant), "w") as f:
+                f.write(key + "\n")
+            os.chmod(os.path.join(keys, tenant), 0o600)
+        c = Cluster(policy=policy)
+        c.scheduler()
+        c.worker("wh2", uid_base=65200, slots=1, tiers="trusted", extra=["--webhook-secrets", keys])
+        del got[:]
+        ids = {tn: submit(c, "--tenant", tn, "--callback", "http://127.0.0.1:%d/hook" % port,
+                          "-c", "print('%s')" % tn) for tn in ("alpha", "beta", "gamma")}
+        c.wait_for(lambda: len(got) >= 2 and "no secret for tenant gamma" in c.log("wh2"),
+                   timeout=30)
+        by = {hid: (sig, body) for sig, hid, body in got}
+
+        def mac(key, body):
+            return "sha256=" + hmac.new(key, body, hashlib.sha256).hexdigest()
+        a, b = by.get(ids["alpha"], (None, b"")), by.get(ids["beta"], (None, b""))
+        t.ok(a[0] == mac(b"alpha-key-1", a[1]) and a[0] != mac(b"beta-key-2", a[1]) and
+             b[0] == mac(b"beta-key-2", b[1]) and b[0] != mac(b"alpha-key-1", b[1]),
+             "webhook: each tenant's callback is signed with its own key: beta's signature "
+             "does not verify with alpha's key, nor alpha's with beta's", (a[0], b[0]))
+        t.ok(ids["gamma"] not in by and "no secret for tenant gamma" in c.log("wh2"),
+             "webhook: a tenant without a key gets no callback (never one signed with "
+             "another's key, never an unsigned one)", [h for h in by])
+        subprocess.run(["rm", "-rf", keys])
     finally:
         c.close()
         srv.shutdown()

@@ -51,7 +51,7 @@ static void usage(FILE *f)
 {
 	fprintf(
 	    f,
-	    "usage: airlock [--redis URL] COMMAND ...\n"
+	    "usage: airlock [--redis URL | --gateway URL [--token-file FILE]] COMMAND ...\n"
 	    "  run [options] (-c CODE | FILE | -- ARGV...)  submit, wait, print the output, exit\n"
 	    "                                     with the job's exit code\n"
 	    "  submit [options] (-c CODE | FILE | -- ARGV...)  print the new job's id\n"
@@ -72,6 +72,9 @@ static void usage(FILE *f)
 	    "  --stdin FILE  --env NAME=VALUE  --priority 0-9  --deadline-ms UNIX_MS\n"
 	    "  --idempotency-key K  --callback URL  --label K=V  --id ID  --json\n"
 	    "Redis: --redis or $AIRLOCK_REDIS (default redis://127.0.0.1:6379)\n"
+	    "Gateway (a tenant's way in: run, submit, wait, status, cancel): --gateway or\n"
+	    "  $AIRLOCK_GATEWAY, the API key from $AIRLOCK_TOKEN or --token-file FILE (never a\n"
+	    "  flag: it would show in ps)\n"
 	    "Exit codes of run: the job's exit code; 128+N when killed by signal N;\n"
 	    "  124 timeout, 137 memory_limit, 152 cpu_limit, 153 output_limit, 130 cancelled,\n"
 	    "  65 rejected, 70 sandbox_error, 75 worker_lost or expired, 69 Redis unreachable,\n"
@@ -398,10 +401,53 @@ static int print_result(const struct al_result *r, bool json)
 	return exit_code_for(r);
 }
 
+/* --gateway URL and where its key comes from (else direct Redis) */
+static const char *gateway_url, *token_file;
+
+/* The API key: $AIRLOCK_TOKEN, else the first line of --token-file. */
+static char *gateway_token(struct al_err *err)
+{
+	char line[1024];
+	FILE *f;
+
+	if (getenv("AIRLOCK_TOKEN") && *getenv("AIRLOCK_TOKEN"))
+		return xstrdup(getenv("AIRLOCK_TOKEN"));
+	if (!token_file) {
+		al_err_set(err, AL_EINVAL,
+			   "--gateway needs an API key: $AIRLOCK_TOKEN or --token-file");
+		return NULL;
+	}
+	if (!(f = fopen(token_file, "re"))) {
+		al_err_sys(err, "--token-file %s", token_file);
+		return NULL;
+	}
+	if (!fgets(line, sizeof(line), f))
+		line[0] = '\0';
+	fclose(f);
+	line[strcspn(line, "\r\n")] = '\0';
+	if (!line[0]) {
+		al_err_set(err, AL_EINVAL, "--token-file %s is empty", token_file);
+		return NULL;
+	}
+	return xstrdup(line);
+}
+
 static struct al_client *connect_or_die(const char *url, int *rc)
 {
 	struct al_err err = {0};
-	struct al_client *c = al_client_connect(url, &err);
+	struct al_client *c = NULL;
+
+	if (gateway_url) {
+		char *token = gateway_token(&err);
+
+		if (token) {
+			c = al_client_connect_gateway(gateway_url, token, &err);
+			memset(token, 0, strlen(token));
+			free(token);
+		}
+	} else {
+		c = al_client_connect(url, &err);
+	}
 
 	if (!c) {
 		fprintf(stderr, "airlock: %s\n", err.msg);
@@ -569,9 +615,25 @@ int main(int argc, char **argv)
 	struct al_client *c;
 	int i = 1, rc = 0;
 
-	if (i + 1 < argc && !strcmp(argv[i], "--redis")) {
-		url = argv[i + 1];
+	gateway_url = getenv("AIRLOCK_GATEWAY") && *getenv("AIRLOCK_GATEWAY")
+			  ? getenv("AIRLOCK_GATEWAY")
+			  : NULL;
+	while (i + 1 < argc && (!strcmp(argv[i], "--redis") || !strcmp(argv[i], "--gateway") ||
+				!strcmp(argv[i], "--token-file"))) {
+		if (!strcmp(argv[i], "--redis")) {
+			url = argv[i + 1];
+			gateway_url = NULL;
+		} else if (!strcmp(argv[i], "--gateway")) {
+			gateway_url = argv[i + 1];
+		} else {
+			token_file = argv[i + 1];
+		}
 		i += 2;
+	}
+	if (i < argc && !strcmp(argv[i], "--token")) {
+		fprintf(stderr, "airlock: --token is not an option (a key in argv shows in ps): "
+				"use $AIRLOCK_TOKEN or --token-file FILE\n");
+		return EXIT_USAGE;
 	}
 	if (i >= argc) {
 		usage(stderr);

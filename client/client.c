@@ -1,5 +1,6 @@
 /* client.c - the client library over a blocking hiredis connection. */
 #include "client.h"
+#include "gateway.h"
 
 #include <hiredis.h>
 #include <stdio.h>
@@ -16,8 +17,36 @@
 
 struct al_client {
 	redisContext *rc;
+	struct al_gw *gw; /* gateway mode instead (al_client_connect_gateway) */
 	char where[300];
 };
+
+/* Operators' commands read Redis itself: not through the gateway. */
+static int operator_only(const struct al_client *c, const char *what, struct al_err *err)
+{
+	if (!c->gw)
+		return AL_OK;
+	return al_err_set(err, AL_EINVAL,
+			  "%s is an operator's command: it needs direct Redis (--redis), not the "
+			  "gateway",
+			  what);
+}
+
+struct al_client *al_client_connect_gateway(const char *url, const char *token, struct al_err *err)
+{
+	struct al_client *c = calloc(1, sizeof(*c));
+
+	if (!c) {
+		al_err_set(err, AL_ENOMEM, "out of memory");
+		return NULL;
+	}
+	if (!(c->gw = al_gw_open(url, token, err))) {
+		free(c);
+		return NULL;
+	}
+	snprintf(c->where, sizeof(c->where), "%s", url);
+	return c;
+}
 
 /* Run a command; NULL with err filled on a transport or Redis error. */
 static redisReply *cmd(struct al_client *c, struct al_err *err, int argc, const char **argv,
@@ -123,6 +152,7 @@ void al_client_close(struct al_client *c)
 		return;
 	if (c->rc)
 		redisFree(c->rc);
+	al_gw_close(c->gw);
 	free(c);
 }
 
@@ -136,6 +166,16 @@ int al_client_submit_many(struct al_client *c, struct al_job *jobs, size_t n,
 	redisReply *r = NULL;
 	int rc = AL_OK;
 
+	if (c->gw) { /* one request each; the gateway chooses the ids */
+		for (size_t i = 0; i < n; i++) {
+			bool same = false;
+
+			if ((rc = al_gw_submit(c->gw, &jobs[i], ids_out[i], &same, err)))
+				return rc;
+			code[i] = same ? AL_SUBMIT_SAME_KEY : AL_SUBMIT_ACCEPTED;
+		}
+		return AL_OK;
+	}
 	al_call_init(&call, al_lua_submit);
 	for (size_t i = 0; i < n; i++) {
 		struct al_job *job = &jobs[i];
@@ -228,6 +268,8 @@ static int get_result(struct al_client *c, const char *id, struct al_result *res
 int al_client_wait(struct al_client *c, const char *id, uint64_t timeout_ms, struct al_result *res,
 		   struct al_err *err)
 {
+	if (c->gw)
+		return al_gw_wait(c->gw, id, timeout_ms, res, err);
 	char done[AL_KEY_MAX];
 	uint64_t deadline = timeout_ms ? al_now_ms() + timeout_ms : 0;
 	bool found;
@@ -267,6 +309,8 @@ int al_client_wait(struct al_client *c, const char *id, uint64_t timeout_ms, str
 int al_client_status(struct al_client *c, const char *id, enum al_job_state *state,
 		     struct al_result *res, struct al_err *err)
 {
+	if (c->gw)
+		return al_gw_status(c->gw, id, state, res, err);
 	char key[AL_KEY_MAX];
 	const char *argv[3] = {"HGET", key, "state"};
 	redisReply *r;
@@ -295,6 +339,8 @@ int al_client_status(struct al_client *c, const char *id, enum al_job_state *sta
 
 int al_client_cancel(struct al_client *c, const char *id, struct al_err *err)
 {
+	if (c->gw)
+		return al_gw_cancel(c->gw, id, err);
 	struct al_result res = {0};
 	struct al_buf b = {0};
 	struct al_call call;
@@ -331,6 +377,8 @@ int al_client_stats(struct al_client *c, void *fp, struct al_err *err)
 	redisReply *r, *keys;
 	const char *argv_keys[2] = {"KEYS", "al:q:*"};
 
+	if (operator_only(c, "stats", err))
+		return err->code;
 	/* KEYS over the small al:q:* namespace: one stream per tier and band. */
 	if (!(keys = cmd(c, err, 2, argv_keys, NULL)))
 		return AL_EREDIS;
@@ -427,6 +475,8 @@ int al_client_dlq(struct al_client *c, const char *op, const char *entry, void *
 	FILE *f = fp;
 	redisReply *r;
 
+	if (operator_only(c, "dlq", err))
+		return err->code;
 	if (!strcmp(op, "list")) {
 		r = redisCommand(c->rc, "XRANGE %s - + COUNT 1000", AL_KEY_DLQ);
 		if (!r || r->type != REDIS_REPLY_ARRAY)
@@ -524,6 +574,8 @@ int al_client_vm(struct al_client *c, const char *op, const char *name, uint64_t
 	FILE *f = fp;
 	redisReply *r = NULL;
 
+	if (operator_only(c, "vm", err))
+		return err->code;
 	if (!strcmp(op, "list")) {
 		r = redisCommand(c->rc, "ZRANGE %s 0 -1", AL_KEY_VM_LEASES);
 		if (!r || r->type != REDIS_REPLY_ARRAY)

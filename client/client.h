@@ -17,6 +17,11 @@ struct al_client;
 /* Connect (and AUTH/SELECT) to url; NULL with err filled on failure.
  * Free with al_client_close. */
 struct al_client *al_client_connect(const char *url, struct al_err *err);
+/* Or through the HTTP gateway (docs/api.md): url http:// or https://, token
+ * the tenant's API key. Submit, wait, status and cancel work the same (the
+ * gateway chooses ids and the key decides the tenant); stats, dlq and vm
+ * are operators' commands and refuse. */
+struct al_client *al_client_connect_gateway(const char *url, const char *token, struct al_err *err);
 void al_client_close(struct al_client *c);
 
 /* Submit job. If job->id is NULL a fresh id is generated (and stored in the

@@ -112,6 +112,8 @@ static void reply_result(struct req *q, const char *raw, size_t len)
 	struct al_err err = {0};
 	json_t *doc;
 	int code = 200;
+	const char *accept =
+	    q->r ? evhttp_find_header(evhttp_request_get_input_headers(q->r), "Accept") : NULL;
 
 	if (al_result_decode(raw, len, &res, &err)) {
 		reply_error(q, 500, "the stored result does not decode: %s", err.msg);
@@ -122,6 +124,25 @@ static void reply_result(struct req *q, const char *raw, size_t len)
 			       (strstr(res.error, "max_queued") || strstr(res.error, "rate_per_s"))
 			   ? 429
 			   : 400;
+	/* Accept: application/msgpack: the result as stored (the C client) */
+	if (accept && strstr(accept, "application/msgpack") && q->r) {
+		struct evbuffer *b = evbuffer_new();
+
+		al_result_free(&res);
+		forget_close(q);
+		if (b && !evbuffer_add(b, raw, len)) {
+			evhttp_add_header(evhttp_request_get_output_headers(q->r), "Content-Type",
+					  "application/msgpack");
+			count_reply(q->g, code, len);
+			evhttp_send_reply(q->r, code, code == 200 ? "OK" : "Client Error", b);
+		} else {
+			evhttp_send_error(q->r, 500, "out of memory");
+		}
+		if (b)
+			evbuffer_free(b);
+		req_free(q);
+		return;
+	}
 	doc = json_pack("{s:s, s:s, s:o*}", "id", q->id, "state", "done", "result",
 			al_result_to_json(&res));
 	al_result_free(&res);

@@ -397,3 +397,48 @@ int al_mp_pack_kvs(msgpack_packer *pk, const struct al_kv *kv, size_t n)
 			return -1;
 	return 0;
 }
+
+int al_mp_map_without(const void *buf, size_t len, const char *const *drop, struct al_buf *out,
+		      struct al_err *err)
+{
+	msgpack_unpacked up;
+	const msgpack_object *o;
+	msgpack_packer pk;
+	uint32_t keep = 0;
+	int rc;
+
+	msgpack_unpacked_init(&up);
+	if ((rc = al_mp_parse(buf, len, &up, &o, err)))
+		goto out;
+	if (o->type != MSGPACK_OBJECT_MAP) {
+		rc = al_err_set(err, AL_EINVAL, "expected a map");
+		goto out;
+	}
+	for (int pass = 0; pass < 2; pass++) {
+		if (pass == 1 && msgpack_pack_map(&pk, keep)) {
+			rc = al_err_set(err, AL_ENOMEM, "out of memory");
+			goto out;
+		}
+		for (uint32_t i = 0; i < o->via.map.size; i++) {
+			const msgpack_object_kv *kv = &o->via.map.ptr[i];
+			bool dropped = false;
+
+			for (size_t d = 0; drop[d] && !dropped; d++)
+				dropped = al_mp_key_is(&kv->key, drop[d]);
+			if (dropped)
+				continue;
+			if (pass == 0)
+				keep++;
+			else if (msgpack_pack_object(&pk, kv->key) ||
+				 msgpack_pack_object(&pk, kv->val)) {
+				rc = al_err_set(err, AL_ENOMEM, "out of memory");
+				goto out;
+			}
+		}
+		if (pass == 0)
+			al_mp_packer_init(&pk, out);
+	}
+out:
+	msgpack_unpacked_destroy(&up);
+	return rc;
+}

@@ -57,4 +57,9 @@ int al_mp_pack_kv_bin(msgpack_packer *pk, const char *k, const void *p, size_t n
 /* Pack an array of key/value string pairs as a map. */
 int al_mp_pack_kvs(msgpack_packer *pk, const struct al_kv *kv, size_t n);
 
+/* The msgpack map in buf[0..len) again into out, without the keys named in
+ * drop (NULL-terminated). AL_EINVAL when buf is not one map. */
+int al_mp_map_without(const void *buf, size_t len, const char *const *drop, struct al_buf *out,
+		      struct al_err *err);
+
 #endif

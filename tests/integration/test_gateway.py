@@ -209,6 +209,45 @@ try:
     t.ok(all(s == 200 and b["result"]["stdout"] == "after the crash\n" for s, b in outs),
          "a gateway killed after answering loses no accepted job: each id has its result "
          "from a new gateway", outs[:2])
+    # the CLI as a tenant: through the gateway, the key from the environment or a file
+    CLI = os.path.join(os.path.dirname(GATEWAY), "airlock")
+    gw_url = "http://127.0.0.1:%d" % port
+    env = dict(os.environ, AIRLOCK_TOKEN=A)
+    p = subprocess.run([CLI, "--gateway", gw_url, "run", "-c", "print('cli via gateway')"],
+                       capture_output=True, env=env, timeout=60)
+    t.ok(p.returncode == 0 and p.stdout == b"cli via gateway\n",
+         "airlock --gateway run (key from $AIRLOCK_TOKEN)", (p.stdout, p.stderr))
+    tok = os.path.join(c.dir, "token")
+    with open(tok, "w") as f:
+        f.write(B + "\n")
+    os.chmod(tok, 0o600)
+    p = subprocess.run([CLI, "--gateway", gw_url, "--token-file", tok, "submit", "-c",
+                        "import time; time.sleep(20)"], capture_output=True, timeout=60,
+                       env={k: v for k, v in os.environ.items() if k != "AIRLOCK_TOKEN"})
+    sid = p.stdout.decode().strip()
+    st = subprocess.run([CLI, "--gateway", gw_url, "--token-file", tok, "status", sid],
+                        capture_output=True, timeout=60)
+    other = subprocess.run([CLI, "--gateway", gw_url, "status", sid], capture_output=True,
+                           env=env, timeout=60)
+    cn = subprocess.run([CLI, "--gateway", gw_url, "--token-file", tok, "cancel", sid],
+                        capture_output=True, timeout=60)
+    t.ok(p.returncode == 0 and sid.startswith("g") and st.returncode == 0 and
+         sid.encode() in st.stdout and other.returncode != 0 and b"404" in other.stderr and
+         cn.returncode == 0,
+         "airlock --gateway --token-file submit, status, cancel; another tenant's key gets "
+         "404 for it", (p.stderr, st.stdout, other.stderr, cn.stdout, cn.stderr))
+    p = subprocess.run([CLI, "--gateway", gw_url, "--token", A, "run", "-c", "print(1)"],
+                       capture_output=True, timeout=30)
+    q = subprocess.run([CLI, "--gateway", gw_url, "stats"], capture_output=True, env=env,
+                       timeout=30)
+    r = subprocess.run([CLI, "--gateway", gw_url, "run", "-c", "print(1)"], capture_output=True,
+                       env={k: v for k, v in os.environ.items() if k != "AIRLOCK_TOKEN"},
+                       timeout=30)
+    t.ok(p.returncode == 2 and b"--token is not an option" in p.stderr and
+         q.returncode != 0 and b"operator's command" in q.stderr and r.returncode != 0 and
+         b"AIRLOCK_TOKEN" in r.stderr,
+         "no key flag (it would show in ps); operators' commands refuse the gateway; no key: "
+         "says where one goes", (p.stderr, q.stderr, r.stderr))
     st, body = api.call("GET", "/metrics")
     t.ok(st == 200 and "airlock_gateway_requests_total" in body.get("raw", ""),
          "GET /metrics counts requests", body)

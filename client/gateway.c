@@ -19,6 +19,7 @@
 
 struct al_gw {
 	CURL *curl;
+	struct curl_slist *hdr, *hdr_body; /* built once: auth, accept (+ content type) */
 	char base[1024];
 	char auth[1100];
 };
@@ -52,6 +53,24 @@ struct al_gw *al_gw_open(const char *url, const char *token, struct al_err *err)
 		n--;
 	snprintf(g->base, sizeof(g->base), "%.*s", (int)n, url);
 	snprintf(g->auth, sizeof(g->auth), "Authorization: Bearer %s", token);
+	for (int i = 0; i < 2; i++) {
+		struct curl_slist **l = i ? &g->hdr_body : &g->hdr, *h;
+
+		h = curl_slist_append(*l, g->auth);
+		h = h ? curl_slist_append(h, "Accept: application/msgpack, application/json")
+		      : NULL;
+		h = h && i ? curl_slist_append(h, "Content-Type: application/msgpack") : h;
+		if (!h) {
+			al_gw_close(g);
+			al_err_set(err, AL_ENOMEM, "out of memory");
+			return NULL;
+		}
+		*l = h;
+	}
+	/* kept for every request: one connection, kept alive */
+	curl_easy_setopt(g->curl, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(g->curl, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(g->curl, CURLOPT_PROTOCOLS_STR, "http,https");
 	return g;
 }
 
@@ -60,6 +79,8 @@ void al_gw_close(struct al_gw *g)
 	if (!g)
 		return;
 	curl_easy_cleanup(g->curl);
+	curl_slist_free_all(g->hdr);
+	curl_slist_free_all(g->hdr_body);
 	memset(g->auth, 0, sizeof(g->auth));
 	free(g);
 }
@@ -69,32 +90,24 @@ void al_gw_close(struct al_gw *g)
 static int http(struct al_gw *g, const char *method, const char *path, const struct al_buf *body,
 		uint64_t timeout_ms, long *status, struct al_buf *out, bool *mp, struct al_err *err)
 {
-	struct curl_slist *h = NULL;
 	char url[1400];
 	char *ctype = NULL;
 	CURLcode rc;
 
 	snprintf(url, sizeof(url), "%s%s", g->base, path);
 	al_buf_reset(out);
-	curl_easy_reset(g->curl);
-	h = curl_slist_append(h, g->auth);
-	h = curl_slist_append(h, "Accept: application/msgpack, application/json");
-	if (body)
-		h = curl_slist_append(h, "Content-Type: application/msgpack");
 	curl_easy_setopt(g->curl, CURLOPT_URL, url);
-	curl_easy_setopt(g->curl, CURLOPT_HTTPHEADER, h);
-	curl_easy_setopt(g->curl, CURLOPT_CUSTOMREQUEST, method);
-	curl_easy_setopt(g->curl, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(g->curl, CURLOPT_HTTPHEADER, body ? g->hdr_body : g->hdr);
 	curl_easy_setopt(g->curl, CURLOPT_WRITEDATA, out);
 	curl_easy_setopt(g->curl, CURLOPT_TIMEOUT_MS, (long)(timeout_ms + 15000));
-	curl_easy_setopt(g->curl, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(g->curl, CURLOPT_PROTOCOLS_STR, "http,https");
 	if (body) {
-		curl_easy_setopt(g->curl, CURLOPT_POSTFIELDS, body->data ? body->data : "");
 		curl_easy_setopt(g->curl, CURLOPT_POSTFIELDSIZE, (long)body->len);
+		curl_easy_setopt(g->curl, CURLOPT_POSTFIELDS, body->data ? body->data : "");
+	} else {
+		curl_easy_setopt(g->curl, CURLOPT_HTTPGET, 1L);
 	}
+	curl_easy_setopt(g->curl, CURLOPT_CUSTOMREQUEST, strcmp(method, "DELETE") ? NULL : method);
 	rc = curl_easy_perform(g->curl);
-	curl_slist_free_all(h);
 	if (rc != CURLE_OK)
 		return al_err_set(err, AL_EREDIS, "cannot reach the gateway at %s: %s", g->base,
 				  curl_easy_strerror(rc));

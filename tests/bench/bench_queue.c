@@ -51,11 +51,16 @@ int main(int argc, char **argv)
 	struct al_client *c;
 	int n;
 
+	bool gw = !strncmp(argv[1 < argc ? 1 : 0], "http", 4);
+
 	if (argc != 5 || (n = atoi(argv[3])) <= 0) {
-		fprintf(stderr, "usage: bench_queue URL throughput|latency N TIER\n");
+		fprintf(stderr,
+			"usage: bench_queue URL throughput|latency|submit N TIER\n"
+			"  (URL http://...: through the gateway, the key in $AIRLOCK_TOKEN)\n");
 		return 2;
 	}
-	c = al_client_connect(argv[1], &err);
+	c = gw ? al_client_connect_gateway(argv[1], getenv("AIRLOCK_TOKEN"), &err)
+	       : al_client_connect(argv[1], &err);
 	if (!c) {
 		fprintf(stderr, "bench_queue: %s\n", err.msg);
 		return 1;
@@ -71,7 +76,7 @@ int main(int argc, char **argv)
 			double t0 = now_s();
 
 			snprintf(id, sizeof(id), "lat-%d-%d", (int)getpid(), i);
-			make_job(&job, id, argv[4], targv);
+			make_job(&job, gw ? NULL : id, argv[4], targv); /* the gateway's ids */
 			if (al_client_submit(c, &job, out, &existing, &err) ||
 			    al_client_wait(c, out, 30000, &res, &err)) {
 				fprintf(stderr, "bench_queue: %s\n", err.msg);
@@ -84,6 +89,25 @@ int main(int argc, char **argv)
 		printf("{\"n\":%d,\"p50_ms\":%.3f,\"p99_ms\":%.3f}\n", n, ms[n / 2],
 		       ms[(int)(n * 0.99) < n ? (int)(n * 0.99) : n - 1]);
 		free(ms);
+	} else if (!strcmp(argv[2], "submit")) {
+		/* One submission at a time, each answered, over one connection
+		 * (kept alive through the gateway): the submission rate. */
+		double t0 = now_s();
+
+		for (int i = 0; i < n; i++) {
+			struct al_job job;
+			char id[AL_ID_MAX + 1], out[AL_ID_MAX + 1];
+			bool existing;
+
+			snprintf(id, sizeof(id), "sub-%d-%d", (int)getpid(), i);
+			make_job(&job, gw ? NULL : id, argv[4], targv);
+			if (al_client_submit(c, &job, out, &existing, &err)) {
+				fprintf(stderr, "bench_queue: %s\n", err.msg);
+				return 1;
+			}
+		}
+		printf("{\"n\":%d,\"seconds\":%.3f,\"submits_per_s\":%.0f}\n", n, now_s() - t0,
+		       n / (now_s() - t0));
 	} else {
 		/* Submissions in batches of 100 through the library (one round
 		 * trip each), like BullMQ's addBulk. */

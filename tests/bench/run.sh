@@ -17,4 +17,6 @@ echo
 echo
 /usr/bin/python3 tests/bench/egress_latency.py "${EGRESS_ROUNDS:-200}"
 echo
+/usr/bin/python3 tests/bench/gateway_latency.py "${GATEWAY_ROUNDS:-5}"
+echo
 ROUNDS=${FAULT_ROUNDS:-3} bash tests/bench/faults.sh

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The demo: an embedded redis-server on a private unix socket in a temporary
-# directory, one scheduler, one worker, a handful of example jobs through each
-# tier whose backend works on this machine, a table of results; then it stops
+# directory, one scheduler, one worker, the HTTP gateway, and a private
+# libvirtd in a network namespace of its own (as the tests make it) for the
+# service tier; a handful of example jobs through each tier whose backend
+# works on this machine, a table of results, one job through the gateway
+# with curl, and a service VM answering on its own address; then it stops
 # everything it started (by PID) and removes the directory.
 set -euo pipefail
 BUILD=${BUILD:-build}
@@ -15,8 +18,13 @@ chmod 755 "$DIR"
 SOCK="$DIR/redis.sock"
 URL="unix://$SOCK"
 PIDS=()
+LVPID=""
 cleanup() {
 	for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+	if [ -n "$LVPID" ]; then # last: the domains, the daemons, the namespace
+		kill -TERM "$LVPID" 2>/dev/null || true
+		for _ in $(seq 300); do kill -0 "$LVPID" 2>/dev/null || break; sleep 0.1; done
+	fi
 	for p in "${PIDS[@]}"; do
 		for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
 		kill -KILL "$p" 2>/dev/null || true
@@ -36,14 +44,75 @@ if ! bash "$(dirname "$0")/images/build.sh" python >"$DIR/image.log" 2>&1 ||
 	tail -3 "$DIR/image.log" >&2
 fi
 
+# The service tier's libvirtd: its bridge, DHCP and VM addresses exist only
+# in a network namespace made here (tests/lib/libvirtns.py, as the tests do);
+# the service tier's worker runs in it, to reach the VMs (the other tiers'
+# worker stays outside: `ip netns exec` gives its commands a /sys without the
+# cgroup mounts their sandboxes need).
+NETNS=() LVARGS=() NS="" URI=""
+if [ -x /usr/sbin/libvirtd ] && [ -f /var/lib/airlock/images/microvm/data.qcow2 ]; then
+	/usr/bin/python3 "$(dirname "$0")/../tests/lib/libvirtns.py" serve "$DIR/lv.env" \
+		>"$DIR/libvirt.log" 2>&1 &
+	LVPID=$!
+	for _ in $(seq 600); do [ -f "$DIR/lv.env" ] && break; kill -0 "$LVPID" 2>/dev/null || break; sleep 0.1; done
+	if [ -f "$DIR/lv.env" ]; then
+		# shellcheck disable=SC1091
+		. "$DIR/lv.env"
+		NETNS=(ip netns exec "$NS")
+		LVARGS=(--libvirt "$URI")
+	else
+		echo "demo: libvirtd did not start; the service tier will be unavailable (see $DIR/libvirt.log)" >&2
+	fi
+fi
+
+cat >"$DIR/policy.yaml" <<'POLICY'
+result_ttl_s: 3600
+lease_ms: 15000
+tiers:
+  trusted:
+    backend: process
+    defaults: {wall_ms: 10000, memory_bytes: 268435456, pids: 64}
+  internal:
+    backend: container
+    defaults: {wall_ms: 30000, memory_bytes: 268435456, pids: 64}
+  untrusted:
+    backend: microvm
+    images: [python]
+    image: python
+    pool: 1
+    defaults: {wall_ms: 30000, memory_bytes: 134217728, pids: 64}
+  service:
+    backend: vm
+    image: python
+    ports: [8080]
+    vm_lease_ms: 600000
+    defaults: {wall_ms: 120000, memory_bytes: 134217728}
+tenants:
+  default: {max_queued: 100000}
+POLICY
+
 redis-server --port 0 --unixsocket "$SOCK" --unixsocketperm 700 --dir "$DIR" --save "" \
 	--logfile "$DIR/redis.log" &
 PIDS+=($!)
 for _ in $(seq 100); do [ -S "$SOCK" ] && break; sleep 0.05; done
-"$B/airlock-scheduler" --redis "$URL" --listen off 2>"$DIR/scheduler.log" &
+"$B/airlock-scheduler" --redis "$URL" --policy "$DIR/policy.yaml" --listen off \
+	"${LVARGS[@]}" 2>"$DIR/scheduler.log" &
 PIDS+=($!)
-"$B/airlock-worker" --redis "$URL" --worker-id demo --state-dir "$DIR/state" --slots 2 \
-	2>"$DIR/worker.log" &
+"$B/airlock-worker" --redis "$URL" --policy "$DIR/policy.yaml" --worker-id demo \
+	--tiers trusted,internal,untrusted --state-dir "$DIR/state" --slots 2 2>"$DIR/worker.log" &
+PIDS+=($!)
+if [ -n "$NS" ]; then
+	"${NETNS[@]}" "$B/airlock-worker" --redis "$URL" --policy "$DIR/policy.yaml" \
+		--worker-id demo-svc --tiers service --uid-base 61000 --state-dir "$DIR/state" \
+		--slots 1 "${LVARGS[@]}" 2>"$DIR/worker-svc.log" &
+	PIDS+=($!)
+fi
+# The front door: one tenant's API key, kept here only as its hash in the key file.
+KEY=$(head -c 24 /dev/urandom | base64 | tr -d '/+=')
+echo "demo $(printf '%s' "$KEY" | "$B/airlock-gateway" --hash-key)" >"$DIR/api-keys"
+GWPORT=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+"$B/airlock-gateway" --redis "$URL" --keys "$DIR/api-keys" --listen "127.0.0.1:$GWPORT" \
+	2>"$DIR/gateway.log" &
 PIDS+=($!)
 for _ in $(seq 100); do grep -q event=redis_up "$DIR/worker.log" 2>/dev/null && break; sleep 0.05; done
 
@@ -58,7 +127,7 @@ JOBS=(
 )
 printf '\n%-10s %-9s %-16s %-14s %6s  %s\n' tier backend job status ms detail
 printf '%s\n' "--------------------------------------------------------------------------------------------"
-for tier in trusted internal untrusted service; do
+for tier in trusted internal untrusted; do
 	be=${BACKEND[$tier]}
 	if ! grep -q "event=backend name=$be ok=yes" "$DIR/worker.log"; then
 		why=$(grep -o "event=backend name=$be ok=no why=\"[^\"]*\"" "$DIR/worker.log" | head -1 | sed "s/.*why=//" || true)
@@ -83,5 +152,48 @@ print("%-10s %-9s %-16s %-14s %6s  %s" % (tier, be, name, r["status"], r["wall_m
 PY
 	done
 done
+
+# The service tier: a long-lived VM with its own address, answering on its port.
+be=${BACKEND[service]}
+for _ in $(seq 100); do grep -q "event=backend name=$be" "$DIR/worker-svc.log" 2>/dev/null && break; [ -n "$NS" ] || break; sleep 0.05; done
+if ! grep -q "event=backend name=$be ok=yes" "$DIR/worker-svc.log" 2>/dev/null; then
+	why=$(grep -o "event=backend name=$be ok=no why=\"[^\"]*\"" "$DIR/worker-svc.log" 2>/dev/null | head -1 | sed "s/.*why=//" || true)
+	printf '%-10s %-9s %-16s %-14s %6s  %s\n' service "$be" "-" "unavailable" "-" "${why:-no libvirtd here}"
+else
+	cat >"$DIR/service.py" <<'PY'
+import http.server
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200); self.end_headers(); self.wfile.write(b"hello from a service VM\n")
+http.server.HTTPServer(("", 8080), H).serve_forever()
+PY
+	"$B/airlock" --redis "$URL" run --json --tier service "$DIR/service.py" \
+		>"$DIR/svc.json" 2>/dev/null || true
+	read -r status vmip vmname ms <<<"$(/usr/bin/python3 -c '
+import json, sys
+try:
+    r = json.load(open(sys.argv[1])); i = r.get("info", {})
+    print(r["status"], i.get("vm_ip", "-"), i.get("vm_name", "-"), r["wall_ms"])
+except Exception:
+    print("client-error - - -")' "$DIR/svc.json")"
+	answer=$("${NETNS[@]}" curl -s -m 10 "http://$vmip:8080/" 2>/dev/null || true)
+	printf '%-10s %-9s %-16s %-14s %6s  %s\n' service "$be" "web service" "$status" "$ms" \
+		"VM $vmname at $vmip:8080 answers: ${answer:-nothing}"
+	[ "$vmname" = "-" ] || "$B/airlock" --redis "$URL" vm stop "$vmname" >/dev/null 2>&1 || true
+fi
+
+# The same queue through the gateway, as a tenant's client would use it.
 echo
-echo "demo: stopping redis-server, scheduler and worker; removing $DIR"
+echo "through the gateway (http://127.0.0.1:$GWPORT, tenant demo):"
+echo "  curl -H 'Authorization: Bearer \$KEY' -d '{\"tier\":\"trusted\",\"runtime\":\"python\",\"code\":\"print(6*7)\"}' .../v1/run"
+curl -s -m 60 -H "Authorization: Bearer $KEY" \
+	-d '{"tier":"trusted","runtime":"python","code":"print(6*7)"}' \
+	"http://127.0.0.1:$GWPORT/v1/run" | /usr/bin/python3 -c '
+import json, sys
+try:
+    d = json.load(sys.stdin); r = d.get("result", {})
+    print("  -> job %s: %s, exit %s, stdout %r" % (d.get("id"), r.get("status"), r.get("exit_code"), r.get("stdout")))
+except Exception as e:
+    print("  -> no answer from the gateway:", e)'
+echo
+echo "demo: stopping redis-server, scheduler, worker, gateway and libvirtd; removing $DIR"

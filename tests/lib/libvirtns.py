@@ -139,3 +139,29 @@ class LibvirtNS:
             os.kill(pid, 9)
         subprocess.run(["ip", "netns", "del", self.ns])
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def serve(envfile):
+    """For the demo: a private libvirt until SIGTERM; envfile gets NS=, URI=
+    and GATEWAY= (shell syntax) once it is up."""
+    import signal
+    lv = LibvirtNS()
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *a: stop.append(1))
+    try:
+        with open(envfile + ".new", "w") as f:
+            f.write("NS=%s\nURI='%s'\nGATEWAY=%s\n" % (lv.ns, lv.uri, lv.gateway))
+        os.rename(envfile + ".new", envfile)
+        while not stop:
+            time.sleep(0.2)
+    finally:
+        lv.close()
+
+
+if __name__ == "__main__":
+    import sys
+    if len(sys.argv) == 3 and sys.argv[1] == "serve":
+        serve(sys.argv[2])
+    else:
+        sys.stderr.write("usage: libvirtns.py serve ENVFILE\n")
+        sys.exit(2)

@@ -8,7 +8,9 @@ beta's idempotent id, cannot spend beta's rate limit, and a tenant field in
 the body does not change the tenant. Bad input gets its status and message:
 no or a bad key 401, an oversized body 413, malformed JSON 400, an unknown
 field 400 naming it, an unknown job 404. 200 concurrent clients each get
-their own result; a gateway killed mid-request loses no accepted job."""
+their own result; a gateway killed mid-request loses no accepted job; HTTPS
+with a certificate; the CLI as a tenant through --gateway."""
+import http.client
 import json
 import os
 import secrets
@@ -248,6 +250,34 @@ try:
          b"AIRLOCK_TOKEN" in r.stderr,
          "no key flag (it would show in ps); operators' commands refuse the gateway; no key: "
          "says where one goes", (p.stderr, q.stderr, r.stderr))
+    # HTTPS: with a certificate and key the gateway speaks TLS only
+    import ssl
+    cert, pkey = os.path.join(c.dir, "gw.pem"), os.path.join(c.dir, "gw.key")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+                    "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                    "-keyout", pkey, "-out", cert], check=True, capture_output=True)
+    tport = free_port()
+    c._start("gw-tls", [GATEWAY, "--redis", c.url, "--keys", keyfile, "--listen",
+                        "127.0.0.1:%d" % tport, "--tls-cert", cert, "--tls-key", pkey])
+    c.wait_for(lambda: "gateway_start" in c.log("gw-tls"), timeout=10)
+    ctx = ssl.create_default_context(cafile=cert)
+    h = http.client.HTTPSConnection("127.0.0.1", tport, timeout=60, context=ctx)
+    h.request("POST", "/v1/run", body=json.dumps(job("print('over tls')")),
+              headers={"Authorization": "Bearer " + A, "Content-Type": "application/json"})
+    r = h.getresponse()
+    tls_body = json.loads(r.read())
+    h.close()
+    try:
+        plain_ok = Api(tport).call("GET", "/healthz", timeout=5)[0] == 200
+    except Exception:
+        plain_ok = False
+    t.ok(r.status == 200 and tls_body["result"]["stdout"] == "over tls\n" and not plain_ok,
+         "--tls-cert/--tls-key: HTTPS works (TLS 1.2+); plain HTTP to that port gets nothing",
+         (r.status, tls_body))
+    p = subprocess.run([GATEWAY, "--redis", c.url, "--keys", keyfile, "--tls-cert", cert,
+                        "--tls-key", cert], capture_output=True, timeout=10)
+    t.ok(p.returncode == 2 and b"TLS with" in p.stderr,
+         "a certificate without its key: exit 2 saying so", p.stderr)
     st, body = api.call("GET", "/metrics")
     t.ok(st == 200 and "airlock_gateway_requests_total" in body.get("raw", ""),
          "GET /metrics counts requests", body)

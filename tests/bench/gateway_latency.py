@@ -21,6 +21,7 @@ BQ = os.path.join(BUILD, "tests", "bench_queue")
 ROUNDS = int(sys.argv[1]) if len(sys.argv) > 1 else 5
 N_LAT = int(os.environ.get("BENCH_LAT", "200"))
 N_SUB = int(os.environ.get("BENCH_SUB", "2000"))
+CLIENTS = int(os.environ.get("BENCH_CLIENTS", "4"))  # concurrent submitters, for throughput
 POLICY = """\
 result_ttl_s: 600
 lease_ms: 30000
@@ -36,6 +37,20 @@ def run_json(args, env=None):
     if p.returncode != 0:
         raise RuntimeError("%s failed: %s" % (args, p.stderr[-500:]))
     return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def rate_together(url, n, env=None):
+    """CLIENTS bench_queue submitters at once, each its own connection (kept
+    alive through the gateway): their submissions per second, summed."""
+    procs = [subprocess.Popen([BQ, url, "submit", str(n), "bench"], stdout=subprocess.PIPE,
+                              text=True, env=env) for _ in range(CLIENTS)]
+    total = 0
+    for p in procs:
+        out, _ = p.communicate(timeout=900)
+        if p.returncode != 0:
+            raise RuntimeError("bench_queue submit failed")
+        total += json.loads(out.strip().splitlines()[-1])["submits_per_s"]
+    return total
 
 
 def med(v):
@@ -55,7 +70,7 @@ def main():
         env = dict(os.environ, AIRLOCK_TOKEN=key)
         run_json([BQ, c.url, "latency", "50", "bench"])  # warm both paths
         run_json([BQ, gw, "latency", "50", "bench"], env)
-        d50, g50, d99, g99, dsub, gsub = [], [], [], [], [], []
+        d50, g50, d99, g99, dsub, gsub, dpar, gpar = [], [], [], [], [], [], [], []
         for _ in range(ROUNDS):
             d = run_json([BQ, c.url, "latency", str(N_LAT), "bench"])
             g = run_json([BQ, gw, "latency", str(N_LAT), "bench"], env)
@@ -65,6 +80,8 @@ def main():
             g99.append(g["p99_ms"])
             dsub.append(run_json([BQ, c.url, "submit", str(N_SUB), "bench"])["submits_per_s"])
             gsub.append(run_json([BQ, gw, "submit", str(N_SUB), "bench"], env)["submits_per_s"])
+            dpar.append(rate_together(c.url, N_SUB // CLIENTS))
+            gpar.append(rate_together(gw, N_SUB // CLIENTS, env))
     finally:
         c.close()
     print("gateway: no-op submit-and-wait, %d rounds of %d sequential jobs; submissions one at a "
@@ -74,8 +91,11 @@ def main():
     print("%-10s | %8.3f %8.3f | %10.0f" % ("gateway", med(g50), med(g99), med(gsub)))
     print("gateway - direct at p50: %+.3f ms (target <= +0.5 ms); per round: %s" % (
         med(g50) - med(d50), " ".join("%+.2f" % (g - d) for g, d in zip(g50, d50))))
-    print("gateway / direct submissions: %.2fx (target >= 0.5x); per round: %s" % (
+    print("gateway / direct submissions, one client: %.2fx (target >= 0.5x); per round: %s" % (
         med(gsub) / med(dsub), " ".join("%.2f" % (g / d) for g, d in zip(gsub, dsub))))
+    print("submissions with %d clients at once: direct %.0f/s, gateway %.0f/s: %.2fx; per "
+          "round: %s" % (CLIENTS, med(dpar), med(gpar), med(gpar) / med(dpar),
+                         " ".join("%.2f" % (g / d) for g, d in zip(gpar, dpar))))
 
 
 if __name__ == "__main__":

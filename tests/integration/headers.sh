@@ -38,7 +38,7 @@ int main(void)
 }
 C
 if cc -std=gnu11 -I"$inc" -o "$tmp/prog" "$tmp/prog.c" "$BUILD/libairlock.a" \
-	$(pkg-config --libs hiredis libevent msgpack jansson libcrypto) 2>"$tmp/err" &&
+	$(pkg-config --libs hiredis libevent msgpack jansson libcrypto libcurl) 2>"$tmp/err" &&
 	"$tmp/prog" | grep -q "nonexistent"; then
 	echo "ok $n - a program against build/include and libairlock.a only builds and runs"
 else

@@ -49,16 +49,18 @@ class Api:
 
 
 def start_gateway(c, port, keyfile, name="gw", url=None):
+    """Started, and ready: /healthz says Redis is up (its connection is made
+    after it listens)."""
     c._start(name, [GATEWAY, "--redis", url or c.url, "--keys", keyfile,
                     "--listen", "127.0.0.1:%d" % port, "--max-body", "200000"])
-    for _ in range(100):
+    for _ in range(200):
         try:
             socket.create_connection(("127.0.0.1", port), 0.2).close()
-            return
+            if Api(port).call("GET", "/healthz", timeout=2)[0] == 200:
+                return
         except OSError:
-            time.sleep(0.05)
-
-
+            pass
+        time.sleep(0.05)
 
 
 def key_file(path, keys):

@@ -276,11 +276,9 @@ static void on_submitted(redisAsyncContext *ac, void *reply, void *priv)
 		reply_error(q, 502, "unexpected answer from Redis to the submission");
 		return;
 	}
-	if (item->element[0]->integer == AL_SUBMIT_ID_TAKEN) {
-		reply_error(q, 500, "the chosen id is taken (try again)");
-		return;
-	}
-	/* accepted, or an earlier job of this tenant with the same key */
+	/* accepted, or an earlier job of this tenant with the same key; "id
+	 * taken" for an id of 128 random bits is this very job, sent again
+	 * after a reconnect lost Redis's first answer (a reliable call) */
 	snprintf(q->id, sizeof(q->id), "%.*s", (int)item->element[1]->len, item->element[1]->str);
 	q->g->st.submitted++;
 	if (!q->wait) {
@@ -338,7 +336,7 @@ static void submit(struct req *q, const char *body, size_t len, bool msgpack, bo
 	al_job_free(&job);
 	al_buf_free(&mp);
 	/* reliable: kept and sent again until Redis answers; SUBMIT run twice
-	 * answers "same id" the second time, which is the same job */
+	 * answers "id taken" the second time, which is this same job */
 	if (al_aconn_call(q->g->cmd, &c, on_submitted, q))
 		reply_error(q, 500, "out of memory");
 	al_call_free(&c);

@@ -61,34 +61,46 @@ static void req_free(struct req *q)
 	free(q);
 }
 
-/* Answer with a JSON document (taken) and end the request. */
-static void reply_json(struct req *q, int code, json_t *doc)
+/* Answer with data (len bytes of type ctype; NULL: out of memory, a 500)
+ * and end the request. A client that went gets nothing. */
+static void reply_send(struct req *q, int code, const char *ctype, const void *data, size_t len)
 {
 	static const char *const reason[] = {NULL,    "Continue",     "OK",
 					     "Found", "Client Error", "Server Error"};
-	char *text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
 	struct evbuffer *b;
 
-	json_decref(doc);
 	if (q->r) {
 		forget_close(q);
 		b = evbuffer_new();
-		if (!text || !b) {
+		if (!data || !b || evbuffer_add(b, data, len)) {
 			evhttp_send_error(q->r, 500, "out of memory");
 			count_reply(q->g, 500, 0);
 		} else {
-			evbuffer_add(b, text, strlen(text));
-			evbuffer_add(b, "\n", 1);
 			evhttp_add_header(evhttp_request_get_output_headers(q->r), "Content-Type",
-					  "application/json");
-			count_reply(q->g, code, evbuffer_get_length(b));
+					  ctype);
+			count_reply(q->g, code, len);
 			evhttp_send_reply(q->r, code, reason[code / 100], b);
 		}
 		if (b)
 			evbuffer_free(b);
 	}
-	free(text);
 	req_free(q);
+}
+
+/* Answer with a JSON document (taken), one line. */
+static void reply_json(struct req *q, int code, json_t *doc)
+{
+	char *text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+	size_t n = text ? strlen(text) : 0;
+	char *line = text ? realloc(text, n + 2) : NULL;
+
+	json_decref(doc);
+	if (line)
+		memcpy(line + n, "\n", 2);
+	else
+		free(text);
+	reply_send(q, code, "application/json", line, n + 1);
+	free(line);
 }
 
 static void reply_error(struct req *q, int code, const char *fmt, ...)
@@ -125,22 +137,9 @@ static void reply_result(struct req *q, const char *raw, size_t len)
 			   ? 429
 			   : 400;
 	/* Accept: application/msgpack: the result as stored (the C client) */
-	if (accept && strstr(accept, "application/msgpack") && q->r) {
-		struct evbuffer *b = evbuffer_new();
-
+	if (accept && strstr(accept, "application/msgpack")) {
 		al_result_free(&res);
-		forget_close(q);
-		if (b && !evbuffer_add(b, raw, len)) {
-			evhttp_add_header(evhttp_request_get_output_headers(q->r), "Content-Type",
-					  "application/msgpack");
-			count_reply(q->g, code, len);
-			evhttp_send_reply(q->r, code, code == 200 ? "OK" : "Client Error", b);
-		} else {
-			evhttp_send_error(q->r, 500, "out of memory");
-		}
-		if (b)
-			evbuffer_free(b);
-		req_free(q);
+		reply_send(q, code, "application/msgpack", raw, len);
 		return;
 	}
 	doc = json_pack("{s:s, s:s, s:o*}", "id", q->id, "state", "done", "result",
@@ -351,13 +350,13 @@ static void on_cancelled(redisAsyncContext *ac, void *reply, void *priv)
 	static const char *const what[] = {"finished", "ended", "kill_sent"};
 
 	(void)ac;
-	if (!r || r->type != REDIS_REPLY_INTEGER || r->integer < 0 || r->integer > 2) {
-		reply_error(q, r && r->type == REDIS_REPLY_INTEGER ? 404 : 502,
-			    r && r->type == REDIS_REPLY_INTEGER ? "no job %s" : "cancel: %s",
-			    r && r->type == REDIS_REPLY_INTEGER ? q->id : "unexpected answer");
-		return;
-	}
-	reply_json(q, 200, json_pack("{s:s, s:s}", "id", q->id, "cancel", what[r->integer]));
+	if (r && r->type == REDIS_REPLY_INTEGER && r->integer == AL_CANCEL_UNKNOWN)
+		reply_error(q, 404, "no job %s", q->id);
+	else if (!r || r->type != REDIS_REPLY_INTEGER || r->integer < 0 || r->integer > 2)
+		reply_error(q, 502, "cancel: unexpected answer");
+	else
+		reply_json(q, 200,
+			   json_pack("{s:s, s:s}", "id", q->id, "cancel", what[r->integer]));
 }
 
 static void cancel(struct req *q)
@@ -484,13 +483,9 @@ static void metrics(struct req *q)
 			    "airlock_gateway_unauthorized_total %llu\n",
 			    (unsigned long long)s->bytes_in, (unsigned long long)s->bytes_out,
 			    (unsigned long long)s->submitted, (unsigned long long)s->unauthorized);
-	forget_close(q);
-	count_reply(q->g, 200, evbuffer_get_length(b));
-	evhttp_add_header(evhttp_request_get_output_headers(q->r), "Content-Type",
-			  "text/plain; version=0.0.4");
-	evhttp_send_reply(q->r, 200, "OK", b);
+	reply_send(q, 200, "text/plain; version=0.0.4", evbuffer_pullup(b, -1),
+		   evbuffer_get_length(b));
 	evbuffer_free(b);
-	req_free(q);
 }
 
 void gw_on_request(struct evhttp_request *r, void *arg)

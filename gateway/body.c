@@ -105,7 +105,6 @@ int gw_job_from_body(const char *body, size_t len, bool msgpack, const char *id,
 	if (!msgpack) {
 		json_error_t je;
 		json_t *j = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
-		json_t *t;
 
 		if (!j)
 			return al_err_set(err, AL_EINVAL,
@@ -114,23 +113,6 @@ int gw_job_from_body(const char *body, size_t len, bool msgpack, const char *id,
 		if (!json_is_object(j)) {
 			json_decref(j);
 			return al_err_set(err, AL_EINVAL, "body: expected a JSON object (the job)");
-		}
-		if (json_object_get(j, "id")) {
-			json_decref(j);
-			return al_err_set(err, AL_EINVAL,
-					  "id: chosen by the gateway; leave it out");
-		}
-		if ((t = json_object_get(j, "tenant")) &&
-		    (!json_is_string(t) ||
-		     check_tenant(json_string_value(t), json_string_length(t), tenant, err))) {
-			json_decref(j);
-			return err->code ? err->code
-					 : al_err_set(err, AL_EINVAL, "tenant: expected text");
-		}
-		if (json_object_set_new(j, "id", json_string(id)) ||
-		    json_object_set_new(j, "tenant", json_string(tenant))) {
-			json_decref(j);
-			return al_err_set(err, AL_ENOMEM, "out of memory");
 		}
 		al_mp_packer_init(&pk, &raw);
 		rc = pack_json(&pk, j, err);
@@ -142,8 +124,8 @@ int gw_job_from_body(const char *body, size_t len, bool msgpack, const char *id,
 		body = raw.data;
 		len = raw.len;
 	}
-	/* Either way now msgpack: copy it, every key but id and tenant, then
-	 * the gateway's id and tenant. */
+	/* Either way now msgpack (JSON converted as it is): no id, a tenant
+	 * only the key's; copied with the gateway's id and the key's tenant. */
 	msgpack_unpacked_init(&up);
 	if ((rc = al_mp_parse(body, len, &up, &o, err)))
 		goto out;
@@ -168,11 +150,9 @@ int gw_job_from_body(const char *body, size_t len, bool msgpack, const char *id,
 						       tenant, err)))
 					goto out;
 			} else if (al_mp_key_is(&kv->key, "id")) {
-				if (msgpack) {
-					rc = al_err_set(err, AL_EINVAL,
-							"id: chosen by the gateway; leave it out");
-					goto out;
-				}
+				rc = al_err_set(err, AL_EINVAL,
+						"id: chosen by the gateway; leave it out");
+				goto out;
 			} else {
 				has_v |= al_mp_key_is(&kv->key, "v");
 				keep++;
@@ -188,7 +168,7 @@ int gw_job_from_body(const char *body, size_t len, bool msgpack, const char *id,
 		for (uint32_t i = 0; i < o->via.map.size; i++) {
 			const msgpack_object_kv *kv = &o->via.map.ptr[i];
 
-			if (al_mp_key_is(&kv->key, "tenant") || al_mp_key_is(&kv->key, "id"))
+			if (al_mp_key_is(&kv->key, "tenant"))
 				continue;
 			if (msgpack_pack_object(&pk, kv->key) ||
 			    msgpack_pack_object(&pk, kv->val)) {

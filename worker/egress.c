@@ -749,7 +749,17 @@ struct al_egress *al_egress_new(struct event_base *base, struct evdns_base *dns,
 	return e;
 }
 
-/* The transcript so far into res (a count of what did not fit too). */
+/* Empty the transcript. */
+static void clear_log(struct al_egress *e)
+{
+	e->log.id = NULL; /* only its egress list is ours */
+	al_result_free(&e->log);
+	memset(&e->log, 0, sizeof(e->log));
+	e->unlisted = 0;
+}
+
+/* The transcript so far into res (a count of what did not fit too); it
+ * starts again empty. */
 static void move_transcript(struct al_egress *e, struct al_result *res)
 {
 	for (size_t i = 0; i < e->log.negress; i++)
@@ -761,6 +771,7 @@ static void move_transcript(struct al_egress *e, struct al_result *res)
 		snprintf(n, sizeof(n), "%llu", (unsigned long long)e->unlisted);
 		al_result_add_info(res, "egress_unlisted", n);
 	}
+	clear_log(e);
 }
 
 static void on_keep_end(evutil_socket_t fd, short what, void *arg)
@@ -781,15 +792,9 @@ void al_egress_keep(struct al_egress *e, struct al_result *res, uint64_t ms, con
 	if (!e)
 		return;
 	move_transcript(e, res);
-	e->unlisted = 0;
-	e->log.id = NULL;
-	al_result_free(&e->log);
-	memset(&e->log, 0, sizeof(e->log));
 	snprintf(e->kept, sizeof(e->kept), "%s", job);
-	if (!(e->keep_ev = evtimer_new(e->base, on_keep_end, e)) || evtimer_add(e->keep_ev, &tv)) {
-		al_egress_finish(e, NULL); /* fail closed: no proxy without its end */
-		al_egress_free(e);
-	}
+	if (!(e->keep_ev = evtimer_new(e->base, on_keep_end, e)) || evtimer_add(e->keep_ev, &tv))
+		on_keep_end(-1, 0, e); /* fail closed: no proxy without its end */
 }
 
 void al_egress_finish(struct al_egress *e, struct al_result *res)
@@ -828,7 +833,6 @@ void al_egress_free(struct al_egress *e)
 	if (e->lst)
 		evconnlistener_free(e->lst);
 	free(e->rules);
-	e->log.id = NULL;
-	al_result_free(&e->log);
+	clear_log(e);
 	free(e);
 }

@@ -13,7 +13,7 @@
 #define AL_VMM_GUEST_ADDR "10.0.2.15"
 #define AL_VMM_GUEST_NET  "10.0.2.0/24"
 #define AL_VMM_PROXY_ADDR "10.0.2.100"
-#define AL_VMM_PROXY_URL  "http://10.0.2.100:3128"
 #define AL_VMM_PROXY_PORT "3128"
+#define AL_VMM_PROXY_URL  "http://" AL_VMM_PROXY_ADDR ":" AL_VMM_PROXY_PORT
 
 #endif

@@ -51,7 +51,7 @@ int main(int argc, char **argv)
 	struct al_client *c;
 	int n;
 
-	bool gw = !strncmp(argv[1 < argc ? 1 : 0], "http", 4);
+	bool gw;
 
 	if (argc != 5 || (n = atoi(argv[3])) <= 0) {
 		fprintf(stderr,
@@ -59,6 +59,7 @@ int main(int argc, char **argv)
 			"  (URL http://...: through the gateway, the key in $AIRLOCK_TOKEN)\n");
 		return 2;
 	}
+	gw = !strncmp(argv[1], "http", 4);
 	c = gw ? al_client_connect_gateway(argv[1], getenv("AIRLOCK_TOKEN"), &err)
 	       : al_client_connect(argv[1], &err);
 	if (!c) {

@@ -53,7 +53,7 @@ TESTS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(TEST_SRC)) $(BUILD)/tests/
 	$(BUILD)/tests/bench_backend $(BUILD)/tests/bench_queue $(BUILD)/tests/egress_tool
 FUZZERS := $(BUILD)/fuzz/fuzz_job $(BUILD)/fuzz/fuzz_result
 
-.PHONY: all deps test check fuzz format clean headers demo bench images microvm-image
+.PHONY: all deps test check fuzz format clean headers demo bench images microvm-image install
 .SECONDARY:
 all: $(LIB) $(BINS) headers
 
@@ -173,6 +173,12 @@ test check: all $(TESTS) $(FUZZERS)
 
 demo: all
 	BUILD=$(BUILD) bash deploy/demo.sh
+
+# The programs, deploy/systemd/'s units and the example settings under
+# $(DESTDIR)$(PREFIX) (default /usr/local; the units name $(PREFIX)/bin)
+PREFIX ?= /usr/local
+install: all
+	BUILD=$(BUILD) PREFIX=$(PREFIX) DESTDIR=$(DESTDIR) bash deploy/install.sh
 
 # The image catalogue from Debian packages (root), one per deploy/images/recipes/NAME:
 # /var/lib/airlock/images/NAME (a root directory) and NAME.ext4 (the same, for VMs)

@@ -11,7 +11,8 @@ build_pkgs=(
 )
 # Tests and backends: Redis, Debian's python3 for sandboxes and the interop
 # test and pip (the egress test installs a package through the proxy), OCI runtimes, bubblewrap and podman (benchmark baselines), QEMU and the pieces the
-# microVM/VM images are built from, libvirt's daemon, network tooling.
+# microVM/VM images are built from, libvirt's daemon, network tooling,
+# systemd's systemd-analyze (the units in deploy/systemd/ are checked; nothing is started).
 run_pkgs=(
 	redis-server python3 python3-msgpack python3-redis python3-pip curl procps iproute2 util-linux
 	bubblewrap runc crun uidmap podman
@@ -19,6 +20,7 @@ run_pkgs=(
 	linux-image-cloud-amd64
 	libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients dnsmasq-base iptables e2fsprogs
 	nodejs
+	systemd
 )
 
 SUDO=

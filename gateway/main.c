@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../common/env.h"
 #include "../common/log.h"
 #include "gw.h"
 
@@ -23,7 +24,10 @@ static void usage(FILE *f)
 	      "  --tls-cert FILE     serve HTTPS with this certificate (PEM) ...\n"
 	      "  --tls-key FILE      ... and key\n"
 	      "  --max-body BYTES    larger request bodies get 413 (default 3 MiB)\n"
-	      "  --result-ttl-s N    how long a cancelled job's result is kept (default 86400)\n",
+	      "  --result-ttl-s N    how long a cancelled job's result is kept (default 86400)\n"
+	      "Each option may also come from AIRLOCK_<OPTION> (AIRLOCK_REDIS, AIRLOCK_KEYS,\n"
+	      "AIRLOCK_TLS_CERT, ...); a flag wins. Give a Redis URL with a password as\n"
+	      "AIRLOCK_REDIS (a systemd EnvironmentFile), not as a flag that ps shows.\n",
 	      f);
 }
 
@@ -81,6 +85,38 @@ static int hash_key(void)
 	return 0;
 }
 
+/* The path and address settings; the numbers go into struct gw. */
+struct settings {
+	const char *redis, *keys, *listen, *cert, *key;
+};
+
+/* One setting, from a flag or from its AIRLOCK_<OPTION> variable. */
+static int set_opt(int c, const char *v, struct settings *o, struct gw *g)
+{
+	unsigned long long n;
+	char *end;
+
+	switch (c) {
+	case 'r': o->redis = v; return 0;
+	case 'k': o->keys = v; return 0;
+	case 'l': o->listen = v; return 0;
+	case 'c': o->cert = v; return 0;
+	case 'K': o->key = v; return 0;
+	default: break;
+	}
+	n = strtoull(v, &end, 10);
+	if (*end || !*v || v[0] == '-' || n == 0) {
+		fprintf(stderr, "airlock-gateway: --%s: expected a positive number, got \"%s\"\n",
+			c == 'b' ? "max-body" : "result-ttl-s", v);
+		return 2;
+	}
+	if (c == 'b')
+		g->max_body = (size_t)n;
+	else
+		g->result_ttl_ms = n * 1000;
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -96,8 +132,7 @@ int main(int argc, char **argv)
 	    {NULL, 0, NULL, 0},
 	};
 	static struct gw g; /* large: the key table and the waiters */
-	const char *redis = NULL, *keys = NULL, *listen = "127.0.0.1:8088", *cert = NULL,
-		   *key = NULL;
+	struct settings o = {.listen = "127.0.0.1:8088"};
 	struct al_err err = {0};
 	struct event *sigterm, *sigint;
 	SSL_CTX *ctx = NULL;
@@ -106,61 +141,46 @@ int main(int argc, char **argv)
 
 	g.max_body = GW_BODY_MAX;
 	g.result_ttl_ms = 86400000;
+	/* AIRLOCK_<OPTION> first (env.h), then the flags */
+	for (const struct option *op = opts; op->name; op++)
+		if (op->has_arg && al_opt_env(op->name) &&
+		    set_opt(op->val, al_opt_env(op->name), &o, &g))
+			return 2;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		char *end;
-
 		switch (c) {
-		case 'r': redis = optarg; break;
-		case 'k': keys = optarg; break;
-		case 'l': listen = optarg; break;
-		case 'c': cert = optarg; break;
-		case 'K': key = optarg; break;
 		case 'H': return hash_key();
 		case 'h': usage(stdout); return 0;
-		case 'b':
-		case 't': {
-			unsigned long long v = strtoull(optarg, &end, 10);
-
-			if (*end || !*optarg || optarg[0] == '-' || v == 0) {
-				fprintf(stderr,
-					"airlock-gateway: --%s: expected a positive number\n",
-					c == 'b' ? "max-body" : "result-ttl-s");
+		case '?': usage(stderr); return 2;
+		default:
+			if (set_opt(c, optarg, &o, &g))
 				return 2;
-			}
-			if (c == 'b')
-				g.max_body = (size_t)v;
-			else
-				g.result_ttl_ms = v * 1000;
-			break;
-		}
-		default: usage(stderr); return 2;
 		}
 	}
-	if (!redis || !keys) {
+	if (!o.redis || !o.keys) {
 		fputs("airlock-gateway: --redis and --keys are required\n", stderr);
 		usage(stderr);
 		return 2;
 	}
-	if (!cert != !key) {
+	if (!o.cert != !o.key) {
 		fputs("airlock-gateway: --tls-cert and --tls-key go together\n", stderr);
 		return 2;
 	}
-	if (al_redis_url_parse(redis, &g.url, &err) || gw_keys_load(&g, keys, &err)) {
+	if (al_redis_url_parse(o.redis, &g.url, &err) || gw_keys_load(&g, o.keys, &err)) {
 		fprintf(stderr, "airlock-gateway: %s\n", err.msg);
 		return 2;
 	}
-	if (sscanf(listen, "%127[^:]:%d", host, &port) != 2 || port < 0 || port > 65535) {
+	if (sscanf(o.listen, "%127[^:]:%d", host, &port) != 2 || port < 0 || port > 65535) {
 		fprintf(stderr, "airlock-gateway: --listen: expected host:port, got \"%s\"\n",
-			listen);
+			o.listen);
 		return 2;
 	}
-	if (cert && !(ctx = tls_ctx(cert, key)))
+	if (o.cert && !(ctx = tls_ctx(o.cert, o.key)))
 		return 2;
 	signal(SIGPIPE, SIG_IGN);
 	stop_base = g.base = event_base_new();
 	g.http = g.base ? evhttp_new(g.base) : NULL;
 	if (!g.http || evhttp_bind_socket(g.http, host, (uint16_t)port)) {
-		fprintf(stderr, "airlock-gateway: cannot listen on %s: %s\n", listen,
+		fprintf(stderr, "airlock-gateway: cannot listen on %s: %s\n", o.listen,
 			strerror(errno));
 		return 2;
 	}
@@ -176,7 +196,7 @@ int main(int argc, char **argv)
 	sigint = evsignal_new(g.base, SIGINT, on_stop, NULL);
 	evsignal_add(sigterm, NULL);
 	evsignal_add(sigint, NULL);
-	al_log("info", "gateway_start", "listen=%s tls=%s keys=%zu", listen, ctx ? "yes" : "no",
+	al_log("info", "gateway_start", "listen=%s tls=%s keys=%zu", o.listen, ctx ? "yes" : "no",
 	       g.nkeys);
 	event_base_dispatch(g.base);
 	al_log("info", "gateway_stop", "requests=%llu", (unsigned long long)g.st.requests);

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "../common/aconn.h"
+#include "../common/env.h"
 #include "../common/log.h"
 #include "../proto/contract.h"
 #include "../proto/result.h"
@@ -154,8 +155,9 @@ static void usage(FILE *f)
 	       "  --redis URL      redis://host:port or unix:///path.sock (AIRLOCK_REDIS)\n"
 	       "  --policy FILE    the operator's policy (AIRLOCK_POLICY; default built-in)\n"
 	       "  --listen H:P     metrics and health over HTTP (default 127.0.0.1:9464; \"off\")\n"
-	       "  --id NAME        scheduler name (default host-pid)\n"
+	       "  --id NAME        scheduler name (AIRLOCK_ID; default host-pid)\n"
 	       "  --libvirt URI    end service VMs' leases and reconcile this libvirt with Redis\n"
+	       "                   (AIRLOCK_LIBVIRT)\n"
 	       "                   (run the scheduler on the VM host; default: no VM management)\n"
 	       "  --check          load the policy, report, and exit\n");
 }
@@ -174,14 +176,16 @@ int main(int argc, char **argv)
 	    {NULL, 0, NULL, 0},
 	};
 	struct sched s = {0};
-	const char *redis =
-	    getenv("AIRLOCK_REDIS") ? getenv("AIRLOCK_REDIS") : "redis://127.0.0.1:6379";
-	const char *listen = getenv("AIRLOCK_LISTEN") ? getenv("AIRLOCK_LISTEN") : "127.0.0.1:9464";
+	const char *redis = al_opt_env("redis") ? al_opt_env("redis") : "redis://127.0.0.1:6379";
+	const char *listen = al_opt_env("listen") ? al_opt_env("listen") : "127.0.0.1:9464";
 	struct al_err err = {0};
 	bool check = false;
 	int c;
 
-	s.policy_path = getenv("AIRLOCK_POLICY");
+	s.policy_path = al_opt_env("policy");
+	s.libvirt_uri = al_opt_env("libvirt");
+	if (al_opt_env("id"))
+		snprintf(s.id, sizeof(s.id), "%s", al_opt_env("id"));
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
 		case 'r': redis = optarg; break;

@@ -13,6 +13,7 @@
 #include <yaml.h>
 
 #include "../client/redis_url.h"
+#include "../common/env.h"
 #include "hostlock.h"
 #include "runner.h"
 #include "service.h"
@@ -453,13 +454,9 @@ int main(int argc, char **argv)
 		}
 	}
 	for (const struct option *o = opts; o->name; o++) {
-		char env[64], *p;
 		const char *v;
 
-		snprintf(env, sizeof(env), "AIRLOCK_%s", o->name);
-		for (p = env; *p; p++)
-			*p = *p == '-' ? '_' : (char)((*p >= 'a' && *p <= 'z') ? *p - 32 : *p);
-		if (o->val == 'C' || o->val == 'V' || o->val == 'z' || !(v = getenv(env)))
+		if (o->val == 'C' || o->val == 'V' || o->val == 'z' || !(v = al_opt_env(o->name)))
 			continue;
 		if (apply(&st, o->val, o->name, v))
 			return 2;

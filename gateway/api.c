@@ -116,8 +116,9 @@ static void reply_error(struct req *q, int code, const char *fmt, ...)
 	reply_json(q, code, json_pack("{s:s}", "error", msg));
 }
 
-/* The result (msgpack) as the reply: 200 with it; a rejection for a quota
- * or rate is 429, another rejection 400 (its error says why). */
+/* The result (msgpack) as the reply: 200 with it; a rejection by a tenant
+ * quota (info.quota: max_queued, rate_per_s) is 429, another rejection 400
+ * (its error says why). */
 static void reply_result(struct req *q, const char *raw, size_t len)
 {
 	struct al_result res = {0};
@@ -131,11 +132,12 @@ static void reply_result(struct req *q, const char *raw, size_t len)
 		reply_error(q, 500, "the stored result does not decode: %s", err.msg);
 		return;
 	}
-	if (res.status == AL_ST_REJECTED)
-		code = res.error &&
-			       (strstr(res.error, "max_queued") || strstr(res.error, "rate_per_s"))
-			   ? 429
-			   : 400;
+	if (res.status == AL_ST_REJECTED) {
+		code = 400;
+		for (size_t i = 0; i < res.ninfo; i++)
+			if (!strcmp(res.info[i].key, "quota"))
+				code = 429; /* the scheduler says which quota refused it */
+	}
 	/* Accept: application/msgpack: the result as stored (the C client) */
 	if (accept && strstr(accept, "application/msgpack")) {
 		al_result_free(&res);

@@ -97,8 +97,9 @@ static void on_admit(redisAsyncContext *ac, void *reply, void *priv)
 				     : "submission rate (rate_per_s) exceeded");
 			s->rejected++;
 			al_log("info", "rejected", "job=%s reason=\"%s\"", a->id, msg);
-			sc_commit(s, a->id, -1, AL_ST_REJECTED, msg, AL_KEY_INTAKE, a->entry,
-				  AL_GROUP_SCHEDULER, a->raw, a->rawlen);
+			sc_commit(s, a->id, -1, AL_ST_REJECTED, msg,
+				  code == AL_ADMIT_QUEUE_FULL ? "max_queued" : "rate_per_s",
+				  AL_KEY_INTAKE, a->entry, AL_GROUP_SCHEDULER, a->raw, a->rawlen);
 			break;
 		}
 		default: al_log("error", "admit", "job=%s error=\"unexpected reply\"", a->id);
@@ -136,8 +137,8 @@ static void refuse(struct sched *s, const char *entry, const char *id, const cha
 	if (id) {
 		s->rejected++;
 		al_log("info", "rejected", "job=%s entry=%s reason=\"%s\"", id, entry, why);
-		sc_commit(s, id, -1, AL_ST_REJECTED, why, AL_KEY_INTAKE, entry, AL_GROUP_SCHEDULER,
-			  raw, rawlen);
+		sc_commit(s, id, -1, AL_ST_REJECTED, why, NULL, AL_KEY_INTAKE, entry,
+			  AL_GROUP_SCHEDULER, raw, rawlen);
 	} else {
 		sc_dead_letter(s, AL_KEY_INTAKE, entry, why, NULL, raw, rawlen);
 		sc_ack_intake(s, entry);
@@ -174,7 +175,7 @@ static void admit_entry(struct sched *s, struct admit_batch *batch, const char *
 		al_log("info", "rejected", "job=%s tier=%s tenant=%s reason=\"%s\"", job.id,
 		       job.tier, job.tenant, err.msg);
 		s->rejected++;
-		sc_commit(s, job.id, -1, AL_ST_REJECTED, err.msg, AL_KEY_INTAKE, entry,
+		sc_commit(s, job.id, -1, AL_ST_REJECTED, err.msg, NULL, AL_KEY_INTAKE, entry,
 			  AL_GROUP_SCHEDULER, raw, rawlen);
 		goto out;
 	}

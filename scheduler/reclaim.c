@@ -52,8 +52,8 @@ static void on_reclaim_one(redisAsyncContext *ac, void *reply, void *priv)
 				 "every attempt's worker died or went silent (%s attempts)",
 				 rc->attempt);
 			al_log("warn", "worker_lost", "job=%s attempts=%s", rc->id, rc->attempt);
-			sc_commit(s, rc->id, atol(rc->attempt), AL_ST_WORKER_LOST, msg, rc->stream,
-				  rc->entry, AL_GROUP_WORKERS, NULL, 0);
+			sc_commit(s, rc->id, atol(rc->attempt), AL_ST_WORKER_LOST, msg, NULL,
+				  rc->stream, rc->entry, AL_GROUP_WORKERS, NULL, 0);
 			sc_dead_letter(s, rc->stream, rc->entry, msg, rc->id, NULL, 0);
 		}
 	} else if (r && r->type == REDIS_REPLY_ERROR) {

@@ -93,9 +93,10 @@ static void on_commit(redisAsyncContext *ac, void *reply, void *priv)
 }
 
 void sc_commit(struct sched *s, const char *id, long attempt, enum al_status_code st,
-	       const char *msg, const char *stream, const char *entry, const char *group,
-	       const char *raw, size_t rawlen)
+	       const char *msg, const char *quota, const char *stream, const char *entry,
+	       const char *group, const char *raw, size_t rawlen)
 {
+	struct al_kv why = {(char *)"quota", (char *)quota};
 	struct al_result res = {0};
 	struct al_buf b = {0};
 	struct al_call c;
@@ -106,6 +107,10 @@ void sc_commit(struct sched *s, const char *id, long attempt, enum al_status_cod
 	res.attempt = attempt > 0 ? (uint32_t)attempt : 0; /* worker_lost: the last attempt */
 	res.status = st;
 	res.error = (char *)msg;
+	if (quota) { /* info.quota: which one refused it (the gateway's 429) */
+		res.info = &why;
+		res.ninfo = 1;
+	}
 	res.finished_ms = al_now_ms();
 	if (!cc || al_result_encode(&res, &b, NULL)) {
 		free(cc);

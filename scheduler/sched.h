@@ -54,9 +54,12 @@ void sc_call(struct sched *s, struct al_call *c, const char *what);
 void sc_ack_intake(struct sched *s, const char *entry);
 void sc_dead_letter(struct sched *s, const char *source, const char *entry, const char *reason,
 		    const char *id, const char *raw, size_t rawlen);
+/* Commit the scheduler's own result for a job (rejected, worker_lost); quota:
+ * the tenant quota that refused it ("max_queued", "rate_per_s"; info.quota)
+ * or NULL. */
 void sc_commit(struct sched *s, const char *id, long attempt, enum al_status_code st,
-	       const char *msg, const char *stream, const char *entry, const char *group,
-	       const char *raw, size_t rawlen);
+	       const char *msg, const char *quota, const char *stream, const char *entry,
+	       const char *group, const char *raw, size_t rawlen);
 
 /* admission.c */
 void sc_maybe_fetch(struct sched *s);

@@ -174,14 +174,21 @@ try:
     def beta_run():
         s, b = api.call("POST", "/v1/run", job("pass"), key=B)
         with lock:
-            codes.append((s, b.get("result", {}).get("error")))
+            r = b.get("result", {})
+            codes.append((s, (r.get("error"), r.get("info", {}).get("quota"))))
     ths = [threading.Thread(target=beta_run) for _ in range(12)]
     [x.start() for x in ths]
     [x.join() for x in ths]
     limited = [e for s, e in codes if s == 429]
-    t.ok(limited and all("rate_per_s" in e for e in limited) and
-         any(s == 200 for s, _ in codes),
-         "beta past its own rate: 429 with the reason (%d of 12)" % len(limited), codes)
+    t.ok(limited and all("rate_per_s" in e for e, _ in limited) and
+         all(q == "rate_per_s" for _, q in limited) and any(s == 200 for s, _ in codes),
+         "beta past its own rate: 429 with the reason, and the result's info.quota says "
+         "which (%d of 12)" % len(limited), codes)
+    # 429 comes from the scheduler's structured info.quota, not from the error's words:
+    # a rejection whose message happens to name a quota is still a 400
+    st, body = api.call("POST", "/v1/run", job("pass", tier="max_queued_rate_per_s"), key=A)
+    t.ok(st == 400 and "max_queued_rate_per_s" in json.dumps(body),
+         "a rejection that is no quota's, whose error names one, is 400", (st, body))
 
     # 200 concurrent clients, each its own result
     got = {}

@@ -111,8 +111,10 @@ def rejections():
         states = [c.rcli("HGET", "al:job:" + j, "state").strip() for j in codes]
         rej = [result(c, j) for j in codes if states[codes.index(j)] == "done"]
         t.ok(states.count("queued") == 10 and len(rej) == 30 and
-             all(r["status"] == "rejected" and "max_queued" in r["error"] for r in rej),
-             "quota under 4 concurrent submitters: exactly 10 queued, 30 rejected",
+             all(r["status"] == "rejected" and "max_queued" in r["error"] and
+                 r.get("info", {}).get("quota") == "max_queued" for r in rej),
+             "quota under 4 concurrent submitters: exactly 10 queued, 30 rejected "
+             "(info.quota: max_queued)",
              (states.count("queued"), len(rej)))
         # rate: 5 per second for tenant slow
         ids = [c.cli("submit", "--tenant", "slow", "-c", "print(1)").stdout.decode().strip()

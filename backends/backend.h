@@ -173,6 +173,12 @@ struct al_backend_ops {
 	 * worker stops a job past its CPU-time limit or its output caps. A
 	 * backend without it enforces those limits itself. 0 or negative. */
 	int (*usage)(struct al_sandbox *sb, struct al_usage *u);
+	/* MAY: live output. Copy at most cap bytes of what the running job has
+	 * written to stdout (stream 1) or stderr (stream 2), from byte off on,
+	 * into buf; the count (0: nothing new yet), negative when unreadable.
+	 * Polled with usage; what the job wrote last also comes with reap's
+	 * result, so the worker streams the rest from there. */
+	ssize_t (*output)(struct al_sandbox *sb, int stream, uint64_t off, void *buf, size_t cap);
 	/* MUST: remove every process, file, cgroup... made for the job. */
 	void (*destroy)(struct al_sandbox *sb);
 	/* MAY: after the result is out, get the slot ready for its next job
@@ -210,6 +216,8 @@ int al_backend_kill(struct al_sandbox *sb, struct al_err *err);
 int al_backend_reap(struct al_sandbox *sb, struct al_result *res, struct al_err *err);
 /* The running job's usage; -1 when the backend does not report it. */
 int al_backend_usage(struct al_sandbox *sb, struct al_usage *u);
+/* Live output (the output slot); -1 when the backend has none. */
+ssize_t al_backend_output(struct al_sandbox *sb, int stream, uint64_t off, void *buf, size_t cap);
 void al_sandbox_free(struct al_sandbox *sb); /* calls destroy; NULL is fine */
 
 extern const struct al_backend_ops al_backend_process;

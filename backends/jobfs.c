@@ -380,6 +380,20 @@ ssize_t al_read_text(const char *path, char *buf, size_t cap)
 	return n > 0 ? n : 0;
 }
 
+ssize_t al_jobfs_output(const struct al_jobfs *fs, int stream, uint64_t off, void *buf,
+			size_t cap)
+{
+	int fd = stream == 1 ? fs->out_fd : stream == 2 ? fs->err_fd : -1;
+	ssize_t n;
+
+	if (fd < 0)
+		return -1;
+	do
+		n = pread(fd, buf, cap, (off_t)off);
+	while (n < 0 && errno == EINTR);
+	return n;
+}
+
 uint64_t al_fd_size(int fd)
 {
 	struct stat st;

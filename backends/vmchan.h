@@ -14,6 +14,10 @@
  *   guest -> host  'H' heartbeat, no payload: every second while the job
  *                  runs, so that a hung guest is told from a long job (a
  *                  guest that sends them much faster is refused)
+ *   guest -> host  'O' output: one byte, the stream (1 stdout, 2 stderr), then
+ *                  the next 1..AL_OUT_CHUNK_MAX bytes the job wrote to it,
+ *                  in order, never past the job's cap (live output; the
+ *                  result still carries the whole capped output)
  *   guest -> host  'S' result: an encoded al_result (msgpack), at most
  *                  al_chan_result_cap bytes: the job's own caps
  *   host -> guest  'A' acknowledgement, no payload: the whole result was
@@ -33,6 +37,7 @@
 #define AL_CHAN_JOB	     'J'
 #define AL_CHAN_RESULT	     'S'
 #define AL_CHAN_HEARTBEAT    'H'
+#define AL_CHAN_OUTPUT	     'O'
 #define AL_CHAN_ACK	     'A'
 #define AL_CHAN_ACK_WAIT_MS  30000	/* the agent waits this long for 'A' */
 #define AL_CHAN_READ_BUDGET  (1u << 20) /* bytes one al_chan_read call takes at most */

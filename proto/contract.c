@@ -49,6 +49,11 @@ const char *al_key_done(char out[AL_KEY_MAX], const char *id)
 	return keyf(out, AL_KEY_PREFIX "done:", id, NULL);
 }
 
+const char *al_key_out(char out[AL_KEY_MAX], const char *id)
+{
+	return keyf(out, AL_KEY_PREFIX "out:", id, NULL);
+}
+
 const char *al_key_queue(char out[AL_KEY_MAX], const char *tier, int band)
 {
 	return keyf(out, AL_KEY_PREFIX "q:", tier, al_band_name(band));
@@ -322,6 +327,7 @@ void al_commit_add(struct al_call *c, const struct al_commit_item *it)
 	al_call_key(c, al_key_res(k, it->id));
 	al_call_key(c, al_key_done(k, it->id));
 	al_call_key(c, it->stream && it->entry ? it->stream : "");
+	al_call_key(c, al_key_out(k, it->id));
 	al_call_i64(c, it->attempt);
 	al_call_arg(c, it->result, it->len);
 	al_call_u64(c, it->ttl_ms);
@@ -379,6 +385,7 @@ static void ending_call(struct al_call *c, const char *script, const char *id, c
 	al_call_key(c, al_key_job(k, id));
 	al_call_key(c, al_key_res(k, id));
 	al_call_key(c, al_key_done(k, id));
+	al_call_key(c, al_key_out(k, id));
 	if (script == al_lua_expire)
 		al_call_key(c, AL_KEY_DEADLINES);
 	al_call_str(c, id);

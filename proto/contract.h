@@ -20,6 +20,7 @@
 const char *al_key_job(char out[AL_KEY_MAX], const char *id);		    /* al:job:<id> */
 const char *al_key_res(char out[AL_KEY_MAX], const char *id);		    /* al:res:<id> */
 const char *al_key_done(char out[AL_KEY_MAX], const char *id);		    /* al:done:<id> */
+const char *al_key_out(char out[AL_KEY_MAX], const char *id); /* al:out:<id>: live output */
 const char *al_key_queue(char out[AL_KEY_MAX], const char *tier, int band); /* al:q:<tier>:<band> */
 const char *al_key_tenant(char out[AL_KEY_MAX], const char *tenant);	    /* al:tenant:<t> */
 /* al:idem:<tenant>/<key> */

@@ -18,6 +18,13 @@
 #define AL_GROUP_WORKERS      "workers"	  /* consumer group on every ready queue */
 #define AL_GROUP_SCHEDULER    "scheduler" /* consumer group on the intake */
 
+/* Live output (al:out:<id>, PROTOCOL.md "Live output"): a stream of chunks,
+ * each at most AL_OUT_CHUNK_MAX bytes, the stream trimmed to about
+ * AL_OUT_MAXLEN entries; the whole capped output stays in the result. */
+#define AL_OUT_CHUNK_MAX 16384
+#define AL_OUT_MAXLEN	 4096
+#define AL_OUT_MAXLEN_S	 "4096"
+
 /* Priority bands: one ready stream per tier and band, read high first. */
 #define AL_BANDS 3
 static inline int al_band_of(unsigned priority)

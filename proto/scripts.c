@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "keys.h"
+
 /* Shared fragments are repeated inline: Redis runs each script alone. */
 
 const char al_lua_submit[] =
@@ -128,7 +130,16 @@ const char al_lua_fetch[] = CLAIM_ONE
     "end\n"
     "return out\n";
 
-const char al_lua_commit[] =
+/* The live-output stream's last entry, by whichever script writes the
+ * result: readers see the end without polling for the result. */
+#define END_OUT                                                                                  \
+	"local function end_out(key, status, attempt, ttl)\n"                                    \
+	"  redis.call('XADD', key, 'MAXLEN', '~', '" AL_OUT_MAXLEN_S "', '*', 't', 'end', 's', "  \
+	"status, 'a', attempt)\n"                                                                 \
+	"  redis.call('PEXPIRE', key, ttl)\n"                                                     \
+	"end\n"
+
+const char al_lua_commit[] = END_OUT
     "local acks, counts = {}, {}\n"
     "local function commit_one(K, A)\n"
     "  local function ack()\n"
@@ -162,12 +173,13 @@ const char al_lua_commit[] =
     "  redis.call('PEXPIRE', KEYS[K + 1], ttl)\n"
     "  redis.call('RPUSH', KEYS[K + 3], '1')\n"
     "  redis.call('PEXPIRE', KEYS[K + 3], ttl)\n"
+    "  end_out(KEYS[K + 5], ARGV[A + 6], unrun and '0' or ARGV[A + 1], ttl)\n"
     "  counts['status:' .. ARGV[A + 6]] = (counts['status:' .. ARGV[A + 6]] or 0) + 1\n"
     "  ack()\n"
     "  return 1\n"
     "end\n"
     "local out = {}\n"
-    "for i = 0, #KEYS / 4 - 1 do out[i + 1] = commit_one(4 * i, 6 * i) end\n"
+    "for i = 0, #KEYS / 5 - 1 do out[i + 1] = commit_one(5 * i, 6 * i) end\n"
     "for _, a in pairs(acks) do redis.call('XACK', unpack(a)) end\n"
     "for f, n in pairs(counts) do redis.call('HINCRBY', 'al:stats', f, n) end\n"
     "return out\n";
@@ -222,7 +234,7 @@ const char al_lua_reclaim[] =
     "ack()\n"
     "return 1\n";
 
-const char al_lua_cancel[] =
+const char al_lua_cancel[] = END_OUT
     "if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end\n"
     "local h = redis.call('HMGET', KEYS[1], 'state', 'counted', 'tenant')\n"
     "local st = h[1]\n"
@@ -240,12 +252,13 @@ const char al_lua_cancel[] =
     "redis.call('PEXPIRE', KEYS[1], ARGV[3])\n"
     "redis.call('RPUSH', KEYS[3], '1')\n"
     "redis.call('PEXPIRE', KEYS[3], ARGV[3])\n"
+    "end_out(KEYS[4], 'cancelled', '0', ARGV[3])\n"
     "redis.call('HINCRBY', 'al:stats', 'status:cancelled', 1)\n"
     "return 1\n";
 
-const char al_lua_expire[] =
+const char al_lua_expire[] = END_OUT
     "local h = redis.call('HMGET', KEYS[1], 'state', 'tenant', 'counted')\n"
-    "redis.call('ZREM', KEYS[4], ARGV[1])\n"
+    "redis.call('ZREM', KEYS[5], ARGV[1])\n"
     "if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end\n"
     "if h[1] ~= 'queued' and h[1] ~= 'retrying' then return 0 end\n"
     "redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])\n"
@@ -255,6 +268,7 @@ const char al_lua_expire[] =
     "redis.call('PEXPIRE', KEYS[1], ARGV[3])\n"
     "redis.call('RPUSH', KEYS[3], '1')\n"
     "redis.call('PEXPIRE', KEYS[3], ARGV[3])\n"
+    "end_out(KEYS[4], 'expired', '0', ARGV[3])\n"
     "redis.call('HINCRBY', 'al:stats', 'status:expired', 1)\n"
     "return 1\n";
 

@@ -172,6 +172,50 @@ static void record_vm_lease(struct worker *w, struct slot *s, const struct al_re
 	       ports ? ports : "", exp);
 }
 
+/* One live-output entry of the job in slot s (PROTOCOL.md, "Live output"):
+ * t out|err with its bytes, or t restart (this attempt's output so far is
+ * void: the job runs again). The first entry sets the stream's TTL past the
+ * job's end; the result's commit writes t end and the result's own TTL. */
+static void out_entry(struct slot *s, const char *type, const void *data, size_t len)
+{
+	struct worker *w = s->w;
+	char key[AL_KEY_MAX], a[16];
+	struct al_call c;
+
+	al_key_out(key, s->id);
+	snprintf(a, sizeof(a), "%u", s->attempt);
+	al_call_init(&c, NULL);
+	al_call_str(&c, "XADD");
+	al_call_str(&c, key);
+	al_call_str(&c, "MAXLEN");
+	al_call_str(&c, "~");
+	al_call_str(&c, AL_OUT_MAXLEN_S);
+	al_call_str(&c, "*");
+	al_call_str(&c, "t");
+	al_call_str(&c, type);
+	al_call_str(&c, "a");
+	al_call_str(&c, a);
+	if (data) {
+		al_call_str(&c, "d");
+		al_call_arg(&c, data, len);
+	}
+	wk_send_call(w, &c, "output", s->id);
+	if (!s->out_ttl_set) {
+		s->out_ttl_set = true;
+		al_call_init(&c, NULL);
+		al_call_str(&c, "PEXPIRE");
+		al_call_str(&c, key);
+		al_call_u64(&c, s->job.limits.wall_ms + w->policy.result_ttl_ms + 600000);
+		wk_send_call(w, &c, "output", s->id);
+	}
+}
+
+static void on_job_output(struct al_runner *r, int stream, const void *data, size_t len, void *arg)
+{
+	(void)r;
+	out_entry(arg, stream == 1 ? "out" : "err", data, len);
+}
+
 static void on_job_done(struct al_runner *r, struct al_result *res, void *arg)
 {
 	struct slot *s = arg;
@@ -192,11 +236,12 @@ static void on_job_done(struct al_runner *r, struct al_result *res, void *arg)
 		     ? res->started_ms - res->queued_ms
 		     : 0,
 		 res->wall_ms);
-	if (s->released) {
-		/* Drained: give it back for another worker, same attempt. */
-		wk_retry_later(w, s, 0, false);
-	} else if (res->status == AL_ST_SANDBOX_ERROR && s->attempt < s->job.max_attempts) {
-		wk_retry_later(w, s, backoff_ms(s->tier, s->attempt), true);
+	if (s->released || (res->status == AL_ST_SANDBOX_ERROR && s->attempt < s->job.max_attempts)) {
+		if (s->out_ttl_set) /* it streamed output: readers start over */
+			out_entry(s, "restart", NULL, 0);
+		/* drained: given back for another worker, same attempt */
+		wk_retry_later(w, s, s->released ? 0 : backoff_ms(s->tier, s->attempt),
+			       !s->released);
 	} else {
 		if ((s->ops->caps & AL_CAP_SERVICE) && res->status == AL_ST_OK)
 			record_vm_lease(w, s, res);
@@ -288,6 +333,9 @@ void wk_job_run(struct worker *w, struct slot *s)
 		wk_slot_release(s);
 		return;
 	}
+	s->out_ttl_set = false;
+	if (!w->conf->no_live_output && !(s->ops->caps & AL_CAP_SERVICE))
+		al_runner_on_output(s->runner, on_job_output);
 	al_log("info", "job_start", "job=%s attempt=%u tier=%s backend=%s slot=%d", s->id,
 	       s->attempt, s->tier->name, s->ops->name, s->index);
 }

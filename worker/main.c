@@ -200,6 +200,8 @@ static void usage(FILE *f)
 	    "  --webhook-secrets DIR  each tenant's callbacks signed with its own key, the\n"
 	    "                       first line of DIR/<tenant> (none sent without one)\n"
 	    "  --allow-noop         offer the benchmark-only noop backend\n"
+	    "  --live-output on|off stream running jobs' stdout and stderr to al:out:<id>\n"
+	    "                       (default on; the result keeps the whole output either way)\n"
 	    "  --bundle-copy FILE   benchmarks: keep each job's container config.json or VM\n"
 	    "                       domain XML (and FILE.job, its job frame) here\n"
 	    "  --run-one FILE       run one msgpack job file here and print the result as JSON\n"
@@ -233,6 +235,7 @@ static const struct option opts[] = {
     {"webhook-secret", required_argument, NULL, 'S'},
     {"webhook-secrets", required_argument, NULL, 'W'},
     {"allow-noop", no_argument, NULL, 'N'},
+    {"live-output", required_argument, NULL, 'o'},
     {"bundle-copy", required_argument, NULL, 'Y'},
     {"run-one", required_argument, NULL, 'r'},
     {"backend", required_argument, NULL, 'b'},
@@ -356,6 +359,14 @@ static int apply(struct opts_state *st, int c, const char *name, const char *v)
 			return -1;
 		break;
 	case 'N': conf->allow_noop = !v || strcmp(v, "false"); break;
+	case 'o':
+		if (strcmp(v, "on") && strcmp(v, "off")) {
+			fprintf(stderr, "airlock-worker: --%s: expected on or off, not \"%s\"\n",
+				name, v);
+			return -1;
+		}
+		conf->no_live_output = !strcmp(v, "off");
+		break;
 	case 'r': st->run_path = v; break;
 	case 'b': st->backend = v; break;
 	default: return -1;

@@ -4,6 +4,7 @@
 #include <event2/dns.h>
 #include <unistd.h>
 
+#include "../proto/keys.h"
 #include "egress.h"
 
 #include <stdbool.h>
@@ -35,7 +36,51 @@ struct al_runner {
 	bool finished;
 	struct al_egress *egress; /* network egress: the job's proxy */
 	uint64_t egress_keep_ms;  /* ...serving on after an ok result (al_watch) */
+	al_runner_output_fn out_fn; /* live output, or NULL */
+	uint64_t sent[3];	    /* bytes of stdout [1] and stderr [2] given to it */
 };
+
+#define OUTPUT_CHUNKS_PER_POLL 4 /* per stream: 64 KiB each poll at most */
+
+static uint64_t cap_of(const struct al_runner *r, int stream)
+{
+	return stream == 1 ? r->sb->spec.limits.stdout_bytes : r->sb->spec.limits.stderr_bytes;
+}
+
+/* What the job wrote since the last poll, to out_fn, within its caps. */
+static void poll_output(struct al_runner *r)
+{
+	static char buf[AL_OUT_CHUNK_MAX];
+
+	for (int st = 1; st <= 2; st++)
+		for (int i = 0; i < OUTPUT_CHUNKS_PER_POLL && r->sent[st] < cap_of(r, st); i++) {
+			uint64_t room = cap_of(r, st) - r->sent[st];
+			ssize_t n = al_backend_output(r->sb, st, r->sent[st], buf,
+						      room < sizeof(buf) ? (size_t)room
+									 : sizeof(buf));
+
+			if (n <= 0)
+				break;
+			r->sent[st] += (uint64_t)n;
+			r->out_fn(r, st, buf, (size_t)n, r->arg);
+		}
+}
+
+/* The rest of each stream, from the result (what the job wrote last). */
+static void flush_output(struct al_runner *r)
+{
+	const struct al_bytes *b[3] = {NULL, &r->res.out, &r->res.err};
+
+	for (int st = 1; st <= 2; st++)
+		while (b[st]->len > r->sent[st]) {
+			size_t n = b[st]->len - r->sent[st];
+
+			if (n > AL_OUT_CHUNK_MAX)
+				n = AL_OUT_CHUNK_MAX;
+			r->out_fn(r, st, (const char *)b[st]->data + r->sent[st], n, r->arg);
+			r->sent[st] += n;
+		}
+}
 
 /* One resolver for the worker's loop (the egress proxies share it): the
  * host's resolv.conf and hosts file, made at the first job that needs it. */
@@ -114,6 +159,8 @@ static void on_finish(evutil_socket_t fd, short what, void *arg)
 		if (event_base_once(r->base, -1, EV_TIMEOUT, on_refill, f, NULL))
 			free(f);
 	}
+	if (r->out_fn)
+		flush_output(r);
 	r->done(r, &r->res, r->arg); /* may free r */
 }
 
@@ -170,7 +217,11 @@ static void on_poll(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	if (r->stopping || r->finished || !r->sb || al_backend_usage(r->sb, &u) < 0)
+	if (r->stopping || r->finished || !r->sb)
+		return;
+	if (r->out_fn)
+		poll_output(r);
+	if (al_backend_usage(r->sb, &u) < 0)
 		return;
 	l = &r->sb->spec.limits;
 	if (u.cpu_ns / 1000000 >= l->cpu_ms) {
@@ -232,10 +283,10 @@ struct al_runner *al_runner_start(struct event_base *base, const struct al_backe
 	r->res.started_ms = al_now_ms();
 	r->sb = al_sandbox_new(ops, conf, spec);
 	r->timer = evtimer_new(base, on_timer, r);
-	r->poll = ops->usage ? event_new(base, -1, EV_PERSIST, on_poll, r) : NULL;
+	r->poll = ops->usage || ops->output ? event_new(base, -1, EV_PERSIST, on_poll, r) : NULL;
 	r->finish_ev = event_new(base, -1, 0, on_finish, r);
 	if (!r->res.id || !r->res.backend || !r->res.worker || !r->sb || !r->timer ||
-	    !r->finish_ev || (ops->usage && !r->poll)) {
+	    !r->finish_ev || ((ops->usage || ops->output) && !r->poll)) {
 		al_runner_free(r);
 		return NULL;
 	}
@@ -277,6 +328,11 @@ struct al_runner *al_runner_start(struct event_base *base, const struct al_backe
 		event_add(r->poll, &pv);
 	}
 	return r;
+}
+
+void al_runner_on_output(struct al_runner *r, al_runner_output_fn fn)
+{
+	r->out_fn = fn;
 }
 
 const struct al_run_spec *al_runner_spec(const struct al_runner *r)

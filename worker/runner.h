@@ -26,6 +26,14 @@ struct al_runner *al_runner_start(struct event_base *base, const struct al_backe
  * AL_ST_SANDBOX_ERROR when a draining worker gives the job back). */
 void al_runner_stop(struct al_runner *r, enum al_status_code why, const char *msg);
 
+/* Live output: fn gets each new piece of the job's stdout (stream 1) or
+ * stderr (2), in order, at most AL_OUT_CHUNK_MAX bytes a call and never past
+ * the job's caps: polled while it runs (backends with an output slot), then,
+ * before done, the rest from its result. Set it right after start. */
+typedef void (*al_runner_output_fn)(struct al_runner *r, int stream, const void *data, size_t len,
+				    void *arg);
+void al_runner_on_output(struct al_runner *r, al_runner_output_fn fn);
+
 const struct al_run_spec *al_runner_spec(const struct al_runner *r);
 void al_runner_free(struct al_runner *r);
 

@@ -24,6 +24,7 @@ struct al_worker_conf {
 	const char *webhook_secret;	 /* HMAC key for callback signatures; NULL = unsigned */
 	const char *webhook_secrets_dir; /* per tenant instead: <dir>/<tenant> (webhook.h) */
 	bool allow_noop;		 /* offer the benchmark-only noop backend */
+	bool no_live_output;		 /* --live-output off: no al:out:<id> chunks */
 	struct al_backend_conf backend;	 /* shared with every backend */
 };
 

@@ -56,6 +56,7 @@ struct slot {
 	bool have_job;
 	struct al_runner *runner;
 	bool released; /* drain gave it back: retry, do not commit */
+	bool out_ttl_set; /* live output: its stream has an entry (and a TTL) */
 	/* network egress: the job's egress_allow, parsed (admitted: within
 	 * its tier's rules) */
 	struct al_egress_rule egress[AL_EGRESS_RULES_MAX];

@@ -949,6 +949,14 @@ static int ctr_usage(struct al_sandbox *sb, struct al_usage *u)
 	return 0;
 }
 
+/* Live output: what the job has written to its memfds so far. */
+static ssize_t ctr_output(struct al_sandbox *sb, int stream, uint64_t off, void *buf, size_t cap)
+{
+	struct ctr_sb *c = sb->priv;
+
+	return al_jobfs_output(&c->fs, stream, off, buf, cap);
+}
+
 const struct al_backend_ops al_backend_container = {
     .name = "container",
     .caps =
@@ -960,6 +968,7 @@ const struct al_backend_ops al_backend_container = {
     .start = ctr_start,
     .kill = ctr_kill,
     .usage = ctr_usage,
+    .output = ctr_output,
     .reap = ctr_reap,
     .destroy = ctr_destroy,
     .fini = ctr_fini,

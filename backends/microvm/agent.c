@@ -43,6 +43,7 @@
 #include <unistd.h>
 
 #include "../../proto/job.h"
+#include "../../proto/keys.h"
 #include "../../common/log.h" /* clocks */
 #include "../../proto/result.h"
 #include "../backend.h" /* AL_USAGE_POLL_MS */
@@ -548,11 +549,37 @@ static pid_t start_job(const struct job_in *in, const struct al_cg *cg, const st
  * hung guest from a long job by that), stopping it at its whole-job limits
  * (CPU time of all its processes, output); PID 1 also reaps the orphans
  * the job leaves. *ws gets its wait status. */
+/* Live output: what the job wrote to each stream since the last call, as
+ * 'O' frames (at most 4 of AL_OUT_CHUNK_MAX bytes per stream and call),
+ * never past its cap; sent[] counts what went. */
+static int send_output(int port, const struct al_jobfs *fs, const struct al_limits *l,
+		       uint64_t sent[3], struct al_err *err)
+{
+	static char buf[AL_OUT_CHUNK_MAX];
+
+	for (unsigned char st = 1; st <= 2; st++) {
+		uint64_t cap = st == 1 ? l->stdout_bytes : l->stderr_bytes;
+
+		for (int i = 0; i < 4 && sent[st] < cap; i++) {
+			uint64_t room = cap - sent[st];
+			ssize_t n = al_jobfs_output(fs, st, sent[st], buf,
+						    room < sizeof(buf) ? (size_t)room : sizeof(buf));
+
+			if (n <= 0)
+				break;
+			if (al_chan_write(port, AL_CHAN_OUTPUT, &st, 1, buf, (size_t)n, -1, err))
+				return AL_ESANDBOX;
+			sent[st] += (uint64_t)n;
+		}
+	}
+	return AL_OK;
+}
+
 static int wait_job(pid_t pid, int port, const struct al_cg *cg, const struct al_jobfs *fs,
 		    const struct al_limits *l, int *ws, struct al_err *err)
 {
 	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0), rc = AL_OK;
-	uint64_t beat_ms = al_mono_ms();
+	uint64_t beat_ms = al_mono_ms(), sent[3] = {0};
 
 	for (bool done = false, stopped = false; !done;) {
 		struct pollfd p = {.fd = pidfd, .events = POLLIN};
@@ -565,6 +592,10 @@ static int wait_job(pid_t pid, int port, const struct al_cg *cg, const struct al
 					 al_fd_size(fs->err_fd) > l->stderr_bytes)) {
 				kill(pid, SIGKILL); /* the verdict reads why from the counters */
 				stopped = true;
+			}
+			if (send_output(port, fs, l, sent, err)) {
+				rc = AL_ESANDBOX;
+				break;
 			}
 			if (al_mono_ms() - beat_ms >= AL_CHAN_HEARTBEAT_MS) {
 				beat_ms = al_mono_ms();

@@ -41,6 +41,7 @@
 #include <unistd.h>
 
 #include "../../common/log.h"
+#include "../../proto/keys.h"
 #include "../backend.h"
 #include "../cgroup.h"
 #include "../jobfs.h"
@@ -116,6 +117,7 @@ struct mvm_sb {
 	int timer_fd;			      /* fires at the nearest deadline (see deadline()) */
 	uint64_t start_ms, sent_ms, heard_ms; /* monotonic */
 	uint64_t beats;			      /* heartbeats heard since the job went in */
+	struct al_buf live[3];		      /* live output: stdout [1], stderr [2] so far */
 };
 
 /* ---- spawning a VMM (for drivers) ---- */
@@ -825,6 +827,41 @@ static void add_info(struct al_sandbox *sb, struct al_result *res)
 	al_result_add_info(res, "boot_ms", v);
 }
 
+/* An 'O' frame: the next bytes of one of the job's streams, believed only
+ * within the job's cap (the agent stops there; more is a guest misbehaving). */
+static int take_output(struct al_sandbox *sb, const char *p, size_t n, struct al_err *err)
+{
+	struct mvm_sb *m = sb->priv;
+	int st = n ? (unsigned char)p[0] : 0;
+	uint64_t cap = st == 1 ? sb->spec.limits.stdout_bytes : sb->spec.limits.stderr_bytes;
+
+	if ((st != 1 && st != 2) || n < 2 || n - 1 > AL_OUT_CHUNK_MAX)
+		return al_err_set(err, AL_ESANDBOX, "microvm: a malformed output frame from the guest");
+	if (m->live[st].len + (n - 1) > cap)
+		return al_err_set(err, AL_ESANDBOX,
+				  "microvm: the guest sends more %s than the job's cap of %llu bytes",
+				  st == 1 ? "stdout" : "stderr", (unsigned long long)cap);
+	if (al_buf_append(&m->live[st], p + 1, n - 1))
+		return al_err_set(err, AL_ESANDBOX, "microvm: out of memory for live output");
+	return AL_OK;
+}
+
+/* Live output: what the guest's 'O' frames brought so far. */
+static ssize_t mvm_output(struct al_sandbox *sb, int stream, uint64_t off, void *buf, size_t cap)
+{
+	struct mvm_sb *m = sb->priv;
+	size_t n;
+
+	if (stream != 1 && stream != 2)
+		return -1;
+	if (off >= m->live[stream].len)
+		return 0;
+	n = m->live[stream].len - (size_t)off;
+	n = n < cap ? n : cap;
+	memcpy(buf, m->live[stream].data + off, n);
+	return (ssize_t)n;
+}
+
 static int mvm_reap(struct al_sandbox *sb, struct al_result *res, struct al_err *err)
 {
 	struct mvm_sb *m = sb->priv;
@@ -858,6 +895,13 @@ static int mvm_reap(struct al_sandbox *sb, struct al_result *res, struct al_err 
 					    (unsigned long long)(m->heard_ms - m->sent_ms));
 					break;
 				}
+				continue;
+			}
+			if (type == AL_CHAN_OUTPUT) {
+				if ((rc = take_output(sb, vm->rd.body.data + 1, vm->rd.body.len - 1,
+						      err)))
+					break;
+				al_chan_rd_reset(&vm->rd);
 				continue;
 			}
 			if (type != AL_CHAN_RESULT)
@@ -937,6 +981,8 @@ static void mvm_destroy(struct al_sandbox *sb)
 	if (m->timer_fd >= 0)
 		close(m->timer_fd);
 	m->timer_fd = -1;
+	al_buf_free(&m->live[1]);
+	al_buf_free(&m->live[2]);
 }
 
 static void mvm_fini(void)
@@ -963,6 +1009,7 @@ const struct al_backend_ops al_backend_microvm = {
     .start = mvm_start,
     .kill = mvm_kill,
     .reap = mvm_reap,
+    .output = mvm_output,
     .destroy = mvm_destroy,
     .refill = mvm_refill,
     .pool = mvm_pool,

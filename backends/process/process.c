@@ -597,6 +597,14 @@ static int proc_usage(struct al_sandbox *sb, struct al_usage *u)
 	return 0;
 }
 
+/* Live output: what the job has written to its memfds so far. */
+static ssize_t proc_output(struct al_sandbox *sb, int stream, uint64_t off, void *buf, size_t cap)
+{
+	struct proc_sb *p = sb->priv;
+
+	return al_jobfs_output(&p->fs, stream, off, buf, cap);
+}
+
 static int proc_kill(struct al_sandbox *sb, struct al_err *err)
 {
 	struct proc_sb *p = sb->priv;
@@ -738,6 +746,7 @@ const struct al_backend_ops al_backend_process = {
     .start = proc_start,
     .kill = proc_kill,
     .usage = proc_usage,
+    .output = proc_output,
     .reap = proc_reap,
     .destroy = proc_destroy,
     .refill = proc_refill,

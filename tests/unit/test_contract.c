@@ -113,7 +113,7 @@ int main(void)
 		   !al_key_queue_tier("al:q:nocolon", tier, sizeof(tier)),
 	       "names that are no ready stream are refused");
 
-	/* COMMIT of two results: 8 keys first, then 12 arguments. */
+	/* COMMIT of two results: 10 keys first, then 12 arguments. */
 	al_call_init(&c, al_lua_commit);
 	al_commit_add(&c, &(struct al_commit_item){.id = "a",
 						   .attempt = 2,
@@ -131,18 +131,20 @@ int main(void)
 						   .ttl_ms = 5,
 						   .group = "scheduler",
 						   .status = "rejected"});
-	TAP_OK(al_call_argv(&c, &argc, &argv, &lens) == 0 && argc == 3 + 8 + 12,
-	       "COMMIT batch: EVALSHA sha nkeys + 8 keys + 12 arguments (argc %d)", argc);
+	TAP_OK(al_call_argv(&c, &argc, &argv, &lens) == 0 && argc == 3 + 10 + 12,
+	       "COMMIT batch: EVALSHA sha nkeys + 10 keys + 12 arguments (argc %d)", argc);
 	TAP_OK(!strcmp(argv[0], "EVALSHA") && !strcmp(argv[1], al_script_sha(al_lua_commit)) &&
-		   !strcmp(argv[2], "8"),
-	       "COMMIT batch: EVALSHA, the script's SHA1, 8 keys");
+		   !strcmp(argv[2], "10"),
+	       "COMMIT batch: EVALSHA, the script's SHA1, 10 keys");
 	TAP_OK(!strcmp(argv[3], "al:job:a") && !strcmp(argv[6], "al:q:t:mid") &&
-		   !strcmp(argv[7], "al:job:b") && !strcmp(argv[10], ""),
-	       "COMMIT batch: each result's 4 keys in order (no entry: no stream)");
-	TAP_OK(!strcmp(argv[11], "2") && lens[12] == 3 && !memcmp(argv[12], "R\0a", 3) &&
-		   !strcmp(argv[17], "-1") && !strcmp(arg(&c, 22), "rejected"),
+		   !strcmp(argv[7], "al:out:a") && !strcmp(argv[8], "al:job:b") &&
+		   !strcmp(argv[11], "") && !strcmp(argv[12], "al:out:b"),
+	       "COMMIT batch: each result's 5 keys in order (no entry: no stream; its live "
+	       "output last)");
+	TAP_OK(!strcmp(argv[13], "2") && lens[14] == 3 && !memcmp(argv[14], "R\0a", 3) &&
+		   !strcmp(argv[19], "-1") && !strcmp(arg(&c, 24), "rejected"),
 	       "COMMIT batch: attempts, binary result bytes, statuses");
-	TAP_OK(al_call_items(&c, 4) == 2, "COMMIT batch: two items");
+	TAP_OK(al_call_items(&c, 5) == 2, "COMMIT batch: two items");
 	al_call_free(&c);
 
 	/* Dead letters: raw cut to AL_DLQ_RAW_MAX, the full size kept, bounded. */
@@ -170,7 +172,13 @@ int main(void)
 	TAP_OK(!strcmp(arg(&c, 2), "3"), "RETRY: 3 keys, no tenant key");
 	al_call_free(&c);
 	al_cancel_call(&c, "j", "r", 1, 10);
-	TAP_OK(!strcmp(arg(&c, 2), "3"), "CANCEL: 3 keys, no tenant or stats key");
+	TAP_OK(!strcmp(arg(&c, 2), "4") && !strcmp(arg(&c, 6), "al:out:j"),
+	       "CANCEL: 4 keys (its live output last), no tenant or stats key");
+	al_call_free(&c);
+	al_expire_call(&c, "j", "r", 1, 10);
+	TAP_OK(!strcmp(arg(&c, 2), "5") && !strcmp(arg(&c, 6), "al:out:j") &&
+		   !strcmp(arg(&c, 7), "al:deadlines"),
+	       "EXPIRE: 5 keys, its live output then the deadlines");
 	al_call_free(&c);
 	al_call_free(NULL);
 	check_job_states();

@@ -380,8 +380,7 @@ ssize_t al_read_text(const char *path, char *buf, size_t cap)
 	return n > 0 ? n : 0;
 }
 
-ssize_t al_jobfs_output(const struct al_jobfs *fs, int stream, uint64_t off, void *buf,
-			size_t cap)
+ssize_t al_jobfs_output(const struct al_jobfs *fs, int stream, uint64_t off, void *buf, size_t cap)
 {
 	int fd = stream == 1 ? fs->out_fd : stream == 2 ? fs->err_fd : -1;
 	ssize_t n;

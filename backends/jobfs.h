@@ -60,8 +60,7 @@ uint64_t al_fd_size(int fd);
 
 /* Live output: at most cap bytes of the job's stdout (stream 1) or stderr
  * (2) memfd from off on (the backends' output slot); -1 when there is none. */
-ssize_t al_jobfs_output(const struct al_jobfs *fs, int stream, uint64_t off, void *buf,
-			size_t cap);
+ssize_t al_jobfs_output(const struct al_jobfs *fs, int stream, uint64_t off, void *buf, size_t cap);
 
 /* mkdir -p with mode for each level created. */
 int al_mkdir_p(const char *path, mode_t mode);

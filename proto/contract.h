@@ -17,10 +17,10 @@
  * Each writes the key into out (AL_KEY_MAX bytes) and returns out. Ids,
  * tenants and tiers are restricted to safe characters by the codec; a name
  * that would not fit is cut (it then names no key Airlock uses). */
-const char *al_key_job(char out[AL_KEY_MAX], const char *id);		    /* al:job:<id> */
-const char *al_key_res(char out[AL_KEY_MAX], const char *id);		    /* al:res:<id> */
-const char *al_key_done(char out[AL_KEY_MAX], const char *id);		    /* al:done:<id> */
-const char *al_key_out(char out[AL_KEY_MAX], const char *id); /* al:out:<id>: live output */
+const char *al_key_job(char out[AL_KEY_MAX], const char *id);  /* al:job:<id> */
+const char *al_key_res(char out[AL_KEY_MAX], const char *id);  /* al:res:<id> */
+const char *al_key_done(char out[AL_KEY_MAX], const char *id); /* al:done:<id> */
+const char *al_key_out(char out[AL_KEY_MAX], const char *id);  /* al:out:<id>: live output */
 const char *al_key_queue(char out[AL_KEY_MAX], const char *tier, int band); /* al:q:<tier>:<band> */
 const char *al_key_tenant(char out[AL_KEY_MAX], const char *tenant);	    /* al:tenant:<t> */
 /* al:idem:<tenant>/<key> */

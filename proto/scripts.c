@@ -132,11 +132,11 @@ const char al_lua_fetch[] = CLAIM_ONE
 
 /* The live-output stream's last entry, by whichever script writes the
  * result: readers see the end without polling for the result. */
-#define END_OUT                                                                                  \
-	"local function end_out(key, status, attempt, ttl)\n"                                    \
-	"  redis.call('XADD', key, 'MAXLEN', '~', '" AL_OUT_MAXLEN_S "', '*', 't', 'end', 's', "  \
-	"status, 'a', attempt)\n"                                                                 \
-	"  redis.call('PEXPIRE', key, ttl)\n"                                                     \
+#define END_OUT                                                                                    \
+	"local function end_out(key, status, attempt, ttl)\n"                                      \
+	"  redis.call('XADD', key, 'MAXLEN', '~', '" AL_OUT_MAXLEN_S "', '*', 't', 'end', 's', "   \
+	"status, 'a', attempt)\n"                                                                  \
+	"  redis.call('PEXPIRE', key, ttl)\n"                                                      \
 	"end\n"
 
 const char al_lua_commit[] = END_OUT
@@ -234,27 +234,27 @@ const char al_lua_reclaim[] =
     "ack()\n"
     "return 1\n";
 
-const char al_lua_cancel[] = END_OUT
-    "if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end\n"
-    "local h = redis.call('HMGET', KEYS[1], 'state', 'counted', 'tenant')\n"
-    "local st = h[1]\n"
-    "if not st then return -1 end\n"
-    "if st == 'done' then return 0 end\n"
-    "redis.call('HSET', KEYS[1], 'cancel', '1')\n"
-    "if st == 'running' then\n"
-    "  redis.call('PUBLISH', 'al:cancel', ARGV[1])\n"
-    "  return 2\n"
-    "end\n"
-    "redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])\n"
-    "if (st == 'queued' or st == 'retrying') and h[2] == '1' then\n"
-    "  redis.call('HINCRBY', 'al:tenant:' .. (h[3] or 'default'), 'queued', -1) end\n"
-    "redis.call('HSET', KEYS[1], 'state', 'done', 'status', 'cancelled')\n"
-    "redis.call('PEXPIRE', KEYS[1], ARGV[3])\n"
-    "redis.call('RPUSH', KEYS[3], '1')\n"
-    "redis.call('PEXPIRE', KEYS[3], ARGV[3])\n"
-    "end_out(KEYS[4], 'cancelled', '0', ARGV[3])\n"
-    "redis.call('HINCRBY', 'al:stats', 'status:cancelled', 1)\n"
-    "return 1\n";
+const char al_lua_cancel[] =
+    END_OUT "if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end\n"
+	    "local h = redis.call('HMGET', KEYS[1], 'state', 'counted', 'tenant')\n"
+	    "local st = h[1]\n"
+	    "if not st then return -1 end\n"
+	    "if st == 'done' then return 0 end\n"
+	    "redis.call('HSET', KEYS[1], 'cancel', '1')\n"
+	    "if st == 'running' then\n"
+	    "  redis.call('PUBLISH', 'al:cancel', ARGV[1])\n"
+	    "  return 2\n"
+	    "end\n"
+	    "redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])\n"
+	    "if (st == 'queued' or st == 'retrying') and h[2] == '1' then\n"
+	    "  redis.call('HINCRBY', 'al:tenant:' .. (h[3] or 'default'), 'queued', -1) end\n"
+	    "redis.call('HSET', KEYS[1], 'state', 'done', 'status', 'cancelled')\n"
+	    "redis.call('PEXPIRE', KEYS[1], ARGV[3])\n"
+	    "redis.call('RPUSH', KEYS[3], '1')\n"
+	    "redis.call('PEXPIRE', KEYS[3], ARGV[3])\n"
+	    "end_out(KEYS[4], 'cancelled', '0', ARGV[3])\n"
+	    "redis.call('HINCRBY', 'al:stats', 'status:cancelled', 1)\n"
+	    "return 1\n";
 
 const char al_lua_expire[] = END_OUT
     "local h = redis.call('HMGET', KEYS[1], 'state', 'tenant', 'counted')\n"

@@ -236,7 +236,8 @@ static void on_job_done(struct al_runner *r, struct al_result *res, void *arg)
 		     ? res->started_ms - res->queued_ms
 		     : 0,
 		 res->wall_ms);
-	if (s->released || (res->status == AL_ST_SANDBOX_ERROR && s->attempt < s->job.max_attempts)) {
+	if (s->released ||
+	    (res->status == AL_ST_SANDBOX_ERROR && s->attempt < s->job.max_attempts)) {
 		if (s->out_ttl_set) /* it streamed output: readers start over */
 			out_entry(s, "restart", NULL, 0);
 		/* drained: given back for another worker, same attempt */

@@ -34,8 +34,8 @@ struct al_runner {
 	int reason;    /* -1, or the status a stop imposes */
 	char reason_msg[256];
 	bool finished;
-	struct al_egress *egress; /* network egress: the job's proxy */
-	uint64_t egress_keep_ms;  /* ...serving on after an ok result (al_watch) */
+	struct al_egress *egress;   /* network egress: the job's proxy */
+	uint64_t egress_keep_ms;    /* ...serving on after an ok result (al_watch) */
 	al_runner_output_fn out_fn; /* live output, or NULL */
 	uint64_t sent[3];	    /* bytes of stdout [1] and stderr [2] given to it */
 };
@@ -55,9 +55,9 @@ static void poll_output(struct al_runner *r)
 	for (int st = 1; st <= 2; st++)
 		for (int i = 0; i < OUTPUT_CHUNKS_PER_POLL && r->sent[st] < cap_of(r, st); i++) {
 			uint64_t room = cap_of(r, st) - r->sent[st];
-			ssize_t n = al_backend_output(r->sb, st, r->sent[st], buf,
-						      room < sizeof(buf) ? (size_t)room
-									 : sizeof(buf));
+			ssize_t n =
+			    al_backend_output(r->sb, st, r->sent[st], buf,
+					      room < sizeof(buf) ? (size_t)room : sizeof(buf));
 
 			if (n <= 0)
 				break;

@@ -55,7 +55,7 @@ struct slot {
 	struct al_job job;
 	bool have_job;
 	struct al_runner *runner;
-	bool released; /* drain gave it back: retry, do not commit */
+	bool released;	  /* drain gave it back: retry, do not commit */
 	bool out_ttl_set; /* live output: its stream has an entry (and a TTL) */
 	/* network egress: the job's egress_allow, parsed (admitted: within
 	 * its tier's rules) */

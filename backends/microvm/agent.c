@@ -562,8 +562,8 @@ static int send_output(int port, const struct al_jobfs *fs, const struct al_limi
 
 		for (int i = 0; i < 4 && sent[st] < cap; i++) {
 			uint64_t room = cap - sent[st];
-			ssize_t n = al_jobfs_output(fs, st, sent[st], buf,
-						    room < sizeof(buf) ? (size_t)room : sizeof(buf));
+			ssize_t n = al_jobfs_output(
+			    fs, st, sent[st], buf, room < sizeof(buf) ? (size_t)room : sizeof(buf));
 
 			if (n <= 0)
 				break;

@@ -836,11 +836,13 @@ static int take_output(struct al_sandbox *sb, const char *p, size_t n, struct al
 	uint64_t cap = st == 1 ? sb->spec.limits.stdout_bytes : sb->spec.limits.stderr_bytes;
 
 	if ((st != 1 && st != 2) || n < 2 || n - 1 > AL_OUT_CHUNK_MAX)
-		return al_err_set(err, AL_ESANDBOX, "microvm: a malformed output frame from the guest");
-	if (m->live[st].len + (n - 1) > cap)
 		return al_err_set(err, AL_ESANDBOX,
-				  "microvm: the guest sends more %s than the job's cap of %llu bytes",
-				  st == 1 ? "stdout" : "stderr", (unsigned long long)cap);
+				  "microvm: a malformed output frame from the guest");
+	if (m->live[st].len + (n - 1) > cap)
+		return al_err_set(
+		    err, AL_ESANDBOX,
+		    "microvm: the guest sends more %s than the job's cap of %llu bytes",
+		    st == 1 ? "stdout" : "stderr", (unsigned long long)cap);
 	if (al_buf_append(&m->live[st], p + 1, n - 1))
 		return al_err_set(err, AL_ESANDBOX, "microvm: out of memory for live output");
 	return AL_OK;

@@ -71,6 +71,7 @@ static void usage(FILE *f)
 	    "  --timeout MS  --cpu MS  --memory BYTES  --pids N  --disk BYTES\n"
 	    "  --stdin FILE  --env NAME=VALUE  --priority 0-9  --deadline-ms UNIX_MS\n"
 	    "  --idempotency-key K  --callback URL  --label K=V  --id ID  --json\n"
+	    "  run: the output is printed as it comes (live output); --no-stream: at the end\n"
 	    "Redis: --redis or $AIRLOCK_REDIS (default redis://127.0.0.1:6379)\n"
 	    "Gateway (a tenant's way in: run, submit, wait, status, cancel): --gateway or\n"
 	    "  $AIRLOCK_GATEWAY, the API key from $AIRLOCK_TOKEN or --token-file FILE (never a\n"
@@ -145,6 +146,9 @@ static int push_kv(struct al_kv **kv, size_t *n, const char *arg, const char *wh
 }
 
 /* Build a job from run/submit arguments; returns 0 or an exit code. */
+/* run --no-stream: print the output at the end, from the result */
+static bool no_stream;
+
 static int build_job(int argc, char **argv, struct al_job *job, bool *json)
 {
 	static const struct option opts[] = {
@@ -170,6 +174,7 @@ static int build_job(int argc, char **argv, struct al_job *job, bool *json)
 	    {"label", required_argument, NULL, 'l'},
 	    {"id", required_argument, NULL, 'I'},
 	    {"json", no_argument, NULL, 'j'},
+	    {"no-stream", no_argument, NULL, 'S'},
 	    {"code", required_argument, NULL, 'c'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -197,6 +202,7 @@ static int build_job(int argc, char **argv, struct al_job *job, bool *json)
 		case 'c': code = optarg; break;
 		case 'I': job->id = xstrdup(optarg); break;
 		case 'j': *json = true; break;
+		case 'S': no_stream = true; break;
 		case 'f': {
 			const char *colon = strchr(optarg, ':');
 			struct al_file *f;
@@ -359,7 +365,48 @@ static int emit(FILE *f, const char *data, size_t len)
 	return len ? (unsigned char)data[len - 1] : '\n';
 }
 
+/* What run printed of the live output: bytes of stdout [1] and stderr [2],
+ * and the last byte of each (the verdict's line starts a line of its own). */
+struct shown {
+	uint64_t n[3];
+	int last[3];
+	unsigned attempt;
+};
+
+static int on_chunk(const struct al_chunk *ch, void *arg)
+{
+	struct shown *sh = arg;
+
+	if (ch->kind == AL_CHUNK_RESTART ||
+	    (ch->attempt > sh->attempt && sh->attempt && ch->kind != AL_CHUNK_END)) {
+		/* an attempt ended without its result: the job runs again */
+		fflush(stdout);
+		fprintf(stderr, "%sairlock: the job runs again; its output starts over\n",
+			sh->last[2] == '\n' ? "" : "\n");
+		sh->n[1] = sh->n[2] = 0;
+		sh->last[1] = sh->last[2] = '\n';
+	}
+	if (ch->attempt && ch->kind != AL_CHUNK_END)
+		sh->attempt = ch->attempt;
+	if (ch->kind == AL_CHUNK_STDOUT || ch->kind == AL_CHUNK_STDERR) {
+		FILE *f = ch->kind == AL_CHUNK_STDOUT ? stdout : stderr;
+
+		sh->last[ch->kind] = emit(f, ch->data, ch->len);
+		sh->n[ch->kind] += ch->len;
+		fflush(f);
+	}
+	return 0;
+}
+
+static int print_result_after(const struct al_result *r, bool json, const struct shown *sh);
+
 static int print_result(const struct al_result *r, bool json)
+{
+	return print_result_after(r, json, NULL);
+}
+
+/* The result; with sh, only what the live output did not show already. */
+static int print_result_after(const struct al_result *r, bool json, const struct shown *sh)
 {
 	if (json) {
 		json_t *j = al_result_to_json(r);
@@ -372,8 +419,14 @@ static int print_result(const struct al_result *r, bool json)
 		putchar('\n');
 		json_decref(j);
 	} else {
-		int last_out = emit(stdout, r->out.data, r->out.len);
-		int last_err = emit(stderr, r->err.data, r->err.len);
+		size_t so = sh && sh->n[1] <= r->out.len ? (size_t)sh->n[1] : 0;
+		size_t se = sh && sh->n[2] <= r->err.len ? (size_t)sh->n[2] : 0;
+		int last_out = so == r->out.len && sh
+				   ? sh->last[1]
+				   : emit(stdout, r->out.data + so, r->out.len - so);
+		int last_err = se == r->err.len && sh
+				   ? sh->last[2]
+				   : emit(stderr, r->err.data + se, r->err.len - se);
 		bool verdict = r->status != AL_ST_OK && r->status != AL_ST_NONZERO_EXIT;
 
 		fflush(stdout);
@@ -463,7 +516,8 @@ static int cmd_run(const char *url, int argc, char **argv, bool wait)
 	struct al_err err = {0};
 	struct al_client *c;
 	char id[AL_ID_MAX + 1];
-	bool json = false, existing = false;
+	bool json = false, existing = false, streamed = false;
+	struct shown sh = {.last = {'\n', '\n', '\n'}};
 	int rc = build_job(argc, argv, &job, &json);
 
 	if (rc)
@@ -482,12 +536,21 @@ static int cmd_run(const char *url, int argc, char **argv, bool wait)
 				"airlock: idempotency key already used: this is the earlier job\n");
 		goto out_client;
 	}
+	if (!json && !no_stream) {
+		/* the output as it comes; what the stream missed comes from the result */
+		if (al_client_stream(c, id, NULL, 0, on_chunk, &sh, &err)) {
+			fprintf(stderr, "airlock: job %s: %s\n", id, err.msg);
+			rc = EXIT_UNAVAILABLE;
+			goto out_client;
+		}
+		streamed = true;
+	}
 	if (al_client_wait(c, id, 0, &res, &err)) {
 		fprintf(stderr, "airlock: job %s: %s\n", id, err.msg);
 		rc = EXIT_UNAVAILABLE;
 		goto out_client;
 	}
-	rc = print_result(&res, json);
+	rc = print_result_after(&res, json, streamed ? &sh : NULL);
 	al_result_free(&res);
 out_client:
 	al_client_close(c);

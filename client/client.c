@@ -306,6 +306,109 @@ int al_client_wait(struct al_client *c, const char *id, uint64_t timeout_ms, str
 	}
 }
 
+/* One XREAD entry ([id, [field, value, ...]]) as a chunk; false if it is
+ * none (an unknown type is skipped: newer workers may add some). */
+static bool chunk_of(const redisReply *e, struct al_chunk *ch)
+{
+	const redisReply *f;
+
+	memset(ch, 0, sizeof(*ch));
+	if (e->type != REDIS_REPLY_ARRAY || e->elements != 2 ||
+	    e->element[0]->type != REDIS_REPLY_STRING || e->element[1]->type != REDIS_REPLY_ARRAY)
+		return false;
+	snprintf(ch->id, sizeof(ch->id), "%s", e->element[0]->str);
+	f = e->element[1];
+	for (size_t i = 0; i + 1 < f->elements; i += 2) {
+		const redisReply *k = f->element[i], *v = f->element[i + 1];
+
+		if (k->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING)
+			continue;
+		if (!strcmp(k->str, "t"))
+			ch->kind = !strcmp(v->str, "out")	? AL_CHUNK_STDOUT
+				   : !strcmp(v->str, "err")	? AL_CHUNK_STDERR
+				   : !strcmp(v->str, "restart") ? AL_CHUNK_RESTART
+				   : !strcmp(v->str, "end")	? AL_CHUNK_END
+								: 0;
+		else if (!strcmp(k->str, "a"))
+			ch->attempt = (unsigned)strtoul(v->str, NULL, 10);
+		else if (!strcmp(k->str, "d")) {
+			ch->data = v->str;
+			ch->len = v->len;
+		} else if (!strcmp(k->str, "s"))
+			snprintf(ch->status, sizeof(ch->status), "%s", v->str);
+	}
+	return ch->kind != 0;
+}
+
+int al_client_stream(struct al_client *c, const char *id, const char *after, uint64_t timeout_ms,
+		     al_chunk_fn fn, void *arg, struct al_err *err)
+{
+	if (c->gw)
+		return al_gw_stream(c->gw, id, after, timeout_ms, fn, arg, err);
+	char key[AL_KEY_MAX], job[AL_KEY_MAX], res[AL_KEY_MAX], last[48], block[24];
+	const char *known[3] = {"EXISTS", job, res};
+	uint64_t deadline = timeout_ms ? al_now_ms() + timeout_ms : 0;
+	redisReply *r;
+
+	al_key_out(key, id);
+	al_key_job(job, id);
+	al_key_res(res, id);
+	if (!(r = cmd(c, err, 3, known, NULL)))
+		return AL_EREDIS;
+	if (r->type != REDIS_REPLY_INTEGER || r->integer == 0) {
+		freeReplyObject(r);
+		return al_err_set(err, AL_EINVAL, "unknown job %s", id);
+	}
+	freeReplyObject(r);
+	snprintf(last, sizeof(last), "%s", after && *after ? after : "0");
+	for (;;) {
+		uint64_t left =
+		    deadline ? (deadline > al_now_ms() ? deadline - al_now_ms() : 0) : 1000;
+		const char *argv[8] = {"XREAD", "COUNT",   "256", "BLOCK",
+				       block,	"STREAMS", key,	  last};
+		bool got = false;
+
+		if (deadline && left == 0)
+			return al_err_set(err, AL_EREDIS, "timed out following %s's output", id);
+		snprintf(block, sizeof(block), "%llu",
+			 (unsigned long long)(left > 1000 ? 1000 : left));
+		if (!(r = cmd(c, err, 8, argv, NULL)))
+			return AL_EREDIS;
+		/* [[key, [entry, ...]]], or nil when nothing came */
+		if (r->type == REDIS_REPLY_ARRAY && r->elements == 1 &&
+		    r->element[0]->type == REDIS_REPLY_ARRAY && r->element[0]->elements == 2) {
+			const redisReply *es = r->element[0]->element[1];
+
+			for (size_t i = 0; i < es->elements; i++) {
+				struct al_chunk ch;
+
+				if (es->element[i]->type == REDIS_REPLY_ARRAY &&
+				    es->element[i]->elements == 2)
+					snprintf(last, sizeof(last), "%s",
+						 es->element[i]->element[0]->str);
+				if (!chunk_of(es->element[i], &ch))
+					continue;
+				got = true;
+				if (fn(&ch, arg) || ch.kind == AL_CHUNK_END) {
+					freeReplyObject(r);
+					return AL_OK;
+				}
+			}
+		}
+		freeReplyObject(r);
+		if (!got) { /* nothing new: a result without its end entry (expired) ends it too */
+			const char *has[2] = {"EXISTS", res};
+
+			if (!(r = cmd(c, err, 2, has, NULL)))
+				return AL_EREDIS;
+			got = r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+			freeReplyObject(r);
+			if (got)
+				return AL_OK;
+		}
+	}
+}
+
 int al_client_status(struct al_client *c, const char *id, enum al_job_state *state,
 		     struct al_result *res, struct al_err *err)
 {

@@ -44,6 +44,32 @@ int al_client_submit_many(struct al_client *c, struct al_job *jobs, size_t n,
 int al_client_wait(struct al_client *c, const char *id, uint64_t timeout_ms, struct al_result *res,
 		   struct al_err *err);
 
+/* One entry of a job's live output (PROTOCOL.md, "Live output"). */
+enum al_chunk_kind {
+	AL_CHUNK_STDOUT = 1,
+	AL_CHUNK_STDERR = 2,
+	AL_CHUNK_RESTART, /* the attempt's output so far is void: the job runs again */
+	AL_CHUNK_END,	  /* the last entry: the result exists */
+};
+struct al_chunk {
+	char id[48]; /* the entry's id: resume after it */
+	enum al_chunk_kind kind;
+	unsigned attempt;
+	const char *data; /* stdout/stderr: the bytes (valid during the call) */
+	size_t len;
+	char status[32]; /* end: the result's status */
+};
+/* Return non-zero to stop following. */
+typedef int (*al_chunk_fn)(const struct al_chunk *ch, void *arg);
+
+/* Follow job id's live output from after entry `after` (NULL or "0": from
+ * the start), calling fn for each entry in order, until the end entry (then
+ * AL_OK), fn returns non-zero (AL_OK), or timeout_ms (0: no limit) passes
+ * (AL_EREDIS "timed out"). An unknown id is AL_EINVAL. Bytes the stream did
+ * not carry (trimmed, or lost while Redis was away) are in the result. */
+int al_client_stream(struct al_client *c, const char *id, const char *after, uint64_t timeout_ms,
+		     al_chunk_fn fn, void *arg, struct al_err *err);
+
 /* Where the job is in its life (al_job_state_name gives its name); with a
  * result when done (res->version != 0). Unknown ids are AL_EINVAL. */
 int al_client_status(struct al_client *c, const char *id, enum al_job_state *state,

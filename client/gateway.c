@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../common/log.h"
 #include "../proto/buf.h"
@@ -273,5 +274,172 @@ int al_gw_cancel(struct al_gw *g, const char *id, struct al_err *err)
 	}
 out:
 	al_buf_free(&out);
+	return rc;
+}
+
+/* Server-Sent Events, parsed as they arrive: "id:", "event:" and "data:"
+ * lines, an empty line dispatching the event to fn. */
+struct sse {
+	CURL *curl;
+	bool is_sse, checked; /* the answer is text/event-stream (else: an error body) */
+	struct al_buf line, data, body;
+	char id[48], event[16];
+	al_chunk_fn fn;
+	void *arg;
+	bool stop, ended, bad;
+};
+
+static void sse_dispatch(struct sse *s)
+{
+	static const char *const kinds[] = {NULL, "stdout", "stderr", "restart", "end"};
+	struct al_chunk ch = {.kind = 0};
+	struct al_bytes b = {0};
+	json_t *j = s->data.data ? json_loadb(s->data.data, s->data.len, 0, NULL) : NULL;
+	const char *st = json_string_value(json_object_get(j, "status"));
+
+	for (int k = 1; k <= AL_CHUNK_END; k++)
+		if (!strcmp(s->event, kinds[k]))
+			ch.kind = (enum al_chunk_kind)k;
+	if (!j || (ch.kind && al_json_get_bytes(j, "data", &b))) {
+		s->bad = s->stop = true;
+		json_decref(j);
+		return;
+	}
+	if (!ch.kind) { /* an unknown event is skipped (newer gateways may add some) */
+		json_decref(j);
+		return;
+	}
+	snprintf(ch.id, sizeof(ch.id), "%s", s->id);
+	ch.attempt = (unsigned)json_integer_value(json_object_get(j, "attempt"));
+	ch.data = b.data;
+	ch.len = b.len;
+	snprintf(ch.status, sizeof(ch.status), "%s", st ? st : "");
+	if (s->fn(&ch, s->arg) || ch.kind == AL_CHUNK_END) {
+		s->stop = true;
+		s->ended = true;
+	}
+	json_decref(j);
+	free(b.data);
+}
+
+static void sse_line(struct sse *s, char *l, size_t n)
+{
+	if (n && l[n - 1] == '\r')
+		l[--n] = '\0';
+	if (!n) {
+		if (s->event[0] || s->data.len)
+			sse_dispatch(s);
+		s->event[0] = '\0';
+		al_buf_reset(&s->data);
+		return;
+	}
+	if (l[0] == ':') /* a comment: keep-alive */
+		return;
+	if (!strncmp(l, "id: ", 4))
+		snprintf(s->id, sizeof(s->id), "%s", l + 4);
+	else if (!strncmp(l, "event: ", 7))
+		snprintf(s->event, sizeof(s->event), "%s", l + 7);
+	else if (!strncmp(l, "data: ", 6))
+		al_buf_append(&s->data, l + 6, n - 6);
+}
+
+static size_t on_sse(char *p, size_t size, size_t n, void *arg)
+{
+	struct sse *s = arg;
+	size_t len = size * n;
+
+	if (!s->checked) {
+		char *ctype = NULL;
+
+		curl_easy_getinfo(s->curl, CURLINFO_CONTENT_TYPE, &ctype);
+		s->is_sse = ctype && strstr(ctype, "text/event-stream");
+		s->checked = true;
+	}
+	if (!s->is_sse)
+		return al_buf_append(&s->body, p, len) ? 0 : len;
+	for (size_t i = 0; i < len && !s->stop; i++) {
+		if (p[i] != '\n') {
+			if (al_buf_append(&s->line, p + i, 1))
+				return 0;
+			continue;
+		}
+		sse_line(s, s->line.data ? s->line.data : (char *)"", s->line.len);
+		al_buf_reset(&s->line);
+	}
+	return s->stop ? 0 : len; /* 0 ends the transfer: fn said stop, or the end */
+}
+
+int al_gw_stream(struct al_gw *g, const char *id, const char *after, uint64_t timeout_ms,
+		 al_chunk_fn fn, void *arg, struct al_err *err)
+{
+	uint64_t end = timeout_ms ? al_mono_ms() + timeout_ms : 0;
+	struct sse s = {.curl = g->curl, .fn = fn, .arg = arg};
+	char url[1400], last[128];
+	struct curl_slist *h = NULL;
+	int rc = AL_OK;
+
+	snprintf(s.id, sizeof(s.id), "%s", after && *after ? after : "0");
+	snprintf(url, sizeof(url), "%s/v1/jobs/%s/output", g->base, id);
+	for (int tries = 0;; tries++) {
+		uint64_t now = al_mono_ms();
+		long status = 0;
+		CURLcode cc;
+
+		if (end && now >= end) {
+			rc = al_err_set(err, AL_EREDIS, "timed out following %s's output", id);
+			break;
+		}
+		snprintf(last, sizeof(last), "Last-Event-ID: %s", s.id);
+		curl_slist_free_all(h);
+		h = curl_slist_append(curl_slist_append(NULL, g->auth), last);
+		if (!h) {
+			rc = al_err_set(err, AL_ENOMEM, "out of memory");
+			break;
+		}
+		s.checked = s.is_sse = false;
+		al_buf_reset(&s.body);
+		al_buf_reset(&s.line);
+		al_buf_reset(&s.data);
+		s.event[0] = '\0';
+		curl_easy_setopt(g->curl, CURLOPT_URL, url);
+		curl_easy_setopt(g->curl, CURLOPT_HTTPHEADER, h);
+		curl_easy_setopt(g->curl, CURLOPT_HTTPGET, 1L);
+		curl_easy_setopt(g->curl, CURLOPT_CUSTOMREQUEST, NULL);
+		curl_easy_setopt(g->curl, CURLOPT_WRITEFUNCTION, on_sse);
+		curl_easy_setopt(g->curl, CURLOPT_WRITEDATA, &s);
+		curl_easy_setopt(g->curl, CURLOPT_TIMEOUT_MS, end ? (long)(end - now) : 0L);
+		cc = curl_easy_perform(g->curl);
+		curl_easy_getinfo(g->curl, CURLINFO_RESPONSE_CODE, &status);
+		if (s.stop) {
+			if (s.bad)
+				rc =
+				    al_err_set(err, AL_EREDIS, "gateway: a malformed output event");
+			break;
+		}
+		if (!s.is_sse && status) {
+			rc = refused(status, &s.body, err);
+			break;
+		}
+		if (cc == CURLE_OPERATION_TIMEDOUT) {
+			rc = al_err_set(err, AL_EREDIS, "timed out following %s's output", id);
+			break;
+		}
+		/* the connection went, or the gateway ended it before the end
+		 * entry (it was stopped): resume after the last event */
+		if (tries >= 20) {
+			rc = al_err_set(err, AL_EREDIS, "cannot follow %s's output at %s: %s", id,
+					g->base,
+					cc == CURLE_OK ? "the stream keeps ending early"
+						       : curl_easy_strerror(cc));
+			break;
+		}
+		usleep(250000);
+	}
+	curl_easy_setopt(g->curl, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(g->curl, CURLOPT_TIMEOUT_MS, 0L);
+	curl_slist_free_all(h);
+	al_buf_free(&s.body);
+	al_buf_free(&s.line);
+	al_buf_free(&s.data);
 	return rc;
 }

@@ -11,6 +11,7 @@
 #include "../proto/err.h"
 #include "../proto/job.h"
 #include "../proto/result.h"
+#include "client.h" /* al_chunk */
 
 struct al_gw;
 
@@ -24,6 +25,10 @@ int al_gw_wait(struct al_gw *g, const char *id, uint64_t timeout_ms, struct al_r
 	       struct al_err *err);
 int al_gw_status(struct al_gw *g, const char *id, enum al_job_state *state, struct al_result *res,
 		 struct al_err *err);
+/* GET /v1/jobs/{id}/output (Server-Sent Events), resumed with Last-Event-ID
+ * after a dropped connection (as al_client_stream). */
+int al_gw_stream(struct al_gw *g, const char *id, const char *after, uint64_t timeout_ms,
+		 al_chunk_fn fn, void *arg, struct al_err *err);
 /* 0 finished, 1 ended while waiting, 2 kill sent (as al_client_cancel). */
 int al_gw_cancel(struct al_gw *g, const char *id, struct al_err *err);
 

@@ -23,7 +23,7 @@
 #define BLPOP_S	       "1"
 #define JOB_IDS_PREFIX "g" /* ids the gateway chose: g + 32 hex */
 
-enum kind { K_SUBMIT, K_GET, K_WAIT, K_CANCEL };
+enum kind { K_SUBMIT, K_GET, K_WAIT, K_CANCEL, K_OUTPUT };
 
 struct req {
 	struct gw *g;
@@ -37,6 +37,9 @@ struct req {
 	int code_if_pending;  /* a wait that ran out: 202 */
 	struct gw_waiter *w;
 	char state[16];
+	char last[48];	/* output: the last entry sent (Last-Event-ID) */
+	unsigned quiet; /* output: rounds without an entry (a ping every 15) */
+	bool streaming; /* output: the 200 and its headers went */
 };
 
 /* ---- replies ---- */
@@ -160,6 +163,7 @@ static void reply_pending(struct req *q, int code)
 /* ---- waiting for a result ---- */
 
 static void wait_step(struct req *q);
+static void start_output(struct req *q);
 
 static struct gw_waiter *waiter_take(struct gw *g)
 {
@@ -405,6 +409,7 @@ static void on_owner(redisAsyncContext *ac, void *reply, void *priv)
 	switch (q->kind) {
 	case K_CANCEL: cancel(q); break;
 	case K_WAIT: get_result(q); break;
+	case K_OUTPUT: start_output(q); break;
 	default: /* K_GET: the result if there is one, else the state */
 		q->deadline_ms = 0;
 		q->code_if_pending = 200;
@@ -419,6 +424,219 @@ static void with_owned_job(struct req *q)
 
 	if (al_aconn_cmd(q->g->cmd, on_owner, q, 4, argv, NULL))
 		reply_error(q, 503, "Redis is not reachable: %s", al_aconn_strerror(q->g->cmd));
+}
+
+/* ---- live output: Server-Sent Events from al:out:<id> ---- */
+
+#define SSE_PING_ROUNDS 15 /* a ": ping" after this many quiet one-second rounds */
+
+static void output_step(struct req *q);
+
+/* End the event stream (the client may resume with Last-Event-ID). */
+static void output_close(struct req *q)
+{
+	if (q->r && q->streaming) {
+		forget_close(q);
+		evhttp_send_reply_end(q->r);
+	} else if (q->r) {
+		reply_error(q, 503, "Redis is not reachable");
+		return;
+	}
+	req_free(q);
+}
+
+static void sse_send(struct req *q, struct evbuffer *b)
+{
+	q->g->st.bytes_out += evbuffer_get_length(b);
+	evhttp_send_reply_chunk(q->r, b);
+}
+
+/* One entry as an event: id, event (stdout, stderr, restart, end) and data,
+ * a JSON object with attempt, data (or data_base64) and, at the end, status. */
+static bool sse_entry(struct req *q, const redisReply *e, struct evbuffer *b)
+{
+	const redisReply *f;
+	struct al_bytes d = {0};
+	const char *t = NULL, *st = NULL, *a = "0";
+	json_t *j;
+	char *text;
+	bool end;
+
+	if (e->type != REDIS_REPLY_ARRAY || e->elements != 2 ||
+	    e->element[0]->type != REDIS_REPLY_STRING || e->element[1]->type != REDIS_REPLY_ARRAY)
+		return false;
+	snprintf(q->last, sizeof(q->last), "%s", e->element[0]->str);
+	f = e->element[1];
+	for (size_t i = 0; i + 1 < f->elements; i += 2) {
+		const redisReply *k = f->element[i], *v = f->element[i + 1];
+
+		if (k->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING)
+			continue;
+		if (!strcmp(k->str, "t"))
+			t = v->str;
+		else if (!strcmp(k->str, "a"))
+			a = v->str;
+		else if (!strcmp(k->str, "s"))
+			st = v->str;
+		else if (!strcmp(k->str, "d"))
+			d = (struct al_bytes){v->str, v->len};
+	}
+	if (!t ||
+	    (strcmp(t, "out") && strcmp(t, "err") && strcmp(t, "restart") && strcmp(t, "end")))
+		return false; /* unknown entries are not shown (newer workers may add some) */
+	end = !strcmp(t, "end");
+	j = json_pack("{s:I}", "attempt", (json_int_t)strtoll(a, NULL, 10));
+	if (j && d.data && al_json_set_bytes(j, "data", &d))
+		json_decref(j), j = NULL;
+	if (j && st)
+		json_object_set_new(j, "status", json_string(st));
+	text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+	evbuffer_add_printf(b, "id: %s\nevent: %s\ndata: %s\n\n", q->last,
+			    !strcmp(t, "out")	? "stdout"
+			    : !strcmp(t, "err") ? "stderr"
+						: t,
+			    text ? text : "{}");
+	free(text);
+	json_decref(j);
+	return end;
+}
+
+static void on_output_state(redisAsyncContext *ac, void *reply, void *priv)
+{
+	struct req *q = priv;
+	redisReply *r = reply;
+
+	(void)ac;
+	if (!q->r) {
+		req_free(q);
+		return;
+	}
+	if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 2) {
+		output_close(q);
+		return;
+	}
+	/* done, and its end entry gone (trimmed or expired): end it so */
+	if (r->element[0]->type == REDIS_REPLY_STRING && !strcmp(r->element[0]->str, "done")) {
+		struct evbuffer *b = evbuffer_new();
+
+		if (b) {
+			evbuffer_add_printf(
+			    b, "id: %s\nevent: end\ndata: {\"attempt\":0,\"status\":\"%s\"}\n\n",
+			    q->last,
+			    r->element[1]->type == REDIS_REPLY_STRING ? r->element[1]->str : "");
+			sse_send(q, b);
+			evbuffer_free(b);
+		}
+		output_close(q);
+		return;
+	}
+	if (al_mono_ms() >= q->deadline_ms) {
+		output_close(q); /* a long one: the client resumes */
+		return;
+	}
+	output_step(q);
+}
+
+static void on_xread(redisAsyncContext *ac, void *reply, void *priv)
+{
+	struct req *q = priv;
+	redisReply *r = reply;
+	struct evbuffer *b;
+	bool end = false, any = false;
+
+	(void)ac;
+	if (q->w)
+		q->w->busy = false;
+	q->w = NULL;
+	if (!q->r) {
+		req_free(q);
+		return;
+	}
+	if (!(b = evbuffer_new())) {
+		output_close(q);
+		return;
+	}
+	if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 1 &&
+	    r->element[0]->type == REDIS_REPLY_ARRAY && r->element[0]->elements == 2) {
+		const redisReply *es = r->element[0]->element[1];
+
+		for (size_t i = 0; i < es->elements && !end; i++) {
+			end = sse_entry(q, es->element[i], b);
+			any = true;
+		}
+	}
+	if (any)
+		q->quiet = 0;
+	else if (++q->quiet % SSE_PING_ROUNDS == 0)
+		evbuffer_add_printf(b, ": ping\n\n");
+	if (evbuffer_get_length(b))
+		sse_send(q, b);
+	evbuffer_free(b);
+	if (end) {
+		output_close(q);
+	} else if (!any) { /* quiet: has it ended without its end entry? */
+		char k[AL_KEY_MAX];
+		const char *argv[] = {"HMGET", al_key_job(k, q->id), "state", "status"};
+
+		if (al_aconn_cmd(q->g->cmd, on_output_state, q, 4, argv, NULL))
+			output_close(q);
+	} else {
+		output_step(q);
+	}
+}
+
+/* One round: XREAD after the last entry, blocking a second at most. */
+static void output_step(struct req *q)
+{
+	char k[AL_KEY_MAX];
+	struct al_call c;
+
+	if (!(q->w = waiter_take(q->g))) {
+		output_close(q);
+		return;
+	}
+	al_call_init(&c, NULL);
+	al_call_str(&c, "XREAD");
+	al_call_str(&c, "COUNT");
+	al_call_str(&c, "256");
+	al_call_str(&c, "BLOCK");
+	al_call_str(&c, "1000");
+	al_call_str(&c, "STREAMS");
+	al_call_str(&c, al_key_out(k, q->id));
+	al_call_str(&c, q->last);
+	if (al_aconn_call(q->w->c, &c, on_xread, q)) {
+		q->w->busy = false;
+		q->w = NULL;
+		output_close(q);
+	}
+	al_call_free(&c);
+}
+
+static void start_output(struct req *q)
+{
+	struct evkeyvalq *h = evhttp_request_get_output_headers(q->r);
+
+	evhttp_add_header(h, "Content-Type", "text/event-stream");
+	evhttp_add_header(h, "Cache-Control", "no-cache");
+	evhttp_add_header(h, "X-Accel-Buffering", "no");
+	count_reply(q->g, 200, 0);
+	evhttp_send_reply_start(q->r, 200, "OK");
+	q->streaming = true;
+	q->deadline_ms = al_mono_ms() + GW_WAIT_MAX_MS;
+	output_step(q);
+}
+
+/* Last-Event-ID (or ?after=): "0" or a stream entry id, MS-SEQ. */
+static bool entry_id_ok(const char *s)
+{
+	size_t n = strspn(s, "0123456789");
+
+	if (!n || n > 20)
+		return false;
+	if (!s[n])
+		return !strcmp(s, "0");
+	return s[n] == '-' && strspn(s + n + 1, "0123456789") == strlen(s + n + 1) &&
+	       strlen(s + n + 1) >= 1 && strlen(s + n + 1) <= 20;
 }
 
 /* ---- routing ---- */
@@ -572,14 +790,32 @@ void gw_on_request(struct evhttp_request *r, void *arg)
 	}
 	sub = strchr(path + 9, '/');
 	if (!id_ok(path + 9, sub ? (size_t)(sub - path - 9) : strlen(path + 9)) ||
-	    (sub && strcmp(sub, "/wait"))) {
+	    (sub && strcmp(sub, "/wait") && strcmp(sub, "/output"))) {
 		evhttp_clear_headers(&qs);
 		reply_error(q, 404, "no such endpoint: %s (see docs/api.md)", path);
 		return;
 	}
 	snprintf(q->id, sizeof(q->id), "%.*s", sub ? (int)(sub - path - 9) : (int)strlen(path + 9),
 		 path + 9);
-	if (sub) {
+	if (sub && !strcmp(sub, "/output")) {
+		const char *after =
+		    evhttp_find_header(evhttp_request_get_input_headers(r), "Last-Event-ID");
+
+		if (!after)
+			after = evhttp_find_header(&qs, "after");
+		snprintf(q->last, sizeof(q->last), "%s", after ? after : "0");
+		evhttp_clear_headers(&qs);
+		if (m != EVHTTP_REQ_GET) {
+			reply_error(q, 405, "%s takes GET", path);
+			return;
+		}
+		if (!entry_id_ok(q->last)) {
+			reply_error(q, 400,
+				    "Last-Event-ID: expected an event id (MS-SEQ, as sent) or 0");
+			return;
+		}
+		q->kind = K_OUTPUT;
+	} else if (sub) {
 		uint64_t ms = query_ms(&qs, "timeout_ms", &bad);
 
 		evhttp_clear_headers(&qs);

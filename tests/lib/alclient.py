@@ -73,5 +73,6 @@ class Client:
                "peak_memory_bytes": 0, "backend": None, "worker": None, "queued_ms": 0,
                "started_ms": 0, "finished_ms": int(time.time() * 1000),
                "error": "cancelled by a client before it started", "info": {}}
-        return self.cancel_script(keys=["al:job:" + jid, "al:res:" + jid, "al:done:" + jid],
+        return self.cancel_script(keys=["al:job:" + jid, "al:res:" + jid, "al:done:" + jid,
+                                        "al:out:" + jid],
                                   args=[jid, msgpack.packb(res, use_bin_type=True), ttl_ms])

@@ -1,0 +1,624 @@
+"""Airlock's Python client: submit, wait, run, cancel, status and stream jobs,
+through the HTTP gateway (docs/api.md; the standard library only) or
+directly to Redis (proto/PROTOCOL.md; python3-redis and python3-msgpack,
+operators only: direct Redis access may name any tenant)."""
+from __future__ import annotations
+
+import base64
+import http.client
+import json
+import os
+import time
+import urllib.parse
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+
+__all__ = [
+    "Client", "Result", "Chunk", "AirlockError", "Unavailable", "Unauthorized", "NotFound",
+    "Rejected", "QuotaExceeded", "WaitTimeout", "JobFailed", "Timeout", "CpuLimit",
+    "MemoryLimit", "OutputLimit", "Cancelled", "SandboxError", "WorkerLost", "Expired",
+]
+
+Bytes = Union[bytes, str]
+
+
+# ---- outcomes ----
+
+class AirlockError(Exception):
+    """Every error this client raises."""
+
+
+class Unavailable(AirlockError):
+    """The gateway or Redis could not be reached, or answered something unexpected."""
+
+
+class Unauthorized(AirlockError):
+    """The gateway refused the API key (401)."""
+
+
+class NotFound(AirlockError):
+    """No such job (or one of another tenant: the gateway answers alike)."""
+
+
+class WaitTimeout(AirlockError):
+    """The client's own wait ran out before the job had a result; the job goes on."""
+
+
+class JobFailed(AirlockError):
+    """The job ended without running to an exit of its own; .result says how."""
+
+    status = ""
+
+    def __init__(self, result: "Result"):
+        self.result = result
+        super().__init__("job %s: %s: %s" % (result.id, result.status, result.error or ""))
+
+
+class Rejected(JobFailed):
+    """The job never ran: invalid, or refused by the tier's policy (.result.error says why)."""
+    status = "rejected"
+
+
+class QuotaExceeded(Rejected):
+    """Rejected by the tenant's quota or rate limit (.quota: max_queued or rate_per_s)."""
+
+    @property
+    def quota(self) -> str:
+        return self.result.info.get("quota", "")
+
+
+class Timeout(JobFailed):
+    """The job reached its wall-clock limit and was killed."""
+    status = "timeout"
+
+
+class CpuLimit(JobFailed):
+    """The job reached its CPU-time limit."""
+    status = "cpu_limit"
+
+
+class MemoryLimit(JobFailed):
+    """The job ran out of memory in its cgroup or VM."""
+    status = "memory_limit"
+
+
+class OutputLimit(JobFailed):
+    """The job wrote more than its output caps (or filled its disk)."""
+    status = "output_limit"
+
+
+class Cancelled(JobFailed):
+    """A client cancelled the job."""
+    status = "cancelled"
+
+
+class SandboxError(JobFailed):
+    """The isolation boundary failed (infrastructure, never the job's own doing)."""
+    status = "sandbox_error"
+
+
+class WorkerLost(JobFailed):
+    """Every attempt's worker died."""
+    status = "worker_lost"
+
+
+class Expired(JobFailed):
+    """The job did not start before its deadline."""
+    status = "expired"
+
+
+_FAILURES = {c.status: c for c in (Rejected, Timeout, CpuLimit, MemoryLimit, OutputLimit,
+                                    Cancelled, SandboxError, WorkerLost, Expired)}
+
+
+@dataclass
+class Result:
+    """A job's result (proto/PROTOCOL.md, "Result"); stdout and stderr are bytes."""
+    id: str
+    status: str
+    exit_code: Optional[int] = None
+    signal: int = 0
+    stdout: bytes = b""
+    stderr: bytes = b""
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    error: Optional[str] = None
+    wall_ms: int = 0
+    cpu_ms: int = 0
+    peak_memory_bytes: int = 0
+    attempt: int = 0
+    backend: Optional[str] = None
+    info: Dict[str, str] = field(default_factory=dict)
+    files: List[Dict[str, Any]] = field(default_factory=list)
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def ok(self) -> bool:
+        """The job exited by itself (with code 0 or not)."""
+        return self.status in ("ok", "nonzero_exit")
+
+    def raise_for_status(self) -> "Result":
+        """Raise the matching JobFailed unless the job exited by itself."""
+        if self.ok:
+            return self
+        if self.status == "rejected" and self.info.get("quota"):
+            raise QuotaExceeded(self)
+        raise _FAILURES.get(self.status, JobFailed)(self)
+
+    @classmethod
+    def from_map(cls, m: Mapping[str, Any]) -> "Result":
+        """From the protocol's result map: msgpack (bytes) or the gateway's JSON
+        (bytes as text, or NAME_base64)."""
+        def b(name: str) -> bytes:
+            if name + "_base64" in m:
+                return base64.b64decode(m[name + "_base64"])
+            v = m.get(name) or b""
+            return v.encode() if isinstance(v, str) else bytes(v)
+
+        return cls(id=m.get("id", ""), status=m.get("status", ""), exit_code=m.get("exit_code"),
+                   signal=m.get("signal") or 0, stdout=b("stdout"), stderr=b("stderr"),
+                   stdout_truncated=bool(m.get("stdout_truncated")),
+                   stderr_truncated=bool(m.get("stderr_truncated")), error=m.get("error"),
+                   wall_ms=m.get("wall_ms") or 0, cpu_ms=m.get("cpu_ms") or 0,
+                   peak_memory_bytes=m.get("peak_memory_bytes") or 0,
+                   attempt=m.get("attempt") or 0, backend=m.get("backend"),
+                   info=dict(m.get("info") or {}), files=list(m.get("files") or []),
+                   raw=dict(m))
+
+
+@dataclass
+class Chunk:
+    """One entry of a job's live output (PROTOCOL.md, "Live output").
+
+    kind: "stdout" or "stderr" (data holds the bytes), "restart" (the output so
+    far is void: the job runs again) or "end" (the last one; status is the
+    result's). id: resume after it with stream(after=id)."""
+    id: str
+    kind: str
+    data: bytes = b""
+    attempt: int = 0
+    status: str = ""
+
+
+def _job(code: Optional[Bytes], argv: Optional[Sequence[str]], tier: Optional[str],
+         runtime: Optional[str], timeout: Optional[float], memory: Optional[int],
+         stdin: Optional[Bytes], env: Optional[Mapping[str, str]],
+         files: Optional[Mapping[str, Bytes]], extra: Mapping[str, Any]) -> Dict[str, Any]:
+    """A job map (without v, id and tenant) from the Pythonic arguments."""
+    def raw(v: Bytes) -> bytes:
+        return v.encode() if isinstance(v, str) else bytes(v)
+
+    job: Dict[str, Any] = {}
+    if tier:
+        job["tier"] = tier
+    if code is not None:
+        job["runtime"] = runtime or "python"
+        job["code"] = raw(code)
+    elif runtime:
+        raise ValueError("runtime needs code")
+    if argv is not None:
+        job["argv"] = list(argv)
+    if code is None and argv is None:
+        raise ValueError("give code (with a runtime, python by default) or argv")
+    limits = dict(extra.get("limits") or {})
+    if timeout is not None:
+        if timeout <= 0:
+            raise ValueError("timeout: expected seconds > 0")
+        limits["wall_ms"] = max(1, int(timeout * 1000))
+    if memory is not None:
+        limits["memory_bytes"] = int(memory)
+    if limits:
+        job["limits"] = limits
+    if stdin is not None:
+        job["stdin"] = raw(stdin)
+    if env:
+        job["env"] = dict(env)
+    if files:
+        job["files"] = [{"path": p, "data": raw(d)} for p, d in files.items()]
+    for k, v in extra.items():
+        if k != "limits":
+            job[k] = v
+    return job
+
+
+# ---- the two ways in ----
+
+class _Gateway:
+    """HTTP(S) to airlock-gateway, one connection kept alive."""
+
+    def __init__(self, url: str, token: str, timeout: float):
+        u = urllib.parse.urlsplit(url)
+        if u.scheme not in ("http", "https") or not u.hostname:
+            raise ValueError("gateway: expected an http:// or https:// URL, not %r" % url)
+        if not token:
+            raise ValueError("gateway: an API key is needed (token=, or $AIRLOCK_TOKEN)")
+        self.https = u.scheme == "https"
+        self.host, self.port = u.hostname, u.port or (443 if self.https else 80)
+        self.prefix = u.path.rstrip("/")
+        self.token = token
+        self.timeout = timeout
+        self.conn: Optional[http.client.HTTPConnection] = None
+
+    def _new(self, timeout: float) -> http.client.HTTPConnection:
+        cls = http.client.HTTPSConnection if self.https else http.client.HTTPConnection
+        return cls(self.host, self.port, timeout=timeout)
+
+    def request(self, method: str, path: str, body: Optional[dict] = None,
+                timeout: Optional[float] = None) -> Tuple[int, Dict[str, Any]]:
+        data = json.dumps(body).encode() if body is not None else None
+        headers = {"Authorization": "Bearer " + self.token, "Accept": "application/json"}
+        if data is not None:
+            headers["Content-Type"] = "application/json"
+        for attempt in (0, 1):  # a kept-alive connection the gateway closed: once more
+            if self.conn is None:
+                self.conn = self._new(self.timeout)
+            self.conn.timeout = timeout or self.timeout
+            if self.conn.sock:
+                self.conn.sock.settimeout(self.conn.timeout)
+            try:
+                self.conn.request(method, self.prefix + path, body=data, headers=headers)
+                r = self.conn.getresponse()
+                text = r.read()
+                break
+            except (OSError, http.client.HTTPException) as e:
+                self.conn.close()
+                self.conn = None
+                if attempt or method == "POST":
+                    raise Unavailable("cannot reach the gateway at %s:%d: %s"
+                                      % (self.host, self.port, e)) from e
+        try:
+            doc = json.loads(text) if text else {}
+        except ValueError:
+            doc = {"error": text.decode(errors="replace")}
+        if r.status == 401:
+            raise Unauthorized(doc.get("error", "unauthorized"))
+        if r.status == 404:
+            raise NotFound(doc.get("error", "no such job"))
+        if r.status >= 500:
+            raise Unavailable("gateway: %d %s" % (r.status, doc.get("error", "")))
+        return r.status, doc
+
+    def submit(self, job: Dict[str, Any]) -> str:
+        st, doc = self.request("POST", "/v1/jobs", job)
+        if st != 202:
+            raise Rejected(Result(id="", status="rejected",
+                                  error="%d %s" % (st, doc.get("error", ""))))
+        return doc["id"]
+
+    def wait(self, jid: str, timeout: Optional[float]) -> Result:
+        end = time.monotonic() + timeout if timeout else None
+        while True:
+            left = 30.0 if end is None else max(0.0, end - time.monotonic())
+            if end is not None and left <= 0:
+                raise WaitTimeout("timed out waiting for %s" % jid)
+            ms = max(1, int(min(left, 30.0) * 1000))
+            st, doc = self.request("GET", "/v1/jobs/%s/wait?timeout_ms=%d" % (jid, ms),
+                                   timeout=ms / 1000 + 30)
+            if "result" in doc:
+                return Result.from_map(doc["result"])
+            if st != 202:
+                raise Unavailable("gateway: %d %s" % (st, doc.get("error", "")))
+
+    def status(self, jid: str) -> Tuple[str, Optional[Result]]:
+        st, doc = self.request("GET", "/v1/jobs/" + jid)
+        return doc.get("state", ""), (Result.from_map(doc["result"]) if "result" in doc
+                                      else None)
+
+    def cancel(self, jid: str) -> str:
+        st, doc = self.request("DELETE", "/v1/jobs/" + jid)
+        return doc.get("cancel", "")
+
+    def stream(self, jid: str, after: str, timeout: Optional[float]) -> Iterator[Chunk]:
+        end = time.monotonic() + timeout if timeout else None
+        last, failures = after or "0", 0
+        while True:
+            left = None if end is None else end - time.monotonic()
+            if left is not None and left <= 0:
+                raise WaitTimeout("timed out following %s's output" % jid)
+            conn = self._new(min(left, 60.0) if left else 60.0)  # its own: it stays open
+            try:
+                conn.request("GET", "%s/v1/jobs/%s/output" % (self.prefix, jid),
+                             headers={"Authorization": "Bearer " + self.token,
+                                      "Last-Event-ID": last})
+                r = conn.getresponse()
+                if r.status != 200 or "event-stream" not in (r.getheader("Content-Type") or ""):
+                    text = r.read()
+                    try:
+                        why = json.loads(text).get("error", "")
+                    except ValueError:
+                        why = text.decode(errors="replace")
+                    if r.status == 401:
+                        raise Unauthorized(why)
+                    if r.status == 404:
+                        raise NotFound(why)
+                    raise Unavailable("gateway: %d %s" % (r.status, why))
+                ev: Dict[str, str] = {}
+                data: List[str] = []
+                while True:
+                    if end is not None and time.monotonic() >= end:
+                        raise WaitTimeout("timed out following %s's output" % jid)
+                    line = r.readline()
+                    if not line:
+                        break  # the gateway ended it without "end": resume
+                    line = line.decode().rstrip("\r\n")
+                    if line.startswith(":"):
+                        continue
+                    if line:
+                        k, _, v = line.partition(": ")
+                        if k == "data":
+                            data.append(v)
+                        else:
+                            ev[k] = v
+                        continue
+                    if not ev.get("event"):
+                        continue
+                    d = json.loads("\n".join(data) or "{}")
+                    last = ev.get("id", last)
+                    failures = 0
+                    ch = Chunk(id=last, kind=ev["event"], attempt=int(d.get("attempt", 0)),
+                               status=d.get("status", ""),
+                               data=(base64.b64decode(d["data_base64"]) if "data_base64" in d
+                                     else d.get("data", "").encode()))
+                    ev, data = {}, []
+                    if ch.kind in ("stdout", "stderr", "restart", "end"):
+                        yield ch
+                    if ch.kind == "end":
+                        return
+            except (OSError, http.client.HTTPException) as e:
+                failures += 1
+                if failures > 20:
+                    raise Unavailable("cannot follow %s's output: %s" % (jid, e)) from e
+                time.sleep(0.25)
+            finally:
+                conn.close()
+
+    def close(self) -> None:
+        if self.conn:
+            self.conn.close()
+            self.conn = None
+
+
+def _gateway_body(job: Dict[str, Any]) -> Dict[str, Any]:
+    """Bytes fields as text, or NAME_base64 when they are not UTF-8."""
+    out: Dict[str, Any] = {}
+    for k, v in job.items():
+        if k == "files":
+            out[k] = [_gateway_body(f) for f in v]
+        elif isinstance(v, (bytes, bytearray)):
+            try:
+                out[k] = bytes(v).decode()
+            except UnicodeDecodeError:
+                out[k + "_base64"] = base64.b64encode(v).decode()
+        else:
+            out[k] = v
+    return out
+
+
+class _Redis:
+    """Direct Redis (operators): the protocol's scripts, msgpack."""
+
+    def __init__(self, url: str, tenant: str):
+        try:
+            __import__("msgpack")  # checked here, used where results decode
+            import redis
+        except ImportError as e:  # pragma: no cover - Debian: python3-redis python3-msgpack
+            raise AirlockError("direct Redis needs python3-redis and python3-msgpack: %s"
+                               % e) from e
+        from . import _scripts
+        u = urllib.parse.urlsplit(url)
+        if u.scheme == "unix":
+            q = urllib.parse.parse_qs(u.query)
+            self.r = redis.Redis(unix_socket_path=u.path, username=q.get("user", [None])[0],
+                                 password=q.get("password", [None])[0],
+                                 db=int(q.get("db", ["0"])[0]))
+        else:
+            self.r = redis.Redis.from_url(url)
+        self.tenant = tenant
+        self.scripts = {n: self.r.register_script(getattr(_scripts, n))
+                        for n in ("SUBMIT", "REARM", "CANCEL")}
+
+    def _call(self, fn, *a, **kw):
+        import redis
+        try:
+            return fn(*a, **kw)
+        except redis.exceptions.ConnectionError as e:
+            raise Unavailable("cannot reach Redis: %s" % e) from e
+
+    def submit(self, job: Dict[str, Any]) -> str:
+        import msgpack
+        job = dict(job)
+        job.setdefault("v", 1)
+        job.setdefault("id", uuid.uuid4().hex)
+        job.setdefault("tenant", self.tenant)
+        job.setdefault("submitted_ms", int(time.time() * 1000))
+        key = job.get("idempotency_key")
+        keys = ["al:job:" + job["id"], "al:intake",
+                "al:idem:%s/%s" % (job["tenant"], key or "-")]
+        args = [job["id"], msgpack.packb(job, use_bin_type=True), job["submitted_ms"], 86400,
+                1 if key else 0, job.get("tier", ""), job["tenant"]]
+        (code, jid), = self._call(self.scripts["SUBMIT"], keys=keys, args=args)
+        if code == -1:
+            raise Rejected(Result(id=job["id"], status="rejected",
+                                  error="id %s is taken" % job["id"]))
+        return jid.decode()
+
+    def _result(self, jid: str) -> Optional[Result]:
+        import msgpack
+        raw = self._call(self.r.get, "al:res:" + jid)
+        return Result.from_map(msgpack.unpackb(raw, raw=False)) if raw else None
+
+    def wait(self, jid: str, timeout: Optional[float]) -> Result:
+        end = time.monotonic() + timeout if timeout else None
+        while True:
+            res = self._result(jid)
+            if res:
+                return res
+            if end is not None and time.monotonic() >= end:
+                raise WaitTimeout("timed out waiting for %s" % jid)
+            if self._call(self.r.blpop, ["al:done:" + jid], timeout=1):
+                self._call(self.scripts["REARM"], keys=["al:done:" + jid, "al:res:" + jid])
+
+    def status(self, jid: str) -> Tuple[str, Optional[Result]]:
+        st = self._call(self.r.hget, "al:job:" + jid, "state")
+        res = self._result(jid)
+        if st is None and res is None:
+            raise NotFound("no job %s" % jid)
+        return ("done" if res else st.decode()), res
+
+    def cancel(self, jid: str) -> str:
+        import msgpack
+        res = {"v": 1, "id": jid, "attempt": 0, "status": "cancelled", "exit_code": None,
+               "signal": 0, "stdout": b"", "stderr": b"", "stdout_truncated": False,
+               "stderr_truncated": False, "files": [], "wall_ms": 0, "cpu_ms": 0,
+               "peak_memory_bytes": 0, "backend": None, "worker": None, "queued_ms": 0,
+               "started_ms": 0, "finished_ms": int(time.time() * 1000),
+               "error": "cancelled by a client before it started", "info": {}}
+        n = self._call(self.scripts["CANCEL"],
+                       keys=["al:job:" + jid, "al:res:" + jid, "al:done:" + jid,
+                             "al:out:" + jid],
+                       args=[jid, msgpack.packb(res, use_bin_type=True), 86400000])
+        if n == -1:
+            raise NotFound("no job %s" % jid)
+        return {0: "finished", 1: "ended", 2: "kill_sent"}[n]
+
+    def stream(self, jid: str, after: str, timeout: Optional[float]) -> Iterator[Chunk]:
+        if not self._call(self.r.exists, "al:job:" + jid, "al:res:" + jid):
+            raise NotFound("no job %s" % jid)
+        end = time.monotonic() + timeout if timeout else None
+        last = after or "0"
+        kinds = {b"out": "stdout", b"err": "stderr", b"restart": "restart", b"end": "end"}
+        while True:
+            if end is not None and time.monotonic() >= end:
+                raise WaitTimeout("timed out following %s's output" % jid)
+            got = self._call(self.r.xread, {"al:out:" + jid: last}, count=256, block=1000)
+            entries = got[0][1] if got else []
+            for eid, f in entries:
+                last = eid.decode()
+                kind = kinds.get(f.get(b"t"))
+                if not kind:
+                    continue
+                ch = Chunk(id=last, kind=kind, data=f.get(b"d", b""),
+                           attempt=int(f.get(b"a", b"0")), status=f.get(b"s", b"").decode())
+                yield ch
+                if kind == "end":
+                    return
+            if not entries and self._call(self.r.exists, "al:res:" + jid):
+                return  # ended, its end entry gone (expired or trimmed)
+
+    def close(self) -> None:
+        self.r.close()
+
+
+class Client:
+    """A connection to Airlock.
+
+    Client(gateway="https://airlock.example:8088", token=KEY): a tenant,
+    through the HTTP gateway (the key decides the tenant; the standard
+    library only). Client(redis="redis://..."): an operator, straight to
+    Redis (python3-redis, python3-msgpack). With neither, $AIRLOCK_GATEWAY
+    (and $AIRLOCK_TOKEN) or else $AIRLOCK_REDIS. tier and timeout (seconds)
+    are the defaults of every job this client submits."""
+
+    def __init__(self, gateway: Optional[str] = None, token: Optional[str] = None,
+                 redis: Optional[str] = None, *, tier: Optional[str] = None,
+                 timeout: Optional[float] = None, tenant: str = "default",
+                 http_timeout: float = 60.0):
+        if gateway and redis:
+            raise ValueError("give gateway= or redis=, not both")
+        if not gateway and not redis:
+            gateway = os.environ.get("AIRLOCK_GATEWAY") or None
+            redis = None if gateway else os.environ.get("AIRLOCK_REDIS") or None
+        if not gateway and not redis:
+            raise ValueError("no gateway= or redis= (nor $AIRLOCK_GATEWAY, $AIRLOCK_REDIS)")
+        self.tier = tier
+        self.timeout = timeout
+        self._via: Union[_Gateway, _Redis]
+        if gateway:
+            self._via = _Gateway(gateway, token or os.environ.get("AIRLOCK_TOKEN", ""),
+                                 http_timeout)
+        else:
+            self._via = _Redis(redis, tenant)
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._via.close()
+
+    def submit(self, code: Optional[Bytes] = None, *, argv: Optional[Sequence[str]] = None,
+               tier: Optional[str] = None, runtime: Optional[str] = None,
+               timeout: Optional[float] = None, memory: Optional[int] = None,
+               stdin: Optional[Bytes] = None, env: Optional[Mapping[str, str]] = None,
+               files: Optional[Mapping[str, Bytes]] = None, **fields: Any) -> str:
+        """Submit a job; its id. code runs with runtime (python by default, or
+        sh); or argv runs a command. timeout: wall-clock seconds; memory: bytes;
+        files: {relative path: bytes}. Any other field of the protocol's job
+        (limits, network, image, priority, idempotency_key, labels, ...) as
+        a keyword. Raises Rejected when the gateway refuses the job at once."""
+        job = _job(code, argv, tier or self.tier, runtime,
+                   timeout if timeout is not None else self.timeout, memory, stdin, env,
+                   files, fields)
+        if isinstance(self._via, _Gateway):
+            return self._via.submit(_gateway_body(job))
+        if "tier" not in job:
+            raise ValueError("tier: needed (the gateway's policy has no default here)")
+        return self._via.submit(job)
+
+    def wait(self, job_id: str, timeout: Optional[float] = None) -> Result:
+        """The job's result, waiting up to timeout seconds (None: as long as it
+        takes); WaitTimeout when it runs out. Never raises for the job's own
+        outcome: see Result.raise_for_status."""
+        return self._via.wait(job_id, timeout)
+
+    def run(self, code: Optional[Bytes] = None, *, check: bool = True,
+            wait_timeout: Optional[float] = None, **kw: Any) -> Result:
+        """Submit and wait. With check (the default) a job that did not exit by
+        itself raises its JobFailed (Timeout, MemoryLimit, Rejected, ...); a
+        non-zero exit is a Result, not an exception."""
+        res = self.wait(self.submit(code, **kw), wait_timeout)
+        return res.raise_for_status() if check else res
+
+    def cancel(self, job_id: str) -> str:
+        """"ended" (it was waiting: cancelled now), "kill_sent" (it runs) or
+        "finished" (it had a result)."""
+        return self._via.cancel(job_id)
+
+    def status(self, job_id: str) -> Tuple[str, Optional[Result]]:
+        """(state, result or None): submitted, queued, running, retrying, done."""
+        return self._via.status(job_id)
+
+    def stream(self, job_id: str, *, after: Optional[str] = None,
+               timeout: Optional[float] = None) -> Iterator[Chunk]:
+        """The job's live output as it comes, Chunk by Chunk, from the start
+        or after the chunk id `after`, ending with its "end" chunk. The
+        stream is bounded by the job's caps; the result keeps the whole
+        capped output."""
+        return self._via.stream(job_id, after or "0", timeout)
+
+    def run_python(self, code: str, *, tier: Optional[str] = None,
+                   timeout: Optional[float] = None) -> Dict[str, Any]:
+        """An agent's tool: run code in the sandbox of tier (this client's by
+        default), return {"stdout", "stderr", "exit_code", "status"}. Every
+        outcome of the job is a value (a non-zero exit, a timeout, a memory
+        limit: status says which, stderr ends with why); only an Airlock that
+        cannot be reached raises (Unavailable, Unauthorized)."""
+        try:
+            res = self.run(code, tier=tier, timeout=timeout, runtime="python", check=False)
+        except Rejected as e:
+            res = e.result
+        return tool_answer(res)
+
+
+def tool_answer(res: Result) -> Dict[str, Any]:
+    """A result as a tool's answer: text, with the verdict on stderr when the
+    job did not exit by itself."""
+    err = res.stderr.decode(errors="replace")
+    if not res.ok:
+        err += ("" if not err or err.endswith("\n") else "\n") + \
+            "airlock: %s: %s\n" % (res.status, res.error or "")
+    return {"stdout": res.stdout.decode(errors="replace"), "stderr": err,
+            "exit_code": res.exit_code, "status": res.status}

@@ -1,0 +1,215 @@
+"""airlock-mcp: a Model Context Protocol server (stdio, JSON-RPC 2.0) that
+gives a model two tools, run_python and run_shell, each run as an Airlock
+job in the one tier the operator configured for this server. The model
+passes code, nothing else: it cannot pick, widen or see past its sandbox,
+and this process never runs the code itself.
+
+    airlock-mcp --gateway URL --tier untrusted [--timeout 30] [--tools run_python,run_shell]
+    (the API key from $AIRLOCK_TOKEN or --token-file; or --redis URL)
+
+Written against the published specification (lifecycle, tools), without an
+MCP library: one JSON-RPC message per line on stdin and stdout, logs on
+stderr."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any, Dict, Optional, TextIO
+
+from .client import AirlockError, Client, Rejected, tool_answer
+
+PROTOCOL_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
+PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS = -32700, -32600, -32601, -32602
+CODE_MAX = 1 << 20  # the protocol's cap on a job's code
+
+TOOLS = {
+    "run_python": {
+        "description": "Run a Python 3 program in an isolated sandbox and return its stdout, "
+                       "stderr and exit code. The sandbox has no access to this machine, its "
+                       "files or its network, and is gone after the run: keep state in the "
+                       "program itself.",
+        "arg": "code", "runtime": "python",
+        "arg_doc": "The whole Python program to run (print what you want to see).",
+    },
+    "run_shell": {
+        "description": "Run a POSIX shell script (/bin/sh) in an isolated sandbox and return its "
+                       "stdout, stderr and exit code. The sandbox has no access to this "
+                       "machine, its files or its network, and is gone after the run.",
+        "arg": "command", "runtime": "sh",
+        "arg_doc": "The shell script to run.",
+    },
+}
+
+OUTPUT_SCHEMA = {
+    "type": "object",
+    "properties": {"stdout": {"type": "string"}, "stderr": {"type": "string"},
+                   "exit_code": {"type": ["integer", "null"]}, "status": {"type": "string"}},
+    "required": ["stdout", "stderr", "exit_code", "status"],
+}
+
+
+class Server:
+    """The MCP session: one client over one pair of streams."""
+
+    def __init__(self, client: Client, tier: str, timeout: Optional[float], tools: list,
+                 out: TextIO, log: TextIO):
+        self.client, self.tier, self.timeout = client, tier, timeout
+        self.tools = {n: TOOLS[n] for n in tools}
+        self.out, self.log = out, log
+        self.version: Optional[str] = None
+
+    # ---- JSON-RPC ----
+    def send(self, msg: Dict[str, Any]) -> None:
+        self.out.write(json.dumps(msg, separators=(",", ":")) + "\n")
+        self.out.flush()
+
+    def error(self, rid: Any, code: int, message: str) -> None:
+        self.send({"jsonrpc": "2.0", "id": rid, "error": {"code": code, "message": message}})
+
+    def handle_line(self, line: str) -> None:
+        line = line.strip()
+        if not line:
+            return
+        try:
+            msg = json.loads(line)
+        except ValueError as e:
+            self.error(None, PARSE_ERROR, "parse error: %s" % e)
+            return
+        if isinstance(msg, list):  # batches were removed from MCP (2025-06-18)
+            self.error(None, INVALID_REQUEST, "invalid request: batches are not supported")
+            return
+        if not isinstance(msg, dict) or msg.get("jsonrpc") != "2.0" or \
+                not isinstance(msg.get("method", ""), str):
+            rid = msg.get("id") if isinstance(msg, dict) else None
+            self.error(rid if isinstance(rid, (str, int)) else None, INVALID_REQUEST,
+                       "invalid request: expected a JSON-RPC 2.0 object")
+            return
+        if "method" not in msg:
+            if "result" not in msg and "error" not in msg:
+                rid = msg.get("id")
+                self.error(rid if isinstance(rid, (str, int)) else None, INVALID_REQUEST,
+                           "invalid request: no method")
+            return  # else a response: we send no requests, so nothing to match
+        rid, method = msg.get("id"), msg["method"]
+        params = msg.get("params", {})
+        if "id" not in msg:  # a notification: never answered
+            if method == "notifications/initialized":
+                self.log.write("airlock-mcp: session ready (%s)\n" % self.version)
+            return
+        if not isinstance(rid, (str, int)) or isinstance(rid, bool):
+            self.error(None, INVALID_REQUEST, "invalid request: id must be a string or number")
+            return
+        if not isinstance(params, dict):
+            self.error(rid, INVALID_PARAMS, "invalid params: expected an object")
+            return
+        handler = {"initialize": self.initialize, "ping": lambda p: {},
+                   "tools/list": self.tools_list, "tools/call": self.tools_call}.get(method)
+        if handler is None:
+            self.error(rid, METHOD_NOT_FOUND, "method not found: %s" % method)
+            return
+        if method not in ("initialize", "ping") and self.version is None:
+            self.error(rid, INVALID_REQUEST, "invalid request: initialize first")
+            return
+        try:
+            result = handler(params)
+        except ValueError as e:
+            self.error(rid, INVALID_PARAMS, "invalid params: %s" % e)
+            return
+        self.send({"jsonrpc": "2.0", "id": rid, "result": result})
+
+    # ---- MCP ----
+    def initialize(self, p: Dict[str, Any]) -> Dict[str, Any]:
+        asked = p.get("protocolVersion")
+        if not isinstance(asked, str):
+            raise ValueError("protocolVersion: expected a string")
+        self.version = asked if asked in PROTOCOL_VERSIONS else PROTOCOL_VERSIONS[0]
+        return {"protocolVersion": self.version,
+                "capabilities": {"tools": {"listChanged": False}},
+                "serverInfo": {"name": "airlock-mcp", "version": "0.1.0"},
+                "instructions": "Code you pass to %s runs in Airlock's %s sandbox, one fresh "
+                                "sandbox per call." % (" and ".join(self.tools), self.tier)}
+
+    def tools_list(self, p: Dict[str, Any]) -> Dict[str, Any]:
+        tools = []
+        for name, t in self.tools.items():
+            d = {"name": name, "description": t["description"],
+                 "inputSchema": {"type": "object",
+                                 "properties": {t["arg"]: {"type": "string",
+                                                           "description": t["arg_doc"]}},
+                                 "required": [t["arg"]], "additionalProperties": False}}
+            if self.version and self.version >= "2025-06-18":
+                d["outputSchema"] = OUTPUT_SCHEMA
+            tools.append(d)
+        return {"tools": tools}
+
+    def tools_call(self, p: Dict[str, Any]) -> Dict[str, Any]:
+        name, args = p.get("name"), p.get("arguments", {})
+        if name not in self.tools:
+            raise ValueError("unknown tool %r (this server has %s)" % (name, ", ".join(self.tools)))
+        t = self.tools[name]
+        if not isinstance(args, dict) or set(args) != {t["arg"]} or \
+                not isinstance(args[t["arg"]], str):
+            raise ValueError("%s takes exactly one argument, %r, a string" % (name, t["arg"]))
+        code = args[t["arg"]]
+        if not code or len(code.encode()) > CODE_MAX:
+            return self.tool_error("%s: %s must be 1 byte to 1 MiB" % (name, t["arg"]))
+        try:
+            res = self.client.run(code, tier=self.tier, runtime=t["runtime"],
+                                  timeout=self.timeout, check=False)
+        except Rejected as e:
+            res = e.result
+        except AirlockError as e:
+            return self.tool_error("the sandbox is not available: %s" % e)
+        ans = tool_answer(res)
+        text = "exit code: %s (%s)\n--- stdout ---\n%s--- stderr ---\n%s" % (
+            ans["exit_code"], ans["status"], ans["stdout"], ans["stderr"])
+        out = {"content": [{"type": "text", "text": text}],
+               "isError": not res.ok}  # a non-zero exit ran: a value, not an error
+        if self.version and self.version >= "2025-06-18":
+            out["structuredContent"] = ans
+        return out
+
+    def tool_error(self, text: str) -> Dict[str, Any]:
+        return {"content": [{"type": "text", "text": text}], "isError": True}
+
+    def serve(self, inp: TextIO) -> None:
+        for line in inp:
+            self.handle_line(line)
+
+
+def main(argv: Optional[list] = None) -> int:
+    ap = argparse.ArgumentParser(prog="airlock-mcp", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--gateway", help="the gateway's URL (or $AIRLOCK_GATEWAY); the API key "
+                                      "from $AIRLOCK_TOKEN or --token-file")
+    ap.add_argument("--token-file", help="a file whose first line is the API key")
+    ap.add_argument("--redis", help="direct Redis instead (operators; or $AIRLOCK_REDIS)")
+    ap.add_argument("--tier", required=True, help="the tier every call runs in (the model "
+                                                  "cannot choose another)")
+    ap.add_argument("--timeout", type=float, default=None,
+                    help="wall-clock seconds per call (default: the tier's)")
+    ap.add_argument("--tools", default="run_python,run_shell",
+                    help="which tools to offer (default run_python,run_shell)")
+    a = ap.parse_args(argv)
+    tools = [x for x in a.tools.split(",") if x]
+    bad = [x for x in tools if x not in TOOLS]
+    if bad or not tools:
+        ap.error("--tools: expected some of %s, not %s" % (", ".join(TOOLS), ", ".join(bad)))
+    if a.timeout is not None and a.timeout <= 0:
+        ap.error("--timeout: expected seconds > 0")
+    token = os.environ.get("AIRLOCK_TOKEN")
+    if a.token_file:
+        with open(a.token_file) as f:
+            token = f.readline().strip()
+    try:
+        client = Client(gateway=a.gateway, token=token, redis=a.redis)
+    except (ValueError, AirlockError) as e:
+        ap.error(str(e))
+    # stdout carries only protocol messages
+    Server(client, a.tier, a.timeout, tools, sys.stdout, sys.stderr).serve(sys.stdin)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -64,6 +64,9 @@ for t in "$BUILD"/tests/test_*; do
 done
 run_suite interop/python-msgpack /usr/bin/python3 tests/interop/test_interop.py
 run_suite interop/python-client /usr/bin/python3 tests/interop/test_client_py.py
+for s in client/python/tests/test_*.py; do
+	run_suite "python/$(basename "$s" .py)" /usr/bin/python3 "$s"
+done
 for s in tests/integration/*.sh tests/integration/*.py tests/hostile/run.sh; do
 	[ -f "$s" ] || continue
 	case "$s" in

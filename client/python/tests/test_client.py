@@ -1,0 +1,248 @@
+#!/usr/bin/python3
+"""The Python client (client/python/airlock) against a real stack: a
+redis-server, a scheduler, a worker (process tier) and airlock-gateway,
+started here. Every call and every exception, over the gateway and over
+Redis: run, a non-zero exit as a value, each failed outcome as its typed
+exception (Rejected, QuotaExceeded, Timeout, MemoryLimit, OutputLimit,
+Cancelled, SandboxError, Expired), WaitTimeout, NotFound, Unauthorized,
+Unavailable; status, cancel; stream() seeing a job's lines while it runs and
+resuming after a chunk with exactly the rest; run_python's dictionary. The
+package installs with pip (a venv, no network) and its scripts are the
+document's."""
+import os
+import re
+import secrets
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
+sys.path.insert(0, os.path.join(HERE, ".."))
+from altest import Tap  # noqa: E402
+from cluster import Cluster  # noqa: E402
+from gwclient import free_port, key_file, start_gateway  # noqa: E402
+
+import airlock  # noqa: E402
+from airlock import _scripts  # noqa: E402
+
+t = Tap()
+if os.geteuid() != 0:
+    print("1..0 # SKIP needs root (the process backend)")
+    sys.exit(0)
+
+POLICY = """\
+result_ttl_s: 600
+lease_ms: 30000
+tiers:
+  trusted:
+    backend: process
+    max_attempts: 1
+    defaults: {wall_ms: 20000, memory_bytes: 268435456, pids: 64}
+  broken:
+    backend: vm
+    max_attempts: 1
+  parked:
+    backend: process
+tenants:
+  default: {}
+  limited: {rate_per_s: 2}
+"""
+
+LINES = "import time\nfor i in range(8):\n    print('line', i, flush=True)\n    time.sleep(0.1)\n"
+
+
+def raises(fn, exc):
+    try:
+        fn()
+    except exc as e:
+        return e
+    except Exception as e:  # the wrong one
+        return ("wrong", e)
+    return None
+
+
+def suite(name, cl, other=None):
+    """Every call of one client (cl), the same checks either way in."""
+    r = cl.run("print(6*7)")
+    t.ok(isinstance(r, airlock.Result) and r.status == "ok" and r.stdout == b"42\n" and
+         r.exit_code == 0 and r.backend == "process", "%s: run returns the result" % name, r)
+    r = cl.run("import sys; print('so far'); sys.exit(3)")
+    t.ok(r.status == "nonzero_exit" and r.exit_code == 3 and r.stdout == b"so far\n",
+         "%s: a non-zero exit is a Result, not an exception" % name, r)
+    e = raises(lambda: cl.run("x = 1", tier="no-such-tier"), airlock.Rejected)
+    t.ok(isinstance(e, airlock.Rejected) and "no-such-tier" in str(e) and
+         e.result.status == "rejected", "%s: an unknown tier raises Rejected, naming it" % name,
+         e)
+    e = raises(lambda: cl.run("import time\nwhile True: time.sleep(0.05)", timeout=1), airlock.Timeout)
+    t.ok(isinstance(e, airlock.Timeout) and e.result.status == "timeout",
+         "%s: past its wall-clock limit raises Timeout" % name, e)
+    e = raises(lambda: cl.run("import time\nwhile True: pass", limits={"cpu_ms": 300}),
+               airlock.CpuLimit)
+    t.ok(isinstance(e, airlock.CpuLimit), "%s: past its CPU time raises CpuLimit" % name, e)
+    e = raises(lambda: cl.run("b = bytearray(200 << 20)", memory=64 << 20), airlock.MemoryLimit)
+    t.ok(isinstance(e, airlock.MemoryLimit) and e.result.status == "memory_limit",
+         "%s: past its memory raises MemoryLimit" % name, e)
+    e = raises(lambda: cl.run("print('x' * 100000)", limits={"stdout_bytes": 1000}),
+               airlock.OutputLimit)
+    t.ok(isinstance(e, airlock.OutputLimit), "%s: past its output cap raises OutputLimit" % name,
+         e)
+    e = raises(lambda: cl.run("print(1)", tier="broken"), airlock.SandboxError)
+    t.ok(isinstance(e, airlock.SandboxError) and "unavailable" in (e.result.error or ""),
+         "%s: a tier whose backend this worker lacks raises SandboxError" % name, e)
+    e = raises(lambda: cl.run("print(1)", tier="parked",
+                              deadline_ms=int(time.time() * 1000) + 1500), airlock.Expired)
+    t.ok(isinstance(e, airlock.Expired) and e.result.attempt == 0,
+         "%s: not started by its deadline (a tier no worker serves) raises Expired" % name, e)
+
+    jid = cl.submit("import time; time.sleep(30)")
+    e = raises(lambda: cl.wait(jid, timeout=0.5), airlock.WaitTimeout)
+    t.ok(isinstance(e, airlock.WaitTimeout), "%s: wait past its timeout raises WaitTimeout"
+         % name, e)
+    st, res = cl.status(jid)
+    t.ok(st in ("queued", "running", "submitted") and res is None,
+         "%s: status of a job under way: (%s, None)" % (name, st))
+    t.ok(cl.cancel(jid) in ("kill_sent", "ended"), "%s: cancel a running job" % name)
+    r = cl.wait(jid, timeout=30)
+    e = raises(r.raise_for_status, airlock.Cancelled)
+    st, res = cl.status(jid)
+    t.ok(r.status == "cancelled" and isinstance(e, airlock.Cancelled) and st == "done" and
+         res and res.status == "cancelled" and cl.cancel(jid) == "finished",
+         "%s: its result is cancelled (Cancelled from raise_for_status), status done, a "
+         "second cancel: finished" % name, (r, st))
+    e = raises(lambda: cl.status("nosuchjob0123"), airlock.NotFound)
+    t.ok(isinstance(e, airlock.NotFound), "%s: an unknown id raises NotFound" % name, e)
+
+    # live output: each line while the job runs, then end; resume after a chunk
+    jid = cl.submit(LINES)
+    seen, t0 = [], time.monotonic()
+    for ch in cl.stream(jid, timeout=60):
+        seen.append((time.monotonic() - t0, ch))
+    outs = [ch for _, ch in seen if ch.kind == "stdout"]
+    text = b"".join(ch.data for ch in outs)
+    end_at = seen[-1][0] if seen else 0
+    t.ok(text == b"".join(b"line %d\n" % i for i in range(8)) and seen[-1][1].kind == "end" and
+         seen[-1][1].status == "ok" and len(outs) >= 5 and outs and
+         seen[0][0] < end_at - 0.4,
+         "%s: stream() gives the lines as they come (%d chunks, the first %.2f s before "
+         "the end), then end" % (name, len(outs), end_at - seen[0][0] if seen else 0),
+         [(round(a, 2), c.kind, c.data) for a, c in seen])
+    if len(seen) > 3:
+        rest = list(cl.stream(jid, after=seen[2][1].id, timeout=30))
+        t.ok([c.id for c in rest] == [c.id for _, c in seen[3:]],
+             "%s: stream(after=the third chunk's id) gives exactly the rest" % name,
+             ([c.id for c in rest], [c.id for _, c in seen]))
+    else:
+        t.ok(False, "%s: too few chunks to resume" % name, seen)
+    e = raises(lambda: list(cl.stream("nosuchjob0123", timeout=5)), airlock.NotFound)
+    t.ok(isinstance(e, airlock.NotFound), "%s: stream of an unknown job raises NotFound" % name,
+         e)
+
+    a = cl.run_python("print(6*7)")
+    b = cl.run_python("import sys; sys.stderr.write('bad\\n'); sys.exit(2)")
+    c_ = cl.run_python("import time\nwhile True: time.sleep(0.05)", timeout=1)
+    t.ok(a == {"stdout": "42\n", "stderr": "", "exit_code": 0, "status": "ok"} and
+         b == {"stdout": "", "stderr": "bad\n", "exit_code": 2, "status": "nonzero_exit"} and
+         c_["status"] == "timeout" and c_["exit_code"] is None and
+         "wall-clock limit" in c_["stderr"] and set(c_) == {"stdout", "stderr", "exit_code",
+                                                            "status"},
+         "%s: run_python: the four fields, a non-zero exit and a timeout as values" % name,
+         (a, b, c_))
+
+
+def main():
+    # the package's scripts are the document's, word for word
+    doc = open(os.path.join(ROOT, "proto", "PROTOCOL.md")).read()
+    blocks = {m.group(1): m.group(2) for m in
+              re.finditer(r"<!-- script: (\w+) -->\n```lua\n(.*?)\n```", doc, re.S)}
+    t.ok(blocks.get("submit") == _scripts.SUBMIT and blocks.get("rearm") == _scripts.REARM and
+         blocks.get("cancel") == _scripts.CANCEL,
+         "the package's SUBMIT, REARM and CANCEL are the document's")
+    for status, exc in (("rejected", airlock.Rejected), ("timeout", airlock.Timeout),
+                        ("cpu_limit", airlock.CpuLimit), ("memory_limit", airlock.MemoryLimit),
+                        ("output_limit", airlock.OutputLimit), ("cancelled", airlock.Cancelled),
+                        ("sandbox_error", airlock.SandboxError),
+                        ("worker_lost", airlock.WorkerLost), ("expired", airlock.Expired)):
+        e = raises(airlock.Result(id="x", status=status).raise_for_status, exc)
+        t.ok(type(e) is exc, "Result(status=%s).raise_for_status raises %s" % (status,
+                                                                               exc.__name__), e)
+    t.ok(airlock.Result(id="x", status="nonzero_exit", exit_code=1).raise_for_status().exit_code
+         == 1, "nonzero_exit raises nothing")
+
+    # pip install ./client/python into a venv, with no network
+    with tempfile.TemporaryDirectory() as d:
+        venv = os.path.join(d, "venv")
+        p = subprocess.run(["/usr/bin/python3", "-m", "venv", "--system-site-packages", venv],
+                           capture_output=True, text=True)
+        q = p.returncode == 0 and subprocess.run(
+            [os.path.join(venv, "bin", "pip"), "install", "-q", "--no-index",
+             "--no-build-isolation", os.path.join(HERE, "..")], capture_output=True, text=True,
+            cwd=d)
+        r = q and q.returncode == 0 and subprocess.run(
+            [os.path.join(venv, "bin", "python"), "-c",
+             "import airlock, os; print(os.path.dirname(airlock.__file__), airlock.__version__)"],
+            capture_output=True, text=True, cwd=d)
+        m = r and r.returncode == 0 and subprocess.run(
+            [os.path.join(venv, "bin", "airlock-mcp"), "--help"], capture_output=True, text=True,
+            cwd=d)
+        t.ok(m and m.returncode == 0 and venv in r.stdout and "--tier" in m.stdout,
+             "pip install ./client/python (no network): the package and airlock-mcp",
+             (p.stderr[-300:], q and q.stderr[-800:], r and r.stdout, m and m.stderr))
+
+    c = Cluster(policy=POLICY)
+    try:
+        c.scheduler()
+        c.worker("py-w", uid_base=62900, slots=2, tiers="trusted,broken",
+                 extra=["--libvirt", "qemu+unix:///system?socket=/nonexistent/libvirt-sock"])
+        keys = {"acme": "ak-" + secrets.token_hex(16), "other": "ok-" + secrets.token_hex(16),
+                "limited": "lk-" + secrets.token_hex(16)}
+        port = free_port()
+        start_gateway(c, port, key_file(os.path.join(c.dir, "keys"), keys))
+        gw = "http://127.0.0.1:%d" % port
+        suite("gateway", airlock.Client(gateway=gw, token=keys["acme"], tier="trusted"))
+        suite("redis", airlock.Client(redis=c.url, tier="trusted"))
+
+        acme = airlock.Client(gateway=gw, token=keys["acme"], tier="trusted")
+        other = airlock.Client(gateway=gw, token=keys["other"], tier="trusted")
+        jid = acme.submit("print('mine')")
+        e = raises(lambda: other.status(jid), airlock.NotFound)
+        e2 = raises(lambda: list(other.stream(jid, timeout=5)), airlock.NotFound)
+        t.ok(isinstance(e, airlock.NotFound) and isinstance(e2, airlock.NotFound),
+             "gateway: another tenant's job is NotFound to status and stream", (e, e2))
+        e = raises(lambda: airlock.Client(gateway=gw, token="wrong-key-123456",
+                                          tier="trusted").run("print(1)"), airlock.Unauthorized)
+        t.ok(isinstance(e, airlock.Unauthorized), "gateway: a bad key raises Unauthorized", e)
+        e = raises(lambda: airlock.Client(gateway="http://127.0.0.1:%d" % free_port(),
+                                          token="k" * 20, tier="trusted").run("print(1)"),
+                   airlock.Unavailable)
+        t.ok(isinstance(e, airlock.Unavailable), "gateway: nobody listening raises Unavailable",
+             e)
+        e = raises(lambda: airlock.Client(redis="unix:///nonexistent/redis.sock",
+                                          tier="trusted").run("print(1)"), airlock.Unavailable)
+        t.ok(isinstance(e, airlock.Unavailable), "redis: no Redis raises Unavailable", e)
+        lim = airlock.Client(gateway=gw, token=keys["limited"], tier="trusted")
+        ids = [lim.submit("pass") for _ in range(8)]
+        errs = [raises(lambda j=j: lim.wait(j, timeout=30).raise_for_status(),
+                       airlock.QuotaExceeded) for j in ids]
+        q = [x for x in errs if isinstance(x, airlock.QuotaExceeded)]
+        t.ok(q and all(x.quota == "rate_per_s" for x in q),
+             "gateway: past the tenant's rate, QuotaExceeded with .quota rate_per_s (%d of 8)"
+             % len(q), errs)
+        e = raises(lambda: airlock.Client(redis=c.url, tier="trusted").submit(
+            "print(1)", id=jid), airlock.Rejected)
+        t.ok(isinstance(e, airlock.Rejected) and "taken" in str(e),
+             "redis: an id that is taken raises Rejected", e)
+        os.environ.update(AIRLOCK_GATEWAY=gw, AIRLOCK_TOKEN=keys["acme"], AIRLOCK_TIER="trusted")
+        t.ok(airlock.run_python("print('from the environment')")["stdout"] ==
+             "from the environment\n",
+             "airlock.run_python: the Airlock and tier from $AIRLOCK_GATEWAY, $AIRLOCK_TOKEN, "
+             "$AIRLOCK_TIER")
+    finally:
+        c.close()
+    return t.done()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

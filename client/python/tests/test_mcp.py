@@ -1,0 +1,195 @@
+#!/usr/bin/python3
+"""airlock-mcp over stdio, driven by a scripted MCP client (JSON-RPC 2.0,
+one message per line) against a real stack: redis-server, scheduler, a
+process-tier worker and the gateway. The handshake (initialize, the
+initialized notification), tools/list, tools/call of run_python with
+print(6*7) (42), with an endless loop (the timeout as a tool error), of
+run_shell with a non-zero exit (a value), and malformed requests (JSON-RPC
+errors: parse error, invalid request, unknown method, unknown tool, an
+argument the model may not give such as a tier). The server never runs code
+itself: what the code writes is not on this host, the job is in Airlock's
+queue, and the server never has a child process."""
+import json
+import os
+import secrets
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
+from altest import Tap  # noqa: E402
+from cluster import Cluster  # noqa: E402
+from gwclient import free_port, key_file, start_gateway  # noqa: E402
+
+t = Tap()
+if os.geteuid() != 0:
+    print("1..0 # SKIP needs root (the process backend)")
+    sys.exit(0)
+
+POLICY = """\
+result_ttl_s: 600
+lease_ms: 30000
+tiers:
+  trusted:
+    backend: process
+    max_attempts: 1
+    defaults: {wall_ms: 20000, memory_bytes: 268435456, pids: 64}
+"""
+
+
+class Mcp:
+    def __init__(self, args, env):
+        self.p = subprocess.Popen([sys.executable, "-m", "airlock.mcp"] + args,
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True, env=env)
+        self.n = 0
+
+    def send(self, msg):
+        self.p.stdin.write((msg if isinstance(msg, str) else json.dumps(msg)) + "\n")
+        self.p.stdin.flush()
+
+    def read(self):
+        line = self.p.stdout.readline()
+        return json.loads(line) if line else None
+
+    def call(self, method, params=None):
+        self.n += 1
+        m = {"jsonrpc": "2.0", "id": self.n, "method": method}
+        if params is not None:
+            m["params"] = params
+        self.send(m)
+        return self.read()
+
+    def children(self):
+        kids = []
+        for tid in os.listdir("/proc/%d/task" % self.p.pid):
+            with open("/proc/%d/task/%s/children" % (self.p.pid, tid)) as f:
+                kids += f.read().split()
+        return kids
+
+
+def text(r):
+    return "".join(c.get("text", "") for c in r.get("result", {}).get("content", []))
+
+
+c = Cluster(policy=POLICY)
+m = None
+try:
+    c.scheduler()
+    c.worker("mcp-w", uid_base=63100, slots=2)
+    key = "k-" + secrets.token_hex(16)
+    port = free_port()
+    start_gateway(c, port, key_file(os.path.join(c.dir, "keys"), {"agent": key}))
+    env = dict(os.environ, PYTHONPATH=os.path.join(HERE, ".."), AIRLOCK_TOKEN=key)
+    p = subprocess.run([sys.executable, "-m", "airlock.mcp", "--gateway",
+                        "http://127.0.0.1:%d" % port], capture_output=True, text=True, env=env)
+    t.ok(p.returncode == 2 and "--tier" in p.stderr,
+         "without --tier it refuses to start: the operator chooses the sandbox", p.stderr)
+    m = Mcp(["--gateway", "http://127.0.0.1:%d" % port, "--tier", "trusted", "--timeout", "2"],
+            env)
+
+    r = m.call("tools/list")
+    t.ok(r.get("error", {}).get("code") == -32600 and "initialize" in r["error"]["message"],
+         "tools/list before initialize: invalid request", r)
+    r = m.call("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                              "clientInfo": {"name": "test", "version": "1"}})
+    res = r.get("result", {})
+    t.ok(res.get("protocolVersion") == "2025-06-18" and "tools" in res.get("capabilities", {})
+         and res.get("serverInfo", {}).get("name") == "airlock-mcp",
+         "initialize: the version asked for, the tools capability, serverInfo", r)
+    m.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    r = m.call("ping")
+    t.ok(r == {"jsonrpc": "2.0", "id": m.n, "result": {}},
+         "the initialized notification gets no answer (the next line answers ping)", r)
+
+    r = m.call("tools/list")
+    tools = {x["name"]: x for x in r.get("result", {}).get("tools", [])}
+    t.ok(set(tools) == {"run_python", "run_shell"} and
+         tools["run_python"]["inputSchema"]["required"] == ["code"] and
+         set(tools["run_python"]["inputSchema"]["properties"]) == {"code"} and
+         set(tools["run_shell"]["inputSchema"]["properties"]) == {"command"} and
+         "outputSchema" in tools["run_python"],
+         "tools/list: run_python (code) and run_shell (command), nothing to pick a sandbox", r)
+
+    before = int(c.rcli("EVAL", "return #redis.call('KEYS', 'al:job:*')", "0").strip() or 0)
+    proof = "/tmp/airlock-mcp-proof-%s" % secrets.token_hex(4)
+    r = m.call("tools/call", {"name": "run_python", "arguments": {
+        "code": "open(%r, 'w').write('x')\nprint(6*7)" % proof}})
+    res = r.get("result", {})
+    after = int(c.rcli("EVAL", "return #redis.call('KEYS', 'al:job:*')", "0").strip() or 0)
+    t.ok(res.get("isError") is False and "42" in text(r) and
+         res.get("structuredContent", {}).get("stdout") == "42\n" and
+         res["structuredContent"]["exit_code"] == 0,
+         "tools/call run_python print(6*7): 42, not an error", r)
+    t.ok(not os.path.exists(proof) and after == before + 1 and not m.children(),
+         "the code ran as an Airlock job (one more in the queue), not in the server: its file "
+         "is not on this host and the server has no child", (proof, before, after, m.children()))
+
+    r = m.call("tools/call", {"name": "run_python", "arguments": {
+        "code": "import time\nwhile True: time.sleep(0.05)"}})
+    res = r.get("result", {})
+    t.ok(res.get("isError") is True and "timeout" in text(r) and
+         res.get("structuredContent", {}).get("status") == "timeout",
+         "tools/call run_python with an endless loop: the timeout, as a tool error", r)
+    r = m.call("tools/call", {"name": "run_shell", "arguments": {"command": "echo hi; exit 3"}})
+    res = r.get("result", {})
+    t.ok(res.get("isError") is False and res.get("structuredContent", {}).get("exit_code") == 3
+         and "hi" in text(r),
+         "tools/call run_shell with exit 3: a value (exit code 3), not an error", r)
+
+    r = m.call("tools/call", {"name": "run_python", "arguments": {"code": "print(1)",
+                                                                  "tier": "untrusted"}})
+    t.ok(r.get("error", {}).get("code") == -32602 and "exactly one argument" in
+         r["error"]["message"], "an argument that would pick the sandbox: invalid params", r)
+    r = m.call("tools/call", {"name": "run_ruby", "arguments": {"code": "1"}})
+    t.ok(r.get("error", {}).get("code") == -32602 and "unknown tool" in r["error"]["message"],
+         "an unknown tool: invalid params", r)
+    r = m.call("tools/call", {"name": "run_python", "arguments": {"code": 42}})
+    t.ok(r.get("error", {}).get("code") == -32602, "code that is not a string: invalid params",
+         r)
+    m.send("{this is not json")
+    r = m.read()
+    t.ok(r and r.get("error", {}).get("code") == -32700 and r.get("id") is None,
+         "malformed JSON: parse error, id null", r)
+    m.send({"jsonrpc": "2.0", "id": 99})
+    r = m.read()
+    t.ok(r and r.get("error", {}).get("code") == -32600 and r.get("id") == 99,
+         "a request without a method: invalid request", r)
+    m.send({"jsonrpc": "1.0", "id": 100, "method": "ping"})
+    r = m.read()
+    t.ok(r and r.get("error", {}).get("code") == -32600, "not JSON-RPC 2.0: invalid request", r)
+    r = m.call("resources/list")
+    t.ok(r.get("error", {}).get("code") == -32601, "an unknown method: method not found", r)
+    m.send({"jsonrpc": "2.0", "id": "s-1", "method": "ping"})
+    r = m.read()
+    t.ok(r == {"jsonrpc": "2.0", "id": "s-1", "result": {}}, "a string id is answered with it",
+         r)
+    m.p.stdin.close()
+    t.ok(m.p.wait(10) == 0, "end of input: the server exits 0")
+
+    m2 = Mcp(["--gateway", "http://127.0.0.1:%d" % port, "--tier", "trusted",
+              "--tools", "run_python"], env)
+    r = m2.call("initialize", {"protocolVersion": "1999-01-01", "capabilities": {},
+                               "clientInfo": {"name": "old", "version": "1"}})
+    r2 = m2.call("tools/list")
+    t.ok(r.get("result", {}).get("protocolVersion") == "2025-11-25" and
+         [x["name"] for x in r2["result"]["tools"]] == ["run_python"],
+         "an unknown protocol version: the server's latest; --tools limits the list", (r, r2))
+    m2.p.stdin.close()
+    m2.p.wait(10)
+    m3 = Mcp(["--gateway", "http://127.0.0.1:%d" % free_port(), "--tier", "trusted"], env)
+    m3.call("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                           "clientInfo": {"name": "t", "version": "1"}})
+    t0 = time.time()
+    r = m3.call("tools/call", {"name": "run_python", "arguments": {"code": "print(1)"}})
+    t.ok(r.get("result", {}).get("isError") is True and "not available" in text(r),
+         "no Airlock to reach: a tool error, at once (%.1f s)" % (time.time() - t0), r)
+    m3.p.stdin.close()
+    m3.p.wait(10)
+finally:
+    if m and m.p.poll() is None:
+        m.p.kill()
+    c.close()
+sys.exit(t.done())

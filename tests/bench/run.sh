@@ -19,4 +19,6 @@ echo
 echo
 /usr/bin/python3 tests/bench/gateway_latency.py "${GATEWAY_ROUNDS:-5}"
 echo
+/usr/bin/python3 tests/bench/live_output.py "${LIVE_ROUNDS:-5}" "${LIVE_JOBS:-60}"
+echo
 ROUNDS=${FAULT_ROUNDS:-3} bash tests/bench/faults.sh

@@ -71,9 +71,12 @@ garbage) ready; $B printf '\000\000\000\020Sxxxxxxxxxxxxxxx' >$P; $B sleep 10000
 heartbeats) ready; while :; do $B cat /hb; done >$P ;;        # heartbeats without pause
 bigframe) ready; { $B printf '\017\000\000\000S'; $B cat /dev/zero; } >$P ;;  # 240 MiB result
 dupfiles) ready; $B cat /result.bin >$P; $B sleep 100000 ;;  # a file returned twice
+outflood) ready; while :; do $B cat /out.bin; done >$P ;;   # live output past the job's cap
+badout) ready; $B printf '\000\000\000\003O\007x' >$P; $B sleep 100000 ;;  # stream 7
 esac
 """
-FAKES = ("panic", "hang", "silent", "flood", "garbage", "heartbeats", "bigframe", "dupfiles")
+FAKES = ("panic", "hang", "silent", "flood", "garbage", "heartbeats", "bigframe", "dupfiles",
+         "outflood", "badout")
 DUP_ID = "mv-dup-%d" % os.getpid()  # the job the fake dupfiles guest answers for
 
 
@@ -90,6 +93,8 @@ def build_fakes(root):
     os.symlink("busybox", os.path.join(tree, "usr/bin/sh"))
     with open(os.path.join(tree, "init"), "w") as f:
         f.write(FAKE_INIT)
+    with open(os.path.join(tree, "out.bin"), "wb") as f:  # one live-output frame: 16 KiB of stdout
+        f.write((2 + 16384).to_bytes(4, "big") + b"O\1" + b"y" * 16384)
     with open(os.path.join(tree, "hb"), "wb") as f:  # 1 MiB of heartbeat frames
         f.write(b"\0\0\0\1H" * (1 << 18))
     res = {"v": 1, "id": DUP_ID, "attempt": 1, "status": "ok", "exit_code": 0, "stdout": b"",
@@ -343,7 +348,9 @@ try:
             ("flood", "over the cap", 10),
             ("garbage", "invalid result", 10),
             ("bigframe", "over the cap", 10),
-            ("dupfiles", "returned a file twice", 10)):
+            ("dupfiles", "returned a file twice", 10),
+            ("outflood", "more stdout than the job's cap", 10),
+            ("badout", "malformed output frame", 10)):
         t0 = time.time()
         hwm0 = vm_hwm(c.procs[WID].pid)
         if mode == "dupfiles":
@@ -362,7 +369,9 @@ try:
                  {"panic": "panics", "hang": "never boots", "silent": "hangs with the job",
                   "flood": "floods the result channel", "garbage": "sends garbage",
                   "bigframe": "sends a 240 MiB result frame (worker peak RSS +%d KiB)" % (grew >> 10),
-                  "dupfiles": "returns a collected file twice"}[mode], took,
+                  "dupfiles": "returns a collected file twice",
+                  "outflood": "sends live output past the job's stdout cap",
+                  "badout": "sends a live-output frame for stream 7"}[mode], took,
                  ", retried by the queue" if mode == "panic" else ""), r)
     # A guest that floods heartbeats: refused within its wall limit, while a job beside it on
     # the same worker finishes on time and the worker keeps its lease.

@@ -377,6 +377,9 @@ static int on_chunk(const struct al_chunk *ch, void *arg)
 {
 	struct shown *sh = arg;
 
+	/* a fenced-out worker's late output: an older attempt than one seen */
+	if (ch->attempt && ch->attempt < sh->attempt && ch->kind != AL_CHUNK_END)
+		return 0;
 	if (ch->kind == AL_CHUNK_RESTART ||
 	    (ch->attempt > sh->attempt && sh->attempt && ch->kind != AL_CHUNK_END)) {
 		/* an attempt ended without its result: the job runs again */

@@ -173,7 +173,9 @@ class Chunk:
 
     kind: "stdout" or "stderr" (data holds the bytes), "restart" (the output so
     far is void: the job runs again) or "end" (the last one; status is the
-    result's). id: resume after it with stream(after=id)."""
+    result's). id: resume after it with stream(after=id). A chunk of a newer
+    attempt than the ones before also means the output starts over (a lost
+    worker's job run again); late chunks of an older attempt are dropped."""
     id: str
     kind: str
     data: bytes = b""
@@ -220,6 +222,17 @@ def _job(code: Optional[Bytes], argv: Optional[Sequence[str]], tier: Optional[st
         if k != "limits":
             job[k] = v
     return job
+
+
+def _stale(ch: "Chunk", seen: List[int]) -> bool:
+    """A chunk of an older attempt than one already seen: a fenced-out
+    worker's late output, not the job's (seen[0]: the highest attempt)."""
+    if ch.kind == "end" or not ch.attempt:
+        return False
+    if ch.attempt < seen[0]:
+        return True
+    seen[0] = ch.attempt
+    return False
 
 
 # ---- the two ways in ----
@@ -311,7 +324,7 @@ class _Gateway:
 
     def stream(self, jid: str, after: str, timeout: Optional[float]) -> Iterator[Chunk]:
         end = time.monotonic() + timeout if timeout else None
-        last, failures = after or "0", 0
+        last, failures, seen = after or "0", 0, [0]
         while True:
             left = None if end is None else end - time.monotonic()
             if left is not None and left <= 0:
@@ -361,7 +374,8 @@ class _Gateway:
                                data=(base64.b64decode(d["data_base64"]) if "data_base64" in d
                                      else d.get("data", "").encode()))
                     ev, data = {}, []
-                    if ch.kind in ("stdout", "stderr", "restart", "end"):
+                    if ch.kind in ("stdout", "stderr", "restart", "end") and \
+                            not _stale(ch, seen):
                         yield ch
                     if ch.kind == "end":
                         return
@@ -486,7 +500,7 @@ class _Redis:
         if not self._call(self.r.exists, "al:job:" + jid, "al:res:" + jid):
             raise NotFound("no job %s" % jid)
         end = time.monotonic() + timeout if timeout else None
-        last = after or "0"
+        last, seen = after or "0", [0]
         kinds = {b"out": "stdout", b"err": "stderr", b"restart": "restart", b"end": "end"}
         while True:
             if end is not None and time.monotonic() >= end:
@@ -500,6 +514,8 @@ class _Redis:
                     continue
                 ch = Chunk(id=last, kind=kind, data=f.get(b"d", b""),
                            attempt=int(f.get(b"a", b"0")), status=f.get(b"s", b"").decode())
+                if _stale(ch, seen):
+                    continue
                 yield ch
                 if kind == "end":
                     return

@@ -234,6 +234,18 @@ def main():
             "print(1)", id=jid), airlock.Rejected)
         t.ok(isinstance(e, airlock.Rejected) and "taken" in str(e),
              "redis: an id that is taken raises Rejected", e)
+        # fault injection (entries written here, as a fenced-out worker would): a late
+        # chunk of attempt 1 after attempt 2's output is not the job's
+        import redis
+        rr = redis.Redis(unix_socket_path=c.sock)
+        rr.hset("al:job:stale-1", mapping={"state": "running", "tenant": "default"})
+        for f in ({"t": "out", "a": "2", "d": "new run\n"}, {"t": "out", "a": "1", "d": "LATE\n"},
+                  {"t": "end", "a": "2", "s": "ok"}):
+            rr.xadd("al:out:stale-1", f)
+        got = [(ch.kind, ch.data) for ch in airlock.Client(redis=c.url).stream("stale-1",
+                                                                              timeout=10)]
+        t.ok(got == [("stdout", b"new run\n"), ("end", b"")],
+             "stream(): a late chunk of an older attempt (a fenced-out worker's) is dropped", got)
         os.environ.update(AIRLOCK_GATEWAY=gw, AIRLOCK_TOKEN=keys["acme"], AIRLOCK_TIER="trusted")
         t.ok(airlock.run_python("print('from the environment')")["stdout"] ==
              "from the environment\n",

@@ -21,7 +21,7 @@ BQ = os.path.join(BUILD, "tests", "bench_queue")
 ROUNDS = int(sys.argv[1]) if len(sys.argv) > 1 else 5
 N_LAT = int(os.environ.get("BENCH_LAT", "200"))
 N_SUB = int(os.environ.get("BENCH_SUB", "2000"))
-CLIENTS = int(os.environ.get("BENCH_CLIENTS", "4"))  # concurrent submitters, for throughput
+CLIENTS = int(os.environ.get("BENCH_CLIENTS", "16"))  # concurrent submitters: throughput
 POLICY = """\
 result_ttl_s: 600
 lease_ms: 30000

@@ -306,9 +306,7 @@ int al_client_wait(struct al_client *c, const char *id, uint64_t timeout_ms, str
 	}
 }
 
-/* One XREAD entry ([id, [field, value, ...]]) as a chunk; false if it is
- * none (an unknown type is skipped: newer workers may add some). */
-static bool chunk_of(const redisReply *e, struct al_chunk *ch)
+bool al_chunk_of_entry(const struct redisReply *e, struct al_chunk *ch)
 {
 	const redisReply *f;
 
@@ -382,11 +380,11 @@ int al_client_stream(struct al_client *c, const char *id, const char *after, uin
 			for (size_t i = 0; i < es->elements; i++) {
 				struct al_chunk ch;
 
-				if (es->element[i]->type == REDIS_REPLY_ARRAY &&
-				    es->element[i]->elements == 2)
-					snprintf(last, sizeof(last), "%s",
-						 es->element[i]->element[0]->str);
-				if (!chunk_of(es->element[i], &ch))
+				bool is_chunk = al_chunk_of_entry(es->element[i], &ch);
+
+				if (ch.id[0]) /* an unknown entry is passed over, not read again */
+					snprintf(last, sizeof(last), "%s", ch.id);
+				if (!is_chunk)
 					continue;
 				got = true;
 				if (fn(&ch, arg) || ch.kind == AL_CHUNK_END) {

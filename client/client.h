@@ -62,6 +62,13 @@ struct al_chunk {
 /* Return non-zero to stop following. */
 typedef int (*al_chunk_fn)(const struct al_chunk *ch, void *arg);
 
+struct redisReply;
+/* One XREAD/XRANGE entry of al:out:<id> ([id, [field, value, ...]], a
+ * hiredis reply) as a chunk: true when it is one; ch->id is filled whenever
+ * the entry has an id (an unknown type is passed over: newer workers may
+ * add some). data points into the reply. */
+bool al_chunk_of_entry(const struct redisReply *e, struct al_chunk *ch);
+
 /* Follow job id's live output from after entry `after` (NULL or "0": from
  * the start), calling fn for each entry in order, until the end entry (then
  * AL_OK), fn returns non-zero (AL_OK), or timeout_ms (0: no limit) passes

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "../client/client.h"
 #include "../client/json.h"
 #include "../common/log.h"
 #include "../proto/contract.h"
@@ -452,53 +453,34 @@ static void sse_send(struct req *q, struct evbuffer *b)
 }
 
 /* One entry as an event: id, event (stdout, stderr, restart, end) and data,
- * a JSON object with attempt, data (or data_base64) and, at the end, status. */
+ * a JSON object with attempt, data (or data_base64) and, at the end, status.
+ * True at the end entry. */
 static bool sse_entry(struct req *q, const redisReply *e, struct evbuffer *b)
 {
-	const redisReply *f;
-	struct al_bytes d = {0};
-	const char *t = NULL, *st = NULL, *a = "0";
+	static const char *const event[] = {NULL, "stdout", "stderr", "restart", "end"};
+	struct al_chunk ch;
+	bool known = al_chunk_of_entry(e, &ch);
 	json_t *j;
 	char *text;
-	bool end;
 
-	if (e->type != REDIS_REPLY_ARRAY || e->elements != 2 ||
-	    e->element[0]->type != REDIS_REPLY_STRING || e->element[1]->type != REDIS_REPLY_ARRAY)
-		return false;
-	snprintf(q->last, sizeof(q->last), "%s", e->element[0]->str);
-	f = e->element[1];
-	for (size_t i = 0; i + 1 < f->elements; i += 2) {
-		const redisReply *k = f->element[i], *v = f->element[i + 1];
-
-		if (k->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING)
-			continue;
-		if (!strcmp(k->str, "t"))
-			t = v->str;
-		else if (!strcmp(k->str, "a"))
-			a = v->str;
-		else if (!strcmp(k->str, "s"))
-			st = v->str;
-		else if (!strcmp(k->str, "d"))
-			d = (struct al_bytes){v->str, v->len};
-	}
-	if (!t ||
-	    (strcmp(t, "out") && strcmp(t, "err") && strcmp(t, "restart") && strcmp(t, "end")))
+	if (ch.id[0])
+		snprintf(q->last, sizeof(q->last), "%s", ch.id);
+	if (!known)
 		return false; /* unknown entries are not shown (newer workers may add some) */
-	end = !strcmp(t, "end");
-	j = json_pack("{s:I}", "attempt", (json_int_t)strtoll(a, NULL, 10));
-	if (j && d.data && al_json_set_bytes(j, "data", &d))
-		json_decref(j), j = NULL;
-	if (j && st)
-		json_object_set_new(j, "status", json_string(st));
+	j = json_pack("{s:I}", "attempt", (json_int_t)ch.attempt);
+	if (j && ch.data &&
+	    al_json_set_bytes(j, "data", &(struct al_bytes){(char *)ch.data, ch.len})) {
+		json_decref(j);
+		j = NULL;
+	}
+	if (j && ch.kind == AL_CHUNK_END)
+		json_object_set_new(j, "status", json_string(ch.status));
 	text = j ? json_dumps(j, JSON_COMPACT) : NULL;
-	evbuffer_add_printf(b, "id: %s\nevent: %s\ndata: %s\n\n", q->last,
-			    !strcmp(t, "out")	? "stdout"
-			    : !strcmp(t, "err") ? "stderr"
-						: t,
+	evbuffer_add_printf(b, "id: %s\nevent: %s\ndata: %s\n\n", q->last, event[ch.kind],
 			    text ? text : "{}");
 	free(text);
 	json_decref(j);
-	return end;
+	return ch.kind == AL_CHUNK_END;
 }
 
 static void on_output_state(redisAsyncContext *ac, void *reply, void *priv)

@@ -4,7 +4,8 @@
 # libvirtd in a network namespace of its own (as the tests make it) for the
 # service tier; a handful of example jobs through each tier whose backend
 # works on this machine, a table of results, one job through the gateway
-# with curl, and a service VM answering on its own address; then it stops
+# with curl and another's live output, and a service VM answering on its own
+# address; then it stops
 # everything it started (by PID) and removes the directory.
 set -euo pipefail
 BUILD=${BUILD:-build}
@@ -195,5 +196,30 @@ try:
     print("  -> job %s: %s, exit %s, stdout %r" % (d.get("id"), r.get("status"), r.get("exit_code"), r.get("stdout")))
 except Exception as e:
     print("  -> no answer from the gateway:", e)'
+
+# Live output: a job's lines as it prints them, as Server-Sent Events.
+echo
+echo "live output of a job printing a line every 0.4 s (curl -N .../v1/jobs/ID/output):"
+JID=$(curl -s -m 30 -H "Authorization: Bearer $KEY" \
+	-d '{"tier":"trusted","runtime":"python","code":"import time\nfor i in range(4):\n    print(\"line\", i, flush=True)\n    time.sleep(0.4)\n"}' \
+	"http://127.0.0.1:$GWPORT/v1/jobs" | /usr/bin/python3 -c 'import json, sys; print(json.load(sys.stdin).get("id", ""))' || true)
+if [ -n "$JID" ]; then
+	curl -sN -m 60 -H "Authorization: Bearer $KEY" "http://127.0.0.1:$GWPORT/v1/jobs/$JID/output" |
+		/usr/bin/python3 -c '
+import json, sys, time
+t0, ev = time.monotonic(), None
+for line in sys.stdin:
+    line = line.rstrip("\n")
+    if line.startswith("event: "):
+        ev = line[7:]
+    elif line.startswith("data: ") and ev:
+        d = json.loads(line[6:])
+        print("  %5.2f s  %-6s %s" % (time.monotonic() - t0, ev,
+              d.get("data", d.get("status", "")).rstrip("\n")), flush=True)
+        if ev == "end":
+            break'
+else
+	echo "  -> no answer from the gateway"
+fi
 echo
 echo "demo: stopping redis-server, scheduler, worker, gateway and libvirtd; removing $DIR"

@@ -145,10 +145,10 @@ static int push_kv(struct al_kv **kv, size_t *n, const char *arg, const char *wh
 	return 0;
 }
 
-/* Build a job from run/submit arguments; returns 0 or an exit code. */
 /* run --no-stream: print the output at the end, from the result */
 static bool no_stream;
 
+/* Build a job from run/submit arguments; returns 0 or an exit code. */
 static int build_job(int argc, char **argv, struct al_job *job, bool *json)
 {
 	static const struct option opts[] = {
@@ -401,13 +401,6 @@ static int on_chunk(const struct al_chunk *ch, void *arg)
 	return 0;
 }
 
-static int print_result_after(const struct al_result *r, bool json, const struct shown *sh);
-
-static int print_result(const struct al_result *r, bool json)
-{
-	return print_result_after(r, json, NULL);
-}
-
 /* The result; with sh, only what the live output did not show already. */
 static int print_result_after(const struct al_result *r, bool json, const struct shown *sh)
 {
@@ -455,6 +448,11 @@ static int print_result_after(const struct al_result *r, bool json, const struct
 		}
 	}
 	return exit_code_for(r);
+}
+
+static int print_result(const struct al_result *r, bool json)
+{
+	return print_result_after(r, json, NULL);
 }
 
 /* --gateway URL and where its key comes from (else direct Redis) */
@@ -541,12 +539,13 @@ static int cmd_run(const char *url, int argc, char **argv, bool wait)
 	}
 	if (!json && !no_stream) {
 		/* the output as it comes; what the stream missed comes from the result */
-		if (al_client_stream(c, id, NULL, 0, on_chunk, &sh, &err)) {
-			fprintf(stderr, "airlock: job %s: %s\n", id, err.msg);
-			rc = EXIT_UNAVAILABLE;
-			goto out_client;
-		}
-		streamed = true;
+		if (al_client_stream(c, id, NULL, 0, on_chunk, &sh, &err))
+			/* e.g. a Redis user without XREAD: the result still has it all */
+			fprintf(stderr,
+				"airlock: no live output for job %s (%s); waiting for its "
+				"result\n",
+				id, err.msg);
+		streamed = true; /* what was shown is not shown again */
 	}
 	if (al_client_wait(c, id, 0, &res, &err)) {
 		fprintf(stderr, "airlock: job %s: %s\n", id, err.msg);

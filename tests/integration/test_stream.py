@@ -156,6 +156,14 @@ try:
     t.ok(rc == 4 and [x for _, x in got] == [b"out\n"] and err == "err\n",
          "stdout and stderr to their own streams, once each, and the exit code", (got, err))
 
+    # a Redis user that may not XREAD (an ACL from before live output): run still works
+    c.rcli("ACL", "SETUSER", "noread", "on", ">pw-noread", "~*", "&*", "+@all", "-xread")
+    p = subprocess.run([CLI, "--redis", "unix://%s?user=noread&password=pw-noread" % c.sock,
+                        "run", "-c", "print('still here')"], capture_output=True, timeout=60)
+    t.ok(p.returncode == 0 and p.stdout == b"still here\n" and b"no live output" in p.stderr,
+         "a Redis user without XREAD: airlock run says there is no live output and prints "
+         "the result", (p.stdout, p.stderr))
+
     # the gateway killed and started again while airlock run follows a job through it:
     # the client resumes after the last event it saw, nothing missed, nothing twice
     for via in ("cli", "python"):

@@ -40,7 +40,6 @@ struct req {
 	char state[16];
 	char last[48];	/* output: the last entry sent (Last-Event-ID) */
 	unsigned quiet; /* output: rounds without an entry (a ping every 15) */
-	bool streaming; /* output: the 200 and its headers went */
 };
 
 /* ---- replies ---- */
@@ -433,15 +432,13 @@ static void with_owned_job(struct req *q)
 
 static void output_step(struct req *q);
 
-/* End the event stream (the client may resume with Last-Event-ID). */
+/* End the event stream (the 200 went at its start; the client may resume
+ * with Last-Event-ID). */
 static void output_close(struct req *q)
 {
-	if (q->r && q->streaming) {
+	if (q->r) {
 		forget_close(q);
 		evhttp_send_reply_end(q->r);
-	} else if (q->r) {
-		reply_error(q, 503, "Redis is not reachable");
-		return;
 	}
 	req_free(q);
 }
@@ -603,7 +600,6 @@ static void start_output(struct req *q)
 	evhttp_add_header(h, "X-Accel-Buffering", "no");
 	count_reply(q->g, 200, 0);
 	evhttp_send_reply_start(q->r, 200, "OK");
-	q->streaming = true;
 	q->deadline_ms = al_mono_ms() + GW_WAIT_MAX_MS;
 	output_step(q);
 }

@@ -286,7 +286,7 @@ struct sse {
 	char id[48], event[16];
 	al_chunk_fn fn;
 	void *arg;
-	bool stop, ended, bad;
+	bool stop, bad; /* fn said stop or the end came; a malformed event */
 };
 
 static void sse_dispatch(struct sse *s)
@@ -314,10 +314,8 @@ static void sse_dispatch(struct sse *s)
 	ch.data = b.data;
 	ch.len = b.len;
 	snprintf(ch.status, sizeof(ch.status), "%s", st ? st : "");
-	if (s->fn(&ch, s->arg) || ch.kind == AL_CHUNK_END) {
+	if (s->fn(&ch, s->arg) || ch.kind == AL_CHUNK_END)
 		s->stop = true;
-		s->ended = true;
-	}
 	json_decref(j);
 	free(b.data);
 }

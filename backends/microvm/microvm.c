@@ -117,7 +117,8 @@ struct mvm_sb {
 	int timer_fd;			      /* fires at the nearest deadline (see deadline()) */
 	uint64_t start_ms, sent_ms, heard_ms; /* monotonic */
 	uint64_t beats;			      /* heartbeats heard since the job went in */
-	struct al_buf live[3];		      /* live output: stdout [1], stderr [2] so far */
+	struct al_buf live[3];		      /* live output: stdout [1], stderr [2] not yet read */
+	uint64_t live_base[3];		      /* ...the stream's offset of live[i]'s first byte */
 };
 
 /* ---- spawning a VMM (for drivers) ---- */
@@ -838,7 +839,7 @@ static int take_output(struct al_sandbox *sb, const char *p, size_t n, struct al
 	if ((st != 1 && st != 2) || n < 2 || n - 1 > AL_OUT_CHUNK_MAX)
 		return al_err_set(err, AL_ESANDBOX,
 				  "microvm: a malformed output frame from the guest");
-	if (m->live[st].len + (n - 1) > cap)
+	if (m->live_base[st] + m->live[st].len + (n - 1) > cap)
 		return al_err_set(
 		    err, AL_ESANDBOX,
 		    "microvm: the guest sends more %s than the job's cap of %llu bytes",
@@ -848,19 +849,31 @@ static int take_output(struct al_sandbox *sb, const char *p, size_t n, struct al
 	return AL_OK;
 }
 
-/* Live output: what the guest's 'O' frames brought so far. */
+/* Live output: what the guest's 'O' frames brought since the last read.
+ * The worker reads each stream in order, so what it has read is dropped
+ * (once more than 1 MiB of it): the buffer holds the unread window only. */
 static ssize_t mvm_output(struct al_sandbox *sb, int stream, uint64_t off, void *buf, size_t cap)
 {
 	struct mvm_sb *m = sb->priv;
-	size_t n;
+	struct al_buf *b;
+	size_t at, n;
 
 	if (stream != 1 && stream != 2)
 		return -1;
-	if (off >= m->live[stream].len)
+	b = &m->live[stream];
+	if (off < m->live_base[stream])
+		return -1; /* read before: not kept */
+	at = (size_t)(off - m->live_base[stream]);
+	if (at >= b->len)
 		return 0;
-	n = m->live[stream].len - (size_t)off;
-	n = n < cap ? n : cap;
-	memcpy(buf, m->live[stream].data + off, n);
+	n = b->len - at < cap ? b->len - at : cap;
+	memcpy(buf, b->data + at, n);
+	if (at + n > (1u << 20)) {
+		memmove(b->data, b->data + at + n, b->len - at - n);
+		b->len -= at + n;
+		b->data[b->len] = '\0';
+		m->live_base[stream] += at + n;
+	}
 	return (ssize_t)n;
 }
 

@@ -233,6 +233,18 @@ try:
     t.ok(got and [e.decode() for e, _ in got[0][1]] == [e for e, _ in ent[3:]],
          "XREAD after the third entry gives exactly the rest", got)
 
+    # a microVM job writing 3 MiB: the stream carries it all, in order, the same as its result
+    big = "import sys, time\nfor i in range(48):\n    sys.stdout.write(('%05d' % i) * 13107 + '\\n')\n" \
+          "    sys.stdout.flush()\n    time.sleep(0.02)\n"
+    r = c.run_job({"v": 1, "id": "big-%d" % os.getpid(), "tier": "untrusted", "runtime": "python",
+                   "limits": {"stdout_bytes": 4 << 20}, "code": big.encode()}, timeout=300)
+    chunks = [f for _, f in entries(c, "big-%d" % os.getpid()) if f.get("t") == b"out"]
+    streamed = b"".join(f["d"] for f in chunks)
+    t.ok(r and r["status"] == "ok" and len(r["stdout"]) == 48 * 65536 and
+         streamed == r["stdout"] and len(chunks) > 48,
+         "microvm: 3 MiB of output streamed whole and in order (%d chunks), equal to the result"
+         % len(chunks), (r and (r["status"], len(r["stdout"])), len(streamed)))
+
     # bounded: a flood stops at the cap with output_limit; no chunk past the cap
     cap = 200000
     r = c.run_job({"v": 1, "id": "flood-%d" % os.getpid(), "tier": "trusted",

@@ -127,6 +127,11 @@ $(BUILD)/tests/%: $(call obj,tests/unit/%.c) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
+# The grading comparison is worker and agent code (backends/grade.c).
+$(BUILD)/tests/test_grade: $(call obj,tests/unit/test_grade.c backends/grade.c) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
 # The microVM channel's framing is worker code (backends/vmchan.c).
 $(BUILD)/tests/test_vmchan: $(call obj,tests/unit/test_vmchan.c backends/vmchan.c backends/jobspec.c) $(LIB)
 	@mkdir -p $(dir $@)

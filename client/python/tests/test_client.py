@@ -72,6 +72,15 @@ def suite(name, cl, other=None):
     r = cl.run("import sys; print('so far'); sys.exit(3)")
     t.ok(r.status == "nonzero_exit" and r.exit_code == 3 and r.stdout == b"so far\n",
          "%s: a non-zero exit is a Result, not an exception" % name, r)
+    blob = bytes(range(256)) * 4
+    r = cl.run("import hashlib, sys\nprint(hashlib.sha256(open('in/bin.dat', 'rb').read())"
+               ".hexdigest(), hashlib.sha256(sys.stdin.buffer.read()).hexdigest(), "
+               "__import__('os').environ['MODE'])",
+               files={"in/bin.dat": blob}, stdin=blob[::-1], env={"MODE": "fast"})
+    import hashlib
+    t.ok(r.stdout.decode().split() == [hashlib.sha256(blob).hexdigest(),
+                                       hashlib.sha256(blob[::-1]).hexdigest(), "fast"],
+         "%s: binary files and stdin (not UTF-8) and env reach the job byte for byte" % name, r)
     e = raises(lambda: cl.run("x = 1", tier="no-such-tier"), airlock.Rejected)
     t.ok(isinstance(e, airlock.Rejected) and "no-such-tier" in str(e) and
          e.result.status == "rejected", "%s: an unknown tier raises Rejected, naming it" % name,

@@ -11,10 +11,7 @@ import multiprocessing
 import os
 import sys
 
-# this folder's queue.py would shadow the standard library's (redis uses it)
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != HERE]
-sys.path.insert(0, os.path.join(HERE, "..", "lib"))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 from alclient import Client  # noqa: E402
 from cluster import Cluster  # noqa: E402
 

@@ -7,7 +7,7 @@ export BUILD=${BUILD:-build}
 echo
 /usr/bin/python3 tests/bench/container_latency.py "${CONTAINER_ROUNDS:-60}"
 echo
-/usr/bin/python3 tests/bench/queue.py
+/usr/bin/python3 tests/bench/queue_throughput.py
 echo
 /usr/bin/python3 tests/bench/microvm_latency.py "${MICROVM_ROUNDS:-20}" "${MICROVM_POOL:-8}"
 echo

@@ -13,14 +13,12 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from altest import Tap  # noqa: E402
+from altest import Tap, need_root  # noqa: E402
 from cluster import Cluster  # noqa: E402
 from gwclient import Api, free_port, key_file, start_gateway  # noqa: E402
 
 t = Tap()
-if os.geteuid() != 0:
-    print("1..0 # SKIP needs root (the process backend)")
-    sys.exit(0)
+need_root("the process backend")
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 PW = {u: secrets.token_hex(12) for u in ("gateway", "scheduler", "worker", "test")}
 

@@ -13,14 +13,12 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from altest import Tap, leftovers, live_pids_of  # noqa: E402
+from altest import Tap, leftovers, live_pids_of, skip_unless  # noqa: E402
 from cluster import Cluster  # noqa: E402
 
 t = Tap()
-if os.geteuid() != 0 or not any(os.access(os.path.join(d, "runc"), os.X_OK)
-                                for d in ("/usr/sbin", "/usr/bin")):
-    print("1..0 # SKIP needs root and runc")
-    sys.exit(0)
+skip_unless(os.geteuid() == 0 and any(os.access(os.path.join(d, "runc"), os.X_OK)
+                                       for d in ("/usr/sbin", "/usr/bin")), "needs root and runc")
 
 # The images built from Debian packages by deploy/images/build.sh (built
 # here when missing; kept for the next run).

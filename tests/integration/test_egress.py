@@ -21,14 +21,12 @@ import sys
 import zipfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from altest import Tap  # noqa: E402
+from altest import Tap, need_root  # noqa: E402
 from cluster import Cluster  # noqa: E402
 from testinet import TestInternet  # noqa: E402
 
 t = Tap()
-if os.geteuid() != 0:
-    print("1..0 # SKIP needs root")
-    sys.exit(0)
+need_root()
 
 WWW = "/var/tmp/airlock-inet-%d" % os.getpid()
 INET = TestInternet("inet", 231, WWW, tls=True)

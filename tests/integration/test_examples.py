@@ -10,13 +10,11 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from altest import Tap  # noqa: E402
+from altest import Tap, need_root  # noqa: E402
 from cluster import Cluster  # noqa: E402
 
 t = Tap()
-if os.geteuid() != 0:
-    print("1..0 # SKIP needs root (the sandboxes)")
-    sys.exit(0)
+need_root("the sandboxes")
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 IMAGES = os.environ.get("AIRLOCK_IMAGES", "/var/lib/airlock/images")
 D = "defaults: {memory_bytes: 268435456, pids: 64, disk_bytes: 67108864}"

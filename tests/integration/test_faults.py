@@ -21,14 +21,12 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from altest import Tap, job_cgroups, live_pids_of  # noqa: E402
+from altest import Tap, job_cgroups, live_pids_of, need_root  # noqa: E402
 from alclient import Client  # noqa: E402
 from cluster import Cluster  # noqa: E402
 
 t = Tap()
-if os.geteuid() != 0:
-    print("1..0 # SKIP needs root (the process backend)")
-    sys.exit(0)
+need_root("the process backend")
 SCALE = int(os.environ.get("FAULTS_SCALE", "1"))
 
 POLICY = """\

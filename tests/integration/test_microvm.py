@@ -21,15 +21,13 @@ import time
 import msgpack
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from altest import WORKER, Tap, job_cgroups, live_pids_of, run_one  # noqa: E402
+from altest import WORKER, Tap, job_cgroups, live_pids_of, run_one, skip_unless  # noqa: E402
 from cluster import Cluster  # noqa: E402
 
 t = Tap()
 IMAGE = os.environ.get("AIRLOCK_MICROVM_IMAGE", "/var/lib/airlock/images/microvm")
 QEMU = "/usr/bin/qemu-system-x86_64"
-if os.geteuid() != 0 or not os.access(QEMU, os.X_OK):
-    print("1..0 # SKIP needs root and qemu-system-x86")
-    sys.exit(0)
+skip_unless(os.geteuid() == 0 and os.access(QEMU, os.X_OK), "needs root and qemu-system-x86")
 if not os.path.exists(os.path.join(IMAGE, "initramfs.lz4")):
     t.ok(False, "the microvm image exists (make microvm-image; tests/run.sh builds it)", IMAGE)
     sys.exit(t.done())

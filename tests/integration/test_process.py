@@ -10,13 +10,11 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from altest import WORKER, Tap, leftovers, run_one  # noqa: E402
+from altest import WORKER, Tap, leftovers, need_root, run_one  # noqa: E402
 
 UID_BASE = int(os.environ.get("AIRLOCK_TEST_UID_BASE", "61000"))
 t = Tap()
-if os.geteuid() != 0:
-    print("1..0 # SKIP needs root")
-    sys.exit(0)
+need_root()
 state = tempfile.mkdtemp(prefix="airlock-proc-", dir="/var/tmp")
 WID = "proc-test-%d" % os.getpid()
 

@@ -14,13 +14,11 @@ import time
 import msgpack
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from altest import Tap, live_pids_of  # noqa: E402
+from altest import Tap, live_pids_of, need_root  # noqa: E402
 from cluster import Cluster  # noqa: E402
 
 t = Tap()
-if os.geteuid() != 0:
-    print("1..0 # SKIP needs root (the process backend)")
-    sys.exit(0)
+need_root("the process backend")
 
 
 def result(c, job_id):

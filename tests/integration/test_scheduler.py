@@ -14,13 +14,11 @@ import urllib.request
 import msgpack
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from altest import Tap  # noqa: E402
+from altest import Tap, need_root  # noqa: E402
 from cluster import SCHED, Cluster  # noqa: E402
 
 t = Tap()
-if os.geteuid() != 0:
-    print("1..0 # SKIP needs root (the process backend)")
-    sys.exit(0)
+need_root("the process backend")
 
 POLICY = """\
 result_ttl_s: 600

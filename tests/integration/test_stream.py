@@ -25,14 +25,12 @@ import time
 import redis
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from altest import CLI, Tap  # noqa: E402
+from altest import CLI, Tap, need_root  # noqa: E402
 from cluster import Cluster  # noqa: E402
 from gwclient import free_port, key_file, start_gateway  # noqa: E402
 
 t = Tap()
-if os.geteuid() != 0:
-    print("1..0 # SKIP needs root (the sandboxes)")
-    sys.exit(0)
+need_root("the sandboxes")
 IMAGES = os.environ.get("AIRLOCK_IMAGES", "/var/lib/airlock/images")
 
 POLICY = """\

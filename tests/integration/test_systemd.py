@@ -28,17 +28,14 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from altest import BUILD, Tap  # noqa: E402
+from altest import BUILD, Tap, need_root, skip_unless  # noqa: E402
 from cluster import Cluster  # noqa: E402
 from gwclient import Api, free_port, key_file  # noqa: E402
 
 t = Tap()
-if os.geteuid() != 0:
-    print("1..0 # SKIP needs root (the worker's backends)")
-    sys.exit(0)
-if not shutil.which("systemd-analyze") or not shutil.which("setpriv"):
-    print("1..0 # SKIP systemd-analyze or setpriv missing (deploy/install-deps.sh)")
-    sys.exit(0)
+need_root("the worker's backends")
+skip_unless(shutil.which("systemd-analyze") and shutil.which("setpriv"),
+            "systemd-analyze or setpriv missing (deploy/install-deps.sh)")
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 IMAGES = os.environ.get("AIRLOCK_IMAGES", "/var/lib/airlock/images")
 NOBODY = 65534

@@ -19,14 +19,13 @@ import time
 import msgpack
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from altest import CLI, Tap  # noqa: E402
+from altest import CLI, Tap, skip_unless  # noqa: E402
 from cluster import Cluster  # noqa: E402
 
 t = Tap()
 IMAGE = os.environ.get("AIRLOCK_MICROVM_IMAGE", "/var/lib/airlock/images/microvm")
-if os.geteuid() != 0 or not os.access("/usr/sbin/libvirtd", os.X_OK):
-    print("1..0 # SKIP needs root and libvirtd")
-    sys.exit(0)
+skip_unless(os.geteuid() == 0 and os.access("/usr/sbin/libvirtd", os.X_OK),
+            "needs root and libvirtd")
 if not os.path.exists(os.path.join(IMAGE, "data.qcow2")):
     t.ok(False, "the VM image exists (make microvm-image; tests/run.sh builds it)", IMAGE)
     sys.exit(t.done())

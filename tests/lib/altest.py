@@ -3,6 +3,7 @@
 import json
 import os
 import subprocess
+import sys
 import tempfile
 
 import msgpack
@@ -11,6 +12,19 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BUILD = os.path.join(ROOT, os.environ.get("BUILD", "build"))
 WORKER = os.path.join(BUILD, "airlock-worker")
 CLI = os.path.join(BUILD, "airlock")
+
+
+def skip_unless(cond, why):
+    """A suite that cannot run here says so in TAP (tests/run.sh counts it as
+    skipped, and the summary line says so) and ends."""
+    if not cond:
+        print("1..0 # SKIP " + why)
+        sys.exit(0)
+
+
+def need_root(what=None):
+    """Skip unless root (the sandboxes need it); what: the part that does."""
+    skip_unless(os.geteuid() == 0, "needs root" + (" (%s)" % what if what else ""))
 
 
 class Tap:

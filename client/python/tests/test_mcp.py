@@ -19,14 +19,12 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
-from altest import Tap  # noqa: E402
+from altest import Tap, need_root  # noqa: E402
 from cluster import Cluster  # noqa: E402
 from gwclient import free_port, key_file, start_gateway  # noqa: E402
 
 t = Tap()
-if os.geteuid() != 0:
-    print("1..0 # SKIP needs root (the process backend)")
-    sys.exit(0)
+need_root("the process backend")
 
 POLICY = """\
 result_ttl_s: 600

@@ -3,6 +3,7 @@
 #include "jobfs_layout.h"
 
 #include "../proto/buf.h"
+#include "../proto/keys.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -391,6 +392,30 @@ ssize_t al_jobfs_output(const struct al_jobfs *fs, int stream, uint64_t off, voi
 		n = pread(fd, buf, cap, (off_t)off);
 	while (n < 0 && errno == EINTR);
 	return n;
+}
+
+int al_output_pump(const struct al_limits *lim, uint64_t sent[3], al_out_read_fn read, void *src,
+		   al_out_emit_fn emit, void *dst)
+{
+	static char buf[AL_OUT_CHUNK_MAX];
+
+	for (int st = 1; st <= 2; st++) {
+		uint64_t cap = st == 1 ? lim->stdout_bytes : lim->stderr_bytes;
+
+		for (int i = 0; i < 4 && sent[st] < cap; i++) {
+			uint64_t room = cap - sent[st];
+			ssize_t n = read(src, st, sent[st], buf,
+					 room < sizeof(buf) ? (size_t)room : sizeof(buf));
+			int rc;
+
+			if (n <= 0)
+				break;
+			sent[st] += (uint64_t)n;
+			if ((rc = emit(dst, st, buf, (size_t)n)))
+				return rc;
+		}
+	}
+	return 0;
 }
 
 uint64_t al_fd_size(int fd)

@@ -62,6 +62,16 @@ uint64_t al_fd_size(int fd);
  * (2) memfd from off on (the backends' output slot); -1 when there is none. */
 ssize_t al_jobfs_output(const struct al_jobfs *fs, int stream, uint64_t off, void *buf, size_t cap);
 
+/* Live output, one poll: for stdout (1) and stderr (2), read what is new
+ * from sent[stream] on (read: a backend's output slot, or al_jobfs_output)
+ * and give it to emit, at most AL_OUT_CHUNK_MAX bytes a call and 4 calls a
+ * stream, never past the stream's cap in lim; sent[] counts what went.
+ * Returns emit's first non-zero answer (then stops), else 0. */
+typedef ssize_t (*al_out_read_fn)(void *src, int stream, uint64_t off, void *buf, size_t cap);
+typedef int (*al_out_emit_fn)(void *dst, int stream, const void *data, size_t len);
+int al_output_pump(const struct al_limits *lim, uint64_t sent[3], al_out_read_fn read, void *src,
+		   al_out_emit_fn emit, void *dst);
+
 /* mkdir -p with mode for each level created. */
 int al_mkdir_p(const char *path, mode_t mode);
 

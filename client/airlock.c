@@ -402,7 +402,7 @@ static int on_chunk(const struct al_chunk *ch, void *arg)
 }
 
 /* The result; with sh, only what the live output did not show already. */
-static int print_result_after(const struct al_result *r, bool json, const struct shown *sh)
+static int print_result(const struct al_result *r, bool json, const struct shown *sh)
 {
 	if (json) {
 		json_t *j = al_result_to_json(r);
@@ -448,11 +448,6 @@ static int print_result_after(const struct al_result *r, bool json, const struct
 		}
 	}
 	return exit_code_for(r);
-}
-
-static int print_result(const struct al_result *r, bool json)
-{
-	return print_result_after(r, json, NULL);
 }
 
 /* --gateway URL and where its key comes from (else direct Redis) */
@@ -552,7 +547,7 @@ static int cmd_run(const char *url, int argc, char **argv, bool wait)
 		rc = EXIT_UNAVAILABLE;
 		goto out_client;
 	}
-	rc = print_result_after(&res, json, streamed ? &sh : NULL);
+	rc = print_result(&res, json, streamed ? &sh : NULL);
 	al_result_free(&res);
 out_client:
 	al_client_close(c);
@@ -591,7 +586,7 @@ static int cmd_wait(const char *url, int argc, char **argv)
 		al_client_close(c);
 		return EXIT_UNAVAILABLE;
 	}
-	rc = print_result(&res, json);
+	rc = print_result(&res, json, NULL);
 	al_result_free(&res);
 	al_client_close(c);
 	return rc;

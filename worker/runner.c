@@ -4,6 +4,7 @@
 #include <event2/dns.h>
 #include <unistd.h>
 
+#include "../backends/jobfs.h"
 #include "../proto/keys.h"
 #include "egress.h"
 
@@ -40,30 +41,17 @@ struct al_runner {
 	uint64_t sent[3];	    /* bytes of stdout [1] and stderr [2] given to it */
 };
 
-#define OUTPUT_CHUNKS_PER_POLL 4 /* per stream: 64 KiB each poll at most */
-
-static uint64_t cap_of(const struct al_runner *r, int stream)
+static ssize_t read_backend(void *sb, int stream, uint64_t off, void *buf, size_t cap)
 {
-	return stream == 1 ? r->sb->spec.limits.stdout_bytes : r->sb->spec.limits.stderr_bytes;
+	return al_backend_output(sb, stream, off, buf, cap);
 }
 
-/* What the job wrote since the last poll, to out_fn, within its caps. */
-static void poll_output(struct al_runner *r)
+static int to_out_fn(void *r, int stream, const void *data, size_t len)
 {
-	static char buf[AL_OUT_CHUNK_MAX];
+	struct al_runner *run = r;
 
-	for (int st = 1; st <= 2; st++)
-		for (int i = 0; i < OUTPUT_CHUNKS_PER_POLL && r->sent[st] < cap_of(r, st); i++) {
-			uint64_t room = cap_of(r, st) - r->sent[st];
-			ssize_t n =
-			    al_backend_output(r->sb, st, r->sent[st], buf,
-					      room < sizeof(buf) ? (size_t)room : sizeof(buf));
-
-			if (n <= 0)
-				break;
-			r->sent[st] += (uint64_t)n;
-			r->out_fn(r, st, buf, (size_t)n, r->arg);
-		}
+	run->out_fn(run, stream, data, len, run->arg);
+	return 0;
 }
 
 /* The rest of each stream, from the result (what the job wrote last). */
@@ -219,8 +207,8 @@ static void on_poll(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	if (r->stopping || r->finished || !r->sb)
 		return;
-	if (r->out_fn)
-		poll_output(r);
+	if (r->out_fn) /* what the job wrote since the last poll, within its caps */
+		al_output_pump(&r->sb->spec.limits, r->sent, read_backend, r->sb, to_out_fn, r);
 	if (al_backend_usage(r->sb, &u) < 0)
 		return;
 	l = &r->sb->spec.limits;

@@ -549,30 +549,24 @@ static pid_t start_job(const struct job_in *in, const struct al_cg *cg, const st
  * hung guest from a long job by that), stopping it at its whole-job limits
  * (CPU time of all its processes, output); PID 1 also reaps the orphans
  * the job leaves. *ws gets its wait status. */
-/* Live output: what the job wrote to each stream since the last call, as
- * 'O' frames (at most 4 of AL_OUT_CHUNK_MAX bytes per stream and call),
- * never past its cap; sent[] counts what went. */
-static int send_output(int port, const struct al_jobfs *fs, const struct al_limits *l,
-		       uint64_t sent[3], struct al_err *err)
+/* Live output: what the job wrote since the last look, as 'O' frames
+ * (al_output_pump: within its caps); sent[] counts what went. */
+static ssize_t read_memfd(void *fs, int stream, uint64_t off, void *buf, size_t cap)
 {
-	static char buf[AL_OUT_CHUNK_MAX];
+	return al_jobfs_output(fs, stream, off, buf, cap);
+}
 
-	for (unsigned char st = 1; st <= 2; st++) {
-		uint64_t cap = st == 1 ? l->stdout_bytes : l->stderr_bytes;
+struct out_port {
+	int fd;
+	struct al_err *err;
+};
 
-		for (int i = 0; i < 4 && sent[st] < cap; i++) {
-			uint64_t room = cap - sent[st];
-			ssize_t n = al_jobfs_output(
-			    fs, st, sent[st], buf, room < sizeof(buf) ? (size_t)room : sizeof(buf));
+static int send_frame(void *to, int stream, const void *data, size_t len)
+{
+	struct out_port *o = to;
+	unsigned char st = (unsigned char)stream;
 
-			if (n <= 0)
-				break;
-			if (al_chan_write(port, AL_CHAN_OUTPUT, &st, 1, buf, (size_t)n, -1, err))
-				return AL_ESANDBOX;
-			sent[st] += (uint64_t)n;
-		}
-	}
-	return AL_OK;
+	return al_chan_write(o->fd, AL_CHAN_OUTPUT, &st, 1, data, len, -1, o->err);
 }
 
 static int wait_job(pid_t pid, int port, const struct al_cg *cg, const struct al_jobfs *fs,
@@ -593,7 +587,8 @@ static int wait_job(pid_t pid, int port, const struct al_cg *cg, const struct al
 				kill(pid, SIGKILL); /* the verdict reads why from the counters */
 				stopped = true;
 			}
-			if (send_output(port, fs, l, sent, err)) {
+			if (al_output_pump(l, sent, read_memfd, (void *)fs, send_frame,
+					   &(struct out_port){port, err})) {
 				rc = AL_ESANDBOX;
 				break;
 			}

@@ -5,8 +5,8 @@
 #ifndef AL_ENV_H
 #define AL_ENV_H
 
-/* The value of AIRLOCK_<NAME> for the option NAME ('-' read as '_'), or NULL
- * when unset or empty. */
-const char *al_opt_env(const char *name);
+/* The value of AIRLOCK_<NAME> for the option NAME ('-' read as '_'), or
+ * dflt when unset or empty. */
+const char *al_opt_env(const char *name, const char *dflt);
 
 #endif

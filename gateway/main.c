@@ -142,10 +142,12 @@ int main(int argc, char **argv)
 	g.max_body = GW_BODY_MAX;
 	g.result_ttl_ms = 86400000;
 	/* AIRLOCK_<OPTION> first (env.h), then the flags */
-	for (const struct option *op = opts; op->name; op++)
-		if (op->has_arg && al_opt_env(op->name) &&
-		    set_opt(op->val, al_opt_env(op->name), &o, &g))
+	for (const struct option *op = opts; op->name; op++) {
+		const char *v = op->has_arg ? al_opt_env(op->name, NULL) : NULL;
+
+		if (v && set_opt(op->val, v, &o, &g))
 			return 2;
+	}
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'H': return hash_key();

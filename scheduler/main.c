@@ -176,16 +176,17 @@ int main(int argc, char **argv)
 	    {NULL, 0, NULL, 0},
 	};
 	struct sched s = {0};
-	const char *redis = al_opt_env("redis") ? al_opt_env("redis") : "redis://127.0.0.1:6379";
-	const char *listen = al_opt_env("listen") ? al_opt_env("listen") : "127.0.0.1:9464";
+	const char *redis = al_opt_env("redis", "redis://127.0.0.1:6379");
+	const char *listen = al_opt_env("listen", "127.0.0.1:9464");
+	const char *id = al_opt_env("id", NULL);
 	struct al_err err = {0};
 	bool check = false;
 	int c;
 
-	s.policy_path = al_opt_env("policy");
-	s.libvirt_uri = al_opt_env("libvirt");
-	if (al_opt_env("id"))
-		snprintf(s.id, sizeof(s.id), "%s", al_opt_env("id"));
+	s.policy_path = al_opt_env("policy", NULL);
+	s.libvirt_uri = al_opt_env("libvirt", NULL);
+	if (id)
+		snprintf(s.id, sizeof(s.id), "%s", id);
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
 		case 'r': redis = optarg; break;

@@ -467,7 +467,8 @@ int main(int argc, char **argv)
 	for (const struct option *o = opts; o->name; o++) {
 		const char *v;
 
-		if (o->val == 'C' || o->val == 'V' || o->val == 'z' || !(v = al_opt_env(o->name)))
+		if (o->val == 'C' || o->val == 'V' || o->val == 'z' ||
+		    !(v = al_opt_env(o->name, NULL)))
 			continue;
 		if (apply(&st, o->val, o->name, v))
 			return 2;

@@ -4,21 +4,6 @@
 #include <stdio.h>
 #include <string.h>
 
-static const char *const names[] = {"exact", "trim", "tokens"};
-
-int al_compare_parse(const char *name)
-{
-	for (int i = 0; name && i < 3; i++)
-		if (!strcmp(name, names[i]))
-			return i;
-	return -1;
-}
-
-const char *al_compare_name(enum al_compare mode)
-{
-	return (unsigned)mode < 3 ? names[mode] : "?";
-}
-
 /* A cursor over one side: the next line, or the next token. */
 struct side {
 	const char *p, *end;

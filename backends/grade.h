@@ -9,16 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum al_compare {
-	AL_CMP_EXACT = 0, /* byte for byte */
-	AL_CMP_TRIM,	  /* each line's trailing blanks (space, tab, CR) and the
-			   * blank lines at the end do not count */
-	AL_CMP_TOKENS,	  /* the same whitespace-separated tokens, in order */
-};
-
-/* "exact", "trim", "tokens" -> the mode, or -1. */
-int al_compare_parse(const char *name);
-const char *al_compare_name(enum al_compare mode);
+#include "../proto/grade.h" /* enum al_compare */
 
 #define AL_DIFF_TEXT_MAX 200 /* bytes of each side kept for the report */
 

@@ -13,6 +13,7 @@
 /* Exit codes for outcomes that are not the job's own exit code. */
 enum {
 	EXIT_USAGE = 2,
+	EXIT_COMPILE = 3,      /* compile_error: a grading job's build failed */
 	EXIT_REJECTED = 65,    /* EX_DATAERR: the job was refused */
 	EXIT_NOINPUT = 66,     /* a local file is missing */
 	EXIT_UNAVAILABLE = 69, /* Redis unreachable */
@@ -339,6 +340,7 @@ static int exit_code_for(const struct al_result *r)
 	case AL_ST_SANDBOX_ERROR: return EXIT_SANDBOX;
 	case AL_ST_WORKER_LOST:
 	case AL_ST_EXPIRED: return EXIT_LOST;
+	case AL_ST_COMPILE_ERROR: return EXIT_COMPILE;
 	case AL_ST_COUNT: break;
 	}
 	return 1;

@@ -7,6 +7,8 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "codec.h"
+#include "grade.h"
 #include "mp.h"
 
 const char *al_runtime_name(enum al_runtime r)
@@ -137,15 +139,88 @@ static int check_url(const char *u, struct al_err *err)
 static int check_limit(const char *what, uint64_t v, uint64_t max, struct al_err *err)
 {
 	if (v > max)
-		return al_err_set(err, AL_EINVAL, "limits.%s: out of range: got %llu, at most %llu",
+		return al_err_set(err, AL_EINVAL, "%s: out of range: got %llu, at most %llu",
 				  what, (unsigned long long)v, (unsigned long long)max);
+	return AL_OK;
+}
+
+int al_check_files(const char *list, const struct al_file *files, size_t n, struct al_err *err)
+{
+	size_t total = 0;
+	char what[96];
+	int rc;
+
+	for (size_t i = 0; i < n; i++) {
+		const struct al_file *f = &files[i];
+
+		snprintf(what, sizeof(what), "%s[%zu].path", list, i);
+		if ((rc = check_rel_path(what, f->path, err)))
+			return rc;
+		if (f->mode > 0777)
+			return al_err_set(err, AL_EINVAL,
+					  "%s[%zu].mode: %#o has bits beyond 0777", list, i, f->mode);
+		for (size_t j = 0; j < i; j++) {
+			const char *o = files[j].path;
+
+			if (strcmp(o, f->path) == 0)
+				return al_err_set(err, AL_EINVAL,
+						  "%s[%zu].path: duplicate file \"%s\"", list, i,
+						  f->path);
+			/* a file cannot also be a directory of another */
+			if (is_dir_of(o, f->path) || is_dir_of(f->path, o))
+				return al_err_set(
+				    err, AL_EINVAL,
+				    "%s[%zu].path: \"%s\" and \"%s\": one is a file, "
+				    "the other needs it as a directory",
+				    list, i, f->path, o);
+		}
+		total += f->data.len;
+		if (total > AL_FILES_TOTAL_MAX)
+			return al_err_set(err, AL_EINVAL,
+					  "%s: %zu bytes or more in all, at most %u", list, total,
+					  AL_FILES_TOTAL_MAX);
+	}
+	return AL_OK;
+}
+
+int al_check_command(const char *pre, enum al_runtime runtime, const struct al_bytes *code,
+		     char *const *argv, size_t argc, struct al_err *err)
+{
+	if (runtime == AL_RUNTIME_ARGV) {
+		if (code->data)
+			return al_err_set(err, AL_EINVAL,
+					  "%scode: given without a runtime (python or sh)", pre);
+		if (argc == 0)
+			return al_err_set(err, AL_EINVAL,
+					  "%sargv: missing: a job needs runtime+code or argv", pre);
+		if (argv[0][0] == '\0')
+			return al_err_set(err, AL_EINVAL, "%sargv[0]: empty program name", pre);
+	} else if (!code->data) {
+		return al_err_set(err, AL_EINVAL, "%scode: missing: runtime %s needs code", pre,
+				  al_runtime_name(runtime));
+	}
+	return AL_OK;
+}
+
+int al_check_limits(const char *what, const struct al_limits *l, struct al_err *err)
+{
+	char f[96];
+	int rc;
+
+#define CHECK(name, max) (snprintf(f, sizeof(f), "%s." #name, what), check_limit(f, l->name, max, err))
+	if ((rc = CHECK(wall_ms, AL_LIMIT_WALL_MS_MAX)) || (rc = CHECK(cpu_ms, AL_LIMIT_WALL_MS_MAX)) ||
+	    (rc = CHECK(memory_bytes, AL_LIMIT_MEMORY_MAX)) || (rc = CHECK(pids, AL_LIMIT_PIDS_MAX)) ||
+	    (rc = CHECK(stdout_bytes, AL_LIMIT_OUTPUT_MAX)) ||
+	    (rc = CHECK(stderr_bytes, AL_LIMIT_OUTPUT_MAX)) ||
+	    (rc = CHECK(disk_bytes, AL_LIMIT_DISK_MAX)))
+		return rc;
+#undef CHECK
 	return AL_OK;
 }
 
 int al_job_validate(const struct al_job *job, struct al_err *err)
 {
 	const struct al_limits *l = &job->limits;
-	size_t total = 0;
 	char what[64];
 	int rc;
 
@@ -159,19 +234,8 @@ int al_job_validate(const struct al_job *job, struct al_err *err)
 	    (job->image && (rc = check_name("image", job->image, AL_ID_MAX, "_-", err))))
 		return rc;
 
-	if (job->runtime == AL_RUNTIME_ARGV) {
-		if (job->code.data)
-			return al_err_set(err, AL_EINVAL,
-					  "code: given without a runtime (python or sh)");
-		if (job->argc == 0)
-			return al_err_set(err, AL_EINVAL,
-					  "argv: missing: a job needs runtime+code or argv");
-		if (job->argv[0][0] == '\0')
-			return al_err_set(err, AL_EINVAL, "argv[0]: empty program name");
-	} else if (!job->code.data) {
-		return al_err_set(err, AL_EINVAL, "code: missing: runtime %s needs code",
-				  al_runtime_name(job->runtime));
-	}
+	if ((rc = al_check_command("", job->runtime, &job->code, job->argv, job->argc, err)))
+		return rc;
 	if (job->code.len > AL_CODE_MAX || job->argc > AL_ARGV_MAX ||
 	    job->stdin_data.len > AL_STDIN_MAX || job->nfiles > AL_FILES_MAX ||
 	    job->nenv > AL_ENV_MAX || job->ncollect > AL_COLLECT_MAX ||
@@ -181,36 +245,8 @@ int al_job_validate(const struct al_job *job, struct al_err *err)
 		if (strlen(job->argv[i]) > AL_ARG_MAX)
 			return al_err_set(err, AL_EINVAL, "argv[%zu]: too long", i);
 
-	for (size_t i = 0; i < job->nfiles; i++) {
-		const struct al_file *f = &job->files[i];
-
-		snprintf(what, sizeof(what), "files[%zu].path", i);
-		if ((rc = check_rel_path(what, f->path, err)))
-			return rc;
-		if (f->mode > 0777)
-			return al_err_set(err, AL_EINVAL,
-					  "files[%zu].mode: %#o has bits beyond 0777", i, f->mode);
-		for (size_t j = 0; j < i; j++) {
-			const char *o = job->files[j].path;
-
-			if (strcmp(o, f->path) == 0)
-				return al_err_set(err, AL_EINVAL,
-						  "files[%zu].path: duplicate file \"%s\"", i,
-						  f->path);
-			/* a file cannot also be a directory of another */
-			if (is_dir_of(o, f->path) || is_dir_of(f->path, o))
-				return al_err_set(
-				    err, AL_EINVAL,
-				    "files[%zu].path: \"%s\" and \"%s\": one is a file, "
-				    "the other needs it as a directory",
-				    i, f->path, o);
-		}
-		total += f->data.len;
-		if (total > AL_FILES_TOTAL_MAX)
-			return al_err_set(err, AL_EINVAL,
-					  "files: %zu bytes or more in all, at most %u", total,
-					  AL_FILES_TOTAL_MAX);
-	}
+	if ((rc = al_check_files("files", job->files, job->nfiles, err)))
+		return rc;
 	for (size_t i = 0; i < job->nenv; i++) {
 		snprintf(what, sizeof(what), "env[%zu]", i);
 		if ((rc = check_env_name(what, job->env[i].key, err)))
@@ -245,13 +281,7 @@ int al_job_validate(const struct al_job *job, struct al_err *err)
 				return al_err_set(err, AL_EINVAL, "labels.%s: duplicate label",
 						  job->labels[i].key);
 	}
-	if ((rc = check_limit("wall_ms", l->wall_ms, AL_LIMIT_WALL_MS_MAX, err)) ||
-	    (rc = check_limit("cpu_ms", l->cpu_ms, AL_LIMIT_WALL_MS_MAX, err)) ||
-	    (rc = check_limit("memory_bytes", l->memory_bytes, AL_LIMIT_MEMORY_MAX, err)) ||
-	    (rc = check_limit("pids", l->pids, AL_LIMIT_PIDS_MAX, err)) ||
-	    (rc = check_limit("stdout_bytes", l->stdout_bytes, AL_LIMIT_OUTPUT_MAX, err)) ||
-	    (rc = check_limit("stderr_bytes", l->stderr_bytes, AL_LIMIT_OUTPUT_MAX, err)) ||
-	    (rc = check_limit("disk_bytes", l->disk_bytes, AL_LIMIT_DISK_MAX, err)))
+	if ((rc = al_check_limits("limits", l, err)))
 		return rc;
 	if (job->priority > AL_PRIORITY_MAX)
 		return al_err_set(err, AL_EINVAL, "priority: out of range: got %u, expected 0..%d",
@@ -274,13 +304,13 @@ int al_job_validate(const struct al_job *job, struct al_err *err)
 		    err, AL_EINVAL,
 		    "egress_allow: only with network \"egress\" (it narrows what that "
 		    "may reach)");
-	return AL_OK;
+	return al_grade_validate(job, err);
 }
 
 /* ---- decoding ---- */
 
-static int dec_text_array(const msgpack_object *v, const char *what, size_t maxn, size_t maxlen,
-			  char ***out, size_t *n, struct al_err *err)
+int al_dec_text_array(const msgpack_object *v, const char *what, size_t maxn, size_t maxlen,
+		      char ***out, size_t *n, struct al_err *err)
 {
 	char name[64];
 	int rc;
@@ -334,30 +364,31 @@ static int dec_kv_map(const msgpack_object *v, const char *what, size_t maxn, si
 	return AL_OK;
 }
 
-static int dec_files(const msgpack_object *v, struct al_job *job, struct al_err *err)
+int al_dec_files(const msgpack_object *v, const char *what, struct al_file **files, size_t *nfiles,
+		 struct al_err *err)
 {
-	char name[64];
+	char name[96];
 	int rc;
 
-	if ((rc = al_mp_want(v, MSGPACK_OBJECT_ARRAY, "files", err)))
+	if ((rc = al_mp_want(v, MSGPACK_OBJECT_ARRAY, what, err)))
 		return rc;
 	if (v->via.array.size > AL_FILES_MAX)
-		return al_err_set(err, AL_EINVAL, "files: too many entries: %u, at most %d",
+		return al_err_set(err, AL_EINVAL, "%s: too many entries: %u, at most %d", what,
 				  v->via.array.size, AL_FILES_MAX);
 	if (v->via.array.size == 0)
 		return AL_OK;
-	job->files = calloc(v->via.array.size, sizeof(*job->files));
-	if (!job->files)
-		return al_err_set(err, AL_ENOMEM, "files: out of memory");
+	*files = calloc(v->via.array.size, sizeof(**files));
+	if (!*files)
+		return al_err_set(err, AL_ENOMEM, "%s: out of memory", what);
 	for (uint32_t i = 0; i < v->via.array.size; i++) {
 		const msgpack_object *f = &v->via.array.ptr[i];
-		struct al_file *out = &job->files[i];
+		struct al_file *out = &(*files)[i];
 		bool have_data = false;
 
-		snprintf(name, sizeof(name), "files[%u]", i);
+		snprintf(name, sizeof(name), "%s[%u]", what, i);
 		if ((rc = al_mp_want(f, MSGPACK_OBJECT_MAP, name, err)))
 			return rc;
-		job->nfiles++;
+		(*nfiles)++;
 		out->mode = 0644;
 		for (uint32_t k = 0; k < f->via.map.size; k++) {
 			const msgpack_object *key = &f->via.map.ptr[k].key;
@@ -365,33 +396,33 @@ static int dec_files(const msgpack_object *v, struct al_job *job, struct al_err 
 			uint64_t mode;
 
 			if (al_mp_key_is(key, "path") && !out->path) {
-				snprintf(name, sizeof(name), "files[%u].path", i);
+				snprintf(name, sizeof(name), "%s[%u].path", what, i);
 				rc = al_mp_get_text(val, name, AL_PATH_MAX, &out->path, err);
 			} else if (al_mp_key_is(key, "data") && !have_data) {
-				snprintf(name, sizeof(name), "files[%u].data", i);
+				snprintf(name, sizeof(name), "%s[%u].data", what, i);
 				rc =
 				    al_mp_get_bytes(val, name, AL_FILES_TOTAL_MAX, &out->data, err);
 				have_data = true;
 			} else if (al_mp_key_is(key, "mode")) {
-				snprintf(name, sizeof(name), "files[%u].mode", i);
+				snprintf(name, sizeof(name), "%s[%u].mode", what, i);
 				rc = al_mp_get_uint(val, name, 0, 0777, &mode, err);
 				out->mode = (uint32_t)mode;
 			} else {
 				rc = al_err_set(err, AL_EINVAL,
-						"files[%u]: unknown or repeated field", i);
+						"%s[%u]: unknown or repeated field", what, i);
 			}
 			if (rc)
 				return rc;
 		}
 		if (!out->path)
-			return al_err_set(err, AL_EINVAL, "files[%u].path: missing", i);
+			return al_err_set(err, AL_EINVAL, "%s[%u].path: missing", what, i);
 		if (!have_data)
-			return al_err_set(err, AL_EINVAL, "files[%u].data: missing", i);
+			return al_err_set(err, AL_EINVAL, "%s[%u].data: missing", what, i);
 	}
 	return AL_OK;
 }
 
-static int dec_limits(const msgpack_object *v, struct al_limits *l, struct al_err *err)
+int al_dec_limits(const msgpack_object *v, const char *what, struct al_limits *l, struct al_err *err)
 {
 	static const struct {
 		const char *name;
@@ -407,10 +438,10 @@ static int dec_limits(const msgpack_object *v, struct al_limits *l, struct al_er
 	    {"disk_bytes", offsetof(struct al_limits, disk_bytes), AL_LIMIT_DISK_MAX},
 	};
 	unsigned seen = 0;
-	char name[64];
+	char name[96];
 	int rc;
 
-	if ((rc = al_mp_want(v, MSGPACK_OBJECT_MAP, "limits", err)))
+	if ((rc = al_mp_want(v, MSGPACK_OBJECT_MAP, what, err)))
 		return rc;
 	for (uint32_t i = 0; i < v->via.map.size; i++) {
 		const msgpack_object_kv *kv = &v->via.map.ptr[i];
@@ -422,14 +453,14 @@ static int dec_limits(const msgpack_object *v, struct al_limits *l, struct al_er
 		if (f == sizeof(fields) / sizeof(fields[0]))
 			return al_err_set(
 			    err, AL_EINVAL,
-			    "limits: unknown field #%u (known: wall_ms, cpu_ms, memory_bytes, "
+			    "%s: unknown field #%u (known: wall_ms, cpu_ms, memory_bytes, "
 			    "pids, stdout_bytes, stderr_bytes, disk_bytes)",
-			    i);
+			    what, i);
 		if (seen & (1u << f))
-			return al_err_set(err, AL_EINVAL, "limits.%s: duplicate field",
+			return al_err_set(err, AL_EINVAL, "%s.%s: duplicate field", what,
 					  fields[f].name);
 		seen |= 1u << f;
-		snprintf(name, sizeof(name), "limits.%s", fields[f].name);
+		snprintf(name, sizeof(name), "%s.%s", what, fields[f].name);
 		if ((rc = al_mp_get_uint(&kv->val, name, 1, fields[f].max,
 					 (uint64_t *)((char *)l + fields[f].off), err)))
 			return rc;
@@ -480,6 +511,9 @@ enum job_field {
 	F_EGRESS_ALLOW,
 	F_LABELS,
 	F_SUBMITTED,
+	F_BUILD,
+	F_TESTS,
+	F_STOP_ON_FAILURE,
 	F_COUNT
 };
 
@@ -487,7 +521,8 @@ static const char *const job_field_names[F_COUNT] = {
     "v",       "id",	       "tenant",      "tier",	      "runtime",	 "code",
     "argv",    "stdin",	       "files",	      "env",	      "collect",	 "limits",
     "network", "priority",     "deadline_ms", "max_attempts", "idempotency_key", "callback_url",
-    "image",   "egress_allow", "labels",      "submitted_ms",
+    "image",   "egress_allow", "labels",      "submitted_ms", "build",		 "tests",
+    "stop_on_failure",
 };
 
 static int dec_field(enum job_field f, const msgpack_object *v, struct al_job *job,
@@ -516,17 +551,17 @@ static int dec_field(enum job_field f, const msgpack_object *v, struct al_job *j
 		return rc;
 	case F_CODE: return al_mp_get_bytes(v, "code", AL_CODE_MAX, &job->code, err);
 	case F_ARGV:
-		return dec_text_array(v, "argv", AL_ARGV_MAX, AL_ARG_MAX, &job->argv, &job->argc,
+		return al_dec_text_array(v, "argv", AL_ARGV_MAX, AL_ARG_MAX, &job->argv, &job->argc,
 				      err);
 	case F_STDIN: return al_mp_get_bytes(v, "stdin", AL_STDIN_MAX, &job->stdin_data, err);
-	case F_FILES: return dec_files(v, job, err);
+	case F_FILES: return al_dec_files(v, "files", &job->files, &job->nfiles, err);
 	case F_ENV:
 		return dec_kv_map(v, "env", AL_ENV_MAX, AL_ENV_NAME_MAX, AL_ENV_VALUE_MAX,
 				  &job->env, &job->nenv, err);
 	case F_COLLECT:
-		return dec_text_array(v, "collect", AL_COLLECT_MAX, AL_PATH_MAX, &job->collect,
+		return al_dec_text_array(v, "collect", AL_COLLECT_MAX, AL_PATH_MAX, &job->collect,
 				      &job->ncollect, err);
-	case F_LIMITS: return dec_limits(v, &job->limits, err);
+	case F_LIMITS: return al_dec_limits(v, "limits", &job->limits, err);
 	case F_NETWORK:
 		rc = dec_enum(v, "network", networks, 2, &e, err);
 		job->network = rc ? AL_NET_NONE : (enum al_network)e;
@@ -548,13 +583,16 @@ static int dec_field(enum job_field f, const msgpack_object *v, struct al_job *j
 		return al_mp_get_text(v, "callback_url", AL_URL_MAX, &job->callback_url, err);
 	case F_IMAGE: return al_mp_get_text(v, "image", AL_ID_MAX, &job->image, err);
 	case F_EGRESS_ALLOW:
-		return dec_text_array(v, "egress_allow", AL_EGRESS_ALLOW_MAX, AL_EGRESS_TEXT_MAX,
+		return al_dec_text_array(v, "egress_allow", AL_EGRESS_ALLOW_MAX, AL_EGRESS_TEXT_MAX,
 				      &job->egress_allow, &job->negress_allow, err);
 	case F_LABELS:
 		return dec_kv_map(v, "labels", AL_LABELS_MAX, AL_LABEL_KEY_MAX, AL_LABEL_VALUE_MAX,
 				  &job->labels, &job->nlabels, err);
 	case F_SUBMITTED:
 		return al_mp_get_uint(v, "submitted_ms", 0, UINT64_MAX, &job->submitted_ms, err);
+	case F_BUILD: return al_grade_dec_build(v, job, err);
+	case F_TESTS: return al_grade_dec_tests(v, job, err);
+	case F_STOP_ON_FAILURE: return al_mp_get_bool(v, "stop_on_failure", &job->stop_on_failure, err);
 	case F_COUNT: break;
 	}
 	return al_err_set(err, AL_EINVAL, "internal: unhandled field");
@@ -661,7 +699,7 @@ char *al_job_peek_id(const void *buf, size_t len)
 
 /* ---- encoding ---- */
 
-static int pack_text_array(msgpack_packer *pk, char *const *v, size_t n)
+int al_pack_text_array(msgpack_packer *pk, char *const *v, size_t n)
 {
 	if (msgpack_pack_array(pk, n))
 		return -1;
@@ -671,7 +709,19 @@ static int pack_text_array(msgpack_packer *pk, char *const *v, size_t n)
 	return 0;
 }
 
-static int pack_limits(msgpack_packer *pk, const struct al_limits *l)
+int al_pack_files(msgpack_packer *pk, const struct al_file *files, size_t n)
+{
+	if (msgpack_pack_array(pk, n))
+		return -1;
+	for (size_t i = 0; i < n; i++)
+		if (msgpack_pack_map(pk, 3) || al_mp_pack_kv_str(pk, "path", files[i].path) ||
+		    al_mp_pack_kv_bin(pk, "data", files[i].data.data, files[i].data.len) ||
+		    al_mp_pack_kv_uint(pk, "mode", files[i].mode))
+			return -1;
+	return 0;
+}
+
+int al_pack_limits(msgpack_packer *pk, const struct al_limits *l)
 {
 	const struct {
 		const char *k;
@@ -718,6 +768,7 @@ int al_job_encode(const struct al_job *job, struct al_buf *out, struct al_err *e
 	n += job->negress_allow > 0;
 	n += job->nlabels > 0;
 	n += job->submitted_ms > 0;
+	n += al_grade_job_nfields(job);
 
 	al_mp_packer_init(&pk, out);
 	bad |= msgpack_pack_map(&pk, n);
@@ -730,26 +781,18 @@ int al_job_encode(const struct al_job *job, struct al_buf *out, struct al_err *e
 		bad |= al_mp_pack_kv_bin(&pk, "code", job->code.data, job->code.len);
 	}
 	if (job->argc)
-		bad |= al_mp_pack_str(&pk, "argv") || pack_text_array(&pk, job->argv, job->argc);
+		bad |= al_mp_pack_str(&pk, "argv") || al_pack_text_array(&pk, job->argv, job->argc);
 	if (job->stdin_data.len)
 		bad |= al_mp_pack_kv_bin(&pk, "stdin", job->stdin_data.data, job->stdin_data.len);
 	if (job->nfiles) {
-		bad |= al_mp_pack_str(&pk, "files") || msgpack_pack_array(&pk, job->nfiles);
-		for (size_t i = 0; i < job->nfiles; i++) {
-			const struct al_file *f = &job->files[i];
-
-			bad |= msgpack_pack_map(&pk, 3) ||
-			       al_mp_pack_kv_str(&pk, "path", f->path) ||
-			       al_mp_pack_kv_bin(&pk, "data", f->data.data, f->data.len) ||
-			       al_mp_pack_kv_uint(&pk, "mode", f->mode);
-		}
+		bad |= al_mp_pack_str(&pk, "files") || al_pack_files(&pk, job->files, job->nfiles);
 	}
 	if (job->nenv)
 		bad |= al_mp_pack_str(&pk, "env") || al_mp_pack_kvs(&pk, job->env, job->nenv);
 	if (job->ncollect)
 		bad |= al_mp_pack_str(&pk, "collect") ||
-		       pack_text_array(&pk, job->collect, job->ncollect);
-	bad |= al_mp_pack_str(&pk, "limits") || pack_limits(&pk, &job->limits);
+		       al_pack_text_array(&pk, job->collect, job->ncollect);
+	bad |= al_mp_pack_str(&pk, "limits") || al_pack_limits(&pk, &job->limits);
 	bad |= al_mp_pack_kv_str(&pk, "network", al_network_name(job->network));
 	bad |= al_mp_pack_kv_uint(&pk, "priority", job->priority);
 	if (job->deadline_ms)
@@ -764,12 +807,13 @@ int al_job_encode(const struct al_job *job, struct al_buf *out, struct al_err *e
 		bad |= al_mp_pack_kv_str(&pk, "image", job->image);
 	if (job->negress_allow)
 		bad |= al_mp_pack_str(&pk, "egress_allow") ||
-		       pack_text_array(&pk, job->egress_allow, job->negress_allow);
+		       al_pack_text_array(&pk, job->egress_allow, job->negress_allow);
 	if (job->nlabels)
 		bad |=
 		    al_mp_pack_str(&pk, "labels") || al_mp_pack_kvs(&pk, job->labels, job->nlabels);
 	if (job->submitted_ms)
 		bad |= al_mp_pack_kv_uint(&pk, "submitted_ms", job->submitted_ms);
+	bad |= al_grade_pack_job(&pk, job);
 	if (bad)
 		return al_err_set(err, AL_ENOMEM, "job %s: out of memory while encoding", job->id);
 	return AL_OK;
@@ -777,7 +821,16 @@ int al_job_encode(const struct al_job *job, struct al_buf *out, struct al_err *e
 
 /* ---- ownership ---- */
 
-static void free_strv(char **v, size_t n)
+void al_free_files(struct al_file *files, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(files[i].path);
+		free(files[i].data.data);
+	}
+	free(files);
+}
+
+void al_free_strv(char **v, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
 		free(v[i]);
@@ -801,20 +854,17 @@ void al_job_free(struct al_job *job)
 	free(job->tenant);
 	free(job->tier);
 	free(job->code.data);
-	free_strv(job->argv, job->argc);
+	al_free_strv(job->argv, job->argc);
 	free(job->stdin_data.data);
-	for (size_t i = 0; i < job->nfiles; i++) {
-		free(job->files[i].path);
-		free(job->files[i].data.data);
-	}
-	free(job->files);
+	al_free_files(job->files, job->nfiles);
 	free_kvs(job->env, job->nenv);
-	free_strv(job->collect, job->ncollect);
+	al_free_strv(job->collect, job->ncollect);
 	free(job->idempotency_key);
 	free(job->callback_url);
 	free(job->image);
-	free_strv(job->egress_allow, job->negress_allow);
+	al_free_strv(job->egress_allow, job->negress_allow);
 	free_kvs(job->labels, job->nlabels);
+	al_grade_free_job(job);
 	memset(job, 0, sizeof(*job));
 }
 

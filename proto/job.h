@@ -85,6 +85,9 @@ struct al_limits {
 	uint64_t disk_bytes;   /* bytes written to the work directory */
 };
 
+struct al_build; /* grade.h */
+struct al_test;
+
 struct al_job {
 	uint32_t version; /* AL_PROTO_VERSION */
 	char *id;	  /* 1..64 of [A-Za-z0-9._:-] */
@@ -114,6 +117,11 @@ struct al_job {
 	struct al_kv *labels;
 	size_t nlabels;
 	uint64_t submitted_ms; /* unix ms, set by the client; 0 = unknown */
+	/* a grading job (grade.h): its build step (NULL = none) and its tests */
+	struct al_build *build;
+	struct al_test *tests;
+	size_t ntests;
+	bool stop_on_failure; /* skip the tests after the first that fails */
 };
 
 /* Decode one encoded job. Total: every input either fills *job (caller frees

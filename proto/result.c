@@ -6,11 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codec.h"
 #include "mp.h"
 
 static const char *const status_names[AL_ST_COUNT] = {
     "ok",	 "nonzero_exit", "timeout",	  "cpu_limit",	 "memory_limit", "output_limit",
-    "cancelled", "rejected",	 "sandbox_error", "worker_lost", "expired",
+    "cancelled", "rejected",	 "sandbox_error", "worker_lost", "expired",	 "compile_error",
 };
 
 const char *al_status_name(enum al_status_code s)
@@ -44,6 +45,14 @@ int al_result_validate(const struct al_result *res, struct al_err *err)
 	if (res->nfiles > AL_COLLECT_MAX || res->ninfo > AL_INFO_MAX ||
 	    res->negress > AL_EGRESS_LOG_MAX)
 		return al_err_set(err, AL_EINVAL, "files/info/egress: too many entries");
+	if (res->ntests > AL_TESTS_MAX)
+		return al_err_set(err, AL_EINVAL, "tests: more than %d", AL_TESTS_MAX);
+	for (size_t i = 0; i < res->ntests; i++)
+		if (!res->tests[i].name || (unsigned)res->tests[i].verdict >= AL_V_COUNT ||
+		    res->tests[i].out.len > AL_TEST_KEEP_MAX || res->tests[i].err.len > AL_TEST_KEEP_MAX)
+			return al_err_set(err, AL_EINVAL,
+					  "tests[%zu]: no name, an unknown verdict, or output over %u bytes",
+					  i, AL_TEST_KEEP_MAX);
 	return AL_OK;
 }
 
@@ -261,7 +270,9 @@ static int result_decode_obj(const msgpack_object *root, struct al_result *res, 
 			rc = al_err_set(err, AL_EINVAL,
 					"result: key #%u: wrong type: expected string, got %s", i,
 					al_mp_type_name(k->type));
-		} /* else: an unknown field from a newer writer, ignored */
+		} else { /* a grading job's build and tests; else a newer writer's field, ignored */
+			rc = al_grade_dec_result(k, v, res, err);
+		}
 	}
 	if (!rc && have_status) {
 		int s = al_status_parse(status);
@@ -313,7 +324,7 @@ int al_result_encode(const struct al_result *res, struct al_buf *out, struct al_
 	if ((rc = al_result_validate(res, err)))
 		return rc;
 	al_mp_packer_init(&pk, out);
-	bad |= msgpack_pack_map(&pk, 21 + (res->negress > 0));
+	bad |= msgpack_pack_map(&pk, 21 + (res->negress > 0) + al_grade_result_nfields(res));
 	bad |= al_mp_pack_kv_uint(&pk, "v", res->version);
 	bad |= al_mp_pack_kv_str(&pk, "id", res->id);
 	bad |= al_mp_pack_kv_uint(&pk, "attempt", res->attempt);
@@ -360,6 +371,7 @@ int al_result_encode(const struct al_result *res, struct al_buf *out, struct al_
 		       al_mp_pack_kv_uint(&pk, "down", c->down) ||
 		       al_mp_pack_kv_uint(&pk, "ms", c->ms);
 	}
+	bad |= al_grade_pack_result(&pk, res);
 	if (bad)
 		return al_err_set(err, AL_ENOMEM, "result %s: out of memory while encoding",
 				  res->id);
@@ -450,5 +462,6 @@ void al_result_free(struct al_result *res)
 		free(res->info[i].value);
 	}
 	free(res->info);
+	al_grade_free_result(res);
 	memset(res, 0, sizeof(*res));
 }

@@ -29,6 +29,7 @@ enum al_status_code {
 	AL_ST_SANDBOX_ERROR, /* the isolation boundary failed (retried) */
 	AL_ST_WORKER_LOST,   /* every attempt's worker died */
 	AL_ST_EXPIRED,	     /* not started before its deadline */
+	AL_ST_COMPILE_ERROR, /* a grading job's build failed: no test ran */
 	AL_ST_COUNT
 };
 
@@ -50,6 +51,8 @@ struct al_egress_conn {
 	uint64_t up, down; /* bytes job -> server, server -> job */
 	uint64_t ms;	   /* how long it lasted */
 };
+
+struct al_test_result; /* grade.h */
 
 struct al_result {
 	uint32_t version; /* AL_PROTO_VERSION */
@@ -78,6 +81,11 @@ struct al_result {
 	size_t ninfo;
 	struct al_egress_conn *egress; /* network egress: the connections tried, in order */
 	size_t negress;
+	/* a grading job (grade.h): its build's outcome (NULL = no build) and one
+	 * per test, in the job's order */
+	struct al_test_result *build;
+	struct al_test_result *tests;
+	size_t ntests;
 };
 
 const char *al_status_name(enum al_status_code s);

@@ -1,0 +1,47 @@
+/* codec.h - pieces of the job codec (job.c) that the grading fields
+ * (grade.c) use too: a command, input files, limits. Internal to proto/. */
+#ifndef AL_CODEC_H
+#define AL_CODEC_H
+
+#include "grade.h"
+#include "mp.h"
+
+/* Decoders: what names the field in errors ("tests[3].files"); what they
+ * fill is the caller's to free, also after an error. */
+int al_dec_text_array(const msgpack_object *v, const char *what, size_t maxn, size_t maxlen,
+		      char ***out, size_t *n, struct al_err *err);
+int al_dec_files(const msgpack_object *v, const char *what, struct al_file **files, size_t *nfiles,
+		 struct al_err *err);
+int al_dec_limits(const msgpack_object *v, const char *what, struct al_limits *l,
+		  struct al_err *err);
+
+/* Checks on a job built in memory; pre ("build.") prefixes field names. */
+int al_check_command(const char *pre, enum al_runtime runtime, const struct al_bytes *code,
+		     char *const *argv, size_t argc, struct al_err *err);
+int al_check_files(const char *list, const struct al_file *files, size_t n, struct al_err *err);
+int al_check_limits(const char *what, const struct al_limits *l, struct al_err *err);
+
+/* Encoders: 0 or -1 (out of memory). */
+int al_pack_text_array(msgpack_packer *pk, char *const *v, size_t n);
+int al_pack_files(msgpack_packer *pk, const struct al_file *files, size_t n);
+int al_pack_limits(msgpack_packer *pk, const struct al_limits *l);
+
+void al_free_files(struct al_file *files, size_t n);
+void al_free_strv(char **v, size_t n);
+
+/* The grading fields (grade.c). al_grade_dec_result decodes key's value
+ * when key is one of the result's (build, tests), else does nothing. */
+int al_grade_dec_build(const msgpack_object *v, struct al_job *job, struct al_err *err);
+int al_grade_dec_tests(const msgpack_object *v, struct al_job *job, struct al_err *err);
+int al_grade_validate(const struct al_job *job, struct al_err *err);
+size_t al_grade_job_nfields(const struct al_job *job);
+int al_grade_pack_job(msgpack_packer *pk, const struct al_job *job);
+void al_grade_free_job(struct al_job *job);
+
+int al_grade_dec_result(const msgpack_object *key, const msgpack_object *v, struct al_result *res,
+			struct al_err *err);
+size_t al_grade_result_nfields(const struct al_result *res);
+int al_grade_pack_result(msgpack_packer *pk, const struct al_result *res);
+void al_grade_free_result(struct al_result *res);
+
+#endif

@@ -1,0 +1,519 @@
+/* grade.c - the grading fields of jobs and results (grade.h, PROTOCOL.md
+ * "Grading jobs"): decoding, checking, encoding, freeing. */
+#include "grade.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codec.h"
+
+static const char *const compare_names[] = {"exact", "trim", "tokens"};
+static const char *const verdict_names[AL_V_COUNT] = {
+    "accepted",	    "wrong_answer",  "timeout", "cpu_limit",	 "memory_limit",
+    "output_limit", "runtime_error", "skipped", "compile_error",
+};
+
+int al_compare_parse(const char *name)
+{
+	for (int i = 0; name && i < 3; i++)
+		if (!strcmp(name, compare_names[i]))
+			return i;
+	return -1;
+}
+
+const char *al_compare_name(enum al_compare mode)
+{
+	return (unsigned)mode < 3 ? compare_names[mode] : "?";
+}
+
+const char *al_verdict_name(enum al_verdict v)
+{
+	return (unsigned)v < AL_V_COUNT ? verdict_names[v] : "?";
+}
+
+int al_verdict_parse(const char *name)
+{
+	for (int i = 0; name && i < AL_V_COUNT; i++)
+		if (!strcmp(name, verdict_names[i]))
+			return i;
+	return -1;
+}
+
+void al_step_limits(const struct al_limits *own, const struct al_limits *dflt,
+		    struct al_limits *out)
+{
+#define PICK(f) out->f = own->f ? own->f : dflt->f
+	PICK(wall_ms);
+	PICK(cpu_ms);
+	PICK(memory_bytes);
+	PICK(pids);
+	PICK(stdout_bytes);
+	PICK(stderr_bytes);
+	PICK(disk_bytes);
+#undef PICK
+}
+
+/* ---- the job's fields ---- */
+
+static int dec_runtime(const msgpack_object *v, const char *what, enum al_runtime *rt,
+		       struct al_err *err)
+{
+	char *s = NULL;
+	int rc = al_mp_get_text(v, what, 32, &s, err);
+
+	if (rc)
+		return rc;
+	if (!strcmp(s, "python"))
+		*rt = AL_RUNTIME_PYTHON;
+	else if (!strcmp(s, "sh"))
+		*rt = AL_RUNTIME_SH;
+	else
+		rc = al_err_set(err, AL_EINVAL, "%s: unknown value \"%.32s\" (python or sh)", what,
+				s);
+	free(s);
+	return rc;
+}
+
+int al_grade_dec_build(const msgpack_object *v, struct al_job *job, struct al_err *err)
+{
+	struct al_build *b;
+	unsigned seen = 0;
+	int rc = AL_OK;
+
+	if ((rc = al_mp_want(v, MSGPACK_OBJECT_MAP, "build", err)))
+		return rc;
+	if (!(b = job->build = calloc(1, sizeof(*b))))
+		return al_err_set(err, AL_ENOMEM, "build: out of memory");
+	for (uint32_t i = 0; i < v->via.map.size && !rc; i++) {
+		static const char *const keys[] = {"runtime", "code", "argv", "limits"};
+		const msgpack_object *k = &v->via.map.ptr[i].key, *val = &v->via.map.ptr[i].val;
+		unsigned f;
+
+		for (f = 0; f < 4 && !al_mp_key_is(k, keys[f]); f++)
+			;
+		if (f == 4 || (seen & (1u << f)))
+			return al_err_set(err, AL_EINVAL,
+					  "build: unknown or repeated field #%u (known: runtime, "
+					  "code, argv, limits)",
+					  i);
+		seen |= 1u << f;
+		switch (f) {
+		case 0: rc = dec_runtime(val, "build.runtime", &b->runtime, err); break;
+		case 1: rc = al_mp_get_bytes(val, "build.code", AL_CODE_MAX, &b->code, err); break;
+		case 2:
+			rc = al_dec_text_array(val, "build.argv", AL_ARGV_MAX, AL_ARG_MAX, &b->argv,
+					       &b->argc, err);
+			break;
+		default: rc = al_dec_limits(val, "build.limits", &b->limits, err); break;
+		}
+	}
+	return rc;
+}
+
+static int dec_test(const msgpack_object *v, uint32_t i, struct al_test *t, struct al_err *err)
+{
+	static const char *const keys[] = {"name",   "stdin",  "argv",	 "files",
+					   "limits", "expect", "compare"};
+	const unsigned nkeys = sizeof(keys) / sizeof(keys[0]);
+	char what[64];
+	unsigned seen = 0;
+	int rc;
+
+	snprintf(what, sizeof(what), "tests[%u]", i);
+	if ((rc = al_mp_want(v, MSGPACK_OBJECT_MAP, what, err)))
+		return rc;
+	t->compare = AL_CMP_TRIM;
+	for (uint32_t k = 0; k < v->via.map.size; k++) {
+		const msgpack_object *key = &v->via.map.ptr[k].key, *val = &v->via.map.ptr[k].val;
+		char *s = NULL;
+		unsigned f;
+
+		for (f = 0; f < nkeys && !al_mp_key_is(key, keys[f]); f++)
+			;
+		if (f == nkeys || (seen & (1u << f)))
+			return al_err_set(err, AL_EINVAL,
+					  "tests[%u]: unknown or repeated field #%u (known: name, "
+					  "stdin, argv, files, limits, expect, compare)",
+					  i, k);
+		seen |= 1u << f;
+		snprintf(what, sizeof(what), "tests[%u].%s", i, keys[f]);
+		switch (f) {
+		case 0: rc = al_mp_get_text(val, what, AL_TEST_NAME_MAX, &t->name, err); break;
+		case 1: rc = al_mp_get_bytes(val, what, AL_STDIN_MAX, &t->stdin_data, err); break;
+		case 2:
+			rc = al_dec_text_array(val, what, AL_ARGV_MAX, AL_ARG_MAX, &t->argv,
+					       &t->argc, err);
+			break;
+		case 3: rc = al_dec_files(val, what, &t->files, &t->nfiles, err); break;
+		case 4: rc = al_dec_limits(val, what, &t->limits, err); break;
+		case 5:
+			rc = al_mp_get_bytes(val, what, AL_EXPECT_MAX, &t->expect, err);
+			t->has_expect = true;
+			break;
+		default:
+			if (!(rc = al_mp_get_text(val, what, 16, &s, err))) {
+				int m = al_compare_parse(s);
+
+				if (m < 0)
+					rc = al_err_set(err, AL_EINVAL,
+							"%s: unknown value \"%s\" (exact, trim or "
+							"tokens)",
+							what, s);
+				t->compare = m < 0 ? AL_CMP_TRIM : (enum al_compare)m;
+				free(s);
+			}
+			break;
+		}
+		if (rc)
+			return rc;
+	}
+	if (!t->name)
+		return al_err_set(err, AL_EINVAL, "tests[%u].name: missing", i);
+	return AL_OK;
+}
+
+int al_grade_dec_tests(const msgpack_object *v, struct al_job *job, struct al_err *err)
+{
+	int rc;
+
+	if ((rc = al_mp_want(v, MSGPACK_OBJECT_ARRAY, "tests", err)))
+		return rc;
+	if (v->via.array.size == 0 || v->via.array.size > AL_TESTS_MAX)
+		return al_err_set(err, AL_EINVAL, "tests: %u entries, expected 1..%d",
+				  v->via.array.size, AL_TESTS_MAX);
+	if (!(job->tests = calloc(v->via.array.size, sizeof(*job->tests))))
+		return al_err_set(err, AL_ENOMEM, "tests: out of memory");
+	for (uint32_t i = 0; i < v->via.array.size; i++) {
+		job->ntests++;
+		if ((rc = dec_test(&v->via.array.ptr[i], i, &job->tests[i], err)))
+			return rc;
+	}
+	return AL_OK;
+}
+
+static int check_args(const char *what, char *const *argv, size_t argc, struct al_err *err)
+{
+	for (size_t i = 0; i < argc; i++)
+		if (strlen(argv[i]) > AL_ARG_MAX)
+			return al_err_set(err, AL_EINVAL, "%s[%zu]: too long", what, i);
+	return AL_OK;
+}
+
+static int check_test_name(size_t i, const char *name, struct al_err *err)
+{
+	size_t n = name ? strlen(name) : 0;
+
+	if (n == 0 || n > AL_TEST_NAME_MAX || !al_utf8_valid(name, n))
+		return al_err_set(err, AL_EINVAL,
+				  "tests[%zu].name: must be 1..%d bytes of UTF-8", i,
+				  AL_TEST_NAME_MAX);
+	for (size_t k = 0; k < n; k++)
+		if ((unsigned char)name[k] < 0x20 || name[k] == 0x7f)
+			return al_err_set(err, AL_EINVAL,
+					  "tests[%zu].name: control character in \"%.64s\"", i,
+					  name);
+	return AL_OK;
+}
+
+int al_grade_validate(const struct al_job *job, struct al_err *err)
+{
+	const struct al_build *b = job->build;
+	char what[64];
+	int rc;
+
+	if (!job->ntests) {
+		if (b)
+			return al_err_set(err, AL_EINVAL,
+					  "build: only in a grading job: give it tests too");
+		if (job->stop_on_failure)
+			return al_err_set(err, AL_EINVAL,
+					  "stop_on_failure: only in a grading job (with tests)");
+		return AL_OK;
+	}
+	if (job->ntests > AL_TESTS_MAX)
+		return al_err_set(err, AL_EINVAL, "tests: %zu entries, at most %d", job->ntests,
+				  AL_TESTS_MAX);
+	if (job->stdin_data.len)
+		return al_err_set(err, AL_EINVAL,
+				  "stdin: a grading job has none of its own: give each test its "
+				  "stdin");
+	if (job->ncollect)
+		return al_err_set(err, AL_EINVAL,
+				  "collect: not in a grading job (its result carries each test's "
+				  "output)");
+	if (b) {
+		if ((rc = al_check_command("build.", b->runtime, &b->code, b->argv, b->argc, err)) ||
+		    (rc = check_args("build.argv", b->argv, b->argc, err)) ||
+		    (rc = al_check_limits("build.limits", &b->limits, err)))
+			return rc;
+		if (b->code.len > AL_CODE_MAX || b->argc > AL_ARGV_MAX)
+			return al_err_set(err, AL_EINVAL,
+					  "build: code or argv exceeds its cap (see PROTOCOL.md)");
+	}
+	for (size_t i = 0; i < job->ntests; i++) {
+		const struct al_test *t = &job->tests[i];
+
+		if ((rc = check_test_name(i, t->name, err)))
+			return rc;
+		for (size_t j = 0; j < i; j++)
+			if (!strcmp(job->tests[j].name, t->name))
+				return al_err_set(err, AL_EINVAL,
+						  "tests[%zu].name: \"%s\" is also tests[%zu]'s", i,
+						  t->name, j);
+		if (t->stdin_data.len > AL_STDIN_MAX || t->expect.len > AL_EXPECT_MAX)
+			return al_err_set(err, AL_EINVAL,
+					  "tests[%zu]: stdin or expect exceeds its cap (see "
+					  "PROTOCOL.md)",
+					  i);
+		if (t->argc + job->argc > AL_ARGV_MAX)
+			return al_err_set(err, AL_EINVAL,
+					  "tests[%zu].argv: %zu arguments with the job's, at most %d",
+					  i, t->argc + job->argc, AL_ARGV_MAX);
+		if ((unsigned)t->compare > AL_CMP_TOKENS)
+			return al_err_set(err, AL_EINVAL, "tests[%zu].compare: unknown mode", i);
+		snprintf(what, sizeof(what), "tests[%zu].argv", i);
+		if ((rc = check_args(what, t->argv, t->argc, err)))
+			return rc;
+		snprintf(what, sizeof(what), "tests[%zu].files", i);
+		if ((rc = al_check_files(what, t->files, t->nfiles, err)))
+			return rc;
+		snprintf(what, sizeof(what), "tests[%zu].limits", i);
+		if ((rc = al_check_limits(what, &t->limits, err)))
+			return rc;
+	}
+	return AL_OK;
+}
+
+size_t al_grade_job_nfields(const struct al_job *job)
+{
+	return (job->build != NULL) + (job->ntests > 0) + job->stop_on_failure;
+}
+
+static int pack_bool(msgpack_packer *pk, const char *k, bool v)
+{
+	return al_mp_pack_str(pk, k) || (v ? msgpack_pack_true(pk) : msgpack_pack_false(pk));
+}
+
+int al_grade_pack_job(msgpack_packer *pk, const struct al_job *job)
+{
+	const struct al_build *b = job->build;
+	int bad = 0;
+
+	if (b) {
+		bad |= al_mp_pack_str(pk, "build") ||
+		       msgpack_pack_map(pk, 1 + (b->runtime != AL_RUNTIME_ARGV) * 2 +
+						(b->argc > 0));
+		if (b->runtime != AL_RUNTIME_ARGV)
+			bad |= al_mp_pack_kv_str(pk, "runtime", al_runtime_name(b->runtime)) ||
+			       al_mp_pack_kv_bin(pk, "code", b->code.data, b->code.len);
+		if (b->argc)
+			bad |= al_mp_pack_str(pk, "argv") || al_pack_text_array(pk, b->argv, b->argc);
+		bad |= al_mp_pack_str(pk, "limits") || al_pack_limits(pk, &b->limits);
+	}
+	if (job->ntests) {
+		bad |= al_mp_pack_str(pk, "tests") || msgpack_pack_array(pk, job->ntests);
+		for (size_t i = 0; i < job->ntests && !bad; i++) {
+			const struct al_test *t = &job->tests[i];
+
+			bad |= msgpack_pack_map(pk, 3 + (t->argc > 0) + (t->nfiles > 0) +
+							t->has_expect * 2);
+			bad |= al_mp_pack_kv_str(pk, "name", t->name);
+			bad |= al_mp_pack_kv_bin(pk, "stdin", t->stdin_data.data, t->stdin_data.len);
+			if (t->argc)
+				bad |= al_mp_pack_str(pk, "argv") ||
+				       al_pack_text_array(pk, t->argv, t->argc);
+			if (t->nfiles)
+				bad |= al_mp_pack_str(pk, "files") ||
+				       al_pack_files(pk, t->files, t->nfiles);
+			bad |= al_mp_pack_str(pk, "limits") || al_pack_limits(pk, &t->limits);
+			if (t->has_expect)
+				bad |= al_mp_pack_kv_bin(pk, "expect", t->expect.data,
+							 t->expect.len) ||
+				       al_mp_pack_kv_str(pk, "compare", al_compare_name(t->compare));
+		}
+	}
+	if (job->stop_on_failure)
+		bad |= pack_bool(pk, "stop_on_failure", true);
+	return bad ? -1 : 0;
+}
+
+void al_grade_free_job(struct al_job *job)
+{
+	if (job->build) {
+		free(job->build->code.data);
+		al_free_strv(job->build->argv, job->build->argc);
+		free(job->build);
+	}
+	for (size_t i = 0; i < job->ntests; i++) {
+		struct al_test *t = &job->tests[i];
+
+		free(t->name);
+		free(t->stdin_data.data);
+		al_free_strv(t->argv, t->argc);
+		al_free_files(t->files, t->nfiles);
+		free(t->expect.data);
+	}
+	free(job->tests);
+	job->build = NULL;
+	job->tests = NULL;
+	job->ntests = 0;
+}
+
+/* ---- the result's fields ---- */
+
+static int dec_test_result(const msgpack_object *v, const char *what, struct al_test_result *t,
+			   struct al_err *err)
+{
+	char name[96], *verdict = NULL;
+	uint64_t u;
+	int64_t i64;
+	int rc = AL_OK;
+
+	if ((rc = al_mp_want(v, MSGPACK_OBJECT_MAP, what, err)))
+		return rc;
+	for (uint32_t i = 0; i < v->via.map.size && !rc; i++) {
+		const msgpack_object *k = &v->via.map.ptr[i].key, *val = &v->via.map.ptr[i].val;
+
+		if (k->type == MSGPACK_OBJECT_STR)
+			snprintf(name, sizeof(name), "%s.%.*s", what,
+				 (int)(k->via.str.size > 20 ? 20 : k->via.str.size), k->via.str.ptr);
+		if (al_mp_key_is(k, "name") && !t->name) {
+			rc = al_mp_get_text(val, name, AL_TEST_NAME_MAX, &t->name, err);
+		} else if (al_mp_key_is(k, "verdict") && !verdict) {
+			rc = al_mp_get_text(val, name, 32, &verdict, err);
+		} else if (al_mp_key_is(k, "exit_code")) {
+			if (val->type != MSGPACK_OBJECT_NIL) {
+				rc = al_mp_get_int(val, name, INT32_MIN, INT32_MAX, &i64, err);
+				t->exit_code = (int32_t)i64;
+				t->has_exit_code = true;
+			}
+		} else if (al_mp_key_is(k, "signal")) {
+			rc = al_mp_get_uint(val, name, 0, 128, &u, err);
+			t->signal = (int32_t)u;
+		} else if (al_mp_key_is(k, "wall_ms")) {
+			rc = al_mp_get_uint(val, name, 0, UINT64_MAX, &t->wall_ms, err);
+		} else if (al_mp_key_is(k, "cpu_ms")) {
+			rc = al_mp_get_uint(val, name, 0, UINT64_MAX, &t->cpu_ms, err);
+		} else if (al_mp_key_is(k, "peak_memory_bytes")) {
+			rc = al_mp_get_uint(val, name, 0, UINT64_MAX, &t->peak_memory_bytes, err);
+		} else if (al_mp_key_is(k, "stdout") && !t->out.data) {
+			rc = al_mp_get_bytes(val, name, AL_TEST_KEEP_MAX, &t->out, err);
+		} else if (al_mp_key_is(k, "stderr") && !t->err.data) {
+			rc = al_mp_get_bytes(val, name, AL_TEST_KEEP_MAX, &t->err, err);
+		} else if (al_mp_key_is(k, "stdout_truncated")) {
+			rc = al_mp_get_bool(val, name, &t->out_truncated, err);
+		} else if (al_mp_key_is(k, "stderr_truncated")) {
+			rc = al_mp_get_bool(val, name, &t->err_truncated, err);
+		} else if (al_mp_key_is(k, "detail") && !t->detail) {
+			if (val->type != MSGPACK_OBJECT_NIL)
+				rc = al_mp_get_text(val, name, AL_VERDICT_TEXT_MAX, &t->detail, err);
+		} /* else: a newer writer's field, ignored */
+	}
+	if (!rc) {
+		int vd = al_verdict_parse(verdict);
+
+		if (vd < 0)
+			rc = al_err_set(err, AL_EINVAL, "%s.verdict: missing or unknown (\"%.32s\")",
+					what, verdict ? verdict : "");
+		t->verdict = vd < 0 ? AL_V_RUNTIME_ERROR : (enum al_verdict)vd;
+	}
+	if (!rc && !t->name)
+		rc = al_err_set(err, AL_EINVAL, "%s.name: missing", what);
+	free(verdict);
+	return rc;
+}
+
+int al_grade_dec_result(const msgpack_object *key, const msgpack_object *v, struct al_result *res,
+			struct al_err *err)
+{
+	char what[32];
+	int rc;
+
+	if (al_mp_key_is(key, "build") && !res->build) {
+		if (v->type == MSGPACK_OBJECT_NIL)
+			return AL_OK;
+		if (!(res->build = calloc(1, sizeof(*res->build))))
+			return al_err_set(err, AL_ENOMEM, "build: out of memory");
+		return dec_test_result(v, "build", res->build, err);
+	}
+	if (!al_mp_key_is(key, "tests") || res->tests)
+		return AL_OK; /* not one of them */
+	if ((rc = al_mp_want(v, MSGPACK_OBJECT_ARRAY, "tests", err)))
+		return rc;
+	if (v->via.array.size > AL_TESTS_MAX)
+		return al_err_set(err, AL_EINVAL, "tests: %u entries, at most %d",
+				  v->via.array.size, AL_TESTS_MAX);
+	if (v->via.array.size &&
+	    !(res->tests = calloc(v->via.array.size, sizeof(*res->tests))))
+		return al_err_set(err, AL_ENOMEM, "tests: out of memory");
+	for (uint32_t i = 0; i < v->via.array.size; i++) {
+		res->ntests++;
+		snprintf(what, sizeof(what), "tests[%u]", i);
+		if ((rc = dec_test_result(&v->via.array.ptr[i], what, &res->tests[i], err)))
+			return rc;
+	}
+	return AL_OK;
+}
+
+size_t al_grade_result_nfields(const struct al_result *res)
+{
+	return (res->build != NULL) + (res->tests != NULL || res->ntests > 0);
+}
+
+static int pack_test_result(msgpack_packer *pk, const struct al_test_result *t)
+{
+	int bad = msgpack_pack_map(pk, 12);
+
+	bad |= al_mp_pack_kv_str(pk, "name", t->name);
+	bad |= al_mp_pack_kv_str(pk, "verdict", al_verdict_name(t->verdict));
+	bad |= al_mp_pack_str(pk, "exit_code") ||
+	       (t->has_exit_code ? msgpack_pack_int32(pk, t->exit_code) : msgpack_pack_nil(pk));
+	bad |= al_mp_pack_kv_uint(pk, "signal", (uint64_t)t->signal);
+	bad |= al_mp_pack_kv_uint(pk, "wall_ms", t->wall_ms);
+	bad |= al_mp_pack_kv_uint(pk, "cpu_ms", t->cpu_ms);
+	bad |= al_mp_pack_kv_uint(pk, "peak_memory_bytes", t->peak_memory_bytes);
+	bad |= al_mp_pack_kv_bin(pk, "stdout", t->out.data, t->out.len);
+	bad |= pack_bool(pk, "stdout_truncated", t->out_truncated);
+	bad |= al_mp_pack_kv_bin(pk, "stderr", t->err.data, t->err.len);
+	bad |= pack_bool(pk, "stderr_truncated", t->err_truncated);
+	bad |= al_mp_pack_str(pk, "detail") ||
+	       (t->detail ? al_mp_pack_str(pk, t->detail) : msgpack_pack_nil(pk));
+	return bad ? -1 : 0;
+}
+
+int al_grade_pack_result(msgpack_packer *pk, const struct al_result *res)
+{
+	int bad = 0;
+
+	if (res->build)
+		bad |= al_mp_pack_str(pk, "build") || pack_test_result(pk, res->build);
+	if (res->tests || res->ntests) {
+		bad |= al_mp_pack_str(pk, "tests") || msgpack_pack_array(pk, res->ntests);
+		for (size_t i = 0; i < res->ntests && !bad; i++)
+			bad |= pack_test_result(pk, &res->tests[i]);
+	}
+	return bad ? -1 : 0;
+}
+
+static void free_test_result(struct al_test_result *t)
+{
+	free(t->name);
+	free(t->out.data);
+	free(t->err.data);
+	free(t->detail);
+}
+
+void al_grade_free_result(struct al_result *res)
+{
+	if (res->build) {
+		free_test_result(res->build);
+		free(res->build);
+	}
+	for (size_t i = 0; i < res->ntests; i++)
+		free_test_result(&res->tests[i]);
+	free(res->tests);
+	res->build = NULL;
+	res->tests = NULL;
+	res->ntests = 0;
+}

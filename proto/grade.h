@@ -1,0 +1,92 @@
+/* grade.h - grading jobs (PROTOCOL.md, "Grading jobs"): a job's build step
+ * and test cases, a verdict per test in its result, and their msgpack codec.
+ *
+ * A job with tests is a grading job: its build (if any) runs once, then its
+ * command (runtime, code, argv) runs once per test, with the test's stdin,
+ * extra argv, files and limits; the result says, per test, what happened. */
+#ifndef AL_PROTO_GRADE_H
+#define AL_PROTO_GRADE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "job.h"
+#include "result.h"
+
+#define AL_TESTS_MAX	    256	       /* tests in one job */
+#define AL_TEST_NAME_MAX    64	       /* a test's name, bytes */
+#define AL_EXPECT_MAX	    (1u << 20) /* a test's expected stdout */
+#define AL_TEST_KEEP_MAX    (64u << 10) /* stdout/stderr of one test kept in the result */
+#define AL_VERDICT_TEXT_MAX 512	       /* a test's detail line */
+
+/* How a test's stdout is compared with what it expects. */
+enum al_compare {
+	AL_CMP_EXACT = 0, /* byte for byte */
+	AL_CMP_TRIM,	  /* each line's trailing blanks (space, tab, CR) and the
+			   * blank lines at the end do not count (the default) */
+	AL_CMP_TOKENS,	  /* the same whitespace-separated tokens, in order */
+};
+
+/* "exact", "trim", "tokens" -> the mode, or -1. */
+int al_compare_parse(const char *name);
+const char *al_compare_name(enum al_compare mode);
+
+/* The build: runs once, before the tests, in the job's files; what it
+ * leaves there every test sees, read-only. */
+struct al_build {
+	enum al_runtime runtime;
+	struct al_bytes code; /* runtime python/sh only */
+	char **argv;
+	size_t argc;
+	struct al_limits limits; /* 0 = the job's */
+};
+
+struct al_test {
+	char *name;		    /* 1..64 bytes of UTF-8, no control character; unique */
+	struct al_bytes stdin_data; /* the test's stdin */
+	char **argv;		    /* appended to the job's argv */
+	size_t argc;
+	struct al_file *files; /* placed in the test's own directory, $HOME (/tmp) */
+	size_t nfiles;
+	struct al_limits limits; /* 0 = the job's */
+	bool has_expect;
+	struct al_bytes expect; /* the stdout it expects */
+	enum al_compare compare;
+};
+
+enum al_verdict {
+	AL_V_ACCEPTED = 0,  /* exited 0 (and printed what was expected) */
+	AL_V_WRONG_ANSWER,  /* exited 0, printed something else */
+	AL_V_TIMEOUT,	    /* its wall-clock limit */
+	AL_V_CPU_LIMIT,	    /* its CPU-time limit (the cgroup's count) */
+	AL_V_MEMORY_LIMIT,  /* its memory limit */
+	AL_V_OUTPUT_LIMIT,  /* its stdout/stderr or disk caps */
+	AL_V_RUNTIME_ERROR, /* a non-zero exit or a signal */
+	AL_V_SKIPPED,	    /* not run: stop_on_failure after an earlier failure */
+	AL_V_COMPILE_ERROR, /* the build only: it failed */
+	AL_V_COUNT
+};
+
+const char *al_verdict_name(enum al_verdict v);
+int al_verdict_parse(const char *name); /* the verdict, or -1 */
+
+/* One test's outcome (the build's too: verdict accepted or compile_error). */
+struct al_test_result {
+	char *name;
+	enum al_verdict verdict;
+	bool has_exit_code;
+	int32_t exit_code;
+	int32_t signal;
+	uint64_t wall_ms, cpu_ms, peak_memory_bytes;
+	struct al_bytes out, err; /* at most AL_TEST_KEEP_MAX each */
+	bool out_truncated, err_truncated;
+	char *detail; /* wrong_answer: the first differing line; limits, runtime
+		       * errors: what happened; NULL when nothing to say */
+};
+
+/* A step's limits: each field its own, else the job's (dflt). */
+void al_step_limits(const struct al_limits *own, const struct al_limits *dflt,
+		    struct al_limits *out);
+
+#endif

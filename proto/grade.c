@@ -205,9 +205,8 @@ static int check_test_name(size_t i, const char *name, struct al_err *err)
 	size_t n = name ? strlen(name) : 0;
 
 	if (n == 0 || n > AL_TEST_NAME_MAX || !al_utf8_valid(name, n))
-		return al_err_set(err, AL_EINVAL,
-				  "tests[%zu].name: must be 1..%d bytes of UTF-8", i,
-				  AL_TEST_NAME_MAX);
+		return al_err_set(err, AL_EINVAL, "tests[%zu].name: must be 1..%d bytes of UTF-8",
+				  i, AL_TEST_NAME_MAX);
 	for (size_t k = 0; k < n; k++)
 		if ((unsigned char)name[k] < 0x20 || name[k] == 0x7f)
 			return al_err_set(err, AL_EINVAL,
@@ -243,7 +242,8 @@ int al_grade_validate(const struct al_job *job, struct al_err *err)
 				  "collect: not in a grading job (its result carries each test's "
 				  "output)");
 	if (b) {
-		if ((rc = al_check_command("build.", b->runtime, &b->code, b->argv, b->argc, err)) ||
+		if ((rc =
+			 al_check_command("build.", b->runtime, &b->code, b->argv, b->argc, err)) ||
 		    (rc = check_args("build.argv", b->argv, b->argc, err)) ||
 		    (rc = al_check_limits("build.limits", &b->limits, err)))
 			return rc;
@@ -267,9 +267,10 @@ int al_grade_validate(const struct al_job *job, struct al_err *err)
 					  "PROTOCOL.md)",
 					  i);
 		if (t->argc + job->argc > AL_ARGV_MAX)
-			return al_err_set(err, AL_EINVAL,
-					  "tests[%zu].argv: %zu arguments with the job's, at most %d",
-					  i, t->argc + job->argc, AL_ARGV_MAX);
+			return al_err_set(
+			    err, AL_EINVAL,
+			    "tests[%zu].argv: %zu arguments with the job's, at most %d", i,
+			    t->argc + job->argc, AL_ARGV_MAX);
 		if ((unsigned)t->compare > AL_CMP_TOKENS)
 			return al_err_set(err, AL_EINVAL, "tests[%zu].compare: unknown mode", i);
 		snprintf(what, sizeof(what), "tests[%zu].argv", i);
@@ -301,14 +302,15 @@ int al_grade_pack_job(msgpack_packer *pk, const struct al_job *job)
 	int bad = 0;
 
 	if (b) {
-		bad |= al_mp_pack_str(pk, "build") ||
-		       msgpack_pack_map(pk, 1 + (b->runtime != AL_RUNTIME_ARGV) * 2 +
-						(b->argc > 0));
+		bad |=
+		    al_mp_pack_str(pk, "build") ||
+		    msgpack_pack_map(pk, 1 + (b->runtime != AL_RUNTIME_ARGV) * 2 + (b->argc > 0));
 		if (b->runtime != AL_RUNTIME_ARGV)
 			bad |= al_mp_pack_kv_str(pk, "runtime", al_runtime_name(b->runtime)) ||
 			       al_mp_pack_kv_bin(pk, "code", b->code.data, b->code.len);
 		if (b->argc)
-			bad |= al_mp_pack_str(pk, "argv") || al_pack_text_array(pk, b->argv, b->argc);
+			bad |=
+			    al_mp_pack_str(pk, "argv") || al_pack_text_array(pk, b->argv, b->argc);
 		bad |= al_mp_pack_str(pk, "limits") || al_pack_limits(pk, &b->limits);
 	}
 	if (job->ntests) {
@@ -319,7 +321,8 @@ int al_grade_pack_job(msgpack_packer *pk, const struct al_job *job)
 			bad |= msgpack_pack_map(pk, 3 + (t->argc > 0) + (t->nfiles > 0) +
 							t->has_expect * 2);
 			bad |= al_mp_pack_kv_str(pk, "name", t->name);
-			bad |= al_mp_pack_kv_bin(pk, "stdin", t->stdin_data.data, t->stdin_data.len);
+			bad |=
+			    al_mp_pack_kv_bin(pk, "stdin", t->stdin_data.data, t->stdin_data.len);
 			if (t->argc)
 				bad |= al_mp_pack_str(pk, "argv") ||
 				       al_pack_text_array(pk, t->argv, t->argc);
@@ -328,9 +331,10 @@ int al_grade_pack_job(msgpack_packer *pk, const struct al_job *job)
 				       al_pack_files(pk, t->files, t->nfiles);
 			bad |= al_mp_pack_str(pk, "limits") || al_pack_limits(pk, &t->limits);
 			if (t->has_expect)
-				bad |= al_mp_pack_kv_bin(pk, "expect", t->expect.data,
-							 t->expect.len) ||
-				       al_mp_pack_kv_str(pk, "compare", al_compare_name(t->compare));
+				bad |=
+				    al_mp_pack_kv_bin(pk, "expect", t->expect.data,
+						      t->expect.len) ||
+				    al_mp_pack_kv_str(pk, "compare", al_compare_name(t->compare));
 		}
 	}
 	if (job->stop_on_failure)
@@ -377,7 +381,8 @@ static int dec_test_result(const msgpack_object *v, const char *what, struct al_
 
 		if (k->type == MSGPACK_OBJECT_STR)
 			snprintf(name, sizeof(name), "%s.%.*s", what,
-				 (int)(k->via.str.size > 20 ? 20 : k->via.str.size), k->via.str.ptr);
+				 (int)(k->via.str.size > 20 ? 20 : k->via.str.size),
+				 k->via.str.ptr);
 		if (al_mp_key_is(k, "name") && !t->name) {
 			rc = al_mp_get_text(val, name, AL_TEST_NAME_MAX, &t->name, err);
 		} else if (al_mp_key_is(k, "verdict") && !verdict) {
@@ -407,15 +412,17 @@ static int dec_test_result(const msgpack_object *v, const char *what, struct al_
 			rc = al_mp_get_bool(val, name, &t->err_truncated, err);
 		} else if (al_mp_key_is(k, "detail") && !t->detail) {
 			if (val->type != MSGPACK_OBJECT_NIL)
-				rc = al_mp_get_text(val, name, AL_VERDICT_TEXT_MAX, &t->detail, err);
+				rc =
+				    al_mp_get_text(val, name, AL_VERDICT_TEXT_MAX, &t->detail, err);
 		} /* else: a newer writer's field, ignored */
 	}
 	if (!rc) {
 		int vd = al_verdict_parse(verdict);
 
 		if (vd < 0)
-			rc = al_err_set(err, AL_EINVAL, "%s.verdict: missing or unknown (\"%.32s\")",
-					what, verdict ? verdict : "");
+			rc =
+			    al_err_set(err, AL_EINVAL, "%s.verdict: missing or unknown (\"%.32s\")",
+				       what, verdict ? verdict : "");
 		t->verdict = vd < 0 ? AL_V_RUNTIME_ERROR : (enum al_verdict)vd;
 	}
 	if (!rc && !t->name)
@@ -444,8 +451,7 @@ int al_grade_dec_result(const msgpack_object *key, const msgpack_object *v, stru
 	if (v->via.array.size > AL_TESTS_MAX)
 		return al_err_set(err, AL_EINVAL, "tests: %u entries, at most %d",
 				  v->via.array.size, AL_TESTS_MAX);
-	if (v->via.array.size &&
-	    !(res->tests = calloc(v->via.array.size, sizeof(*res->tests))))
+	if (v->via.array.size && !(res->tests = calloc(v->via.array.size, sizeof(*res->tests))))
 		return al_err_set(err, AL_ENOMEM, "tests: out of memory");
 	for (uint32_t i = 0; i < v->via.array.size; i++) {
 		res->ntests++;

@@ -14,11 +14,11 @@
 #include "job.h"
 #include "result.h"
 
-#define AL_TESTS_MAX	    256	       /* tests in one job */
-#define AL_TEST_NAME_MAX    64	       /* a test's name, bytes */
-#define AL_EXPECT_MAX	    (1u << 20) /* a test's expected stdout */
+#define AL_TESTS_MAX	    256		/* tests in one job */
+#define AL_TEST_NAME_MAX    64		/* a test's name, bytes */
+#define AL_EXPECT_MAX	    (1u << 20)	/* a test's expected stdout */
 #define AL_TEST_KEEP_MAX    (64u << 10) /* stdout/stderr of one test kept in the result */
-#define AL_VERDICT_TEXT_MAX 512	       /* a test's detail line */
+#define AL_VERDICT_TEXT_MAX 512		/* a test's detail line */
 
 /* How a test's stdout is compared with what it expects. */
 enum al_compare {

@@ -139,8 +139,8 @@ static int check_url(const char *u, struct al_err *err)
 static int check_limit(const char *what, uint64_t v, uint64_t max, struct al_err *err)
 {
 	if (v > max)
-		return al_err_set(err, AL_EINVAL, "%s: out of range: got %llu, at most %llu",
-				  what, (unsigned long long)v, (unsigned long long)max);
+		return al_err_set(err, AL_EINVAL, "%s: out of range: got %llu, at most %llu", what,
+				  (unsigned long long)v, (unsigned long long)max);
 	return AL_OK;
 }
 
@@ -157,8 +157,8 @@ int al_check_files(const char *list, const struct al_file *files, size_t n, stru
 		if ((rc = check_rel_path(what, f->path, err)))
 			return rc;
 		if (f->mode > 0777)
-			return al_err_set(err, AL_EINVAL,
-					  "%s[%zu].mode: %#o has bits beyond 0777", list, i, f->mode);
+			return al_err_set(err, AL_EINVAL, "%s[%zu].mode: %#o has bits beyond 0777",
+					  list, i, f->mode);
 		for (size_t j = 0; j < i; j++) {
 			const char *o = files[j].path;
 
@@ -168,11 +168,10 @@ int al_check_files(const char *list, const struct al_file *files, size_t n, stru
 						  f->path);
 			/* a file cannot also be a directory of another */
 			if (is_dir_of(o, f->path) || is_dir_of(f->path, o))
-				return al_err_set(
-				    err, AL_EINVAL,
-				    "%s[%zu].path: \"%s\" and \"%s\": one is a file, "
-				    "the other needs it as a directory",
-				    list, i, f->path, o);
+				return al_err_set(err, AL_EINVAL,
+						  "%s[%zu].path: \"%s\" and \"%s\": one is a file, "
+						  "the other needs it as a directory",
+						  list, i, f->path, o);
 		}
 		total += f->data.len;
 		if (total > AL_FILES_TOTAL_MAX)
@@ -207,9 +206,12 @@ int al_check_limits(const char *what, const struct al_limits *l, struct al_err *
 	char f[96];
 	int rc;
 
-#define CHECK(name, max) (snprintf(f, sizeof(f), "%s." #name, what), check_limit(f, l->name, max, err))
-	if ((rc = CHECK(wall_ms, AL_LIMIT_WALL_MS_MAX)) || (rc = CHECK(cpu_ms, AL_LIMIT_WALL_MS_MAX)) ||
-	    (rc = CHECK(memory_bytes, AL_LIMIT_MEMORY_MAX)) || (rc = CHECK(pids, AL_LIMIT_PIDS_MAX)) ||
+#define CHECK(name, max)                                                                           \
+	(snprintf(f, sizeof(f), "%s." #name, what), check_limit(f, l->name, max, err))
+	if ((rc = CHECK(wall_ms, AL_LIMIT_WALL_MS_MAX)) ||
+	    (rc = CHECK(cpu_ms, AL_LIMIT_WALL_MS_MAX)) ||
+	    (rc = CHECK(memory_bytes, AL_LIMIT_MEMORY_MAX)) ||
+	    (rc = CHECK(pids, AL_LIMIT_PIDS_MAX)) ||
 	    (rc = CHECK(stdout_bytes, AL_LIMIT_OUTPUT_MAX)) ||
 	    (rc = CHECK(stderr_bytes, AL_LIMIT_OUTPUT_MAX)) ||
 	    (rc = CHECK(disk_bytes, AL_LIMIT_DISK_MAX)))
@@ -408,8 +410,8 @@ int al_dec_files(const msgpack_object *v, const char *what, struct al_file **fil
 				rc = al_mp_get_uint(val, name, 0, 0777, &mode, err);
 				out->mode = (uint32_t)mode;
 			} else {
-				rc = al_err_set(err, AL_EINVAL,
-						"%s[%u]: unknown or repeated field", what, i);
+				rc = al_err_set(err, AL_EINVAL, "%s[%u]: unknown or repeated field",
+						what, i);
 			}
 			if (rc)
 				return rc;
@@ -422,7 +424,8 @@ int al_dec_files(const msgpack_object *v, const char *what, struct al_file **fil
 	return AL_OK;
 }
 
-int al_dec_limits(const msgpack_object *v, const char *what, struct al_limits *l, struct al_err *err)
+int al_dec_limits(const msgpack_object *v, const char *what, struct al_limits *l,
+		  struct al_err *err)
 {
 	static const struct {
 		const char *name;
@@ -518,10 +521,30 @@ enum job_field {
 };
 
 static const char *const job_field_names[F_COUNT] = {
-    "v",       "id",	       "tenant",      "tier",	      "runtime",	 "code",
-    "argv",    "stdin",	       "files",	      "env",	      "collect",	 "limits",
-    "network", "priority",     "deadline_ms", "max_attempts", "idempotency_key", "callback_url",
-    "image",   "egress_allow", "labels",      "submitted_ms", "build",		 "tests",
+    "v",
+    "id",
+    "tenant",
+    "tier",
+    "runtime",
+    "code",
+    "argv",
+    "stdin",
+    "files",
+    "env",
+    "collect",
+    "limits",
+    "network",
+    "priority",
+    "deadline_ms",
+    "max_attempts",
+    "idempotency_key",
+    "callback_url",
+    "image",
+    "egress_allow",
+    "labels",
+    "submitted_ms",
+    "build",
+    "tests",
     "stop_on_failure",
 };
 
@@ -552,7 +575,7 @@ static int dec_field(enum job_field f, const msgpack_object *v, struct al_job *j
 	case F_CODE: return al_mp_get_bytes(v, "code", AL_CODE_MAX, &job->code, err);
 	case F_ARGV:
 		return al_dec_text_array(v, "argv", AL_ARGV_MAX, AL_ARG_MAX, &job->argv, &job->argc,
-				      err);
+					 err);
 	case F_STDIN: return al_mp_get_bytes(v, "stdin", AL_STDIN_MAX, &job->stdin_data, err);
 	case F_FILES: return al_dec_files(v, "files", &job->files, &job->nfiles, err);
 	case F_ENV:
@@ -560,7 +583,7 @@ static int dec_field(enum job_field f, const msgpack_object *v, struct al_job *j
 				  &job->env, &job->nenv, err);
 	case F_COLLECT:
 		return al_dec_text_array(v, "collect", AL_COLLECT_MAX, AL_PATH_MAX, &job->collect,
-				      &job->ncollect, err);
+					 &job->ncollect, err);
 	case F_LIMITS: return al_dec_limits(v, "limits", &job->limits, err);
 	case F_NETWORK:
 		rc = dec_enum(v, "network", networks, 2, &e, err);
@@ -584,7 +607,7 @@ static int dec_field(enum job_field f, const msgpack_object *v, struct al_job *j
 	case F_IMAGE: return al_mp_get_text(v, "image", AL_ID_MAX, &job->image, err);
 	case F_EGRESS_ALLOW:
 		return al_dec_text_array(v, "egress_allow", AL_EGRESS_ALLOW_MAX, AL_EGRESS_TEXT_MAX,
-				      &job->egress_allow, &job->negress_allow, err);
+					 &job->egress_allow, &job->negress_allow, err);
 	case F_LABELS:
 		return dec_kv_map(v, "labels", AL_LABELS_MAX, AL_LABEL_KEY_MAX, AL_LABEL_VALUE_MAX,
 				  &job->labels, &job->nlabels, err);
@@ -592,7 +615,8 @@ static int dec_field(enum job_field f, const msgpack_object *v, struct al_job *j
 		return al_mp_get_uint(v, "submitted_ms", 0, UINT64_MAX, &job->submitted_ms, err);
 	case F_BUILD: return al_grade_dec_build(v, job, err);
 	case F_TESTS: return al_grade_dec_tests(v, job, err);
-	case F_STOP_ON_FAILURE: return al_mp_get_bool(v, "stop_on_failure", &job->stop_on_failure, err);
+	case F_STOP_ON_FAILURE:
+		return al_mp_get_bool(v, "stop_on_failure", &job->stop_on_failure, err);
 	case F_COUNT: break;
 	}
 	return al_err_set(err, AL_EINVAL, "internal: unhandled field");

@@ -49,10 +49,12 @@ int al_result_validate(const struct al_result *res, struct al_err *err)
 		return al_err_set(err, AL_EINVAL, "tests: more than %d", AL_TESTS_MAX);
 	for (size_t i = 0; i < res->ntests; i++)
 		if (!res->tests[i].name || (unsigned)res->tests[i].verdict >= AL_V_COUNT ||
-		    res->tests[i].out.len > AL_TEST_KEEP_MAX || res->tests[i].err.len > AL_TEST_KEEP_MAX)
-			return al_err_set(err, AL_EINVAL,
-					  "tests[%zu]: no name, an unknown verdict, or output over %u bytes",
-					  i, AL_TEST_KEEP_MAX);
+		    res->tests[i].out.len > AL_TEST_KEEP_MAX ||
+		    res->tests[i].err.len > AL_TEST_KEEP_MAX)
+			return al_err_set(
+			    err, AL_EINVAL,
+			    "tests[%zu]: no name, an unknown verdict, or output over %u bytes", i,
+			    AL_TEST_KEEP_MAX);
 	return AL_OK;
 }
 

@@ -107,8 +107,7 @@ static void test_job(void)
 
 	grading_job(&j, &b, t, 3);
 	TAP_OK(al_job_encode(&j, &buf, &err) == AL_OK, "a grading job encodes (%s)", err.msg);
-	TAP_OK(al_job_decode(buf.data, buf.len, &back, &err) == AL_OK, "and decodes (%s)",
-	       err.msg);
+	TAP_OK(al_job_decode(buf.data, buf.len, &back, &err) == AL_OK, "and decodes (%s)", err.msg);
 	TAP_OK(back.build && back.build->argc == 5 && !strcmp(back.build->argv[4], "main.cpp") &&
 		   back.build->limits.wall_ms == 30000,
 	       "the build: its argv and limits");
@@ -125,8 +124,8 @@ static void test_job(void)
 	al_buf_free(&buf);
 
 	grading_job(&j, &b, t, AL_TESTS_MAX);
-	TAP_OK(al_job_encode(&j, &buf, &err) == AL_OK && al_job_decode(buf.data, buf.len, &back,
-								       &err) == AL_OK &&
+	TAP_OK(al_job_encode(&j, &buf, &err) == AL_OK &&
+		   al_job_decode(buf.data, buf.len, &back, &err) == AL_OK &&
 		   back.ntests == AL_TESTS_MAX,
 	       "%d tests in one job", AL_TESTS_MAX);
 	al_job_free(&back);
@@ -209,16 +208,30 @@ static void test_job(void)
 
 static void test_result(void)
 {
-	struct al_test_result build = {.name = "build", .verdict = AL_V_ACCEPTED,
-				       .has_exit_code = true, .wall_ms = 900, .cpu_ms = 850};
+	struct al_test_result build = {.name = "build",
+				       .verdict = AL_V_ACCEPTED,
+				       .has_exit_code = true,
+				       .wall_ms = 900,
+				       .cpu_ms = 850};
 	struct al_test_result tr[2] = {
-	    {.name = "a", .verdict = AL_V_WRONG_ANSWER, .has_exit_code = true, .cpu_ms = 3,
-	     .out = {"4\n", 2}, .detail = "line 1: expected \"5\", got \"4\""},
-	    {.name = "b", .verdict = AL_V_MEMORY_LIMIT, .signal = 9,
-	     .peak_memory_bytes = 64u << 20, .err_truncated = true},
+	    {.name = "a",
+	     .verdict = AL_V_WRONG_ANSWER,
+	     .has_exit_code = true,
+	     .cpu_ms = 3,
+	     .out = {"4\n", 2},
+	     .detail = "line 1: expected \"5\", got \"4\""},
+	    {.name = "b",
+	     .verdict = AL_V_MEMORY_LIMIT,
+	     .signal = 9,
+	     .peak_memory_bytes = 64u << 20,
+	     .err_truncated = true},
 	};
-	struct al_result r = {.version = AL_PROTO_VERSION, .id = "g-1", .status = AL_ST_OK,
-			      .build = &build, .tests = tr, .ntests = 2};
+	struct al_result r = {.version = AL_PROTO_VERSION,
+			      .id = "g-1",
+			      .status = AL_ST_OK,
+			      .build = &build,
+			      .tests = tr,
+			      .ntests = 2};
 	struct al_result back;
 	struct al_buf buf = {0};
 	struct al_err err = {0};

@@ -31,6 +31,13 @@ enum {
 	AL_CAP_FILES = 1u << 5,	     /* input and collected output files */
 	AL_CAP_OWN_KERNEL = 1u << 6, /* the job runs on its own kernel */
 	AL_CAP_SERVICE = 1u << 7,    /* the sandbox outlives the result (service VMs) */
+	/* grading jobs (proto/grade.h): the worker runs the build and then each
+	 * test as a sandbox of its own, all sharing the job's build tree
+	 * (al_run_spec.grade_tree) */
+	AL_CAP_GRADE = 1u << 8,
+	/* grading jobs, run whole inside one sandbox (the microVM's agent runs
+	 * the build and each test in a cgroup and uid of its own) */
+	AL_CAP_GRADE_INSIDE = 1u << 9,
 };
 
 /* Worker-wide configuration every backend may read (one struct, like
@@ -97,6 +104,13 @@ struct al_run_spec {
 	const uint16_t *ports;	/* the service's ports (readiness, reported) */
 	size_t nports;
 	uint64_t lease_ms, max_lease_ms;
+	/* one step of a grading job (AL_CAP_GRADE): the host directory of the
+	 * job's build tree (its files, then what the build made), mounted on
+	 * /work, the step's cwd: writable for the build (grade_build), read-only
+	 * for a test. The step's own tmpfs is then /tmp (HOME, a test's files)
+	 * and /dev/shm. NULL = not a grading step. */
+	const char *grade_tree;
+	bool grade_build;
 };
 
 #define AL_IMAGES_DIR "/var/lib/airlock/images"
@@ -191,6 +205,11 @@ struct al_backend_ops {
 	/* MAY: periodic upkeep off the job path (each heartbeat): replace pool
 	 * members that died or waited too long. */
 	void (*tick)(const struct al_backend_conf *conf);
+	/* MAY (MUST with AL_CAP_GRADE): the host uids of slot's jobs: the one
+	 * the job runs as (*job_uid: owner of a grading job's build tree) and
+	 * the one that must own its directory to reach it (*dir_uid). */
+	void (*slot_ids)(const struct al_backend_conf *conf, unsigned slot, uid_t *job_uid,
+			 uid_t *dir_uid);
 	/* MAY: tear down global state at worker exit. */
 	void (*fini)(void);
 };

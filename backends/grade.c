@@ -1,7 +1,9 @@
 /* grade.c - see grade.h. */
 #include "grade.h"
 
+#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* A cursor over one side: the next line, or the next token. */
@@ -142,4 +144,207 @@ void al_diff_text(const struct al_diff *d, char *out, size_t cap)
 	else
 		snprintf(out, cap, "line %llu: expected \"%s\", got \"%s\"",
 			 (unsigned long long)d->line, d->want, d->got);
+}
+
+/* ---- the steps of a grading job ---- */
+
+static int copy_cut(const struct al_bytes *in, bool in_cut, struct al_bytes *out, bool *cut)
+{
+	size_t n = in->len < AL_TEST_KEEP_MAX ? in->len : AL_TEST_KEEP_MAX;
+
+	out->data = malloc(n + 1);
+	if (!out->data)
+		return -1;
+	if (n)
+		memcpy(out->data, in->data, n);
+	out->data[n] = '\0';
+	out->len = n;
+	*cut = in_cut || n < in->len;
+	return 0;
+}
+
+static int fill_run(const char *name, const struct al_result *run, struct al_test_result *tr)
+{
+	memset(tr, 0, sizeof(*tr));
+	tr->name = strdup(name);
+	tr->has_exit_code = run->has_exit_code;
+	tr->exit_code = run->exit_code;
+	tr->signal = run->signal;
+	tr->wall_ms = run->wall_ms;
+	tr->cpu_ms = run->cpu_ms;
+	tr->peak_memory_bytes = run->peak_memory_bytes;
+	if (!tr->name || copy_cut(&run->out, run->out_truncated, &tr->out, &tr->out_truncated) ||
+	    copy_cut(&run->err, run->err_truncated, &tr->err, &tr->err_truncated))
+		return -1;
+	return 0;
+}
+
+static int set_detail(struct al_test_result *tr, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static int set_detail(struct al_test_result *tr, const char *fmt, ...)
+{
+	char text[AL_VERDICT_TEXT_MAX + 1];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(text, sizeof(text), fmt, ap);
+	va_end(ap);
+	free(tr->detail);
+	return (tr->detail = strdup(text)) ? 0 : -1;
+}
+
+/* How a run that did not exit 0 ended, in words. */
+static int ended_how(const struct al_result *run, struct al_test_result *tr)
+{
+	if (run->error && run->error[0])
+		return set_detail(tr, "%s", run->error);
+	if (run->signal)
+		return set_detail(tr, "killed by signal %d (%s)", run->signal,
+				  strsignal(run->signal));
+	return set_detail(tr, "exit code %d", run->has_exit_code ? run->exit_code : -1);
+}
+
+int al_grade_test(const struct al_test *t, const struct al_result *run, struct al_test_result *tr)
+{
+	struct al_diff d;
+	char text[AL_VERDICT_TEXT_MAX + 1];
+
+	if (fill_run(t->name, run, tr))
+		return -1;
+	switch (run->status) {
+	case AL_ST_TIMEOUT: tr->verdict = AL_V_TIMEOUT; return ended_how(run, tr);
+	case AL_ST_CPU_LIMIT: tr->verdict = AL_V_CPU_LIMIT; return ended_how(run, tr);
+	case AL_ST_MEMORY_LIMIT: tr->verdict = AL_V_MEMORY_LIMIT; return ended_how(run, tr);
+	case AL_ST_OUTPUT_LIMIT: tr->verdict = AL_V_OUTPUT_LIMIT; return ended_how(run, tr);
+	case AL_ST_OK: break;
+	default: tr->verdict = AL_V_RUNTIME_ERROR; return ended_how(run, tr);
+	}
+	if (run->signal || (run->has_exit_code && run->exit_code != 0)) {
+		tr->verdict = AL_V_RUNTIME_ERROR;
+		return ended_how(run, tr);
+	}
+	if (!t->has_expect || al_output_matches(t->expect.data, t->expect.len, run->out.data,
+						run->out.len, t->compare, &d)) {
+		tr->verdict = AL_V_ACCEPTED;
+		return 0;
+	}
+	tr->verdict = AL_V_WRONG_ANSWER;
+	al_diff_text(&d, text, sizeof(text));
+	return set_detail(tr, "%s", text);
+}
+
+int al_grade_build(const struct al_result *run, struct al_test_result *tr)
+{
+	if (fill_run("build", run, tr))
+		return -1;
+	if (run->status == AL_ST_OK && !run->signal && (!run->has_exit_code || !run->exit_code)) {
+		tr->verdict = AL_V_ACCEPTED;
+		return 0;
+	}
+	tr->verdict = AL_V_COMPILE_ERROR;
+	return ended_how(run, tr);
+}
+
+int al_grade_skip(const struct al_test *t, struct al_test_result *tr)
+{
+	memset(tr, 0, sizeof(*tr));
+	tr->verdict = AL_V_SKIPPED;
+	if (!(tr->name = strdup(t->name)) || !(tr->out.data = calloc(1, 1)) ||
+	    !(tr->err.data = calloc(1, 1)))
+		return -1;
+	return set_detail(tr, "not run: an earlier test failed (stop_on_failure)");
+}
+
+bool al_verdict_failed(enum al_verdict v)
+{
+	return v != AL_V_ACCEPTED && v != AL_V_SKIPPED;
+}
+
+int al_grade_result(struct al_result *res, struct al_test_result *build,
+		    struct al_result *build_run, struct al_test_result *tests, size_t ntests)
+{
+	bool all = true;
+
+	res->cpu_ms = build ? build->cpu_ms : 0;
+	res->peak_memory_bytes = build ? build->peak_memory_bytes : 0;
+	for (size_t i = 0; i < ntests; i++) {
+		res->cpu_ms += tests[i].cpu_ms;
+		if (tests[i].peak_memory_bytes > res->peak_memory_bytes)
+			res->peak_memory_bytes = tests[i].peak_memory_bytes;
+		all &= tests[i].verdict == AL_V_ACCEPTED;
+	}
+	if (build) {
+		if (!(res->build = malloc(sizeof(*res->build))))
+			return -1;
+		*res->build = *build;
+		memset(build, 0, sizeof(*build));
+	}
+	if (ntests) {
+		if (!(res->tests = malloc(ntests * sizeof(*res->tests))))
+			return -1;
+		memcpy(res->tests, tests, ntests * sizeof(*tests));
+		memset(tests, 0, ntests * sizeof(*tests));
+		res->ntests = ntests;
+	}
+	free(res->error);
+	res->error = NULL;
+	res->signal = 0;
+	res->has_exit_code = true;
+	if (res->build && res->build->verdict == AL_V_COMPILE_ERROR) {
+		res->status = AL_ST_COMPILE_ERROR;
+		res->exit_code = build_run->has_exit_code ? build_run->exit_code : -1;
+		res->signal = build_run->signal;
+		res->has_exit_code = build_run->has_exit_code;
+		free(res->out.data);
+		free(res->err.data);
+		res->out = build_run->out;
+		res->err = build_run->err;
+		res->out_truncated = build_run->out_truncated;
+		res->err_truncated = build_run->err_truncated;
+		build_run->out = build_run->err = (struct al_bytes){0};
+		return al_result_set_error(res, "the build failed: %s",
+					   res->build->detail ? res->build->detail : "?");
+	}
+	res->status = AL_ST_OK;
+	res->exit_code = all ? 0 : 1;
+	return 0;
+}
+
+void al_grade_step_job(const struct al_job *job, const struct al_limits *dflt, long step,
+		       char **argv, struct al_job *out, struct al_limits *lim)
+{
+	*out = *job;
+	out->build = NULL;
+	out->tests = NULL;
+	out->ntests = 0;
+	out->stop_on_failure = false;
+	out->ncollect = 0;
+	out->collect = NULL;
+	out->stdin_data = (struct al_bytes){0};
+	if (step < 0) { /* the build: its command; the job's files are in the tree */
+		const struct al_build *b = job->build;
+
+		out->runtime = b->runtime;
+		out->code = b->code;
+		out->argv = b->argv;
+		out->argc = b->argc;
+		out->files = NULL;
+		out->nfiles = 0;
+		al_step_limits(&b->limits, dflt, lim);
+	} else {
+		const struct al_test *t = &job->tests[step];
+		size_t n = 0;
+
+		for (size_t i = 0; i < job->argc && n < AL_ARGV_MAX; i++)
+			argv[n++] = job->argv[i];
+		for (size_t i = 0; i < t->argc && n < AL_ARGV_MAX; i++)
+			argv[n++] = t->argv[i];
+		out->argv = argv;
+		out->argc = n;
+		out->stdin_data = t->stdin_data;
+		out->files = t->files;
+		out->nfiles = t->nfiles;
+		al_step_limits(&t->limits, dflt, lim);
+	}
+	out->limits = *lim;
 }

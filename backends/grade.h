@@ -32,4 +32,38 @@ bool al_output_matches(const char *want, size_t wn, const char *got, size_t gn,
  * nothing: the output ended"). */
 void al_diff_text(const struct al_diff *d, char *out, size_t cap);
 
+/* The steps of a grading job, the same for the worker (a sandbox per step)
+ * and the microVM agent (a cgroup and uid per step in one VM). */
+
+/* Test t's outcome from the result of its run (status, exit, output,
+ * usage): its verdict (timeout, cpu_limit, memory_limit, output_limit from
+ * the status; runtime_error for a non-zero exit or a signal; then the
+ * expected output compared), a detail line, the usage, and the output cut
+ * to AL_TEST_KEEP_MAX. Fills *tr (the caller frees its fields); 0, or -1
+ * when out of memory. */
+int al_grade_test(const struct al_test *t, const struct al_result *run, struct al_test_result *tr);
+/* The build's outcome: accepted when it exited 0, else compile_error. */
+int al_grade_build(const struct al_result *run, struct al_test_result *tr);
+/* A test that did not run (stop_on_failure). */
+int al_grade_skip(const struct al_test *t, struct al_test_result *tr);
+
+/* The job's result from its steps, into res (which keeps id, attempt,
+ * backend, worker and times): tests[] and build (taken from the arguments,
+ * which are emptied), usage summed (CPU) or the peak (memory); status
+ * compile_error with the build's output as stdout/stderr (taken from
+ * build_run) when the build failed, else ok with exit code 0 when every
+ * test was accepted and 1 when one was not. 0 or -1 (out of memory). */
+int al_grade_result(struct al_result *res, struct al_test_result *build,
+		    struct al_result *build_run, struct al_test_result *tests, size_t ntests);
+
+/* The step of a grading job: the job with that step's command, stdin,
+ * files and limits (dflt: the job's effective limits), argv is storage for
+ * the job's argv and the test's (AL_ARGV_MAX pointers). step == -1 is the
+ * build. Nothing is copied: *out points into job. */
+void al_grade_step_job(const struct al_job *job, const struct al_limits *dflt, long step,
+		       char **argv, struct al_job *out, struct al_limits *lim);
+
+/* Whether a verdict counts as a failure (stop_on_failure). */
+bool al_verdict_failed(enum al_verdict v);
+
 #endif

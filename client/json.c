@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "../common/jbuild.h"
+#include "../proto/grade.h"
 #include "../proto/mp.h"
 
 static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -128,11 +129,97 @@ static json_t *kv_json(struct al_jb *b, const struct al_kv *kv, size_t n)
 	return o;
 }
 
+static json_t *opt_str(const char *s)
+{
+	return s ? json_string(s) : json_null();
+}
+
+static json_t *limits_json(struct al_jb *b, const struct al_limits *l)
+{
+	json_t *lim = json_object();
+
+	al_jb_set(b, lim, "wall_ms", json_integer((json_int_t)l->wall_ms));
+	al_jb_set(b, lim, "cpu_ms", json_integer((json_int_t)l->cpu_ms));
+	al_jb_set(b, lim, "memory_bytes", json_integer((json_int_t)l->memory_bytes));
+	al_jb_set(b, lim, "pids", json_integer((json_int_t)l->pids));
+	al_jb_set(b, lim, "stdout_bytes", json_integer((json_int_t)l->stdout_bytes));
+	al_jb_set(b, lim, "stderr_bytes", json_integer((json_int_t)l->stderr_bytes));
+	al_jb_set(b, lim, "disk_bytes", json_integer((json_int_t)l->disk_bytes));
+	return lim;
+}
+
+static json_t *files_json(struct al_jb *b, const struct al_file *files, size_t n)
+{
+	json_t *a = json_array();
+
+	for (size_t i = 0; i < n; i++) {
+		json_t *f = json_object();
+
+		al_jb_set(b, f, "path", json_string(files[i].path));
+		al_jb_check(b, al_json_set_bytes(f, "data", &files[i].data));
+		al_jb_set(b, f, "mode", json_integer(files[i].mode));
+		al_jb_add(b, a, f);
+	}
+	return a;
+}
+
+/* A grading job's build and tests (proto/grade.h). */
+static void grading_json(struct al_jb *b, json_t *o, const struct al_job *job)
+{
+	json_t *tests = json_array();
+
+	if (job->build) {
+		json_t *bo = json_object();
+
+		al_jb_set(b, bo, "runtime", json_string(al_runtime_name(job->build->runtime)));
+		if (job->build->code.data)
+			al_jb_check(b, al_json_set_bytes(bo, "code", &job->build->code));
+		al_jb_set(b, bo, "argv", strv_json(b, job->build->argv, job->build->argc));
+		al_jb_set(b, bo, "limits", limits_json(b, &job->build->limits));
+		al_jb_set(b, o, "build", bo);
+	}
+	for (size_t i = 0; i < job->ntests; i++) {
+		const struct al_test *t = &job->tests[i];
+		json_t *to = json_object();
+
+		al_jb_set(b, to, "name", json_string(t->name));
+		al_jb_check(b, al_json_set_bytes(to, "stdin", &t->stdin_data));
+		al_jb_set(b, to, "argv", strv_json(b, t->argv, t->argc));
+		al_jb_set(b, to, "files", files_json(b, t->files, t->nfiles));
+		al_jb_set(b, to, "limits", limits_json(b, &t->limits));
+		if (t->has_expect) {
+			al_jb_check(b, al_json_set_bytes(to, "expect", &t->expect));
+			al_jb_set(b, to, "compare", json_string(al_compare_name(t->compare)));
+		}
+		al_jb_add(b, tests, to);
+	}
+	al_jb_set(b, o, "tests", tests);
+	al_jb_set(b, o, "stop_on_failure", json_boolean(job->stop_on_failure));
+}
+
+static json_t *test_result_json(struct al_jb *b, const struct al_test_result *t)
+{
+	json_t *o = json_object();
+
+	al_jb_set(b, o, "name", json_string(t->name));
+	al_jb_set(b, o, "verdict", json_string(al_verdict_name(t->verdict)));
+	al_jb_set(b, o, "exit_code", t->has_exit_code ? json_integer(t->exit_code) : json_null());
+	al_jb_set(b, o, "signal", json_integer(t->signal));
+	al_jb_set(b, o, "wall_ms", json_integer((json_int_t)t->wall_ms));
+	al_jb_set(b, o, "cpu_ms", json_integer((json_int_t)t->cpu_ms));
+	al_jb_set(b, o, "peak_memory_bytes", json_integer((json_int_t)t->peak_memory_bytes));
+	al_jb_check(b, al_json_set_bytes(o, "stdout", &t->out));
+	al_jb_set(b, o, "stdout_truncated", json_boolean(t->out_truncated));
+	al_jb_check(b, al_json_set_bytes(o, "stderr", &t->err));
+	al_jb_set(b, o, "stderr_truncated", json_boolean(t->err_truncated));
+	al_jb_set(b, o, "detail", opt_str(t->detail));
+	return o;
+}
+
 json_t *al_job_to_json(const struct al_job *job)
 {
-	const struct al_limits *l = &job->limits;
 	struct al_jb b = {0};
-	json_t *o = json_object(), *files = json_array(), *lim = json_object();
+	json_t *o = json_object();
 
 	al_jb_set(&b, o, "v", json_integer(job->version));
 	al_jb_set(&b, o, "id", json_string(job->id));
@@ -143,25 +230,10 @@ json_t *al_job_to_json(const struct al_job *job)
 		al_jb_check(&b, al_json_set_bytes(o, "code", &job->code));
 	al_jb_set(&b, o, "argv", strv_json(&b, job->argv, job->argc));
 	al_jb_check(&b, al_json_set_bytes(o, "stdin", &job->stdin_data));
-	for (size_t i = 0; i < job->nfiles; i++) {
-		json_t *f = json_object();
-
-		al_jb_set(&b, f, "path", json_string(job->files[i].path));
-		al_jb_check(&b, al_json_set_bytes(f, "data", &job->files[i].data));
-		al_jb_set(&b, f, "mode", json_integer(job->files[i].mode));
-		al_jb_add(&b, files, f);
-	}
-	al_jb_set(&b, o, "files", files);
+	al_jb_set(&b, o, "files", files_json(&b, job->files, job->nfiles));
 	al_jb_set(&b, o, "env", kv_json(&b, job->env, job->nenv));
 	al_jb_set(&b, o, "collect", strv_json(&b, job->collect, job->ncollect));
-	al_jb_set(&b, lim, "wall_ms", json_integer((json_int_t)l->wall_ms));
-	al_jb_set(&b, lim, "cpu_ms", json_integer((json_int_t)l->cpu_ms));
-	al_jb_set(&b, lim, "memory_bytes", json_integer((json_int_t)l->memory_bytes));
-	al_jb_set(&b, lim, "pids", json_integer((json_int_t)l->pids));
-	al_jb_set(&b, lim, "stdout_bytes", json_integer((json_int_t)l->stdout_bytes));
-	al_jb_set(&b, lim, "stderr_bytes", json_integer((json_int_t)l->stderr_bytes));
-	al_jb_set(&b, lim, "disk_bytes", json_integer((json_int_t)l->disk_bytes));
-	al_jb_set(&b, o, "limits", lim);
+	al_jb_set(&b, o, "limits", limits_json(&b, &job->limits));
 	al_jb_set(&b, o, "network", json_string(al_network_name(job->network)));
 	al_jb_set(&b, o, "priority", json_integer(job->priority));
 	al_jb_set(&b, o, "deadline_ms", json_integer((json_int_t)job->deadline_ms));
@@ -173,12 +245,9 @@ json_t *al_job_to_json(const struct al_job *job)
 		  job->callback_url ? json_string(job->callback_url) : json_null());
 	al_jb_set(&b, o, "labels", kv_json(&b, job->labels, job->nlabels));
 	al_jb_set(&b, o, "submitted_ms", json_integer((json_int_t)job->submitted_ms));
+	if (job->ntests)
+		grading_json(&b, o, job);
 	return al_jb_done(&b, o);
-}
-
-static json_t *opt_str(const char *s)
-{
-	return s ? json_string(s) : json_null();
 }
 
 json_t *al_result_to_json(const struct al_result *res)
@@ -230,6 +299,15 @@ json_t *al_result_to_json(const struct al_result *res)
 					    (json_int_t)c->ms));
 		}
 		al_jb_set(&b, o, "egress", eg);
+	}
+	if (res->build)
+		al_jb_set(&b, o, "build", test_result_json(&b, res->build));
+	if (res->tests || res->ntests) {
+		json_t *tests = json_array();
+
+		for (size_t i = 0; i < res->ntests; i++)
+			al_jb_add(&b, tests, test_result_json(&b, &res->tests[i]));
+		al_jb_set(&b, o, "tests", tests);
 	}
 	return al_jb_done(&b, o);
 }

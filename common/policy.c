@@ -3,6 +3,7 @@
 
 #include "../backends/backend.h" /* AL_CAP_* */
 #include "egress.h"
+#include "../proto/grade.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -180,12 +181,12 @@ static const struct {
 	const char *name;
 	unsigned caps;
 } backend_caps[] = {
-    {"process",
-     AL_CAP_NO_NETWORK | AL_CAP_EGRESS | AL_CAP_MEMORY | AL_CAP_PIDS | AL_CAP_CPU | AL_CAP_FILES},
-    {"container",
-     AL_CAP_NO_NETWORK | AL_CAP_EGRESS | AL_CAP_MEMORY | AL_CAP_PIDS | AL_CAP_CPU | AL_CAP_FILES},
+    {"process", AL_CAP_NO_NETWORK | AL_CAP_EGRESS | AL_CAP_MEMORY | AL_CAP_PIDS | AL_CAP_CPU |
+		    AL_CAP_FILES | AL_CAP_GRADE},
+    {"container", AL_CAP_NO_NETWORK | AL_CAP_EGRESS | AL_CAP_MEMORY | AL_CAP_PIDS | AL_CAP_CPU |
+		      AL_CAP_FILES | AL_CAP_GRADE},
     {"microvm", AL_CAP_NO_NETWORK | AL_CAP_EGRESS | AL_CAP_MEMORY | AL_CAP_PIDS | AL_CAP_CPU |
-		    AL_CAP_FILES | AL_CAP_OWN_KERNEL},
+		    AL_CAP_FILES | AL_CAP_OWN_KERNEL | AL_CAP_GRADE_INSIDE},
     {"vm", AL_CAP_MEMORY | AL_CAP_CPU | AL_CAP_OWN_KERNEL | AL_CAP_SERVICE | AL_CAP_NO_NETWORK |
 	       AL_CAP_EGRESS},
     {"noop", 0},
@@ -1052,6 +1053,57 @@ int al_policy_admit_image(const struct al_tier_policy *t, struct al_job *job, st
 			  job->image, t->name, names);
 }
 
+/* A grading job's steps: each limit within the tier's maxima (the job's
+ * own limits, the steps' defaults, were checked), each test's files within
+ * its disk limit; a backend that runs them; no network. */
+static int admit_grading(const struct al_tier_policy *t, const struct al_job *job,
+			 struct al_err *err)
+{
+	if (!(al_policy_backend_caps(t->backend) & (AL_CAP_GRADE | AL_CAP_GRADE_INSIDE)))
+		return al_err_set(err, AL_EINVAL,
+				  "tests: tier %s runs on the %s backend, which does not run "
+				  "grading jobs",
+				  t->name, t->backend);
+	if (job->network != AL_NET_NONE)
+		return al_err_set(err, AL_EINVAL, "network: a grading job runs without network");
+	for (long i = job->build ? -1 : 0; i < (long)job->ntests; i++) {
+		const struct al_limits *own = i < 0 ? &job->build->limits : &job->tests[i].limits;
+		struct al_limits l;
+		uint64_t files = 0;
+		char what[32];
+
+		al_step_limits(own, &job->limits, &l);
+		if (i < 0)
+			snprintf(what, sizeof(what), "build");
+		else
+			snprintf(what, sizeof(what), "tests[%ld]", i);
+#define STEP_LIMIT(f)                                                                              \
+	if (l.f > t->max.f)                                                                        \
+		return al_err_set(err, AL_EINVAL,                                                  \
+				  "%s.limits." #f ": %llu is above tier %s's "                     \
+				  "maximum of %llu",                                               \
+				  what, (unsigned long long)l.f, t->name,                          \
+				  (unsigned long long)t->max.f);
+		STEP_LIMIT(wall_ms)
+		STEP_LIMIT(cpu_ms)
+		STEP_LIMIT(memory_bytes)
+		STEP_LIMIT(pids)
+		STEP_LIMIT(stdout_bytes)
+		STEP_LIMIT(stderr_bytes)
+		STEP_LIMIT(disk_bytes)
+#undef STEP_LIMIT
+		for (size_t k = 0; i >= 0 && k < job->tests[i].nfiles; k++)
+			files += job->tests[i].files[k].data.len;
+		if (files > l.disk_bytes)
+			return al_err_set(err, AL_EINVAL,
+					  "%s.files: %llu bytes do not fit its disk limit of %llu "
+					  "bytes",
+					  what, (unsigned long long)files,
+					  (unsigned long long)l.disk_bytes);
+	}
+	return AL_OK;
+}
+
 int al_policy_admit(const struct al_policy *pol, struct al_job *job, uint64_t now_ms,
 		    struct al_err *err)
 {
@@ -1109,6 +1161,12 @@ int al_policy_admit(const struct al_policy *pol, struct al_job *job, uint64_t no
 			    "egress_allow[%zu]: \"%.80s\" is not within tier %s's egress "
 			    "rules: a job may narrow them, never widen",
 			    i, job->egress_allow[i], t->name);
+	}
+	if (job->ntests) {
+		int rc = admit_grading(t, job, err);
+
+		if (rc)
+			return rc;
 	}
 	if ((job->nfiles || job->ncollect) && !(al_policy_backend_caps(t->backend) & AL_CAP_FILES))
 		return al_err_set(err, AL_EINVAL,

@@ -502,22 +502,23 @@ int al_grade_pack_result(msgpack_packer *pk, const struct al_result *res)
 	return bad ? -1 : 0;
 }
 
-static void free_test_result(struct al_test_result *t)
+void al_test_result_free(struct al_test_result *t)
 {
 	free(t->name);
 	free(t->out.data);
 	free(t->err.data);
 	free(t->detail);
+	memset(t, 0, sizeof(*t));
 }
 
 void al_grade_free_result(struct al_result *res)
 {
 	if (res->build) {
-		free_test_result(res->build);
+		al_test_result_free(res->build);
 		free(res->build);
 	}
 	for (size_t i = 0; i < res->ntests; i++)
-		free_test_result(&res->tests[i]);
+		al_test_result_free(&res->tests[i]);
 	free(res->tests);
 	res->build = NULL;
 	res->tests = NULL;

@@ -85,6 +85,9 @@ struct al_test_result {
 		       * errors: what happened; NULL when nothing to say */
 };
 
+/* Free what t holds and zero it. */
+void al_test_result_free(struct al_test_result *t);
+
 /* A step's limits: each field its own, else the job's (dflt). */
 void al_step_limits(const struct al_limits *own, const struct al_limits *dflt,
 		    struct al_limits *out);

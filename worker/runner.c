@@ -7,6 +7,7 @@
 #include "../backends/jobfs.h"
 #include "../proto/keys.h"
 #include "egress.h"
+#include "grading.h"
 
 #include <stdbool.h>
 #include <stdio.h>
@@ -30,16 +31,21 @@ struct al_runner {
 	al_runner_done_fn done;
 	void *arg;
 	struct al_result res;
-	uint64_t start_mono;
-	bool stopping; /* a kill was sent */
-	int reason;    /* -1, or the status a stop imposes */
+	uint64_t start_mono; /* the job's start */
+	uint64_t step_mono;  /* the sandbox's (a grading job has one per step) */
+	bool stopping;	     /* a kill was sent */
+	int reason;	     /* -1, or the status a stop imposes */
 	char reason_msg[256];
 	bool finished;
 	struct al_egress *egress;   /* network egress: the job's proxy */
 	uint64_t egress_keep_ms;    /* ...serving on after an ok result (al_watch) */
 	al_runner_output_fn out_fn; /* live output, or NULL */
 	uint64_t sent[3];	    /* bytes of stdout [1] and stderr [2] given to it */
+	struct al_grading *grading; /* a grading job run step by step, or NULL */
+	unsigned sb_attempt;	    /* the attempt (kept across steps) */
 };
+
+static void start_step(struct al_runner *r, const struct al_run_spec *spec);
 
 static ssize_t read_backend(void *sb, int stream, uint64_t off, void *buf, size_t cap)
 {
@@ -110,8 +116,8 @@ static void finish(struct al_runner *r)
 		al_egress_finish(r->egress, &r->res);
 	}
 	r->res.finished_ms = al_now_ms();
-	if (r->start_mono)
-		r->res.wall_ms = al_mono_ms() - r->start_mono;
+	if (r->step_mono) /* a grading job's step: its own */
+		r->res.wall_ms = al_mono_ms() - r->step_mono;
 	/* Nothing of the job outlives it: the sandbox goes before the result. */
 	al_sandbox_free(r->sb);
 	r->sb = NULL;
@@ -134,6 +140,47 @@ static void on_refill(evutil_socket_t fd, short what, void *arg)
 	free(f);
 }
 
+/* A grading job's step is over: keep its verdict and start the next step;
+ * false when the job is over (r->res is then its result). A cancel, a
+ * drain or a sandbox failure ends the job with that status. */
+static bool next_step(struct al_runner *r)
+{
+	struct al_result *res = &r->res;
+	const struct al_run_spec *next;
+	char *id = res->id, *backend = res->backend, *worker = res->worker;
+	uint64_t started = res->started_ms;
+
+	if (res->status == AL_ST_CANCELLED || res->status == AL_ST_SANDBOX_ERROR ||
+	    res->status == AL_ST_REJECTED)
+		return false;
+	if (al_grading_step_done(r->grading, res))
+		goto oom;
+	/* the next step starts from an empty result */
+	res->id = res->backend = res->worker = NULL;
+	al_result_free(res);
+	*res = (struct al_result){.version = AL_PROTO_VERSION,
+				  .id = id,
+				  .attempt = r->sb_attempt,
+				  .backend = backend,
+				  .worker = worker,
+				  .started_ms = started};
+	if ((next = al_grading_next(r->grading))) {
+		r->finished = r->stopping = false;
+		r->reason = -1;
+		start_step(r, next);
+		return true;
+	}
+	if (al_grading_result(r->grading, res))
+		goto oom;
+	res->finished_ms = al_now_ms();
+	res->wall_ms = al_mono_ms() - r->start_mono;
+	return false;
+oom:
+	res->status = AL_ST_SANDBOX_ERROR;
+	al_result_set_error(res, "runner: out of memory while grading");
+	return false;
+}
+
 static void on_finish(evutil_socket_t fd, short what, void *arg)
 {
 	struct al_runner *r = arg;
@@ -141,12 +188,14 @@ static void on_finish(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	/* The slot gets ready for its next job once this result is out. */
+	/* The slot gets ready for its next job (or step) once this result is out. */
 	if (f) {
 		*f = (struct refill){r->ops, r->conf, r->slot};
 		if (event_base_once(r->base, -1, EV_TIMEOUT, on_refill, f, NULL))
 			free(f);
 	}
+	if (r->grading && next_step(r))
+		return;
 	if (r->out_fn)
 		flush_output(r);
 	r->done(r, &r->res, r->arg); /* may free r */
@@ -207,7 +256,7 @@ static void on_poll(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	if (r->stopping || r->finished || !r->sb)
 		return;
-	if (r->out_fn) /* what the job wrote since the last poll, within its caps */
+	if (r->out_fn && !r->grading) /* what the job wrote since the last poll, within its caps */
 		al_output_pump(&r->sb->spec.limits, r->sent, read_backend, r->sb, to_out_fn, r);
 	if (al_backend_usage(r->sb, &u) < 0)
 		return;
@@ -245,65 +294,48 @@ void al_runner_stop(struct al_runner *r, enum al_status_code why, const char *ms
 	evtimer_add(r->timer, &tv);
 }
 
-struct al_runner *al_runner_start(struct event_base *base, const struct al_backend_ops *ops,
-				  const struct al_backend_conf *conf,
-				  const struct al_run_spec *spec, al_runner_done_fn done, void *arg)
+/* Start one sandbox for spec (the job, or a grading job's step); any
+ * failure ends it through finish. */
+static void start_step(struct al_runner *r, const struct al_run_spec *spec)
 {
-	struct al_runner *r = calloc(1, sizeof(*r));
 	struct al_watch w = {.nfds = 0, .egress_fd = -1};
 	struct al_err err = {0};
 	struct timeval tv;
 
-	if (!r)
-		return NULL;
-	r->base = base;
-	r->ops = ops;
-	r->conf = conf;
-	r->slot = spec->slot;
-	r->done = done;
-	r->arg = arg;
-	r->reason = -1;
-	r->res.version = AL_PROTO_VERSION;
-	r->res.id = strdup(spec->job->id);
-	r->res.attempt = spec->attempt;
-	r->res.backend = strdup(ops->name);
-	r->res.worker = strdup(conf->worker_id);
-	r->res.started_ms = al_now_ms();
-	r->sb = al_sandbox_new(ops, conf, spec);
-	r->timer = evtimer_new(base, on_timer, r);
-	r->poll = ops->usage || ops->output ? event_new(base, -1, EV_PERSIST, on_poll, r) : NULL;
-	r->finish_ev = event_new(base, -1, 0, on_finish, r);
-	if (!r->res.id || !r->res.backend || !r->res.worker || !r->sb || !r->timer ||
-	    !r->finish_ev || ((ops->usage || ops->output) && !r->poll)) {
-		al_runner_free(r);
-		return NULL;
+	if (!(r->sb = al_sandbox_new(r->ops, r->conf, spec))) {
+		err.code = AL_ENOMEM;
+		snprintf(err.msg, sizeof(err.msg), "runner: out of memory");
+		fail(r, &err);
+		return;
 	}
 	if (al_backend_prepare(r->sb, &err)) {
 		fail(r, &err);
-		return r;
+		return;
 	}
-	r->start_mono = al_mono_ms();
+	r->step_mono = al_mono_ms();
+	if (!r->start_mono)
+		r->start_mono = r->step_mono;
 	if (al_backend_start(r->sb, &w, &err)) {
 		if (w.egress_fd >= 0)
 			close(w.egress_fd);
 		fail(r, &err);
-		return r;
+		return;
 	}
 	r->egress_keep_ms = w.egress_keep_ms;
 	if (w.egress_fd >= 0 &&
-	    !(r->egress = al_egress_new(base, dns_of(base), w.egress_fd, spec->egress_rules,
+	    !(r->egress = al_egress_new(r->base, dns_of(r->base), w.egress_fd, spec->egress_rules,
 					spec->negress_rules, spec->egress_max_bytes,
 					spec->egress_max_connections, 0))) {
 		al_runner_stop(r, AL_ST_SANDBOX_ERROR, "runner: cannot start the egress proxy");
-		return r;
+		return;
 	}
 	for (int i = 0; i < w.nfds; i++) {
-		r->watch[i] = event_new(base, w.fds[i], EV_READ | EV_PERSIST, on_ready, r);
+		r->watch[i] = event_new(r->base, w.fds[i], EV_READ | EV_PERSIST, on_ready, r);
 		if (!r->watch[i] || event_add(r->watch[i], NULL)) {
-			err.code = AL_ESANDBOX;
-			snprintf(err.msg, sizeof(err.msg), "runner: cannot watch the sandbox");
-			al_runner_stop(r, AL_ST_SANDBOX_ERROR, err.msg);
-			return r;
+			if (r->watch[i])
+				event_free(r->watch[i]);
+			al_runner_stop(r, AL_ST_SANDBOX_ERROR, "runner: cannot watch the sandbox");
+			return;
 		}
 		r->nwatch++;
 	}
@@ -315,6 +347,56 @@ struct al_runner *al_runner_start(struct event_base *base, const struct al_backe
 
 		event_add(r->poll, &pv);
 	}
+}
+
+struct al_runner *al_runner_start(struct event_base *base, const struct al_backend_ops *ops,
+				  const struct al_backend_conf *conf,
+				  const struct al_run_spec *spec, al_runner_done_fn done, void *arg)
+{
+	struct al_runner *r = calloc(1, sizeof(*r));
+	struct al_err err = {0};
+	const struct al_run_spec *first = spec;
+
+	if (!r)
+		return NULL;
+	r->base = base;
+	r->ops = ops;
+	r->conf = conf;
+	r->slot = spec->slot;
+	r->done = done;
+	r->arg = arg;
+	r->reason = -1;
+	r->sb_attempt = spec->attempt;
+	r->res.version = AL_PROTO_VERSION;
+	r->res.id = strdup(spec->job->id);
+	r->res.attempt = spec->attempt;
+	r->res.backend = strdup(ops->name);
+	r->res.worker = strdup(conf->worker_id);
+	r->res.started_ms = al_now_ms();
+	r->timer = evtimer_new(base, on_timer, r);
+	r->poll = ops->usage || ops->output ? event_new(base, -1, EV_PERSIST, on_poll, r) : NULL;
+	r->finish_ev = event_new(base, -1, 0, on_finish, r);
+	if (!r->res.id || !r->res.backend || !r->res.worker || !r->timer || !r->finish_ev ||
+	    ((ops->usage || ops->output) && !r->poll)) {
+		al_runner_free(r);
+		return NULL;
+	}
+	/* A grading job on a backend that runs one command per sandbox: its
+	 * build tree now, then a sandbox per step (next_step). */
+	if (spec->job->ntests && !(ops->caps & AL_CAP_GRADE_INSIDE)) {
+		if (!(ops->caps & AL_CAP_GRADE)) {
+			al_err_set(&err, AL_EINVAL, "backend %s does not run grading jobs",
+				   ops->name);
+			fail(r, &err);
+			return r;
+		}
+		if (!(r->grading = al_grading_new(ops, conf, spec, &err)) ||
+		    !(first = al_grading_next(r->grading))) {
+			fail(r, &err);
+			return r;
+		}
+	}
+	start_step(r, first);
 	return r;
 }
 
@@ -342,6 +424,7 @@ void al_runner_free(struct al_runner *r)
 		event_free(r->finish_ev);
 	al_sandbox_free(r->sb);
 	al_egress_free(r->egress);
+	al_grading_free(r->grading);
 	al_result_free(&r->res);
 	free(r);
 }

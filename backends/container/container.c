@@ -407,8 +407,9 @@ static json_t *bundle_process(const struct al_sandbox *sb, const struct al_buf *
 	argv = json_pack("[s]", "/proc/self/fd/4");
 	env = json_array();
 	for (uint32_t i = 0; i < argc + envc; i++, p += strlen(p) + 1) {
-		/* HOME and cwd are the work dir here, /work */
-		if (i >= argc && !strncmp(p, "HOME=", 5))
+		/* HOME and cwd are the work dir here, /work (a grading job's
+		 * step: HOME is its own /tmp, /work its build tree) */
+		if (i >= argc && !strncmp(p, "HOME=", 5) && !sb->spec.grade_tree)
 			jadd(env, json_string("HOME=/work"));
 		else
 			jadd(i < argc ? argv : env, json_string(p));
@@ -466,9 +467,17 @@ static json_t *bundle_mounts(const struct al_sandbox *sb)
 		jadd(mounts, mount_of(sb->spec.binds[i], "none", sb->spec.binds[i], ro_bind));
 	/* One budget: /work, /tmp and /dev/shm are directories of the job's
 	 * tmpfs (jobfs_layout.h). */
-	jadd(mounts, mount_of("/work", "none", c->fs.home, rw_bind));
-	snprintf(path, sizeof(path), "%s/" AL_JOBFS_TMP, c->fs.work);
-	jadd(mounts, mount_of("/tmp", "none", path, rw_bind));
+	if (sb->spec.grade_tree) {
+		/* a grading job's step: its build tree on /work (writable for the
+		 * build only), its own work dir (HOME, a test's files) on /tmp */
+		jadd(mounts, mount_of("/work", "none", sb->spec.grade_tree,
+				      sb->spec.grade_build ? rw_bind : ro_bind));
+		jadd(mounts, mount_of("/tmp", "none", c->fs.home, rw_bind));
+	} else {
+		jadd(mounts, mount_of("/work", "none", c->fs.home, rw_bind));
+		snprintf(path, sizeof(path), "%s/" AL_JOBFS_TMP, c->fs.work);
+		jadd(mounts, mount_of("/tmp", "none", path, rw_bind));
+	}
 	snprintf(path, sizeof(path), "%s/" AL_JOBFS_SHM, c->fs.work);
 	jadd(mounts, mount_of("/dev/shm", "none", path, shm_bind));
 	return mounts;
@@ -957,10 +966,19 @@ static ssize_t ctr_output(struct al_sandbox *sb, int stream, uint64_t off, void 
 	return al_jobfs_output(&c->fs, stream, off, buf, cap);
 }
 
+/* A slot's jobs are uid CTR_UID of its user namespace; the runtime, as the
+ * namespace's root, must own the directories it mounts from. */
+static void ctr_slot_ids(const struct al_backend_conf *conf, unsigned slot, uid_t *job_uid,
+			 uid_t *dir_uid)
+{
+	*dir_uid = conf->userns_base + slot * CTR_ID_RANGE;
+	*job_uid = *dir_uid + CTR_UID;
+}
+
 const struct al_backend_ops al_backend_container = {
     .name = "container",
-    .caps =
-	AL_CAP_NO_NETWORK | AL_CAP_EGRESS | AL_CAP_MEMORY | AL_CAP_PIDS | AL_CAP_CPU | AL_CAP_FILES,
+    .caps = AL_CAP_NO_NETWORK | AL_CAP_EGRESS | AL_CAP_MEMORY | AL_CAP_PIDS | AL_CAP_CPU |
+	    AL_CAP_FILES | AL_CAP_GRADE,
     .priv_size = sizeof(struct ctr_sb),
     .init = ctr_init,
     .sweep = ctr_sweep,
@@ -971,5 +989,6 @@ const struct al_backend_ops al_backend_container = {
     .output = ctr_output,
     .reap = ctr_reap,
     .destroy = ctr_destroy,
+    .slot_ids = ctr_slot_ids,
     .fini = ctr_fini,
 };

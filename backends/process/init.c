@@ -217,8 +217,10 @@ static int job_main(void *arg)
 
 	if (setsid() < 0)
 		die("setsid");
-	if (chdir("/tmp"))
-		die("chdir /tmp");
+	/* a grading job's step works in its build tree; any other job in its
+	 * tmpfs */
+	if (chdir(a->h->work ? "/work" : "/tmp"))
+		die("chdir to the work dir");
 	set_rlimit(RLIMIT_AS, a->h->rl_as, a->h->rl_as, "setrlimit AS");
 	set_rlimit(RLIMIT_CPU, a->h->rl_cpu, a->h->rl_cpu + 1, "setrlimit CPU");
 	set_rlimit(RLIMIT_FSIZE, a->h->rl_fsize, a->h->rl_fsize, "setrlimit FSIZE");
@@ -305,9 +307,17 @@ static void place_binds(const int *fds, char *const *paths, uint32_t n, bool ima
 	char p[PATH_MAX];
 
 	if (image) {
-		if (n != 1)
-			die("an image comes alone");
+		/* the image is read-only: what follows it (a grading job's build
+		 * tree, on /work) goes on a mount point the image has */
 		enter_image(fds[0]);
+		for (uint32_t i = 1; i < n; i++) {
+			if (strcmp(paths[i], "/work"))
+				die("only a build tree may follow an image");
+			if (syscall(SYS_move_mount, fds[i], "", AT_FDCWD, paths[i],
+				    MOVE_MOUNT_F_EMPTY_PATH))
+				die("place the build tree in the image");
+			close(fds[i]);
+		}
 		return;
 	}
 	if (n == 0)

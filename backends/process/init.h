@@ -17,8 +17,10 @@
  * detached, read-only mount tree per bind of the tier's policy. The spec
  * memfd holds struct al_init_spec, then argc argv strings, envc environment
  * strings and nbinds paths (where each bind goes), each NUL-terminated;
- * with image set, the one bind (path "/") is the job's catalogue image: it
- * becomes the root. The init reports on the
+ * with image set, the first bind (path "/") is the job's catalogue image: it
+ * becomes the root (then only a grading job's build tree may follow, on
+ * /work, which the image has); with work set, the last bind is that tree
+ * and the job's cwd. The init reports on the
  * report pipe either "E<what failed>" (a set-up failure) or "X<wait status>" (the job's main
  * process ended) and exits; the kernel then kills whatever is left in the
  * PID namespace. */
@@ -34,7 +36,7 @@ enum { AL_INIT_FD_REPORT = 4, AL_INIT_FD_CTL = 5, AL_INIT_FD_SECCOMP = 6, AL_INI
 enum { AL_GO_WORK, AL_GO_STDIN, AL_GO_STDOUT, AL_GO_STDERR, AL_GO_CODE, AL_GO_SPEC, AL_GO_NFDS };
 
 #define AL_INIT_MAX_ARGS  600 /* argv + envp pointers (caps: 256+3, 64+64+5) */
-#define AL_INIT_MAX_BINDS 8   /* = AL_BINDS_MAX of the policy */
+#define AL_INIT_MAX_BINDS 9   /* AL_BINDS_MAX of the policy, and a grading job's build tree */
 
 struct al_init_spec {
 	uint64_t rl_as, rl_cpu, rl_fsize, rl_nofile; /* rlimits (bytes, seconds, count) */
@@ -42,7 +44,8 @@ struct al_init_spec {
 	uint32_t uid;	   /* the slot's uid (and gid) */
 	uint32_t has_code; /* fd 3 holds the script */
 	uint32_t inet;	   /* network egress: the filter that allows AF_INET sockets */
-	uint32_t image;	   /* the one bind is the job's catalogue image: the new root */
+	uint32_t image;	   /* the first bind is the job's catalogue image: the new root */
+	uint32_t work;	   /* the last bind is a grading job's build tree: on /work, the cwd */
 };
 
 #endif

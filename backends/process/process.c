@@ -403,26 +403,29 @@ fail:
  * bind at "/". */
 static int append_binds(const struct al_run_spec *spec, size_t n, struct al_buf *out)
 {
-	if (spec->image)
-		return al_buf_append(out, "/", 2);
-	for (size_t i = 0; i < n; i++)
+	size_t tier = spec->image ? 0 : n - (spec->grade_tree != NULL);
+
+	if (spec->image && al_buf_append(out, "/", 2))
+		return -1;
+	for (size_t i = 0; i < tier; i++)
 		if (al_buf_append(out, spec->binds[i], strlen(spec->binds[i]) + 1))
 			return -1;
-	return 0;
+	/* a grading job's build tree, the last bind, on the step's cwd */
+	return spec->grade_tree ? al_buf_append(out, "/work", 6) : 0;
 }
 
-/* A detached copy of the host's tree at path, read-only, nosuid, nodev
- * before the sandbox sees it; -1 with err. */
-static int ro_tree(const char *path, const char *what, struct al_err *err)
+/* A detached copy of the host's tree at path, read-only (unless rw),
+ * nosuid, nodev before the sandbox sees it; -1 with err. */
+static int clone_tree(const char *path, bool rw, const char *what, struct al_err *err)
 {
-	struct mount_attr ro = {.attr_set =
-				    MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV};
+	struct mount_attr ro = {.attr_set = (rw ? 0 : MOUNT_ATTR_RDONLY) | MOUNT_ATTR_NOSUID |
+					    MOUNT_ATTR_NODEV};
 	int fd = open_tree(AT_FDCWD, path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
 
 	if (fd < 0)
 		return al_err_sys(err, "process: %s %s", what, path), -1;
 	if (mount_setattr(fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &ro, sizeof(ro))) {
-		al_err_sys(err, "process: make %s %s read-only", what, path);
+		al_err_sys(err, "process: set the mount flags of %s %s", what, path);
 		close(fd);
 		return -1;
 	}
@@ -464,14 +467,23 @@ static int proc_prepare(struct al_sandbox *sb, struct al_err *err)
 
 		if ((rc = al_image_path(sb->conf, sb->spec.image, false, dir, sizeof(dir), err)))
 			return al_err_wrap(err, "process");
-		if ((p->bind_fd[0] = ro_tree(dir, "the image", err)) < 0)
+		if ((p->bind_fd[0] = clone_tree(dir, false, "the image", err)) < 0)
 			return AL_ESYS;
 		p->nbinds = 1;
 	}
 	for (size_t i = 0; !sb->spec.image && i < sb->spec.nbinds && i < AL_INIT_MAX_BINDS; i++) {
-		if ((p->bind_fd[i] = ro_tree(sb->spec.binds[i], "the tier's bind", err)) < 0)
+		if ((p->bind_fd[i] = clone_tree(sb->spec.binds[i], false, "the tier's bind", err)) <
+		    0)
 			return AL_ESYS;
 		p->nbinds = i + 1;
+	}
+	/* A grading job's step: its build tree, writable for the build only. */
+	if (sb->spec.grade_tree) {
+		if ((p->bind_fd[p->nbinds] = clone_tree(sb->spec.grade_tree, sb->spec.grade_build,
+							"the build tree", err)) < 0)
+			return AL_ESYS;
+		p->nbinds++;
+		h.work = 1;
 	}
 	/* The cgroup is the real memory limit; the address-space limit only
 	 * stops absurd reservations, with room for runtimes that map a lot. */
@@ -736,10 +748,19 @@ static void proc_fini(void)
 	}
 }
 
+/* A slot's jobs run as uid_base + slot; the worker (root) reaches their
+ * directories. */
+static void proc_slot_ids(const struct al_backend_conf *conf, unsigned slot, uid_t *job_uid,
+			  uid_t *dir_uid)
+{
+	*job_uid = conf->uid_base + slot;
+	*dir_uid = 0;
+}
+
 const struct al_backend_ops al_backend_process = {
     .name = "process",
-    .caps =
-	AL_CAP_NO_NETWORK | AL_CAP_EGRESS | AL_CAP_MEMORY | AL_CAP_PIDS | AL_CAP_CPU | AL_CAP_FILES,
+    .caps = AL_CAP_NO_NETWORK | AL_CAP_EGRESS | AL_CAP_MEMORY | AL_CAP_PIDS | AL_CAP_CPU |
+	    AL_CAP_FILES | AL_CAP_GRADE,
     .priv_size = sizeof(struct proc_sb),
     .init = proc_init,
     .prepare = proc_prepare,
@@ -750,5 +771,6 @@ const struct al_backend_ops al_backend_process = {
     .reap = proc_reap,
     .destroy = proc_destroy,
     .refill = proc_refill,
+    .slot_ids = proc_slot_ids,
     .fini = proc_fini,
 };

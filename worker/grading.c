@@ -1,0 +1,177 @@
+/* grading.c - a grading job, step by step (grading.h). */
+#include "grading.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../backends/grade.h"
+#include "../backends/jobfs.h"
+
+struct al_grading {
+	const struct al_run_spec *spec; /* the whole job's */
+	struct al_jobfs tree;
+	bool tree_made;
+	long step;   /* the step now running: -1 the build, 0.. the tests */
+	bool failed; /* a test failed (stop_on_failure) or the build did */
+	struct al_job job;
+	struct al_run_spec run;
+	char *argv[AL_ARGV_MAX];
+	struct al_test_result build;
+	bool have_build;
+	struct al_result build_run; /* the build's own result: its output, for a compile_error */
+	struct al_test_result *tests;
+	size_t ndone;
+};
+
+static int grade_root(const struct al_backend_conf *conf, char *out, size_t cap)
+{
+	int n = snprintf(out, cap, "%s/%s/grade", conf->state_dir, conf->worker_id);
+
+	return n < 0 || (size_t)n >= cap ? -1 : 0;
+}
+
+struct al_grading *al_grading_new(const struct al_backend_ops *ops,
+				  const struct al_backend_conf *conf,
+				  const struct al_run_spec *spec, struct al_err *err)
+{
+	const struct al_job *job = spec->job;
+	struct al_grading *g = calloc(1, sizeof(*g));
+	struct al_limits lim;
+	char root[PATH_MAX], name[AL_ID_MAX + 16];
+	uid_t job_uid = 0, dir_uid = 0;
+	int rc;
+
+	if (!g) {
+		al_err_set(err, AL_ENOMEM, "grading: out of memory");
+		return NULL;
+	}
+	g->spec = spec;
+	g->step = job->build ? -2 : -1; /* al_grading_next moves to the first */
+	g->tree.out_fd = g->tree.err_fd = g->tree.mnt_fd = -1;
+	if (!(g->tests = calloc(job->ntests, sizeof(*g->tests)))) {
+		al_err_set(err, AL_ENOMEM, "grading: out of memory");
+		goto fail;
+	}
+	if (!ops->slot_ids || grade_root(conf, root, sizeof(root))) {
+		al_err_set(err, AL_ESANDBOX, "grading: backend %s cannot share a build tree",
+			   ops->name);
+		goto fail;
+	}
+	ops->slot_ids(conf, spec->slot, &job_uid, &dir_uid);
+	/* the tree has the build's disk limit (or the job's, without a build) */
+	al_step_limits(job->build ? &job->build->limits : &spec->limits, &spec->limits, &lim);
+	snprintf(name, sizeof(name), "%u-%s", spec->slot, job->id);
+	if (al_mkdir_p(root, 0711)) {
+		al_err_sys(err, "grading: mkdir %s", root);
+		goto fail;
+	}
+	if ((rc = al_jobfs_create(&g->tree, root, name, job, lim.disk_bytes, job_uid, job_uid,
+				  false, err))) {
+		al_err_wrap(err, "grading: the build tree");
+		goto fail;
+	}
+	g->tree_made = true;
+	/* the tree's own stdout/stderr are never used */
+	close(g->tree.out_fd);
+	close(g->tree.err_fd);
+	g->tree.out_fd = g->tree.err_fd = -1;
+	/* a backend whose runtime reaches it as another uid (a user namespace's
+	 * root) owns the directory above the tree, alone */
+	if (dir_uid && (chown(g->tree.dir, dir_uid, dir_uid) || chmod(g->tree.dir, 0700))) {
+		al_err_sys(err, "grading: chown %s", g->tree.dir);
+		goto fail;
+	}
+	return g;
+fail:
+	al_grading_free(g);
+	return NULL;
+}
+
+const struct al_run_spec *al_grading_next(struct al_grading *g)
+{
+	const struct al_job *job = g->spec->job;
+	struct al_limits lim;
+
+	if (g->failed && (g->step < 0 || job->stop_on_failure)) {
+		/* the build failed: no test runs; else the rest are skipped */
+		for (; g->step >= 0 && g->ndone < job->ntests; g->ndone++)
+			if (al_grade_skip(&job->tests[g->ndone], &g->tests[g->ndone]))
+				break;
+		g->step = (long)job->ntests;
+		return NULL;
+	}
+	if (++g->step >= (long)job->ntests)
+		return NULL;
+	al_grade_step_job(job, &g->spec->limits, g->step, g->argv, &g->job, &lim);
+	g->run = *g->spec;
+	g->run.job = &g->job;
+	g->run.limits = lim;
+	g->run.grade_tree = g->tree.home;
+	g->run.grade_build = g->step < 0;
+	return &g->run;
+}
+
+int al_grading_step_done(struct al_grading *g, struct al_result *run)
+{
+	const struct al_job *job = g->spec->job;
+
+	if (g->step < 0) {
+		if (al_grade_build(run, &g->build))
+			return -1;
+		g->have_build = true;
+		g->failed = g->build.verdict != AL_V_ACCEPTED;
+		/* its output is the job's if it failed */
+		g->build_run.out = run->out;
+		g->build_run.err = run->err;
+		g->build_run.out_truncated = run->out_truncated;
+		g->build_run.err_truncated = run->err_truncated;
+		g->build_run.has_exit_code = run->has_exit_code;
+		g->build_run.exit_code = run->exit_code;
+		g->build_run.signal = run->signal;
+		run->out = run->err = (struct al_bytes){0};
+		return 0;
+	}
+	if (g->step >= (long)job->ntests ||
+	    al_grade_test(&job->tests[g->step], run, &g->tests[g->ndone]))
+		return -1;
+	g->failed |= al_verdict_failed(g->tests[g->ndone].verdict);
+	g->ndone++;
+	return 0;
+}
+
+int al_grading_result(struct al_grading *g, struct al_result *res)
+{
+	size_t n = g->ndone;
+
+	g->ndone = 0; /* taken */
+	return al_grade_result(res, g->have_build ? &g->build : NULL, &g->build_run, g->tests, n);
+}
+
+void al_grading_free(struct al_grading *g)
+{
+	if (!g)
+		return;
+	if (g->tree_made)
+		al_jobfs_destroy(&g->tree);
+	al_test_result_free(&g->build);
+	free(g->build_run.out.data);
+	free(g->build_run.err.data);
+	for (size_t i = 0; i < g->ndone; i++)
+		al_test_result_free(&g->tests[i]);
+	free(g->tests);
+	free(g);
+}
+
+void al_grading_sweep(const struct al_backend_conf *conf)
+{
+	char root[PATH_MAX];
+
+	if (!grade_root(conf, root, sizeof(root))) {
+		al_jobfs_sweep(root, NULL);
+		rmdir(root);
+	}
+}

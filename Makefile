@@ -133,7 +133,7 @@ $(BUILD)/tests/test_grade: $(call obj,tests/unit/test_grade.c backends/grade.c) 
 	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
 # The microVM channel's framing is worker code (backends/vmchan.c).
-$(BUILD)/tests/test_vmchan: $(call obj,tests/unit/test_vmchan.c backends/vmchan.c backends/jobspec.c) $(LIB)
+$(BUILD)/tests/test_vmchan: $(call obj,tests/unit/test_vmchan.c backends/vmchan.c backends/jobspec.c backends/grade.c) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
 

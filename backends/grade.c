@@ -348,3 +348,27 @@ void al_grade_step_job(const struct al_job *job, const struct al_limits *dflt, l
 	}
 	out->limits = *lim;
 }
+
+void al_grade_envelope(const struct al_job *job, const struct al_limits *dflt,
+		       struct al_limits *env)
+{
+	if (!job->ntests) {
+		*env = *dflt;
+		return;
+	}
+	*env = (struct al_limits){0};
+	for (long i = job->build ? -1 : 0; i < (long)job->ntests; i++) {
+		struct al_limits l;
+
+		al_step_limits(i < 0 ? &job->build->limits : &job->tests[i].limits, dflt, &l);
+		env->wall_ms += l.wall_ms + AL_GRADE_STEP_SLACK_MS;
+		env->cpu_ms += l.cpu_ms;
+#define MAX(f) env->f = l.f > env->f ? l.f : env->f
+		MAX(memory_bytes);
+		MAX(pids);
+		MAX(stdout_bytes);
+		MAX(stderr_bytes);
+		MAX(disk_bytes);
+#undef MAX
+	}
+}

@@ -63,6 +63,14 @@ int al_grade_result(struct al_result *res, struct al_test_result *build,
 void al_grade_step_job(const struct al_job *job, const struct al_limits *dflt, long step,
 		       char **argv, struct al_job *out, struct al_limits *lim);
 
+/* What one sandbox running a whole grading job needs (AL_CAP_GRADE_INSIDE):
+ * wall and CPU time the sum of its steps' (each wall with
+ * AL_GRADE_STEP_SLACK_MS for its set-up), memory, pids, output and disk the
+ * largest step's. A job without tests: dflt itself. */
+#define AL_GRADE_STEP_SLACK_MS 500
+void al_grade_envelope(const struct al_job *job, const struct al_limits *dflt,
+		       struct al_limits *env);
+
 /* Whether a verdict counts as a failure (stop_on_failure). */
 bool al_verdict_failed(enum al_verdict v);
 

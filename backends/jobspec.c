@@ -28,17 +28,8 @@ static size_t name_len(const char *s)
 	return eq ? (size_t)(eq - s) : strlen(s);
 }
 
-int al_argv_env(const struct al_run_spec *spec, const char *script, struct al_buf *b,
-		uint32_t *argc, uint32_t *envc)
+int al_command_argv(const struct al_job *job, const char *script, struct al_buf *b, uint32_t *argc)
 {
-	static const char *const base[] = {"PATH=" AL_SEARCH_PATH, "HOME=/tmp", "TMPDIR=/tmp",
-					   "LANG=C.UTF-8", "PYTHONDONTWRITEBYTECODE=1"};
-	const struct al_job *job = spec->job;
-	const size_t nbase = sizeof(base) / sizeof(base[0]);
-	static const char *const proxy_names[] = {"HTTP_PROXY",	 "HTTPS_PROXY", "http_proxy",
-						  "https_proxy", "ALL_PROXY",	"NO_PROXY"};
-	const size_t nproxy = sizeof(proxy_names) / sizeof(proxy_names[0]); /* NO_PROXY last */
-	const size_t total = nbase + job->nenv + spec->nenv;
 	int bad = 0;
 
 	if (job->runtime == AL_RUNTIME_PYTHON) {
@@ -50,10 +41,26 @@ int al_argv_env(const struct al_run_spec *spec, const char *script, struct al_bu
 	} else {
 		*argc = 0;
 	}
-	*envc = 0;
 	for (size_t i = 0; i < job->argc; i++)
 		bad |= buf_str(b, job->argv[i]);
 	*argc += (uint32_t)job->argc;
+	return bad ? -1 : 0;
+}
+
+int al_argv_env(const struct al_run_spec *spec, const char *script, struct al_buf *b,
+		uint32_t *argc, uint32_t *envc)
+{
+	static const char *const base[] = {"PATH=" AL_SEARCH_PATH, "HOME=/tmp", "TMPDIR=/tmp",
+					   "LANG=C.UTF-8", "PYTHONDONTWRITEBYTECODE=1"};
+	const struct al_job *job = spec->job;
+	const size_t nbase = sizeof(base) / sizeof(base[0]);
+	static const char *const proxy_names[] = {"HTTP_PROXY",	 "HTTPS_PROXY", "http_proxy",
+						  "https_proxy", "ALL_PROXY",	"NO_PROXY"};
+	const size_t nproxy = sizeof(proxy_names) / sizeof(proxy_names[0]); /* NO_PROXY last */
+	const size_t total = nbase + job->nenv + spec->nenv;
+	int bad = al_command_argv(job, script, b, argc);
+
+	*envc = 0;
 	for (size_t i = 0; i < total; i++) {
 		const struct al_kv *kv = NULL;
 		const char *name;

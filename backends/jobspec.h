@@ -20,6 +20,9 @@
  * Returns 0 or -1 when out of memory. */
 int al_argv_env(const struct al_run_spec *spec, const char *script, struct al_buf *out,
 		uint32_t *argc, uint32_t *envc);
+/* Only the argv part: the runtime's interpreter and script, then job's argv. */
+int al_command_argv(const struct al_job *job, const char *script, struct al_buf *out,
+		    uint32_t *argc);
 
 /* RLIMIT_FSIZE for a job: its disk limit (one storage budget: no single
  * file, stdout and stderr included, can be larger than what the job may

@@ -2,6 +2,7 @@
 #include "vmchan.h"
 
 #include "backend.h"
+#include "grade.h"
 #include "jobspec.h"
 #include "../common/log.h" /* clocks */
 #include "../proto/result.h"
@@ -197,12 +198,17 @@ int al_chan_send_job(int fd, const struct al_run_spec *spec, uint64_t collect_ca
 
 size_t al_chan_result_cap(const struct al_run_spec *spec, uint64_t collect_cap)
 {
-	const struct al_limits *l = &spec->limits;
-	uint64_t file =
-	    file_cap(collect_cap) < l->disk_bytes ? file_cap(collect_cap) : l->disk_bytes;
-	uint64_t cap = l->stdout_bytes + l->stderr_bytes + spec->job->ncollect * (file + 512) +
-		       AL_CHAN_RESULT_SLACK;
+	struct al_limits l;
+	uint64_t file, cap;
 
+	al_grade_envelope(spec->job, &spec->limits, &l);
+	file = file_cap(collect_cap) < l.disk_bytes ? file_cap(collect_cap) : l.disk_bytes;
+	cap = l.stdout_bytes + l.stderr_bytes + spec->job->ncollect * (file + 512) +
+	      AL_CHAN_RESULT_SLACK;
+	/* a grading job: its build's and each test's kept output and detail */
+	if (spec->job->ntests)
+		cap +=
+		    (spec->job->ntests + 1) * (2ull * AL_TEST_KEEP_MAX + AL_VERDICT_TEXT_MAX + 512);
 	return cap > AL_RESULT_MAX_BYTES ? AL_RESULT_MAX_BYTES : (size_t)cap;
 }
 
@@ -217,12 +223,26 @@ static bool asked_for(const struct al_job *job, const char *path)
 int al_chan_check_result(const struct al_run_spec *spec, uint64_t collect_cap, struct al_result *g,
 			 struct al_err *err)
 {
-	const struct al_limits *l = &spec->limits;
+	const struct al_job *job = spec->job;
+	struct al_limits l;
 
-	if (g->out.len > l->stdout_bytes || g->err.len > l->stderr_bytes ||
-	    g->nfiles > spec->job->ncollect)
+	al_grade_envelope(job, &spec->limits, &l);
+	if (g->out.len > l.stdout_bytes || g->err.len > l.stderr_bytes || g->nfiles > job->ncollect)
 		return al_err_set(err, AL_ESANDBOX,
 				  "microvm: the guest's result is over the job's caps");
+	/* a grading job's verdicts: its tests, in its order, no other */
+	if (g->ntests > job->ntests || (g->build != NULL) > (job->build != NULL) ||
+	    ((g->ntests || g->build) && !job->ntests))
+		return al_err_set(
+		    err, AL_ESANDBOX,
+		    "microvm: the guest's result has verdicts the job did not ask for");
+	for (size_t i = 0; i < g->ntests; i++)
+		if (strcmp(g->tests[i].name, job->tests[i].name) ||
+		    g->tests[i].verdict == AL_V_COMPILE_ERROR)
+			return al_err_set(err, AL_ESANDBOX,
+					  "microvm: the guest's verdict #%zu is not for the job's "
+					  "test \"%s\"",
+					  i, job->tests[i].name);
 	for (size_t i = 0; i < g->nfiles; i++) {
 		if (!g->files[i].path || !asked_for(spec->job, g->files[i].path))
 			return al_err_set(err, AL_ESANDBOX,

@@ -4,6 +4,7 @@
 #include <event2/dns.h>
 #include <unistd.h>
 
+#include "../backends/grade.h"
 #include "../backends/jobfs.h"
 #include "../proto/keys.h"
 #include "egress.h"
@@ -339,8 +340,17 @@ static void start_step(struct al_runner *r, const struct al_run_spec *spec)
 		}
 		r->nwatch++;
 	}
-	tv.tv_sec = (time_t)((spec->limits.wall_ms + w.setup_ms) / 1000);
-	tv.tv_usec = (suseconds_t)((spec->limits.wall_ms + w.setup_ms) % 1000) * 1000;
+	{
+		/* a whole grading job in one sandbox: every step's time */
+		struct al_limits env;
+		uint64_t wall;
+
+		al_grade_envelope(spec->job, &spec->limits, &env);
+		wall = (r->ops->caps & AL_CAP_GRADE_INSIDE ? env.wall_ms : spec->limits.wall_ms) +
+		       w.setup_ms;
+		tv.tv_sec = (time_t)(wall / 1000);
+		tv.tv_usec = (suseconds_t)(wall % 1000) * 1000;
+	}
 	evtimer_add(r->timer, &tv);
 	if (r->poll) {
 		struct timeval pv = {0, AL_USAGE_POLL_MS * 1000};

@@ -48,6 +48,7 @@
 #include "../../proto/result.h"
 #include "../backend.h" /* AL_USAGE_POLL_MS */
 #include "../cgroup.h"
+#include "../grade.h"
 #include "../jobexec.h"
 #include "../jobfs.h"
 #include "../jobfs_layout.h"
@@ -342,6 +343,17 @@ struct job_in {
 	uint32_t collect_cap; /* bytes kept of each collected file (the host's cap) */
 };
 
+/* One command to run: the job's, or one step of a grading job. */
+struct step {
+	char **argv, **envp;
+	const struct al_limits *l;
+	uid_t uid;
+	const char *tree; /* a grading job's step: its build tree (on /work, the cwd),
+			   * and the step's own work dir on /tmp; NULL = a plain job */
+	bool tree_rw;	  /* the build writes it; tests see it read-only */
+	bool live;	  /* stream its output ('O' frames) */
+};
+
 static int parse_job(const uint8_t *p, size_t n, struct job_in *in, struct al_err *err)
 {
 	uint32_t jl, argc, envc;
@@ -433,14 +445,14 @@ static void set_rlimit(int res, rlim_t v, int setup_wr)
  * initramfs is left underneath (MS_MOVE + chroot, as switch_root does: the
  * initramfs cannot be pivoted away); the job has no capability to chroot
  * back. */
-static int image_root(const struct al_jobfs *fs, const char *tmp, const char *shm)
+static int image_root(const char *work, const char *tmp, const char *shm)
 {
 	if (mount("/dev", IMAGE_ROOT "/dev", NULL, MS_BIND | MS_REC, NULL) ||
 	    mount("/proc", IMAGE_ROOT "/proc", NULL, MS_BIND | MS_REC, NULL) ||
 	    mount("/sys", IMAGE_ROOT "/sys", NULL, MS_BIND | MS_REC, NULL) ||
 	    mount("airlock-mask", IMAGE_ROOT "/sys/fs/cgroup", "tmpfs",
 		  MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,mode=0555") ||
-	    mount(fs->home, IMAGE_ROOT "/work", NULL, MS_BIND, NULL) ||
+	    mount(work, IMAGE_ROOT "/work", NULL, MS_BIND, NULL) ||
 	    mount(tmp, IMAGE_ROOT "/tmp", NULL, MS_BIND, NULL) ||
 	    mount(shm, IMAGE_ROOT "/dev/shm", NULL, MS_BIND, NULL) ||
 	    (service_mode && mount("/data", IMAGE_ROOT "/data", NULL, MS_BIND | MS_REC, NULL)))
@@ -452,12 +464,16 @@ static int image_root(const struct al_jobfs *fs, const char *tmp, const char *sh
 
 /* The child: from PID-1 root to the job. Only async-signal-safe calls. */
 static void __attribute__((noreturn))
-exec_job(const struct job_in *in, const struct al_cg *cg, const struct al_seccomp *sc,
+exec_job(const struct step *st, const struct al_cg *cg, const struct al_seccomp *sc,
 	 const struct al_jobfs *fs, const int fds[4], int setup_wr)
 {
-	const struct al_limits *l = &in->job.limits;
-	const char *prog = in->argv[0];
+	const struct al_limits *l = st->l;
+	const char *prog = st->argv[0];
 	char tmp[PATH_MAX + 8], shm[PATH_MAX + 8];
+	/* a grading job's step: the build tree is its /work, its own work dir
+	 * its /tmp (HOME, a test's files) */
+	const char *work = st->tree ? st->tree : fs->home, *tmp_src = st->tree ? fs->home : tmp;
+	const unsigned long ro = MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV;
 
 	/* the set-up pipe above the descriptors placed below, closed at exec */
 	if ((setup_wr = fcntl(setup_wr, F_DUPFD_CLOEXEC, 20)) < 0)
@@ -472,12 +488,15 @@ exec_job(const struct job_in *in, const struct al_cg *cg, const struct al_seccom
 	    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL))
 		setup_fail(setup_wr, "the job's mounts");
 	if (have_image) {
-		if (image_root(fs, tmp, shm))
+		if (image_root(work, tmp_src, shm) ||
+		    (st->tree && !st->tree_rw && mount(NULL, "/work", NULL, ro, NULL)))
 			setup_fail(setup_wr, "the job's root in its image");
-	} else if (mount(tmp, "/tmp", NULL, MS_BIND, NULL) ||
+	} else if (mount(tmp_src, "/tmp", NULL, MS_BIND, NULL) ||
 		   mount(shm, "/dev/shm", NULL, MS_BIND, NULL) ||
 		   mount("airlock-mask", "/sys/fs/cgroup", "tmpfs",
-			 MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,mode=0555"))
+			 MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,mode=0555") ||
+		   (st->tree && (mount(work, "/work", NULL, MS_BIND, NULL) ||
+				 (!st->tree_rw && mount(NULL, "/work", NULL, ro, NULL)))))
 		setup_fail(setup_wr, "the job's mounts");
 	for (int i = 0; i < 4; i++)
 		if (fds[i] >= 0 && dup2(fds[i], 10 + i) < 0)
@@ -489,12 +508,14 @@ exec_job(const struct job_in *in, const struct al_cg *cg, const struct al_seccom
 		close(3);
 	syscall(SYS_close_range, 4, (unsigned)setup_wr - 1, 0);
 	syscall(SYS_close_range, (unsigned)setup_wr + 1, ~0u, 0);
-	if (setsid() < 0 || chdir(have_image ? "/work" : fs->home))
+	if (setsid() < 0 || chdir(have_image || st->tree ? "/work" : fs->home))
 		setup_fail(setup_wr, "chdir to the work dir");
 	{
 		const char *what = "drop the capability bounding set";
 
-		if (al_drop_bounding_set() || al_become(JOB_UID, JOB_UID, &what))
+		/* a grading job's tests each have a uid of their own, and the
+		 * build's group: they read what the build made */
+		if (al_drop_bounding_set() || al_become(st->uid, JOB_UID, &what))
 			setup_fail(setup_wr, what);
 	}
 	set_rlimit(RLIMIT_CPU, (rlim_t)((l->cpu_ms + 999) / 1000), setup_wr);
@@ -506,7 +527,7 @@ exec_job(const struct job_in *in, const struct al_cg *cg, const struct al_seccom
 		setup_fail(setup_wr, "seccomp");
 	{
 		/* the job's own fault, as a shell reports it */
-		int code = al_exec_job(prog, in->argv, in->envp);
+		int code = al_exec_job(prog, st->argv, st->envp);
 
 		dprintf(2, "airlock: cannot execute %s: %s\n", prog, strerror(errno));
 		_exit(code);
@@ -516,7 +537,7 @@ exec_job(const struct job_in *in, const struct al_cg *cg, const struct al_seccom
 /* Fork the job's process and wait until it has executed its program (the
  * set-up pipe closes unread) or said why it could not: then the failure is
  * the boundary's, and the process is reaped. The pid, or -1 with err. */
-static pid_t start_job(const struct job_in *in, const struct al_cg *cg, const struct al_seccomp *sc,
+static pid_t start_job(const struct step *st, const struct al_cg *cg, const struct al_seccomp *sc,
 		       const struct al_jobfs *fs, const int fds[4], struct al_err *err)
 {
 	int setup[2];
@@ -528,7 +549,7 @@ static pid_t start_job(const struct job_in *in, const struct al_cg *cg, const st
 		return al_err_sys(err, "agent: pipe"), -1;
 	pid = fork();
 	if (pid == 0)
-		exec_job(in, cg, sc, fs, fds, setup[1]);
+		exec_job(st, cg, sc, fs, fds, setup[1]);
 	close(setup[1]);
 	if (pid < 0) {
 		close(setup[0]);
@@ -570,10 +591,11 @@ static int send_frame(void *to, int stream, const void *data, size_t len)
 }
 
 static int wait_job(pid_t pid, int port, const struct al_cg *cg, const struct al_jobfs *fs,
-		    const struct al_limits *l, int *ws, struct al_err *err)
+		    const struct step *stp, int *ws, bool *timed_out, struct al_err *err)
 {
+	const struct al_limits *l = stp->l;
 	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0), rc = AL_OK;
-	uint64_t beat_ms = al_mono_ms(), sent[3] = {0};
+	uint64_t t0 = al_mono_ms(), beat_ms = t0, sent[3] = {0};
 
 	for (bool done = false, stopped = false; !done;) {
 		struct pollfd p = {.fd = pidfd, .events = POLLIN};
@@ -581,14 +603,19 @@ static int wait_job(pid_t pid, int port, const struct al_cg *cg, const struct al
 		pid_t w;
 
 		if (pidfd >= 0 && poll(&p, 1, AL_USAGE_POLL_MS) == 0) {
-			if (!stopped && (al_cg_cpu_ns(cg) / 1000000 >= l->cpu_ms ||
+			/* a grading job's step has its own wall-clock limit (a
+			 * plain job's is the host's: it kills the VM) */
+			bool late = stp->tree && al_mono_ms() - t0 >= l->wall_ms;
+
+			if (!stopped && (late || al_cg_cpu_ns(cg) / 1000000 >= l->cpu_ms ||
 					 al_fd_size(fs->out_fd) > l->stdout_bytes ||
 					 al_fd_size(fs->err_fd) > l->stderr_bytes)) {
 				kill(pid, SIGKILL); /* the verdict reads why from the counters */
 				stopped = true;
+				*timed_out = late;
 			}
-			if (al_output_pump(l, sent, read_memfd, (void *)fs, send_frame,
-					   &(struct out_port){port, err})) {
+			if (stp->live && al_output_pump(l, sent, read_memfd, (void *)fs, send_frame,
+							&(struct out_port){port, err})) {
 				rc = AL_ESANDBOX;
 				break;
 			}
@@ -618,38 +645,42 @@ static int wait_job(pid_t pid, int port, const struct al_cg *cg, const struct al
 	return rc;
 }
 
-/* Run the job; fill res. A returned error is the sandbox's, not the job's. */
-static int run(struct job_in *in, int port, struct al_result *res, struct al_err *err)
+/* Run one command (the job, or a grading job's step) in a cgroup named
+ * cgname with job's stdin, code and files; fill res. A returned error is
+ * the sandbox's, not the job's. */
+static int run_step(const struct al_job *job, const struct step *st, const char *cgname, int port,
+		    uint32_t collect_cap, struct al_result *res, struct al_err *err)
 {
-	const struct al_limits *l = &in->job.limits;
+	const struct al_limits *l = st->l;
 	struct al_cg_limits cgl = {l->memory_bytes, l->pids, 0};
 	struct al_cg_sys sys;
 	struct al_cg cg;
 	struct al_jobfs fs;
-	struct al_cg_stats st = {0};
+	struct al_cg_stats stats = {0};
 	struct al_seccomp sc;
 	int fds[4] = {-1, -1, -1, -1}, ws = 0, rc;
-	bool disk_full = false;
+	bool disk_full = false, timed_out = false;
+	uint64_t t0 = al_mono_ms();
 	pid_t pid;
 
 	if ((rc = al_seccomp_build_net(&sc, service_mode || net_mode, err)))
 		return rc;
 	if ((rc = al_cg_detect(&sys, "guest", NULL, err)) ||
-	    (rc = al_cg_create(&cg, &sys, "job", &cgl, err)))
+	    (rc = al_cg_create(&cg, &sys, cgname, &cgl, err)))
 		goto out_sc;
-	if ((rc = al_jobfs_create(&fs, "/run/airlock", "job", &in->job, l->disk_bytes, JOB_UID,
-				  JOB_UID, false, err)))
+	if ((rc = al_jobfs_create(&fs, "/run/airlock", cgname, job, l->disk_bytes, st->uid, JOB_UID,
+				  false, err)))
 		goto out_cg;
-	fds[0] = memfd_with("stdin", in->job.stdin_data.data, in->job.stdin_data.len);
+	fds[0] = memfd_with("stdin", job->stdin_data.data, job->stdin_data.len);
 	fds[1] = fs.out_fd;
 	fds[2] = fs.err_fd;
-	if (in->job.code.len)
-		fds[3] = memfd_with("code", in->job.code.data, in->job.code.len);
-	if (fds[0] < 0 || (in->job.code.len && fds[3] < 0)) {
+	if (job->code.len)
+		fds[3] = memfd_with("code", job->code.data, job->code.len);
+	if (fds[0] < 0 || (job->code.len && fds[3] < 0)) {
 		rc = al_err_sys(err, "agent: memfd");
 		goto out;
 	}
-	if ((pid = start_job(in, &cg, &sc, &fs, fds, err)) < 0) {
+	if ((pid = start_job(st, &cg, &sc, &fs, fds, err)) < 0) {
 		rc = AL_ESANDBOX;
 		goto out;
 	}
@@ -660,14 +691,21 @@ static int run(struct job_in *in, int port, struct al_result *res, struct al_err
 		al_seccomp_free(&sc);
 		return AL_OK;
 	}
-	if ((rc = wait_job(pid, port, &cg, &fs, l, &ws, err)))
+	if ((rc = wait_job(pid, port, &cg, &fs, st, &ws, &timed_out, err)))
 		goto out;
-	al_cg_stats(&cg, &st);
+	al_cg_stats(&cg, &stats);
 	al_cg_destroy(&cg, NULL); /* the job's leftovers (daemons) die with it */
 	/* each file cut to the host's cap here: no byte more crosses */
-	if ((rc = al_jobfs_collect(&fs, &in->job, l, in->collect_cap, res, &disk_full, err)))
+	if ((rc = al_jobfs_collect(&fs, job, l, collect_cap, res, &disk_full, err)))
 		goto out;
-	al_verdict(res, ws, &st, l, disk_full);
+	al_verdict(res, ws, &stats, l, disk_full);
+	if (timed_out && res->status != AL_ST_MEMORY_LIMIT) {
+		res->status = AL_ST_TIMEOUT;
+		res->has_exit_code = false;
+		al_result_set_error(res, "wall-clock limit of %llu ms reached: killed",
+				    (unsigned long long)l->wall_ms);
+	}
+	res->wall_ms = al_mono_ms() - t0;
 out:
 	for (int i = 0; i < 4; i++)
 		if (i != 1 && i != 2 && fds[i] >= 0)
@@ -677,6 +715,104 @@ out_cg:
 	al_cg_destroy(&cg, NULL);
 out_sc:
 	al_seccomp_free(&sc);
+	return rc;
+}
+
+/* Run the job; fill res. A returned error is the sandbox's, not the job's. */
+static int run(struct job_in *in, int port, struct al_result *res, struct al_err *err)
+{
+	struct step st = {in->argv, in->envp, &in->job.limits, JOB_UID, NULL, false, true};
+
+	return run_step(&in->job, &st, "job", port, in->collect_cap, res, err);
+}
+
+#define TEST_UID_BASE 2000 /* test i of a grading job runs as 2000 + i */
+
+/* A grading job (proto/grade.h): its build tree (the job's files, the
+ * build's), the build once, then each test in a cgroup and uid of its own
+ * with the tree read-only on /work and its own tmpfs on /tmp; a verdict
+ * each (backends/grade.c, as the worker gives them). */
+static int run_grading(struct job_in *in, int port, struct al_result *res, struct al_err *err)
+{
+	const struct al_job *job = &in->job;
+	struct al_test_result build = {0}, *tests = calloc(job->ntests, sizeof(*tests));
+	struct al_result build_run = {0};
+	struct al_jobfs tree;
+	struct al_limits lim;
+	size_t n = 0;
+	bool failed = false;
+	int rc = AL_OK;
+
+	if (!tests)
+		return al_err_set(err, AL_ESANDBOX, "agent: out of memory");
+	al_step_limits(job->build ? &job->build->limits : &job->limits, &job->limits, &lim);
+	if ((rc = al_jobfs_create(&tree, "/run/airlock", "tree", job, lim.disk_bytes, JOB_UID,
+				  JOB_UID, false, err))) {
+		free(tests);
+		return rc;
+	}
+	close(tree.out_fd);
+	close(tree.err_fd);
+	tree.out_fd = tree.err_fd = -1;
+	/* the tests (other uids, the build's group) enter it */
+	if (chmod(tree.home, 0750)) {
+		rc = al_err_sys(err, "agent: chmod the build tree");
+		goto out;
+	}
+	for (long i = job->build ? -1 : 0; i < (long)job->ntests && !rc; i++) {
+		char *av[AL_ARGV_MAX], *argv[AL_ARGV_MAX + 4], name[32], *p;
+		struct al_buf ab = {0};
+		struct al_result run = {0};
+		struct al_job sj;
+		uint32_t argc = 0;
+
+		if (failed && i >= 0 && job->stop_on_failure) {
+			if (al_grade_skip(&job->tests[i], &tests[n++]))
+				rc = al_err_set(err, AL_ESANDBOX, "agent: out of memory");
+			continue;
+		}
+		al_grade_step_job(job, &job->limits, i, av, &sj, &lim);
+		if (al_command_argv(&sj, "/proc/self/fd/3", &ab, &argc) || argc > AL_ARGV_MAX + 3) {
+			al_buf_free(&ab);
+			rc = al_err_set(err, AL_ESANDBOX, "agent: out of memory");
+			break;
+		}
+		p = ab.data;
+		for (uint32_t k = 0; k < argc; k++, p += strlen(p) + 1)
+			argv[k] = p;
+		argv[argc] = NULL;
+		snprintf(name, sizeof(name), i < 0 ? "build" : "test-%ld", i);
+		{
+			struct step st = {
+			    argv,      in->envp, &lim, i < 0 ? JOB_UID : TEST_UID_BASE + (uid_t)i,
+			    tree.home, i < 0,	 false};
+
+			umask(022); /* what the build makes, its tests may read */
+			rc = run_step(&sj, &st, name, port, 0, &run, err);
+		}
+		al_buf_free(&ab);
+		if (!rc && i < 0) {
+			rc = al_grade_build(&run, &build) ? AL_ESANDBOX : AL_OK;
+			failed = build.verdict != AL_V_ACCEPTED;
+			build_run = run; /* its output is the job's if it failed */
+			run = (struct al_result){0};
+			if (failed)
+				break;
+		} else if (!rc) {
+			rc = al_grade_test(&job->tests[i], &run, &tests[n]) ? AL_ESANDBOX : AL_OK;
+			failed |= al_verdict_failed(tests[n++].verdict);
+		}
+		al_result_free(&run);
+	}
+	if (!rc && al_grade_result(res, job->build ? &build : NULL, &build_run, tests, n))
+		rc = al_err_set(err, AL_ESANDBOX, "agent: out of memory");
+out:
+	al_test_result_free(&build);
+	for (size_t i = 0; i < n; i++)
+		al_test_result_free(&tests[i]);
+	free(tests);
+	al_result_free(&build_run);
+	al_jobfs_destroy(&tree);
 	return rc;
 }
 
@@ -741,7 +877,8 @@ int main(void)
 	}
 	res.version = AL_PROTO_VERSION;
 	if ((rc = parse_job((const uint8_t *)rd.body.data + 1, rd.body.len - 1, &in, &err)) == 0)
-		rc = run(&in, port, &res, &err);
+		rc = in.job.ntests && !service_mode ? run_grading(&in, port, &res, &err)
+						    : run(&in, port, &res, &err);
 	if (rc) {
 		res.status = rc == AL_EINVAL ? AL_ST_REJECTED : AL_ST_SANDBOX_ERROR;
 		al_result_set_error(&res, "%s", err.msg);

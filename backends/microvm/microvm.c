@@ -44,6 +44,7 @@
 #include "../../proto/keys.h"
 #include "../backend.h"
 #include "../cgroup.h"
+#include "../grade.h"
 #include "../jobfs.h"
 #include "../jobspec.h"
 #include "../netns.h"
@@ -119,6 +120,8 @@ struct mvm_sb {
 	uint64_t beats;			      /* heartbeats heard since the job went in */
 	struct al_buf live[3];		      /* live output: stdout [1], stderr [2] not yet read */
 	uint64_t live_base[3];		      /* ...the stream's offset of live[i]'s first byte */
+	struct al_limits env; /* what the VM needs: the job's limits, or a grading job's
+			       * envelope (all its steps, al_grade_envelope) */
 };
 
 /* ---- spawning a VMM (for drivers) ---- */
@@ -666,10 +669,12 @@ static int mvm_prepare(struct al_sandbox *sb, struct al_err *err)
 	struct mvm_sb *m = sb->priv;
 	const struct al_run_spec *s = &sb->spec;
 	const char *guest = s->guest ? s->guest : DEFAULT_GUEST;
-	uint64_t mib = memory_mib_for(s->limits.memory_bytes);
+	uint64_t mib;
 	unsigned vcpus = vcpus_for(s->cpu_millis);
 	bool egress = s->network == AL_NET_EGRESS;
 
+	al_grade_envelope(s->job, &s->limits, &m->env);
+	mib = memory_mib_for(m->env.memory_bytes);
 	m->timer_fd = -1;
 	if (!G.ready)
 		return al_err_set(err, AL_ESANDBOX, "microvm: backend not initialised");
@@ -696,7 +701,7 @@ static uint64_t hang_ms(void)
 static uint64_t deadline(const struct al_sandbox *sb)
 {
 	const struct mvm_sb *m = sb->priv;
-	uint64_t wall = m->sent_ms + sb->spec.limits.wall_ms, hang = m->heard_ms + hang_ms();
+	uint64_t wall = m->sent_ms + m->env.wall_ms, hang = m->heard_ms + hang_ms();
 
 	return !m->sent ? m->start_ms + hang_ms() : wall < hang ? wall : hang;
 }
@@ -778,6 +783,13 @@ static int take_result(struct al_sandbox *sb, const char *p, size_t n, struct al
 	case AL_ST_CPU_LIMIT:
 	case AL_ST_MEMORY_LIMIT:
 	case AL_ST_OUTPUT_LIMIT: break;
+	case AL_ST_COMPILE_ERROR:
+		if (sb->spec.job->build)
+			break; /* a grading job's build failed */
+		al_err_set(err, AL_ESANDBOX,
+			   "microvm: compile_error from the guest for a job "
+			   "without a build");
+		goto out;
 	case AL_ST_REJECTED:
 		rc = al_err_set(err, AL_EINVAL, "%s", g.error ? g.error : "refused by the guest");
 		goto out;
@@ -806,9 +818,15 @@ static int take_result(struct al_sandbox *sb, const char *p, size_t n, struct al
 	res->peak_memory_bytes = g.peak_memory_bytes;
 	if (g.error)
 		al_result_set_error(res, "%s", g.error);
+	res->build = g.build; /* a grading job's verdicts */
+	res->tests = g.tests;
+	res->ntests = g.ntests;
 	g.out = g.err = (struct al_bytes){0};
 	g.files = NULL;
 	g.nfiles = 0;
+	g.build = NULL;
+	g.tests = NULL;
+	g.ntests = 0;
 	rc = AL_OK;
 out:
 	al_result_free(&g);
@@ -834,7 +852,7 @@ static int take_output(struct al_sandbox *sb, const char *p, size_t n, struct al
 {
 	struct mvm_sb *m = sb->priv;
 	int st = n ? (unsigned char)p[0] : 0;
-	uint64_t cap = st == 1 ? sb->spec.limits.stdout_bytes : sb->spec.limits.stderr_bytes;
+	uint64_t cap = st == 1 ? m->env.stdout_bytes : m->env.stderr_bytes;
 
 	if ((st != 1 && st != 2) || n < 2 || n - 1 > AL_OUT_CHUNK_MAX)
 		return al_err_set(err, AL_ESANDBOX,
@@ -957,14 +975,14 @@ static int mvm_reap(struct al_sandbox *sb, struct al_result *res, struct al_err 
 			return al_err_set(err, AL_ESANDBOX,
 					  "microvm: the guest did not boot within %llu ms",
 					  (unsigned long long)hang_ms());
-		if (now < m->sent_ms + sb->spec.limits.wall_ms)
+		if (now < m->sent_ms + m->env.wall_ms)
 			return al_err_set(err, AL_ESANDBOX,
 					  "microvm: the guest stopped answering (no heartbeat for "
 					  "%llu ms): hung or overloaded",
 					  (unsigned long long)(now - m->heard_ms));
 		res->status = AL_ST_TIMEOUT;
 		al_result_set_error(res, "wall-clock limit of %llu ms reached: the VM was killed",
-				    (unsigned long long)sb->spec.limits.wall_ms);
+				    (unsigned long long)m->env.wall_ms);
 		add_info(sb, res);
 		return 1;
 	}
@@ -1016,7 +1034,7 @@ static void mvm_fini(void)
 const struct al_backend_ops al_backend_microvm = {
     .name = "microvm",
     .caps = AL_CAP_NO_NETWORK | AL_CAP_EGRESS | AL_CAP_MEMORY | AL_CAP_PIDS | AL_CAP_CPU |
-	    AL_CAP_FILES | AL_CAP_OWN_KERNEL,
+	    AL_CAP_FILES | AL_CAP_OWN_KERNEL | AL_CAP_GRADE_INSIDE,
     .priv_size = sizeof(struct mvm_sb),
     .init = mvm_init,
     .sweep = mvm_sweep,

@@ -279,13 +279,12 @@ int al_grade_result(struct al_result *res, struct al_test_result *build,
 		*res->build = *build;
 		memset(build, 0, sizeof(*build));
 	}
-	if (ntests) {
-		if (!(res->tests = malloc(ntests * sizeof(*res->tests))))
-			return -1;
-		memcpy(res->tests, tests, ntests * sizeof(*tests));
-		memset(tests, 0, ntests * sizeof(*tests));
-		res->ntests = ntests;
-	}
+	/* a grading job's result always has its tests (none after a compile_error) */
+	if (!(res->tests = malloc((ntests ? ntests : 1) * sizeof(*res->tests))))
+		return -1;
+	memcpy(res->tests, tests, ntests * sizeof(*tests));
+	memset(tests, 0, ntests * sizeof(*tests));
+	res->ntests = ntests;
 	free(res->error);
 	res->error = NULL;
 	res->signal = 0;

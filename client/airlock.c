@@ -8,7 +8,9 @@
 #include <unistd.h>
 
 #include "client.h"
+#include "gradejob.h"
 #include "json.h"
+#include "../proto/grade.h"
 
 /* Exit codes for outcomes that are not the job's own exit code. */
 enum {
@@ -63,6 +65,12 @@ static void usage(FILE *f)
 	    "  dlq list | show ENTRY | retry ENTRY | purge   dead letters\n"
 	    "  vm list | stop NAME | extend NAME MS          service VMs and their leases\n"
 	    "  check-job FILE|-                   decode a msgpack job, print it as JSON\n"
+	    "  grade [options] DIR|FILE           a grading job (build once, many tests): a\n"
+	    "                                     directory (grade.yaml, files/, tests/NAME.in\n"
+	    "                                     and .out) or a .json/.yaml job; prints each\n"
+	    "                                     test's verdict. --tier T --image NAME\n"
+	    "                                     --compare exact|trim|tokens --stop-on-failure\n"
+	    "                                     --json --submit (print the id) --print-job\n"
 	    "run/submit options:\n"
 	    "  --tier T (default trusted)  --tenant T  --runtime python|sh (default python)\n"
 	    "  --image NAME (a catalogue image the tier offers; default: the tier's)\n"
@@ -80,7 +88,9 @@ static void usage(FILE *f)
 	    "Exit codes of run: the job's exit code; 128+N when killed by signal N;\n"
 	    "  124 timeout, 137 memory_limit, 152 cpu_limit, 153 output_limit, 130 cancelled,\n"
 	    "  65 rejected, 70 sandbox_error, 75 worker_lost or expired, 69 Redis unreachable,\n"
-	    "  66 a local file is missing, 71 out of memory, 2 bad usage.\n");
+	    "  66 a local file is missing, 71 out of memory, 2 bad usage.\n"
+	    "Exit codes of grade: 0 every test accepted, 1 one was not, 3 compile_error; the\n"
+	    "  others as run's (65 also for a grading job that cannot be read).\n");
 }
 
 static int read_path(const char *path, struct al_bytes *out, size_t cap)
@@ -558,6 +568,95 @@ out_job:
 	return rc;
 }
 
+/* airlock grade [options] DIR|FILE: a grading job, its verdict table. */
+static int cmd_grade(const char *url, int argc, char **argv)
+{
+	static const struct option opts[] = {
+	    {"tier", required_argument, NULL, 't'},    {"image", required_argument, NULL, 'g'},
+	    {"compare", required_argument, NULL, 'C'}, {"stop-on-failure", no_argument, NULL, 's'},
+	    {"json", no_argument, NULL, 'j'},	       {"submit", no_argument, NULL, 'S'},
+	    {"print-job", no_argument, NULL, 'p'},     {NULL, 0, NULL, 0},
+	};
+	struct al_grade_opts go = {0};
+	struct al_job job;
+	struct al_result res;
+	struct al_err err = {0};
+	struct al_client *c;
+	char id[AL_ID_MAX + 1];
+	bool json = false, submit_only = false, print_job = false, existing = false;
+	int o, rc;
+
+	optind = 1;
+	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (o) {
+		case 't': go.tier = optarg; break;
+		case 'g': go.image = optarg; break;
+		case 'C':
+			if (al_compare_parse(optarg) < 0) {
+				fprintf(stderr,
+					"airlock: --compare: expected exact, trim or tokens, got "
+					"\"%s\"\n",
+					optarg);
+				return EXIT_USAGE;
+			}
+			go.compare = optarg;
+			break;
+		case 's': go.stop_on_failure = true; break;
+		case 'j': json = true; break;
+		case 'S': submit_only = true; break;
+		case 'p': print_job = true; break;
+		default: usage(stderr); return EXIT_USAGE;
+		}
+	}
+	if (optind + 1 != argc) {
+		fprintf(stderr, "airlock: grade: give one directory or .json/.yaml file\n");
+		return EXIT_USAGE;
+	}
+	if (al_grade_job_load(argv[optind], &go, &job, &err)) {
+		fprintf(stderr, "airlock: %s\n", err.msg);
+		return err.code == AL_EINVAL ? EXIT_REJECTED : EXIT_NOINPUT;
+	}
+	if (print_job) { /* what would be submitted, as JSON */
+		json_t *j = al_job_to_json(&job);
+
+		rc = j ? 0 : EXIT_OSERR;
+		if (j)
+			json_dumpf(j, stdout, JSON_SORT_KEYS | JSON_INDENT(2));
+		putchar('\n');
+		json_decref(j);
+		goto out_job;
+	}
+	if (!(c = connect_or_die(url, &rc)))
+		goto out_job;
+	if (al_client_submit(c, &job, id, &existing, &err)) {
+		fprintf(stderr, "airlock: %s\n", err.msg);
+		rc = err.code == AL_EINVAL ? EXIT_REJECTED : EXIT_UNAVAILABLE;
+		goto out_client;
+	}
+	if (submit_only) {
+		printf("%s\n", id);
+		rc = 0;
+		goto out_client;
+	}
+	if (al_client_wait(c, id, 0, &res, &err)) {
+		fprintf(stderr, "airlock: job %s: %s\n", id, err.msg);
+		rc = EXIT_UNAVAILABLE;
+		goto out_client;
+	}
+	if (json) {
+		rc = print_result(&res, true, NULL);
+	} else {
+		al_grade_print(stdout, &res);
+		rc = exit_code_for(&res);
+	}
+	al_result_free(&res);
+out_client:
+	al_client_close(c);
+out_job:
+	al_job_free(&job);
+	return rc;
+}
+
 static int cmd_wait(const char *url, int argc, char **argv)
 {
 	struct al_result res;
@@ -716,6 +815,8 @@ int main(int argc, char **argv)
 		return cmd_run(url, argc - 1, argv + 1, !strcmp(argv[1], "run"));
 	if (!strcmp(argv[1], "wait"))
 		return cmd_wait(url, argc - 1, argv + 1);
+	if (!strcmp(argv[1], "grade"))
+		return cmd_grade(url, argc - 1, argv + 1);
 	if (!strcmp(argv[1], "status") && argc == 3)
 		return cmd_status(url, argv[2]);
 	if (!strcmp(argv[1], "cancel") && argc == 3)

@@ -311,3 +311,83 @@ json_t *al_result_to_json(const struct al_result *res)
 	}
 	return al_jb_done(&b, o);
 }
+
+/* JSON to msgpack: objects, arrays, strings, integers, booleans and null
+ * as they are; a key "NAME_base64" is NAME as bytes (bin). A real number is
+ * packed as one (the decoder refuses it where a uint is due). */
+static int pack_json(msgpack_packer *pk, const json_t *v, struct al_err *err);
+
+static int pack_object(msgpack_packer *pk, const json_t *o, struct al_err *err)
+{
+	const char *k;
+	json_t *v;
+
+	if (msgpack_pack_map(pk, json_object_size(o)))
+		return al_err_set(err, AL_ENOMEM, "out of memory");
+	json_object_foreach((json_t *)o, k, v)
+	{
+		size_t kl = strlen(k);
+
+		if (kl > 7 && !strcmp(k + kl - 7, "_base64")) {
+			struct al_bytes b = {0};
+			json_t *wrap = json_object();
+			char name[256];
+			int rc;
+
+			/* al_json_get_bytes reads NAME from NAME_base64 */
+			snprintf(name, sizeof(name), "%.*s", (int)(kl - 7), k);
+			if (!wrap || json_object_set(wrap, k, v)) {
+				json_decref(wrap);
+				return al_err_set(err, AL_ENOMEM, "out of memory");
+			}
+			rc = json_is_string(v) ? al_json_get_bytes(wrap, name, &b) : -1;
+			json_decref(wrap);
+			if (rc) {
+				free(b.data);
+				return al_err_set(err, AL_EINVAL, "%s: expected base64 text", k);
+			}
+			rc = al_mp_pack_strn(pk, k, kl - 7) ||
+			     al_mp_pack_bin(pk, b.data ? (const void *)b.data : "", b.len);
+			free(b.data);
+			if (rc)
+				return al_err_set(err, AL_ENOMEM, "out of memory");
+			continue;
+		}
+		if (al_mp_pack_strn(pk, k, kl) || pack_json(pk, v, err))
+			return err->code ? err->code : al_err_set(err, AL_ENOMEM, "out of memory");
+	}
+	return AL_OK;
+}
+
+static int pack_json(msgpack_packer *pk, const json_t *v, struct al_err *err)
+{
+	size_t i;
+	json_t *e;
+	int rc = 0;
+
+	switch (json_typeof(v)) {
+	case JSON_OBJECT: return pack_object(pk, v, err);
+	case JSON_ARRAY:
+		if (msgpack_pack_array(pk, json_array_size(v)))
+			return al_err_set(err, AL_ENOMEM, "out of memory");
+		json_array_foreach(v, i, e) if ((rc = pack_json(pk, e, err))) return rc;
+		return AL_OK;
+	case JSON_STRING:
+		rc = al_mp_pack_strn(pk, json_string_value(v), json_string_length(v));
+		break;
+	case JSON_INTEGER: rc = msgpack_pack_int64(pk, json_integer_value(v)); break;
+	case JSON_REAL: rc = msgpack_pack_double(pk, json_real_value(v)); break;
+	case JSON_TRUE: rc = msgpack_pack_true(pk); break;
+	case JSON_FALSE: rc = msgpack_pack_false(pk); break;
+	case JSON_NULL: rc = msgpack_pack_nil(pk); break;
+	}
+	return rc ? al_err_set(err, AL_ENOMEM, "out of memory") : AL_OK;
+}
+
+int al_json_to_msgpack(const json_t *v, struct al_buf *out, struct al_err *err)
+{
+	msgpack_packer pk;
+
+	al_mp_packer_init(&pk, out);
+	return pack_json(&pk, v, err);
+}

@@ -6,6 +6,7 @@
 
 #include <jansson.h>
 
+#include "../proto/err.h"
 #include "../proto/job.h"
 #include "../proto/result.h"
 
@@ -19,5 +20,11 @@ int al_json_set_bytes(json_t *obj, const char *key, const struct al_bytes *b);
 /* Read bytes back from key or key_base64; missing leaves *b empty. Caller
  * frees b->data. Returns 0 or -1 on bad base64. */
 int al_json_get_bytes(const json_t *obj, const char *key, struct al_bytes *b);
+
+/* JSON to msgpack (appended to out): objects, arrays, strings, integers,
+ * booleans and null as they are; a key "NAME_base64" is NAME as bytes
+ * (bin). A real number is packed as one (the decoder refuses it where a
+ * uint is due). AL_OK, or AL_EINVAL (bad base64) / AL_ENOMEM with err. */
+int al_json_to_msgpack(const json_t *v, struct al_buf *out, struct al_err *err);
 
 #endif

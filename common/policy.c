@@ -1141,6 +1141,12 @@ int al_policy_admit(const struct al_policy *pol, struct al_job *job, uint64_t no
 		    err, AL_EINVAL,
 		    "files: %llu bytes of input files do not fit the disk limit of %llu bytes",
 		    (unsigned long long)files, (unsigned long long)l->disk_bytes);
+	if (job->ntests) {
+		int rc = admit_grading(t, job, err);
+
+		if (rc)
+			return rc;
+	}
 	if (job->network == AL_NET_EGRESS && !t->egress)
 		return al_err_set(err, AL_EINVAL,
 				  "network: tier %s does not allow egress (its policy has no "
@@ -1161,12 +1167,6 @@ int al_policy_admit(const struct al_policy *pol, struct al_job *job, uint64_t no
 			    "egress_allow[%zu]: \"%.80s\" is not within tier %s's egress "
 			    "rules: a job may narrow them, never widen",
 			    i, job->egress_allow[i], t->name);
-	}
-	if (job->ntests) {
-		int rc = admit_grading(t, job, err);
-
-		if (rc)
-			return rc;
 	}
 	if ((job->nfiles || job->ncollect) && !(al_policy_backend_caps(t->backend) & AL_CAP_FILES))
 		return al_err_set(err, AL_EINVAL,

@@ -451,7 +451,8 @@ int al_grade_dec_result(const msgpack_object *key, const msgpack_object *v, stru
 	if (v->via.array.size > AL_TESTS_MAX)
 		return al_err_set(err, AL_EINVAL, "tests: %u entries, at most %d",
 				  v->via.array.size, AL_TESTS_MAX);
-	if (v->via.array.size && !(res->tests = calloc(v->via.array.size, sizeof(*res->tests))))
+	/* [] too: a grading job's result that ran no test still says so */
+	if (!(res->tests = calloc(v->via.array.size ? v->via.array.size : 1, sizeof(*res->tests))))
 		return al_err_set(err, AL_ENOMEM, "tests: out of memory");
 	for (uint32_t i = 0; i < v->via.array.size; i++) {
 		res->ntests++;

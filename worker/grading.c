@@ -12,7 +12,8 @@
 #include "../backends/jobfs.h"
 
 struct al_grading {
-	const struct al_run_spec *spec; /* the whole job's */
+	struct al_run_spec spec; /* the whole job's (a copy: the caller's may not outlive
+				  * this call; what it points to lives as long as the job) */
 	struct al_jobfs tree;
 	bool tree_made;
 	long step;   /* the step now running: -1 the build, 0.. the tests */
@@ -49,7 +50,7 @@ struct al_grading *al_grading_new(const struct al_backend_ops *ops,
 		al_err_set(err, AL_ENOMEM, "grading: out of memory");
 		return NULL;
 	}
-	g->spec = spec;
+	g->spec = *spec;
 	g->step = job->build ? -2 : -1; /* al_grading_next moves to the first */
 	g->tree.out_fd = g->tree.err_fd = g->tree.mnt_fd = -1;
 	if (!(g->tests = calloc(job->ntests, sizeof(*g->tests)))) {
@@ -93,7 +94,7 @@ fail:
 
 const struct al_run_spec *al_grading_next(struct al_grading *g)
 {
-	const struct al_job *job = g->spec->job;
+	const struct al_job *job = g->spec.job;
 	struct al_limits lim;
 
 	if (g->failed && (g->step < 0 || job->stop_on_failure)) {
@@ -106,8 +107,8 @@ const struct al_run_spec *al_grading_next(struct al_grading *g)
 	}
 	if (++g->step >= (long)job->ntests)
 		return NULL;
-	al_grade_step_job(job, &g->spec->limits, g->step, g->argv, &g->job, &lim);
-	g->run = *g->spec;
+	al_grade_step_job(job, &g->spec.limits, g->step, g->argv, &g->job, &lim);
+	g->run = g->spec;
 	g->run.job = &g->job;
 	g->run.limits = lim;
 	g->run.grade_tree = g->tree.home;
@@ -117,7 +118,7 @@ const struct al_run_spec *al_grading_next(struct al_grading *g)
 
 int al_grading_step_done(struct al_grading *g, struct al_result *run)
 {
-	const struct al_job *job = g->spec->job;
+	const struct al_job *job = g->spec.job;
 
 	if (g->step < 0) {
 		if (al_grade_build(run, &g->build))

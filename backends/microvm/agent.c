@@ -590,12 +590,26 @@ static int send_frame(void *to, int stream, const void *data, size_t len)
 	return al_chan_write(o->fd, AL_CHAN_OUTPUT, &st, 1, data, len, -1, o->err);
 }
 
+/* Say we are alive, at most once a second (the host tells a hung guest
+ * from a long job by that): while a job runs, and between a grading job's
+ * many short steps. */
+static int beat(int port, struct al_err *err)
+{
+	static uint64_t last;
+
+	if (last && al_mono_ms() - last < AL_CHAN_HEARTBEAT_MS)
+		return AL_OK;
+	last = al_mono_ms();
+	return al_chan_write(port, AL_CHAN_HEARTBEAT, NULL, 0, NULL, 0, -1, err) ? AL_ESANDBOX
+										 : AL_OK;
+}
+
 static int wait_job(pid_t pid, int port, const struct al_cg *cg, const struct al_jobfs *fs,
 		    const struct step *stp, int *ws, bool *timed_out, struct al_err *err)
 {
 	const struct al_limits *l = stp->l;
 	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0), rc = AL_OK;
-	uint64_t t0 = al_mono_ms(), beat_ms = t0, sent[3] = {0};
+	uint64_t t0 = al_mono_ms(), sent[3] = {0};
 
 	for (bool done = false, stopped = false; !done;) {
 		struct pollfd p = {.fd = pidfd, .events = POLLIN};
@@ -619,14 +633,8 @@ static int wait_job(pid_t pid, int port, const struct al_cg *cg, const struct al
 				rc = AL_ESANDBOX;
 				break;
 			}
-			if (al_mono_ms() - beat_ms >= AL_CHAN_HEARTBEAT_MS) {
-				beat_ms = al_mono_ms();
-				if (al_chan_write(port, AL_CHAN_HEARTBEAT, NULL, 0, NULL, 0, -1,
-						  err)) {
-					rc = AL_ESANDBOX;
-					break;
-				}
-			}
+			if ((rc = beat(port, err)))
+				break;
 			continue;
 		}
 		while ((w = waitpid(-1, &s, pidfd >= 0 ? WNOHANG : 0)) > 0 ||
@@ -766,6 +774,8 @@ static int run_grading(struct job_in *in, int port, struct al_result *res, struc
 		struct al_job sj;
 		uint32_t argc = 0;
 
+		if ((rc = beat(port, err)))
+			break;
 		if (failed && i >= 0 && job->stop_on_failure) {
 			if (al_grade_skip(&job->tests[i], &tests[n++]))
 				rc = al_err_set(err, AL_ESANDBOX, "agent: out of memory");

@@ -18,6 +18,7 @@ __all__ = [
     "Client", "Result", "Chunk", "AirlockError", "Unavailable", "Unauthorized", "NotFound",
     "Rejected", "QuotaExceeded", "WaitTimeout", "JobFailed", "Timeout", "CpuLimit",
     "MemoryLimit", "OutputLimit", "Cancelled", "SandboxError", "WorkerLost", "Expired",
+    "CompileError", "TestResult",
 ]
 
 Bytes = Union[bytes, str]
@@ -108,8 +109,56 @@ class Expired(JobFailed):
     status = "expired"
 
 
+class CompileError(JobFailed):
+    """A grading job's build failed: no test ran (stdout and stderr are the build's)."""
+    status = "compile_error"
+
+
 _FAILURES = {c.status: c for c in (Rejected, Timeout, CpuLimit, MemoryLimit, OutputLimit,
-                                    Cancelled, SandboxError, WorkerLost, Expired)}
+                                    Cancelled, SandboxError, WorkerLost, Expired, CompileError)}
+
+
+def _bytes_of(m: Mapping[str, Any], name: str) -> bytes:
+    """A bytes field of a result map: msgpack bin, or the gateway's text or NAME_base64."""
+    if name + "_base64" in m:
+        return base64.b64decode(m[name + "_base64"])
+    v = m.get(name) or b""
+    return v.encode() if isinstance(v, str) else bytes(v)
+
+
+@dataclass
+class TestResult:
+    """One test of a grading job (PROTOCOL.md, "Grading jobs"): its verdict
+    (accepted, wrong_answer, timeout, cpu_limit, memory_limit, output_limit,
+    runtime_error, skipped; the build's: accepted or compile_error), detail
+    (wrong_answer: the first differing line), usage and kept output."""
+    __test__ = False  # not a test case for pytest
+    name: str
+    verdict: str
+    exit_code: Optional[int] = None
+    signal: int = 0
+    wall_ms: int = 0
+    cpu_ms: int = 0
+    peak_memory_bytes: int = 0
+    stdout: bytes = b""
+    stderr: bytes = b""
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    detail: Optional[str] = None
+
+    @property
+    def accepted(self) -> bool:
+        return self.verdict == "accepted"
+
+    @classmethod
+    def from_map(cls, m: Mapping[str, Any]) -> "TestResult":
+        return cls(name=m.get("name", ""), verdict=m.get("verdict", ""),
+                   exit_code=m.get("exit_code"), signal=m.get("signal") or 0,
+                   wall_ms=m.get("wall_ms") or 0, cpu_ms=m.get("cpu_ms") or 0,
+                   peak_memory_bytes=m.get("peak_memory_bytes") or 0,
+                   stdout=_bytes_of(m, "stdout"), stderr=_bytes_of(m, "stderr"),
+                   stdout_truncated=bool(m.get("stdout_truncated")),
+                   stderr_truncated=bool(m.get("stderr_truncated")), detail=m.get("detail"))
 
 
 @dataclass
@@ -131,6 +180,8 @@ class Result:
     backend: Optional[str] = None
     info: Dict[str, str] = field(default_factory=dict)
     files: List[Dict[str, Any]] = field(default_factory=list)
+    build: Optional[TestResult] = None  # a grading job's build
+    tests: List[TestResult] = field(default_factory=list)  # ...and its tests, in order
     raw: Dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property
@@ -146,24 +197,26 @@ class Result:
             raise QuotaExceeded(self)
         raise _FAILURES.get(self.status, JobFailed)(self)
 
+    @property
+    def all_accepted(self) -> bool:
+        """A grading job: it ran, and every test was accepted."""
+        return self.status == "ok" and all(x.accepted for x in self.tests)
+
     @classmethod
     def from_map(cls, m: Mapping[str, Any]) -> "Result":
         """From the protocol's result map: msgpack (bytes) or the gateway's JSON
         (bytes as text, or NAME_base64)."""
-        def b(name: str) -> bytes:
-            if name + "_base64" in m:
-                return base64.b64decode(m[name + "_base64"])
-            v = m.get(name) or b""
-            return v.encode() if isinstance(v, str) else bytes(v)
-
         return cls(id=m.get("id", ""), status=m.get("status", ""), exit_code=m.get("exit_code"),
-                   signal=m.get("signal") or 0, stdout=b("stdout"), stderr=b("stderr"),
+                   signal=m.get("signal") or 0, stdout=_bytes_of(m, "stdout"),
+                   stderr=_bytes_of(m, "stderr"),
                    stdout_truncated=bool(m.get("stdout_truncated")),
                    stderr_truncated=bool(m.get("stderr_truncated")), error=m.get("error"),
                    wall_ms=m.get("wall_ms") or 0, cpu_ms=m.get("cpu_ms") or 0,
                    peak_memory_bytes=m.get("peak_memory_bytes") or 0,
                    attempt=m.get("attempt") or 0, backend=m.get("backend"),
                    info=dict(m.get("info") or {}), files=list(m.get("files") or []),
+                   build=TestResult.from_map(m["build"]) if m.get("build") else None,
+                   tests=[TestResult.from_map(x) for x in m.get("tests") or []],
                    raw=dict(m))
 
 
@@ -393,19 +446,22 @@ class _Gateway:
             self.conn = None
 
 
-def _gateway_body(job: Dict[str, Any]) -> Dict[str, Any]:
-    """Bytes fields as text, or NAME_base64 when they are not UTF-8."""
+def _gateway_body(job: Any) -> Any:
+    """Bytes fields as text, or NAME_base64 when they are not UTF-8, at any
+    depth (files, a grading job's build and tests)."""
+    if isinstance(job, list):
+        return [_gateway_body(x) for x in job]
+    if not isinstance(job, dict):
+        return job
     out: Dict[str, Any] = {}
     for k, v in job.items():
-        if k == "files":
-            out[k] = [_gateway_body(f) for f in v]
-        elif isinstance(v, (bytes, bytearray)):
+        if isinstance(v, (bytes, bytearray)):
             try:
                 out[k] = bytes(v).decode()
             except UnicodeDecodeError:
                 out[k + "_base64"] = base64.b64encode(v).decode()
         else:
-            out[k] = v
+            out[k] = _gateway_body(v)
     return out
 
 
@@ -614,6 +670,52 @@ class Client:
         stream is bounded by the job's caps; the result keeps the whole
         capped output."""
         return self._via.stream(job_id, after or "0", timeout)
+
+    def grade(self, tests: Sequence[Mapping[str, Any]], code: Optional[Bytes] = None, *,
+              argv: Optional[Sequence[str]] = None,
+              build: Union[None, Sequence[str], Mapping[str, Any]] = None,
+              stop_on_failure: bool = False, check: bool = True,
+              wait_timeout: Optional[float] = None, **kw: Any) -> Result:
+        """A grading job (PROTOCOL.md, "Grading jobs"): build (an argv, or a
+        map with argv or runtime+code, and limits) runs once, then code or
+        argv once per test. Each test: {"name", "stdin", "expect", "compare"
+        (exact, trim: the default, tokens), "argv" (appended), "files"
+        ({path: bytes}), "limits", or "timeout" (s) and "memory" (bytes)}.
+        The Result's tests hold each verdict (TestResult); all_accepted says
+        whether all passed. A compile_error is a Result too (build says why);
+        with check, an outcome that is neither raises its JobFailed."""
+        def raw(v: Bytes) -> bytes:
+            return v.encode() if isinstance(v, str) else bytes(v)
+
+        out = []
+        for t in tests:
+            t = dict(t)
+            lim = dict(t.pop("limits", None) or {})
+            if "timeout" in t:
+                lim["wall_ms"] = max(1, int(t.pop("timeout") * 1000))
+            if "memory" in t:
+                lim["memory_bytes"] = int(t.pop("memory"))
+            if lim:
+                t["limits"] = lim
+            for k in ("stdin", "expect"):
+                if k in t:
+                    t[k] = raw(t[k])
+            if isinstance(t.get("files"), Mapping):
+                t["files"] = [{"path": p, "data": raw(d)} for p, d in t["files"].items()]
+            out.append(t)
+        fields: Dict[str, Any] = {"tests": out}
+        if build is not None:
+            b = {"argv": list(build)} if not isinstance(build, Mapping) else dict(build)
+            if "code" in b:
+                b["code"] = raw(b["code"])
+            fields["build"] = b
+        if stop_on_failure:
+            fields["stop_on_failure"] = True
+        kw.update(fields)
+        res = self.wait(self.submit(code, argv=argv, **kw), wait_timeout)
+        if check and res.status not in ("ok", "compile_error"):
+            res.raise_for_status()
+        return res
 
     def run_python(self, code: str, *, tier: Optional[str] = None,
                    timeout: Optional[float] = None) -> Dict[str, Any]:

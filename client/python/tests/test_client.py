@@ -6,7 +6,8 @@ Redis: run, a non-zero exit as a value, each failed outcome as its typed
 exception (Rejected, QuotaExceeded, Timeout, MemoryLimit, OutputLimit,
 Cancelled, SandboxError, Expired), WaitTimeout, NotFound, Unauthorized,
 Unavailable; status, cancel; stream() seeing a job's lines while it runs and
-resuming after a chunk with exactly the rest; run_python's dictionary. The
+resuming after a chunk with exactly the rest; run_python's dictionary;
+grade(): a build and each test's verdict, a compile_error. The
 package installs with pip (a venv, no network) and its scripts are the
 document's."""
 import os
@@ -146,6 +147,31 @@ def suite(name, cl, other=None):
     e = raises(lambda: list(cl.stream("nosuchjob0123", timeout=5)), airlock.NotFound)
     t.ok(isinstance(e, airlock.NotFound), "%s: stream of an unknown job raises NotFound" % name,
          e)
+
+    # a grading job: the build once, each test's verdict
+    tests = [{"name": "one", "stdin": "1 2\n", "expect": "3\n"},
+             {"name": "two", "stdin": "5 5\n", "expect": "x\n", "compare": "exact"},
+             {"name": "bad", "stdin": b"\xff \xfe\n", "files": {"in.dat": b"\x00\xff"},
+              "timeout": 5}]
+    r = cl.grade(tests, argv=["/bin/sh", "run.sh"],
+                 build=["/bin/sh", "-c", "printf 'read a b\\necho $((a + b))\\n' > run.sh"])
+    t.ok(r.status == "ok" and r.exit_code == 1 and not r.all_accepted and
+         r.build and r.build.verdict == "accepted" and
+         [x.verdict for x in r.tests] == ["accepted", "wrong_answer", "runtime_error"] and
+         r.tests[1].detail == 'line 1: expected "x", got "10"' and r.tests[0].stdout == b"3\n"
+         and isinstance(r.tests[2], airlock.TestResult) and r.tests[2].exit_code,
+         "%s: grade(): the build, then each test's verdict (TestResult), bytes stdin and "
+         "files" % name, r)
+    r = cl.grade(tests[:1], argv=["/bin/true"], build=["/bin/sh", "-c", "echo nope >&2; exit 4"])
+    e = raises(r.raise_for_status, airlock.CompileError)
+    t.ok(r.status == "compile_error" and r.tests == [] and r.stderr == b"nope\n" and
+         r.exit_code == 4 and r.build.verdict == "compile_error" and
+         isinstance(e, airlock.CompileError),
+         "%s: grade(): a failing build is a compile_error Result (CompileError from "
+         "raise_for_status), no test run" % name, r)
+    e = raises(lambda: cl.grade(tests, argv=["/bin/true"], tier="broken"), airlock.Rejected)
+    t.ok(isinstance(e, airlock.Rejected) and "does not run grading jobs" in str(e),
+         "%s: grade() on a tier that cannot grade raises Rejected, saying why" % name, e)
 
     a = cl.run_python("print(6*7)")
     b = cl.run_python("import sys; sys.stderr.write('bad\\n'); sys.exit(2)")

@@ -1,0 +1,495 @@
+/* gradejob.c - grading jobs for the CLI (gradejob.h). */
+#include "gradejob.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <jansson.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <yaml.h>
+
+#include "../proto/grade.h"
+#include "json.h"
+
+#define SPEC_MAX (16u << 20) /* a spec file or one file it names */
+
+/* A file's bytes (malloc'd, NUL-terminated); AL_ESYS/AL_EINVAL with err. */
+static int slurp(const char *path, struct al_bytes *out, struct al_err *err)
+{
+	FILE *f = fopen(path, "rb");
+	struct stat st;
+	size_t n;
+
+	if (!f)
+		return al_err_sys(err, "%s", path);
+	if (fstat(fileno(f), &st) || !S_ISREG(st.st_mode) || (uint64_t)st.st_size > SPEC_MAX) {
+		fclose(f);
+		return al_err_set(err, AL_EINVAL, "%s: not a regular file of at most %u bytes",
+				  path, SPEC_MAX);
+	}
+	out->data = malloc((size_t)st.st_size + 1);
+	if (!out->data) {
+		fclose(f);
+		return al_err_set(err, AL_ENOMEM, "out of memory");
+	}
+	n = fread(out->data, 1, (size_t)st.st_size, f);
+	fclose(f);
+	out->data[n] = '\0';
+	out->len = n;
+	return AL_OK;
+}
+
+/* ---- YAML, as the JSON it stands for ---- */
+
+static bool is_int(const char *s)
+{
+	if (*s == '-')
+		s++;
+	if (!*s)
+		return false;
+	for (; *s; s++)
+		if (*s < '0' || *s > '9')
+			return false;
+	return true;
+}
+
+static json_t *yaml_node_json(yaml_document_t *doc, yaml_node_t *n, int depth)
+{
+	json_t *v = NULL;
+
+	if (!n || depth > 32)
+		return NULL;
+	switch (n->type) {
+	case YAML_SCALAR_NODE: {
+		const char *s = (const char *)n->data.scalar.value;
+
+		if (n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
+			return json_stringn(s, n->data.scalar.length);
+		if (!strcmp(s, "true"))
+			return json_true();
+		if (!strcmp(s, "false"))
+			return json_false();
+		if (!strcmp(s, "null") || !strcmp(s, "~") || !*s)
+			return json_null();
+		if (is_int(s) && strlen(s) < 19)
+			return json_integer(strtoll(s, NULL, 10));
+		return json_stringn(s, n->data.scalar.length);
+	}
+	case YAML_SEQUENCE_NODE:
+		v = json_array();
+		for (yaml_node_item_t *i = n->data.sequence.items.start;
+		     v && i < n->data.sequence.items.top; i++) {
+			json_t *e = yaml_node_json(doc, yaml_document_get_node(doc, *i), depth + 1);
+
+			if (!e || json_array_append_new(v, e)) {
+				json_decref(v);
+				return NULL;
+			}
+		}
+		return v;
+	case YAML_MAPPING_NODE:
+		v = json_object();
+		for (yaml_node_pair_t *p = n->data.mapping.pairs.start;
+		     v && p < n->data.mapping.pairs.top; p++) {
+			yaml_node_t *k = yaml_document_get_node(doc, p->key);
+			json_t *e;
+
+			if (!k || k->type != YAML_SCALAR_NODE) {
+				json_decref(v);
+				return NULL;
+			}
+			e = yaml_node_json(doc, yaml_document_get_node(doc, p->value), depth + 1);
+			if (!e || json_object_set_new(v, (const char *)k->data.scalar.value, e)) {
+				json_decref(v);
+				return NULL;
+			}
+		}
+		return v;
+	default: return NULL;
+	}
+}
+
+static json_t *yaml_load(const char *path, const struct al_bytes *text, struct al_err *err)
+{
+	yaml_parser_t p;
+	yaml_document_t doc;
+	json_t *v = NULL;
+
+	if (!yaml_parser_initialize(&p)) {
+		al_err_set(err, AL_ENOMEM, "out of memory");
+		return NULL;
+	}
+	yaml_parser_set_input_string(&p, (const unsigned char *)text->data, text->len);
+	if (!yaml_parser_load(&p, &doc)) {
+		al_err_set(err, AL_EINVAL, "%s: invalid YAML: %s (line %zu)", path,
+			   p.problem ? p.problem : "?", p.problem_mark.line + 1);
+		yaml_parser_delete(&p);
+		return NULL;
+	}
+	v = yaml_node_json(&doc, yaml_document_get_root_node(&doc), 0);
+	if (!v)
+		al_err_set(err, AL_EINVAL,
+			   "%s: expected a mapping of the job's fields (keys are text, at most 32 "
+			   "deep)",
+			   path);
+	yaml_document_delete(&doc);
+	yaml_parser_delete(&p);
+	return v;
+}
+
+/* The spec file at path as JSON: .json, .yaml or .yml. */
+static json_t *spec_load(const char *path, struct al_err *err)
+{
+	const char *dot = strrchr(path, '.');
+	struct al_bytes text = {0};
+	json_t *v = NULL;
+
+	if (!dot || (strcmp(dot, ".json") && strcmp(dot, ".yaml") && strcmp(dot, ".yml"))) {
+		al_err_set(err, AL_EINVAL,
+			   "%s: expected a directory, or a .json, .yaml or .yml file", path);
+		return NULL;
+	}
+	if (slurp(path, &text, err))
+		return NULL;
+	if (!strcmp(dot, ".json")) {
+		json_error_t je;
+
+		if (!(v = json_loadb(text.data, text.len, JSON_REJECT_DUPLICATES, &je)))
+			al_err_set(err, AL_EINVAL, "%s: invalid JSON: %s (line %d)", path, je.text,
+				   je.line);
+	} else {
+		v = yaml_load(path, &text, err);
+	}
+	free(text.data);
+	if (v && !json_is_object(v)) {
+		json_decref(v);
+		al_err_set(err, AL_EINVAL, "%s: expected an object of the job's fields", path);
+		return NULL;
+	}
+	return v;
+}
+
+/* Every key NAME_from of o: NAME from that file (relative to base). */
+static int resolve_from(json_t *o, const char *base, struct al_err *err)
+{
+	const char *k;
+	json_t *v;
+	void *tmp;
+
+	if (!json_is_object(o))
+		return AL_OK;
+	json_object_foreach_safe(o, tmp, k, v)
+	{
+		size_t kl = strlen(k);
+		char path[PATH_MAX], name[128];
+		struct al_bytes b = {0};
+		int rc;
+
+		if (kl <= 5 || strcmp(k + kl - 5, "_from") || kl - 5 >= sizeof(name))
+			continue;
+		if (!json_is_string(v))
+			return al_err_set(err, AL_EINVAL, "%s: expected a path", k);
+		snprintf(name, sizeof(name), "%.*s", (int)(kl - 5), k);
+		if (al_pathf(path, sizeof(path), "%s/%s",
+			     json_string_value(v)[0] == '/' ? "" : base, json_string_value(v)))
+			return al_err_set(err, AL_EINVAL, "%s: path too long", k);
+		if ((rc = slurp(path, &b, err)))
+			return rc;
+		rc = al_json_set_bytes(o, name, &b);
+		free(b.data);
+		if (rc || json_object_del(o, k))
+			return al_err_set(err, AL_ENOMEM, "out of memory");
+	}
+	return AL_OK;
+}
+
+static int resolve_files(json_t *o, const char *base, struct al_err *err)
+{
+	size_t i;
+	json_t *f;
+	int rc;
+
+	json_array_foreach(json_object_get(o, "files"), i,
+			   f) if ((rc = resolve_from(f, base, err))) return rc;
+	return AL_OK;
+}
+
+static int resolve_all(json_t *job, const char *base, struct al_err *err)
+{
+	size_t i;
+	json_t *t;
+	int rc;
+
+	if ((rc = resolve_from(job, base, err)) || (rc = resolve_files(job, base, err)) ||
+	    (rc = resolve_from(json_object_get(job, "build"), base, err)))
+		return rc;
+	json_array_foreach(json_object_get(job, "tests"), i,
+			   t) if ((rc = resolve_from(t, base, err)) ||
+				  (rc = resolve_files(t, base, err))) return rc;
+	return AL_OK;
+}
+
+/* ---- the directory form ---- */
+
+static json_t *array_at(json_t *o, const char *key)
+{
+	json_t *a = json_object_get(o, key);
+
+	if (!a) {
+		a = json_array();
+		if (json_object_set_new(o, key, a))
+			return NULL;
+	}
+	return json_is_array(a) ? a : NULL;
+}
+
+/* files/ under dir, recursively, as the job's files (path relative to top). */
+static int add_files(json_t *files, const char *top, const char *rel, struct al_err *err)
+{
+	char path[PATH_MAX], sub[PATH_MAX];
+	struct dirent **ents;
+	int n, rc = AL_OK;
+
+	if (al_pathf(path, sizeof(path), "%s%s%s", top, *rel ? "/" : "", rel))
+		return al_err_set(err, AL_EINVAL, "%s/%s: path too long", top, rel);
+	if ((n = scandir(path, &ents, NULL, alphasort)) < 0)
+		return al_err_sys(err, "%s", path);
+	for (int i = 0; i < n; i++) {
+		struct stat st;
+		struct al_bytes b = {0};
+		json_t *f;
+
+		if (rc || ents[i]->d_name[0] == '.')
+			goto next;
+		if (al_pathf(sub, sizeof(sub), "%s%s%s", rel, *rel ? "/" : "", ents[i]->d_name) ||
+		    al_pathf(path, sizeof(path), "%s/%s", top, sub))
+			rc = al_err_set(err, AL_EINVAL, "%s/%s: path too long", top, rel);
+		else if (lstat(path, &st)) {
+			rc = al_err_sys(err, "%s", path);
+		} else if (S_ISDIR(st.st_mode)) {
+			rc = add_files(files, top, sub, err);
+		} else if (!S_ISREG(st.st_mode)) {
+			rc =
+			    al_err_set(err, AL_EINVAL, "%s: not a regular file or directory", path);
+		} else if (!(rc = slurp(path, &b, err))) {
+			f = json_pack("{s:s, s:i}", "path", sub, "mode", (int)(st.st_mode & 0755));
+			if (!f || al_json_set_bytes(f, "data", &b) ||
+			    json_array_append_new(files, f))
+				rc = al_err_set(err, AL_ENOMEM, "out of memory");
+			free(b.data);
+		}
+	next:
+		free(ents[i]);
+	}
+	free(ents);
+	return rc;
+}
+
+/* tests/NAME.in (+ .out, .args) as tests, in name order. */
+static int add_tests(json_t *tests, const char *dir, const char *compare, struct al_err *err)
+{
+	struct dirent **ents;
+	int n, rc = AL_OK;
+
+	if ((n = scandir(dir, &ents, NULL, alphasort)) < 0)
+		return al_err_sys(err, "%s", dir);
+	for (int i = 0; i < n; i++) {
+		const char *nm = ents[i]->d_name;
+		size_t l = strlen(nm);
+		char path[PATH_MAX];
+		struct al_bytes in = {0}, b = {0};
+		json_t *t = NULL;
+
+		if (rc || l <= 3 || strcmp(nm + l - 3, ".in"))
+			goto next;
+		if (al_pathf(path, sizeof(path), "%s/%s", dir, nm)) {
+			rc = al_err_set(err, AL_EINVAL, "%s/%s: path too long", dir, nm);
+			goto next;
+		}
+		if ((rc = slurp(path, &in, err)))
+			goto next;
+		t = json_pack("{s:s#, s:s}", "name", nm, (int)(l - 3), "compare", compare);
+		if (!t || al_json_set_bytes(t, "stdin", &in)) {
+			rc = al_err_set(err, AL_ENOMEM, "out of memory");
+			goto next;
+		}
+		if (!al_pathf(path, sizeof(path), "%s/%.*s.out", dir, (int)(l - 3), nm) &&
+		    !access(path, F_OK)) {
+			if ((rc = slurp(path, &b, err)))
+				goto next;
+			if (al_json_set_bytes(t, "expect", &b))
+				rc = al_err_set(err, AL_ENOMEM, "out of memory");
+			free(b.data);
+			b.data = NULL;
+		}
+		if (!rc && !al_pathf(path, sizeof(path), "%s/%.*s.args", dir, (int)(l - 3), nm) &&
+		    !access(path, F_OK) && !(rc = slurp(path, &b, err))) {
+			json_t *av = json_array();
+
+			for (char *s = b.data, *e; av && s && *s; s = e ? e + 1 : NULL) {
+				e = strchr(s, '\n');
+				if (json_array_append_new(
+					av, json_stringn(s, e ? (size_t)(e - s) : strlen(s))))
+					rc = al_err_set(err, AL_ENOMEM, "out of memory");
+			}
+			if (!av || json_object_set_new(t, "argv", av))
+				rc = al_err_set(err, AL_ENOMEM, "out of memory");
+		}
+		if (!rc && json_array_append(tests, t))
+			rc = al_err_set(err, AL_ENOMEM, "out of memory");
+	next:
+		json_decref(t);
+		free(in.data);
+		free(b.data);
+		free(ents[i]);
+	}
+	free(ents);
+	return rc;
+}
+
+static json_t *dir_load(const char *dir, const char *compare_opt, struct al_err *err)
+{
+	static const char *const names[] = {"grade.yaml", "grade.yml", "grade.json"};
+	char path[PATH_MAX];
+	json_t *job = NULL, *c;
+	const char *compare = compare_opt;
+	struct stat st;
+
+	for (size_t i = 0; i < 3 && !job; i++) {
+		if (al_pathf(path, sizeof(path), "%s/%s", dir, names[i])) {
+			al_err_set(err, AL_EINVAL, "%s: path too long", dir);
+			return NULL;
+		}
+		if (!access(path, F_OK) && !(job = spec_load(path, err)))
+			return NULL;
+	}
+	if (!job && !(job = json_object())) {
+		al_err_set(err, AL_ENOMEM, "out of memory");
+		return NULL;
+	}
+	/* "compare" in the directory's file is its tests' default */
+	c = json_object_get(job, "compare");
+	if (!compare)
+		compare = json_is_string(c) ? json_string_value(c) : "trim";
+	compare = strdupa(compare);
+	json_object_del(job, "compare");
+	if (al_pathf(path, sizeof(path), "%s/files", dir))
+		goto fail;
+	if (!stat(path, &st) && S_ISDIR(st.st_mode) &&
+	    (!array_at(job, "files") || add_files(array_at(job, "files"), path, "", err)))
+		goto fail;
+	if (al_pathf(path, sizeof(path), "%s/tests", dir))
+		goto fail;
+	if (!stat(path, &st) && S_ISDIR(st.st_mode) &&
+	    (!array_at(job, "tests") || add_tests(array_at(job, "tests"), path, compare, err)))
+		goto fail;
+	if (!json_array_size(json_object_get(job, "tests"))) {
+		al_err_set(err, AL_EINVAL,
+			   "%s: no tests: expected tests/NAME.in files (and NAME.out)", dir);
+		goto fail;
+	}
+	return job;
+fail:
+	if (!err->code)
+		al_err_set(err, AL_ENOMEM, "out of memory");
+	json_decref(job);
+	return NULL;
+}
+
+int al_grade_job_load(const char *path, const struct al_grade_opts *o, struct al_job *job,
+		      struct al_err *err)
+{
+	struct stat st;
+	json_t *j;
+	struct al_buf mp = {0};
+	char base[PATH_MAX], id[33];
+	bool dir = !stat(path, &st) && S_ISDIR(st.st_mode);
+	int rc;
+
+	memset(job, 0, sizeof(*job));
+	if (!dir && access(path, R_OK))
+		return al_err_sys(err, "%s", path);
+	snprintf(base, sizeof(base), "%s", path);
+	if (!dir) { /* a file's NAME_from paths are relative to its directory */
+		char *slash = strrchr(base, '/');
+
+		if (slash)
+			*slash = '\0';
+		else
+			snprintf(base, sizeof(base), ".");
+	}
+	if (!(j = dir ? dir_load(path, o->compare, err) : spec_load(path, err)))
+		return err->code ? err->code : AL_EINVAL;
+	if ((rc = resolve_all(j, base, err)))
+		goto out;
+	if (!json_object_get(j, "v"))
+		json_object_set_new(j, "v", json_integer(AL_PROTO_VERSION));
+	if (!json_object_get(j, "id") && (rc = al_job_new_id(id, err)) == AL_OK)
+		json_object_set_new(j, "id", json_string(id));
+	if (o->tier || !json_object_get(j, "tier"))
+		json_object_set_new(j, "tier", json_string(o->tier ? o->tier : "trusted"));
+	if (o->image)
+		json_object_set_new(j, "image", json_string(o->image));
+	if (o->stop_on_failure)
+		json_object_set_new(j, "stop_on_failure", json_true());
+	if (rc || (rc = al_json_to_msgpack(j, &mp, err)))
+		goto out;
+	if ((rc = al_job_decode(mp.data, mp.len, job, err)))
+		al_err_wrap(err, "%s", path);
+	else if (!job->ntests)
+		rc = al_err_set(err, AL_EINVAL, "%s: not a grading job: it has no tests", path);
+out:
+	if (rc)
+		al_job_free(job);
+	al_buf_free(&mp);
+	json_decref(j);
+	return rc;
+}
+
+/* ---- the table ---- */
+
+static void print_row(FILE *f, const char *num, const struct al_test_result *t)
+{
+	char mem[32];
+
+	snprintf(mem, sizeof(mem), "%llu KiB", (unsigned long long)(t->peak_memory_bytes >> 10));
+	fprintf(f, "%4s  %-24.24s %-14s %7llu %8llu %10s  %s\n", num, t->name,
+		al_verdict_name(t->verdict), (unsigned long long)t->cpu_ms,
+		(unsigned long long)t->wall_ms, t->verdict == AL_V_SKIPPED ? "" : mem,
+		t->detail ? t->detail : "");
+}
+
+void al_grade_print(FILE *f, const struct al_result *res)
+{
+	size_t ok = 0;
+
+	if (res->status != AL_ST_OK && res->status != AL_ST_COMPILE_ERROR) {
+		/* it did not get to its tests: no table */
+		fprintf(f, "%s: %s\n", al_status_name(res->status), res->error ? res->error : "");
+		return;
+	}
+	if (res->status == AL_ST_COMPILE_ERROR) {
+		fwrite(res->out.data ? res->out.data : "", 1, res->out.len, f);
+		fwrite(res->err.data ? res->err.data : "", 1, res->err.len, f);
+		if (res->err.len && res->err.data[res->err.len - 1] != '\n')
+			fputc('\n', f);
+	}
+	fprintf(f, "%4s  %-24s %-14s %7s %8s %10s  %s\n", "#", "test", "verdict", "cpu_ms",
+		"wall_ms", "memory", "detail");
+	if (res->build)
+		print_row(f, "-", res->build);
+	for (size_t i = 0; i < res->ntests; i++) {
+		char num[24];
+
+		snprintf(num, sizeof(num), "%zu", i + 1);
+		print_row(f, num, &res->tests[i]);
+		ok += res->tests[i].verdict == AL_V_ACCEPTED;
+	}
+	if (res->status == AL_ST_COMPILE_ERROR)
+		fprintf(f, "compile_error: %s; no test ran\n", res->error ? res->error : "");
+	else
+		fprintf(f, "%zu/%zu accepted\n", ok, res->ntests);
+}

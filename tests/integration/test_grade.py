@@ -13,7 +13,8 @@ one job; stop at the first failure; a Python solution on the python image.
 and a YAML file, prints the verdict table and exits 0/1/3. Bad input: a
 tier whose backend cannot grade, a test's limit above the tier's maximum, a
 grading job with network, a directory without tests, a file of another
-kind, invalid YAML: each refused with its own message."""
+kind, invalid YAML: each refused with its own message. The same through the
+gateway in JSON."""
 import json
 import os
 import re
@@ -23,6 +24,7 @@ import tempfile
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 from altest import Tap, need_root  # noqa: E402
 from cluster import Cluster  # noqa: E402
+from gwclient import Api, free_port, key_file, start_gateway  # noqa: E402
 
 t = Tap()
 need_root("the sandboxes")
@@ -265,6 +267,24 @@ try:
          "error:" in p.stdout.decode(),
          "airlock grade: a build that fails prints the compiler's output, exit code 3",
          (p.returncode, p.stdout.decode()))
+
+    # through the gateway, in JSON: docs/api.md's example
+    port = free_port()
+    start_gateway(c, port, key_file(os.path.join(c.dir, "keys"), {"acme": "gk-grade-0123456789"}))
+    st, doc = Api(port).call("POST", "/v1/run", key="gk-grade-0123456789", body={
+        "tier": "trusted", "runtime": "sh", "code": "read a b; echo $((a+b))",
+        "tests": [{"name": "one", "stdin": "1 2\n", "expect": "3\n"},
+                  {"name": "two", "stdin": "2 2\n", "expect": "5\n"}]}, timeout=120)
+    r = doc.get("result", {})
+    t.ok(st == 200 and r.get("status") == "ok" and r.get("exit_code") == 1 and
+         [x["verdict"] for x in r.get("tests", [])] == ["accepted", "wrong_answer"] and
+         r["tests"][1]["detail"] == 'line 1: expected "5", got "4"' and
+         r["tests"][0]["stdout"] == "3\n",
+         "the gateway: a grading job in JSON, its verdicts in the JSON result", (st, doc))
+    st, doc = Api(port).call("POST", "/v1/jobs", key="gk-grade-0123456789", body={
+        "tier": "trusted", "argv": ["/bin/true"], "tests": [{"name": "x", "colour": "red"}]})
+    t.ok(st == 400 and "tests[0]: unknown or repeated field" in doc.get("error", ""),
+         "the gateway: a malformed test is 400, naming it", (st, doc))
 
     # bad input
     def refused(what, args, code, needle):

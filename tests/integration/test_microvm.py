@@ -4,7 +4,8 @@ under QEMU (TCG here, KVM where it works): a job in its own kernel with no
 network device and no host file, input and output files, the image hash in
 the result, a rejected network request, a missing image, guest faults
 (panic, hang before and after the job went in, a flood and garbage on the
-result channel, a VMM crash) each ending as sandbox_error within the job's
+result channel, a VMM crash, a grading verdict for a test the job does not
+have) each ending as sandbox_error within the job's
 timeout, cancel, the warm pool (warm boot, refill, recycling of idle VMs)
 and nothing of any VM left afterwards.
 
@@ -71,11 +72,13 @@ bigframe) ready; { $B printf '\017\000\000\000S'; $B cat /dev/zero; } >$P ;;  # 
 dupfiles) ready; $B cat /result.bin >$P; $B sleep 100000 ;;  # a file returned twice
 outflood) ready; while :; do $B cat /out.bin; done >$P ;;   # live output past the job's cap
 badout) ready; $B printf '\000\000\000\003O\007x' >$P; $B sleep 100000 ;;  # stream 7
+forged) ready; $B cat /forged.bin >$P; $B sleep 100000 ;;  # a verdict for a test not asked
 esac
 """
 FAKES = ("panic", "hang", "silent", "flood", "garbage", "heartbeats", "bigframe", "dupfiles",
-         "outflood", "badout")
+         "outflood", "badout", "forged")
 DUP_ID = "mv-dup-%d" % os.getpid()  # the job the fake dupfiles guest answers for
+FORGE_ID = "mv-forge-%d" % os.getpid()  # ...and the fake forged guest
 
 
 def build_fakes(root):
@@ -101,6 +104,12 @@ def build_fakes(root):
            "wall_ms": 1, "cpu_ms": 1, "peak_memory_bytes": 1, "backend": "microvm", "worker": "w"}
     body = b"S" + msgpack.packb(res, use_bin_type=True)
     with open(os.path.join(tree, "result.bin"), "wb") as f:
+        f.write(len(body).to_bytes(4, "big") + body)
+    # a grading job's result with an "accepted" for a test the job does not have
+    res = dict(res, id=FORGE_ID, files=[],
+               tests=[{"name": "invented", "verdict": "accepted", "exit_code": 0}])
+    body = b"S" + msgpack.packb(res, use_bin_type=True)
+    with open(os.path.join(tree, "forged.bin"), "wb") as f:
         f.write(len(body).to_bytes(4, "big") + body)
     os.chmod(os.path.join(tree, "init"), 0o755)
     for mode in FAKES:
@@ -348,12 +357,16 @@ try:
             ("bigframe", "over the cap", 10),
             ("dupfiles", "returned a file twice", 10),
             ("outflood", "more stdout than the job's cap", 10),
-            ("badout", "malformed output frame", 10)):
+            ("badout", "malformed output frame", 10),
+            ("forged", "is not for the job's test \"real\"", 10)):
         t0 = time.time()
         hwm0 = vm_hwm(c.procs[WID].pid)
         if mode == "dupfiles":
             r = c.run_job(job("print(1)", "fake-" + mode, collect=["out.txt", "other.txt"]) |
                           {"id": DUP_ID})
+        elif mode == "forged":
+            r = c.run_job(job("print(1)", "fake-" + mode, tests=[{"name": "real"}]) |
+                          {"id": FORGE_ID})
         else:
             # bigframe: a job whose caps (4 files, 64 MiB disk) an old bound let a 240 MiB frame in
             r = run(c, "print(1)", tier="fake-" + mode, collect=["a", "b", "c", "d"],
@@ -369,7 +382,9 @@ try:
                   "bigframe": "sends a 240 MiB result frame (worker peak RSS +%d KiB)" % (grew >> 10),
                   "dupfiles": "returns a collected file twice",
                   "outflood": "sends live output past the job's stdout cap",
-                  "badout": "sends a live-output frame for stream 7"}[mode], took,
+                  "badout": "sends a live-output frame for stream 7",
+                  "forged": "answers a grading job with a verdict for a test it does not "
+                            "have"}[mode], took,
                  ", retried by the queue" if mode == "panic" else ""), r)
     # A guest that floods heartbeats: refused within its wall limit, while a job beside it on
     # the same worker finishes on time and the worker keeps its lease.

@@ -1,10 +1,179 @@
 /* test_grade.c - the grading comparison (backends/grade.h): each mode's
  * matches and mismatches, the first differing line reported, bytes that are
- * not text, and the bounds of what is kept for the report. */
+ * not text, and the bounds of what is kept for the report; then the steps'
+ * verdicts (the order they are decided in, their detail lines, the output
+ * kept), the job's result from its steps, a step's job and limits, and the
+ * envelope a whole grading job needs. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "../../backends/grade.h"
 #include "tap.h"
+
+#pragma GCC diagnostic ignored "-Wdiscarded-qualifiers"
+
+/* A run's result with status st, exit code (or -1: none), signal, stdout. */
+static struct al_result run_of(enum al_status_code st, int code, int sig, const char *out)
+{
+	return (struct al_result){.status = st,
+				  .has_exit_code = code >= 0,
+				  .exit_code = code,
+				  .signal = sig,
+				  .out = {(char *)out, strlen(out)},
+				  .err = {"", 0},
+				  .cpu_ms = 7,
+				  .wall_ms = 9,
+				  .peak_memory_bytes = 1000,
+				  .error = st == AL_ST_OK || st == AL_ST_NONZERO_EXIT
+					       ? NULL
+					       : "CPU-time limit of 500 ms reached"};
+}
+
+static void test_steps(void)
+{
+	struct al_test t = {
+	    .name = "t1", .has_expect = true, .expect = {"5\n", 2}, .compare = AL_CMP_TRIM};
+	struct al_test_result tr, tests[3], build;
+	struct al_result r, big, res = {0}, build_run;
+	static char huge[AL_TEST_KEEP_MAX + 100];
+
+	r = run_of(AL_ST_OK, 0, 0, "5  \n\n");
+	TAP_OK(!al_grade_test(&t, &r, &tr) && tr.verdict == AL_V_ACCEPTED && !tr.detail &&
+		   tr.cpu_ms == 7 && tr.wall_ms == 9 && tr.peak_memory_bytes == 1000 &&
+		   !strcmp(tr.name, "t1"),
+	       "exit 0 and the expected output (trim): accepted, with its usage");
+	al_test_result_free(&tr);
+	r = run_of(AL_ST_OK, 0, 0, "4\n");
+	TAP_OK(!al_grade_test(&t, &r, &tr) && tr.verdict == AL_V_WRONG_ANSWER && tr.detail &&
+		   !strcmp(tr.detail, "line 1: expected \"5\", got \"4\""),
+	       "exit 0, other output: wrong_answer, the first differing line (%s)", tr.detail);
+	al_test_result_free(&tr);
+	r = run_of(AL_ST_NONZERO_EXIT, 3, 0, "5\n");
+	TAP_OK(!al_grade_test(&t, &r, &tr) && tr.verdict == AL_V_RUNTIME_ERROR &&
+		   !strcmp(tr.detail, "exit code 3"),
+	       "a non-zero exit is runtime_error even with the right output (%s)", tr.detail);
+	al_test_result_free(&tr);
+	r = run_of(AL_ST_NONZERO_EXIT, -1, 11, "");
+	TAP_OK(!al_grade_test(&t, &r, &tr) && tr.verdict == AL_V_RUNTIME_ERROR && tr.detail &&
+		   strstr(tr.detail, "signal 11") && !tr.has_exit_code,
+	       "a signal is runtime_error, named (%s)", tr.detail);
+	al_test_result_free(&tr);
+	r = run_of(AL_ST_CPU_LIMIT, -1, 9, "5\n");
+	TAP_OK(!al_grade_test(&t, &r, &tr) && tr.verdict == AL_V_CPU_LIMIT &&
+		   !strcmp(tr.detail, "CPU-time limit of 500 ms reached"),
+	       "a limit comes before the output: cpu_limit, its error as the detail");
+	al_test_result_free(&tr);
+	{
+		static const enum al_status_code st[] = {AL_ST_TIMEOUT, AL_ST_MEMORY_LIMIT,
+							 AL_ST_OUTPUT_LIMIT, AL_ST_SANDBOX_ERROR};
+		static const enum al_verdict v[] = {AL_V_TIMEOUT, AL_V_MEMORY_LIMIT,
+						    AL_V_OUTPUT_LIMIT, AL_V_RUNTIME_ERROR};
+		bool all = true;
+
+		for (int i = 0; i < 4; i++) {
+			r = run_of(st[i], -1, 0, "");
+			all &= !al_grade_test(&t, &r, &tr) && tr.verdict == v[i];
+			al_test_result_free(&tr);
+		}
+		TAP_OK(all, "timeout, memory_limit and output_limit from the status");
+	}
+	memset(huge, 'x', sizeof(huge) - 1);
+	big = run_of(AL_ST_OK, 0, 0, huge);
+	t.has_expect = false;
+	TAP_OK(!al_grade_test(&t, &big, &tr) && tr.verdict == AL_V_ACCEPTED &&
+		   tr.out.len == AL_TEST_KEEP_MAX && tr.out_truncated && !tr.err_truncated,
+	       "no expected output: exit 0 is accepted; %u bytes of stdout kept, marked cut",
+	       AL_TEST_KEEP_MAX);
+	al_test_result_free(&tr);
+	TAP_OK(!al_grade_skip(&t, &tr) && tr.verdict == AL_V_SKIPPED && tr.detail &&
+		   strstr(tr.detail, "stop_on_failure") && tr.cpu_ms == 0,
+	       "a skipped test: its verdict and why");
+	al_test_result_free(&tr);
+	TAP_OK(al_verdict_failed(AL_V_WRONG_ANSWER) && al_verdict_failed(AL_V_TIMEOUT) &&
+		   !al_verdict_failed(AL_V_ACCEPTED) && !al_verdict_failed(AL_V_SKIPPED),
+	       "what counts as a failure for stop_on_failure");
+
+	/* the job's result from its steps */
+	r = run_of(AL_ST_NONZERO_EXIT, 1, 0, "");
+	TAP_OK(!al_grade_build(&r, &build) && build.verdict == AL_V_COMPILE_ERROR &&
+		   !strcmp(build.detail, "exit code 1"),
+	       "a build that exits 1: compile_error");
+	build_run = (struct al_result){.has_exit_code = true,
+				       .exit_code = 1,
+				       .out = {strdup(""), 0},
+				       .err = {strdup("error: x\n"), 9}};
+	res.id = "g";
+	TAP_OK(!al_grade_result(&res, &build, &build_run, tests, 0) &&
+		   res.status == AL_ST_COMPILE_ERROR && res.exit_code == 1 && res.err.len == 9 &&
+		   !strcmp(res.err.data, "error: x\n") && res.tests && res.ntests == 0 &&
+		   res.build && res.error && strstr(res.error, "the build failed: exit code 1"),
+	       "compile_error: the build's output and exit code, its tests an empty list (%s)",
+	       res.error);
+	res.id = NULL;
+	al_result_free(&res);
+	r = run_of(AL_ST_OK, 0, 0, "");
+	al_grade_build(&r, &build);
+	t.has_expect = true;
+	for (int i = 0; i < 3; i++) {
+		r = run_of(AL_ST_OK, 0, 0, i == 1 ? "6\n" : "5\n");
+		r.cpu_ms = 10 * (i + 1);
+		r.peak_memory_bytes = i == 2 ? 5000 : 100;
+		al_grade_test(&t, &r, &tests[i]);
+	}
+	build_run = (struct al_result){0};
+	TAP_OK(!al_grade_result(&res, &build, &build_run, tests, 3) && res.status == AL_ST_OK &&
+		   res.exit_code == 1 && res.ntests == 3 && res.cpu_ms == 7 + 10 + 20 + 30 &&
+		   res.peak_memory_bytes == 5000 && !res.error,
+	       "tests ran: ok, exit code 1 (one was not accepted), CPU summed, the peak memory");
+	al_result_free(&res);
+}
+
+static void test_step_jobs(void)
+{
+	static char *jargv[] = {"./main", "-q"}, *targv[] = {"in.txt"}, *bargv[] = {"make"};
+	struct al_file files[] = {{"main.c", {"x", 1}, 0644}},
+		       tfiles[] = {{"in.txt", {"1", 1}, 0644}};
+	struct al_build b = {
+	    .argv = bargv, .argc = 1, .limits = {.wall_ms = 60000, .disk_bytes = 7}};
+	struct al_test tests[2] = {{.name = "a",
+				    .argv = targv,
+				    .argc = 1,
+				    .files = tfiles,
+				    .nfiles = 1,
+				    .stdin_data = {"2 3", 3},
+				    .limits = {.memory_bytes = 1 << 20}},
+				   {.name = "b", .limits = {.wall_ms = 100}}};
+	struct al_job job = {.argv = jargv,
+			     .argc = 2,
+			     .files = files,
+			     .nfiles = 1,
+			     .build = &b,
+			     .tests = tests,
+			     .ntests = 2};
+	struct al_limits dflt = {1000, 1000, 64 << 20, 16, 100, 100, 1 << 20}, lim, env;
+	char *argv[AL_ARGV_MAX];
+	struct al_job sj;
+
+	al_grade_step_job(&job, &dflt, -1, argv, &sj, &lim);
+	TAP_OK(sj.argc == 1 && !strcmp(sj.argv[0], "make") && sj.nfiles == 0 && !sj.ntests &&
+		   lim.wall_ms == 60000 && lim.disk_bytes == 7 && lim.memory_bytes == 64 << 20,
+	       "the build step: its command, no files (they are in the tree), its limits over "
+	       "the job's");
+	al_grade_step_job(&job, &dflt, 0, argv, &sj, &lim);
+	TAP_OK(sj.argc == 3 && !strcmp(sj.argv[1], "-q") && !strcmp(sj.argv[2], "in.txt") &&
+		   sj.nfiles == 1 && !strcmp(sj.files[0].path, "in.txt") &&
+		   sj.stdin_data.len == 3 && lim.memory_bytes == 1 << 20 && lim.wall_ms == 1000 &&
+		   !sj.build,
+	       "a test step: the job's argv then the test's, its files, stdin and limits");
+	al_grade_envelope(&job, &dflt, &env);
+	TAP_OK(env.wall_ms == 60000 + 1000 + 100 + 3 * AL_GRADE_STEP_SLACK_MS &&
+		   env.cpu_ms == 3000 && env.memory_bytes == 64 << 20 && env.disk_bytes == 1 << 20,
+	       "the envelope: every step's time, the largest step's memory and disk (wall %llu)",
+	       (unsigned long long)env.wall_ms);
+	job.ntests = 0;
+	al_grade_envelope(&job, &dflt, &env);
+	TAP_OK(!memcmp(&env, &dflt, sizeof(env)), "a job without tests: its own limits");
+}
 
 static bool m(const char *want, const char *got, enum al_compare mode, struct al_diff *d)
 {
@@ -79,5 +248,7 @@ int main(void)
 	       "a long line is kept to %d bytes in the report", AL_DIFF_TEXT_MAX);
 	TAP_OK(!al_output_matches(NULL, 0, "x", 1, AL_CMP_TRIM, &d) && d.want_ended,
 	       "NULL with length 0 is empty");
+	test_steps();
+	test_step_jobs();
 	return tap_done();
 }

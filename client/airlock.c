@@ -517,6 +517,22 @@ static struct al_client *connect_or_die(const char *url, int *rc)
 	return c;
 }
 
+/* Connect and submit job (its id into id); NULL with *rc set when either fails. */
+static struct al_client *connect_and_submit(const char *url, struct al_job *job,
+					    char id[AL_ID_MAX + 1], bool *existing, int *rc)
+{
+	struct al_err err = {0};
+	struct al_client *c = connect_or_die(url, rc);
+
+	if (c && al_client_submit(c, job, id, existing, &err)) {
+		fprintf(stderr, "airlock: %s\n", err.msg);
+		*rc = err.code == AL_EINVAL ? EXIT_REJECTED : EXIT_UNAVAILABLE;
+		al_client_close(c);
+		c = NULL;
+	}
+	return c;
+}
+
 static int cmd_run(const char *url, int argc, char **argv, bool wait)
 {
 	struct al_job job;
@@ -528,15 +544,8 @@ static int cmd_run(const char *url, int argc, char **argv, bool wait)
 	struct shown sh = {.last = {'\n', '\n', '\n'}};
 	int rc = build_job(argc, argv, &job, &json);
 
-	if (rc)
+	if (rc || !(c = connect_and_submit(url, &job, id, &existing, &rc)))
 		goto out_job;
-	if (!(c = connect_or_die(url, &rc)))
-		goto out_job;
-	if (al_client_submit(c, &job, id, &existing, &err)) {
-		fprintf(stderr, "airlock: %s\n", err.msg);
-		rc = err.code == AL_EINVAL ? EXIT_REJECTED : EXIT_UNAVAILABLE;
-		goto out_client;
-	}
 	if (!wait) {
 		printf("%s\n", id);
 		if (existing)
@@ -626,13 +635,8 @@ static int cmd_grade(const char *url, int argc, char **argv)
 		json_decref(j);
 		goto out_job;
 	}
-	if (!(c = connect_or_die(url, &rc)))
+	if (!(c = connect_and_submit(url, &job, id, &existing, &rc)))
 		goto out_job;
-	if (al_client_submit(c, &job, id, &existing, &err)) {
-		fprintf(stderr, "airlock: %s\n", err.msg);
-		rc = err.code == AL_EINVAL ? EXIT_REJECTED : EXIT_UNAVAILABLE;
-		goto out_client;
-	}
 	if (submit_only) {
 		printf("%s\n", id);
 		rc = 0;

@@ -456,10 +456,10 @@ static void print_row(FILE *f, const char *num, const struct al_test_result *t)
 	char mem[32];
 
 	snprintf(mem, sizeof(mem), "%llu KiB", (unsigned long long)(t->peak_memory_bytes >> 10));
-	fprintf(f, "%4s  %-24.24s %-14s %7llu %8llu %10s  %s\n", num, t->name,
+	fprintf(f, "%4s  %-24.24s %-14s %7llu %8llu %10s%s%s\n", num, t->name,
 		al_verdict_name(t->verdict), (unsigned long long)t->cpu_ms,
 		(unsigned long long)t->wall_ms, t->verdict == AL_V_SKIPPED ? "" : mem,
-		t->detail ? t->detail : "");
+		t->detail ? "  " : "", t->detail ? t->detail : "");
 }
 
 void al_grade_print(FILE *f, const struct al_result *res)

@@ -1056,7 +1056,7 @@ int al_policy_admit_image(const struct al_tier_policy *t, struct al_job *job, st
 /* A grading job's steps: each limit within the tier's maxima (the job's
  * own limits, the steps' defaults, were checked), each test's files within
  * its disk limit; a backend that runs them; no network. */
-static int admit_grading(const struct al_tier_policy *t, const struct al_job *job,
+static int admit_grading(const struct al_tier_policy *t, struct al_job *job, bool cpu_given,
 			 struct al_err *err)
 {
 	if (!(al_policy_backend_caps(t->backend) & (AL_CAP_GRADE | AL_CAP_GRADE_INSIDE)))
@@ -1067,11 +1067,15 @@ static int admit_grading(const struct al_tier_policy *t, const struct al_job *jo
 	if (job->network != AL_NET_NONE)
 		return al_err_set(err, AL_EINVAL, "network: a grading job runs without network");
 	for (long i = job->build ? -1 : 0; i < (long)job->ntests; i++) {
-		const struct al_limits *own = i < 0 ? &job->build->limits : &job->tests[i].limits;
+		struct al_limits *own = i < 0 ? &job->build->limits : &job->tests[i].limits;
 		struct al_limits l;
 		uint64_t files = 0;
 		char what[32];
 
+		/* as for the job: a step's CPU time follows its own wall-clock
+		 * limit unless the job or the tier's defaults name one */
+		if (own->wall_ms && !own->cpu_ms && !cpu_given && !t->defaults.cpu_ms)
+			own->cpu_ms = own->wall_ms < t->max.cpu_ms ? own->wall_ms : t->max.cpu_ms;
 		al_step_limits(own, &job->limits, &l);
 		if (i < 0)
 			snprintf(what, sizeof(what), "build");
@@ -1111,6 +1115,7 @@ int al_policy_admit(const struct al_policy *pol, struct al_job *job, uint64_t no
 	const struct al_tenant_policy *ten = al_policy_tenant(pol, job->tenant);
 	struct al_limits *l = &job->limits;
 	uint64_t files = 0;
+	bool cpu_given = l->cpu_ms != 0;
 
 	if (!t)
 		return al_err_set(err, AL_EINVAL, "tier: unknown tier \"%s\"", job->tier);
@@ -1142,7 +1147,7 @@ int al_policy_admit(const struct al_policy *pol, struct al_job *job, uint64_t no
 		    "files: %llu bytes of input files do not fit the disk limit of %llu bytes",
 		    (unsigned long long)files, (unsigned long long)l->disk_bytes);
 	if (job->ntests) {
-		int rc = admit_grading(t, job, err);
+		int rc = admit_grading(t, job, cpu_given, err);
 
 		if (rc)
 			return rc;

@@ -195,8 +195,13 @@ static void on_finish(evutil_socket_t fd, short what, void *arg)
 		if (event_base_once(r->base, -1, EV_TIMEOUT, on_refill, f, NULL))
 			free(f);
 	}
-	if (r->grading && next_step(r))
-		return;
+	if (r->grading) {
+		if (next_step(r))
+			return;
+		/* nothing of the job outlives it: its build tree goes before the result */
+		al_grading_free(r->grading);
+		r->grading = NULL;
+	}
 	if (r->out_fn)
 		flush_output(r);
 	r->done(r, &r->res, r->arg); /* may free r */

@@ -21,6 +21,7 @@
 #include "../common/aconn.h"
 #include "../common/log.h"
 #include "../proto/contract.h"
+#include "grading.h"
 #include "worker.h"
 
 /* Slots and places of a backend. */
@@ -84,6 +85,9 @@ struct backend_state *wk_backend_for(struct worker *w, const char *name)
 static int setup_backends(struct worker *w, struct al_err *err)
 {
 	const struct al_backend_ops *const *all = al_backend_all();
+
+	/* the build trees of grading jobs a crashed run of this worker id left */
+	al_grading_sweep(&w->conf->backend);
 
 	for (size_t i = 0; i < w->policy.ntiers; i++) {
 		const struct al_tier_policy *t = &w->policy.tiers[i];

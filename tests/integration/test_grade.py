@@ -14,12 +14,17 @@ and a YAML file, prints the verdict table and exits 0/1/3. Bad input: a
 tier whose backend cannot grade, a test's limit above the tier's maximum, a
 grading job with network, a directory without tests, a file of another
 kind, invalid YAML: each refused with its own message. The same through the
-gateway in JSON."""
+gateway in JSON. A worker killed during a grading job: its restart removes the
+build tree left mounted."""
 import json
 import os
 import re
+import signal
+import subprocess
 import sys
 import tempfile
+
+import msgpack
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 from altest import Tap, need_root  # noqa: E402
@@ -318,6 +323,25 @@ try:
     refused("two tests of one name", [os.path.join(c.dir, "dup.yaml")], 65,
             "\"x\" is also tests[0]'s")
     refused("a missing file", [os.path.join(c.dir, "nope.yaml")], 66, "No such file")
+    # a worker killed mid-job leaves a build tree (a mount); its restart sweeps it
+    jid = "g-crash-%s" % os.urandom(4).hex()
+    subprocess.run(["redis-cli", "-s", c.sock, "-x", "XADD", "al:intake", "*", "job"],
+                   input=msgpack.packb(job(c, "trusted", id=jid, runtime="sh", code="sleep 60",
+                                           tests=[{"name": "slow"}]), use_bin_type=True),
+                   capture_output=True)
+    gdir = os.path.join(c.dir, "state", "grade-w", "grade")
+    seen = c.wait_for(lambda: os.path.isdir(gdir) and os.listdir(gdir), timeout=60)
+    c.signal("grade-w", signal.SIGKILL)
+    c.wait_exit("grade-w")
+    mounted = any(gdir in line for line in open("/proc/self/mounts"))
+    c.worker("grade-w", uid_base=63500, slots=2, tiers="trusted,internal,untrusted",
+             extra=["--images", IMAGES, "--vm-accel", "tcg"])
+    swept = c.wait_for(lambda: not os.listdir(gdir), timeout=30)
+    t.ok(seen and mounted and swept and not os.listdir(gdir) and
+         not any(gdir in line for line in open("/proc/self/mounts")),
+         "a worker killed during a grading job leaves its build tree mounted; the restarted "
+         "worker removes it", (seen, mounted, os.listdir(gdir) if os.path.isdir(gdir) else None))
+
     state = os.path.join(c.dir, "state", "grade-w")
     left = {d: os.listdir(os.path.join(state, d)) for d in ("grade", "process", "container")
             if os.path.isdir(os.path.join(state, d))}

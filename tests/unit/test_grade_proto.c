@@ -5,6 +5,7 @@
 
 #include "../../proto/grade.h"
 #include "../../proto/mp.h"
+#include "policy_file.h"
 #include "tap.h"
 
 #pragma GCC diagnostic ignored "-Wdiscarded-qualifiers"
@@ -260,9 +261,80 @@ static void test_result(void)
 	al_buf_free(&buf);
 }
 
+/* Admission of a grading job (common/policy.c): its steps' limits. */
+static void test_admission(void)
+{
+	struct al_policy pol = {0};
+	struct al_err err = {0};
+	struct al_test t[2];
+	struct al_build b;
+	struct al_job j;
+	int rc = load_policy_text("tiers:\n"
+				  "  p:\n"
+				  "    backend: process\n"
+				  "    defaults: {wall_ms: 2000, disk_bytes: 1048576}\n"
+				  "    max: {wall_ms: 100000, cpu_ms: 50000, disk_bytes: 1048576}\n"
+				  "  v: {backend: vm}\n",
+				  &pol, &err);
+
+	TAP_OK(rc == AL_OK, "policy loads (%s)", err.msg);
+	if (rc)
+		return;
+	grading_job(&j, &b, t, 2);
+	j.tier = "p";
+	b.limits = (struct al_limits){.wall_ms = 60000};
+	t[0].limits = (struct al_limits){.wall_ms = 500};
+	t[1].limits = (struct al_limits){0};
+	rc = al_policy_admit(&pol, &j, 0, &err);
+	TAP_OK(rc == AL_OK && b.limits.cpu_ms == 50000 && t[0].limits.cpu_ms == 500 &&
+		   !t[1].limits.cpu_ms && j.limits.cpu_ms == 2000,
+	       "a step's CPU time follows its own wall-clock limit (build %llu, capped by the "
+	       "tier's maximum; test %llu); a step without one takes the job's (%s)",
+	       (unsigned long long)b.limits.cpu_ms, (unsigned long long)t[0].limits.cpu_ms,
+	       err.msg);
+	grading_job(&j, &b, t, 2);
+	j.tier = "p";
+	j.limits = (struct al_limits){.cpu_ms = 700};
+	t[0].limits = (struct al_limits){.wall_ms = 5000};
+	rc = al_policy_admit(&pol, &j, 0, &err);
+	TAP_OK(rc == AL_OK && !t[0].limits.cpu_ms,
+	       "...unless the job names its CPU time: then that is every step's default");
+	grading_job(&j, &b, t, 2);
+	j.tier = "p";
+	t[1].limits = (struct al_limits){.wall_ms = 100001};
+	rc = al_policy_admit(&pol, &j, 0, &err);
+	TAP_OK(rc == AL_EINVAL, "a test's limit above the tier's maximum is refused");
+	TAP_CONTAINS(err.msg, "tests[1].limits.wall_ms: 100001 is above tier p's maximum of 100000",
+		     "naming the test");
+	grading_job(&j, &b, t, 2);
+	j.tier = "p";
+	b.limits = (struct al_limits){.memory_bytes = 8ull << 30};
+	rc = al_policy_admit(&pol, &j, 0, &err);
+	TAP_CONTAINS(err.msg, "build.limits.memory_bytes", "the build's too");
+	grading_job(&j, &b, t, 2);
+	j.tier = "p";
+	t[0].files = (struct al_file[]){{"big", {malloc(2u << 20), 2u << 20}, 0644}};
+	rc = al_policy_admit(&pol, &j, 0, &err);
+	free(t[0].files[0].data.data);
+	TAP_CONTAINS(err.msg, "tests[0].files: 2097152 bytes do not fit its disk limit",
+		     "a test's files past its disk limit");
+	grading_job(&j, &b, t, 2);
+	j.tier = "p";
+	j.network = AL_NET_EGRESS;
+	rc = al_policy_admit(&pol, &j, 0, &err);
+	TAP_CONTAINS(err.msg, "network: a grading job runs without network", "no network");
+	grading_job(&j, &b, t, 2);
+	j.tier = "v";
+	rc = al_policy_admit(&pol, &j, 0, &err);
+	TAP_CONTAINS(err.msg, "tier v runs on the vm backend, which does not run grading jobs",
+		     "a backend that cannot grade");
+	al_policy_free(&pol);
+}
+
 int main(void)
 {
 	test_job();
 	test_result();
+	test_admission();
 	return tap_done();
 }

@@ -14,7 +14,7 @@ build_pkgs=(
 # microVM/VM images are built from, libvirt's daemon, network tooling,
 # systemd's systemd-analyze (the units in deploy/systemd/ are checked; nothing is started).
 run_pkgs=(
-	redis-server python3 python3-msgpack python3-redis python3-pip python3-venv python3-setuptools
+	redis-server python3 python3-msgpack python3-redis python3-yaml python3-pip python3-venv python3-setuptools
 	python3-wheel curl procps iproute2 util-linux
 	bubblewrap runc crun uidmap podman
 	qemu-system-x86 qemu-utils busybox-static cpio lz4 debootstrap

@@ -336,8 +336,8 @@ try:
     mounted = any(gdir in line for line in open("/proc/self/mounts"))
     c.worker("grade-w", uid_base=63500, slots=2, tiers="trusted,internal,untrusted",
              extra=["--images", IMAGES, "--vm-accel", "tcg"])
-    swept = c.wait_for(lambda: not os.listdir(gdir), timeout=30)
-    t.ok(seen and mounted and swept and not os.listdir(gdir) and
+    swept = c.wait_for(lambda: not os.path.isdir(gdir) or not os.listdir(gdir), timeout=30)
+    t.ok(seen and mounted and swept and
          not any(gdir in line for line in open("/proc/self/mounts")),
          "a worker killed during a grading job leaves its build tree mounted; the restarted "
          "worker removes it", (seen, mounted, os.listdir(gdir) if os.path.isdir(gdir) else None))

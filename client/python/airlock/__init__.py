@@ -9,13 +9,14 @@ from typing import Any, Dict, Optional
 from .client import (AirlockError, Cancelled, Chunk, Client, CompileError, CpuLimit, Expired,
                      JobFailed, MemoryLimit, NotFound, OutputLimit, QuotaExceeded, Rejected,
                      Result, SandboxError, TestResult, Timeout, Unauthorized, Unavailable,
-                     WaitTimeout, WorkerLost, tool_answer)
+                     WaitTimeout, WorkerLost, load_grading_dir, tool_answer)
 
 __version__ = "0.1.0"
 __all__ = ["Client", "Result", "Chunk", "run_python", "tool_answer", "AirlockError",
            "Unavailable", "Unauthorized", "NotFound", "Rejected", "QuotaExceeded",
            "WaitTimeout", "JobFailed", "Timeout", "CpuLimit", "MemoryLimit", "OutputLimit",
-           "Cancelled", "SandboxError", "WorkerLost", "Expired", "CompileError", "TestResult"]
+           "Cancelled", "SandboxError", "WorkerLost", "Expired", "CompileError", "TestResult",
+           "load_grading_dir"]
 
 _default: Optional[Client] = None
 

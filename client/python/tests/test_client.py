@@ -7,7 +7,7 @@ exception (Rejected, QuotaExceeded, Timeout, MemoryLimit, OutputLimit,
 Cancelled, SandboxError, Expired), WaitTimeout, NotFound, Unauthorized,
 Unavailable; status, cancel; stream() seeing a job's lines while it runs and
 resuming after a chunk with exactly the rest; run_python's dictionary;
-grade(): a build and each test's verdict, a compile_error. The
+grade(): a build and each test's verdict, a compile_error; grade_dir(). The
 package installs with pip (a venv, no network) and its scripts are the
 document's."""
 import os
@@ -172,6 +172,30 @@ def suite(name, cl, other=None):
     e = raises(lambda: cl.grade(tests, argv=["/bin/true"], tier="broken"), airlock.Rejected)
     t.ok(isinstance(e, airlock.Rejected) and "does not run grading jobs" in str(e),
          "%s: grade() on a tier that cannot grade raises Rejected, saying why" % name, e)
+
+    d = tempfile.mkdtemp()
+    os.makedirs(os.path.join(d, "files", "lib"))
+    os.makedirs(os.path.join(d, "tests"))
+    with open(os.path.join(d, "grade.yaml"), "w") as f:
+        f.write("argv: [/bin/sh, run.sh]\ncompare: tokens\nlimits: {wall_ms: 5000}\n")
+    with open(os.path.join(d, "files", "run.sh"), "w") as f:
+        f.write(". lib/add.sh\n")
+    with open(os.path.join(d, "files", "lib", "add.sh"), "w") as f:
+        f.write("read a b\necho $((a + b)) \"$@\"\n")
+    for n, (i, o, a) in enumerate([("1 2", " 3 \n", None), ("2 2", "9", None),
+                                   ("0 1", "1 x y", "x\ny\n")]):
+        for ext, v in (("in", i), ("out", o), ("args", a)):
+            if v is not None:
+                with open(os.path.join(d, "tests", "c%d.%s" % (n, ext)), "w") as f:
+                    f.write(v)
+    r = cl.grade_dir(d)
+    t.ok([x.name for x in r.tests] == ["c0", "c1", "c2"] and
+         [x.verdict for x in r.tests] == ["accepted", "wrong_answer", "accepted"],
+         "%s: grade_dir(): grade.yaml, files/ (a subdirectory too), tests/NAME.in/.out/.args, "
+         "as airlock grade reads them" % name, r.tests)
+    e = raises(lambda: cl.grade_dir(os.path.join(d, "files")), ValueError)
+    t.ok(isinstance(e, ValueError) and "no tests" in str(e),
+         "%s: grade_dir() of a directory without tests: ValueError, saying so" % name, e)
 
     a = cl.run_python("print(6*7)")
     b = cl.run_python("import sys; sys.stderr.write('bad\\n'); sys.exit(2)")

@@ -802,14 +802,16 @@ static int run_grading(struct job_in *in, int port, struct al_result *res, struc
 		}
 		al_buf_free(&ab);
 		if (!rc && i < 0) {
-			rc = al_grade_build(&run, &build) ? AL_ESANDBOX : AL_OK;
+			if (al_grade_build(&run, &build))
+				rc = al_err_set(err, AL_ESANDBOX, "agent: out of memory");
 			failed = build.verdict != AL_V_ACCEPTED;
 			build_run = run; /* its output is the job's if it failed */
 			run = (struct al_result){0};
 			if (failed)
 				break;
 		} else if (!rc) {
-			rc = al_grade_test(&job->tests[i], &run, &tests[n]) ? AL_ESANDBOX : AL_OK;
+			if (al_grade_test(&job->tests[i], &run, &tests[n]))
+				rc = al_err_set(err, AL_ESANDBOX, "agent: out of memory");
 			failed |= al_verdict_failed(tests[n++].verdict);
 		}
 		al_result_free(&run);

@@ -19,7 +19,13 @@ struct al_client {
 	redisContext *rc;
 	struct al_gw *gw; /* gateway mode instead (al_client_connect_gateway) */
 	char where[300];
+	struct al_redis_url url;
+	bool retried; /* the last command was sent again on a new connection */
 };
+
+#define FAILOVER_WAIT_MS 30000 /* Sentinel: how long a command waits for a new master */
+
+static int open_conn(struct al_client *c, struct al_err *err);
 
 /* Operators' commands read Redis itself: not through the gateway. */
 static int operator_only(const struct al_client *c, const char *what, struct al_err *err)
@@ -52,7 +58,11 @@ struct al_client *al_client_connect_gateway(const char *url, const char *token, 
 static redisReply *cmd(struct al_client *c, struct al_err *err, int argc, const char **argv,
 		       const size_t *lens)
 {
-	redisReply *r = redisCommandArgv(c->rc, argc, argv, lens);
+	redisReply *r;
+
+	if (!c->rc && open_conn(c, err)) /* a failover that had not ended */
+		return NULL;
+	r = redisCommandArgv(c->rc, argc, argv, lens);
 
 	/* EVALSHA of a script Redis does not have (yet): load it, once. */
 	if (r && r->type == REDIS_REPLY_ERROR && !strncmp(r->str, "NOSCRIPT", 8) &&
@@ -70,6 +80,40 @@ static redisReply *cmd(struct al_client *c, struct al_err *err, int argc, const 
 		}
 	}
 
+	/* Through Sentinel: a lost connection or a master that became a
+	 * replica is a failover; follow it (capped backoff) and send the
+	 * command again (the scripts are safe to repeat). */
+	if (c->url.nsentinels &&
+	    (!r || (r->type == REDIS_REPLY_ERROR &&
+		    (!strncmp(r->str, "READONLY", 8) || !strncmp(r->str, "MASTERDOWN", 10))))) {
+		uint64_t t0 = al_mono_ms(), wait_ms = 100;
+		struct al_err e2 = {0};
+
+		while (al_mono_ms() - t0 < FAILOVER_WAIT_MS) {
+			if (r)
+				freeReplyObject(r);
+			r = NULL;
+			redisFree(c->rc);
+			c->rc = NULL;
+			if (!open_conn(c, &e2) && (r = redisCommandArgv(c->rc, argc, argv, lens)) &&
+			    !(r->type == REDIS_REPLY_ERROR && !strncmp(r->str, "READONLY", 8))) {
+				c->retried = true;
+				break;
+			}
+			struct timespec ts = {(time_t)(wait_ms / 1000),
+					      (long)(wait_ms % 1000) * 1000000};
+
+			nanosleep(&ts, NULL);
+			wait_ms = wait_ms * 2 > 2000 ? 2000 : wait_ms * 2;
+		}
+		if (!c->rc) {
+			al_err_set(err, AL_EREDIS, "redis %s: no master within %d ms: %s", c->where,
+				   FAILOVER_WAIT_MS, e2.msg);
+			if (r)
+				freeReplyObject(r);
+			return NULL;
+		}
+	}
 	if (!r) {
 		al_err_set(err, AL_EREDIS, "redis %s: %s", c->where,
 			   c->rc->errstr[0] ? c->rc->errstr : "connection lost");
@@ -97,51 +141,68 @@ static redisReply *run_call(struct al_client *c, struct al_err *err, struct al_c
 	return cmd(c, err, argc, argv, lens);
 }
 
-struct al_client *al_client_connect(const char *url, struct al_err *err)
+/* (Re)connect to c->url (through its sentinels: to the master they name
+ * now), AUTH and SELECT; AL_OK or AL_EREDIS with err. */
+static int open_conn(struct al_client *c, struct al_err *err)
 {
-	struct al_redis_url u;
+	struct al_redis_url *u = &c->url;
 	struct timeval tv = {5, 0};
-	struct al_client *c;
 	char where[280];
 
-	if (al_redis_url_parse(url, &u, err))
-		return NULL;
-	c = calloc(1, sizeof(*c));
+	if (u->nsentinels && al_sentinel_resolve(u, 500, err))
+		return AL_EREDIS;
+	al_redis_url_where(u, where, sizeof(where));
+	snprintf(c->where, sizeof(c->where), "%s", where);
+	c->rc = u->path[0] ? redisConnectUnixWithTimeout(u->path, tv)
+			   : redisConnectWithTimeout(u->host, u->port, tv);
+	if (!c->rc || c->rc->err) {
+		al_err_set(err, AL_EREDIS, "cannot reach Redis at %s: %s", where,
+			   c->rc ? c->rc->errstr : "out of memory");
+		goto fail;
+	}
+	if (u->password[0]) {
+		redisReply *r = u->user[0] ? redisCommand(c->rc, "AUTH %s %s", u->user, u->password)
+					   : redisCommand(c->rc, "AUTH %s", u->password);
+
+		if (!r || r->type == REDIS_REPLY_ERROR) {
+			al_err_set(err, AL_EREDIS, "redis %s: %s", where,
+				   r ? r->str : c->rc->errstr);
+			if (r)
+				freeReplyObject(r);
+			goto fail;
+		}
+		freeReplyObject(r);
+	}
+	if (u->db) {
+		redisReply *r = redisCommand(c->rc, "SELECT %d", u->db);
+
+		if (!r || r->type == REDIS_REPLY_ERROR) {
+			al_err_set(err, AL_EREDIS, "redis %s: SELECT %d failed", where, u->db);
+			if (r)
+				freeReplyObject(r);
+			goto fail;
+		}
+		freeReplyObject(r);
+	}
+	return AL_OK;
+fail:
+	if (c->rc)
+		redisFree(c->rc);
+	c->rc = NULL;
+	return AL_EREDIS;
+}
+
+struct al_client *al_client_connect(const char *url, struct al_err *err)
+{
+	struct al_client *c = calloc(1, sizeof(*c));
+
 	if (!c) {
 		al_err_set(err, AL_ENOMEM, "out of memory");
 		return NULL;
 	}
-	al_redis_url_where(&u, where, sizeof(where));
-	snprintf(c->where, sizeof(c->where), "%s", where);
-	c->rc = u.path[0] ? redisConnectUnixWithTimeout(u.path, tv)
-			  : redisConnectWithTimeout(u.host, u.port, tv);
-	if (!c->rc || c->rc->err) {
-		al_err_set(err, AL_EREDIS, "cannot reach Redis at %s: %s", where,
-			   c->rc ? c->rc->errstr : "out of memory");
+	if (al_redis_url_parse(url, &c->url, err) || open_conn(c, err)) {
 		al_client_close(c);
 		return NULL;
-	}
-	if (u.password[0]) {
-		const char *argv[3] = {"AUTH", u.user[0] ? u.user : u.password, u.password};
-		redisReply *r = cmd(c, err, u.user[0] ? 3 : 2, argv, NULL);
-
-		if (!r) {
-			al_client_close(c);
-			return NULL;
-		}
-		freeReplyObject(r);
-	}
-	if (u.db) {
-		redisReply *r = redisCommand(c->rc, "SELECT %d", u.db);
-
-		if (!r || r->type == REDIS_REPLY_ERROR) {
-			al_err_set(err, AL_EREDIS, "redis %s: SELECT %d failed", where, u.db);
-			if (r)
-				freeReplyObject(r);
-			al_client_close(c);
-			return NULL;
-		}
-		freeReplyObject(r);
 	}
 	return c;
 }
@@ -177,6 +238,7 @@ int al_client_submit_many(struct al_client *c, struct al_job *jobs, size_t n,
 		return AL_OK;
 	}
 	al_call_init(&call, al_lua_submit);
+	c->retried = false;
 	for (size_t i = 0; i < n; i++) {
 		struct al_job *job = &jobs[i];
 
@@ -240,6 +302,9 @@ int al_client_submit(struct al_client *c, struct al_job *job, char id_out[AL_ID_
 	*existing = false;
 	if (rc)
 		return rc;
+	/* sent again after a failover: the first one went in */
+	if (code == AL_SUBMIT_ID_TAKEN && c->retried)
+		code = AL_SUBMIT_ACCEPTED;
 	if (code == AL_SUBMIT_ID_TAKEN)
 		return al_err_set(err, AL_EINVAL, "id: job \"%s\" already exists", job->id);
 	*existing = code == AL_SUBMIT_SAME_KEY;

@@ -1,11 +1,16 @@
 /* redis_url.h - parsing Redis addresses: redis://[user:password@]host[:port][/db]
- * or unix:///path/to.sock[?user=U&password=P&db=N], or a bare /path. */
+ * or unix:///path/to.sock[?user=U&password=P&db=N], or a bare /path; or,
+ * through Redis Sentinel, redis+sentinel://[user:password@]h1[:p1],h2[:p2]/master[/db]
+ * [?sentinel_user=U&sentinel_password=P] (the credentials are the master's;
+ * sentinel_* the sentinels' own, when they need any). */
 #ifndef AL_REDIS_URL_H
 #define AL_REDIS_URL_H
 
 #include <stddef.h>
 
 #include "../proto/err.h"
+
+#define AL_SENTINELS_MAX 8
 
 struct al_redis_url {
 	char host[256];	    /* TCP host, empty for a unix socket */
@@ -14,9 +19,26 @@ struct al_redis_url {
 	char user[128];	    /* ACL user, empty for "default" */
 	char password[256]; /* empty for none */
 	int db;		    /* SELECT db, default 0 */
+	/* Sentinel: ask these for master's address (host and port above are
+	 * then the last answer) */
+	int nsentinels;
+	struct {
+		char host[256];
+		int port; /* default 26379 */
+	} sentinels[AL_SENTINELS_MAX];
+	char master[128];	     /* the master's name the sentinels know */
+	char sentinel_user[128];     /* the sentinels' ACL user, empty for default */
+	char sentinel_password[256]; /* empty for none */
 };
 
 int al_redis_url_parse(const char *url, struct al_redis_url *u, struct al_err *err);
+/* Sentinel: ask u's sentinels, in turn, for its master's address, and
+ * check with ROLE that the address is a master now (a sentinel answering
+ * in the middle of a failover may name the old one); host/port of u get
+ * it. Each sentinel and the master get timeout_ms to answer. AL_EREDIS
+ * naming what each said when none gave a master. */
+int al_sentinel_resolve(struct al_redis_url *u, int timeout_ms, struct al_err *err);
+
 /* "host:port" or the socket path, for messages (no password). */
 const char *al_redis_url_where(const struct al_redis_url *u, char *buf, size_t cap);
 

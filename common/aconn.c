@@ -309,6 +309,18 @@ static void connect_now(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	if (c->ac || c->closing)
 		return;
+	/* Through Sentinel: the master its sentinels name now (and that says
+	 * so itself: ROLE), asked again at every reconnect, so a failover is
+	 * followed like a restart. Blocking, but bounded: 300 ms a sentinel. */
+	if (c->url.nsentinels) {
+		struct al_err e = {0};
+
+		if (al_sentinel_resolve(&c->url, 300, &e)) {
+			note_error(c, "sentinel", e.msg);
+			schedule_retry(c);
+			return;
+		}
+	}
 	ac = c->url.path[0] ? redisAsyncConnectUnix(c->url.path)
 			    : redisAsyncConnect(c->url.host, c->url.port);
 	if (!ac || ac->err) {

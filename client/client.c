@@ -217,6 +217,30 @@ void al_client_close(struct al_client *c)
 	free(c);
 }
 
+/* min_replicas: WAIT until that many replicas have what this connection
+ * wrote; an error saying how many did when they are fewer. */
+static int wait_replicas(struct al_client *c, const char *what, struct al_err *err)
+{
+	char n[16], ms[16];
+	const char *argv[3] = {"WAIT", n, ms};
+	redisReply *r;
+	long long got;
+
+	snprintf(n, sizeof(n), "%d", c->url.min_replicas);
+	snprintf(ms, sizeof(ms), "%d", c->url.replica_timeout_ms);
+	if (!(r = cmd(c, err, 3, argv, NULL)))
+		return AL_EREDIS;
+	got = r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+	freeReplyObject(r);
+	if (got >= c->url.min_replicas)
+		return AL_OK;
+	return al_err_set(err, AL_EREDIS,
+			  "%s reached %lld of the %d replicas asked for (min_replicas) within %d "
+			  "ms: it is on the master, and a failover now could lose it; submit again "
+			  "with the same idempotency key to be sure",
+			  what, got < 0 ? 0 : got, c->url.min_replicas, c->url.replica_timeout_ms);
+}
+
 int al_client_submit_many(struct al_client *c, struct al_job *jobs, size_t n,
 			  char (*ids_out)[AL_ID_MAX + 1], enum al_submit_code *code,
 			  struct al_err *err)
@@ -284,6 +308,8 @@ int al_client_submit_many(struct al_client *c, struct al_job *jobs, size_t n,
 		code[i] = (enum al_submit_code)e->element[0]->integer;
 		snprintf(ids_out[i], AL_ID_MAX + 1, "%s", e->element[1]->str);
 	}
+	if (c->url.min_replicas)
+		rc = wait_replicas(c, n == 1 ? "the submission" : "the submissions", err);
 out:
 	if (r)
 		freeReplyObject(r);

@@ -35,6 +35,19 @@ static int query(struct al_redis_url *u, const char *q, struct al_err *err)
 				return al_err_set(err, AL_EINVAL, "redis url: password too long");
 		} else if (kn == 2 && !strncmp(q, "db", 2)) {
 			u->db = atoi(v);
+		} else if ((kn == 12 && !strncmp(q, "min_replicas", 12)) ||
+			   (kn == 18 && !strncmp(q, "replica_timeout_ms", 18))) {
+			char *end;
+			long num = strtol(v, &end, 10);
+
+			if (end == v || *end || num < (kn == 12 ? 0 : 1) || num > 600000)
+				return al_err_set(err, AL_EINVAL,
+						  "redis url: %.*s: expected a number, %s..600000",
+						  (int)kn, q, kn == 12 ? "0" : "1");
+			if (kn == 12)
+				u->min_replicas = (int)num;
+			else
+				u->replica_timeout_ms = (int)num;
 		} else if (u->nsentinels && kn == 13 && !strncmp(q, "sentinel_user", 13)) {
 			if (copy(u->sentinel_user, sizeof(u->sentinel_user), v, vn))
 				return al_err_set(err, AL_EINVAL, "redis url: user too long");
@@ -45,7 +58,7 @@ static int query(struct al_redis_url *u, const char *q, struct al_err *err)
 			return al_err_set(
 			    err, AL_EINVAL,
 			    "redis url: unknown parameter \"%.*s\" (use user, password, "
-			    "db%s)",
+			    "db, min_replicas, replica_timeout_ms%s)",
 			    (int)kn, q, u->nsentinels ? ", sentinel_user, sentinel_password" : "");
 		}
 		q = amp ? amp + 1 : NULL;
@@ -142,6 +155,7 @@ int al_redis_url_parse(const char *url, struct al_redis_url *u, struct al_err *e
 
 	memset(u, 0, sizeof(*u));
 	u->port = 6379;
+	u->replica_timeout_ms = 1000;
 	if (!url || !*url)
 		return al_err_set(err, AL_EINVAL, "redis url: empty");
 	if (url[0] == '/' || !strncmp(url, "unix://", 7)) {

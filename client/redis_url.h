@@ -2,7 +2,8 @@
  * or unix:///path/to.sock[?user=U&password=P&db=N], or a bare /path; or,
  * through Redis Sentinel, redis+sentinel://[user:password@]h1[:p1],h2[:p2]/master[/db]
  * [?sentinel_user=U&sentinel_password=P] (the credentials are the master's;
- * sentinel_* the sentinels' own, when they need any). */
+ * sentinel_* the sentinels' own, when they need any). Every form also takes
+ * ?min_replicas=N&replica_timeout_ms=MS (see below). */
 #ifndef AL_REDIS_URL_H
 #define AL_REDIS_URL_H
 
@@ -29,6 +30,11 @@ struct al_redis_url {
 	char master[128];	     /* the master's name the sentinels know */
 	char sentinel_user[128];     /* the sentinels' ACL user, empty for default */
 	char sentinel_password[256]; /* empty for none */
+	/* durability (?min_replicas=N&replica_timeout_ms=MS, any form): a
+	 * submission, and a worker's result commit, count as done only once N
+	 * replicas have it (WAIT), or fail after MS (default 1000) */
+	int min_replicas;
+	int replica_timeout_ms;
 };
 
 int al_redis_url_parse(const char *url, struct al_redis_url *u, struct al_err *err);

@@ -40,6 +40,7 @@ struct req {
 	char state[16];
 	char last[48];	/* output: the last entry sent (Last-Event-ID) */
 	unsigned quiet; /* output: rounds without an entry (a ping every 15) */
+	bool same_key;	/* submit: an earlier job of the tenant's key */
 };
 
 /* ---- replies ---- */
@@ -268,6 +269,36 @@ static void start_wait(struct req *q, uint64_t ms, int code_if_pending)
 
 /* ---- submit ---- */
 
+/* The submission is in (and replicated, with min_replicas): 202, or wait. */
+static void submitted(struct req *q)
+{
+	if (!q->wait) {
+		reply_json(q, 202,
+			   json_pack("{s:s, s:s, s:b}", "id", q->id, "state", "submitted",
+				     "same_key", q->same_key));
+		return;
+	}
+	start_wait(q, q->wait_ms, 202);
+}
+
+static void on_replicated(redisAsyncContext *ac, void *reply, void *priv)
+{
+	struct req *q = priv;
+	redisReply *r = reply;
+
+	(void)ac;
+	if (r && r->type == REDIS_REPLY_INTEGER && r->integer >= q->g->url.min_replicas) {
+		submitted(q);
+		return;
+	}
+	reply_error(q, 503,
+		    "job %s: submitted, but %lld of the %d replicas asked for (min_replicas) had "
+		    "it within %d ms: a failover now could lose it; submit again with the same "
+		    "idempotency key to be sure",
+		    q->id, r && r->type == REDIS_REPLY_INTEGER ? r->integer : 0LL,
+		    q->g->url.min_replicas, q->g->url.replica_timeout_ms);
+}
+
 static void on_submitted(redisAsyncContext *ac, void *reply, void *priv)
 {
 	struct req *q = priv;
@@ -286,13 +317,22 @@ static void on_submitted(redisAsyncContext *ac, void *reply, void *priv)
 	 * after a reconnect lost Redis's first answer (a reliable call) */
 	snprintf(q->id, sizeof(q->id), "%.*s", (int)item->element[1]->len, item->element[1]->str);
 	q->g->st.submitted++;
-	if (!q->wait) {
-		reply_json(q, 202,
-			   json_pack("{s:s, s:s, s:b}", "id", q->id, "state", "submitted",
-				     "same_key", item->element[0]->integer == AL_SUBMIT_SAME_KEY));
+	q->same_key = item->element[0]->integer == AL_SUBMIT_SAME_KEY;
+	if (q->g->url.min_replicas) { /* acknowledged once that many replicas have it */
+		char n[16], ms[16];
+		const char *argv[3] = {"WAIT", n, ms};
+
+		snprintf(n, sizeof(n), "%d", q->g->url.min_replicas);
+		snprintf(ms, sizeof(ms), "%d", q->g->url.replica_timeout_ms);
+		if (al_aconn_cmd(q->g->cmd, on_replicated, q, 3, argv, NULL))
+			reply_error(q, 503,
+				    "job %s: submitted, but Redis went away before its "
+				    "replicas said they have it; submit again with the same "
+				    "idempotency key",
+				    q->id);
 		return;
 	}
-	start_wait(q, q->wait_ms, 202);
+	submitted(q);
 }
 
 static int new_id(char out[AL_ID_MAX + 1])

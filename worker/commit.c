@@ -131,6 +131,23 @@ struct commit_batch {
 	struct commit *c[];
 };
 
+/* min_replicas: what WAIT said after a batch of commits. */
+static void on_commit_replicated(redisAsyncContext *ac, void *reply, void *priv)
+{
+	struct worker *w = priv;
+	redisReply *r = reply;
+
+	(void)ac;
+	if (r && r->type == REDIS_REPLY_INTEGER && r->integer >= w->url.min_replicas)
+		return;
+	w->commits_unreplicated++;
+	al_log("warn", "commit_not_replicated",
+	       "replicas=%lld wanted=%d timeout_ms=%d note=\"results on the master only: a "
+	       "failover now loses them, and their jobs run again\"",
+	       r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1LL, w->url.min_replicas,
+	       w->url.replica_timeout_ms);
+}
+
 static void on_commit_batch(redisAsyncContext *ac, void *reply, void *priv)
 {
 	struct commit_batch *b = priv;
@@ -139,6 +156,14 @@ static void on_commit_batch(redisAsyncContext *ac, void *reply, void *priv)
 	bool each = r && r->type == REDIS_REPLY_ARRAY && (int)r->elements == b->n;
 
 	(void)ac;
+	if (r && w->url.min_replicas) {
+		char n[16], ms[16];
+		const char *argv[3] = {"WAIT", n, ms};
+
+		snprintf(n, sizeof(n), "%d", w->url.min_replicas);
+		snprintf(ms, sizeof(ms), "%d", w->url.replica_timeout_ms);
+		al_aconn_cmd(w->cmd, on_commit_replicated, w, 3, argv, NULL);
+	}
 	for (int i = 0; i < b->n; i++) {
 		commit_answered(w, b->c[i], each ? r->element[i] : r);
 		wk_commit_free(b->c[i]);

@@ -47,7 +47,16 @@ int main(void)
 	bad("redis+sentinel://h1,,h2/m", "empty sentinel host");
 	bad("redis+sentinel://h1:1,h2:2,h3:3,h4:4,h5:5,h6:6,h7:7,h8:8,h9:9/m", "more than 8");
 	bad("redis+sentinel://h1/", "missing master name");
-	bad("redis+sentinel://h1/m?colour=red", "use user, password, db, sentinel_user");
+	bad("redis+sentinel://h1/m?colour=red",
+	    "use user, password, db, min_replicas, replica_timeout_ms, sentinel_user");
+	TAP_OK(!al_redis_url_parse("redis://h/0?min_replicas=1&replica_timeout_ms=250", &u, &err) &&
+		   u.min_replicas == 1 && u.replica_timeout_ms == 250,
+	       "?min_replicas&replica_timeout_ms (durability across a failover)");
+	TAP_OK(!al_redis_url_parse("redis://h", &u, &err) && u.min_replicas == 0 &&
+		   u.replica_timeout_ms == 1000,
+	       "...off by default, a second's wait when on");
+	bad("redis://h?min_replicas=-1", "min_replicas: expected a number, 0..600000");
+	bad("redis://h?replica_timeout_ms=0", "replica_timeout_ms: expected a number, 1..600000");
 	bad("redis://h?sentinel_password=x", "unknown parameter \"sentinel_password\"");
 	bad("redis://h:99999", "bad port");
 	bad("rediss://h", "expected redis://host:port, redis+sentinel://");

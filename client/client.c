@@ -149,8 +149,22 @@ static int open_conn(struct al_client *c, struct al_err *err)
 	struct timeval tv = {5, 0};
 	char where[280];
 
-	if (u->nsentinels && al_sentinel_resolve(u, 500, err))
-		return AL_EREDIS;
+	if (u->nsentinels) {
+		/* a failover under way (the master named is gone): wait for
+		 * its end, as a command in flight does */
+		uint64_t t0 = al_mono_ms(), wait_ms = 100;
+		bool failover = false;
+
+		while (al_sentinel_resolve(u, 500, &failover, err)) {
+			struct timespec ts = {(time_t)(wait_ms / 1000),
+					      (long)(wait_ms % 1000) * 1000000};
+
+			if (!failover || al_mono_ms() - t0 >= FAILOVER_WAIT_MS)
+				return AL_EREDIS;
+			nanosleep(&ts, NULL);
+			wait_ms = wait_ms * 2 > 2000 ? 2000 : wait_ms * 2;
+		}
+	}
 	al_redis_url_where(u, where, sizeof(where));
 	snprintf(c->where, sizeof(c->where), "%s", where);
 	c->rc = u->path[0] ? redisConnectUnixWithTimeout(u->path, tv)

@@ -7,6 +7,7 @@
 #ifndef AL_REDIS_URL_H
 #define AL_REDIS_URL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "../proto/err.h"
@@ -42,8 +43,10 @@ int al_redis_url_parse(const char *url, struct al_redis_url *u, struct al_err *e
  * check with ROLE that the address is a master now (a sentinel answering
  * in the middle of a failover may name the old one); host/port of u get
  * it. Each sentinel and the master get timeout_ms to answer. AL_EREDIS
- * naming what each said when none gave a master. */
-int al_sentinel_resolve(struct al_redis_url *u, int timeout_ms, struct al_err *err);
+ * naming what each said when none gave a master; then *failover (may be
+ * NULL) tells whether one named a master that is gone or a replica now (a
+ * failover under way: worth waiting for) rather than none knowing it. */
+int al_sentinel_resolve(struct al_redis_url *u, int timeout_ms, bool *failover, struct al_err *err);
 
 /* "host:port" or the socket path, for messages (no password). */
 const char *al_redis_url_where(const struct al_redis_url *u, char *buf, size_t cap);

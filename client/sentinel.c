@@ -102,15 +102,21 @@ static bool is_master(const struct al_redis_url *u, const char *host, int port, 
 	return ok;
 }
 
-int al_sentinel_resolve(struct al_redis_url *u, int timeout_ms, struct al_err *err)
+int al_sentinel_resolve(struct al_redis_url *u, int timeout_ms, bool *failover, struct al_err *err)
 {
 	char why[AL_SENTINELS_MAX][400], host[256];
 	int port = 0;
 
+	if (failover)
+		*failover = false;
 	for (int i = 0; i < u->nsentinels; i++) {
-		if (!ask(u, i, timeout_ms, host, sizeof(host), &port, why[i], sizeof(why[i])) ||
-		    !is_master(u, host, port, timeout_ms, why[i], sizeof(why[i])))
+		if (!ask(u, i, timeout_ms, host, sizeof(host), &port, why[i], sizeof(why[i])))
 			continue;
+		if (!is_master(u, host, port, timeout_ms, why[i], sizeof(why[i]))) {
+			if (failover) /* named, but gone or a replica now: wait for the election */
+				*failover = true;
+			continue;
+		}
 		snprintf(u->host, sizeof(u->host), "%s", host);
 		u->port = port;
 		return AL_OK;

@@ -315,7 +315,7 @@ static void connect_now(evutil_socket_t fd, short what, void *arg)
 	if (c->url.nsentinels) {
 		struct al_err e = {0};
 
-		if (al_sentinel_resolve(&c->url, 300, &e)) {
+		if (al_sentinel_resolve(&c->url, 300, NULL, &e)) {
 			note_error(c, "sentinel", e.msg);
 			schedule_retry(c);
 			return;

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "../../client/client.h"
+#include "../../client/redis_url.h"
 #include "../../proto/keys.h"
 #include "../../proto/scripts.h"
 
@@ -116,13 +117,19 @@ int main(int argc, char **argv)
 		double t0, t1;
 		long long done = 0, base = 0;
 		redisReply *r;
-		const char *path = strncmp(argv[1], "unix://", 7) == 0 ? argv[1] + 7 : NULL;
+		struct al_redis_url u;
 		enum { BATCH = 100 };
 		static struct al_job jobs[BATCH];
 		static char ids[BATCH][AL_ID_MAX + 1], out[BATCH][AL_ID_MAX + 1];
 		static enum al_submit_code st[BATCH];
 
-		rc = path ? redisConnectUnix(path) : redisConnect("127.0.0.1", 6379);
+		/* the same Redis, to count the results (through its sentinels too) */
+		if (al_redis_url_parse(argv[1], &u, &err) ||
+		    (u.nsentinels && al_sentinel_resolve(&u, 500, NULL, &err))) {
+			fprintf(stderr, "bench_queue: %s\n", err.msg);
+			return 1;
+		}
+		rc = u.path[0] ? redisConnectUnix(u.path) : redisConnect(u.host, u.port);
 		if (!rc || rc->err)
 			return 1;
 		r = redisCommand(rc, "HGET %s status:ok", AL_KEY_STATS);

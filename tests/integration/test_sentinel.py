@@ -7,7 +7,8 @@ through them; under a steady load of submissions the master is killed
 follow and jobs submitted after the promotion are run; the CLI follows too.
 With ?min_replicas=1 a submission is acknowledged only once the replica has
 it, and once no replica is left the CLI and the gateway say so after the
-timeout. Reported, not asserted: how many acknowledged submissions the failover
+timeout; under a steady load with it on, the master killed again (the old one
+back as its replica first): every acknowledged submission has its result. Reported, not asserted: how many acknowledged submissions the failover
 lost (replication is asynchronous: what the master acknowledged but had not
 sent on is gone) and how long from the kill to the first result committed on
 the new master. Bad input: a master no sentinel knows, sentinels that are
@@ -134,6 +135,50 @@ try:
                              body={"tier": "trusted", "runtime": "python", "code": "print(1)"})
     t.ok(st == 503 and "0 of the 1 replicas" in doc.get("error", ""),
          "...and the gateway's is a 503 saying so", (st, doc))
+
+    # a second failover, now with min_replicas=1: the old master back as a replica first
+    old = "master"
+    ha._start_redis(old, ["--replicaof", ha.addr("replica"), str(ha.ports["replica"])])
+    c.wait_for(lambda: "state=online" in ha.cli("replica", "INFO", "replication"), timeout=60)
+    c.wait_for(lambda: str(ha.ports[old]) in ha.cli("s0", "SENTINEL", "replicas", "mymaster"),
+               timeout=30)
+    time.sleep(2)
+    durable = ha.url + "?min_replicas=1&replica_timeout_ms=2000"
+    acked2, errors2, stop2 = [], [], threading.Event()
+
+    def load2():
+        i = 100000
+        while not stop2.is_set():
+            p = c.cli("--redis", durable, "submit", "--tier", "trusted", "-c", "print(%d)" % i,
+                      timeout=90)
+            if p.returncode == 0:
+                acked2.append((i, p.stdout.decode().strip()))
+            else:
+                errors2.append((i, p.stderr.decode()[-160:]))
+            i += 1
+
+    th = threading.Thread(target=load2)
+    th.start()
+    time.sleep(3)
+    ha.kill("replica")  # the master now
+    promoted2 = c.wait_for(lambda: ha.sentinel_master() == ("127.0.0.1", ha.ports[old]),
+                           timeout=30, step=0.1)
+    time.sleep(4)
+    stop2.set()
+    th.join(120)
+    missing, wrong2 = [], []
+    for i, jid in acked2:
+        p = c.cli("wait", jid, "--json", "--timeout-wait", "30000", timeout=60)
+        if p.returncode != 0 or b'"status": "ok"' not in p.stdout:
+            missing.append((i, jid, p.returncode))
+        elif ('"stdout": "%d\\n"' % i).encode() not in p.stdout:
+            wrong2.append((i, jid))
+    refused = [e for e in errors2 if "replicas asked for" in e[1]]
+    t.ok(promoted2 and len(acked2) > 5 and not missing and not wrong2,
+         "min_replicas=1 under load, the master killed again: every one of the %d "
+         "acknowledged submissions has its result, each its own job's output; %d were "
+         "refused once no replica was left (the client was told)" % (len(acked2), len(refused)),
+         (promoted2, missing[:5], wrong2[:5], errors2[-3:]))
 
     # bad input
     p = c.cli("--redis", ha.url.replace("/mymaster", "/nosuchmaster"), "stats", timeout=30)

@@ -127,25 +127,23 @@ static void commit_answered(struct worker *w, struct commit *c, redisReply *e)
 
 struct commit_batch {
 	struct worker *w;
+	int tries; /* min_replicas: times sent again because WAIT fell short */
 	int n;
 	struct commit *c[];
 };
 
-/* min_replicas: what WAIT said after a batch of commits. */
-static void on_commit_replicated(redisAsyncContext *ac, void *reply, void *priv)
-{
-	struct worker *w = priv;
-	redisReply *r = reply;
+#define REPLICATE_TRIES 10 /* min_replicas: a batch is sent this often at most */
 
-	(void)ac;
-	if (r && r->type == REDIS_REPLY_INTEGER && r->integer >= w->url.min_replicas)
-		return;
-	w->commits_unreplicated++;
-	al_log("warn", "commit_not_replicated",
-	       "replicas=%lld wanted=%d timeout_ms=%d note=\"results on the master only: a "
-	       "failover now loses them, and their jobs run again\"",
-	       r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1LL, w->url.min_replicas,
-	       w->url.replica_timeout_ms);
+static void send_batch(struct worker *w, struct commit_batch *b);
+
+static void on_commit_replicated(redisAsyncContext *ac, void *reply, void *priv);
+
+static void batch_done(struct worker *w, struct commit_batch *b)
+{
+	for (int i = 0; i < b->n; i++)
+		wk_commit_free(b->c[i]);
+	free(b);
+	call_answered(w);
 }
 
 static void on_commit_batch(redisAsyncContext *ac, void *reply, void *priv)
@@ -156,20 +154,53 @@ static void on_commit_batch(redisAsyncContext *ac, void *reply, void *priv)
 	bool each = r && r->type == REDIS_REPLY_ARRAY && (int)r->elements == b->n;
 
 	(void)ac;
+	for (int i = 0; b->tries == 0 && i < b->n; i++) /* its answers, said once */
+		commit_answered(w, b->c[i], each ? r->element[i] : r);
 	if (r && w->url.min_replicas) {
+		/* durability: the results are kept until WAIT says enough
+		 * replicas have them (sent again, also to a new master, else) */
 		char n[16], ms[16];
 		const char *argv[3] = {"WAIT", n, ms};
 
 		snprintf(n, sizeof(n), "%d", w->url.min_replicas);
 		snprintf(ms, sizeof(ms), "%d", w->url.replica_timeout_ms);
-		al_aconn_cmd(w->cmd, on_commit_replicated, w, 3, argv, NULL);
+		if (al_aconn_cmd(w->cmd, on_commit_replicated, b, 3, argv, NULL))
+			on_commit_replicated(NULL, NULL, b); /* Redis went away: as short */
+		return;
 	}
-	for (int i = 0; i < b->n; i++) {
-		commit_answered(w, b->c[i], each ? r->element[i] : r);
-		wk_commit_free(b->c[i]);
+	batch_done(w, b);
+}
+
+/* min_replicas: what WAIT said after a batch of commits. */
+static void on_commit_replicated(redisAsyncContext *ac, void *reply, void *priv)
+{
+	struct commit_batch *b = priv;
+	struct worker *w = b->w;
+	redisReply *r = reply;
+
+	(void)ac;
+	if (r && r->type == REDIS_REPLY_INTEGER && r->integer >= w->url.min_replicas) {
+		batch_done(w, b);
+		return;
 	}
-	free(b);
-	call_answered(w);
+	w->commits_unreplicated++;
+	if (b->tries++ < REPLICATE_TRIES) {
+		/* COMMIT again: "exists" where the result is; committed anew on
+		 * a master that lost it with a failover */
+		al_log("warn", "commit_not_replicated",
+		       "jobs=%d replicas=%lld wanted=%d timeout_ms=%d try=%d note=\"results kept "
+		       "and sent again until replicas have them\"",
+		       b->n, r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1LL,
+		       w->url.min_replicas, w->url.replica_timeout_ms, b->tries);
+		w->inflight--;
+		send_batch(w, b);
+		return;
+	}
+	al_log("error", "commit_not_replicated",
+	       "jobs=%d wanted=%d tries=%d note=\"given up: the results are on the master only; a "
+	       "failover now loses them and their jobs run again\"",
+	       b->n, w->url.min_replicas, b->tries);
+	batch_done(w, b);
 }
 
 #define COMMIT_BATCH_MAX 64
@@ -180,7 +211,6 @@ void wk_flush_commits(struct worker *w)
 	while (w->commits) {
 		struct commit_batch *b =
 		    calloc(1, sizeof(*b) + COMMIT_BATCH_MAX * sizeof(struct commit *));
-		struct al_call call;
 
 		if (!b) {
 			al_log("error", "out_of_memory",
@@ -188,7 +218,6 @@ void wk_flush_commits(struct worker *w)
 			return;
 		}
 		b->w = w;
-		al_call_init(&call, al_lua_commit);
 		while (w->commits && b->n < COMMIT_BATCH_MAX) {
 			struct commit *c = w->commits;
 
@@ -196,29 +225,40 @@ void wk_flush_commits(struct worker *w)
 			if (!w->commits)
 				w->commits_tail = &w->commits;
 			b->c[b->n++] = c;
-			al_commit_add(&call,
-				      &(struct al_commit_item){.id = c->id,
-							       .attempt = c->attempt,
-							       .result = c->result,
-							       .len = c->len,
-							       .ttl_ms = w->policy.result_ttl_ms,
-							       .stream = c->stream,
-							       .entry = c->entry,
-							       .group = AL_GROUP_WORKERS,
-							       .status = c->status});
 		}
-		if (al_aconn_call(w->cmd, &call, on_commit_batch, b)) {
-			al_log(
-			    "error", "redis_call",
-			    "what=commit jobs=%d error=\"%s\" note=\"the leases will re-deliver\"",
-			    b->n, al_aconn_strerror(w->cmd));
-			for (int i = 0; i < b->n; i++)
-				wk_commit_free(b->c[i]);
-			free(b);
-			continue;
-		}
-		w->inflight++;
+		send_batch(w, b);
 	}
+}
+
+/* One COMMIT call for the batch's results (taken over). */
+static void send_batch(struct worker *w, struct commit_batch *b)
+{
+	struct al_call call;
+
+	al_call_init(&call, al_lua_commit);
+	for (int i = 0; i < b->n; i++) {
+		const struct commit *c = b->c[i];
+
+		al_commit_add(&call, &(struct al_commit_item){.id = c->id,
+							      .attempt = c->attempt,
+							      .result = c->result,
+							      .len = c->len,
+							      .ttl_ms = w->policy.result_ttl_ms,
+							      .stream = c->stream,
+							      .entry = c->entry,
+							      .group = AL_GROUP_WORKERS,
+							      .status = c->status});
+	}
+	if (al_aconn_call(w->cmd, &call, on_commit_batch, b)) {
+		al_log("error", "redis_call",
+		       "what=commit jobs=%d error=\"%s\" note=\"the leases will re-deliver\"", b->n,
+		       al_aconn_strerror(w->cmd));
+		for (int i = 0; i < b->n; i++)
+			wk_commit_free(b->c[i]);
+		free(b);
+		return;
+	}
+	w->inflight++;
 }
 
 void wk_on_flush(evutil_socket_t fd, short what, void *arg)

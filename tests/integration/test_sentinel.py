@@ -8,7 +8,9 @@ follow and jobs submitted after the promotion are run; the CLI follows too.
 With ?min_replicas=1 a submission is acknowledged only once the replica has
 it, and once no replica is left the CLI and the gateway say so after the
 timeout; under a steady load with it on, the master killed again (the old one
-back as its replica first): every acknowledged submission has its result. Reported, not asserted: how many acknowledged submissions the failover
+back as its replica first): every acknowledged submission has its result. A
+worker with min_replicas=1 keeps each result and sends it again until WAIT
+says a replica has it, and logs it while one does not. Reported, not asserted: how many acknowledged submissions the failover
 lost (replication is asynchronous: what the master acknowledged but had not
 sent on is gone) and how long from the kill to the first result committed on
 the new master. Bad input: a master no sentinel knows, sentinels that are
@@ -35,6 +37,9 @@ tiers:
     max_attempts: 3
     backoff_ms: 100
     defaults: {wall_ms: 20000, memory_bytes: 268435456, pids: 64}
+  durable:
+    backend: process
+    max_attempts: 3
 """
 
 ha = c = None
@@ -44,11 +49,19 @@ try:
     c.url = ha.url
     c.scheduler()
     c.worker("ha-w", uid_base=63800, slots=2, tiers="trusted")
+    c.url = ha.url + "?min_replicas=1&replica_timeout_ms=500"  # this worker's commits: WAITed
+    c.worker("dur-w", uid_base=63850, slots=1, tiers="durable")
+    c.url = ha.url
     p = c.cli("run", "-c", "print(6*7)", timeout=60)
     t.ok(p.returncode == 0 and p.stdout == b"42\n",
          "a job through a redis+sentinel:// URL: the CLI, the scheduler and the worker find "
          "the master", (p.returncode, p.stdout, p.stderr))
 
+    p = c.cli("run", "--tier", "durable", "-c", "print('replicated')", timeout=60)
+    t.ok(p.returncode == 0 and p.stdout == b"replicated\n" and
+         "commit_not_replicated" not in c.log("dur-w"),
+         "a worker with min_replicas=1: its commit is WAITed for, and the replica has it",
+         (p.returncode, p.stderr, c.log("dur-w")[-400:]))
     durable = ha.url + "?min_replicas=1&replica_timeout_ms=2000"
     p = c.cli("--redis", durable, "run", "-c", "print('kept')", timeout=60)
     t.ok(p.returncode == 0 and p.stdout == b"kept\n",
@@ -128,13 +141,20 @@ try:
          b"same idempotency key" in p.stderr,
          "min_replicas=1 with no replica left: the CLI's submission fails after its timeout, "
          "saying how many replicas had it and what to do", (p.returncode, p.stderr))
+    p = c.cli("run", "--tier", "durable", "-c", "print('alone')", timeout=60)
+    c.wait_for(lambda: "try=2" in c.log("dur-w"), timeout=30)
+    t.ok(p.returncode == 0 and p.stdout == b"alone\n" and
+         "event=commit_not_replicated" in c.log("dur-w") and "try=2" in c.log("dur-w"),
+         "...with no replica left its result is committed, kept and sent again while WAIT "
+         "falls short, and the log says so", (p.returncode, c.log("dur-w")[-600:]))
     port = free_port()
     start_gateway(c, port, key_file(os.path.join(c.dir, "keys"), {"acme": "sk-0123456789abcdef"}),
                   url=lonely)
     st, doc = Api(port).call("POST", "/v1/jobs", key="sk-0123456789abcdef",
                              body={"tier": "trusted", "runtime": "python", "code": "print(1)"})
     t.ok(st == 503 and "0 of the 1 replicas" in doc.get("error", ""),
-         "...and the gateway's is a 503 saying so", (st, doc))
+         "min_replicas=1 with no replica left: the gateway's submission is a 503 saying so",
+         (st, doc))
 
     # a second failover, now with min_replicas=1: the old master back as a replica first
     old = "master"

@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """A fleet on hosts of its own (tests/lib/hosts.py: network namespaces on a
 bridge, one address each): the Redis master, its replica and three Sentinels
-each on a host, workers on three hosts, the scheduler and the client on
-another; everything reaches Redis only through the sentinels
+each on a host, workers on three hosts, the scheduler, the gateway and the
+clients on another; everything reaches Redis only through the sentinels
 (redis+sentinel://). A whole worker host dies (every process in it,
 SIGKILL) while its jobs run: only its jobs run again, on the other hosts,
 and the others' jobs are not disturbed. A worker host cut off from Redis (its
@@ -18,6 +18,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 from altest import CLI, Tap, need_root  # noqa: E402
 from cluster import SCHED, WORKER, Cluster  # noqa: E402
+from gwclient import GATEWAY, key_file  # noqa: E402
 from hosts import Hosts  # noqa: E402
 from redisha import RedisHA  # noqa: E402
 
@@ -51,6 +52,27 @@ try:
             "--uid-base", str(62000 + 100 * i), "--slots", "2", "--tiers", "trusted",
             "--state-dir", os.path.join(c.dir, "state-" + h), "--heartbeat-ms", "300"])
 
+    key = "fk-0123456789abcdef01"
+    c._start("gw", hosts.prefix("ctl") + [
+        GATEWAY, "--redis", c.url, "--keys", key_file(os.path.join(c.dir, "keys"), {"acme": key}),
+        "--listen", "%s:8088" % hosts.ip["ctl"]])
+
+    def gw_run(code, timeout=120):
+        """POST /v1/run from host ctl (a client beside the gateway): (status, result)."""
+        script = ("import http.client, json, sys\n"
+                  "h = http.client.HTTPConnection(%r, 8088, timeout=%d)\n"
+                  "h.request('POST', '/v1/run', body=json.dumps({'tier': 'trusted', "
+                  "'runtime': 'python', 'code': %r}), headers={'Authorization': 'Bearer %s'})\n"
+                  "r = h.getresponse(); print(r.status); print(r.read().decode())\n"
+                  % (hosts.ip["ctl"], timeout, code, key))
+        p = subprocess.run(hosts.prefix("ctl") + ["/usr/bin/python3", "-c", script],
+                           capture_output=True, timeout=timeout + 30)
+        out = p.stdout.decode().split("\n", 1)
+        try:
+            return int(out[0]), json.loads(out[1]).get("result", {})
+        except (ValueError, IndexError):
+            return None, p.stderr.decode()[-300:]
+
     def cli(*args, timeout=120):
         return subprocess.run(hosts.prefix("ctl") + [CLI, "--redis", c.url, *args],
                               capture_output=True, timeout=timeout)
@@ -76,6 +98,10 @@ try:
     t.ok(p.returncode == 0 and p.stdout == b"42\n",
          "a job from host ctl through the sentinels on s1..s3 to the master on r1, run on a "
          "worker host", (p.returncode, p.stderr, c.log("w1")[-500:]))
+    c.wait_for(lambda: gw_run("print(1)", timeout=10)[0] == 200, timeout=30, step=0.5)
+    st, r = gw_run("print('via the gateway')")
+    t.ok(st == 200 and r.get("stdout") == "via the gateway\n",
+         "...and through the gateway on host ctl", (st, r))
 
     # --- a whole worker host dies ---
     ids = [submit(SLEEP % 6) for _ in range(6)]
@@ -118,10 +144,13 @@ try:
     hosts.kill_host("r1")
     p = cli("run", "-c", "print('after')", timeout=120)
     took = time.time() - t0
+    st, r = gw_run("print('gateway after')")
     t.ok(p.returncode == 0 and p.stdout == b"after\n" and
-         ha.sentinel_master() == (hosts.ip["r2"], ha.ports["replica"]),
+         ha.sentinel_master() == (hosts.ip["r2"], ha.ports["replica"]) and st == 200 and
+         r.get("stdout") == "gateway after\n",
          "host r1 (the master) killed: the replica on r2 is promoted and a job runs %.1f s "
-         "later, from ctl, on the worker hosts" % took, (p.returncode, p.stderr))
+         "later, from ctl, on the worker hosts; the gateway follows too" % took,
+         (p.returncode, p.stderr, st, r))
 finally:
     if c:
         c.close()

@@ -54,6 +54,26 @@ struct al_client *al_client_connect_gateway(const char *url, const char *token, 
 	return c;
 }
 
+/* EVALSHA of a script Redis does not have (yet: a new master, a restart):
+ * load it and send the command again, once. r is the first reply. */
+static redisReply *load_script_if_missing(struct al_client *c, redisReply *r, int argc,
+					  const char **argv, const size_t *lens)
+{
+	if (!r || r->type != REDIS_REPLY_ERROR || strncmp(r->str, "NOSCRIPT", 8) ||
+	    strcmp(argv[0], "EVALSHA"))
+		return r;
+	for (size_t i = 0; al_lua_all[i]; i++) {
+		if (strcmp(al_script_sha(al_lua_all[i]), argv[1]))
+			continue;
+		freeReplyObject(r);
+		r = redisCommand(c->rc, "SCRIPT LOAD %s", al_lua_all[i]);
+		if (r)
+			freeReplyObject(r);
+		return redisCommandArgv(c->rc, argc, argv, lens);
+	}
+	return r;
+}
+
 /* Run a command; NULL with err filled on a transport or Redis error. */
 static redisReply *cmd(struct al_client *c, struct al_err *err, int argc, const char **argv,
 		       const size_t *lens)
@@ -64,21 +84,7 @@ static redisReply *cmd(struct al_client *c, struct al_err *err, int argc, const 
 		return NULL;
 	r = redisCommandArgv(c->rc, argc, argv, lens);
 
-	/* EVALSHA of a script Redis does not have (yet): load it, once. */
-	if (r && r->type == REDIS_REPLY_ERROR && !strncmp(r->str, "NOSCRIPT", 8) &&
-	    !strcmp(argv[0], "EVALSHA")) {
-		freeReplyObject(r);
-		r = NULL;
-		for (size_t i = 0; al_lua_all[i]; i++) {
-			if (strcmp(al_script_sha(al_lua_all[i]), argv[1]))
-				continue;
-			r = redisCommand(c->rc, "SCRIPT LOAD %s", al_lua_all[i]);
-			if (r)
-				freeReplyObject(r);
-			r = redisCommandArgv(c->rc, argc, argv, lens);
-			break;
-		}
-	}
+	r = load_script_if_missing(c, r, argc, argv, lens);
 
 	/* Through Sentinel: a lost connection or a master that became a
 	 * replica is a failover; follow it (capped backoff) and send the
@@ -95,7 +101,9 @@ static redisReply *cmd(struct al_client *c, struct al_err *err, int argc, const 
 			r = NULL;
 			redisFree(c->rc);
 			c->rc = NULL;
-			if (!open_conn(c, &e2) && (r = redisCommandArgv(c->rc, argc, argv, lens)) &&
+			if (!open_conn(c, &e2) &&
+			    (r = load_script_if_missing(
+				 c, redisCommandArgv(c->rc, argc, argv, lens), argc, argv, lens)) &&
 			    !(r->type == REDIS_REPLY_ERROR && !strncmp(r->str, "READONLY", 8))) {
 				c->retried = true;
 				break;

@@ -7,7 +7,8 @@ Redis", docs/scale.md), one run:
    each), with the redis-server's own CPU time per job (from /proc).
 2. Redis memory: per queued job (submitted, no worker) and per result.
 3. Sentinel against a direct connection to the same master: throughput and
-   p50/p99 latency (tests/bench/bench_queue.c, the C client), interleaved.
+   p50/p99 latency (tests/bench/bench_queue.c, the C client), interleaved,
+   BENCH_ROUNDS rounds (5).
 4. Failover: master SIGKILLed to the first job committed on the new master,
    five times (the old master comes back as a replica each time); p50.
 Usage: fleet.py [N] (jobs per throughput run, default 20000)"""
@@ -25,6 +26,7 @@ from redisha import RedisHA  # noqa: E402
 
 BQ = os.path.join(BUILD, "tests", "bench_queue")
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 20000
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", "5"))  # Sentinel against direct, interleaved
 POLICY = """\
 result_ttl_s: 3600
 lease_ms: 5000
@@ -117,10 +119,10 @@ def main():
         print("\n## Sentinel against a direct connection to the same master\n")
         names = workers(c, 2, ha.url)
         rows = []
-        for rnd in range(3):
+        for rnd in range(ROUNDS):
             for name, url in (("direct", direct), ("sentinel", ha.url)):
                 tp = bq(url, "throughput", N // 2)
-                lat = bq(url, "latency", 500)
+                lat = bq(url, "latency", 1000)
                 rows.append((rnd, name, tp["jobs_per_s"], lat["p50_ms"], lat["p99_ms"]))
         stop(c, names)
         print("| round | via | jobs/s | p50 | p99 |")
@@ -133,7 +135,7 @@ def main():
             tps = sorted(x[2] for x in v)
             p50s = sorted(x[3] for x in v)
             p99s = sorted(x[4] for x in v)
-            med[name] = (tps[1], p50s[1], p99s[1])
+            med[name] = (tps[len(v) // 2], p50s[len(v) // 2], p99s[len(v) // 2])
         print("| median ratio sentinel/direct | | %.3f | %.3f | %.3f |" % (
             med["sentinel"][0] / med["direct"][0], med["sentinel"][1] / med["direct"][1],
             med["sentinel"][2] / med["direct"][2]))

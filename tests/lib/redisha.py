@@ -6,21 +6,14 @@ another network namespace, given per role (e.g. ip netns exec NS), and
 listening on that namespace's address instead."""
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
 
+from gwclient import free_port  # noqa: F401 (the tests take it from here too)
+
 REDIS_SERVER = "/usr/bin/redis-server"
 MASTER = "mymaster"
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 class RedisHA:

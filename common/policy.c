@@ -1096,8 +1096,12 @@ static int admit_grading(const struct al_tier_policy *t, struct al_job *job, boo
 		STEP_LIMIT(stderr_bytes)
 		STEP_LIMIT(disk_bytes)
 #undef STEP_LIMIT
+		/* a test's files go in its own tmpfs; the job's in the build
+		 * tree, of the build's disk limit */
 		for (size_t k = 0; i >= 0 && k < job->tests[i].nfiles; k++)
 			files += job->tests[i].files[k].data.len;
+		for (size_t k = 0; i < 0 && k < job->nfiles; k++)
+			files += job->files[k].data.len;
 		if (files > l.disk_bytes)
 			return al_err_set(err, AL_EINVAL,
 					  "%s.files: %llu bytes do not fit its disk limit of %llu "

@@ -320,6 +320,12 @@ static void test_admission(void)
 		     "a test's files past its disk limit");
 	grading_job(&j, &b, t, 2);
 	j.tier = "p";
+	b.limits = (struct al_limits){.disk_bytes = 4};
+	rc = al_policy_admit(&pol, &j, 0, &err);
+	TAP_CONTAINS(err.msg, "build.files: 12 bytes do not fit its disk limit of 4 bytes",
+		     "the job's files past the build's disk limit (the build tree's size)");
+	grading_job(&j, &b, t, 2);
+	j.tier = "p";
 	j.network = AL_NET_EGRESS;
 	rc = al_policy_admit(&pol, &j, 0, &err);
 	TAP_CONTAINS(err.msg, "network: a grading job runs without network", "no network");

@@ -27,6 +27,15 @@ struct al_client {
 
 static int open_conn(struct al_client *c, struct al_err *err);
 
+/* Waiting for a failover's end: sleep *wait_ms, then double it (at most 2 s). */
+static void backoff(uint64_t *wait_ms)
+{
+	struct timespec ts = {(time_t)(*wait_ms / 1000), (long)(*wait_ms % 1000) * 1000000};
+
+	nanosleep(&ts, NULL);
+	*wait_ms = *wait_ms * 2 > 2000 ? 2000 : *wait_ms * 2;
+}
+
 /* Operators' commands read Redis itself: not through the gateway. */
 static int operator_only(const struct al_client *c, const char *what, struct al_err *err)
 {
@@ -108,11 +117,7 @@ static redisReply *cmd(struct al_client *c, struct al_err *err, int argc, const 
 				c->retried = true;
 				break;
 			}
-			struct timespec ts = {(time_t)(wait_ms / 1000),
-					      (long)(wait_ms % 1000) * 1000000};
-
-			nanosleep(&ts, NULL);
-			wait_ms = wait_ms * 2 > 2000 ? 2000 : wait_ms * 2;
+			backoff(&wait_ms);
 		}
 		if (!c->rc) {
 			al_err_set(err, AL_EREDIS, "redis %s: no master within %d ms: %s", c->where,
@@ -155,7 +160,7 @@ static int open_conn(struct al_client *c, struct al_err *err)
 {
 	struct al_redis_url *u = &c->url;
 	struct timeval tv = {5, 0};
-	char where[280];
+	char where[280], why[200];
 
 	if (u->nsentinels) {
 		/* a failover under way (the master named is gone): wait for
@@ -164,13 +169,10 @@ static int open_conn(struct al_client *c, struct al_err *err)
 		bool failover = false;
 
 		while (al_sentinel_resolve(u, 500, &failover, err)) {
-			struct timespec ts = {(time_t)(wait_ms / 1000),
-					      (long)(wait_ms % 1000) * 1000000};
 
 			if (!failover || al_mono_ms() - t0 >= FAILOVER_WAIT_MS)
 				return AL_EREDIS;
-			nanosleep(&ts, NULL);
-			wait_ms = wait_ms * 2 > 2000 ? 2000 : wait_ms * 2;
+			backoff(&wait_ms);
 		}
 	}
 	al_redis_url_where(u, where, sizeof(where));
@@ -182,18 +184,9 @@ static int open_conn(struct al_client *c, struct al_err *err)
 			   c->rc ? c->rc->errstr : "out of memory");
 		goto fail;
 	}
-	if (u->password[0]) {
-		redisReply *r = u->user[0] ? redisCommand(c->rc, "AUTH %s %s", u->user, u->password)
-					   : redisCommand(c->rc, "AUTH %s", u->password);
-
-		if (!r || r->type == REDIS_REPLY_ERROR) {
-			al_err_set(err, AL_EREDIS, "redis %s: %s", where,
-				   r ? r->str : c->rc->errstr);
-			if (r)
-				freeReplyObject(r);
-			goto fail;
-		}
-		freeReplyObject(r);
+	if (!al_redis_auth(c->rc, u->user, u->password, why, sizeof(why))) {
+		al_err_set(err, AL_EREDIS, "redis %s: %s", where, why);
+		goto fail;
 	}
 	if (u->db) {
 		redisReply *r = redisCommand(c->rc, "SELECT %d", u->db);

@@ -23,8 +23,8 @@ static redisContext *dial(const char *host, int port, int timeout_ms, char *why,
 	return rc;
 }
 
-/* AUTH when there are credentials; false with why. */
-static bool auth(redisContext *rc, const char *user, const char *password, char *why, size_t cap)
+bool al_redis_auth(struct redisContext *rc, const char *user, const char *password, char *why,
+		   size_t cap)
 {
 	redisReply *r;
 	bool ok;
@@ -51,7 +51,7 @@ static bool ask(const struct al_redis_url *u, int i, int timeout_ms, char *host,
 
 	if (!rc)
 		return false;
-	if (!auth(rc, u->sentinel_user, u->sentinel_password, why, cap))
+	if (!al_redis_auth(rc, u->sentinel_user, u->sentinel_password, why, cap))
 		goto out;
 	r = redisCommand(rc, "SENTINEL get-master-addr-by-name %s", u->master);
 	if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
@@ -83,7 +83,7 @@ static bool is_master(const struct al_redis_url *u, const char *host, int port, 
 
 	if (!rc)
 		return false;
-	if (!auth(rc, u->user, u->password, why, cap)) {
+	if (!al_redis_auth(rc, u->user, u->password, why, cap)) {
 		redisFree(rc);
 		return false;
 	}

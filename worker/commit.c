@@ -183,7 +183,6 @@ static void on_commit_replicated(redisAsyncContext *ac, void *reply, void *priv)
 		batch_done(w, b);
 		return;
 	}
-	w->commits_unreplicated++;
 	if (b->tries++ < REPLICATE_TRIES) {
 		/* COMMIT again: "exists" where the result is; committed anew on
 		 * a master that lost it with a failover */

@@ -43,7 +43,6 @@ struct al_runner {
 	al_runner_output_fn out_fn; /* live output, or NULL */
 	uint64_t sent[3];	    /* bytes of stdout [1] and stderr [2] given to it */
 	struct al_grading *grading; /* a grading job run step by step, or NULL */
-	unsigned sb_attempt;	    /* the attempt (kept across steps) */
 };
 
 static void start_step(struct al_runner *r, const struct al_run_spec *spec);
@@ -150,6 +149,7 @@ static bool next_step(struct al_runner *r)
 	const struct al_run_spec *next;
 	char *id = res->id, *backend = res->backend, *worker = res->worker;
 	uint64_t started = res->started_ms;
+	uint32_t attempt = res->attempt;
 
 	if (res->status == AL_ST_CANCELLED || res->status == AL_ST_SANDBOX_ERROR ||
 	    res->status == AL_ST_REJECTED)
@@ -161,7 +161,7 @@ static bool next_step(struct al_runner *r)
 	al_result_free(res);
 	*res = (struct al_result){.version = AL_PROTO_VERSION,
 				  .id = id,
-				  .attempt = r->sb_attempt,
+				  .attempt = attempt,
 				  .backend = backend,
 				  .worker = worker,
 				  .started_ms = started};
@@ -381,7 +381,6 @@ struct al_runner *al_runner_start(struct event_base *base, const struct al_backe
 	r->done = done;
 	r->arg = arg;
 	r->reason = -1;
-	r->sb_attempt = spec->attempt;
 	r->res.version = AL_PROTO_VERSION;
 	r->res.id = strdup(spec->job->id);
 	r->res.attempt = spec->attempt;

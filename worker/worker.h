@@ -121,7 +121,6 @@ struct worker {
 	int nhists;
 	struct event *hb, *sigterm, *sigint, *grace;
 	uint64_t jobs_done;
-	uint64_t commits_unreplicated; /* min_replicas: commit batches WAIT found short */
 	uint64_t held_seq;
 };
 

@@ -1,7 +1,9 @@
 /* api.c - the gateway's endpoints (docs/api.md). One struct req per HTTP
  * request, alive until it is answered; every Redis step is asynchronous on
- * the gateway's loop (common/aconn.h). Long polls take a connection of
- * their own (BLPOP blocks it), from a pool that grows to GW_WAITERS_MAX. */
+ * the gateway's loop (common/aconn.h). A long poll (a wait, a run, a live
+ * output stream) holds a connection of its own for its life (BLPOP and
+ * XREAD BLOCK block it), from a pool that grows to GW_WAITERS_MAX, of which
+ * one tenant may hold its share (--polls-per-tenant) at most. */
 #include <errno.h>
 #include <stdarg.h>
 #include <event2/buffer.h>
@@ -31,6 +33,7 @@ struct req {
 	struct evhttp_request *r; /* NULL once the client went */
 	enum kind kind;
 	char tenant[AL_ID_MAX + 1];
+	struct gw_tenant *t; /* the key's tenant: its long polls are counted */
 	char id[AL_ID_MAX + 1];
 	bool wait;	      /* submit, then wait for the result... */
 	uint64_t wait_ms;     /* ...this long */
@@ -58,10 +61,21 @@ static void forget_close(struct req *q)
 		evhttp_connection_set_closecb(evhttp_request_get_connection(q->r), NULL, NULL);
 }
 
+/* A long poll's waiter goes back, and its connection's timeout with it. */
+static void poll_end(struct req *q)
+{
+	if (!q->w)
+		return;
+	if (q->r)
+		gw_conn_long(q->r, false, q->g);
+	q->w->busy = false;
+	q->w = NULL;
+	q->t->polls--;
+}
+
 static void req_free(struct req *q)
 {
-	if (q->w)
-		q->w->busy = false;
+	poll_end(q);
 	free(q);
 }
 
@@ -72,9 +86,14 @@ static void reply_send(struct req *q, int code, const char *ctype, const void *d
 	static const char *const reason[] = {NULL,    "Continue",     "OK",
 					     "Found", "Client Error", "Server Error"};
 	struct evbuffer *b;
+	const char *phrase = code == 414   ? "URI Too Long"
+			     : code == 429 ? "Too Many Requests"
+			     : code == 431 ? "Request Header Fields Too Large"
+					   : reason[code / 100];
 
 	if (q->r) {
 		forget_close(q);
+		poll_end(q);
 		b = evbuffer_new();
 		if (!data || !b || evbuffer_add(b, data, len)) {
 			evhttp_send_error(q->r, 500, "out of memory");
@@ -83,7 +102,7 @@ static void reply_send(struct req *q, int code, const char *ctype, const void *d
 			evhttp_add_header(evhttp_request_get_output_headers(q->r), "Content-Type",
 					  ctype);
 			count_reply(q->g, code, len);
-			evhttp_send_reply(q->r, code, reason[code / 100], b);
+			evhttp_send_reply(q->r, code, phrase, b);
 		}
 		if (b)
 			evbuffer_free(b);
@@ -187,6 +206,33 @@ static struct gw_waiter *waiter_take(struct gw *g)
 	}
 }
 
+/* The request becomes a long poll: a waiter of its own, within its
+ * tenant's share of them, and the long timeout on its connection. False,
+ * answered (429: the tenant's share is spent; 503: the pool is), if not. */
+static bool poll_begin(struct req *q)
+{
+	if (q->w)
+		return true;
+	if (q->t->polls >= q->g->polls_per_tenant) {
+		reply_error(q, 429,
+			    "tenant %s has %u long polls open (waits, runs and output streams), "
+			    "its share of this gateway; end one, or poll again later",
+			    q->tenant, q->t->polls);
+		return false;
+	}
+	if (!(q->w = waiter_take(q->g))) {
+		reply_error(q, 503,
+			    "all %d long-poll connections of this gateway are in use; try "
+			    "again",
+			    GW_WAITERS_MAX);
+		return false;
+	}
+	q->t->polls++;
+	if (q->r)
+		gw_conn_long(q->r, true, q->g);
+	return true;
+}
+
 static void on_result_got(redisAsyncContext *ac, void *reply, void *priv)
 {
 	struct req *q = priv;
@@ -223,9 +269,6 @@ static void on_blpop(redisAsyncContext *ac, void *reply, void *priv)
 	redisReply *r = reply;
 
 	(void)ac;
-	if (q->w)
-		q->w->busy = false;
-	q->w = NULL;
 	if (r && r->type == REDIS_REPLY_ARRAY) { /* the token: put it back for others */
 		struct al_call c;
 
@@ -242,21 +285,16 @@ static void wait_step(struct req *q)
 	char k[AL_KEY_MAX];
 	struct al_call c;
 
-	if (!(q->w = waiter_take(q->g))) {
-		reply_error(q, 503, "too many waits at once (%d); try again", GW_WAITERS_MAX);
+	if (!poll_begin(q))
 		return;
-	}
 	/* reliable: a new connection sends it once up; a BLPOP sent again
 	 * after a reset does no harm (the token goes back with REARM) */
 	al_call_init(&c, NULL);
 	al_call_str(&c, "BLPOP");
 	al_call_str(&c, al_key_done(k, q->id));
 	al_call_str(&c, BLPOP_S);
-	if (al_aconn_call(q->w->c, &c, on_blpop, q)) {
-		q->w->busy = false;
-		q->w = NULL;
+	if (al_aconn_call(q->w->c, &c, on_blpop, q))
 		reply_error(q, 500, "out of memory");
-	}
 	al_call_free(&c);
 }
 
@@ -366,6 +404,11 @@ static void submit(struct req *q, const char *body, size_t len, bool msgpack, bo
 		return;
 	}
 	q->wait = run || wait_ms > 0;
+	if (q->wait && !poll_begin(q)) { /* refused before it is submitted */
+		al_job_free(&job);
+		al_buf_free(&mp);
+		return;
+	}
 	/* /v1/run: as long as the job may take, and some slack for the queue */
 	q->wait_ms =
 	    run ? (job.limits.wall_ms ? job.limits.wall_ms : 60000) + GW_RUN_SLACK_MS : wait_ms;
@@ -478,6 +521,7 @@ static void output_close(struct req *q)
 {
 	if (q->r) {
 		forget_close(q);
+		poll_end(q);
 		evhttp_send_reply_end(q->r);
 	}
 	req_free(q);
@@ -564,9 +608,6 @@ static void on_xread(redisAsyncContext *ac, void *reply, void *priv)
 	bool end = false, any = false;
 
 	(void)ac;
-	if (q->w)
-		q->w->busy = false;
-	q->w = NULL;
 	if (!q->r) {
 		req_free(q);
 		return;
@@ -610,10 +651,6 @@ static void output_step(struct req *q)
 	char k[AL_KEY_MAX];
 	struct al_call c;
 
-	if (!(q->w = waiter_take(q->g))) {
-		output_close(q);
-		return;
-	}
 	al_call_init(&c, NULL);
 	al_call_str(&c, "XREAD");
 	al_call_str(&c, "COUNT");
@@ -623,11 +660,8 @@ static void output_step(struct req *q)
 	al_call_str(&c, "STREAMS");
 	al_call_str(&c, al_key_out(k, q->id));
 	al_call_str(&c, q->last);
-	if (al_aconn_call(q->w->c, &c, on_xread, q)) {
-		q->w->busy = false;
-		q->w = NULL;
+	if (al_aconn_call(q->w->c, &c, on_xread, q))
 		output_close(q);
-	}
 	al_call_free(&c);
 }
 
@@ -635,6 +669,8 @@ static void start_output(struct req *q)
 {
 	struct evkeyvalq *h = evhttp_request_get_output_headers(q->r);
 
+	if (!poll_begin(q)) /* an error status, before any 200 */
+		return;
 	evhttp_add_header(h, "Content-Type", "text/event-stream");
 	evhttp_add_header(h, "Cache-Control", "no-cache");
 	evhttp_add_header(h, "X-Accel-Buffering", "no");
@@ -735,8 +771,9 @@ void gw_on_request(struct evhttp_request *r, void *arg)
 	enum evhttp_cmd_type m = evhttp_request_get_command(r);
 	struct evbuffer *in = evhttp_request_get_input_buffer(r);
 	struct evkeyvalq qs = {0};
-	const char *tenant, *ctype, *sub;
+	const char *ctype, *sub;
 	bool bad = false;
+	int refused;
 
 	g->st.requests++;
 	g->st.bytes_in += evbuffer_get_length(in);
@@ -747,6 +784,14 @@ void gw_on_request(struct evhttp_request *r, void *arg)
 	q->g = g;
 	q->r = r;
 	evhttp_connection_set_closecb(evhttp_request_get_connection(r), on_client_gone, q);
+	if ((refused = gw_conn_request(g, r))) {
+		reply_error(q, refused,
+			    refused == 414
+				? "the request line is longer than %d bytes"
+				: "the request's line and headers are more than %d bytes",
+			    refused == 414 ? GW_LINE_MAX : GW_HEADERS_MAX);
+		return;
+	}
 	if (!path) {
 		reply_error(q, 400, "a request without a path");
 		return;
@@ -767,7 +812,7 @@ void gw_on_request(struct evhttp_request *r, void *arg)
 		reply_error(q, 404, "no such endpoint: %s (see docs/api.md)", path);
 		return;
 	}
-	if (!(tenant = gw_auth(
+	if (!(q->t = gw_auth(
 		  g, evhttp_find_header(evhttp_request_get_input_headers(r), "Authorization")))) {
 		g->st.unauthorized++;
 		evhttp_add_header(evhttp_request_get_output_headers(r), "WWW-Authenticate",
@@ -775,7 +820,7 @@ void gw_on_request(struct evhttp_request *r, void *arg)
 		reply_error(q, 401, "a missing or unknown API key (Authorization: Bearer KEY)");
 		return;
 	}
-	snprintf(q->tenant, sizeof(q->tenant), "%s", tenant);
+	snprintf(q->tenant, sizeof(q->tenant), "%s", q->t->name);
 	query = evhttp_uri_get_query(uri);
 	if (query && evhttp_parse_query_str(query, &qs)) {
 		reply_error(q, 400, "a malformed query string");

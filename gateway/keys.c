@@ -44,6 +44,17 @@ static int unhex(const char *s, unsigned char out[32])
 	return s[64] == '\0' ? 0 : -1;
 }
 
+/* The tenant's entry, made at its first key (there are no more tenants
+ * than keys). */
+static struct gw_tenant *tenant_of(struct gw *g, const char *name)
+{
+	for (size_t i = 0; i < g->ntenants; i++)
+		if (!strcmp(g->tenants[i].name, name))
+			return &g->tenants[i];
+	snprintf(g->tenants[g->ntenants].name, sizeof(g->tenants[0].name), "%s", name);
+	return &g->tenants[g->ntenants++];
+}
+
 int gw_keys_load(struct gw *g, const char *path, struct al_err *err)
 {
 	FILE *f = fopen(path, "re");
@@ -52,7 +63,7 @@ int gw_keys_load(struct gw *g, const char *path, struct al_err *err)
 
 	if (!f)
 		return al_err_sys(err, "--keys %s", path);
-	g->nkeys = 0;
+	g->nkeys = g->ntenants = 0;
 	while (fgets(line, sizeof(line), f)) {
 		char tenant[128], hash[128], extra[8];
 		int n;
@@ -86,7 +97,16 @@ int gw_keys_load(struct gw *g, const char *path, struct al_err *err)
 			return al_err_set(err, AL_EINVAL, "%s:%d: the hash is not 64 hex digits",
 					  path, lineno);
 		}
-		snprintf(g->keys[g->nkeys].tenant, sizeof(g->keys[0].tenant), "%s", tenant);
+		if (!strcmp(tenant, "default")) {
+			fclose(f);
+			return al_err_set(
+			    err, AL_EINVAL,
+			    "%s:%d: tenant \"default\" is reserved (the tenant of jobs that name "
+			    "none, as the CLI's do): a key for it would share their idempotency "
+			    "keys and quotas; give this tenant a name of its own",
+			    path, lineno);
+		}
+		g->keys[g->nkeys].tenant = tenant_of(g, tenant);
 		g->nkeys++;
 	}
 	fclose(f);
@@ -96,10 +116,11 @@ int gw_keys_load(struct gw *g, const char *path, struct al_err *err)
 	return AL_OK;
 }
 
-const char *gw_auth(const struct gw *g, const char *authorization)
+struct gw_tenant *gw_auth(struct gw *g, const char *authorization)
 {
 	unsigned char h[SHA256_DIGEST_LENGTH];
-	const char *tok, *found = NULL;
+	const char *tok;
+	struct gw_tenant *found = NULL;
 
 	if (!authorization || strncasecmp(authorization, "Bearer ", 7))
 		return NULL;

@@ -1,10 +1,10 @@
 /* main.c - airlock-gateway entry point (gw.h, docs/api.md). */
 #include <errno.h>
-#include <event2/bufferevent_ssl.h>
 #include <getopt.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +25,12 @@ static void usage(FILE *f)
 	      "  --tls-key FILE      ... and key\n"
 	      "  --max-body BYTES    larger request bodies get 413 (default 3 MiB)\n"
 	      "  --result-ttl-s N    how long a cancelled job's result is kept (default 86400)\n"
+	      "  --max-connections N connections at once; more wait in the backlog (default\n"
+	      "                      1024, fewer when the descriptor limit is low)\n"
+	      "  --header-timeout-s N a request's line and headers must be in within this\n"
+	      "                      (default 10; a long poll's own limit is its timeout)\n"
+	      "  --polls-per-tenant N long polls (waits, runs, output streams) one tenant may\n"
+	      "                      have open at once (default 256, of 512 in all)\n"
 	      "Each option may also come from AIRLOCK_<OPTION> (AIRLOCK_REDIS, AIRLOCK_KEYS,\n"
 	      "AIRLOCK_TLS_CERT, ...); a flag wins. Give a Redis URL with a password as\n"
 	      "AIRLOCK_REDIS (a systemd EnvironmentFile), not as a flag that ps shows.\n",
@@ -39,16 +45,6 @@ static void on_stop(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	(void)arg;
 	event_base_loopexit(stop_base, NULL);
-}
-
-/* HTTPS: each connection a TLS bufferevent (accepting) over the socket. */
-static struct bufferevent *tls_bev(struct event_base *base, void *arg)
-{
-	SSL *ssl = SSL_new(arg);
-
-	return ssl ? bufferevent_openssl_socket_new(base, -1, ssl, BUFFEREVENT_SSL_ACCEPTING,
-						    BEV_OPT_CLOSE_ON_FREE)
-		   : NULL;
 }
 
 static SSL_CTX *tls_ctx(const char *cert, const char *key)
@@ -85,6 +81,36 @@ static int hash_key(void)
 	return 0;
 }
 
+/* The connection cap within the descriptor limit (raised to its hard
+ * limit first): every connection and every long-poll Redis connection is a
+ * descriptor, and an accept() that fails for want of one serves nobody. */
+static int conns_fit(struct gw *g)
+{
+	struct rlimit rl;
+	unsigned long room;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl))
+		return 0;
+	if (rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+		getrlimit(RLIMIT_NOFILE, &rl);
+	}
+	room = rl.rlim_cur > GW_WAITERS_MAX + 64 ? (unsigned long)rl.rlim_cur - GW_WAITERS_MAX - 64
+						 : 0;
+	if (!g->max_conns)
+		g->max_conns = room < GW_CONNS_MAX ? (unsigned)room : GW_CONNS_MAX;
+	if (g->max_conns < 16 || g->max_conns > room) {
+		fprintf(stderr,
+			"airlock-gateway: --max-connections %u does not fit the descriptor limit "
+			"(nofile %lu, of which %d are for long polls and 64 for the rest): raise "
+			"LimitNOFILE or lower --max-connections (at least 16)\n",
+			g->max_conns, (unsigned long)rl.rlim_cur, GW_WAITERS_MAX);
+		return 2;
+	}
+	return 0;
+}
+
 /* The path and address settings; the numbers go into struct gw. */
 struct settings {
 	const char *redis, *keys, *listen, *cert, *key;
@@ -105,15 +131,23 @@ static int set_opt(int c, const char *v, struct settings *o, struct gw *g)
 	default: break;
 	}
 	n = strtoull(v, &end, 10);
-	if (*end || !*v || v[0] == '-' || n == 0) {
-		fprintf(stderr, "airlock-gateway: --%s: expected a positive number, got \"%s\"\n",
-			c == 'b' ? "max-body" : "result-ttl-s", v);
+	if (*end || !*v || v[0] == '-' || n == 0 || (c != 'b' && c != 't' && n > 1000000)) {
+		fprintf(stderr, "airlock-gateway: --%s: expected a positive number%s, got \"%s\"\n",
+			c == 'b'   ? "max-body"
+			: c == 't' ? "result-ttl-s"
+			: c == 'C' ? "max-connections"
+			: c == 'T' ? "header-timeout-s"
+				   : "polls-per-tenant",
+			c != 'b' && c != 't' ? " up to 1000000" : "", v);
 		return 2;
 	}
-	if (c == 'b')
-		g->max_body = (size_t)n;
-	else
-		g->result_ttl_ms = n * 1000;
+	switch (c) {
+	case 'b': g->max_body = (size_t)n; break;
+	case 't': g->result_ttl_ms = n * 1000; break;
+	case 'C': g->max_conns = (unsigned)n; break;
+	case 'T': g->header_s = (unsigned)n; break;
+	default: g->polls_per_tenant = (unsigned)n;
+	}
 	return 0;
 }
 
@@ -127,6 +161,9 @@ int main(int argc, char **argv)
 	    {"tls-key", required_argument, NULL, 'K'},
 	    {"max-body", required_argument, NULL, 'b'},
 	    {"result-ttl-s", required_argument, NULL, 't'},
+	    {"max-connections", required_argument, NULL, 'C'},
+	    {"header-timeout-s", required_argument, NULL, 'T'},
+	    {"polls-per-tenant", required_argument, NULL, 'P'},
 	    {"hash-key", no_argument, NULL, 'H'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
@@ -136,11 +173,14 @@ int main(int argc, char **argv)
 	struct al_err err = {0};
 	struct event *sigterm, *sigint;
 	SSL_CTX *ctx = NULL;
+	struct evhttp_bound_socket *bound;
 	char host[128];
 	int c, port;
 
 	g.max_body = GW_BODY_MAX;
 	g.result_ttl_ms = 86400000;
+	g.header_s = GW_HEADER_S;
+	g.polls_per_tenant = GW_POLLS_SHARE;
 	/* AIRLOCK_<OPTION> first (env.h), then the flags */
 	for (const struct option *op = opts; op->name; op++) {
 		const char *v = op->has_arg ? al_opt_env(op->name, NULL) : NULL;
@@ -178,28 +218,31 @@ int main(int argc, char **argv)
 	}
 	if (o.cert && !(ctx = tls_ctx(o.cert, o.key)))
 		return 2;
+	if (conns_fit(&g))
+		return 2;
+	g.tls = ctx;
 	signal(SIGPIPE, SIG_IGN);
 	stop_base = g.base = event_base_new();
 	g.http = g.base ? evhttp_new(g.base) : NULL;
-	if (!g.http || evhttp_bind_socket(g.http, host, (uint16_t)port)) {
+	if (!g.http || !(bound = evhttp_bind_socket_with_handle(g.http, host, (uint16_t)port))) {
 		fprintf(stderr, "airlock-gateway: cannot listen on %s: %s\n", o.listen,
 			strerror(errno));
 		return 2;
 	}
-	if (ctx)
-		evhttp_set_bevcb(g.http, tls_bev, ctx);
+	g.listener = evhttp_bound_socket_get_listener(bound);
+	gw_conns_init(&g);
 	evhttp_set_max_body_size(g.http, (ev_ssize_t)g.max_body);
 	evhttp_set_allowed_methods(g.http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_DELETE);
-	/* a long poll may hold its request for up to GW_WAIT_MAX_MS */
-	evhttp_set_timeout(g.http, GW_WAIT_MAX_MS / 1000 + 30);
 	evhttp_set_gencb(g.http, gw_on_request, &g);
 	g.cmd = al_aconn_new(g.base, &g.url, "cmd", NULL, NULL, &g);
 	sigterm = evsignal_new(g.base, SIGTERM, on_stop, NULL);
 	sigint = evsignal_new(g.base, SIGINT, on_stop, NULL);
 	evsignal_add(sigterm, NULL);
 	evsignal_add(sigint, NULL);
-	al_log("info", "gateway_start", "listen=%s tls=%s keys=%zu", o.listen, ctx ? "yes" : "no",
-	       g.nkeys);
+	al_log("info", "gateway_start",
+	       "listen=%s tls=%s keys=%zu max_connections=%u header_timeout_s=%u "
+	       "polls_per_tenant=%u",
+	       o.listen, ctx ? "yes" : "no", g.nkeys, g.max_conns, g.header_s, g.polls_per_tenant);
 	event_base_dispatch(g.base);
 	al_log("info", "gateway_stop", "requests=%llu", (unsigned long long)g.st.requests);
 	evhttp_free(g.http);

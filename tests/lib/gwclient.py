@@ -48,11 +48,11 @@ class Api:
             return r.status, {"raw": text.decode(errors="replace")}
 
 
-def start_gateway(c, port, keyfile, name="gw", url=None):
+def start_gateway(c, port, keyfile, name="gw", url=None, extra=()):
     """Started, and ready: /healthz says Redis is up (its connection is made
     after it listens)."""
     c._start(name, [GATEWAY, "--redis", url or c.url, "--keys", keyfile,
-                    "--listen", "127.0.0.1:%d" % port, "--max-body", "200000"])
+                    "--listen", "127.0.0.1:%d" % port, "--max-body", "200000", *extra])
     for _ in range(200):
         try:
             socket.create_connection(("127.0.0.1", port), 0.2).close()

@@ -1,6 +1,8 @@
 /* redis_url.c - parsing Redis addresses (see redis_url.h). */
 #include "redis_url.h"
 
+#include "../common/log.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -149,7 +151,7 @@ static int parse_sentinel(const char *url, const char *p, struct al_redis_url *u
 	return *p == '?' ? query(u, p + 1, err) : AL_OK;
 }
 
-int al_redis_url_parse(const char *url, struct al_redis_url *u, struct al_err *err)
+static int parse(const char *url, struct al_redis_url *u, struct al_err *err)
 {
 	const char *p;
 
@@ -218,4 +220,17 @@ const char *al_redis_url_where(const struct al_redis_url *u, char *buf, size_t c
 	else
 		snprintf(buf, cap, "%s:%d", u->host, u->port);
 	return buf;
+}
+
+int al_redis_url_parse(const char *url, struct al_redis_url *u, struct al_err *err)
+{
+	int rc = parse(url, u, err);
+
+	if (rc) { /* the error quotes the URL: never with its password */
+		char shown[sizeof(err->msg)];
+
+		al_log_redact(err->msg, shown, sizeof(shown));
+		memcpy(err->msg, shown, sizeof(shown));
+	}
+	return rc;
 }

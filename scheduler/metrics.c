@@ -113,13 +113,15 @@ static void snap_stats(struct snap *sn, const struct snap_part *p, redisReply *r
 static void snap_workers(struct snap *sn, const struct snap_part *p, redisReply *r)
 {
 	(void)p;
-	if (r->type != REDIS_REPLY_ARRAY || r->elements != 4)
+	if (r->type != REDIS_REPLY_ARRAY || r->elements != 5)
 		return;
 	evbuffer_add_printf(sn->out, "airlock_workers_live %lld\n", r->element[0]->integer);
 	evbuffer_add_printf(sn->out, "airlock_slots_busy %lld\n", r->element[1]->integer);
 	evbuffer_add_printf(sn->out, "airlock_slots_free %lld\n",
 			    r->element[2]->integer - r->element[1]->integer);
 	evbuffer_add_printf(sn->out, "airlock_jobs_held %lld\n", r->element[3]->integer);
+	/* workers with a backend that stopped taking jobs (set-up failing) */
+	evbuffer_add_printf(sn->out, "airlock_workers_paused %lld\n", r->element[4]->integer);
 }
 
 static void snap_count(struct snap *sn, const struct snap_part *p, redisReply *r)
@@ -219,7 +221,7 @@ static void on_snap(redisAsyncContext *ac, void *reply, void *priv)
 }
 
 static const char lua_workers[] =
-    "local live, busy, slots, held = 0, 0, 0, 0\n"
+    "local live, busy, slots, held, paused = 0, 0, 0, 0, 0\n"
     "local all = redis.call('HGETALL', 'al:workers')\n"
     "for i = 1, #all, 2 do\n"
     "  if redis.call('EXISTS', 'al:worker:' .. all[i]) == 1 then\n"
@@ -227,9 +229,10 @@ static const char lua_workers[] =
     "    busy = busy + (tonumber(string.match(all[i+1], '\"busy\":(%d+)')) or 0)\n"
     "    slots = slots + (tonumber(string.match(all[i+1], '\"slots\":(%d+)')) or 0)\n"
     "    held = held + (tonumber(string.match(all[i+1], '\"held\":(%d+)')) or 0)\n"
+    "    if string.find(all[i+1], '\"paused\":{\"', 1, true) then paused = paused + 1 end\n"
     "  end\n"
     "end\n"
-    "return {live, busy, slots, held}\n";
+    "return {live, busy, slots, held, paused}\n";
 
 void sc_snapshot(struct sched *s)
 {

@@ -79,7 +79,7 @@ static void on_cancel_flag(redisAsyncContext *ac, void *reply, void *priv)
 void wk_heartbeat(evutil_socket_t fd, short what, void *arg)
 {
 	struct worker *w = arg;
-	char alive[AL_KEY_MAX], ttl[24], desc[512];
+	char alive[AL_KEY_MAX], ttl[24], desc[2048];
 	struct timeval tv = {(time_t)(w->conf->heartbeat_ms / 1000),
 			     (suseconds_t)(w->conf->heartbeat_ms % 1000) * 1000};
 	int n = 0;
@@ -90,6 +90,7 @@ void wk_heartbeat(evutil_socket_t fd, short what, void *arg)
 	for (int b = 0; b < w->nbackends; b++)
 		if (w->backends[b].ok && w->backends[b].ops->tick)
 			w->backends[b].ops->tick(&w->conf->backend);
+	wk_health_tick(w);
 	if (!al_aconn_is_up(w->cmd))
 		return;
 	al_key_worker(alive, w->conf->backend.worker_id);
@@ -103,7 +104,10 @@ void wk_heartbeat(evutil_socket_t fd, short what, void *arg)
 	for (int b = 0; b < w->nbackends && n < (int)sizeof(desc) - 64; b++)
 		n += snprintf(desc + n, sizeof(desc) - (size_t)n, "%s\"%s%s\"", b ? "," : "",
 			      w->backends[b].ops->name, w->backends[b].ok ? "" : "(unavailable)");
-	snprintf(desc + n, sizeof(desc) - (size_t)n, "]}");
+	n += snprintf(desc + n, sizeof(desc) - (size_t)n, "],\"paused\":{");
+	if (n < (int)sizeof(desc) - 4)
+		n += wk_health_json(w, desc + n, sizeof(desc) - (size_t)n - 4);
+	snprintf(desc + n, sizeof(desc) - (size_t)n, "}}");
 	{
 		const char *set[] = {"SET", alive, "1", "PX", ttl};
 		const char *reg[] = {"HSET", AL_KEY_WORKERS, w->conf->backend.worker_id, desc};
@@ -226,6 +230,20 @@ void wk_on_grace(evutil_socket_t fd, short what, void *arg)
 
 		event_base_loopexit(w->base, &tv);
 	}
+}
+
+void wk_on_hup(evutil_socket_t sig, short what, void *arg)
+{
+	struct worker *w = arg;
+
+	(void)sig;
+	(void)what;
+	/* a worker's slots, pools and running jobs were made from its policy:
+	 * it does not reload it under them; a restart (SIGTERM drains) does */
+	al_log("warn", "sighup_ignored",
+	       "worker=%s note=\"a worker does not reload its policy; restart it to apply a "
+	       "change (SIGTERM drains it first)\"",
+	       w->conf->backend.worker_id);
 }
 
 void wk_on_signal(evutil_socket_t sig, short what, void *arg)

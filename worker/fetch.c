@@ -254,6 +254,17 @@ static void on_fetch(redisAsyncContext *ac, void *reply, void *priv)
 /* The smallest number of free slots (and places, unless held off) over
  * the backends: FETCH may hand back a job of any tier served, so each must
  * find one. */
+/* The streams of the tiers whose backend takes jobs now (not paused). */
+static int live_streams(const struct worker *w, const char **out)
+{
+	int n = 0;
+
+	for (int i = 0; i < w->nstreams; i++)
+		if (!w->stream_be[i] || !wk_health_paused(w->stream_be[i]))
+			out[n++] = w->streams[i];
+	return n;
+}
+
 static unsigned fetch_count(struct worker *w)
 {
 	unsigned min = ~0u;
@@ -261,13 +272,15 @@ static unsigned fetch_count(struct worker *w)
 	for (int b = 0; b < w->nbackends; b++) {
 		unsigned n = 0;
 
+		if (wk_health_paused(&w->backends[b]))
+			continue; /* none of its jobs are fetched */
 		for (unsigned i = 0; i < (w->backends[b].hold_off ? w->conf->slots : wk_nplaces(w));
 		     i++)
 			n += !w->backends[b].slots[i].busy;
 		if (n < min)
 			min = n;
 	}
-	min = w->nbackends && min > w->fetch_reserved ? min - w->fetch_reserved : 0;
+	min = min != ~0u && min > w->fetch_reserved ? min - w->fetch_reserved : 0;
 	/* at most half the slots and places per fetch: while the worker
 	 * starts one batch, Redis already works on the next */
 	if (min > (wk_nplaces(w) + 1) / 2)
@@ -361,11 +374,13 @@ void wk_maybe_fetch(struct worker *w)
 	unsigned n = fetch_count(w);
 	struct fetch_req *q;
 	struct al_call c;
+	const char *streams[MAX_STREAMS];
+	int ns = live_streams(w, streams);
 
-	if (!can_fetch(w, n) || !(q = malloc(sizeof(*q))))
+	if (!ns || !can_fetch(w, n) || !(q = malloc(sizeof(*q))))
 		return;
 	*q = (struct fetch_req){w, n};
-	al_fetch_call(&c, w->streams, w->nstreams, w->conf->backend.worker_id, al_now_ms(), n);
+	al_fetch_call(&c, streams, ns, w->conf->backend.worker_id, al_now_ms(), n);
 	if (al_aconn_send(w->cmd, &c, on_fetch_script, q)) {
 		free(q);
 	} else {
@@ -380,9 +395,10 @@ static void block_fetch(struct worker *w)
 	const char *argv[8 + 2 * MAX_STREAMS];
 	char count[16];
 	unsigned n = fetch_count(w);
-	int argc = 0;
+	const char *streams[MAX_STREAMS];
+	int argc = 0, ns = live_streams(w, streams);
 
-	if (w->fetch_inflight || !can_fetch(w, n))
+	if (w->fetch_inflight || !ns || !can_fetch(w, n))
 		return;
 	snprintf(count, sizeof(count), "%u", n);
 	argv[argc++] = "XREADGROUP";
@@ -394,9 +410,9 @@ static void block_fetch(struct worker *w)
 	argv[argc++] = "BLOCK";
 	argv[argc++] = FETCH_BLOCK_MS;
 	argv[argc++] = "STREAMS";
-	for (int i = 0; i < w->nstreams; i++)
-		argv[argc++] = w->streams[i];
-	for (int i = 0; i < w->nstreams; i++)
+	for (int i = 0; i < ns; i++)
+		argv[argc++] = streams[i];
+	for (int i = 0; i < ns; i++)
 		argv[argc++] = ">";
 	if (al_aconn_cmd(w->fetch, on_fetch, w, argc, argv, NULL) == 0)
 		w->block_fetching = true;

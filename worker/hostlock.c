@@ -50,7 +50,8 @@ static int lock_id(const char *dir, const char *id, int how)
 	return -1;
 }
 
-int al_hostlock_take(const char *dir, const char *id, bool shared, struct al_err *err)
+int al_hostlock_take(const char *dir, const char *id, bool shared, const char *state_dir,
+		     struct al_err *err)
 {
 	int fd;
 
@@ -68,21 +69,44 @@ int al_hostlock_take(const char *dir, const char *id, bool shared, struct al_err
 				  id, dir, id);
 	if (fd < 0)
 		return al_err_sys(err, "worker: lock %s/%s.lock", dir, id);
+	if (state_dir && state_dir[0] == '/' &&
+	    (ftruncate(fd, 0) || pwrite(fd, state_dir, strlen(state_dir), 0) < 0))
+		al_log("warn", "hostlock",
+		       "worker=%s error=\"cannot write the state dir into "
+		       "the lock file: %s\"",
+		       id, strerror(errno));
 	return fd; /* held until the process ends: never closed */
 }
 
+/* The state directory the dead id's lock file (fd) names, into out; else
+ * fallback. A name that is not a plain absolute path is not taken. */
+static const char *state_dir_of(int fd, const char *fallback, char out[PATH_MAX])
+{
+	ssize_t n = pread(fd, out, PATH_MAX - 1, 0);
+
+	if (n <= 1 || out[0] != '/')
+		return fallback;
+	out[n] = '\0';
+	if (strlen(out) != (size_t)n || strstr(out, "/../") || strchr(out, '\n'))
+		return fallback;
+	return out;
+}
+
 /* Every leftover of dead worker id: its cgroups in every mount, its job
- * directories (and their mounts) under state_dir, then its lock file. */
-static void sweep_id(const char *dir, const char *id, const char *state_dir,
+ * directories (and their mounts) under the state directory its lock file
+ * (fd) names, else state_dir, then its lock file. */
+static void sweep_id(const char *dir, const char *id, int fd, const char *state_dir,
 		     const struct al_cg_sys *cg)
 {
-	char path[PATH_MAX], sub[PATH_MAX + 256];
+	char path[PATH_MAX], sub[PATH_MAX + 256], own[PATH_MAX];
 	DIR *d;
 	struct dirent *de;
 
+	state_dir = state_dir_of(fd, state_dir, own);
 	al_log("info", "sweep",
-	       "worker=%s note=\"no live worker has this id on this host; removing what it left\"",
-	       id);
+	       "worker=%s state_dir=%s note=\"no live worker has this id on this host; removing "
+	       "what it left\"",
+	       id, state_dir ? state_dir : "-");
 	al_cg_remove_worker(cg, id);
 	if (state_dir && !al_pathf(path, sizeof(path), "%s/%s", state_dir, id) &&
 	    (d = opendir(path))) {
@@ -111,7 +135,7 @@ static int maybe_sweep(const char *dir, const char *self, const char *id, const 
 	fd = lock_id(dir, id, LOCK_EX);
 	if (fd < 0)
 		return 0; /* alive (or unlockable): not ours to touch */
-	sweep_id(dir, id, state_dir, cg);
+	sweep_id(dir, id, fd, state_dir, cg);
 	close(fd);
 	return 1;
 }

@@ -18,8 +18,6 @@
 static const unsigned hist_bounds[HIST_BOUNDS] = {5,	10,   25,   50,	   100,	  250,	500,
 						  1000, 2500, 5000, 10000, 30000, 60000};
 
-static void dispatch_held(struct worker *w, struct backend_state *be);
-
 void wk_slot_release(struct slot *s)
 {
 	struct worker *w = s->w;
@@ -35,7 +33,7 @@ void wk_slot_release(struct slot *s)
 	s->released = false;
 	if (!wk_is_place(s)) {
 		s->be->hold_off = false;
-		dispatch_held(w, s->be);
+		wk_dispatch_held(w, s->be);
 	}
 	wk_exit_if_idle(w);
 	wk_fetch_soon(w);
@@ -236,6 +234,8 @@ static void on_job_done(struct al_runner *r, struct al_result *res, void *arg)
 		     ? res->started_ms - res->queued_ms
 		     : 0,
 		 res->wall_ms);
+	if (!s->released)
+		wk_health_note(w, s->be, res);
 	if (s->released ||
 	    (res->status == AL_ST_SANDBOX_ERROR && s->attempt < s->job.max_attempts)) {
 		if (s->out_ttl_set) /* it streamed output: readers start over */
@@ -276,6 +276,27 @@ bool wk_job_accept(struct worker *w, struct slot *s, const char *raw, size_t raw
 	return true;
 }
 
+void wk_spec_for(struct worker *w, const struct al_tier_policy *t, const struct al_job *job,
+		 unsigned slot, struct al_run_spec *spec)
+{
+	(void)w;
+	spec->limits = job->limits;
+	spec->cpu_millis = t->cpu_millis;
+	spec->env = t->env;
+	spec->nenv = t->nenv;
+	spec->network = job->network;
+	spec->image = job->image; /* admitted: one its tier offers, or its default */
+	spec->guest = t->guest;
+	spec->binds = t->binds;
+	spec->nbinds = t->nbinds;
+	spec->slot = slot;
+	spec->vm_network = t->vm_network;
+	spec->ports = t->ports;
+	spec->nports = t->nports;
+	spec->lease_ms = t->lease_ms;
+	spec->max_lease_ms = t->max_lease_ms;
+}
+
 /* Run the accepted job of slot s on its tier's backend. */
 void wk_job_run(struct worker *w, struct slot *s)
 {
@@ -300,11 +321,8 @@ void wk_job_run(struct worker *w, struct slot *s)
 		return;
 	}
 	spec.job = &s->job;
-	spec.limits = s->job.limits;
-	spec.cpu_millis = s->tier->cpu_millis;
-	spec.env = s->tier->env;
-	spec.nenv = s->tier->nenv;
-	spec.network = s->job.network;
+	wk_spec_for(w, s->tier, &s->job, (unsigned)s->index, &spec);
+	spec.attempt = s->attempt;
 	if (s->job.network == AL_NET_EGRESS) {
 		/* the job's narrowed rules (admission checked them), else the tier's */
 		s->negress = 0;
@@ -317,17 +335,6 @@ void wk_job_run(struct worker *w, struct slot *s)
 		spec.egress_max_bytes = s->tier->egress_max_bytes;
 		spec.egress_max_connections = s->tier->egress_max_connections;
 	}
-	spec.image = s->job.image; /* admitted: one its tier offers, or its default */
-	spec.guest = s->tier->guest;
-	spec.binds = s->tier->binds;
-	spec.nbinds = s->tier->nbinds;
-	spec.slot = (unsigned)s->index;
-	spec.attempt = s->attempt;
-	spec.vm_network = s->tier->vm_network;
-	spec.ports = s->tier->ports;
-	spec.nports = s->tier->nports;
-	spec.lease_ms = s->tier->lease_ms;
-	spec.max_lease_ms = s->tier->max_lease_ms;
 	s->runner = al_runner_start(w->base, s->ops, &w->conf->backend, &spec, on_job_done, s);
 	if (!s->runner) {
 		al_log("error", "out_of_memory", "job=%s", s->id);
@@ -365,7 +372,7 @@ static void run_held(struct worker *w, struct slot *p, struct slot *s)
 }
 
 /* Start held jobs of backend be in its free slots, oldest first. */
-static void dispatch_held(struct worker *w, struct backend_state *be)
+void wk_dispatch_held(struct worker *w, struct backend_state *be)
 {
 	while (!w->draining) {
 		struct slot *s = NULL, *p = NULL;
@@ -392,14 +399,14 @@ void wk_give_back(struct worker *w, struct slot *p)
 /* Place p got its job: hold it until a slot frees (at once if one is free). */
 void wk_hold(struct worker *w, struct slot *p)
 {
-	if (w->draining) {
+	if (w->draining || wk_health_paused(p->be)) { /* paused: unspent, for others */
 		wk_give_back(w, p);
 		return;
 	}
 	p->waiting = true;
 	p->held_ms = al_now_ms();
 	p->seq = ++w->held_seq;
-	dispatch_held(w, p->be);
+	wk_dispatch_held(w, p->be);
 }
 
 /* What the claim of one entry said: code (CLAIM's codes; -99: no answer)

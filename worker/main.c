@@ -513,13 +513,15 @@ int main(int argc, char **argv)
 			fprintf(stderr, "airlock-worker: unknown backend \"%s\"\n", st.backend);
 			return 2;
 		}
-		if (al_hostlock_take(AL_HOSTLOCK_DIR, conf.backend.worker_id, true, &err) < 0) {
+		if (al_hostlock_take(AL_HOSTLOCK_DIR, conf.backend.worker_id, true,
+				     conf.backend.state_dir, &err) < 0) {
 			fprintf(stderr, "airlock-worker: %s\n", err.msg);
 			return 2;
 		}
 		rc = run_one(st.run_path, ops, &conf.backend, conf.policy_path);
 	} else {
-		if (al_hostlock_take(AL_HOSTLOCK_DIR, conf.backend.worker_id, false, &err) < 0) {
+		if (al_hostlock_take(AL_HOSTLOCK_DIR, conf.backend.worker_id, false,
+				     conf.backend.state_dir, &err) < 0) {
 			fprintf(stderr, "airlock-worker: %s\n", err.msg);
 			return 2;
 		}

@@ -140,6 +140,7 @@ static int setup_backends(struct worker *w, struct al_err *err)
 		al_log(be->ok ? "info" : "error", "backend", "name=%s ok=%s%s%s%s", be->ops->name,
 		       be->ok ? "yes" : "no", be->ok ? "" : " why=\"", be->ok ? "" : be->why,
 		       be->ok ? "" : "\"");
+		be->w = w;
 		be->slots = calloc(wk_nplaces(w), sizeof(*be->slots));
 		if (!be->slots)
 			return al_err_set(err, AL_ENOMEM, "out of memory for %s's slots",
@@ -155,6 +156,15 @@ static int setup_backends(struct worker *w, struct al_err *err)
 	}
 	if (w->nstreams == 0)
 		return al_err_set(err, AL_EINVAL, "none of the tiers asked for is in the policy");
+	for (int i = 0; i < w->nstreams; i++) { /* which backend each stream feeds */
+		char tier[AL_ID_MAX + 1];
+		const struct al_tier_policy *t =
+		    al_key_queue_tier(w->streams[i], tier, sizeof(tier))
+			? al_policy_tier(&w->policy, tier)
+			: NULL;
+
+		w->stream_be[i] = t ? wk_backend_for(w, t->backend) : NULL;
+	}
 	wk_start_pools(w);
 	return 0;
 }
@@ -170,9 +180,11 @@ static int wire(struct worker *w, struct al_err *err)
 	w->grace = evtimer_new(w->base, wk_on_grace, w);
 	w->sigterm = evsignal_new(w->base, SIGTERM, wk_on_signal, w);
 	w->sigint = evsignal_new(w->base, SIGINT, wk_on_signal, w);
+	w->sighup = evsignal_new(w->base, SIGHUP, wk_on_hup, w);
 	w->hooks = al_webhooks_new(w->base, conf->webhook_secret, conf->webhook_secrets_dir);
-	if (!w->hb || !w->flush_ev || !w->grace || !w->sigterm || !w->sigint || !w->hooks ||
-	    evsignal_add(w->sigterm, NULL) || evsignal_add(w->sigint, NULL))
+	if (!w->hb || !w->flush_ev || !w->grace || !w->sigterm || !w->sigint || !w->sighup ||
+	    !w->hooks || evsignal_add(w->sigterm, NULL) || evsignal_add(w->sigint, NULL) ||
+	    evsignal_add(w->sighup, NULL))
 		return al_err_set(err, AL_ENOMEM, "out of memory making the loop's events");
 	w->cmd = al_aconn_new(w->base, &w->url, "cmd", wk_on_cmd_up, wk_on_conn_down, w);
 	w->fetch = al_aconn_new(w->base, &w->url, "fetch", wk_on_fetch_up, wk_on_conn_down, w);
@@ -219,6 +231,7 @@ static void tear_down(struct worker *w)
 	al_aconn_free(w->cmd);
 	al_aconn_free(w->fetch);
 	al_aconn_free(w->sub);
+	wk_health_free(w);
 	for (int b = 0; b < w->nbackends; b++) {
 		for (unsigned i = 0; w->backends[b].slots && i < wk_nplaces(w); i++) {
 			struct slot *s = &w->backends[b].slots[i];
@@ -254,6 +267,8 @@ static void tear_down(struct worker *w)
 		event_free(w->sigterm);
 	if (w->sigint)
 		event_free(w->sigint);
+	if (w->sighup)
+		event_free(w->sighup);
 	event_base_free(w->base);
 	al_policy_free(&w->policy);
 }

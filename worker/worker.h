@@ -57,6 +57,7 @@ struct slot {
 	struct al_runner *runner;
 	bool released;	  /* drain gave it back: retry, do not commit */
 	bool out_ttl_set; /* live output: its stream has an entry (and a TTL) */
+	bool probing;	  /* health.c's probe job has it */
 	/* network egress: the job's egress_allow, parsed (admitted: within
 	 * its tier's rules) */
 	struct al_egress_rule egress[AL_EGRESS_RULES_MAX];
@@ -69,7 +70,20 @@ struct backend_state {
 	char why[AL_ERR_MSG_MAX]; /* why not */
 	struct slot *slots;	  /* conf->slots slots, then conf->prefetch places */
 	bool hold_off;		  /* a held job went back: fetch no more ahead until a slot frees */
+	/* health.c: set-up failures in a row, and the pause they bring */
+	struct worker *w;
+	unsigned setup_failures;
+	bool paused;			/* takes no jobs until a probe runs */
+	char pause_why[AL_ERR_MSG_MAX]; /* the last set-up failure */
+	uint64_t probe_at_ms;		/* monotonic: the next probe */
+	struct al_runner *probe;	/* the probe running, or NULL */
+	bool probe_over;		/* ...and ended: freed on the next tick */
+	unsigned probe_slot;
+	struct al_job probe_job;
 };
+
+#define AL_SETUP_FAILS_MAX 3	/* sandbox_errors in a row that pause a backend */
+#define AL_PROBE_EVERY_MS  5000 /* a paused backend's probe, this often */
 
 /* A finished job's result, kept until a COMMIT answer says committed,
  * stale or duplicate. */
@@ -104,6 +118,7 @@ struct worker {
 	struct backend_state backends[8];
 	int nbackends;
 	const char *streams[MAX_STREAMS];
+	struct backend_state *stream_be[MAX_STREAMS]; /* the backend of each stream's tier */
 	char stream_buf[MAX_STREAMS][AL_KEY_MAX];
 	int nstreams;
 	unsigned fetch_inflight; /* fetch scripts on the command connection (<= FETCH_DEPTH) */
@@ -119,7 +134,7 @@ struct worker {
 	bool fetch_wanted; /* slots freed in this pass: fetch after the flush */
 	struct hist hists[16];
 	int nhists;
-	struct event *hb, *sigterm, *sigint, *grace;
+	struct event *hb, *sigterm, *sigint, *sighup, *grace;
 	uint64_t jobs_done;
 	uint64_t held_seq;
 };
@@ -149,7 +164,19 @@ void wk_ack(struct worker *w, const char *stream, const char *entry, const char 
 void wk_dead_letter(struct worker *w, const char *stream, const char *entry, const char *reason,
 		    const char *id, const char *raw, size_t rawlen);
 
+/* health.c: a backend that keeps failing to set up sandboxes is paused */
+void wk_health_note(struct worker *w, struct backend_state *be, const struct al_result *res);
+void wk_health_tick(struct worker *w); /* each heartbeat: probes, resumes */
+bool wk_health_paused(const struct backend_state *be);
+/* "name":"why",... of the paused backends into out; the length */
+int wk_health_json(const struct worker *w, char *out, size_t cap);
+void wk_health_free(struct worker *w);
+
 /* jobs.c */
+/* The run spec of job on tier t in slot (all but egress: wk_job_run's). */
+void wk_spec_for(struct worker *w, const struct al_tier_policy *t, const struct al_job *job,
+		 unsigned slot, struct al_run_spec *spec);
+void wk_dispatch_held(struct worker *w, struct backend_state *be);
 void wk_slot_release(struct slot *s);
 void wk_hist_flush(struct worker *w);
 bool wk_job_accept(struct worker *w, struct slot *s, const char *raw, size_t rawlen);
@@ -168,6 +195,7 @@ void wk_on_fetch_up(struct al_aconn *c, void *arg);
 void wk_on_sub_up(struct al_aconn *c, void *arg);
 void wk_on_grace(evutil_socket_t fd, short what, void *arg);
 void wk_on_signal(evutil_socket_t sig, short what, void *arg);
+void wk_on_hup(evutil_socket_t sig, short what, void *arg); /* logs, keeps running */
 void wk_start_pools(struct worker *w);
 
 #endif

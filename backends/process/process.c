@@ -47,6 +47,7 @@
 #include "../jobspec.h"
 #include "../netns.h"
 #include "../seccomp.h"
+#include "../../common/log.h"
 #include "../verdict.h"
 #include "init.h"
 
@@ -553,8 +554,19 @@ static int proc_start(struct al_sandbox *sb, struct al_watch *wt, struct al_err 
 	 * the cost of the cold path. */
 	if (!(w = warm_take(sb->spec.slot, err)))
 		return err->code ? err->code : AL_ESANDBOX;
-	if ((rc = al_cg_set_limits(&w->cg, &cgl, err)))
-		return al_err_wrap(err, "process");
+	if (al_cg_set_limits(&w->cg, &cgl, err)) {
+		/* a warm sandbox whose set-up fails (its cgroup gone from under
+		 * it, say) is never offered again: discarded, and the job tries
+		 * once in a sandbox made now */
+		al_log("warn", "warm_discarded", "slot=%u error=\"%s\" note=\"retrying cold\"",
+		       sb->spec.slot, err->msg);
+		*err = (struct al_err){0};
+		if ((rc = warm_spawn(w, sb->spec.slot, err)) ||
+		    (rc = al_cg_set_limits(&w->cg, &cgl, err))) {
+			warm_discard(w);
+			return al_err_wrap(err, "process");
+		}
+	}
 	p->cpu_base_ns = al_cg_cpu_ns(&w->cg);
 	/* Network egress: the proxy listens on the sandbox's own loopback (its
 	 * network namespace has nothing else), before the job can run. */

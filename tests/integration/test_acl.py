@@ -92,6 +92,11 @@ try:
          "the gateway, admitted, run, committed, and a running one cancelled",
          (body, body2, cancel, res5))
     t.ok(log.strip() == "", "no command of theirs was refused (ACL LOG is empty)", log[:2000])
+    logs = {n: c.log(n) for n in ("sched1", "acl-w", "gw")}
+    leaked = [(n, u) for n, text in logs.items() for u in PW if PW[u] in text]
+    t.ok(not leaked and "password=***" in logs["acl-w"],
+         "no daemon's log holds a password (the worker's start line shows password=***)",
+         leaked or logs["acl-w"][:300])
 
     out = as_user("worker", "XADD", "al:intake", "*", "job", "x")
     t.ok("NOPERM" in out, "the worker's user cannot submit (XADD al:intake)", out)

@@ -21,6 +21,16 @@ int main(void)
 	struct al_err err = {0};
 	char where[300];
 
+	/* an error quotes the URL, never its password */
+	TAP_OK(al_redis_url_parse("redis://u:hunter2@h:notaport", &u, &err) == AL_EINVAL &&
+		   !strstr(err.msg, "hunter2") && strstr(err.msg, "u:***@"),
+	       "a refused URL's error hides its password: %s", err.msg);
+	TAP_OK(al_redis_url_parse("unix:///r.sock?password=hunter2&bogus=1", &u, &err) ==
+		       AL_EINVAL &&
+		   !strstr(err.msg, "hunter2"),
+	       "...and a password= in its query: %s", err.msg);
+	memset(&err, 0, sizeof(err));
+
 	TAP_OK(!al_redis_url_parse("redis://u1:p@ss@10.0.0.1:6380/2", &u, &err) &&
 		   !strcmp(u.host, "10.0.0.1") && u.port == 6380 && u.db == 2 &&
 		   !strcmp(u.user, "u1") && !strcmp(u.password, "p@ss") && !u.nsentinels,

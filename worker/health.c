@@ -1,0 +1,153 @@
+/* health.c - a backend that keeps failing to set up sandboxes stops taking
+ * jobs (so it burns no more of other jobs' attempts), says why, and takes
+ * jobs again once a probe job runs on it (worker.h).
+ *
+ * AL_SETUP_FAILS_MAX sandbox_error results in a row pause the backend:
+ * its tiers' streams leave the fetch, a job that arrives for it anyway
+ * goes back to the queue unspent, and its registry entry, `airlock stats`
+ * and the log say why. Every AL_PROBE_EVERY_MS a probe (`sh -c true` with
+ * its first tier's defaults, on a free slot) runs through the same runner;
+ * the first that ends ok resumes it. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "worker.h"
+
+static void probe_done(struct al_runner *r, struct al_result *res, void *arg)
+{
+	struct backend_state *be = arg;
+
+	(void)r;
+	be->probe_at_ms = al_mono_ms() + AL_PROBE_EVERY_MS;
+	if (res->status == AL_ST_OK && res->has_exit_code && res->exit_code == 0) {
+		al_log("info", "backend_resumed",
+		       "backend=%s note=\"a probe job ran: taking jobs again\"", be->ops->name);
+		be->paused = false;
+		be->setup_failures = 0;
+	} else {
+		snprintf(be->pause_why, sizeof(be->pause_why), "%s",
+			 res->error ? res->error : al_status_name(res->status));
+		al_log("warn", "probe_failed", "backend=%s status=%s error=\"%s\"", be->ops->name,
+		       al_status_name(res->status), be->pause_why);
+	}
+	/* freed on the next tick: this runs inside the runner */
+	be->probe_over = true;
+}
+
+/* A probe on a free slot, with the defaults of the backend's first tier. */
+static void probe_start(struct worker *w, struct backend_state *be)
+{
+	struct al_run_spec spec = {0};
+	const struct al_tier_policy *t = NULL;
+	struct al_err err = {0};
+	unsigned slot = w->conf->slots;
+
+	for (size_t i = 0; i < w->policy.ntiers && !t; i++)
+		if (!strcmp(w->policy.tiers[i].backend, be->ops->name))
+			t = &w->policy.tiers[i];
+	for (unsigned i = 0; i < w->conf->slots && slot == w->conf->slots; i++)
+		if (!be->slots[i].busy)
+			slot = i;
+	if (!t || slot == w->conf->slots)
+		return; /* every slot busy: next tick */
+	al_job_free(&be->probe_job);
+	memset(&be->probe_job, 0, sizeof(be->probe_job));
+	be->probe_job.version = AL_PROTO_VERSION;
+	be->probe_job.id = strdup("probe");
+	be->probe_job.tier = strdup(t->name);
+	be->probe_job.runtime = AL_RUNTIME_SH;
+	be->probe_job.code.data = strdup("true");
+	be->probe_job.code.len = 4;
+	if (!be->probe_job.id || !be->probe_job.tier || !be->probe_job.code.data ||
+	    al_policy_admit(&w->policy, &be->probe_job, 0, &err))
+		return;
+	spec.job = &be->probe_job;
+	wk_spec_for(w, t, &be->probe_job, slot, &spec);
+	be->probe_slot = slot;
+	be->slots[slot].busy = true; /* no held job takes it meanwhile */
+	be->slots[slot].probing = true;
+	be->probe = al_runner_start(w->base, be->ops, &w->conf->backend, &spec, probe_done, be);
+	if (!be->probe) {
+		be->slots[slot].busy = be->slots[slot].probing = false;
+		return;
+	}
+	al_log("info", "probe_start", "backend=%s slot=%u", be->ops->name, slot);
+}
+
+void wk_health_note(struct worker *w, struct backend_state *be, const struct al_result *res)
+{
+	if (res->status != AL_ST_SANDBOX_ERROR) {
+		be->setup_failures = 0;
+		return;
+	}
+	if (++be->setup_failures < AL_SETUP_FAILS_MAX || be->paused)
+		return;
+	be->paused = true;
+	be->probe_at_ms = al_mono_ms() + AL_PROBE_EVERY_MS;
+	snprintf(be->pause_why, sizeof(be->pause_why), "%s",
+		 res->error ? res->error : "sandbox_error");
+	al_log("error", "backend_paused",
+	       "backend=%s failures=%u error=\"%s\" note=\"no more jobs for it until a probe "
+	       "job runs (every %d ms)\"",
+	       be->ops->name, be->setup_failures, be->pause_why, AL_PROBE_EVERY_MS);
+	/* the jobs it holds go back, unspent, for other workers */
+	for (unsigned i = w->conf->slots; i < wk_nplaces(w); i++)
+		if (be->slots[i].waiting)
+			wk_give_back(w, &be->slots[i]);
+}
+
+void wk_health_tick(struct worker *w)
+{
+	for (int b = 0; b < w->nbackends; b++) {
+		struct backend_state *be = &w->backends[b];
+
+		if (be->probe_over) {
+			al_runner_free(be->probe);
+			be->probe = NULL;
+			be->probe_over = false;
+			be->slots[be->probe_slot].busy = be->slots[be->probe_slot].probing = false;
+			if (!be->paused) {
+				wk_dispatch_held(w, be);
+				wk_fetch_soon(w); /* its slot is free again */
+			}
+		}
+		if (be->paused && !be->probe && !w->draining && al_mono_ms() >= be->probe_at_ms)
+			probe_start(w, be);
+	}
+}
+
+bool wk_health_paused(const struct backend_state *be)
+{
+	return be->paused;
+}
+
+int wk_health_json(const struct worker *w, char *out, size_t cap)
+{
+	int n = 0;
+	bool any = false;
+
+	for (int b = 0; b < w->nbackends && n < (int)cap - 8; b++) {
+		const struct backend_state *be = &w->backends[b];
+
+		if (!be->paused)
+			continue;
+		n += snprintf(out + n, cap - (size_t)n, "%s\"%s\":\"", any ? "," : "",
+			      be->ops->name);
+		/* the reason, as JSON: what could end the string goes */
+		for (const char *p = be->pause_why; *p && n < (int)cap - 8; p++)
+			out[n++] = (*p == '"' || *p == '\\' || (unsigned char)*p < 0x20) ? ' ' : *p;
+		n += snprintf(out + n, cap - (size_t)n, "\"");
+		any = true;
+	}
+	return n < (int)cap ? n : (int)cap - 1;
+}
+
+void wk_health_free(struct worker *w)
+{
+	for (int b = 0; b < w->nbackends; b++) {
+		al_runner_free(w->backends[b].probe);
+		w->backends[b].probe = NULL;
+		al_job_free(&w->backends[b].probe_job);
+	}
+}

@@ -296,19 +296,63 @@ void wk_fetch_soon(struct worker *w)
 
 /* Commit res (the attempt fences it); callback (may be NULL) hears of it
  * once committed. The result is kept until Redis answers. */
+static void commit_encoded(struct worker *w, const struct al_result *res, struct al_buf *bp,
+			   const char *stream, const char *entry, long attempt,
+			   const struct al_job *job);
+
 void wk_commit_result(struct worker *w, const struct al_result *res, const char *stream,
 		      const char *entry, long attempt, const struct al_job *job)
 {
-	const char *callback = job ? job->callback_url : NULL;
-
 	struct al_buf b = {0};
 	struct al_err err = {0};
-	struct commit *c;
+	struct al_result check = {0};
 
-	if (al_result_encode(res, &b, &err)) {
-		al_log("error", "encode_result", "job=%s error=\"%s\"", res->id, err.msg);
+	/* A result every reader can decode, or none of it: what a job put in
+	 * it that the codec refuses (a text field of bad bytes, say) must not
+	 * make the job look like an unreachable Redis to its client. So the
+	 * bytes are decoded before they go; if they do not, a sandbox_error
+	 * that says why goes instead. */
+	if (al_result_encode(res, &b, &err) || al_result_decode(b.data, b.len, &check, &err)) {
+		char why[AL_ERR_MSG_MAX + 96];
+		struct al_result bad = {.version = AL_PROTO_VERSION,
+					.id = res->id,
+					.attempt = res->attempt,
+					.status = AL_ST_SANDBOX_ERROR,
+					.worker = res->worker,
+					.backend = res->backend,
+					.started_ms = res->started_ms,
+					.finished_ms = res->finished_ms,
+					.queued_ms = res->queued_ms,
+					.wall_ms = res->wall_ms,
+					.error = why};
+
+		snprintf(why, sizeof(why),
+			 "the job's result could not be stored whole (%s); its output is dropped",
+			 err.msg);
+		al_log("error", "result_undecodable", "job=%s error=\"%s\"", res->id, err.msg);
+		al_result_free(&check);
+		al_buf_free(&b);
+		err = (struct al_err){0};
+		if (al_result_encode(&bad, &b, &err)) {
+			al_log("error", "encode_result", "job=%s error=\"%s\"", res->id, err.msg);
+			return;
+		}
+		commit_encoded(w, &bad, &b, stream, entry, attempt, job);
 		return;
 	}
+	al_result_free(&check);
+	commit_encoded(w, res, &b, stream, entry, attempt, job);
+}
+
+/* Queue the encoded result b (taken) of res for its commit. */
+static void commit_encoded(struct worker *w, const struct al_result *res, struct al_buf *bp,
+			   const char *stream, const char *entry, long attempt,
+			   const struct al_job *job)
+{
+	const char *callback = job ? job->callback_url : NULL;
+	struct al_buf b = *bp;
+	struct commit *c;
+
 	c = calloc(1, sizeof(*c));
 	if (!c || (callback && !(c->callback = strdup(callback)))) {
 		al_log("error", "out_of_memory",

@@ -5,6 +5,7 @@
 #include "egress.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -124,7 +125,35 @@ static void reply(struct tunnel *t, int code, const char *status, const char *wh
 
 /* ---- the head ---- */
 
-/* host[:port] or [v6]:port into t; dflt when there is no port. */
+/* The job's bytes h (n of them) as the host its transcript shows: what is
+ * not printable ASCII as \xNN, so that no byte a job sends can make its
+ * result undecodable (the result's text fields are UTF-8). */
+static void host_shown(char *out, size_t cap, const char *h, size_t n)
+{
+	size_t o = 0;
+
+	for (size_t i = 0; i < n && o + 5 < cap; i++) {
+		unsigned char ch = (unsigned char)h[i];
+
+		if (ch > ' ' && ch < 0x7f && ch != '\\')
+			out[o++] = (char)ch;
+		else
+			o += (size_t)snprintf(out + o, cap - o, "\\x%02x", ch);
+	}
+	out[o] = '\0';
+}
+
+/* A host name or address literal: letters, digits, '.', '-', '_', ':'. */
+static bool host_chars_ok(const char *h, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!isalnum((unsigned char)h[i]) && !strchr(".-_:", h[i]))
+			return false;
+	return true;
+}
+
+/* host[:port] or [v6]:port into t; dflt when there is no port. A refused
+ * one leaves t->host showing what was asked for, escaped. */
 static bool parse_authority(struct tunnel *t, const char *a, size_t n, unsigned dflt)
 {
 	const char *end = a + n, *colon = NULL, *h = a, *he;
@@ -151,20 +180,45 @@ static bool parse_authority(struct tunnel *t, const char *a, size_t n, unsigned 
 		if (stop != end || colon + 1 == end || port == 0 || port > 65535)
 			return false;
 	}
-	if (he == h || (size_t)(he - h) >= sizeof(t->host))
+	host_shown(t->host, sizeof(t->host), h, (size_t)(he - h));
+	if (he == h || (size_t)(he - h) >= sizeof(t->host) || !host_chars_ok(h, (size_t)(he - h)))
 		return false;
-	snprintf(t->host, sizeof(t->host), "%.*s", (int)(he - h), h);
-	for (const char *p = t->host; *p; p++)
-		if (*p <= ' ' || *p == '/' || *p == '@' || *p == '%')
-			return false;
 	t->port = (unsigned)port;
 	return true;
 }
 
+/* Headers of a plain HTTP request that the proxy does not pass on: its own
+ * (Proxy-*), hop-by-hop ones, what would claim another client address for
+ * the job, and Host, which it sets from the checked authority (so a server
+ * on an allowed address cannot be told it serves another name). */
+static const char *const dropped_headers[] = {
+    "proxy-",
+    "connection:",
+    "keep-alive:",
+    "host:",
+    "upgrade:",
+    "te:",
+    "x-forwarded-for:",
+    "x-forwarded-host:",
+    "x-forwarded-proto:",
+    "x-real-ip:",
+    "forwarded:",
+    "via:",
+    "trailer:",
+};
+
+static bool header_dropped(const char *h)
+{
+	for (size_t i = 0; i < sizeof(dropped_headers) / sizeof(dropped_headers[0]); i++)
+		if (!strncasecmp(h, dropped_headers[i], strlen(dropped_headers[i])))
+			return true;
+	return false;
+}
+
 /* The request line and headers: CONNECT host:port, or METHOD http://host/path.
- * Plain HTTP gets its head rewritten (origin-form target, no Proxy-*
- * headers, Connection: close: one request per connection, so a second
- * request cannot name another host). */
+ * Plain HTTP gets its head rewritten (origin-form target, Host from the
+ * checked authority, no dropped_headers, Connection: close: one request
+ * per connection, so a second request cannot name another host). */
 static bool parse_head(struct tunnel *t, struct evbuffer *in, const char **why)
 {
 	size_t n;
@@ -205,6 +259,11 @@ static bool parse_head(struct tunnel *t, struct evbuffer *in, const char **why)
 		if (!(t->fwd = evbuffer_new()))
 			goto out;
 		evbuffer_add_printf(t->fwd, "%s %s %s\r\n", line, path ? path : "/", sp2 + 1);
+		evbuffer_add_printf(t->fwd, strchr(t->host, ':') ? "Host: [%s]" : "Host: %s",
+				    t->host);
+		if (t->port != 80)
+			evbuffer_add_printf(t->fwd, ":%u", t->port);
+		evbuffer_add_printf(t->fwd, "\r\n");
 	}
 	for (;;) {
 		char *h = evbuffer_readln(in, &n, EVBUFFER_EOL_CRLF);
@@ -215,8 +274,7 @@ static bool parse_head(struct tunnel *t, struct evbuffer *in, const char **why)
 			free(h);
 			break;
 		}
-		if (strncasecmp(h, "proxy-", 6) && strncasecmp(h, "connection:", 11) &&
-		    strncasecmp(h, "keep-alive:", 11))
+		if (!header_dropped(h))
 			evbuffer_add_printf(t->fwd, "%s\r\n", h);
 		free(h);
 	}

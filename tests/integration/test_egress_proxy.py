@@ -1,0 +1,112 @@
+#!/usr/bin/python3
+"""The worker's egress proxy on its own (build/tests/egress_tool: worker/egress.c
+with its transcript), against servers in a network namespace this test makes
+(the hardening issue, findings 6 and 7):
+  - 6: a CONNECT whose host is bytes that are not UTF-8 is refused, and the
+    transcript shows them escaped (\\xNN), so the result stays decodable;
+  - 7: an absolute-URI request reaches the allowed server with the Host the
+    proxy checked, whatever Host the job sent, and without the forwarding and
+    hop-by-hop headers the job sent."""
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+from altest import BUILD, Tap, need_root  # noqa: E402
+from testinet import TestInternet  # noqa: E402
+
+t = Tap()
+need_root("network namespaces")
+
+ECHO = ("import http.server, sys\n"
+        "class H(http.server.BaseHTTPRequestHandler):\n"
+        "    def do_GET(self):\n"
+        "        body = ''.join('%s: %s\\n' % kv for kv in self.headers.items()).encode()\n"
+        "        self.send_response(200); self.send_header('Content-Length', str(len(body)))\n"
+        "        self.end_headers(); self.wfile.write(body)\n"
+        "    def log_message(self, *a): pass\n"
+        "http.server.ThreadingHTTPServer((sys.argv[1], 8001), H).serve_forever()\n")
+
+www = tempfile.mkdtemp(prefix="airlock-egp-", dir="/var/tmp")
+inet = TestInternet("egp", 233, www)
+echo = tool = None
+
+
+def ask(proxy, data, timeout=10):
+    s = socket.create_connection(proxy, 5)
+    s.settimeout(timeout)
+    s.sendall(data)
+    got = b""
+    try:
+        while True:
+            b = s.recv(65536)
+            if not b:
+                break
+            got += b
+    except OSError:
+        pass
+    s.close()
+    return got
+
+
+try:
+    inet.start()
+    echo = subprocess.Popen(["ip", "netns", "exec", inet.ns, "/usr/bin/python3", "-c", ECHO,
+                             inet.srv], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(100):
+        try:
+            socket.create_connection((inet.srv, 8001), 1).close()
+            break
+        except OSError:
+            time.sleep(0.1)
+    portf = os.path.join(www, "port")
+    tool = subprocess.Popen([os.path.join(BUILD, "tests", "egress_tool"), portf, "0", "0",
+                             "%s.0/24:8001" % inet.net], stdout=subprocess.PIPE)
+    for _ in range(100):
+        if os.path.exists(portf) and open(portf).read().strip():
+            break
+        time.sleep(0.05)
+    proxy = ("127.0.0.1", int(open(portf).read()))
+
+    # ---- 7 ----
+    got = ask(proxy, ("GET http://%s:8001/ HTTP/1.1\r\nHost: admin.internal.example\r\n"
+                      "X-Forwarded-For: 10.0.0.1\r\nX-Forwarded-Host: admin.internal.example\r\n"
+                      "Forwarded: for=10.0.0.1\r\nVia: 1.1 evil\r\nX-Real-IP: 10.0.0.1\r\n"
+                      "X-Job: kept\r\n\r\n" % inet.srv).encode())
+    head, _, body = got.partition(b"\r\n\r\n")
+    seen = {ln.split(b": ", 1)[0].lower(): ln.split(b": ", 1)[1] for ln in body.splitlines()
+            if b": " in ln}
+    t.ok(head.startswith(b"HTTP/1.0 200") and seen.get(b"host") == ("%s:8001" % inet.srv).encode(),
+         "7: the server is told the Host the proxy checked, not the job's", got[:600])
+    t.ok(not any(k in seen for k in (b"x-forwarded-for", b"x-forwarded-host", b"forwarded",
+                                     b"via", b"x-real-ip")) and seen.get(b"x-job") == b"kept",
+         "7: forwarding and hop-by-hop headers the job sent are dropped; its own pass", seen)
+
+    # ---- 6 ----
+    got = ask(proxy, b"CONNECT \xff\xfe.example:8001 HTTP/1.1\r\n\r\n")
+    t.ok(got.startswith(b"HTTP/1.1 403") or got.startswith(b"HTTP/1.0 403") or
+         got.startswith(b"HTTP/1.1 400"), "6: a CONNECT to a host of non-UTF-8 bytes is refused",
+         got[:200])
+    got = ask(proxy, b"GET http://\xc3\x28bad/ HTTP/1.1\r\n\r\n")
+    t.ok(b" 200 " not in got[:20], "6: so is an absolute URI with one", got[:200])
+    tool.send_signal(signal.SIGTERM)
+    out, _ = tool.communicate(timeout=20)
+    tool = None
+    eg = json.loads(out)
+    hosts = [e["host"] for e in eg]
+    t.ok("\\xff\\xfe.example" in hosts and "\\xc3(bad" in hosts and
+         all(h.isascii() for h in hosts),
+         "6: the transcript shows the bytes escaped (\\xNN): the result stays UTF-8", hosts)
+finally:
+    for p in (tool, echo):
+        if p:
+            p.kill()
+            p.wait()
+    inet.stop()
+    subprocess.run(["rm", "-rf", www])
+sys.exit(t.done())

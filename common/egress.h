@@ -22,6 +22,10 @@
 
 #define AL_EGRESS_RULES_MAX 32
 #define AL_EGRESS_RULE_MAX  300 /* bytes of one rule's text */
+/* A tier's caps on one job's egress when its policy names none. */
+#define AL_EGRESS_DEFAULT_BYTES (1ull << 30) /* both directions, in all */
+#define AL_EGRESS_DEFAULT_CONNS 1024	     /* connections tried, in all */
+#define AL_EGRESS_DEFAULT_OPEN	64	     /* tunnels open at once */
 
 struct al_egress_rule {
 	char text[AL_EGRESS_RULE_MAX + 1]; /* as written (the transcript names it) */

@@ -266,7 +266,8 @@ static int parse_env(struct ctx *c, yaml_node_t *v, struct al_tier_policy *t)
 	return AL_OK;
 }
 
-/* egress: true|false, or {allow: [rules], max_bytes: N, max_connections: N}. */
+/* egress: true|false, or {allow: [rules], max_bytes: N, max_connections: N,
+ * max_open: N}; each cap at least 1, finite by default. */
 static int parse_egress(struct ctx *c, yaml_node_t *v, struct al_tier_policy *t)
 {
 	yaml_node_t *k, *e, *h;
@@ -304,19 +305,27 @@ static int parse_egress(struct ctx *c, yaml_node_t *v, struct al_tier_policy *t)
 					return fail(c, h, "%s", rerr.msg);
 				t->negress_rules++;
 			}
-		} else if (key && (!strcmp(key, "max_bytes") || !strcmp(key, "max_connections"))) {
+		} else if (key && (!strcmp(key, "max_bytes") || !strcmp(key, "max_connections") ||
+				   !strcmp(key, "max_open"))) {
 			if ((rc = get_u64(c, e, key, &u)))
 				return rc;
+			if (u == 0)
+				return fail(c, e,
+					    "egress.%s: at least 1 (every egress cap is finite; "
+					    "leave it out for the default)",
+					    key);
 			if (key[4] == 'b')
 				t->egress_max_bytes = u;
 			else if (u > UINT32_MAX)
-				return fail(c, e, "egress.max_connections: too large");
-			else
+				return fail(c, e, "egress.%s: too large", key);
+			else if (key[4] == 'c')
 				t->egress_max_connections = (uint32_t)u;
+			else
+				t->egress_max_open = (uint32_t)u;
 		} else {
 			return fail(c, k,
-				    "egress: unknown key \"%s\"; use allow, max_bytes or "
-				    "max_connections",
+				    "egress: unknown key \"%s\"; use allow, max_bytes, "
+				    "max_connections or max_open",
 				    key ? key : "?");
 		}
 	}
@@ -595,6 +604,9 @@ static int read_tier(struct ctx *c, yaml_node_t *name, yaml_node_t *n, struct al
 	t->cpu_millis = 1000;
 	t->max_attempts = 3;
 	t->backoff_ms = 500;
+	t->egress_max_bytes = AL_EGRESS_DEFAULT_BYTES;
+	t->egress_max_connections = AL_EGRESS_DEFAULT_CONNS;
+	t->egress_max_open = AL_EGRESS_DEFAULT_OPEN;
 	t->pool_max_idle_ms = 600000;
 	t->lease_ms = 3600000;
 	t->max_lease_ms = 86400000;

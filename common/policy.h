@@ -25,8 +25,9 @@ struct al_tier_policy {
 	bool egress;			     /* jobs may ask for network "egress" */
 	struct al_egress_rule *egress_rules; /* egress: {allow: [...]}: what they may reach */
 	size_t negress_rules;		 /* at least one with egress (egress: true is refused) */
-	uint64_t egress_max_bytes;	 /* per job, both directions; 0 = no cap */
-	uint32_t egress_max_connections; /* per job; 0 = no cap */
+	uint64_t egress_max_bytes;	 /* per job, both directions (default 1 GiB) */
+	uint32_t egress_max_connections; /* per job, in all (default 1024) */
+	uint32_t egress_max_open;	 /* per job, open at once (default 64) */
 	struct al_limits defaults;	 /* filled into jobs that leave a limit out */
 	struct al_limits max;		 /* a job asking for more is rejected */
 	uint64_t cpu_millis;		 /* CPU bandwidth, thousandths of a CPU */

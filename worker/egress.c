@@ -38,6 +38,7 @@ struct al_egress {
 	size_t nrules;
 	uint64_t max_bytes, used, idle_ms;
 	uint32_t max_conns, conns;
+	uint32_t max_open, open; /* tunnels at once */
 	struct tunnel *live;
 	struct handoff *handoffs; /* a unix listener's connections, before their socket came */
 	struct al_result log;	  /* only its egress list is used */
@@ -53,6 +54,7 @@ struct tunnel {
 	struct evdns_getaddrinfo_request *req;
 	struct evutil_addrinfo *ai, *cur;
 	struct evbuffer *fwd; /* plain HTTP: the rewritten head, sent once connected */
+	bool counted;	      /* in its proxy's and the process's open tunnels */
 	char host[256], addr[64], why[WHY_MAX];
 	unsigned port;
 	int rule;      /* the allowing rule, -1 */
@@ -587,6 +589,16 @@ static void on_head_event(struct bufferevent *bev, short what, void *arg)
 }
 
 /* A client connection: its tunnel, reading the request head. */
+/* Tunnels open in this process, and how many its descriptor budget holds. */
+static unsigned tunnels_open, tunnels_max;
+
+void al_egress_set_fd_budget(unsigned fds)
+{
+	tunnels_max = fds / AL_EGRESS_FDS_PER_TUNNEL;
+	if (fds && !tunnels_max)
+		tunnels_max = 1;
+}
+
 static void take_client(struct al_egress *e, evutil_socket_t fd)
 {
 	struct tunnel *t = calloc(1, sizeof(*t));
@@ -613,7 +625,26 @@ static void take_client(struct al_egress *e, evutil_socket_t fd)
 		tunnel_end(t, false, NULL);
 		return;
 	}
+	if (e->max_open && e->open >= e->max_open) {
+		snprintf(t->why, sizeof(t->why), "the job's max_open of %u tunnels at once reached",
+			 e->max_open);
+		reply(t, 403, "Forbidden", t->why);
+		tunnel_end(t, false, NULL);
+		return;
+	}
+	if (tunnels_max && tunnels_open >= tunnels_max) {
+		snprintf(t->why, sizeof(t->why),
+			 "the worker's descriptors for tunnels are in use (%u open, all jobs); "
+			 "try again",
+			 tunnels_open);
+		reply(t, 503, "Service Unavailable", t->why);
+		tunnel_end(t, false, NULL);
+		return;
+	}
 	e->conns++;
+	e->open++;
+	tunnels_open++;
+	t->counted = true;
 	bufferevent_setcb(t->in, on_head, NULL, on_head_event, t);
 	bufferevent_set_timeouts(t->in, &head, NULL);
 	bufferevent_enable(t->in, EV_READ | EV_WRITE);
@@ -728,6 +759,10 @@ static void tunnel_free(struct tunnel *t)
 	}
 	if (t->idle_ev)
 		event_free(t->idle_ev);
+	if (t->counted) {
+		t->e->open--;
+		tunnels_open--;
+	}
 	*t->prev = t->next;
 	if (t->next)
 		t->next->prev = t->prev;
@@ -780,7 +815,8 @@ static void tunnel_end(struct tunnel *t, bool allowed, const char *why)
 
 struct al_egress *al_egress_new(struct event_base *base, struct evdns_base *dns, int listen_fd,
 				const struct al_egress_rule *rules, size_t nrules,
-				uint64_t max_bytes, uint32_t max_connections, uint64_t idle_ms)
+				uint64_t max_bytes, uint32_t max_connections, uint32_t max_open,
+				uint64_t idle_ms)
 {
 	struct al_egress *e = calloc(1, sizeof(*e));
 
@@ -795,6 +831,7 @@ struct al_egress *al_egress_new(struct event_base *base, struct evdns_base *dns,
 	e->dns = dns;
 	e->max_bytes = max_bytes;
 	e->max_conns = max_connections;
+	e->max_open = max_open;
 	e->idle_ms = idle_ms ? idle_ms : AL_EGRESS_IDLE_MS;
 	evutil_make_socket_nonblocking(listen_fd);
 	e->lst = evconnlistener_new(base, on_accept, e,

@@ -20,13 +20,22 @@
 
 struct al_egress;
 
+#define AL_EGRESS_FDS_PER_TUNNEL 6 /* two sockets and two pipes (spliced) */
+
 /* Serve listen_fd (taken: closed with the proxy) under rules (copied): a
  * TCP listener's connections are the clients; a unix listener's each hand
- * over one client socket (SCM_RIGHTS: a microVM's forwarder). NULL when out
- * of memory. */
+ * over one client socket (SCM_RIGHTS: a microVM's forwarder). Caps, 0 for
+ * none: max_bytes both ways, max_connections tried in all, max_open
+ * tunnels at once. NULL when out of memory. */
 struct al_egress *al_egress_new(struct event_base *base, struct evdns_base *dns, int listen_fd,
 				const struct al_egress_rule *rules, size_t nrules,
-				uint64_t max_bytes, uint32_t max_connections, uint64_t idle_ms);
+				uint64_t max_bytes, uint32_t max_connections, uint32_t max_open,
+				uint64_t idle_ms);
+/* The descriptors the tunnels of every proxy of this process may hold
+ * together (0: no limit): past it a new tunnel is refused (503), so that
+ * one job's connections can never leave another job without the
+ * descriptors its sandbox's set-up needs. */
+void al_egress_set_fd_budget(unsigned fds);
 /* Close every tunnel and move the transcript into res->egress (a count of
  * what did not fit goes to info.egress_unlisted; res NULL: nowhere). */
 void al_egress_finish(struct al_egress *e, struct al_result *res);

@@ -334,6 +334,7 @@ void wk_job_run(struct worker *w, struct slot *s)
 		spec.negress_rules = s->job.negress_allow ? s->negress : s->tier->negress_rules;
 		spec.egress_max_bytes = s->tier->egress_max_bytes;
 		spec.egress_max_connections = s->tier->egress_max_connections;
+		spec.egress_max_open = s->tier->egress_max_open;
 	}
 	s->runner = al_runner_start(w->base, s->ops, &w->conf->backend, &spec, on_job_done, s);
 	if (!s->runner) {

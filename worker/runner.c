@@ -331,7 +331,7 @@ static void start_step(struct al_runner *r, const struct al_run_spec *spec)
 	if (w.egress_fd >= 0 &&
 	    !(r->egress = al_egress_new(r->base, dns_of(r->base), w.egress_fd, spec->egress_rules,
 					spec->negress_rules, spec->egress_max_bytes,
-					spec->egress_max_connections, 0))) {
+					spec->egress_max_connections, spec->egress_max_open, 0))) {
 		al_runner_stop(r, AL_ST_SANDBOX_ERROR, "runner: cannot start the egress proxy");
 		return;
 	}

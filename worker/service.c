@@ -16,11 +16,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "../common/aconn.h"
 #include "../common/log.h"
 #include "../proto/contract.h"
+#include "egress.h"
 #include "grading.h"
 #include "worker.h"
 
@@ -169,6 +171,31 @@ static int setup_backends(struct worker *w, struct al_err *err)
 	return 0;
 }
 
+/* What of the descriptor limit the egress tunnels of all jobs may hold:
+ * the rest is kept for sandboxes' set-up (per slot), Redis, the pools and
+ * the worker itself, so one job's connections never make another's
+ * sandbox fail to start. */
+static void fd_budget(struct worker *w)
+{
+	struct rlimit rl = {0};
+	unsigned long reserve = 256 + 64ul * w->conf->slots * (unsigned long)w->nbackends;
+	unsigned long budget = 0;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+		if (rl.rlim_cur < rl.rlim_max) { /* as much as it may have */
+			rl.rlim_cur = rl.rlim_max;
+			setrlimit(RLIMIT_NOFILE, &rl);
+			getrlimit(RLIMIT_NOFILE, &rl);
+		}
+		budget = rl.rlim_cur > reserve + 8 * AL_EGRESS_FDS_PER_TUNNEL
+			     ? (unsigned long)rl.rlim_cur - reserve
+			     : 8 * AL_EGRESS_FDS_PER_TUNNEL;
+	}
+	al_egress_set_fd_budget((unsigned)budget);
+	al_log("info", "egress_fd_budget", "nofile=%llu reserved=%lu tunnels_max=%lu",
+	       (unsigned long long)rl.rlim_cur, reserve, budget / AL_EGRESS_FDS_PER_TUNNEL);
+}
+
 /* The loop's events and the three connections; fails (err) when one
  * cannot be made: the worker does not start without all of them. */
 static int wire(struct worker *w, struct al_err *err)
@@ -286,7 +313,7 @@ int al_worker_run(const struct al_worker_conf *conf, struct al_err *err)
 		al_err_set(err, AL_ENOMEM, "out of memory making the event loop");
 		return 2;
 	}
-	if (setup_backends(&w, err) || wire(&w, err)) {
+	if (setup_backends(&w, err) || (fd_budget(&w), wire(&w, err))) {
 		tear_down(&w);
 		return 2;
 	}

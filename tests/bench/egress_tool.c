@@ -61,7 +61,7 @@ int main(int argc, char **argv)
 	if (!dns && base) /* no resolv.conf: names fail, addresses still work */
 		dns = evdns_base_new(base, 0);
 	e = dns ? al_egress_new(base, dns, fd, rules, n, strtoull(argv[2], NULL, 10),
-				(uint32_t)strtoul(argv[3], NULL, 10), 0)
+				(uint32_t)strtoul(argv[3], NULL, 10), 0, 0)
 		: NULL;
 	term = base ? evsignal_new(base, SIGTERM, on_signal, base) : NULL;
 	intr = base ? evsignal_new(base, SIGINT, on_signal, base) : NULL;

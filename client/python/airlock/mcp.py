@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import secrets
 import sys
 from typing import Any, Dict, Optional, TextIO
 
@@ -23,6 +24,22 @@ from .client import AirlockError, Client, Rejected, tool_answer
 PROTOCOL_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS = -32700, -32600, -32601, -32602
 CODE_MAX = 1 << 20  # the protocol's cap on a job's code
+
+
+def fenced_text(ans: Dict[str, Any]) -> str:
+    """The answer as text a model reads: each stream between fences that
+    carry a tag drawn for this call, then the status line after them. The
+    job's output cannot close a fence it cannot name, so whatever it prints
+    (`exit code: 0 (ok)`, a fake `--- stdout ---`) stays inside its stream."""
+    tag = secrets.token_hex(6)
+    parts = []
+    for name in ("stdout", "stderr"):
+        body = ans[name]
+        if body and not body.endswith("\n"):
+            body += "\n"
+        parts.append("<<<%s %s>>>\n%s<<<end %s %s>>>\n" % (name, tag, body, name, tag))
+    return "%sexit code: %s (%s) [after the fences tagged %s]" % (
+        "".join(parts), ans["exit_code"], ans["status"], tag)
 
 TOOLS = {
     "run_python": {
@@ -163,8 +180,7 @@ class Server:
         except AirlockError as e:
             return self.tool_error("the sandbox is not available: %s" % e)
         ans = tool_answer(res)
-        text = "exit code: %s (%s)\n--- stdout ---\n%s--- stderr ---\n%s" % (
-            ans["exit_code"], ans["status"], ans["stdout"], ans["stderr"])
+        text = fenced_text(ans)
         out = {"content": [{"type": "text", "text": text}],
                "isError": not res.ok}  # a non-zero exit ran: a value, not an error
         if self.version and self.version >= "2025-06-18":

@@ -212,6 +212,28 @@ size_t al_chan_result_cap(const struct al_run_spec *spec, uint64_t collect_cap)
 	return cap > AL_RESULT_MAX_BYTES ? AL_RESULT_MAX_BYTES : (size_t)cap;
 }
 
+/* Whether a guest's accepted or wrong_answer can be true of what it sent
+ * back: the host has the test's expect and, when the whole stdout came
+ * (not cut), compares them itself; accepted also needs exit 0 and no
+ * signal. Other verdicts come from limits only the guest saw. */
+static bool verdict_fits(const struct al_test *t, const struct al_test_result *tr)
+{
+	bool clean = tr->has_exit_code && tr->exit_code == 0 && !tr->signal;
+	bool same;
+
+	if (tr->verdict != AL_V_ACCEPTED && tr->verdict != AL_V_WRONG_ANSWER)
+		return true;
+	if (!clean)
+		return false; /* both need a clean exit */
+	if (!t->has_expect)
+		return tr->verdict == AL_V_ACCEPTED;
+	if (tr->out_truncated)
+		return true; /* the host cannot see it all: the guest's word */
+	same = al_output_matches(t->expect.data, t->expect.len, tr->out.data, tr->out.len,
+				 t->compare, NULL);
+	return same == (tr->verdict == AL_V_ACCEPTED);
+}
+
 static bool asked_for(const struct al_job *job, const char *path)
 {
 	for (size_t i = 0; i < job->ncollect; i++)
@@ -243,6 +265,12 @@ int al_chan_check_result(const struct al_run_spec *spec, uint64_t collect_cap, s
 					  "microvm: the guest's verdict #%zu is not for the job's "
 					  "test \"%s\"",
 					  i, job->tests[i].name);
+	for (size_t i = 0; i < g->ntests; i++)
+		if (!verdict_fits(&job->tests[i], &g->tests[i]))
+			return al_err_set(err, AL_ESANDBOX,
+					  "microvm: the guest's verdict for test \"%s\" (%s) "
+					  "contradicts the output and exit status it returned",
+					  job->tests[i].name, al_verdict_name(g->tests[i].verdict));
 	for (size_t i = 0; i < g->nfiles; i++) {
 		if (!g->files[i].path || !asked_for(spec->job, g->files[i].path))
 			return al_err_set(err, AL_ESANDBOX,

@@ -11,6 +11,7 @@
 
 #include "../../backends/backend.h"
 #include "../../backends/vmchan.h"
+#include "../../proto/grade.h"
 #include "../../proto/result.h"
 #include "tap.h"
 
@@ -190,8 +191,61 @@ static void test_check_result(void)
 	       "the frame cap is the job's own: streams, the collect cap per file asked, slack");
 }
 
+/* A rogue guest's verdicts against what it sent back: the host compares
+ * each accepted or wrong_answer with the test's expect itself. */
+static void test_forged_verdicts(void)
+{
+	struct al_test tests[1] = {{.name = (char *)"t0",
+				    .has_expect = true,
+				    .expect = {(char *)"42\n", 3},
+				    .compare = AL_CMP_TRIM}};
+	struct al_job job = {.id = (char *)"g", .tests = tests, .ntests = 1};
+	struct al_run_spec spec = {.job = &job};
+	struct al_test_result tr[1] = {{.name = (char *)"t0",
+					.verdict = AL_V_ACCEPTED,
+					.has_exit_code = true,
+					.out = {(char *)"41\n", 3}}};
+	struct al_result g = {.tests = tr, .ntests = 1};
+	struct al_err err = {0};
+	static const struct {
+		const char *out;
+		int verdict, exit_code, sig;
+		bool truncated;
+		int want;
+		const char *what;
+	} cases[] = {
+	    {"41\n", AL_V_ACCEPTED, 0, 0, false, AL_ESANDBOX, "accepted for output \"41\""},
+	    {"42\n", AL_V_ACCEPTED, 0, 0, false, AL_OK, "accepted for the expected output"},
+	    {"42", AL_V_ACCEPTED, 0, 0, false, AL_OK, "accepted, trim: without the newline"},
+	    {"42\n", AL_V_WRONG_ANSWER, 0, 0, false, AL_ESANDBOX,
+	     "wrong_answer for the expected output"},
+	    {"41\n", AL_V_WRONG_ANSWER, 0, 0, false, AL_OK, "wrong_answer for another output"},
+	    {"42\n", AL_V_ACCEPTED, 1, 0, false, AL_ESANDBOX, "accepted with exit code 1"},
+	    {"42\n", AL_V_ACCEPTED, 0, 9, false, AL_ESANDBOX, "accepted with a signal"},
+	    {"41\n", AL_V_ACCEPTED, 0, 0, true, AL_OK,
+	     "accepted with a cut output: the host cannot tell, so it is taken"},
+	    {"41\n", AL_V_TIMEOUT, 0, 0, false, AL_OK, "timeout: only the guest saw the clock"},
+	};
+
+	spec.limits.stdout_bytes = spec.limits.stderr_bytes = 1 << 20;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		tr[0].out.data = (char *)cases[i].out;
+		tr[0].out.len = strlen(cases[i].out);
+		tr[0].verdict = (enum al_verdict)cases[i].verdict;
+		tr[0].exit_code = cases[i].exit_code;
+		tr[0].signal = cases[i].sig;
+		tr[0].out_truncated = cases[i].truncated;
+		err = (struct al_err){0};
+		TAP_OK(al_chan_check_result(&spec, 64, &g, &err) == cases[i].want &&
+			   (cases[i].want == AL_OK || strstr(err.msg, "contradicts")),
+		       "a guest's %s: %s", cases[i].what,
+		       cases[i].want == AL_OK ? "taken" : "refused as a sandbox_error");
+	}
+}
+
 int main(void)
 {
+	test_forged_verdicts();
 	test_roundtrip();
 	test_bad_peers();
 	test_stuck_reader();

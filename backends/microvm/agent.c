@@ -484,7 +484,7 @@ exec_job(const struct step *st, const struct al_cg *cg, const struct al_seccomp 
 	 * its tmpfs; the guest's cgroup tree is not the job's to see. */
 	snprintf(tmp, sizeof(tmp), "%s/" AL_JOBFS_TMP, fs->work);
 	snprintf(shm, sizeof(shm), "%s/" AL_JOBFS_SHM, fs->work);
-	if (unshare(CLONE_NEWNS | CLONE_NEWCGROUP) ||
+	if (unshare(CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWIPC) ||
 	    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL))
 		setup_fail(setup_wr, "the job's mounts");
 	if (have_image) {

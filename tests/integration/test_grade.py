@@ -220,6 +220,35 @@ try:
              "%s: stop_on_failure: the tests after the first failure are skipped, not run"
              % backend, res and res.get("tests"))
 
+    # System V IPC between tests (the hardening issue, finding 5): test 0
+    # leaves its hidden stdin in a shared-memory segment and a message
+    # queue; test 1 must find neither (each step its own IPC namespace)
+    ipc = ("import ctypes, struct, sys\n"
+           "libc = ctypes.CDLL(None, use_errno=True)\n"
+           "libc.shmat.restype = ctypes.c_void_p\n"
+           "KEY, CREATE = 0x41524c4b, 0o1000\n"
+           "if sys.argv[1] == 'put':\n"
+           "    data = sys.stdin.buffer.read()\n"
+           "    shm = libc.shmget(KEY, 4096, CREATE | 0o666)\n"
+           "    ctypes.memmove(libc.shmat(shm, None, 0), data, len(data))\n"
+           "    mq = libc.msgget(KEY, CREATE | 0o666)\n"
+           "    msg = struct.pack('l', 1) + data\n"
+           "    sent = libc.msgsnd(mq, msg, len(data), 0)\n"
+           "    print('put', libc.shmget(KEY, 0, 0o666) >= 0, sent == 0)\n"
+           "else:\n"
+           "    print('found', libc.shmget(KEY, 0, 0o666) >= 0, libc.msgget(KEY, 0o666) >= 0)\n")
+    ipc_tests = [{"name": "put", "argv": ["put"], "stdin": "hidden input of test 0\n",
+                  "expect": "put True True\n"},
+                 {"name": "get", "argv": ["get"], "expect": "found False False\n"}]
+    for tier, backend in (("trusted", "process"), ("internal", "container"),
+                          ("untrusted", "microvm")):
+        res = c.run_job(job(c, tier, image="python", argv=["python3", "ipc.py"], tests=ipc_tests,
+                            files=[{"path": "ipc.py", "data": ipc.encode()}]), timeout=600)
+        t.ok(verdicts(res) == ["accepted", "accepted"],
+             "%s: a test's System V shared memory and message queue are gone for the next "
+             "test (its own IPC namespace)" % backend,
+             res and [(x["verdict"], x["stdout"], x.get("detail")) for x in res.get("tests", [])])
+
     # airlock grade: a directory
     d = tempfile.mkdtemp(dir=c.dir)
     os.makedirs(d + "/files")

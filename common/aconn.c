@@ -42,6 +42,7 @@ struct al_aconn {
 	bool hs_failed;
 	bool ping_out;
 	uint64_t ping_ms;
+	uint64_t stall_end_ms;	  /* when an answer last came after a long silence */
 	bool subscriber;	  /* carries a SUBSCRIBE: no PING on it */
 	char last_error[128];	  /* logged once until it changes */
 	char err[128];		  /* why the last call was refused (al_aconn_strerror) */
@@ -170,6 +171,8 @@ static void on_req_reply(redisAsyncContext *ac, void *reply, void *priv)
 		deliver(q, NULL);
 		return;
 	}
+	if (al_mono_ms() - q->sent_ms > AL_ACONN_STALL_MS) /* Redis was silent that long */
+		c->stall_end_ms = al_mono_ms();
 	if (al_aconn_transient(r)) {
 		note_error(c, "command", r->str);
 		reset(c, false);
@@ -510,6 +513,7 @@ int al_aconn_cmd(struct al_aconn *c, redisCallbackFn *fn, void *priv, int argc,
 		free(q);
 		return refuse_hiredis(c);
 	}
+	q->sent_ms = al_mono_ms();
 	return 0;
 }
 
@@ -525,6 +529,11 @@ int al_aconn_subscribe(struct al_aconn *c, const char *channel, redisCallbackFn 
 	return redisAsyncCommandArgv(c->ac, fn, priv, 2, argv, NULL) == REDIS_OK
 		   ? 0
 		   : refuse_hiredis(c);
+}
+
+uint64_t al_aconn_stall_end_ms(const struct al_aconn *c)
+{
+	return c->stall_end_ms;
 }
 
 bool al_aconn_is_up(const struct al_aconn *c)

@@ -37,6 +37,7 @@ struct al_aconn;
 typedef void (*al_aconn_fn)(struct al_aconn *c, void *arg);
 
 #define AL_ACONN_TIMEOUT_MS 10000 /* default: no answer this long resets */
+#define AL_ACONN_STALL_MS   1000  /* an answer this late: Redis was stalled */
 
 struct al_aconn *al_aconn_new(struct event_base *base, const struct al_redis_url *url,
 			      const char *name, al_aconn_fn up, al_aconn_fn down, void *arg);
@@ -62,6 +63,11 @@ int al_aconn_subscribe(struct al_aconn *c, const char *channel, redisCallbackFn 
 const char *al_aconn_strerror(const struct al_aconn *c);
 
 bool al_aconn_is_up(const struct al_aconn *c);
+/* Monotonic ms when an answer last came more than AL_ACONN_STALL_MS after
+ * its call (Redis stopped, swapping, a long fork...: a silence shorter than
+ * the reset timeout), 0 if never. Whatever measures idle time in Redis
+ * counted that silence too. */
+uint64_t al_aconn_stall_end_ms(const struct al_aconn *c);
 /* Reliable calls not answered yet. */
 unsigned al_aconn_pending(const struct al_aconn *c);
 /* The error kind of a reply: true for the ones that reset a connection. */

@@ -66,7 +66,18 @@ static void on_reclaim_one(redisAsyncContext *ac, void *reply, void *priv)
 struct autoclaim_ctx {
 	struct sched *s;
 	char stream[AL_KEY_MAX];
+	uint64_t sent_ms; /* monotonic */
 };
+
+/* Redis was silent lately (a stall shorter than a reset, or a reconnect):
+ * the idle times it reports count that silence, and the workers need a
+ * lease to renew theirs. Nothing is reclaimed within a lease of it. */
+static bool reclaim_guarded(const struct sched *s)
+{
+	uint64_t now = al_mono_ms(), stall = al_aconn_stall_end_ms(s->cmd);
+
+	return now - s->up_ms < s->policy.lease_ms || (stall && now - stall < s->policy.lease_ms);
+}
 
 static void on_autoclaim_stream(redisAsyncContext *ac, void *reply, void *priv)
 {
@@ -78,6 +89,17 @@ static void on_autoclaim_stream(redisAsyncContext *ac, void *reply, void *priv)
 	if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 2 ||
 	    r->element[1]->type != REDIS_REPLY_ARRAY)
 		goto out;
+	/* its round trip spanned a stall: what it claimed is not a dead
+	 * worker's (left with the reclaimer; taken again after the guard if
+	 * no worker renews it meanwhile) */
+	if (al_mono_ms() - ctx->sent_ms > AL_ACONN_STALL_MS || reclaim_guarded(s)) {
+		if (r->element[1]->elements)
+			al_log("warn", "reclaim_skipped",
+			       "stream=%s entries=%zu note=\"Redis was stalled: idle times count "
+			       "the stall; not reclaimed within a lease of it\"",
+			       ctx->stream, r->element[1]->elements);
+		goto out;
+	}
 	for (size_t i = 0; i < r->element[1]->elements; i++) {
 		redisReply *e = r->element[1]->element[i];
 		struct reclaim_ctx *rc;
@@ -127,7 +149,7 @@ void sc_reclaim(struct sched *s)
 {
 	char lease[24], consumer[100];
 
-	if (al_mono_ms() - s->up_ms < s->policy.lease_ms)
+	if (reclaim_guarded(s))
 		return;
 	snprintf(lease, sizeof(lease), "%llu", (unsigned long long)s->policy.lease_ms);
 	snprintf(consumer, sizeof(consumer), "reclaimer-%s", s->id);
@@ -138,6 +160,7 @@ void sc_reclaim(struct sched *s)
 			if (!ctx)
 				return;
 			ctx->s = s;
+			ctx->sent_ms = al_mono_ms();
 			al_key_queue(ctx->stream, s->policy.tiers[i].name, b);
 			{
 				const char *argv[] = {"XAUTOCLAIM", ctx->stream, AL_GROUP_WORKERS,

@@ -19,6 +19,8 @@ echo
 echo
 /usr/bin/python3 tests/bench/gateway_latency.py "${GATEWAY_ROUNDS:-5}"
 echo
+/usr/bin/python3 tests/bench/gateway_attack.py "${GATEWAY_ATTACK_ROUNDS:-3}" 400
+echo
 /usr/bin/python3 tests/bench/live_output.py "${LIVE_ROUNDS:-5}" "${LIVE_JOBS:-60}"
 echo
 /usr/bin/python3 tests/bench/cpu_stability.py "${CPU_RUNS:-20}"

@@ -50,7 +50,8 @@ BINS := $(BUILD)/airlock $(BUILD)/airlock-worker $(BUILD)/airlock-scheduler $(BU
 	$(BUILD)/airlock-sandbox-init $(BUILD)/airlock-oci-shim $(BUILD)/airlock-exec \
 	$(BUILD)/airlock-egress-fwd $(BUILD)/airlock-gateway
 TESTS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(TEST_SRC)) $(BUILD)/tests/proto_tool \
-	$(BUILD)/tests/bench_backend $(BUILD)/tests/bench_queue $(BUILD)/tests/egress_tool
+	$(BUILD)/tests/bench_backend $(BUILD)/tests/bench_queue $(BUILD)/tests/egress_tool \
+	$(BUILD)/tests/clockshim.so
 FUZZERS := $(BUILD)/fuzz/fuzz_job $(BUILD)/fuzz/fuzz_result
 
 .PHONY: all deps test check fuzz format clean headers demo bench images microvm-image install
@@ -159,6 +160,11 @@ $(BUILD)/tests/bench_backend: $(call obj,tests/bench/bench_backend.c) $(WORKER_L
 $(BUILD)/tests/bench_queue: $(call obj,tests/bench/bench_queue.c) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
+# A fault injector: LD_PRELOAD it to step one process's wall clock (tests/lib/clockshim.c).
+$(BUILD)/tests/clockshim.so: tests/lib/clockshim.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 $(WARN) -O2 -fPIC -shared -o $@ $< -ldl
 
 $(BUILD)/tests/egress_tool: $(call obj,tests/bench/egress_tool.c worker/egress.c) $(LIB)
 	@mkdir -p $(dir $@)

@@ -154,7 +154,7 @@ static void admit_entry(struct sched *s, struct admit_batch *batch, const char *
 	struct admit_item *a;
 	struct al_buf enc = {0};
 	const struct al_tenant_policy *tp;
-	uint64_t t = al_now_ms();
+	uint64_t t = sc_now_ms(s);
 
 	if (al_job_decode(raw, rawlen, &job, &err)) {
 		char *id = al_job_peek_id(raw, rawlen);

@@ -26,11 +26,41 @@
 
 /* ---- loop ---- */
 
+uint64_t sc_now_ms(const struct sched *s)
+{
+	return s->redis_at_mono ? s->redis_ms + (al_mono_ms() - s->redis_at_mono) : al_now_ms();
+}
+
+static void on_time(redisAsyncContext *ac, void *reply, void *priv)
+{
+	struct sched *s = priv;
+	redisReply *r = reply;
+	uint64_t ms, local;
+
+	(void)ac;
+	if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+	    r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_STRING)
+		return;
+	ms = strtoull(r->element[0]->str, NULL, 10) * 1000 +
+	     strtoull(r->element[1]->str, NULL, 10) / 1000;
+	local = al_now_ms();
+	if ((local > ms ? local - ms : ms - local) > 5000 &&
+	    (!s->skew_logged_mono || al_mono_ms() - s->skew_logged_mono > 60000)) {
+		s->skew_logged_mono = al_mono_ms();
+		al_log("warn", "clock_skew",
+		       "scheduler=%s skew_ms=%lld note=\"this host's clock and Redis's differ; "
+		       "deadlines and retries follow Redis's\"",
+		       s->id, (long long)(local - ms));
+	}
+	s->redis_ms = ms;
+	s->redis_at_mono = al_mono_ms();
+}
+
 static void on_tick(evutil_socket_t fd, short what, void *arg)
 {
 	struct sched *s = arg;
 	struct timeval tv = {0, TICK_MS * 1000};
-	uint64_t t = al_now_ms();
+	uint64_t t = sc_now_ms(s), mono = al_mono_ms();
 	char now[24];
 
 	(void)fd;
@@ -52,20 +82,26 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 
 		al_aconn_cmd(s->cmd, sc_on_due_deadlines, s, 7, argv, NULL);
 	}
-	if (t - s->last_reclaim_ms >= s->policy.lease_ms / 4) {
-		s->last_reclaim_ms = t;
+	if (mono - s->last_time_mono >= 1000) {
+		const char *argv[] = {"TIME"};
+
+		s->last_time_mono = mono;
+		al_aconn_cmd(s->cmd, on_time, s, 1, argv, NULL);
+	}
+	if (mono - s->last_reclaim_ms >= s->policy.lease_ms / 4) {
+		s->last_reclaim_ms = mono;
 		sc_reclaim(s);
 	}
-	if (s->vms && t - s->last_vm_ms >= 1000) {
-		s->last_vm_ms = t;
+	if (s->vms && mono - s->last_vm_ms >= 1000) {
+		s->last_vm_ms = mono;
 		if (!s->reconciled) {
 			s->reconciled = true;
 			al_vmlease_reconcile(s->vms);
 		}
 		al_vmlease_tick(s->vms, t);
 	}
-	if (t - s->last_snapshot_ms >= 1000) { /* also trims the streams */
-		s->last_snapshot_ms = t;
+	if (mono - s->last_snapshot_ms >= 1000) { /* also trims the streams */
+		s->last_snapshot_ms = mono;
 		sc_snapshot(s);
 	}
 }
@@ -281,5 +317,6 @@ int main(int argc, char **argv)
 	event_base_free(s.base);
 	free(s.metrics);
 	al_policy_free(&s.policy);
+	free(s.beats);
 	return 0;
 }

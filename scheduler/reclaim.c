@@ -62,7 +62,7 @@ static void on_reclaim_one(redisAsyncContext *ac, void *reply, void *priv)
 	free(rc);
 }
 
-/* XAUTOCLAIM replies do not name the stream: keep it in the context. */
+/* Replies do not name the stream: keep it in the context. */
 struct autoclaim_ctx {
 	struct sched *s;
 	char stream[AL_KEY_MAX];
@@ -79,29 +79,25 @@ static bool reclaim_guarded(const struct sched *s)
 	return now - s->up_ms < s->policy.lease_ms || (stall && now - stall < s->policy.lease_ms);
 }
 
-static void on_autoclaim_stream(redisAsyncContext *ac, void *reply, void *priv)
+/* Its round trip spanned a stall, or the guard is on: not acted on. */
+static bool reply_stale(const struct autoclaim_ctx *ctx, size_t n)
 {
-	struct autoclaim_ctx *ctx = priv;
-	struct sched *s = ctx->s;
-	redisReply *r = reply;
+	if (al_mono_ms() - ctx->sent_ms <= AL_ACONN_STALL_MS && !reclaim_guarded(ctx->s))
+		return false;
+	if (n)
+		al_log("warn", "reclaim_skipped",
+		       "stream=%s entries=%zu note=\"Redis was stalled: not reclaimed within a "
+		       "lease of it\"",
+		       ctx->stream, n);
+	return true;
+}
 
-	(void)ac;
-	if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 2 ||
-	    r->element[1]->type != REDIS_REPLY_ARRAY)
-		goto out;
-	/* its round trip spanned a stall: what it claimed is not a dead
-	 * worker's (left with the reclaimer; taken again after the guard if
-	 * no worker renews it meanwhile) */
-	if (al_mono_ms() - ctx->sent_ms > AL_ACONN_STALL_MS || reclaim_guarded(s)) {
-		if (r->element[1]->elements)
-			al_log("warn", "reclaim_skipped",
-			       "stream=%s entries=%zu note=\"Redis was stalled: idle times count "
-			       "the stall; not reclaimed within a lease of it\"",
-			       ctx->stream, r->element[1]->elements);
-		goto out;
-	}
-	for (size_t i = 0; i < r->element[1]->elements; i++) {
-		redisReply *e = r->element[1]->element[i];
+/* Entries (id, fields) of a dead worker taken by the reclaimer: each back
+ * to its queue (or worker_lost) by the RECLAIM script. */
+static void reclaim_entries(struct sched *s, const char *stream, const redisReply *entries)
+{
+	for (size_t i = 0; i < entries->elements; i++) {
+		redisReply *e = entries->element[i];
 		struct reclaim_ctx *rc;
 		struct al_call c;
 
@@ -110,9 +106,9 @@ static void on_autoclaim_stream(redisAsyncContext *ac, void *reply, void *priv)
 			continue;
 		rc = calloc(1, sizeof(*rc));
 		if (!rc)
-			goto out;
+			return;
 		rc->s = s;
-		snprintf(rc->stream, sizeof(rc->stream), "%s", ctx->stream);
+		snprintf(rc->stream, sizeof(rc->stream), "%s", stream);
 		snprintf(rc->entry, sizeof(rc->entry), "%s", e->element[0]->str);
 		for (size_t k = 0; k + 1 < e->element[1]->elements; k += 2) {
 			const char *key = e->element[1]->element[k]->str;
@@ -137,22 +133,140 @@ static void on_autoclaim_stream(redisAsyncContext *ac, void *reply, void *priv)
 		if (al_aconn_call(s->cmd, &c, on_reclaim_one, rc))
 			free(rc);
 	}
-out:
+}
+
+static void on_claimed(redisAsyncContext *ac, void *reply, void *priv)
+{
+	struct autoclaim_ctx *ctx = priv;
+	redisReply *r = reply;
+
+	(void)ac;
+	if (r && r->type == REDIS_REPLY_ARRAY && !reply_stale(ctx, r->elements))
+		reclaim_entries(ctx->s, ctx->stream, r);
 	free(ctx);
 }
 
-/* Entries idle longer than a lease: ready-queue entries of dead or stalled
- * workers, and intake entries of a scheduler that read and went quiet.
- * Not within a lease of (re)connecting: the idle time of every entry counts
- * the outage, and the workers need that long to renew their leases. */
+/* ---- workers' liveness ---- */
+
+static struct sc_beat *beat_of(struct sched *s, const char *worker, bool make)
+{
+	for (size_t i = 0; i < s->nbeats; i++)
+		if (!strcmp(s->beats[i].worker, worker))
+			return &s->beats[i];
+	if (!make || strlen(worker) > AL_ID_MAX)
+		return NULL;
+	if (s->nbeats == s->capbeats) {
+		size_t cap = s->capbeats ? 2 * s->capbeats : 16;
+		struct sc_beat *nb = realloc(s->beats, cap * sizeof(*nb));
+
+		if (!nb)
+			return NULL;
+		s->beats = nb;
+		s->capbeats = cap;
+	}
+	memset(&s->beats[s->nbeats], 0, sizeof(s->beats[0]));
+	snprintf(s->beats[s->nbeats].worker, sizeof(s->beats[0].worker), "%s", worker);
+	s->beats[s->nbeats].changed_ms = al_mono_ms(); /* alive until seen still a lease */
+	return &s->beats[s->nbeats++];
+}
+
+/* al:workers: each worker's heartbeat counter; a counter that moved is a
+ * worker alive now, by this scheduler's monotonic clock. */
+static void on_workers(redisAsyncContext *ac, void *reply, void *priv)
+{
+	struct sched *s = priv;
+	redisReply *r = reply;
+
+	(void)ac;
+	if (!r || r->type != REDIS_REPLY_ARRAY)
+		return;
+	for (size_t i = 0; i + 1 < r->elements; i += 2) {
+		const char *desc = r->element[i + 1]->str, *b;
+		struct sc_beat *w;
+		uint64_t n;
+
+		if (r->element[i]->type != REDIS_REPLY_STRING || !desc ||
+		    !(b = strstr(desc, "\"beat\":")))
+			continue; /* a worker that counts no beats: judged by idle time */
+		n = strtoull(b + 7, NULL, 10);
+		if (!(w = beat_of(s, r->element[i]->str, true)))
+			continue;
+		if (n != w->beat) {
+			w->beat = n;
+			w->changed_ms = al_mono_ms();
+		}
+	}
+}
+
+/* A consumer whose jobs go back: a worker whose beat has not moved for a
+ * lease; one that counts no beats, by the entry's idle time (Redis's). */
+static bool owner_dead(struct sched *s, const char *consumer, long long idle_ms)
+{
+	const struct sc_beat *w = beat_of(s, consumer, false);
+
+	if (w)
+		return al_mono_ms() - w->changed_ms >= s->policy.lease_ms;
+	return idle_ms >= 0 && (uint64_t)idle_ms >= s->policy.lease_ms;
+}
+
+/* XPENDING's entries (id, consumer, idle, deliveries): those of dead
+ * owners are claimed by the reclaimer (min-idle 0: whatever Redis's clock
+ * says) and then reclaimed. */
+static void on_pending(redisAsyncContext *ac, void *reply, void *priv)
+{
+	struct autoclaim_ctx *ctx = priv;
+	struct sched *s = ctx->s;
+	redisReply *r = reply;
+	struct al_call c;
+	char consumer[100];
+	int n = 0;
+
+	(void)ac;
+	if (!r || r->type != REDIS_REPLY_ARRAY || reply_stale(ctx, 0)) {
+		free(ctx);
+		return;
+	}
+	snprintf(consumer, sizeof(consumer), "reclaimer-%s", s->id);
+	al_call_init(&c, NULL);
+	al_call_str(&c, "XCLAIM");
+	al_call_str(&c, ctx->stream);
+	al_call_str(&c, AL_GROUP_WORKERS);
+	al_call_str(&c, consumer);
+	al_call_str(&c, "0");
+	for (size_t i = 0; i < r->elements; i++) {
+		redisReply *e = r->element[i];
+
+		if (e->type != REDIS_REPLY_ARRAY || e->elements != 4 ||
+		    e->element[0]->type != REDIS_REPLY_STRING ||
+		    e->element[1]->type != REDIS_REPLY_STRING ||
+		    e->element[2]->type != REDIS_REPLY_INTEGER)
+			continue;
+		if (!owner_dead(s, e->element[1]->str, e->element[2]->integer))
+			continue;
+		al_call_str(&c, e->element[0]->str);
+		n++;
+	}
+	ctx->sent_ms = al_mono_ms();
+	if (!n || al_aconn_call(s->cmd, &c, on_claimed, ctx))
+		free(ctx);
+	al_call_free(&c);
+}
+
+/* The jobs of dead workers back to their queues, and intake entries of a
+ * scheduler that read and went quiet. A worker is dead when its heartbeat
+ * counter has not moved for a lease, by this scheduler's monotonic clock
+ * (a step of Redis's clock changes nothing); not within a lease of
+ * (re)connecting or of a Redis stall: the workers need that long to be
+ * seen beating. */
 void sc_reclaim(struct sched *s)
 {
-	char lease[24], consumer[100];
+	char lease[24];
+	const char *workers[] = {"HGETALL", AL_KEY_WORKERS};
 
+	al_aconn_cmd(s->cmd, on_workers, s, 2, workers, NULL); /* beats seen every round */
 	if (reclaim_guarded(s))
 		return;
 	snprintf(lease, sizeof(lease), "%llu", (unsigned long long)s->policy.lease_ms);
-	snprintf(consumer, sizeof(consumer), "reclaimer-%s", s->id);
 	for (size_t i = 0; i < s->policy.ntiers; i++) {
 		for (int b = 0; b < AL_BANDS; b++) {
 			struct autoclaim_ctx *ctx = calloc(1, sizeof(*ctx));
@@ -163,11 +277,10 @@ void sc_reclaim(struct sched *s)
 			ctx->sent_ms = al_mono_ms();
 			al_key_queue(ctx->stream, s->policy.tiers[i].name, b);
 			{
-				const char *argv[] = {"XAUTOCLAIM", ctx->stream, AL_GROUP_WORKERS,
-						      consumer,	    lease,	 "0-0",
-						      "COUNT",	    "100"};
+				const char *argv[] = {"XPENDING", ctx->stream, AL_GROUP_WORKERS,
+						      "-",	  "+",	       "1000"};
 
-				if (al_aconn_cmd(s->cmd, on_autoclaim_stream, ctx, 8, argv, NULL))
+				if (al_aconn_cmd(s->cmd, on_pending, ctx, 6, argv, NULL))
 					free(ctx);
 			}
 		}

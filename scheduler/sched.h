@@ -46,7 +46,26 @@ struct sched {
 	char *metrics;
 	bool redis_ok;
 	uint64_t admitted, rejected, reclaimed, lost, expired;
+	/* Redis's clock (TIME), carried on by the monotonic one between reads:
+	 * deadlines and due retries are judged by it, not by this host's */
+	uint64_t redis_ms, redis_at_mono; /* 0: not read yet */
+	uint64_t last_time_mono;
+	uint64_t skew_logged_mono; /* a clock_skew line at most once a minute */
+	/* workers' liveness by their heartbeat counter ("beat" in al:workers),
+	 * timed on this scheduler's monotonic clock: no wall clock decides
+	 * whether a worker's jobs are taken from it */
+	struct sc_beat *beats;
+	size_t nbeats, capbeats;
 };
+
+struct sc_beat {
+	char worker[AL_ID_MAX + 1];
+	uint64_t beat;	     /* the last counter seen */
+	uint64_t changed_ms; /* monotonic: when it last moved (or was first seen) */
+};
+
+/* Unix ms by Redis's clock (this host's until Redis's was read). */
+uint64_t sc_now_ms(const struct sched *s);
 
 /* results.c */
 void sc_on_reply_log(redisAsyncContext *ac, void *reply, void *priv);

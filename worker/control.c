@@ -96,11 +96,11 @@ void wk_heartbeat(evutil_socket_t fd, short what, void *arg)
 	al_key_worker(alive, w->conf->backend.worker_id);
 	snprintf(ttl, sizeof(ttl), "%llu", (unsigned long long)(w->conf->heartbeat_ms * 3));
 	n += snprintf(desc + n, sizeof(desc) - (size_t)n,
-		      "{\"pid\":%d,\"slots\":%u,\"busy\":%u,\"held\":%u,\"draining\":%s,\"done\":%"
-		      "llu,\"backends\":[",
-		      (int)getpid(), (unsigned)w->nbackends * w->conf->slots, wk_busy_slots(w),
-		      wk_held_jobs(w), w->draining ? "true" : "false",
-		      (unsigned long long)w->jobs_done);
+		      "{\"pid\":%d,\"beat\":%llu,\"slots\":%u,\"busy\":%u,\"held\":%u,"
+		      "\"draining\":%s,\"done\":%llu,\"backends\":[",
+		      (int)getpid(), (unsigned long long)++w->beats,
+		      (unsigned)w->nbackends * w->conf->slots, wk_busy_slots(w), wk_held_jobs(w),
+		      w->draining ? "true" : "false", (unsigned long long)w->jobs_done);
 	for (int b = 0; b < w->nbackends && n < (int)sizeof(desc) - 64; b++)
 		n += snprintf(desc + n, sizeof(desc) - (size_t)n, "%s\"%s%s\"", b ? "," : "",
 			      w->backends[b].ops->name, w->backends[b].ok ? "" : "(unavailable)");

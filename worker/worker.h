@@ -137,6 +137,7 @@ struct worker {
 	struct event *hb, *sigterm, *sigint, *sighup, *grace;
 	uint64_t jobs_done;
 	uint64_t held_seq;
+	uint64_t beats; /* heartbeats sent: the scheduler's sign of life (no clock) */
 };
 
 /* service.c */

@@ -111,6 +111,35 @@ try:
     t.ok("NOPERM" in out, "the scheduler's user cannot write idempotency keys", out)
     out = as_user("worker", "FLUSHALL")
     t.ok("NOPERM" in out, "no daemon's user may FLUSHALL", out)
+    # what each user cannot do, tried one by one: every one must be NOPERM
+    # (what a stolen credential of that kind is refused; PROTOCOL.md's table)
+    forbidden = {
+        "gateway": [["XADD", "al:q:trusted:hi", "*", "id", "x", "attempt", "1"],
+                    ["XACK", "al:q:trusted:hi", "workers", "0-1"],
+                    ["XRANGE", "al:q:trusted:hi", "-", "+"],
+                    ["HSET", "al:workers", "w", "{}"], ["SET", "al:worker:w", "1"],
+                    ["ZADD", "al:delayed", "0", "x"], ["ZADD", "al:deadlines", "0", "x"],
+                    ["XADD", "al:dlq", "*", "a", "b"], ["HSET", "al:vm:x", "a", "b"],
+                    ["DEL", "al:job:x"], ["EVAL", "return 1", "0"], ["KEYS", "*"],
+                    ["CONFIG", "GET", "*"], ["FLUSHALL"], ["SET", "other:key", "1"],
+                    ["SUBSCRIBE", "other"]],
+        "worker": [["XADD", "al:intake", "*", "job", "x"], ["XRANGE", "al:intake", "-", "+"],
+                   ["SET", "al:idem:t/k", "x"], ["ZADD", "al:deadlines", "0", "x"],
+                   ["HSET", "al:rate:t", "a", "1"], ["XAUTOCLAIM", "al:q:trusted:hi", "workers",
+                                                      "w", "0", "0-0"],
+                   ["EVAL", "return 1", "0"], ["KEYS", "*"], ["CONFIG", "GET", "*"],
+                   ["FLUSHALL"], ["GET", "other:key"], ["PUBLISH", "other", "x"]],
+        "scheduler": [["SET", "al:idem:t/k", "x"], ["DEL", "al:job:x"],
+                      ["PUBLISH", "al:cancel", "x"], ["SUBSCRIBE", "al:cancel"],
+                      ["CONFIG", "GET", "*"], ["FLUSHALL"], ["GET", "other:key"],
+                      ["XREADGROUP", "GROUP", "workers", "s", "STREAMS", "al:q:trusted:hi",
+                       ">"]],
+    }
+    refused = {u: [" ".join(cmd[:2]) for cmd in cmds if "NOPERM" not in as_user(u, *cmd)]
+               for u, cmds in forbidden.items()}
+    t.ok(not any(refused.values()),
+         "each user is refused (NOPERM) every one of %d commands outside its part"
+         % sum(len(v) for v in forbidden.values()), refused)
     out = subprocess.run(["redis-cli", "-s", c.sock, "PING"], capture_output=True,
                          text=True).stdout
     t.ok("NOAUTH" in out or "NOPERM" in out or "WRONGPASS" in out,

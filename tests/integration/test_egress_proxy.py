@@ -21,7 +21,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from altest import BUILD, Tap, need_root  # noqa: E402
+from altest import BUILD, Tap, exchange, need_root  # noqa: E402
 from cluster import WORKER, Cluster  # noqa: E402
 from testinet import TestInternet  # noqa: E402
 
@@ -42,21 +42,7 @@ inet = TestInternet("egp", 233, www)
 echo = tool = c = None
 
 
-def ask(proxy, data, timeout=10):
-    s = socket.create_connection(proxy, 5)
-    s.settimeout(timeout)
-    s.sendall(data)
-    got = b""
-    try:
-        while True:
-            b = s.recv(65536)
-            if not b:
-                break
-            got += b
-    except OSError:
-        pass
-    s.close()
-    return got
+ask = exchange
 
 
 try:

@@ -22,7 +22,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from altest import Tap, need_root  # noqa: E402
+from altest import Tap, exchange, need_root  # noqa: E402
 from cluster import Cluster  # noqa: E402
 from gwclient import GATEWAY, Api, free_port, key_file, start_gateway  # noqa: E402
 
@@ -54,25 +54,7 @@ def nfds(pid):
 
 
 def raw(port, data, timeout=10):
-    """Send data (bytes, or a generator of chunks), read to the end: the status."""
-    s = socket.create_connection(("127.0.0.1", port), 5)
-    s.settimeout(timeout)
-    got = b""
-    try:
-        for chunk in ([data] if isinstance(data, bytes) else data):
-            s.sendall(chunk)
-    except OSError:
-        pass  # the gateway closed on us mid-send: read what it said
-    try:
-        while True:
-            b = s.recv(65536)
-            if not b:
-                break
-            got += b
-    except OSError:
-        pass
-    s.close()
-    return got
+    return exchange(("127.0.0.1", port), data, timeout)
 
 
 def status_of(resp):

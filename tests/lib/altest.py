@@ -135,3 +135,28 @@ def leftovers(uid, worker_id, state, warm=2):
             if files:
                 left.append("files %s" % [os.path.join(dirpath, f) for f in files])
     return left
+
+
+def exchange(addr, data, timeout=10):
+    """Connect to addr (host, port), send data (bytes, or an iterable of
+    chunks), then read until the peer closes: all it sent. A peer that
+    closes while we still send is read all the same."""
+    import socket
+    s = socket.create_connection(addr, 5)
+    s.settimeout(timeout)
+    got = b""
+    try:
+        for chunk in ([data] if isinstance(data, bytes) else data):
+            s.sendall(chunk)
+    except OSError:
+        pass
+    try:
+        while True:
+            b = s.recv(65536)
+            if not b:
+                break
+            got += b
+    except OSError:
+        pass
+    s.close()
+    return got

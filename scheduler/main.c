@@ -44,6 +44,17 @@ static void on_time(redisAsyncContext *ac, void *reply, void *priv)
 	ms = strtoull(r->element[0]->str, NULL, 10) * 1000 +
 	     strtoull(r->element[1]->str, NULL, 10) / 1000;
 	local = al_now_ms();
+	if (s->redis_at_mono) { /* where Redis's clock should be now, by ours */
+		uint64_t want = s->redis_ms + (al_mono_ms() - s->redis_at_mono);
+
+		if ((want > ms ? want - ms : ms - want) > 1000) {
+			s->redis_step_mono = al_mono_ms();
+			al_log("warn", "redis_clock_step",
+			       "scheduler=%s step_ms=%lld note=\"idle times are not trusted for "
+			       "two leases; workers are judged by their heartbeats\"",
+			       s->id, (long long)ms - (long long)want);
+		}
+	}
 	if ((local > ms ? local - ms : ms - local) > 5000 &&
 	    (!s->skew_logged_mono || al_mono_ms() - s->skew_logged_mono > 60000)) {
 		s->skew_logged_mono = al_mono_ms();
@@ -54,6 +65,14 @@ static void on_time(redisAsyncContext *ac, void *reply, void *priv)
 	}
 	s->redis_ms = ms;
 	s->redis_at_mono = al_mono_ms();
+}
+
+void sc_read_time(struct sched *s)
+{
+	const char *argv[] = {"TIME"};
+
+	s->last_time_mono = al_mono_ms();
+	al_aconn_cmd(s->cmd, on_time, s, 1, argv, NULL);
 }
 
 static void on_tick(evutil_socket_t fd, short what, void *arg)
@@ -82,12 +101,8 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 
 		al_aconn_cmd(s->cmd, sc_on_due_deadlines, s, 7, argv, NULL);
 	}
-	if (mono - s->last_time_mono >= 1000) {
-		const char *argv[] = {"TIME"};
-
-		s->last_time_mono = mono;
-		al_aconn_cmd(s->cmd, on_time, s, 1, argv, NULL);
-	}
+	if (mono - s->last_time_mono >= 1000)
+		sc_read_time(s);
 	if (mono - s->last_reclaim_ms >= s->policy.lease_ms / 4) {
 		s->last_reclaim_ms = mono;
 		sc_reclaim(s);

@@ -198,15 +198,21 @@ static void on_workers(redisAsyncContext *ac, void *reply, void *priv)
 	}
 }
 
-/* A consumer whose jobs go back: a worker whose beat has not moved for a
- * lease; one that counts no beats, by the entry's idle time (Redis's). */
-static bool owner_dead(struct sched *s, const char *consumer, long long idle_ms)
+/* An entry that goes back: its worker's beat has not moved for a lease
+ * (whatever Redis's clock says), or the entry has been idle a lease (its
+ * worker, alive, no longer renews it: a claim whose answer was lost) while
+ * Redis's clock has not jumped within two leases (a jump makes every idle
+ * time wrong). */
+static bool entry_lost(struct sched *s, const char *consumer, long long idle_ms)
 {
 	const struct sc_beat *w = beat_of(s, consumer, false);
+	bool idle = idle_ms >= 0 && (uint64_t)idle_ms >= s->policy.lease_ms;
 
-	if (w)
-		return al_mono_ms() - w->changed_ms >= s->policy.lease_ms;
-	return idle_ms >= 0 && (uint64_t)idle_ms >= s->policy.lease_ms;
+	if (w && al_mono_ms() - w->changed_ms >= s->policy.lease_ms)
+		return true;
+	if (s->redis_step_mono && al_mono_ms() - s->redis_step_mono < 2 * s->policy.lease_ms)
+		return false;
+	return idle;
 }
 
 /* XPENDING's entries (id, consumer, idle, deliveries): those of dead
@@ -241,7 +247,7 @@ static void on_pending(redisAsyncContext *ac, void *reply, void *priv)
 		    e->element[1]->type != REDIS_REPLY_STRING ||
 		    e->element[2]->type != REDIS_REPLY_INTEGER)
 			continue;
-		if (!owner_dead(s, e->element[1]->str, e->element[2]->integer))
+		if (!entry_lost(s, e->element[1]->str, e->element[2]->integer))
 			continue;
 		al_call_str(&c, e->element[0]->str);
 		n++;
@@ -263,7 +269,10 @@ void sc_reclaim(struct sched *s)
 	char lease[24];
 	const char *workers[] = {"HGETALL", AL_KEY_WORKERS};
 
-	al_aconn_cmd(s->cmd, on_workers, s, 2, workers, NULL); /* beats seen every round */
+	/* Redis's clock, then the beats, before any pending list: the replies
+	 * come in order, so a jump or a beat is known when they are judged */
+	sc_read_time(s);
+	al_aconn_cmd(s->cmd, on_workers, s, 2, workers, NULL);
 	if (reclaim_guarded(s))
 		return;
 	snprintf(lease, sizeof(lease), "%llu", (unsigned long long)s->policy.lease_ms);

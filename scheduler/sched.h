@@ -51,6 +51,7 @@ struct sched {
 	uint64_t redis_ms, redis_at_mono; /* 0: not read yet */
 	uint64_t last_time_mono;
 	uint64_t skew_logged_mono; /* a clock_skew line at most once a minute */
+	uint64_t redis_step_mono;  /* when Redis's clock last jumped (over 1 s) */
 	/* workers' liveness by their heartbeat counter ("beat" in al:workers),
 	 * timed on this scheduler's monotonic clock: no wall clock decides
 	 * whether a worker's jobs are taken from it */
@@ -66,6 +67,8 @@ struct sc_beat {
 
 /* Unix ms by Redis's clock (this host's until Redis's was read). */
 uint64_t sc_now_ms(const struct sched *s);
+/* Read Redis's TIME now (a jump of it is noted before later replies). */
+void sc_read_time(struct sched *s);
 
 /* results.c */
 void sc_on_reply_log(redisAsyncContext *ac, void *reply, void *priv);

@@ -2,7 +2,9 @@
  * jobs (so it burns no more of other jobs' attempts), says why, and takes
  * jobs again once a probe job runs on it (worker.h).
  *
- * AL_SETUP_FAILS_MAX sandbox_error results in a row pause the backend:
+ * AL_SETUP_FAILS_MAX sandbox_errors in a row whose sandbox could not be
+ * made or started (al_runner_setup_failed: the host's, never what a job
+ * did once it ran) pause the backend:
  * its tiers' streams leave the fetch, a job that arrives for it anyway
  * goes back to the queue unspent, and its registry entry, `airlock stats`
  * and the log say why. Every AL_PROBE_EVERY_MS a probe (`sh -c true` with
@@ -55,12 +57,13 @@ static void probe_start(struct worker *w, struct backend_state *be)
 	memset(&be->probe_job, 0, sizeof(be->probe_job));
 	be->probe_job.version = AL_PROTO_VERSION;
 	be->probe_job.id = strdup("probe");
+	be->probe_job.tenant = strdup("default");
 	be->probe_job.tier = strdup(t->name);
 	be->probe_job.runtime = AL_RUNTIME_SH;
 	be->probe_job.code.data = strdup("true");
 	be->probe_job.code.len = 4;
-	if (!be->probe_job.id || !be->probe_job.tier || !be->probe_job.code.data ||
-	    al_policy_admit(&w->policy, &be->probe_job, 0, &err))
+	if (!be->probe_job.id || !be->probe_job.tenant || !be->probe_job.tier ||
+	    !be->probe_job.code.data || al_policy_admit(&w->policy, &be->probe_job, 0, &err))
 		return;
 	spec.job = &be->probe_job;
 	wk_spec_for(w, t, &be->probe_job, slot, &spec);
@@ -75,9 +78,12 @@ static void probe_start(struct worker *w, struct backend_state *be)
 	al_log("info", "probe_start", "backend=%s slot=%u", be->ops->name, slot);
 }
 
-void wk_health_note(struct worker *w, struct backend_state *be, const struct al_result *res)
+void wk_health_note(struct worker *w, struct backend_state *be, const struct al_result *res,
+		    bool setup_failed)
 {
-	if (res->status != AL_ST_SANDBOX_ERROR) {
+	/* only the host's failures count: a job can make its own sandbox fail
+	 * after it started (a rogue guest), and must not pause it for others */
+	if (!setup_failed) {
 		be->setup_failures = 0;
 		return;
 	}

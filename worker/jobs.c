@@ -219,7 +219,6 @@ static void on_job_done(struct al_runner *r, struct al_result *res, void *arg)
 	struct slot *s = arg;
 	struct worker *w = s->w;
 
-	(void)r;
 	res->queued_ms = s->job.submitted_ms;
 	al_log("info", "job_done",
 	       "job=%s attempt=%u tier=%s backend=%s slot=%d status=%s exit=%d signal=%d "
@@ -235,7 +234,7 @@ static void on_job_done(struct al_runner *r, struct al_result *res, void *arg)
 		     : 0,
 		 res->wall_ms);
 	if (!s->released)
-		wk_health_note(w, s->be, res);
+		wk_health_note(w, s->be, res, al_runner_setup_failed(r));
 	if (s->released ||
 	    (res->status == AL_ST_SANDBOX_ERROR && s->attempt < s->job.max_attempts)) {
 		if (s->out_ttl_set) /* it streamed output: readers start over */

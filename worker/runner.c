@@ -24,6 +24,7 @@ struct al_runner {
 	const struct al_backend_conf *conf;
 	unsigned slot;
 	struct al_sandbox *sb;
+	bool setup_failed; /* the sandbox could not be made or started */
 	struct event *watch[AL_WATCH_MAX];
 	int nwatch;
 	struct event *timer;	 /* wall-clock limit, then the kill grace */
@@ -315,6 +316,7 @@ static void start_step(struct al_runner *r, const struct al_run_spec *spec)
 		return;
 	}
 	if (al_backend_prepare(r->sb, &err)) {
+		r->setup_failed = true;
 		fail(r, &err);
 		return;
 	}
@@ -324,6 +326,7 @@ static void start_step(struct al_runner *r, const struct al_run_spec *spec)
 	if (al_backend_start(r->sb, &w, &err)) {
 		if (w.egress_fd >= 0)
 			close(w.egress_fd);
+		r->setup_failed = err.code != AL_EINVAL;
 		fail(r, &err);
 		return;
 	}
@@ -422,6 +425,11 @@ void al_runner_on_output(struct al_runner *r, al_runner_output_fn fn)
 const struct al_run_spec *al_runner_spec(const struct al_runner *r)
 {
 	return r->sb ? &r->sb->spec : NULL;
+}
+
+bool al_runner_setup_failed(const struct al_runner *r)
+{
+	return r->setup_failed;
 }
 
 void al_runner_free(struct al_runner *r)

@@ -166,7 +166,9 @@ void wk_dead_letter(struct worker *w, const char *stream, const char *entry, con
 		    const char *id, const char *raw, size_t rawlen);
 
 /* health.c: a backend that keeps failing to set up sandboxes is paused */
-void wk_health_note(struct worker *w, struct backend_state *be, const struct al_result *res);
+/* setup_failed: the sandbox could not be made (al_runner_setup_failed) */
+void wk_health_note(struct worker *w, struct backend_state *be, const struct al_result *res,
+		    bool setup_failed);
 void wk_health_tick(struct worker *w); /* each heartbeat: probes, resumes */
 bool wk_health_paused(const struct backend_state *be);
 /* "name":"why",... of the paused backends into out; the length */

@@ -386,6 +386,11 @@ try:
                   "forged": "answers a grading job with a verdict for a test it does not "
                             "have"}[mode], took,
                  ", retried by the queue" if mode == "panic" else ""), r)
+    # 11 rogue guests in a row, each a sandbox_error: what a job does once its sandbox runs
+    # never pauses the backend for others (only failures to make or start a sandbox do)
+    t.ok("backend_paused" not in c.log(WID),
+         "the rogue guests' sandbox_errors did not pause the microvm backend on this worker",
+         [ln for ln in c.log(WID).splitlines() if "paused" in ln][:3])
     # A guest that floods heartbeats: refused within its wall limit, while a job beside it on
     # the same worker finishes on time and the worker keeps its lease.
     flood = job("print(1)", "fake-heartbeats", limits={"wall_ms": 15000})

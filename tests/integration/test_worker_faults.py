@@ -7,7 +7,7 @@ workers on the process tier:
     next jobs are not sandbox_error (the warm sandbox is discarded, the job
     runs cold);
   - 16: a worker that cannot set up sandboxes at all (a read-only mount
-    over its backend's memory cgroup) stops taking jobs after 3 failures: the jobs queued behind
+    over its backend's cgroup: v1's memory hierarchy, or v2's tree) stops taking jobs after 3 failures: the jobs queued behind
     them keep their attempts, its registry entry and `airlock stats` say
     why, and once a probe works again (the mount gone) it takes them;
   - 17: a worker killed with a grading job running (its build tree mounted
@@ -97,7 +97,10 @@ try:
     # ---- 16: no sandbox can be made ----
     # a read-only mount over the backend's cgroup parent (memory hierarchy):
     # no cgroup can be made or changed under it until it goes
-    jobs_root = os.path.realpath("/sys/fs/cgroup/memory/airlock/wf-a/process")
+    # (cgroup v1's memory hierarchy, else the v2 tree)
+    jobs_root = next(os.path.realpath(d) for d in
+                     ("/sys/fs/cgroup/memory/airlock/wf-a/process",
+                      "/sys/fs/cgroup/airlock/wf-a/process") if os.path.isdir(d))
     subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=64k", "airlock-test-ro", jobs_root],
                    check=True)
     ids = [cl.submit(job("print('queued %d')" % i))[1] for i in range(6)]

@@ -180,6 +180,8 @@ static void on_workers(redisAsyncContext *ac, void *reply, void *priv)
 	(void)ac;
 	if (!r || r->type != REDIS_REPLY_ARRAY)
 		return;
+	for (size_t i = 0; i < s->nbeats; i++)
+		s->beats[i].seen = false;
 	for (size_t i = 0; i + 1 < r->elements; i += 2) {
 		const char *desc = r->element[i + 1]->str, *b;
 		struct sc_beat *w;
@@ -191,11 +193,19 @@ static void on_workers(redisAsyncContext *ac, void *reply, void *priv)
 		n = strtoull(b + 7, NULL, 10);
 		if (!(w = beat_of(s, r->element[i]->str, true)))
 			continue;
+		w->seen = true;
 		if (n != w->beat) {
 			w->beat = n;
 			w->changed_ms = al_mono_ms();
 		}
 	}
+	/* a worker that left al:workers (it said goodbye, or was removed) is
+	 * judged by idle time, as one that counts no beats: its entry goes */
+	for (size_t i = 0; i < s->nbeats;)
+		if (s->beats[i].seen)
+			i++;
+		else
+			s->beats[i] = s->beats[--s->nbeats];
 }
 
 /* An entry that goes back: its worker's beat has not moved for a lease

@@ -63,6 +63,7 @@ struct sc_beat {
 	char worker[AL_ID_MAX + 1];
 	uint64_t beat;	     /* the last counter seen */
 	uint64_t changed_ms; /* monotonic: when it last moved (or was first seen) */
+	bool seen;	     /* in the last read of al:workers */
 };
 
 /* Unix ms by Redis's clock (this host's until Redis's was read). */

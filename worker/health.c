@@ -66,13 +66,12 @@ static void probe_start(struct worker *w, struct backend_state *be)
 	    !be->probe_job.code.data || al_policy_admit(&w->policy, &be->probe_job, 0, &err))
 		return;
 	spec.job = &be->probe_job;
-	wk_spec_for(w, t, &be->probe_job, slot, &spec);
+	wk_spec_for(t, &be->probe_job, slot, &spec);
 	be->probe_slot = slot;
 	be->slots[slot].busy = true; /* no held job takes it meanwhile */
-	be->slots[slot].probing = true;
 	be->probe = al_runner_start(w->base, be->ops, &w->conf->backend, &spec, probe_done, be);
 	if (!be->probe) {
-		be->slots[slot].busy = be->slots[slot].probing = false;
+		be->slots[slot].busy = false;
 		return;
 	}
 	al_log("info", "probe_start", "backend=%s slot=%u", be->ops->name, slot);
@@ -112,7 +111,7 @@ void wk_health_tick(struct worker *w)
 			al_runner_free(be->probe);
 			be->probe = NULL;
 			be->probe_over = false;
-			be->slots[be->probe_slot].busy = be->slots[be->probe_slot].probing = false;
+			be->slots[be->probe_slot].busy = false;
 			if (!be->paused) {
 				wk_dispatch_held(w, be);
 				wk_fetch_soon(w); /* its slot is free again */

@@ -275,10 +275,9 @@ bool wk_job_accept(struct worker *w, struct slot *s, const char *raw, size_t raw
 	return true;
 }
 
-void wk_spec_for(struct worker *w, const struct al_tier_policy *t, const struct al_job *job,
-		 unsigned slot, struct al_run_spec *spec)
+void wk_spec_for(const struct al_tier_policy *t, const struct al_job *job, unsigned slot,
+		 struct al_run_spec *spec)
 {
-	(void)w;
 	spec->limits = job->limits;
 	spec->cpu_millis = t->cpu_millis;
 	spec->env = t->env;
@@ -320,7 +319,7 @@ void wk_job_run(struct worker *w, struct slot *s)
 		return;
 	}
 	spec.job = &s->job;
-	wk_spec_for(w, s->tier, &s->job, (unsigned)s->index, &spec);
+	wk_spec_for(s->tier, &s->job, (unsigned)s->index, &spec);
 	spec.attempt = s->attempt;
 	if (s->job.network == AL_NET_EGRESS) {
 		/* the job's narrowed rules (admission checked them), else the tier's */

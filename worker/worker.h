@@ -57,7 +57,6 @@ struct slot {
 	struct al_runner *runner;
 	bool released;	  /* drain gave it back: retry, do not commit */
 	bool out_ttl_set; /* live output: its stream has an entry (and a TTL) */
-	bool probing;	  /* health.c's probe job has it */
 	/* network egress: the job's egress_allow, parsed (admitted: within
 	 * its tier's rules) */
 	struct al_egress_rule egress[AL_EGRESS_RULES_MAX];
@@ -177,8 +176,8 @@ void wk_health_free(struct worker *w);
 
 /* jobs.c */
 /* The run spec of job on tier t in slot (all but egress: wk_job_run's). */
-void wk_spec_for(struct worker *w, const struct al_tier_policy *t, const struct al_job *job,
-		 unsigned slot, struct al_run_spec *spec);
+void wk_spec_for(const struct al_tier_policy *t, const struct al_job *job, unsigned slot,
+		 struct al_run_spec *spec);
 void wk_dispatch_held(struct worker *w, struct backend_state *be);
 void wk_slot_release(struct slot *s);
 void wk_hist_flush(struct worker *w);

@@ -359,7 +359,9 @@ try:
                                            tests=[{"name": "slow"}]), use_bin_type=True),
                    capture_output=True)
     gdir = os.path.join(c.dir, "state", "grade-w", "grade")
-    seen = c.wait_for(lambda: os.path.isdir(gdir) and os.listdir(gdir), timeout=60)
+    # its build tree made and mounted (the directory comes a moment before the mount)
+    seen = c.wait_for(lambda: os.path.isdir(gdir) and os.listdir(gdir) and
+                      any(gdir in line for line in open("/proc/self/mounts")), timeout=60)
     c.signal("grade-w", signal.SIGKILL)
     c.wait_exit("grade-w")
     mounted = any(gdir in line for line in open("/proc/self/mounts"))

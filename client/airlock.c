@@ -737,9 +737,12 @@ static int cmd_cancel(const char *url, const char *id)
 		return err.code == AL_EINVAL ? 1 : EXIT_UNAVAILABLE;
 	}
 	printf("%s %s\n", id,
-	       rc == 1	 ? "cancelled"
-	       : rc == 2 ? "kill requested"
-			 : "already finished");
+	       rc == AL_CANCEL_ENDED	   ? "cancelled"
+	       : rc == AL_CANCEL_KILL_SENT ? "kill requested"
+	       : rc == AL_CANCEL_REQUESTED
+		   ? "cancel requested (no scheduler answered in time; it is "
+		     "carried out when one reads the intake)"
+		   : "already finished");
 	return 0;
 }
 

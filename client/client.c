@@ -69,7 +69,7 @@ static redisReply *load_script_if_missing(struct al_client *c, redisReply *r, in
 					  const char **argv, const size_t *lens)
 {
 	if (!r || r->type != REDIS_REPLY_ERROR || strncmp(r->str, "NOSCRIPT", 8) ||
-	    strcmp(argv[0], "EVALSHA"))
+	    strncmp(argv[0], "EVALSHA", 7))
 		return r;
 	for (size_t i = 0; al_lua_all[i]; i++) {
 		if (strcmp(al_script_sha(al_lua_all[i]), argv[1]))
@@ -449,15 +449,17 @@ int al_client_stream(struct al_client *c, const char *id, const char *after, uin
 {
 	if (c->gw)
 		return al_gw_stream(c->gw, id, after, timeout_ms, fn, arg, err);
-	char key[AL_KEY_MAX], job[AL_KEY_MAX], res[AL_KEY_MAX], last[48], block[24];
-	const char *known[3] = {"EXISTS", job, res};
+	char key[AL_KEY_MAX], job[AL_KEY_MAX], res[AL_KEY_MAX], sub[AL_KEY_MAX], last[48],
+	    block[24];
+	const char *known[4] = {"EXISTS", job, res, sub};
 	uint64_t deadline = timeout_ms ? al_now_ms() + timeout_ms : 0;
 	redisReply *r;
 
 	al_key_out(key, id);
 	al_key_job(job, id);
 	al_key_res(res, id);
-	if (!(r = cmd(c, err, 3, known, NULL)))
+	al_key_sub(sub, id); /* submitted, not admitted yet */
+	if (!(r = cmd(c, err, 4, known, NULL)))
 		return AL_EREDIS;
 	if (r->type != REDIS_REPLY_INTEGER || r->integer == 0) {
 		freeReplyObject(r);
@@ -518,17 +520,21 @@ int al_client_status(struct al_client *c, const char *id, enum al_job_state *sta
 {
 	if (c->gw)
 		return al_gw_status(c->gw, id, state, res, err);
-	char key[AL_KEY_MAX];
-	const char *argv[3] = {"HGET", key, "state"};
+	struct al_call call;
 	redisReply *r;
 	bool found;
 	int rc, s;
 
 	memset(res, 0, sizeof(*res));
-	al_key_job(key, id);
-	if (!(r = cmd(c, err, 3, argv, NULL)))
+	al_lookup_call(&call, id); /* the record's state, or "submitted" from the marker */
+	r = run_call(c, err, &call);
+	al_call_free(&call);
+	if (!r)
 		return AL_EREDIS;
-	s = r->type == REDIS_REPLY_STRING ? al_job_state_parse(r->str) : -2;
+	s = r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+		    r->element[0]->type == REDIS_REPLY_STRING
+		? al_job_state_parse(r->element[0]->str)
+		: -2;
 	freeReplyObject(r);
 	if ((rc = get_result(c, id, res, &found, err)))
 		return rc;
@@ -544,38 +550,50 @@ int al_client_status(struct al_client *c, const char *id, enum al_job_state *sta
 	return AL_OK;
 }
 
+/* A cancel is a request on the intake that the scheduler carries out and
+ * answers on al:reply:<nonce> (the client may not write records or
+ * results); waited for in one-second BLPOPs, as results are. */
 int al_client_cancel(struct al_client *c, const char *id, struct al_err *err)
 {
 	if (c->gw)
 		return al_gw_cancel(c->gw, id, err);
-	struct al_result res = {0};
-	struct al_buf b = {0};
+	char nonce[33];
 	struct al_call call;
 	redisReply *r;
 	int rc;
 
-	res.version = AL_PROTO_VERSION;
-	res.id = (char *)id;
-	res.attempt = 0; /* nothing ran */
-	res.status = AL_ST_CANCELLED;
-	res.error = (char *)"cancelled by a client before it started";
-	res.finished_ms = al_now_ms();
-	rc = al_result_encode(&res, &b, err);
-	if (rc)
+	if (!al_job_id_ok(id, strlen(id)))
+		return al_err_set(err, AL_EINVAL, "no job \"%s\" (not a well-formed job id)", id);
+	if ((rc = al_job_new_id(nonce, err)))
 		return rc;
-	al_cancel_call(&call, id, b.data, b.len, 86400000);
+	al_cancel_request_call(&call, id, nonce);
 	r = run_call(c, err, &call);
 	al_call_free(&call);
-	al_buf_free(&b);
 	if (!r)
 		return AL_EREDIS;
-	rc = r->type == REDIS_REPLY_INTEGER ? (int)r->integer : -9;
 	freeReplyObject(r);
-	if (rc == AL_CANCEL_UNKNOWN)
-		return al_err_set(err, AL_EINVAL, "no job \"%s\"", id);
-	if (rc < 0)
-		return al_err_set(err, AL_EREDIS, "cancel: unexpected reply");
-	return rc;
+	for (int i = 0; i < AL_CANCEL_WAIT_S; i++) {
+		al_reply_wait_call(&call, nonce, 1);
+		r = run_call(c, err, &call);
+		al_call_free(&call);
+		if (!r)
+			return AL_EREDIS;
+		rc = r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+			     r->element[1]->type == REDIS_REPLY_STRING
+			 ? (int)strtol(r->element[1]->str, NULL, 10)
+			 : -9;
+		if (r->type == REDIS_REPLY_NIL) {
+			freeReplyObject(r);
+			continue;
+		}
+		freeReplyObject(r);
+		if (rc == AL_CANCEL_UNKNOWN)
+			return al_err_set(err, AL_EINVAL, "no job \"%s\"", id);
+		if (rc < 0 || rc > AL_CANCEL_KILL_SENT)
+			return al_err_set(err, AL_EREDIS, "cancel: unexpected reply");
+		return rc;
+	}
+	return AL_CANCEL_REQUESTED; /* on the intake: carried out when a scheduler reads it */
 }
 
 int al_client_stats(struct al_client *c, void *fp, struct al_err *err)

@@ -83,7 +83,9 @@ int al_client_status(struct al_client *c, const char *id, enum al_job_state *sta
 		     struct al_result *res, struct al_err *err);
 
 /* 1: cancelled while waiting, 2: kill sent to the running job, 0: already
- * finished. Unknown ids are AL_EINVAL. */
+ * finished, 3: requested, but no scheduler answered within AL_CANCEL_WAIT_S
+ * s (it is carried out when one reads the intake). Unknown ids are
+ * AL_EINVAL. */
 int al_client_cancel(struct al_client *c, const char *id, struct al_err *err);
 
 /* Print queue depth per tier, live workers and slots, dead letters,

@@ -250,7 +250,7 @@ out:
 
 int al_gw_cancel(struct al_gw *g, const char *id, struct al_err *err)
 {
-	static const char *const what[] = {"finished", "ended", "kill_sent"};
+	static const char *const what[] = {"finished", "ended", "kill_sent", "requested"};
 	struct al_buf out = {0};
 	char path[AL_ID_MAX + 16];
 	long status = 0;
@@ -260,14 +260,14 @@ int al_gw_cancel(struct al_gw *g, const char *id, struct al_err *err)
 	snprintf(path, sizeof(path), "/v1/jobs/%s", id);
 	if ((rc = http(g, "DELETE", path, NULL, 0, &status, &out, &mp, err)))
 		goto out;
-	if (status != 200) {
+	if (status != 200 && status != 202) {
 		rc = refused(status, &out, err);
 	} else {
 		json_t *a = answer(&out);
 		const char *c = json_string_value(json_object_get(a, "cancel"));
 
 		rc = al_err_set(err, AL_EREDIS, "gateway: an unexpected cancel answer");
-		for (int i = 0; c && i < 3; i++)
+		for (int i = 0; c && i < 4; i++)
 			if (!strcmp(c, what[i]))
 				rc = i;
 		json_decref(a);

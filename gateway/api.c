@@ -41,9 +41,10 @@ struct req {
 	int code_if_pending;  /* a wait that ran out: 202 */
 	struct gw_waiter *w;
 	char state[16];
-	char last[48];	/* output: the last entry sent (Last-Event-ID) */
-	unsigned quiet; /* output: rounds without an entry (a ping every 15) */
-	bool same_key;	/* submit: an earlier job of the tenant's key */
+	char last[48];		   /* output: the last entry sent (Last-Event-ID) */
+	unsigned quiet;		   /* output: rounds without an entry (a ping every 15) */
+	bool same_key;		   /* submit: an earlier job of the tenant's key */
+	char nonce[AL_ID_MAX + 1]; /* cancel: its answer comes on al:reply:<nonce> */
 };
 
 /* ---- replies ---- */
@@ -179,6 +180,8 @@ static void reply_pending(struct req *q, int code)
 	    q, code,
 	    json_pack("{s:s, s:s}", "id", q->id, "state", q->state[0] ? q->state : "submitted"));
 }
+
+static int new_id(char out[AL_ID_MAX + 1]);
 
 /* ---- waiting for a result ---- */
 
@@ -432,41 +435,83 @@ static void submit(struct req *q, const char *body, size_t len, bool msgpack, bo
 
 /* ---- a job of the caller's ---- */
 
-static void on_cancelled(redisAsyncContext *ac, void *reply, void *priv)
+/* A cancel is a request on the intake that the scheduler carries out and
+ * answers on al:reply:<nonce> (this gateway's Redis user may not write
+ * records or results); the answer is awaited on a long-poll connection, in
+ * one-second rounds, AL_CANCEL_WAIT_S at most: then 202, still requested. */
+static void cancel_step(struct req *q);
+
+static void on_cancel_reply(redisAsyncContext *ac, void *reply, void *priv)
 {
 	struct req *q = priv;
 	redisReply *r = reply;
 	static const char *const what[] = {"finished", "ended", "kill_sent"};
+	long code;
 
 	(void)ac;
-	if (r && r->type == REDIS_REPLY_INTEGER && r->integer == AL_CANCEL_UNKNOWN)
-		reply_error(q, 404, "no job %s", q->id);
-	else if (!r || r->type != REDIS_REPLY_INTEGER || r->integer < 0 || r->integer > 2)
-		reply_error(q, 502, "cancel: unexpected answer");
-	else
-		reply_json(q, 200,
-			   json_pack("{s:s, s:s}", "id", q->id, "cancel", what[r->integer]));
+	if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+	    r->element[1]->type == REDIS_REPLY_STRING) {
+		code = strtol(r->element[1]->str, NULL, 10);
+		if (code == AL_CANCEL_UNKNOWN)
+			reply_error(q, 404, "no job %s", q->id);
+		else if (code < 0 || code > 2)
+			reply_error(q, 502, "cancel: unexpected answer");
+		else
+			reply_json(q, 200,
+				   json_pack("{s:s, s:s}", "id", q->id, "cancel", what[code]));
+		return;
+	}
+	if (!q->r) { /* the client went */
+		req_free(q);
+		return;
+	}
+	if (r && r->type == REDIS_REPLY_NIL && al_mono_ms() < q->deadline_ms) {
+		cancel_step(q);
+		return;
+	}
+	reply_json(q, 202,
+		   json_pack("{s:s, s:s, s:s}", "id", q->id, "cancel", "requested", "note",
+			     "no scheduler answered in time; the request stays on the intake and "
+			     "is carried out when a scheduler reads it"));
+}
+
+static void cancel_step(struct req *q)
+{
+	struct al_call c;
+
+	al_reply_wait_call(&c, q->nonce, 1);
+	if (al_aconn_call(q->w->c, &c, on_cancel_reply, q))
+		reply_error(q, 500, "out of memory");
+	al_call_free(&c);
+}
+
+static void on_cancel_requested(redisAsyncContext *ac, void *reply, void *priv)
+{
+	struct req *q = priv;
+	redisReply *r = reply;
+
+	(void)ac;
+	if (!r || r->type == REDIS_REPLY_ERROR) {
+		reply_error(q, 503, "cancel: Redis did not take the request: %s",
+			    r ? r->str : "no answer");
+		return;
+	}
+	q->deadline_ms = al_mono_ms() + AL_CANCEL_WAIT_S * 1000;
+	cancel_step(q);
 }
 
 static void cancel(struct req *q)
 {
-	struct al_result res = {0};
-	struct al_buf b = {0};
-	struct al_err err = {0};
 	struct al_call c;
 
-	res.version = AL_PROTO_VERSION;
-	res.id = q->id;
-	res.status = AL_ST_CANCELLED;
-	res.error = (char *)"cancelled by a client before it started";
-	res.finished_ms = al_now_ms();
-	if (al_result_encode(&res, &b, &err)) {
-		reply_error(q, 500, "%s", err.msg);
+	if (!poll_begin(q)) /* refused before anything is requested */
+		return;
+	if (new_id(q->nonce)) {
+		reply_error(q, 500, "no randomness for a nonce");
 		return;
 	}
-	al_cancel_call(&c, q->id, b.data, b.len, q->g->result_ttl_ms);
-	al_buf_free(&b);
-	if (al_aconn_call(q->g->cmd, &c, on_cancelled, q))
+	al_cancel_request_call(&c, q->id, q->nonce);
+	if (al_aconn_call(q->g->cmd, &c, on_cancel_requested, q))
 		reply_error(q, 500, "out of memory");
 	al_call_free(&c);
 }
@@ -483,12 +528,13 @@ static void on_owner(redisAsyncContext *ac, void *reply, void *priv)
 		reply_error(q, 503, "Redis is not reachable");
 		return;
 	}
-	if (r->element[0]->type != REDIS_REPLY_STRING || strcmp(r->element[0]->str, q->tenant)) {
+	/* LOOKUP: {state, tenant} of the record, or of the submission's marker */
+	if (r->element[1]->type != REDIS_REPLY_STRING || strcmp(r->element[1]->str, q->tenant)) {
 		reply_error(q, 404, "no job %s", q->id);
 		return;
 	}
-	if (r->element[1]->type == REDIS_REPLY_STRING)
-		snprintf(q->state, sizeof(q->state), "%s", r->element[1]->str);
+	if (r->element[0]->type == REDIS_REPLY_STRING)
+		snprintf(q->state, sizeof(q->state), "%s", r->element[0]->str);
 	switch (q->kind) {
 	case K_CANCEL: cancel(q); break;
 	case K_WAIT: get_result(q); break;
@@ -502,11 +548,12 @@ static void on_owner(redisAsyncContext *ac, void *reply, void *priv)
 
 static void with_owned_job(struct req *q)
 {
-	char k[AL_KEY_MAX];
-	const char *argv[] = {"HMGET", al_key_job(k, q->id), "tenant", "state"};
+	struct al_call c;
 
-	if (al_aconn_cmd(q->g->cmd, on_owner, q, 4, argv, NULL))
-		reply_error(q, 503, "Redis is not reachable: %s", al_aconn_strerror(q->g->cmd));
+	al_lookup_call(&c, q->id);
+	if (al_aconn_call(q->g->cmd, &c, on_owner, q))
+		reply_error(q, 500, "out of memory");
+	al_call_free(&c);
 }
 
 /* ---- live output: Server-Sent Events from al:out:<id> ---- */

@@ -54,6 +54,16 @@ const char *al_key_out(char out[AL_KEY_MAX], const char *id)
 	return keyf(out, AL_KEY_PREFIX "out:", id, NULL);
 }
 
+const char *al_key_sub(char out[AL_KEY_MAX], const char *id)
+{
+	return keyf(out, AL_KEY_PREFIX "sub:", id, NULL);
+}
+
+const char *al_key_reply(char out[AL_KEY_MAX], const char *nonce)
+{
+	return keyf(out, AL_KEY_PREFIX "reply:", nonce, NULL);
+}
+
 const char *al_key_queue(char out[AL_KEY_MAX], const char *tier, int band)
 {
 	return keyf(out, AL_KEY_PREFIX "q:", tier, al_band_name(band));
@@ -201,7 +211,7 @@ int al_call_argv(struct al_call *c, int *argc, const char ***argv, const size_t 
 	}
 	if (c->script) {
 		snprintf(c->nkeys, sizeof(c->nkeys), "%d", c->keys.n);
-		c->argv[k++] = "EVALSHA";
+		c->argv[k++] = al_script_read_only(c->script) ? "EVALSHA_RO" : "EVALSHA";
 		c->argv[k++] = al_script_sha(c->script);
 		c->argv[k++] = c->nkeys;
 		for (int i = 0; i < head; i++)
@@ -250,8 +260,7 @@ void al_submit_add(struct al_call *c, const struct al_submit_item *it)
 {
 	char k[AL_KEY_MAX];
 
-	al_call_key(c, al_key_job(k, it->id));
-	al_call_key(c, AL_KEY_INTAKE);
+	al_call_key(c, al_key_sub(k, it->id));
 	al_call_key(c, it->idem_key ? al_key_idem(k, it->tenant, it->idem_key)
 				    : AL_KEY_PREFIX "idem:-");
 	al_call_str(c, it->id);
@@ -261,6 +270,15 @@ void al_submit_add(struct al_call *c, const struct al_submit_item *it)
 	al_call_str(c, it->idem_key ? "1" : "0");
 	al_call_str(c, it->tier);
 	al_call_str(c, it->tenant);
+}
+
+void al_lookup_call(struct al_call *c, const char *id)
+{
+	char k[AL_KEY_MAX];
+
+	al_call_init(c, al_lua_lookup);
+	al_call_key(c, al_key_job(k, id));
+	al_call_key(c, al_key_sub(k, id));
 }
 
 void al_admit_init(struct al_call *c)
@@ -276,6 +294,7 @@ void al_admit_add(struct al_call *c, const struct al_admit_item *it)
 	int band = al_band_of(it->priority);
 
 	al_call_key(c, al_key_job(k, it->id));
+	al_call_key(c, al_key_sub(k, it->id));
 	al_call_key(c, al_key_queue(k, it->tier, band));
 	al_call_str(c, it->id);
 	al_call_arg(c, it->job, it->joblen);
@@ -375,7 +394,8 @@ void al_reclaim_call(struct al_call *c, const char *id, const char *stream, cons
 	al_call_str(c, id);
 }
 
-/* CANCEL and EXPIRE write a result the caller encoded. */
+/* CANCEL, EXPIRE and REJECT write a result the caller encoded; their first
+ * keys are the same. */
 static void ending_call(struct al_call *c, const char *script, const char *id, const char *result,
 			size_t len, uint64_t ttl_ms)
 {
@@ -386,23 +406,65 @@ static void ending_call(struct al_call *c, const char *script, const char *id, c
 	al_call_key(c, al_key_res(k, id));
 	al_call_key(c, al_key_done(k, id));
 	al_call_key(c, al_key_out(k, id));
-	if (script == al_lua_expire)
-		al_call_key(c, AL_KEY_DEADLINES);
 	al_call_str(c, id);
 	al_call_arg(c, result, len);
 	al_call_u64(c, ttl_ms);
 }
 
-void al_cancel_call(struct al_call *c, const char *id, const char *result, size_t len,
-		    uint64_t ttl_ms)
+void al_reject_call(struct al_call *c, const char *id, const char *result, size_t len,
+		    uint64_t ttl_ms, const char *entry, const char *status)
 {
+	char k[AL_KEY_MAX];
+
+	ending_call(c, al_lua_reject, id, result, len, ttl_ms);
+	al_call_key(c, al_key_sub(k, id));
+	al_call_key(c, AL_KEY_INTAKE);
+	al_call_str(c, entry);
+	al_call_str(c, AL_GROUP_SCHEDULER);
+	al_call_str(c, status);
+}
+
+void al_cancel_request_call(struct al_call *c, const char *id, const char *nonce)
+{
+	al_call_init(c, NULL);
+	al_call_str(c, "XADD");
+	al_call_str(c, AL_KEY_INTAKE);
+	al_call_str(c, "*");
+	al_call_str(c, "cancel");
+	al_call_str(c, id);
+	al_call_str(c, "reply");
+	al_call_str(c, nonce);
+}
+
+void al_reply_wait_call(struct al_call *c, const char *nonce, unsigned timeout_s)
+{
+	char k[AL_KEY_MAX];
+
+	al_call_init(c, NULL);
+	al_call_str(c, "BLPOP");
+	al_call_str(c, al_key_reply(k, nonce));
+	al_call_u64(c, timeout_s);
+}
+
+void al_cancel_call(struct al_call *c, const char *id, const char *result, size_t len,
+		    uint64_t ttl_ms, const char *entry, const char *nonce)
+{
+	char k[AL_KEY_MAX];
+
 	ending_call(c, al_lua_cancel, id, result, len, ttl_ms);
+	al_call_key(c, al_key_sub(k, id));
+	al_call_key(c, AL_KEY_INTAKE);
+	al_call_key(c, al_key_reply(k, nonce));
+	al_call_str(c, AL_GROUP_SCHEDULER);
+	al_call_str(c, entry);
+	al_call_u64(c, AL_REPLY_TTL_MS);
 }
 
 void al_expire_call(struct al_call *c, const char *id, const char *result, size_t len,
 		    uint64_t ttl_ms)
 {
 	ending_call(c, al_lua_expire, id, result, len, ttl_ms);
+	al_call_key(c, AL_KEY_DEADLINES);
 }
 
 void al_trim_call(struct al_call *c, const char *stream, const char *group)
@@ -418,7 +480,7 @@ void al_rearm_call(struct al_call *c, const char *id)
 
 	al_call_init(c, al_lua_rearm);
 	al_call_key(c, al_key_done(k, id));
-	al_call_key(c, al_key_res(k, id));
+	al_call_str(c, id);
 }
 
 void al_give_back_call(struct al_call *c, const char *stream, const char *group, const char *entry)

@@ -21,6 +21,9 @@ const char *al_key_job(char out[AL_KEY_MAX], const char *id);  /* al:job:<id> */
 const char *al_key_res(char out[AL_KEY_MAX], const char *id);  /* al:res:<id> */
 const char *al_key_done(char out[AL_KEY_MAX], const char *id); /* al:done:<id> */
 const char *al_key_out(char out[AL_KEY_MAX], const char *id);  /* al:out:<id>: live output */
+const char *al_key_sub(char out[AL_KEY_MAX], const char *id);  /* al:sub:<id>: a submission */
+/* al:reply:<nonce>: the scheduler's answer to one cancel request */
+const char *al_key_reply(char out[AL_KEY_MAX], const char *nonce);
 const char *al_key_queue(char out[AL_KEY_MAX], const char *tier, int band); /* al:q:<tier>:<band> */
 const char *al_key_tenant(char out[AL_KEY_MAX], const char *tenant);	    /* al:tenant:<t> */
 /* al:idem:<tenant>/<key> */
@@ -37,7 +40,7 @@ bool al_key_queue_tier(const char *name, char *tier, size_t cap);
  * scripts), a result's status (result.h: how an attempt ended) and an
  * error code (err.h: why a call failed). */
 enum al_job_state {
-	AL_JS_SUBMITTED = 0, /* in the intake, not yet admitted */
+	AL_JS_SUBMITTED = 0, /* in the intake, not yet admitted (only its marker, al:sub:<id>) */
 	AL_JS_QUEUED,	     /* admitted, in its tier's ready stream */
 	AL_JS_RUNNING,	     /* claimed by a worker under a lease */
 	AL_JS_RETRYING,	     /* its attempt failed; back in the queue after a delay */
@@ -107,11 +110,13 @@ enum al_claim_code {
 	AL_CLAIM_TENANT_FULL = -5, /* tenant at max_running: retry soon */
 	AL_CLAIM_MALFORMED = -9,   /* FETCH: the entry lacks id or attempt */
 };
-enum al_commit_code {
-	AL_COMMIT_DONE = 1,
-	AL_COMMIT_EXISTS = 0,	 /* a result was committed before: this one is dropped */
-	AL_COMMIT_STALE = -1,	 /* another attempt owns the job (or it was queued) */
-	AL_COMMIT_ID_TAKEN = -2, /* unrun result of an entry whose id another submission has */
+enum al_commit_code { /* COMMIT's and REJECT's */
+		      AL_COMMIT_DONE = 1,
+		      AL_COMMIT_EXISTS = 0, /* a result was committed before: this one is dropped */
+		      AL_COMMIT_STALE =
+			  -1, /* another attempt owns the job (REJECT: it was admitted) */
+		      AL_COMMIT_ID_TAKEN =
+			  -2, /* REJECT: the entry's id belongs to another submission */
 };
 enum al_retry_code { AL_RETRY_SCHEDULED = 1, AL_RETRY_STALE = -1 };
 enum al_reclaim_code {
@@ -125,6 +130,10 @@ enum al_cancel_code {
 	AL_CANCEL_KILL_SENT = 2, /* running: its worker stops it and commits */
 	AL_CANCEL_FINISHED = 0,
 	AL_CANCEL_UNKNOWN = -1,
+	/* a client's only, never the script's: the request is on the intake,
+	 * but no scheduler answered within AL_CANCEL_WAIT_S; one carries it
+	 * out when it reads the intake */
+	AL_CANCEL_REQUESTED = 3,
 };
 
 /* ---- one typed builder per script ---- */
@@ -138,6 +147,8 @@ struct al_submit_item {
 };
 /* c was made with al_call_init(c, al_lua_submit); one call per batch. */
 void al_submit_add(struct al_call *c, const struct al_submit_item *it);
+/* LOOKUP of one job: {state, tenant} (sent as EVALSHA_RO). */
+void al_lookup_call(struct al_call *c, const char *id);
 
 struct al_admit_item {
 	const char *id, *tier, *tenant, *entry;
@@ -157,7 +168,7 @@ void al_fetch_call(struct al_call *c, const char *const *streams, int nstreams, 
 
 struct al_commit_item {
 	const char *id;
-	long attempt;	    /* -1: the job never reached a queue */
+	long attempt;	    /* 1 or more: the attempt that ran (see REJECT for unrun) */
 	const char *result; /* msgpack result */
 	size_t len;
 	uint64_t ttl_ms;
@@ -177,8 +188,22 @@ void al_retry_call(struct al_call *c, const struct al_retry_item *it);
 void al_promote_call(struct al_call *c, uint64_t now_ms, unsigned max);
 void al_reclaim_call(struct al_call *c, const char *id, const char *stream, const char *entry,
 		     const char *group, const char *attempt);
+/* REJECT: the result of the intake entry `entry` that never reached a queue. */
+void al_reject_call(struct al_call *c, const char *id, const char *result, size_t len,
+		    uint64_t ttl_ms, const char *entry, const char *status);
+
+/* Cancelling goes through the scheduler: a client appends a request to the
+ * intake (al_cancel_request_call: XADD al:intake * cancel <id> reply
+ * <nonce>) and waits for the answer on al:reply:<nonce>
+ * (al_reply_wait_call: BLPOP); the scheduler runs CANCEL (al_cancel_call)
+ * for the request's entry, which pushes the answer there (kept
+ * AL_REPLY_TTL_MS). A nonce is like a job id (al_job_id_ok). */
+#define AL_REPLY_TTL_MS	 60000
+#define AL_CANCEL_WAIT_S 10 /* how long a client waits for the answer */
+void al_cancel_request_call(struct al_call *c, const char *id, const char *nonce);
+void al_reply_wait_call(struct al_call *c, const char *nonce, unsigned timeout_s);
 void al_cancel_call(struct al_call *c, const char *id, const char *result, size_t len,
-		    uint64_t ttl_ms);
+		    uint64_t ttl_ms, const char *entry, const char *nonce);
 void al_expire_call(struct al_call *c, const char *id, const char *result, size_t len,
 		    uint64_t ttl_ms);
 void al_trim_call(struct al_call *c, const char *stream, const char *group);

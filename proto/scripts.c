@@ -2,6 +2,7 @@
 #include "scripts.h"
 
 #include <openssl/sha.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -9,25 +10,37 @@
 
 /* Shared fragments are repeated inline: Redis runs each script alone. */
 
+/* The caller may write only its own submission's marker (al:sub:<id>) and
+ * idempotency key, declared as KEYS; the intake (append only) and the job
+ * record (read only) are named inside, because Redis checks a script's
+ * declared keys for read and write rights. */
 const char al_lua_submit[] =
     "local out = {}\n"
-    "for i = 0, #KEYS / 3 - 1 do\n"
-    "  local K, A = 3 * i, 7 * i\n"
+    "for i = 0, #KEYS / 2 - 1 do\n"
+    "  local K, A = 2 * i, 7 * i\n"
+    "  local id = ARGV[A + 1]\n"
     "  local r\n"
-    "  local prev = ARGV[A + 5] == '1' and redis.call('GET', KEYS[K + 3])\n"
+    "  local prev = ARGV[A + 5] == '1' and redis.call('GET', KEYS[K + 2])\n"
     "  if prev then r = {0, prev}\n"
-    "  elseif redis.call('EXISTS', KEYS[K + 1]) == 1 then r = {-1, ARGV[A + 1]}\n"
+    "  elseif redis.call('EXISTS', KEYS[K + 1], '" AL_KEY_PREFIX
+    "job:' .. id) > 0 then r = {-1, id}\n"
     "  else\n"
-    "    local e = redis.call('XADD', KEYS[K + 2], '*', 'id', ARGV[A + 1], 'job', ARGV[A + 2])\n"
-    "    redis.call('HSET', KEYS[K + 1], 'state', 'submitted', 'submitted_ms', ARGV[A + 3],"
-    " 'tier', ARGV[A + 6], 'tenant', ARGV[A + 7], 'entry', e)\n"
-    "    if ARGV[A + 5] == '1' then redis.call('SET', KEYS[K + 3], ARGV[A + 1], 'EX', ARGV[A + 4]) "
-    "end\n"
-    "    r = {1, ARGV[A + 1]}\n"
+    "    local e = redis.call('XADD', '" AL_KEY_INTAKE "', '*', 'id', id, 'job', ARGV[A + 2])\n"
+    "    redis.call('HSET', KEYS[K + 1], 'entry', e, 'tenant', ARGV[A + 7], 'tier', ARGV[A + 6],"
+    " 'submitted_ms', ARGV[A + 3])\n"
+    "    redis.call('EXPIRE', KEYS[K + 1], ARGV[A + 4])\n"
+    "    if ARGV[A + 5] == '1' then redis.call('SET', KEYS[K + 2], id, 'EX', ARGV[A + 4]) end\n"
+    "    r = {1, id}\n"
     "  end\n"
     "  out[i + 1] = r\n"
     "end\n"
     "return out\n";
+
+const char al_lua_lookup[] = "local h = redis.call('HMGET', KEYS[1], 'state', 'tenant')\n"
+			     "if h[1] then return h end\n"
+			     "local t = redis.call('HGET', KEYS[2], 'tenant')\n"
+			     "if t then return {'submitted', t} end\n"
+			     "return {false, false}\n";
 
 /* Acknowledgements (and COMMIT's status counters) are collected and sent
  * once per call. */
@@ -35,16 +48,17 @@ const char al_lua_admit[] =
     "local out, acks = {}, {}\n"
     "local n = (#ARGV - 1) / 12\n"
     "for i = 0, n - 1 do\n"
-    "  local K = 1 + 2 * i\n"
+    "  local K = 1 + 3 * i\n"
     "  local A = 1 + 12 * i\n"
     "  local entry = ARGV[A + 12]\n"
     "  local function ack() acks[#acks + 1] = entry end\n"
     "  local h = redis.call('HMGET', KEYS[K + 1], 'state', 'entry')\n"
     "  local st = h[1]\n"
+    "  local owner = h[2] or redis.call('HGET', KEYS[K + 2], 'entry')\n"
     "  local code\n"
-    "  if st and h[2] and h[2] ~= entry then ack(); code = -2\n"
+    "  if owner and owner ~= entry then ack(); code = -2\n"
     "  elseif st == 'done' then ack(); code = -1\n"
-    "  elseif st and st ~= 'submitted' then ack(); code = 0\n"
+    "  elseif st then ack(); code = 0\n"
     "  else\n"
     "    local tenant = ARGV[A + 4]\n"
     "    local tk = 'al:tenant:' .. tenant\n"
@@ -69,7 +83,8 @@ const char al_lua_admit[] =
     "      if counted == '1' then redis.call('HINCRBY', tk, 'queued', 1) end\n"
     "      if tonumber(ARGV[A + 7]) > 0 then\n"
     "        redis.call('ZADD', 'al:deadlines', ARGV[A + 7], ARGV[A + 1]) end\n"
-    "      redis.call('XADD', KEYS[K + 2], '*', 'id', ARGV[A + 1], 'attempt', 1)\n"
+    "      redis.call('XADD', KEYS[K + 3], '*', 'id', ARGV[A + 1], 'attempt', 1)\n"
+    "      redis.call('DEL', KEYS[K + 2])\n"
     "      ack(); code = 1\n"
     "    end\n"
     "  end\n"
@@ -149,16 +164,9 @@ const char al_lua_commit[] = END_OUT
     "      table.insert(acks[g], ARGV[A + 4])\n"
     "    end\n"
     "  end\n"
-    "  local h = redis.call('HMGET', KEYS[K + 1], 'attempt', 'state', 'counted', 'tenant', "
-    "'entry')\n"
-    "  local unrun = ARGV[A + 1] == '-1'\n"
-    "  if unrun and h[2] and h[5] and ARGV[A + 4] ~= '' and h[5] ~= ARGV[A + 4] then\n"
-    "    ack(); return -2 end\n"
+    "  local h = redis.call('HMGET', KEYS[K + 1], 'attempt', 'state', 'counted', 'tenant')\n"
     "  if h[2] == 'done' then ack(); return 0 end\n"
-    "  if unrun then\n"
-    "    if h[2] and h[2] ~= 'submitted' then ack(); return -1 end\n"
-    "  elseif not h[1] or tonumber(h[1]) ~= tonumber(ARGV[A + 1]) then\n"
-    "    return -1 end\n"
+    "  if not h[1] or tonumber(h[1]) ~= tonumber(ARGV[A + 1]) then return -1 end\n"
     "  local ttl = ARGV[A + 3]\n"
     "  redis.call('SET', KEYS[K + 2], ARGV[A + 2], 'PX', ttl)\n"
     "  if h[3] == '1' then\n"
@@ -168,12 +176,10 @@ const char al_lua_commit[] = END_OUT
     "      redis.call('HINCRBY', tk, 'queued', -1) end\n"
     "  end\n"
     "  redis.call('HSET', KEYS[K + 1], 'state', 'done', 'status', ARGV[A + 6])\n"
-    "  if unrun and ARGV[A + 4] ~= '' then redis.call('HSET', KEYS[K + 1], 'entry', ARGV[A + 4]) "
-    "end\n"
     "  redis.call('PEXPIRE', KEYS[K + 1], ttl)\n"
     "  redis.call('RPUSH', KEYS[K + 3], '1')\n"
     "  redis.call('PEXPIRE', KEYS[K + 3], ttl)\n"
-    "  end_out(KEYS[K + 5], ARGV[A + 6], unrun and '0' or ARGV[A + 1], ttl)\n"
+    "  end_out(KEYS[K + 5], ARGV[A + 6], ARGV[A + 1], ttl)\n"
     "  counts['status:' .. ARGV[A + 6]] = (counts['status:' .. ARGV[A + 6]] or 0) + 1\n"
     "  ack()\n"
     "  return 1\n"
@@ -183,6 +189,29 @@ const char al_lua_commit[] = END_OUT
     "for _, a in pairs(acks) do redis.call('XACK', unpack(a)) end\n"
     "for f, n in pairs(counts) do redis.call('HINCRBY', 'al:stats', f, n) end\n"
     "return out\n";
+
+/* The result of a submission that never reached a queue (rejected). Its
+ * record is made here, done, with the tenant and tier of the submission's
+ * marker (so that the gateway shows the tenant its own rejection). */
+const char al_lua_reject[] =
+    END_OUT "local function ack() redis.call('XACK', KEYS[6], ARGV[5], ARGV[4]) end\n"
+	    "local h = redis.call('HMGET', KEYS[1], 'state', 'entry')\n"
+	    "local s = redis.call('HMGET', KEYS[5], 'entry', 'tenant', 'tier')\n"
+	    "local owner = h[2] or s[1]\n"
+	    "if owner and owner ~= ARGV[4] then ack(); return -2 end\n"
+	    "if h[1] == 'done' then ack(); return 0 end\n"
+	    "if h[1] then ack(); return -1 end\n"
+	    "redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])\n"
+	    "redis.call('HSET', KEYS[1], 'state', 'done', 'status', ARGV[6], 'entry', ARGV[4])\n"
+	    "if s[2] then redis.call('HSET', KEYS[1], 'tenant', s[2], 'tier', s[3] or '') end\n"
+	    "redis.call('PEXPIRE', KEYS[1], ARGV[3])\n"
+	    "redis.call('DEL', KEYS[5])\n"
+	    "redis.call('RPUSH', KEYS[3], '1')\n"
+	    "redis.call('PEXPIRE', KEYS[3], ARGV[3])\n"
+	    "end_out(KEYS[4], ARGV[6], '0', ARGV[3])\n"
+	    "redis.call('HINCRBY', 'al:stats', 'status:' .. ARGV[6], 1)\n"
+	    "ack()\n"
+	    "return 1\n";
 
 const char al_lua_retry[] =
     "local h = redis.call('HMGET', KEYS[1], 'attempt', 'state', 'counted', 'tenant')\n"
@@ -234,27 +263,43 @@ const char al_lua_reclaim[] =
     "ack()\n"
     "return 1\n";
 
-const char al_lua_cancel[] =
-    END_OUT "if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end\n"
-	    "local h = redis.call('HMGET', KEYS[1], 'state', 'counted', 'tenant')\n"
-	    "local st = h[1]\n"
-	    "if not st then return -1 end\n"
-	    "if st == 'done' then return 0 end\n"
-	    "redis.call('HSET', KEYS[1], 'cancel', '1')\n"
-	    "if st == 'running' then\n"
-	    "  redis.call('PUBLISH', 'al:cancel', ARGV[1])\n"
-	    "  return 2\n"
-	    "end\n"
-	    "redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])\n"
-	    "if (st == 'queued' or st == 'retrying') and h[2] == '1' then\n"
-	    "  redis.call('HINCRBY', 'al:tenant:' .. (h[3] or 'default'), 'queued', -1) end\n"
-	    "redis.call('HSET', KEYS[1], 'state', 'done', 'status', 'cancelled')\n"
-	    "redis.call('PEXPIRE', KEYS[1], ARGV[3])\n"
-	    "redis.call('RPUSH', KEYS[3], '1')\n"
-	    "redis.call('PEXPIRE', KEYS[3], ARGV[3])\n"
-	    "end_out(KEYS[4], 'cancelled', '0', ARGV[3])\n"
-	    "redis.call('HINCRBY', 'al:stats', 'status:cancelled', 1)\n"
-	    "return 1\n";
+/* Run by the scheduler for a cancel request read from the intake: the
+ * answer goes to the request's reply list and the entry is acknowledged in
+ * the same step. A job still waiting for admission (only its marker
+ * exists) gets its record here, ended; ADMIT then finds it done. */
+const char al_lua_cancel[] = END_OUT
+    "local function answer(code)\n"
+    "  redis.call('XACK', KEYS[6], ARGV[4], ARGV[5])\n"
+    "  redis.call('RPUSH', KEYS[7], code)\n"
+    "  redis.call('PEXPIRE', KEYS[7], ARGV[6])\n"
+    "  return code\n"
+    "end\n"
+    "if redis.call('EXISTS', KEYS[2]) == 1 then return answer(0) end\n"
+    "local h = redis.call('HMGET', KEYS[1], 'state', 'counted', 'tenant')\n"
+    "local st = h[1]\n"
+    "if not st then\n"
+    "  local s = redis.call('HMGET', KEYS[5], 'entry', 'tenant', 'tier')\n"
+    "  if not s[1] then return answer(-1) end\n"
+    "  redis.call('HSET', KEYS[1], 'entry', s[1], 'tenant', s[2] or '', 'tier', s[3] or '')\n"
+    "  redis.call('DEL', KEYS[5])\n"
+    "  st = 'submitted'\n"
+    "end\n"
+    "if st == 'done' then return answer(0) end\n"
+    "redis.call('HSET', KEYS[1], 'cancel', '1')\n"
+    "if st == 'running' then\n"
+    "  redis.call('PUBLISH', '" AL_KEY_CANCEL_CHANNEL "', ARGV[1])\n"
+    "  return answer(2)\n"
+    "end\n"
+    "redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])\n"
+    "if (st == 'queued' or st == 'retrying') and h[2] == '1' then\n"
+    "  redis.call('HINCRBY', 'al:tenant:' .. (h[3] or 'default'), 'queued', -1) end\n"
+    "redis.call('HSET', KEYS[1], 'state', 'done', 'status', 'cancelled')\n"
+    "redis.call('PEXPIRE', KEYS[1], ARGV[3])\n"
+    "redis.call('RPUSH', KEYS[3], '1')\n"
+    "redis.call('PEXPIRE', KEYS[3], ARGV[3])\n"
+    "end_out(KEYS[4], 'cancelled', '0', ARGV[3])\n"
+    "redis.call('HINCRBY', 'al:stats', 'status:cancelled', 1)\n"
+    "return answer(1)\n";
 
 const char al_lua_expire[] = END_OUT
     "local h = redis.call('HMGET', KEYS[1], 'state', 'tenant', 'counted')\n"
@@ -288,7 +333,8 @@ const char al_lua_trim[] =
     "if type(lag) ~= 'number' then lag = -1 end\n"
     "return {n, lag, p[1]}\n";
 
-const char al_lua_rearm[] = "local t = redis.call('PTTL', KEYS[2])\n"
+/* The result is named inside: the caller may only read it. */
+const char al_lua_rearm[] = "local t = redis.call('PTTL', '" AL_KEY_PREFIX "res:' .. ARGV[1])\n"
 			    "if t <= 0 then return 0 end\n"
 			    "redis.call('RPUSH', KEYS[1], '1')\n"
 			    "redis.call('PEXPIRE', KEYS[1], t)\n"
@@ -300,17 +346,22 @@ const char al_lua_give_back[] =
     "return redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])\n";
 
 const char *const al_lua_all[] = {
-    al_lua_submit, al_lua_admit,   al_lua_claim,     al_lua_fetch,  al_lua_commit,
-    al_lua_retry,  al_lua_promote, al_lua_reclaim,   al_lua_cancel, al_lua_expire,
-    al_lua_trim,   al_lua_rearm,   al_lua_give_back, NULL,
+    al_lua_submit, al_lua_lookup, al_lua_admit,	    al_lua_claim,   al_lua_fetch,  al_lua_commit,
+    al_lua_reject, al_lua_retry,  al_lua_promote,   al_lua_reclaim, al_lua_cancel, al_lua_expire,
+    al_lua_trim,   al_lua_rearm,  al_lua_give_back, NULL,
 };
+
+bool al_script_read_only(const char *script)
+{
+	return script == al_lua_lookup;
+}
 
 const char *al_script_sha(const char *script)
 {
 	static struct {
 		const char *script;
 		char hex[41];
-	} cache[16];
+	} cache[32];
 
 	for (size_t i = 0; i < sizeof(cache) / sizeof(cache[0]); i++) {
 		unsigned char md[SHA_DIGEST_LENGTH];
@@ -325,5 +376,5 @@ const char *al_script_sha(const char *script)
 		cache[i].script = script;
 		return cache[i].hex;
 	}
-	return "0000000000000000000000000000000000000000"; /* more than 16 scripts: a bug */
+	return "0000000000000000000000000000000000000000"; /* more than 32 scripts: a bug */
 }

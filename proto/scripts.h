@@ -4,19 +4,30 @@
 #ifndef AL_SCRIPTS_H
 #define AL_SCRIPTS_H
 
+#include <stdbool.h>
+
 /* Each script's keys, arguments and answers. The typed builders in
  * contract.h fill them; PROTOCOL.md ("Scripts") says the same for clients in
  * other languages. A script that moves a tenant's counters takes the tenant
  * from the job's record (al:job:<id> field tenant), never from its caller. */
 
-/* SUBMIT  (batch) per job, 3 KEYS: job hash, intake, idempotency key; and 7
- *         ARGV: id, job bytes, now ms, idempotency ttl s, has idempotency key
- *         (0/1), tier, tenant
- * -> per job: {1, id} accepted (record made, entry id kept in it);
- *    {0, earlier id} same idempotency key; {-1, id} the id is taken */
+/* SUBMIT  (batch) per job, 2 KEYS: the submission's marker (al:sub:<id>),
+ *         idempotency key; and 7 ARGV: id, job bytes, now ms, idempotency
+ *         ttl s (also the marker's), has idempotency key (0/1), tier, tenant
+ * Appends the job to the intake and writes the marker (entry, tenant, tier,
+ * submitted_ms); the job record is the scheduler's to make. A client may
+ * write nothing else: it needs no right on records, results or counters.
+ * -> per job: {1, id} accepted; {0, earlier id} same idempotency key;
+ *    {-1, id} the id is taken (a marker or a record exists) */
 extern const char al_lua_submit[];
 
-/* ADMIT   (batch) KEYS: intake, then per job: job hash, ready stream
+/* LOOKUP  (read only: EVALSHA_RO) KEYS: job hash, submission marker
+ * -> {state, tenant}: the record's, else {"submitted", the marker's
+ *    tenant} while the job waits for admission, else {nil, nil} */
+extern const char al_lua_lookup[];
+
+/* ADMIT   (batch) KEYS: intake, then per job: job hash, submission marker,
+ *         ready stream
  *         ARGV: intake group, then per job 12 values: id, job bytes
  *         (defaults filled), tier, tenant, max attempts, now ms, deadline ms,
  *         max queued (0 = none), rate per s (0 = none), band (hi/mid/lo),
@@ -41,13 +52,21 @@ extern const char al_lua_claim[];
  * Empty when nothing waits: the worker then blocks in XREADGROUP. */
 extern const char al_lua_fetch[];
 
-/* COMMIT  (batch) per result, 4 KEYS: job hash, result, done list, stream
- *         the entry is in (or ""); and 6 ARGV: attempt (-1 = the job never
- *         reached a queue: allowed only while it is unknown or "submitted",
- *         and only for the intake entry that made the record), result bytes,
+/* COMMIT  (batch) per result, 5 KEYS: job hash, result, done list, stream
+ *         the entry is in, live output; and 6 ARGV: attempt, result bytes,
  *         ttl ms, entry id (or ""), group, status
  * -> per result (enum al_commit_code) */
 extern const char al_lua_commit[];
+
+/* REJECT  KEYS: job hash, result, done list, live output, submission
+ *         marker, intake   ARGV: id, result bytes, ttl ms, intake entry id,
+ *         group, status
+ * The result of a submission that never reached a queue; allowed only
+ * while the job has no record, and only for the intake entry that holds
+ * the id (the marker's or record's entry). The entry is acknowledged.
+ * -> enum al_commit_code (1 committed, 0 a result exists, -1 admitted
+ *    already, -2 another submission has the id) */
+extern const char al_lua_reject[];
 
 /* RETRY   KEYS: job hash, delayed zset, ready stream
  *         ARGV: attempt, due ms, entry id, group, id, bump (1 = next attempt)
@@ -63,12 +82,16 @@ extern const char al_lua_promote[];
  * -> enum al_reclaim_code */
 extern const char al_lua_reclaim[];
 
-/* CANCEL  KEYS: job hash, result, done list
- *         ARGV: id, cancelled result bytes, ttl ms
- * -> enum al_cancel_code */
+/* CANCEL  (the scheduler's, for a cancel request on the intake)
+ *         KEYS: job hash, result, done list, live output, submission
+ *         marker, intake, reply list
+ *         ARGV: id, cancelled result bytes, ttl ms, group, request's entry
+ *         id, reply ttl ms
+ * -> enum al_cancel_code, also pushed to the reply list; the request is
+ *    acknowledged */
 extern const char al_lua_cancel[];
 
-/* EXPIRE  KEYS: job hash, result, done list, deadlines zset
+/* EXPIRE  KEYS: job hash, result, done list, live output, deadlines zset
  *         ARGV: id, expired result bytes, ttl ms
  * -> 1 expired while waiting; 0 running, finished or unknown */
 extern const char al_lua_expire[];
@@ -79,7 +102,7 @@ extern const char al_lua_expire[];
  * last delivered one. -> {trimmed, lag (waiting, -1 unknown), pending} */
 extern const char al_lua_trim[];
 
-/* REARM   KEYS: done list, result   ARGV: none
+/* REARM   KEYS: done list   ARGV: id (the result al:res:<id> is read)
  * A waiter whose BLPOP took the done token puts it back with the result's
  * remaining TTL, so that other waiters wake too and nothing outlives the
  * result. -> 1 put back; 0 no result (expired or never written) */
@@ -92,6 +115,10 @@ extern const char al_lua_give_back[];
 
 /* Every script above, NULL-terminated (loaded with SCRIPT LOAD at connect). */
 extern const char *const al_lua_all[];
+
+/* True for a script that only reads (sent as EVALSHA_RO, so that a user
+ * with read-only rights on its keys may run it). */
+bool al_script_read_only(const char *script);
 
 /* The script's SHA1 as 40 hex characters, for EVALSHA (computed once). */
 const char *al_script_sha(const char *script);

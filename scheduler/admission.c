@@ -112,20 +112,29 @@ out:
 	admit_batch_free(b);
 }
 
-/* The `id` field an intake entry may carry beside `job` (clients that XADD
- * by hand are asked to set it), when it is a well-formed id. */
-static const char *entry_id_field(redisReply *fields)
+/* The value of an intake entry's field (its length in *len), or NULL. */
+static const redisReply *entry_field(const redisReply *fields, const char *name)
 {
 	if (fields->type != REDIS_REPLY_ARRAY)
 		return NULL;
 	for (size_t k = 0; k + 1 < fields->elements; k += 2) {
-		redisReply *key = fields->element[k], *val = fields->element[k + 1];
+		const redisReply *key = fields->element[k], *val = fields->element[k + 1];
 
 		if (key->type == REDIS_REPLY_STRING && val->type == REDIS_REPLY_STRING &&
-		    !strcmp(key->str, "id"))
-			return al_job_id_ok(val->str, val->len) ? val->str : NULL;
+		    !strcmp(key->str, name))
+			return val;
 	}
 	return NULL;
+}
+
+/* A field that must hold an id (`id` beside `job`, which clients that XADD
+ * by hand are asked to set; a cancel request's `cancel` and `reply`), when
+ * it is a well-formed one. */
+static const char *entry_id_field(const redisReply *fields, const char *name)
+{
+	const redisReply *v = entry_field(fields, name);
+
+	return v && al_job_id_ok(v->str, v->len) ? v->str : NULL;
 }
 
 /* A submission that cannot run: a rejected result under the id its client
@@ -208,6 +217,74 @@ out:
 	al_job_free(&job);
 }
 
+/* ---- cancel requests (PROTOCOL.md "Cancel") ----
+ * Clients may not write records or results: they append `cancel <id> reply
+ * <nonce>` to the intake, and the scheduler runs CANCEL, which answers on
+ * al:reply:<nonce> and acknowledges the entry. */
+
+struct cancel_ctx {
+	char id[AL_ID_MAX + 1];
+	char entry[64];
+};
+
+static void on_cancel(redisAsyncContext *ac, void *reply, void *priv)
+{
+	struct cancel_ctx *cc = priv;
+	redisReply *r = reply;
+	static const char *const what[] = {"finished", "ended", "kill_sent"};
+
+	(void)ac;
+	if (r && r->type == REDIS_REPLY_INTEGER && r->integer >= 0 && r->integer <= 2)
+		al_log("info", "cancel", "job=%s entry=%s outcome=%s", cc->id, cc->entry,
+		       what[r->integer]);
+	else if (r && r->type == REDIS_REPLY_INTEGER && r->integer == AL_CANCEL_UNKNOWN)
+		al_log("info", "cancel", "job=%s entry=%s outcome=unknown_job", cc->id, cc->entry);
+	else if (r) /* the request stays pending: taken over later */
+		al_log("error", "cancel", "job=%s entry=%s error=\"%s\"", cc->id, cc->entry,
+		       r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+	free(cc);
+}
+
+static void cancel_entry(struct sched *s, const char *entry, const redisReply *fields)
+{
+	const char *id = entry_id_field(fields, "cancel"), *nonce = entry_id_field(fields, "reply");
+	struct al_result res = {0};
+	struct al_buf b = {0};
+	struct al_call c;
+	struct cancel_ctx *cc;
+
+	if (!id || !nonce) {
+		sc_dead_letter(s, AL_KEY_INTAKE, entry,
+			       id ? "cancel request: reply is not a well-formed nonce "
+				    "([A-Za-z0-9._:-], 1 to 64 bytes)"
+				  : "cancel request: cancel is not a well-formed job id",
+			       id, NULL, 0);
+		sc_ack_intake(s, entry);
+		return;
+	}
+	res.version = AL_PROTO_VERSION;
+	res.id = (char *)id;
+	res.attempt = 0; /* nothing ran */
+	res.status = AL_ST_CANCELLED;
+	res.error = (char *)"cancelled by a client before it started";
+	res.finished_ms = al_now_ms();
+	if (!(cc = calloc(1, sizeof(*cc))) || al_result_encode(&res, &b, NULL)) {
+		free(cc);
+		al_log("error", "out_of_memory", "job=%s what=cancel", id);
+		return; /* stays pending; taken over later */
+	}
+	snprintf(cc->id, sizeof(cc->id), "%s", id);
+	snprintf(cc->entry, sizeof(cc->entry), "%s", entry);
+	al_cancel_call(&c, id, b.data, b.len, s->policy.result_ttl_ms, entry, nonce);
+	al_buf_free(&b);
+	if (al_aconn_call(s->cmd, &c, on_cancel, cc)) {
+		al_log("error", "redis_call", "what=cancel job=%s error=\"%s\"", id,
+		       al_aconn_strerror(s->cmd));
+		free(cc);
+	}
+	al_call_free(&c);
+}
+
 /* Admit the entries of one intake read (XREADGROUP's or XAUTOCLAIM's list
  * of [entry id, fields]). */
 static void admit_entries(struct sched *s, redisReply *list)
@@ -223,20 +300,22 @@ static void admit_entries(struct sched *s, redisReply *list)
 	al_admit_init(&batch->sc_call);
 	for (size_t j = 0; j < list->elements; j++) {
 		redisReply *e = list->element[j];
+		const redisReply *job;
 		const char *raw = NULL, *field_id;
 		size_t rawlen = 0;
 
 		if (e->type != REDIS_REPLY_ARRAY || e->elements != 2 ||
 		    e->element[0]->type != REDIS_REPLY_STRING)
 			continue;
-		field_id = entry_id_field(e->element[1]);
-		if (e->element[1]->type == REDIS_REPLY_ARRAY)
-			for (size_t k = 0; k + 1 < e->element[1]->elements; k += 2)
-				if (e->element[1]->element[k]->type == REDIS_REPLY_STRING &&
-				    !strcmp(e->element[1]->element[k]->str, "job")) {
-					raw = e->element[1]->element[k + 1]->str;
-					rawlen = e->element[1]->element[k + 1]->len;
-				}
+		if (entry_field(e->element[1], "cancel")) {
+			cancel_entry(s, e->element[0]->str, e->element[1]);
+			continue;
+		}
+		field_id = entry_id_field(e->element[1], "id");
+		if ((job = entry_field(e->element[1], "job"))) {
+			raw = job->str;
+			rawlen = job->len;
+		}
 		if (!raw) {
 			refuse(s, e->element[0]->str, field_id,
 			       "job: the intake entry has no job field", NULL, 0);

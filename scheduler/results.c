@@ -61,7 +61,7 @@ void sc_dead_letter(struct sched *s, const char *source, const char *entry, cons
 
 /* A result the scheduler decides (rejected, worker_lost), kept until Redis
  * answers. An unrun result of an intake entry whose id another submission
- * holds is refused by COMMIT (-2): that entry is dead-lettered instead. */
+ * holds is refused by REJECT (-2): that entry is dead-lettered instead. */
 struct commit_ctx {
 	struct sched *s;
 	char id[AL_ID_MAX + 1];
@@ -124,16 +124,21 @@ void sc_commit(struct sched *s, const char *id, long attempt, enum al_status_cod
 		memcpy(cc->raw, raw, rawlen);
 		cc->rawlen = rawlen;
 	}
-	al_call_init(&c, al_lua_commit);
-	al_commit_add(&c, &(struct al_commit_item){.id = id,
-						   .attempt = attempt,
-						   .result = b.data,
-						   .len = b.len,
-						   .ttl_ms = s->policy.result_ttl_ms,
-						   .stream = stream,
-						   .entry = entry,
-						   .group = group,
-						   .status = al_status_name(st)});
+	if (attempt < 0) { /* never reached a queue: the intake entry's rejection */
+		al_reject_call(&c, id, b.data, b.len, s->policy.result_ttl_ms, entry,
+			       al_status_name(st));
+	} else {
+		al_call_init(&c, al_lua_commit);
+		al_commit_add(&c, &(struct al_commit_item){.id = id,
+							   .attempt = attempt,
+							   .result = b.data,
+							   .len = b.len,
+							   .ttl_ms = s->policy.result_ttl_ms,
+							   .stream = stream,
+							   .entry = entry,
+							   .group = group,
+							   .status = al_status_name(st)});
+	}
 	al_buf_free(&b);
 	if (al_aconn_call(s->cmd, &c, on_commit, cc)) {
 		al_log("error", "redis_call", "what=commit job=%s error=\"%s\"", id,

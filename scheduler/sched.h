@@ -2,7 +2,7 @@
  * an interface for anything outside scheduler/).
  *
  *   main.c       the loop: ticks, connections, signals, options, start-up
- *   admission.c  intake -> ADMIT against the policy, or refusal
+ *   admission.c  intake -> ADMIT against the policy, or refusal; cancel requests
  *   reclaim.c    dead workers' jobs, due retries, deadlines
  *   metrics.c    the snapshot and its HTTP endpoint
  *   results.c    calls, acks, dead letters, results the scheduler commits
@@ -77,7 +77,9 @@ void sc_call(struct sched *s, struct al_call *c, const char *what);
 void sc_ack_intake(struct sched *s, const char *entry);
 void sc_dead_letter(struct sched *s, const char *source, const char *entry, const char *reason,
 		    const char *id, const char *raw, size_t rawlen);
-/* Commit the scheduler's own result for a job (rejected, worker_lost); quota:
+/* Commit the scheduler's own result for a job: attempt -1, the rejection of
+ * the intake entry `entry` (REJECT); else worker_lost of that attempt
+ * (COMMIT, acknowledging entry in stream/group). quota:
  * the tenant quota that refused it ("max_queued", "rate_per_s"; info.quota)
  * or NULL. */
 void sc_commit(struct sched *s, const char *id, long attempt, enum al_status_code st,

@@ -9,6 +9,8 @@ submit or read the intake, the gateway's cannot read a ready queue (claim
 a job) or write heartbeats, the scheduler's cannot write idempotency keys."""
 import os
 import secrets
+import signal
+import time
 import subprocess
 import sys
 
@@ -80,10 +82,43 @@ try:
                                               "code": "exit 3"}, key=key)
     st3, slow = api.call("POST", "/v1/jobs", {"tier": "trusted", "runtime": "python",
                                               "code": "import time; time.sleep(30)"}, key=key)
-    import time
     time.sleep(1.5)
     st4, cancel = api.call("DELETE", "/v1/jobs/%s" % slow.get("id"), key=key)
     st5, res5 = api.call("GET", "/v1/jobs/%s/wait?timeout_ms=15000" % slow.get("id"), key=key)
+    # Cancelled before admission, with no scheduler to answer at first: the
+    # request waits on the intake (202 "requested"), the job shows
+    # "submitted" to its own tenant only (LOOKUP: the marker), and once a
+    # scheduler reads the intake the job ends cancelled without running.
+    other = "k-" + secrets.token_hex(16)
+    api2_port = free_port()
+    start_gateway(c, api2_port, key_file(os.path.join(c.dir, "keys2"), {"acme": key,
+                                                                         "rival": other}),
+                  url=url("gateway"), name="gw2")
+    api2 = Api(api2_port)
+    c.signal("sched1", signal.SIGTERM)
+    c.wait_exit("sched1")
+    try:
+        st6, pend = api2.call("POST", "/v1/jobs", {"tier": "trusted", "runtime": "sh",
+                                                   "code": "touch /tmp/ran"}, key=key)
+        st7, seen = api2.call("GET", "/v1/jobs/%s" % pend.get("id"), key=key)
+        st8, _ = api2.call("GET", "/v1/jobs/%s" % pend.get("id"), key=other)
+        st9, _ = api2.call("DELETE", "/v1/jobs/%s" % pend.get("id"), key=other)
+        t0 = time.time()
+        st10, req = api2.call("DELETE", "/v1/jobs/%s" % pend.get("id"), key=key)
+        waited = time.time() - t0
+    finally:  # a new scheduler reads the submission and the request at once
+        c.url = url("scheduler")
+        c.scheduler(name="sched2")
+        c.url = base
+    st11, res11 = api2.call("GET", "/v1/jobs/%s/wait?timeout_ms=15000" % pend.get("id"), key=key)
+    t.ok(st6 == 202 and st7 == 200 and seen.get("state") == "submitted" and st8 == 404 and
+         st9 == 404, "a job not yet admitted is \"submitted\" to its tenant and unknown (404) "
+         "to another, who cannot cancel it either", (st6, st7, seen, st8, st9))
+    t.ok(st10 == 202 and req.get("cancel") == "requested" and 9 <= waited < 14 and
+         st11 == 200 and res11["result"]["status"] == "cancelled" and
+         res11["result"]["attempt"] == 0,
+         "with no scheduler answering, a cancel is 202 \"requested\" after %.1f s; once one "
+         "reads the intake the job ends cancelled, never run" % waited, (st10, req, res11))
     log = c.rcli("ACL", "LOG")
     t.ok(st == 200 and body["result"]["stdout"] == "under ACLs\n" and
          body2["result"]["exit_code"] == 3 and st4 == 200 and
@@ -92,7 +127,7 @@ try:
          "the gateway, admitted, run, committed, and a running one cancelled",
          (body, body2, cancel, res5))
     t.ok(log.strip() == "", "no command of theirs was refused (ACL LOG is empty)", log[:2000])
-    logs = {n: c.log(n) for n in ("sched1", "acl-w", "gw")}
+    logs = {n: c.log(n) for n in ("sched1", "sched2", "acl-w", "gw")}
     leaked = [(n, u) for n, text in logs.items() for u in PW if PW[u] in text]
     t.ok(not leaked and "password=***" in logs["acl-w"],
          "no daemon's log holds a password (the worker's start line shows password=***)",
@@ -122,7 +157,14 @@ try:
                     ["XADD", "al:dlq", "*", "a", "b"], ["HSET", "al:vm:x", "a", "b"],
                     ["DEL", "al:job:x"], ["EVAL", "return 1", "0"], ["KEYS", "*"],
                     ["CONFIG", "GET", "*"], ["FLUSHALL"], ["SET", "other:key", "1"],
-                    ["SUBSCRIBE", "other"]],
+                    ["SUBSCRIBE", "other"],
+                    # no raw write of a record, a result or a counter, no
+                    # kill by hand, no read of others' submissions
+                    ["HSET", "al:job:x", "tenant", "evil"], ["HSET", "al:job:x", "state", "done"],
+                    ["PEXPIRE", "al:job:x", "1"], ["SET", "al:res:x", "forged"],
+                    ["HINCRBY", "al:tenant:acme", "queued", "-5"],
+                    ["HINCRBY", "al:stats", "status:ok", "1"], ["PUBLISH", "al:cancel", "x"],
+                    ["XRANGE", "al:intake", "-", "+"]],
         "worker": [["XADD", "al:intake", "*", "job", "x"], ["XRANGE", "al:intake", "-", "+"],
                    ["SET", "al:idem:t/k", "x"], ["ZADD", "al:deadlines", "0", "x"],
                    ["HSET", "al:rate:t", "a", "1"], ["XAUTOCLAIM", "al:q:trusted:hi", "workers",
@@ -130,13 +172,29 @@ try:
                    ["EVAL", "return 1", "0"], ["KEYS", "*"], ["CONFIG", "GET", "*"],
                    ["FLUSHALL"], ["GET", "other:key"], ["PUBLISH", "other", "x"]],
         "scheduler": [["SET", "al:idem:t/k", "x"], ["DEL", "al:job:x"],
-                      ["PUBLISH", "al:cancel", "x"], ["SUBSCRIBE", "al:cancel"],
+                      ["PUBLISH", "other", "x"], ["SUBSCRIBE", "al:cancel"],
                       ["CONFIG", "GET", "*"], ["FLUSHALL"], ["GET", "other:key"],
                       ["XREADGROUP", "GROUP", "workers", "s", "STREAMS", "al:q:trusted:hi",
                        ">"]],
     }
     refused = {u: [" ".join(cmd[:2]) for cmd in cmds if "NOPERM" not in as_user(u, *cmd)]
                for u, cmds in forbidden.items()}
+    # a stolen gateway credential cannot forge through a script either:
+    # Redis checks what a script runs against its caller's rights
+    done_id = body.get("id")
+    before = c.rcli("GET", "al:res:" + done_id)
+    forge = ["redis.call('SET', KEYS[1], 'forged')", "redis.call('HSET', KEYS[1], 'tenant', 'x')",
+             "redis.call('HINCRBY', KEYS[1], 'running', -1)"]
+    tried = [as_user("gateway", "EVALSHA", as_user("gateway", "SCRIPT", "LOAD", f).strip(), "1", k)
+             for f, k in zip(forge, ("al:res:" + done_id, "al:job:" + done_id, "al:tenant:acme"))]
+    inline = as_user("gateway", "EVALSHA", as_user(
+        "gateway", "SCRIPT", "LOAD", "return redis.call('SET', 'al:res:%s', 'forged')" % done_id
+    ).strip(), "0")
+    t.ok(all("NOPERM" in x or "can't access" in x
+             for x in tried + [inline]) and c.rcli("GET", "al:res:" + done_id) == before,
+         "the gateway's user cannot forge a result, a record or a counter through a script "
+         "of its own either (its keys declared or named inside); the result is intact",
+         tried + [inline])
     t.ok(not any(refused.values()),
          "each user is refused (NOPERM) every one of %d commands outside its part"
          % sum(len(v) for v in forbidden.values()), refused)

@@ -132,7 +132,8 @@ int main(int argc, char **argv)
 		    {"promote", al_lua_promote},     {"reclaim", al_lua_reclaim},
 		    {"cancel", al_lua_cancel},	     {"expire", al_lua_expire},
 		    {"trim", al_lua_trim},	     {"rearm", al_lua_rearm},
-		    {"give_back", al_lua_give_back},
+		    {"give_back", al_lua_give_back}, {"lookup", al_lua_lookup},
+		    {"reject", al_lua_reject},
 		};
 
 		for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)

@@ -34,7 +34,7 @@ acl_block = doc.split("ACL SETUSER airlock-client", 1)[1].split("```", 1)[0]
 ACL = ["ACL", "SETUSER", "airlock-client"] + acl_block.replace(">PASSWORD", ">" + CLIENT_PW).split()
 
 scripts = doc_scripts()
-for name in ("submit", "rearm", "cancel"):
+for name in ("submit", "lookup", "rearm"):
     daemon = subprocess.run([TOOL, "script", name], capture_output=True, text=True).stdout
     t.ok(scripts.get(name) == daemon.rstrip("\n"),
          "PROTOCOL.md's %s script is the daemons' text" % name.upper())
@@ -124,21 +124,32 @@ try:
     t.ok(c.wait_for(lambda: int(c.rcli("XLEN", "al:dlq", db=DB).strip()) == n0 + 1, timeout=15),
          "an entry with neither job nor id: dead-lettered for the operator")
 
-    # What the ACL refuses: the queues, the registry, other keys.
+    # What the ACL refuses: the queues, the registry, other keys, and any
+    # write of a record, a result or a counter (raw, or by a script).
     refused = []
+    forge = "return redis.call('SET', 'al:res:%s', 'forged')" % id1
     for what, fn in (("XADD al:q:trusted:mid", lambda: cl.r.xadd("al:q:trusted:mid", {"id": "x", "attempt": 1})),
                      ("HGETALL al:workers", lambda: cl.r.hgetall("al:workers")),
                      ("FLUSHDB", lambda: cl.r.flushdb()),
-                     ("SET outside al:", lambda: cl.r.set("other", "1"))):
+                     ("SET outside al:", lambda: cl.r.set("other", "1")),
+                     ("HSET al:job", lambda: cl.r.hset("al:job:" + id1, "tenant", "evil")),
+                     ("SET al:res", lambda: cl.r.set("al:res:" + id1, "forged")),
+                     ("HINCRBY al:tenant", lambda: cl.r.hincrby("al:tenant:default", "queued", -1)),
+                     ("HINCRBY al:stats", lambda: cl.r.hincrby("al:stats", "status:ok", 1)),
+                     ("PUBLISH al:cancel", lambda: cl.r.publish("al:cancel", id1)),
+                     ("XRANGE al:intake", lambda: cl.r.xrange("al:intake")),
+                     ("a script that SETs al:res", lambda: cl.r.evalsha(cl.r.script_load(forge), 0))):
         try:
             fn()
         except redis.exceptions.NoPermissionError:
             refused.append(what)
         except redis.exceptions.ResponseError as e:
-            if "NOPERM" in str(e):
+            if "NOPERM" in str(e) or "can't access" in str(e):
                 refused.append(what)
-    t.ok(len(refused) == 4, "the client ACL refuses (NOPERM) the queues, the registry, FLUSHDB "
-         "and keys outside al:", refused)
+    t.ok(len(refused) == 11 and cl.result(id1) == first,
+         "the client ACL refuses (NOPERM) the queues, the registry, FLUSHDB, keys outside "
+         "al:, reading the intake, and every write of a record, a result, a counter or a "
+         "kill, raw or by a script; the result is intact", refused)
 
     # The C CLI under the same ACL.
     url = "unix://%s?user=airlock-client&password=%s&db=%d" % (c.sock, CLIENT_PW, DB)

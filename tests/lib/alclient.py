@@ -1,6 +1,5 @@
 """A client for Airlock written from proto/PROTOCOL.md alone (python3-redis,
-python3-msgpack): the three client scripts are read out of the document
-itself, so that a doc that drifts from the daemons fails the tests that use
+python3-msgpack): the client scripts are read out of the document itself, so that a doc that drifts from the daemons fails the tests that use
 this client. Not the C library."""
 import os
 import re
@@ -31,7 +30,7 @@ class Client:
         s = doc_scripts()
         self.submit_script = self.r.register_script(s["submit"])
         self.rearm_script = self.r.register_script(s["rearm"])
-        self.cancel_script = self.r.register_script(s["cancel"])
+        self.lookup_sha = self.r.script_load(s["lookup"])
 
     def submit(self, job, idem_key=None):
         """Returns (code, id): 1 accepted, 0 same idempotency key, -1 id taken."""
@@ -42,7 +41,7 @@ class Client:
         tenant = job.get("tenant", "default")
         if idem_key:
             job["idempotency_key"] = idem_key
-        keys = ["al:job:" + job["id"], "al:intake", "al:idem:%s/%s" % (tenant, idem_key or "-")]
+        keys = ["al:sub:" + job["id"], "al:idem:%s/%s" % (tenant, idem_key or "-")]
         args = [job["id"], msgpack.packb(job, use_bin_type=True), job["submitted_ms"], 86400,
                 1 if idem_key else 0, job["tier"], tenant]
         (code, jid), = self.submit_script(keys=keys, args=args)
@@ -59,20 +58,19 @@ class Client:
             if res:
                 return res
             if self.r.blpop(["al:done:" + jid], timeout=1):
-                self.rearm_script(keys=["al:done:" + jid, "al:res:" + jid])
+                self.rearm_script(keys=["al:done:" + jid], args=[jid])
         return None
 
     def status(self, jid):
-        st = self.r.hget("al:job:" + jid, "state")
+        st, _ = self.r.evalsha_ro(self.lookup_sha, 2, "al:job:" + jid, "al:sub:" + jid)
         return st.decode() if st else None
 
-    def cancel(self, jid, ttl_ms=3600000):
-        res = {"v": 1, "id": jid, "attempt": 0, "status": "cancelled", "exit_code": None,
-               "signal": 0, "stdout": b"", "stderr": b"", "stdout_truncated": False,
-               "stderr_truncated": False, "files": [], "wall_ms": 0, "cpu_ms": 0,
-               "peak_memory_bytes": 0, "backend": None, "worker": None, "queued_ms": 0,
-               "started_ms": 0, "finished_ms": int(time.time() * 1000),
-               "error": "cancelled by a client before it started", "info": {}}
-        return self.cancel_script(keys=["al:job:" + jid, "al:res:" + jid, "al:done:" + jid,
-                                        "al:out:" + jid],
-                                  args=[jid, msgpack.packb(res, use_bin_type=True), ttl_ms])
+    def cancel(self, jid, wait_s=10):
+        """1 ended, 2 kill sent, 0 finished, -1 unknown; None: no answer yet."""
+        nonce = uuid.uuid4().hex
+        self.r.xadd("al:intake", {"cancel": jid, "reply": nonce})
+        for _ in range(wait_s):
+            got = self.r.blpop(["al:reply:" + nonce], timeout=1)
+            if got:
+                return int(got[1])
+        return None

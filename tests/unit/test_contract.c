@@ -26,8 +26,9 @@ static const char *arg(const struct al_call *c, int i)
 static void check_job_states(void)
 {
 	static const char *const scripts[] = {
-	    al_lua_submit, al_lua_admit,   al_lua_claim,   al_lua_fetch,  al_lua_commit,
-	    al_lua_retry,  al_lua_promote, al_lua_reclaim, al_lua_cancel, al_lua_expire,
+	    al_lua_submit,  al_lua_admit,  al_lua_claim,  al_lua_fetch,
+	    al_lua_commit,  al_lua_reject, al_lua_retry,  al_lua_promote,
+	    al_lua_reclaim, al_lua_cancel, al_lua_expire,
 	};
 	bool written[AL_JS_COUNT] = {0};
 	int unknown = 0, found = 0;
@@ -56,7 +57,10 @@ static void check_job_states(void)
 				written[s] = true;
 		}
 	}
-	TAP_OK(found >= AL_JS_COUNT, "the scripts write job states (%d places)", found);
+	/* "submitted" is no record's state: LOOKUP answers it from the marker */
+	if (strstr(al_lua_lookup, "{'submitted', t}"))
+		written[AL_JS_SUBMITTED] = true;
+	TAP_OK(found >= AL_JS_COUNT - 1, "the scripts write job states (%d places)", found);
 	TAP_OK(unknown == 0, "each state a script writes is in enum al_job_state");
 	for (int s = 0; s < AL_JS_COUNT; s++)
 		TAP_OK(written[s], "state %s is written by a script",
@@ -76,10 +80,11 @@ int main(void)
 	    {NULL, "al:q:trusted:lo"},	 {NULL, "al:tenant:acme"},
 	    {NULL, "al:tenant:default"}, {NULL, "al:idem:acme/k1"},
 	    {NULL, "al:worker:w1"},	 {NULL, "al:hist:trusted:process"},
-	    {NULL, "al:vm:al-svc-x"},
+	    {NULL, "al:vm:al-svc-x"},	 {NULL, "al:sub:abc"},
+	    {NULL, "al:reply:n1"},
 	};
-	char k[11][AL_KEY_MAX], tier[65], i1[AL_KEY_MAX], i2[AL_KEY_MAX];
-	const char *made[11] = {
+	char k[13][AL_KEY_MAX], tier[65], i1[AL_KEY_MAX], i2[AL_KEY_MAX];
+	const char *made[13] = {
 	    al_key_job(k[0], "abc"),
 	    al_key_res(k[1], "abc"),
 	    al_key_done(k[2], "abc"),
@@ -91,6 +96,8 @@ int main(void)
 	    al_key_worker(k[8], "w1"),
 	    al_key_hist(k[9], "trusted", "process"),
 	    al_key_vm(k[10], "al-svc-x"),
+	    al_key_sub(k[11], "abc"),
+	    al_key_reply(k[12], "n1"),
 	};
 
 	/* Tenants may hold ':' and keys anything: "a:b" + "c" and "a" + "b:c"
@@ -125,12 +132,12 @@ int main(void)
 						   .group = "workers",
 						   .status = "ok"});
 	al_commit_add(&c, &(struct al_commit_item){.id = "b",
-						   .attempt = -1,
+						   .attempt = 1,
 						   .result = "S",
 						   .len = 1,
 						   .ttl_ms = 5,
-						   .group = "scheduler",
-						   .status = "rejected"});
+						   .group = "workers",
+						   .status = "sandbox_error"});
 	TAP_OK(al_call_argv(&c, &argc, &argv, &lens) == 0 && argc == 3 + 10 + 12,
 	       "COMMIT batch: EVALSHA sha nkeys + 10 keys + 12 arguments (argc %d)", argc);
 	TAP_OK(!strcmp(argv[0], "EVALSHA") && !strcmp(argv[1], al_script_sha(al_lua_commit)) &&
@@ -142,9 +149,57 @@ int main(void)
 	       "COMMIT batch: each result's 5 keys in order (no entry: no stream; its live "
 	       "output last)");
 	TAP_OK(!strcmp(argv[13], "2") && lens[14] == 3 && !memcmp(argv[14], "R\0a", 3) &&
-		   !strcmp(argv[19], "-1") && !strcmp(arg(&c, 24), "rejected"),
+		   !strcmp(argv[19], "1") && !strcmp(arg(&c, 24), "sandbox_error"),
 	       "COMMIT batch: attempts, binary result bytes, statuses");
 	TAP_OK(al_call_items(&c, 5) == 2, "COMMIT batch: two items");
+	al_call_free(&c);
+
+	/* A client writes only its submission's marker and idempotency key:
+	 * those are SUBMIT's only keys (a script's declared keys need write
+	 * rights; the intake and the record are named inside). */
+	al_call_init(&c, al_lua_submit);
+	al_submit_add(&c, &(struct al_submit_item){.id = "j",
+						   .tier = "t",
+						   .tenant = "acme",
+						   .job = "J",
+						   .joblen = 1,
+						   .now_ms = 7,
+						   .idem_key = "k",
+						   .idem_ttl_s = 60});
+	TAP_OK(!strcmp(arg(&c, 2), "2") && !strcmp(arg(&c, 3), "al:sub:j") &&
+		   !strcmp(arg(&c, 4), "al:idem:acme/k") && !strcmp(arg(&c, 5), "j") &&
+		   !strcmp(arg(&c, 11), "acme"),
+	       "SUBMIT: 2 keys (marker, idempotency key), then id ... tenant");
+	TAP_OK(strstr(al_lua_submit, "'XADD', 'al:intake'") &&
+		   strstr(al_lua_submit, "'EXISTS', KEYS[K + 1], 'al:job:' .. id"),
+	       "SUBMIT names the intake and the record inside");
+	al_call_free(&c);
+	al_lookup_call(&c, "j");
+	TAP_OK(!strcmp(arg(&c, 0), "EVALSHA_RO") && !strcmp(arg(&c, 2), "2") &&
+		   !strcmp(arg(&c, 3), "al:job:j") && !strcmp(arg(&c, 4), "al:sub:j"),
+	       "LOOKUP: read only (EVALSHA_RO), the record then the marker");
+	al_call_free(&c);
+	al_rearm_call(&c, "j");
+	TAP_OK(!strcmp(arg(&c, 2), "1") && !strcmp(arg(&c, 3), "al:done:j") &&
+		   !strcmp(arg(&c, 4), "j"),
+	       "REARM: the done list its only key, the id (its result is read by name)");
+	al_call_free(&c);
+	al_reject_call(&c, "j", "R", 1, 9, "5-1", "rejected");
+	TAP_OK(!strcmp(arg(&c, 2), "6") && !strcmp(arg(&c, 7), "al:sub:j") &&
+		   !strcmp(arg(&c, 8), "al:intake") && !strcmp(arg(&c, 12), "5-1") &&
+		   !strcmp(arg(&c, 13), "scheduler") && !strcmp(arg(&c, 14), "rejected"),
+	       "REJECT: 6 keys (marker, intake last), entry, group, status");
+	al_call_free(&c);
+	al_cancel_request_call(&c, "j", "n1");
+	TAP_OK(!strcmp(arg(&c, 0), "XADD") && !strcmp(arg(&c, 1), "al:intake") &&
+		   !strcmp(arg(&c, 3), "cancel") && !strcmp(arg(&c, 4), "j") &&
+		   !strcmp(arg(&c, 5), "reply") && !strcmp(arg(&c, 6), "n1"),
+	       "a cancel request: XADD al:intake * cancel <id> reply <nonce>");
+	al_call_free(&c);
+	al_reply_wait_call(&c, "n1", 1);
+	TAP_OK(!strcmp(arg(&c, 0), "BLPOP") && !strcmp(arg(&c, 1), "al:reply:n1") &&
+		   !strcmp(arg(&c, 2), "1"),
+	       "its answer: BLPOP al:reply:<nonce>");
 	al_call_free(&c);
 
 	/* Dead letters: raw cut to AL_DLQ_RAW_MAX, the full size kept, bounded. */
@@ -171,9 +226,13 @@ int main(void)
 						  .due_ms = 9});
 	TAP_OK(!strcmp(arg(&c, 2), "3"), "RETRY: 3 keys, no tenant key");
 	al_call_free(&c);
-	al_cancel_call(&c, "j", "r", 1, 10);
-	TAP_OK(!strcmp(arg(&c, 2), "4") && !strcmp(arg(&c, 6), "al:out:j"),
-	       "CANCEL: 4 keys (its live output last), no tenant or stats key");
+	al_cancel_call(&c, "j", "r", 1, 10, "3-0", "n1");
+	TAP_OK(!strcmp(arg(&c, 2), "7") && !strcmp(arg(&c, 6), "al:out:j") &&
+		   !strcmp(arg(&c, 7), "al:sub:j") && !strcmp(arg(&c, 8), "al:intake") &&
+		   !strcmp(arg(&c, 9), "al:reply:n1") && !strcmp(arg(&c, 13), "scheduler") &&
+		   !strcmp(arg(&c, 14), "3-0") && !strcmp(arg(&c, 15), "60000"),
+	       "CANCEL: 7 keys (live output, marker, intake, reply list), no tenant or stats "
+	       "key; group, the request's entry, the reply's TTL");
 	al_call_free(&c);
 	al_expire_call(&c, "j", "r", 1, 10);
 	TAP_OK(!strcmp(arg(&c, 2), "5") && !strcmp(arg(&c, 6), "al:out:j") &&

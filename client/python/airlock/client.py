@@ -5,6 +5,7 @@ operators only: direct Redis access may name any tenant)."""
 from __future__ import annotations
 
 import base64
+import hashlib
 import http.client
 import json
 import os
@@ -22,6 +23,7 @@ __all__ = [
 ]
 
 Bytes = Union[bytes, str]
+CANCEL_WAIT_S = 10  # how long a cancel waits for the scheduler's answer (direct Redis)
 
 
 # ---- outcomes ----
@@ -486,7 +488,8 @@ class _Redis:
             self.r = redis.Redis.from_url(url)
         self.tenant = tenant
         self.scripts = {n: self.r.register_script(getattr(_scripts, n))
-                        for n in ("SUBMIT", "REARM", "CANCEL")}
+                        for n in ("SUBMIT", "REARM")}
+        self.lookup_sha = hashlib.sha1(_scripts.LOOKUP.encode()).hexdigest()
 
     def _call(self, fn, *a, **kw):
         import redis
@@ -503,8 +506,7 @@ class _Redis:
         job.setdefault("tenant", self.tenant)
         job.setdefault("submitted_ms", int(time.time() * 1000))
         key = job.get("idempotency_key")
-        keys = ["al:job:" + job["id"], "al:intake",
-                "al:idem:%s/%s" % (job["tenant"], key or "-")]
+        keys = ["al:sub:" + job["id"], "al:idem:%s/%s" % (job["tenant"], key or "-")]
         args = [job["id"], msgpack.packb(job, use_bin_type=True), job["submitted_ms"], 86400,
                 1 if key else 0, job.get("tier", ""), job["tenant"]]
         (code, jid), = self._call(self.scripts["SUBMIT"], keys=keys, args=args)
@@ -527,33 +529,44 @@ class _Redis:
             if end is not None and time.monotonic() >= end:
                 raise WaitTimeout("timed out waiting for %s" % jid)
             if self._call(self.r.blpop, ["al:done:" + jid], timeout=1):
-                self._call(self.scripts["REARM"], keys=["al:done:" + jid, "al:res:" + jid])
+                self._call(self.scripts["REARM"], keys=["al:done:" + jid], args=[jid])
+
+    def _lookup(self, jid: str) -> Optional[bytes]:
+        """The job's state: its record's, or "submitted" from its marker
+        (LOOKUP, read only: EVALSHA_RO, loaded when Redis lacks it)."""
+        import redis
+        from . import _scripts
+        keys = ["al:job:" + jid, "al:sub:" + jid]
+        try:
+            st, _ = self._call(self.r.evalsha_ro, self.lookup_sha, 2, *keys)
+        except redis.exceptions.NoScriptError:
+            self._call(self.r.script_load, _scripts.LOOKUP)
+            st, _ = self._call(self.r.evalsha_ro, self.lookup_sha, 2, *keys)
+        return st
 
     def status(self, jid: str) -> Tuple[str, Optional[Result]]:
-        st = self._call(self.r.hget, "al:job:" + jid, "state")
+        st = self._lookup(jid)
         res = self._result(jid)
         if st is None and res is None:
             raise NotFound("no job %s" % jid)
         return ("done" if res else st.decode()), res
 
     def cancel(self, jid: str) -> str:
-        import msgpack
-        res = {"v": 1, "id": jid, "attempt": 0, "status": "cancelled", "exit_code": None,
-               "signal": 0, "stdout": b"", "stderr": b"", "stdout_truncated": False,
-               "stderr_truncated": False, "files": [], "wall_ms": 0, "cpu_ms": 0,
-               "peak_memory_bytes": 0, "backend": None, "worker": None, "queued_ms": 0,
-               "started_ms": 0, "finished_ms": int(time.time() * 1000),
-               "error": "cancelled by a client before it started", "info": {}}
-        n = self._call(self.scripts["CANCEL"],
-                       keys=["al:job:" + jid, "al:res:" + jid, "al:done:" + jid,
-                             "al:out:" + jid],
-                       args=[jid, msgpack.packb(res, use_bin_type=True), 86400000])
-        if n == -1:
-            raise NotFound("no job %s" % jid)
-        return {0: "finished", 1: "ended", 2: "kill_sent"}[n]
+        """A request on the intake that the scheduler carries out; its
+        answer comes on al:reply:<nonce> (PROTOCOL.md, "Cancelling")."""
+        nonce = uuid.uuid4().hex
+        self._call(self.r.xadd, "al:intake", {"cancel": jid, "reply": nonce})
+        for _ in range(CANCEL_WAIT_S):
+            got = self._call(self.r.blpop, ["al:reply:" + nonce], timeout=1)
+            if got:
+                n = int(got[1])
+                if n == -1:
+                    raise NotFound("no job %s" % jid)
+                return {0: "finished", 1: "ended", 2: "kill_sent"}[n]
+        return "requested"  # on the intake: carried out when a scheduler reads it
 
     def stream(self, jid: str, after: str, timeout: Optional[float]) -> Iterator[Chunk]:
-        if not self._call(self.r.exists, "al:job:" + jid, "al:res:" + jid):
+        if not self._call(self.r.exists, "al:job:" + jid, "al:res:" + jid, "al:sub:" + jid):
             raise NotFound("no job %s" % jid)
         end = time.monotonic() + timeout if timeout else None
         last, seen = after or "0", [0]
@@ -655,8 +668,9 @@ class Client:
         return res.raise_for_status() if check else res
 
     def cancel(self, job_id: str) -> str:
-        """"ended" (it was waiting: cancelled now), "kill_sent" (it runs) or
-        "finished" (it had a result)."""
+        """"ended" (it was waiting: cancelled now), "kill_sent" (it runs),
+        "finished" (it had a result) or "requested" (no scheduler answered
+        within 10 s: the request waits on the intake for one)."""
         return self._via.cancel(job_id)
 
     def status(self, job_id: str) -> Tuple[str, Optional[Result]]:

@@ -15,11 +15,6 @@
 #include <time.h>
 #include <unistd.h>
 
-const char *al_cg_version_name(enum al_cg_version v)
-{
-	return v == AL_CG_V2 ? "v2" : v == AL_CG_V1 ? "v1" : "none";
-}
-
 static int write_file(const char *dir, const char *file, const char *val)
 {
 	char path[PATH_MAX + 64];

@@ -86,6 +86,5 @@ void al_cg_remove_worker(const struct al_cg_sys *sys, const char *worker_id);
 /* Remove the empty airlock/<subtree> directories (and airlock/<worker_id>
  * once empty) at worker exit. */
 void al_cg_release(const struct al_cg_sys *sys);
-const char *al_cg_version_name(enum al_cg_version v);
 
 #endif

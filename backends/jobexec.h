@@ -54,16 +54,21 @@ static inline int al_become(uid_t uid, gid_t gid, const char **what)
 }
 
 /* Execute prog with argv and envp; returns only on failure, with the exit
- * code a shell gives: 127 when no such program exists, 126 when one exists
- * but cannot be executed (errno then says why, EACCES for the latter). */
+ * code a shell gives: 127 when no such program exists (errno ENOENT), 126
+ * when one exists but cannot be executed, errno then saying why: EACCES
+ * (no right to run it), ENOEXEC (not a program this kernel runs), ETXTBSY,
+ * E2BIG, ELOOP, ... as execve(2) said. A name without '/' is searched as
+ * execvp(3) does: past a directory whose entry may not be executed
+ * (EACCES), to the first that exists but fails for another reason. */
 static inline int al_exec_job(const char *prog, char *const *argv, char *const *envp)
 {
-	bool found = false;
+	int why = 0; /* the errno of the first program found that did not run */
 	char path[4096];
 
 	if (strchr(prog, '/')) {
 		execve(prog, argv, envp);
-		found = errno != ENOENT && errno != ENOTDIR;
+		if (errno != ENOENT && errno != ENOTDIR)
+			why = errno;
 	} else {
 		const char *dir = AL_SEARCH_PATH;
 
@@ -74,15 +79,18 @@ static inline int al_exec_job(const char *prog, char *const *argv, char *const *
 			if (snprintf(path, sizeof(path), "%.*s/%s", dn, dir, prog) <
 			    (int)sizeof(path)) {
 				execve(path, argv, envp);
-				found = found || (errno != ENOENT && errno != ENOTDIR);
+				if (errno != ENOENT && errno != ENOTDIR && !why)
+					why = errno;
+				if (why && why != EACCES)
+					break; /* found, and it cannot run: as execvp */
 			}
 			if (!end)
 				break;
 			dir = end + 1;
 		}
 	}
-	errno = found ? EACCES : ENOENT;
-	return found ? 126 : 127;
+	errno = why ? why : ENOENT;
+	return why ? 126 : 127;
 }
 
 #endif

@@ -433,11 +433,6 @@ struct al_aconn *al_aconn_new(struct event_base *base, const struct al_redis_url
 	return c;
 }
 
-void al_aconn_set_timeout(struct al_aconn *c, uint64_t timeout_ms)
-{
-	c->timeout_ms = timeout_ms < 1000 ? 1000 : timeout_ms;
-}
-
 /* A request for fn(priv); best effort unless made reliable. */
 static struct req *req_new(struct al_aconn *c, redisCallbackFn *fn, void *priv)
 {

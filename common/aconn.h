@@ -41,8 +41,6 @@ typedef void (*al_aconn_fn)(struct al_aconn *c, void *arg);
 
 struct al_aconn *al_aconn_new(struct event_base *base, const struct al_redis_url *url,
 			      const char *name, al_aconn_fn up, al_aconn_fn down, void *arg);
-/* Change the no-answer timeout (ms, >= 1000). */
-void al_aconn_set_timeout(struct al_aconn *c, uint64_t timeout_ms);
 
 /* Reliable: takes call over (it is emptied; freed by the connection). fn
  * (may be NULL) gets the definite reply, or NULL once, when the connection

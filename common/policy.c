@@ -742,6 +742,16 @@ static int parse_tenant(struct ctx *c, yaml_node_t *name, yaml_node_t *n,
 	return AL_OK;
 }
 
+/* A tenant of this name is in the policy already (al_policy_tenant also
+ * answers "default" for unknown names: not this question). */
+static bool tenant_defined(const struct al_policy *pol, const char *name)
+{
+	for (size_t i = 0; i < pol->ntenants; i++)
+		if (pol->tenants[i].name && !strcmp(pol->tenants[i].name, name))
+			return true;
+	return false;
+}
+
 static int parse_root(struct ctx *c, struct al_policy *pol)
 {
 	yaml_node_t *root = yaml_document_get_root_node(&c->doc), *k, *v;
@@ -780,6 +790,11 @@ static int parse_root(struct ctx *c, struct al_policy *pol)
 			if ((rc = want_map(c, v, key)))
 				return rc;
 			cap = (size_t)(v->data.mapping.pairs.top - v->data.mapping.pairs.start);
+			if (tiers && cap > AL_TIERS_MAX)
+				return fail(c, v,
+					    "tiers: %zu defined, at most %d (a worker serves every "
+					    "tier of its policy, or those of --tiers)",
+					    cap, AL_TIERS_MAX);
 			if (tiers && !pol->tiers)
 				pol->tiers = calloc(cap + 1, sizeof(*pol->tiers));
 			else if (!tiers && !pol->tenants)
@@ -791,16 +806,15 @@ static int parse_root(struct ctx *c, struct al_policy *pol)
 			FOR_PAIRS(c, v, nk, nv, pn)
 			{
 				const char *nm = scalar(nk);
-				char tmp[AL_ID_MAX + 1];
 
 				if (!nm || !*nm || strlen(nm) > AL_ID_MAX)
 					return fail(c, nk, "%s: names must be 1..64 characters",
 						    key);
-				snprintf(tmp, sizeof(tmp), "%s", nm);
+				if (tiers ? al_policy_tier(pol, nm) != NULL
+					  : tenant_defined(pol, nm))
+					return fail(c, nk, "%s \"%s\" is defined twice",
+						    tiers ? "tier" : "tenant", nm);
 				if (tiers) {
-					if (al_policy_tier(pol, nm))
-						return fail(c, nk, "tier \"%s\" is defined twice",
-							    nm);
 					rc = parse_tier(c, nk, nv, &pol->tiers[pol->ntiers++]);
 				} else {
 					rc =

@@ -66,6 +66,8 @@ struct al_tenant_policy {
 	uint32_t max_priority; /* highest priority it may use (0..9) */
 };
 
+#define AL_TIERS_MAX 64 /* tiers one policy may define; a worker serves them all */
+
 struct al_policy {
 	struct al_tier_policy *tiers;
 	size_t ntiers;

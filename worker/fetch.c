@@ -14,6 +14,8 @@
 #include "../proto/contract.h"
 #include "worker.h"
 
+/* What the claim of one entry said: code (CLAIM's codes; -99: no answer)
+ * and, for 1, -3 and -4, the job bytes. */
 static void claim_done(struct slot *s, long long code, const char *job, size_t joblen)
 {
 	struct worker *w = s->w;
@@ -75,7 +77,7 @@ static struct slot *free_slot_for(struct worker *w, const struct al_tier_policy 
 
 /* Check a fetched entry and reserve a slot for it; NULL when it was
  * dead-lettered or no slot is free. */
-static struct slot *handle_entry(struct worker *w, const char *stream, redisReply *e)
+static struct slot *handle_entry(struct worker *w, const char *stream, const redisReply *e)
 {
 	char tier[AL_ID_MAX + 1];
 	const char *id = NULL, *attempt = NULL;
@@ -87,8 +89,8 @@ static struct slot *handle_entry(struct worker *w, const char *stream, redisRepl
 		return NULL;
 	if (e->element[1]->type == REDIS_REPLY_ARRAY) {
 		for (size_t k = 0; k + 1 < e->element[1]->elements; k += 2) {
-			redisReply *key = e->element[1]->element[k],
-				   *val = e->element[1]->element[k + 1];
+			const redisReply *key = e->element[1]->element[k],
+					 *val = e->element[1]->element[k + 1];
 
 			if (key->type != REDIS_REPLY_STRING || val->type != REDIS_REPLY_STRING)
 				continue;
@@ -165,10 +167,23 @@ static void claim_send(struct worker *w, struct claim_batch *b)
 	if (al_aconn_call(w->cmd, &c, on_claim, b)) {
 		al_log("warn", "redis_call", "what=claim jobs=%d error=\"%s\"", b->n,
 		       al_aconn_strerror(w->cmd));
-		for (int i = 0; i < b->n; i++)
-			b->slots[i]->busy = false; /* stays pending; the lease returns it */
+		for (int i = 0; i < b->n; i++) /* as a claim with no answer: released */
+			claim_done(b->slots[i], -99, NULL,
+				   0); /* stays pending; the lease returns it */
 		free(b);
 	}
+}
+
+/* One stream of an XREADGROUP reply, [name, [entry...]], when it has that
+ * shape (a reply is untrusted like any input: checked before it is read). */
+static bool stream_reply(const redisReply *st, const char **name, const redisReply **entries)
+{
+	if (st->type != REDIS_REPLY_ARRAY || st->elements != 2 ||
+	    st->element[0]->type != REDIS_REPLY_STRING || st->element[1]->type != REDIS_REPLY_ARRAY)
+		return false;
+	*name = st->element[0]->str;
+	*entries = st->element[1];
+	return true;
 }
 
 static void on_fetch(redisAsyncContext *ac, void *reply, void *priv)
@@ -196,18 +211,19 @@ static void on_fetch(redisAsyncContext *ac, void *reply, void *priv)
 		 * ours but unclaimed; put them back at the queue's end, at once
 		 * (one script: acknowledged and re-added together). */
 		for (size_t i = 0; i < r->elements; i++) {
-			redisReply *st = r->element[i];
+			const redisReply *es;
+			const char *name;
 
-			if (st->type != REDIS_REPLY_ARRAY || st->elements != 2)
+			if (!stream_reply(r->element[i], &name, &es))
 				continue;
-			for (size_t j = 0; j < st->element[1]->elements; j++) {
-				redisReply *e = st->element[1]->element[j];
+			for (size_t j = 0; j < es->elements; j++) {
+				const redisReply *e = es->element[j];
 				struct al_call c;
 
-				if (e->type != REDIS_REPLY_ARRAY || e->elements != 2)
+				if (e->type != REDIS_REPLY_ARRAY || e->elements != 2 ||
+				    e->element[0]->type != REDIS_REPLY_STRING)
 					continue;
-				al_give_back_call(&c, st->element[0]->str, AL_GROUP_WORKERS,
-						  e->element[0]->str);
+				al_give_back_call(&c, name, AL_GROUP_WORKERS, e->element[0]->str);
 				wk_send_call(w, &c, "give-back", "-");
 			}
 		}
@@ -218,11 +234,12 @@ static void on_fetch(redisAsyncContext *ac, void *reply, void *priv)
 		 * CLAIM call covers every entry of this read. */
 		size_t total = 0;
 		struct claim_batch *b;
+		const redisReply *es;
+		const char *name;
 
 		for (size_t i = 0; i < r->elements; i++)
-			if (r->element[i]->type == REDIS_REPLY_ARRAY &&
-			    r->element[i]->elements == 2)
-				total += r->element[i]->element[1]->elements;
+			if (stream_reply(r->element[i], &name, &es))
+				total += es->elements;
 		b = calloc(1, sizeof(*b) + (total + 1) * sizeof(struct slot *));
 		if (!b)
 			al_log("error", "out_of_memory",
@@ -230,13 +247,10 @@ static void on_fetch(redisAsyncContext *ac, void *reply, void *priv)
 			       "them back\"",
 			       total);
 		for (size_t i = 0; b && i < r->elements; i++) {
-			redisReply *st = r->element[i];
-
-			if (st->type != REDIS_REPLY_ARRAY || st->elements != 2)
+			if (!stream_reply(r->element[i], &name, &es))
 				continue;
-			for (size_t j = 0; j < st->element[1]->elements; j++) {
-				struct slot *sl = handle_entry(w, st->element[0]->str,
-							       st->element[1]->element[j]);
+			for (size_t j = 0; j < es->elements; j++) {
+				struct slot *sl = handle_entry(w, name, es->element[j]);
 
 				if (sl)
 					b->slots[b->n++] = sl;

@@ -288,9 +288,9 @@ static int apply(struct opts_state *st, int c, const char *name, const char *v)
 		conf->ntiers = 0;
 		for (char *t = strtok_r(st->tiers_copy, ",", &save); t;
 		     t = strtok_r(NULL, ",", &save)) {
-			if (conf->ntiers == AL_MAX_TIERS) {
+			if (conf->ntiers == AL_TIERS_MAX) {
 				fprintf(stderr, "airlock-worker: --tiers: at most %d\n",
-					AL_MAX_TIERS);
+					AL_TIERS_MAX);
 				return -1;
 			}
 			conf->tiers[conf->ntiers++] = t;

@@ -422,11 +422,6 @@ void al_runner_on_output(struct al_runner *r, al_runner_output_fn fn)
 	r->out_fn = fn;
 }
 
-const struct al_run_spec *al_runner_spec(const struct al_runner *r)
-{
-	return r->sb ? &r->sb->spec : NULL;
-}
-
 bool al_runner_setup_failed(const struct al_runner *r)
 {
 	return r->setup_failed;

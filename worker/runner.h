@@ -34,7 +34,6 @@ typedef void (*al_runner_output_fn)(struct al_runner *r, int stream, const void 
 				    void *arg);
 void al_runner_on_output(struct al_runner *r, al_runner_output_fn fn);
 
-const struct al_run_spec *al_runner_spec(const struct al_runner *r);
 /* The job ended because its sandbox could not be made or started (on the
  * host: not anything the job did, as a guest's misbehaviour after start). */
 bool al_runner_setup_failed(const struct al_runner *r);

@@ -9,13 +9,12 @@
 #include "../backends/backend.h"
 #include "../common/policy.h"
 
-#define AL_MAX_TIERS   16
 #define AL_HOLD_MAX_MS 1000 /* a job held ahead (prefetch) longer goes back to the queue */
 
 struct al_worker_conf {
 	const char *redis_url;		 /* redis://... or unix:///... */
 	const char *policy_path;	 /* NULL = built-in policy */
-	const char *tiers[AL_MAX_TIERS]; /* tiers served; empty = every tier in the policy */
+	const char *tiers[AL_TIERS_MAX]; /* tiers served; empty = every tier in the policy */
 	unsigned ntiers;
 	unsigned slots;			 /* concurrent jobs per backend */
 	unsigned prefetch;		 /* jobs per backend claimed ahead of a free slot */

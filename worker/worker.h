@@ -30,7 +30,7 @@
 
 #define FETCH_BLOCK_MS "1000"
 #define FETCH_DEPTH    2 /* fetch scripts in flight at once: Redis works while the worker does */
-#define MAX_STREAMS    (AL_MAX_TIERS * AL_BANDS)
+#define MAX_STREAMS    (AL_TIERS_MAX * AL_BANDS)
 
 struct worker;
 

@@ -1,0 +1,61 @@
+/* test_policy.c - the policy loader's limits on what a policy may define:
+ * at most AL_TIERS_MAX tiers (a worker serves them all), no tier or tenant
+ * defined twice. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "policy_file.h"
+#include "tap.h"
+
+/* A policy with n tiers t1..tn on the process backend. */
+static char *tiers_policy(int n)
+{
+	size_t cap = 64 + (size_t)n * 64, len = 0;
+	char *s = malloc(cap);
+
+	if (!s)
+		return NULL;
+	len += (size_t)snprintf(s + len, cap - len, "tiers:\n");
+	for (int i = 1; i <= n; i++)
+		len += (size_t)snprintf(s + len, cap - len, "  t%d: {backend: process}\n", i);
+	return s;
+}
+
+int main(void)
+{
+	struct al_policy pol = {0};
+	struct al_err err = {0};
+	char *text;
+
+	text = tiers_policy(AL_TIERS_MAX);
+	TAP_OK(text && load_policy_text(text, &pol, &err) == 0 && pol.ntiers == AL_TIERS_MAX,
+	       "%d tiers load", AL_TIERS_MAX);
+	al_policy_free(&pol);
+	free(text);
+	memset(&err, 0, sizeof(err));
+	text = tiers_policy(AL_TIERS_MAX + 1);
+	TAP_OK(text && load_policy_text(text, &pol, &err) == AL_EINVAL &&
+		   strstr(err.msg, "tiers: 65 defined, at most 64"),
+	       "%d tiers are refused at load, saying the cap: %s", AL_TIERS_MAX + 1, err.msg);
+	free(text);
+	memset(&err, 0, sizeof(err));
+	TAP_OK(load_policy_text("tiers:\n  a: {backend: process}\n  a: {backend: process}\n", &pol,
+				&err) == AL_EINVAL &&
+		   strstr(err.msg, "tier \"a\" is defined twice"),
+	       "a tier defined twice is refused: %s", err.msg);
+	memset(&err, 0, sizeof(err));
+	TAP_OK(load_policy_text("tiers:\n  a: {backend: process}\ntenants:\n  acme: {max_queued: "
+				"5}\n  acme: {max_queued: 500}\n",
+				&pol, &err) == AL_EINVAL &&
+		   strstr(err.msg, "tenant \"acme\" is defined twice"),
+	       "a tenant defined twice is refused (it silently took the first): %s", err.msg);
+	memset(&err, 0, sizeof(err));
+	TAP_OK(load_policy_text("tiers:\n  a: {backend: process}\ntenants:\n  acme: {max_queued: "
+				"5}\n  beta: {max_queued: 500}\n",
+				&pol, &err) == 0 &&
+		   pol.ntenants == 2,
+	       "two different tenants load");
+	al_policy_free(&pol);
+	return tap_done();
+}

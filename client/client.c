@@ -596,49 +596,65 @@ int al_client_cancel(struct al_client *c, const char *id, struct al_err *err)
 	return AL_CANCEL_REQUESTED; /* on the intake: carried out when a scheduler reads it */
 }
 
+/* One ready stream's line: its workers group's lag (queued) and pending
+ * (running); nothing for a stream that does not exist (yet). */
+static void stats_queue(struct al_client *c, FILE *f, const char *stream)
+{
+	redisReply *r = redisCommand(c->rc, "XINFO GROUPS %s", stream);
+	long long lag = -1, pending = 0;
+
+	if (!r || r->type != REDIS_REPLY_ARRAY) {
+		if (r)
+			freeReplyObject(r);
+		return;
+	}
+	for (size_t g = 0; g < r->elements; g++) {
+		redisReply *grp = r->element[g];
+		bool ours = false;
+		long long l = -1, p = 0;
+
+		for (size_t k = 0; grp->type == REDIS_REPLY_ARRAY && k + 1 < grp->elements;
+		     k += 2) {
+			const char *name = grp->element[k]->str;
+			redisReply *v = grp->element[k + 1];
+
+			if (!strcmp(name, "name") && v->type == REDIS_REPLY_STRING)
+				ours = !strcmp(v->str, AL_GROUP_WORKERS);
+			else if (!strcmp(name, "lag") && v->type == REDIS_REPLY_INTEGER)
+				l = v->integer;
+			else if (!strcmp(name, "pending") && v->type == REDIS_REPLY_INTEGER)
+				p = v->integer;
+		}
+		if (ours) {
+			lag = l;
+			pending = p;
+		}
+	}
+	freeReplyObject(r);
+	fprintf(f, "queue %s queued=%lld running=%lld\n", stream + strlen(AL_KEY_PREFIX "q:"), lag,
+		pending);
+}
+
 int al_client_stats(struct al_client *c, void *fp, struct al_err *err)
 {
 	FILE *f = fp;
-	redisReply *r, *keys;
-	const char *argv_keys[2] = {"KEYS", "al:q:*"};
+	redisReply *r, *tiers;
+	const char *argv_tiers[2] = {"SMEMBERS", AL_KEY_TIERS};
 
 	if (operator_only(c, "stats", err))
 		return err->code;
-	/* KEYS over the small al:q:* namespace: one stream per tier and band. */
-	if (!(keys = cmd(c, err, 2, argv_keys, NULL)))
+	/* the tiers the schedulers' policies name (al:tiers), each band's stream */
+	if (!(tiers = cmd(c, err, 2, argv_tiers, NULL)))
 		return AL_EREDIS;
-	for (size_t i = 0; i < keys->elements; i++) {
-		long long lag = -1, pending = 0;
+	for (size_t i = 0; tiers->type == REDIS_REPLY_ARRAY && i < tiers->elements; i++) {
+		char key[AL_KEY_MAX];
 
-		r = redisCommand(c->rc, "XINFO GROUPS %s", keys->element[i]->str);
-		for (size_t g = 0; r && r->type == REDIS_REPLY_ARRAY && g < r->elements; g++) {
-			redisReply *grp = r->element[g];
-			bool ours = false;
-			long long l = -1, p = 0;
-
-			for (size_t k = 0; grp->type == REDIS_REPLY_ARRAY && k + 1 < grp->elements;
-			     k += 2) {
-				const char *name = grp->element[k]->str;
-				redisReply *v = grp->element[k + 1];
-
-				if (!strcmp(name, "name") && v->type == REDIS_REPLY_STRING)
-					ours = !strcmp(v->str, AL_GROUP_WORKERS);
-				else if (!strcmp(name, "lag") && v->type == REDIS_REPLY_INTEGER)
-					l = v->integer;
-				else if (!strcmp(name, "pending") && v->type == REDIS_REPLY_INTEGER)
-					p = v->integer;
-			}
-			if (ours) {
-				lag = l;
-				pending = p;
-			}
-		}
-		if (r)
-			freeReplyObject(r);
-		fprintf(f, "queue %s queued=%lld running=%lld\n", keys->element[i]->str + 5, lag,
-			pending);
+		if (tiers->element[i]->type != REDIS_REPLY_STRING)
+			continue;
+		for (int b = 0; b < AL_BANDS; b++)
+			stats_queue(c, f, al_key_queue(key, tiers->element[i]->str, b));
 	}
-	freeReplyObject(keys);
+	freeReplyObject(tiers);
 	r = redisCommand(c->rc, "HGETALL %s", AL_KEY_WORKERS);
 	if (r && r->type == REDIS_REPLY_ARRAY) {
 		for (size_t i = 0; i + 1 < r->elements; i += 2) {

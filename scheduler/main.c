@@ -134,6 +134,10 @@ static void on_cmd_up(struct al_aconn *c, void *arg)
 	s->up_ms = al_mono_ms();
 	al_aconn_cmd(s->cmd, NULL, NULL, 6, grp, NULL);
 	for (size_t i = 0; i < s->policy.ntiers; i++) {
+		/* the tiers' registry: `airlock stats` reads their queues (no KEYS) */
+		const char *reg[] = {"SADD", AL_KEY_TIERS, s->policy.tiers[i].name};
+
+		al_aconn_cmd(s->cmd, NULL, NULL, 3, reg, NULL);
 		for (int b = 0; b < AL_BANDS; b++) {
 			char key[AL_KEY_MAX];
 			const char *argv[] = {"XGROUP",		"CREATE", key,

@@ -133,7 +133,8 @@ static void snap_count(struct snap *sn, const struct snap_part *p, redisReply *r
 				    r->integer);
 }
 
-/* The latency histograms' keys: one HGETALL each. */
+/* The latency histograms' keys (the workers' registry, al:hists): one
+ * HGETALL each. */
 static void snap_hkeys(struct snap *sn, const struct snap_part *p, redisReply *r)
 {
 	(void)p;
@@ -285,7 +286,7 @@ void sc_snapshot(struct sched *s)
 		    {SNAP_STATS, 2, {"HGETALL", AL_KEY_STATS, NULL}},
 		    {SNAP_DLQ, 2, {"XLEN", AL_KEY_DLQ, NULL}},
 		    {SNAP_DELAYED, 2, {"ZCARD", AL_KEY_DELAYED, NULL}},
-		    {SNAP_HKEYS, 2, {"KEYS", "al:hist:*", NULL}},
+		    {SNAP_HKEYS, 2, {"SMEMBERS", AL_KEY_HISTS, NULL}},
 		    {SNAP_WORKERS, 3, {"EVAL", lua_workers, "0"}},
 		};
 

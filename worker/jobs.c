@@ -79,12 +79,24 @@ static void hist_add(struct worker *w, const char *tier, const char *backend, ui
 	}
 }
 
+/* Each histogram's key is named in al:hists (SADD with every flush: the
+ * registry survives a Redis that lost it), so that the scheduler's metrics
+ * read them without KEYS. */
 void wk_hist_flush(struct worker *w)
 {
 	static const char *const kind[2] = {"wait", "run"};
 
 	for (int i = 0; i < w->nhists; i++) {
 		struct hist *h = &w->hists[i];
+		bool any = false;
+
+		for (int k = 0; k < 2; k++)
+			any = any || h->sum_ms[k];
+		if (any) {
+			const char *argv[] = {"SADD", AL_KEY_HISTS, h->key};
+
+			al_aconn_cmd(w->cmd, NULL, NULL, 3, argv, NULL);
+		}
 
 		for (int k = 0; k < 2; k++) {
 			char field[32], val[24];
@@ -407,6 +419,3 @@ void wk_hold(struct worker *w, struct slot *p)
 	p->seq = ++w->held_seq;
 	wk_dispatch_held(w, p->be);
 }
-
-/* What the claim of one entry said: code (CLAIM's codes; -99: no answer)
- * and, for 1, -3 and -4, the job bytes. */

@@ -4,6 +4,7 @@ priorities, tenant quotas and rate limits under concurrent submitters,
 attempts used up (worker_lost + dead letter), two schedulers at once, SIGHUP
 reload, /metrics, and policy errors at start-up."""
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -282,6 +283,27 @@ def reload_and_metrics():
              (c.rcli("HGETALL", "al:hist:trusted:process").split(),
               [l.split("tier=")[1][:30] for l in c.log("wm2").splitlines() if "job_done" in l],
               [l.split("tier=")[1][:30] for l in c.log("wm").splitlines() if "job_done" in l]))
+        # Steady state sends no KEYS or SCAN (Redis's docs forbid them in
+        # application code): 5 s of MONITOR while the daemons run, a job
+        # runs, /metrics is read and an operator asks `airlock stats`.
+        mon = subprocess.Popen(["redis-cli", "-s", c.sock, "MONITOR"], stdout=subprocess.PIPE,
+                               stderr=subprocess.DEVNULL, text=True)
+        time.sleep(0.3)
+        run(c, "-c", "print(5)")
+        stats = c.cli("stats")
+        m2 = metrics()
+        time.sleep(5)
+        mon.terminate()
+        seen = mon.communicate(timeout=10)[0]
+        cmds = [re.match(r'[^\]]*\] "([^"]*)"', l) for l in seen.splitlines()]
+        scans = [l for l, m_ in zip(seen.splitlines(), cmds)
+                 if m_ and m_.group(1).lower() in ("keys", "scan")]
+        t.ok(len(seen.splitlines()) > 20 and not scans and
+             'airlock_run_seconds_count{tier="trusted",backend="process"}' in m2 and
+             b"queue trusted:mid queued=0 running=0" in stats.stdout,
+             "no KEYS or SCAN in %d commands of steady state (histograms from al:hists, "
+             "`airlock stats` queues from al:tiers)" % len(seen.splitlines()),
+             (scans[:5], stats.stdout[:400]))
         h = urllib.request.urlopen("http://127.0.0.1:%d/healthz" % port, timeout=5)
         t.ok(h.status == 200 and b'"redis":true' in h.read(), "/healthz: Redis reachable, policy loaded")
     finally:

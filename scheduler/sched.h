@@ -20,6 +20,7 @@
 #include "../common/aconn.h"
 #include "../common/policy.h"
 #include "../proto/contract.h"
+#include "../proto/result.h"
 #include "vmlease.h"
 
 #define INTAKE_BATCH "256"

@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test suite against $BUILD and prints "N passed, N failed".
+# QUICK=1 (make check): the suites that need no root, no daemon and no
+# image (format, unit, headers, the runner's own counting, FUZZ_SECONDS of
+# fuzzing), in well under a minute.
 # Each suite prints TAP lines ("ok N - ..." / "not ok N - ..."); a suite that
 # exits non-zero without a failing line counts as one failure.
 set -u
@@ -7,28 +10,7 @@ cd "$(dirname "$0")/.."
 export BUILD=${BUILD:-build}
 FUZZ_SECONDS=${FUZZ_SECONDS:-60}
 LOGDIR=$(mktemp -d /tmp/airlock-test.XXXXXX)
-passed=0 failed=0 skipped=0
-
-run_suite() { # name command...
-	local name=$1 log="$LOGDIR/${1//\//_}.log" rc p f s
-	shift
-	local t0=$SECONDS
-	"$@" >"$log" 2>&1
-	rc=$?
-	p=$(grep -c '^ok ' "$log")
-	f=$(grep -c '^not ok ' "$log")
-	s=$(grep -c '^ok .*# SKIP' "$log")
-	if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
-		f=1
-		echo "not ok - suite $name exited $rc" >>"$log"
-	fi
-	passed=$((passed + p - s)) failed=$((failed + f)) skipped=$((skipped + s))
-	printf '%-28s %4d passed %3d failed %3d skipped  (%ds)\n' "$name" $((p - s)) "$f" "$s" $((SECONDS - t0))
-	if [ "$f" -ne 0 ]; then
-		grep -E '^not ok|^#' "$log" | head -40 | sed 's/^/    /'
-		echo "    (full log: $log)"
-	fi
-}
+. tests/lib/suite.sh
 
 # Fuzz one target for a bounded time from its committed corpus; new inputs go
 # to a scratch directory so the tree stays clean.
@@ -50,7 +32,8 @@ fuzz() { # target seconds
 # the first time, build.sh says which step it is on) and the microVM guest
 # (kernel + initramfs with this build's agent: seconds). As root, a failed
 # build is a failure, not a skip.
-if [ "$(id -u)" = 0 ]; then
+QUICK=${QUICK:-0}
+if [ "$(id -u)" = 0 ] && [ "$QUICK" != 1 ]; then
 	echo "# images: the catalogue (python, toolchain, node) and the microVM guest; built when missing or out of date" >&2
 	run_suite images/catalogue bash -c 'deploy/images/build.sh python toolchain node &&
 		echo "ok 1 - catalogue images built or up to date"'
@@ -62,13 +45,17 @@ run_suite format bash tests/format.sh
 for t in "$BUILD"/tests/test_*; do
 	[ -x "$t" ] && run_suite "unit/$(basename "$t")" "$t"
 done
-run_suite interop/python-msgpack /usr/bin/python3 tests/interop/test_interop.py
-run_suite interop/python-client /usr/bin/python3 tests/interop/test_client_py.py
+if [ "$QUICK" = 1 ]; then
+	run_suite integration/headers bash tests/integration/headers.sh
+	run_suite integration/runner bash tests/integration/runner.sh
+fi
+[ "$QUICK" = 1 ] || run_suite interop/python-msgpack /usr/bin/python3 tests/interop/test_interop.py
+[ "$QUICK" = 1 ] || run_suite interop/python-client /usr/bin/python3 tests/interop/test_client_py.py
 for s in client/python/tests/test_*.py; do
-	run_suite "python/$(basename "$s" .py)" /usr/bin/python3 "$s"
+	[ "$QUICK" = 1 ] || run_suite "python/$(basename "$s" .py)" /usr/bin/python3 "$s"
 done
 for s in tests/integration/*.sh tests/integration/*.py tests/hostile/run.sh; do
-	[ -f "$s" ] || continue
+	[ -f "$s" ] && [ "$QUICK" != 1 ] || continue
 	case "$s" in
 	*.py) run_suite "integration/$(basename "$s" .py)" /usr/bin/python3 "$s" ;;
 	*) run_suite "$(basename "$(dirname "$s")")/$(basename "$s" .sh)" bash "$s" ;;
@@ -77,11 +64,6 @@ done
 run_suite fuzz/job fuzz fuzz_job "$FUZZ_SECONDS"
 run_suite fuzz/result fuzz fuzz_result $((FUZZ_SECONDS / 3 + 1))
 
-echo
-if [ "$skipped" -gt 0 ]; then
-	echo "$passed passed, $failed failed, $skipped skipped"
-else
-	echo "$passed passed, $failed failed"
-fi
+suite_summary
 [ "$failed" -eq 0 ] && rm -rf "$LOGDIR"
 [ "$failed" -eq 0 ]

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The installed headers (make headers) compile on their own: each one, and a
 # program using the client library built against build/include and
-# libairlock.a only.
+# libairlock.a only; and every header of the tree compiles alone.
 set -u
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
@@ -18,6 +18,22 @@ for h in $(cd "$inc" && find airlock -name '*.h' | sort); do
 		echo "ok $n - <$h> compiles on its own"
 	else
 		echo "not ok $n - <$h> compiles on its own"
+		sed 's/^/# /' "$tmp/err" | head -5
+		bad=1
+	fi
+done
+# every header of the tree alone too (the daemons' own included): each
+# includes what it uses
+cflags=$(pkg-config --cflags hiredis libevent msgpack libseccomp libcurl jansson yaml-0.1 libvirt \
+	libxml-2.0 2>/dev/null)
+for h in $(git ls-files '*.h'); do
+	n=$((n + 1))
+	printf '#include "%s"\nint main(void) { return 0; }\n' "$PWD/$h" >"$tmp/one.c"
+	if cc -std=gnu11 -D_GNU_SOURCE -Wall -Werror -fsyntax-only $cflags -I/usr/include/hiredis \
+		"$tmp/one.c" 2>"$tmp/err"; then
+		echo "ok $n - $h compiles on its own"
+	else
+		echo "not ok $n - $h compiles on its own"
 		sed 's/^/# /' "$tmp/err" | head -5
 		bad=1
 	fi

@@ -33,7 +33,7 @@ LIB_SRC := $(PROTO_SRC) $(CLIENT_LIB_SRC) $(COMMON_SRC)
 # per boundary (its helper programs beside it, built on their own below).
 BACKEND_SRC := $(wildcard backends/*.c) backends/process/process.c \
 	backends/container/container.c backends/microvm/microvm.c backends/microvm/vmm_qemu.c \
-	backends/vm/vm.c backends/vm/lvhost.c
+	backends/vm/vm.c backends/vm/lvhost.c backends/vm/domxml.c
 WORKER_SRC := $(wildcard worker/*.c) $(BACKEND_SRC)
 # the scheduler ends service-VM leases: the libvirt host module is shared
 SCHED_SRC := $(wildcard scheduler/*.c) backends/vm/lvhost.c
@@ -135,6 +135,11 @@ $(BUILD)/tests/test_grade: $(call obj,tests/unit/test_grade.c backends/grade.c) 
 
 # The microVM channel's framing is worker code (backends/vmchan.c).
 $(BUILD)/tests/test_vmchan: $(call obj,tests/unit/test_vmchan.c backends/vmchan.c backends/jobspec.c backends/grade.c) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
+# The service VM's domain XML is worker code (backends/vm/domxml.c).
+$(BUILD)/tests/test_domxml: $(call obj,tests/unit/test_domxml.c backends/vm/domxml.c) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
 

@@ -43,6 +43,7 @@
 #include "../jobspec.h"
 #include "../vmchan.h"
 #include "../microvm/vmm.h"
+#include "domxml.h"
 #include "lvhost.h"
 
 #define MIB		   (1024ull * 1024ull)
@@ -354,91 +355,43 @@ static char *domain_xml(const struct al_sandbox *sb)
 	const struct vm_sb *v = sb->priv;
 	const struct al_run_spec *s = &sb->spec;
 	unsigned vcpus = (unsigned)((s->cpu_millis + 999) / 1000);
-	char *xml = NULL, tsc[48] = "", *filter = NULL;
-	struct al_buf fb = {0};
+	char kernel[PATH_MAX + 16], initrd[PATH_MAX + 16], cmdline[256], tsc[48] = "";
+	char console[PATH_MAX + AL_ID_MAX + 32] = "";
 
-	/* The ports filter, whole or not at all: without it (out of memory)
-	 * there is no domain, never one with open ports or a way out. */
-	{
-		static const char open_tag[] = "<filterref filter='" NWFILTER "'>",
-				  open_egress[] = "<filterref filter='" NWFILTER_EGRESS "'>",
-				  no_port[] = "<parameter name='PORT' value='0'/>",
-				  close_tag[] = "</filterref>";
-		const char *open = v->egress_fd >= 0 ? open_egress : open_tag;
-		bool bad = al_buf_append(&fb, open, strlen(open)) != 0;
-		char p[128];
-
-		if (v->egress_fd >= 0) {
-			snprintf(p, sizeof(p),
-				 "<parameter name='PROXY_IP' value='%s'/>"
-				 "<parameter name='PROXY_PORT' value='%u'/>",
-				 v->proxy_ip, v->proxy_port);
-			bad = bad || al_buf_append(&fb, p, strlen(p));
-		}
-
-		for (size_t i = 0; i < s->nports && !bad; i++) {
-			snprintf(p, sizeof(p), "<parameter name='PORT' value='%u'/>",
-				 (unsigned)s->ports[i]);
-			bad = al_buf_append(&fb, p, strlen(p)) != 0;
-		}
-		/* no port at all: a value no TCP packet carries */
-		bad = bad || (s->nports == 0 && al_buf_append(&fb, no_port, strlen(no_port)));
-		bad = bad || al_buf_append(&fb, close_tag, strlen(close_tag));
-		if (bad || !fb.data) {
-			al_buf_free(&fb);
-			return NULL;
-		}
-		filter = fb.data;
-	}
 	if (!G.kvm && G.tsc_khz)
 		snprintf(tsc, sizeof(tsc), " tsc_early_khz=%llu", (unsigned long long)G.tsc_khz);
-	if (asprintf(
-		&xml,
-		"<domain type='%s'>"
-		"<name>%s</name>"
-		"<memory unit='MiB'>%llu</memory><vcpu>%u</vcpu>"
-		"<os><type arch='x86_64' machine='pc'>hvm</type>"
-		"<kernel>%s/vmlinux</kernel><initrd>%s/initramfs.lz4</initrd>"
-		"<cmdline>console=ttyS0 %s panic=-1 reboot=t rdinit=/init cryptomgr.notests"
-		" airlock.mode=service%s%s%s%s</cmdline></os>"
-		"%s"
-		"<on_poweroff>destroy</on_poweroff><on_reboot>destroy</on_reboot>"
-		"<on_crash>destroy</on_crash>"
-		"<devices>"
-		"<disk type='file' device='disk'><driver name='qemu' type='qcow2'/>"
-		"<source file='%s'/><target dev='vda' bus='virtio'/></disk>"
-		"%s%s%s"
-		"<interface type='network'><source network='%s'/>"
-		"<mac address='%s'/><model type='virtio'/>%s</interface>"
-		"<channel type='unix'><source mode='bind' path='%s'/>"
-		"<target type='virtio' name='" AL_CHAN_PORT "'/></channel>"
-		"%s%s%s%s%s<memballoon model='none'/>"
-		"</devices></domain>",
-		G.kvm ? "kvm" : "qemu", v->name,
-		(unsigned long long)((s->limits.memory_bytes + MIB - 1) / MIB + GUEST_OVERHEAD_MIB),
-		vcpus < 1 ? 1 : vcpus, v->base, v->base,
-		G.conf->vm_console ? "loglevel=4" : "quiet",
-		"" /* no default route: the proxy is on-link */, G.kvm ? "" : " tsc=reliable", tsc,
-		v->image[0] ? " airlock.image=1" : "",
-		G.kvm ? "<cpu mode='host-passthrough'/>"
-		      : "<cpu mode='custom' match='exact'><model fallback='allow'>qemu64</model>"
-			"<feature policy='require' name='rdrand'/></cpu>",
-		v->disk,
-		v->image[0] ? "<disk type='file' device='disk'><driver name='qemu' type='raw'/>"
-			      "<source file='"
-			    : "",
-		v->image,
-		v->image[0] ? "'><seclabel model='dac' relabel='no'/></source>"
-			      "<target dev='vdb' bus='virtio'/><readonly/></disk>"
-			    : "",
-		s->vm_network ? s->vm_network : "airlock", v->mac, filter ? filter : "", v->sock,
-		G.conf->vm_console ? "<serial type='file'><source path='" : "<serial type='null'/>",
-		G.conf->vm_console ? G.conf->vm_console : "", G.conf->vm_console ? "." : "",
-		G.conf->vm_console ? v->name : "",
-		G.conf->vm_console ? "' append='on'/></serial>" : "") < 0)
-		xml = NULL;
-	al_buf_free(&fb);
-	return xml;
+	snprintf(kernel, sizeof(kernel), "%s/vmlinux", v->base);
+	snprintf(initrd, sizeof(initrd), "%s/initramfs.lz4", v->base);
+	/* no default route: the proxy is on-link */
+	snprintf(cmdline, sizeof(cmdline),
+		 "console=ttyS0 %s panic=-1 reboot=t rdinit=/init cryptomgr.notests"
+		 " airlock.mode=service%s%s%s",
+		 G.conf->vm_console ? "loglevel=4" : "quiet", G.kvm ? "" : " tsc=reliable", tsc,
+		 v->image[0] ? " airlock.image=1" : "");
+	if (G.conf->vm_console)
+		snprintf(console, sizeof(console), "%s.%s", G.conf->vm_console, v->name);
+	return al_vm_domain_xml(&(struct al_vm_domain){
+	    .type = G.kvm ? "kvm" : "qemu",
+	    .name = v->name,
+	    .memory_mib = (s->limits.memory_bytes + MIB - 1) / MIB + GUEST_OVERHEAD_MIB,
+	    .vcpus = vcpus < 1 ? 1 : vcpus,
+	    .kernel = kernel,
+	    .initrd = initrd,
+	    .cmdline = cmdline,
+	    .host_cpu = G.kvm,
+	    .disk = v->disk,
+	    .image = v->image[0] ? v->image : NULL,
+	    .network = s->vm_network ? s->vm_network : "airlock",
+	    .mac = v->mac,
+	    .filter = v->egress_fd >= 0 ? NWFILTER_EGRESS : NWFILTER,
+	    .proxy_ip = v->egress_fd >= 0 ? v->proxy_ip : NULL,
+	    .proxy_port = v->proxy_port,
+	    .ports = s->ports,
+	    .nports = s->nports,
+	    .channel_sock = v->sock,
+	    .channel_name = AL_CHAN_PORT,
+	    .console = console[0] ? console : NULL,
+	});
 }
 
 /* A reserved address: a DHCP host entry (MAC -> IP) in the tier's network,

@@ -10,6 +10,7 @@
 #include "client.h"
 #include "gradejob.h"
 #include "json.h"
+#include "../common/opt.h"
 #include "../proto/grade.h"
 
 /* Exit codes for outcomes that are not the job's own exit code. */
@@ -127,13 +128,8 @@ static int read_path(const char *path, struct al_bytes *out, size_t cap)
 
 static int u64_arg(const char *name, const char *v, uint64_t *out)
 {
-	char *end;
-
-	errno = 0;
-	*out = strtoull(v, &end, 10);
-	if (errno || end == v || *end || *v == '-') {
-		fprintf(stderr, "airlock: %s: expected a non-negative integer, got \"%s\"\n", name,
-			v);
+	if (!al_parse_u64(v, 0, UINT64_MAX, out)) {
+		fprintf(stderr, "airlock: %s: expected a whole number, got \"%s\"\n", name, v);
 		return -1;
 	}
 	return 0;
@@ -851,10 +847,9 @@ int main(int argc, char **argv)
 		return rc;
 	}
 	if (!strcmp(argv[1], "vm") && argc >= 3 && argc <= 5) {
-		char *end = NULL;
-		uint64_t ms = argc == 5 ? strtoull(argv[4], &end, 10) : 0;
+		uint64_t ms = 0;
 
-		if (argc == 5 && (!end || *end || argv[4][0] == '-')) {
+		if (argc == 5 && !al_parse_u64(argv[4], 1, UINT64_MAX, &ms)) {
 			fprintf(stderr, "airlock: vm extend: expected a number of ms, got \"%s\"\n",
 				argv[4]);
 			return EXIT_USAGE;

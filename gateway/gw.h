@@ -81,7 +81,6 @@ struct gw {
 	struct gw_waiter waiters[GW_WAITERS_MAX];
 	size_t nwaiters;
 	struct gw_stats st;
-	uint64_t result_ttl_ms; /* for the cancelled result a DELETE commits */
 };
 
 /* keys.c: the operator's key file, lines "TENANT sha256:HEX" ('#' comments);

@@ -1,17 +1,17 @@
 /* main.c - airlock-gateway entry point (gw.h, docs/api.md). */
 #include <errno.h>
-#include <getopt.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <signal.h>
+#include <stddef.h>
 #include <sys/resource.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "../common/env.h"
 #include "../common/log.h"
+#include "../common/opt.h"
 #include "gw.h"
 
 static void usage(FILE *f)
@@ -24,7 +24,6 @@ static void usage(FILE *f)
 	      "  --tls-cert FILE     serve HTTPS with this certificate (PEM) ...\n"
 	      "  --tls-key FILE      ... and key\n"
 	      "  --max-body BYTES    larger request bodies get 413 (default 3 MiB)\n"
-	      "  --result-ttl-s N    how long a cancelled job's result is kept (default 86400)\n"
 	      "  --max-connections N connections at once; more wait in the backlog (default\n"
 	      "                      1024, fewer when the descriptor limit is low)\n"
 	      "  --header-timeout-s N a request's line and headers must be in within this\n"
@@ -111,93 +110,68 @@ static int conns_fit(struct gw *g)
 	return 0;
 }
 
-/* The path and address settings; the numbers go into struct gw. */
+/* Every setting, from AIRLOCK_<OPTION> or a flag (common/opt.h); the
+ * numbers then go into struct gw. */
 struct settings {
-	const char *redis, *keys, *listen, *cert, *key;
+	const char *redis, *keys, *listen, *cert, *key, *result_ttl;
+	uint64_t max_body;
+	unsigned max_conns, header_s, polls_per_tenant;
+	bool hash_key, help;
 };
 
-/* One setting, from a flag or from its AIRLOCK_<OPTION> variable. */
-static int set_opt(int c, const char *v, struct settings *o, struct gw *g)
-{
-	unsigned long long n;
-	char *end;
-
-	switch (c) {
-	case 'r': o->redis = v; return 0;
-	case 'k': o->keys = v; return 0;
-	case 'l': o->listen = v; return 0;
-	case 'c': o->cert = v; return 0;
-	case 'K': o->key = v; return 0;
-	default: break;
-	}
-	n = strtoull(v, &end, 10);
-	if (*end || !*v || v[0] == '-' || n == 0 || (c != 'b' && c != 't' && n > 1000000)) {
-		fprintf(stderr, "airlock-gateway: --%s: expected a positive number%s, got \"%s\"\n",
-			c == 'b'   ? "max-body"
-			: c == 't' ? "result-ttl-s"
-			: c == 'C' ? "max-connections"
-			: c == 'T' ? "header-timeout-s"
-				   : "polls-per-tenant",
-			c != 'b' && c != 't' ? " up to 1000000" : "", v);
-		return 2;
-	}
-	switch (c) {
-	case 'b': g->max_body = (size_t)n; break;
-	case 't': g->result_ttl_ms = n * 1000; break;
-	case 'C': g->max_conns = (unsigned)n; break;
-	case 'T': g->header_s = (unsigned)n; break;
-	default: g->polls_per_tenant = (unsigned)n;
-	}
-	return 0;
-}
+#define S(f) offsetof(struct settings, f)
+static const struct al_opt opts[] = {
+    {"redis", AL_OPT_STR, S(redis), 0, 0, 0, NULL},
+    {"keys", AL_OPT_STR, S(keys), 0, 0, 0, NULL},
+    {"listen", AL_OPT_STR, S(listen), 0, 0, 0, NULL},
+    {"tls-cert", AL_OPT_STR, S(cert), 0, 0, 0, NULL},
+    {"tls-key", AL_OPT_STR, S(key), 0, 0, 0, NULL},
+    {"max-body", AL_OPT_U64, S(max_body), 1, 1ull << 30, 0, NULL},
+    {"max-connections", AL_OPT_UINT, S(max_conns), 1, 1000000, 0, NULL},
+    {"header-timeout-s", AL_OPT_UINT, S(header_s), 1, 1000000, 0, NULL},
+    {"polls-per-tenant", AL_OPT_UINT, S(polls_per_tenant), 1, 1000000, 0, NULL},
+    {"result-ttl-s", AL_OPT_STR, S(result_ttl), 0, 0, 0, NULL},
+    {"hash-key", AL_OPT_FLAG, S(hash_key), 0, 0, 0, NULL},
+    {"help", AL_OPT_FLAG, S(help), 0, 0, 0, NULL},
+    {NULL, 0, 0, 0, 0, 0, NULL},
+};
+#undef S
 
 int main(int argc, char **argv)
 {
-	static const struct option opts[] = {
-	    {"redis", required_argument, NULL, 'r'},
-	    {"keys", required_argument, NULL, 'k'},
-	    {"listen", required_argument, NULL, 'l'},
-	    {"tls-cert", required_argument, NULL, 'c'},
-	    {"tls-key", required_argument, NULL, 'K'},
-	    {"max-body", required_argument, NULL, 'b'},
-	    {"result-ttl-s", required_argument, NULL, 't'},
-	    {"max-connections", required_argument, NULL, 'C'},
-	    {"header-timeout-s", required_argument, NULL, 'T'},
-	    {"polls-per-tenant", required_argument, NULL, 'P'},
-	    {"hash-key", no_argument, NULL, 'H'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
-	};
 	static struct gw g; /* large: the key table and the waiters */
-	struct settings o = {.listen = "127.0.0.1:8088"};
+	struct settings o = {.listen = "127.0.0.1:8088",
+			     .max_body = GW_BODY_MAX,
+			     .header_s = GW_HEADER_S,
+			     .polls_per_tenant = GW_POLLS_SHARE};
 	struct al_err err = {0};
 	struct event *sigterm, *sigint;
 	SSL_CTX *ctx = NULL;
 	struct evhttp_bound_socket *bound;
 	char host[128];
-	int c, port;
+	int port;
 
-	g.max_body = GW_BODY_MAX;
-	g.result_ttl_ms = 86400000;
-	g.header_s = GW_HEADER_S;
-	g.polls_per_tenant = GW_POLLS_SHARE;
-	/* AIRLOCK_<OPTION> first (env.h), then the flags */
-	for (const struct option *op = opts; op->name; op++) {
-		const char *v = op->has_arg ? al_opt_env(op->name, NULL) : NULL;
-
-		if (v && set_opt(op->val, v, &o, &g))
-			return 2;
+	if (al_opts_parse(opts, &o, argc, argv, &err)) {
+		fprintf(stderr, "airlock-gateway: %s (see airlock-gateway --help)\n", err.msg);
+		return 2;
 	}
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'H': return hash_key();
-		case 'h': usage(stdout); return 0;
-		case '?': usage(stderr); return 2;
-		default:
-			if (set_opt(c, optarg, &o, &g))
-				return 2;
-		}
+	if (o.help) {
+		usage(stdout);
+		return 0;
 	}
+	if (o.hash_key)
+		return hash_key();
+	if (o.result_ttl) { /* a setting that would do nothing must not look like one */
+		fputs("airlock-gateway: --result-ttl-s: no longer an option: the gateway writes "
+		      "no result (a cancel is the scheduler's, kept for the policy's "
+		      "result_ttl_s)\n",
+		      stderr);
+		return 2;
+	}
+	g.max_body = (size_t)o.max_body;
+	g.max_conns = o.max_conns;
+	g.header_s = o.header_s;
+	g.polls_per_tenant = o.polls_per_tenant;
 	if (!o.redis || !o.keys) {
 		fputs("airlock-gateway: --redis and --keys are required\n", stderr);
 		usage(stderr);

@@ -7,8 +7,8 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 #include <event2/http.h>
-#include <getopt.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,7 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "../common/aconn.h"
-#include "../common/env.h"
+#include "../common/opt.h"
 #include "../common/log.h"
 #include "../proto/contract.h"
 #include "../proto/result.h"
@@ -217,49 +217,61 @@ static void usage(FILE *f)
 	       "  --check          load the policy, report, and exit\n");
 }
 
+/* Every setting, from AIRLOCK_<OPTION> or a flag (common/opt.h). */
+struct settings {
+	const char *redis, *policy, *listen, *id, *libvirt;
+	bool check, help, version;
+};
+
+#define S(f) offsetof(struct settings, f)
+static const struct al_opt opts[] = {
+    {"redis", AL_OPT_STR, S(redis), 0, 0, 0, NULL},
+    {"policy", AL_OPT_STR, S(policy), 0, 0, 0, NULL},
+    {"listen", AL_OPT_STR, S(listen), 0, 0, 0, NULL},
+    {"id", AL_OPT_STR, S(id), 0, 0, 0, NULL},
+    {"libvirt", AL_OPT_STR, S(libvirt), 0, 0, 0, NULL},
+    {"check", AL_OPT_FLAG, S(check), 0, 0, 0, NULL},
+    {"help", AL_OPT_FLAG, S(help), 0, 0, 0, NULL},
+    {"version", AL_OPT_FLAG, S(version), 0, 0, 0, NULL},
+    {NULL, 0, 0, 0, 0, 0, NULL},
+};
+#undef S
+
 int main(int argc, char **argv)
 {
-	static const struct option opts[] = {
-	    {"redis", required_argument, NULL, 'r'},
-	    {"policy", required_argument, NULL, 'p'},
-	    {"listen", required_argument, NULL, 'l'},
-	    {"id", required_argument, NULL, 'i'},
-	    {"check", no_argument, NULL, 'c'},
-	    {"help", no_argument, NULL, 'h'},
-	    {"version", no_argument, NULL, 'V'},
-	    {"libvirt", required_argument, NULL, 'v'},
-	    {NULL, 0, NULL, 0},
-	};
 	struct sched s = {0};
-	const char *redis = al_opt_env("redis", "redis://127.0.0.1:6379");
-	const char *listen = al_opt_env("listen", "127.0.0.1:9464");
-	const char *id = al_opt_env("id", NULL);
+	struct settings o = {.redis = "redis://127.0.0.1:6379", .listen = "127.0.0.1:9464"};
+	const char *redis, *listen;
 	struct al_err err = {0};
-	bool check = false;
-	int c;
 
-	s.policy_path = al_opt_env("policy", NULL);
-	s.libvirt_uri = al_opt_env("libvirt", NULL);
-	if (id)
-		snprintf(s.id, sizeof(s.id), "%s", id);
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		switch (c) {
-		case 'r': redis = optarg; break;
-		case 'p': s.policy_path = optarg; break;
-		case 'l': listen = optarg; break;
-		case 'i': snprintf(s.id, sizeof(s.id), "%s", optarg); break;
-		case 'c': check = true; break;
-		case 'v': s.libvirt_uri = optarg; break;
-		case 'V': printf("airlock-scheduler protocol %d\n", AL_PROTO_VERSION); return 0;
-		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return 2;
-		}
+	if (al_opts_parse(opts, &o, argc, argv, &err)) {
+		fprintf(stderr, "airlock-scheduler: %s (see airlock-scheduler --help)\n", err.msg);
+		return 2;
 	}
+	if (o.help) {
+		usage(stdout);
+		return 0;
+	}
+	if (o.version) {
+		printf("airlock-scheduler protocol %d\n", AL_PROTO_VERSION);
+		return 0;
+	}
+	redis = o.redis;
+	listen = o.listen;
+	s.policy_path = o.policy;
+	s.libvirt_uri = o.libvirt;
+	if (o.id && strlen(o.id) >= sizeof(s.id)) {
+		fprintf(stderr, "airlock-scheduler: --id: at most %zu characters\n",
+			sizeof(s.id) - 1);
+		return 2;
+	}
+	if (o.id)
+		snprintf(s.id, sizeof(s.id), "%s", o.id);
 	if (al_policy_load(s.policy_path, &s.policy, &err)) {
 		fprintf(stderr, "airlock-scheduler: %s\n", err.msg);
 		return 2;
 	}
-	if (check) {
+	if (o.check) {
 		printf("policy %s: %zu tiers, %zu tenants\n", s.policy.source, s.policy.ntiers,
 		       s.policy.ntenants);
 		for (size_t i = 0; i < s.policy.ntiers; i++) {

@@ -14,6 +14,7 @@
 
 #include "../client/redis_url.h"
 #include "../common/env.h"
+#include "../common/opt.h"
 #include "hostlock.h"
 #include "runner.h"
 #include "service.h"
@@ -252,18 +253,12 @@ struct opts_state {
 
 static int parse_u64(const char *name, const char *v, uint64_t min, uint64_t max, uint64_t *out)
 {
-	char *end;
-	unsigned long long x;
-
-	errno = 0;
-	x = strtoull(v, &end, 10);
-	if (errno || end == v || *end || *v == '-' || x < min || x > max) {
+	if (!al_parse_u64(v, min, max, out)) {
 		fprintf(stderr,
-			"airlock-worker: --%s: expected an integer in %llu..%llu, got \"%s\"\n",
+			"airlock-worker: --%s: expected a whole number in %llu..%llu, got \"%s\"\n",
 			name, (unsigned long long)min, (unsigned long long)max, v);
 		return -1;
 	}
-	*out = x;
 	return 0;
 }
 

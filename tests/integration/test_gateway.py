@@ -26,6 +26,20 @@ from cluster import Cluster  # noqa: E402
 from gwclient import GATEWAY, Api, free_port, key_file, start_gateway  # noqa: E402
 
 t = Tap()
+
+# Bad settings are refused at start, before anything listens: an overflowing
+# number was taken as the largest (strtoull without errno), an empty one as 0.
+bad = {("--max-body", "99999999999999999999"): "--max-body: expected a whole number",
+       ("--max-body", ""): "--max-body: expected a whole number",
+       ("--polls-per-tenant", "-3"): "--polls-per-tenant: expected a whole number",
+       ("--header-timeout-s", "10s"): "--header-timeout-s: expected a whole number",
+       ("--result-ttl-s", "60"): "--result-ttl-s: no longer an option"}
+got = {k: subprocess.run([GATEWAY, "--redis", "unix:///nonexistent", "--keys", "/dev/null", *k],
+                         capture_output=True, text=True, timeout=10) for k in bad}
+t.ok(all(p.returncode == 2 and bad[k] in p.stderr for k, p in got.items()),
+     "the gateway refuses an overflowing, empty, negative or suffixed number and a "
+     "setting that no longer does anything, each saying which",
+     {k: (p.returncode, p.stderr[:120]) for k, p in got.items()})
 need_root("the process backend")
 
 POLICY = """\

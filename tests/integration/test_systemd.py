@@ -155,7 +155,8 @@ try:
     p = subprocess.run([os.path.join(BUILD, "airlock-gateway")], capture_output=True, text=True,
                        env=dict(os.environ, AIRLOCK_REDIS="unix:///x", AIRLOCK_KEYS="/x",
                                 AIRLOCK_MAX_BODY="3MB"))
-    t.ok(p.returncode == 2 and '--max-body: expected a positive number, got "3MB"' in p.stderr,
+    t.ok(p.returncode == 2 and '--max-body: expected a whole number in 1..1073741824, got "3MB"'
+         in p.stderr,
          "a bad AIRLOCK_<OPTION> value is refused as its flag would be", p.stderr)
 
     # Redis with each daemon's ACL user (deploy/redis-acl.sh), as in production

@@ -262,8 +262,10 @@ try:
          "the lease says why", (p.stdout, l))
     p = c.cli("vm", "stop", "al-svc-nosuch")
     q = c.cli("vm", "extend", ib["vm_name"], "soon")
+    q2 = c.cli("vm", "extend", ib["vm_name"], "")  # was taken as 0
     t.ok(p.returncode == 1 and b"no running VM" in p.stderr and q.returncode == 2 and
-         b"expected a number" in q.stderr,
+         b"expected a number" in q.stderr and q2.returncode == 2 and
+         b"expected a number" in q2.stderr,
          "stopping an unknown VM and extending by a non-number are refused with a reason",
          (p.stderr, q.stderr))
 

@@ -149,10 +149,6 @@ $(BUILD)/tests/test_callback: $(call obj,tests/unit/test_callback.c) $(LIB)
 	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
 WORKER_LIB_OBJ := $(call obj,$(filter-out worker/main.c,$(WORKER_SRC)))
-# The policy's capability table against the backends' own.
-$(BUILD)/tests/test_caps: $(call obj,tests/unit/test_caps.c) $(WORKER_LIB_OBJ) $(LIB)
-	@mkdir -p $(dir $@)
-	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
 $(BUILD)/tests/proto_tool: $(call obj,tests/interop/proto_tool.c) $(LIB)
 	@mkdir -p $(dir $@)

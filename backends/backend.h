@@ -15,30 +15,14 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "../proto/caps.h"
 #include "../proto/err.h"
 #include "../proto/job.h"
 #include "../proto/result.h"
 
 struct al_egress_rule; /* common/egress.h */
 
-/* Capability bits: what a backend can enforce. */
-enum {
-	AL_CAP_NO_NETWORK = 1u << 0, /* can give a job no network at all */
-	AL_CAP_EGRESS = 1u << 1,     /* can give a job outbound network */
-	AL_CAP_MEMORY = 1u << 2,     /* enforces memory limits */
-	AL_CAP_PIDS = 1u << 3,	     /* enforces process-count limits */
-	AL_CAP_CPU = 1u << 4,	     /* enforces CPU limits */
-	AL_CAP_FILES = 1u << 5,	     /* input and collected output files */
-	AL_CAP_OWN_KERNEL = 1u << 6, /* the job runs on its own kernel */
-	AL_CAP_SERVICE = 1u << 7,    /* the sandbox outlives the result (service VMs) */
-	/* grading jobs (proto/grade.h): the worker runs the build and then each
-	 * test as a sandbox of its own, all sharing the job's build tree
-	 * (al_run_spec.grade_tree) */
-	AL_CAP_GRADE = 1u << 8,
-	/* grading jobs, run whole inside one sandbox (the microVM's agent runs
-	 * the build and each test in a cgroup and uid of its own) */
-	AL_CAP_GRADE_INSIDE = 1u << 9,
-};
+/* Capability bits (AL_CAP_*, each backend's AL_CAPS_*): proto/caps.h. */
 
 /* Worker-wide configuration every backend may read (one struct, like
  * nsjail's; each field says its unit). Filled by the worker before init. */

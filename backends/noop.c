@@ -63,7 +63,7 @@ static void noop_destroy(struct al_sandbox *sb)
 
 const struct al_backend_ops al_backend_noop = {
     .name = "noop",
-    .caps = 0,
+    .caps = AL_CAPS_NOOP,
     .priv_size = sizeof(struct noop_sb),
     .init = noop_init,
     .prepare = noop_prepare,

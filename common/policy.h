@@ -86,6 +86,9 @@ void al_policy_free(struct al_policy *pol);
 const struct al_tier_policy *al_policy_tier(const struct al_policy *pol, const char *name);
 /* The tenant's entry, else "default", else an unlimited one. */
 const struct al_tenant_policy *al_policy_tenant(const struct al_policy *pol, const char *name);
+/* The index of image name in t's images, or -1 when the tier does not
+ * offer it. */
+int al_tier_image_index(const struct al_tier_policy *t, const char *name);
 
 /* Admission: check job against its tier and tenant and fill the defaults
  * (limits, max_attempts). AL_EINVAL with the specific reason when refused. */
@@ -94,23 +97,6 @@ int al_policy_admit(const struct al_policy *pol, struct al_job *job, uint64_t no
 /* The part of admission that picks the job's image: one its tier offers
  * (else AL_EINVAL naming the allowed ones), or the tier's default. */
 int al_policy_admit_image(const struct al_tier_policy *t, struct al_job *job, struct al_err *err);
-
-/* callback_url against a tier's callback_hosts: an http(s) URL whose host
- * and port an entry names ("host": the scheme's default port; "host:port").
- * AL_EINVAL with the reason. */
-int al_callback_url_ok(char *const *hosts, size_t n, const char *url, const char *tier,
-		       struct al_err *err);
-/* The address a callback is about to connect to: true when it is public,
- * or internal (loopback, private, link-local such as the metadata endpoint,
- * CGNAT, multicast...) and named as that very address in hosts. text gets
- * the address as text. */
-struct sockaddr;
-bool al_callback_addr_ok(char *const *hosts, size_t n, const struct sockaddr *sa, char *text,
-			 size_t cap);
-
-/* The AL_CAP_* bits (backends/backend.h) the named backend has; 0 for an
- * unknown one. */
-unsigned al_policy_backend_caps(const char *backend);
 
 /* The built-in policy text (also shipped as deploy/policy.example.yaml). */
 extern const char al_policy_builtin[];

@@ -15,6 +15,7 @@
 #include "../common/log.h"
 #include "../proto/buf.h"
 #include "../proto/job.h"
+#include "../common/callback.h"
 #include "../common/policy.h"
 
 struct al_webhooks {

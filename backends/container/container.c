@@ -977,8 +977,7 @@ static void ctr_slot_ids(const struct al_backend_conf *conf, unsigned slot, uid_
 
 const struct al_backend_ops al_backend_container = {
     .name = "container",
-    .caps = AL_CAP_NO_NETWORK | AL_CAP_EGRESS | AL_CAP_MEMORY | AL_CAP_PIDS | AL_CAP_CPU |
-	    AL_CAP_FILES | AL_CAP_GRADE,
+    .caps = AL_CAPS_CONTAINER,
     .priv_size = sizeof(struct ctr_sb),
     .init = ctr_init,
     .sweep = ctr_sweep,

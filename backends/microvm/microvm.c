@@ -1033,8 +1033,7 @@ static void mvm_fini(void)
 
 const struct al_backend_ops al_backend_microvm = {
     .name = "microvm",
-    .caps = AL_CAP_NO_NETWORK | AL_CAP_EGRESS | AL_CAP_MEMORY | AL_CAP_PIDS | AL_CAP_CPU |
-	    AL_CAP_FILES | AL_CAP_OWN_KERNEL | AL_CAP_GRADE_INSIDE,
+    .caps = AL_CAPS_MICROVM,
     .priv_size = sizeof(struct mvm_sb),
     .init = mvm_init,
     .sweep = mvm_sweep,

@@ -771,8 +771,7 @@ static void proc_slot_ids(const struct al_backend_conf *conf, unsigned slot, uid
 
 const struct al_backend_ops al_backend_process = {
     .name = "process",
-    .caps = AL_CAP_NO_NETWORK | AL_CAP_EGRESS | AL_CAP_MEMORY | AL_CAP_PIDS | AL_CAP_CPU |
-	    AL_CAP_FILES | AL_CAP_GRADE,
+    .caps = AL_CAPS_PROCESS,
     .priv_size = sizeof(struct proc_sb),
     .init = proc_init,
     .prepare = proc_prepare,

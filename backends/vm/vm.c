@@ -707,8 +707,7 @@ static void vm_fini(void)
 
 const struct al_backend_ops al_backend_vm = {
     .name = "vm",
-    .caps = AL_CAP_MEMORY | AL_CAP_CPU | AL_CAP_OWN_KERNEL | AL_CAP_SERVICE | AL_CAP_NO_NETWORK |
-	    AL_CAP_EGRESS,
+    .caps = AL_CAPS_VM,
     .priv_size = sizeof(struct vm_sb),
     .init = vm_init,
     .sweep = vm_sweep,

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "../../common/callback.h"
 #include "../../common/policy.h"
 #include "tap.h"
 

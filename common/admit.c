@@ -1,0 +1,180 @@
+/* admit.c - admission: a job against its tier and tenant in the policy,
+ * its defaults filled (see policy.h). */
+#include "policy.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "../proto/caps.h"
+#include "../proto/grade.h"
+#include "callback.h"
+#include "egress.h"
+
+int al_policy_admit_image(const struct al_tier_policy *t, struct al_job *job, struct al_err *err)
+{
+	char names[AL_IMAGES_MAX * (AL_ID_MAX + 2) + 1] = "";
+
+	if (!job->image) {
+		if (t->image && !(job->image = strdup(t->image)))
+			return al_err_set(err, AL_ENOMEM, "image: out of memory");
+		return AL_OK;
+	}
+	if (al_tier_image_index(t, job->image) >= 0)
+		return AL_OK;
+	if (!t->nimages)
+		return al_err_set(err, AL_EINVAL,
+				  "image: tier %s offers no catalogue image; leave image out",
+				  t->name);
+	for (size_t i = 0; i < t->nimages; i++)
+		snprintf(names + strlen(names), sizeof(names) - strlen(names), "%s%s",
+			 i ? ", " : "", t->images[i]);
+	return al_err_set(err, AL_EINVAL, "image: \"%s\" is not allowed on tier %s (allowed: %s)",
+			  job->image, t->name, names);
+}
+
+/* A grading job's steps: each limit within the tier's maxima (the job's
+ * own limits, the steps' defaults, were checked), each test's files within
+ * its disk limit; a backend that runs them; no network. */
+static int admit_grading(const struct al_tier_policy *t, struct al_job *job, bool cpu_given,
+			 struct al_err *err)
+{
+	if (!(al_caps_of(t->backend) & (AL_CAP_GRADE | AL_CAP_GRADE_INSIDE)))
+		return al_err_set(err, AL_EINVAL,
+				  "tests: tier %s runs on the %s backend, which does not run "
+				  "grading jobs",
+				  t->name, t->backend);
+	if (job->network != AL_NET_NONE)
+		return al_err_set(err, AL_EINVAL, "network: a grading job runs without network");
+	for (long i = job->build ? -1 : 0; i < (long)job->ntests; i++) {
+		struct al_limits *own = i < 0 ? &job->build->limits : &job->tests[i].limits;
+		struct al_limits l;
+		uint64_t files = 0;
+		char what[32];
+
+		/* as for the job: a step's CPU time follows its own wall-clock
+		 * limit unless the job or the tier's defaults name one */
+		if (own->wall_ms && !own->cpu_ms && !cpu_given && !t->defaults.cpu_ms)
+			own->cpu_ms = own->wall_ms < t->max.cpu_ms ? own->wall_ms : t->max.cpu_ms;
+		al_step_limits(own, &job->limits, &l);
+		if (i < 0)
+			snprintf(what, sizeof(what), "build");
+		else
+			snprintf(what, sizeof(what), "tests[%ld]", i);
+#define STEP_LIMIT(f)                                                                              \
+	if (l.f > t->max.f)                                                                        \
+		return al_err_set(err, AL_EINVAL,                                                  \
+				  "%s.limits." #f ": %llu is above tier %s's "                     \
+				  "maximum of %llu",                                               \
+				  what, (unsigned long long)l.f, t->name,                          \
+				  (unsigned long long)t->max.f);
+		STEP_LIMIT(wall_ms)
+		STEP_LIMIT(cpu_ms)
+		STEP_LIMIT(memory_bytes)
+		STEP_LIMIT(pids)
+		STEP_LIMIT(stdout_bytes)
+		STEP_LIMIT(stderr_bytes)
+		STEP_LIMIT(disk_bytes)
+#undef STEP_LIMIT
+		/* a test's files go in its own tmpfs; the job's in the build
+		 * tree, of the build's disk limit */
+		for (size_t k = 0; i >= 0 && k < job->tests[i].nfiles; k++)
+			files += job->tests[i].files[k].data.len;
+		for (size_t k = 0; i < 0 && k < job->nfiles; k++)
+			files += job->files[k].data.len;
+		if (files > l.disk_bytes)
+			return al_err_set(err, AL_EINVAL,
+					  "%s.files: %llu bytes do not fit its disk limit of %llu "
+					  "bytes",
+					  what, (unsigned long long)files,
+					  (unsigned long long)l.disk_bytes);
+	}
+	return AL_OK;
+}
+
+int al_policy_admit(const struct al_policy *pol, struct al_job *job, uint64_t now_ms,
+		    struct al_err *err)
+{
+	const struct al_tier_policy *t = al_policy_tier(pol, job->tier);
+	const struct al_tenant_policy *ten = al_policy_tenant(pol, job->tenant);
+	struct al_limits *l = &job->limits;
+	uint64_t files = 0;
+	bool cpu_given = l->cpu_ms != 0;
+
+	if (!t)
+		return al_err_set(err, AL_EINVAL, "tier: unknown tier \"%s\"", job->tier);
+#define LIMIT(f)                                                                                   \
+	do {                                                                                       \
+		if (l->f > t->max.f)                                                               \
+			return al_err_set(                                                         \
+			    err, AL_EINVAL,                                                        \
+			    "limits." #f ": %llu is above tier %s's maximum of %llu",              \
+			    (unsigned long long)l->f, t->name, (unsigned long long)t->max.f);      \
+		if (!l->f)                                                                         \
+			l->f = t->defaults.f;                                                      \
+	} while (0)
+	LIMIT(wall_ms);
+	LIMIT(memory_bytes);
+	LIMIT(pids);
+	LIMIT(stdout_bytes);
+	LIMIT(stderr_bytes);
+	LIMIT(disk_bytes);
+	if (!t->defaults.cpu_ms && !l->cpu_ms)
+		l->cpu_ms = l->wall_ms < t->max.cpu_ms ? l->wall_ms : t->max.cpu_ms;
+	LIMIT(cpu_ms);
+#undef LIMIT
+	for (size_t i = 0; i < job->nfiles; i++)
+		files += job->files[i].data.len;
+	if (files > l->disk_bytes)
+		return al_err_set(
+		    err, AL_EINVAL,
+		    "files: %llu bytes of input files do not fit the disk limit of %llu bytes",
+		    (unsigned long long)files, (unsigned long long)l->disk_bytes);
+	if (job->ntests) {
+		int rc = admit_grading(t, job, cpu_given, err);
+
+		if (rc)
+			return rc;
+	}
+	if (job->network == AL_NET_EGRESS && !t->egress)
+		return al_err_set(err, AL_EINVAL,
+				  "network: tier %s does not allow egress (its policy has no "
+				  "egress rules)",
+				  t->name);
+	for (size_t i = 0; i < job->negress_allow; i++) {
+		struct al_egress_rule r;
+		bool within = false;
+		int rc = al_egress_rule_parse(job->egress_allow[i], &r, err);
+
+		if (rc)
+			return al_err_wrap(err, "egress_allow[%zu]", i);
+		for (size_t k = 0; k < t->negress_rules && !within; k++)
+			within = al_egress_rule_within(&r, &t->egress_rules[k]);
+		if (!within)
+			return al_err_set(
+			    err, AL_EINVAL,
+			    "egress_allow[%zu]: \"%.80s\" is not within tier %s's egress "
+			    "rules: a job may narrow them, never widen",
+			    i, job->egress_allow[i], t->name);
+	}
+	if ((job->nfiles || job->ncollect) && !(al_caps_of(t->backend) & AL_CAP_FILES))
+		return al_err_set(err, AL_EINVAL,
+				  "files: tier %s runs on the %s backend, which takes no input or "
+				  "collected files",
+				  t->name, t->backend);
+	if (job->callback_url) {
+		int rc = al_callback_url_ok(t->callback_hosts, t->ncallback_hosts,
+					    job->callback_url, t->name, err);
+
+		if (rc)
+			return rc;
+	}
+	if (job->deadline_ms && job->deadline_ms <= now_ms)
+		return al_err_set(err, AL_EINVAL, "deadline_ms: %llu is already past (now %llu)",
+				  (unsigned long long)job->deadline_ms, (unsigned long long)now_ms);
+	if (job->priority > ten->max_priority)
+		return al_err_set(err, AL_EINVAL, "priority: %u is above tenant %s's maximum of %u",
+				  job->priority, job->tenant, ten->max_priority);
+	if (!job->max_attempts || job->max_attempts > t->max_attempts)
+		job->max_attempts = t->max_attempts;
+	return al_policy_admit_image(t, job, err);
+}

@@ -24,11 +24,14 @@ FINAL_CFLAGS := -std=gnu11 -D_GNU_SOURCE $(WARN) $(OPT) $(HARDEN) -MMD -MP $(PKG
 FINAL_LDFLAGS := -pie -Wl,-z,noexecstack -Wl,-z,relro -Wl,-z,now $(if $(SANITIZER),-fsanitize=$(SANITIZER)) $(LDFLAGS)
 
 PROTO_SRC := $(wildcard proto/*.c)
-CLIENT_LIB_SRC := $(filter-out client/airlock.c,$(wildcard client/*.c))
-# common/: what the daemons share (connection layer, clocks and log, the
-# policy); in the one library with the client's, which needs the clocks.
+# The layers, one way: proto/ (codecs, the Redis contract; no I/O) <-
+# common/ (connection layer, clocks, log, policy, options) <- client/ (the
+# client library) and backends/ <- worker/, scheduler/, gateway/, cli/.
+# libairlock is the three lower folders whole.
+CLIENT_LIB_SRC := $(wildcard client/*.c)
 COMMON_SRC := $(wildcard common/*.c)
-LIB_SRC := $(PROTO_SRC) $(CLIENT_LIB_SRC) $(COMMON_SRC)
+LIB_SRC := $(PROTO_SRC) $(COMMON_SRC) $(CLIENT_LIB_SRC)
+CLI_SRC := $(wildcard cli/*.c)
 # backends/: the interface and the building blocks at the top, one folder
 # per boundary (its helper programs beside it, built on their own below).
 BACKEND_SRC := $(wildcard backends/*.c) backends/process/process.c \
@@ -41,7 +44,7 @@ GATEWAY_SRC := $(wildcard gateway/*.c)
 TEST_SRC := $(wildcard tests/unit/test_*.c)
 # The client library's installed headers, in their folders (they include
 # each other as "../proto/x.h"); the daemons' connection layer is not part of it.
-HEADERS := $(wildcard proto/*.h) $(wildcard client/*.h) common/log.h
+HEADERS := $(wildcard proto/*.h) $(wildcard client/*.h) common/log.h common/clock.h
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 
@@ -74,7 +77,7 @@ headers: $(LIB)
 	@mkdir -p $(BUILD)/include/airlock/proto $(BUILD)/include/airlock/client $(BUILD)/include/airlock/common
 	@for h in $(HEADERS); do cp $$h $(BUILD)/include/airlock/$$h; done
 
-$(BUILD)/airlock: $(call obj,client/airlock.c) $(LIB)
+$(BUILD)/airlock: $(call obj,$(CLI_SRC)) $(LIB)
 	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
 $(BUILD)/airlock-worker: $(call obj,$(WORKER_SRC)) $(LIB)
@@ -117,7 +120,7 @@ $(BUILD)/airlock-egress-fwd: backends/microvm/egress_fwd.c backends/microvm/egre
 # The microVM guest agent: static (the guest has no libraries of its own),
 # never sanitized (it is PID 1 of a VM), stripped so that its bytes, and so
 # the image hash, depend only on the sources.
-AGENT_SRC := backends/microvm/agent.c backends/vmchan.c backends/cgroup.c backends/jobfs.c \
+AGENT_SRC := backends/microvm/agent.c backends/vmchan.c backends/cgroup.c backends/jobfs.c common/clock.c \
 	backends/jobspec.c backends/verdict.c backends/seccomp.c common/log.c proto/buf.c proto/err.c \
 	proto/job.c proto/mp.c proto/result.c proto/grade.c backends/grade.c
 $(BUILD)/airlock-agent: $(AGENT_SRC) $(wildcard backends/*.h backends/microvm/*.h proto/*.h common/*.h)
@@ -173,10 +176,10 @@ $(BUILD)/tests/egress_tool: $(call obj,tests/bench/egress_tool.c worker/egress.c
 
 # Fuzz targets: always clang, libFuzzer + ASan + UBSan, separate from $(BUILD).
 FUZZ_FLAGS := -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-	$(shell pkg-config --cflags msgpack)
+	$(shell pkg-config --cflags msgpack jansson hiredis)
 $(BUILD)/fuzz/%: tests/fuzz/%.c $(PROTO_SRC) $(wildcard proto/*.h)
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(PROTO_SRC) $(shell pkg-config --libs msgpack libcrypto)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(PROTO_SRC) $(shell pkg-config --libs msgpack libcrypto jansson)
 
 fuzz: $(FUZZERS)
 

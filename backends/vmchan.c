@@ -6,6 +6,7 @@
 #include "jobspec.h"
 #include "../common/log.h" /* clocks */
 #include "../proto/result.h"
+#include "../common/clock.h"
 
 #include <errno.h>
 #include <poll.h>

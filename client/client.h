@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "../proto/chunk.h"
 #include "../proto/contract.h"
 #include "../proto/err.h"
 #include "../proto/job.h"
@@ -44,30 +45,8 @@ int al_client_submit_many(struct al_client *c, struct al_job *jobs, size_t n,
 int al_client_wait(struct al_client *c, const char *id, uint64_t timeout_ms, struct al_result *res,
 		   struct al_err *err);
 
-/* One entry of a job's live output (PROTOCOL.md, "Live output"). */
-enum al_chunk_kind {
-	AL_CHUNK_STDOUT = 1,
-	AL_CHUNK_STDERR = 2,
-	AL_CHUNK_RESTART, /* the attempt's output so far is void: the job runs again */
-	AL_CHUNK_END,	  /* the last entry: the result exists */
-};
-struct al_chunk {
-	char id[48]; /* the entry's id: resume after it */
-	enum al_chunk_kind kind;
-	unsigned attempt;
-	const char *data; /* stdout/stderr: the bytes (valid during the call) */
-	size_t len;
-	char status[32]; /* end: the result's status */
-};
 /* Return non-zero to stop following. */
 typedef int (*al_chunk_fn)(const struct al_chunk *ch, void *arg);
-
-struct redisReply;
-/* One XREAD/XRANGE entry of al:out:<id> ([id, [field, value, ...]], a
- * hiredis reply) as a chunk: true when it is one; ch->id is filled whenever
- * the entry has an id (an unknown type is passed over: newer workers may
- * add some). data points into the reply. */
-bool al_chunk_of_entry(const struct redisReply *e, struct al_chunk *ch);
 
 /* Follow job id's live output from after entry `after` (NULL or "0": from
  * the start), calling fn for each entry in order, until the end entry (then

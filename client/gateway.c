@@ -14,7 +14,8 @@
 #include "../common/log.h"
 #include "../proto/buf.h"
 #include "../proto/mp.h"
-#include "json.h"
+#include "../proto/json.h"
+#include "../common/clock.h"
 
 #define POLL_MS 30000 /* one long poll at most this long */
 

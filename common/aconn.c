@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "clock.h"
 
 #define BACKOFF_MIN_MS 50
 #define BACKOFF_MAX_MS 2000

@@ -28,7 +28,7 @@
 #include <stdint.h>
 
 #include "../proto/contract.h"
-#include "../client/redis_url.h"
+#include "redis_url.h"
 
 struct al_aconn;
 

@@ -1,28 +1,14 @@
 /* log.c - one-line structured logs and clocks (see log.h). */
 #include "log.h"
 
+#include "clock.h"
+
 #include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
 #include <time.h>
-
-uint64_t al_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-uint64_t al_mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 /* Where a value that a redaction covers ends: at a separator of URLs,
  * query strings or log fields. */

@@ -1,5 +1,5 @@
-/* log.h - one-line structured logs (key=value) for the Airlock daemons, and
- * the clocks they stamp them with. */
+/* log.h - one-line structured logs (key=value) for the Airlock daemons
+ * (stamped with al_now_ms, clock.h). */
 #ifndef AL_LOG_H
 #define AL_LOG_H
 
@@ -15,9 +15,5 @@ void al_log(const char *level, const char *event, const char *fmt, ...)
  * terminated): the password of every scheme://user:password@host, and the
  * value of every password= and pass= (so sentinel_password= too). */
 void al_log_redact(const char *in, char *out, size_t cap);
-
-/* Unix time in ms, and a monotonic clock in ms. */
-uint64_t al_now_ms(void);
-uint64_t al_mono_ms(void);
 
 #endif

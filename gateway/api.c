@@ -15,12 +15,13 @@
 #include <string.h>
 #include <sys/random.h>
 
-#include "../client/client.h"
-#include "../client/json.h"
+#include "../proto/chunk.h"
+#include "../proto/json.h"
 #include "../common/log.h"
 #include "../proto/contract.h"
 #include "../proto/result.h"
 #include "gw.h"
+#include "../common/clock.h"
 
 #define IDEM_TTL_S     86400
 #define BLPOP_S	       "1"

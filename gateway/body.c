@@ -6,7 +6,7 @@
 #include <msgpack.h>
 #include <string.h>
 
-#include "../client/json.h"
+#include "../proto/json.h"
 #include "../proto/mp.h"
 #include "gw.h"
 

@@ -20,6 +20,7 @@
 #include "../common/policy.h"
 #include "sched.h"
 #include "vmlease.h"
+#include "../common/clock.h"
 
 /* ---- admission ---- */
 

@@ -20,6 +20,7 @@
 #include "../common/policy.h"
 #include "sched.h"
 #include "vmlease.h"
+#include "../common/clock.h"
 
 /* Fire-and-log reply of a best-effort call (promote, expire, trim: each
  * is repeated by the next pass anyway). */

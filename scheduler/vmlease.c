@@ -11,6 +11,7 @@
 #include "../common/log.h"
 #include "../backends/vm/lvhost.h"
 #include "../proto/keys.h"
+#include "../common/clock.h"
 
 /* End the leases that are due, atomically: each leaves the index, its
  * record says why and when; the names come back for their domains to go. */

@@ -48,6 +48,7 @@ done
 if [ "$QUICK" = 1 ]; then
 	run_suite integration/headers bash tests/integration/headers.sh
 	run_suite integration/runner bash tests/integration/runner.sh
+	run_suite integration/layers /usr/bin/python3 tests/integration/layers.py
 fi
 [ "$QUICK" = 1 ] || run_suite interop/python-msgpack /usr/bin/python3 tests/interop/test_interop.py
 [ "$QUICK" = 1 ] || run_suite interop/python-client /usr/bin/python3 tests/interop/test_client_py.py

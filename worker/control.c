@@ -14,6 +14,7 @@
 #include "../common/log.h"
 #include "../proto/contract.h"
 #include "worker.h"
+#include "../common/clock.h"
 
 /* ---- cancel, heartbeat, connections ---- */
 

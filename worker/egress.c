@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "../common/log.h"
+#include "../common/clock.h"
 
 #define HEAD_MAX    16384 /* a request head longer than this is refused */
 #define WHY_MAX	    512

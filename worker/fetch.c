@@ -13,6 +13,7 @@
 #include "../common/log.h"
 #include "../proto/contract.h"
 #include "worker.h"
+#include "../common/clock.h"
 
 /* What the claim of one entry said: code (CLAIM's codes; -99: no answer)
  * and, for 1, -3 and -4, the job bytes. */

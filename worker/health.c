@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "worker.h"
+#include "../common/clock.h"
 
 static void probe_done(struct al_runner *r, struct al_result *res, void *arg)
 {

@@ -14,6 +14,7 @@
 #include "../common/log.h"
 #include "../proto/contract.h"
 #include "worker.h"
+#include "../common/clock.h"
 
 static const unsigned hist_bounds[HIST_BOUNDS] = {5,	10,   25,   50,	   100,	  250,	500,
 						  1000, 2500, 5000, 10000, 30000, 60000};

@@ -9,10 +9,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../client/json.h"
+#include "../proto/json.h"
 #include <yaml.h>
 
-#include "../client/redis_url.h"
+#include "../common/redis_url.h"
 #include "../common/env.h"
 #include "../common/opt.h"
 #include "hostlock.h"

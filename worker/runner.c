@@ -9,6 +9,7 @@
 #include "../proto/keys.h"
 #include "egress.h"
 #include "grading.h"
+#include "../common/clock.h"
 
 #include <stdbool.h>
 #include <stdio.h>

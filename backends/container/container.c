@@ -33,7 +33,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../../common/jbuild.h"
+#include "../../proto/jbuild.h"
 #include "../../proto/buf.h"
 #include "../backend.h"
 #include "../cgroup.h"

@@ -57,6 +57,7 @@
 #include "../verdict.h"
 #include "../vmchan.h"
 #include "egress_fwd.h"
+#include "../../common/clock.h"
 
 #define AGENT_VERSION "2" /* 2: the collect cap in the job frame, the host's acknowledgement */
 #define JOB_UID	      1000

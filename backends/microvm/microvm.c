@@ -52,6 +52,7 @@
 #include "../vmchan.h"
 #include "egress_fwd.h"
 #include "vmm.h"
+#include "../../common/clock.h"
 
 #define MIB		     (1024ull * 1024ull)
 #define GUEST_OVERHEAD_MIB   128 /* kernel, initramfs (unpacked), agent */

@@ -45,6 +45,7 @@
 #include "../microvm/vmm.h"
 #include "domxml.h"
 #include "lvhost.h"
+#include "../../common/clock.h"
 
 #define MIB		   (1024ull * 1024ull)
 #define GUEST_OVERHEAD_MIB 128

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "../../client/client.h"
-#include "../../client/redis_url.h"
+#include "../../common/redis_url.h"
 #include "../../proto/keys.h"
 #include "../../proto/scripts.h"
 

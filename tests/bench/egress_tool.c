@@ -15,7 +15,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "../../client/json.h"
+#include "../../proto/json.h"
 #include "../../worker/egress.h"
 
 static void on_signal(evutil_socket_t sig, short what, void *arg)

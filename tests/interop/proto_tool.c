@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../client/json.h"
+#include "../../proto/json.h"
 #include "../../proto/scripts.h"
 
 static int read_all(FILE *f, struct al_buf *b)

@@ -3,8 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../client/json.h"
-#include "../../common/jbuild.h"
+#include "../../proto/json.h"
+#include "../../proto/jbuild.h"
 #include "tap.h"
 
 int main(void)

@@ -3,7 +3,7 @@
  * refused with what is wrong. */
 #include <string.h>
 
-#include "../../client/redis_url.h"
+#include "../../common/redis_url.h"
 #include "tap.h"
 
 static void bad(const char *url, const char *needle)

@@ -7,9 +7,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "client.h"
+#include "../client/client.h"
 #include "gradejob.h"
-#include "json.h"
+#include "../proto/json.h"
 #include "../common/opt.h"
 #include "../proto/grade.h"
 

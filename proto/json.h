@@ -6,9 +6,9 @@
 
 #include <jansson.h>
 
-#include "../proto/err.h"
-#include "../proto/job.h"
-#include "../proto/result.h"
+#include "err.h"
+#include "job.h"
+#include "result.h"
 
 /* Both return a new reference (caller json_decref's it), or NULL when any
  * part could not be made (out of memory): never a document with a part left

@@ -1,7 +1,7 @@
 /* redis_url.c - parsing Redis addresses (see redis_url.h). */
 #include "redis_url.h"
 
-#include "../common/log.h"
+#include "log.h"
 
 #include <stdio.h>
 #include <stdlib.h>

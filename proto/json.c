@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../common/jbuild.h"
-#include "../proto/grade.h"
-#include "../proto/mp.h"
+#include "jbuild.h"
+#include "grade.h"
+#include "mp.h"
 
 static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 

@@ -12,7 +12,7 @@
 #include <yaml.h>
 
 #include "../proto/grade.h"
-#include "json.h"
+#include "../proto/json.h"
 
 #define SPEC_MAX (16u << 20) /* a spec file or one file it names */
 

@@ -237,14 +237,14 @@ void al_client_close(struct al_client *c)
  * wrote; an error saying how many did when they are fewer. */
 static int wait_replicas(struct al_client *c, const char *what, struct al_err *err)
 {
-	char n[16], ms[16];
-	const char *argv[3] = {"WAIT", n, ms};
+	struct al_call call;
 	redisReply *r;
 	long long got;
 
-	snprintf(n, sizeof(n), "%d", c->url.min_replicas);
-	snprintf(ms, sizeof(ms), "%d", c->url.replica_timeout_ms);
-	if (!(r = cmd(c, err, 3, argv, NULL)))
+	al_wait_call(&call, (unsigned)c->url.min_replicas, (unsigned)c->url.replica_timeout_ms);
+	r = run_call(c, err, &call);
+	al_call_free(&call);
+	if (!r)
 		return AL_EREDIS;
 	got = r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
 	freeReplyObject(r);

@@ -24,7 +24,7 @@
 #include "../common/clock.h"
 
 #define IDEM_TTL_S     86400
-#define BLPOP_S	       "1"
+#define BLPOP_S	       1
 #define JOB_IDS_PREFIX "g" /* ids the gateway chose: g + 32 hex */
 
 enum kind { K_SUBMIT, K_GET, K_WAIT, K_CANCEL, K_OUTPUT };
@@ -286,17 +286,13 @@ static void on_blpop(redisAsyncContext *ac, void *reply, void *priv)
 /* One round: BLPOP the done list for at most a second, then read. */
 static void wait_step(struct req *q)
 {
-	char k[AL_KEY_MAX];
 	struct al_call c;
 
 	if (!poll_begin(q))
 		return;
 	/* reliable: a new connection sends it once up; a BLPOP sent again
 	 * after a reset does no harm (the token goes back with REARM) */
-	al_call_init(&c, NULL);
-	al_call_str(&c, "BLPOP");
-	al_call_str(&c, al_key_done(k, q->id));
-	al_call_str(&c, BLPOP_S);
+	al_done_wait_call(&c, q->id, BLPOP_S);
 	if (al_aconn_call(q->w->c, &c, on_blpop, q))
 		reply_error(q, 500, "out of memory");
 	al_call_free(&c);
@@ -361,12 +357,14 @@ static void on_submitted(redisAsyncContext *ac, void *reply, void *priv)
 	q->g->st.submitted++;
 	q->same_key = item->element[0]->integer == AL_SUBMIT_SAME_KEY;
 	if (q->g->url.min_replicas) { /* acknowledged once that many replicas have it */
-		char n[16], ms[16];
-		const char *argv[3] = {"WAIT", n, ms};
+		struct al_call c;
+		int rc;
 
-		snprintf(n, sizeof(n), "%d", q->g->url.min_replicas);
-		snprintf(ms, sizeof(ms), "%d", q->g->url.replica_timeout_ms);
-		if (al_aconn_cmd(q->g->cmd, on_replicated, q, 3, argv, NULL))
+		al_wait_call(&c, (unsigned)q->g->url.min_replicas,
+			     (unsigned)q->g->url.replica_timeout_ms);
+		rc = al_aconn_send(q->g->cmd, &c, on_replicated, q);
+		al_call_free(&c);
+		if (rc)
 			reply_error(q, 503,
 				    "job %s: submitted, but Redis went away before its "
 				    "replicas said they have it; submit again with the same "

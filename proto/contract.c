@@ -525,3 +525,57 @@ void al_xack_call(struct al_call *c, const char *stream, const char *group, cons
 	al_call_str(c, group);
 	al_call_str(c, entry);
 }
+
+void al_xgroup_create_call(struct al_call *c, const char *stream, const char *group)
+{
+	al_call_init(c, NULL);
+	al_call_str(c, "XGROUP");
+	al_call_str(c, "CREATE");
+	al_call_str(c, stream);
+	al_call_str(c, group);
+	al_call_str(c, "0");
+	al_call_str(c, "MKSTREAM");
+}
+
+void al_wait_call(struct al_call *c, unsigned replicas, unsigned timeout_ms)
+{
+	al_call_init(c, NULL);
+	al_call_str(c, "WAIT");
+	al_call_u64(c, replicas);
+	al_call_u64(c, timeout_ms);
+}
+
+void al_workers_call(struct al_call *c)
+{
+	al_call_init(c, al_lua_workers);
+	al_call_key(c, AL_KEY_WORKERS);
+}
+
+void al_vm_end_due_call(struct al_call *c, uint64_t now_ms, uint64_t ttl_ms)
+{
+	al_call_init(c, al_lua_vm_end_due);
+	al_call_key(c, AL_KEY_VM_LEASES);
+	al_call_u64(c, now_ms);
+	al_call_u64(c, ttl_ms);
+}
+
+void al_vm_end_one_call(struct al_call *c, const char *name, const char *reason, uint64_t now_ms,
+			uint64_t ttl_ms)
+{
+	al_call_init(c, al_lua_vm_end_one);
+	al_call_key(c, AL_KEY_VM_LEASES);
+	al_call_str(c, name);
+	al_call_str(c, reason);
+	al_call_u64(c, now_ms);
+	al_call_u64(c, ttl_ms);
+}
+
+void al_done_wait_call(struct al_call *c, const char *id, unsigned timeout_s)
+{
+	char k[AL_KEY_MAX];
+
+	al_call_init(c, NULL);
+	al_call_str(c, "BLPOP");
+	al_call_str(c, al_key_done(k, id));
+	al_call_u64(c, timeout_s);
+}

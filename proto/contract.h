@@ -208,6 +208,8 @@ void al_expire_call(struct al_call *c, const char *id, const char *result, size_
 		    uint64_t ttl_ms);
 void al_trim_call(struct al_call *c, const char *stream, const char *group);
 void al_rearm_call(struct al_call *c, const char *id);
+/* Waiting for a result: BLPOP al:done:<id> timeout_s (then REARM). */
+void al_done_wait_call(struct al_call *c, const char *id, unsigned timeout_s);
 void al_give_back_call(struct al_call *c, const char *stream, const char *group, const char *entry);
 
 /* Dead letters: XADD al:dlq MAXLEN max_len * reason R source S entry E
@@ -218,7 +220,16 @@ void al_give_back_call(struct al_call *c, const char *stream, const char *group,
 void al_dlq_call(struct al_call *c, uint64_t max_len, const char *reason, const char *source,
 		 const char *entry, const char *id, const char *raw, size_t rawlen);
 
+void al_workers_call(struct al_call *c);
+void al_vm_end_due_call(struct al_call *c, uint64_t now_ms, uint64_t ttl_ms);
+void al_vm_end_one_call(struct al_call *c, const char *name, const char *reason, uint64_t now_ms,
+			uint64_t ttl_ms);
+
 /* Plain commands the daemons send by name. */
 void al_xack_call(struct al_call *c, const char *stream, const char *group, const char *entry);
+/* XGROUP CREATE stream group 0 MKSTREAM (an existing group: BUSYGROUP, harmless). */
+void al_xgroup_create_call(struct al_call *c, const char *stream, const char *group);
+/* WAIT replicas timeout_ms: how many replicas have every write so far. */
+void al_wait_call(struct al_call *c, unsigned replicas, unsigned timeout_ms);
 
 #endif

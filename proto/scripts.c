@@ -345,15 +345,51 @@ const char al_lua_give_back[] =
     "if #e == 1 then redis.call('XADD', KEYS[1], '*', unpack(e[1][2])) end\n"
     "return redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])\n";
 
+/* The workers' summary for the metrics: live workers (their al:worker:<id>
+ * exists), busy and total slots, held jobs, paused backends. */
+const char al_lua_workers[] =
+    "local live, busy, slots, held, paused = 0, 0, 0, 0, 0\n"
+    "local all = redis.call('HGETALL', KEYS[1])\n"
+    "for i = 1, #all, 2 do\n"
+    "  if redis.call('EXISTS', '" AL_KEY_PREFIX "worker:' .. all[i]) == 1 then\n"
+    "    live = live + 1\n"
+    "    busy = busy + (tonumber(string.match(all[i+1], '\"busy\":(%d+)')) or 0)\n"
+    "    slots = slots + (tonumber(string.match(all[i+1], '\"slots\":(%d+)')) or 0)\n"
+    "    held = held + (tonumber(string.match(all[i+1], '\"held\":(%d+)')) or 0)\n"
+    "    if string.find(all[i+1], '\"paused\":{\"', 1, true) then paused = paused + 1 end\n"
+    "  end\n"
+    "end\n"
+    "return {live, busy, slots, held, paused}\n";
+
+const char al_lua_vm_end_due[] =
+    "local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, 32)\n"
+    "for _, name in ipairs(due) do\n"
+    "  local k = '" AL_KEY_VM_PREFIX "' .. name\n"
+    "  local why = redis.call('HGET', k, 'stop_reason') or 'lease expired'\n"
+    "  redis.call('ZREM', KEYS[1], name)\n"
+    "  redis.call('HSET', k, 'state', 'ended', 'reason', why, 'ended_ms', ARGV[1])\n"
+    "  redis.call('PEXPIRE', k, ARGV[2])\n"
+    "end\n"
+    "return due\n";
+
+const char al_lua_vm_end_one[] =
+    "if redis.call('ZREM', KEYS[1], ARGV[1]) == 1 then\n"
+    "  local k = '" AL_KEY_VM_PREFIX "' .. ARGV[1]\n"
+    "  redis.call('HSET', k, 'state', 'ended', 'reason', ARGV[2], 'ended_ms', ARGV[3])\n"
+    "  redis.call('PEXPIRE', k, ARGV[4])\n"
+    "end\n"
+    "return 1\n";
+
 const char *const al_lua_all[] = {
-    al_lua_submit, al_lua_lookup, al_lua_admit,	    al_lua_claim,   al_lua_fetch,  al_lua_commit,
-    al_lua_reject, al_lua_retry,  al_lua_promote,   al_lua_reclaim, al_lua_cancel, al_lua_expire,
-    al_lua_trim,   al_lua_rearm,  al_lua_give_back, NULL,
+    al_lua_submit,  al_lua_lookup,     al_lua_admit,	  al_lua_claim,	  al_lua_fetch,
+    al_lua_commit,  al_lua_reject,     al_lua_retry,	  al_lua_promote, al_lua_reclaim,
+    al_lua_cancel,  al_lua_expire,     al_lua_trim,	  al_lua_rearm,	  al_lua_give_back,
+    al_lua_workers, al_lua_vm_end_due, al_lua_vm_end_one, NULL,
 };
 
 bool al_script_read_only(const char *script)
 {
-	return script == al_lua_lookup;
+	return script == al_lua_lookup || script == al_lua_workers;
 }
 
 const char *al_script_sha(const char *script)

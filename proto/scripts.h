@@ -113,6 +113,21 @@ extern const char al_lua_rearm[];
  * and acknowledged together). -> XACK's count */
 extern const char al_lua_give_back[];
 
+/* WORKERS (read only) KEYS: al:workers
+ * -> {live workers, busy slots, slots, held jobs, paused backends}: the
+ *    workers whose al:worker:<id> exists (the scheduler's metrics) */
+extern const char al_lua_workers[];
+
+/* VM_END_DUE KEYS: al:vm:leases   ARGV: now ms, ttl ms
+ * Ends the leases due by now (at most 32 a call): each lease record
+ * (al:vm:<name>) says ended and why, and expires after ttl.
+ * -> the names ended (their domains are the caller's to destroy) */
+extern const char al_lua_vm_end_due[];
+
+/* VM_END_ONE KEYS: al:vm:leases   ARGV: name, reason, now ms, ttl ms
+ * Ends one lease (its domain is gone). -> 1 */
+extern const char al_lua_vm_end_one[];
+
 /* Every script above, NULL-terminated (loaded with SCRIPT LOAD at connect). */
 extern const char *const al_lua_all[];
 

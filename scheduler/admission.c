@@ -338,10 +338,11 @@ static void on_intake(redisAsyncContext *ac, void *reply, void *priv)
 	if (r && r->type == REDIS_REPLY_ERROR) {
 		al_log("error", "intake", "error=\"%s\"", r->str);
 		if (!strncmp(r->str, "NOGROUP", 7)) {
-			const char *argv[] = {"XGROUP",		  "CREATE", AL_KEY_INTAKE,
-					      AL_GROUP_SCHEDULER, "0",	    "MKSTREAM"};
+			struct al_call c;
 
-			al_aconn_cmd(s->cmd, NULL, NULL, 6, argv, NULL);
+			al_xgroup_create_call(&c, AL_KEY_INTAKE, AL_GROUP_SCHEDULER);
+			al_aconn_send(s->cmd, &c, NULL, NULL);
+			al_call_free(&c);
 		}
 	}
 	if (r && r->type == REDIS_REPLY_ARRAY)

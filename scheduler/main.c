@@ -125,15 +125,16 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 static void on_cmd_up(struct al_aconn *c, void *arg)
 {
 	struct sched *s = arg;
-	const char *grp[] = {"XGROUP",		 "CREATE", AL_KEY_INTAKE,
-			     AL_GROUP_SCHEDULER, "0",	   "MKSTREAM"};
+	struct al_call grp;
 	const char *mine[] = {"XREADGROUP", "GROUP",   AL_GROUP_SCHEDULER, s->id, "COUNT",
 			      "1000",	    "STREAMS", AL_KEY_INTAKE,	   "0"};
 
 	(void)c;
 	al_log("info", "redis_up", "scheduler=%s note=\"reclaiming after one lease\"", s->id);
 	s->up_ms = al_mono_ms();
-	al_aconn_cmd(s->cmd, NULL, NULL, 6, grp, NULL);
+	al_xgroup_create_call(&grp, AL_KEY_INTAKE, AL_GROUP_SCHEDULER);
+	al_aconn_send(s->cmd, &grp, NULL, NULL);
+	al_call_free(&grp);
 	for (size_t i = 0; i < s->policy.ntiers; i++) {
 		/* the tiers' registry: `airlock stats` reads their queues (no KEYS) */
 		const char *reg[] = {"SADD", AL_KEY_TIERS, s->policy.tiers[i].name};
@@ -141,11 +142,11 @@ static void on_cmd_up(struct al_aconn *c, void *arg)
 		al_aconn_cmd(s->cmd, NULL, NULL, 3, reg, NULL);
 		for (int b = 0; b < AL_BANDS; b++) {
 			char key[AL_KEY_MAX];
-			const char *argv[] = {"XGROUP",		"CREATE", key,
-					      AL_GROUP_WORKERS, "0",	  "MKSTREAM"};
 
-			al_key_queue(key, s->policy.tiers[i].name, b);
-			al_aconn_cmd(s->cmd, NULL, NULL, 6, argv, NULL);
+			al_xgroup_create_call(&grp, al_key_queue(key, s->policy.tiers[i].name, b),
+					      AL_GROUP_WORKERS);
+			al_aconn_send(s->cmd, &grp, NULL, NULL);
+			al_call_free(&grp);
 		}
 	}
 	/* Our own unfinished intake entries (the same scheduler id after a

@@ -221,20 +221,6 @@ static void on_snap(redisAsyncContext *ac, void *reply, void *priv)
 		snap_done(sn);
 }
 
-static const char lua_workers[] =
-    "local live, busy, slots, held, paused = 0, 0, 0, 0, 0\n"
-    "local all = redis.call('HGETALL', 'al:workers')\n"
-    "for i = 1, #all, 2 do\n"
-    "  if redis.call('EXISTS', 'al:worker:' .. all[i]) == 1 then\n"
-    "    live = live + 1\n"
-    "    busy = busy + (tonumber(string.match(all[i+1], '\"busy\":(%d+)')) or 0)\n"
-    "    slots = slots + (tonumber(string.match(all[i+1], '\"slots\":(%d+)')) or 0)\n"
-    "    held = held + (tonumber(string.match(all[i+1], '\"held\":(%d+)')) or 0)\n"
-    "    if string.find(all[i+1], '\"paused\":{\"', 1, true) then paused = paused + 1 end\n"
-    "  end\n"
-    "end\n"
-    "return {live, busy, slots, held, paused}\n";
-
 void sc_snapshot(struct sched *s)
 {
 	struct snap *sn = calloc(1, sizeof(*sn));
@@ -287,7 +273,6 @@ void sc_snapshot(struct sched *s)
 		    {SNAP_DLQ, 2, {"XLEN", AL_KEY_DLQ, NULL}},
 		    {SNAP_DELAYED, 2, {"ZCARD", AL_KEY_DELAYED, NULL}},
 		    {SNAP_HKEYS, 2, {"SMEMBERS", AL_KEY_HISTS, NULL}},
-		    {SNAP_WORKERS, 3, {"EVAL", lua_workers, "0"}},
 		};
 
 		for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++) {
@@ -300,6 +285,17 @@ void sc_snapshot(struct sched *s)
 			p->kind = parts[i].kind;
 			snap_ask(sn, p, parts[i].argc, argv, NULL);
 		}
+	}
+	{
+		struct snap_part *p = calloc(1, sizeof(*p));
+		struct al_call c;
+
+		al_workers_call(&c); /* the workers' summary (WORKERS, read only) */
+		if (p) {
+			p->kind = SNAP_WORKERS;
+			snap_ask(sn, p, 0, NULL, &c);
+		}
+		al_call_free(&c);
 	}
 	if (--sn->outstanding == 0)
 		snap_done(sn);

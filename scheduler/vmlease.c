@@ -10,30 +10,9 @@
 
 #include "../common/log.h"
 #include "../backends/vm/lvhost.h"
+#include "../proto/contract.h"
 #include "../proto/keys.h"
 #include "../common/clock.h"
-
-/* End the leases that are due, atomically: each leaves the index, its
- * record says why and when; the names come back for their domains to go. */
-static const char END_DUE[] =
-    "local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, 32)\n"
-    "for _, name in ipairs(due) do\n"
-    "  local k = 'al:vm:' .. name\n"
-    "  local why = redis.call('HGET', k, 'stop_reason') or 'lease expired'\n"
-    "  redis.call('ZREM', KEYS[1], name)\n"
-    "  redis.call('HSET', k, 'state', 'ended', 'reason', why, 'ended_ms', ARGV[1])\n"
-    "  redis.call('PEXPIRE', k, ARGV[2])\n"
-    "end\n"
-    "return due\n";
-
-/* The same for one lease whose domain is gone. */
-static const char END_ONE[] =
-    "if redis.call('ZREM', KEYS[1], ARGV[1]) == 1 then\n"
-    "  local k = 'al:vm:' .. ARGV[1]\n"
-    "  redis.call('HSET', k, 'state', 'ended', 'reason', ARGV[2], 'ended_ms', ARGV[3])\n"
-    "  redis.call('PEXPIRE', k, ARGV[4])\n"
-    "end\n"
-    "return 1\n";
 
 struct al_vmlease {
 	virConnectPtr conn;
@@ -136,12 +115,11 @@ static void on_due(redisAsyncContext *ac, void *reply, void *priv)
 
 void al_vmlease_tick(struct al_vmlease *v, uint64_t now_ms)
 {
-	char now[24], ttl[24];
-	const char *argv[] = {"EVAL", END_DUE, "1", AL_KEY_VM_LEASES, now, ttl};
+	struct al_call c;
 
-	snprintf(now, sizeof(now), "%llu", (unsigned long long)now_ms);
-	snprintf(ttl, sizeof(ttl), "%llu", (unsigned long long)v->ttl_ms);
-	al_aconn_cmd(v->cmd, on_due, v, 6, argv, NULL);
+	al_vm_end_due_call(&c, now_ms, v->ttl_ms);
+	al_aconn_send(v->cmd, &c, on_due, v);
+	al_call_free(&c);
 }
 
 static bool in_reply(const redisReply *r, const char *name)
@@ -158,7 +136,6 @@ static void on_leases(redisAsyncContext *ac, void *reply, void *priv)
 	redisReply *r = reply;
 	virDomainPtr *doms = NULL;
 	int n;
-	char now[24], ttl[24];
 
 	(void)ac;
 	if (!r || r->type != REDIS_REPLY_ARRAY)
@@ -173,8 +150,6 @@ static void on_leases(redisAsyncContext *ac, void *reply, void *priv)
 			destroy_domain(v, name, "no lease in Redis (found at start-up)");
 	}
 	/* A lease whose domain is gone: end it, saying so. */
-	snprintf(now, sizeof(now), "%llu", (unsigned long long)al_now_ms());
-	snprintf(ttl, sizeof(ttl), "%llu", (unsigned long long)v->ttl_ms);
 	for (size_t k = 0; k < r->elements; k++) {
 		virDomainPtr d;
 		const char *name = r->element[k]->str;
@@ -187,13 +162,13 @@ static void on_leases(redisAsyncContext *ac, void *reply, void *priv)
 			continue;
 		}
 		{
-			const char *argv[] = {
-			    "EVAL", END_ONE,
-			    "1",    AL_KEY_VM_LEASES,
-			    name,   "its domain vanished (found by the scheduler at start-up)",
-			    now,    ttl};
+			struct al_call c;
 
-			al_aconn_cmd(v->cmd, NULL, NULL, 8, argv, NULL);
+			al_vm_end_one_call(
+			    &c, name, "its domain vanished (found by the scheduler at start-up)",
+			    al_now_ms(), v->ttl_ms);
+			al_aconn_send(v->cmd, &c, NULL, NULL);
+			al_call_free(&c);
 		}
 		al_log("warn", "vm_vanished", "vm=%s", name);
 	}

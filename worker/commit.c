@@ -160,12 +160,14 @@ static void on_commit_batch(redisAsyncContext *ac, void *reply, void *priv)
 	if (r && w->url.min_replicas) {
 		/* durability: the results are kept until WAIT says enough
 		 * replicas have them (sent again, also to a new master, else) */
-		char n[16], ms[16];
-		const char *argv[3] = {"WAIT", n, ms};
+		struct al_call c;
+		int rc;
 
-		snprintf(n, sizeof(n), "%d", w->url.min_replicas);
-		snprintf(ms, sizeof(ms), "%d", w->url.replica_timeout_ms);
-		if (al_aconn_cmd(w->cmd, on_commit_replicated, b, 3, argv, NULL))
+		al_wait_call(&c, (unsigned)w->url.min_replicas,
+			     (unsigned)w->url.replica_timeout_ms);
+		rc = al_aconn_send(w->cmd, &c, on_commit_replicated, b);
+		al_call_free(&c);
+		if (rc)
 			on_commit_replicated(NULL, NULL, b); /* Redis went away: as short */
 		return;
 	}

@@ -168,10 +168,11 @@ void wk_on_cmd_up(struct al_aconn *c, void *arg)
 	(void)c;
 	al_log("info", "redis_up", "conn=cmd worker=%s", w->conf->backend.worker_id);
 	for (int i = 0; i < w->nstreams; i++) {
-		const char *argv[] = {"XGROUP",		"CREATE", w->streams[i],
-				      AL_GROUP_WORKERS, "0",	  "MKSTREAM"};
+		struct al_call grp;
 
-		al_aconn_cmd(w->cmd, NULL, NULL, 6, argv, NULL);
+		al_xgroup_create_call(&grp, w->streams[i], AL_GROUP_WORKERS);
+		al_aconn_send(w->cmd, &grp, NULL, NULL);
+		al_call_free(&grp);
 	}
 	wk_heartbeat(-1, 0, w);
 	wk_flush_commits(w);

@@ -198,10 +198,11 @@ static void on_fetch(redisAsyncContext *ac, void *reply, void *priv)
 		/* NOGROUP: the scheduler has not made this tier's queue yet */
 		if (!strncmp(r->str, "NOGROUP", 7)) {
 			for (int i = 0; i < w->nstreams; i++) {
-				const char *argv[] = {"XGROUP",		"CREATE", w->streams[i],
-						      AL_GROUP_WORKERS, "0",	  "MKSTREAM"};
+				struct al_call c;
 
-				al_aconn_cmd(w->cmd, NULL, NULL, 6, argv, NULL);
+				al_xgroup_create_call(&c, w->streams[i], AL_GROUP_WORKERS);
+				al_aconn_send(w->cmd, &c, NULL, NULL);
+				al_call_free(&c);
 			}
 		} else {
 			al_log("error", "fetch", "error=\"%s\"", r->str);

@@ -172,6 +172,7 @@ try:
                    ["EVAL", "return 1", "0"], ["KEYS", "*"], ["CONFIG", "GET", "*"],
                    ["FLUSHALL"], ["GET", "other:key"], ["PUBLISH", "other", "x"]],
         "scheduler": [["SET", "al:idem:t/k", "x"], ["DEL", "al:job:x"],
+                      ["EVAL", "return 1", "0"], ["KEYS", "*"],
                       ["PUBLISH", "other", "x"], ["SUBSCRIBE", "al:cancel"],
                       ["CONFIG", "GET", "*"], ["FLUSHALL"], ["GET", "other:key"],
                       ["XREADGROUP", "GROUP", "workers", "s", "STREAMS", "al:q:trusted:hi",

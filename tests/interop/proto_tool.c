@@ -126,13 +126,23 @@ int main(int argc, char **argv)
 		static const struct {
 			const char *name, *text;
 		} all[] = {
-		    {"submit", al_lua_submit},	     {"admit", al_lua_admit},
-		    {"claim", al_lua_claim},	     {"fetch", al_lua_fetch},
-		    {"commit", al_lua_commit},	     {"retry", al_lua_retry},
-		    {"promote", al_lua_promote},     {"reclaim", al_lua_reclaim},
-		    {"cancel", al_lua_cancel},	     {"expire", al_lua_expire},
-		    {"trim", al_lua_trim},	     {"rearm", al_lua_rearm},
-		    {"give_back", al_lua_give_back}, {"lookup", al_lua_lookup},
+		    {"submit", al_lua_submit},
+		    {"admit", al_lua_admit},
+		    {"claim", al_lua_claim},
+		    {"fetch", al_lua_fetch},
+		    {"commit", al_lua_commit},
+		    {"retry", al_lua_retry},
+		    {"promote", al_lua_promote},
+		    {"reclaim", al_lua_reclaim},
+		    {"cancel", al_lua_cancel},
+		    {"expire", al_lua_expire},
+		    {"trim", al_lua_trim},
+		    {"rearm", al_lua_rearm},
+		    {"give_back", al_lua_give_back},
+		    {"lookup", al_lua_lookup},
+		    {"workers", al_lua_workers},
+		    {"vm_end_due", al_lua_vm_end_due},
+		    {"vm_end_one", al_lua_vm_end_one},
 		    {"reject", al_lua_reject},
 		};
 

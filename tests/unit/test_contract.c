@@ -241,5 +241,21 @@ int main(void)
 	al_call_free(&c);
 	al_call_free(NULL);
 	check_job_states();
+	{ /* every script the header declares is loaded at connect */
+		FILE *f = fopen("proto/scripts.h", "r");
+		char line[256];
+		int declared = 0, loaded = 0;
+
+		while (f && fgets(line, sizeof(line), f))
+			declared += !strncmp(line, "extern const char al_lua_", 25);
+		if (f)
+			fclose(f);
+		while (al_lua_all[loaded])
+			loaded++;
+		TAP_OK(declared > 0 && declared == loaded,
+		       "al_lua_all holds every script scripts.h declares (%d of %d): each is "
+		       "loaded at connect",
+		       loaded, declared);
+	}
 	return tap_done();
 }

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# make install: the programs, the systemd units and the example settings.
+# make install: the programs, the systemd units, the example settings and
+# the client library (libairlock.a, headers, airlock.pc).
 #   PREFIX (default /usr/local), DESTDIR (staging root, default none), BUILD.
 # The configuration itself (/etc/airlock/) is the operator's: README "Using it".
 set -euo pipefail
@@ -23,4 +24,25 @@ done
 install -m 0644 "$here"/systemd/*.env.example "$here/policy.example.yaml" \
 	"$here/redis-users.acl.in" "$share/"
 install -m 0755 "$here/redis-acl.sh" "$share/"
-echo "installed in $DESTDIR$PREFIX (units: $units)"
+# the client library: libairlock.a, its headers (as make headers lays them
+# out: <airlock/client/client.h> ...) and a pkg-config file for it
+lib="$DESTDIR$PREFIX/lib"
+inc="$DESTDIR$PREFIX/include"
+install -d "$lib/pkgconfig" "$inc"
+install -m 0644 "$BUILD/libairlock.a" "$lib/libairlock.a"
+rm -rf "$inc/airlock"
+cp -r "$BUILD/include/airlock" "$inc/airlock"
+find "$inc/airlock" -type d -exec chmod 0755 {} + -o -type f -exec chmod 0644 {} +
+cat >"$lib/pkgconfig/airlock.pc" <<PC
+prefix=$PREFIX
+libdir=\${prefix}/lib
+includedir=\${prefix}/include
+
+Name: airlock
+Description: Airlock's client library: submit, wait, run, cancel and follow jobs
+Version: 1
+Requires: hiredis libevent msgpack jansson libcrypto libcurl
+Cflags: -I\${includedir}
+Libs: -L\${libdir} -lairlock
+PC
+echo "installed in $DESTDIR$PREFIX (units: $units; library: $lib/libairlock.a, airlock.pc)"

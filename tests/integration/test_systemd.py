@@ -4,8 +4,9 @@ systemd's own tools, and the three daemons run the way the units run them.
 
 This machine's PID 1 is not systemd, so no unit is started by systemd here.
 What is checked instead:
-- deploy/install.sh installs the programs, the units (naming its PREFIX) and
-  the example settings; `systemd-analyze verify` accepts the installed units
+- deploy/install.sh installs the programs, the units (naming its PREFIX),
+  the example settings and the client library (libairlock.a, headers,
+  airlock.pc: a program builds with pkg-config alone); `systemd-analyze verify` accepts the installed units
   (and refuses one whose program is missing: the check can fail);
 - `systemd-analyze security --offline=yes` rates the gateway's and the
   scheduler's hardening "OK" (exposure at most 2.0);
@@ -119,6 +120,24 @@ try:
              ("gateway.env.example", "scheduler.env.example", "worker.env.example")),
          "install.sh: the programs, the units naming $PREFIX/bin, the example settings",
          p.stderr)
+
+    # the client library: a program built with `pkg-config airlock` only
+    prog = os.path.join(c.dir, "prog.c")
+    with open(prog, "w") as f:
+        f.write('#include <airlock/client/client.h>\n#include <stdio.h>\n'
+                'int main(void) { struct al_err e = {0}; struct al_client *c = '
+                'al_client_connect("unix:///nonexistent/r.sock", &e);\n'
+                'puts(c ? "connected" : e.msg); return c != NULL; }\n')
+    env = dict(os.environ, PKG_CONFIG_PATH=os.path.join(prefix, "lib", "pkgconfig"))
+    flags = subprocess.run(["pkg-config", "--cflags", "--libs", "airlock"], capture_output=True,
+                           text=True, env=env)
+    cc = subprocess.run(["cc", "-o", os.path.join(c.dir, "prog"), prog] + flags.stdout.split(),
+                        capture_output=True, text=True)
+    run = subprocess.run([os.path.join(c.dir, "prog")], capture_output=True, text=True) \
+        if cc.returncode == 0 else None
+    t.ok(flags.returncode == 0 and cc.returncode == 0 and run and "nonexistent" in run.stdout,
+         "make install's libairlock.a, headers and airlock.pc build a client program with "
+         "`pkg-config airlock` alone", (flags.stderr, cc.stderr[-600:]))
 
     p = subprocess.run(["systemd-analyze", "verify"] +
                        [os.path.join(units, n + ".service") for n in names],

@@ -121,8 +121,8 @@ $(BUILD)/airlock-egress-fwd: backends/microvm/egress_fwd.c backends/microvm/egre
 # never sanitized (it is PID 1 of a VM), stripped so that its bytes, and so
 # the image hash, depend only on the sources.
 AGENT_SRC := backends/microvm/agent.c backends/vmchan.c backends/cgroup.c backends/jobfs.c common/clock.c \
-	backends/jobspec.c backends/verdict.c backends/seccomp.c common/log.c proto/buf.c proto/err.c \
-	proto/job.c proto/mp.c proto/result.c proto/grade.c backends/grade.c
+	backends/jobspec.c backends/endstatus.c backends/seccomp.c common/log.c proto/buf.c proto/err.c \
+	proto/job.c proto/mp.c proto/result.c proto/grade.c backends/judge.c
 $(BUILD)/airlock-agent: $(AGENT_SRC) $(wildcard backends/*.h backends/microvm/*.h proto/*.h common/*.h)
 	$(CC) -std=gnu11 -D_GNU_SOURCE $(WARN) -O2 -static -s -ffile-prefix-map=$(CURDIR)=. \
 		-o $@ $(AGENT_SRC) -lmsgpackc -lseccomp
@@ -131,13 +131,13 @@ $(BUILD)/tests/%: $(call obj,tests/unit/%.c) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
-# The grading comparison is worker and agent code (backends/grade.c).
-$(BUILD)/tests/test_grade: $(call obj,tests/unit/test_grade.c backends/grade.c) $(LIB)
+# The grading comparison is worker and agent code (backends/judge.c).
+$(BUILD)/tests/test_grade: $(call obj,tests/unit/test_grade.c backends/judge.c) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
 # The microVM channel's framing is worker code (backends/vmchan.c).
-$(BUILD)/tests/test_vmchan: $(call obj,tests/unit/test_vmchan.c backends/vmchan.c backends/jobspec.c backends/grade.c) $(LIB)
+$(BUILD)/tests/test_vmchan: $(call obj,tests/unit/test_vmchan.c backends/vmchan.c backends/jobspec.c backends/judge.c) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
@@ -170,7 +170,7 @@ $(BUILD)/tests/clockshim.so: tests/lib/clockshim.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 $(WARN) -O2 -fPIC -shared -o $@ $< -ldl
 
-$(BUILD)/tests/egress_tool: $(call obj,tests/bench/egress_tool.c worker/egress.c) $(LIB)
+$(BUILD)/tests/egress_tool: $(call obj,tests/bench/egress_tool.c worker/proxy.c) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
 

@@ -2,7 +2,7 @@
 #include "vmchan.h"
 
 #include "backend.h"
-#include "grade.h"
+#include "judge.h"
 #include "jobspec.h"
 #include "../common/log.h" /* clocks */
 #include "../proto/result.h"

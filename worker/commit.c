@@ -249,7 +249,7 @@ static void send_batch(struct worker *w, struct commit_batch *b)
 							      .stream = c->stream,
 							      .entry = c->entry,
 							      .group = AL_GROUP_WORKERS,
-							      .status = c->status});
+							      .status = al_status_name(c->status)});
 	}
 	if (al_aconn_call(w->cmd, &call, on_commit_batch, b)) {
 		al_log("error", "redis_call",
@@ -368,7 +368,7 @@ static void commit_encoded(struct worker *w, const struct al_result *res, struct
 	snprintf(c->tenant, sizeof(c->tenant), "%s", job && job->tenant ? job->tenant : "default");
 	snprintf(c->stream, sizeof(c->stream), "%s", stream ? stream : "");
 	snprintf(c->entry, sizeof(c->entry), "%s", entry ? entry : "");
-	snprintf(c->status, sizeof(c->status), "%s", al_status_name(res->status));
+	c->status = res->status;
 	c->attempt = attempt;
 	c->result = b.data; /* moved */
 	c->len = b.len;

@@ -8,7 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../backends/grade.h"
+#include "../backends/judge.h"
 #include "../backends/jobfs.h"
 
 struct al_grading {

@@ -4,10 +4,10 @@
 #include <event2/dns.h>
 #include <unistd.h>
 
-#include "../backends/grade.h"
+#include "../backends/judge.h"
 #include "../backends/jobfs.h"
 #include "../proto/keys.h"
-#include "egress.h"
+#include "proxy.h"
 #include "grading.h"
 #include "../common/clock.h"
 

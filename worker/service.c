@@ -22,7 +22,7 @@
 #include "../common/aconn.h"
 #include "../common/log.h"
 #include "../proto/contract.h"
-#include "egress.h"
+#include "proxy.h"
 #include "grading.h"
 #include "worker.h"
 

@@ -12,6 +12,12 @@
  *   fetch.c    taking jobs: FETCH and CLAIM scripts, the blocking read
  *   control.c  cancel, heartbeats (leases, registry, metrics), connection
  *              events, drain on SIGTERM, warm pools
+ *   health.c   a backend that keeps failing to set up sandboxes: paused,
+ *              probed, resumed
+ *   runner.c   one job through one backend (runner.h)
+ *   grading.c  a grading job's build tree and steps (grading.h)
+ *   proxy.c    the egress proxy of jobs granted network (proxy.h)
+ *   webhook.c  result callbacks (webhook.h); hostlock.c  one worker id per host
  */
 #ifndef AL_WORKER_H
 #define AL_WORKER_H
@@ -94,7 +100,7 @@ struct commit {
 	size_t len;
 	char stream[AL_KEY_MAX]; /* the entry to acknowledge ("" when none) */
 	char entry[64];
-	char status[24];
+	enum al_status_code status; /* the result's, for COMMIT's counters */
 	char *callback;		    /* POST the result here once committed, or NULL */
 	char tenant[AL_ID_MAX + 1]; /* ...signed with this tenant's webhook secret */
 };

@@ -43,7 +43,7 @@
 #include "../jobspec.h"
 #include "../netns.h"
 #include "../seccomp.h"
-#include "../verdict.h"
+#include "../endstatus.h"
 
 #define CTR_UID	     1000   /* the job's uid and gid inside the container */
 #define CTR_ID_RANGE 65536u /* host ids per slot; slot i's root is userns_base + i*RANGE */
@@ -851,7 +851,7 @@ static int ctr_reap(struct al_sandbox *sb, struct al_result *res, struct al_err 
 			st = (struct al_cg_stats){cpu, peak, oom, hit != 0};
 		}
 	}
-	al_verdict(res, ws, &st, &sb->spec.limits, disk_full);
+	al_end_status(res, ws, &st, &sb->spec.limits, disk_full);
 	{
 		char image[128];
 

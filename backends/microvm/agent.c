@@ -48,13 +48,13 @@
 #include "../../proto/result.h"
 #include "../backend.h" /* AL_USAGE_POLL_MS */
 #include "../cgroup.h"
-#include "../grade.h"
+#include "../judge.h"
 #include "../jobexec.h"
 #include "../jobfs.h"
 #include "../jobfs_layout.h"
 #include "../jobspec.h"
 #include "../seccomp.h"
-#include "../verdict.h"
+#include "../endstatus.h"
 #include "../vmchan.h"
 #include "egress_fwd.h"
 #include "../../common/clock.h"
@@ -707,7 +707,7 @@ static int run_step(const struct al_job *job, const struct step *st, const char 
 	/* each file cut to the host's cap here: no byte more crosses */
 	if ((rc = al_jobfs_collect(&fs, job, l, collect_cap, res, &disk_full, err)))
 		goto out;
-	al_verdict(res, ws, &stats, l, disk_full);
+	al_end_status(res, ws, &stats, l, disk_full);
 	if (timed_out && res->status != AL_ST_MEMORY_LIMIT) {
 		res->status = AL_ST_TIMEOUT;
 		res->has_exit_code = false;
@@ -740,7 +740,7 @@ static int run(struct job_in *in, int port, struct al_result *res, struct al_err
 /* A grading job (proto/grade.h): its build tree (the job's files, the
  * build's), the build once, then each test in a cgroup and uid of its own
  * with the tree read-only on /work and its own tmpfs on /tmp; a verdict
- * each (backends/grade.c, as the worker gives them). */
+ * each (backends/judge.c, as the worker gives them). */
 static int run_grading(struct job_in *in, int port, struct al_result *res, struct al_err *err)
 {
 	const struct al_job *job = &in->job;

@@ -44,7 +44,7 @@
 #include "../../proto/keys.h"
 #include "../backend.h"
 #include "../cgroup.h"
-#include "../grade.h"
+#include "../judge.h"
 #include "../jobfs.h"
 #include "../jobspec.h"
 #include "../netns.h"

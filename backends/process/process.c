@@ -48,7 +48,7 @@
 #include "../netns.h"
 #include "../seccomp.h"
 #include "../../common/log.h"
-#include "../verdict.h"
+#include "../endstatus.h"
 #include "init.h"
 
 /* One pre-made init per slot. */
@@ -678,7 +678,7 @@ static int proc_reap(struct al_sandbox *sb, struct al_result *res, struct al_err
 					  "process: sandbox init exited %d without a report",
 					  si.si_status);
 	}
-	al_verdict(res, ws, &st, &sb->spec.limits, disk_full);
+	al_end_status(res, ws, &st, &sb->spec.limits, disk_full);
 	/* The job's image, or the host's own files (read-only): PROTOCOL.md's "host" */
 	{
 		char image[128] = "host";

@@ -8,7 +8,7 @@ server inside a network namespace this benchmark makes (as test_egress.py):
   transfer  a 100 MB file, direct vs through the proxy, 7 rounds each,
             interleaved; target: proxy rate >= 80 % of direct
 
-The proxy is the worker's own (worker/egress.c) run alone by
+The proxy is the worker's own (worker/proxy.c) run alone by
 build/tests/egress_tool, allowed the server's range.
 Usage: egress_latency.py [ROUNDS]   (root)"""
 import os

@@ -1,4 +1,4 @@
-/* egress_tool.c - the worker's egress proxy (worker/egress.c) on its own,
+/* egress_tool.c - the worker's egress proxy (worker/proxy.c) on its own,
  * for the proxy's tests and benchmark:
  *   egress_tool PORT_FILE MAX_BYTES MAX_CONNS RULE...
  * listens on 127.0.0.1 (a free port, written to PORT_FILE), serves until
@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "../../proto/json.h"
-#include "../../worker/egress.h"
+#include "../../worker/proxy.h"
 
 static void on_signal(evutil_socket_t sig, short what, void *arg)
 {

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The worker's egress proxy on its own (build/tests/egress_tool: worker/egress.c
+"""The worker's egress proxy on its own (build/tests/egress_tool: worker/proxy.c
 with its transcript), against servers in a network namespace this test makes
 (the hardening issue, findings 6 and 7):
   - 6: a CONNECT whose host is bytes that are not UTF-8 is refused, and the

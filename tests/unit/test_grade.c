@@ -1,4 +1,4 @@
-/* test_grade.c - the grading comparison (backends/grade.h): each mode's
+/* test_grade.c - the grading comparison (backends/judge.h): each mode's
  * matches and mismatches, the first differing line reported, bytes that are
  * not text, and the bounds of what is kept for the report; then the steps'
  * verdicts (the order they are decided in, their detail lines, the output
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../backends/grade.h"
+#include "../../backends/judge.h"
 #include "tap.h"
 
 #pragma GCC diagnostic ignored "-Wdiscarded-qualifiers"

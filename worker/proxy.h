@@ -1,4 +1,4 @@
-/* egress.h - the egress proxy: one per job that was granted network
+/* proxy.h - the egress proxy: one per job that was granted network
  * "egress", on the worker's event loop, outside every sandbox. It serves a
  * listening socket the backend made where only the job can reach it (inside
  * the job's network namespace), speaks what HTTP_PROXY / HTTPS_PROXY
@@ -7,8 +7,8 @@
  * resolved here and every address checked before it is used), counts bytes
  * and connections against the caps, closes idle tunnels, and keeps a
  * transcript of every connection tried for the result. */
-#ifndef AL_WORKER_EGRESS_H
-#define AL_WORKER_EGRESS_H
+#ifndef AL_WORKER_PROXY_H
+#define AL_WORKER_PROXY_H
 
 #include <event2/dns.h>
 #include <event2/event.h>

@@ -1,8 +1,8 @@
-/* egress.c - the egress proxy (egress.h). One struct tunnel per client
+/* proxy.c - the egress proxy (proxy.h). One struct tunnel per client
  * connection: read the request head, decide by the rules, resolve, check
  * each address, connect, then relay both ways with backpressure, counting
  * bytes. Every tunnel ends in one transcript entry. */
-#include "egress.h"
+#include "proxy.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>

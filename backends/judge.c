@@ -1,5 +1,5 @@
-/* grade.c - see grade.h. */
-#include "grade.h"
+/* judge.c - a grading test's verdict on its output (see judge.h). */
+#include "judge.h"
 
 #include <stdarg.h>
 #include <stdio.h>

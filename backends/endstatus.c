@@ -1,12 +1,12 @@
-/* verdict.c - how a job ended, as a result status (see verdict.h). */
-#include "verdict.h"
+/* endstatus.c - how a job ended, as a result status (see endstatus.h). */
+#include "endstatus.h"
 
 #include <signal.h>
 #include <string.h>
 #include <sys/wait.h>
 
-void al_verdict(struct al_result *res, int ws, const struct al_cg_stats *st,
-		const struct al_limits *lim, bool disk_full)
+void al_end_status(struct al_result *res, int ws, const struct al_cg_stats *st,
+		   const struct al_limits *lim, bool disk_full)
 {
 	int sig = WIFSIGNALED(ws) ? WTERMSIG(ws) : 0;
 

@@ -1,9 +1,9 @@
-/* grade.h - a grading test's verdict on its output: does what the program
+/* judge.h - a grading test's verdict on its output: does what the program
  * printed match what the test expects, and where does it first differ.
  * Pure C, no I/O: the worker and the microVM guest agent share it (the
  * grading issue: build once, run many tests, a verdict for each). */
-#ifndef AL_GRADE_H
-#define AL_GRADE_H
+#ifndef AL_JUDGE_H
+#define AL_JUDGE_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,7 +1,7 @@
-/* verdict.h - turning how a job ended into a result status, the same way for
+/* endstatus.h - turning how a job ended into a result status, the same way for
  * every backend that runs jobs in a cgroup. */
-#ifndef AL_VERDICT_H
-#define AL_VERDICT_H
+#ifndef AL_ENDSTATUS_H
+#define AL_ENDSTATUS_H
 
 #include <stdbool.h>
 
@@ -14,7 +14,7 @@
  * kill) > CPU (SIGXCPU, or killed past the CPU limit) > output (SIGXFSZ, a
  * stream over its cap, a full disk) > the exit code or signal. Output
  * streams must already be in res. */
-void al_verdict(struct al_result *res, int wait_status, const struct al_cg_stats *st,
-		const struct al_limits *lim, bool disk_full);
+void al_end_status(struct al_result *res, int wait_status, const struct al_cg_stats *st,
+		   const struct al_limits *lim, bool disk_full);
 
 #endif

@@ -212,8 +212,10 @@ microvm-image: $(BUILD)/airlock-agent
 bench: all $(TESTS)
 	BUILD=$(BUILD) bash tests/bench/run.sh
 
+# One major version of clang-format (another formats some lines otherwise).
+CLANG_FORMAT ?= clang-format-14
 format:
-	clang-format -i $(shell git ls-files '*.c' '*.h')
+	$(CLANG_FORMAT) -i $(shell git ls-files '*.c' '*.h')
 
 clean:
 	rm -rf build build-address build-undefined

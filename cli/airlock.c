@@ -771,13 +771,133 @@ static int cmd_check_job(const char *path)
 	return 0;
 }
 
+static int verb_version(const char *url, int argc, char **argv)
+{
+	(void)url;
+	(void)argc;
+	(void)argv;
+	printf("airlock protocol %d\n", AL_PROTO_VERSION);
+	return 0;
+}
+
+static int verb_help(const char *url, int argc, char **argv)
+{
+	(void)url;
+	(void)argc;
+	(void)argv;
+	usage(stdout);
+	return 0;
+}
+
+static int verb_run(const char *url, int argc, char **argv)
+{
+	return cmd_run(url, argc, argv, !strcmp(argv[0], "run"));
+}
+
+static int verb_status(const char *url, int argc, char **argv)
+{
+	(void)argc;
+	return cmd_status(url, argv[1]);
+}
+
+static int verb_cancel(const char *url, int argc, char **argv)
+{
+	(void)argc;
+	return cmd_cancel(url, argv[1]);
+}
+
+static int verb_check_job(const char *url, int argc, char **argv)
+{
+	(void)url;
+	(void)argc;
+	return cmd_check_job(argv[1]);
+}
+
+/* The operators' verbs: one library call that prints, its error. */
+static int verb_stats(const char *url, int argc, char **argv)
+{
+	struct al_err err = {0};
+	struct al_client *c;
+	int rc = 0;
+
+	(void)argc;
+	(void)argv;
+	if (!(c = connect_or_die(url, &rc)))
+		return rc;
+	if (al_client_stats(c, stdout, &err)) {
+		fprintf(stderr, "airlock: %s\n", err.msg);
+		rc = EXIT_UNAVAILABLE;
+	}
+	al_client_close(c);
+	return rc;
+}
+
+static int verb_dlq(const char *url, int argc, char **argv)
+{
+	struct al_err err = {0};
+	struct al_client *c;
+	int rc = 0;
+
+	if (!(c = connect_or_die(url, &rc)))
+		return rc;
+	if (al_client_dlq(c, argv[1], argc == 3 ? argv[2] : NULL, stdout, &err)) {
+		fprintf(stderr, "airlock: %s\n", err.msg);
+		rc = err.code == AL_EINVAL ? 1 : EXIT_UNAVAILABLE;
+	}
+	al_client_close(c);
+	return rc;
+}
+
+static int verb_vm(const char *url, int argc, char **argv)
+{
+	struct al_err err = {0};
+	struct al_client *c;
+	uint64_t ms = 0;
+	int rc = 0;
+
+	if (argc == 4 && !al_parse_u64(argv[3], 1, UINT64_MAX, &ms)) {
+		fprintf(stderr, "airlock: vm extend: expected a number of ms, got \"%s\"\n",
+			argv[3]);
+		return EXIT_USAGE;
+	}
+	if (!(c = connect_or_die(url, &rc)))
+		return rc;
+	if (al_client_vm(c, argv[1], argc >= 3 ? argv[2] : NULL, ms, stdout, &err)) {
+		fprintf(stderr, "airlock: %s\n", err.msg);
+		rc = err.code == AL_EINVAL ? 1 : EXIT_UNAVAILABLE;
+	}
+	al_client_close(c);
+	return rc;
+}
+
+/* The verbs: name, how many arguments after it (min..max), the handler
+ * (given the verb's own argc/argv: argv[0] is the verb). */
+static const struct verb {
+	const char *name;
+	int min, max;
+	int (*fn)(const char *url, int argc, char **argv);
+} verbs[] = {
+    {"run", 0, 1 << 20, verb_run},
+    {"submit", 0, 1 << 20, verb_run},
+    {"wait", 0, 1 << 20, cmd_wait},
+    {"grade", 0, 1 << 20, cmd_grade},
+    {"status", 1, 1, verb_status},
+    {"cancel", 1, 1, verb_cancel},
+    {"check-job", 1, 1, verb_check_job},
+    {"stats", 0, 0, verb_stats},
+    {"dlq", 1, 2, verb_dlq},
+    {"vm", 1, 3, verb_vm},
+    {"version", 0, 0, verb_version},
+    {"--version", 0, 0, verb_version},
+    {"help", 0, 0, verb_help},
+    {"--help", 0, 0, verb_help},
+};
+
 int main(int argc, char **argv)
 {
 	const char *url =
 	    getenv("AIRLOCK_REDIS") ? getenv("AIRLOCK_REDIS") : "redis://127.0.0.1:6379";
-	struct al_err err = {0};
-	struct al_client *c;
-	int i = 1, rc = 0;
+	int i = 1;
 
 	gateway_url = getenv("AIRLOCK_GATEWAY") && *getenv("AIRLOCK_GATEWAY")
 			  ? getenv("AIRLOCK_GATEWAY")
@@ -805,64 +925,11 @@ int main(int argc, char **argv)
 	}
 	argc -= i - 1;
 	argv += i - 1;
-	/* argv[1] is the command now */
-	if (!strcmp(argv[1], "version") || !strcmp(argv[1], "--version")) {
-		printf("airlock protocol %d\n", AL_PROTO_VERSION);
-		return 0;
-	}
-	if (!strcmp(argv[1], "help") || !strcmp(argv[1], "--help")) {
-		usage(stdout);
-		return 0;
-	}
-	if (!strcmp(argv[1], "run") || !strcmp(argv[1], "submit"))
-		return cmd_run(url, argc - 1, argv + 1, !strcmp(argv[1], "run"));
-	if (!strcmp(argv[1], "wait"))
-		return cmd_wait(url, argc - 1, argv + 1);
-	if (!strcmp(argv[1], "grade"))
-		return cmd_grade(url, argc - 1, argv + 1);
-	if (!strcmp(argv[1], "status") && argc == 3)
-		return cmd_status(url, argv[2]);
-	if (!strcmp(argv[1], "cancel") && argc == 3)
-		return cmd_cancel(url, argv[2]);
-	if (!strcmp(argv[1], "check-job") && argc == 3)
-		return cmd_check_job(argv[2]);
-	if (!strcmp(argv[1], "stats") && argc == 2) {
-		if (!(c = connect_or_die(url, &rc)))
-			return rc;
-		if (al_client_stats(c, stdout, &err)) {
-			fprintf(stderr, "airlock: %s\n", err.msg);
-			rc = EXIT_UNAVAILABLE;
-		}
-		al_client_close(c);
-		return rc;
-	}
-	if (!strcmp(argv[1], "dlq") && (argc == 3 || argc == 4)) {
-		if (!(c = connect_or_die(url, &rc)))
-			return rc;
-		if (al_client_dlq(c, argv[2], argc == 4 ? argv[3] : NULL, stdout, &err)) {
-			fprintf(stderr, "airlock: %s\n", err.msg);
-			rc = err.code == AL_EINVAL ? 1 : EXIT_UNAVAILABLE;
-		}
-		al_client_close(c);
-		return rc;
-	}
-	if (!strcmp(argv[1], "vm") && argc >= 3 && argc <= 5) {
-		uint64_t ms = 0;
-
-		if (argc == 5 && !al_parse_u64(argv[4], 1, UINT64_MAX, &ms)) {
-			fprintf(stderr, "airlock: vm extend: expected a number of ms, got \"%s\"\n",
-				argv[4]);
-			return EXIT_USAGE;
-		}
-		if (!(c = connect_or_die(url, &rc)))
-			return rc;
-		if (al_client_vm(c, argv[2], argc >= 4 ? argv[3] : NULL, ms, stdout, &err)) {
-			fprintf(stderr, "airlock: %s\n", err.msg);
-			rc = err.code == AL_EINVAL ? 1 : EXIT_UNAVAILABLE;
-		}
-		al_client_close(c);
-		return rc;
-	}
+	/* argv[1] is the command now: one row of the verb table */
+	for (size_t v = 0; v < sizeof(verbs) / sizeof(verbs[0]); v++)
+		if (!strcmp(argv[1], verbs[v].name) && argc - 2 >= verbs[v].min &&
+		    argc - 2 <= verbs[v].max)
+			return verbs[v].fn(url, argc - 1, argv + 1);
 	fprintf(stderr, "airlock: unknown command or wrong arguments: %s (see airlock help)\n",
 		argv[1]);
 	return EXIT_USAGE;

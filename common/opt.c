@@ -82,6 +82,14 @@ int al_opt_set(const struct al_opt *o, void *settings, const char *v, struct al_
 	return al_err_set(err, AL_EINVAL, "--%s: unknown kind of option", o->name);
 }
 
+const struct al_opt *al_opt_find(const struct al_opt *table, const char *name)
+{
+	for (const struct al_opt *o = table; o->name; o++)
+		if (!strcmp(o->name, name))
+			return o;
+	return NULL;
+}
+
 int al_opts_parse(const struct al_opt *table, void *settings, int argc, char **argv,
 		  struct al_err *err)
 {

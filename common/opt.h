@@ -38,6 +38,9 @@ bool al_parse_u64(const char *v, uint64_t min, uint64_t max, uint64_t *out);
  * "--name: expected ..., got \"v\"" in err. */
 int al_opt_set(const struct al_opt *o, void *settings, const char *v, struct al_err *err);
 
+/* The option of table named name, or NULL (a config file's keys). */
+const struct al_opt *al_opt_find(const struct al_opt *table, const char *name);
+
 /* The options of table (ended by a NULL name) from the environment, then
  * from argv's flags. AL_OK; AL_EINVAL with err for a bad value, an unknown
  * flag, a missing value or a positional argument. */

@@ -5,7 +5,7 @@ set -euo pipefail
 
 # Build: compilers, pkg-config and the -dev packages of every library we link.
 build_pkgs=(
-	build-essential pkg-config clang libclang-rt-dev clang-format
+	build-essential pkg-config clang libclang-rt-dev clang-format-14
 	libhiredis-dev libevent-dev libmsgpack-dev libseccomp-dev
 	libcurl4-openssl-dev libssl-dev libvirt-dev libxml2-dev libjansson-dev libyaml-dev
 )

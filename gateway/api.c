@@ -808,17 +808,141 @@ static void metrics(struct req *q)
 	evbuffer_free(b);
 }
 
+/* ---- routes ---- */
+
+/* /healthz: is Redis reachable (no key needed) */
+static void serve_healthz(struct req *q, struct evkeyvalq *qs)
+{
+	bool up = al_aconn_is_up(q->g->cmd);
+
+	(void)qs;
+	reply_json(q, up ? 200 : 503,
+		   json_pack("{s:s, s:b}", "status", up ? "ok" : "redis down", "redis", up));
+}
+
+static void serve_metrics(struct req *q, struct evkeyvalq *qs)
+{
+	(void)qs;
+	metrics(q);
+}
+
+/* POST /v1/jobs and /v1/run: the body is the job */
+static void serve_submit(struct req *q, struct evkeyvalq *qs)
+{
+	struct evbuffer *in = evhttp_request_get_input_buffer(q->r);
+	const char *path = evhttp_uri_get_path(evhttp_request_get_evhttp_uri(q->r));
+	bool bad = false, run = !strcmp(path, "/v1/run");
+	uint64_t wait_ms = query_ms(qs, "wait", &bad);
+	size_t len = evbuffer_get_length(in);
+	const char *body = (const char *)evbuffer_pullup(in, -1);
+	const char *ctype =
+	    evhttp_find_header(evhttp_request_get_input_headers(q->r), "Content-Type");
+
+	if (bad) {
+		reply_error(q, 400, "wait: expected milliseconds");
+		return;
+	}
+	q->kind = K_SUBMIT;
+	submit(q, body ? body : "", len, ctype && strstr(ctype, "msgpack"), run, wait_ms);
+}
+
+/* GET /v1/jobs/{id} (the result or the state), DELETE (cancel) */
+static void serve_job(struct req *q, struct evkeyvalq *qs)
+{
+	(void)qs;
+	q->kind = evhttp_request_get_command(q->r) == EVHTTP_REQ_DELETE ? K_CANCEL : K_GET;
+	with_owned_job(q);
+}
+
+/* GET /v1/jobs/{id}/wait?timeout_ms= */
+static void serve_wait(struct req *q, struct evkeyvalq *qs)
+{
+	bool bad = false;
+	uint64_t ms = query_ms(qs, "timeout_ms", &bad);
+
+	if (bad) {
+		reply_error(q, 400, "timeout_ms: expected milliseconds");
+		return;
+	}
+	q->kind = K_WAIT;
+	q->deadline_ms = al_mono_ms() + (ms ? (ms > GW_WAIT_MAX_MS ? GW_WAIT_MAX_MS : ms) : 30000);
+	q->code_if_pending = 202;
+	with_owned_job(q);
+}
+
+/* GET /v1/jobs/{id}/output: Server-Sent Events, from Last-Event-ID */
+static void serve_output(struct req *q, struct evkeyvalq *qs)
+{
+	const char *after =
+	    evhttp_find_header(evhttp_request_get_input_headers(q->r), "Last-Event-ID");
+
+	if (!after)
+		after = evhttp_find_header(qs, "after");
+	snprintf(q->last, sizeof(q->last), "%s", after ? after : "0");
+	if (!entry_id_ok(q->last)) {
+		reply_error(q, 400, "Last-Event-ID: expected an event id (MS-SEQ, as sent) or 0");
+		return;
+	}
+	q->kind = K_OUTPUT;
+	with_owned_job(q);
+}
+
+/* The routes: a path (with_id: "/v1/jobs/" then a job id, then suffix),
+ * whether it takes a tenant's key, the methods it takes, its handler. A
+ * request no route matches is 404; one with another method, 405. */
+static const struct route {
+	const char *path;
+	bool with_id;
+	const char *suffix; /* with_id: what follows the id ("" for the job itself) */
+	bool key;	    /* needs an API key (its tenant is the job's) */
+	int methods;	    /* EVHTTP_REQ_* */
+	const char *takes;  /* the methods, for 405's message */
+	void (*serve)(struct req *q, struct evkeyvalq *qs);
+} routes[] = {
+    {"/healthz", false, NULL, false, EVHTTP_REQ_GET, "GET", serve_healthz},
+    {"/metrics", false, NULL, false, EVHTTP_REQ_GET, "GET", serve_metrics},
+    {"/v1/jobs", false, NULL, true, EVHTTP_REQ_POST, "POST", serve_submit},
+    {"/v1/run", false, NULL, true, EVHTTP_REQ_POST, "POST", serve_submit},
+    {"/v1/jobs/", true, "", true, EVHTTP_REQ_GET | EVHTTP_REQ_DELETE, "GET or DELETE", serve_job},
+    {"/v1/jobs/", true, "/wait", true, EVHTTP_REQ_GET, "GET", serve_wait},
+    {"/v1/jobs/", true, "/output", true, EVHTTP_REQ_GET, "GET", serve_output},
+};
+
+/* The route of path, its job id into id (with_id routes); NULL if none. */
+static const struct route *route_of(const char *path, char id[AL_ID_MAX + 1])
+{
+	for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
+		const struct route *rt = &routes[i];
+		size_t n = strlen(rt->path);
+		const char *end;
+
+		if (!rt->with_id) {
+			if (!strcmp(path, rt->path))
+				return rt;
+			continue;
+		}
+		if (strncmp(path, rt->path, n))
+			continue;
+		end = strchr(path + n, '/');
+		end = end ? end : path + strlen(path);
+		if (!id_ok(path + n, (size_t)(end - path - (ptrdiff_t)n)) ||
+		    strcmp(end, rt->suffix))
+			continue;
+		snprintf(id, AL_ID_MAX + 1, "%.*s", (int)(end - path - (ptrdiff_t)n), path + n);
+		return rt;
+	}
+	return NULL;
+}
+
 void gw_on_request(struct evhttp_request *r, void *arg)
 {
 	struct gw *g = arg;
 	struct req *q = calloc(1, sizeof(*q));
 	const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(r);
 	const char *path = uri ? evhttp_uri_get_path(uri) : NULL, *query;
-	enum evhttp_cmd_type m = evhttp_request_get_command(r);
 	struct evbuffer *in = evhttp_request_get_input_buffer(r);
 	struct evkeyvalq qs = {0};
-	const char *ctype, *sub;
-	bool bad = false;
+	const struct route *rt;
 	int refused;
 
 	g->st.requests++;
@@ -842,114 +966,33 @@ void gw_on_request(struct evhttp_request *r, void *arg)
 		reply_error(q, 400, "a request without a path");
 		return;
 	}
-	if (!strcmp(path, "/healthz")) {
-		bool up = al_aconn_is_up(g->cmd);
-
-		reply_json(
-		    q, up ? 200 : 503,
-		    json_pack("{s:s, s:b}", "status", up ? "ok" : "redis down", "redis", up));
-		return;
+	rt = route_of(path, q->id);
+	/* under /v1/ the key comes first: no endpoint is told to a stranger */
+	if ((rt && rt->key) || (!rt && !strncmp(path, "/v1/", 4))) {
+		if (!(q->t = gw_auth(g, evhttp_find_header(evhttp_request_get_input_headers(r),
+							   "Authorization")))) {
+			g->st.unauthorized++;
+			evhttp_add_header(evhttp_request_get_output_headers(r), "WWW-Authenticate",
+					  "Bearer realm=\"airlock\"");
+			reply_error(q, 401,
+				    "a missing or unknown API key (Authorization: Bearer KEY)");
+			return;
+		}
+		snprintf(q->tenant, sizeof(q->tenant), "%s", q->t->name);
 	}
-	if (!strcmp(path, "/metrics")) {
-		metrics(q);
-		return;
-	}
-	if (strncmp(path, "/v1/", 4)) {
+	if (!rt) {
 		reply_error(q, 404, "no such endpoint: %s (see docs/api.md)", path);
 		return;
 	}
-	if (!(q->t = gw_auth(
-		  g, evhttp_find_header(evhttp_request_get_input_headers(r), "Authorization")))) {
-		g->st.unauthorized++;
-		evhttp_add_header(evhttp_request_get_output_headers(r), "WWW-Authenticate",
-				  "Bearer realm=\"airlock\"");
-		reply_error(q, 401, "a missing or unknown API key (Authorization: Bearer KEY)");
+	if (!(evhttp_request_get_command(r) & rt->methods)) {
+		reply_error(q, 405, "%s takes %s", path, rt->takes);
 		return;
 	}
-	snprintf(q->tenant, sizeof(q->tenant), "%s", q->t->name);
 	query = evhttp_uri_get_query(uri);
 	if (query && evhttp_parse_query_str(query, &qs)) {
 		reply_error(q, 400, "a malformed query string");
 		return;
 	}
-	if (!strcmp(path, "/v1/jobs") || !strcmp(path, "/v1/run")) {
-		bool run = !strcmp(path, "/v1/run");
-		uint64_t wait_ms = query_ms(&qs, "wait", &bad);
-		size_t len = evbuffer_get_length(in);
-		const char *body = (const char *)evbuffer_pullup(in, -1);
-
-		evhttp_clear_headers(&qs);
-		if (m != EVHTTP_REQ_POST) {
-			reply_error(q, 405, "%s takes POST", path);
-			return;
-		}
-		if (bad) {
-			reply_error(q, 400, "wait: expected milliseconds");
-			return;
-		}
-		ctype = evhttp_find_header(evhttp_request_get_input_headers(r), "Content-Type");
-		q->kind = K_SUBMIT;
-		submit(q, body ? body : "", len, ctype && strstr(ctype, "msgpack"), run, wait_ms);
-		return;
-	}
-	if (strncmp(path, "/v1/jobs/", 9)) {
-		evhttp_clear_headers(&qs);
-		reply_error(q, 404, "no such endpoint: %s (see docs/api.md)", path);
-		return;
-	}
-	sub = strchr(path + 9, '/');
-	if (!id_ok(path + 9, sub ? (size_t)(sub - path - 9) : strlen(path + 9)) ||
-	    (sub && strcmp(sub, "/wait") && strcmp(sub, "/output"))) {
-		evhttp_clear_headers(&qs);
-		reply_error(q, 404, "no such endpoint: %s (see docs/api.md)", path);
-		return;
-	}
-	snprintf(q->id, sizeof(q->id), "%.*s", sub ? (int)(sub - path - 9) : (int)strlen(path + 9),
-		 path + 9);
-	if (sub && !strcmp(sub, "/output")) {
-		const char *after =
-		    evhttp_find_header(evhttp_request_get_input_headers(r), "Last-Event-ID");
-
-		if (!after)
-			after = evhttp_find_header(&qs, "after");
-		snprintf(q->last, sizeof(q->last), "%s", after ? after : "0");
-		evhttp_clear_headers(&qs);
-		if (m != EVHTTP_REQ_GET) {
-			reply_error(q, 405, "%s takes GET", path);
-			return;
-		}
-		if (!entry_id_ok(q->last)) {
-			reply_error(q, 400,
-				    "Last-Event-ID: expected an event id (MS-SEQ, as sent) or 0");
-			return;
-		}
-		q->kind = K_OUTPUT;
-	} else if (sub) {
-		uint64_t ms = query_ms(&qs, "timeout_ms", &bad);
-
-		evhttp_clear_headers(&qs);
-		if (m != EVHTTP_REQ_GET) {
-			reply_error(q, 405, "%s takes GET", path);
-			return;
-		}
-		if (bad) {
-			reply_error(q, 400, "timeout_ms: expected milliseconds");
-			return;
-		}
-		q->kind = K_WAIT;
-		q->deadline_ms =
-		    al_mono_ms() + (ms ? (ms > GW_WAIT_MAX_MS ? GW_WAIT_MAX_MS : ms) : 30000);
-		q->code_if_pending = 202;
-	} else {
-		evhttp_clear_headers(&qs);
-		if (m == EVHTTP_REQ_GET) {
-			q->kind = K_GET;
-		} else if (m == EVHTTP_REQ_DELETE) {
-			q->kind = K_CANCEL;
-		} else {
-			reply_error(q, 405, "%s takes GET or DELETE", path);
-			return;
-		}
-	}
-	with_owned_job(q);
+	rt->serve(q, &qs);
+	evhttp_clear_headers(&qs);
 }

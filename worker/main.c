@@ -1,7 +1,7 @@
 /* main.c - airlock-worker entry point. */
 #include <errno.h>
 #include <stdint.h>
-#include <getopt.h>
+#include <stddef.h>
 #include <jansson.h>
 #include <signal.h>
 #include <stdio.h>
@@ -210,179 +210,67 @@ static void usage(FILE *f)
 	    "  --version\n");
 }
 
-static const struct option opts[] = {
-    {"config", required_argument, NULL, 'C'},
-    {"redis", required_argument, NULL, 'R'},
-    {"policy", required_argument, NULL, 'P'},
-    {"tiers", required_argument, NULL, 'T'},
-    {"slots", required_argument, NULL, 'n'},
-    {"prefetch", required_argument, NULL, 'p'},
-    {"heartbeat-ms", required_argument, NULL, 'h'},
-    {"drain-grace-ms", required_argument, NULL, 'g'},
-    {"state-dir", required_argument, NULL, 's'},
-    {"worker-id", required_argument, NULL, 'w'},
-    {"uid-base", required_argument, NULL, 'u'},
-    {"hide", required_argument, NULL, 'H'},
-    {"helper-dir", required_argument, NULL, 'i'},
-    {"images", required_argument, NULL, 'I'},
-    {"userns-base", required_argument, NULL, 'U'},
-    {"oci-runtime", required_argument, NULL, 'O'},
-    {"vmm", required_argument, NULL, 'M'},
-    {"vmm-binary", required_argument, NULL, 'Q'},
-    {"vm-accel", required_argument, NULL, 'A'},
-    {"vm-console", required_argument, NULL, 'K'},
-    {"vm-hang-ms", required_argument, NULL, 'G'},
-    {"libvirt", required_argument, NULL, 'L'},
-    {"webhook-secret", required_argument, NULL, 'S'},
-    {"webhook-secrets", required_argument, NULL, 'W'},
-    {"allow-noop", no_argument, NULL, 'N'},
-    {"live-output", required_argument, NULL, 'o'},
-    {"bundle-copy", required_argument, NULL, 'Y'},
-    {"run-one", required_argument, NULL, 'r'},
-    {"backend", required_argument, NULL, 'b'},
-    {"version", no_argument, NULL, 'V'},
-    {"help", no_argument, NULL, 'z'},
-    {NULL, 0, NULL, 0},
+/* Every setting: the worker's conf, and the options that become conf
+ * only once read (the tier list, on|off, the refused --hide). */
+struct settings {
+	struct al_worker_conf conf;
+	const char *config, *tiers, *hide, *live_output, *run_one, *backend;
+	bool version, help;
+	char *tiers_copy; /* --tiers, split in place */
 };
 
-struct opts_state {
-	struct al_worker_conf *conf;
-	const char *run_path, *backend;
-	char *tiers_copy;
+/* The one table of options (common/opt.h): flags, AIRLOCK_* and --config. */
+#define S(f)  offsetof(struct settings, f)
+#define STR   AL_OPT_STR
+#define FLAG  AL_OPT_FLAG
+#define ONEOF AL_OPT_ONEOF
+static const struct al_opt opts[] = {
+    {"config", STR, S(config), 0, 0, 0, NULL},
+    {"redis", STR, S(conf.redis_url), 0, 0, 0, NULL},
+    {"policy", STR, S(conf.policy_path), 0, 0, 0, NULL},
+    {"tiers", STR, S(tiers), 0, 0, 0, NULL},
+    {"slots", AL_OPT_UINT, S(conf.slots), 1, 256, 0, NULL},
+    {"prefetch", AL_OPT_UINT, S(conf.prefetch), 0, 256, 0, NULL},
+    {"heartbeat-ms", AL_OPT_U64, S(conf.heartbeat_ms), 50, 60000, 0, NULL},
+    {"drain-grace-ms", AL_OPT_U64, S(conf.drain_grace_ms), 0, 86400000, 0, NULL},
+    {"state-dir", STR, S(conf.backend.state_dir), 0, 0, 0, NULL},
+    {"worker-id", STR, S(conf.backend.worker_id), 0, 0, 0, NULL},
+    {"uid-base", AL_OPT_UINT, S(conf.backend.uid_base), 0, 4000000000ull, 0, NULL},
+    {"hide", STR, S(hide), 0, 0, 0, NULL},
+    {"helper-dir", STR, S(conf.backend.helper_dir), 0, 0, 0, NULL},
+    {"images", STR, S(conf.backend.images_dir), 0, 0, 0, NULL},
+    {"userns-base", AL_OPT_UINT, S(conf.backend.userns_base), 65536, 4000000000ull, 0, NULL},
+    {"oci-runtime", STR, S(conf.backend.oci_runtime), 0, 0, 0, NULL},
+    {"vmm", STR, S(conf.backend.vmm), 0, 0, 0, NULL},
+    {"vmm-binary", STR, S(conf.backend.vmm_binary), 0, 0, 0, NULL},
+    {"vm-accel", ONEOF, S(conf.backend.vm_accel), 0, 0, 0, "kvm|tcg"},
+    {"vm-console", STR, S(conf.backend.vm_console), 0, 0, 0, NULL},
+    {"vm-hang-ms", AL_OPT_U64, S(conf.backend.vm_hang_ms), 1000, 600000, 0, NULL},
+    {"libvirt", STR, S(conf.backend.libvirt_uri), 0, 0, 0, NULL},
+    {"webhook-secret", STR, S(conf.webhook_secret), 0, 0, 0, NULL},
+    {"webhook-secrets", STR, S(conf.webhook_secrets_dir), 0, 0, 0, NULL},
+    {"allow-noop", FLAG, S(conf.allow_noop), 0, 0, 0, NULL},
+    {"live-output", ONEOF, S(live_output), 0, 0, 0, "on|off"},
+    {"bundle-copy", STR, S(conf.backend.bundle_copy), 0, 0, 0, NULL},
+    {"run-one", STR, S(run_one), 0, 0, 0, NULL},
+    {"backend", STR, S(backend), 0, 0, 0, NULL},
+    {"version", FLAG, S(version), 0, 0, 0, NULL},
+    {"help", FLAG, S(help), 0, 0, 0, NULL},
+    {NULL, 0, 0, 0, 0, 0, NULL},
 };
+#undef S
+#undef STR
+#undef FLAG
+#undef ONEOF
 
-static int parse_u64(const char *name, const char *v, uint64_t min, uint64_t max, uint64_t *out)
-{
-	if (!al_parse_u64(v, min, max, out)) {
-		fprintf(stderr,
-			"airlock-worker: --%s: expected a whole number in %llu..%llu, got \"%s\"\n",
-			name, (unsigned long long)min, (unsigned long long)max, v);
-		return -1;
-	}
-	return 0;
-}
-
-/* Apply one option (from a flag, the environment or the config file).
- * Strings are kept by pointer: callers pass storage that lives on. */
-static int apply(struct opts_state *st, int c, const char *name, const char *v)
-{
-	struct al_worker_conf *conf = st->conf;
-	uint64_t u;
-
-	switch (c) {
-	case 'R': conf->redis_url = v; break;
-	case 'P': conf->policy_path = v; break;
-	case 'T': {
-		char *save = NULL;
-
-		free(st->tiers_copy);
-		if (!(st->tiers_copy = strdup(v))) {
-			fprintf(stderr, "airlock-worker: out of memory\n");
-			return -1;
-		}
-		conf->ntiers = 0;
-		for (char *t = strtok_r(st->tiers_copy, ",", &save); t;
-		     t = strtok_r(NULL, ",", &save)) {
-			if (conf->ntiers == AL_TIERS_MAX) {
-				fprintf(stderr, "airlock-worker: --tiers: at most %d\n",
-					AL_TIERS_MAX);
-				return -1;
-			}
-			conf->tiers[conf->ntiers++] = t;
-		}
-		break;
-	}
-	case 'n':
-		if (parse_u64(name, v, 1, 256, &u))
-			return -1;
-		conf->slots = conf->backend.slots = (unsigned)u;
-		break;
-	case 'p':
-		if (parse_u64(name, v, 0, 256, &u))
-			return -1;
-		conf->prefetch = (unsigned)u;
-		break;
-	case 'h':
-		if (parse_u64(name, v, 50, 60000, &conf->heartbeat_ms))
-			return -1;
-		break;
-	case 'g':
-		if (parse_u64(name, v, 0, 86400000, &conf->drain_grace_ms))
-			return -1;
-		break;
-	case 's': conf->backend.state_dir = v; break;
-	case 'w': conf->backend.worker_id = v; break;
-	case 'u':
-		if (parse_u64(name, v, 0, 4000000000ull, &u))
-			return -1;
-		conf->backend.uid_base = (uid_t)u;
-		break;
-	case 'H':
-		/* Jobs see nothing of the host that a tier does not bind: there
-		 * is nothing left to hide, and a silent no-op would mislead. */
-		fprintf(stderr,
-			"airlock-worker: --hide %s: no longer an option: jobs get a root of "
-			"their own and see no host path unless the tier's policy binds it "
-			"(docs/backends/process.md)\n",
-			v);
-		return -1;
-	case 'S': conf->webhook_secret = v; break;
-	case 'W': conf->webhook_secrets_dir = v; break;
-	case 'i': conf->backend.helper_dir = v; break;
-	case 'I': conf->backend.images_dir = v; break;
-	case 'U':
-		if (parse_u64(name, v, 65536, 4000000000ull, &u))
-			return -1;
-		conf->backend.userns_base = (uint32_t)u;
-		break;
-	case 'O': conf->backend.oci_runtime = v; break;
-	case 'M': conf->backend.vmm = v; break;
-	case 'Q': conf->backend.vmm_binary = v; break;
-	case 'A':
-		if (strcmp(v, "kvm") && strcmp(v, "tcg")) {
-			fprintf(stderr, "airlock-worker: --%s: expected kvm or tcg, not \"%s\"\n",
-				name, v);
-			return -1;
-		}
-		conf->backend.vm_accel = v;
-		break;
-	case 'K': conf->backend.vm_console = v; break;
-	case 'L': conf->backend.libvirt_uri = v; break;
-	case 'Y': conf->backend.bundle_copy = v; break;
-	case 'G':
-		if (parse_u64(name, v, 1000, 600000, &conf->backend.vm_hang_ms))
-			return -1;
-		break;
-	case 'N': conf->allow_noop = !v || strcmp(v, "false"); break;
-	case 'o':
-		if (strcmp(v, "on") && strcmp(v, "off")) {
-			fprintf(stderr, "airlock-worker: --%s: expected on or off, not \"%s\"\n",
-				name, v);
-			return -1;
-		}
-		conf->no_live_output = !strcmp(v, "off");
-		break;
-	case 'r': st->run_path = v; break;
-	case 'b': st->backend = v; break;
-	default: return -1;
-	}
-	return 0;
-}
-
-static const struct option *opt_by_name(const char *name)
-{
-	for (const struct option *o = opts; o->name; o++)
-		if (!strcmp(o->name, name))
-			return o;
-	return NULL;
-}
-
-/* --config FILE: a YAML mapping of option names to values. */
-static int load_config(struct opts_state *st, const char *path, yaml_document_t *doc)
+/* --config FILE: a YAML mapping of option names to values, each applied as
+ * its flag would be (the document is kept: values point into it). */
+static int load_config(struct settings *st, const char *path, yaml_document_t *doc)
 {
 	yaml_parser_t parser;
 	yaml_node_t *root;
 	FILE *f = fopen(path, "rb");
+	struct al_err err = {0};
 
 	if (!f) {
 		fprintf(stderr, "airlock-worker: --config %s: %s\n", path, strerror(errno));
@@ -410,18 +298,58 @@ static int load_config(struct opts_state *st, const char *path, yaml_document_t 
 	     p++) {
 		yaml_node_t *k = yaml_document_get_node(doc, p->key);
 		yaml_node_t *v = yaml_document_get_node(doc, p->value);
-		const struct option *o;
+		const struct al_opt *o = k->type == YAML_SCALAR_NODE
+					     ? al_opt_find(opts, (const char *)k->data.scalar.value)
+					     : NULL;
 
-		if (k->type != YAML_SCALAR_NODE || v->type != YAML_SCALAR_NODE ||
-		    !(o = opt_by_name((const char *)k->data.scalar.value)) || o->val == 'C') {
+		if (!o || v->type != YAML_SCALAR_NODE || !strcmp(o->name, "config") ||
+		    o->kind == AL_OPT_FLAG) {
 			fprintf(
 			    stderr,
 			    "airlock-worker: %s:%zu: unknown option; see airlock-worker --help\n",
 			    path, k->start_mark.line + 1);
 			return -1;
 		}
-		if (apply(st, o->val, o->name, (const char *)v->data.scalar.value))
+		if (al_opt_set(o, st, (const char *)v->data.scalar.value, &err)) {
+			fprintf(stderr, "airlock-worker: %s:%zu: %s\n", path,
+				k->start_mark.line + 1, err.msg);
 			return -1;
+		}
+	}
+	return 0;
+}
+
+/* What the options become once read: the tier list, on|off, --slots for
+ * the backends too, the refused --hide. */
+static int finish(struct settings *st)
+{
+	struct al_worker_conf *conf = &st->conf;
+	char *save = NULL;
+
+	if (st->hide) {
+		/* Jobs see nothing of the host that a tier does not bind: there
+		 * is nothing left to hide, and a silent no-op would mislead. */
+		fprintf(stderr,
+			"airlock-worker: --hide %s: no longer an option: jobs get a root of "
+			"their own and see no host path unless the tier's policy binds it "
+			"(docs/backends/process.md)\n",
+			st->hide);
+		return -1;
+	}
+	conf->backend.slots = conf->slots;
+	conf->no_live_output = st->live_output && !strcmp(st->live_output, "off");
+	if (!st->tiers)
+		return 0;
+	if (!(st->tiers_copy = strdup(st->tiers))) {
+		fprintf(stderr, "airlock-worker: out of memory\n");
+		return -1;
+	}
+	for (char *t = strtok_r(st->tiers_copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		if (conf->ntiers == AL_TIERS_MAX) {
+			fprintf(stderr, "airlock-worker: --tiers: at most %d\n", AL_TIERS_MAX);
+			return -1;
+		}
+		conf->tiers[conf->ntiers++] = t;
 	}
 	return 0;
 }
@@ -445,52 +373,37 @@ int main(int argc, char **argv)
 		    .userns_base = 200000,
 		},
 	};
-	struct opts_state st = {.conf = &conf, .backend = "process"};
+	struct settings st = {.conf = conf, .backend = "process"};
+	const char *config = al_opt_env("config", NULL);
 	yaml_document_t doc;
 	bool have_doc = false;
 	char idbuf[64];
-	int c, rc;
+	int rc;
 
 	/* 1. the config file, 2. AIRLOCK_* variables, 3. flags */
-	for (int i = 1; i + 1 < argc; i++) {
-		if (!strcmp(argv[i], "--config")) {
-			if (load_config(&st, argv[i + 1], &doc))
-				return 2;
-			have_doc = true;
-		}
-	}
-	for (const struct option *o = opts; o->name; o++) {
-		const char *v;
-
-		if (o->val == 'C' || o->val == 'V' || o->val == 'z' ||
-		    !(v = al_opt_env(o->name, NULL)))
-			continue;
-		if (apply(&st, o->val, o->name, v))
+	for (int i = 1; i + 1 < argc; i++)
+		if (!strcmp(argv[i], "--config"))
+			config = argv[i + 1];
+	if (config) {
+		if (load_config(&st, config, &doc))
 			return 2;
+		have_doc = true;
 	}
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		if (c == 'C')
-			continue;
-		if (c == 'V') {
-			printf("airlock-worker protocol %d\n", AL_PROTO_VERSION);
-			return 0;
-		}
-		if (c == 'z') {
-			usage(stdout);
-			return 0;
-		}
-		if (c == '?') { /* getopt said what was wrong */
-			fprintf(stderr, "airlock-worker: see --help\n");
-			return 2;
-		}
-		for (const struct option *o = opts; o->name; o++)
-			if (o->val == c && apply(&st, c, o->name, optarg))
-				return 2;
-	}
-	if (optind < argc) {
-		fprintf(stderr, "airlock-worker: unexpected argument \"%s\"\n", argv[optind]);
+	if (al_opts_parse(opts, &st, argc, argv, &err)) {
+		fprintf(stderr, "airlock-worker: %s (see airlock-worker --help)\n", err.msg);
 		return 2;
 	}
+	if (st.version) {
+		printf("airlock-worker protocol %d\n", AL_PROTO_VERSION);
+		return 0;
+	}
+	if (st.help) {
+		usage(stdout);
+		return 0;
+	}
+	if (finish(&st))
+		return 2;
+	conf = st.conf;
 	if (!conf.backend.worker_id) {
 		/* Stable across restarts, so a restarted worker sweeps what its
 		 * crashed predecessor left; give each worker on a host its own. */
@@ -501,7 +414,7 @@ int main(int argc, char **argv)
 		conf.backend.worker_id = idbuf;
 	}
 	signal(SIGPIPE, SIG_IGN);
-	if (st.run_path) {
+	if (st.run_one) {
 		const struct al_backend_ops *ops = al_backend_find(st.backend);
 
 		if (!ops) {
@@ -513,7 +426,7 @@ int main(int argc, char **argv)
 			fprintf(stderr, "airlock-worker: %s\n", err.msg);
 			return 2;
 		}
-		rc = run_one(st.run_path, ops, &conf.backend, conf.policy_path);
+		rc = run_one(st.run_one, ops, &conf.backend, conf.policy_path);
 	} else {
 		if (al_hostlock_take(AL_HOSTLOCK_DIR, conf.backend.worker_id, false,
 				     conf.backend.state_dir, &err) < 0) {

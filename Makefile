@@ -141,6 +141,12 @@ $(BUILD)/tests/test_vmchan: $(call obj,tests/unit/test_vmchan.c backends/vmchan.
 	@mkdir -p $(dir $@)
 	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
+# Admission against canned Redis replies: the scheduler's admission.c with
+# its connection and result writers faked in the test.
+$(BUILD)/tests/test_admission: $(call obj,tests/unit/test_admission.c scheduler/admission.c) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
 # The service VM's domain XML is worker code (backends/vm/domxml.c).
 $(BUILD)/tests/test_domxml: $(call obj,tests/unit/test_domxml.c backends/vm/domxml.c) $(LIB)
 	@mkdir -p $(dir $@)

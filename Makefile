@@ -147,6 +147,12 @@ $(BUILD)/tests/test_admission: $(call obj,tests/unit/test_admission.c scheduler/
 	@mkdir -p $(dir $@)
 	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
+# The worker's taking of jobs against canned replies: fetch.c with its
+# connection and job paths faked in the test.
+$(BUILD)/tests/test_fetch: $(call obj,tests/unit/test_fetch.c worker/fetch.c) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
 # The service VM's domain XML is worker code (backends/vm/domxml.c).
 $(BUILD)/tests/test_domxml: $(call obj,tests/unit/test_domxml.c backends/vm/domxml.c) $(LIB)
 	@mkdir -p $(dir $@)

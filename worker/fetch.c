@@ -306,6 +306,18 @@ static unsigned fetch_count(struct worker *w)
 
 static void block_fetch(struct worker *w);
 
+/* One entry of FETCH's answer, {stream, entry id, job id, attempt, code,
+ * job (for some codes)}, when it has that shape. */
+static bool fetched_entry_ok(const redisReply *e)
+{
+	if (e->type != REDIS_REPLY_ARRAY || e->elements < 5)
+		return false;
+	for (int i = 0; i < 4; i++)
+		if (e->element[i]->type != REDIS_REPLY_STRING)
+			return false;
+	return e->element[4]->type == REDIS_REPLY_INTEGER;
+}
+
 struct fetch_req {
 	struct worker *w;
 	unsigned n; /* slots reserved for its entries */
@@ -337,8 +349,11 @@ static void on_fetch_script(redisAsyncContext *ac, void *reply, void *priv)
 			const struct al_tier_policy *t;
 			struct slot *s;
 
-			if (e->type != REDIS_REPLY_ARRAY || e->elements < 5)
+			if (!fetched_entry_ok(e)) { /* pending in our name: the lease returns it */
+				al_log("error", "fetch",
+				       "error=\"a malformed FETCH answer entry\"");
 				continue;
+			}
 			stream = e->element[0]->str;
 			entry = e->element[1]->str;
 			if (e->element[4]->integer == AL_CLAIM_MALFORMED) {
@@ -357,7 +372,7 @@ static void on_fetch_script(redisAsyncContext *ac, void *reply, void *priv)
 			}
 			s->busy = true;
 			s->tier = t;
-			s->attempt = (unsigned)atoi(e->element[3]->str);
+			s->attempt = (unsigned)strtoul(e->element[3]->str, NULL, 10);
 			snprintf(s->id, sizeof(s->id), "%s", e->element[2]->str);
 			snprintf(s->stream, sizeof(s->stream), "%s", stream);
 			snprintf(s->entry, sizeof(s->entry), "%s", entry);

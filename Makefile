@@ -153,6 +153,12 @@ $(BUILD)/tests/test_fetch: $(call obj,tests/unit/test_fetch.c worker/fetch.c) $(
 	@mkdir -p $(dir $@)
 	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
+# The worker's commit queue against canned replies: commit.c with its
+# connection and webhooks faked in the test.
+$(BUILD)/tests/test_commit: $(call obj,tests/unit/test_commit.c worker/commit.c) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
 # The service VM's domain XML is worker code (backends/vm/domxml.c).
 $(BUILD)/tests/test_domxml: $(call obj,tests/unit/test_domxml.c backends/vm/domxml.c) $(LIB)
 	@mkdir -p $(dir $@)

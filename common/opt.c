@@ -110,11 +110,13 @@ int al_opts_parse(const struct al_opt *table, void *settings, int argc, char **a
 	lo[n] = (struct option){NULL, 0, NULL, 0};
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "", lo, &idx)) != -1) {
-		if (c == '?')
-			return al_err_set(err, AL_EINVAL,
-					  "%s: unknown option, or one missing its value",
+	/* ":" first: a missing value is ':' and an unknown option '?' */
+	while ((c = getopt_long(argc, argv, ":", lo, &idx)) != -1) {
+		if (c == ':')
+			return al_err_set(err, AL_EINVAL, "%s: expected a value after it",
 					  argv[optind - 1]);
+		if (c == '?')
+			return al_err_set(err, AL_EINVAL, "%s: unknown option", argv[optind - 1]);
 		if ((rc = al_opt_set(&table[idx], settings, optarg, err)))
 			return rc;
 	}

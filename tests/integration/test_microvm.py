@@ -226,7 +226,7 @@ def state_files(c, wid):
 # Bad worker settings: a clear refusal, nothing started.
 p = subprocess.run([WORKER, "--vm-accel", "fast", "--run-one", "-"], capture_output=True,
                    input=b"", timeout=30)
-t.ok(p.returncode == 2 and b"--vm-accel: expected kvm or tcg" in p.stderr,
+t.ok(p.returncode == 2 and b"--vm-accel: expected one of kvm|tcg" in p.stderr,
      "--vm-accel other than kvm or tcg is refused", p.stderr)
 _state = tempfile.mkdtemp(prefix="airlock-mvm-state-", dir="/var/tmp")
 r, p = run_one({"v": 1, "id": "mv-vmm", "tier": "untrusted", "runtime": "python", "code": "print(1)"},

@@ -101,8 +101,9 @@ int main(void)
 	TAP_OK(parse(&c, &err, 2, (const char *[]){"d", "--nope", NULL}) == AL_EINVAL &&
 		   strstr(err.msg, "--nope: unknown option"),
 	       "an unknown flag is refused: %s", err.msg);
-	TAP_OK(parse(&c, &err, 2, (const char *[]){"d", "--url", NULL}) == AL_EINVAL,
-	       "a flag missing its value is refused");
+	TAP_OK(parse(&c, &err, 2, (const char *[]){"d", "--url", NULL}) == AL_EINVAL &&
+		   strstr(err.msg, "--url: expected a value after it"),
+	       "a flag missing its value is refused, saying so: %s", err.msg);
 	TAP_OK(parse(&c, &err, 2, (const char *[]){"d", "stray", NULL}) == AL_EINVAL &&
 		   strstr(err.msg, "unexpected argument \"stray\""),
 	       "a stray argument is refused");

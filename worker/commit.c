@@ -263,40 +263,6 @@ static void send_batch(struct worker *w, struct commit_batch *b)
 	w->inflight++;
 }
 
-void wk_on_flush(evutil_socket_t fd, short what, void *arg)
-{
-	struct worker *w = arg;
-
-	(void)fd;
-	(void)what;
-	w->flush_armed = false;
-	wk_flush_commits(w);
-	if (w->fetch_wanted) {
-		w->fetch_wanted = false;
-		wk_maybe_fetch(w);
-	}
-}
-
-/* Run wk_on_flush at the end of this loop pass. */
-static void arm_flush(struct worker *w)
-{
-	if (!w->flush_armed && w->flush_ev) {
-		w->flush_armed = true;
-		event_active(w->flush_ev, 0, 0);
-	}
-}
-
-/* Fetch at the end of this loop pass, after the commits: every slot freed
- * in the pass counts in one fetch, which goes out behind the results. */
-void wk_fetch_soon(struct worker *w)
-{
-	w->fetch_wanted = true;
-	if (w->flush_ev)
-		arm_flush(w);
-	else
-		wk_maybe_fetch(w);
-}
-
 /* Commit res (the attempt fences it); callback (may be NULL) hears of it
  * once committed. The result is kept until Redis answers. */
 static void commit_encoded(struct worker *w, const struct al_result *res, struct al_buf *bp,
@@ -374,7 +340,7 @@ static void commit_encoded(struct worker *w, const struct al_result *res, struct
 	c->len = b.len;
 	*w->commits_tail = c;
 	w->commits_tail = &c->next;
-	arm_flush(w);
+	wk_flush_soon(w);
 }
 
 /* A result written by the worker for a job it did not run (attempt 0 in

@@ -19,27 +19,6 @@
 static const unsigned hist_bounds[HIST_BOUNDS] = {5,	10,   25,   50,	   100,	  250,	500,
 						  1000, 2500, 5000, 10000, 30000, 60000};
 
-void wk_slot_release(struct slot *s)
-{
-	struct worker *w = s->w;
-
-	if (s->runner)
-		al_runner_free(s->runner);
-	s->runner = NULL;
-	if (s->have_job)
-		al_job_free(&s->job);
-	s->have_job = false;
-	s->busy = false;
-	s->waiting = false;
-	s->released = false;
-	if (!wk_is_place(s)) {
-		s->be->hold_off = false;
-		wk_dispatch_held(w, s->be);
-	}
-	wk_exit_if_idle(w);
-	wk_fetch_soon(w);
-}
-
 /* ---- running a job ---- */
 
 static uint64_t backoff_ms(const struct al_tier_policy *t, unsigned attempt)
@@ -358,65 +337,4 @@ void wk_job_run(struct worker *w, struct slot *s)
 		al_runner_on_output(s->runner, on_job_output);
 	al_log("info", "job_start", "job=%s attempt=%u tier=%s backend=%s slot=%d", s->id,
 	       s->attempt, s->tier->name, s->ops->name, s->index);
-}
-
-/* Run held job of place p in free slot s. */
-static void run_held(struct worker *w, struct slot *p, struct slot *s)
-{
-	s->busy = true;
-	s->tier = p->tier;
-	s->attempt = p->attempt;
-	memcpy(s->id, p->id, sizeof(s->id));
-	memcpy(s->stream, p->stream, sizeof(s->stream));
-	memcpy(s->entry, p->entry, sizeof(s->entry));
-	s->job = p->job; /* moved */
-	s->have_job = true;
-	p->have_job = false;
-	p->busy = false;
-	p->waiting = false;
-	if (s->job.deadline_ms && al_now_ms() > s->job.deadline_ms) {
-		wk_commit_status(w, s->id, s->stream, s->entry, (long)s->attempt, AL_ST_EXPIRED,
-				 "not started before its deadline");
-		wk_slot_release(s);
-		return;
-	}
-	wk_job_run(w, s);
-}
-
-/* Start held jobs of backend be in its free slots, oldest first. */
-void wk_dispatch_held(struct worker *w, struct backend_state *be)
-{
-	while (!w->draining) {
-		struct slot *s = NULL, *p = NULL;
-
-		for (unsigned i = 0; i < w->conf->slots && !s; i++)
-			if (!be->slots[i].busy)
-				s = &be->slots[i];
-		for (unsigned i = w->conf->slots; s && i < wk_nplaces(w); i++)
-			if (be->slots[i].waiting && (!p || be->slots[i].seq < p->seq))
-				p = &be->slots[i];
-		if (!p)
-			return;
-		run_held(w, p, s);
-	}
-}
-
-/* Put the job of place p back in its queue for any worker, same attempt. */
-void wk_give_back(struct worker *w, struct slot *p)
-{
-	wk_retry_later(w, p, 0, false);
-	wk_slot_release(p);
-}
-
-/* Place p got its job: hold it until a slot frees (at once if one is free). */
-void wk_hold(struct worker *w, struct slot *p)
-{
-	if (w->draining || wk_health_paused(p->be)) { /* paused: unspent, for others */
-		wk_give_back(w, p);
-		return;
-	}
-	p->waiting = true;
-	p->held_ms = al_now_ms();
-	p->seq = ++w->held_seq;
-	wk_dispatch_held(w, p->be);
 }

@@ -26,44 +26,6 @@
 #include "grading.h"
 #include "worker.h"
 
-/* Slots and places of a backend. */
-unsigned wk_nplaces(const struct worker *w)
-{
-	return w->conf->slots + w->conf->prefetch;
-}
-
-bool wk_is_place(const struct slot *s)
-{
-	return (unsigned)s->index >= s->w->conf->slots;
-}
-
-/* Slots running (or about to run) a job; first..last-1 of each backend. */
-static unsigned count_busy(struct worker *w, unsigned first, unsigned last)
-{
-	unsigned n = 0;
-
-	for (int b = 0; b < w->nbackends; b++)
-		for (unsigned i = first; i < last; i++)
-			n += w->backends[b].slots[i].busy;
-	return n;
-}
-
-unsigned wk_busy_slots(struct worker *w)
-{
-	return count_busy(w, 0, w->conf->slots);
-}
-
-unsigned wk_held_jobs(struct worker *w)
-{
-	return count_busy(w, w->conf->slots, wk_nplaces(w));
-}
-
-/* Nothing left to run, hold or send. */
-bool wk_idle(struct worker *w)
-{
-	return !w->commits && !w->inflight && count_busy(w, 0, wk_nplaces(w)) == 0;
-}
-
 /* Draining and idle: the loop may end. */
 void wk_exit_if_idle(struct worker *w)
 {
@@ -71,12 +33,41 @@ void wk_exit_if_idle(struct worker *w)
 		event_base_loopexit(w->base, NULL);
 }
 
-struct backend_state *wk_backend_for(struct worker *w, const char *name)
+/* ---- the loop pass ---- */
+
+/* Send the commit queue, then fetch when slots freed in this pass. */
+void wk_on_flush(evutil_socket_t fd, short what, void *arg)
 {
-	for (int b = 0; b < w->nbackends; b++)
-		if (!strcmp(w->backends[b].ops->name, name))
-			return &w->backends[b];
-	return NULL;
+	struct worker *w = arg;
+
+	(void)fd;
+	(void)what;
+	w->flush_armed = false;
+	wk_flush_commits(w);
+	if (w->fetch_wanted) {
+		w->fetch_wanted = false;
+		wk_maybe_fetch(w);
+	}
+}
+
+/* Run wk_on_flush at the end of this loop pass. */
+void wk_flush_soon(struct worker *w)
+{
+	if (!w->flush_armed && w->flush_ev) {
+		w->flush_armed = true;
+		event_active(w->flush_ev, 0, 0);
+	}
+}
+
+/* Fetch at the end of this loop pass, after the commits: every slot freed
+ * in the pass counts in one fetch, which goes out behind the results. */
+void wk_fetch_soon(struct worker *w)
+{
+	w->fetch_wanted = true;
+	if (w->flush_ev)
+		wk_flush_soon(w);
+	else
+		wk_maybe_fetch(w);
 }
 
 /* ---- set-up ---- */

@@ -3,7 +3,9 @@
  * three Redis connections ("cmd" for scripts and heartbeats, "fetch" for
  * the blocking XREADGROUP, "sub" for the cancel channel), slots per backend.
  *
- *   service.c  start-up and wiring: backends, connections, timers, signals
+ *   service.c  start-up and wiring: backends, connections, timers, signals;
+ *              the loop pass (the commit queue sent, then a fetch)
+ *   slots.c    the slot table: slots and places, release, hold, give back
  *   commit.c   what must reach Redis: reliable calls, the commit queue
  *              (results wait there until Redis answers), acks, retries,
  *              dead letters
@@ -160,6 +162,8 @@ void wk_commit_free(struct commit *c);
 void wk_flush_commits(struct worker *w);
 void wk_on_flush(evutil_socket_t fd, short what, void *arg);
 void wk_fetch_soon(struct worker *w);
+/* Send the commit queue at the end of this loop pass (service.c). */
+void wk_flush_soon(struct worker *w);
 /* job: the callback URL and tenant (NULL: no callback) */
 void wk_commit_result(struct worker *w, const struct al_result *res, const char *stream,
 		      const char *entry, long attempt, const struct al_job *job);

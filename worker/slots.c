@@ -1,0 +1,138 @@
+/* slots.c - the slot table: each backend's slots (jobs running) and places
+ * (prefetched jobs held), what they hold and how they change hands:
+ * queries, a released slot, a held job, a held job started in a freed slot
+ * (oldest first) or given back to its queue. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/clock.h"
+#include "../common/log.h"
+#include "worker.h"
+
+/* Slots and places of a backend. */
+unsigned wk_nplaces(const struct worker *w)
+{
+	return w->conf->slots + w->conf->prefetch;
+}
+
+bool wk_is_place(const struct slot *s)
+{
+	return (unsigned)s->index >= s->w->conf->slots;
+}
+
+/* Slots running (or about to run) a job; first..last-1 of each backend. */
+static unsigned count_busy(struct worker *w, unsigned first, unsigned last)
+{
+	unsigned n = 0;
+
+	for (int b = 0; b < w->nbackends; b++)
+		for (unsigned i = first; i < last; i++)
+			n += w->backends[b].slots[i].busy;
+	return n;
+}
+
+unsigned wk_busy_slots(struct worker *w)
+{
+	return count_busy(w, 0, w->conf->slots);
+}
+
+unsigned wk_held_jobs(struct worker *w)
+{
+	return count_busy(w, w->conf->slots, wk_nplaces(w));
+}
+
+/* Nothing left to run, hold or send. */
+bool wk_idle(struct worker *w)
+{
+	return !w->commits && !w->inflight && count_busy(w, 0, wk_nplaces(w)) == 0;
+}
+
+struct backend_state *wk_backend_for(struct worker *w, const char *name)
+{
+	for (int b = 0; b < w->nbackends; b++)
+		if (!strcmp(w->backends[b].ops->name, name))
+			return &w->backends[b];
+	return NULL;
+}
+
+void wk_slot_release(struct slot *s)
+{
+	struct worker *w = s->w;
+
+	if (s->runner)
+		al_runner_free(s->runner);
+	s->runner = NULL;
+	if (s->have_job)
+		al_job_free(&s->job);
+	s->have_job = false;
+	s->busy = false;
+	s->waiting = false;
+	s->released = false;
+	if (!wk_is_place(s)) {
+		s->be->hold_off = false;
+		wk_dispatch_held(w, s->be);
+	}
+	wk_exit_if_idle(w);
+	wk_fetch_soon(w);
+}
+
+/* Run held job of place p in free slot s. */
+static void run_held(struct worker *w, struct slot *p, struct slot *s)
+{
+	s->busy = true;
+	s->tier = p->tier;
+	s->attempt = p->attempt;
+	memcpy(s->id, p->id, sizeof(s->id));
+	memcpy(s->stream, p->stream, sizeof(s->stream));
+	memcpy(s->entry, p->entry, sizeof(s->entry));
+	s->job = p->job; /* moved */
+	s->have_job = true;
+	p->have_job = false;
+	p->busy = false;
+	p->waiting = false;
+	if (s->job.deadline_ms && al_now_ms() > s->job.deadline_ms) {
+		wk_commit_status(w, s->id, s->stream, s->entry, (long)s->attempt, AL_ST_EXPIRED,
+				 "not started before its deadline");
+		wk_slot_release(s);
+		return;
+	}
+	wk_job_run(w, s);
+}
+
+/* Start held jobs of backend be in its free slots, oldest first. */
+void wk_dispatch_held(struct worker *w, struct backend_state *be)
+{
+	while (!w->draining) {
+		struct slot *s = NULL, *p = NULL;
+
+		for (unsigned i = 0; i < w->conf->slots && !s; i++)
+			if (!be->slots[i].busy)
+				s = &be->slots[i];
+		for (unsigned i = w->conf->slots; s && i < wk_nplaces(w); i++)
+			if (be->slots[i].waiting && (!p || be->slots[i].seq < p->seq))
+				p = &be->slots[i];
+		if (!p)
+			return;
+		run_held(w, p, s);
+	}
+}
+
+/* Put the job of place p back in its queue for any worker, same attempt. */
+void wk_give_back(struct worker *w, struct slot *p)
+{
+	wk_retry_later(w, p, 0, false);
+	wk_slot_release(p);
+}
+
+/* Place p got its job: hold it until a slot frees (at once if one is free). */
+void wk_hold(struct worker *w, struct slot *p)
+{
+	if (w->draining || wk_health_paused(p->be)) { /* paused: unspent, for others */
+		wk_give_back(w, p);
+		return;
+	}
+	p->waiting = true;
+	p->held_ms = al_now_ms();
+	p->seq = ++w->held_seq;
+	wk_dispatch_held(w, p->be);
+}

@@ -17,6 +17,7 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 from altest import Tap, need_root  # noqa: E402
 from cluster import Cluster  # noqa: E402
+from policies import trusted  # noqa: E402
 from gwclient import Api, free_port, key_file, start_gateway  # noqa: E402
 
 t = Tap()
@@ -24,15 +25,7 @@ need_root("the process backend")
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 PW = {u: secrets.token_hex(12) for u in ("gateway", "scheduler", "worker", "test")}
 
-POLICY = """\
-result_ttl_s: 600
-lease_ms: 30000
-tiers:
-  trusted:
-    backend: process
-    max_attempts: 1
-    defaults: {wall_ms: 20000, memory_bytes: 268435456, pids: 64}
-"""
+POLICY = trusted()
 
 tmp = Cluster(policy=POLICY, start_redis=False)  # its folder holds the ACL file
 acl = os.path.join(tmp.dir, "users.acl")

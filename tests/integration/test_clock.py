@@ -19,20 +19,13 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 from alclient import Client  # noqa: E402
 from altest import BUILD, Tap, need_root  # noqa: E402
 from cluster import SCHED, Cluster  # noqa: E402
+from policies import trusted  # noqa: E402
 
 t = Tap()
 need_root("the process backend")
 SHIM = os.path.abspath(os.path.join(BUILD, "tests", "clockshim.so"))
 
-POLICY = """\
-result_ttl_s: 600
-lease_ms: 3000
-tiers:
-  trusted:
-    backend: process
-    max_attempts: 3
-    defaults: {wall_ms: 30000, memory_bytes: 268435456, pids: 64}
-"""
+POLICY = trusted(lease_ms=3000, max_attempts=3, wall_ms=30000)
 
 
 def step(path, ms):

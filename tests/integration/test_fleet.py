@@ -18,22 +18,14 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 from altest import CLI, Tap, need_root  # noqa: E402
 from cluster import SCHED, WORKER, Cluster  # noqa: E402
+from policies import trusted  # noqa: E402
 from gwclient import GATEWAY, key_file  # noqa: E402
 from hosts import Hosts  # noqa: E402
 from redisha import RedisHA  # noqa: E402
 
 t = Tap()
 need_root("network namespaces and the process backend")
-POLICY = """\
-result_ttl_s: 600
-lease_ms: 2000
-tiers:
-  trusted:
-    backend: process
-    max_attempts: 3
-    backoff_ms: 100
-    defaults: {wall_ms: 60000, memory_bytes: 268435456, pids: 64}
-"""
+POLICY = trusted(lease_ms=2000, max_attempts=3, backoff_ms=100, wall_ms=60000)
 SLEEP = "import time\ntime.sleep(%s)\nprint('done')\n"
 
 hosts = ha = c = None

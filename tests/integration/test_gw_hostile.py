@@ -24,20 +24,13 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 from altest import Tap, exchange, need_root  # noqa: E402
 from cluster import Cluster  # noqa: E402
+from policies import trusted  # noqa: E402
 from gwclient import GATEWAY, Api, free_port, key_file, start_gateway  # noqa: E402
 
 t = Tap()
 need_root("the process backend")
 
-POLICY = """\
-result_ttl_s: 600
-lease_ms: 30000
-tiers:
-  trusted:
-    backend: process
-    max_attempts: 1
-    defaults: {wall_ms: 20000, memory_bytes: 268435456, pids: 64}
-"""
+POLICY = trusted()
 KEYS = {"alpha": "ak-" + secrets.token_hex(16), "beta": "bk-" + secrets.token_hex(16)}
 
 

@@ -23,24 +23,14 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 from altest import Tap, need_root  # noqa: E402
 from cluster import Cluster  # noqa: E402
+from policies import trusted  # noqa: E402
 from gwclient import Api, key_file, start_gateway  # noqa: E402
 from redisha import RedisHA, free_port  # noqa: E402
 
 t = Tap()
 need_root("the process backend")
-POLICY = """\
-result_ttl_s: 600
-lease_ms: 3000
-tiers:
-  trusted:
-    backend: process
-    max_attempts: 3
-    backoff_ms: 100
-    defaults: {wall_ms: 20000, memory_bytes: 268435456, pids: 64}
-  durable:
-    backend: process
-    max_attempts: 3
-"""
+POLICY = trusted(lease_ms=3000, max_attempts=3, backoff_ms=100,
+                 more="  durable:\n    backend: process\n    max_attempts: 3\n")
 
 ha = c = None
 try:

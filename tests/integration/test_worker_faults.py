@@ -25,21 +25,13 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 from alclient import Client  # noqa: E402
 from altest import Tap, job_cgroups, need_root  # noqa: E402
 from cluster import WORKER, Cluster  # noqa: E402
+from policies import trusted  # noqa: E402
 from gwclient import free_port  # noqa: E402
 
 t = Tap()
 need_root("the process backend")
 
-POLICY = """\
-result_ttl_s: 600
-lease_ms: 30000
-tiers:
-  trusted:
-    backend: process
-    max_attempts: 5
-    backoff_ms: 100
-    defaults: {wall_ms: 20000, memory_bytes: 268435456, pids: 64}
-"""
+POLICY = trusted(max_attempts=5, backoff_ms=100)
 
 
 def job(code):

@@ -436,14 +436,20 @@ void al_cancel_request_call(struct al_call *c, const char *id, const char *nonce
 	al_call_str(c, nonce);
 }
 
+/* BLPOP key timeout_s: the waits on a done list and on a reply list. */
+static void blpop_call(struct al_call *c, const char *key, unsigned timeout_s)
+{
+	al_call_init(c, NULL);
+	al_call_str(c, "BLPOP");
+	al_call_str(c, key);
+	al_call_u64(c, timeout_s);
+}
+
 void al_reply_wait_call(struct al_call *c, const char *nonce, unsigned timeout_s)
 {
 	char k[AL_KEY_MAX];
 
-	al_call_init(c, NULL);
-	al_call_str(c, "BLPOP");
-	al_call_str(c, al_key_reply(k, nonce));
-	al_call_u64(c, timeout_s);
+	blpop_call(c, al_key_reply(k, nonce), timeout_s);
 }
 
 void al_cancel_call(struct al_call *c, const char *id, const char *result, size_t len,
@@ -574,8 +580,5 @@ void al_done_wait_call(struct al_call *c, const char *id, unsigned timeout_s)
 {
 	char k[AL_KEY_MAX];
 
-	al_call_init(c, NULL);
-	al_call_str(c, "BLPOP");
-	al_call_str(c, al_key_done(k, id));
-	al_call_u64(c, timeout_s);
+	blpop_call(c, al_key_done(k, id), timeout_s);
 }

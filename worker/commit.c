@@ -34,7 +34,7 @@ struct call_ctx {
 static void call_answered(struct worker *w)
 {
 	w->inflight--;
-	wk_exit_if_idle(w);
+	wk_pass_want(w, WK_PASS_EXIT);
 }
 
 static void on_call(redisAsyncContext *ac, void *reply, void *priv)
@@ -340,7 +340,7 @@ static void commit_encoded(struct worker *w, const struct al_result *res, struct
 	c->len = b.len;
 	*w->commits_tail = c;
 	w->commits_tail = &c->next;
-	wk_flush_soon(w);
+	wk_pass_want(w, WK_PASS_FLUSH);
 }
 
 /* A result written by the worker for a job it did not run (attempt 0 in

@@ -20,6 +20,7 @@
 static void claim_done(struct slot *s, long long code, const char *job, size_t joblen)
 {
 	struct worker *w = s->w;
+	struct al_err err = {0};
 
 	switch (code) {
 	case AL_CLAIM_RUN:
@@ -27,8 +28,8 @@ static void claim_done(struct slot *s, long long code, const char *job, size_t j
 			wk_slot_release(s);
 			return;
 		}
-		if (!wk_job_accept(w, s, job, joblen))
-			return;
+		if (wk_job_accept(w, s, job, joblen, &err))
+			return; /* ended: rejected, err.msg in its result */
 		if (wk_is_place(s))
 			wk_hold(w, s);
 		else

@@ -67,7 +67,7 @@ static void probe_start(struct worker *w, struct backend_state *be)
 	    !be->probe_job.code.data || al_policy_admit(&w->policy, &be->probe_job, 0, &err))
 		return;
 	spec.job = &be->probe_job;
-	wk_spec_for(t, &be->probe_job, slot, &spec);
+	al_run_spec_of(t, &be->probe_job, slot, &spec);
 	be->probe_slot = slot;
 	be->slots[slot].busy = true; /* no held job takes it meanwhile */
 	be->probe = al_runner_start(w->base, be->ops, &w->conf->backend, &spec, probe_done, be);
@@ -113,19 +113,14 @@ void wk_health_tick(struct worker *w)
 			be->probe = NULL;
 			be->probe_over = false;
 			be->slots[be->probe_slot].busy = false;
-			if (!be->paused) {
-				wk_dispatch_held(w, be);
-				wk_fetch_soon(w); /* its slot is free again */
+			if (!be->paused) { /* its slot is free again */
+				be->dispatch_wanted = true;
+				wk_pass_want(w, WK_PASS_DISPATCH | WK_PASS_FETCH);
 			}
 		}
 		if (be->paused && !be->probe && !w->draining && al_mono_ms() >= be->probe_at_ms)
 			probe_start(w, be);
 	}
-}
-
-bool wk_health_paused(const struct backend_state *be)
-{
-	return be->paused;
 }
 
 int wk_health_json(const struct worker *w, char *out, size_t cap)

@@ -243,48 +243,68 @@ static void on_job_done(struct al_runner *r, struct al_result *res, void *arg)
 	wk_slot_release(s);
 }
 
-/* Decode a claimed job into s and check it; false when that ended it. */
-bool wk_job_accept(struct worker *w, struct slot *s, const char *raw, size_t rawlen)
+/* Decode a claimed job into s and check it. AL_EINVAL (err says why) when
+ * it cannot run: it is ended then, rejected with that reason, and s freed. */
+int wk_job_accept(struct worker *w, struct slot *s, const char *raw, size_t rawlen,
+		  struct al_err *err)
 {
-	struct al_err err = {0};
+	int rc = al_job_decode(raw, rawlen, &s->job, err);
 
-	if (al_job_decode(raw, rawlen, &s->job, &err)) {
-		wk_dead_letter(w, s->stream, s->entry, err.msg, s->id, raw, rawlen);
-		wk_commit_status(w, s->id, s->stream, s->entry, (long)s->attempt, AL_ST_REJECTED,
-				 err.msg);
-		wk_slot_release(s);
-		return false;
-	}
-	s->have_job = true;
+	if (rc)
+		wk_dead_letter(w, s->stream, s->entry, err->msg, s->id, raw, rawlen);
+	else
+		s->have_job = true;
 	/* Defence in depth: the worker re-checks the job against its own copy
 	 * of the policy (deadline 0: the claim already checked it). */
-	if (al_policy_admit(&w->policy, &s->job, 0, &err)) {
+	if (!rc)
+		rc = al_policy_admit(&w->policy, &s->job, 0, err);
+	if (rc) {
 		wk_commit_status(w, s->id, s->stream, s->entry, (long)s->attempt, AL_ST_REJECTED,
-				 err.msg);
+				 err->msg);
 		wk_slot_release(s);
-		return false;
 	}
-	return true;
+	return rc;
 }
 
-void wk_spec_for(const struct al_tier_policy *t, const struct al_job *job, unsigned slot,
-		 struct al_run_spec *spec)
+/* Run held job of place p in free slot s. */
+static void run_held(struct worker *w, struct slot *p, struct slot *s)
 {
-	spec->limits = job->limits;
-	spec->cpu_millis = t->cpu_millis;
-	spec->env = t->env;
-	spec->nenv = t->nenv;
-	spec->network = job->network;
-	spec->image = job->image; /* admitted: one its tier offers, or its default */
-	spec->guest = t->guest;
-	spec->binds = t->binds;
-	spec->nbinds = t->nbinds;
-	spec->slot = slot;
-	spec->vm_network = t->vm_network;
-	spec->ports = t->ports;
-	spec->nports = t->nports;
-	spec->lease_ms = t->lease_ms;
-	spec->max_lease_ms = t->max_lease_ms;
+	s->busy = true;
+	s->tier = p->tier;
+	s->attempt = p->attempt;
+	memcpy(s->id, p->id, sizeof(s->id));
+	memcpy(s->stream, p->stream, sizeof(s->stream));
+	memcpy(s->entry, p->entry, sizeof(s->entry));
+	s->job = p->job; /* moved */
+	s->have_job = true;
+	p->have_job = false;
+	p->busy = false;
+	p->waiting = false;
+	if (s->job.deadline_ms && al_now_ms() > s->job.deadline_ms) {
+		wk_commit_status(w, s->id, s->stream, s->entry, (long)s->attempt, AL_ST_EXPIRED,
+				 "not started before its deadline");
+		wk_slot_release(s);
+		return;
+	}
+	wk_job_run(w, s);
+}
+
+/* Start held jobs of backend be in its free slots, oldest first. */
+void wk_dispatch_held(struct worker *w, struct backend_state *be)
+{
+	while (!w->draining) {
+		struct slot *s = NULL, *p = NULL;
+
+		for (unsigned i = 0; i < w->conf->slots && !s; i++)
+			if (!be->slots[i].busy)
+				s = &be->slots[i];
+		for (unsigned i = w->conf->slots; s && i < wk_nplaces(w); i++)
+			if (be->slots[i].waiting && (!p || be->slots[i].seq < p->seq))
+				p = &be->slots[i];
+		if (!p)
+			return;
+		run_held(w, p, s);
+	}
 }
 
 /* Run the accepted job of slot s on its tier's backend. */
@@ -311,7 +331,7 @@ void wk_job_run(struct worker *w, struct slot *s)
 		return;
 	}
 	spec.job = &s->job;
-	wk_spec_for(s->tier, &s->job, (unsigned)s->index, &spec);
+	al_run_spec_of(s->tier, &s->job, (unsigned)s->index, &spec);
 	spec.attempt = s->attempt;
 	if (s->job.network == AL_NET_EGRESS) {
 		/* the job's narrowed rules (admission checked them), else the tier's */

@@ -4,6 +4,7 @@
 #include <event2/dns.h>
 #include <unistd.h>
 
+#include "../common/cleanup.h"
 #include "../backends/judge.h"
 #include "../backends/jobfs.h"
 #include "../proto/keys.h"
@@ -325,8 +326,7 @@ static void start_step(struct al_runner *r, const struct al_run_spec *spec)
 	if (!r->start_mono)
 		r->start_mono = r->step_mono;
 	if (al_backend_start(r->sb, &w, &err)) {
-		if (w.egress_fd >= 0)
-			close(w.egress_fd);
+		al_closep(&w.egress_fd);
 		r->setup_failed = err.code != AL_EINVAL;
 		fail(r, &err);
 		return;
@@ -445,4 +445,24 @@ void al_runner_free(struct al_runner *r)
 	al_grading_free(r->grading);
 	al_result_free(&r->res);
 	free(r);
+}
+
+void al_run_spec_of(const struct al_tier_policy *t, const struct al_job *job, unsigned slot,
+		    struct al_run_spec *spec)
+{
+	spec->limits = job->limits;
+	spec->cpu_millis = t->cpu_millis;
+	spec->env = t->env;
+	spec->nenv = t->nenv;
+	spec->network = job->network;
+	spec->image = job->image; /* admitted: one its tier offers, or its default */
+	spec->guest = t->guest;
+	spec->binds = t->binds;
+	spec->nbinds = t->nbinds;
+	spec->slot = slot;
+	spec->vm_network = t->vm_network;
+	spec->ports = t->ports;
+	spec->nports = t->nports;
+	spec->lease_ms = t->lease_ms;
+	spec->max_lease_ms = t->max_lease_ms;
 }

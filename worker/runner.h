@@ -8,6 +8,7 @@
 
 #include "../backends/backend.h"
 #include "../common/log.h"
+#include "../common/policy.h"
 
 struct al_runner;
 
@@ -38,5 +39,11 @@ void al_runner_on_output(struct al_runner *r, al_runner_output_fn fn);
  * host: not anything the job did, as a guest's misbehaviour after start). */
 bool al_runner_setup_failed(const struct al_runner *r);
 void al_runner_free(struct al_runner *r);
+
+/* The run spec of job (admitted to tier t) in slot: limits, image, tier's
+ * environment, binds, network and VM settings; all but the egress rules,
+ * which the caller narrows to the job's. */
+void al_run_spec_of(const struct al_tier_policy *t, const struct al_job *job, unsigned slot,
+		    struct al_run_spec *spec);
 
 #endif

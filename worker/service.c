@@ -26,47 +26,27 @@
 #include "grading.h"
 #include "worker.h"
 
-/* Draining and idle: the loop may end. */
-void wk_exit_if_idle(struct worker *w)
-{
-	if (w->draining && wk_idle(w))
-		event_base_loopexit(w->base, NULL);
-}
+/* ---- the loop pass (worker.h: wk_pass_want) ---- */
 
-/* ---- the loop pass ---- */
-
-/* Send the commit queue, then fetch when slots freed in this pass. */
-void wk_on_flush(evutil_socket_t fd, short what, void *arg)
+static void on_pass(evutil_socket_t fd, short what, void *arg)
 {
 	struct worker *w = arg;
+	unsigned want = w->pass_wants;
 
 	(void)fd;
 	(void)what;
-	w->flush_armed = false;
-	wk_flush_commits(w);
-	if (w->fetch_wanted) {
-		w->fetch_wanted = false;
-		wk_maybe_fetch(w);
-	}
-}
-
-/* Run wk_on_flush at the end of this loop pass. */
-void wk_flush_soon(struct worker *w)
-{
-	if (!w->flush_armed && w->flush_ev) {
-		w->flush_armed = true;
-		event_active(w->flush_ev, 0, 0);
-	}
-}
-
-/* Fetch at the end of this loop pass, after the commits: every slot freed
- * in the pass counts in one fetch, which goes out behind the results. */
-void wk_fetch_soon(struct worker *w)
-{
-	w->fetch_wanted = true;
-	if (w->flush_ev)
-		wk_flush_soon(w);
-	else
+	w->pass_wants = 0; /* a want from here on arms the next pass */
+	if (want & WK_PASS_DISPATCH)
+		for (int b = 0; b < w->nbackends; b++)
+			if (w->backends[b].dispatch_wanted) {
+				w->backends[b].dispatch_wanted = false;
+				wk_dispatch_held(w, &w->backends[b]);
+			}
+	if (want & WK_PASS_FLUSH)
+		wk_flush_commits(w);
+	if ((want & WK_PASS_EXIT) && w->draining && wk_idle(w))
+		event_base_loopexit(w->base, NULL);
+	if (want & WK_PASS_FETCH)
 		wk_maybe_fetch(w);
 }
 
@@ -194,13 +174,13 @@ static int wire(struct worker *w, struct al_err *err)
 	const struct al_worker_conf *conf = w->conf;
 
 	w->hb = evtimer_new(w->base, wk_heartbeat, w);
-	w->flush_ev = event_new(w->base, -1, 0, wk_on_flush, w);
+	w->pass_ev = event_new(w->base, -1, 0, on_pass, w);
 	w->grace = evtimer_new(w->base, wk_on_grace, w);
 	w->sigterm = evsignal_new(w->base, SIGTERM, wk_on_signal, w);
 	w->sigint = evsignal_new(w->base, SIGINT, wk_on_signal, w);
 	w->sighup = evsignal_new(w->base, SIGHUP, wk_on_hup, w);
 	w->hooks = al_webhooks_new(w->base, conf->webhook_secret, conf->webhook_secrets_dir);
-	if (!w->hb || !w->flush_ev || !w->grace || !w->sigterm || !w->sigint || !w->sighup ||
+	if (!w->hb || !w->pass_ev || !w->grace || !w->sigterm || !w->sigint || !w->sighup ||
 	    !w->hooks || evsignal_add(w->sigterm, NULL) || evsignal_add(w->sigint, NULL) ||
 	    evsignal_add(w->sighup, NULL))
 		return al_err_set(err, AL_ENOMEM, "out of memory making the loop's events");
@@ -275,8 +255,8 @@ static void tear_down(struct worker *w)
 	}
 	event_base_loop(w->base, EVLOOP_NONBLOCK); /* what is still queued (refills) */
 	al_webhooks_free(w->hooks);
-	if (w->flush_ev)
-		event_free(w->flush_ev);
+	if (w->pass_ev)
+		event_free(w->pass_ev);
 	if (w->hb)
 		event_free(w->hb);
 	if (w->grace)

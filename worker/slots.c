@@ -1,12 +1,12 @@
 /* slots.c - the slot table: each backend's slots (jobs running) and places
  * (prefetched jobs held), what they hold and how they change hands:
- * queries, a released slot, a held job, a held job started in a freed slot
- * (oldest first) or given back to its queue. */
+ * queries, a released slot, a held job, a held job given back to its
+ * queue. Starting held jobs in freed slots is jobs.c's, asked through the
+ * loop pass (worker.h). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "../common/clock.h"
-#include "../common/log.h"
 #include "worker.h"
 
 /* Slots and places of a backend. */
@@ -70,51 +70,9 @@ void wk_slot_release(struct slot *s)
 	s->released = false;
 	if (!wk_is_place(s)) {
 		s->be->hold_off = false;
-		wk_dispatch_held(w, s->be);
+		s->be->dispatch_wanted = true;
 	}
-	wk_exit_if_idle(w);
-	wk_fetch_soon(w);
-}
-
-/* Run held job of place p in free slot s. */
-static void run_held(struct worker *w, struct slot *p, struct slot *s)
-{
-	s->busy = true;
-	s->tier = p->tier;
-	s->attempt = p->attempt;
-	memcpy(s->id, p->id, sizeof(s->id));
-	memcpy(s->stream, p->stream, sizeof(s->stream));
-	memcpy(s->entry, p->entry, sizeof(s->entry));
-	s->job = p->job; /* moved */
-	s->have_job = true;
-	p->have_job = false;
-	p->busy = false;
-	p->waiting = false;
-	if (s->job.deadline_ms && al_now_ms() > s->job.deadline_ms) {
-		wk_commit_status(w, s->id, s->stream, s->entry, (long)s->attempt, AL_ST_EXPIRED,
-				 "not started before its deadline");
-		wk_slot_release(s);
-		return;
-	}
-	wk_job_run(w, s);
-}
-
-/* Start held jobs of backend be in its free slots, oldest first. */
-void wk_dispatch_held(struct worker *w, struct backend_state *be)
-{
-	while (!w->draining) {
-		struct slot *s = NULL, *p = NULL;
-
-		for (unsigned i = 0; i < w->conf->slots && !s; i++)
-			if (!be->slots[i].busy)
-				s = &be->slots[i];
-		for (unsigned i = w->conf->slots; s && i < wk_nplaces(w); i++)
-			if (be->slots[i].waiting && (!p || be->slots[i].seq < p->seq))
-				p = &be->slots[i];
-		if (!p)
-			return;
-		run_held(w, p, s);
-	}
+	wk_pass_want(w, WK_PASS_DISPATCH | WK_PASS_EXIT | WK_PASS_FETCH);
 }
 
 /* Put the job of place p back in its queue for any worker, same attempt. */
@@ -134,5 +92,6 @@ void wk_hold(struct worker *w, struct slot *p)
 	p->waiting = true;
 	p->held_ms = al_now_ms();
 	p->seq = ++w->held_seq;
-	wk_dispatch_held(w, p->be);
+	p->be->dispatch_wanted = true; /* at once if a slot is free */
+	wk_pass_want(w, WK_PASS_DISPATCH);
 }

@@ -3,20 +3,29 @@
  * three Redis connections ("cmd" for scripts and heartbeats, "fetch" for
  * the blocking XREADGROUP, "sub" for the cancel channel), slots per backend.
  *
- *   service.c  start-up and wiring: backends, connections, timers, signals;
- *              the loop pass (the commit queue sent, then a fetch)
- *   slots.c    the slot table: slots and places, release, hold, give back
+ * A job's path, bottom first; a part calls only parts listed before it
+ * (tests/integration/layers.py checks it), never one after:
+ *
  *   commit.c   what must reach Redis: reliable calls, the commit queue
  *              (results wait there until Redis answers), acks, retries,
  *              dead letters
+ *   slots.c    the slot table: slots and places, release, hold, give back
+ *   health.c   a backend that keeps failing to set up sandboxes: paused,
+ *              probed, resumed
  *   jobs.c     running a job: admission re-check, the runner, its result,
- *              prefetched jobs held and handed to free slots, histograms
+ *              held jobs started in freed slots, histograms
  *   fetch.c    taking jobs: FETCH and CLAIM scripts, the blocking read
  *   control.c  cancel, heartbeats (leases, registry, metrics), connection
  *              events, drain on SIGTERM, warm pools
- *   health.c   a backend that keeps failing to set up sandboxes: paused,
- *              probed, resumed
- *   runner.c   one job through one backend (runner.h)
+ *   service.c  start-up and wiring: backends, connections, timers, signals;
+ *              the loop pass
+ *
+ * What a lower part needs done by a higher one (a freed slot wants its
+ * backend's held jobs started and a fetch; an answered call wants the
+ * drain checked) it asks of the loop pass, wk_pass_want: the one call that
+ * goes the other way, through an event service.c runs at the end of the
+ * loop's pass. Beside them, used by all: runner.c  one job through one
+ * backend (runner.h)
  *   grading.c  a grading job's build tree and steps (grading.h)
  *   proxy.c    the egress proxy of jobs granted network (proxy.h)
  *   webhook.c  result callbacks (webhook.h); hostlock.c  one worker id per host
@@ -77,6 +86,7 @@ struct backend_state {
 	char why[AL_ERR_MSG_MAX]; /* why not */
 	struct slot *slots;	  /* conf->slots slots, then conf->prefetch places */
 	bool hold_off;		  /* a held job went back: fetch no more ahead until a slot frees */
+	bool dispatch_wanted;	  /* a slot freed: start its held jobs (the loop pass) */
 	/* health.c: set-up failures in a row, and the pause they bring */
 	struct worker *w;
 	unsigned setup_failures;
@@ -136,9 +146,8 @@ struct worker {
 	struct commit *commits, **commits_tail; /* results not sent yet */
 	unsigned inflight;			/* reliable calls not answered yet */
 	struct al_webhooks *hooks;
-	struct event *flush_ev; /* sends the commit queue once per loop pass */
-	bool flush_armed;
-	bool fetch_wanted; /* slots freed in this pass: fetch after the flush */
+	struct event *pass_ev; /* the loop pass (service.c): what pass_wants asks */
+	unsigned pass_wants;   /* WK_PASS_* */
 	struct hist hists[16];
 	int nhists;
 	struct event *hb, *sigterm, *sigint, *sighup, *grace;
@@ -147,23 +156,31 @@ struct worker {
 	uint64_t beats; /* heartbeats sent: the scheduler's sign of life (no clock) */
 };
 
-/* service.c */
-unsigned wk_nplaces(const struct worker *w);
-bool wk_is_place(const struct slot *s);
-unsigned wk_busy_slots(struct worker *w);
-unsigned wk_held_jobs(struct worker *w);
-bool wk_idle(struct worker *w);
-void wk_exit_if_idle(struct worker *w);
-struct backend_state *wk_backend_for(struct worker *w, const char *name);
+/* The loop pass: at the end of the loop's pass, in this order, start the
+ * held jobs of backends with dispatch_wanted (WK_PASS_DISPATCH), send the
+ * commit queue (FLUSH: results finishing together go out in one call), end
+ * the loop if draining and idle (EXIT), fetch (FETCH: every slot freed in
+ * the pass counts in one fetch, which goes out behind the results). */
+enum { WK_PASS_DISPATCH = 1, WK_PASS_FLUSH = 2, WK_PASS_EXIT = 4, WK_PASS_FETCH = 8 };
+
+static inline void wk_pass_want(struct worker *w, unsigned what)
+{
+	bool armed = w->pass_wants != 0;
+
+	w->pass_wants |= what;
+	if (!armed && w->pass_ev)
+		event_active(w->pass_ev, 0, 0);
+}
+
+static inline bool wk_health_paused(const struct backend_state *be)
+{
+	return be->paused;
+}
 
 /* commit.c */
 void wk_send_call(struct worker *w, struct al_call *call, const char *what, const char *id);
 void wk_commit_free(struct commit *c);
 void wk_flush_commits(struct worker *w);
-void wk_on_flush(evutil_socket_t fd, short what, void *arg);
-void wk_fetch_soon(struct worker *w);
-/* Send the commit queue at the end of this loop pass (service.c). */
-void wk_flush_soon(struct worker *w);
 /* job: the callback URL and tenant (NULL: no callback) */
 void wk_commit_result(struct worker *w, const struct al_result *res, const char *stream,
 		      const char *entry, long attempt, const struct al_job *job);
@@ -179,22 +196,28 @@ void wk_dead_letter(struct worker *w, const char *stream, const char *entry, con
 void wk_health_note(struct worker *w, struct backend_state *be, const struct al_result *res,
 		    bool setup_failed);
 void wk_health_tick(struct worker *w); /* each heartbeat: probes, resumes */
-bool wk_health_paused(const struct backend_state *be);
 /* "name":"why",... of the paused backends into out; the length */
 int wk_health_json(const struct worker *w, char *out, size_t cap);
 void wk_health_free(struct worker *w);
 
-/* jobs.c */
-/* The run spec of job on tier t in slot (all but egress: wk_job_run's). */
-void wk_spec_for(const struct al_tier_policy *t, const struct al_job *job, unsigned slot,
-		 struct al_run_spec *spec);
-void wk_dispatch_held(struct worker *w, struct backend_state *be);
+/* slots.c */
+unsigned wk_nplaces(const struct worker *w);
+bool wk_is_place(const struct slot *s);
+unsigned wk_busy_slots(struct worker *w);
+unsigned wk_held_jobs(struct worker *w);
+bool wk_idle(struct worker *w);
+struct backend_state *wk_backend_for(struct worker *w, const char *name);
+/* Empty slot s; a slot (not a place) asks for its backend's held jobs. */
 void wk_slot_release(struct slot *s);
-void wk_hist_flush(struct worker *w);
-bool wk_job_accept(struct worker *w, struct slot *s, const char *raw, size_t rawlen);
-void wk_job_run(struct worker *w, struct slot *s);
 void wk_give_back(struct worker *w, struct slot *p);
 void wk_hold(struct worker *w, struct slot *p);
+
+/* jobs.c */
+void wk_dispatch_held(struct worker *w, struct backend_state *be);
+void wk_hist_flush(struct worker *w);
+int wk_job_accept(struct worker *w, struct slot *s, const char *raw, size_t rawlen,
+		  struct al_err *err);
+void wk_job_run(struct worker *w, struct slot *s);
 
 /* fetch.c */
 void wk_maybe_fetch(struct worker *w);

@@ -64,19 +64,9 @@ int al_webhooks_post(struct al_webhooks *h, const char *url, const char *id, con
 	return 0;
 }
 
-void wk_exit_if_idle(struct worker *w)
-{
-	(void)w;
-}
-
 void wk_maybe_fetch(struct worker *w)
 {
 	(void)w;
-}
-
-void wk_flush_soon(struct worker *w)
-{
-	(void)w; /* the test flushes itself */
 }
 
 /* ---- helpers ---- */

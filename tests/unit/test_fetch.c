@@ -82,23 +82,18 @@ struct backend_state *wk_backend_for(struct worker *w, const char *name)
 	return &w->backends[0];
 }
 
-bool wk_health_paused(const struct backend_state *be)
-{
-	(void)be;
-	return false;
-}
-
 void wk_send_call(struct worker *w, struct al_call *call, const char *what, const char *id)
 {
 	(void)w, (void)what, (void)id;
 	al_call_free(call);
 }
 
-bool wk_job_accept(struct worker *w, struct slot *s, const char *raw, size_t rawlen)
+int wk_job_accept(struct worker *w, struct slot *s, const char *raw, size_t rawlen,
+		  struct al_err *err)
 {
-	(void)w, (void)s, (void)raw, (void)rawlen;
+	(void)w, (void)s, (void)raw, (void)rawlen, (void)err;
 	rec.accepted++;
-	return true;
+	return AL_OK;
 }
 
 void wk_job_run(struct worker *w, struct slot *s)

@@ -1,6 +1,7 @@
 /* cgroup.c - per-job cgroups on cgroup v1 or v2 (see cgroup.h). */
 #include "cgroup.h"
 
+#include "../common/cleanup.h"
 #include "../proto/buf.h"
 
 #include <dirent.h>
@@ -18,24 +19,21 @@
 static int write_file(const char *dir, const char *file, const char *val)
 {
 	char path[PATH_MAX + 64];
-	ssize_t n;
-	int fd;
+	cleanup_close int fd = -1;
 
 	if (al_pathf(path, sizeof(path), "%s/%s", dir, file))
 		return -1;
 	fd = open(path, O_WRONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
-	n = write(fd, val, strlen(val));
-	close(fd);
-	return n == (ssize_t)strlen(val) ? 0 : -1;
+	return write(fd, val, strlen(val)) == (ssize_t)strlen(val) ? 0 : -1;
 }
 
 static int read_file(const char *dir, const char *file, char *buf, size_t cap)
 {
 	char path[PATH_MAX + 64];
 	ssize_t n;
-	int fd;
+	cleanup_close int fd = -1;
 
 	if (al_pathf(path, sizeof(path), "%s/%s", dir, file))
 		return -1;
@@ -43,7 +41,6 @@ static int read_file(const char *dir, const char *file, char *buf, size_t cap)
 	if (fd < 0)
 		return -1;
 	n = read(fd, buf, cap - 1);
-	close(fd);
 	if (n < 0)
 		return -1;
 	buf[n] = '\0';
@@ -77,7 +74,7 @@ int al_cg_detect(struct al_cg_sys *sys, const char *worker_id, const char *backe
 		 struct al_err *err)
 {
 	char line[4096], buf[512];
-	FILE *f;
+	cleanup_fclose FILE *f = NULL;
 
 	memset(sys, 0, sizeof(*sys));
 	if (strchr(worker_id, '/') || strstr(worker_id, "..") ||
@@ -111,7 +108,6 @@ int al_cg_detect(struct al_cg_sys *sys, const char *worker_id, const char *backe
 				snprintf(sys->cpuacct, sizeof(sys->cpuacct), "%s", mnt);
 		}
 	}
-	fclose(f);
 	/* v2 only counts when its root offers every controller we need: a hybrid
 	 * host mounts an empty v2 tree beside the v1 controllers. */
 	if (sys->v2[0] && read_file(sys->v2, "cgroup.controllers", buf, sizeof(buf)) == 0 &&

@@ -2,6 +2,7 @@
 #include "jobfs.h"
 #include "jobfs_layout.h"
 
+#include "../common/cleanup.h"
 #include "../proto/buf.h"
 #include "../proto/keys.h"
 
@@ -82,13 +83,11 @@ static int root_dirfd(const struct al_jobfs *fs)
 /* A directory fd on the job's work directory (caller closes). */
 static int work_dirfd(const struct al_jobfs *fs)
 {
-	int root = root_dirfd(fs), fd;
+	cleanup_close int root = root_dirfd(fs);
 
 	if (root < 0)
 		return -1;
-	fd = openat(root, AL_JOBFS_WORK, O_DIRECTORY | O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	close(root);
-	return fd;
+	return openat(root, AL_JOBFS_WORK, O_DIRECTORY | O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 }
 
 /* The tmpfs's directories (jobfs_layout.h), owned by the job's uid. */
@@ -98,53 +97,44 @@ static int make_layout(struct al_jobfs *fs, uid_t uid, gid_t gid, struct al_err 
 		const char *name;
 		mode_t mode;
 	} dirs[] = {{AL_JOBFS_WORK, 0700}, {AL_JOBFS_TMP, 01777}, {AL_JOBFS_SHM, 01777}};
-	int root = root_dirfd(fs), rc = AL_OK;
+	cleanup_close int root = root_dirfd(fs);
 
 	if (root < 0)
 		return al_err_sys(err, "jobfs: open the job's tmpfs");
-	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]) && !rc; i++)
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++)
 		if (mkdirat(root, dirs[i].name, 0700) ||
 		    fchownat(root, dirs[i].name, uid, gid, AT_SYMLINK_NOFOLLOW) ||
 		    fchmodat(root, dirs[i].name, dirs[i].mode, 0))
-			rc = al_err_sys(err, "jobfs: mkdir %s in the job's tmpfs", dirs[i].name);
-	close(root);
-	return rc;
+			return al_err_sys(err, "jobfs: mkdir %s in the job's tmpfs", dirs[i].name);
+	return AL_OK;
 }
 
 static int write_inputs(struct al_jobfs *fs, const struct al_job *job, uid_t uid, gid_t gid,
 			struct al_err *err)
 {
-	int dirfd = work_dirfd(fs);
-	int rc = AL_OK;
+	cleanup_close int dirfd = work_dirfd(fs);
 
 	if (dirfd < 0)
 		return al_err_sys(err, "jobfs: open %s", fs->work[0] ? fs->work : "the work tmpfs");
-	for (size_t i = 0; i < job->nfiles && !rc; i++) {
+	for (size_t i = 0; i < job->nfiles; i++) {
 		const struct al_file *f = &job->files[i];
-		int fd;
+		cleanup_close int fd = -1;
 
-		if (make_parents(dirfd, f->path, uid, gid)) {
-			rc = al_err_sys(err, "jobfs: input file %s: mkdir", f->path);
-			break;
-		}
+		if (make_parents(dirfd, f->path, uid, gid))
+			return al_err_sys(err, "jobfs: input file %s: mkdir", f->path);
 		fd = openat(dirfd, f->path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
 			    0600);
-		if (fd < 0) {
-			rc = al_err_sys(err, "jobfs: input file %s", f->path);
-			break;
-		}
-		if (write_all(fd, f->data.data, f->data.len)) {
-			rc = errno == ENOSPC
-				 ? al_err_set(err, AL_EINVAL,
-					      "input files: more than the disk limit allows")
-				 : al_err_sys(err, "jobfs: write %s", f->path);
-		} else if (fchown(fd, uid, gid) || fchmod(fd, f->mode)) {
-			rc = al_err_sys(err, "jobfs: chown/chmod %s", f->path);
-		}
-		close(fd);
+		if (fd < 0)
+			return al_err_sys(err, "jobfs: input file %s", f->path);
+		if (write_all(fd, f->data.data, f->data.len))
+			return errno == ENOSPC
+				   ? al_err_set(err, AL_EINVAL,
+						"input files: more than the disk limit allows")
+				   : al_err_sys(err, "jobfs: write %s", f->path);
+		if (fchown(fd, uid, gid) || fchmod(fd, f->mode))
+			return al_err_sys(err, "jobfs: chown/chmod %s", f->path);
 	}
-	close(dirfd);
-	return rc;
+	return AL_OK;
 }
 
 int al_jobfs_create(struct al_jobfs *fs, const char *root, const char *name,
@@ -162,7 +152,7 @@ int al_jobfs_create(struct al_jobfs *fs, const char *root, const char *name,
 		return al_err_sys(err, "jobfs: mkdir %s/%s", root, name);
 	/* The disk limit is the tmpfs size: a disk-filling job gets ENOSPC. */
 	if (detached) {
-		int fsfd = fsopen("tmpfs", FSOPEN_CLOEXEC);
+		cleanup_close int fsfd = fsopen("tmpfs", FSOPEN_CLOEXEC);
 		char v[32];
 		bool bad = fsfd < 0;
 
@@ -178,8 +168,6 @@ int al_jobfs_create(struct al_jobfs *fs, const char *root, const char *name,
 		if (!bad)
 			fs->mnt_fd =
 			    fsmount(fsfd, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
-		if (fsfd >= 0)
-			close(fsfd);
 		if (fs->mnt_fd < 0) {
 			rc = al_err_sys(err, "jobfs: make a detached tmpfs (fsopen/fsmount)");
 			goto out_destroy;
@@ -223,22 +211,21 @@ static int read_capped(int fd, uint64_t cap, struct al_bytes *out, bool *truncat
 	struct stat st;
 	size_t want;
 	ssize_t n;
+	cleanup_free char *data = NULL;
 
 	if (fstat(fd, &st))
 		return -1;
 	want = (uint64_t)st.st_size > cap ? (size_t)cap : (size_t)st.st_size;
 	*truncated = (uint64_t)st.st_size > cap;
-	out->data = malloc(want + 1);
-	if (!out->data)
+	data = malloc(want + 1);
+	if (!data)
 		return -1;
-	n = want ? pread(fd, out->data, want, 0) : 0;
-	if (n < 0) {
-		free(out->data);
-		out->data = NULL;
+	n = want ? pread(fd, data, want, 0) : 0;
+	if (n < 0)
 		return -1;
-	}
+	data[n] = '\0';
 	out->len = (size_t)n;
-	out->data[n] = '\0';
+	out->data = al_take_ptr(&data);
 	return 0;
 }
 
@@ -257,7 +244,7 @@ int al_jobfs_collect(struct al_jobfs *fs, const struct al_job *job, const struct
 		     uint64_t file_cap, struct al_result *res, bool *disk_full, struct al_err *err)
 {
 	struct statvfs sv;
-	int dirfd;
+	cleanup_close int dirfd = -1;
 
 	*disk_full = false;
 	if (read_capped(fs->out_fd, lim->stdout_bytes, &res->out, &res->out_truncated) ||
@@ -273,25 +260,18 @@ int al_jobfs_collect(struct al_jobfs *fs, const struct al_job *job, const struct
 		*disk_full = true;
 	if (job->ncollect) {
 		res->files = calloc(job->ncollect, sizeof(*res->files));
-		if (!res->files) {
-			close(dirfd);
+		if (!res->files)
 			return al_err_set(err, AL_ENOMEM, "jobfs: out of memory");
-		}
 	}
 	for (size_t i = 0; i < job->ncollect; i++) {
 		struct al_out_file *o = &res->files[res->nfiles];
 		struct stat st;
-		int fd = open_beneath(dirfd, job->collect[i]);
+		cleanup_close int fd = open_beneath(dirfd, job->collect[i]);
 
 		/* Missing, a symlink, or escaping the work dir: not collected. */
-		if (fd < 0)
+		if (fd < 0 || fstat(fd, &st) || !S_ISREG(st.st_mode) ||
+		    read_capped(fd, file_cap, &o->data, &o->truncated))
 			continue;
-		if (fstat(fd, &st) || !S_ISREG(st.st_mode) ||
-		    read_capped(fd, file_cap, &o->data, &o->truncated)) {
-			close(fd);
-			continue;
-		}
-		close(fd);
 		o->path = strdup(job->collect[i]);
 		if (!o->path) {
 			free(o->data.data);
@@ -300,18 +280,14 @@ int al_jobfs_collect(struct al_jobfs *fs, const struct al_job *job, const struct
 		}
 		res->nfiles++;
 	}
-	close(dirfd);
 	return AL_OK;
 }
 
 void al_jobfs_destroy(struct al_jobfs *fs)
 {
-	if (fs->out_fd >= 0)
-		close(fs->out_fd);
-	if (fs->err_fd >= 0)
-		close(fs->err_fd);
-	if (fs->mnt_fd >= 0)
-		close(fs->mnt_fd); /* the last reference frees the detached tmpfs */
+	al_closep(&fs->out_fd);
+	al_closep(&fs->err_fd);
+	al_closep(&fs->mnt_fd); /* the last reference frees the detached tmpfs */
 	fs->out_fd = fs->err_fd = fs->mnt_fd = -1;
 	if (!fs->dir[0])
 		return; /* detached: no directory */
@@ -372,11 +348,9 @@ int al_jobfs_sweep(const char *root, struct al_err *err)
 
 ssize_t al_read_text(const char *path, char *buf, size_t cap)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	cleanup_close int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	ssize_t n = fd >= 0 ? read(fd, buf, cap - 1) : -1;
 
-	if (fd >= 0)
-		close(fd);
 	buf[n > 0 ? n : 0] = '\0';
 	return n > 0 ? n : 0;
 }

@@ -1,6 +1,8 @@
 /* netns.c - a listening socket inside another network namespace (netns.h). */
 #include "netns.h"
 
+#include "../common/cleanup.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <net/if.h>
@@ -29,7 +31,8 @@ static void *in_namespace(void *arg)
 	struct sockaddr_in sin = {.sin_family = AF_INET,
 				  .sin_port = htons(j->port),
 				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	int s, one = 1;
+	cleanup_close int s = -1;
+	int one = 1;
 
 	j->fd = -1;
 	if (j->nsfd >= 0 && setns(j->nsfd, CLONE_NEWNET)) {
@@ -50,12 +53,10 @@ static void *in_namespace(void *arg)
 	if (ioctl(s, SIOCGIFFLAGS, &ifr) == 0) {
 		ifr.ifr_flags |= IFF_UP;
 		if (ioctl(s, SIOCSIFFLAGS, &ifr)) {
-			close(s);
 			j->what = "bring up loopback in the job's network namespace";
 			goto fail;
 		}
 	}
-	close(s);
 	if (j->unix_name) {
 		struct sockaddr_un sun = {.sun_family = AF_UNIX};
 		size_t n = strlen(j->unix_name);
@@ -79,8 +80,7 @@ static void *in_namespace(void *arg)
 	return NULL;
 fail:
 	j->err = errno;
-	if (j->fd >= 0)
-		close(j->fd);
+	al_closep(&j->fd);
 	j->fd = -1;
 	return NULL;
 }

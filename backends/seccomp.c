@@ -1,5 +1,6 @@
 /* seccomp.c - the sandbox's syscall filter (see seccomp.h). */
 #include "seccomp.h"
+#include "../common/cleanup.h"
 
 #include <errno.h>
 #include <linux/seccomp.h>
@@ -137,8 +138,7 @@ int al_seccomp_build_net(struct al_seccomp *sc, bool inet, struct al_err *err)
 out_rule:
 	rc = al_err_set(err, AL_ESANDBOX, "seccomp: adding a rule failed: %s", strerror(-rc));
 out:
-	if (fd >= 0)
-		close(fd);
+	al_closep(&fd);
 	free(mem);
 	seccomp_release(ctx);
 	return rc;

@@ -161,7 +161,7 @@ static int open_conn(struct al_client *c, struct al_err *err)
 {
 	struct al_redis_url *u = &c->url;
 	struct timeval tv = {5, 0};
-	char where[280], why[200];
+	char where[280];
 
 	if (u->nsentinels) {
 		/* a failover under way (the master named is gone): wait for
@@ -185,8 +185,8 @@ static int open_conn(struct al_client *c, struct al_err *err)
 			   c->rc ? c->rc->errstr : "out of memory");
 		goto fail;
 	}
-	if (!al_redis_auth(c->rc, u->user, u->password, why, sizeof(why))) {
-		al_err_set(err, AL_EREDIS, "redis %s: %s", where, why);
+	if (al_redis_auth(c->rc, u->user, u->password, err)) {
+		al_err_wrap(err, "redis %s", where);
 		goto fail;
 	}
 	if (u->db) {

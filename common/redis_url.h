@@ -49,10 +49,10 @@ int al_redis_url_parse(const char *url, struct al_redis_url *u, struct al_err *e
 int al_sentinel_resolve(struct al_redis_url *u, int timeout_ms, bool *failover, struct al_err *err);
 
 /* AUTH on a fresh synchronous connection, when there are credentials
- * (user may be empty: the default user); false with why. */
+ * (user may be empty: the default user); AL_EREDIS saying why. */
 struct redisContext;
-bool al_redis_auth(struct redisContext *rc, const char *user, const char *password, char *why,
-		   size_t cap);
+int al_redis_auth(struct redisContext *rc, const char *user, const char *password,
+		  struct al_err *err);
 
 /* "host:port" or the socket path, for messages (no password). */
 const char *al_redis_url_where(const struct al_redis_url *u, char *buf, size_t cap);

@@ -5,6 +5,9 @@
 
 #include <stdarg.h>
 
+/* Append-only: a code, once given, keeps its number and meaning forever
+ * (clients and logs read them); a new kind of failure gets a new code at
+ * the end, never a reused or renumbered one. */
 enum al_err_code {
 	AL_OK = 0,
 	AL_EINVAL = -1,	 /* bad input: the message names the field and the problem */

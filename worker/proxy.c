@@ -222,14 +222,14 @@ static bool header_dropped(const char *h)
  * Plain HTTP gets its head rewritten (origin-form target, Host from the
  * checked authority, no dropped_headers, Connection: close: one request
  * per connection, so a second request cannot name another host). */
-static bool parse_head(struct tunnel *t, struct evbuffer *in, const char **why)
+static int parse_head(struct tunnel *t, struct evbuffer *in, struct al_err *err)
 {
 	size_t n;
 	char *line = evbuffer_readln(in, &n, EVBUFFER_EOL_CRLF);
 	char *sp1, *sp2;
 	bool ok = false;
+	const char *why = "a malformed request";
 
-	*why = "a malformed request";
 	if (!line || !(sp1 = strchr(line, ' ')) || !(sp2 = strchr(sp1 + 1, ' ')) ||
 	    strncmp(sp2 + 1, "HTTP/1.", 7))
 		goto out;
@@ -250,7 +250,7 @@ static bool parse_head(struct tunnel *t, struct evbuffer *in, const char **why)
 		goto out;
 	}
 	if (strncasecmp(sp1 + 1, "http://", 7)) {
-		*why = "only CONNECT (for https) and http:// requests go through the proxy";
+		why = "only CONNECT (for https) and http:// requests go through the proxy";
 		goto out;
 	}
 	{
@@ -285,7 +285,7 @@ static bool parse_head(struct tunnel *t, struct evbuffer *in, const char **why)
 	ok = true;
 out:
 	free(line);
-	return ok;
+	return ok ? AL_OK : al_err_set(err, AL_EINVAL, "%s", why);
 }
 
 /* ---- relaying ---- */
@@ -543,7 +543,7 @@ static void on_head(struct bufferevent *bev, void *arg)
 	struct evbuffer_ptr end = evbuffer_search(in, "\r\n\r\n", 4, NULL);
 	struct evutil_addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
 	unsigned char probe[16];
-	const char *why;
+	struct al_err err = {0};
 	char port[8];
 
 	if (end.pos < 0) {
@@ -554,9 +554,9 @@ static void on_head(struct bufferevent *bev, void *arg)
 		return;
 	}
 	bufferevent_disable(bev, EV_READ);
-	if (!parse_head(t, in, &why)) {
-		reply(t, 400, "Bad Request", why);
-		tunnel_end(t, false, why);
+	if (parse_head(t, in, &err)) {
+		reply(t, 400, "Bad Request", err.msg);
+		tunnel_end(t, false, err.msg);
 		return;
 	}
 	t->literal =

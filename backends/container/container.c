@@ -33,6 +33,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../../common/cleanup.h"
 #include "../../proto/jbuild.h"
 #include "../../proto/buf.h"
 #include "../backend.h"
@@ -586,8 +587,7 @@ static int memfd_of(const char *name, const char *data, size_t len, struct al_er
 	int fd = memfd_create(name, MFD_CLOEXEC);
 
 	if (fd < 0 || (len && write(fd, data, len) != (ssize_t)len) || lseek(fd, 0, SEEK_SET) < 0) {
-		if (fd >= 0)
-			close(fd);
+		al_closep(&fd);
 		return al_err_sys(err, "container: memfd");
 	}
 	return fd;
@@ -623,8 +623,7 @@ static int make_mount_point(const char *rootfs, const char *path, bool is_dir, s
 	if (dir < 0 || *p)
 		rc =
 		    al_err_sys(err, "container: a mount point for the bind %s in %s", path, rootfs);
-	if (dir >= 0)
-		close(dir);
+	al_closep(&dir);
 	return rc;
 }
 
@@ -885,8 +884,7 @@ static void ctr_destroy(struct al_sandbox *sb)
 			runtime_do(args, NULL);
 		}
 	}
-	if (c->report_rd >= 0)
-		close(c->report_rd);
+	al_closep(&c->report_rd);
 	c->report_rd = -1;
 	if (c->cg_made) /* the runtime's cgroup, in every hierarchy it made it in */
 		al_cg_remove_everywhere(&G.cg, c->name);
@@ -894,14 +892,10 @@ static void ctr_destroy(struct al_sandbox *sb)
 		rmdir(c->rootfs);
 	c->rootfs[0] = '\0';
 	al_jobfs_destroy(&c->fs);
-	if (c->code_fd >= 0)
-		close(c->code_fd);
-	if (c->stdin_fd >= 0)
-		close(c->stdin_fd);
-	if (c->netns_fd >= 0)
-		close(c->netns_fd);
-	if (c->egress_fd >= 0)
-		close(c->egress_fd);
+	al_closep(&c->code_fd);
+	al_closep(&c->stdin_fd);
+	al_closep(&c->netns_fd);
+	al_closep(&c->egress_fd);
 	c->pidfd = c->code_fd = c->stdin_fd = c->netns_fd = c->egress_fd = -1;
 	c->cg_made = false;
 }
@@ -937,10 +931,8 @@ static void ctr_fini(void)
 {
 	if (G.hostimage[0] && umount2(G.hostimage, MNT_DETACH) == 0)
 		rmdir(G.hostimage);
-	if (G.shim_fd >= 0)
-		close(G.shim_fd);
-	if (G.exec_fd >= 0)
-		close(G.exec_fd);
+	al_closep(&G.shim_fd);
+	al_closep(&G.exec_fd);
 	G.shim_fd = G.exec_fd = -1;
 	al_cg_release(&G.cg);
 	G.ready = false;

@@ -42,9 +42,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../../common/cleanup.h"
 #include "../../proto/job.h"
 #include "../../proto/keys.h"
-#include "../../common/log.h" /* clocks */
+#include "../../common/clock.h"
 #include "../../proto/result.h"
 #include "../backend.h" /* AL_USAGE_POLL_MS */
 #include "../cgroup.h"
@@ -260,8 +261,7 @@ static void image_preload(void)
 		fclose(f);
 	else if (lfd >= 0)
 		close(lfd);
-	if (root >= 0)
-		close(root);
+	al_closep(&root);
 }
 
 /* The job's catalogue image, read-only: a microVM's first virtio disk, a
@@ -290,8 +290,7 @@ static bool cmdline_has(const char *word)
 	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
 	size_t wl = strlen(word);
 
-	if (fd >= 0)
-		close(fd);
+	al_closep(&fd);
 	buf[n > 0 ? n : 0] = '\0';
 	for (p = buf; (p = strstr(p, word)); p += wl)
 		if ((p == buf || p[-1] == ' ') && (p[wl] == ' ' || p[wl] == '\n' || !p[wl]))
@@ -317,8 +316,7 @@ static int open_port(void)
 			snprintf(path, sizeof(path), "/sys/class/virtio-ports/%s/name", e->d_name);
 			fd = open(path, O_RDONLY | O_CLOEXEC);
 			n = fd >= 0 ? read(fd, name, sizeof(name) - 1) : -1;
-			if (fd >= 0)
-				close(fd);
+			al_closep(&fd);
 			name[n > 0 ? n : 0] = '\0';
 			if (strncmp(name, AL_CHAN_PORT, strlen(AL_CHAN_PORT)) == 0) {
 				snprintf(path, sizeof(path), "/dev/%s", e->d_name);
@@ -649,8 +647,7 @@ static int wait_job(pid_t pid, int port, const struct al_cg *cg, const struct al
 			break;
 		}
 	}
-	if (pidfd >= 0)
-		close(pidfd);
+	al_closep(&pidfd);
 	return rc;
 }
 

@@ -40,6 +40,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../../common/cleanup.h"
 #include "../../common/log.h"
 #include "../../proto/keys.h"
 #include "../backend.h"
@@ -131,12 +132,9 @@ struct mvm_sb {
 
 static void rc_close(int a, int b, int c)
 {
-	if (a >= 0)
-		close(a);
-	if (b >= 0)
-		close(b);
-	if (c >= 0)
-		close(c);
+	al_closep(&a);
+	al_closep(&b);
+	al_closep(&c);
 }
 
 /* The VMM's root (see vmm.h); in the child, as root, before the exec. */
@@ -293,12 +291,9 @@ static void vm_free(struct vm *vm, bool graceful)
 				       !(graceful && G.drv->shutdown(&vm->v, 200) == 0));
 		close(vm->v.pidfd);
 	}
-	if (vm->v.chan_fd >= 0)
-		close(vm->v.chan_fd);
-	if (vm->v.ctl_fd >= 0)
-		close(vm->v.ctl_fd);
-	if (vm->egress_fd >= 0)
-		close(vm->egress_fd);
+	al_closep(&vm->v.chan_fd);
+	al_closep(&vm->v.ctl_fd);
+	al_closep(&vm->egress_fd);
 	if (vm->cg_made)
 		al_cg_destroy(&vm->cg, NULL);
 	if (vm->uid_idx >= 0)
@@ -410,8 +405,7 @@ static struct vm *vm_launch(const char *guest, const char *image, bool egress, u
 	}
 	vm->born_ms = al_mono_ms();
 	rc = G.drv->launch(&cfg, &vm->v, err);
-	if (cfg.egress_netns_fd >= 0)
-		close(cfg.egress_netns_fd); /* the VMM's jail holds it now */
+	al_closep(&cfg.egress_netns_fd); /* the VMM's jail holds it now */
 	if (rc)
 		goto fail;
 	fcntl(vm->v.chan_fd, F_SETFL, fcntl(vm->v.chan_fd, F_GETFL) | O_NONBLOCK);
@@ -607,8 +601,7 @@ bool al_kvm_usable(gid_t *gid)
 		return false;
 	vm =
 	    ioctl(fd, KVM_GET_API_VERSION, 0) == KVM_API_VERSION ? ioctl(fd, KVM_CREATE_VM, 0) : -1;
-	if (vm >= 0)
-		close(vm);
+	al_closep(&vm);
 	if (fstat(fd, &st) == 0)
 		*gid = st.st_gid;
 	close(fd);
@@ -1012,8 +1005,7 @@ static void mvm_destroy(struct al_sandbox *sb)
 
 	vm_free(m->vm, false);
 	m->vm = NULL;
-	if (m->timer_fd >= 0)
-		close(m->timer_fd);
+	al_closep(&m->timer_fd);
 	m->timer_fd = -1;
 	al_buf_free(&m->live[1]);
 	al_buf_free(&m->live[2]);

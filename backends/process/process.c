@@ -40,6 +40,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../../common/cleanup.h"
 #include "../../proto/buf.h"
 #include "../backend.h"
 #include "../cgroup.h"
@@ -150,12 +151,9 @@ static void warm_discard(struct warm *w)
 		al_pidfd_kill_wait(w->pidfd, true);
 		close(w->pidfd);
 	}
-	if (w->ctl >= 0)
-		close(w->ctl);
-	if (w->report_rd >= 0)
-		close(w->report_rd);
-	if (w->mntns >= 0)
-		close(w->mntns);
+	al_closep(&w->ctl);
+	al_closep(&w->report_rd);
+	al_closep(&w->mntns);
 	if (w->cg_made)
 		al_cg_destroy(&w->cg, NULL);
 	memset(w, 0, sizeof(*w));
@@ -288,10 +286,8 @@ static void proc_free_globals(void)
 	free(G.grave);
 	G.warm = NULL;
 	G.grave = NULL;
-	if (G.bpf_fd >= 0)
-		close(G.bpf_fd);
-	if (G.init_fd >= 0)
-		close(G.init_fd);
+	al_closep(&G.bpf_fd);
+	al_closep(&G.init_fd);
 	G.bpf_fd = G.init_fd = -1;
 	G.ready = false;
 }
@@ -703,14 +699,10 @@ static void proc_destroy(struct al_sandbox *sb)
 	if (p->cg_made)
 		al_cg_destroy(&p->cg, NULL);
 	al_jobfs_destroy(&p->fs);
-	if (p->code_fd >= 0)
-		close(p->code_fd);
-	if (p->stdin_fd >= 0)
-		close(p->stdin_fd);
-	if (p->spec_fd >= 0)
-		close(p->spec_fd);
-	if (p->report_rd >= 0)
-		close(p->report_rd);
+	al_closep(&p->code_fd);
+	al_closep(&p->stdin_fd);
+	al_closep(&p->spec_fd);
+	al_closep(&p->report_rd);
 	for (size_t i = 0; i < p->nbinds; i++)
 		close(p->bind_fd[i]);
 	p->nbinds = 0;

@@ -35,6 +35,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../../common/cleanup.h"
 #include "../../proto/buf.h"
 #include "../../common/log.h"
 #include "../../proto/keys.h"
@@ -107,8 +108,7 @@ static int copy_file(const char *from, const char *to)
 	ssize_t n = 0;
 
 	if (al_pathf(tmp, sizeof(tmp), "%s.new", to)) {
-		if (in >= 0)
-			close(in);
+		al_closep(&in);
 		return -1;
 	}
 	out = in >= 0 ? open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644) : -1;
@@ -117,8 +117,7 @@ static int copy_file(const char *from, const char *to)
 			n = -1;
 			break;
 		}
-	if (in >= 0)
-		close(in);
+	al_closep(&in);
 	if (out >= 0 && close(out) == 0 && n == 0 && rename(tmp, to) == 0)
 		return 0;
 	unlink(tmp);
@@ -673,14 +672,10 @@ static void vm_destroy(struct al_sandbox *sb)
 {
 	struct vm_sb *v = sb->priv;
 
-	if (v->chan_fd >= 0)
-		close(v->chan_fd);
-	if (v->timer_fd >= 0)
-		close(v->timer_fd);
-	if (v->probe_fd >= 0)
-		close(v->probe_fd);
-	if (v->egress_fd >= 0)
-		close(v->egress_fd);
+	al_closep(&v->chan_fd);
+	al_closep(&v->timer_fd);
+	al_closep(&v->probe_fd);
+	al_closep(&v->egress_fd);
 	v->egress_fd = -1;
 	al_chan_rd_free(&v->rd);
 	if (!v->keep) {

@@ -70,4 +70,38 @@ for d in ("airlock-worker", "airlock-scheduler", "airlock-gateway"):
     linked[d] = sorted({l.split()[-1] for l in out.splitlines()} & client_syms)
 t.ok(client_syms and not any(linked.values()),
      "no daemon links a piece of client/ (%d functions there)" % len(client_syms), linked)
+
+# the worker's parts, a job's path bottom first (worker/worker.h): a part
+# calls only those before it; the other way goes through the loop pass
+PATH = ["commit", "slots", "health", "jobs", "fetch", "control", "service"]
+
+
+def syms(part, flag):
+    out = subprocess.run(["nm", flag, os.path.join(BUILD, "obj", "worker", part + ".o")],
+                         capture_output=True, text=True).stdout
+    if flag == "-u":
+        return {l.split()[-1] for l in out.splitlines() if l.strip()}
+    return {l.split()[-1] for l in out.splitlines() if " T " in l}
+
+
+defined = {p: syms(p, "--defined-only") for p in PATH}
+upward = []
+for i, p in enumerate(PATH):
+    for q in PATH[i + 1:]:
+        calls = sorted(syms(p, "-u") & defined[q])
+        if calls:
+            upward.append("%s.c -> %s.c: %s" % (p, q, " ".join(calls)))
+t.ok(all(defined.values()) and not upward,
+     "the worker's parts call down a job's path only (%s)" % " <- ".join(PATH), upward)
+
+# one error convention (HACKING.md, "Errors"): a fallible function returns
+# int and fills a struct al_err; no why buffer or why string out-parameter
+whys = []
+for f in files:
+    if f.split("/")[0] in ("worker", "scheduler", "gateway", "backends", "common", "cli"):
+        with open(os.path.join(ROOT, f), errors="replace") as fh:
+            for n, line in enumerate(fh, 1):
+                if re.search(r"\bchar \*why, size_t|const char \*\*why\b|char \*errbuf", line):
+                    whys.append("%s:%d: %s" % (f, n, line.strip()))
+t.ok(not whys, "no function reports failure through a why buffer (struct al_err instead)", whys)
 sys.exit(t.done())

@@ -357,13 +357,14 @@ int al_client_submit(struct al_client *c, struct al_job *job, char id_out[AL_ID_
 static int get_result(struct al_client *c, const char *id, struct al_result *res, bool *found,
 		      struct al_err *err)
 {
-	char key[AL_KEY_MAX];
-	const char *argv[2] = {"GET", key};
+	struct al_call get;
 	redisReply *r;
 	int rc = AL_OK;
 
-	al_key_res(key, id);
-	if (!(r = cmd(c, err, 2, argv, NULL)))
+	al_result_get_call(&get, id);
+	r = run_call(c, err, &get);
+	al_call_free(&get);
+	if (!r)
 		return AL_EREDIS;
 	*found = r->type == REDIS_REPLY_STRING;
 	if (*found && al_result_decode(r->str, r->len, res, err))
@@ -377,15 +378,12 @@ int al_client_wait(struct al_client *c, const char *id, uint64_t timeout_ms, str
 {
 	if (c->gw)
 		return al_gw_wait(c->gw, id, timeout_ms, res, err);
-	char done[AL_KEY_MAX];
 	uint64_t deadline = timeout_ms ? al_now_ms() + timeout_ms : 0;
 	bool found;
 	int rc;
 
-	al_key_done(done, id);
 	for (;;) {
-		char tmo[32];
-		const char *argv[3] = {"BLPOP", done, tmo};
+		struct al_call blpop;
 		redisReply *r;
 		uint64_t left;
 
@@ -397,8 +395,10 @@ int al_client_wait(struct al_client *c, const char *id, uint64_t timeout_ms, str
 		/* BLPOP wakes at commit; one waiter takes the token and puts it
 		 * back (REARM: with the result's TTL) so that every other waiter
 		 * wakes too. Re-check at least once a second. */
-		snprintf(tmo, sizeof(tmo), "%.3f", (double)(left > 1000 ? 1000 : left) / 1000.0);
-		if (!(r = cmd(c, err, 3, argv, NULL)))
+		al_done_wait_call(&blpop, id, left > 1000 ? 1000 : (unsigned)left);
+		r = run_call(c, err, &blpop);
+		al_call_free(&blpop);
+		if (!r)
 			return AL_EREDIS;
 		if (r->type == REDIS_REPLY_ARRAY) {
 			struct al_call rearm;
@@ -542,7 +542,7 @@ int al_client_cancel(struct al_client *c, const char *id, struct al_err *err)
 		return AL_EREDIS;
 	freeReplyObject(r);
 	for (int i = 0; i < AL_CANCEL_WAIT_S; i++) {
-		al_reply_wait_call(&call, nonce, 1);
+		al_reply_wait_call(&call, nonce, 1000);
 		r = run_call(c, err, &call);
 		al_call_free(&call);
 		if (!r)
@@ -608,12 +608,15 @@ int al_client_stats(struct al_client *c, void *fp, struct al_err *err)
 {
 	FILE *f = fp;
 	redisReply *r, *tiers;
-	const char *argv_tiers[2] = {"SMEMBERS", AL_KEY_TIERS};
+	struct al_call call;
 
 	if (operator_only(c, "stats", err))
 		return err->code;
 	/* the tiers the schedulers' policies name (al:tiers), each band's stream */
-	if (!(tiers = cmd(c, err, 2, argv_tiers, NULL)))
+	al_registry_call(&call, AL_KEY_TIERS);
+	tiers = run_call(c, err, &call);
+	al_call_free(&call);
+	if (!tiers)
 		return AL_EREDIS;
 	for (size_t i = 0; tiers->type == REDIS_REPLY_ARRAY && i < tiers->elements; i++) {
 		char key[AL_KEY_MAX];
@@ -624,12 +627,19 @@ int al_client_stats(struct al_client *c, void *fp, struct al_err *err)
 			stats_queue(c, f, al_key_queue(key, tiers->element[i]->str, b));
 	}
 	freeReplyObject(tiers);
-	r = redisCommand(c->rc, "HGETALL %s", AL_KEY_WORKERS);
+	al_hash_all_call(&call, AL_KEY_WORKERS);
+	r = run_call(c, NULL, &call);
+	al_call_free(&call);
 	if (r && r->type == REDIS_REPLY_ARRAY) {
 		for (size_t i = 0; i + 1 < r->elements; i += 2) {
 			char key[AL_KEY_MAX];
-			redisReply *alive = redisCommand(c->rc, "EXISTS %s",
-							 al_key_worker(key, r->element[i]->str));
+			redisReply *alive;
+
+			if (r->element[i]->type != REDIS_REPLY_STRING ||
+			    r->element[i + 1]->type != REDIS_REPLY_STRING)
+				continue;
+			alive = redisCommand(c->rc, "EXISTS %s",
+					     al_key_worker(key, r->element[i]->str));
 
 			if (alive && alive->type == REDIS_REPLY_INTEGER && alive->integer)
 				fprintf(f, "worker %s %s\n", r->element[i]->str,
@@ -640,15 +650,21 @@ int al_client_stats(struct al_client *c, void *fp, struct al_err *err)
 	}
 	if (r)
 		freeReplyObject(r);
-	r = redisCommand(c->rc, "XLEN %s", AL_KEY_DLQ);
+	al_dlq_len_call(&call);
+	r = run_call(c, NULL, &call);
+	al_call_free(&call);
 	if (r && r->type == REDIS_REPLY_INTEGER)
 		fprintf(f, "dead_letters %lld\n", r->integer);
 	if (r)
 		freeReplyObject(r);
-	r = redisCommand(c->rc, "HGETALL %s", AL_KEY_STATS);
+	al_hash_all_call(&call, AL_KEY_STATS);
+	r = run_call(c, NULL, &call);
+	al_call_free(&call);
 	if (r && r->type == REDIS_REPLY_ARRAY)
 		for (size_t i = 0; i + 1 < r->elements; i += 2)
-			fprintf(f, "%s %s\n", r->element[i]->str, r->element[i + 1]->str);
+			if (r->element[i]->type == REDIS_REPLY_STRING &&
+			    r->element[i + 1]->type == REDIS_REPLY_STRING)
+				fprintf(f, "%s %s\n", r->element[i]->str, r->element[i + 1]->str);
 	if (r)
 		freeReplyObject(r);
 	return AL_OK;

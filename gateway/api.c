@@ -24,7 +24,7 @@
 #include "../common/clock.h"
 
 #define IDEM_TTL_S     86400
-#define BLPOP_S	       1
+#define BLPOP_MS       1000
 #define JOB_IDS_PREFIX "g" /* ids the gateway chose: g + 32 hex */
 
 enum kind { K_SUBMIT, K_GET, K_WAIT, K_CANCEL, K_OUTPUT };
@@ -260,11 +260,12 @@ static void on_result_got(redisAsyncContext *ac, void *reply, void *priv)
 
 static void get_result(struct req *q)
 {
-	char k[AL_KEY_MAX];
-	const char *argv[] = {"GET", al_key_res(k, q->id)};
+	struct al_call c;
 
-	if (al_aconn_cmd(q->g->cmd, on_result_got, q, 2, argv, NULL))
+	al_result_get_call(&c, q->id);
+	if (al_aconn_send(q->g->cmd, &c, on_result_got, q))
 		reply_error(q, 503, "Redis is not reachable: %s", al_aconn_strerror(q->g->cmd));
+	al_call_free(&c);
 }
 
 static void on_blpop(redisAsyncContext *ac, void *reply, void *priv)
@@ -292,7 +293,7 @@ static void wait_step(struct req *q)
 		return;
 	/* reliable: a new connection sends it once up; a BLPOP sent again
 	 * after a reset does no harm (the token goes back with REARM) */
-	al_done_wait_call(&c, q->id, BLPOP_S);
+	al_done_wait_call(&c, q->id, BLPOP_MS);
 	if (al_aconn_call(q->w->c, &c, on_blpop, q))
 		reply_error(q, 500, "out of memory");
 	al_call_free(&c);
@@ -478,7 +479,7 @@ static void cancel_step(struct req *q)
 {
 	struct al_call c;
 
-	al_reply_wait_call(&c, q->nonce, 1);
+	al_reply_wait_call(&c, q->nonce, 1000);
 	if (al_aconn_call(q->w->c, &c, on_cancel_reply, q))
 		reply_error(q, 500, "out of memory");
 	al_call_free(&c);

@@ -436,20 +436,24 @@ void al_cancel_request_call(struct al_call *c, const char *id, const char *nonce
 	al_call_str(c, nonce);
 }
 
-/* BLPOP key timeout_s: the waits on a done list and on a reply list. */
-static void blpop_call(struct al_call *c, const char *key, unsigned timeout_s)
+/* BLPOP key timeout (seconds, to the millisecond): the waits on a done
+ * list and on a reply list. */
+static void blpop_call(struct al_call *c, const char *key, unsigned timeout_ms)
 {
+	char t[32];
+
+	snprintf(t, sizeof(t), "%u.%03u", timeout_ms / 1000, timeout_ms % 1000);
 	al_call_init(c, NULL);
 	al_call_str(c, "BLPOP");
 	al_call_str(c, key);
-	al_call_u64(c, timeout_s);
+	al_call_str(c, t);
 }
 
-void al_reply_wait_call(struct al_call *c, const char *nonce, unsigned timeout_s)
+void al_reply_wait_call(struct al_call *c, const char *nonce, unsigned timeout_ms)
 {
 	char k[AL_KEY_MAX];
 
-	blpop_call(c, al_key_reply(k, nonce), timeout_s);
+	blpop_call(c, al_key_reply(k, nonce), timeout_ms);
 }
 
 void al_cancel_call(struct al_call *c, const char *id, const char *result, size_t len,
@@ -551,6 +555,141 @@ void al_wait_call(struct al_call *c, unsigned replicas, unsigned timeout_ms)
 	al_call_u64(c, timeout_ms);
 }
 
+void al_worker_alive_call(struct al_call *c, const char *worker, uint64_t ttl_ms)
+{
+	char k[AL_KEY_MAX];
+
+	al_call_init(c, NULL);
+	al_call_str(c, "SET");
+	al_call_str(c, al_key_worker(k, worker));
+	al_call_str(c, "1");
+	al_call_str(c, "PX");
+	al_call_u64(c, ttl_ms);
+}
+
+void al_worker_register_call(struct al_call *c, const char *worker, const char *desc)
+{
+	al_call_init(c, NULL);
+	al_call_str(c, "HSET");
+	al_call_str(c, AL_KEY_WORKERS);
+	al_call_str(c, worker);
+	al_call_str(c, desc);
+}
+
+void al_worker_alive_end_call(struct al_call *c, const char *worker)
+{
+	char k[AL_KEY_MAX];
+
+	al_call_init(c, NULL);
+	al_call_str(c, "DEL");
+	al_call_str(c, al_key_worker(k, worker));
+}
+
+void al_worker_unregister_call(struct al_call *c, const char *worker)
+{
+	al_call_init(c, NULL);
+	al_call_str(c, "HDEL");
+	al_call_str(c, AL_KEY_WORKERS);
+	al_call_str(c, worker);
+}
+
+void al_registry_add_call(struct al_call *c, const char *set, const char *member)
+{
+	al_call_init(c, NULL);
+	al_call_str(c, "SADD");
+	al_call_str(c, set);
+	al_call_str(c, member);
+}
+
+void al_registry_call(struct al_call *c, const char *set)
+{
+	al_call_init(c, NULL);
+	al_call_str(c, "SMEMBERS");
+	al_call_str(c, set);
+}
+
+void al_hash_all_call(struct al_call *c, const char *key)
+{
+	al_call_init(c, NULL);
+	al_call_str(c, "HGETALL");
+	al_call_str(c, key);
+}
+
+void al_result_get_call(struct al_call *c, const char *id)
+{
+	char k[AL_KEY_MAX];
+
+	al_call_init(c, NULL);
+	al_call_str(c, "GET");
+	al_call_str(c, al_key_res(k, id));
+}
+
+void al_dlq_len_call(struct al_call *c)
+{
+	al_call_init(c, NULL);
+	al_call_str(c, "XLEN");
+	al_call_str(c, AL_KEY_DLQ);
+}
+
+void al_retries_waiting_call(struct al_call *c)
+{
+	al_call_init(c, NULL);
+	al_call_str(c, "ZCARD");
+	al_call_str(c, AL_KEY_DELAYED);
+}
+
+void al_vm_record_call(struct al_call *c, const char *name, const char *const *kv, size_t n)
+{
+	char k[AL_KEY_MAX];
+
+	al_call_init(c, NULL);
+	al_call_str(c, "HSET");
+	al_call_str(c, al_key_vm(k, name));
+	for (size_t i = 0; i < 2 * n; i++)
+		al_call_str(c, kv[i]);
+}
+
+void al_vm_index_call(struct al_call *c, const char *name, const char *expires_ms)
+{
+	al_call_init(c, NULL);
+	al_call_str(c, "ZADD");
+	al_call_str(c, AL_KEY_VM_LEASES);
+	al_call_str(c, expires_ms);
+	al_call_str(c, name);
+}
+
+void al_out_entry_call(struct al_call *c, const char *id, unsigned attempt, const char *type,
+		       const void *data, size_t len)
+{
+	char k[AL_KEY_MAX];
+
+	al_call_init(c, NULL);
+	al_call_str(c, "XADD");
+	al_call_str(c, al_key_out(k, id));
+	al_call_str(c, "MAXLEN");
+	al_call_str(c, "~");
+	al_call_str(c, AL_OUT_MAXLEN_S);
+	al_call_str(c, "*");
+	al_call_str(c, "t");
+	al_call_str(c, type);
+	al_call_str(c, "a");
+	al_call_u64(c, attempt);
+	if (data) {
+		al_call_str(c, "d");
+		al_call_arg(c, data, len);
+	}
+}
+
+void al_out_ttl_call(struct al_call *c, const char *id, uint64_t ttl_ms)
+{
+	char k[AL_KEY_MAX];
+
+	al_call_init(c, NULL);
+	al_call_str(c, "PEXPIRE");
+	al_call_str(c, al_key_out(k, id));
+	al_call_u64(c, ttl_ms);
+}
+
 void al_workers_call(struct al_call *c)
 {
 	al_call_init(c, al_lua_workers);
@@ -576,9 +715,9 @@ void al_vm_end_one_call(struct al_call *c, const char *name, const char *reason,
 	al_call_u64(c, ttl_ms);
 }
 
-void al_done_wait_call(struct al_call *c, const char *id, unsigned timeout_s)
+void al_done_wait_call(struct al_call *c, const char *id, unsigned timeout_ms)
 {
 	char k[AL_KEY_MAX];
 
-	blpop_call(c, al_key_done(k, id), timeout_s);
+	blpop_call(c, al_key_done(k, id), timeout_ms);
 }

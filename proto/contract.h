@@ -201,15 +201,15 @@ void al_reject_call(struct al_call *c, const char *id, const char *result, size_
 #define AL_REPLY_TTL_MS	 60000
 #define AL_CANCEL_WAIT_S 10 /* how long a client waits for the answer */
 void al_cancel_request_call(struct al_call *c, const char *id, const char *nonce);
-void al_reply_wait_call(struct al_call *c, const char *nonce, unsigned timeout_s);
+void al_reply_wait_call(struct al_call *c, const char *nonce, unsigned timeout_ms);
 void al_cancel_call(struct al_call *c, const char *id, const char *result, size_t len,
 		    uint64_t ttl_ms, const char *entry, const char *nonce);
 void al_expire_call(struct al_call *c, const char *id, const char *result, size_t len,
 		    uint64_t ttl_ms);
 void al_trim_call(struct al_call *c, const char *stream, const char *group);
 void al_rearm_call(struct al_call *c, const char *id);
-/* Waiting for a result: BLPOP al:done:<id> timeout_s (then REARM). */
-void al_done_wait_call(struct al_call *c, const char *id, unsigned timeout_s);
+/* Waiting for a result: BLPOP al:done:<id> timeout_ms (then REARM). */
+void al_done_wait_call(struct al_call *c, const char *id, unsigned timeout_ms);
 void al_give_back_call(struct al_call *c, const char *stream, const char *group, const char *entry);
 
 /* Dead letters: XADD al:dlq MAXLEN max_len * reason R source S entry E
@@ -231,5 +231,32 @@ void al_xack_call(struct al_call *c, const char *stream, const char *group, cons
 void al_xgroup_create_call(struct al_call *c, const char *stream, const char *group);
 /* WAIT replicas timeout_ms: how many replicas have every write so far. */
 void al_wait_call(struct al_call *c, unsigned replicas, unsigned timeout_ms);
+/* The workers' registry: al:worker:<id> set with a TTL of ttl_ms each beat
+ * (SET .. PX), its description in al:workers (HSET); both gone at exit. */
+void al_worker_alive_call(struct al_call *c, const char *worker, uint64_t ttl_ms);
+void al_worker_register_call(struct al_call *c, const char *worker, const char *desc);
+void al_worker_alive_end_call(struct al_call *c, const char *worker);
+void al_worker_unregister_call(struct al_call *c, const char *worker);
+/* A registry set (al:hists, al:tiers): SADD one member; SMEMBERS. */
+void al_registry_add_call(struct al_call *c, const char *set, const char *member);
+void al_registry_call(struct al_call *c, const char *set);
+/* HGETALL of a hash the daemons read whole (al:workers, al:stats, a
+ * histogram). */
+void al_hash_all_call(struct al_call *c, const char *key);
+/* GET al:res:<id>: a result, NUL when there is none (yet). */
+void al_result_get_call(struct al_call *c, const char *id);
+/* XLEN al:dlq: how many dead letters; ZCARD al:delayed: retries waiting. */
+void al_dlq_len_call(struct al_call *c);
+void al_retries_waiting_call(struct al_call *c);
+/* A service VM's lease record (al:vm:<name>, HSET of n field/value pairs
+ * kv[0..2n-1]) and its place in the al:vm:leases index (ZADD at exp). */
+void al_vm_record_call(struct al_call *c, const char *name, const char *const *kv, size_t n);
+void al_vm_index_call(struct al_call *c, const char *name, const char *expires_ms);
+/* Live output (PROTOCOL.md, "Live output"): one entry of al:out:<id>, t
+ * type (out, err, restart) for attempt, with data d when not NULL; the
+ * stream's TTL, set with its first entry. */
+void al_out_entry_call(struct al_call *c, const char *id, unsigned attempt, const char *type,
+		       const void *data, size_t len);
+void al_out_ttl_call(struct al_call *c, const char *id, uint64_t ttl_ms);
 
 #endif

@@ -137,9 +137,9 @@ static void on_cmd_up(struct al_aconn *c, void *arg)
 	al_call_free(&grp);
 	for (size_t i = 0; i < s->policy.ntiers; i++) {
 		/* the tiers' registry: `airlock stats` reads their queues (no KEYS) */
-		const char *reg[] = {"SADD", AL_KEY_TIERS, s->policy.tiers[i].name};
-
-		al_aconn_cmd(s->cmd, NULL, NULL, 3, reg, NULL);
+		al_registry_add_call(&grp, AL_KEY_TIERS, s->policy.tiers[i].name);
+		al_aconn_send(s->cmd, &grp, NULL, NULL);
+		al_call_free(&grp);
 		for (int b = 0; b < AL_BANDS; b++) {
 			char key[AL_KEY_MAX];
 

@@ -65,16 +65,11 @@ struct snap_part {
 static void on_snap(redisAsyncContext *ac, void *reply, void *priv);
 
 /* Ask cmd (argv, or a script call) for one part of the snapshot. */
-static void snap_ask(struct snap *sn, struct snap_part *p, int argc, const char **argv,
-		     struct al_call *call)
+static void snap_ask(struct snap *sn, struct snap_part *p, struct al_call *call)
 {
-	int rc;
-
 	p->sn = sn;
 	sn->outstanding++;
-	rc = call ? al_aconn_send(sn->s->cmd, call, on_snap, p)
-		  : al_aconn_cmd(sn->s->cmd, on_snap, p, argc, argv, NULL);
-	if (rc) {
+	if (al_aconn_send(sn->s->cmd, call, on_snap, p)) {
 		sn->outstanding--;
 		free(p);
 	}
@@ -141,17 +136,19 @@ static void snap_hkeys(struct snap *sn, const struct snap_part *p, redisReply *r
 	if (r->type != REDIS_REPLY_ARRAY)
 		return;
 	for (size_t i = 0; i < r->elements; i++) {
-		struct snap_part *q = calloc(1, sizeof(*q));
-		const char *argv[] = {"HGETALL", r->element[i]->str};
+		struct snap_part *q;
+		struct al_call c;
 
-		if (!q)
+		if (r->element[i]->type != REDIS_REPLY_STRING || !(q = calloc(1, sizeof(*q))))
 			continue;
 		q->kind = SNAP_HIST;
 		if (sscanf(r->element[i]->str, "al:hist:%64[^:]:%31s", q->tier, q->backend) != 2) {
 			free(q);
 			continue;
 		}
-		snap_ask(sn, q, 2, argv, NULL);
+		al_hash_all_call(&c, r->element[i]->str);
+		snap_ask(sn, q, &c);
+		al_call_free(&c);
 	}
 }
 
@@ -252,7 +249,7 @@ void sc_snapshot(struct sched *s)
 			snprintf(p->band, sizeof(p->band), "%s", al_band_name(b));
 			al_trim_call(&c, al_key_queue(key, s->policy.tiers[i].name, b),
 				     AL_GROUP_WORKERS);
-			snap_ask(sn, p, 0, NULL, &c);
+			snap_ask(sn, p, &c);
 			al_call_free(&c);
 		}
 	}
@@ -263,28 +260,26 @@ void sc_snapshot(struct sched *s)
 		al_aconn_send(s->cmd, &c, sc_on_reply_log, (void *)"trim");
 		al_call_free(&c);
 	}
-	{
-		static const struct {
-			enum snap_kind kind;
-			int argc;
-			const char *argv[3];
-		} parts[] = {
-		    {SNAP_STATS, 2, {"HGETALL", AL_KEY_STATS, NULL}},
-		    {SNAP_DLQ, 2, {"XLEN", AL_KEY_DLQ, NULL}},
-		    {SNAP_DELAYED, 2, {"ZCARD", AL_KEY_DELAYED, NULL}},
-		    {SNAP_HKEYS, 2, {"SMEMBERS", AL_KEY_HISTS, NULL}},
-		};
+	static const enum snap_kind counts[] = {SNAP_STATS, SNAP_DLQ, SNAP_DELAYED, SNAP_HKEYS};
 
-		for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++) {
-			struct snap_part *p = calloc(1, sizeof(*p));
-			const char *argv[3] = {parts[i].argv[0], parts[i].argv[1],
-					       parts[i].argv[2]};
+	for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++) {
+		enum snap_kind k = counts[i];
+		struct snap_part *p = calloc(1, sizeof(*p));
+		struct al_call c;
 
-			if (!p)
-				continue;
-			p->kind = parts[i].kind;
-			snap_ask(sn, p, parts[i].argc, argv, NULL);
-		}
+		if (!p)
+			continue;
+		p->kind = k;
+		if (k == SNAP_STATS)
+			al_hash_all_call(&c, AL_KEY_STATS);
+		else if (k == SNAP_DLQ)
+			al_dlq_len_call(&c);
+		else if (k == SNAP_DELAYED)
+			al_retries_waiting_call(&c);
+		else
+			al_registry_call(&c, AL_KEY_HISTS);
+		snap_ask(sn, p, &c);
+		al_call_free(&c);
 	}
 	{
 		struct snap_part *p = calloc(1, sizeof(*p));
@@ -293,7 +288,7 @@ void sc_snapshot(struct sched *s)
 		al_workers_call(&c); /* the workers' summary (WORKERS, read only) */
 		if (p) {
 			p->kind = SNAP_WORKERS;
-			snap_ask(sn, p, 0, NULL, &c);
+			snap_ask(sn, p, &c);
 		}
 		al_call_free(&c);
 	}

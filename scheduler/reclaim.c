@@ -278,12 +278,14 @@ static void on_pending(redisAsyncContext *ac, void *reply, void *priv)
 void sc_reclaim(struct sched *s)
 {
 	char lease[24];
-	const char *workers[] = {"HGETALL", AL_KEY_WORKERS};
+	struct al_call workers;
 
 	/* Redis's clock, then the beats, before any pending list: the replies
 	 * come in order, so a jump or a beat is known when they are judged */
 	sc_read_time(s);
-	al_aconn_cmd(s->cmd, on_workers, s, 2, workers, NULL);
+	al_hash_all_call(&workers, AL_KEY_WORKERS);
+	al_aconn_send(s->cmd, &workers, on_workers, s);
+	al_call_free(&workers);
 	if (reclaim_guarded(s))
 		return;
 	snprintf(lease, sizeof(lease), "%llu", (unsigned long long)s->policy.lease_ms);

@@ -80,7 +80,8 @@ static void on_cancel_flag(redisAsyncContext *ac, void *reply, void *priv)
 void wk_heartbeat(evutil_socket_t fd, short what, void *arg)
 {
 	struct worker *w = arg;
-	char alive[AL_KEY_MAX], ttl[24], desc[2048];
+	char desc[2048];
+	struct al_call c;
 	struct timeval tv = {(time_t)(w->conf->heartbeat_ms / 1000),
 			     (suseconds_t)(w->conf->heartbeat_ms % 1000) * 1000};
 	int n = 0;
@@ -94,8 +95,6 @@ void wk_heartbeat(evutil_socket_t fd, short what, void *arg)
 	wk_health_tick(w);
 	if (!al_aconn_is_up(w->cmd))
 		return;
-	al_key_worker(alive, w->conf->backend.worker_id);
-	snprintf(ttl, sizeof(ttl), "%llu", (unsigned long long)(w->conf->heartbeat_ms * 3));
 	n += snprintf(desc + n, sizeof(desc) - (size_t)n,
 		      "{\"pid\":%d,\"beat\":%llu,\"slots\":%u,\"busy\":%u,\"held\":%u,"
 		      "\"draining\":%s,\"done\":%llu,\"backends\":[",
@@ -109,13 +108,12 @@ void wk_heartbeat(evutil_socket_t fd, short what, void *arg)
 	if (n < (int)sizeof(desc) - 4)
 		n += wk_health_json(w, desc + n, sizeof(desc) - (size_t)n - 4);
 	snprintf(desc + n, sizeof(desc) - (size_t)n, "}}");
-	{
-		const char *set[] = {"SET", alive, "1", "PX", ttl};
-		const char *reg[] = {"HSET", AL_KEY_WORKERS, w->conf->backend.worker_id, desc};
-
-		al_aconn_cmd(w->cmd, NULL, NULL, 5, set, NULL);
-		al_aconn_cmd(w->cmd, NULL, NULL, 4, reg, NULL);
-	}
+	al_worker_alive_call(&c, w->conf->backend.worker_id, w->conf->heartbeat_ms * 3);
+	al_aconn_send(w->cmd, &c, NULL, NULL);
+	al_call_free(&c);
+	al_worker_register_call(&c, w->conf->backend.worker_id, desc);
+	al_aconn_send(w->cmd, &c, NULL, NULL);
+	al_call_free(&c);
 	wk_hist_flush(w);
 	/* Renew the lease on each running or held job; poll its cancel flag
 	 * in case a pub/sub message was missed. A job held too long (the

@@ -73,9 +73,11 @@ void wk_hist_flush(struct worker *w)
 		for (int k = 0; k < 2; k++)
 			any = any || h->sum_ms[k];
 		if (any) {
-			const char *argv[] = {"SADD", AL_KEY_HISTS, h->key};
+			struct al_call c;
 
-			al_aconn_cmd(w->cmd, NULL, NULL, 3, argv, NULL);
+			al_registry_add_call(&c, AL_KEY_HISTS, h->key);
+			al_aconn_send(w->cmd, &c, NULL, NULL);
+			al_call_free(&c);
 		}
 
 		for (int k = 0; k < 2; k++) {
@@ -128,7 +130,7 @@ static void record_vm_lease(struct worker *w, struct slot *s, const struct al_re
 	const char *name = info_of(res, "vm_name"), *exp = info_of(res, "lease_expires_ms");
 	const char *max = info_of(res, "lease_max_ms"), *ip = info_of(res, "vm_ip");
 	const char *ports = info_of(res, "ports");
-	char key[AL_KEY_MAX], now[24];
+	char now[24];
 
 	if (!name || !exp || !max || !ip)
 		return;
@@ -145,17 +147,9 @@ static void record_vm_lease(struct worker *w, struct slot *s, const struct al_re
 				    "state",	    "running"};
 		struct al_call c;
 
-		al_call_init(&c, NULL);
-		al_call_str(&c, "HSET");
-		al_call_str(&c, al_key_vm(key, name));
-		for (size_t i = 0; i < sizeof(kv) / sizeof(kv[0]); i++)
-			al_call_str(&c, kv[i]);
+		al_vm_record_call(&c, name, kv, sizeof(kv) / sizeof(kv[0]) / 2);
 		wk_send_call(w, &c, "vm_lease", s->id);
-		al_call_init(&c, NULL);
-		al_call_str(&c, "ZADD");
-		al_call_str(&c, AL_KEY_VM_LEASES);
-		al_call_str(&c, exp);
-		al_call_str(&c, name);
+		al_vm_index_call(&c, name, exp);
 		wk_send_call(w, &c, "vm_lease", s->id);
 	}
 	al_log("info", "vm_up", "job=%s vm=%s ip=%s ports=%s lease_expires_ms=%s", s->id, name, ip,
@@ -169,33 +163,14 @@ static void record_vm_lease(struct worker *w, struct slot *s, const struct al_re
 static void out_entry(struct slot *s, const char *type, const void *data, size_t len)
 {
 	struct worker *w = s->w;
-	char key[AL_KEY_MAX], a[16];
 	struct al_call c;
 
-	al_key_out(key, s->id);
-	snprintf(a, sizeof(a), "%u", s->attempt);
-	al_call_init(&c, NULL);
-	al_call_str(&c, "XADD");
-	al_call_str(&c, key);
-	al_call_str(&c, "MAXLEN");
-	al_call_str(&c, "~");
-	al_call_str(&c, AL_OUT_MAXLEN_S);
-	al_call_str(&c, "*");
-	al_call_str(&c, "t");
-	al_call_str(&c, type);
-	al_call_str(&c, "a");
-	al_call_str(&c, a);
-	if (data) {
-		al_call_str(&c, "d");
-		al_call_arg(&c, data, len);
-	}
+	al_out_entry_call(&c, s->id, s->attempt, type, data, len);
 	wk_send_call(w, &c, "output", s->id);
 	if (!s->out_ttl_set) {
 		s->out_ttl_set = true;
-		al_call_init(&c, NULL);
-		al_call_str(&c, "PEXPIRE");
-		al_call_str(&c, key);
-		al_call_u64(&c, s->job.limits.wall_ms + w->policy.result_ttl_ms + 600000);
+		al_out_ttl_call(&c, s->id,
+				s->job.limits.wall_ms + w->policy.result_ttl_ms + 600000);
 		wk_send_call(w, &c, "output", s->id);
 	}
 }

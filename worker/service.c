@@ -206,14 +206,15 @@ static void say_goodbye(struct worker *w)
 	}
 	if (w->cmd && al_aconn_is_up(w->cmd)) {
 		struct timeval tv = {0, 200000};
-		char alive[AL_KEY_MAX];
-		const char *del[] = {"DEL", alive};
-		const char *hdel[] = {"HDEL", AL_KEY_WORKERS, w->conf->backend.worker_id};
+		struct al_call c;
 
 		wk_hist_flush(w);
-		al_key_worker(alive, w->conf->backend.worker_id);
-		al_aconn_cmd(w->cmd, NULL, NULL, 2, del, NULL);
-		al_aconn_cmd(w->cmd, NULL, NULL, 3, hdel, NULL);
+		al_worker_alive_end_call(&c, w->conf->backend.worker_id);
+		al_aconn_send(w->cmd, &c, NULL, NULL);
+		al_call_free(&c);
+		al_worker_unregister_call(&c, w->conf->backend.worker_id);
+		al_aconn_send(w->cmd, &c, NULL, NULL);
+		al_call_free(&c);
 		event_base_loopexit(w->base, &tv);
 		event_base_dispatch(w->base);
 	}

@@ -70,6 +70,66 @@ static void check_job_states(void)
 	       "job state names parse both ways");
 }
 
+/* The argv of c, space-joined (binary args as they are). */
+static const char *joined(struct al_call *c)
+{
+	static char out[512];
+	int argc;
+	const char **argv;
+	const size_t *lens;
+	size_t n = 0;
+
+	out[0] = '\0';
+	if (al_call_argv(c, &argc, &argv, &lens))
+		return "(none)";
+	for (int i = 0; i < argc && n < sizeof(out) - 1; i++)
+		n += (size_t)snprintf(out + n, sizeof(out) - n, "%s%.*s", i ? " " : "",
+				      (int)lens[i], argv[i]);
+	return out;
+}
+
+/* Each plain command the daemons send comes from one builder: what it
+ * sends, word for word (PROTOCOL.md's key names). */
+static void check_plain_commands(void)
+{
+	static const char *const kv[] = {"job", "j1", "state", "running"};
+	struct al_call c;
+
+#define SAYS(build, want, what)                                                                    \
+	do {                                                                                       \
+		build;                                                                             \
+		TAP_OK(!strcmp(joined(&c), want), what ": %s", joined(&c));                        \
+		al_call_free(&c);                                                                  \
+	} while (0)
+	SAYS(al_worker_alive_call(&c, "w1", 1500), "SET al:worker:w1 1 PX 1500",
+	     "a worker's beat: its alive key with a TTL");
+	SAYS(al_worker_register_call(&c, "w1", "{}"), "HSET al:workers w1 {}",
+	     "its description in the registry");
+	SAYS(al_worker_alive_end_call(&c, "w1"), "DEL al:worker:w1", "at exit: its alive key");
+	SAYS(al_worker_unregister_call(&c, "w1"), "HDEL al:workers w1", "and its registry entry");
+	SAYS(al_registry_add_call(&c, AL_KEY_HISTS, "al:hist:t:process"),
+	     "SADD al:hists al:hist:t:process", "a histogram into its registry");
+	SAYS(al_registry_call(&c, AL_KEY_TIERS), "SMEMBERS al:tiers", "the tiers' registry read");
+	SAYS(al_hash_all_call(&c, AL_KEY_STATS), "HGETALL al:stats", "a hash read whole");
+	SAYS(al_result_get_call(&c, "j1"), "GET al:res:j1", "a result read");
+	SAYS(al_dlq_len_call(&c), "XLEN al:dlq", "the dead letters counted");
+	SAYS(al_retries_waiting_call(&c), "ZCARD al:delayed", "the retries waiting counted");
+	SAYS(al_vm_record_call(&c, "vm1", kv, 2), "HSET al:vm:vm1 job j1 state running",
+	     "a service VM's lease record");
+	SAYS(al_vm_index_call(&c, "vm1", "99"), "ZADD al:vm:leases 99 vm1",
+	     "...and its place in the lease index");
+	SAYS(al_out_entry_call(&c, "j1", 2, "out", "hi", 2),
+	     "XADD al:out:j1 MAXLEN ~ " AL_OUT_MAXLEN_S " * t out a 2 d hi",
+	     "a live-output entry with its bytes");
+	SAYS(al_out_entry_call(&c, "j1", 1, "restart", NULL, 0),
+	     "XADD al:out:j1 MAXLEN ~ " AL_OUT_MAXLEN_S " * t restart a 1",
+	     "a restart entry: no bytes");
+	SAYS(al_out_ttl_call(&c, "j1", 5000), "PEXPIRE al:out:j1 5000", "the output's TTL");
+	SAYS(al_done_wait_call(&c, "j1", 250), "BLPOP al:done:j1 0.250",
+	     "a wait on a result, to the millisecond");
+#undef SAYS
+}
+
 int main(void)
 {
 	static const struct {
@@ -196,10 +256,10 @@ int main(void)
 		   !strcmp(arg(&c, 5), "reply") && !strcmp(arg(&c, 6), "n1"),
 	       "a cancel request: XADD al:intake * cancel <id> reply <nonce>");
 	al_call_free(&c);
-	al_reply_wait_call(&c, "n1", 1);
+	al_reply_wait_call(&c, "n1", 1500);
 	TAP_OK(!strcmp(arg(&c, 0), "BLPOP") && !strcmp(arg(&c, 1), "al:reply:n1") &&
-		   !strcmp(arg(&c, 2), "1"),
-	       "its answer: BLPOP al:reply:<nonce>");
+		   !strcmp(arg(&c, 2), "1.500"),
+	       "its answer: BLPOP al:reply:<nonce> <seconds, to the millisecond>");
 	al_call_free(&c);
 
 	/* Dead letters: raw cut to AL_DLQ_RAW_MAX, the full size kept, bounded. */
@@ -240,6 +300,7 @@ int main(void)
 	       "EXPIRE: 5 keys, its live output then the deadlines");
 	al_call_free(&c);
 	al_call_free(NULL);
+	check_plain_commands();
 	check_job_states();
 	{ /* every script the header declares is loaded at connect */
 		FILE *f = fopen("proto/scripts.h", "r");

@@ -15,6 +15,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 from altest import Tap, leftovers, live_pids_of, skip_unless  # noqa: E402
 from cluster import Cluster  # noqa: E402
+from policies import DEFAULTS, policy, tier_def  # noqa: E402
 
 t = Tap()
 skip_unless(os.geteuid() == 0 and any(os.access(os.path.join(d, "runc"), os.X_OK)
@@ -34,32 +35,13 @@ for name in ("python", "toolchain", "node"):
     with open(os.path.join(IMAGES, name, ".airlock-image")) as f:
         HASH[name] = f.read().strip()
 
-POLICY = """\
-result_ttl_s: 600
-lease_ms: 30000
-tiers:
-  internal:
-    backend: container
-    max_attempts: 1
-    defaults: {wall_ms: 20000, memory_bytes: 268435456, pids: 64}
-  broken:
-    backend: container
-    max_attempts: 1
-    image: notbuilt
-  pyimage:
-    backend: container
-    max_attempts: 1
-    images: [python, node]
-  grading:
-    backend: container
-    max_attempts: 1
-    image: toolchain
-    defaults: {wall_ms: 60000, memory_bytes: 536870912, pids: 64}
-  bound:
-    backend: container
-    max_attempts: 1
-    binds: [%s]
-""" % ("BIND_DIR",)
+POLICY = policy(
+    tier_def("internal", "container", defaults=DEFAULTS),
+    tier_def("broken", "container", image="notbuilt"),
+    tier_def("pyimage", "container", images=["python", "node"]),
+    tier_def("grading", "container", image="toolchain",
+             defaults=dict(DEFAULTS, wall_ms=60000, memory_bytes=536870912)),
+    tier_def("bound", "container", binds=["BIND_DIR"]))
 BIND_DIR = tempfile.mkdtemp(prefix="airlock-bind-", dir="/var/tmp")
 os.chmod(BIND_DIR, 0o755)
 with open(os.path.join(BIND_DIR, "data.txt"), "w") as f:

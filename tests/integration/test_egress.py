@@ -23,6 +23,7 @@ import zipfile
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 from altest import Tap, need_root  # noqa: E402
 from cluster import Cluster  # noqa: E402
+from policies import DEFAULTS, policy, tier_def  # noqa: E402
 from testinet import TestInternet  # noqa: E402
 
 t = Tap()
@@ -69,41 +70,14 @@ def internet():
 
 
 IMAGES = os.environ.get("AIRLOCK_IMAGES", "/var/lib/airlock/images")
-RULES = """\
-    egress:
-      allow: ["{net}.0/24:8000", "{net}.0/24:8443", "localhost:8000", "pypi.example.invalid:443"]
-      max_bytes: 3000000
-      max_connections: 20
-    defaults: {{wall_ms: 60000, memory_bytes: 536870912, pids: 64}}
-""".format(net=NET)
-POLICY = """\
-result_ttl_s: 600
-lease_ms: 30000
-tiers:
-  trusted:
-    backend: process
-    max_attempts: 1
-  net:
-    backend: process
-    max_attempts: 1
-""" + RULES + """\
-  net-ctr:
-    backend: container
-    max_attempts: 1
-""" + RULES + """\
-  net-vm:
-    backend: microvm
-    max_attempts: 1
-    image: python
-""" + RULES + """\
-  ctr-none:
-    backend: container
-    max_attempts: 1
-  vm-none:
-    backend: microvm
-    max_attempts: 1
-    image: python
-"""
+NET_KEYS = {"egress": {"allow": ["%s.0/24:8000" % NET, "%s.0/24:8443" % NET, "localhost:8000",
+                                  "pypi.example.invalid:443"],
+                        "max_bytes": 3000000, "max_connections": 20},
+            "defaults": dict(DEFAULTS, wall_ms=60000, memory_bytes=536870912)}
+POLICY = policy(tier_def("trusted", "process"), tier_def("net", "process", **NET_KEYS),
+                tier_def("net-ctr", "container", **NET_KEYS),
+                tier_def("net-vm", "microvm", image="python", **NET_KEYS),
+                tier_def("ctr-none", "container"), tier_def("vm-none", "microvm", image="python"))
 # The microVM tier runs emulated here (no KVM): the checks that need a job
 # in the sandbox run there too, the admission checks once.
 TIERS = {"net": "process", "net-ctr": "container", "net-vm": "microvm"}

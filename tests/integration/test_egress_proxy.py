@@ -23,6 +23,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 from altest import BUILD, Tap, exchange, need_root  # noqa: E402
 from cluster import WORKER, Cluster  # noqa: E402
+from policies import policy, tier_def  # noqa: E402
 from testinet import TestInternet  # noqa: E402
 
 t = Tap()
@@ -95,23 +96,12 @@ try:
          "6: the transcript shows the bytes escaped (\\xNN): the result stays UTF-8", hosts)
 
     # ---- 2 ----
-    rules = '["%s.0/24:8001"]' % inet.net
-    c = Cluster(policy="""\
-result_ttl_s: 600
-lease_ms: 30000
-tiers:
-  trusted:
-    backend: process
-    max_attempts: 1
-  capped:
-    backend: process
-    max_attempts: 1
-    egress: {allow: %s}
-  wide:
-    backend: process
-    max_attempts: 1
-    egress: {allow: %s, max_open: 400, max_connections: 2000}
-""" % (rules, rules))
+    allow = ["%s.0/24:8001" % inet.net]
+    c = Cluster(policy=policy(tier_def("trusted", "process"),
+                              tier_def("capped", "process", egress={"allow": allow}),
+                              tier_def("wide", "process",
+                                       egress={"allow": allow, "max_open": 400,
+                                               "max_connections": 2000})))
     c.scheduler()
     c._start("egp-w", ["prlimit", "--nofile=1400:1400", WORKER, "--redis", c.url, "--policy",
                        c.policy, "--worker-id", "egp-w", "--uid-base", "63100", "--slots", "3",

@@ -24,25 +24,17 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 from altest import Tap, job_cgroups, live_pids_of, need_root  # noqa: E402
 from alclient import Client  # noqa: E402
 from cluster import Cluster  # noqa: E402
+from policies import policy, tier_def  # noqa: E402
 
 t = Tap()
 need_root("the process backend")
 SCALE = int(os.environ.get("FAULTS_SCALE", "1"))
 
-POLICY = """\
-result_ttl_s: 3600
-lease_ms: 1500
-dlq_max_len: 50
-tiers:
-  trusted:
-    backend: process
-    max_attempts: 10
-    backoff_ms: 100
-    defaults: {wall_ms: 20000, memory_bytes: 134217728}
-tenants:
-  default: {}
-  capped: {max_running: 2}
-"""
+POLICY = policy(
+    tier_def("trusted", "process", max_attempts=10, backoff_ms=100,
+             defaults={"wall_ms": 20000, "memory_bytes": 134217728}),
+    result_ttl_s=3600, lease_ms=1500, dlq_max_len=50,
+    tenants={"default": {}, "capped": {"max_running": 2}})
 
 
 def job(tag, tenant="default", sleep=0.0):

@@ -23,6 +23,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 from altest import Tap, need_root  # noqa: E402
 from cluster import Cluster  # noqa: E402
+from policies import DEFAULTS, policy, tier_def  # noqa: E402
 from gwclient import GATEWAY, Api, free_port, key_file, start_gateway  # noqa: E402
 
 t = Tap()
@@ -42,18 +43,8 @@ t.ok(all(p.returncode == 2 and bad[k] in p.stderr for k, p in got.items()),
      {k: (p.returncode, p.stderr[:120]) for k, p in got.items()})
 need_root("the process backend")
 
-POLICY = """\
-result_ttl_s: 600
-lease_ms: 30000
-tiers:
-  trusted:
-    backend: process
-    max_attempts: 1
-    defaults: {wall_ms: 20000, memory_bytes: 268435456, pids: 64}
-tenants:
-  default: {rate_per_s: 0}
-  beta: {rate_per_s: 5}
-"""
+POLICY = policy(tier_def("trusted", "process", defaults=DEFAULTS),
+                tenants={"default": {"rate_per_s": 0}, "beta": {"rate_per_s": 5}})
 
 KEYS = {"alpha": "ak-" + secrets.token_hex(16), "beta": "bk-" + secrets.token_hex(16),
         "gamma": "gk-" + secrets.token_hex(16)}

@@ -29,41 +29,24 @@ import msgpack
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 from altest import Tap, need_root  # noqa: E402
 from cluster import Cluster  # noqa: E402
+from policies import DEFAULTS, policy, tier_def  # noqa: E402
 from gwclient import Api, free_port, key_file, start_gateway  # noqa: E402
 
 t = Tap()
 need_root("the sandboxes")
 IMAGES = os.environ.get("AIRLOCK_IMAGES", "/var/lib/airlock/images")
 
-POLICY = """\
-result_ttl_s: 600
-lease_ms: 30000
-tiers:
-  trusted:
-    backend: process
-    max_attempts: 1
-    images: [toolchain, python]
-    image: toolchain
-    defaults: {wall_ms: 20000, memory_bytes: 268435456, pids: 64}
-    max: {wall_ms: 120000, cpu_ms: 120000, memory_bytes: 1073741824, pids: 256,
-          disk_bytes: 268435456}
-  internal:
-    backend: container
-    max_attempts: 1
-    images: [toolchain, python]
-    image: toolchain
-    defaults: {wall_ms: 20000, memory_bytes: 268435456, pids: 64}
-  untrusted:
-    backend: microvm
-    max_attempts: 1
-    images: [toolchain, python]
-    image: toolchain
-    defaults: {wall_ms: 60000, memory_bytes: 268435456, pids: 64}
-    max: {wall_ms: 600000, cpu_ms: 600000, memory_bytes: 1073741824, pids: 256,
-          disk_bytes: 268435456}
-  bench:
-    backend: noop
-"""
+GRADE_MAX = {"wall_ms": 120000, "cpu_ms": 120000, "memory_bytes": 1073741824, "pids": 256,
+             "disk_bytes": 268435456}
+POLICY = policy(
+    tier_def("trusted", "process", images=["toolchain", "python"], image="toolchain",
+             defaults=DEFAULTS, max=GRADE_MAX),
+    tier_def("internal", "container", images=["toolchain", "python"], image="toolchain",
+             defaults=DEFAULTS),
+    tier_def("untrusted", "microvm", images=["toolchain", "python"], image="toolchain",
+             defaults=dict(DEFAULTS, wall_ms=60000),
+             max=dict(GRADE_MAX, wall_ms=600000, cpu_ms=600000)),
+    tier_def("bench", "noop", max_attempts=None))
 
 # One program for every kind of test: the first word of stdin says which.
 SOLUTION = r"""

@@ -24,6 +24,7 @@ import msgpack
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 from altest import WORKER, Tap, job_cgroups, live_pids_of, run_one, skip_unless  # noqa: E402
 from cluster import Cluster  # noqa: E402
+from policies import DEFAULTS, policy, tier_def  # noqa: E402
 
 t = Tap()
 IMAGE = os.environ.get("AIRLOCK_MICROVM_IMAGE", "/var/lib/airlock/images/microvm")
@@ -127,59 +128,21 @@ FAKE_DIR = tempfile.mkdtemp(prefix="airlock-fakevm-", dir="/var/tmp")
 os.chmod(FAKE_DIR, 0o755)
 build_fakes(FAKE_DIR)
 
-POLICY = """\
-result_ttl_s: 600
-lease_ms: 30000
-tiers:
-  untrusted:
-    backend: microvm
-    max_attempts: 1
-    guest: %s
-    images: [python, toolchain, node]
-    defaults: {wall_ms: 20000, memory_bytes: 134217728, pids: 64}
-  pooled:
-    backend: microvm
-    max_attempts: 1
-    guest: %s
-    image: python
-    pool: 1
-    pool_max_idle_ms: 4000
-    defaults: {wall_ms: 20000, memory_bytes: 134217728, pids: 64}
-  imagepool:
-    backend: microvm
-    max_attempts: 1
-    guest: %s
-    images: [python, node]
-    pool: {node: 1}
-    pool_max_idle_ms: 3600000
-    defaults: {wall_ms: 30000, memory_bytes: 134217728, pids: 64}
-  noguest:
-    backend: microvm
-    max_attempts: 1
-    guest: /nonexistent/microvm
-    image: python
-  notbuilt:
-    backend: microvm
-    max_attempts: 1
-    guest: %s
-    image: notbuilt
-  ctr-python:
-    backend: container
-    max_attempts: 1
-    image: python
-    defaults: {wall_ms: 20000, memory_bytes: 134217728, pids: 64}
-  proc-python:
-    backend: process
-    max_attempts: 1
-    image: python
-    defaults: {wall_ms: 20000, memory_bytes: 134217728, pids: 64}
-""" % (IMAGE, IMAGE, IMAGE, IMAGE) + "".join("""\
-  fake-%s:
-    backend: microvm
-    max_attempts: %d
-    guest: %s
-    defaults: {wall_ms: 20000}
-""" % (m, 2 if m == "panic" else 1, os.path.join(FAKE_DIR, "fake-" + m)) for m in FAKES)
+SMALL = dict(DEFAULTS, memory_bytes=134217728)
+POLICY = policy(
+    tier_def("untrusted", "microvm", guest=IMAGE, images=["python", "toolchain", "node"],
+             defaults=SMALL),
+    tier_def("pooled", "microvm", guest=IMAGE, image="python", pool=1, pool_max_idle_ms=4000,
+             defaults=SMALL),
+    tier_def("imagepool", "microvm", guest=IMAGE, images=["python", "node"], pool={"node": 1},
+             pool_max_idle_ms=3600000, defaults=dict(SMALL, wall_ms=30000)),
+    tier_def("noguest", "microvm", guest="/nonexistent/microvm", image="python"),
+    tier_def("notbuilt", "microvm", guest=IMAGE, image="notbuilt"),
+    tier_def("ctr-python", "container", image="python", defaults=SMALL),
+    tier_def("proc-python", "process", image="python", defaults=SMALL),
+    *(tier_def("fake-" + m, "microvm", max_attempts=2 if m == "panic" else 1,
+               guest=os.path.join(FAKE_DIR, "fake-" + m), defaults={"wall_ms": 20000})
+      for m in FAKES))
 
 SEQ = iter(range(1, 1 << 30))
 

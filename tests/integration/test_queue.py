@@ -16,6 +16,7 @@ import msgpack
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 from altest import Tap, live_pids_of, need_root  # noqa: E402
 from cluster import Cluster  # noqa: E402
+from policies import policy, tier_def  # noqa: E402
 
 t = Tap()
 need_root("the process backend")
@@ -444,18 +445,11 @@ def webhook(_unused):
     srv = http.server.HTTPServer(("127.0.0.1", 0), H)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     port = srv.server_address[1]
-    policy = """\
-result_ttl_s: 600
-lease_ms: 5000
-tiers:
-  trusted:
-    backend: process
-    callback_hosts: ["127.0.0.1:%d"]
-  byname:
-    backend: process
-    callback_hosts: ["localhost:%d"]
-""" % (port, port)
-    c = Cluster(policy=policy)
+    hooks = policy(
+        tier_def("trusted", "process", max_attempts=None, callback_hosts=["127.0.0.1:%d" % port]),
+        tier_def("byname", "process", max_attempts=None, callback_hosts=["localhost:%d" % port]),
+        lease_ms=5000)
+    c = Cluster(policy=hooks)
     try:
         c.scheduler()
         c.worker("wh", uid_base=65200, slots=1, tiers="trusted,byname",
@@ -496,7 +490,7 @@ tiers:
             with open(os.path.join(keys, tenant), "w") as f:
                 f.write(key + "\n")
             os.chmod(os.path.join(keys, tenant), 0o600)
-        c = Cluster(policy=policy)
+        c = Cluster(policy=hooks)
         c.scheduler()
         c.worker("wh2", uid_base=65200, slots=1, tiers="trusted", extra=["--webhook-secrets", keys])
         del got[:]

@@ -27,34 +27,21 @@ import redis
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 from altest import CLI, Tap, need_root  # noqa: E402
 from cluster import Cluster  # noqa: E402
+from policies import DEFAULTS, policy, tier_def  # noqa: E402
 from gwclient import free_port, key_file, start_gateway  # noqa: E402
 
 t = Tap()
 need_root("the sandboxes")
 IMAGES = os.environ.get("AIRLOCK_IMAGES", "/var/lib/airlock/images")
 
-POLICY = """\
-result_ttl_s: %d
-lease_ms: 30000
-tiers:
-  trusted:
-    backend: process
-    max_attempts: 1
-    defaults: {wall_ms: 30000, memory_bytes: 268435456, pids: 64}
-  internal:
-    backend: container
-    max_attempts: 1
-  untrusted:
-    backend: microvm
-    max_attempts: 1
-    image: python
-  quiet:
-    backend: process
-    max_attempts: 1
-  handover:
-    backend: process
-    max_attempts: 3
-"""
+def stream_policy(result_ttl_s):
+    return policy(tier_def("trusted", "process", defaults=dict(DEFAULTS, wall_ms=30000)),
+                  tier_def("internal", "container"),
+                  tier_def("untrusted", "microvm", image="python"),
+                  tier_def("quiet", "process"), tier_def("handover", "process", max_attempts=3),
+                  result_ttl_s=result_ttl_s)
+
+
 TICK = "import time\nfor i in range(%d):\n    print('tick', i, flush=True)\n    time.sleep(0.1)\n"
 
 
@@ -119,7 +106,7 @@ def sse(port, key, jid, last=None, timeout=60):
 
 c = None
 try:
-    c = Cluster(policy=POLICY % 600)
+    c = Cluster(policy=stream_policy(600))
     c.scheduler()
     c.worker("stream-w", uid_base=63300, slots=2, tiers="trusted,internal,untrusted",
              extra=["--images", IMAGES])
@@ -280,7 +267,7 @@ try:
     c.wait_exit("hand-w0", 30)
 
     # it expires with the result
-    c2 = Cluster(policy=POLICY % 3)
+    c2 = Cluster(policy=stream_policy(3))
     try:
         c2.scheduler()
         c2.worker("ttl-w", uid_base=63700, slots=1, tiers="trusted")

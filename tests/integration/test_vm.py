@@ -21,6 +21,7 @@ import msgpack
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 from altest import CLI, Tap, skip_unless  # noqa: E402
 from cluster import Cluster  # noqa: E402
+from policies import policy, tier_def  # noqa: E402
 
 t = Tap()
 IMAGE = os.environ.get("AIRLOCK_MICROVM_IMAGE", "/var/lib/airlock/images/microvm")
@@ -38,40 +39,14 @@ if not os.path.exists(os.path.join(IMAGES, "python.ext4")):
 with open(os.path.join(IMAGES, "python", ".airlock-image")) as f:
     PY_HASH = f.read().strip()
 
-POLICY = """\
-result_ttl_s: 600
-lease_ms: 30000
-tiers:
-  service:
-    backend: vm
-    image: python
-    max_attempts: 1
-    ports: [8080]
-    vm_lease_ms: 300000
-    vm_max_lease_ms: 600000
-    defaults: {wall_ms: 90000, memory_bytes: 134217728}
-  brief:
-    backend: vm
-    image: python
-    max_attempts: 1
-    ports: [8080]
-    vm_lease_ms: 4000
-    defaults: {wall_ms: 90000, memory_bytes: 134217728}
-  outbound:
-    backend: vm
-    image: python
-    max_attempts: 1
-    ports: [8080]
-    vm_lease_ms: 300000
-    egress: {allow: ["10.233.7.0/24:8000"]}
-    defaults: {wall_ms: 90000, memory_bytes: 134217728}
-  deaf:
-    backend: vm
-    image: python
-    max_attempts: 1
-    ports: [8080]
-    defaults: {wall_ms: 15000, memory_bytes: 134217728}
-"""
+VM_DEFAULTS = {"wall_ms": 90000, "memory_bytes": 134217728}
+POLICY = policy(
+    tier_def("service", "vm", image="python", ports=[8080], vm_lease_ms=300000,
+             vm_max_lease_ms=600000, defaults=VM_DEFAULTS),
+    tier_def("brief", "vm", image="python", ports=[8080], vm_lease_ms=4000, defaults=VM_DEFAULTS),
+    tier_def("outbound", "vm", image="python", ports=[8080], vm_lease_ms=300000,
+             egress={"allow": ["10.233.7.0/24:8000"]}, defaults=VM_DEFAULTS),
+    tier_def("deaf", "vm", image="python", ports=[8080], defaults=dict(VM_DEFAULTS, wall_ms=15000)))
 
 # The end of each service: serve `body` (its findings) on 8080; /again runs
 # `again()` first when the service defines it.

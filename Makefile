@@ -37,7 +37,10 @@ CLI_SRC := $(wildcard cli/*.c)
 BACKEND_SRC := $(wildcard backends/*.c) backends/process/process.c \
 	backends/container/container.c backends/microvm/microvm.c backends/microvm/vmm_qemu.c \
 	backends/vm/vm.c backends/vm/lvhost.c backends/vm/domxml.c
-WORKER_SRC := $(wildcard worker/*.c) $(BACKEND_SRC)
+# the session server (worker/session_server.py) goes into the worker as a
+# C string, made at build time
+WORKER_GEN := $(BUILD)/gen/session_server.c
+WORKER_SRC := $(wildcard worker/*.c) $(BACKEND_SRC) $(WORKER_GEN)
 # the scheduler ends service-VM leases: the libvirt host module is shared
 SCHED_SRC := $(wildcard scheduler/*.c) backends/vm/lvhost.c
 GATEWAY_SRC := $(wildcard gateway/*.c)
@@ -79,6 +82,13 @@ headers: $(LIB)
 
 $(BUILD)/airlock: $(call obj,$(CLI_SRC)) $(LIB)
 	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
+$(WORKER_GEN): worker/session_server.py
+	@mkdir -p $(dir $@)
+	{ echo '/* made from worker/session_server.py by the Makefile: do not edit */'; \
+	  echo 'extern const char wk_session_server_py[];'; \
+	  echo 'const char wk_session_server_py[] ='; \
+	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' $<; echo ';'; } > $@
 
 $(BUILD)/airlock-worker: $(call obj,$(WORKER_SRC)) $(LIB)
 	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(PKG_LIBS)

@@ -96,7 +96,14 @@ struct al_run_spec {
 	 * and /dev/shm. NULL = not a grading step. */
 	const char *grade_tree;
 	bool grade_build;
+	/* a session (AL_CAP_SESSION): the job is the session server, which
+	 * connects to AL_SESSION_SOCKET in its own network namespace */
+	bool session;
 };
+
+/* The abstract unix name a session's server connects to: a name of the
+ * sandbox's own network namespace, so nothing outside it reaches it. */
+#define AL_SESSION_SOCKET "airlock-session"
 
 #define AL_IMAGES_DIR "/var/lib/airlock/images"
 
@@ -132,6 +139,9 @@ struct al_watch {
 	 * then serves on for this long (the lease's maximum), logging each
 	 * connection; 0 = the proxy ends with the job */
 	uint64_t egress_keep_ms;
+	/* a session: the listening socket its server connects to (in the
+	 * sandbox's network namespace); the worker takes it. -1 = none */
+	int session_fd;
 };
 
 /* One job's sandbox. The worker allocates it with ops->priv_size bytes of

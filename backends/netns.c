@@ -109,6 +109,13 @@ int al_netns_listen(int nsfd, uint16_t port, struct al_err *err)
 	return run_job(&j, err);
 }
 
+int al_netns_listen_unix(int nsfd, const char *unix_name, struct al_err *err)
+{
+	struct job j = {.nsfd = nsfd, .fd = -1, .unix_name = unix_name};
+
+	return run_job(&j, err);
+}
+
 int al_netns_new(uint16_t port, const char *unix_name, int *nsfd, struct al_err *err)
 {
 	struct job j = {.nsfd = -1, .fd = -1, .port = port, .unix_name = unix_name};

@@ -12,6 +12,8 @@
  * listen on 127.0.0.1:port (non-blocking, close-on-exec). The socket, or a
  * negative al_err_code with err. */
 int al_netns_listen(int nsfd, uint16_t port, struct al_err *err);
+/* The same on the abstract unix name (of that namespace only). */
+int al_netns_listen_unix(int nsfd, const char *unix_name, struct al_err *err);
 
 /* The same in a new network namespace (of the worker's user namespace:
  * nothing in a job's own can reconfigure it), whose fd is left in *nsfd

@@ -347,6 +347,7 @@ static int exit_code_for(const struct al_result *r)
 	case AL_ST_WORKER_LOST:
 	case AL_ST_EXPIRED: return EXIT_LOST;
 	case AL_ST_COMPILE_ERROR: return EXIT_COMPILE;
+	case AL_ST_SESSION_ENDED: return EXIT_LOST; /* open another session */
 	case AL_ST_COUNT: break;
 	}
 	return 1;

@@ -135,6 +135,21 @@ int al_policy_admit(const struct al_policy *pol, struct al_job *job, uint64_t no
 		if (rc)
 			return rc;
 	}
+	if (job->session) {
+		if (!t->sessions.on)
+			return al_err_set(err, AL_EINVAL,
+					  "session: tier %s does not open sessions (its policy has "
+					  "no sessions: {...})",
+					  t->name);
+		if (!(al_caps_of(t->backend) & AL_CAP_SESSION))
+			return al_err_set(err, AL_EINVAL,
+					  "session: tier %s runs on the %s backend, which does not "
+					  "keep sessions",
+					  t->name, t->backend);
+		if (job->callback_url)
+			return al_err_set(err, AL_EINVAL, "callback_url: not for a session");
+		job->max_attempts = 1; /* a session's state cannot move: never again */
+	}
 	if (job->network == AL_NET_EGRESS && !t->egress)
 		return al_err_set(err, AL_EINVAL,
 				  "network: tier %s does not allow egress (its policy has no "

@@ -54,6 +54,12 @@ struct al_tier_policy {
 	size_t nports;
 	uint64_t lease_ms;     /* vm: a VM's lease at start, ms */
 	uint64_t max_lease_ms; /* vm: the most `vm extend` may reach, from creation */
+	struct al_session_policy {
+		bool on;		 /* sessions: {...} given: the tier opens sessions */
+		uint32_t max_per_tenant; /* open at once per tenant (default 4) */
+		uint64_t idle_ms;	 /* ended after this long without a call (default 600 s) */
+		uint64_t max_life_ms;	 /* ended this long after it opened (default 3600 s) */
+	} sessions;
 };
 
 #define AL_POOL_MAX 64

@@ -243,6 +243,52 @@ static int parse_env(struct ctx *c, yaml_node_t *v, struct al_tier_policy *t)
 
 /* egress: true|false, or {allow: [rules], max_bytes: N, max_connections: N,
  * max_open: N}; each cap at least 1, finite by default. */
+/* sessions: {max_per_tenant: N, idle_s: S, max_life_s: S} (each may be
+ * left out: 4, 600, 3600); the tier opens sessions (proto/session.h). */
+static int parse_sessions(struct ctx *c, yaml_node_t *v, struct al_tier_policy *t)
+{
+	static const struct {
+		const char *key;
+		uint64_t min, max, scale;
+	} keys[] = {{"max_per_tenant", 1, 10000, 1},
+		    {"idle_s", 1, 7 * 24 * 3600, 1000},
+		    {"max_life_s", 1, 7 * 24 * 3600, 1000}};
+	struct al_session_policy *sp = &t->sessions;
+	yaml_node_t *k, *e;
+	uint64_t u;
+	int rc;
+
+	if ((rc = want_map(c, v, "sessions")))
+		return rc;
+	*sp = (struct al_session_policy){true, 4, 600000, 3600000};
+	FOR_PAIRS(c, v, k, e, ps)
+	{
+		const char *key = scalar(k);
+		size_t i = 0;
+
+		while (i < sizeof(keys) / sizeof(keys[0]) && (!key || strcmp(key, keys[i].key)))
+			i++;
+		if (i == sizeof(keys) / sizeof(keys[0]))
+			return fail(c, k,
+				    "sessions: unknown key \"%s\"; use max_per_tenant, idle_s or "
+				    "max_life_s",
+				    key ? key : "?");
+		if ((rc = get_u64(c, e, key, &u)))
+			return rc;
+		if (u < keys[i].min || u > keys[i].max)
+			return fail(c, e, "sessions.%s: expected %llu..%llu", key,
+				    (unsigned long long)keys[i].min,
+				    (unsigned long long)keys[i].max);
+		if (i == 0)
+			sp->max_per_tenant = (uint32_t)u;
+		else if (i == 1)
+			sp->idle_ms = u * keys[i].scale;
+		else
+			sp->max_life_ms = u * keys[i].scale;
+	}
+	return AL_OK;
+}
+
 static int parse_egress(struct ctx *c, yaml_node_t *v, struct al_tier_policy *t)
 {
 	yaml_node_t *k, *e, *h;
@@ -519,6 +565,7 @@ static const struct tier_key {
     {"env", KEY_LIST, 0, 0, 0, NULL, parse_env},
     {"callback_hosts", KEY_LIST, 0, 0, 0, NULL, parse_callback_hosts},
     {"binds", KEY_LIST, 0, 0, 0, NULL, parse_binds},
+    {"sessions", KEY_LIST, 0, 0, 0, NULL, parse_sessions},
 #undef F
 };
 

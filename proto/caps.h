@@ -25,11 +25,14 @@ enum {
 	/* grading jobs, run whole inside one sandbox (the microVM's agent runs
 	 * the build and each test in a cgroup and uid of its own) */
 	AL_CAP_GRADE_INSIDE = 1u << 9,
+	/* sessions (proto/session.h): the sandbox stays up for calls, its
+	 * session server reached through al_watch.session_fd */
+	AL_CAP_SESSION = 1u << 10,
 };
 
 #define AL_CAPS_PROCESS                                                                            \
 	(AL_CAP_NO_NETWORK | AL_CAP_EGRESS | AL_CAP_MEMORY | AL_CAP_PIDS | AL_CAP_CPU |            \
-	 AL_CAP_FILES | AL_CAP_GRADE)
+	 AL_CAP_FILES | AL_CAP_GRADE | AL_CAP_SESSION)
 #define AL_CAPS_CONTAINER                                                                          \
 	(AL_CAP_NO_NETWORK | AL_CAP_EGRESS | AL_CAP_MEMORY | AL_CAP_PIDS | AL_CAP_CPU |            \
 	 AL_CAP_FILES | AL_CAP_GRADE)

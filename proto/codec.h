@@ -18,6 +18,9 @@ int al_dec_limits(const msgpack_object *v, const char *what, struct al_limits *l
 /* Checks on a job built in memory; pre ("build.") prefixes field names. */
 int al_check_command(const char *pre, enum al_runtime runtime, const struct al_bytes *code,
 		     char *const *argv, size_t argc, struct al_err *err);
+/* A relative path inside the work directory: no leading '/', no empty, "."
+ * or ".." component, no control character, at most AL_PATH_MAX. */
+int al_check_rel_path(const char *what, const char *p, struct al_err *err);
 int al_check_files(const char *list, const struct al_file *files, size_t n, struct al_err *err);
 int al_check_limits(const char *what, const struct al_limits *l, struct al_err *err);
 

@@ -97,6 +97,16 @@ const char *al_key_vm(char out[AL_KEY_MAX], const char *name)
 	return keyf(out, AL_KEY_VM_PREFIX, name, NULL);
 }
 
+const char *al_key_sess(char out[AL_KEY_MAX], const char *id)
+{
+	return keyf(out, AL_KEY_PREFIX "sess:", id, NULL);
+}
+
+const char *al_key_wq(char out[AL_KEY_MAX], const char *worker)
+{
+	return keyf(out, AL_KEY_PREFIX "wq:", worker, NULL);
+}
+
 bool al_key_queue_tier(const char *name, char *tier, size_t cap)
 {
 	static const char pre[] = AL_KEY_PREFIX "q:";
@@ -720,4 +730,101 @@ void al_done_wait_call(struct al_call *c, const char *id, unsigned timeout_ms)
 	char k[AL_KEY_MAX];
 
 	blpop_call(c, al_key_done(k, id), timeout_ms);
+}
+
+/* ---- sessions ---- */
+
+void al_session_open_call(struct al_call *c, const struct al_session_open_item *it)
+{
+	char k[AL_KEY_MAX];
+
+	al_call_init(c, al_lua_session_open);
+	al_call_key(c, al_key_sess(k, it->id));
+	al_call_key(c, al_key_tenant(k, it->tenant));
+	al_call_key(c, AL_KEY_SESSIONS);
+	al_call_str(c, it->tenant);
+	al_call_str(c, it->tier);
+	al_call_str(c, it->worker);
+	al_call_u64(c, it->now_ms);
+	al_call_u64(c, it->lease_end_ms);
+	al_call_u64(c, it->max_per_tenant);
+	al_call_u64(c, it->life_end_ms);
+	al_call_str(c, it->id);
+}
+
+void al_session_queue_call(struct al_call *c, const char *id, const char *tenant, const void *call,
+			   size_t len)
+{
+	char k[AL_KEY_MAX];
+
+	al_call_init(c, al_lua_session_call);
+	al_call_key(c, al_key_sess(k, id));
+	al_call_str(c, tenant);
+	al_call_arg(c, call, len);
+}
+
+void al_session_reply_call(struct al_call *c, const char *call_id, const void *result, size_t len,
+			   uint64_t ttl_ms)
+{
+	char k[AL_KEY_MAX];
+
+	al_call_init(c, al_lua_session_reply);
+	al_call_key(c, al_key_res(k, call_id));
+	al_call_key(c, al_key_done(k, call_id));
+	al_call_arg(c, result, len);
+	al_call_u64(c, ttl_ms);
+}
+
+void al_session_renew_call(struct al_call *c, const char *worker, uint64_t lease_end_ms,
+			   const char *const *ids, size_t n)
+{
+	al_call_init(c, al_lua_session_renew);
+	al_call_key(c, AL_KEY_SESSIONS);
+	al_call_str(c, worker);
+	al_call_u64(c, lease_end_ms);
+	for (size_t i = 0; i < n; i++)
+		al_call_str(c, ids[i]);
+}
+
+void al_session_end_call(struct al_call *c, const char *id, const char *reason, uint64_t now_ms,
+			 uint64_t ttl_ms)
+{
+	char k[AL_KEY_MAX];
+
+	al_call_init(c, al_lua_session_end);
+	al_call_key(c, al_key_sess(k, id));
+	al_call_key(c, AL_KEY_SESSIONS);
+	al_call_str(c, reason);
+	al_call_u64(c, now_ms);
+	al_call_u64(c, ttl_ms);
+	al_call_str(c, id);
+}
+
+void al_session_lost_call(struct al_call *c, uint64_t now_ms, uint64_t ttl_ms)
+{
+	al_call_init(c, al_lua_session_lost);
+	al_call_key(c, AL_KEY_SESSIONS);
+	al_call_u64(c, now_ms);
+	al_call_u64(c, ttl_ms);
+}
+
+void al_session_read_call(struct al_call *c, const char *id)
+{
+	char k[AL_KEY_MAX];
+
+	al_call_init(c, NULL);
+	al_call_str(c, "HMGET");
+	al_call_str(c, al_key_sess(k, id));
+	al_call_str(c, "tenant");
+	al_call_str(c, "state");
+	al_call_str(c, "reason");
+	al_call_str(c, "worker");
+	al_call_str(c, "lease_ms");
+}
+
+void al_session_calls_wait_call(struct al_call *c, const char *worker, unsigned timeout_ms)
+{
+	char k[AL_KEY_MAX];
+
+	blpop_call(c, al_key_wq(k, worker), timeout_ms);
 }

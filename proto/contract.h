@@ -30,7 +30,9 @@ const char *al_key_tenant(char out[AL_KEY_MAX], const char *tenant);	    /* al:t
 const char *al_key_idem(char out[AL_KEY_MAX], const char *tenant, const char *key);
 const char *al_key_worker(char out[AL_KEY_MAX], const char *worker); /* al:worker:<id> */
 const char *al_key_hist(char out[AL_KEY_MAX], const char *tier, const char *backend);
-const char *al_key_vm(char out[AL_KEY_MAX], const char *name); /* al:vm:<name> */
+const char *al_key_vm(char out[AL_KEY_MAX], const char *name);	 /* al:vm:<name> */
+const char *al_key_sess(char out[AL_KEY_MAX], const char *id);	 /* al:sess:<id> */
+const char *al_key_wq(char out[AL_KEY_MAX], const char *worker); /* al:wq:<worker> */
 /* The tier of a ready stream's name (al:q:<tier>:<band>) into tier (cap
  * bytes); false when name is not one. */
 bool al_key_queue_tier(const char *name, char *tier, size_t cap);
@@ -258,5 +260,29 @@ void al_vm_index_call(struct al_call *c, const char *name, const char *expires_m
 void al_out_entry_call(struct al_call *c, const char *id, unsigned attempt, const char *type,
 		       const void *data, size_t len);
 void al_out_ttl_call(struct al_call *c, const char *id, uint64_t ttl_ms);
+
+/* Sessions (scripts.h, SESSION_*). */
+struct al_session_open_item {
+	const char *id, *tenant, *tier, *worker;
+	uint64_t now_ms, lease_end_ms, life_end_ms;
+	uint32_t max_per_tenant;
+};
+void al_session_open_call(struct al_call *c, const struct al_session_open_item *it);
+/* SESSION_CALL's answers */
+enum { AL_SESS_Q_UNKNOWN = 0, AL_SESS_Q_QUEUED = 1, AL_SESS_Q_ENDED = 2 };
+void al_session_queue_call(struct al_call *c, const char *id, const char *tenant, const void *call,
+			   size_t len);
+void al_session_reply_call(struct al_call *c, const char *call_id, const void *result, size_t len,
+			   uint64_t ttl_ms);
+void al_session_renew_call(struct al_call *c, const char *worker, uint64_t lease_end_ms,
+			   const char *const *ids, size_t n);
+void al_session_end_call(struct al_call *c, const char *id, const char *reason, uint64_t now_ms,
+			 uint64_t ttl_ms);
+void al_session_lost_call(struct al_call *c, uint64_t now_ms, uint64_t ttl_ms);
+/* HMGET al:sess:<id> tenant state reason worker lease_ms: a caller's look
+ * while it waits for a call's result. */
+void al_session_read_call(struct al_call *c, const char *id);
+/* BLPOP al:wq:<worker> timeout_ms: the worker's wait for its calls. */
+void al_session_calls_wait_call(struct al_call *c, const char *worker, unsigned timeout_ms);
 
 #endif

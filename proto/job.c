@@ -66,7 +66,7 @@ static bool is_dir_of(const char *dir, const char *path)
 
 /* A relative path inside the work directory: no leading '/', no empty, "."
  * or ".." component, no control character. */
-static int check_rel_path(const char *what, const char *p, struct al_err *err)
+int al_check_rel_path(const char *what, const char *p, struct al_err *err)
 {
 	size_t n = strlen(p);
 	const char *c = p;
@@ -154,7 +154,7 @@ int al_check_files(const char *list, const struct al_file *files, size_t n, stru
 		const struct al_file *f = &files[i];
 
 		snprintf(what, sizeof(what), "%s[%zu].path", list, i);
-		if ((rc = check_rel_path(what, f->path, err)))
+		if ((rc = al_check_rel_path(what, f->path, err)))
 			return rc;
 		if (f->mode > 0777)
 			return al_err_set(err, AL_EINVAL, "%s[%zu].mode: %#o has bits beyond 0777",
@@ -236,8 +236,16 @@ int al_job_validate(const struct al_job *job, struct al_err *err)
 	    (job->image && (rc = check_name("image", job->image, AL_ID_MAX, "_-", err))))
 		return rc;
 
-	if ((rc = al_check_command("", job->runtime, &job->code, job->argv, job->argc, err)))
+	if (job->session) {
+		if (job->runtime != AL_RUNTIME_ARGV || job->argc || job->code.data || job->ntests ||
+		    job->build)
+			return al_err_set(err, AL_EINVAL,
+					  "session: a session's job has no command (runtime, code, "
+					  "argv) nor tests: its calls come later");
+	} else if ((rc = al_check_command("", job->runtime, &job->code, job->argv, job->argc,
+					  err))) {
 		return rc;
+	}
 	if (job->code.len > AL_CODE_MAX || job->argc > AL_ARGV_MAX ||
 	    job->stdin_data.len > AL_STDIN_MAX || job->nfiles > AL_FILES_MAX ||
 	    job->nenv > AL_ENV_MAX || job->ncollect > AL_COLLECT_MAX ||
@@ -263,7 +271,7 @@ int al_job_validate(const struct al_job *job, struct al_err *err)
 	}
 	for (size_t i = 0; i < job->ncollect; i++) {
 		snprintf(what, sizeof(what), "collect[%zu]", i);
-		if ((rc = check_rel_path(what, job->collect[i], err)))
+		if ((rc = al_check_rel_path(what, job->collect[i], err)))
 			return rc;
 		for (size_t j = 0; j < i; j++)
 			if (strcmp(job->collect[j], job->collect[i]) == 0)
@@ -517,6 +525,7 @@ enum job_field {
 	F_BUILD,
 	F_TESTS,
 	F_STOP_ON_FAILURE,
+	F_SESSION,
 	F_COUNT
 };
 
@@ -546,6 +555,7 @@ static const char *const job_field_names[F_COUNT] = {
     "build",
     "tests",
     "stop_on_failure",
+    "session",
 };
 
 static int dec_field(enum job_field f, const msgpack_object *v, struct al_job *job,
@@ -617,6 +627,7 @@ static int dec_field(enum job_field f, const msgpack_object *v, struct al_job *j
 	case F_TESTS: return al_grade_dec_tests(v, job, err);
 	case F_STOP_ON_FAILURE:
 		return al_mp_get_bool(v, "stop_on_failure", &job->stop_on_failure, err);
+	case F_SESSION: return al_mp_get_bool(v, "session", &job->session, err);
 	case F_COUNT: break;
 	}
 	return al_err_set(err, AL_EINVAL, "internal: unhandled field");
@@ -793,6 +804,7 @@ int al_job_encode(const struct al_job *job, struct al_buf *out, struct al_err *e
 	n += job->nlabels > 0;
 	n += job->submitted_ms > 0;
 	n += al_grade_job_nfields(job);
+	n += job->session;
 
 	al_mp_packer_init(&pk, out);
 	bad |= msgpack_pack_map(&pk, n);
@@ -838,6 +850,8 @@ int al_job_encode(const struct al_job *job, struct al_buf *out, struct al_err *e
 	if (job->submitted_ms)
 		bad |= al_mp_pack_kv_uint(&pk, "submitted_ms", job->submitted_ms);
 	bad |= al_grade_pack_job(&pk, job);
+	if (job->session)
+		bad |= al_mp_pack_str(&pk, "session") || msgpack_pack_true(&pk);
 	if (bad)
 		return al_err_set(err, AL_ENOMEM, "job %s: out of memory while encoding", job->id);
 	return AL_OK;

@@ -122,6 +122,9 @@ struct al_job {
 	struct al_test *tests;
 	size_t ntests;
 	bool stop_on_failure; /* skip the tests after the first that fails */
+	/* opens a session (session.h): no command of its own; its sandbox
+	 * runs the session server until the session ends */
+	bool session;
 };
 
 /* Decode one encoded job. Total: every input either fills *job (caller frees

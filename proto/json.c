@@ -247,6 +247,8 @@ json_t *al_job_to_json(const struct al_job *job)
 	al_jb_set(&b, o, "submitted_ms", json_integer((json_int_t)job->submitted_ms));
 	if (job->ntests)
 		grading_json(&b, o, job);
+	if (job->session)
+		al_jb_set(&b, o, "session", json_true());
 	return al_jb_done(&b, o);
 }
 
@@ -299,6 +301,19 @@ json_t *al_result_to_json(const struct al_result *res)
 					    (json_int_t)c->ms));
 		}
 		al_jb_set(&b, o, "egress", eg);
+	}
+	if (res->noutputs) {
+		json_t *outs = json_array();
+
+		for (size_t i = 0; i < res->noutputs; i++) {
+			json_t *x = json_pack("{s:s}", "mime", res->outputs[i].mime);
+
+			/* bytes: as data_base64 (an image is never text) */
+			al_jb_check(&b,
+				    x ? al_json_set_bytes(x, "data", &res->outputs[i].data) : -1);
+			al_jb_add(&b, outs, x);
+		}
+		al_jb_set(&b, o, "outputs", outs);
 	}
 	if (res->build)
 		al_jb_set(&b, o, "build", test_result_json(&b, res->build));

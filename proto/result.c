@@ -10,8 +10,9 @@
 #include "mp.h"
 
 static const char *const status_names[AL_ST_COUNT] = {
-    "ok",	 "nonzero_exit", "timeout",	  "cpu_limit",	 "memory_limit", "output_limit",
-    "cancelled", "rejected",	 "sandbox_error", "worker_lost", "expired",	 "compile_error",
+    "ok",	    "nonzero_exit",  "timeout",	      "cpu_limit",     "memory_limit",
+    "output_limit", "cancelled",     "rejected",      "sandbox_error", "worker_lost",
+    "expired",	    "compile_error", "session_ended",
 };
 
 const char *al_status_name(enum al_status_code s)
@@ -43,7 +44,7 @@ int al_result_validate(const struct al_result *res, struct al_err *err)
 		return al_err_set(err, AL_EINVAL, "stdout/stderr: larger than %u bytes",
 				  AL_RESULT_STREAM_MAX);
 	if (res->nfiles > AL_COLLECT_MAX || res->ninfo > AL_INFO_MAX ||
-	    res->negress > AL_EGRESS_LOG_MAX)
+	    res->negress > AL_EGRESS_LOG_MAX || res->noutputs > AL_OUTPUTS_MAX)
 		return al_err_set(err, AL_EINVAL, "files/info/egress: too many entries");
 	if (res->ntests > AL_TESTS_MAX)
 		return al_err_set(err, AL_EINVAL, "tests: more than %d", AL_TESTS_MAX);
@@ -102,6 +103,44 @@ static int dec_files(const msgpack_object *v, struct al_result *res, struct al_e
 		}
 		if (!o->path || !o->data.data)
 			return al_err_set(err, AL_EINVAL, "%s: path and data are required", name);
+	}
+	return AL_OK;
+}
+
+/* outputs: [{mime, data}] */
+static int dec_outputs(const msgpack_object *v, struct al_result *res, struct al_err *err)
+{
+	int rc;
+
+	if ((rc = al_mp_want(v, MSGPACK_OBJECT_ARRAY, "outputs", err)))
+		return rc;
+	if (v->via.array.size > AL_OUTPUTS_MAX)
+		return al_err_set(err, AL_EINVAL, "outputs: too many entries: %u, at most %d",
+				  v->via.array.size, AL_OUTPUTS_MAX);
+	if (v->via.array.size && !(res->outputs = calloc(v->via.array.size, sizeof(*res->outputs))))
+		return al_err_set(err, AL_ENOMEM, "outputs: out of memory");
+	for (uint32_t i = 0; i < v->via.array.size; i++) {
+		const msgpack_object *o = &v->via.array.ptr[i];
+		struct al_output *out = &res->outputs[i];
+
+		if ((rc = al_mp_want(o, MSGPACK_OBJECT_MAP, "outputs[]", err)))
+			return rc;
+		res->noutputs++;
+		for (uint32_t j = 0; j < o->via.map.size && !rc; j++) {
+			const msgpack_object *k = &o->via.map.ptr[j].key,
+					     *x = &o->via.map.ptr[j].val;
+
+			if (al_mp_key_is(k, "mime") && !out->mime)
+				rc = al_mp_get_text(x, "outputs[].mime", AL_OUTPUT_MIME_MAX,
+						    &out->mime, err);
+			else if (al_mp_key_is(k, "data") && !out->data.data)
+				rc = al_mp_get_bytes(x, "outputs[].data", AL_OUTPUT_BYTES_MAX,
+						     &out->data, err);
+		}
+		if (!rc && !out->mime)
+			rc = al_err_set(err, AL_EINVAL, "outputs[%u].mime: missing", i);
+		if (rc)
+			return rc;
 	}
 	return AL_OK;
 }
@@ -268,6 +307,8 @@ static int result_decode_obj(const msgpack_object *root, struct al_result *res, 
 			rc = dec_info(v, res, err);
 		} else if (al_mp_key_is(k, "egress") && !res->egress) {
 			rc = dec_egress(v, res, err);
+		} else if (al_mp_key_is(k, "outputs") && !res->outputs) {
+			rc = dec_outputs(v, res, err);
 		} else if (k->type != MSGPACK_OBJECT_STR) {
 			rc = al_err_set(err, AL_EINVAL,
 					"result: key #%u: wrong type: expected string, got %s", i,
@@ -326,7 +367,8 @@ int al_result_encode(const struct al_result *res, struct al_buf *out, struct al_
 	if ((rc = al_result_validate(res, err)))
 		return rc;
 	al_mp_packer_init(&pk, out);
-	bad |= msgpack_pack_map(&pk, 21 + (res->negress > 0) + al_grade_result_nfields(res));
+	bad |= msgpack_pack_map(&pk, 21 + (res->negress > 0) + (res->noutputs > 0) +
+					 al_grade_result_nfields(res));
 	bad |= al_mp_pack_kv_uint(&pk, "v", res->version);
 	bad |= al_mp_pack_kv_str(&pk, "id", res->id);
 	bad |= al_mp_pack_kv_uint(&pk, "attempt", res->attempt);
@@ -373,11 +415,43 @@ int al_result_encode(const struct al_result *res, struct al_buf *out, struct al_
 		       al_mp_pack_kv_uint(&pk, "down", c->down) ||
 		       al_mp_pack_kv_uint(&pk, "ms", c->ms);
 	}
+	if (res->noutputs)
+		bad |= al_mp_pack_str(&pk, "outputs") || msgpack_pack_array(&pk, res->noutputs);
+	for (size_t i = 0; i < res->noutputs; i++)
+		bad |= msgpack_pack_map(&pk, 2) ||
+		       al_mp_pack_kv_str(&pk, "mime", res->outputs[i].mime) ||
+		       al_mp_pack_kv_bin(&pk, "data", res->outputs[i].data.data,
+					 res->outputs[i].data.len);
 	bad |= al_grade_pack_result(&pk, res);
 	if (bad)
 		return al_err_set(err, AL_ENOMEM, "result %s: out of memory while encoding",
 				  res->id);
 	return AL_OK;
+}
+
+int al_result_add_output(struct al_result *res, const char *mime, const void *data, size_t len)
+{
+	struct al_output *v, *o;
+
+	if (res->noutputs >= AL_OUTPUTS_MAX || len > AL_OUTPUT_BYTES_MAX ||
+	    strlen(mime) > AL_OUTPUT_MIME_MAX)
+		return -1;
+	if (!(v = realloc(res->outputs, (res->noutputs + 1) * sizeof(*v))))
+		return -1;
+	res->outputs = v;
+	o = &v[res->noutputs];
+	o->mime = strdup(mime);
+	o->data.data = malloc(len + 1);
+	if (!o->mime || !o->data.data) {
+		free(o->mime);
+		free(o->data.data);
+		return -1;
+	}
+	memcpy(o->data.data, data, len);
+	o->data.data[len] = '\0';
+	o->data.len = len;
+	res->noutputs++;
+	return 0;
 }
 
 int al_result_add_egress(struct al_result *res, const struct al_egress_conn *c)
@@ -464,6 +538,11 @@ void al_result_free(struct al_result *res)
 		free(res->info[i].value);
 	}
 	free(res->info);
+	for (size_t i = 0; i < res->noutputs; i++) {
+		free(res->outputs[i].mime);
+		free(res->outputs[i].data.data);
+	}
+	free(res->outputs);
 	al_grade_free_result(res);
 	memset(res, 0, sizeof(*res));
 }

@@ -30,6 +30,7 @@ enum al_status_code {
 	AL_ST_WORKER_LOST,   /* every attempt's worker died */
 	AL_ST_EXPIRED,	     /* not started before its deadline */
 	AL_ST_COMPILE_ERROR, /* a grading job's build failed: no test ran */
+	AL_ST_SESSION_ENDED, /* a session's call: the session has ended (error: why) */
 	AL_ST_COUNT
 };
 
@@ -53,6 +54,16 @@ struct al_egress_conn {
 };
 
 struct al_test_result; /* grade.h */
+
+#define AL_OUTPUTS_MAX	    16	       /* rich outputs in one result */
+#define AL_OUTPUT_MIME_MAX  64	       /* an output's media type */
+#define AL_OUTPUT_BYTES_MAX (8u << 20) /* one output's bytes */
+
+/* A rich output of a session's python call (a figure: image/png). */
+struct al_output {
+	char *mime;
+	struct al_bytes data;
+};
 
 struct al_result {
 	uint32_t version; /* AL_PROTO_VERSION */
@@ -86,6 +97,8 @@ struct al_result {
 	struct al_test_result *build;
 	struct al_test_result *tests;
 	size_t ntests;
+	struct al_output *outputs; /* a session's python call: figures, in order */
+	size_t noutputs;
 };
 
 const char *al_status_name(enum al_status_code s);
@@ -103,6 +116,9 @@ int al_result_set_error(struct al_result *res, const char *fmt, ...)
 /* Append a connection to res->egress (copies the strings); -1 when out of
  * memory or the transcript is full. */
 int al_result_add_egress(struct al_result *res, const struct al_egress_conn *c);
+/* Add an output (copies both); 0, or -1 when out of memory or past
+ * AL_OUTPUTS_MAX. */
+int al_result_add_output(struct al_result *res, const char *mime, const void *data, size_t len);
 /* Add a key/value to res->info (copies both); returns 0 or -1. */
 int al_result_add_info(struct al_result *res, const char *key, const char *value);
 void al_result_free(struct al_result *res);

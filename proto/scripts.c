@@ -380,11 +380,97 @@ const char al_lua_vm_end_one[] =
     "end\n"
     "return 1\n";
 
+/* End open session sid (record k) for reason r at now, expiring after ttl:
+ * SESSION_END and SESSION_LOST. */
+#define SESSION_END_ONE                                                                            \
+	"local function end_one(k, sid, r, now, ttl)\n"                                            \
+	"  if redis.call('HGET', k, 'state') ~= 'open' then return 0 end\n"                        \
+	"  redis.call('HSET', k, 'state', 'ended', 'reason', r, 'ended_ms', now)\n"                \
+	"  redis.call('PEXPIRE', k, ttl)\n"                                                        \
+	"  redis.call('ZREM', '" AL_KEY_SESSIONS "', sid)\n"                                       \
+	"  local t = '" AL_KEY_PREFIX                                                              \
+	"tenant:' .. (redis.call('HGET', k, 'tenant') or 'default')\n"                             \
+	"  if tonumber(redis.call('HGET', t, 'sessions') or '0') > 0 then\n"                       \
+	"    redis.call('HINCRBY', t, 'sessions', -1)\n"                                           \
+	"  end\n"                                                                                  \
+	"  return 1\n"                                                                             \
+	"end\n"
+
+const char al_lua_session_open[] =
+    "local n = tonumber(redis.call('HGET', KEYS[2], 'sessions') or '0')\n"
+    "if n >= tonumber(ARGV[6]) then return {0, n} end\n"
+    "redis.call('HINCRBY', KEYS[2], 'sessions', 1)\n"
+    "redis.call('HSET', KEYS[1], 'tenant', ARGV[1], 'tier', ARGV[2], 'worker', ARGV[3],\n"
+    "  'state', 'open', 'opened_ms', ARGV[4], 'lease_ms', ARGV[5], 'life_ms', ARGV[7])\n"
+    "redis.call('ZADD', KEYS[3], ARGV[5], ARGV[8])\n"
+    "return {1, n + 1}\n";
+
+const char al_lua_session_call[] =
+    "local r = redis.call('HMGET', KEYS[1], 'tenant', 'state', 'reason', 'worker')\n"
+    "if not r[1] or r[1] ~= ARGV[1] then return {0} end\n"
+    "if r[2] ~= 'open' then return {2, r[3] or ''} end\n"
+    "local q = '" AL_KEY_PREFIX "wq:' .. r[4]\n"
+    "redis.call('RPUSH', q, ARGV[2])\n"
+    "redis.call('PEXPIRE', q, 86400000)\n"
+    "return {1}\n";
+
+const char al_lua_session_reply[] = "redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])\n"
+				    "redis.call('RPUSH', KEYS[2], '1')\n"
+				    "redis.call('PEXPIRE', KEYS[2], ARGV[2])\n"
+				    "return 1\n";
+
+const char al_lua_session_renew[] = "local n = 0\n"
+				    "for i = 3, #ARGV do\n"
+				    "  local k = '" AL_KEY_PREFIX "sess:' .. ARGV[i]\n"
+				    "  local r = redis.call('HMGET', k, 'worker', 'state')\n"
+				    "  if r[1] == ARGV[1] and r[2] == 'open' then\n"
+				    "    redis.call('HSET', k, 'lease_ms', ARGV[2])\n"
+				    "    redis.call('ZADD', KEYS[1], ARGV[2], ARGV[i])\n"
+				    "    n = n + 1\n"
+				    "  end\n"
+				    "end\n"
+				    "return n\n";
+
+const char al_lua_session_end[] =
+    SESSION_END_ONE "return end_one(KEYS[1], ARGV[4], ARGV[1], ARGV[2], ARGV[3])\n";
+
+const char al_lua_session_lost[] = SESSION_END_ONE
+    "local n = 0\n"
+    "for _, sid in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, "
+    "64)) do\n"
+    "  if end_one('" AL_KEY_PREFIX "sess:' .. sid, sid, 'worker_lost', ARGV[1], ARGV[2]) == 0 "
+    "then\n"
+    "    redis.call('ZREM', KEYS[1], sid)\n"
+    "  else n = n + 1 end\n"
+    "end\n"
+    "return n\n";
+
 const char *const al_lua_all[] = {
-    al_lua_submit,  al_lua_lookup,     al_lua_admit,	  al_lua_claim,	  al_lua_fetch,
-    al_lua_commit,  al_lua_reject,     al_lua_retry,	  al_lua_promote, al_lua_reclaim,
-    al_lua_cancel,  al_lua_expire,     al_lua_trim,	  al_lua_rearm,	  al_lua_give_back,
-    al_lua_workers, al_lua_vm_end_due, al_lua_vm_end_one, NULL,
+    al_lua_submit,
+    al_lua_lookup,
+    al_lua_admit,
+    al_lua_claim,
+    al_lua_fetch,
+    al_lua_commit,
+    al_lua_reject,
+    al_lua_retry,
+    al_lua_promote,
+    al_lua_reclaim,
+    al_lua_cancel,
+    al_lua_expire,
+    al_lua_trim,
+    al_lua_rearm,
+    al_lua_give_back,
+    al_lua_workers,
+    al_lua_vm_end_due,
+    al_lua_vm_end_one,
+    al_lua_session_open,
+    al_lua_session_call,
+    al_lua_session_reply,
+    al_lua_session_renew,
+    al_lua_session_end,
+    al_lua_session_lost,
+    NULL,
 };
 
 bool al_script_read_only(const char *script)

@@ -128,6 +128,45 @@ extern const char al_lua_vm_end_due[];
  * Ends one lease (its domain is gone). -> 1 */
 extern const char al_lua_vm_end_one[];
 
+/* Sessions (session.h; PROTOCOL.md, "Sessions"). A session's record is
+ * al:sess:<id> (tenant, tier, worker, state open|ended, reason, opened_ms,
+ * lease_ms, life_ms, ended_ms); al:sessions orders the open ones by lease
+ * end; al:tenant:<t> field sessions counts a tenant's open ones.
+ *
+ * SESSION_OPEN (worker) KEYS: record, al:tenant:<t>, al:sessions
+ *         ARGV: tenant, tier, worker, now ms, lease end ms, max per tenant,
+ *         life end ms, session id
+ * -> {1, open sessions} opened; {0, open sessions} the tenant is at its
+ *    maximum (nothing written) */
+extern const char al_lua_session_open[];
+
+/* SESSION_CALL (client) KEYS: record   ARGV: tenant, call bytes
+ * Queues the call for the worker that holds the session (al:wq:<worker>).
+ * -> {1} queued; {0} no such session for this tenant (another tenant's
+ *    reads the same); {2, reason} the session has ended */
+extern const char al_lua_session_call[];
+
+/* SESSION_REPLY (worker) KEYS: al:res:<call>, al:done:<call>
+ *         ARGV: result bytes, ttl ms
+ * A call's result and its wake-up token, as a job's. -> 1 */
+extern const char al_lua_session_reply[];
+
+/* SESSION_RENEW (worker) KEYS: al:sessions   ARGV: worker, lease end ms,
+ *         then session ids
+ * Each open session the worker holds gets the new lease end. -> renewed */
+extern const char al_lua_session_renew[];
+
+/* SESSION_END (worker) KEYS: record, al:sessions
+ *         ARGV: reason, now ms, ttl ms, session id
+ * Ends an open session: the record says ended and why and expires after
+ * ttl, the tenant's count goes down. -> 1 ended, 0 already ended */
+extern const char al_lua_session_end[];
+
+/* SESSION_LOST (scheduler) KEYS: al:sessions   ARGV: now ms, ttl ms
+ * Ends the open sessions whose lease ran out (at most 64 a call) with
+ * reason worker_lost. -> how many */
+extern const char al_lua_session_lost[];
+
 /* Every script above, NULL-terminated (loaded with SCRIPT LOAD at connect). */
 extern const char *const al_lua_all[];
 

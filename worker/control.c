@@ -21,7 +21,10 @@
 /* Cancel the job of s: stop it if it runs; end it if it is held. */
 static void cancel_slot(struct worker *w, struct slot *s)
 {
-	if (s->runner) {
+	if (s->session) {
+		al_log("info", "cancel", "job=%s session=yes", s->id);
+		wk_session_cancel(s);
+	} else if (s->runner) {
 		al_log("info", "cancel", "job=%s slot=%d", s->id, s->index);
 		al_runner_stop(s->runner, AL_ST_CANCELLED, "cancelled by a client while running");
 	} else if (s->waiting) {
@@ -95,6 +98,7 @@ void wk_heartbeat(evutil_socket_t fd, short what, void *arg)
 	wk_health_tick(w);
 	if (!al_aconn_is_up(w->cmd))
 		return;
+	wk_sessions_renew(w);
 	n += snprintf(desc + n, sizeof(desc) - (size_t)n,
 		      "{\"pid\":%d,\"beat\":%llu,\"slots\":%u,\"busy\":%u,\"held\":%u,"
 		      "\"draining\":%s,\"done\":%llu,\"backends\":[",
@@ -187,7 +191,8 @@ void wk_on_conn_down(struct al_aconn *c, void *arg)
 	       "conn=%s note=\"reconnecting; results are kept until committed\"",
 	       c == w->cmd     ? "cmd"
 	       : c == w->fetch ? "fetch"
-			       : "sub");
+	       : c == w->sub   ? "sub"
+			       : "sessq");
 }
 
 void wk_on_fetch_up(struct al_aconn *c, void *arg)
@@ -258,6 +263,8 @@ void wk_on_signal(evutil_socket_t sig, short what, void *arg)
 	w->draining = true;
 	al_log("info", "drain", "signal=%d busy=%u held=%u grace_ms=%llu", (int)sig,
 	       wk_busy_slots(w), wk_held_jobs(w), (unsigned long long)w->conf->drain_grace_ms);
+	/* a session's state cannot move to another worker: it ends now */
+	wk_sessions_end_all(w, AL_SESS_WORKER_STOP);
 	/* Held jobs have not started: back to the queue for other workers. */
 	for (int b = 0; b < w->nbackends; b++) {
 		for (unsigned i = w->conf->slots; i < wk_nplaces(w); i++) {

@@ -305,6 +305,10 @@ void wk_job_run(struct worker *w, struct slot *s)
 		wk_slot_release(s);
 		return;
 	}
+	if (s->job.session) { /* the slot stays the session's */
+		wk_session_start(w, s);
+		return;
+	}
 	spec.job = &s->job;
 	al_run_spec_of(s->tier, &s->job, (unsigned)s->index, &spec);
 	spec.attempt = s->attempt;

@@ -307,7 +307,7 @@ void al_runner_stop(struct al_runner *r, enum al_status_code why, const char *ms
  * failure ends it through finish. */
 static void start_step(struct al_runner *r, const struct al_run_spec *spec)
 {
-	struct al_watch w = {.nfds = 0, .egress_fd = -1};
+	struct al_watch w = {.nfds = 0, .egress_fd = -1, .session_fd = -1};
 	struct al_err err = {0};
 	struct timeval tv;
 

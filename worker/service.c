@@ -187,7 +187,8 @@ static int wire(struct worker *w, struct al_err *err)
 	w->cmd = al_aconn_new(w->base, &w->url, "cmd", wk_on_cmd_up, wk_on_conn_down, w);
 	w->fetch = al_aconn_new(w->base, &w->url, "fetch", wk_on_fetch_up, wk_on_conn_down, w);
 	w->sub = al_aconn_new(w->base, &w->url, "sub", wk_on_sub_up, wk_on_conn_down, w);
-	if (!w->cmd || !w->fetch || !w->sub)
+	w->sessq = al_aconn_new(w->base, &w->url, "sessq", wk_sessions_on_up, wk_on_conn_down, w);
+	if (!w->cmd || !w->fetch || !w->sub || !w->sessq)
 		return al_err_set(err, AL_ENOMEM, "out of memory making the connections");
 	return AL_OK;
 }
@@ -227,6 +228,8 @@ static void say_goodbye(struct worker *w)
 static void tear_down(struct worker *w)
 {
 	w->draining = true;
+	wk_sessions_end_all(w, AL_SESS_WORKER_STOP);
+	al_aconn_free(w->sessq);
 	al_aconn_free(w->cmd);
 	al_aconn_free(w->fetch);
 	al_aconn_free(w->sub);

@@ -12,6 +12,7 @@
  *   slots.c    the slot table: slots and places, release, hold, give back
  *   health.c   a backend that keeps failing to set up sandboxes: paused,
  *              probed, resumed
+ *   session.c  sessions: a slot's sandbox kept for a tenant's calls
  *   jobs.c     running a job: admission re-check, the runner, its result,
  *              held jobs started in freed slots, histograms
  *   fetch.c    taking jobs: FETCH and CLAIM scripts, the blocking read
@@ -41,6 +42,7 @@
 #include "../common/aconn.h"
 #include "../common/policy.h"
 #include "../proto/contract.h"
+#include "../proto/session.h"
 #include "runner.h"
 #include "service.h"
 #include "webhook.h"
@@ -50,6 +52,7 @@
 #define MAX_STREAMS    (AL_TIERS_MAX * AL_BANDS)
 
 struct worker;
+struct wk_session;
 
 /* A backend has conf->slots slots that run jobs and, after them,
  * conf->prefetch places that only hold a claimed job (fetched ahead with
@@ -72,8 +75,9 @@ struct slot {
 	struct al_job job;
 	bool have_job;
 	struct al_runner *runner;
-	bool released;	  /* drain gave it back: retry, do not commit */
-	bool out_ttl_set; /* live output: its stream has an entry (and a TTL) */
+	bool released;		    /* drain gave it back: retry, do not commit */
+	struct wk_session *session; /* a session's job: the session it holds */
+	bool out_ttl_set;	    /* live output: its stream has an entry (and a TTL) */
 	/* network egress: the job's egress_allow, parsed (admitted: within
 	 * its tier's rules) */
 	struct al_egress_rule egress[AL_EGRESS_RULES_MAX];
@@ -132,6 +136,9 @@ struct worker {
 	struct event_base *base;
 	struct al_redis_url url;
 	struct al_aconn *cmd, *fetch, *sub;
+	struct al_aconn *sessq;	     /* the sessions' calls (BLPOP al:wq:<worker>) */
+	struct wk_session *sessions; /* open (and opening) */
+	bool calls_waiting;	     /* a BLPOP on sessq */
 	struct backend_state backends[8];
 	int nbackends;
 	const char *streams[MAX_STREAMS];
@@ -211,6 +218,14 @@ struct backend_state *wk_backend_for(struct worker *w, const char *name);
 void wk_slot_release(struct slot *s);
 void wk_give_back(struct worker *w, struct slot *p);
 void wk_hold(struct worker *w, struct slot *p);
+
+/* session.c: sessions (proto/session.h) */
+/* Slot s holds an accepted session job: start its sandbox and server. */
+void wk_session_start(struct worker *w, struct slot *s);
+void wk_sessions_on_up(struct al_aconn *c, void *arg); /* sessq: wait for calls */
+void wk_sessions_renew(struct worker *w);	       /* each heartbeat: leases */
+void wk_sessions_end_all(struct worker *w, enum al_sess_end why);
+void wk_session_cancel(struct slot *s); /* its open job was cancelled */
 
 /* jobs.c */
 void wk_dispatch_held(struct worker *w, struct backend_state *be);

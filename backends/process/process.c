@@ -565,19 +565,23 @@ static int proc_start(struct al_sandbox *sb, struct al_watch *wt, struct al_err 
 	}
 	p->cpu_base_ns = al_cg_cpu_ns(&w->cg);
 	/* Network egress: the proxy listens on the sandbox's own loopback (its
-	 * network namespace has nothing else), before the job can run. */
-	if (sb->spec.network == AL_NET_EGRESS) {
+	 * network namespace has nothing else), before the job can run; so does
+	 * a session's socket, on an abstract name of that namespace. */
+	if (sb->spec.network == AL_NET_EGRESS || sb->spec.session) {
 		char ns[64];
-		int nsfd, lfd;
+		cleanup_close int nsfd = -1;
 
 		snprintf(ns, sizeof(ns), "/proc/%d/ns/net", (int)w->pid);
 		if ((nsfd = open(ns, O_RDONLY | O_CLOEXEC)) < 0)
 			return al_err_sys(err, "process: open the sandbox's network namespace");
-		lfd = al_netns_listen(nsfd, AL_EGRESS_PROXY_PORT, err);
-		close(nsfd);
-		if (lfd < 0)
+		if (sb->spec.network == AL_NET_EGRESS &&
+		    (wt->egress_fd = al_netns_listen(nsfd, AL_EGRESS_PROXY_PORT, err)) < 0)
 			return al_err_wrap(err, "process");
-		wt->egress_fd = lfd;
+		if (sb->spec.session &&
+		    (wt->session_fd = al_netns_listen_unix(nsfd, AL_SESSION_SOCKET, err)) < 0) {
+			al_closep(&wt->egress_fd);
+			return al_err_wrap(err, "process");
+		}
 	}
 	if (send_go(w, fds, nfds)) {
 		/* died between the check and the message: one retry, cold */

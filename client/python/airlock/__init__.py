@@ -9,14 +9,15 @@ from typing import Any, Dict, Optional
 from .client import (AirlockError, Cancelled, Chunk, Client, CompileError, CpuLimit, Expired,
                      JobFailed, MemoryLimit, NotFound, OutputLimit, QuotaExceeded, Rejected,
                      Result, SandboxError, TestResult, Timeout, Unauthorized, Unavailable,
-                     WaitTimeout, WorkerLost, load_grading_dir, tool_answer)
+                     WaitTimeout, WorkerLost, load_grading_dir, tool_answer, Session,
+                     SessionEnded, Output)
 
 __version__ = "0.1.0"
 __all__ = ["Client", "Result", "Chunk", "run_python", "tool_answer", "AirlockError",
            "Unavailable", "Unauthorized", "NotFound", "Rejected", "QuotaExceeded",
            "WaitTimeout", "JobFailed", "Timeout", "CpuLimit", "MemoryLimit", "OutputLimit",
            "Cancelled", "SandboxError", "WorkerLost", "Expired", "CompileError", "TestResult",
-           "load_grading_dir"]
+           "load_grading_dir", "Session", "SessionEnded", "Output"]
 
 _default: Optional[Client] = None
 

@@ -19,7 +19,7 @@ __all__ = [
     "Client", "Result", "Chunk", "AirlockError", "Unavailable", "Unauthorized", "NotFound",
     "Rejected", "QuotaExceeded", "WaitTimeout", "JobFailed", "Timeout", "CpuLimit",
     "MemoryLimit", "OutputLimit", "Cancelled", "SandboxError", "WorkerLost", "Expired",
-    "CompileError", "TestResult", "load_grading_dir",
+    "CompileError", "TestResult", "load_grading_dir", "Session", "SessionEnded", "Output",
 ]
 
 Bytes = Union[bytes, str]
@@ -111,6 +111,19 @@ class Expired(JobFailed):
     status = "expired"
 
 
+class SessionEnded(AirlockError):
+    """The session has ended (closed, idle, max_life, limit, call_stuck,
+    exited, worker_lost, worker_stop, broken): open another. reason says
+    which, detail the rest."""
+
+    def __init__(self, session: str, reason: str, detail: str = ""):
+        super().__init__("session %s ended: %s%s" % (session, reason,
+                                                     ": " + detail if detail else ""))
+        self.session = session
+        self.reason = reason
+        self.detail = detail
+
+
 class CompileError(JobFailed):
     """A grading job's build failed: no test ran (stdout and stderr are the build's)."""
     status = "compile_error"
@@ -164,6 +177,14 @@ class TestResult:
 
 
 @dataclass
+class Output:
+    """A rich output of a session's python call: a figure left open (or
+    display()ed) is an image/png."""
+    mime: str
+    data: bytes
+
+
+@dataclass
 class Result:
     """A job's result (proto/PROTOCOL.md, "Result"); stdout and stderr are bytes."""
     id: str
@@ -184,6 +205,7 @@ class Result:
     files: List[Dict[str, Any]] = field(default_factory=list)
     build: Optional[TestResult] = None  # a grading job's build
     tests: List[TestResult] = field(default_factory=list)  # ...and its tests, in order
+    outputs: List[Output] = field(default_factory=list)  # a session's python call: figures
     raw: Dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property
@@ -219,6 +241,8 @@ class Result:
                    info=dict(m.get("info") or {}), files=list(m.get("files") or []),
                    build=TestResult.from_map(m["build"]) if m.get("build") else None,
                    tests=[TestResult.from_map(x) for x in m.get("tests") or []],
+                   outputs=[Output(mime=o.get("mime", ""), data=_bytes_of(o, "data"))
+                            for o in m.get("outputs") or []],
                    raw=dict(m))
 
 
@@ -448,6 +472,90 @@ class _Gateway:
             self.conn = None
 
 
+class Session:
+    """An open session (Client.session): calls run one at a time, in order,
+    in one sandbox whose state lasts. Each returns a Result like a job's
+    (a python exception is a nonzero_exit with its traceback in stderr and
+    its summary in error; a call past its time is a timeout, interrupted,
+    and the session goes on); SessionEnded once the session has ended."""
+
+    def __init__(self, client: "Client", sid: str, tier: Optional[str]):
+        self.client = client
+        self.id = sid
+        self.tier = tier
+
+    def __enter__(self) -> "Session":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def _call(self, call: Dict[str, Any], timeout: Optional[float]) -> Result:
+        if timeout is not None:
+            call["timeout_ms"] = max(1, int(timeout * 1000))
+        via = self.client._via
+        if isinstance(via, _Gateway):
+            res = via.session_call(self.id, call)
+        else:
+            res = via.session_wait(self.id, via.session_call(self.id, call), None)
+        if res.status == "session_ended":
+            reason, _, detail = (res.error or "").partition(": ")[2].partition(": ")
+            raise SessionEnded(self.id, reason or "ended", detail)
+        return res
+
+    def run_python(self, code: Bytes, *, timeout: Optional[float] = None) -> Result:
+        """Run code in the session's Python interpreter (its globals last);
+        a last expression's value is printed; open figures come back in
+        outputs (image/png)."""
+        return self._call({"op": "python", "code": code if isinstance(code, str)
+                           else bytes(code).decode()}, timeout)
+
+    def exec(self, cmd: Union[str, Sequence[str]], *,
+             timeout: Optional[float] = None) -> Result:
+        """A shell line (a str) or a program and its arguments (a list), in
+        the session's work directory."""
+        if isinstance(cmd, str):
+            return self._call({"op": "exec", "code": cmd}, timeout)
+        return self._call({"op": "exec", "argv": list(cmd)}, timeout)
+
+    def put(self, path: str, data: Bytes, mode: int = 0o644) -> None:
+        """Write a file under the session's work directory."""
+        raw = data.encode() if isinstance(data, str) else bytes(data)
+        res = self._call({"op": "put", "path": path, "data": raw, "mode": mode}, None)
+        if res.status != "ok":
+            raise AirlockError("put %s: %s" % (path, res.error or res.status))
+
+    def get(self, path: str) -> bytes:
+        """A file's bytes (OutputLimit past the worker's cap on files)."""
+        res = self._call({"op": "get", "path": path}, None)
+        if res.status != "ok":
+            raise NotFound("get %s: %s" % (path, res.error or res.status))
+        if res.stdout_truncated:
+            raise OutputLimit(res)
+        return res.stdout
+
+    def ls(self, path: str = "") -> List[Tuple[int, str]]:
+        """(size, path) of each file under path (the work directory)."""
+        call: Dict[str, Any] = {"op": "ls"}
+        if path:
+            call["path"] = path
+        res = self._call(call, None)
+        if res.status != "ok":
+            raise NotFound("ls %s: %s" % (path or ".", res.error or res.status))
+        out = []
+        for line in res.stdout.decode(errors="replace").splitlines():
+            size, _, name = line.partition("\t")
+            out.append((int(size), name))
+        return out
+
+    def close(self) -> None:
+        """End the session (its sandbox is destroyed); closing twice is fine."""
+        try:
+            self._call({"op": "close"}, None)
+        except (SessionEnded, NotFound):
+            pass
+
+
 def _gateway_body(job: Any) -> Any:
     """Bytes fields as text, or NAME_base64 when they are not UTF-8, at any
     depth (files, a grading job's build and tests)."""
@@ -488,7 +596,7 @@ class _Redis:
             self.r = redis.Redis.from_url(url)
         self.tenant = tenant
         self.scripts = {n: self.r.register_script(getattr(_scripts, n))
-                        for n in ("SUBMIT", "REARM")}
+                        for n in ("SUBMIT", "REARM", "SESSION_CALL")}
         self.lookup_sha = hashlib.sha1(_scripts.LOOKUP.encode()).hexdigest()
 
     def _call(self, fn, *a, **kw):
@@ -591,6 +699,40 @@ class _Redis:
             if not entries and self._call(self.r.exists, "al:res:" + jid):
                 return  # ended, its end entry gone (expired or trimmed)
 
+    def session_call(self, sid: str, call: Dict[str, Any]) -> str:
+        """Queue a call for the session's worker (SESSION_CALL); its id."""
+        import msgpack
+        call = dict(call, v=1, session=sid)
+        call.setdefault("id", uuid.uuid4().hex)
+        call.setdefault("tenant", self.tenant)
+        call.setdefault("submitted_ms", int(time.time() * 1000))
+        got = self._call(self.scripts["SESSION_CALL"], keys=["al:sess:" + sid],
+                         args=[call["tenant"], msgpack.packb(call, use_bin_type=True)])
+        if got[0] == 0:
+            raise NotFound("no session %s" % sid)
+        if got[0] == 2:
+            raise SessionEnded(sid, got[1].decode())
+        return call["id"]
+
+    def session_wait(self, sid: str, cid: str, timeout: Optional[float]) -> Result:
+        """The call's result; SessionEnded when the session ended first (its
+        record says so, or its worker stopped renewing it)."""
+        end = time.monotonic() + timeout if timeout else None
+        while True:
+            res = self._result(cid)
+            if res:
+                return res
+            st = self._call(self.r.hmget, "al:sess:" + sid, "state", "reason", "lease_ms")
+            if st[0] == b"ended" or (st[2] and int(st[2]) < time.time() * 1000):
+                res = self._result(cid)
+                if res:
+                    return res
+                raise SessionEnded(sid, st[1].decode() if st[0] == b"ended" and st[1]
+                                   else "worker_lost")
+            if end is not None and time.monotonic() >= end:
+                raise WaitTimeout("timed out waiting for call %s" % cid)
+            self._call(self.r.blpop, ["al:done:" + cid], timeout=1)
+
     def close(self) -> None:
         self.r.close()
 
@@ -684,6 +826,36 @@ class Client:
         stream is bounded by the job's caps; the result keeps the whole
         capped output."""
         return self._via.stream(job_id, after or "0", timeout)
+
+    def session(self, *, tier: Optional[str] = None, memory: Optional[int] = None,
+                timeout: Optional[float] = None, open_timeout: Optional[float] = 120,
+                **fields: Any) -> "Session":
+        """Open a session (PROTOCOL.md, "Sessions"): one sandbox of the tier
+        whose state (variables, imports, files) lasts between calls, until
+        it is closed, idle or old past the tier's policy. memory (bytes)
+        holds for the whole session, timeout (seconds) is each call's
+        default. Use it in a with block (closed at the end). Raises the
+        open job's JobFailed (QuotaExceeded: the tenant has its tier's
+        max_per_tenant open, Rejected: the tier has no sessions)."""
+        lim = dict(fields.pop("limits", None) or {})
+        if memory is not None:
+            lim["memory_bytes"] = int(memory)
+        t = timeout if timeout is not None else self.timeout
+        if t is not None:
+            lim["wall_ms"] = max(1, int(t * 1000))
+        job: Dict[str, Any] = dict(fields, session=True)
+        if lim:
+            job["limits"] = lim
+        tier = tier or self.tier
+        if tier:
+            job["tier"] = tier
+        if isinstance(self._via, _Gateway):
+            return Session(self, self._via.session_open(job, open_timeout), tier)
+        if "tier" not in job:
+            raise ValueError("tier: needed (the gateway's policy has no default here)")
+        res = self._via.wait(self._via.submit(job), open_timeout)
+        res.raise_for_status()
+        return Session(self, res.id, tier)
 
     def grade(self, tests: Sequence[Mapping[str, Any]], code: Optional[Bytes] = None, *,
               argv: Optional[Sequence[str]] = None,

@@ -1,0 +1,276 @@
+/* session.c - a session call's msgpack codec (session.h). */
+#include "session.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codec.h"
+#include "mp.h"
+
+static const char *const op_names[AL_SESS_OP_COUNT] = {"exec", "python", "put",
+						       "get",  "ls",	 "close"};
+static const char *const end_names[AL_SESS_END_COUNT] = {
+    "closed",	   "idle",	  "max_life",	 "limit",  "call_stuck",
+    "exited",	   "worker_lost", "worker_stop", "broken"};
+
+const char *al_sess_op_name(enum al_sess_op op)
+{
+	return op < AL_SESS_OP_COUNT ? op_names[op] : "?";
+}
+
+int al_sess_op_parse(const char *name)
+{
+	for (int i = 0; i < AL_SESS_OP_COUNT; i++)
+		if (!strcmp(name, op_names[i]))
+			return i;
+	return -1;
+}
+
+const char *al_sess_end_name(enum al_sess_end why)
+{
+	return why < AL_SESS_END_COUNT ? end_names[why] : "?";
+}
+
+int al_sess_end_parse(const char *name)
+{
+	for (int i = 0; i < AL_SESS_END_COUNT; i++)
+		if (!strcmp(name, end_names[i]))
+			return i;
+	return -1;
+}
+
+int al_sess_call_validate(const struct al_sess_call *c, struct al_err *err)
+{
+	int rc;
+
+	if (!c->id || !al_job_id_ok(c->id, strlen(c->id)))
+		return al_err_set(err, AL_EINVAL, "id: expected 1..%d of [A-Za-z0-9._:-]",
+				  AL_ID_MAX);
+	if (!c->session || !al_job_id_ok(c->session, strlen(c->session)))
+		return al_err_set(err, AL_EINVAL, "session: expected a session's id");
+	if (!c->tenant || !al_job_id_ok(c->tenant, strlen(c->tenant)))
+		return al_err_set(err, AL_EINVAL, "tenant: expected 1..%d of [A-Za-z0-9._:-]",
+				  AL_ID_MAX);
+	if (c->op >= AL_SESS_OP_COUNT)
+		return al_err_set(err, AL_EINVAL, "op: unknown");
+	switch (c->op) {
+	case AL_SESS_EXEC:
+		if (!c->argc && !c->code.len)
+			return al_err_set(err, AL_EINVAL,
+					  "exec: needs argv (a program) or code (a shell line)");
+		if (c->argc && c->code.len)
+			return al_err_set(err, AL_EINVAL, "exec: argv or code, not both");
+		break;
+	case AL_SESS_PYTHON:
+		if (!c->code.len)
+			return al_err_set(err, AL_EINVAL, "python: needs code");
+		break;
+	case AL_SESS_PUT:
+	case AL_SESS_GET:
+		if (!c->path)
+			return al_err_set(err, AL_EINVAL, "%s: needs path", op_names[c->op]);
+		if ((rc = al_check_rel_path("path", c->path, err)))
+			return rc;
+		if (c->mode > 0777)
+			return al_err_set(err, AL_EINVAL, "mode: %o is more than permission bits",
+					  c->mode);
+		break;
+	case AL_SESS_LS:
+		if (c->path && c->path[0] && (rc = al_check_rel_path("path", c->path, err)))
+			return rc;
+		break;
+	default: break;
+	}
+	if (c->data.len > AL_SESS_FILE_MAX)
+		return al_err_set(err, AL_EINVAL, "data: %zu bytes, at most %u", c->data.len,
+				  AL_SESS_FILE_MAX);
+	if (c->timeout_ms > AL_LIMIT_WALL_MS_MAX)
+		return al_err_set(err, AL_EINVAL, "timeout_ms: at most %llu",
+				  (unsigned long long)AL_LIMIT_WALL_MS_MAX);
+	return AL_OK;
+}
+
+enum call_field {
+	C_V,
+	C_ID,
+	C_SESSION,
+	C_TENANT,
+	C_OP,
+	C_CODE,
+	C_ARGV,
+	C_PATH,
+	C_DATA,
+	C_MODE,
+	C_TIMEOUT,
+	C_SUBMITTED,
+	C_COUNT
+};
+
+static const char *const call_field_names[C_COUNT] = {
+    "v", "id", "session", "tenant", "op", "code", "argv", "path", "data", "mode", "timeout_ms",
+    "submitted_ms"};
+
+static int dec_field(enum call_field f, const msgpack_object *v, struct al_sess_call *c,
+		     struct al_err *err)
+{
+	uint64_t u;
+	char *s = NULL;
+	int rc;
+
+	switch (f) {
+	case C_V:
+		rc = al_mp_get_uint(v, "v", AL_PROTO_VERSION, AL_PROTO_VERSION, &u, err);
+		c->version = (uint32_t)u;
+		return rc;
+	case C_ID: return al_mp_get_text(v, "id", AL_ID_MAX, &c->id, err);
+	case C_SESSION: return al_mp_get_text(v, "session", AL_ID_MAX, &c->session, err);
+	case C_TENANT: return al_mp_get_text(v, "tenant", AL_ID_MAX, &c->tenant, err);
+	case C_OP:
+		if ((rc = al_mp_get_text(v, "op", 16, &s, err)))
+			return rc;
+		rc = al_sess_op_parse(s);
+		if (rc < 0)
+			rc = al_err_set(err, AL_EINVAL,
+					"op: unknown \"%s\": expected exec, python, put, get, ls or "
+					"close",
+					s);
+		else
+			c->op = (enum al_sess_op)rc, rc = AL_OK;
+		free(s);
+		return rc;
+	case C_CODE: return al_mp_get_bytes(v, "code", AL_CODE_MAX, &c->code, err);
+	case C_ARGV:
+		return al_dec_text_array(v, "argv", AL_ARGV_MAX, AL_ARG_MAX, &c->argv, &c->argc,
+					 err);
+	case C_PATH: return al_mp_get_text(v, "path", AL_PATH_MAX, &c->path, err);
+	case C_DATA: return al_mp_get_bytes(v, "data", AL_SESS_FILE_MAX, &c->data, err);
+	case C_MODE:
+		rc = al_mp_get_uint(v, "mode", 0, 0777, &u, err);
+		c->mode = (uint32_t)u;
+		return rc;
+	case C_TIMEOUT:
+		return al_mp_get_uint(v, "timeout_ms", 1, AL_LIMIT_WALL_MS_MAX, &c->timeout_ms, err);
+	case C_SUBMITTED:
+		return al_mp_get_uint(v, "submitted_ms", 0, UINT64_MAX, &c->submitted_ms, err);
+	case C_COUNT: break;
+	}
+	return al_err_set(err, AL_EINVAL, "internal: unhandled field");
+}
+
+static int decode_obj(const msgpack_object *root, struct al_sess_call *c, struct al_err *err)
+{
+	uint32_t seen = 0;
+	int rc;
+
+	if (root->type != MSGPACK_OBJECT_MAP)
+		return al_err_set(err, AL_EINVAL, "call: wrong type: expected map, got %s",
+				  al_mp_type_name(root->type));
+	c->op = AL_SESS_OP_COUNT;
+	for (uint32_t i = 0; i < root->via.map.size; i++) {
+		const msgpack_object_kv *kv = &root->via.map.ptr[i];
+		int f;
+
+		if (kv->key.type != MSGPACK_OBJECT_STR)
+			return al_err_set(err, AL_EINVAL, "call: key #%u: expected a string", i);
+		for (f = 0; f < C_COUNT; f++)
+			if (al_mp_key_is(&kv->key, call_field_names[f]))
+				break;
+		if (f == C_COUNT)
+			return al_err_set(
+			    err, AL_EINVAL, "call: unknown field \"%.*s\"",
+			    (int)(kv->key.via.str.size > 40 ? 40 : kv->key.via.str.size),
+			    al_utf8_valid(kv->key.via.str.ptr, kv->key.via.str.size)
+				? kv->key.via.str.ptr
+				: "(not UTF-8)");
+		if (seen & (1u << f))
+			return al_err_set(err, AL_EINVAL, "%s: duplicate field",
+					  call_field_names[f]);
+		seen |= 1u << f;
+		if ((rc = dec_field((enum call_field)f, &kv->val, c, err)))
+			return rc;
+	}
+	if (!(seen & (1u << C_V)))
+		return al_err_set(err, AL_EINVAL, "v: missing: the protocol version is required");
+	if (!(seen & (1u << C_OP)))
+		return al_err_set(err, AL_EINVAL, "op: missing");
+	if (!(seen & (1u << C_MODE)))
+		c->mode = 0644;
+	if (!c->tenant && !(c->tenant = strdup("default")))
+		return al_err_set(err, AL_ENOMEM, "tenant: out of memory");
+	return al_sess_call_validate(c, err);
+}
+
+int al_sess_call_decode(const void *buf, size_t len, struct al_sess_call *c, struct al_err *err)
+{
+	msgpack_unpacked up;
+	const msgpack_object *root;
+	int rc;
+
+	memset(c, 0, sizeof(*c));
+	if (len > AL_SESS_CALL_MAX_BYTES)
+		return al_err_set(err, AL_EINVAL, "call: %zu bytes, at most %u", len,
+				  AL_SESS_CALL_MAX_BYTES);
+	msgpack_unpacked_init(&up);
+	rc = al_mp_parse(buf, len, &up, &root, err);
+	if (!rc)
+		rc = decode_obj(root, c, err);
+	msgpack_unpacked_destroy(&up);
+	if (rc)
+		al_sess_call_free(c);
+	return rc;
+}
+
+int al_sess_call_encode(const struct al_sess_call *c, struct al_buf *out, struct al_err *err)
+{
+	msgpack_packer pk;
+	size_t n = 5; /* v, id, session, tenant, op */
+	int rc, bad = 0;
+
+	if ((rc = al_sess_call_validate(c, err)))
+		return rc;
+	n += c->code.len > 0;
+	n += c->argc > 0;
+	n += c->path != NULL;
+	n += c->data.len > 0;
+	n += c->op == AL_SESS_PUT;
+	n += c->timeout_ms > 0;
+	n += c->submitted_ms > 0;
+	al_mp_packer_init(&pk, out);
+	bad |= msgpack_pack_map(&pk, n);
+	bad |= al_mp_pack_kv_uint(&pk, "v", AL_PROTO_VERSION);
+	bad |= al_mp_pack_kv_str(&pk, "id", c->id);
+	bad |= al_mp_pack_kv_str(&pk, "session", c->session);
+	bad |= al_mp_pack_kv_str(&pk, "tenant", c->tenant);
+	bad |= al_mp_pack_kv_str(&pk, "op", op_names[c->op]);
+	if (c->code.len)
+		bad |= al_mp_pack_kv_bin(&pk, "code", c->code.data, c->code.len);
+	if (c->argc)
+		bad |= al_mp_pack_str(&pk, "argv") || al_pack_text_array(&pk, c->argv, c->argc);
+	if (c->path)
+		bad |= al_mp_pack_kv_str(&pk, "path", c->path);
+	if (c->data.len)
+		bad |= al_mp_pack_kv_bin(&pk, "data", c->data.data, c->data.len);
+	if (c->op == AL_SESS_PUT)
+		bad |= al_mp_pack_kv_uint(&pk, "mode", c->mode);
+	if (c->timeout_ms)
+		bad |= al_mp_pack_kv_uint(&pk, "timeout_ms", c->timeout_ms);
+	if (c->submitted_ms)
+		bad |= al_mp_pack_kv_uint(&pk, "submitted_ms", c->submitted_ms);
+	return bad ? al_err_set(err, AL_ENOMEM, "call %s: out of memory while encoding", c->id)
+		   : AL_OK;
+}
+
+void al_sess_call_free(struct al_sess_call *c)
+{
+	if (!c)
+		return;
+	free(c->id);
+	free(c->session);
+	free(c->tenant);
+	free(c->code.data);
+	al_free_strv(c->argv, c->argc);
+	free(c->path);
+	free(c->data.data);
+	memset(c, 0, sizeof(*c));
+}

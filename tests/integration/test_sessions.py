@@ -1,0 +1,296 @@
+#!/usr/bin/python3
+"""Sessions (PROTOCOL.md, "Sessions") through a real redis-server,
+scheduler and worker, with the Python client over Redis: state (a
+variable, an import, a file) from call 1 is there in call 5; exec, python
+and files; a call past its time is interrupted and the session goes on; a
+call that will not stop ends it (call_stuck); 10 MB printed is cut at the
+cap; a figure-like object comes back as a PNG that decodes; each way a
+session ends (close, idle, max_life, memory limit, the interpreter
+exiting, a fork bomb, the worker's drain, the worker killed) ends it with
+its reason and leaves nothing on the host; max_per_tenant; a tier without
+sessions and a backend without them are refused; one tenant cannot run a
+call in, read files of, or close another's session by its id; a malformed
+call is answered and harms nothing."""
+import os
+import signal
+import struct
+import sys
+import time
+import zlib
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "client", "python"))
+from altest import Tap, job_cgroups, leftovers, live_pids_of, need_root  # noqa: E402
+from cluster import Cluster  # noqa: E402
+from policies import DEFAULTS, policy, tier_def  # noqa: E402
+
+import airlock  # noqa: E402
+
+t = Tap()
+need_root("the process backend")
+
+UID = 64300
+SESS = {"max_per_tenant": 3, "idle_s": 4, "max_life_s": 600}
+POLICY = policy(
+    tier_def("trusted", "process", defaults=dict(DEFAULTS, wall_ms=3000), sessions=SESS),
+    tier_def("brief", "process", defaults=dict(DEFAULTS, wall_ms=3000),
+             sessions={"max_per_tenant": 3, "idle_s": 600, "max_life_s": 3}),
+    tier_def("small", "process", defaults=dict(DEFAULTS, memory_bytes=96 << 20, pids=32),
+             sessions=SESS),
+    tier_def("plain", "process", defaults=DEFAULTS),
+    tier_def("vmtier", "microvm", image="python", sessions=SESS),
+    lease_ms=3000)
+
+
+def raises(fn, exc):
+    try:
+        fn()
+    except exc as e:
+        return e
+    except Exception as e:  # noqa: BLE001 - the wrong one is the failure shown
+        return "%s: %s" % (type(e).__name__, e)
+    return None
+
+
+def png_ok(data):
+    """A PNG whose chunks' CRCs hold and whose IHDR says width x height."""
+    if data[:8] != b"\x89PNG\r\n\x1a\n":
+        return None
+    pos, size = 8, None
+    while pos < len(data):
+        n, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        body = data[pos + 8:pos + 8 + n]
+        if struct.unpack(">I", data[pos + 8 + n:pos + 12 + n])[0] != zlib.crc32(kind + body):
+            return None
+        if kind == b"IHDR":
+            size = struct.unpack(">II", body[:8])
+        pos += 12 + n
+    return size
+
+
+def ended_reason(c, sid):
+    return c.rcli("HGET", "al:sess:" + sid, "reason").strip()
+
+
+c = Cluster(policy=POLICY)
+try:
+    c.scheduler()
+    c.worker("sw", uid_base=UID, slots=6, tiers="trusted,brief,small,plain")
+    cl = airlock.Client(redis=c.url, tier="trusted")
+
+    # ---- state persists, call after call ----
+    s = cl.session()
+    r1 = s.run_python("import json\nx = 42\nopen('kept.txt', 'w').write('from call 1')")
+    s.run_python("y = x + 1")
+    s.exec("echo shell >> kept.txt")
+    s.run_python("z = json.dumps({'y': y})")
+    r5 = s.run_python("print(x, z)\nprint(open('kept.txt').read())\nx * 2")
+    t.ok(r1.status == "ok" and r5.status == "ok" and
+         r5.stdout == b'42 {"y": 43}\nfrom call 1shell\n\n84\n',
+         "1: a variable, an import and a file of call 1 are there in call 5 (a last "
+         "expression's value printed)", (r1, r5.stdout))
+    r = s.exec(["/bin/sh", "-c", "echo out; echo err >&2; exit 3"])
+    t.ok(r.status == "nonzero_exit" and r.exit_code == 3 and r.stdout == b"out\n" and
+         r.stderr == b"err\n", "2: exec with argv: stdout, stderr and its exit code", r)
+    r = s.run_python("undefined_name")
+    t.ok(r.status == "nonzero_exit" and r.error == "NameError: name 'undefined_name' is not "
+         "defined" and r.stderr.startswith(b"Traceback") and b"session_server" not in r.stderr
+         and b'File "<call>", line 1' in r.stderr,
+         "3: an exception: nonzero_exit, its summary in error, the caller's traceback only",
+         (r.error, r.stderr))
+    r = s.run_python("raise SystemExit(5)")
+    r2 = s.run_python("print(x)")
+    t.ok(r.status == "nonzero_exit" and r.exit_code == 5 and r2.stdout == b"42\n",
+         "4: SystemExit in a call is the call's exit code; the session goes on", (r, r2))
+
+    # ---- a call past its time ----
+    t0 = time.monotonic()
+    r = s.run_python("import time\ntime.sleep(30)", timeout=1)
+    took = time.monotonic() - t0
+    r2 = s.run_python("print('after', x)")
+    t.ok(r.status == "timeout" and "interrupted" in (r.error or "") and took < 5 and
+         r2.stdout == b"after 42\n",
+         "5: a call past its time is interrupted (timeout, %.1f s) and the session goes on "
+         "with its state" % took, (r, r2))
+    r = s.exec("sleep 30", timeout=1)
+    r2 = s.exec("echo alive")
+    t.ok(r.status == "timeout" and r2.stdout == b"alive\n",
+         "6: an exec call past its time: its process group killed, the session goes on", r)
+
+    # ---- output caps ----
+    r = s.run_python("print('x' * 10_000_000)")
+    r2 = s.run_python("print(len(str(x)))")
+    t.ok(r.status == "output_limit" and len(r.stdout) == 1 << 20 and r.stdout_truncated and
+         r2.stdout == b"2\n",
+         "7: 10 MB printed: cut at the 1 MiB cap, output_limit, the session goes on",
+         (r.status, len(r.stdout), r.error))
+
+    # ---- files ----
+    s.put("data/in.bin", bytes(range(256)) * 4, mode=0o600)
+    r = s.run_python("import os\nd = open('data/in.bin', 'rb').read()\n"
+                     "print(len(d), oct(os.stat('data/in.bin').st_mode & 0o777))")
+    got = s.get("data/in.bin")
+    names = [n for _, n in s.ls()]
+    t.ok(r.stdout == b"1024 0o600\n" and got == bytes(range(256)) * 4 and
+         "data/in.bin" in names and "kept.txt" in names,
+         "8: put (binary, mode 0600), read by a call, get back whole, ls lists it",
+         (r.stdout, len(got), names))
+    bad = {}
+    for what, fn in (("../escape", lambda: s.put("../escape", b"x")),
+                     ("/etc/passwd", lambda: s.get("/etc/passwd")),
+                     ("a/../../b", lambda: s.get("a/../../b"))):
+        e = raises(fn, airlock.AirlockError)
+        bad[what] = str(e)
+    r = s.run_python("import os\nprint(os.path.exists('../escape'))")
+    t.ok(all("path" in v for v in bad.values()) and r.stdout == b"False\n",
+         "9: paths outside the work directory are refused with the reason, nothing written",
+         bad)
+    e = raises(lambda: s.get("missing.txt"), airlock.NotFound)
+    t.ok(isinstance(e, airlock.NotFound) and "No such file" in str(e),
+         "10: get of a missing file: NotFound saying so", e)
+
+    # ---- rich output ----
+    code = ("import struct, zlib\n"
+            "def chunk(k, b): return struct.pack('>I', len(b)) + k + b + "
+            "struct.pack('>I', zlib.crc32(k + b))\n"
+            "class Img:\n"
+            "    def _repr_png_(self):\n"
+            "        raw = b''.join(b'\\x00' + b'\\xff\\x00\\x00' * 4 for _ in range(3))\n"
+            "        return (b'\\x89PNG\\r\\n\\x1a\\n' + chunk(b'IHDR', struct.pack('>IIBBBBB', "
+            "4, 3, 8, 2, 0, 0, 0)) + chunk(b'IDAT', zlib.compress(raw)) + chunk(b'IEND', b''))\n"
+            "display(Img())\nprint('shown')\n")
+    r = s.run_python(code)
+    t.ok(r.status == "ok" and len(r.outputs) == 1 and r.outputs[0].mime == "image/png" and
+         png_ok(r.outputs[0].data) == (4, 3) and r.stdout == b"shown\n",
+         "11: display() of an image: outputs [{image/png}] whose bytes decode as a 4x3 PNG",
+         [(o.mime, o.data[:16]) for o in r.outputs])
+
+    # ---- tenants ----
+    other = airlock.Client(redis=c.url, tier="trusted", tenant="other")
+    theirs = airlock.Session(other, s.id, "trusted")
+    e1 = raises(lambda: theirs.run_python("print(x)"), airlock.NotFound)
+    e2 = raises(lambda: theirs.get("kept.txt"), airlock.NotFound)
+    theirs.close()  # a NotFound inside: nothing happens
+    r = s.run_python("print(x)")
+    t.ok(isinstance(e1, airlock.NotFound) and isinstance(e2, airlock.NotFound) and
+         r.stdout == b"42\n",
+         "12: another tenant cannot run a call in, read a file of, or close the session by "
+         "its id (no such session, the same words as for none)", (e1, e2, r))
+
+    # ---- a malformed call on the worker's queue ----
+    c.rcli("RPUSH", "al:wq:sw", "not msgpack at all")
+    r = s.run_python("print('unharmed', x)")
+    t.ok(r.stdout == b"unharmed 42\n" and "call_malformed" in c.log("sw"),
+         "13: a malformed call on the worker's queue is logged and dropped; the session goes on",
+         r)
+
+    # ---- close ----
+    s.close()
+    e = raises(lambda: s.run_python("print(x)"), airlock.SessionEnded)
+    t.ok(isinstance(e, airlock.SessionEnded) and e.reason == "closed" and
+         ended_reason(c, s.id) == "closed",
+         "14: after close: SessionEnded (closed), the record says so", e)
+
+    # ---- each other way a session ends ----
+    s = cl.session()
+    s.run_python("x = 1")
+    time.sleep(5)
+    e = raises(lambda: s.run_python("print(x)"), airlock.SessionEnded)
+    t.ok(isinstance(e, airlock.SessionEnded) and e.reason == "idle",
+         "15: idle past idle_s (4 s): ended, idle", e)
+
+    s = cl.session(tier="brief")
+    time.sleep(3.5)
+    e = raises(lambda: s.run_python("print(1)"), airlock.SessionEnded)
+    t.ok(isinstance(e, airlock.SessionEnded) and e.reason == "max_life",
+         "16: open past max_life_s (3 s) though busy: ended, max_life", e)
+
+    s = cl.session(tier="small")
+    e = raises(lambda: s.run_python("b = bytearray(400 << 20)\nb[::4096] = b'x' * (len(b) // "
+                                    "4096)"), airlock.SessionEnded)
+    t.ok(isinstance(e, airlock.SessionEnded) and ended_reason(c, s.id) == "limit",
+         "17: past the session's memory (96 MiB): ended, limit", (e, ended_reason(c, s.id)))
+
+    s = cl.session(tier="small")
+    r = s.run_python("import os, time\n"
+                     "for _ in range(200):\n"
+                     "    try:\n"
+                     "        if os.fork() == 0:\n"
+                     "            time.sleep(60); os._exit(0)\n"
+                     "    except OSError as e:\n"
+                     "        print('refused:', e.strerror); break\n", timeout=2)
+    s.close()
+    time.sleep(0.5)
+    t.ok(r.status == "ok" and b"refused: Resource temporarily unavailable" in r.stdout and
+         not live_pids_of({UID + i for i in range(6)}),
+         "18: a fork bomb meets the session's pids limit; closed, none of its processes is left",
+         (r.status, r.stdout[-200:], live_pids_of({UID + i for i in range(6)})))
+
+    s = cl.session()
+    e = raises(lambda: s.run_python("import signal, time\n"
+                                    "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+                                    "time.sleep(60)", timeout=1), airlock.SessionEnded)
+    t.ok(isinstance(e, airlock.SessionEnded) and e.reason == "call_stuck",
+         "19: a call that ignores the interrupt past its time: the session ends, call_stuck", e)
+
+    s = cl.session()
+    e = raises(lambda: s.run_python("import os\nos._exit(0)"), airlock.SessionEnded)
+    t.ok(isinstance(e, airlock.SessionEnded) and e.reason == "exited",
+         "20: code that ends the interpreter: the session ends, exited", e)
+
+    # ---- quotas and refusals ----
+    open_now = [cl.session() for _ in range(3)]
+    e = raises(lambda: cl.session(), airlock.QuotaExceeded)
+    for x in open_now[:1]:
+        x.close()
+    again = cl.session()
+    t.ok(isinstance(e, airlock.QuotaExceeded) and "max_per_tenant 3" in str(e) and
+         again.run_python("print(1)").stdout == b"1\n",
+         "21: max_per_tenant 3: the fourth is QuotaExceeded, one closed makes room", e)
+    for x in open_now[1:] + [again]:
+        x.close()
+    e1 = raises(lambda: cl.session(tier="plain"), airlock.Rejected)
+    e2 = raises(lambda: cl.session(tier="vmtier"), airlock.Rejected)
+    t.ok("does not open sessions" in str(e1) and "does not keep sessions" in str(e2),
+         "22: a tier without sessions, and one whose backend keeps none: refused saying why",
+         (e1, e2))
+    t.ok(c.rcli("HGET", "al:tenant:default", "sessions").strip() == "0" and
+         c.rcli("ZCARD", "al:sessions").strip() == "0",
+         "23: every session ended: the tenant's count is 0, none left in al:sessions",
+         (c.rcli("HGETALL", "al:tenant:default"), c.rcli("ZCARD", "al:sessions")))
+
+    # ---- the worker stops ----
+    s = cl.session()
+    s.run_python("x = 1")
+    c.signal("sw", signal.SIGTERM)
+    c.wait_exit("sw")
+    e = raises(lambda: s.run_python("print(x)"), airlock.SessionEnded)
+    t.ok(isinstance(e, airlock.SessionEnded) and e.reason == "worker_stop",
+         "24: the worker drains: its sessions end at once, worker_stop", e)
+    c.worker("sw2", uid_base=UID, slots=6, tiers="trusted,brief,small,plain")
+    s = cl.session()
+    s.run_python("x = 1")
+    c.signal("sw2", signal.SIGKILL)
+    c.wait_exit("sw2")
+    t0 = time.monotonic()
+    e = raises(lambda: s.run_python("print(x)"), airlock.SessionEnded)
+    took = time.monotonic() - t0
+    swept = c.wait_for(lambda: ended_reason(c, s.id) == "worker_lost", timeout=10)
+    t.ok(isinstance(e, airlock.SessionEnded) and e.reason == "worker_lost" and took < 5 and
+         swept and c.rcli("HGET", "al:tenant:default", "sessions").strip() == "0",
+         "25: the worker killed: a caller learns worker_lost within a lease (%.1f s), the "
+         "scheduler ends the record, the tenant's count goes back" % took, (e, took))
+    c.worker("sw3", uid_base=UID, slots=6, tiers="trusted,brief,small,plain")
+    s = cl.session()
+    r = s.run_python("print('a new worker serves')")
+    s.close()
+    c.signal("sw3", signal.SIGTERM)
+    c.wait_exit("sw3")
+    left = leftovers(UID, "sw", os.path.join(c.dir, "state"), warm=0)
+    for wid in ("sw2", "sw3"):
+        left += ["cgroups %s" % v for v in job_cgroups(wid).values() if v]
+    t.ok(r.stdout == b"a new worker serves\n" and not live_pids_of({UID + i for i in range(6)})
+         and not left, "26: after all: no process, cgroup or file of a session is left", left)
+finally:
+    c.close()
+sys.exit(t.done())

@@ -1,0 +1,305 @@
+# session_server.py - the server inside a session's sandbox (worker/session.c
+# runs it as the session's job; PROTOCOL.md, "Sessions"). It connects to the
+# worker through the abstract unix socket of its own network namespace and
+# serves one call at a time: exec (a program or a shell line), python (into
+# one interpreter whose globals persist), put, get, ls. Frames both ways are a
+# 4-byte big-endian length and a JSON object; bytes travel as NAME_base64.
+# Everything here runs with the session's code, inside its sandbox: the
+# worker trusts none of what it says (it bounds and checks every frame).
+import ast
+import base64
+import builtins
+import io
+import json
+import os
+import queue
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+import traceback
+
+os.environ.setdefault("MPLBACKEND", "Agg")
+WORK = os.getcwd()
+SERVER_FILE = __file__ if "__file__" in globals() else "?"
+FRAME_MAX = 32 << 20
+
+conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+conn.connect("\0airlock-session")
+send_lock = threading.Lock()
+requests = queue.Queue()
+current = {"kind": None, "proc": None, "interrupted": False}
+
+
+def send(doc):
+    data = json.dumps(doc).encode()
+    with send_lock:
+        conn.sendall(struct.pack(">I", len(data)) + data)
+
+
+def recv_exact(n):
+    buf = b""
+    while len(buf) < n:
+        part = conn.recv(n - len(buf))
+        if not part:
+            return None
+        buf += part
+    return buf
+
+
+def reader():
+    """Requests to the main thread; an interrupt acts at once."""
+    while True:
+        head = recv_exact(4)
+        if head is None:
+            break
+        n = struct.unpack(">I", head)[0]
+        if n > FRAME_MAX:
+            break
+        body = recv_exact(n)
+        if body is None:
+            break
+        req = json.loads(body)
+        if req.get("op") == "interrupt":
+            interrupt()
+        else:
+            requests.put(req)
+    os._exit(0)  # the worker went away: the session is over
+
+
+def interrupt():
+    current["interrupted"] = True
+    if current["kind"] == "python":
+        os.kill(os.getpid(), signal.SIGINT)
+    elif current["proc"] is not None:
+        try:
+            os.killpg(current["proc"].pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def b64(data):
+    return base64.b64encode(data).decode()
+
+
+class Capture:
+    """The call's stdout and stderr: fds 1 and 2 on memfds (so that
+    subprocesses and C code are caught too), read back up to their caps; a
+    watcher stops the call when one passes its cap."""
+
+    def __init__(self, caps):
+        self.caps = caps
+        self.fds = [os.memfd_create("call-out"), os.memfd_create("call-err")]
+        self.over = False
+        self.done = threading.Event()
+
+    def __enter__(self):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        self.saved = [os.dup(1), os.dup(2)]
+        os.dup2(self.fds[0], 1)
+        os.dup2(self.fds[1], 2)
+        threading.Thread(target=self.watch, daemon=True).start()
+        return self
+
+    def watch(self):
+        while not self.done.wait(0.05):
+            for fd, cap in zip(self.fds, self.caps):
+                if os.fstat(fd).st_size > cap and not self.over:
+                    self.over = True
+                    interrupt()
+
+    def __exit__(self, *exc):
+        self.done.set()
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except Exception:
+            pass
+        os.dup2(self.saved[0], 1)
+        os.dup2(self.saved[1], 2)
+        for fd in self.saved:
+            os.close(fd)
+        return False
+
+    def result(self, doc):
+        for name, fd, cap in zip(("stdout", "stderr"), self.fds, self.caps):
+            size = os.fstat(fd).st_size
+            doc[name + "_base64"] = b64(os.pread(fd, min(size, cap), 0))
+            doc[name + "_size"] = size
+            os.close(fd)
+        doc["output_limit"] = self.over
+        return doc
+
+
+user = {"__name__": "__main__", "__builtins__": builtins}
+outputs = []
+
+
+def display(*objs):
+    """A figure (or anything with _repr_png_) into the call's outputs;
+    anything else printed, as a notebook would show it."""
+    for o in objs:
+        if hasattr(o, "savefig"):
+            buf = io.BytesIO()
+            o.savefig(buf, format="png")
+            outputs.append({"mime": "image/png", "data_base64": b64(buf.getvalue())})
+        elif hasattr(o, "_repr_png_"):
+            outputs.append({"mime": "image/png", "data_base64": b64(o._repr_png_())})
+        else:
+            print(repr(o))
+
+
+user["display"] = display
+
+
+def figures():
+    plt = sys.modules.get("matplotlib.pyplot")
+    if plt is None:
+        return
+    try:
+        for num in plt.get_fignums():
+            display(plt.figure(num))
+        plt.close("all")
+    except Exception as e:  # a broken figure must not break the call
+        print("figure: %s" % e, file=sys.stderr)
+
+
+def run_python(code):
+    """exec the code in the session's globals; the value of a last
+    expression is printed, as a REPL does. (exit code, error)"""
+    tree = ast.parse(code, "<call>", "exec")
+    last = None
+    if tree.body and isinstance(tree.body[-1], ast.Expr):
+        last = ast.Expression(tree.body.pop().value)
+    exec(compile(tree, "<call>", "exec"), user)
+    if last is not None:
+        value = eval(compile(last, "<call>", "eval"), user)
+        if value is not None:
+            print(repr(value))
+    return 0
+
+
+def call_python(req, cap):
+    del outputs[:]
+    doc = {"exit_code": 0}
+    current["kind"] = "python"
+    current["interrupted"] = False
+    with cap:
+        try:
+            run_python(req["code"])
+        except KeyboardInterrupt:
+            doc["exit_code"] = 1
+            doc["error"] = "KeyboardInterrupt: interrupted"
+        except BaseException as e:  # SystemExit too: the session goes on
+            doc["exit_code"] = e.code if isinstance(e, SystemExit) and \
+                isinstance(e.code, int) else 1
+            # the caller's frames only: this server's are not its business
+            frames = [f for f in traceback.extract_tb(e.__traceback__)
+                      if f.filename != SERVER_FILE]
+            only = traceback.format_exception_only(type(e), e)
+            sys.stderr.write("".join(["Traceback (most recent call last):\n"] +
+                                     traceback.format_list(frames) + only) if frames
+                             else "".join(only))
+            doc["error"] = "".join(only).strip()
+        finally:
+            current["kind"] = None
+        try:
+            figures()
+        except BaseException:
+            pass
+    doc["outputs"] = list(outputs)
+    doc["interrupted"] = current["interrupted"]
+    return cap.result(doc)
+
+
+def call_exec(req, cap):
+    argv = req.get("argv") or ["/bin/sh", "-c", req["code"]]
+    doc = {}
+    current["interrupted"] = False
+    with cap:
+        try:
+            p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=cap.fds[0],
+                                 stderr=cap.fds[1], cwd=WORK, start_new_session=True)
+        except OSError as e:
+            doc["exit_code"] = 127
+            doc["error"] = "%s: %s" % (argv[0], e.strerror)
+        else:
+            current["proc"] = p
+            rc = p.wait()
+            current["proc"] = None
+            doc["exit_code"] = rc if rc >= 0 else 128 - rc
+            if rc < 0:
+                doc["signal"] = -rc
+    doc["interrupted"] = current["interrupted"]
+    return cap.result(doc)
+
+
+def beneath(path):
+    full = os.path.realpath(os.path.join(WORK, path))
+    if full != WORK and not full.startswith(WORK + os.sep):
+        raise PermissionError("%s: outside the work directory" % path)
+    return full
+
+
+def call_file(req):
+    op, path = req["op"], req.get("path") or ""
+    try:
+        full = beneath(path)
+        if op == "put":
+            os.makedirs(os.path.dirname(full), exist_ok=True)
+            fd = os.open(full, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW,
+                         req.get("mode", 0o644))
+            with os.fdopen(fd, "wb") as f:
+                f.write(req["data"].encode() if "data" in req
+                        else base64.b64decode(req.get("data_base64", "")))
+            os.chmod(full, req.get("mode", 0o644))
+            return {"exit_code": 0}
+        if op == "get":
+            with open(full, "rb") as f:
+                f.seek(0, 2)
+                size = f.tell()
+                f.seek(0)
+                data = f.read(req["cap"])
+            return {"exit_code": 0, "stdout_base64": b64(data), "stdout_size": size,
+                    "output_limit": size > req["cap"]}
+        lines = []
+        for root, dirs, files in os.walk(full):
+            dirs.sort()
+            for name in sorted(files):
+                p = os.path.join(root, name)
+                lines.append("%d\t%s\n" % (os.lstat(p).st_size, os.path.relpath(p, WORK)))
+            if len(lines) > 10000:
+                break
+        data = "".join(lines).encode()
+        return {"exit_code": 0, "stdout_base64": b64(data), "stdout_size": len(data)}
+    except OSError as e:
+        return {"exit_code": 1, "error": "%s: %s" % (path or ".", e.strerror or e)}
+
+
+def main():
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    threading.Thread(target=reader, daemon=True).start()
+    send({"hello": 1, "python": sys.version.split()[0]})
+    while True:
+        req = requests.get()
+        t0 = time.monotonic()
+        op = req.get("op")
+        try:
+            if op == "python":
+                doc = call_python(req, Capture(req["caps"]))
+            elif op == "exec":
+                doc = call_exec(req, Capture(req["caps"]))
+            else:
+                doc = call_file(req)
+        except Exception as e:
+            doc = {"exit_code": 1, "error": "session server: %s" % e}
+        doc["id"] = req.get("id")
+        doc["wall_ms"] = int((time.monotonic() - t0) * 1000)
+        send(doc)
+
+
+main()

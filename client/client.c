@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "../proto/contract.h"
+#include "../proto/session.h"
 #include "../common/log.h"
 #include "../common/redis_url.h"
 #include "../common/clock.h"
@@ -410,6 +411,112 @@ int al_client_wait(struct al_client *c, const char *id, uint64_t timeout_ms, str
 			al_call_free(&rearm);
 		}
 		freeReplyObject(r);
+	}
+}
+
+/* The session's end as a call's result: status session_ended, why. */
+static int session_ended(const struct al_sess_call *call, const char *reason, struct al_result *res)
+{
+	char msg[AL_ERR_MSG_MAX];
+
+	snprintf(msg, sizeof(msg), "session_ended: %s", reason && *reason ? reason : "ended");
+	memset(res, 0, sizeof(*res));
+	res->version = AL_PROTO_VERSION;
+	res->id = strdup(call->id);
+	res->status = AL_ST_SESSION_ENDED;
+	res->error = strdup(msg);
+	return res->id && res->error ? AL_OK : AL_ENOMEM;
+}
+
+int al_client_session_call(struct al_client *c, struct al_sess_call *call, uint64_t timeout_ms,
+			   struct al_result *res, struct al_err *err)
+{
+	uint64_t deadline = timeout_ms ? al_now_ms() + timeout_ms : 0;
+	struct al_buf b = {0};
+	struct al_call q;
+	redisReply *r;
+	char id[33];
+	int rc;
+
+	if (c->gw)
+		return al_gw_session_call(c->gw, call, timeout_ms, res, err);
+	if (!call->id && (al_job_new_id(id, err) || !(call->id = strdup(id))))
+		return err->code ? err->code : al_err_set(err, AL_ENOMEM, "out of memory");
+	if (!call->tenant && !(call->tenant = strdup("default")))
+		return al_err_set(err, AL_ENOMEM, "out of memory");
+	call->version = AL_PROTO_VERSION;
+	if (!call->submitted_ms)
+		call->submitted_ms = al_now_ms();
+	if ((rc = al_sess_call_encode(call, &b, err)))
+		return rc;
+	al_session_queue_call(&q, call->session, call->tenant, b.data, b.len);
+	al_buf_free(&b);
+	r = run_call(c, err, &q);
+	al_call_free(&q);
+	if (!r)
+		return AL_EREDIS;
+	rc = r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
+		     r->element[0]->type != REDIS_REPLY_INTEGER
+		 ? al_err_set(err, AL_EREDIS, "SESSION_CALL: unexpected answer")
+	     : r->element[0]->integer == AL_SESS_Q_UNKNOWN
+		 ? al_err_set(err, AL_EINVAL, "no session %s", call->session)
+	     : r->element[0]->integer == AL_SESS_Q_ENDED
+		 ? session_ended(call,
+				 r->elements > 1 && r->element[1]->type == REDIS_REPLY_STRING
+				     ? r->element[1]->str
+				     : NULL,
+				 res)
+		 : 1;
+	freeReplyObject(r);
+	if (rc != 1)
+		return rc;
+	for (;;) {
+		struct al_call look;
+		bool found;
+		uint64_t left;
+
+		if ((rc = get_result(c, call->id, res, &found, err)) || found)
+			return rc;
+		/* ended, or its worker stopped renewing it: no answer will come */
+		al_session_read_call(&look, call->session);
+		r = run_call(c, err, &look);
+		al_call_free(&look);
+		if (!r)
+			return AL_EREDIS;
+		if (r->type == REDIS_REPLY_ARRAY && r->elements == 5) {
+			const redisReply *st = r->element[1], *why = r->element[2],
+					 *lease = r->element[4];
+			bool ended = st->type == REDIS_REPLY_STRING && !strcmp(st->str, "ended");
+			bool lost = lease->type == REDIS_REPLY_STRING &&
+				    strtoull(lease->str, NULL, 10) < al_now_ms();
+
+			if ((ended || lost) && !(rc = get_result(c, call->id, res, &found, err)) &&
+			    !found)
+				rc = session_ended(call,
+						   ended && why->type == REDIS_REPLY_STRING
+						       ? why->str
+						       : "worker_lost",
+						   res);
+			if (ended || lost) {
+				freeReplyObject(r);
+				return rc;
+			}
+		}
+		freeReplyObject(r);
+		left = deadline ? (deadline > al_now_ms() ? deadline - al_now_ms() : 0) : 1000;
+		if (deadline && left == 0)
+			return al_err_set(err, AL_EREDIS, "timed out waiting for call %s",
+					  call->id);
+		{
+			struct al_call blpop;
+
+			al_done_wait_call(&blpop, call->id, left > 1000 ? 1000 : (unsigned)left);
+			r = run_call(c, err, &blpop);
+			al_call_free(&blpop);
+			if (!r)
+				return AL_EREDIS;
+			freeReplyObject(r);
+		}
 	}
 }
 

@@ -45,6 +45,18 @@ int al_client_submit_many(struct al_client *c, struct al_job *jobs, size_t n,
 int al_client_wait(struct al_client *c, const char *id, uint64_t timeout_ms, struct al_result *res,
 		   struct al_err *err);
 
+/* A session's call (proto/session.h): call->session, op and its fields
+ * set; its id (new when NULL) and tenant ("default" when NULL) are filled
+ * here. Queued for the session's worker, then waited for up to
+ * timeout_ms (0 = forever). AL_OK fills *res: the call's result, or, when
+ * the session has ended (before or while the call ran), status
+ * session_ended with "session_ended: <reason>" in error. AL_EINVAL when
+ * there is no such session for the call's tenant. Open a session with
+ * al_client_submit of a job whose session is true, then al_client_wait. */
+struct al_sess_call;
+int al_client_session_call(struct al_client *c, struct al_sess_call *call, uint64_t timeout_ms,
+			   struct al_result *res, struct al_err *err);
+
 /* Return non-zero to stop following. */
 typedef int (*al_chunk_fn)(const struct al_chunk *ch, void *arg);
 

@@ -29,6 +29,11 @@ int al_gw_status(struct al_gw *g, const char *id, enum al_job_state *state, stru
  * after a dropped connection (as al_client_stream). */
 int al_gw_stream(struct al_gw *g, const char *id, const char *after, uint64_t timeout_ms,
 		 al_chunk_fn fn, void *arg, struct al_err *err);
+/* POST /v1/sessions/{id}/calls with the call (its id and tenant the
+ * gateway's), answered with its result (as al_client_session_call). */
+struct al_sess_call;
+int al_gw_session_call(struct al_gw *g, const struct al_sess_call *call, uint64_t timeout_ms,
+		       struct al_result *res, struct al_err *err);
 /* 0 finished, 1 ended while waiting, 2 kill sent (as al_client_cancel). */
 int al_gw_cancel(struct al_gw *g, const char *id, struct al_err *err);
 

@@ -21,32 +21,12 @@
 #include "../proto/contract.h"
 #include "../proto/result.h"
 #include "gw.h"
+#include "req.h"
 #include "../common/clock.h"
 
 #define IDEM_TTL_S     86400
 #define BLPOP_MS       1000
 #define JOB_IDS_PREFIX "g" /* ids the gateway chose: g + 32 hex */
-
-enum kind { K_SUBMIT, K_GET, K_WAIT, K_CANCEL, K_OUTPUT };
-
-struct req {
-	struct gw *g;
-	struct evhttp_request *r; /* NULL once the client went */
-	enum kind kind;
-	char tenant[AL_ID_MAX + 1];
-	struct gw_tenant *t; /* the key's tenant: its long polls are counted */
-	char id[AL_ID_MAX + 1];
-	bool wait;	      /* submit, then wait for the result... */
-	uint64_t wait_ms;     /* ...this long */
-	uint64_t deadline_ms; /* of the wait (monotonic) */
-	int code_if_pending;  /* a wait that ran out: 202 */
-	struct gw_waiter *w;
-	char state[16];
-	char last[48];		   /* output: the last entry sent (Last-Event-ID) */
-	unsigned quiet;		   /* output: rounds without an entry (a ping every 15) */
-	bool same_key;		   /* submit: an earlier job of the tenant's key */
-	char nonce[AL_ID_MAX + 1]; /* cancel: its answer comes on al:reply:<nonce> */
-};
 
 /* ---- replies ---- */
 
@@ -83,7 +63,7 @@ static void req_free(struct req *q)
 
 /* Answer with data (len bytes of type ctype; NULL: out of memory, a 500)
  * and end the request. A client that went gets nothing. */
-static void reply_send(struct req *q, int code, const char *ctype, const void *data, size_t len)
+void gw_reply_send(struct req *q, int code, const char *ctype, const void *data, size_t len)
 {
 	static const char *const reason[] = {NULL,    "Continue",     "OK",
 					     "Found", "Client Error", "Server Error"};
@@ -113,7 +93,7 @@ static void reply_send(struct req *q, int code, const char *ctype, const void *d
 }
 
 /* Answer with a JSON document (taken), one line. */
-static void reply_json(struct req *q, int code, json_t *doc)
+void gw_reply_json(struct req *q, int code, json_t *doc)
 {
 	char *text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
 	size_t n = text ? strlen(text) : 0;
@@ -124,13 +104,11 @@ static void reply_json(struct req *q, int code, json_t *doc)
 		memcpy(line + n, "\n", 2);
 	else
 		free(text);
-	reply_send(q, code, "application/json", line, n + 1);
+	gw_reply_send(q, code, "application/json", line, n + 1);
 	free(line);
 }
 
-static void reply_error(struct req *q, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void reply_error(struct req *q, int code, const char *fmt, ...)
+void gw_reply_error(struct req *q, int code, const char *fmt, ...)
 {
 	char msg[600];
 	va_list ap;
@@ -138,13 +116,13 @@ static void reply_error(struct req *q, int code, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	reply_json(q, code, json_pack("{s:s}", "error", msg));
+	gw_reply_json(q, code, json_pack("{s:s}", "error", msg));
 }
 
 /* The result (msgpack) as the reply: 200 with it; a rejection by a tenant
  * quota (info.quota: max_queued, rate_per_s) is 429, another rejection 400
  * (its error says why). */
-static void reply_result(struct req *q, const char *raw, size_t len)
+void gw_reply_result(struct req *q, const char *raw, size_t len)
 {
 	struct al_result res = {0};
 	struct al_err err = {0};
@@ -154,7 +132,7 @@ static void reply_result(struct req *q, const char *raw, size_t len)
 	    q->r ? evhttp_find_header(evhttp_request_get_input_headers(q->r), "Accept") : NULL;
 
 	if (al_result_decode(raw, len, &res, &err)) {
-		reply_error(q, 500, "the stored result does not decode: %s", err.msg);
+		gw_reply_error(q, 500, "the stored result does not decode: %s", err.msg);
 		return;
 	}
 	if (res.status == AL_ST_REJECTED) {
@@ -163,26 +141,29 @@ static void reply_result(struct req *q, const char *raw, size_t len)
 			if (!strcmp(res.info[i].key, "quota"))
 				code = 429; /* the scheduler says which quota refused it */
 	}
+	if (q->kind == K_SESSION_OPEN && res.status == AL_ST_OK) { /* opened */
+		al_result_free(&res);
+		gw_reply_json(q, 201, json_pack("{s:s, s:s}", "id", q->id, "session", "open"));
+		return;
+	}
 	/* Accept: application/msgpack: the result as stored (the C client) */
 	if (accept && strstr(accept, "application/msgpack")) {
 		al_result_free(&res);
-		reply_send(q, code, "application/msgpack", raw, len);
+		gw_reply_send(q, code, "application/msgpack", raw, len);
 		return;
 	}
 	doc = json_pack("{s:s, s:s, s:o*}", "id", q->id, "state", "done", "result",
 			al_result_to_json(&res));
 	al_result_free(&res);
-	reply_json(q, code, doc);
+	gw_reply_json(q, code, doc);
 }
 
 static void reply_pending(struct req *q, int code)
 {
-	reply_json(
+	gw_reply_json(
 	    q, code,
 	    json_pack("{s:s, s:s}", "id", q->id, "state", q->state[0] ? q->state : "submitted"));
 }
-
-static int new_id(char out[AL_ID_MAX + 1]);
 
 /* ---- waiting for a result ---- */
 
@@ -213,22 +194,22 @@ static struct gw_waiter *waiter_take(struct gw *g)
 /* The request becomes a long poll: a waiter of its own, within its
  * tenant's share of them, and the long timeout on its connection. False,
  * answered (429: the tenant's share is spent; 503: the pool is), if not. */
-static bool poll_begin(struct req *q)
+bool gw_poll_begin(struct req *q)
 {
 	if (q->w)
 		return true;
 	if (q->t->polls >= q->g->polls_per_tenant) {
-		reply_error(q, 429,
-			    "tenant %s has %u long polls open (waits, runs and output streams), "
-			    "its share of this gateway; end one, or poll again later",
-			    q->tenant, q->t->polls);
+		gw_reply_error(q, 429,
+			       "tenant %s has %u long polls open (waits, runs and output streams), "
+			       "its share of this gateway; end one, or poll again later",
+			       q->tenant, q->t->polls);
 		return false;
 	}
 	if (!(q->w = waiter_take(q->g))) {
-		reply_error(q, 503,
-			    "all %d long-poll connections of this gateway are in use; try "
-			    "again",
-			    GW_WAITERS_MAX);
+		gw_reply_error(q, 503,
+			       "all %d long-poll connections of this gateway are in use; try "
+			       "again",
+			       GW_WAITERS_MAX);
 		return false;
 	}
 	q->t->polls++;
@@ -244,7 +225,7 @@ static void on_result_got(redisAsyncContext *ac, void *reply, void *priv)
 
 	(void)ac;
 	if (r && r->type == REDIS_REPLY_STRING) {
-		reply_result(q, r->str, r->len);
+		gw_reply_result(q, r->str, r->len);
 		return;
 	}
 	if (!q->r) { /* the client went */
@@ -264,7 +245,7 @@ static void get_result(struct req *q)
 
 	al_result_get_call(&c, q->id);
 	if (al_aconn_send(q->g->cmd, &c, on_result_got, q))
-		reply_error(q, 503, "Redis is not reachable: %s", al_aconn_strerror(q->g->cmd));
+		gw_reply_error(q, 503, "Redis is not reachable: %s", al_aconn_strerror(q->g->cmd));
 	al_call_free(&c);
 }
 
@@ -289,13 +270,13 @@ static void wait_step(struct req *q)
 {
 	struct al_call c;
 
-	if (!poll_begin(q))
+	if (!gw_poll_begin(q))
 		return;
 	/* reliable: a new connection sends it once up; a BLPOP sent again
 	 * after a reset does no harm (the token goes back with REARM) */
 	al_done_wait_call(&c, q->id, BLPOP_MS);
 	if (al_aconn_call(q->w->c, &c, on_blpop, q))
-		reply_error(q, 500, "out of memory");
+		gw_reply_error(q, 500, "out of memory");
 	al_call_free(&c);
 }
 
@@ -312,9 +293,9 @@ static void start_wait(struct req *q, uint64_t ms, int code_if_pending)
 static void submitted(struct req *q)
 {
 	if (!q->wait) {
-		reply_json(q, 202,
-			   json_pack("{s:s, s:s, s:b}", "id", q->id, "state", "submitted",
-				     "same_key", q->same_key));
+		gw_reply_json(q, 202,
+			      json_pack("{s:s, s:s, s:b}", "id", q->id, "state", "submitted",
+					"same_key", q->same_key));
 		return;
 	}
 	start_wait(q, q->wait_ms, 202);
@@ -330,12 +311,13 @@ static void on_replicated(redisAsyncContext *ac, void *reply, void *priv)
 		submitted(q);
 		return;
 	}
-	reply_error(q, 503,
-		    "job %s: submitted, but %lld of the %d replicas asked for (min_replicas) had "
-		    "it within %d ms: a failover now could lose it; submit again with the same "
-		    "idempotency key to be sure",
-		    q->id, r && r->type == REDIS_REPLY_INTEGER ? r->integer : 0LL,
-		    q->g->url.min_replicas, q->g->url.replica_timeout_ms);
+	gw_reply_error(
+	    q, 503,
+	    "job %s: submitted, but %lld of the %d replicas asked for (min_replicas) had "
+	    "it within %d ms: a failover now could lose it; submit again with the same "
+	    "idempotency key to be sure",
+	    q->id, r && r->type == REDIS_REPLY_INTEGER ? r->integer : 0LL, q->g->url.min_replicas,
+	    q->g->url.replica_timeout_ms);
 }
 
 static void on_submitted(redisAsyncContext *ac, void *reply, void *priv)
@@ -348,7 +330,7 @@ static void on_submitted(redisAsyncContext *ac, void *reply, void *priv)
 	    (item = r->element[0])->type != REDIS_REPLY_ARRAY || item->elements != 2 ||
 	    item->element[0]->type != REDIS_REPLY_INTEGER ||
 	    item->element[1]->type != REDIS_REPLY_STRING) {
-		reply_error(q, 502, "unexpected answer from Redis to the submission");
+		gw_reply_error(q, 502, "unexpected answer from Redis to the submission");
 		return;
 	}
 	/* accepted, or an earlier job of this tenant with the same key; "id
@@ -366,17 +348,17 @@ static void on_submitted(redisAsyncContext *ac, void *reply, void *priv)
 		rc = al_aconn_send(q->g->cmd, &c, on_replicated, q);
 		al_call_free(&c);
 		if (rc)
-			reply_error(q, 503,
-				    "job %s: submitted, but Redis went away before its "
-				    "replicas said they have it; submit again with the same "
-				    "idempotency key",
-				    q->id);
+			gw_reply_error(q, 503,
+				       "job %s: submitted, but Redis went away before its "
+				       "replicas said they have it; submit again with the same "
+				       "idempotency key",
+				       q->id);
 		return;
 	}
 	submitted(q);
 }
 
-static int new_id(char out[AL_ID_MAX + 1])
+int gw_new_id(char out[AL_ID_MAX + 1])
 {
 	unsigned char r[16];
 
@@ -388,26 +370,27 @@ static int new_id(char out[AL_ID_MAX + 1])
 	return 0;
 }
 
-static void submit(struct req *q, const char *body, size_t len, bool msgpack, bool run,
-		   uint64_t wait_ms)
+void gw_submit(struct req *q, const char *body, size_t len, bool msgpack, bool run,
+	       uint64_t wait_ms)
 {
 	struct al_buf mp = {0};
 	struct al_job job;
 	struct al_err err = {0};
 	struct al_call c;
 
-	if (new_id(q->id)) {
-		reply_error(q, 500, "no randomness for an id");
+	if (gw_new_id(q->id)) {
+		gw_reply_error(q, 500, "no randomness for an id");
 		return;
 	}
-	if (gw_job_from_body(body, len, msgpack, q->id, q->tenant, &mp, &job, &err)) {
+	if (gw_job_from_body(body, len, msgpack, q->id, q->tenant, q->kind == K_SESSION_OPEN, &mp,
+			     &job, &err)) {
 		al_job_free(&job);
 		al_buf_free(&mp);
-		reply_error(q, err.code == AL_ENOMEM ? 500 : 400, "%s", err.msg);
+		gw_reply_error(q, err.code == AL_ENOMEM ? 500 : 400, "%s", err.msg);
 		return;
 	}
 	q->wait = run || wait_ms > 0;
-	if (q->wait && !poll_begin(q)) { /* refused before it is submitted */
+	if (q->wait && !gw_poll_begin(q)) { /* refused before it is submitted */
 		al_job_free(&job);
 		al_buf_free(&mp);
 		return;
@@ -429,7 +412,7 @@ static void submit(struct req *q, const char *body, size_t len, bool msgpack, bo
 	/* reliable: kept and sent again until Redis answers; SUBMIT run twice
 	 * answers "id taken" the second time, which is this same job */
 	if (al_aconn_call(q->g->cmd, &c, on_submitted, q))
-		reply_error(q, 500, "out of memory");
+		gw_reply_error(q, 500, "out of memory");
 	al_call_free(&c);
 }
 
@@ -453,12 +436,12 @@ static void on_cancel_reply(redisAsyncContext *ac, void *reply, void *priv)
 	    r->element[1]->type == REDIS_REPLY_STRING) {
 		code = strtol(r->element[1]->str, NULL, 10);
 		if (code == AL_CANCEL_UNKNOWN)
-			reply_error(q, 404, "no job %s", q->id);
+			gw_reply_error(q, 404, "no job %s", q->id);
 		else if (code < 0 || code > 2)
-			reply_error(q, 502, "cancel: unexpected answer");
+			gw_reply_error(q, 502, "cancel: unexpected answer");
 		else
-			reply_json(q, 200,
-				   json_pack("{s:s, s:s}", "id", q->id, "cancel", what[code]));
+			gw_reply_json(q, 200,
+				      json_pack("{s:s, s:s}", "id", q->id, "cancel", what[code]));
 		return;
 	}
 	if (!q->r) { /* the client went */
@@ -469,10 +452,11 @@ static void on_cancel_reply(redisAsyncContext *ac, void *reply, void *priv)
 		cancel_step(q);
 		return;
 	}
-	reply_json(q, 202,
-		   json_pack("{s:s, s:s, s:s}", "id", q->id, "cancel", "requested", "note",
-			     "no scheduler answered in time; the request stays on the intake and "
-			     "is carried out when a scheduler reads it"));
+	gw_reply_json(
+	    q, 202,
+	    json_pack("{s:s, s:s, s:s}", "id", q->id, "cancel", "requested", "note",
+		      "no scheduler answered in time; the request stays on the intake and "
+		      "is carried out when a scheduler reads it"));
 }
 
 static void cancel_step(struct req *q)
@@ -481,7 +465,7 @@ static void cancel_step(struct req *q)
 
 	al_reply_wait_call(&c, q->nonce, 1000);
 	if (al_aconn_call(q->w->c, &c, on_cancel_reply, q))
-		reply_error(q, 500, "out of memory");
+		gw_reply_error(q, 500, "out of memory");
 	al_call_free(&c);
 }
 
@@ -492,8 +476,8 @@ static void on_cancel_requested(redisAsyncContext *ac, void *reply, void *priv)
 
 	(void)ac;
 	if (!r || r->type == REDIS_REPLY_ERROR) {
-		reply_error(q, 503, "cancel: Redis did not take the request: %s",
-			    r ? r->str : "no answer");
+		gw_reply_error(q, 503, "cancel: Redis did not take the request: %s",
+			       r ? r->str : "no answer");
 		return;
 	}
 	q->deadline_ms = al_mono_ms() + AL_CANCEL_WAIT_S * 1000;
@@ -504,15 +488,15 @@ static void cancel(struct req *q)
 {
 	struct al_call c;
 
-	if (!poll_begin(q)) /* refused before anything is requested */
+	if (!gw_poll_begin(q)) /* refused before anything is requested */
 		return;
-	if (new_id(q->nonce)) {
-		reply_error(q, 500, "no randomness for a nonce");
+	if (gw_new_id(q->nonce)) {
+		gw_reply_error(q, 500, "no randomness for a nonce");
 		return;
 	}
 	al_cancel_request_call(&c, q->id, q->nonce);
 	if (al_aconn_call(q->g->cmd, &c, on_cancel_requested, q))
-		reply_error(q, 500, "out of memory");
+		gw_reply_error(q, 500, "out of memory");
 	al_call_free(&c);
 }
 
@@ -525,12 +509,12 @@ static void on_owner(redisAsyncContext *ac, void *reply, void *priv)
 
 	(void)ac;
 	if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 2) {
-		reply_error(q, 503, "Redis is not reachable");
+		gw_reply_error(q, 503, "Redis is not reachable");
 		return;
 	}
 	/* LOOKUP: {state, tenant} of the record, or of the submission's marker */
 	if (r->element[1]->type != REDIS_REPLY_STRING || strcmp(r->element[1]->str, q->tenant)) {
-		reply_error(q, 404, "no job %s", q->id);
+		gw_reply_error(q, 404, "no job %s", q->id);
 		return;
 	}
 	if (r->element[0]->type == REDIS_REPLY_STRING)
@@ -552,7 +536,7 @@ static void with_owned_job(struct req *q)
 
 	al_lookup_call(&c, q->id);
 	if (al_aconn_call(q->g->cmd, &c, on_owner, q))
-		reply_error(q, 500, "out of memory");
+		gw_reply_error(q, 500, "out of memory");
 	al_call_free(&c);
 }
 
@@ -716,7 +700,7 @@ static void start_output(struct req *q)
 {
 	struct evkeyvalq *h = evhttp_request_get_output_headers(q->r);
 
-	if (!poll_begin(q)) /* an error status, before any 200 */
+	if (!gw_poll_begin(q)) /* an error status, before any 200 */
 		return;
 	evhttp_add_header(h, "Content-Type", "text/event-stream");
 	evhttp_add_header(h, "Cache-Control", "no-cache");
@@ -782,7 +766,7 @@ static void metrics(struct req *q)
 	struct evbuffer *b = evbuffer_new();
 
 	if (!b) {
-		reply_error(q, 500, "out of memory");
+		gw_reply_error(q, 500, "out of memory");
 		return;
 	}
 	evbuffer_add_printf(b,
@@ -804,8 +788,8 @@ static void metrics(struct req *q)
 			    "airlock_gateway_unauthorized_total %llu\n",
 			    (unsigned long long)s->bytes_in, (unsigned long long)s->bytes_out,
 			    (unsigned long long)s->submitted, (unsigned long long)s->unauthorized);
-	reply_send(q, 200, "text/plain; version=0.0.4", evbuffer_pullup(b, -1),
-		   evbuffer_get_length(b));
+	gw_reply_send(q, 200, "text/plain; version=0.0.4", evbuffer_pullup(b, -1),
+		      evbuffer_get_length(b));
 	evbuffer_free(b);
 }
 
@@ -817,8 +801,8 @@ static void serve_healthz(struct req *q, struct evkeyvalq *qs)
 	bool up = al_aconn_is_up(q->g->cmd);
 
 	(void)qs;
-	reply_json(q, up ? 200 : 503,
-		   json_pack("{s:s, s:b}", "status", up ? "ok" : "redis down", "redis", up));
+	gw_reply_json(q, up ? 200 : 503,
+		      json_pack("{s:s, s:b}", "status", up ? "ok" : "redis down", "redis", up));
 }
 
 static void serve_metrics(struct req *q, struct evkeyvalq *qs)
@@ -840,11 +824,11 @@ static void serve_submit(struct req *q, struct evkeyvalq *qs)
 	    evhttp_find_header(evhttp_request_get_input_headers(q->r), "Content-Type");
 
 	if (bad) {
-		reply_error(q, 400, "wait: expected milliseconds");
+		gw_reply_error(q, 400, "wait: expected milliseconds");
 		return;
 	}
 	q->kind = K_SUBMIT;
-	submit(q, body ? body : "", len, ctype && strstr(ctype, "msgpack"), run, wait_ms);
+	gw_submit(q, body ? body : "", len, ctype && strstr(ctype, "msgpack"), run, wait_ms);
 }
 
 /* GET /v1/jobs/{id} (the result or the state), DELETE (cancel) */
@@ -862,7 +846,7 @@ static void serve_wait(struct req *q, struct evkeyvalq *qs)
 	uint64_t ms = query_ms(qs, "timeout_ms", &bad);
 
 	if (bad) {
-		reply_error(q, 400, "timeout_ms: expected milliseconds");
+		gw_reply_error(q, 400, "timeout_ms: expected milliseconds");
 		return;
 	}
 	q->kind = K_WAIT;
@@ -881,7 +865,8 @@ static void serve_output(struct req *q, struct evkeyvalq *qs)
 		after = evhttp_find_header(qs, "after");
 	snprintf(q->last, sizeof(q->last), "%s", after ? after : "0");
 	if (!entry_id_ok(q->last)) {
-		reply_error(q, 400, "Last-Event-ID: expected an event id (MS-SEQ, as sent) or 0");
+		gw_reply_error(q, 400,
+			       "Last-Event-ID: expected an event id (MS-SEQ, as sent) or 0");
 		return;
 	}
 	q->kind = K_OUTPUT;
@@ -894,7 +879,8 @@ static void serve_output(struct req *q, struct evkeyvalq *qs)
 static const struct route {
 	const char *path;
 	bool with_id;
-	const char *suffix; /* with_id: what follows the id ("" for the job itself) */
+	const char *suffix; /* with_id: what follows the id ("" for the job itself); ending
+			     * in '/': a prefix, the rest of the path a file's (q->tail) */
 	bool key;	    /* needs an API key (its tenant is the job's) */
 	int methods;	    /* EVHTTP_REQ_* */
 	const char *takes;  /* the methods, for 405's message */
@@ -907,10 +893,19 @@ static const struct route {
     {"/v1/jobs/", true, "", true, EVHTTP_REQ_GET | EVHTTP_REQ_DELETE, "GET or DELETE", serve_job},
     {"/v1/jobs/", true, "/wait", true, EVHTTP_REQ_GET, "GET", serve_wait},
     {"/v1/jobs/", true, "/output", true, EVHTTP_REQ_GET, "GET", serve_output},
+    {"/v1/sessions", false, NULL, true, EVHTTP_REQ_POST, "POST", gw_serve_session_open},
+    {"/v1/sessions/", true, "", true, EVHTTP_REQ_DELETE, "DELETE", gw_serve_session_call},
+    {"/v1/sessions/", true, "/calls", true, EVHTTP_REQ_POST, "POST", gw_serve_session_call},
+    {"/v1/sessions/", true, "/exec", true, EVHTTP_REQ_POST, "POST", gw_serve_session_call},
+    {"/v1/sessions/", true, "/run_python", true, EVHTTP_REQ_POST, "POST", gw_serve_session_call},
+    {"/v1/sessions/", true, "/files", true, EVHTTP_REQ_GET, "GET", gw_serve_session_call},
+    {"/v1/sessions/", true, "/files/", true, EVHTTP_REQ_GET | EVHTTP_REQ_PUT, "GET or PUT",
+     gw_serve_session_call},
 };
 
-/* The route of path, its job id into id (with_id routes); NULL if none. */
-static const struct route *route_of(const char *path, char id[AL_ID_MAX + 1])
+/* The route of path, its job id into id (with_id routes) and what follows
+ * a prefix suffix into tail; NULL if none. */
+static const struct route *route_of(const char *path, char id[AL_ID_MAX + 1], const char **tail)
 {
 	for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
 		const struct route *rt = &routes[i];
@@ -926,9 +921,16 @@ static const struct route *route_of(const char *path, char id[AL_ID_MAX + 1])
 			continue;
 		end = strchr(path + n, '/');
 		end = end ? end : path + strlen(path);
-		if (!id_ok(path + n, (size_t)(end - path - (ptrdiff_t)n)) ||
-		    strcmp(end, rt->suffix))
+		if (!id_ok(path + n, (size_t)(end - path - (ptrdiff_t)n)))
 			continue;
+		if (*rt->suffix && rt->suffix[strlen(rt->suffix) - 1] == '/') {
+			if (strncmp(end, rt->suffix, strlen(rt->suffix)) ||
+			    !end[strlen(rt->suffix)])
+				continue;
+			*tail = end + strlen(rt->suffix);
+		} else if (strcmp(end, rt->suffix)) {
+			continue;
+		}
 		snprintf(id, AL_ID_MAX + 1, "%.*s", (int)(end - path - (ptrdiff_t)n), path + n);
 		return rt;
 	}
@@ -956,18 +958,18 @@ void gw_on_request(struct evhttp_request *r, void *arg)
 	q->r = r;
 	evhttp_connection_set_closecb(evhttp_request_get_connection(r), on_client_gone, q);
 	if ((refused = gw_conn_request(g, r))) {
-		reply_error(q, refused,
-			    refused == 414
-				? "the request line is longer than %d bytes"
-				: "the request's line and headers are more than %d bytes",
-			    refused == 414 ? GW_LINE_MAX : GW_HEADERS_MAX);
+		gw_reply_error(q, refused,
+			       refused == 414
+				   ? "the request line is longer than %d bytes"
+				   : "the request's line and headers are more than %d bytes",
+			       refused == 414 ? GW_LINE_MAX : GW_HEADERS_MAX);
 		return;
 	}
 	if (!path) {
-		reply_error(q, 400, "a request without a path");
+		gw_reply_error(q, 400, "a request without a path");
 		return;
 	}
-	rt = route_of(path, q->id);
+	rt = route_of(path, q->id, &q->tail);
 	/* under /v1/ the key comes first: no endpoint is told to a stranger */
 	if ((rt && rt->key) || (!rt && !strncmp(path, "/v1/", 4))) {
 		if (!(q->t = gw_auth(g, evhttp_find_header(evhttp_request_get_input_headers(r),
@@ -975,23 +977,23 @@ void gw_on_request(struct evhttp_request *r, void *arg)
 			g->st.unauthorized++;
 			evhttp_add_header(evhttp_request_get_output_headers(r), "WWW-Authenticate",
 					  "Bearer realm=\"airlock\"");
-			reply_error(q, 401,
-				    "a missing or unknown API key (Authorization: Bearer KEY)");
+			gw_reply_error(q, 401,
+				       "a missing or unknown API key (Authorization: Bearer KEY)");
 			return;
 		}
 		snprintf(q->tenant, sizeof(q->tenant), "%s", q->t->name);
 	}
 	if (!rt) {
-		reply_error(q, 404, "no such endpoint: %s (see docs/api.md)", path);
+		gw_reply_error(q, 404, "no such endpoint: %s (see docs/api.md)", path);
 		return;
 	}
 	if (!(evhttp_request_get_command(r) & rt->methods)) {
-		reply_error(q, 405, "%s takes %s", path, rt->takes);
+		gw_reply_error(q, 405, "%s takes %s", path, rt->takes);
 		return;
 	}
 	query = evhttp_uri_get_query(uri);
 	if (query && evhttp_parse_query_str(query, &qs)) {
-		reply_error(q, 400, "a malformed query string");
+		gw_reply_error(q, 400, "a malformed query string");
 		return;
 	}
 	rt->serve(q, &qs);

@@ -1,5 +1,6 @@
-/* body.c - a job from an HTTP body (gw.h): JSON or msgpack in, the
- * protocol's msgpack out, with the gateway's id and the key's tenant. The
+/* body.c - a job or a session's call from an HTTP body (gw.h): JSON or
+ * msgpack in, the protocol's msgpack out, with the gateway's id and the
+ * key's tenant. The
  * protocol's own decoder then checks it, so the fields, caps and error
  * messages are the protocol's (PROTOCOL.md). */
 #include <jansson.h>
@@ -8,6 +9,7 @@
 
 #include "../proto/json.h"
 #include "../proto/mp.h"
+#include "../proto/session.h"
 #include "gw.h"
 
 /* A tenant in the body may only repeat the key's. */
@@ -19,17 +21,25 @@ static int check_tenant(const char *got, size_t n, const char *tenant, struct al
 	return AL_OK;
 }
 
-int gw_job_from_body(const char *body, size_t len, bool msgpack, const char *id, const char *tenant,
-		     struct al_buf *out, struct al_job *job, struct al_err *err)
+/* The body as the protocol's msgpack map into out, with id, the key's
+ * tenant, and what the path says: extra text fields (key, value, ...,
+ * NULL; a session's call: its session and op), or "session": true (a
+ * job that opens one). */
+static int to_msgpack(const char *body, size_t len, bool msgpack, const char *id,
+		      const char *tenant, const char *const *extra, bool opens, struct al_buf *out,
+		      struct al_err *err)
 {
+	size_t nextra = 0;
+
 	msgpack_packer pk;
 	struct al_buf raw = {0};
 	msgpack_unpacked up;
 	const msgpack_object *o;
 	int rc;
 
-	memset(job, 0, sizeof(*job));
 	al_buf_reset(out);
+	while (extra && extra[nextra])
+		nextra += 2;
 	if (!msgpack) {
 		json_error_t je;
 		json_t *j = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
@@ -40,7 +50,7 @@ int gw_job_from_body(const char *body, size_t len, bool msgpack, const char *id,
 					  je.line, je.column);
 		if (!json_is_object(j)) {
 			json_decref(j);
-			return al_err_set(err, AL_EINVAL, "body: expected a JSON object (the job)");
+			return al_err_set(err, AL_EINVAL, "body: expected a JSON object");
 		}
 		rc = al_json_to_msgpack(j, &raw, err);
 		json_decref(j);
@@ -57,7 +67,7 @@ int gw_job_from_body(const char *body, size_t len, bool msgpack, const char *id,
 	if ((rc = al_mp_parse(body, len, &up, &o, err)))
 		goto out;
 	if (o->type != MSGPACK_OBJECT_MAP) {
-		rc = al_err_set(err, AL_EINVAL, "body: expected a map (the job)");
+		rc = al_err_set(err, AL_EINVAL, "body: expected a map");
 		goto out;
 	}
 	al_mp_packer_init(&pk, out);
@@ -80,18 +90,31 @@ int gw_job_from_body(const char *body, size_t len, bool msgpack, const char *id,
 				rc = al_err_set(err, AL_EINVAL,
 						"id: chosen by the gateway; leave it out");
 				goto out;
+			} else if ((opens && al_mp_key_is(&kv->key, "session")) ||
+				   (extra && al_mp_key_is(&kv->key, extra[0])) ||
+				   (nextra > 2 && al_mp_key_is(&kv->key, extra[2]))) {
+				rc = al_err_set(err, AL_EINVAL,
+						"%.*s: given by the path; leave it out",
+						(int)kv->key.via.str.size, kv->key.via.str.ptr);
+				goto out;
 			} else {
 				has_v |= al_mp_key_is(&kv->key, "v");
 				keep++;
 			}
 		}
 		/* the path says the version (/v1/): "v" may be left out */
-		if (msgpack_pack_map(&pk, keep + 2 + !has_v) || al_mp_pack_kv_str(&pk, "id", id) ||
-		    al_mp_pack_kv_str(&pk, "tenant", tenant) ||
+		if (msgpack_pack_map(&pk, keep + 2 + !has_v + (uint32_t)(nextra / 2) + opens) ||
+		    al_mp_pack_kv_str(&pk, "id", id) || al_mp_pack_kv_str(&pk, "tenant", tenant) ||
+		    (opens && (al_mp_pack_str(&pk, "session") || msgpack_pack_true(&pk))) ||
 		    (!has_v && al_mp_pack_kv_uint(&pk, "v", 1))) {
 			rc = al_err_set(err, AL_ENOMEM, "out of memory");
 			goto out;
 		}
+		for (size_t i = 0; i < nextra; i += 2)
+			if (al_mp_pack_kv_str(&pk, extra[i], extra[i + 1])) {
+				rc = al_err_set(err, AL_ENOMEM, "out of memory");
+				goto out;
+			}
 		for (uint32_t i = 0; i < o->via.map.size; i++) {
 			const msgpack_object_kv *kv = &o->via.map.ptr[i];
 
@@ -104,10 +127,29 @@ int gw_job_from_body(const char *body, size_t len, bool msgpack, const char *id,
 			}
 		}
 	}
-	/* the protocol's checks, and its messages */
-	rc = al_job_decode(out->data, out->len, job, err);
 out:
 	msgpack_unpacked_destroy(&up);
 	al_buf_free(&raw);
 	return rc;
+}
+
+int gw_job_from_body(const char *body, size_t len, bool msgpack, const char *id, const char *tenant,
+		     bool opens_session, struct al_buf *out, struct al_job *job, struct al_err *err)
+{
+	int rc = to_msgpack(body, len, msgpack, id, tenant, NULL, opens_session, out, err);
+
+	memset(job, 0, sizeof(*job));
+	/* the protocol's checks, and its messages */
+	return rc ? rc : al_job_decode(out->data, out->len, job, err);
+}
+
+int gw_call_from_body(const char *body, size_t len, bool msgpack, const char *id,
+		      const char *session, const char *op, const char *tenant, struct al_buf *out,
+		      struct al_sess_call *call, struct al_err *err)
+{
+	const char *extra[] = {"session", session, op ? "op" : NULL, op, NULL};
+	int rc = to_msgpack(body, len, msgpack, id, tenant, extra, false, out, err);
+
+	memset(call, 0, sizeof(*call));
+	return rc ? rc : al_sess_call_decode(out->data, out->len, call, err);
 }

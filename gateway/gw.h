@@ -98,7 +98,14 @@ void gw_hash_text(const char *key, size_t len, char out[72]);
  * decoded job into job (al_job_free it). AL_EINVAL with err naming the
  * field. */
 int gw_job_from_body(const char *body, size_t len, bool msgpack, const char *id, const char *tenant,
-		     struct al_buf *out, struct al_job *job, struct al_err *err);
+		     bool opens_session, struct al_buf *out, struct al_job *job,
+		     struct al_err *err);
+/* The same for a session's call (proto/session.h): its session's id, and
+ * its op (NULL: the body's), from the path. */
+struct al_sess_call;
+int gw_call_from_body(const char *body, size_t len, bool msgpack, const char *id,
+		      const char *session, const char *op, const char *tenant, struct al_buf *out,
+		      struct al_sess_call *call, struct al_err *err);
 
 /* conn.c: every connection goes through a filter that holds a request's
  * bytes until its headers are whole (so that libevent never buffers more

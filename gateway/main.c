@@ -206,7 +206,8 @@ int main(int argc, char **argv)
 	g.listener = evhttp_bound_socket_get_listener(bound);
 	gw_conns_init(&g);
 	evhttp_set_max_body_size(g.http, (ev_ssize_t)g.max_body);
-	evhttp_set_allowed_methods(g.http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_DELETE);
+	evhttp_set_allowed_methods(g.http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_PUT |
+					       EVHTTP_REQ_DELETE);
 	evhttp_set_gencb(g.http, gw_on_request, &g);
 	g.cmd = al_aconn_new(g.base, &g.url, "cmd", NULL, NULL, &g);
 	sigterm = evsignal_new(g.base, SIGTERM, on_stop, NULL);

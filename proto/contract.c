@@ -755,10 +755,8 @@ void al_session_open_call(struct al_call *c, const struct al_session_open_item *
 void al_session_queue_call(struct al_call *c, const char *id, const char *tenant, const void *call,
 			   size_t len)
 {
-	char k[AL_KEY_MAX];
-
 	al_call_init(c, al_lua_session_call);
-	al_call_key(c, al_key_sess(k, id));
+	al_call_str(c, id);
 	al_call_str(c, tenant);
 	al_call_arg(c, call, len);
 }

@@ -406,11 +406,12 @@ const char al_lua_session_open[] =
     "return {1, n + 1}\n";
 
 const char al_lua_session_call[] =
-    "local r = redis.call('HMGET', KEYS[1], 'tenant', 'state', 'reason', 'worker')\n"
-    "if not r[1] or r[1] ~= ARGV[1] then return {0} end\n"
+    "local r = redis.call('HMGET', '" AL_KEY_PREFIX "sess:' .. ARGV[1], 'tenant', 'state', "
+    "'reason', 'worker')\n"
+    "if not r[1] or r[1] ~= ARGV[2] then return {0} end\n"
     "if r[2] ~= 'open' then return {2, r[3] or ''} end\n"
     "local q = '" AL_KEY_PREFIX "wq:' .. r[4]\n"
-    "redis.call('RPUSH', q, ARGV[2])\n"
+    "redis.call('RPUSH', q, ARGV[3])\n"
     "redis.call('PEXPIRE', q, 86400000)\n"
     "return {1}\n";
 

@@ -140,8 +140,10 @@ extern const char al_lua_vm_end_one[];
  *    maximum (nothing written) */
 extern const char al_lua_session_open[];
 
-/* SESSION_CALL (client) KEYS: record   ARGV: tenant, call bytes
+/* SESSION_CALL (client) KEYS: none   ARGV: session id, tenant, call bytes
  * Queues the call for the worker that holds the session (al:wq:<worker>).
+ * The record (al:sess:<id>) is named inside, not declared: a client may
+ * only read it, and Redis wants declared keys readable and writable.
  * -> {1} queued; {0} no such session for this tenant (another tenant's
  *    reads the same); {2, reason} the session has ended */
 extern const char al_lua_session_call[];

@@ -10,9 +10,9 @@
 
 static const char *const op_names[AL_SESS_OP_COUNT] = {"exec", "python", "put",
 						       "get",  "ls",	 "close"};
-static const char *const end_names[AL_SESS_END_COUNT] = {
-    "closed",	   "idle",	  "max_life",	 "limit",  "call_stuck",
-    "exited",	   "worker_lost", "worker_stop", "broken"};
+static const char *const end_names[AL_SESS_END_COUNT] = {"closed",	"idle",	       "max_life",
+							 "limit",	"call_stuck",  "exited",
+							 "worker_lost", "worker_stop", "broken"};
 
 const char *al_sess_op_name(enum al_sess_op op)
 {
@@ -107,9 +107,9 @@ enum call_field {
 	C_COUNT
 };
 
-static const char *const call_field_names[C_COUNT] = {
-    "v", "id", "session", "tenant", "op", "code", "argv", "path", "data", "mode", "timeout_ms",
-    "submitted_ms"};
+static const char *const call_field_names[C_COUNT] = {"v",    "id",   "session",    "tenant",
+						      "op",   "code", "argv",	    "path",
+						      "data", "mode", "timeout_ms", "submitted_ms"};
 
 static int dec_field(enum call_field f, const msgpack_object *v, struct al_sess_call *c,
 		     struct al_err *err)
@@ -131,10 +131,11 @@ static int dec_field(enum call_field f, const msgpack_object *v, struct al_sess_
 			return rc;
 		rc = al_sess_op_parse(s);
 		if (rc < 0)
-			rc = al_err_set(err, AL_EINVAL,
-					"op: unknown \"%s\": expected exec, python, put, get, ls or "
-					"close",
-					s);
+			rc =
+			    al_err_set(err, AL_EINVAL,
+				       "op: unknown \"%s\": expected exec, python, put, get, ls or "
+				       "close",
+				       s);
 		else
 			c->op = (enum al_sess_op)rc, rc = AL_OK;
 		free(s);
@@ -150,7 +151,8 @@ static int dec_field(enum call_field f, const msgpack_object *v, struct al_sess_
 		c->mode = (uint32_t)u;
 		return rc;
 	case C_TIMEOUT:
-		return al_mp_get_uint(v, "timeout_ms", 1, AL_LIMIT_WALL_MS_MAX, &c->timeout_ms, err);
+		return al_mp_get_uint(v, "timeout_ms", 1, AL_LIMIT_WALL_MS_MAX, &c->timeout_ms,
+				      err);
 	case C_SUBMITTED:
 		return al_mp_get_uint(v, "submitted_ms", 0, UINT64_MAX, &c->submitted_ms, err);
 	case C_COUNT: break;

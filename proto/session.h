@@ -60,8 +60,7 @@ struct al_sess_call {
 
 /* Total, as al_job_decode: fills *call (caller frees with
  * al_sess_call_free) and AL_OK, or AL_EINVAL naming the field. */
-int al_sess_call_decode(const void *buf, size_t len, struct al_sess_call *call,
-			struct al_err *err);
+int al_sess_call_decode(const void *buf, size_t len, struct al_sess_call *call, struct al_err *err);
 int al_sess_call_encode(const struct al_sess_call *call, struct al_buf *out, struct al_err *err);
 int al_sess_call_validate(const struct al_sess_call *call, struct al_err *err);
 void al_sess_call_free(struct al_sess_call *call);

@@ -262,8 +262,8 @@ static void on_answer(struct wk_session *ss, json_t *doc)
 	err_size = json_is_integer(v) && json_integer_value(v) > 0 ? (uint64_t)json_integer_value(v)
 								   : res.err.len;
 	/* the caps hold whatever the server says: what is past them goes */
-	uint64_t out_cap = p->call.op == AL_SESS_GET ? ss->w->conf->backend.collect_max_bytes
-						     : l->stdout_bytes;
+	uint64_t out_cap =
+	    p->call.op == AL_SESS_GET ? ss->w->conf->backend.collect_max_bytes : l->stdout_bytes;
 	if (res.out.len > out_cap)
 		res.out.len = (size_t)out_cap;
 	if (res.err.len > l->stderr_bytes)
@@ -329,7 +329,8 @@ static void on_frame(struct wk_session *ss, const char *data, size_t len)
 
 	if (!json_is_object(doc)) {
 		json_decref(doc);
-		end_session(ss, AL_SESS_BROKEN, "the server sent a frame that is not a JSON object");
+		end_session(ss, AL_SESS_BROKEN,
+			    "the server sent a frame that is not a JSON object");
 		return;
 	}
 	if (ss->state == SS_STARTING) {
@@ -513,7 +514,8 @@ static void end_session(struct wk_session *ss, enum al_sess_end why, const char 
 		struct pending *p = ss->queue;
 
 		ss->queue = p->next;
-		reply_status(w, p->call.id, p->call.op == AL_SESS_CLOSE ? AL_ST_OK : AL_ST_SESSION_ENDED,
+		reply_status(w, p->call.id,
+			     p->call.op == AL_SESS_CLOSE ? AL_ST_OK : AL_ST_SESSION_ENDED,
 			     p->call.op == AL_SESS_CLOSE ? NULL : msg);
 		pending_free(p);
 	}
@@ -574,7 +576,8 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
 		/* past its time: interrupted (SIGINT inside); the session goes on
 		 * if it stops within INTERRUPT_MS */
 		ss->interrupted = true;
-		al_log("info", "call_interrupted", "job=%s call=%s", ss->s->id, ss->active->call.id);
+		al_log("info", "call_interrupted", "job=%s call=%s", ss->s->id,
+		       ss->active->call.id);
 		if (send_frame(ss, json_pack("{s:s}", "op", "interrupt")))
 			end_session(ss, AL_SESS_BROKEN, "could not interrupt a call");
 		else
@@ -726,9 +729,9 @@ void wk_session_start(struct worker *w, struct slot *s)
 			ss->nwatch++;
 		}
 	}
-	ss->listen_ev = ss->listen_fd >= 0 ? event_new(w->base, ss->listen_fd,
-						     EV_READ | EV_PERSIST, on_accept, ss)
-					   : NULL;
+	ss->listen_ev = ss->listen_fd >= 0
+			    ? event_new(w->base, ss->listen_fd, EV_READ | EV_PERSIST, on_accept, ss)
+			    : NULL;
 	if (!ss->listen_ev || ss->nwatch != wt.nfds) {
 		end_session(ss, AL_SESS_BROKEN,
 			    ss->listen_fd < 0 ? "the backend made no session socket"

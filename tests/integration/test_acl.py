@@ -15,6 +15,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "client", "python"))
 from altest import Tap, need_root  # noqa: E402
 from cluster import Cluster  # noqa: E402
 from policies import trusted  # noqa: E402
@@ -25,7 +26,8 @@ need_root("the process backend")
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 PW = {u: secrets.token_hex(12) for u in ("gateway", "scheduler", "worker", "test")}
 
-POLICY = trusted()
+POLICY = trusted().replace("    max_attempts: 1\n", "    max_attempts: 1\n    sessions: "
+                           "{max_per_tenant: 2, idle_s: 60, max_life_s: 600}\n", 1)
 
 tmp = Cluster(policy=POLICY, start_redis=False)  # its folder holds the ACL file
 acl = os.path.join(tmp.dir, "users.acl")
@@ -112,6 +114,19 @@ try:
          res11["result"]["attempt"] == 0,
          "with no scheduler answering, a cancel is 202 \"requested\" after %.1f s; once one "
          "reads the intake the job ends cancelled, never run" % waited, (st10, req, res11))
+    # a session its whole way: opened, two calls, a file, closed, all with
+    # the gateway's rights as its client (SESSION_CALL: read the record,
+    # append to al:wq:<worker>) and the worker's and scheduler's own
+    import airlock
+    cl = airlock.Client(redis=url("gateway"), tier="trusted", tenant="acme")
+    s = cl.session()
+    s.run_python("x = 6 * 7")
+    s.put("f.txt", b"kept")
+    rs = s.run_python("print(x, open('f.txt').read())")
+    s.close()
+    t.ok(rs.stdout == b"42 kept\n" and
+         c.rcli("HGET", "al:sess:" + s.id, "reason").strip() == "closed",
+         "a session goes its whole way under the ACL users: opened, called, closed", rs)
     log = c.rcli("ACL", "LOG")
     t.ok(st == 200 and body["result"]["stdout"] == "under ACLs\n" and
          body2["result"]["exit_code"] == 3 and st4 == 200 and

@@ -9,9 +9,12 @@ session ends (close, idle, max_life, memory limit, the interpreter
 exiting, a fork bomb, the worker's drain, the worker killed) ends it with
 its reason and leaves nothing on the host; max_per_tenant; a tier without
 sessions and a backend without them are refused; one tenant cannot run a
-call in, read files of, or close another's session by its id; a malformed
-call is answered and harms nothing."""
+call in, read files of, or close another's session by its id, over Redis
+or through the gateway (whose endpoints, and the Python client through
+them, are tested here too); a malformed call is answered and harms
+nothing."""
 import os
+import http.client
 import signal
 import struct
 import sys
@@ -22,6 +25,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "client", "python"))
 from altest import Tap, job_cgroups, leftovers, live_pids_of, need_root  # noqa: E402
 from cluster import Cluster  # noqa: E402
+from gwclient import Api, free_port, key_file, start_gateway  # noqa: E402
 from policies import DEFAULTS, policy, tier_def  # noqa: E402
 
 import airlock  # noqa: E402
@@ -258,6 +262,58 @@ try:
          c.rcli("ZCARD", "al:sessions").strip() == "0",
          "23: every session ended: the tenant's count is 0, none left in al:sessions",
          (c.rcli("HGETALL", "al:tenant:default"), c.rcli("ZCARD", "al:sessions")))
+
+    # ---- through the gateway ----
+    keys = {"acme": "ak-" + os.urandom(8).hex(), "rival": "rk-" + os.urandom(8).hex()}
+    port = free_port()
+    start_gateway(c, port, key_file(os.path.join(c.dir, "keys"), keys))
+    api = Api(port)
+    gcl = airlock.Client(gateway="http://127.0.0.1:%d" % port, token=keys["acme"],
+                         tier="trusted")
+    with gcl.session() as gs:
+        gs.run_python("import math\nv = [1, 2, 3]")
+        gs.put("in/data.csv", "a,b\n1,2\n")
+        r = gs.run_python("print(sum(v), math.sqrt(16), open('in/data.csv').read().split()[1])")
+        st1, doc1 = api.call("POST", "/v1/sessions/%s/exec" % gs.id, {"code": "cat in/data.csv"},
+                             key=keys["acme"])
+        st2, doc2 = api.call("POST", "/v1/sessions/%s/run_python" % gs.id, {"code": "v[-1]"},
+                             key=keys["acme"])
+        st3, raw3 = api.call("PUT", "/v1/sessions/%s/files/out/x.bin" % gs.id,
+                             raw=b"\x00\x01binary", ctype="application/octet-stream",
+                             key=keys["acme"])
+        h = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        h.request("GET", "/v1/sessions/%s/files/out/x.bin" % gs.id,
+                  headers={"Authorization": "Bearer " + keys["acme"]})
+        got = h.getresponse()
+        st4, body4 = got.status, got.read()
+        st5, doc5 = api.call("GET", "/v1/sessions/%s/files" % gs.id, key=keys["acme"])
+        # the rival tenant: every endpoint of acme's session is 404 to it
+        rival = [api.call(m, "/v1/sessions/%s%s" % (gs.id, sfx), b, key=keys["rival"])[0]
+                 for m, sfx, b in (("POST", "/exec", {"code": "id"}),
+                                   ("POST", "/run_python", {"code": "print(v)"}),
+                                   ("GET", "/files/in/data.csv", None),
+                                   ("GET", "/files", None), ("DELETE", "", None))]
+        still = gs.run_python("print(len(v))")
+    st6, doc6 = api.call("POST", "/v1/sessions/%s/run_python" % gs.id, {"code": "print(v)"},
+                         key=keys["acme"])
+    t.ok(r.stdout == b"6 4.0 1,2\n" and st1 == 200 and
+         doc1["result"]["stdout"] == "a,b\n1,2\n" and st2 == 200 and
+         doc2["result"]["stdout"] == "3\n" and st3 == 200 and st4 == 200 and
+         body4 == b"\x00\x01binary" and st5 == 200 and "out/x.bin" in doc5["result"]["stdout"],
+         "27: through the gateway: the Python client's session keeps its state; /exec, "
+         "/run_python, PUT and GET /files/{path}, GET /files",
+         (r, st1, doc1, st2, doc2, st3, raw3, st4, body4, st5, doc5))
+    t.ok(rival == [404] * 5 and still.stdout == b"3\n",
+         "28: another tenant's key: 404 on every endpoint of the session (its exec, "
+         "run_python, files, close), which goes on", rival)
+    t.ok(st6 == 410 and doc6.get("reason") == "closed",
+         "29: after the with block closed it: 410, reason closed", (st6, doc6))
+    st7, doc7 = api.call("POST", "/v1/sessions", {"tier": "plain"}, key=keys["acme"])
+    st8, doc8 = api.call("POST", "/v1/sessions/%s/calls" % gs.id, {"op": "bogus"},
+                         key=keys["acme"])
+    t.ok(st7 == 400 and "does not open sessions" in doc7["result"]["error"] and st8 == 400 and
+         "op: unknown" in doc8.get("error", ""),
+         "30: a tier without sessions is 400 saying so; an unknown op 400", (st7, doc7, st8, doc8))
 
     # ---- the worker stops ----
     s = cl.session()

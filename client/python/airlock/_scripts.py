@@ -33,10 +33,10 @@ redis.call('RPUSH', KEYS[1], '1')
 redis.call('PEXPIRE', KEYS[1], t)
 return 1"""
 
-SESSION_CALL = r"""local r = redis.call('HMGET', KEYS[1], 'tenant', 'state', 'reason', 'worker')
-if not r[1] or r[1] ~= ARGV[1] then return {0} end
+SESSION_CALL = r"""local r = redis.call('HMGET', 'al:sess:' .. ARGV[1], 'tenant', 'state', 'reason', 'worker')
+if not r[1] or r[1] ~= ARGV[2] then return {0} end
 if r[2] ~= 'open' then return {2, r[3] or ''} end
 local q = 'al:wq:' .. r[4]
-redis.call('RPUSH', q, ARGV[2])
+redis.call('RPUSH', q, ARGV[3])
 redis.call('PEXPIRE', q, 86400000)
 return {1}"""

@@ -392,6 +392,32 @@ class _Gateway:
             if st != 202:
                 raise Unavailable("gateway: %d %s" % (st, doc.get("error", "")))
 
+    def session_open(self, job: Dict[str, Any], timeout: Optional[float]) -> str:
+        """POST /v1/sessions: the session's id once it is open."""
+        body = _gateway_body({k: v for k, v in job.items() if k != "session"})
+        st, doc = self.request("POST", "/v1/sessions", body,
+                               timeout=(timeout or 120) + 60)
+        if st == 201:
+            return doc["id"]
+        res = Result.from_map(doc["result"]) if "result" in doc else Result(
+            id="", status="rejected", error="%d %s" % (st, doc.get("error", "")))
+        if st == 429 and not res.info.get("quota"):
+            res.info["quota"] = "sessions"
+        res.raise_for_status()
+        raise Unavailable("gateway: %d %s" % (st, doc.get("error", "")))
+
+    def session_call(self, sid: str, call: Dict[str, Any]) -> Result:
+        """POST /v1/sessions/{id}/calls: the call's result (410: the
+        session has ended, as a session_ended result)."""
+        t = call.get("timeout_ms", 600000) / 1000
+        st, doc = self.request("POST", "/v1/sessions/%s/calls" % sid, _gateway_body(call),
+                               timeout=t + 60)
+        if st == 410:
+            return Result(id="", status="session_ended", error=doc.get("error"))
+        if "result" in doc:
+            return Result.from_map(doc["result"])
+        raise AirlockError("gateway: %d %s" % (st, doc.get("error", "")))
+
     def status(self, jid: str) -> Tuple[str, Optional[Result]]:
         st, doc = self.request("GET", "/v1/jobs/" + jid)
         return doc.get("state", ""), (Result.from_map(doc["result"]) if "result" in doc
@@ -706,8 +732,8 @@ class _Redis:
         call.setdefault("id", uuid.uuid4().hex)
         call.setdefault("tenant", self.tenant)
         call.setdefault("submitted_ms", int(time.time() * 1000))
-        got = self._call(self.scripts["SESSION_CALL"], keys=["al:sess:" + sid],
-                         args=[call["tenant"], msgpack.packb(call, use_bin_type=True)])
+        got = self._call(self.scripts["SESSION_CALL"], keys=[],
+                         args=[sid, call["tenant"], msgpack.packb(call, use_bin_type=True)])
         if got[0] == 0:
             raise NotFound("no session %s" % sid)
         if got[0] == 2:

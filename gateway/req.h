@@ -1,0 +1,62 @@
+/* req.h - one HTTP request of the gateway's (api.c, session.c), alive
+ * until it is answered, and the replies and steps the endpoints share.
+ * Internal to gateway/. */
+#ifndef AL_GW_REQ_H
+#define AL_GW_REQ_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "gw.h"
+
+enum kind { K_SUBMIT, K_GET, K_WAIT, K_CANCEL, K_OUTPUT, K_SESSION_OPEN, K_CALL };
+
+struct req {
+	struct gw *g;
+	struct evhttp_request *r; /* NULL once the client went */
+	enum kind kind;
+	char tenant[AL_ID_MAX + 1];
+	struct gw_tenant *t; /* the key's tenant: its long polls are counted */
+	char id[AL_ID_MAX + 1];
+	bool wait;	      /* submit, then wait for the result... */
+	uint64_t wait_ms;     /* ...this long */
+	uint64_t deadline_ms; /* of the wait (monotonic) */
+	int code_if_pending;  /* a wait that ran out: 202 */
+	struct gw_waiter *w;
+	char state[16];
+	char last[48];		   /* output: the last entry sent (Last-Event-ID) */
+	unsigned quiet;		   /* output: rounds without an entry (a ping every 15) */
+	bool same_key;		   /* submit: an earlier job of the tenant's key */
+	char nonce[AL_ID_MAX + 1]; /* cancel: its answer comes on al:reply:<nonce> */
+	char session[AL_ID_MAX + 1]; /* a call: its session's id (q->id is the call's) */
+	int op;			     /* a call: enum al_sess_op */
+	bool op_of_path;	     /* ...from the path: DELETE, /files (else a result) */
+	const char *tail;	     /* a route's path after its prefix (a file's) */
+};
+
+/* Answer with len bytes of ctype (data NULL: a 500) and free q. */
+void gw_reply_send(struct req *q, int code, const char *ctype, const void *data, size_t len);
+void gw_reply_json(struct req *q, int code, json_t *doc); /* takes doc */
+void gw_reply_error(struct req *q, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* A stored result (msgpack) as the answer: msgpack when asked for, else
+ * JSON; a rejection 400, or 429 by a quota. */
+void gw_reply_result(struct req *q, const char *raw, size_t len);
+/* q becomes a long poll (a waiter of its own); false when refused
+ * (answered: 429 or 503). */
+bool gw_poll_begin(struct req *q);
+int gw_new_id(char out[AL_ID_MAX + 1]);
+/* Submit the body's job (JSON or msgpack) for q's tenant; run: wait for
+ * its result; session: the job opens a session. */
+void gw_submit(struct req *q, const char *body, size_t len, bool msgpack, bool run,
+	       uint64_t wait_ms);
+
+/* session.c: the sessions' endpoints (docs/api.md, "Sessions"): open
+ * (POST /v1/sessions), and a call: the op from the path and method
+ * (/calls: the body's), on the session of q->id. */
+struct evkeyvalq;
+void gw_serve_session_open(struct req *q, struct evkeyvalq *qs);
+void gw_serve_session_call(struct req *q, struct evkeyvalq *qs);
+
+#endif

@@ -1,0 +1,278 @@
+/* session.c - the gateway's session endpoints (docs/api.md, "Sessions"):
+ * open one (a job with "session": true, waited for), and its calls: each
+ * queued with SESSION_CALL for the key's tenant (another tenant's session
+ * is 404, as an unknown one), then waited for on a long-poll connection
+ * in one-second rounds, the session's record looked at between them, so
+ * that a session that ended (or whose worker is lost) answers 410 instead
+ * of a wait that never ends. */
+#include <event2/buffer.h>
+#include <event2/http.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/clock.h"
+#include "../proto/contract.h"
+#include "../proto/result.h"
+#include "../proto/session.h"
+#include "req.h"
+
+#define CALL_SLACK_MS 30000 /* a call is waited for its time plus this */
+
+/* The request's body and whether it is msgpack. */
+static const char *body_of(struct req *q, size_t *len, bool *msgpack)
+{
+	struct evbuffer *in = evhttp_request_get_input_buffer(q->r);
+	const char *body = (const char *)evbuffer_pullup(in, -1);
+	const char *ctype =
+	    evhttp_find_header(evhttp_request_get_input_headers(q->r), "Content-Type");
+
+	*len = evbuffer_get_length(in);
+	*msgpack = ctype && strstr(ctype, "msgpack");
+	return body ? body : "";
+}
+
+void gw_serve_session_open(struct req *q, struct evkeyvalq *qs)
+{
+	size_t len;
+	bool msgpack;
+	const char *body = body_of(q, &len, &msgpack);
+
+	(void)qs;
+	q->kind = K_SESSION_OPEN;
+	gw_submit(q, body, len, msgpack, true, 0);
+}
+
+static void call_step(struct req *q);
+
+static void ended(struct req *q, const char *reason)
+{
+	char msg[AL_ERR_MSG_MAX];
+
+	snprintf(msg, sizeof(msg), "session_ended: %s", reason);
+	gw_reply_json(q, 410, json_pack("{s:s, s:s, s:s}", "id", q->session, "error", msg,
+					"reason", reason));
+}
+
+/* The call's result, as its op wants it: a file's bytes, a close's word,
+ * else the result (msgpack or JSON); session_ended is 410. */
+static void answer(struct req *q, const char *raw, size_t len)
+{
+	struct al_result res = {0};
+	struct al_err err = {0};
+
+	if (al_result_decode(raw, len, &res, &err)) {
+		gw_reply_error(q, 500, "the stored result does not decode: %s", err.msg);
+		return;
+	}
+	if (res.status == AL_ST_SESSION_ENDED) {
+		const char *why = res.error && !strncmp(res.error, "session_ended: ", 15)
+				      ? res.error + 15
+				      : "ended";
+
+		ended(q, why);
+	} else if (!q->op_of_path) { /* /calls: the result, whatever the op */
+		gw_reply_result(q, raw, len);
+	} else if (q->op == AL_SESS_CLOSE) {
+		gw_reply_json(q, 200, json_pack("{s:s, s:s}", "id", q->session, "session", "closed"));
+	} else if (q->op == AL_SESS_GET && res.status == AL_ST_OK && !res.out_truncated) {
+		gw_reply_send(q, 200, "application/octet-stream", res.out.data ? res.out.data : "",
+			      res.out.len);
+	} else if (q->op == AL_SESS_GET) {
+		gw_reply_error(q, res.out_truncated ? 413 : 404, "%s",
+			       res.out_truncated ? "the file is larger than the worker's cap"
+			       : res.error	 ? res.error
+						 : "not found");
+	} else {
+		gw_reply_result(q, raw, len);
+	}
+	al_result_free(&res);
+}
+
+static void on_look(redisAsyncContext *ac, void *reply, void *priv);
+
+static void on_result(redisAsyncContext *ac, void *reply, void *priv)
+{
+	struct req *q = priv;
+	redisReply *r = reply;
+	struct al_call c;
+
+	(void)ac;
+	if (r && r->type == REDIS_REPLY_STRING) {
+		answer(q, r->str, r->len);
+		return;
+	}
+	if (!q->r) { /* the client went */
+		gw_reply_send(q, 499, "text/plain", "", 0);
+		return;
+	}
+	if (q->state[0]) { /* the session ended, and no result came: 410 */
+		ended(q, q->state);
+		return;
+	}
+	al_session_read_call(&c, q->session);
+	if (al_aconn_send(q->g->cmd, &c, on_look, q))
+		gw_reply_error(q, 503, "Redis is not reachable: %s", al_aconn_strerror(q->g->cmd));
+	al_call_free(&c);
+}
+
+static void get_result(struct req *q)
+{
+	struct al_call c;
+
+	al_result_get_call(&c, q->id);
+	if (al_aconn_send(q->g->cmd, &c, on_result, q))
+		gw_reply_error(q, 503, "Redis is not reachable: %s", al_aconn_strerror(q->g->cmd));
+	al_call_free(&c);
+}
+
+/* The session's record between rounds: ended, or its lease run out. */
+static void on_look(redisAsyncContext *ac, void *reply, void *priv)
+{
+	struct req *q = priv;
+	redisReply *r = reply;
+
+	(void)ac;
+	if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 5) {
+		const redisReply *st = r->element[1], *why = r->element[2], *lease = r->element[4];
+
+		if (st->type == REDIS_REPLY_STRING && !strcmp(st->str, "ended"))
+			snprintf(q->state, sizeof(q->state), "%s",
+				 why->type == REDIS_REPLY_STRING ? why->str : "ended");
+		else if (lease->type == REDIS_REPLY_STRING &&
+			 strtoull(lease->str, NULL, 10) < al_now_ms())
+			snprintf(q->state, sizeof(q->state), "worker_lost");
+		if (q->state[0]) { /* one more look for its result, then 410 */
+			get_result(q);
+			return;
+		}
+	}
+	if (al_mono_ms() >= q->deadline_ms) {
+		gw_reply_json(q, 504,
+			      json_pack("{s:s, s:s, s:s}", "id", q->id, "session", q->session,
+					"error", "no answer within the call's time and 30 s: the "
+						 "session's worker may be stalled"));
+		return;
+	}
+	call_step(q);
+}
+
+static void on_done(redisAsyncContext *ac, void *reply, void *priv)
+{
+	(void)ac;
+	(void)reply;
+	get_result(priv);
+}
+
+/* One round: BLPOP the call's done list for at most a second, then read. */
+static void call_step(struct req *q)
+{
+	struct al_call c;
+
+	if (!gw_poll_begin(q))
+		return;
+	al_done_wait_call(&c, q->id, 1000);
+	if (al_aconn_send(q->w->c, &c, on_done, q))
+		gw_reply_error(q, 503, "Redis is not reachable: %s", al_aconn_strerror(q->w->c));
+	al_call_free(&c);
+}
+
+static void on_queued(redisAsyncContext *ac, void *reply, void *priv)
+{
+	struct req *q = priv;
+	redisReply *r = reply;
+
+	(void)ac;
+	if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
+	    r->element[0]->type != REDIS_REPLY_INTEGER) {
+		gw_reply_error(q, 502, "unexpected answer from Redis to the call");
+	} else if (r->element[0]->integer == AL_SESS_Q_UNKNOWN) {
+		gw_reply_error(q, 404, "no session %s", q->session);
+	} else if (r->element[0]->integer == AL_SESS_Q_ENDED) {
+		ended(q, r->elements > 1 && r->element[1]->type == REDIS_REPLY_STRING
+			     ? r->element[1]->str
+			     : "ended");
+	} else {
+		call_step(q);
+	}
+}
+
+static void serve_call(struct req *q, const char *op, const char *path, const char *body,
+		       size_t len, bool msgpack);
+
+void gw_serve_session_call(struct req *q, struct evkeyvalq *qs)
+{
+	const char *upath = evhttp_uri_get_path(evhttp_request_get_evhttp_uri(q->r));
+	enum evhttp_cmd_type m = evhttp_request_get_command(q->r);
+	const char *rest = strchr(upath + strlen("/v1/sessions/"), '/');
+	size_t len;
+	bool msgpack;
+	const char *body = body_of(q, &len, &msgpack);
+	const char *op = m == EVHTTP_REQ_DELETE ? "close"
+			 : !rest		    ? "close"
+			 : !strcmp(rest, "/exec")   ? "exec"
+			 : !strcmp(rest, "/run_python") ? "python"
+			 : !strcmp(rest, "/files")	    ? "ls"
+			 : q->tail			    ? (m == EVHTTP_REQ_PUT ? "put" : "get")
+							    : NULL; /* /calls: the body's */
+	char *path = q->tail ? evhttp_uridecode(q->tail, 0, NULL) : NULL;
+
+	(void)qs;
+	snprintf(q->session, sizeof(q->session), "%s", q->id);
+	q->op_of_path = op && (!strcmp(op, "close") || !strcmp(op, "get") || !strcmp(op, "ls") ||
+			       !strcmp(op, "put"));
+	serve_call(q, op, path, body, len, msgpack);
+	free(path);
+}
+
+static void serve_call(struct req *q, const char *op, const char *path, const char *body,
+		       size_t len, bool msgpack)
+{
+	struct al_sess_call call = {0};
+	struct al_buf mp = {0};
+	struct al_err err = {0};
+	struct al_call c;
+	int rc;
+
+	q->kind = K_CALL;
+	if (gw_new_id(q->id)) {
+		gw_reply_error(q, 500, "no randomness for an id");
+		return;
+	}
+	if (op && (!strcmp(op, "put") || !strcmp(op, "get") || !strcmp(op, "ls") ||
+		   !strcmp(op, "close"))) {
+		/* from the path alone; a put's body is the file's bytes */
+		call = (struct al_sess_call){.version = AL_PROTO_VERSION,
+					     .id = q->id,
+					     .session = q->session,
+					     .tenant = q->tenant,
+					     .op = (enum al_sess_op)al_sess_op_parse(op),
+					     .path = path && *path ? (char *)path : NULL,
+					     .data = {(char *)body, len},
+					     .mode = 0644,
+					     .submitted_ms = al_now_ms()};
+		if (call.op != AL_SESS_PUT)
+			call.data = (struct al_bytes){0};
+		rc = al_sess_call_encode(&call, &mp, &err);
+		memset(&call, 0, sizeof(call)); /* nothing of it is owned */
+	} else {
+		rc = gw_call_from_body(body, len, msgpack, q->id, q->session, op, q->tenant, &mp,
+				       &call, &err);
+	}
+	q->op = rc ? -1 : op ? al_sess_op_parse(op) : (int)call.op;
+	q->deadline_ms =
+	    al_mono_ms() + (call.timeout_ms ? call.timeout_ms : GW_WAIT_MAX_MS / 2) + CALL_SLACK_MS;
+	al_sess_call_free(&call);
+	if (rc) {
+		al_buf_free(&mp);
+		gw_reply_error(q, err.code == AL_ENOMEM ? 500 : 400, "%s", err.msg);
+		return;
+	}
+	q->state[0] = '\0';
+	al_session_queue_call(&c, q->session, q->tenant, mp.data, mp.len);
+	al_buf_free(&mp);
+	/* best effort: a call queued twice would run twice */
+	if (al_aconn_send(q->g->cmd, &c, on_queued, q))
+		gw_reply_error(q, 503, "Redis is not reachable: %s", al_aconn_strerror(q->g->cmd));
+	al_call_free(&c);
+}

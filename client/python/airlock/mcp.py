@@ -1,8 +1,15 @@
 """airlock-mcp: a Model Context Protocol server (stdio, JSON-RPC 2.0) that
-gives a model two tools, run_python and run_shell, each run as an Airlock
-job in the one tier the operator configured for this server. The model
-passes code, nothing else: it cannot pick, widen or see past its sandbox,
-and this process never runs the code itself.
+gives a model two tools, run_python and run_shell, run in the one tier the
+operator configured for this server. The model passes code, nothing else:
+it cannot pick, widen or see past its sandbox, and this process never runs
+the code itself.
+
+One MCP client (this server's stdin and stdout) gets one Airlock session
+(PROTOCOL.md, "Sessions"), opened at its first tool call and closed when it
+disconnects: the model's variables, imports and files last from one call
+to the next. A tier that keeps no sessions (or --no-session) runs each call
+as a job of its own, in a fresh sandbox. A session that ends (idle, a
+limit...) is replaced at the next call, which says so.
 
     airlock-mcp --gateway URL --tier untrusted [--timeout 30] [--tools run_python,run_shell]
     (the API key from $AIRLOCK_TOKEN or --token-file; or --redis URL)
@@ -19,7 +26,7 @@ import secrets
 import sys
 from typing import Any, Dict, Optional, TextIO
 
-from .client import AirlockError, Client, Rejected, tool_answer
+from .client import AirlockError, Client, Rejected, SessionEnded, tool_answer
 
 PROTOCOL_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS = -32700, -32600, -32601, -32602
@@ -43,17 +50,19 @@ def fenced_text(ans: Dict[str, Any]) -> str:
 
 TOOLS = {
     "run_python": {
-        "description": "Run a Python 3 program in an isolated sandbox and return its stdout, "
+        "description": "Run Python 3 code in an isolated sandbox and return its stdout, "
                        "stderr and exit code. The sandbox has no access to this machine, its "
-                       "files or its network, and is gone after the run: keep state in the "
-                       "program itself.",
+                       "files or its network. The server's instructions say whether variables, "
+                       "imports and files last from one call to the next (a session) or each "
+                       "call is a fresh sandbox.",
         "arg": "code", "runtime": "python",
         "arg_doc": "The whole Python program to run (print what you want to see).",
     },
     "run_shell": {
         "description": "Run a POSIX shell script (/bin/sh) in an isolated sandbox and return its "
                        "stdout, stderr and exit code. The sandbox has no access to this "
-                       "machine, its files or its network, and is gone after the run.",
+                       "machine, its files or its network; in a session it is the same sandbox "
+                       "(and files) as run_python's.",
         "arg": "command", "runtime": "sh",
         "arg_doc": "The shell script to run.",
     },
@@ -71,11 +80,14 @@ class Server:
     """The MCP session: one client over one pair of streams."""
 
     def __init__(self, client: Client, tier: str, timeout: Optional[float], tools: list,
-                 out: TextIO, log: TextIO):
+                 out: TextIO, log: TextIO, session: bool = True):
         self.client, self.tier, self.timeout = client, tier, timeout
         self.tools = {n: TOOLS[n] for n in tools}
         self.out, self.log = out, log
         self.version: Optional[str] = None
+        self.use_session = session  # until the tier says it keeps none
+        self.session: Any = None
+        self.note = ""  # said once with the next answer (a session replaced)
 
     # ---- JSON-RPC ----
     def send(self, msg: Dict[str, Any]) -> None:
@@ -145,8 +157,11 @@ class Server:
         return {"protocolVersion": self.version,
                 "capabilities": {"tools": {"listChanged": False}},
                 "serverInfo": {"name": "airlock-mcp", "version": "0.1.0"},
-                "instructions": "Code you pass to %s runs in Airlock's %s sandbox, one fresh "
-                                "sandbox per call." % (" and ".join(self.tools), self.tier)}
+                "instructions": "Code you pass to %s runs in Airlock's %s sandbox. %s" % (
+                    " and ".join(self.tools), self.tier,
+                    "One sandbox lasts for this conversation: variables, imports and files "
+                    "from earlier calls are there (if it ends, the answer says so and a new "
+                    "one starts)." if self.use_session else "One fresh sandbox per call.")}
 
     def tools_list(self, p: Dict[str, Any]) -> Dict[str, Any]:
         tools = []
@@ -173,26 +188,61 @@ class Server:
         if not code or len(code.encode()) > CODE_MAX:
             return self.tool_error("%s: %s must be 1 byte to 1 MiB" % (name, t["arg"]))
         try:
-            res = self.client.run(code, tier=self.tier, runtime=t["runtime"],
-                                  timeout=self.timeout, check=False)
+            res = self.run(t["runtime"], code)
         except Rejected as e:
             res = e.result
         except AirlockError as e:
             return self.tool_error("the sandbox is not available: %s" % e)
         ans = tool_answer(res)
-        text = fenced_text(ans)
+        text = self.note + fenced_text(ans)
+        self.note = ""
         out = {"content": [{"type": "text", "text": text}],
                "isError": not res.ok}  # a non-zero exit ran: a value, not an error
         if self.version and self.version >= "2025-06-18":
             out["structuredContent"] = ans
         return out
 
+    def run(self, runtime: str, code: str) -> Any:
+        """The call in this client's session (opened now if none is), else
+        as a job of its own."""
+        for _ in (0, 1):
+            if self.use_session and self.session is None:
+                try:
+                    self.session = self.client.session(tier=self.tier, timeout=self.timeout)
+                except Rejected as e:
+                    if "sessions" in (e.result.error or "") and \
+                            not e.result.info.get("quota"):
+                        self.use_session = False  # the tier keeps none: jobs, from now on
+                        self.log.write("airlock-mcp: tier %s keeps no sessions: one job per "
+                                       "call (%s)\n" % (self.tier, e.result.error))
+                    else:
+                        raise
+            if not self.use_session:
+                return self.client.run(code, tier=self.tier, runtime=runtime,
+                                       timeout=self.timeout, check=False)
+            try:
+                if runtime == "python":
+                    return self.session.run_python(code)
+                return self.session.exec(code)
+            except SessionEnded as e:
+                self.session = None  # a new one, once; the model is told
+                self.note = ("(the previous sandbox ended: %s; this is a new one, without "
+                             "its variables or files)\n" % e.reason)
+        raise AirlockError("the session ended twice in a row")
+
     def tool_error(self, text: str) -> Dict[str, Any]:
         return {"content": [{"type": "text", "text": text}], "isError": True}
 
     def serve(self, inp: TextIO) -> None:
-        for line in inp:
-            self.handle_line(line)
+        try:
+            for line in inp:
+                self.handle_line(line)
+        finally:  # the client went: its session goes too
+            if self.session is not None:
+                try:
+                    self.session.close()
+                except AirlockError as e:
+                    self.log.write("airlock-mcp: closing the session: %s\n" % e)
 
 
 def main(argv: Optional[list] = None) -> int:
@@ -207,6 +257,8 @@ def main(argv: Optional[list] = None) -> int:
                     help="wall-clock seconds per call (default: the tier's)")
     ap.add_argument("--tools", default="run_python,run_shell",
                     help="which tools to offer (default run_python,run_shell)")
+    ap.add_argument("--no-session", action="store_true",
+                    help="one job per call, even on a tier that keeps sessions")
     a = ap.parse_args(argv)
     tools = [x for x in a.tools.split(",") if x]
     bad = [x for x in tools if x not in TOOLS]
@@ -223,7 +275,8 @@ def main(argv: Optional[list] = None) -> int:
     except (ValueError, AirlockError) as e:
         ap.error(str(e))
     # stdout carries only protocol messages
-    Server(client, a.tier, a.timeout, tools, sys.stdout, sys.stderr).serve(sys.stdin)
+    Server(client, a.tier, a.timeout, tools, sys.stdout, sys.stderr,
+           session=not a.no_session).serve(sys.stdin)
     return 0
 
 

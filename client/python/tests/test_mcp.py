@@ -34,6 +34,11 @@ tiers:
     backend: process
     max_attempts: 1
     defaults: {wall_ms: 20000, memory_bytes: 268435456, pids: 64}
+  sess:
+    backend: process
+    max_attempts: 1
+    defaults: {wall_ms: 20000, memory_bytes: 268435456, pids: 64}
+    sessions: {max_per_tenant: 4, idle_s: 600, max_life_s: 600}
 """
 
 
@@ -68,6 +73,17 @@ class Mcp:
         return kids
 
 
+def m_log_of(x):
+    """What the server logged so far (stderr, without blocking)."""
+    import fcntl
+    fd = x.p.stderr.fileno()
+    fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_NONBLOCK)
+    try:
+        return os.read(fd, 65536).decode(errors="replace")
+    except BlockingIOError:
+        return ""
+
+
 def text(r):
     return "".join(c.get("text", "") for c in r.get("result", {}).get("content", []))
 
@@ -76,7 +92,7 @@ c = Cluster(policy=POLICY)
 m = None
 try:
     c.scheduler()
-    c.worker("mcp-w", uid_base=63100, slots=2)
+    c.worker("mcp-w", uid_base=63100, slots=4, tiers="trusted,sess")
     key = "k-" + secrets.token_hex(16)
     port = free_port()
     start_gateway(c, port, key_file(os.path.join(c.dir, "keys"), {"agent": key}))
@@ -121,9 +137,11 @@ try:
          res.get("structuredContent", {}).get("stdout") == "42\n" and
          res["structuredContent"]["exit_code"] == 0,
          "tools/call run_python print(6*7): 42, not an error", r)
-    t.ok(not os.path.exists(proof) and after == before + 1 and not m.children(),
-         "the code ran as an Airlock job (one more in the queue), not in the server: its file "
-         "is not on this host and the server has no child", (proof, before, after, m.children()))
+    t.ok(not os.path.exists(proof) and after == before + 2 and not m.children() and
+         "keeps no sessions" in m_log_of(m),
+         "the code ran as an Airlock job (a tier without sessions: the refused session's open "
+         "and the call's), not in the server: its file is not on this host and the server "
+         "has no child", (proof, before, after, m.children()))
 
     r = m.call("tools/call", {"name": "run_python", "arguments": {
         "code": "import time\nwhile True: time.sleep(0.05)"}})
@@ -185,6 +203,30 @@ try:
          r)
     m.p.stdin.close()
     t.ok(m.p.wait(10) == 0, "end of input: the server exits 0")
+
+    # one session per MCP client: two calls of one share state, another's do not
+    s1 = Mcp(["--gateway", "http://127.0.0.1:%d" % port, "--tier", "sess"], env)
+    s2 = Mcp(["--gateway", "http://127.0.0.1:%d" % port, "--tier", "sess"], env)
+    for x in (s1, s2):
+        x.call("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                              "clientInfo": {"name": "t", "version": "1"}})
+    a1 = s1.call("tools/call", {"name": "run_python", "arguments": {"code": "x = 6 * 7"}})
+    a2 = s1.call("tools/call", {"name": "run_shell", "arguments": {"command": "echo f > f.txt"}})
+    a3 = s1.call("tools/call", {"name": "run_python", "arguments": {
+        "code": "print(x, open('f.txt').read().strip())"}})
+    b1 = s2.call("tools/call", {"name": "run_python", "arguments": {"code": "print(x)"}})
+    t.ok(a3.get("result", {}).get("structuredContent", {}).get("stdout") == "42 f\n" and
+         "NameError" in b1.get("result", {}).get("structuredContent", {}).get("stderr", ""),
+         "two tool calls of one MCP client share a session (a variable, a file of run_shell); "
+         "another client's session has neither", (a1, a2, a3, b1))
+    open_ids = c.rcli("ZRANGE", "al:sessions", "0", "-1").split()
+    s1.p.stdin.close()
+    s1.p.wait(10)
+    s2.p.stdin.close()
+    s2.p.wait(10)
+    reasons = [c.rcli("HGET", "al:sess:" + i, "reason").strip() for i in open_ids]
+    t.ok(len(open_ids) == 2 and reasons == ["closed", "closed"],
+         "each client's session closed when it disconnected", (open_ids, reasons))
 
     m2 = Mcp(["--gateway", "http://127.0.0.1:%d" % port, "--tier", "trusted",
               "--tools", "run_python"], env)

@@ -12,23 +12,7 @@
 #include "../proto/json.h"
 #include "../common/opt.h"
 #include "../proto/grade.h"
-
-/* Exit codes for outcomes that are not the job's own exit code. */
-enum {
-	EXIT_USAGE = 2,
-	EXIT_COMPILE = 3,      /* compile_error: a grading job's build failed */
-	EXIT_REJECTED = 65,    /* EX_DATAERR: the job was refused */
-	EXIT_NOINPUT = 66,     /* a local file is missing */
-	EXIT_UNAVAILABLE = 69, /* Redis unreachable */
-	EXIT_OSERR = 71,       /* out of memory */
-	EXIT_SANDBOX = 70,     /* sandbox_error */
-	EXIT_LOST = 75,	       /* worker_lost or expired: try again later */
-	EXIT_TIMEOUT = 124,    /* like timeout(1) */
-	EXIT_CANCELLED = 130,
-	EXIT_MEMORY = 137,
-	EXIT_CPU = 152,	   /* 128 + SIGXCPU */
-	EXIT_OUTPUT = 153, /* 128 + SIGXFSZ */
-};
+#include "cli.h"
 
 /* The CLI's own allocations: a short-lived command has nothing to unwind
  * to, so running out of memory ends it with one line and EX_OSERR. */
@@ -65,6 +49,12 @@ static void usage(FILE *f)
 	    "  stats                              queues per tier, workers, results by status\n"
 	    "  dlq list | show ENTRY | retry ENTRY | purge   dead letters\n"
 	    "  vm list | stop NAME | extend NAME MS          service VMs and their leases\n"
+	    "  session open [--tier T] [--memory B] [--timeout MS]   open a session (prints its "
+	    "id)\n"
+	    "  session py ID (-c CODE | FILE | -) [--outputs DIR]    Python in its interpreter\n"
+	    "  session exec ID (-c LINE | -- ARGV...)    a command in its sandbox\n"
+	    "  session put ID LOCAL REMOTE | get ID REMOTE [LOCAL] | ls ID | close ID\n"
+	    "                                     (state lasts between calls; PROTOCOL.md)\n"
 	    "  check-job FILE|-                   decode a msgpack job, print it as JSON\n"
 	    "  grade [options] DIR|FILE           a grading job (build once, many tests): a\n"
 	    "                                     directory (grade.yaml, files/, tests/NAME.in\n"
@@ -94,7 +84,7 @@ static void usage(FILE *f)
 	    "  others as run's (65 also for a grading job that cannot be read).\n");
 }
 
-static int read_path(const char *path, struct al_bytes *out, size_t cap)
+int cli_read_path(const char *path, struct al_bytes *out, size_t cap)
 {
 	FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
 	struct al_buf b = {0};
@@ -222,7 +212,7 @@ static int build_job(int argc, char **argv, struct al_job *job, bool *json)
 			f = need(realloc(job->files, (job->nfiles + 1) * sizeof(*f)));
 			job->files = f;
 			memset(&f[job->nfiles], 0, sizeof(*f));
-			if ((rc = read_path(local, &f[job->nfiles].data, AL_FILES_TOTAL_MAX))) {
+			if ((rc = cli_read_path(local, &f[job->nfiles].data, AL_FILES_TOTAL_MAX))) {
 				free(local);
 				return rc;
 			}
@@ -264,7 +254,7 @@ static int build_job(int argc, char **argv, struct al_job *job, bool *json)
 				job->deadline_ms = u;
 			break;
 		case 'i':
-			if ((rc = read_path(optarg, &job->stdin_data, AL_STDIN_MAX)))
+			if ((rc = cli_read_path(optarg, &job->stdin_data, AL_STDIN_MAX)))
 				return rc;
 			break;
 		case 'e':
@@ -302,7 +292,7 @@ static int build_job(int argc, char **argv, struct al_job *job, bool *json)
 		job->code.data = xstrdup(code);
 		job->code.len = strlen(code);
 	} else if (optind < argc && strcmp(argv[optind - 1], "--") != 0) {
-		if ((rc = read_path(argv[optind++], &job->code, AL_CODE_MAX)))
+		if ((rc = cli_read_path(argv[optind++], &job->code, AL_CODE_MAX)))
 			return rc;
 	}
 	if (job->code.data) {
@@ -411,7 +401,7 @@ static int on_chunk(const struct al_chunk *ch, void *arg)
 }
 
 /* The result; with sh, only what the live output did not show already. */
-static int print_result(const struct al_result *r, bool json, const struct shown *sh)
+int cli_print_result(const struct al_result *r, bool json, const struct shown *sh)
 {
 	if (json) {
 		json_t *j = al_result_to_json(r);
@@ -490,7 +480,7 @@ static char *gateway_token(struct al_err *err)
 	return xstrdup(line);
 }
 
-static struct al_client *connect_or_die(const char *url, int *rc)
+struct al_client *cli_connect(const char *url, int *rc)
 {
 	struct al_err err = {0};
 	struct al_client *c = NULL;
@@ -519,7 +509,7 @@ static struct al_client *connect_and_submit(const char *url, struct al_job *job,
 					    char id[AL_ID_MAX + 1], bool *existing, int *rc)
 {
 	struct al_err err = {0};
-	struct al_client *c = connect_or_die(url, rc);
+	struct al_client *c = cli_connect(url, rc);
 
 	if (c && al_client_submit(c, job, id, existing, &err)) {
 		fprintf(stderr, "airlock: %s\n", err.msg);
@@ -565,7 +555,7 @@ static int cmd_run(const char *url, int argc, char **argv, bool wait)
 		rc = EXIT_UNAVAILABLE;
 		goto out_client;
 	}
-	rc = print_result(&res, json, streamed ? &sh : NULL);
+	rc = cli_print_result(&res, json, streamed ? &sh : NULL);
 	al_result_free(&res);
 out_client:
 	al_client_close(c);
@@ -645,7 +635,7 @@ static int cmd_grade(const char *url, int argc, char **argv)
 		goto out_client;
 	}
 	if (json) {
-		rc = print_result(&res, true, NULL);
+		rc = cli_print_result(&res, true, NULL);
 	} else {
 		al_grade_print(stdout, &res);
 		rc = exit_code_for(&res);
@@ -681,14 +671,14 @@ static int cmd_wait(const char *url, int argc, char **argv)
 		fprintf(stderr, "airlock: wait: which job? give its ID\n");
 		return EXIT_USAGE;
 	}
-	if (!(c = connect_or_die(url, &rc)))
+	if (!(c = cli_connect(url, &rc)))
 		return rc;
 	if (al_client_wait(c, id, tmo, &res, &err)) {
 		fprintf(stderr, "airlock: job %s: %s\n", id, err.msg);
 		al_client_close(c);
 		return EXIT_UNAVAILABLE;
 	}
-	rc = print_result(&res, json, NULL);
+	rc = cli_print_result(&res, json, NULL);
 	al_result_free(&res);
 	al_client_close(c);
 	return rc;
@@ -702,7 +692,7 @@ static int cmd_status(const char *url, const char *id)
 	enum al_job_state state;
 	int rc = 0;
 
-	if (!(c = connect_or_die(url, &rc)))
+	if (!(c = cli_connect(url, &rc)))
 		return rc;
 	if (al_client_status(c, id, &state, &res, &err)) {
 		fprintf(stderr, "airlock: %s\n", err.msg);
@@ -725,7 +715,7 @@ static int cmd_cancel(const char *url, const char *id)
 	struct al_client *c;
 	int rc = 0;
 
-	if (!(c = connect_or_die(url, &rc)))
+	if (!(c = cli_connect(url, &rc)))
 		return rc;
 	rc = al_client_cancel(c, id, &err);
 	al_client_close(c);
@@ -749,7 +739,7 @@ static int cmd_check_job(const char *path)
 	struct al_job job;
 	struct al_err err = {0};
 	json_t *j;
-	int rc = read_path(path, &b, AL_JOB_MAX_BYTES);
+	int rc = cli_read_path(path, &b, AL_JOB_MAX_BYTES);
 
 	if (rc)
 		return rc;
@@ -823,7 +813,7 @@ static int verb_stats(const char *url, int argc, char **argv)
 
 	(void)argc;
 	(void)argv;
-	if (!(c = connect_or_die(url, &rc)))
+	if (!(c = cli_connect(url, &rc)))
 		return rc;
 	if (al_client_stats(c, stdout, &err)) {
 		fprintf(stderr, "airlock: %s\n", err.msg);
@@ -839,7 +829,7 @@ static int verb_dlq(const char *url, int argc, char **argv)
 	struct al_client *c;
 	int rc = 0;
 
-	if (!(c = connect_or_die(url, &rc)))
+	if (!(c = cli_connect(url, &rc)))
 		return rc;
 	if (al_client_dlq(c, argv[1], argc == 3 ? argv[2] : NULL, stdout, &err)) {
 		fprintf(stderr, "airlock: %s\n", err.msg);
@@ -861,7 +851,7 @@ static int verb_vm(const char *url, int argc, char **argv)
 			argv[3]);
 		return EXIT_USAGE;
 	}
-	if (!(c = connect_or_die(url, &rc)))
+	if (!(c = cli_connect(url, &rc)))
 		return rc;
 	if (al_client_vm(c, argv[1], argc >= 3 ? argv[2] : NULL, ms, stdout, &err)) {
 		fprintf(stderr, "airlock: %s\n", err.msg);
@@ -888,6 +878,7 @@ static const struct verb {
     {"stats", 0, 0, verb_stats},
     {"dlq", 1, 2, verb_dlq},
     {"vm", 1, 3, verb_vm},
+    {"session", 1, 1 << 20, cli_session},
     {"version", 0, 0, verb_version},
     {"--version", 0, 0, verb_version},
     {"help", 0, 0, verb_help},

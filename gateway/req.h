@@ -25,10 +25,10 @@ struct req {
 	int code_if_pending;  /* a wait that ran out: 202 */
 	struct gw_waiter *w;
 	char state[16];
-	char last[48];		   /* output: the last entry sent (Last-Event-ID) */
-	unsigned quiet;		   /* output: rounds without an entry (a ping every 15) */
-	bool same_key;		   /* submit: an earlier job of the tenant's key */
-	char nonce[AL_ID_MAX + 1]; /* cancel: its answer comes on al:reply:<nonce> */
+	char last[48];		     /* output: the last entry sent (Last-Event-ID) */
+	unsigned quiet;		     /* output: rounds without an entry (a ping every 15) */
+	bool same_key;		     /* submit: an earlier job of the tenant's key */
+	char nonce[AL_ID_MAX + 1];   /* cancel: its answer comes on al:reply:<nonce> */
 	char session[AL_ID_MAX + 1]; /* a call: its session's id (q->id is the call's) */
 	int op;			     /* a call: enum al_sess_op */
 	bool op_of_path;	     /* ...from the path: DELETE, /files (else a result) */

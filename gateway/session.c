@@ -50,8 +50,8 @@ static void ended(struct req *q, const char *reason)
 	char msg[AL_ERR_MSG_MAX];
 
 	snprintf(msg, sizeof(msg), "session_ended: %s", reason);
-	gw_reply_json(q, 410, json_pack("{s:s, s:s, s:s}", "id", q->session, "error", msg,
-					"reason", reason));
+	gw_reply_json(
+	    q, 410, json_pack("{s:s, s:s, s:s}", "id", q->session, "error", msg, "reason", reason));
 }
 
 /* The call's result, as its op wants it: a file's bytes, a close's word,
@@ -74,7 +74,8 @@ static void answer(struct req *q, const char *raw, size_t len)
 	} else if (!q->op_of_path) { /* /calls: the result, whatever the op */
 		gw_reply_result(q, raw, len);
 	} else if (q->op == AL_SESS_CLOSE) {
-		gw_reply_json(q, 200, json_pack("{s:s, s:s}", "id", q->session, "session", "closed"));
+		gw_reply_json(q, 200,
+			      json_pack("{s:s, s:s}", "id", q->session, "session", "closed"));
 	} else if (q->op == AL_SESS_GET && res.status == AL_ST_OK && !res.out_truncated) {
 		gw_reply_send(q, 200, "application/octet-stream", res.out.data ? res.out.data : "",
 			      res.out.len);
@@ -150,8 +151,9 @@ static void on_look(redisAsyncContext *ac, void *reply, void *priv)
 	if (al_mono_ms() >= q->deadline_ms) {
 		gw_reply_json(q, 504,
 			      json_pack("{s:s, s:s, s:s}", "id", q->id, "session", q->session,
-					"error", "no answer within the call's time and 30 s: the "
-						 "session's worker may be stalled"));
+					"error",
+					"no answer within the call's time and 30 s: the "
+					"session's worker may be stalled"));
 		return;
 	}
 	call_step(q);
@@ -208,13 +210,13 @@ void gw_serve_session_call(struct req *q, struct evkeyvalq *qs)
 	size_t len;
 	bool msgpack;
 	const char *body = body_of(q, &len, &msgpack);
-	const char *op = m == EVHTTP_REQ_DELETE ? "close"
-			 : !rest		    ? "close"
-			 : !strcmp(rest, "/exec")   ? "exec"
+	const char *op = m == EVHTTP_REQ_DELETE		? "close"
+			 : !rest			? "close"
+			 : !strcmp(rest, "/exec")	? "exec"
 			 : !strcmp(rest, "/run_python") ? "python"
-			 : !strcmp(rest, "/files")	    ? "ls"
-			 : q->tail			    ? (m == EVHTTP_REQ_PUT ? "put" : "get")
-							    : NULL; /* /calls: the body's */
+			 : !strcmp(rest, "/files")	? "ls"
+			 : q->tail			? (m == EVHTTP_REQ_PUT ? "put" : "get")
+							: NULL; /* /calls: the body's */
 	char *path = q->tail ? evhttp_uridecode(q->tail, 0, NULL) : NULL;
 
 	(void)qs;

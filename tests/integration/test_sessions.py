@@ -315,6 +315,26 @@ try:
          "op: unknown" in doc8.get("error", ""),
          "30: a tier without sessions is 400 saying so; an unknown op 400", (st7, doc7, st8, doc8))
 
+    # ---- the CLI ----
+    def cli(*a, stdin=None):
+        p = c.cli("session", *a, input=stdin)
+        return p.returncode, p.stdout.decode(), p.stderr.decode()
+    rc0, sid, _ = cli("open", "--tier", "trusted")
+    sid = sid.strip()
+    steps = [cli("py", sid, "-c", "x = 40"), cli("py", sid, "-", stdin=b"print(x + 2)"),
+             cli("exec", sid, "-c", "echo sh; exit 4"), cli("exec", sid, "--", "/bin/echo", "a b"),
+             cli("put", sid, __file__, "me.py"), cli("ls", sid),
+             cli("py", sid, "-c", "import time; time.sleep(9)", "--timeout", "500"),
+             cli("close", sid), cli("py", sid, "-c", "print(x)"),
+             cli("py", "nosuch", "-c", "1"), cli("frob", sid)]
+    got = [(rc, out) for rc, out, _ in steps]
+    t.ok(rc0 == 0 and got[:4] == [(0, ""), (0, "42\n"), (4, "sh\n"), (0, "a b\n")] and
+         got[4][0] == 0 and "me.py" in got[5][1] and got[6][0] == 124 and got[7][0] == 0 and
+         got[8][0] == 75 and "session_ended: closed" in steps[8][2] and got[9][0] == 65 and
+         got[10][0] == 2,
+         "31: the CLI: open, py (-c, stdin), exec (a line, argv), put, ls, a timeout (124), "
+         "close; then 75 session_ended, 65 no such session, 2 an unknown verb", got)
+
     # ---- the worker stops ----
     s = cl.session()
     s.run_python("x = 1")

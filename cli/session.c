@@ -1,0 +1,257 @@
+/* session.c - `airlock session ...` (PROTOCOL.md, "Sessions"): open a
+ * session, run calls in it, move files in and out, close it.
+ *
+ *   airlock session open [--tier T] [--tenant T] [--memory BYTES] [--timeout MS]
+ *                        [--image NAME]                 prints the session's id
+ *   airlock session exec ID [--timeout MS] (-c LINE | -- PROG ARGS...)
+ *   airlock session py ID [--timeout MS] [--outputs DIR] (-c CODE | FILE | -)
+ *   airlock session put ID LOCAL REMOTE [--mode OCTAL]
+ *   airlock session get ID REMOTE [LOCAL]               (stdout without LOCAL)
+ *   airlock session ls ID [PATH]
+ *   airlock session close ID
+ * --tenant (each verb) must be the one the session was opened for. A call's
+ * exit code is the CLI's, as for `run`; a session that has ended exits 75
+ * saying why. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "../common/opt.h"
+#include "../proto/session.h"
+#include "cli.h"
+
+static int usage_error(const char *msg)
+{
+	fprintf(stderr, "airlock session: %s (see airlock help)\n", msg);
+	return EXIT_USAGE;
+}
+
+/* The options every verb may take, into their places; the rest stays in
+ * argv (argc updated). */
+struct sess_opts {
+	const char *tier, *tenant, *image, *code, *outputs;
+	uint64_t timeout_ms, memory, mode;
+	bool have_mode;
+};
+
+static int take_opts(int *argc, char **argv, struct sess_opts *o)
+{
+	int out = 0;
+
+	for (int i = 0; i < *argc; i++) {
+		const char *a = argv[i];
+		const char **str = !strcmp(a, "--tier")	     ? &o->tier
+				   : !strcmp(a, "--tenant")  ? &o->tenant
+				   : !strcmp(a, "--image")   ? &o->image
+				   : !strcmp(a, "-c")	     ? &o->code
+				   : !strcmp(a, "--outputs") ? &o->outputs
+							     : NULL;
+		uint64_t *num = !strcmp(a, "--timeout")	 ? &o->timeout_ms
+				: !strcmp(a, "--memory") ? &o->memory
+							 : NULL;
+
+		if (!strcmp(a, "--")) { /* the rest is a program and its arguments */
+			while (++i < *argc)
+				argv[out++] = argv[i];
+			break;
+		}
+		if ((str || num || !strcmp(a, "--mode")) && i + 1 >= *argc) {
+			fprintf(stderr, "airlock session: %s needs a value\n", a);
+			return EXIT_USAGE;
+		}
+		if (str) {
+			*str = argv[++i];
+		} else if (num) {
+			if (!al_parse_u64(argv[++i], 1, UINT64_MAX, num)) {
+				fprintf(stderr, "airlock session: %s: expected a whole number, got \"%s\"\n",
+					a, argv[i]);
+				return EXIT_USAGE;
+			}
+		} else if (!strcmp(a, "--mode")) {
+			char *end;
+
+			errno = 0;
+			o->mode = strtoull(argv[++i], &end, 8);
+			if (errno || *end || !*argv[i] || o->mode > 0777) {
+				fprintf(stderr, "airlock session: --mode: expected octal bits, got \"%s\"\n",
+					argv[i]);
+				return EXIT_USAGE;
+			}
+			o->have_mode = true;
+		} else if (a[0] == '-' && a[1]) {
+			fprintf(stderr, "airlock session: unknown option %s\n", a);
+			return EXIT_USAGE;
+		} else {
+			argv[out++] = argv[i];
+		}
+	}
+	*argc = out;
+	return 0;
+}
+
+static int cmd_open(struct al_client *c, const struct sess_opts *o)
+{
+	struct al_job job = {.version = AL_PROTO_VERSION,
+			     .tier = (char *)(o->tier ? o->tier : "trusted"),
+			     .tenant = (char *)(o->tenant ? o->tenant : "default"),
+			     .image = (char *)o->image,
+			     .session = true,
+			     .priority = AL_PRIORITY_DEFAULT};
+	struct al_result res = {0};
+	struct al_err err = {0};
+	char id[AL_ID_MAX + 1] = "";
+	bool existing = false;
+	int rc;
+
+	job.limits.memory_bytes = o->memory;
+	job.limits.wall_ms = o->timeout_ms;
+	rc = al_client_submit(c, &job, id, &existing, &err);
+	free(job.id); /* made by the client (Redis) */
+	if (rc || (rc = al_client_wait(c, id, 0, &res, &err))) {
+		fprintf(stderr, "airlock: %s\n", err.msg);
+		return err.code == AL_EINVAL ? EXIT_REJECTED : EXIT_UNAVAILABLE;
+	}
+	if (res.status == AL_ST_OK) {
+		printf("%s\n", id);
+		rc = 0;
+	} else {
+		fprintf(stderr, "airlock: session not opened: %s: %s\n", al_status_name(res.status),
+			res.error ? res.error : "");
+		rc = res.status == AL_ST_REJECTED ? EXIT_REJECTED : EXIT_SANDBOX;
+	}
+	al_result_free(&res);
+	return rc;
+}
+
+/* Each output (a figure) into dir as output-N.png (or .bin). */
+static void save_outputs(const struct al_result *r, const char *dir)
+{
+	for (size_t i = 0; i < r->noutputs; i++) {
+		char path[4096];
+		FILE *f;
+
+		snprintf(path, sizeof(path), "%s/output-%zu.%s", dir, i + 1,
+			 !strcmp(r->outputs[i].mime, "image/png") ? "png" : "bin");
+		if (!(f = fopen(path, "wb")) ||
+		    fwrite(r->outputs[i].data.data, 1, r->outputs[i].data.len, f) !=
+			r->outputs[i].data.len)
+			fprintf(stderr, "airlock: %s: %s\n", path, strerror(errno));
+		else
+			fprintf(stderr, "airlock: %s (%s, %zu bytes)\n", path, r->outputs[i].mime,
+				r->outputs[i].data.len);
+		if (f)
+			fclose(f);
+	}
+	if (r->noutputs && !dir)
+		fprintf(stderr, "airlock: %zu output(s) (figures): --outputs DIR saves them\n",
+			r->noutputs);
+}
+
+int cli_session(const char *url, int argc, char **argv)
+{
+	static const char *const verbs[] = {"open", "exec", "py", "put", "get", "ls", "close"};
+	struct sess_opts o = {0};
+	struct al_sess_call call = {0};
+	struct al_result res = {0};
+	struct al_err err = {0};
+	struct al_client *c;
+	const char *verb;
+	int rc = 0, n = argc - 1;
+	size_t v = 0;
+
+	if ((rc = take_opts(&n, argv + 1, &o)))
+		return rc;
+	if (n < 1)
+		return usage_error("a verb: open, exec, py, put, get, ls or close");
+	verb = argv[1];
+	while (v < sizeof(verbs) / sizeof(verbs[0]) && strcmp(verb, verbs[v]))
+		v++;
+	if (v == sizeof(verbs) / sizeof(verbs[0]))
+		return usage_error("unknown verb; use open, exec, py, put, get, ls or close");
+	if (v > 0 && n < 2)
+		return usage_error("the session's id (what open printed)");
+	if (!(c = cli_connect(url, &rc)))
+		return rc;
+	if (v == 0) {
+		rc = cmd_open(c, &o);
+		al_client_close(c);
+		return rc;
+	}
+	call.session = argv[2];
+	call.tenant = (char *)(o.tenant ? o.tenant : "default");
+	call.timeout_ms = o.timeout_ms;
+	call.mode = o.have_mode ? (uint32_t)o.mode : 0644;
+	switch (v) {
+	case 1: /* exec */
+		call.op = AL_SESS_EXEC;
+		if (o.code && n == 2)
+			call.code = (struct al_bytes){(char *)o.code, strlen(o.code)};
+		else if (!o.code && n > 2)
+			call.argv = argv + 3, call.argc = (size_t)(n - 2);
+		else
+			rc = usage_error("exec: -c LINE, or -- PROG ARGS...");
+		break;
+	case 2: /* py */
+		call.op = AL_SESS_PYTHON;
+		if (o.code && n == 2)
+			call.code = (struct al_bytes){(char *)o.code, strlen(o.code)};
+		else if (!o.code && n == 3)
+			rc = cli_read_path(argv[3], &call.code, AL_CODE_MAX);
+		else
+			rc = usage_error("py: -c CODE, or a FILE (- for stdin)");
+		break;
+	case 3: /* put */
+		call.op = AL_SESS_PUT;
+		if (n != 4)
+			rc = usage_error("put: LOCAL REMOTE");
+		else if (!(rc = cli_read_path(argv[3], &call.data, AL_SESS_FILE_MAX)))
+			call.path = argv[4];
+		break;
+	case 4: /* get */
+		call.op = AL_SESS_GET;
+		if (n != 3 && n != 4)
+			rc = usage_error("get: REMOTE [LOCAL]");
+		call.path = argv[3];
+		break;
+	case 5: /* ls */
+		call.op = AL_SESS_LS;
+		call.path = n >= 3 ? argv[3] : NULL;
+		break;
+	default: call.op = AL_SESS_CLOSE;
+	}
+	if (rc)
+		goto out;
+	if (al_client_session_call(c, &call, 0, &res, &err)) {
+		fprintf(stderr, "airlock: %s\n", err.msg);
+		rc = err.code == AL_EINVAL ? EXIT_REJECTED : EXIT_UNAVAILABLE;
+		goto out;
+	}
+	if (res.status == AL_ST_SESSION_ENDED) {
+		fprintf(stderr, "airlock: %s\n", res.error ? res.error : "session_ended");
+		rc = EXIT_LOST;
+	} else if (call.op == AL_SESS_GET && n == 4 && res.status == AL_ST_OK) {
+		FILE *f = fopen(argv[4], "wb");
+
+		if (!f || fwrite(res.out.data, 1, res.out.len, f) != res.out.len) {
+			fprintf(stderr, "airlock: %s: %s\n", argv[4], strerror(errno));
+			rc = EXIT_NOINPUT;
+		}
+		if (f)
+			fclose(f);
+	} else if (call.op == AL_SESS_CLOSE) {
+		rc = res.status == AL_ST_OK ? 0 : cli_print_result(&res, false, NULL);
+	} else {
+		rc = cli_print_result(&res, false, NULL);
+		save_outputs(&res, o.outputs);
+	}
+out:
+	if (call.op == AL_SESS_PYTHON && !o.code)
+		free(call.code.data);
+	free(call.data.data);
+	free(call.id);
+	al_result_free(&res);
+	al_client_close(c);
+	return rc;
+}

@@ -65,8 +65,10 @@ static int take_opts(int *argc, char **argv, struct sess_opts *o)
 			*str = argv[++i];
 		} else if (num) {
 			if (!al_parse_u64(argv[++i], 1, UINT64_MAX, num)) {
-				fprintf(stderr, "airlock session: %s: expected a whole number, got \"%s\"\n",
-					a, argv[i]);
+				fprintf(
+				    stderr,
+				    "airlock session: %s: expected a whole number, got \"%s\"\n", a,
+				    argv[i]);
 				return EXIT_USAGE;
 			}
 		} else if (!strcmp(a, "--mode")) {
@@ -75,8 +77,10 @@ static int take_opts(int *argc, char **argv, struct sess_opts *o)
 			errno = 0;
 			o->mode = strtoull(argv[++i], &end, 8);
 			if (errno || *end || !*argv[i] || o->mode > 0777) {
-				fprintf(stderr, "airlock session: --mode: expected octal bits, got \"%s\"\n",
-					argv[i]);
+				fprintf(
+				    stderr,
+				    "airlock session: --mode: expected octal bits, got \"%s\"\n",
+				    argv[i]);
 				return EXIT_USAGE;
 			}
 			o->have_mode = true;

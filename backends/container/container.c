@@ -71,9 +71,10 @@ struct ctr_sb {
 	int code_fd, stdin_fd;
 	pid_t pid; /* the shim (backends/container/shim.c) */
 	int pidfd;
-	int report_rd; /* shim -> worker: "E<runtime status>" or "X<wait status> <counters>" */
-	int netns_fd;  /* network egress: the job's network namespace, made here */
-	int egress_fd; /* ... and the proxy's socket in it, until the worker takes it */
+	int report_rd;	/* shim -> worker: "E<runtime status>" or "X<wait status> <counters>" */
+	int netns_fd;	/* network egress: the job's network namespace, made here */
+	int egress_fd;	/* ... and the proxy's socket in it, until the worker takes it */
+	int session_fd; /* a session: its server's socket in that namespace, the same way */
 	bool exited;
 };
 
@@ -456,10 +457,11 @@ static json_t *bundle_mounts(const struct al_sandbox *sb)
 	jadd(mounts, mount_of("/dev/pts", "devpts", "devpts", pts_opts));
 	/* a fresh sysfs of the container's network namespace: no cgroup tree
 	 * under it (nothing mounted on /sys/fs/cgroup) */
-	if (sb->spec.network != AL_NET_EGRESS)
+	if (c->netns_fd < 0)
 		jadd(mounts, mount_of("/sys", "sysfs", "sysfs", sys_opts));
-	else /* the namespace is the worker's, not the container's: a sysfs
-	      * there is refused, and runc's fallback binds the host's */
+	else /* the namespace is the worker's (egress, a session), not the
+	      * container's: a sysfs there is refused, and runc's fallback
+	      * binds the host's */
 		jadd(mounts, mount_of("/sys", "tmpfs", "tmpfs", sys_tmpfs));
 	if (!c->image[0])
 		add_host_mounts(mounts, ro_bind);
@@ -532,7 +534,7 @@ static json_t *bundle_linux(const struct al_sandbox *sb)
 	jset(linux_, "cgroupsPath", json_string(cgpath));
 	jset(linux_, "maskedPaths", strs(masked));
 	jset(linux_, "readonlyPaths", strs(readonly));
-	jset(linux_, "seccomp", seccomp_profile(c->netns_fd >= 0));
+	jset(linux_, "seccomp", seccomp_profile(sb->spec.network == AL_NET_EGRESS));
 	return linux_;
 }
 
@@ -545,7 +547,7 @@ static int write_bundle(struct al_sandbox *sb, struct al_err *err)
 	json_t *root;
 	int rc = AL_OK;
 
-	if (c->netns_fd >= 0)
+	if (c->netns_fd >= 0 && sb->spec.network == AL_NET_EGRESS)
 		sb->spec.proxy_url = AL_EGRESS_PROXY_URL;
 	if (al_argv_env(&sb->spec, "/proc/self/fd/3", &strings, &argc, &envc))
 		return al_err_set(err, AL_ENOMEM, "container: out of memory");
@@ -669,7 +671,8 @@ static int ctr_prepare(struct al_sandbox *sb, struct al_err *err)
 	uid_t uid = sb->conf->userns_base + sb->spec.slot * CTR_ID_RANGE + CTR_UID;
 	int rc;
 
-	c->code_fd = c->stdin_fd = c->pidfd = c->report_rd = c->netns_fd = c->egress_fd = -1;
+	c->code_fd = c->stdin_fd = c->pidfd = c->report_rd = c->netns_fd = c->egress_fd =
+	    c->session_fd = -1;
 	c->fs.out_fd = c->fs.err_fd = c->fs.mnt_fd = -1;
 	if (!G.ready)
 		return al_err_set(err, AL_ESANDBOX, "container: backend not initialised");
@@ -706,6 +709,11 @@ static int ctr_prepare(struct al_sandbox *sb, struct al_err *err)
 	 * listening on its loopback before anything of the job runs. */
 	if (sb->spec.network == AL_NET_EGRESS &&
 	    (c->egress_fd = al_netns_new(AL_EGRESS_PROXY_PORT, NULL, &c->netns_fd, err)) < 0)
+		return al_err_wrap(err, "container");
+	/* A session: its server's socket, an abstract name of a namespace made
+	 * here (loopback only), where nothing outside the container reaches. */
+	if (sb->spec.session && sb->spec.network != AL_NET_EGRESS &&
+	    (c->session_fd = al_netns_new(0, AL_SESSION_SOCKET, &c->netns_fd, err)) < 0)
 		return al_err_wrap(err, "container");
 	return write_bundle(sb, err);
 }
@@ -764,6 +772,8 @@ out:
 	w->fds[w->nfds++] = c->pidfd;
 	w->egress_fd = c->egress_fd; /* the worker's now */
 	c->egress_fd = -1;
+	w->session_fd = c->session_fd;
+	c->session_fd = -1;
 	return AL_OK;
 }
 
@@ -896,6 +906,7 @@ static void ctr_destroy(struct al_sandbox *sb)
 	al_closep(&c->stdin_fd);
 	al_closep(&c->netns_fd);
 	al_closep(&c->egress_fd);
+	al_closep(&c->session_fd);
 	c->pidfd = c->code_fd = c->stdin_fd = c->netns_fd = c->egress_fd = -1;
 	c->cg_made = false;
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """Sessions (PROTOCOL.md, "Sessions") through a real redis-server,
-scheduler and worker, with the Python client over Redis: state (a
+scheduler and worker, on the process and container (runc, the python
+image) boundaries, with the Python client over Redis: state (a
 variable, an import, a file) from call 1 is there in call 5; exec, python
 and files; a call past its time is interrupted and the session goes on; a
 call that will not stop ends it (call_stuck); 10 MB printed is cut at the
@@ -34,6 +35,7 @@ t = Tap()
 need_root("the process backend")
 
 UID = 64300
+IMAGES = os.environ.get("AIRLOCK_IMAGES", "/var/lib/airlock/images")
 SESS = {"max_per_tenant": 3, "idle_s": 4, "max_life_s": 600}
 POLICY = policy(
     tier_def("trusted", "process", defaults=dict(DEFAULTS, wall_ms=3000), sessions=SESS),
@@ -43,6 +45,10 @@ POLICY = policy(
              sessions=SESS),
     tier_def("plain", "process", defaults=DEFAULTS),
     tier_def("vmtier", "microvm", image="python", sessions=SESS),
+    tier_def("ctr", "container", image="python", defaults=dict(DEFAULTS, wall_ms=3000),
+             sessions=SESS),
+    tier_def("ctrsmall", "container", image="python",
+             defaults=dict(DEFAULTS, memory_bytes=96 << 20), sessions=SESS),
     lease_ms=3000)
 
 
@@ -79,7 +85,8 @@ def ended_reason(c, sid):
 c = Cluster(policy=POLICY)
 try:
     c.scheduler()
-    c.worker("sw", uid_base=UID, slots=6, tiers="trusted,brief,small,plain")
+    c.worker("sw", uid_base=UID, slots=6, tiers="trusted,brief,small,plain,ctr,ctrsmall",
+             extra=["--images", IMAGES])
     cl = airlock.Client(redis=c.url, tier="trusted")
 
     # ---- state persists, call after call ----
@@ -315,6 +322,27 @@ try:
          "op: unknown" in doc8.get("error", ""),
          "30: a tier without sessions is 400 saying so; an unknown op 400", (st7, doc7, st8, doc8))
 
+    # ---- the container boundary ----
+    with cl.session(tier="ctr") as cs:
+        cs.run_python("import sys\nv = sys.version_info[:2]\nopen('w.txt', 'w').write('c1')")
+        cs.exec("echo more >> w.txt")
+        cs.put("in.txt", b"put")
+        r = cs.run_python("print(v >= (3, 11), open('w.txt').read().split(), "
+                          "open('in.txt').read(), open('/etc/debian_version').read()[:2])")
+        r2 = cs.run_python("import time\ntime.sleep(20)", timeout=1)
+        r3 = cs.run_python("print(len(open('w.txt').read()))")
+    e = raises(lambda: cs.run_python("1"), airlock.SessionEnded)
+    t.ok(r.stdout == b"True ['c1more'] put 12\n" and r2.status == "timeout" and
+         r3.stdout == b"7\n" and isinstance(e, airlock.SessionEnded) and e.reason == "closed",
+         "32: a container session (python image): a variable, a file of exec and put, a "
+         "timeout it survives, closed", (r, r2, r3, e))
+    cs = cl.session(tier="ctrsmall")
+    e = raises(lambda: cs.run_python("b = bytearray(400 << 20)\nb[::4096] = b'x' * (len(b) // "
+                                     "4096)"), airlock.SessionEnded)
+    t.ok(isinstance(e, airlock.SessionEnded) and ended_reason(c, cs.id) == "limit",
+         "33: a container session past its memory (96 MiB): ended, limit",
+         (e, ended_reason(c, cs.id)))
+
     # ---- the CLI ----
     def cli(*a, stdin=None):
         p = c.cli("session", *a, input=stdin)
@@ -343,7 +371,8 @@ try:
     e = raises(lambda: s.run_python("print(x)"), airlock.SessionEnded)
     t.ok(isinstance(e, airlock.SessionEnded) and e.reason == "worker_stop",
          "24: the worker drains: its sessions end at once, worker_stop", e)
-    c.worker("sw2", uid_base=UID, slots=6, tiers="trusted,brief,small,plain")
+    c.worker("sw2", uid_base=UID, slots=6, tiers="trusted,brief,small,plain,ctr,ctrsmall",
+             extra=["--images", IMAGES])
     s = cl.session()
     s.run_python("x = 1")
     c.signal("sw2", signal.SIGKILL)
@@ -356,7 +385,8 @@ try:
          swept and c.rcli("HGET", "al:tenant:default", "sessions").strip() == "0",
          "25: the worker killed: a caller learns worker_lost within a lease (%.1f s), the "
          "scheduler ends the record, the tenant's count goes back" % took, (e, took))
-    c.worker("sw3", uid_base=UID, slots=6, tiers="trusted,brief,small,plain")
+    c.worker("sw3", uid_base=UID, slots=6, tiers="trusted,brief,small,plain,ctr,ctrsmall",
+             extra=["--images", IMAGES])
     s = cl.session()
     r = s.run_python("print('a new worker serves')")
     s.close()

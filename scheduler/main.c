@@ -283,7 +283,13 @@ int main(int argc, char **argv)
 			for (size_t k = 0; k < t->nimages; k++)
 				printf("%s%s%s", k ? ", " : " (images: ", t->images[k],
 				       !strcmp(t->images[k], t->image) ? " [default]" : "");
-			printf("%s\n", t->nimages ? ")" : "");
+			printf("%s", t->nimages ? ")" : "");
+			if (t->sessions.on)
+				printf(" (sessions: %u per tenant, idle %llu s, life %llu s)",
+				       t->sessions.max_per_tenant,
+				       (unsigned long long)t->sessions.idle_ms / 1000,
+				       (unsigned long long)t->sessions.max_life_ms / 1000);
+			printf("\n");
 		}
 		al_policy_free(&s.policy);
 		return 0;

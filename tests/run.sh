@@ -64,6 +64,7 @@ for s in tests/integration/*.sh tests/integration/*.py tests/hostile/run.sh; do
 done
 run_suite fuzz/job fuzz fuzz_job "$FUZZ_SECONDS"
 run_suite fuzz/result fuzz fuzz_result $((FUZZ_SECONDS / 3 + 1))
+run_suite fuzz/call fuzz fuzz_call $((FUZZ_SECONDS / 3 + 1))
 
 suite_summary
 [ "$failed" -eq 0 ] && rm -rf "$LOGDIR"

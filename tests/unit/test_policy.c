@@ -57,5 +57,45 @@ int main(void)
 		   pol.ntenants == 2,
 	       "two different tenants load");
 	al_policy_free(&pol);
+
+	/* sessions: {...}: defaults, each key's range, unknown keys, a map */
+	memset(&err, 0, sizeof(err));
+	TAP_OK(load_policy_text("tiers:\n  a: {backend: process, sessions: {}}\n  b: {backend: "
+				"process, sessions: {max_per_tenant: 2, idle_s: 5, max_life_s: "
+				"60}}\n  c: {backend: process}\n",
+				&pol, &err) == 0 &&
+		   pol.tiers[0].sessions.on && pol.tiers[0].sessions.max_per_tenant == 4 &&
+		   pol.tiers[0].sessions.idle_ms == 600000 &&
+		   pol.tiers[0].sessions.max_life_ms == 3600000 &&
+		   pol.tiers[1].sessions.max_per_tenant == 2 &&
+		   pol.tiers[1].sessions.idle_ms == 5000 &&
+		   pol.tiers[1].sessions.max_life_ms == 60000 && !pol.tiers[2].sessions.on,
+	       "sessions: {} takes the defaults (4, 600 s, 3600 s), given keys theirs; a tier "
+	       "without it has none: %s",
+	       err.msg);
+	al_policy_free(&pol);
+	{
+		static const struct {
+			const char *yaml, *want;
+		} bad[] = {
+		    {"sessions: {idle: 5}", "sessions: unknown key \"idle\"; use max_per_tenant, "
+					    "idle_s or max_life_s"},
+		    {"sessions: {max_per_tenant: 0}", "sessions.max_per_tenant: expected 1..10000"},
+		    {"sessions: {idle_s: 99999999}", "sessions.idle_s: expected 1..604800"},
+		    {"sessions: {max_life_s: -1}", "max_life_s"},
+		    {"sessions: true", "sessions"},
+		};
+
+		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+			char yaml[256];
+
+			memset(&err, 0, sizeof(err));
+			snprintf(yaml, sizeof(yaml), "tiers:\n  a: {backend: process, %s}\n",
+				 bad[i].yaml);
+			TAP_OK(load_policy_text(yaml, &pol, &err) == AL_EINVAL &&
+				   strstr(err.msg, bad[i].want),
+			       "%s is refused: %s", bad[i].yaml, err.msg);
+		}
+	}
 	return tap_done();
 }

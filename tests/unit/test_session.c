@@ -1,0 +1,184 @@
+/* test_session.c - the session call's codec (proto/session.h) and the job's
+ * "session" field: every call that decodes comes back the same through
+ * encode; every malformed one is refused naming its field; a session's job
+ * has no command; a result's outputs round-trip. */
+#include <msgpack.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../proto/mp.h"
+#include "../../proto/result.h"
+#include "../../proto/session.h"
+#include "tap.h"
+
+/* A call map of the pairs given (key, then a value: "s:text", "b:bytes",
+ * "u:123", "a:x,y" an array of text), packed into out. */
+static void pack(struct al_buf *out, const char *const *kv)
+{
+	msgpack_packer pk;
+	size_t n = 0;
+
+	while (kv[n])
+		n += 2;
+	al_buf_reset(out);
+	al_mp_packer_init(&pk, out);
+	msgpack_pack_map(&pk, n / 2);
+	for (size_t i = 0; i < n; i += 2) {
+		const char *v = kv[i + 1] + 2;
+
+		al_mp_pack_str(&pk, kv[i]);
+		switch (kv[i + 1][0]) {
+		case 's': al_mp_pack_str(&pk, v); break;
+		case 'b':
+			msgpack_pack_bin(&pk, strlen(v));
+			msgpack_pack_bin_body(&pk, v, strlen(v));
+			break;
+		case 'u': msgpack_pack_uint64(&pk, strtoull(v, NULL, 10)); break;
+		default: {
+			size_t items = *v ? 1 : 0;
+
+			for (const char *p = v; *p; p++)
+				items += *p == ',';
+			msgpack_pack_array(&pk, items);
+			for (const char *p = v; items; items--) {
+				const char *e = strchr(p, ',');
+
+				al_mp_pack_strn(&pk, p, e ? (size_t)(e - p) : strlen(p));
+				p = e ? e + 1 : p + strlen(p);
+			}
+		}
+		}
+	}
+}
+
+int main(void)
+{
+	static const struct {
+		const char *kv[20];
+		const char *want; /* NULL: decodes */
+	} cases[] = {
+	    {{"v", "u:1", "id", "s:c1", "session", "s:s1", "op", "s:python", "code", "b:x = 1", NULL},
+	     NULL},
+	    {{"v", "u:1", "id", "s:c1", "session", "s:s1", "op", "s:exec", "argv", "a:/bin/echo,hi",
+	      "timeout_ms", "u:500", NULL},
+	     NULL},
+	    {{"v", "u:1", "id", "s:c1", "session", "s:s1", "op", "s:put", "path", "s:a/b",
+	      "data", "b:xy", "mode", "u:384", NULL},
+	     NULL},
+	    {{"v", "u:1", "id", "s:c1", "session", "s:s1", "op", "s:ls", NULL}, NULL},
+	    {{"v", "u:1", "id", "s:c1", "session", "s:s1", "op", "s:close", NULL}, NULL},
+	    {{"v", "u:1", "id", "s:c1", "session", "s:s1", "op", "s:frob", NULL}, "op: unknown"},
+	    {{"v", "u:1", "id", "s:c1", "session", "s:s1", NULL}, "op: missing"},
+	    {{"id", "s:c1", "session", "s:s1", "op", "s:ls", NULL}, "v: missing"},
+	    {{"v", "u:2", "id", "s:c1", "session", "s:s1", "op", "s:ls", NULL}, "v:"},
+	    {{"v", "u:1", "id", "s:c 1", "session", "s:s1", "op", "s:ls", NULL}, "id:"},
+	    {{"v", "u:1", "id", "s:c1", "op", "s:ls", NULL}, "session:"},
+	    {{"v", "u:1", "id", "s:c1", "session", "s:s1", "op", "s:exec", NULL},
+	     "exec: needs argv"},
+	    {{"v", "u:1", "id", "s:c1", "session", "s:s1", "op", "s:exec", "code", "b:ls", "argv",
+	      "a:ls", NULL},
+	     "argv or code, not both"},
+	    {{"v", "u:1", "id", "s:c1", "session", "s:s1", "op", "s:python", NULL},
+	     "python: needs code"},
+	    {{"v", "u:1", "id", "s:c1", "session", "s:s1", "op", "s:put", "data", "b:x", NULL},
+	     "put: needs path"},
+	    {{"v", "u:1", "id", "s:c1", "session", "s:s1", "op", "s:get", "path", "s:../etc", NULL},
+	     "\"..\" in path"},
+	    {{"v", "u:1", "id", "s:c1", "session", "s:s1", "op", "s:get", "path", "s:/etc/passwd",
+	      NULL},
+	     "absolute path"},
+	    {{"v", "u:1", "id", "s:c1", "session", "s:s1", "op", "s:put", "path", "s:a", "mode",
+	      "u:4095", NULL},
+	     "mode:"},
+	    {{"v", "u:1", "id", "s:c1", "session", "s:s1", "op", "s:ls", "colour", "s:red", NULL},
+	     "unknown field \"colour\""},
+	    {{"v", "u:1", "id", "s:c1", "session", "s:s1", "op", "s:ls", "op", "s:ls", NULL},
+	     "duplicate field"},
+	};
+	struct al_buf b = {0}, again = {0};
+	struct al_err err;
+	struct al_sess_call call, back;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int rc;
+
+		memset(&err, 0, sizeof(err));
+		pack(&b, cases[i].kv);
+		rc = al_sess_call_decode(b.data, b.len, &call, &err);
+		if (!cases[i].want) {
+			bool same = false;
+
+			if (!rc && !al_sess_call_encode(&call, &again, &err) &&
+			    !al_sess_call_decode(again.data, again.len, &back, &err)) {
+				same = back.op == call.op && back.code.len == call.code.len &&
+				       back.argc == call.argc && back.mode == call.mode &&
+				       back.timeout_ms == call.timeout_ms &&
+				       !strcmp(back.tenant, "default");
+				al_sess_call_free(&back);
+			}
+			TAP_OK(same, "call %zu (%s) decodes, and encodes back the same: %s", i,
+			       al_sess_op_name(call.op), err.msg);
+			al_sess_call_free(&call);
+			al_buf_reset(&again);
+		} else {
+			TAP_OK(rc == AL_EINVAL && strstr(err.msg, cases[i].want),
+			       "call %zu refused naming the problem (%s): %s", i, cases[i].want,
+			       err.msg);
+		}
+	}
+	TAP_OK(al_sess_call_decode("\xc1", 1, &call, &err) == AL_EINVAL && err.msg[0],
+	       "not msgpack: refused, saying why: %s", err.msg);
+
+	/* the job's "session" field: no command of its own */
+	{
+		struct al_job job = {.version = AL_PROTO_VERSION,
+				     .id = (char *)"j1",
+				     .tenant = (char *)"default",
+				     .tier = (char *)"t",
+				     .session = true};
+		struct al_job dec;
+
+		memset(&err, 0, sizeof(err));
+		al_buf_reset(&b);
+		TAP_OK(!al_job_encode(&job, &b, &err) && !al_job_decode(b.data, b.len, &dec, &err) &&
+			   dec.session,
+		       "a session's job (no command) encodes and decodes: %s", err.msg);
+		al_job_free(&dec);
+		job.runtime = AL_RUNTIME_SH;
+		job.code = (struct al_bytes){(char *)"ls", 2};
+		memset(&err, 0, sizeof(err));
+		TAP_OK(al_job_validate(&job, &err) == AL_EINVAL && strstr(err.msg, "session:"),
+		       "a session's job with a command is refused: %s", err.msg);
+	}
+
+	/* a result's outputs */
+	{
+		struct al_result res = {.version = AL_PROTO_VERSION,
+					.id = (char *)"c1",
+					.status = AL_ST_OK,
+					.has_exit_code = true},
+				 dec = {0};
+		bool ok;
+
+		memset(&err, 0, sizeof(err));
+		al_result_add_output(&res, "image/png", "\x89PNG", 4);
+		al_buf_reset(&b);
+		ok = !al_result_encode(&res, &b, &err) && !al_result_decode(b.data, b.len, &dec, &err);
+		TAP_OK(ok && dec.noutputs == 1 && !strcmp(dec.outputs[0].mime, "image/png") &&
+			   dec.outputs[0].data.len == 4 && !memcmp(dec.outputs[0].data.data, "\x89PNG", 4),
+		       "a result's outputs round-trip: %s", err.msg);
+		for (size_t i = 0; i < res.noutputs; i++) {
+			free(res.outputs[i].mime);
+			free(res.outputs[i].data.data);
+		}
+		free(res.outputs);
+		al_result_free(&dec);
+		TAP_OK(!strcmp(al_status_name(AL_ST_SESSION_ENDED), "session_ended") &&
+			   al_status_parse("session_ended") == AL_ST_SESSION_ENDED,
+		       "the status session_ended has its name");
+	}
+	al_buf_free(&b);
+	al_buf_free(&again);
+	return tap_done();
+}

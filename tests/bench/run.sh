@@ -23,6 +23,8 @@ echo
 echo
 /usr/bin/python3 tests/bench/live_output.py "${LIVE_ROUNDS:-5}" "${LIVE_JOBS:-60}"
 echo
+/usr/bin/python3 tests/bench/session_latency.py "${SESSION_ROUNDS:-40}"
+echo
 /usr/bin/python3 tests/bench/cpu_stability.py "${CPU_RUNS:-20}"
 echo
 ROUNDS=${FAULT_ROUNDS:-3} bash tests/bench/faults.sh

@@ -36,7 +36,7 @@ def ms(f):
     return (time.perf_counter() - t0) * 1000
 
 
-def session_memory(worker, sid_slot_hint=None):
+def session_memory(worker):
     """Bytes of memory the worker's sandbox cgroups hold now (v1 or v2)."""
     total = 0
     for root in ("/sys/fs/cgroup/memory/airlock/" + worker, "/sys/fs/cgroup/airlock/" + worker):

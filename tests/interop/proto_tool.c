@@ -143,6 +143,7 @@ int main(int argc, char **argv)
 		    {"workers", al_lua_workers},
 		    {"vm_end_due", al_lua_vm_end_due},
 		    {"vm_end_one", al_lua_vm_end_one},
+		    {"session_call", al_lua_session_call},
 		    {"reject", al_lua_reject},
 		};
 

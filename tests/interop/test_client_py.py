@@ -19,7 +19,7 @@ import redis
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 from altest import BUILD, CLI, Tap  # noqa: E402
 from alclient import Client, doc_scripts  # noqa: E402
-from cluster import Cluster  # noqa: E402
+from cluster import DEFAULT_POLICY, Cluster  # noqa: E402
 
 t = Tap()
 TOOL = os.path.join(BUILD, "tests", "proto_tool")
@@ -34,7 +34,7 @@ acl_block = doc.split("ACL SETUSER airlock-client", 1)[1].split("```", 1)[0]
 ACL = ["ACL", "SETUSER", "airlock-client"] + acl_block.replace(">PASSWORD", ">" + CLIENT_PW).split()
 
 scripts = doc_scripts()
-for name in ("submit", "lookup", "rearm"):
+for name in ("submit", "lookup", "rearm", "session_call"):
     daemon = subprocess.run([TOOL, "script", name], capture_output=True, text=True).stdout
     t.ok(scripts.get(name) == daemon.rstrip("\n"),
          "PROTOCOL.md's %s script is the daemons' text" % name.upper())
@@ -43,7 +43,9 @@ if os.geteuid() != 0:
     print("1..%d # SKIP the rest needs root (the process backend)" % t.n)
     sys.exit(t.done())
 
-c = Cluster()
+c = Cluster(policy=DEFAULT_POLICY.replace(
+    "    defaults: {wall_ms: 10000, memory_bytes: 134217728}\n",
+    "    defaults: {wall_ms: 10000, memory_bytes: 134217728}\n    sessions: {}\n", 1))
 try:
     t.ok(c.rcli(*ACL).strip() == "OK", "the document's client ACL is accepted by redis-server",
          acl_block)
@@ -150,6 +152,26 @@ try:
          "the client ACL refuses (NOPERM) the queues, the registry, FLUSHDB, keys outside "
          "al:, reading the intake, and every write of a record, a result, a counter or a "
          "kill, raw or by a script; the result is intact", refused)
+
+    # A session, from the document alone, under the client ACL: opened by a
+    # job with session true, calls queued with SESSION_CALL, results waited
+    # for as the document says; another tenant's call is 0; after close, 2.
+    code, sid = cl.submit({"tier": "trusted", "session": True})
+    opened = cl.wait(sid, 60)
+    q1, c1 = cl.session_call(sid, {"op": "python", "code": b"x = 6 * 7"})
+    r1 = cl.session_wait(sid, c1)
+    q2, c2 = cl.session_call(sid, {"op": "python", "code": b"print(x)"})
+    r2 = cl.session_wait(sid, c2)
+    q3, _ = cl.session_call(sid, {"op": "python", "code": b"print(x)"}, tenant="rival")
+    q4, c4 = cl.session_call(sid, {"op": "close"})
+    r4 = cl.session_wait(sid, c4)
+    q5, _ = cl.session_call(sid, {"op": "python", "code": b"print(x)"})
+    t.ok(opened and opened["status"] == "ok" and opened["info"].get("session") == "open" and
+         q1 == [1] and r1["status"] == "ok" and q2 == [1] and r2["stdout"] == b"42\n" and
+         q3 == [0] and q4 == [1] and r4["status"] == "ok" and q5 == [2, b"closed"],
+         "a session from the document alone, under the client ACL: opened, a variable kept "
+         "between calls, another tenant's call answered 0, closed, then 2 with the reason",
+         (opened, q1, r1, q2, r2, q3, q4, r4, q5))
 
     # The C CLI under the same ACL.
     url = "unix://%s?user=airlock-client&password=%s&db=%d" % (c.sock, CLIENT_PW, DB)

@@ -31,6 +31,7 @@ class Client:
         self.submit_script = self.r.register_script(s["submit"])
         self.rearm_script = self.r.register_script(s["rearm"])
         self.lookup_sha = self.r.script_load(s["lookup"])
+        self.session_call_script = self.r.register_script(s["session_call"])
 
     def submit(self, job, idem_key=None):
         """Returns (code, id): 1 accepted, 0 same idempotency key, -1 id taken."""
@@ -64,6 +65,31 @@ class Client:
     def status(self, jid):
         st, _ = self.r.evalsha_ro(self.lookup_sha, 2, "al:job:" + jid, "al:sub:" + jid)
         return st.decode() if st else None
+
+    def session_call(self, sid, call, tenant="default"):
+        """Queue a call (PROTOCOL.md, "Sessions"); ([code, reason?], call id)."""
+        call = dict(call, v=1, session=sid, tenant=tenant)
+        call.setdefault("id", uuid.uuid4().hex)
+        got = self.session_call_script(keys=[], args=[sid, tenant,
+                                                      msgpack.packb(call, use_bin_type=True)])
+        return got, call["id"]
+
+    def session_wait(self, sid, cid, timeout=60):
+        """As the document says: BLPOP the done list a second at a time, the
+        result, else the session's record: ended (or its lease past) with no
+        result is the end. The result map, or ("ended", reason)."""
+        end = time.time() + timeout
+        while time.time() < end:
+            res = self.result(cid)
+            if res:
+                return res
+            tenant, state, reason, worker, lease = self.r.hmget(
+                "al:sess:" + sid, "tenant", "state", "reason", "worker", "lease_ms")
+            if state == b"ended" or (lease and int(lease) < time.time() * 1000):
+                res = self.result(cid)
+                return res or ("ended", (reason or b"worker_lost").decode())
+            self.r.blpop(["al:done:" + cid], timeout=1)
+        return None
 
     def cancel(self, jid, wait_s=10):
         """1 ended, 2 kill sent, 0 finished, -1 unknown; None: no answer yet."""

@@ -58,13 +58,14 @@ int main(void)
 		const char *kv[20];
 		const char *want; /* NULL: decodes */
 	} cases[] = {
-	    {{"v", "u:1", "id", "s:c1", "session", "s:s1", "op", "s:python", "code", "b:x = 1", NULL},
+	    {{"v", "u:1", "id", "s:c1", "session", "s:s1", "op", "s:python", "code", "b:x = 1",
+	      NULL},
 	     NULL},
 	    {{"v", "u:1", "id", "s:c1", "session", "s:s1", "op", "s:exec", "argv", "a:/bin/echo,hi",
 	      "timeout_ms", "u:500", NULL},
 	     NULL},
-	    {{"v", "u:1", "id", "s:c1", "session", "s:s1", "op", "s:put", "path", "s:a/b",
-	      "data", "b:xy", "mode", "u:384", NULL},
+	    {{"v", "u:1", "id", "s:c1", "session", "s:s1", "op", "s:put", "path", "s:a/b", "data",
+	      "b:xy", "mode", "u:384", NULL},
 	     NULL},
 	    {{"v", "u:1", "id", "s:c1", "session", "s:s1", "op", "s:ls", NULL}, NULL},
 	    {{"v", "u:1", "id", "s:c1", "session", "s:s1", "op", "s:close", NULL}, NULL},
@@ -141,8 +142,8 @@ int main(void)
 
 		memset(&err, 0, sizeof(err));
 		al_buf_reset(&b);
-		TAP_OK(!al_job_encode(&job, &b, &err) && !al_job_decode(b.data, b.len, &dec, &err) &&
-			   dec.session,
+		TAP_OK(!al_job_encode(&job, &b, &err) &&
+			   !al_job_decode(b.data, b.len, &dec, &err) && dec.session,
 		       "a session's job (no command) encodes and decodes: %s", err.msg);
 		al_job_free(&dec);
 		job.runtime = AL_RUNTIME_SH;
@@ -164,9 +165,11 @@ int main(void)
 		memset(&err, 0, sizeof(err));
 		al_result_add_output(&res, "image/png", "\x89PNG", 4);
 		al_buf_reset(&b);
-		ok = !al_result_encode(&res, &b, &err) && !al_result_decode(b.data, b.len, &dec, &err);
+		ok = !al_result_encode(&res, &b, &err) &&
+		     !al_result_decode(b.data, b.len, &dec, &err);
 		TAP_OK(ok && dec.noutputs == 1 && !strcmp(dec.outputs[0].mime, "image/png") &&
-			   dec.outputs[0].data.len == 4 && !memcmp(dec.outputs[0].data.data, "\x89PNG", 4),
+			   dec.outputs[0].data.len == 4 &&
+			   !memcmp(dec.outputs[0].data.data, "\x89PNG", 4),
 		       "a result's outputs round-trip: %s", err.msg);
 		for (size_t i = 0; i < res.noutputs; i++) {
 			free(res.outputs[i].mime);

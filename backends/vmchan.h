@@ -42,9 +42,10 @@
 #define AL_CHAN_ACK_WAIT_MS  30000	/* the agent waits this long for 'A' */
 #define AL_CHAN_READ_BUDGET  (1u << 20) /* bytes one al_chan_read call takes at most */
 #define AL_CHAN_HEARTBEAT_MS 1000
-#define AL_CHAN_PORT	     "airlock.0" /* the virtserialport's name */
-#define AL_CHAN_READY_MAX    256	 /* the ready frame's payload */
-#define AL_CHAN_RESULT_SLACK (64u << 10) /* a result's bytes beyond its streams and files */
+#define AL_CHAN_PORT	     "airlock.0"       /* the virtserialport's name */
+#define AL_SESSION_PORT	     "airlock.session" /* a session's server's port */
+#define AL_CHAN_READY_MAX    256	       /* the ready frame's payload */
+#define AL_CHAN_RESULT_SLACK (64u << 10)       /* a result's bytes beyond its streams and files */
 
 /* An incremental frame reader: feed it a readable fd until it says done. */
 struct al_chan_rd {

@@ -136,6 +136,11 @@ int al_policy_admit(const struct al_policy *pol, struct al_job *job, uint64_t no
 			return rc;
 	}
 	if (job->session) {
+		if (job->runtime != AL_RUNTIME_ARGV || job->code.data)
+			return al_err_set(
+			    err, AL_EINVAL,
+			    "session: a session's job has no command (runtime, code): "
+			    "its calls come later");
 		if (!t->sessions.on)
 			return al_err_set(err, AL_EINVAL,
 					  "session: tier %s does not open sessions (its policy has "

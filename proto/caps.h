@@ -38,7 +38,7 @@ enum {
 	 AL_CAP_FILES | AL_CAP_GRADE | AL_CAP_SESSION)
 #define AL_CAPS_MICROVM                                                                            \
 	(AL_CAP_NO_NETWORK | AL_CAP_EGRESS | AL_CAP_MEMORY | AL_CAP_PIDS | AL_CAP_CPU |            \
-	 AL_CAP_FILES | AL_CAP_OWN_KERNEL | AL_CAP_GRADE_INSIDE)
+	 AL_CAP_FILES | AL_CAP_OWN_KERNEL | AL_CAP_GRADE_INSIDE | AL_CAP_SESSION)
 #define AL_CAPS_VM                                                                                 \
 	(AL_CAP_MEMORY | AL_CAP_CPU | AL_CAP_OWN_KERNEL | AL_CAP_SERVICE | AL_CAP_NO_NETWORK |     \
 	 AL_CAP_EGRESS)

@@ -236,12 +236,14 @@ int al_job_validate(const struct al_job *job, struct al_err *err)
 	    (job->image && (rc = check_name("image", job->image, AL_ID_MAX, "_-", err))))
 		return rc;
 
+	/* a session's job names no command (admission refuses one: its calls
+	 * come later); the worker gives it the session server's, which the
+	 * microVM's guest decodes again */
 	if (job->session) {
-		if (job->runtime != AL_RUNTIME_ARGV || job->argc || job->code.data || job->ntests ||
-		    job->build)
+		if (job->argc || job->ntests || job->build || (job->code.data && !job->runtime))
 			return al_err_set(err, AL_EINVAL,
-					  "session: a session's job has no command (runtime, code, "
-					  "argv) nor tests: its calls come later");
+					  "session: a session's job has no command (argv) nor "
+					  "tests: its calls come later");
 	} else if ((rc = al_check_command("", job->runtime, &job->code, job->argv, job->argc,
 					  err))) {
 		return rc;

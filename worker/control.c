@@ -128,7 +128,9 @@ void wk_heartbeat(evutil_socket_t fd, short what, void *arg)
 			char jobkey[AL_KEY_MAX];
 			struct flag_req *q;
 
-			if (!s->busy || (!s->runner && !s->waiting))
+			/* a session's job until its result (the open) is in: a
+			 * microVM's boot may take longer than a lease */
+			if (!s->busy || (!s->runner && !s->waiting && !wk_session_opening(s)))
 				continue;
 			if (s->waiting && al_now_ms() - s->held_ms >= AL_HOLD_MAX_MS) {
 				al_log(

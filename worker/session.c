@@ -389,6 +389,19 @@ static void on_chan_event(struct bufferevent *bev, short what, void *arg)
 	arm(ss->timer, EXIT_WAIT_MS);
 }
 
+/* The server's connection c (taken): frames from here on. */
+static void chan_open(struct wk_session *ss, int c)
+{
+	ss->chan = bufferevent_socket_new(ss->w->base, c, BEV_OPT_CLOSE_ON_FREE);
+	if (!ss->chan) {
+		close(c);
+		end_session(ss, AL_SESS_BROKEN, "out of memory");
+		return;
+	}
+	bufferevent_setcb(ss->chan, on_chan_read, NULL, on_chan_event, ss);
+	bufferevent_enable(ss->chan, EV_READ | EV_WRITE);
+}
+
 static void on_accept(evutil_socket_t fd, short what, void *arg)
 {
 	struct wk_session *ss = arg;
@@ -402,14 +415,7 @@ static void on_accept(evutil_socket_t fd, short what, void *arg)
 	event_free(ss->listen_ev);
 	ss->listen_ev = NULL;
 	al_closep(&ss->listen_fd);
-	ss->chan = bufferevent_socket_new(ss->w->base, c, BEV_OPT_CLOSE_ON_FREE);
-	if (!ss->chan) {
-		close(c);
-		end_session(ss, AL_SESS_BROKEN, "out of memory");
-		return;
-	}
-	bufferevent_setcb(ss->chan, on_chan_read, NULL, on_chan_event, ss);
-	bufferevent_enable(ss->chan, EV_READ | EV_WRITE);
+	chan_open(ss, c);
 }
 
 /* ---- the session's life ---- */
@@ -709,6 +715,9 @@ void wk_session_start(struct worker *w, struct slot *s)
 	spec.attempt = s->attempt;
 	spec.session = true;
 	spec.network = AL_NET_NONE;
+	/* the sandbox's own clock (a microVM's agent ends its job at it): the
+	 * session's life, and a minute; each call has its own time */
+	spec.limits.wall_ms = s->tier->sessions.max_life_ms + 60000;
 	ss->sb = al_sandbox_new(s->ops, &w->conf->backend, &spec);
 	if (!ss->timer || !ss->life || !ss->sb) {
 		end_session(ss, AL_SESS_BROKEN, "out of memory");
@@ -721,6 +730,21 @@ void wk_session_start(struct worker *w, struct slot *s)
 		return;
 	}
 	al_closep(&wt.egress_fd);
+	{
+		/* a listening socket (process, container: the server connects),
+		 * or a connected one (microVM: the VM's session port) */
+		int listening = 0;
+		socklen_t len = sizeof(listening);
+
+		if (wt.session_fd >= 0 &&
+		    !getsockopt(wt.session_fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) &&
+		    !listening) {
+			fcntl(wt.session_fd, F_SETFL, fcntl(wt.session_fd, F_GETFL) | O_NONBLOCK);
+			chan_open(ss, al_take_fd(&wt.session_fd));
+			if (ss->state == SS_ENDED)
+				return;
+		}
+	}
 	ss->listen_fd = wt.session_fd;
 	for (int i = 0; i < wt.nfds; i++) {
 		ss->watch[i] = event_new(w->base, wt.fds[i], EV_READ | EV_PERSIST, on_watch, ss);
@@ -732,13 +756,14 @@ void wk_session_start(struct worker *w, struct slot *s)
 	ss->listen_ev = ss->listen_fd >= 0
 			    ? event_new(w->base, ss->listen_fd, EV_READ | EV_PERSIST, on_accept, ss)
 			    : NULL;
-	if (!ss->listen_ev || ss->nwatch != wt.nfds) {
+	if ((!ss->listen_ev && !ss->chan) || ss->nwatch != wt.nfds) {
 		end_session(ss, AL_SESS_BROKEN,
-			    ss->listen_fd < 0 ? "the backend made no session socket"
-					      : "out of memory");
+			    ss->listen_fd < 0 && !ss->chan ? "the backend made no session socket"
+							   : "out of memory");
 		return;
 	}
-	event_add(ss->listen_ev, NULL);
+	if (ss->listen_ev)
+		event_add(ss->listen_ev, NULL);
 	arm(ss->timer, HELLO_MS);
 	al_log("info", "session_start", "job=%s tier=%s slot=%d", s->id, s->tier->name, s->index);
 }
@@ -860,4 +885,9 @@ void wk_session_cancel(struct slot *s)
 {
 	if (s->session)
 		end_session(s->session, AL_SESS_CLOSED, "its open job was cancelled");
+}
+
+bool wk_session_opening(const struct slot *s)
+{
+	return s->session && s->session->state < SS_OPEN;
 }

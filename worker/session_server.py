@@ -1,7 +1,8 @@
 # session_server.py - the server inside a session's sandbox (worker/session.c
-# runs it as the session's job; PROTOCOL.md, "Sessions"). It connects to the
-# worker through the abstract unix socket of its own network namespace and
-# serves one call at a time: exec (a program or a shell line), python (into
+# runs it as the session's job; PROTOCOL.md, "Sessions"). It reaches the
+# worker through the abstract unix socket of its own network namespace
+# (process, container), or the VM's session port its agent gave it on fd 4
+# (microVM), and serves one call at a time: exec (a program or a shell line), python (into
 # one interpreter whose globals persist), put, get, ls. Frames both ways are a
 # 4-byte big-endian length and a JSON object; bytes travel as NAME_base64.
 # Everything here runs with the session's code, inside its sandbox: the
@@ -27,8 +28,35 @@ WORK = os.getcwd()
 SERVER_FILE = __file__ if "__file__" in globals() else "?"
 FRAME_MAX = 32 << 20
 
-conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-conn.connect("\0airlock-session")
+class Port:
+    """The microVM's virtio port (a character device on fd 4): a stream,
+    read and written as a socket would be."""
+
+    def __init__(self, fd):
+        self.fd = fd
+
+    def recv(self, n):
+        return os.read(self.fd, n)
+
+    def sendall(self, data):
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self.fd, view):]
+
+
+def connect():
+    try:
+        import stat
+        if stat.S_ISCHR(os.fstat(4).st_mode):
+            return Port(4)
+    except OSError:
+        pass
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect("\0airlock-session")
+    return s
+
+
+conn = connect()
 send_lock = threading.Lock()
 requests = queue.Queue()
 current = {"kind": None, "proc": None, "interrupted": False}

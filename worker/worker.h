@@ -226,6 +226,8 @@ void wk_sessions_on_up(struct al_aconn *c, void *arg); /* sessq: wait for calls 
 void wk_sessions_renew(struct worker *w);	       /* each heartbeat: leases */
 void wk_sessions_end_all(struct worker *w, enum al_sess_end why);
 void wk_session_cancel(struct slot *s); /* its open job was cancelled */
+/* s holds a session not open yet: its job's lease is still renewed */
+bool wk_session_opening(const struct slot *s);
 
 /* jobs.c */
 void wk_dispatch_held(struct worker *w, struct backend_state *be);

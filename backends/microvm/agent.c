@@ -298,11 +298,11 @@ static bool cmdline_has(const char *word)
 	return false;
 }
 
-/* The channel's device: the virtio port named AL_CHAN_PORT (no udev here,
- * so look its name up in sysfs). Waits for the driver to probe it. */
-static int open_port(void)
+/* The device of the virtio port named name (no udev here, so look its
+ * name up in sysfs), opened; -1 when it has not appeared in wait_ms. */
+static int find_port(const char *want, int wait_ms)
 {
-	for (int waited = 0; waited < PORT_WAIT_MS; waited += 5) {
+	for (int waited = 0; waited < wait_ms; waited += 5) {
 		DIR *d = opendir("/sys/class/virtio-ports");
 		struct dirent *e;
 
@@ -318,13 +318,11 @@ static int open_port(void)
 			n = fd >= 0 ? read(fd, name, sizeof(name) - 1) : -1;
 			al_closep(&fd);
 			name[n > 0 ? n : 0] = '\0';
-			if (strncmp(name, AL_CHAN_PORT, strlen(AL_CHAN_PORT)) == 0) {
+			if (strncmp(name, want, strlen(want)) == 0 &&
+			    (name[strlen(want)] == '\n' || !name[strlen(want)])) {
 				snprintf(path, sizeof(path), "/dev/%s", e->d_name);
 				closedir(d);
-				fd = open(path, O_RDWR | O_CLOEXEC);
-				if (fd < 0)
-					fatal(path);
-				return fd;
+				return open(path, O_RDWR | O_CLOEXEC);
 			}
 		}
 		if (d)
@@ -332,7 +330,18 @@ static int open_port(void)
 		usleep(5000);
 	}
 	errno = ENODEV;
-	fatal("no virtio port " AL_CHAN_PORT);
+	return -1;
+}
+
+/* The channel's device: the virtio port named AL_CHAN_PORT. Waits for the
+ * driver to probe it. */
+static int open_port(void)
+{
+	int fd = find_port(AL_CHAN_PORT, PORT_WAIT_MS);
+
+	if (fd < 0)
+		fatal("no virtio port " AL_CHAN_PORT);
+	return fd;
 }
 
 /* The job frame's payload: the job, then argv and environment. */
@@ -343,6 +352,10 @@ struct job_in {
 };
 
 /* One command to run: the job's, or one step of a grading job. */
+/* A job's descriptors: stdin, stdout, stderr, its code (python, sh), and
+ * a session's port to the worker (fd 4 in the job); -1 where none. */
+#define JOB_FDS 5
+
 struct step {
 	char **argv, **envp;
 	const struct al_limits *l;
@@ -464,7 +477,7 @@ static int image_root(const char *work, const char *tmp, const char *shm)
 /* The child: from PID-1 root to the job. Only async-signal-safe calls. */
 static void __attribute__((noreturn))
 exec_job(const struct step *st, const struct al_cg *cg, const struct al_seccomp *sc,
-	 const struct al_jobfs *fs, const int fds[4], int setup_wr)
+	 const struct al_jobfs *fs, const int fds[JOB_FDS], int setup_wr)
 {
 	const struct al_limits *l = st->l;
 	const char *prog = st->argv[0];
@@ -497,15 +510,16 @@ exec_job(const struct step *st, const struct al_cg *cg, const struct al_seccomp 
 		   (st->tree && (mount(work, "/work", NULL, MS_BIND, NULL) ||
 				 (!st->tree_rw && mount(NULL, "/work", NULL, ro, NULL)))))
 		setup_fail(setup_wr, "the job's mounts");
-	for (int i = 0; i < 4; i++)
+	for (int i = 0; i < JOB_FDS; i++)
 		if (fds[i] >= 0 && dup2(fds[i], 10 + i) < 0)
 			setup_fail(setup_wr, "place descriptors");
-	for (int i = 0; i < 4; i++)
+	for (int i = 0; i < JOB_FDS; i++)
 		if (fds[i] >= 0 && dup2(10 + i, i) < 0)
 			setup_fail(setup_wr, "place descriptors");
-	if (fds[3] < 0)
-		close(3);
-	syscall(SYS_close_range, 4, (unsigned)setup_wr - 1, 0);
+	for (int i = 3; i < JOB_FDS; i++)
+		if (fds[i] < 0)
+			close(i);
+	syscall(SYS_close_range, JOB_FDS, (unsigned)setup_wr - 1, 0);
 	syscall(SYS_close_range, (unsigned)setup_wr + 1, ~0u, 0);
 	if (setsid() < 0 || chdir(have_image || st->tree ? "/work" : fs->home))
 		setup_fail(setup_wr, "chdir to the work dir");
@@ -537,7 +551,7 @@ exec_job(const struct step *st, const struct al_cg *cg, const struct al_seccomp 
  * set-up pipe closes unread) or said why it could not: then the failure is
  * the boundary's, and the process is reaped. The pid, or -1 with err. */
 static pid_t start_job(const struct step *st, const struct al_cg *cg, const struct al_seccomp *sc,
-		       const struct al_jobfs *fs, const int fds[4], struct al_err *err)
+		       const struct al_jobfs *fs, const int fds[JOB_FDS], struct al_err *err)
 {
 	int setup[2];
 	char msg[200];
@@ -664,7 +678,7 @@ static int run_step(const struct al_job *job, const struct step *st, const char 
 	struct al_jobfs fs;
 	struct al_cg_stats stats = {0};
 	struct al_seccomp sc;
-	int fds[4] = {-1, -1, -1, -1}, ws = 0, rc;
+	int fds[JOB_FDS] = {-1, -1, -1, -1, -1}, ws = 0, rc;
 	bool disk_full = false, timed_out = false;
 	uint64_t t0 = al_mono_ms();
 	pid_t pid;
@@ -684,6 +698,11 @@ static int run_step(const struct al_job *job, const struct step *st, const char 
 		fds[3] = memfd_with("code", job->code.data, job->code.len);
 	if (fds[0] < 0 || (job->code.len && fds[3] < 0)) {
 		rc = al_err_sys(err, "agent: memfd");
+		goto out;
+	}
+	/* a session's server: its port to the worker, on fd 4 */
+	if (job->session && (fds[4] = find_port(AL_SESSION_PORT, 2000)) < 0) {
+		rc = al_err_sys(err, "agent: the session port " AL_SESSION_PORT);
 		goto out;
 	}
 	if ((pid = start_job(st, &cg, &sc, &fs, fds, err)) < 0) {
@@ -713,7 +732,7 @@ static int run_step(const struct al_job *job, const struct step *st, const char 
 	}
 	res->wall_ms = al_mono_ms() - t0;
 out:
-	for (int i = 0; i < 4; i++)
+	for (int i = 0; i < JOB_FDS; i++)
 		if (i != 1 && i != 2 && fds[i] >= 0)
 			close(fds[i]);
 	al_jobfs_destroy(&fs);

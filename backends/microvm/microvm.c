@@ -293,6 +293,7 @@ static void vm_free(struct vm *vm, bool graceful)
 	}
 	al_closep(&vm->v.chan_fd);
 	al_closep(&vm->v.ctl_fd);
+	al_closep(&vm->v.sess_fd);
 	al_closep(&vm->egress_fd);
 	if (vm->cg_made)
 		al_cg_destroy(&vm->cg, NULL);
@@ -336,7 +337,7 @@ static struct vm *vm_launch(const char *guest, const char *image, bool egress, u
 		return NULL;
 	}
 	vm->v.pid = -1;
-	vm->v.pidfd = vm->v.chan_fd = vm->v.ctl_fd = vm->egress_fd = -1;
+	vm->v.pidfd = vm->v.chan_fd = vm->v.ctl_fd = vm->v.sess_fd = vm->egress_fd = -1;
 	vm->uid_idx = -1;
 	vm->memory_mib = memory_mib;
 	vm->vcpus = vcpus;
@@ -739,6 +740,10 @@ static int mvm_start(struct al_sandbox *sb, struct al_watch *w, struct al_err *e
 	w->fds[w->nfds++] = m->timer_fd;
 	w->egress_fd = m->vm->egress_fd; /* the worker's now */
 	m->vm->egress_fd = -1;
+	if (sb->spec.session) { /* the session port's host end: the worker's now */
+		w->session_fd = m->vm->v.sess_fd;
+		m->vm->v.sess_fd = -1;
+	}
 	/* The boot does not count against the job: the wall-clock limit is
 	 * enforced here from the moment the job went in. */
 	w->setup_ms = hang_ms();

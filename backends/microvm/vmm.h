@@ -44,6 +44,7 @@ struct al_vmm {
 	int pidfd;   /* readable when the VMM exited */
 	int chan_fd; /* host end of the guest agent's channel (non-blocking) */
 	int ctl_fd;  /* the VMM's control socket (QMP, API), or -1 */
+	int sess_fd; /* host end of the session port (a session's server), or -1 */
 };
 
 struct al_vmm_driver {

@@ -1,8 +1,9 @@
 /* vmm_qemu.c - the QEMU driver of the microVM backend (see vmm.h):
  * `qemu-system-x86_64 -M microvm` with no default devices, the kernel and
  * initramfs given on the command line, the catalogue image as a read-only
- * virtio block device, one virtio-serial port for the job
- * channel and QMP for control, both on socketpairs (no socket files), and
+ * virtio block device, virtio-serial ports for the job channel and for a
+ * session's server, and QMP for control, all on socketpairs (no socket
+ * files), and
  * QEMU's own seccomp sandbox on. KVM when asked, TCG otherwise. */
 #include <errno.h>
 #include <poll.h>
@@ -12,19 +13,22 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "../../common/cleanup.h"
+#include "../vmchan.h"
 #include "egress_fwd.h"
 #include "vmm.h"
 
 static int qemu_launch(const struct al_vmm_cfg *cfg, struct al_vmm *vm, struct al_err *err)
 {
 	char mem[32], smp[32], cmdline[512], accel[64];
-	int chan[2] = {-1, -1}, ctl[2] = {-1, -1}, rc;
+	int chan[2] = {-1, -1}, ctl[2] = {-1, -1}, sess[2] = {-1, -1}, rc;
 	const char *argv[64];
 	int n = 0;
 	bool egress = cfg->egress_fwd != NULL;
 
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, chan) ||
-	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl)) {
+	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl) ||
+	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sess)) {
 		rc = al_err_sys(err, "qemu: socketpair");
 		goto fail;
 	}
@@ -76,9 +80,16 @@ static int qemu_launch(const struct al_vmm_cfg *cfg, struct al_vmm *vm, struct a
 	argv[n++] = "-chardev";
 	argv[n++] = "socket,id=job,fd=3";
 	argv[n++] = "-device";
-	argv[n++] = "virtio-serial-device,max_ports=2";
+	argv[n++] = "virtio-serial-device,max_ports=3";
 	argv[n++] = "-device";
 	argv[n++] = "virtserialport,chardev=job,name=airlock.0";
+	/* A session's server speaks to the worker here (fd 5 in QEMU): every
+	 * VM has it, so a pool VM can serve a session; only a session's job
+	 * is given it inside the guest. */
+	argv[n++] = "-chardev";
+	argv[n++] = "socket,id=sess,fd=5";
+	argv[n++] = "-device";
+	argv[n++] = "virtserialport,chardev=sess,name=" AL_SESSION_PORT;
 	/* The catalogue image: read-only, through the host's page cache (one
 	 * copy for every VM that boots it). */
 	if (cfg->disk) {
@@ -115,22 +126,23 @@ static int qemu_launch(const struct al_vmm_cfg *cfg, struct al_vmm *vm, struct a
 			: "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny";
 	argv[n] = NULL;
 	{
-		int keep[2] = {chan[1], ctl[1]};
+		int keep[3] = {chan[1], ctl[1], sess[1]};
 
-		if ((rc = al_vmm_spawn(cfg, (char *const *)argv, keep, 2, vm, err)))
+		if ((rc = al_vmm_spawn(cfg, (char *const *)argv, keep, 3, vm, err)))
 			goto fail;
 	}
 	close(chan[1]);
 	close(ctl[1]);
+	close(sess[1]);
 	vm->chan_fd = chan[0];
 	vm->ctl_fd = ctl[0];
+	vm->sess_fd = sess[0];
 	return AL_OK;
 fail:
 	for (int i = 0; i < 2; i++) {
-		if (chan[i] >= 0)
-			close(chan[i]);
-		if (ctl[i] >= 0)
-			close(ctl[i]);
+		al_closep(&chan[i]);
+		al_closep(&ctl[i]);
+		al_closep(&sess[i]);
 	}
 	return rc;
 }

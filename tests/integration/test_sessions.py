@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Sessions (PROTOCOL.md, "Sessions") through a real redis-server,
-scheduler and worker, on the process and container (runc, the python
-image) boundaries, with the Python client over Redis: state (a
+scheduler and worker, on the process, container (runc, the python image)
+and microVM (QEMU, TCG here) boundaries, with the Python client over
+Redis: state (a
 variable, an import, a file) from call 1 is there in call 5; exec, python
 and files; a call past its time is interrupted and the session goes on; a
 call that will not stop ends it (call_stuck); 10 MB printed is cut at the
@@ -44,7 +45,9 @@ POLICY = policy(
     tier_def("small", "process", defaults=dict(DEFAULTS, memory_bytes=96 << 20, pids=32),
              sessions=SESS),
     tier_def("plain", "process", defaults=DEFAULTS),
-    tier_def("vmtier", "microvm", image="python", sessions=SESS),
+    tier_def("vmtier", "microvm", image="python", defaults=dict(DEFAULTS, wall_ms=5000),
+             sessions=SESS),
+    tier_def("svc", "vm", image="python", ports=[8080], sessions=SESS),
     tier_def("ctr", "container", image="python", defaults=dict(DEFAULTS, wall_ms=3000),
              sessions=SESS),
     tier_def("ctrsmall", "container", image="python",
@@ -261,10 +264,10 @@ try:
     for x in open_now[1:] + [again]:
         x.close()
     e1 = raises(lambda: cl.session(tier="plain"), airlock.Rejected)
-    e2 = raises(lambda: cl.session(tier="vmtier"), airlock.Rejected)
+    e2 = raises(lambda: cl.session(tier="svc"), airlock.Rejected)
     t.ok("does not open sessions" in str(e1) and "does not keep sessions" in str(e2),
-         "22: a tier without sessions, and one whose backend keeps none: refused saying why",
-         (e1, e2))
+         "22: a tier without sessions, and one whose backend keeps none (service VMs): "
+         "refused saying why", (e1, e2))
     t.ok(c.rcli("HGET", "al:tenant:default", "sessions").strip() == "0" and
          c.rcli("ZCARD", "al:sessions").strip() == "0",
          "23: every session ended: the tenant's count is 0, none left in al:sessions",
@@ -342,6 +345,32 @@ try:
     t.ok(isinstance(e, airlock.SessionEnded) and ended_reason(c, cs.id) == "limit",
          "33: a container session past its memory (96 MiB): ended, limit",
          (e, ended_reason(c, cs.id)))
+
+    # ---- the microVM boundary (TCG here: the session's boot is paid once) ----
+    vm_worker = ["--images", IMAGES, "--vm-accel", "tcg"]
+    c.worker("svm", uid_base=UID + 20, slots=1, tiers="vmtier", extra=vm_worker)
+    with cl.session(tier="vmtier") as vs:
+        vs.run_python("import platform\nk = platform.release()")
+        vs.put("in.txt", b"put into the VM")
+        t0 = time.monotonic()
+        r = vs.run_python("print(open('in.txt').read(), k == platform.release())")
+        call_ms = (time.monotonic() - t0) * 1000
+        r2 = vs.run_python("import time\ntime.sleep(20)", timeout=1)
+        r3 = vs.exec("cat in.txt")
+        guest_kernel = vs.run_python("print(k)").stdout.strip()
+    e = raises(lambda: vs.run_python("1"), airlock.SessionEnded)
+    host_kernel = os.uname().release.encode()
+    t.ok(r.stdout == b"put into the VM True\n" and r2.status == "timeout" and
+         r3.stdout == b"put into the VM" and guest_kernel and guest_kernel != host_kernel and
+         isinstance(e, airlock.SessionEnded) and e.reason == "closed",
+         "34: a microVM session (its own kernel %s): state and a put file kept, a call of "
+         "%.0f ms (no boot), a timeout it survives, closed" % (guest_kernel.decode(), call_ms),
+         (r, r2, r3, guest_kernel, e))
+    c.signal("svm", signal.SIGTERM)
+    c.wait_exit("svm")
+    left = {k: v for k, v in job_cgroups("svm").items() if v}
+    t.ok(not left, "35: the session's VM is gone once it closed: no cgroup of its worker's "
+         "VMs is left", left)
 
     # ---- the CLI ----
     def cli(*a, stdin=None):

@@ -146,11 +146,11 @@ int main(void)
 			   !al_job_decode(b.data, b.len, &dec, &err) && dec.session,
 		       "a session's job (no command) encodes and decodes: %s", err.msg);
 		al_job_free(&dec);
-		job.runtime = AL_RUNTIME_SH;
-		job.code = (struct al_bytes){(char *)"ls", 2};
+		job.argv = (char *[]){(char *)"ls"};
+		job.argc = 1;
 		memset(&err, 0, sizeof(err));
 		TAP_OK(al_job_validate(&job, &err) == AL_EINVAL && strstr(err.msg, "session:"),
-		       "a session's job with a command is refused: %s", err.msg);
+		       "a session's job with argv is refused by the codec: %s", err.msg);
 	}
 
 	/* a result's outputs */

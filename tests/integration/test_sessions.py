@@ -18,6 +18,7 @@ nothing."""
 import os
 import http.client
 import signal
+import socket
 import struct
 import sys
 import time
@@ -88,8 +89,10 @@ def ended_reason(c, sid):
 c = Cluster(policy=POLICY)
 try:
     c.scheduler()
+    SECRET = "canary-" + os.urandom(6).hex()
+    WENV = dict(os.environ, AIRLOCK_TEST_SECRET=SECRET)
     c.worker("sw", uid_base=UID, slots=6, tiers="trusted,brief,small,plain,ctr,ctrsmall",
-             extra=["--images", IMAGES])
+             extra=["--images", IMAGES], env=WENV)
     cl = airlock.Client(redis=c.url, tier="trusted")
 
     # ---- state persists, call after call ----
@@ -324,6 +327,50 @@ try:
     t.ok(st7 == 400 and "does not open sessions" in doc7["result"]["error"] and st8 == 400 and
          "op: unknown" in doc8.get("error", ""),
          "30: a tier without sessions is 400 saying so; an unknown op 400", (st7, doc7, st8, doc8))
+
+    # ---- containment inside a session, as for jobs ----
+    canary = os.path.join(c.dir, "canary")
+    with open(canary, "w") as f:
+        f.write(SECRET + "\n")
+    os.chmod(canary, 0o600)
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+    probe = ("import os, socket\n"
+             "found = []\n"
+             "found += [k for k, v in os.environ.items() if %(s)r in v]\n"
+             "for pid in os.listdir('/proc'):\n"
+             "    try:\n"
+             "        if pid.isdigit() and %(s)r.encode() in open('/proc/%%s/environ' %% pid, "
+             "'rb').read(): found.append('environ of ' + pid)\n"
+             "    except OSError: pass\n"
+             "for path in (%(canary)r, %(redis)r):\n"
+             "    try: open(path, 'rb').read(); found.append('read ' + path)\n"
+             "    except OSError: pass\n"
+             "try:\n"
+             "    u = socket.socket(socket.AF_UNIX); u.connect(%(redis)r); found.append('redis')\n"
+             "except OSError: pass\n"
+             "try:\n"
+             "    t = socket.create_connection(('127.0.0.1', %(port)d), 2); found.append('tcp')\n"
+             "except OSError: pass\n"
+             "print(found)\n" % {"s": SECRET, "canary": canary, "redis": c.sock,
+                                  "port": listener.getsockname()[1]})
+    contained = {}
+    mine = cl.session(tier="trusted")
+    mine.run_python("secret_of_mine = 'mine'\nopen('mine.txt', 'w').write('mine')")
+    for tier in ("trusted", "ctr"):
+        other_tenant = airlock.Client(redis=c.url, tier=tier, tenant="other")
+        with other_tenant.session() as ps:
+            contained[tier] = (ps.run_python(probe).stdout,
+                               ps.exec("ls; cat mine.txt; ps -e -o pid= | wc -l").stdout,
+                               ps.run_python("print('secret_of_mine' in globals())").stdout)
+    mine.close()
+    listener.close()
+    t.ok(all(v[0] == b"[]\n" and b"mine.txt" not in v[1] and v[2] == b"False\n"
+             for v in contained.values()),
+         "36: inside a session, as for jobs: the worker's secret (environment, /proc), a root "
+         "file, the Redis socket and a host port are out of reach; another tenant's session "
+         "sees none of this session's files or interpreter (process, container)", contained)
 
     # ---- the container boundary ----
     with cl.session(tier="ctr") as cs:

@@ -14,6 +14,12 @@ int al_dec_files(const msgpack_object *v, const char *what, struct al_file **fil
 		 struct al_err *err);
 int al_dec_limits(const msgpack_object *v, const char *what, struct al_limits *l,
 		  struct al_err *err);
+/* A map of named fields (what names it in errors): each key one of
+ * names[0..n-1], once (seen gets their bits), its value given to fn(index,
+ * value, ctx); an unknown or repeated key, or a key not text, is refused. */
+typedef int (*al_field_fn)(int f, const msgpack_object *v, void *ctx, struct al_err *err);
+int al_dec_fields(const msgpack_object *root, const char *what, const char *const *names, int n,
+		  al_field_fn fn, void *ctx, uint32_t *seen, struct al_err *err);
 
 /* Checks on a job built in memory; pre ("build.") prefixes field names. */
 int al_check_command(const char *pre, enum al_runtime runtime, const struct al_bytes *code,

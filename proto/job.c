@@ -635,40 +635,55 @@ static int dec_field(enum job_field f, const msgpack_object *v, struct al_job *j
 	return al_err_set(err, AL_EINVAL, "internal: unhandled field");
 }
 
-static int job_decode_obj(const msgpack_object *root, struct al_job *job, struct al_err *err)
+int al_dec_fields(const msgpack_object *root, const char *what, const char *const *names, int n,
+		  al_field_fn fn, void *ctx, uint32_t *seen, struct al_err *err)
 {
-	uint32_t seen = 0;
 	int rc;
 
+	*seen = 0;
 	if (root->type != MSGPACK_OBJECT_MAP)
-		return al_err_set(err, AL_EINVAL, "job: wrong type: expected map, got %s",
+		return al_err_set(err, AL_EINVAL, "%s: wrong type: expected map, got %s", what,
 				  al_mp_type_name(root->type));
-	job->priority = AL_PRIORITY_DEFAULT;
 	for (uint32_t i = 0; i < root->via.map.size; i++) {
 		const msgpack_object_kv *kv = &root->via.map.ptr[i];
 		int f;
 
 		if (kv->key.type != MSGPACK_OBJECT_STR)
 			return al_err_set(err, AL_EINVAL,
-					  "job: key #%u: wrong type: expected string, got %s", i,
-					  al_mp_type_name(kv->key.type));
-		for (f = 0; f < F_COUNT; f++)
-			if (al_mp_key_is(&kv->key, job_field_names[f]))
+					  "%s: key #%u: wrong type: expected string, got %s", what,
+					  i, al_mp_type_name(kv->key.type));
+		for (f = 0; f < n; f++)
+			if (al_mp_key_is(&kv->key, names[f]))
 				break;
-		if (f == F_COUNT)
+		if (f == n)
 			return al_err_set(
-			    err, AL_EINVAL, "job: unknown field \"%.*s\"",
+			    err, AL_EINVAL, "%s: unknown field \"%.*s\"", what,
 			    (int)(kv->key.via.str.size > 40 ? 40 : kv->key.via.str.size),
 			    al_utf8_valid(kv->key.via.str.ptr, kv->key.via.str.size)
 				? kv->key.via.str.ptr
 				: "(not UTF-8)");
-		if (seen & (1u << f))
-			return al_err_set(err, AL_EINVAL, "%s: duplicate field",
-					  job_field_names[f]);
-		seen |= 1u << f;
-		if ((rc = dec_field((enum job_field)f, &kv->val, job, err)))
+		if (*seen & (1u << f))
+			return al_err_set(err, AL_EINVAL, "%s: duplicate field", names[f]);
+		*seen |= 1u << f;
+		if ((rc = fn(f, &kv->val, ctx, err)))
 			return rc;
 	}
+	return AL_OK;
+}
+
+static int job_field(int f, const msgpack_object *v, void *job, struct al_err *err)
+{
+	return dec_field((enum job_field)f, v, job, err);
+}
+
+static int job_decode_obj(const msgpack_object *root, struct al_job *job, struct al_err *err)
+{
+	uint32_t seen;
+	int rc;
+
+	job->priority = AL_PRIORITY_DEFAULT;
+	if ((rc = al_dec_fields(root, "job", job_field_names, F_COUNT, job_field, job, &seen, err)))
+		return rc;
 	if (!(seen & (1u << F_V)))
 		return al_err_set(err, AL_EINVAL,
 				  "v: missing: the protocol version is required (%d)",

@@ -160,38 +160,20 @@ static int dec_field(enum call_field f, const msgpack_object *v, struct al_sess_
 	return al_err_set(err, AL_EINVAL, "internal: unhandled field");
 }
 
+static int call_field(int f, const msgpack_object *v, void *c, struct al_err *err)
+{
+	return dec_field((enum call_field)f, v, c, err);
+}
+
 static int decode_obj(const msgpack_object *root, struct al_sess_call *c, struct al_err *err)
 {
-	uint32_t seen = 0;
+	uint32_t seen;
 	int rc;
 
-	if (root->type != MSGPACK_OBJECT_MAP)
-		return al_err_set(err, AL_EINVAL, "call: wrong type: expected map, got %s",
-				  al_mp_type_name(root->type));
 	c->op = AL_SESS_OP_COUNT;
-	for (uint32_t i = 0; i < root->via.map.size; i++) {
-		const msgpack_object_kv *kv = &root->via.map.ptr[i];
-		int f;
-
-		if (kv->key.type != MSGPACK_OBJECT_STR)
-			return al_err_set(err, AL_EINVAL, "call: key #%u: expected a string", i);
-		for (f = 0; f < C_COUNT; f++)
-			if (al_mp_key_is(&kv->key, call_field_names[f]))
-				break;
-		if (f == C_COUNT)
-			return al_err_set(
-			    err, AL_EINVAL, "call: unknown field \"%.*s\"",
-			    (int)(kv->key.via.str.size > 40 ? 40 : kv->key.via.str.size),
-			    al_utf8_valid(kv->key.via.str.ptr, kv->key.via.str.size)
-				? kv->key.via.str.ptr
-				: "(not UTF-8)");
-		if (seen & (1u << f))
-			return al_err_set(err, AL_EINVAL, "%s: duplicate field",
-					  call_field_names[f]);
-		seen |= 1u << f;
-		if ((rc = dec_field((enum call_field)f, &kv->val, c, err)))
-			return rc;
-	}
+	if ((rc =
+		 al_dec_fields(root, "call", call_field_names, C_COUNT, call_field, c, &seen, err)))
+		return rc;
 	if (!(seen & (1u << C_V)))
 		return al_err_set(err, AL_EINVAL, "v: missing: the protocol version is required");
 	if (!(seen & (1u << C_OP)))

@@ -150,14 +150,16 @@ static int send_frame(struct wk_session *ss, json_t *doc)
 	return rc;
 }
 
-/* The largest frame a call may answer with: its output caps, base64, and
- * room for the rest (figures included). */
+/* The largest frame a call may answer with: its output caps and the
+ * worker's cap on files (a get, or a call's figures together), base64, and
+ * room for the rest. More ends the session (broken): what a session can
+ * make the worker hold is bounded. */
 static size_t frame_max(const struct wk_session *ss)
 {
 	const struct al_limits *l = &ss->s->job.limits;
 	uint64_t caps = l->stdout_bytes + l->stderr_bytes + ss->w->conf->backend.collect_max_bytes;
 
-	return (size_t)(caps / 3 * 4 + 16 + FRAME_SLACK + 2 * AL_SESS_FILE_MAX);
+	return (size_t)(caps / 3 * 4 + 16 + FRAME_SLACK);
 }
 
 static void arm(struct event *ev, uint64_t ms)
@@ -825,6 +827,10 @@ static void on_calls(redisAsyncContext *ac, void *reply_, void *priv)
 
 	(void)ac;
 	w->calls_waiting = false;
+	if (r && r->type == REDIS_REPLY_ERROR) { /* again at the next heartbeat, not at once */
+		al_log("error", "session_calls", "error=\"%s\"", r->str);
+		return;
+	}
 	if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
 	    r->element[1]->type == REDIS_REPLY_STRING)
 		take_call(w, r->element[1]->str, r->element[1]->len);

@@ -1,8 +1,11 @@
 #!/usr/bin/python3
 """The hostile suite: programs that attack the sandbox, run against every
 backend available on this machine, each with the verdict it must get and a
-check that it stayed contained. Prints a table and TAP lines; fails on any
-escape or wrong verdict. Needs root (the process backend does)."""
+check that it stayed contained; then the ones that are about containment
+(secrets, host files and sockets, signals, persistence, what the sandbox
+shows) again as calls of one session on each backend. Prints a table and
+TAP lines; fails on any escape or wrong verdict. Needs root (the process
+backend does)."""
 import json
 import os
 import secrets
@@ -155,6 +158,7 @@ tiers:
   {tier}:
     backend: {backend}
     max_attempts: 1
+    sessions: {{max_per_tenant: 2, idle_s: 600, max_life_s: 1800}}
     max: {{wall_ms: 60000, memory_bytes: 1073741824, pids: 256, disk_bytes: 1073741824}}
     egress: {{allow: ["allowed.invalid:443"]}}
 {image}  other:
@@ -503,6 +507,58 @@ EGRESS_CASES = [
 ]
 
 
+# The cases whose program runs the same as a session's call (python code,
+# its argv set in sys.argv), and whose check is about containment, not a
+# job's own limits: run as calls of one session (PROTOCOL.md, "Sessions").
+SESSION_CASES = ["read worker environment", "read host files", "connect to host loopback",
+                 "connect to the Redis socket", "double-forked daemon",
+                 "kill(-1) and signal others", "write persistence",
+                 "write world-writable host dirs", "read the worker's config and policy",
+                 "host paths not given", "host cgroup tree", "what the sandbox's init tells"]
+
+
+def session_phase(runner, ctx, job_uid, n):
+    """Each of SESSION_CASES as a call in one session of the tier: contained
+    as its job was, the session open through them, and nothing left after
+    it closed. TAP lines; (count, failed)."""
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "client", "python"))
+    import airlock
+    cases = {name: (make, check) for name, make, want, check in CASES}
+    failed = 0
+    s = airlock.Client(redis=runner.c.url, tier=runner.tier).session(
+        limits={"wall_ms": 5000, "memory_bytes": 128 << 20, "pids": 32, "stdout_bytes": 65536,
+                "stderr_bytes": 65536, "disk_bytes": 16 << 20})
+    try:
+        for name in SESSION_CASES:
+            make, check = cases[name]
+            job = make(ctx)
+            code = job["code"].decode() if isinstance(job["code"], bytes) else job["code"]
+            if job.get("argv"):
+                code = "import sys\nsys.argv = ['call'] + %r\n%s" % (job["argv"], code)
+            res = s.run_python(code)
+            r = {"status": res.status, "stdout": res.stdout.decode(errors="replace"),
+                 "stderr": res.stderr.decode(errors="replace"), "error": res.error,
+                 "wall_ms": res.wall_ms}
+            contained, note = check(r, ctx)
+            good = contained and res.status in ("ok", "nonzero_exit")
+            failed += not good
+            n += 1
+            print("%sok %d - %s, as a call in a session on %s: %s, %s (%s)" % (
+                "" if good else "not ", n, name, runner.tier,
+                "contained" if contained else "ESCAPED", res.status, note))
+            if not good:
+                print("#   stdout: " + repr(r["stdout"][:900]))
+    finally:
+        s.close()
+    time.sleep(0.5)
+    left = leftovers(job_uid, runner.worker_id, runner.state)
+    n += 1
+    failed += bool(left)
+    print("%sok %d - the session closed: nothing of it left on %s %s" % (
+        "not " if left else "", n, runner.tier, left or ""))
+    return n, failed
+
+
 def main():
     if os.geteuid() != 0:
         print("1..0 # SKIP the hostile suite needs root")
@@ -543,6 +599,8 @@ def main():
                         "status", "exit_code", "signal", "error", "wall_ms")})[:400])
                     print("#   stdout: " + repr((r.get("stdout") or "")[:900]))
                     print("#   stderr: " + repr((r.get("stderr") or "")[:300]))
+            n, f = session_phase(runner, ctx, job_uid, n)
+            failed += f
             # Afterwards the worker is still healthy: hello world passes.
             r = run({"v": 1, "id": "hello-after", "runtime": "python",
                      "code": "print('hello, world')"})

@@ -7,9 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../common/policy.h"
 #include "../../proto/mp.h"
 #include "../../proto/result.h"
 #include "../../proto/session.h"
+#include "policy_file.h"
 #include "tap.h"
 
 /* A call map of the pairs given (key, then a value: "s:text", "b:bytes",
@@ -151,6 +153,67 @@ int main(void)
 		memset(&err, 0, sizeof(err));
 		TAP_OK(al_job_validate(&job, &err) == AL_EINVAL && strstr(err.msg, "session:"),
 		       "a session's job with argv is refused by the codec: %s", err.msg);
+	}
+
+	/* admission of a session's job: what it may not ask for */
+	{
+		static const struct {
+			const char *what, *want;
+		} bad[] = {
+		    {"tier", "does not open sessions"}, {"network", "runs without network"},
+		    {"code", "has no command"},		{"callback", "not for a session"},
+		    {"vm", "does not keep sessions"},
+		};
+		struct al_policy pol = {0};
+
+		memset(&err, 0, sizeof(err));
+		TAP_OK(
+		    !load_policy_text("tiers:\n  s: {backend: process, sessions: {}, egress: "
+				      "{allow: [\"a.example:443\"]}, callback_hosts: [a.example]}\n"
+				      "  plain: {backend: process}\n  svc: {backend: vm, sessions: "
+				      "{}}\n",
+				      &pol, &err),
+		    "a policy with a session tier loads: %s", err.msg);
+		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+			struct al_job job = {.version = AL_PROTO_VERSION,
+					     .id = (char *)"j1",
+					     .tenant = (char *)"default",
+					     .tier = (char *)"s",
+					     .session = true};
+
+			if (!strcmp(bad[i].what, "tier"))
+				job.tier = (char *)"plain";
+			else if (!strcmp(bad[i].what, "network"))
+				job.network = AL_NET_EGRESS;
+			else if (!strcmp(bad[i].what, "code"))
+				job.runtime = AL_RUNTIME_PYTHON,
+				job.code = (struct al_bytes){(char *)"1", 1};
+			else if (!strcmp(bad[i].what, "callback"))
+				job.callback_url = (char *)"https://a.example/x";
+			else
+				job.tier = (char *)"svc";
+			memset(&err, 0, sizeof(err));
+			TAP_OK(al_policy_admit(&pol, &job, 0, &err) == AL_EINVAL &&
+				   strstr(err.msg, bad[i].want),
+			       "a session's job with a %s it may not have is refused: %s",
+			       bad[i].what, err.msg);
+			free(job.image);
+		}
+		{
+			struct al_job job = {.version = AL_PROTO_VERSION,
+					     .id = (char *)"j1",
+					     .tenant = (char *)"default",
+					     .tier = (char *)"s",
+					     .session = true,
+					     .max_attempts = 5};
+
+			memset(&err, 0, sizeof(err));
+			TAP_OK(!al_policy_admit(&pol, &job, 0, &err) && job.max_attempts == 1,
+			       "a session's job is admitted, with one attempt (its state cannot "
+			       "move): %s",
+			       err.msg);
+		}
+		al_policy_free(&pol);
 	}
 
 	/* a result's outputs */

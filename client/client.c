@@ -414,6 +414,12 @@ int al_client_wait(struct al_client *c, const char *id, uint64_t timeout_ms, str
 	}
 }
 
+/* A reply element's text, or NULL when it is not one. */
+static const char *text_of(const redisReply *e)
+{
+	return e->type == REDIS_REPLY_STRING ? e->str : NULL;
+}
+
 /* The session's end as a call's result: status session_ended, why. */
 static int session_ended(const struct al_sess_call *call, const char *reason, struct al_result *res)
 {
@@ -484,20 +490,13 @@ int al_client_session_call(struct al_client *c, struct al_sess_call *call, uint6
 		if (!r)
 			return AL_EREDIS;
 		if (r->type == REDIS_REPLY_ARRAY && r->elements == 5) {
-			const redisReply *st = r->element[1], *why = r->element[2],
-					 *lease = r->element[4];
-			bool ended = st->type == REDIS_REPLY_STRING && !strcmp(st->str, "ended");
-			bool lost = lease->type == REDIS_REPLY_STRING &&
-				    strtoull(lease->str, NULL, 10) < al_now_ms();
+			const char *why =
+			    al_session_end_seen(text_of(r->element[1]), text_of(r->element[2]),
+						text_of(r->element[4]), al_now_ms());
 
-			if ((ended || lost) && !(rc = get_result(c, call->id, res, &found, err)) &&
-			    !found)
-				rc = session_ended(call,
-						   ended && why->type == REDIS_REPLY_STRING
-						       ? why->str
-						       : "worker_lost",
-						   res);
-			if (ended || lost) {
+			if (why) { /* one more look for its result, then the end */
+				if (!(rc = get_result(c, call->id, res, &found, err)) && !found)
+					rc = session_ended(call, why, res);
 				freeReplyObject(r);
 				return rc;
 			}

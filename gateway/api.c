@@ -244,9 +244,7 @@ static void get_result(struct req *q)
 	struct al_call c;
 
 	al_result_get_call(&c, q->id);
-	if (al_aconn_send(q->g->cmd, &c, on_result_got, q))
-		gw_reply_error(q, 503, "Redis is not reachable: %s", al_aconn_strerror(q->g->cmd));
-	al_call_free(&c);
+	gw_send(q, q->g->cmd, &c, on_result_got);
 }
 
 static void on_blpop(redisAsyncContext *ac, void *reply, void *priv)

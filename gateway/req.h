@@ -46,6 +46,15 @@ void gw_reply_result(struct req *q, const char *raw, size_t len);
 /* q becomes a long poll (a waiter of its own); false when refused
  * (answered: 429 or 503). */
 bool gw_poll_begin(struct req *q);
+/* Send call on conn (best effort), its answer to fn(q); a 503 when Redis
+ * is not reachable. The call is freed either way. */
+static inline void gw_send(struct req *q, struct al_aconn *conn, struct al_call *c,
+			   redisCallbackFn *fn)
+{
+	if (al_aconn_send(conn, c, fn, q))
+		gw_reply_error(q, 503, "Redis is not reachable: %s", al_aconn_strerror(conn));
+	al_call_free(c);
+}
 int gw_new_id(char out[AL_ID_MAX + 1]);
 /* Submit the body's job (JSON or msgpack) for q's tenant; run: wait for
  * its result; session: the job opens a session. */

@@ -92,6 +92,12 @@ static void answer(struct req *q, const char *raw, size_t len)
 
 static void on_look(redisAsyncContext *ac, void *reply, void *priv);
 
+/* A reply element's text, or NULL when it is not one. */
+static const char *text_of(const redisReply *e)
+{
+	return e->type == REDIS_REPLY_STRING ? e->str : NULL;
+}
+
 static void on_result(redisAsyncContext *ac, void *reply, void *priv)
 {
 	struct req *q = priv;
@@ -112,9 +118,7 @@ static void on_result(redisAsyncContext *ac, void *reply, void *priv)
 		return;
 	}
 	al_session_read_call(&c, q->session);
-	if (al_aconn_send(q->g->cmd, &c, on_look, q))
-		gw_reply_error(q, 503, "Redis is not reachable: %s", al_aconn_strerror(q->g->cmd));
-	al_call_free(&c);
+	gw_send(q, q->g->cmd, &c, on_look);
 }
 
 static void get_result(struct req *q)
@@ -122,9 +126,7 @@ static void get_result(struct req *q)
 	struct al_call c;
 
 	al_result_get_call(&c, q->id);
-	if (al_aconn_send(q->g->cmd, &c, on_result, q))
-		gw_reply_error(q, 503, "Redis is not reachable: %s", al_aconn_strerror(q->g->cmd));
-	al_call_free(&c);
+	gw_send(q, q->g->cmd, &c, on_result);
 }
 
 /* The session's record between rounds: ended, or its lease run out. */
@@ -135,15 +137,12 @@ static void on_look(redisAsyncContext *ac, void *reply, void *priv)
 
 	(void)ac;
 	if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 5) {
-		const redisReply *st = r->element[1], *why = r->element[2], *lease = r->element[4];
+		const char *why =
+		    al_session_end_seen(text_of(r->element[1]), text_of(r->element[2]),
+					text_of(r->element[4]), al_now_ms());
 
-		if (st->type == REDIS_REPLY_STRING && !strcmp(st->str, "ended"))
-			snprintf(q->state, sizeof(q->state), "%s",
-				 why->type == REDIS_REPLY_STRING ? why->str : "ended");
-		else if (lease->type == REDIS_REPLY_STRING &&
-			 strtoull(lease->str, NULL, 10) < al_now_ms())
-			snprintf(q->state, sizeof(q->state), "worker_lost");
-		if (q->state[0]) { /* one more look for its result, then 410 */
+		if (why) { /* one more look for its result, then 410 */
+			snprintf(q->state, sizeof(q->state), "%s", why);
 			get_result(q);
 			return;
 		}
@@ -174,9 +173,7 @@ static void call_step(struct req *q)
 	if (!gw_poll_begin(q))
 		return;
 	al_done_wait_call(&c, q->id, 1000);
-	if (al_aconn_send(q->w->c, &c, on_done, q))
-		gw_reply_error(q, 503, "Redis is not reachable: %s", al_aconn_strerror(q->w->c));
-	al_call_free(&c);
+	gw_send(q, q->w->c, &c, on_done);
 }
 
 static void on_queued(redisAsyncContext *ac, void *reply, void *priv)
@@ -274,7 +271,5 @@ static void serve_call(struct req *q, const char *op, const char *path, const ch
 	al_session_queue_call(&c, q->session, q->tenant, mp.data, mp.len);
 	al_buf_free(&mp);
 	/* best effort: a call queued twice would run twice */
-	if (al_aconn_send(q->g->cmd, &c, on_queued, q))
-		gw_reply_error(q, 503, "Redis is not reachable: %s", al_aconn_strerror(q->g->cmd));
-	al_call_free(&c);
+	gw_send(q, q->g->cmd, &c, on_queued);
 }

@@ -820,6 +820,16 @@ void al_session_read_call(struct al_call *c, const char *id)
 	al_call_str(c, "lease_ms");
 }
 
+const char *al_session_end_seen(const char *state, const char *reason, const char *lease_ms,
+				uint64_t now_ms)
+{
+	if (state && !strcmp(state, "ended"))
+		return reason && *reason ? reason : "ended";
+	if (lease_ms && strtoull(lease_ms, NULL, 10) < now_ms)
+		return "worker_lost";
+	return NULL;
+}
+
 void al_session_calls_wait_call(struct al_call *c, const char *worker, unsigned timeout_ms)
 {
 	char k[AL_KEY_MAX];

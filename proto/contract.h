@@ -282,6 +282,12 @@ void al_session_lost_call(struct al_call *c, uint64_t now_ms, uint64_t ttl_ms);
 /* HMGET al:sess:<id> tenant state reason worker lease_ms: a caller's look
  * while it waits for a call's result. */
 void al_session_read_call(struct al_call *c, const char *id);
+/* What that look says (state, reason, lease_ms: the answer's texts, NULL
+ * when absent): NULL while the session is open; else why no answer will
+ * come: its reason ("ended" when it has none), or "worker_lost" when its
+ * lease ran out before now_ms. */
+const char *al_session_end_seen(const char *state, const char *reason, const char *lease_ms,
+				uint64_t now_ms);
 /* BLPOP al:wq:<worker> timeout_ms: the worker's wait for its calls. */
 void al_session_calls_wait_call(struct al_call *c, const char *worker, unsigned timeout_ms);
 

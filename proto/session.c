@@ -14,6 +14,15 @@ static const char *const end_names[AL_SESS_END_COUNT] = {"closed",	"idle",	     
 							 "limit",	"call_stuck",  "exited",
 							 "worker_lost", "worker_stop", "broken"};
 
+/* The index of name in names[0..n-1], or -1. */
+static int index_of(const char *const *names, int n, const char *name)
+{
+	for (int i = 0; i < n; i++)
+		if (!strcmp(name, names[i]))
+			return i;
+	return -1;
+}
+
 const char *al_sess_op_name(enum al_sess_op op)
 {
 	return op < AL_SESS_OP_COUNT ? op_names[op] : "?";
@@ -21,10 +30,7 @@ const char *al_sess_op_name(enum al_sess_op op)
 
 int al_sess_op_parse(const char *name)
 {
-	for (int i = 0; i < AL_SESS_OP_COUNT; i++)
-		if (!strcmp(name, op_names[i]))
-			return i;
-	return -1;
+	return index_of(op_names, AL_SESS_OP_COUNT, name);
 }
 
 const char *al_sess_end_name(enum al_sess_end why)
@@ -34,10 +40,7 @@ const char *al_sess_end_name(enum al_sess_end why)
 
 int al_sess_end_parse(const char *name)
 {
-	for (int i = 0; i < AL_SESS_END_COUNT; i++)
-		if (!strcmp(name, end_names[i]))
-			return i;
-	return -1;
+	return index_of(end_names, AL_SESS_END_COUNT, name);
 }
 
 int al_sess_call_validate(const struct al_sess_call *c, struct al_err *err)

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "../../common/policy.h"
+#include "../../proto/contract.h"
 #include "../../proto/mp.h"
 #include "../../proto/result.h"
 #include "../../proto/session.h"
@@ -215,6 +216,14 @@ int main(void)
 		}
 		al_policy_free(&pol);
 	}
+
+	/* what a look at a session's record says (clients and gateway alike) */
+	TAP_OK(!al_session_end_seen("open", NULL, "2000", 1000) &&
+		   !strcmp(al_session_end_seen("ended", "idle", "2000", 1000), "idle") &&
+		   !strcmp(al_session_end_seen("ended", NULL, NULL, 1000), "ended") &&
+		   !strcmp(al_session_end_seen("open", NULL, "999", 1000), "worker_lost") &&
+		   !al_session_end_seen(NULL, NULL, NULL, 1000),
+	       "a session's record: open, ended with its reason, or its lease run out");
 
 	/* a result's outputs */
 	{

@@ -168,7 +168,6 @@ static void reply_pending(struct req *q, int code)
 /* ---- waiting for a result ---- */
 
 static void wait_step(struct req *q);
-static void start_output(struct req *q);
 
 static struct gw_waiter *waiter_take(struct gw *g)
 {
@@ -520,7 +519,7 @@ static void on_owner(redisAsyncContext *ac, void *reply, void *priv)
 	switch (q->kind) {
 	case K_CANCEL: cancel(q); break;
 	case K_WAIT: get_result(q); break;
-	case K_OUTPUT: start_output(q); break;
+	case K_OUTPUT: gw_output_start(q); break;
 	default: /* K_GET: the result if there is one, else the state */
 		q->deadline_ms = 0;
 		q->code_if_pending = 200;
@@ -541,8 +540,6 @@ static void with_owned_job(struct req *q)
 /* ---- live output: Server-Sent Events from al:out:<id> ---- */
 
 #define SSE_PING_ROUNDS 15 /* a ": ping" after this many quiet one-second rounds */
-
-static void output_step(struct req *q);
 
 /* End the event stream (the 200 went at its start; the client may resume
  * with Last-Event-ID). */
@@ -585,6 +582,10 @@ static bool sse_entry(struct req *q, const redisReply *e, struct evbuffer *b)
 	}
 	if (j && ch.kind == AL_CHUNK_END)
 		json_object_set_new(j, "status", json_string(ch.status));
+	if (ch.kind == AL_CHUNK_END && q->kind == K_CALL) { /* its result comes instead */
+		json_decref(j);
+		return true;
+	}
 	text = j ? json_dumps(j, JSON_COMPACT) : NULL;
 	evbuffer_add_printf(b, "id: %s\nevent: %s\ndata: %s\n\n", q->last, event[ch.kind],
 			    text ? text : "{}");
@@ -626,7 +627,7 @@ static void on_output_state(redisAsyncContext *ac, void *reply, void *priv)
 		output_close(q); /* a long one: the client resumes */
 		return;
 	}
-	output_step(q);
+	gw_output_step(q);
 }
 
 static void on_xread(redisAsyncContext *ac, void *reply, void *priv)
@@ -661,7 +662,9 @@ static void on_xread(redisAsyncContext *ac, void *reply, void *priv)
 	if (evbuffer_get_length(b))
 		sse_send(q, b);
 	evbuffer_free(b);
-	if (end) {
+	if (q->kind == K_CALL && (end || !any)) {
+		gw_call_look(q); /* its result, or its session's state */
+	} else if (end) {
 		output_close(q);
 	} else if (!any) { /* quiet: has it ended without its end entry? */
 		char k[AL_KEY_MAX];
@@ -670,12 +673,11 @@ static void on_xread(redisAsyncContext *ac, void *reply, void *priv)
 		if (al_aconn_cmd(q->g->cmd, on_output_state, q, 4, argv, NULL))
 			output_close(q);
 	} else {
-		output_step(q);
+		gw_output_step(q);
 	}
 }
 
-/* One round: XREAD after the last entry, blocking a second at most. */
-static void output_step(struct req *q)
+void gw_output_step(struct req *q)
 {
 	char k[AL_KEY_MAX];
 	struct al_call c;
@@ -694,19 +696,42 @@ static void output_step(struct req *q)
 	al_call_free(&c);
 }
 
-static void start_output(struct req *q)
+void gw_output_start(struct req *q)
 {
-	struct evkeyvalq *h = evhttp_request_get_output_headers(q->r);
+	struct evkeyvalq *h;
 
+	if (!q->r) {
+		req_free(q);
+		return;
+	}
 	if (!gw_poll_begin(q)) /* an error status, before any 200 */
 		return;
+	h = evhttp_request_get_output_headers(q->r);
 	evhttp_add_header(h, "Content-Type", "text/event-stream");
 	evhttp_add_header(h, "Cache-Control", "no-cache");
 	evhttp_add_header(h, "X-Accel-Buffering", "no");
 	count_reply(q->g, 200, 0);
 	evhttp_send_reply_start(q->r, 200, "OK");
-	q->deadline_ms = al_mono_ms() + GW_WAIT_MAX_MS;
-	output_step(q);
+	q->streaming = true;
+	if (q->kind != K_CALL) /* a call's is its time and some */
+		q->deadline_ms = al_mono_ms() + GW_WAIT_MAX_MS;
+	gw_output_step(q);
+}
+
+void gw_output_end(struct req *q, const char *event, json_t *doc)
+{
+	char *text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+	struct evbuffer *b = q->r ? evbuffer_new() : NULL;
+
+	json_decref(doc);
+	if (b) {
+		evbuffer_add_printf(b, "event: %s\ndata: %s\n\n", text ? event : "error",
+				    text ? text : "{\"code\":500,\"error\":\"out of memory\"}");
+		sse_send(q, b);
+		evbuffer_free(b);
+	}
+	free(text);
+	output_close(q);
 }
 
 /* Last-Event-ID (or ?after=): "0" or a stream entry id, MS-SEQ. */

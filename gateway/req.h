@@ -33,6 +33,8 @@ struct req {
 	int op;			     /* a call: enum al_sess_op */
 	bool op_of_path;	     /* ...from the path: DELETE, /files (else a result) */
 	const char *tail;	     /* a route's path after its prefix (a file's) */
+	bool want_stream;	     /* a call: Accept: text/event-stream */
+	bool streaming;		     /* its answer is Server-Sent Events (started) */
 };
 
 /* Answer with len bytes of ctype (data NULL: a 500) and free q. */
@@ -61,11 +63,23 @@ int gw_new_id(char out[AL_ID_MAX + 1]);
 void gw_submit(struct req *q, const char *body, size_t len, bool msgpack, bool run,
 	       uint64_t wait_ms);
 
+/* Live output as Server-Sent Events (api.c): start sends the 200 and
+ * follows al:out:<q->id> from q->last, a second a round (step); a job's
+ * stream ends at its end entry, a call's asks gw_call_look at its end
+ * entry and whenever a round was quiet. end sends one last event (doc
+ * taken) and ends the response. */
+void gw_output_start(struct req *q);
+void gw_output_step(struct req *q);
+void gw_output_end(struct req *q, const char *event, json_t *doc);
+
 /* session.c: the sessions' endpoints (docs/api.md, "Sessions"): open
  * (POST /v1/sessions), and a call: the op from the path and method
  * (/calls: the body's), on the session of q->id. */
 struct evkeyvalq;
 void gw_serve_session_open(struct req *q, struct evkeyvalq *qs);
 void gw_serve_session_call(struct req *q, struct evkeyvalq *qs);
+/* A streamed call: its result (the last event) if there is one, else the
+ * session's state (ended: the last event), else another round. */
+void gw_call_look(struct req *q);
 
 #endif

@@ -13,6 +13,7 @@
 
 #include "../common/clock.h"
 #include "../proto/contract.h"
+#include "../proto/json.h"
 #include "../proto/result.h"
 #include "../proto/session.h"
 #include "req.h"
@@ -45,13 +46,26 @@ void gw_serve_session_open(struct req *q, struct evkeyvalq *qs)
 
 static void call_step(struct req *q);
 
+/* The call's answer: the reply, or, once its events stream, the last
+ * event (result; error with the code the reply would have had). */
+static void finish(struct req *q, int code, json_t *doc)
+{
+	if (!q->streaming) {
+		gw_reply_json(q, code, doc);
+		return;
+	}
+	if (doc && code != 200)
+		json_object_set_new(doc, "code", json_integer(code));
+	gw_output_end(q, code == 200 ? "result" : "error", doc);
+}
+
 static void ended(struct req *q, const char *reason)
 {
 	char msg[AL_ERR_MSG_MAX];
 
 	snprintf(msg, sizeof(msg), "session_ended: %s", reason);
-	gw_reply_json(
-	    q, 410, json_pack("{s:s, s:s, s:s}", "id", q->session, "error", msg, "reason", reason));
+	finish(q, 410,
+	       json_pack("{s:s, s:s, s:s}", "id", q->session, "error", msg, "reason", reason));
 }
 
 /* The call's result, as its op wants it: a file's bytes, a close's word,
@@ -71,6 +85,10 @@ static void answer(struct req *q, const char *raw, size_t len)
 				      : "ended";
 
 		ended(q, why);
+	} else if (q->streaming) {
+		finish(q, 200,
+		       json_pack("{s:s, s:s, s:o*}", "id", q->id, "state", "done", "result",
+				 al_result_to_json(&res)));
 	} else if (!q->op_of_path) { /* /calls: the result, whatever the op */
 		gw_reply_result(q, raw, len);
 	} else if (q->op == AL_SESS_CLOSE) {
@@ -148,14 +166,21 @@ static void on_look(redisAsyncContext *ac, void *reply, void *priv)
 		}
 	}
 	if (al_mono_ms() >= q->deadline_ms) {
-		gw_reply_json(q, 504,
-			      json_pack("{s:s, s:s, s:s}", "id", q->id, "session", q->session,
-					"error",
-					"no answer within the call's time and 30 s: the "
-					"session's worker may be stalled"));
+		finish(q, 504,
+		       json_pack("{s:s, s:s, s:s}", "id", q->id, "session", q->session, "error",
+				 "no answer within the call's time and 30 s: the "
+				 "session's worker may be stalled"));
 		return;
 	}
-	call_step(q);
+	if (q->streaming)
+		gw_output_step(q);
+	else
+		call_step(q);
+}
+
+void gw_call_look(struct req *q)
+{
+	get_result(q);
 }
 
 static void on_done(redisAsyncContext *ac, void *reply, void *priv)
@@ -191,6 +216,9 @@ static void on_queued(redisAsyncContext *ac, void *reply, void *priv)
 		ended(q, r->elements > 1 && r->element[1]->type == REDIS_REPLY_STRING
 			     ? r->element[1]->str
 			     : "ended");
+	} else if (q->want_stream) {
+		snprintf(q->last, sizeof(q->last), "0"); /* its output from the start */
+		gw_output_start(q);
 	} else {
 		call_step(q);
 	}
@@ -259,6 +287,14 @@ static void serve_call(struct req *q, const char *op, const char *path, const ch
 				       &call, &err);
 	}
 	q->op = rc ? -1 : op ? al_sess_op_parse(op) : (int)call.op;
+	{
+		const char *accept =
+		    evhttp_find_header(evhttp_request_get_input_headers(q->r), "Accept");
+
+		/* Accept: text/event-stream: its output as it comes, then its result */
+		q->want_stream = accept && strstr(accept, "text/event-stream") &&
+				 (q->op == AL_SESS_EXEC || q->op == AL_SESS_PYTHON);
+	}
 	q->deadline_ms =
 	    al_mono_ms() + (call.timeout_ms ? call.timeout_ms : GW_WAIT_MAX_MS / 2) + CALL_SLACK_MS;
 	al_sess_call_free(&call);

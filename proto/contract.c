@@ -762,15 +762,17 @@ void al_session_queue_call(struct al_call *c, const char *id, const char *tenant
 }
 
 void al_session_reply_call(struct al_call *c, const char *call_id, const void *result, size_t len,
-			   uint64_t ttl_ms)
+			   const char *status, uint64_t ttl_ms)
 {
 	char k[AL_KEY_MAX];
 
 	al_call_init(c, al_lua_session_reply);
 	al_call_key(c, al_key_res(k, call_id));
 	al_call_key(c, al_key_done(k, call_id));
+	al_call_key(c, al_key_out(k, call_id));
 	al_call_arg(c, result, len);
 	al_call_u64(c, ttl_ms);
+	al_call_str(c, status);
 }
 
 void al_session_renew_call(struct al_call *c, const char *worker, uint64_t lease_end_ms,

@@ -273,7 +273,7 @@ enum { AL_SESS_Q_UNKNOWN = 0, AL_SESS_Q_QUEUED = 1, AL_SESS_Q_ENDED = 2 };
 void al_session_queue_call(struct al_call *c, const char *id, const char *tenant, const void *call,
 			   size_t len);
 void al_session_reply_call(struct al_call *c, const char *call_id, const void *result, size_t len,
-			   uint64_t ttl_ms);
+			   const char *status, uint64_t ttl_ms);
 void al_session_renew_call(struct al_call *c, const char *worker, uint64_t lease_end_ms,
 			   const char *const *ids, size_t n);
 void al_session_end_call(struct al_call *c, const char *id, const char *reason, uint64_t now_ms,

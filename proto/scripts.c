@@ -415,10 +415,11 @@ const char al_lua_session_call[] =
     "redis.call('PEXPIRE', q, 86400000)\n"
     "return {1}\n";
 
-const char al_lua_session_reply[] = "redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])\n"
-				    "redis.call('RPUSH', KEYS[2], '1')\n"
-				    "redis.call('PEXPIRE', KEYS[2], ARGV[2])\n"
-				    "return 1\n";
+const char al_lua_session_reply[] = END_OUT "redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])\n"
+					    "redis.call('RPUSH', KEYS[2], '1')\n"
+					    "redis.call('PEXPIRE', KEYS[2], ARGV[2])\n"
+					    "end_out(KEYS[3], ARGV[3], 1, ARGV[2])\n"
+					    "return 1\n";
 
 const char al_lua_session_renew[] = "local n = 0\n"
 				    "for i = 3, #ARGV do\n"

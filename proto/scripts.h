@@ -148,9 +148,10 @@ extern const char al_lua_session_open[];
  *    reads the same); {2, reason} the session has ended */
 extern const char al_lua_session_call[];
 
-/* SESSION_REPLY (worker) KEYS: al:res:<call>, al:done:<call>
- *         ARGV: result bytes, ttl ms
- * A call's result and its wake-up token, as a job's. -> 1 */
+/* SESSION_REPLY (worker) KEYS: al:res:<call>, al:done:<call>, al:out:<call>
+ *         ARGV: result bytes, ttl ms, the result's status
+ * A call's result, its wake-up token and its live output's end entry, as
+ * a job's. -> 1 */
 extern const char al_lua_session_reply[];
 
 /* SESSION_RENEW (worker) KEYS: al:sessions   ARGV: worker, lease end ms,

@@ -65,6 +65,9 @@ struct wk_session {
 	struct pending *queue;	/* calls waiting, in order */
 	struct pending *active; /* the call the server runs */
 	bool interrupted;	/* the active call passed its time */
+	bool live;		/* ...its output goes to al:out:<call id> */
+	bool out_ttl_set;	/* ...whose TTL is set (at its first chunk) */
+	uint64_t live_sent[2];	/* ...bytes of stdout, stderr streamed */
 	bool chan_gone;		/* the server closed its end: the sandbox ends */
 	uint64_t call_t0;
 	uint64_t opened_ms;
@@ -87,6 +90,7 @@ static void reply(struct worker *w, const char *call_id, struct al_result *res)
 	struct al_buf b = {0};
 	struct al_err err = {0};
 	struct al_call c;
+	const char *status = al_status_name(res->status);
 
 	res->version = AL_PROTO_VERSION;
 	res->attempt = 1;
@@ -103,13 +107,14 @@ static void reply(struct worker *w, const char *call_id, struct al_result *res)
 					.finished_ms = al_now_ms()};
 
 		al_log("error", "session_reply", "call=%s error=\"%s\"", call_id, err.msg);
+		status = al_status_name(bad.status);
 		al_buf_free(&b);
 		if (al_result_encode(&bad, &b, &err)) {
 			al_buf_free(&b);
 			return;
 		}
 	}
-	al_session_reply_call(&c, call_id, b.data, b.len, w->policy.result_ttl_ms);
+	al_session_reply_call(&c, call_id, b.data, b.len, status, w->policy.result_ttl_ms);
 	al_buf_free(&b);
 	wk_send_call(w, &c, "call", call_id);
 }
@@ -216,6 +221,12 @@ static void next_call(struct wk_session *ss)
 			json_array_append_new(a, json_string(c->argv[i]));
 		json_object_set_new(doc, "argv", a);
 	}
+	ss->live =
+	    !ss->w->conf->no_live_output && (c->op == AL_SESS_EXEC || c->op == AL_SESS_PYTHON);
+	ss->out_ttl_set = false;
+	ss->live_sent[0] = ss->live_sent[1] = 0;
+	if (doc && ss->live)
+		json_object_set_new(doc, "live", json_true());
 	if (doc && c->path)
 		json_object_set_new(doc, "path", json_string(c->path));
 	if (doc && c->data.len)
@@ -323,7 +334,52 @@ static void on_answer(struct wk_session *ss, json_t *doc)
 		arm_idle(ss);
 }
 
-/* A frame from the server: the hello, then one answer per call. */
+/* A live output chunk of the active call (PROTOCOL.md, "Live output"):
+ * onto al:out:<call id> as a job's, never past the call's caps (what is
+ * past them is dropped: the answer says output_limit). Output of another
+ * call, or a chunk over its bound, breaks the protocol. */
+static void on_chunk(struct wk_session *ss, json_t *doc)
+{
+	const struct al_limits *l = &ss->s->job.limits;
+	const char *call_id = ss->active->call.id;
+	const char *t = json_string_value(json_object_get(doc, "t"));
+	json_t *v = json_object_get(doc, "chunk");
+	int i = t && !strcmp(t, "out") ? 0 : t && !strcmp(t, "err") ? 1 : -1;
+	struct al_bytes d = {0};
+	uint64_t cap, n;
+	struct al_call c;
+
+	if (!ss->live || !json_is_string(v) || strcmp(json_string_value(v), call_id)) {
+		end_session(ss, AL_SESS_BROKEN, "the server sent output of another call");
+		return;
+	}
+	if (i < 0 || al_json_get_bytes(doc, "data", &d) || !d.len || d.len > AL_OUT_CHUNK_MAX) {
+		free(d.data);
+		end_session(ss, AL_SESS_BROKEN, "the server sent a malformed output chunk");
+		return;
+	}
+	cap = i ? l->stderr_bytes : l->stdout_bytes;
+	n = ss->live_sent[i] >= cap ? 0 : cap - ss->live_sent[i];
+	if (n > d.len)
+		n = d.len;
+	if (n) {
+		ss->live_sent[i] += n;
+		al_out_entry_call(&c, call_id, 1, i ? "err" : "out", d.data, (size_t)n);
+		wk_send_call(ss->w, &c, "output", call_id);
+		if (!ss->out_ttl_set) {
+			uint64_t t_ms =
+			    ss->active->call.timeout_ms ? ss->active->call.timeout_ms : l->wall_ms;
+
+			ss->out_ttl_set = true;
+			al_out_ttl_call(&c, call_id, t_ms + ss->w->policy.result_ttl_ms + 600000);
+			wk_send_call(ss->w, &c, "output", call_id);
+		}
+	}
+	free(d.data);
+}
+
+/* A frame from the server: the hello, then per call its live output and
+ * one answer. */
 static void on_frame(struct wk_session *ss, const char *data, size_t len)
 {
 	json_error_t jerr;
@@ -340,6 +396,8 @@ static void on_frame(struct wk_session *ss, const char *data, size_t len)
 			end_session(ss, AL_SESS_BROKEN, "the server did not say hello");
 		else
 			open_session(ss);
+	} else if (ss->state == SS_OPEN && ss->active && json_object_get(doc, "chunk")) {
+		on_chunk(ss, doc);
 	} else if (ss->state == SS_OPEN && ss->active) {
 		on_answer(ss, doc);
 	} else if (ss->state == SS_OPEN) {

@@ -113,13 +113,20 @@ def b64(data):
     return base64.b64encode(data).decode()
 
 
+CHUNK_MAX = 16384  # a live output chunk's bytes at most (AL_OUT_CHUNK_MAX)
+
+
 class Capture:
     """The call's stdout and stderr: fds 1 and 2 on memfds (so that
     subprocesses and C code are caught too), read back up to their caps; a
-    watcher stops the call when one passes its cap."""
+    watcher stops the call when one passes its cap and, for a call the
+    worker asked live output of, sends what is new as chunk frames (up to
+    the caps), the rest once the call ended, all before the answer."""
 
-    def __init__(self, caps):
+    def __init__(self, caps, live=None):
         self.caps = caps
+        self.live = live  # the call's id, when its output goes live
+        self.sent = [0, 0]
         self.fds = [os.memfd_create("call-out"), os.memfd_create("call-err")]
         self.over = False
         self.done = threading.Event()
@@ -130,7 +137,8 @@ class Capture:
         self.saved = [os.dup(1), os.dup(2)]
         os.dup2(self.fds[0], 1)
         os.dup2(self.fds[1], 2)
-        threading.Thread(target=self.watch, daemon=True).start()
+        self.watcher = threading.Thread(target=self.watch, daemon=True)
+        self.watcher.start()
         return self
 
     def watch(self):
@@ -139,9 +147,23 @@ class Capture:
                 if os.fstat(fd).st_size > cap and not self.over:
                     self.over = True
                     interrupt()
+            self.send_new()
+
+    def send_new(self):
+        if not self.live:
+            return
+        for i, (fd, cap) in enumerate(zip(self.fds, self.caps)):
+            end = min(os.fstat(fd).st_size, cap)
+            while self.sent[i] < end:
+                data = os.pread(fd, min(CHUNK_MAX, end - self.sent[i]), self.sent[i])
+                if not data:
+                    break
+                self.sent[i] += len(data)
+                send({"chunk": self.live, "t": ("out", "err")[i], "data_base64": b64(data)})
 
     def __exit__(self, *exc):
         self.done.set()
+        self.watcher.join()
         try:
             sys.stdout.flush()
             sys.stderr.flush()
@@ -151,6 +173,7 @@ class Capture:
         os.dup2(self.saved[1], 2)
         for fd in self.saved:
             os.close(fd)
+        self.send_new()
         return False
 
     def result(self, doc):
@@ -317,10 +340,11 @@ def main():
         t0 = time.monotonic()
         op = req.get("op")
         try:
+            live = req.get("id") if req.get("live") else None
             if op == "python":
-                doc = call_python(req, Capture(req["caps"]))
+                doc = call_python(req, Capture(req["caps"], live))
             elif op == "exec":
-                doc = call_exec(req, Capture(req["caps"]))
+                doc = call_exec(req, Capture(req["caps"], live))
             else:
                 doc = call_file(req)
         except Exception as e:

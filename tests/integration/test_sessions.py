@@ -17,6 +17,7 @@ them, are tested here too); a malformed call is answered and harms
 nothing."""
 import os
 import http.client
+import json
 import signal
 import socket
 import struct
@@ -141,6 +142,59 @@ try:
          r2.stdout == b"2\n",
          "7: 10 MB printed: cut at the 1 MiB cap, output_limit, the session goes on",
          (r.status, len(r.stdout), r.error))
+
+    # ---- live output, as a job's ----
+    seen = []
+    t0 = time.monotonic()
+    r = s.run_python("import sys, time\nfor i in range(5):\n    print('tick', i, flush=True)\n"
+                     "    print('warn', i, file=sys.stderr, flush=True)\n    time.sleep(0.4)\n",
+                     on_output=lambda kind, data: seen.append((time.monotonic() - t0, kind,
+                                                                data)))
+    took = time.monotonic() - t0
+    out = b"".join(d for _, k, d in seen if k == "stdout")
+    err = b"".join(d for _, k, d in seen if k == "stderr")
+    cid = r.id
+    tail = c.rcli("XREVRANGE", "al:out:" + cid, "+", "-", "COUNT", "1").split()
+    ttl = int(c.rcli("PTTL", "al:out:" + cid).strip())
+    t.ok(r.status == "ok" and seen and seen[0][0] < took - 1.0 and out == r.stdout and
+         err == r.stderr and b"tick 4" in out and tail[-6:] == ["t", "end", "s", "ok", "a", "1"]
+         and ttl > 0,
+         "37: a call's output comes live (the first of it %.2f s into a %.2f s call), in "
+         "order, the same bytes as its result; its stream al:out:<call> ends with t end s ok "
+         "and expires" % (seen[0][0] if seen else -1, took), (seen[:3], tail, ttl))
+    flood = []
+    r = s.run_python("print('y' * 5_000_000)",
+                     on_output=lambda kind, data: flood.append(len(data)))
+    t.ok(r.status == "output_limit" and 0 < sum(flood) <= 1 << 20 and max(flood) <= 16384,
+         "38: a flood's live output stops at the call's cap (%d bytes streamed, in chunks of "
+         "at most 16 KiB)" % sum(flood), (r.status, sum(flood), max(flood or [0])))
+
+    # the session's own code forges the server's frames: bounded, or the session ends
+    via = cl._via
+    forged = ("import sys\nm = sys.modules['__main__']\n"
+              "for _ in range(200):\n"
+              "    m.send({'chunk': %r, 't': 'out', 'data_base64': m.b64(b'z' * 16384)})\n")
+    fid = "forge-" + os.urandom(6).hex()
+    r = via.session_wait(s.id, via.session_call(s.id, {"op": "python", "code": forged % fid,
+                                                         "id": fid}), 30)
+    streamed = c.rcli("XLEN", "al:out:" + fid).strip()
+    r2 = s.run_python("print('still', x)")
+    t.ok(r.status == "ok" and int(streamed) <= (1 << 20) // 16384 + 1 and
+         r2.stdout == b"still 42\n",
+         "39: 3 MB of output chunks forged by the call itself: the stream holds at most the "
+         "call's cap (%s entries of 16 KiB); the session goes on" % streamed, (r, streamed))
+    s2 = cl.session()
+    e1 = raises(lambda: s2.run_python(forged % "another-call"), airlock.SessionEnded)
+    s3 = cl.session()
+    big = "big-" + os.urandom(6).hex()
+    e2 = via.session_wait(s3.id, via.session_call(s3.id, {
+        "op": "python", "id": big, "code": "import sys\nm = sys.modules['__main__']\n"
+        "m.send({'chunk': %r, 't': 'out', 'data_base64': m.b64(b'z' * 20000)})\n"
+        "import time\ntime.sleep(5)\n" % big}), 30)
+    t.ok(isinstance(e1, airlock.SessionEnded) and e1.reason == "broken" and
+         e2.status == "session_ended" and "broken" in (e2.error or ""),
+         "40: output forged for another call, or a chunk over 16 KiB: the session ends "
+         "(broken), as for any frame that breaks the protocol", (e1, e2))
 
     # ---- files ----
     s.put("data/in.bin", bytes(range(256)) * 4, mode=0o600)
@@ -307,6 +361,21 @@ try:
                                    ("GET", "/files/in/data.csv", None),
                                    ("GET", "/files", None), ("DELETE", "", None))]
         still = gs.run_python("print(len(v))")
+        # live output through the gateway: Server-Sent Events, then the result
+        h = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        h.request("POST", "/v1/sessions/%s/run_python" % gs.id,
+                  body=b'{"code": "import time\\nfor i in range(3):\\n    print(i, '
+                       b'flush=True)\\n    time.sleep(0.3)\\nv"}',
+                  headers={"Authorization": "Bearer " + keys["acme"],
+                           "Content-Type": "application/json", "Accept": "text/event-stream"})
+        got = h.getresponse()
+        sse_type, events = got.getheader("Content-Type"), []
+        for block in got.read().decode().split("\n\n"):
+            ev = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line)
+            if "event" in ev:
+                events.append((ev["event"], json.loads(ev["data"])))
+        gseen = []
+        gr = gs.run_python("print('via', v)", on_output=lambda k, d: gseen.append((k, d)))
     st6, doc6 = api.call("POST", "/v1/sessions/%s/run_python" % gs.id, {"code": "print(v)"},
                          key=keys["acme"])
     t.ok(r.stdout == b"6 4.0 1,2\n" and st1 == 200 and
@@ -316,6 +385,16 @@ try:
          "27: through the gateway: the Python client's session keeps its state; /exec, "
          "/run_python, PUT and GET /files/{path}, GET /files",
          (r, st1, doc1, st2, doc2, st3, raw3, st4, body4, st5, doc5))
+    kinds = [k for k, _ in events]
+    t.ok(got.status == 200 and "event-stream" in (sse_type or "") and
+         kinds[-1:] == ["result"] and kinds.count("stdout") >= 3 and
+         "".join(d.get("data", "") for k, d in events if k == "stdout") ==
+         "0\n1\n2\n[1, 2, 3]\n" and
+         events[-1][1]["result"]["stdout"] == "0\n1\n2\n[1, 2, 3]\n" and
+         gr.stdout == b"via [1, 2, 3]\n" and gseen == [("stdout", b"via [1, 2, 3]\n")],
+         "41: through the gateway, Accept: text/event-stream: the call's stdout as events, "
+         "then its result; the Python client's on_output through it",
+         (got.status, sse_type, events, gr, gseen))
     t.ok(rival == [404] * 5 and still.stdout == b"3\n",
          "28: another tenant's key: 404 on every endpoint of the session (its exec, "
          "run_python, files, close), which goes on", rival)

@@ -13,7 +13,7 @@ import time
 import urllib.parse
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 __all__ = [
     "Client", "Result", "Chunk", "AirlockError", "Unavailable", "Unauthorized", "NotFound",
@@ -316,6 +316,40 @@ def _stale(ch: "Chunk", seen: List[int]) -> bool:
 
 # ---- the two ways in ----
 
+def _sse(r: Any, end: Optional[float], what: str) -> Iterator[Tuple[str, str, Dict[str, Any]]]:
+    """The events of a Server-Sent Events response: (event, id, its data as
+    JSON), until the gateway closes it."""
+    ev: Dict[str, str] = {}
+    data: List[str] = []
+    while True:
+        if end is not None and time.monotonic() >= end:
+            raise WaitTimeout("timed out following %s's output" % what)
+        line = r.readline()
+        if not line:
+            return
+        line = line.decode().rstrip("\r\n")
+        if line.startswith(":"):
+            continue
+        if line:
+            k, _, v = line.partition(": ")
+            if k == "data":
+                data.append(v)
+            else:
+                ev[k] = v
+            continue
+        if ev.get("event"):
+            yield ev["event"], ev.get("id", ""), json.loads("\n".join(data) or "{}")
+        ev, data = {}, []
+
+
+def _data_of(d: Mapping[str, Any]) -> bytes:
+    return (base64.b64decode(d["data_base64"]) if "data_base64" in d
+            else d.get("data", "").encode())
+
+
+OutputFn = Callable[[str, bytes], None]
+
+
 class _Gateway:
     """HTTP(S) to airlock-gateway, one connection kept alive."""
 
@@ -406,17 +440,61 @@ class _Gateway:
         res.raise_for_status()
         raise Unavailable("gateway: %d %s" % (st, doc.get("error", "")))
 
-    def session_call(self, sid: str, call: Dict[str, Any]) -> Result:
+    def session_call(self, sid: str, call: Dict[str, Any],
+                     on_output: Optional[OutputFn] = None) -> Result:
         """POST /v1/sessions/{id}/calls: the call's result (410: the
-        session has ended, as a session_ended result)."""
+        session has ended, as a session_ended result); with on_output, as
+        Server-Sent Events: its output as it comes, then its result."""
         t = call.get("timeout_ms", 600000) / 1000
+        if on_output:
+            return self._session_call_live(sid, call, on_output, t + 60)
         st, doc = self.request("POST", "/v1/sessions/%s/calls" % sid, _gateway_body(call),
                                timeout=t + 60)
+        return self._call_answer(st, doc)
+
+    def _call_answer(self, st: int, doc: Dict[str, Any]) -> Result:
         if st == 410:
             return Result(id="", status="session_ended", error=doc.get("error"))
         if "result" in doc:
             return Result.from_map(doc["result"])
         raise AirlockError("gateway: %d %s" % (st, doc.get("error", "")))
+
+    def _session_call_live(self, sid: str, call: Dict[str, Any], on_output: OutputFn,
+                           timeout: float) -> Result:
+        conn = self._new(timeout)  # its own: the answer streams
+        try:
+            conn.request("POST", "%s/v1/sessions/%s/calls" % (self.prefix, sid),
+                         body=json.dumps(_gateway_body(call)).encode(),
+                         headers={"Authorization": "Bearer " + self.token,
+                                  "Content-Type": "application/json",
+                                  "Accept": "text/event-stream"})
+            r = conn.getresponse()
+            if "event-stream" not in (r.getheader("Content-Type") or ""):
+                text = r.read()
+                try:
+                    doc = json.loads(text) if text else {}
+                except ValueError:
+                    doc = {"error": text.decode(errors="replace")}
+                if r.status == 404:
+                    raise NotFound(doc.get("error", "no such session"))
+                if r.status == 401:
+                    raise Unauthorized(doc.get("error", "unauthorized"))
+                if r.status >= 500:
+                    raise Unavailable("gateway: %d %s" % (r.status, doc.get("error", "")))
+                return self._call_answer(r.status, doc)
+            for kind, _, d in _sse(r, time.monotonic() + timeout, "the call"):
+                if kind in ("stdout", "stderr"):
+                    on_output(kind, _data_of(d))
+                elif kind == "result":
+                    return Result.from_map(d["result"])
+                elif kind == "error":
+                    return self._call_answer(int(d.get("code", 500)), d)
+            raise Unavailable("gateway: the call's event stream ended without its result")
+        except (OSError, http.client.HTTPException) as e:
+            raise Unavailable("cannot reach the gateway at %s:%d: %s"
+                              % (self.host, self.port, e)) from e
+        finally:
+            conn.close()
 
     def status(self, jid: str) -> Tuple[str, Optional[Result]]:
         st, doc = self.request("GET", "/v1/jobs/" + jid)
@@ -451,39 +529,17 @@ class _Gateway:
                     if r.status == 404:
                         raise NotFound(why)
                     raise Unavailable("gateway: %d %s" % (r.status, why))
-                ev: Dict[str, str] = {}
-                data: List[str] = []
-                while True:
-                    if end is not None and time.monotonic() >= end:
-                        raise WaitTimeout("timed out following %s's output" % jid)
-                    line = r.readline()
-                    if not line:
-                        break  # the gateway ended it without "end": resume
-                    line = line.decode().rstrip("\r\n")
-                    if line.startswith(":"):
-                        continue
-                    if line:
-                        k, _, v = line.partition(": ")
-                        if k == "data":
-                            data.append(v)
-                        else:
-                            ev[k] = v
-                        continue
-                    if not ev.get("event"):
-                        continue
-                    d = json.loads("\n".join(data) or "{}")
-                    last = ev.get("id", last)
+                for kind, eid, d in _sse(r, end, jid):
+                    last = eid or last
                     failures = 0
-                    ch = Chunk(id=last, kind=ev["event"], attempt=int(d.get("attempt", 0)),
-                               status=d.get("status", ""),
-                               data=(base64.b64decode(d["data_base64"]) if "data_base64" in d
-                                     else d.get("data", "").encode()))
-                    ev, data = {}, []
+                    ch = Chunk(id=last, kind=kind, attempt=int(d.get("attempt", 0)),
+                               status=d.get("status", ""), data=_data_of(d))
                     if ch.kind in ("stdout", "stderr", "restart", "end") and \
                             not _stale(ch, seen):
                         yield ch
                     if ch.kind == "end":
                         return
+                # the gateway ended it without "end": resume
             except (OSError, http.client.HTTPException) as e:
                 failures += 1
                 if failures > 20:
@@ -516,33 +572,37 @@ class Session:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    def _call(self, call: Dict[str, Any], timeout: Optional[float]) -> Result:
+    def _call(self, call: Dict[str, Any], timeout: Optional[float],
+              on_output: Optional[OutputFn] = None) -> Result:
         if timeout is not None:
             call["timeout_ms"] = max(1, int(timeout * 1000))
         via = self.client._via
         if isinstance(via, _Gateway):
-            res = via.session_call(self.id, call)
+            res = via.session_call(self.id, call, on_output)
         else:
-            res = via.session_wait(self.id, via.session_call(self.id, call), None)
+            res = via.session_wait(self.id, via.session_call(self.id, call), None, on_output)
         if res.status == "session_ended":
             reason, _, detail = (res.error or "").partition(": ")[2].partition(": ")
             raise SessionEnded(self.id, reason or "ended", detail)
         return res
 
-    def run_python(self, code: Bytes, *, timeout: Optional[float] = None) -> Result:
+    def run_python(self, code: Bytes, *, timeout: Optional[float] = None,
+                   on_output: Optional[OutputFn] = None) -> Result:
         """Run code in the session's Python interpreter (its globals last);
         a last expression's value is printed; open figures come back in
-        outputs (image/png)."""
+        outputs (image/png). on_output(kind, data) gets its stdout and
+        stderr as they come ("stdout"/"stderr", bytes), before the result
+        (which holds all of it)."""
         return self._call({"op": "python", "code": code if isinstance(code, str)
-                           else bytes(code).decode()}, timeout)
+                           else bytes(code).decode()}, timeout, on_output)
 
-    def exec(self, cmd: Union[str, Sequence[str]], *,
-             timeout: Optional[float] = None) -> Result:
+    def exec(self, cmd: Union[str, Sequence[str]], *, timeout: Optional[float] = None,
+             on_output: Optional[OutputFn] = None) -> Result:
         """A shell line (a str) or a program and its arguments (a list), in
-        the session's work directory."""
+        the session's work directory; on_output as for run_python."""
         if isinstance(cmd, str):
-            return self._call({"op": "exec", "code": cmd}, timeout)
-        return self._call({"op": "exec", "argv": list(cmd)}, timeout)
+            return self._call({"op": "exec", "code": cmd}, timeout, on_output)
+        return self._call({"op": "exec", "argv": list(cmd)}, timeout, on_output)
 
     def put(self, path: str, data: Bytes, mode: int = 0o644) -> None:
         """Write a file under the session's work directory."""
@@ -740,11 +800,24 @@ class _Redis:
             raise SessionEnded(sid, got[1].decode())
         return call["id"]
 
-    def session_wait(self, sid: str, cid: str, timeout: Optional[float]) -> Result:
+    def session_wait(self, sid: str, cid: str, timeout: Optional[float],
+                     on_output: Optional[OutputFn] = None) -> Result:
         """The call's result; SessionEnded when the session ended first (its
-        record says so, or its worker stopped renewing it)."""
+        record says so, or its worker stopped renewing it). With on_output,
+        its live output (al:out:<call>) is followed until its end entry."""
         end = time.monotonic() + timeout if timeout else None
+        last = "0"
         while True:
+            if on_output:
+                got = self._call(self.r.xread, {"al:out:" + cid: last}, count=256, block=1000)
+                entries = got[0][1] if got else []
+                for eid, f in entries:
+                    last = eid.decode()
+                    kind = {b"out": "stdout", b"err": "stderr"}.get(f.get(b"t"))
+                    if kind:
+                        on_output(kind, f.get(b"d", b""))
+                if entries and entries[-1][1].get(b"t") != b"end":
+                    continue  # more may follow at once
             res = self._result(cid)
             if res:
                 return res
@@ -757,7 +830,8 @@ class _Redis:
                                    else "worker_lost")
             if end is not None and time.monotonic() >= end:
                 raise WaitTimeout("timed out waiting for call %s" % cid)
-            self._call(self.r.blpop, ["al:done:" + cid], timeout=1)
+            if not on_output:
+                self._call(self.r.blpop, ["al:done:" + cid], timeout=1)
 
     def close(self) -> None:
         self.r.close()

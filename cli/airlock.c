@@ -56,6 +56,8 @@ static void usage(FILE *f)
 	    "  session put ID LOCAL REMOTE | get ID REMOTE [LOCAL] | ls ID | close ID\n"
 	    "                                     (state lasts between calls; PROTOCOL.md)\n"
 	    "  check-job FILE|-                   decode a msgpack job, print it as JSON\n"
+	    "  images [--dir DIR] [--json]        the catalogue images on this host: hash, size,\n"
+	    "                                     their recipes' packages and versions\n"
 	    "  grade [options] DIR|FILE           a grading job (build once, many tests): a\n"
 	    "                                     directory (grade.yaml, files/, tests/NAME.in\n"
 	    "                                     and .out) or a .json/.yaml job; prints each\n"
@@ -879,6 +881,7 @@ static const struct verb {
     {"dlq", 1, 2, verb_dlq},
     {"vm", 1, 3, verb_vm},
     {"session", 1, 1 << 20, cli_session},
+    {"images", 0, 3, cli_images},
     {"version", 0, 0, verb_version},
     {"--version", 0, 0, verb_version},
     {"help", 0, 0, verb_help},

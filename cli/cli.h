@@ -36,6 +36,9 @@ struct shown;
 /* stdout and stderr of r, its verdict on stderr; the exit code for it. */
 int cli_print_result(const struct al_result *r, bool json, const struct shown *sh);
 
+/* images.c: airlock images [--dir DIR] [--json] */
+int cli_images(const char *url, int argc, char **argv);
+
 /* session.c: airlock session open|exec|py|put|get|ls|close ... */
 int cli_session(const char *url, int argc, char **argv);
 

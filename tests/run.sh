@@ -27,15 +27,15 @@ fuzz() { # target seconds
 	fi
 }
 
-# The image catalogue the integration tests use (python, toolchain, node:
+# The image catalogue the integration tests use (python, datascience, toolchain, node:
 # kept while their recipes are unchanged, else rebuilt: about five minutes
 # the first time, build.sh says which step it is on) and the microVM guest
 # (kernel + initramfs with this build's agent: seconds). As root, a failed
 # build is a failure, not a skip.
 QUICK=${QUICK:-0}
 if [ "$(id -u)" = 0 ] && [ "$QUICK" != 1 ]; then
-	echo "# images: the catalogue (python, toolchain, node) and the microVM guest; built when missing or out of date" >&2
-	run_suite images/catalogue bash -c 'deploy/images/build.sh python toolchain node &&
+	echo "# images: the catalogue (python, datascience, toolchain, node) and the microVM guest; built when missing or out of date" >&2
+	run_suite images/catalogue bash -c 'deploy/images/build.sh python datascience toolchain node &&
 		echo "ok 1 - catalogue images built or up to date"'
 	run_suite images/microvm bash -c 'deploy/images/build.sh --agent "$BUILD/airlock-agent" microvm &&
 		echo "ok 1 - microvm guest built or up to date"'

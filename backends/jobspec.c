@@ -28,13 +28,57 @@ static size_t name_len(const char *s)
 	return eq ? (size_t)(eq - s) : strlen(s);
 }
 
+/* A python job's code runs as "<run_python>" (python3 -I -c this SCRIPT
+ * ARGS...): its tracebacks name it so, with its lines, on every tier, not
+ * the descriptor the code came on; sys.argv[0] is "<run_python>", the
+ * code's globals are __main__'s, an uncaught exception prints as Python
+ * prints it (through the traceback module, which reads the code's lines
+ * from linecache; the launcher's frames left out; a sys.excepthook the
+ * code set is called instead) and exits 1 (SIGINT for KeyboardInterrupt,
+ * as python3 does). */
+const char al_python_launcher[] =
+    "def _airlock_run():\n"
+    "    import linecache, sys\n"
+    "    g = sys.modules['__main__'].__dict__\n"
+    "    del g['_airlock_run']\n"
+    "    name = '<run_python>'\n"
+    "    path = sys.argv.pop(1)\n"
+    "    sys.argv[0] = name\n"
+    "    with open(path, 'rb') as f:\n"
+    "        src = f.read()\n"
+    "    linecache.cache[name] = (len(src), None, "
+    "src.decode('utf-8', 'replace').splitlines(True), name)\n"
+    "    try:\n"
+    "        exec(compile(src, name, 'exec'), g)\n"
+    "    except SystemExit:\n"
+    "        raise\n"
+    "    except BaseException as e:\n"
+    "        tb = e.__traceback__\n"
+    "        while tb is not None and tb.tb_frame.f_code.co_filename == '<string>':\n"
+    "            tb = tb.tb_next\n"
+    "        e.with_traceback(tb)\n"
+    "        if sys.excepthook is sys.__excepthook__:\n"
+    "            import traceback\n"
+    "            traceback.print_exception(e)\n"
+    "        else:\n"
+    "            sys.excepthook(type(e), e, tb)\n"
+    "        if isinstance(e, KeyboardInterrupt):\n"
+    "            import os, signal\n"
+    "            sys.stdout.flush()\n"
+    "            sys.stderr.flush()\n"
+    "            signal.signal(signal.SIGINT, signal.SIG_DFL)\n"
+    "            os.kill(os.getpid(), signal.SIGINT)\n"
+    "        sys.exit(1)\n"
+    "_airlock_run()\n";
+
 int al_command_argv(const struct al_job *job, const char *script, struct al_buf *b, uint32_t *argc)
 {
 	int bad = 0;
 
 	if (job->runtime == AL_RUNTIME_PYTHON) {
-		bad |= buf_str(b, "/usr/bin/python3") | buf_str(b, "-I") | buf_str(b, script);
-		*argc = 3;
+		bad |= buf_str(b, "/usr/bin/python3") | buf_str(b, "-I") | buf_str(b, "-c") |
+		       buf_str(b, al_python_launcher) | buf_str(b, script);
+		*argc = 5;
 	} else if (job->runtime == AL_RUNTIME_SH) {
 		bad |= buf_str(b, "/bin/sh") | buf_str(b, script);
 		*argc = 2;
@@ -50,8 +94,11 @@ int al_command_argv(const struct al_job *job, const char *script, struct al_buf 
 int al_argv_env(const struct al_run_spec *spec, const char *script, struct al_buf *b,
 		uint32_t *argc, uint32_t *envc)
 {
-	static const char *const base[] = {"PATH=" AL_SEARCH_PATH, "HOME=/tmp", "TMPDIR=/tmp",
-					   "LANG=C.UTF-8", "PYTHONDONTWRITEBYTECODE=1"};
+	/* the same on every tier: HOME and the cwd are /work (a grading job's
+	 * step: its build tree is /work, HOME its own /tmp) */
+	const char *const base[] = {"PATH=" AL_SEARCH_PATH,
+				    spec->grade_tree ? "HOME=/tmp" : "HOME=/work", "TMPDIR=/tmp",
+				    "LANG=C.UTF-8", "PYTHONDONTWRITEBYTECODE=1"};
 	const struct al_job *job = spec->job;
 	const size_t nbase = sizeof(base) / sizeof(base[0]);
 	static const char *const proxy_names[] = {"HTTP_PROXY",	 "HTTPS_PROXY", "http_proxy",

@@ -20,6 +20,8 @@
  * Returns 0 or -1 when out of memory. */
 int al_argv_env(const struct al_run_spec *spec, const char *script, struct al_buf *out,
 		uint32_t *argc, uint32_t *envc);
+/* The launcher of a python job's code (python3 -I -c it SCRIPT ARGS...). */
+extern const char al_python_launcher[];
 /* Only the argv part: the runtime's interpreter and script, then job's argv. */
 int al_command_argv(const struct al_job *job, const char *script, struct al_buf *out,
 		    uint32_t *argc);

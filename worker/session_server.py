@@ -12,6 +12,7 @@ import base64
 import builtins
 import io
 import json
+import linecache
 import os
 import queue
 import signal
@@ -219,16 +220,24 @@ def figures():
         print("figure: %s" % e, file=sys.stderr)
 
 
+ncalls = [0]
+
+
 def run_python(code):
     """exec the code in the session's globals; the value of a last
-    expression is printed, as a REPL does. (exit code, error)"""
-    tree = ast.parse(code, "<call>", "exec")
+    expression is printed, as a REPL does. Its tracebacks name it
+    "<run_python #N>" (the session's Nth python call), with its lines
+    (linecache): a function of an earlier call shows its own call's."""
+    ncalls[0] += 1
+    name = "<run_python #%d>" % ncalls[0]
+    linecache.cache[name] = (len(code), None, code.splitlines(True), name)
+    tree = ast.parse(code, name, "exec")
     last = None
     if tree.body and isinstance(tree.body[-1], ast.Expr):
         last = ast.Expression(tree.body.pop().value)
-    exec(compile(tree, "<call>", "exec"), user)
+    exec(compile(tree, name, "exec"), user)
     if last is not None:
-        value = eval(compile(last, "<call>", "eval"), user)
+        value = eval(compile(last, name, "eval"), user)
         if value is not None:
             print(repr(value))
     return 0

@@ -408,14 +408,8 @@ static json_t *bundle_process(const struct al_sandbox *sb, const struct al_buf *
 	 * missing or unexecutable program is the job's exit 127/126 */
 	argv = json_pack("[s]", "/proc/self/fd/4");
 	env = json_array();
-	for (uint32_t i = 0; i < argc + envc; i++, p += strlen(p) + 1) {
-		/* HOME and cwd are the work dir here, /work (a grading job's
-		 * step: HOME is its own /tmp, /work its build tree) */
-		if (i >= argc && !strncmp(p, "HOME=", 5) && !sb->spec.grade_tree)
-			jadd(env, json_string("HOME=/work"));
-		else
-			jadd(i < argc ? argv : env, json_string(p));
-	}
+	for (uint32_t i = 0; i < argc + envc; i++, p += strlen(p) + 1)
+		jadd(i < argc ? argv : env, json_string(p)); /* HOME: /work (jobspec.c) */
 	jset(process, "args", argv);
 	jset(process, "env", env);
 	jset(process, "cwd", json_string("/work"));

@@ -785,7 +785,7 @@ static int run_grading(struct job_in *in, int port, struct al_result *res, struc
 		goto out;
 	}
 	for (long i = job->build ? -1 : 0; i < (long)job->ntests && !rc; i++) {
-		char *av[AL_ARGV_MAX], *argv[AL_ARGV_MAX + 4], name[32], *p;
+		char *av[AL_ARGV_MAX], *argv[AL_ARGV_MAX + 6], name[32], *p;
 		struct al_buf ab = {0};
 		struct al_result run = {0};
 		struct al_job sj;
@@ -799,7 +799,7 @@ static int run_grading(struct job_in *in, int port, struct al_result *res, struc
 			continue;
 		}
 		al_grade_step_job(job, &job->limits, i, av, &sj, &lim);
-		if (al_command_argv(&sj, "/proc/self/fd/3", &ab, &argc) || argc > AL_ARGV_MAX + 3) {
+		if (al_command_argv(&sj, "/proc/self/fd/3", &ab, &argc) || argc > AL_ARGV_MAX + 5) {
 			al_buf_free(&ab);
 			rc = al_err_set(err, AL_ESANDBOX, "agent: out of memory");
 			break;

@@ -113,7 +113,7 @@ static void make_etc(unsigned uid)
 	const char *what = "";
 	bool bad = mkdir(STAGE "/etc", 0755) != 0;
 
-	snprintf(text, sizeof(text), AL_ETC_PASSWD_FMT, uid, uid, "/tmp");
+	snprintf(text, sizeof(text), AL_ETC_PASSWD_FMT, uid, uid, "/work");
 	bad = bad || al_root_write(STAGE "/etc/passwd", text, &what);
 	snprintf(text, sizeof(text), AL_ETC_GROUP_FMT, uid);
 	bad = bad || al_root_write(STAGE "/etc/group", text, &what) ||
@@ -139,8 +139,8 @@ static void build_root(unsigned uid)
 		die(what);
 	make_etc(uid);
 	if (al_root_dev(STAGE, dev_nodes, &what) || mkdir(STAGE "/tmp", 0755) ||
-	    al_root_enter(STAGE, &what))
-		die(*what ? what : "mkdir /tmp");
+	    mkdir(STAGE "/work", 0755) || al_root_enter(STAGE, &what))
+		die(*what ? what : "mkdir /tmp, /work");
 }
 
 /* Join a cgroup: write 0 to <dir>/cgroup.procs. */
@@ -217,9 +217,9 @@ static int job_main(void *arg)
 
 	if (setsid() < 0)
 		die("setsid");
-	/* a grading job's step works in its build tree; any other job in its
-	 * tmpfs */
-	if (chdir(a->h->work ? "/work" : "/tmp"))
+	/* /work: a grading job's step's build tree, any other job's work dir
+	 * (as on the other tiers) */
+	if (chdir("/work"))
 		die("chdir to the work dir");
 	set_rlimit(RLIMIT_AS, a->h->rl_as, a->h->rl_as, "setrlimit AS");
 	set_rlimit(RLIMIT_CPU, a->h->rl_cpu, a->h->rl_cpu + 1, "setrlimit CPU");
@@ -444,9 +444,9 @@ int main(int argc, char **argv)
 	if ((uint32_t)ngot != h->nbinds)
 		die("binds and their paths do not match");
 	place_binds(go + AL_GO_NFDS, binds, h->nbinds, h->image != 0);
-	/* The job's tmpfs (one budget: the disk limit): its work/ on /tmp
-	 * (the work dir, HOME and cwd), its shm/ on /dev/shm. The tmpfs's
-	 * root goes on /tmp first and is then covered by work/. */
+	/* The job's tmpfs (one budget: the disk limit): its work/ on /tmp and
+	 * /work (the work dir, HOME and cwd), its shm/ on /dev/shm. The
+	 * tmpfs's root goes on /tmp first and is then covered by work/. */
 	if (h->uid != uid)
 		die("spec for another slot");
 	if (syscall(SYS_move_mount, go[AL_GO_WORK], "", AT_FDCWD, "/tmp", MOVE_MOUNT_F_EMPTY_PATH))
@@ -455,6 +455,11 @@ int main(int argc, char **argv)
 	mount_or_die(NULL, "/dev/shm", NULL,
 		     MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL,
 		     "make /dev/shm noexec");
+	/* the work dir is /work too (the cwd and HOME, as on every tier), but
+	 * for a grading job's step, whose build tree is there */
+	if (!h->work)
+		mount_or_die("/tmp/" AL_JOBFS_WORK, "/work", NULL, MS_BIND, NULL,
+			     "bind the work dir on /work");
 	mount_or_die("/tmp/" AL_JOBFS_WORK, "/tmp", NULL, MS_BIND, NULL,
 		     "bind the work dir on /tmp");
 	{

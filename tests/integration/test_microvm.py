@@ -232,12 +232,14 @@ try:
          "read-only disk (its image) and no host file (a world-readable canary is absent)", r)
 
     r = run(c, "import sys\ndata = open('in.txt').read()\n"
-               "open('out.txt', 'w').write(data.upper() + sys.stdin.read())\nprint('done')",
+               "open('out.txt', 'w').write(data.upper() + sys.stdin.read())\nprint('done')\n"
+               "for n in ('b.png', 'a.png', '.h.png'): open(n, 'w').write(n)\n",
             files=[{"path": "in.txt", "data": b"hello"}], stdin=b" and stdin",
-            collect=["out.txt", "missing.txt"])
-    files = {f["path"]: f["data"] for f in r.get("files", [])}
-    t.ok(r["status"] == "ok" and files == {"out.txt": b"HELLO and stdin"},
-         "input files and stdin go in; collected output files come back", r)
+            collect=["out.txt", "missing.txt", "*.png"])
+    files = [(f["path"], f["data"]) for f in r.get("files", [])]
+    t.ok(r["status"] == "ok" and files == [("out.txt", b"HELLO and stdin"), ("a.png", b"a.png"),
+                                           ("b.png", b"b.png")],
+         "input files and stdin go in; collected output files come back (a glob's by name)", r)
 
     r = run(c, "print(1)", network="egress")
     t.ok(r["status"] == "rejected" and "does not allow egress" in (r.get("error") or ""),
@@ -291,6 +293,34 @@ try:
          HASH["python"],
          "the same program on the python image: the same stdout on the microVM, container and "
          "process tiers", (rv, rc_, rp))
+    # The same environment on each: cwd and HOME /work, the code named
+    # <run_python> in its tracebacks (with its lines), exit 1 for an
+    # uncaught exception, a SyntaxError as python3 prints it
+    env = ("import os, sys\n"
+           "print(os.getcwd(), os.environ['HOME'], sys.argv, os.listdir('.'))\n"
+           "def f():\n"
+           "    return {}['missing']\n"
+           "f()\n")
+    envs = [run(c, env, argv=["a1"], limits={"wall_ms": 60000}),
+            run(c, env, tier="ctr-python", argv=["a1"]), run(c, env, tier="proc-python", argv=["a1"])]
+    want_err = ('Traceback (most recent call last):\n'
+                '  File "<run_python>", line 5, in <module>\n'
+                '    f()\n'
+                '  File "<run_python>", line 4, in f\n'
+                "    return {}['missing']\n"
+                "           ~~^^^^^^^^^^^\n"
+                "KeyError: 'missing'\n")
+    syn = [run(c, "x = (\n", limits={"wall_ms": 60000}), run(c, "x = (\n", tier="ctr-python"),
+           run(c, "x = (\n", tier="proc-python")]
+    t.ok(all(r["status"] == "nonzero_exit" and r["exit_code"] == 1 and
+             r["stdout"] == "/work /work ['<run_python>', 'a1'] []\n" and
+             r["stderr"] == want_err for r in envs) and
+         all(r["exit_code"] == 1 and r["stderr"].startswith('  File "<run_python>", line 1\n')
+             and "SyntaxError: '(' was never closed" in r["stderr"] for r in syn),
+         "the same environment on the microVM, container and process tiers: cwd and HOME "
+         "/work, argv[0] <run_python>, a traceback naming <run_python> with its lines and "
+         "nothing of the launcher, exit 1; a SyntaxError as python3 prints it",
+         [(r["exit_code"], r["stdout"], r["stderr"]) for r in envs + syn])
     before = os.stat(os.path.join(IMAGES, "python.ext4"))
     r = run(c, "import os\n"
                "for p in ['/usr/lib/x', '/etc/passwd', '/x']:\n"

@@ -47,7 +47,15 @@ try:
     t.ok(r.get("stdout") == "hello\n", "stdin reaches the job", r)
     r = run(job(runtime="sh", code='echo "$0:$1:$2"; pwd', argv=["a b", "c"]))
     t.ok(r.get("status") == "ok" and r.get("stdout", "").splitlines()[0].endswith(":a b:c")
-         and r["stdout"].splitlines()[1] == "/tmp", "sh runtime with arguments, cwd /tmp", r)
+         and r["stdout"].splitlines()[1] == "/work", "sh runtime with arguments, cwd /work", r)
+    r = run(job(runtime="python", code="print(sorted(globals()), __name__)\n"
+                "raise KeyboardInterrupt"))
+    t.ok(r.get("stdout") == "['__annotations__', '__builtins__', '__doc__', '__loader__', "
+         "'__name__', '__package__', '__spec__'] __main__\n" and r.get("signal") == 2 and
+         r.get("stderr", "").startswith('Traceback (most recent call last):\n  File '
+                                        '"<run_python>", line 2, in <module>\n'),
+         "python code runs in __main__ with nothing of its launcher in its globals; an "
+         "uncaught KeyboardInterrupt ends it by SIGINT, as python3 does", r)
     r = run(job(argv=["echo", "plain", "argv"]))
     t.ok(r.get("stdout") == "plain argv\n", "plain argv resolved on PATH", r)
     r = run(job(argv=["no-such-program-xyz"]))
@@ -81,7 +89,7 @@ try:
     r = run(job(runtime="python", env={"GREETING": "hi"},
                 code="import os; print(os.environ['GREETING'], os.environ['HOME'], sorted(os.environ))"),
             env={"PATH": "/usr/bin:/bin", "HOME": "/root", "AIRLOCK_TOKEN": "worker-only"})
-    t.ok(r.get("stdout", "").startswith("hi /tmp ") and "AIRLOCK" not in r.get("stdout", ""),
+    t.ok(r.get("stdout", "").startswith("hi /work ") and "AIRLOCK" not in r.get("stdout", ""),
          "job env set; HOME is the work dir; no worker variables", r)
     r = run(job(runtime="python", collect=["out.txt", "big.bin", "link", "missing", "fifo", "d/n.txt"],
                 code=(
@@ -101,6 +109,25 @@ try:
          len(files.get("big.bin", {}).get("data", "")) == 1 << 20,
          "a collected file over the cap is truncated at 1 MiB",
          {k: len(v.get("data", "")) for k, v in files.items()})
+    r = run(job(runtime="python", collect=["exact.txt", "*.png", "out/*.csv"], code=(
+        "import os\n"
+        "for n in ('b.png', 'a.png', '.hidden.png', 'exact.txt', 'a.jpg'):\n"
+        "    open(n, 'w').write(n)\n"
+        "os.makedirs('out/sub'); open('out/x.csv', 'w').write('x'); "
+        "open('out/sub/y.csv', 'w').write('y')\n"
+        "os.symlink('/etc/passwd', 'link.png'); os.mkdir('dir.png')\n")))
+    t.ok([(f["path"], f["data"]) for f in r.get("files", [])] ==
+         [("exact.txt", "exact.txt"), ("a.png", "a.png"), ("b.png", "b.png"),
+          ("out/x.csv", "x")],
+         "collect globs: the path asked for first, then each glob's regular files by name "
+         "(not a dot file, a symlink, a directory, nor a deeper one)",
+         [f["path"] for f in r.get("files", [])])
+    r = run(job(runtime="python", collect=["*.png", "p1.png"], code=(
+        "for i in range(100): open('p%d.png' % i, 'w').write(str(i))\n")))
+    got = [f["path"] for f in r.get("files", [])]
+    t.ok(r.get("status") == "ok" and len(got) == 64 and len(set(got)) == 64 and
+         "p1.png" in got,
+         "collect globs: 100 matches are cut at 64 files, each once", got[:5])
     r = run(job(runtime="python", code="import time; time.sleep(5)", limits={"wall_ms": 700}))
     t.ok(r.get("status") == "timeout" and r.get("wall_ms", 0) < 1200 and "700 ms" in r.get("error", ""),
          "timeout -> status timeout within the limit + 0.5 s", r)

@@ -18,6 +18,7 @@ nothing."""
 import os
 import http.client
 import json
+import re
 import signal
 import socket
 import struct
@@ -54,6 +55,8 @@ POLICY = policy(
              sessions=SESS),
     tier_def("ctrsmall", "container", image="python",
              defaults=dict(DEFAULTS, memory_bytes=96 << 20), sessions=SESS),
+    tier_def("ctrds", "container", image="datascience",
+             defaults=dict(DEFAULTS, wall_ms=30000, memory_bytes=512 << 20), sessions=SESS),
     lease_ms=3000)
 
 
@@ -92,7 +95,7 @@ try:
     c.scheduler()
     SECRET = "canary-" + os.urandom(6).hex()
     WENV = dict(os.environ, AIRLOCK_TEST_SECRET=SECRET)
-    c.worker("sw", uid_base=UID, slots=6, tiers="trusted,brief,small,plain,ctr,ctrsmall",
+    c.worker("sw", uid_base=UID, slots=6, tiers="trusted,brief,small,plain,ctr,ctrsmall,ctrds",
              extra=["--images", IMAGES], env=WENV)
     cl = airlock.Client(redis=c.url, tier="trusted")
 
@@ -111,11 +114,18 @@ try:
     t.ok(r.status == "nonzero_exit" and r.exit_code == 3 and r.stdout == b"out\n" and
          r.stderr == b"err\n", "2: exec with argv: stdout, stderr and its exit code", r)
     r = s.run_python("undefined_name")
+    s.run_python("def boom():\n    return {}['key']\n")
+    rb = s.run_python("x\nboom()")
     t.ok(r.status == "nonzero_exit" and r.error == "NameError: name 'undefined_name' is not "
          "defined" and r.stderr.startswith(b"Traceback") and b"session_server" not in r.stderr
-         and b'File "<call>", line 1' in r.stderr,
-         "3: an exception: nonzero_exit, its summary in error, the caller's traceback only",
-         (r.error, r.stderr))
+         and re.search(rb'File "<run_python #\d+>", line 1, in <module>\n    undefined_name\n',
+                       r.stderr) and
+         re.search(rb'File "<run_python #(\d+)>", line 2, in <module>\n    boom\(\)\n.*'
+                   rb'File "<run_python #(\d+)>", line 2, in boom\n    return \{\}\[.key.\]',
+                   rb.stderr, re.S),
+         "3: an exception: nonzero_exit, its summary in error, the caller's traceback only, "
+         "naming each call's code <run_python #N> with its lines (a function of an earlier "
+         "call: its own call's)", (r.error, r.stderr, rb.stderr))
     r = s.run_python("raise SystemExit(5)")
     r2 = s.run_python("print(x)")
     t.ok(r.status == "nonzero_exit" and r.exit_code == 5 and r2.stdout == b"42\n",
@@ -206,6 +216,15 @@ try:
          "data/in.bin" in names and "kept.txt" in names,
          "8: put (binary, mode 0600), read by a call, get back whole, ls lists it",
          (r.stdout, len(got), names))
+    r = s.run_python("import shutil\nshutil.copy('data/in.bin', 'data/copy.bin')\n"
+                     "open('data/n.txt', 'w').write(open('data/extra.txt').read())",
+                     files={"data/extra.txt": b"extra"},
+                     collect=["data/*.bin", "data/extra.txt", "nothing/*"])
+    t.ok(r.status == "ok" and r.files == {"data/copy.bin": bytes(range(256)) * 4,
+                                          "data/in.bin": bytes(range(256)) * 4,
+                                          "data/extra.txt": b"extra"},
+         "8b: run_python with files put first and collect (a glob, a path) after: "
+         "Result.files as {path: bytes}", sorted(r.files))
     bad = {}
     for what, fn in (("../escape", lambda: s.put("../escape", b"x")),
                      ("/etc/passwd", lambda: s.get("/etc/passwd")),
@@ -465,6 +484,20 @@ try:
          r3.stdout == b"7\n" and isinstance(e, airlock.SessionEnded) and e.reason == "closed",
          "32: a container session (python image): a variable, a file of exec and put, a "
          "timeout it survives, closed", (r, r2, r3, e))
+    # ---- a matplotlib figure (the datascience image) ----
+    with cl.session(tier="ctrds") as ds:
+        r = ds.run_python("import matplotlib.pyplot as plt\nplt.plot([1, 3, 2])\n"
+                          "plt.title('from a session')\nprint(plt.get_backend())")
+        r2 = ds.run_python("fig, ax = plt.subplots(figsize=(2, 1), dpi=100)\n"
+                           "ax.bar(['a', 'b'], [1, 2])\ndisplay(fig)\nplt.close(fig)")
+        r3 = ds.run_python("print(len(plt.get_fignums()))")
+    sizes = [png_ok(o.data) for o in r.outputs + r2.outputs]
+    t.ok(r.status == "ok" and r.stdout.lower() == b"agg\n" and
+         [o.mime for o in r.outputs + r2.outputs] == ["image/png"] * 2 and
+         sizes == [(640, 480), (200, 100)] and r3.stdout == b"0\n" and not r3.outputs,
+         "42: matplotlib (datascience image): a figure left open comes back as a 640x480 PNG "
+         "that decodes, a display()ed one as its own 200x100; both closed after the call",
+         (r, r2.status, r2.stderr[-300:], sizes, r3.stdout))
     cs = cl.session(tier="ctrsmall")
     e = raises(lambda: cs.run_python("b = bytearray(400 << 20)\nb[::4096] = b'x' * (len(b) // "
                                      "4096)"), airlock.SessionEnded)
@@ -526,7 +559,7 @@ try:
     e = raises(lambda: s.run_python("print(x)"), airlock.SessionEnded)
     t.ok(isinstance(e, airlock.SessionEnded) and e.reason == "worker_stop",
          "24: the worker drains: its sessions end at once, worker_stop", e)
-    c.worker("sw2", uid_base=UID, slots=6, tiers="trusted,brief,small,plain,ctr,ctrsmall",
+    c.worker("sw2", uid_base=UID, slots=6, tiers="trusted,brief,small,plain,ctr,ctrsmall,ctrds",
              extra=["--images", IMAGES])
     s = cl.session()
     s.run_python("x = 1")
@@ -540,7 +573,7 @@ try:
          swept and c.rcli("HGET", "al:tenant:default", "sessions").strip() == "0",
          "25: the worker killed: a caller learns worker_lost within a lease (%.1f s), the "
          "scheduler ends the record, the tenant's count goes back" % took, (e, took))
-    c.worker("sw3", uid_base=UID, slots=6, tiers="trusted,brief,small,plain,ctr,ctrsmall",
+    c.worker("sw3", uid_base=UID, slots=6, tiers="trusted,brief,small,plain,ctr,ctrsmall,ctrds",
              extra=["--images", IMAGES])
     s = cl.session()
     r = s.run_python("print('a new worker serves')")

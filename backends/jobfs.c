@@ -240,9 +240,90 @@ static int open_beneath(int dirfd, const char *path)
 	return (int)syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
 }
 
+/* collect's globs: the work tree walked (no symlink followed, no other
+ * file system entered), bounded; the regular files a glob matches, their
+ * paths relative to the work dir, in *found. */
+#define GLOB_SEEN_MAX  4096 /* entries looked at, in all */
+#define GLOB_DEPTH_MAX 8
+
+struct found {
+	char **paths;
+	size_t n, seen;
+	dev_t dev;
+};
+
+static void walk(int fd, const char *prefix, int depth, const struct al_job *job, struct found *f)
+{
+	DIR *d = fdopendir(fd);
+	struct dirent *de;
+
+	if (!d) {
+		close(fd);
+		return;
+	}
+	while ((de = readdir(d)) && f->seen < GLOB_SEEN_MAX && f->n < AL_COLLECT_FILES_MAX) {
+		char path[AL_PATH_MAX + 2];
+		struct stat st;
+		int sub;
+
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		f->seen++;
+		if (snprintf(path, sizeof(path), "%s%s%s", prefix, *prefix ? "/" : "", de->d_name) >
+			AL_PATH_MAX ||
+		    fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) || st.st_dev != f->dev)
+			continue;
+		if (S_ISREG(st.st_mode) && al_collect_wanted(job, path)) {
+			char *p = strdup(path);
+
+			if (p)
+				f->paths[f->n++] = p;
+		} else if (S_ISDIR(st.st_mode) && depth < GLOB_DEPTH_MAX &&
+			   (sub = openat(dirfd(d), de->d_name,
+					 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) >= 0) {
+			walk(sub, path, depth + 1, job, f);
+		}
+	}
+	closedir(d);
+}
+
+static int by_path(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* One file into the result (missing, a symlink, not regular or escaping
+ * the work dir: not collected). */
+static void collect_one(int dirfd, const char *path, uint64_t file_cap, struct al_result *res)
+{
+	struct al_out_file *o = &res->files[res->nfiles];
+	struct stat st;
+	cleanup_close int fd = open_beneath(dirfd, path);
+
+	if (fd < 0 || fstat(fd, &st) || !S_ISREG(st.st_mode) ||
+	    read_capped(fd, file_cap, &o->data, &o->truncated))
+		return;
+	if (!(o->path = strdup(path))) {
+		free(o->data.data);
+		o->data.data = NULL;
+		return;
+	}
+	res->nfiles++;
+}
+
+static bool collected(const struct al_result *res, const char *path)
+{
+	for (size_t i = 0; i < res->nfiles; i++)
+		if (!strcmp(res->files[i].path, path))
+			return true;
+	return false;
+}
+
 int al_jobfs_collect(struct al_jobfs *fs, const struct al_job *job, const struct al_limits *lim,
 		     uint64_t file_cap, struct al_result *res, bool *disk_full, struct al_err *err)
 {
+	size_t max = al_collect_max_files(job);
+	bool globs = max > job->ncollect;
 	struct statvfs sv;
 	cleanup_close int dirfd = -1;
 
@@ -258,27 +339,28 @@ int al_jobfs_collect(struct al_jobfs *fs, const struct al_job *job, const struct
 	/* A few blocks of slack: tmpfs reports full slightly before size. */
 	if (fstatvfs(dirfd, &sv) == 0 && sv.f_bavail * sv.f_frsize < 64 * 1024)
 		*disk_full = true;
-	if (job->ncollect) {
-		res->files = calloc(job->ncollect, sizeof(*res->files));
-		if (!res->files)
-			return al_err_set(err, AL_ENOMEM, "jobfs: out of memory");
-	}
-	for (size_t i = 0; i < job->ncollect; i++) {
-		struct al_out_file *o = &res->files[res->nfiles];
+	if (max && !(res->files = calloc(max, sizeof(*res->files))))
+		return al_err_set(err, AL_ENOMEM, "jobfs: out of memory");
+	/* the paths asked for, in their order; then the globs' matches, by name */
+	for (size_t i = 0; i < job->ncollect; i++)
+		if (!al_collect_is_glob(job->collect[i]))
+			collect_one(dirfd, job->collect[i], file_cap, res);
+	if (globs) {
+		struct found f = {.paths = calloc(AL_COLLECT_FILES_MAX, sizeof(char *))};
 		struct stat st;
-		cleanup_close int fd = open_beneath(dirfd, job->collect[i]);
+		int top = f.paths && !fstat(dirfd, &st) ? dup(dirfd) : -1;
 
-		/* Missing, a symlink, or escaping the work dir: not collected. */
-		if (fd < 0 || fstat(fd, &st) || !S_ISREG(st.st_mode) ||
-		    read_capped(fd, file_cap, &o->data, &o->truncated))
-			continue;
-		o->path = strdup(job->collect[i]);
-		if (!o->path) {
-			free(o->data.data);
-			o->data.data = NULL;
-			continue;
+		if (top >= 0) {
+			f.dev = st.st_dev;
+			walk(top, "", 0, job, &f);
 		}
-		res->nfiles++;
+		qsort(f.paths, f.n, sizeof(char *), by_path);
+		for (size_t i = 0; i < f.n; i++) {
+			if (res->nfiles < max && !collected(res, f.paths[i]))
+				collect_one(dirfd, f.paths[i], file_cap, res);
+			free(f.paths[i]);
+		}
+		free(f.paths);
 	}
 	return AL_OK;
 }

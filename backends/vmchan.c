@@ -200,12 +200,14 @@ int al_chan_send_job(int fd, const struct al_run_spec *spec, uint64_t collect_ca
 size_t al_chan_result_cap(const struct al_run_spec *spec, uint64_t collect_cap)
 {
 	struct al_limits l;
-	uint64_t file, cap;
+	uint64_t file, cap, nfiles;
 
 	al_grade_envelope(spec->job, &spec->limits, &l);
 	file = file_cap(collect_cap) < l.disk_bytes ? file_cap(collect_cap) : l.disk_bytes;
-	cap = l.stdout_bytes + l.stderr_bytes + spec->job->ncollect * (file + 512) +
-	      AL_CHAN_RESULT_SLACK;
+	/* the files were all on the job's disk: together no more than it */
+	nfiles = al_collect_max_files(spec->job);
+	cap = l.stdout_bytes + l.stderr_bytes + nfiles * 512 +
+	      (nfiles * file < l.disk_bytes ? nfiles * file : l.disk_bytes) + AL_CHAN_RESULT_SLACK;
 	/* a grading job: its build's and each test's kept output and detail */
 	if (spec->job->ntests)
 		cap +=
@@ -235,14 +237,6 @@ static bool verdict_fits(const struct al_test *t, const struct al_test_result *t
 	return same == (tr->verdict == AL_V_ACCEPTED);
 }
 
-static bool asked_for(const struct al_job *job, const char *path)
-{
-	for (size_t i = 0; i < job->ncollect; i++)
-		if (!strcmp(job->collect[i], path))
-			return true;
-	return false;
-}
-
 int al_chan_check_result(const struct al_run_spec *spec, uint64_t collect_cap, struct al_result *g,
 			 struct al_err *err)
 {
@@ -250,7 +244,8 @@ int al_chan_check_result(const struct al_run_spec *spec, uint64_t collect_cap, s
 	struct al_limits l;
 
 	al_grade_envelope(job, &spec->limits, &l);
-	if (g->out.len > l.stdout_bytes || g->err.len > l.stderr_bytes || g->nfiles > job->ncollect)
+	if (g->out.len > l.stdout_bytes || g->err.len > l.stderr_bytes ||
+	    g->nfiles > al_collect_max_files(job))
 		return al_err_set(err, AL_ESANDBOX,
 				  "microvm: the guest's result is over the job's caps");
 	/* a grading job's verdicts: its tests, in its order, no other */
@@ -273,7 +268,7 @@ int al_chan_check_result(const struct al_run_spec *spec, uint64_t collect_cap, s
 					  "contradicts the output and exit status it returned",
 					  job->tests[i].name, al_verdict_name(g->tests[i].verdict));
 	for (size_t i = 0; i < g->nfiles; i++) {
-		if (!g->files[i].path || !asked_for(spec->job, g->files[i].path))
+		if (!g->files[i].path || !al_collect_wanted(spec->job, g->files[i].path))
 			return al_err_set(err, AL_ESANDBOX,
 					  "microvm: the guest returned a file not asked for");
 		for (size_t j = 0; j < i; j++)

@@ -2,6 +2,7 @@
 #include "job.h"
 
 #include <fcntl.h>
+#include <fnmatch.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,6 +67,29 @@ static bool is_dir_of(const char *dir, const char *path)
 
 /* A relative path inside the work directory: no leading '/', no empty, "."
  * or ".." component, no control character. */
+bool al_collect_is_glob(const char *entry)
+{
+	return strpbrk(entry, "*?[") != NULL;
+}
+
+bool al_collect_wanted(const struct al_job *job, const char *path)
+{
+	for (size_t i = 0; i < job->ncollect; i++)
+		if (al_collect_is_glob(job->collect[i])
+			? !fnmatch(job->collect[i], path, FNM_PATHNAME | FNM_PERIOD)
+			: !strcmp(job->collect[i], path))
+			return true;
+	return false;
+}
+
+size_t al_collect_max_files(const struct al_job *job)
+{
+	for (size_t i = 0; i < job->ncollect; i++)
+		if (al_collect_is_glob(job->collect[i]))
+			return AL_COLLECT_FILES_MAX;
+	return job->ncollect;
+}
+
 int al_check_rel_path(const char *what, const char *p, struct al_err *err)
 {
 	size_t n = strlen(p);

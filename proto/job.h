@@ -13,29 +13,30 @@
 #define AL_PROTO_VERSION 1
 
 /* Caps on every variable-length field (bytes unless said otherwise). */
-#define AL_JOB_MAX_BYTES    (16u << 20) /* a whole encoded job */
-#define AL_ID_MAX	    64		/* id, tenant, tier */
-#define AL_CODE_MAX	    (1u << 20)	/* source code */
-#define AL_ARGV_MAX	    256		/* argv entries */
-#define AL_ARG_MAX	    4096	/* one argv entry */
-#define AL_STDIN_MAX	    (1u << 20)	/* stdin bytes */
-#define AL_FILES_MAX	    64		/* input files */
-#define AL_PATH_MAX	    255		/* a relative file path */
-#define AL_FILES_TOTAL_MAX  (8u << 20)	/* all input files together */
-#define AL_ENV_MAX	    64		/* environment pairs */
-#define AL_ENV_NAME_MAX	    128		/* one variable name */
-#define AL_ENV_VALUE_MAX    4096	/* one variable value */
-#define AL_COLLECT_MAX	    16		/* output files to collect */
-#define AL_LABELS_MAX	    32		/* labels */
-#define AL_LABEL_KEY_MAX    64		/* one label key */
-#define AL_LABEL_VALUE_MAX  256		/* one label value */
-#define AL_IDEM_MAX	    128		/* idempotency key */
-#define AL_URL_MAX	    2048	/* callback URL */
-#define AL_EGRESS_ALLOW_MAX 32		/* egress_allow rules */
-#define AL_EGRESS_TEXT_MAX  300		/* one egress_allow rule */
-#define AL_ATTEMPTS_MAX	    10		/* max_attempts */
-#define AL_PRIORITY_MAX	    9		/* priority 0..9, 9 runs first */
-#define AL_PRIORITY_DEFAULT 5
+#define AL_JOB_MAX_BYTES     (16u << 20) /* a whole encoded job */
+#define AL_ID_MAX	     64		 /* id, tenant, tier */
+#define AL_CODE_MAX	     (1u << 20)	 /* source code */
+#define AL_ARGV_MAX	     256	 /* argv entries */
+#define AL_ARG_MAX	     4096	 /* one argv entry */
+#define AL_STDIN_MAX	     (1u << 20)	 /* stdin bytes */
+#define AL_FILES_MAX	     64		 /* input files */
+#define AL_PATH_MAX	     255	 /* a relative file path */
+#define AL_FILES_TOTAL_MAX   (8u << 20)	 /* all input files together */
+#define AL_ENV_MAX	     64		 /* environment pairs */
+#define AL_ENV_NAME_MAX	     128	 /* one variable name */
+#define AL_ENV_VALUE_MAX     4096	 /* one variable value */
+#define AL_COLLECT_MAX	     16		 /* output files (or globs) to collect */
+#define AL_COLLECT_FILES_MAX 64		 /* files collected in all, globs' included */
+#define AL_LABELS_MAX	     32		 /* labels */
+#define AL_LABEL_KEY_MAX     64		 /* one label key */
+#define AL_LABEL_VALUE_MAX   256	 /* one label value */
+#define AL_IDEM_MAX	     128	 /* idempotency key */
+#define AL_URL_MAX	     2048	 /* callback URL */
+#define AL_EGRESS_ALLOW_MAX  32		 /* egress_allow rules */
+#define AL_EGRESS_TEXT_MAX   300	 /* one egress_allow rule */
+#define AL_ATTEMPTS_MAX	     10		 /* max_attempts */
+#define AL_PRIORITY_MAX	     9		 /* priority 0..9, 9 runs first */
+#define AL_PRIORITY_DEFAULT  5
 
 /* Upper bounds of limits: anything above is a client bug, not a policy
  * question (the tier's policy sets tighter maxima). */
@@ -156,5 +157,13 @@ int al_job_new_id(char out[33], struct al_err *err);
 
 const char *al_runtime_name(enum al_runtime r);
 const char *al_network_name(enum al_network n);
+
+/* collect: an entry with *, ? or [ is a glob (fnmatch with FNM_PATHNAME
+ * and FNM_PERIOD: "*.png" matches in the work directory's top only, not
+ * dot files), else a path. wanted: path is one the job asked for (an entry,
+ * or a glob's match). max_files: how many files its result may hold. */
+bool al_collect_is_glob(const char *entry);
+bool al_collect_wanted(const struct al_job *job, const char *path);
+size_t al_collect_max_files(const struct al_job *job);
 
 #endif

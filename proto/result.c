@@ -43,7 +43,7 @@ int al_result_validate(const struct al_result *res, struct al_err *err)
 	if (res->out.len > AL_RESULT_STREAM_MAX || res->err.len > AL_RESULT_STREAM_MAX)
 		return al_err_set(err, AL_EINVAL, "stdout/stderr: larger than %u bytes",
 				  AL_RESULT_STREAM_MAX);
-	if (res->nfiles > AL_COLLECT_MAX || res->ninfo > AL_INFO_MAX ||
+	if (res->nfiles > AL_COLLECT_FILES_MAX || res->ninfo > AL_INFO_MAX ||
 	    res->negress > AL_EGRESS_LOG_MAX || res->noutputs > AL_OUTPUTS_MAX)
 		return al_err_set(err, AL_EINVAL, "files/info/egress: too many entries");
 	if (res->ntests > AL_TESTS_MAX)
@@ -67,9 +67,9 @@ static int dec_files(const msgpack_object *v, struct al_result *res, struct al_e
 
 	if ((rc = al_mp_want(v, MSGPACK_OBJECT_ARRAY, "files", err)))
 		return rc;
-	if (v->via.array.size > AL_COLLECT_MAX)
+	if (v->via.array.size > AL_COLLECT_FILES_MAX)
 		return al_err_set(err, AL_EINVAL, "files: too many entries: %u, at most %d",
-				  v->via.array.size, AL_COLLECT_MAX);
+				  v->via.array.size, AL_COLLECT_FILES_MAX);
 	if (v->via.array.size == 0)
 		return AL_OK;
 	res->files = calloc(v->via.array.size, sizeof(*res->files));

@@ -191,6 +191,48 @@ static void test_check_result(void)
 	       "the frame cap is the job's own: streams, the collect cap per file asked, slack");
 }
 
+/* A glob in collect: the guest may return what it matches (FNM_PATHNAME,
+ * FNM_PERIOD), up to AL_COLLECT_FILES_MAX files, nothing else; the frame
+ * cap counts the job's disk, not 64 times a file. */
+static void test_check_globs(void)
+{
+	char *collect[] = {(char *)"out/*.png", (char *)"log.txt"};
+	struct al_job job = {.id = (char *)"j", .collect = collect, .ncollect = 2};
+	struct al_run_spec spec = {.job = &job};
+	struct al_out_file files[AL_COLLECT_FILES_MAX + 1] = {{.path = (char *)"out/a.png"},
+							      {.path = (char *)"log.txt"}};
+	struct al_result g = {.files = files, .nfiles = 2};
+	struct al_err err = {0};
+	static char names[AL_COLLECT_FILES_MAX + 1][16];
+	const char *const refused[] = {"out/sub/b.png", "out/.hidden.png", "a.png", "out/a.jpg"};
+
+	spec.limits.stdout_bytes = spec.limits.stderr_bytes = 10;
+	spec.limits.disk_bytes = 1 << 20;
+	TAP_OK(al_chan_check_result(&spec, 64, &g, &err) == AL_OK,
+	       "a file a glob matches and a path asked for are taken");
+	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		files[1].path = (char *)refused[i];
+		TAP_OK(al_chan_check_result(&spec, 64, &g, &err) == AL_ESANDBOX &&
+			   strstr(err.msg, "not asked for"),
+		       "a glob does not match %s: refused", refused[i]);
+	}
+	for (int i = 0; i <= AL_COLLECT_FILES_MAX; i++) {
+		snprintf(names[i], sizeof(names[i]), "out/%d.png", i);
+		files[i].path = names[i];
+	}
+	g.nfiles = AL_COLLECT_FILES_MAX;
+	TAP_OK(al_chan_check_result(&spec, 64, &g, &err) == AL_OK, "%d matched files are taken",
+	       AL_COLLECT_FILES_MAX);
+	g.nfiles = AL_COLLECT_FILES_MAX + 1;
+	TAP_OK(al_chan_check_result(&spec, 64, &g, &err) == AL_ESANDBOX,
+	       "one more is over the job's caps");
+	TAP_OK(al_chan_result_cap(&spec, 1 << 30) ==
+		   10 + 10 + AL_COLLECT_FILES_MAX * 512 + (1 << 20) + AL_CHAN_RESULT_SLACK,
+	       "with a glob the frame cap holds the job's whole disk in files, not %d files of "
+	       "the collect cap",
+	       AL_COLLECT_FILES_MAX);
+}
+
 /* A rogue guest's verdicts against what it sent back: the host compares
  * each accepted or wrong_answer with the test's expect itself. */
 static void test_forged_verdicts(void)
@@ -251,5 +293,6 @@ int main(void)
 	test_stuck_reader();
 	test_read_budget();
 	test_check_result();
+	test_check_globs();
 	return tap_done();
 }

@@ -5,6 +5,7 @@ operators only: direct Redis access may name any tenant)."""
 from __future__ import annotations
 
 import base64
+import fnmatch
 import hashlib
 import http.client
 import json
@@ -202,7 +203,8 @@ class Result:
     attempt: int = 0
     backend: Optional[str] = None
     info: Dict[str, str] = field(default_factory=dict)
-    files: List[Dict[str, Any]] = field(default_factory=list)
+    files: Dict[str, bytes] = field(default_factory=dict)  # collected: {path: bytes}
+    files_truncated: List[str] = field(default_factory=list)  # ...those cut at the cap
     build: Optional[TestResult] = None  # a grading job's build
     tests: List[TestResult] = field(default_factory=list)  # ...and its tests, in order
     outputs: List[Output] = field(default_factory=list)  # a session's python call: figures
@@ -238,7 +240,10 @@ class Result:
                    wall_ms=m.get("wall_ms") or 0, cpu_ms=m.get("cpu_ms") or 0,
                    peak_memory_bytes=m.get("peak_memory_bytes") or 0,
                    attempt=m.get("attempt") or 0, backend=m.get("backend"),
-                   info=dict(m.get("info") or {}), files=list(m.get("files") or []),
+                   info=dict(m.get("info") or {}),
+                   files={f.get("path", ""): _bytes_of(f, "data") for f in m.get("files") or []},
+                   files_truncated=[f.get("path", "") for f in m.get("files") or []
+                                    if f.get("truncated")],
                    build=TestResult.from_map(m["build"]) if m.get("build") else None,
                    tests=[TestResult.from_map(x) for x in m.get("tests") or []],
                    outputs=[Output(mime=o.get("mime", ""), data=_bytes_of(o, "data"))
@@ -298,7 +303,7 @@ def _job(code: Optional[Bytes], argv: Optional[Sequence[str]], tier: Optional[st
     if files:
         job["files"] = [{"path": p, "data": raw(d)} for p, d in files.items()]
     for k, v in extra.items():
-        if k != "limits":
+        if k != "limits" and v is not None:  # None: the field left out
             job[k] = v
     return job
 
@@ -587,14 +592,28 @@ class Session:
         return res
 
     def run_python(self, code: Bytes, *, timeout: Optional[float] = None,
-                   on_output: Optional[OutputFn] = None) -> Result:
+                   on_output: Optional[OutputFn] = None,
+                   files: Optional[Mapping[str, Bytes]] = None,
+                   collect: Sequence[str] = ()) -> Result:
         """Run code in the session's Python interpreter (its globals last);
         a last expression's value is printed; open figures come back in
         outputs (image/png). on_output(kind, data) gets its stdout and
         stderr as they come ("stdout"/"stderr", bytes), before the result
-        (which holds all of it)."""
-        return self._call({"op": "python", "code": code if isinstance(code, str)
-                           else bytes(code).decode()}, timeout, on_output)
+        (which holds all of it). files: {path: bytes} put first; collect:
+        paths or globs (as a job's) of files brought back after, in
+        Result.files ({path: bytes}, 64 at most)."""
+        for path, data in (files or {}).items():
+            self.put(path, data)
+        res = self._call({"op": "python", "code": code if isinstance(code, str)
+                          else bytes(code).decode()}, timeout, on_output)
+        if collect:
+            names = [n for _, n in self.ls()]
+            for name in [n for n in names if any(_collect_match(c, n) for c in collect)][:64]:
+                try:
+                    res.files[name] = self.get(name)
+                except OutputLimit:
+                    res.files_truncated.append(name)
+        return res
 
     def exec(self, cmd: Union[str, Sequence[str]], *, timeout: Optional[float] = None,
              on_output: Optional[OutputFn] = None) -> Result:
@@ -640,6 +659,18 @@ class Session:
             self._call({"op": "close"}, None)
         except (SessionEnded, NotFound):
             pass
+
+
+def _collect_match(entry: str, path: str) -> bool:
+    """A collect entry against a path, as the worker matches it (PROTOCOL.md:
+    fnmatch with FNM_PATHNAME and FNM_PERIOD); an entry without *, ? or [
+    is the path itself."""
+    if not any(ch in entry for ch in "*?["):
+        return entry == path
+    pat, parts = entry.split("/"), path.split("/")
+    return len(pat) == len(parts) and all(
+        fnmatch.fnmatchcase(p, g) and (not p.startswith(".") or g.startswith("."))
+        for g, p in zip(pat, parts))
 
 
 def _gateway_body(job: Any) -> Any:
@@ -1012,17 +1043,27 @@ class Client:
         return self.grade(**job)
 
     def run_python(self, code: str, *, tier: Optional[str] = None,
-                   timeout: Optional[float] = None) -> Dict[str, Any]:
+                   timeout: Optional[float] = None, files: Optional[Mapping[str, Bytes]] = None,
+                   collect: Sequence[str] = ()) -> Dict[str, Any]:
         """An agent's tool: run code in the sandbox of tier (this client's by
-        default), return {"stdout", "stderr", "exit_code", "status"}. Every
-        outcome of the job is a value (a non-zero exit, a timeout, a memory
-        limit: status says which, stderr ends with why); only an Airlock that
-        cannot be reached raises (Unavailable, Unauthorized)."""
+        default), return {"stdout", "stderr", "exit_code", "status",
+        "files"}. files: {relative path: bytes} put in its work directory
+        first; collect: paths or globs ("out/*.csv") of files to bring back.
+        Every *.png the code saved in its work directory (a chart) comes
+        back too, unnamed; "files" is {path: bytes} (64 at most, each cut at
+        the worker's cap). Every outcome of the job is a value (a non-zero
+        exit, a timeout, a memory limit: status says which, stderr ends with
+        why); only an Airlock that cannot be reached raises (Unavailable,
+        Unauthorized), and a bad argument (ValueError)."""
+        want = ["*.png"] + [c for c in collect if c != "*.png"]
+        if len(want) > 16:
+            raise ValueError("collect: at most 15 paths or globs besides *.png")
         try:
-            res = self.run(code, tier=tier, timeout=timeout, runtime="python", check=False)
+            res = self.run(code, tier=tier, timeout=timeout, runtime="python", check=False,
+                           files=files, collect=want)
         except Rejected as e:
             res = e.result
-        return tool_answer(res)
+        return dict(tool_answer(res), files=res.files)
 
 
 def load_grading_dir(path: str) -> Dict[str, Any]:

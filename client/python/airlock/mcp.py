@@ -20,11 +20,12 @@ stderr."""
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import os
 import secrets
 import sys
-from typing import Any, Dict, Optional, TextIO
+from typing import Any, Dict, List, Optional, TextIO
 
 from .client import AirlockError, Client, Rejected, SessionEnded, tool_answer
 
@@ -47,6 +48,24 @@ def fenced_text(ans: Dict[str, Any]) -> str:
         parts.append("<<<%s %s>>>\n%s<<<end %s %s>>>\n" % (name, tag, body, name, tag))
     return "%sexit code: %s (%s) [after the fences tagged %s]" % (
         "".join(parts), ans["exit_code"], ans["status"], tag)
+
+def rich_content(res: Any) -> List[Dict[str, Any]]:
+    """What the call made besides text, as MCP content: a figure of a
+    session's call, or a *.png a job saved, as an image; another collected
+    file as an embedded resource."""
+    out = [{"type": "image", "data": base64.b64encode(o.data).decode(), "mimeType": o.mime}
+           for o in res.outputs if o.mime.startswith("image/")]
+    for path, data in sorted(res.files.items()):
+        if path.endswith(".png"):
+            out.append({"type": "image", "data": base64.b64encode(data).decode(),
+                        "mimeType": "image/png"})
+        else:
+            out.append({"type": "resource",
+                        "resource": {"uri": "file:///work/" + path,
+                                     "mimeType": "application/octet-stream",
+                                     "blob": base64.b64encode(data).decode()}})
+    return out
+
 
 TOOLS = {
     "run_python": {
@@ -196,7 +215,7 @@ class Server:
         ans = tool_answer(res)
         text = self.note + fenced_text(ans)
         self.note = ""
-        out = {"content": [{"type": "text", "text": text}],
+        out = {"content": [{"type": "text", "text": text}] + rich_content(res),
                "isError": not res.ok}  # a non-zero exit ran: a value, not an error
         if self.version and self.version >= "2025-06-18":
             out["structuredContent"] = ans
@@ -217,9 +236,10 @@ class Server:
                                        "call (%s)\n" % (self.tier, e.result.error))
                     else:
                         raise
-            if not self.use_session:
+            if not self.use_session:  # a chart the code saved comes back
                 return self.client.run(code, tier=self.tier, runtime=runtime,
-                                       timeout=self.timeout, check=False)
+                                       timeout=self.timeout, check=False,
+                                       collect=["*.png"] if runtime == "python" else None)
             try:
                 if runtime == "python":
                     return self.session.run_python(code)

@@ -200,13 +200,29 @@ def suite(name, cl, other=None):
     a = cl.run_python("print(6*7)")
     b = cl.run_python("import sys; sys.stderr.write('bad\\n'); sys.exit(2)")
     c_ = cl.run_python("import time\nwhile True: time.sleep(0.05)", timeout=1)
-    t.ok(a == {"stdout": "42\n", "stderr": "", "exit_code": 0, "status": "ok"} and
-         b == {"stdout": "", "stderr": "bad\n", "exit_code": 2, "status": "nonzero_exit"} and
+    t.ok(a == {"stdout": "42\n", "stderr": "", "exit_code": 0, "status": "ok", "files": {}} and
+         b == {"stdout": "", "stderr": "bad\n", "exit_code": 2, "status": "nonzero_exit",
+               "files": {}} and
          c_["status"] == "timeout" and c_["exit_code"] is None and
          "wall-clock limit" in c_["stderr"] and set(c_) == {"stdout", "stderr", "exit_code",
-                                                            "status"},
-         "%s: run_python: the four fields, a non-zero exit and a timeout as values" % name,
+                                                            "status", "files"},
+         "%s: run_python: the five fields, a non-zero exit and a timeout as values" % name,
          (a, b, c_))
+    png = b"\x89PNG\r\n\x1a\n" + bytes(range(256))
+    d = cl.run_python("import os\nrows = open('in/data.csv').read().split()\n"
+                      "os.makedirs('out/deep')\n"
+                      "open('out/sum.txt', 'w').write(str(sum(int(x) for x in rows[1].split(','))))\n"
+                      "open('out/deep/no.txt', 'w').write('deeper')\n"
+                      "open('chart.png', 'wb').write(open('in/chart.bin', 'rb').read())\n"
+                      "open('.dot.png', 'wb').write(b'hidden')\nprint('done')",
+                      files={"in/data.csv": b"a,b\n1,2\n", "in/chart.bin": png},
+                      collect=["out/*.txt"])
+    e = raises(lambda: cl.run_python("1", collect=["f%d" % i for i in range(16)]), ValueError)
+    t.ok(d["status"] == "ok" and d["files"] == {"out/sum.txt": b"3", "chart.png": png} and
+         isinstance(e, ValueError) and "at most 15" in str(e),
+         "%s: run_python with files in and collect globs: the files come back as {path: "
+         "bytes}, a *.png the code saved too, unnamed (not a dot file, nor a deeper match); "
+         "16 globs besides *.png: ValueError" % name, (d, e))
 
 
 def main():

@@ -9,6 +9,7 @@ errors: parse error, invalid request, unknown method, unknown tool, an
 argument the model may not give such as a tier). The server never runs code
 itself: what the code writes is not on this host, the job is in Airlock's
 queue, and the server never has a child process."""
+import base64
 import json
 import os
 import secrets
@@ -143,6 +144,15 @@ try:
          "and the call's), not in the server: its file is not on this host and the server "
          "has no child", (proof, before, after, m.children()))
 
+    png = b"\x89PNG\r\n\x1a\n" + secrets.token_bytes(64)
+    r = m.call("tools/call", {"name": "run_python", "arguments": {
+        "code": "open('chart.png', 'wb').write(bytes.fromhex(%r))\nprint('saved')" % png.hex()}})
+    imgs = [x for x in r.get("result", {}).get("content", []) if x.get("type") == "image"]
+    t.ok("saved" in text(r) and len(imgs) == 1 and imgs[0]["mimeType"] == "image/png" and
+         base64.b64decode(imgs[0]["data"]) == png,
+         "a chart the code saved (chart.png, not named by the model) comes back as MCP image "
+         "content, byte for byte", r)
+
     r = m.call("tools/call", {"name": "run_python", "arguments": {
         "code": "import time\nwhile True: time.sleep(0.05)"}})
     res = r.get("result", {})
@@ -215,6 +225,12 @@ try:
     a3 = s1.call("tools/call", {"name": "run_python", "arguments": {
         "code": "print(x, open('f.txt').read().strip())"}})
     b1 = s2.call("tools/call", {"name": "run_python", "arguments": {"code": "print(x)"}})
+    a4 = s1.call("tools/call", {"name": "run_python", "arguments": {
+        "code": "class Img:\n    def _repr_png_(self):\n        return b'\\x89PNG-ish'\n"
+                "display(Img())"}})
+    imgs = [x for x in a4.get("result", {}).get("content", []) if x.get("type") == "image"]
+    t.ok(len(imgs) == 1 and base64.b64decode(imgs[0]["data"]) == b"\x89PNG-ish",
+         "in a session, a display()ed image comes back as MCP image content", a4)
     t.ok(a3.get("result", {}).get("structuredContent", {}).get("stdout") == "42 f\n" and
          "NameError" in b1.get("result", {}).get("structuredContent", {}).get("stderr", ""),
          "two tool calls of one MCP client share a session (a variable, a file of run_shell); "

@@ -876,12 +876,13 @@ class Client:
     library only). Client(redis="redis://..."): an operator, straight to
     Redis (python3-redis, python3-msgpack). With neither, $AIRLOCK_GATEWAY
     (and $AIRLOCK_TOKEN) or else $AIRLOCK_REDIS. tier and timeout (seconds)
-    are the defaults of every job this client submits."""
+    are the defaults of every job this client submits; output_max (bytes)
+    the default cut of run_python's answer for a model (None: whole)."""
 
     def __init__(self, gateway: Optional[str] = None, token: Optional[str] = None,
                  redis: Optional[str] = None, *, tier: Optional[str] = None,
                  timeout: Optional[float] = None, tenant: str = "default",
-                 http_timeout: float = 60.0):
+                 http_timeout: float = 60.0, output_max: Optional[int] = None):
         if gateway and redis:
             raise ValueError("give gateway= or redis=, not both")
         if not gateway and not redis:
@@ -889,8 +890,11 @@ class Client:
             redis = None if gateway else os.environ.get("AIRLOCK_REDIS") or None
         if not gateway and not redis:
             raise ValueError("no gateway= or redis= (nor $AIRLOCK_GATEWAY, $AIRLOCK_REDIS)")
+        if output_max is not None and output_max < 0:
+            raise ValueError("output_max: expected bytes >= 0")
         self.tier = tier
         self.timeout = timeout
+        self.output_max = output_max
         self._via: Union[_Gateway, _Redis]
         if gateway:
             self._via = _Gateway(gateway, token or os.environ.get("AIRLOCK_TOKEN", ""),
@@ -1044,7 +1048,8 @@ class Client:
 
     def run_python(self, code: str, *, tier: Optional[str] = None,
                    timeout: Optional[float] = None, files: Optional[Mapping[str, Bytes]] = None,
-                   collect: Sequence[str] = ()) -> Dict[str, Any]:
+                   collect: Sequence[str] = (), output_max: Optional[int] = None
+                   ) -> Dict[str, Any]:
         """An agent's tool: run code in the sandbox of tier (this client's by
         default), return {"stdout", "stderr", "exit_code", "status",
         "files"}. files: {relative path: bytes} put in its work directory
@@ -1054,7 +1059,10 @@ class Client:
         the worker's cap). Every outcome of the job is a value (a non-zero
         exit, a timeout, a memory limit: status says which, stderr ends with
         why); only an Airlock that cannot be reached raises (Unavailable,
-        Unauthorized), and a bad argument (ValueError)."""
+        Unauthorized), and a bad argument (ValueError). output_max (bytes;
+        default: the client's output_max, else whole): a longer stdout or
+        stderr keeps its head and tail around a line saying how much was
+        cut, for a model's context."""
         want = ["*.png"] + [c for c in collect if c != "*.png"]
         if len(want) > 16:
             raise ValueError("collect: at most 15 paths or globs besides *.png")
@@ -1063,7 +1071,8 @@ class Client:
                            files=files, collect=want)
         except Rejected as e:
             res = e.result
-        return dict(tool_answer(res), files=res.files)
+        limit = self.output_max if output_max is None else output_max
+        return dict(tool_answer(res, limit), files=res.files)
 
 
 def load_grading_dir(path: str) -> Dict[str, Any]:
@@ -1125,12 +1134,33 @@ def load_grading_dir(path: str) -> Dict[str, Any]:
     spec["tests"] = tests
     return spec
 
-def tool_answer(res: Result) -> Dict[str, Any]:
+def cut_for_model(data: bytes, max_bytes: Optional[int], truncated: bool = False) -> str:
+    """data as text for a model's context: whole when it fits max_bytes
+    (None or 0: always), else its head and tail (about half each, cut at
+    character boundaries) around one line saying how much is left out.
+    truncated: the stream was already cut at the job's cap (said too)."""
+    note = " (and more past the job's output cap)" if truncated else ""
+    if not max_bytes or len(data) <= max_bytes:
+        text = data.decode(errors="replace")
+        return text + ("\n" if note and text and not text.endswith("\n") else "") + \
+            ("[airlock: output cut at the job's cap]\n" if note else "")
+    half = max_bytes // 2
+    head = data[:half].decode(errors="ignore")
+    tail = data[len(data) - half:].decode(errors="ignore")
+    return "%s\n[airlock: %d of %d bytes cut here%s; the head and tail are shown]\n%s" % (
+        head, len(data) - 2 * half, len(data), note, tail)
+
+
+def tool_answer(res: Result, max_bytes: Optional[int] = None) -> Dict[str, Any]:
     """A result as a tool's answer: text, with the verdict on stderr when the
-    job did not exit by itself."""
-    err = res.stderr.decode(errors="replace")
+    job did not exit by itself. max_bytes: each stream past it keeps its
+    head and tail around a line saying how much was cut (cut_for_model);
+    the Result keeps the whole output."""
+    err = cut_for_model(res.stderr, max_bytes, res.stderr_truncated) if max_bytes else \
+        res.stderr.decode(errors="replace")
     if not res.ok:
         err += ("" if not err or err.endswith("\n") else "\n") + \
             "airlock: %s: %s\n" % (res.status, res.error or "")
-    return {"stdout": res.stdout.decode(errors="replace"), "stderr": err,
-            "exit_code": res.exit_code, "status": res.status}
+    out = cut_for_model(res.stdout, max_bytes, res.stdout_truncated) if max_bytes else \
+        res.stdout.decode(errors="replace")
+    return {"stdout": out, "stderr": err, "exit_code": res.exit_code, "status": res.status}

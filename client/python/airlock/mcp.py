@@ -212,7 +212,7 @@ class Server:
             res = e.result
         except AirlockError as e:
             return self.tool_error("the sandbox is not available: %s" % e)
-        ans = tool_answer(res)
+        ans = tool_answer(res, self.client.output_max)
         text = self.note + fenced_text(ans)
         self.note = ""
         out = {"content": [{"type": "text", "text": text}] + rich_content(res),
@@ -279,6 +279,10 @@ def main(argv: Optional[list] = None) -> int:
                     help="which tools to offer (default run_python,run_shell)")
     ap.add_argument("--no-session", action="store_true",
                     help="one job per call, even on a tier that keeps sessions")
+    ap.add_argument("--output-max", type=int, default=16384,
+                    help="bytes of stdout and of stderr the model reads, each: past it, "
+                         "the head and tail around a line saying how much was cut "
+                         "(default 16384; 0: whole)")
     a = ap.parse_args(argv)
     tools = [x for x in a.tools.split(",") if x]
     bad = [x for x in tools if x not in TOOLS]
@@ -286,12 +290,15 @@ def main(argv: Optional[list] = None) -> int:
         ap.error("--tools: expected some of %s, not %s" % (", ".join(TOOLS), ", ".join(bad)))
     if a.timeout is not None and a.timeout <= 0:
         ap.error("--timeout: expected seconds > 0")
+    if a.output_max < 0:
+        ap.error("--output-max: expected bytes >= 0")
     token = os.environ.get("AIRLOCK_TOKEN")
     if a.token_file:
         with open(a.token_file) as f:
             token = f.readline().strip()
     try:
-        client = Client(gateway=a.gateway, token=token, redis=a.redis)
+        client = Client(gateway=a.gateway, token=token, redis=a.redis,
+                        output_max=a.output_max)
     except (ValueError, AirlockError) as e:
         ap.error(str(e))
     # stdout carries only protocol messages

@@ -208,6 +208,15 @@ def suite(name, cl, other=None):
                                                             "status", "files"},
          "%s: run_python: the five fields, a non-zero exit and a timeout as values" % name,
          (a, b, c_))
+    flood = "print('head' + 'x' * 100000 + 'tail')"
+    cut = cl.run_python(flood, output_max=1000)
+    whole = cl.run(flood)
+    t.ok(cut["stdout"].startswith("headxxx") and cut["stdout"].endswith("xxtail\n") and
+         "[airlock: 99009 of 100009 bytes cut here; the head and tail are shown]" in
+         cut["stdout"] and len(cut["stdout"]) < 1100 and len(whole.stdout) == 100009,
+         "%s: run_python(output_max=1000): a 100 KB print keeps its head and tail around a "
+         "line saying how much was cut; the job's Result keeps it whole" % name,
+         (cut["stdout"][:80], len(cut["stdout"])))
     png = b"\x89PNG\r\n\x1a\n" + bytes(range(256))
     d = cl.run_python("import os\nrows = open('in/data.csv').read().split()\n"
                       "os.makedirs('out/deep')\n"

@@ -154,6 +154,14 @@ try:
          "content, byte for byte", r)
 
     r = m.call("tools/call", {"name": "run_python", "arguments": {
+        "code": "print('a' * 300_000)\nprint('the end')"}})
+    st = r.get("result", {}).get("structuredContent", {})
+    t.ok("[airlock: 283625 of 300009 bytes cut here" in st.get("stdout", "") and
+         st["stdout"].endswith("a\nthe end\n") and len(text(r)) < 17000,
+         "a 300 KB print reaches the model as its head and tail (16 KiB by default) around a "
+         "line saying how much was cut", (len(text(r)), st.get("stdout", "")[8180:8260]))
+
+    r = m.call("tools/call", {"name": "run_python", "arguments": {
         "code": "import time\nwhile True: time.sleep(0.05)"}})
     res = r.get("result", {})
     t.ok(res.get("isError") is True and "timeout" in text(r) and

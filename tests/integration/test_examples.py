@@ -1,9 +1,12 @@
 #!/usr/bin/python3
-"""examples/agent_tiers.py, the README's "one tool, interchangeable backends"
-example, run as a user would against a real stack (redis-server, scheduler,
-a worker serving the process, container and microVM tiers): it exits 0 only
-when every hostile program was contained on every tier, and prints one table
-row per tier with its backend and its print(1) latency."""
+"""The examples, run as a user would against a real stack (redis-server,
+scheduler, a worker serving the process, container and microVM tiers):
+examples/agent_tiers.py, the README's "one tool, interchangeable backends"
+example, exits 0 only when every hostile program was contained on every
+tier, and prints one table row per tier with its backend and its print(1)
+latency; examples/agent_loop.py, an agent's conversation in one session
+per tier on the datascience image, exits 0 only when every answer gave the
+model what it needed, and prints each call's latency."""
 import os
 import re
 import subprocess
@@ -18,6 +21,8 @@ need_root("the sandboxes")
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 IMAGES = os.environ.get("AIRLOCK_IMAGES", "/var/lib/airlock/images")
 D = "defaults: {memory_bytes: 268435456, pids: 64, disk_bytes: 67108864}"
+DS = "defaults: {memory_bytes: 536870912, pids: 64, disk_bytes: 67108864, wall_ms: 120000}"
+S = "sessions: {max_per_tenant: 2, idle_s: 300, max_life_s: 900}"
 POLICY = """\
 result_ttl_s: 600
 lease_ms: 30000
@@ -25,12 +30,16 @@ tiers:
   trusted: {backend: process, %s}
   internal: {backend: container, %s}
   untrusted: {backend: microvm, image: python, %s}
-""" % (D, D, D)
+  ds-trusted: {backend: process, images: [datascience], image: datascience, %s, %s}
+  ds-internal: {backend: container, images: [datascience], image: datascience, %s, %s}
+  ds-untrusted: {backend: microvm, images: [datascience], image: datascience, %s, %s}
+""" % ((D, D, D) + (DS, S) * 3)
 
 c = Cluster(policy=POLICY)
 try:
     c.scheduler()
-    c.worker("ex-w", uid_base=63800, slots=2, tiers="trusted,internal,untrusted",
+    c.worker("ex-w", uid_base=63800, slots=2,
+             tiers="trusted,internal,untrusted,ds-trusted,ds-internal,ds-untrusted",
              extra=["--images", IMAGES])
     p = subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "examples", "agent_tiers.py"),
                         "--redis", c.url, "--latency-runs", "2", "--timeout", "8"], capture_output=True, text=True,
@@ -46,6 +55,17 @@ try:
              for tier, b in (("trusted", "process"), ("internal", "container"),
                              ("untrusted", "microvm"))),
          "each row names its backend and its print(1) latency", rows)
+    # examples/agent_loop.py: a conversation's snippets in one session per tier
+    p = subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "examples", "agent_loop.py"),
+                        "--redis", c.url, "--tiers", "ds-trusted,ds-internal,ds-untrusted"],
+                       capture_output=True, text=True, timeout=900)
+    rows = re.findall(r"^\| (ds-\w+) \| (.*?) \| (\w+) \| (\d+) ms \|", p.stdout, re.M)
+    t.ok(p.returncode == 0 and len(rows) == 18 and "NOT AS EXPECTED" not in p.stdout and
+         "every tier gave the model what it needed" in p.stdout,
+         "examples/agent_loop.py on the process, container and microVM tiers (datascience "
+         "image, one session each): a CSV into pandas, a chart back as a PNG, an error with "
+         "its traceback, a flood cut for the model, state kept; each call's latency printed",
+         p.stdout + p.stderr[-1500:])
 finally:
     c.close()
 sys.exit(t.done())

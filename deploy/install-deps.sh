@@ -49,8 +49,28 @@ users() {
 	done
 }
 
+# The tests' npm packages (client/python/tests/test_mcp_sdk.py drives
+# airlock-mcp with the official MCP TypeScript SDK's client), pinned, in
+# their own directory: nothing global.
+NODE_DEPS=${AIRLOCK_NODE_DEPS:-/var/lib/airlock/node-test}
+node_pkgs=("@modelcontextprotocol/sdk@1.32.2")
+node_deps() {
+	local want have
+	for want in "${node_pkgs[@]}"; do
+		have=$(sed -n 's/^ *"version": "\(.*\)",$/\1/p' \
+			"$NODE_DEPS/node_modules/${want%@*}/package.json" 2>/dev/null | head -1 || true)
+		[ "$have" = "${want##*@}" ] && continue
+		echo "install-deps: npm install ${node_pkgs[*]} into $NODE_DEPS"
+		${SUDO:-} mkdir -p "$NODE_DEPS"
+		${SUDO:-} npm install --prefix "$NODE_DEPS" --no-audit --no-fund --loglevel=error \
+			"${node_pkgs[@]}" >/dev/null
+		return
+	done
+}
+
 if [ "${#missing[@]}" -eq 0 ]; then
 	users
+	node_deps
 	echo "install-deps: all ${#build_pkgs[@]}+${#run_pkgs[@]} packages present"
 	exit 0
 fi
@@ -66,4 +86,5 @@ fi
 $SUDO apt-get update -q
 $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
 users
+node_deps
 echo "install-deps: done"

@@ -602,10 +602,25 @@ class Session:
         (which holds all of it). files: {path: bytes} put first; collect:
         paths or globs (as a job's) of files brought back after, in
         Result.files ({path: bytes}, 64 at most)."""
+        return self._run({"op": "python", "code": code if isinstance(code, str)
+                          else bytes(code).decode()}, timeout, on_output, files, collect)
+
+    def exec(self, cmd: Union[str, Sequence[str]], *, timeout: Optional[float] = None,
+             on_output: Optional[OutputFn] = None,
+             files: Optional[Mapping[str, Bytes]] = None, collect: Sequence[str] = ()) -> Result:
+        """A shell line (a str) or a program and its arguments (a list), in
+        the session's work directory; on_output, files and collect as for
+        run_python."""
+        call = {"op": "exec", "code": cmd} if isinstance(cmd, str) else \
+            {"op": "exec", "argv": list(cmd)}
+        return self._run(call, timeout, on_output, files, collect)
+
+    def _run(self, call: Dict[str, Any], timeout: Optional[float],
+             on_output: Optional[OutputFn], files: Optional[Mapping[str, Bytes]],
+             collect: Sequence[str]) -> Result:
         for path, data in (files or {}).items():
             self.put(path, data)
-        res = self._call({"op": "python", "code": code if isinstance(code, str)
-                          else bytes(code).decode()}, timeout, on_output)
+        res = self._call(call, timeout, on_output)
         if collect:
             names = [n for _, n in self.ls()]
             for name in [n for n in names if any(_collect_match(c, n) for c in collect)][:64]:
@@ -614,14 +629,6 @@ class Session:
                 except OutputLimit:
                     res.files_truncated.append(name)
         return res
-
-    def exec(self, cmd: Union[str, Sequence[str]], *, timeout: Optional[float] = None,
-             on_output: Optional[OutputFn] = None) -> Result:
-        """A shell line (a str) or a program and its arguments (a list), in
-        the session's work directory; on_output as for run_python."""
-        if isinstance(cmd, str):
-            return self._call({"op": "exec", "code": cmd}, timeout, on_output)
-        return self._call({"op": "exec", "argv": list(cmd)}, timeout, on_output)
 
     def put(self, path: str, data: Bytes, mode: int = 0o644) -> None:
         """Write a file under the session's work directory."""

@@ -14,9 +14,19 @@ limit...) is replaced at the next call, which says so.
     airlock-mcp --gateway URL --tier untrusted [--timeout 30] [--tools run_python,run_shell]
     (the API key from $AIRLOCK_TOKEN or --token-file; or --redis URL)
 
-Written against the published specification (lifecycle, tools), without an
-MCP library: one JSON-RPC message per line on stdin and stdout, logs on
-stderr."""
+Each tool takes its code and, optionally, files (path to text, written
+first) and collect (paths or globs brought back: PNGs as images, other
+files as embedded resources). Requests are served as they come (a call on
+a thread of its own, a session's calls one at a time): ping, tools/list
+and notifications/cancelled (which cancels the call's job) are answered
+during a long call; a progress token gets notifications/progress from the
+call's live output; batches are taken in 2025-03-26; a bad argument is a
+tool error (isError) the model reads.
+
+Written against the published specification (lifecycle, tools, progress,
+cancellation), without an MCP library: one JSON-RPC message per line on
+stdin and stdout, logs on stderr; tested with the official TypeScript
+SDK's client too."""
 from __future__ import annotations
 
 import argparse
@@ -25,7 +35,8 @@ import json
 import os
 import secrets
 import sys
-from typing import Any, Dict, List, Optional, TextIO
+import threading
+from typing import Any, Callable, Dict, List, Optional, TextIO
 
 from .client import AirlockError, Client, Rejected, SessionEnded, tool_answer
 
@@ -73,7 +84,8 @@ TOOLS = {
                        "stderr and exit code. The sandbox has no access to this machine, its "
                        "files or its network. The server's instructions say whether variables, "
                        "imports and files last from one call to the next (a session) or each "
-                       "call is a fresh sandbox.",
+                       "call is a fresh sandbox. Charts the code saves as PNG (or leaves open, "
+                       "in a session) come back as images.",
         "arg": "code", "runtime": "python",
         "arg_doc": "The whole Python program to run (print what you want to see).",
     },
@@ -86,6 +98,11 @@ TOOLS = {
         "arg_doc": "The shell script to run.",
     },
 }
+FILES_DOC = ("Files to write in the working directory before running: relative path to "
+             "text content.")
+COLLECT_DOC = ("Files to return after running: relative paths or globs such as 'out/*.csv' "
+               "(PNG images come back as images, other files as resources).")
+FILES_MAX, COLLECT_MAX = 64, 15
 
 OUTPUT_SCHEMA = {
     "type": "object",
@@ -95,8 +112,22 @@ OUTPUT_SCHEMA = {
 }
 
 
+class Call:
+    """A tools/call in flight: cancelled by notifications/cancelled (its job
+    cancelled too, when it runs as one); its answer then never sent."""
+
+    def __init__(self, rid: Any):
+        self.rid = rid
+        self.cancelled = False
+        self.job: Optional[str] = None
+
+
 class Server:
-    """The MCP session: one client over one pair of streams."""
+    """The MCP session: one client over one pair of streams. Requests are
+    read as they come: a tools/call runs on a thread of its own (so that a
+    ping, a tools/list or a cancel is answered while it runs; the calls of
+    one session still run one at a time, in order), everything else at
+    once."""
 
     def __init__(self, client: Client, tier: str, timeout: Optional[float], tools: list,
                  out: TextIO, log: TextIO, session: bool = True):
@@ -107,14 +138,20 @@ class Server:
         self.use_session = session  # until the tier says it keeps none
         self.session: Any = None
         self.note = ""  # said once with the next answer (a session replaced)
+        self.out_lock = threading.Lock()
+        self.session_lock = threading.Lock()  # one call at a time in the session
+        self.calls: Dict[Any, Call] = {}
+        self.threads: List[threading.Thread] = []
 
     # ---- JSON-RPC ----
-    def send(self, msg: Dict[str, Any]) -> None:
-        self.out.write(json.dumps(msg, separators=(",", ":")) + "\n")
-        self.out.flush()
+    def send(self, msg: Any) -> None:
+        with self.out_lock:
+            self.out.write(json.dumps(msg, separators=(",", ":")) + "\n")
+            self.out.flush()
 
-    def error(self, rid: Any, code: int, message: str) -> None:
-        self.send({"jsonrpc": "2.0", "id": rid, "error": {"code": code, "message": message}})
+    @staticmethod
+    def error(rid: Any, code: int, message: str) -> Dict[str, Any]:
+        return {"jsonrpc": "2.0", "id": rid, "error": {"code": code, "message": message}}
 
     def handle_line(self, line: str) -> None:
         line = line.strip()
@@ -123,49 +160,120 @@ class Server:
         try:
             msg = json.loads(line)
         except ValueError as e:
-            self.error(None, PARSE_ERROR, "parse error: %s" % e)
+            self.send(self.error(None, PARSE_ERROR, "parse error: %s" % e))
             return
-        if isinstance(msg, list):  # batches were removed from MCP (2025-06-18)
-            self.error(None, INVALID_REQUEST, "invalid request: batches are not supported")
+        if isinstance(msg, list):
+            self.batch(msg)
             return
+        answer = self.dispatch(msg, None)
+        if answer is not None:
+            self.send(answer)
+
+    def batch(self, msgs: list) -> None:
+        """A JSON-RPC batch: only in 2025-03-26 (later versions removed
+        them); its answers go together, once every request in it is done."""
+        if self.version != "2025-03-26" or not msgs:
+            self.send(self.error(None, INVALID_REQUEST, "invalid request: %s" % (
+                "an empty batch" if msgs and self.version == "2025-03-26" or not msgs else
+                "batches are part of MCP 2025-03-26 only (this session: %s)" % self.version)))
+            return
+        answers: List[Any] = [None] * len(msgs)
+        threads = []
+        for i, m in enumerate(msgs):
+            def done(ans: Dict[str, Any], i: int = i) -> None:
+                answers[i] = ans
+            answers[i] = self.dispatch(m, done)
+            if isinstance(answers[i], threading.Thread):
+                threads.append(answers[i])
+                answers[i] = None
+
+        def finish() -> None:
+            for th in threads:
+                th.join()
+            got = [a for a in answers if a is not None]
+            if got:
+                self.send(got)
+        if threads:
+            self.spawn(finish)
+        else:
+            finish()
+
+    def dispatch(self, msg: Any, done: Optional[Callable[[Dict[str, Any]], None]]) -> Any:
+        """One message: its answer now, None (a notification; a call whose
+        answer comes later), or, in a batch (done given), the thread that
+        will pass its answer to done."""
         if not isinstance(msg, dict) or msg.get("jsonrpc") != "2.0" or \
                 not isinstance(msg.get("method", ""), str):
             rid = msg.get("id") if isinstance(msg, dict) else None
-            self.error(rid if isinstance(rid, (str, int)) else None, INVALID_REQUEST,
-                       "invalid request: expected a JSON-RPC 2.0 object")
-            return
+            return self.error(rid if isinstance(rid, (str, int)) else None, INVALID_REQUEST,
+                              "invalid request: expected a JSON-RPC 2.0 object")
         if "method" not in msg:
             if "result" not in msg and "error" not in msg:
                 rid = msg.get("id")
-                self.error(rid if isinstance(rid, (str, int)) else None, INVALID_REQUEST,
-                           "invalid request: no method")
-            return  # else a response: we send no requests, so nothing to match
+                return self.error(rid if isinstance(rid, (str, int)) else None,
+                                  INVALID_REQUEST, "invalid request: no method")
+            return None  # a response: we send no requests, so nothing to match
         rid, method = msg.get("id"), msg["method"]
         params = msg.get("params", {})
         if "id" not in msg:  # a notification: never answered
             if method == "notifications/initialized":
                 self.log.write("airlock-mcp: session ready (%s)\n" % self.version)
-            return
+            elif method == "notifications/cancelled" and isinstance(params, dict):
+                self.cancel(params.get("requestId"), params.get("reason"))
+            return None
         if not isinstance(rid, (str, int)) or isinstance(rid, bool):
-            self.error(None, INVALID_REQUEST, "invalid request: id must be a string or number")
-            return
+            return self.error(None, INVALID_REQUEST,
+                              "invalid request: id must be a string or number")
         if not isinstance(params, dict):
-            self.error(rid, INVALID_PARAMS, "invalid params: expected an object")
-            return
+            return self.error(rid, INVALID_PARAMS, "invalid params: expected an object")
         handler = {"initialize": self.initialize, "ping": lambda p: {},
-                   "tools/list": self.tools_list, "tools/call": self.tools_call}.get(method)
-        if handler is None:
-            self.error(rid, METHOD_NOT_FOUND, "method not found: %s" % method)
-            return
+                   "tools/list": self.tools_list}.get(method)
+        if handler is None and method != "tools/call":
+            return self.error(rid, METHOD_NOT_FOUND, "method not found: %s" % method)
         if method not in ("initialize", "ping") and self.version is None:
-            self.error(rid, INVALID_REQUEST, "invalid request: initialize first")
-            return
+            return self.error(rid, INVALID_REQUEST, "invalid request: initialize first")
+        if method == "tools/call":
+            if p_name(params) not in self.tools:  # unknown tool: a protocol error
+                return self.error(rid, INVALID_PARAMS, "invalid params: unknown tool %r (this "
+                                  "server has %s)" % (p_name(params), ", ".join(self.tools)))
+            call = Call(rid)
+            self.calls[rid] = call
+
+            def run() -> None:
+                ans = {"jsonrpc": "2.0", "id": rid, "result": self.tools_call(params, call)}
+                self.calls.pop(rid, None)
+                if call.cancelled:
+                    return  # a cancelled request is not answered
+                if done:
+                    done(ans)
+                else:
+                    self.send(ans)
+            th = self.spawn(run)
+            return th if done else None
         try:
             result = handler(params)
         except ValueError as e:
-            self.error(rid, INVALID_PARAMS, "invalid params: %s" % e)
-            return
-        self.send({"jsonrpc": "2.0", "id": rid, "result": result})
+            return self.error(rid, INVALID_PARAMS, "invalid params: %s" % e)
+        return {"jsonrpc": "2.0", "id": rid, "result": result}
+
+    def spawn(self, fn: Callable[[], None]) -> threading.Thread:
+        th = threading.Thread(target=fn, daemon=True)
+        self.threads = [x for x in self.threads if x.is_alive()] + [th]
+        th.start()
+        return th
+
+    def cancel(self, rid: Any, reason: Any) -> None:
+        call = self.calls.get(rid)
+        if call is None:
+            return  # done already, or never was: nothing to do
+        call.cancelled = True
+        self.log.write("airlock-mcp: request %r cancelled (%s)%s\n" % (
+            rid, reason, ": cancelling job %s" % call.job if call.job else ""))
+        if call.job:
+            try:
+                self.client.cancel(call.job)
+            except AirlockError as e:
+                self.log.write("airlock-mcp: cancelling %s: %s\n" % (call.job, e))
 
     # ---- MCP ----
     def initialize(self, p: Dict[str, Any]) -> Dict[str, Any]:
@@ -175,7 +283,7 @@ class Server:
         self.version = asked if asked in PROTOCOL_VERSIONS else PROTOCOL_VERSIONS[0]
         return {"protocolVersion": self.version,
                 "capabilities": {"tools": {"listChanged": False}},
-                "serverInfo": {"name": "airlock-mcp", "version": "0.1.0"},
+                "serverInfo": {"name": "airlock-mcp", "version": "0.2.0"},
                 "instructions": "Code you pass to %s runs in Airlock's %s sandbox. %s" % (
                     " and ".join(self.tools), self.tier,
                     "One sandbox lasts for this conversation: variables, imports and files "
@@ -186,28 +294,60 @@ class Server:
         tools = []
         for name, t in self.tools.items():
             d = {"name": name, "description": t["description"],
-                 "inputSchema": {"type": "object",
-                                 "properties": {t["arg"]: {"type": "string",
-                                                           "description": t["arg_doc"]}},
-                                 "required": [t["arg"]], "additionalProperties": False}}
+                 "inputSchema": {
+                     "type": "object",
+                     "properties": {
+                         t["arg"]: {"type": "string", "description": t["arg_doc"]},
+                         "files": {"type": "object", "description": FILES_DOC,
+                                   "additionalProperties": {"type": "string"}},
+                         "collect": {"type": "array", "description": COLLECT_DOC,
+                                     "items": {"type": "string"}, "maxItems": COLLECT_MAX}},
+                     "required": [t["arg"]], "additionalProperties": False}}
             if self.version and self.version >= "2025-06-18":
                 d["outputSchema"] = OUTPUT_SCHEMA
             tools.append(d)
         return {"tools": tools}
 
-    def tools_call(self, p: Dict[str, Any]) -> Dict[str, Any]:
-        name, args = p.get("name"), p.get("arguments", {})
-        if name not in self.tools:
-            raise ValueError("unknown tool %r (this server has %s)" % (name, ", ".join(self.tools)))
+    def check_args(self, name: str, args: Any) -> Optional[str]:
+        """Why the arguments are not what the tool takes (None: they are)."""
         t = self.tools[name]
-        if not isinstance(args, dict) or set(args) != {t["arg"]} or \
-                not isinstance(args[t["arg"]], str):
-            raise ValueError("%s takes exactly one argument, %r, a string" % (name, t["arg"]))
-        code = args[t["arg"]]
-        if not code or len(code.encode()) > CODE_MAX:
-            return self.tool_error("%s: %s must be 1 byte to 1 MiB" % (name, t["arg"]))
+        if not isinstance(args, dict):
+            return "%s: arguments must be an object" % name
+        extra = set(args) - {t["arg"], "files", "collect"}
+        if extra:
+            return "%s: unknown argument %s (it takes %s, and optionally files and collect)" % (
+                name, ", ".join(sorted(extra)), t["arg"])
+        code = args.get(t["arg"])
+        if not isinstance(code, str) or not code or len(code.encode()) > CODE_MAX:
+            return "%s: %s must be a string of 1 byte to 1 MiB" % (name, t["arg"])
+        files = args.get("files", {})
+        if not isinstance(files, dict) or len(files) > FILES_MAX or \
+                not all(isinstance(k, str) and k and not k.startswith("/") and
+                        ".." not in k.split("/") and isinstance(v, str)
+                        for k, v in files.items()):
+            return ("%s: files must map at most %d relative paths (no '..') to text"
+                    % (name, FILES_MAX))
+        collect = args.get("collect", [])
+        if not isinstance(collect, list) or len(collect) > COLLECT_MAX or \
+                not all(isinstance(c, str) and c and not c.startswith("/") and
+                        ".." not in c.split("/") for c in collect):
+            return ("%s: collect must be at most %d relative paths or globs (no '..')"
+                    % (name, COLLECT_MAX))
+        return None
+
+    def tools_call(self, p: Dict[str, Any], call: Call) -> Dict[str, Any]:
+        name, args = p_name(p), p.get("arguments", {})
+        bad = self.check_args(name, args)
+        if bad:  # the model's mistake: a tool error it can read and mend
+            return self.tool_error(bad)
+        t = self.tools[name]
+        token = (p.get("_meta") or {}).get("progressToken") if isinstance(
+            p.get("_meta"), dict) else None
+        progress = self.progress_fn(token) if isinstance(token, (str, int)) else None
         try:
-            res = self.run(t["runtime"], code)
+            res = self.run(t["runtime"], args[t["arg"]],
+                           {k: v.encode() for k, v in args.get("files", {}).items()},
+                           args.get("collect", []), call, progress)
         except Rejected as e:
             res = e.result
         except AirlockError as e:
@@ -221,48 +361,84 @@ class Server:
             out["structuredContent"] = ans
         return out
 
-    def run(self, runtime: str, code: str) -> Any:
+    def progress_fn(self, token: Any) -> Callable[[str, bytes], None]:
+        """notifications/progress for a call whose request carried a
+        progress token: one per chunk of live output, its last line as the
+        message, the bytes so far as the progress."""
+        seen = [0]
+
+        def fn(kind: str, data: bytes) -> None:
+            seen[0] += len(data)
+            lines = data.decode(errors="replace").strip().splitlines()
+            self.send({"jsonrpc": "2.0", "method": "notifications/progress",
+                       "params": {"progressToken": token, "progress": seen[0],
+                                  "message": "%s: %s" % (kind, lines[-1][:200] if lines
+                                                         else "")}})
+        return fn
+
+    def run(self, runtime: str, code: str, files: Dict[str, bytes], collect: List[str],
+            call: Call, progress: Optional[Callable[[str, bytes], None]]) -> Any:
         """The call in this client's session (opened now if none is), else
         as a job of its own."""
-        for _ in (0, 1):
-            if self.use_session and self.session is None:
+        with self.session_lock:
+            for _ in (0, 1):
+                if self.use_session and self.session is None:
+                    try:
+                        self.session = self.client.session(tier=self.tier,
+                                                           timeout=self.timeout)
+                    except Rejected as e:
+                        if "sessions" in (e.result.error or "") and \
+                                not e.result.info.get("quota"):
+                            self.use_session = False  # the tier keeps none: jobs from now on
+                            self.log.write("airlock-mcp: tier %s keeps no sessions: one job "
+                                           "per call (%s)\n" % (self.tier, e.result.error))
+                        else:
+                            raise
+                if not self.use_session:
+                    break
                 try:
-                    self.session = self.client.session(tier=self.tier, timeout=self.timeout)
-                except Rejected as e:
-                    if "sessions" in (e.result.error or "") and \
-                            not e.result.info.get("quota"):
-                        self.use_session = False  # the tier keeps none: jobs, from now on
-                        self.log.write("airlock-mcp: tier %s keeps no sessions: one job per "
-                                       "call (%s)\n" % (self.tier, e.result.error))
-                    else:
-                        raise
-            if not self.use_session:  # a chart the code saved comes back
-                return self.client.run(code, tier=self.tier, runtime=runtime,
-                                       timeout=self.timeout, check=False,
-                                       collect=["*.png"] if runtime == "python" else None)
-            try:
-                if runtime == "python":
-                    return self.session.run_python(code)
-                return self.session.exec(code)
-            except SessionEnded as e:
-                self.session = None  # a new one, once; the model is told
-                self.note = ("(the previous sandbox ended: %s; this is a new one, without "
-                             "its variables or files)\n" % e.reason)
-        raise AirlockError("the session ended twice in a row")
+                    fn = self.session.run_python if runtime == "python" else self.session.exec
+                    return fn(code, files=files, collect=collect, on_output=progress)
+                except SessionEnded as e:
+                    self.session = None  # a new one, once; the model is told
+                    self.note = ("(the previous sandbox ended: %s; this is a new one, "
+                                 "without its variables or files)\n" % e.reason)
+            if self.use_session:
+                raise AirlockError("the session ended twice in a row")
+        # one job: a chart the code saved comes back
+        want = (["*.png"] if runtime == "python" else []) + \
+            [c for c in collect if c != "*.png"]
+        call.job = self.client.submit(code, tier=self.tier, runtime=runtime,
+                                      timeout=self.timeout, files=files or None,
+                                      collect=want or None)
+        if call.cancelled:
+            self.client.cancel(call.job)
+        if progress:
+            for ch in self.client.stream(call.job):
+                if ch.kind in ("stdout", "stderr"):
+                    progress(ch.kind, ch.data)
+        return self.client.wait(call.job)
 
-    def tool_error(self, text: str) -> Dict[str, Any]:
+    @staticmethod
+    def tool_error(text: str) -> Dict[str, Any]:
         return {"content": [{"type": "text", "text": text}], "isError": True}
 
     def serve(self, inp: TextIO) -> None:
         try:
             for line in inp:
                 self.handle_line(line)
-        finally:  # the client went: its session goes too
+        finally:  # the client went: its calls end (their time), then its session
+            for th in list(self.threads):
+                th.join()
             if self.session is not None:
                 try:
                     self.session.close()
                 except AirlockError as e:
                     self.log.write("airlock-mcp: closing the session: %s\n" % e)
+
+
+def p_name(p: Dict[str, Any]) -> Any:
+    return p.get("name")
 
 
 def main(argv: Optional[list] = None) -> int:

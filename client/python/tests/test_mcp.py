@@ -11,6 +11,7 @@ itself: what the code writes is not on this host, the job is in Airlock's
 queue, and the server never has a child process."""
 import base64
 import json
+import re
 import os
 import secrets
 import subprocess
@@ -23,6 +24,9 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
 from altest import Tap, need_root  # noqa: E402
 from cluster import Cluster  # noqa: E402
 from gwclient import free_port, key_file, start_gateway  # noqa: E402
+
+sys.path.insert(0, os.path.join(HERE, ".."))
+import airlock  # noqa: E402
 
 t = Tap()
 need_root("the process backend")
@@ -59,12 +63,19 @@ class Mcp:
         return json.loads(line) if line else None
 
     def call(self, method, params=None):
+        """The answer to this request; what came before it (notifications,
+        other answers) is kept in self.seen."""
         self.n += 1
         m = {"jsonrpc": "2.0", "id": self.n, "method": method}
         if params is not None:
             m["params"] = params
         self.send(m)
-        return self.read()
+        self.seen = []
+        while True:
+            r = self.read()
+            if r is None or not isinstance(r, dict) or r.get("id") == self.n:
+                return r
+            self.seen.append(r)
 
     def children(self):
         kids = []
@@ -123,10 +134,11 @@ try:
     tools = {x["name"]: x for x in r.get("result", {}).get("tools", [])}
     t.ok(set(tools) == {"run_python", "run_shell"} and
          tools["run_python"]["inputSchema"]["required"] == ["code"] and
-         set(tools["run_python"]["inputSchema"]["properties"]) == {"code"} and
-         set(tools["run_shell"]["inputSchema"]["properties"]) == {"command"} and
-         "outputSchema" in tools["run_python"],
-         "tools/list: run_python (code) and run_shell (command), nothing to pick a sandbox", r)
+         set(tools["run_python"]["inputSchema"]["properties"]) == {"code", "files", "collect"}
+         and set(tools["run_shell"]["inputSchema"]["properties"]) ==
+         {"command", "files", "collect"} and "outputSchema" in tools["run_python"],
+         "tools/list: run_python (code) and run_shell (command), each with optional files and "
+         "collect, nothing to pick a sandbox", r)
 
     before = int(c.rcli("EVAL", "return #redis.call('KEYS', 'al:job:*')", "0").strip() or 0)
     proof = "/tmp/airlock-mcp-proof-%s" % secrets.token_hex(4)
@@ -179,7 +191,6 @@ try:
              "sys.stderr.write('x')\nsys.exit(1)")
     r = m.call("tools/call", {"name": "run_python", "arguments": {"code": spoof}})
     txt = text(r)
-    import re
     m1 = re.match(r"<<<stdout ([0-9a-f]{12})>>>\n(.*)<<<end stdout \1>>>\n<<<stderr \1>>>\n"
                   r"(.*)<<<end stderr \1>>>\nexit code: (\S+) \((\w+)\) \[after the fences "
                   r"tagged \1\]$", txt, re.S)
@@ -194,14 +205,73 @@ try:
 
     r = m.call("tools/call", {"name": "run_python", "arguments": {"code": "print(1)",
                                                                   "tier": "untrusted"}})
-    t.ok(r.get("error", {}).get("code") == -32602 and "exactly one argument" in
-         r["error"]["message"], "an argument that would pick the sandbox: invalid params", r)
+    t.ok(r.get("result", {}).get("isError") is True and "unknown argument tier" in text(r),
+         "an argument that would pick the sandbox: a tool error the model reads", r)
     r = m.call("tools/call", {"name": "run_ruby", "arguments": {"code": "1"}})
     t.ok(r.get("error", {}).get("code") == -32602 and "unknown tool" in r["error"]["message"],
-         "an unknown tool: invalid params", r)
-    r = m.call("tools/call", {"name": "run_python", "arguments": {"code": 42}})
-    t.ok(r.get("error", {}).get("code") == -32602, "code that is not a string: invalid params",
-         r)
+         "an unknown tool: invalid params (a protocol error)", r)
+    bad = [m.call("tools/call", {"name": "run_python", "arguments": a}) for a in (
+        {"code": 42}, {"code": ""}, {"code": "1", "files": {"../x": "y"}},
+        {"code": "1", "files": {"a": 1}}, {"code": "1", "collect": ["/etc/*"]},
+        {"code": "1", "collect": "*.png"})]
+    t.ok(all(b.get("result", {}).get("isError") is True for b in bad) and
+         "code must be a string" in text(bad[0]) and "files must map" in text(bad[2]) and
+         "collect must be" in text(bad[4]),
+         "bad arguments (code not a string or empty, a file outside the work directory or not "
+         "text, collect absolute or not a list): tool errors saying what is wrong",
+         [text(b) for b in bad])
+
+    # files in, collect back: a resource for a file, an image for a png
+    r = m.call("tools/call", {"name": "run_python", "arguments": {
+        "code": "import os\nos.makedirs('out')\n"
+                "open('out/sum.txt', 'w').write(str(sum(map(int, open('in.csv').read().split(',')))))",
+        "files": {"in.csv": "1,2,3"}, "collect": ["out/*.txt"]}})
+    res_items = [x for x in r.get("result", {}).get("content", []) if x.get("type") == "resource"]
+    t.ok(len(res_items) == 1 and res_items[0]["resource"]["uri"] == "file:///work/out/sum.txt"
+         and base64.b64decode(res_items[0]["resource"]["blob"]) == b"6",
+         "run_python with files and collect: the collected file as an embedded resource", r)
+
+    # concurrent requests: a ping answered while a call runs
+    m.send({"jsonrpc": "2.0", "id": "slow", "method": "tools/call", "params": {
+        "name": "run_python", "arguments": {"code": "import time\ntime.sleep(1.5)\nprint('slept')"}}})
+    t0 = time.monotonic()
+    r = m.call("ping")
+    ping_s = time.monotonic() - t0
+    slow = [x for x in m.seen if x.get("id") == "slow"] or [m.read()]
+    t.ok(r.get("result") == {} and ping_s < 1.0 and not [x for x in m.seen if x.get("id") == "slow"]
+         and "slept" in text(slow[0]),
+         "a ping sent while a 1.5 s call runs is answered at once (%.2f s), the call's answer "
+         "after" % ping_s, (r, slow))
+
+    # notifications/cancelled: the job is cancelled, the request never answered
+    jc = airlock.Client(redis=c.url)
+    m.send({"jsonrpc": "2.0", "id": "long", "method": "tools/call", "params": {
+        "name": "run_shell", "arguments": {"command": "sleep 30"}}})
+    time.sleep(0.7)
+    m.send({"jsonrpc": "2.0", "method": "notifications/cancelled",
+            "params": {"requestId": "long", "reason": "the user stopped it"}})
+    time.sleep(0.5)
+    log = m_log_of(m)
+    jid = (re.findall(r"cancelling job (\S+)", log) or [""])[0]
+    state = c.wait_for(lambda: jid and jc.status(jid)[0] == "done", timeout=10)
+    r = m.call("ping")
+    t.ok(jid and state and jc.status(jid)[1].status == "cancelled" and r.get("result") == {}
+         and not [x for x in m.seen if x.get("id") == "long"],
+         "notifications/cancelled: the call's Airlock job is cancelled, and no answer comes "
+         "for it", (log[-400:], jid, m.seen))
+
+    # progress: a call with a progress token gets notifications from its live output
+    r = m.call("tools/call", {"name": "run_python", "_meta": {"progressToken": "tok-1"},
+                              "arguments": {"code": "import time\nfor i in range(3):\n"
+                                                    "    print('step', i, flush=True)\n"
+                                                    "    time.sleep(0.4)"}})
+    prog = [x["params"] for x in m.seen if x.get("method") == "notifications/progress"]
+    t.ok(len(prog) >= 2 and all(p_["progressToken"] == "tok-1" for p_ in prog) and
+         prog[-1]["progress"] == 21 and "step" in prog[0]["message"] and
+         [p_["progress"] for p_ in prog] == sorted(p_["progress"] for p_ in prog) and
+         "step 2" in text(r),
+         "a progress token: notifications/progress from the call's live output (bytes so far, "
+         "its last line), before the answer", prog)
     m.send("{this is not json")
     r = m.read()
     t.ok(r and r.get("error", {}).get("code") == -32700 and r.get("id") is None,
@@ -239,6 +309,15 @@ try:
     imgs = [x for x in a4.get("result", {}).get("content", []) if x.get("type") == "image"]
     t.ok(len(imgs) == 1 and base64.b64decode(imgs[0]["data"]) == b"\x89PNG-ish",
          "in a session, a display()ed image comes back as MCP image content", a4)
+    a5 = s1.call("tools/call", {"name": "run_shell", "arguments": {
+        "command": "tr a-z A-Z < note.txt > loud.txt", "files": {"note.txt": "quiet"},
+        "collect": ["*.txt"]}})
+    got = {x["resource"]["uri"]: base64.b64decode(x["resource"]["blob"])
+           for x in a5.get("result", {}).get("content", []) if x.get("type") == "resource"}
+    t.ok(got == {"file:///work/f.txt": b"f\n", "file:///work/loud.txt": b"QUIET",
+                 "file:///work/note.txt": b"quiet"},
+         "in a session, run_shell with files and collect: every *.txt of the session's work "
+         "directory comes back as a resource (f.txt of an earlier call too)", a5)
     t.ok(a3.get("result", {}).get("structuredContent", {}).get("stdout") == "42 f\n" and
          "NameError" in b1.get("result", {}).get("structuredContent", {}).get("stderr", ""),
          "two tool calls of one MCP client share a session (a variable, a file of run_shell); "
@@ -262,6 +341,36 @@ try:
          "an unknown protocol version: the server's latest; --tools limits the list", (r, r2))
     m2.p.stdin.close()
     m2.p.wait(10)
+
+    # JSON-RPC batches: in 2025-03-26 (whose spec has them), answered together
+    mb = Mcp(["--gateway", "http://127.0.0.1:%d" % port, "--tier", "trusted"], env)
+    mb.call("initialize", {"protocolVersion": "2025-03-26", "capabilities": {},
+                           "clientInfo": {"name": "b", "version": "1"}})
+    mb.send([{"jsonrpc": "2.0", "id": "b1", "method": "ping"},
+             {"jsonrpc": "2.0", "method": "notifications/initialized"},
+             {"jsonrpc": "2.0", "id": "b2", "method": "tools/call",
+              "params": {"name": "run_python", "arguments": {"code": "print(6 * 7)"}}},
+             {"jsonrpc": "2.0", "id": "b3", "method": "nope"}])
+    got = mb.read()
+    mb.send([])
+    empty = mb.read()
+    ids = [x.get("id") for x in got] if isinstance(got, list) else None
+    t.ok(ids == ["b1", "b2", "b3"] and got[0]["result"] == {} and "42" in text(got[1]) and
+         got[2]["error"]["code"] == -32601 and empty.get("error", {}).get("code") == -32600,
+         "2025-03-26: a batch (a ping, a notification, a tool call, an unknown method) is "
+         "answered in one array, in order, the notification left out; an empty batch is "
+         "invalid", (got, empty))
+    mb.p.stdin.close()
+    mb.p.wait(30)
+    r = m2b = Mcp(["--gateway", "http://127.0.0.1:%d" % port, "--tier", "trusted"], env)
+    m2b.call("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                            "clientInfo": {"name": "b", "version": "1"}})
+    m2b.send([{"jsonrpc": "2.0", "id": 1, "method": "ping"}])
+    r = m2b.read()
+    t.ok(r.get("error", {}).get("code") == -32600 and "2025-03-26 only" in
+         r["error"]["message"], "2025-06-18 (which removed batches): a batch is refused", r)
+    m2b.p.stdin.close()
+    m2b.p.wait(10)
     m3 = Mcp(["--gateway", "http://127.0.0.1:%d" % free_port(), "--tier", "trusted"], env)
     m3.call("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
                            "clientInfo": {"name": "t", "version": "1"}})

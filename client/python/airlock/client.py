@@ -347,6 +347,21 @@ def _sse(r: Any, end: Optional[float], what: str) -> Iterator[Tuple[str, str, Di
         ev, data = {}, []
 
 
+def _gateway_doc(status: int, text: bytes, missing: str) -> Dict[str, Any]:
+    """A gateway answer's JSON body; 401, 404 and 5xx raised as theirs."""
+    try:
+        doc = json.loads(text) if text else {}
+    except ValueError:
+        doc = {"error": text.decode(errors="replace")}
+    if status == 401:
+        raise Unauthorized(doc.get("error", "unauthorized"))
+    if status == 404:
+        raise NotFound(doc.get("error", missing))
+    if status >= 500:
+        raise Unavailable("gateway: %d %s" % (status, doc.get("error", "")))
+    return doc
+
+
 def _data_of(d: Mapping[str, Any]) -> bytes:
     return (base64.b64decode(d["data_base64"]) if "data_base64" in d
             else d.get("data", "").encode())
@@ -398,17 +413,7 @@ class _Gateway:
                 if attempt or method == "POST":
                     raise Unavailable("cannot reach the gateway at %s:%d: %s"
                                       % (self.host, self.port, e)) from e
-        try:
-            doc = json.loads(text) if text else {}
-        except ValueError:
-            doc = {"error": text.decode(errors="replace")}
-        if r.status == 401:
-            raise Unauthorized(doc.get("error", "unauthorized"))
-        if r.status == 404:
-            raise NotFound(doc.get("error", "no such job"))
-        if r.status >= 500:
-            raise Unavailable("gateway: %d %s" % (r.status, doc.get("error", "")))
-        return r.status, doc
+        return r.status, _gateway_doc(r.status, text, "no such job")
 
     def submit(self, job: Dict[str, Any]) -> str:
         st, doc = self.request("POST", "/v1/jobs", job)
@@ -475,18 +480,8 @@ class _Gateway:
                                   "Accept": "text/event-stream"})
             r = conn.getresponse()
             if "event-stream" not in (r.getheader("Content-Type") or ""):
-                text = r.read()
-                try:
-                    doc = json.loads(text) if text else {}
-                except ValueError:
-                    doc = {"error": text.decode(errors="replace")}
-                if r.status == 404:
-                    raise NotFound(doc.get("error", "no such session"))
-                if r.status == 401:
-                    raise Unauthorized(doc.get("error", "unauthorized"))
-                if r.status >= 500:
-                    raise Unavailable("gateway: %d %s" % (r.status, doc.get("error", "")))
-                return self._call_answer(r.status, doc)
+                return self._call_answer(r.status,
+                                         _gateway_doc(r.status, r.read(), "no such session"))
             for kind, _, d in _sse(r, time.monotonic() + timeout, "the call"):
                 if kind in ("stdout", "stderr"):
                     on_output(kind, _data_of(d))
@@ -524,16 +519,8 @@ class _Gateway:
                                       "Last-Event-ID": last})
                 r = conn.getresponse()
                 if r.status != 200 or "event-stream" not in (r.getheader("Content-Type") or ""):
-                    text = r.read()
-                    try:
-                        why = json.loads(text).get("error", "")
-                    except ValueError:
-                        why = text.decode(errors="replace")
-                    if r.status == 401:
-                        raise Unauthorized(why)
-                    if r.status == 404:
-                        raise NotFound(why)
-                    raise Unavailable("gateway: %d %s" % (r.status, why))
+                    doc = _gateway_doc(r.status, r.read(), "no job %s" % jid)
+                    raise Unavailable("gateway: %d %s" % (r.status, doc.get("error", "")))
                 for kind, eid, d in _sse(r, end, jid):
                     last = eid or last
                     failures = 0

@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysinfo.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -28,19 +29,34 @@ static size_t name_len(const char *s)
 	return eq ? (size_t)(eq - s) : strlen(s);
 }
 
-/* A python job's code runs as "<run_python>" (python3 -I -c this SCRIPT
+/* A python job's code runs as "<run_python>" (python3 -c this SCRIPT
  * ARGS...): its tracebacks name it so, with its lines, on every tier, not
  * the descriptor the code came on; sys.argv[0] is "<run_python>", the
- * code's globals are __main__'s, an uncaught exception prints as Python
- * prints it (through the traceback module, which reads the code's lines
- * from linecache; the launcher's frames left out; a sys.excepthook the
- * code set is called instead) and exits 1 (SIGINT for KeyboardInterrupt,
- * as python3 does). */
+ * code's globals are __main__'s, the work directory is on sys.path (its
+ * own modules import) and so is the user site, HOME/.local, once it
+ * exists: what pip installs there during the job imports after (a finder
+ * at the end of sys.meta_path adds the directory when it appears; a plain
+ * sys.path entry would be cached as missing by the first failed import), an uncaught exception
+ * prints as Python prints it (through the traceback module, which reads the code's lines from
+ * linecache; the launcher's frames left out; a sys.excepthook the code set is called instead) and
+ * exits 1 (SIGINT for KeyboardInterrupt, as python3 does). */
 const char al_python_launcher[] =
     "def _airlock_run():\n"
-    "    import linecache, sys\n"
+    "    import linecache, site, sys\n"
     "    g = sys.modules['__main__'].__dict__\n"
     "    del g['_airlock_run']\n"
+    "    usp = site.getusersitepackages()\n"
+    "    class UserSite:\n"
+    "        @staticmethod\n"
+    "        def find_spec(name, path=None, target=None):\n"
+    "            import importlib.machinery, os\n"
+    "            if path is not None or not os.path.isdir(usp):\n"
+    "                return None\n"
+    "            sys.meta_path.remove(UserSite)\n"
+    "            site.addsitedir(usp)\n"
+    "            return importlib.machinery.PathFinder.find_spec(name, [usp], target)\n"
+    "    if site.ENABLE_USER_SITE and usp not in sys.path:\n"
+    "        sys.meta_path.append(UserSite)\n"
     "    name = '<run_python>'\n"
     "    path = sys.argv.pop(1)\n"
     "    sys.argv[0] = name\n"
@@ -76,9 +92,9 @@ int al_command_argv(const struct al_job *job, const char *script, struct al_buf 
 	int bad = 0;
 
 	if (job->runtime == AL_RUNTIME_PYTHON) {
-		bad |= buf_str(b, "/usr/bin/python3") | buf_str(b, "-I") | buf_str(b, "-c") |
+		bad |= buf_str(b, "/usr/bin/python3") | buf_str(b, "-c") |
 		       buf_str(b, al_python_launcher) | buf_str(b, script);
-		*argc = 5;
+		*argc = 4;
 	} else if (job->runtime == AL_RUNTIME_SH) {
 		bad |= buf_str(b, "/bin/sh") | buf_str(b, script);
 		*argc = 2;
@@ -95,10 +111,19 @@ int al_argv_env(const struct al_run_spec *spec, const char *script, struct al_bu
 		uint32_t *argc, uint32_t *envc)
 {
 	/* the same on every tier: HOME and the cwd are /work (a grading job's
-	 * step: its build tree is /work, HOME its own /tmp) */
-	const char *const base[] = {"PATH=" AL_SEARCH_PATH,
-				    spec->grade_tree ? "HOME=/tmp" : "HOME=/work", "TMPDIR=/tmp",
-				    "LANG=C.UTF-8", "PYTHONDONTWRITEBYTECODE=1"};
+	 * step: its build tree is /work, HOME its own /tmp). pip installs
+	 * into HOME/.local (its fallback when the image's site-packages are
+	 * not writable, which they never are: PEP 668's marker is waived for
+	 * that, nothing of the image can change), its scripts on PATH; no
+	 * version check (it would knock on the egress proxy's door). */
+	const char *const base[] = {spec->grade_tree ? "PATH=" AL_SEARCH_PATH ":/tmp/.local/bin"
+						     : "PATH=" AL_SEARCH_PATH ":/work/.local/bin",
+				    spec->grade_tree ? "HOME=/tmp" : "HOME=/work",
+				    "TMPDIR=/tmp",
+				    "LANG=C.UTF-8",
+				    "PYTHONDONTWRITEBYTECODE=1",
+				    "PIP_BREAK_SYSTEM_PACKAGES=1",
+				    "PIP_DISABLE_PIP_VERSION_CHECK=1"};
 	const struct al_job *job = spec->job;
 	const size_t nbase = sizeof(base) / sizeof(base[0]);
 	static const char *const proxy_names[] = {"HTTP_PROXY",	 "HTTPS_PROXY", "http_proxy",
@@ -252,6 +277,16 @@ void al_pidfd_kill_wait(int pidfd, bool kill)
 uint64_t al_fsize_limit(const struct al_limits *l)
 {
 	return l->disk_bytes;
+}
+
+unsigned al_job_cpus(uint64_t cpu_millis)
+{
+	unsigned n = (unsigned)((cpu_millis + 999) / 1000);
+	int host = get_nprocs();
+
+	if (!cpu_millis || n > 256)
+		return 0;
+	return host > 0 && n > (unsigned)host ? (unsigned)host : n;
 }
 
 /* clone3's argument block (linux/sched.h clashes with sched.h). */

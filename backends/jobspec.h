@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "../proto/buf.h"
 #include "backend.h"
@@ -20,7 +21,7 @@
  * Returns 0 or -1 when out of memory. */
 int al_argv_env(const struct al_run_spec *spec, const char *script, struct al_buf *out,
 		uint32_t *argc, uint32_t *envc);
-/* The launcher of a python job's code (python3 -I -c it SCRIPT ARGS...). */
+/* The launcher of a python job's code (python3 -c it SCRIPT ARGS...). */
 extern const char al_python_launcher[];
 /* Only the argv part: the runtime's interpreter and script, then job's argv. */
 int al_command_argv(const struct al_job *job, const char *script, struct al_buf *out,
@@ -30,6 +31,19 @@ int al_command_argv(const struct al_job *job, const char *script, struct al_buf 
  * file, stdout and stderr included, can be larger than what the job may
  * store). */
 uint64_t al_fsize_limit(const struct al_limits *l);
+
+/* How many CPUs a job is shown (os.cpu_count(), nproc, sysconf): its CPU
+ * bandwidth, cpu_millis, rounded up, at most this host's (a microVM has as
+ * many vCPUs); 0 when it has no CPU limit (the host's are shown). cpu
+ * online text: what /sys/devices/system/cpu/online says for n ("0-3\n"),
+ * its length, or -1 when out does not hold it. */
+unsigned al_job_cpus(uint64_t cpu_millis);
+static inline int al_cpu_online_text(unsigned n, char *out, size_t cap)
+{
+	int k = n > 1 ? snprintf(out, cap, "0-%u\n", n - 1) : snprintf(out, cap, "0\n");
+
+	return k < 0 || (size_t)k >= cap ? -1 : k;
+}
 
 /* Find an executable: name as given when it holds a '/', else in the
  * system's sbin and bin directories. out gets the path; false when none. */

@@ -26,7 +26,7 @@ import traceback
 
 os.environ.setdefault("MPLBACKEND", "Agg")
 WORK = os.getcwd()
-SERVER_FILE = __file__ if "__file__" in globals() else "?"
+SERVER_FILE = sys._getframe(0).f_code.co_filename  # this code's name, as run
 FRAME_MAX = 32 << 20
 
 class Port:
@@ -257,9 +257,12 @@ def call_python(req, cap):
         except BaseException as e:  # SystemExit too: the session goes on
             doc["exit_code"] = e.code if isinstance(e, SystemExit) and \
                 isinstance(e.code, int) else 1
-            # the caller's frames only: this server's are not its business
-            frames = [f for f in traceback.extract_tb(e.__traceback__)
-                      if f.filename != SERVER_FILE]
+            # the caller's frames only, from its code's first on: this
+            # server's (and ast.parse's, for a SyntaxError) are not its business
+            frames = list(traceback.extract_tb(e.__traceback__))
+            while frames and not frames[0].filename.startswith("<run_python #"):
+                frames.pop(0)
+            frames = [f for f in frames if f.filename != SERVER_FILE]
             only = traceback.format_exception_only(type(e), e)
             sys.stderr.write("".join(["Traceback (most recent call last):\n"] +
                                      traceback.format_list(frames) + only) if frames

@@ -477,6 +477,11 @@ static json_t *bundle_mounts(const struct al_sandbox *sb)
 	}
 	snprintf(path, sizeof(path), "%s/" AL_JOBFS_SHM, c->fs.work);
 	jadd(mounts, mount_of("/dev/shm", "none", path, shm_bind));
+	/* the CPUs it is shown, as on every tier (write_bundle wrote the file) */
+	if (al_job_cpus(sb->spec.cpu_millis)) {
+		snprintf(path, sizeof(path), "%s/cpu-online", c->fs.dir);
+		jadd(mounts, mount_of("/sys/devices/system/cpu/online", "none", path, ro_bind));
+	}
 	return mounts;
 }
 
@@ -545,6 +550,25 @@ static int write_bundle(struct al_sandbox *sb, struct al_err *err)
 		sb->spec.proxy_url = AL_EGRESS_PROXY_URL;
 	if (al_argv_env(&sb->spec, "/proc/self/fd/3", &strings, &argc, &envc))
 		return al_err_set(err, AL_ENOMEM, "container: out of memory");
+	{ /* /sys/devices/system/cpu/online as the job's CPU limit has it */
+		unsigned n = al_job_cpus(sb->spec.cpu_millis);
+		char text[32];
+		int len = al_cpu_online_text(n, text, sizeof(text)), fd;
+
+		bool bad;
+
+		snprintf(path, sizeof(path), "%s/cpu-online", c->fs.dir);
+		fd = n && len > 0
+			 ? open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444)
+			 : -1;
+		bad = n && (fd < 0 || write(fd, text, (size_t)len) != len);
+		if (fd >= 0 && close(fd))
+			bad = true;
+		if (bad) {
+			al_buf_free(&strings);
+			return al_err_sys(err, "container: write %s", path);
+		}
+	}
 	bundle = (struct al_jb){0};
 	root = json_object();
 	jset(root, "ociVersion", json_string("1.0.2"));

@@ -799,7 +799,7 @@ static int run_grading(struct job_in *in, int port, struct al_result *res, struc
 			continue;
 		}
 		al_grade_step_job(job, &job->limits, i, av, &sj, &lim);
-		if (al_command_argv(&sj, "/proc/self/fd/3", &ab, &argc) || argc > AL_ARGV_MAX + 5) {
+		if (al_command_argv(&sj, "/proc/self/fd/3", &ab, &argc) || argc > AL_ARGV_MAX + 4) {
 			al_buf_free(&ab);
 			rc = al_err_set(err, AL_ESANDBOX, "agent: out of memory");
 			break;

@@ -139,8 +139,33 @@ static void build_root(unsigned uid)
 		die(what);
 	make_etc(uid);
 	if (al_root_dev(STAGE, dev_nodes, &what) || mkdir(STAGE "/tmp", 0755) ||
-	    mkdir(STAGE "/work", 0755) || al_root_enter(STAGE, &what))
-		die(*what ? what : "mkdir /tmp, /work");
+	    mkdir(STAGE "/work", 0755) || mkdir(STAGE "/sys", 0755) || al_root_enter(STAGE, &what))
+		die(*what ? what : "mkdir /tmp, /work, /sys");
+}
+
+/* The CPUs the job is shown, as on the other tiers (a microVM has as many
+ * vCPUs): /sys a small read-only tmpfs whose devices/system/cpu/online
+ * says 0..n-1, which glibc's get_nprocs() (os.cpu_count(), sysconf) reads.
+ * Nothing else of /sys is there (the image's /sys is an empty directory). */
+static void show_cpus(unsigned n)
+{
+	char text[32];
+	int len = al_cpu_online_text(n, text, sizeof(text));
+	int fd;
+
+	if (!n)
+		return;
+	mount_or_die("airlock-sys", "/sys", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+		     "size=16k,nr_inodes=16,mode=0755", "mount /sys");
+	if (len < 0 || mkdir("/sys/devices", 0755) || mkdir("/sys/devices/system", 0755) ||
+	    mkdir("/sys/devices/system/cpu", 0755) ||
+	    (fd = open("/sys/devices/system/cpu/online", O_WRONLY | O_CREAT | O_CLOEXEC, 0444)) < 0)
+		die("make /sys/devices/system/cpu/online");
+	if (write(fd, text, (size_t)len) != len)
+		die("write /sys/devices/system/cpu/online");
+	close(fd);
+	mount_or_die(NULL, "/sys", NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+		     NULL, "make /sys read-only");
 }
 
 /* Join a cgroup: write 0 to <dir>/cgroup.procs. */
@@ -444,6 +469,7 @@ int main(int argc, char **argv)
 	if ((uint32_t)ngot != h->nbinds)
 		die("binds and their paths do not match");
 	place_binds(go + AL_GO_NFDS, binds, h->nbinds, h->image != 0);
+	show_cpus(h->cpus);
 	/* The job's tmpfs (one budget: the disk limit): its work/ on /tmp and
 	 * /work (the work dir, HOME and cwd), its shm/ on /dev/shm. The
 	 * tmpfs's root goes on /tmp first and is then covered by work/. */

@@ -46,6 +46,7 @@ struct al_init_spec {
 	uint32_t inet;	   /* network egress: the filter that allows AF_INET sockets */
 	uint32_t image;	   /* the first bind is the job's catalogue image: the new root */
 	uint32_t work;	   /* the last bind is a grading job's build tree: on /work, the cwd */
+	uint32_t cpus;	   /* CPUs the job is shown (/sys/devices/system/cpu/online); 0: all */
 };
 
 #endif

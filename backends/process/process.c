@@ -491,6 +491,7 @@ static int proc_prepare(struct al_sandbox *sb, struct al_err *err)
 	h.uid = uid;
 	h.has_code = p->code_fd >= 0;
 	h.image = sb->spec.image != NULL;
+	h.cpus = al_job_cpus(sb->spec.cpu_millis);
 	h.inet = sb->spec.network == AL_NET_EGRESS;
 	if (h.inet)
 		sb->spec.proxy_url = AL_EGRESS_PROXY_URL;

@@ -111,13 +111,14 @@ def files_ca():
         return [{"path": "ca.pem", "data": f.read()}]
 
 
-PIP = ("import subprocess, sys\n"
-       "p = subprocess.run([sys.executable, '-m', 'pip', 'install', '--no-cache-dir',\n"
-       "    '--disable-pip-version-check', '--index-url', sys.argv[1], '--cert', 'ca.pem',\n"
-       "    '--target', '/tmp/site', 'airlock-demo'], capture_output=True, text=True)\n"
+# plain `pip install`, as a user or a model types it (no --target, no
+# --user, no venv): PEP 668 does not stop it, it lands in HOME/.local and
+# imports in the same program after
+PIP = ("import os, subprocess, sys\n"
+       "p = subprocess.run(['pip', 'install', '--index-url', sys.argv[1], '--cert', 'ca.pem',\n"
+       "    'airlock-demo'], capture_output=True, text=True)\n"
        "print('pip', p.returncode, p.stderr[-300:])\n"
-       "sys.path.insert(0, '/tmp/site')\n"
-       "import airlock_demo; print('value', airlock_demo.VALUE)\n")
+       "import airlock_demo; print('value', airlock_demo.VALUE, airlock_demo.__file__)\n")
 
 # Hostile programs on an egress tier: a port scan of what the job can reach
 # (loopback and the proxy's own address), CONNECT to the worker's Redis and
@@ -147,11 +148,14 @@ def tier_suite(c, tier):
     b = TIERS[tier]
     r = run(c, PIP, tier=tier, argv=["https://%s:8443/simple" % SRV], files=files_ca())
     eg = r.get("egress", [])
-    t.ok(r["status"] == "ok" and "pip 0" in r["stdout"] and "value 42" in r["stdout"] and
+    t.ok(r["status"] == "ok" and "pip 0" in r["stdout"] and
+         "value 42 /work/.local/lib/python3.11/site-packages/airlock_demo/__init__.py" in
+         r["stdout"] and
          eg and all(e["allowed"] and e["addr"] == SRV and e["port"] == 8443 and
                     e["why"] == NET + ".0/24:8443" for e in eg) and
          any(e["down"] > 0 for e in eg),
-         "%s: pip installs a package over TLS (CONNECT) through the proxy from the allowed "
+         "%s: a plain pip install (PEP 668 no obstacle) fetches a package over TLS (CONNECT) "
+         "through the proxy from the allowed "
          "range; the transcript lists %d connections, each allowed by the range rule, with "
          "bytes" % (b, len(eg)), r)
 

@@ -297,7 +297,7 @@ try:
     # <run_python> in its tracebacks (with its lines), exit 1 for an
     # uncaught exception, a SyntaxError as python3 prints it
     env = ("import os, sys\n"
-           "print(os.getcwd(), os.environ['HOME'], sys.argv, os.listdir('.'))\n"
+           "print(os.getcwd(), os.environ['HOME'], sys.argv, os.listdir('.'), os.cpu_count())\n"
            "def f():\n"
            "    return {}['missing']\n"
            "f()\n")
@@ -313,12 +313,12 @@ try:
     syn = [run(c, "x = (\n", limits={"wall_ms": 60000}), run(c, "x = (\n", tier="ctr-python"),
            run(c, "x = (\n", tier="proc-python")]
     t.ok(all(r["status"] == "nonzero_exit" and r["exit_code"] == 1 and
-             r["stdout"] == "/work /work ['<run_python>', 'a1'] []\n" and
+             r["stdout"] == "/work /work ['<run_python>', 'a1'] [] 1\n" and
              r["stderr"] == want_err for r in envs) and
          all(r["exit_code"] == 1 and r["stderr"].startswith('  File "<run_python>", line 1\n')
              and "SyntaxError: '(' was never closed" in r["stderr"] for r in syn),
          "the same environment on the microVM, container and process tiers: cwd and HOME "
-         "/work, argv[0] <run_python>, a traceback naming <run_python> with its lines and "
+         "/work, os.cpu_count() 1 (the tiers' CPU limit, 1000 millis), argv[0] <run_python>, a traceback naming <run_python> with its lines and "
          "nothing of the launcher, exit 1; a SyntaxError as python3 prints it",
          [(r["exit_code"], r["stdout"], r["stderr"]) for r in envs + syn])
     before = os.stat(os.path.join(IMAGES, "python.ext4"))

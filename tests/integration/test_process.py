@@ -56,6 +56,14 @@ try:
                                         '"<run_python>", line 2, in <module>\n'),
          "python code runs in __main__ with nothing of its launcher in its globals; an "
          "uncaught KeyboardInterrupt ends it by SIGINT, as python3 does", r)
+    r = run(job(runtime="python", code=(
+        "import os\nprint(os.cpu_count(), open('/sys/devices/system/cpu/online').read().strip(),"
+        " os.listdir('/sys'))\n"
+        "try:\n    open('/sys/devices/system/cpu/online', 'w')\nexcept OSError as e:\n"
+        "    print(e.errno)\n")))
+    t.ok(r.get("stdout") == "1 0 ['devices']\n30\n",
+         "the job is shown its CPU limit (1000 millis: os.cpu_count() 1) in a read-only /sys "
+         "holding only devices/system/cpu/online", r)
     r = run(job(argv=["echo", "plain", "argv"]))
     t.ok(r.get("stdout") == "plain argv\n", "plain argv resolved on PATH", r)
     r = run(job(argv=["no-such-program-xyz"]))

@@ -116,16 +116,21 @@ try:
     r = s.run_python("undefined_name")
     s.run_python("def boom():\n    return {}['key']\n")
     rb = s.run_python("x\nboom()")
+    rs = s.run_python("y = (")
     t.ok(r.status == "nonzero_exit" and r.error == "NameError: name 'undefined_name' is not "
          "defined" and r.stderr.startswith(b"Traceback") and b"session_server" not in r.stderr
-         and re.search(rb'File "<run_python #\d+>", line 1, in <module>\n    undefined_name\n',
-                       r.stderr) and
-         re.search(rb'File "<run_python #(\d+)>", line 2, in <module>\n    boom\(\)\n.*'
-                   rb'File "<run_python #(\d+)>", line 2, in boom\n    return \{\}\[.key.\]',
-                   rb.stderr, re.S),
+         and re.match(rb'Traceback \(most recent call last\):\n  File "<run_python #\d+>", '
+                      rb'line 1, in <module>\n    undefined_name\n', r.stderr) and
+         re.match(rb'Traceback \(most recent call last\):\n'
+                  rb'  File "<run_python #(\d+)>", line 2, in <module>\n    boom\(\)\n'
+                  rb'  File "<run_python #(\d+)>", line 2, in boom\n    return \{\}\[.key.\]',
+                  rb.stderr) and
+         re.match(rb'  File "<run_python #\d+>", line 1\n    y = \(\n', rs.stderr) and
+         b"SyntaxError: '(' was never closed" in rs.stderr,
          "3: an exception: nonzero_exit, its summary in error, the caller's traceback only, "
          "naming each call's code <run_python #N> with its lines (a function of an earlier "
-         "call: its own call's)", (r.error, r.stderr, rb.stderr))
+         "call: its own call's); a SyntaxError as python3 prints one",
+         (r.error, r.stderr, rb.stderr, rs.stderr))
     r = s.run_python("raise SystemExit(5)")
     r2 = s.run_python("print(x)")
     t.ok(r.status == "nonzero_exit" and r.exit_code == 5 and r2.stdout == b"42\n",

@@ -57,11 +57,13 @@ static int qemu_launch(const struct al_vmm_cfg *cfg, struct al_vmm *vm, struct a
 	argv[n++] = "microvm,pit=off,pic=off";
 	argv[n++] = "-accel";
 	argv[n++] = accel;
-	/* TCG: every feature it emulates. qemu64 lacks what Debian 12's
-	 * matplotlib (Agg) executes: SIGILL drawing a chart (boot time the
-	 * same, about 2 s, measured both ways). */
+	/* TCG: an AMD family-16 model with SSE4a. With qemu64 (family 15)
+	 * Debian 12's matplotlib died of SIGILL drawing a chart (its stack
+	 * picks code for that family that TCG does not run); max and the
+	 * Intel models draw too, but make a session's call 1.5-2x slower
+	 * under TCG (measured with tests/bench/session_latency.py). */
 	argv[n++] = "-cpu";
-	argv[n++] = cfg->kvm ? "host" : "max";
+	argv[n++] = cfg->kvm ? "host" : "Opteron_G3,+rdrand";
 	argv[n++] = "-m";
 	argv[n++] = mem;
 	argv[n++] = "-smp";

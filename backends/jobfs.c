@@ -241,8 +241,9 @@ static int open_beneath(int dirfd, const char *path)
 }
 
 /* collect's globs: the work tree walked (no symlink followed, no other
- * file system entered), bounded; the regular files a glob matches, their
- * paths relative to the work dir, in *found. */
+ * file system entered), bounded (GLOB_SEEN_MAX entries, GLOB_DEPTH_MAX
+ * levels); the regular files a glob matches, their paths relative to the
+ * work dir, in *found. */
 #define GLOB_SEEN_MAX  4096 /* entries looked at, in all */
 #define GLOB_DEPTH_MAX 8
 
@@ -261,7 +262,7 @@ static void walk(int fd, const char *prefix, int depth, const struct al_job *job
 		close(fd);
 		return;
 	}
-	while ((de = readdir(d)) && f->seen < GLOB_SEEN_MAX && f->n < AL_COLLECT_FILES_MAX) {
+	while ((de = readdir(d)) && f->seen < GLOB_SEEN_MAX) {
 		char path[AL_PATH_MAX + 2];
 		struct stat st;
 		int sub;
@@ -346,7 +347,9 @@ int al_jobfs_collect(struct al_jobfs *fs, const struct al_job *job, const struct
 		if (!al_collect_is_glob(job->collect[i]))
 			collect_one(dirfd, job->collect[i], file_cap, res);
 	if (globs) {
-		struct found f = {.paths = calloc(AL_COLLECT_FILES_MAX, sizeof(char *))};
+		/* every match (as many as entries looked at, at most), sorted:
+		 * the first by name are taken, whatever order readdir gives */
+		struct found f = {.paths = calloc(GLOB_SEEN_MAX, sizeof(char *))};
 		struct stat st;
 		int top = f.paths && !fstat(dirfd, &st) ? dup(dirfd) : -1;
 

@@ -92,13 +92,23 @@ void gw_reply_send(struct req *q, int code, const char *ctype, const void *data,
 	req_free(q);
 }
 
-/* Answer with a JSON document (taken), one line. */
+/* Answer with a JSON document (taken), one line; a request whose 200
+ * went as the start of Server-Sent Events (a streamed call) gets it as
+ * the last event: result, or error with the code it would have had. */
 void gw_reply_json(struct req *q, int code, json_t *doc)
 {
-	char *text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
-	size_t n = text ? strlen(text) : 0;
-	char *line = text ? realloc(text, n + 2) : NULL;
+	char *text, *line;
+	size_t n;
 
+	if (q->streaming) {
+		if (doc && code != 200)
+			json_object_set_new(doc, "code", json_integer(code));
+		gw_output_end(q, code == 200 ? "result" : "error", doc);
+		return;
+	}
+	text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+	n = text ? strlen(text) : 0;
+	line = text ? realloc(text, n + 2) : NULL;
 	json_decref(doc);
 	if (line)
 		memcpy(line + n, "\n", 2);

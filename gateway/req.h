@@ -39,7 +39,8 @@ struct req {
 
 /* Answer with len bytes of ctype (data NULL: a 500) and free q. */
 void gw_reply_send(struct req *q, int code, const char *ctype, const void *data, size_t len);
-void gw_reply_json(struct req *q, int code, json_t *doc); /* takes doc */
+/* takes doc; a streamed call: its last event */
+void gw_reply_json(struct req *q, int code, json_t *doc);
 void gw_reply_error(struct req *q, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* A stored result (msgpack) as the answer: msgpack when asked for, else

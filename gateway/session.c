@@ -46,26 +46,16 @@ void gw_serve_session_open(struct req *q, struct evkeyvalq *qs)
 
 static void call_step(struct req *q);
 
-/* The call's answer: the reply, or, once its events stream, the last
- * event (result; error with the code the reply would have had). */
-static void finish(struct req *q, int code, json_t *doc)
-{
-	if (!q->streaming) {
-		gw_reply_json(q, code, doc);
-		return;
-	}
-	if (doc && code != 200)
-		json_object_set_new(doc, "code", json_integer(code));
-	gw_output_end(q, code == 200 ? "result" : "error", doc);
-}
-
-static void ended(struct req *q, const char *reason)
+/* 410: the session has ended. why is "REASON" or "REASON: detail" (a
+ * result's error after "session_ended: "); reason is the word alone. */
+static void ended(struct req *q, const char *why)
 {
 	char msg[AL_ERR_MSG_MAX];
 
-	snprintf(msg, sizeof(msg), "session_ended: %s", reason);
-	finish(q, 410,
-	       json_pack("{s:s, s:s, s:s}", "id", q->session, "error", msg, "reason", reason));
+	snprintf(msg, sizeof(msg), "session_ended: %s", why);
+	gw_reply_json(q, 410,
+		      json_pack("{s:s, s:s, s:s#}", "id", q->session, "error", msg, "reason", why,
+				(int)strcspn(why, ":")));
 }
 
 /* The call's result, as its op wants it: a file's bytes, a close's word,
@@ -86,9 +76,9 @@ static void answer(struct req *q, const char *raw, size_t len)
 
 		ended(q, why);
 	} else if (q->streaming) {
-		finish(q, 200,
-		       json_pack("{s:s, s:s, s:o*}", "id", q->id, "state", "done", "result",
-				 al_result_to_json(&res)));
+		gw_reply_json(q, 200,
+			      json_pack("{s:s, s:s, s:o*}", "id", q->id, "state", "done", "result",
+					al_result_to_json(&res)));
 	} else if (!q->op_of_path) { /* /calls: the result, whatever the op */
 		gw_reply_result(q, raw, len);
 	} else if (q->op == AL_SESS_CLOSE) {
@@ -166,10 +156,11 @@ static void on_look(redisAsyncContext *ac, void *reply, void *priv)
 		}
 	}
 	if (al_mono_ms() >= q->deadline_ms) {
-		finish(q, 504,
-		       json_pack("{s:s, s:s, s:s}", "id", q->id, "session", q->session, "error",
-				 "no answer within the call's time and 30 s: the "
-				 "session's worker may be stalled"));
+		gw_reply_json(q, 504,
+			      json_pack("{s:s, s:s, s:s}", "id", q->id, "session", q->session,
+					"error",
+					"no answer within the call's time and 30 s: the "
+					"session's worker may be stalled"));
 		return;
 	}
 	if (q->streaming)

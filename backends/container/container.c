@@ -479,7 +479,7 @@ static json_t *bundle_mounts(const struct al_sandbox *sb)
 	jadd(mounts, mount_of("/dev/shm", "none", path, shm_bind));
 	/* the CPUs it is shown, as on every tier (write_bundle wrote the file) */
 	if (al_job_cpus(sb->spec.cpu_millis)) {
-		snprintf(path, sizeof(path), "%s/cpu-online", c->fs.dir);
+		snprintf(path, sizeof(path), "%s/cpu-online", c->fs.work);
 		jadd(mounts, mount_of("/sys/devices/system/cpu/online", "none", path, ro_bind));
 	}
 	return mounts;
@@ -550,14 +550,17 @@ static int write_bundle(struct al_sandbox *sb, struct al_err *err)
 		sb->spec.proxy_url = AL_EGRESS_PROXY_URL;
 	if (al_argv_env(&sb->spec, "/proc/self/fd/3", &strings, &argc, &envc))
 		return al_err_set(err, AL_ENOMEM, "container: out of memory");
-	{ /* /sys/devices/system/cpu/online as the job's CPU limit has it */
+	{ /* /sys/devices/system/cpu/online as the job's CPU limit has it: a
+	   * file at the root of the job's tmpfs, out of the job's reach, whose
+	   * bind shows no host path in the job's mountinfo (one under the
+	   * state directory showed the worker's) */
 		unsigned n = al_job_cpus(sb->spec.cpu_millis);
 		char text[32];
 		int len = al_cpu_online_text(n, text, sizeof(text)), fd;
 
 		bool bad;
 
-		snprintf(path, sizeof(path), "%s/cpu-online", c->fs.dir);
+		snprintf(path, sizeof(path), "%s/cpu-online", c->fs.work);
 		fd = n && len > 0
 			 ? open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444)
 			 : -1;

@@ -424,6 +424,25 @@ try:
          "run_python, files, close), which goes on", rival)
     t.ok(st6 == 410 and doc6.get("reason") == "closed",
          "29: after the with block closed it: 410, reason closed", (st6, doc6))
+    # a streamed call whose session ends under it: the last event is the 410
+    with gcl.session() as gs2:
+        h = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        h.request("POST", "/v1/sessions/%s/run_python" % gs2.id,
+                  body=b'{"code": "print(1, flush=True)\\nimport os, time\\ntime.sleep(0.3)'
+                       b'\\nos._exit(0)"}',
+                  headers={"Authorization": "Bearer " + keys["acme"],
+                           "Content-Type": "application/json", "Accept": "text/event-stream"})
+        got = h.getresponse()
+        evs = []
+        for block in got.read().decode().split("\n\n"):
+            ev = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line)
+            if "event" in ev:
+                evs.append((ev["event"], json.loads(ev["data"])))
+    t.ok(got.status == 200 and [k for k, _ in evs][-1:] == ["error"] and
+         evs[-1][1].get("code") == 410 and evs[-1][1].get("reason") == "exited" and
+         ("stdout", {"attempt": 1, "data": "1\n"}) in evs,
+         "43: a streamed call whose session ends under it (the interpreter exits): its "
+         "output, then a last event error with code 410 and the reason", (got.status, evs))
     st7, doc7 = api.call("POST", "/v1/sessions", {"tier": "plain"}, key=keys["acme"])
     st8, doc8 = api.call("POST", "/v1/sessions/%s/calls" % gs.id, {"op": "bogus"},
                          key=keys["acme"])

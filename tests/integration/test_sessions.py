@@ -86,6 +86,22 @@ def png_ok(data):
     return size
 
 
+def sse_call(port, key, sid, code):
+    """POST run_python asking for Server-Sent Events: (status, content type,
+    [(event, data)])."""
+    h = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    h.request("POST", "/v1/sessions/%s/run_python" % sid, body=json.dumps({"code": code}),
+              headers={"Authorization": "Bearer " + key, "Content-Type": "application/json",
+                       "Accept": "text/event-stream"})
+    got = h.getresponse()
+    events = []
+    for block in got.read().decode().split("\n\n"):
+        ev = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line)
+        if "event" in ev:
+            events.append((ev["event"], json.loads(ev["data"])))
+    return got.status, got.getheader("Content-Type"), events
+
+
 def ended_reason(c, sid):
     return c.rcli("HGET", "al:sess:" + sid, "reason").strip()
 
@@ -386,18 +402,9 @@ try:
                                    ("GET", "/files", None), ("DELETE", "", None))]
         still = gs.run_python("print(len(v))")
         # live output through the gateway: Server-Sent Events, then the result
-        h = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-        h.request("POST", "/v1/sessions/%s/run_python" % gs.id,
-                  body=b'{"code": "import time\\nfor i in range(3):\\n    print(i, '
-                       b'flush=True)\\n    time.sleep(0.3)\\nv"}',
-                  headers={"Authorization": "Bearer " + keys["acme"],
-                           "Content-Type": "application/json", "Accept": "text/event-stream"})
-        got = h.getresponse()
-        sse_type, events = got.getheader("Content-Type"), []
-        for block in got.read().decode().split("\n\n"):
-            ev = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line)
-            if "event" in ev:
-                events.append((ev["event"], json.loads(ev["data"])))
+        st_sse, sse_type, events = sse_call(port, keys["acme"], gs.id,
+                                            "import time\nfor i in range(3):\n"
+                                            "    print(i, flush=True)\n    time.sleep(0.3)\nv")
         gseen = []
         gr = gs.run_python("print('via', v)", on_output=lambda k, d: gseen.append((k, d)))
     st6, doc6 = api.call("POST", "/v1/sessions/%s/run_python" % gs.id, {"code": "print(v)"},
@@ -410,7 +417,7 @@ try:
          "/run_python, PUT and GET /files/{path}, GET /files",
          (r, st1, doc1, st2, doc2, st3, raw3, st4, body4, st5, doc5))
     kinds = [k for k, _ in events]
-    t.ok(got.status == 200 and "event-stream" in (sse_type or "") and
+    t.ok(st_sse == 200 and "event-stream" in (sse_type or "") and
          kinds[-1:] == ["result"] and kinds.count("stdout") >= 3 and
          "".join(d.get("data", "") for k, d in events if k == "stdout") ==
          "0\n1\n2\n[1, 2, 3]\n" and
@@ -418,7 +425,7 @@ try:
          gr.stdout == b"via [1, 2, 3]\n" and gseen == [("stdout", b"via [1, 2, 3]\n")],
          "41: through the gateway, Accept: text/event-stream: the call's stdout as events, "
          "then its result; the Python client's on_output through it",
-         (got.status, sse_type, events, gr, gseen))
+         (st_sse, sse_type, events, gr, gseen))
     t.ok(rival == [404] * 5 and still.stdout == b"3\n",
          "28: another tenant's key: 404 on every endpoint of the session (its exec, "
          "run_python, files, close), which goes on", rival)
@@ -426,23 +433,13 @@ try:
          "29: after the with block closed it: 410, reason closed", (st6, doc6))
     # a streamed call whose session ends under it: the last event is the 410
     with gcl.session() as gs2:
-        h = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-        h.request("POST", "/v1/sessions/%s/run_python" % gs2.id,
-                  body=b'{"code": "print(1, flush=True)\\nimport os, time\\ntime.sleep(0.3)'
-                       b'\\nos._exit(0)"}',
-                  headers={"Authorization": "Bearer " + keys["acme"],
-                           "Content-Type": "application/json", "Accept": "text/event-stream"})
-        got = h.getresponse()
-        evs = []
-        for block in got.read().decode().split("\n\n"):
-            ev = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line)
-            if "event" in ev:
-                evs.append((ev["event"], json.loads(ev["data"])))
-    t.ok(got.status == 200 and [k for k, _ in evs][-1:] == ["error"] and
+        st_end, _, evs = sse_call(port, keys["acme"], gs2.id, "print(1, flush=True)\n"
+                                  "import os, time\ntime.sleep(0.3)\nos._exit(0)")
+    t.ok(st_end == 200 and [k for k, _ in evs][-1:] == ["error"] and
          evs[-1][1].get("code") == 410 and evs[-1][1].get("reason") == "exited" and
          ("stdout", {"attempt": 1, "data": "1\n"}) in evs,
          "43: a streamed call whose session ends under it (the interpreter exits): its "
-         "output, then a last event error with code 410 and the reason", (got.status, evs))
+         "output, then a last event error with code 410 and the reason", (st_end, evs))
     st7, doc7 = api.call("POST", "/v1/sessions", {"tier": "plain"}, key=keys["acme"])
     st8, doc8 = api.call("POST", "/v1/sessions/%s/calls" % gs.id, {"op": "bogus"},
                          key=keys["acme"])

@@ -24,6 +24,7 @@ echo
 /usr/bin/python3 tests/bench/live_output.py "${LIVE_ROUNDS:-5}" "${LIVE_JOBS:-60}"
 echo
 /usr/bin/python3 tests/bench/session_latency.py "${SESSION_ROUNDS:-40}"
+echo
 /usr/bin/python3 tests/bench/agent_warm.py "${AGENT_WARM_ROUNDS:-3}"
 echo
 /usr/bin/python3 tests/bench/cpu_stability.py "${CPU_RUNS:-20}"

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs every Debian package that Airlock's build, tests and four backends need.
+# Installs every Debian package that Airlock's build, tests and four backends need,
+# and the tests' one npm package (pinned, in its own directory).
 # Idempotent and non-interactive; runs `apt-get update` only when something is missing.
 set -euo pipefail
 

@@ -281,8 +281,11 @@ uint64_t al_fsize_limit(const struct al_limits *l)
 
 unsigned al_job_cpus(uint64_t cpu_millis)
 {
+	static int host; /* read once: get_nprocs() reads a sysfs file each call */
 	unsigned n = (unsigned)((cpu_millis + 999) / 1000);
-	int host = get_nprocs();
+
+	if (!host)
+		host = get_nprocs();
 
 	if (!cpu_millis || n > 256)
 		return 0;

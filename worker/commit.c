@@ -59,6 +59,20 @@ static void on_call(redisAsyncContext *ac, void *reply, void *priv)
 	call_answered(w);
 }
 
+void wk_send_output(struct worker *w, const char *id, unsigned attempt, const char *type,
+		    const void *data, size_t len, bool *ttl_set, uint64_t ttl_ms)
+{
+	struct al_call c;
+
+	al_out_entry_call(&c, id, attempt, type, data, len);
+	wk_send_call(w, &c, "output", id);
+	if (!*ttl_set) {
+		*ttl_set = true;
+		al_out_ttl_call(&c, id, ttl_ms);
+		wk_send_call(w, &c, "output", id);
+	}
+}
+
 /* Send call (taken over) reliably; what and id name it in logs. */
 void wk_send_call(struct worker *w, struct al_call *call, const char *what, const char *id)
 {

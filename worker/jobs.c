@@ -162,17 +162,8 @@ static void record_vm_lease(struct worker *w, struct slot *s, const struct al_re
  * job's end; the result's commit writes t end and the result's own TTL. */
 static void out_entry(struct slot *s, const char *type, const void *data, size_t len)
 {
-	struct worker *w = s->w;
-	struct al_call c;
-
-	al_out_entry_call(&c, s->id, s->attempt, type, data, len);
-	wk_send_call(w, &c, "output", s->id);
-	if (!s->out_ttl_set) {
-		s->out_ttl_set = true;
-		al_out_ttl_call(&c, s->id,
-				s->job.limits.wall_ms + w->policy.result_ttl_ms + 600000);
-		wk_send_call(w, &c, "output", s->id);
-	}
+	wk_send_output(s->w, s->id, s->attempt, type, data, len, &s->out_ttl_set,
+		       s->job.limits.wall_ms + s->w->policy.result_ttl_ms + 600000);
 }
 
 static void on_job_output(struct al_runner *r, int stream, const void *data, size_t len, void *arg)

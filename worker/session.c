@@ -347,7 +347,6 @@ static void on_chunk(struct wk_session *ss, json_t *doc)
 	int i = t && !strcmp(t, "out") ? 0 : t && !strcmp(t, "err") ? 1 : -1;
 	struct al_bytes d = {0};
 	uint64_t cap, n;
-	struct al_call c;
 
 	if (!ss->live || !json_is_string(v) || strcmp(json_string_value(v), call_id)) {
 		end_session(ss, AL_SESS_BROKEN, "the server sent output of another call");
@@ -363,17 +362,12 @@ static void on_chunk(struct wk_session *ss, json_t *doc)
 	if (n > d.len)
 		n = d.len;
 	if (n) {
-		ss->live_sent[i] += n;
-		al_out_entry_call(&c, call_id, 1, i ? "err" : "out", d.data, (size_t)n);
-		wk_send_call(ss->w, &c, "output", call_id);
-		if (!ss->out_ttl_set) {
-			uint64_t t_ms =
-			    ss->active->call.timeout_ms ? ss->active->call.timeout_ms : l->wall_ms;
+		uint64_t t_ms =
+		    ss->active->call.timeout_ms ? ss->active->call.timeout_ms : l->wall_ms;
 
-			ss->out_ttl_set = true;
-			al_out_ttl_call(&c, call_id, t_ms + ss->w->policy.result_ttl_ms + 600000);
-			wk_send_call(ss->w, &c, "output", call_id);
-		}
+		ss->live_sent[i] += n;
+		wk_send_output(ss->w, call_id, 1, i ? "err" : "out", d.data, (size_t)n,
+			       &ss->out_ttl_set, t_ms + ss->w->policy.result_ttl_ms + 600000);
 	}
 	free(d.data);
 }

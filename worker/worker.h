@@ -186,6 +186,11 @@ static inline bool wk_health_paused(const struct backend_state *be)
 
 /* commit.c */
 void wk_send_call(struct worker *w, struct al_call *call, const char *what, const char *id);
+/* One live-output entry of job or call id (PROTOCOL.md, "Live output"):
+ * t type, its bytes; the first (*ttl_set false, then true) gives the
+ * stream ttl_ms, until the result's script gives it the result's. */
+void wk_send_output(struct worker *w, const char *id, unsigned attempt, const char *type,
+		    const void *data, size_t len, bool *ttl_set, uint64_t ttl_ms);
 void wk_commit_free(struct commit *c);
 void wk_flush_commits(struct worker *w);
 /* job: the callback URL and tenant (NULL: no callback) */

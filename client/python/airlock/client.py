@@ -789,26 +789,36 @@ class _Redis:
             raise NotFound("no job %s" % jid)
         end = time.monotonic() + timeout if timeout else None
         last, seen = after or "0", [0]
-        kinds = {b"out": "stdout", b"err": "stderr", b"restart": "restart", b"end": "end"}
         while True:
             if end is not None and time.monotonic() >= end:
                 raise WaitTimeout("timed out following %s's output" % jid)
-            got = self._call(self.r.xread, {"al:out:" + jid: last}, count=256, block=1000)
-            entries = got[0][1] if got else []
-            for eid, f in entries:
-                last = eid.decode()
-                kind = kinds.get(f.get(b"t"))
-                if not kind:
-                    continue
-                ch = Chunk(id=last, kind=kind, data=f.get(b"d", b""),
-                           attempt=int(f.get(b"a", b"0")), status=f.get(b"s", b"").decode())
+            chunks, nxt = self._chunks(jid, last)
+            for ch in chunks:
                 if _stale(ch, seen):
                     continue
                 yield ch
-                if kind == "end":
+                if ch.kind == "end":
                     return
-            if not entries and self._call(self.r.exists, "al:res:" + jid):
+            if nxt == last and self._call(self.r.exists, "al:res:" + jid):
                 return  # ended, its end entry gone (expired or trimmed)
+            last = nxt
+
+    _KINDS = {b"out": "stdout", b"err": "stderr", b"restart": "restart", b"end": "end"}
+
+    def _chunks(self, jid: str, last: str) -> Tuple[List[Chunk], str]:
+        """One round of al:out:<jid> after entry last (a second at most):
+        its chunks (entries of unknown kinds passed over) and the id to
+        read after next (last itself when nothing came)."""
+        got = self._call(self.r.xread, {"al:out:" + jid: last}, count=256, block=1000)
+        out, seen = [], last
+        for eid, f in (got[0][1] if got else []):
+            seen = eid.decode()
+            kind = self._KINDS.get(f.get(b"t"))
+            if kind:
+                out.append(Chunk(id=seen, kind=kind, data=f.get(b"d", b""),
+                                 attempt=int(f.get(b"a", b"0")),
+                                 status=f.get(b"s", b"").decode()))
+        return out, seen
 
     def session_call(self, sid: str, call: Dict[str, Any]) -> str:
         """Queue a call for the session's worker (SESSION_CALL); its id."""
@@ -834,14 +844,13 @@ class _Redis:
         last = "0"
         while True:
             if on_output:
-                got = self._call(self.r.xread, {"al:out:" + cid: last}, count=256, block=1000)
-                entries = got[0][1] if got else []
-                for eid, f in entries:
-                    last = eid.decode()
-                    kind = {b"out": "stdout", b"err": "stderr"}.get(f.get(b"t"))
-                    if kind:
-                        on_output(kind, f.get(b"d", b""))
-                if entries and entries[-1][1].get(b"t") != b"end":
+                chunks, nxt = self._chunks(cid, last)
+                for ch in chunks:
+                    if ch.kind in ("stdout", "stderr"):
+                        on_output(ch.kind, ch.data)
+                more = nxt != last and not any(ch.kind == "end" for ch in chunks)
+                last = nxt
+                if more:
                     continue  # more may follow at once
             res = self._result(cid)
             if res:

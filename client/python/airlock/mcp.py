@@ -113,13 +113,23 @@ OUTPUT_SCHEMA = {
 
 
 class Call:
-    """A tools/call in flight: cancelled by notifications/cancelled (its job
-    cancelled too, when it runs as one); its answer then never sent."""
+    """A tools/call in flight: run() makes its answer (work(call) is its
+    result; done() when it is over). Cancelled by notifications/cancelled
+    (its job cancelled too, when it runs as one), it has no answer."""
 
-    def __init__(self, rid: Any):
-        self.rid = rid
+    def __init__(self, rid: Any, work: Callable[["Call"], Dict[str, Any]],
+                 done: Callable[[], Any]):
+        self.rid, self.work, self.done = rid, work, done
         self.cancelled = False
         self.job: Optional[str] = None
+        self.answer: Optional[Dict[str, Any]] = None
+
+    def run(self) -> Optional[Dict[str, Any]]:
+        result = self.work(self)
+        self.done()
+        if not self.cancelled:  # a cancelled request is not answered
+            self.answer = {"jsonrpc": "2.0", "id": self.rid, "result": result}
+        return self.answer
 
 
 class Server:
@@ -165,8 +175,11 @@ class Server:
         if isinstance(msg, list):
             self.batch(msg)
             return
-        answer = self.dispatch(msg, None)
-        if answer is not None:
+        answer = self.dispatch(msg)
+        if isinstance(answer, Call):
+            call = answer
+            self.spawn(lambda: call.run() and self.send(call.answer))
+        elif answer is not None:
             self.send(answer)
 
     def batch(self, msgs: list) -> None:
@@ -177,20 +190,14 @@ class Server:
                 "an empty batch" if msgs and self.version == "2025-03-26" or not msgs else
                 "batches are part of MCP 2025-03-26 only (this session: %s)" % self.version)))
             return
-        answers: List[Any] = [None] * len(msgs)
-        threads = []
-        for i, m in enumerate(msgs):
-            def done(ans: Dict[str, Any], i: int = i) -> None:
-                answers[i] = ans
-            answers[i] = self.dispatch(m, done)
-            if isinstance(answers[i], threading.Thread):
-                threads.append(answers[i])
-                answers[i] = None
+        answers = [self.dispatch(m) for m in msgs]
+        threads = [self.spawn(a.run) for a in answers if isinstance(a, Call)]
 
         def finish() -> None:
             for th in threads:
                 th.join()
-            got = [a for a in answers if a is not None]
+            got = [a.answer if isinstance(a, Call) else a for a in answers]
+            got = [a for a in got if a is not None]
             if got:
                 self.send(got)
         if threads:
@@ -198,10 +205,9 @@ class Server:
         else:
             finish()
 
-    def dispatch(self, msg: Any, done: Optional[Callable[[Dict[str, Any]], None]]) -> Any:
-        """One message: its answer now, None (a notification; a call whose
-        answer comes later), or, in a batch (done given), the thread that
-        will pass its answer to done."""
+    def dispatch(self, msg: Any) -> Any:
+        """One message: its answer now, None (a notification, a response), or
+        a Call (a tools/call: its run() makes its answer)."""
         if not isinstance(msg, dict) or msg.get("jsonrpc") != "2.0" or \
                 not isinstance(msg.get("method", ""), str):
             rid = msg.get("id") if isinstance(msg, dict) else None
@@ -233,23 +239,12 @@ class Server:
         if method not in ("initialize", "ping") and self.version is None:
             return self.error(rid, INVALID_REQUEST, "invalid request: initialize first")
         if method == "tools/call":
-            if p_name(params) not in self.tools:  # unknown tool: a protocol error
+            if params.get("name") not in self.tools:  # unknown tool: a protocol error
                 return self.error(rid, INVALID_PARAMS, "invalid params: unknown tool %r (this "
-                                  "server has %s)" % (p_name(params), ", ".join(self.tools)))
-            call = Call(rid)
-            self.calls[rid] = call
-
-            def run() -> None:
-                ans = {"jsonrpc": "2.0", "id": rid, "result": self.tools_call(params, call)}
-                self.calls.pop(rid, None)
-                if call.cancelled:
-                    return  # a cancelled request is not answered
-                if done:
-                    done(ans)
-                else:
-                    self.send(ans)
-            th = self.spawn(run)
-            return th if done else None
+                                  "server has %s)" % (params.get("name"), ", ".join(self.tools)))
+            call = self.calls[rid] = Call(rid, lambda c: self.tools_call(params, c),
+                                          lambda: self.calls.pop(rid, None))
+            return call
         try:
             result = handler(params)
         except ValueError as e:
@@ -336,7 +331,7 @@ class Server:
         return None
 
     def tools_call(self, p: Dict[str, Any], call: Call) -> Dict[str, Any]:
-        name, args = p_name(p), p.get("arguments", {})
+        name, args = p.get("name"), p.get("arguments", {})
         bad = self.check_args(name, args)
         if bad:  # the model's mistake: a tool error it can read and mend
             return self.tool_error(bad)
@@ -435,10 +430,6 @@ class Server:
                     self.session.close()
                 except AirlockError as e:
                     self.log.write("airlock-mcp: closing the session: %s\n" % e)
-
-
-def p_name(p: Dict[str, Any]) -> Any:
-    return p.get("name")
 
 
 def main(argv: Optional[list] = None) -> int:

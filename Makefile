@@ -130,7 +130,7 @@ $(BUILD)/airlock-egress-fwd: backends/microvm/egress_fwd.c backends/microvm/egre
 # The microVM guest agent: static (the guest has no libraries of its own),
 # never sanitized (it is PID 1 of a VM), stripped so that its bytes, and so
 # the image hash, depend only on the sources.
-AGENT_SRC := backends/microvm/agent.c backends/vmchan.c backends/cgroup.c backends/jobfs.c common/clock.c \
+AGENT_SRC := backends/microvm/agent.c backends/microvm/warm.c backends/vmchan.c backends/cgroup.c backends/jobfs.c common/clock.c \
 	backends/jobspec.c backends/endstatus.c backends/seccomp.c common/log.c proto/buf.c proto/err.c \
 	proto/job.c proto/mp.c proto/result.c proto/grade.c backends/judge.c
 $(BUILD)/airlock-agent: $(AGENT_SRC) $(wildcard backends/*.h backends/microvm/*.h proto/*.h common/*.h)

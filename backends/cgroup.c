@@ -294,6 +294,21 @@ uint64_t al_cg_cpu_ns(const struct al_cg *cg)
 	return 0;
 }
 
+int al_cg_usage(const struct al_cg *cg, uint64_t *memory_bytes, uint64_t *pids)
+{
+	bool v2 = cg->sys->version == AL_CG_V2;
+	char buf[64];
+
+	if (read_file(cg->dirs[0], v2 ? "memory.current" : "memory.usage_in_bytes", buf,
+		      sizeof(buf)))
+		return -1;
+	*memory_bytes = strtoull(buf, NULL, 10);
+	if (read_file(cg->dirs[v2 ? 0 : 1], "pids.current", buf, sizeof(buf)))
+		return -1;
+	*pids = strtoull(buf, NULL, 10);
+	return 0;
+}
+
 int al_cg_stats(const struct al_cg *cg, struct al_cg_stats *st)
 {
 	char buf[4096];

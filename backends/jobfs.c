@@ -90,8 +90,9 @@ static int work_dirfd(const struct al_jobfs *fs)
 	return openat(root, AL_JOBFS_WORK, O_DIRECTORY | O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 }
 
-/* The tmpfs's directories (jobfs_layout.h), owned by the job's uid. */
-static int make_layout(struct al_jobfs *fs, uid_t uid, gid_t gid, struct al_err *err)
+/* The tmpfs's directories (jobfs_layout.h), owned by the job's uid (when
+ * renewing, they are there: only their owner and modes are set again). */
+static int make_layout(struct al_jobfs *fs, uid_t uid, gid_t gid, bool renew, struct al_err *err)
 {
 	static const struct {
 		const char *name;
@@ -102,7 +103,7 @@ static int make_layout(struct al_jobfs *fs, uid_t uid, gid_t gid, struct al_err 
 	if (root < 0)
 		return al_err_sys(err, "jobfs: open the job's tmpfs");
 	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++)
-		if (mkdirat(root, dirs[i].name, 0700) ||
+		if ((mkdirat(root, dirs[i].name, 0700) && !(renew && errno == EEXIST)) ||
 		    fchownat(root, dirs[i].name, uid, gid, AT_SYMLINK_NOFOLLOW) ||
 		    fchmodat(root, dirs[i].name, dirs[i].mode, 0))
 			return al_err_sys(err, "jobfs: mkdir %s in the job's tmpfs", dirs[i].name);
@@ -189,7 +190,8 @@ int al_jobfs_create(struct al_jobfs *fs, const char *root, const char *name,
 		rc = al_err_set(err, AL_EINVAL, "jobfs: path too long: %s", fs->work);
 		goto out_destroy;
 	}
-	if ((rc = make_layout(fs, uid, gid, err)) || (rc = write_inputs(fs, job, uid, gid, err)))
+	if ((rc = make_layout(fs, uid, gid, false, err)) ||
+	    (rc = write_inputs(fs, job, uid, gid, err)))
 		goto out_destroy;
 	/* stdout and stderr are memfds: nothing to create or remove on disk */
 	fs->out_fd = memfd_create("job-stdout", MFD_CLOEXEC);
@@ -203,6 +205,74 @@ int al_jobfs_create(struct al_jobfs *fs, const char *root, const char *name,
 out_destroy:
 	al_jobfs_destroy(fs);
 	return rc;
+}
+
+/* Remove everything inside directory dfd (closed here), following no
+ * symlink and crossing no mount; at depth 0 the layout's directories are
+ * emptied and kept (a sandbox has them bound in place). 0, or -1. */
+static int empty_dir(int dfd, int depth)
+{
+	DIR *d = fdopendir(dfd);
+	struct dirent *de;
+	int rc = 0;
+	bool again = true;
+
+	if (!d) {
+		close(dfd);
+		return -1;
+	}
+	/* entries removed while reading may hide others: read until a pass
+	 * finds nothing to remove */
+	for (int pass = 0; again && pass < 8; pass++, rewinddir(d)) {
+		again = false;
+		while ((de = readdir(d))) {
+			bool keep = depth == 0 && (!strcmp(de->d_name, AL_JOBFS_WORK) ||
+						   !strcmp(de->d_name, AL_JOBFS_TMP) ||
+						   !strcmp(de->d_name, AL_JOBFS_SHM));
+			int sub;
+
+			if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+				continue;
+			if (!keep && unlinkat(dirfd(d), de->d_name, 0) == 0) {
+				again = true;
+				continue;
+			}
+			if (!keep && errno != EISDIR) {
+				rc = -1;
+				continue;
+			}
+			sub = depth < 64 ? openat(dirfd(d), de->d_name,
+						  O_DIRECTORY | O_NOFOLLOW | O_RDONLY | O_CLOEXEC)
+					 : -1;
+			if (sub < 0 || empty_dir(sub, depth + 1) ||
+			    (!keep && unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR)))
+				rc = -1;
+			else if (!keep)
+				again = true;
+		}
+	}
+	closedir(d);
+	return rc;
+}
+
+int al_jobfs_renew(struct al_jobfs *fs, const struct al_job *job, uint64_t disk_bytes, uid_t uid,
+		   gid_t gid, struct al_err *err)
+{
+	char opts[96];
+	int root, rc;
+
+	if (!fs->mounted)
+		return al_err_set(err, AL_ESANDBOX, "jobfs: only a mounted tmpfs can be renewed");
+	if ((root = root_dirfd(fs)) < 0 || empty_dir(root, 0))
+		return al_err_sys(err, "jobfs: empty %s", fs->work);
+	snprintf(opts, sizeof(opts), "size=%llu", (unsigned long long)disk_bytes);
+	if (mount(NULL, fs->work, NULL, MS_REMOUNT | MS_NOSUID | MS_NODEV, opts))
+		return al_err_sys(err, "jobfs: resize %s to %s", fs->work, opts);
+	if (ftruncate(fs->out_fd, 0) || ftruncate(fs->err_fd, 0))
+		return al_err_sys(err, "jobfs: truncate stdout/stderr");
+	if ((rc = make_layout(fs, uid, gid, true, err)))
+		return rc;
+	return write_inputs(fs, job, uid, gid, err);
 }
 
 /* Read up to cap bytes from fd (from offset 0); *truncated when more. */

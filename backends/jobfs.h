@@ -39,6 +39,15 @@ int al_jobfs_create(struct al_jobfs *fs, const char *root, const char *name,
 		    const struct al_job *job, uint64_t disk_bytes, uid_t uid, gid_t gid,
 		    bool detached, struct al_err *err);
 
+/* Make a mounted fs (one a sandbox has used: a warm-pool microVM's, see
+ * backends/microvm/warm.c) as al_jobfs_create makes it for job: everything
+ * in its tmpfs removed (no symlink followed; the layout's directories kept,
+ * emptied, their owner and modes set again), the tmpfs resized to
+ * disk_bytes, stdout and stderr emptied, the input files written. AL_EINVAL
+ * when they do not fit. */
+int al_jobfs_renew(struct al_jobfs *fs, const struct al_job *job, uint64_t disk_bytes, uid_t uid,
+		   gid_t gid, struct al_err *err);
+
 /* Fill res->out/err (capped, with truncated flags) and res->files (each at
  * most file_cap bytes; missing files are skipped, symlinks and non-regular
  * files refused). *disk_full tells whether the work tmpfs filled up. */

@@ -57,11 +57,10 @@
 #include "../seccomp.h"
 #include "../endstatus.h"
 #include "../vmchan.h"
+#include "agent.h"
 #include "egress_fwd.h"
-#include "../../common/clock.h"
 
 #define AGENT_VERSION "2" /* 2: the collect cap in the job frame, the host's acknowledgement */
-#define JOB_UID	      1000
 #define PORT_WAIT_MS  10000
 #define JOB_FRAME_MAX (AL_JOB_MAX_BYTES + (4u << 20)) /* job + argv + environment */
 
@@ -89,13 +88,9 @@ static bool service_mode;
 /* A microVM with network egress (airlock.net=1): one card, whose only
  * reachable address is the host's proxy (QEMU's restricted user network). */
 static bool net_mode;
-/* The job's catalogue image, mounted read-only here at boot (before ready):
- * the job's root. Without one the job runs in the initramfs. */
-#define IMAGE_ROOT "/image"
-static bool have_image;
+static bool have_image; /* the job's image is mounted on IMAGE_ROOT */
 
-static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void say(const char *fmt, ...)
+void agent_say(const char *fmt, ...)
 {
 	va_list ap;
 
@@ -118,7 +113,7 @@ static void __attribute__((noreturn)) power_off(void)
 
 static void __attribute__((noreturn)) fatal(const char *what)
 {
-	say("%s: %s; powering off", what, strerror(errno));
+	agent_say("%s: %s; powering off", what, strerror(errno));
 	power_off();
 }
 
@@ -344,28 +339,6 @@ static int open_port(void)
 	return fd;
 }
 
-/* The job frame's payload: the job, then argv and environment. */
-struct job_in {
-	struct al_job job;
-	char **argv, **envp;
-	uint32_t collect_cap; /* bytes kept of each collected file (the host's cap) */
-};
-
-/* One command to run: the job's, or one step of a grading job. */
-/* A job's descriptors: stdin, stdout, stderr, its code (python, sh), and
- * a session's port to the worker (fd 4 in the job); -1 where none. */
-#define JOB_FDS 5
-
-struct step {
-	char **argv, **envp;
-	const struct al_limits *l;
-	uid_t uid;
-	const char *tree; /* a grading job's step: its build tree (on /work, the cwd),
-			   * and the step's own work dir on /tmp; NULL = a plain job */
-	bool tree_rw;	  /* the build writes it; tests see it read-only */
-	bool live;	  /* stream its output ('O' frames) */
-};
-
 static int parse_job(const uint8_t *p, size_t n, struct job_in *in, struct al_err *err)
 {
 	uint32_t jl, argc, envc;
@@ -408,7 +381,7 @@ static int parse_job(const uint8_t *p, size_t n, struct job_in *in, struct al_er
 	return AL_OK;
 }
 
-static int memfd_with(const char *name, const void *data, size_t len)
+int agent_memfd(const char *name, const void *data, size_t len)
 {
 	int fd = memfd_create(name, MFD_CLOEXEC);
 	const char *c = data;
@@ -547,11 +520,9 @@ exec_job(const struct step *st, const struct al_cg *cg, const struct al_seccomp 
 	}
 }
 
-/* Fork the job's process and wait until it has executed its program (the
- * set-up pipe closes unread) or said why it could not: then the failure is
- * the boundary's, and the process is reaped. The pid, or -1 with err. */
-static pid_t start_job(const struct step *st, const struct al_cg *cg, const struct al_seccomp *sc,
-		       const struct al_jobfs *fs, const int fds[JOB_FDS], struct al_err *err)
+/* The set-up pipe closes unread at the exec. */
+pid_t agent_start_job(const struct step *st, const struct al_cg *cg, const struct al_seccomp *sc,
+		      const struct al_jobfs *fs, const int fds[JOB_FDS], struct al_err *err)
 {
 	int setup[2];
 	char msg[200];
@@ -634,7 +605,10 @@ static int wait_job(pid_t pid, int port, const struct al_cg *cg, const struct al
 			 * plain job's is the host's: it kills the VM) */
 			bool late = stp->tree && al_mono_ms() - t0 >= l->wall_ms;
 
-			if (!stopped && (late || al_cg_cpu_ns(cg) / 1000000 >= l->cpu_ms ||
+			uint64_t cpu = al_cg_cpu_ns(cg);
+
+			cpu = cpu > stp->cpu_base_ns ? cpu - stp->cpu_base_ns : 0;
+			if (!stopped && (late || cpu / 1000000 >= l->cpu_ms ||
 					 al_fd_size(fs->out_fd) > l->stdout_bytes ||
 					 al_fd_size(fs->err_fd) > l->stderr_bytes)) {
 				kill(pid, SIGKILL); /* the verdict reads why from the counters */
@@ -665,6 +639,34 @@ static int wait_job(pid_t pid, int port, const struct al_cg *cg, const struct al
 	return rc;
 }
 
+int agent_finish_step(const struct al_job *job, const struct step *st, pid_t pid, struct al_cg *cg,
+		      struct al_jobfs *fs, int port, uint32_t collect_cap, uint64_t t0,
+		      struct al_result *res, struct al_err *err)
+{
+	const struct al_limits *l = st->l;
+	struct al_cg_stats stats = {0};
+	bool disk_full = false, timed_out = false;
+	int ws = 0, rc;
+
+	if ((rc = wait_job(pid, port, cg, fs, st, &ws, &timed_out, err)))
+		return rc;
+	al_cg_stats(cg, &stats);
+	stats.cpu_ns = stats.cpu_ns > st->cpu_base_ns ? stats.cpu_ns - st->cpu_base_ns : 0;
+	al_cg_destroy(cg, NULL); /* the job's leftovers (daemons) die with it */
+	/* each file cut to the host's cap here: no byte more crosses */
+	if ((rc = al_jobfs_collect(fs, job, l, collect_cap, res, &disk_full, err)))
+		return rc;
+	al_end_status(res, ws, &stats, l, disk_full);
+	if (timed_out && res->status != AL_ST_MEMORY_LIMIT) {
+		res->status = AL_ST_TIMEOUT;
+		res->has_exit_code = false;
+		al_result_set_error(res, "wall-clock limit of %llu ms reached: killed",
+				    (unsigned long long)l->wall_ms);
+	}
+	res->wall_ms = al_mono_ms() - t0;
+	return AL_OK;
+}
+
 /* Run one command (the job, or a grading job's step) in a cgroup named
  * cgname with job's stdin, code and files; fill res. A returned error is
  * the sandbox's, not the job's. */
@@ -676,10 +678,8 @@ static int run_step(const struct al_job *job, const struct step *st, const char 
 	struct al_cg_sys sys;
 	struct al_cg cg;
 	struct al_jobfs fs;
-	struct al_cg_stats stats = {0};
 	struct al_seccomp sc;
-	int fds[JOB_FDS] = {-1, -1, -1, -1, -1}, ws = 0, rc;
-	bool disk_full = false, timed_out = false;
+	int fds[JOB_FDS] = {-1, -1, -1, -1, -1}, rc;
 	uint64_t t0 = al_mono_ms();
 	pid_t pid;
 
@@ -691,11 +691,11 @@ static int run_step(const struct al_job *job, const struct step *st, const char 
 	if ((rc = al_jobfs_create(&fs, "/run/airlock", cgname, job, l->disk_bytes, st->uid, JOB_UID,
 				  false, err)))
 		goto out_cg;
-	fds[0] = memfd_with("stdin", job->stdin_data.data, job->stdin_data.len);
+	fds[0] = agent_memfd("stdin", job->stdin_data.data, job->stdin_data.len);
 	fds[1] = fs.out_fd;
 	fds[2] = fs.err_fd;
 	if (job->code.len)
-		fds[3] = memfd_with("code", job->code.data, job->code.len);
+		fds[3] = agent_memfd("code", job->code.data, job->code.len);
 	if (fds[0] < 0 || (job->code.len && fds[3] < 0)) {
 		rc = al_err_sys(err, "agent: memfd");
 		goto out;
@@ -705,7 +705,7 @@ static int run_step(const struct al_job *job, const struct step *st, const char 
 		rc = al_err_sys(err, "agent: the session port " AL_SESSION_PORT);
 		goto out;
 	}
-	if ((pid = start_job(st, &cg, &sc, &fs, fds, err)) < 0) {
+	if ((pid = agent_start_job(st, &cg, &sc, &fs, fds, err)) < 0) {
 		rc = AL_ESANDBOX;
 		goto out;
 	}
@@ -716,21 +716,7 @@ static int run_step(const struct al_job *job, const struct step *st, const char 
 		al_seccomp_free(&sc);
 		return AL_OK;
 	}
-	if ((rc = wait_job(pid, port, &cg, &fs, st, &ws, &timed_out, err)))
-		goto out;
-	al_cg_stats(&cg, &stats);
-	al_cg_destroy(&cg, NULL); /* the job's leftovers (daemons) die with it */
-	/* each file cut to the host's cap here: no byte more crosses */
-	if ((rc = al_jobfs_collect(&fs, job, l, collect_cap, res, &disk_full, err)))
-		goto out;
-	al_end_status(res, ws, &stats, l, disk_full);
-	if (timed_out && res->status != AL_ST_MEMORY_LIMIT) {
-		res->status = AL_ST_TIMEOUT;
-		res->has_exit_code = false;
-		al_result_set_error(res, "wall-clock limit of %llu ms reached: killed",
-				    (unsigned long long)l->wall_ms);
-	}
-	res->wall_ms = al_mono_ms() - t0;
+	rc = agent_finish_step(job, st, pid, &cg, &fs, port, collect_cap, t0, res, err);
 out:
 	for (int i = 0; i < JOB_FDS; i++)
 		if (i != 1 && i != 2 && fds[i] >= 0)
@@ -746,7 +732,7 @@ out_sc:
 /* Run the job; fill res. A returned error is the sandbox's, not the job's. */
 static int run(struct job_in *in, int port, struct al_result *res, struct al_err *err)
 {
-	struct step st = {in->argv, in->envp, &in->job.limits, JOB_UID, NULL, false, true};
+	struct step st = {in->argv, in->envp, &in->job.limits, JOB_UID, NULL, false, true, 0};
 
 	return run_step(&in->job, &st, "job", port, in->collect_cap, res, err);
 }
@@ -811,8 +797,8 @@ static int run_grading(struct job_in *in, int port, struct al_result *res, struc
 		snprintf(name, sizeof(name), i < 0 ? "build" : "test-%ld", i);
 		{
 			struct step st = {
-			    argv,      in->envp, &lim, i < 0 ? JOB_UID : TEST_UID_BASE + (uid_t)i,
-			    tree.home, i < 0,	 false};
+			    argv,      in->envp, &lim,	i < 0 ? JOB_UID : TEST_UID_BASE + (uid_t)i,
+			    tree.home, i < 0,	 false, 0};
 
 			umask(022); /* what the build makes, its tests may read */
 			rc = run_step(&sj, &st, name, port, 0, &run, err);
@@ -867,7 +853,7 @@ static void wait_ack(int port, struct al_chan_rd *rd)
 		if (rc > 0)
 			al_chan_rd_reset(rd);
 	}
-	say("no acknowledgement of the result from the host");
+	agent_say("no acknowledgement of the result from the host");
 }
 
 int main(void)
@@ -893,6 +879,8 @@ int main(void)
 		net_setup();
 	if (cmdline_has("airlock.image=1"))
 		image_setup();
+	if (have_image && !service_mode && cmdline_has("airlock.warm=1"))
+		agent_warm_start(net_mode);
 	port = open_port();
 	if (al_chan_write(port, AL_CHAN_READY, "agent " AGENT_VERSION,
 			  strlen("agent " AGENT_VERSION), NULL, 0, -1, &err))
@@ -901,24 +889,29 @@ int main(void)
 		rc = al_chan_read(&rd, port, JOB_FRAME_MAX, &err);
 	while (rc == 0);
 	if (rc < 0 || rd.body.data[0] != AL_CHAN_JOB) {
-		say("no job: %s", rc < 0 ? err.msg : "unexpected frame");
+		agent_say("no job: %s", rc < 0 ? err.msg : "unexpected frame");
 		power_off();
 	}
 	res.version = AL_PROTO_VERSION;
-	if ((rc = parse_job((const uint8_t *)rd.body.data + 1, rd.body.len - 1, &in, &err)) == 0)
-		rc = in.job.ntests && !service_mode ? run_grading(&in, port, &res, &err)
-						    : run(&in, port, &res, &err);
+	if ((rc = parse_job((const uint8_t *)rd.body.data + 1, rd.body.len - 1, &in, &err)) == 0) {
+		bool warm = false;
+
+		rc = agent_warm_run(&in, port, &res, &warm, &err);
+		if (!warm)
+			rc = in.job.ntests && !service_mode ? run_grading(&in, port, &res, &err)
+							    : run(&in, port, &res, &err);
+	}
 	if (rc) {
 		res.status = rc == AL_EINVAL ? AL_ST_REJECTED : AL_ST_SANDBOX_ERROR;
 		al_result_set_error(&res, "%s", err.msg);
 	}
 	res.id = strdup(in.job.id ? in.job.id : "unknown");
 	if (!res.id || al_result_encode(&res, &out, &err)) {
-		say("cannot encode the result: %s", err.msg);
+		agent_say("cannot encode the result: %s", err.msg);
 		power_off();
 	}
 	if (al_chan_write(port, AL_CHAN_RESULT, out.data, out.len, NULL, 0, -1, &err))
-		say("send result: %s", err.msg);
+		agent_say("send result: %s", err.msg);
 	else if (!service_mode)
 		wait_ack(port, &rd);
 	/* A service VM lives on (until its lease ends: the host destroys it),

@@ -322,9 +322,10 @@ static int guest_check(const char *dir, struct al_err *err)
 	return AL_OK;
 }
 
-/* Boot a VM of guest with catalogue image (NULL: none) as its disk. */
-static struct vm *vm_launch(const char *guest, const char *image, bool egress, uint64_t memory_mib,
-			    unsigned vcpus, struct al_err *err)
+/* Boot a VM of guest with catalogue image (NULL: none) as its disk; a
+ * pool's (warm) may start its job's interpreter ahead. */
+static struct vm *vm_launch(const char *guest, const char *image, bool egress, bool warm,
+			    uint64_t memory_mib, unsigned vcpus, struct al_err *err)
 {
 	struct vm *vm = calloc(1, sizeof(*vm));
 	struct al_vmm_cfg cfg = {0};
@@ -393,6 +394,7 @@ static struct vm *vm_launch(const char *guest, const char *image, bool egress, u
 	    .gid = G.conf->uid_base + VM_UID_OFFSET + (gid_t)vm->uid_idx,
 	    .kvm_gid = G.kvm_gid,
 	    .egress_netns_fd = -1,
+	    .warm = warm,
 	};
 	/* Network egress: the jail's network namespace is made here, with the
 	 * proxy's socket in it before the VMM can start a forwarder. */
@@ -453,7 +455,7 @@ static void pool_fill(struct pool *p)
 {
 	while (p->n < p->size) {
 		struct al_err err = {0};
-		struct vm *vm = vm_launch(p->guest, p->image[0] ? p->image : NULL, false,
+		struct vm *vm = vm_launch(p->guest, p->image[0] ? p->image : NULL, false, true,
 					  p->memory_mib, p->vcpus, &err);
 
 		if (!vm) {
@@ -677,7 +679,7 @@ static int mvm_prepare(struct al_sandbox *sb, struct al_err *err)
 	m->vm = egress ? NULL
 		       : pool_take(s->job->tier ? s->job->tier : "", guest, s->image, mib, vcpus);
 	m->warm = m->vm != NULL;
-	if (!m->vm && !(m->vm = vm_launch(guest, s->image, egress, mib, vcpus, err)))
+	if (!m->vm && !(m->vm = vm_launch(guest, s->image, egress, false, mib, vcpus, err)))
 		return AL_ESANDBOX;
 	if (egress)
 		sb->spec.proxy_url = AL_VMM_PROXY_URL; /* in the job's environment */
@@ -760,6 +762,22 @@ static int mvm_kill(struct al_sandbox *sb, struct al_err *err)
 	return AL_OK;
 }
 
+/* What a guest may say of its interpreter (warm.c): "warm", or "cold (...)"
+ * of at most 240 printable ASCII characters. */
+static bool interpreter_word(const char *v)
+{
+	size_t n = strlen(v);
+
+	if (!strcmp(v, "warm"))
+		return true;
+	if (n > 240 || strncmp(v, "cold (", 6) || v[n - 1] != ')')
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (v[i] < 0x20 || v[i] > 0x7e)
+			return false;
+	return true;
+}
+
 /* Take the guest's result into res, believing it only about the job's own
  * outcome and only within the job's caps. */
 static int take_result(struct al_sandbox *sb, const char *p, size_t n, struct al_result *res,
@@ -817,6 +835,11 @@ static int take_result(struct al_sandbox *sb, const char *p, size_t n, struct al
 	res->peak_memory_bytes = g.peak_memory_bytes;
 	if (g.error)
 		al_result_set_error(res, "%s", g.error);
+	/* of the guest's own facts only this one: "warm", or "cold (why)" in
+	 * a line of plain text */
+	for (size_t i = 0; i < g.ninfo; i++)
+		if (!strcmp(g.info[i].key, "interpreter") && interpreter_word(g.info[i].value))
+			al_result_add_info(res, "interpreter", g.info[i].value);
 	res->build = g.build; /* a grading job's verdicts */
 	res->tests = g.tests;
 	res->ntests = g.ntests;

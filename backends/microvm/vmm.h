@@ -36,6 +36,9 @@ struct al_vmm_cfg {
 	 * (the worker's proxy listens there, on AL_EGRESS_FWD_NAME) */
 	const char *egress_fwd;
 	int egress_netns_fd;
+	/* a warm-pool VM: its agent may start the job's interpreter before
+	 * the job comes (the guest's airlock.warm=1; backends/microvm/warm.c) */
+	bool warm;
 };
 
 /* A running VMM. */

@@ -39,9 +39,10 @@ static int qemu_launch(const struct al_vmm_cfg *cfg, struct al_vmm *vm, struct a
 	 * power-off ends QEMU at once. Under TCG the TSC cannot be calibrated
 	 * reliably without a PIT/HPET: give the kernel its rate. */
 	snprintf(cmdline, sizeof(cmdline),
-		 "console=ttyS0 %s panic=-1 reboot=t rdinit=/init cryptomgr.notests%s%s%s",
+		 "console=ttyS0 %s panic=-1 reboot=t rdinit=/init cryptomgr.notests%s%s%s%s",
 		 cfg->console ? "loglevel=4" : "quiet", cfg->kvm ? "" : " tsc=reliable",
-		 cfg->disk ? " airlock.image=1" : "", egress ? " airlock.net=1" : "");
+		 cfg->disk ? " airlock.image=1" : "", egress ? " airlock.net=1" : "",
+		 cfg->warm ? " airlock.warm=1" : "");
 	if (!cfg->kvm && cfg->tsc_khz) {
 		size_t l = strlen(cmdline);
 

@@ -5,8 +5,9 @@
 #
 # The catalogue: one recipe per image in deploy/images/recipes/NAME/ (or
 # --recipes DIR): `packages`, the Debian packages it holds (one per line, #
-# comments), and optionally `script`, run in the image as root (chroot)
-# after they are installed. Shipped: python (python3 with its whole
+# comments), optionally `script`, run in the image as root (chroot)
+# after they are installed, and optionally `warm`, the Python modules that
+# a warm-pool microVM imports before its job (/.airlock-warm). Shipped: python (python3 with its whole
 # standard library, numpy, pandas), datascience (python and matplotlib,
 # scipy, scikit-learn, PIL, requests, bs4, lxml, openpyxl, sympy: about
 # 1.4 GB, Debian's scipy brings a C++ compiler and Boost headers for
@@ -125,6 +126,14 @@ make_blockimage() {
 		"$img" >/dev/null
 }
 
+# A recipe's `warm` file: the modules a warm-pool microVM's interpreter
+# imports before its job comes (docs/backends/microvm.md), one a line, #
+# comments; written to the image as /.airlock-warm. None: no warm interpreter.
+warm_modules() {
+	[ -f "$RECIPES/$1/warm" ] || return 0
+	sed -e 's/#.*//' "$RECIPES/$1/warm" | tr -s ' \t\n' '\n' | grep -v '^$' || true
+}
+
 script_hash() {
 	if [ -f "$RECIPES/$1/script" ]; then sha256sum <"$RECIPES/$1/script" | cut -d' ' -f1; else echo none; fi
 }
@@ -161,6 +170,10 @@ build_rootfs() {
 suite $SUITE
 packages $(packages "$name")
 script $(script_hash "$name")"
+	# only a recipe with a warm file has this line (the others' inputs,
+	# and so their images, stay as they were)
+	[ -z "$(warm_modules "$name")" ] || inputs="$inputs
+warm $(warm_modules "$name" | paste -sd' ' -)"
 	if [ -z "${AIRLOCK_REBUILD:-}" ] && [ -f "$dst/.inputs" ] && [ "$(cat "$dst/.inputs")" = "$inputs" ] &&
 		[ -f "$OUT/$name.ext4" ]; then
 		echo "build.sh: $name: up to date ($dst $(cat "$dst/.airlock-image"))" >&2
@@ -185,6 +198,8 @@ script $(script_hash "$name")"
 	grep -q '^job:' "$tmp/etc/group" || echo 'job:x:1000:' >>"$tmp/etc/group"
 	mkdir -p "$tmp/work" "$tmp/dev/shm" "$tmp/data" # data: a service VM's disk
 	make_preload "$tmp"
+	rm -f "$tmp/.airlock-warm"
+	[ -z "$(warm_modules "$name")" ] || warm_modules "$name" >"$tmp/.airlock-warm"
 	echo "build.sh: $name: [3/4] content hash" >&2
 	echo "sha256:$(content_hash "$tmp")" >"$tmp/.airlock-image"
 	echo "build.sh: $name: [4/4] block image $OUT/$name.ext4 (for microVMs)" >&2

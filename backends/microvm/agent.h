@@ -1,0 +1,80 @@
+/* agent.h - what the guest agent's parts share (agent.c: PID 1, the job's
+ * sandbox and its verdict; warm.c: the warm interpreter of a warm-pool VM).
+ * Only the agent includes it. */
+#ifndef AL_AGENT_H
+#define AL_AGENT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "../../proto/err.h"
+#include "../../proto/job.h"
+#include "../../proto/result.h"
+#include "../cgroup.h"
+#include "../jobfs.h"
+#include "../seccomp.h"
+
+#define JOB_UID 1000
+/* The job's catalogue image, mounted read-only here at boot (before ready):
+ * the job's root. Without one the job runs in the initramfs. */
+#define IMAGE_ROOT "/image"
+/* A job's descriptors: stdin, stdout, stderr, its code (python, sh), and
+ * a session's port to the worker (fd 4 in the job); -1 where none. */
+#define JOB_FDS 5
+
+/* The job frame's payload: the job, then argv and environment. */
+struct job_in {
+	struct al_job job;
+	char **argv, **envp;
+	uint32_t collect_cap; /* bytes kept of each collected file (the host's cap) */
+};
+
+/* One command to run: the job's, or one step of a grading job. */
+struct step {
+	char **argv, **envp;
+	const struct al_limits *l;
+	uid_t uid;
+	const char *tree;     /* a grading job's step: its build tree (on /work, the cwd),
+			       * and the step's own work dir on /tmp; NULL = a plain job */
+	bool tree_rw;	      /* the build writes it; tests see it read-only */
+	bool live;	      /* stream its output ('O' frames) */
+	uint64_t cpu_base_ns; /* CPU time the cgroup had before the job began (a warm
+			       * interpreter's start-up): not the job's, not counted */
+};
+
+void agent_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* A memfd (O_CLOEXEC) holding len bytes of data, at offset 0; -1 on error. */
+int agent_memfd(const char *name, const void *data, size_t len);
+
+/* Fork the step's process in cg (its mounts in the image, its uid,
+ * rlimits, the filter sc, fds placed at 0..JOB_FDS-1) and wait until it has
+ * executed its program or said why it could not (then it is reaped: the
+ * boundary's failure). The pid, or -1 with err. */
+pid_t agent_start_job(const struct step *st, const struct al_cg *cg, const struct al_seccomp *sc,
+		      const struct al_jobfs *fs, const int fds[JOB_FDS], struct al_err *err);
+
+/* The rest of a step once its process pid runs: wait for it (its limits,
+ * live output, heartbeats to the host on port), then its CPU and memory,
+ * files and end status into res. cg is emptied (the job's leftovers die
+ * with it); the caller still destroys cg and fs. A returned error is the
+ * sandbox's. t0: when the step began (its wall time). */
+int agent_finish_step(const struct al_job *job, const struct step *st, pid_t pid, struct al_cg *cg,
+		      struct al_jobfs *fs, int port, uint32_t collect_cap, uint64_t t0,
+		      struct al_result *res, struct al_err *err);
+
+/* The warm interpreter (warm.c). At boot of a warm-pool VM (airlock.warm=1)
+ * whose image names modules in /.airlock-warm: start python3 in a job's
+ * sandbox, importing them, waiting for a job. Never fatal: without it jobs
+ * run as in any VM. net: the VM has a network card (the filter's rules). */
+void agent_warm_start(bool net);
+/* Run in->job in the warm interpreter when it may (a plain python job, the
+ * interpreter ready, the environment it started with the job's, the job's
+ * limits above what it holds): *ran then, and the return is run_step's
+ * (res filled, or the sandbox's error; AL_EINVAL: the files do not fit).
+ * Else !*ran (the reason said on the console), the interpreter is gone and
+ * the job runs cold. res->info's "interpreter" says "warm" or "cold". */
+int agent_warm_run(struct job_in *in, int port, struct al_result *res, bool *ran,
+		   struct al_err *err);
+
+#endif

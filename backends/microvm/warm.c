@@ -1,0 +1,469 @@
+/* warm.c - the guest agent's warm interpreter (agent.h).
+ *
+ * A warm-pool VM waits for its job with nothing to do, and a python job
+ * then spends most of its time starting: the interpreter, then numpy,
+ * pandas, matplotlib (seconds under emulation). So in a warm-pool VM
+ * (airlock.warm=1) whose image lists modules in /.airlock-warm (its
+ * recipe's `warm` file), the agent starts at boot the process a python job
+ * would get, made by the same agent_start_job as a cold job's: its mount
+ * namespace on the image with a tmpfs as /work, /tmp and /dev/shm, a
+ * cgroup, uid 1000, no capabilities, no_new_privs, rlimits, the system-call
+ * filter. It runs WARM_PY: import those modules, say ready on its socket
+ * (fd 3), wait. Nothing of any job is in it: it has run only the image's
+ * own code.
+ *
+ * When the job comes and may run there (agent_warm_run says when not), the
+ * agent gives that process what a cold job's had from its start: the job's
+ * memory and pids limits on its cgroup, its CPU limit (the start-up's CPU
+ * not counted, neither in the limit nor in the result) and file-size limit
+ * (prlimit), the tmpfs emptied of what the start-up wrote, resized to the
+ * job's disk limit and filled with its files; then it sends the job's
+ * stdin, stdout, stderr and code as descriptors and its argv and
+ * environment over the socket and closes its end. The interpreter puts
+ * them at 0-3, closes the socket, sets os.environ and sys.argv and runs the
+ * job's own launcher (al_python_launcher, as a cold job: the same
+ * tracebacks, exit codes, sys.argv) in its untouched __main__. The job's
+ * wait, limits, output and verdict are agent_finish_step's, as for any
+ * job. Still one VM per job: the VM powers off after it.
+ *
+ * What a job can tell: the preloaded modules are in sys.modules (that is
+ * the point); its peak memory includes what they hold.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../../common/cleanup.h"
+#include "../../common/clock.h"
+#include "../../proto/buf.h"
+#include "../backend.h"
+#include "../jobspec.h"
+#include "agent.h"
+
+#define WARM_MODULES_MAX 32
+#define WARM_LIST_MAX	 4096
+#define WARM_DISK_BYTES	 (64ull << 20) /* the tmpfs's size until the job's */
+#define WARM_CPU_MS	 (1ull << 40)  /* no CPU or file-size limit until the job's */
+#define WARM_FSIZE	 (1ull << 40)
+#define WARM_SCRIPT_FD	 "/proc/self/fd/3"
+
+/* The interpreter's program (python3 -c WARM_PY MODULE...): every name it
+ * makes lives in a function that removes itself from __main__, so the job's
+ * globals are a fresh -c program's. What an import prints goes to
+ * /dev/null; an import that fails is skipped. Then 'R' on fd 3, and one
+ * 'G' with five descriptors back: stdin, stdout, stderr, code (placed at
+ * 0-3) and a memfd of "ARGC\0ENVC\0" and the job's argv and environment,
+ * NUL-ended. argv is the cold job's (python3 -c LAUNCHER SCRIPT ARGS...):
+ * sys.argv becomes what that -c would see, and LAUNCHER runs as that -c's
+ * program, named "<string>". */
+static const char warm_py[] = "def _airlock_warm():\n"
+			      "    import os, socket, sys\n"
+			      "    g = sys.modules['__main__'].__dict__\n"
+			      "    del g['_airlock_warm']\n"
+			      "    for name in sys.argv[1:]:\n"
+			      "        try:\n"
+			      "            __import__(name)\n"
+			      "        except BaseException:\n"
+			      "            pass\n"
+			      "    import gc\n"
+			      "    gc.collect()\n"
+			      "    gc.freeze()\n"
+			      "    sys.stdout.flush()\n"
+			      "    sys.stderr.flush()\n"
+			      "    ctl = socket.socket(fileno=3)\n"
+			      "    ctl.send(b'R')\n"
+			      "    msg, fds, _, _ = socket.recv_fds(ctl, 1, 5)\n"
+			      "    ctl.close()\n"
+			      "    if msg != b'G' or len(fds) != 5:\n"
+			      "        os._exit(126)\n"
+			      "    for i in range(4):\n"
+			      "        os.dup2(fds[i], i)\n"
+			      "    chunks = []\n"
+			      "    while True:\n"
+			      "        b = os.read(fds[4], 1 << 20)\n"
+			      "        if not b:\n"
+			      "            break\n"
+			      "        chunks.append(b)\n"
+			      "    for fd in fds:\n"
+			      "        if fd > 3:\n"
+			      "            os.close(fd)\n"
+			      "    f = b''.join(chunks).split(b'\\0')\n"
+			      "    argc, envc = int(f[0]), int(f[1])\n"
+			      "    os.environ.clear()\n"
+			      "    for e in f[2 + argc:2 + argc + envc]:\n"
+			      "        k, _, v = e.partition(b'=')\n"
+			      "        if k:\n"
+			      "            os.environ[os.fsdecode(k)] = os.fsdecode(v)\n"
+			      "    sys.argv = ['-c'] + [os.fsdecode(a) for a in f[5:2 + argc]]\n"
+			      "    launcher = f[4]\n"
+			      "    del f, chunks, fds, msg, ctl\n"
+			      "    try:\n"
+			      "        exec(compile(launcher, '<string>', 'exec'), g)\n"
+			      "        code = 0\n"
+			      "    except SystemExit as e:\n"
+			      "        code = e.code\n"
+			      "    if code is None:\n"
+			      "        code = 0\n"
+			      "    elif not isinstance(code, int):\n"
+			      "        try:\n"
+			      "            print(code, file=sys.stderr)\n"
+			      "        except Exception:\n"
+			      "            pass\n"
+			      "        code = 1\n"
+			      "    if 'threading' in sys.modules:\n"
+			      "        sys.modules['threading']._shutdown()\n"
+			      "    import atexit, gc\n"
+			      "    atexit._run_exitfuncs()\n"
+			      "    for k in [k for k in g if k != '__builtins__']:\n"
+			      "        del g[k]\n"
+			      "    gc.collect()\n"
+			      "    for s in (sys.stdout, sys.stderr):\n"
+			      "        try:\n"
+			      "            s.flush()\n"
+			      "        except Exception:\n"
+			      "            code = 120\n"
+			      "    os._exit(code & 0xff)\n"
+			      "_airlock_warm()\n";
+
+static struct {
+	pid_t pid;  /* the interpreter, our child; 0 = none */
+	int ctl;    /* our end of its socket */
+	bool ready; /* it said 'R': its imports are done */
+	bool cg_made, fs_made;
+	struct al_cg_sys sys;
+	struct al_cg cg;
+	struct al_jobfs fs;
+	/* what a cold python job without variables gets from the host:
+	 * python3 -c LAUNCHER SCRIPT, then the base environment */
+	struct al_buf av;
+	char *argv[5], **envp;
+} W = {.ctl = -1};
+
+/* Variables python3 or a module it preloads reads as it starts (locale,
+ * paths, thread pools, backends): a job whose value of one is not the
+ * interpreter's runs cold. */
+static bool startup_var(const char *kv)
+{
+	static const char *const names[] = {"HOME", "LANG", "LANGUAGE", "TZ",	  "TMPDIR",
+					    "TEMP", "TMP",  "USER",	"LOGNAME"};
+	static const char *const prefixes[] = {
+	    "PYTHON", "LC_",  "OPENBLAS", "OMP_", "GOTO",	"MKL_",	   "BLIS_",  "NUMEXPR_",
+	    "NUMBA_", "NPY_", "NUMPY_",	  "MPL",  "MATPLOTLIB", "PANDAS_", "SCIPY_", "KMP_"};
+	size_t n = strcspn(kv, "=");
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (strlen(names[i]) == n && !strncmp(kv, names[i], n))
+			return true;
+	for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++)
+		if (!strncmp(kv, prefixes[i], strlen(prefixes[i])))
+			return true;
+	return false;
+}
+
+static bool has_entry(char *const *list, const char *kv)
+{
+	for (; list && *list; list++)
+		if (!strcmp(*list, kv))
+			return true;
+	return false;
+}
+
+/* The first start-up variable that is in one list and not, as it is, in
+ * the other; NULL when they agree. */
+static const char *startup_differs(char *const *a, char *const *b)
+{
+	for (char *const *p = a; p && *p; p++)
+		if (startup_var(*p) && !has_entry(b, *p))
+			return *p;
+	for (char *const *p = b; p && *p; p++)
+		if (startup_var(*p) && !has_entry(a, *p))
+			return *p;
+	return NULL;
+}
+
+/* The image's module list: names (a Python dotted name each) into out,
+ * pointers in names; their count, or -1 when the image has none. */
+static int read_modules(char *out, size_t cap, const char **names)
+{
+	struct open_how how = {.flags = O_RDONLY | O_CLOEXEC,
+			       .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS};
+	cleanup_close int root = open(IMAGE_ROOT, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	cleanup_close int fd =
+	    root < 0 ? -1 : (int)syscall(SYS_openat2, root, ".airlock-warm", &how, sizeof(how));
+	ssize_t len = fd < 0 ? -1 : read(fd, out, cap - 1);
+	int n = 0;
+
+	if (len < 0)
+		return -1;
+	out[len] = '\0';
+	for (char *save = NULL, *w = strtok_r(out, " \t\n", &save); w;
+	     w = strtok_r(NULL, " \t\n", &save)) {
+		bool ok = (w[0] == '_' || (w[0] | 32) >= 'a') && strlen(w) <= 128;
+
+		for (const char *c = w; ok && *c; c++)
+			ok = *c == '_' || *c == '.' || (*c >= '0' && *c <= '9') ||
+			     ((*c | 32) >= 'a' && (*c | 32) <= 'z');
+		if (!ok || n == WARM_MODULES_MAX) {
+			agent_say("warm: skipped module name \"%.40s\" in /.airlock-warm", w);
+			continue;
+		}
+		names[n++] = w;
+	}
+	return n;
+}
+
+/* The interpreter gone, with everything made for it. */
+static void warm_stop(void)
+{
+	if (W.pid > 0) {
+		kill(W.pid, SIGKILL);
+		while (waitpid(W.pid, NULL, 0) < 0 && errno == EINTR)
+			;
+	}
+	W.pid = 0;
+	al_closep(&W.ctl);
+	if (W.cg_made)
+		al_cg_destroy(&W.cg, NULL);
+	if (W.fs_made)
+		al_jobfs_destroy(&W.fs);
+	W.cg_made = W.fs_made = false;
+}
+
+void agent_warm_start(bool net)
+{
+	static char list[WARM_LIST_MAX];
+	struct al_job job = {.runtime = AL_RUNTIME_PYTHON};
+	struct al_run_spec spec = {.job = &job};
+	struct al_limits open_lim = {.cpu_ms = WARM_CPU_MS, .disk_bytes = WARM_FSIZE};
+	const char *mods[WARM_MODULES_MAX];
+	char *argv[3 + WARM_MODULES_MAX + 1];
+	struct al_seccomp sc = {0};
+	struct al_err err = {0};
+	uint32_t argc = 0, envc = 0;
+	int n = read_modules(list, sizeof(list), mods), sp[2] = {-1, -1}, nul = -1;
+	char *p;
+
+	if (n < 0)
+		return; /* the image asks for no warm interpreter */
+	if (access(IMAGE_ROOT "/usr/bin/python3", X_OK)) {
+		agent_say("warm: the image has no /usr/bin/python3: no warm interpreter");
+		return;
+	}
+	/* what the host gives a python job without variables */
+	if (al_argv_env(&spec, WARM_SCRIPT_FD, &W.av, &argc, &envc) || argc != 4 ||
+	    !(W.envp = calloc(envc + 1, sizeof(*W.envp)))) {
+		agent_say("warm: out of memory");
+		goto fail;
+	}
+	p = W.av.data;
+	for (uint32_t i = 0; i < argc + envc; i++, p += strlen(p) + 1)
+		*(i < argc ? &W.argv[i] : &W.envp[i - argc]) = p;
+	argv[0] = W.argv[0];
+	argv[1] = W.argv[1];
+	argv[2] = (char *)warm_py;
+	for (int i = 0; i < n; i++)
+		argv[3 + i] = (char *)mods[i];
+	argv[3 + n] = NULL;
+	if (al_seccomp_build_net(&sc, net, &err) || al_cg_detect(&W.sys, "guest", NULL, &err) ||
+	    al_cg_create(&W.cg, &W.sys, "warm", &(struct al_cg_limits){0}, &err))
+		goto fail;
+	W.cg_made = true;
+	if (al_jobfs_create(&W.fs, "/run/airlock", "warm", &job, WARM_DISK_BYTES, JOB_UID, JOB_UID,
+			    false, &err))
+		goto fail;
+	W.fs_made = true;
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) ||
+	    (nul = open("/dev/null", O_RDWR | O_CLOEXEC)) < 0) {
+		al_err_sys(&err, "socketpair or /dev/null");
+		goto fail;
+	}
+	{
+		struct step st = {argv, W.envp, &open_lim, JOB_UID, NULL, false, false, 0};
+		int fds[JOB_FDS] = {nul, nul, nul, sp[1], -1};
+
+		if ((W.pid = agent_start_job(&st, &W.cg, &sc, &W.fs, fds, &err)) < 0)
+			goto fail;
+	}
+	W.ctl = al_take_fd(&sp[0]);
+	goto out;
+fail:
+	agent_say("warm: no warm interpreter: %s", err.msg[0] ? err.msg : "set-up failed");
+	W.pid = 0;
+	warm_stop();
+out:
+	al_closep(&sp[0]);
+	al_closep(&sp[1]);
+	al_closep(&nul);
+	al_seccomp_free(&sc);
+}
+
+/* Whether the interpreter said it is ready (once: it says it once). */
+static bool warm_ready(void)
+{
+	struct pollfd p = {.fd = W.ctl, .events = POLLIN};
+	char c = 0;
+
+	if (!W.ready && poll(&p, 1, 0) == 1 && recv(W.ctl, &c, 1, MSG_DONTWAIT) == 1)
+		W.ready = c == 'R';
+	return W.ready;
+}
+
+/* Why in may not run in the interpreter (a reason), or NULL. */
+static const char *refusal(const struct job_in *in, char *buf, size_t cap)
+{
+	const struct al_limits *l = &in->job.limits;
+	const char *var;
+	uint64_t mem = 0, pids = 0;
+
+	if (in->job.ntests)
+		return "a grading job";
+	if (in->job.session)
+		return "a session";
+	for (int i = 0; i < 4; i++)
+		if (!in->argv[i] || strcmp(in->argv[i], W.argv[i]))
+			return "not a python job (or another launcher)";
+	if (!in->job.code.len)
+		return "a python job without code";
+	if ((var = startup_differs(in->envp, W.envp))) {
+		snprintf(buf, cap, "the job's environment differs in %.*s, read at start-up",
+			 (int)strcspn(var, "="), var);
+		return buf;
+	}
+	if (!warm_ready())
+		return "the interpreter has not finished its imports";
+	if (al_cg_usage(&W.cg, &mem, &pids))
+		return "the interpreter's cgroup cannot be read";
+	if ((l->memory_bytes && mem > l->memory_bytes / 2) || (l->pids && pids > l->pids / 2)) {
+		snprintf(buf, cap,
+			 "the interpreter holds %llu MiB and %llu tasks, over half the job's "
+			 "limits (%llu MiB, %llu)",
+			 (unsigned long long)(mem >> 20), (unsigned long long)pids,
+			 (unsigned long long)(l->memory_bytes >> 20), (unsigned long long)l->pids);
+		return buf;
+	}
+	return NULL;
+}
+
+/* The job's argv and environment as the interpreter reads them. */
+static int spec_memfd(const struct job_in *in)
+{
+	struct al_buf b = {0};
+	char n[32];
+	size_t argc = 0, envc = 0;
+	int bad = 0, fd;
+
+	while (in->argv[argc])
+		argc++;
+	while (in->envp[envc])
+		envc++;
+	snprintf(n, sizeof(n), "%zu", argc);
+	bad |= al_buf_append(&b, n, strlen(n) + 1);
+	snprintf(n, sizeof(n), "%zu", envc);
+	bad |= al_buf_append(&b, n, strlen(n) + 1);
+	for (size_t i = 0; i < argc; i++)
+		bad |= al_buf_append(&b, in->argv[i], strlen(in->argv[i]) + 1);
+	for (size_t i = 0; i < envc; i++)
+		bad |= al_buf_append(&b, in->envp[i], strlen(in->envp[i]) + 1);
+	fd = bad ? -1 : agent_memfd("spec", b.data, b.len);
+	al_buf_free(&b);
+	return fd;
+}
+
+/* 'G' and the five descriptors. */
+static int send_go(const int fds[5])
+{
+	char c = 'G';
+	union {
+		char buf[CMSG_SPACE(5 * sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct iovec iov = {.iov_base = &c, .iov_len = 1};
+	struct msghdr msg = {.msg_iov = &iov,
+			     .msg_iovlen = 1,
+			     .msg_control = u.buf,
+			     .msg_controllen = sizeof(u.buf)};
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+
+	memset(u.buf, 0, sizeof(u.buf));
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(5 * sizeof(int));
+	memcpy(CMSG_DATA(cm), fds, 5 * sizeof(int));
+	return sendmsg(W.ctl, &msg, MSG_NOSIGNAL) == 1 ? 0 : -1;
+}
+
+static int warm_go(struct job_in *in, int port, struct al_result *res, struct al_err *err)
+{
+	const struct al_limits *l = &in->job.limits;
+	struct step st = {in->argv, in->envp, l, JOB_UID, NULL, false, true, 0};
+	struct al_cg_limits cgl = {l->memory_bytes, l->pids, 0};
+	uint64_t t0 = al_mono_ms(), base_s;
+	struct rlimit cpu, fsize = {al_fsize_limit(l), al_fsize_limit(l)};
+	int fds[5] = {-1, W.fs.out_fd, W.fs.err_fd, -1, -1}, rc;
+
+	/* the start-up's CPU is not the job's: its limit counts from here */
+	st.cpu_base_ns = al_cg_cpu_ns(&W.cg);
+	base_s = (st.cpu_base_ns + 999999999) / 1000000000;
+	cpu.rlim_cur = base_s + (l->cpu_ms + 999) / 1000;
+	cpu.rlim_max = cpu.rlim_cur + 1;
+	if ((rc = al_cg_set_limits(&W.cg, &cgl, err)))
+		return rc;
+	if (prlimit(W.pid, RLIMIT_CPU, &cpu, NULL) || prlimit(W.pid, RLIMIT_FSIZE, &fsize, NULL))
+		return al_err_sys(err, "agent: the warm interpreter's rlimits");
+	if ((rc = al_jobfs_renew(&W.fs, &in->job, l->disk_bytes, JOB_UID, JOB_UID, err)))
+		return rc;
+	fds[0] = agent_memfd("stdin", in->job.stdin_data.data, in->job.stdin_data.len);
+	fds[3] = agent_memfd("code", in->job.code.data, in->job.code.len);
+	fds[4] = spec_memfd(in);
+	if (fds[0] < 0 || fds[3] < 0 || fds[4] < 0)
+		rc = al_err_sys(err, "agent: memfd");
+	else if (send_go(fds))
+		rc = al_err_sys(err, "agent: hand the job to the warm interpreter");
+	al_closep(&W.ctl); /* nothing more goes either way */
+	al_closep(&fds[0]);
+	al_closep(&fds[3]);
+	al_closep(&fds[4]);
+	if (rc)
+		return rc;
+	rc = agent_finish_step(&in->job, &st, W.pid, &W.cg, &W.fs, port, in->collect_cap, t0, res,
+			       err);
+	if (rc == AL_OK)
+		W.pid = 0; /* reaped */
+	return rc;
+}
+
+int agent_warm_run(struct job_in *in, int port, struct al_result *res, bool *ran,
+		   struct al_err *err)
+{
+	char buf[200];
+	const char *why;
+	int rc;
+
+	*ran = false;
+	if (W.pid <= 0)
+		return AL_OK;
+	if ((why = refusal(in, buf, sizeof(buf)))) {
+		char said[240];
+
+		agent_say("warm interpreter not used: %s", why);
+		warm_stop();
+		snprintf(said, sizeof(said), "cold (%s)", why);
+		al_result_add_info(res, "interpreter", said);
+		return AL_OK;
+	}
+	*ran = true;
+	al_result_add_info(res, "interpreter", "warm");
+	rc = warm_go(in, port, res, err);
+	warm_stop();
+	return rc;
+}

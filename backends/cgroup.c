@@ -297,12 +297,20 @@ uint64_t al_cg_cpu_ns(const struct al_cg *cg)
 int al_cg_usage(const struct al_cg *cg, uint64_t *memory_bytes, uint64_t *pids)
 {
 	bool v2 = cg->sys->version == AL_CG_V2;
-	char buf[64];
+	char buf[8192];
+	uint64_t cur, file, shmem;
 
 	if (read_file(cg->dirs[0], v2 ? "memory.current" : "memory.usage_in_bytes", buf,
 		      sizeof(buf)))
 		return -1;
-	*memory_bytes = strtoull(buf, NULL, 10);
+	cur = strtoull(buf, NULL, 10);
+	/* less the page cache a limit would reclaim (tmpfs pages stay) */
+	if (read_file(cg->dirs[0], "memory.stat", buf, sizeof(buf)))
+		return -1;
+	file = keyed(buf, v2 ? "file" : "cache");
+	shmem = keyed(buf, "shmem");
+	file -= shmem < file ? shmem : file; /* what reclaim can take */
+	*memory_bytes = cur > file ? cur - file : 0;
 	if (read_file(cg->dirs[v2 ? 0 : 1], "pids.current", buf, sizeof(buf)))
 		return -1;
 	*pids = strtoull(buf, NULL, 10);

@@ -71,8 +71,9 @@ int al_cg_enter_self(const struct al_cg *cg);
 int al_cg_stats(const struct al_cg *cg, struct al_cg_stats *st);
 /* Only the CPU time of every task, nanoseconds (0 when unreadable). */
 uint64_t al_cg_cpu_ns(const struct al_cg *cg);
-/* What cg's tasks hold now: memory (bytes, page cache included) and tasks
- * (threads count). 0, or -1 when unreadable. */
+/* What cg's tasks hold now: memory a limit cannot reclaim (bytes: the
+ * usage less its page cache, tmpfs pages counted) and tasks (threads
+ * count). 0, or -1 when unreadable. */
 int al_cg_usage(const struct al_cg *cg, uint64_t *memory_bytes, uint64_t *pids);
 /* SIGKILL every task in cg, wait until it is empty, remove it. Returns 0 when
  * the cgroup is gone. */

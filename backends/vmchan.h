@@ -39,7 +39,8 @@
 #define AL_CHAN_HEARTBEAT    'H'
 #define AL_CHAN_OUTPUT	     'O'
 #define AL_CHAN_ACK	     'A'
-#define AL_CHAN_ACK_WAIT_MS  30000	/* the agent waits this long for 'A' */
+#define AL_CHAN_WARM	     'W'   /* after ready, before a job: the warm interpreter is ready */
+#define AL_CHAN_ACK_WAIT_MS  30000 /* the agent waits this long for 'A' */
 #define AL_CHAN_READ_BUDGET  (1u << 20) /* bytes one al_chan_read call takes at most */
 #define AL_CHAN_HEARTBEAT_MS 1000
 #define AL_CHAN_PORT	     "airlock.0"       /* the virtserialport's name */

@@ -885,9 +885,10 @@ int main(void)
 	if (al_chan_write(port, AL_CHAN_READY, "agent " AGENT_VERSION,
 			  strlen("agent " AGENT_VERSION), NULL, 0, -1, &err))
 		fatal("send ready");
-	do
+	do {
+		agent_warm_wait(port);
 		rc = al_chan_read(&rd, port, JOB_FRAME_MAX, &err);
-	while (rc == 0);
+	} while (rc == 0);
 	if (rc < 0 || rd.body.data[0] != AL_CHAN_JOB) {
 		agent_say("no job: %s", rc < 0 ? err.msg : "unexpected frame");
 		power_off();

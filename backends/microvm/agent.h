@@ -74,6 +74,9 @@ void agent_warm_start(bool net);
  * (res filled, or the sandbox's error; AL_EINVAL: the files do not fit).
  * Else !*ran (the reason said on the console), the interpreter is gone and
  * the job runs cold. res->info's "interpreter" says "warm" or "cold". */
+/* Wait until port is readable; meanwhile, once the interpreter says it is
+ * ready, tell the host (an AL_CHAN_WARM frame on port). */
+void agent_warm_wait(int port);
 int agent_warm_run(struct job_in *in, int port, struct al_result *res, bool *ran,
 		   struct al_err *err);
 

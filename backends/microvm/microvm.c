@@ -77,6 +77,7 @@ struct vm {
 	int uid_idx;
 	struct al_chan_rd rd;
 	bool ready;  /* the agent said ready */
+	bool warm;   /* ...and that the job's interpreter waits, warm (AL_CHAN_WARM) */
 	bool exited; /* the VMM was reaped */
 	uint64_t born_ms, ready_ms;
 	uint64_t memory_mib;
@@ -418,12 +419,28 @@ fail:
 	return NULL;
 }
 
-/* Read what the channel holds before the job: the ready frame. 1 when the
- * agent is ready, 0 not yet, negative when the VM is of no use. */
+/* Read what the channel holds before the job: the ready frame, then a
+ * warm pool VM's word that its interpreter is warm. 1 when the agent is
+ * ready, 0 not yet, negative when the VM is of no use. */
 static int vm_poll_ready(struct vm *vm, struct al_err *err)
 {
 	int rc;
 
+	if (vm->ready && !vm->warm) {
+		struct al_err e = {0};
+
+		/* an error (the VM ended) is for whoever reads next to report */
+		if (al_chan_read(&vm->rd, vm->v.chan_fd, AL_CHAN_READY_MAX, &e) <= 0)
+			return 1;
+		if (vm->rd.body.len != 1 || vm->rd.body.data[0] != AL_CHAN_WARM)
+			return al_err_set(err, AL_ESANDBOX,
+					  "microvm: the guest spoke out of turn before its job");
+		al_chan_rd_reset(&vm->rd);
+		vm->warm = true;
+		al_log("info", "vm_warm", "vmm_pid=%d ms_since_launch=%llu", (int)vm->v.pid,
+		       (unsigned long long)(al_mono_ms() - vm->born_ms));
+		return 1;
+	}
 	if (vm->ready)
 		return 1;
 	rc = al_chan_read(&vm->rd, vm->v.chan_fd, AL_CHAN_READY_MAX, err);
@@ -466,8 +483,8 @@ static void pool_fill(struct pool *p)
 	}
 }
 
-/* Take the pool VM that fits the job best (a ready one first); NULL if
- * none does. */
+/* Take the pool VM that fits the job best (one whose interpreter is warm,
+ * then a ready one, then one still booting); NULL if none does. */
 static struct vm *pool_take(const char *tier, const char *guest, const char *image,
 			    uint64_t memory_mib, unsigned vcpus)
 {
@@ -479,16 +496,18 @@ static struct vm *pool_take(const char *tier, const char *guest, const char *ima
 		    strcmp(p->image, image ? image : "") || p->vcpus != vcpus ||
 		    p->memory_mib < memory_mib)
 			continue;
-		for (unsigned k = 0; k < p->n; k++) {
+		for (unsigned k = 0, score = 0; k < p->n && score < 3; k++) {
 			struct al_err err = {0};
 			int rc = vm_poll_ready(p->vms[k], &err);
+			/* still booting is better than a cold boot */
+			unsigned s = rc > 0				? (p->vms[k]->warm ? 3 : 2)
+				     : rc == 0 && !vm_exited(p->vms[k]) ? 1
+									: 0;
 
-			if (rc > 0) {
+			if (s > score) {
 				best = (int)k;
-				break;
+				score = s;
 			}
-			if (rc == 0 && best < 0 && !vm_exited(p->vms[k]))
-				best = (int)k; /* still booting: better than a cold boot */
 		}
 		if (best >= 0) {
 			struct vm *vm = p->vms[best];
@@ -950,6 +969,12 @@ static int mvm_reap(struct al_sandbox *sb, struct al_result *res, struct al_err 
 					    (unsigned long long)(m->heard_ms - m->sent_ms));
 					break;
 				}
+				continue;
+			}
+			if (type == AL_CHAN_WARM && vm->rd.body.len == 1 && vm->ready &&
+			    !vm->warm) {
+				vm->warm = true; /* said as the job went in: once, no more */
+				al_chan_rd_reset(&vm->rd);
 				continue;
 			}
 			if (type == AL_CHAN_OUTPUT) {

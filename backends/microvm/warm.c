@@ -48,6 +48,7 @@
 #include "../../proto/buf.h"
 #include "../backend.h"
 #include "../jobspec.h"
+#include "../vmchan.h"
 #include "agent.h"
 
 #define WARM_MODULES_MAX 32
@@ -318,6 +319,30 @@ static bool warm_ready(void)
 	return W.ready;
 }
 
+void agent_warm_wait(int port)
+{
+	static bool said;
+
+	while (!said && W.pid > 0 && W.ctl >= 0) {
+		struct pollfd p[2] = {{.fd = port, .events = POLLIN},
+				      {.fd = W.ctl, .events = POLLIN}};
+		struct al_err err = {0};
+
+		if (poll(p, 2, -1) < 0 && errno != EINTR)
+			return;
+		if (p[1].revents && !warm_ready()) {
+			said = true; /* it died in its start-up: no word to say */
+			agent_say("warm: the interpreter ended during its imports");
+		} else if (p[1].revents) {
+			said = true;
+			if (al_chan_write(port, AL_CHAN_WARM, NULL, 0, NULL, 0, -1, &err))
+				agent_say("warm: cannot tell the host: %s", err.msg);
+		}
+		if (p[0].revents)
+			return;
+	}
+}
+
 /* Why in may not run in the interpreter (a reason), or NULL. */
 static const char *refusal(const struct job_in *in, char *buf, size_t cap)
 {
@@ -345,7 +370,7 @@ static const char *refusal(const struct job_in *in, char *buf, size_t cap)
 		return "the interpreter's cgroup cannot be read";
 	if ((l->memory_bytes && mem > l->memory_bytes / 2) || (l->pids && pids > l->pids / 2)) {
 		snprintf(buf, cap,
-			 "the interpreter holds %llu MiB and %llu tasks, over half the job's "
+			 "the interpreter holds %llu MiB and %llu task(s), over half the job's "
 			 "limits (%llu MiB, %llu)",
 			 (unsigned long long)(mem >> 20), (unsigned long long)pids,
 			 (unsigned long long)(l->memory_bytes >> 20), (unsigned long long)l->pids);

@@ -7,15 +7,18 @@ worker) with the Python client over Redis, interleaved round by round:
     import pandas; print(1)      what a data snippet pays before its work
 
 on the process and container tiers, a microVM booted for the job (cold:
-no pool) and a microVM from the warm pool (warm: booted ahead; the
-worker waits for the pool to refill between rounds). Reports medians and
-the issue's two ratios, each against a baseline of the same run:
+no pool) and a microVM from the warm pool (warm: booted ahead, its
+interpreter started with numpy, pandas and matplotlib imported:
+backends/microvm/warm.c). Each round waits until the pool's VM says its
+interpreter is warm again (the worker's vm_warm log line) before it
+measures anything, so no tier is measured beside a VM that is still
+importing. Reports medians and the issue's two ratios, each against a
+baseline of the same run:
 
     warm print(1) / cold print(1)                      goal <= 0.1x
     warm import pandas / process-tier import pandas    goal <= 1.5x
 
-(the goals of the agent-runtime issue: a warm VM whose agent has already
-started the interpreter with the image's heavy modules imported).
+(the goals of the agent-runtime issue).
 Usage: agent_warm.py [ROUNDS]   (root; make images, make microvm-image)"""
 import os
 import statistics
@@ -52,8 +55,9 @@ def timed(cl, tier, code):
     ms = (time.monotonic() - t0) * 1000
     if r.status != "ok" or r.stdout != b"1\n":
         raise RuntimeError("%s: %s %s %r" % (tier, r.status, r.error, r.stderr[-300:]))
-    if tier == "mvm-warm" and r.info.get("boot") != "warm":
-        raise RuntimeError("no warm VM for %s: %r" % (tier, r.info))
+    if tier == "mvm-warm" and (r.info.get("boot") != "warm" or
+                               r.info.get("interpreter") != "warm"):
+        raise RuntimeError("no warm VM and interpreter for %s: %r" % (tier, r.info))
     return ms
 
 
@@ -68,12 +72,16 @@ def main():
                  extra=["--images", IMAGES, "--vm-accel", os.environ.get("VM_ACCEL", "tcg")])
         cl = airlock.Client(redis=c.url)
         lat = {(t, s): [] for t in TIERS for s in SNIPPETS}
+        used = 0
         for i in range(ROUNDS + 1):  # round 0 fills the page cache and is dropped
             for name, code in SNIPPETS.items():
                 for tier in (TIERS if i % 2 else TIERS[::-1]):
-                    if tier == "mvm-warm":
-                        time.sleep(8)  # the pool's one VM booted again
+                    # the pool's VM (used+1 of them so far) is warm, nothing else runs
+                    if not c.wait_for(lambda: c.log("bench-aw").count("event=vm_warm") > used,
+                                      timeout=300, step=0.5):
+                        raise RuntimeError("the pool's VM never said it is warm")
                     ms = timed(cl, tier, code)
+                    used += tier == "mvm-warm"
                     if i:
                         lat[(tier, name)].append(ms)
         med = {k: statistics.median(v) for k, v in lat.items()}

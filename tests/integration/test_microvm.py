@@ -74,10 +74,11 @@ dupfiles) ready; $B cat /result.bin >$P; $B sleep 100000 ;;  # a file returned t
 outflood) ready; while :; do $B cat /out.bin; done >$P ;;   # live output past the job's cap
 badout) ready; $B printf '\000\000\000\003O\007x' >$P; $B sleep 100000 ;;  # stream 7
 forged) ready; $B cat /forged.bin >$P; $B sleep 100000 ;;  # a verdict for a test not asked
+warmtwice) ready; $B printf '\000\000\000\001W\000\000\000\001W' >$P; $B sleep 100000 ;;  # "warm" again
 esac
 """
 FAKES = ("panic", "hang", "silent", "flood", "garbage", "heartbeats", "bigframe", "dupfiles",
-         "outflood", "badout", "forged")
+         "outflood", "badout", "forged", "warmtwice")
 DUP_ID = "mv-dup-%d" % os.getpid()  # the job the fake dupfiles guest answers for
 FORGE_ID = "mv-forge-%d" % os.getpid()  # ...and the fake forged guest
 
@@ -351,7 +352,8 @@ try:
             ("dupfiles", "returned a file twice", 10),
             ("outflood", "more stdout than the job's cap", 10),
             ("badout", "malformed output frame", 10),
-            ("forged", "is not for the job's test \"real\"", 10)):
+            ("forged", "is not for the job's test \"real\"", 10),
+            ("warmtwice", "unexpected frame", 10)):
         t0 = time.time()
         hwm0 = vm_hwm(c.procs[WID].pid)
         if mode == "dupfiles":
@@ -377,9 +379,10 @@ try:
                   "outflood": "sends live output past the job's stdout cap",
                   "badout": "sends a live-output frame for stream 7",
                   "forged": "answers a grading job with a verdict for a test it does not "
-                            "have"}[mode], took,
+                            "have",
+                  "warmtwice": "says twice that its interpreter is warm"}[mode], took,
                  ", retried by the queue" if mode == "panic" else ""), r)
-    # 11 rogue guests in a row, each a sandbox_error: what a job does once its sandbox runs
+    # 12 rogue guests in a row, each a sandbox_error: what a job does once its sandbox runs
     # never pauses the backend for others (only failures to make or start a sandbox do)
     t.ok("backend_paused" not in c.log(WID),
          "the rogue guests' sandbox_errors did not pause the microvm backend on this worker",

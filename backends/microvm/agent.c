@@ -14,6 +14,9 @@
  * VMM. Any failure of the agent itself powers the VM off without a result,
  * which the host reports as sandbox_error.
  *
+ * In a warm-pool VM whose image lists modules to preload, warm.c starts a
+ * python job's interpreter at boot and may run the job there (agent.h).
+ *
  * It reuses the worker's own code for the job's files (jobfs), cgroup,
  * argv/environment (built by the host), verdicts and system-call filter,
  * so that a job means the same inside a VM as on the process backend.

@@ -7,12 +7,15 @@
 # --recipes DIR): `packages`, the Debian packages it holds (one per line, #
 # comments), optionally `script`, run in the image as root (chroot)
 # after they are installed, and optionally `warm`, the Python modules that
-# a warm-pool microVM imports before its job (/.airlock-warm). Shipped: python (python3 with its whole
-# standard library, numpy, pandas), datascience (python and matplotlib,
-# scipy, scikit-learn, PIL, requests, bs4, lxml, openpyxl, sympy: about
-# 1.4 GB, Debian's scipy brings a C++ compiler and Boost headers for
-# pythran), toolchain (gcc, g++, make, libc6-dev,
-# python3), node (nodejs). An operator adds an image by adding a recipe.
+# a warm-pool microVM imports before its job (/.airlock-warm). Shipped:
+# python (python3 with its whole standard library, numpy, pandas, pip,
+# venv, pytest, pytest-xdist, coverage, hypothesis, tox, git), datascience
+# (python3, numpy, pandas, pip and matplotlib, scipy, scikit-learn, PIL,
+# requests, bs4, lxml, openpyxl, sympy: about 1.4 GB, Debian's scipy
+# brings a C++ compiler and Boost headers for pythran), toolchain (gcc,
+# g++, clang, make, cmake, ninja, pkg-config, autotools, valgrind, git,
+# libc6-dev, python3), node (nodejs, npm, git). An operator adds an image
+# by adding a recipe.
 #
 # Each image is a root filesystem directory, DIR/NAME (default DIR:
 # /var/lib/airlock/images), made with `debootstrap --variant=minbase` from
@@ -54,7 +57,7 @@ while [ $# -gt 0 ]; do
 	--suite) SUITE="$2"; shift 2 ;;
 	--agent) AGENT="$2"; shift 2 ;;
 	--recipes) RECIPES="$2"; shift 2 ;;
-	-h|--help) sed -n '2,41p' "$0"; exit 0 ;;
+	-h|--help) sed -n '2,48p' "$0"; exit 0 ;;
 	-*) echo "build.sh: unknown option $1" >&2; exit 2 ;;
 	*) break ;;
 	esac

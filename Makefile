@@ -58,7 +58,8 @@ BINS := $(BUILD)/airlock $(BUILD)/airlock-worker $(BUILD)/airlock-scheduler $(BU
 TESTS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(TEST_SRC)) $(BUILD)/tests/proto_tool \
 	$(BUILD)/tests/bench_backend $(BUILD)/tests/bench_queue $(BUILD)/tests/egress_tool \
 	$(BUILD)/tests/clockshim.so
-FUZZERS := $(BUILD)/fuzz/fuzz_job $(BUILD)/fuzz/fuzz_result $(BUILD)/fuzz/fuzz_call
+FUZZERS := $(BUILD)/fuzz/fuzz_job $(BUILD)/fuzz/fuzz_result $(BUILD)/fuzz/fuzz_call \
+	$(BUILD)/fuzz/fuzz_junit
 
 .PHONY: all deps test check fuzz format clean headers demo bench images microvm-image install
 .SECONDARY:
@@ -146,6 +147,11 @@ $(BUILD)/tests/test_grade: $(call obj,tests/unit/test_grade.c backends/judge.c) 
 	@mkdir -p $(dir $@)
 	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
+# The JUnit report scanner is the CLI's (cli/junit.c).
+$(BUILD)/tests/test_junit: $(call obj,tests/unit/test_junit.c cli/junit.c) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
 # The microVM channel's framing is worker code (backends/vmchan.c).
 $(BUILD)/tests/test_vmchan: $(call obj,tests/unit/test_vmchan.c backends/vmchan.c backends/jobspec.c backends/judge.c) $(LIB)
 	@mkdir -p $(dir $@)
@@ -208,6 +214,11 @@ FUZZ_FLAGS := -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitiz
 $(BUILD)/fuzz/%: tests/fuzz/%.c $(PROTO_SRC) $(wildcard proto/*.h)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(PROTO_SRC) $(shell pkg-config --libs msgpack libcrypto jansson)
+
+# the CLI's report scanner: no proto/ in it
+$(BUILD)/fuzz/fuzz_junit: tests/fuzz/fuzz_junit.c cli/junit.c cli/junit.h
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -D_GNU_SOURCE -o $@ $< cli/junit.c
 
 fuzz: $(FUZZERS)
 

@@ -13,6 +13,7 @@
 #include "../common/opt.h"
 #include "../proto/grade.h"
 #include "cli.h"
+#include "junit.h"
 
 /* The CLI's own allocations: a short-lived command has nothing to unwind
  * to, so running out of memory ends it with one line and EX_OSERR. */
@@ -438,6 +439,22 @@ int cli_print_result(const struct al_result *r, bool json, const struct shown *s
 			fputc('\n', stderr);
 		} else if (r->out_truncated || r->err_truncated) {
 			fprintf(stderr, "airlock: job %s: output was truncated\n", r->id);
+		}
+		for (size_t i = 0; i < r->nfiles; i++) {
+			const struct al_out_file *f = &r->files[i];
+			struct cli_junit j;
+			size_t pl = strlen(f->path);
+
+			if (pl < 4 || strcmp(f->path + pl - 4, ".xml") ||
+			    !cli_junit_counts(f->data.data, f->data.len, &j))
+				continue;
+			/* a collected JUnit report: its counts on a line */
+			fprintf(stderr, "tests: %llu passed, %llu failed, %llu skipped (",
+				(unsigned long long)j.passed, (unsigned long long)j.failed,
+				(unsigned long long)j.skipped);
+			for (const char *c = f->path; *c; c++)
+				fputc(*c >= 0x20 && *c < 0x7f ? *c : '?', stderr);
+			fputs(")\n", stderr);
 		}
 		if (r->negress) {
 			size_t ok = 0;

@@ -65,6 +65,7 @@ done
 run_suite fuzz/job fuzz fuzz_job "$FUZZ_SECONDS"
 run_suite fuzz/result fuzz fuzz_result $((FUZZ_SECONDS / 3 + 1))
 run_suite fuzz/call fuzz fuzz_call $((FUZZ_SECONDS / 3 + 1))
+run_suite fuzz/junit fuzz fuzz_junit $((FUZZ_SECONDS / 6 + 1))
 
 suite_summary
 [ "$failed" -eq 0 ] && rm -rf "$LOGDIR"

@@ -605,8 +605,9 @@ uint64_t al_host_tsc_khz(void)
 
 /* KVM is usable when the CPU has virtualisation extensions and /dev/kvm
  * makes a VM (a /dev/kvm node alone is not enough: nested hosts may have
- * one that fails later). *gid gets the device's group. */
-bool al_kvm_usable(gid_t *gid)
+ * one that fails later). *gid gets the device's group; why, when it is
+ * not usable, the reason. */
+bool al_kvm_usable(gid_t *gid, struct al_err *why)
 {
 	FILE *f = fopen("/proc/cpuinfo", "re");
 	char line[4096];
@@ -618,15 +619,24 @@ bool al_kvm_usable(gid_t *gid)
 		ext = !strncmp(line, "flags", 5) && (strstr(line, " vmx") || strstr(line, " svm"));
 	if (f)
 		fclose(f);
-	fd = ext ? open("/dev/kvm", O_RDWR | O_CLOEXEC) : -1;
-	if (fd < 0)
+	if (!ext) {
+		al_err_set(why, AL_ESANDBOX,
+			   "the CPU shows no virtualisation extensions (vmx/svm)");
 		return false;
+	}
+	fd = open("/dev/kvm", O_RDWR | O_CLOEXEC);
+	if (fd < 0) {
+		al_err_sys(why, "open /dev/kvm");
+		return false;
+	}
 	vm =
 	    ioctl(fd, KVM_GET_API_VERSION, 0) == KVM_API_VERSION ? ioctl(fd, KVM_CREATE_VM, 0) : -1;
 	al_closep(&vm);
 	if (fstat(fd, &st) == 0)
 		*gid = st.st_gid;
 	close(fd);
+	if (vm < 0)
+		al_err_set(why, AL_ESANDBOX, "/dev/kvm opens but cannot make a VM");
 	return vm >= 0;
 }
 
@@ -634,6 +644,7 @@ static int mvm_init(const struct al_backend_conf *conf, struct al_err *err)
 {
 	const char *accel = conf->vm_accel;
 	const char *vmm = conf->vmm ? conf->vmm : "qemu";
+	struct al_err why = {0};
 	int rc;
 
 	memset(&G, 0, sizeof(G));
@@ -654,15 +665,20 @@ static int mvm_init(const struct al_backend_conf *conf, struct al_err *err)
 	/* KVM when /dev/kvm opens, unless told otherwise; TCG is slow but the
 	 * same boundary. */
 	if (!accel || !strcmp(accel, "kvm")) {
-		G.kvm = al_kvm_usable(&G.kvm_gid);
+		G.kvm = al_kvm_usable(&G.kvm_gid, &why);
 		if (accel && !G.kvm)
-			return al_err_set(
-			    err, AL_ESANDBOX,
-			    "microvm: --vm-accel kvm: /dev/kvm cannot make a VM on this host");
+			return al_err_set(err, AL_ESANDBOX,
+					  "microvm: --vm-accel kvm: KVM cannot be used here: %s",
+					  why.msg);
 	} else if (strcmp(accel, "tcg")) {
 		return al_err_set(err, AL_ESANDBOX,
 				  "microvm: --vm-accel must be kvm or tcg, not \"%s\"", accel);
+	} else {
+		al_err_set(&why, AL_ESANDBOX, "--vm-accel tcg");
 	}
+	/* emulation is the same boundary, many times slower: say so once */
+	al_log("info", "microvm_accel", "accel=%s%s%s", G.kvm ? "kvm" : "tcg",
+	       G.kvm ? "" : " why=", G.kvm ? "" : why.msg);
 	G.tsc_khz = G.kvm ? 0 : al_host_tsc_khz();
 	if ((rc =
 		 al_find_helper(conf->helper_dir, "airlock-egress-fwd", G.fwd, sizeof(G.fwd), err)))
@@ -1028,8 +1044,11 @@ static int mvm_reap(struct al_sandbox *sb, struct al_result *res, struct al_err 
 					  "%llu ms): hung or overloaded",
 					  (unsigned long long)(now - m->heard_ms));
 		res->status = AL_ST_TIMEOUT;
-		al_result_set_error(res, "wall-clock limit of %llu ms reached: the VM was killed",
-				    (unsigned long long)m->env.wall_ms);
+		al_result_set_error(res, "wall-clock limit of %llu ms reached: the VM was killed%s",
+				    (unsigned long long)m->env.wall_ms,
+				    G.kvm ? ""
+					  : " (accel tcg: no KVM on this worker, the code ran "
+					    "emulated, several times slower)");
 		add_info(sb, res);
 		return 1;
 	}

@@ -87,8 +87,8 @@ int al_vmm_spawn(const struct al_vmm_cfg *cfg, char *const argv[], const int *ke
 		 struct al_vmm *vm, struct al_err *err);
 
 /* KVM is usable: the CPU has virtualisation extensions and /dev/kvm makes
- * a VM; *gid gets the device's group. */
-bool al_kvm_usable(gid_t *gid);
+ * a VM; *gid gets the device's group, why the reason when it is not. */
+bool al_kvm_usable(gid_t *gid, struct al_err *why);
 /* The host's TSC rate in kHz (for guest kernels under emulation). */
 uint64_t al_host_tsc_khz(void);
 

@@ -207,6 +207,7 @@ static int define_filter(struct al_err *err)
 static int vm_init(const struct al_backend_conf *conf, struct al_err *err)
 {
 	const char *uri = conf->libvirt_uri ? conf->libvirt_uri : "qemu:///system";
+	struct al_err why = {0};
 	gid_t gid;
 
 	if (G.conn)
@@ -227,7 +228,9 @@ static int vm_init(const struct al_backend_conf *conf, struct al_err *err)
 		return AL_ESANDBOX;
 	/* libvirt's QEMU user must reach the overlays, sockets and copies */
 	chmod(G.dir, 0755);
-	G.kvm = al_kvm_usable(&gid);
+	G.kvm = al_kvm_usable(&gid, &why);
+	al_log("info", "vm_accel", "accel=%s%s%s", G.kvm ? "kvm" : "tcg",
+	       G.kvm ? "" : " why=", G.kvm ? "" : why.msg);
 	G.tsc_khz = G.kvm ? 0 : al_host_tsc_khz();
 	return AL_OK;
 }

@@ -5,9 +5,11 @@ project (python image: pytest, hypothesis, JUnit XML), a C project built with
 cmake and ninja and tested with ctest (toolchain image), a Node project
 installed with npm ci and tested with npm test (node image). Each gives on
 every tier the counts of a direct run of the same commands in the same
-image (chroot on the host), its report collected as a result file."""
+image (chroot on the host), its report collected as a result file; the
+README's `airlock run` of the pytest suite prints the report's counts."""
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -15,7 +17,7 @@ import tempfile
 import xml.etree.ElementTree as ET
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from altest import Tap, skip_unless  # noqa: E402
+from altest import CLI, Tap, skip_unless  # noqa: E402
 from cluster import Cluster  # noqa: E402
 from policies import DEFAULTS, policy, tier_def  # noqa: E402
 
@@ -176,6 +178,7 @@ try:
                            "image": image, "runtime": "sh", "code": command.encode(),
                            "files": [{"path": p, "data": d} for p, d in files.items()],
                            "collect": [report]}, timeout=900)
+            print("# %s on %s: %s ms in the sandbox" % (suite, backend, r.get("wall_ms")))
             got = {f["path"]: f["data"] for f in r.get("files", [])}
             seen = counts(suite, got.get(report, b""))
             t.ok(r.get("status") == "nonzero_exit" and seen == want,
@@ -183,6 +186,24 @@ try:
                      suite, backend, image, want),
                  (r.get("status"), r.get("error"), seen, r.get("stderr", b"")[-600:],
                   r.get("stdout", b"")[-600:]))
+
+    # the README's command, as a user runs it: the report's counts on a line
+    readme = open(os.path.join(os.path.dirname(__file__), "..", "..", "README.md")).read()
+    m = re.search(r"\$ (airlock run --tier untrusted .*?\n.*?)\n", readme)
+    argv = shlex.split(m.group(1).replace("\\\n", " ")) if m else ["missing"]
+    work = tempfile.mkdtemp(prefix="airlock-ci-cli-", dir="/var/tmp")
+    try:
+        with open(os.path.join(work, "tests.py"), "wb") as f:
+            f.write(PYTEST["test_math.py"])
+        argv = [CLI, "--redis", c.url] + argv[1:]
+        argv[argv.index("untrusted")] = TIERS["process"]
+        p = subprocess.run(argv, cwd=work, capture_output=True, timeout=300)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    t.ok(m and p.returncode == 1 and
+         b"\ntests: 11 passed, 2 failed, 1 skipped (report.xml)\n" in b"\n" + p.stderr,
+         "the README's airlock run of a pytest suite exits with pytest's 1 and prints the "
+         "collected JUnit report's counts on one line", (argv, p.returncode, p.stderr[-800:]))
 finally:
     c.close()
 sys.exit(t.done())

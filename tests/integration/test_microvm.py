@@ -215,6 +215,17 @@ try:
          "print(6*7) in a cold-booted microVM on the tier's default image (python); the result "
          "names the image's hash and the VMM", r)
 
+    accel = [l for l in c.log(WID).splitlines() if "event=microvm_accel" in l]
+    tcg = info.get("accel") == "tcg"
+    t.ok(len(accel) == 1 and ("accel=tcg why=" in accel[0]) == tcg and
+         ("accel=kvm" in accel[0]) == (not tcg),
+         "the worker says once at start which accelerator it uses, and why not KVM", accel)
+    r = run(c, "import time\ntime.sleep(60)", limits={"wall_ms": 3000})
+    t.ok(r["status"] == "timeout" and "wall-clock limit of 3000 ms" in (r.get("error") or "") and
+         ("(accel tcg: no KVM on this worker" in r["error"]) == tcg,
+         "a job past its wall-clock limit: timeout, and under emulation the error says the code "
+         "ran under TCG", r.get("error"))
+
     canary = os.path.join(c.dir, "host-canary")
     with open(canary, "w") as f:
         f.write("secret")

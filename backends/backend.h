@@ -207,6 +207,10 @@ struct al_backend_ops {
 			 uid_t *dir_uid);
 	/* MAY: tear down global state at worker exit. */
 	void (*fini)(void);
+	/* MAY: the accelerator its sandboxes run on after init ("kvm" or
+	 * "tcg": a VM's CPU emulated, many times slower), for the worker's
+	 * registry entry (airlock stats). */
+	const char *(*accel)(void);
 };
 
 /* The registry: every backend this build has (compile-time options live in

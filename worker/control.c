@@ -108,7 +108,13 @@ void wk_heartbeat(evutil_socket_t fd, short what, void *arg)
 	for (int b = 0; b < w->nbackends && n < (int)sizeof(desc) - 64; b++)
 		n += snprintf(desc + n, sizeof(desc) - (size_t)n, "%s\"%s%s\"", b ? "," : "",
 			      w->backends[b].ops->name, w->backends[b].ok ? "" : "(unavailable)");
-	n += snprintf(desc + n, sizeof(desc) - (size_t)n, "],\"paused\":{");
+	n += snprintf(desc + n, sizeof(desc) - (size_t)n, "],\"accel\":{");
+	for (int b = 0, k = 0; b < w->nbackends && n < (int)sizeof(desc) - 64; b++)
+		if (w->backends[b].ok && w->backends[b].ops->accel)
+			n += snprintf(desc + n, sizeof(desc) - (size_t)n, "%s\"%s\":\"%s\"",
+				      k++ ? "," : "", w->backends[b].ops->name,
+				      w->backends[b].ops->accel());
+	n += snprintf(desc + n, sizeof(desc) - (size_t)n, "},\"paused\":{");
 	if (n < (int)sizeof(desc) - 4)
 		n += wk_health_json(w, desc + n, sizeof(desc) - (size_t)n - 4);
 	snprintf(desc + n, sizeof(desc) - (size_t)n, "}}");

@@ -1096,6 +1096,11 @@ static void mvm_fini(void)
 	G.ready = false;
 }
 
+static const char *mvm_accel(void)
+{
+	return G.kvm ? "kvm" : "tcg";
+}
+
 const struct al_backend_ops al_backend_microvm = {
     .name = "microvm",
     .caps = AL_CAPS_MICROVM,
@@ -1112,4 +1117,5 @@ const struct al_backend_ops al_backend_microvm = {
     .pool = mvm_pool,
     .tick = mvm_tick,
     .fini = mvm_fini,
+    .accel = mvm_accel,
 };

@@ -704,6 +704,11 @@ static void vm_fini(void)
 	G.conn = NULL;
 }
 
+static const char *vm_accel(void)
+{
+	return G.kvm ? "kvm" : "tcg";
+}
+
 const struct al_backend_ops al_backend_vm = {
     .name = "vm",
     .caps = AL_CAPS_VM,
@@ -716,4 +721,5 @@ const struct al_backend_ops al_backend_vm = {
     .reap = vm_reap,
     .destroy = vm_destroy,
     .fini = vm_fini,
+    .accel = vm_accel,
 };

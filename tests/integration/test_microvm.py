@@ -220,6 +220,9 @@ try:
     t.ok(len(accel) == 1 and ("accel=tcg why=" in accel[0]) == tcg and
          ("accel=kvm" in accel[0]) == (not tcg),
          "the worker says once at start which accelerator it uses, and why not KVM", accel)
+    st = c.cli("stats")
+    t.ok(('"accel":{"microvm":"%s"}' % info.get("accel")) in st.stdout.decode(),
+         "airlock stats shows the worker's accelerator", st.stdout[-600:].decode())
     r = run(c, "import time\ntime.sleep(60)", limits={"wall_ms": 3000})
     t.ok(r["status"] == "timeout" and "wall-clock limit of 3000 ms" in (r.get("error") or "") and
          ("(accel tcg: no KVM on this worker" in r["error"]) == tcg,

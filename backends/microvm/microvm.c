@@ -419,6 +419,15 @@ fail:
 	return NULL;
 }
 
+/* The guest said its interpreter is warm (AL_CHAN_WARM, once). */
+static void vm_took_warm(struct vm *vm)
+{
+	al_chan_rd_reset(&vm->rd);
+	vm->warm = true;
+	al_log("info", "vm_warm", "vmm_pid=%d ms_since_launch=%llu", (int)vm->v.pid,
+	       (unsigned long long)(al_mono_ms() - vm->born_ms));
+}
+
 /* Read what the channel holds before the job: the ready frame, then a
  * warm pool VM's word that its interpreter is warm. 1 when the agent is
  * ready, 0 not yet, negative when the VM is of no use. */
@@ -435,10 +444,7 @@ static int vm_poll_ready(struct vm *vm, struct al_err *err)
 		if (vm->rd.body.len != 1 || vm->rd.body.data[0] != AL_CHAN_WARM)
 			return al_err_set(err, AL_ESANDBOX,
 					  "microvm: the guest spoke out of turn before its job");
-		al_chan_rd_reset(&vm->rd);
-		vm->warm = true;
-		al_log("info", "vm_warm", "vmm_pid=%d ms_since_launch=%llu", (int)vm->v.pid,
-		       (unsigned long long)(al_mono_ms() - vm->born_ms));
+		vm_took_warm(vm);
 		return 1;
 	}
 	if (vm->ready)
@@ -987,10 +993,8 @@ static int mvm_reap(struct al_sandbox *sb, struct al_result *res, struct al_err 
 				}
 				continue;
 			}
-			if (type == AL_CHAN_WARM && vm->rd.body.len == 1 && vm->ready &&
-			    !vm->warm) {
-				vm->warm = true; /* said as the job went in: once, no more */
-				al_chan_rd_reset(&vm->rd);
+			if (type == AL_CHAN_WARM && vm->rd.body.len == 1 && !vm->warm) {
+				vm_took_warm(vm); /* said as the job went in: once, no more */
 				continue;
 			}
 			if (type == AL_CHAN_OUTPUT) {

@@ -123,7 +123,7 @@ static const char warm_py[] = "def _airlock_warm():\n"
 			      "        code = 1\n"
 			      "    if 'threading' in sys.modules:\n"
 			      "        sys.modules['threading']._shutdown()\n"
-			      "    import atexit, gc\n"
+			      "    import atexit\n"
 			      "    atexit._run_exitfuncs()\n"
 			      "    for k in [k for k in g if k != '__builtins__']:\n"
 			      "        del g[k]\n"
@@ -140,6 +140,7 @@ static struct {
 	pid_t pid;  /* the interpreter, our child; 0 = none */
 	int ctl;    /* our end of its socket */
 	bool ready; /* it said 'R': its imports are done */
+	bool told;  /* the host was told (or never will be: it died importing) */
 	bool cg_made, fs_made;
 	struct al_cg_sys sys;
 	struct al_cg cg;
@@ -209,7 +210,8 @@ static int read_modules(char *out, size_t cap, const char **names)
 	out[len] = '\0';
 	for (char *save = NULL, *w = strtok_r(out, " \t\n", &save); w;
 	     w = strtok_r(NULL, " \t\n", &save)) {
-		bool ok = (w[0] == '_' || (w[0] | 32) >= 'a') && strlen(w) <= 128;
+		/* a dotted Python name: no leading digit or dot */
+		bool ok = !(w[0] >= '0' && w[0] <= '9') && w[0] != '.' && strlen(w) <= 128;
 
 		for (const char *c = w; ok && *c; c++)
 			ok = *c == '_' || *c == '.' || (*c >= '0' && *c <= '9') ||
@@ -299,7 +301,6 @@ void agent_warm_start(bool net)
 	goto out;
 fail:
 	agent_say("warm: no warm interpreter: %s", err.msg[0] ? err.msg : "set-up failed");
-	W.pid = 0;
 	warm_stop();
 out:
 	al_closep(&sp[0]);
@@ -311,19 +312,16 @@ out:
 /* Whether the interpreter said it is ready (once: it says it once). */
 static bool warm_ready(void)
 {
-	struct pollfd p = {.fd = W.ctl, .events = POLLIN};
 	char c = 0;
 
-	if (!W.ready && poll(&p, 1, 0) == 1 && recv(W.ctl, &c, 1, MSG_DONTWAIT) == 1)
+	if (!W.ready && recv(W.ctl, &c, 1, MSG_DONTWAIT) == 1)
 		W.ready = c == 'R';
 	return W.ready;
 }
 
 void agent_warm_wait(int port)
 {
-	static bool said;
-
-	while (!said && W.pid > 0 && W.ctl >= 0) {
+	while (!W.told && W.pid > 0 && W.ctl >= 0) {
 		struct pollfd p[2] = {{.fd = port, .events = POLLIN},
 				      {.fd = W.ctl, .events = POLLIN}};
 		struct al_err err = {0};
@@ -331,10 +329,10 @@ void agent_warm_wait(int port)
 		if (poll(p, 2, -1) < 0 && errno != EINTR)
 			return;
 		if (p[1].revents && !warm_ready()) {
-			said = true; /* it died in its start-up: no word to say */
+			W.told = true; /* it died in its start-up: no word to say */
 			agent_say("warm: the interpreter ended during its imports");
 		} else if (p[1].revents) {
-			said = true;
+			W.told = true;
 			if (al_chan_write(port, AL_CHAN_WARM, NULL, 0, NULL, 0, -1, &err))
 				agent_say("warm: cannot tell the host: %s", err.msg);
 		}

@@ -54,7 +54,7 @@ obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 LIB := $(BUILD)/libairlock.a
 BINS := $(BUILD)/airlock $(BUILD)/airlock-worker $(BUILD)/airlock-scheduler $(BUILD)/airlock-agent \
 	$(BUILD)/airlock-sandbox-init $(BUILD)/airlock-oci-shim $(BUILD)/airlock-exec \
-	$(BUILD)/airlock-egress-fwd $(BUILD)/airlock-gateway
+	$(BUILD)/airlock-egress-fwd $(BUILD)/airlock-gateway $(BUILD)/airlock-inputs
 TESTS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(TEST_SRC)) $(BUILD)/tests/proto_tool \
 	$(BUILD)/tests/bench_backend $(BUILD)/tests/bench_queue $(BUILD)/tests/egress_tool \
 	$(BUILD)/tests/clockshim.so
@@ -100,6 +100,11 @@ $(BUILD)/airlock-scheduler: $(call obj,$(SCHED_SRC)) $(LIB)
 $(BUILD)/airlock-gateway: $(call obj,$(GATEWAY_SRC)) $(LIB)
 	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(PKG_LIBS) $(shell pkg-config --libs libevent_openssl openssl)
 
+# The worker's input fetcher (one per job with inputs): URLs through the
+# tier's egress rules into the host's cache, archives into an inputs pack.
+$(BUILD)/airlock-inputs: $(call obj,worker/inputs/main.c backends/inpack.c) $(LIB)
+	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(PKG_LIBS) $(shell pkg-config --libs libarchive)
+
 # The process backend's sandbox init: static and small (it is PID 1 of every
 # process sandbox; a copy of the worker's address space would make forking
 # the job and tearing the sandbox down slow), never sanitized.
@@ -131,9 +136,9 @@ $(BUILD)/airlock-egress-fwd: backends/microvm/egress_fwd.c backends/microvm/egre
 # The microVM guest agent: static (the guest has no libraries of its own),
 # never sanitized (it is PID 1 of a VM), stripped so that its bytes, and so
 # the image hash, depend only on the sources.
-AGENT_SRC := backends/microvm/agent.c backends/microvm/warm.c backends/vmchan.c backends/cgroup.c backends/jobfs.c common/clock.c \
+AGENT_SRC := backends/microvm/agent.c backends/microvm/warm.c backends/vmchan.c backends/cgroup.c backends/jobfs.c backends/inpack.c common/clock.c \
 	backends/jobspec.c backends/endstatus.c backends/seccomp.c common/log.c proto/buf.c proto/err.c \
-	proto/job.c proto/mp.c proto/result.c proto/grade.c backends/judge.c
+	proto/job.c proto/inputs.c proto/mp.c proto/result.c proto/grade.c backends/judge.c
 $(BUILD)/airlock-agent: $(AGENT_SRC) $(wildcard backends/*.h backends/microvm/*.h proto/*.h common/*.h)
 	$(CC) -std=gnu11 -D_GNU_SOURCE $(WARN) -O2 -static -s -ffile-prefix-map=$(CURDIR)=. \
 		-o $@ $(AGENT_SRC) -lmsgpackc -lseccomp
@@ -144,6 +149,11 @@ $(BUILD)/tests/%: $(call obj,tests/unit/%.c) $(LIB)
 
 # The grading comparison is worker and agent code (backends/judge.c).
 $(BUILD)/tests/test_grade: $(call obj,tests/unit/test_grade.c backends/judge.c) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
+# The inputs pack is backends' (backends/inpack.c).
+$(BUILD)/tests/test_inpack: $(call obj,tests/unit/test_inpack.c backends/inpack.c) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
 

@@ -47,6 +47,9 @@ struct al_backend_conf {
 	const char *vm_console;	 /* microvm: append guest consoles here (debugging); NULL = none */
 	uint64_t vm_hang_ms;	 /* microvm: a guest silent this long is broken, ms; 0 = default */
 	const char *libvirt_uri; /* vm: NULL = qemu:///system */
+	uint64_t
+	    input_cache_bytes; /* the host's cache of inputs by URL (STATE/inputs-cache), bytes */
+	uint64_t input_timeout_ms; /* one job's inputs: the fetch's time, ms */
 };
 
 /* Sandboxes of one shape to keep ready ahead of jobs (warm pools), from a
@@ -96,6 +99,17 @@ struct al_run_spec {
 	 * and /dev/shm. NULL = not a grading step. */
 	const char *grade_tree;
 	bool grade_build;
+	/* inputs by URL (proto/inputs.h), fetched by the runner before the
+	 * sandbox is made, through these rules (the job's narrowed ones, else
+	 * the tier's), at most max_input_bytes; inputs_pack is then the file
+	 * (backends/inpack.h) the backend unpacks into the work directory */
+	const struct al_egress_rule *input_rules;
+	size_t ninput_rules;
+	uint64_t max_input_bytes;
+	const char *inputs_pack;
+	/* egress.ca_file: a PEM CA that the job's TLS clients trust beside the
+	 * image's (SSL_CERT_FILE and its kin point at a bundle with it), NULL = none */
+	const char *ca_file;
 	/* a session (AL_CAP_SESSION): the job is the session server, which
 	 * connects to AL_SESSION_SOCKET in its own network namespace */
 	bool session;

@@ -1,5 +1,6 @@
 /* jobfs.c - a job's files on the host (see jobfs.h). */
 #include "jobfs.h"
+#include "inpack.h"
 #include "jobfs_layout.h"
 
 #include "../common/cleanup.h"
@@ -205,6 +206,17 @@ int al_jobfs_create(struct al_jobfs *fs, const char *root, const char *name,
 out_destroy:
 	al_jobfs_destroy(fs);
 	return rc;
+}
+
+int al_jobfs_unpack(struct al_jobfs *fs, const char *pack, uid_t uid, gid_t gid, uint64_t max_bytes,
+		    struct al_err *err)
+{
+	cleanup_close int dirfd = work_dirfd(fs);
+	cleanup_close int fd = open(pack, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+
+	if (dirfd < 0 || fd < 0)
+		return al_err_sys(err, "jobfs: open %s", dirfd < 0 ? "the work directory" : pack);
+	return al_pack_unpack(fd, dirfd, uid, gid, max_bytes, err);
 }
 
 /* Remove everything inside directory dfd (closed here), following no

@@ -48,6 +48,12 @@ int al_jobfs_create(struct al_jobfs *fs, const char *root, const char *name,
 int al_jobfs_renew(struct al_jobfs *fs, const struct al_job *job, uint64_t disk_bytes, uid_t uid,
 		   gid_t gid, struct al_err *err);
 
+/* Unpack the inputs pack at path pack (backends/inpack.h) into the work
+ * directory, owned by uid:gid: AL_EINVAL naming the entry when the inputs
+ * cannot be that tree (a clash with a file, the disk limit). */
+int al_jobfs_unpack(struct al_jobfs *fs, const char *pack, uid_t uid, gid_t gid, uint64_t max_bytes,
+		    struct al_err *err);
+
 /* Fill res->out/err (capped, with truncated flags) and res->files (each at
  * most file_cap bytes; missing files are skipped, symlinks and non-regular
  * files refused). *disk_full tells whether the work tmpfs filled up. */

@@ -10,6 +10,8 @@
 #include "callback.h"
 #include "egress.h"
 
+#include <arpa/inet.h>
+
 int al_policy_admit_image(const struct al_tier_policy *t, struct al_job *job, struct al_err *err)
 {
 	char names[AL_IMAGES_MAX * (AL_ID_MAX + 2) + 1] = "";
@@ -35,6 +37,59 @@ int al_policy_admit_image(const struct al_tier_policy *t, struct al_job *job, st
 /* A grading job's steps: each limit within the tier's maxima (the job's
  * own limits, the steps' defaults, were checked), each test's files within
  * its disk limit; a backend that runs them; no network. */
+/* Inputs by URL: the worker fetches them through the tier's egress rules
+ * (the job's narrower ones when it gives any), so the tier needs egress
+ * and each URL's host and port must be one they let out. */
+static int admit_inputs(const struct al_tier_policy *t, const struct al_job *job,
+			struct al_err *err)
+{
+	struct al_egress_rule narrowed[AL_EGRESS_RULES_MAX];
+	const struct al_egress_rule *rules = t->egress_rules;
+	size_t n = t->negress_rules;
+
+	if (!t->egress)
+		return al_err_set(err, AL_EINVAL,
+				  "inputs: tier %s has no egress rules, and inputs by URL come "
+				  "through them (give the bytes as files instead)",
+				  t->name);
+	if (!(al_caps_of(t->backend) & AL_CAP_FILES))
+		return al_err_set(err, AL_EINVAL,
+				  "inputs: tier %s runs on the %s backend, which takes no input "
+				  "files",
+				  t->name, t->backend);
+	if (job->negress_allow) {
+		n = 0;
+		for (size_t i = 0; i < job->negress_allow && n < AL_EGRESS_RULES_MAX; i++)
+			if (!al_egress_rule_parse(job->egress_allow[i], &narrowed[n], NULL))
+				n++;
+		rules = narrowed;
+	}
+	for (size_t i = 0; i < job->ninputs; i++) {
+		char host[256], what[48];
+		unsigned port;
+		int https, rc;
+		struct sockaddr_storage ss = {0};
+		struct sockaddr_in *v4 = (struct sockaddr_in *)&ss;
+		struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&ss;
+
+		snprintf(what, sizeof(what), "inputs[%zu].url", i);
+		if ((rc = al_input_url_parse(what, job->inputs[i].url, host, sizeof(host), &port,
+					     &https, err)))
+			return rc;
+		if (inet_pton(AF_INET, host, &v4->sin_addr) == 1)
+			ss.ss_family = AF_INET;
+		else if (inet_pton(AF_INET6, host, &v6->sin6_addr) == 1)
+			ss.ss_family = AF_INET6;
+		if (ss.ss_family ? al_egress_match_range(rules, n, (struct sockaddr *)&ss, port) < 0
+				 : al_egress_match_name(rules, n, host, port) < 0)
+			return al_err_set(
+			    err, AL_EINVAL, "%s: %s:%u is not in tier %s's egress rules%s", what,
+			    host, port, t->name,
+			    job->negress_allow ? " (as the job's egress_allow narrows them)" : "");
+	}
+	return AL_OK;
+}
+
 static int admit_grading(const struct al_tier_policy *t, struct al_job *job, bool cpu_given,
 			 struct al_err *err)
 {
@@ -179,6 +234,12 @@ int al_policy_admit(const struct al_policy *pol, struct al_job *job, uint64_t no
 			    "egress_allow[%zu]: \"%.80s\" is not within tier %s's egress "
 			    "rules: a job may narrow them, never widen",
 			    i, job->egress_allow[i], t->name);
+	}
+	if (job->ninputs) {
+		int rc = admit_inputs(t, job, err);
+
+		if (rc)
+			return rc;
 	}
 	if ((job->nfiles || job->ncollect) && !(al_caps_of(t->backend) & AL_CAP_FILES))
 		return al_err_set(err, AL_EINVAL,

@@ -16,6 +16,7 @@ void al_policy_free(struct al_policy *pol)
 		free(t->backend);
 		free(t->image);
 		free(t->egress_rules);
+		free(t->egress_ca_file);
 		for (size_t j = 0; j < t->nimages; j++)
 			free(t->images[j]);
 		free(t->guest);

@@ -28,6 +28,10 @@ struct al_tier_policy {
 	uint64_t egress_max_bytes;	 /* per job, both directions (default 1 GiB) */
 	uint32_t egress_max_connections; /* per job, in all (default 1024) */
 	uint32_t egress_max_open;	 /* per job, open at once (default 64) */
+	char *egress_ca_file;		 /* egress: {ca_file}: a PEM CA the job's TLS clients and
+					  * the input fetcher trust too, or NULL */
+	uint64_t max_input_bytes;	 /* a job's inputs by URL: fetched and unpacked, bytes
+					  * (default AL_INPUT_BYTES_DEF, 1 GiB) */
 	struct al_limits defaults;	 /* filled into jobs that leave a limit out */
 	struct al_limits max;		 /* a job asking for more is rejected */
 	uint64_t cpu_millis;		 /* CPU bandwidth, thousandths of a CPU */

@@ -343,10 +343,31 @@ static int parse_egress(struct ctx *c, yaml_node_t *v, struct al_tier_policy *t)
 				t->egress_max_connections = (uint32_t)u;
 			else
 				t->egress_max_open = (uint32_t)u;
+		} else if (key && !strcmp(key, "ca_file")) {
+			const char *path = scalar(e);
+			FILE *f;
+			char line[128];
+			bool pem = false;
+
+			if (!path || path[0] != '/')
+				return fail(c, e, "egress.ca_file: an absolute path to a PEM file");
+			if (!(f = fopen(path, "r")))
+				return fail(c, e, "egress.ca_file: %s: %s", path, strerror(errno));
+			while (!pem && fgets(line, sizeof(line), f))
+				pem = !strncmp(line, "-----BEGIN CERTIFICATE-----", 27);
+			fclose(f);
+			if (!pem)
+				return fail(c, e,
+					    "egress.ca_file: %s holds no PEM certificate "
+					    "(-----BEGIN CERTIFICATE-----)",
+					    path);
+			free(t->egress_ca_file);
+			if (!(t->egress_ca_file = strdup(path)))
+				return al_err_set(c->err, AL_ENOMEM, "policy: out of memory");
 		} else {
 			return fail(c, k,
 				    "egress: unknown key \"%s\"; use allow, max_bytes, "
-				    "max_connections or max_open",
+				    "max_connections, max_open or ca_file",
 				    key ? key : "?");
 		}
 	}
@@ -566,6 +587,8 @@ static const struct tier_key {
     {"callback_hosts", KEY_LIST, 0, 0, 0, NULL, parse_callback_hosts},
     {"binds", KEY_LIST, 0, 0, 0, NULL, parse_binds},
     {"sessions", KEY_LIST, 0, 0, 0, NULL, parse_sessions},
+    {"max_input_bytes", KEY_U64, F(max_input_bytes), 1, AL_LIMIT_DISK_MAX,
+     "expected 1 .. 1 TiB (bytes a job's inputs by URL may fetch and unpack to)", NULL},
 #undef F
 };
 
@@ -620,6 +643,7 @@ static int read_tier(struct ctx *c, yaml_node_t *name, yaml_node_t *n, struct al
 	t->egress_max_bytes = AL_EGRESS_DEFAULT_BYTES;
 	t->egress_max_connections = AL_EGRESS_DEFAULT_CONNS;
 	t->egress_max_open = AL_EGRESS_DEFAULT_OPEN;
+	t->max_input_bytes = AL_INPUT_BYTES_DEF;
 	t->pool_max_idle_ms = 600000;
 	t->lease_ms = 3600000;
 	t->max_lease_ms = 86400000;

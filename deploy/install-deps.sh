@@ -9,6 +9,7 @@ build_pkgs=(
 	build-essential pkg-config clang libclang-rt-dev clang-format-14
 	libhiredis-dev libevent-dev libmsgpack-dev libseccomp-dev
 	libcurl4-openssl-dev libssl-dev libvirt-dev libxml2-dev libjansson-dev libyaml-dev
+	libarchive-dev
 )
 # Tests and backends: Redis, Debian's python3 for sandboxes and the interop
 # test and pip (the egress test installs a package through the proxy), OCI runtimes, bubblewrap and podman (benchmark baselines), QEMU and the pieces the

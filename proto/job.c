@@ -281,7 +281,8 @@ int al_job_validate(const struct al_job *job, struct al_err *err)
 		if (strlen(job->argv[i]) > AL_ARG_MAX)
 			return al_err_set(err, AL_EINVAL, "argv[%zu]: too long", i);
 
-	if ((rc = al_check_files("files", job->files, job->nfiles, err)))
+	if ((rc = al_check_files("files", job->files, job->nfiles, err)) ||
+	    (rc = al_inputs_validate(job, err)))
 		return rc;
 	for (size_t i = 0; i < job->nenv; i++) {
 		snprintf(what, sizeof(what), "env[%zu]", i);
@@ -552,6 +553,7 @@ enum job_field {
 	F_TESTS,
 	F_STOP_ON_FAILURE,
 	F_SESSION,
+	F_INPUTS,
 	F_COUNT
 };
 
@@ -582,6 +584,7 @@ static const char *const job_field_names[F_COUNT] = {
     "tests",
     "stop_on_failure",
     "session",
+    "inputs",
 };
 
 static int dec_field(enum job_field f, const msgpack_object *v, struct al_job *job,
@@ -654,6 +657,7 @@ static int dec_field(enum job_field f, const msgpack_object *v, struct al_job *j
 	case F_STOP_ON_FAILURE:
 		return al_mp_get_bool(v, "stop_on_failure", &job->stop_on_failure, err);
 	case F_SESSION: return al_mp_get_bool(v, "session", &job->session, err);
+	case F_INPUTS: return al_inputs_decode(v, job, err);
 	case F_COUNT: break;
 	}
 	return al_err_set(err, AL_EINVAL, "internal: unhandled field");
@@ -832,6 +836,7 @@ int al_job_encode(const struct al_job *job, struct al_buf *out, struct al_err *e
 	n += job->argc > 0;
 	n += job->stdin_data.len > 0;
 	n += job->nfiles > 0;
+	n += job->ninputs > 0;
 	n += job->nenv > 0;
 	n += job->ncollect > 0;
 	n += 1; /* limits */
@@ -864,6 +869,9 @@ int al_job_encode(const struct al_job *job, struct al_buf *out, struct al_err *e
 	if (job->nfiles) {
 		bad |= al_mp_pack_str(&pk, "files") || al_pack_files(&pk, job->files, job->nfiles);
 	}
+	if (job->ninputs)
+		bad |=
+		    al_mp_pack_str(&pk, "inputs") || al_inputs_pack(&pk, job->inputs, job->ninputs);
 	if (job->nenv)
 		bad |= al_mp_pack_str(&pk, "env") || al_mp_pack_kvs(&pk, job->env, job->nenv);
 	if (job->ncollect)
@@ -936,6 +944,7 @@ void al_job_free(struct al_job *job)
 	al_free_strv(job->argv, job->argc);
 	free(job->stdin_data.data);
 	al_free_files(job->files, job->nfiles);
+	al_inputs_free(job->inputs, job->ninputs);
 	free_kvs(job->env, job->nenv);
 	al_free_strv(job->collect, job->ncollect);
 	free(job->idempotency_key);

@@ -9,6 +9,7 @@
 
 #include "buf.h"
 #include "err.h"
+#include "inputs.h"
 
 #define AL_PROTO_VERSION 1
 
@@ -101,6 +102,8 @@ struct al_job {
 	struct al_bytes stdin_data; /* stdin of the job, may be empty */
 	struct al_file *files;
 	size_t nfiles;
+	struct al_input *inputs; /* by URL + SHA-256, fetched by the worker (inputs.h) */
+	size_t ninputs;
 	struct al_kv *env; /* explicit pairs only */
 	size_t nenv;
 	char **collect; /* relative paths to collect afterwards */

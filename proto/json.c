@@ -216,6 +216,22 @@ static json_t *test_result_json(struct al_jb *b, const struct al_test_result *t)
 	return o;
 }
 
+static json_t *inputs_json(struct al_jb *b, const struct al_input *in, size_t n)
+{
+	json_t *a = json_array();
+
+	for (size_t i = 0; i < n; i++) {
+		json_t *o = json_object();
+
+		al_jb_set(b, o, "url", json_string(in[i].url));
+		al_jb_set(b, o, "sha256", json_string(in[i].sha256));
+		al_jb_set(b, o, "path", json_string(in[i].path));
+		al_jb_set(b, o, "unpack", json_string(al_unpack_name(in[i].unpack)));
+		al_jb_add(b, a, o);
+	}
+	return a;
+}
+
 json_t *al_job_to_json(const struct al_job *job)
 {
 	struct al_jb b = {0};
@@ -231,6 +247,8 @@ json_t *al_job_to_json(const struct al_job *job)
 	al_jb_set(&b, o, "argv", strv_json(&b, job->argv, job->argc));
 	al_jb_check(&b, al_json_set_bytes(o, "stdin", &job->stdin_data));
 	al_jb_set(&b, o, "files", files_json(&b, job->files, job->nfiles));
+	if (job->ninputs)
+		al_jb_set(&b, o, "inputs", inputs_json(&b, job->inputs, job->ninputs));
 	al_jb_set(&b, o, "env", kv_json(&b, job->env, job->nenv));
 	al_jb_set(&b, o, "collect", strv_json(&b, job->collect, job->ncollect));
 	al_jb_set(&b, o, "limits", limits_json(&b, &job->limits));

@@ -303,13 +303,16 @@ void wk_job_run(struct worker *w, struct slot *s)
 	spec.job = &s->job;
 	al_run_spec_of(s->tier, &s->job, (unsigned)s->index, &spec);
 	spec.attempt = s->attempt;
+	/* the job's narrowed rules (admission checked them), else the tier's */
+	s->negress = 0;
+	for (size_t i = 0; i < s->job.negress_allow && i < AL_EGRESS_RULES_MAX; i++)
+		if (!al_egress_rule_parse(s->job.egress_allow[i], &s->egress[s->negress], NULL))
+			s->negress++;
+	if (s->job.negress_allow) { /* inputs by URL come through them too */
+		spec.input_rules = s->egress;
+		spec.ninput_rules = s->negress;
+	}
 	if (s->job.network == AL_NET_EGRESS) {
-		/* the job's narrowed rules (admission checked them), else the tier's */
-		s->negress = 0;
-		for (size_t i = 0; i < s->job.negress_allow && i < AL_EGRESS_RULES_MAX; i++)
-			if (!al_egress_rule_parse(s->job.egress_allow[i], &s->egress[s->negress],
-						  NULL))
-				s->negress++;
 		spec.egress_rules = s->job.negress_allow ? s->egress : s->tier->egress_rules;
 		spec.negress_rules = s->job.negress_allow ? s->negress : s->tier->negress_rules;
 		spec.egress_max_bytes = s->tier->egress_max_bytes;

@@ -17,6 +17,7 @@
 #include "../common/opt.h"
 #include "hostlock.h"
 #include "runner.h"
+#include "instage.h"
 #include "service.h"
 
 /* Limits a job gets when neither it nor the policy sets them. */
@@ -195,6 +196,10 @@ static void usage(FILE *f)
 	    "  --libvirt URI        service VMs' libvirt (default qemu:///system)\n"
 	    "  --vm-hang-ms N       a microVM silent this long (boot, heartbeats) is broken\n"
 	    "                       (default 20000 under TCG, 5000 with KVM)\n"
+	    "  --input-cache-bytes N  the host's cache of jobs' inputs by URL, in\n"
+	    "                       STATE/inputs-cache, least recently used out first\n"
+	    "                       (default 8 GiB)\n"
+	    "  --input-timeout-ms N one job's inputs by URL: the fetch's time (default 600000)\n"
 	    "  --webhook-secret S   key for the X-Airlock-Signature header of callbacks\n"
 	    "                       (every tenant's: for one tenant, or tenants that trust\n"
 	    "                       each other)\n"
@@ -247,6 +252,8 @@ static const struct al_opt opts[] = {
     {"vm-console", STR, S(conf.backend.vm_console), 0, 0, 0, NULL},
     {"vm-hang-ms", AL_OPT_U64, S(conf.backend.vm_hang_ms), 1000, 600000, 0, NULL},
     {"libvirt", STR, S(conf.backend.libvirt_uri), 0, 0, 0, NULL},
+    {"input-cache-bytes", AL_OPT_U64, S(conf.backend.input_cache_bytes), 0, 1ull << 50, 0, NULL},
+    {"input-timeout-ms", AL_OPT_U64, S(conf.backend.input_timeout_ms), 1000, 86400000, 0, NULL},
     {"webhook-secret", STR, S(conf.webhook_secret), 0, 0, 0, NULL},
     {"webhook-secrets", STR, S(conf.webhook_secrets_dir), 0, 0, 0, NULL},
     {"allow-noop", FLAG, S(conf.allow_noop), 0, 0, 0, NULL},
@@ -435,6 +442,7 @@ int main(int argc, char **argv)
 		}
 		al_hostlock_sweep_dead(AL_HOSTLOCK_DIR, conf.backend.worker_id,
 				       conf.backend.state_dir);
+		al_instage_sweep(&conf.backend); /* a crashed run's inputs packs */
 		if ((rc = al_worker_run(&conf, &err)) == 2)
 			fprintf(stderr, "airlock-worker: %s\n", err.msg);
 	}

@@ -10,6 +10,7 @@
 #include "../proto/keys.h"
 #include "proxy.h"
 #include "grading.h"
+#include "instage.h"
 #include "../common/clock.h"
 
 #include <stdbool.h>
@@ -46,6 +47,8 @@ struct al_runner {
 	al_runner_output_fn out_fn; /* live output, or NULL */
 	uint64_t sent[3];	    /* bytes of stdout [1] and stderr [2] given to it */
 	struct al_grading *grading; /* a grading job run step by step, or NULL */
+	struct al_instage *inputs;  /* the job's inputs by URL being fetched, or NULL */
+	struct al_run_spec spec;    /* ...and the spec its sandbox then gets */
 };
 
 static void start_step(struct al_runner *r, const struct al_run_spec *spec);
@@ -292,6 +295,10 @@ void al_runner_stop(struct al_runner *r, enum al_status_code why, const char *ms
 
 	if (r->finished || r->stopping)
 		return;
+	if (r->inputs && !r->sb) { /* still fetching its inputs: the fetcher goes */
+		al_instage_free(r->inputs);
+		r->inputs = NULL;
+	}
 	r->stopping = true;
 	r->reason = (int)why;
 	if (msg)
@@ -368,6 +375,24 @@ static void start_step(struct al_runner *r, const struct al_run_spec *spec)
 	}
 }
 
+/* The job's inputs are in its pack (or could not be): its sandbox now. */
+static void inputs_done(void *arg, int status, const char *msg, const char *pack,
+			const char *summary)
+{
+	struct al_runner *r = arg;
+	struct al_err err = {.code = status == AL_ST_REJECTED ? AL_EINVAL : AL_ESYS};
+
+	if (status != AL_ST_OK) {
+		r->setup_failed = status != AL_ST_REJECTED;
+		snprintf(err.msg, sizeof(err.msg), "%s", msg);
+		fail(r, &err);
+		return;
+	}
+	al_result_add_info(&r->res, "inputs", summary);
+	r->spec.inputs_pack = pack;
+	start_step(r, &r->spec);
+}
+
 struct al_runner *al_runner_start(struct event_base *base, const struct al_backend_ops *ops,
 				  const struct al_backend_conf *conf,
 				  const struct al_run_spec *spec, al_runner_done_fn done, void *arg)
@@ -414,6 +439,14 @@ struct al_runner *al_runner_start(struct event_base *base, const struct al_backe
 			return r;
 		}
 	}
+	if (spec->job->ninputs) { /* fetched first, then the sandbox (inputs_done) */
+		r->spec = *first;
+		if (!(r->inputs = al_instage_start(base, conf, &r->spec, inputs_done, r, &err))) {
+			r->setup_failed = true;
+			fail(r, &err);
+		}
+		return r;
+	}
 	start_step(r, first);
 	return r;
 }
@@ -443,6 +476,7 @@ void al_runner_free(struct al_runner *r)
 	al_sandbox_free(r->sb);
 	al_egress_free(r->egress);
 	al_grading_free(r->grading);
+	al_instage_free(r->inputs);
 	al_result_free(&r->res);
 	free(r);
 }
@@ -465,4 +499,8 @@ void al_run_spec_of(const struct al_tier_policy *t, const struct al_job *job, un
 	spec->nports = t->nports;
 	spec->lease_ms = t->lease_ms;
 	spec->max_lease_ms = t->max_lease_ms;
+	spec->max_input_bytes = t->max_input_bytes;
+	spec->ca_file = t->egress_ca_file;
+	spec->input_rules = t->egress_rules;
+	spec->ninput_rules = t->negress_rules;
 }

@@ -700,7 +700,9 @@ static int ctr_prepare(struct al_sandbox *sb, struct al_err *err)
 	snprintf(c->name, sizeof(c->name), "al-%s-%u-%s", G.conf->worker_id, sb->spec.slot,
 		 job->id);
 	if ((rc = al_jobfs_create(&c->fs, G.jobs, c->name, job, l->disk_bytes, uid, uid, false,
-				  err)))
+				  err)) ||
+	    (sb->spec.inputs_pack && (rc = al_jobfs_unpack(&c->fs, sb->spec.inputs_pack, uid, uid,
+							   sb->spec.max_input_bytes, err))))
 		return al_err_wrap(err, "container");
 	/* 0700 and owned by the slot's container root: the runtime, in the
 	 * user namespace, reaches work/; no other host uid reaches anything */

@@ -52,6 +52,7 @@
 #include "../../proto/result.h"
 #include "../backend.h" /* AL_USAGE_POLL_MS */
 #include "../cgroup.h"
+#include "vmm.h" /* AL_VMM_INPUTS_SERIAL */
 #include "../judge.h"
 #include "../jobexec.h"
 #include "../jobfs.h"
@@ -91,7 +92,8 @@ static bool service_mode;
 /* A microVM with network egress (airlock.net=1): one card, whose only
  * reachable address is the host's proxy (QEMU's restricted user network). */
 static bool net_mode;
-static bool have_image; /* the job's image is mounted on IMAGE_ROOT */
+static bool have_image;	    /* the job's image is mounted on IMAGE_ROOT */
+static char inputs_dev[32]; /* the disk of the job's inputs pack ("" = none) */
 
 void agent_say(const char *fmt, ...)
 {
@@ -262,14 +264,56 @@ static void image_preload(void)
 	al_closep(&root);
 }
 
-/* The job's catalogue image, read-only: a microVM's first virtio disk, a
- * service VM's second (its first is /data). */
-static void image_setup(void)
+/* A microVM's disks (no udev here): once want of them have appeared, the
+ * one whose serial is the inputs pack's (inputs) or the other one, as
+ * "/dev/vdX" in out; "" when there is none. */
+static void find_disk(int want, bool inputs, char *out, size_t cap)
 {
-	const char *dev = service_mode ? "/dev/vdb" : "/dev/vda";
+	out[0] = '\0';
+	for (int i = 0; i < 300; i++) {
+		DIR *d = opendir("/sys/block");
+		struct dirent *e;
+		int n = 0;
+		char found[32] = "";
+
+		while (d && (e = readdir(d))) {
+			char path[300], serial[64] = "";
+			int fd;
+			ssize_t r;
+			bool is_inputs;
+
+			if (strncmp(e->d_name, "vd", 2) || strlen(e->d_name) > 8)
+				continue;
+			n++;
+			snprintf(path, sizeof(path), "/sys/block/%s/serial", e->d_name);
+			fd = open(path, O_RDONLY | O_CLOEXEC);
+			r = fd >= 0 ? read(fd, serial, sizeof(serial) - 1) : -1;
+			al_closep(&fd);
+			serial[r > 0 ? r : 0] = '\0';
+			serial[strcspn(serial, "\n")] = '\0';
+			is_inputs = !strcmp(serial, AL_VMM_INPUTS_SERIAL);
+			if (is_inputs == inputs && (!found[0] || strcmp(e->d_name, found + 5) < 0))
+				snprintf(found, sizeof(found), "/dev/%s", e->d_name);
+		}
+		if (d)
+			closedir(d);
+		if (n >= want && found[0] && !access(found, F_OK)) {
+			snprintf(out, cap, "%s", found);
+			return;
+		}
+		usleep(10000);
+	}
+}
+
+/* The job's catalogue image, read-only: a microVM's virtio disk (the one
+ * that is not its inputs pack's), a service VM's second (its first is
+ * /data). */
+static void image_setup(int disks)
+{
+	char dev[32] = "/dev/vdb";
 
 	if (!service_mode)
-		load_modules(image_modules);
+		find_disk(disks, false, dev, sizeof(dev));
 	/* the device appears once the driver has probed it */
 	for (int i = 0; i < 200 && access(dev, F_OK); i++)
 		usleep(10000);
@@ -694,6 +738,14 @@ static int run_step(const struct al_job *job, const struct step *st, const char 
 	if ((rc = al_jobfs_create(&fs, "/run/airlock", cgname, job, l->disk_bytes, st->uid, JOB_UID,
 				  false, err)))
 		goto out_cg;
+	if (job->ninputs &&
+	    (rc = inputs_dev[0] ? al_jobfs_unpack(&fs, inputs_dev, st->uid, JOB_UID, 0, err)
+				: al_err_set(err, AL_ESANDBOX,
+					     "agent: the job has inputs and the VM "
+					     "no inputs disk"))) {
+		al_jobfs_destroy(&fs);
+		goto out_cg;
+	}
 	fds[0] = agent_memfd("stdin", job->stdin_data.data, job->stdin_data.len);
 	fds[1] = fs.out_fd;
 	fds[2] = fs.err_fd;
@@ -880,8 +932,17 @@ int main(void)
 		service_setup();
 	if ((net_mode = !service_mode && cmdline_has("airlock.net=1")))
 		net_setup();
-	if (cmdline_has("airlock.image=1"))
-		image_setup();
+	{
+		bool image = cmdline_has("airlock.image=1");
+		int disks = image + (!service_mode && cmdline_has("airlock.inputs=1"));
+
+		if (disks && !service_mode)
+			load_modules(image_modules);
+		if (disks > image) /* the job's inputs pack, unpacked with its files */
+			find_disk(disks, true, inputs_dev, sizeof(inputs_dev));
+		if (image)
+			image_setup(disks);
+	}
 	if (have_image && !service_mode && cmdline_has("airlock.warm=1"))
 		agent_warm_start(net_mode);
 	port = open_port();

@@ -144,12 +144,11 @@ static int build_jail(const struct al_vmm_cfg *cfg, const char **what)
 	static const char *const nodes[] = {"null", "zero", "urandom", NULL};
 	static const char *const nodes_kvm[] = {"null", "zero", "urandom", "kvm", NULL};
 	char src[32];
-	const char *files[5][2] = {{cfg->binary, JAIL_STAGE AL_VMM_JAIL_BINARY},
+	const char *files[6][2] = {{cfg->binary, JAIL_STAGE AL_VMM_JAIL_BINARY},
 				   {cfg->kernel, JAIL_STAGE AL_VMM_JAIL_KERNEL},
 				   {cfg->initrd, JAIL_STAGE AL_VMM_JAIL_INITRD},
-				   {cfg->egress_fwd, JAIL_STAGE AL_VMM_JAIL_FWD},
-				   {cfg->disk, JAIL_STAGE AL_VMM_JAIL_DISK}};
-	int nfiles = 3, fds[5];
+				   {cfg->egress_fwd, JAIL_STAGE AL_VMM_JAIL_FWD}};
+	int nfiles = 3, fds[6];
 
 	/* by path, opened here: a mount of the worker's namespace cannot be
 	 * bound into this one */
@@ -158,6 +157,10 @@ static int build_jail(const struct al_vmm_cfg *cfg, const char **what)
 	if (cfg->disk) {
 		files[nfiles][0] = cfg->disk;
 		files[nfiles++][1] = JAIL_STAGE AL_VMM_JAIL_DISK;
+	}
+	if (cfg->inputs) {
+		files[nfiles][0] = cfg->inputs;
+		files[nfiles++][1] = JAIL_STAGE AL_VMM_JAIL_INPUTS;
 	}
 	/* the host paths first: the stage may cover them */
 	for (int i = 0; i < nfiles; i++)
@@ -325,8 +328,8 @@ static int guest_check(const char *dir, struct al_err *err)
 
 /* Boot a VM of guest with catalogue image (NULL: none) as its disk; a
  * pool's (warm) may start its job's interpreter ahead. */
-static struct vm *vm_launch(const char *guest, const char *image, bool egress, bool warm,
-			    uint64_t memory_mib, unsigned vcpus, struct al_err *err)
+static struct vm *vm_launch(const char *guest, const char *image, const char *inputs, bool egress,
+			    bool warm, uint64_t memory_mib, unsigned vcpus, struct al_err *err)
 {
 	struct vm *vm = calloc(1, sizeof(*vm));
 	struct al_vmm_cfg cfg = {0};
@@ -385,6 +388,7 @@ static struct vm *vm_launch(const char *guest, const char *image, bool egress, b
 	    .kernel = kernel,
 	    .initrd = initrd,
 	    .disk = vm->disk[0] ? vm->disk : NULL,
+	    .inputs = inputs,
 	    .memory_mib = memory_mib,
 	    .vcpus = vcpus,
 	    .kvm = G.kvm,
@@ -478,8 +482,8 @@ static void pool_fill(struct pool *p)
 {
 	while (p->n < p->size) {
 		struct al_err err = {0};
-		struct vm *vm = vm_launch(p->guest, p->image[0] ? p->image : NULL, false, true,
-					  p->memory_mib, p->vcpus, &err);
+		struct vm *vm = vm_launch(p->guest, p->image[0] ? p->image : NULL, NULL, false,
+					  true, p->memory_mib, p->vcpus, &err);
 
 		if (!vm) {
 			fprintf(stderr, "airlock-worker: microvm: pool %s: %s\n", p->tier, err.msg);
@@ -716,11 +720,14 @@ static int mvm_prepare(struct al_sandbox *sb, struct al_err *err)
 	m->timer_fd = -1;
 	if (!G.ready)
 		return al_err_set(err, AL_ESANDBOX, "microvm: backend not initialised");
-	/* pool VMs have no network card: a job with egress boots its own */
-	m->vm = egress ? NULL
-		       : pool_take(s->job->tier ? s->job->tier : "", guest, s->image, mib, vcpus);
+	/* pool VMs have no network card nor inputs disk: a job with egress or
+	 * inputs boots its own */
+	m->vm = egress || s->inputs_pack
+		    ? NULL
+		    : pool_take(s->job->tier ? s->job->tier : "", guest, s->image, mib, vcpus);
 	m->warm = m->vm != NULL;
-	if (!m->vm && !(m->vm = vm_launch(guest, s->image, egress, false, mib, vcpus, err)))
+	if (!m->vm &&
+	    !(m->vm = vm_launch(guest, s->image, s->inputs_pack, egress, false, mib, vcpus, err)))
 		return AL_ESANDBOX;
 	if (egress)
 		sb->spec.proxy_url = AL_VMM_PROXY_URL; /* in the job's environment */

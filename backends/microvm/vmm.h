@@ -21,6 +21,8 @@ struct al_vmm_cfg {
 	const char *kernel;  /* uncompressed kernel (ELF) */
 	const char *initrd;  /* initramfs */
 	const char *disk;    /* a read-only root image for the guest (virtio block), or NULL */
+	const char *inputs;  /* the job's inputs pack (backends/inpack.h): a read-only disk
+			      * with serial AL_VMM_INPUTS_SERIAL, or NULL */
 	uint64_t memory_mib; /* guest RAM */
 	unsigned vcpus;
 	bool kvm;		/* hardware virtualisation, else emulation (TCG) */
@@ -65,11 +67,13 @@ extern const struct al_vmm_driver al_vmm_qemu;
 
 /* Where the VMM sees its files in its jail (al_vmm_spawn): drivers name
  * these in the command line, never the host's paths. */
-#define AL_VMM_JAIL_BINARY "/vm/vmm"
-#define AL_VMM_JAIL_KERNEL "/vm/vmlinux"
-#define AL_VMM_JAIL_INITRD "/vm/initrd"
-#define AL_VMM_JAIL_DISK   "/vm/disk"
-#define AL_VMM_JAIL_FWD	   "/vm/egress-fwd"
+#define AL_VMM_JAIL_BINARY   "/vm/vmm"
+#define AL_VMM_JAIL_KERNEL   "/vm/vmlinux"
+#define AL_VMM_JAIL_INITRD   "/vm/initrd"
+#define AL_VMM_JAIL_DISK     "/vm/disk"
+#define AL_VMM_JAIL_FWD	     "/vm/egress-fwd"
+#define AL_VMM_JAIL_INPUTS   "/vm/inputs"
+#define AL_VMM_INPUTS_SERIAL "airlock-inputs" /* the inputs disk's serial, as the guest sees it */
 
 /* For drivers: start cfg->binary with argv (argv[0] is only its name) in a
  * jail, the model being Firecracker's jailer: new mount, PID (it is PID 1),

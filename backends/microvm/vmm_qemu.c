@@ -39,10 +39,10 @@ static int qemu_launch(const struct al_vmm_cfg *cfg, struct al_vmm *vm, struct a
 	 * power-off ends QEMU at once. Under TCG the TSC cannot be calibrated
 	 * reliably without a PIT/HPET: give the kernel its rate. */
 	snprintf(cmdline, sizeof(cmdline),
-		 "console=ttyS0 %s panic=-1 reboot=t rdinit=/init cryptomgr.notests%s%s%s%s",
+		 "console=ttyS0 %s panic=-1 reboot=t rdinit=/init cryptomgr.notests%s%s%s%s%s",
 		 cfg->console ? "loglevel=4" : "quiet", cfg->kvm ? "" : " tsc=reliable",
 		 cfg->disk ? " airlock.image=1" : "", egress ? " airlock.net=1" : "",
-		 cfg->warm ? " airlock.warm=1" : "");
+		 cfg->warm ? " airlock.warm=1" : "", cfg->inputs ? " airlock.inputs=1" : "");
 	if (!cfg->kvm && cfg->tsc_khz) {
 		size_t l = strlen(cmdline);
 
@@ -103,6 +103,13 @@ static int qemu_launch(const struct al_vmm_cfg *cfg, struct al_vmm *vm, struct a
 		argv[n++] = "file=" AL_VMM_JAIL_DISK ",if=none,id=image,format=raw,readonly=on";
 		argv[n++] = "-device";
 		argv[n++] = "virtio-blk-device,drive=image";
+	}
+	/* The job's inputs: their pack, read-only, found by its serial. */
+	if (cfg->inputs) {
+		argv[n++] = "-drive";
+		argv[n++] = "file=" AL_VMM_JAIL_INPUTS ",if=none,id=inputs,format=raw,readonly=on";
+		argv[n++] = "-device";
+		argv[n++] = "virtio-blk-device,drive=inputs,serial=" AL_VMM_INPUTS_SERIAL;
 	}
 	/* Network egress: user-mode networking that lets the guest reach one
 	 * address, the proxy's (restrict=on: nothing else, no DNS, and the

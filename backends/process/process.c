@@ -449,7 +449,9 @@ static int proc_prepare(struct al_sandbox *sb, struct al_err *err)
 		return al_err_set(err, AL_ESANDBOX, "process: backend not initialised");
 	snprintf(name, sizeof(name), "%u-%s", sb->spec.slot, job->id);
 	if ((rc = al_jobfs_create(&p->fs, G.jobs_root, name, job, l->disk_bytes, uid, uid, true,
-				  err)))
+				  err)) ||
+	    (sb->spec.inputs_pack && (rc = al_jobfs_unpack(&p->fs, sb->spec.inputs_pack, uid, uid,
+							   sb->spec.max_input_bytes, err))))
 		return al_err_wrap(err, "process");
 	if (job->runtime != AL_RUNTIME_ARGV &&
 	    (p->code_fd = memfd_with("job-code", job->code.data, job->code.len, err)) < 0)

@@ -194,6 +194,56 @@ static void test_rejections(void)
 	reject("job over 16 MiB", job_plus("stdin", repeat_str(AL_JOB_MAX_BYTES, 'a'), NULL),
 	       "at most 16777216");
 
+	/* inputs by URL */
+	{
+		static const char sha[] =
+		    "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
+		static const struct {
+			const char *url, *sha, *path, *unpack, *needle;
+		} bad[] = {
+		    {"ftp://h/x", sha, "x", "none", "only http:// and https://"},
+		    {"http://u:p@h/x", sha, "x", "none", "user information"},
+		    {"http://h:0/x", sha, "x", "none", "port 0"},
+		    {"http://h:99999/x", sha, "x", "none", "bad port"},
+		    {"http://h_x/x", sha, "x", "none", "the host has a '_'"},
+		    {"http:///x", sha, "x", "none", "no host"},
+		    {"http://[::1/x", sha, "x", "none", "without ']'"},
+		    {"http://h/a b", sha, "x", "none", "a space, control"},
+		    {"http://h/x", "ABC", "x", "none", "64 lowercase hex"},
+		    {"http://h/x", sha, "../x", "none", "\"..\" in path"},
+		    {"http://h/x", sha, "/x", "none", "absolute path"},
+		    {"http://h/x", sha, ".", "none", "\".\" component"},
+		    {"http://h/x", sha, "x", "rar", "one of tar, zip, none"},
+		};
+		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+			reject(
+			    bad[i].needle,
+			    job_plus("inputs",
+				     mp("amssssssss", 1u, 4u, "url", bad[i].url, "sha256",
+					bad[i].sha, "path", bad[i].path, "unpack", bad[i].unpack),
+				     NULL),
+			    bad[i].needle);
+		reject("an input without a sha256",
+		       job_plus("inputs", mp("amssss", 1u, 2u, "url", "http://h/x", "path", "x"),
+				NULL),
+		       "sha256: missing");
+		reject("an input with an unknown field",
+		       job_plus("inputs",
+				mp("amssssssss", 1u, 4u, "url", "http://h/x", "sha256", sha, "path",
+				   "x", "size", "1"),
+				NULL),
+		       "unknown or repeated field");
+		reject(
+		    "two inputs at one place",
+		    job_plus("inputs",
+			     mp("amssssssmssssss", 2u, 3u, "url", "http://h/x", "sha256", sha,
+				"path", "d", 3u, "url", "http://h/y", "sha256", sha, "path", "d/e"),
+			     NULL),
+		    "meets inputs[0]");
+		reject("17 inputs", job_plus("inputs", array_of(17, mp("u", (uint64_t)1)), NULL),
+		       "at most 16");
+	}
+
 	/* version */
 	reject("missing v", job_plus(NULL, (struct al_buf){0}, "v"), "v: missing");
 	reject("v = 2", job_plus("v", mp("u", (uint64_t)2), NULL), "unknown protocol version 2");
@@ -399,6 +449,14 @@ static void fill_full_job(struct al_job *j)
 	};
 	static struct al_kv env[] = {{"LANG", "C.UTF-8"}, {"N", "5"}};
 	static struct al_kv labels[] = {{"course", "cs101"}, {"pr/number", "42"}};
+	static struct al_input inputs[] = {
+	    {"https://deb.example.invalid/pool/p_1.0.orig.tar.xz",
+	     "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", ".",
+	     AL_UNPACK_TAR},
+	    {"http://[2001:db8::1]:8080/d.bin",
+	     "0000000000000000000000000000000000000000000000000000000000000000", "data/d.bin",
+	     AL_UNPACK_NONE},
+	};
 
 	memset(j, 0, sizeof(*j));
 	j->version = AL_PROTO_VERSION;
@@ -426,6 +484,8 @@ static void fill_full_job(struct al_job *j)
 	j->image = "toolchain";
 	j->labels = labels;
 	j->nlabels = 2;
+	j->inputs = inputs;
+	j->ninputs = 2;
 	j->submitted_ms = 1800000000000ull;
 }
 
@@ -468,6 +528,12 @@ static void test_job_roundtrip(void)
 		   strcmp(out.labels[1].key, "pr/number") == 0 && out.ncollect == 1,
 	       "idempotency key, callback, labels, collect survive");
 	TAP_OK(out.image && strcmp(out.image, "toolchain") == 0, "image survives");
+	TAP_OK(out.ninputs == 2 && !strcmp(out.inputs[0].url, in.inputs[0].url) &&
+		   !strcmp(out.inputs[0].sha256, in.inputs[0].sha256) &&
+		   !strcmp(out.inputs[0].path, ".") && out.inputs[0].unpack == AL_UNPACK_TAR &&
+		   !strcmp(out.inputs[1].path, "data/d.bin") &&
+		   out.inputs[1].unpack == AL_UNPACK_NONE,
+	       "inputs (url, sha256, path, unpack) survive");
 	al_job_free(&out);
 	al_buf_free(&b);
 

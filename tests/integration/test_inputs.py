@@ -1,0 +1,320 @@
+#!/usr/bin/python3
+"""Inputs by reference: a job names files and archives by URL + SHA-256;
+the worker (never the job) fetches them through the tier's egress rules,
+verifies them, keeps them in the host's cache by hash and unpacks them into
+the job's work directory before it starts, on process, container and
+microVM, through the real queue. A test "internet" lives in a network
+namespace this test makes (10.234.N.0/24): Python's http.server with the
+archives made here, and beside it a small server of redirects, a 404 and a
+slow answer. Every bad input ends the job with the reason and no tree:
+a wrong hash, a 404, a redirect to a host the rules do not name, an input
+over the tier's max_input_bytes, a zip bomb, a tar with "../" paths, an
+absolute path, symlinks pointing out, an entry under a symlink, a device,
+a clash with a job file; a tier without egress, or a host not in its rules,
+is refused at admission. The second run of an input comes from the cache
+(said in the result), and a wrong hash never enters the cache."""
+import hashlib
+import io
+import os
+import subprocess
+import sys
+import tarfile
+import time
+import zipfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+from altest import Tap, need_root  # noqa: E402
+from cluster import Cluster  # noqa: E402
+from policies import DEFAULTS, policy, tier_def  # noqa: E402
+from testinet import TestInternet  # noqa: E402
+
+t = Tap()
+need_root()
+
+WWW = "/var/tmp/airlock-inputs-%d" % os.getpid()
+INET = TestInternet("inp", 234, WWW)
+NET, SRV = INET.net, INET.srv
+MAX = 8 << 20  # the tiers' max_input_bytes
+
+SEQ = iter(range(1, 1 << 30))
+
+
+def sha(b):
+    return hashlib.sha256(b).hexdigest()
+
+
+def tar_of(entries, mode="w:gz"):
+    """entries: (name, kind, data_or_target, perm); kind file, dir, sym, hard, dev."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode=mode) as tf:
+        for name, kind, data, perm in entries:
+            ti = tarfile.TarInfo(name)
+            ti.mode = perm
+            ti.mtime = 1700000000
+            if kind == "file":
+                ti.size = len(data)
+                tf.addfile(ti, io.BytesIO(data))
+                continue
+            ti.type = {"dir": tarfile.DIRTYPE, "sym": tarfile.SYMTYPE, "hard": tarfile.LNKTYPE,
+                       "dev": tarfile.CHRTYPE}[kind]
+            if kind in ("sym", "hard"):
+                ti.linkname = data
+            tf.addfile(ti)
+    return buf.getvalue()
+
+
+def zip_of(files):
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        for name, data in files.items():
+            z.writestr(name, data)
+    return buf.getvalue()
+
+
+PROJECT = tar_of([("proj/", "dir", None, 0o755), ("proj/README", "file", b"a project\n", 0o644),
+                  ("proj/run.sh", "file", b"#!/bin/sh\necho ran\n", 0o755),
+                  ("proj/src/", "dir", None, 0o755),
+                  ("proj/src/lib.py", "file", b"X = 7\n", 0o644),
+                  ("proj/src/link.py", "sym", "lib.py", 0o777),
+                  ("proj/copy.py", "hard", "proj/src/lib.py", 0o644)])
+ZIP = zip_of({"z/one.txt": b"one\n", "z/deep/two.txt": b"two\n"})
+DATA = os.urandom(100000)
+BOMB = zip_of({"zeros.bin": b"\0" * (64 << 20)})  # 64 MiB in ~64 KiB
+ARCHIVES = {
+    "project.tgz": PROJECT, "z.zip": ZIP, "data.bin": DATA, "bomb.zip": BOMB,
+    "big.bin": os.urandom(MAX + 4096),
+    "redirected.tgz": tar_of([("r/file.txt", "file", b"came by a redirect\n", 0o644)]),
+    "dotdot.tar": tar_of([("ok.txt", "file", b"ok\n", 0o644),
+                          ("../escape.txt", "file", b"out\n", 0o644)], "w"),
+    "abs.tar": tar_of([("/etc/airlock-abs", "file", b"out\n", 0o644)], "w"),
+    "symabs.tar": tar_of([("etc", "sym", "/etc", 0o777)], "w"),
+    "symup.tar": tar_of([("a/", "dir", None, 0o755), ("a/up", "sym", "../../..", 0o777)], "w"),
+    # lexically inside (d -> sub), then an entry through it: the unpacker
+    # follows no symlink, so it ends there
+    "undersym.tar": tar_of([("sub/", "dir", None, 0o755), ("d", "sym", "sub", 0o777),
+                            ("d/x.txt", "file", b"x\n", 0o644)], "w"),
+    "dev.tar": tar_of([("null", "dev", None, 0o666)], "w"),
+    "clash.tar": tar_of([("given.txt", "file", b"from the archive\n", 0o644)], "w"),
+    "notatar.tar": b"this is no archive at all\n" * 100,
+}
+
+# beside http.server: redirects (to an allowed path, to a host the rules do
+# not name, in a loop), and an answer that never comes
+REDIRECTS = r"""
+import http.server, sys, time
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        where = {'/to-project': 'http://%s:8000/redirected.tgz' % sys.argv[1],
+                 '/to-other': 'http://other.example.invalid:8000/project.tgz',
+                 '/to-meta': 'http://169.254.169.254/latest/meta-data/',
+                 '/loop': '/loop'}.get(self.path)
+        if self.path == '/slow':
+            time.sleep(600)
+        if where:
+            self.send_response(302); self.send_header('Location', where)
+            self.send_header('Content-Length', '0'); self.end_headers(); return
+        self.send_response(500); self.send_header('Content-Length', '0'); self.end_headers()
+    def log_message(self, *a): pass
+http.server.ThreadingHTTPServer((sys.argv[1], 8001), H).serve_forever()
+"""
+
+
+def url(name, port=8000):
+    return "http://%s:%d/%s" % (SRV, port, name)
+
+
+KEYS = {"egress": {"allow": ["%s.0/24:8000" % NET, "%s.0/24:8001" % NET]},
+        "max_input_bytes": MAX,
+        "defaults": dict(DEFAULTS, wall_ms=60000, memory_bytes=268435456,
+                         disk_bytes=64 << 20)}
+POLICY = policy(tier_def("in", "process", **KEYS), tier_def("in-ctr", "container", **KEYS),
+                tier_def("in-vm", "microvm", image="python", **KEYS),
+                tier_def("none", "process"))
+TIERS = {"in": "process", "in-ctr": "container", "in-vm": "microvm"}
+
+LIST = ("import os, stat\n"
+        "for top, dirs, files in sorted(os.walk('.')):\n"
+        "    dirs.sort()\n"
+        "    for n in sorted(dirs + files):\n"
+        "        p = os.path.join(top, n)[2:]\n"
+        "        st = os.lstat(p)\n"
+        "        kind = 'l' if stat.S_ISLNK(st.st_mode) else 'd' if stat.S_ISDIR(st.st_mode) else 'f'\n"
+        "        extra = os.readlink(p) if kind == 'l' else (open(p, 'rb').read()[:40] if kind == 'f' else '')\n"
+        "        print(kind, oct(st.st_mode & 0o777), st.st_uid == os.getuid(), p, repr(extra))\n"
+        "open('proj/README', 'a').write('more\\n'); os.remove('proj/run.sh'); print('writable')\n"
+        "print(os.popen('sh proj/run.sh 2>&1 || ./z/one.txt 2>&1; echo rc').read().strip()[-2:])\n")
+
+
+def run(c, tier, inputs, code="print('ran')", **kw):
+    j = {"v": 1, "id": "in-%d-%d" % (os.getpid(), next(SEQ)), "tier": tier,
+         "runtime": "python", "code": code, "inputs": inputs}
+    j.update(kw)
+    r = c.run_job(j, timeout=300)
+    for k in ("stdout", "stderr"):
+        r[k] = r.get(k, b"").decode(errors="replace")
+    return r
+
+
+def inp(name, path, unpack="none", digest=None, port=8000):
+    return {"url": url(name, port), "sha256": digest or sha(ARCHIVES[name]), "path": path,
+            "unpack": unpack}
+
+
+GOOD = [inp("project.tgz", ".", "tar"), inp("z.zip", "zips", "zip"),
+        inp("data.bin", "data/blob.bin")]
+
+
+def good_suite(c, tier):
+    b = TIERS[tier]
+    r = run(c, tier, GOOD, code=LIST, files=[{"path": "given.txt", "data": b"given\n"}])
+    out = r["stdout"]
+    want = ["d 0o755 True proj ''", "f 0o755 True proj/run.sh b'#!/bin/sh\\necho ran\\n'",
+            "l 0o777 True proj/src/link.py 'lib.py'", "f 0o644 True proj/copy.py b'X = 7\\n'",
+            "f 0o600 True zips/z/deep/two.txt b'two\\n'", "f 0o644 True given.txt b'given\\n'",
+            "f 0o644 True data/blob.bin " + repr(DATA[:40])]
+    t.ok(r["status"] == "ok" and all(w in out for w in want) and "writable" in out and
+         "../" not in out and (r.get("info") or {}).get("inputs", "").startswith("3 ("),
+         "%s: a tar.gz (modes, a relative symlink, a hard link as a copy), a zip and a "
+         "whole file, fetched by the worker, are the job's tree beside its own file, "
+         "owned by it and writable" % b, (r["status"], r.get("error"), out, r.get("info")))
+    return r
+
+
+def bad(c, tier, inputs, want, why, status="rejected", **kw):
+    r = run(c, tier, inputs, **kw)
+    err = r.get("error") or ""
+    t.ok(r["status"] == status and want in err and "ran" not in r["stdout"],
+         "%s: %s: %s, the job never ran (%s)" % (TIERS.get(tier, tier), why, status, want),
+         (r["status"], err, r["stdout"][:200]))
+    return r
+
+
+def main():
+    os.makedirs(WWW)
+    for name, data in ARCHIVES.items():
+        with open(os.path.join(WWW, name), "wb") as f:
+            f.write(data)
+    INET.start()
+    redir = subprocess.Popen(["ip", "netns", "exec", INET.ns, "/usr/bin/python3", "-c", REDIRECTS,
+                              SRV], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    c = Cluster(policy=POLICY)
+    try:
+        c.scheduler()
+        c.worker("w1", uid_base=64500, slots=2, tiers="in,none",
+                 extra=("--input-timeout-ms", "5000"))
+        c.worker("w2", uid_base=65300, slots=1, tiers="in-ctr,in-vm")
+        cache = os.path.join(c.dir, "state", "inputs-cache")
+        time.sleep(0.5)
+
+        first = good_suite(c, "in")
+        again = run(c, "in", GOOD, code="print(open('proj/README').read())")
+        t.ok(again["status"] == "ok" and again["stdout"] == "a project\n\n" and
+             again["info"]["inputs"].startswith("3 (3 from the host's cache)") and
+             first["info"]["inputs"].startswith("3 (0 from"),
+             "process: the second run of the same inputs comes from the host's cache "
+             "(result info.inputs says so); the first fetched them all",
+             (first["info"], again["info"]))
+        t.ok(sorted(os.listdir(cache)) == sorted(sha(ARCHIVES[n]) for n in
+                                                 ("project.tgz", "z.zip", "data.bin")),
+             "the cache holds each input once, by its hash, nothing else",
+             os.listdir(cache))
+
+        # fetching: each refused with its reason, on the worker's side
+        wrong = sha(b"something else")
+        bad(c, "in", [inp("project.tgz", "p", "tar", digest=wrong)],
+            "has SHA-256 %s, not the %s" % (sha(PROJECT), wrong), "a wrong hash")
+        t.ok(wrong not in os.listdir(cache) and not any(n.startswith(".part") for n in
+                                                        os.listdir(cache)),
+             "a wrong hash never enters the cache (nor a partial download)",
+             os.listdir(cache))
+        # (each below names bytes the cache does not hold: a hash it holds
+        # is those bytes, and their URL is not fetched again)
+        fresh = sha(b"bytes no server here has")
+        bad(c, "in", [inp("project.tgz", "p", "tar"),
+                      dict(inp("data.bin", "x"), url=url("missing.bin"), sha256=fresh)],
+            "answered HTTP 404", "a 404 among good inputs")
+        bad(c, "in", [dict(inp("project.tgz", "p", "tar"), url=url("to-other", 8001), sha256=fresh)],
+            "other.example.invalid:8000 is not in the tier's egress rules",
+            "a redirect to a host the rules do not name")
+        bad(c, "in", [dict(inp("project.tgz", "p", "tar"), url=url("to-meta", 8001), sha256=fresh)],
+            "169.254.169.254", "a redirect to the metadata address")
+        r = run(c, "in", [dict(inp("redirected.tgz", "p", "tar"), url=url("to-project", 8001))],
+                code="print(open('p/r/file.txt').read())")
+        t.ok(r["status"] == "ok" and "came by a redirect" in r["stdout"],
+             "process: a redirect to an allowed URL is followed", (r["status"], r.get("error")))
+        bad(c, "in", [dict(inp("project.tgz", "p", "tar"), url=url("loop", 8001), sha256=fresh)],
+            "more than 5 redirects", "a redirect loop")
+        bad(c, "in", [inp("big.bin", "big.bin")], "larger than the tier's max_input_bytes",
+            "an input over max_input_bytes (%d)" % MAX)
+        bad(c, "in", [inp("bomb.zip", "b", "zip")],
+            "unpacks to more than the tier's max_input_bytes", "a zip bomb (64 MiB in 64 KiB)")
+        bad(c, "in", [dict(inp("project.tgz", "p", "tar"), url=url("slow", 8001), sha256=fresh)],
+            "Timeout was reached", "an answer that never comes (the worker's "
+            "--input-timeout-ms)", status="sandbox_error")
+        bad(c, "in", [dict(inp("project.tgz", "p", "tar"),
+                           url="http://%s.99:8000/project.tgz" % NET, sha256=fresh)],
+            "http://%s.99:8000/project.tgz: " % NET, "an address that does not answer",
+            status="sandbox_error")
+        bad(c, "in", [inp("notatar.tar", "t", "tar")], "tar archive", "bytes that are no tar")
+
+        # archives that try to leave the tree
+        bad(c, "in", [inp("dotdot.tar", ".", "tar")], 'entry "../escape.txt"',
+            "a tar with a ../ path")
+        bad(c, "in", [inp("abs.tar", ".", "tar")], 'entry "/etc/airlock-abs"',
+            "a tar with an absolute path")
+        bad(c, "in", [inp("symabs.tar", ".", "tar")], 'symlink to "/etc"',
+            "a tar with a symlink to /etc")
+        bad(c, "in", [inp("symup.tar", ".", "tar")], 'symlink to "../../.."',
+            "a tar with a symlink above its top")
+        bad(c, "in", [inp("dev.tar", ".", "tar")], "a device", "a tar with a device node")
+        bad(c, "in", [inp("clash.tar", ".", "tar")], '"given.txt"',
+            "a tar entry clashing with a job file", files=[{"path": "given.txt",
+                                                           "data": b"mine\n"}])
+        t.ok(not os.path.exists("/etc/airlock-abs") and not os.path.exists(
+            os.path.join(c.dir, "state", "escape.txt")),
+             "nothing of those archives landed outside a job's tree")
+
+        # admission
+        r = run(c, "none", [inp("data.bin", "d")])
+        t.ok(r["status"] == "rejected" and "has no egress rules" in r["error"],
+             "admission: a tier without egress refuses inputs by URL", r.get("error"))
+        r = run(c, "in", [dict(inp("data.bin", "d"), url="http://other.example.invalid:8000/d")])
+        t.ok(r["status"] == "rejected" and "other.example.invalid:8000 is not in tier in's "
+             "egress rules" in r["error"], "admission: a host not in the tier's rules",
+             r.get("error"))
+        r = run(c, "in", [dict(inp("data.bin", "d"))], egress_allow=["%s.0/24:8001" % NET])
+        t.ok(r["status"] == "rejected" and "narrows" in r["error"],
+             "admission: a job's egress_allow narrows its inputs' hosts too", r.get("error"))
+        for field, val, want in [("sha256", "ABC", "64 lowercase hex"),
+                                 ("url", "ftp://%s/x" % SRV, "only http:// and https://"),
+                                 ("url", "http://u:p@%s:8000/x" % SRV, "user information"),
+                                 ("path", "../x", '".." in path'),
+                                 ("unpack", "rar", "one of tar, zip, none")]:
+            r = run(c, "in", [dict(inp("data.bin", "d"), **{field: val})])
+            t.ok(r["status"] == "rejected" and want in r["error"],
+                 "bad input: %s %r is refused naming the field" % (field, val), r.get("error"))
+        r = run(c, "in", [inp("data.bin", "given.txt")],
+                files=[{"path": "given.txt", "data": b"x"}])
+        t.ok(r["status"] == "rejected" and "meets files[0]" in r["error"],
+             "bad input: an input's path that is a job file's", r.get("error"))
+
+        # the other boundaries: the same tree; the guest's unpacker refuses
+        # an entry under a symlink too
+        bad(c, "in", [inp("undersym.tar", ".", "tar")], "lies under a symlink",
+            "an entry under a symlink (the process backend's unpacker)")
+        good_suite(c, "in-ctr")
+        good_suite(c, "in-vm")
+        bad(c, "in-vm", [inp("undersym.tar", ".", "tar")], "lies under a symlink",
+            "an entry under a symlink (the microVM agent's unpacker)")
+        packs = os.path.join(c.dir, "state", "inputs")
+        t.ok(os.listdir(packs) == [], "no inputs pack outlives its job", os.listdir(packs))
+    finally:
+        redir.kill()
+        redir.wait()
+        c.close()
+        INET.stop()
+        subprocess.run(["rm", "-rf", WWW])
+    return t.done()
+
+
+sys.exit(main())

@@ -1,0 +1,626 @@
+/* main.c - airlock-inputs: fetches a job's inputs for the worker, outside
+ * every sandbox and outside the worker's own process (an archive's parser
+ * never runs in the worker): each URL through the tier's egress rules
+ * (the name checked against them, every address it resolves to before
+ * the connection, every redirect again), at most max bytes, its SHA-256
+ * verified; kept in the host's cache by hash (a size cap, least recently
+ * used out first); then every input unpacked (tar, zip) or kept whole
+ * into one inputs pack (backends/inpack.h), refusing what cannot be a
+ * tree inside the work directory: "..", absolute paths, links pointing
+ * out, devices, more than max bytes unpacked (a zip bomb stops there).
+ *
+ * usage: airlock-inputs --cache DIR --cache-bytes N --max-bytes N
+ *        --timeout-ms N --out PACK [--ca FILE] [--allow RULE]...
+ *        URL SHA256 PATH UNPACK [URL SHA256 PATH UNPACK]...
+ *
+ * It prints one JSON line: {"ok":true,"inputs":[{"url","sha256","bytes",
+ * "cached"}],"pack_bytes":N} or {"ok":false,"status":"rejected" (the
+ * job's fault: a wrong hash, a refused host, a 404, too big, a bad
+ * archive) or "sandbox_error" (the network or the host),"error":"..."}. */
+#include <archive.h>
+#include <archive_entry.h>
+#include <curl/curl.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <openssl/evp.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <arpa/inet.h>
+#include <stdarg.h>
+
+#include "../../backends/inpack.h"
+#include "../../common/cleanup.h"
+#include "../../common/egress.h"
+#include "../../proto/inputs.h"
+
+#define REDIRECTS_MAX 5
+
+struct input {
+	const char *url, *sha256, *path;
+	enum al_unpack unpack;
+	uint64_t bytes;
+	bool cached;
+	int fd; /* the cached file, read-only */
+};
+
+static struct {
+	const char *cache, *out, *ca;
+	uint64_t cache_bytes, max_bytes, timeout_ms;
+	struct al_egress_rule rules[AL_EGRESS_RULES_MAX];
+	size_t nrules;
+	struct input in[AL_INPUTS_MAX];
+	size_t nin;
+	char *ca_blob;
+	size_t ca_len;
+	char part[4096]; /* a download not verified yet ("" = none) */
+} G;
+
+/* The one answer, then exit. */
+static void answer(bool ok, const char *status, const char *msg, uint64_t pack_bytes)
+{
+	json_t *o = json_object(), *a = json_array();
+
+	json_object_set_new(o, "ok", json_boolean(ok));
+	if (!ok) {
+		json_object_set_new(o, "status", json_string(status));
+		json_object_set_new(o, "error", json_string(msg));
+	}
+	for (size_t i = 0; ok && i < G.nin; i++) {
+		json_t *e = json_object();
+
+		json_object_set_new(e, "url", json_string(G.in[i].url));
+		json_object_set_new(e, "sha256", json_string(G.in[i].sha256));
+		json_object_set_new(e, "bytes", json_integer((json_int_t)G.in[i].bytes));
+		json_object_set_new(e, "cached", json_boolean(G.in[i].cached));
+		json_array_append_new(a, e);
+	}
+	json_object_set_new(o, "inputs", a);
+	json_object_set_new(o, "pack_bytes", json_integer((json_int_t)pack_bytes));
+	json_dumpf(o, stdout, JSON_COMPACT | JSON_ENSURE_ASCII);
+	fputc('\n', stdout);
+	fflush(stdout);
+	exit(ok ? 0 : 1);
+}
+
+static void __attribute__((format(printf, 2, 3))) die(const char *status, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (G.out)
+		unlink(G.out);
+	if (G.part[0])
+		unlink(G.part);
+	answer(false, status, msg, 0);
+}
+
+/* ---- fetching ---- */
+
+struct fetch {
+	size_t i;
+	const char *host; /* the URL's host: a name, or a literal address */
+	bool literal;
+	unsigned port;
+	int fd;
+	uint64_t got;
+	EVP_MD_CTX *md;
+	char refused[300]; /* why the connection was not made */
+	bool too_big;
+};
+
+static curl_socket_t open_socket(void *arg, curlsocktype purpose, struct curl_sockaddr *a)
+{
+	struct fetch *f = arg;
+	char text[64];
+	bool internal = al_addr_internal(&a->addr, text, sizeof(text));
+
+	(void)purpose;
+	/* a name rule lets out a public address; anything internal, or a
+	 * literal, needs a range rule holding it */
+	if ((!internal && !f->literal) ||
+	    al_egress_match_range(G.rules, G.nrules, &a->addr, f->port) >= 0)
+		return socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
+	snprintf(f->refused, sizeof(f->refused),
+		 "%s resolves to %s, %s address no egress rule of the tier names", f->host, text,
+		 internal ? "an internal" : "an");
+	return CURL_SOCKET_BAD;
+}
+
+static size_t on_data(char *p, size_t size, size_t n, void *arg)
+{
+	struct fetch *f = arg;
+	size_t len = size * n;
+
+	if (f->got + len > G.max_bytes) {
+		f->too_big = true;
+		return 0;
+	}
+	f->got += len;
+	EVP_DigestUpdate(f->md, p, len);
+	for (size_t off = 0; off < len;) {
+		ssize_t w = write(f->fd, p + off, len - off);
+
+		if (w <= 0)
+			return 0;
+		off += (size_t)w;
+	}
+	return len;
+}
+
+/* Check url against the rules (the name's, or a range rule for a
+ * literal, at the port), filling f's host and port. */
+static void check_url(struct fetch *f, const char *what, const char *url, char *host, size_t cap)
+{
+	struct al_err err = {0};
+	int https;
+	struct sockaddr_storage ss = {0};
+
+	if (al_input_url_parse(what, url, host, cap, &f->port, &https, &err))
+		die("rejected", "%s", err.msg);
+	f->host = host;
+	f->literal = inet_pton(AF_INET, host, &((struct sockaddr_in *)&ss)->sin_addr) == 1 ||
+		     inet_pton(AF_INET6, host, &((struct sockaddr_in6 *)&ss)->sin6_addr) == 1;
+	if (!f->literal && al_egress_match_name(G.rules, G.nrules, host, f->port) < 0)
+		die("rejected", "%s: %s:%u is not in the tier's egress rules", what, host, f->port);
+	/* a literal's range rule is checked on connect */
+}
+
+static void fetch(size_t i, const char *tmp)
+{
+	struct input *in = &G.in[i];
+	struct fetch f = {.i = i};
+	char what[48], host[256], url[AL_INPUT_URL_MAX + 1], got_hex[65];
+	unsigned char md[32];
+	unsigned mdlen = 0;
+	long code = 0;
+	CURL *c = curl_easy_init();
+	CURLcode cr = CURLE_OK;
+
+	snprintf(what, sizeof(what), "inputs[%zu]", i);
+	snprintf(url, sizeof(url), "%s", in->url);
+	if (!c || !(f.md = EVP_MD_CTX_new()))
+		die("sandbox_error", "%s: out of memory", what);
+	for (int hop = 0;; hop++) {
+		char *next = NULL;
+
+		check_url(&f, what, url, host, sizeof(host));
+		if ((f.fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) < 0)
+			die("sandbox_error", "%s: the cache: %s", what, strerror(errno));
+		f.got = 0;
+		EVP_DigestInit_ex(f.md, EVP_sha256(), NULL);
+		curl_easy_reset(c);
+		curl_easy_setopt(c, CURLOPT_URL, url);
+		curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+		curl_easy_setopt(c, CURLOPT_PROXY, ""); /* never the environment's */
+		curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
+		curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+		curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)G.timeout_ms);
+		curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 15000L);
+		curl_easy_setopt(c, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)G.max_bytes);
+		curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, open_socket);
+		curl_easy_setopt(c, CURLOPT_OPENSOCKETDATA, &f);
+		curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+		curl_easy_setopt(c, CURLOPT_WRITEDATA, &f);
+		curl_easy_setopt(c, CURLOPT_USERAGENT, "airlock-inputs/1");
+		if (G.ca_blob) {
+			struct curl_blob b = {G.ca_blob, G.ca_len, CURL_BLOB_NOCOPY};
+
+			curl_easy_setopt(c, CURLOPT_CAINFO_BLOB, &b);
+		}
+		cr = curl_easy_perform(c);
+		close(f.fd);
+		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+		if (f.refused[0])
+			die("rejected", "%s: %s", what, f.refused);
+		if (f.too_big || cr == CURLE_FILESIZE_EXCEEDED)
+			die("rejected", "%s: %s is larger than the tier's max_input_bytes (%llu)",
+			    what, url, (unsigned long long)G.max_bytes);
+		if (cr != CURLE_OK)
+			die("sandbox_error", "%s: %s: %s", what, url, curl_easy_strerror(cr));
+		if (code >= 300 && code < 400 &&
+		    curl_easy_getinfo(c, CURLINFO_REDIRECT_URL, &next) == CURLE_OK && next) {
+			if (hop == REDIRECTS_MAX)
+				die("rejected", "%s: more than %d redirects", what, REDIRECTS_MAX);
+			if (strlen(next) > AL_INPUT_URL_MAX)
+				die("rejected", "%s: a redirect to a URL too long", what);
+			snprintf(what, sizeof(what), "inputs[%zu] (redirected)", i);
+			snprintf(url, sizeof(url), "%s", next);
+			continue;
+		}
+		break;
+	}
+	if (code != 200)
+		die(code >= 500 ? "sandbox_error" : "rejected", "%s: %s answered HTTP %ld", what,
+		    url, code);
+	EVP_DigestFinal_ex(f.md, md, &mdlen);
+	for (unsigned k = 0; k < 32; k++)
+		snprintf(got_hex + 2 * k, 3, "%02x", md[k]);
+	if (strcmp(got_hex, in->sha256))
+		die("rejected", "inputs[%zu]: %s has SHA-256 %s, not the %s the job gives", i,
+		    in->url, got_hex, in->sha256);
+	in->bytes = f.got;
+	EVP_MD_CTX_free(f.md);
+	curl_easy_cleanup(c);
+}
+
+/* ---- the cache ---- */
+
+static bool hex64(const char *s)
+{
+	return strlen(s) == 64 && strspn(s, "0123456789abcdef") == 64;
+}
+
+struct entry {
+	char name[65];
+	time_t mtime;
+	off_t size;
+};
+
+static int by_age(const void *a, const void *b)
+{
+	const struct entry *x = a, *y = b;
+
+	return x->mtime < y->mtime ? -1 : x->mtime > y->mtime;
+}
+
+/* Least recently used out until the cache holds at most cache_bytes
+ * (what this run holds open stays readable). */
+static void evict(void)
+{
+	DIR *d = opendir(G.cache);
+	struct entry *e = NULL;
+	size_t n = 0, cap = 0;
+	uint64_t total = 0;
+	struct dirent *de;
+	struct stat st;
+
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		if (!hex64(de->d_name) || fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) ||
+		    !S_ISREG(st.st_mode))
+			continue;
+		if (n == cap && !(e = realloc(e, (cap = cap ? 2 * cap : 64) * sizeof(*e))))
+			break;
+		snprintf(e[n].name, sizeof(e[n].name), "%s", de->d_name);
+		e[n].mtime = st.st_mtime;
+		e[n].size = st.st_size;
+		total += (uint64_t)st.st_size;
+		n++;
+	}
+	if (e) {
+		qsort(e, n, sizeof(*e), by_age);
+		for (size_t i = 0; i < n && total > G.cache_bytes; i++)
+			if (!unlinkat(dirfd(d), e[i].name, 0))
+				total -= (uint64_t)e[i].size;
+	}
+	free(e);
+	closedir(d);
+}
+
+static void get(size_t i)
+{
+	struct input *in = &G.in[i];
+	char path[4096], tmp[4096];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "%s/%s", G.cache, in->sha256);
+	if ((in->fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) >= 0 && !fstat(in->fd, &st) &&
+	    S_ISREG(st.st_mode)) {
+		/* a hit: its name is its hash, checked when it went in; the
+		 * name still goes through the rules (the job could not fetch it) */
+		struct fetch f;
+		char host[256];
+
+		check_url(&f, "inputs", in->url, host, sizeof(host));
+		if ((uint64_t)st.st_size > G.max_bytes)
+			die("rejected",
+			    "inputs[%zu]: %llu bytes, more than the tier's "
+			    "max_input_bytes (%llu)",
+			    i, (unsigned long long)st.st_size, (unsigned long long)G.max_bytes);
+		futimens(in->fd, NULL); /* recently used */
+		in->cached = true;
+		in->bytes = (uint64_t)st.st_size;
+		return;
+	}
+	if (in->fd >= 0)
+		close(in->fd);
+	snprintf(tmp, sizeof(tmp), "%s/.part.%d.%zu", G.cache, (int)getpid(), i);
+	snprintf(G.part, sizeof(G.part), "%s", tmp);
+	fetch(i, tmp);
+	if (rename(tmp, path))
+		die("sandbox_error", "inputs[%zu]: the cache: %s", i, strerror(errno));
+	G.part[0] = '\0';
+	if ((in->fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+		die("sandbox_error", "inputs[%zu]: the cache: %s", i, strerror(errno));
+	evict();
+}
+
+/* ---- the pack ---- */
+
+static struct al_pack_w W;
+static uint64_t unpacked;
+
+static void pack_failed(const struct al_err *err)
+{
+	die(err->code == AL_EINVAL ? "rejected" : "sandbox_error", "%s", err->msg);
+}
+
+/* prefix/name into out ("." = the top) */
+static void join(char *out, size_t cap, const char *prefix, const char *name)
+{
+	if (!strcmp(prefix, "."))
+		snprintf(out, cap, "%s", name);
+	else if (!*name)
+		snprintf(out, cap, "%s", prefix);
+	else
+		snprintf(out, cap, "%s/%s", prefix, name);
+}
+
+/* An archive's entry name as the tree takes it: "./" and a trailing "/"
+ * gone; false when it is not a path inside the tree. */
+static bool entry_name(const char *raw, char *out, size_t cap)
+{
+	size_t n;
+
+	while (raw[0] == '.' && raw[1] == '/')
+		raw += 2;
+	snprintf(out, cap, "%s", raw);
+	n = strlen(out);
+	while (n > 0 && out[n - 1] == '/')
+		out[--n] = '\0';
+	return n == 0 || strlen(raw) >= cap ? n == 0 && strlen(raw) < cap : al_pack_path_ok(out);
+}
+
+/* The data of the entry being read, into the pack (its size patched in
+ * afterwards: a zip may not say it ahead). */
+static void pack_data(struct archive *a, const char *path, unsigned mode, size_t i)
+{
+	struct al_err err = {0};
+	off_t at = (off_t)W.off; /* the record's header */
+	uint64_t size = 0;
+	char buf[65536];
+	unsigned char le[8];
+	la_ssize_t r;
+
+	if (al_pack_w_entry(&W, AL_PACK_FILE, path, mode, 0, &err))
+		pack_failed(&err);
+	while ((r = archive_read_data(a, buf, sizeof(buf))) > 0) {
+		if ((unpacked += (uint64_t)r) > G.max_bytes)
+			die("rejected",
+			    "inputs[%zu]: unpacks to more than the tier's max_input_bytes (%llu): "
+			    "stopped at \"%.200s\"",
+			    i, (unsigned long long)G.max_bytes, path);
+		if (al_pack_w_data(&W, buf, (size_t)r, &err))
+			pack_failed(&err);
+		size += (uint64_t)r;
+	}
+	if (r < 0)
+		die("rejected", "inputs[%zu]: \"%.200s\": %s", i, path, archive_error_string(a));
+	for (int k = 0; k < 8; k++)
+		le[k] = (size >> (8 * k)) & 0xff;
+	if (pwrite(W.fd, le, 8, at + 8) != 8)
+		die("sandbox_error", "inputs: write the pack: %s", strerror(errno));
+}
+
+static void unpack_archive(size_t i)
+{
+	struct input *in = &G.in[i];
+	struct archive *a = archive_read_new();
+	struct archive_entry *e;
+	struct al_err err = {0};
+	char name[AL_PACK_PATH_MAX + 1], path[AL_PACK_PATH_MAX + 1];
+	char tname[AL_PACK_PATH_MAX + 1], tpath[AL_PACK_PATH_MAX + 1];
+	int r;
+
+	if (in->unpack == AL_UNPACK_ZIP) {
+		archive_read_support_format_zip(a);
+	} else {
+		archive_read_support_format_tar(a);
+		archive_read_support_format_gnutar(a);
+		archive_read_support_filter_all(a);
+	}
+	if (archive_read_open_fd(a, in->fd, 65536) != ARCHIVE_OK)
+		die("rejected", "inputs[%zu]: not a %s archive: %s", i, al_unpack_name(in->unpack),
+		    archive_error_string(a));
+	while ((r = archive_read_next_header(a, &e)) == ARCHIVE_OK) {
+		const char *raw = archive_entry_pathname(e);
+		const char *hard = archive_entry_hardlink(e);
+		mode_t type = archive_entry_filetype(e);
+		unsigned mode = archive_entry_perm(e) & 0777;
+
+		if (!mode) /* a zip made without Unix modes */
+			mode = type == AE_IFDIR ? 0755 : 0644;
+
+		if (!raw || !entry_name(raw, name, sizeof(name)))
+			die("rejected",
+			    "inputs[%zu]: entry \"%.200s\" is not a path inside the tree "
+			    "(absolute, or with \"..\")",
+			    i, raw ? raw : "(unreadable name)");
+		if (!name[0])
+			continue; /* "./" itself */
+		join(path, sizeof(path), in->path, name);
+		if (!al_pack_path_ok(path))
+			die("rejected", "inputs[%zu]: entry \"%.200s\": a path too long", i, name);
+		if (hard) {
+			if (!entry_name(hard, tname, sizeof(tname)) || !tname[0])
+				die("rejected",
+				    "inputs[%zu]: \"%.200s\" is a hard link to \"%.200s\", "
+				    "outside the tree",
+				    i, name, hard);
+			join(tpath, sizeof(tpath), in->path, tname);
+			if (al_pack_w_entry(&W, AL_PACK_COPY, path, 0, strlen(tpath), &err) ||
+			    al_pack_w_data(&W, tpath, strlen(tpath), &err))
+				pack_failed(&err);
+		} else if (type == AE_IFDIR) {
+			if (al_pack_w_entry(&W, AL_PACK_DIR, path, mode, 0, &err))
+				pack_failed(&err);
+		} else if (type == AE_IFREG) {
+			pack_data(a, path, mode, i);
+		} else if (type == AE_IFLNK) {
+			const char *t = archive_entry_symlink(e);
+
+			if (!t || !al_pack_link_ok(name, t))
+				die("rejected",
+				    "inputs[%zu]: \"%.200s\" is a symlink to \"%.200s\", "
+				    "which points out of the tree",
+				    i, name, t ? t : "?");
+			if (al_pack_w_entry(&W, AL_PACK_SYMLINK, path, 0777, strlen(t), &err) ||
+			    al_pack_w_data(&W, t, strlen(t), &err))
+				pack_failed(&err);
+		} else {
+			die("rejected",
+			    "inputs[%zu]: \"%.200s\" is a device, fifo or socket: a tree "
+			    "of files, directories and links only",
+			    i, name);
+		}
+	}
+	if (r != ARCHIVE_EOF)
+		die("rejected", "inputs[%zu]: a broken %s archive: %s", i,
+		    al_unpack_name(in->unpack), archive_error_string(a));
+	archive_read_free(a);
+}
+
+static void pack_whole(size_t i)
+{
+	struct input *in = &G.in[i];
+	struct al_err err = {0};
+	char buf[65536];
+	ssize_t r;
+
+	if ((unpacked += in->bytes) > G.max_bytes)
+		die("rejected", "inputs: more than the tier's max_input_bytes (%llu) in all",
+		    (unsigned long long)G.max_bytes);
+	if (al_pack_w_entry(&W, AL_PACK_FILE, in->path, 0644, in->bytes, &err))
+		pack_failed(&err);
+	while ((r = read(in->fd, buf, sizeof(buf))) > 0)
+		if (al_pack_w_data(&W, buf, (size_t)r, &err))
+			pack_failed(&err);
+}
+
+/* ---- start ---- */
+
+static uint64_t number(const char *s, const char *what)
+{
+	char *end;
+	unsigned long long v;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || *end || !*s)
+		die("sandbox_error", "airlock-inputs: %s: not a number: %s", what, s);
+	return v;
+}
+
+static void load_ca(void)
+{
+	static const char *const system[] = {"/etc/ssl/certs/ca-certificates.crt",
+					     "/etc/pki/tls/certs/ca-bundle.crt"};
+	const char *files[2] = {NULL, G.ca};
+	FILE *m;
+
+	for (size_t k = 0; k < 2 && !files[0]; k++)
+		if (!access(system[k], R_OK))
+			files[0] = system[k];
+	if (!(m = open_memstream(&G.ca_blob, &G.ca_len)))
+		die("sandbox_error", "out of memory");
+	for (int k = 0; k < 2; k++) {
+		FILE *f = files[k] ? fopen(files[k], "r") : NULL;
+		char buf[8192];
+		size_t n;
+
+		if (!f && k == 1 && G.ca)
+			die("sandbox_error", "egress.ca_file %s: %s", G.ca, strerror(errno));
+		while (f && (n = fread(buf, 1, sizeof(buf), f)) > 0)
+			fwrite(buf, 1, n, m);
+		fputc('\n', m);
+		if (f)
+			fclose(f);
+	}
+	fclose(m);
+}
+
+int main(int argc, char **argv)
+{
+	struct al_err err = {0};
+	int i = 1;
+	cleanup_close int out = -1;
+
+	for (; i < argc && !strncmp(argv[i], "--", 2); i += 2) {
+		const char *k = argv[i] + 2, *v = i + 1 < argc ? argv[i + 1] : NULL;
+
+		if (!strcmp(k, "")) {
+			i++; /* "--": the inputs follow */
+			break;
+		}
+		if (!v)
+			die("sandbox_error", "airlock-inputs: --%s needs a value", k);
+		if (!strcmp(k, "cache"))
+			G.cache = v;
+		else if (!strcmp(k, "out"))
+			G.out = v;
+		else if (!strcmp(k, "ca"))
+			G.ca = v;
+		else if (!strcmp(k, "cache-bytes"))
+			G.cache_bytes = number(v, k);
+		else if (!strcmp(k, "max-bytes"))
+			G.max_bytes = number(v, k);
+		else if (!strcmp(k, "timeout-ms"))
+			G.timeout_ms = number(v, k);
+		else if (!strcmp(k, "allow") && G.nrules < AL_EGRESS_RULES_MAX) {
+			if (al_egress_rule_parse(v, &G.rules[G.nrules++], &err))
+				die("sandbox_error", "airlock-inputs: %s", err.msg);
+		} else
+			die("sandbox_error", "airlock-inputs: unknown option --%s", k);
+	}
+	if (!G.cache || !G.out || !G.max_bytes || !G.timeout_ms || (argc - i) % 4 ||
+	    (argc - i) / 4 > AL_INPUTS_MAX || argc == i)
+		die("sandbox_error",
+		    "usage: airlock-inputs --cache DIR --cache-bytes N --max-bytes "
+		    "N --timeout-ms N --out PACK [--ca FILE] [--allow RULE]... URL "
+		    "SHA256 PATH UNPACK...");
+	for (; i < argc; i += 4) {
+		struct input *in = &G.in[G.nin++];
+
+		in->url = argv[i];
+		in->sha256 = argv[i + 1];
+		in->path = argv[i + 2];
+		in->unpack = !strcmp(argv[i + 3], "tar")   ? AL_UNPACK_TAR
+			     : !strcmp(argv[i + 3], "zip") ? AL_UNPACK_ZIP
+							   : AL_UNPACK_NONE;
+		in->fd = -1;
+		if (!hex64(in->sha256))
+			die("rejected", "inputs[%zu].sha256: not 64 hex digits", G.nin - 1);
+	}
+	if (mkdir(G.cache, 0700) && errno != EEXIST)
+		die("sandbox_error", "the input cache %s: %s", G.cache, strerror(errno));
+	curl_global_init(CURL_GLOBAL_DEFAULT);
+	load_ca();
+	for (size_t k = 0; k < G.nin; k++)
+		get(k);
+	/* 0644 in a 0700 directory: a microVM's VMM user opens it in its jail */
+	if ((out = open(G.out, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644)) < 0)
+		die("sandbox_error", "the inputs pack %s: %s", G.out, strerror(errno));
+	W.fd = out;
+	for (size_t k = 0; k < G.nin; k++) {
+		if (G.in[k].unpack == AL_UNPACK_NONE)
+			pack_whole(k);
+		else
+			unpack_archive(k);
+	}
+	if (al_pack_w_end(&W, &err))
+		pack_failed(&err);
+	answer(true, NULL, NULL, W.off);
+	return 0;
+}

@@ -1,0 +1,265 @@
+/* instage.c - a job's inputs by URL, fetched before its sandbox (instage.h). */
+#include "instage.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
+#include <linux/close_range.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../backends/jobfs.h"
+#include "../backends/jobspec.h"
+#include "../common/cleanup.h"
+#include "../common/egress.h"
+#include "../common/log.h"
+#include "../proto/result.h"
+
+#define ANSWER_MAX		  (64u << 10)	  /* the fetcher's one JSON line */
+#define INPUT_CACHE_BYTES_DEFAULT (8ull << 30)	  /* the host's cache unless set */
+#define INPUT_TIMEOUT_MS_DEFAULT  (600ull * 1000) /* one job's fetch unless set */
+
+struct al_instage {
+	al_instage_done_fn done;
+	void *arg;
+	pid_t pid;
+	int pidfd;
+	int out; /* the fetcher's stdout */
+	struct event *ev;
+	char buf[ANSWER_MAX];
+	size_t len;
+	char pack[PATH_MAX];
+	char job[AL_ID_MAX + 1];
+};
+
+static void pack_dir(const struct al_backend_conf *conf, char *out, size_t cap)
+{
+	snprintf(out, cap, "%s/inputs", conf->state_dir ? conf->state_dir : "/var/lib/airlock");
+}
+
+void al_instage_sweep(const struct al_backend_conf *conf)
+{
+	char dir[PATH_MAX], prefix[160];
+	DIR *d;
+	struct dirent *de;
+
+	pack_dir(conf, dir, sizeof(dir));
+	snprintf(prefix, sizeof(prefix), "%s.", conf->worker_id);
+	if (!(d = opendir(dir)))
+		return;
+	while ((de = readdir(d)))
+		if (!strncmp(de->d_name, prefix, strlen(prefix)))
+			unlinkat(dirfd(d), de->d_name, 0);
+	closedir(d);
+}
+
+/* The fetcher's answer, read whole (one line of JSON). */
+static void finish(struct al_instage *st)
+{
+	json_error_t je;
+	json_t *a = NULL;
+	int status = AL_ST_SANDBOX_ERROR;
+	char msg[AL_ERR_MSG_MAX], summary[128] = "";
+
+	event_del(st->ev);
+	al_pidfd_kill_wait(st->pidfd, false);
+	st->pid = 0;
+	snprintf(msg, sizeof(msg), "inputs: the fetcher ended without an answer");
+	st->buf[st->len] = '\0';
+	if (st->len && (a = json_loads(st->buf, 0, &je))) {
+		json_t *ok = json_object_get(a, "ok"), *list = json_object_get(a, "inputs");
+		const char *s = json_string_value(json_object_get(a, "status"));
+		const char *e = json_string_value(json_object_get(a, "error"));
+
+		if (json_is_true(ok)) {
+			size_t n = json_array_size(list), hits = 0, i;
+			json_int_t bytes = 0;
+			json_t *in;
+
+			json_array_foreach(list, i, in)
+			{
+				hits += json_is_true(json_object_get(in, "cached"));
+				bytes += json_integer_value(json_object_get(in, "bytes"));
+				al_log("info", "input", "job=%s sha256=%s bytes=%lld cached=%s",
+				       st->job, json_string_value(json_object_get(in, "sha256")),
+				       (long long)json_integer_value(json_object_get(in, "bytes")),
+				       json_is_true(json_object_get(in, "cached")) ? "yes" : "no");
+			}
+			snprintf(summary, sizeof(summary),
+				 "%zu (%zu from the host's cache), %lld bytes", n, hits,
+				 (long long)bytes);
+			status = AL_ST_OK;
+		} else if (e) {
+			status = s && !strcmp(s, "rejected") ? AL_ST_REJECTED : AL_ST_SANDBOX_ERROR;
+			snprintf(msg, sizeof(msg), "%s", e);
+		}
+	}
+	json_decref(a);
+	st->done(st->arg, status, msg, status == AL_ST_OK ? st->pack : NULL, summary);
+}
+
+static void on_read(evutil_socket_t fd, short what, void *arg)
+{
+	struct al_instage *st = arg;
+	ssize_t r;
+
+	(void)what;
+	r = read(fd, st->buf + st->len, sizeof(st->buf) - 1 - st->len);
+	if (r < 0 && (errno == EINTR || errno == EAGAIN))
+		return;
+	if (r > 0 && st->len + (size_t)r < sizeof(st->buf) - 1) {
+		st->len += (size_t)r;
+		return;
+	}
+	if (r > 0) /* more than any answer: not one */
+		st->len = 0;
+	finish(st);
+}
+
+static int add(char **argv, int *n, int max, const char *s)
+{
+	if (*n >= max - 1 || !(argv[*n] = strdup(s)))
+		return -1;
+	(*n)++;
+	return 0;
+}
+
+struct al_instage *al_instage_start(struct event_base *base, const struct al_backend_conf *conf,
+				    const struct al_run_spec *spec, al_instage_done_fn done,
+				    void *arg, struct al_err *err)
+{
+	enum { ARGS_MAX = 16 + 2 * AL_EGRESS_RULES_MAX + 4 * AL_INPUTS_MAX };
+	const struct al_job *job = spec->job;
+	struct al_instage *st = calloc(1, sizeof(*st));
+	char *argv[ARGS_MAX] = {0}, dir[PATH_MAX], cache[PATH_MAX], num[3][32];
+	int n = 0, pipefd[2] = {-1, -1}, bad = 0, helper = -1;
+	char *const envp[] = {(char *)"PATH=/usr/bin:/bin", NULL};
+
+	if (!st) {
+		al_err_set(err, AL_ENOMEM, "inputs: out of memory");
+		return NULL;
+	}
+	st->done = done;
+	st->arg = arg;
+	st->pidfd = st->out = -1;
+	snprintf(st->job, sizeof(st->job), "%s", job->id);
+	pack_dir(conf, dir, sizeof(dir));
+	if (al_mkdir_p(dir, 0700) || al_pathf(st->pack, sizeof(st->pack), "%s/%s.%u.pack", dir,
+					      conf->worker_id, spec->slot)) {
+		al_err_sys(err, "inputs: mkdir %s", dir);
+		goto fail;
+	}
+	unlink(st->pack);
+	bad |= al_pathf(cache, sizeof(cache), "%s-cache", dir);
+	if ((helper = al_open_helper(conf->helper_dir, "airlock-inputs", err)) < 0)
+		goto fail;
+	snprintf(num[0], sizeof(num[0]), "%llu",
+		 (unsigned long long)(conf->input_cache_bytes ? conf->input_cache_bytes
+							      : INPUT_CACHE_BYTES_DEFAULT));
+	snprintf(num[1], sizeof(num[1]), "%llu",
+		 (unsigned long long)(spec->max_input_bytes ? spec->max_input_bytes
+							    : AL_INPUT_BYTES_DEF));
+	snprintf(num[2], sizeof(num[2]), "%llu",
+		 (unsigned long long)(conf->input_timeout_ms ? conf->input_timeout_ms
+							     : INPUT_TIMEOUT_MS_DEFAULT));
+	bad |= add(argv, &n, ARGS_MAX, "airlock-inputs");
+	bad |= add(argv, &n, ARGS_MAX, "--cache") || add(argv, &n, ARGS_MAX, cache);
+	bad |= add(argv, &n, ARGS_MAX, "--cache-bytes") || add(argv, &n, ARGS_MAX, num[0]);
+	bad |= add(argv, &n, ARGS_MAX, "--max-bytes") || add(argv, &n, ARGS_MAX, num[1]);
+	bad |= add(argv, &n, ARGS_MAX, "--timeout-ms") || add(argv, &n, ARGS_MAX, num[2]);
+	bad |= add(argv, &n, ARGS_MAX, "--out") || add(argv, &n, ARGS_MAX, st->pack);
+	if (spec->ca_file)
+		bad |= add(argv, &n, ARGS_MAX, "--ca") || add(argv, &n, ARGS_MAX, spec->ca_file);
+	for (size_t i = 0; i < spec->ninput_rules; i++)
+		bad |= add(argv, &n, ARGS_MAX, "--allow") ||
+		       add(argv, &n, ARGS_MAX, spec->input_rules[i].text);
+	bad |= add(argv, &n, ARGS_MAX, "--");
+	for (size_t i = 0; i < job->ninputs; i++)
+		bad |= add(argv, &n, ARGS_MAX, job->inputs[i].url) ||
+		       add(argv, &n, ARGS_MAX, job->inputs[i].sha256) ||
+		       add(argv, &n, ARGS_MAX, job->inputs[i].path) ||
+		       add(argv, &n, ARGS_MAX, al_unpack_name(job->inputs[i].unpack));
+	if (bad) {
+		al_err_set(err, AL_ENOMEM, "inputs: out of memory");
+		goto fail;
+	}
+	if (pipe2(pipefd, O_CLOEXEC)) {
+		al_err_sys(err, "inputs: pipe");
+		goto fail;
+	}
+	st->pid = fork();
+	if (st->pid < 0) {
+		al_err_sys(err, "inputs: fork");
+		goto fail;
+	}
+	if (st->pid == 0) {
+		int null = open("/dev/null", O_RDWR);
+
+		/* nothing of the worker but the pipe: stdin and stderr are /dev/null */
+		if (null < 0 || dup2(null, 0) < 0 || dup2(pipefd[1], 1) < 0 || dup2(null, 2) < 0)
+			_exit(127);
+		signal(SIGPIPE, SIG_DFL);
+		syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC);
+		syscall(SYS_execveat, helper, "", argv, envp, AT_EMPTY_PATH);
+		dprintf(1,
+			"{\"ok\":false,\"status\":\"sandbox_error\",\"error\":\"inputs: cannot "
+			"start airlock-inputs: %s\"}\n",
+			strerror(errno));
+		_exit(127);
+	}
+	close(pipefd[1]);
+	pipefd[1] = -1;
+	st->out = pipefd[0];
+	if ((st->pidfd = (int)syscall(SYS_pidfd_open, st->pid, 0)) < 0) {
+		al_err_sys(err, "inputs: pidfd_open");
+		kill(st->pid, SIGKILL);
+		waitpid(st->pid, NULL, 0);
+		st->pid = 0;
+		goto fail;
+	}
+	fcntl(st->out, F_SETFL, O_NONBLOCK);
+	if (!(st->ev = event_new(base, st->out, EV_READ | EV_PERSIST, on_read, st)) ||
+	    event_add(st->ev, NULL)) {
+		al_err_set(err, AL_ENOMEM, "inputs: cannot watch the fetcher");
+		goto fail;
+	}
+	for (int i = 0; i < n; i++)
+		free(argv[i]);
+	close(helper);
+	return st;
+fail:
+	for (int i = 0; i < n; i++)
+		free(argv[i]);
+	if (helper >= 0)
+		close(helper);
+	if (pipefd[1] >= 0)
+		close(pipefd[1]);
+	if (pipefd[0] >= 0 && st->out < 0)
+		close(pipefd[0]);
+	al_instage_free(st);
+	return NULL;
+}
+
+void al_instage_free(struct al_instage *st)
+{
+	if (!st)
+		return;
+	if (st->ev)
+		event_free(st->ev);
+	if (st->pid > 0 && st->pidfd >= 0)
+		al_pidfd_kill_wait(st->pidfd, true);
+	if (st->pidfd >= 0)
+		close(st->pidfd);
+	if (st->out >= 0)
+		close(st->out);
+	if (st->pack[0])
+		unlink(st->pack);
+	free(st);
+}

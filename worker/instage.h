@@ -1,0 +1,32 @@
+/* instage.h - the inputs stage of a job (before its sandbox is made): runs
+ * airlock-inputs (worker/inputs/) for the job's inputs by URL, watched on
+ * the event loop, and hands back the inputs pack it made, or why not. */
+#ifndef AL_WORKER_INSTAGE_H
+#define AL_WORKER_INSTAGE_H
+
+#include <event2/event.h>
+
+#include "../backends/backend.h"
+
+struct al_instage;
+
+/* The stage is over: status is AL_ST_OK (pack: the inputs pack's path,
+ * which the stage removes when freed), AL_ST_REJECTED (the job's inputs
+ * are at fault: msg says how) or AL_ST_SANDBOX_ERROR (the host or the
+ * network); summary: what to tell in the result ("2 (1 from the host's
+ * cache), 5208 bytes"). */
+typedef void (*al_instage_done_fn)(void *arg, int status, const char *msg, const char *pack,
+				   const char *summary);
+
+/* Start fetching spec->job's inputs; NULL with err when the fetcher could
+ * not start. done is called once, from the loop (never from here). */
+struct al_instage *al_instage_start(struct event_base *base, const struct al_backend_conf *conf,
+				    const struct al_run_spec *spec, al_instage_done_fn done,
+				    void *arg, struct al_err *err);
+/* Stop it (the fetcher killed) and remove the pack. NULL is fine. */
+void al_instage_free(struct al_instage *st);
+
+/* Remove the packs a crashed run of this worker id left. */
+void al_instage_sweep(const struct al_backend_conf *conf);
+
+#endif

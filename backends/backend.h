@@ -65,6 +65,11 @@ struct al_pool_spec {
 };
 
 /* What to run: the decoded job plus the operator's policy, resolved. */
+/* Where a job with egress on a tier with egress.ca_file finds its CA
+ * bundle: in its work directory (the same path on every boundary). */
+#define AL_CA_BUNDLE_REL ".airlock/ca-certificates.crt"
+#define AL_CA_BUNDLE	 "/work/" AL_CA_BUNDLE_REL
+
 struct al_run_spec {
 	const struct al_job *job;
 	struct al_limits limits; /* effective limits: every field non-zero */
@@ -108,7 +113,8 @@ struct al_run_spec {
 	uint64_t max_input_bytes;
 	const char *inputs_pack;
 	/* egress.ca_file: a PEM CA that the job's TLS clients trust beside the
-	 * image's (SSL_CERT_FILE and its kin point at a bundle with it), NULL = none */
+	 * host's bundle (a job with egress gets both at AL_CA_BUNDLE_REL in its
+	 * inputs pack; SSL_CERT_FILE and its kin point there), NULL = none */
 	const char *ca_file;
 	/* a session (AL_CAP_SESSION): the job is the session server, which
 	 * connects to AL_SESSION_SOCKET in its own network namespace */

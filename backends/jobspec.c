@@ -107,6 +107,13 @@ int al_command_argv(const struct al_job *job, const char *script, struct al_buf 
 	return bad ? -1 : 0;
 }
 
+/* The variables TLS clients read their trust store from: OpenSSL (python's
+ * ssl, curl, wget), requests, pip, Node (an extra CA file), git, cargo. */
+static const char *const ca_vars[] = {"SSL_CERT_FILE",	     "REQUESTS_CA_BUNDLE", "PIP_CERT",
+				      "NODE_EXTRA_CA_CERTS", "CURL_CA_BUNDLE",	   "GIT_SSL_CAINFO",
+				      "CARGO_HTTP_CAINFO"};
+#define NCA_VARS (sizeof(ca_vars) / sizeof(ca_vars[0]))
+
 int al_argv_env(const struct al_run_spec *spec, const char *script, struct al_buf *b,
 		uint32_t *argc, uint32_t *envc)
 {
@@ -170,6 +177,22 @@ int al_argv_env(const struct al_run_spec *spec, const char *script, struct al_bu
 	for (size_t k = 0; spec->proxy_url && k < nproxy; k++) {
 		bad |= al_buf_append(b, proxy_names[k], strlen(proxy_names[k])) |
 		       al_buf_append(b, "=", 1) | buf_str(b, k + 1 < nproxy ? spec->proxy_url : "");
+		(*envc)++;
+	}
+	/* egress.ca_file: every TLS client's trust store names the bundle in
+	 * the job's inputs (the host's CAs and the tier's), unless the job or
+	 * the policy names its own */
+	for (size_t k = 0; spec->proxy_url && spec->ca_file && k < NCA_VARS; k++) {
+		bool set = false;
+
+		for (size_t i = 0; i < job->nenv && !set; i++)
+			set = !strcmp(job->env[i].key, ca_vars[k]);
+		for (size_t i = 0; i < spec->nenv && !set; i++)
+			set = !strcmp(spec->env[i].key, ca_vars[k]);
+		if (set)
+			continue;
+		bad |= al_buf_append(b, ca_vars[k], strlen(ca_vars[k])) | al_buf_append(b, "=", 1) |
+		       buf_str(b, AL_CA_BUNDLE);
 		(*envc)++;
 	}
 	return bad ? -1 : 0;

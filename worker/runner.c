@@ -439,7 +439,9 @@ struct al_runner *al_runner_start(struct event_base *base, const struct al_backe
 			return r;
 		}
 	}
-	if (spec->job->ninputs) { /* fetched first, then the sandbox (inputs_done) */
+	/* inputs fetched first, then the sandbox (inputs_done); so is the CA
+	 * bundle of a job with egress on a tier with egress.ca_file */
+	if (spec->job->ninputs || (spec->ca_file && spec->network == AL_NET_EGRESS)) {
 		r->spec = *first;
 		if (!(r->inputs = al_instage_start(base, conf, &r->spec, inputs_done, r, &err))) {
 			r->setup_failed = true;

@@ -74,7 +74,13 @@ NET_KEYS = {"egress": {"allow": ["%s.0/24:8000" % NET, "%s.0/24:8443" % NET, "lo
                                   "pypi.example.invalid:443"],
                         "max_bytes": 3000000, "max_connections": 20},
             "defaults": dict(DEFAULTS, wall_ms=60000, memory_bytes=536870912)}
-POLICY = policy(tier_def("trusted", "process"), tier_def("net", "process", **NET_KEYS),
+# the same with the test internet's own CA trusted (egress.ca_file): what an
+# intercepting proxy's network needs
+CA_KEYS = dict(NET_KEYS, egress=dict(NET_KEYS["egress"], ca_file=INET.ca))
+CA_TIERS = {"ca": "process", "ca-ctr": "container", "ca-vm": "microvm"}
+POLICY = policy(tier_def("ca", "process", **CA_KEYS), tier_def("ca-ctr", "container", **CA_KEYS),
+                tier_def("ca-vm", "microvm", image="python", **CA_KEYS),
+                tier_def("trusted", "process"), tier_def("net", "process", **NET_KEYS),
                 tier_def("net-ctr", "container", **NET_KEYS),
                 tier_def("net-vm", "microvm", image="python", **NET_KEYS),
                 tier_def("ctr-none", "container"), tier_def("vm-none", "microvm", image="python"))
@@ -228,10 +234,45 @@ try:
     internet()
     c = Cluster(policy=POLICY)
     c.scheduler()
-    c.worker("egress-w", uid_base=63500, slots=2, tiers=",".join(["trusted", "ctr-none", "vm-none"] + list(TIERS)),
+    c.worker("egress-w", uid_base=63500, slots=2,
+             tiers=",".join(["trusted", "ctr-none", "vm-none"] + list(TIERS) + list(CA_TIERS)),
              extra=["--images", IMAGES])
     for tier in TIERS:
         tier_suite(c, tier)
+
+    # egress.ca_file: the job's TLS clients and the worker's input fetcher
+    # trust the tier's CA (here the test server's own), on every boundary
+    TLS = ("import os, ssl, urllib.request\n"
+           "print('env', os.environ.get('SSL_CERT_FILE'), os.environ.get('NODE_EXTRA_CA_CERTS'))\n"
+           "try:\n"
+           "    print('got', urllib.request.urlopen('https://%s:8443/hi.txt', timeout=20).read())\n"
+           "except Exception as e:\n"
+           "    print('failed', str(e)[:120])\n" % SRV)
+    with open(os.path.join(WWW, "hi.txt"), "rb") as f:
+        hi = f.read()
+    hi_input = [{"url": "https://%s:8443/hi.txt" % SRV, "sha256": hashlib.sha256(hi).hexdigest(),
+                 "path": "hi.txt"}]
+    for tier, b in CA_TIERS.items():
+        r = run(c, TLS + "print('input', open('hi.txt', 'rb').read())\n", tier=tier,
+                inputs=hi_input)
+        t.ok(r["status"] == "ok" and "env /work/.airlock/ca-certificates.crt "
+             "/work/.airlock/ca-certificates.crt" in r["stdout"] and
+             "got b'hello from the test internet\\n'" in r["stdout"] and
+             "input b'hello from the test internet\\n'" in r["stdout"],
+             "%s: egress.ca_file: the job's TLS (python's default context, through the proxy) "
+             "and the worker's fetch of an https input trust the tier's CA" % b,
+             (r["status"], r.get("error"), r["stdout"]))
+    r = run(c, TLS, tier="net")
+    t.ok(r["status"] == "ok" and "env None None" in r["stdout"] and
+         "CERTIFICATE_VERIFY_FAILED" in r["stdout"],
+         "process: without ca_file the same server's certificate is refused", r["stdout"])
+    with open(os.path.join(WWW, "big.bin"), "rb") as f:  # bytes the cache has not seen
+        big_input = [{"url": "https://%s:8443/big.bin" % SRV, "path": "big.bin",
+                      "sha256": hashlib.sha256(f.read()).hexdigest()}]
+    r = run(c, TLS, tier="net", network="none", inputs=big_input)
+    t.ok(r["status"] == "sandbox_error" and "SSL" in r["error"],
+         "process: without ca_file the worker's fetch of the https input fails (%s)" %
+         r.get("error"), r.get("error"))
 
     r = run(c, FETCH, argv=["http://%s:8000/hi.txt" % SRV],
             egress_allow=["%s.0/25:8000" % NET])

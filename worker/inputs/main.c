@@ -10,8 +10,10 @@
  * out, devices, more than max bytes unpacked (a zip bomb stops there).
  *
  * usage: airlock-inputs --cache DIR --cache-bytes N --max-bytes N
- *        --timeout-ms N --out PACK [--ca FILE] [--allow RULE]...
- *        URL SHA256 PATH UNPACK [URL SHA256 PATH UNPACK]...
+ *        --timeout-ms N --out PACK [--ca FILE [--ca-into PATH]] [--allow RULE]...
+ *        -- [URL SHA256 PATH UNPACK]...
+ * --ca-into: the pack also holds, at PATH, the host's CA bundle with FILE's
+ * CA after it (a job's trust store behind an intercepting proxy).
  *
  * It prints one JSON line: {"ok":true,"inputs":[{"url","sha256","bytes",
  * "cached"}],"pack_bytes":N} or {"ok":false,"status":"rejected" (the
@@ -52,7 +54,7 @@ struct input {
 };
 
 static struct {
-	const char *cache, *out, *ca;
+	const char *cache, *out, *ca, *ca_into;
 	uint64_t cache_bytes, max_bytes, timeout_ms;
 	struct al_egress_rule rules[AL_EGRESS_RULES_MAX];
 	size_t nrules;
@@ -572,6 +574,8 @@ int main(int argc, char **argv)
 			G.out = v;
 		else if (!strcmp(k, "ca"))
 			G.ca = v;
+		else if (!strcmp(k, "ca-into"))
+			G.ca_into = v;
 		else if (!strcmp(k, "cache-bytes"))
 			G.cache_bytes = number(v, k);
 		else if (!strcmp(k, "max-bytes"))
@@ -585,7 +589,7 @@ int main(int argc, char **argv)
 			die("sandbox_error", "airlock-inputs: unknown option --%s", k);
 	}
 	if (!G.cache || !G.out || !G.max_bytes || !G.timeout_ms || (argc - i) % 4 ||
-	    (argc - i) / 4 > AL_INPUTS_MAX || argc == i)
+	    (argc - i) / 4 > AL_INPUTS_MAX || (argc == i && !G.ca_into) || (G.ca_into && !G.ca))
 		die("sandbox_error",
 		    "usage: airlock-inputs --cache DIR --cache-bytes N --max-bytes "
 		    "N --timeout-ms N --out PACK [--ca FILE] [--allow RULE]... URL "
@@ -619,6 +623,9 @@ int main(int argc, char **argv)
 		else
 			unpack_archive(k);
 	}
+	if (G.ca_into && (al_pack_w_entry(&W, AL_PACK_FILE, G.ca_into, 0644, G.ca_len, &err) ||
+			  al_pack_w_data(&W, G.ca_blob, G.ca_len, &err)))
+		pack_failed(&err);
 	if (al_pack_w_end(&W, &err))
 		pack_failed(&err);
 	answer(true, NULL, NULL, W.off);

@@ -71,6 +71,8 @@ static void usage(FILE *f)
 	    "  --network none|egress  --egress-allow HOST:PORT (repeatable: narrows the tier's "
 	    "rules)\n"
 	    "  -f LOCAL:REMOTE (input file, repeatable)  --collect PATH (repeatable)\n"
+	    "  --input URL,SHA256,PATH[,tar|zip|none] (repeatable: fetched by the worker\n"
+	    "    through the tier's egress rules, verified, unpacked at PATH; \".\" = the top)\n"
 	    "  --timeout MS  --cpu MS  --memory BYTES  --pids N  --disk BYTES\n"
 	    "  --stdin FILE  --env NAME=VALUE  --priority 0-9  --deadline-ms UNIX_MS\n"
 	    "  --idempotency-key K  --callback URL  --label K=V  --id ID  --json\n"
@@ -171,6 +173,7 @@ static int build_job(int argc, char **argv, struct al_job *job, bool *json)
 	    {"image", required_argument, NULL, 'g'},
 	    {"network", required_argument, NULL, 'N'},
 	    {"egress-allow", required_argument, NULL, 'E'},
+	    {"input", required_argument, NULL, 'F'},
 	    {"label", required_argument, NULL, 'l'},
 	    {"id", required_argument, NULL, 'I'},
 	    {"json", no_argument, NULL, 'j'},
@@ -280,6 +283,44 @@ static int build_job(int argc, char **argv, struct al_job *job, bool *json)
 			}
 			job->network = optarg[0] == 'e' ? AL_NET_EGRESS : AL_NET_NONE;
 			break;
+		case 'F': {
+			struct al_input *in;
+			char *s = xstrdup(optarg),
+			     *part[3] = {NULL, NULL, NULL}; /* unpack, path, sha */
+			char *last = strrchr(s, ',');
+
+			/* from the right: [,unpack], path, sha256; the rest is the URL */
+			if (last && (!strcmp(last + 1, "tar") || !strcmp(last + 1, "zip") ||
+				     !strcmp(last + 1, "none"))) {
+				part[0] = last + 1;
+				*last = '\0';
+			}
+			for (int k = 1; k < 3 && (last = strrchr(s, ',')); k++) {
+				part[k] = last + 1;
+				*last = '\0';
+			}
+			if (!part[1] || !part[2]) {
+				fprintf(
+				    stderr,
+				    "airlock: --input: expected URL,SHA256,PATH[,tar|zip|none], "
+				    "got \"%s\"\n",
+				    optarg);
+				free(s);
+				return EXIT_USAGE;
+			}
+			in = need(realloc(job->inputs, (job->ninputs + 1) * sizeof(*in)));
+			job->inputs = in;
+			in += job->ninputs++;
+			memset(in, 0, sizeof(*in));
+			in->url = xstrdup(s);
+			snprintf(in->sha256, sizeof(in->sha256), "%s", part[2]);
+			in->path = xstrdup(part[1]);
+			in->unpack = !part[0] || !strcmp(part[0], "none") ? AL_UNPACK_NONE
+				     : !strcmp(part[0], "tar")		  ? AL_UNPACK_TAR
+									  : AL_UNPACK_ZIP;
+			free(s);
+			break;
+		}
 		case 'E': {
 			char **v =
 			    need(realloc(job->egress_allow, (job->negress_allow + 1) * sizeof(*v)));

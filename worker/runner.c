@@ -441,7 +441,8 @@ struct al_runner *al_runner_start(struct event_base *base, const struct al_backe
 	}
 	/* inputs fetched first, then the sandbox (inputs_done); so is the CA
 	 * bundle of a job with egress on a tier with egress.ca_file */
-	if (spec->job->ninputs || (spec->ca_file && spec->network == AL_NET_EGRESS)) {
+	if (spec->job->ninputs ||
+	    (spec->ca_file && spec->network == AL_NET_EGRESS && (ops->caps & AL_CAP_FILES))) {
 		r->spec = *first;
 		if (!(r->inputs = al_instage_start(base, conf, &r->spec, inputs_done, r, &err))) {
 			r->setup_failed = true;

@@ -27,7 +27,7 @@ fuzz() { # target seconds
 	fi
 }
 
-# The image catalogue the integration tests use (python, datascience, toolchain, node:
+# The image catalogue the integration tests use (python, datascience, toolchain, node, go, rust:
 # kept while their recipes are unchanged, else rebuilt: about five minutes
 # the first time, build.sh says which step it is on) and the microVM guest
 # (kernel + initramfs with this build's agent: seconds). As root, a failed
@@ -35,7 +35,7 @@ fuzz() { # target seconds
 QUICK=${QUICK:-0}
 if [ "$(id -u)" = 0 ] && [ "$QUICK" != 1 ]; then
 	echo "# images: the catalogue (python, datascience, toolchain, node) and the microVM guest; built when missing or out of date" >&2
-	run_suite images/catalogue bash -c 'deploy/images/build.sh python datascience toolchain node &&
+	run_suite images/catalogue bash -c 'deploy/images/build.sh --jobs 3 python datascience toolchain node go rust &&
 		echo "ok 1 - catalogue images built or up to date"'
 	run_suite images/microvm bash -c 'deploy/images/build.sh --agent "$BUILD/airlock-agent" microvm &&
 		echo "ok 1 - microvm guest built or up to date"'

@@ -1,7 +1,7 @@
 #!/bin/bash
 # build.sh - (re)build Airlock's image catalogue from Debian packages.
 #
-#   deploy/images/build.sh [--out DIR] [--agent FILE] [NAME...|microvm|all]
+#   deploy/images/build.sh [--out DIR] [--agent FILE] [--jobs N] [NAME...|microvm|all]
 #
 # The catalogue: one recipe per image in deploy/images/recipes/NAME/ (or
 # --recipes DIR): `packages`, the Debian packages it holds (one per line, #
@@ -14,7 +14,8 @@
 # requests, bs4, lxml, openpyxl, sympy: about 1.4 GB, Debian's scipy
 # brings a C++ compiler and Boost headers for pythran), toolchain (gcc,
 # g++, clang, make, cmake, ninja, pkg-config, autotools, valgrind, git,
-# libc6-dev, python3), node (nodejs, npm, git). An operator adds an image
+# libc6-dev, python3), node (nodejs, npm, git), go (golang 1.19, gcc,
+# git), rust (rustc 1.63, cargo, gcc, git). An operator adds an image
 # by adding a recipe.
 #
 # Each image is a root filesystem directory, DIR/NAME (default DIR:
@@ -51,8 +52,10 @@ set -euo pipefail
 OUT=/var/lib/airlock/images
 SUITE=bookworm
 AGENT=
+JOBS=1
 while [ $# -gt 0 ]; do
 	case "$1" in
+	--jobs) JOBS="$2"; shift 2 ;;
 	--out) OUT="$2"; shift 2 ;;
 	--suite) SUITE="$2"; shift 2 ;;
 	--agent) AGENT="$2"; shift 2 ;;
@@ -325,6 +328,18 @@ SH
 command -v mkfs.ext4 >/dev/null || { echo "build.sh: install e2fsprogs (mkfs.ext4)" >&2; exit 1; }
 MIRROR=$(mirror)
 mkdir -p "$OUT"
+# --jobs N: up to N images at once (each has its own directory and log;
+# debootstrap waits on the mirror and dpkg as much as on the CPU)
+pids=()
+failed=0
 for name in "${NAMES[@]}"; do
-	if [ "$name" = microvm ]; then build_microvm; else build_rootfs "$name"; fi
+	if [ "$JOBS" -le 1 ]; then
+		if [ "$name" = microvm ]; then build_microvm; else build_rootfs "$name"; fi
+		continue
+	fi
+	while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n || failed=1; done
+	if [ "$name" = microvm ]; then build_microvm & else build_rootfs "$name" & fi
+	pids+=($!)
 done
+for p in "${pids[@]}"; do wait "$p" || failed=1; done
+[ "$failed" = 0 ] || { echo "build.sh: an image failed to build (its message above)" >&2; exit 1; }

@@ -83,12 +83,13 @@ struct al_run_spec {
 	size_t negress_rules;
 	uint64_t egress_max_bytes;
 	uint32_t egress_max_connections;
-	uint32_t egress_max_open; /* tunnels open at once */
-	const char *proxy_url;	  /* set by a backend whose jobs reach the proxy: HTTP(S)_PROXY */
-	const char *image;	  /* the job's catalogue image (a name its tier allows), or NULL */
-	const char *guest;	  /* microvm/vm: the tier's guest directory, or NULL = built-in */
-	char *const *binds;	  /* process/container: host paths bound read-only at the
-				   * same place (the tier's policy); nbinds of them */
+	uint32_t egress_max_open;    /* tunnels open at once */
+	uint64_t egress_cache_bytes; /* the tier's egress.cache_bytes (0: no cache) */
+	const char *proxy_url; /* set by a backend whose jobs reach the proxy: HTTP(S)_PROXY */
+	const char *image;     /* the job's catalogue image (a name its tier allows), or NULL */
+	const char *guest;     /* microvm/vm: the tier's guest directory, or NULL = built-in */
+	char *const *binds;    /* process/container: host paths bound read-only at the
+				* same place (the tier's policy); nbinds of them */
 	size_t nbinds;
 	unsigned slot;	  /* 0 .. conf.slots-1 */
 	unsigned attempt; /* 1-based */

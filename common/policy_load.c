@@ -343,6 +343,9 @@ static int parse_egress(struct ctx *c, yaml_node_t *v, struct al_tier_policy *t)
 				t->egress_max_connections = (uint32_t)u;
 			else
 				t->egress_max_open = (uint32_t)u;
+		} else if (key && !strcmp(key, "cache_bytes")) {
+			if ((rc = get_u64(c, e, key, &t->egress_cache_bytes)))
+				return rc;
 		} else if (key && !strcmp(key, "ca_file")) {
 			const char *path = scalar(e);
 			FILE *f;
@@ -367,7 +370,7 @@ static int parse_egress(struct ctx *c, yaml_node_t *v, struct al_tier_policy *t)
 		} else {
 			return fail(c, k,
 				    "egress: unknown key \"%s\"; use allow, max_bytes, "
-				    "max_connections, max_open or ca_file",
+				    "max_connections, max_open, ca_file or cache_bytes",
 				    key ? key : "?");
 		}
 	}

@@ -28,18 +28,46 @@ fuzz() { # target seconds
 }
 
 # The image catalogue the integration tests use (python, datascience, toolchain, node, go, rust:
-# kept while their recipes are unchanged, else rebuilt: about five minutes
+# kept while their recipes are unchanged, else rebuilt: about ten minutes
 # the first time, build.sh says which step it is on) and the microVM guest
 # (kernel + initramfs with this build's agent: seconds). As root, a failed
-# build is a failure, not a skip.
+# build is a failure, not a skip. The catalogue builds in the background
+# while the suites that need no image run (debootstrap waits on the mirror
+# and dpkg as much as on the CPU); the suites that use images come after.
 QUICK=${QUICK:-0}
+IMAGES_PID=
 if [ "$(id -u)" = 0 ] && [ "$QUICK" != 1 ]; then
-	echo "# images: the catalogue (python, datascience, toolchain, node) and the microVM guest; built when missing or out of date" >&2
-	run_suite images/catalogue bash -c 'deploy/images/build.sh --jobs 3 python datascience toolchain node go rust &&
-		echo "ok 1 - catalogue images built or up to date"'
-	run_suite images/microvm bash -c 'deploy/images/build.sh --agent "$BUILD/airlock-agent" microvm &&
-		echo "ok 1 - microvm guest built or up to date"'
+	echo "# images: the catalogue (python, datascience, toolchain, node, go, rust) builds in the background; the microVM guest after it" >&2
+	(deploy/images/build.sh --jobs 2 python datascience toolchain node go rust >"$LOGDIR/images.build" 2>&1
+		echo $? >"$LOGDIR/images.rc") &
+	IMAGES_PID=$!
 fi
+images_done() {
+	wait "$IMAGES_PID"
+	cat "$LOGDIR/images.build"
+	[ "$(cat "$LOGDIR/images.rc")" = 0 ] && echo "ok 1 - catalogue images built or up to date"
+}
+
+# Suites that need no catalogue image nor microVM guest (the process tier
+# on the host's /usr, Redis, the gateway, the fuzzers): while it builds.
+NO_IMAGE="test_acl test_clock test_egress_proxy test_faults test_fleet test_gateway
+	test_gw_hostile test_process test_queue test_sentinel test_stall test_tiers
+	test_worker_faults"
+integration() { # early|late
+	local s n
+	for s in tests/integration/*.sh tests/integration/*.py tests/hostile/run.sh; do
+		[ -f "$s" ] && [ "$QUICK" != 1 ] || continue
+		n=$(basename "$s" .py)
+		case " $(echo $NO_IMAGE) " in
+		*" $n "*) [ "$1" = early ] || continue ;;
+		*) [ "$1" = late ] || continue ;;
+		esac
+		case "$s" in
+		*.py) run_suite "integration/$n" /usr/bin/python3 "$s" ;;
+		*) run_suite "$(basename "$(dirname "$s")")/$(basename "$s" .sh)" bash "$s" ;;
+		esac
+	done
+}
 
 run_suite format bash tests/format.sh
 for t in "$BUILD"/tests/test_*; do
@@ -50,22 +78,22 @@ if [ "$QUICK" = 1 ]; then
 	run_suite integration/runner bash tests/integration/runner.sh
 	run_suite integration/layers /usr/bin/python3 tests/integration/layers.py
 fi
+run_suite fuzz/job fuzz fuzz_job "$FUZZ_SECONDS"
+run_suite fuzz/result fuzz fuzz_result $((FUZZ_SECONDS / 3 + 1))
+run_suite fuzz/call fuzz fuzz_call $((FUZZ_SECONDS / 3 + 1))
+run_suite fuzz/junit fuzz fuzz_junit $((FUZZ_SECONDS / 6 + 1))
 [ "$QUICK" = 1 ] || run_suite interop/python-msgpack /usr/bin/python3 tests/interop/test_interop.py
 [ "$QUICK" = 1 ] || run_suite interop/python-client /usr/bin/python3 tests/interop/test_client_py.py
 for s in client/python/tests/test_*.py; do
 	[ "$QUICK" = 1 ] || run_suite "python/$(basename "$s" .py)" /usr/bin/python3 "$s"
 done
-for s in tests/integration/*.sh tests/integration/*.py tests/hostile/run.sh; do
-	[ -f "$s" ] && [ "$QUICK" != 1 ] || continue
-	case "$s" in
-	*.py) run_suite "integration/$(basename "$s" .py)" /usr/bin/python3 "$s" ;;
-	*) run_suite "$(basename "$(dirname "$s")")/$(basename "$s" .sh)" bash "$s" ;;
-	esac
-done
-run_suite fuzz/job fuzz fuzz_job "$FUZZ_SECONDS"
-run_suite fuzz/result fuzz fuzz_result $((FUZZ_SECONDS / 3 + 1))
-run_suite fuzz/call fuzz fuzz_call $((FUZZ_SECONDS / 3 + 1))
-run_suite fuzz/junit fuzz fuzz_junit $((FUZZ_SECONDS / 6 + 1))
+integration early
+if [ -n "$IMAGES_PID" ]; then
+	run_suite images/catalogue images_done
+	run_suite images/microvm bash -c 'deploy/images/build.sh --agent "$BUILD/airlock-agent" microvm &&
+		echo "ok 1 - microvm guest built or up to date"'
+fi
+integration late
 
 suite_summary
 [ "$failed" -eq 0 ] && rm -rf "$LOGDIR"

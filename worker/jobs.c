@@ -318,6 +318,7 @@ void wk_job_run(struct worker *w, struct slot *s)
 		spec.egress_max_bytes = s->tier->egress_max_bytes;
 		spec.egress_max_connections = s->tier->egress_max_connections;
 		spec.egress_max_open = s->tier->egress_max_open;
+		spec.egress_cache_bytes = s->tier->egress_cache_bytes;
 	}
 	s->runner = al_runner_start(w->base, s->ops, &w->conf->backend, &spec, on_job_done, s);
 	if (!s->runner) {

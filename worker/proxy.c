@@ -18,7 +18,10 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <dirent.h>
+#include <openssl/evp.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../common/log.h"
@@ -46,6 +49,18 @@ struct al_egress {
 	uint64_t unlisted;
 	char kept[AL_ID_MAX + 1]; /* al_egress_keep: the job's id, each connection logged */
 	struct event *keep_ev;	  /* ...and the end of its service */
+	char *cache_dir;	  /* al_egress_set_cache, or NULL */
+	uint64_t cache_max, hits, hit_bytes, stored;
+};
+
+/* A plain HTTP response on its way into the cache: the downstream bytes,
+ * duplicated from the relay's pipe (tee) into tmp, a file in the cache's
+ * directory, renamed to the request's key once complete and cacheable. */
+struct fill {
+	int fd, pipe[2];
+	uint64_t bytes;
+	bool bad;
+	char tmp[4096];
 };
 
 struct tunnel {
@@ -65,7 +80,11 @@ struct tunnel {
 	bool allowed;
 	bool lingering; /* recorded; its reply is going out */
 	bool resolving; /* inside evdns_getaddrinfo: an answer now is kept for after */
-	bool answered;	/* ...and it came */
+	bool hit;	/* served from the cache */
+	bool artifact;	/* the path names a release file (a .tar.gz, a .whl...) */
+	char ckey[65];	/* a cacheable GET: its key (hex), else "" */
+	struct fill *fill;
+	bool answered; /* ...and it came */
 	int sync_code;
 	struct evutil_addrinfo *sync_res;
 	uint64_t up, down, t0;
@@ -218,6 +237,27 @@ static bool header_dropped(const char *h)
 	return false;
 }
 
+/* Files a package index serves under one name once (a version's archive):
+ * a response for such a path, complete and with no caching headers, is
+ * kept until evicted; other paths only as long as their max-age says. */
+static bool artifact_path(const char *path, size_t n)
+{
+	static const char *const ext[] = {".tar.gz",  ".tgz", ".tar.xz", ".tar.bz2",
+					  ".tar.zst", ".zip", ".whl",	 ".crate",
+					  ".deb",     ".jar", ".gem",	 ".nupkg"};
+	const char *q = memchr(path, '?', n);
+
+	if (q)
+		n = (size_t)(q - path);
+	for (size_t i = 0; i < sizeof(ext) / sizeof(ext[0]); i++) {
+		size_t l = strlen(ext[i]);
+
+		if (n > l && !strncasecmp(path + n - l, ext[i], l))
+			return true;
+	}
+	return false;
+}
+
 /* The request line and headers: CONNECT host:port, or METHOD http://host/path.
  * Plain HTTP gets its head rewritten (origin-form target, Host from the
  * checked authority, no dropped_headers, Connection: close: one request
@@ -227,8 +267,9 @@ static int parse_head(struct tunnel *t, struct evbuffer *in, struct al_err *err)
 	size_t n;
 	char *line = evbuffer_readln(in, &n, EVBUFFER_EOL_CRLF);
 	char *sp1, *sp2;
-	bool ok = false;
+	bool ok = false, cacheable = false;
 	const char *why = "a malformed request";
+	EVP_MD_CTX *md = NULL;
 
 	if (!line || !(sp1 = strchr(line, ' ')) || !(sp2 = strchr(sp1 + 1, ' ')) ||
 	    strncmp(sp2 + 1, "HTTP/1.", 7))
@@ -261,6 +302,18 @@ static int parse_head(struct tunnel *t, struct evbuffer *in, struct al_err *err)
 			goto out;
 		if (!(t->fwd = evbuffer_new()))
 			goto out;
+		/* a GET may come from the cache: its key is the URL and the
+		 * headers a response varies with */
+		if (t->e->cache_dir && !strcmp(line, "GET") && (md = EVP_MD_CTX_new()) &&
+		    EVP_DigestInit_ex(md, EVP_sha256(), NULL)) {
+			char url[512];
+			int ul = snprintf(url, sizeof(url), "GET %s:%u%s\n", t->host, t->port,
+					  path ? path : "/");
+
+			cacheable = ul > 0 && (size_t)ul < sizeof(url);
+			EVP_DigestUpdate(md, url, cacheable ? (size_t)ul : 0);
+			t->artifact = path && artifact_path(path, strlen(path));
+		}
 		evbuffer_add_printf(t->fwd, "%s %s %s\r\n", line, path ? path : "/", sp2 + 1);
 		evbuffer_add_printf(t->fwd, strchr(t->host, ':') ? "Host: [%s]" : "Host: %s",
 				    t->host);
@@ -279,13 +332,321 @@ static int parse_head(struct tunnel *t, struct evbuffer *in, struct al_err *err)
 		}
 		if (!header_dropped(h))
 			evbuffer_add_printf(t->fwd, "%s\r\n", h);
+		/* what is personal or partial is never cached */
+		if (!strncasecmp(h, "range:", 6) || !strncasecmp(h, "authorization:", 14) ||
+		    !strncasecmp(h, "cookie:", 7) || !strncasecmp(h, "content-length:", 15) ||
+		    !strncasecmp(h, "transfer-encoding:", 18))
+			cacheable = false;
+		else if (cacheable && (!strncasecmp(h, "accept:", 7) ||
+				       !strncasecmp(h, "accept-encoding:", 16))) {
+			EVP_DigestUpdate(md, h, n);
+			EVP_DigestUpdate(md, "\n", 1);
+		}
 		free(h);
 	}
 	evbuffer_add_printf(t->fwd, "Connection: close\r\n\r\n");
+	if (cacheable) {
+		unsigned char d[EVP_MAX_MD_SIZE];
+		unsigned dl = 0;
+
+		EVP_DigestFinal_ex(md, d, &dl);
+		for (unsigned i = 0; i < dl && i < 32; i++)
+			snprintf(t->ckey + 2 * i, 3, "%02x", d[i]);
+	}
 	ok = true;
 out:
+	EVP_MD_CTX_free(md);
 	free(line);
 	return ok ? AL_OK : al_err_set(err, AL_EINVAL, "%s", why);
+}
+
+/* ---- the cache (al_egress_set_cache) ---- */
+
+/* Each entry is the whole response as the server sent it, after a fixed
+ * head: "AL1 <expiry, seconds since the epoch; 0: none>" padded to
+ * CACHE_META bytes with a newline last. */
+#define CACHE_META 32
+#define FILL_STALE 3600 /* a .fill file this old is a dead proxy's: removed */
+
+static bool cache_path(const struct al_egress *e, const char *name, char *out, size_t cap)
+{
+	int n = snprintf(out, cap, "%s/%s", e->cache_dir, name);
+
+	return n > 0 && (size_t)n < cap;
+}
+
+/* Serve t's request from the cache, once the address it resolved to passed
+ * the rules: true when it was (the reply is queued on the client's side),
+ * false when there is no fresh entry. */
+static bool cache_serve(struct tunnel *t)
+{
+	struct al_egress *e = t->e;
+	char path[4096], meta[CACHE_META + 1] = {0};
+	struct stat st;
+	unsigned long long expiry;
+	int fd;
+
+	if (!t->ckey[0] || !cache_path(e, t->ckey, path, sizeof(path)) ||
+	    (fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+		return false;
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size <= CACHE_META ||
+	    pread(fd, meta, CACHE_META, 0) != CACHE_META ||
+	    sscanf(meta, "AL1 %llu", &expiry) != 1 ||
+	    (expiry && expiry <= (unsigned long long)time(NULL))) {
+		close(fd);
+		unlink(path); /* stale or not ours: fetched again */
+		return false;
+	}
+	futimens(fd, NULL); /* recently used: evicted last */
+	if (evbuffer_add_file(bufferevent_get_output(t->in), fd, CACHE_META,
+			      st.st_size - CACHE_META)) {
+		close(fd);
+		return false;
+	}
+	t->hit = true;
+	t->down = (uint64_t)st.st_size - CACHE_META;
+	snprintf(t->why, sizeof(t->why), "%s; served from the cache", e->rules[t->rule].text);
+	e->hits++;
+	e->hit_bytes += t->down;
+	return true;
+}
+
+static void fill_drop(struct tunnel *t)
+{
+	struct fill *f = t->fill;
+
+	if (!f)
+		return;
+	if (f->fd >= 0) {
+		close(f->fd);
+		unlink(f->tmp);
+	}
+	for (int i = 0; i < 2; i++)
+		if (f->pipe[i] >= 0)
+			close(f->pipe[i]);
+	free(f);
+	t->fill = NULL;
+}
+
+/* A cacheable request is being relayed: its response goes to a file too. */
+static void fill_start(struct tunnel *t)
+{
+	struct fill *f;
+	char meta[CACHE_META];
+
+	if (!t->ckey[0] || !(f = calloc(1, sizeof(*f))))
+		return;
+	f->fd = f->pipe[0] = f->pipe[1] = -1;
+	t->fill = f;
+	memset(meta, ' ', sizeof(meta));
+	meta[CACHE_META - 1] = '\n';
+	if (!cache_path(t->e, ".fill.XXXXXX", f->tmp, sizeof(f->tmp)) ||
+	    (f->fd = mkostemp(f->tmp, O_CLOEXEC)) < 0 || pipe2(f->pipe, O_NONBLOCK | O_CLOEXEC) ||
+	    write(f->fd, meta, sizeof(meta)) != (ssize_t)sizeof(meta)) {
+		fill_drop(t);
+		return;
+	}
+	fcntl(f->pipe[1], F_SETPIPE_SZ, (int)RELAY_CHUNK);
+}
+
+/* n bytes just came from the server into src_pipe (which held none
+ * before): the same bytes into the fill's file, or the fill is dropped. */
+static void fill_tee(struct tunnel *t, int src_pipe, size_t n)
+{
+	struct fill *f = t->fill;
+	ssize_t k = tee(src_pipe, f->pipe[1], n, SPLICE_F_NONBLOCK);
+
+	f->bytes += n;
+	if (k != (ssize_t)n || f->bytes > t->e->cache_max) {
+		fill_drop(t);
+		return;
+	}
+	while (k > 0) {
+		ssize_t w = splice(f->pipe[0], NULL, f->fd, NULL, (size_t)k, SPLICE_F_MOVE);
+
+		if (w <= 0) {
+			fill_drop(t);
+			return;
+		}
+		k -= w;
+	}
+}
+
+static bool header_is(const char *h, const char *name, const char **value)
+{
+	size_t l = strlen(name);
+
+	if (strncasecmp(h, name, l) || h[l] != ':')
+		return false;
+	for (*value = h + l + 1; **value == ' ' || **value == '\t'; (*value)++)
+		;
+	return true;
+}
+
+/* Whether a cached response is served for now and until when (0: until
+ * evicted): a 200 with a Content-Length that all came, no cookie, no Vary
+ * past what the key holds, and a max-age, "immutable" or an artifact path.
+ * head is NUL-terminated, hlen its bytes up to the blank line's end. */
+static bool cacheable_response(const struct tunnel *t, char *head, size_t hlen, uint64_t total,
+			       unsigned long long *expiry)
+{
+	unsigned long long length = 0, max_age = 0;
+	bool have_length = false, have_age = false, immutable = false;
+	char *save = NULL;
+
+	if (strncmp(head, "HTTP/1.", 7) || strncmp(head + 8, " 200 ", 5))
+		return false;
+	for (char *h = strtok_r(head, "\r\n", &save); h; h = strtok_r(NULL, "\r\n", &save)) {
+		const char *v;
+
+		if (header_is(h, "Content-Length", &v)) {
+			have_length = true;
+			length = strtoull(v, NULL, 10);
+		} else if (header_is(h, "Transfer-Encoding", &v) ||
+			   header_is(h, "Set-Cookie", &v)) {
+			return false;
+		} else if (header_is(h, "Vary", &v)) {
+			for (const char *p = v; *p;) {
+				size_t l = strcspn(p, ", ");
+
+				if (l && !(l == 6 && !strncasecmp(p, "accept", 6)) &&
+				    !(l == 15 && !strncasecmp(p, "accept-encoding", 15)))
+					return false;
+				p += l + strspn(p + l, ", ");
+			}
+		} else if (header_is(h, "Cache-Control", &v)) {
+			const char *m;
+
+			if (strcasestr(v, "no-store") || strcasestr(v, "private") ||
+			    strcasestr(v, "no-cache"))
+				return false;
+			immutable = strcasestr(v, "immutable") != NULL;
+			if ((m = strcasestr(v, "max-age="))) {
+				have_age = true;
+				max_age = strtoull(m + 8, NULL, 10);
+			}
+		}
+	}
+	if (!have_length || hlen + length != total)
+		return false; /* cut short, or more than it said */
+	if (have_age && !immutable) {
+		*expiry = max_age ? (unsigned long long)time(NULL) + max_age : 0;
+		return max_age > 0;
+	}
+	*expiry = 0;
+	return immutable || t->artifact;
+}
+
+struct entry {
+	char name[80];
+	struct timespec used;
+	uint64_t bytes;
+};
+
+static int by_use(const void *a, const void *b)
+{
+	const struct entry *x = a, *y = b;
+
+	if (x->used.tv_sec != y->used.tv_sec)
+		return x->used.tv_sec < y->used.tv_sec ? -1 : 1;
+	return x->used.tv_nsec < y->used.tv_nsec ? -1 : x->used.tv_nsec > y->used.tv_nsec;
+}
+
+/* The least recently used entries out until the cache holds cache_max;
+ * dead proxies' fills out too. */
+static void cache_evict(struct al_egress *e)
+{
+	DIR *d = opendir(e->cache_dir);
+	struct entry *v = NULL;
+	size_t n = 0, cap = 0;
+	uint64_t sum = 0;
+	struct dirent *de;
+	char path[4096];
+
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		struct stat st;
+		bool fill = !strncmp(de->d_name, ".fill.", 6);
+
+		if ((de->d_name[0] == '.' && !fill) ||
+		    fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) ||
+		    !S_ISREG(st.st_mode) || strlen(de->d_name) >= sizeof(v->name))
+			continue;
+		if (fill) {
+			if (st.st_mtime + FILL_STALE < time(NULL))
+				unlinkat(dirfd(d), de->d_name, 0);
+			continue;
+		}
+		if (n == cap) {
+			struct entry *w = realloc(v, (cap = cap ? 2 * cap : 64) * sizeof(*v));
+
+			if (!w)
+				break;
+			v = w;
+		}
+		snprintf(v[n].name, sizeof(v[n].name), "%s", de->d_name);
+		v[n].used = st.st_mtim;
+		v[n].bytes = (uint64_t)st.st_size;
+		sum += v[n++].bytes;
+	}
+	qsort(v, n, sizeof(*v), by_use);
+	for (size_t i = 0; i < n && sum > e->cache_max; i++)
+		if (cache_path(e, v[i].name, path, sizeof(path)) && !unlink(path))
+			sum -= v[i].bytes;
+	closedir(d);
+	free(v);
+}
+
+/* The relay ended: a complete, cacheable response becomes the entry of
+ * its key (one rename, so a reader sees the old entry or the new). */
+static void fill_end(struct tunnel *t)
+{
+	struct fill *f = t->fill;
+	char head[HEAD_MAX + 1], path[4096], meta[CACHE_META + 1];
+	ssize_t got;
+	char *blank;
+	unsigned long long expiry = 0;
+
+	if (!f)
+		return;
+	got = pread(f->fd, head, HEAD_MAX, CACHE_META);
+	if (got <= 0) {
+		fill_drop(t);
+		return;
+	}
+	head[got] = '\0';
+	if ((blank = strstr(head, "\r\n\r\n")))
+		blank[2] = '\0'; /* the head alone */
+	if (!blank || !cacheable_response(t, head, (size_t)(blank + 4 - head), f->bytes, &expiry) ||
+	    !cache_path(t->e, t->ckey, path, sizeof(path))) {
+		fill_drop(t);
+		return;
+	}
+	memset(meta, ' ', CACHE_META);
+	memcpy(meta, "AL1 ", 4);
+	snprintf(meta + 4, 21, "%020llu", expiry);
+	meta[24] = ' ';
+	meta[CACHE_META - 1] = '\n';
+	if (pwrite(f->fd, meta, CACHE_META, 0) != CACHE_META || rename(f->tmp, path)) {
+		fill_drop(t);
+		return;
+	}
+	close(f->fd);
+	f->fd = -1; /* renamed: not unlinked by the drop */
+	fill_drop(t);
+	t->e->stored++;
+	snprintf(t->why + strlen(t->why), sizeof(t->why) - strlen(t->why), "; stored in the cache");
+	cache_evict(t->e);
+}
+
+int al_egress_set_cache(struct al_egress *e, const char *dir, uint64_t max_bytes)
+{
+	free(e->cache_dir);
+	if (!(e->cache_dir = strdup(dir)))
+		return -1;
+	e->cache_max = max_bytes;
+	return 0;
 }
 
 /* ---- relaying ---- */
@@ -368,6 +729,8 @@ static void dir_pump(struct dir *d)
 				continue;
 			}
 			d->inpipe += (size_t)r;
+			if (t->fill && d == &t->d[1])
+				fill_tee(t, d->pipe[0], (size_t)r);
 			*d->count += (uint64_t)r;
 			e->used += (uint64_t)r;
 			t->last_ms = al_mono_ms();
@@ -419,6 +782,8 @@ static void start_relay(struct tunnel *t)
 		t->up += n;
 		t->e->used += n;
 		ok = write_all(fout, evbuffer_pullup(t->fwd, -1), n);
+		if (ok && !evbuffer_get_length(extra))
+			fill_start(t); /* a GET with no body: its response may be kept */
 	}
 	if (ok && evbuffer_get_length(extra)) {
 		size_t n = evbuffer_get_length(extra);
@@ -492,6 +857,10 @@ static void try_next(struct tunnel *t)
 		}
 		if (t->literal || internal)
 			t->rule = range;
+		if (cache_serve(t)) { /* allowed now, as if connecting */
+			tunnel_end(t, true, NULL);
+			return;
+		}
 		if (!(t->out = bufferevent_socket_new(t->e->base, -1, BEV_OPT_CLOSE_ON_FREE)))
 			break;
 		bufferevent_setcb(t->out, NULL, NULL, on_connect, t);
@@ -760,6 +1129,7 @@ static void tunnel_free(struct tunnel *t)
 	}
 	if (t->idle_ev)
 		event_free(t->idle_ev);
+	fill_drop(t);
 	if (t->counted) {
 		t->e->open--;
 		tunnels_open--;
@@ -789,9 +1159,12 @@ static void tunnel_end(struct tunnel *t, bool allowed, const char *why)
 {
 	struct timeval linger = {5, 0};
 
-	t->allowed = allowed && t->relaying;
+	t->allowed = allowed && (t->relaying || t->hit);
 	if (why)
 		snprintf(t->why, sizeof(t->why), "%s", why);
+	if (t->allowed)
+		fill_end(t);
+	fill_drop(t);
 	record(t);
 	if (t->req) {
 		evdns_getaddrinfo_cancel(t->req);
@@ -867,6 +1240,15 @@ static void move_transcript(struct al_egress *e, struct al_result *res)
 		snprintf(n, sizeof(n), "%llu", (unsigned long long)e->unlisted);
 		al_result_add_info(res, "egress_unlisted", n);
 	}
+	if (e->hits || e->stored) {
+		char c[96];
+
+		snprintf(c, sizeof(c), "%llu hits (%llu bytes), %llu stored",
+			 (unsigned long long)e->hits, (unsigned long long)e->hit_bytes,
+			 (unsigned long long)e->stored);
+		al_result_add_info(res, "egress_cache", c);
+		e->hits = e->hit_bytes = e->stored = 0;
+	}
 	clear_log(e);
 }
 
@@ -929,6 +1311,7 @@ void al_egress_free(struct al_egress *e)
 	if (e->lst)
 		evconnlistener_free(e->lst);
 	free(e->rules);
+	free(e->cache_dir);
 	clear_log(e);
 	free(e);
 }

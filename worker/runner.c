@@ -1,7 +1,9 @@
 /* runner.c - one job through one backend on the event loop (see runner.h). */
 #include "runner.h"
 
+#include <errno.h>
 #include <event2/dns.h>
+#include <limits.h>
 #include <unistd.h>
 
 #include "../common/cleanup.h"
@@ -345,6 +347,20 @@ static void start_step(struct al_runner *r, const struct al_run_spec *spec)
 					spec->egress_max_connections, spec->egress_max_open, 0))) {
 		al_runner_stop(r, AL_ST_SANDBOX_ERROR, "runner: cannot start the egress proxy");
 		return;
+	}
+	if (r->egress && spec->egress_cache_bytes) {
+		/* each tenant's own, per tier: no job sees it, no tenant reads
+		 * another's (names are [A-Za-z0-9._:-], "t-" keeps ".." a name) */
+		char dir[PATH_MAX];
+		const char *sd = r->conf->state_dir ? r->conf->state_dir : "/var/lib/airlock";
+
+		if (al_pathf(dir, sizeof(dir), "%s/egress-cache/%s/t-%s", sd, spec->job->tier,
+			     spec->job->tenant ? spec->job->tenant : "default") ||
+		    al_mkdir_p(dir, 0700) ||
+		    al_egress_set_cache(r->egress, dir, spec->egress_cache_bytes))
+			al_log("warn", "egress_cache",
+			       "job=%s dir=%s note=\"no cache for this job: %s\"", spec->job->id,
+			       dir, strerror(errno));
 	}
 	for (int i = 0; i < w.nfds; i++) {
 		r->watch[i] = event_new(r->base, w.fds[i], EV_READ | EV_PERSIST, on_ready, r);

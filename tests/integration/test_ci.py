@@ -267,7 +267,8 @@ TIERS = {"process": "ci-proc", "container": "ci-ctr", "microvm": "ci-mvm"}
 WWW = tempfile.mkdtemp(prefix="airlock-ci-www-", dir="/var/tmp")
 INET = TestInternet("ci", 235, WWW)
 POLICY = policy(*(tier_def(name, backend, images=["python", "toolchain", "node", "go", "rust"], image="python",
-                           defaults=D, egress={"allow": ["%s.0/24:8000" % INET.net]},
+                           defaults=D, egress={"allow": ["%s.0/24:8000" % INET.net],
+                                                     "cache_bytes": 64 << 20},
                            **({"guest": GUEST} if backend == "microvm" else {}))
                   for backend, name in TIERS.items()))
 EXAMPLE_PKG = "python3-toolz"  # a Debian package that ships its test suite
@@ -341,6 +342,7 @@ try:
     c.worker("ci-worker", uid_base=70000, slots=2, tiers=",".join(TIERS.values()),
              extra=("--images", IMAGES))
     seq = 0
+    results = {}
     for suite, (image, files, command, report) in SUITES.items():
         rc0, data0, err0 = direct(image, files, command, report)
         want = counts(suite, data0)
@@ -358,6 +360,7 @@ try:
                     "collect": [report]})
         for backend, tier in TIERS.items():
             r = wait(ids[backend])
+            results[(suite, backend)] = r
             print("# %s on %s: %s ms in the sandbox" % (suite, backend, r.get("wall_ms")))
             got = {f["path"]: f["data"] for f in r.get("files", [])}
             seen = counts(suite, got.get(report, b""))
@@ -366,6 +369,32 @@ try:
                      suite, backend, image, want),
                  (r.get("status"), r.get("error"), seen, r.get("stderr", b"")[-600:],
                   r.get("stdout", b"")[-600:]))
+
+    # the egress cache: npm ci's download was kept per tier (the tiers have
+    # cache_bytes); the same suite again on process and container is served
+    # from it, with the same counts
+    image, files, command, report = SUITES["npm-egress"]
+    again = {}
+    for backend in ("process", "container"):
+        seq += 1
+        again[backend] = "ci-%d-%d" % (os.getpid(), seq)
+        submit({"v": 1, "id": again[backend], "tier": TIERS[backend], "network": "egress",
+                "image": image, "runtime": "sh", "code": command.encode(),
+                "files": [{"path": p, "data": d} for p, d in files.items()],
+                "collect": [report]})
+    for backend in ("process", "container"):
+        r0, r = results[("npm-egress", backend)], wait(again[backend])
+        c0 = r0.get("info", {}).get("egress_cache", "")
+        c1 = r.get("info", {}).get("egress_cache", "")
+        got = {f["path"]: f["data"] for f in r.get("files", [])}
+        t.ok(c0 == "0 hits (0 bytes), 1 stored" and c1.startswith("1 hits (") and
+             c1.endswith(", 0 stored") and r.get("status") == "nonzero_exit" and
+             counts("npm-egress", got.get(report, b"")) ==
+             counts("npm-egress", {f["path"]: f["data"] for f in r0.get("files", [])}
+                    .get(report, b"")),
+             "npm-egress on %s again: npm ci's download comes from the tenant's egress cache "
+             "(info.egress_cache %r, first run %r), the same counts" % (backend, c1, c0),
+             (c0, c1, r.get("status"), r.get("egress")))
 
     # the README's command, as a user runs it: the report's counts on a line
     readme = open(os.path.join(os.path.dirname(__file__), "..", "..", "README.md")).read()

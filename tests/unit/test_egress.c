@@ -210,8 +210,21 @@ static void policy(void)
 	    "tiers:\n  p: {backend: process, egress: {allow: [pypi.example.org:443]}}\n", &pol,
 	    &err);
 	TAP_OK(rc == AL_OK, "an allow list on the process backend loads");
+	TAP_OK(!rc && pol.tiers[0].egress_cache_bytes == 0, "with no egress cache by default");
 	if (!rc)
 		al_policy_free(&pol);
+	rc = load_policy_text("tiers:\n  p: {backend: process, egress: {allow: [a.org:80], "
+			      "cache_bytes: 2147483648}}\n",
+			      &pol, &err);
+	TAP_OK(!rc && pol.tiers[0].egress_cache_bytes == 2147483648ull,
+	       "egress.cache_bytes is kept (%s)", err.msg);
+	if (!rc)
+		al_policy_free(&pol);
+	rc = load_policy_text("tiers:\n  p: {backend: process, egress: {allow: [a.org:80], "
+			      "cache_bytes: lots}}\n",
+			      &pol, &err);
+	TAP_OK(rc == AL_EINVAL, "a cache_bytes that is not a number is refused");
+	TAP_CONTAINS(err.msg, "cache_bytes: \"lots\" is not a non-negative integer", "naming it");
 }
 
 int main(void)

@@ -922,8 +922,9 @@ class Client:
         """Submit a job; its id. code runs with runtime (python by default, or
         sh); or argv runs a command. timeout: wall-clock seconds; memory: bytes;
         files: {relative path: bytes}. Any other field of the protocol's job
-        (limits, network, image, priority, idempotency_key, labels, ...) as
-        a keyword. Raises Rejected when the gateway refuses the job at once."""
+        (limits, network, image, inputs, priority, idempotency_key, labels,
+        ...) as a keyword; inputs=[{"url", "sha256", "path", "unpack"}] brings
+        files and archives by reference (PROTOCOL.md "Input map"). Raises Rejected when the gateway refuses the job at once."""
         job = _job(code, argv, tier or self.tier, runtime,
                    timeout if timeout is not None else self.timeout, memory, stdin, env,
                    files, fields)

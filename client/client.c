@@ -2,6 +2,7 @@
 #include "client.h"
 #include "gateway.h"
 
+#include <ctype.h>
 #include <hiredis.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -710,6 +711,89 @@ static void stats_queue(struct al_client *c, FILE *f, const char *stream)
 		pending);
 }
 
+/* The policy hash in a worker's registry entry ("" when it has none). */
+static void desc_policy(const char *desc, char out[17])
+{
+	const char *p = strstr(desc, "\"policy\":\"");
+	size_t n = 0;
+
+	out[0] = 0;
+	if (!p)
+		return;
+	for (p += 10; n < 16 && isxdigit((unsigned char)p[n]); n++)
+		out[n] = p[n];
+	out[n] = 0;
+}
+
+/* The live schedulers with their policy's hash, the live workers with
+ * their registry entries, then each worker whose policy is none of the
+ * schedulers' (a reload one of them missed). */
+static void stats_schedulers_and_workers(struct al_client *c, FILE *f)
+{
+	char hashes[8][17];
+	size_t nh = 0;
+	struct al_call call;
+	redisReply *r;
+
+	al_registry_call(&call, AL_KEY_SCHEDULERS);
+	r = run_call(c, NULL, &call);
+	al_call_free(&call);
+	for (size_t i = 0; r && r->type == REDIS_REPLY_ARRAY && i < r->elements; i++) {
+		char key[AL_KEY_MAX];
+		redisReply *h;
+
+		if (r->element[i]->type != REDIS_REPLY_STRING)
+			continue;
+		h = redisCommand(c->rc, "GET %s", al_key_scheduler(key, r->element[i]->str));
+		if (h && h->type == REDIS_REPLY_STRING) {
+			fprintf(f, "scheduler %s policy=%s\n", r->element[i]->str, h->str);
+			if (nh < 8)
+				snprintf(hashes[nh++], sizeof(hashes[0]), "%s", h->str);
+		}
+		if (h)
+			freeReplyObject(h);
+	}
+	if (r)
+		freeReplyObject(r);
+	al_hash_all_call(&call, AL_KEY_WORKERS);
+	r = run_call(c, NULL, &call);
+	al_call_free(&call);
+	for (int pass = 0; pass < 2 && r && r->type == REDIS_REPLY_ARRAY; pass++)
+		for (size_t i = 0; i + 1 < r->elements; i += 2) {
+			char key[AL_KEY_MAX], hash[17];
+			redisReply *alive;
+			bool known = false;
+
+			if (r->element[i]->type != REDIS_REPLY_STRING ||
+			    r->element[i + 1]->type != REDIS_REPLY_STRING)
+				continue;
+			alive = redisCommand(c->rc, "EXISTS %s",
+					     al_key_worker(key, r->element[i]->str));
+			if (!alive || alive->type != REDIS_REPLY_INTEGER || !alive->integer) {
+				if (alive)
+					freeReplyObject(alive);
+				continue;
+			}
+			freeReplyObject(alive);
+			if (pass == 0) {
+				fprintf(f, "worker %s %s\n", r->element[i]->str,
+					r->element[i + 1]->str);
+				continue;
+			}
+			desc_policy(r->element[i + 1]->str, hash);
+			for (size_t k = 0; k < nh; k++)
+				known |= !strcmp(hashes[k], hash);
+			if (nh && !known)
+				fprintf(f,
+					"policy_mismatch worker=%s policy=%s schedulers=%s%s "
+					"note=\"reload it (SIGHUP) or restart it\"\n",
+					r->element[i]->str, hash[0] ? hash : "unknown", hashes[0],
+					nh > 1 ? ",..." : "");
+		}
+	if (r)
+		freeReplyObject(r);
+}
+
 int al_client_stats(struct al_client *c, void *fp, struct al_err *err)
 {
 	FILE *f = fp;
@@ -733,29 +817,7 @@ int al_client_stats(struct al_client *c, void *fp, struct al_err *err)
 			stats_queue(c, f, al_key_queue(key, tiers->element[i]->str, b));
 	}
 	freeReplyObject(tiers);
-	al_hash_all_call(&call, AL_KEY_WORKERS);
-	r = run_call(c, NULL, &call);
-	al_call_free(&call);
-	if (r && r->type == REDIS_REPLY_ARRAY) {
-		for (size_t i = 0; i + 1 < r->elements; i += 2) {
-			char key[AL_KEY_MAX];
-			redisReply *alive;
-
-			if (r->element[i]->type != REDIS_REPLY_STRING ||
-			    r->element[i + 1]->type != REDIS_REPLY_STRING)
-				continue;
-			alive = redisCommand(c->rc, "EXISTS %s",
-					     al_key_worker(key, r->element[i]->str));
-
-			if (alive && alive->type == REDIS_REPLY_INTEGER && alive->integer)
-				fprintf(f, "worker %s %s\n", r->element[i]->str,
-					r->element[i + 1]->str);
-			if (alive)
-				freeReplyObject(alive);
-		}
-	}
-	if (r)
-		freeReplyObject(r);
+	stats_schedulers_and_workers(c, f);
 	al_dlq_len_call(&call);
 	r = run_call(c, NULL, &call);
 	al_call_free(&call);

@@ -90,6 +90,8 @@ struct al_policy {
 	uint64_t lease_ms;	/* a silent worker's jobs are re-delivered after this */
 	uint64_t dlq_max_len;	/* al:dlq keeps about this many dead letters */
 	char *source;		/* file name, or "built-in" */
+	char hash[17];		/* the first 16 hex digits of the SHA-256 of its text: the
+				 * same in every daemon that loaded the same policy */
 };
 
 /* Load path (NULL = the built-in default policy). On error nothing is

@@ -15,6 +15,7 @@
 #include <strings.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <openssl/sha.h>
 #include <yaml.h>
 
 const char al_policy_builtin[] =
@@ -924,40 +925,83 @@ static int parse_root(struct ctx *c, struct al_policy *pol)
 	return AL_OK;
 }
 
+/* The whole policy file (a policy is small: at most 1 MiB), NUL-ended. */
+static char *read_text(const char *path, size_t *len, struct al_err *err)
+{
+	FILE *f = fopen(path, "rb");
+	char *buf = NULL;
+	size_t cap = 0, n = 0;
+
+	if (!f)
+		return al_err_sys(err, "%s: cannot open the policy", path), NULL;
+	for (;;) {
+		if (n + 4096 + 1 > cap) {
+			char *nb =
+			    cap >= (1u << 20) ? NULL : realloc(buf, cap = cap ? cap * 2 : 8192);
+
+			if (!nb) {
+				free(buf);
+				fclose(f);
+				al_err_set(err, AL_EINVAL, "%s: over 1 MiB, or out of memory",
+					   path);
+				return NULL;
+			}
+			buf = nb;
+		}
+		size_t got = fread(buf + n, 1, cap - n - 1, f);
+
+		n += got;
+		if (got == 0)
+			break;
+	}
+	if (ferror(f)) {
+		free(buf);
+		fclose(f);
+		al_err_sys(err, "%s: cannot read the policy", path);
+		return NULL;
+	}
+	fclose(f);
+	buf[n] = 0;
+	*len = n;
+	return buf;
+}
+
 int al_policy_load(const char *path, struct al_policy *pol, struct al_err *err)
 {
 	struct ctx c = {.file = path ? path : "built-in policy", .err = err};
 	yaml_parser_t parser;
-	FILE *f = NULL;
+	char *text = NULL;
+	size_t len;
+	unsigned char h[SHA256_DIGEST_LENGTH];
 	int rc;
 
 	memset(pol, 0, sizeof(*pol));
-	if (path && !(f = fopen(path, "rb")))
-		return al_err_sys(err, "%s: cannot open the policy", path);
+	if (path && !(text = read_text(path, &len, err)))
+		return err->code;
+	if (!path)
+		len = strlen(al_policy_builtin);
+	SHA256((const unsigned char *)(text ? text : al_policy_builtin), len, h);
+	for (int i = 0; i < 8; i++)
+		snprintf(pol->hash + 2 * i, 3, "%02x", h[i]);
 	if (!yaml_parser_initialize(&parser)) {
-		if (f)
-			fclose(f);
+		free(text);
 		return al_err_set(err, AL_ENOMEM, "policy: out of memory");
 	}
-	if (f)
-		yaml_parser_set_input_file(&parser, f);
-	else
-		yaml_parser_set_input_string(&parser, (const unsigned char *)al_policy_builtin,
-					     strlen(al_policy_builtin));
+	yaml_parser_set_input_string(&parser,
+				     (const unsigned char *)(text ? text : al_policy_builtin), len);
 	if (!yaml_parser_load(&parser, &c.doc)) {
 		rc =
 		    al_err_set(err, AL_EINVAL, "%s:%zu: YAML syntax error: %s", c.file,
 			       parser.problem_mark.line + 1, parser.problem ? parser.problem : "?");
 		yaml_parser_delete(&parser);
-		if (f)
-			fclose(f);
+		free(text);
+		memset(pol, 0, sizeof(*pol));
 		return rc;
 	}
 	rc = parse_root(&c, pol);
 	yaml_document_delete(&c.doc);
 	yaml_parser_delete(&parser);
-	if (f)
-		fclose(f);
+	free(text);
 	if (!rc && !(pol->source = strdup(c.file)))
 		rc = al_err_set(err, AL_ENOMEM, "policy: out of memory");
 	if (rc)

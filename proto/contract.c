@@ -577,6 +577,24 @@ void al_worker_alive_call(struct al_call *c, const char *worker, uint64_t ttl_ms
 	al_call_u64(c, ttl_ms);
 }
 
+const char *al_key_scheduler(char out[AL_KEY_MAX], const char *sched)
+{
+	return keyf(out, AL_KEY_PREFIX "scheduler:", sched, NULL);
+}
+
+void al_scheduler_alive_call(struct al_call *c, const char *sched, const char *policy_hash,
+			     uint64_t ttl_ms)
+{
+	char k[AL_KEY_MAX];
+
+	al_call_init(c, NULL);
+	al_call_str(c, "SET");
+	al_call_str(c, al_key_scheduler(k, sched));
+	al_call_str(c, policy_hash);
+	al_call_str(c, "PX");
+	al_call_u64(c, ttl_ms);
+}
+
 void al_worker_register_call(struct al_call *c, const char *worker, const char *desc)
 {
 	al_call_init(c, NULL);
@@ -700,10 +718,11 @@ void al_out_ttl_call(struct al_call *c, const char *id, uint64_t ttl_ms)
 	al_call_u64(c, ttl_ms);
 }
 
-void al_workers_call(struct al_call *c)
+void al_workers_call(struct al_call *c, const char *policy_hash)
 {
 	al_call_init(c, al_lua_workers);
 	al_call_key(c, AL_KEY_WORKERS);
+	al_call_str(c, policy_hash);
 }
 
 void al_vm_end_due_call(struct al_call *c, uint64_t now_ms, uint64_t ttl_ms)

@@ -222,7 +222,7 @@ void al_give_back_call(struct al_call *c, const char *stream, const char *group,
 void al_dlq_call(struct al_call *c, uint64_t max_len, const char *reason, const char *source,
 		 const char *entry, const char *id, const char *raw, size_t rawlen);
 
-void al_workers_call(struct al_call *c);
+void al_workers_call(struct al_call *c, const char *policy_hash);
 void al_vm_end_due_call(struct al_call *c, uint64_t now_ms, uint64_t ttl_ms);
 void al_vm_end_one_call(struct al_call *c, const char *name, const char *reason, uint64_t now_ms,
 			uint64_t ttl_ms);
@@ -238,6 +238,11 @@ void al_wait_call(struct al_call *c, unsigned replicas, unsigned timeout_ms);
 void al_worker_alive_call(struct al_call *c, const char *worker, uint64_t ttl_ms);
 void al_worker_register_call(struct al_call *c, const char *worker, const char *desc);
 void al_worker_alive_end_call(struct al_call *c, const char *worker);
+/* A scheduler's sign of life: al:scheduler:<id> holds its policy's hash
+ * for ttl_ms (SET .. PX); SADD al:schedulers names it for readers. */
+const char *al_key_scheduler(char out[AL_KEY_MAX], const char *sched);
+void al_scheduler_alive_call(struct al_call *c, const char *sched, const char *policy_hash,
+			     uint64_t ttl_ms);
 void al_worker_unregister_call(struct al_call *c, const char *worker);
 /* A registry set (al:hists, al:tiers): SADD one member; SMEMBERS. */
 void al_registry_add_call(struct al_call *c, const char *set, const char *member);

@@ -13,7 +13,8 @@
 #define AL_KEY_WORKERS	      "al:workers"   /* hash: worker id -> JSON description */
 #define AL_KEY_HISTS	      "al:hists"     /* set: every al:hist:<tier>:<backend> written */
 #define AL_KEY_TIERS	      "al:tiers"     /* set: the tiers of the schedulers' policies */
-#define AL_KEY_CANCEL_CHANNEL "al:cancel"    /* pub/sub: ids of jobs to kill */
+#define AL_KEY_SCHEDULERS     "al:schedulers" /* set: scheduler ids (al:scheduler:<id>: its policy) */
+#define AL_KEY_CANCEL_CHANNEL "al:cancel"     /* pub/sub: ids of jobs to kill */
 #define AL_KEY_VM_LEASES      "al:vm:leases" /* zset: service VM name -> lease end, unix ms */
 #define AL_KEY_VM_PREFIX      "al:vm:"	     /* al:vm:<name> hash: the VM's lease record */
 #define AL_KEY_SESSIONS	      "al:sessions"  /* zset: open session id -> lease end, unix ms */

@@ -348,7 +348,8 @@ const char al_lua_give_back[] =
 /* The workers' summary for the metrics: live workers (their al:worker:<id>
  * exists), busy and total slots, held jobs, paused backends. */
 const char al_lua_workers[] =
-    "local live, busy, slots, held, paused = 0, 0, 0, 0, 0\n"
+    "local live, busy, slots, held, paused, other = 0, 0, 0, 0, 0, 0\n"
+    "local mine = '\"policy\":\"' .. ARGV[1] .. '\"'\n"
     "local all = redis.call('HGETALL', KEYS[1])\n"
     "for i = 1, #all, 2 do\n"
     "  if redis.call('EXISTS', '" AL_KEY_PREFIX "worker:' .. all[i]) == 1 then\n"
@@ -357,9 +358,10 @@ const char al_lua_workers[] =
     "    slots = slots + (tonumber(string.match(all[i+1], '\"slots\":(%d+)')) or 0)\n"
     "    held = held + (tonumber(string.match(all[i+1], '\"held\":(%d+)')) or 0)\n"
     "    if string.find(all[i+1], '\"paused\":{\"', 1, true) then paused = paused + 1 end\n"
+    "    if not string.find(all[i+1], mine, 1, true) then other = other + 1 end\n"
     "  end\n"
     "end\n"
-    "return {live, busy, slots, held, paused}\n";
+    "return {live, busy, slots, held, paused, other}\n";
 
 const char al_lua_vm_end_due[] =
     "local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, 32)\n"

@@ -113,9 +113,10 @@ extern const char al_lua_rearm[];
  * and acknowledged together). -> XACK's count */
 extern const char al_lua_give_back[];
 
-/* WORKERS (read only) KEYS: al:workers
- * -> {live workers, busy slots, slots, held jobs, paused backends}: the
- *    workers whose al:worker:<id> exists (the scheduler's metrics) */
+/* WORKERS (read only) KEYS: al:workers   ARGV: the caller's policy hash
+ * -> {live workers, busy slots, slots, held jobs, paused backends, workers
+ *    whose policy differs from the caller's}: the workers whose
+ *    al:worker:<id> exists (the scheduler's metrics) */
 extern const char al_lua_workers[];
 
 /* VM_END_DUE KEYS: al:vm:leases   ARGV: now ms, ttl ms

@@ -117,7 +117,16 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 		al_vmlease_tick(s->vms, t);
 	}
 	if (mono - s->last_snapshot_ms >= 1000) { /* also trims the streams */
+		struct al_call c;
+
 		s->last_snapshot_ms = mono;
+		/* this scheduler and its policy, for `airlock stats` */
+		al_scheduler_alive_call(&c, s->id, s->policy.hash, 5000);
+		al_aconn_send(s->cmd, &c, NULL, NULL);
+		al_call_free(&c);
+		al_registry_add_call(&c, AL_KEY_SCHEDULERS, s->id);
+		al_aconn_send(s->cmd, &c, NULL, NULL);
+		al_call_free(&c);
 		sc_snapshot(s);
 	}
 }
@@ -189,8 +198,9 @@ static void on_hup(evutil_socket_t sig, short what, void *arg)
 	}
 	al_policy_free(&s->policy);
 	s->policy = fresh;
-	al_log("info", "policy_reload", "result=ok source=%s tiers=%zu", s->policy.source,
-	       s->policy.ntiers);
+	al_log("info", "policy_reload", "result=ok policy=%s source=%s tiers=%zu", s->policy.hash,
+	       s->policy.source, s->policy.ntiers);
+	s->last_snapshot_ms = 0; /* the new hash out at the next tick */
 	if (al_aconn_is_up(s->cmd))
 		on_cmd_up(s->cmd, s);
 }
@@ -341,8 +351,8 @@ int main(int argc, char **argv)
 		}
 	}
 	on_tick(-1, 0, &s);
-	al_log("info", "scheduler_start", "id=%s policy=%s tiers=%zu listen=%s", s.id,
-	       s.policy.source, s.policy.ntiers, listen);
+	al_log("info", "scheduler_start", "id=%s policy=%s source=%s tiers=%zu listen=%s", s.id,
+	       s.policy.hash, s.policy.source, s.policy.ntiers, listen);
 	event_base_dispatch(s.base);
 	al_vmlease_free(s.vms);
 	al_aconn_free(s.cmd);

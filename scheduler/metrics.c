@@ -108,7 +108,7 @@ static void snap_stats(struct snap *sn, const struct snap_part *p, redisReply *r
 static void snap_workers(struct snap *sn, const struct snap_part *p, redisReply *r)
 {
 	(void)p;
-	if (r->type != REDIS_REPLY_ARRAY || r->elements != 5)
+	if (r->type != REDIS_REPLY_ARRAY || r->elements != 6)
 		return;
 	evbuffer_add_printf(sn->out, "airlock_workers_live %lld\n", r->element[0]->integer);
 	evbuffer_add_printf(sn->out, "airlock_slots_busy %lld\n", r->element[1]->integer);
@@ -117,6 +117,9 @@ static void snap_workers(struct snap *sn, const struct snap_part *p, redisReply 
 	evbuffer_add_printf(sn->out, "airlock_jobs_held %lld\n", r->element[3]->integer);
 	/* workers with a backend that stopped taking jobs (set-up failing) */
 	evbuffer_add_printf(sn->out, "airlock_workers_paused %lld\n", r->element[4]->integer);
+	/* live workers whose policy is not this scheduler's (a reload missed) */
+	evbuffer_add_printf(sn->out, "airlock_workers_policy_mismatch %lld\n",
+			    r->element[5]->integer);
 }
 
 static void snap_count(struct snap *sn, const struct snap_part *p, redisReply *r)
@@ -228,6 +231,7 @@ void sc_snapshot(struct sched *s)
 	}
 	sn->s = s;
 	sn->outstanding = 1; /* released at the end of this function */
+	evbuffer_add_printf(sn->out, "airlock_policy_info{policy=\"%s\"} 1\n", s->policy.hash);
 	evbuffer_add_printf(sn->out, "airlock_scheduler_admitted_total %llu\n",
 			    (unsigned long long)s->admitted);
 	evbuffer_add_printf(sn->out, "airlock_scheduler_rejected_total %llu\n",
@@ -285,7 +289,8 @@ void sc_snapshot(struct sched *s)
 		struct snap_part *p = calloc(1, sizeof(*p));
 		struct al_call c;
 
-		al_workers_call(&c); /* the workers' summary (WORKERS, read only) */
+		/* the workers' summary (WORKERS, read only) */
+		al_workers_call(&c, s->policy.hash);
 		if (p) {
 			p->kind = SNAP_WORKERS;
 			snap_ask(sn, p, &c);

@@ -51,7 +51,7 @@ images_done() {
 # Suites that need no catalogue image nor microVM guest (the process tier
 # on the host's /usr, Redis, the gateway, the fuzzers): while it builds.
 NO_IMAGE="test_acl test_clock test_egress_proxy test_faults test_fleet test_gateway
-	test_gw_hostile test_process test_queue test_sentinel test_stall test_tiers
+	test_gw_hostile test_policy_reload test_process test_queue test_sentinel test_stall test_tiers
 	test_worker_faults"
 integration() { # early|late
 	local s n

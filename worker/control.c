@@ -101,10 +101,11 @@ void wk_heartbeat(evutil_socket_t fd, short what, void *arg)
 	wk_sessions_renew(w);
 	n += snprintf(desc + n, sizeof(desc) - (size_t)n,
 		      "{\"pid\":%d,\"beat\":%llu,\"slots\":%u,\"busy\":%u,\"held\":%u,"
-		      "\"draining\":%s,\"done\":%llu,\"backends\":[",
+		      "\"draining\":%s,\"done\":%llu,\"policy\":\"%s\",\"backends\":[",
 		      (int)getpid(), (unsigned long long)++w->beats,
 		      (unsigned)w->nbackends * w->conf->slots, wk_busy_slots(w), wk_held_jobs(w),
-		      w->draining ? "true" : "false", (unsigned long long)w->jobs_done);
+		      w->draining ? "true" : "false", (unsigned long long)w->jobs_done,
+		      w->policy.hash);
 	for (int b = 0; b < w->nbackends && n < (int)sizeof(desc) - 64; b++)
 		n += snprintf(desc + n, sizeof(desc) - (size_t)n, "%s\"%s%s\"", b ? "," : "",
 			      w->backends[b].ops->name, w->backends[b].ok ? "" : "(unavailable)");
@@ -245,18 +246,107 @@ void wk_on_grace(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
+/* What of tier t its warm pools were made from: a reload must not change
+ * it under them. */
+static void pool_shape(const struct al_tier_policy *t, char *out, size_t n)
+{
+	int k = snprintf(out, n, "%u", (unsigned)t->pool);
+
+	for (size_t i = 0; i < t->nimages && k > 0 && (size_t)k < n; i++)
+		if (t->pools[i])
+			k += snprintf(out + k, n - (size_t)k, ",%s=%u", t->images[i],
+				      (unsigned)t->pools[i]);
+	if (!strcmp(out, "0"))
+		return; /* no pool: nothing else matters */
+	if (k > 0 && (size_t)k < n)
+		snprintf(out + k, n - (size_t)k, " %s %s %llu %llu %llu", t->image ? t->image : "-",
+			 t->guest ? t->guest : "-", (unsigned long long)t->defaults.memory_bytes,
+			 (unsigned long long)t->cpu_millis,
+			 (unsigned long long)t->pool_max_idle_ms);
+}
+
+/* Why fresh cannot take the place of the worker's policy while it runs
+ * (its streams, backends and pools were made from the served tiers):
+ * writes the reason and returns false, else true. */
+static bool reload_allowed(const struct worker *w, const struct al_policy *fresh, char *why,
+			   size_t n)
+{
+	const struct al_policy *old = &w->policy;
+
+	for (size_t i = 0; i < fresh->ntiers; i++) {
+		const struct al_tier_policy *t = &fresh->tiers[i], *o;
+
+		if (!wk_serves(w, t->name))
+			continue;
+		if (!(o = al_policy_tier(old, t->name))) {
+			snprintf(why, n, "tier %s is new: this worker reads no queue for it",
+				 t->name);
+			return false;
+		}
+		if (strcmp(o->backend, t->backend)) {
+			snprintf(why, n, "tier %s changed its backend from %s to %s", t->name,
+				 o->backend, t->backend);
+			return false;
+		}
+		char a[512], b[512];
+
+		pool_shape(o, a, sizeof(a));
+		pool_shape(t, b, sizeof(b));
+		if (strcmp(a, b)) {
+			snprintf(why, n,
+				 "tier %s changed its warm pools (their size, image, guest, "
+				 "memory, CPU or idle time)",
+				 t->name);
+			return false;
+		}
+	}
+	for (size_t i = 0; i < old->ntiers; i++)
+		if (wk_serves(w, old->tiers[i].name) &&
+		    !al_policy_tier(fresh, old->tiers[i].name)) {
+			snprintf(why, n, "tier %s, served by this worker, is gone from the policy",
+				 old->tiers[i].name);
+			return false;
+		}
+	return true;
+}
+
 void wk_on_hup(evutil_socket_t sig, short what, void *arg)
 {
 	struct worker *w = arg;
+	struct wk_retired *r;
+	struct al_err err = {0};
+	char why[AL_ERR_MSG_MAX];
 
 	(void)sig;
 	(void)what;
-	/* a worker's slots, pools and running jobs were made from its policy:
-	 * it does not reload it under them; a restart (SIGTERM drains) does */
-	al_log("warn", "sighup_ignored",
-	       "worker=%s note=\"a worker does not reload its policy; restart it to apply a "
-	       "change (SIGTERM drains it first)\"",
-	       w->conf->backend.worker_id);
+	if (!(r = calloc(1, sizeof(*r)))) {
+		al_log("error", "policy_reload", "worker=%s result=refused error=\"out of memory\"",
+		       w->conf->backend.worker_id);
+		return;
+	}
+	if (al_policy_load(w->conf->policy_path, &r->policy, &err) ||
+	    !reload_allowed(w, &r->policy, why, sizeof(why))) {
+		al_log(
+		    "error", "policy_reload",
+		    "worker=%s result=refused policy=%s error=\"%s\" note=\"the old policy stays "
+		    "in force; %s\"",
+		    w->conf->backend.worker_id, w->policy.hash, err.code ? err.msg : why,
+		    err.code ? "fix the file and send SIGHUP again"
+			     : "restart the worker to apply this change (SIGTERM drains it first)");
+		al_policy_free(&r->policy);
+		free(r);
+		return;
+	}
+	/* the new one in force; the old kept for what runs under it */
+	struct al_policy fresh = r->policy;
+
+	r->policy = w->policy;
+	w->policy = fresh;
+	r->next = w->retired;
+	w->retired = r;
+	al_log("info", "policy_reload", "worker=%s result=ok policy=%s source=%s tiers=%zu",
+	       w->conf->backend.worker_id, w->policy.hash, w->policy.source, w->policy.ntiers);
+	wk_heartbeat(-1, 0, w); /* the registry shows the new policy now */
 }
 
 void wk_on_signal(evutil_socket_t sig, short what, void *arg)
@@ -323,11 +413,8 @@ void wk_start_pools(struct worker *w)
 	for (size_t i = 0; i < w->policy.ntiers; i++) {
 		const struct al_tier_policy *t = &w->policy.tiers[i];
 		struct backend_state *be = wk_backend_for(w, t->backend);
-		bool served = w->conf->ntiers == 0;
 
-		for (unsigned k = 0; k < w->conf->ntiers; k++)
-			served |= !strcmp(w->conf->tiers[k], t->name);
-		if (!served || !be || !be->ok)
+		if (!wk_serves(w, t->name) || !be || !be->ok)
 			continue;
 		if (t->pool)
 			start_pool(w, t, be, t->image, t->pool);

@@ -64,14 +64,11 @@ static int setup_backends(struct worker *w, struct al_err *err)
 
 	for (size_t i = 0; i < w->policy.ntiers; i++) {
 		const struct al_tier_policy *t = &w->policy.tiers[i];
-		bool served = w->conf->ntiers == 0;
 		const struct al_backend_ops *ops = NULL;
 		struct backend_state *be;
 		struct al_err berr = {0};
 
-		for (unsigned k = 0; k < w->conf->ntiers; k++)
-			served |= !strcmp(w->conf->tiers[k], t->name);
-		if (!served)
+		if (!wk_serves(w, t->name))
 			continue;
 		for (int b = 0; b < AL_BANDS && w->nstreams < MAX_STREAMS; b++) {
 			al_key_queue(w->stream_buf[w->nstreams], t->name, b);
@@ -273,6 +270,13 @@ static void tear_down(struct worker *w)
 		event_free(w->sighup);
 	event_base_free(w->base);
 	al_policy_free(&w->policy);
+	while (w->retired) {
+		struct wk_retired *r = w->retired;
+
+		w->retired = r->next;
+		al_policy_free(&r->policy);
+		free(r);
+	}
 }
 
 int al_worker_run(const struct al_worker_conf *conf, struct al_err *err)

@@ -47,6 +47,15 @@ bool wk_idle(struct worker *w)
 	return !w->commits && !w->inflight && count_busy(w, 0, wk_nplaces(w)) == 0;
 }
 
+bool wk_serves(const struct worker *w, const char *tier)
+{
+	bool served = w->conf->ntiers == 0;
+
+	for (unsigned k = 0; k < w->conf->ntiers; k++)
+		served |= !strcmp(w->conf->tiers[k], tier);
+	return served;
+}
+
 struct backend_state *wk_backend_for(struct worker *w, const char *name)
 {
 	for (int b = 0; b < w->nbackends; b++)

@@ -130,9 +130,18 @@ struct hist {
 	uint64_t sum_ms[2];
 };
 
+/* A policy a reload replaced: the slots, sessions and pools that started
+ * under it still point into it, so it is kept until the worker exits (a
+ * few KiB each). */
+struct wk_retired {
+	struct wk_retired *next;
+	struct al_policy policy;
+};
+
 struct worker {
 	const struct al_worker_conf *conf;
-	struct al_policy policy;
+	struct al_policy policy;    /* in force: new jobs are checked against it */
+	struct wk_retired *retired; /* the ones SIGHUP replaced */
 	struct event_base *base;
 	struct al_redis_url url;
 	struct al_aconn *cmd, *fetch, *sub;
@@ -218,6 +227,8 @@ bool wk_is_place(const struct slot *s);
 unsigned wk_busy_slots(struct worker *w);
 unsigned wk_held_jobs(struct worker *w);
 bool wk_idle(struct worker *w);
+/* Whether the worker serves tier (--tiers names it, or no --tiers). */
+bool wk_serves(const struct worker *w, const char *tier);
 struct backend_state *wk_backend_for(struct worker *w, const char *name);
 /* Empty slot s; a slot (not a place) asks for its backend's held jobs. */
 void wk_slot_release(struct slot *s);

@@ -1,6 +1,6 @@
 /* test_policy.c - the policy loader's limits on what a policy may define:
  * at most AL_TIERS_MAX tiers (a worker serves them all), no tier or tenant
- * defined twice. */
+ * defined twice; the hash that tells two daemons' policies apart. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,6 +96,35 @@ int main(void)
 				   strstr(err.msg, bad[i].want),
 			       "%s is refused: %s", bad[i].yaml, err.msg);
 		}
+	}
+	{ /* the policy hash: the same text, the same hash; one byte more, another */
+		struct al_policy a = {0}, b = {0}, c = {0}, builtin = {0};
+		static const char yaml[] = "tiers:\n  a: {backend: process}\n";
+		char big[1200000];
+
+		memset(&err, 0, sizeof(err));
+		TAP_OK(load_policy_text(yaml, &a, &err) == 0 &&
+			   load_policy_text(yaml, &b, &err) == 0 &&
+			   load_policy_text("tiers:\n  a: {backend: process} \n", &c, &err) == 0 &&
+			   strlen(a.hash) == 16 && strspn(a.hash, "0123456789abcdef") == 16 &&
+			   !strcmp(a.hash, b.hash) && strcmp(a.hash, c.hash),
+		       "the hash: 16 hex digits, the same for the same text (%s), another for a "
+		       "space more (%s)",
+		       a.hash, c.hash);
+		TAP_OK(al_policy_load(NULL, &builtin, &err) == 0 && strlen(builtin.hash) == 16 &&
+			   strcmp(builtin.hash, a.hash),
+		       "the built-in policy has its own hash (%s)", builtin.hash);
+		al_policy_free(&a);
+		al_policy_free(&b);
+		al_policy_free(&c);
+		al_policy_free(&builtin);
+		memset(big, ' ', sizeof(big) - 1);
+		big[sizeof(big) - 1] = 0;
+		memcpy(big, yaml, sizeof(yaml) - 1);
+		memset(&err, 0, sizeof(err));
+		TAP_OK(load_policy_text(big, &a, &err) == AL_EINVAL &&
+			   strstr(err.msg, "over 1 MiB"),
+		       "a policy file over 1 MiB is refused: %s", err.msg);
 	}
 	return tap_done();
 }

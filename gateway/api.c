@@ -979,6 +979,7 @@ void gw_on_request(struct evhttp_request *r, void *arg)
 	struct evbuffer *in = evhttp_request_get_input_buffer(r);
 	struct evkeyvalq qs = {0};
 	const struct route *rt;
+	char why[256];
 	int refused;
 
 	g->st.requests++;
@@ -990,12 +991,8 @@ void gw_on_request(struct evhttp_request *r, void *arg)
 	q->g = g;
 	q->r = r;
 	evhttp_connection_set_closecb(evhttp_request_get_connection(r), on_client_gone, q);
-	if ((refused = gw_conn_request(g, r))) {
-		gw_reply_error(q, refused,
-			       refused == 414
-				   ? "the request line is longer than %d bytes"
-				   : "the request's line and headers are more than %d bytes",
-			       refused == 414 ? GW_LINE_MAX : GW_HEADERS_MAX);
+	if ((refused = gw_conn_request(g, r, why, sizeof(why)))) {
+		gw_reply_error(q, refused, "%s", why);
 		return;
 	}
 	if (!path) {

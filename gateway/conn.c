@@ -37,6 +37,7 @@
 enum conn_state {
 	C_HEAD,	   /* holding a request's bytes until its headers end */
 	C_PASS,	   /* headers whole: the body, and the request's answer */
+	C_SKIP,	   /* a refused request's body (413, 501): read and dropped, then C_HEAD */
 	C_REFUSED, /* answered 414/431; whatever comes is dropped till the timeout */
 };
 
@@ -46,6 +47,9 @@ struct gw_conn {
 	struct gw_conn *prev, *next;
 	enum conn_state state;
 	int refused;		   /* 414 or 431 */
+	int refusal;		   /* 413 or 501: the stand-in request's answer, once */
+	char refusal_why[160];	   /* ...and what it says */
+	uint64_t skip;		   /* C_SKIP: body bytes still to drop */
 	struct event *kick;	   /* flushes what evhttp wrote (see the top) */
 	struct bufferevent *under; /* the socket's (or TLS's) bufferevent */
 	bool tls;
@@ -74,6 +78,81 @@ static void refuse(struct gw_conn *c, struct evbuffer *src, struct evbuffer *dst
 	       code == 414 ? "request line too long" : "headers too large");
 }
 
+/* The value of header name (lower case, with its colon) in the held
+ * headers b[0..n), or NULL; *len its length. */
+static const char *header_in(const unsigned char *b, size_t n, const char *name, size_t *len)
+{
+	size_t k = strlen(name);
+
+	for (size_t i = 0; i + k < n; i++) {
+		if (b[i] != '\n' || strncasecmp((const char *)b + i + 1, name, k))
+			continue;
+		size_t v = i + 1 + k, e;
+
+		while (v < n && (b[v] == ' ' || b[v] == '\t'))
+			v++;
+		for (e = v; e < n && b[e] != '\r' && b[e] != '\n'; e++)
+			;
+		*len = e - v;
+		return (const char *)b + v;
+	}
+	return NULL;
+}
+
+/* A request the gateway answers without passing it on (its headers are
+ * b[0..end)): a body over --max-body (413), a method no route takes (501).
+ * Its headers are dropped and a stand-in request passed instead, whose
+ * answer is the refusal, in JSON (gw_conn_request); its body is read and
+ * dropped (C_SKIP), so that the client, still sending it, reads the answer
+ * rather than a reset, and the connection goes on to the next request.
+ * Returns whether it refused. */
+static bool refuse_body(struct gw_conn *c, struct evbuffer *src, struct evbuffer *dst,
+			const unsigned char *b, size_t end)
+{
+	static const char *const methods[] = {"GET ",	  "POST ",  "PUT ",   "DELETE ", "HEAD ",
+					      "OPTIONS ", "PATCH ", "TRACE ", "CONNECT "};
+	const char *v;
+	size_t len = 0;
+	uint64_t body = 0;
+	bool known = false, expect = false;
+
+	for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++)
+		known |= end > strlen(methods[i]) && !memcmp(b, methods[i], strlen(methods[i]));
+	if ((v = header_in(b, end, "content-length:", &len)) && len && len < 20 &&
+	    strspn(v, "0123456789") >= len)
+		for (size_t i = 0; i < len; i++)
+			body = body * 10 + (uint64_t)(v[i] - '0');
+	if ((v = header_in(b, end, "expect:", &len)) && len >= 12 &&
+	    !strncasecmp(v, "100-continue", 12))
+		expect = true;
+	if (known && body <= c->g->max_body)
+		return false;
+	if (!known) {
+		c->refusal = 501;
+		snprintf(c->refusal_why, sizeof(c->refusal_why),
+			 "the method %.*s is not one this API takes (GET, POST, PUT, DELETE)",
+			 (int)strcspn((const char *)b, " \r\n") > 32
+			     ? 32
+			     : (int)strcspn((const char *)b, " \r\n"),
+			 (const char *)b);
+	} else {
+		c->refusal = 413;
+		snprintf(c->refusal_why, sizeof(c->refusal_why),
+			 "the request body is %llu bytes, more than this gateway takes (%zu, "
+			 "--max-body)",
+			 (unsigned long long)body, c->g->max_body);
+	}
+	evbuffer_drain(src, end);
+	/* a client that waits for "100 Continue" sends no body: it is told, and
+	 * the connection closes after the answer (nothing of it unread) */
+	evbuffer_add_printf(dst, "GET / HTTP/1.1\r\nHost: refused\r\n%s\r\n",
+			    expect ? "Connection: close\r\n" : "");
+	c->skip = expect ? 0 : body;
+	c->state = c->skip ? C_SKIP : C_PASS;
+	al_log("warn", "request_refused", "status=%d why=\"%s\"", c->refusal, c->refusal_why);
+	return true;
+}
+
 static enum bufferevent_filter_result conn_in(struct evbuffer *src, struct evbuffer *dst,
 					      ev_ssize_t lim, enum bufferevent_flush_mode mode,
 					      void *arg)
@@ -84,6 +163,17 @@ static enum bufferevent_filter_result conn_in(struct evbuffer *src, struct evbuf
 
 	(void)lim;
 	(void)mode;
+	if (c->state == C_SKIP) {
+		size_t k = c->skip < n ? (size_t)c->skip : n;
+
+		evbuffer_drain(src, k);
+		if ((c->skip -= k))
+			return BEV_OK;
+		/* until the stand-in is answered (gw_conn_request), what follows passes */
+		c->state = c->refusal ? C_PASS : C_HEAD;
+		if (!(n = evbuffer_get_length(src)))
+			return BEV_OK;
+	}
 	if (c->state == C_PASS) {
 		evbuffer_add_buffer(dst, src);
 		return BEV_OK;
@@ -102,8 +192,10 @@ static enum bufferevent_filter_result conn_in(struct evbuffer *src, struct evbuf
 		return BEV_OK;
 	}
 	if (end) {
-		c->state = C_PASS;
 		c->scanned = 0;
+		if (refuse_body(c, src, dst, b, end))
+			return BEV_OK;
+		c->state = C_PASS;
 		evbuffer_add_buffer(dst, src);
 		return BEV_OK;
 	}
@@ -238,15 +330,31 @@ void gw_conns_init(struct gw *g)
 	evhttp_set_timeout(g->http, (int)g->header_s);
 }
 
-int gw_conn_request(struct gw *g, struct evhttp_request *r)
+int gw_conn_request(struct gw *g, struct evhttp_request *r, char *why, size_t n)
 {
 	struct bufferevent *bev =
 	    evhttp_connection_get_bufferevent(evhttp_request_get_connection(r));
 
 	for (struct gw_conn *c = g->conns; c; c = c->next)
 		if (c->bev == bev) {
-			if (c->state == C_REFUSED)
+			int code = c->refusal;
+
+			if (c->state == C_REFUSED) {
+				snprintf(
+				    why, n,
+				    c->refused == 414
+					? "the request line is longer than %d bytes"
+					: "the request's line and headers are more than %d bytes",
+				    c->refused == 414 ? GW_LINE_MAX : GW_HEADERS_MAX);
 				return c->refused;
+			}
+			if (code) { /* the stand-in: its body may still be coming (C_SKIP) */
+				snprintf(why, n, "%s", c->refusal_why);
+				c->refusal = 0;
+				if (c->state == C_PASS)
+					c->state = C_HEAD;
+				return code;
+			}
 			c->state = C_HEAD; /* the next request's headers are held again */
 			return 0;
 		}

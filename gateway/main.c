@@ -206,8 +206,14 @@ int main(int argc, char **argv)
 	g.listener = evhttp_bound_socket_get_listener(bound);
 	gw_conns_init(&g);
 	evhttp_set_max_body_size(g.http, (ev_ssize_t)g.max_body);
+	/* every method reaches the routes, which answer 405 in JSON (an unknown
+	 * one is 501, from conn.c); a chunked body over the limit is read to
+	 * its end before libevent's 413 */
 	evhttp_set_allowed_methods(g.http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_PUT |
-					       EVHTTP_REQ_DELETE);
+					       EVHTTP_REQ_DELETE | EVHTTP_REQ_HEAD |
+					       EVHTTP_REQ_OPTIONS | EVHTTP_REQ_PATCH |
+					       EVHTTP_REQ_TRACE | EVHTTP_REQ_CONNECT);
+	evhttp_set_flags(g.http, EVHTTP_SERVER_LINGERING_CLOSE);
 	evhttp_set_gencb(g.http, gw_on_request, &g);
 	g.cmd = al_aconn_new(g.base, &g.url, "cmd", NULL, NULL, &g);
 	sigterm = evsignal_new(g.base, SIGTERM, on_stop, NULL);

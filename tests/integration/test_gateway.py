@@ -15,6 +15,7 @@ import json
 import os
 import secrets
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -140,9 +141,57 @@ try:
     t.ok(st == 400 and "limits.wall_ms" in body.get("error", ""),
          "a bad limit: 400 naming the field", (st, body))
     st, body = api.call("POST", "/v1/jobs", job("x = 1\n" * 60000), key=A)
-    t.ok(st == 413, "an oversized body (over --max-body): 413", st)
-    st, body = api.call("PUT", "/v1/jobs", job("print(1)"), key=A)
-    t.ok(st in (405, 501), "a method the API does not take: 405", st)
+    t.ok(st == 413 and "more than this gateway takes (200000, --max-body)" in body.get("error", ""),
+         "an oversized body (over --max-body): a JSON 413 saying the limit", (st, body))
+    # as urllib sends it: the whole body at once, the answer read after (it
+    # got BrokenPipeError when the 413 came before the body was read)
+    import urllib.request
+    import urllib.error
+    big = json.dumps(job("x = 1\n" * 400000)).encode()
+    try:
+        urllib.request.urlopen(urllib.request.Request(
+            "http://127.0.0.1:%d/v1/jobs" % port, data=big, method="POST",
+            headers={"Authorization": "Bearer " + A, "Content-Type": "application/json"}),
+            timeout=30)
+        got = None
+    except urllib.error.HTTPError as e:
+        got = (e.code, json.loads(e.read()))
+    except OSError as e:
+        got = repr(e)
+    t.ok(isinstance(got, tuple) and got[0] == 413 and "more than this gateway takes" in got[1]["error"],
+         "urllib with a 2.8 MB body: a JSON 413, no broken pipe", got)
+    h = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    h.request("POST", "/v1/jobs", body=big, headers={"Authorization": "Bearer " + A})
+    r1 = h.getresponse()
+    r1.read()
+    h.request("GET", "/healthz")
+    r2 = h.getresponse()
+    t.ok(r1.status == 413 and r2.status == 200 and json.loads(r2.read()),
+         "the connection goes on after the 413: its body read and dropped, the next request "
+         "answered", (r1.status, r2.status))
+    h.close()
+    raw = socket.create_connection(("127.0.0.1", port), 10)
+    raw.sendall(b"POST /v1/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + A.encode() +
+                b"\r\nContent-Length: 5000000\r\nExpect: 100-continue\r\n\r\n")
+    reply = b""
+    while True:
+        chunk = raw.recv(65536)
+        if not chunk:
+            break
+        reply += chunk
+    raw.close()
+    t.ok(reply.startswith(b"HTTP/1.1 413") and b'"error"' in reply,
+         "Expect: 100-continue with an oversized body: a JSON 413 and the connection closed "
+         "(no body is waited for)", reply[:300])
+    for m in ("PUT", "PATCH", "OPTIONS"):
+        st, body = api.call(m, "/v1/jobs", job("print(1)"), key=A)
+        t.ok(st == 405 and body.get("error") == "/v1/jobs takes POST",
+             "%s on /v1/jobs: a JSON 405 saying what it takes" % m, (st, body))
+    st, body = api.call("BREW", "/v1/jobs", job("print(1)"), key=A)
+    t.ok(st == 501 and "the method BREW is not one this API takes" in body.get("error", ""),
+         "an unknown method: a JSON 501", (st, body))
+    st, body = api.call("GET", "/healthz")
+    t.ok(st == 200, "the gateway still answers after them", (st, body))
     st, body = api.call("GET", "/v1/elsewhere", key=A)
     t.ok(st == 404 and "no such endpoint" in body.get("error", ""), "an unknown path: 404", body)
     import base64

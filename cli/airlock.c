@@ -668,6 +668,7 @@ static int cmd_grade(const char *url, int argc, char **argv)
 		fprintf(stderr, "airlock: grade: give one directory or .json/.yaml file\n");
 		return EXIT_USAGE;
 	}
+	go.no_new_id = gateway_url && !print_job;
 	if (al_grade_job_load(argv[optind], &go, &job, &err)) {
 		fprintf(stderr, "airlock: %s\n", err.msg);
 		return err.code == AL_EINVAL ? EXIT_REJECTED : EXIT_NOINPUT;

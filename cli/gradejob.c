@@ -427,7 +427,9 @@ int al_grade_job_load(const char *path, const struct al_grade_opts *o, struct al
 		goto out;
 	if (!json_object_get(j, "v"))
 		json_object_set_new(j, "v", json_integer(AL_PROTO_VERSION));
-	if (!json_object_get(j, "id") && (rc = al_job_new_id(id, err)) == AL_OK)
+	bool had_id = json_object_get(j, "id") != NULL;
+
+	if (!had_id && (rc = al_job_new_id(id, err)) == AL_OK)
 		json_object_set_new(j, "id", json_string(id));
 	if (o->tier || !json_object_get(j, "tier"))
 		json_object_set_new(j, "tier", json_string(o->tier ? o->tier : "trusted"));
@@ -441,6 +443,10 @@ int al_grade_job_load(const char *path, const struct al_grade_opts *o, struct al
 		al_err_wrap(err, "%s", path);
 	else if (!job->ntests)
 		rc = al_err_set(err, AL_EINVAL, "%s: not a grading job: it has no tests", path);
+	if (!rc && !had_id && o->no_new_id) { /* the codec needed one; the gateway gives it */
+		free(job->id);
+		job->id = NULL;
+	}
 out:
 	if (rc)
 		al_job_free(job);

@@ -28,6 +28,8 @@ struct al_grade_opts {
 	const char *image;    /* overrides the file's; NULL = the file's */
 	const char *compare;  /* the directory's tests: exact, trim (default) or tokens */
 	bool stop_on_failure; /* set it (the file's stands otherwise) */
+	bool no_new_id;	      /* a file without an id gives a job without one (the
+			       * gateway chooses ids) */
 };
 
 /* Read the grading job at path into *job (the caller frees it with

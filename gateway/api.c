@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <openssl/sha.h>
 #include <sys/random.h>
 
 #include "../proto/chunk.h"
@@ -25,6 +26,7 @@
 #include "../common/clock.h"
 
 #define IDEM_TTL_S     86400
+#define IDEM_TTL_STR   "86400"
 #define BLPOP_MS       1000
 #define JOB_IDS_PREFIX "g" /* ids the gateway chose: g + 32 hex */
 
@@ -58,6 +60,10 @@ static void poll_end(struct req *q)
 static void req_free(struct req *q)
 {
 	poll_end(q);
+	if (q->submit) {
+		al_call_free(q->submit);
+		free(q->submit);
+	}
 	free(q);
 }
 
@@ -164,15 +170,20 @@ void gw_reply_result(struct req *q, const char *raw, size_t len)
 	}
 	doc = json_pack("{s:s, s:s, s:o*}", "id", q->id, "state", "done", "result",
 			al_result_to_json(&res));
+	if (doc && q->kind == K_SUBMIT)
+		json_object_set_new(doc, "same_key", json_boolean(q->same_key));
 	al_result_free(&res);
 	gw_reply_json(q, code, doc);
 }
 
 static void reply_pending(struct req *q, int code)
 {
-	gw_reply_json(
-	    q, code,
-	    json_pack("{s:s, s:s}", "id", q->id, "state", q->state[0] ? q->state : "submitted"));
+	json_t *doc =
+	    json_pack("{s:s, s:s}", "id", q->id, "state", q->state[0] ? q->state : "submitted");
+
+	if (doc && q->kind == K_SUBMIT)
+		json_object_set_new(doc, "same_key", json_boolean(q->same_key));
+	gw_reply_json(q, code, doc);
 }
 
 /* ---- waiting for a result ---- */
@@ -296,13 +307,35 @@ static void start_wait(struct req *q, uint64_t ms, int code_if_pending)
 
 /* ---- submit ---- */
 
-/* The submission is in (and replicated, with min_replicas): 202, or wait. */
+/* An earlier job's state (LOOKUP), for the 202 of a reused key. */
+static void on_earlier_state(redisAsyncContext *ac, void *reply, void *priv)
+{
+	struct req *q = priv;
+	redisReply *r = reply;
+
+	(void)ac;
+	if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+	    r->element[0]->type == REDIS_REPLY_STRING)
+		snprintf(q->state, sizeof(q->state), "%s", r->element[0]->str);
+	else
+		snprintf(q->state, sizeof(q->state), "unknown");
+	reply_pending(q, 202);
+}
+
+/* The submission is in (and replicated, with min_replicas): 202, or wait.
+ * A reused key's 202 says the earlier job's real state. */
 static void submitted(struct req *q)
 {
+	if (!q->wait && q->same_key) {
+		struct al_call c;
+
+		al_lookup_call(&c, q->id);
+		gw_send(q, q->g->cmd, &c, on_earlier_state);
+		al_call_free(&c);
+		return;
+	}
 	if (!q->wait) {
-		gw_reply_json(q, 202,
-			      json_pack("{s:s, s:s, s:b}", "id", q->id, "state", "submitted",
-					"same_key", q->same_key));
+		reply_pending(q, 202);
 		return;
 	}
 	start_wait(q, q->wait_ms, 202);
@@ -377,13 +410,65 @@ int gw_new_id(char out[AL_ID_MAX + 1])
 	return 0;
 }
 
+static void send_submit(struct req *q)
+{
+	/* reliable: kept and sent again until Redis answers; SUBMIT run twice
+	 * answers "id taken" the second time, which is this same job */
+	if (al_aconn_call(q->g->cmd, q->submit, on_submitted, q))
+		gw_reply_error(q, 500, "out of memory");
+}
+
+/* A reused key's earlier id, for its 409. */
+static void on_conflict_id(redisAsyncContext *ac, void *reply, void *priv)
+{
+	struct req *q = priv;
+	redisReply *r = reply;
+	json_t *doc;
+
+	(void)ac;
+	doc =
+	    json_pack("{s:s, s:b}", "error",
+		      "idempotency_key: already used by this tenant with a different body (the "
+		      "same key must come with the same body, byte for byte, for 24 h); use a new "
+		      "key for a new job",
+		      "same_key", 1);
+	if (doc && r && r->type == REDIS_REPLY_STRING)
+		json_object_set_new(doc, "id", json_stringn(r->str, r->len));
+	gw_reply_json(q, 409, doc);
+}
+
+/* The digest check (SET ... NX GET): ours now, or the same body's: submit;
+ * another body's: 409. */
+static void on_digest(redisAsyncContext *ac, void *reply, void *priv)
+{
+	struct req *q = priv;
+	redisReply *r = reply;
+	const char *mine = q->digest;
+
+	(void)ac;
+	if (!r || r->type == REDIS_REPLY_ERROR) {
+		gw_reply_error(q, 503, "Redis did not take the submission: %s",
+			       r && r->str ? r->str : "no answer");
+		return;
+	}
+	if (r->type == REDIS_REPLY_STRING &&
+	    (r->len != strlen(mine) || memcmp(r->str, mine, r->len))) {
+		const char *argv[] = {"GET", q->idem};
+
+		q->g->st.idem_conflicts++;
+		if (al_aconn_cmd(q->g->cmd, on_conflict_id, q, 2, argv, NULL))
+			gw_reply_error(q, 503, "Redis is not reachable");
+		return;
+	}
+	send_submit(q);
+}
+
 void gw_submit(struct req *q, const char *body, size_t len, bool msgpack, bool run,
 	       uint64_t wait_ms)
 {
 	struct al_buf mp = {0};
 	struct al_job job;
 	struct al_err err = {0};
-	struct al_call c;
 
 	if (gw_new_id(q->id)) {
 		gw_reply_error(q, 500, "no randomness for an id");
@@ -405,22 +490,44 @@ void gw_submit(struct req *q, const char *body, size_t len, bool msgpack, bool r
 	/* /v1/run: as long as the job may take, and some slack for the queue */
 	q->wait_ms =
 	    run ? (job.limits.wall_ms ? job.limits.wall_ms : 60000) + GW_RUN_SLACK_MS : wait_ms;
-	al_call_init(&c, al_lua_submit);
-	al_submit_add(&c, &(struct al_submit_item){.id = q->id,
-						   .tier = job.tier,
-						   .tenant = q->tenant,
-						   .job = mp.data,
-						   .joblen = mp.len,
-						   .now_ms = al_now_ms(),
-						   .idem_key = job.idempotency_key,
-						   .idem_ttl_s = IDEM_TTL_S});
-	al_job_free(&job);
-	al_buf_free(&mp);
-	/* reliable: kept and sent again until Redis answers; SUBMIT run twice
-	 * answers "id taken" the second time, which is this same job */
-	if (al_aconn_call(q->g->cmd, &c, on_submitted, q))
+	if (!(q->submit = calloc(1, sizeof(*q->submit)))) {
+		al_job_free(&job);
+		al_buf_free(&mp);
 		gw_reply_error(q, 500, "out of memory");
-	al_call_free(&c);
+		return;
+	}
+	al_call_init(q->submit, al_lua_submit);
+	al_submit_add(q->submit, &(struct al_submit_item){.id = q->id,
+							  .tier = job.tier,
+							  .tenant = q->tenant,
+							  .job = mp.data,
+							  .joblen = mp.len,
+							  .now_ms = al_now_ms(),
+							  .idem_key = job.idempotency_key,
+							  .idem_ttl_s = IDEM_TTL_S});
+	al_buf_free(&mp);
+	if (!job.idempotency_key || q->kind != K_SUBMIT) {
+		al_job_free(&job);
+		send_submit(q);
+		return;
+	}
+	/* A key's first body is kept with it (its SHA-256, beside the key, for
+	 * as long): the key reused with another body is a 409, not the earlier
+	 * job passed off as this one. */
+	{
+		unsigned char h[SHA256_DIGEST_LENGTH];
+		char dkey[AL_KEY_MAX];
+		const char *argv[] = {"SET", dkey, q->digest, "NX", "GET", "EX", IDEM_TTL_STR};
+
+		SHA256((const unsigned char *)body, len, h);
+		for (int i = 0; i < 8; i++)
+			snprintf(q->digest + 2 * i, 3, "%02x", h[i]);
+		al_key_idem(q->idem, q->tenant, job.idempotency_key);
+		al_key_idem_digest(dkey, q->tenant, job.idempotency_key);
+		al_job_free(&job);
+		if (al_aconn_cmd(q->g->cmd, on_digest, q, 7, argv, NULL))
+			gw_reply_error(q, 503, "Redis is not reachable");
+	}
 }
 
 /* ---- a job of the caller's ---- */
@@ -818,9 +925,12 @@ static void metrics(struct req *q)
 			    "# TYPE airlock_gateway_jobs_submitted_total counter\n"
 			    "airlock_gateway_jobs_submitted_total %llu\n"
 			    "# TYPE airlock_gateway_unauthorized_total counter\n"
-			    "airlock_gateway_unauthorized_total %llu\n",
+			    "airlock_gateway_unauthorized_total %llu\n"
+			    "# TYPE airlock_gateway_idempotency_conflicts_total counter\n"
+			    "airlock_gateway_idempotency_conflicts_total %llu\n",
 			    (unsigned long long)s->bytes_in, (unsigned long long)s->bytes_out,
-			    (unsigned long long)s->submitted, (unsigned long long)s->unauthorized);
+			    (unsigned long long)s->submitted, (unsigned long long)s->unauthorized,
+			    (unsigned long long)s->idem_conflicts);
 	gw_reply_send(q, 200, "text/plain; version=0.0.4", evbuffer_pullup(b, -1),
 		      evbuffer_get_length(b));
 	evbuffer_free(b);

@@ -48,6 +48,7 @@ struct gw_stats {
 	uint64_t requests, bytes_in, bytes_out;
 	uint64_t by_code[6]; /* 1xx..5xx, index code / 100 */
 	uint64_t submitted, unauthorized;
+	uint64_t idem_conflicts; /* 409s: an idempotency key reused with another body */
 };
 
 struct gw;

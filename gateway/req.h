@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "../proto/contract.h"
 #include "gw.h"
 
 enum kind { K_SUBMIT, K_GET, K_WAIT, K_CANCEL, K_OUTPUT, K_SESSION_OPEN, K_CALL };
@@ -28,6 +29,9 @@ struct req {
 	char last[48];		     /* output: the last entry sent (Last-Event-ID) */
 	unsigned quiet;		     /* output: rounds without an entry (a ping every 15) */
 	bool same_key;		     /* submit: an earlier job of the tenant's key */
+	struct al_call *submit;	     /* submit: SUBMIT, waiting for the body's digest check */
+	char idem[AL_KEY_MAX];	     /* ...the key's own (al:idem:<tenant>/<key>) */
+	char digest[17];	     /* ...and the body's digest (16 hex digits) */
 	char nonce[AL_ID_MAX + 1];   /* cancel: its answer comes on al:reply:<nonce> */
 	char session[AL_ID_MAX + 1]; /* a call: its session's id (q->id is the call's) */
 	int op;			     /* a call: enum al_sess_op */

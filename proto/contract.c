@@ -82,6 +82,15 @@ const char *al_key_idem(char out[AL_KEY_MAX], const char *tenant, const char *ke
 	return out;
 }
 
+/* '#' ends the tenant part: no tenant holds one, so this never names a
+ * key's own al:idem:<tenant>/<key>. */
+const char *al_key_idem_digest(char out[AL_KEY_MAX], const char *tenant, const char *key)
+{
+	snprintf(out, AL_KEY_MAX, AL_KEY_PREFIX "idem:%s#/%s", tenant ? tenant : "",
+		 key ? key : "");
+	return out;
+}
+
 const char *al_key_worker(char out[AL_KEY_MAX], const char *worker)
 {
 	return keyf(out, AL_KEY_PREFIX "worker:", worker, NULL);

@@ -28,6 +28,8 @@ const char *al_key_queue(char out[AL_KEY_MAX], const char *tier, int band); /* a
 const char *al_key_tenant(char out[AL_KEY_MAX], const char *tenant);	    /* al:tenant:<t> */
 /* al:idem:<tenant>/<key> */
 const char *al_key_idem(char out[AL_KEY_MAX], const char *tenant, const char *key);
+/* al:idem:<tenant>#/<key>: the gateway's digest of the key's first body */
+const char *al_key_idem_digest(char out[AL_KEY_MAX], const char *tenant, const char *key);
 const char *al_key_worker(char out[AL_KEY_MAX], const char *worker); /* al:worker:<id> */
 const char *al_key_hist(char out[AL_KEY_MAX], const char *tier, const char *backend);
 const char *al_key_vm(char out[AL_KEY_MAX], const char *name);	 /* al:vm:<name> */

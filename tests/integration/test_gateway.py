@@ -20,6 +20,8 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 from altest import Tap, need_root  # noqa: E402
@@ -111,11 +113,30 @@ try:
          "tenant alpha cannot read, wait on or cancel beta's job: 404, the same answer as "
          "for an unknown job", outs)
     st, body = api.call("POST", "/v1/jobs", job("print(2)", idempotency_key="same-key"), key=A)
-    st2, body2 = api.call("POST", "/v1/jobs", job("print(3)", idempotency_key="same-key"), key=A)
+    st2, body2 = api.call("POST", "/v1/jobs", job("print(2)", idempotency_key="same-key"), key=A)
     t.ok(st == 202 and body["id"] != bid and not body["same_key"] and st2 == 202 and
          body2["id"] == body["id"] and body2["same_key"],
          "beta's idempotency key gives alpha its own job, never beta's id; alpha's second "
-         "use of it gives alpha's first id", (bid, body, body2))
+         "use of it (the same body) gives alpha's first id", (bid, body, body2))
+    st3, body3 = api.call("POST", "/v1/jobs", job("print(3)", idempotency_key="same-key"), key=A)
+    t.ok(st3 == 409 and "different body" in body3.get("error", "") and
+         body3.get("id") == body["id"] and body3.get("same_key") is True,
+         "the key reused with another body: 409 saying so, with the earlier id", (st3, body3))
+    # /v1/run: the earlier result with same_key, or a 409; the 202's state is the real one
+    st, r1 = api.call("POST", "/v1/run", job("print('run-1')", idempotency_key="run-key"), key=A)
+    st2, r2 = api.call("POST", "/v1/run", job("print('run-1')", idempotency_key="run-key"), key=A)
+    st3, r3 = api.call("POST", "/v1/run", job("print('run-2')", idempotency_key="run-key"), key=A)
+    st4, r4 = api.call("POST", "/v1/jobs", job("print('run-1')", idempotency_key="run-key"), key=A)
+    t.ok(st == 200 and r1["same_key"] is False and r1["result"]["stdout"] == "run-1\n" and
+         st2 == 200 and r2["same_key"] is True and r2["id"] == r1["id"] and
+         r2["result"]["stdout"] == "run-1\n" and st3 == 409 and r3["id"] == r1["id"] and
+         st4 == 202 and r4["state"] == "done" and r4["same_key"] is True,
+         "/v1/run: same_key on its answers; another body under the key is a 409, never the "
+         "old result; a 202 for a reused key says the earlier job's real state (done)",
+         [(st, r1.get("same_key")), (st2, r2.get("same_key")), (st3, r3), (st4, r4)])
+    m = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=5).read().decode()
+    t.ok("airlock_gateway_idempotency_conflicts_total 2" in m,
+         "the gateway's metrics count the two 409s", m[-300:])
 
     st, body = api.call("POST", "/v1/jobs", job("print(1)", tenant="beta"), key=A)
     t.ok(st == 400 and "tenant: set by your API key (tenant alpha)" in body.get("error", ""),
@@ -145,8 +166,6 @@ try:
          "an oversized body (over --max-body): a JSON 413 saying the limit", (st, body))
     # as urllib sends it: the whole body at once, the answer read after (it
     # got BrokenPipeError when the 413 came before the body was read)
-    import urllib.request
-    import urllib.error
     big = json.dumps(job("x = 1\n" * 400000)).encode()
     try:
         urllib.request.urlopen(urllib.request.Request(

@@ -27,7 +27,7 @@ import tempfile
 import msgpack
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from altest import Tap, need_root  # noqa: E402
+from altest import CLI, Tap, need_root  # noqa: E402
 from cluster import Cluster  # noqa: E402
 from policies import DEFAULTS, policy, tier_def  # noqa: E402
 from gwclient import Api, free_port, key_file, start_gateway  # noqa: E402
@@ -298,6 +298,23 @@ try:
          r["tests"][1]["detail"] == 'line 1: expected "5", got "4"' and
          r["tests"][0]["stdout"] == "3\n",
          "the gateway: a grading job in JSON, its verdicts in the JSON result", (st, doc))
+    # the CLI's grade through the gateway: the same table and exit code as on Redis
+    env = dict(os.environ, AIRLOCK_TOKEN="gk-grade-0123456789")
+    gw = ["--gateway", "http://127.0.0.1:%d" % port]
+    p = subprocess.run([CLI] + gw + ["grade", d], capture_output=True, env=env, timeout=300)
+    out = p.stdout.decode()
+    sub = subprocess.run([CLI] + gw + ["grade", "--submit", y], capture_output=True, env=env,
+                         timeout=60)
+    gid = sub.stdout.decode().strip()
+    w = subprocess.run([CLI] + gw + ["wait", gid, "--json"], capture_output=True, env=env,
+                       timeout=300)
+    t.ok(p.returncode == 1 and "3/4 accepted" in out and 'expected "7", got "3"' in out and
+         sub.returncode == 0 and gid.startswith("g") and w.returncode == 0 and
+         [x["verdict"] for x in json.loads(w.stdout or b"{}").get("tests", [])] ==
+         ["accepted", "accepted"],
+         "airlock --gateway URL grade DIR: the table and exit code 1 as on Redis; grade "
+         "--submit FILE then wait --json: its verdicts (the gateway chose the id)",
+         (p.returncode, out, p.stderr.decode(), sub.stderr.decode(), w.stdout[:300]))
     st, doc = Api(port).call("POST", "/v1/jobs", key="gk-grade-0123456789", body={
         "tier": "trusted", "argv": ["/bin/true"], "tests": [{"name": "x", "colour": "red"}]})
     t.ok(st == 400 and "tests[0]: unknown or repeated field" in doc.get("error", ""),
@@ -365,4 +382,38 @@ try:
 finally:
     if c:
         c.close()
+
+# The README's own grade.yaml (image: toolchain), with the shipped example
+# policy, on each one-shot tier but the microVM's (its C++ build under TCG
+# is the microVM suites' business): accepted wherever the policy offers it.
+ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
+readme = open(os.path.join(ROOT, "README.md")).read()
+m = re.search(r"^\$ cat hw3/grade.yaml\n(.*?)^\$ airlock grade", readme, re.M | re.S)
+c = Cluster(policy=open(os.path.join(ROOT, "deploy", "policy.example.yaml")).read())
+try:
+    c.scheduler()
+    c.worker("grade-ex", uid_base=63600, slots=1, tiers="trusted,internal",
+             extra=["--images", IMAGES])
+    d = tempfile.mkdtemp(dir=c.dir)
+    os.makedirs(d + "/files")
+    os.makedirs(d + "/tests")
+    with open(d + "/grade.yaml", "w") as f:
+        f.write(m.group(1) if m else "")
+    with open(d + "/files/main.cpp", "w") as f:
+        f.write("#include <iostream>\nint main(){long a,b;std::cin>>a>>b;std::cout<<a+b<<'\\n';}\n")
+    for i, (a, b, want) in enumerate([(1, 2, 3), (2, 2, 5)]):
+        with open(d + "/tests/%d.in" % (i + 1), "w") as f:
+            f.write("%d %d\n" % (a, b))
+        with open(d + "/tests/%d.out" % (i + 1), "w") as f:
+            f.write("%d\n" % want)
+    for tier in ("trusted", "internal"):
+        p = c.cli("grade", "--tier", tier, d, timeout=300)
+        out = p.stdout.decode()
+        t.ok(m and p.returncode == 1 and "1/2 accepted" in out and
+             'expected "5", got "4"' in out,
+             "the README's grade.yaml (image: toolchain) with the example policy on --tier %s: "
+             "built, one test accepted, one wrong_answer" % tier,
+             (p.returncode, out, p.stderr.decode()))
+finally:
+    c.close()
 sys.exit(t.done())

@@ -254,15 +254,16 @@ def main():
     t.ok(airlock.Result(id="x", status="nonzero_exit", exit_code=1).raise_for_status().exit_code
          == 1, "nonzero_exit raises nothing")
 
-    # pip install ./client/python into a venv, with no network
+    # the README's commands: a plain venv (no system packages: no wheel), pip
+    # install ./client/python with no index (it failed: "invalid command
+    # 'bdist_wheel'")
     with tempfile.TemporaryDirectory() as d:
         venv = os.path.join(d, "venv")
-        p = subprocess.run(["/usr/bin/python3", "-m", "venv", "--system-site-packages", venv],
+        p = subprocess.run(["/usr/bin/python3", "-m", "venv", venv],
                            capture_output=True, text=True)
         q = p.returncode == 0 and subprocess.run(
             [os.path.join(venv, "bin", "pip"), "install", "-q", "--no-index",
-             "--no-build-isolation", os.path.join(HERE, "..")], capture_output=True, text=True,
-            cwd=d)
+             os.path.join(HERE, "..")], capture_output=True, text=True, cwd=d)
         r = q and q.returncode == 0 and subprocess.run(
             [os.path.join(venv, "bin", "python"), "-c",
              "import airlock, os; print(os.path.dirname(airlock.__file__), airlock.__version__)"],
@@ -271,8 +272,20 @@ def main():
             [os.path.join(venv, "bin", "airlock-mcp"), "--help"], capture_output=True, text=True,
             cwd=d)
         t.ok(m and m.returncode == 0 and venv in r.stdout and "--tier" in m.stdout,
-             "pip install ./client/python (no network): the package and airlock-mcp",
-             (p.stderr[-300:], q and q.stderr[-800:], r and r.stdout, m and m.stderr))
+             "pip install ./client/python in a plain venv (no index, no wheel): the package "
+             "and airlock-mcp", (p.stderr[-300:], q and q.stderr[-800:], r and r.stdout,
+                                 m and m.stderr))
+        e = subprocess.run([os.path.join(venv, "bin", "pip"), "install", "-q", "--no-index",
+                            "-e", os.path.join(HERE, "..")], capture_output=True, text=True,
+                           cwd=d)
+        r = e.returncode == 0 and subprocess.run(
+            [os.path.join(venv, "bin", "python"), "-c", "import airlock; print(airlock.__file__)"],
+            capture_output=True, text=True, cwd=d)
+        t.ok(r and r.returncode == 0 and
+             r.stdout.strip() == os.path.join(os.path.abspath(os.path.join(HERE, "..")),
+                                              "airlock", "__init__.py"),
+             "pip install -e ./client/python: the source tree imported", (e.stderr[-500:],
+                                                                        r and r.stdout))
 
     c = Cluster(policy=POLICY)
     try:

@@ -456,16 +456,26 @@ void al_cg_remove_everywhere(const struct al_cg_sys *sys, const char *name)
 			remove_dir(dir, NULL); /* ENOENT: not made in this one */
 }
 
-void al_cg_remove_worker(const struct al_cg_sys *sys, const char *worker_id)
+int al_cg_remove_worker(const struct al_cg_sys *sys, const char *worker_id, int *left)
 {
 	char dir[PATH_MAX];
+	int had = 0;
 
+	*left = 0;
 	if (!worker_id[0] || strchr(worker_id, '/') || !strcmp(worker_id, "..") ||
 	    !strcmp(worker_id, "."))
-		return;
-	for (int i = 0; i < sys->nall; i++)
-		if (!al_pathf(dir, sizeof(dir), "%s/airlock/%s", sys->all[i], worker_id))
-			remove_dir(dir, NULL); /* ENOENT: none in this one */
+		return 0;
+	for (int i = 0; i < sys->nall; i++) {
+		struct stat st;
+
+		if (al_pathf(dir, sizeof(dir), "%s/airlock/%s", sys->all[i], worker_id) ||
+		    stat(dir, &st))
+			continue; /* none in this one */
+		had++;
+		remove_dir(dir, NULL);
+		*left += stat(dir, &st) == 0;
+	}
+	return had;
 }
 
 int al_cg_sweep(const struct al_cg_sys *sys, struct al_err *err)

@@ -85,8 +85,9 @@ void al_cg_remove_everywhere(const struct al_cg_sys *sys, const char *name);
 /* Kill and remove every cgroup under airlock/<subtree> (a crashed run's). */
 int al_cg_sweep(const struct al_cg_sys *sys, struct al_err *err);
 /* Kill and remove airlock/<worker_id> and everything below it in every
- * cgroup mount (a dead worker's leftovers, whatever backend made them). */
-void al_cg_remove_worker(const struct al_cg_sys *sys, const char *worker_id);
+ * cgroup mount (a dead worker's leftovers, whatever backend made them).
+ * How many mounts had one (*left: how many of those are still there). */
+int al_cg_remove_worker(const struct al_cg_sys *sys, const char *worker_id, int *left);
 /* Remove the empty airlock/<subtree> directories (and airlock/<worker_id>
  * once empty) at worker exit. */
 void al_cg_release(const struct al_cg_sys *sys);

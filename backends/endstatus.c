@@ -29,6 +29,11 @@ void al_end_status(struct al_result *res, int ws, const struct al_cg_stats *st,
 				    (unsigned long long)lim->cpu_ms);
 	} else if (sig == SIGXFSZ || res->out_truncated || res->err_truncated || disk_full) {
 		res->status = AL_ST_OUTPUT_LIMIT;
+		if (res->out_truncated || res->err_truncated) {
+			/* its output was cut: what it exited with followed writes lost */
+			res->has_exit_code = false;
+			res->exit_code = 0;
+		}
 		if (res->out_truncated || res->err_truncated)
 			al_result_set_error(
 			    res, "output limit reached: %s over its cap of %llu bytes",

@@ -7,6 +7,7 @@
 #include <msgpack.h>
 #include <string.h>
 
+#include "../common/clock.h"
 #include "../proto/json.h"
 #include "../proto/mp.h"
 #include "../proto/session.h"
@@ -90,6 +91,12 @@ static int to_msgpack(const char *body, size_t len, bool msgpack, const char *id
 				rc = al_err_set(err, AL_EINVAL,
 						"id: chosen by the gateway; leave it out");
 				goto out;
+			} else if (al_mp_key_is(&kv->key, "submitted_ms")) {
+				rc = al_err_set(
+				    err, AL_EINVAL,
+				    "submitted_ms: the gateway's clock sets it; leave it "
+				    "out");
+				goto out;
 			} else if ((opens && al_mp_key_is(&kv->key, "session")) ||
 				   (extra && al_mp_key_is(&kv->key, extra[0])) ||
 				   (nextra > 2 && al_mp_key_is(&kv->key, extra[2]))) {
@@ -103,8 +110,10 @@ static int to_msgpack(const char *body, size_t len, bool msgpack, const char *id
 			}
 		}
 		/* the path says the version (/v1/): "v" may be left out */
-		if (msgpack_pack_map(&pk, keep + 2 + !has_v + (uint32_t)(nextra / 2) + opens) ||
+		/* submitted_ms: the result's queued_ms (the queue's wait) counts from it */
+		if (msgpack_pack_map(&pk, keep + 3 + !has_v + (uint32_t)(nextra / 2) + opens) ||
 		    al_mp_pack_kv_str(&pk, "id", id) || al_mp_pack_kv_str(&pk, "tenant", tenant) ||
+		    al_mp_pack_kv_uint(&pk, "submitted_ms", al_now_ms()) ||
 		    (opens && (al_mp_pack_str(&pk, "session") || msgpack_pack_true(&pk))) ||
 		    (!has_v && al_mp_pack_kv_uint(&pk, "v", 1))) {
 			rc = al_err_set(err, AL_ENOMEM, "out of memory");

@@ -95,33 +95,41 @@ static const char *state_dir_of(int fd, const char *fallback, char out[PATH_MAX]
 /* Every leftover of dead worker id: its cgroups in every mount, its job
  * directories (and their mounts) under the state directory its lock file
  * (fd) names, else state_dir, then its lock file. */
-static void sweep_id(const char *dir, const char *id, int fd, const char *state_dir,
-		     const struct al_cg_sys *cg)
+static void sweep_id(const char *dir, const char *self, const char *id, int fd,
+		     const char *state_dir, const struct al_cg_sys *cg)
 {
 	char path[PATH_MAX], sub[PATH_MAX + 256], own[PATH_MAX];
 	DIR *d;
 	struct dirent *de;
+	int cgroups, cg_left, dirs = 0, dirs_left = 0, mounts = 0;
 
 	state_dir = state_dir_of(fd, state_dir, own);
+	/* its lock file is not held (we hold it now): no process on this host
+	 * runs as that worker, whatever Redis's registry says of it */
 	al_log("info", "sweep",
-	       "worker=%s state_dir=%s note=\"no live worker has this id on this host; removing "
-	       "what it left\"",
-	       id, state_dir ? state_dir : "-");
-	al_cg_remove_worker(cg, id);
+	       "worker=%s by=%s state_dir=%s note=\"no live worker on this host holds its lock "
+	       "(%s/%s.lock); removing what it left\"",
+	       id, self, state_dir ? state_dir : "-", dir, id);
+	cgroups = al_cg_remove_worker(cg, id, &cg_left);
 	if (state_dir && !al_pathf(path, sizeof(path), "%s/%s", state_dir, id) &&
 	    (d = opendir(path))) {
 		while ((de = readdir(d)))
 			if (de->d_name[0] != '.' && de->d_type == DT_DIR &&
 			    !al_pathf(sub, sizeof(sub), "%s/%s", path, de->d_name)) {
-				umount2(sub, MNT_DETACH); /* the container image's tmpfs */
+				/* the container image's tmpfs */
+				mounts += umount2(sub, MNT_DETACH) == 0;
 				al_jobfs_sweep(sub, NULL);
-				rmdir(sub);
+				dirs++;
+				dirs_left += rmdir(sub) != 0 && errno != ENOENT;
 			}
 		closedir(d);
 		rmdir(path);
 	}
 	if (!al_pathf(path, sizeof(path), "%s/%s.lock", dir, id))
 		unlink(path);
+	al_log(cg_left || dirs_left ? "warn" : "info", "sweep_done",
+	       "worker=%s by=%s cgroups=%d cgroups_left=%d dirs=%d dirs_left=%d mounts=%d", id,
+	       self, cgroups, cg_left, dirs, dirs_left, mounts);
 }
 
 /* Sweep id unless a live process holds its lock (we hold it meanwhile). */
@@ -135,7 +143,7 @@ static int maybe_sweep(const char *dir, const char *self, const char *id, const 
 	fd = lock_id(dir, id, LOCK_EX);
 	if (fd < 0)
 		return 0; /* alive (or unlockable): not ours to touch */
-	sweep_id(dir, id, fd, state_dir, cg);
+	sweep_id(dir, self, id, fd, state_dir, cg);
 	close(fd);
 	return 1;
 }

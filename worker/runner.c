@@ -112,8 +112,10 @@ static void finish(struct al_runner *r)
 		event_del(r->timer);
 	if (r->poll)
 		event_del(r->poll);
-	if (r->reason >= 0) {
+	if (r->reason >= 0) { /* Airlock ended it: whatever it exited with is not its own end */
 		r->res.status = (enum al_status_code)r->reason;
+		r->res.has_exit_code = false;
+		r->res.exit_code = 0;
 		al_result_set_error(&r->res, "%s", r->reason_msg);
 	}
 	if (r->egress && r->egress_keep_ms && r->res.status == AL_ST_OK) {

@@ -13,6 +13,7 @@ after an outage; a worker's leftovers swept by a worker with another id;
 dead letters bounded. FAULTS_SCALE=N multiplies the job counts (the soak in
 tests/bench/faults.sh)."""
 import os
+import re
 import random
 import signal
 import subprocess
@@ -292,8 +293,13 @@ def leftovers_swept(c):
          "a SIGKILLed worker leaves its cgroups behind", left)
     c.worker("sweeper-w", uid_base=62810, slots=2)
     gone = c.wait_for(lambda: not cgroup_dirs("gone-w"), timeout=20)
-    t.ok(gone and "event=sweep worker=gone-w" in c.log("sweeper-w"),
-         "a worker with another id removes them at start-up", cgroup_dirs("gone-w"))
+    done = re.search(r"event=sweep_done worker=gone-w by=sweeper-w cgroups=(\d+) cgroups_left=0 "
+                     r"dirs=(\d+) dirs_left=0", c.log("sweeper-w"))
+    t.ok(gone and "event=sweep worker=gone-w by=sweeper-w" in c.log("sweeper-w") and
+         "holds its lock" in c.log("sweeper-w") and done and int(done.group(1)) >= 1,
+         "a worker with another id removes them at start-up, logging whose they were, by "
+         "whom, why (no live worker holds its lock) and what it removed",
+         (cgroup_dirs("gone-w"), [x for x in c.log("sweeper-w").splitlines() if "sweep" in x]))
     first = c.procs["sweeper-w"]
     c.worker("sweeper-w", uid_base=62820, slots=1)
     rc = c.wait_exit("sweeper-w", 10)

@@ -219,6 +219,21 @@ try:
                         key=A)
     t.ok(st == 200 and body["result"]["stdout"] == "b64\n",
          "bytes fields may come as NAME_base64", (st, body))
+    r = body["result"]
+    t.ok(0 < r["queued_ms"] <= r["started_ms"] <= r["finished_ms"] and
+         r["started_ms"] - r["queued_ms"] < 60000,
+         "a job through the gateway has its queued_ms (the gateway's clock at submission)",
+         {k: r[k] for k in ("queued_ms", "started_ms", "finished_ms")})
+    st, body = api.call("POST", "/v1/run", job("print('x' * 5000, flush=True); import time; time.sleep(3)",
+                                                limits={"stdout_bytes": 100}), key=A)
+    r = body.get("result", {})
+    t.ok(r.get("status") == "output_limit" and r.get("exit_code", 0) is None and
+         r.get("wall_ms", 9999) < 2500 and len(r.get("stdout", "")) == 100,
+         "stdout over its cap with the job still running: stopped at once, exit_code null",
+         (st, body))
+    st, body = api.call("POST", "/v1/jobs", job("print(1)", submitted_ms=5), key=A)
+    t.ok(st == 400 and "submitted_ms: the gateway's clock sets it" in body.get("error", ""),
+         "submitted_ms in the body: 400", (st, body))
 
     # cancel a queued job of one's own
     st, body = api.call("POST", "/v1/jobs", job("import time; time.sleep(30)"), key=A)

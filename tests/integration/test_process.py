@@ -144,7 +144,10 @@ try:
     t.ok(r.get("status") == "cpu_limit" and r.get("cpu_ms", 0) >= 450, "cpu limit -> cpu_limit", r)
     r = run(job(runtime="python", code="print('x' * 5000)", limits={"stdout_bytes": 100}))
     t.ok(r.get("status") == "output_limit" and len(r.get("stdout", "")) == 100 and
-         r.get("stdout_truncated") is True, "stdout over its cap -> output_limit, cut at the cap", r)
+         r.get("stdout_truncated") is True and r.get("exit_code", 0) is None,
+         "stdout over its cap -> output_limit, cut at the cap, exit_code null (it was 0: the "
+         "job exited by itself after its output was cut)", r)
+
     r = run(job(runtime="python", files=[{"path": "a", "data": b"x" * (2 << 20)}],
                 code="pass", limits={"disk_bytes": 1 << 20}))
     t.ok(r.get("status") == "rejected" and "disk limit" in (r.get("error") or ""),

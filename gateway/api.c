@@ -170,6 +170,11 @@ void gw_reply_result(struct req *q, const char *raw, size_t len)
 	}
 	doc = json_pack("{s:s, s:s, s:o*}", "id", q->id, "state", "done", "result",
 			al_result_to_json(&res));
+	/* every 4xx has the one envelope, {"error": ...}: a rejection's result
+	 * rides beside it */
+	if (doc && code >= 400)
+		json_object_set_new(
+		    doc, "error", json_string(res.error ? res.error : al_status_name(res.status)));
 	if (doc && q->kind == K_SUBMIT)
 		json_object_set_new(doc, "same_key", json_boolean(q->same_key));
 	al_result_free(&res);
@@ -699,8 +704,10 @@ static bool sse_entry(struct req *q, const redisReply *e, struct evbuffer *b)
 	}
 	if (j && ch.kind == AL_CHUNK_END)
 		json_object_set_new(j, "status", json_string(ch.status));
-	if (ch.kind == AL_CHUNK_END && q->kind == K_CALL) { /* its result comes instead */
+	if (ch.kind == AL_CHUNK_END) { /* a call's result comes instead; a job's with it */
 		json_decref(j);
+		q->end_attempt = ch.attempt;
+		snprintf(q->state, sizeof(q->state), "%.15s", ch.status);
 		return true;
 	}
 	text = j ? json_dumps(j, JSON_COMPACT) : NULL;
@@ -709,6 +716,51 @@ static bool sse_entry(struct req *q, const redisReply *e, struct evbuffer *b)
 	free(text);
 	json_decref(j);
 	return ch.kind == AL_CHUNK_END;
+}
+
+/* The end event, with the result (read once the end entry or the record
+ * said done: the script that wrote either wrote the result too). */
+static void on_end_result(redisAsyncContext *ac, void *reply, void *priv)
+{
+	struct req *q = priv;
+	redisReply *r = reply;
+	struct al_result res = {0};
+	struct al_err err = {0};
+	struct evbuffer *b;
+	json_t *j;
+	char *text;
+
+	(void)ac;
+	if (!q->r) {
+		req_free(q);
+		return;
+	}
+	j = json_pack("{s:I, s:s}", "attempt", (json_int_t)q->end_attempt, "status", q->state);
+	if (j && r && r->type == REDIS_REPLY_STRING &&
+	    !al_result_decode(r->str, r->len, &res, &err)) {
+		json_object_set_new(j, "result", al_result_to_json(&res));
+		al_result_free(&res);
+	}
+	text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+	if ((b = evbuffer_new())) {
+		evbuffer_add_printf(b, "id: %s\nevent: end\ndata: %s\n\n", q->last,
+				    text ? text : "{}");
+		sse_send(q, b);
+		evbuffer_free(b);
+	}
+	free(text);
+	json_decref(j);
+	output_close(q);
+}
+
+static void output_end(struct req *q)
+{
+	struct al_call c;
+
+	al_result_get_call(&c, q->id);
+	if (al_aconn_call(q->g->cmd, &c, on_end_result, q))
+		output_close(q);
+	al_call_free(&c);
 }
 
 static void on_output_state(redisAsyncContext *ac, void *reply, void *priv)
@@ -727,17 +779,10 @@ static void on_output_state(redisAsyncContext *ac, void *reply, void *priv)
 	}
 	/* done, and its end entry gone (trimmed or expired): end it so */
 	if (r->element[0]->type == REDIS_REPLY_STRING && !strcmp(r->element[0]->str, "done")) {
-		struct evbuffer *b = evbuffer_new();
-
-		if (b) {
-			evbuffer_add_printf(
-			    b, "id: %s\nevent: end\ndata: {\"attempt\":0,\"status\":\"%s\"}\n\n",
-			    q->last,
-			    r->element[1]->type == REDIS_REPLY_STRING ? r->element[1]->str : "");
-			sse_send(q, b);
-			evbuffer_free(b);
-		}
-		output_close(q);
+		q->end_attempt = 0;
+		snprintf(q->state, sizeof(q->state), "%s",
+			 r->element[1]->type == REDIS_REPLY_STRING ? r->element[1]->str : "");
+		output_end(q);
 		return;
 	}
 	if (al_mono_ms() >= q->deadline_ms) {
@@ -782,7 +827,7 @@ static void on_xread(redisAsyncContext *ac, void *reply, void *priv)
 	if (q->kind == K_CALL && (end || !any)) {
 		gw_call_look(q); /* its result, or its session's state */
 	} else if (end) {
-		output_close(q);
+		output_end(q);
 	} else if (!any) { /* quiet: has it ended without its end entry? */
 		char k[AL_KEY_MAX];
 		const char *argv[] = {"HMGET", al_key_job(k, q->id), "state", "status"};
@@ -1089,7 +1134,7 @@ void gw_on_request(struct evhttp_request *r, void *arg)
 	struct evbuffer *in = evhttp_request_get_input_buffer(r);
 	struct evkeyvalq qs = {0};
 	const struct route *rt;
-	char why[256];
+	struct al_err why = {0};
 	int refused;
 
 	g->st.requests++;
@@ -1101,8 +1146,8 @@ void gw_on_request(struct evhttp_request *r, void *arg)
 	q->g = g;
 	q->r = r;
 	evhttp_connection_set_closecb(evhttp_request_get_connection(r), on_client_gone, q);
-	if ((refused = gw_conn_request(g, r, why, sizeof(why)))) {
-		gw_reply_error(q, refused, "%s", why);
+	if ((refused = gw_conn_request(g, r, &why))) {
+		gw_reply_error(q, refused, "%s", why.msg);
 		return;
 	}
 	if (!path) {

@@ -330,7 +330,7 @@ void gw_conns_init(struct gw *g)
 	evhttp_set_timeout(g->http, (int)g->header_s);
 }
 
-int gw_conn_request(struct gw *g, struct evhttp_request *r, char *why, size_t n)
+int gw_conn_request(struct gw *g, struct evhttp_request *r, struct al_err *err)
 {
 	struct bufferevent *bev =
 	    evhttp_connection_get_bufferevent(evhttp_request_get_connection(r));
@@ -341,7 +341,7 @@ int gw_conn_request(struct gw *g, struct evhttp_request *r, char *why, size_t n)
 
 			if (c->state == C_REFUSED) {
 				snprintf(
-				    why, n,
+				    err->msg, sizeof(err->msg),
 				    c->refused == 414
 					? "the request line is longer than %d bytes"
 					: "the request's line and headers are more than %d bytes",
@@ -349,7 +349,7 @@ int gw_conn_request(struct gw *g, struct evhttp_request *r, char *why, size_t n)
 				return c->refused;
 			}
 			if (code) { /* the stand-in: its body may still be coming (C_SKIP) */
-				snprintf(why, n, "%s", c->refusal_why);
+				snprintf(err->msg, sizeof(err->msg), "%s", c->refusal_why);
 				c->refusal = 0;
 				if (c->state == C_PASS)
 					c->state = C_HEAD;

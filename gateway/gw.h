@@ -116,9 +116,9 @@ int gw_call_from_body(const char *body, size_t len, bool msgpack, const char *id
  * kernel's backlog, costing the gateway no descriptor). */
 void gw_conns_init(struct gw *g); /* after g->listener and g->http are set */
 /* The status (414, 431; 413 a body over max_body, 501 an unknown method)
- * that the request was refused with, and why (why[n]), or 0; and the next
+ * that the request was refused with, and why (err->msg), or 0; and the next
  * request on its connection is one to hold again. */
-int gw_conn_request(struct gw *g, struct evhttp_request *r, char *why, size_t n);
+int gw_conn_request(struct gw *g, struct evhttp_request *r, struct al_err *err);
 /* A long poll: the connection's timeout from the header timeout to the
  * longest wait (long = true), and back (false). */
 void gw_conn_long(struct evhttp_request *r, bool long_poll, const struct gw *g);

@@ -28,6 +28,7 @@ struct req {
 	char state[16];
 	char last[48];		     /* output: the last entry sent (Last-Event-ID) */
 	unsigned quiet;		     /* output: rounds without an entry (a ping every 15) */
+	unsigned end_attempt;	     /* output: the end entry's attempt (its result is read) */
 	bool same_key;		     /* submit: an earlier job of the tenant's key */
 	struct al_call *submit;	     /* submit: SUBMIT, waiting for the body's digest check */
 	char idem[AL_KEY_MAX];	     /* ...the key's own (al:idem:<tenant>/<key>) */

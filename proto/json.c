@@ -89,12 +89,50 @@ int al_json_set_bytes(json_t *obj, const char *key, const struct al_bytes *b)
 	return rc;
 }
 
+int al_json_set_output(json_t *obj, const char *key, const struct al_bytes *b)
+{
+	const unsigned char *s = (const unsigned char *)(b->data ? b->data : "");
+	char *text;
+	size_t n = 0;
+	int rc;
+
+	if (al_utf8_valid((const char *)s, b->len))
+		return json_object_set_new(obj, key, json_stringn((const char *)s, b->len));
+	if (al_json_set_bytes(obj, key, b)) /* NAME_base64: the bytes, exact */
+		return -1;
+	if (!(text = malloc(b->len * 3 + 1)))
+		return -1;
+	for (size_t i = 0; i < b->len;) { /* each byte of no valid sequence: U+FFFD */
+		unsigned char c = s[i];
+		size_t k = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 1;
+
+		if (k <= b->len - i && al_utf8_valid((const char *)s + i, k)) {
+			memcpy(text + n, s + i, k);
+			n += k;
+			i += k;
+		} else {
+			memcpy(text + n, "\xef\xbf\xbd", 3);
+			n += 3;
+			i++;
+		}
+	}
+	rc = json_object_set_new(obj, key, json_stringn(text, n));
+	free(text);
+	return rc;
+}
+
 int al_json_get_bytes(const json_t *obj, const char *key, struct al_bytes *b)
 {
 	char name[80];
-	json_t *v = json_object_get(obj, key);
+	json_t *v;
 
 	memset(b, 0, sizeof(*b));
+	/* NAME_base64 first: beside a lossy NAME (al_json_set_output) it is exact */
+	snprintf(name, sizeof(name), "%s_base64", key);
+	v = json_object_get(obj, name);
+	if (json_is_string(v))
+		return base64_decode(json_string_value(v), b);
+	v = json_object_get(obj, key);
 	if (json_is_string(v)) {
 		b->len = json_string_length(v);
 		b->data = malloc(b->len + 1);
@@ -104,10 +142,6 @@ int al_json_get_bytes(const json_t *obj, const char *key, struct al_bytes *b)
 		b->data[b->len] = '\0';
 		return 0;
 	}
-	snprintf(name, sizeof(name), "%s_base64", key);
-	v = json_object_get(obj, name);
-	if (json_is_string(v))
-		return base64_decode(json_string_value(v), b);
 	return 0;
 }
 
@@ -208,9 +242,9 @@ static json_t *test_result_json(struct al_jb *b, const struct al_test_result *t)
 	al_jb_set(b, o, "wall_ms", json_integer((json_int_t)t->wall_ms));
 	al_jb_set(b, o, "cpu_ms", json_integer((json_int_t)t->cpu_ms));
 	al_jb_set(b, o, "peak_memory_bytes", json_integer((json_int_t)t->peak_memory_bytes));
-	al_jb_check(b, al_json_set_bytes(o, "stdout", &t->out));
+	al_jb_check(b, al_json_set_output(o, "stdout", &t->out));
 	al_jb_set(b, o, "stdout_truncated", json_boolean(t->out_truncated));
-	al_jb_check(b, al_json_set_bytes(o, "stderr", &t->err));
+	al_jb_check(b, al_json_set_output(o, "stderr", &t->err));
 	al_jb_set(b, o, "stderr_truncated", json_boolean(t->err_truncated));
 	al_jb_set(b, o, "detail", opt_str(t->detail));
 	return o;
@@ -282,9 +316,9 @@ json_t *al_result_to_json(const struct al_result *res)
 	al_jb_set(&b, o, "exit_code",
 		  res->has_exit_code ? json_integer(res->exit_code) : json_null());
 	al_jb_set(&b, o, "signal", json_integer(res->signal));
-	al_jb_check(&b, al_json_set_bytes(o, "stdout", &res->out));
+	al_jb_check(&b, al_json_set_output(o, "stdout", &res->out));
 	al_jb_set(&b, o, "stdout_truncated", json_boolean(res->out_truncated));
-	al_jb_check(&b, al_json_set_bytes(o, "stderr", &res->err));
+	al_jb_check(&b, al_json_set_output(o, "stderr", &res->err));
 	al_jb_set(&b, o, "stderr_truncated", json_boolean(res->err_truncated));
 	for (size_t i = 0; i < res->nfiles; i++) {
 		json_t *f = json_object();

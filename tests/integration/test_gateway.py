@@ -275,6 +275,17 @@ try:
     st, body = api.call("POST", "/v1/run", job("pass", tier="max_queued_rate_per_s"), key=A)
     t.ok(st == 400 and "max_queued_rate_per_s" in json.dumps(body),
          "a rejection that is no quota's, whose error names one, is 400", (st, body))
+    t.ok(isinstance(body.get("error"), str) and body["error"] == body["result"]["error"] and
+         body["result"]["status"] == "rejected",
+         "a policy rejection has the one 4xx envelope (error at the top), its result beside it",
+         body)
+    st, body = api.call("POST", "/v1/run", job("import sys; sys.stdout.buffer.write(b'ok\\xff\\n')"),
+                        key=A)
+    r = body.get("result", {})
+    import base64 as b64
+    t.ok(st == 200 and r.get("stdout") == "ok\ufffd\n" and
+         b64.b64decode(r.get("stdout_base64", "")) == b"ok\xff\n",
+         "stdout not UTF-8: stdout as text with U+FFFD, stdout_base64 the exact bytes", r)
 
     # 200 concurrent clients, each its own result
     got = {}

@@ -193,6 +193,10 @@ try:
          evs[-1][3]["status"] == "ok" and outs[0][0] < evs[-1][0] - 0.6 and len(outs) >= 5,
          "SSE: stdout events as the job prints (%d; the first %.2f s before end), then end "
          "with the status" % (len(outs), evs[-1][0] - outs[0][0] if outs else 0), evs)
+    endres = evs[-1][3].get("result", {}) if evs else {}
+    t.ok(endres.get("status") == "ok" and endres.get("id") == jid and
+         endres.get("stdout") == "".join("tick %d\n" % i for i in range(10)),
+         "SSE: the end event carries the whole result (no second request for it)", evs[-1:])
     st, rest = sse(port, keys["acme"], jid, last=evs[3][1])
     t.ok(st == 200 and [e[1] for e in rest] == [e[1] for e in evs[4:]],
          "SSE: Last-Event-ID of the fourth event gives exactly the rest",

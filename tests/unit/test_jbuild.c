@@ -51,6 +51,34 @@ int main(void)
 		   json_is_null(json_object_get(j, "backend")) &&
 		   json_is_string(json_object_get(j, "status")),
 	       "a result's JSON view is whole: bytes as base64, absent names as null");
+	TAP_OK(j && json_is_string(json_object_get(j, "stdout")) &&
+		   !strcmp(json_string_value(json_object_get(j, "stdout")),
+			   "\xef\xbf\xbd\xef\xbf\xbd"),
+	       "stdout is there too, as text: each byte of no valid sequence (and NUL) as U+FFFD");
+	json_decref(j);
+	res.out.data = (char *)"a\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\xe2\x82z\xf5";
+	res.out.len = 14;
+	j = al_result_to_json(&res);
+	{
+		struct al_bytes back = {0};
+
+		TAP_OK(j &&
+			   !strcmp(json_string_value(json_object_get(j, "stdout")),
+				   "a\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\xef\xbf\xbd\xef\xbf\xbdz"
+				   "\xef\xbf\xbd") &&
+			   al_json_get_bytes(j, "stdout", &back) == 0 && back.len == 14 &&
+			   !memcmp(back.data, res.out.data, 14),
+		       "valid sequences kept, a cut one and a bad lead replaced; the bytes read "
+		       "back exact from stdout_base64");
+		free(back.data);
+	}
+	json_decref(j);
+	res.out.data = (char *)"plain\n";
+	res.out.len = 6;
+	j = al_result_to_json(&res);
+	TAP_OK(j && !strcmp(json_string_value(json_object_get(j, "stdout")), "plain\n") &&
+		   !json_object_get(j, "stdout_base64"),
+	       "valid UTF-8: stdout only, no stdout_base64");
 	json_decref(j);
 	return tap_done();
 }

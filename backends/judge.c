@@ -212,8 +212,11 @@ int al_grade_test(const struct al_test *t, const struct al_result *run, struct a
 	if (fill_run(t->name, run, tr))
 		return -1;
 	switch (run->status) {
-	case AL_ST_TIMEOUT: tr->verdict = AL_V_TIMEOUT; return ended_how(run, tr);
-	case AL_ST_CPU_LIMIT: tr->verdict = AL_V_CPU_LIMIT; return ended_how(run, tr);
+	/* over its time, by the clock or by CPU: one verdict on every tier (which
+	 * limit a run hits first depends on the machine: under TCG a busy loop
+	 * uses less CPU per second), the detail says which */
+	case AL_ST_TIMEOUT:
+	case AL_ST_CPU_LIMIT: tr->verdict = AL_V_TIMEOUT; return ended_how(run, tr);
 	case AL_ST_MEMORY_LIMIT: tr->verdict = AL_V_MEMORY_LIMIT; return ended_how(run, tr);
 	case AL_ST_OUTPUT_LIMIT: tr->verdict = AL_V_OUTPUT_LIMIT; return ended_how(run, tr);
 	case AL_ST_OK: break;

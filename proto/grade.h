@@ -59,7 +59,7 @@ enum al_verdict {
 	AL_V_ACCEPTED = 0,  /* exited 0 (and printed what was expected) */
 	AL_V_WRONG_ANSWER,  /* exited 0, printed something else */
 	AL_V_TIMEOUT,	    /* its wall-clock limit */
-	AL_V_CPU_LIMIT,	    /* its CPU-time limit (the cgroup's count) */
+	AL_V_CPU_LIMIT,	    /* older graders: its CPU-time limit (now timeout, detail saying so) */
 	AL_V_MEMORY_LIMIT,  /* its memory limit */
 	AL_V_OUTPUT_LIMIT,  /* its stdout/stderr or disk caps */
 	AL_V_RUNTIME_ERROR, /* a non-zero exit or a signal */

@@ -926,6 +926,18 @@ int main(void)
 	}
 	setsid();
 	mounts();
+	/* Memory as on a host: an allocation is granted and its pages counted
+	 * as they are touched, so a job past its limit is the cgroup's OOM kill
+	 * (memory_limit), as on the process and container tiers, not a malloc
+	 * the VM's small RAM refused (a MemoryError, a bad_alloc: runtime_error) */
+	{
+		int fd = open("/proc/sys/vm/overcommit_memory", O_WRONLY | O_CLOEXEC);
+
+		if (fd < 0 || write(fd, "1", 1) != 1)
+			agent_say("vm.overcommit_memory: %s", strerror(errno));
+		if (fd >= 0)
+			close(fd);
+	}
 	service_mode = cmdline_has("airlock.mode=service");
 	load_modules(service_mode ? service_modules : microvm_modules);
 	if (service_mode)

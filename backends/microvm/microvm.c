@@ -473,9 +473,15 @@ static unsigned vcpus_for(uint64_t cpu_millis)
 	return v < 1 ? 1 : v > 16 ? 16 : v;
 }
 
+/* The VM's RAM: the job's limit (enforced inside by its cgroup), the
+ * guest's own (kernel, initramfs, agent) and an eighth more (at most
+ * 512 MiB), so that the cgroup's limit is reached before the VM runs out:
+ * a job past its limit is memory_limit here too. */
 static uint64_t memory_mib_for(uint64_t memory_bytes)
 {
-	return (memory_bytes + MIB - 1) / MIB + GUEST_OVERHEAD_MIB;
+	uint64_t mib = (memory_bytes + MIB - 1) / MIB, extra = mib / 8 > 512 ? 512 : mib / 8;
+
+	return mib + GUEST_OVERHEAD_MIB + extra;
 }
 
 static void pool_fill(struct pool *p)

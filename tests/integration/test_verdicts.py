@@ -1,0 +1,127 @@
+#!/usr/bin/python3
+"""The same program on the same test gets the same verdict on the process,
+container and microVM tiers (issue 35, grading on par with Judge0 and CMS),
+in C++ and in Python: one program per verdict kind (its argument says
+which), each grading job run on every tier, on a real stack.
+
+  accepted, wrong_answer; timeout by the wall clock (a sleep) and by CPU
+  time (a loop): one verdict, `timeout`, the detail saying which limit;
+  memory_limit for an allocation past the test's limit (it was
+  runtime_error on the microVM tier, whose VM was sized to the limit: the
+  allocation failed before the cgroup could count it); output_limit;
+  runtime_error for an exit code, an abort and a segfault."""
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+from altest import Tap, need_root  # noqa: E402
+from cluster import Cluster  # noqa: E402
+from policies import DEFAULTS, policy, tier_def  # noqa: E402
+
+t = Tap()
+need_root("the sandboxes")
+IMAGES = os.environ.get("AIRLOCK_IMAGES", "/var/lib/airlock/images")
+MAX = {"wall_ms": 600000, "cpu_ms": 600000, "memory_bytes": 2147483648, "pids": 256,
+       "disk_bytes": 268435456}
+POLICY = policy(*[tier_def(name, backend, images=["toolchain", "python"], image="toolchain",
+                           defaults=dict(DEFAULTS, wall_ms=60000), max=MAX)
+                  for name, backend in (("trusted", "process"), ("internal", "container"),
+                                        ("untrusted", "microvm"))])
+TIERS = (("trusted", "process"), ("internal", "container"), ("untrusted", "microvm"))
+
+CPP = r"""
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <unistd.h>
+int main(int argc, char **argv)
+{
+	const char *m = argc > 1 ? argv[1] : "";
+	if (!strcmp(m, "ok")) { puts("42"); return 0; }
+	if (!strcmp(m, "wrong")) { puts("41"); return 0; }
+	if (!strcmp(m, "sleep")) { sleep(30); return 0; }
+	if (!strcmp(m, "spin")) { for (volatile unsigned long i = 0;; i++) ; }
+	if (!strcmp(m, "alloc")) {
+		size_t n = (size_t)1 << 30;
+		char *p = (char *)malloc(n);
+		if (!p) { fputs("malloc failed\n", stderr); return 3; }
+		for (size_t i = 0; i < n; i += 4096) p[i] = 1;
+		printf("%d\n", p[4096]);
+		return 0;
+	}
+	if (!strcmp(m, "flood")) { for (;;) fputs("xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\n", stdout); }
+	if (!strcmp(m, "exit")) return 3;
+	if (!strcmp(m, "abort")) abort();
+	if (!strcmp(m, "segv")) { volatile int *p = nullptr; return *p; }
+	return 9;
+}
+"""
+PY = r"""
+import os, sys, time
+m = sys.argv[1]
+if m == "ok": print(42)
+elif m == "wrong": print(41)
+elif m == "sleep": time.sleep(30)
+elif m == "spin":
+    while True: pass
+elif m == "alloc":
+    b = bytearray(1 << 30)
+    print(b[4096])
+elif m == "flood":
+    while True: print("x" * 31)
+elif m == "exit": sys.exit(3)
+elif m == "abort": os.abort()
+elif m == "segv":
+    import ctypes; ctypes.string_at(0)
+"""
+LIM = {"wall_ms": 6000, "cpu_ms": 2000, "memory_bytes": 128 << 20, "stdout_bytes": 65536}
+CASES = [("ok", "accepted"), ("wrong", "wrong_answer"), ("sleep", "timeout"),
+         ("spin", "timeout"), ("alloc", "memory_limit"), ("flood", "output_limit"),
+         ("exit", "runtime_error"), ("abort", "runtime_error"), ("segv", "runtime_error")]
+
+
+def tests():
+    return [{"name": m, "argv": [m], "expect": "42\n", "limits": LIM} for m, _ in CASES]
+
+
+def grading_job(tier, lang):
+    j = {"v": 1, "id": "v-%s-%s-%s" % (lang, tier, os.urandom(3).hex()), "tier": tier,
+         "tests": tests()}
+    if lang == "cpp":
+        j.update(image="toolchain", argv=["./main"],
+                 files=[{"path": "main.cpp", "data": CPP.encode()}],
+                 build={"argv": ["g++", "-O1", "-o", "main", "main.cpp"],
+                        "limits": {"wall_ms": 300000, "cpu_ms": 300000,
+                                   "memory_bytes": 536870912}})
+    else:
+        j.update(image="python", argv=["python3", "sol.py"],
+                 files=[{"path": "sol.py", "data": PY.encode()}])
+    return j
+
+
+c = Cluster(policy=POLICY)
+try:
+    c.scheduler()
+    c.worker("verdict-w", uid_base=63700, slots=2, tiers="trusted,internal,untrusted",
+             extra=["--images", IMAGES, "--vm-accel", "tcg"])
+    want = [v for _, v in CASES]
+    for lang in ("cpp", "python"):
+        seen = {}
+        for tier, backend in TIERS:
+            res = c.run_job(grading_job(tier, lang), timeout=900)
+            tr = (res or {}).get("tests", [])
+            seen[backend] = [x["verdict"] for x in tr]
+            t.ok(seen[backend] == want,
+                 "%s on %s: every verdict kind as expected" % (lang, backend),
+                 res and [(x["name"], x["verdict"], x.get("detail")) for x in tr] or res)
+            details = {x["name"]: x.get("detail") or "" for x in tr}
+            t.ok("wall-clock" in details.get("sleep", "") and
+                 "CPU-time" in details.get("spin", ""),
+                 "%s on %s: a test over its time is timeout, the detail says which limit"
+                 % (lang, backend), (details.get("sleep"), details.get("spin")))
+        t.ok(len(set(map(tuple, seen.values()))) == 1,
+             "%s: the same verdicts on process, container and microVM" % lang, seen)
+finally:
+    c.close()
+sys.exit(t.done())

@@ -1,6 +1,7 @@
 /* judge.c - a grading test's verdict on its output (see judge.h). */
 #include "judge.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,8 +79,29 @@ static bool same(const char *a, const char *ae, const char *b, const char *be)
 	return ae - a == be - b && !memcmp(a, b, (size_t)(ae - a));
 }
 
-bool al_output_matches(const char *want, size_t wn, const char *got, size_t gn,
-		       enum al_compare mode, struct al_diff *d)
+/* Tokens a and b both numbers (the whole token, finite) within the
+ * tolerances: |a - b| <= abs_tol, or <= rel_tol * |want|. */
+static bool numbers_close(const char *ws, const char *we, const char *gs, const char *ge,
+			  double abs_tol, double rel_tol)
+{
+	char a[80], b[80], *ea, *eb;
+	double x, y;
+
+	if (we - ws >= (long)sizeof(a) || ge - gs >= (long)sizeof(b))
+		return false;
+	memcpy(a, ws, (size_t)(we - ws));
+	a[we - ws] = '\0';
+	memcpy(b, gs, (size_t)(ge - gs));
+	b[ge - gs] = '\0';
+	x = strtod(a, &ea);
+	y = strtod(b, &eb);
+	if (ea == a || eb == b || *ea || *eb || !isfinite(x) || !isfinite(y))
+		return false;
+	return fabs(x - y) <= abs_tol || fabs(x - y) <= rel_tol * fabs(x);
+}
+
+static bool matches(const char *want, size_t wn, const char *got, size_t gn, enum al_compare mode,
+		    double abs_tol, double rel_tol, struct al_diff *d)
 {
 	struct side w = {want ? want : "", (want ? want : "") + wn, 0};
 	struct side g = {got ? got : "", (got ? got : "") + gn, 0};
@@ -95,7 +117,7 @@ bool al_output_matches(const char *want, size_t wn, const char *got, size_t gn,
 		bool hw, hg;
 		uint64_t at;
 
-		if (mode == AL_CMP_TOKENS) {
+		if (mode == AL_CMP_TOKENS || mode == AL_CMP_FLOAT) {
 			hw = next_token(&w, &ws, &we);
 			hg = next_token(&g, &gs, &ge);
 			at = g.line + 1; /* the newlines before the token, plus its own line */
@@ -115,6 +137,9 @@ bool al_output_matches(const char *want, size_t wn, const char *got, size_t gn,
 			return true;
 		if (hw && hg && same(ws, we, gs, ge))
 			continue;
+		if (hw && hg && mode == AL_CMP_FLOAT &&
+		    numbers_close(ws, we, gs, ge, abs_tol, rel_tol))
+			continue;
 		d->line = at;
 		d->want_ended = !hw;
 		d->got_ended = !hg;
@@ -131,6 +156,18 @@ bool al_output_matches(const char *want, size_t wn, const char *got, size_t gn,
 	snprintf(d->got, sizeof(d->got), "%s",
 		 gn && got[gn - 1] == '\n' ? "(a newline at the end)" : "(no newline at the end)");
 	return false;
+}
+
+bool al_output_matches(const char *want, size_t wn, const char *got, size_t gn,
+		       enum al_compare mode, struct al_diff *d)
+{
+	return matches(want, wn, got, gn, mode, AL_TOL_DEFAULT, AL_TOL_DEFAULT, d);
+}
+
+bool al_test_output_matches(const struct al_test *t, const char *got, size_t gn, struct al_diff *d)
+{
+	return matches(t->expect.data, t->expect.len, got, gn, t->compare, t->abs_tol, t->rel_tol,
+		       d);
 }
 
 void al_diff_text(const struct al_diff *d, char *out, size_t cap)
@@ -226,8 +263,7 @@ int al_grade_test(const struct al_test *t, const struct al_result *run, struct a
 		tr->verdict = AL_V_RUNTIME_ERROR;
 		return ended_how(run, tr);
 	}
-	if (!t->has_expect || al_output_matches(t->expect.data, t->expect.len, run->out.data,
-						run->out.len, t->compare, &d)) {
+	if (!t->has_expect || al_test_output_matches(t, run->out.data, run->out.len, &d)) {
 		tr->verdict = AL_V_ACCEPTED;
 		return 0;
 	}
@@ -256,6 +292,74 @@ int al_grade_skip(const struct al_test *t, struct al_test_result *tr)
 	    !(tr->err.data = calloc(1, 1)))
 		return -1;
 	return set_detail(tr, "not run: an earlier test failed (stop_on_failure)");
+}
+
+int al_grade_score(struct al_result *res, const struct al_job *job)
+{
+	uint64_t score = 0, max = 0;
+
+	for (size_t i = 0; i < res->ngroups; i++) /* the host's count, never a guest's */
+		free(res->groups[i].name);
+	free(res->groups);
+	res->groups = NULL;
+	res->ngroups = 0;
+	if (!(res->groups = calloc(job->ntests + 1, sizeof(*res->groups))))
+		return -1;
+	for (size_t i = 0; i < job->ntests; i++) {
+		const struct al_test *t = &job->tests[i];
+		struct al_test_result *tr = i < res->ntests ? &res->tests[i] : NULL;
+		bool ok = tr && tr->verdict == AL_V_ACCEPTED;
+		struct al_group_score *g = NULL;
+
+		max += t->points;
+		if (tr) {
+			tr->max_points = t->points;
+			tr->points = ok ? t->points : 0;
+			tr->hidden = t->hidden;
+			free(tr->group);
+			if (t->group && !(tr->group = strdup(t->group)))
+				return -1;
+			if (t->hidden) { /* the verdict, its usage and points: nothing it printed */
+				tr->out.len = tr->err.len = 0;
+				if (tr->out.data)
+					tr->out.data[0] = '\0';
+				if (tr->err.data)
+					tr->err.data[0] = '\0';
+				tr->out_truncated = tr->err_truncated = false;
+				free(tr->detail);
+				tr->detail = NULL;
+			}
+		}
+		if (!t->group) {
+			score += ok ? t->points : 0;
+			continue;
+		}
+		for (size_t k = 0; k < res->ngroups && !g; k++)
+			if (!strcmp(res->groups[k].name, t->group))
+				g = &res->groups[k];
+		if (!g) {
+			g = &res->groups[res->ngroups];
+			if (!(g->name = strdup(t->group)))
+				return -1;
+			res->ngroups++;
+			/* all or nothing: earned until a test of it is not accepted */
+			g->score = job->group_scoring == AL_GROUPS_SUM ? 0 : UINT64_MAX;
+		}
+		g->max_score += t->points;
+		if (job->group_scoring == AL_GROUPS_SUM)
+			g->score += ok ? t->points : 0;
+		else if (!ok)
+			g->score = 0;
+	}
+	for (size_t k = 0; k < res->ngroups; k++) {
+		if (res->groups[k].score == UINT64_MAX)
+			res->groups[k].score = res->groups[k].max_score;
+		score += res->groups[k].score;
+	}
+	res->has_score = true;
+	res->score = score;
+	res->max_score = max;
+	return 0;
 }
 
 bool al_verdict_failed(enum al_verdict v)

@@ -28,6 +28,9 @@ struct al_diff {
 bool al_output_matches(const char *want, size_t wn, const char *got, size_t gn,
 		       enum al_compare mode, struct al_diff *d);
 
+/* The same under test t's compare mode and tolerances. */
+bool al_test_output_matches(const struct al_test *t, const char *got, size_t gn, struct al_diff *d);
+
 /* One line for a verdict: "line 3: expected \"4\", got \"5\"" (or "... got
  * nothing: the output ended"). */
 void al_diff_text(const struct al_diff *d, char *out, size_t cap);
@@ -70,6 +73,13 @@ void al_grade_step_job(const struct al_job *job, const struct al_limits *dflt, l
 #define AL_GRADE_STEP_SLACK_MS 500
 void al_grade_envelope(const struct al_job *job, const struct al_limits *dflt,
 		       struct al_limits *env);
+
+/* The host's part of a grading job's result (every backend, the microVM
+ * guest's word on it ignored): each test's points (earned when accepted)
+ * and group, a hidden test's output and detail taken out, the groups'
+ * scores (all or nothing, or summed: job->group_scoring) and the total
+ * against the most it could have been. 0, or -1 when out of memory. */
+int al_grade_score(struct al_result *res, const struct al_job *job);
 
 /* Whether a verdict counts as a failure (stop_on_failure). */
 bool al_verdict_failed(enum al_verdict v);

@@ -457,15 +457,18 @@ out:
 
 /* ---- the table ---- */
 
-static void print_row(FILE *f, const char *num, const struct al_test_result *t)
+static void print_row(FILE *f, const char *num, const struct al_test_result *t, bool build)
 {
-	char mem[32];
+	char mem[32], pts[32];
 
 	snprintf(mem, sizeof(mem), "%llu KiB", (unsigned long long)(t->peak_memory_bytes >> 10));
-	fprintf(f, "%4s  %-24.24s %-14s %7llu %8llu %10s%s%s\n", num, t->name,
+	snprintf(pts, sizeof(pts), "%u/%u", (unsigned)t->points, (unsigned)t->max_points);
+	fprintf(f, "%4s  %-24.24s %-14s %7llu %8llu %10s %7s%s%s%s%s", num, t->name,
 		al_verdict_name(t->verdict), (unsigned long long)t->cpu_ms,
 		(unsigned long long)t->wall_ms, t->verdict == AL_V_SKIPPED ? "" : mem,
-		t->detail ? "  " : "", t->detail ? t->detail : "");
+		build ? "-" : pts, t->group ? "  [" : "", t->group ? t->group : "",
+		t->group ? "]" : "", t->detail ? "  " : "");
+	fprintf(f, "%s\n", t->detail ? t->detail : "");
 }
 
 void al_grade_print(FILE *f, const struct al_result *res)
@@ -483,19 +486,27 @@ void al_grade_print(FILE *f, const struct al_result *res)
 		if (res->err.len && res->err.data[res->err.len - 1] != '\n')
 			fputc('\n', f);
 	}
-	fprintf(f, "%4s  %-24s %-14s %7s %8s %10s  %s\n", "#", "test", "verdict", "cpu_ms",
-		"wall_ms", "memory", "detail");
+	fprintf(f, "%4s  %-24s %-14s %7s %8s %10s %7s  %s\n", "#", "test", "verdict", "cpu_ms",
+		"wall_ms", "memory", "points", "detail");
 	if (res->build)
-		print_row(f, "-", res->build);
+		print_row(f, "-", res->build, true);
 	for (size_t i = 0; i < res->ntests; i++) {
 		char num[24];
 
 		snprintf(num, sizeof(num), "%zu", i + 1);
-		print_row(f, num, &res->tests[i]);
+		print_row(f, num, &res->tests[i], false);
 		ok += res->tests[i].verdict == AL_V_ACCEPTED;
 	}
+	for (size_t i = 0; res->has_score && i < res->ngroups; i++)
+		fprintf(f, "group %s: %llu/%llu\n", res->groups[i].name,
+			(unsigned long long)res->groups[i].score,
+			(unsigned long long)res->groups[i].max_score);
 	if (res->status == AL_ST_COMPILE_ERROR)
-		fprintf(f, "compile_error: %s; no test ran\n", res->error ? res->error : "");
+		fprintf(f, "compile_error: %s; no test ran", res->error ? res->error : "");
 	else
-		fprintf(f, "%zu/%zu accepted\n", ok, res->ntests);
+		fprintf(f, "%zu/%zu accepted", ok, res->ntests);
+	if (res->has_score)
+		fprintf(f, ", score %llu/%llu", (unsigned long long)res->score,
+			(unsigned long long)res->max_score);
+	fputc('\n', f);
 }

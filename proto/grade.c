@@ -8,7 +8,7 @@
 
 #include "codec.h"
 
-static const char *const compare_names[] = {"exact", "trim", "tokens"};
+static const char *const compare_names[] = {"exact", "trim", "tokens", "float"};
 static const char *const verdict_names[AL_V_COUNT] = {
     "accepted",	    "wrong_answer",  "timeout", "cpu_limit",	 "memory_limit",
     "output_limit", "runtime_error", "skipped", "compile_error",
@@ -16,7 +16,7 @@ static const char *const verdict_names[AL_V_COUNT] = {
 
 int al_compare_parse(const char *name)
 {
-	for (int i = 0; name && i < 3; i++)
+	for (int i = 0; name && i < 4; i++)
 		if (!strcmp(name, compare_names[i]))
 			return i;
 	return -1;
@@ -24,7 +24,7 @@ int al_compare_parse(const char *name)
 
 const char *al_compare_name(enum al_compare mode)
 {
-	return (unsigned)mode < 3 ? compare_names[mode] : "?";
+	return (unsigned)mode < 4 ? compare_names[mode] : "?";
 }
 
 const char *al_verdict_name(enum al_verdict v)
@@ -111,10 +111,28 @@ int al_grade_dec_build(const msgpack_object *v, struct al_job *job, struct al_er
 	return rc;
 }
 
+/* A tolerance: a number, 0..1e6. */
+static int get_tol(const msgpack_object *v, const char *what, double *out, struct al_err *err)
+{
+	double x;
+
+	if (v->type == MSGPACK_OBJECT_FLOAT32 || v->type == MSGPACK_OBJECT_FLOAT64)
+		x = v->via.f64;
+	else if (v->type == MSGPACK_OBJECT_POSITIVE_INTEGER)
+		x = (double)v->via.u64;
+	else
+		return al_err_set(err, AL_EINVAL, "%s: expected a number", what);
+	if (!(x >= 0 && x <= 1e6))
+		return al_err_set(err, AL_EINVAL, "%s: expected 0..1e6", what);
+	*out = x;
+	return AL_OK;
+}
+
 static int dec_test(const msgpack_object *v, uint32_t i, struct al_test *t, struct al_err *err)
 {
-	static const char *const keys[] = {"name",   "stdin",  "argv",	 "files",
-					   "limits", "expect", "compare"};
+	static const char *const keys[] = {"name",   "stdin",  "argv",	  "files",
+					   "limits", "expect", "compare", "points",
+					   "group",  "hidden", "abs_tol", "rel_tol"};
 	const unsigned nkeys = sizeof(keys) / sizeof(keys[0]);
 	char what[64];
 	unsigned seen = 0;
@@ -124,6 +142,8 @@ static int dec_test(const msgpack_object *v, uint32_t i, struct al_test *t, stru
 	if ((rc = al_mp_want(v, MSGPACK_OBJECT_MAP, what, err)))
 		return rc;
 	t->compare = AL_CMP_TRIM;
+	t->points = 1;
+	t->abs_tol = t->rel_tol = AL_TOL_DEFAULT;
 	for (uint32_t k = 0; k < v->via.map.size; k++) {
 		const msgpack_object *key = &v->via.map.ptr[k].key, *val = &v->via.map.ptr[k].val;
 		char *s = NULL;
@@ -132,10 +152,12 @@ static int dec_test(const msgpack_object *v, uint32_t i, struct al_test *t, stru
 		for (f = 0; f < nkeys && !al_mp_key_is(key, keys[f]); f++)
 			;
 		if (f == nkeys || (seen & (1u << f)))
-			return al_err_set(err, AL_EINVAL,
-					  "tests[%u]: unknown or repeated field #%u (known: name, "
-					  "stdin, argv, files, limits, expect, compare)",
-					  i, k);
+			return al_err_set(
+			    err, AL_EINVAL,
+			    "tests[%u]: unknown or repeated field #%u (known: name, "
+			    "stdin, argv, files, limits, expect, compare, points, group, "
+			    "hidden, abs_tol, rel_tol)",
+			    i, k);
 		seen |= 1u << f;
 		snprintf(what, sizeof(what), "tests[%u].%s", i, keys[f]);
 		switch (f) {
@@ -151,14 +173,29 @@ static int dec_test(const msgpack_object *v, uint32_t i, struct al_test *t, stru
 			rc = al_mp_get_bytes(val, what, AL_EXPECT_MAX, &t->expect, err);
 			t->has_expect = true;
 			break;
+		case 7: {
+			uint64_t u;
+
+			rc = al_mp_get_uint(val, what, 0, AL_POINTS_MAX, &u, err);
+			t->points = (uint32_t)u;
+			break;
+		}
+		case 8:
+			if (!(rc = al_mp_get_text(val, what, AL_GROUP_MAX, &t->group, err)) &&
+			    !t->group[0])
+				rc = al_err_set(err, AL_EINVAL, "%s: empty", what);
+			break;
+		case 9: rc = al_mp_get_bool(val, what, &t->hidden, err); break;
+		case 10: rc = get_tol(val, what, &t->abs_tol, err); break;
+		case 11: rc = get_tol(val, what, &t->rel_tol, err); break;
 		default:
 			if (!(rc = al_mp_get_text(val, what, 16, &s, err))) {
 				int m = al_compare_parse(s);
 
 				if (m < 0)
 					rc = al_err_set(err, AL_EINVAL,
-							"%s: unknown value \"%s\" (exact, trim or "
-							"tokens)",
+							"%s: unknown value \"%s\" (exact, trim, "
+							"tokens or float)",
 							what, s);
 				t->compare = m < 0 ? AL_CMP_TRIM : (enum al_compare)m;
 				free(s);
@@ -170,6 +207,9 @@ static int dec_test(const msgpack_object *v, uint32_t i, struct al_test *t, stru
 	}
 	if (!t->name)
 		return al_err_set(err, AL_EINVAL, "tests[%u].name: missing", i);
+	if ((seen & (3u << 10)) && t->compare != AL_CMP_FLOAT)
+		return al_err_set(err, AL_EINVAL,
+				  "tests[%u]: abs_tol and rel_tol only with compare: float", i);
 	return AL_OK;
 }
 
@@ -228,6 +268,9 @@ int al_grade_validate(const struct al_job *job, struct al_err *err)
 		if (job->stop_on_failure)
 			return al_err_set(err, AL_EINVAL,
 					  "stop_on_failure: only in a grading job (with tests)");
+		if (job->group_scoring)
+			return al_err_set(err, AL_EINVAL,
+					  "group_scoring: only in a grading job (with tests)");
 		return AL_OK;
 	}
 	if (job->ntests > AL_TESTS_MAX)
@@ -271,7 +314,7 @@ int al_grade_validate(const struct al_job *job, struct al_err *err)
 			    err, AL_EINVAL,
 			    "tests[%zu].argv: %zu arguments with the job's, at most %d", i,
 			    t->argc + job->argc, AL_ARGV_MAX);
-		if ((unsigned)t->compare > AL_CMP_TOKENS)
+		if ((unsigned)t->compare > AL_CMP_FLOAT)
 			return al_err_set(err, AL_EINVAL, "tests[%zu].compare: unknown mode", i);
 		snprintf(what, sizeof(what), "tests[%zu].argv", i);
 		if ((rc = check_args(what, t->argv, t->argc, err)))
@@ -288,7 +331,8 @@ int al_grade_validate(const struct al_job *job, struct al_err *err)
 
 size_t al_grade_job_nfields(const struct al_job *job)
 {
-	return (job->build != NULL) + (job->ntests > 0) + job->stop_on_failure;
+	return (job->build != NULL) + (job->ntests > 0) + job->stop_on_failure +
+	       (job->group_scoring != AL_GROUPS_ALL);
 }
 
 static int pack_bool(msgpack_packer *pk, const char *k, bool v)
@@ -318,8 +362,11 @@ int al_grade_pack_job(msgpack_packer *pk, const struct al_job *job)
 		for (size_t i = 0; i < job->ntests && !bad; i++) {
 			const struct al_test *t = &job->tests[i];
 
-			bad |= msgpack_pack_map(pk, 3 + (t->argc > 0) + (t->nfiles > 0) +
-							t->has_expect * 2);
+			bool tol = t->has_expect && t->compare == AL_CMP_FLOAT;
+
+			bad |= msgpack_pack_map(
+			    pk, 3 + (t->argc > 0) + (t->nfiles > 0) + t->has_expect * 2 + tol * 2 +
+				    (t->points != 1) + (t->group != NULL) + t->hidden);
 			bad |= al_mp_pack_kv_str(pk, "name", t->name);
 			bad |=
 			    al_mp_pack_kv_bin(pk, "stdin", t->stdin_data.data, t->stdin_data.len);
@@ -335,10 +382,23 @@ int al_grade_pack_job(msgpack_packer *pk, const struct al_job *job)
 				    al_mp_pack_kv_bin(pk, "expect", t->expect.data,
 						      t->expect.len) ||
 				    al_mp_pack_kv_str(pk, "compare", al_compare_name(t->compare));
+			if (tol)
+				bad |= al_mp_pack_str(pk, "abs_tol") ||
+				       msgpack_pack_double(pk, t->abs_tol) ||
+				       al_mp_pack_str(pk, "rel_tol") ||
+				       msgpack_pack_double(pk, t->rel_tol);
+			if (t->points != 1)
+				bad |= al_mp_pack_kv_uint(pk, "points", t->points);
+			if (t->group)
+				bad |= al_mp_pack_kv_str(pk, "group", t->group);
+			if (t->hidden)
+				bad |= pack_bool(pk, "hidden", true);
 		}
 	}
 	if (job->stop_on_failure)
 		bad |= pack_bool(pk, "stop_on_failure", true);
+	if (job->group_scoring != AL_GROUPS_ALL)
+		bad |= al_mp_pack_kv_str(pk, "group_scoring", "sum");
 	return bad ? -1 : 0;
 }
 
@@ -357,6 +417,7 @@ void al_grade_free_job(struct al_job *job)
 		al_free_strv(t->argv, t->argc);
 		al_free_files(t->files, t->nfiles);
 		free(t->expect.data);
+		free(t->group);
 	}
 	free(job->tests);
 	job->build = NULL;
@@ -414,6 +475,17 @@ static int dec_test_result(const msgpack_object *v, const char *what, struct al_
 			if (val->type != MSGPACK_OBJECT_NIL)
 				rc =
 				    al_mp_get_text(val, name, AL_VERDICT_TEXT_MAX, &t->detail, err);
+		} else if (al_mp_key_is(k, "points")) {
+			rc = al_mp_get_uint(val, name, 0, AL_POINTS_MAX, &u, err);
+			t->points = (uint32_t)u;
+		} else if (al_mp_key_is(k, "max_points")) {
+			rc = al_mp_get_uint(val, name, 0, AL_POINTS_MAX, &u, err);
+			t->max_points = (uint32_t)u;
+		} else if (al_mp_key_is(k, "group") && !t->group) {
+			if (val->type != MSGPACK_OBJECT_NIL)
+				rc = al_mp_get_text(val, name, AL_GROUP_MAX, &t->group, err);
+		} else if (al_mp_key_is(k, "hidden")) {
+			rc = al_mp_get_bool(val, name, &t->hidden, err);
 		} /* else: a newer writer's field, ignored */
 	}
 	if (!rc) {
@@ -431,11 +503,62 @@ static int dec_test_result(const msgpack_object *v, const char *what, struct al_
 	return rc;
 }
 
+/* groups: [{name, score, max_score}] */
+static int dec_groups(const msgpack_object *v, struct al_result *res, struct al_err *err)
+{
+	int rc;
+
+	if ((rc = al_mp_want(v, MSGPACK_OBJECT_ARRAY, "groups", err)))
+		return rc;
+	if (v->via.array.size > AL_TESTS_MAX)
+		return al_err_set(err, AL_EINVAL, "groups: %u entries, at most %d",
+				  v->via.array.size, AL_TESTS_MAX);
+	if (!(res->groups = calloc(v->via.array.size + 1, sizeof(*res->groups))))
+		return al_err_set(err, AL_ENOMEM, "groups: out of memory");
+	for (uint32_t i = 0; i < v->via.array.size; i++) {
+		const msgpack_object *g = &v->via.array.ptr[i];
+		struct al_group_score *gs = &res->groups[res->ngroups++];
+
+		if ((rc = al_mp_want(g, MSGPACK_OBJECT_MAP, "groups[]", err)))
+			return rc;
+		for (uint32_t k = 0; k < g->via.map.size && !rc; k++) {
+			const msgpack_object *key = &g->via.map.ptr[k].key,
+					     *val = &g->via.map.ptr[k].val;
+
+			if (al_mp_key_is(key, "name") && !gs->name)
+				rc = al_mp_get_text(val, "groups[].name", AL_GROUP_MAX, &gs->name,
+						    err);
+			else if (al_mp_key_is(key, "score"))
+				rc = al_mp_get_uint(val, "groups[].score", 0, UINT64_MAX,
+						    &gs->score, err);
+			else if (al_mp_key_is(key, "max_score"))
+				rc = al_mp_get_uint(val, "groups[].max_score", 0, UINT64_MAX,
+						    &gs->max_score, err);
+		}
+		if (!rc && !gs->name)
+			rc = al_err_set(err, AL_EINVAL, "groups[%u].name: missing", i);
+		if (rc)
+			return rc;
+	}
+	return AL_OK;
+}
+
 int al_grade_dec_result(const msgpack_object *key, const msgpack_object *v, struct al_result *res,
 			struct al_err *err)
 {
 	char what[32];
 	int rc;
+
+	if (al_mp_key_is(key, "score")) {
+		res->has_score = true;
+		return al_mp_get_uint(v, "score", 0, UINT64_MAX, &res->score, err);
+	}
+	if (al_mp_key_is(key, "max_score")) {
+		res->has_score = true;
+		return al_mp_get_uint(v, "max_score", 0, UINT64_MAX, &res->max_score, err);
+	}
+	if (al_mp_key_is(key, "groups") && !res->groups)
+		return dec_groups(v, res, err);
 
 	if (al_mp_key_is(key, "build") && !res->build) {
 		if (v->type == MSGPACK_OBJECT_NIL)
@@ -465,12 +588,12 @@ int al_grade_dec_result(const msgpack_object *key, const msgpack_object *v, stru
 
 size_t al_grade_result_nfields(const struct al_result *res)
 {
-	return (res->build != NULL) + (res->tests != NULL || res->ntests > 0);
+	return (res->build != NULL) + (res->tests != NULL || res->ntests > 0) + res->has_score * 3;
 }
 
 static int pack_test_result(msgpack_packer *pk, const struct al_test_result *t)
 {
-	int bad = msgpack_pack_map(pk, 12);
+	int bad = msgpack_pack_map(pk, 16);
 
 	bad |= al_mp_pack_kv_str(pk, "name", t->name);
 	bad |= al_mp_pack_kv_str(pk, "verdict", al_verdict_name(t->verdict));
@@ -486,6 +609,11 @@ static int pack_test_result(msgpack_packer *pk, const struct al_test_result *t)
 	bad |= pack_bool(pk, "stderr_truncated", t->err_truncated);
 	bad |= al_mp_pack_str(pk, "detail") ||
 	       (t->detail ? al_mp_pack_str(pk, t->detail) : msgpack_pack_nil(pk));
+	bad |= al_mp_pack_kv_uint(pk, "points", t->points);
+	bad |= al_mp_pack_kv_uint(pk, "max_points", t->max_points);
+	bad |= al_mp_pack_str(pk, "group") ||
+	       (t->group ? al_mp_pack_str(pk, t->group) : msgpack_pack_nil(pk));
+	bad |= pack_bool(pk, "hidden", t->hidden);
 	return bad ? -1 : 0;
 }
 
@@ -500,6 +628,16 @@ int al_grade_pack_result(msgpack_packer *pk, const struct al_result *res)
 		for (size_t i = 0; i < res->ntests && !bad; i++)
 			bad |= pack_test_result(pk, &res->tests[i]);
 	}
+	if (res->has_score) {
+		bad |= al_mp_pack_kv_uint(pk, "score", res->score) ||
+		       al_mp_pack_kv_uint(pk, "max_score", res->max_score) ||
+		       al_mp_pack_str(pk, "groups") || msgpack_pack_array(pk, res->ngroups);
+		for (size_t i = 0; i < res->ngroups && !bad; i++)
+			bad |= msgpack_pack_map(pk, 3) ||
+			       al_mp_pack_kv_str(pk, "name", res->groups[i].name) ||
+			       al_mp_pack_kv_uint(pk, "score", res->groups[i].score) ||
+			       al_mp_pack_kv_uint(pk, "max_score", res->groups[i].max_score);
+	}
 	return bad ? -1 : 0;
 }
 
@@ -509,6 +647,7 @@ void al_test_result_free(struct al_test_result *t)
 	free(t->out.data);
 	free(t->err.data);
 	free(t->detail);
+	free(t->group);
 	memset(t, 0, sizeof(*t));
 }
 
@@ -521,6 +660,12 @@ void al_grade_free_result(struct al_result *res)
 	for (size_t i = 0; i < res->ntests; i++)
 		al_test_result_free(&res->tests[i]);
 	free(res->tests);
+	for (size_t i = 0; i < res->ngroups; i++)
+		free(res->groups[i].name);
+	free(res->groups);
+	res->groups = NULL;
+	res->ngroups = 0;
+	res->has_score = false;
 	res->build = NULL;
 	res->tests = NULL;
 	res->ntests = 0;

@@ -26,7 +26,13 @@ enum al_compare {
 	AL_CMP_TRIM,	  /* each line's trailing blanks (space, tab, CR) and the
 			   * blank lines at the end do not count (the default) */
 	AL_CMP_TOKENS,	  /* the same whitespace-separated tokens, in order */
+	AL_CMP_FLOAT,	  /* tokens, those that are both numbers equal within the
+			   * test's abs_tol or rel_tol (default 1e-6 each) */
 };
+
+#define AL_TOL_DEFAULT 1e-6
+#define AL_POINTS_MAX  1000000 /* one test's points */
+#define AL_GROUP_MAX   64      /* a group's name, bytes */
 
 /* "exact", "trim", "tokens" -> the mode, or -1. */
 int al_compare_parse(const char *name);
@@ -53,6 +59,22 @@ struct al_test {
 	bool has_expect;
 	struct al_bytes expect; /* the stdout it expects */
 	enum al_compare compare;
+	double abs_tol, rel_tol; /* compare float: |got - want| <= abs_tol, or <=
+				  * rel_tol * |want| */
+	uint32_t points;	 /* earned when accepted (default 1) */
+	char *group;		 /* a subtask: its tests scored together, or NULL */
+	bool hidden;		 /* its result shows the verdict only */
+};
+
+/* How a group's points are earned (the job's group_scoring). */
+enum al_group_scoring {
+	AL_GROUPS_ALL = 0, /* all or nothing: every test of the group accepted */
+	AL_GROUPS_SUM,	   /* each accepted test's points */
+};
+
+struct al_group_score {
+	char *name;
+	uint64_t score, max_score;
 };
 
 enum al_verdict {
@@ -81,8 +103,11 @@ struct al_test_result {
 	uint64_t wall_ms, cpu_ms, peak_memory_bytes;
 	struct al_bytes out, err; /* at most AL_TEST_KEEP_MAX each */
 	bool out_truncated, err_truncated;
-	char *detail; /* wrong_answer: the first differing line; limits, runtime
-		       * errors: what happened; NULL when nothing to say */
+	char *detail;		     /* wrong_answer: the first differing line; limits, runtime
+				      * errors: what happened; NULL when nothing to say */
+	uint32_t points, max_points; /* earned (its group's rule aside), of */
+	char *group;		     /* the test's group, or NULL */
+	bool hidden;		     /* verdict, usage and points only: no output, no detail */
 };
 
 /* Free what t holds and zero it. */

@@ -552,6 +552,7 @@ enum job_field {
 	F_BUILD,
 	F_TESTS,
 	F_STOP_ON_FAILURE,
+	F_GROUP_SCORING,
 	F_SESSION,
 	F_INPUTS,
 	F_COUNT
@@ -583,6 +584,7 @@ static const char *const job_field_names[F_COUNT] = {
     "build",
     "tests",
     "stop_on_failure",
+    "group_scoring",
     "session",
     "inputs",
 };
@@ -656,6 +658,19 @@ static int dec_field(enum job_field f, const msgpack_object *v, struct al_job *j
 	case F_TESTS: return al_grade_dec_tests(v, job, err);
 	case F_STOP_ON_FAILURE:
 		return al_mp_get_bool(v, "stop_on_failure", &job->stop_on_failure, err);
+	case F_GROUP_SCORING: {
+		char *s = NULL;
+
+		if ((rc = al_mp_get_text(v, "group_scoring", 8, &s, err)))
+			return rc;
+		job->group_scoring = !strcmp(s, "sum") ? 1 : 0;
+		rc = strcmp(s, "sum") && strcmp(s, "all")
+			 ? al_err_set(err, AL_EINVAL,
+				      "group_scoring: unknown value \"%s\" (all or sum)", s)
+			 : AL_OK;
+		free(s);
+		return rc;
+	}
 	case F_SESSION: return al_mp_get_bool(v, "session", &job->session, err);
 	case F_INPUTS: return al_inputs_decode(v, job, err);
 	case F_COUNT: break;

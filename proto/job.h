@@ -126,6 +126,7 @@ struct al_job {
 	struct al_test *tests;
 	size_t ntests;
 	bool stop_on_failure; /* skip the tests after the first that fails */
+	int group_scoring;    /* enum al_group_scoring: how a group's points are earned */
 	/* opens a session (session.h): no command of its own; its sandbox
 	 * runs the session server until the session ends */
 	bool session;

@@ -224,11 +224,22 @@ static void grading_json(struct al_jb *b, json_t *o, const struct al_job *job)
 		if (t->has_expect) {
 			al_jb_check(b, al_json_set_bytes(to, "expect", &t->expect));
 			al_jb_set(b, to, "compare", json_string(al_compare_name(t->compare)));
+			if (t->compare == AL_CMP_FLOAT) {
+				al_jb_set(b, to, "abs_tol", json_real(t->abs_tol));
+				al_jb_set(b, to, "rel_tol", json_real(t->rel_tol));
+			}
 		}
+		al_jb_set(b, to, "points", json_integer(t->points));
+		if (t->group)
+			al_jb_set(b, to, "group", json_string(t->group));
+		if (t->hidden)
+			al_jb_set(b, to, "hidden", json_true());
 		al_jb_add(b, tests, to);
 	}
 	al_jb_set(b, o, "tests", tests);
 	al_jb_set(b, o, "stop_on_failure", json_boolean(job->stop_on_failure));
+	if (job->group_scoring)
+		al_jb_set(b, o, "group_scoring", json_string("sum"));
 }
 
 static json_t *test_result_json(struct al_jb *b, const struct al_test_result *t)
@@ -247,6 +258,10 @@ static json_t *test_result_json(struct al_jb *b, const struct al_test_result *t)
 	al_jb_check(b, al_json_set_output(o, "stderr", &t->err));
 	al_jb_set(b, o, "stderr_truncated", json_boolean(t->err_truncated));
 	al_jb_set(b, o, "detail", opt_str(t->detail));
+	al_jb_set(b, o, "points", json_integer(t->points));
+	al_jb_set(b, o, "max_points", json_integer(t->max_points));
+	al_jb_set(b, o, "group", opt_str(t->group));
+	al_jb_set(b, o, "hidden", json_boolean(t->hidden));
 	return o;
 }
 
@@ -375,6 +390,18 @@ json_t *al_result_to_json(const struct al_result *res)
 		for (size_t i = 0; i < res->ntests; i++)
 			al_jb_add(&b, tests, test_result_json(&b, &res->tests[i]));
 		al_jb_set(&b, o, "tests", tests);
+	}
+	if (res->has_score) {
+		json_t *gs = json_array();
+
+		al_jb_set(&b, o, "score", json_integer((json_int_t)res->score));
+		al_jb_set(&b, o, "max_score", json_integer((json_int_t)res->max_score));
+		for (size_t i = 0; i < res->ngroups; i++)
+			al_jb_add(&b, gs,
+				  json_pack("{s:s, s:I, s:I}", "name", res->groups[i].name, "score",
+					    (json_int_t)res->groups[i].score, "max_score",
+					    (json_int_t)res->groups[i].max_score));
+		al_jb_set(&b, o, "groups", gs);
 	}
 	return al_jb_done(&b, o);
 }

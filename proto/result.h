@@ -53,7 +53,9 @@ struct al_egress_conn {
 	uint64_t ms;	   /* how long it lasted */
 };
 
-struct al_test_result; /* grade.h */
+struct al_test_result;
+struct al_group_score;
+struct al_group_score; /* grade.h */
 
 #define AL_OUTPUTS_MAX	    16	       /* rich outputs in one result */
 #define AL_OUTPUT_MIME_MAX  64	       /* an output's media type */
@@ -97,6 +99,12 @@ struct al_result {
 	struct al_test_result *build;
 	struct al_test_result *tests;
 	size_t ntests;
+	/* ...and its score: the points of its tests (and groups) earned, of
+	 * max_score; groups in the order their first test comes */
+	bool has_score;
+	uint64_t score, max_score;
+	struct al_group_score *groups;
+	size_t ngroups;
 	struct al_output *outputs; /* a session's python call: figures, in order */
 	size_t noutputs;
 };

@@ -51,6 +51,7 @@ struct al_runner {
 	struct al_grading *grading; /* a grading job run step by step, or NULL */
 	struct al_instage *inputs;  /* the job's inputs by URL being fetched, or NULL */
 	struct al_run_spec spec;    /* ...and the spec its sandbox then gets */
+	const struct al_job *job;   /* the whole job (a grading job's: for its score) */
 };
 
 static void start_step(struct al_runner *r, const struct al_run_spec *spec);
@@ -212,6 +213,13 @@ static void on_finish(evutil_socket_t fd, short what, void *arg)
 		al_grading_free(r->grading);
 		r->grading = NULL;
 	}
+	/* a grading job's score: the host's count, from the verdicts, on every
+	 * backend (a microVM guest's word on it is not taken) */
+	if (r->job && r->job->ntests &&
+	    (r->res.status == AL_ST_OK || r->res.status == AL_ST_COMPILE_ERROR) &&
+	    al_grade_score(&r->res, r->job))
+		al_log("error", "grade_score", "job=%s note=\"out of memory: no score\"",
+		       r->res.id ? r->res.id : "?");
 	if (r->out_fn)
 		flush_output(r);
 	r->done(r, &r->res, r->arg); /* may free r */
@@ -431,6 +439,7 @@ struct al_runner *al_runner_start(struct event_base *base, const struct al_backe
 	r->res.version = AL_PROTO_VERSION;
 	r->res.id = strdup(spec->job->id);
 	r->res.attempt = spec->attempt;
+	r->job = spec->job;
 	r->res.backend = strdup(ops->name);
 	r->res.worker = strdup(conf->worker_id);
 	r->res.started_ms = al_now_ms();

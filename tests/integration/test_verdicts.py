@@ -122,6 +122,69 @@ try:
                  % (lang, backend), (details.get("sleep"), details.get("spin")))
         t.ok(len(set(map(tuple, seen.values()))) == 1,
              "%s: the same verdicts on process, container and microVM" % lang, seen)
+
+    # scores: points, groups (all or nothing, or summed), a hidden test, a float checker
+    FLOAT = "import math, sys\nprint('%.9f' % (math.pi * float(sys.argv[1])))\n"
+
+    def scored(tier, mode):
+        tests = [
+            {"name": "one", "argv": ["1"], "expect": "3.14159265\n", "compare": "float",
+             "points": 2},
+            {"name": "near", "argv": ["1.0000000001"], "expect": "3.14159265\n",
+             "compare": "float", "abs_tol": 1e-6, "group": "g1", "points": 3},
+            {"name": "far", "argv": ["1.001"], "expect": "3.14159265\n", "compare": "float",
+             "rel_tol": 1e-6, "group": "g1", "points": 3},
+            {"name": "secret", "argv": ["2"], "expect": "6.283185307\n", "compare": "float",
+             "group": "g2", "points": 5, "hidden": True},
+            {"name": "words", "argv": ["1"], "expect": "3.14159265\n", "compare": "tokens"},
+        ]
+        j = {"v": 1, "id": "s-%s-%s" % (tier, os.urandom(3).hex()), "tier": tier,
+             "image": "python", "argv": ["python3", "f.py"], "tests": tests,
+             "files": [{"path": "f.py", "data": FLOAT.encode()}]}
+        if mode:
+            j["group_scoring"] = mode
+        return j
+
+    got = {}
+    for tier, backend in TIERS:
+        for mode in (None, "sum"):
+            res = c.run_job(scored(tier, mode), timeout=600) or {}
+            tr = res.get("tests", [])
+            got[(backend, mode)] = (res.get("score"), res.get("max_score"),
+                                    tuple((g["name"], g["score"], g["max_score"])
+                                          for g in res.get("groups", [])),
+                                    tuple((x["verdict"], x["points"], x["max_points"])
+                                          for x in tr))
+            want_groups = [("g1", 3 if mode else 0, 6), ("g2", 5, 5)]
+            t.ok(res.get("max_score") == 14 and
+                 res.get("score") == 2 + (3 if mode else 0) + 5 and
+                 list(got[(backend, mode)][2]) == want_groups and
+                 [x["verdict"] for x in tr] == ["accepted", "accepted", "wrong_answer",
+                                                "accepted", "wrong_answer"],
+                 "%s, groups %s: float within abs_tol accepted, past rel_tol not; the score "
+                 "%s of 14 and each group's" % (backend, mode or "all or nothing",
+                                                res.get("score")), got[(backend, mode)])
+            sec = tr[3] if len(tr) > 3 else {}
+            t.ok(sec.get("hidden") is True and sec.get("stdout") == b"" and
+                 sec.get("detail") is None and tr[0]["stdout"] == b"3.141592654\n",
+                 "%s: the hidden test shows its verdict and points, not its output" % backend,
+                 sec)
+    t.ok(len({v for k, v in got.items() if k[1] is None}) == 1 and
+         len({v for k, v in got.items() if k[1] == "sum"}) == 1,
+         "the same scores on process, container and microVM", got)
+    # the CLI's table: points per test, each group, the score
+    import json as _json
+    spec = os.path.join(c.dir, "scored.json")
+    j = scored("trusted", None)
+    del j["id"], j["v"]
+    j["files"] = [{"path": "f.py", "data": FLOAT}]
+    with open(spec, "w") as f:
+        _json.dump(j, f)
+    p = c.cli("grade", spec, timeout=300)
+    out = p.stdout.decode()
+    t.ok(p.returncode == 1 and "group g1: 0/6" in out and "group g2: 5/5" in out and
+         "3/5 accepted, score 7/14" in out and "[g1]" in out and " 2/2\n" in out,
+         "airlock grade: each test's points and group, each group, the score", out)
 finally:
     c.close()
 sys.exit(t.done())

@@ -4,6 +4,7 @@
  * verdicts (the order they are decided in, their detail lines, the output
  * kept), the job's result from its steps, a step's job and limits, and the
  * envelope a whole grading job needs. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -59,9 +60,10 @@ static void test_steps(void)
 	       "a signal is runtime_error, named (%s)", tr.detail);
 	al_test_result_free(&tr);
 	r = run_of(AL_ST_CPU_LIMIT, -1, 9, "5\n");
-	TAP_OK(!al_grade_test(&t, &r, &tr) && tr.verdict == AL_V_CPU_LIMIT &&
+	TAP_OK(!al_grade_test(&t, &r, &tr) && tr.verdict == AL_V_TIMEOUT &&
 		   !strcmp(tr.detail, "CPU-time limit of 500 ms reached"),
-	       "a limit comes before the output: cpu_limit, its error as the detail");
+	       "a limit comes before the output; over its CPU time is timeout (as over its "
+	       "wall-clock time), the detail saying which");
 	al_test_result_free(&tr);
 	{
 		static const enum al_status_code st[] = {AL_ST_TIMEOUT, AL_ST_MEMORY_LIMIT,
@@ -128,6 +130,104 @@ static void test_steps(void)
 	al_result_free(&res);
 }
 
+/* Float tolerance: numbers within abs_tol or rel_tol, everything else as
+ * tokens. */
+static void test_float(void)
+{
+	struct al_test t = {.name = "f",
+			    .has_expect = true,
+			    .compare = AL_CMP_FLOAT,
+			    .abs_tol = 1e-6,
+			    .rel_tol = 1e-6};
+	struct al_diff d;
+	static const struct {
+		const char *want, *got;
+		double abs_tol, rel_tol;
+		bool ok;
+	} c[] = {
+	    {"3.1415926\n", "3.1415929\n", 1e-6, 1e-9, true}, /* within abs */
+	    {"3.1415926\n", "3.1416\n", 1e-6, 1e-9, false},   /* off by 7e-5 */
+	    {"1e9 2\n", "1000000500 2\n", 1e-9, 1e-6, true},  /* within rel */
+	    {"1e9 2\n", "1000005000 2\n", 1e-9, 1e-6, false}, /* past rel */
+	    {"yes 0.5\n", "YES 0.5\n", 1, 1, false},	      /* words exact */
+	    {"0.5 1.5\n", "0.5\n", 1, 1, false},	      /* a token short */
+	    {"nan\n", "nan\n", 1, 1, true},		      /* the same token */
+	    {"1\n", "inf\n", 1e300, 1e300, false},	      /* no infinity */
+	    {"1.0\n", "1.0abc\n", 1, 1, false},		      /* a number's whole token */
+	    {"2\n", "0x2\n", 0, 0, true},		      /* as strtod reads it */
+	};
+	bool all = true;
+
+	for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+		t.expect = (struct al_bytes){(char *)c[i].want, strlen(c[i].want)};
+		t.abs_tol = c[i].abs_tol;
+		t.rel_tol = c[i].rel_tol;
+		if (al_test_output_matches(&t, c[i].got, strlen(c[i].got), &d) != c[i].ok) {
+			all = false;
+			printf("# case %zu: %s vs %s", i, c[i].want, c[i].got);
+		}
+	}
+	TAP_OK(all, "compare float: numbers within abs_tol or rel_tol of the expected, other "
+		    "tokens exact");
+	t.expect = (struct al_bytes){"1 2.5 3\n", 8};
+	TAP_OK(!al_test_output_matches(&t, "1 2.6 3\n", 8, &d) && d.line == 1 &&
+		   !strcmp(d.want, "2.5") && !strcmp(d.got, "2.6"),
+	       "a number off its tolerance is reported as the differing token");
+}
+
+/* Points, groups all or nothing or summed, hidden tests. */
+static void test_score(void)
+{
+	struct al_test tests[5] = {
+	    {.name = "a", .points = 2},
+	    {.name = "b", .points = 3, .group = "g1"},
+	    {.name = "c", .points = 3, .group = "g1"},
+	    {.name = "d", .points = 5, .group = "g2", .hidden = true},
+	    {.name = "e", .points = 1},
+	};
+	static const enum al_verdict v[5] = {AL_V_ACCEPTED, AL_V_ACCEPTED, AL_V_WRONG_ANSWER,
+					     AL_V_ACCEPTED, AL_V_TIMEOUT};
+	struct al_job job = {.tests = tests, .ntests = 5};
+	struct al_result res = {0};
+
+	for (int mode = 0; mode < 2; mode++) {
+		res.tests = calloc(5, sizeof(*res.tests));
+		res.ntests = 5;
+		for (int i = 0; i < 5; i++) {
+			res.tests[i].name = strdup(tests[i].name);
+			res.tests[i].verdict = v[i];
+			res.tests[i].out = (struct al_bytes){strdup("secret\n"), 7};
+			res.tests[i].err = (struct al_bytes){strdup(""), 0};
+			res.tests[i].detail = strdup("line 1: ...");
+		}
+		job.group_scoring = mode;
+		TAP_OK(!al_grade_score(&res, &job) && res.has_score && res.max_score == 14 &&
+			   res.ngroups == 2 && !strcmp(res.groups[0].name, "g1") &&
+			   res.groups[0].max_score == 6 &&
+			   res.groups[0].score == (mode ? 3u : 0u) && res.groups[1].score == 5 &&
+			   res.score == 2 + (mode ? 3 : 0) + 5 && res.tests[2].points == 0 &&
+			   res.tests[1].points == 3 && res.tests[4].max_points == 1 &&
+			   res.tests[4].points == 0 && !strcmp(res.tests[1].group, "g1"),
+		       "%s: the score %llu of %llu, each group's, each test's points",
+		       mode ? "group_scoring sum" : "groups all or nothing",
+		       (unsigned long long)res.score, (unsigned long long)res.max_score);
+		TAP_OK(res.tests[3].hidden && res.tests[3].out.len == 0 && !res.tests[3].detail &&
+			   res.tests[3].verdict == AL_V_ACCEPTED && res.tests[0].out.len == 7 &&
+			   !res.tests[0].hidden,
+		       "a hidden test: its verdict and points, no output, no detail");
+		al_result_free(&res);
+		res = (struct al_result){0};
+	}
+	res.tests = calloc(1, sizeof(*res.tests));
+	res.ntests = 0; /* a compile_error: no test ran */
+	job.group_scoring = AL_GROUPS_ALL;
+	TAP_OK(!al_grade_score(&res, &job) && res.score == 0 && res.max_score == 14 &&
+		   res.ngroups == 2 && res.groups[0].score == 0 && res.groups[1].score == 0 &&
+		   res.groups[1].max_score == 5,
+	       "no test ran: score 0 of the most it could have been, each group 0");
+	al_result_free(&res);
+}
+
 static void test_step_jobs(void)
 {
 	static char *jargv[] = {"./main", "-q"}, *targv[] = {"in.txt"}, *bargv[] = {"make"};
@@ -187,9 +287,10 @@ int main(void)
 
 	TAP_OK(al_compare_parse("exact") == AL_CMP_EXACT &&
 		   al_compare_parse("trim") == AL_CMP_TRIM &&
-		   al_compare_parse("tokens") == AL_CMP_TOKENS && al_compare_parse("fuzzy") == -1 &&
+		   al_compare_parse("tokens") == AL_CMP_TOKENS &&
+		   al_compare_parse("float") == AL_CMP_FLOAT && al_compare_parse("fuzzy") == -1 &&
 		   al_compare_parse(NULL) == -1,
-	       "the three modes by name; another name is refused");
+	       "the four modes by name; another name is refused");
 
 	/* exact */
 	TAP_OK(m("1\n2\n", "1\n2\n", AL_CMP_EXACT, &d), "exact: the same bytes match");
@@ -249,6 +350,8 @@ int main(void)
 	TAP_OK(!al_output_matches(NULL, 0, "x", 1, AL_CMP_TRIM, &d) && d.want_ended,
 	       "NULL with length 0 is empty");
 	test_steps();
+	test_float();
+	test_score();
 	test_step_jobs();
 	return tap_done();
 }

@@ -145,9 +145,10 @@ def _bytes_of(m: Mapping[str, Any], name: str) -> bytes:
 @dataclass
 class TestResult:
     """One test of a grading job (PROTOCOL.md, "Grading jobs"): its verdict
-    (accepted, wrong_answer, timeout, cpu_limit, memory_limit, output_limit,
-    runtime_error, skipped; the build's: accepted or compile_error), detail
-    (wrong_answer: the first differing line), usage and kept output."""
+    (accepted, wrong_answer, timeout, memory_limit, output_limit,
+    runtime_error, skipped; the build's: accepted or compile_error; cpu_limit
+    from older workers), detail (wrong_answer: the first differing line),
+    usage, kept output, points earned of max_points, group, hidden."""
     __test__ = False  # not a test case for pytest
     name: str
     verdict: str
@@ -161,6 +162,10 @@ class TestResult:
     stdout_truncated: bool = False
     stderr_truncated: bool = False
     detail: Optional[str] = None
+    points: int = 0
+    max_points: int = 0
+    group: Optional[str] = None
+    hidden: bool = False
 
     @property
     def accepted(self) -> bool:
@@ -174,7 +179,9 @@ class TestResult:
                    peak_memory_bytes=m.get("peak_memory_bytes") or 0,
                    stdout=_bytes_of(m, "stdout"), stderr=_bytes_of(m, "stderr"),
                    stdout_truncated=bool(m.get("stdout_truncated")),
-                   stderr_truncated=bool(m.get("stderr_truncated")), detail=m.get("detail"))
+                   stderr_truncated=bool(m.get("stderr_truncated")), detail=m.get("detail"),
+                   points=m.get("points") or 0, max_points=m.get("max_points") or 0,
+                   group=m.get("group"), hidden=bool(m.get("hidden")))
 
 
 @dataclass
@@ -207,6 +214,9 @@ class Result:
     files_truncated: List[str] = field(default_factory=list)  # ...those cut at the cap
     build: Optional[TestResult] = None  # a grading job's build
     tests: List[TestResult] = field(default_factory=list)  # ...and its tests, in order
+    score: Optional[int] = None  # ...the points earned, of max_score (None: not graded)
+    max_score: Optional[int] = None
+    groups: List[Dict[str, Any]] = field(default_factory=list)  # [{name, score, max_score}]
     outputs: List[Output] = field(default_factory=list)  # a session's python call: figures
     raw: Dict[str, Any] = field(default_factory=dict, repr=False)
 
@@ -246,6 +256,8 @@ class Result:
                                     if f.get("truncated")],
                    build=TestResult.from_map(m["build"]) if m.get("build") else None,
                    tests=[TestResult.from_map(x) for x in m.get("tests") or []],
+                   score=m.get("score"), max_score=m.get("max_score"),
+                   groups=[dict(g) for g in m.get("groups") or []],
                    outputs=[Output(mime=o.get("mime", ""), data=_bytes_of(o, "data"))
                             for o in m.get("outputs") or []],
                    raw=dict(m))

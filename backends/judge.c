@@ -294,6 +294,93 @@ int al_grade_skip(const struct al_test *t, struct al_test_result *tr)
 	return set_detail(tr, "not run: an earlier test failed (stop_on_failure)");
 }
 
+bool al_grade_wants_check(const struct al_job *job, const struct al_test_result *tr)
+{
+	/* a clean exit: its output is the checker's to judge (limits and
+	 * crashes keep their verdict) */
+	return job->checker && (tr->verdict == AL_V_ACCEPTED || tr->verdict == AL_V_WRONG_ANSWER);
+}
+
+void al_grade_checker_job(const struct al_job *job, const struct al_limits *dflt, long test,
+			  const struct al_bytes *actual, char **argv, struct al_file files[3],
+			  struct al_job *out, struct al_limits *lim)
+{
+	const struct al_build *c = job->checker;
+	const struct al_test *t = &job->tests[test];
+	size_t n = 0;
+
+	*out = *job;
+	out->build = out->checker = NULL;
+	out->tests = NULL;
+	out->ntests = 0;
+	out->stop_on_failure = false;
+	out->ncollect = 0;
+	out->collect = NULL;
+	out->stdin_data = (struct al_bytes){0};
+	out->runtime = c->runtime;
+	out->code = c->code;
+	for (size_t i = 0; i < c->argc && n + 3 < AL_ARGV_MAX; i++)
+		argv[n++] = c->argv[i];
+	argv[n++] = (char *)AL_CHECK_DIR "/input";
+	argv[n++] = (char *)AL_CHECK_DIR "/expected";
+	argv[n++] = (char *)AL_CHECK_DIR "/actual";
+	out->argv = argv;
+	out->argc = n;
+	files[0] = (struct al_file){(char *)"input", t->stdin_data, 0644};
+	files[1] = (struct al_file){(char *)"expected", t->expect, 0644};
+	files[2] = (struct al_file){(char *)"actual", *actual, 0644};
+	out->files = files;
+	out->nfiles = 3;
+	al_step_limits(&c->limits, dflt, lim);
+	out->limits = *lim;
+}
+
+int al_grade_checked(struct al_test_result *tr, const struct al_result *run)
+{
+	const char *out = run->out.data ? run->out.data : "";
+	size_t n = run->out.len, line = 0, word;
+	char text[AL_VERDICT_TEXT_MAX + 1];
+	const char *msg;
+
+	while (line < n && out[line] != '\n' && out[line] != '\0')
+		line++;
+	word = 0;
+	while (word < line && out[word] != ' ' && out[word] != '\t' && out[word] != '\r')
+		word++;
+	msg = out + word;
+	while (msg < out + line && (*msg == ' ' || *msg == '\t'))
+		msg++;
+	snprintf(text, sizeof(text), "%.*s",
+		 (int)((out + line - msg) > 300 ? 300 : (out + line - msg)), msg);
+	for (char *p = text; *p; p++) /* its words, printable */
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			*p = '?';
+	if (run->status == AL_ST_OK && run->has_exit_code && run->exit_code == 0 && !run->signal) {
+		if (word == 8 && !memcmp(out, "accepted", 8)) {
+			tr->verdict = AL_V_ACCEPTED;
+			free(tr->detail);
+			tr->detail = NULL;
+			return text[0] ? set_detail(tr, "checker: %s", text) : 0;
+		}
+		if (word == 12 && !memcmp(out, "wrong_answer", 12)) {
+			tr->verdict = AL_V_WRONG_ANSWER;
+			return set_detail(tr, "checker: %s",
+					  text[0] ? text : "the output is not a right answer");
+		}
+	}
+	tr->verdict = AL_V_CHECKER_ERROR;
+	if (run->status != AL_ST_OK && run->status != AL_ST_NONZERO_EXIT)
+		return set_detail(tr, "the checker failed (%s): %s", al_status_name(run->status),
+				  run->error ? run->error : "");
+	if (run->signal)
+		return set_detail(tr, "the checker was killed by signal %d", run->signal);
+	if (!run->has_exit_code || run->exit_code != 0)
+		return set_detail(tr, "the checker exited %d",
+				  run->has_exit_code ? run->exit_code : -1);
+	return set_detail(tr, "the checker said neither \"accepted\" nor \"wrong_answer\" on its "
+			      "first line");
+}
+
 int al_grade_score(struct al_result *res, const struct al_job *job)
 {
 	uint64_t score = 0, max = 0;
@@ -463,10 +550,15 @@ void al_grade_envelope(const struct al_job *job, const struct al_limits *dflt,
 		return;
 	}
 	*env = (struct al_limits){0};
-	for (long i = job->build ? -1 : 0; i < (long)job->ntests; i++) {
+	/* the build, each test and (with a checker) its check after it */
+	for (long i = job->build ? -1 : 0; i < (long)job->ntests * (job->checker ? 2 : 1); i++) {
 		struct al_limits l;
+		bool check = i >= (long)job->ntests;
 
-		al_step_limits(i < 0 ? &job->build->limits : &job->tests[i].limits, dflt, &l);
+		al_step_limits(i < 0   ? &job->build->limits
+			       : check ? &job->checker->limits
+				       : &job->tests[i].limits,
+			       dflt, &l);
 		env->wall_ms += l.wall_ms + AL_GRADE_STEP_SLACK_MS;
 		env->cpu_ms += l.cpu_ms;
 #define MAX(f) env->f = l.f > env->f ? l.f : env->f

@@ -74,6 +74,24 @@ void al_grade_step_job(const struct al_job *job, const struct al_limits *dflt, l
 void al_grade_envelope(const struct al_job *job, const struct al_limits *dflt,
 		       struct al_limits *env);
 
+/* A job's checker (PROTOCOL.md, "Checkers"): after a test that exited
+ * cleanly (accepted or wrong_answer by expect), the checker runs in a step
+ * of its own with the test's input, expected and actual output as files
+ * in AL_CHECK_DIR, their paths its last three arguments. It exits 0 with
+ * "accepted" or "wrong_answer" as the first word of its stdout, the rest
+ * of that line the detail; anything else (another exit code, a crash, a
+ * signal, a limit, another word) is checker_error: never the solution's
+ * fault. What the solution printed cannot speak for the checker. */
+#define AL_CHECK_DIR "/tmp"
+bool al_grade_wants_check(const struct al_job *job, const struct al_test_result *tr);
+/* The checker's step for test (argv: AL_ARGV_MAX pointers, files: three
+ * maps, both the caller's storage; nothing copied). */
+void al_grade_checker_job(const struct al_job *job, const struct al_limits *dflt, long test,
+			  const struct al_bytes *actual, char **argv, struct al_file files[3],
+			  struct al_job *out, struct al_limits *lim);
+/* Test tr's verdict and detail from the checker's run. 0, or -1 (memory). */
+int al_grade_checked(struct al_test_result *tr, const struct al_result *run);
+
 /* The host's part of a grading job's result (every backend, the microVM
  * guest's word on it ignored): each test's points (earned when accepted)
  * and group, a hidden test's output and detail taken out, the groups'

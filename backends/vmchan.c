@@ -219,15 +219,20 @@ size_t al_chan_result_cap(const struct al_run_spec *spec, uint64_t collect_cap)
  * back: the host has the test's expect and, when the whole stdout came
  * (not cut), compares them itself; accepted also needs exit 0 and no
  * signal. Other verdicts come from limits only the guest saw. */
-static bool verdict_fits(const struct al_test *t, const struct al_test_result *tr)
+static bool verdict_fits(const struct al_job *job, const struct al_test *t,
+			 const struct al_test_result *tr)
 {
 	bool clean = tr->has_exit_code && tr->exit_code == 0 && !tr->signal;
 	bool same;
 
+	if (tr->verdict == AL_V_CHECKER_ERROR)
+		return job->checker && clean; /* only a checker's, after a clean exit */
 	if (tr->verdict != AL_V_ACCEPTED && tr->verdict != AL_V_WRONG_ANSWER)
 		return true;
 	if (!clean)
 		return false; /* both need a clean exit */
+	if (job->checker)
+		return true; /* the checker's word: it ran in the guest */
 	if (!t->has_expect)
 		return tr->verdict == AL_V_ACCEPTED;
 	if (tr->out_truncated)
@@ -261,7 +266,7 @@ int al_chan_check_result(const struct al_run_spec *spec, uint64_t collect_cap, s
 					  "test \"%s\"",
 					  i, job->tests[i].name);
 	for (size_t i = 0; i < g->ntests; i++)
-		if (!verdict_fits(&job->tests[i], &g->tests[i]))
+		if (!verdict_fits(job, &job->tests[i], &g->tests[i]))
 			return al_err_set(err, AL_ESANDBOX,
 					  "microvm: the guest's verdict for test \"%s\" (%s) "
 					  "contradicts the output and exit status it returned",

@@ -41,6 +41,7 @@ void al_free_strv(char **v, size_t n);
 /* The grading fields (grade.c). al_grade_dec_result decodes key's value
  * when key is one of the result's (build, tests), else does nothing. */
 int al_grade_dec_build(const msgpack_object *v, struct al_job *job, struct al_err *err);
+int al_grade_dec_checker(const msgpack_object *v, struct al_job *job, struct al_err *err);
 int al_grade_dec_tests(const msgpack_object *v, struct al_job *job, struct al_err *err);
 int al_grade_validate(const struct al_job *job, struct al_err *err);
 size_t al_grade_job_nfields(const struct al_job *job);

@@ -11,7 +11,7 @@
 static const char *const compare_names[] = {"exact", "trim", "tokens", "float"};
 static const char *const verdict_names[AL_V_COUNT] = {
     "accepted",	    "wrong_answer",  "timeout", "cpu_limit",	 "memory_limit",
-    "output_limit", "runtime_error", "skipped", "compile_error",
+    "output_limit", "runtime_error", "skipped", "compile_error", "checker_error",
 };
 
 int al_compare_parse(const char *name)
@@ -75,16 +75,19 @@ static int dec_runtime(const msgpack_object *v, const char *what, enum al_runtim
 	return rc;
 }
 
-int al_grade_dec_build(const msgpack_object *v, struct al_job *job, struct al_err *err)
+/* A step map (build, checker) named what into *out. */
+static int dec_step_map(const msgpack_object *v, const char *what, struct al_build **out,
+			struct al_err *err)
 {
 	struct al_build *b;
 	unsigned seen = 0;
+	char name[32];
 	int rc = AL_OK;
 
-	if ((rc = al_mp_want(v, MSGPACK_OBJECT_MAP, "build", err)))
+	if ((rc = al_mp_want(v, MSGPACK_OBJECT_MAP, what, err)))
 		return rc;
-	if (!(b = job->build = calloc(1, sizeof(*b))))
-		return al_err_set(err, AL_ENOMEM, "build: out of memory");
+	if (!(b = *out = calloc(1, sizeof(*b))))
+		return al_err_set(err, AL_ENOMEM, "%s: out of memory", what);
 	for (uint32_t i = 0; i < v->via.map.size && !rc; i++) {
 		static const char *const keys[] = {"runtime", "code", "argv", "limits"};
 		const msgpack_object *k = &v->via.map.ptr[i].key, *val = &v->via.map.ptr[i].val;
@@ -94,21 +97,32 @@ int al_grade_dec_build(const msgpack_object *v, struct al_job *job, struct al_er
 			;
 		if (f == 4 || (seen & (1u << f)))
 			return al_err_set(err, AL_EINVAL,
-					  "build: unknown or repeated field #%u (known: runtime, "
+					  "%s: unknown or repeated field #%u (known: runtime, "
 					  "code, argv, limits)",
-					  i);
+					  what, i);
 		seen |= 1u << f;
+		snprintf(name, sizeof(name), "%s.%s", what, keys[f]);
 		switch (f) {
-		case 0: rc = dec_runtime(val, "build.runtime", &b->runtime, err); break;
-		case 1: rc = al_mp_get_bytes(val, "build.code", AL_CODE_MAX, &b->code, err); break;
+		case 0: rc = dec_runtime(val, name, &b->runtime, err); break;
+		case 1: rc = al_mp_get_bytes(val, name, AL_CODE_MAX, &b->code, err); break;
 		case 2:
-			rc = al_dec_text_array(val, "build.argv", AL_ARGV_MAX, AL_ARG_MAX, &b->argv,
+			rc = al_dec_text_array(val, name, AL_ARGV_MAX, AL_ARG_MAX, &b->argv,
 					       &b->argc, err);
 			break;
-		default: rc = al_dec_limits(val, "build.limits", &b->limits, err); break;
+		default: rc = al_dec_limits(val, name, &b->limits, err); break;
 		}
 	}
 	return rc;
+}
+
+int al_grade_dec_build(const msgpack_object *v, struct al_job *job, struct al_err *err)
+{
+	return dec_step_map(v, "build", &job->build, err);
+}
+
+int al_grade_dec_checker(const msgpack_object *v, struct al_job *job, struct al_err *err)
+{
+	return dec_step_map(v, "checker", &job->checker, err);
 }
 
 /* A tolerance: a number, 0..1e6. */
@@ -271,6 +285,9 @@ int al_grade_validate(const struct al_job *job, struct al_err *err)
 		if (job->group_scoring)
 			return al_err_set(err, AL_EINVAL,
 					  "group_scoring: only in a grading job (with tests)");
+		if (job->checker)
+			return al_err_set(err, AL_EINVAL,
+					  "checker: only in a grading job (with tests)");
 		return AL_OK;
 	}
 	if (job->ntests > AL_TESTS_MAX)
@@ -284,15 +301,25 @@ int al_grade_validate(const struct al_job *job, struct al_err *err)
 		return al_err_set(err, AL_EINVAL,
 				  "collect: not in a grading job (its result carries each test's "
 				  "output)");
-	if (b) {
-		if ((rc =
-			 al_check_command("build.", b->runtime, &b->code, b->argv, b->argc, err)) ||
-		    (rc = check_args("build.argv", b->argv, b->argc, err)) ||
-		    (rc = al_check_limits("build.limits", &b->limits, err)))
+	for (int k = 0; k < 2; k++) { /* the build, then the checker */
+		const struct al_build *st = k ? job->checker : b;
+		const char *nm = k ? "checker" : "build";
+		char w[32];
+
+		if (!st)
+			continue;
+		snprintf(w, sizeof(w), "%s.", nm);
+		if ((rc = al_check_command(w, st->runtime, &st->code, st->argv, st->argc, err)))
 			return rc;
-		if (b->code.len > AL_CODE_MAX || b->argc > AL_ARGV_MAX)
+		snprintf(w, sizeof(w), "%s.argv", nm);
+		if ((rc = check_args(w, st->argv, st->argc, err)))
+			return rc;
+		snprintf(w, sizeof(w), "%s.limits", nm);
+		if ((rc = al_check_limits(w, &st->limits, err)))
+			return rc;
+		if (st->code.len > AL_CODE_MAX || st->argc + 3 > AL_ARGV_MAX)
 			return al_err_set(err, AL_EINVAL,
-					  "build: code or argv exceeds its cap (see PROTOCOL.md)");
+					  "%s: code or argv exceeds its cap (see PROTOCOL.md)", nm);
 	}
 	for (size_t i = 0; i < job->ntests; i++) {
 		const struct al_test *t = &job->tests[i];
@@ -331,8 +358,8 @@ int al_grade_validate(const struct al_job *job, struct al_err *err)
 
 size_t al_grade_job_nfields(const struct al_job *job)
 {
-	return (job->build != NULL) + (job->ntests > 0) + job->stop_on_failure +
-	       (job->group_scoring != AL_GROUPS_ALL);
+	return (job->build != NULL) + (job->checker != NULL) + (job->ntests > 0) +
+	       job->stop_on_failure + (job->group_scoring != AL_GROUPS_ALL);
 }
 
 static int pack_bool(msgpack_packer *pk, const char *k, bool v)
@@ -340,23 +367,28 @@ static int pack_bool(msgpack_packer *pk, const char *k, bool v)
 	return al_mp_pack_str(pk, k) || (v ? msgpack_pack_true(pk) : msgpack_pack_false(pk));
 }
 
+static int pack_step_map(msgpack_packer *pk, const char *name, const struct al_build *b)
+{
+	int bad = al_mp_pack_str(pk, name) ||
+		  msgpack_pack_map(pk, 1 + (b->runtime != AL_RUNTIME_ARGV) * 2 + (b->argc > 0));
+
+	if (b->runtime != AL_RUNTIME_ARGV)
+		bad |= al_mp_pack_kv_str(pk, "runtime", al_runtime_name(b->runtime)) ||
+		       al_mp_pack_kv_bin(pk, "code", b->code.data, b->code.len);
+	if (b->argc)
+		bad |= al_mp_pack_str(pk, "argv") || al_pack_text_array(pk, b->argv, b->argc);
+	bad |= al_mp_pack_str(pk, "limits") || al_pack_limits(pk, &b->limits);
+	return bad;
+}
+
 int al_grade_pack_job(msgpack_packer *pk, const struct al_job *job)
 {
-	const struct al_build *b = job->build;
 	int bad = 0;
 
-	if (b) {
-		bad |=
-		    al_mp_pack_str(pk, "build") ||
-		    msgpack_pack_map(pk, 1 + (b->runtime != AL_RUNTIME_ARGV) * 2 + (b->argc > 0));
-		if (b->runtime != AL_RUNTIME_ARGV)
-			bad |= al_mp_pack_kv_str(pk, "runtime", al_runtime_name(b->runtime)) ||
-			       al_mp_pack_kv_bin(pk, "code", b->code.data, b->code.len);
-		if (b->argc)
-			bad |=
-			    al_mp_pack_str(pk, "argv") || al_pack_text_array(pk, b->argv, b->argc);
-		bad |= al_mp_pack_str(pk, "limits") || al_pack_limits(pk, &b->limits);
-	}
+	if (job->build)
+		bad |= pack_step_map(pk, "build", job->build);
+	if (job->checker)
+		bad |= pack_step_map(pk, "checker", job->checker);
 	if (job->ntests) {
 		bad |= al_mp_pack_str(pk, "tests") || msgpack_pack_array(pk, job->ntests);
 		for (size_t i = 0; i < job->ntests && !bad; i++) {
@@ -404,11 +436,16 @@ int al_grade_pack_job(msgpack_packer *pk, const struct al_job *job)
 
 void al_grade_free_job(struct al_job *job)
 {
-	if (job->build) {
-		free(job->build->code.data);
-		al_free_strv(job->build->argv, job->build->argc);
-		free(job->build);
+	for (int k = 0; k < 2; k++) {
+		struct al_build *st = k ? job->checker : job->build;
+
+		if (st) {
+			free(st->code.data);
+			al_free_strv(st->argv, st->argc);
+			free(st);
+		}
 	}
+	job->checker = NULL;
 	for (size_t i = 0; i < job->ntests; i++) {
 		struct al_test *t = &job->tests[i];
 

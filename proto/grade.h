@@ -87,6 +87,8 @@ enum al_verdict {
 	AL_V_RUNTIME_ERROR, /* a non-zero exit or a signal */
 	AL_V_SKIPPED,	    /* not run: stop_on_failure after an earlier failure */
 	AL_V_COMPILE_ERROR, /* the build only: it failed */
+	AL_V_CHECKER_ERROR, /* the job's checker failed on the test's output (never the
+			     * solution's fault: it looped, crashed or said nothing clear) */
 	AL_V_COUNT
 };
 

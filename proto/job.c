@@ -550,6 +550,7 @@ enum job_field {
 	F_LABELS,
 	F_SUBMITTED,
 	F_BUILD,
+	F_CHECKER,
 	F_TESTS,
 	F_STOP_ON_FAILURE,
 	F_GROUP_SCORING,
@@ -582,6 +583,7 @@ static const char *const job_field_names[F_COUNT] = {
     "labels",
     "submitted_ms",
     "build",
+    "checker",
     "tests",
     "stop_on_failure",
     "group_scoring",
@@ -655,6 +657,7 @@ static int dec_field(enum job_field f, const msgpack_object *v, struct al_job *j
 	case F_SUBMITTED:
 		return al_mp_get_uint(v, "submitted_ms", 0, UINT64_MAX, &job->submitted_ms, err);
 	case F_BUILD: return al_grade_dec_build(v, job, err);
+	case F_CHECKER: return al_grade_dec_checker(v, job, err);
 	case F_TESTS: return al_grade_dec_tests(v, job, err);
 	case F_STOP_ON_FAILURE:
 		return al_mp_get_bool(v, "stop_on_failure", &job->stop_on_failure, err);

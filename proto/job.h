@@ -123,6 +123,7 @@ struct al_job {
 	uint64_t submitted_ms; /* unix ms, set by the client; 0 = unknown */
 	/* a grading job (grade.h): its build step (NULL = none) and its tests */
 	struct al_build *build;
+	struct al_build *checker; /* judges each test's output instead of expect/compare */
 	struct al_test *tests;
 	size_t ntests;
 	bool stop_on_failure; /* skip the tests after the first that fails */

@@ -202,15 +202,19 @@ static void grading_json(struct al_jb *b, json_t *o, const struct al_job *job)
 {
 	json_t *tests = json_array();
 
-	if (job->build) {
-		json_t *bo = json_object();
+	for (int k = 0; k < 2; k++) {
+		const struct al_build *st = k ? job->checker : job->build;
+		json_t *bo;
 
-		al_jb_set(b, bo, "runtime", json_string(al_runtime_name(job->build->runtime)));
-		if (job->build->code.data)
-			al_jb_check(b, al_json_set_bytes(bo, "code", &job->build->code));
-		al_jb_set(b, bo, "argv", strv_json(b, job->build->argv, job->build->argc));
-		al_jb_set(b, bo, "limits", limits_json(b, &job->build->limits));
-		al_jb_set(b, o, "build", bo);
+		if (!st)
+			continue;
+		bo = json_object();
+		al_jb_set(b, bo, "runtime", json_string(al_runtime_name(st->runtime)));
+		if (st->code.data)
+			al_jb_check(b, al_json_set_bytes(bo, "code", &st->code));
+		al_jb_set(b, bo, "argv", strv_json(b, st->argv, st->argc));
+		al_jb_set(b, bo, "limits", limits_json(b, &st->limits));
+		al_jb_set(b, o, k ? "checker" : "build", bo);
 	}
 	for (size_t i = 0; i < job->ntests; i++) {
 		const struct al_test *t = &job->tests[i];

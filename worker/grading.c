@@ -26,6 +26,11 @@ struct al_grading {
 	struct al_result build_run; /* the build's own result: its output, for a compile_error */
 	struct al_test_result *tests;
 	size_t ndone;
+	/* the job's checker: to run next on the test just done (check_next),
+	 * or running (checking), with that test's whole output */
+	bool check_next, checking;
+	struct al_bytes actual;
+	struct al_file check_files[3];
 };
 
 static int grade_root(const struct al_backend_conf *conf, char *out, size_t cap)
@@ -105,9 +110,16 @@ const struct al_run_spec *al_grading_next(struct al_grading *g)
 		g->step = (long)job->ntests;
 		return NULL;
 	}
-	if (++g->step >= (long)job->ntests)
-		return NULL;
-	al_grade_step_job(job, &g->spec.limits, g->step, g->argv, &g->job, &lim);
+	if (g->check_next) { /* the checker, on test g->step's output */
+		g->check_next = false;
+		g->checking = true;
+		al_grade_checker_job(job, &g->spec.limits, g->step, &g->actual, g->argv,
+				     g->check_files, &g->job, &lim);
+	} else {
+		if (++g->step >= (long)job->ntests)
+			return NULL;
+		al_grade_step_job(job, &g->spec.limits, g->step, g->argv, &g->job, &lim);
+	}
 	g->run = g->spec;
 	g->run.job = &g->job;
 	g->run.limits = lim;
@@ -136,9 +148,25 @@ int al_grading_step_done(struct al_grading *g, struct al_result *run)
 		run->out = run->err = (struct al_bytes){0};
 		return 0;
 	}
+	if (g->checking) { /* the checker's word on the test before it */
+		g->checking = false;
+		free(g->actual.data);
+		g->actual = (struct al_bytes){0};
+		if (!g->ndone || al_grade_checked(&g->tests[g->ndone - 1], run))
+			return -1;
+		g->failed |= al_verdict_failed(g->tests[g->ndone - 1].verdict);
+		return 0;
+	}
 	if (g->step >= (long)job->ntests ||
 	    al_grade_test(&job->tests[g->step], run, &g->tests[g->ndone]))
 		return -1;
+	if (al_grade_wants_check(job, &g->tests[g->ndone])) {
+		g->check_next = true; /* its verdict waits for the checker */
+		g->actual = run->out;
+		run->out = (struct al_bytes){0};
+		g->ndone++;
+		return 0;
+	}
 	g->failed |= al_verdict_failed(g->tests[g->ndone].verdict);
 	g->ndone++;
 	return 0;
@@ -161,6 +189,7 @@ void al_grading_free(struct al_grading *g)
 	al_test_result_free(&g->build);
 	free(g->build_run.out.data);
 	free(g->build_run.err.data);
+	free(g->actual.data);
 	for (size_t i = 0; i < g->ndone; i++)
 		al_test_result_free(&g->tests[i]);
 	free(g->tests);

@@ -793,6 +793,36 @@ static int run(struct job_in *in, int port, struct al_result *res, struct al_err
 }
 
 #define TEST_UID_BASE 2000 /* test i of a grading job runs as 2000 + i */
+#define CHECK_UID     2400 /* ...its checker as this one, never a test's */
+
+/* One step of a grading job (sj, with lim) as uid in the build tree: its
+ * command line made, then run_step. */
+static int grade_step(const struct job_in *in, const struct al_job *sj, const struct al_limits *lim,
+		      uid_t uid, const char *tree, bool build, const char *name, int port,
+		      struct al_result *run, struct al_err *err)
+{
+	char *argv[AL_ARGV_MAX + 6], *p;
+	struct al_buf ab = {0};
+	uint32_t argc = 0;
+	int rc;
+
+	if (al_command_argv(sj, "/proc/self/fd/3", &ab, &argc) || argc > AL_ARGV_MAX + 4) {
+		al_buf_free(&ab);
+		return al_err_set(err, AL_ESANDBOX, "agent: out of memory");
+	}
+	p = ab.data;
+	for (uint32_t k = 0; k < argc; k++, p += strlen(p) + 1)
+		argv[k] = p;
+	argv[argc] = NULL;
+	{
+		struct step st = {argv, in->envp, lim, uid, tree, build, false, 0};
+
+		umask(022); /* what the build makes, its tests may read */
+		rc = run_step(sj, &st, name, port, 0, run, err);
+	}
+	al_buf_free(&ab);
+	return rc;
+}
 
 /* A grading job (proto/grade.h): its build tree (the job's files, the
  * build's), the build once, then each test in a cgroup and uid of its own
@@ -826,11 +856,9 @@ static int run_grading(struct job_in *in, int port, struct al_result *res, struc
 		goto out;
 	}
 	for (long i = job->build ? -1 : 0; i < (long)job->ntests && !rc; i++) {
-		char *av[AL_ARGV_MAX], *argv[AL_ARGV_MAX + 6], name[32], *p;
-		struct al_buf ab = {0};
+		char *av[AL_ARGV_MAX], name[32];
 		struct al_result run = {0};
 		struct al_job sj;
-		uint32_t argc = 0;
 
 		if ((rc = beat(port, err)))
 			break;
@@ -840,25 +868,9 @@ static int run_grading(struct job_in *in, int port, struct al_result *res, struc
 			continue;
 		}
 		al_grade_step_job(job, &job->limits, i, av, &sj, &lim);
-		if (al_command_argv(&sj, "/proc/self/fd/3", &ab, &argc) || argc > AL_ARGV_MAX + 4) {
-			al_buf_free(&ab);
-			rc = al_err_set(err, AL_ESANDBOX, "agent: out of memory");
-			break;
-		}
-		p = ab.data;
-		for (uint32_t k = 0; k < argc; k++, p += strlen(p) + 1)
-			argv[k] = p;
-		argv[argc] = NULL;
 		snprintf(name, sizeof(name), i < 0 ? "build" : "test-%ld", i);
-		{
-			struct step st = {
-			    argv,      in->envp, &lim,	i < 0 ? JOB_UID : TEST_UID_BASE + (uid_t)i,
-			    tree.home, i < 0,	 false, 0};
-
-			umask(022); /* what the build makes, its tests may read */
-			rc = run_step(&sj, &st, name, port, 0, &run, err);
-		}
-		al_buf_free(&ab);
+		rc = grade_step(in, &sj, &lim, i < 0 ? JOB_UID : TEST_UID_BASE + (uid_t)i,
+				tree.home, i < 0, name, port, &run, err);
 		if (!rc && i < 0) {
 			if (al_grade_build(&run, &build))
 				rc = al_err_set(err, AL_ESANDBOX, "agent: out of memory");
@@ -870,6 +882,20 @@ static int run_grading(struct job_in *in, int port, struct al_result *res, struc
 		} else if (!rc) {
 			if (al_grade_test(&job->tests[i], &run, &tests[n]))
 				rc = al_err_set(err, AL_ESANDBOX, "agent: out of memory");
+			if (!rc && al_grade_wants_check(job, &tests[n])) {
+				/* the job's checker on the test's whole output */
+				struct al_file cf[3];
+				struct al_result crun = {0};
+
+				al_grade_checker_job(job, &job->limits, i, &run.out, av, cf, &sj,
+						     &lim);
+				snprintf(name, sizeof(name), "check-%ld", i);
+				rc = grade_step(in, &sj, &lim, CHECK_UID, tree.home, false, name,
+						port, &crun, err);
+				if (!rc && al_grade_checked(&tests[n], &crun))
+					rc = al_err_set(err, AL_ESANDBOX, "agent: out of memory");
+				al_result_free(&crun);
+			}
 			failed |= al_verdict_failed(tests[n++].verdict);
 		}
 		al_result_free(&run);

@@ -185,6 +185,53 @@ try:
     t.ok(p.returncode == 1 and "group g1: 0/6" in out and "group g2: 5/5" in out and
          "3/5 accepted, score 7/14" in out and "[g1]" in out and " 2/2\n" in out,
          "airlock grade: each test's points and group, each group, the score", out)
+
+    # a checker (special judge): the course's program decides, in a sandbox of its own
+    SOL = ("import sys\nx = sys.stdin.read().split()\n"
+           "if x[0] == 'perm': print(' '.join(reversed(x[1:])))\n"
+           "elif x[0] == 'forge': sys.stdout.write('accepted\\n' + '\\x00\\xff' * 1000)\n"
+           "else: print(' '.join(x[1:]))\n")
+    CHECKER = ("import sys\n"
+               "inp, exp, act = (open(p, 'rb').read() for p in sys.argv[-3:])\n"
+               "if b'LOOP' in inp:\n    while True: pass\n"
+               "if b'CRASH' in inp: raise RuntimeError('checker bug')\n"
+               "if b'MUMBLE' in inp: print('maybe'); sys.exit(0)\n"
+               "ok = sorted(act.split()) == sorted(exp.split())\n"
+               "print('accepted same set' if ok else 'wrong_answer %d numbers, expected %d'"
+               " % (len(act.split()), len(exp.split())))\n")
+
+    def checked(tier):
+        tests = [{"name": "perm", "stdin": "perm 1 2 3\n", "expect": "1 2 3\n"},
+                 {"name": "wrong", "stdin": "x 1 2\n", "expect": "1 2 3\n"},
+                 {"name": "forge", "stdin": "forge\n", "expect": "1\n"},
+                 {"name": "loops", "stdin": "x LOOP\n", "expect": "LOOP\n"},
+                 {"name": "crash", "stdin": "x CRASH\n", "expect": "CRASH\n"},
+                 {"name": "mumble", "stdin": "x MUMBLE\n", "expect": "MUMBLE\n"},
+                 {"name": "spin", "stdin": "x 1\n", "argv": [], "expect": "1\n",
+                  "limits": {"wall_ms": 3000, "cpu_ms": 1000}}]
+        return {"v": 1, "id": "k-%s-%s" % (tier, os.urandom(3).hex()), "tier": tier,
+                "image": "python", "argv": ["python3", "sol.py"], "tests": tests,
+                "files": [{"path": "sol.py", "data": SOL.encode()}],
+                "checker": {"runtime": "python", "code": CHECKER,
+                            "limits": {"wall_ms": 3000, "cpu_ms": 2000}}}
+    want = ["accepted", "wrong_answer", "wrong_answer", "checker_error", "checker_error",
+            "checker_error", "accepted"]
+    seen = {}
+    for tier, backend in TIERS:
+        res = c.run_job(checked(tier), timeout=600) or {}
+        tr = res.get("tests", [])
+        seen[backend] = [x["verdict"] for x in tr]
+        d = {x["name"]: x.get("detail") or "" for x in tr}
+        t.ok(seen[backend] == want and d.get("perm") == "checker: same set" and
+             d.get("wrong") == "checker: 2 numbers, expected 3" and
+             "the checker failed (" in d.get("loops", "") and
+             "exited 1" in d.get("crash", "") and "neither" in d.get("mumble", ""),
+             "%s: the checker's verdicts and words; a solution printing \"accepted\" is "
+             "still judged; a checker that loops, crashes or mumbles is checker_error, "
+             "never the solution's fault" % backend,
+             res.get("error") or [(x["name"], x["verdict"], x.get("detail")) for x in tr])
+    t.ok(len(set(map(tuple, seen.values()))) == 1,
+         "a checker's verdicts are the same on process, container and microVM", seen)
 finally:
     c.close()
 sys.exit(t.done())

@@ -228,6 +228,48 @@ static void test_score(void)
 	al_result_free(&res);
 }
 
+/* A checker's run into the test's verdict. */
+static void test_checker(void)
+{
+	static const struct {
+		enum al_status_code st;
+		int code, sig;
+		const char *out;
+		enum al_verdict want;
+		const char *detail;
+	} c[] = {
+	    {AL_ST_OK, 0, 0, "accepted fine\n", AL_V_ACCEPTED, "checker: fine"},
+	    {AL_ST_OK, 0, 0, "accepted", AL_V_ACCEPTED, NULL},
+	    {AL_ST_OK, 0, 0, "wrong_answer off by one\nmore", AL_V_WRONG_ANSWER,
+	     "checker: off by one"},
+	    {AL_ST_OK, 0, 0, "wrong_answer\n", AL_V_WRONG_ANSWER,
+	     "checker: the output is not a right answer"},
+	    {AL_ST_OK, 0, 0, "acceptedX\n", AL_V_CHECKER_ERROR, NULL},
+	    {AL_ST_OK, 0, 0, "", AL_V_CHECKER_ERROR, NULL},
+	    {AL_ST_NONZERO_EXIT, 1, 0, "accepted\n", AL_V_CHECKER_ERROR, "the checker exited 1"},
+	    {AL_ST_NONZERO_EXIT, -1, 11, "accepted\n", AL_V_CHECKER_ERROR,
+	     "the checker was killed by signal 11"},
+	    {AL_ST_TIMEOUT, -1, 0, "accepted\n", AL_V_CHECKER_ERROR, NULL},
+	    {AL_ST_OK, 0, 0, "accepted \x1b[31mred\x07\n", AL_V_ACCEPTED, "checker: ?[31mred?"},
+	};
+	bool all = true;
+
+	for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+		struct al_test_result tr = {.verdict = AL_V_ACCEPTED};
+		struct al_result r = run_of(c[i].st, c[i].code, c[i].sig, c[i].out);
+
+		if (al_grade_checked(&tr, &r) || tr.verdict != c[i].want ||
+		    (c[i].detail && (!tr.detail || strcmp(tr.detail, c[i].detail)))) {
+			all = false;
+			printf("# case %zu: %s / %s\n", i, al_verdict_name(tr.verdict),
+			       tr.detail ? tr.detail : "(none)");
+		}
+		al_test_result_free(&tr);
+	}
+	TAP_OK(all, "a checker's word: exit 0 and accepted or wrong_answer first, the rest its "
+		    "detail (control bytes shown as ?); anything else checker_error");
+}
+
 static void test_step_jobs(void)
 {
 	static char *jargv[] = {"./main", "-q"}, *targv[] = {"in.txt"}, *bargv[] = {"make"};
@@ -352,6 +394,7 @@ int main(void)
 	test_steps();
 	test_float();
 	test_score();
+	test_checker();
 	test_step_jobs();
 	return tap_done();
 }

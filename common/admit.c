@@ -3,6 +3,7 @@
 #include "policy.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../proto/caps.h"
@@ -87,6 +88,51 @@ static int admit_inputs(const struct al_tier_policy *t, const struct al_job *job
 			    host, port, t->name,
 			    job->negress_allow ? " (as the job's egress_allow narrows them)" : "");
 	}
+	return AL_OK;
+}
+
+static char **dup_words(char *const *w, size_t n)
+{
+	char **out = calloc(n + 1, sizeof(char *));
+
+	for (size_t i = 0; out && i < n; i++)
+		if (!(out[i] = strdup(w[i]))) {
+			while (i--)
+				free(out[i]);
+			free(out);
+			return NULL;
+		}
+	return out;
+}
+
+/* A grading job's language: its build (unless the job has one), its run
+ * command (unless the job has one) and its image (unless the job names
+ * one, when the tier offers it). */
+static int admit_language(const struct al_policy *pol, const struct al_tier_policy *t,
+			  struct al_job *job, struct al_err *err)
+{
+	const struct al_language *l = al_policy_language(pol, job->language);
+	char names[512];
+
+	if (!l) {
+		al_policy_language_names(pol, names, sizeof(names));
+		return al_err_set(err, AL_EINVAL, "language: unknown \"%s\" (known: %s)",
+				  job->language, names);
+	}
+	if (!job->build && l->build) {
+		if (!(job->build = calloc(1, sizeof(*job->build))) ||
+		    !(job->build->argv = dup_words(l->build, l->nbuild)))
+			return al_err_set(err, AL_ENOMEM, "language: out of memory");
+		job->build->argc = l->nbuild;
+	}
+	if (job->runtime == AL_RUNTIME_ARGV && !job->argc) {
+		if (!(job->argv = dup_words(l->run, l->nrun)))
+			return al_err_set(err, AL_ENOMEM, "language: out of memory");
+		job->argc = l->nrun;
+	}
+	if (!job->image && l->image && al_tier_image_index(t, l->image) >= 0 &&
+	    !(job->image = strdup(l->image)))
+		return al_err_set(err, AL_ENOMEM, "language: out of memory");
 	return AL_OK;
 }
 
@@ -184,6 +230,12 @@ int al_policy_admit(const struct al_policy *pol, struct al_job *job, uint64_t no
 		    err, AL_EINVAL,
 		    "files: %llu bytes of input files do not fit the disk limit of %llu bytes",
 		    (unsigned long long)files, (unsigned long long)l->disk_bytes);
+	if (job->language) {
+		int rc = admit_language(pol, t, job, err);
+
+		if (rc)
+			return rc;
+	}
 	if (job->ntests) {
 		int rc = admit_grading(t, job, cpu_given, err);
 

@@ -81,17 +81,34 @@ struct al_tenant_policy {
 
 #define AL_TIERS_MAX 64 /* tiers one policy may define; a worker serves them all */
 
+/* A grading language (a job's `language`): the image, build and run
+ * commands it stands for. The policy's `languages:` add to the built-in
+ * table (al_languages_builtin) or replace an entry of it by name. */
+#define AL_LANGUAGES_MAX 32
+#define AL_LANG_ARGS_MAX 32
+struct al_language {
+	char *name;
+	char *image;  /* a catalogue image, or NULL: the tier's default */
+	char **build; /* the build's argv, or NULL: none */
+	size_t nbuild;
+	char **run; /* the tests' command */
+	size_t nrun;
+	char *source; /* the file name the solution must have (main.cpp) */
+};
+
 struct al_policy {
 	struct al_tier_policy *tiers;
 	size_t ntiers;
 	struct al_tenant_policy *tenants; /* "default" applies to unnamed tenants */
 	size_t ntenants;
-	uint64_t result_ttl_ms; /* how long results are kept */
-	uint64_t lease_ms;	/* a silent worker's jobs are re-delivered after this */
-	uint64_t dlq_max_len;	/* al:dlq keeps about this many dead letters */
-	char *source;		/* file name, or "built-in" */
-	char hash[17];		/* the first 16 hex digits of the SHA-256 of its text: the
-				 * same in every daemon that loaded the same policy */
+	uint64_t result_ttl_ms;	       /* how long results are kept */
+	uint64_t lease_ms;	       /* a silent worker's jobs are re-delivered after this */
+	uint64_t dlq_max_len;	       /* al:dlq keeps about this many dead letters */
+	char *source;		       /* file name, or "built-in" */
+	struct al_language *languages; /* the policy's own (languages:) */
+	size_t nlanguages;
+	char hash[17]; /* the first 16 hex digits of the SHA-256 of its text: the
+			* same in every daemon that loaded the same policy */
 };
 
 /* Load path (NULL = the built-in default policy). On error nothing is
@@ -101,6 +118,11 @@ void al_policy_free(struct al_policy *pol);
 const struct al_tier_policy *al_policy_tier(const struct al_policy *pol, const char *name);
 /* The tenant's entry, else "default", else an unlimited one. */
 const struct al_tenant_policy *al_policy_tenant(const struct al_policy *pol, const char *name);
+/* The language called name: the policy's, else the built-in one; NULL. */
+const struct al_language *al_policy_language(const struct al_policy *pol, const char *name);
+/* Every language's name the policy knows, comma-separated, into out. */
+void al_policy_language_names(const struct al_policy *pol, char *out, size_t n);
+
 /* The index of image name in t's images, or -1 when the tier does not
  * offer it. */
 int al_tier_image_index(const struct al_tier_policy *t, const char *name);

@@ -847,6 +847,88 @@ static bool tenant_defined(const struct al_policy *pol, const char *name)
 	return false;
 }
 
+/* A list of command words, into (*out, *n). */
+static int get_words(struct ctx *c, yaml_node_t *v, const char *what, char ***out, size_t *n)
+{
+	yaml_node_t *h;
+	size_t cap;
+	int rc;
+
+	if (v->type != YAML_SEQUENCE_NODE)
+		return fail(c, v, "%s: expected a list of words ([g++, -O2, ...])", what);
+	cap = (size_t)(v->data.sequence.items.top - v->data.sequence.items.start);
+	if (cap == 0 || cap > AL_LANG_ARGS_MAX)
+		return fail(c, v, "%s: 1..%d words", what, AL_LANG_ARGS_MAX);
+	if (!(*out = calloc(cap + 1, sizeof(char *))))
+		return al_err_set(c->err, AL_ENOMEM, "policy: out of memory");
+	FOR_ITEMS(c, v, h, it)
+	{
+		if ((rc = get_str(c, h, what, &(*out)[*n])))
+			return rc;
+		(*n)++;
+	}
+	return AL_OK;
+}
+
+/* languages: {NAME: {image, source, build: [...], run: [...]}} */
+static int parse_languages(struct ctx *c, yaml_node_t *v, struct al_policy *pol)
+{
+	yaml_node_t *nk, *nv, *k2, *v2;
+	size_t cap;
+	int rc;
+
+	if ((rc = want_map(c, v, "languages")))
+		return rc;
+	cap = (size_t)(v->data.mapping.pairs.top - v->data.mapping.pairs.start);
+	if (cap > AL_LANGUAGES_MAX)
+		return fail(c, v, "languages: %zu defined, at most %d", cap, AL_LANGUAGES_MAX);
+	if (pol->languages)
+		return fail(c, v, "\"languages\" appears twice");
+	if (!(pol->languages = calloc(cap + 1, sizeof(*pol->languages))))
+		return al_err_set(c->err, AL_ENOMEM, "policy: out of memory");
+	FOR_PAIRS(c, v, nk, nv, pl)
+	{
+		const char *nm = scalar(nk);
+		struct al_language *l = &pol->languages[pol->nlanguages];
+
+		if (!nm || !*nm || strlen(nm) > 32 ||
+		    strspn(nm, "abcdefghijklmnopqrstuvwxyz0123456789_+-") != strlen(nm))
+			return fail(c, nk, "languages: a name is 1..32 of [a-z0-9_+-]");
+		for (size_t i = 0; i < pol->nlanguages; i++)
+			if (!strcmp(pol->languages[i].name, nm))
+				return fail(c, nk, "language \"%s\" is defined twice", nm);
+		if ((rc = want_map(c, nv, "languages.NAME")))
+			return rc;
+		if (!(l->name = strdup(nm)))
+			return al_err_set(c->err, AL_ENOMEM, "policy: out of memory");
+		pol->nlanguages++;
+		FOR_PAIRS(c, nv, k2, v2, pk)
+		{
+			const char *key = scalar(k2);
+
+			if (key && !strcmp(key, "image") && !l->image)
+				rc = get_image(c, v2, "languages.image", &l->image);
+			else if (key && !strcmp(key, "source") && !l->source)
+				rc = get_str(c, v2, "languages.source", &l->source);
+			else if (key && !strcmp(key, "build") && !l->build)
+				rc = get_words(c, v2, "languages.build", &l->build, &l->nbuild);
+			else if (key && !strcmp(key, "run") && !l->run)
+				rc = get_words(c, v2, "languages.run", &l->run, &l->nrun);
+			else
+				return fail(
+				    c, k2,
+				    "languages.%s: unknown or repeated key \"%s\"; use image, "
+				    "source, build or run",
+				    nm, key ? key : "?");
+			if (rc)
+				return rc;
+		}
+		if (!l->run)
+			return fail(c, nv, "language %s: run: missing (the tests' command)", nm);
+	}
+	return AL_OK;
+}
+
 static int parse_root(struct ctx *c, struct al_policy *pol)
 {
 	yaml_node_t *root = yaml_document_get_root_node(&c->doc), *k, *v;
@@ -910,10 +992,12 @@ static int parse_root(struct ctx *c, struct al_policy *pol)
 				if (rc)
 					return rc;
 			}
+		} else if (key && !strcmp(key, "languages")) {
+			rc = parse_languages(c, v, pol);
 		} else {
 			return fail(c, k,
 				    "unknown key \"%s\"; use result_ttl_s, lease_ms, dlq_max_len, "
-				    "tiers or tenants",
+				    "languages, tiers or tenants",
 				    key ? key : "?");
 		}
 		if (rc)

@@ -268,10 +268,14 @@ int al_job_validate(const struct al_job *job, struct al_err *err)
 			return al_err_set(err, AL_EINVAL,
 					  "session: a session's job has no command (argv) nor "
 					  "tests: its calls come later");
-	} else if ((rc = al_check_command("", job->runtime, &job->code, job->argv, job->argc,
+	} else if (!(job->language && job->ntests && job->runtime == AL_RUNTIME_ARGV &&
+		     !job->argc) && /* a language's command comes at admission */
+		   (rc = al_check_command("", job->runtime, &job->code, job->argv, job->argc,
 					  err))) {
 		return rc;
 	}
+	if (job->language && !job->ntests)
+		return al_err_set(err, AL_EINVAL, "language: only in a grading job (with tests)");
 	if (job->code.len > AL_CODE_MAX || job->argc > AL_ARGV_MAX ||
 	    job->stdin_data.len > AL_STDIN_MAX || job->nfiles > AL_FILES_MAX ||
 	    job->nenv > AL_ENV_MAX || job->ncollect > AL_COLLECT_MAX ||
@@ -554,6 +558,7 @@ enum job_field {
 	F_TESTS,
 	F_STOP_ON_FAILURE,
 	F_GROUP_SCORING,
+	F_LANGUAGE,
 	F_SESSION,
 	F_INPUTS,
 	F_COUNT
@@ -587,6 +592,7 @@ static const char *const job_field_names[F_COUNT] = {
     "tests",
     "stop_on_failure",
     "group_scoring",
+    "language",
     "session",
     "inputs",
 };
@@ -674,6 +680,7 @@ static int dec_field(enum job_field f, const msgpack_object *v, struct al_job *j
 		free(s);
 		return rc;
 	}
+	case F_LANGUAGE: return al_mp_get_text(v, "language", 32, &job->language, err);
 	case F_SESSION: return al_mp_get_bool(v, "session", &job->session, err);
 	case F_INPUTS: return al_inputs_decode(v, job, err);
 	case F_COUNT: break;
@@ -864,6 +871,7 @@ int al_job_encode(const struct al_job *job, struct al_buf *out, struct al_err *e
 	n += job->idempotency_key != NULL;
 	n += job->callback_url != NULL;
 	n += job->image != NULL;
+	n += job->language != NULL;
 	n += job->negress_allow > 0;
 	n += job->nlabels > 0;
 	n += job->submitted_ms > 0;
@@ -908,6 +916,8 @@ int al_job_encode(const struct al_job *job, struct al_buf *out, struct al_err *e
 		bad |= al_mp_pack_kv_str(&pk, "callback_url", job->callback_url);
 	if (job->image)
 		bad |= al_mp_pack_kv_str(&pk, "image", job->image);
+	if (job->language)
+		bad |= al_mp_pack_kv_str(&pk, "language", job->language);
 	if (job->negress_allow)
 		bad |= al_mp_pack_str(&pk, "egress_allow") ||
 		       al_pack_text_array(&pk, job->egress_allow, job->negress_allow);
@@ -968,6 +978,7 @@ void al_job_free(struct al_job *job)
 	free(job->idempotency_key);
 	free(job->callback_url);
 	free(job->image);
+	free(job->language);
 	al_free_strv(job->egress_allow, job->negress_allow);
 	free_kvs(job->labels, job->nlabels);
 	al_grade_free_job(job);

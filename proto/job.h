@@ -124,6 +124,8 @@ struct al_job {
 	/* a grading job (grade.h): its build step (NULL = none) and its tests */
 	struct al_build *build;
 	struct al_build *checker; /* judges each test's output instead of expect/compare */
+	char *language;		  /* a grading language of the policy (cpp17, python3, ...):
+				   * admission fills build, argv and image from it */
 	struct al_test *tests;
 	size_t ntests;
 	bool stop_on_failure; /* skip the tests after the first that fails */

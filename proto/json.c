@@ -312,6 +312,8 @@ json_t *al_job_to_json(const struct al_job *job)
 	al_jb_set(&b, o, "idempotency_key",
 		  job->idempotency_key ? json_string(job->idempotency_key) : json_null());
 	al_jb_set(&b, o, "image", job->image ? json_string(job->image) : json_null());
+	if (job->language)
+		al_jb_set(&b, o, "language", json_string(job->language));
 	al_jb_set(&b, o, "callback_url",
 		  job->callback_url ? json_string(job->callback_url) : json_null());
 	al_jb_set(&b, o, "labels", kv_json(&b, job->labels, job->nlabels));

@@ -26,7 +26,11 @@ MAX = {"wall_ms": 600000, "cpu_ms": 600000, "memory_bytes": 2147483648, "pids": 
 POLICY = policy(*[tier_def(name, backend, images=["toolchain", "python"], image="toolchain",
                            defaults=dict(DEFAULTS, wall_ms=60000), max=MAX)
                   for name, backend in (("trusted", "process"), ("internal", "container"),
-                                        ("untrusted", "microvm"))])
+                                        ("untrusted", "microvm"))],
+                languages={"bash": {"run": ["sh", "main.sh"]},
+                           "c11": {"image": "toolchain", "source": "main.c",
+                                   "build": ["gcc", "-O0", "-o", "main", "main.c"],
+                                   "run": ["./main"]}})
 TIERS = (("trusted", "process"), ("internal", "container"), ("untrusted", "microvm"))
 
 CPP = r"""
@@ -232,6 +236,38 @@ try:
              res.get("error") or [(x["name"], x["verdict"], x.get("detail")) for x in tr])
     t.ok(len(set(map(tuple, seen.values()))) == 1,
          "a checker's verdicts are the same on process, container and microVM", seen)
+
+    # the language table: the course names a language, the policy gives the commands
+    progs = {"cpp17": ("main.cpp", "#include <iostream>\nint main(){long a,b;std::cin>>a>>b;"
+                                   "std::cout<<a+b<<std::endl;}\n"),
+             "python3": ("main.py", "a, b = map(int, input().split())\nprint(a + b)\n"),
+             "bash": ("main.sh", "read a b\necho $((a + b))\n"),
+             "c11": ("main.c", "#include <stdio.h>\nint main(void){long a,b;"
+                               "if(scanf(\"%ld %ld\",&a,&b)!=2)return 1;"
+                               "printf(\"%ld\\n\",a+b);return 0;}\n")}
+    lang_seen = {}
+    for tier, backend in TIERS:
+        for lang, (path, src) in progs.items():
+            res = c.run_job({"v": 1, "id": "l-%s-%s-%s" % (lang, tier, os.urandom(3).hex()),
+                             "tier": tier, "language": lang,
+                             "files": [{"path": path, "data": src.encode()}],
+                             "tests": [{"name": "a", "stdin": "1 2\n", "expect": "3\n"},
+                                       {"name": "b", "stdin": "2 2\n", "expect": "5\n"}]},
+                            timeout=600) or {}
+            lang_seen[(backend, lang)] = ([x["verdict"] for x in res.get("tests", [])],
+                                          (res.get("build") or {}).get("verdict"))
+        t.ok(all(lang_seen[(backend, lg)][0] == ["accepted", "wrong_answer"] for lg in progs) and
+             lang_seen[(backend, "cpp17")][1] == "accepted" and
+             lang_seen[(backend, "python3")][1] is None,
+             "%s: language cpp17, python3 (built in), bash (the policy's own) and c11 (the "
+             "policy's, replacing the built-in) build and run as the table says" % backend,
+             {k: v for k, v in lang_seen.items() if k[0] == backend})
+    res = c.run_job({"v": 1, "id": "l-bad-%s" % os.urandom(3).hex(), "tier": "trusted",
+                     "language": "cobol", "tests": [{"name": "a"}]}, timeout=60) or {}
+    t.ok(res.get("status") == "rejected" and
+         'language: unknown "cobol" (known: bash, c11, cpp17, cpp20, python3, node, go, rust)'
+         == res.get("error"),
+         "an unknown language is rejected, naming the known ones", res.get("error"))
 finally:
     c.close()
 sys.exit(t.done())

@@ -457,6 +457,8 @@ out:
 
 /* ---- the table ---- */
 
+#define AL_STDERR_EXCERPT 2048 /* of a runtime_error's stderr, under its row */
+
 static void print_row(FILE *f, const char *num, const struct al_test_result *t, bool build)
 {
 	char mem[32], pts[32];
@@ -469,6 +471,22 @@ static void print_row(FILE *f, const char *num, const struct al_test_result *t, 
 		build ? "-" : pts, t->group ? "  [" : "", t->group ? t->group : "",
 		t->group ? "]" : "", t->detail ? "  " : "");
 	fprintf(f, "%s\n", t->detail ? t->detail : "");
+	if (t->verdict == AL_V_RUNTIME_ERROR && t->err.len) { /* what it said as it failed */
+		size_t n = t->err.len < AL_STDERR_EXCERPT ? t->err.len : AL_STDERR_EXCERPT;
+
+		fputs("        | ", f);
+		for (size_t i = 0; i < n; i++) {
+			unsigned char ch = (unsigned char)t->err.data[i];
+
+			if (ch == '\n' && i + 1 < n)
+				fputs("\n        | ", f);
+			else if (ch == '\n' || ch == '\t' || (ch >= 0x20 && ch != 0x7f))
+				fputc(ch == '\n' ? ' ' : ch, f);
+			else
+				fputc('?', f);
+		}
+		fprintf(f, "%s\n", n < t->err.len ? " ..." : "");
+	}
 }
 
 void al_grade_print(FILE *f, const struct al_result *res)

@@ -276,6 +276,14 @@ try:
     t.ok(p.returncode == 0 and "2/2 accepted" in p.stdout.decode(),
          "airlock grade FILE.yaml: the job in YAML, a file read with data_from; exit code 0",
          (p.returncode, p.stdout.decode(), p.stderr.decode()))
+    with open(y, "a") as f:
+        f.write("  - {name: three, stdin: \"x y\\n\", expect: \"0\\n\"}\n")
+    p = c.cli("grade", y, timeout=300)
+    out = p.stdout.decode()
+    t.ok(p.returncode == 1 and "2/3 accepted" in out and
+         re.search(r"^        \| Traceback \(most recent call last\):$", out, re.M) and
+         re.search(r"^        \| ValueError: ", out, re.M),
+         "airlock grade: a runtime_error's stderr under its row (the first 2 KiB)", out)
     with open(os.path.join(c.dir, "broken.yaml"), "w") as f:
         f.write("tier: trusted\nargv: [./main]\nbuild: {argv: [g++, -o, main, main.cpp]}\n"
                 "files: [{path: main.cpp, data: \"int main( {\"}]\n"
@@ -310,9 +318,9 @@ try:
     w = subprocess.run([CLI] + gw + ["wait", gid, "--json"], capture_output=True, env=env,
                        timeout=300)
     t.ok(p.returncode == 1 and "3/4 accepted" in out and 'expected "7", got "3"' in out and
-         sub.returncode == 0 and gid.startswith("g") and w.returncode == 0 and
+         sub.returncode == 0 and gid.startswith("g") and w.returncode == 1 and
          [x["verdict"] for x in json.loads(w.stdout or b"{}").get("tests", [])] ==
-         ["accepted", "accepted"],
+         ["accepted", "accepted", "runtime_error"],
          "airlock --gateway URL grade DIR: the table and exit code 1 as on Redis; grade "
          "--submit FILE then wait --json: its verdicts (the gateway chose the id)",
          (p.returncode, out, p.stderr.decode(), sub.stderr.decode(), w.stdout[:300]))

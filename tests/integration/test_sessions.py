@@ -22,13 +22,14 @@ import re
 import signal
 import socket
 import struct
+import subprocess
 import sys
 import time
 import zlib
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "client", "python"))
-from altest import Tap, job_cgroups, leftovers, live_pids_of, need_root  # noqa: E402
+from altest import CLI, Tap, job_cgroups, leftovers, live_pids_of, need_root  # noqa: E402
 from cluster import Cluster  # noqa: E402
 from gwclient import Api, free_port, key_file, start_gateway  # noqa: E402
 from policies import DEFAULTS, policy, tier_def  # noqa: E402
@@ -377,6 +378,22 @@ try:
     api = Api(port)
     gcl = airlock.Client(gateway="http://127.0.0.1:%d" % port, token=keys["acme"],
                          tier="trusted")
+    # the CLI's session verbs through the gateway, as on Redis
+    genv = dict(os.environ, AIRLOCK_TOKEN=keys["acme"])
+    gw_cli = [CLI, "--gateway", "http://127.0.0.1:%d" % port, "session"]
+
+    def gsess(*a):
+        return subprocess.run(gw_cli + list(a), capture_output=True, env=genv, timeout=120)
+    o = gsess("open", "--tier", "trusted")
+    gsid = o.stdout.decode().strip()
+    p1 = gsess("py", gsid, "-c", "x = 6 * 7")
+    p2 = gsess("py", gsid, "-c", "print(x)")
+    p3 = gsess("exec", gsid, "-c", "echo shell")
+    p4 = gsess("close", gsid)
+    t.ok(o.returncode == 0 and gsid and p1.returncode == 0 and p2.stdout == b"42\n" and
+         p3.stdout == b"shell\n" and p4.returncode == 0,
+         "airlock --gateway session open, py (state kept), exec, close",
+         [(x.returncode, x.stdout[-200:], x.stderr[-300:]) for x in (o, p1, p2, p3, p4)])
     with gcl.session() as gs:
         gs.run_python("import math\nv = [1, 2, 3]")
         gs.put("in/data.csv", "a,b\n1,2\n")

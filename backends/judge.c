@@ -294,6 +294,21 @@ int al_grade_skip(const struct al_test *t, struct al_test_result *tr)
 	return set_detail(tr, "not run: an earlier test failed (stop_on_failure)");
 }
 
+/* A step's job: the grading job without what makes it one. */
+static void step_base(const struct al_job *job, struct al_job *out)
+{
+	*out = *job;
+	out->build = out->checker = NULL;
+	out->tests = NULL;
+	out->ntests = 0;
+	out->stop_on_failure = false;
+	out->group_scoring = 0;
+	out->language = NULL;
+	out->ncollect = 0;
+	out->collect = NULL;
+	out->stdin_data = (struct al_bytes){0};
+}
+
 bool al_grade_wants_check(const struct al_job *job, const struct al_test_result *tr)
 {
 	/* a clean exit: its output is the checker's to judge (limits and
@@ -309,14 +324,7 @@ void al_grade_checker_job(const struct al_job *job, const struct al_limits *dflt
 	const struct al_test *t = &job->tests[test];
 	size_t n = 0;
 
-	*out = *job;
-	out->build = out->checker = NULL;
-	out->tests = NULL;
-	out->ntests = 0;
-	out->stop_on_failure = false;
-	out->ncollect = 0;
-	out->collect = NULL;
-	out->stdin_data = (struct al_bytes){0};
+	step_base(job, out);
 	out->runtime = c->runtime;
 	out->code = c->code;
 	for (size_t i = 0; i < c->argc && n + 3 < AL_ARGV_MAX; i++)
@@ -506,14 +514,7 @@ int al_grade_result(struct al_result *res, struct al_test_result *build,
 void al_grade_step_job(const struct al_job *job, const struct al_limits *dflt, long step,
 		       char **argv, struct al_job *out, struct al_limits *lim)
 {
-	*out = *job;
-	out->build = NULL;
-	out->tests = NULL;
-	out->ntests = 0;
-	out->stop_on_failure = false;
-	out->ncollect = 0;
-	out->collect = NULL;
-	out->stdin_data = (struct al_bytes){0};
+	step_base(job, out);
 	if (step < 0) { /* the build: its command; the job's files are in the tree */
 		const struct al_build *b = job->build;
 

@@ -6,7 +6,7 @@ SANITIZER ?=
 BUILD ?= build$(if $(SANITIZER),-$(SANITIZER))
 CC ?= cc
 FUZZ_CC ?= clang
-FUZZ_SECONDS ?= 60
+FUZZ_SECONDS ?= 45
 
 PKGS := hiredis libevent msgpack libseccomp libcurl libcrypto jansson yaml-0.1 libvirt libxml-2.0
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS)) -I/usr/include/hiredis

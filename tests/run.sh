@@ -8,7 +8,7 @@
 set -u
 cd "$(dirname "$0")/.."
 export BUILD=${BUILD:-build}
-FUZZ_SECONDS=${FUZZ_SECONDS:-60}
+FUZZ_SECONDS=${FUZZ_SECONDS:-45}
 LOGDIR=$(mktemp -d /tmp/airlock-test.XXXXXX)
 . tests/lib/suite.sh
 

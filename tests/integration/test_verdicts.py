@@ -116,6 +116,9 @@ try:
             res = c.run_job(grading_job(tier, lang), timeout=900)
             tr = (res or {}).get("tests", [])
             seen[backend] = [x["verdict"] for x in tr]
+            if lang == "cpp" and res and res.get("build"):
+                print("# the C++ build on %s: %d ms wall, %d ms CPU" %
+                      (backend, res["build"]["wall_ms"], res["build"]["cpu_ms"]), flush=True)
             t.ok(seen[backend] == want,
                  "%s on %s: every verdict kind as expected" % (lang, backend),
                  res and [(x["name"], x["verdict"], x.get("detail")) for x in tr] or res)
@@ -247,7 +250,11 @@ try:
                                "printf(\"%ld\\n\",a+b);return 0;}\n")}
     lang_seen = {}
     for tier, backend in TIERS:
+        # the policy's own entries (bash, c11) on the process tier: the same code path as
+        # the built-in ones, which every tier runs (a C build under TCG costs ~20 s)
         for lang, (path, src) in progs.items():
+            if lang in ("bash", "c11") and backend != "process":
+                continue
             res = c.run_job({"v": 1, "id": "l-%s-%s-%s" % (lang, tier, os.urandom(3).hex()),
                              "tier": tier, "language": lang,
                              "files": [{"path": path, "data": src.encode()}],
@@ -256,11 +263,13 @@ try:
                             timeout=600) or {}
             lang_seen[(backend, lang)] = ([x["verdict"] for x in res.get("tests", [])],
                                           (res.get("build") or {}).get("verdict"))
-        t.ok(all(lang_seen[(backend, lg)][0] == ["accepted", "wrong_answer"] for lg in progs) and
+        t.ok(all(lang_seen[(backend, lg)][0] == ["accepted", "wrong_answer"] for lg in progs
+                 if (backend, lg) in lang_seen) and
              lang_seen[(backend, "cpp17")][1] == "accepted" and
              lang_seen[(backend, "python3")][1] is None,
-             "%s: language cpp17, python3 (built in), bash (the policy's own) and c11 (the "
-             "policy's, replacing the built-in) build and run as the table says" % backend,
+             "%s: language cpp17, python3 (built in)%s build and run as the table says"
+             % (backend, ", bash (the policy's own) and c11 (the policy's, replacing the "
+                "built-in)" if backend == "process" else ""),
              {k: v for k, v in lang_seen.items() if k[0] == backend})
     res = c.run_job({"v": 1, "id": "l-bad-%s" % os.urandom(3).hex(), "tier": "trusted",
                      "language": "cobol", "tests": [{"name": "a"}]}, timeout=60) or {}

@@ -210,6 +210,7 @@ static int fill_run(const char *name, const struct al_result *run, struct al_tes
 	tr->wall_ms = run->wall_ms;
 	tr->cpu_ms = run->cpu_ms;
 	tr->peak_memory_bytes = run->peak_memory_bytes;
+	tr->max_rss_bytes = run->max_rss_bytes;
 	if (!tr->name || copy_cut(&run->out, run->out_truncated, &tr->out, &tr->out_truncated) ||
 	    copy_cut(&run->err, run->err_truncated, &tr->err, &tr->err_truncated))
 		return -1;
@@ -469,10 +470,13 @@ int al_grade_result(struct al_result *res, struct al_test_result *build,
 
 	res->cpu_ms = build ? build->cpu_ms : 0;
 	res->peak_memory_bytes = build ? build->peak_memory_bytes : 0;
+	res->max_rss_bytes = build ? build->max_rss_bytes : 0;
 	for (size_t i = 0; i < ntests; i++) {
 		res->cpu_ms += tests[i].cpu_ms;
 		if (tests[i].peak_memory_bytes > res->peak_memory_bytes)
 			res->peak_memory_bytes = tests[i].peak_memory_bytes;
+		if (tests[i].max_rss_bytes > res->max_rss_bytes)
+			res->max_rss_bytes = tests[i].max_rss_bytes;
 		all &= tests[i].verdict == AL_V_ACCEPTED;
 	}
 	if (build) {

@@ -461,15 +461,17 @@ out:
 
 static void print_row(FILE *f, const char *num, const struct al_test_result *t, bool build)
 {
-	char mem[32], pts[32];
+	char mem[32], rss[32], pts[32];
 
 	snprintf(mem, sizeof(mem), "%llu KiB", (unsigned long long)(t->peak_memory_bytes >> 10));
+	snprintf(rss, sizeof(rss), "%llu KiB", (unsigned long long)(t->max_rss_bytes >> 10));
 	snprintf(pts, sizeof(pts), "%u/%u", (unsigned)t->points, (unsigned)t->max_points);
-	fprintf(f, "%4s  %-24.24s %-14s %7llu %8llu %10s %7s%s%s%s%s", num, t->name,
+	fprintf(f, "%4s  %-24.24s %-14s %7llu %8llu %10s %10s %7s%s%s%s%s", num, t->name,
 		al_verdict_name(t->verdict), (unsigned long long)t->cpu_ms,
 		(unsigned long long)t->wall_ms, t->verdict == AL_V_SKIPPED ? "" : mem,
-		build ? "-" : pts, t->group ? "  [" : "", t->group ? t->group : "",
-		t->group ? "]" : "", t->detail ? "  " : "");
+		t->verdict == AL_V_SKIPPED || !t->max_rss_bytes ? "" : rss, build ? "-" : pts,
+		t->group ? "  [" : "", t->group ? t->group : "", t->group ? "]" : "",
+		t->detail ? "  " : "");
 	fprintf(f, "%s\n", t->detail ? t->detail : "");
 	if (t->verdict == AL_V_RUNTIME_ERROR && t->err.len) { /* what it said as it failed */
 		size_t n = t->err.len < AL_STDERR_EXCERPT ? t->err.len : AL_STDERR_EXCERPT;
@@ -504,8 +506,8 @@ void al_grade_print(FILE *f, const struct al_result *res)
 		if (res->err.len && res->err.data[res->err.len - 1] != '\n')
 			fputc('\n', f);
 	}
-	fprintf(f, "%4s  %-24s %-14s %7s %8s %10s %7s  %s\n", "#", "test", "verdict", "cpu_ms",
-		"wall_ms", "memory", "points", "detail");
+	fprintf(f, "%4s  %-24s %-14s %7s %8s %10s %10s %7s  %s\n", "#", "test", "verdict", "cpu_ms",
+		"wall_ms", "memory", "max_rss", "points", "detail");
 	if (res->build)
 		print_row(f, "-", res->build, true);
 	for (size_t i = 0; i < res->ntests; i++) {

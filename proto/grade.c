@@ -500,6 +500,8 @@ static int dec_test_result(const msgpack_object *v, const char *what, struct al_
 			rc = al_mp_get_uint(val, name, 0, UINT64_MAX, &t->cpu_ms, err);
 		} else if (al_mp_key_is(k, "peak_memory_bytes")) {
 			rc = al_mp_get_uint(val, name, 0, UINT64_MAX, &t->peak_memory_bytes, err);
+		} else if (al_mp_key_is(k, "max_rss_bytes")) {
+			rc = al_mp_get_uint(val, name, 0, UINT64_MAX, &t->max_rss_bytes, err);
 		} else if (al_mp_key_is(k, "stdout") && !t->out.data) {
 			rc = al_mp_get_bytes(val, name, AL_TEST_KEEP_MAX, &t->out, err);
 		} else if (al_mp_key_is(k, "stderr") && !t->err.data) {
@@ -630,7 +632,7 @@ size_t al_grade_result_nfields(const struct al_result *res)
 
 static int pack_test_result(msgpack_packer *pk, const struct al_test_result *t)
 {
-	int bad = msgpack_pack_map(pk, 16);
+	int bad = msgpack_pack_map(pk, 17);
 
 	bad |= al_mp_pack_kv_str(pk, "name", t->name);
 	bad |= al_mp_pack_kv_str(pk, "verdict", al_verdict_name(t->verdict));
@@ -640,6 +642,7 @@ static int pack_test_result(msgpack_packer *pk, const struct al_test_result *t)
 	bad |= al_mp_pack_kv_uint(pk, "wall_ms", t->wall_ms);
 	bad |= al_mp_pack_kv_uint(pk, "cpu_ms", t->cpu_ms);
 	bad |= al_mp_pack_kv_uint(pk, "peak_memory_bytes", t->peak_memory_bytes);
+	bad |= al_mp_pack_kv_uint(pk, "max_rss_bytes", t->max_rss_bytes);
 	bad |= al_mp_pack_kv_bin(pk, "stdout", t->out.data, t->out.len);
 	bad |= pack_bool(pk, "stdout_truncated", t->out_truncated);
 	bad |= al_mp_pack_kv_bin(pk, "stderr", t->err.data, t->err.len);

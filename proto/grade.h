@@ -103,6 +103,7 @@ struct al_test_result {
 	int32_t exit_code;
 	int32_t signal;
 	uint64_t wall_ms, cpu_ms, peak_memory_bytes;
+	uint64_t max_rss_bytes;	  /* wait4's ru_maxrss of its processes, beside the cgroup's peak */
 	struct al_bytes out, err; /* at most AL_TEST_KEEP_MAX each */
 	bool out_truncated, err_truncated;
 	char *detail;		     /* wrong_answer: the first differing line; limits, runtime

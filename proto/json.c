@@ -257,6 +257,7 @@ static json_t *test_result_json(struct al_jb *b, const struct al_test_result *t)
 	al_jb_set(b, o, "wall_ms", json_integer((json_int_t)t->wall_ms));
 	al_jb_set(b, o, "cpu_ms", json_integer((json_int_t)t->cpu_ms));
 	al_jb_set(b, o, "peak_memory_bytes", json_integer((json_int_t)t->peak_memory_bytes));
+	al_jb_set(b, o, "max_rss_bytes", json_integer((json_int_t)t->max_rss_bytes));
 	al_jb_check(b, al_json_set_output(o, "stdout", &t->out));
 	al_jb_set(b, o, "stdout_truncated", json_boolean(t->out_truncated));
 	al_jb_check(b, al_json_set_output(o, "stderr", &t->err));
@@ -353,6 +354,7 @@ json_t *al_result_to_json(const struct al_result *res)
 	al_jb_set(&b, o, "wall_ms", json_integer((json_int_t)res->wall_ms));
 	al_jb_set(&b, o, "cpu_ms", json_integer((json_int_t)res->cpu_ms));
 	al_jb_set(&b, o, "peak_memory_bytes", json_integer((json_int_t)res->peak_memory_bytes));
+	al_jb_set(&b, o, "max_rss_bytes", json_integer((json_int_t)res->max_rss_bytes));
 	al_jb_set(&b, o, "backend", opt_str(res->backend));
 	al_jb_set(&b, o, "worker", opt_str(res->worker));
 	al_jb_set(&b, o, "queued_ms", json_integer((json_int_t)res->queued_ms));

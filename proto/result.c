@@ -290,6 +290,9 @@ static int result_decode_obj(const msgpack_object *root, struct al_result *res, 
 		} else if (al_mp_key_is(k, "peak_memory_bytes")) {
 			rc = al_mp_get_uint(v, "peak_memory_bytes", 0, UINT64_MAX,
 					    &res->peak_memory_bytes, err);
+		} else if (al_mp_key_is(k, "max_rss_bytes")) {
+			rc = al_mp_get_uint(v, "max_rss_bytes", 0, UINT64_MAX, &res->max_rss_bytes,
+					    err);
 		} else if (al_mp_key_is(k, "backend") && !res->backend) {
 			rc = dec_opt_text(v, "backend", AL_ID_MAX, &res->backend, err);
 		} else if (al_mp_key_is(k, "worker") && !res->worker) {
@@ -367,7 +370,7 @@ int al_result_encode(const struct al_result *res, struct al_buf *out, struct al_
 	if ((rc = al_result_validate(res, err)))
 		return rc;
 	al_mp_packer_init(&pk, out);
-	bad |= msgpack_pack_map(&pk, 21 + (res->negress > 0) + (res->noutputs > 0) +
+	bad |= msgpack_pack_map(&pk, 22 + (res->negress > 0) + (res->noutputs > 0) +
 					 al_grade_result_nfields(res));
 	bad |= al_mp_pack_kv_uint(&pk, "v", res->version);
 	bad |= al_mp_pack_kv_str(&pk, "id", res->id);
@@ -394,6 +397,7 @@ int al_result_encode(const struct al_result *res, struct al_buf *out, struct al_
 	bad |= al_mp_pack_kv_uint(&pk, "wall_ms", res->wall_ms);
 	bad |= al_mp_pack_kv_uint(&pk, "cpu_ms", res->cpu_ms);
 	bad |= al_mp_pack_kv_uint(&pk, "peak_memory_bytes", res->peak_memory_bytes);
+	bad |= al_mp_pack_kv_uint(&pk, "max_rss_bytes", res->max_rss_bytes);
 	bad |= pack_opt_str(&pk, "backend", res->backend);
 	bad |= pack_opt_str(&pk, "worker", res->worker);
 	bad |= al_mp_pack_kv_uint(&pk, "queued_ms", res->queued_ms);

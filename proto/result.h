@@ -84,9 +84,11 @@ struct al_result {
 	uint64_t wall_ms; /* milliseconds */
 	uint64_t cpu_ms;
 	uint64_t peak_memory_bytes;
-	char *backend;	    /* e.g. "process"; may be NULL */
-	char *worker;	    /* worker id; may be NULL */
-	uint64_t queued_ms; /* unix ms timestamps, 0 when unknown */
+	uint64_t max_rss_bytes; /* the largest resident set of its processes, as wait4's
+				 * ru_maxrss counts it (what autograders report); 0 unknown */
+	char *backend;		/* e.g. "process"; may be NULL */
+	char *worker;		/* worker id; may be NULL */
+	uint64_t queued_ms;	/* unix ms timestamps, 0 when unknown */
 	uint64_t started_ms;
 	uint64_t finished_ms;
 	char *error;	    /* why, whenever status is not ok/nonzero_exit */

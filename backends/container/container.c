@@ -850,7 +850,7 @@ static int ctr_reap(struct al_sandbox *sb, struct al_result *res, struct al_err 
 				   sb->conf->collect_max_bytes, res, &disk_full, err)))
 		return al_err_wrap(err, "container");
 	{
-		char report[64];
+		char report[160];
 		ssize_t n = read(c->report_rd, report, sizeof(report) - 1);
 
 		report[n > 0 ? n : 0] = '\0';
@@ -873,14 +873,16 @@ static int ctr_reap(struct al_sandbox *sb, struct al_result *res, struct al_err 
 		}
 		{
 			unsigned long long cpu = 0, peak = 0, oom = 0;
+			long rss = 0;
 			int hit = 0;
 
-			if (sscanf(report, "X%d C%llu M%llu O%llu H%d", &ws, &cpu, &peak, &oom,
-				   &hit) != 5)
+			if (sscanf(report, "X%d C%llu M%llu O%llu H%d R%ld", &ws, &cpu, &peak, &oom,
+				   &hit, &rss) < 5)
 				return al_err_set(err, AL_ESANDBOX,
 						  "container: bad report from the shim: %.60s",
 						  report);
 			st = (struct al_cg_stats){cpu, peak, oom, hit != 0};
+			res->max_rss_bytes = rss > 0 ? (uint64_t)rss * 1024 : 0;
 		}
 	}
 	al_end_status(res, ws, &st, &sb->spec.limits, disk_full);

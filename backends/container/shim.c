@@ -25,6 +25,7 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -92,6 +93,7 @@ int main(int argc, char **argv)
 	struct stat st0;
 	pid_t ctr;
 	int st = 0;
+	long maxrss_kib = 0;
 
 	if (argc < 7 || argc > 6 + 4 || fstat(FD_REPORT, &st0) || !S_ISFIFO(st0.st_mode) ||
 	    fcntl(FD_EXEC, F_GETFD) < 0) {
@@ -140,10 +142,13 @@ int main(int argc, char **argv)
 	}
 	/* The container's init is ours now (we are its subreaper). */
 	for (;;) {
-		pid_t w = waitpid(-1, &st, 0);
+		struct rusage ru = {0};
+		pid_t w = wait4(-1, &st, 0, &ru);
 
-		if (w == ctr)
+		if (w == ctr) {
+			maxrss_kib = ru.ru_maxrss; /* the job's, and what it waited for */
 			break;
+		}
 		if (w < 0 && errno != EINTR)
 			return 3;
 	}
@@ -155,9 +160,9 @@ int main(int argc, char **argv)
 
 		runtime(del);
 	}
-	snprintf(msg, sizeof(msg), "X%d C%llu M%llu O%llu H%d", st, (unsigned long long)cs.cpu_ns,
-		 (unsigned long long)cs.peak_memory_bytes, (unsigned long long)cs.oom_kills,
-		 cs.memory_hit ? 1 : 0);
+	snprintf(msg, sizeof(msg), "X%d C%llu M%llu O%llu H%d R%ld", st,
+		 (unsigned long long)cs.cpu_ns, (unsigned long long)cs.peak_memory_bytes,
+		 (unsigned long long)cs.oom_kills, cs.memory_hit ? 1 : 0, maxrss_kib);
 	report(msg);
 	return 0;
 }

@@ -636,8 +636,10 @@ static int beat(int port, struct al_err *err)
 }
 
 static int wait_job(pid_t pid, int port, const struct al_cg *cg, const struct al_jobfs *fs,
-		    const struct step *stp, int *ws, bool *timed_out, struct al_err *err)
+		    const struct step *stp, int *ws, long *maxrss_kib, bool *timed_out,
+		    struct al_err *err)
 {
+	struct rusage ru;
 	const struct al_limits *l = stp->l;
 	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0), rc = AL_OK;
 	uint64_t t0 = al_mono_ms(), sent[3] = {0};
@@ -671,10 +673,11 @@ static int wait_job(pid_t pid, int port, const struct al_cg *cg, const struct al
 				break;
 			continue;
 		}
-		while ((w = waitpid(-1, &s, pidfd >= 0 ? WNOHANG : 0)) > 0 ||
+		while ((w = wait4(-1, &s, pidfd >= 0 ? WNOHANG : 0, &ru)) > 0 ||
 		       (w < 0 && errno == EINTR))
 			if (w == pid) {
 				*ws = s;
+				*maxrss_kib = ru.ru_maxrss; /* the job's, and what it waited for */
 				done = true;
 			}
 		if (w < 0 && errno != EINTR && !done) {
@@ -694,9 +697,11 @@ int agent_finish_step(const struct al_job *job, const struct step *st, pid_t pid
 	struct al_cg_stats stats = {0};
 	bool disk_full = false, timed_out = false;
 	int ws = 0, rc;
+	long rss = 0;
 
-	if ((rc = wait_job(pid, port, cg, fs, st, &ws, &timed_out, err)))
+	if ((rc = wait_job(pid, port, cg, fs, st, &ws, &rss, &timed_out, err)))
 		return rc;
+	res->max_rss_bytes = rss > 0 ? (uint64_t)rss * 1024 : 0;
 	al_cg_stats(cg, &stats);
 	stats.cpu_ns = stats.cpu_ns > st->cpu_base_ns ? stats.cpu_ns - st->cpu_base_ns : 0;
 	al_cg_destroy(cg, NULL); /* the job's leftovers (daemons) die with it */

@@ -887,6 +887,7 @@ static int take_result(struct al_sandbox *sb, const char *p, size_t n, struct al
 	res->nfiles = g.nfiles;
 	res->cpu_ms = g.cpu_ms;
 	res->peak_memory_bytes = g.peak_memory_bytes;
+	res->max_rss_bytes = g.max_rss_bytes;
 	if (g.error)
 		al_result_set_error(res, "%s", g.error);
 	/* of the guest's own facts only this one: "warm", or "cold (why)" in

@@ -423,6 +423,7 @@ int main(int argc, char **argv)
 	const struct al_init_spec *h;
 	struct stat st;
 	pid_t job;
+	long maxrss_kib = 0;
 
 	/* Only ever started by the worker, as PID 1 of a new PID namespace. */
 	if (getpid() != 1 || fstat(FD_REPORT, &st) || !S_ISFIFO(st.st_mode)) {
@@ -520,16 +521,18 @@ int main(int argc, char **argv)
 	/* The init's own job: reap everything, report the job's status. */
 	for (;;) {
 		int st2;
-		pid_t w = waitpid(-1, &st2, 0);
+		struct rusage ru = {0};
+		pid_t w = wait4(-1, &st2, 0, &ru);
 
 		if (w == job) {
 			status = st2;
+			maxrss_kib = ru.ru_maxrss; /* the job's, and what it waited for */
 			break;
 		}
 		if (w < 0 && errno != EINTR)
 			die("waitpid");
 	}
-	if (dprintf(FD_REPORT, "X%d", status) < 0)
+	if (dprintf(FD_REPORT, "X%d R%ld", status, maxrss_kib) < 0)
 		_exit(125);
 	_exit(0); /* the kernel now kills whatever is left in the namespace */
 }

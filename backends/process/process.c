@@ -670,7 +670,11 @@ static int proc_reap(struct al_sandbox *sb, struct al_result *res, struct al_err
 		return al_err_set(err, AL_ESANDBOX, "process: sandbox set-up failed: %s",
 				  report + 1);
 	if (report[0] == 'X') {
-		ws = atoi(report + 1);
+		long rss = 0;
+
+		if (sscanf(report, "X%d R%ld", &ws, &rss) < 1)
+			ws = atoi(report + 1);
+		res->max_rss_bytes = rss > 0 ? (uint64_t)rss * 1024 : 0;
 	} else {
 		/* The init died without a word: SIGKILLed by us (timeout, cancel)
 		 * or by the OOM killer. The runner knows about our kills. */

@@ -122,6 +122,12 @@ try:
             t.ok(seen[backend] == want,
                  "%s on %s: every verdict kind as expected" % (lang, backend),
                  res and [(x["name"], x["verdict"], x.get("detail")) for x in tr] or res)
+            rss = {x["name"]: x.get("max_rss_bytes", 0) for x in tr}
+            t.ok(0 < rss.get("ok", 0) < (64 << 20) and
+                 (lang == "cpp" or rss["ok"] > (4 << 20)) and
+                 all(x.get("peak_memory_bytes", 0) > 0 for x in tr),
+                 "%s on %s: each test's max RSS as wait4 counts it (ok: %d KiB), beside the "
+                 "cgroup's peak" % (lang, backend, rss.get("ok", 0) >> 10), rss)
             details = {x["name"]: x.get("detail") or "" for x in tr}
             t.ok("wall-clock" in details.get("sleep", "") and
                  "CPU-time" in details.get("spin", ""),

@@ -116,6 +116,7 @@ ok(r.get("error") is None and r.get("backend") == "process" and r.get("info") ==
    and r.get("wall_ms") == 12 and r.get("finished_ms") == 3, "error nil, backend, info, timings", r)
 ok(set(r) == {"v", "id", "attempt", "status", "exit_code", "signal", "stdout", "stdout_truncated",
               "stderr", "stderr_truncated", "files", "wall_ms", "cpu_ms", "peak_memory_bytes",
+              "max_rss_bytes",
               "backend", "worker", "queued_ms", "started_ms", "finished_ms", "error", "info"},
    "the result has exactly the fields PROTOCOL.md lists", sorted(r))
 

@@ -157,6 +157,7 @@ class TestResult:
     wall_ms: int = 0
     cpu_ms: int = 0
     peak_memory_bytes: int = 0
+    max_rss_bytes: int = 0  # wait4's ru_maxrss, as autograders report it (0: unknown)
     stdout: bytes = b""
     stderr: bytes = b""
     stdout_truncated: bool = False
@@ -177,6 +178,7 @@ class TestResult:
                    exit_code=m.get("exit_code"), signal=m.get("signal") or 0,
                    wall_ms=m.get("wall_ms") or 0, cpu_ms=m.get("cpu_ms") or 0,
                    peak_memory_bytes=m.get("peak_memory_bytes") or 0,
+                   max_rss_bytes=m.get("max_rss_bytes") or 0,
                    stdout=_bytes_of(m, "stdout"), stderr=_bytes_of(m, "stderr"),
                    stdout_truncated=bool(m.get("stdout_truncated")),
                    stderr_truncated=bool(m.get("stderr_truncated")), detail=m.get("detail"),
@@ -207,6 +209,7 @@ class Result:
     wall_ms: int = 0
     cpu_ms: int = 0
     peak_memory_bytes: int = 0
+    max_rss_bytes: int = 0  # wait4's ru_maxrss of its processes (0: unknown)
     attempt: int = 0
     backend: Optional[str] = None
     info: Dict[str, str] = field(default_factory=dict)
@@ -249,6 +252,7 @@ class Result:
                    stderr_truncated=bool(m.get("stderr_truncated")), error=m.get("error"),
                    wall_ms=m.get("wall_ms") or 0, cpu_ms=m.get("cpu_ms") or 0,
                    peak_memory_bytes=m.get("peak_memory_bytes") or 0,
+                   max_rss_bytes=m.get("max_rss_bytes") or 0,
                    attempt=m.get("attempt") or 0, backend=m.get("backend"),
                    info=dict(m.get("info") or {}),
                    files={f.get("path", ""): _bytes_of(f, "data") for f in m.get("files") or []},

@@ -758,38 +758,41 @@ static void stats_schedulers_and_workers(struct al_client *c, FILE *f)
 	al_hash_all_call(&call, AL_KEY_WORKERS);
 	r = run_call(c, NULL, &call);
 	al_call_free(&call);
-	for (int pass = 0; pass < 2 && r && r->type == REDIS_REPLY_ARRAY; pass++)
-		for (size_t i = 0; i + 1 < r->elements; i += 2) {
-			char key[AL_KEY_MAX], hash[17];
-			redisReply *alive;
-			bool known = false;
+	bool *live = r && r->type == REDIS_REPLY_ARRAY ? calloc(r->elements / 2 + 1, 1) : NULL;
 
-			if (r->element[i]->type != REDIS_REPLY_STRING ||
-			    r->element[i + 1]->type != REDIS_REPLY_STRING)
-				continue;
-			alive = redisCommand(c->rc, "EXISTS %s",
-					     al_key_worker(key, r->element[i]->str));
-			if (!alive || alive->type != REDIS_REPLY_INTEGER || !alive->integer) {
-				if (alive)
-					freeReplyObject(alive);
-				continue;
-			}
+	/* each worker asked about once: alive (al:worker:<id>), then listed */
+	for (size_t i = 0; live && i + 1 < r->elements; i += 2) {
+		char key[AL_KEY_MAX];
+		redisReply *alive;
+
+		if (r->element[i]->type != REDIS_REPLY_STRING ||
+		    r->element[i + 1]->type != REDIS_REPLY_STRING)
+			continue;
+		alive = redisCommand(c->rc, "EXISTS %s", al_key_worker(key, r->element[i]->str));
+		live[i / 2] = alive && alive->type == REDIS_REPLY_INTEGER && alive->integer;
+		if (alive)
 			freeReplyObject(alive);
-			if (pass == 0) {
-				fprintf(f, "worker %s %s\n", r->element[i]->str,
-					r->element[i + 1]->str);
-				continue;
-			}
-			desc_policy(r->element[i + 1]->str, hash);
-			for (size_t k = 0; k < nh; k++)
-				known |= !strcmp(hashes[k], hash);
-			if (nh && !known)
-				fprintf(f,
-					"policy_mismatch worker=%s policy=%s schedulers=%s%s "
-					"note=\"reload it (SIGHUP) or restart it\"\n",
-					r->element[i]->str, hash[0] ? hash : "unknown", hashes[0],
-					nh > 1 ? ",..." : "");
-		}
+		if (live[i / 2])
+			fprintf(f, "worker %s %s\n", r->element[i]->str, r->element[i + 1]->str);
+	}
+	/* then those whose policy is none of the schedulers' */
+	for (size_t i = 0; live && nh && i + 1 < r->elements; i += 2) {
+		char hash[17];
+		bool known = false;
+
+		if (!live[i / 2])
+			continue;
+		desc_policy(r->element[i + 1]->str, hash);
+		for (size_t k = 0; k < nh; k++)
+			known |= !strcmp(hashes[k], hash);
+		if (!known)
+			fprintf(f,
+				"policy_mismatch worker=%s policy=%s schedulers=%s%s "
+				"note=\"reload it (SIGHUP) or restart it\"\n",
+				r->element[i]->str, hash[0] ? hash : "unknown", hashes[0],
+				nh > 1 ? ",..." : "");
+	}
+	free(live);
 	if (r)
 		freeReplyObject(r);
 }

@@ -128,13 +128,12 @@ static bool refuse_body(struct gw_conn *c, struct evbuffer *src, struct evbuffer
 	if (known && body <= c->g->max_body)
 		return false;
 	if (!known) {
+		size_t m = strcspn((const char *)b, " \r\n");
+
 		c->refusal = 501;
 		snprintf(c->refusal_why, sizeof(c->refusal_why),
 			 "the method %.*s is not one this API takes (GET, POST, PUT, DELETE)",
-			 (int)strcspn((const char *)b, " \r\n") > 32
-			     ? 32
-			     : (int)strcspn((const char *)b, " \r\n"),
-			 (const char *)b);
+			 (int)(m > 32 ? 32 : m), (const char *)b);
 	} else {
 		c->refusal = 413;
 		snprintf(c->refusal_why, sizeof(c->refusal_why),

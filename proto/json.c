@@ -72,14 +72,13 @@ bad:
 	return -1;
 }
 
-int al_json_set_bytes(json_t *obj, const char *key, const struct al_bytes *b)
+/* key_base64: the bytes as base64 text. */
+static int set_base64(json_t *obj, const char *key, const struct al_bytes *b)
 {
 	char name[80];
 	char *enc;
 	int rc;
 
-	if (al_utf8_valid(b->data ? b->data : "", b->len))
-		return json_object_set_new(obj, key, json_stringn(b->data ? b->data : "", b->len));
 	snprintf(name, sizeof(name), "%s_base64", key);
 	enc = base64_encode((const unsigned char *)b->data, b->len);
 	if (!enc)
@@ -87,6 +86,13 @@ int al_json_set_bytes(json_t *obj, const char *key, const struct al_bytes *b)
 	rc = json_object_set_new(obj, name, json_string(enc));
 	free(enc);
 	return rc;
+}
+
+int al_json_set_bytes(json_t *obj, const char *key, const struct al_bytes *b)
+{
+	if (al_utf8_valid(b->data ? b->data : "", b->len))
+		return json_object_set_new(obj, key, json_stringn(b->data ? b->data : "", b->len));
+	return set_base64(obj, key, b);
 }
 
 int al_json_set_output(json_t *obj, const char *key, const struct al_bytes *b)
@@ -98,7 +104,7 @@ int al_json_set_output(json_t *obj, const char *key, const struct al_bytes *b)
 
 	if (al_utf8_valid((const char *)s, b->len))
 		return json_object_set_new(obj, key, json_stringn((const char *)s, b->len));
-	if (al_json_set_bytes(obj, key, b)) /* NAME_base64: the bytes, exact */
+	if (set_base64(obj, key, b)) /* NAME_base64: the bytes, exact */
 		return -1;
 	if (!(text = malloc(b->len * 3 + 1)))
 		return -1;

@@ -120,11 +120,9 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 		struct al_call c;
 
 		s->last_snapshot_ms = mono;
-		/* this scheduler and its policy, for `airlock stats` */
+		/* this scheduler's policy, for `airlock stats` (named in
+		 * al:schedulers when the connection came up) */
 		al_scheduler_alive_call(&c, s->id, s->policy.hash, 5000);
-		al_aconn_send(s->cmd, &c, NULL, NULL);
-		al_call_free(&c);
-		al_registry_add_call(&c, AL_KEY_SCHEDULERS, s->id);
 		al_aconn_send(s->cmd, &c, NULL, NULL);
 		al_call_free(&c);
 		sc_snapshot(s);
@@ -142,6 +140,9 @@ static void on_cmd_up(struct al_aconn *c, void *arg)
 	al_log("info", "redis_up", "scheduler=%s note=\"reclaiming after one lease\"", s->id);
 	s->up_ms = al_mono_ms();
 	al_xgroup_create_call(&grp, AL_KEY_INTAKE, AL_GROUP_SCHEDULER);
+	al_aconn_send(s->cmd, &grp, NULL, NULL);
+	al_call_free(&grp);
+	al_registry_add_call(&grp, AL_KEY_SCHEDULERS, s->id); /* `airlock stats` finds it */
 	al_aconn_send(s->cmd, &grp, NULL, NULL);
 	al_call_free(&grp);
 	for (size_t i = 0; i < s->policy.ntiers; i++) {

@@ -80,25 +80,13 @@ static void on_cancel_flag(redisAsyncContext *ac, void *reply, void *priv)
 	free(q);
 }
 
-void wk_heartbeat(evutil_socket_t fd, short what, void *arg)
+/* The worker's registry entry (al:workers) and its sign of life. */
+static void register_self(struct worker *w)
 {
-	struct worker *w = arg;
 	char desc[2048];
 	struct al_call c;
-	struct timeval tv = {(time_t)(w->conf->heartbeat_ms / 1000),
-			     (suseconds_t)(w->conf->heartbeat_ms % 1000) * 1000};
 	int n = 0;
 
-	(void)fd;
-	(void)what;
-	evtimer_add(w->hb, &tv);
-	for (int b = 0; b < w->nbackends; b++)
-		if (w->backends[b].ok && w->backends[b].ops->tick)
-			w->backends[b].ops->tick(&w->conf->backend);
-	wk_health_tick(w);
-	if (!al_aconn_is_up(w->cmd))
-		return;
-	wk_sessions_renew(w);
 	n += snprintf(desc + n, sizeof(desc) - (size_t)n,
 		      "{\"pid\":%d,\"beat\":%llu,\"slots\":%u,\"busy\":%u,\"held\":%u,"
 		      "\"draining\":%s,\"done\":%llu,\"policy\":\"%s\",\"backends\":[",
@@ -125,6 +113,25 @@ void wk_heartbeat(evutil_socket_t fd, short what, void *arg)
 	al_worker_register_call(&c, w->conf->backend.worker_id, desc);
 	al_aconn_send(w->cmd, &c, NULL, NULL);
 	al_call_free(&c);
+}
+
+void wk_heartbeat(evutil_socket_t fd, short what, void *arg)
+{
+	struct worker *w = arg;
+	struct timeval tv = {(time_t)(w->conf->heartbeat_ms / 1000),
+			     (suseconds_t)(w->conf->heartbeat_ms % 1000) * 1000};
+
+	(void)fd;
+	(void)what;
+	evtimer_add(w->hb, &tv);
+	for (int b = 0; b < w->nbackends; b++)
+		if (w->backends[b].ok && w->backends[b].ops->tick)
+			w->backends[b].ops->tick(&w->conf->backend);
+	wk_health_tick(w);
+	if (!al_aconn_is_up(w->cmd))
+		return;
+	wk_sessions_renew(w);
+	register_self(w);
 	wk_hist_flush(w);
 	/* Renew the lease on each running or held job; poll its cancel flag
 	 * in case a pub/sub message was missed. A job held too long (the
@@ -346,7 +353,8 @@ void wk_on_hup(evutil_socket_t sig, short what, void *arg)
 	w->retired = r;
 	al_log("info", "policy_reload", "worker=%s result=ok policy=%s source=%s tiers=%zu",
 	       w->conf->backend.worker_id, w->policy.hash, w->policy.source, w->policy.ntiers);
-	wk_heartbeat(-1, 0, w); /* the registry shows the new policy now */
+	if (al_aconn_is_up(w->cmd))
+		register_self(w); /* the registry shows the new policy now */
 }
 
 void wk_on_signal(evutil_socket_t sig, short what, void *arg)

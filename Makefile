@@ -11,6 +11,8 @@ FUZZ_SECONDS ?= 45
 PKGS := hiredis libevent msgpack libseccomp libcurl libcrypto jansson yaml-0.1 libvirt libxml-2.0
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS)) -I/usr/include/hiredis
 PKG_LIBS := $(shell pkg-config --libs $(PKGS))
+# TLS on the event loop: the gateway's listener, the egress proxy's https
+TLS_LIBS := $(shell pkg-config --libs libevent_openssl openssl)
 
 WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2 \
 	-Wwrite-strings -Werror
@@ -44,6 +46,8 @@ WORKER_SRC := $(wildcard worker/*.c) $(BACKEND_SRC) $(WORKER_GEN)
 # the scheduler ends service-VM leases: the libvirt host module is shared
 SCHED_SRC := $(wildcard scheduler/*.c) backends/vm/lvhost.c
 GATEWAY_SRC := $(wildcard gateway/*.c)
+# the egress proxy and the CA it ends https with (the worker's; the egress benchmark's tool)
+PROXY_SRC := worker/proxy.c worker/proxy_cache.c worker/proxy_tls.c worker/egress_ca.c
 TEST_SRC := $(wildcard tests/unit/test_*.c)
 # The client library's installed headers, in their folders (they include
 # each other as "../proto/x.h"); the daemons' connection layer is not part of it.
@@ -92,13 +96,13 @@ $(WORKER_GEN): worker/session_server.py
 	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' $<; echo ';'; } > $@
 
 $(BUILD)/airlock-worker: $(call obj,$(WORKER_SRC)) $(LIB)
-	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
+	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(PKG_LIBS) $(TLS_LIBS)
 
 $(BUILD)/airlock-scheduler: $(call obj,$(SCHED_SRC)) $(LIB)
 	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
 $(BUILD)/airlock-gateway: $(call obj,$(GATEWAY_SRC)) $(LIB)
-	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(PKG_LIBS) $(shell pkg-config --libs libevent_openssl openssl)
+	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(PKG_LIBS) $(TLS_LIBS)
 
 # The worker's input fetcher (one per job with inputs): URLs through the
 # tier's egress rules into the host's cache, archives into an inputs pack.
@@ -214,9 +218,9 @@ $(BUILD)/tests/clockshim.so: tests/lib/clockshim.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 $(WARN) -O2 -fPIC -shared -o $@ $< -ldl
 
-$(BUILD)/tests/egress_tool: $(call obj,tests/bench/egress_tool.c worker/proxy.c) $(LIB)
+$(BUILD)/tests/egress_tool: $(call obj,tests/bench/egress_tool.c $(PROXY_SRC)) $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
+	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(PKG_LIBS) $(TLS_LIBS)
 
 # Fuzz targets: always clang, libFuzzer + ASan + UBSan, separate from $(BUILD).
 FUZZ_FLAGS := -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \

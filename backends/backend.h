@@ -117,10 +117,21 @@ struct al_run_spec {
 	 * host's bundle (a job with egress gets both at AL_CA_BUNDLE_REL in its
 	 * inputs pack; SSL_CERT_FILE and its kin point there), NULL = none */
 	const char *ca_file;
+	/* egress.cache_https: the worker's CA (worker/egress_ca.h), whose
+	 * leaves its proxy shows the job's https, in the same bundle; NULL =
+	 * the tier's https is not ended by the proxy */
+	const char *cache_ca_file;
 	/* a session (AL_CAP_SESSION): the job is the session server, which
 	 * connects to AL_SESSION_SOCKET in its own network namespace */
 	bool session;
 };
+
+/* Whether the job gets a CA bundle at AL_CA_BUNDLE (a job with egress on a
+ * tier with egress.ca_file or egress.cache_https). */
+static inline bool al_spec_ca_bundle(const struct al_run_spec *spec)
+{
+	return spec->network == AL_NET_EGRESS && (spec->ca_file || spec->cache_ca_file);
+}
 
 /* The abstract unix name a session's server connects to: a name of the
  * sandbox's own network namespace, so nothing outside it reaches it. */

@@ -179,10 +179,10 @@ int al_argv_env(const struct al_run_spec *spec, const char *script, struct al_bu
 		       al_buf_append(b, "=", 1) | buf_str(b, k + 1 < nproxy ? spec->proxy_url : "");
 		(*envc)++;
 	}
-	/* egress.ca_file: every TLS client's trust store names the bundle in
+	/* egress.ca_file, cache_https: every TLS client's trust store names the bundle in
 	 * the job's inputs (the host's CAs and the tier's), unless the job or
 	 * the policy names its own */
-	for (size_t k = 0; spec->proxy_url && spec->ca_file && k < NCA_VARS; k++) {
+	for (size_t k = 0; spec->proxy_url && al_spec_ca_bundle(spec) && k < NCA_VARS; k++) {
 		bool set = false;
 
 		for (size_t i = 0; i < job->nenv && !set; i++)

@@ -31,8 +31,12 @@ struct al_tier_policy {
 	char *egress_ca_file;		 /* egress: {ca_file}: a PEM CA the job's TLS clients and
 					  * the input fetcher trust too, or NULL */
 	uint64_t egress_cache_bytes;	 /* egress: {cache_bytes}: each tenant's cache of what its
-					  * jobs fetched over plain HTTP on this tier, at most
+					  * jobs fetched over plain HTTP (and https with
+					  * cache_https) on this tier, at most
 					  * this many bytes per host (0: no cache) */
+	bool egress_cache_https;	 /* egress: {cache_https}: the proxy ends their https
+					  * too (the worker's CA in the job's bundle), so the
+					  * cache keeps what they fetch over TLS */
 	uint64_t max_input_bytes;	 /* a job's inputs by URL: fetched and unpacked, bytes
 					  * (default AL_INPUT_BYTES_DEF, 1 GiB) */
 	struct al_limits defaults;	 /* filled into jobs that leave a limit out */

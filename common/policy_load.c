@@ -292,7 +292,7 @@ static int parse_sessions(struct ctx *c, yaml_node_t *v, struct al_tier_policy *
 
 static int parse_egress(struct ctx *c, yaml_node_t *v, struct al_tier_policy *t)
 {
-	yaml_node_t *k, *e, *h;
+	yaml_node_t *k, *e, *h, *cache_https = NULL;
 	uint64_t u;
 	int rc;
 
@@ -347,6 +347,10 @@ static int parse_egress(struct ctx *c, yaml_node_t *v, struct al_tier_policy *t)
 		} else if (key && !strcmp(key, "cache_bytes")) {
 			if ((rc = get_u64(c, e, key, &t->egress_cache_bytes)))
 				return rc;
+		} else if (key && !strcmp(key, "cache_https")) {
+			if ((rc = get_bool(c, e, "egress.cache_https", &t->egress_cache_https)))
+				return rc;
+			cache_https = e;
 		} else if (key && !strcmp(key, "ca_file")) {
 			const char *path = scalar(e);
 			FILE *f;
@@ -369,14 +373,18 @@ static int parse_egress(struct ctx *c, yaml_node_t *v, struct al_tier_policy *t)
 			if (!(t->egress_ca_file = strdup(path)))
 				return al_err_set(c->err, AL_ENOMEM, "policy: out of memory");
 		} else {
-			return fail(c, k,
-				    "egress: unknown key \"%s\"; use allow, max_bytes, "
-				    "max_connections, max_open, ca_file or cache_bytes",
-				    key ? key : "?");
+			return fail(
+			    c, k,
+			    "egress: unknown key \"%s\"; use allow, max_bytes, "
+			    "max_connections, max_open, ca_file, cache_bytes or cache_https",
+			    key ? key : "?");
 		}
 	}
 	if (!t->negress_rules)
 		return fail(c, v, "egress: an allow list with at least one rule");
+	if (t->egress_cache_https && !t->egress_cache_bytes)
+		return fail(c, cache_https,
+			    "egress.cache_https: needs egress.cache_bytes (the cache it fills)");
 	t->egress = true;
 	return AL_OK;
 }
@@ -710,6 +718,12 @@ static int read_tier(struct ctx *c, yaml_node_t *name, yaml_node_t *n, struct al
 			    "tier %s: binds are for the process and container backends; a %s "
 			    "job has no host path to share",
 			    t->name, t->backend);
+	if (t->egress_cache_https && !strcmp(t->backend, "vm"))
+		return fail(c, n,
+			    "tier %s: egress.cache_https: a service VM's trust store is its "
+			    "image's, which cannot trust the worker's CA; leave it out on a "
+			    "vm tier",
+			    t->name);
 	if (t->max_lease_ms < t->lease_ms)
 		return fail(c, n, "tier %s: vm_max_lease_ms is below vm_lease_ms; raise it",
 			    t->name);

@@ -10,6 +10,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include "egress_ca.h"
 #include "../common/aconn.h"
 #include "../common/log.h"
 #include "../proto/contract.h"
@@ -332,7 +333,8 @@ void wk_on_hup(evutil_socket_t sig, short what, void *arg)
 		return;
 	}
 	if (al_policy_load(w->conf->policy_path, &r->policy, &err) ||
-	    !reload_allowed(w, &r->policy, why, sizeof(why))) {
+	    !reload_allowed(w, &r->policy, why, sizeof(why)) ||
+	    al_egress_ca_for(&r->policy, w->conf->backend.state_dir, &err)) {
 		al_log(
 		    "error", "policy_reload",
 		    "worker=%s result=refused policy=%s error=\"%s\" note=\"the old policy stays "

@@ -177,7 +177,10 @@ struct al_instage *al_instage_start(struct event_base *base, const struct al_bac
 	bad |= add(argv, &n, ARGS_MAX, "--out") || add(argv, &n, ARGS_MAX, st->pack);
 	if (spec->ca_file)
 		bad |= add(argv, &n, ARGS_MAX, "--ca") || add(argv, &n, ARGS_MAX, spec->ca_file);
-	if (spec->ca_file && spec->network == AL_NET_EGRESS) /* the job's trust store too */
+	if (spec->cache_ca_file && spec->network == AL_NET_EGRESS)
+		bad |= add(argv, &n, ARGS_MAX, "--ca-extra") ||
+		       add(argv, &n, ARGS_MAX, spec->cache_ca_file);
+	if (al_spec_ca_bundle(spec)) /* the job's trust store too */
 		bad |= add(argv, &n, ARGS_MAX, "--ca-into") ||
 		       add(argv, &n, ARGS_MAX, AL_CA_BUNDLE_REL);
 	for (size_t i = 0; i < spec->ninput_rules; i++)

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "egress_ca.h"
 #include "../proto/json.h"
 #include <yaml.h>
 
@@ -104,7 +105,8 @@ static int run_one(const char *path, const struct al_backend_ops *ops,
 	al_buf_free(&b);
 	/* With --policy, the job's tier says what it gets besides its limits:
 	 * the image, the operator's variables, the binds, the CPU share. */
-	if (policy_path && al_policy_load(policy_path, &pol, &err)) {
+	if (policy_path && (al_policy_load(policy_path, &pol, &err) ||
+			    al_egress_ca_for(&pol, conf->state_dir, &err))) {
 		fprintf(stderr, "airlock-worker: %s\n", err.msg);
 		al_job_free(&job);
 		return 1;

@@ -2,7 +2,7 @@
  * connection: read the request head, decide by the rules, resolve, check
  * each address, connect, then relay both ways with backpressure, counting
  * bytes. Every tunnel ends in one transcript entry. */
-#include "proxy.h"
+#include "proxy_int.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -18,7 +18,6 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
-#include <dirent.h>
 #include <openssl/evp.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -26,84 +25,6 @@
 
 #include "../common/log.h"
 #include "../common/clock.h"
-
-#define HEAD_MAX    16384 /* a request head longer than this is refused */
-#define WHY_MAX	    512
-#define RELAY_CHUNK (1u << 20) /* bytes per splice, and each pipe's size, while relaying */
-
-struct tunnel;
-struct handoff;
-
-struct al_egress {
-	struct event_base *base;
-	struct evdns_base *dns;
-	struct evconnlistener *lst;
-	struct al_egress_rule *rules;
-	size_t nrules;
-	uint64_t max_bytes, used, idle_ms;
-	uint32_t max_conns, conns;
-	uint32_t max_open, open; /* tunnels at once */
-	struct tunnel *live;
-	struct handoff *handoffs; /* a unix listener's connections, before their socket came */
-	struct al_result log;	  /* only its egress list is used */
-	uint64_t unlisted;
-	char kept[AL_ID_MAX + 1]; /* al_egress_keep: the job's id, each connection logged */
-	struct event *keep_ev;	  /* ...and the end of its service */
-	char *cache_dir;	  /* al_egress_set_cache, or NULL */
-	uint64_t cache_max, hits, hit_bytes, stored;
-};
-
-/* A plain HTTP response on its way into the cache: the downstream bytes,
- * duplicated from the relay's pipe (tee) into tmp, a file in the cache's
- * directory, renamed to the request's key once complete and cacheable. */
-struct fill {
-	int fd, pipe[2];
-	uint64_t bytes;
-	bool bad;
-	char tmp[4096];
-};
-
-struct tunnel {
-	struct al_egress *e;
-	struct tunnel *next, **prev;
-	struct bufferevent *in, *out;
-	struct evdns_getaddrinfo_request *req;
-	struct evutil_addrinfo *ai, *cur;
-	struct evbuffer *fwd; /* plain HTTP: the rewritten head, sent once connected */
-	bool counted;	      /* in its proxy's and the process's open tunnels */
-	char host[256], addr[64], why[WHY_MAX];
-	unsigned port;
-	int rule;      /* the allowing rule, -1 */
-	bool literal;  /* the host is an address */
-	bool connect;  /* CONNECT: a byte tunnel */
-	bool relaying; /* connected, relaying */
-	bool allowed;
-	bool lingering; /* recorded; its reply is going out */
-	bool resolving; /* inside evdns_getaddrinfo: an answer now is kept for after */
-	bool hit;	/* served from the cache */
-	bool artifact;	/* the path names a release file (a .tar.gz, a .whl...) */
-	char ckey[65];	/* a cacheable GET: its key (hex), else "" */
-	struct fill *fill;
-	bool answered; /* ...and it came */
-	int sync_code;
-	struct evutil_addrinfo *sync_res;
-	uint64_t up, down, t0;
-	/* relaying: both sockets taken from their bufferevents, each direction
-	 * spliced through a pipe (no copy into the worker) */
-	struct dir {
-		struct tunnel *t;
-		int src, dst, pipe[2];
-		size_t inpipe; /* bytes read from src, not yet written to dst */
-		bool eof;      /* src ended: dst gets a shutdown once the pipe drained */
-		struct event *rd, *wr;
-		uint64_t *count;
-	} d[2];
-	bool spliced;
-	struct event *idle_ev;
-	uint64_t last_ms;
-};
-
-static void tunnel_end(struct tunnel *t, bool allowed, const char *why);
 
 /* ---- the transcript ---- */
 
@@ -135,7 +56,7 @@ static void record(struct tunnel *t)
 
 /* ---- replies to the client before any tunnel exists ---- */
 
-static void reply(struct tunnel *t, int code, const char *status, const char *why)
+void px_reply(struct tunnel *t, int code, const char *status, const char *why)
 {
 	struct evbuffer *o = bufferevent_get_output(t->in);
 
@@ -258,74 +179,39 @@ static bool artifact_path(const char *path, size_t n)
 	return false;
 }
 
-/* The request line and headers: CONNECT host:port, or METHOD http://host/path.
- * Plain HTTP gets its head rewritten (origin-form target, Host from the
- * checked authority, no dropped_headers, Connection: close: one request
- * per connection, so a second request cannot name another host). */
-static int parse_head(struct tunnel *t, struct evbuffer *in, struct al_err *err)
+/* See proxy_int.h. */
+bool px_request(struct tunnel *t, struct evbuffer *in, const char *method, const char *path,
+		const char *version, bool https)
 {
-	size_t n;
-	char *line = evbuffer_readln(in, &n, EVBUFFER_EOL_CRLF);
-	char *sp1, *sp2;
-	bool ok = false, cacheable = false;
-	const char *why = "a malformed request";
+	unsigned dflt = https ? 443 : 80;
+	bool cacheable = false;
 	EVP_MD_CTX *md = NULL;
+	size_t n;
 
-	if (!line || !(sp1 = strchr(line, ' ')) || !(sp2 = strchr(sp1 + 1, ' ')) ||
-	    strncmp(sp2 + 1, "HTTP/1.", 7))
-		goto out;
-	*sp1 = *sp2 = '\0';
-	if (!strcmp(line, "CONNECT")) {
-		t->connect = true;
-		ok = parse_authority(t, sp1 + 1, strlen(sp1 + 1), 0) && t->port;
-		/* the rest of the head is the proxy's: dropped */
-		while (ok) {
-			char *h = evbuffer_readln(in, &n, EVBUFFER_EOL_CRLF);
+	/* a GET may come from the cache: its key is the URL and the headers a
+	 * response varies with (a plain http key stays as it always was) */
+	if (t->e->cache_dir && !strcmp(method, "GET") && (md = EVP_MD_CTX_new()) &&
+	    EVP_DigestInit_ex(md, EVP_sha256(), NULL)) {
+		char url[512];
+		int ul = snprintf(url, sizeof(url), "GET %s%s:%u%s\n", https ? "https://" : "",
+				  t->host, t->port, path ? path : "/");
 
-			if (!h)
-				break;
-			free(h);
-			if (n == 0)
-				break;
-		}
-		goto out;
+		cacheable = ul > 0 && (size_t)ul < sizeof(url);
+		EVP_DigestUpdate(md, url, cacheable ? (size_t)ul : 0);
+		t->artifact = path && artifact_path(path, strlen(path));
 	}
-	if (strncasecmp(sp1 + 1, "http://", 7)) {
-		why = "only CONNECT (for https) and http:// requests go through the proxy";
-		goto out;
-	}
-	{
-		const char *auth = sp1 + 8, *path = strchr(auth, '/');
-		size_t alen = path ? (size_t)(path - auth) : strlen(auth);
-
-		if (!parse_authority(t, auth, alen, 80))
-			goto out;
-		if (!(t->fwd = evbuffer_new()))
-			goto out;
-		/* a GET may come from the cache: its key is the URL and the
-		 * headers a response varies with */
-		if (t->e->cache_dir && !strcmp(line, "GET") && (md = EVP_MD_CTX_new()) &&
-		    EVP_DigestInit_ex(md, EVP_sha256(), NULL)) {
-			char url[512];
-			int ul = snprintf(url, sizeof(url), "GET %s:%u%s\n", t->host, t->port,
-					  path ? path : "/");
-
-			cacheable = ul > 0 && (size_t)ul < sizeof(url);
-			EVP_DigestUpdate(md, url, cacheable ? (size_t)ul : 0);
-			t->artifact = path && artifact_path(path, strlen(path));
-		}
-		evbuffer_add_printf(t->fwd, "%s %s %s\r\n", line, path ? path : "/", sp2 + 1);
-		evbuffer_add_printf(t->fwd, strchr(t->host, ':') ? "Host: [%s]" : "Host: %s",
-				    t->host);
-		if (t->port != 80)
-			evbuffer_add_printf(t->fwd, ":%u", t->port);
-		evbuffer_add_printf(t->fwd, "\r\n");
-	}
+	evbuffer_add_printf(t->fwd, "%s %s %s\r\n", method, path ? path : "/", version);
+	evbuffer_add_printf(t->fwd, strchr(t->host, ':') ? "Host: [%s]" : "Host: %s", t->host);
+	if (t->port != dflt)
+		evbuffer_add_printf(t->fwd, ":%u", t->port);
+	evbuffer_add_printf(t->fwd, "\r\n");
 	for (;;) {
 		char *h = evbuffer_readln(in, &n, EVBUFFER_EOL_CRLF);
 
-		if (!h)
-			goto out;
+		if (!h) {
+			EVP_MD_CTX_free(md);
+			return false;
+		}
 		if (n == 0) {
 			free(h);
 			break;
@@ -353,307 +239,65 @@ static int parse_head(struct tunnel *t, struct evbuffer *in, struct al_err *err)
 		for (unsigned i = 0; i < dl && i < 32; i++)
 			snprintf(t->ckey + 2 * i, 3, "%02x", d[i]);
 	}
-	ok = true;
-out:
 	EVP_MD_CTX_free(md);
+	return true;
+}
+
+/* The request line and headers: CONNECT host:port, or METHOD http://host/path.
+ * Plain HTTP gets its head rewritten (px_request: origin-form target, Host
+ * from the checked authority, no dropped_headers, Connection: close: one
+ * request per connection, so a second request cannot name another host). */
+static int parse_head(struct tunnel *t, struct evbuffer *in, struct al_err *err)
+{
+	size_t n;
+	char *line = evbuffer_readln(in, &n, EVBUFFER_EOL_CRLF);
+	char *sp1, *sp2;
+	bool ok = false;
+	const char *why = "a malformed request";
+
+	if (!line || !(sp1 = strchr(line, ' ')) || !(sp2 = strchr(sp1 + 1, ' ')) ||
+	    strncmp(sp2 + 1, "HTTP/1.", 7))
+		goto out;
+	*sp1 = *sp2 = '\0';
+	if (!strcmp(line, "CONNECT")) {
+		t->connect = true;
+		t->intercept = t->e->intercept; /* px_tls_begin decides */
+		ok = parse_authority(t, sp1 + 1, strlen(sp1 + 1), 0) && t->port;
+		/* the rest of the head is the proxy's: dropped */
+		while (ok) {
+			char *h = evbuffer_readln(in, &n, EVBUFFER_EOL_CRLF);
+
+			if (!h)
+				break;
+			free(h);
+			if (n == 0)
+				break;
+		}
+		goto out;
+	}
+	if (strncasecmp(sp1 + 1, "http://", 7)) {
+		why = "only CONNECT (for https) and http:// requests go through the proxy";
+		goto out;
+	}
+	{
+		const char *auth = sp1 + 8, *path = strchr(auth, '/');
+		size_t alen = path ? (size_t)(path - auth) : strlen(auth);
+
+		ok = parse_authority(t, auth, alen, 80) && (t->fwd = evbuffer_new()) &&
+		     px_request(t, in, line, path, sp2 + 1, false);
+	}
+out:
 	free(line);
 	return ok ? AL_OK : al_err_set(err, AL_EINVAL, "%s", why);
 }
 
-/* ---- the cache (al_egress_set_cache) ---- */
-
-/* Each entry is the whole response as the server sent it, after a fixed
- * head: "AL1 <expiry, seconds since the epoch; 0: none>" padded to
- * CACHE_META bytes with a newline last. */
-#define CACHE_META 32
-#define FILL_STALE 3600 /* a .fill file this old is a dead proxy's: removed */
-
-static bool cache_path(const struct al_egress *e, const char *name, char *out, size_t cap)
-{
-	int n = snprintf(out, cap, "%s/%s", e->cache_dir, name);
-
-	return n > 0 && (size_t)n < cap;
-}
-
-/* Serve t's request from the cache, once the address it resolved to passed
- * the rules: true when it was (the reply is queued on the client's side),
- * false when there is no fresh entry. */
-static bool cache_serve(struct tunnel *t)
-{
-	struct al_egress *e = t->e;
-	char path[4096], meta[CACHE_META + 1] = {0};
-	struct stat st;
-	unsigned long long expiry;
-	int fd;
-
-	if (!t->ckey[0] || !cache_path(e, t->ckey, path, sizeof(path)) ||
-	    (fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0)
-		return false;
-	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size <= CACHE_META ||
-	    pread(fd, meta, CACHE_META, 0) != CACHE_META ||
-	    sscanf(meta, "AL1 %llu", &expiry) != 1 ||
-	    (expiry && expiry <= (unsigned long long)time(NULL))) {
-		close(fd);
-		unlink(path); /* stale or not ours: fetched again */
-		return false;
-	}
-	futimens(fd, NULL); /* recently used: evicted last */
-	if (evbuffer_add_file(bufferevent_get_output(t->in), fd, CACHE_META,
-			      st.st_size - CACHE_META)) {
-		close(fd);
-		return false;
-	}
-	t->hit = true;
-	t->down = (uint64_t)st.st_size - CACHE_META;
-	snprintf(t->why, sizeof(t->why), "%s; served from the cache", e->rules[t->rule].text);
-	e->hits++;
-	e->hit_bytes += t->down;
-	return true;
-}
-
-static void fill_drop(struct tunnel *t)
-{
-	struct fill *f = t->fill;
-
-	if (!f)
-		return;
-	if (f->fd >= 0) {
-		close(f->fd);
-		unlink(f->tmp);
-	}
-	for (int i = 0; i < 2; i++)
-		if (f->pipe[i] >= 0)
-			close(f->pipe[i]);
-	free(f);
-	t->fill = NULL;
-}
-
-/* A cacheable request is being relayed: its response goes to a file too. */
-static void fill_start(struct tunnel *t)
-{
-	struct fill *f;
-	char meta[CACHE_META];
-
-	if (!t->ckey[0] || !(f = calloc(1, sizeof(*f))))
-		return;
-	f->fd = f->pipe[0] = f->pipe[1] = -1;
-	t->fill = f;
-	memset(meta, ' ', sizeof(meta));
-	meta[CACHE_META - 1] = '\n';
-	if (!cache_path(t->e, ".fill.XXXXXX", f->tmp, sizeof(f->tmp)) ||
-	    (f->fd = mkostemp(f->tmp, O_CLOEXEC)) < 0 || pipe2(f->pipe, O_NONBLOCK | O_CLOEXEC) ||
-	    write(f->fd, meta, sizeof(meta)) != (ssize_t)sizeof(meta)) {
-		fill_drop(t);
-		return;
-	}
-	fcntl(f->pipe[1], F_SETPIPE_SZ, (int)RELAY_CHUNK);
-}
-
-/* n bytes just came from the server into src_pipe (which held none
- * before): the same bytes into the fill's file, or the fill is dropped. */
-static void fill_tee(struct tunnel *t, int src_pipe, size_t n)
-{
-	struct fill *f = t->fill;
-	ssize_t k = tee(src_pipe, f->pipe[1], n, SPLICE_F_NONBLOCK);
-
-	f->bytes += n;
-	if (k != (ssize_t)n || f->bytes > t->e->cache_max) {
-		fill_drop(t);
-		return;
-	}
-	while (k > 0) {
-		ssize_t w = splice(f->pipe[0], NULL, f->fd, NULL, (size_t)k, SPLICE_F_MOVE);
-
-		if (w <= 0) {
-			fill_drop(t);
-			return;
-		}
-		k -= w;
-	}
-}
-
-static bool header_is(const char *h, const char *name, const char **value)
-{
-	size_t l = strlen(name);
-
-	if (strncasecmp(h, name, l) || h[l] != ':')
-		return false;
-	for (*value = h + l + 1; **value == ' ' || **value == '\t'; (*value)++)
-		;
-	return true;
-}
-
-/* Whether a cached response is served for now and until when (0: until
- * evicted): a 200 with a Content-Length that all came, no cookie, no Vary
- * past what the key holds, and a max-age, "immutable" or an artifact path.
- * head is NUL-terminated, hlen its bytes up to the blank line's end. */
-static bool cacheable_response(const struct tunnel *t, char *head, size_t hlen, uint64_t total,
-			       unsigned long long *expiry)
-{
-	unsigned long long length = 0, max_age = 0;
-	bool have_length = false, have_age = false, immutable = false;
-	char *save = NULL;
-
-	if (strncmp(head, "HTTP/1.", 7) || strncmp(head + 8, " 200 ", 5))
-		return false;
-	for (char *h = strtok_r(head, "\r\n", &save); h; h = strtok_r(NULL, "\r\n", &save)) {
-		const char *v;
-
-		if (header_is(h, "Content-Length", &v)) {
-			have_length = true;
-			length = strtoull(v, NULL, 10);
-		} else if (header_is(h, "Transfer-Encoding", &v) ||
-			   header_is(h, "Set-Cookie", &v)) {
-			return false;
-		} else if (header_is(h, "Vary", &v)) {
-			for (const char *p = v; *p;) {
-				size_t l = strcspn(p, ", ");
-
-				if (l && !(l == 6 && !strncasecmp(p, "accept", 6)) &&
-				    !(l == 15 && !strncasecmp(p, "accept-encoding", 15)))
-					return false;
-				p += l + strspn(p + l, ", ");
-			}
-		} else if (header_is(h, "Cache-Control", &v)) {
-			const char *m;
-
-			if (strcasestr(v, "no-store") || strcasestr(v, "private") ||
-			    strcasestr(v, "no-cache"))
-				return false;
-			immutable = strcasestr(v, "immutable") != NULL;
-			if ((m = strcasestr(v, "max-age="))) {
-				have_age = true;
-				max_age = strtoull(m + 8, NULL, 10);
-			}
-		}
-	}
-	if (!have_length || hlen + length != total)
-		return false; /* cut short, or more than it said */
-	if (have_age && !immutable) {
-		*expiry = max_age ? (unsigned long long)time(NULL) + max_age : 0;
-		return max_age > 0;
-	}
-	*expiry = 0;
-	return immutable || t->artifact;
-}
-
-struct entry {
-	char name[80];
-	struct timespec used;
-	uint64_t bytes;
-};
-
-static int by_use(const void *a, const void *b)
-{
-	const struct entry *x = a, *y = b;
-
-	if (x->used.tv_sec != y->used.tv_sec)
-		return x->used.tv_sec < y->used.tv_sec ? -1 : 1;
-	return x->used.tv_nsec < y->used.tv_nsec ? -1 : x->used.tv_nsec > y->used.tv_nsec;
-}
-
-/* The least recently used entries out until the cache holds cache_max;
- * dead proxies' fills out too. */
-static void cache_evict(struct al_egress *e)
-{
-	DIR *d = opendir(e->cache_dir);
-	struct entry *v = NULL;
-	size_t n = 0, cap = 0;
-	uint64_t sum = 0;
-	struct dirent *de;
-	char path[4096];
-
-	if (!d)
-		return;
-	while ((de = readdir(d))) {
-		struct stat st;
-		bool fill = !strncmp(de->d_name, ".fill.", 6);
-
-		if ((de->d_name[0] == '.' && !fill) ||
-		    fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) ||
-		    !S_ISREG(st.st_mode) || strlen(de->d_name) >= sizeof(v->name))
-			continue;
-		if (fill) {
-			if (st.st_mtime + FILL_STALE < time(NULL))
-				unlinkat(dirfd(d), de->d_name, 0);
-			continue;
-		}
-		if (n == cap) {
-			struct entry *w = realloc(v, (cap = cap ? 2 * cap : 64) * sizeof(*v));
-
-			if (!w)
-				break;
-			v = w;
-		}
-		snprintf(v[n].name, sizeof(v[n].name), "%s", de->d_name);
-		v[n].used = st.st_mtim;
-		v[n].bytes = (uint64_t)st.st_size;
-		sum += v[n++].bytes;
-	}
-	qsort(v, n, sizeof(*v), by_use);
-	for (size_t i = 0; i < n && sum > e->cache_max; i++)
-		if (cache_path(e, v[i].name, path, sizeof(path)) && !unlink(path))
-			sum -= v[i].bytes;
-	closedir(d);
-	free(v);
-}
-
-/* The relay ended: a complete, cacheable response becomes the entry of
- * its key (one rename, so a reader sees the old entry or the new). */
-static void fill_end(struct tunnel *t)
-{
-	struct fill *f = t->fill;
-	char head[HEAD_MAX + 1], path[4096], meta[CACHE_META + 1];
-	ssize_t got;
-	char *blank;
-	unsigned long long expiry = 0;
-
-	if (!f)
-		return;
-	got = pread(f->fd, head, HEAD_MAX, CACHE_META);
-	if (got <= 0) {
-		fill_drop(t);
-		return;
-	}
-	head[got] = '\0';
-	if ((blank = strstr(head, "\r\n\r\n")))
-		blank[2] = '\0'; /* the head alone */
-	if (!blank || !cacheable_response(t, head, (size_t)(blank + 4 - head), f->bytes, &expiry) ||
-	    !cache_path(t->e, t->ckey, path, sizeof(path))) {
-		fill_drop(t);
-		return;
-	}
-	memset(meta, ' ', CACHE_META);
-	memcpy(meta, "AL1 ", 4);
-	snprintf(meta + 4, 21, "%020llu", expiry);
-	meta[24] = ' ';
-	meta[CACHE_META - 1] = '\n';
-	if (pwrite(f->fd, meta, CACHE_META, 0) != CACHE_META || rename(f->tmp, path)) {
-		fill_drop(t);
-		return;
-	}
-	close(f->fd);
-	f->fd = -1; /* renamed: not unlinked by the drop */
-	fill_drop(t);
-	t->e->stored++;
-	snprintf(t->why + strlen(t->why), sizeof(t->why) - strlen(t->why), "; stored in the cache");
-	cache_evict(t->e);
-}
-
-int al_egress_set_cache(struct al_egress *e, const char *dir, uint64_t max_bytes)
-{
-	free(e->cache_dir);
-	if (!(e->cache_dir = strdup(dir)))
-		return -1;
-	e->cache_max = max_bytes;
-	return 0;
-}
+/* ---- the cache: proxy_cache.c ---- */
 
 /* ---- relaying ---- */
 
 /* Write all of buf to a fresh non-blocking socket (a reply or a head:
  * small); false when it would not take it. */
-static bool write_all(int fd, const void *buf, size_t n)
+bool px_write_all(int fd, const void *buf, size_t n)
 {
 	const char *p = buf;
 
@@ -686,7 +330,7 @@ static void dir_pump(struct dir *d)
 				return;
 			}
 			if (w <= 0) {
-				tunnel_end(t, true, NULL);
+				px_tunnel_end(t, true, NULL);
 				return;
 			}
 			d->inpipe -= (size_t)w;
@@ -697,7 +341,7 @@ static void dir_pump(struct dir *d)
 			event_del(d->rd);
 			event_del(d->wr);
 			if (t->d[0].eof && t->d[1].eof && !t->d[0].inpipe && !t->d[1].inpipe)
-				tunnel_end(t, true, NULL);
+				px_tunnel_end(t, true, NULL);
 			return;
 		}
 		{
@@ -708,7 +352,7 @@ static void dir_pump(struct dir *d)
 				snprintf(t->why, sizeof(t->why),
 					 "%s; cut: the job's max_bytes of %llu reached",
 					 e->rules[t->rule].text, (unsigned long long)e->max_bytes);
-				tunnel_end(t, true, NULL);
+				px_tunnel_end(t, true, NULL);
 				return;
 			}
 			if (e->max_bytes && e->max_bytes - e->used < room)
@@ -721,7 +365,7 @@ static void dir_pump(struct dir *d)
 				return;
 			}
 			if (r < 0) {
-				tunnel_end(t, true, NULL);
+				px_tunnel_end(t, true, NULL);
 				return;
 			}
 			if (r == 0) {
@@ -730,7 +374,7 @@ static void dir_pump(struct dir *d)
 			}
 			d->inpipe += (size_t)r;
 			if (t->fill && d == &t->d[1])
-				fill_tee(t, d->pipe[0], (size_t)r);
+				px_fill_tee(t, d->pipe[0], (size_t)r);
 			*d->count += (uint64_t)r;
 			e->used += (uint64_t)r;
 			t->last_ms = al_mono_ms();
@@ -755,7 +399,23 @@ static void on_idle(evutil_socket_t fd, short what, void *arg)
 	if (al_mono_ms() - t->last_ms >= t->e->idle_ms) {
 		snprintf(t->why + strlen(t->why), sizeof(t->why) - strlen(t->why),
 			 "; closed: idle %llu ms", (unsigned long long)t->e->idle_ms);
-		tunnel_end(t, true, NULL);
+		px_tunnel_end(t, true, NULL);
+		return;
+	}
+	evtimer_add(t->idle_ev, &tv);
+}
+
+/* Relaying from now on: closed when silent both ways for idle_ms (the
+ * tunnel ended when the timer cannot be made). */
+void px_idle_start(struct tunnel *t)
+{
+	struct timeval tv = {1, 0};
+
+	t->last_ms = al_mono_ms();
+	if (!(t->idle_ev = evtimer_new(t->e->base, on_idle, t))) {
+		snprintf(t->why + strlen(t->why), sizeof(t->why) - strlen(t->why),
+			 "; closed: the proxy could not relay (out of memory)");
+		px_tunnel_end(t, true, NULL);
 		return;
 	}
 	evtimer_add(t->idle_ev, &tv);
@@ -768,29 +428,29 @@ static void start_relay(struct tunnel *t)
 {
 	struct evbuffer *extra = bufferevent_get_input(t->in);
 	int fin = dup(bufferevent_getfd(t->in)), fout = dup(bufferevent_getfd(t->out));
-	struct timeval tv = {1, 0};
 	bool ok = fin >= 0 && fout >= 0;
 	static const char established[] = "HTTP/1.1 200 Connection established\r\n\r\n";
 
 	t->relaying = true;
 	snprintf(t->why, sizeof(t->why), "%s", t->e->rules[t->rule].text);
-	if (ok && t->connect)
-		ok = write_all(fin, established, sizeof(established) - 1);
-	else if (ok) {
+	if (ok && t->connect) {
+		if (!t->established) /* else proxy_tls.c sent it before the first byte */
+			ok = px_write_all(fin, established, sizeof(established) - 1);
+	} else if (ok) {
 		size_t n = evbuffer_get_length(t->fwd);
 
 		t->up += n;
 		t->e->used += n;
-		ok = write_all(fout, evbuffer_pullup(t->fwd, -1), n);
+		ok = px_write_all(fout, evbuffer_pullup(t->fwd, -1), n);
 		if (ok && !evbuffer_get_length(extra))
-			fill_start(t); /* a GET with no body: its response may be kept */
+			px_fill_start(t); /* a GET with no body: its response may be kept */
 	}
 	if (ok && evbuffer_get_length(extra)) {
 		size_t n = evbuffer_get_length(extra);
 
 		t->up += n;
 		t->e->used += n;
-		ok = write_all(fout, evbuffer_pullup(extra, -1), n);
+		ok = px_write_all(fout, evbuffer_pullup(extra, -1), n);
 	}
 	bufferevent_free(t->in);
 	bufferevent_free(t->out);
@@ -807,21 +467,20 @@ static void start_relay(struct tunnel *t)
 		if (ok)
 			fcntl(d->pipe[1], F_SETPIPE_SZ, (int)RELAY_CHUNK);
 	}
-	t->last_ms = al_mono_ms();
-	if (!ok || !(t->idle_ev = evtimer_new(t->e->base, on_idle, t))) {
+	if (!ok) {
 		snprintf(t->why + strlen(t->why), sizeof(t->why) - strlen(t->why),
 			 "; closed: the proxy could not relay (out of memory)");
-		tunnel_end(t, true, NULL);
+		px_tunnel_end(t, true, NULL);
 		return;
 	}
-	evtimer_add(t->idle_ev, &tv);
+	px_idle_start(t);
+	if (!t->idle_ev)
+		return;
 	event_add(t->d[0].rd, NULL);
 	event_add(t->d[1].rd, NULL);
 }
 
 /* ---- connecting: each address the name resolved to, checked first ---- */
-
-static void try_next(struct tunnel *t);
 
 static void on_connect(struct bufferevent *bev, short what, void *arg)
 {
@@ -832,14 +491,19 @@ static void on_connect(struct bufferevent *bev, short what, void *arg)
 		start_relay(t);
 		return;
 	}
+	px_connect_failed(t);
+}
+
+void px_connect_failed(struct tunnel *t)
+{
 	snprintf(t->why, sizeof(t->why), "%s: connect failed", t->addr);
 	bufferevent_free(t->out);
 	t->out = NULL;
 	t->cur = t->cur->ai_next;
-	try_next(t);
+	px_try_next(t);
 }
 
-static void try_next(struct tunnel *t)
+void px_try_next(struct tunnel *t)
 {
 	for (; t->cur; t->cur = t->cur->ai_next) {
 		const struct sockaddr *sa = t->cur->ai_addr;
@@ -857,8 +521,16 @@ static void try_next(struct tunnel *t)
 		}
 		if (t->literal || internal)
 			t->rule = range;
-		if (cache_serve(t)) { /* allowed now, as if connecting */
-			tunnel_end(t, true, NULL);
+		if (t->intercept && !t->inner && px_tls_begin(t))
+			return; /* the client's first byte decides (proxy_tls.c) */
+		if (t->intercept && t->inner) {
+			if (px_tls_connect(t))
+				return;
+			snprintf(t->why, sizeof(t->why), "%s: connect failed", t->addr);
+			continue;
+		}
+		if (px_cache_serve(t)) { /* allowed now, as if connecting */
+			px_tunnel_end(t, true, NULL);
 			return;
 		}
 		if (!(t->out = bufferevent_socket_new(t->e->base, -1, BEV_OPT_CLOSE_ON_FREE)))
@@ -870,8 +542,8 @@ static void try_next(struct tunnel *t)
 		t->out = NULL;
 		snprintf(t->why, sizeof(t->why), "%s: connect failed", t->addr);
 	}
-	reply(t, 403, "Forbidden", t->why[0] ? t->why : "no address to connect to");
-	tunnel_end(t, false, NULL);
+	px_reply(t, 403, "Forbidden", t->why[0] ? t->why : "no address to connect to");
+	px_tunnel_end(t, false, NULL);
 }
 
 static void resolved(struct tunnel *t, int code, struct evutil_addrinfo *res)
@@ -879,12 +551,12 @@ static void resolved(struct tunnel *t, int code, struct evutil_addrinfo *res)
 	if (code) {
 		snprintf(t->why, sizeof(t->why), "cannot resolve %s: %s", t->host,
 			 evutil_gai_strerror(code));
-		reply(t, 502, "Bad Gateway", t->why);
-		tunnel_end(t, false, NULL);
+		px_reply(t, 502, "Bad Gateway", t->why);
+		px_tunnel_end(t, false, NULL);
 		return;
 	}
 	t->ai = t->cur = res;
-	try_next(t);
+	px_try_next(t);
 }
 
 static void on_resolved(int code, struct evutil_addrinfo *res, void *arg)
@@ -917,15 +589,16 @@ static void on_head(struct bufferevent *bev, void *arg)
 
 	if (end.pos < 0) {
 		if (evbuffer_get_length(in) > HEAD_MAX) {
-			reply(t, 431, "Request Header Fields Too Large", "request head too long");
-			tunnel_end(t, false, "request head too long");
+			px_reply(t, 431, "Request Header Fields Too Large",
+				 "request head too long");
+			px_tunnel_end(t, false, "request head too long");
 		}
 		return;
 	}
 	bufferevent_disable(bev, EV_READ);
 	if (parse_head(t, in, &err)) {
-		reply(t, 400, "Bad Request", err.msg);
-		tunnel_end(t, false, err.msg);
+		px_reply(t, 400, "Bad Request", err.msg);
+		px_tunnel_end(t, false, err.msg);
 		return;
 	}
 	t->literal =
@@ -933,8 +606,8 @@ static void on_head(struct bufferevent *bev, void *arg)
 	if (!t->literal &&
 	    (t->rule = al_egress_match_name(t->e->rules, t->e->nrules, t->host, t->port)) < 0) {
 		snprintf(t->why, sizeof(t->why), "no rule allows %s:%u", t->host, t->port);
-		reply(t, 403, "Forbidden", t->why);
-		tunnel_end(t, false, NULL);
+		px_reply(t, 403, "Forbidden", t->why);
+		px_tunnel_end(t, false, NULL);
 		return;
 	}
 	snprintf(port, sizeof(port), "%u", t->port);
@@ -955,7 +628,7 @@ static void on_head_event(struct bufferevent *bev, short what, void *arg)
 {
 	(void)bev;
 	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT))
-		tunnel_end(arg, false, "the client went before its request");
+		px_tunnel_end(arg, false, "the client went before its request");
 }
 
 /* A client connection: its tunnel, reading the request head. */
@@ -991,15 +664,15 @@ static void take_client(struct al_egress *e, evutil_socket_t fd)
 	if (e->max_conns && e->conns >= e->max_conns) {
 		snprintf(t->why, sizeof(t->why), "the job's max_connections of %u reached",
 			 e->max_conns);
-		reply(t, 403, "Forbidden", t->why);
-		tunnel_end(t, false, NULL);
+		px_reply(t, 403, "Forbidden", t->why);
+		px_tunnel_end(t, false, NULL);
 		return;
 	}
 	if (e->max_open && e->open >= e->max_open) {
 		snprintf(t->why, sizeof(t->why), "the job's max_open of %u tunnels at once reached",
 			 e->max_open);
-		reply(t, 403, "Forbidden", t->why);
-		tunnel_end(t, false, NULL);
+		px_reply(t, 403, "Forbidden", t->why);
+		px_tunnel_end(t, false, NULL);
 		return;
 	}
 	if (tunnels_max && tunnels_open >= tunnels_max) {
@@ -1007,8 +680,8 @@ static void take_client(struct al_egress *e, evutil_socket_t fd)
 			 "the worker's descriptors for tunnels are in use (%u open, all jobs); "
 			 "try again",
 			 tunnels_open);
-		reply(t, 503, "Service Unavailable", t->why);
-		tunnel_end(t, false, NULL);
+		px_reply(t, 503, "Service Unavailable", t->why);
+		px_tunnel_end(t, false, NULL);
 		return;
 	}
 	e->conns++;
@@ -1129,7 +802,8 @@ static void tunnel_free(struct tunnel *t)
 	}
 	if (t->idle_ev)
 		event_free(t->idle_ev);
-	fill_drop(t);
+	px_tls_free(t);
+	px_fill_drop(t);
 	if (t->counted) {
 		t->e->open--;
 		tunnels_open--;
@@ -1155,7 +829,7 @@ static void on_flushed_event(struct bufferevent *bev, short what, void *arg)
 	tunnel_free(arg);
 }
 
-static void tunnel_end(struct tunnel *t, bool allowed, const char *why)
+void px_tunnel_end(struct tunnel *t, bool allowed, const char *why)
 {
 	struct timeval linger = {5, 0};
 
@@ -1163,8 +837,8 @@ static void tunnel_end(struct tunnel *t, bool allowed, const char *why)
 	if (why)
 		snprintf(t->why, sizeof(t->why), "%s", why);
 	if (t->allowed)
-		fill_end(t);
-	fill_drop(t);
+		px_fill_end(t);
+	px_fill_drop(t);
 	record(t);
 	if (t->req) {
 		evdns_getaddrinfo_cancel(t->req);
@@ -1292,7 +966,7 @@ void al_egress_finish(struct al_egress *e, struct al_result *res)
 		if (t->relaying)
 			snprintf(t->why + strlen(t->why), sizeof(t->why) - strlen(t->why),
 				 "; closed: the job ended");
-		tunnel_end(t, true, t->relaying ? NULL : "the job ended before the request");
+		px_tunnel_end(t, true, t->relaying ? NULL : "the job ended before the request");
 	}
 	if (res)
 		move_transcript(e, res);
@@ -1312,6 +986,7 @@ void al_egress_free(struct al_egress *e)
 		evconnlistener_free(e->lst);
 	free(e->rules);
 	free(e->cache_dir);
+	free(e->up_ca);
 	clear_log(e);
 	free(e);
 }

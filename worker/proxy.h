@@ -31,14 +31,20 @@ struct al_egress *al_egress_new(struct event_base *base, struct evdns_base *dns,
 				const struct al_egress_rule *rules, size_t nrules,
 				uint64_t max_bytes, uint32_t max_connections, uint32_t max_open,
 				uint64_t idle_ms);
-/* Keep what e's jobs fetch over plain HTTP in dir (made, the caller's:
- * one per tenant and tier, never visible to a job) and serve a GET from it
- * while fresh: what is cacheable is in proxy.c (cacheable_response); the
- * least recently used entries go past max_bytes. A hit is served only once
- * the name resolved to an address the rules allow, as if connecting. Hits
- * and stores show in the transcript (its "why") and in info.egress_cache. 0, or -1 when
- * out of memory. */
+/* Keep what e's jobs fetch over plain HTTP (and https: al_egress_set_intercept) in dir (made, the
+ * caller's: one per tenant and tier, never visible to a job) and serve a GET from it while fresh:
+ * what is cacheable is in proxy_cache.c (cacheable_response); the least recently used entries go
+ * past max_bytes. A hit is served only once the name resolved to an address the rules allow, as if
+ * connecting. Hits and stores show in the transcript (its "why") and in info.egress_cache. 0, or -1
+ * when out of memory. */
 int al_egress_set_cache(struct al_egress *e, const char *dir, uint64_t max_bytes);
+/* End the https of e's jobs here too, so that the cache (set first) keeps
+ * what they fetch over TLS (proxy_tls.c, egress_ca.h: the worker's CA must
+ * be open, and the job's bundle trust it); the servers' certificates are
+ * checked against the host's store and ca_file (NULL: none). A CONNECT
+ * whose client does not speak TLS stays a byte tunnel. 0, or -1 (no cache,
+ * no CA, out of memory). */
+int al_egress_set_intercept(struct al_egress *e, const char *ca_file);
 /* The descriptors the tunnels of every proxy of this process may hold
  * together (0: no limit): past it a new tunnel is refused (503), so that
  * one job's connections can never leave another job without the

@@ -1,5 +1,6 @@
 /* runner.c - one job through one backend on the event loop (see runner.h). */
 #include "runner.h"
+#include "egress_ca.h"
 
 #include <errno.h>
 #include <event2/dns.h>
@@ -371,6 +372,12 @@ static void start_step(struct al_runner *r, const struct al_run_spec *spec)
 			al_log("warn", "egress_cache",
 			       "job=%s dir=%s note=\"no cache for this job: %s\"", spec->job->id,
 			       dir, strerror(errno));
+		/* https too, where the job got the bundle that trusts the CA */
+		else if (spec->cache_ca_file && (r->ops->caps & AL_CAP_FILES) &&
+			 al_egress_set_intercept(r->egress, spec->ca_file))
+			al_log("warn", "egress_cache",
+			       "job=%s note=\"its https is not cached: the proxy cannot end it\"",
+			       spec->job->id);
 	}
 	for (int i = 0; i < w.nfds; i++) {
 		r->watch[i] = event_new(r->base, w.fds[i], EV_READ | EV_PERSIST, on_ready, r);
@@ -467,9 +474,8 @@ struct al_runner *al_runner_start(struct event_base *base, const struct al_backe
 		}
 	}
 	/* inputs fetched first, then the sandbox (inputs_done); so is the CA
-	 * bundle of a job with egress on a tier with egress.ca_file */
-	if (spec->job->ninputs ||
-	    (spec->ca_file && spec->network == AL_NET_EGRESS && (ops->caps & AL_CAP_FILES))) {
+	 * bundle of a job with egress on a tier with egress.ca_file or cache_https */
+	if (spec->job->ninputs || (al_spec_ca_bundle(spec) && (ops->caps & AL_CAP_FILES))) {
 		r->spec = *first;
 		if (!(r->inputs = al_instage_start(base, conf, &r->spec, inputs_done, r, &err))) {
 			r->setup_failed = true;
@@ -531,6 +537,7 @@ void al_run_spec_of(const struct al_tier_policy *t, const struct al_job *job, un
 	spec->max_lease_ms = t->max_lease_ms;
 	spec->max_input_bytes = t->max_input_bytes;
 	spec->ca_file = t->egress_ca_file;
+	spec->cache_ca_file = t->egress_cache_https ? al_egress_ca_file() : NULL;
 	spec->input_rules = t->egress_rules;
 	spec->ninput_rules = t->negress_rules;
 }

@@ -22,6 +22,7 @@
 #include "../common/aconn.h"
 #include "../common/log.h"
 #include "../proto/contract.h"
+#include "egress_ca.h"
 #include "proxy.h"
 #include "grading.h"
 #include "worker.h"
@@ -287,6 +288,10 @@ int al_worker_run(const struct al_worker_conf *conf, struct al_err *err)
 	if (al_redis_url_parse(conf->redis_url, &w.url, err) ||
 	    al_policy_load(conf->policy_path, &w.policy, err))
 		return 2;
+	if (al_egress_ca_for(&w.policy, conf->backend.state_dir, err)) {
+		al_policy_free(&w.policy);
+		return 2;
+	}
 	if (!(w.base = event_base_new())) {
 		al_policy_free(&w.policy);
 		al_err_set(err, AL_ENOMEM, "out of memory making the event loop");

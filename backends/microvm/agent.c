@@ -743,7 +743,9 @@ static int run_step(const struct al_job *job, const struct step *st, const char 
 	if ((rc = al_jobfs_create(&fs, "/run/airlock", cgname, job, l->disk_bytes, st->uid, JOB_UID,
 				  false, err)))
 		goto out_cg;
-	if (job->ninputs &&
+	/* the inputs disk: the job's inputs, or only the CA bundle of a tier
+	 * with egress.ca_file or cache_https */
+	if ((job->ninputs || inputs_dev[0]) &&
 	    (rc = inputs_dev[0] ? al_jobfs_unpack(&fs, inputs_dev, st->uid, JOB_UID, 0, err)
 				: al_err_set(err, AL_ESANDBOX,
 					     "agent: the job has inputs and the VM "

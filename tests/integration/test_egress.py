@@ -13,17 +13,15 @@ resolving to 127.0.0.1 and 169.254.169.254 are refused; hostile programs
 (a scan, CONNECT tricks) find only the proxy and are refused; the byte cap
 cuts a large download; a job can narrow the list and cannot widen it; a
 tier without rules refuses egress at admission."""
-import base64
 import hashlib
-import io
 import os
 import sys
-import zipfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 from altest import Tap, need_root  # noqa: E402
 from cluster import Cluster  # noqa: E402
 from policies import DEFAULTS, policy, tier_def  # noqa: E402
+from pkgs import wheel  # noqa: E402
 from testinet import TestInternet  # noqa: E402
 
 t = Tap()
@@ -34,31 +32,10 @@ INET = TestInternet("inet", 231, WWW, tls=True)
 NET, SRV = INET.net, INET.srv
 
 
-def wheel():
-    """airlock_demo 1.0, a pure-Python wheel with a correct RECORD."""
-    files = {"airlock_demo/__init__.py": b"VALUE = 42\n",
-             "airlock_demo-1.0.dist-info/METADATA":
-                 b"Metadata-Version: 2.1\nName: airlock-demo\nVersion: 1.0\n",
-             "airlock_demo-1.0.dist-info/WHEEL":
-                 b"Wheel-Version: 1.0\nGenerator: airlock-test\nRoot-Is-Purelib: true\n"
-                 b"Tag: py3-none-any\n"}
-    record = ""
-    for name, data in files.items():
-        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-        record += "%s,sha256=%s,%d\n" % (name, digest, len(data))
-    record += "airlock_demo-1.0.dist-info/RECORD,,\n"
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w") as z:
-        for name, data in files.items():
-            z.writestr(name, data)
-        z.writestr("airlock_demo-1.0.dist-info/RECORD", record)
-    return buf.getvalue()
-
-
 def internet():
     os.makedirs(os.path.join(WWW, "simple", "airlock-demo"))
     with open(os.path.join(WWW, "airlock_demo-1.0-py3-none-any.whl"), "wb") as f:
-        f.write(wheel())
+        f.write(wheel("airlock-demo", "1.0", {"airlock_demo/__init__.py": b"VALUE = 42\n"}))
     with open(os.path.join(WWW, "simple", "airlock-demo", "index.html"), "w") as f:
         f.write('<html><body><a href="../../airlock_demo-1.0-py3-none-any.whl">'
                 'airlock_demo-1.0-py3-none-any.whl</a></body></html>\n')

@@ -225,6 +225,28 @@ static void policy(void)
 			      &pol, &err);
 	TAP_OK(rc == AL_EINVAL, "a cache_bytes that is not a number is refused");
 	TAP_CONTAINS(err.msg, "cache_bytes: \"lots\" is not a non-negative integer", "naming it");
+	rc = load_policy_text("tiers:\n  p: {backend: process, egress: {allow: [a.org:443], "
+			      "cache_bytes: 1000000, cache_https: true}}\n",
+			      &pol, &err);
+	TAP_OK(!rc && pol.tiers[0].egress_cache_https, "egress.cache_https is kept (%s)", err.msg);
+	if (!rc)
+		al_policy_free(&pol);
+	rc = load_policy_text("tiers:\n  p: {backend: process, egress: {allow: [a.org:443], "
+			      "cache_https: true}}\n",
+			      &pol, &err);
+	TAP_OK(rc == AL_EINVAL, "cache_https without cache_bytes is refused");
+	TAP_CONTAINS(err.msg, "egress.cache_https: needs egress.cache_bytes",
+		     "saying what it needs");
+	rc = load_policy_text("tiers:\n  p: {backend: process, egress: {allow: [a.org:443], "
+			      "cache_bytes: 1000, cache_https: sometimes}}\n",
+			      &pol, &err);
+	TAP_OK(rc == AL_EINVAL, "a cache_https that is not a boolean is refused");
+	TAP_CONTAINS(err.msg, "egress.cache_https", "naming it");
+	rc = load_policy_text("tiers:\n  s: {backend: vm, egress: {allow: [a.org:443], "
+			      "cache_bytes: 1000, cache_https: true}}\n",
+			      &pol, &err);
+	TAP_OK(rc == AL_EINVAL, "cache_https on a vm tier is refused");
+	TAP_CONTAINS(err.msg, "a service VM's trust store is its image's", "saying why");
 }
 
 int main(void)

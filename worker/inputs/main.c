@@ -10,10 +10,11 @@
  * out, devices, more than max bytes unpacked (a zip bomb stops there).
  *
  * usage: airlock-inputs --cache DIR --cache-bytes N --max-bytes N
- *        --timeout-ms N --out PACK [--ca FILE [--ca-into PATH]] [--allow RULE]...
- *        -- [URL SHA256 PATH UNPACK]...
- * --ca-into: the pack also holds, at PATH, the host's CA bundle with FILE's
- * CA after it (a job's trust store behind an intercepting proxy).
+ *        --timeout-ms N --out PACK [--ca FILE] [--ca-extra FILE] [--ca-into PATH]
+ *        [--allow RULE]... -- [URL SHA256 PATH UNPACK]...
+ * --ca-into: the pack also holds, at PATH, the host's CA bundle with the
+ * CAs of --ca (a tier's egress.ca_file: a network's intercepting proxy)
+ * and --ca-extra (the worker's own, egress.cache_https) after it.
  *
  * It prints one JSON line: {"ok":true,"inputs":[{"url","sha256","bytes",
  * "cached"}],"pack_bytes":N} or {"ok":false,"status":"rejected" (the
@@ -54,7 +55,7 @@ struct input {
 };
 
 static struct {
-	const char *cache, *out, *ca, *ca_into;
+	const char *cache, *out, *ca, *ca_extra, *ca_into;
 	uint64_t cache_bytes, max_bytes, timeout_ms;
 	struct al_egress_rule rules[AL_EGRESS_RULES_MAX];
 	size_t nrules;
@@ -529,7 +530,9 @@ static void load_ca(void)
 {
 	static const char *const system[] = {"/etc/ssl/certs/ca-certificates.crt",
 					     "/etc/pki/tls/certs/ca-bundle.crt"};
-	const char *files[2] = {NULL, G.ca};
+	/* the worker's own CA (--ca-extra) is in the blob curl trusts too: its
+	 * key is the worker's, and only the worker's proxy shows its leaves */
+	const char *files[3] = {NULL, G.ca, G.ca_extra};
 	FILE *m;
 
 	for (size_t k = 0; k < 2 && !files[0]; k++)
@@ -537,13 +540,15 @@ static void load_ca(void)
 			files[0] = system[k];
 	if (!(m = open_memstream(&G.ca_blob, &G.ca_len)))
 		die("sandbox_error", "out of memory");
-	for (int k = 0; k < 2; k++) {
+	for (int k = 0; k < 3; k++) {
 		FILE *f = files[k] ? fopen(files[k], "r") : NULL;
 		char buf[8192];
 		size_t n;
 
-		if (!f && k == 1 && G.ca)
-			die("sandbox_error", "egress.ca_file %s: %s", G.ca, strerror(errno));
+		if (!f && k > 0 && files[k])
+			die("sandbox_error", "%s %s: %s",
+			    k == 1 ? "egress.ca_file" : "the worker's egress CA", files[k],
+			    strerror(errno));
 		while (f && (n = fread(buf, 1, sizeof(buf), f)) > 0)
 			fwrite(buf, 1, n, m);
 		fputc('\n', m);
@@ -576,6 +581,8 @@ int main(int argc, char **argv)
 			G.ca = v;
 		else if (!strcmp(k, "ca-into"))
 			G.ca_into = v;
+		else if (!strcmp(k, "ca-extra"))
+			G.ca_extra = v;
 		else if (!strcmp(k, "cache-bytes"))
 			G.cache_bytes = number(v, k);
 		else if (!strcmp(k, "max-bytes"))
@@ -589,7 +596,8 @@ int main(int argc, char **argv)
 			die("sandbox_error", "airlock-inputs: unknown option --%s", k);
 	}
 	if (!G.cache || !G.out || !G.max_bytes || !G.timeout_ms || (argc - i) % 4 ||
-	    (argc - i) / 4 > AL_INPUTS_MAX || (argc == i && !G.ca_into) || (G.ca_into && !G.ca))
+	    (argc - i) / 4 > AL_INPUTS_MAX || (argc == i && !G.ca_into) ||
+	    (G.ca_into && !G.ca && !G.ca_extra))
 		die("sandbox_error",
 		    "usage: airlock-inputs --cache DIR --cache-bytes N --max-bytes "
 		    "N --timeout-ms N --out PACK [--ca FILE] [--allow RULE]... URL "

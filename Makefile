@@ -10,9 +10,10 @@ FUZZ_SECONDS ?= 45
 
 PKGS := hiredis libevent msgpack libseccomp libcurl libcrypto jansson yaml-0.1 libvirt libxml-2.0
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS)) -I/usr/include/hiredis
-PKG_LIBS := $(shell pkg-config --libs $(PKGS))
-# TLS on the event loop: the gateway's listener, the egress proxy's https
+# TLS on the event loop (the gateway's listener, the egress proxy's https):
+# in every link, since the worker's objects go into the tests' too
 TLS_LIBS := $(shell pkg-config --libs libevent_openssl openssl)
+PKG_LIBS := $(shell pkg-config --libs $(PKGS)) $(TLS_LIBS)
 
 WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2 \
 	-Wwrite-strings -Werror
@@ -96,13 +97,13 @@ $(WORKER_GEN): worker/session_server.py
 	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' $<; echo ';'; } > $@
 
 $(BUILD)/airlock-worker: $(call obj,$(WORKER_SRC)) $(LIB)
-	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(PKG_LIBS) $(TLS_LIBS)
+	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
 $(BUILD)/airlock-scheduler: $(call obj,$(SCHED_SRC)) $(LIB)
 	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
 $(BUILD)/airlock-gateway: $(call obj,$(GATEWAY_SRC)) $(LIB)
-	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(PKG_LIBS) $(TLS_LIBS)
+	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
 # The worker's input fetcher (one per job with inputs): URLs through the
 # tier's egress rules into the host's cache, archives into an inputs pack.
@@ -220,7 +221,7 @@ $(BUILD)/tests/clockshim.so: tests/lib/clockshim.c
 
 $(BUILD)/tests/egress_tool: $(call obj,tests/bench/egress_tool.c $(PROXY_SRC)) $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(PKG_LIBS) $(TLS_LIBS)
+	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
 # Fuzz targets: always clang, libFuzzer + ASan + UBSan, separate from $(BUILD).
 FUZZ_FLAGS := -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \

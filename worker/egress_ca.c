@@ -319,8 +319,7 @@ static SSL_CTX *upstream_ctx(const char *ca_file, struct al_err *err)
 	return u->ctx;
 }
 
-SSL *al_egress_ca_connect(const char *host, bool literal, const char *ca_file,
-			  struct al_err *err)
+SSL *al_egress_ca_connect(const char *host, bool literal, const char *ca_file, struct al_err *err)
 {
 	SSL_CTX *ctx = upstream_ctx(ca_file, err);
 	SSL *ssl;

@@ -35,7 +35,6 @@ SSL *al_egress_ca_accept(const char *host, bool literal, struct al_err *err);
 /* A client-side SSL to the real server: verified (chain and name; SNI for
  * a name) against the host's default trust store and ca_file when not
  * NULL (a tier's egress.ca_file). The caller frees it. NULL with err. */
-SSL *al_egress_ca_connect(const char *host, bool literal, const char *ca_file,
-			  struct al_err *err);
+SSL *al_egress_ca_connect(const char *host, bool literal, const char *ca_file, struct al_err *err);
 
 #endif

@@ -366,4 +366,3 @@ int al_egress_set_cache(struct al_egress *e, const char *dir, uint64_t max_bytes
 	e->cache_max = max_bytes;
 	return 0;
 }
-

@@ -66,15 +66,15 @@ struct tunnel {
 	bool connect;  /* CONNECT: a byte tunnel */
 	bool relaying; /* connected, relaying */
 	bool allowed;
-	bool lingering; /* recorded; its reply is going out */
-	bool resolving; /* inside evdns_getaddrinfo: an answer now is kept for after */
-	bool hit;	/* served from the cache */
-	bool intercept;	  /* a CONNECT the proxy may end itself (proxy_tls.c) */
-	bool established; /* ...its 200 went out */
-	bool inner;	  /* ...its TLS ended here, the request inside read */
+	bool lingering;	       /* recorded; its reply is going out */
+	bool resolving;	       /* inside evdns_getaddrinfo: an answer now is kept for after */
+	bool hit;	       /* served from the cache */
+	bool intercept;	       /* a CONNECT the proxy may end itself (proxy_tls.c) */
+	bool established;      /* ...its 200 went out */
+	bool inner;	       /* ...its TLS ended here, the request inside read */
 	struct event *peek_ev; /* ...waiting for the client's first byte */
-	bool artifact;	/* the path names a release file (a .tar.gz, a .whl...) */
-	char ckey[65];	/* a cacheable GET: its key (hex), else "" */
+	bool artifact;	       /* the path names a release file (a .tar.gz, a .whl...) */
+	char ckey[65];	       /* a cacheable GET: its key (hex), else "" */
 	struct fill *fill;
 	bool answered; /* ...and it came */
 	int sync_code;

@@ -200,7 +200,8 @@ static void on_inner_head(struct bufferevent *bev, void *arg)
 
 	if (end.pos < 0) {
 		if (evbuffer_get_length(in) > HEAD_MAX) {
-			px_reply(t, 431, "Request Header Fields Too Large", "request head too long");
+			px_reply(t, 431, "Request Header Fields Too Large",
+				 "request head too long");
 			px_tunnel_end(t, false, "request head too long (inside https)");
 		}
 		return;

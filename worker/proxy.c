@@ -243,6 +243,37 @@ bool px_request(struct tunnel *t, struct evbuffer *in, const char *method, const
 	return true;
 }
 
+bool px_head_complete(struct tunnel *t, struct evbuffer *in, const char *where)
+{
+	if (evbuffer_search(in, "\r\n\r\n", 4, NULL).pos >= 0)
+		return true;
+	if (evbuffer_get_length(in) > HEAD_MAX) {
+		char why[64];
+
+		snprintf(why, sizeof(why), "request head too long%s", where);
+		px_reply(t, 431, "Request Header Fields Too Large", "request head too long");
+		px_tunnel_end(t, false, why);
+	}
+	return false;
+}
+
+char *px_request_line(struct evbuffer *in, char **target, char **version)
+{
+	size_t n;
+	char *line = evbuffer_readln(in, &n, EVBUFFER_EOL_CRLF);
+	char *sp1, *sp2;
+
+	if (!line || !(sp1 = strchr(line, ' ')) || !(sp2 = strchr(sp1 + 1, ' ')) ||
+	    strncmp(sp2 + 1, "HTTP/1.", 7)) {
+		free(line);
+		return NULL;
+	}
+	*sp1 = *sp2 = '\0';
+	*target = sp1 + 1;
+	*version = sp2 + 1;
+	return line;
+}
+
 /* The request line and headers: CONNECT host:port, or METHOD http://host/path.
  * Plain HTTP gets its head rewritten (px_request: origin-form target, Host
  * from the checked authority, no dropped_headers, Connection: close: one
@@ -250,19 +281,16 @@ bool px_request(struct tunnel *t, struct evbuffer *in, const char *method, const
 static int parse_head(struct tunnel *t, struct evbuffer *in, struct al_err *err)
 {
 	size_t n;
-	char *line = evbuffer_readln(in, &n, EVBUFFER_EOL_CRLF);
-	char *sp1, *sp2;
+	char *target, *version, *line = px_request_line(in, &target, &version);
 	bool ok = false;
 	const char *why = "a malformed request";
 
-	if (!line || !(sp1 = strchr(line, ' ')) || !(sp2 = strchr(sp1 + 1, ' ')) ||
-	    strncmp(sp2 + 1, "HTTP/1.", 7))
+	if (!line)
 		goto out;
-	*sp1 = *sp2 = '\0';
 	if (!strcmp(line, "CONNECT")) {
 		t->connect = true;
 		t->intercept = t->e->intercept; /* px_tls_begin decides */
-		ok = parse_authority(t, sp1 + 1, strlen(sp1 + 1), 0) && t->port;
+		ok = parse_authority(t, target, strlen(target), 0) && t->port;
 		/* the rest of the head is the proxy's: dropped */
 		while (ok) {
 			char *h = evbuffer_readln(in, &n, EVBUFFER_EOL_CRLF);
@@ -275,16 +303,16 @@ static int parse_head(struct tunnel *t, struct evbuffer *in, struct al_err *err)
 		}
 		goto out;
 	}
-	if (strncasecmp(sp1 + 1, "http://", 7)) {
+	if (strncasecmp(target, "http://", 7)) {
 		why = "only CONNECT (for https) and http:// requests go through the proxy";
 		goto out;
 	}
 	{
-		const char *auth = sp1 + 8, *path = strchr(auth, '/');
+		const char *auth = target + 7, *path = strchr(auth, '/');
 		size_t alen = path ? (size_t)(path - auth) : strlen(auth);
 
 		ok = parse_authority(t, auth, alen, 80) && (t->fwd = evbuffer_new()) &&
-		     px_request(t, in, line, path, sp2 + 1, false);
+		     px_request(t, in, line, path, version, false);
 	}
 out:
 	free(line);
@@ -429,13 +457,12 @@ static void start_relay(struct tunnel *t)
 	struct evbuffer *extra = bufferevent_get_input(t->in);
 	int fin = dup(bufferevent_getfd(t->in)), fout = dup(bufferevent_getfd(t->out));
 	bool ok = fin >= 0 && fout >= 0;
-	static const char established[] = "HTTP/1.1 200 Connection established\r\n\r\n";
 
 	t->relaying = true;
 	snprintf(t->why, sizeof(t->why), "%s", t->e->rules[t->rule].text);
 	if (ok && t->connect) {
 		if (!t->established) /* else proxy_tls.c sent it before the first byte */
-			ok = px_write_all(fin, established, sizeof(established) - 1);
+			ok = px_write_all(fin, PX_ESTABLISHED, sizeof(PX_ESTABLISHED) - 1);
 	} else if (ok) {
 		size_t n = evbuffer_get_length(t->fwd);
 
@@ -581,20 +608,13 @@ static void on_head(struct bufferevent *bev, void *arg)
 {
 	struct tunnel *t = arg;
 	struct evbuffer *in = bufferevent_get_input(bev);
-	struct evbuffer_ptr end = evbuffer_search(in, "\r\n\r\n", 4, NULL);
 	struct evutil_addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
 	unsigned char probe[16];
 	struct al_err err = {0};
 	char port[8];
 
-	if (end.pos < 0) {
-		if (evbuffer_get_length(in) > HEAD_MAX) {
-			px_reply(t, 431, "Request Header Fields Too Large",
-				 "request head too long");
-			px_tunnel_end(t, false, "request head too long");
-		}
+	if (!px_head_complete(t, in, ""))
 		return;
-	}
 	bufferevent_disable(bev, EV_READ);
 	if (parse_head(t, in, &err)) {
 		px_reply(t, 400, "Bad Request", err.msg);

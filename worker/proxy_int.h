@@ -13,9 +13,10 @@
 
 #include "proxy.h"
 
-#define HEAD_MAX    16384 /* a request head longer than this is refused */
-#define WHY_MAX	    512
-#define RELAY_CHUNK (1u << 20) /* bytes per splice, and each pipe's size, while relaying */
+#define HEAD_MAX       16384 /* a request head longer than this is refused */
+#define PX_ESTABLISHED "HTTP/1.1 200 Connection established\r\n\r\n" /* to a CONNECT */
+#define WHY_MAX	       512
+#define RELAY_CHUNK    (1u << 20) /* bytes per splice, and each pipe's size, while relaying */
 
 struct tunnel;
 struct handoff;
@@ -96,6 +97,13 @@ struct tunnel {
 };
 
 /* proxy.c */
+/* Whether in holds a whole request head; when it cannot (over HEAD_MAX)
+ * the client gets a 431 and the tunnel ends (where: said after the why). */
+bool px_head_complete(struct tunnel *t, struct evbuffer *in, const char *where);
+/* The request line read off in, split: the method (the returned string,
+ * the caller's to free), *target and *version inside it. NULL when it is
+ * not METHOD SP TARGET SP HTTP/1.x. */
+char *px_request_line(struct evbuffer *in, char **target, char **version);
 void px_reply(struct tunnel *t, int code, const char *status, const char *why);
 void px_tunnel_end(struct tunnel *t, bool allowed, const char *why);
 void px_try_next(struct tunnel *t);

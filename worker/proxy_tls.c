@@ -193,32 +193,21 @@ static void on_inner_head(struct bufferevent *bev, void *arg)
 {
 	struct tunnel *t = arg;
 	struct evbuffer *in = bufferevent_get_input(bev);
-	struct evbuffer_ptr end = evbuffer_search(in, "\r\n\r\n", 4, NULL);
-	char *line, *sp1, *sp2, *path;
-	size_t n;
+	char *line, *path, *version;
 	bool ok;
 
-	if (end.pos < 0) {
-		if (evbuffer_get_length(in) > HEAD_MAX) {
-			px_reply(t, 431, "Request Header Fields Too Large",
-				 "request head too long");
-			px_tunnel_end(t, false, "request head too long (inside https)");
-		}
+	if (!px_head_complete(t, in, " (inside https)"))
 		return;
-	}
 	bufferevent_disable(bev, EV_READ);
-	line = evbuffer_readln(in, &n, EVBUFFER_EOL_CRLF);
-	ok = line && (sp1 = strchr(line, ' ')) && (sp2 = strchr(sp1 + 1, ' ')) &&
-	     !strncmp(sp2 + 1, "HTTP/1.", 7);
+	line = px_request_line(in, &path, &version);
+	ok = line != NULL;
 	if (ok) {
-		*sp1 = *sp2 = '\0';
-		path = sp1 + 1;
 		/* origin-form, or an absolute https URL whose authority is not
 		 * looked at: the tunnel's host is the only one it reaches */
 		if (!strncasecmp(path, "https://", 8))
 			path = strchr(path + 8, '/');
 		ok = strcmp(line, "CONNECT") && (!path || path[0] == '/') &&
-		     (t->fwd = evbuffer_new()) && px_request(t, in, line, path, sp2 + 1, true);
+		     (t->fwd = evbuffer_new()) && px_request(t, in, line, path, version, true);
 	}
 	free(line);
 	if (!ok) {
@@ -306,7 +295,6 @@ static void on_peek(evutil_socket_t fd, short what, void *arg)
 
 bool px_tls_begin(struct tunnel *t)
 {
-	static const char established[] = "HTTP/1.1 200 Connection established\r\n\r\n";
 	struct timeval tv = {PEEK_MS / 1000, 0};
 	int fd = bufferevent_getfd(t->in);
 
@@ -314,7 +302,7 @@ bool px_tls_begin(struct tunnel *t)
 		t->intercept = false; /* it did not wait for the 200 */
 		return false;
 	}
-	if (!px_write_all(fd, established, sizeof(established) - 1)) {
+	if (!px_write_all(fd, PX_ESTABLISHED, sizeof(PX_ESTABLISHED) - 1)) {
 		px_tunnel_end(t, false, "the client went before its request");
 		return true;
 	}

@@ -4,11 +4,20 @@
 # why each skipped suite skipped, then "N passed, N failed[, N skipped]".
 passed=0 failed=0 skipped=0
 skips=()
+_CLK_TCK=$(getconf CLK_TCK)
+
+# CPU the shell's reaped children used so far (user + system, in ticks): a
+# suite's share of it against its wall time tells a busy suite from one that
+# mostly waits
+_cpu_ticks() { # pid of the shell that runs the suites
+	awk '{print $16 + $17}' "/proc/$1/stat"
+}
 
 run_suite() { # name command...
 	local name=$1 log="$LOGDIR/${1//\//_}.log" rc p f s why
 	shift
-	local t0=$SECONDS
+	local t0=$SECONDS me=$BASHPID c0
+	c0=$(_cpu_ticks "$me")
 	"$@" >"$log" 2>&1
 	rc=$?
 	p=$(grep -c '^ok ' "$log")
@@ -26,7 +35,8 @@ run_suite() { # name command...
 		echo "not ok - suite $name exited $rc" >>"$log"
 	fi
 	passed=$((passed + p - s)) failed=$((failed + f)) skipped=$((skipped + s))
-	printf '%-28s %4d passed %3d failed %3d skipped  (%ds)\n' "$name" $((p - s)) "$f" "$s" $((SECONDS - t0))
+	printf '%-28s %4d passed %3d failed %3d skipped  (%ds, cpu %ds)\n' "$name" $((p - s)) "$f" "$s" \
+		$((SECONDS - t0)) $((($(_cpu_ticks "$me") - c0) / _CLK_TCK))
 	if [ "$f" -ne 0 ]; then
 		grep -E '^not ok|^#' "$log" | head -40 | sed 's/^/    /'
 		echo "    (full log: $log)"

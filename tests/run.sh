@@ -78,16 +78,27 @@ if [ "$QUICK" = 1 ]; then
 	run_suite integration/runner bash tests/integration/runner.sh
 	run_suite integration/layers /usr/bin/python3 tests/integration/layers.py
 fi
-run_suite fuzz/job fuzz fuzz_job "$FUZZ_SECONDS"
-run_suite fuzz/result fuzz fuzz_result $((FUZZ_SECONDS / 3 + 1))
-run_suite fuzz/call fuzz fuzz_call $((FUZZ_SECONDS / 3 + 1))
-run_suite fuzz/junit fuzz fuzz_junit $((FUZZ_SECONDS / 6 + 1))
+fuzzers() {
+	run_suite fuzz/job fuzz fuzz_job "$FUZZ_SECONDS"
+	run_suite fuzz/result fuzz fuzz_result $((FUZZ_SECONDS / 3 + 1))
+	run_suite fuzz/call fuzz fuzz_call $((FUZZ_SECONDS / 3 + 1))
+	run_suite fuzz/junit fuzz fuzz_junit $((FUZZ_SECONDS / 6 + 1))
+}
+# The fuzzers share nothing with the other suites: in full runs they take
+# one core beside the suites that need no image (which mostly wait on
+# timers and leases), counted when the lane joins, before the image suites.
+if [ "$QUICK" = 1 ]; then
+	fuzzers
+else
+	lane fuzzers
+fi
 [ "$QUICK" = 1 ] || run_suite interop/python-msgpack /usr/bin/python3 tests/interop/test_interop.py
 [ "$QUICK" = 1 ] || run_suite interop/python-client /usr/bin/python3 tests/interop/test_client_py.py
 for s in client/python/tests/test_*.py; do
 	[ "$QUICK" = 1 ] || run_suite "python/$(basename "$s" .py)" /usr/bin/python3 "$s"
 done
 integration early
+lane_join
 if [ -n "$IMAGES_PID" ]; then
 	run_suite images/catalogue images_done
 	run_suite images/microvm bash -c 'deploy/images/build.sh --agent "$BUILD/airlock-agent" microvm &&

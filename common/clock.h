@@ -8,5 +8,6 @@
 
 uint64_t al_now_ms(void);  /* Unix time, ms */
 uint64_t al_mono_ms(void); /* CLOCK_MONOTONIC, ms */
+uint64_t al_mono_us(void); /* CLOCK_MONOTONIC, us */
 
 #endif

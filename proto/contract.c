@@ -374,6 +374,17 @@ void al_commit_add(struct al_call *c, const struct al_commit_item *it)
 	al_call_str(c, it->status);
 }
 
+void al_commit_fetch_end(struct al_call *c, int nresults, const char *const *streams, int nstreams,
+			 const char *worker, uint64_t now_ms, unsigned count)
+{
+	for (int i = 0; i < nstreams; i++)
+		al_call_key(c, streams[i]);
+	al_call_str(c, worker);
+	al_call_u64(c, now_ms);
+	al_call_u64(c, count);
+	al_call_u64(c, (uint64_t)nresults);
+}
+
 void al_retry_call(struct al_call *c, const struct al_retry_item *it)
 {
 	char k[AL_KEY_MAX];

@@ -179,8 +179,12 @@ struct al_commit_item {
 	const char *stream, *entry, *group; /* the entry to acknowledge, or NULL */
 	const char *status;		    /* al_status_name() */
 };
-/* c was made with al_call_init(c, al_lua_commit); one call per batch. */
+/* c was made with al_call_init(c, al_lua_commit) (or al_lua_commit_fetch);
+ * one call per batch. */
 void al_commit_add(struct al_call *c, const struct al_commit_item *it);
+/* COMMIT_FETCH: after the batch's nresults items, the fetch for worker. */
+void al_commit_fetch_end(struct al_call *c, int nresults, const char *const *streams, int nstreams,
+			 const char *worker, uint64_t now_ms, unsigned count);
 
 struct al_retry_item {
 	const char *id, *stream, *entry, *group;

@@ -125,25 +125,32 @@ const char al_lua_claim[] =
 	      "end\n"
 	      "return out\n";
 
-const char al_lua_fetch[] = CLAIM_ONE
-    "local args = {'XREADGROUP', 'GROUP', 'workers', ARGV[1], 'COUNT', ARGV[3], 'STREAMS'}\n"
-    "for _, k in ipairs(KEYS) do table.insert(args, k) end\n"
-    "for _ in ipairs(KEYS) do table.insert(args, '>') end\n"
-    "local got = redis.call(unpack(args))\n"
-    "local out = {}\n"
-    "if not got then return out end\n"
-    "for _, st in ipairs(got) do\n"
-    "  for _, e in ipairs(st[2]) do\n"
-    "    local f = {}\n"
-    "    for i = 1, #e[2], 2 do f[e[2][i]] = e[2][i + 1] end\n"
-    "    local r\n"
-    "    if not f['id'] or not f['attempt'] or not string.match(f['id'], '^[%w%.:_-]+$') then\n"
-    "      r = {-9}\n"
-    "    else r = claim_one('al:job:' .. f['id'], f['attempt'], ARGV[1], ARGV[2]) end\n"
-    "    table.insert(out, {st[1], e[1], f['id'] or '', f['attempt'] or '0', r[1], r[2]})\n"
-    "  end\n"
-    "end\n"
-    "return out\n";
+/* Read up to count new entries of streams for worker and claim each: the
+ * heart of FETCH and COMMIT_FETCH. */
+#define FETCH_FN                                                                                   \
+	"local function fetch(streams, worker, now, count)\n"                                      \
+	"  local args = {'XREADGROUP', 'GROUP', 'workers', worker, 'COUNT', count, 'STREAMS'}\n"   \
+	"  for _, k in ipairs(streams) do table.insert(args, k) end\n"                             \
+	"  for _ in ipairs(streams) do table.insert(args, '>') end\n"                              \
+	"  local got = redis.call(unpack(args))\n"                                                 \
+	"  local out = {}\n"                                                                       \
+	"  if not got then return out end\n"                                                       \
+	"  for _, st in ipairs(got) do\n"                                                          \
+	"    for _, e in ipairs(st[2]) do\n"                                                       \
+	"      local f = {}\n"                                                                     \
+	"      for i = 1, #e[2], 2 do f[e[2][i]] = e[2][i + 1] end\n"                              \
+	"      local r\n"                                                                          \
+	"      if not f['id'] or not f['attempt'] or not string.match(f['id'], '^[%w%.:_-]+$')"    \
+	" then\n"                                                                                  \
+	"        r = {-9}\n"                                                                       \
+	"      else r = claim_one('al:job:' .. f['id'], f['attempt'], worker, now) end\n"          \
+	"      table.insert(out, {st[1], e[1], f['id'] or '', f['attempt'] or '0', r[1], r[2]})\n" \
+	"    end\n"                                                                                \
+	"  end\n"                                                                                  \
+	"  return out\n"                                                                           \
+	"end\n"
+
+const char al_lua_fetch[] = CLAIM_ONE FETCH_FN "return fetch(KEYS, ARGV[1], ARGV[2], ARGV[3])\n";
 
 /* The live-output stream's last entry, by whichever script writes the
  * result: readers see the end without polling for the result. */
@@ -154,41 +161,55 @@ const char al_lua_fetch[] = CLAIM_ONE
 	"  redis.call('PEXPIRE', key, ttl)\n"                                                      \
 	"end\n"
 
-const char al_lua_commit[] = END_OUT
-    "local acks, counts = {}, {}\n"
-    "local function commit_one(K, A)\n"
-    "  local function ack()\n"
-    "    if ARGV[A + 4] ~= '' then\n"
-    "      local g = KEYS[K + 4] .. '\\0' .. ARGV[A + 5]\n"
-    "      acks[g] = acks[g] or {KEYS[K + 4], ARGV[A + 5]}\n"
-    "      table.insert(acks[g], ARGV[A + 4])\n"
-    "    end\n"
-    "  end\n"
-    "  local h = redis.call('HMGET', KEYS[K + 1], 'attempt', 'state', 'counted', 'tenant')\n"
-    "  if h[2] == 'done' then ack(); return 0 end\n"
-    "  if not h[1] or tonumber(h[1]) ~= tonumber(ARGV[A + 1]) then return -1 end\n"
-    "  local ttl = ARGV[A + 3]\n"
-    "  redis.call('SET', KEYS[K + 2], ARGV[A + 2], 'PX', ttl)\n"
-    "  if h[3] == '1' then\n"
-    "    local tk = 'al:tenant:' .. (h[4] or 'default')\n"
-    "    if h[2] == 'running' then redis.call('HINCRBY', tk, 'running', -1)\n"
-    "    elseif h[2] == 'queued' or h[2] == 'retrying' then\n"
-    "      redis.call('HINCRBY', tk, 'queued', -1) end\n"
-    "  end\n"
-    "  redis.call('HSET', KEYS[K + 1], 'state', 'done', 'status', ARGV[A + 6])\n"
-    "  redis.call('PEXPIRE', KEYS[K + 1], ttl)\n"
-    "  redis.call('RPUSH', KEYS[K + 3], '1')\n"
-    "  redis.call('PEXPIRE', KEYS[K + 3], ttl)\n"
-    "  end_out(KEYS[K + 5], ARGV[A + 6], ARGV[A + 1], ttl)\n"
-    "  counts['status:' .. ARGV[A + 6]] = (counts['status:' .. ARGV[A + 6]] or 0) + 1\n"
-    "  ack()\n"
-    "  return 1\n"
-    "end\n"
+/* One result of a COMMIT batch: K, A its first key and argument less one.
+ * Acknowledgements and status counts are gathered for COMMIT_END. */
+#define COMMIT_ONE                                                                                 \
+	"local acks, counts = {}, {}\n"                                                            \
+	"local function commit_one(K, A)\n"                                                        \
+	"  local function ack()\n"                                                                 \
+	"    if ARGV[A + 4] ~= '' then\n"                                                          \
+	"      local g = KEYS[K + 4] .. '\\0' .. ARGV[A + 5]\n"                                    \
+	"      acks[g] = acks[g] or {KEYS[K + 4], ARGV[A + 5]}\n"                                  \
+	"      table.insert(acks[g], ARGV[A + 4])\n"                                               \
+	"    end\n"                                                                                \
+	"  end\n"                                                                                  \
+	"  local h = redis.call('HMGET', KEYS[K + 1], 'attempt', 'state', 'counted', 'tenant')\n"  \
+	"  if h[2] == 'done' then ack(); return 0 end\n"                                           \
+	"  if not h[1] or tonumber(h[1]) ~= tonumber(ARGV[A + 1]) then return -1 end\n"            \
+	"  local ttl = ARGV[A + 3]\n"                                                              \
+	"  redis.call('SET', KEYS[K + 2], ARGV[A + 2], 'PX', ttl)\n"                               \
+	"  if h[3] == '1' then\n"                                                                  \
+	"    local tk = 'al:tenant:' .. (h[4] or 'default')\n"                                     \
+	"    if h[2] == 'running' then redis.call('HINCRBY', tk, 'running', -1)\n"                 \
+	"    elseif h[2] == 'queued' or h[2] == 'retrying' then\n"                                 \
+	"      redis.call('HINCRBY', tk, 'queued', -1) end\n"                                      \
+	"  end\n"                                                                                  \
+	"  redis.call('HSET', KEYS[K + 1], 'state', 'done', 'status', ARGV[A + 6])\n"              \
+	"  redis.call('PEXPIRE', KEYS[K + 1], ttl)\n"                                              \
+	"  redis.call('RPUSH', KEYS[K + 3], '1')\n"                                                \
+	"  redis.call('PEXPIRE', KEYS[K + 3], ttl)\n"                                              \
+	"  end_out(KEYS[K + 5], ARGV[A + 6], ARGV[A + 1], ttl)\n"                                  \
+	"  counts['status:' .. ARGV[A + 6]] = (counts['status:' .. ARGV[A + 6]] or 0) + 1\n"       \
+	"  ack()\n"                                                                                \
+	"  return 1\n"                                                                             \
+	"end\n"
+#define COMMIT_END                                                                                 \
+	"for _, a in pairs(acks) do redis.call('XACK', unpack(a)) end\n"                           \
+	"for f, n in pairs(counts) do redis.call('HINCRBY', 'al:stats', f, n) end\n"
+
+const char al_lua_commit[] = END_OUT COMMIT_ONE
     "local out = {}\n"
-    "for i = 0, #KEYS / 5 - 1 do out[i + 1] = commit_one(5 * i, 6 * i) end\n"
-    "for _, a in pairs(acks) do redis.call('XACK', unpack(a)) end\n"
-    "for f, n in pairs(counts) do redis.call('HINCRBY', 'al:stats', f, n) end\n"
+    "for i = 0, #KEYS / 5 - 1 do out[i + 1] = commit_one(5 * i, 6 * i) end\n" COMMIT_END
     "return out\n";
+
+/* COMMIT's batch, then FETCH's read and claim for the worker whose slots
+ * the batch freed: one script call where there were two. */
+const char al_lua_commit_fetch[] = END_OUT CLAIM_ONE COMMIT_ONE FETCH_FN
+    "local n = tonumber(ARGV[#ARGV])\n"
+    "local out, streams = {}, {}\n"
+    "for i = 0, n - 1 do out[i + 1] = commit_one(5 * i, 6 * i) end\n" COMMIT_END
+    "for i = 5 * n + 1, #KEYS do streams[#streams + 1] = KEYS[i] end\n"
+    "return {out, fetch(streams, ARGV[#ARGV - 3], ARGV[#ARGV - 2], ARGV[#ARGV - 1])}\n";
 
 /* The result of a submission that never reached a queue (rejected). Its
  * record is made here, done, with the tenant and tier of the submission's
@@ -450,31 +471,19 @@ const char al_lua_session_lost[] = SESSION_END_ONE
     "return n\n";
 
 const char *const al_lua_all[] = {
-    al_lua_submit,
-    al_lua_lookup,
-    al_lua_admit,
-    al_lua_claim,
-    al_lua_fetch,
-    al_lua_commit,
-    al_lua_reject,
-    al_lua_retry,
-    al_lua_promote,
-    al_lua_reclaim,
-    al_lua_cancel,
-    al_lua_expire,
-    al_lua_trim,
-    al_lua_rearm,
-    al_lua_give_back,
-    al_lua_workers,
-    al_lua_vm_end_due,
-    al_lua_vm_end_one,
-    al_lua_session_open,
-    al_lua_session_call,
-    al_lua_session_reply,
-    al_lua_session_renew,
-    al_lua_session_end,
-    al_lua_session_lost,
-    NULL,
+    al_lua_submit,	  al_lua_lookup,
+    al_lua_admit,	  al_lua_claim,
+    al_lua_fetch,	  al_lua_commit,
+    al_lua_commit_fetch,  al_lua_reject,
+    al_lua_retry,	  al_lua_promote,
+    al_lua_reclaim,	  al_lua_cancel,
+    al_lua_expire,	  al_lua_trim,
+    al_lua_rearm,	  al_lua_give_back,
+    al_lua_workers,	  al_lua_vm_end_due,
+    al_lua_vm_end_one,	  al_lua_session_open,
+    al_lua_session_call,  al_lua_session_reply,
+    al_lua_session_renew, al_lua_session_end,
+    al_lua_session_lost,  NULL,
 };
 
 bool al_script_read_only(const char *script)

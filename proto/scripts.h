@@ -58,6 +58,15 @@ extern const char al_lua_fetch[];
  * -> per result (enum al_commit_code) */
 extern const char al_lua_commit[];
 
+/* COMMIT_FETCH  COMMIT's batch and a FETCH in one call (the worker's: the
+ *         slots the batch freed take their next jobs in the same round trip)
+ *         KEYS: COMMIT's 5 per result, then the worker's ready streams,
+ *         high band first   ARGV: COMMIT's 6 per result, then worker, now
+ *         ms, count, number of results
+ * The results are committed (and their entries acknowledged) before the
+ * read. -> {COMMIT's answers, FETCH's answer} */
+extern const char al_lua_commit_fetch[];
+
 /* REJECT  KEYS: job hash, result, done list, live output, submission
  *         marker, intake   ARGV: id, result bytes, ttl ms, intake entry id,
  *         group, status

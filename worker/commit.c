@@ -142,7 +142,9 @@ static void commit_answered(struct worker *w, struct commit *c, redisReply *e)
 
 struct commit_batch {
 	struct worker *w;
-	int tries; /* min_replicas: times sent again because WAIT fell short */
+	int tries;	  /* min_replicas: times sent again because WAIT fell short */
+	bool fetch;	  /* the last batch of a flush: may carry the next fetch */
+	unsigned fetched; /* ...it did (COMMIT_FETCH), reserving this many slots */
 	int n;
 	struct commit *c[];
 };
@@ -165,12 +167,25 @@ static void on_commit_batch(redisAsyncContext *ac, void *reply, void *priv)
 {
 	struct commit_batch *b = priv;
 	struct worker *w = b->w;
-	redisReply *r = reply;
-	bool each = r && r->type == REDIS_REPLY_ARRAY && (int)r->elements == b->n;
+	redisReply *r = reply, *codes = r;
+	bool each;
 
 	(void)ac;
+	if (b->fetched && r && r->type == REDIS_REPLY_ARRAY) /* {COMMIT's, FETCH's} */
+		codes = r->elements == 2 ? r->element[0] : NULL;
+	each = codes && codes->type == REDIS_REPLY_ARRAY && (int)codes->elements == b->n;
 	for (int i = 0; b->tries == 0 && i < b->n; i++) /* its answers, said once */
-		commit_answered(w, b->c[i], each ? r->element[i] : r);
+		commit_answered(w, b->c[i], each ? codes->element[i] : codes);
+	if (b->fetched) { /* the results are in: then the jobs that follow them */
+		unsigned n = b->fetched;
+
+		b->fetched = 0;
+		wk_fetched(w,
+			   r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 ? r->element[1]
+			   : r && r->type == REDIS_REPLY_ERROR			 ? r
+										 : NULL,
+			   n);
+	}
 	if (r && w->url.min_replicas) {
 		/* durability: the results are kept until WAIT says enough
 		 * replicas have them (sent again, also to a new master, else) */
@@ -242,6 +257,7 @@ void wk_flush_commits(struct worker *w)
 				w->commits_tail = &w->commits;
 			b->c[b->n++] = c;
 		}
+		b->fetch = !w->commits;
 		send_batch(w, b);
 	}
 }
@@ -265,10 +281,17 @@ static void send_batch(struct worker *w, struct commit_batch *b)
 							      .group = AL_GROUP_WORKERS,
 							      .status = al_status_name(c->status)});
 	}
+	/* the slots these results freed fetch in the same call (once: not
+	 * when min_replicas sends the batch again) */
+	if (b->fetch)
+		b->fetched = wk_fetch_attach(w, &call, b->n);
+	b->fetch = false;
 	if (al_aconn_call(w->cmd, &call, on_commit_batch, b)) {
 		al_log("error", "redis_call",
 		       "what=commit jobs=%d error=\"%s\" note=\"the leases will re-deliver\"", b->n,
 		       al_aconn_strerror(w->cmd));
+		if (b->fetched)
+			wk_fetched(w, NULL, b->fetched);
 		for (int i = 0; i < b->n; i++)
 			wk_commit_free(b->c[i]);
 		free(b);

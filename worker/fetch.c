@@ -268,9 +268,6 @@ static void on_fetch(redisAsyncContext *ac, void *reply, void *priv)
 		wk_maybe_fetch(w);
 }
 
-/* The smallest number of free slots (and places, unless held off) over
- * the backends: FETCH may hand back a job of any tier served, so each must
- * find one. */
 /* The streams of the tiers whose backend takes jobs now (not paused). */
 static int live_streams(const struct worker *w, const char **out)
 {
@@ -282,26 +279,49 @@ static int live_streams(const struct worker *w, const char **out)
 	return n;
 }
 
-static unsigned fetch_count(struct worker *w)
+/* The places of backend b a fetch may fill: --prefetch N's N; with auto,
+ * as many as its slots free within AL_PREFETCH_WAIT_US by their recent run
+ * times (none before a job has run, none for long jobs), and none for a
+ * blocking read: an empty queue has nothing to hold ahead, and a job that
+ * arrives belongs to a free slot (of any worker), not to a place. */
+static unsigned places_of(const struct worker *w, const struct backend_state *b, bool blocking)
 {
-	unsigned min = ~0u;
+	uint64_t n;
+
+	if (b->hold_off)
+		return 0;
+	if (!w->conf->prefetch_auto)
+		return w->conf->prefetch;
+	if (blocking || !b->run_us_avg)
+		return 0;
+	n = (uint64_t)w->conf->slots * AL_PREFETCH_WAIT_US / b->run_us_avg;
+	return n < w->conf->prefetch ? (unsigned)n : w->conf->prefetch;
+}
+
+/* The smallest number of free slots and usable places over the backends:
+ * FETCH may hand back a job of any tier served, so each must find one. */
+static unsigned fetch_count(struct worker *w, bool blocking)
+{
+	unsigned min = ~0u, cap = ~0u;
 
 	for (int b = 0; b < w->nbackends; b++) {
-		unsigned n = 0;
+		const struct backend_state *be = &w->backends[b];
+		unsigned n = 0, last = w->conf->slots + places_of(w, be, blocking);
 
-		if (wk_health_paused(&w->backends[b]))
+		if (wk_health_paused(be))
 			continue; /* none of its jobs are fetched */
-		for (unsigned i = 0; i < (w->backends[b].hold_off ? w->conf->slots : wk_nplaces(w));
-		     i++)
-			n += !w->backends[b].slots[i].busy;
+		for (unsigned i = 0; i < last; i++)
+			n += !be->slots[i].busy;
 		if (n < min)
 			min = n;
+		if (last < cap)
+			cap = last;
 	}
 	min = min != ~0u && min > w->fetch_reserved ? min - w->fetch_reserved : 0;
 	/* at most half the slots and places per fetch: while the worker
 	 * starts one batch, Redis already works on the next */
-	if (min > (wk_nplaces(w) + 1) / 2)
-		min = (wk_nplaces(w) + 1) / 2;
+	if (min > (cap + 1) / 2)
+		min = (cap + 1) / 2;
 	return min;
 }
 
@@ -324,17 +344,14 @@ struct fetch_req {
 	unsigned n; /* slots reserved for its entries */
 };
 
-static void on_fetch_script(redisAsyncContext *ac, void *reply, void *priv)
+/* FETCH's answer r (NULL: none came) to a fetch that reserved n slots,
+ * sent alone or with a COMMIT batch. */
+void wk_fetched(struct worker *w, const redisReply *r, unsigned n)
 {
-	struct fetch_req *q = priv;
-	struct worker *w = q->w;
-	redisReply *r = reply;
 	size_t got = 0;
 
-	(void)ac;
 	w->fetch_inflight--;
-	w->fetch_reserved -= q->n;
-	free(q);
+	w->fetch_reserved -= n;
 	if (!r)
 		return; /* connection lost; fetching resumes when it is back */
 	if (r->type == REDIS_REPLY_ERROR) {
@@ -344,7 +361,7 @@ static void on_fetch_script(redisAsyncContext *ac, void *reply, void *priv)
 	} else if (r->type == REDIS_REPLY_ARRAY) {
 		got = r->elements;
 		for (size_t i = 0; i < r->elements; i++) {
-			redisReply *e = r->element[i];
+			const redisReply *e = r->element[i];
 			const char *stream, *entry;
 			char tier[AL_ID_MAX + 1];
 			const struct al_tier_policy *t;
@@ -390,6 +407,17 @@ static void on_fetch_script(redisAsyncContext *ac, void *reply, void *priv)
 		block_fetch(w); /* nothing waits: block until something does */
 }
 
+static void on_fetch_script(redisAsyncContext *ac, void *reply, void *priv)
+{
+	struct fetch_req *q = priv;
+	struct worker *w = q->w;
+	unsigned n = q->n;
+
+	(void)ac;
+	free(q);
+	wk_fetched(w, reply, n);
+}
+
 /* A fetch may go out: no blocking read waiting, fewer than FETCH_DEPTH
  * fetch scripts in flight, not draining, free slots nobody reserved, both
  * connections up. */
@@ -403,7 +431,7 @@ static bool can_fetch(const struct worker *w, unsigned n)
  * when the queues are empty, block_fetch waits on the fetch connection. */
 void wk_maybe_fetch(struct worker *w)
 {
-	unsigned n = fetch_count(w);
+	unsigned n = fetch_count(w, false);
 	struct fetch_req *q;
 	struct al_call c;
 	const char *streams[MAX_STREAMS];
@@ -422,11 +450,30 @@ void wk_maybe_fetch(struct worker *w)
 	al_call_free(&c);
 }
 
+/* The fetch that goes out with COMMIT batch c of nresults results (made
+ * with al_lua_commit, turned into COMMIT_FETCH here): the slots it
+ * reserved, for wk_fetched with the answer's second half; 0 when no fetch
+ * may go now (c is left a plain COMMIT). */
+unsigned wk_fetch_attach(struct worker *w, struct al_call *c, int nresults)
+{
+	unsigned n = fetch_count(w, false);
+	const char *streams[MAX_STREAMS];
+	int ns = live_streams(w, streams);
+
+	if (!ns || !can_fetch(w, n))
+		return 0;
+	c->script = al_lua_commit_fetch;
+	al_commit_fetch_end(c, nresults, streams, ns, w->conf->backend.worker_id, al_now_ms(), n);
+	w->fetch_inflight++;
+	w->fetch_reserved += n;
+	return n;
+}
+
 static void block_fetch(struct worker *w)
 {
 	const char *argv[8 + 2 * MAX_STREAMS];
 	char count[16];
-	unsigned n = fetch_count(w);
+	unsigned n = fetch_count(w, true);
 	const char *streams[MAX_STREAMS];
 	int argc = 0, ns = live_streams(w, streams);
 

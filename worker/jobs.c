@@ -178,6 +178,13 @@ static void on_job_done(struct al_runner *r, struct al_result *res, void *arg)
 	struct worker *w = s->w;
 
 	res->queued_ms = s->job.submitted_ms;
+	if (s->run_us && !s->released) { /* --prefetch auto sizes by these */
+		uint64_t d = al_mono_us() - s->run_us + 1;
+		uint64_t *avg = &s->be->run_us_avg;
+
+		*avg = *avg ? (*avg * 7 + d) / 8 : d;
+	}
+	s->run_us = 0;
 	al_log("info", "job_done",
 	       "job=%s attempt=%u tier=%s backend=%s slot=%d status=%s exit=%d signal=%d "
 	       "wall_ms=%llu cpu_ms=%llu queue_ms=%lld%s%s%s",
@@ -320,6 +327,7 @@ void wk_job_run(struct worker *w, struct slot *s)
 		spec.egress_max_open = s->tier->egress_max_open;
 		spec.egress_cache_bytes = s->tier->egress_cache_bytes;
 	}
+	s->run_us = al_mono_us();
 	s->runner = al_runner_start(w->base, s->ops, &w->conf->backend, &spec, on_job_done, s);
 	if (!s->runner) {
 		al_log("error", "out_of_memory", "job=%s", s->id);

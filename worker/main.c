@@ -176,8 +176,10 @@ static void usage(FILE *f)
 	    "  --policy FILE        the operator's policy (default: built-in)\n"
 	    "  --tiers A,B          tiers to serve (default: every tier in the policy)\n"
 	    "  --slots N            concurrent jobs per backend (default 2)\n"
-	    "  --prefetch N         jobs per backend claimed ahead of a free slot, for short\n"
-	    "                       jobs: held at most ~1 s, then given back (default 0)\n"
+	    "  --prefetch auto|N    jobs per backend claimed ahead of a free slot and held:\n"
+	    "                       auto (default) as many as its slots free within ~5 ms\n"
+	    "                       by their recent run times (none for long jobs, at most\n"
+	    "                       16); N that many; 0 none. Held at most ~1 s\n"
 	    "  --heartbeat-ms N     lease renewal period (default 1000)\n"
 	    "  --drain-grace-ms N   on SIGTERM, time running jobs get (default 30000)\n"
 	    "  --state-dir DIR      per-job directories (default /var/lib/airlock)\n"
@@ -221,7 +223,7 @@ static void usage(FILE *f)
  * only once read (the tier list, on|off, the refused --hide). */
 struct settings {
 	struct al_worker_conf conf;
-	const char *config, *tiers, *hide, *live_output, *run_one, *backend;
+	const char *config, *tiers, *hide, *live_output, *run_one, *backend, *prefetch;
 	bool version, help;
 	char *tiers_copy; /* --tiers, split in place */
 };
@@ -237,7 +239,7 @@ static const struct al_opt opts[] = {
     {"policy", STR, S(conf.policy_path), 0, 0, 0, NULL},
     {"tiers", STR, S(tiers), 0, 0, 0, NULL},
     {"slots", AL_OPT_UINT, S(conf.slots), 1, 256, 0, NULL},
-    {"prefetch", AL_OPT_UINT, S(conf.prefetch), 0, 256, 0, NULL},
+    {"prefetch", STR, S(prefetch), 0, 0, 0, NULL},
     {"heartbeat-ms", AL_OPT_U64, S(conf.heartbeat_ms), 50, 60000, 0, NULL},
     {"drain-grace-ms", AL_OPT_U64, S(conf.drain_grace_ms), 0, 86400000, 0, NULL},
     {"state-dir", STR, S(conf.backend.state_dir), 0, 0, 0, NULL},
@@ -346,6 +348,22 @@ static int finish(struct settings *st)
 		return -1;
 	}
 	conf->backend.slots = conf->slots;
+	if (!st->prefetch || !strcmp(st->prefetch, "auto")) {
+		conf->prefetch_auto = true;
+		conf->prefetch = AL_PREFETCH_AUTO_MAX;
+	} else {
+		char *end;
+		unsigned long n = strtoul(st->prefetch, &end, 10);
+
+		if (!*st->prefetch || *end || n > 256 || *st->prefetch == '-') {
+			fprintf(stderr,
+				"airlock-worker: --prefetch: expected auto or a whole number in "
+				"0..256, not \"%s\"\n",
+				st->prefetch);
+			return -1;
+		}
+		conf->prefetch = (unsigned)n;
+	}
 	conf->no_live_output = st->live_output && !strcmp(st->live_output, "off");
 	if (!st->tiers)
 		return 0;

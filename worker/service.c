@@ -301,9 +301,9 @@ int al_worker_run(const struct al_worker_conf *conf, struct al_err *err)
 		tear_down(&w);
 		return 2;
 	}
-	al_log("info", "worker_start", "worker=%s tiers=%d slots=%u prefetch=%u redis=%s",
-	       conf->backend.worker_id, w.nstreams / AL_BANDS, conf->slots, conf->prefetch,
-	       conf->redis_url);
+	al_log("info", "worker_start", "worker=%s tiers=%d slots=%u prefetch=%s%u redis=%s",
+	       conf->backend.worker_id, w.nstreams / AL_BANDS, conf->slots,
+	       conf->prefetch_auto ? "auto:" : "", conf->prefetch, conf->redis_url);
 	event_base_dispatch(w.base);
 	say_goodbye(&w);
 	tear_down(&w);

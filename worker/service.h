@@ -10,6 +10,10 @@
 #include "../common/policy.h"
 
 #define AL_HOLD_MAX_MS 1000 /* a job held ahead (prefetch) longer goes back to the queue */
+/* --prefetch auto: places per backend, and the expected wait of a held job
+ * they are sized to (its slots' recent run times) */
+#define AL_PREFETCH_AUTO_MAX 16
+#define AL_PREFETCH_WAIT_US  5000
 
 struct al_worker_conf {
 	const char *redis_url;		 /* redis://... or unix:///... */
@@ -17,7 +21,8 @@ struct al_worker_conf {
 	const char *tiers[AL_TIERS_MAX]; /* tiers served; empty = every tier in the policy */
 	unsigned ntiers;
 	unsigned slots;			 /* concurrent jobs per backend */
-	unsigned prefetch;		 /* jobs per backend claimed ahead of a free slot */
+	unsigned prefetch;		 /* places per backend: jobs claimed ahead of a free slot */
+	bool prefetch_auto;		 /* ...used as the slots' run times say (fetch.c) */
 	uint64_t heartbeat_ms;		 /* lease renewal and liveness period */
 	uint64_t drain_grace_ms;	 /* SIGTERM: time running jobs get to finish */
 	const char *webhook_secret;	 /* HMAC key for callback signatures; NULL = unsigned */

@@ -78,6 +78,7 @@ struct slot {
 	bool released;		    /* drain gave it back: retry, do not commit */
 	struct wk_session *session; /* a session's job: the session it holds */
 	bool out_ttl_set;	    /* live output: its stream has an entry (and a TTL) */
+	uint64_t run_us;	    /* monotonic: when its job started (0: not running) */
 	/* network egress: the job's egress_allow, parsed (admitted: within
 	 * its tier's rules) */
 	struct al_egress_rule egress[AL_EGRESS_RULES_MAX];
@@ -91,6 +92,7 @@ struct backend_state {
 	struct slot *slots;	  /* conf->slots slots, then conf->prefetch places */
 	bool hold_off;		  /* a held job went back: fetch no more ahead until a slot frees */
 	bool dispatch_wanted;	  /* a slot freed: start its held jobs (the loop pass) */
+	uint64_t run_us_avg;	  /* its jobs' recent run time (moving average; 0: none yet) */
 	/* health.c: set-up failures in a row, and the pause they bring */
 	struct worker *w;
 	unsigned setup_failures;
@@ -254,6 +256,9 @@ void wk_job_run(struct worker *w, struct slot *s);
 
 /* fetch.c */
 void wk_maybe_fetch(struct worker *w);
+/* A fetch riding on a COMMIT batch (COMMIT_FETCH) and its answer. */
+unsigned wk_fetch_attach(struct worker *w, struct al_call *c, int nresults);
+void wk_fetched(struct worker *w, const redisReply *r, unsigned n);
 
 /* control.c */
 void wk_heartbeat(evutil_socket_t fd, short what, void *arg);

@@ -262,10 +262,10 @@ def state_of(c, jid):
 def prefetch(c):
     """--prefetch: jobs claimed ahead of a free slot are held, and still
     obey cancel, deadlines, drain, and go back when no slot frees."""
-    for bad in ("257", "-1", "x"):
+    for bad in ("257", "-1", "x", "Auto"):
         p = subprocess.run([os.path.join(os.environ.get("BUILD", "build"), "airlock-worker"),
                             "--prefetch", bad], capture_output=True, timeout=10)
-        t.ok(p.returncode == 2 and b"--prefetch: expected a whole number in 0..256" in p.stderr,
+        t.ok(p.returncode == 2 and b"--prefetch: expected auto or a whole number in 0..256" in p.stderr,
              "--prefetch %s: exit 2 with the allowed range" % bad, p.stderr)
     c.scheduler()
     c.worker("wp", uid_base=65400, slots=1, extra=["--prefetch", "2"])

@@ -29,7 +29,8 @@ static struct {
 int al_aconn_call(struct al_aconn *c, struct al_call *call, redisCallbackFn *fn, void *priv)
 {
 	(void)c;
-	if (call->script != al_lua_commit) { /* acks, retries: not under test */
+	if (call->script != al_lua_commit && call->script != al_lua_commit_fetch) {
+		/* acks, retries: not under test */
 		al_call_free(call);
 		return 0;
 	}
@@ -67,6 +68,34 @@ int al_webhooks_post(struct al_webhooks *h, const char *url, const char *id, con
 void wk_maybe_fetch(struct worker *w)
 {
 	(void)w;
+}
+
+/* The fetch that rides on a COMMIT (fetch.c's): fake.attach slots when set */
+static struct {
+	unsigned attach;
+	int answered;		/* wk_fetched calls */
+	unsigned n;		/* ...the slots the last one released */
+	const redisReply *want; /* the answer it should get */
+	bool got_want;		/* ...and got it */
+} fk;
+
+unsigned wk_fetch_attach(struct worker *w, struct al_call *c, int nresults)
+{
+	(void)w;
+	if (!fk.attach)
+		return 0;
+	c->script = al_lua_commit_fetch;
+	al_commit_fetch_end(c, nresults, (const char *const[]){"al:q:t:hi", "al:q:t:mid"}, 2, "w1",
+			    7, fk.attach);
+	return fk.attach;
+}
+
+void wk_fetched(struct worker *w, const redisReply *r, unsigned n)
+{
+	(void)w;
+	fk.answered++;
+	fk.n = n;
+	fk.got_want = r == fk.want;
 }
 
 /* ---- helpers ---- */
@@ -198,6 +227,45 @@ int main(void)
 		       got.error ? got.error : err.msg);
 		al_result_free(&got);
 		answer(codes(1, done));
+	}
+
+	/* the last batch of a flush carries the fetch of the slots it freed */
+	{
+		redisReply *both = calloc(1, sizeof(*both)), *entries = calloc(1, sizeof(*entries));
+		int argc;
+		const char **argv;
+		const size_t *lens;
+
+		fk.attach = 3;
+		rec.posted = 0;
+		commit(&w, "j7", "https://hooks.example/x");
+		wk_flush_commits(&w);
+		al_call_argv(&rec.call, &argc, &argv, &lens);
+		TAP_OK(rec.call.script == al_lua_commit_fetch && !strcmp(arg(2, NULL), "7") &&
+			   !strcmp(arg(8, NULL), "al:q:t:hi") &&
+			   !strcmp(arg(9, NULL), "al:q:t:mid") && !strcmp(argv[argc - 4], "w1") &&
+			   !strcmp(argv[argc - 2], "3") && !strcmp(argv[argc - 1], "1"),
+		       "with a fetch due, the COMMIT is a COMMIT_FETCH: 5 keys, the worker's "
+		       "streams, then worker, now, count, number of results");
+		entries->type = REDIS_REPLY_ARRAY;
+		both->type = REDIS_REPLY_ARRAY;
+		both->elements = 2;
+		both->element = calloc(2, sizeof(*both->element));
+		both->element[0] = codes(1, done);
+		both->element[1] = entries;
+		fk.want = entries;
+		answer(both);
+		TAP_OK(rec.posted == 1 && fk.answered == 1 && fk.n == 3 && fk.got_want,
+		       "its answer is split: the commits' codes (j7 committed, callback), then the "
+		       "fetched entries with the 3 slots reserved");
+		fk.answered = 0;
+		fk.want = NULL;
+		commit(&w, "j8", NULL);
+		wk_flush_commits(&w);
+		answer(NULL);
+		TAP_OK(fk.answered == 1 && fk.n == 3 && fk.got_want,
+		       "no answer: the fetch's reservation is released all the same");
+		fk.attach = 0;
 	}
 	al_call_free(&rec.call);
 	return tap_done();

@@ -23,11 +23,16 @@ static struct {
 	int committed;
 	enum al_status_code st;
 	char dead_why[256];
+	char count[16];	      /* the last FETCH's count */
+	char block_count[16]; /* the last blocking read's */
 } rec;
 
 int al_aconn_send(struct al_aconn *c, struct al_call *call, redisCallbackFn *fn, void *priv)
 {
-	(void)c, (void)call;
+	(void)c;
+	if (call->args.n)
+		snprintf(rec.count, sizeof(rec.count), "%.*s",
+			 (int)call->args.len[call->args.n - 1], call->args.v[call->args.n - 1]);
 	rec.fn = fn;
 	rec.priv = priv;
 	rec.fetches++;
@@ -43,8 +48,10 @@ int al_aconn_call(struct al_aconn *c, struct al_call *call, redisCallbackFn *fn,
 int al_aconn_cmd(struct al_aconn *c, redisCallbackFn *fn, void *priv, int argc,
 		 const char *const *argv, const size_t *lens)
 {
-	(void)c, (void)fn, (void)priv, (void)argc, (void)argv, (void)lens;
-	return -1; /* the blocking read is not under test */
+	(void)c, (void)fn, (void)priv, (void)lens;
+	if (argc > 5) /* XREADGROUP GROUP g consumer COUNT n ... */
+		snprintf(rec.block_count, sizeof(rec.block_count), "%s", argv[5]);
+	return -1; /* not sent: the test only reads its count */
 }
 
 bool al_aconn_is_up(const struct al_aconn *c)
@@ -216,7 +223,7 @@ int main(void)
 {
 	static struct al_worker_conf conf = {.slots = 2};
 	static struct worker w;
-	static struct slot slots[2];
+	static struct slot slots[2 + AL_PREFETCH_AUTO_MAX];
 	static const struct al_backend_ops ops = {.name = "process"};
 	struct al_err err = {0};
 
@@ -229,7 +236,7 @@ int main(void)
 	w.backends[0].ops = &ops;
 	w.backends[0].ok = true;
 	w.backends[0].slots = slots;
-	for (int i = 0; i < 2; i++) {
+	for (int i = 0; i < 2 + AL_PREFETCH_AUTO_MAX; i++) {
 		slots[i].w = &w;
 		slots[i].index = i;
 		slots[i].ops = &ops;
@@ -305,6 +312,54 @@ int main(void)
 		TAP_OK(rec.run == 0 && rec.accepted == 0 && !slots[0].busy && !slots[1].busy,
 		       "malformed FETCH entries (an id not a string, a code not a number, no "
 		       "entry, a nil stream) are passed over: nothing runs, no slot is held");
+	}
+
+	/* --prefetch auto: places by the slots' recent run times */
+	{
+		static const struct {
+			uint64_t avg_us;
+			const char *count, *what;
+		} sized[] = {
+		    {0, "", "no job has run yet: nothing fetched ahead of the busy slots"},
+		    {100, "9",
+		     "100 us jobs: all 16 places usable, 9 (half of slots and places) per fetch"},
+		    {5000, "2", "5 ms jobs on 2 slots: 2 places (what they free within 5 ms)"},
+		    {20000, "", "20 ms jobs: no place, nothing fetched while the slots are busy"},
+		};
+
+		conf.prefetch_auto = true;
+		conf.prefetch = AL_PREFETCH_AUTO_MAX;
+		for (size_t i = 0; i < sizeof(sized) / sizeof(sized[0]); i++) {
+			reset(&w);
+			slots[0].busy = slots[1].busy = true;
+			w.backends[0].run_us_avg = sized[i].avg_us;
+			wk_maybe_fetch(&w);
+			TAP_OK(!strcmp(rec.count, sized[i].count) &&
+				   rec.fetches == (*sized[i].count ? 1 : 0),
+			       "auto, %s (count \"%s\")", sized[i].what, rec.count);
+		}
+		reset(&w);
+		slots[0].busy = true;
+		w.backends[0].run_us_avg = 100;
+		fetch_with(&w, arr(0)); /* the queue is empty: a blocking read follows */
+		TAP_OK(!strcmp(rec.block_count, "1"),
+		       "auto: the blocking read of an empty queue asks for the free slot only, no "
+		       "place (count %s)",
+		       rec.block_count);
+		reset(&w);
+		slots[0].busy = slots[1].busy = true;
+		w.backends[0].run_us_avg = 100;
+		w.backends[0].hold_off = true;
+		wk_maybe_fetch(&w);
+		TAP_OK(rec.fetches == 0, "auto: a held job went back (hold off): no place used");
+		w.backends[0].hold_off = false;
+		conf.prefetch_auto = false;
+		conf.prefetch = 3;
+		reset(&w);
+		slots[0].busy = slots[1].busy = true;
+		fetch_with(&w, arr(0));
+		TAP_OK(!strcmp(rec.count, "3") && !strcmp(rec.block_count, "3"),
+		       "--prefetch 3: 3 places whatever the run times, the blocking read too");
 	}
 	al_policy_free(&w.policy);
 	return tap_done();

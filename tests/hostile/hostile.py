@@ -23,6 +23,11 @@ from altest import leftovers  # noqa: E402
 from cluster import Cluster  # noqa: E402
 
 UID_BASE = int(os.environ.get("AIRLOCK_TEST_UID_BASE", "61000"))
+# the container backend's user namespaces start here (the worker's default
+# is 200000): its jobs' host uids are this suite's alone, so that no other
+# suite's container job, running beside it (tests/run.sh), reads as one of
+# its leftovers
+USERNS_BASE = 300000
 SLOT_UID = UID_BASE  # --run-one uses slot 0
 
 
@@ -139,7 +144,7 @@ class QueueRunner:
                "AWS_SECRET_ACCESS_KEY": ctx.secret}
         self.c.scheduler()
         self.c.worker(self.worker_id, uid_base=UID_BASE, slots=1, tiers=tier, env=env,
-                      extra=["--config", ctx.config_path])
+                      extra=["--config", ctx.config_path, "--userns-base", str(USERNS_BASE)])
         self.tier = tier
         self.state = os.path.join(self.c.dir, "state")
 
@@ -173,7 +178,7 @@ WORLD_WRITABLE = [d for d in ("/var/tmp", "/var/lock", "/run/lock", "/var/crash"
                   if os.path.isdir(d) and os.stat(d).st_mode & 0o002]
 
 # backend -> (tier that the suite's policy routes to it, host uid its jobs run as)
-BACKENDS = {"process": ("trusted", UID_BASE), "container": ("internal", 201000)}
+BACKENDS = {"process": ("trusted", UID_BASE), "container": ("internal", USERNS_BASE + 1000)}
 # The microVM backend when its image is built (`make microvm-image`): the
 # job runs as uid 1000 of the guest; on the host only the VMM runs, as
 # uid_base + 256 + n.

@@ -3,8 +3,9 @@
 Redis", docs/scale.md), one run:
 
 1. Scale: no-op jobs (the benchmark-only noop backend) through one
-   redis-server as workers are added (1, 2, 4, 8; 4 slots and --prefetch 16
-   each), with the redis-server's own CPU time per job (from /proc).
+   redis-server as workers are added (1, 2, 4, 8; 4 slots each and the
+   worker's default settings), with the redis-server's own CPU time per job
+   (from /proc).
 2. Redis memory: per queued job (submitted, no worker) and per result.
 3. Sentinel against a direct connection to the same master: throughput and
    p50/p99 latency (tests/bench/bench_queue.c, the C client), interleaved,
@@ -23,6 +24,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 from altest import BUILD  # noqa: E402
 from cluster import Cluster  # noqa: E402
 from redisha import RedisHA  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import summary  # noqa: E402
 
 BQ = os.path.join(BUILD, "tests", "bench_queue")
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 20000
@@ -64,7 +67,7 @@ def workers(c, n, url):
         name = "fw%d" % i
         c._start(name, [os.path.join(BUILD, "airlock-worker"), "--redis", url, "--policy",
                         c.policy, "--worker-id", name, "--uid-base", str(61000 + 10 * i),
-                        "--slots", "4", "--tiers", "bench", "--allow-noop", "--prefetch", "16",
+                        "--slots", "4", "--tiers", "bench", "--allow-noop",
                         "--state-dir", os.path.join(c.dir, "state"), "--heartbeat-ms", "1000"])
         names.append(name)
     for name in names:
@@ -88,8 +91,9 @@ def main():
         c.scheduler()
         mpid = ha.procs["master"].pid
         print("## Scale: no-op jobs through one redis-server (%d jobs a run)\n" % N)
-        print("| workers (4 slots, prefetch 16 each) | jobs/s | Redis CPU per job |")
+        print("| workers (4 slots each, default settings) | jobs/s | Redis CPU per job |")
         print("| --- | --- | --- |")
+        one = None
         for n in (1, 2, 4, 8):
             names = workers(c, n, direct)
             bq(direct, "throughput", 500)  # warm
@@ -97,6 +101,12 @@ def main():
             r = bq(direct, "throughput", N)
             used = cpu_ms(mpid) - t0
             print("| %d | %d | %.1f us |" % (n, r["jobs_per_s"], used * 1000 / N), flush=True)
+            one = one or r["jobs_per_s"]
+            summary.record("fleet no-op throughput, %d worker%s of 4 slots (TCP, a replica)" % (
+                n, "s" if n > 1 else ""), "%d jobs/s" % r["jobs_per_s"], "1 worker %d jobs/s" % one,
+                r["jobs_per_s"] / one)
+            summary.record("fleet Redis CPU per job, %d worker%s" % (n, "s" if n > 1 else ""),
+                           "%.1f us" % (used * 1000 / N), "", None, ("<=", 40, used * 1000 / N))
             stop(c, names)
 
         print("\n## Redis memory\n")

@@ -16,6 +16,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 from altest import BUILD  # noqa: E402
 from cluster import Cluster  # noqa: E402
 from gwclient import free_port, key_file, start_gateway  # noqa: E402
+import summary  # noqa: E402
 
 BQ = os.path.join(BUILD, "tests", "bench_queue")
 ROUNDS = int(sys.argv[1]) if len(sys.argv) > 1 else 5
@@ -91,7 +92,13 @@ def main():
     print("%-10s | %8.3f %8.3f | %10.0f" % ("gateway", med(g50), med(g99), med(gsub)))
     print("gateway - direct at p50: %+.3f ms (target <= +0.5 ms); per round: %s" % (
         med(g50) - med(d50), " ".join("%+.2f" % (g - d) for g, d in zip(g50, d50))))
-    print("gateway / direct submissions, one client: %.2fx (target >= 0.5x); per round: %s" % (
+    summary.record("gateway submissions, one client", "%.0f/s" % med(gsub),
+                   "direct %.0f/s" % med(dsub), med(gsub) / med(dsub), (">=", 0.8, "ratio"))
+    summary.record("gateway submissions, %d clients" % CLIENTS, "%.0f/s" % med(gpar),
+                   "direct %.0f/s" % med(dpar), med(gpar) / med(dpar), (">=", 0.8, "ratio"))
+    summary.record("gateway submit-to-result p50", "%.3f ms" % med(g50),
+                   "direct %.3f ms" % med(d50), med(g50) / med(d50))
+    print("gateway / direct submissions, one client: %.2fx (target >= 0.8x); per round: %s" % (
         med(gsub) / med(dsub), " ".join("%.2f" % (g / d) for g, d in zip(gsub, dsub))))
     print("submissions with %d clients at once: direct %.0f/s, gateway %.0f/s: %.2fx; per "
           "round: %s" % (CLIENTS, med(dpar), med(gpar), med(gpar) / med(dpar),

@@ -1,10 +1,11 @@
 #!/usr/bin/python3
 """Queue benchmark: no-op job throughput and submit-to-result latency through
 Airlock (scheduler + worker on the benchmark-only noop backend) with 1, 4 and
-16 worker slots, each without and with --prefetch (BENCH_PREFETCH, default
-16), and the same workload through BullMQ workers on the same redis-server in
-the same run. Also print(1) through the queue on the process backend. Prints
-a table with ratios."""
+16 worker slots, each with the worker's default settings (no flag) and with
+--prefetch BENCH_PREFETCH (default 16), and the same workload through BullMQ
+workers on the same redis-server in the same run; the redis-server's CPU
+time per job (from /proc) for each. Also print(1) through the queue on the
+process backend. Prints a table with ratios."""
 import json
 import os
 import signal
@@ -14,6 +15,7 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 from altest import BUILD  # noqa: E402
 from cluster import Cluster  # noqa: E402
+import summary  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BQ = os.path.join(BUILD, "tests", "bench_queue")
@@ -38,6 +40,12 @@ def run_json(args, **kw):
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
+def cpu_us(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        st = f.read().rsplit(")", 1)[1].split()
+    return (int(st[11]) + int(st[12])) * 1e6 / os.sysconf("SC_CLK_TCK")
+
+
 def main():
     if not os.path.isdir(os.path.join(HERE, "bullmq", "node_modules", "bullmq")):
         subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--loglevel=error"],
@@ -48,17 +56,21 @@ def main():
         try:
             c.scheduler()
             al = []
-            for pf in ("0", PREFETCH):  # the same redis-server, one worker at a time
-                name = "bench-p" + pf
+            for pf in ("", PREFETCH):  # the same redis-server, one worker at a time
+                name = "bench-p" + (pf or "default")
                 c.worker(name, slots=slots, tiers="bench",
-                         extra=["--allow-noop", "--prefetch", pf])
+                         extra=["--allow-noop"] + (["--prefetch", pf] if pf else []))
                 c.wait_for(lambda: "event=redis_up" in c.log(name), 10)
-                al.append((run_json([BQ, c.url, "throughput", str(N_TP), "bench"]),
-                           run_json([BQ, c.url, "latency", str(N_LAT), "bench"])))
+                u0 = cpu_us(c.redis.pid)
+                tp = run_json([BQ, c.url, "throughput", str(N_TP), "bench"])
+                tp["redis_us"] = (cpu_us(c.redis.pid) - u0) / N_TP
+                al.append((tp, run_json([BQ, c.url, "latency", str(N_LAT), "bench"])))
                 c.signal(name, signal.SIGTERM)
                 c.wait_exit(name)
+            u0 = cpu_us(c.redis.pid)
             btp = run_json(["node", os.path.join(HERE, "bullmq", "bench.mjs"), c.sock,
                             "throughput", str(N_TP), str(slots)])
+            btp["redis_us"] = (cpu_us(c.redis.pid) - u0) / N_TP
             blat = run_json(["node", os.path.join(HERE, "bullmq", "bench.mjs"), c.sock,
                              "latency", str(N_LAT), str(slots)])
         finally:
@@ -75,7 +87,24 @@ def main():
             tp0["jobs_per_s"] / btp["jobs_per_s"], tp1["jobs_per_s"] / btp["jobs_per_s"],
             lat0["p50_ms"], lat1["p50_ms"], blat["p50_ms"], lat0["p99_ms"], lat1["p99_ms"],
             blat["p99_ms"]))
-    print("(al+pf: the worker started with --prefetch %s)" % PREFETCH)
+    print("(al: the worker's default settings; al+pf: started with --prefetch %s)" % PREFETCH)
+    print("Redis CPU per job (us): " + "; ".join(
+        "%d slots: al %.1f, al+pf %.1f, bq %.1f" % (slots, al[0][0]["redis_us"], al[1][0]["redis_us"],
+                                                   btp["redis_us"])
+        for slots, al, btp, blat in rows))
+    for slots, al, btp, blat in rows:
+        tp0 = al[0][0]
+        summary.record("queue no-op throughput, %d slot%s, default settings" % (
+            slots, "s" if slots > 1 else ""), "%d jobs/s" % tp0["jobs_per_s"],
+            "BullMQ %d jobs/s" % btp["jobs_per_s"], tp0["jobs_per_s"] / btp["jobs_per_s"],
+            (">=", 3.0, "ratio"))
+        summary.record("Redis CPU per job, %d slot%s, default settings" % (
+            slots, "s" if slots > 1 else ""), "%.1f us" % tp0["redis_us"],
+            "BullMQ %.1f us" % btp["redis_us"], tp0["redis_us"] / btp["redis_us"],
+            ("<=", 40, tp0["redis_us"]))
+        summary.record("queue submit-to-result p50, %d slot%s" % (slots, "s" if slots > 1 else ""),
+                       "%.2f ms" % al[0][1]["p50_ms"], "BullMQ %.2f ms" % blat["p50_ms"],
+                       al[0][1]["p50_ms"] / blat["p50_ms"])
     # print(1) through the whole queue on the process backend
     c = Cluster(policy=POLICY)
     try:

@@ -3,11 +3,17 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export BUILD=${BUILD:-build}
+# every benchmark's headline figures, printed as one table at the end (also
+# when one fails: what ran is shown)
+export BENCH_SUMMARY=${BENCH_SUMMARY:-$(mktemp /tmp/airlock-bench.XXXXXX)}
+trap 'echo; /usr/bin/python3 tests/bench/summary.py "$BENCH_SUMMARY"' EXIT
 /usr/bin/python3 tests/bench/process_latency.py "${PROCESS_ROUNDS:-100}"
 echo
 /usr/bin/python3 tests/bench/container_latency.py "${CONTAINER_ROUNDS:-60}"
 echo
 /usr/bin/python3 tests/bench/queue_throughput.py
+echo
+/usr/bin/python3 tests/bench/fleet.py "${FLEET_JOBS:-20000}"
 echo
 /usr/bin/python3 tests/bench/microvm_latency.py "${MICROVM_ROUNDS:-20}" "${MICROVM_POOL:-8}"
 echo

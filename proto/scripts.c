@@ -125,18 +125,19 @@ const char al_lua_claim[] =
 	      "end\n"
 	      "return out\n";
 
-/* Read up to count new entries of streams for worker and claim each: the
- * heart of FETCH and COMMIT_FETCH. */
+/* Read up to count new entries of streams (high band first) for worker and
+ * claim each: the heart of FETCH and COMMIT_FETCH. One XREADGROUP a stream,
+ * for what is left of count: COUNT is per stream, so one read of them all
+ * could deliver count from each band, more than the slots asked for, and
+ * would take lower bands' jobs while a higher band still had some. */
 #define FETCH_FN                                                                                   \
 	"local function fetch(streams, worker, now, count)\n"                                      \
-	"  local args = {'XREADGROUP', 'GROUP', 'workers', worker, 'COUNT', count, 'STREAMS'}\n"   \
-	"  for _, k in ipairs(streams) do table.insert(args, k) end\n"                             \
-	"  for _ in ipairs(streams) do table.insert(args, '>') end\n"                              \
-	"  local got = redis.call(unpack(args))\n"                                                 \
-	"  local out = {}\n"                                                                       \
-	"  if not got then return out end\n"                                                       \
-	"  for _, st in ipairs(got) do\n"                                                          \
-	"    for _, e in ipairs(st[2]) do\n"                                                       \
+	"  local out, left = {}, tonumber(count)\n"                                                \
+	"  for _, k in ipairs(streams) do\n"                                                       \
+	"    if left < 1 then break end\n"                                                         \
+	"    local got = redis.call('XREADGROUP', 'GROUP', 'workers', worker, 'COUNT', left,"      \
+	" 'STREAMS', k, '>')\n"                                                                    \
+	"    for _, e in ipairs(got and got[1][2] or {}) do\n"                                     \
 	"      local f = {}\n"                                                                     \
 	"      for i = 1, #e[2], 2 do f[e[2][i]] = e[2][i + 1] end\n"                              \
 	"      local r\n"                                                                          \
@@ -144,7 +145,8 @@ const char al_lua_claim[] =
 	" then\n"                                                                                  \
 	"        r = {-9}\n"                                                                       \
 	"      else r = claim_one('al:job:' .. f['id'], f['attempt'], worker, now) end\n"          \
-	"      table.insert(out, {st[1], e[1], f['id'] or '', f['attempt'] or '0', r[1], r[2]})\n" \
+	"      table.insert(out, {k, e[1], f['id'] or '', f['attempt'] or '0', r[1], r[2]})\n"     \
+	"      left = left - 1\n"                                                                  \
 	"    end\n"                                                                                \
 	"  end\n"                                                                                  \
 	"  return out\n"                                                                           \

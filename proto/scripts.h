@@ -46,8 +46,9 @@ extern const char al_lua_claim[];
 
 /* FETCH   KEYS: the worker's ready streams, high band first
  *         ARGV: worker, now ms, count
- * Reads up to count new entries (XREADGROUP without blocking) and claims
- * each like CLAIM, in one round trip. -> per entry: {stream, entry id, job
+ * Reads up to count new entries in all (XREADGROUP without blocking, one
+ * stream after another in the order given, each for what is left of count)
+ * and claims each like CLAIM, in one round trip. -> per entry: {stream, entry id, job
  * id, attempt, code, job} with CLAIM's codes, or AL_CLAIM_MALFORMED.
  * Empty when nothing waits: the worker then blocks in XREADGROUP. */
 extern const char al_lua_fetch[];

@@ -180,11 +180,12 @@ static void on_commit_batch(redisAsyncContext *ac, void *reply, void *priv)
 		unsigned n = b->fetched;
 
 		b->fetched = 0;
-		wk_fetched(w,
-			   r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 ? r->element[1]
-			   : r && r->type == REDIS_REPLY_ERROR			 ? r
-										 : NULL,
-			   n);
+		w->commit_rider->answered(w,
+					  r && r->type == REDIS_REPLY_ARRAY && r->elements == 2
+					      ? r->element[1]
+					  : r && r->type == REDIS_REPLY_ERROR ? r
+									      : NULL,
+					  n);
 	}
 	if (r && w->url.min_replicas) {
 		/* durability: the results are kept until WAIT says enough
@@ -283,15 +284,15 @@ static void send_batch(struct worker *w, struct commit_batch *b)
 	}
 	/* the slots these results freed fetch in the same call (once: not
 	 * when min_replicas sends the batch again) */
-	if (b->fetch)
-		b->fetched = wk_fetch_attach(w, &call, b->n);
+	if (b->fetch && w->commit_rider)
+		b->fetched = w->commit_rider->attach(w, &call, b->n);
 	b->fetch = false;
 	if (al_aconn_call(w->cmd, &call, on_commit_batch, b)) {
 		al_log("error", "redis_call",
 		       "what=commit jobs=%d error=\"%s\" note=\"the leases will re-deliver\"", b->n,
 		       al_aconn_strerror(w->cmd));
 		if (b->fetched)
-			wk_fetched(w, NULL, b->fetched);
+			w->commit_rider->answered(w, NULL, b->fetched);
 		for (int i = 0; i < b->n; i++)
 			wk_commit_free(b->c[i]);
 		free(b);

@@ -346,7 +346,7 @@ struct fetch_req {
 
 /* FETCH's answer r (NULL: none came) to a fetch that reserved n slots,
  * sent alone or with a COMMIT batch. */
-void wk_fetched(struct worker *w, const redisReply *r, unsigned n)
+static void fetched(struct worker *w, const redisReply *r, unsigned n)
 {
 	size_t got = 0;
 
@@ -415,7 +415,7 @@ static void on_fetch_script(redisAsyncContext *ac, void *reply, void *priv)
 
 	(void)ac;
 	free(q);
-	wk_fetched(w, reply, n);
+	fetched(w, reply, n);
 }
 
 /* A fetch may go out: no blocking read waiting, fewer than FETCH_DEPTH
@@ -452,9 +452,9 @@ void wk_maybe_fetch(struct worker *w)
 
 /* The fetch that goes out with COMMIT batch c of nresults results (made
  * with al_lua_commit, turned into COMMIT_FETCH here): the slots it
- * reserved, for wk_fetched with the answer's second half; 0 when no fetch
+ * reserved, for fetched() with the answer's second half; 0 when no fetch
  * may go now (c is left a plain COMMIT). */
-unsigned wk_fetch_attach(struct worker *w, struct al_call *c, int nresults)
+static unsigned fetch_attach(struct worker *w, struct al_call *c, int nresults)
 {
 	unsigned n = fetch_count(w, false);
 	const char *streams[MAX_STREAMS];
@@ -468,6 +468,8 @@ unsigned wk_fetch_attach(struct worker *w, struct al_call *c, int nresults)
 	w->fetch_reserved += n;
 	return n;
 }
+
+const struct wk_rider wk_fetch_rider = {fetch_attach, fetched};
 
 static void block_fetch(struct worker *w)
 {

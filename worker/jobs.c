@@ -262,7 +262,21 @@ static void run_held(struct worker *w, struct slot *p, struct slot *s)
 	wk_job_run(w, s);
 }
 
-/* Start held jobs of backend be in its free slots, oldest first. */
+/* A held job's band, from its stream's name (al:q:<tier>:<band>): 0 high,
+ * 1 mid, 2 low. */
+static int held_band(const struct slot *p)
+{
+	const char *b = strrchr(p->stream, ':');
+
+	for (int i = 0; b && i < AL_BANDS; i++)
+		if (!strcmp(b + 1, al_band_name(i)))
+			return i;
+	return AL_BANDS;
+}
+
+/* Start held jobs of backend be in its free slots: the highest band first,
+ * then the oldest (a job fetched ahead never delays one of a higher band
+ * held with it). */
 void wk_dispatch_held(struct worker *w, struct backend_state *be)
 {
 	while (!w->draining) {
@@ -271,9 +285,13 @@ void wk_dispatch_held(struct worker *w, struct backend_state *be)
 		for (unsigned i = 0; i < w->conf->slots && !s; i++)
 			if (!be->slots[i].busy)
 				s = &be->slots[i];
-		for (unsigned i = w->conf->slots; s && i < wk_nplaces(w); i++)
-			if (be->slots[i].waiting && (!p || be->slots[i].seq < p->seq))
-				p = &be->slots[i];
+		for (unsigned i = w->conf->slots; s && i < wk_nplaces(w); i++) {
+			struct slot *q = &be->slots[i];
+
+			if (q->waiting && (!p || held_band(q) < held_band(p) ||
+					   (held_band(q) == held_band(p) && q->seq < p->seq)))
+				p = q;
+		}
 		if (!p)
 			return;
 		run_held(w, p, s);

@@ -282,7 +282,7 @@ static void tear_down(struct worker *w)
 
 int al_worker_run(const struct al_worker_conf *conf, struct al_err *err)
 {
-	struct worker w = {.conf = conf, .exit_code = 0};
+	struct worker w = {.conf = conf, .exit_code = 0, .commit_rider = &wk_fetch_rider};
 
 	w.commits_tail = &w.commits;
 	if (al_redis_url_parse(conf->redis_url, &w.url, err) ||

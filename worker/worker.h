@@ -54,6 +54,19 @@
 struct worker;
 struct wk_session;
 
+/* What rides on the last COMMIT of a flush: the fetch of the slots its
+ * results freed (fetch.c's wk_fetch_rider, set at start-up in
+ * worker.commit_rider), so that commit.c, below fetch.c on a job's path,
+ * calls nothing of it by name. attach adds its part to COMMIT call c of
+ * nresults results and says how many slots it reserved (0: nothing added,
+ * c stays a plain COMMIT); answered gets its half of the answer (NULL: none
+ * came) with that number. */
+struct wk_rider {
+	unsigned (*attach)(struct worker *w, struct al_call *c, int nresults);
+	void (*answered)(struct worker *w, const redisReply *r, unsigned n);
+};
+extern const struct wk_rider wk_fetch_rider;
+
 /* A backend has conf->slots slots that run jobs and, after them,
  * conf->prefetch places that only hold a claimed job (fetched ahead with
  * --prefetch) until a slot of the backend frees. Both are struct slot. */
@@ -156,6 +169,7 @@ struct worker {
 	struct backend_state *stream_be[MAX_STREAMS]; /* the backend of each stream's tier */
 	char stream_buf[MAX_STREAMS][AL_KEY_MAX];
 	int nstreams;
+	const struct wk_rider *commit_rider; /* on the last COMMIT of a flush, or NULL */
 	unsigned fetch_inflight; /* fetch scripts on the command connection (<= FETCH_DEPTH) */
 	unsigned fetch_reserved; /* slots those may fill */
 	bool block_fetching;	 /* a blocking read on the fetch connection */
@@ -256,9 +270,6 @@ void wk_job_run(struct worker *w, struct slot *s);
 
 /* fetch.c */
 void wk_maybe_fetch(struct worker *w);
-/* A fetch riding on a COMMIT batch (COMMIT_FETCH) and its answer. */
-unsigned wk_fetch_attach(struct worker *w, struct al_call *c, int nresults);
-void wk_fetched(struct worker *w, const redisReply *r, unsigned n);
 
 /* control.c */
 void wk_heartbeat(evutil_socket_t fd, short what, void *arg);

@@ -87,7 +87,7 @@ try:
          p.stderr)
 
     c.scheduler()
-    c.worker("gwh-w", uid_base=62700, slots=2)
+    c.worker("gwh-w", uid_base=62950, slots=2)  # its own: it runs in a lane (tests/run.sh)
     keyfile = key_file(os.path.join(c.dir, "keys"), KEYS)
     port = free_port()
     # a small connection cap and header timeout, to reach them quickly

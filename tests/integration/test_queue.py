@@ -325,6 +325,30 @@ def prefetch(c):
     t.ok(c.rcli("HGET", "al:stats", "status:ok").strip() == "5", "one result each, nothing twice")
 
 
+def fetch_bands(c):
+    """FETCH reads the streams in the order given (high band first), each for
+    what is left of its count: never more entries in all than it asked for,
+    and a lower band's only once the higher ones are empty."""
+    tool = os.path.join(os.environ.get("BUILD", "build"), "tests", "proto_tool")
+    script = subprocess.run([tool, "script", "fetch"], capture_output=True, text=True).stdout
+    for band in ("hi", "lo"):
+        c.rcli("XGROUP", "CREATE", "al:q:t:" + band, "workers", "$", "MKSTREAM")
+        for i in range(3):
+            jid = "fb-%s-%d" % (band, i)
+            c.rcli("HSET", "al:job:" + jid, "state", "queued", "attempt", "1", "job", "J")
+            c.rcli("XADD", "al:q:t:" + band, "*", "id", jid, "attempt", "1")
+
+    def fetch(n):
+        out = c.rcli("EVAL", script, "2", "al:q:t:hi", "al:q:t:lo", "wf", "1", str(n))
+        return [w for w in out.split() if w.startswith("fb-")]
+    first, second = fetch(2), fetch(2)
+    t.ok(first == ["fb-hi-0", "fb-hi-1"] and second == ["fb-hi-2", "fb-lo-0"],
+         "FETCH count 2 over two bands: 2 entries in all, the high band's first, then what "
+         "it has left and the low band's", (first, second))
+    pend = c.rcli("XPENDING", "al:q:t:lo", "workers").split()
+    t.ok(pend and pend[0] == "1", "...and only the low entry it returned is delivered", pend)
+
+
 def garbage(c):
     c.scheduler()
     c.worker("wg", uid_base=64700, slots=1)
@@ -519,7 +543,7 @@ def webhook(_unused):
 for name, fn in [("round trip", round_trip), ("1000 jobs", thousand),
                  ("killed worker", killed_worker), ("stale attempt", stale_attempt),
                  ("redis restart", redis_restart), ("cancel and deadline", cancel_and_deadline),
-                 ("prefetch", prefetch), ("garbage", garbage), ("drain", drain), ("sandbox retry", sandbox_retry)]:
+                 ("prefetch", prefetch), ("fetch bands", fetch_bands), ("garbage", garbage), ("drain", drain), ("sandbox retry", sandbox_retry)]:
     section(name, fn)
 worker_before_redis(None)
 webhook(None)

@@ -79,7 +79,7 @@ static struct {
 	bool got_want;		/* ...and got it */
 } fk;
 
-unsigned wk_fetch_attach(struct worker *w, struct al_call *c, int nresults)
+static unsigned fake_attach(struct worker *w, struct al_call *c, int nresults)
 {
 	(void)w;
 	if (!fk.attach)
@@ -90,7 +90,7 @@ unsigned wk_fetch_attach(struct worker *w, struct al_call *c, int nresults)
 	return fk.attach;
 }
 
-void wk_fetched(struct worker *w, const redisReply *r, unsigned n)
+static void fake_answered(struct worker *w, const redisReply *r, unsigned n)
 {
 	(void)w;
 	fk.answered++;
@@ -168,6 +168,7 @@ int main(void)
 	w.cmd = (struct al_aconn *)&w; /* never dereferenced: a fake */
 	w.hooks = (struct al_webhooks *)&w;
 	w.commits_tail = &w.commits;
+	w.commit_rider = &(const struct wk_rider){fake_attach, fake_answered};
 
 	commit(&w, "j1", "https://hooks.example/x");
 	wk_flush_commits(&w);

@@ -51,20 +51,21 @@ images_done() {
 # Suites that need no catalogue image nor microVM guest (the process tier
 # on the host's /usr, Redis, the gateway, the fuzzers): while it builds.
 NO_IMAGE="test_acl test_clock test_egress_proxy test_faults test_fleet test_gateway
-	test_policy_reload test_process test_queue test_sentinel test_stall test_tiers
-	test_worker_faults"
+	test_policy_reload test_process test_queue test_sentinel test_tiers test_worker_faults"
 # Image suites that mostly wait (on servers in test namespaces, leases,
 # sessions' timers): they run while the hostile suite takes a core in a lane
 # beside them. It shares nothing with them: its own worker ids, slot uids
 # and user-namespace range (tests/hostile/hostile.py).
 WAITING="test_container test_egress test_egress_cache test_egress_https_cache test_images
 	test_inputs test_readme_byhand test_scheduler test_sessions test_stream test_systemd"
+# Suites a lane runs (below), not the main sequence.
+IN_LANES="test_gw_hostile test_stall test_vm test_verdicts"
 integration() { # early|waiting|late
 	local s n
 	for s in tests/integration/*.sh tests/integration/*.py; do
 		[ -f "$s" ] && [ "$QUICK" != 1 ] || continue
 		n=$(basename "$s" .py)
-		[ "$n" != test_gw_hostile ] || continue # in the early lane (below)
+		case " $IN_LANES " in *" $n "*) continue ;; esac # run by a lane (below)
 		case " $(echo $NO_IMAGE) " in
 		*" $n "*) [ "$1" = early ] || continue ;;
 		*)
@@ -99,15 +100,19 @@ fuzzers() {
 # The fuzzers share nothing with the other suites: in full runs they take
 # one core beside the suites that need no image (which mostly wait on
 # timers and leases), counted when the lane joins, before the image suites.
-# The gateway's hostile clients follow them there: that suite waits on the
-# gateway's timeouts nearly all its 36 s, with a worker id and slot uids no
-# other suite has.
+# The gateway's hostile clients and the stalled Redis follow them there:
+# those suites wait (on the gateway's timeouts, on a stopped redis-server of
+# their own) nearly all their 36 and 19 s, with worker ids and slot uids no
+# suite of this phase has.
 if [ "$QUICK" = 1 ]; then
 	fuzzers
 else
 	beside_early() {
 		fuzzers
-		run_suite integration/test_gw_hostile /usr/bin/python3 tests/integration/test_gw_hostile.py
+		local n
+		for n in test_gw_hostile test_stall; do
+			run_suite "integration/$n" /usr/bin/python3 "tests/integration/$n.py"
+		done
 	}
 	lane beside_early
 fi
@@ -126,7 +131,20 @@ fi
 [ "$QUICK" = 1 ] || lane run_suite hostile/run bash tests/hostile/run.sh
 integration waiting
 lane_join
+# Beside the suites that keep one core busy under TCG (about half the
+# machine), the service VMs (their own libvirtd in a namespace of their
+# own, waiting on libvirt and their guests' boots most of the time), then
+# the verdicts on three tiers (a third of the machine): their own worker
+# ids and slot uids, and nothing of theirs that another suite counts.
+beside_late() {
+	local n
+	for n in test_vm test_verdicts; do
+		run_suite "integration/$n" /usr/bin/python3 "tests/integration/$n.py"
+	done
+}
+[ "$QUICK" = 1 ] || lane beside_late
 integration late
+lane_join
 
 suite_summary
 [ "$failed" -eq 0 ] && rm -rf "$LOGDIR"

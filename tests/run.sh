@@ -59,7 +59,8 @@ NO_IMAGE="test_acl test_clock test_egress_proxy test_faults test_fleet test_gate
 WAITING="test_container test_egress test_egress_cache test_egress_https_cache test_images
 	test_inputs test_readme_byhand test_scheduler test_sessions test_stream test_systemd"
 # Suites a lane runs (below), not the main sequence.
-IN_LANES="test_gw_hostile test_stall test_vm test_verdicts"
+EARLY_LANE="test_gw_hostile test_stall" LATE_LANE="test_vm test_verdicts"
+IN_LANES="$EARLY_LANE $LATE_LANE"
 integration() { # early|waiting|late
 	local s n
 	for s in tests/integration/*.sh tests/integration/*.py; do
@@ -110,7 +111,7 @@ else
 	beside_early() {
 		fuzzers
 		local n
-		for n in test_gw_hostile test_stall; do
+		for n in $EARLY_LANE; do
 			run_suite "integration/$n" /usr/bin/python3 "tests/integration/$n.py"
 		done
 	}
@@ -138,7 +139,7 @@ lane_join
 # ids and slot uids, and nothing of theirs that another suite counts.
 beside_late() {
 	local n
-	for n in test_vm test_verdicts; do
+	for n in $LATE_LANE; do
 		run_suite "integration/$n" /usr/bin/python3 "tests/integration/$n.py"
 	done
 }

@@ -178,14 +178,14 @@ static void on_commit_batch(redisAsyncContext *ac, void *reply, void *priv)
 		commit_answered(w, b->c[i], each ? codes->element[i] : codes);
 	if (b->fetched) { /* the results are in: then the jobs that follow them */
 		unsigned n = b->fetched;
+		const redisReply *half = NULL; /* FETCH's: the second, or the whole's error */
 
+		if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2)
+			half = r->element[1];
+		else if (r && r->type == REDIS_REPLY_ERROR)
+			half = r;
 		b->fetched = 0;
-		w->commit_rider->answered(w,
-					  r && r->type == REDIS_REPLY_ARRAY && r->elements == 2
-					      ? r->element[1]
-					  : r && r->type == REDIS_REPLY_ERROR ? r
-									      : NULL,
-					  n);
+		w->commit_rider->answered(w, half, n);
 	}
 	if (r && w->url.min_replicas) {
 		/* durability: the results are kept until WAIT says enough

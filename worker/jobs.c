@@ -262,18 +262,6 @@ static void run_held(struct worker *w, struct slot *p, struct slot *s)
 	wk_job_run(w, s);
 }
 
-/* A held job's band, from its stream's name (al:q:<tier>:<band>): 0 high,
- * 1 mid, 2 low. */
-static int held_band(const struct slot *p)
-{
-	const char *b = strrchr(p->stream, ':');
-
-	for (int i = 0; b && i < AL_BANDS; i++)
-		if (!strcmp(b + 1, al_band_name(i)))
-			return i;
-	return AL_BANDS;
-}
-
 /* Start held jobs of backend be in its free slots: the highest band first,
  * then the oldest (a job fetched ahead never delays one of a higher band
  * held with it). */
@@ -288,8 +276,8 @@ void wk_dispatch_held(struct worker *w, struct backend_state *be)
 		for (unsigned i = w->conf->slots; s && i < wk_nplaces(w); i++) {
 			struct slot *q = &be->slots[i];
 
-			if (q->waiting && (!p || held_band(q) < held_band(p) ||
-					   (held_band(q) == held_band(p) && q->seq < p->seq)))
+			if (q->waiting &&
+			    (!p || q->band < p->band || (q->band == p->band && q->seq < p->seq)))
 				p = q;
 		}
 		if (!p)

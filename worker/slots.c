@@ -91,6 +91,18 @@ void wk_give_back(struct worker *w, struct slot *p)
 	wk_slot_release(p);
 }
 
+/* A job's band, from its stream's name (al:q:<tier>:<band>): 0 high, 1 mid,
+ * 2 low. */
+static int band_of(const char *stream)
+{
+	const char *b = strrchr(stream, ':');
+
+	for (int i = 0; b && i < AL_BANDS; i++)
+		if (!strcmp(b + 1, al_band_name(i)))
+			return i;
+	return AL_BANDS;
+}
+
 /* Place p got its job: hold it until a slot frees (at once if one is free). */
 void wk_hold(struct worker *w, struct slot *p)
 {
@@ -101,6 +113,7 @@ void wk_hold(struct worker *w, struct slot *p)
 	p->waiting = true;
 	p->held_ms = al_now_ms();
 	p->seq = ++w->held_seq;
+	p->band = band_of(p->stream);
 	p->be->dispatch_wanted = true; /* at once if a slot is free */
 	wk_pass_want(w, WK_PASS_DISPATCH);
 }

@@ -79,6 +79,7 @@ struct slot {
 	bool waiting;	  /* a place holding a claimed job */
 	uint64_t held_ms; /* since when */
 	uint64_t seq;	  /* order of arrival among held jobs */
+	int band;	  /* its queue's band (0 high): held jobs start by band, then seq */
 	/* the job in this slot */
 	char id[AL_ID_MAX + 1];
 	char stream[AL_KEY_MAX];

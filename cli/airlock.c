@@ -73,6 +73,8 @@ static void usage(FILE *f)
 	    "  -f LOCAL:REMOTE (input file, repeatable)  --collect PATH (repeatable)\n"
 	    "  --input URL,SHA256,PATH[,tar|zip|none] (repeatable: fetched by the worker\n"
 	    "    through the tier's egress rules, verified, unpacked at PATH; \".\" = the top)\n"
+	    "  --git URL,REF,PATH (repeatable: a repository's branch, tag, ref or commit id,\n"
+	    "    checked out by the worker at PATH with a shallow .git)\n"
 	    "  --timeout MS  --cpu MS  --memory BYTES  --pids N  --disk BYTES\n"
 	    "  --stdin FILE  --env NAME=VALUE  --priority 0-9  --deadline-ms UNIX_MS\n"
 	    "  --idempotency-key K  --callback URL  --label K=V  --id ID  --json\n"
@@ -174,6 +176,7 @@ static int build_job(int argc, char **argv, struct al_job *job, bool *json)
 	    {"network", required_argument, NULL, 'N'},
 	    {"egress-allow", required_argument, NULL, 'E'},
 	    {"input", required_argument, NULL, 'F'},
+	    {"git", required_argument, NULL, 'G'},
 	    {"label", required_argument, NULL, 'l'},
 	    {"id", required_argument, NULL, 'I'},
 	    {"json", no_argument, NULL, 'j'},
@@ -318,6 +321,31 @@ static int build_job(int argc, char **argv, struct al_job *job, bool *json)
 			in->unpack = !part[0] || !strcmp(part[0], "none") ? AL_UNPACK_NONE
 				     : !strcmp(part[0], "tar")		  ? AL_UNPACK_TAR
 									  : AL_UNPACK_ZIP;
+			free(s);
+			break;
+		}
+		case 'G': {
+			struct al_input *in;
+			char *s = xstrdup(optarg), *path = strrchr(s, ','), *ref;
+
+			if (path)
+				*path++ = '\0';
+			if (!path || !(ref = strrchr(s, ','))) {
+				fprintf(stderr,
+					"airlock: --git: expected URL,REF,PATH, got \"%s\"\n",
+					optarg);
+				free(s);
+				return EXIT_USAGE;
+			}
+			*ref++ = '\0';
+			in = need(realloc(job->inputs, (job->ninputs + 1) * sizeof(*in)));
+			job->inputs = in;
+			in += job->ninputs++;
+			memset(in, 0, sizeof(*in));
+			in->url = xstrdup(s);
+			in->ref = xstrdup(ref);
+			in->path = xstrdup(path);
+			in->unpack = AL_UNPACK_GIT;
 			free(s);
 			break;
 		}

@@ -7,11 +7,59 @@
 #include "codec.h"
 #include "job.h"
 
-static const char *const unpack_names[] = {"none", "tar", "zip"};
+static const char *const unpack_names[] = {"none", "tar", "zip", "git"};
 
 const char *al_unpack_name(enum al_unpack u)
 {
-	return (unsigned)u < 3 ? unpack_names[u] : "?";
+	return (unsigned)u < 4 ? unpack_names[u] : "?";
+}
+
+bool al_git_ref_ok(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n > AL_GIT_REF_MAX || s[0] == '-' || s[0] == '/' || s[n - 1] == '/' ||
+	    s[n - 1] == '.' || strstr(s, "..") || strstr(s, "//") || strstr(s, "/.") ||
+	    (n >= 5 && !strcmp(s + n - 5, ".lock")) || s[0] == '.')
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
+		      (s[i] >= '0' && s[i] <= '9') || strchr("._/-", s[i])))
+			return false;
+	return true;
+}
+
+/* {"url", "ref"}: a git input's repository and what of it */
+static int dec_git(const msgpack_object *m, const char *what, struct al_input *in,
+		   struct al_err *err)
+{
+	char name[80];
+	int rc;
+
+	if ((rc = al_mp_want(m, MSGPACK_OBJECT_MAP, what, err)))
+		return rc;
+	for (uint32_t k = 0; k < m->via.map.size; k++) {
+		const msgpack_object *key = &m->via.map.ptr[k].key;
+		const msgpack_object *val = &m->via.map.ptr[k].val;
+
+		if (al_mp_key_is(key, "url") && !in->url) {
+			snprintf(name, sizeof(name), "%s.url", what);
+			rc = al_mp_get_text(val, name, AL_INPUT_URL_MAX, &in->url, err);
+		} else if (al_mp_key_is(key, "ref") && !in->ref) {
+			snprintf(name, sizeof(name), "%s.ref", what);
+			rc = al_mp_get_text(val, name, AL_GIT_REF_MAX + 1, &in->ref, err);
+		} else {
+			rc = al_err_set(err, AL_EINVAL, "%s: unknown or repeated field (url, ref)",
+					what);
+		}
+		if (rc)
+			return rc;
+	}
+	if (!in->ref)
+		return al_err_set(
+		    err, AL_EINVAL,
+		    "%s.ref: missing: a branch, a tag, a full ref or a 40-hex commit id", what);
+	return AL_OK;
 }
 
 int al_input_url_parse(const char *what, const char *url, char *host, size_t cap, unsigned *port,
@@ -84,6 +132,7 @@ static int dec_input(const msgpack_object *m, const char *what, struct al_input 
 	char name[64];
 	char *sha = NULL;
 	char *unpack = NULL;
+	bool git = false;
 	int rc;
 
 	if ((rc = al_mp_want(m, MSGPACK_OBJECT_MAP, what, err)))
@@ -92,7 +141,7 @@ static int dec_input(const msgpack_object *m, const char *what, struct al_input 
 		const msgpack_object *key = &m->via.map.ptr[k].key;
 		const msgpack_object *val = &m->via.map.ptr[k].val;
 
-		if (al_mp_key_is(key, "url") && !in->url) {
+		if (al_mp_key_is(key, "url") && !in->url && !git) {
 			snprintf(name, sizeof(name), "%s.url", what);
 			rc = al_mp_get_text(val, name, AL_INPUT_URL_MAX, &in->url, err);
 		} else if (al_mp_key_is(key, "sha256") && !sha) {
@@ -104,13 +153,28 @@ static int dec_input(const msgpack_object *m, const char *what, struct al_input 
 		} else if (al_mp_key_is(key, "unpack") && !unpack) {
 			snprintf(name, sizeof(name), "%s.unpack", what);
 			rc = al_mp_get_text(val, name, 8, &unpack, err);
+		} else if (al_mp_key_is(key, "git") && !git) {
+			snprintf(name, sizeof(name), "%s.git", what);
+			git = true;
+			rc = in->url ? AL_OK : dec_git(val, name, in, err);
 		} else {
 			rc = al_err_set(err, AL_EINVAL,
-					"%s: unknown or repeated field (url, sha256, path, unpack)",
+					"%s: unknown or repeated field (url, sha256, path, unpack; "
+					"or git, path)",
 					what);
 		}
 		if (rc)
 			goto out;
+	}
+	if (git) {
+		in->unpack = AL_UNPACK_GIT;
+		rc = sha || unpack || !in->ref
+			 ? al_err_set(err, AL_EINVAL,
+				      "%s: a git input takes git {url, ref} and path only (no url, "
+				      "sha256 or unpack beside git)",
+				      what)
+			 : AL_OK;
+		goto out;
 	}
 	rc = al_err_set(err, AL_EINVAL, "%s.sha256: missing: 64 hex digits of the bytes", what);
 	if (sha) {
@@ -119,7 +183,7 @@ static int dec_input(const msgpack_object *m, const char *what, struct al_input 
 	}
 	in->unpack = AL_UNPACK_NONE;
 	for (int u = 0; !rc && unpack && u <= 3; u++) {
-		if (u == 3)
+		if (u == 3) /* git is not an unpack value: it is the input's kind */
 			rc = al_err_set(err, AL_EINVAL, "%s.unpack: \"%s\": one of tar, zip, none",
 					what, unpack);
 		else if (!strcmp(unpack, unpack_names[u]))
@@ -179,13 +243,22 @@ int al_inputs_validate(const struct al_job *job, struct al_err *err)
 	for (size_t i = 0; i < job->ninputs; i++) {
 		const struct al_input *in = &job->inputs[i];
 
-		snprintf(what, sizeof(what), "inputs[%zu].url", i);
+		bool git = in->unpack == AL_UNPACK_GIT;
+
+		snprintf(what, sizeof(what), git ? "inputs[%zu].git.url" : "inputs[%zu].url", i);
 		if (!in->url)
 			return al_err_set(err, AL_EINVAL, "%s: missing", what);
 		if ((rc =
 			 al_input_url_parse(what, in->url, host, sizeof(host), &port, &https, err)))
 			return rc;
-		if (strlen(in->sha256) != 64 || strspn(in->sha256, "0123456789abcdef") != 64)
+		if (git && (!in->ref || !al_git_ref_ok(in->ref)))
+			return al_err_set(err, AL_EINVAL,
+					  "inputs[%zu].git.ref: \"%.80s\": a branch, a tag, a full "
+					  "ref (refs/pull/7/head) or a 40-hex commit id: letters, "
+					  "digits and \"._/-\", no \"..\"",
+					  i, in->ref ? in->ref : "");
+		if (!git &&
+		    (strlen(in->sha256) != 64 || strspn(in->sha256, "0123456789abcdef") != 64))
 			return al_err_set(err, AL_EINVAL,
 					  "inputs[%zu].sha256: \"%.70s\": 64 lowercase hex digits "
 					  "(sha256sum's output)",
@@ -225,10 +298,16 @@ int al_inputs_pack(msgpack_packer *pk, const struct al_input *in, size_t n)
 	if (msgpack_pack_array(pk, n))
 		return -1;
 	for (size_t i = 0; i < n; i++)
-		if (msgpack_pack_map(pk, 4) || al_mp_pack_kv_str(pk, "url", in[i].url) ||
-		    al_mp_pack_kv_str(pk, "sha256", in[i].sha256) ||
-		    al_mp_pack_kv_str(pk, "path", in[i].path) ||
-		    al_mp_pack_kv_str(pk, "unpack", al_unpack_name(in[i].unpack)))
+		if (in[i].unpack == AL_UNPACK_GIT) {
+			if (msgpack_pack_map(pk, 2) || al_mp_pack_str(pk, "git") ||
+			    msgpack_pack_map(pk, 2) || al_mp_pack_kv_str(pk, "url", in[i].url) ||
+			    al_mp_pack_kv_str(pk, "ref", in[i].ref) ||
+			    al_mp_pack_kv_str(pk, "path", in[i].path))
+				return -1;
+		} else if (msgpack_pack_map(pk, 4) || al_mp_pack_kv_str(pk, "url", in[i].url) ||
+			   al_mp_pack_kv_str(pk, "sha256", in[i].sha256) ||
+			   al_mp_pack_kv_str(pk, "path", in[i].path) ||
+			   al_mp_pack_kv_str(pk, "unpack", al_unpack_name(in[i].unpack)))
 			return -1;
 	return 0;
 }
@@ -237,6 +316,7 @@ void al_inputs_free(struct al_input *in, size_t n)
 {
 	for (size_t i = 0; in && i < n; i++) {
 		free(in[i].url);
+		free(in[i].ref);
 		free(in[i].path);
 	}
 	free(in);

@@ -5,6 +5,7 @@
 #ifndef AL_INPUTS_H
 #define AL_INPUTS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -18,14 +19,18 @@ enum al_unpack {
 	AL_UNPACK_NONE = 0, /* the bytes as one file at path */
 	AL_UNPACK_TAR,	    /* a tar (plain, gzip, xz, bzip2 or zstd) unpacked under path */
 	AL_UNPACK_ZIP,	    /* a zip unpacked under path */
+	AL_UNPACK_GIT,	    /* a git repository's commit (url, ref) checked out under path */
 };
 
+#define AL_GIT_REF_MAX 255 /* a git input's ref */
+
 struct al_input {
-	char *url;	 /* http:// or https://, at most AL_INPUT_URL_MAX */
-	char sha256[65]; /* 64 lowercase hex digits: the fetched bytes' */
+	char *url;	 /* http:// or https://, at most AL_INPUT_URL_MAX (git: the repository's) */
+	char sha256[65]; /* 64 lowercase hex digits: the fetched bytes' ("" for git) */
 	char *path;	 /* relative: the file (none) or the directory (tar, zip);
 			  * "." = the work directory itself (archives only) */
 	enum al_unpack unpack;
+	char *ref; /* git only: a branch, a tag, a full ref or a 40-hex commit id */
 };
 
 struct al_job;
@@ -41,6 +46,10 @@ int al_inputs_validate(const struct al_job *job, struct al_err *err);
 int al_inputs_pack(struct msgpack_packer *pk, const struct al_input *in, size_t n);
 void al_inputs_free(struct al_input *in, size_t n);
 const char *al_unpack_name(enum al_unpack u);
+/* Whether s is a ref a git input takes: a 40-hex commit id, or a name of
+ * letters, digits and "._/-" that git would take (no "..", no "//", no
+ * leading "-" or "/", no trailing "/", "." or ".lock"). */
+bool al_git_ref_ok(const char *s);
 
 /* The URL's scheme, host and port, for the egress checks: host gets the
  * name or the literal address (no brackets), cap bytes; *https tells

@@ -283,10 +283,18 @@ static json_t *inputs_json(struct al_jb *b, const struct al_input *in, size_t n)
 	for (size_t i = 0; i < n; i++) {
 		json_t *o = json_object();
 
-		al_jb_set(b, o, "url", json_string(in[i].url));
-		al_jb_set(b, o, "sha256", json_string(in[i].sha256));
+		if (in[i].unpack == AL_UNPACK_GIT) {
+			json_t *g = json_object();
+
+			al_jb_set(b, g, "url", json_string(in[i].url));
+			al_jb_set(b, g, "ref", json_string(in[i].ref));
+			al_jb_set(b, o, "git", g);
+		} else {
+			al_jb_set(b, o, "url", json_string(in[i].url));
+			al_jb_set(b, o, "sha256", json_string(in[i].sha256));
+			al_jb_set(b, o, "unpack", json_string(al_unpack_name(in[i].unpack)));
+		}
 		al_jb_set(b, o, "path", json_string(in[i].path));
-		al_jb_set(b, o, "unpack", json_string(al_unpack_name(in[i].unpack)));
 		al_jb_add(b, a, o);
 	}
 	return a;

@@ -87,8 +87,13 @@ static void finish(struct al_instage *st)
 			{
 				hits += json_is_true(json_object_get(in, "cached"));
 				bytes += json_integer_value(json_object_get(in, "bytes"));
-				al_log("info", "input", "job=%s sha256=%s bytes=%lld cached=%s",
-				       st->job, json_string_value(json_object_get(in, "sha256")),
+				const char *commit =
+				    json_string_value(json_object_get(in, "commit"));
+
+				al_log("info", "input", "job=%s %s=%s bytes=%lld cached=%s",
+				       st->job, commit ? "commit" : "sha256",
+				       commit ? commit
+					      : json_string_value(json_object_get(in, "sha256")),
 				       (long long)json_integer_value(json_object_get(in, "bytes")),
 				       json_is_true(json_object_get(in, "cached")) ? "yes" : "no");
 			}
@@ -135,10 +140,10 @@ struct al_instage *al_instage_start(struct event_base *base, const struct al_bac
 				    const struct al_run_spec *spec, al_instage_done_fn done,
 				    void *arg, struct al_err *err)
 {
-	enum { ARGS_MAX = 16 + 2 * AL_EGRESS_RULES_MAX + 4 * AL_INPUTS_MAX };
+	enum { ARGS_MAX = 18 + 2 * AL_EGRESS_RULES_MAX + 4 * AL_INPUTS_MAX };
 	const struct al_job *job = spec->job;
 	struct al_instage *st = calloc(1, sizeof(*st));
-	char *argv[ARGS_MAX] = {0}, dir[PATH_MAX], cache[PATH_MAX], num[3][32];
+	char *argv[ARGS_MAX] = {0}, dir[PATH_MAX], cache[PATH_MAX], num[4][32];
 	int n = 0, pipefd[2] = {-1, -1}, bad = 0, helper = -1;
 	char *const envp[] = {(char *)"PATH=/usr/bin:/bin", NULL};
 
@@ -169,12 +174,16 @@ struct al_instage *al_instage_start(struct event_base *base, const struct al_bac
 	snprintf(num[2], sizeof(num[2]), "%llu",
 		 (unsigned long long)(conf->input_timeout_ms ? conf->input_timeout_ms
 							     : INPUT_TIMEOUT_MS_DEFAULT));
+	snprintf(num[3], sizeof(num[3]), "%u", (unsigned)(conf->uid_base + spec->slot));
 	bad |= add(argv, &n, ARGS_MAX, "airlock-inputs");
 	bad |= add(argv, &n, ARGS_MAX, "--cache") || add(argv, &n, ARGS_MAX, cache);
 	bad |= add(argv, &n, ARGS_MAX, "--cache-bytes") || add(argv, &n, ARGS_MAX, num[0]);
 	bad |= add(argv, &n, ARGS_MAX, "--max-bytes") || add(argv, &n, ARGS_MAX, num[1]);
 	bad |= add(argv, &n, ARGS_MAX, "--timeout-ms") || add(argv, &n, ARGS_MAX, num[2]);
 	bad |= add(argv, &n, ARGS_MAX, "--out") || add(argv, &n, ARGS_MAX, st->pack);
+	/* a git input's git runs as the slot's uid, which nothing else uses
+	 * before the job starts */
+	bad |= add(argv, &n, ARGS_MAX, "--uid") || add(argv, &n, ARGS_MAX, num[3]);
 	if (spec->ca_file)
 		bad |= add(argv, &n, ARGS_MAX, "--ca") || add(argv, &n, ARGS_MAX, spec->ca_file);
 	if (spec->cache_ca_file && spec->network == AL_NET_EGRESS)
@@ -189,7 +198,9 @@ struct al_instage *al_instage_start(struct event_base *base, const struct al_bac
 	bad |= add(argv, &n, ARGS_MAX, "--");
 	for (size_t i = 0; i < job->ninputs; i++)
 		bad |= add(argv, &n, ARGS_MAX, job->inputs[i].url) ||
-		       add(argv, &n, ARGS_MAX, job->inputs[i].sha256) ||
+		       add(argv, &n, ARGS_MAX,
+			   job->inputs[i].unpack == AL_UNPACK_GIT ? job->inputs[i].ref
+								  : job->inputs[i].sha256) ||
 		       add(argv, &n, ARGS_MAX, job->inputs[i].path) ||
 		       add(argv, &n, ARGS_MAX, al_unpack_name(job->inputs[i].unpack));
 	if (bad) {

@@ -12,13 +12,24 @@ over the tier's max_input_bytes, a zip bomb, a tar with "../" paths, an
 absolute path, symlinks pointing out, an entry under a symlink, a device,
 a clash with a job file; a tier without egress, or a host not in its rules,
 is refused at admission. The second run of an input comes from the cache
-(said in the result), and a wrong hash never enters the cache."""
+(said in the result), and a wrong hash never enters the cache.
+
+Git inputs ({git: {url, ref}, path}): git's own smart-HTTP server (git
+http-backend, tests/lib/gitserver.py) in the same namespace serves
+repositories made here; a branch, an annotated tag, a pull request's ref
+and a commit id each check out their commit with a .git the job's own git
+reads; the second run comes from the cache; a missing ref, a missing
+repository, a redirect, a repository over max_input_bytes, a git bomb
+(one blob in 64 paths), a symlink out of the tree and a server that never
+answers are each refused with the reason; nothing of git's runs outlives
+its fetch."""
 import hashlib
 import io
 import os
 import subprocess
 import sys
 import tarfile
+import threading
 import time
 import zipfile
 
@@ -123,7 +134,7 @@ def url(name, port=8000):
     return "http://%s:%d/%s" % (SRV, port, name)
 
 
-KEYS = {"egress": {"allow": ["%s.0/24:8000" % NET, "%s.0/24:8001" % NET]},
+KEYS = {"egress": {"allow": ["%s.0/24:8000" % NET, "%s.0/24:8001" % NET, "%s.0/24:8002" % NET]},
         "max_input_bytes": MAX,
         "defaults": dict(DEFAULTS, wall_ms=60000, memory_bytes=268435456,
                          disk_bytes=64 << 20)}
@@ -189,12 +200,182 @@ def bad(c, tier, inputs, want, why, status="rejected", **kw):
     return r
 
 
+GITROOT = os.path.join(WWW, "git")
+
+
+def git(*args, cwd=None):
+    env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@example.invalid",
+               GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@example.invalid",
+               GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL="/dev/null")
+    return subprocess.run(["git"] + list(args), cwd=cwd, env=env, check=True,
+                          capture_output=True, text=True).stdout.strip()
+
+
+def make_repo(name, files, more=None):
+    """A bare repository GITROOT/name.git of one commit of files ({path:
+    bytes, ("exec", bytes) or ("sym", target)}); more(work) may add commits
+    and refs (all of them are the server's: a mirror).
+    Returns the work tree's path."""
+    work = os.path.join(WWW, "src-" + name)
+    os.makedirs(work)
+    git("init", "-q", "-b", "main", work)
+    for path, data in files.items():
+        full = os.path.join(work, path)
+        os.makedirs(os.path.dirname(full), exist_ok=True)
+        if isinstance(data, tuple) and data[0] == "sym":
+            os.symlink(data[1], full)
+        elif isinstance(data, tuple):  # ("exec", bytes)
+            with open(full, "wb") as f:
+                f.write(data[1])
+            os.chmod(full, 0o755)
+        else:
+            with open(full, "wb") as f:
+                f.write(data)
+    git("add", "-A", cwd=work)
+    git("commit", "-qm", "first", cwd=work)
+    if more:
+        more(work)
+    git("clone", "-q", "--mirror", work, os.path.join(GITROOT, name + ".git"))
+    return work
+
+
+def repo_history(work):
+    """main: first (tag v1), then second; refs/pull/7/head: a third."""
+    git("tag", "-a", "v1", "-m", "release 1", cwd=work)
+    with open(os.path.join(work, "a.txt"), "ab") as f:
+        f.write(b"second\n")
+    git("commit", "-qam", "second", cwd=work)
+    git("checkout", "-q", "-b", "pr", cwd=work)
+    with open(os.path.join(work, "pr.txt"), "wb") as f:
+        f.write(b"from the pull request\n")
+    git("add", "pr.txt", cwd=work)
+    git("commit", "-qm", "pr", cwd=work)
+    git("update-ref", "refs/pull/7/head", "pr", cwd=work)
+    git("checkout", "-q", "main", cwd=work)
+
+
+def git_url(name):
+    return "http://%s:8002/%s.git" % (SRV, name)
+
+
+def ginp(name, ref, path="src"):
+    return {"git": {"url": git_url(name), "ref": ref}, "path": path}
+
+
+# what a job sees of a checkout: files, HEAD, and its own git's view
+GIT_LIST = ("import os, subprocess\n"
+            "print('A', repr(open('src/a.txt').read()))\n"
+            "print('PR', os.path.exists('src/pr.txt'))\n"
+            "print('RUN', os.access('src/bin/run.sh', os.X_OK), os.readlink('src/link'))\n"
+            "print('HEAD', open('src/.git/HEAD').read().strip())\n"
+            "print('MINE', os.stat('src/.git/index').st_uid == os.getuid())\n"
+            "try:\n"
+            "    g = lambda *a: subprocess.run(['git', '-C', 'src'] + list(a), capture_output=True,"
+            " text=True).stdout.strip()\n"
+            "    print('GIT', g('rev-parse', 'HEAD'), repr(g('status', '--porcelain')),"
+            " g('log', '--format=%s'))\n"
+            "except FileNotFoundError:\n"
+            "    print('GIT none')\n")
+
+
+def git_suite(c, commits):
+    """The git inputs on the process tier: refs, the cache, every refusal."""
+    main_c, first_c, pr_c = commits
+    r = run(c, "in", [ginp("repo", "main")], code=GIT_LIST)
+    out = r["stdout"]
+    t.ok(r["status"] == "ok" and "A 'one\\nsecond\\n'" in out and "PR False" in out and
+         "RUN True a.txt" in out and "HEAD " + main_c in out and "MINE True" in out and
+         (r.get("info") or {}).get("inputs", "").startswith("1 (0 from"),
+         "process: a git input's branch is checked out into the job's tree (files, modes, "
+         "a relative symlink, HEAD at the branch's commit), owned by the job",
+         (r["status"], r.get("error"), out, r.get("info")))
+    t.ok("GIT %s '' second" % main_c in out,
+         "process: the job's own git reads the checkout: rev-parse HEAD is the commit, "
+         "status is clean, log is the one commit (depth 1)", out)
+    again = run(c, "in", [ginp("repo", "main")], code=GIT_LIST)
+    t.ok(again["status"] == "ok" and "HEAD " + main_c in again["stdout"] and
+         again["info"]["inputs"].startswith("1 (1 from the host's cache)"),
+         "process: the second run of the same branch comes from the host's cache",
+         (again["status"], again.get("error"), again.get("info")))
+    for ref, want, extra, why in [("v1", first_c, "A 'one\\n'", "an annotated tag (its commit)"),
+                                  ("refs/pull/7/head", pr_c, "PR True", "a pull request's ref"),
+                                  (first_c, first_c, "A 'one\\n'", "a 40-hex commit id")]:
+        r = run(c, "in", [ginp("repo", ref)], code=GIT_LIST)
+        t.ok(r["status"] == "ok" and "HEAD " + want in r["stdout"] and extra in r["stdout"],
+             "process: git ref %s: %s is checked out" % (ref, why),
+             (r["status"], r.get("error"), r["stdout"]))
+
+    p = c.cli("run", "--tier", "in", "--runtime", "sh", "--git",
+              "%s,v1,checkout" % git_url("repo"), "-c", "cat checkout/a.txt checkout/.git/HEAD",
+              timeout=120)
+    t.ok(p.returncode == 0 and p.stdout.decode() == "one\n%s\n" % first_c,
+         "CLI: airlock run --git URL,REF,PATH checks the tag out at PATH",
+         (p.returncode, p.stdout[-300:], p.stderr[-300:]))
+    p = c.cli("run", "--tier", "in", "--git", git_url("repo") + ",main", "-c", "1")
+    t.ok(p.returncode == 2 and b"--git: expected URL,REF,PATH" in p.stderr,
+         "CLI: --git without a PATH is a usage error", (p.returncode, p.stderr[-300:]))
+    bad(c, "in", [ginp("repo", "no-such-branch")], 'git.ref: "no-such-branch" is no branch, '
+        "tag or ref of", "git: a ref the repository does not have")
+    bad(c, "in", [ginp("repo", "0" * 40)], "not our ref", "git: a commit id the server has not")
+    bad(c, "in", [ginp("missing", "main")], "not found", "git: a repository that is not there")
+    bad(c, "in", [ginp("moved", "main")], "a redirect: git inputs follow none",
+        "git: a redirect (not followed)")
+    bad(c, "in", [ginp("big", "main")], "/big.git is larger than the tier's max_input_bytes",
+        "git: a repository over max_input_bytes (%d)" % MAX)
+    bad(c, "in", [ginp("bomb", "main")], "the checkout is larger than the tier's "
+        "max_input_bytes", "git: a git bomb (one 1 MiB blob in 64 paths)")
+    bad(c, "in", [ginp("evil", "main")], 'symlink to "/etc"',
+        "git: a repository with a symlink out of the tree")
+    seen = []
+
+    def watch():  # git's processes while the slow server keeps them waiting
+        time.sleep(2)
+        seen.append(subprocess.run(["ps", "-eo", "uid=,args="], capture_output=True,
+                                   text=True).stdout)
+    w = threading.Thread(target=watch)
+    w.start()
+    bad(c, "in", [ginp("slow", "main")], "no answer within 5000 ms",
+        "git: a server that never answers (the worker's --input-timeout-ms)",
+        status="sandbox_error")
+    w.join()
+    uids = {int(line.split()[0]) for line in seen[0].splitlines()
+            if "slow.git" in line and "airlock-inputs" not in line}
+    t.ok(uids and uids <= {64500, 64501},
+         "git runs as the slot's own uid, never root (seen: %s)" % sorted(uids), seen[0][-2000:])
+    for inp_, want in [(ginp("repo", "../main"), 'git.ref: "../main"'),
+                       (ginp("repo", "--upload-pack=sh"), 'git.ref: "--upload-pack=sh"'),
+                       ({"git": {"url": "http://other.example.invalid:8002/r.git",
+                                 "ref": "main"}, "path": "src"},
+                        "other.example.invalid:8002 is not in tier in's egress rules"),
+                       (dict(ginp("repo", "main"), sha256="0" * 64),
+                        "a git input takes git {url, ref} and path only")]:
+        r = run(c, "in", [inp_])
+        t.ok(r["status"] == "rejected" and want in (r.get("error") or ""),
+             "admission: a bad git input is refused naming the field (%s)" % want,
+             r.get("error"))
+    left = subprocess.run(["ps", "-o", "pid=,args=", "-u", "64500,64501"],
+                          capture_output=True, text=True).stdout.strip()
+    t.ok(left == "", "no process of the git fetches (the slots' uids) outlives them", left)
+
+
 def main():
     os.makedirs(WWW)
+    os.makedirs(GITROOT)
+    work = make_repo("repo", {"a.txt": b"one\n", "bin/run.sh": ("exec", b"#!/bin/sh\necho ran\n"),
+                              "link": ("sym", "a.txt")}, repo_history)
+    commits = (git("rev-parse", "main", cwd=work), git("rev-parse", "v1^{commit}", cwd=work),
+               git("rev-parse", "pr", cwd=work))
+    make_repo("big", {"big.bin": os.urandom(MAX + (2 << 20))})
+    make_repo("bomb", {"d%02d/zeros.bin" % k: b"\0" * (1 << 20) for k in range(64)})
+    make_repo("evil", {"etc": ("sym", "/etc")})
     for name, data in ARCHIVES.items():
         with open(os.path.join(WWW, name), "wb") as f:
             f.write(data)
     INET.start()
+    gitsrv = subprocess.Popen(["ip", "netns", "exec", INET.ns, "/usr/bin/python3",
+                               os.path.join(os.path.dirname(__file__), "..", "lib",
+                                            "gitserver.py"), GITROOT, SRV, "8002"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     redir = subprocess.Popen(["ip", "netns", "exec", INET.ns, "/usr/bin/python3", "-c", REDIRECTS,
                               SRV], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     c = Cluster(policy=POLICY)
@@ -306,9 +487,22 @@ def main():
         good_suite(c, "in-vm")
         bad(c, "in-vm", [inp("undersym.tar", ".", "tar")], "lies under a symlink",
             "an entry under a symlink (the microVM agent's unpacker)")
+        git_suite(c, commits)
+        for tier in ("in-ctr", "in-vm"):
+            r = run(c, tier, [ginp("repo", "refs/pull/7/head")], code=GIT_LIST)
+            t.ok(r["status"] == "ok" and "HEAD " + commits[2] in r["stdout"] and
+                 "PR True" in r["stdout"] and "RUN True a.txt" in r["stdout"] and
+                 "MINE True" in r["stdout"],
+                 "%s: a git input's pull-request ref is the job's tree, with its .git, "
+                 "owned by the job" % TIERS[tier], (r["status"], r.get("error"), r["stdout"]))
+        t.ok(not [n for n in os.listdir(cache) if not (len(n) == 64 and n.isalnum())],
+             "no git work directory or partial download is left in the cache",
+             os.listdir(cache))
         packs = os.path.join(c.dir, "state", "inputs")
         t.ok(os.listdir(packs) == [], "no inputs pack outlives its job", os.listdir(packs))
     finally:
+        gitsrv.kill()
+        gitsrv.wait()
         redir.kill()
         redir.wait()
         c.close()

@@ -244,6 +244,62 @@ static void test_rejections(void)
 		       "at most 16");
 	}
 
+	/* git inputs */
+	{
+		static const struct {
+			const char *url, *ref, *needle;
+		} bad[] = {
+		    {"ftp://h/r.git", "main", "inputs[0].git.url: \"ftp://h/r.git\": only http://"},
+		    {"http://h/r.git", "../x", "inputs[0].git.ref: \"../x\""},
+		    {"http://h/r.git", "-u", "git.ref: \"-u\""},
+		    {"http://h/r.git", "a..b", "git.ref"},
+		    {"http://h/r.git", "main.lock", "git.ref"},
+		    {"http://h/r.git", "a b", "git.ref"},
+		    {"http://h/r.git", "a@{1}", "git.ref"},
+		    {"http://h/r.git", "refs//x", "git.ref"},
+		    {"http://h/r.git", "x/", "git.ref"},
+		    {"http://h/r.git", ".x", "git.ref"},
+		    {"http://h/r.git", "", "git.ref"},
+		};
+		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+			reject(bad[i].needle,
+			       job_plus("inputs",
+					mp("amsmssssss", 1u, 2u, "git", 2u, "url", bad[i].url,
+					   "ref", bad[i].ref, "path", "src"),
+					NULL),
+			       bad[i].needle);
+		reject("a git input without a ref",
+		       job_plus("inputs",
+				mp("amsmssss", 1u, 2u, "git", 1u, "url", "http://h/r.git", "path",
+				   "src"),
+				NULL),
+		       "git.ref: missing");
+		reject("a git input with a sha256 beside it",
+		       job_plus("inputs",
+				mp("amsmssssssss", 1u, 3u, "git", 2u, "url", "http://h/r.git",
+				   "ref", "main", "path", "src", "sha256", "00"),
+				NULL),
+		       "a git input takes git {url, ref} and path only");
+		reject("a git input with a url beside it",
+		       job_plus("inputs",
+				mp("amsssmssssss", 1u, 3u, "url", "http://h/x", "git", 2u, "url",
+				   "http://h/r.git", "ref", "main", "path", "src"),
+				NULL),
+		       "a git input takes git {url, ref} and path only");
+		reject("a git input with an unknown field in git",
+		       job_plus("inputs",
+				mp("amsmssssssss", 1u, 2u, "git", 3u, "url", "http://h/r.git",
+				   "ref", "main", "depth", "5", "path", "src"),
+				NULL),
+		       "inputs[0].git: unknown or repeated field (url, ref)");
+		reject("a git input without a path",
+		       job_plus("inputs",
+				mp("amsmssss", 1u, 1u, "git", 2u, "url", "http://h/r.git", "ref",
+				   "main"),
+				NULL),
+		       "inputs[0].path: missing");
+	}
+
 	/* version */
 	reject("missing v", job_plus(NULL, (struct al_buf){0}, "v"), "v: missing");
 	reject("v = 2", job_plus("v", mp("u", (uint64_t)2), NULL), "unknown protocol version 2");
@@ -451,11 +507,13 @@ static void fill_full_job(struct al_job *j)
 	static struct al_kv labels[] = {{"course", "cs101"}, {"pr/number", "42"}};
 	static struct al_input inputs[] = {
 	    {"https://deb.example.invalid/pool/p_1.0.orig.tar.xz",
-	     "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", ".",
-	     AL_UNPACK_TAR},
+	     "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", ".", AL_UNPACK_TAR,
+	     NULL},
 	    {"http://[2001:db8::1]:8080/d.bin",
 	     "0000000000000000000000000000000000000000000000000000000000000000", "data/d.bin",
-	     AL_UNPACK_NONE},
+	     AL_UNPACK_NONE, NULL},
+	    {"https://git.example.invalid/team/project.git", "", "src", AL_UNPACK_GIT,
+	     "refs/pull/7/head"},
 	};
 
 	memset(j, 0, sizeof(*j));
@@ -485,7 +543,7 @@ static void fill_full_job(struct al_job *j)
 	j->labels = labels;
 	j->nlabels = 2;
 	j->inputs = inputs;
-	j->ninputs = 2;
+	j->ninputs = 3;
 	j->submitted_ms = 1800000000000ull;
 }
 
@@ -528,12 +586,17 @@ static void test_job_roundtrip(void)
 		   strcmp(out.labels[1].key, "pr/number") == 0 && out.ncollect == 1,
 	       "idempotency key, callback, labels, collect survive");
 	TAP_OK(out.image && strcmp(out.image, "toolchain") == 0, "image survives");
-	TAP_OK(out.ninputs == 2 && !strcmp(out.inputs[0].url, in.inputs[0].url) &&
+	TAP_OK(out.ninputs == 3 && !strcmp(out.inputs[0].url, in.inputs[0].url) &&
 		   !strcmp(out.inputs[0].sha256, in.inputs[0].sha256) &&
 		   !strcmp(out.inputs[0].path, ".") && out.inputs[0].unpack == AL_UNPACK_TAR &&
 		   !strcmp(out.inputs[1].path, "data/d.bin") &&
 		   out.inputs[1].unpack == AL_UNPACK_NONE,
 	       "inputs (url, sha256, path, unpack) survive");
+	TAP_OK(out.inputs[2].unpack == AL_UNPACK_GIT &&
+		   !strcmp(out.inputs[2].url, in.inputs[2].url) &&
+		   !strcmp(out.inputs[2].ref, "refs/pull/7/head") &&
+		   !strcmp(out.inputs[2].path, "src") && !out.inputs[2].sha256[0],
+	       "a git input (url, ref, path) survives");
 	al_job_free(&out);
 	al_buf_free(&b);
 

@@ -11,7 +11,8 @@
  *
  * usage: airlock-inputs --cache DIR --cache-bytes N --max-bytes N
  *        --timeout-ms N --out PACK [--ca FILE] [--ca-extra FILE] [--ca-into PATH]
- *        [--allow RULE]... -- [URL SHA256 PATH UNPACK]...
+ *        [--uid UID] [--allow RULE]... -- [URL SHA256 PATH UNPACK]...
+ * A git input is URL REF PATH git (git.c: git runs as --uid).
  * --ca-into: the pack also holds, at PATH, the host's CA bundle with the
  * CAs of --ca (a tier's egress.ca_file: a network's intercepting proxy)
  * and --ca-extra (the worker's own, egress.cache_https) after it.
@@ -43,31 +44,15 @@
 #include "../../common/cleanup.h"
 #include "../../common/egress.h"
 #include "../../proto/inputs.h"
+#include "fetcher.h"
 
 #define REDIRECTS_MAX 5
 
-struct input {
-	const char *url, *sha256, *path;
-	enum al_unpack unpack;
-	uint64_t bytes;
-	bool cached;
-	int fd; /* the cached file, read-only */
-};
-
-static struct {
-	const char *cache, *out, *ca, *ca_extra, *ca_into;
-	uint64_t cache_bytes, max_bytes, timeout_ms;
-	struct al_egress_rule rules[AL_EGRESS_RULES_MAX];
-	size_t nrules;
-	struct input in[AL_INPUTS_MAX];
-	size_t nin;
-	char *ca_blob;
-	size_t ca_len;
-	char part[4096]; /* a download not verified yet ("" = none) */
-} G;
+struct fetcher G;
 
 /* The one answer, then exit. */
-static void answer(bool ok, const char *status, const char *msg, uint64_t pack_bytes)
+static void __attribute__((noreturn))
+answer(bool ok, const char *status, const char *msg, uint64_t pack_bytes)
 {
 	json_t *o = json_object(), *a = json_array();
 
@@ -80,7 +65,12 @@ static void answer(bool ok, const char *status, const char *msg, uint64_t pack_b
 		json_t *e = json_object();
 
 		json_object_set_new(e, "url", json_string(G.in[i].url));
-		json_object_set_new(e, "sha256", json_string(G.in[i].sha256));
+		if (G.in[i].unpack == AL_UNPACK_GIT) {
+			json_object_set_new(e, "ref", json_string(G.in[i].sha256));
+			json_object_set_new(e, "commit", json_string(G.in[i].commit));
+		} else {
+			json_object_set_new(e, "sha256", json_string(G.in[i].sha256));
+		}
 		json_object_set_new(e, "bytes", json_integer((json_int_t)G.in[i].bytes));
 		json_object_set_new(e, "cached", json_boolean(G.in[i].cached));
 		json_array_append_new(a, e);
@@ -93,7 +83,7 @@ static void answer(bool ok, const char *status, const char *msg, uint64_t pack_b
 	exit(ok ? 0 : 1);
 }
 
-static void __attribute__((format(printf, 2, 3))) die(const char *status, const char *fmt, ...)
+void die(const char *status, const char *fmt, ...)
 {
 	char msg[1024];
 	va_list ap;
@@ -105,38 +95,35 @@ static void __attribute__((format(printf, 2, 3))) die(const char *status, const 
 		unlink(G.out);
 	if (G.part[0])
 		unlink(G.part);
+	git_cleanup();
 	answer(false, status, msg, 0);
 }
 
 /* ---- fetching ---- */
 
-struct fetch {
-	size_t i;
-	const char *host; /* the URL's host: a name, or a literal address */
-	bool literal;
-	unsigned port;
-	int fd;
-	uint64_t got;
-	EVP_MD_CTX *md;
-	char refused[300]; /* why the connection was not made */
-	bool too_big;
-};
+bool addr_ok(struct fetch *f, const struct sockaddr *sa)
+{
+	char text[64];
+	bool internal = al_addr_internal(sa, text, sizeof(text));
+
+	/* a name rule lets out a public address; anything internal, or a
+	 * literal, needs a range rule holding it */
+	if ((!internal && !f->literal) ||
+	    al_egress_match_range(G.rules, G.nrules, sa, f->port) >= 0)
+		return true;
+	snprintf(f->refused, sizeof(f->refused),
+		 "%s resolves to %s, %s address no egress rule of the tier names", f->host, text,
+		 internal ? "an internal" : "an");
+	return false;
+}
 
 static curl_socket_t open_socket(void *arg, curlsocktype purpose, struct curl_sockaddr *a)
 {
 	struct fetch *f = arg;
-	char text[64];
-	bool internal = al_addr_internal(&a->addr, text, sizeof(text));
 
 	(void)purpose;
-	/* a name rule lets out a public address; anything internal, or a
-	 * literal, needs a range rule holding it */
-	if ((!internal && !f->literal) ||
-	    al_egress_match_range(G.rules, G.nrules, &a->addr, f->port) >= 0)
+	if (addr_ok(f, &a->addr))
 		return socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
-	snprintf(f->refused, sizeof(f->refused),
-		 "%s resolves to %s, %s address no egress rule of the tier names", f->host, text,
-		 internal ? "an internal" : "an");
 	return CURL_SOCKET_BAD;
 }
 
@@ -163,7 +150,7 @@ static size_t on_data(char *p, size_t size, size_t n, void *arg)
 
 /* Check url against the rules (the name's, or a range rule for a
  * literal, at the port), filling f's host and port. */
-static void check_url(struct fetch *f, const char *what, const char *url, char *host, size_t cap)
+void check_url(struct fetch *f, const char *what, const char *url, char *host, size_t cap)
 {
 	struct al_err err = {0};
 	int https;
@@ -259,7 +246,7 @@ static void fetch(size_t i, const char *tmp)
 
 /* ---- the cache ---- */
 
-static bool hex64(const char *s)
+bool hex64(const char *s)
 {
 	return strlen(s) == 64 && strspn(s, "0123456789abcdef") == 64;
 }
@@ -279,7 +266,7 @@ static int by_age(const void *a, const void *b)
 
 /* Least recently used out until the cache holds at most cache_bytes
  * (what this run holds open stays readable). */
-static void evict(void)
+void evict(void)
 {
 	DIR *d = opendir(G.cache);
 	struct entry *e = NULL;
@@ -312,42 +299,61 @@ static void evict(void)
 	closedir(d);
 }
 
+bool cache_take(size_t i, const char *key)
+{
+	struct input *in = &G.in[i];
+	char path[4096];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "%s/%s", G.cache, key);
+	if ((in->fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+		return false;
+	if (fstat(in->fd, &st) || !S_ISREG(st.st_mode)) {
+		close(in->fd);
+		in->fd = -1;
+		return false;
+	}
+	if ((uint64_t)st.st_size > G.max_bytes)
+		die("rejected",
+		    "inputs[%zu]: %llu bytes, more than the tier's "
+		    "max_input_bytes (%llu)",
+		    i, (unsigned long long)st.st_size, (unsigned long long)G.max_bytes);
+	futimens(in->fd, NULL); /* recently used */
+	in->cached = true;
+	in->bytes = (uint64_t)st.st_size;
+	return true;
+}
+
+void cache_put(size_t i, const char *key)
+{
+	struct input *in = &G.in[i];
+	char path[4096];
+
+	snprintf(path, sizeof(path), "%s/%s", G.cache, key);
+	if (rename(G.part, path))
+		die("sandbox_error", "inputs[%zu]: the cache: %s", i, strerror(errno));
+	G.part[0] = '\0';
+	if ((in->fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+		die("sandbox_error", "inputs[%zu]: the cache: %s", i, strerror(errno));
+	evict();
+}
+
 static void get(size_t i)
 {
 	struct input *in = &G.in[i];
-	char path[4096], tmp[4096];
-	struct stat st;
 
-	snprintf(path, sizeof(path), "%s/%s", G.cache, in->sha256);
-	if ((in->fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) >= 0 && !fstat(in->fd, &st) &&
-	    S_ISREG(st.st_mode)) {
+	if (cache_take(i, in->sha256)) {
 		/* a hit: its name is its hash, checked when it went in; the
 		 * name still goes through the rules (the job could not fetch it) */
 		struct fetch f;
 		char host[256];
 
 		check_url(&f, "inputs", in->url, host, sizeof(host));
-		if ((uint64_t)st.st_size > G.max_bytes)
-			die("rejected",
-			    "inputs[%zu]: %llu bytes, more than the tier's "
-			    "max_input_bytes (%llu)",
-			    i, (unsigned long long)st.st_size, (unsigned long long)G.max_bytes);
-		futimens(in->fd, NULL); /* recently used */
-		in->cached = true;
-		in->bytes = (uint64_t)st.st_size;
 		return;
 	}
-	if (in->fd >= 0)
-		close(in->fd);
-	snprintf(tmp, sizeof(tmp), "%s/.part.%d.%zu", G.cache, (int)getpid(), i);
-	snprintf(G.part, sizeof(G.part), "%s", tmp);
-	fetch(i, tmp);
-	if (rename(tmp, path))
-		die("sandbox_error", "inputs[%zu]: the cache: %s", i, strerror(errno));
-	G.part[0] = '\0';
-	if ((in->fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0)
-		die("sandbox_error", "inputs[%zu]: the cache: %s", i, strerror(errno));
-	evict();
+	snprintf(G.part, sizeof(G.part), "%s/.part.%d.%zu", G.cache, (int)getpid(), i);
+	fetch(i, G.part);
+	cache_put(i, in->sha256);
 }
 
 /* ---- the pack ---- */
@@ -388,7 +394,7 @@ static bool entry_name(const char *raw, char *out, size_t cap)
 
 /* The data of the entry being read, into the pack (its size patched in
  * afterwards: a zip may not say it ahead). */
-static void pack_data(struct archive *a, const char *path, unsigned mode, size_t i)
+static void pack_data(struct archive *a, const char *path, unsigned mode, size_t i, char commit[41])
 {
 	struct al_err err = {0};
 	off_t at = (off_t)W.off; /* the record's header */
@@ -407,6 +413,8 @@ static void pack_data(struct archive *a, const char *path, unsigned mode, size_t
 			    i, (unsigned long long)G.max_bytes, path);
 		if (al_pack_w_data(&W, buf, (size_t)r, &err))
 			pack_failed(&err);
+		if (commit && !size && r >= 40 && strspn(buf, "0123456789abcdef") >= 40)
+			snprintf(commit, 41, "%.40s", buf); /* a detached HEAD: the commit */
 		size += (uint64_t)r;
 	}
 	if (r < 0)
@@ -433,6 +441,9 @@ static void unpack_archive(size_t i)
 		archive_read_support_format_tar(a);
 		archive_read_support_format_gnutar(a);
 		archive_read_support_filter_all(a);
+		/* git's: the tar of .git, then git archive's of the tree */
+		if (in->unpack == AL_UNPACK_GIT)
+			archive_read_set_options(a, "tar:read_concatenated_archives");
 	}
 	if (archive_read_open_fd(a, in->fd, 65536) != ARCHIVE_OK)
 		die("rejected", "inputs[%zu]: not a %s archive: %s", i, al_unpack_name(in->unpack),
@@ -470,7 +481,10 @@ static void unpack_archive(size_t i)
 			if (al_pack_w_entry(&W, AL_PACK_DIR, path, mode, 0, &err))
 				pack_failed(&err);
 		} else if (type == AE_IFREG) {
-			pack_data(a, path, mode, i);
+			pack_data(a, path, mode, i,
+				  in->unpack == AL_UNPACK_GIT && !strcmp(name, ".git/HEAD")
+				      ? in->commit
+				      : NULL);
 		} else if (type == AE_IFLNK) {
 			const char *t = archive_entry_symlink(e);
 
@@ -589,6 +603,8 @@ int main(int argc, char **argv)
 			G.max_bytes = number(v, k);
 		else if (!strcmp(k, "timeout-ms"))
 			G.timeout_ms = number(v, k);
+		else if (!strcmp(k, "uid"))
+			G.uid = (uid_t)number(v, k);
 		else if (!strcmp(k, "allow") && G.nrules < AL_EGRESS_RULES_MAX) {
 			if (al_egress_rule_parse(v, &G.rules[G.nrules++], &err))
 				die("sandbox_error", "airlock-inputs: %s", err.msg);
@@ -610,17 +626,27 @@ int main(int argc, char **argv)
 		in->path = argv[i + 2];
 		in->unpack = !strcmp(argv[i + 3], "tar")   ? AL_UNPACK_TAR
 			     : !strcmp(argv[i + 3], "zip") ? AL_UNPACK_ZIP
+			     : !strcmp(argv[i + 3], "git") ? AL_UNPACK_GIT
 							   : AL_UNPACK_NONE;
 		in->fd = -1;
-		if (!hex64(in->sha256))
+		if (in->unpack == AL_UNPACK_GIT) {
+			if (!al_git_ref_ok(in->sha256))
+				die("rejected", "inputs[%zu].git.ref: not a ref", G.nin - 1);
+		} else if (!hex64(in->sha256))
 			die("rejected", "inputs[%zu].sha256: not 64 hex digits", G.nin - 1);
 	}
-	if (mkdir(G.cache, 0700) && errno != EEXIST)
+	/* 0711: a git run (the slot's uid) reaches its directory in it; every
+	 * entry is root's, 0600 */
+	if ((mkdir(G.cache, 0711) && errno != EEXIST) || chmod(G.cache, 0711))
 		die("sandbox_error", "the input cache %s: %s", G.cache, strerror(errno));
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 	load_ca();
-	for (size_t k = 0; k < G.nin; k++)
-		get(k);
+	for (size_t k = 0; k < G.nin; k++) {
+		if (G.in[k].unpack == AL_UNPACK_GIT)
+			git_get(k);
+		else
+			get(k);
+	}
 	/* 0644 in a 0700 directory: a microVM's VMM user opens it in its jail */
 	if ((out = open(G.out, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644)) < 0)
 		die("sandbox_error", "the inputs pack %s: %s", G.out, strerror(errno));

@@ -940,7 +940,8 @@ class Client:
         files: {relative path: bytes}. Any other field of the protocol's job
         (limits, network, image, inputs, priority, idempotency_key, labels,
         ...) as a keyword; inputs=[{"url", "sha256", "path", "unpack"}] brings
-        files and archives by reference (PROTOCOL.md "Input map"). Raises Rejected when the gateway refuses the job at once."""
+        files and archives by reference, inputs=[{"git": {"url", "ref"},
+        "path"}] a repository's commit (PROTOCOL.md "Input map"). Raises Rejected when the gateway refuses the job at once."""
         job = _job(code, argv, tier or self.tier, runtime,
                    timeout if timeout is not None else self.timeout, memory, stdin, env,
                    files, fields)

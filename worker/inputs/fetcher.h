@@ -1,0 +1,76 @@
+/* fetcher.h - what airlock-inputs' parts share: the inputs of the run,
+ * the tier's rules, the cache and the one way out (die). main.c holds the
+ * URL inputs, the cache and the pack; git.c the git inputs. */
+#ifndef AL_INPUTS_FETCHER_H
+#define AL_INPUTS_FETCHER_H
+
+#include <openssl/evp.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+#include "../../common/egress.h"
+#include "../../proto/inputs.h"
+
+struct input {
+	const char *url, *sha256, *path; /* git: sha256 holds the ref */
+	enum al_unpack unpack;
+	uint64_t bytes;
+	bool cached;
+	int fd;		 /* the cached file, read-only */
+	char commit[41]; /* git: the commit checked out */
+};
+
+struct fetcher {
+	const char *cache, *out, *ca, *ca_extra, *ca_into;
+	uint64_t cache_bytes, max_bytes, timeout_ms;
+	uid_t uid; /* git runs as it (the slot's own: never root) */
+	struct al_egress_rule rules[AL_EGRESS_RULES_MAX];
+	size_t nrules;
+	struct input in[AL_INPUTS_MAX];
+	size_t nin;
+	char *ca_blob;
+	size_t ca_len;
+	char part[4096]; /* a download not verified yet ("" = none) */
+};
+
+extern struct fetcher G;
+
+/* One connection's checks and state. */
+struct fetch {
+	size_t i;
+	const char *host; /* the URL's host: a name, or a literal address */
+	bool literal;
+	unsigned port;
+	int fd;
+	uint64_t got;
+	EVP_MD_CTX *md;
+	char refused[300]; /* why the connection was not made */
+	bool too_big;
+};
+
+/* The one answer {"ok":false,...} and exit: status "rejected" (the job's
+ * fault) or "sandbox_error". */
+void die(const char *status, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
+/* url against the rules (its name's, or a range rule for a literal, at
+ * the port), filling f's host and port; dies when they do not let it out. */
+void check_url(struct fetch *f, const char *what, const char *url, char *host, size_t cap);
+/* Whether the rules let a connection to sa out (f->refused says why not). */
+bool addr_ok(struct fetch *f, const struct sockaddr *sa);
+bool hex64(const char *s);
+/* The cache's file named key into in[i].fd (and now recently used):
+ * false when the cache holds none; dies when it is over max_bytes. */
+bool cache_take(size_t i, const char *key);
+/* Least recently used out until the cache holds at most cache_bytes. */
+void evict(void);
+/* G.part, complete and checked, into the cache as key and in[i].fd. */
+void cache_put(size_t i, const char *key);
+
+/* git.c: in[i], a git input, into the cache (a tar of its tree and its
+ * .git) and in[i].fd. */
+void git_get(size_t i);
+/* The working directory of a git run that die() leaves, removed. */
+void git_cleanup(void);
+
+#endif

@@ -43,7 +43,7 @@ t = Tap()
 need_root()
 
 WWW = "/var/tmp/airlock-inputs-%d" % os.getpid()
-INET = TestInternet("inp", 234, WWW)
+INET = TestInternet("inp", 234, WWW, tls=True)
 NET, SRV = INET.net, INET.srv
 MAX = 8 << 20  # the tiers' max_input_bytes
 
@@ -134,12 +134,14 @@ def url(name, port=8000):
     return "http://%s:%d/%s" % (SRV, port, name)
 
 
-KEYS = {"egress": {"allow": ["%s.0/24:8000" % NET, "%s.0/24:8001" % NET, "%s.0/24:8002" % NET]},
+KEYS = {"egress": {"allow": ["%s.0/24:%d" % (NET, port) for port in (8000, 8001, 8002, 8003)]},
         "max_input_bytes": MAX,
         "defaults": dict(DEFAULTS, wall_ms=60000, memory_bytes=268435456,
                          disk_bytes=64 << 20)}
 POLICY = policy(tier_def("in", "process", **KEYS), tier_def("in-ctr", "container", **KEYS),
                 tier_def("in-vm", "microvm", image="python", **KEYS),
+                tier_def("in-ca", "process",
+                         **dict(KEYS, egress=dict(KEYS["egress"], ca_file=INET.ca))),
                 tier_def("none", "process"))
 TIERS = {"in": "process", "in-ctr": "container", "in-vm": "microvm"}
 
@@ -305,6 +307,13 @@ def git_suite(c, commits):
              "process: git ref %s: %s is checked out" % (ref, why),
              (r["status"], r.get("error"), r["stdout"]))
 
+    https = {"git": {"url": "https://%s:8003/repo.git" % SRV, "ref": "main"}, "path": "src"}
+    r = run(c, "in-ca", [https], code=GIT_LIST)
+    t.ok(r["status"] == "ok" and "HEAD " + main_c in r["stdout"],
+         "process: a git input over https, the server's certificate trusted through the "
+         "tier's egress.ca_file", (r["status"], r.get("error"), r["stdout"][-300:]))
+    bad(c, "in", [https], "certificate", "git: https to a server whose certificate no CA of "
+        "the tier vouches for", status="sandbox_error")
     p = c.cli("run", "--tier", "in", "--runtime", "sh", "--git",
               "%s,v1,checkout" % git_url("repo"), "-c", "cat checkout/a.txt checkout/.git/HEAD",
               timeout=120)
@@ -372,16 +381,17 @@ def main():
         with open(os.path.join(WWW, name), "wb") as f:
             f.write(data)
     INET.start()
-    gitsrv = subprocess.Popen(["ip", "netns", "exec", INET.ns, "/usr/bin/python3",
-                               os.path.join(os.path.dirname(__file__), "..", "lib",
-                                            "gitserver.py"), GITROOT, SRV, "8002"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    gitsrv = [subprocess.Popen(["ip", "netns", "exec", INET.ns, "/usr/bin/python3",
+                                os.path.join(os.path.dirname(__file__), "..", "lib",
+                                             "gitserver.py"), GITROOT, SRV] + args,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+              for args in (["8002"], ["8003", INET.key])]
     redir = subprocess.Popen(["ip", "netns", "exec", INET.ns, "/usr/bin/python3", "-c", REDIRECTS,
                               SRV], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     c = Cluster(policy=POLICY)
     try:
         c.scheduler()
-        c.worker("w1", uid_base=64500, slots=2, tiers="in,none",
+        c.worker("w1", uid_base=64500, slots=2, tiers="in,in-ca,none",
                  extra=("--input-timeout-ms", "5000"))
         c.worker("w2", uid_base=65300, slots=1, tiers="in-ctr,in-vm")
         cache = os.path.join(c.dir, "state", "inputs-cache")
@@ -501,8 +511,9 @@ def main():
         packs = os.path.join(c.dir, "state", "inputs")
         t.ok(os.listdir(packs) == [], "no inputs pack outlives its job", os.listdir(packs))
     finally:
-        gitsrv.kill()
-        gitsrv.wait()
+        for g in gitsrv:
+            g.kill()
+            g.wait()
         redir.kill()
         redir.wait()
         c.close()

@@ -5,8 +5,10 @@ ADDR:PORT, protocol v2 included (the Git-Protocol header passed on).
 Beside it, /moved.git/... answers a redirect to /repo.git/..., the way a
 renamed repository does, and /slow.git/... never answers.
 
-usage: gitserver.py ROOT ADDR PORT"""
+usage: gitserver.py ROOT ADDR PORT [CERT]  (CERT: key and certificate in
+one PEM file: https)"""
 import http.server
+import ssl
 import subprocess
 import sys
 import time
@@ -58,4 +60,9 @@ class Git(http.server.BaseHTTPRequestHandler):
 
 
 ROOT = sys.argv[1]
-http.server.ThreadingHTTPServer((sys.argv[2], int(sys.argv[3])), Git).serve_forever()
+server = http.server.ThreadingHTTPServer((sys.argv[2], int(sys.argv[3])), Git)
+if len(sys.argv) > 4:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(sys.argv[4])
+    server.socket = ctx.wrap_socket(server.socket, server_side=True)
+server.serve_forever()

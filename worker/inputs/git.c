@@ -43,9 +43,9 @@
 
 #include "fetcher.h"
 
-#define GIT	 "/usr/bin/git"
-#define ERR_TAIL 1024	   /* of git's stderr, for the reason */
-#define LS_MAX	 (1u << 20) /* of ls-remote's answer */
+#define GIT	  "/usr/bin/git"
+#define ERR_TAIL  1024			     /* of git's stderr, for the reason */
+#define LS_MAX	  (1u << 20)		     /* of ls-remote's answer */
 #define FSIZE_CAP (G.max_bytes + (1u << 20)) /* RLIMIT_FSIZE of a git run */
 
 static char workdir[4096]; /* the running input's ("" = none) */
@@ -53,12 +53,12 @@ static char workdir[4096]; /* the running input's ("" = none) */
 /* ---- running git as the slot's uid ---- */
 
 struct step {
-	int sink;      /* stdout into this file (counted), or -1: into buf */
-	char *buf;     /* LS_MAX + 1 */
-	size_t len;    /* of buf, or bytes written to sink */
-	bool too_big;  /* stdout went over max_bytes */
+	int sink;     /* stdout into this file (counted), or -1: into buf */
+	char *buf;    /* LS_MAX + 1 */
+	size_t len;   /* of buf, or bytes written to sink */
+	bool too_big; /* stdout went over max_bytes */
 	bool timed_out;
-	int status;	     /* waitpid's */
+	int status;	    /* waitpid's */
 	char err[ERR_TAIL]; /* the end of stderr */
 	size_t errlen;
 };
@@ -260,10 +260,15 @@ static const char *last_line(struct step *s)
 /* A failed step, told as the job's fault or the host's. */
 static void __attribute__((noreturn)) failed(size_t i, const char *url, struct step *s)
 {
-	static const char *const job_fault[] = {
-	    "not found",   "returned error: 4", "couldn't find remote ref", "not our ref",
-	    "names no commit", "Authentication failed", "could not read Username",
-	    "terminal prompts disabled", "returned error: 3"};
+	static const char *const job_fault[] = {"not found",
+						"returned error: 4",
+						"couldn't find remote ref",
+						"not our ref",
+						"names no commit",
+						"Authentication failed",
+						"could not read Username",
+						"terminal prompts disabled",
+						"returned error: 3"};
 	const char *why;
 
 	if (s->timed_out)
@@ -271,7 +276,8 @@ static void __attribute__((noreturn)) failed(size_t i, const char *url, struct s
 		    (unsigned long long)G.timeout_ms);
 	if (s->too_big)
 		die("rejected",
-		    "inputs[%zu]: %s: the checkout is larger than the tier's max_input_bytes (%llu)",
+		    "inputs[%zu]: %s: the checkout is larger than the tier's max_input_bytes "
+		    "(%llu)",
 		    i, url, (unsigned long long)G.max_bytes);
 	if ((WIFSIGNALED(s->status) && WTERMSIG(s->status) == SIGXFSZ) || hit_fsize())
 		die("rejected", "inputs[%zu]: %s is larger than the tier's max_input_bytes (%llu)",
@@ -315,8 +321,8 @@ static void pin(struct fetch *f, const char *what, char *out, size_t cap)
 		    len >= cap)
 			continue; /* git's libcurl never sees it */
 		len += (size_t)snprintf(out + len, cap - len,
-					r->ai_family == AF_INET6 ? "%s[%s]" : "%s%s", n++ ? "," : "",
-					a);
+					r->ai_family == AF_INET6 ? "%s[%s]" : "%s%s",
+					n++ ? "," : "", a);
 	}
 	freeaddrinfo(res);
 	if (!n)
@@ -335,10 +341,10 @@ static char *env_v[ENV_MAX + 1];
 static void make_env(const char *resolve, bool ca)
 {
 	static const char *const fixed[] = {
-	    "PATH=/usr/bin:/bin",	   "LC_ALL=C",
-	    "GIT_CONFIG_NOSYSTEM=1",	   "GIT_CONFIG_GLOBAL=/dev/null",
-	    "GIT_TERMINAL_PROMPT=0",	   "GIT_ALLOW_PROTOCOL=http:https",
-	    "GIT_ASKPASS=/bin/false",	   "GIT_PROTOCOL_FROM_USER=0",
+	    "PATH=/usr/bin:/bin",      "LC_ALL=C",
+	    "GIT_CONFIG_NOSYSTEM=1",   "GIT_CONFIG_GLOBAL=/dev/null",
+	    "GIT_TERMINAL_PROMPT=0",   "GIT_ALLOW_PROTOCOL=http:https",
+	    "GIT_ASKPASS=/bin/false",  "GIT_PROTOCOL_FROM_USER=0",
 	    "GIT_NO_REPLACE_OBJECTS=1"};
 	const char *kv[][2] = {{"http.followRedirects", "false"},
 			       {"http.proxy", ""},
@@ -361,7 +367,8 @@ static void make_env(const char *resolve, bool ca)
 	for (size_t j = 0; j < sizeof(kv) / sizeof(kv[0]); j++) {
 		if (!kv[j][1])
 			continue;
-		snprintf(env_store[n++], sizeof(env_store[0]), "GIT_CONFIG_KEY_%zu=%s", k, kv[j][0]);
+		snprintf(env_store[n++], sizeof(env_store[0]), "GIT_CONFIG_KEY_%zu=%s", k,
+			 kv[j][0]);
 		snprintf(env_store[n++], sizeof(env_store[0]), "GIT_CONFIG_VALUE_%zu=%s", k,
 			 kv[j][1]);
 		k++;
@@ -457,8 +464,8 @@ void git_get(size_t i)
 	if (strlen(in->sha256) == 40 && strspn(in->sha256, "0123456789abcdef") == 40) {
 		snprintf(id, sizeof(id), "%s", in->sha256);
 	} else {
-		char *argv[] = {(char *)GIT, (char *)"ls-remote", (char *)"--", (char *)in->url,
-				(char *)in->sha256, NULL};
+		char *argv[] = {(char *)GIT,	 (char *)"ls-remote", (char *)"--",
+				(char *)in->url, (char *)in->sha256,  NULL};
 
 		if (!(s.buf = malloc(LS_MAX + 1)))
 			die("sandbox_error", "out of memory");
@@ -480,8 +487,13 @@ void git_get(size_t i)
 	for (unsigned k = 0; k < 32; k++)
 		snprintf(key + 2 * k, 3, "%02x", md[k]);
 	if (!cache_take(i, key)) {
-		char *argv[] = {(char *)"/bin/sh", (char *)"-c", (char *)FETCH_SH, (char *)"sh",
-				(char *)in->url, id, NULL};
+		char *argv[] = {(char *)"/bin/sh",
+				(char *)"-c",
+				(char *)FETCH_SH,
+				(char *)"sh",
+				(char *)in->url,
+				id,
+				NULL};
 		struct step fs = {.sink = -1};
 
 		snprintf(G.part, sizeof(G.part), "%s/.part.%d.%zu", G.cache, (int)getpid(), i);

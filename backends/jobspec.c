@@ -39,10 +39,13 @@ static size_t name_len(const char *s)
  * sys.path entry would be cached as missing by the first failed import), an uncaught exception
  * prints as Python prints it (through the traceback module, which reads the code's lines from
  * linecache; the launcher's frames left out; a sys.excepthook the code set is called instead) and
- * exits 1 (SIGINT for KeyboardInterrupt, as python3 does). */
+ * exits 1 (SIGINT for KeyboardInterrupt, as python3 does). The code's lines go into linecache
+ * when something first imports it (a finder at the front of sys.meta_path wraps its loading):
+ * importing linecache itself (tokenize, re, enum) would cost a print(1) job 12 ms, most of
+ * its time beyond a bare python3's. */
 const char al_python_launcher[] =
     "def _airlock_run():\n"
-    "    import linecache, site, sys\n"
+    "    import site, sys\n"
     "    g = sys.modules['__main__'].__dict__\n"
     "    del g['_airlock_run']\n"
     "    usp = site.getusersitepackages()\n"
@@ -62,8 +65,27 @@ const char al_python_launcher[] =
     "    sys.argv[0] = name\n"
     "    with open(path, 'rb') as f:\n"
     "        src = f.read()\n"
-    "    linecache.cache[name] = (len(src), None, "
-    "src.decode('utf-8', 'replace').splitlines(True), name)\n"
+    "    entry = (len(src), None, src.decode('utf-8', 'replace').splitlines(True), name)\n"
+    "    class Lines:\n"
+    "        @staticmethod\n"
+    "        def find_spec(mod, path=None, target=None):\n"
+    "            if mod != 'linecache':\n"
+    "                return None\n"
+    "            import importlib.machinery\n"
+    "            sys.meta_path.remove(Lines)\n"
+    "            spec = importlib.machinery.PathFinder.find_spec(mod, path)\n"
+    "            if spec is None or not hasattr(spec.loader, 'exec_module'):\n"
+    "                return spec\n"
+    "            run = spec.loader.exec_module\n"
+    "            def exec_module(m):\n"
+    "                run(m)\n"
+    "                m.cache[name] = entry\n"
+    "            spec.loader.exec_module = exec_module\n"
+    "            return spec\n"
+    "    if 'linecache' in sys.modules:\n"
+    "        sys.modules['linecache'].cache[name] = entry\n"
+    "    else:\n"
+    "        sys.meta_path.insert(0, Lines)\n"
     "    try:\n"
     "        exec(compile(src, name, 'exec'), g)\n"
     "    except SystemExit:\n"

@@ -56,6 +56,17 @@ try:
                                         '"<run_python>", line 2, in <module>\n'),
          "python code runs in __main__ with nothing of its launcher in its globals; an "
          "uncaught KeyboardInterrupt ends it by SIGINT, as python3 does", r)
+    # the launcher imports nothing a bare python3 does not (linecache alone,
+    # through tokenize and re, cost a print(1) job 12 ms); the code's lines
+    # still reach linecache for the tracebacks the code prints itself
+    r = run(job(runtime="python", code=(
+        "import sys\nprint(sorted(m for m in ('linecache', 'tokenize', 're', 'traceback')"
+        " if m in sys.modules))\n"
+        "import traceback\ntry:\n    [][1]\nexcept IndexError:\n    traceback.print_exc()\n")))
+    t.ok(r.get("status") == "ok" and r.get("stdout") == "[]\n" and
+         '"<run_python>", line 5, in <module>\n    [][1]\n' in r.get("stderr", ""),
+         "python code starts with none of linecache, tokenize, re, traceback imported, and a "
+         "traceback it prints itself shows its own lines", r)
     r = run(job(runtime="python", code=(
         "import os\nprint(os.cpu_count(), open('/sys/devices/system/cpu/online').read().strip(),"
         " os.listdir('/sys'))\n"

@@ -16,7 +16,9 @@ bench_backend --bundle-copy) with three changes that a direct invocation
 needs: the script is given with -c instead of on fd 3 (and without the
 backend's first program, airlock-exec, which comes in as a descriptor: the
 backend does one exec more), /work, /tmp and /dev/shm are plain tmpfs (the
-job's tmpfs was removed with it) and the cgroup path is its own."""
+job's tmpfs was removed with it), the CPU list bound on
+/sys/devices/system/cpu/online is a file of the bare bundle's, and the
+cgroup path is its own."""
 import json
 import os
 import shutil
@@ -62,6 +64,15 @@ def main():
     for d in own:
         cfg["mounts"].append({"destination": d, "type": "tmpfs", "source": "tmpfs",
                               "options": ["nosuid", "nodev", "mode=1777", "size=65536k"]})
+    # the job's CPU count (a file of its own bound on the CPU list, gone
+    # with the job): the same, from a file of the bare bundle's
+    online = os.path.join(tmp, "cpu-online")
+    with open(online, "w") as f:
+        f.write("0\n")
+    os.chmod(online, 0o644)
+    for m in cfg["mounts"]:
+        if m["destination"] == "/sys/devices/system/cpu/online":
+            m["source"] = online
     cfg["linux"]["cgroupsPath"] = "/airlock-bench-bare"
     bundle = os.path.join(tmp, "bare")
     os.makedirs(bundle)

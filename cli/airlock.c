@@ -36,6 +36,19 @@ static char *xstrndup(const char *s, size_t n)
 	return need(strndup(s, n));
 }
 
+/* A new input at the end of job's (--input, --git): url and path set. */
+static struct al_input *add_input(struct al_job *job, const char *url, const char *path)
+{
+	struct al_input *in = need(realloc(job->inputs, (job->ninputs + 1) * sizeof(*in)));
+
+	job->inputs = in;
+	in += job->ninputs++;
+	memset(in, 0, sizeof(*in));
+	in->url = xstrdup(url);
+	in->path = xstrdup(path);
+	return in;
+}
+
 static void usage(FILE *f)
 {
 	fprintf(
@@ -311,13 +324,8 @@ static int build_job(int argc, char **argv, struct al_job *job, bool *json)
 				free(s);
 				return EXIT_USAGE;
 			}
-			in = need(realloc(job->inputs, (job->ninputs + 1) * sizeof(*in)));
-			job->inputs = in;
-			in += job->ninputs++;
-			memset(in, 0, sizeof(*in));
-			in->url = xstrdup(s);
+			in = add_input(job, s, part[1]);
 			snprintf(in->sha256, sizeof(in->sha256), "%s", part[2]);
-			in->path = xstrdup(part[1]);
 			in->unpack = !part[0] || !strcmp(part[0], "none") ? AL_UNPACK_NONE
 				     : !strcmp(part[0], "tar")		  ? AL_UNPACK_TAR
 									  : AL_UNPACK_ZIP;
@@ -338,13 +346,8 @@ static int build_job(int argc, char **argv, struct al_job *job, bool *json)
 				return EXIT_USAGE;
 			}
 			*ref++ = '\0';
-			in = need(realloc(job->inputs, (job->ninputs + 1) * sizeof(*in)));
-			job->inputs = in;
-			in += job->ninputs++;
-			memset(in, 0, sizeof(*in));
-			in->url = xstrdup(s);
+			in = add_input(job, s, path);
 			in->ref = xstrdup(ref);
-			in->path = xstrdup(path);
 			in->unpack = AL_UNPACK_GIT;
 			free(s);
 			break;

@@ -17,15 +17,16 @@
  * What comes back is one stream, git's tar of the tree and a tar of .git,
  * counted against max_input_bytes as it arrives; it goes into the host's
  * cache under a key made of the object's id, and is unpacked as any tar
- * input is (no "..", no link pointing out, no device). Afterwards every
- * process of the uid is killed (and reaped: this process is their
- * subreaper) before the directory is removed. */
+ * input is (no "..", no link pointing out, no device). Each git command
+ * runs as the init of a PID namespace of its own: when it ends or is
+ * killed, nothing it started runs on, and the directory is removed after. */
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <grp.h>
 #include <netdb.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,22 +64,6 @@ struct step {
 	size_t errlen;
 };
 
-/* Every process of G.uid killed (the setuid child may signal exactly
- * those): none can still write into the work directory. */
-static void kill_uid(void)
-{
-	pid_t p = fork();
-
-	if (p == 0) {
-		if (setgroups(0, NULL) || setgid(G.uid) || setuid(G.uid))
-			_exit(1);
-		kill(-1, SIGKILL); /* all of the uid's but this one */
-		_exit(0);
-	}
-	if (p > 0)
-		waitpid(p, NULL, 0);
-}
-
 static int rm_one(const char *path, const struct stat *st, int type, struct FTW *ftw)
 {
 	(void)st;
@@ -90,14 +75,13 @@ static int rm_one(const char *path, const struct stat *st, int type, struct FTW 
 	return 0;
 }
 
+/* Nothing of git's runs now: each run was the init of a PID namespace of
+ * its own, reaped (the kernel kills the rest with it), so no process can
+ * move a directory under the removal. */
 void git_cleanup(void)
 {
 	if (!workdir[0])
 		return;
-	kill_uid();
-	/* git's orphans came to this process (a subreaper): reap them all */
-	while (waitpid(-1, NULL, 0) > 0 || errno == EINTR)
-		;
 	nftw(workdir, rm_one, 32, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
 	workdir[0] = '\0';
 }
@@ -171,8 +155,8 @@ static uint64_t now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-/* argv run in workdir as G.uid with env; its stdout and stderr into s,
- * within G.timeout_ms. */
+/* argv run in workdir as G.uid with env, as the init of a new PID
+ * namespace; its stdout and stderr into s, within G.timeout_ms. */
 static void run_step(char *const argv[], char *const env[], struct step *s)
 {
 	int out[2], err[2];
@@ -182,8 +166,10 @@ static void run_step(char *const argv[], char *const env[], struct step *s)
 
 	if (pipe2(out, O_CLOEXEC) || pipe2(err, O_CLOEXEC))
 		die("sandbox_error", "git: pipe: %s", strerror(errno));
-	if ((pid = fork()) < 0)
-		die("sandbox_error", "git: fork: %s", strerror(errno));
+	/* the init of a PID namespace: when it ends, every process it left
+	 * ends too, and none can leave it */
+	if ((pid = (pid_t)syscall(SYS_clone, CLONE_NEWPID | SIGCHLD, 0, 0, 0, 0)) < 0)
+		die("sandbox_error", "git: clone: %s", strerror(errno));
 	if (pid == 0) {
 		struct rlimit fsize = {FSIZE_CAP, FSIZE_CAP};
 		struct rlimit core = {0, 0};
@@ -192,7 +178,6 @@ static void run_step(char *const argv[], char *const env[], struct step *s)
 		if (null < 0 || dup2(null, 0) < 0 || dup2(out[1], 1) < 0 || dup2(err[1], 2) < 0)
 			_exit(126);
 		syscall(SYS_close_range, 3, ~0U, 0);
-		setpgid(0, 0);
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		if (setrlimit(RLIMIT_FSIZE, &fsize) || setrlimit(RLIMIT_CORE, &core) ||
 		    chdir(workdir) || setgroups(0, NULL) || setgid(G.uid) || setuid(G.uid) ||
@@ -233,15 +218,16 @@ static void run_step(char *const argv[], char *const env[], struct step *s)
 			} else if (!take_out(s, buf, (size_t)n)) {
 				close(pf[k].fd);
 				pf[k].fd = -1;
-				kill(-pid, SIGKILL);
+				kill(pid, SIGKILL);
 			}
 		}
 	}
 	for (int k = 0; k < 2; k++)
 		if (pf[k].fd >= 0)
 			close(pf[k].fd);
-	kill(-pid, SIGKILL);
-	waitpid(pid, &s->status, 0);
+	kill(pid, SIGKILL); /* and with it the namespace: all of the run */
+	while (waitpid(pid, &s->status, 0) < 0 && errno == EINTR)
+		;
 }
 
 /* ---- the input ---- */
@@ -458,7 +444,6 @@ void git_get(size_t i)
 		close(fd);
 	}
 	make_env(resolve, ca);
-	prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
 
 	/* the object: the commit id given, or the one the server names */
 	if (strlen(in->sha256) == 40 && strspn(in->sha256, "0123456789abcdef") == 40) {

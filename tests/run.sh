@@ -59,7 +59,7 @@ NO_IMAGE="test_acl test_clock test_egress_proxy test_faults test_fleet test_gate
 WAITING="test_container test_egress test_egress_cache test_egress_https_cache test_images
 	test_inputs test_readme_byhand test_scheduler test_sessions test_stream test_systemd"
 # Suites a lane runs (below), not the main sequence.
-EARLY_LANE="test_gw_hostile test_stall" LATE_LANE="test_vm test_verdicts"
+EARLY_LANE="test_gw_hostile test_stall" LATE_LANE="test_vm test_verdicts test_grade"
 IN_LANES="$EARLY_LANE $LATE_LANE"
 integration() { # early|waiting|late
 	local s n
@@ -135,8 +135,11 @@ lane_join
 # Beside the suites that keep one core busy under TCG (about half the
 # machine), the service VMs (their own libvirtd in a namespace of their
 # own, waiting on libvirt and their guests' boots most of the time), then
-# the verdicts on three tiers (a third of the machine): their own worker
-# ids and slot uids, and nothing of theirs that another suite counts.
+# the verdicts on three tiers (a third of the machine), then the grading
+# suite (half the machine, 78 s): their own worker ids, slot uids and VMM
+# uids (test_grade: grade-w, 63500-63501 and 63600-63601, VMMs from
+# 63756), ports from free_port, and nothing of theirs that another suite
+# counts.
 beside_late() {
 	local n
 	for n in $LATE_LANE; do

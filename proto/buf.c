@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 int al_buf_append(struct al_buf *buf, const void *p, size_t n)
 {
@@ -57,6 +58,26 @@ int al_pathf(char *buf, size_t cap, const char *fmt, ...)
 	if (n < 0 || (size_t)n >= cap) {
 		errno = ENAMETOOLONG;
 		return -1;
+	}
+	return 0;
+}
+
+int al_write_all(int fd, const void *p, size_t n)
+{
+	const char *c = p;
+
+	while (n > 0) {
+		ssize_t w = write(fd, c, n);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			if (w == 0)
+				errno = EIO;
+			return -1;
+		}
+		c += w;
+		n -= (size_t)w;
 	}
 	return 0;
 }

@@ -19,4 +19,8 @@ void al_buf_free(struct al_buf *buf);
  * with errno ENAMETOOLONG when the result would not fit (paths). */
 int al_pathf(char *buf, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
+/* Write all n bytes of p to fd (a short write goes on, EINTR is retried):
+ * 0, or -1 with errno. */
+int al_write_all(int fd, const void *p, size_t n);
+
 #endif

@@ -595,25 +595,15 @@ static int write_bundle(struct al_sandbox *sb, struct al_err *err)
 		/* one write: json_dumpfd writes each token by itself (1,700
 		 * system calls, about 3 ms of a job) */
 		cleanup_free char *text = json_dumps(root, JSON_COMPACT);
-		int fd =
+		cleanup_close int fd =
 		    text ? open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)
 			 : -1;
-		size_t len = text ? strlen(text) : 0, off = 0;
 
-		while (fd >= 0 && off < len) {
-			ssize_t w = write(fd, text + off, len - off);
-
-			if (w <= 0 && errno != EINTR)
-				break;
-			off += w > 0 ? (size_t)w : 0;
-		}
 		if (!text)
 			rc = al_err_set(err, AL_ENOMEM,
 					"container: out of memory writing config.json");
-		else if (fd < 0 || off < len || close(fd))
+		else if (fd < 0 || al_write_all(fd, text, strlen(text)) || close(al_take_fd(&fd)))
 			rc = al_err_sys(err, "container: write %s", path);
-		if (fd >= 0 && off < len)
-			close(fd);
 	}
 	if (!rc && G.conf->bundle_copy && json_dump_file(root, G.conf->bundle_copy, JSON_INDENT(1)))
 		rc = al_err_sys(err, "container: write %s", G.conf->bundle_copy);

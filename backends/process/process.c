@@ -254,18 +254,12 @@ static struct warm *warm_take(unsigned slot, struct al_err *err)
 static int memfd_with(const char *name, const char *data, size_t len, struct al_err *err)
 {
 	int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
-	size_t off = 0;
 
 	if (fd < 0)
 		return al_err_sys(err, "process: memfd_create");
-	while (off < len) {
-		ssize_t w = write(fd, data + off, len - off);
-
-		if (w <= 0) {
-			close(fd);
-			return al_err_sys(err, "process: write memfd");
-		}
-		off += (size_t)w;
+	if (al_write_all(fd, data, len)) {
+		close(fd);
+		return al_err_sys(err, "process: write memfd");
 	}
 	if (lseek(fd, 0, SEEK_SET) < 0 ||
 	    fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL)) {

@@ -11,10 +11,12 @@
 #include <sys/types.h>
 
 #include "../../common/egress.h"
+#include "../../proto/buf.h"
 #include "../../proto/inputs.h"
 
 struct input {
-	const char *url, *sha256, *path; /* git: sha256 holds the ref */
+	const char *url, *sha256, *path;
+	const char *ref; /* git: the ref (sha256 is NULL) */
 	enum al_unpack unpack;
 	uint64_t bytes;
 	bool cached;
@@ -64,6 +66,8 @@ bool hex64(const char *s);
 bool cache_take(size_t i, const char *key);
 /* Least recently used out until the cache holds at most cache_bytes. */
 void evict(void);
+/* G.part named for in[i]'s download: the file the fetch writes. */
+const char *cache_part(size_t i);
 /* G.part, complete and checked, into the cache as key and in[i].fd. */
 void cache_put(size_t i, const char *key);
 

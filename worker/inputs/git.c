@@ -136,13 +136,8 @@ static bool take_out(struct step *s, const char *p, size_t n)
 		s->too_big = true;
 		return false;
 	}
-	for (size_t off = 0; off < n;) {
-		ssize_t w = write(s->sink, p + off, n - off);
-
-		if (w <= 0)
-			return false;
-		off += (size_t)w;
-	}
+	if (al_write_all(s->sink, p, n))
+		return false;
 	s->len += n;
 	return true;
 }
@@ -439,18 +434,18 @@ void git_get(size_t i)
 
 		snprintf(path, sizeof(path), "%s/ca.pem", workdir);
 		if ((fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644)) < 0 ||
-		    write(fd, G.ca_blob, G.ca_len) != (ssize_t)G.ca_len)
+		    al_write_all(fd, G.ca_blob, G.ca_len))
 			die("sandbox_error", "inputs[%zu]: the CA file: %s", i, strerror(errno));
 		close(fd);
 	}
 	make_env(resolve, ca);
 
 	/* the object: the commit id given, or the one the server names */
-	if (strlen(in->sha256) == 40 && strspn(in->sha256, "0123456789abcdef") == 40) {
-		snprintf(id, sizeof(id), "%s", in->sha256);
+	if (strlen(in->ref) == 40 && strspn(in->ref, "0123456789abcdef") == 40) {
+		snprintf(id, sizeof(id), "%s", in->ref);
 	} else {
 		char *argv[] = {(char *)GIT,	 (char *)"ls-remote", (char *)"--",
-				(char *)in->url, (char *)in->sha256,  NULL};
+				(char *)in->url, (char *)in->ref,     NULL};
 
 		if (!(s.buf = malloc(LS_MAX + 1)))
 			die("sandbox_error", "out of memory");
@@ -458,11 +453,11 @@ void git_get(size_t i)
 		run_step(argv, env_v, &s);
 		if (s.timed_out || !WIFEXITED(s.status) || WEXITSTATUS(s.status))
 			failed(i, in->url, &s);
-		if (!pick_ref(s.buf, in->sha256, id))
+		if (!pick_ref(s.buf, in->ref, id))
 			die("rejected",
 			    "inputs[%zu].git.ref: \"%s\" is no branch, tag or ref of %s (or give "
 			    "a 40-hex commit id)",
-			    i, in->sha256, in->url);
+			    i, in->ref, in->url);
 		free(s.buf);
 	}
 
@@ -481,8 +476,8 @@ void git_get(size_t i)
 				NULL};
 		struct step fs = {.sink = -1};
 
-		snprintf(G.part, sizeof(G.part), "%s/.part.%d.%zu", G.cache, (int)getpid(), i);
-		if ((fs.sink = open(G.part, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) < 0)
+		if ((fs.sink =
+			 open(cache_part(i), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) < 0)
 			die("sandbox_error", "inputs[%zu]: the cache: %s", i, strerror(errno));
 		run_step(argv, env_v, &fs);
 		close(fs.sink);

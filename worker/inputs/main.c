@@ -66,7 +66,7 @@ answer(bool ok, const char *status, const char *msg, uint64_t pack_bytes)
 
 		json_object_set_new(e, "url", json_string(G.in[i].url));
 		if (G.in[i].unpack == AL_UNPACK_GIT) {
-			json_object_set_new(e, "ref", json_string(G.in[i].sha256));
+			json_object_set_new(e, "ref", json_string(G.in[i].ref));
 			json_object_set_new(e, "commit", json_string(G.in[i].commit));
 		} else {
 			json_object_set_new(e, "sha256", json_string(G.in[i].sha256));
@@ -138,14 +138,7 @@ static size_t on_data(char *p, size_t size, size_t n, void *arg)
 	}
 	f->got += len;
 	EVP_DigestUpdate(f->md, p, len);
-	for (size_t off = 0; off < len;) {
-		ssize_t w = write(f->fd, p + off, len - off);
-
-		if (w <= 0)
-			return 0;
-		off += (size_t)w;
-	}
-	return len;
+	return al_write_all(f->fd, p, len) ? 0 : len;
 }
 
 /* Check url against the rules (the name's, or a range rule for a
@@ -324,6 +317,12 @@ bool cache_take(size_t i, const char *key)
 	return true;
 }
 
+const char *cache_part(size_t i)
+{
+	snprintf(G.part, sizeof(G.part), "%s/.part.%d.%zu", G.cache, (int)getpid(), i);
+	return G.part;
+}
+
 void cache_put(size_t i, const char *key)
 {
 	struct input *in = &G.in[i];
@@ -351,8 +350,7 @@ static void get(size_t i)
 		check_url(&f, "inputs", in->url, host, sizeof(host));
 		return;
 	}
-	snprintf(G.part, sizeof(G.part), "%s/.part.%d.%zu", G.cache, (int)getpid(), i);
-	fetch(i, G.part);
+	fetch(i, cache_part(i));
 	cache_put(i, in->sha256);
 }
 
@@ -622,7 +620,6 @@ int main(int argc, char **argv)
 		struct input *in = &G.in[G.nin++];
 
 		in->url = argv[i];
-		in->sha256 = argv[i + 1];
 		in->path = argv[i + 2];
 		in->unpack = !strcmp(argv[i + 3], "tar")   ? AL_UNPACK_TAR
 			     : !strcmp(argv[i + 3], "zip") ? AL_UNPACK_ZIP
@@ -630,9 +627,10 @@ int main(int argc, char **argv)
 							   : AL_UNPACK_NONE;
 		in->fd = -1;
 		if (in->unpack == AL_UNPACK_GIT) {
-			if (!al_git_ref_ok(in->sha256))
+			in->ref = argv[i + 1];
+			if (!al_git_ref_ok(in->ref))
 				die("rejected", "inputs[%zu].git.ref: not a ref", G.nin - 1);
-		} else if (!hex64(in->sha256))
+		} else if (!hex64(in->sha256 = argv[i + 1]))
 			die("rejected", "inputs[%zu].sha256: not 64 hex digits", G.nin - 1);
 	}
 	/* 0711: a git run (the slot's uid) reaches its directory in it; every

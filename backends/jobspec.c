@@ -109,6 +109,149 @@ const char al_python_launcher[] =
     "        sys.exit(1)\n"
     "_airlock_run()\n";
 
+/* The warm interpreter's program (python3 -c it LAUNCHER MODULE...; see
+ * jobspec.h). Every name it makes lives in a function that removes itself
+ * from __main__, so the job's globals are a fresh -c program's; the two
+ * modules it needs for itself (_socket, gc) leave sys.modules again before
+ * the job unless a preloaded one imported them. What an import prints goes
+ * to /dev/null; an import that fails is skipped. LAUNCHER is compiled now:
+ * the first compile() builds the AST types (PyAST_Check: 1-2 ms on a host,
+ * ten times that under TCG) and the launcher's own text costs 0.6-0.9 ms
+ * more, neither of them the job's. Then 'R' on fd 3 (the other end may
+ * have sent its 'G' and closed by then), and one 'G' with five
+ * descriptors back: stdin, stdout, stderr, code (placed at 0-3) and a
+ * memfd of "ARGC\0ENVC\0", the job's argv and environment, and optionally
+ * the work directory, each NUL-ended. argv is the cold job's (python3 -c
+ * LAUNCHER SCRIPT ARGS...): sys.argv becomes what that -c would see, and
+ * LAUNCHER runs as that -c's program, named "<string>" (the code compiled
+ * before, when it is the same text). */
+const char al_warm_python[] =
+    "def _airlock_warm():\n"
+    "    import os, sys\n"
+    "    g = sys.modules['__main__'].__dict__\n"
+    "    del g['_airlock_warm']\n"
+    "    src = os.fsencode(sys.argv[1])\n"
+    "    for name in sys.argv[2:]:\n"
+    "        try:\n"
+    "            __import__(name)\n"
+    "        except BaseException:\n"
+    "            pass\n"
+    "    mine = [m for m in ('_socket', 'gc') if m not in sys.modules]\n"
+    "    import _socket, gc\n"
+    "    pre = compile(src, '<string>', 'exec')\n"
+    "    gc.collect()\n"
+    "    gc.freeze()\n"
+    "    sys.stdout.flush()\n"
+    "    sys.stderr.flush()\n"
+    "    ctl = _socket.socket(fileno=3)\n"
+    "    try:\n"
+    "        ctl.send(b'R')\n"
+    "    except OSError:\n"
+    "        pass\n"
+    "    msg, anc, _, _ = ctl.recvmsg(1, _socket.CMSG_LEN(5 * 4))\n"
+    "    fds = []\n"
+    "    for lvl, typ, data in anc:\n"
+    "        if lvl == _socket.SOL_SOCKET and typ == _socket.SCM_RIGHTS:\n"
+    "            fds += [int.from_bytes(data[i:i + 4], sys.byteorder, signed=True)\n"
+    "                    for i in range(0, len(data) - 3, 4)]\n"
+    "    ctl.close()\n"
+    "    if msg != b'G' or len(fds) != 5:\n"
+    "        os._exit(126)\n"
+    "    for i in range(4):\n"
+    "        os.dup2(fds[i], i)\n"
+    "    chunks = []\n"
+    "    while True:\n"
+    "        b = os.read(fds[4], 1 << 20)\n"
+    "        if not b:\n"
+    "            break\n"
+    "        chunks.append(b)\n"
+    "    for fd in fds:\n"
+    "        if fd > 3:\n"
+    "            os.close(fd)\n"
+    "    f = b''.join(chunks).split(b'\\0')\n"
+    "    argc, envc = int(f[0]), int(f[1])\n"
+    "    os.environ.clear()\n"
+    "    for e in f[2 + argc:2 + argc + envc]:\n"
+    "        k, _, v = e.partition(b'=')\n"
+    "        if k:\n"
+    "            os.environ[os.fsdecode(k)] = os.fsdecode(v)\n"
+    "    if f[2 + argc + envc:3 + argc + envc] not in ([], [b'']):\n"
+    "        os.chdir(f[2 + argc + envc])\n"
+    "    sys.argv = ['-c'] + [os.fsdecode(a) for a in f[5:2 + argc]]\n"
+    "    code = pre if f[4] == src else compile(f[4], '<string>', 'exec')\n"
+    "    for m in mine:\n"
+    "        sys.modules.pop(m, None)\n"
+    "    del f, chunks, fds, msg, anc, ctl, pre, src, mine\n"
+    "    try:\n"
+    "        exec(code, g)\n"
+    "        code = 0\n"
+    "    except SystemExit as e:\n"
+    "        code = e.code\n"
+    "    if code is None:\n"
+    "        code = 0\n"
+    "    elif not isinstance(code, int):\n"
+    "        try:\n"
+    "            print(code, file=sys.stderr)\n"
+    "        except Exception:\n"
+    "            pass\n"
+    "        code = 1\n"
+    "    if 'threading' in sys.modules:\n"
+    "        sys.modules['threading']._shutdown()\n"
+    "    import atexit\n"
+    "    atexit._run_exitfuncs()\n"
+    "    for k in [k for k in g if k != '__builtins__']:\n"
+    "        del g[k]\n"
+    "    gc.collect()\n"
+    "    for s in (sys.stdout, sys.stderr):\n"
+    "        try:\n"
+    "            s.flush()\n"
+    "        except Exception:\n"
+    "            code = 120\n"
+    "    os._exit(code & 0xff)\n"
+    "_airlock_warm()\n";
+
+/* Variables python3 or a module it preloads reads as it starts (locale,
+ * paths, thread pools, backends): a job whose value of one is not the
+ * interpreter's runs cold. */
+static bool startup_var(const char *kv)
+{
+	static const char *const names[] = {"HOME", "LANG", "LANGUAGE", "TZ",	  "TMPDIR",
+					    "TEMP", "TMP",  "USER",	"LOGNAME"};
+	static const char *const prefixes[] = {
+	    "PYTHON", "LC_",  "OPENBLAS", "OMP_", "GOTO",	"MKL_",	   "BLIS_",  "NUMEXPR_",
+	    "NUMBA_", "NPY_", "NUMPY_",	  "MPL",  "MATPLOTLIB", "PANDAS_", "SCIPY_", "KMP_"};
+	size_t n = strcspn(kv, "=");
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (strlen(names[i]) == n && !strncmp(kv, names[i], n))
+			return true;
+	for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++)
+		if (!strncmp(kv, prefixes[i], strlen(prefixes[i])))
+			return true;
+	return false;
+}
+
+static bool has_entry(char *const *list, const char *kv)
+{
+	for (; list && *list; list++)
+		if (!strcmp(*list, kv))
+			return true;
+	return false;
+}
+
+/* The first start-up variable that is in one list and not, as it is, in
+ * the other; NULL when they agree. */
+const char *al_startup_differs(char *const *a, char *const *b)
+{
+	for (char *const *p = a; p && *p; p++)
+		if (startup_var(*p) && !has_entry(b, *p))
+			return *p;
+	for (char *const *p = b; p && *p; p++)
+		if (startup_var(*p) && !has_entry(a, *p))
+			return *p;
+	return NULL;
+}
+
 int al_command_argv(const struct al_job *job, const char *script, struct al_buf *b, uint32_t *argc)
 {
 	int bad = 0;

@@ -23,6 +23,20 @@ int al_argv_env(const struct al_run_spec *spec, const char *script, struct al_bu
 		uint32_t *argc, uint32_t *envc);
 /* The launcher of a python job's code (python3 -c it SCRIPT ARGS...). */
 extern const char al_python_launcher[];
+/* The program of a warm interpreter: python3 -c it LAUNCHER MODULE...
+ * (the microVM's pool VMs, the process tier's warm sandboxes) starts
+ * before its job with the job's start-up environment, imports MODULEs,
+ * compiles LAUNCHER, says 'R' on the socket at fd 3 and waits for one 'G'
+ * with the job's stdin, stdout, stderr, code and a memfd of its argv,
+ * environment and work directory (jobspec.c has the format); then it runs
+ * the job as python3 -c LAUNCHER would. */
+extern const char al_warm_python[];
+/* The first variable read at an interpreter's start-up (PYTHON*, LC_*,
+ * LANG, HOME, TZ, thread-pool sizes, ...) that is in one NULL-ended list
+ * of "NAME=value" and not, with that value, in the other; NULL when they
+ * agree: a job whose environment differs so cannot run in an interpreter
+ * started with the other. */
+const char *al_startup_differs(char *const *a, char *const *b);
 /* Only the argv part: the runtime's interpreter and script, then job's argv. */
 int al_command_argv(const struct al_job *job, const char *script, struct al_buf *out,
 		    uint32_t *argc);

@@ -51,7 +51,8 @@ images_done() {
 # Suites that need no catalogue image nor microVM guest (the process tier
 # on the host's /usr, Redis, the gateway, the fuzzers): while it builds.
 NO_IMAGE="test_acl test_clock test_egress_proxy test_faults test_fleet test_gateway
-	test_policy_reload test_process test_queue test_sentinel test_tiers test_worker_faults"
+	test_policy_reload test_process test_process_warm test_queue test_sentinel test_tiers
+	test_worker_faults"
 # Image suites that mostly wait (on servers in test namespaces, leases,
 # sessions' timers): they run while the hostile suite takes a core in a lane
 # beside them. It shares nothing with them: its own worker ids, slot uids

@@ -8,7 +8,8 @@
  * would get, made by the same agent_start_job as a cold job's: its mount
  * namespace on the image with a tmpfs as /work, /tmp and /dev/shm, a
  * cgroup, uid 1000, no capabilities, no_new_privs, rlimits, the system-call
- * filter. It runs WARM_PY: import those modules, say ready on its socket
+ * filter. It runs al_warm_python (jobspec.h): import those modules and compile
+ * the launcher, say ready on its socket
  * (fd 3), wait. Nothing of any job is in it: it has run only the image's
  * own code.
  *
@@ -58,87 +59,6 @@
 #define WARM_FSIZE	 (1ull << 40)
 #define WARM_SCRIPT_FD	 "/proc/self/fd/3"
 
-/* The interpreter's program (python3 -c WARM_PY MODULE...): every name it
- * makes lives in a function that removes itself from __main__, so the job's
- * globals are a fresh -c program's. What an import prints goes to
- * /dev/null; an import that fails is skipped. Then 'R' on fd 3, and one
- * 'G' with five descriptors back: stdin, stdout, stderr, code (placed at
- * 0-3) and a memfd of "ARGC\0ENVC\0" and the job's argv and environment,
- * NUL-ended. argv is the cold job's (python3 -c LAUNCHER SCRIPT ARGS...):
- * sys.argv becomes what that -c would see, and LAUNCHER runs as that -c's
- * program, named "<string>". The first compile() builds the AST types
- * (PyAST_Check: 1-2 ms on a host, ten times that under TCG): one is made
- * before 'R', so the job's own compiles are not the first. */
-static const char warm_py[] = "def _airlock_warm():\n"
-			      "    import os, socket, sys\n"
-			      "    g = sys.modules['__main__'].__dict__\n"
-			      "    del g['_airlock_warm']\n"
-			      "    for name in sys.argv[1:]:\n"
-			      "        try:\n"
-			      "            __import__(name)\n"
-			      "        except BaseException:\n"
-			      "            pass\n"
-			      "    compile('', '<string>', 'exec')\n"
-			      "    import gc\n"
-			      "    gc.collect()\n"
-			      "    gc.freeze()\n"
-			      "    sys.stdout.flush()\n"
-			      "    sys.stderr.flush()\n"
-			      "    ctl = socket.socket(fileno=3)\n"
-			      "    ctl.send(b'R')\n"
-			      "    msg, fds, _, _ = socket.recv_fds(ctl, 1, 5)\n"
-			      "    ctl.close()\n"
-			      "    if msg != b'G' or len(fds) != 5:\n"
-			      "        os._exit(126)\n"
-			      "    for i in range(4):\n"
-			      "        os.dup2(fds[i], i)\n"
-			      "    chunks = []\n"
-			      "    while True:\n"
-			      "        b = os.read(fds[4], 1 << 20)\n"
-			      "        if not b:\n"
-			      "            break\n"
-			      "        chunks.append(b)\n"
-			      "    for fd in fds:\n"
-			      "        if fd > 3:\n"
-			      "            os.close(fd)\n"
-			      "    f = b''.join(chunks).split(b'\\0')\n"
-			      "    argc, envc = int(f[0]), int(f[1])\n"
-			      "    os.environ.clear()\n"
-			      "    for e in f[2 + argc:2 + argc + envc]:\n"
-			      "        k, _, v = e.partition(b'=')\n"
-			      "        if k:\n"
-			      "            os.environ[os.fsdecode(k)] = os.fsdecode(v)\n"
-			      "    sys.argv = ['-c'] + [os.fsdecode(a) for a in f[5:2 + argc]]\n"
-			      "    launcher = f[4]\n"
-			      "    del f, chunks, fds, msg, ctl\n"
-			      "    try:\n"
-			      "        exec(compile(launcher, '<string>', 'exec'), g)\n"
-			      "        code = 0\n"
-			      "    except SystemExit as e:\n"
-			      "        code = e.code\n"
-			      "    if code is None:\n"
-			      "        code = 0\n"
-			      "    elif not isinstance(code, int):\n"
-			      "        try:\n"
-			      "            print(code, file=sys.stderr)\n"
-			      "        except Exception:\n"
-			      "            pass\n"
-			      "        code = 1\n"
-			      "    if 'threading' in sys.modules:\n"
-			      "        sys.modules['threading']._shutdown()\n"
-			      "    import atexit\n"
-			      "    atexit._run_exitfuncs()\n"
-			      "    for k in [k for k in g if k != '__builtins__']:\n"
-			      "        del g[k]\n"
-			      "    gc.collect()\n"
-			      "    for s in (sys.stdout, sys.stderr):\n"
-			      "        try:\n"
-			      "            s.flush()\n"
-			      "        except Exception:\n"
-			      "            code = 120\n"
-			      "    os._exit(code & 0xff)\n"
-			      "_airlock_warm()\n";
-
 static struct {
 	pid_t pid;  /* the interpreter, our child; 0 = none */
 	int ctl;    /* our end of its socket */
@@ -153,48 +73,6 @@ static struct {
 	struct al_buf av;
 	char *argv[5], **envp;
 } W = {.ctl = -1};
-
-/* Variables python3 or a module it preloads reads as it starts (locale,
- * paths, thread pools, backends): a job whose value of one is not the
- * interpreter's runs cold. */
-static bool startup_var(const char *kv)
-{
-	static const char *const names[] = {"HOME", "LANG", "LANGUAGE", "TZ",	  "TMPDIR",
-					    "TEMP", "TMP",  "USER",	"LOGNAME"};
-	static const char *const prefixes[] = {
-	    "PYTHON", "LC_",  "OPENBLAS", "OMP_", "GOTO",	"MKL_",	   "BLIS_",  "NUMEXPR_",
-	    "NUMBA_", "NPY_", "NUMPY_",	  "MPL",  "MATPLOTLIB", "PANDAS_", "SCIPY_", "KMP_"};
-	size_t n = strcspn(kv, "=");
-
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-		if (strlen(names[i]) == n && !strncmp(kv, names[i], n))
-			return true;
-	for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++)
-		if (!strncmp(kv, prefixes[i], strlen(prefixes[i])))
-			return true;
-	return false;
-}
-
-static bool has_entry(char *const *list, const char *kv)
-{
-	for (; list && *list; list++)
-		if (!strcmp(*list, kv))
-			return true;
-	return false;
-}
-
-/* The first start-up variable that is in one list and not, as it is, in
- * the other; NULL when they agree. */
-static const char *startup_differs(char *const *a, char *const *b)
-{
-	for (char *const *p = a; p && *p; p++)
-		if (startup_var(*p) && !has_entry(b, *p))
-			return *p;
-	for (char *const *p = b; p && *p; p++)
-		if (startup_var(*p) && !has_entry(a, *p))
-			return *p;
-	return NULL;
-}
 
 /* The image's module list: names (a Python dotted name each) into out,
  * pointers in names; their count, or -1 when the image has none. */
@@ -252,7 +130,7 @@ void agent_warm_start(bool net)
 	struct al_run_spec spec = {.job = &job};
 	struct al_limits open_lim = {.cpu_ms = WARM_CPU_MS, .disk_bytes = WARM_FSIZE};
 	const char *mods[WARM_MODULES_MAX];
-	char *argv[3 + WARM_MODULES_MAX + 1];
+	char *argv[4 + WARM_MODULES_MAX + 1];
 	struct al_seccomp sc = {0};
 	struct al_err err = {0};
 	uint32_t argc = 0, envc = 0;
@@ -276,10 +154,11 @@ void agent_warm_start(bool net)
 		*(i < argc ? &W.argv[i] : &W.envp[i - argc]) = p;
 	argv[0] = W.argv[0];
 	argv[1] = W.argv[1];
-	argv[2] = (char *)warm_py;
+	argv[2] = (char *)al_warm_python;
+	argv[3] = W.argv[2]; /* the launcher, compiled before the job */
 	for (int i = 0; i < n; i++)
-		argv[3 + i] = (char *)mods[i];
-	argv[3 + n] = NULL;
+		argv[4 + i] = (char *)mods[i];
+	argv[4 + n] = NULL;
 	if (al_seccomp_build_net(&sc, net, &err) || al_cg_detect(&W.sys, "guest", NULL, &err) ||
 	    al_cg_create(&W.cg, &W.sys, "warm", &(struct al_cg_limits){0}, &err))
 		goto fail;
@@ -360,7 +239,7 @@ static const char *refusal(const struct job_in *in, char *buf, size_t cap)
 			return "not a python job (or another launcher)";
 	if (!in->job.code.len)
 		return "a python job without code";
-	if ((var = startup_differs(in->envp, W.envp))) {
+	if ((var = al_startup_differs(in->envp, W.envp))) {
 		snprintf(buf, cap, "the job's environment differs in %.*s, read at start-up",
 			 (int)strcspn(var, "="), var);
 		return buf;

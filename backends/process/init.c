@@ -33,6 +33,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../hostroot.h"
@@ -42,8 +43,9 @@
 #include "../jobspec.h" /* AL_SEARCH_PATH */
 #include "init.h"
 
-/* Descriptor layout of the job. */
-enum { FD_STDIN = 0, FD_STDOUT = 1, FD_STDERR = 2, FD_CODE = 3 };
+/* Descriptor layout of the job (the warm interpreter's socket goes on
+ * FD_WARM_CTL while the job's descriptors are placed). */
+enum { FD_STDIN = 0, FD_STDOUT = 1, FD_STDERR = 2, FD_CODE = 3, FD_WARM_CTL = 5 };
 #define FD_REPORT AL_INIT_FD_REPORT
 
 #define BPF_MAX 4096 /* BPF_MAXINSNS */
@@ -405,6 +407,182 @@ static void unpack_spec(const struct al_init_spec *h, size_t len, char **argv, c
 	envp[h->envc] = NULL;
 }
 
+/* ---- the warm interpreter (init.h) ---- */
+
+static pid_t warm_pid = -1; /* the interpreter, our child */
+static int warm_ctl = -1;   /* our end of its socket */
+
+/* "ARGC\0ENVC\0" and that many strings into argv and envp (NULL-ended);
+ * -1 when the text is not that. */
+static int split_argv_env(char *p, size_t len, char **argv, char **envp)
+{
+	char *end = p + len;
+	unsigned long n[2];
+
+	for (int k = 0; k < 2; k++) {
+		char *e;
+
+		n[k] = strtoul(p, &e, 10);
+		if (e == p || e >= end || *e)
+			return -1;
+		p = e + 1;
+	}
+	if (n[0] == 0 || n[0] + 1 > AL_INIT_MAX_ARGS || n[1] + 1 > AL_INIT_MAX_ARGS)
+		return -1;
+	for (unsigned long i = 0; i < n[0] + n[1]; i++) {
+		char *s = p;
+
+		while (p < end && *p)
+			p++;
+		if (p >= end)
+			return -1;
+		p++;
+		*(i < n[0] ? &argv[i] : &envp[i - n[0]]) = s;
+	}
+	argv[n[0]] = envp[n[1]] = NULL;
+	return 0;
+}
+
+/* Start the interpreter the worker asked for, if it asked: as a job starts
+ * (below), but before any job, on /dev/null, with its socket at fd 3. Its
+ * own failures end only it (the job then runs cold), never the sandbox. */
+static void warm_start(unsigned uid)
+{
+	static char *argv[AL_INIT_MAX_ARGS], *envp[AL_INIT_MAX_ARGS];
+	struct stat st;
+	char *m;
+	int sv[2], nul;
+	pid_t pid;
+
+	if (fstat(AL_INIT_FD_WARM, &st))
+		return; /* none asked for */
+	m = st.st_size > 0
+		? mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, AL_INIT_FD_WARM, 0)
+		: MAP_FAILED;
+	close(AL_INIT_FD_WARM);
+	if (m == MAP_FAILED || split_argv_env(m, (size_t)st.st_size, argv, envp))
+		die("read the warm interpreter's argv");
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv))
+		die("the warm interpreter's socket");
+	if ((nul = open("/dev/null", O_RDWR | O_CLOEXEC)) < 0)
+		die("open /dev/null");
+	/* 0-3 are free here (the worker placed nothing there): off them, so
+	 * that placing the child's descriptors there overwrites none */
+	for (int k = 0; k < 3; k++) {
+		int *f = (int *[]){&sv[0], &sv[1], &nul}[k], hi = fcntl(*f, F_DUPFD_CLOEXEC, 16);
+
+		if (hi < 0)
+			die("move the warm interpreter's descriptors");
+		close(*f);
+		*f = hi;
+	}
+	pid = fork();
+	if (pid < 0)
+		die("start the warm interpreter");
+	if (pid == 0) {
+		const char *what = "";
+		struct rlimit zero = {0, 0};
+
+		/* 'U' once it is the slot's uid: from then on the init, itself
+		 * that uid at go time, may set its rlimits and kill it */
+		if (dup2(nul, 0) < 0 || dup2(nul, 1) < 0 || dup2(nul, 2) < 0 ||
+		    dup2(sv[1], 3) < 0 || syscall(SYS_close_range, 4u, ~0u, 0) < 0 ||
+		    al_become(uid, uid, &what) || send(3, "U", 1, MSG_NOSIGNAL) != 1 ||
+		    setsid() < 0 || setrlimit(RLIMIT_CORE, &zero) ||
+		    setrlimit(RLIMIT_MEMLOCK, &zero) ||
+		    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &bpf_prog, 0, 0))
+			_exit(126);
+		execve(argv[0], argv, envp);
+		_exit(127);
+	}
+	close(sv[1]);
+	close(nul);
+	munmap(m, (size_t)st.st_size);
+	warm_pid = pid;
+	warm_ctl = sv[0];
+}
+
+/* Whether the interpreter's process is the slot's uid by now (it said
+ * 'U'); false when it died before. */
+static bool warm_became_uid(void)
+{
+	char c = 0;
+	ssize_t n;
+
+	do
+		n = recv(FD_WARM_CTL, &c, 1, 0);
+	while (n < 0 && errno == EINTR);
+	return n == 1 && c == 'U';
+}
+
+static void warm_kill(void)
+{
+	if (warm_pid > 0) {
+		kill(warm_pid, SIGKILL);
+		while (waitpid(warm_pid, NULL, 0) < 0 && errno == EINTR)
+			;
+	}
+	warm_pid = -1;
+}
+
+/* Give the job (its descriptors at 0-3) to the interpreter: its rlimits,
+ * then 'G' with stdin, stdout, stderr, code and a memfd of its argv,
+ * environment and work directory. -1 when the interpreter is gone. */
+static int warm_go(const struct al_init_spec *h, char **argv, char **envp)
+{
+	struct rlimit as = {h->rl_as, h->rl_as}, fsize = {h->rl_fsize, h->rl_fsize},
+		      nofile = {h->rl_nofile, h->rl_nofile}, cpu;
+	char byte = 'G', ctl[CMSG_SPACE(sizeof(int) * 5)], num[24];
+	struct iovec iov = {&byte, 1};
+	struct msghdr mh = {
+	    .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof(ctl)};
+	struct cmsghdr *c;
+	struct timespec used;
+	clockid_t clk;
+	int fds[5] = {FD_STDIN, FD_STDOUT, FD_STDERR, FD_CODE, -1}, n[2] = {0, 0}, bad = 0;
+
+	/* the start-up's CPU is not the job's: its limit counts from here */
+	if (clock_getcpuclockid(warm_pid, &clk) || clock_gettime(clk, &used))
+		return -1;
+	cpu.rlim_cur = h->rl_cpu + (rlim_t)used.tv_sec + 1;
+	cpu.rlim_max = cpu.rlim_cur + 1;
+	if (prlimit(warm_pid, RLIMIT_AS, &as, NULL) || prlimit(warm_pid, RLIMIT_CPU, &cpu, NULL) ||
+	    prlimit(warm_pid, RLIMIT_FSIZE, &fsize, NULL) ||
+	    prlimit(warm_pid, RLIMIT_NOFILE, &nofile, NULL))
+		return -1;
+	if ((fds[4] = memfd_create("job-argv", MFD_CLOEXEC)) < 0)
+		return -1;
+	while (argv[n[0]])
+		n[0]++;
+	while (envp[n[1]])
+		n[1]++;
+	for (int k = 0; k < 2; k++) {
+		int len = snprintf(num, sizeof(num), "%d", n[k]);
+
+		bad |= write(fds[4], num, (size_t)len + 1) != len + 1;
+	}
+	for (int k = 0; k < n[0] + n[1]; k++) {
+		const char *s = k < n[0] ? argv[k] : envp[k - n[0]];
+		size_t len = strlen(s) + 1;
+
+		bad |= write(fds[4], s, len) != (ssize_t)len;
+	}
+	bad |= write(fds[4], "/work", 6) != 6;
+	if (bad || lseek(fds[4], 0, SEEK_SET)) {
+		close(fds[4]);
+		return -1;
+	}
+	memset(ctl, 0, sizeof(ctl));
+	c = CMSG_FIRSTHDR(&mh);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(fds));
+	memcpy(CMSG_DATA(c), fds, sizeof(fds));
+	bad = sendmsg(FD_WARM_CTL, &mh, MSG_NOSIGNAL) != 1;
+	close(fds[4]);
+	return bad ? -1 : 0;
+}
+
 /* The worker died (the death signal may have come too early to count). */
 static void exit_if_orphaned(void)
 {
@@ -458,6 +636,7 @@ int main(int argc, char **argv)
 	 * capabilities for the mounts below until drop_privileges. */
 	if (al_drop_bounding_set())
 		die("drop capability bounding set");
+	warm_start(uid);
 
 	/* Wait for a job. */
 	if ((ngot = recv_go(go)) < 0)
@@ -490,12 +669,15 @@ int main(int argc, char **argv)
 	mount_or_die("/tmp/" AL_JOBFS_WORK, "/tmp", NULL, MS_BIND, NULL,
 		     "bind the work dir on /tmp");
 	{
-		int fds[5] = {go[AL_GO_STDIN], go[AL_GO_STDOUT], go[AL_GO_STDERR], go[AL_GO_CODE],
-			      FD_REPORT};
-		const int tg[5] = {FD_STDIN, FD_STDOUT, FD_STDERR, FD_CODE, FD_REPORT};
+		int fds[6] = {go[AL_GO_STDIN],	go[AL_GO_STDOUT],
+			      go[AL_GO_STDERR], go[AL_GO_CODE],
+			      FD_REPORT,	warm_ctl >= 0 ? warm_ctl : FD_REPORT};
+		const int tg[6] = {FD_STDIN, FD_STDOUT, FD_STDERR, FD_CODE, FD_REPORT, FD_WARM_CTL};
 
-		place_fds(fds, tg, 5); /* closes the control socket, the spec, the work fd */
+		/* closes the control socket, the spec, the work fd */
+		place_fds(fds, tg, warm_ctl >= 0 ? 6 : 5);
 	}
+
 	/* The job's descriptors survive its exec; the report pipe does not. */
 	if (fcntl(FD_REPORT, F_SETFD, FD_CLOEXEC))
 		die("cloexec report fd");
@@ -507,9 +689,24 @@ int main(int argc, char **argv)
 		die("death signal");
 	exit_if_orphaned();
 
+	/* A job the worker says may run in the warm interpreter runs there;
+	 * any other kills it first. Its rlimits are set now that the init is
+	 * its uid (prlimit on another uid needs CAP_SYS_RESOURCE), and so is
+	 * the interpreter once it said so: an init that is no longer root
+	 * could not kill it before. */
+	if (warm_pid > 0 && !(warm_became_uid() && h->warm && warm_go(h, jargv, jenvp) == 0))
+		warm_kill();
+	/* Our end stays open while the interpreter runs: closing it with the
+	 * 'R' unread would reset the connection under the 'G' it may not have
+	 * read yet (ECONNRESET). */
+	if (warm_ctl >= 0 && warm_pid <= 0)
+		close(FD_WARM_CTL);
+
 	/* The job shares the init's memory until its exec (vfork); the init
 	 * waits meanwhile. */
-	{
+	if (warm_pid > 0) {
+		job = warm_pid;
+	} else {
 		struct job_args a = {h, jargv, jenvp};
 
 		job = clone(job_main, job_stack + sizeof(job_stack),
@@ -532,7 +729,7 @@ int main(int argc, char **argv)
 		if (w < 0 && errno != EINTR)
 			die("waitpid");
 	}
-	if (dprintf(FD_REPORT, "X%d R%ld", status, maxrss_kib) < 0)
+	if (dprintf(FD_REPORT, "X%d R%ld W%d", status, maxrss_kib, warm_pid > 0) < 0)
 		_exit(125);
 	_exit(0); /* the kernel now kills whatever is left in the namespace */
 }

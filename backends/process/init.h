@@ -21,16 +21,33 @@
  * becomes the root (then only a grading job's build tree may follow, on
  * /work, which the image has); with work set, the last bind is that tree
  * and the job's cwd. The init reports on the
- * report pipe either "E<what failed>" (a set-up failure) or "X<wait status>" (the job's main
- * process ended) and exits; the kernel then kills whatever is left in the
- * PID namespace. */
+ * report pipe either "E<what failed>" (a set-up failure) or "X<wait status> R<maxrss KiB>
+ * W<0|1>" (the job's main process ended; W1: it ran in the warm interpreter) and exits; the
+ * kernel then kills whatever is left in the PID namespace.
+ *
+ * A warm interpreter: when the worker gives the init descriptor
+ * AL_INIT_FD_WARM (a memfd of "ARGC\0ENVC\0", then the argv and the
+ * environment of python3 -c al_warm_python LAUNCHER, each NUL-ended), the
+ * init starts that interpreter while it waits, as it would start a job
+ * (slot uid, no capabilities, no_new_privs, setsid, the job's seccomp
+ * filter) on the sandbox's root, with /dev/null as stdin, stdout and
+ * stderr and its socket at fd 3. A go message whose spec says warm then
+ * gives the job to it (the job's rlimits by prlimit, the start-up's CPU
+ * time added to the CPU limit; its descriptors, argv, environment and
+ * /work over the socket); any other job kills it first and starts cold. */
 #ifndef AL_PROCESS_INIT_H
 #define AL_PROCESS_INIT_H
 
 #include <stdint.h>
 
 /* Descriptors of the init while it waits (before the go message). */
-enum { AL_INIT_FD_REPORT = 4, AL_INIT_FD_CTL = 5, AL_INIT_FD_SECCOMP = 6, AL_INIT_FD_BINARY = 7 };
+enum {
+	AL_INIT_FD_REPORT = 4,
+	AL_INIT_FD_CTL = 5,
+	AL_INIT_FD_SECCOMP = 6,
+	AL_INIT_FD_BINARY = 7,
+	AL_INIT_FD_WARM = 8 /* only for a warm interpreter: its argv and environment */
+};
 
 /* Descriptors sent with the go message, in this order. */
 enum { AL_GO_WORK, AL_GO_STDIN, AL_GO_STDOUT, AL_GO_STDERR, AL_GO_CODE, AL_GO_SPEC, AL_GO_NFDS };
@@ -47,6 +64,7 @@ struct al_init_spec {
 	uint32_t image;	   /* the first bind is the job's catalogue image: the new root */
 	uint32_t work;	   /* the last bind is a grading job's build tree: on /work, the cwd */
 	uint32_t cpus;	   /* CPUs the job is shown (/sys/devices/system/cpu/online); 0: all */
+	uint32_t warm;	   /* the job may run in the warm interpreter, if there is one */
 };
 
 #endif

@@ -62,6 +62,7 @@ struct warm {
 	struct al_cg cg;
 	bool cg_made;
 	bool ready;
+	bool py;       /* its init starts a warm interpreter */
 	unsigned born; /* G.seq when made: a slot's next job takes the oldest */
 };
 
@@ -70,6 +71,10 @@ struct warm {
  * its sandbox to finish joining its cgroup (on cgroup v1 an RCU grace
  * period, up to ~12 ms here). */
 #define WARM_PER_SLOT 2
+
+/* A job with less memory than this runs cold: the warm interpreter holds
+ * ~10 MiB before the job's limit is set on its cgroup. */
+#define WARM_MIN_MEMORY (64ull << 20)
 
 /* Global state filled by init (one worker process, one configuration). */
 static struct {
@@ -82,6 +87,15 @@ static struct {
 	int *grave;		  /* per slot: a finished sandbox's mount namespace */
 	unsigned seq;		  /* names the cgroups of warm inits */
 	bool ready;
+	/* The warm interpreter (init.h): its argv and environment for the
+	 * inits (warm_fd); the argv and environment a python job without
+	 * variables gets (wargv, wenvp, in wbuf): a job runs there only when
+	 * its own start the same; per slot, whether its last job could have
+	 * (its next sandboxes start one then). */
+	int warm_fd;
+	struct al_buf wbuf;
+	char *wargv[4], **wenvp;
+	bool *want_py;
 } G;
 
 struct proc_sb {
@@ -105,11 +119,12 @@ struct proc_sb {
 
 /* Put the init's descriptors in place, close every other one, and execute
  * the init binary with args (see init.h). */
-static void __attribute__((noreturn)) warm_exec(int ctl, int report_wr, char *const *args)
+static void __attribute__((noreturn)) warm_exec(int ctl, int report_wr, char *const *args, bool py)
 {
-	int fds[4] = {report_wr, ctl, G.bpf_fd, G.init_fd};
-	static const int tg[4] = {AL_INIT_FD_REPORT, AL_INIT_FD_CTL, AL_INIT_FD_SECCOMP,
-				  AL_INIT_FD_BINARY};
+	int fds[5] = {report_wr, ctl, G.bpf_fd, G.init_fd, G.warm_fd};
+	static const int tg[5] = {AL_INIT_FD_REPORT, AL_INIT_FD_CTL, AL_INIT_FD_SECCOMP,
+				  AL_INIT_FD_BINARY, AL_INIT_FD_WARM};
+	int nfds = py && G.warm_fd >= 0 ? 5 : 4;
 	static char *const noenv[] = {NULL};
 	char msg[200];
 
@@ -125,15 +140,15 @@ static void __attribute__((noreturn)) warm_exec(int ctl, int report_wr, char *co
 		if (poll(&pf, 1, 0) < 0 || (pf.revents & (POLLERR | POLLHUP)))
 			_exit(125);
 	}
-	for (int i = 0; i < 4; i++)
+	for (int i = 0; i < nfds; i++)
 		if ((fds[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, 100)) < 0)
 			_exit(126);
-	for (int i = 0; i < 4; i++)
+	for (int i = 0; i < nfds; i++)
 		if (dup2(fds[i], tg[i]) < 0)
 			_exit(126);
 	for (int fd = 0; fd < AL_INIT_FD_REPORT; fd++)
 		close(fd);
-	if (syscall(SYS_close_range, (unsigned)AL_INIT_FD_BINARY + 1, ~0u, 0))
+	if (syscall(SYS_close_range, (unsigned)tg[nfds - 1] + 1, ~0u, 0))
 		_exit(126);
 	syscall(SYS_execveat, AL_INIT_FD_BINARY, "", args, noenv, AT_EMPTY_PATH);
 	snprintf(msg, sizeof(msg), "Eexecute the sandbox init: %s", strerror(errno));
@@ -165,8 +180,8 @@ static struct warm *warm_of(unsigned slot, unsigned k)
 	return &G.warm[slot * WARM_PER_SLOT + k];
 }
 
-/* Make a warm init for slot in w. */
-static int warm_spawn(struct warm *w, unsigned slot, struct al_err *err)
+/* Make a warm init for slot in w; py: with a warm interpreter. */
+static int warm_spawn(struct warm *w, unsigned slot, bool py, struct al_err *err)
 {
 	struct al_cg_limits none = {0};
 	char name[48], cg_args[4][PATH_MAX + 4], uid_arg[24];
@@ -202,7 +217,7 @@ static int warm_spawn(struct warm *w, unsigned slot, struct al_err *err)
 	pid = al_clone_pidfd(
 	    CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS, &pidfd);
 	if (pid == 0)
-		warm_exec(sv[1], pipefd[1], args); /* never returns */
+		warm_exec(sv[1], pipefd[1], args, py); /* never returns */
 	close(sv[1]);
 	close(pipefd[1]);
 	w->ctl = sv[0];
@@ -221,6 +236,7 @@ static int warm_spawn(struct warm *w, unsigned slot, struct al_err *err)
 	}
 	fcntl(w->report_rd, F_SETFL, O_NONBLOCK);
 	w->ready = true;
+	w->py = py && G.warm_fd >= 0;
 	return AL_OK;
 out_discard:
 	warm_discard(w);
@@ -246,7 +262,7 @@ static struct warm *warm_take(unsigned slot, struct al_err *err)
 		if (warm_alive(w) && (!best || w->born < best->born))
 			best = w;
 	}
-	if (!best && warm_spawn(best = warm_of(slot, 0), slot, err))
+	if (!best && warm_spawn(best = warm_of(slot, 0), slot, false, err))
 		return NULL;
 	return best;
 }
@@ -278,8 +294,14 @@ static void proc_free_globals(void)
 			close(G.grave[k]);
 	free(G.warm);
 	free(G.grave);
+	free(G.want_py);
+	free(G.wenvp);
+	al_buf_free(&G.wbuf);
 	G.warm = NULL;
 	G.grave = NULL;
+	G.want_py = NULL;
+	G.wenvp = NULL;
+	al_closep(&G.warm_fd);
 	al_closep(&G.bpf_fd);
 	al_closep(&G.init_fd);
 	G.bpf_fd = G.init_fd = -1;
@@ -323,6 +345,43 @@ static int make_bpf_fd(struct al_err *err)
 	return G.bpf_fd < 0 ? G.bpf_fd : AL_OK;
 }
 
+/* The warm interpreter's argv and environment for the inits (init.h), and
+ * what a python job without variables gets, to compare each job with.
+ * None (warm_fd -1) on a host without /usr/bin/python3. */
+static int make_warm(struct al_err *err)
+{
+	struct al_job job = {.runtime = AL_RUNTIME_PYTHON};
+	struct al_run_spec spec = {.job = &job};
+	struct al_buf b = {0};
+	uint32_t argc = 0, envc = 0;
+	char num[2][24], *p;
+	int bad = 0;
+
+	if (access("/usr/bin/python3", X_OK))
+		return AL_OK;
+	if (al_argv_env(&spec, "/proc/self/fd/3", &G.wbuf, &argc, &envc) || argc != 4 ||
+	    !(G.wenvp = calloc(envc + 1, sizeof(*G.wenvp))))
+		return al_err_set(err, AL_ENOMEM, "process: out of memory");
+	p = G.wbuf.data;
+	for (uint32_t i = 0; i < argc + envc; i++, p += strlen(p) + 1)
+		*(i < argc ? &G.wargv[i] : &G.wenvp[i - argc]) = p;
+	snprintf(num[0], sizeof(num[0]), "4");
+	snprintf(num[1], sizeof(num[1]), "%u", (unsigned)envc);
+	{
+		const char *const head[] = {num[0],	num[1],		G.wargv[0],
+					    G.wargv[1], al_warm_python, G.wargv[2]};
+
+		for (size_t i = 0; i < sizeof(head) / sizeof(head[0]); i++)
+			bad |= al_buf_append(&b, head[i], strlen(head[i]) + 1);
+	}
+	for (uint32_t i = 0; i < envc; i++)
+		bad |= al_buf_append(&b, G.wenvp[i], strlen(G.wenvp[i]) + 1);
+	G.warm_fd = bad ? al_err_set(err, AL_ENOMEM, "process: out of memory")
+			: memfd_with("airlock-warm", b.data, b.len, err);
+	al_buf_free(&b);
+	return G.warm_fd < 0 ? G.warm_fd : AL_OK;
+}
+
 /* What a crashed earlier run of this worker id left: cgroups (its
  * sandboxes died with it), and job directories of older versions. Run by
  * init before it makes the warm sandboxes, which a later sweep would take. */
@@ -342,7 +401,7 @@ static int proc_init(const struct al_backend_conf *conf, struct al_err *err)
 
 	memset(&G, 0, sizeof(G));
 	G.conf = conf;
-	G.bpf_fd = G.init_fd = -1;
+	G.bpf_fd = G.init_fd = G.warm_fd = -1;
 	if (geteuid() != 0)
 		return al_err_set(err, AL_ESANDBOX,
 				  "process: needs root (it makes namespaces, mounts and cgroups), "
@@ -364,11 +423,12 @@ static int proc_init(const struct al_backend_conf *conf, struct al_err *err)
 	if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, NULL) == 0 || errno != EFAULT)
 		return al_err_set(err, AL_ESANDBOX,
 				  "process: seccomp filters unavailable in the kernel");
-	if ((rc = open_init_binary(conf, err)) || (rc = make_bpf_fd(err)))
+	if ((rc = open_init_binary(conf, err)) || (rc = make_bpf_fd(err)) || (rc = make_warm(err)))
 		goto fail;
 	G.warm = calloc((size_t)conf->slots * WARM_PER_SLOT, sizeof(*G.warm));
 	G.grave = malloc(conf->slots * sizeof(*G.grave));
-	if (!G.warm || !G.grave)
+	G.want_py = calloc(conf->slots, sizeof(*G.want_py));
+	if (!G.warm || !G.grave || !G.want_py)
 		goto oom;
 	for (unsigned i = 0; i < conf->slots * WARM_PER_SLOT; i++)
 		G.warm[i].pidfd = G.warm[i].ctl = G.warm[i].report_rd = G.warm[i].mntns = -1;
@@ -380,7 +440,7 @@ static int proc_init(const struct al_backend_conf *conf, struct al_err *err)
 	 * offered (fail closed). */
 	for (unsigned i = 0; i < conf->slots; i++)
 		for (unsigned k = 0; k < WARM_PER_SLOT; k++)
-			if ((rc = warm_spawn(warm_of(i, k), i, err)))
+			if ((rc = warm_spawn(warm_of(i, k), i, false, err)))
 				goto fail;
 	return AL_OK;
 oom:
@@ -421,6 +481,33 @@ static int clone_tree(const char *path, bool rw, const char *what, struct al_err
 		return -1;
 	}
 	return fd;
+}
+
+/* Whether the job may run in a warm interpreter: a python job with its
+ * code, run as the interpreter would run it (the same interpreter and
+ * launcher, no image, binds or build tree, not a session, not the egress
+ * filter, room in its memory limit) whose variables read at start-up are
+ * the interpreter's. strs: its argv, then its environment. */
+static bool warm_fits(const struct al_sandbox *sb, const char *strs, uint32_t argc, uint32_t envc)
+{
+	const uint64_t mem = sb->spec.limits.memory_bytes;
+	char **env;
+	bool fits = true;
+
+	if (G.warm_fd < 0 || sb->spec.job->runtime != AL_RUNTIME_PYTHON || sb->spec.image ||
+	    sb->spec.nbinds || sb->spec.grade_tree || sb->spec.session ||
+	    sb->spec.network == AL_NET_EGRESS || (mem && mem < WARM_MIN_MEMORY) || argc < 4 ||
+	    !(env = calloc((size_t)envc + 1, sizeof(*env))))
+		return false;
+	for (uint32_t i = 0; i < argc + envc; i++, strs += strlen(strs) + 1) {
+		if (i < 4)
+			fits = fits && !strcmp(strs, G.wargv[i]);
+		else if (i >= argc)
+			env[i - argc] = (char *)strs;
+	}
+	fits = fits && !al_startup_differs(env, G.wenvp);
+	free(env);
+	return fits;
 }
 
 static int proc_prepare(struct al_sandbox *sb, struct al_err *err)
@@ -498,6 +585,8 @@ static int proc_prepare(struct al_sandbox *sb, struct al_err *err)
 		al_buf_free(&spec);
 		return al_err_set(err, AL_ENOMEM, "process: out of memory");
 	}
+	h.warm = warm_fits(sb, (const char *)spec.data + sizeof(h), h.argc, h.envc);
+	G.want_py[sb->spec.slot] = h.warm;
 	memcpy(spec.data, &h, sizeof(h)); /* argc/envc known now */
 	p->spec_fd = memfd_with("job-spec", spec.data, spec.len, err);
 	al_buf_free(&spec);
@@ -554,7 +643,7 @@ static int proc_start(struct al_sandbox *sb, struct al_watch *wt, struct al_err 
 		al_log("warn", "warm_discarded", "slot=%u error=\"%s\" note=\"retrying cold\"",
 		       sb->spec.slot, err->msg);
 		*err = (struct al_err){0};
-		if ((rc = warm_spawn(w, sb->spec.slot, err)) ||
+		if ((rc = warm_spawn(w, sb->spec.slot, false, err)) ||
 		    (rc = al_cg_set_limits(&w->cg, &cgl, err))) {
 			warm_discard(w);
 			return al_err_wrap(err, "process");
@@ -582,7 +671,7 @@ static int proc_start(struct al_sandbox *sb, struct al_watch *wt, struct al_err 
 	}
 	if (send_go(w, fds, nfds)) {
 		/* died between the check and the message: one retry, cold */
-		if ((rc = warm_spawn(w, sb->spec.slot, err)) ||
+		if ((rc = warm_spawn(w, sb->spec.slot, false, err)) ||
 		    (rc = al_cg_set_limits(&w->cg, &cgl, err)))
 			return rc;
 		if (send_go(w, fds, nfds))
@@ -665,10 +754,15 @@ static int proc_reap(struct al_sandbox *sb, struct al_result *res, struct al_err
 				  report + 1);
 	if (report[0] == 'X') {
 		long rss = 0;
+		int warm = 0;
 
-		if (sscanf(report, "X%d R%ld", &ws, &rss) < 1)
+		if (sscanf(report, "X%d R%ld W%d", &ws, &rss, &warm) < 1)
 			ws = atoi(report + 1);
 		res->max_rss_bytes = rss > 0 ? (uint64_t)rss * 1024 : 0;
+		/* a python job says which interpreter ran it */
+		if (sb->spec.job->runtime == AL_RUNTIME_PYTHON &&
+		    al_result_add_info(res, "interpreter", warm == 1 ? "warm" : "cold"))
+			return al_err_set(err, AL_ENOMEM, "process: out of memory");
 	} else {
 		/* The init died without a word: SIGKILLed by us (timeout, cancel)
 		 * or by the OOM killer. The runner knows about our kills. */
@@ -738,9 +832,14 @@ static void proc_refill(const struct al_backend_conf *conf, unsigned slot)
 		close(G.grave[slot]);
 		G.grave[slot] = -1;
 	}
-	for (unsigned k = 0; k < WARM_PER_SLOT; k++)
-		if (!warm_alive(warm_of(slot, k)))
-			warm_spawn(warm_of(slot, k), slot, NULL);
+	/* a slot whose last job could have run in a warm interpreter gets
+	 * one in each of its sandboxes (one that lacks it is made again) */
+	for (unsigned k = 0; k < WARM_PER_SLOT; k++) {
+		struct warm *w = warm_of(slot, k);
+
+		if (!warm_alive(w) || (G.want_py[slot] && !w->py && G.warm_fd >= 0))
+			warm_spawn(w, slot, G.want_py[slot], NULL);
+	}
 }
 
 static void proc_fini(void)

@@ -1,6 +1,7 @@
 /* bench_queue.c - queue benchmark client for tests/bench/run.sh.
  *   bench_queue URL throughput N TIER   submit N jobs pipelined, wait for all
  *                                       results; prints jobs/s
+ *   bench_queue URL fill N TIER         the same submissions, no wait
  *   bench_queue URL latency N TIER      N jobs one at a time; prints p50/p99
  *                                       submit-to-result ms
  * The job is argv ["true"] (the noop backend ignores it). One JSON line. */
@@ -56,7 +57,7 @@ int main(int argc, char **argv)
 
 	if (argc != 5 || (n = atoi(argv[3])) <= 0) {
 		fprintf(stderr,
-			"usage: bench_queue URL throughput|latency|submit N TIER\n"
+			"usage: bench_queue URL throughput|fill|latency|submit N TIER\n"
 			"  (URL http://...: through the gateway, the key in $AIRLOCK_TOKEN)\n");
 		return 2;
 	}
@@ -149,7 +150,7 @@ int main(int argc, char **argv)
 				return 1;
 			}
 		}
-		while (done < n) {
+		while (strcmp(argv[2], "fill") && done < n) {
 			struct timespec ts = {0, 2 * 1000 * 1000};
 
 			nanosleep(&ts, NULL);

@@ -92,6 +92,24 @@ def proc_uid(pid):
     return None
 
 
+def warm_interpreter(pid):
+    """Whether pid is a pre-made sandbox's warm interpreter (the process
+    tier's, backends/process/init.c): python3 running the warm program, the
+    child of a root airlock-sandbox-init. Anything of a job's is killed with
+    its PID namespace, so only a sandbox that waits for its job holds one."""
+    try:
+        with open("/proc/%s/cmdline" % pid, "rb") as f:
+            argv = f.read().split(b"\0")
+        with open("/proc/%s/status" % pid) as f:
+            ppid = next(line.split()[1] for line in f if line.startswith("PPid:"))
+        with open("/proc/%s/cmdline" % ppid, "rb") as f:
+            parent = f.read()
+    except (OSError, StopIteration):
+        return False
+    return (len(argv) > 2 and argv[2].startswith(b"def _airlock_warm():") and
+            proc_uid(ppid) == 0 and parent.startswith(b"airlock-sandbox-init\0"))
+
+
 def job_cgroups(worker_id):
     """{controller dir: [cgroup dirs]} of the jobs and sandboxes of a worker:
     airlock/<worker_id>/<backend>/<name> in each hierarchy."""
@@ -113,8 +131,8 @@ def job_cgroups(worker_id):
 def leftovers(uid, worker_id, state, warm=2):
     """Processes of uid, cgroups under airlock/<worker_id> (beyond the
     pre-made sandboxes: at most `warm`, each holding only a root init that
-    waits for its job), files under state."""
-    left = ["process %s" % p for p in live_pids_of({uid})]
+    waits for its job and maybe its warm interpreter), files under state."""
+    left = ["process %s" % p for p in live_pids_of({uid}) if not warm_interpreter(p)]
     for subs in job_cgroups(worker_id).values():
         busy = []
         for sub in subs:
@@ -123,6 +141,7 @@ def leftovers(uid, worker_id, state, warm=2):
                     pids = f.read().split()
             except OSError:
                 continue
+            pids = [p for p in pids if not warm_interpreter(p)]
             if len(pids) > 1 or any(proc_uid(p) not in (0, None) for p in pids):
                 busy.append(sub)
         if len(subs) > warm or busy:

@@ -648,6 +648,10 @@ int main(int argc, char **argv)
 	unpack_spec(h, (size_t)st.st_size, jargv, jenvp, binds);
 	if ((uint32_t)ngot != h->nbinds)
 		die("binds and their paths do not match");
+	/* a job that may not run in the warm interpreter: gone before the
+	 * job's root and files are placed (the init is still root: it may) */
+	if (warm_pid > 0 && !h->warm)
+		warm_kill();
 	place_binds(go + AL_GO_NFDS, binds, h->nbinds, h->image != 0);
 	show_cpus(h->cpus);
 	/* The job's tmpfs (one budget: the disk limit): its work/ on /tmp and
@@ -689,12 +693,12 @@ int main(int argc, char **argv)
 		die("death signal");
 	exit_if_orphaned();
 
-	/* A job the worker says may run in the warm interpreter runs there;
-	 * any other kills it first. Its rlimits are set now that the init is
-	 * its uid (prlimit on another uid needs CAP_SYS_RESOURCE), and so is
-	 * the interpreter once it said so: an init that is no longer root
-	 * could not kill it before. */
-	if (warm_pid > 0 && !(warm_became_uid() && h->warm && warm_go(h, jargv, jenvp) == 0))
+	/* A job the worker says may run in the warm interpreter runs there
+	 * (if it cannot, it is killed and the job starts cold). Its rlimits
+	 * are set now that the init is its uid (prlimit on another uid needs
+	 * CAP_SYS_RESOURCE), and so is the interpreter once it said so: an
+	 * init that is no longer root could not kill it before. */
+	if (warm_pid > 0 && !(warm_became_uid() && warm_go(h, jargv, jenvp) == 0))
 		warm_kill();
 	/* Our end stays open while the interpreter runs: closing it with the
 	 * 'R' unread would reset the connection under the 'G' it may not have

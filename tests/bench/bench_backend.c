@@ -3,7 +3,7 @@
  * from start to result. Prints one JSON line with every sample in ms.
  *   bench_backend [--backend B] [--n N] [--state-dir D] [--uid-base U]
  *                 [--code PY | --argv PROGRAM] [--baselines FILE] [--dump-seccomp FILE]
- *                 [--bundle-copy FILE] [--image NAME] [--images DIR]
+ *                 [--bundle-copy FILE] [--image NAME] [--images DIR] [--env NAME=VALUE]
  * --baselines names a file with one command per line (arguments separated by
  * tabs, the first field a label; an argument "@fdN=PATH" opens PATH as fd N
  * in the child instead); each is spawned and timed the same way, in
@@ -11,6 +11,9 @@
  * order each round), so that a busy machine slows every series alike.
  * --dump-seccomp writes the process backend's BPF filter (for giving
  * bubblewrap the same filter in the comparison) and exits.
+ * --env gives each job that variable (PYTHONHASHSEED=0: a python job the
+ * process tier's warm interpreter does not take, as python3 reads it at
+ * start-up).
  * --bundle-copy (container) keeps a copy of the last job's config.json, for
  * running the bare runtime on the same bundle. */
 #include <getopt.h>
@@ -160,6 +163,7 @@ int main(int argc, char **argv)
 	    {"bundle-copy", required_argument, NULL, 'K'},
 	    {"image", required_argument, NULL, 'I'},
 	    {"images", required_argument, NULL, 'G'},
+	    {"env", required_argument, NULL, 'E'},
 	    {NULL, 0, NULL, 0},
 	};
 	struct al_backend_conf conf = {.worker_id = "bench",
@@ -171,6 +175,7 @@ int main(int argc, char **argv)
 				       .userns_base = 200000};
 	const char *backend = "process", *code = "print(1)", *baselines = NULL, *argv0 = NULL;
 	const char *image = NULL;
+	struct al_kv env = {0};
 	struct series series[MAX_SERIES] = {{0}};
 	int nseries = 0;
 	const struct al_backend_ops *ops;
@@ -191,6 +196,13 @@ int main(int argc, char **argv)
 		case 'K': conf.bundle_copy = optarg; break;
 		case 'I': image = optarg; break; /* a catalogue image's name */
 		case 'G': conf.images_dir = optarg; break;
+		case 'E':
+			env.key = optarg;
+			env.value = strchr(optarg, '=');
+			if (!env.value)
+				return 2;
+			*env.value++ = '\0';
+			break;
 		case 'd': {
 			struct al_seccomp sc;
 			FILE *f = fopen(optarg, "wb");
@@ -251,6 +263,10 @@ int main(int argc, char **argv)
 
 		char *jargv[2] = {(char *)argv0, NULL};
 
+		if (env.key) {
+			job.env = &env;
+			job.nenv = 1;
+		}
 		if (argv0) { /* a plain argv job instead of python code */
 			job.runtime = AL_RUNTIME_ARGV;
 			job.argv = jargv;

@@ -112,7 +112,7 @@ const char al_python_launcher[] =
 /* The warm interpreter's program (python3 -c it LAUNCHER MODULE...; see
  * jobspec.h). Every name it makes lives in a function that removes itself
  * from __main__, so the job's globals are a fresh -c program's; the two
- * modules it needs for itself (_socket, gc) leave sys.modules again before
+ * modules it needs for itself (_socket, gc, resource, _ctypes) leave sys.modules again before
  * the job unless a preloaded one imported them. What an import prints goes
  * to /dev/null; an import that fails is skipped. LAUNCHER is compiled now:
  * the first compile() builds the AST types (PyAST_Check: 1-2 ms on a host,
@@ -121,7 +121,13 @@ const char al_python_launcher[] =
  * have sent its 'G' and closed by then), and one 'G' with five
  * descriptors back: stdin, stdout, stderr, code (placed at 0-3) and a
  * memfd of "ARGC\0ENVC\0", the job's argv and environment, and optionally
- * the work directory, each NUL-ended. argv is the cold job's (python3 -c
+ * the work directory and the job's rlimits ("AS,CPU,FSIZE,NOFILE": bytes,
+ * seconds of CPU beyond what the start-up used, bytes, count), each
+ * NUL-ended. Before the job's code the process takes its effective uid as
+ * its real and saved one (the process tier starts it with another real
+ * uid: it is not the job's until then) and is made dumpable again, as an
+ * exec would have made it (PR_SET_DUMPABLE through _ctypes: its own
+ * /proc/self files are then its own). argv is the cold job's (python3 -c
  * LAUNCHER SCRIPT ARGS...): sys.argv becomes what that -c would see, and
  * LAUNCHER runs as that -c's program, named "<string>" (the code compiled
  * before, when it is the same text). */
@@ -136,8 +142,15 @@ const char al_warm_python[] =
     "            __import__(name)\n"
     "        except BaseException:\n"
     "            pass\n"
-    "    mine = [m for m in ('_socket', 'gc') if m not in sys.modules]\n"
-    "    import _socket, gc\n"
+    "    mine = [m for m in ('_socket', 'gc', 'resource', '_ctypes') if m not in sys.modules]\n"
+    "    import _socket, gc, resource\n"
+    "    prctl = None\n"
+    "    if os.getuid() != os.geteuid():\n"
+    "        try:\n"
+    "            import _ctypes\n"
+    "            prctl = _ctypes.dlsym(_ctypes.dlopen(None), 'prctl')\n"
+    "        except Exception:\n"
+    "            pass\n"
     "    pre = compile(src, '<string>', 'exec')\n"
     "    gc.collect()\n"
     "    gc.freeze()\n"
@@ -175,13 +188,28 @@ const char al_warm_python[] =
     "        k, _, v = e.partition(b'=')\n"
     "        if k:\n"
     "            os.environ[os.fsdecode(k)] = os.fsdecode(v)\n"
-    "    if f[2 + argc + envc:3 + argc + envc] not in ([], [b'']):\n"
-    "        os.chdir(f[2 + argc + envc])\n"
+    "    rest = f[2 + argc + envc:] + [b'', b'']\n"
+    "    if rest[0]:\n"
+    "        os.chdir(rest[0])\n"
+    "    if rest[1]:\n"
+    "        as_, cpu, fsize, nofile = (int(x) for x in rest[1].split(b','))\n"
+    "        ru = resource.getrusage(resource.RUSAGE_SELF)\n"
+    "        cpu += int(ru.ru_utime + ru.ru_stime) + 1\n"
+    "        for r, v in ((resource.RLIMIT_AS, (as_, as_)), (resource.RLIMIT_CPU, (cpu, cpu + "
+    "1)),\n"
+    "                     (resource.RLIMIT_FSIZE, (fsize, fsize)),\n"
+    "                     (resource.RLIMIT_NOFILE, (nofile, nofile))):\n"
+    "            resource.setrlimit(r, v)\n"
+    "    u = os.geteuid()\n"
+    "    if os.getuid() != u:\n"
+    "        os.setresuid(u, u, u)\n"
+    "        if prctl:\n"
+    "            _ctypes.call_function(prctl, (4, 1, 0, 0, 0))\n"
     "    sys.argv = ['-c'] + [os.fsdecode(a) for a in f[5:2 + argc]]\n"
     "    code = pre if f[4] == src else compile(f[4], '<string>', 'exec')\n"
     "    for m in mine:\n"
     "        sys.modules.pop(m, None)\n"
-    "    del f, chunks, fds, msg, anc, ctl, pre, src, mine\n"
+    "    del f, chunks, fds, msg, anc, ctl, pre, src, mine, rest, u, prctl\n"
     "    try:\n"
     "        exec(code, g)\n"
     "        code = 0\n"

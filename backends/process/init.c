@@ -33,7 +33,6 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "../hostroot.h"
@@ -446,7 +445,7 @@ static int split_argv_env(char *p, size_t len, char **argv, char **envp)
 /* Start the interpreter the worker asked for, if it asked: as a job starts
  * (below), but before any job, on /dev/null, with its socket at fd 3. Its
  * own failures end only it (the job then runs cold), never the sandbox. */
-static void warm_start(unsigned uid)
+static void warm_start(unsigned uid, unsigned wuid)
 {
 	static char *argv[AL_INIT_MAX_ARGS], *envp[AL_INIT_MAX_ARGS];
 	struct stat st;
@@ -456,6 +455,8 @@ static void warm_start(unsigned uid)
 
 	if (fstat(AL_INIT_FD_WARM, &st))
 		return; /* none asked for */
+	if (wuid == 0 || wuid == uid)
+		die("no warm uid");
 	m = st.st_size > 0
 		? mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, AL_INIT_FD_WARM, 0)
 		: MAP_FAILED;
@@ -480,16 +481,20 @@ static void warm_start(unsigned uid)
 	if (pid < 0)
 		die("start the warm interpreter");
 	if (pid == 0) {
-		const char *what = "";
 		struct rlimit zero = {0, 0};
 
-		/* 'U' once it is the slot's uid: from then on the init, itself
-		 * that uid at go time, may set its rlimits and kill it */
+		/* The slot's uid as its effective and saved uid, the warm uid as
+		 * its real one: not a process of the slot's uid until its job
+		 * (the interpreter takes its effective uid as its real one
+		 * then). 'U' once so: from then on the init, itself the slot's
+		 * uid at go time, may kill it (its saved uid is the init's). */
 		if (dup2(nul, 0) < 0 || dup2(nul, 1) < 0 || dup2(nul, 2) < 0 ||
 		    dup2(sv[1], 3) < 0 || syscall(SYS_close_range, 4u, ~0u, 0) < 0 ||
-		    al_become(uid, uid, &what) || send(3, "U", 1, MSG_NOSIGNAL) != 1 ||
-		    setsid() < 0 || setrlimit(RLIMIT_CORE, &zero) ||
-		    setrlimit(RLIMIT_MEMLOCK, &zero) ||
+		    setgroups(0, NULL) || setresgid(uid, uid, uid) || setresuid(wuid, uid, uid) ||
+		    prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) ||
+		    prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) ||
+		    send(3, "U", 1, MSG_NOSIGNAL) != 1 || setsid() < 0 ||
+		    setrlimit(RLIMIT_CORE, &zero) || setrlimit(RLIMIT_MEMLOCK, &zero) ||
 		    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &bpf_prog, 0, 0))
 			_exit(126);
 		execve(argv[0], argv, envp);
@@ -525,31 +530,20 @@ static void warm_kill(void)
 	warm_pid = -1;
 }
 
-/* Give the job (its descriptors at 0-3) to the interpreter: its rlimits,
- * then 'G' with stdin, stdout, stderr, code and a memfd of its argv,
- * environment and work directory. -1 when the interpreter is gone. */
+/* Give the job (its descriptors at 0-3) to the interpreter: 'G' with
+ * stdin, stdout, stderr, code and a memfd of its argv, environment, work
+ * directory and rlimits, which the interpreter sets on itself before the
+ * job's code (prlimit on it would need CAP_SYS_RESOURCE: its real uid is
+ * the warm uid). -1 when the interpreter is gone. */
 static int warm_go(const struct al_init_spec *h, char **argv, char **envp)
 {
-	struct rlimit as = {h->rl_as, h->rl_as}, fsize = {h->rl_fsize, h->rl_fsize},
-		      nofile = {h->rl_nofile, h->rl_nofile}, cpu;
-	char byte = 'G', ctl[CMSG_SPACE(sizeof(int) * 5)], num[24];
+	char byte = 'G', ctl[CMSG_SPACE(sizeof(int) * 5)], num[96];
 	struct iovec iov = {&byte, 1};
 	struct msghdr mh = {
 	    .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof(ctl)};
 	struct cmsghdr *c;
-	struct timespec used;
-	clockid_t clk;
-	int fds[5] = {FD_STDIN, FD_STDOUT, FD_STDERR, FD_CODE, -1}, n[2] = {0, 0}, bad = 0;
+	int fds[5] = {FD_STDIN, FD_STDOUT, FD_STDERR, FD_CODE, -1}, n[2] = {0, 0}, bad = 0, len;
 
-	/* the start-up's CPU is not the job's: its limit counts from here */
-	if (clock_getcpuclockid(warm_pid, &clk) || clock_gettime(clk, &used))
-		return -1;
-	cpu.rlim_cur = h->rl_cpu + (rlim_t)used.tv_sec + 1;
-	cpu.rlim_max = cpu.rlim_cur + 1;
-	if (prlimit(warm_pid, RLIMIT_AS, &as, NULL) || prlimit(warm_pid, RLIMIT_CPU, &cpu, NULL) ||
-	    prlimit(warm_pid, RLIMIT_FSIZE, &fsize, NULL) ||
-	    prlimit(warm_pid, RLIMIT_NOFILE, &nofile, NULL))
-		return -1;
 	if ((fds[4] = memfd_create("job-argv", MFD_CLOEXEC)) < 0)
 		return -1;
 	while (argv[n[0]])
@@ -557,17 +551,20 @@ static int warm_go(const struct al_init_spec *h, char **argv, char **envp)
 	while (envp[n[1]])
 		n[1]++;
 	for (int k = 0; k < 2; k++) {
-		int len = snprintf(num, sizeof(num), "%d", n[k]);
-
+		len = snprintf(num, sizeof(num), "%d", n[k]);
 		bad |= write(fds[4], num, (size_t)len + 1) != len + 1;
 	}
 	for (int k = 0; k < n[0] + n[1]; k++) {
 		const char *s = k < n[0] ? argv[k] : envp[k - n[0]];
-		size_t len = strlen(s) + 1;
+		size_t sl = strlen(s) + 1;
 
-		bad |= write(fds[4], s, len) != (ssize_t)len;
+		bad |= write(fds[4], s, sl) != (ssize_t)sl;
 	}
 	bad |= write(fds[4], "/work", 6) != 6;
+	len = snprintf(num, sizeof(num), "%llu,%llu,%llu,%llu", (unsigned long long)h->rl_as,
+		       (unsigned long long)h->rl_cpu, (unsigned long long)h->rl_fsize,
+		       (unsigned long long)h->rl_nofile);
+	bad |= write(fds[4], num, (size_t)len + 1) != len + 1;
 	if (bad || lseek(fds[4], 0, SEEK_SET)) {
 		close(fds[4]);
 		return -1;
@@ -597,7 +594,7 @@ int main(int argc, char **argv)
 	static char *jargv[AL_INIT_MAX_ARGS], *jenvp[AL_INIT_MAX_ARGS];
 	int go[AL_GO_NFDS + AL_INIT_MAX_BINDS], status = 0, ngot;
 	char *binds[AL_INIT_MAX_BINDS];
-	unsigned uid = 0;
+	unsigned uid = 0, wuid = 0;
 	const struct al_init_spec *h;
 	struct stat st;
 	pid_t job;
@@ -623,6 +620,8 @@ int main(int argc, char **argv)
 	for (int i = 1; i < argc; i++)
 		if (!strncmp(argv[i], "uid=", 4))
 			uid = (unsigned)strtoul(argv[i] + 4, NULL, 10);
+		else if (!strncmp(argv[i], "warmuid=", 8))
+			wuid = (unsigned)strtoul(argv[i] + 8, NULL, 10);
 	if (uid == 0)
 		die("no slot uid");
 	build_root(uid);
@@ -636,7 +635,7 @@ int main(int argc, char **argv)
 	 * capabilities for the mounts below until drop_privileges. */
 	if (al_drop_bounding_set())
 		die("drop capability bounding set");
-	warm_start(uid);
+	warm_start(uid, wuid);
 
 	/* Wait for a job. */
 	if ((ngot = recv_go(go)) < 0)
@@ -694,10 +693,8 @@ int main(int argc, char **argv)
 	exit_if_orphaned();
 
 	/* A job the worker says may run in the warm interpreter runs there
-	 * (if it cannot, it is killed and the job starts cold). Its rlimits
-	 * are set now that the init is its uid (prlimit on another uid needs
-	 * CAP_SYS_RESOURCE), and so is the interpreter once it said so: an
-	 * init that is no longer root could not kill it before. */
+	 * (if it cannot, it is killed and the job starts cold: the init, no
+	 * longer root, may kill it once it said it is the slot's uid). */
 	if (warm_pid > 0 && !(warm_became_uid() && warm_go(h, jargv, jenvp) == 0))
 		warm_kill();
 	/* Our end stays open while the interpreter runs: closing it with the

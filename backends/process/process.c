@@ -72,6 +72,14 @@ struct warm {
  * period, up to ~12 ms here). */
 #define WARM_PER_SLOT 2
 
+/* A warm interpreter's real uid until its job comes (its effective and
+ * saved uid are the slot's), so that no process of a slot's uid runs
+ * between its jobs: the one after the slots', in the block of 256 the
+ * worker's slots have (--uid-base N: slots from N, microVM VMMs from
+ * N + 256). A worker with 256 slots has none left: no warm interpreter. */
+#define AL_WARM_UID(conf) ((conf)->uid_base + (conf)->slots)
+#define WARM_SLOTS_MAX	  255
+
 /* A job with less memory than this runs cold: the warm interpreter holds
  * ~10 MiB before the job's limit is set on its cgroup. */
 #define WARM_MIN_MEMORY (64ull << 20)
@@ -184,8 +192,8 @@ static struct warm *warm_of(unsigned slot, unsigned k)
 static int warm_spawn(struct warm *w, unsigned slot, bool py, struct al_err *err)
 {
 	struct al_cg_limits none = {0};
-	char name[48], cg_args[4][PATH_MAX + 4], uid_arg[24];
-	char *args[1 + 4 + 2];
+	char name[48], cg_args[4][PATH_MAX + 4], uid_arg[24], wuid_arg[32];
+	char *args[1 + 4 + 3];
 	int nargs = 0;
 	int sv[2], pipefd[2], pidfd = -1, rc;
 	pid_t pid;
@@ -203,6 +211,8 @@ static int warm_spawn(struct warm *w, unsigned slot, bool py, struct al_err *err
 	}
 	snprintf(uid_arg, sizeof(uid_arg), "uid=%u", (unsigned)(G.conf->uid_base + slot));
 	args[nargs++] = uid_arg;
+	snprintf(wuid_arg, sizeof(wuid_arg), "warmuid=%u", (unsigned)AL_WARM_UID(G.conf));
+	args[nargs++] = wuid_arg;
 	args[nargs] = NULL;
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv)) {
 		rc = al_err_sys(err, "process: socketpair");
@@ -347,7 +357,8 @@ static int make_bpf_fd(struct al_err *err)
 
 /* The warm interpreter's argv and environment for the inits (init.h), and
  * what a python job without variables gets, to compare each job with.
- * None (warm_fd -1) on a host without /usr/bin/python3. */
+ * None (warm_fd -1) on a host without /usr/bin/python3, or with no warm
+ * uid left. */
 static int make_warm(struct al_err *err)
 {
 	struct al_job job = {.runtime = AL_RUNTIME_PYTHON};
@@ -357,7 +368,7 @@ static int make_warm(struct al_err *err)
 	char num[2][24], *p;
 	int bad = 0;
 
-	if (access("/usr/bin/python3", X_OK))
+	if (access("/usr/bin/python3", X_OK) || G.conf->slots > WARM_SLOTS_MAX)
 		return AL_OK;
 	if (al_argv_env(&spec, "/proc/self/fd/3", &G.wbuf, &argc, &envc) || argc != 4 ||
 	    !(G.wenvp = calloc(envc + 1, sizeof(*G.wenvp))))
@@ -408,12 +419,13 @@ static int proc_init(const struct al_backend_conf *conf, struct al_err *err)
 				  "running as uid %u",
 				  (unsigned)geteuid());
 	if (conf->uid_base == 0 || conf->slots == 0 ||
-	    (me >= conf->uid_base && me < conf->uid_base + conf->slots))
-		return al_err_set(
-		    err, AL_ESANDBOX,
-		    "process: slot uids %u..%u must not include root or the worker's uid %u",
-		    (unsigned)conf->uid_base, (unsigned)(conf->uid_base + conf->slots - 1),
-		    (unsigned)me);
+	    (me >= conf->uid_base && me <= AL_WARM_UID(conf)))
+		return al_err_set(err, AL_ESANDBOX,
+				  "process: slot uids %u..%u and the warm uid %u must not include "
+				  "root or the worker's uid %u",
+				  (unsigned)conf->uid_base,
+				  (unsigned)(conf->uid_base + conf->slots - 1),
+				  (unsigned)AL_WARM_UID(conf), (unsigned)me);
 	if ((rc = al_cg_detect(&G.cg, conf->worker_id, "process", err)))
 		return al_err_wrap(err, "process");
 	sweep_leftovers(conf);

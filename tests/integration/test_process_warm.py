@@ -13,9 +13,10 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from altest import Tap, live_pids_of, need_root, run_one  # noqa: E402
+from altest import Tap, live_pids_of, need_root, run_one, warm_interpreter  # noqa: E402
 from cluster import Cluster  # noqa: E402
 
 UID_BASE = int(os.environ.get("AIRLOCK_TEST_UID_BASE", "61100"))  # the worker's slot
@@ -75,7 +76,18 @@ print(st['Uid'].split()[0], st['CapEff'].strip(), st['CapBnd'].strip(), st['NoNe
       st['Seccomp'].strip(), os.getpgrp() == os.getpid(), os.getsid(0) == os.getpid())
 print(sorted(os.listdir('/work')), open('/work/in.txt').read(), sorted(os.listdir('/tmp')))
 print(os.cpu_count(), sys.flags, sys.stdin.read())
+print(st['Uid'], st['Gid'], sorted(os.listdir('/proc/self/fd')),
+      open('/proc/self/environ', 'rb').read() > b'')
 """
+
+
+def uids(pid):
+    """Real, effective and saved uid of pid."""
+    try:
+        with open("/proc/%s/status" % pid) as f:
+            return [int(x) for x in next(l for l in f if l.startswith("Uid:")).split()[1:4]]
+    except (OSError, StopIteration):
+        return None
 
 
 def strip_uid(out, uid):
@@ -103,7 +115,18 @@ try:
          "in the interpreter a job sees what it sees cold: __main__'s globals, sys.modules, "
          "sys.argv, sys.path, cwd /work, its environment, its own uid with no capabilities, "
          "no_new_privs and the seccomp filter, its own session, its files, an empty /tmp, "
-         "its CPUs, sys.flags and its stdin", (w, k))
+         "its CPUs, sys.flags, its stdin, the slot's uid as real, effective and saved uid, "
+         "its own /proc/self (dumpable, as after an exec)",
+         [(a, b) for a, b in zip(strip_uid(w.get("stdout", ""), UID_BASE).splitlines(),
+                                 strip_uid(k.get("stdout", ""), COLD_UID).splitlines()) if a != b] or (w, k))
+
+    time.sleep(0.5)
+    warm_pids = [p for p in os.listdir("/proc") if p.isdigit() and warm_interpreter(p) and
+                 uids(p) == [UID_BASE + 1, UID_BASE, UID_BASE]]
+    t.ok(len(warm_pids) == 2 and not live_pids_of({UID_BASE}),
+         "between jobs the slot's two sandboxes each hold an interpreter, and no process "
+         "runs as the slot's uid (an interpreter's real uid is the warm uid, --uid-base + "
+         "--slots, until its job comes)", (warm_pids, live_pids_of({UID_BASE})))
 
     code = ("import socket, errno\n"
             "try:\n    socket.socket(socket.AF_INET, socket.SOCK_STREAM)\n"

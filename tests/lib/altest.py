@@ -94,20 +94,18 @@ def proc_uid(pid):
 
 def warm_interpreter(pid):
     """Whether pid is a pre-made sandbox's warm interpreter (the process
-    tier's, backends/process/init.c): python3 running the warm program, the
-    child of a root airlock-sandbox-init. Anything of a job's is killed with
-    its PID namespace, so only a sandbox that waits for its job holds one."""
+    tier's, backends/process/init.c), or the process about to become one: a
+    child of a root airlock-sandbox-init. An init that runs a job is the
+    slot's uid by then, and everything of a job dies with its PID
+    namespace, so only a sandbox that waits for its job has such a child."""
     try:
-        with open("/proc/%s/cmdline" % pid, "rb") as f:
-            argv = f.read().split(b"\0")
         with open("/proc/%s/status" % pid) as f:
             ppid = next(line.split()[1] for line in f if line.startswith("PPid:"))
         with open("/proc/%s/cmdline" % ppid, "rb") as f:
             parent = f.read()
     except (OSError, StopIteration):
         return False
-    return (len(argv) > 2 and argv[2].startswith(b"def _airlock_warm():") and
-            proc_uid(ppid) == 0 and parent.startswith(b"airlock-sandbox-init\0"))
+    return proc_uid(ppid) == 0 and parent.startswith(b"airlock-sandbox-init\0")
 
 
 def job_cgroups(worker_id):

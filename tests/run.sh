@@ -51,14 +51,14 @@ images_done() {
 # Suites that need no catalogue image nor microVM guest (the process tier
 # on the host's /usr, Redis, the gateway, the fuzzers): while it builds.
 NO_IMAGE="test_acl test_clock test_egress_proxy test_faults test_fleet test_gateway
-	test_policy_reload test_process test_process_warm test_queue test_sentinel test_tiers
-	test_worker_faults"
+	test_policy_reload test_process test_queue test_sentinel test_tiers test_worker_faults"
 # Image suites that mostly wait (on servers in test namespaces, leases,
 # sessions' timers): they run while the hostile suite takes a core in a lane
 # beside them. It shares nothing with them: its own worker ids, slot uids
 # and user-namespace range (tests/hostile/hostile.py).
 WAITING="test_container test_egress test_egress_cache test_egress_https_cache test_images
-	test_inputs test_readme_byhand test_scheduler test_sessions test_stream test_systemd"
+	test_inputs test_process_warm test_readme_byhand test_scheduler test_sessions test_stream
+	test_systemd"
 # Suites a lane runs (below), not the main sequence.
 EARLY_LANE="test_gw_hostile test_stall" LATE_LANE="test_vm test_verdicts test_grade"
 IN_LANES="$EARLY_LANE $LATE_LANE"

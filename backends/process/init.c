@@ -328,14 +328,22 @@ static void enter_image(int fd)
 
 /* The tier's binds (read-only trees the worker cloned) at their paths: the
  * root is writable for the moment it takes to make their mount points. */
+/* The sandbox's root is a catalogue image already (a warm sandbox's). */
+static bool in_image;
+
 static void place_binds(const int *fds, char *const *paths, uint32_t n, bool image)
 {
 	char p[PATH_MAX];
 
 	if (image) {
 		/* the image is read-only: what follows it (a grading job's build
-		 * tree, on /work) goes on a mount point the image has */
-		enter_image(fds[0]);
+		 * tree, on /work) goes on a mount point the image has; a warm
+		 * sandbox may be in it already (the worker checked it is the
+		 * job's) */
+		if (in_image)
+			close(fds[0]);
+		else
+			enter_image(fds[0]);
 		for (uint32_t i = 1; i < n; i++) {
 			if (strcmp(paths[i], "/work"))
 				die("only a build tree may follow an image");
@@ -450,7 +458,7 @@ static void warm_start(unsigned uid, unsigned wuid)
 	static char *argv[AL_INIT_MAX_ARGS], *envp[AL_INIT_MAX_ARGS];
 	struct stat st;
 	char *m;
-	int sv[2], nul;
+	int sv[2], ep[2], nul;
 	pid_t pid;
 
 	if (fstat(AL_INIT_FD_WARM, &st))
@@ -463,14 +471,21 @@ static void warm_start(unsigned uid, unsigned wuid)
 	close(AL_INIT_FD_WARM);
 	if (m == MAP_FAILED || split_argv_env(m, (size_t)st.st_size, argv, envp))
 		die("read the warm interpreter's argv");
-	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv))
+	/* the catalogue image the slot's last job had: the root now, so that
+	 * the interpreter is the image's */
+	if (fstat(AL_INIT_FD_IMAGE, &st) == 0) {
+		enter_image(AL_INIT_FD_IMAGE);
+		in_image = true;
+	}
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) || pipe2(ep, O_CLOEXEC))
 		die("the warm interpreter's socket");
 	if ((nul = open("/dev/null", O_RDWR | O_CLOEXEC)) < 0)
 		die("open /dev/null");
 	/* 0-3 are free here (the worker placed nothing there): off them, so
 	 * that placing the child's descriptors there overwrites none */
-	for (int k = 0; k < 3; k++) {
-		int *f = (int *[]){&sv[0], &sv[1], &nul}[k], hi = fcntl(*f, F_DUPFD_CLOEXEC, 16);
+	for (int k = 0; k < 5; k++) {
+		int *f = (int *[]){&sv[0], &sv[1], &nul, &ep[0], &ep[1]}[k],
+		    hi = fcntl(*f, F_DUPFD_CLOEXEC, 16);
 
 		if (hi < 0)
 			die("move the warm interpreter's descriptors");
@@ -647,9 +662,11 @@ int main(int argc, char **argv)
 	unpack_spec(h, (size_t)st.st_size, jargv, jenvp, binds);
 	if ((uint32_t)ngot != h->nbinds)
 		die("binds and their paths do not match");
-	/* a job that may not run in the warm interpreter: gone before the
-	 * job's root and files are placed (the init is still root: it may) */
-	if (warm_pid > 0 && !h->warm)
+	/* a job that may not run in the warm interpreter, or whose root is
+	 * not the one it started on (an image job in a sandbox on the host's
+	 * root, or the other way round): it goes before the job's root and
+	 * files are placed (the init is still root: it may) */
+	if (warm_pid > 0 && (!h->warm || (h->image != 0) != in_image))
 		warm_kill();
 	place_binds(go + AL_GO_NFDS, binds, h->nbinds, h->image != 0);
 	show_cpus(h->cpus);

@@ -30,7 +30,9 @@
  * environment of python3 -c al_warm_python LAUNCHER, each NUL-ended), the
  * init starts that interpreter while it waits, as it would start a job
  * (slot uid, no capabilities, no_new_privs, setsid, the job's seccomp
- * filter) on the sandbox's root, with /dev/null as stdin, stdout and
+ * filter) on the sandbox's root (with AL_INIT_FD_IMAGE, that image becomes
+ * the root first: then only jobs of that image may come), with /dev/null
+ * as stdin, stdout and
  * stderr and its socket at fd 3. A go message whose spec says warm then
  * gives the job to it (the job's rlimits by prlimit, the start-up's CPU
  * time added to the CPU limit; its descriptors, argv, environment and
@@ -46,7 +48,8 @@ enum {
 	AL_INIT_FD_CTL = 5,
 	AL_INIT_FD_SECCOMP = 6,
 	AL_INIT_FD_BINARY = 7,
-	AL_INIT_FD_WARM = 8 /* only for a warm interpreter: its argv and environment */
+	AL_INIT_FD_WARM = 8, /* only for a warm interpreter: its argv and environment */
+	AL_INIT_FD_IMAGE = 9 /* and the catalogue image it runs in (a detached tree) */
 };
 
 /* Descriptors sent with the go message, in this order. */

@@ -52,6 +52,10 @@
 #include "../endstatus.h"
 #include "init.h"
 
+/* Longest catalogue image name a warm sandbox remembers (longer: no
+ * warm interpreter in it). */
+#define AL_IMAGE_NAME_MAX 128
+
 /* One pre-made init per slot. */
 struct warm {
 	pid_t pid;
@@ -62,8 +66,9 @@ struct warm {
 	struct al_cg cg;
 	bool cg_made;
 	bool ready;
-	bool py;       /* its init starts a warm interpreter */
-	unsigned born; /* G.seq when made: a slot's next job takes the oldest */
+	bool py;		       /* its init starts a warm interpreter */
+	char image[AL_IMAGE_NAME_MAX]; /* in this catalogue image ("": the host's root) */
+	unsigned born;		       /* G.seq when made: a slot's next job takes the oldest */
 };
 
 /* Warm inits per slot. With two, a slot's next job takes the one made a
@@ -99,11 +104,14 @@ static struct {
 	 * inits (warm_fd); the argv and environment a python job without
 	 * variables gets (wargv, wenvp, in wbuf): a job runs there only when
 	 * its own start the same; per slot, whether its last job could have
-	 * (its next sandboxes start one then). */
+	 * and in which image (its next sandboxes start one there then). */
 	int warm_fd;
 	struct al_buf wbuf;
 	char *wargv[4], **wenvp;
-	bool *want_py;
+	struct want {
+		bool py;
+		char image[AL_IMAGE_NAME_MAX];
+	} * want;
 } G;
 
 struct proc_sb {
@@ -127,12 +135,13 @@ struct proc_sb {
 
 /* Put the init's descriptors in place, close every other one, and execute
  * the init binary with args (see init.h). */
-static void __attribute__((noreturn)) warm_exec(int ctl, int report_wr, char *const *args, bool py)
+static void __attribute__((noreturn))
+warm_exec(int ctl, int report_wr, char *const *args, bool py, int image_fd)
 {
-	int fds[5] = {report_wr, ctl, G.bpf_fd, G.init_fd, G.warm_fd};
-	static const int tg[5] = {AL_INIT_FD_REPORT, AL_INIT_FD_CTL, AL_INIT_FD_SECCOMP,
-				  AL_INIT_FD_BINARY, AL_INIT_FD_WARM};
-	int nfds = py && G.warm_fd >= 0 ? 5 : 4;
+	int fds[6] = {report_wr, ctl, G.bpf_fd, G.init_fd, G.warm_fd, image_fd};
+	static const int tg[6] = {AL_INIT_FD_REPORT, AL_INIT_FD_CTL,  AL_INIT_FD_SECCOMP,
+				  AL_INIT_FD_BINARY, AL_INIT_FD_WARM, AL_INIT_FD_IMAGE};
+	int nfds = !py || G.warm_fd < 0 ? 4 : image_fd < 0 ? 5 : 6;
 	static char *const noenv[] = {NULL};
 	char msg[200];
 
@@ -188,14 +197,30 @@ static struct warm *warm_of(unsigned slot, unsigned k)
 	return &G.warm[slot * WARM_PER_SLOT + k];
 }
 
-/* Make a warm init for slot in w; py: with a warm interpreter. */
-static int warm_spawn(struct warm *w, unsigned slot, bool py, struct al_err *err)
+static int clone_tree(const char *path, bool rw, const char *what, struct al_err *err);
+
+/* The catalogue image name as a detached tree for a warm interpreter, if it
+ * has python3; -1 when not (no interpreter then). */
+static int warm_image_tree(const char *name)
+{
+	char dir[PATH_MAX], py[PATH_MAX + 32];
+	struct al_err e = {0};
+
+	if (al_image_path(G.conf, name, false, dir, sizeof(dir), &e))
+		return -1;
+	snprintf(py, sizeof(py), "%s/usr/bin/python3", dir);
+	return access(py, X_OK) ? -1 : clone_tree(dir, false, "the image", &e);
+}
+
+/* Make a warm init for slot in w; py: with a warm interpreter, in image
+ * when not "" or NULL. */
+static int warm_spawn(struct warm *w, unsigned slot, bool py, const char *image, struct al_err *err)
 {
 	struct al_cg_limits none = {0};
 	char name[48], cg_args[4][PATH_MAX + 4], uid_arg[24], wuid_arg[32];
 	char *args[1 + 4 + 3];
 	int nargs = 0;
-	int sv[2], pipefd[2], pidfd = -1, rc;
+	int sv[2], pipefd[2], pidfd = -1, rc, image_fd = -1;
 	pid_t pid;
 
 	warm_discard(w);
@@ -224,10 +249,14 @@ static int warm_spawn(struct warm *w, unsigned slot, bool py, struct al_err *err
 		rc = al_err_sys(err, "process: pipe");
 		goto out_discard;
 	}
+	py = py && G.warm_fd >= 0;
+	if (py && image && image[0] && (image_fd = warm_image_tree(image)) < 0)
+		py = false; /* no python3 there, or no such image now */
 	pid = al_clone_pidfd(
 	    CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS, &pidfd);
 	if (pid == 0)
-		warm_exec(sv[1], pipefd[1], args, py); /* never returns */
+		warm_exec(sv[1], pipefd[1], args, py, image_fd); /* never returns */
+	al_closep(&image_fd);
 	close(sv[1]);
 	close(pipefd[1]);
 	w->ctl = sv[0];
@@ -246,7 +275,8 @@ static int warm_spawn(struct warm *w, unsigned slot, bool py, struct al_err *err
 	}
 	fcntl(w->report_rd, F_SETFL, O_NONBLOCK);
 	w->ready = true;
-	w->py = py && G.warm_fd >= 0;
+	w->py = py;
+	snprintf(w->image, sizeof(w->image), "%s", py && image ? image : "");
 	return AL_OK;
 out_discard:
 	warm_discard(w);
@@ -272,7 +302,7 @@ static struct warm *warm_take(unsigned slot, struct al_err *err)
 		if (warm_alive(w) && (!best || w->born < best->born))
 			best = w;
 	}
-	if (!best && warm_spawn(best = warm_of(slot, 0), slot, false, err))
+	if (!best && warm_spawn(best = warm_of(slot, 0), slot, false, NULL, err))
 		return NULL;
 	return best;
 }
@@ -304,12 +334,12 @@ static void proc_free_globals(void)
 			close(G.grave[k]);
 	free(G.warm);
 	free(G.grave);
-	free(G.want_py);
+	free(G.want);
 	free(G.wenvp);
 	al_buf_free(&G.wbuf);
 	G.warm = NULL;
 	G.grave = NULL;
-	G.want_py = NULL;
+	G.want = NULL;
 	G.wenvp = NULL;
 	al_closep(&G.warm_fd);
 	al_closep(&G.bpf_fd);
@@ -439,8 +469,8 @@ static int proc_init(const struct al_backend_conf *conf, struct al_err *err)
 		goto fail;
 	G.warm = calloc((size_t)conf->slots * WARM_PER_SLOT, sizeof(*G.warm));
 	G.grave = malloc(conf->slots * sizeof(*G.grave));
-	G.want_py = calloc(conf->slots, sizeof(*G.want_py));
-	if (!G.warm || !G.grave || !G.want_py)
+	G.want = calloc(conf->slots, sizeof(*G.want));
+	if (!G.warm || !G.grave || !G.want)
 		goto oom;
 	for (unsigned i = 0; i < conf->slots * WARM_PER_SLOT; i++)
 		G.warm[i].pidfd = G.warm[i].ctl = G.warm[i].report_rd = G.warm[i].mntns = -1;
@@ -452,7 +482,7 @@ static int proc_init(const struct al_backend_conf *conf, struct al_err *err)
 	 * offered (fail closed). */
 	for (unsigned i = 0; i < conf->slots; i++)
 		for (unsigned k = 0; k < WARM_PER_SLOT; k++)
-			if ((rc = warm_spawn(warm_of(i, k), i, false, err)))
+			if ((rc = warm_spawn(warm_of(i, k), i, false, NULL, err)))
 				goto fail;
 	return AL_OK;
 oom:
@@ -497,7 +527,7 @@ static int clone_tree(const char *path, bool rw, const char *what, struct al_err
 
 /* Whether the job may run in a warm interpreter: a python job with its
  * code, run as the interpreter would run it (the same interpreter and
- * launcher, no image, binds or build tree, not a session, not the egress
+ * launcher, no binds or build tree, not a session, not the egress
  * filter, room in its memory limit) whose variables read at start-up are
  * the interpreter's. strs: its argv, then its environment. */
 static bool warm_fits(const struct al_sandbox *sb, const char *strs, uint32_t argc, uint32_t envc)
@@ -506,9 +536,9 @@ static bool warm_fits(const struct al_sandbox *sb, const char *strs, uint32_t ar
 	char **env;
 	bool fits = true;
 
-	if (G.warm_fd < 0 || sb->spec.job->runtime != AL_RUNTIME_PYTHON || sb->spec.image ||
-	    sb->spec.nbinds || sb->spec.grade_tree || sb->spec.session ||
-	    sb->spec.network == AL_NET_EGRESS || (mem && mem < WARM_MIN_MEMORY) || argc < 4 ||
+	if (G.warm_fd < 0 || sb->spec.job->runtime != AL_RUNTIME_PYTHON || sb->spec.nbinds ||
+	    sb->spec.grade_tree || sb->spec.session || sb->spec.network == AL_NET_EGRESS ||
+	    (mem && mem < WARM_MIN_MEMORY) || argc < 4 ||
 	    !(env = calloc((size_t)envc + 1, sizeof(*env))))
 		return false;
 	for (uint32_t i = 0; i < argc + envc; i++, strs += strlen(strs) + 1) {
@@ -598,7 +628,9 @@ static int proc_prepare(struct al_sandbox *sb, struct al_err *err)
 		return al_err_set(err, AL_ENOMEM, "process: out of memory");
 	}
 	h.warm = warm_fits(sb, (const char *)spec.data + sizeof(h), h.argc, h.envc);
-	G.want_py[sb->spec.slot] = h.warm;
+	G.want[sb->spec.slot].py = h.warm;
+	snprintf(G.want[sb->spec.slot].image, sizeof(G.want[0].image), "%s",
+		 sb->spec.image ? sb->spec.image : "");
 	memcpy(spec.data, &h, sizeof(h)); /* argc/envc known now */
 	p->spec_fd = memfd_with("job-spec", spec.data, spec.len, err);
 	al_buf_free(&spec);
@@ -648,6 +680,11 @@ static int proc_start(struct al_sandbox *sb, struct al_watch *wt, struct al_err 
 	 * the cost of the cold path. */
 	if (!(w = warm_take(sb->spec.slot, err)))
 		return err->code ? err->code : AL_ESANDBOX;
+	/* a sandbox already in an image serves only jobs of that image: for
+	 * another job one is made now (the cold path) */
+	if (w->image[0] && strcmp(w->image, sb->spec.image ? sb->spec.image : "") &&
+	    (rc = warm_spawn(w, sb->spec.slot, false, NULL, err)))
+		return al_err_wrap(err, "process");
 	if (al_cg_set_limits(&w->cg, &cgl, err)) {
 		/* a warm sandbox whose set-up fails (its cgroup gone from under
 		 * it, say) is never offered again: discarded, and the job tries
@@ -655,7 +692,7 @@ static int proc_start(struct al_sandbox *sb, struct al_watch *wt, struct al_err 
 		al_log("warn", "warm_discarded", "slot=%u error=\"%s\" note=\"retrying cold\"",
 		       sb->spec.slot, err->msg);
 		*err = (struct al_err){0};
-		if ((rc = warm_spawn(w, sb->spec.slot, false, err)) ||
+		if ((rc = warm_spawn(w, sb->spec.slot, false, NULL, err)) ||
 		    (rc = al_cg_set_limits(&w->cg, &cgl, err))) {
 			warm_discard(w);
 			return al_err_wrap(err, "process");
@@ -683,7 +720,7 @@ static int proc_start(struct al_sandbox *sb, struct al_watch *wt, struct al_err 
 	}
 	if (send_go(w, fds, nfds)) {
 		/* died between the check and the message: one retry, cold */
-		if ((rc = warm_spawn(w, sb->spec.slot, false, err)) ||
+		if ((rc = warm_spawn(w, sb->spec.slot, false, NULL, err)) ||
 		    (rc = al_cg_set_limits(&w->cg, &cgl, err)))
 			return rc;
 		if (send_go(w, fds, nfds))
@@ -849,8 +886,9 @@ static void proc_refill(const struct al_backend_conf *conf, unsigned slot)
 	for (unsigned k = 0; k < WARM_PER_SLOT; k++) {
 		struct warm *w = warm_of(slot, k);
 
-		if (!warm_alive(w) || (G.want_py[slot] && !w->py && G.warm_fd >= 0))
-			warm_spawn(w, slot, G.want_py[slot], NULL);
+		if (!warm_alive(w) || (G.want[slot].py && G.warm_fd >= 0 &&
+				       (!w->py || strcmp(w->image, G.want[slot].image))))
+			warm_spawn(w, slot, G.want[slot].py, G.want[slot].image, NULL);
 	}
 }
 

@@ -6,9 +6,11 @@ warm job is checked against the same job run cold (`airlock-worker
 --run-one`, a fresh worker: its first sandbox has no interpreter): the same
 globals, modules, argv, environment, work directory, files, identity,
 capabilities and system-call filter; the job's own limits (CPU, memory, file
-size, wall time) hold in it; nothing of an earlier job is in it; and a job
+size, wall time) hold in it; nothing of an earlier job is in it; a job
 the interpreter was not started for runs cold (a start-up variable of its
-own, a small memory limit, a shell job)."""
+own, a small memory limit, a shell job); on a tier with catalogue images
+the interpreter runs in the slot's last job's image, and a job of another
+image (or none) runs cold in its own."""
 import os
 import shutil
 import sys
@@ -29,6 +31,10 @@ result_ttl_s: 600
 tiers:
   trusted:
     backend: process
+    defaults: {wall_ms: 20000, memory_bytes: 268435456}
+  imaged:
+    backend: process
+    images: [python, datascience]
     defaults: {wall_ms: 20000, memory_bytes: 268435456}
 tenants:
   default: {}
@@ -97,7 +103,7 @@ def strip_uid(out, uid):
 c = Cluster(policy=POLICY)
 try:
     c.scheduler()
-    c.worker("pwarm-w", uid_base=UID_BASE, slots=1, tiers="trusted")
+    c.worker("pwarm-w", uid_base=UID_BASE, slots=1, tiers="trusted,imaged")
     t.ok(c.wait_for(lambda: "event=redis_up" in c.log("pwarm-w"), 10), "worker up")
     first = run(job(code="print(1)"))
     second = run(job(code="print(2)"))
@@ -202,6 +208,33 @@ try:
     w2 = run(job(code="print(4)"))
     t.ok(w.get("stdout") == "3\n" and interp(w2) == "warm" and w2.get("stdout") == "4\n",
          "after a shell job the slot's sandboxes start interpreters again", (w, w2))
+
+    # Catalogue images (make images): the interpreter starts in the image
+    # the slot's last job had; a job of another image, or of none, gets a
+    # sandbox made for it (cold), and the next ones of its kind are warm.
+    IMG = ("import os, sys\nprint(sys.version.split()[0], os.path.exists('/.airlock-warm'),"
+           " open('/etc/os-release').read().split()[0], sorted(sys.modules)[:5])\n")
+    t.ok(os.path.isdir("/var/lib/airlock/images/python") and
+         os.path.isdir("/var/lib/airlock/images/datascience"),
+         "the python and datascience catalogue images are built (make images)")
+    seen = [run(job(tier="imaged", image=img, code=IMG))
+            for img in ("python", "python", "datascience", "datascience")]
+    t.ok([interp(r) for r in seen] == ["cold", "warm", "cold", "warm"] and
+         all(r.get("status") == "ok" for r in seen) and
+         seen[1].get("stdout") == seen[0].get("stdout") and
+         seen[3].get("stdout") == seen[2].get("stdout") and
+         seen[1]["info"].get("image") == seen[0]["info"].get("image") !=
+         seen[3]["info"].get("image") == seen[2]["info"].get("image") and
+         " True " in seen[1].get("stdout", ""),
+         "a tier with images: the interpreter runs in the slot's last job's image, the "
+         "same python, files and modules as a cold job of it; a job of another image "
+         "runs cold in its own, the next one of it warm", seen)
+    w = run(job(code=IMG))
+    w2 = run(job(code=IMG))
+    t.ok(interp(w) == "cold" and interp(w2) == "warm" and w["info"].get("image") == "host" ==
+         w2["info"].get("image") and " False " in w2.get("stdout", ""),
+         "after image jobs a job without one runs on the host's root (cold, in a sandbox "
+         "made for it), and the next one warm there", (w, w2))
 finally:
     c.close()
     shutil.rmtree(state, ignore_errors=True)

@@ -42,9 +42,9 @@
 #include "../jobspec.h" /* AL_SEARCH_PATH */
 #include "init.h"
 
-/* Descriptor layout of the job (the warm interpreter's socket goes on
- * FD_WARM_CTL while the job's descriptors are placed). */
-enum { FD_STDIN = 0, FD_STDOUT = 1, FD_STDERR = 2, FD_CODE = 3, FD_WARM_CTL = 5 };
+/* Descriptor layout of the job (the warm interpreter's socket and exec
+ * pipe go on FD_WARM_CTL and FD_WARM_EXEC while they are placed). */
+enum { FD_STDIN = 0, FD_STDOUT = 1, FD_STDERR = 2, FD_CODE = 3, FD_WARM_CTL = 5, FD_WARM_EXEC = 6 };
 #define FD_REPORT AL_INIT_FD_REPORT
 
 #define BPF_MAX 4096 /* BPF_MAXINSNS */
@@ -416,8 +416,9 @@ static void unpack_spec(const struct al_init_spec *h, size_t len, char **argv, c
 
 /* ---- the warm interpreter (init.h) ---- */
 
-static pid_t warm_pid = -1; /* the interpreter, our child */
-static int warm_ctl = -1;   /* our end of its socket */
+static pid_t warm_pid = -1;   /* the interpreter, our child */
+static int warm_ctl = -1;     /* our end of its socket */
+static int warm_exec_rd = -1; /* closed by its exec, or "E" */
 
 /* "ARGC\0ENVC\0" and that many strings into argv and envp (NULL-ended);
  * -1 when the text is not that. */
@@ -501,38 +502,46 @@ static void warm_start(unsigned uid, unsigned wuid)
 		/* The slot's uid as its effective and saved uid, the warm uid as
 		 * its real one: not a process of the slot's uid until its job
 		 * (the interpreter takes its effective uid as its real one
-		 * then). 'U' once so: from then on the init, itself the slot's
-		 * uid at go time, may kill it (its saved uid is the init's). */
+		 * then). fd 4, close-on-exec, tells the init how it went: closed
+		 * by the exec, or 'E' before. After the exec the init, itself
+		 * the slot's uid at go time, may kill it (its saved uid). */
 		if (dup2(nul, 0) < 0 || dup2(nul, 1) < 0 || dup2(nul, 2) < 0 ||
-		    dup2(sv[1], 3) < 0 || syscall(SYS_close_range, 4u, ~0u, 0) < 0 ||
-		    setgroups(0, NULL) || setresgid(uid, uid, uid) || setresuid(wuid, uid, uid) ||
+		    dup2(sv[1], 3) < 0 || dup2(ep[1], 4) < 0 || fcntl(4, F_SETFD, FD_CLOEXEC) ||
+		    syscall(SYS_close_range, 5u, ~0u, 0) < 0 || setgroups(0, NULL) ||
+		    setresgid(uid, uid, uid) || setresuid(wuid, uid, uid) ||
 		    prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) ||
 		    prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) ||
-		    send(3, "U", 1, MSG_NOSIGNAL) != 1 || setsid() < 0 ||
-		    setrlimit(RLIMIT_CORE, &zero) || setrlimit(RLIMIT_MEMLOCK, &zero) ||
-		    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &bpf_prog, 0, 0))
-			_exit(126);
-		execve(argv[0], argv, envp);
+		    setsid() < 0 || setrlimit(RLIMIT_CORE, &zero) ||
+		    setrlimit(RLIMIT_MEMLOCK, &zero) ||
+		    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &bpf_prog, 0, 0) ||
+		    execve(argv[0], argv, envp)) {
+			if (write(4, "E", 1) < 0) {
+				/* then the init reads EOF and finds it gone */
+			}
+			_exit(127);
+		}
 		_exit(127);
 	}
 	close(sv[1]);
+	close(ep[1]);
 	close(nul);
 	munmap(m, (size_t)st.st_size);
 	warm_pid = pid;
 	warm_ctl = sv[0];
+	warm_exec_rd = ep[0];
 }
 
-/* Whether the interpreter's process is the slot's uid by now (it said
- * 'U'); false when it died before. */
-static bool warm_became_uid(void)
+/* Whether the interpreter's python3 started (its exec closed the pipe):
+ * by then it is the slot's (effective and saved) uid. */
+static bool warm_started(void)
 {
 	char c = 0;
 	ssize_t n;
 
 	do
-		n = recv(FD_WARM_CTL, &c, 1, 0);
+		n = read(FD_WARM_EXEC, &c, 1);
 	while (n < 0 && errno == EINTR);
-	return n == 1 && c == 'U';
+	return n == 0;
 }
 
 static void warm_kill(void)
@@ -689,13 +698,14 @@ int main(int argc, char **argv)
 	mount_or_die("/tmp/" AL_JOBFS_WORK, "/tmp", NULL, MS_BIND, NULL,
 		     "bind the work dir on /tmp");
 	{
-		int fds[6] = {go[AL_GO_STDIN],	go[AL_GO_STDOUT],
-			      go[AL_GO_STDERR], go[AL_GO_CODE],
-			      FD_REPORT,	warm_ctl >= 0 ? warm_ctl : FD_REPORT};
-		const int tg[6] = {FD_STDIN, FD_STDOUT, FD_STDERR, FD_CODE, FD_REPORT, FD_WARM_CTL};
+		int fds[7] = {go[AL_GO_STDIN], go[AL_GO_STDOUT], go[AL_GO_STDERR], go[AL_GO_CODE],
+			      FD_REPORT,       warm_ctl,	 warm_exec_rd};
+		const int tg[7] = {FD_STDIN,  FD_STDOUT,   FD_STDERR,	FD_CODE,
+				   FD_REPORT, FD_WARM_CTL, FD_WARM_EXEC};
 
-		/* closes the control socket, the spec, the work fd */
-		place_fds(fds, tg, warm_ctl >= 0 ? 6 : 5);
+		/* closes the control socket, the spec, the work fd (and a
+		 * killed interpreter's socket and pipe) */
+		place_fds(fds, tg, warm_pid > 0 ? 7 : 5);
 	}
 
 	/* The job's descriptors survive its exec; the report pipe does not. */
@@ -711,14 +721,17 @@ int main(int argc, char **argv)
 
 	/* A job the worker says may run in the warm interpreter runs there
 	 * (if it cannot, it is killed and the job starts cold: the init, no
-	 * longer root, may kill it once it said it is the slot's uid). */
-	if (warm_pid > 0 && !(warm_became_uid() && warm_go(h, jargv, jenvp) == 0))
-		warm_kill();
-	/* Our end stays open while the interpreter runs: closing it with the
-	 * 'R' unread would reset the connection under the 'G' it may not have
-	 * read yet (ECONNRESET). */
-	if (warm_ctl >= 0 && warm_pid <= 0)
-		close(FD_WARM_CTL);
+	 * longer root, may kill it once its python3 started). */
+	if (warm_pid > 0) {
+		if (!(warm_started() && warm_go(h, jargv, jenvp) == 0))
+			warm_kill();
+		close(FD_WARM_EXEC);
+		if (warm_pid <= 0)
+			close(FD_WARM_CTL); /* nothing of it reaches a cold job */
+	}
+	/* (Our end of the socket stays open while the interpreter runs:
+	 * closing it with the 'R' unread would reset the connection under
+	 * the 'G' it may not have read yet: ECONNRESET.) */
 
 	/* The job shares the init's memory until its exec (vfork); the init
 	 * waits meanwhile. */

@@ -124,8 +124,8 @@ const char al_python_launcher[] =
  * the work directory and the job's rlimits ("AS,CPU,FSIZE,NOFILE": bytes,
  * seconds of CPU beyond what the start-up used, bytes, count), each
  * NUL-ended. Before the job's code the process takes its effective uid as
- * its real and saved one (the process tier starts it with another real
- * uid: it is not the job's until then) and is made dumpable again, as an
+ * its real one too (the process tier starts it with another real uid: it
+ * is not the job's until then) and is made dumpable again, as an
  * exec would have made it (PR_SET_DUMPABLE through _ctypes: its own
  * /proc/self files are then its own). argv is the cold job's (python3 -c
  * LAUNCHER SCRIPT ARGS...): sys.argv becomes what that -c would see, and
@@ -145,7 +145,7 @@ const char al_warm_python[] =
     "    mine = [m for m in ('_socket', 'gc', 'resource', '_ctypes') if m not in sys.modules]\n"
     "    import _socket, gc, resource\n"
     "    prctl = None\n"
-    "    if os.getuid() != os.geteuid():\n"
+    "    if len(set(os.getresuid())) > 1:\n"
     "        try:\n"
     "            import _ctypes\n"
     "            prctl = _ctypes.dlsym(_ctypes.dlopen(None), 'prctl')\n"
@@ -188,6 +188,11 @@ const char al_warm_python[] =
     "        k, _, v = e.partition(b'=')\n"
     "        if k:\n"
     "            os.environ[os.fsdecode(k)] = os.fsdecode(v)\n"
+    "    u = os.getresuid()\n"
+    "    if u[0] != u[1]:\n"
+    "        os.setresuid(u[1], u[1], u[1])\n"
+    "        if prctl:\n"
+    "            _ctypes.call_function(prctl, (4, 1, 0, 0, 0))\n"
     "    rest = f[2 + argc + envc:] + [b'', b'']\n"
     "    if rest[0]:\n"
     "        os.chdir(rest[0])\n"
@@ -200,11 +205,6 @@ const char al_warm_python[] =
     "                     (resource.RLIMIT_FSIZE, (fsize, fsize)),\n"
     "                     (resource.RLIMIT_NOFILE, (nofile, nofile))):\n"
     "            resource.setrlimit(r, v)\n"
-    "    u = os.geteuid()\n"
-    "    if os.getuid() != u:\n"
-    "        os.setresuid(u, u, u)\n"
-    "        if prctl:\n"
-    "            _ctypes.call_function(prctl, (4, 1, 0, 0, 0))\n"
     "    sys.argv = ['-c'] + [os.fsdecode(a) for a in f[5:2 + argc]]\n"
     "    code = pre if f[4] == src else compile(f[4], '<string>', 'exec')\n"
     "    for m in mine:\n"

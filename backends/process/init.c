@@ -499,12 +499,12 @@ static void warm_start(unsigned uid, unsigned wuid)
 	if (pid == 0) {
 		struct rlimit zero = {0, 0};
 
-		/* The slot's uid as its effective and saved uid, the warm uid as
-		 * its real one: not a process of the slot's uid until its job
-		 * (the interpreter takes its effective uid as its real one
-		 * then). fd 4, close-on-exec, tells the init how it went: closed
-		 * by the exec, or 'E' before. After the exec the init, itself
-		 * the slot's uid at go time, may kill it (its saved uid). */
+		/* The warm uid as its real uid, the slot's as its effective and
+		 * saved one (an exec sets the saved uid to the effective one): not
+		 * a process of the slot's uid until its job (the interpreter
+		 * takes its effective uid as its real one then). fd 4, close-on-exec, tells
+		 * the init how it went: closed by the exec, or 'E' before. After the exec the init,
+		 * itself the slot's uid at go time, may kill it (its saved uid). */
 		if (dup2(nul, 0) < 0 || dup2(nul, 1) < 0 || dup2(nul, 2) < 0 ||
 		    dup2(sv[1], 3) < 0 || dup2(ep[1], 4) < 0 || fcntl(4, F_SETFD, FD_CLOEXEC) ||
 		    syscall(SYS_close_range, 5u, ~0u, 0) < 0 || setgroups(0, NULL) ||

@@ -131,8 +131,8 @@ try:
                  uids(p) == [UID_BASE + 1, UID_BASE, UID_BASE]]
     t.ok(len(warm_pids) == 2 and not live_pids_of({UID_BASE}),
          "between jobs the slot's two sandboxes each hold an interpreter, and no process "
-         "runs as the slot's uid (an interpreter's real uid is the warm uid, --uid-base + "
-         "--slots, until its job comes)", (warm_pids, live_pids_of({UID_BASE})))
+         "has the slot's uid as its real uid (an interpreter's is the warm uid, --uid-base "
+         "+ --slots, until its job comes)", (warm_pids, live_pids_of({UID_BASE})))
 
     code = ("import socket, errno\n"
             "try:\n    socket.socket(socket.AF_INET, socket.SOCK_STREAM)\n"

@@ -155,7 +155,7 @@ try:
         if via == "cli":
             p = subprocess.Popen([CLI, "--gateway", "http://127.0.0.1:%d" % port, "run", "-c",
                                   TICK % 30], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                 env=env)
+                                 env=env, bufsize=0)
         else:
             sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "client",
                                             "python"))
@@ -168,8 +168,10 @@ try:
                                   "for ch in c.stream(c.submit(sys.argv[3]), timeout=120):\n"
                                   "    sys.stdout.buffer.write(ch.data); sys.stdout.flush()\n",
                                   "http://127.0.0.1:%d" % port, keys["acme"], code],
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0,
                                  env=dict(env, PYTHONPATH=os.path.dirname(airlock.__path__[0])))
+        # unbuffered: a buffered readline could take the next line too, and
+        # communicate() reads the pipe itself, past that buffer
         first = p.stdout.readline()
         time.sleep(0.5)
         c.signal("gw", signal.SIGKILL)
@@ -258,7 +260,8 @@ try:
     c.worker("hand-w0", uid_base=63500, slots=1, tiers="handover",
              extra=["--drain-grace-ms", "200"])
     p = subprocess.Popen([CLI, "--redis", c.url, "run", "--tier", "handover", "-c",
-                          TICK % 40], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                          TICK % 40], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         bufsize=0)
     first = p.stdout.readline()
     c.worker("hand-w1", uid_base=63600, slots=1, tiers="handover")
     c.signal("hand-w0", signal.SIGTERM)

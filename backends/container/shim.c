@@ -6,7 +6,9 @@
  *
  * with the job's stdin, stdout, stderr and script on descriptors 0-3, the
  * report pipe on 4 and airlock-exec (backends/container/exec.c) on 5. The
- * container gets 3 (the script) and airlock-exec as 4: its first program. It starts the container
+ * container gets 3 (the script) and airlock-exec as 4: its first program
+ * (with 5 closed, the runtime executes the job's program itself, and the
+ * container gets 3 only). It starts the container
  * detached (so that the runtime hands the job's stdio to it as they are: the file-size limit then
  * caps a flood, and no copy runs), becomes its reaper, waits for it, reads the counters of the
  * job's cgroup (CGDIR: the runtime's cgroup, one directory per hierarchy as in struct al_cg),
@@ -95,8 +97,7 @@ int main(int argc, char **argv)
 	int st = 0;
 	long maxrss_kib = 0;
 
-	if (argc < 7 || argc > 6 + 4 || fstat(FD_REPORT, &st0) || !S_ISFIFO(st0.st_mode) ||
-	    fcntl(FD_EXEC, F_GETFD) < 0) {
+	if (argc < 7 || argc > 6 + 4 || fstat(FD_REPORT, &st0) || !S_ISFIFO(st0.st_mode)) {
 		fprintf(stderr, "airlock-oci-shim: started by the container backend only\n");
 		return 2;
 	}
@@ -106,11 +107,15 @@ int main(int argc, char **argv)
 	for (int i = 6; i < argc; i++)
 		snprintf(cg.dirs[cg.ndirs++], sizeof(cg.dirs[0]), "%s", argv[i]);
 	/* Nothing of the worker's but the job's descriptors, the report and
-	 * airlock-exec; the report moves out of the container's way (the
-	 * runtime passes 3 and 4 in) and out of the runtime's. */
+	 * airlock-exec when it came; the report moves out of the container's
+	 * way (the runtime passes 3, and 4 with airlock-exec, in) and out of
+	 * the runtime's. */
+	bool exec_fd = fcntl(FD_EXEC, F_GETFD) >= 0;
+	const char *keep = exec_fd ? "2" : "1";
+
 	if (syscall(SYS_close_range, FD_EXEC + 1, ~0u, 0) ||
 	    (report_fd = fcntl(FD_REPORT, F_DUPFD_CLOEXEC, 10)) < 0 ||
-	    dup2(FD_EXEC, FD_REPORT) < 0 || close(FD_EXEC))
+	    (exec_fd ? dup2(FD_EXEC, FD_REPORT) < 0 || close(FD_EXEC) : close(FD_REPORT)))
 		return 2;
 	prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
 	snprintf(log, sizeof(log), "%s/runtime.log", bundle);
@@ -119,7 +124,7 @@ int main(int argc, char **argv)
 		const char *run[] = {rt,	 "--root",	   root,   "--log",
 				     log,	 "--log-format",   "json", "run",
 				     "--detach", "--pid-file",	   pidf,   "--bundle",
-				     bundle,	 "--preserve-fds", "2",	   name,
+				     bundle,	 "--preserve-fds", keep,   name,
 				     NULL};
 
 		st = runtime(run);

@@ -3,6 +3,7 @@
 invisible host processes, read-only /proc/sys and /sys, the pids limit, no
 view of another running job's files, a grading run with gcc, and a runtime
 failure reported as sandbox_error. Jobs go through the real queue."""
+import json
 import os
 import shutil
 import signal
@@ -25,7 +26,7 @@ skip_unless(os.geteuid() == 0 and any(os.access(os.path.join(d, "runc"), os.X_OK
 # here when missing; kept for the next run).
 IMAGES = os.environ.get("AIRLOCK_IMAGES", "/var/lib/airlock/images")
 HASH = {}
-for name in ("python", "toolchain", "node"):
+for name in ("python", "toolchain", "node", "go"):
     if not os.path.exists(os.path.join(IMAGES, name, ".airlock-image")):
         b = subprocess.run([os.path.join(os.path.dirname(__file__), "..", "..", "deploy", "images",
                                          "build.sh"), "--out", IMAGES, name],
@@ -39,6 +40,7 @@ POLICY = policy(
     tier_def("internal", "container", defaults=DEFAULTS),
     tier_def("broken", "container", image="notbuilt"),
     tier_def("pyimage", "container", images=["python", "node"]),
+    tier_def("nopython", "container", image="go"),
     tier_def("grading", "container", image="toolchain",
              defaults=dict(DEFAULTS, wall_ms=60000, memory_bytes=536870912)),
     tier_def("bound", "container", binds=["BIND_DIR"]))
@@ -68,7 +70,7 @@ def py(c, code, **kw):
 c = Cluster(policy=POLICY)
 try:
     c.scheduler()
-    c.worker(WID, slots=2, tiers="internal,broken,grading,pyimage,bound",
+    c.worker(WID, slots=2, tiers="internal,broken,grading,pyimage,bound,nopython",
              extra=["--images", IMAGES])
     r = py(c, "import os\n"
               "for p in ['/usr/evil', '/etc/evil', '/evil', '/bin/evil']:\n"
@@ -128,14 +130,33 @@ try:
                 sd, sc = os.stat(os.path.join(jobs_dir, d)), os.stat(cfg)
                 seen.update(dir=oct(sd.st_mode & 0o777), dir_uid=sd.st_uid,
                             cfg=oct(sc.st_mode & 0o777), cfg_uid=sc.st_uid)
+                try:
+                    with open(cfg) as f:
+                        seen["args0"] = json.load(f)["process"]["args"][0]
+                except ValueError:  # caught while the worker writes it
+                    return False
                 return True
         return False
 
     c.wait_for(bundle, timeout=20, step=0.02)
     th.join()
+    args0 = seen.pop("args0", None)
     t.ok(seen == {"dir": "0o700", "dir_uid": 200000, "cfg": "0o600", "cfg_uid": 0},
          "a running job's bundle: config.json 0600 root's, in a 0700 directory of the slot's "
          "container root", seen)
+    t.ok(args0 == "/usr/bin/python3",
+         "a python job in the host image: the runtime executes python3 itself (no airlock-exec "
+         "before it: the root has it, an ELF program)", args0)
+    # What the job's python holds open: its stdio and its script, nothing of
+    # the runtime's or the backend's (airlock-exec's descriptor is not passed
+    # in when the runtime executes python3 itself)
+    fds = ("import os\nopen_ = []\nfor fd in range(256):\n"
+           "    try: os.fstat(fd); open_.append(fd)\n    except OSError: pass\n"
+           "print(open_, os.readlink('/proc/self/fd/3').split(' ')[0])\n")
+    r, ri = py(c, fds), py(c, fds, tier="pyimage", image="python")
+    t.ok(r["stdout"] == ri["stdout"] == "[0, 1, 2, 3] /memfd:job-code\n",
+         "a python job's open descriptors: 0-2 and its script on 3, nothing else (host image "
+         "and catalogue image)", (r, ri))
     # A tier's binds: read-only at the same path; other tiers do not see them.
     code = ("import os, sys\n"
             "p = sys.argv[1]\n"
@@ -187,6 +208,22 @@ try:
     t.ok(r["status"] == "ok" and r["stdout"] == b"2 4 6\n" and
          r.get("info", {}).get("image") == HASH["node"],
          "the node image: a job names it and node runs its script", r)
+    # An image without python3 (go): the job's python is run by airlock-exec,
+    # so its absence is the job's exit 127, not a fault of the runtime
+    r = py(c, "print(1)", tier="nopython")
+    t.ok(r["status"] == "nonzero_exit" and r.get("exit_code") == 127 and
+         "cannot execute /usr/bin/python3" in r["stderr"],
+         "a python job on an image without python3: exit 127 naming it, the job's failure", r)
+    r = c.run_job({"v": 1, "id": "c-missing-%d" % os.getpid(), "tier": "internal",
+                   "argv": ["/no/such/program"]})
+    t.ok(r["status"] == "nonzero_exit" and r.get("exit_code") == 127 and
+         b"cannot execute /no/such/program" in r.get("stderr", b""),
+         "a job's own program that does not exist: exit 127 (airlock-exec runs it)", r)
+    r = c.run_job({"v": 1, "id": "c-sh-%d" % os.getpid(), "tier": "internal", "runtime": "sh",
+                   "code": b"echo \"sh $#: $1\"; exit 3", "argv": ["one"]})
+    t.ok(r["status"] == "nonzero_exit" and r.get("exit_code") == 3 and
+         r.get("stdout") == b"sh 1: one\n", "an sh job: its script, its arguments, its exit code",
+         r)
     left = leftovers(UID, WID, os.path.join(c.dir, "state"))
     t.ok(not left, "nothing left behind (processes, cgroups, bundles)", left)
 

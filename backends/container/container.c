@@ -395,9 +395,11 @@ static json_t *seccomp_profile(bool inet)
  * program the job names), in a root without the tier's binds (nothing
  * covers it), where it is an executable ELF file (openat2 resolving in
  * that root, as the runtime will). Its exec then cannot fail on the job's
- * input, and airlock-exec before it (about 1 ms of a job: one exec more)
- * is not needed; otherwise airlock-exec runs it, and its absence is the
- * job's exit 127. */
+ * input, and airlock-exec before it (one exec more: 0.4 ms of a print(1),
+ * tests/bench/README.md) is not needed; otherwise airlock-exec runs it,
+ * and its absence is the job's exit 127. The host image resolves in the
+ * host's "/": it mirrors the host's paths (symlinks as symlinks,
+ * directories bound, mirror() above). */
 static bool direct_exec(const struct al_sandbox *sb, const char *prog)
 {
 	const struct ctr_sb *c = sb->priv;
@@ -438,8 +440,9 @@ static json_t *bundle_process(const struct al_sandbox *sb, const struct al_buf *
 	jset(process, "user",
 	     json_pack("{s:i, s:i, s:[i]}", "uid", CTR_UID, "gid", CTR_UID, "additionalGids",
 		       CTR_UID));
-	/* the first program is airlock-exec (fd 4 in the container): a job's
-	 * missing or unexecutable program is the job's exit 127/126 */
+	/* the first program is airlock-exec (fd 4 in the container), so that
+	 * a job's missing or unexecutable program is the job's exit 127/126;
+	 * or the job's interpreter itself (direct_exec) */
 	argv = c->direct ? json_array() : json_pack("[s]", "/proc/self/fd/4");
 	env = json_array();
 	for (uint32_t i = 0; i < argc + envc; i++, p += strlen(p) + 1)

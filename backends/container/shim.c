@@ -110,12 +110,12 @@ int main(int argc, char **argv)
 	 * airlock-exec when it came; the report moves out of the container's
 	 * way (the runtime passes 3, and 4 with airlock-exec, in) and out of
 	 * the runtime's. */
-	bool exec_fd = fcntl(FD_EXEC, F_GETFD) >= 0;
-	const char *keep = exec_fd ? "2" : "1";
+	bool has_exec = fcntl(FD_EXEC, F_GETFD) >= 0;
+	const char *keep = has_exec ? "2" : "1";
 
 	if (syscall(SYS_close_range, FD_EXEC + 1, ~0u, 0) ||
 	    (report_fd = fcntl(FD_REPORT, F_DUPFD_CLOEXEC, 10)) < 0 ||
-	    (exec_fd ? dup2(FD_EXEC, FD_REPORT) < 0 || close(FD_EXEC) : close(FD_REPORT)))
+	    (has_exec ? dup2(FD_EXEC, FD_REPORT) < 0 || close(FD_EXEC) : close(FD_REPORT)))
 		return 2;
 	prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
 	snprintf(log, sizeof(log), "%s/runtime.log", bundle);

@@ -38,7 +38,7 @@ CLI_SRC := $(wildcard cli/*.c)
 # backends/: the interface and the building blocks at the top, one folder
 # per boundary (its helper programs beside it, built on their own below).
 BACKEND_SRC := $(wildcard backends/*.c) backends/process/process.c \
-	backends/container/container.c backends/microvm/microvm.c backends/microvm/vmm_qemu.c \
+	backends/container/container.c backends/container/warm.c backends/microvm/microvm.c backends/microvm/vmm_qemu.c \
 	backends/vm/vm.c backends/vm/lvhost.c backends/vm/domxml.c
 # the session server (worker/session_server.py) goes into the worker as a
 # C string, made at build time

@@ -111,8 +111,8 @@ static int make_layout(struct al_jobfs *fs, uid_t uid, gid_t gid, bool renew, st
 	return AL_OK;
 }
 
-static int write_inputs(struct al_jobfs *fs, const struct al_job *job, uid_t uid, gid_t gid,
-			struct al_err *err)
+int al_jobfs_write_files(struct al_jobfs *fs, const struct al_job *job, uid_t uid, gid_t gid,
+			 struct al_err *err)
 {
 	cleanup_close int dirfd = work_dirfd(fs);
 
@@ -192,7 +192,7 @@ int al_jobfs_create(struct al_jobfs *fs, const char *root, const char *name,
 		goto out_destroy;
 	}
 	if ((rc = make_layout(fs, uid, gid, false, err)) ||
-	    (rc = write_inputs(fs, job, uid, gid, err)))
+	    (rc = al_jobfs_write_files(fs, job, uid, gid, err)))
 		goto out_destroy;
 	/* stdout and stderr are memfds: nothing to create or remove on disk */
 	fs->out_fd = memfd_create("job-stdout", MFD_CLOEXEC);
@@ -284,7 +284,7 @@ int al_jobfs_renew(struct al_jobfs *fs, const struct al_job *job, uint64_t disk_
 		return al_err_sys(err, "jobfs: truncate stdout/stderr");
 	if ((rc = make_layout(fs, uid, gid, true, err)))
 		return rc;
-	return write_inputs(fs, job, uid, gid, err);
+	return al_jobfs_write_files(fs, job, uid, gid, err);
 }
 
 /* Read up to cap bytes from fd (from offset 0); *truncated when more. */

@@ -48,6 +48,13 @@ int al_jobfs_create(struct al_jobfs *fs, const char *root, const char *name,
 int al_jobfs_renew(struct al_jobfs *fs, const struct al_job *job, uint64_t disk_bytes, uid_t uid,
 		   gid_t gid, struct al_err *err);
 
+/* Write job's input files into the work directory of fs, made for a job
+ * without files and not used since (a warm container's, made before its
+ * job: backends/container/warm.c), owned by uid:gid. AL_EINVAL when they do
+ * not fit. */
+int al_jobfs_write_files(struct al_jobfs *fs, const struct al_job *job, uid_t uid, gid_t gid,
+			 struct al_err *err);
+
 /* Unpack the inputs pack at path pack (backends/inpack.h) into the work
  * directory, owned by uid:gid: AL_EINVAL naming the entry when the inputs
  * cannot be that tree (a clash with a file, the disk limit). */

@@ -241,7 +241,7 @@ const char al_warm_python[] =
 /* Variables python3 or a module it preloads reads as it starts (locale,
  * paths, thread pools, backends): a job whose value of one is not the
  * interpreter's runs cold. */
-static bool startup_var(const char *kv)
+bool al_startup_var(const char *kv)
 {
 	static const char *const names[] = {"HOME", "LANG", "LANGUAGE", "TZ",	  "TMPDIR",
 					    "TEMP", "TMP",  "USER",	"LOGNAME"};
@@ -272,10 +272,10 @@ static bool has_entry(char *const *list, const char *kv)
 const char *al_startup_differs(char *const *a, char *const *b)
 {
 	for (char *const *p = a; p && *p; p++)
-		if (startup_var(*p) && !has_entry(b, *p))
+		if (al_startup_var(*p) && !has_entry(b, *p))
 			return *p;
 	for (char *const *p = b; p && *p; p++)
-		if (startup_var(*p) && !has_entry(a, *p))
+		if (al_startup_var(*p) && !has_entry(a, *p))
 			return *p;
 	return NULL;
 }

@@ -37,6 +37,8 @@ extern const char al_warm_python[];
  * agree: a job whose environment differs so cannot run in an interpreter
  * started with the other. */
 const char *al_startup_differs(char *const *a, char *const *b);
+/* Whether "NAME=value" kv is such a variable. */
+bool al_startup_var(const char *kv);
 /* Only the argv part: the runtime's interpreter and script, then job's argv. */
 int al_command_argv(const struct al_job *job, const char *script, struct al_buf *out,
 		    uint32_t *argc);

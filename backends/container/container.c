@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "../../common/cleanup.h"
+#include "../../common/log.h"
 #include "../../proto/jbuild.h"
 #include "../../proto/buf.h"
 #include "../backend.h"
@@ -46,9 +47,7 @@
 #include "../netns.h"
 #include "../seccomp.h"
 #include "../endstatus.h"
-
-#define CTR_UID	     1000   /* the job's uid and gid inside the container */
-#define CTR_ID_RANGE 65536u /* host ids per slot; slot i's root is userns_base + i*RANGE */
+#include "ctr.h"
 
 static struct {
 	const struct al_backend_conf *conf;
@@ -61,24 +60,6 @@ static struct {
 	int exec_fd;		  /* airlock-exec, every job's first program */
 	bool ready;
 } G;
-
-struct ctr_sb {
-	struct al_jobfs fs;
-	struct al_cg cg;
-	bool cg_made;
-	char name[AL_ID_MAX + 48];
-	char rootfs[PATH_MAX]; /* the job's own overlay root ("" when it uses the image's) */
-	char image[PATH_MAX];  /* the job's catalogue image's root ("" = the host image) */
-	int code_fd, stdin_fd;
-	pid_t pid; /* the shim (backends/container/shim.c) */
-	int pidfd;
-	int report_rd;	/* shim -> worker: "E<runtime status>" or "X<wait status> <counters>" */
-	int netns_fd;	/* network egress: the job's network namespace, made here */
-	int egress_fd;	/* ... and the proxy's socket in it, until the worker takes it */
-	int session_fd; /* a session: its server's socket in that namespace, the same way */
-	bool direct;	/* the runtime executes the job's program itself (direct_exec) */
-	bool exited;
-};
 
 /* Run the runtime with args, wait for it; 0 when it exited 0. */
 static int runtime_do(const char *const *args, int *status)
@@ -265,6 +246,8 @@ static int ctr_init(const struct al_backend_conf *conf, struct al_err *err)
 			if ((*fd = hi) < 0)
 				return al_err_sys(err, "container: dup a helper's descriptor");
 		}
+	if ((rc = ctr_warm_init(conf, err)))
+		return rc;
 	G.ready = true;
 	return AL_OK;
 }
@@ -457,7 +440,11 @@ static json_t *bundle_process(const struct al_sandbox *sb, const struct al_buf *
 	rl = json_array();
 	jadd(rl,
 	     rlimit("RLIMIT_AS", l->memory_bytes + (1ull << 30), l->memory_bytes + (1ull << 30)));
-	jadd(rl, rlimit("RLIMIT_CPU", cpu, cpu + 1));
+	/* a warm interpreter sets the job's own when the job comes (the
+	 * start-up's CPU seconds added, as the process tier's), lowering this
+	 * hard limit: the CPU limit is no part of a warm container's shape */
+	jadd(rl, c->warm ? rlimit("RLIMIT_CPU", CTR_WARM_CPU_S, CTR_WARM_CPU_S)
+			 : rlimit("RLIMIT_CPU", cpu, cpu + 1));
 	jadd(rl, rlimit("RLIMIT_FSIZE", fsize, fsize));
 	jadd(rl, rlimit("RLIMIT_NOFILE", sb->conf->nofile, sb->conf->nofile));
 	jadd(rl, rlimit("RLIMIT_CORE", 0, 0));
@@ -585,7 +572,8 @@ static int write_bundle(struct al_sandbox *sb, struct al_err *err)
 
 	if (c->netns_fd >= 0 && sb->spec.network == AL_NET_EGRESS)
 		sb->spec.proxy_url = AL_EGRESS_PROXY_URL;
-	if (al_argv_env(&sb->spec, "/proc/self/fd/3", &strings, &argc, &envc))
+	if (c->warm ? ctr_warm_argv_env(sb, &strings, &argc, &envc)
+		    : al_argv_env(&sb->spec, "/proc/self/fd/3", &strings, &argc, &envc))
 		return al_err_set(err, AL_ENOMEM, "container: out of memory");
 	c->direct = argc > 0 && direct_exec(sb, strings.data);
 	{ /* /sys/devices/system/cpu/online as the job's CPU limit has it: a
@@ -643,7 +631,8 @@ static int write_bundle(struct al_sandbox *sb, struct al_err *err)
 		else if (fd < 0 || al_write_all(fd, text, strlen(text)) || close(al_take_fd(&fd)))
 			rc = al_err_sys(err, "container: write %s", path);
 	}
-	if (!rc && G.conf->bundle_copy && json_dump_file(root, G.conf->bundle_copy, JSON_INDENT(1)))
+	if (!rc && G.conf->bundle_copy && !c->warm &&
+	    json_dump_file(root, G.conf->bundle_copy, JSON_INDENT(1)))
 		rc = al_err_sys(err, "container: write %s", G.conf->bundle_copy);
 	json_decref(root);
 	return rc;
@@ -651,7 +640,7 @@ static int write_bundle(struct al_sandbox *sb, struct al_err *err)
 
 /* ---- lifecycle ---- */
 
-static int memfd_of(const char *name, const char *data, size_t len, struct al_err *err)
+int ctr_memfd(const char *name, const void *data, size_t len, struct al_err *err)
 {
 	int fd = memfd_create(name, MFD_CLOEXEC);
 
@@ -730,7 +719,31 @@ static int own_rootfs(struct al_sandbox *sb, struct al_err *err)
 	return AL_OK;
 }
 
+void ctr_sb_init(struct ctr_sb *c)
+{
+	c->code_fd = c->stdin_fd = c->pidfd = c->report_rd = c->netns_fd = c->egress_fd =
+	    c->session_fd = c->ctl = c->spec_fd = -1;
+	c->fs.out_fd = c->fs.err_fd = c->fs.mnt_fd = -1;
+}
+
+/* A job's container: the slot's warm one when it fits (warm.c), else its
+ * own, made now (ctr_make). */
 static int ctr_prepare(struct al_sandbox *sb, struct al_err *err)
+{
+	struct ctr_sb *c = sb->priv;
+	int rc;
+
+	ctr_sb_init(c);
+	if (!G.ready)
+		return al_err_set(err, AL_ESANDBOX, "container: backend not initialised");
+	if ((rc = ctr_warm_take(sb, err)))
+		return rc < 0 ? rc : AL_OK;
+	snprintf(c->name, sizeof(c->name), "al-%s-%u-%s", G.conf->worker_id, sb->spec.slot,
+		 sb->spec.job->id);
+	return ctr_make(sb, err);
+}
+
+int ctr_make(struct al_sandbox *sb, struct al_err *err)
 {
 	struct ctr_sb *c = sb->priv;
 	const struct al_job *job = sb->spec.job;
@@ -738,13 +751,6 @@ static int ctr_prepare(struct al_sandbox *sb, struct al_err *err)
 	uid_t uid = sb->conf->userns_base + sb->spec.slot * CTR_ID_RANGE + CTR_UID;
 	int rc;
 
-	c->code_fd = c->stdin_fd = c->pidfd = c->report_rd = c->netns_fd = c->egress_fd =
-	    c->session_fd = -1;
-	c->fs.out_fd = c->fs.err_fd = c->fs.mnt_fd = -1;
-	if (!G.ready)
-		return al_err_set(err, AL_ESANDBOX, "container: backend not initialised");
-	snprintf(c->name, sizeof(c->name), "al-%s-%u-%s", G.conf->worker_id, sb->spec.slot,
-		 job->id);
 	if ((rc = al_jobfs_create(&c->fs, G.jobs, c->name, job, l->disk_bytes, uid, uid, false,
 				  err)) ||
 	    (sb->spec.inputs_pack && (rc = al_jobfs_unpack(&c->fs, sb->spec.inputs_pack, uid, uid,
@@ -768,10 +774,12 @@ static int ctr_prepare(struct al_sandbox *sb, struct al_err *err)
 	if (sb->spec.nbinds && (rc = own_rootfs(sb, err)))
 		return rc;
 	c->cg_made = true;
+	if (c->warm) /* its job's descriptors come with the job (warm.c) */
+		return write_bundle(sb, err);
 	if (job->runtime != AL_RUNTIME_ARGV &&
-	    (c->code_fd = memfd_of("job-code", job->code.data, job->code.len, err)) < 0)
+	    (c->code_fd = ctr_memfd("job-code", job->code.data, job->code.len, err)) < 0)
 		return c->code_fd;
-	if ((c->stdin_fd = memfd_of("job-stdin", job->stdin_data.data, job->stdin_data.len, err)) <
+	if ((c->stdin_fd = ctr_memfd("job-stdin", job->stdin_data.data, job->stdin_data.len, err)) <
 	    0)
 		return c->stdin_fd;
 	/* Network egress: the job's namespace, made here with the proxy
@@ -789,15 +797,13 @@ static int ctr_prepare(struct al_sandbox *sb, struct al_err *err)
 
 static const char *const shim_env[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
 
-/* Start the job's shim (backends/container/shim.c): the job's stdio and
- * script on 0-3, the report pipe on 4, airlock-exec on 5 (closed when the
+/* Start the container's shim (backends/container/shim.c): src[0-3] on 0-3
+ * (the job's stdio and script; a warm container's /dev/null and its
+ * socket), the report pipe on 4, airlock-exec on 5 (closed when the
  * runtime executes the job's program itself). */
-static int ctr_start(struct al_sandbox *sb, struct al_watch *w, struct al_err *err)
+int ctr_spawn_shim(struct ctr_sb *c, const int src4[4], struct al_err *err)
 {
-	struct ctr_sb *c = sb->priv;
-	const int src[6] = {c->stdin_fd,  c->fs.out_fd,
-			    c->fs.err_fd, c->code_fd >= 0 ? c->code_fd : c->stdin_fd,
-			    -1,		  c->direct ? -1 : G.exec_fd};
+	const int src[6] = {src4[0], src4[1], src4[2], src4[3], -1, c->direct ? -1 : G.exec_fd};
 	char exe[32];
 	const char *args[6 + 4 + 1] = {
 	    "airlock-oci-shim", G.runtime, G.root,
@@ -845,6 +851,35 @@ out:
 	c->pidfd = (int)syscall(SYS_pidfd_open, c->pid, 0);
 	if (c->pidfd < 0)
 		return al_err_sys(err, "container: pidfd_open");
+	return AL_OK;
+}
+
+/* The job's container starts now; a warm one (warm.c) gets its job, and
+ * one gone before that is made again, cold. */
+static int ctr_start(struct al_sandbox *sb, struct al_watch *w, struct al_err *err)
+{
+	struct ctr_sb *c = sb->priv;
+	int rc;
+
+	if (c->warm && ctr_warm_go(sb, err) < 0) {
+		al_log("warn", "warm_discarded", "slot=%u error=\"%s\" note=\"retrying cold\"",
+		       sb->spec.slot, err->msg);
+		*err = (struct al_err){0};
+		ctr_teardown(c);
+		memset(c, 0, sizeof(*c));
+		ctr_sb_init(c);
+		snprintf(c->name, sizeof(c->name), "al-%s-%u-%s", G.conf->worker_id, sb->spec.slot,
+			 sb->spec.job->id);
+		if ((rc = ctr_make(sb, err)))
+			return rc;
+	}
+	if (!c->warm) {
+		const int src[4] = {c->stdin_fd, c->fs.out_fd, c->fs.err_fd,
+				    c->code_fd >= 0 ? c->code_fd : c->stdin_fd};
+
+		if ((rc = ctr_spawn_shim(c, src, err)))
+			return rc;
+	}
 	w->fds[w->nfds++] = c->pidfd;
 	w->egress_fd = c->egress_fd; /* the worker's now */
 	c->egress_fd = -1;
@@ -934,6 +969,8 @@ static int ctr_reap(struct al_sandbox *sb, struct al_result *res, struct al_err 
 				return al_err_set(err, AL_ESANDBOX,
 						  "container: bad report from the shim: %.60s",
 						  report);
+			/* a warm container's start-up is not the job's */
+			cpu = cpu > c->cpu_base_ns ? cpu - c->cpu_base_ns : 0;
 			st = (struct al_cg_stats){cpu, peak, oom, hit != 0};
 			res->max_rss_bytes = rss > 0 ? (uint64_t)rss * 1024 : 0;
 		}
@@ -947,16 +984,19 @@ static int ctr_reap(struct al_sandbox *sb, struct al_result *res, struct al_err 
 		else
 			snprintf(image, sizeof(image), "host");
 		if (al_result_add_info(res, "runtime", G.runtime) ||
-		    al_result_add_info(res, "image", image))
+		    al_result_add_info(res, "image", image) ||
+		    /* a python job says which interpreter ran it, as on the process tier */
+		    (sb->spec.job->runtime == AL_RUNTIME_PYTHON &&
+		     al_result_add_info(res, "interpreter", c->warm ? "warm" : "cold")))
 			return al_err_set(err, AL_ENOMEM, "container: out of memory");
 	}
 	return 1;
 }
 
-static void ctr_destroy(struct al_sandbox *sb)
+void ctr_teardown(struct ctr_sb *c)
 {
-	struct ctr_sb *c = sb->priv;
-
+	/* a warm interpreter still waiting for its job ends at this EOF */
+	al_closep(&c->ctl);
 	if (c->pidfd >= 0) {
 		if (!c->exited) {
 			siginfo_t si;
@@ -985,8 +1025,15 @@ static void ctr_destroy(struct al_sandbox *sb)
 	al_closep(&c->netns_fd);
 	al_closep(&c->egress_fd);
 	al_closep(&c->session_fd);
-	c->pidfd = c->code_fd = c->stdin_fd = c->netns_fd = c->egress_fd = -1;
+	al_closep(&c->ctl);
+	al_closep(&c->spec_fd);
+	c->pidfd = c->code_fd = c->stdin_fd = c->netns_fd = c->egress_fd = c->ctl = c->spec_fd = -1;
 	c->cg_made = false;
+}
+
+static void ctr_destroy(struct al_sandbox *sb)
+{
+	ctr_teardown(sb->priv);
 }
 
 /* What a crashed run left: containers (the runtime's state names them
@@ -1018,6 +1065,7 @@ static int ctr_sweep(const struct al_backend_conf *conf, struct al_err *err)
 
 static void ctr_fini(void)
 {
+	ctr_warm_fini(); /* before the host image they bind */
 	if (G.hostimage[0] && umount2(G.hostimage, MNT_DETACH) == 0)
 		rmdir(G.hostimage);
 	al_closep(&G.shim_fd);
@@ -1034,6 +1082,7 @@ static int ctr_usage(struct al_sandbox *sb, struct al_usage *u)
 	struct ctr_sb *c = sb->priv;
 
 	u->cpu_ns = c->cg_made ? al_cg_cpu_ns(&c->cg) : 0;
+	u->cpu_ns = u->cpu_ns > c->cpu_base_ns ? u->cpu_ns - c->cpu_base_ns : 0;
 	u->stdout_bytes = al_fd_size(c->fs.out_fd);
 	u->stderr_bytes = al_fd_size(c->fs.err_fd);
 	return 0;
@@ -1069,6 +1118,7 @@ const struct al_backend_ops al_backend_container = {
     .output = ctr_output,
     .reap = ctr_reap,
     .destroy = ctr_destroy,
+    .refill = ctr_warm_refill,
     .slot_ids = ctr_slot_ids,
     .fini = ctr_fini,
 };

@@ -134,6 +134,16 @@ int main(int argc, char **argv)
 		report(msg);
 		return 0;
 	}
+	/* The container holds its own stdio and fd 3 now: ours go (a warm
+	 * container's socket then has the interpreter alone as its peer, so
+	 * that the worker's hand-over fails if it died), stdio onto /dev/null. */
+	{
+		int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+
+		if (null < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0 ||
+		    close(3) || close(null))
+			return 3;
+	}
 	{
 		FILE *f = fopen(pidf, "re");
 

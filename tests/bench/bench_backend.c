@@ -4,6 +4,7 @@
  *   bench_backend [--backend B] [--n N] [--state-dir D] [--uid-base U]
  *                 [--code PY | --argv PROGRAM] [--baselines FILE] [--dump-seccomp FILE]
  *                 [--bundle-copy FILE] [--image NAME] [--images DIR] [--env NAME=VALUE]
+ *                 [--settle-ms N]
  * --baselines names a file with one command per line (arguments separated by
  * tabs, the first field a label; an argument "@fdN=PATH" opens PATH as fd N
  * in the child instead); each is spawned and timed the same way, in
@@ -14,6 +15,9 @@
  * --env gives each job that variable (PYTHONHASHSEED=0: a python job the
  * process tier's warm interpreter does not take, as python3 reads it at
  * start-up).
+ * --settle-ms N waits N ms (untimed) after each of the backend's jobs, so
+ * that what it starts in the background for the next one (the container
+ * tier's warm container: a runtime start) slows no other series.
  * --bundle-copy (container) keeps a copy of the last job's config.json, for
  * running the bare runtime on the same bundle. */
 #include <getopt.h>
@@ -164,6 +168,7 @@ int main(int argc, char **argv)
 	    {"image", required_argument, NULL, 'I'},
 	    {"images", required_argument, NULL, 'G'},
 	    {"env", required_argument, NULL, 'E'},
+	    {"settle-ms", required_argument, NULL, 'S'},
 	    {NULL, 0, NULL, 0},
 	};
 	struct al_backend_conf conf = {.worker_id = "bench",
@@ -182,7 +187,7 @@ int main(int argc, char **argv)
 	struct al_err err = {0};
 	struct bench b = {0};
 	int order[MAX_SERIES];
-	int n = 50, c;
+	int n = 50, c, settle_ms = 0;
 
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
@@ -196,6 +201,7 @@ int main(int argc, char **argv)
 		case 'K': conf.bundle_copy = optarg; break;
 		case 'I': image = optarg; break; /* a catalogue image's name */
 		case 'G': conf.images_dir = optarg; break;
+		case 'S': settle_ms = atoi(optarg); break;
 		case 'E':
 			env.key = optarg;
 			env.value = strchr(optarg, '=');
@@ -302,6 +308,12 @@ int main(int argc, char **argv)
 			/* What the result left queued (the slot's next sandbox) runs
 			 * now, between jobs, as in the worker's loop. */
 			event_base_loop(b.base, EVLOOP_NONBLOCK);
+			/* what that started in the background (a warm container's
+			 * runtime) must not slow the next series: untimed */
+			if (settle_ms > 0)
+				nanosleep(&(struct timespec){settle_ms / 1000,
+							     (settle_ms % 1000) * 1000000L},
+					  NULL);
 			al_runner_free(r);
 			if (b.status != AL_ST_OK)
 				return fini_fail(ops); /* the backend's mounts and cgroups go too */

@@ -88,7 +88,8 @@ def main():
     bare_base = os.path.join(tmp, "bare.txt")
     with open(bare_base, "w") as f:
         f.write("bare_runc\t" + "\t".join(bare) + "\n")
-    st = series.run([BENCH, "--backend", "container", "--n", str(N), "--baselines", bare_base,
+    st = series.run([BENCH, "--backend", "container", "--n", str(N), "--settle-ms", "150",
+                     "--baselines", bare_base,
                      "--state-dir", state, *img], lambda: None)
     pod = None
     if st is not None and shutil.which("podman"):
@@ -96,6 +97,7 @@ def main():
         with open(pod_base, "w") as f:
             f.write("podman\t" + "\t".join([shutil.which("podman")] + PODMAN[1:]) + "\n")
         pod = series.run([BENCH, "--backend", "container", "--n", str(max(N // 2, 1)),
+                          "--settle-ms", "150",
                           "--baselines", pod_base, "--state-dir", state, *img], lambda: None)
     subprocess.run(["rm", "-rf", tmp])
     if st is None:

@@ -1,0 +1,82 @@
+/* ctr.h - what the container backend's two files share: container.c (a
+ * job's container, from its bundle to its result) and warm.c (a slot's
+ * next container, started with a warm interpreter before its job comes). */
+#ifndef AL_CTR_H
+#define AL_CTR_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "../../proto/buf.h"
+#include "../backend.h"
+#include "../cgroup.h"
+#include "../jobfs.h"
+
+#define CTR_UID	     1000   /* the job's uid and gid inside the container */
+#define CTR_ID_RANGE 65536u /* host ids per slot; slot i's root is userns_base + i*RANGE */
+/* a warm container's CPU rlimit until its job's (warm.c), seconds */
+#define CTR_WARM_CPU_S (1ull << 31)
+
+struct ctr_sb {
+	struct al_jobfs fs;
+	struct al_cg cg;
+	bool cg_made;
+	char name[AL_ID_MAX + 48];
+	char rootfs[PATH_MAX]; /* the job's own overlay root ("" when it uses the image's) */
+	char image[PATH_MAX];  /* the job's catalogue image's root ("" = the host image) */
+	int code_fd, stdin_fd;
+	pid_t pid; /* the shim (backends/container/shim.c) */
+	int pidfd;
+	int report_rd;	/* shim -> worker: "E<runtime status>" or "X<wait status> <counters>" */
+	int netns_fd;	/* network egress: the job's network namespace, made here */
+	int egress_fd;	/* ... and the proxy's socket in it, until the worker takes it */
+	int session_fd; /* a session: its server's socket in that namespace, the same way */
+	bool direct;	/* the runtime executes the job's program itself (direct_exec) */
+	bool exited;
+	/* a warm container (warm.c): it runs al_warm_python, and its job comes
+	 * as descriptors over ctl (the container's fd 3) */
+	bool warm;
+	int ctl;	      /* our end of that socket, until the job is sent */
+	int spec_fd;	      /* the job's argv, environment and rlimits (a memfd) */
+	uint64_t cpu_base_ns; /* the cgroup's CPU time when the job was sent */
+};
+
+/* container.c */
+/* Every descriptor of c unset (-1). */
+void ctr_sb_init(struct ctr_sb *c);
+/* Make sb's container, named c->name, up to its bundle: the job's
+ * directory and tmpfs with its files, the cgroup's paths, the image's root,
+ * its memfds, its network namespace, config.json. */
+int ctr_make(struct al_sandbox *sb, struct al_err *err);
+/* Start the shim on the made bundle with src[0-3] as the container's
+ * stdin, stdout, stderr and fd 3: c->pid, pidfd and report_rd set. */
+int ctr_spawn_shim(struct ctr_sb *c, const int src[4], struct al_err *err);
+/* A memfd holding data (offset 0), or a negative al_err_code. */
+int ctr_memfd(const char *name, const void *data, size_t len, struct al_err *err);
+/* Remove every process, file and cgroup of c. */
+void ctr_teardown(struct ctr_sb *c);
+
+/* warm.c */
+/* Per-slot state for conf->slots slots; AL_OK or AL_ENOMEM. */
+int ctr_warm_init(const struct al_backend_conf *conf, struct al_err *err);
+/* If slot's warm container fits sb's job, make it the job's: c takes its
+ * container (fs, cgroup, shim), the job's files are written into its
+ * work directory and its descriptors made. 1 when taken, 0 when the job
+ * runs cold, negative on error (c then holds what it took, for destroy).
+ * Either way the slot remembers what its next warm container should be. */
+int ctr_warm_take(struct al_sandbox *sb, struct al_err *err);
+/* Send a taken container its job; negative when it is gone (nothing was
+ * sent: the caller runs the job cold). */
+int ctr_warm_go(struct al_sandbox *sb, struct al_err *err);
+/* The warm interpreter's argv and environment for its bundle (config.json). */
+int ctr_warm_argv_env(const struct al_sandbox *sb, struct al_buf *out, uint32_t *argc,
+		      uint32_t *envc);
+/* After a job: start the slot's next warm container if its last job could
+ * have run in one, of that job's shape. */
+void ctr_warm_refill(const struct al_backend_conf *conf, unsigned slot);
+/* Remove every warm container. */
+void ctr_warm_fini(void);
+
+#endif

@@ -64,6 +64,7 @@ struct warm {
 	struct al_sandbox *sb; /* the started container; NULL = none */
 	struct al_job job;     /* its sandbox's job: python, no code */
 	struct shape shape;
+	char hash[128]; /* its catalogue image's content hash when it was made */
 };
 
 static struct {
@@ -87,8 +88,8 @@ int ctr_warm_init(const struct al_backend_conf *conf, struct al_err *err)
 	W.conf = conf;
 	W.slot = calloc(conf->slots ? conf->slots : 1, sizeof(*W.slot));
 	W.want = calloc(conf->slots ? conf->slots : 1, sizeof(*W.want));
-	if (!W.slot || !W.want ||
-	    al_argv_env(&spec, "/proc/self/fd/3", &W.base, &argc, &W.envc) || argc != 4) {
+	if (!W.slot || !W.want || al_argv_env(&spec, "/proc/self/fd/3", &W.base, &argc, &W.envc) ||
+	    argc != 4) {
 		ctr_warm_fini();
 		return al_err_set(err, AL_ENOMEM, "container: out of memory");
 	}
@@ -114,9 +115,9 @@ static size_t count_of(const struct al_buf *b)
 static bool same_shape(const struct shape *a, const struct shape *b)
 {
 	return a->py && b->py && !strcmp(a->image, b->image) &&
-	       a->memory_bytes == b->memory_bytes &&
-	       a->pids == b->pids && a->disk_bytes == b->disk_bytes &&
-	       a->cpu_millis == b->cpu_millis && a->vars.len == b->vars.len &&
+	       a->memory_bytes == b->memory_bytes && a->pids == b->pids &&
+	       a->disk_bytes == b->disk_bytes && a->cpu_millis == b->cpu_millis &&
+	       a->vars.len == b->vars.len &&
 	       (!a->vars.len || !memcmp(a->vars.data, b->vars.data, a->vars.len));
 }
 
@@ -128,10 +129,9 @@ static bool shape_of(const struct al_sandbox *sb, const char *strs, uint32_t arg
 {
 	const struct al_run_spec *sp = &sb->spec;
 
-	if (sp->job->runtime != AL_RUNTIME_PYTHON || sp->nbinds || sp->grade_tree ||
-	    sp->session || sp->network == AL_NET_EGRESS ||
-	    sp->limits.memory_bytes < WARM_MIN_MEMORY || argc < 4 || sp->slot >= W.conf->slots ||
-	    (sp->image && strlen(sp->image) >= WARM_IMAGE_MAX))
+	if (sp->job->runtime != AL_RUNTIME_PYTHON || sp->nbinds || sp->grade_tree || sp->session ||
+	    sp->network == AL_NET_EGRESS || sp->limits.memory_bytes < WARM_MIN_MEMORY || argc < 4 ||
+	    sp->slot >= W.conf->slots || (sp->image && strlen(sp->image) >= WARM_IMAGE_MAX))
 		return false;
 	for (uint32_t i = 0; i < 4; i++, strs += strlen(strs) + 1)
 		if (strcmp(strs, W.argv[i]))
@@ -220,6 +220,8 @@ static void spawn(struct warm *w, unsigned slot)
 	spec.cpu_millis = want->cpu_millis;
 	spec.image = w->shape.image[0] ? w->shape.image : NULL;
 	spec.slot = slot;
+	if (spec.image)
+		al_image_hash(W.conf, spec.image, w->hash, sizeof(w->hash));
 	if (!(w->sb = al_sandbox_new(&al_backend_container, W.conf, &spec))) {
 		discard(w);
 		return;
@@ -312,6 +314,12 @@ int ctr_warm_take(struct al_sandbox *sb, struct al_err *err)
 	}
 	w = &W.slot[sb->spec.slot];
 	fits = w->sb && same_shape(&w->shape, &s) && alive(w);
+	if (fits && s.image[0]) { /* an image rebuilt since: the job runs in the new one */
+		char now[sizeof(w->hash)];
+
+		al_image_hash(sb->conf, s.image, now, sizeof(now));
+		fits = !strcmp(now, w->hash);
+	}
 	/* what the slot's next warm container is (refill) */
 	al_buf_free(&W.want[sb->spec.slot].vars);
 	W.want[sb->spec.slot] = s;
@@ -332,9 +340,9 @@ int ctr_warm_take(struct al_sandbox *sb, struct al_err *err)
 		return al_err_wrap(err, "container");
 	}
 	c->code_fd = ctr_memfd("job-code", job->code.data, job->code.len, err);
-	c->stdin_fd = c->code_fd < 0 ? -1
-				     : ctr_memfd("job-stdin", job->stdin_data.data,
-						 job->stdin_data.len, err);
+	c->stdin_fd = c->code_fd < 0
+			  ? -1
+			  : ctr_memfd("job-stdin", job->stdin_data.data, job->stdin_data.len, err);
 	c->spec_fd = c->stdin_fd < 0 ? -1 : spec_memfd(sb, &strs, argc, envc, err);
 	al_buf_free(&strs);
 	if (c->spec_fd < 0)

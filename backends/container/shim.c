@@ -8,13 +8,14 @@
  * report pipe on 4 and airlock-exec (backends/container/exec.c) on 5. The
  * container gets 3 (the script) and airlock-exec as 4: its first program
  * (with 5 closed, the runtime executes the job's program itself, and the
- * container gets 3 only). It starts the container
- * detached (so that the runtime hands the job's stdio to it as they are: the file-size limit then
- * caps a flood, and no copy runs), becomes its reaper, waits for it, reads the counters of the
- * job's cgroup (CGDIR: the runtime's cgroup, one directory per hierarchy as in struct al_cg),
- * removes the container from the runtime and reports "X<wait status> C<cpu ns> M<peak bytes> O<oom
- * kills> H<0|1>", or "E<runtime's wait status>" when the runtime could not start it (its message is
- * in BUNDLE/runtime.log). */
+ * container gets 3 only; a warm container, backends/container/warm.c,
+ * gets /dev/null as stdio and its socket as 3). It starts the container
+ * detached, then drops its own copies of 0-3 (so that the runtime hands the job's stdio to it as
+ * they are: the file-size limit then caps a flood, and no copy runs), becomes its reaper, waits for
+ * it, reads the counters of the job's cgroup (CGDIR: the runtime's cgroup, one directory per
+ * hierarchy as in struct al_cg), removes the container from the runtime and reports "X<wait status>
+ * C<cpu ns> M<peak bytes> O<oom kills> H<0|1>", or "E<runtime's wait status>" when the runtime
+ * could not start it (its message is in BUNDLE/runtime.log). */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>

@@ -126,12 +126,65 @@ def job_cgroups(worker_id):
     return out
 
 
-def leftovers(uid, worker_id, state, warm=2):
-    """Processes of uid, cgroups under airlock/<worker_id> (beyond the
-    pre-made sandboxes: at most `warm`, each holding only a root init that
-    waits for its job and maybe its warm interpreter), files under state."""
-    left = ["process %s" % p for p in live_pids_of({uid}) if not warm_interpreter(p)]
+WARM_PROGRAM = b"/usr/bin/python3\0-c\0def _airlock_warm():"
+
+
+def warm_containers(worker_id):
+    """{name: pid} of the container tier's warm containers of a worker
+    (backends/container/warm.c): a container cgroup named "...-warm+N" that
+    holds exactly one process, the warm program (al_warm_python, its job
+    not yet come: its stdin is still /dev/null), started by the worker's
+    shim. Any other process in such a cgroup (a job's, say), or a job's
+    stdin, makes it no warm container: a leftover."""
+    out = {}
+    d = os.path.join("/sys/fs/cgroup/pids/airlock", worker_id, "container")
+    if not os.path.isdir(d):
+        d = os.path.join("/sys/fs/cgroup/airlock", worker_id, "container")  # cgroup v2
+    try:
+        names = [e for e in os.listdir(d) if "-warm+" in e]
+    except OSError:
+        return out
+    for name in names:
+        try:
+            with open(os.path.join(d, name, "cgroup.procs")) as f:
+                pids = f.read().split()
+            with open("/proc/%s/cmdline" % pids[0], "rb") as f:
+                cmd = f.read()
+            with open("/proc/%s/status" % pids[0]) as f:
+                ppid = next(line.split()[1] for line in f if line.startswith("PPid:"))
+            with open("/proc/%s/cmdline" % ppid, "rb") as f:
+                parent = f.read()
+            stdin = os.readlink("/proc/%s/fd/0" % pids[0])
+        except (OSError, IndexError, StopIteration):
+            continue
+        # a taken one's interpreter has its job's stdin: it is that job's
+        if len(pids) == 1 and cmd.startswith(WARM_PROGRAM) and stdin == "/dev/null" and \
+                parent.startswith(b"airlock-oci-shim\0") and proc_uid(ppid) == 0:
+            out[name] = pids[0]
+    return out
+
+
+def in_warm_cgroup(pid):
+    """Whether pid is in a cgroup of a container named as a warm one."""
+    try:
+        with open("/proc/%s/cgroup" % pid) as f:
+            return "-warm+" in f.read()
+    except OSError:
+        return False
+
+
+def _scan(uid, worker_id, state, warm):
+    """leftovers()'s scan, once: [(entry, whether it is of a container
+    named as a warm one)]."""
+    wc = warm_containers(worker_id)
+    if len(wc) > warm:
+        wc = {}  # more than the worker may keep: each is a leftover
+    left = [("process %s" % p, in_warm_cgroup(p)) for p in live_pids_of({uid})
+            if not warm_interpreter(p) and p not in wc.values()]
     for subs in job_cgroups(worker_id).values():
+        subs = [s for s in subs if os.path.basename(s) not in wc]
+        named = [s for s in subs if "-warm+" in os.path.basename(s)]
+        subs = [s for s in subs if s not in named]
         busy = []
         for sub in subs:
             try:
@@ -143,15 +196,39 @@ def leftovers(uid, worker_id, state, warm=2):
             if len(pids) > 1 or any(proc_uid(p) not in (0, None) for p in pids):
                 busy.append(sub)
         if len(subs) > warm or busy:
-            left.append("cgroups %s (busy: %s)" % (subs, busy))
+            left.append(("cgroups %s (busy: %s)" % (subs, busy), False))
+        if named:
+            left.append(("cgroups %s (not a warm container)" % named, True))
     if os.path.isdir(state):
         for dirpath, dirs, files in os.walk(state):
             # the container backend's image skeleton is the worker's, not a job's
-            dirs[:] = [d for d in dirs if d != "hostimage"]
+            dirs[:] = [d for d in dirs if d != "hostimage" and d not in wc]
             files = [f for f in files if not f.endswith(".job")]
             if files:
-                left.append("files %s" % [os.path.join(dirpath, f) for f in files])
+                left.append(("files %s" % [os.path.join(dirpath, f) for f in files],
+                             "-warm+" in dirpath))
     return left
+
+
+def leftovers(uid, worker_id, state, warm=2, settle_s=10):
+    """Processes of uid, cgroups under airlock/<worker_id> (beyond the
+    pre-made sandboxes: at most `warm`, each holding only a root init that
+    waits for its job and maybe its warm interpreter, or a container
+    tier's warm container and its one process), files under state (but a
+    warm container's bundle). What is not of a container named as a warm
+    one counts as it is now; a container so named may be one the worker
+    starts after a result (backends/container/warm.c), so its processes,
+    cgroups and files count only if they are still no warm container
+    (warm_containers) settle_s later."""
+    import time
+    left = _scan(uid, worker_id, state, warm)
+    now = [e for e, named in left if not named]
+    end = time.monotonic() + settle_s
+    pending = [e for e, named in left if named]
+    while pending and time.monotonic() < end:
+        time.sleep(0.1)
+        pending = [e for e, named in _scan(uid, worker_id, state, warm) if named]
+    return now + pending
 
 
 def exchange(addr, data, timeout=10):

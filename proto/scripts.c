@@ -51,18 +51,18 @@ const char al_lua_admit[] =
     "  local K = 1 + 3 * i\n"
     "  local A = 1 + 12 * i\n"
     "  local entry = ARGV[A + 12]\n"
-    "  local function ack() acks[#acks + 1] = entry end\n"
     "  local h = redis.call('HMGET', KEYS[K + 1], 'state', 'entry')\n"
     "  local st = h[1]\n"
     "  local owner = h[2] or redis.call('HGET', KEYS[K + 2], 'entry')\n"
     "  local code\n"
-    "  if owner and owner ~= entry then ack(); code = -2\n"
-    "  elseif st == 'done' then ack(); code = -1\n"
-    "  elseif st then ack(); code = 0\n"
+    "  if owner and owner ~= entry then code = -2\n"
+    "  elseif st == 'done' then code = -1\n"
+    "  elseif st then code = 0\n"
     "  else\n"
     "    local tenant = ARGV[A + 4]\n"
-    "    local tk = 'al:tenant:' .. tenant\n"
     "    local maxq = tonumber(ARGV[A + 8])\n"
+    "    local counted = (maxq > 0 or tonumber(ARGV[A + 11]) > 0) and '1' or '0'\n"
+    "    local tk = counted == '1' and 'al:tenant:' .. tenant\n"
     "    if maxq > 0 and tonumber(redis.call('HGET', tk, 'queued') or '0') >= maxq then\n"
     "      code = -3\n"
     "    end\n"
@@ -74,7 +74,6 @@ const char al_lua_admit[] =
     "      if c > rate then code = -4 end\n"
     "    end\n"
     "    if not code then\n"
-    "      local counted = (maxq > 0 or tonumber(ARGV[A + 11]) > 0) and '1' or '0'\n"
     "      redis.call('HSET', KEYS[K + 1], 'state', 'queued', 'job', ARGV[A + 2], 'tier', ARGV[A + "
     "3],"
     " 'tenant', tenant, 'attempt', 1, 'max_attempts', ARGV[A + 5], 'queued_ms', ARGV[A + 6],"
@@ -85,9 +84,10 @@ const char al_lua_admit[] =
     "        redis.call('ZADD', 'al:deadlines', ARGV[A + 7], ARGV[A + 1]) end\n"
     "      redis.call('XADD', KEYS[K + 3], '*', 'id', ARGV[A + 1], 'attempt', 1)\n"
     "      redis.call('DEL', KEYS[K + 2])\n"
-    "      ack(); code = 1\n"
+    "      code = 1\n"
     "    end\n"
     "  end\n"
+    "  if code ~= -3 and code ~= -4 then acks[#acks + 1] = entry end\n"
     "  out[i + 1] = code\n"
     "end\n"
     "if #acks > 0 then redis.call('XACK', KEYS[1], ARGV[1], unpack(acks)) end\n"
@@ -101,7 +101,6 @@ const char al_lua_admit[] =
 	"  local h = redis.call('HMGET', jk, 'attempt', 'job', 'cancel', 'deadline_ms', 'state',"  \
 	" 'tenant', 'max_running', 'counted', 'worker')\n"                                         \
 	"  local dl = tonumber(h[4] or '0') or 0\n"                                                \
-	"  local tk = 'al:tenant:' .. (h[6] or 'default')\n"                                       \
 	"  local maxr = tonumber(h[7] or '0') or 0\n"                                              \
 	"  if not h[2] then return {-2} end\n"                                                     \
 	"  if tonumber(h[1]) ~= tonumber(att) then return {0} end\n"                               \
@@ -109,6 +108,7 @@ const char al_lua_admit[] =
 	"  if h[5] ~= 'queued' then return {0} end\n"                                              \
 	"  if h[3] == '1' then return {-3, h[2]} end\n"                                            \
 	"  if dl > 0 and tonumber(now) > dl then return {-4, h[2]} end\n"                          \
+	"  local tk = (maxr > 0 or h[8] == '1') and 'al:tenant:' .. (h[6] or 'default')\n"         \
 	"  if maxr > 0 and tonumber(redis.call('HGET', tk, 'running') or '0') >= maxr then\n"      \
 	"    return {-5} end\n"                                                                    \
 	"  redis.call('HSET', jk, 'state', 'running', 'worker', worker, 'started_ms', now)\n"      \
@@ -138,14 +138,17 @@ const char al_lua_claim[] =
 	"    local got = redis.call('XREADGROUP', 'GROUP', 'workers', worker, 'COUNT', left,"      \
 	" 'STREAMS', k, '>')\n"                                                                    \
 	"    for _, e in ipairs(got and got[1][2] or {}) do\n"                                     \
-	"      local f = {}\n"                                                                     \
-	"      for i = 1, #e[2], 2 do f[e[2][i]] = e[2][i + 1] end\n"                              \
+	"      local v, id, att = e[2]\n"                                                          \
+	"      if #v == 4 and v[1] == 'id' and v[3] == 'attempt' then id, att = v[2], v[4]\n"      \
+	"      else\n"                                                                             \
+	"        local f = {}\n"                                                                   \
+	"        for i = 1, #v, 2 do f[v[i]] = v[i + 1] end\n"                                     \
+	"        id, att = f['id'], f['attempt']\n"                                                \
+	"      end\n"                                                                              \
 	"      local r\n"                                                                          \
-	"      if not f['id'] or not f['attempt'] or not string.match(f['id'], '^[%w%.:_-]+$')"    \
-	" then\n"                                                                                  \
-	"        r = {-9}\n"                                                                       \
-	"      else r = claim_one('al:job:' .. f['id'], f['attempt'], worker, now) end\n"          \
-	"      table.insert(out, {k, e[1], f['id'] or '', f['attempt'] or '0', r[1], r[2]})\n"     \
+	"      if not id or not att or not string.match(id, '^[%w%.:_-]+$') then r = {-9}\n"       \
+	"      else r = claim_one('al:job:' .. id, att, worker, now) end\n"                        \
+	"      out[#out + 1] = {k, e[1], id or '', att or '0', r[1], r[2]}\n"                      \
 	"      left = left - 1\n"                                                                  \
 	"    end\n"                                                                                \
 	"  end\n"                                                                                  \
@@ -158,8 +161,7 @@ const char al_lua_fetch[] = CLAIM_ONE FETCH_FN "return fetch(KEYS, ARGV[1], ARGV
  * result: readers see the end without polling for the result. */
 #define END_OUT                                                                                    \
 	"local function end_out(key, status, attempt, ttl)\n"                                      \
-	"  redis.call('XADD', key, 'MAXLEN', '~', '" AL_OUT_MAXLEN_S "', '*', 't', 'end', 's', "   \
-	"status, 'a', attempt)\n"                                                                  \
+	"  redis.call('XADD', key, '*', 't', 'end', 's', status, 'a', attempt)\n"                  \
 	"  redis.call('PEXPIRE', key, ttl)\n"                                                      \
 	"end\n"
 
@@ -167,16 +169,19 @@ const char al_lua_fetch[] = CLAIM_ONE FETCH_FN "return fetch(KEYS, ARGV[1], ARGV
  * Acknowledgements and status counts are gathered for COMMIT_END. */
 #define COMMIT_ONE                                                                                 \
 	"local acks, counts = {}, {}\n"                                                            \
+	"local function ack(K, A)\n"                                                               \
+	"  local e = ARGV[A + 4]\n"                                                                \
+	"  if e == '' then return end\n"                                                           \
+	"  local s, g = KEYS[K + 4], ARGV[A + 5]\n"                                                \
+	"  local t = acks[s]\n"                                                                    \
+	"  if not t then t = {}; acks[s] = t end\n"                                                \
+	"  local l = t[g]\n"                                                                       \
+	"  if not l then l = {s, g}; t[g] = l end\n"                                               \
+	"  l[#l + 1] = e\n"                                                                        \
+	"end\n"                                                                                    \
 	"local function commit_one(K, A)\n"                                                        \
-	"  local function ack()\n"                                                                 \
-	"    if ARGV[A + 4] ~= '' then\n"                                                          \
-	"      local g = KEYS[K + 4] .. '\\0' .. ARGV[A + 5]\n"                                    \
-	"      acks[g] = acks[g] or {KEYS[K + 4], ARGV[A + 5]}\n"                                  \
-	"      table.insert(acks[g], ARGV[A + 4])\n"                                               \
-	"    end\n"                                                                                \
-	"  end\n"                                                                                  \
 	"  local h = redis.call('HMGET', KEYS[K + 1], 'attempt', 'state', 'counted', 'tenant')\n"  \
-	"  if h[2] == 'done' then ack(); return 0 end\n"                                           \
+	"  if h[2] == 'done' then ack(K, A); return 0 end\n"                                       \
 	"  if not h[1] or tonumber(h[1]) ~= tonumber(ARGV[A + 1]) then return -1 end\n"            \
 	"  local ttl = ARGV[A + 3]\n"                                                              \
 	"  redis.call('SET', KEYS[K + 2], ARGV[A + 2], 'PX', ttl)\n"                               \
@@ -191,13 +196,15 @@ const char al_lua_fetch[] = CLAIM_ONE FETCH_FN "return fetch(KEYS, ARGV[1], ARGV
 	"  redis.call('RPUSH', KEYS[K + 3], '1')\n"                                                \
 	"  redis.call('PEXPIRE', KEYS[K + 3], ttl)\n"                                              \
 	"  end_out(KEYS[K + 5], ARGV[A + 6], ARGV[A + 1], ttl)\n"                                  \
-	"  counts['status:' .. ARGV[A + 6]] = (counts['status:' .. ARGV[A + 6]] or 0) + 1\n"       \
-	"  ack()\n"                                                                                \
+	"  counts[ARGV[A + 6]] = (counts[ARGV[A + 6]] or 0) + 1\n"                                 \
+	"  ack(K, A)\n"                                                                            \
 	"  return 1\n"                                                                             \
 	"end\n"
 #define COMMIT_END                                                                                 \
-	"for _, a in pairs(acks) do redis.call('XACK', unpack(a)) end\n"                           \
-	"for f, n in pairs(counts) do redis.call('HINCRBY', 'al:stats', f, n) end\n"
+	"for _, t in pairs(acks) do\n"                                                             \
+	"  for _, a in pairs(t) do redis.call('XACK', unpack(a)) end\n"                            \
+	"end\n"                                                                                    \
+	"for s, n in pairs(counts) do redis.call('HINCRBY', 'al:stats', 'status:' .. s, n) end\n"
 
 const char al_lua_commit[] = END_OUT COMMIT_ONE
     "local out = {}\n"

@@ -92,8 +92,9 @@ tenants:
   default: {max_queued: 100000}
 POLICY
 
+# --stream-node-max-bytes: docs/scale.md, "Redis settings"
 redis-server --port 0 --unixsocket "$SOCK" --unixsocketperm 700 --dir "$DIR" --save "" \
-	--logfile "$DIR/redis.log" &
+	--stream-node-max-bytes 512 --logfile "$DIR/redis.log" &
 PIDS+=($!)
 for _ in $(seq 100); do [ -S "$SOCK" ] && break; sleep 0.05; done
 "$B/airlock-scheduler" --redis "$URL" --policy "$DIR/policy.yaml" --listen off \

@@ -22,7 +22,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 from altest import BUILD  # noqa: E402
-from cluster import Cluster  # noqa: E402
+from cluster import REDIS_TUNING, Cluster  # noqa: E402
 from redisha import RedisHA  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import summary  # noqa: E402
@@ -83,7 +83,7 @@ def stop(c, names):
 
 
 def main():
-    ha = RedisHA()
+    ha = RedisHA(redis_args=REDIS_TUNING)
     c = Cluster(policy=POLICY, start_redis=False)
     direct = "redis://127.0.0.1:%d" % ha.ports["master"]
     c.url = direct

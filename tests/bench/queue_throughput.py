@@ -14,7 +14,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 from altest import BUILD  # noqa: E402
-from cluster import Cluster  # noqa: E402
+from cluster import REDIS_TUNING, Cluster  # noqa: E402
 import summary  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -52,10 +52,22 @@ def main():
                        cwd=os.path.join(HERE, "bullmq"), check=True)
     rows = []
     for slots in (1, 4, 16):
+        # the default worker on a stock redis-server first, for the record
         c = Cluster(policy=POLICY)
         try:
             c.scheduler()
-            al = []
+            c.worker("bench-stock", slots=slots, tiers="bench", extra=["--allow-noop"])
+            c.wait_for(lambda: "event=redis_up" in c.log("bench-stock"), 10)
+            u0 = cpu_us(c.redis.pid)
+            stock = run_json([BQ, c.url, "throughput", str(N_TP), "bench"])
+            stock["redis_us"] = (cpu_us(c.redis.pid) - u0) / N_TP
+        finally:
+            c.close()
+        # then every series on a redis-server with the recommended settings
+        c = Cluster(policy=POLICY, redis_args=REDIS_TUNING)
+        try:
+            c.scheduler()
+            al = [stock]
             for pf in ("", PREFETCH):  # the same redis-server, one worker at a time
                 name = "bench-p" + (pf or "default")
                 c.worker(name, slots=slots, tiers="bench",
@@ -76,23 +88,28 @@ def main():
         finally:
             c.close()
         rows.append((slots, al, btp, blat))
-    print("no-op jobs, %d for throughput, %d sequential for latency, one redis-server" % (N_TP, N_LAT))
-    print("%5s | %9s %9s %9s | %6s %6s | %7s %7s %7s | %7s %7s %7s" % (
-        "slots", "al j/s", "al+pf j/s", "bq j/s", "ratio", "+pf", "al p50", "+pf p50", "bq p50",
-        "al p99", "+pf p99", "bq p99"))
+    print("no-op jobs, %d for throughput, %d sequential for latency, one redis-server with %s"
+          " (stock: another, stock settings)" % (N_TP, N_LAT, " ".join(REDIS_TUNING)))
+    print("%5s | %9s %9s %9s %9s | %6s %6s %6s | %7s %7s %7s | %7s %7s %7s" % (
+        "slots", "stock j/s", "al j/s", "al+pf j/s", "bq j/s", "stock", "ratio", "+pf", "al p50",
+        "+pf p50", "bq p50", "al p99", "+pf p99", "bq p99"))
     for slots, al, btp, blat in rows:
-        (tp0, lat0), (tp1, lat1) = al
-        print("%5d | %9d %9d %9d | %5.2fx %5.2fx | %5.2fms %5.2fms %5.2fms | %5.2fms %5.2fms %5.2fms" % (
-            slots, tp0["jobs_per_s"], tp1["jobs_per_s"], btp["jobs_per_s"],
-            tp0["jobs_per_s"] / btp["jobs_per_s"], tp1["jobs_per_s"] / btp["jobs_per_s"],
-            lat0["p50_ms"], lat1["p50_ms"], blat["p50_ms"], lat0["p99_ms"], lat1["p99_ms"],
-            blat["p99_ms"]))
-    print("(al: the worker's default settings; al+pf: started with --prefetch %s)" % PREFETCH)
+        stock, (tp0, lat0), (tp1, lat1) = al
+        print("%5d | %9d %9d %9d %9d | %5.2fx %5.2fx %5.2fx | %5.2fms %5.2fms %5.2fms |"
+              " %5.2fms %5.2fms %5.2fms" % (
+                  slots, stock["jobs_per_s"], tp0["jobs_per_s"], tp1["jobs_per_s"],
+                  btp["jobs_per_s"], stock["jobs_per_s"] / btp["jobs_per_s"],
+                  tp0["jobs_per_s"] / btp["jobs_per_s"], tp1["jobs_per_s"] / btp["jobs_per_s"],
+                  lat0["p50_ms"], lat1["p50_ms"], blat["p50_ms"], lat0["p99_ms"], lat1["p99_ms"],
+                  blat["p99_ms"]))
+    print("(al: the worker's default settings; al+pf: started with --prefetch %s; stock: the"
+          " default worker on a stock redis-server)" % PREFETCH)
     print("Redis CPU per job (us): " + "; ".join(
-        "%d slots: al %.1f, al+pf %.1f, bq %.1f" % (slots, al[0][0]["redis_us"], al[1][0]["redis_us"],
-                                                   btp["redis_us"])
+        "%d slots: stock %.1f, al %.1f, al+pf %.1f, bq %.1f" % (
+            slots, al[0]["redis_us"], al[1][0]["redis_us"], al[2][0]["redis_us"], btp["redis_us"])
         for slots, al, btp, blat in rows))
     for slots, al, btp, blat in rows:
+        al = al[1:]
         tp0 = al[0][0]
         summary.record("queue no-op throughput, %d slot%s, default settings" % (
             slots, "s" if slots > 1 else ""), "%d jobs/s" % tp0["jobs_per_s"],

@@ -17,9 +17,11 @@ MASTER = "mymaster"
 
 
 class RedisHA:
-    def __init__(self, down_after_ms=1000, failover_timeout_ms=3000, hosts=None):
+    def __init__(self, down_after_ms=1000, failover_timeout_ms=3000, hosts=None, redis_args=()):
         """hosts: {"master": (prefix, addr), "replica": ..., "s0".."s2": ...}
-        to run each in a namespace; default: all on 127.0.0.1."""
+        to run each in a namespace; default: all on 127.0.0.1. redis_args:
+        more arguments for the master's and the replica's redis-server."""
+        self.redis_args = list(redis_args)
         self.dir = tempfile.mkdtemp(prefix="airlock-ha-", dir="/var/tmp")
         os.chmod(self.dir, 0o755)
         self.hosts = hosts or {}
@@ -53,7 +55,8 @@ class RedisHA:
         os.makedirs(d, exist_ok=True)
         self._start(role, [REDIS_SERVER, "--port", str(self.ports[role]), "--bind",
                            self.addr(role), "--dir", d, "--save", "", "--appendonly", "no",
-                           "--protected-mode", "no", "--repl-diskless-sync-delay", "0", *extra])
+                           "--protected-mode", "no", "--repl-diskless-sync-delay", "0",
+                           *self.redis_args, *extra])
 
     def _start_sentinel(self, role):
         conf = os.path.join(self.dir, role + ".conf")

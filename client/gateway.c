@@ -64,6 +64,10 @@ struct al_gw *al_gw_open(const char *url, const char *token, struct al_err *err)
 		h = h ? curl_slist_append(h, "Accept: application/msgpack, application/json")
 		      : NULL;
 		h = h && i ? curl_slist_append(h, "Content-Type: application/msgpack") : h;
+		/* a body over 1 MiB goes at once: libcurl would ask "Expect:
+		 * 100-continue" first, a round trip more (a second's wait
+		 * behind a proxy that does not answer it) */
+		h = h && i ? curl_slist_append(h, "Expect:") : h;
 		if (!h) {
 			al_gw_close(g);
 			al_err_set(err, AL_ENOMEM, "out of memory");

@@ -17,11 +17,11 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 from altest import Tap, leftovers, run_one, skip_unless  # noqa: E402
 from cluster import Cluster  # noqa: E402
+from warmtest import WARM_MARK, WHERE, Jobs, interp  # noqa: E402
 
 t = Tap()
 skip_unless(os.geteuid() == 0 and any(os.access(os.path.join(d, "runc"), os.X_OK)
@@ -43,14 +43,8 @@ tiers:
 tenants:
   default: {}
 """
-n = [0]
-
-
-def job(**kw):
-    n[0] += 1
-    j = {"v": 1, "id": "cw-%d-%d" % (os.getpid(), n[0]), "tier": "team", "runtime": "python"}
-    j.update(kw)
-    return j
+JOBS = Jobs("cw", "team")
+job = JOBS.job
 
 
 def cold(**kw):
@@ -60,11 +54,7 @@ def cold(**kw):
 
 
 def run(j):
-    r = c.run_job(j) or {}
-    for f in ("stdout", "stderr"):
-        if isinstance(r.get(f), bytes):
-            r[f] = r[f].decode(errors="replace")
-    return r
+    return JOBS.run(c, j)
 
 
 def twice(**kw):
@@ -72,14 +62,6 @@ def twice(**kw):
     the last one's), the second warm: the second's result."""
     run(job(**kw))
     return run(job(**kw))
-
-
-WHERE = "import sys; print(sys.orig_argv[2][:17], flush=True)\n"
-WARM_MARK = "def _airlock_warm\n"
-
-
-def interp(r):
-    return r.get("info", {}).get("interpreter")
 
 
 def warm_containers():

@@ -20,6 +20,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 from altest import Tap, live_pids_of, need_root, run_one, warm_interpreter  # noqa: E402
 from cluster import Cluster  # noqa: E402
+from warmtest import WARM_MARK, WHERE, Jobs, interp  # noqa: E402
 
 UID_BASE = int(os.environ.get("AIRLOCK_TEST_UID_BASE", "61100"))  # the worker's slot
 COLD_UID = UID_BASE + 10  # run-one's slots
@@ -39,14 +40,8 @@ tiers:
 tenants:
   default: {}
 """
-n = [0]
-
-
-def job(**kw):
-    n[0] += 1
-    j = {"v": 1, "id": "pw-%d-%d" % (os.getpid(), n[0]), "tier": "trusted", "runtime": "python"}
-    j.update(kw)
-    return j
+JOBS = Jobs("pw", "trusted")
+job = JOBS.job
 
 
 def cold(**kw):
@@ -55,21 +50,7 @@ def cold(**kw):
 
 
 def run(j):
-    r = c.run_job(j) or {}
-    for f in ("stdout", "stderr"):
-        if isinstance(r.get(f), bytes):
-            r[f] = r[f].decode(errors="replace")
-    return r
-
-
-# A job killed by a limit has no word from the init: it shows where it runs
-# (the warm interpreter's program, or the launcher) before its loop.
-WHERE = "import sys; print(sys.orig_argv[2][:17], flush=True)\n"
-WARM_MARK = "def _airlock_warm\n"
-
-
-def interp(r):
-    return r.get("info", {}).get("interpreter")
+    return JOBS.run(c, j)
 
 
 PROBE = r"""

@@ -52,102 +52,101 @@ def cpu_us(pid):
     return (int(st[11]) + int(st[12])) * 1e6 / os.sysconf("SC_CLK_TCK")
 
 
+def start_worker(c, name, slots, prefetch=""):
+    c.worker(name, slots=slots, tiers="bench",
+             extra=["--allow-noop"] + (["--prefetch", prefetch] if prefetch else []))
+    c.wait_for(lambda: "event=redis_up" in c.log(name), 10)
+
+
+def measured(c, args):
+    """run_json(args), with the redis-server's CPU time per job meanwhile."""
+    u0 = cpu_us(c.redis.pid)
+    r = run_json(args)
+    r["redis_us"] = (cpu_us(c.redis.pid) - u0) / N_TP
+    return r
+
+
 def main():
     if not os.path.isdir(os.path.join(HERE, "bullmq", "node_modules", "bullmq")):
         subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--loglevel=error"],
                        cwd=os.path.join(HERE, "bullmq"), check=True)
+    bq_js = os.path.join(HERE, "bullmq", "bench.mjs")
     rows = []
     for slots in (1, 4, 16):
+        row = {"slots": slots}
         # the default worker on a stock redis-server first, for the record
         c = Cluster(policy=POLICY)
         try:
             c.scheduler()
-            c.worker("bench-stock", slots=slots, tiers="bench", extra=["--allow-noop"])
-            c.wait_for(lambda: "event=redis_up" in c.log("bench-stock"), 10)
-            u0 = cpu_us(c.redis.pid)
-            stock = run_json([BQ, c.url, "throughput", str(N_TP), "bench"])
-            stock["redis_us"] = (cpu_us(c.redis.pid) - u0) / N_TP
+            start_worker(c, "bench-stock", slots)
+            row["stock"] = measured(c, [BQ, c.url, "throughput", str(N_TP), "bench"])
         finally:
             c.close()
         # then every series on a redis-server with the recommended settings
         c = Cluster(policy=POLICY, redis_args=REDIS_TUNING)
-        bq_js = os.path.join(HERE, "bullmq", "bench.mjs")
+        al_tp = [BQ, c.url, "throughput", str(N_TP), "bench"]
+        al_lat = [BQ, c.url, "latency", str(N_LAT), "bench"]
         try:
             c.scheduler()
-
-            def start(name, pf):
-                c.worker(name, slots=slots, tiers="bench",
-                         extra=["--allow-noop"] + (["--prefetch", pf] if pf else []))
-                c.wait_for(lambda: "event=redis_up" in c.log(name), 10)
-
-            def measured(args):
-                u0 = cpu_us(c.redis.pid)
-                r = run_json(args)
-                r["redis_us"] = (cpu_us(c.redis.pid) - u0) / N_TP
-                return r
-
             # --prefetch N: one run, for the record
-            start("bench-p" + PREFETCH, PREFETCH)
-            pf = (measured([BQ, c.url, "throughput", str(N_TP), "bench"]),
-                  run_json([BQ, c.url, "latency", str(N_LAT), "bench"]))
+            start_worker(c, "bench-p" + PREFETCH, slots, PREFETCH)
+            row["pf"], row["pf_lat"] = measured(c, al_tp), run_json(al_lat)
             c.signal("bench-p" + PREFETCH, signal.SIGTERM)
             c.wait_exit("bench-p" + PREFETCH)
             # the default worker against BullMQ: ROUNDS rounds, the order
             # alternating, on the same redis-server (the idle side waits
             # in a blocking read)
-            start("bench-pdefault", "")
+            start_worker(c, "bench-pdefault", slots)
+            series = {"al": al_tp,
+                      "bq": ["node", bq_js, c.sock, "throughput", str(N_TP), str(slots)]}
             runs = []
             for rnd in range(ROUNDS):
-                a = b = None
-                for who in (("al", "bq") if rnd % 2 == 0 else ("bq", "al")):
-                    if who == "al":
-                        a = measured([BQ, c.url, "throughput", str(N_TP), "bench"])
-                    else:
-                        b = measured(["node", bq_js, c.sock, "throughput", str(N_TP), str(slots)])
-                runs.append((a, b))
-            tp0 = {k: median(r[0][k] for r in runs) for k in ("jobs_per_s", "redis_us")}
-            tp0["ratio"] = median(r[0]["jobs_per_s"] / r[1]["jobs_per_s"] for r in runs)
-            tp0["cpu_ratio"] = median(r[0]["redis_us"] / r[1]["redis_us"] for r in runs)
-            btp = {k: median(r[1][k] for r in runs) for k in ("jobs_per_s", "redis_us")}
-            al = [stock, (tp0, run_json([BQ, c.url, "latency", str(N_LAT), "bench"])), pf]
-            blat = run_json(["node", bq_js, c.sock, "latency", str(N_LAT), str(slots)])
+                order = ("al", "bq") if rnd % 2 == 0 else ("bq", "al")
+                runs.append({who: measured(c, series[who]) for who in order})
+            for who in ("al", "bq"):
+                row[who] = {k: median(r[who][k] for r in runs) for k in ("jobs_per_s", "redis_us")}
+            row["ratio"] = median(r["al"]["jobs_per_s"] / r["bq"]["jobs_per_s"] for r in runs)
+            row["cpu_ratio"] = median(r["al"]["redis_us"] / r["bq"]["redis_us"] for r in runs)
+            row["al_lat"] = run_json(al_lat)
+            row["bq_lat"] = run_json(["node", bq_js, c.sock, "latency", str(N_LAT), str(slots)])
         finally:
             c.close()
-        rows.append((slots, al, btp, blat))
+        rows.append(row)
     print("no-op jobs, %d for throughput, %d sequential for latency, one redis-server with %s"
           " (stock: another, stock settings)" % (N_TP, N_LAT, " ".join(REDIS_TUNING)))
     print("%5s | %9s %9s %9s %9s | %6s %6s %6s | %7s %7s %7s | %7s %7s %7s" % (
         "slots", "stock j/s", "al j/s", "al+pf j/s", "bq j/s", "stock", "ratio", "+pf", "al p50",
         "+pf p50", "bq p50", "al p99", "+pf p99", "bq p99"))
-    for slots, al, btp, blat in rows:
-        stock, (tp0, lat0), (tp1, lat1) = al
+    for r in rows:
+        bq = r["bq"]["jobs_per_s"]
         print("%5d | %9d %9d %9d %9d | %5.2fx %5.2fx %5.2fx | %5.2fms %5.2fms %5.2fms |"
               " %5.2fms %5.2fms %5.2fms" % (
-                  slots, stock["jobs_per_s"], tp0["jobs_per_s"], tp1["jobs_per_s"],
-                  btp["jobs_per_s"], stock["jobs_per_s"] / btp["jobs_per_s"],
-                  tp0["ratio"], tp1["jobs_per_s"] / btp["jobs_per_s"],
-                  lat0["p50_ms"], lat1["p50_ms"], blat["p50_ms"], lat0["p99_ms"], lat1["p99_ms"],
-                  blat["p99_ms"]))
+                  r["slots"], r["stock"]["jobs_per_s"], r["al"]["jobs_per_s"],
+                  r["pf"]["jobs_per_s"], bq, r["stock"]["jobs_per_s"] / bq, r["ratio"],
+                  r["pf"]["jobs_per_s"] / bq, r["al_lat"]["p50_ms"], r["pf_lat"]["p50_ms"],
+                  r["bq_lat"]["p50_ms"], r["al_lat"]["p99_ms"], r["pf_lat"]["p99_ms"],
+                  r["bq_lat"]["p99_ms"]))
     print("(al: the worker's default settings, bq: BullMQ, each the median of %d rounds that"
           " alternate them, ratio: the median of the rounds' own; al+pf: one run of a worker"
           " started with --prefetch %s; stock: one run of the default worker on a stock"
           " redis-server)" % (ROUNDS, PREFETCH))
     print("Redis CPU per job (us): " + "; ".join(
         "%d slots: stock %.1f, al %.1f, al+pf %.1f, bq %.1f" % (
-            slots, al[0]["redis_us"], al[1][0]["redis_us"], al[2][0]["redis_us"], btp["redis_us"])
-        for slots, al, btp, blat in rows))
-    for slots, al, btp, blat in rows:
-        al = al[1:]
-        tp0 = al[0][0]
+            r["slots"], r["stock"]["redis_us"], r["al"]["redis_us"], r["pf"]["redis_us"],
+            r["bq"]["redis_us"])
+        for r in rows))
+    for r in rows:
+        plural = "s" if r["slots"] > 1 else ""
         summary.record("queue no-op throughput, %d slot%s, default settings" % (
-            slots, "s" if slots > 1 else ""), "%d jobs/s" % tp0["jobs_per_s"],
-            "BullMQ %d jobs/s" % btp["jobs_per_s"], tp0["ratio"], (">=", 3.0, "ratio"))
+            r["slots"], plural), "%d jobs/s" % r["al"]["jobs_per_s"],
+            "BullMQ %d jobs/s" % r["bq"]["jobs_per_s"], r["ratio"], (">=", 3.0, "ratio"))
         summary.record("Redis CPU per job, %d slot%s, default settings" % (
-            slots, "s" if slots > 1 else ""), "%.1f us" % tp0["redis_us"],
-            "BullMQ %.1f us" % btp["redis_us"], tp0["cpu_ratio"], ("<=", 40, tp0["redis_us"]))
-        summary.record("queue submit-to-result p50, %d slot%s" % (slots, "s" if slots > 1 else ""),
-                       "%.2f ms" % al[0][1]["p50_ms"], "BullMQ %.2f ms" % blat["p50_ms"],
-                       al[0][1]["p50_ms"] / blat["p50_ms"])
+            r["slots"], plural), "%.1f us" % r["al"]["redis_us"],
+            "BullMQ %.1f us" % r["bq"]["redis_us"], r["cpu_ratio"],
+            ("<=", 40, r["al"]["redis_us"]))
+        summary.record("queue submit-to-result p50, %d slot%s" % (r["slots"], plural),
+                       "%.2f ms" % r["al_lat"]["p50_ms"], "BullMQ %.2f ms" % r["bq_lat"]["p50_ms"],
+                       r["al_lat"]["p50_ms"] / r["bq_lat"]["p50_ms"])
     # print(1) through the whole queue on the process backend
     c = Cluster(policy=POLICY)
     try:

@@ -374,8 +374,7 @@ try:
     t.ok("expect:" not in seen.get("head", "").lower() and seen.get("want", 0) > 3 << 19 and
          seen.get("body") == seen.get("want") and b"fake gateway" in p.stderr,
          "a 1.5 MiB submission through the gateway goes in one request: no Expect: "
-         "100-continue, "
-         "the whole body at once", (seen, p.stderr))
+         "100-continue, the whole body at once", (seen, p.stderr))
     tok = os.path.join(c.dir, "token")
     with open(tok, "w") as f:
         f.write(B + "\n")

@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 
 import msgpack
 
@@ -92,12 +93,8 @@ def proc_uid(pid):
     return None
 
 
-def warm_interpreter(pid):
-    """Whether pid is a pre-made sandbox's warm interpreter (the process
-    tier's, backends/process/init.c), or the process about to become one: a
-    child of a root airlock-sandbox-init. An init that runs a job is the
-    slot's uid by then, and everything of a job dies with its PID
-    namespace, so only a sandbox that waits for its job has such a child."""
+def child_of_root(pid, program):
+    """Whether pid's parent runs as root and its argv[0] is program."""
     try:
         with open("/proc/%s/status" % pid) as f:
             ppid = next(line.split()[1] for line in f if line.startswith("PPid:"))
@@ -105,7 +102,16 @@ def warm_interpreter(pid):
             parent = f.read()
     except (OSError, StopIteration):
         return False
-    return proc_uid(ppid) == 0 and parent.startswith(b"airlock-sandbox-init\0")
+    return proc_uid(ppid) == 0 and parent.startswith(program.encode() + b"\0")
+
+
+def warm_interpreter(pid):
+    """Whether pid is a pre-made sandbox's warm interpreter (the process
+    tier's, backends/process/init.c), or the process about to become one: a
+    child of a root airlock-sandbox-init. An init that runs a job is the
+    slot's uid by then, and everything of a job dies with its PID
+    namespace, so only a sandbox that waits for its job has such a child."""
+    return child_of_root(pid, "airlock-sandbox-init")
 
 
 def job_cgroups(worker_id):
@@ -150,16 +156,12 @@ def warm_containers(worker_id):
                 pids = f.read().split()
             with open("/proc/%s/cmdline" % pids[0], "rb") as f:
                 cmd = f.read()
-            with open("/proc/%s/status" % pids[0]) as f:
-                ppid = next(line.split()[1] for line in f if line.startswith("PPid:"))
-            with open("/proc/%s/cmdline" % ppid, "rb") as f:
-                parent = f.read()
             stdin = os.readlink("/proc/%s/fd/0" % pids[0])
-        except (OSError, IndexError, StopIteration):
+        except (OSError, IndexError):
             continue
         # a taken one's interpreter has its job's stdin: it is that job's
         if len(pids) == 1 and cmd.startswith(WARM_PROGRAM) and stdin == "/dev/null" and \
-                parent.startswith(b"airlock-oci-shim\0") and proc_uid(ppid) == 0:
+                child_of_root(pids[0], "airlock-oci-shim"):
             out[name] = pids[0]
     return out
 
@@ -220,7 +222,6 @@ def leftovers(uid, worker_id, state, warm=2, settle_s=10):
     starts after a result (backends/container/warm.c), so its processes,
     cgroups and files count only if they are still no warm container
     (warm_containers) settle_s later."""
-    import time
     left = _scan(uid, worker_id, state, warm)
     now = [e for e, named in left if not named]
     end = time.monotonic() + settle_s

@@ -24,6 +24,7 @@ struct al_client {
 	char where[300];
 	struct al_redis_url url;
 	bool retried; /* the last command was sent again on a new connection */
+	bool no_xread; /* the user may not XREAD: waits poll (end_wait) */
 };
 
 #define FAILOVER_WAIT_MS 30000 /* Sentinel: how long a command waits for a new master */
@@ -375,43 +376,89 @@ static int get_result(struct al_client *c, const char *id, struct al_result *res
 	return rc;
 }
 
+/* AWAIT: the result of id (*found), or in after the id of its live
+ * output's newest entry: the end entry that every result's script appends
+ * comes after it. */
+static int await_result(struct al_client *c, const char *id, struct al_result *res, bool *found,
+			char after[AL_STREAM_ID_MAX], struct al_err *err)
+{
+	struct al_call call;
+	redisReply *r, *e;
+	int rc = AL_OK;
+
+	al_await_call(&call, id);
+	r = run_call(c, err, &call);
+	al_call_free(&call);
+	if (!r)
+		return AL_EREDIS;
+	if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+	    r->element[0]->type != REDIS_REPLY_INTEGER ||
+	    (e = r->element[1])->type != REDIS_REPLY_STRING ||
+	    (r->element[0]->integer != 1 && e->len >= AL_STREAM_ID_MAX)) {
+		freeReplyObject(r);
+		return al_err_set(err, AL_EREDIS, "unexpected answer to AWAIT for %s", id);
+	}
+	*found = r->element[0]->integer == 1;
+	if (*found && al_result_decode(e->str, e->len, res, err))
+		rc = al_err_wrap(err, "result of %s", id);
+	else if (!*found)
+		memcpy(after, e->str, e->len + 1);
+	freeReplyObject(r);
+	return rc;
+}
+
+/* Block until anything comes to id's live output after after (at most
+ * left_ms, and a second). A Redis user that may not XREAD (an ACL from
+ * before live output) polls instead, every END_POLL_MS. */
+#define END_POLL_MS 100
+static int end_wait(struct al_client *c, const char *id, const char *after, uint64_t left_ms,
+		    struct al_err *err)
+{
+	struct al_call call;
+	redisReply *r;
+
+	if (!c->no_xread) {
+		al_end_wait_call(&call, id, after, left_ms > 1000 ? 1000 : (unsigned)left_ms);
+		r = run_call(c, err, &call);
+		al_call_free(&call);
+		if (r) {
+			freeReplyObject(r);
+			return AL_OK;
+		}
+		if (!strstr(err->msg, "NOPERM"))
+			return AL_EREDIS;
+		c->no_xread = true;
+		*err = (struct al_err){0};
+	}
+	{
+		uint64_t ms = left_ms < END_POLL_MS ? left_ms : END_POLL_MS;
+		struct timespec ts = {0, (long)ms * 1000000L};
+
+		nanosleep(&ts, NULL);
+	}
+	return AL_OK;
+}
+
 int al_client_wait(struct al_client *c, const char *id, uint64_t timeout_ms, struct al_result *res,
 		   struct al_err *err)
 {
 	if (c->gw)
 		return al_gw_wait(c->gw, id, timeout_ms, res, err);
 	uint64_t deadline = timeout_ms ? al_now_ms() + timeout_ms : 0;
+	char after[AL_STREAM_ID_MAX];
 	bool found;
 	int rc;
 
 	for (;;) {
-		struct al_call blpop;
-		redisReply *r;
 		uint64_t left;
 
-		if ((rc = get_result(c, id, res, &found, err)) || found)
+		if ((rc = await_result(c, id, res, &found, after, err)) || found)
 			return rc;
 		left = deadline ? (deadline > al_now_ms() ? deadline - al_now_ms() : 0) : 1000;
 		if (deadline && left == 0)
 			return al_err_set(err, AL_EREDIS, "timed out waiting for %s", id);
-		/* BLPOP wakes at commit; one waiter takes the token and puts it
-		 * back (REARM: with the result's TTL) so that every other waiter
-		 * wakes too. Re-check at least once a second. */
-		al_done_wait_call(&blpop, id, left > 1000 ? 1000 : (unsigned)left);
-		r = run_call(c, err, &blpop);
-		al_call_free(&blpop);
-		if (!r)
-			return AL_EREDIS;
-		if (r->type == REDIS_REPLY_ARRAY) {
-			struct al_call rearm;
-			redisReply *p;
-
-			al_rearm_call(&rearm, id);
-			if ((p = run_call(c, NULL, &rearm)))
-				freeReplyObject(p);
-			al_call_free(&rearm);
-		}
-		freeReplyObject(r);
+		if ((rc = end_wait(c, id, after, left, err)))
+			return rc;
 	}
 }
 
@@ -479,10 +526,11 @@ int al_client_session_call(struct al_client *c, struct al_sess_call *call, uint6
 		return rc;
 	for (;;) {
 		struct al_call look;
+		char after[AL_STREAM_ID_MAX];
 		bool found;
 		uint64_t left;
 
-		if ((rc = get_result(c, call->id, res, &found, err)) || found)
+		if ((rc = await_result(c, call->id, res, &found, after, err)) || found)
 			return rc;
 		/* ended, or its worker stopped renewing it: no answer will come */
 		al_session_read_call(&look, call->session);
@@ -507,16 +555,8 @@ int al_client_session_call(struct al_client *c, struct al_sess_call *call, uint6
 		if (deadline && left == 0)
 			return al_err_set(err, AL_EREDIS, "timed out waiting for call %s",
 					  call->id);
-		{
-			struct al_call blpop;
-
-			al_done_wait_call(&blpop, call->id, left > 1000 ? 1000 : (unsigned)left);
-			r = run_call(c, err, &blpop);
-			al_call_free(&blpop);
-			if (!r)
-				return AL_EREDIS;
-			freeReplyObject(r);
-		}
+		if ((rc = end_wait(c, call->id, after, left, err)))
+			return rc;
 	}
 }
 

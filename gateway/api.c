@@ -243,15 +243,22 @@ bool gw_poll_begin(struct req *q)
 	return true;
 }
 
+/* AWAIT's answer: the result, or where the live output stands. */
 static void on_result_got(redisAsyncContext *ac, void *reply, void *priv)
 {
 	struct req *q = priv;
 	redisReply *r = reply;
 
 	(void)ac;
-	if (r && r->type == REDIS_REPLY_STRING) {
-		gw_reply_result(q, r->str, r->len);
-		return;
+	if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+	    r->element[0]->type == REDIS_REPLY_INTEGER &&
+	    r->element[1]->type == REDIS_REPLY_STRING) {
+		if (r->element[0]->integer == 1) {
+			gw_reply_result(q, r->element[1]->str, r->element[1]->len);
+			return;
+		}
+		snprintf(q->after, sizeof(q->after), "%.*s", (int)r->element[1]->len,
+			 r->element[1]->str);
 	}
 	if (!q->r) { /* the client went */
 		req_free(q);
@@ -268,37 +275,29 @@ static void get_result(struct req *q)
 {
 	struct al_call c;
 
-	al_result_get_call(&c, q->id);
+	al_await_call(&c, q->id);
 	gw_send(q, q->g->cmd, &c, on_result_got);
 }
 
-static void on_blpop(redisAsyncContext *ac, void *reply, void *priv)
+static void on_end_wait(redisAsyncContext *ac, void *reply, void *priv)
 {
-	struct req *q = priv;
-	redisReply *r = reply;
-
 	(void)ac;
-	if (r && r->type == REDIS_REPLY_ARRAY) { /* the token: put it back for others */
-		struct al_call c;
-
-		al_rearm_call(&c, q->id);
-		al_aconn_call(q->g->cmd, &c, NULL, NULL);
-		al_call_free(&c);
-	}
-	get_result(q);
+	(void)reply;
+	get_result(priv);
 }
 
-/* One round: BLPOP the done list for at most a second, then read. */
+/* One round: wait at most a second for anything after the live output's
+ * newest entry (the result's end entry comes there), then look again. */
 static void wait_step(struct req *q)
 {
 	struct al_call c;
 
 	if (!gw_poll_begin(q))
 		return;
-	/* reliable: a new connection sends it once up; a BLPOP sent again
-	 * after a reset does no harm (the token goes back with REARM) */
-	al_done_wait_call(&c, q->id, BLPOP_MS);
-	if (al_aconn_call(q->w->c, &c, on_blpop, q))
+	/* reliable: a new connection sends it once up; an XREAD sent again
+	 * after a reset reads the same */
+	al_end_wait_call(&c, q->id, q->after[0] ? q->after : "0-0", BLPOP_MS);
+	if (al_aconn_call(q->w->c, &c, on_end_wait, q))
 		gw_reply_error(q, 500, "out of memory");
 	al_call_free(&c);
 }

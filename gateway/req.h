@@ -20,10 +20,11 @@ struct req {
 	char tenant[AL_ID_MAX + 1];
 	struct gw_tenant *t; /* the key's tenant: its long polls are counted */
 	char id[AL_ID_MAX + 1];
-	bool wait;	      /* submit, then wait for the result... */
-	uint64_t wait_ms;     /* ...this long */
-	uint64_t deadline_ms; /* of the wait (monotonic) */
-	int code_if_pending;  /* a wait that ran out: 202 */
+	bool wait;		      /* submit, then wait for the result... */
+	uint64_t wait_ms;	      /* ...this long */
+	uint64_t deadline_ms;	      /* of the wait (monotonic) */
+	char after[AL_STREAM_ID_MAX]; /* the wait: the live output's newest entry (AWAIT) */
+	int code_if_pending;	      /* a wait that ran out: 202 */
 	struct gw_waiter *w;
 	char state[16];
 	char last[48];		     /* output: the last entry sent (Last-Event-ID) */

@@ -113,9 +113,16 @@ static void on_result(redisAsyncContext *ac, void *reply, void *priv)
 	struct al_call c;
 
 	(void)ac;
-	if (r && r->type == REDIS_REPLY_STRING) {
-		answer(q, r->str, r->len);
-		return;
+	/* AWAIT: {1, result}, or {0, the live output's newest entry} */
+	if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+	    r->element[0]->type == REDIS_REPLY_INTEGER &&
+	    r->element[1]->type == REDIS_REPLY_STRING) {
+		if (r->element[0]->integer == 1) {
+			answer(q, r->element[1]->str, r->element[1]->len);
+			return;
+		}
+		snprintf(q->after, sizeof(q->after), "%.*s", (int)r->element[1]->len,
+			 r->element[1]->str);
 	}
 	if (!q->r) { /* the client went */
 		gw_reply_send(q, 499, "text/plain", "", 0);
@@ -133,7 +140,7 @@ static void get_result(struct req *q)
 {
 	struct al_call c;
 
-	al_result_get_call(&c, q->id);
+	al_await_call(&c, q->id);
 	gw_send(q, q->g->cmd, &c, on_result);
 }
 
@@ -181,14 +188,15 @@ static void on_done(redisAsyncContext *ac, void *reply, void *priv)
 	get_result(priv);
 }
 
-/* One round: BLPOP the call's done list for at most a second, then read. */
+/* One round: wait at most a second for anything after the call's live
+ * output's newest entry (its result's end entry comes there), then read. */
 static void call_step(struct req *q)
 {
 	struct al_call c;
 
 	if (!gw_poll_begin(q))
 		return;
-	al_done_wait_call(&c, q->id, 1000);
+	al_end_wait_call(&c, q->id, q->after[0] ? q->after : "0-0", 1000);
 	gw_send(q, q->w->c, &c, on_done);
 }
 

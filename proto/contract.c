@@ -44,11 +44,6 @@ const char *al_key_res(char out[AL_KEY_MAX], const char *id)
 	return keyf(out, AL_KEY_PREFIX "res:", id, NULL);
 }
 
-const char *al_key_done(char out[AL_KEY_MAX], const char *id)
-{
-	return keyf(out, AL_KEY_PREFIX "done:", id, NULL);
-}
-
 const char *al_key_out(char out[AL_KEY_MAX], const char *id)
 {
 	return keyf(out, AL_KEY_PREFIX "out:", id, NULL);
@@ -363,7 +358,6 @@ void al_commit_add(struct al_call *c, const struct al_commit_item *it)
 
 	al_call_key(c, al_key_job(k, it->id));
 	al_call_key(c, al_key_res(k, it->id));
-	al_call_key(c, al_key_done(k, it->id));
 	al_call_key(c, it->stream && it->entry ? it->stream : "");
 	al_call_key(c, al_key_out(k, it->id));
 	al_call_i64(c, it->attempt);
@@ -434,7 +428,6 @@ static void ending_call(struct al_call *c, const char *script, const char *id, c
 	al_call_init(c, script);
 	al_call_key(c, al_key_job(k, id));
 	al_call_key(c, al_key_res(k, id));
-	al_call_key(c, al_key_done(k, id));
 	al_call_key(c, al_key_out(k, id));
 	al_call_str(c, id);
 	al_call_arg(c, result, len);
@@ -466,8 +459,8 @@ void al_cancel_request_call(struct al_call *c, const char *id, const char *nonce
 	al_call_str(c, nonce);
 }
 
-/* BLPOP key timeout (seconds, to the millisecond): the waits on a done
- * list and on a reply list. */
+/* BLPOP key timeout (seconds, to the millisecond): the waits on a reply
+ * list and on a worker's session calls. */
 static void blpop_call(struct al_call *c, const char *key, unsigned timeout_ms)
 {
 	char t[32];
@@ -514,13 +507,13 @@ void al_trim_call(struct al_call *c, const char *stream, const char *group)
 	al_call_str(c, group);
 }
 
-void al_rearm_call(struct al_call *c, const char *id)
+void al_await_call(struct al_call *c, const char *id)
 {
 	char k[AL_KEY_MAX];
 
-	al_call_init(c, al_lua_rearm);
-	al_call_key(c, al_key_done(k, id));
-	al_call_str(c, id);
+	al_call_init(c, al_lua_await);
+	al_call_key(c, al_key_res(k, id));
+	al_call_key(c, al_key_out(k, id));
 }
 
 void al_give_back_call(struct al_call *c, const char *stream, const char *group, const char *entry)
@@ -764,11 +757,19 @@ void al_vm_end_one_call(struct al_call *c, const char *name, const char *reason,
 	al_call_u64(c, ttl_ms);
 }
 
-void al_done_wait_call(struct al_call *c, const char *id, unsigned timeout_ms)
+void al_end_wait_call(struct al_call *c, const char *id, const char *after, unsigned timeout_ms)
 {
 	char k[AL_KEY_MAX];
 
-	blpop_call(c, al_key_done(k, id), timeout_ms);
+	al_call_init(c, NULL);
+	al_call_str(c, "XREAD");
+	al_call_str(c, "COUNT");
+	al_call_str(c, "1");
+	al_call_str(c, "BLOCK");
+	al_call_u64(c, timeout_ms);
+	al_call_str(c, "STREAMS");
+	al_call_str(c, al_key_out(k, id));
+	al_call_str(c, after);
 }
 
 /* ---- sessions ---- */
@@ -807,7 +808,6 @@ void al_session_reply_call(struct al_call *c, const char *call_id, const void *r
 
 	al_call_init(c, al_lua_session_reply);
 	al_call_key(c, al_key_res(k, call_id));
-	al_call_key(c, al_key_done(k, call_id));
 	al_call_key(c, al_key_out(k, call_id));
 	al_call_arg(c, result, len);
 	al_call_u64(c, ttl_ms);

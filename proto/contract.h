@@ -17,11 +17,10 @@
  * Each writes the key into out (AL_KEY_MAX bytes) and returns out. Ids,
  * tenants and tiers are restricted to safe characters by the codec; a name
  * that would not fit is cut (it then names no key Airlock uses). */
-const char *al_key_job(char out[AL_KEY_MAX], const char *id);  /* al:job:<id> */
-const char *al_key_res(char out[AL_KEY_MAX], const char *id);  /* al:res:<id> */
-const char *al_key_done(char out[AL_KEY_MAX], const char *id); /* al:done:<id> */
-const char *al_key_out(char out[AL_KEY_MAX], const char *id);  /* al:out:<id>: live output */
-const char *al_key_sub(char out[AL_KEY_MAX], const char *id);  /* al:sub:<id>: a submission */
+const char *al_key_job(char out[AL_KEY_MAX], const char *id); /* al:job:<id> */
+const char *al_key_res(char out[AL_KEY_MAX], const char *id); /* al:res:<id> */
+const char *al_key_out(char out[AL_KEY_MAX], const char *id); /* al:out:<id>: live output */
+const char *al_key_sub(char out[AL_KEY_MAX], const char *id); /* al:sub:<id>: a submission */
 /* al:reply:<nonce>: the scheduler's answer to one cancel request */
 const char *al_key_reply(char out[AL_KEY_MAX], const char *nonce);
 const char *al_key_queue(char out[AL_KEY_MAX], const char *tier, int band); /* al:q:<tier>:<band> */
@@ -180,7 +179,8 @@ struct al_commit_item {
 	const char *status;		    /* al_status_name() */
 };
 /* c was made with al_call_init(c, al_lua_commit) (or al_lua_commit_fetch);
- * one call per batch. */
+ * one call per batch, AL_COMMIT_KEYS keys an item. */
+#define AL_COMMIT_KEYS 4
 void al_commit_add(struct al_call *c, const struct al_commit_item *it);
 /* COMMIT_FETCH: after the batch's nresults items, the fetch for worker. */
 void al_commit_fetch_end(struct al_call *c, int nresults, const char *const *streams, int nstreams,
@@ -215,9 +215,14 @@ void al_cancel_call(struct al_call *c, const char *id, const char *result, size_
 void al_expire_call(struct al_call *c, const char *id, const char *result, size_t len,
 		    uint64_t ttl_ms);
 void al_trim_call(struct al_call *c, const char *stream, const char *group);
-void al_rearm_call(struct al_call *c, const char *id);
-/* Waiting for a result: BLPOP al:done:<id> timeout_ms (then REARM). */
-void al_done_wait_call(struct al_call *c, const char *id, unsigned timeout_ms);
+/* A stream entry id ("<ms>-<seq>", two 64-bit numbers) with its NUL. */
+#define AL_STREAM_ID_MAX 48
+/* Waiting for a result: AWAIT (read only) gives it, or the id of the live
+ * output's newest entry; then XREAD COUNT 1 BLOCK timeout_ms STREAMS
+ * al:out:<id> <that id> wakes when anything comes after it (the result's
+ * end entry, or a chunk), and AWAIT again. */
+void al_await_call(struct al_call *c, const char *id);
+void al_end_wait_call(struct al_call *c, const char *id, const char *after, unsigned timeout_ms);
 void al_give_back_call(struct al_call *c, const char *stream, const char *group, const char *entry);
 
 /* Dead letters: XADD al:dlq MAXLEN max_len * reason R source S entry E

@@ -51,9 +51,12 @@ const char al_lua_admit[] =
     "  local K = 1 + 3 * i\n"
     "  local A = 1 + 12 * i\n"
     "  local entry = ARGV[A + 12]\n"
-    "  local h = redis.call('HMGET', KEYS[K + 1], 'state', 'entry')\n"
-    "  local st = h[1]\n"
-    "  local owner = h[2] or redis.call('HGET', KEYS[K + 2], 'entry')\n"
+    "  local owner = redis.call('HGET', KEYS[K + 2], 'entry')\n"
+    "  local st\n"
+    "  if owner ~= entry then\n"
+    "    local h = redis.call('HMGET', KEYS[K + 1], 'state', 'entry')\n"
+    "    st, owner = h[1], h[2] or owner\n"
+    "  end\n"
     "  local code\n"
     "  if owner and owner ~= entry then code = -2\n"
     "  elseif st == 'done' then code = -1\n"
@@ -172,7 +175,7 @@ const char al_lua_fetch[] = CLAIM_ONE FETCH_FN "return fetch(KEYS, ARGV[1], ARGV
 	"local function ack(K, A)\n"                                                               \
 	"  local e = ARGV[A + 4]\n"                                                                \
 	"  if e == '' then return end\n"                                                           \
-	"  local s, g = KEYS[K + 4], ARGV[A + 5]\n"                                                \
+	"  local s, g = KEYS[K + 3], ARGV[A + 5]\n"                                                \
 	"  local t = acks[s]\n"                                                                    \
 	"  if not t then t = {}; acks[s] = t end\n"                                                \
 	"  local l = t[g]\n"                                                                       \
@@ -193,9 +196,7 @@ const char al_lua_fetch[] = CLAIM_ONE FETCH_FN "return fetch(KEYS, ARGV[1], ARGV
 	"  end\n"                                                                                  \
 	"  redis.call('HSET', KEYS[K + 1], 'state', 'done', 'status', ARGV[A + 6])\n"              \
 	"  redis.call('PEXPIRE', KEYS[K + 1], ttl)\n"                                              \
-	"  redis.call('RPUSH', KEYS[K + 3], '1')\n"                                                \
-	"  redis.call('PEXPIRE', KEYS[K + 3], ttl)\n"                                              \
-	"  end_out(KEYS[K + 5], ARGV[A + 6], ARGV[A + 1], ttl)\n"                                  \
+	"  end_out(KEYS[K + 4], ARGV[A + 6], ARGV[A + 1], ttl)\n"                                  \
 	"  counts[ARGV[A + 6]] = (counts[ARGV[A + 6]] or 0) + 1\n"                                 \
 	"  ack(K, A)\n"                                                                            \
 	"  return 1\n"                                                                             \
@@ -208,7 +209,7 @@ const char al_lua_fetch[] = CLAIM_ONE FETCH_FN "return fetch(KEYS, ARGV[1], ARGV
 
 const char al_lua_commit[] = END_OUT COMMIT_ONE
     "local out = {}\n"
-    "for i = 0, #KEYS / 5 - 1 do out[i + 1] = commit_one(5 * i, 6 * i) end\n" COMMIT_END
+    "for i = 0, #KEYS / 4 - 1 do out[i + 1] = commit_one(4 * i, 6 * i) end\n" COMMIT_END
     "return out\n";
 
 /* COMMIT's batch, then FETCH's read and claim for the worker whose slots
@@ -216,17 +217,17 @@ const char al_lua_commit[] = END_OUT COMMIT_ONE
 const char al_lua_commit_fetch[] = END_OUT CLAIM_ONE COMMIT_ONE FETCH_FN
     "local n = tonumber(ARGV[#ARGV])\n"
     "local out, streams = {}, {}\n"
-    "for i = 0, n - 1 do out[i + 1] = commit_one(5 * i, 6 * i) end\n" COMMIT_END
-    "for i = 5 * n + 1, #KEYS do streams[#streams + 1] = KEYS[i] end\n"
+    "for i = 0, n - 1 do out[i + 1] = commit_one(4 * i, 6 * i) end\n" COMMIT_END
+    "for i = 4 * n + 1, #KEYS do streams[#streams + 1] = KEYS[i] end\n"
     "return {out, fetch(streams, ARGV[#ARGV - 3], ARGV[#ARGV - 2], ARGV[#ARGV - 1])}\n";
 
 /* The result of a submission that never reached a queue (rejected). Its
  * record is made here, done, with the tenant and tier of the submission's
  * marker (so that the gateway shows the tenant its own rejection). */
 const char al_lua_reject[] =
-    END_OUT "local function ack() redis.call('XACK', KEYS[6], ARGV[5], ARGV[4]) end\n"
+    END_OUT "local function ack() redis.call('XACK', KEYS[5], ARGV[5], ARGV[4]) end\n"
 	    "local h = redis.call('HMGET', KEYS[1], 'state', 'entry')\n"
-	    "local s = redis.call('HMGET', KEYS[5], 'entry', 'tenant', 'tier')\n"
+	    "local s = redis.call('HMGET', KEYS[4], 'entry', 'tenant', 'tier')\n"
 	    "local owner = h[2] or s[1]\n"
 	    "if owner and owner ~= ARGV[4] then ack(); return -2 end\n"
 	    "if h[1] == 'done' then ack(); return 0 end\n"
@@ -235,10 +236,8 @@ const char al_lua_reject[] =
 	    "redis.call('HSET', KEYS[1], 'state', 'done', 'status', ARGV[6], 'entry', ARGV[4])\n"
 	    "if s[2] then redis.call('HSET', KEYS[1], 'tenant', s[2], 'tier', s[3] or '') end\n"
 	    "redis.call('PEXPIRE', KEYS[1], ARGV[3])\n"
-	    "redis.call('DEL', KEYS[5])\n"
-	    "redis.call('RPUSH', KEYS[3], '1')\n"
-	    "redis.call('PEXPIRE', KEYS[3], ARGV[3])\n"
-	    "end_out(KEYS[4], ARGV[6], '0', ARGV[3])\n"
+	    "redis.call('DEL', KEYS[4])\n"
+	    "end_out(KEYS[3], ARGV[6], '0', ARGV[3])\n"
 	    "redis.call('HINCRBY', 'al:stats', 'status:' .. ARGV[6], 1)\n"
 	    "ack()\n"
 	    "return 1\n";
@@ -299,19 +298,19 @@ const char al_lua_reclaim[] =
  * exists) gets its record here, ended; ADMIT then finds it done. */
 const char al_lua_cancel[] = END_OUT
     "local function answer(code)\n"
-    "  redis.call('XACK', KEYS[6], ARGV[4], ARGV[5])\n"
-    "  redis.call('RPUSH', KEYS[7], code)\n"
-    "  redis.call('PEXPIRE', KEYS[7], ARGV[6])\n"
+    "  redis.call('XACK', KEYS[5], ARGV[4], ARGV[5])\n"
+    "  redis.call('RPUSH', KEYS[6], code)\n"
+    "  redis.call('PEXPIRE', KEYS[6], ARGV[6])\n"
     "  return code\n"
     "end\n"
     "if redis.call('EXISTS', KEYS[2]) == 1 then return answer(0) end\n"
     "local h = redis.call('HMGET', KEYS[1], 'state', 'counted', 'tenant')\n"
     "local st = h[1]\n"
     "if not st then\n"
-    "  local s = redis.call('HMGET', KEYS[5], 'entry', 'tenant', 'tier')\n"
+    "  local s = redis.call('HMGET', KEYS[4], 'entry', 'tenant', 'tier')\n"
     "  if not s[1] then return answer(-1) end\n"
     "  redis.call('HSET', KEYS[1], 'entry', s[1], 'tenant', s[2] or '', 'tier', s[3] or '')\n"
-    "  redis.call('DEL', KEYS[5])\n"
+    "  redis.call('DEL', KEYS[4])\n"
     "  st = 'submitted'\n"
     "end\n"
     "if st == 'done' then return answer(0) end\n"
@@ -325,15 +324,13 @@ const char al_lua_cancel[] = END_OUT
     "  redis.call('HINCRBY', 'al:tenant:' .. (h[3] or 'default'), 'queued', -1) end\n"
     "redis.call('HSET', KEYS[1], 'state', 'done', 'status', 'cancelled')\n"
     "redis.call('PEXPIRE', KEYS[1], ARGV[3])\n"
-    "redis.call('RPUSH', KEYS[3], '1')\n"
-    "redis.call('PEXPIRE', KEYS[3], ARGV[3])\n"
-    "end_out(KEYS[4], 'cancelled', '0', ARGV[3])\n"
+    "end_out(KEYS[3], 'cancelled', '0', ARGV[3])\n"
     "redis.call('HINCRBY', 'al:stats', 'status:cancelled', 1)\n"
     "return answer(1)\n";
 
 const char al_lua_expire[] = END_OUT
     "local h = redis.call('HMGET', KEYS[1], 'state', 'tenant', 'counted')\n"
-    "redis.call('ZREM', KEYS[5], ARGV[1])\n"
+    "redis.call('ZREM', KEYS[4], ARGV[1])\n"
     "if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end\n"
     "if h[1] ~= 'queued' and h[1] ~= 'retrying' then return 0 end\n"
     "redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])\n"
@@ -341,9 +338,7 @@ const char al_lua_expire[] = END_OUT
     "end\n"
     "redis.call('HSET', KEYS[1], 'state', 'done', 'status', 'expired')\n"
     "redis.call('PEXPIRE', KEYS[1], ARGV[3])\n"
-    "redis.call('RPUSH', KEYS[3], '1')\n"
-    "redis.call('PEXPIRE', KEYS[3], ARGV[3])\n"
-    "end_out(KEYS[4], 'expired', '0', ARGV[3])\n"
+    "end_out(KEYS[3], 'expired', '0', ARGV[3])\n"
     "redis.call('HINCRBY', 'al:stats', 'status:expired', 1)\n"
     "return 1\n";
 
@@ -363,12 +358,12 @@ const char al_lua_trim[] =
     "if type(lag) ~= 'number' then lag = -1 end\n"
     "return {n, lag, p[1]}\n";
 
-/* The result is named inside: the caller may only read it. */
-const char al_lua_rearm[] = "local t = redis.call('PTTL', '" AL_KEY_PREFIX "res:' .. ARGV[1])\n"
-			    "if t <= 0 then return 0 end\n"
-			    "redis.call('RPUSH', KEYS[1], '1')\n"
-			    "redis.call('PEXPIRE', KEYS[1], t)\n"
-			    "return 1\n";
+/* Read only: the result, or the live output's newest entry id to wait
+ * after (an end entry written later comes after it). */
+const char al_lua_await[] = "local r = redis.call('GET', KEYS[1])\n"
+			    "if r then return {1, r} end\n"
+			    "local e = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)\n"
+			    "return {0, e[1] and e[1][1] or '0-0'}\n";
 
 const char al_lua_give_back[] =
     "local e = redis.call('XRANGE', KEYS[1], ARGV[2], ARGV[2])\n"
@@ -448,9 +443,7 @@ const char al_lua_session_call[] =
     "return {1}\n";
 
 const char al_lua_session_reply[] = END_OUT "redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])\n"
-					    "redis.call('RPUSH', KEYS[2], '1')\n"
-					    "redis.call('PEXPIRE', KEYS[2], ARGV[2])\n"
-					    "end_out(KEYS[3], ARGV[3], 1, ARGV[2])\n"
+					    "end_out(KEYS[2], ARGV[3], 1, ARGV[2])\n"
 					    "return 1\n";
 
 const char al_lua_session_renew[] = "local n = 0\n"
@@ -487,7 +480,7 @@ const char *const al_lua_all[] = {
     al_lua_retry,	  al_lua_promote,
     al_lua_reclaim,	  al_lua_cancel,
     al_lua_expire,	  al_lua_trim,
-    al_lua_rearm,	  al_lua_give_back,
+    al_lua_await,	  al_lua_give_back,
     al_lua_workers,	  al_lua_vm_end_due,
     al_lua_vm_end_one,	  al_lua_session_open,
     al_lua_session_call,  al_lua_session_reply,
@@ -497,7 +490,7 @@ const char *const al_lua_all[] = {
 
 bool al_script_read_only(const char *script)
 {
-	return script == al_lua_lookup || script == al_lua_workers;
+	return script == al_lua_lookup || script == al_lua_workers || script == al_lua_await;
 }
 
 const char *al_script_sha(const char *script)

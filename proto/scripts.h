@@ -53,23 +53,23 @@ extern const char al_lua_claim[];
  * Empty when nothing waits: the worker then blocks in XREADGROUP. */
 extern const char al_lua_fetch[];
 
-/* COMMIT  (batch) per result, 5 KEYS: job hash, result, done list, stream
- *         the entry is in, live output; and 6 ARGV: attempt, result bytes,
- *         ttl ms, entry id (or ""), group, status
+/* COMMIT  (batch) per result, 4 KEYS: job hash, result, stream the entry
+ *         is in, live output (its end entry is the waiters' signal); and 6 ARGV: attempt, result
+ * bytes, ttl ms, entry id (or ""), group, status
  * -> per result (enum al_commit_code) */
 extern const char al_lua_commit[];
 
 /* COMMIT_FETCH  COMMIT's batch and a FETCH in one call (the worker's: the
  *         slots the batch freed take their next jobs in the same round trip)
- *         KEYS: COMMIT's 5 per result, then the worker's ready streams,
+ *         KEYS: COMMIT's 4 per result, then the worker's ready streams,
  *         high band first   ARGV: COMMIT's 6 per result, then worker, now
  *         ms, count, number of results
  * The results are committed (and their entries acknowledged) before the
  * read. -> {COMMIT's answers, FETCH's answer} */
 extern const char al_lua_commit_fetch[];
 
-/* REJECT  KEYS: job hash, result, done list, live output, submission
- *         marker, intake   ARGV: id, result bytes, ttl ms, intake entry id,
+/* REJECT  KEYS: job hash, result, live output, submission marker,
+ *         intake   ARGV: id, result bytes, ttl ms, intake entry id,
  *         group, status
  * The result of a submission that never reached a queue; allowed only
  * while the job has no record, and only for the intake entry that holds
@@ -93,15 +93,15 @@ extern const char al_lua_promote[];
 extern const char al_lua_reclaim[];
 
 /* CANCEL  (the scheduler's, for a cancel request on the intake)
- *         KEYS: job hash, result, done list, live output, submission
- *         marker, intake, reply list
+ *         KEYS: job hash, result, live output, submission marker, intake,
+ *         reply list
  *         ARGV: id, cancelled result bytes, ttl ms, group, request's entry
  *         id, reply ttl ms
  * -> enum al_cancel_code, also pushed to the reply list; the request is
  *    acknowledged */
 extern const char al_lua_cancel[];
 
-/* EXPIRE  KEYS: job hash, result, done list, live output, deadlines zset
+/* EXPIRE  KEYS: job hash, result, live output, deadlines zset
  *         ARGV: id, expired result bytes, ttl ms
  * -> 1 expired while waiting; 0 running, finished or unknown */
 extern const char al_lua_expire[];
@@ -112,11 +112,11 @@ extern const char al_lua_expire[];
  * last delivered one. -> {trimmed, lag (waiting, -1 unknown), pending} */
 extern const char al_lua_trim[];
 
-/* REARM   KEYS: done list   ARGV: id (the result al:res:<id> is read)
- * A waiter whose BLPOP took the done token puts it back with the result's
- * remaining TTL, so that other waiters wake too and nothing outlives the
- * result. -> 1 put back; 0 no result (expired or never written) */
-extern const char al_lua_rearm[];
+/* AWAIT   (read only) KEYS: result, live output
+ * -> {1, result bytes}; or {0, the live output's newest entry id, "0-0"
+ *    when it has none}: XREAD after that id wakes when the result's end
+ *    entry comes (every script that writes a result appends it). */
+extern const char al_lua_await[];
 
 /* GIVE_BACK KEYS: ready stream   ARGV: group, entry id
  * A delivered, unclaimed entry goes back to the end of its stream (re-added
@@ -159,10 +159,9 @@ extern const char al_lua_session_open[];
  *    reads the same); {2, reason} the session has ended */
 extern const char al_lua_session_call[];
 
-/* SESSION_REPLY (worker) KEYS: al:res:<call>, al:done:<call>, al:out:<call>
+/* SESSION_REPLY (worker) KEYS: al:res:<call>, al:out:<call>
  *         ARGV: result bytes, ttl ms, the result's status
- * A call's result, its wake-up token and its live output's end entry, as
- * a job's. -> 1 */
+ * A call's result and its live output's end entry, as a job's. -> 1 */
 extern const char al_lua_session_reply[];
 
 /* SESSION_RENEW (worker) KEYS: al:sessions   ARGV: worker, lease end ms,

@@ -67,7 +67,7 @@ def run(r, tier, want=b"42\n", **kw):
     job.update(kw)
     t0 = time.monotonic()
     r.call("XADD", "al:intake", "*", "job", msgpack.packb(job, use_bin_type=True))
-    r.call("BLPOP", "al:done:" + jid, 300)
+    r.wait_end(jid, 300)
     ms = (time.monotonic() - t0) * 1000
     res = msgpack.unpackb(r.call("GET", "al:res:" + jid), raw=False)
     if res["status"] != "ok" or res["stdout"] != want:

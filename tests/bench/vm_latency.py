@@ -52,7 +52,7 @@ def airlock_round(c, lv):
     subprocess.run(["redis-cli", "-s", c.sock, "-x", "XADD", "al:intake", "*", "job"],
                    input=msgpack.packb(job, use_bin_type=True), capture_output=True)
     for _ in range(10):
-        c.rcli("BLPOP", "al:done:" + jid, "20")
+        c.wait_done(jid, 20)
         raw = c.rcli("GET", "al:res:" + jid, raw=True)
         if raw:
             break
@@ -171,7 +171,7 @@ def main():
         ok = 0
         for jid in ids:
             for _ in range(10):
-                c.rcli("BLPOP", "al:done:" + jid, "20")
+                c.wait_done(jid, 20)
                 raw = c.rcli("GET", "al:res:" + jid, raw=True)
                 if raw:
                     ok += msgpack.unpackb(raw, raw=False)["status"] == "ok"

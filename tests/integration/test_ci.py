@@ -302,7 +302,7 @@ def submit(job):
 
 def wait(jid, timeout=900):
     import msgpack
-    c.rcli("BLPOP", "al:done:" + jid, str(timeout), timeout=timeout + 10)
+    c.wait_done(jid, timeout)
     raw = c.rcli("GET", "al:res:" + jid, raw=True)
     return msgpack.unpackb(raw, raw=False) if raw else {}
 

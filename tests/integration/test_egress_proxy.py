@@ -144,7 +144,7 @@ try:
     t.ok(victim and victim["status"] == "ok" and victim["stdout"] == b"victim ran\n",
          "2: another job started while one holds every tunnel it can get runs ok",
          victim and (victim["status"], victim.get("error")))
-    c.rcli("BLPOP", "al:done:" + big["id"], "60", timeout=70)
+    c.wait_done(big["id"], 60)
     import msgpack
     r = msgpack.unpackb(c.rcli("GET", "al:res:" + big["id"], raw=True), raw=False)
     out = r.get("stdout", b"").decode()

@@ -466,7 +466,7 @@ try:
     # crash, a fault, is forced on it and ends it too); the worker did not send this one.
     for p in pids:
         os.kill(p, signal.SIGKILL)
-    c.rcli("BLPOP", "al:done:" + j["id"], "30")
+    c.wait_done(j["id"], 30)
     r = msgpack.unpackb(c.rcli("GET", "al:res:" + j["id"], raw=True), raw=False)
     t.ok(len(pids) == 1 and r["status"] == "sandbox_error" and
          "VMM killed by signal 9" in (r.get("error") or ""),
@@ -479,7 +479,7 @@ try:
     c.wait_for(lambda: vmm_pids(VM_UIDS), timeout=20)
     time.sleep(2)
     p = c.cli("cancel", j["id"])
-    c.rcli("BLPOP", "al:done:" + j["id"], "30")
+    c.wait_done(j["id"], 30)
     r = msgpack.unpackb(c.rcli("GET", "al:res:" + j["id"], raw=True), raw=False)
     left = (vmm_pids(VM_UIDS), vm_cgroups(WID), state_files(c, WID))
     t.ok(p.returncode == 0 and r["status"] == "cancelled" and left == ([], [], []),

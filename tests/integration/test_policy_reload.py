@@ -83,7 +83,6 @@ try:
 
     # a job that runs across the reloads
     long_id = "pr-long"
-    c.rcli("DEL", "al:done:" + long_id)
     subprocess.run(["redis-cli", "-s", c.sock, "-x", "XADD", "al:intake", "*", "job"],
                    input=msgpack.packb(job(long_id, "import os, time; time.sleep(4); "
                                                "print(os.environ['STAGE'])"),
@@ -119,7 +118,7 @@ try:
     t.ok(c.wait_for(lambda: "policy_mismatch" not in stats(c) and
                     metric(port, "airlock_workers_policy_mismatch") == 0, 10),
          "the mismatch is gone from stats and metrics", stats(c))
-    c.rcli("BLPOP", "al:done:" + long_id, "30", timeout=40)
+    c.wait_done(long_id, 30)
     raw = c.rcli("GET", "al:res:" + long_id, raw=True)
     r = msgpack.unpackb(raw, raw=False) if raw else None
     t.ok(r and r["status"] == "ok" and r["stdout"] == b"one\n",

@@ -55,7 +55,7 @@ def round_trip(c):
     c.rcli("XADD", "al:intake", "*", "job", "placeholder")  # garbage first: must not block
     subprocess.run(["redis-cli", "-s", c.sock, "-x", "XADD", "al:intake", "*", "job"],
                    input=msgpack.packb(job, use_bin_type=True), capture_output=True)
-    c.rcli("BLPOP", "al:done:raw-client-1", "20")
+    c.wait_done("raw-client-1", 20)
     r = result(c, "raw-client-1")
     t.ok(r and r["status"] == "ok" and r["stdout"] == b"raw\n" and r["attempt"] == 1,
          "raw protocol client: XADD intake, BLPOP done list, GET result", r)
@@ -90,7 +90,7 @@ def round_trip(c):
     p = c.cli("status", "no-such-job")
     t.ok(p.returncode == 1 and b"no job" in p.stderr, "status of an unknown id says so", p.stderr)
     j = submit(c, "-c", "print(1)")
-    c.rcli("BLPOP", "al:done:" + j, "10")
+    c.wait_done(j, 10)
     p = c.cli("status", j)
     t.ok(p.returncode == 0 and p.stdout.decode().split() == [j, "done", "ok"],
          "status of a finished job: its state and its result's status", p.stdout)
@@ -164,7 +164,7 @@ def killed_worker(c):
     gone = c.wait_for(lambda: not live_pids_of({64100, 64101}), timeout=1.0)
     c.worker("wb", uid_base=64200, slots=2)
     for jid in ids:
-        c.rcli("BLPOP", "al:done:" + jid, "30")
+        c.wait_done(jid, 30)
     rs = [result(c, jid) for jid in ids]
     t.ok(ok and all(r and r["status"] == "ok" and r["attempt"] == 2 and r["worker"] == "wb"
                     for r in rs),
@@ -181,7 +181,7 @@ def stale_attempt(c):
     c.wait_for(lambda: "event=job_start" in c.log("ws"), timeout=15)
     c.signal("ws", signal.SIGSTOP)  # a worker that loses its lease without dying
     c.worker("wt", uid_base=64400, slots=1)
-    c.rcli("BLPOP", "al:done:" + jid, "30")
+    c.wait_done(jid, 30)
     r1 = result(c, jid)
     c.signal("ws", signal.SIGCONT)
     ok = c.wait_for(lambda: "event=stale_attempt" in c.log("ws"), timeout=15)
@@ -235,7 +235,7 @@ def cancel_and_deadline(c):
     time.sleep(0.3)
     t0 = time.time()
     c.cli("cancel", run)
-    c.rcli("BLPOP", "al:done:" + run, "10")
+    c.wait_done(run, 10)
     took = time.time() - t0
     r = result(c, run)
     t.ok(r and r["status"] == "cancelled" and took < 1.5,
@@ -248,7 +248,7 @@ def cancel_and_deadline(c):
     blocker = submit(c, "--timeout", "5000", "-c", "import time; time.sleep(3)")
     soon = str(int(time.time() * 1000) + 800)
     late = submit(c, "--deadline-ms", soon, "-c", "print('too late')")
-    c.rcli("BLPOP", "al:done:" + late, "10")
+    c.wait_done(late, 10)
     r = result(c, late)
     t.ok(r and r["status"] == "expired" and r["stdout"] == b"", "queued past its deadline: expired",
          r)
@@ -276,19 +276,19 @@ def prefetch(c):
     held = c.wait_for(lambda: state_of(c, b) == ["running", "wp"], timeout=5, step=0.05)
     t0 = time.time()
     c.cli("cancel", b)
-    c.rcli("BLPOP", "al:done:" + b, "10")
+    c.wait_done(b, 10)
     took = time.time() - t0
     r = result(c, b)
     t.ok(held and r and r["status"] == "cancelled" and "before it started" in r["error"]
          and took < 1.0 and "job_start job=%s" % b not in c.log("wp"),
          "a held job is cancelled without running, in %.2f s" % took, (held, r))
-    c.rcli("BLPOP", "al:done:" + d, "10")
+    c.wait_done(d, 10)
     r = result(c, d)
     log = c.log("wp")
     t.ok(r and r["status"] == "expired" and "job_start job=%s" % d not in log
          and "give_back job=%s" % d not in log,
          "a held job whose deadline passes before a slot frees: expired, never run", r)
-    c.rcli("BLPOP", "al:done:" + a, "10")
+    c.wait_done(a, 10)
     r = result(c, a)
     t.ok(r and r["status"] == "ok" and r["stdout"] == b"a\n", "the slot's own job unaffected", r)
     # No slot frees in time: the held job goes back and another worker runs it.
@@ -297,13 +297,13 @@ def prefetch(c):
     e = submit(c, "-c", "print('e')")
     held = c.wait_for(lambda: state_of(c, e) == ["running", "wp"], timeout=5, step=0.05)
     c.worker("wq", uid_base=65410, slots=1)
-    c.rcli("BLPOP", "al:done:" + e, "10")
+    c.wait_done(e, 10)
     r = result(c, e)
     t.ok(held and r and r["status"] == "ok" and r["worker"] == "wq" and r["attempt"] == 1
          and "event=give_back job=%s" % e in c.log("wp") and not result(c, long),
          "held over 1 s behind a long job: given back, run by an idle worker (same attempt)",
          (held, r))
-    c.rcli("BLPOP", "al:done:" + long, "10")
+    c.wait_done(long, 10)
     c.signal("wq", signal.SIGTERM)
     c.wait_exit("wq")
     # Drain: held jobs go back at once; the running one finishes.
@@ -313,7 +313,7 @@ def prefetch(c):
     held = c.wait_for(lambda: state_of(c, f) == ["running", "wp"], timeout=5, step=0.05)
     c.signal("wp", signal.SIGTERM)
     c.worker("wr", uid_base=65420, slots=1)
-    c.rcli("BLPOP", "al:done:" + f, "10")
+    c.wait_done(f, 10)
     rf = result(c, f)
     rl = result(c, long)
     rc = c.wait_exit("wp", 30)
@@ -389,7 +389,7 @@ def sandbox_retry(c):
     c.worker("wbroken", uid_base=65250, slots=1, tiers="internal",
              extra=["--helper-dir", helpers])
     jid = submit(c, "--tier", "internal", "-c", "print(1)")
-    c.rcli("BLPOP", "al:done:" + jid, "30")
+    c.wait_done(jid, 30)
     r = result(c, jid)
     log = [l for l in c.log("wbroken").splitlines() if "event=job_done" in l]
     ts = [int(l.split("ts=")[1].split()[0]) for l in log]
@@ -431,7 +431,7 @@ def drain(c):
     c.signal("wd2", signal.SIGTERM)
     rc = c.wait_exit("wd2", 30)
     c.worker("wd3", uid_base=65100, slots=1)
-    c.rcli("BLPOP", "al:done:" + jid, "30")
+    c.wait_done(jid, 30)
     r = result(c, jid)
     t.ok(rc == 0 and r and r["status"] == "ok" and r["worker"] == "wd3",
          "grace too short: the job is given back and finishes on another worker", (rc, r))

@@ -77,7 +77,7 @@ def rejections():
         job = {"v": 1, "id": "egress-1", "tier": "trusted", "argv": ["true"], "network": "egress"}
         subprocess.run(["redis-cli", "-s", c.sock, "-x", "XADD", "al:intake", "*", "job"],
                        input=msgpack.packb(job, use_bin_type=True), capture_output=True)
-        c.rcli("BLPOP", "al:done:egress-1", "10")
+        c.wait_done("egress-1", 10)
         r = result(c, "egress-1")
         t.ok(r and r["status"] == "rejected" and "does not allow egress" in r["error"],
              "rejected: network egress on a tier without it", r)
@@ -88,7 +88,7 @@ def rejections():
                                       "tier": "nope\nts=2 level=error event=forged\x1b[2J"})]:
             subprocess.run(["redis-cli", "-s", c.sock, "-x", "XADD", "al:intake", "*", "job"],
                            input=msgpack.packb(job, use_bin_type=True), capture_output=True)
-            c.rcli("BLPOP", "al:done:" + jid, "10")
+            c.wait_done(jid, 10)
         log = c.log("sched1")
         t.ok(result(c, "forge-1") and result(c, "forge-2") and
              not any(l.startswith(("ts=1 ", "ts=2 ")) for l in log.splitlines()) and
@@ -146,7 +146,7 @@ def defaults_and_priorities():
         time.sleep(0.5)
         c.worker("wp", uid_base=65400, slots=1)
         for j in low + high + [jid]:
-            c.rcli("BLPOP", "al:done:" + j, "30")
+            c.wait_done(j, 30)
         starts = {j: result(c, j)["started_ms"] for j in low + high}
         t.ok(max(starts[j] for j in high) < min(starts[j] for j in low),
              "priority 9 jobs all start before priority 1 jobs submitted earlier", starts)
@@ -157,7 +157,7 @@ def defaults_and_priorities():
         ids = [c.cli("submit", "--tenant", "one", "-c", "import time; time.sleep(0.6)").stdout.decode().strip()
                for _ in range(3)]
         for j in ids:
-            c.rcli("BLPOP", "al:done:" + j, "30")
+            c.wait_done(j, 30)
         spans = sorted((result(c, j)["started_ms"], result(c, j)["finished_ms"]) for j in ids)
         overlap = any(spans[i + 1][0] < spans[i][1] for i in range(len(spans) - 1))
         t.ok(all(result(c, j)["status"] == "ok" for j in ids) and not overlap,
@@ -176,7 +176,7 @@ def attempts_used_up():
             c.wait_for(lambda: "event=job_start" in c.log(name), timeout=20)
             c.signal(name, signal.SIGKILL)
             c.wait_exit(name)
-        c.rcli("BLPOP", "al:done:" + jid, "20")
+        c.wait_done(jid, 20)
         r = result(c, jid)
         t.ok(r and r["status"] == "worker_lost" and r["attempt"] == 2 and "attempts" in r["error"],
              "max attempts used up by dead workers: worker_lost", r)
@@ -212,7 +212,7 @@ def two_schedulers():
         c.signal("w2a", signal.SIGSTOP)
         c.worker("w2b", uid_base=65800, slots=2)
         for j in ids:
-            c.rcli("BLPOP", "al:done:" + j, "30")
+            c.wait_done(j, 30)
         rs = [result(c, j) for j in ids]
         reclaimed = sum(c.log(n).count("event=reclaimed") for n in ("sA", "sB"))
         c.signal("w2a", signal.SIGKILL)

@@ -132,7 +132,7 @@ def submit(c, tier="service", code=SERVICE, argv=(), **kw):
 def result(c, jid, timeout=120):
     end = time.time() + timeout
     while time.time() < end:
-        c.rcli("BLPOP", "al:done:" + jid, "20")
+        c.wait_done(jid, 20)
         raw = c.rcli("GET", "al:res:" + jid, raw=True)
         if raw:
             return msgpack.unpackb(raw, raw=False)

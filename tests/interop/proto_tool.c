@@ -137,7 +137,7 @@ int main(int argc, char **argv)
 		    {"cancel", al_lua_cancel},
 		    {"expire", al_lua_expire},
 		    {"trim", al_lua_trim},
-		    {"rearm", al_lua_rearm},
+		    {"await", al_lua_await},
 		    {"give_back", al_lua_give_back},
 		    {"lookup", al_lua_lookup},
 		    {"workers", al_lua_workers},

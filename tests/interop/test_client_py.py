@@ -34,7 +34,7 @@ acl_block = doc.split("ACL SETUSER airlock-client", 1)[1].split("```", 1)[0]
 ACL = ["ACL", "SETUSER", "airlock-client"] + acl_block.replace(">PASSWORD", ">" + CLIENT_PW).split()
 
 scripts = doc_scripts()
-for name in ("submit", "lookup", "rearm", "session_call"):
+for name in ("submit", "lookup", "await", "session_call"):
     daemon = subprocess.run([TOOL, "script", name], capture_output=True, text=True).stdout
     t.ok(scripts.get(name) == daemon.rstrip("\n"),
          "PROTOCOL.md's %s script is the daemons' text" % name.upper())
@@ -65,9 +65,11 @@ try:
          c.rcli("EXISTS", "al:intake").strip() == "0",
          "daemons with user, password and /db in the URL work in that db (none in db 0)")
 
-    # Two waiters at once: both wake, and the token keeps the result's TTL.
+    # Two waiters at once, on a job that writes before it ends: both wake
+    # at each chunk, wait again after it, and get the result.
     code, jid = cl.submit({"tier": "trusted", "runtime": "python",
-                           "code": b"import time; time.sleep(0.5); print('w')"})
+                           "code": b"import time\nfor i in range(3):\n"
+                                   b"    print(i, flush=True); time.sleep(0.3)\nprint('w')"})
     got = []
     ws = [threading.Thread(target=lambda: got.append(
         Client(unix=c.sock, username="airlock-client", password=CLIENT_PW, db=DB).wait(jid, 60)))
@@ -76,12 +78,16 @@ try:
         w.start()
     for w in ws:
         w.join(70)
-    pttl = int(c.rcli("PTTL", "al:done:" + jid, db=DB).strip())
+    pttl = int(c.rcli("PTTL", "al:out:" + jid, db=DB).strip())
     res_ttl = int(c.rcli("PTTL", "al:res:" + jid, db=DB).strip())
-    t.ok(len(got) == 2 and all(g and g["stdout"] == b"w\n" for g in got),
-         "two waiters both wake (REARM puts the token back)", got)
-    t.ok(0 < pttl <= res_ttl + 1000, "the done token keeps the result's TTL after the waits "
-         "(PTTL %d, result %d): no key left without expiry" % (pttl, res_ttl))
+    t.ok(len(got) == 2 and all(g and g["stdout"] == b"0\n1\n2\nw\n" for g in got),
+         "two waiters both wake, through the job's output chunks, at its end entry", got)
+    t.ok(0 < pttl <= res_ttl + 1000 and
+         c.rcli("EXISTS", "al:done:" + jid, db=DB).strip() == "0",
+         "the output stream the waiters woke on keeps the result's TTL (PTTL %d, result "
+         "%d); no done list is made" % (pttl, res_ttl))
+    t.ok(cl.await_("no-such-job") == (None, b"0-0"),
+         "AWAIT of an unknown id: no result, wait after 0-0")
 
     # Cancel a job nobody serves yet (tier internal has no worker here).
     code, jid = cl.submit({"tier": "internal", "runtime": "python", "code": b"print(1)"})

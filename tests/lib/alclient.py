@@ -29,8 +29,8 @@ class Client:
             self.r = redis.Redis.from_url(url)
         s = doc_scripts()
         self.submit_script = self.r.register_script(s["submit"])
-        self.rearm_script = self.r.register_script(s["rearm"])
         self.lookup_sha = self.r.script_load(s["lookup"])
+        self.await_sha = self.r.script_load(s["await"])
         self.session_call_script = self.r.register_script(s["session_call"])
 
     def submit(self, job, idem_key=None):
@@ -52,14 +52,20 @@ class Client:
         raw = self.r.get("al:res:" + jid)
         return msgpack.unpackb(raw, raw=False) if raw else None
 
+    def await_(self, jid):
+        """AWAIT (read only): (result map, None), or (None, the id of the
+        live output's newest entry: the result's end entry comes after it)."""
+        found, v = self.r.evalsha_ro(self.await_sha, 2, "al:res:" + jid, "al:out:" + jid)
+        return (msgpack.unpackb(v, raw=False), None) if found == 1 else (None, v)
+
     def wait(self, jid, timeout=60):
+        """As the document says: AWAIT, then XREAD after the id it gave."""
         end = time.time() + timeout
         while time.time() < end:
-            res = self.result(jid)
+            res, after = self.await_(jid)
             if res:
                 return res
-            if self.r.blpop(["al:done:" + jid], timeout=1):
-                self.rearm_script(keys=["al:done:" + jid], args=[jid])
+            self.r.xread({"al:out:" + jid: after}, count=1, block=1000)
         return None
 
     def status(self, jid):
@@ -75,12 +81,12 @@ class Client:
         return got, call["id"]
 
     def session_wait(self, sid, cid, timeout=60):
-        """As the document says: BLPOP the done list a second at a time, the
+        """As the document says: AWAIT and XREAD a second at a time, the
         result, else the session's record: ended (or its lease past) with no
         result is the end. The result map, or ("ended", reason)."""
         end = time.time() + timeout
         while time.time() < end:
-            res = self.result(cid)
+            res, after = self.await_(cid)
             if res:
                 return res
             tenant, state, reason, worker, lease = self.r.hmget(
@@ -88,7 +94,7 @@ class Client:
             if state == b"ended" or (lease and int(lease) < time.time() * 1000):
                 res = self.result(cid)
                 return res or ("ended", (reason or b"worker_lost").decode())
-            self.r.blpop(["al:done:" + cid], timeout=1)
+            self.r.xread({"al:out:" + cid: after}, count=1, block=1000)
         return None
 
     def cancel(self, jid, wait_s=10):

@@ -349,9 +349,9 @@ int main(void)
 
 		read_intake(&s, intake(&e, 1));
 		TAP_OK(
-		    rec.calls == 1 && !strcmp(arg(2), "7") && !strcmp(arg(3), "al:job:j5") &&
-			!strcmp(arg(7), "al:sub:j5") && !strcmp(arg(9), "al:reply:n5") &&
-			!strcmp(arg(13), AL_GROUP_SCHEDULER) && !strcmp(arg(14), "8-0"),
+		    rec.calls == 1 && !strcmp(arg(2), "6") && !strcmp(arg(3), "al:job:j5") &&
+			!strcmp(arg(6), "al:sub:j5") && !strcmp(arg(8), "al:reply:n5") &&
+			!strcmp(arg(12), AL_GROUP_SCHEDULER) && !strcmp(arg(13), "8-0"),
 		    "a cancel request is one CANCEL: the job's keys, its marker, the reply list, "
 		    "the request's entry to acknowledge");
 		answer(num(AL_CANCEL_KILL_SENT));

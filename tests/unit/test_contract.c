@@ -125,8 +125,9 @@ static void check_plain_commands(void)
 	     "XADD al:out:j1 MAXLEN ~ " AL_OUT_MAXLEN_S " * t restart a 1",
 	     "a restart entry: no bytes");
 	SAYS(al_out_ttl_call(&c, "j1", 5000), "PEXPIRE al:out:j1 5000", "the output's TTL");
-	SAYS(al_done_wait_call(&c, "j1", 250), "BLPOP al:done:j1 0.250",
-	     "a wait on a result, to the millisecond");
+	SAYS(al_end_wait_call(&c, "j1", "5-1", 250),
+	     "XREAD COUNT 1 BLOCK 250 STREAMS al:out:j1 5-1",
+	     "a wait on a result: for anything after the output's newest entry");
 #undef SAYS
 }
 
@@ -136,7 +137,7 @@ int main(void)
 		const char *got, *want;
 	} keys[] = {
 	    {NULL, "al:job:abc"},	 {NULL, "al:res:abc"},
-	    {NULL, "al:done:abc"},	 {NULL, "al:q:trusted:hi"},
+	    {NULL, "al:out:abc"},	 {NULL, "al:q:trusted:hi"},
 	    {NULL, "al:q:trusted:lo"},	 {NULL, "al:tenant:acme"},
 	    {NULL, "al:tenant:default"}, {NULL, "al:idem:acme/k1"},
 	    {NULL, "al:worker:w1"},	 {NULL, "al:hist:trusted:process"},
@@ -147,7 +148,7 @@ int main(void)
 	const char *made[13] = {
 	    al_key_job(k[0], "abc"),
 	    al_key_res(k[1], "abc"),
-	    al_key_done(k[2], "abc"),
+	    al_key_out(k[2], "abc"),
 	    al_key_queue(k[3], "trusted", al_band_of(9)),
 	    al_key_queue(k[4], "trusted", al_band_of(0)),
 	    al_key_tenant(k[5], "acme"),
@@ -180,7 +181,7 @@ int main(void)
 		   !al_key_queue_tier("al:q:nocolon", tier, sizeof(tier)),
 	       "names that are no ready stream are refused");
 
-	/* COMMIT of two results: 10 keys first, then 12 arguments. */
+	/* COMMIT of two results: 8 keys first, then 12 arguments. */
 	al_call_init(&c, al_lua_commit);
 	al_commit_add(&c, &(struct al_commit_item){.id = "a",
 						   .attempt = 2,
@@ -198,20 +199,21 @@ int main(void)
 						   .ttl_ms = 5,
 						   .group = "workers",
 						   .status = "sandbox_error"});
-	TAP_OK(al_call_argv(&c, &argc, &argv, &lens) == 0 && argc == 3 + 10 + 12,
-	       "COMMIT batch: EVALSHA sha nkeys + 10 keys + 12 arguments (argc %d)", argc);
+	TAP_OK(al_call_argv(&c, &argc, &argv, &lens) == 0 && argc == 3 + 8 + 12,
+	       "COMMIT batch: EVALSHA sha nkeys + 8 keys + 12 arguments (argc %d)", argc);
 	TAP_OK(!strcmp(argv[0], "EVALSHA") && !strcmp(argv[1], al_script_sha(al_lua_commit)) &&
-		   !strcmp(argv[2], "10"),
-	       "COMMIT batch: EVALSHA, the script's SHA1, 10 keys");
-	TAP_OK(!strcmp(argv[3], "al:job:a") && !strcmp(argv[6], "al:q:t:mid") &&
-		   !strcmp(argv[7], "al:out:a") && !strcmp(argv[8], "al:job:b") &&
-		   !strcmp(argv[11], "") && !strcmp(argv[12], "al:out:b"),
-	       "COMMIT batch: each result's 5 keys in order (no entry: no stream; its live "
-	       "output last)");
-	TAP_OK(!strcmp(argv[13], "2") && lens[14] == 3 && !memcmp(argv[14], "R\0a", 3) &&
-		   !strcmp(argv[19], "1") && !strcmp(arg(&c, 24), "sandbox_error"),
+		   !strcmp(argv[2], "8"),
+	       "COMMIT batch: EVALSHA, the script's SHA1, 8 keys");
+	TAP_OK(!strcmp(argv[3], "al:job:a") && !strcmp(argv[4], "al:res:a") &&
+		   !strcmp(argv[5], "al:q:t:mid") && !strcmp(argv[6], "al:out:a") &&
+		   !strcmp(argv[7], "al:job:b") && !strcmp(argv[9], "") &&
+		   !strcmp(argv[10], "al:out:b"),
+	       "COMMIT batch: each result's 4 keys in order (no entry: no stream; its live "
+	       "output last, no done list)");
+	TAP_OK(!strcmp(argv[11], "2") && lens[12] == 3 && !memcmp(argv[12], "R\0a", 3) &&
+		   !strcmp(argv[17], "1") && !strcmp(arg(&c, 22), "sandbox_error"),
 	       "COMMIT batch: attempts, binary result bytes, statuses");
-	TAP_OK(al_call_items(&c, 5) == 2, "COMMIT batch: two items");
+	TAP_OK(al_call_items(&c, AL_COMMIT_KEYS) == 2, "COMMIT batch: two items");
 	al_call_free(&c);
 
 	/* A client writes only its submission's marker and idempotency key:
@@ -239,16 +241,18 @@ int main(void)
 		   !strcmp(arg(&c, 3), "al:job:j") && !strcmp(arg(&c, 4), "al:sub:j"),
 	       "LOOKUP: read only (EVALSHA_RO), the record then the marker");
 	al_call_free(&c);
-	al_rearm_call(&c, "j");
-	TAP_OK(!strcmp(arg(&c, 2), "1") && !strcmp(arg(&c, 3), "al:done:j") &&
-		   !strcmp(arg(&c, 4), "j"),
-	       "REARM: the done list its only key, the id (its result is read by name)");
+	al_await_call(&c, "j");
+	TAP_OK(!strcmp(arg(&c, 0), "EVALSHA_RO") && !strcmp(arg(&c, 2), "2") &&
+		   !strcmp(arg(&c, 3), "al:res:j") && !strcmp(arg(&c, 4), "al:out:j") &&
+		   c.args.n == 0,
+	       "AWAIT: read only (EVALSHA_RO), the result then the live output, no argument");
 	al_call_free(&c);
 	al_reject_call(&c, "j", "R", 1, 9, "5-1", "rejected");
-	TAP_OK(!strcmp(arg(&c, 2), "6") && !strcmp(arg(&c, 7), "al:sub:j") &&
-		   !strcmp(arg(&c, 8), "al:intake") && !strcmp(arg(&c, 12), "5-1") &&
-		   !strcmp(arg(&c, 13), "scheduler") && !strcmp(arg(&c, 14), "rejected"),
-	       "REJECT: 6 keys (marker, intake last), entry, group, status");
+	TAP_OK(!strcmp(arg(&c, 2), "5") && !strcmp(arg(&c, 5), "al:out:j") &&
+		   !strcmp(arg(&c, 6), "al:sub:j") && !strcmp(arg(&c, 7), "al:intake") &&
+		   !strcmp(arg(&c, 11), "5-1") && !strcmp(arg(&c, 12), "scheduler") &&
+		   !strcmp(arg(&c, 13), "rejected"),
+	       "REJECT: 5 keys (output, marker, intake last), entry, group, status");
 	al_call_free(&c);
 	al_cancel_request_call(&c, "j", "n1");
 	TAP_OK(!strcmp(arg(&c, 0), "XADD") && !strcmp(arg(&c, 1), "al:intake") &&
@@ -287,17 +291,17 @@ int main(void)
 	TAP_OK(!strcmp(arg(&c, 2), "3"), "RETRY: 3 keys, no tenant key");
 	al_call_free(&c);
 	al_cancel_call(&c, "j", "r", 1, 10, "3-0", "n1");
-	TAP_OK(!strcmp(arg(&c, 2), "7") && !strcmp(arg(&c, 6), "al:out:j") &&
-		   !strcmp(arg(&c, 7), "al:sub:j") && !strcmp(arg(&c, 8), "al:intake") &&
-		   !strcmp(arg(&c, 9), "al:reply:n1") && !strcmp(arg(&c, 13), "scheduler") &&
-		   !strcmp(arg(&c, 14), "3-0") && !strcmp(arg(&c, 15), "60000"),
-	       "CANCEL: 7 keys (live output, marker, intake, reply list), no tenant or stats "
+	TAP_OK(!strcmp(arg(&c, 2), "6") && !strcmp(arg(&c, 5), "al:out:j") &&
+		   !strcmp(arg(&c, 6), "al:sub:j") && !strcmp(arg(&c, 7), "al:intake") &&
+		   !strcmp(arg(&c, 8), "al:reply:n1") && !strcmp(arg(&c, 12), "scheduler") &&
+		   !strcmp(arg(&c, 13), "3-0") && !strcmp(arg(&c, 14), "60000"),
+	       "CANCEL: 6 keys (live output, marker, intake, reply list), no tenant or stats "
 	       "key; group, the request's entry, the reply's TTL");
 	al_call_free(&c);
 	al_expire_call(&c, "j", "r", 1, 10);
-	TAP_OK(!strcmp(arg(&c, 2), "5") && !strcmp(arg(&c, 6), "al:out:j") &&
-		   !strcmp(arg(&c, 7), "al:deadlines"),
-	       "EXPIRE: 5 keys, its live output then the deadlines");
+	TAP_OK(!strcmp(arg(&c, 2), "4") && !strcmp(arg(&c, 5), "al:out:j") &&
+		   !strcmp(arg(&c, 6), "al:deadlines"),
+	       "EXPIRE: 4 keys, its live output then the deadlines");
 	al_call_free(&c);
 	al_call_free(NULL);
 	check_plain_commands();

@@ -27,11 +27,10 @@ local t = redis.call('HGET', KEYS[2], 'tenant')
 if t then return {'submitted', t} end
 return {false, false}"""
 
-REARM = r"""local t = redis.call('PTTL', 'al:res:' .. ARGV[1])
-if t <= 0 then return 0 end
-redis.call('RPUSH', KEYS[1], '1')
-redis.call('PEXPIRE', KEYS[1], t)
-return 1"""
+AWAIT = r"""local r = redis.call('GET', KEYS[1])
+if r then return {1, r} end
+local e = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)
+return {0, e[1] and e[1][1] or '0-0'}"""
 
 SESSION_CALL = r"""local r = redis.call('HMGET', 'al:sess:' .. ARGV[1], 'tenant', 'state', 'reason', 'worker')
 if not r[1] or r[1] ~= ARGV[2] then return {0} end

@@ -239,10 +239,10 @@ def main():
     doc = open(os.path.join(ROOT, "proto", "PROTOCOL.md")).read()
     blocks = {m.group(1): m.group(2) for m in
               re.finditer(r"<!-- script: (\w+) -->\n```lua\n(.*?)\n```", doc, re.S)}
-    t.ok(blocks.get("submit") == _scripts.SUBMIT and blocks.get("rearm") == _scripts.REARM and
+    t.ok(blocks.get("submit") == _scripts.SUBMIT and blocks.get("await") == _scripts.AWAIT and
          blocks.get("lookup") == _scripts.LOOKUP and
          blocks.get("session_call") == _scripts.SESSION_CALL,
-         "the package's SUBMIT, LOOKUP, REARM and SESSION_CALL are the document's")
+         "the package's SUBMIT, LOOKUP, AWAIT and SESSION_CALL are the document's")
     for status, exc in (("rejected", airlock.Rejected), ("timeout", airlock.Timeout),
                         ("cpu_limit", airlock.CpuLimit), ("memory_limit", airlock.MemoryLimit),
                         ("output_limit", airlock.OutputLimit), ("cancelled", airlock.Cancelled),

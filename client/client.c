@@ -23,7 +23,7 @@ struct al_client {
 	struct al_gw *gw; /* gateway mode instead (al_client_connect_gateway) */
 	char where[300];
 	struct al_redis_url url;
-	bool retried; /* the last command was sent again on a new connection */
+	bool retried;  /* the last command was sent again on a new connection */
 	bool no_xread; /* the user may not XREAD: waits poll (end_wait) */
 };
 

@@ -26,9 +26,8 @@ const char al_lua_submit[] =
     "job:' .. id) > 0 then r = {-1, id}\n"
     "  else\n"
     "    local e = redis.call('XADD', '" AL_KEY_INTAKE "', '*', 'id', id, 'job', ARGV[A + 2])\n"
-    "    redis.call('HSET', KEYS[K + 1], 'entry', e, 'tenant', ARGV[A + 7], 'tier', ARGV[A + 6],"
-    " 'submitted_ms', ARGV[A + 3])\n"
-    "    redis.call('EXPIRE', KEYS[K + 1], ARGV[A + 4])\n"
+    "    redis.call('SET', KEYS[K + 1], e .. ' ' .. ARGV[A + 7] .. ' ' .. ARGV[A + 6], 'EX',"
+    " ARGV[A + 4])\n"
     "    if ARGV[A + 5] == '1' then redis.call('SET', KEYS[K + 2], id, 'EX', ARGV[A + 4]) end\n"
     "    r = {1, id}\n"
     "  end\n"
@@ -38,20 +37,34 @@ const char al_lua_submit[] =
 
 const char al_lua_lookup[] = "local h = redis.call('HMGET', KEYS[1], 'state', 'tenant')\n"
 			     "if h[1] then return h end\n"
-			     "local t = redis.call('HGET', KEYS[2], 'tenant')\n"
-			     "if t then return {'submitted', t} end\n"
+			     "local m = redis.call('GET', KEYS[2])\n"
+			     "if m then return {'submitted', string.match(m, '^%S+ (%S*)')} end\n"
 			     "return {false, false}\n";
+
+/* A submission's marker: its intake entry, tenant and tier, or nothing.
+ * A marker is a string "<entry> <tenant> <tier>"; an earlier release's
+ * hash (entry, tenant, tier fields) is still read, so that a submission
+ * made before an upgrade is admitted after it. */
+#define MARKER_FN                                                                                  \
+	"local function marker(k)\n"                                                               \
+	"  local m = redis.pcall('GET', k)\n"                                                      \
+	"  if type(m) == 'table' then\n"                                                           \
+	"    local h = redis.call('HMGET', k, 'entry', 'tenant', 'tier')\n"                        \
+	"    return h[1], h[2], h[3]\n"                                                            \
+	"  end\n"                                                                                  \
+	"  if m then return string.match(m, '^(%S+) (%S*) ?(%S*)') end\n"                          \
+	"end\n"
 
 /* Acknowledgements (and COMMIT's status counters) are collected and sent
  * once per call. */
-const char al_lua_admit[] =
+const char al_lua_admit[] = MARKER_FN
     "local out, acks = {}, {}\n"
     "local n = (#ARGV - 1) / 12\n"
     "for i = 0, n - 1 do\n"
     "  local K = 1 + 3 * i\n"
     "  local A = 1 + 12 * i\n"
     "  local entry = ARGV[A + 12]\n"
-    "  local owner = redis.call('HGET', KEYS[K + 2], 'entry')\n"
+    "  local owner = marker(KEYS[K + 2])\n"
     "  local st\n"
     "  if owner ~= entry then\n"
     "    local h = redis.call('HMGET', KEYS[K + 1], 'state', 'entry')\n"
@@ -224,23 +237,23 @@ const char al_lua_commit_fetch[] = END_OUT CLAIM_ONE COMMIT_ONE FETCH_FN
 /* The result of a submission that never reached a queue (rejected). Its
  * record is made here, done, with the tenant and tier of the submission's
  * marker (so that the gateway shows the tenant its own rejection). */
-const char al_lua_reject[] =
-    END_OUT "local function ack() redis.call('XACK', KEYS[5], ARGV[5], ARGV[4]) end\n"
-	    "local h = redis.call('HMGET', KEYS[1], 'state', 'entry')\n"
-	    "local s = redis.call('HMGET', KEYS[4], 'entry', 'tenant', 'tier')\n"
-	    "local owner = h[2] or s[1]\n"
-	    "if owner and owner ~= ARGV[4] then ack(); return -2 end\n"
-	    "if h[1] == 'done' then ack(); return 0 end\n"
-	    "if h[1] then ack(); return -1 end\n"
-	    "redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])\n"
-	    "redis.call('HSET', KEYS[1], 'state', 'done', 'status', ARGV[6], 'entry', ARGV[4])\n"
-	    "if s[2] then redis.call('HSET', KEYS[1], 'tenant', s[2], 'tier', s[3] or '') end\n"
-	    "redis.call('PEXPIRE', KEYS[1], ARGV[3])\n"
-	    "redis.call('DEL', KEYS[4])\n"
-	    "end_out(KEYS[3], ARGV[6], '0', ARGV[3])\n"
-	    "redis.call('HINCRBY', 'al:stats', 'status:' .. ARGV[6], 1)\n"
-	    "ack()\n"
-	    "return 1\n";
+const char al_lua_reject[] = END_OUT MARKER_FN
+    "local function ack() redis.call('XACK', KEYS[5], ARGV[5], ARGV[4]) end\n"
+    "local h = redis.call('HMGET', KEYS[1], 'state', 'entry')\n"
+    "local s = {marker(KEYS[4])}\n"
+    "local owner = h[2] or s[1]\n"
+    "if owner and owner ~= ARGV[4] then ack(); return -2 end\n"
+    "if h[1] == 'done' then ack(); return 0 end\n"
+    "if h[1] then ack(); return -1 end\n"
+    "redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])\n"
+    "redis.call('HSET', KEYS[1], 'state', 'done', 'status', ARGV[6], 'entry', ARGV[4])\n"
+    "if s[2] then redis.call('HSET', KEYS[1], 'tenant', s[2], 'tier', s[3] or '') end\n"
+    "redis.call('PEXPIRE', KEYS[1], ARGV[3])\n"
+    "redis.call('DEL', KEYS[4])\n"
+    "end_out(KEYS[3], ARGV[6], '0', ARGV[3])\n"
+    "redis.call('HINCRBY', 'al:stats', 'status:' .. ARGV[6], 1)\n"
+    "ack()\n"
+    "return 1\n";
 
 const char al_lua_retry[] =
     "local h = redis.call('HMGET', KEYS[1], 'attempt', 'state', 'counted', 'tenant')\n"
@@ -296,7 +309,7 @@ const char al_lua_reclaim[] =
  * answer goes to the request's reply list and the entry is acknowledged in
  * the same step. A job still waiting for admission (only its marker
  * exists) gets its record here, ended; ADMIT then finds it done. */
-const char al_lua_cancel[] = END_OUT
+const char al_lua_cancel[] = END_OUT MARKER_FN
     "local function answer(code)\n"
     "  redis.call('XACK', KEYS[5], ARGV[4], ARGV[5])\n"
     "  redis.call('RPUSH', KEYS[6], code)\n"
@@ -307,7 +320,7 @@ const char al_lua_cancel[] = END_OUT
     "local h = redis.call('HMGET', KEYS[1], 'state', 'counted', 'tenant')\n"
     "local st = h[1]\n"
     "if not st then\n"
-    "  local s = redis.call('HMGET', KEYS[4], 'entry', 'tenant', 'tier')\n"
+    "  local s = {marker(KEYS[4])}\n"
     "  if not s[1] then return answer(-1) end\n"
     "  redis.call('HSET', KEYS[1], 'entry', s[1], 'tenant', s[2] or '', 'tier', s[3] or '')\n"
     "  redis.call('DEL', KEYS[4])\n"

@@ -14,8 +14,9 @@
 /* SUBMIT  (batch) per job, 2 KEYS: the submission's marker (al:sub:<id>),
  *         idempotency key; and 7 ARGV: id, job bytes, now ms, idempotency
  *         ttl s (also the marker's), has idempotency key (0/1), tier, tenant
- * Appends the job to the intake and writes the marker (entry, tenant, tier,
- * submitted_ms); the job record is the scheduler's to make. A client may
+ * Appends the job to the intake and writes the marker, a string "<intake
+ * entry> <tenant> <tier>" (now ms is not kept); the job record is the
+ * scheduler's to make. A client may
  * write nothing else: it needs no right on records, results or counters.
  * -> per job: {1, id} accepted; {0, earlier id} same idempotency key;
  *    {-1, id} the id is taken (a marker or a record exists) */

@@ -58,7 +58,24 @@ def round_trip(c):
     c.wait_done("raw-client-1", 20)
     r = result(c, "raw-client-1")
     t.ok(r and r["status"] == "ok" and r["stdout"] == b"raw\n" and r["attempt"] == 1,
-         "raw protocol client: XADD intake, BLPOP done list, GET result", r)
+         "raw protocol client: XADD intake, wait on the output's end entry, GET result", r)
+    # A submission made by an earlier release (its marker a hash, not a
+    # string) just before an upgrade is admitted and runs; its record shows
+    # the marker's tenant.
+    job = {"v": 1, "id": "old-marker-1", "tier": "trusted", "tenant": "acme",
+           "argv": ["echo", "old"]}
+    entry = "%d-0" % (int(c.rcli("TIME").split()[0]) * 1000 + 1000)  # the marker first
+    c.rcli("HSET", "al:sub:old-marker-1", "entry", entry, "tenant", "acme", "tier", "trusted",
+           "submitted_ms", "1")
+    subprocess.run(["redis-cli", "-s", c.sock, "-x", "XADD", "al:intake", entry, "id", job["id"],
+                    "job"], input=msgpack.packb(job, use_bin_type=True), capture_output=True)
+    c.wait_done("old-marker-1", 20)
+    r = result(c, "old-marker-1")
+    t.ok(r and r["status"] == "ok" and r["stdout"] == b"old\n" and
+         c.rcli("HGET", "al:job:old-marker-1", "entry").strip() == entry and
+         c.rcli("EXISTS", "al:sub:old-marker-1").strip() == "0",
+         "an earlier release's hash marker: the submission is admitted and runs, the marker "
+         "goes", (r, entry))
     p = c.cli("run", "--tier", "nope", "-c", "print(1)")
     t.ok(p.returncode == 65 and b'unknown tier "nope"' in p.stderr,
          "unknown tier: exit 65 with the reason", p.stderr)

@@ -12,8 +12,7 @@ for i = 0, #KEYS / 2 - 1 do
   elseif redis.call('EXISTS', KEYS[K + 1], 'al:job:' .. id) > 0 then r = {-1, id}
   else
     local e = redis.call('XADD', 'al:intake', '*', 'id', id, 'job', ARGV[A + 2])
-    redis.call('HSET', KEYS[K + 1], 'entry', e, 'tenant', ARGV[A + 7], 'tier', ARGV[A + 6], 'submitted_ms', ARGV[A + 3])
-    redis.call('EXPIRE', KEYS[K + 1], ARGV[A + 4])
+    redis.call('SET', KEYS[K + 1], e .. ' ' .. ARGV[A + 7] .. ' ' .. ARGV[A + 6], 'EX', ARGV[A + 4])
     if ARGV[A + 5] == '1' then redis.call('SET', KEYS[K + 2], id, 'EX', ARGV[A + 4]) end
     r = {1, id}
   end
@@ -23,8 +22,8 @@ return out"""
 
 LOOKUP = r"""local h = redis.call('HMGET', KEYS[1], 'state', 'tenant')
 if h[1] then return h end
-local t = redis.call('HGET', KEYS[2], 'tenant')
-if t then return {'submitted', t} end
+local m = redis.call('GET', KEYS[2])
+if m then return {'submitted', string.match(m, '^%S+ (%S*)')} end
 return {false, false}"""
 
 AWAIT = r"""local r = redis.call('GET', KEYS[1])

@@ -1,8 +1,8 @@
 /* api.c - the gateway's endpoints (docs/api.md). One struct req per HTTP
  * request, alive until it is answered; every Redis step is asynchronous on
  * the gateway's loop (common/aconn.h). A long poll (a wait, a run, a live
- * output stream) holds a connection of its own for its life (BLPOP and
- * XREAD BLOCK block it), from a pool that grows to GW_WAITERS_MAX, of which
+ * output stream) holds a connection of its own for its life (XREAD BLOCK
+ * blocks it), from a pool that grows to GW_WAITERS_MAX, of which
  * one tenant may hold its share (--polls-per-tenant) at most. */
 #include <errno.h>
 #include <stdarg.h>
@@ -27,7 +27,7 @@
 
 #define IDEM_TTL_S     86400
 #define IDEM_TTL_STR   "86400"
-#define BLPOP_MS       1000
+#define WAIT_STEP_MS   1000
 #define JOB_IDS_PREFIX "g" /* ids the gateway chose: g + 32 hex */
 
 /* ---- replies ---- */
@@ -296,7 +296,7 @@ static void wait_step(struct req *q)
 		return;
 	/* reliable: a new connection sends it once up; an XREAD sent again
 	 * after a reset reads the same */
-	al_end_wait_call(&c, q->id, q->after[0] ? q->after : "0-0", BLPOP_MS);
+	al_end_wait_call(&c, q->id, q->after[0] ? q->after : "0-0", WAIT_STEP_MS);
 	if (al_aconn_call(q->w->c, &c, on_end_wait, q))
 		gw_reply_error(q, 500, "out of memory");
 	al_call_free(&c);

@@ -55,7 +55,7 @@ struct gw;
 struct gw_conn;
 struct evconnlistener;
 
-/* A connection for long polls (BLPOP blocks it): taken for one wait. */
+/* A connection for long polls (XREAD BLOCK blocks it): taken for one wait. */
 struct gw_waiter {
 	struct gw *g;
 	struct al_aconn *c;

@@ -3,7 +3,7 @@
  * true (its id is the session's id); its calls are the frames below, which
  * a client queues for the worker that holds the session (al:wq:<worker>,
  * through the SESSION_CALL script), each answered like a job: a result at
- * al:res:<call id>, a token on al:done:<call id>. */
+ * al:res:<call id>, an end entry on al:out:<call id>. */
 #ifndef AL_SESSION_H
 #define AL_SESSION_H
 

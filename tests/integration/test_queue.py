@@ -50,7 +50,7 @@ def round_trip(c):
     p = c.cli("run", "--json", "-c", "print(6*7)")
     ok = p.returncode == 0 and b'"status": "ok"' in p.stdout and b'"stdout": "42\\n"' in p.stdout
     t.ok(ok, "CLI run --json prints the whole result", p.stdout[:300])
-    # A client written from PROTOCOL.md alone: XADD to the intake, BLPOP.
+    # A client written from PROTOCOL.md alone: XADD to the intake, then wait.
     job = {"v": 1, "id": "raw-client-1", "tier": "trusted", "argv": ["echo", "raw"]}
     c.rcli("XADD", "al:intake", "*", "job", "placeholder")  # garbage first: must not block
     subprocess.run(["redis-cli", "-s", c.sock, "-x", "XADD", "al:intake", "*", "job"],

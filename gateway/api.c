@@ -243,22 +243,31 @@ bool gw_poll_begin(struct req *q)
 	return true;
 }
 
-/* AWAIT's answer: the result, or where the live output stands. */
+const redisReply *gw_awaited(struct req *q, const redisReply *r)
+{
+	if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+	    r->element[0]->type != REDIS_REPLY_INTEGER || r->element[1]->type != REDIS_REPLY_STRING)
+		return NULL;
+	if (r->element[0]->integer == 1)
+		return r->element[1];
+	snprintf(q->after, sizeof(q->after), "%.*s", (int)r->element[1]->len, r->element[1]->str);
+	return NULL;
+}
+
+void gw_end_wait_call(struct al_call *c, const struct req *q)
+{
+	al_end_wait_call(c, q->id, q->after[0] ? q->after : "0-0", WAIT_STEP_MS);
+}
+
 static void on_result_got(redisAsyncContext *ac, void *reply, void *priv)
 {
 	struct req *q = priv;
-	redisReply *r = reply;
+	const redisReply *res = gw_awaited(q, reply);
 
 	(void)ac;
-	if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
-	    r->element[0]->type == REDIS_REPLY_INTEGER &&
-	    r->element[1]->type == REDIS_REPLY_STRING) {
-		if (r->element[0]->integer == 1) {
-			gw_reply_result(q, r->element[1]->str, r->element[1]->len);
-			return;
-		}
-		snprintf(q->after, sizeof(q->after), "%.*s", (int)r->element[1]->len,
-			 r->element[1]->str);
+	if (res) {
+		gw_reply_result(q, res->str, res->len);
+		return;
 	}
 	if (!q->r) { /* the client went */
 		req_free(q);
@@ -296,7 +305,7 @@ static void wait_step(struct req *q)
 		return;
 	/* reliable: a new connection sends it once up; an XREAD sent again
 	 * after a reset reads the same */
-	al_end_wait_call(&c, q->id, q->after[0] ? q->after : "0-0", WAIT_STEP_MS);
+	gw_end_wait_call(&c, q);
 	if (al_aconn_call(q->w->c, &c, on_end_wait, q))
 		gw_reply_error(q, 500, "out of memory");
 	al_call_free(&c);

@@ -55,6 +55,12 @@ void gw_reply_result(struct req *q, const char *raw, size_t len);
 /* q becomes a long poll (a waiter of its own); false when refused
  * (answered: 429 or 503). */
 bool gw_poll_begin(struct req *q);
+/* AWAIT's answer r (al_await_call on q->id): the result, or NULL with
+ * q->after set to the live output's newest entry (nothing on a reply of
+ * another shape); gw_end_wait_call then waits a second at most for
+ * anything after it. */
+const redisReply *gw_awaited(struct req *q, const redisReply *r);
+void gw_end_wait_call(struct al_call *c, const struct req *q);
 /* Send call on conn (best effort), its answer to fn(q); a 503 when Redis
  * is not reachable. The call is freed either way. */
 static inline void gw_send(struct req *q, struct al_aconn *conn, struct al_call *c,

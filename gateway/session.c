@@ -109,20 +109,13 @@ static const char *text_of(const redisReply *e)
 static void on_result(redisAsyncContext *ac, void *reply, void *priv)
 {
 	struct req *q = priv;
-	redisReply *r = reply;
+	const redisReply *res = gw_awaited(q, reply);
 	struct al_call c;
 
 	(void)ac;
-	/* AWAIT: {1, result}, or {0, the live output's newest entry} */
-	if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
-	    r->element[0]->type == REDIS_REPLY_INTEGER &&
-	    r->element[1]->type == REDIS_REPLY_STRING) {
-		if (r->element[0]->integer == 1) {
-			answer(q, r->element[1]->str, r->element[1]->len);
-			return;
-		}
-		snprintf(q->after, sizeof(q->after), "%.*s", (int)r->element[1]->len,
-			 r->element[1]->str);
+	if (res) {
+		answer(q, res->str, res->len);
+		return;
 	}
 	if (!q->r) { /* the client went */
 		gw_reply_send(q, 499, "text/plain", "", 0);
@@ -196,7 +189,7 @@ static void call_step(struct req *q)
 
 	if (!gw_poll_begin(q))
 		return;
-	al_end_wait_call(&c, q->id, q->after[0] ? q->after : "0-0", 1000);
+	gw_end_wait_call(&c, q);
 	gw_send(q, q->w->c, &c, on_done);
 }
 

@@ -726,6 +726,7 @@ class _Redis:
                         for n in ("SUBMIT", "SESSION_CALL")}
         self.ro_sha = {n: hashlib.sha1(getattr(_scripts, n).encode()).hexdigest()
                        for n in ("LOOKUP", "AWAIT")}
+        self.no_xread = False  # the user may not XREAD: waits poll (_end_wait)
 
     def _call(self, fn, *a, **kw):
         import redis
@@ -781,12 +782,12 @@ class _Redis:
         Redis user that may not XREAD (an ACL from before live output)
         polls every 0.1 s instead."""
         import redis
-        if not getattr(self, "_no_xread", False):
+        if not self.no_xread:
             try:
                 self._call(self.r.xread, {"al:out:" + jid: after}, count=1, block=1000)
                 return
             except redis.exceptions.NoPermissionError:
-                self._no_xread = True
+                self.no_xread = True
         time.sleep(0.1)
 
     def wait(self, jid: str, timeout: Optional[float]) -> Result:

@@ -342,6 +342,17 @@ def main():
                                                                               timeout=10)]
         t.ok(got == [("stdout", b"new run\n"), ("end", b"")],
              "stream(): a late chunk of an older attempt (a fenced-out worker's) is dropped", got)
+        # a Redis user that may not XREAD (an ACL from before live output): waits poll
+        rr.acl_setuser("noread", enabled=True, passwords=["+pw-noread"], keys=["*"],
+                       channels=["*"], categories=["+@all"], commands=["-xread"])
+        nr = airlock.Client(redis="unix://%s?user=noread&password=pw-noread" % c.sock,
+                            tier="trusted")
+        t0 = time.monotonic()
+        r = nr.run("import time; time.sleep(0.5); print('polled')")
+        took = time.monotonic() - t0
+        t.ok(r.stdout == b"polled\n" and took < 5,
+             "redis: a user without XREAD still waits (polling AWAIT): the result in %.1f s"
+             % took, r)
         os.environ.update(AIRLOCK_GATEWAY=gw, AIRLOCK_TOKEN=keys["acme"], AIRLOCK_TIER="trusted")
         t.ok(airlock.run_python("print('from the environment')")["stdout"] ==
              "from the environment\n",

@@ -158,6 +158,15 @@ static redisReply *run_call(struct al_client *c, struct al_err *err, struct al_c
 	return cmd(c, err, argc, argv, lens);
 }
 
+/* Run a built call and free it. */
+static redisReply *run_once(struct al_client *c, struct al_err *err, struct al_call *call)
+{
+	redisReply *r = run_call(c, err, call);
+
+	al_call_free(call);
+	return r;
+}
+
 /* (Re)connect to c->url (through its sentinels: to the master they name
  * now), AUTH and SELECT; AL_OK or AL_EREDIS with err. */
 static int open_conn(struct al_client *c, struct al_err *err)
@@ -245,8 +254,7 @@ static int wait_replicas(struct al_client *c, const char *what, struct al_err *e
 	long long got;
 
 	al_wait_call(&call, (unsigned)c->url.min_replicas, (unsigned)c->url.replica_timeout_ms);
-	r = run_call(c, err, &call);
-	al_call_free(&call);
+	r = run_once(c, err, &call);
 	if (!r)
 		return AL_EREDIS;
 	got = r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
@@ -365,8 +373,7 @@ static int get_result(struct al_client *c, const char *id, struct al_result *res
 	int rc = AL_OK;
 
 	al_result_get_call(&get, id);
-	r = run_call(c, err, &get);
-	al_call_free(&get);
+	r = run_once(c, err, &get);
 	if (!r)
 		return AL_EREDIS;
 	*found = r->type == REDIS_REPLY_STRING;
@@ -387,8 +394,7 @@ static int await_result(struct al_client *c, const char *id, struct al_result *r
 	int rc = AL_OK;
 
 	al_await_call(&call, id);
-	r = run_call(c, err, &call);
-	al_call_free(&call);
+	r = run_once(c, err, &call);
 	if (!r)
 		return AL_EREDIS;
 	if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
@@ -419,8 +425,7 @@ static int end_wait(struct al_client *c, const char *id, const char *after, uint
 
 	if (!c->no_xread) {
 		al_end_wait_call(&call, id, after, left_ms > 1000 ? 1000 : (unsigned)left_ms);
-		r = run_call(c, err, &call);
-		al_call_free(&call);
+		r = run_once(c, err, &call);
 		if (r) {
 			freeReplyObject(r);
 			return AL_OK;
@@ -505,8 +510,7 @@ int al_client_session_call(struct al_client *c, struct al_sess_call *call, uint6
 		return rc;
 	al_session_queue_call(&q, call->session, call->tenant, b.data, b.len);
 	al_buf_free(&b);
-	r = run_call(c, err, &q);
-	al_call_free(&q);
+	r = run_once(c, err, &q);
 	if (!r)
 		return AL_EREDIS;
 	rc = r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
@@ -534,8 +538,7 @@ int al_client_session_call(struct al_client *c, struct al_sess_call *call, uint6
 			return rc;
 		/* ended, or its worker stopped renewing it: no answer will come */
 		al_session_read_call(&look, call->session);
-		r = run_call(c, err, &look);
-		al_call_free(&look);
+		r = run_once(c, err, &look);
 		if (!r)
 			return AL_EREDIS;
 		if (r->type == REDIS_REPLY_ARRAY && r->elements == 5) {
@@ -643,8 +646,7 @@ int al_client_status(struct al_client *c, const char *id, enum al_job_state *sta
 
 	memset(res, 0, sizeof(*res));
 	al_lookup_call(&call, id); /* the record's state, or "submitted" from the marker */
-	r = run_call(c, err, &call);
-	al_call_free(&call);
+	r = run_once(c, err, &call);
 	if (!r)
 		return AL_EREDIS;
 	s = r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
@@ -683,15 +685,13 @@ int al_client_cancel(struct al_client *c, const char *id, struct al_err *err)
 	if ((rc = al_job_new_id(nonce, err)))
 		return rc;
 	al_cancel_request_call(&call, id, nonce);
-	r = run_call(c, err, &call);
-	al_call_free(&call);
+	r = run_once(c, err, &call);
 	if (!r)
 		return AL_EREDIS;
 	freeReplyObject(r);
 	for (int i = 0; i < AL_CANCEL_WAIT_S; i++) {
 		al_reply_wait_call(&call, nonce, 1000);
-		r = run_call(c, err, &call);
-		al_call_free(&call);
+		r = run_once(c, err, &call);
 		if (!r)
 			return AL_EREDIS;
 		rc = r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
@@ -776,8 +776,7 @@ static void stats_schedulers_and_workers(struct al_client *c, FILE *f)
 	redisReply *r;
 
 	al_registry_call(&call, AL_KEY_SCHEDULERS);
-	r = run_call(c, NULL, &call);
-	al_call_free(&call);
+	r = run_once(c, NULL, &call);
 	for (size_t i = 0; r && r->type == REDIS_REPLY_ARRAY && i < r->elements; i++) {
 		char key[AL_KEY_MAX];
 		redisReply *h;
@@ -796,8 +795,7 @@ static void stats_schedulers_and_workers(struct al_client *c, FILE *f)
 	if (r)
 		freeReplyObject(r);
 	al_hash_all_call(&call, AL_KEY_WORKERS);
-	r = run_call(c, NULL, &call);
-	al_call_free(&call);
+	r = run_once(c, NULL, &call);
 	bool *live = r && r->type == REDIS_REPLY_ARRAY ? calloc(r->elements / 2 + 1, 1) : NULL;
 
 	/* each worker asked about once: alive (al:worker:<id>), then listed */
@@ -847,8 +845,7 @@ int al_client_stats(struct al_client *c, void *fp, struct al_err *err)
 		return err->code;
 	/* the tiers the schedulers' policies name (al:tiers), each band's stream */
 	al_registry_call(&call, AL_KEY_TIERS);
-	tiers = run_call(c, err, &call);
-	al_call_free(&call);
+	tiers = run_once(c, err, &call);
 	if (!tiers)
 		return AL_EREDIS;
 	for (size_t i = 0; tiers->type == REDIS_REPLY_ARRAY && i < tiers->elements; i++) {
@@ -862,15 +859,13 @@ int al_client_stats(struct al_client *c, void *fp, struct al_err *err)
 	freeReplyObject(tiers);
 	stats_schedulers_and_workers(c, f);
 	al_dlq_len_call(&call);
-	r = run_call(c, NULL, &call);
-	al_call_free(&call);
+	r = run_once(c, NULL, &call);
 	if (r && r->type == REDIS_REPLY_INTEGER)
 		fprintf(f, "dead_letters %lld\n", r->integer);
 	if (r)
 		freeReplyObject(r);
 	al_hash_all_call(&call, AL_KEY_STATS);
-	r = run_call(c, NULL, &call);
-	al_call_free(&call);
+	r = run_once(c, NULL, &call);
 	if (r && r->type == REDIS_REPLY_ARRAY)
 		for (size_t i = 0; i + 1 < r->elements; i += 2)
 			if (r->element[i]->type == REDIS_REPLY_STRING &&

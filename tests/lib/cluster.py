@@ -122,18 +122,17 @@ class Cluster:
             return None
 
     def wait_done(self, jid, timeout=30):
-        """Wait as PROTOCOL.md's "Wait" says, with redis-cli: the result,
-        else XREAD after the live output's newest entry (the result's end
-        entry comes after it), a second at a time. The result's raw bytes,
-        or None after timeout seconds."""
+        """Wait as PROTOCOL.md's "Wait" says, with redis-cli (AWAIT's two
+        reads in its order: an end entry written after the GET comes after
+        the newest entry read before it), then XREAD after that entry, a
+        second at a time. The result's raw bytes, or None after timeout
+        seconds."""
         end = time.time() + float(timeout)
         while True:
+            last = self.rcli("XREVRANGE", "al:out:" + jid, "+", "-", "COUNT", "1").split("\n")[0]
             raw = self.rcli("GET", "al:res:" + jid, raw=True)
             if raw or time.time() >= end:
                 return raw or None
-            last = self.rcli("XREVRANGE", "al:out:" + jid, "+", "-", "COUNT", "1").split("\n")[0]
-            if self.rcli("GET", "al:res:" + jid, raw=True):
-                continue
             self.rcli("XREAD", "COUNT", "1", "BLOCK", "1000", "STREAMS", "al:out:" + jid,
                       last.strip() or "0-0")
 

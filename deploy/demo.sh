@@ -92,9 +92,9 @@ tenants:
   default: {max_queued: 100000}
 POLICY
 
-# --stream-node-max-bytes: docs/scale.md, "Redis settings"
+# --stream-node-max-bytes, --hash-max-listpack-value: docs/scale.md, "Redis settings"
 redis-server --port 0 --unixsocket "$SOCK" --unixsocketperm 700 --dir "$DIR" --save "" \
-	--stream-node-max-bytes 512 --logfile "$DIR/redis.log" &
+	--stream-node-max-bytes 512 --hash-max-listpack-value 4096 --logfile "$DIR/redis.log" &
 PIDS+=($!)
 for _ in $(seq 100); do [ -S "$SOCK" ] && break; sleep 0.05; done
 "$B/airlock-scheduler" --redis "$URL" --policy "$DIR/policy.yaml" --listen off \

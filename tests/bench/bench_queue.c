@@ -4,7 +4,9 @@
  *   bench_queue URL fill N TIER         the same submissions, no wait
  *   bench_queue URL latency N TIER      N jobs one at a time; prints p50/p99
  *                                       submit-to-result ms
- * The job is argv ["true"] (the noop backend ignores it). One JSON line. */
+ * The job is argv ["true"] (the noop backend ignores it); with
+ * BENCH_ARG_BYTES=N in the environment, ["true", N bytes of 'x'] (a job
+ * the size of a script sent inline). One JSON line. */
 #include <hiredis.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,14 +44,15 @@ static void make_job(struct al_job *job, char *id, char *tier, char **argv)
 	job->tier = tier;
 	job->tenant = tenant;
 	job->argv = argv;
-	job->argc = 1;
+	job->argc = argv[1] ? 2 : 1;
 	job->priority = AL_PRIORITY_DEFAULT;
 }
 
 int main(int argc, char **argv)
 {
 	struct al_err err = {0};
-	char *targv[] = {(char *)"true", NULL};
+	char *targv[] = {(char *)"true", NULL, NULL};
+	const char *pad = getenv("BENCH_ARG_BYTES");
 	struct al_client *c;
 	int n;
 
@@ -60,6 +63,14 @@ int main(int argc, char **argv)
 			"usage: bench_queue URL throughput|fill|latency|submit N TIER\n"
 			"  (URL http://...: through the gateway, the key in $AIRLOCK_TOKEN)\n");
 		return 2;
+	}
+	if (pad && atoi(pad) > 0) {
+		size_t len = (size_t)atoi(pad);
+
+		if (!(targv[1] = malloc(len + 1)))
+			return 1;
+		memset(targv[1], 'x', len);
+		targv[1][len] = '\0';
 	}
 	gw = !strncmp(argv[1], "http", 4);
 	c = gw ? al_client_connect_gateway(argv[1], getenv("AIRLOCK_TOKEN"), &err)

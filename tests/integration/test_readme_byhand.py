@@ -33,10 +33,11 @@ m = re.search(r"^By hand, the same daemons.*?^```sh\n(.*?)^```", readme, re.M | 
 block = m.group(1) if m else ""
 t.ok(block and "\\ #" not in block and "--state-dir" in block and "--worker-id" in block and
      "--listen" in block and "redis-server" in block and "appendonly yes" in block and
-     "aclfile" in block and "--stream-node-max-bytes 512" in block,
+     "aclfile" in block and "--stream-node-max-bytes 512" in block and
+     "--hash-max-listpack-value 4096" in block,
      "the block: no comment after a continuation, a state dir, a worker id, both ports, "
-     "a redis-server line with AOF, a socket, the ACL file and small stream nodes "
-     "(docs/scale.md)", block)
+     "a redis-server line with AOF, a socket, the ACL file, small stream nodes and "
+     "listpack records (docs/scale.md)", block)
 busy = []
 for port in (9464, 8088):
     import socket

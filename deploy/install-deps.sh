@@ -15,7 +15,8 @@ build_pkgs=(
 # test and pip (the egress test installs a package through the proxy), git
 # (the worker's fetcher checks git inputs out with it; the tests serve them with git http-backend), OCI runtimes, bubblewrap and podman (benchmark baselines), QEMU and the pieces the
 # microVM/VM images are built from, libvirt's daemon, network tooling,
-# systemd's systemd-analyze (the units in deploy/systemd/ are checked; nothing is started).
+# systemd's systemd-analyze (the units in deploy/systemd/ are checked; nothing is started),
+# valgrind (tests/bench/redis_count.py counts Redis's instructions per job).
 run_pkgs=(
 	redis-server python3 python3-msgpack python3-redis python3-yaml python3-pip python3-venv python3-setuptools
 	python3-wheel curl procps iproute2 util-linux git
@@ -24,7 +25,7 @@ run_pkgs=(
 	linux-image-cloud-amd64
 	libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients dnsmasq-base iptables e2fsprogs
 	nodejs
-	systemd
+	systemd valgrind
 )
 
 SUDO=

@@ -15,6 +15,8 @@ echo
 echo
 /usr/bin/python3 tests/bench/redis_settings.py "${REDIS_SETTINGS_ROUNDS:-5}"
 echo
+/usr/bin/python3 tests/bench/redis_count.py
+echo
 /usr/bin/python3 tests/bench/fleet.py "${FLEET_JOBS:-20000}"
 echo
 /usr/bin/python3 tests/bench/microvm_latency.py "${MICROVM_ROUNDS:-20}" "${MICROVM_POOL:-8}"

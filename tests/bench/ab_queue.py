@@ -20,11 +20,6 @@ REDIS_ARGS = [] if os.environ.get("AB_STOCK_REDIS") else cluster.REDIS_TUNING
 POLICY = "result_ttl_s: 600\nlease_ms: 30000\ntiers:\n  bench: {backend: noop}\n"
 
 
-def redis_cpu_s(c):
-    info = dict(l.split(":", 1) for l in c.rcli("INFO", "cpu").splitlines() if ":" in l)
-    return float(info["used_cpu_sys"]) + float(info["used_cpu_user"])
-
-
 def one(build, n_tp, n_lat):
     cluster.SCHED = os.path.join(build, "airlock-scheduler")
     cluster.WORKER = os.path.join(build, "airlock-worker")
@@ -34,10 +29,10 @@ def one(build, n_tp, n_lat):
         c.scheduler()
         c.worker("ab", slots=4, tiers="bench", extra=["--allow-noop"])
         c.wait_for(lambda: "event=redis_up" in c.log("ab"), 10)
-        cpu0 = redis_cpu_s(c)
+        cpu0 = c.redis_cpu_s()
         tp = json.loads(subprocess.run([bq, c.url, "throughput", str(n_tp), "bench"],
                                        capture_output=True, text=True, timeout=600).stdout)
-        cpu = (redis_cpu_s(c) - cpu0) * 1e6 / n_tp
+        cpu = (c.redis_cpu_s() - cpu0) * 1e6 / n_tp
         lat = json.loads(subprocess.run([bq, c.url, "latency", str(n_lat), "bench"],
                                         capture_output=True, text=True, timeout=600).stdout)
         return tp["jobs_per_s"], lat["p50_ms"], cpu

@@ -5,7 +5,7 @@ scheduler and a worker of COUNT_SLOTS slots (default 4) of each build run
 as usual, 200 no-op jobs warm it up, then its counters are zeroed
 (`callgrind_control -z`), COUNT_JOBS no-op jobs (default 2000) go through
 in batches of 100, and the counters are dumped. Instruction counts repeat
-within a fraction of a percent run to run, where timings on a shared
+within about 1 % run to run (batches vary a little), where timings on a shared
 machine move 10-30 %: the tool for comparing two builds' scripts. Usage:
 redis_count.py [BUILD ...] (default: $BUILD); with two builds or more,
 each one's ratio to the first. Per build: Redis's instructions per job;
@@ -13,7 +13,6 @@ the share inside the scripts (EVALSHA), inside the commands the scripts
 call (with their arguments made from Lua strings), and in turning those
 commands' replies into Lua values. Skips (says so, exit 0) without
 valgrind."""
-import glob
 import os
 import re
 import shutil
@@ -43,8 +42,6 @@ def run(build, out_dir):
         f.write("#!/bin/sh\nexec valgrind --tool=callgrind --callgrind-out-file=%s/cg.%%p "
                 "%s \"$@\"\n" % (out_dir, cluster.REDIS_SERVER))
     os.chmod(wrapper, 0o755)
-    for f in glob.glob(os.path.join(out_dir, "cg.*")):
-        os.unlink(f)
     saved = cluster.REDIS_SERVER, cluster.SCHED, cluster.WORKER
     cluster.REDIS_SERVER = wrapper
     cluster.SCHED = os.path.join(build, "airlock-scheduler")
@@ -68,9 +65,7 @@ def run(build, out_dir):
     finally:
         c.close()
         cluster.REDIS_SERVER, cluster.SCHED, cluster.WORKER = saved
-    dumps = [f for f in glob.glob(os.path.join(out_dir, "cg.*")) if os.path.getsize(f)]
-    dump = max(dumps, key=lambda f: max(int(x) for x in re.findall(r"\d+", os.path.basename(f))
-                                        [1:] or [0]))
+    dump = os.path.join(out_dir, "cg.%s.1" % pid)  # callgrind_control -d: part 1
     text = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=100", dump],
                           capture_output=True, text=True, check=True).stdout
     total, parts = None, {}

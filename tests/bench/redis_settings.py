@@ -35,27 +35,19 @@ BQ = os.path.join(BUILD, "tests", "bench_queue")
 def one(redis_args, arg_bytes):
     """(jobs/s, Redis CPU us a job, Redis bytes a finished job)"""
     c = cluster.Cluster(policy=POLICY, redis_args=redis_args)
-
-    def info(section):
-        return dict(l.split(":", 1) for l in c.rcli("INFO", section).splitlines() if ":" in l)
-
-    def cpu_s():
-        i = info("cpu")
-        return float(i["used_cpu_sys"]) + float(i["used_cpu_user"])
-
     try:
         c.scheduler()
         c.worker("rs", slots=4, tiers="bench", extra=["--allow-noop"])
         c.wait_for(lambda: "event=redis_up" in c.log("rs"), 10)
-        cpu0, mem0 = cpu_s(), int(info("memory")["used_memory"])
+        cpu0, mem0 = c.redis_cpu_s(), int(c.info("memory")["used_memory"])
         p = subprocess.run([BQ, c.url, "throughput", str(JOBS), "bench"], capture_output=True,
                            text=True, timeout=600,
                            env=dict(os.environ, BENCH_ARG_BYTES=str(arg_bytes)))
         if p.returncode != 0:
             raise RuntimeError("bench_queue failed: %s" % p.stderr[-500:])
         tp = json.loads(p.stdout)["jobs_per_s"]
-        return (tp, (cpu_s() - cpu0) * 1e6 / JOBS,
-                (int(info("memory")["used_memory"]) - mem0) / JOBS)
+        return (tp, (c.redis_cpu_s() - cpu0) * 1e6 / JOBS,
+                (int(c.info("memory")["used_memory"]) - mem0) / JOBS)
     finally:
         c.close()
 

@@ -88,6 +88,15 @@ class Cluster:
             return p.stdout[:-1] if p.stdout.endswith(b"\n") else p.stdout
         return p.stdout.decode(errors="replace")
 
+    def info(self, section):
+        """INFO section as a dict of its fields (text values)."""
+        return dict(l.split(":", 1) for l in self.rcli("INFO", section).splitlines() if ":" in l)
+
+    def redis_cpu_s(self):
+        """The redis-server's CPU time so far (user and system), seconds."""
+        i = self.info("cpu")
+        return float(i["used_cpu_sys"]) + float(i["used_cpu_user"])
+
     # --- airlock processes ---
     def _start(self, name, args, env=None):
         log = open(os.path.join(self.dir, name + ".log"), "ab")

@@ -22,7 +22,8 @@
  * is a reliable call of the command connection (common/aconn.h): kept and
  * sent again after a reset until Redis gives a definite answer. Results
  * wait in w->commits until the end of the loop pass, so that results
- * finishing together go out in one COMMIT call. */
+ * finishing together go out in one COMMIT call (a single slot's also
+ * until the answer to the COMMIT in flight: wk_commits_may_wait). */
 
 /* A reliable call in flight: what to log when it is answered. */
 struct call_ctx {
@@ -171,6 +172,9 @@ static void on_commit_batch(redisAsyncContext *ac, void *reply, void *priv)
 	bool each;
 
 	(void)ac;
+	w->commit_batches--;
+	if (w->commits) /* results held back for this answer (wk_commits_may_wait) */
+		wk_pass_want(w, WK_PASS_FLUSH);
 	if (b->fetched && r && r->type == REDIS_REPLY_ARRAY) /* {COMMIT's, FETCH's} */
 		codes = r->elements == 2 ? r->element[0] : NULL;
 	each = codes && codes->type == REDIS_REPLY_ARRAY && (int)codes->elements == b->n;
@@ -237,6 +241,28 @@ static void on_commit_replicated(redisAsyncContext *ac, void *reply, void *priv)
 
 #define COMMIT_BATCH_MAX 64
 
+#define COMMIT_HOLD_MAX 4 /* results a single slot holds back for the COMMIT in flight */
+
+/* Whether the results waiting may wait for the answer to the COMMIT in
+ * flight (which wants a flush): a worker of one slot a backend finishes
+ * its short jobs one a loop pass, so each would cost Redis a script call
+ * of its own; held, COMMIT_HOLD_MAX of them at most go in one. Never while
+ * draining. A worker of several slots finishes several jobs a pass already
+ * and holds nothing: there holding only delays the fetch that rides on its
+ * results (tests/bench/README.md, "One slot's results held back"). The
+ * loop pass holds them only while no fetch is due (service.c). */
+bool wk_commits_may_wait(const struct worker *w)
+{
+	unsigned n = 0;
+
+	if (w->conf->slots != 1 || !w->commits || !w->commit_batches || w->draining)
+		return false;
+	for (const struct commit *c = w->commits; c; c = c->next)
+		if (++n >= COMMIT_HOLD_MAX)
+			return false;
+	return true;
+}
+
 /* Send the results waiting in w->commits, COMMIT_BATCH_MAX per call. */
 void wk_flush_commits(struct worker *w)
 {
@@ -298,6 +324,7 @@ static void send_batch(struct worker *w, struct commit_batch *b)
 		free(b);
 		return;
 	}
+	w->commit_batches++;
 	w->inflight++;
 }
 

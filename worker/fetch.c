@@ -298,9 +298,10 @@ static unsigned places_of(const struct worker *w, const struct backend_state *b,
 	return n < w->conf->prefetch ? (unsigned)n : w->conf->prefetch;
 }
 
-/* The smallest number of free slots and usable places over the backends:
- * FETCH may hand back a job of any tier served, so each must find one. */
-static unsigned fetch_count(struct worker *w, bool blocking)
+/* The smallest number of free slots and usable places over the backends,
+ * less those reserved by fetches in flight (FETCH may hand back a job of
+ * any tier served, so each must find one); *half, the most one fetch asks. */
+static unsigned fetch_room(struct worker *w, bool blocking, unsigned *half)
 {
 	unsigned min = ~0u, cap = ~0u;
 
@@ -320,9 +321,26 @@ static unsigned fetch_count(struct worker *w, bool blocking)
 	min = min != ~0u && min > w->fetch_reserved ? min - w->fetch_reserved : 0;
 	/* at most half the slots and places per fetch: while the worker
 	 * starts one batch, Redis already works on the next */
-	if (min > (cap + 1) / 2)
-		min = (cap + 1) / 2;
+	*half = cap != ~0u ? (cap + 1) / 2 : 0;
 	return min;
+}
+
+static unsigned fetch_count(struct worker *w, bool blocking)
+{
+	unsigned half, n = fetch_room(w, blocking, &half);
+
+	return n < half ? n : half;
+}
+
+/* A fetch would ask for its most now (half of the slots and places): the
+ * jobs in hand, running and held, and those the fetches in flight will
+ * bring fill half of them or less. Above that they outlast a round trip
+ * to Redis, and a fetch, with the results it would ride on, may wait. */
+bool wk_fetch_due(struct worker *w)
+{
+	unsigned half, n = fetch_room(w, false, &half);
+
+	return n >= half;
 }
 
 static void block_fetch(struct worker *w);

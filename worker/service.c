@@ -43,11 +43,16 @@ static void on_pass(evutil_socket_t fd, short what, void *arg)
 				w->backends[b].dispatch_wanted = false;
 				wk_dispatch_held(w, &w->backends[b]);
 			}
-	if (want & WK_PASS_FLUSH)
+	/* a single slot's results held back wait for the answer to the COMMIT
+	 * in flight, while no fetch is due; so does the fetch, which rides on
+	 * them then */
+	bool held = (want & WK_PASS_FLUSH) && wk_commits_may_wait(w) && !wk_fetch_due(w);
+
+	if ((want & WK_PASS_FLUSH) && !held)
 		wk_flush_commits(w);
 	if ((want & WK_PASS_EXIT) && w->draining && wk_idle(w))
 		event_base_loopexit(w->base, NULL);
-	if (want & WK_PASS_FETCH)
+	if ((want & WK_PASS_FETCH) && !held)
 		wk_maybe_fetch(w);
 }
 

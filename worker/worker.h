@@ -177,6 +177,7 @@ struct worker {
 	bool draining;
 	int exit_code;
 	struct commit *commits, **commits_tail; /* results not sent yet */
+	unsigned commit_batches;		/* COMMIT calls not answered yet */
 	unsigned inflight;			/* reliable calls not answered yet */
 	struct al_webhooks *hooks;
 	struct event *pass_ev; /* the loop pass (service.c): what pass_wants asks */
@@ -219,6 +220,7 @@ void wk_send_output(struct worker *w, const char *id, unsigned attempt, const ch
 		    const void *data, size_t len, bool *ttl_set, uint64_t ttl_ms);
 void wk_commit_free(struct commit *c);
 void wk_flush_commits(struct worker *w);
+bool wk_commits_may_wait(const struct worker *w);
 /* job: the callback URL and tenant (NULL: no callback) */
 void wk_commit_result(struct worker *w, const struct al_result *res, const char *stream,
 		      const char *entry, long attempt, const struct al_job *job);
@@ -271,6 +273,7 @@ void wk_job_run(struct worker *w, struct slot *s);
 
 /* fetch.c */
 void wk_maybe_fetch(struct worker *w);
+bool wk_fetch_due(struct worker *w);
 
 /* control.c */
 void wk_heartbeat(evutil_socket_t fd, short what, void *arg);

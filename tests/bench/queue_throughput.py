@@ -11,8 +11,10 @@ the default worker on a stock redis-server is printed beside. Also
 print(1) through the queue on the process backend. Prints a table with
 ratios. Beside Redis's CPU time, every process's: the scheduler's and the
 workers' (an idle one waits in a blocking read), and the submitting
-client's (bench_queue; BullMQ's node process, which is its worker too):
-on a machine of C cores no run can pass C / (all of them per job)."""
+client's (bench_queue; BullMQ's node process, which is its worker too),
+less what a run of one job costs them (start-up and shutdown: about half
+a second of CPU for node): on a machine of C cores no run can pass C /
+(all of them per job)."""
 import json
 import os
 import resource
@@ -67,16 +69,16 @@ def children_us():
     return (ru.ru_utime + ru.ru_stime) * 1e6
 
 
-def measured(c, args):
-    """run_json(args), with CPU time per job meanwhile: the redis-server's
-    (redis_us) and that of every process of the run (all_us): Redis, the
-    cluster's daemons and the client that args starts."""
+def measured(c, args, n=N_TP):
+    """run_json(args) of n jobs, with CPU time meanwhile: the redis-server's
+    per job (redis_us) and that of every process of the run in all
+    (all_us): Redis, the cluster's daemons and the client that args starts."""
     pids = [c.redis.pid] + [p.pid for p in c.procs.values() if p.poll() is None]
     u0 = {pid: cpu_us(pid) for pid in pids}
     k0 = children_us()
     r = run_json(args)
-    r["redis_us"] = (cpu_us(c.redis.pid) - u0[c.redis.pid]) / N_TP
-    r["all_us"] = (sum(cpu_us(pid) - u0[pid] for pid in pids) + children_us() - k0) / N_TP
+    r["redis_us"] = (cpu_us(c.redis.pid) - u0[c.redis.pid]) / n
+    r["all_us"] = sum(cpu_us(pid) - u0[pid] for pid in pids) + children_us() - k0
     return r
 
 
@@ -111,12 +113,17 @@ def main():
             # alternating, on the same redis-server (the idle side waits
             # in a blocking read)
             start_worker(c, "bench-pdefault", slots)
-            series = {"al": al_tp,
-                      "bq": ["node", bq_js, c.sock, "throughput", str(N_TP), str(slots)]}
+            series = {"al": lambda n: [BQ, c.url, "throughput", str(n), "bench"],
+                      "bq": lambda n: ["node", bq_js, c.sock, "throughput", str(n), str(slots)]}
             runs = []
             for rnd in range(ROUNDS):
                 order = ("al", "bq") if rnd % 2 == 0 else ("bq", "al")
-                runs.append({who: measured(c, series[who]) for who in order})
+                runs.append({who: measured(c, series[who](N_TP)) for who in order})
+            # a run's fixed CPU (its client's start and end): one job's run
+            fixed = {who: measured(c, series[who](1), 1)["all_us"] for who in series}
+            for r in runs:
+                for who in series:
+                    r[who]["all_us"] = (r[who]["all_us"] - fixed[who]) / (N_TP - 1)
             for who in ("al", "bq"):
                 row[who] = {k: median(r[who][k] for r in runs)
                             for k in ("jobs_per_s", "redis_us", "all_us")}
@@ -151,7 +158,8 @@ def main():
             r["slots"], r["stock"]["redis_us"], r["al"]["redis_us"], r["pf"]["redis_us"],
             r["bq"]["redis_us"])
         for r in rows))
-    print("CPU per job of every process, Redis, daemons and client (us): " + "; ".join(
+    print("CPU per job of every process, Redis, daemons and client, less a one-job run's"
+          " (us): " + "; ".join(
         "%d slots: al %.1f, bq %.1f (%.2fx)" % (r["slots"], r["al"]["all_us"], r["bq"]["all_us"],
                                                 r["all_ratio"])
         for r in rows))

@@ -270,6 +270,43 @@ int main(void)
 		       "no answer: the fetch's reservation is released all the same");
 		fk.attach = 0;
 	}
+
+	/* a single slot's results may wait while a COMMIT is in flight */
+	{
+		const int calls = rec.commits;
+
+		conf.slots = 1;
+		rec.posted = 0;
+		commit(&w, "h1", NULL);
+		wk_flush_commits(&w);
+		TAP_OK(w.commit_batches == 1 && !wk_commits_may_wait(&w),
+		       "one COMMIT in flight is counted; with no result waiting nothing waits");
+		commit(&w, "h2", "https://hooks.example/h");
+		TAP_OK(wk_commits_may_wait(&w), "a single slot's result may wait for its answer");
+		w.draining = true;
+		TAP_OK(!wk_commits_may_wait(&w), "...not while draining");
+		w.draining = false;
+		conf.slots = 2;
+		TAP_OK(!wk_commits_may_wait(&w), "...not for a worker of several slots");
+		conf.slots = 1;
+		commit(&w, "h3", NULL);
+		commit(&w, "h4", NULL);
+		TAP_OK(wk_commits_may_wait(&w), "three results may wait");
+		commit(&w, "h5", NULL);
+		TAP_OK(!wk_commits_may_wait(&w), "...a fourth makes them go (COMMIT_HOLD_MAX 4)");
+		w.pass_wants = 0;
+		answer(codes(1, done));
+		TAP_OK(w.commit_batches == 0 && (w.pass_wants & WK_PASS_FLUSH) &&
+			   !wk_commits_may_wait(&w) && rec.commits == calls + 1,
+		       "the answer to the COMMIT in flight wants a flush of the results waiting");
+		wk_flush_commits(&w);
+		TAP_OK(rec.commits == calls + 2 && !strcmp(arg(2, NULL), "16") && !w.commits,
+		       "the results held go in one COMMIT (16 keys)");
+		answer(codes(4, (const long long[]){AL_COMMIT_DONE, AL_COMMIT_DONE, AL_COMMIT_DONE,
+						    AL_COMMIT_DONE}));
+		TAP_OK(rec.posted == 1 && !strcmp(rec.posted_id, "h2") && w.commit_batches == 0,
+		       "its answers are read per result: h2's callback posted");
+	}
 	al_call_free(&rec.call);
 	return tap_done();
 }

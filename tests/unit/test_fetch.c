@@ -353,6 +353,21 @@ int main(void)
 		wk_maybe_fetch(&w);
 		TAP_OK(rec.fetches == 0, "auto: a held job went back (hold off): no place used");
 		w.backends[0].hold_off = false;
+		/* due: a fetch would ask for its most (half of slots and places) */
+		reset(&w);
+		slots[0].busy = slots[1].busy = true;
+		w.backends[0].run_us_avg = 100;
+		TAP_OK(wk_fetch_due(&w), "a fetch is due: its 16 places are empty (it asks for 9)");
+		for (int i = 2; i < 12; i++)
+			slots[i].busy = true;
+		TAP_OK(!wk_fetch_due(&w), "...not with 10 of the 16 places holding jobs (6 free)");
+		for (int i = 2; i < 6; i++)
+			slots[i].busy = false;
+		TAP_OK(wk_fetch_due(&w), "...due again with 10 free");
+		w.fetch_reserved = 2;
+		TAP_OK(!wk_fetch_due(&w), "...not while a fetch in flight reserved 2 of them");
+		for (int i = 2; i < 12; i++)
+			slots[i].busy = false;
 		conf.prefetch_auto = false;
 		conf.prefetch = 3;
 		reset(&w);

@@ -10,7 +10,8 @@ tenant; SIGSTOP of a worker past its lease; a scheduler that read intake
 entries and died before ADMIT, replaced by one with a new id; Redis kill -9
 (AOF always) with a dataset that takes seconds to load, under load; reclaim
 after an outage; a worker's leftovers swept by a worker with another id;
-dead letters bounded. FAULTS_SCALE=N multiplies the job counts (the soak in
+dead letters bounded; single-slot workers SIGKILLed while they hold
+results back for a COMMIT in flight. FAULTS_SCALE=N multiplies the job counts (the soak in
 tests/bench/faults.sh)."""
 import os
 import re
@@ -22,7 +23,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from altest import Tap, job_cgroups, live_pids_of, need_root  # noqa: E402
+from altest import BUILD, Tap, job_cgroups, live_pids_of, need_root  # noqa: E402
 from alclient import Client  # noqa: E402
 from cluster import Cluster  # noqa: E402
 from policies import policy, tier_def  # noqa: E402
@@ -122,8 +123,8 @@ def submit_many(cl, jobs):
     return out
 
 
-def section(name, fn, **kw):
-    c = Cluster(policy=POLICY, **kw)
+def section(name, fn, policy_text=POLICY, **kw):
+    c = Cluster(policy=policy_text, **kw)
     try:
         fn(c)
     except Exception as e:  # a crash in a section is a failure, not an abort
@@ -328,6 +329,52 @@ def bounded_dlq(c):
          "dlq retry of a cut dead letter is refused with the reason", p.stderr)
 
 
+def held_results(c):
+    """Workers of one slot, whose no-op jobs end one a loop pass, hold up to
+    three results back while a COMMIT is unanswered; SIGKILLed at random
+    meanwhile, each of their jobs still ends with exactly one result."""
+    n_jobs = 20000 * SCALE
+    c.scheduler()
+    names = ["h0", "h1"]
+    for name in names:
+        c.worker(name, slots=1, tiers="bench", extra=["--allow-noop"])
+    c.wait_for(lambda: all("event=redis_up" in c.log(n) for n in names), 10)
+    fill = subprocess.Popen([os.path.join(BUILD, "tests", "bench_queue"), c.url, "fill",
+                             str(n_jobs), "bench"], stdout=subprocess.DEVNULL)
+    ids = ["tp-%d-%d" % (fill.pid, i) for i in range(n_jobs)]
+    rnd = random.Random(11)
+    killed = 0
+    for _ in range(4):
+        time.sleep(rnd.uniform(0.2, 0.5))
+        live = [n for n in names if c.procs[n].poll() is None]
+        victim = rnd.choice(live)
+        done = int(c.rcli("HGET", "al:stats", "status:ok").strip() or 0)
+        if done >= n_jobs:
+            break
+        c.signal(victim, signal.SIGKILL)
+        c.wait_exit(victim)
+        killed += 1
+        names.append("h%d" % len(names))
+        c.worker(names[-1], slots=1, tiers="bench", extra=["--allow-noop"])
+    fill.wait(timeout=120)
+    c.wait_for(lambda: int(c.rcli("HGET", "al:stats", "status:ok").strip() or 0) >= n_jobs, 120)
+    r = Client(unix=c.sock).r
+    pipe = r.pipeline(transaction=False)
+    for jid in ids:
+        pipe.exists("al:res:" + jid)
+    missing = [jid for jid, e in zip(ids, pipe.execute()) if not e]
+    oks = int(c.rcli("HGET", "al:stats", "status:ok").strip() or 0)
+    t.ok(killed >= 2 and not missing,
+         "single slots SIGKILLed %d times holding results: all %d jobs have a result"
+         % (killed, n_jobs), missing[:5])
+    t.ok(oks == n_jobs, "...exactly one committed result per job (%d ok for %d jobs)"
+         % (oks, n_jobs))
+    t.ok(int(c.rcli("HGET", "al:stats", "reclaimed").strip() or 0) > 0,
+         "...the killed workers' jobs were reclaimed (the faults happened)")
+    c.wait_for(lambda: not pending_left(c), timeout=10)
+    t.ok(not pending_left(c), "...nothing pending or delayed", pending_left(c))
+
+
 section("worker kills", worker_kills)
 section("dead scheduler", dead_scheduler)
 section("slow Redis restart", slow_redis_restart, aof=True,
@@ -336,4 +383,6 @@ section("reclaim after outage", reclaim_after_outage, aof=True,
         redis_args=["--appendfsync", "always"])
 section("bounded dlq", bounded_dlq)
 section("leftovers swept", leftovers_swept)
+section("single slots holding results", held_results,
+        policy_text=policy(tier_def("bench", "noop", max_attempts=10), lease_ms=1500))
 sys.exit(t.done())

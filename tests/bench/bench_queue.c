@@ -52,7 +52,7 @@ int main(int argc, char **argv)
 {
 	struct al_err err = {0};
 	char *targv[] = {(char *)"true", NULL, NULL};
-	const char *pad = getenv("BENCH_ARG_BYTES");
+	int pad = getenv("BENCH_ARG_BYTES") ? atoi(getenv("BENCH_ARG_BYTES")) : 0;
 	struct al_client *c;
 	int n;
 
@@ -64,13 +64,11 @@ int main(int argc, char **argv)
 			"  (URL http://...: through the gateway, the key in $AIRLOCK_TOKEN)\n");
 		return 2;
 	}
-	if (pad && atoi(pad) > 0) {
-		size_t len = (size_t)atoi(pad);
-
-		if (!(targv[1] = malloc(len + 1)))
+	if (pad > 0) {
+		if (!(targv[1] = malloc((size_t)pad + 1)))
 			return 1;
-		memset(targv[1], 'x', len);
-		targv[1][len] = '\0';
+		memset(targv[1], 'x', (size_t)pad);
+		targv[1][pad] = '\0';
 	}
 	gw = !strncmp(argv[1], "http", 4);
 	c = gw ? al_client_connect_gateway(argv[1], getenv("AIRLOCK_TOKEN"), &err)

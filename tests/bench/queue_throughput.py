@@ -72,13 +72,14 @@ def children_us():
 def measured(c, args, n=N_TP):
     """run_json(args) of n jobs, with CPU time meanwhile: the redis-server's
     per job (redis_us) and that of every process of the run in all
-    (all_us): Redis, the cluster's daemons and the client that args starts."""
+    (cpu_total_us): Redis, the cluster's daemons and the client that args
+    starts."""
     pids = [c.redis.pid] + [p.pid for p in c.procs.values() if p.poll() is None]
     u0 = {pid: cpu_us(pid) for pid in pids}
     k0 = children_us()
     r = run_json(args)
     r["redis_us"] = (cpu_us(c.redis.pid) - u0[c.redis.pid]) / n
-    r["all_us"] = sum(cpu_us(pid) - u0[pid] for pid in pids) + children_us() - k0
+    r["cpu_total_us"] = sum(cpu_us(pid) - u0[pid] for pid in pids) + children_us() - k0
     return r
 
 
@@ -120,10 +121,10 @@ def main():
                 order = ("al", "bq") if rnd % 2 == 0 else ("bq", "al")
                 runs.append({who: measured(c, series[who](N_TP)) for who in order})
             # a run's fixed CPU (its client's start and end): one job's run
-            fixed = {who: measured(c, series[who](1), 1)["all_us"] for who in series}
+            fixed = {who: measured(c, series[who](1), 1)["cpu_total_us"] for who in series}
             for r in runs:
                 for who in series:
-                    r[who]["all_us"] = (r[who]["all_us"] - fixed[who]) / (N_TP - 1)
+                    r[who]["all_us"] = (r[who]["cpu_total_us"] - fixed[who]) / (N_TP - 1)
             for who in ("al", "bq"):
                 row[who] = {k: median(r[who][k] for r in runs)
                             for k in ("jobs_per_s", "redis_us", "all_us")}

@@ -83,6 +83,11 @@ def pending_left(c):
     return left
 
 
+def stat(c, field):
+    """A counter of al:stats (0 when absent)."""
+    return int(c.rcli("HGET", "al:stats", field).strip() or 0)
+
+
 def check_all(c, cl, name, accepted, timeout=120, uids=()):
     """Exactly one own result for every accepted job, no drift, nothing left."""
     end = time.time() + timeout
@@ -101,7 +106,7 @@ def check_all(c, cl, name, accepted, timeout=120, uids=()):
          "missing %d: %s" % (len(missing), [(j, c.rcli("HGETALL", "al:job:" + j).split())
                                             for j in list(missing)[:3]]))
     t.ok(not wrong, "%s: each result is ok and carries the job's own output" % name, wrong[:5])
-    oks = int(c.rcli("HGET", "al:stats", "status:ok").strip() or 0)
+    oks = stat(c, "status:ok")
     t.ok(oks == len(accepted), "%s: exactly one committed result per job (%d ok for %d jobs)"
          % (name, oks, len(accepted)))
     time.sleep(0.5)
@@ -165,7 +170,7 @@ def worker_kills(c):
         n += 1
     check_all(c, cl, "worker SIGKILL/SIGSTOP, capped tenant", accepted, timeout=180,
               uids=[b + i for b in bases.values() for i in range(2)])
-    t.ok(int(c.rcli("HGET", "al:stats", "reclaimed").strip() or 0) > 0,
+    t.ok(stat(c, "reclaimed") > 0,
          "worker SIGKILL/SIGSTOP: the dead workers' jobs were reclaimed (the faults happened)")
 
 
@@ -268,7 +273,7 @@ def reclaim_after_outage(c):
     check_all(c, cl, "reclaim after an outage", accepted, timeout=60)
     rs = [cl.result(j) for j in accepted]
     t.ok(all(r and r["attempt"] == 1 for r in rs) and
-         (c.rcli("HGET", "al:stats", "reclaimed").strip() or "0") == "0",
+         stat(c, "reclaimed") == 0,
          "reclaim after an outage: nothing re-run (attempt 1, reclaimed 0)", rs)
 
 
@@ -346,30 +351,28 @@ def held_results(c):
     killed = 0
     for _ in range(4):
         time.sleep(rnd.uniform(0.2, 0.5))
-        live = [n for n in names if c.procs[n].poll() is None]
-        victim = rnd.choice(live)
-        done = int(c.rcli("HGET", "al:stats", "status:ok").strip() or 0)
-        if done >= n_jobs:
+        if stat(c, "status:ok") >= n_jobs:
             break
+        victim = rnd.choice([n for n in names if c.procs[n].poll() is None])
         c.signal(victim, signal.SIGKILL)
         c.wait_exit(victim)
         killed += 1
         names.append("h%d" % len(names))
         c.worker(names[-1], slots=1, tiers="bench", extra=["--allow-noop"])
     fill.wait(timeout=120)
-    c.wait_for(lambda: int(c.rcli("HGET", "al:stats", "status:ok").strip() or 0) >= n_jobs, 120)
+    c.wait_for(lambda: stat(c, "status:ok") >= n_jobs, 120)
     r = Client(unix=c.sock).r
     pipe = r.pipeline(transaction=False)
     for jid in ids:
         pipe.exists("al:res:" + jid)
     missing = [jid for jid, e in zip(ids, pipe.execute()) if not e]
-    oks = int(c.rcli("HGET", "al:stats", "status:ok").strip() or 0)
+    oks = stat(c, "status:ok")
     t.ok(killed >= 2 and not missing,
          "single slots SIGKILLed %d times holding results: all %d jobs have a result"
          % (killed, n_jobs), missing[:5])
     t.ok(oks == n_jobs, "...exactly one committed result per job (%d ok for %d jobs)"
          % (oks, n_jobs))
-    t.ok(int(c.rcli("HGET", "al:stats", "reclaimed").strip() or 0) > 0,
+    t.ok(stat(c, "reclaimed") > 0,
          "...the killed workers' jobs were reclaimed (the faults happened)")
     c.wait_for(lambda: not pending_left(c), timeout=10)
     t.ok(not pending_left(c), "...nothing pending or delayed", pending_left(c))

@@ -494,7 +494,7 @@ int al_client_session_call(struct al_client *c, struct al_sess_call *call, uint6
 	struct al_buf b = {0};
 	struct al_call q;
 	redisReply *r;
-	char id[33];
+	char id[33], name[AL_CALL_KEY_MAX];
 	int rc;
 
 	if (c->gw)
@@ -518,6 +518,11 @@ int al_client_session_call(struct al_client *c, struct al_sess_call *call, uint6
 		 ? al_err_set(err, AL_EREDIS, "SESSION_CALL: unexpected answer")
 	     : r->element[0]->integer == AL_SESS_Q_UNKNOWN
 		 ? al_err_set(err, AL_EINVAL, "no session %s", call->session)
+	     : r->element[0]->integer == AL_SESS_Q_MISMATCH
+		 ? al_err_set(err, AL_EINVAL, "SESSION_CALL refused the call: %s",
+			      r->elements > 1 && r->element[1]->type == REDIS_REPLY_STRING
+				  ? r->element[1]->str
+				  : "?")
 	     : r->element[0]->integer == AL_SESS_Q_ENDED
 		 ? session_ended(call,
 				 r->elements > 1 && r->element[1]->type == REDIS_REPLY_STRING
@@ -528,13 +533,14 @@ int al_client_session_call(struct al_client *c, struct al_sess_call *call, uint6
 	freeReplyObject(r);
 	if (rc != 1)
 		return rc;
+	al_call_key_name(name, call->session, call->id); /* its answer's keys */
 	for (;;) {
 		struct al_call look;
 		char after[AL_STREAM_ID_MAX];
 		bool found;
 		uint64_t left;
 
-		if ((rc = await_result(c, call->id, res, &found, after, err)) || found)
+		if ((rc = await_result(c, name, res, &found, after, err)) || found)
 			return rc;
 		/* ended, or its worker stopped renewing it: no answer will come */
 		al_session_read_call(&look, call->session);
@@ -547,7 +553,7 @@ int al_client_session_call(struct al_client *c, struct al_sess_call *call, uint6
 						text_of(r->element[4]), al_now_ms());
 
 			if (why) { /* one more look for its result, then the end */
-				if (!(rc = get_result(c, call->id, res, &found, err)) && !found)
+				if (!(rc = get_result(c, name, res, &found, err)) && !found)
 					rc = session_ended(call, why, res);
 				freeReplyObject(r);
 				return rc;
@@ -558,7 +564,7 @@ int al_client_session_call(struct al_client *c, struct al_sess_call *call, uint6
 		if (deadline && left == 0)
 			return al_err_set(err, AL_EREDIS, "timed out waiting for call %s",
 					  call->id);
-		if ((rc = end_wait(c, call->id, after, left, err)))
+		if ((rc = end_wait(c, name, after, left, err)))
 			return rc;
 	}
 }

@@ -51,7 +51,9 @@ int al_client_wait(struct al_client *c, const char *id, uint64_t timeout_ms, str
  * timeout_ms (0 = forever). AL_OK fills *res: the call's result, or, when
  * the session has ended (before or while the call ran), status
  * session_ended with "session_ended: <reason>" in error. AL_EINVAL when
- * there is no such session for the call's tenant. Open a session with
+ * there is no such session for the call's tenant, or SESSION_CALL refused
+ * the call (saying why). Its answer is read from al:res:<session>/<id>
+ * (al_call_key_name). Open a session with
  * al_client_submit of a job whose session is true, then al_client_wait. */
 struct al_sess_call;
 int al_client_session_call(struct al_client *c, struct al_sess_call *call, uint64_t timeout_ms,

@@ -256,7 +256,7 @@ const redisReply *gw_awaited(struct req *q, const redisReply *r)
 
 void gw_end_wait_call(struct al_call *c, const struct req *q)
 {
-	al_end_wait_call(c, q->id, q->after[0] ? q->after : "0-0", WAIT_STEP_MS);
+	al_end_wait_call(c, gw_answer_name(q), q->after[0] ? q->after : "0-0", WAIT_STEP_MS);
 }
 
 static void on_result_got(redisAsyncContext *ac, void *reply, void *priv)
@@ -859,7 +859,7 @@ void gw_output_step(struct req *q)
 	al_call_str(&c, "BLOCK");
 	al_call_str(&c, "1000");
 	al_call_str(&c, "STREAMS");
-	al_call_str(&c, al_key_out(k, q->id));
+	al_call_str(&c, al_key_out(k, gw_answer_name(q)));
 	al_call_str(&c, q->last);
 	if (al_aconn_call(q->w->c, &c, on_xread, q))
 		output_close(q);

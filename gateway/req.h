@@ -27,21 +27,29 @@ struct req {
 	int code_if_pending;	      /* a wait that ran out: 202 */
 	struct gw_waiter *w;
 	char state[16];
-	char last[48];		     /* output: the last entry sent (Last-Event-ID) */
-	unsigned quiet;		     /* output: rounds without an entry (a ping every 15) */
-	unsigned end_attempt;	     /* output: the end entry's attempt (its result is read) */
-	bool same_key;		     /* submit: an earlier job of the tenant's key */
-	struct al_call *submit;	     /* submit: SUBMIT, waiting for the body's digest check */
-	char idem[AL_KEY_MAX];	     /* ...the key's own (al:idem:<tenant>/<key>) */
-	char digest[17];	     /* ...and the body's digest (16 hex digits) */
-	char nonce[AL_ID_MAX + 1];   /* cancel: its answer comes on al:reply:<nonce> */
-	char session[AL_ID_MAX + 1]; /* a call: its session's id (q->id is the call's) */
-	int op;			     /* a call: enum al_sess_op */
-	bool op_of_path;	     /* ...from the path: DELETE, /files (else a result) */
-	const char *tail;	     /* a route's path after its prefix (a file's) */
-	bool want_stream;	     /* a call: Accept: text/event-stream */
-	bool streaming;		     /* its answer is Server-Sent Events (started) */
+	char last[48];			/* output: the last entry sent (Last-Event-ID) */
+	unsigned quiet;			/* output: rounds without an entry (a ping every 15) */
+	unsigned end_attempt;		/* output: the end entry's attempt (its result is read) */
+	bool same_key;			/* submit: an earlier job of the tenant's key */
+	struct al_call *submit;		/* submit: SUBMIT, waiting for the body's digest check */
+	char idem[AL_KEY_MAX];		/* ...the key's own (al:idem:<tenant>/<key>) */
+	char digest[17];		/* ...and the body's digest (16 hex digits) */
+	char nonce[AL_ID_MAX + 1];	/* cancel: its answer comes on al:reply:<nonce> */
+	char session[AL_ID_MAX + 1];	/* a call: its session's id (q->id is the call's) */
+	char call_key[AL_CALL_KEY_MAX]; /* ...and its answer's keys' name (al_call_key_name) */
+	int op;				/* a call: enum al_sess_op */
+	bool op_of_path;		/* ...from the path: DELETE, /files (else a result) */
+	const char *tail;		/* a route's path after its prefix (a file's) */
+	bool want_stream;		/* a call: Accept: text/event-stream */
+	bool streaming;			/* its answer is Server-Sent Events (started) */
 };
+
+/* The name of q's answer's keys (al:res:<it>, al:out:<it>): a call's
+ * <session>/<call>, else the job's id. */
+static inline const char *gw_answer_name(const struct req *q)
+{
+	return q->kind == K_CALL ? q->call_key : q->id;
+}
 
 /* Answer with len bytes of ctype (data NULL: a 500) and free q. */
 void gw_reply_send(struct req *q, int code, const char *ctype, const void *data, size_t len);

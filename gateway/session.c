@@ -133,7 +133,7 @@ static void get_result(struct req *q)
 {
 	struct al_call c;
 
-	al_await_call(&c, q->id);
+	al_await_call(&c, q->call_key);
 	gw_send(q, q->g->cmd, &c, on_result);
 }
 
@@ -204,6 +204,11 @@ static void on_queued(redisAsyncContext *ac, void *reply, void *priv)
 		gw_reply_error(q, 502, "unexpected answer from Redis to the call");
 	} else if (r->element[0]->integer == AL_SESS_Q_UNKNOWN) {
 		gw_reply_error(q, 404, "no session %s", q->session);
+	} else if (r->element[0]->integer == AL_SESS_Q_MISMATCH) { /* not the gateway's own */
+		gw_reply_error(q, 500, "SESSION_CALL refused the gateway's call: %s",
+			       r->elements > 1 && r->element[1]->type == REDIS_REPLY_STRING
+				   ? r->element[1]->str
+				   : "?");
 	} else if (r->element[0]->integer == AL_SESS_Q_ENDED) {
 		ended(q, r->elements > 1 && r->element[1]->type == REDIS_REPLY_STRING
 			     ? r->element[1]->str
@@ -258,6 +263,7 @@ static void serve_call(struct req *q, const char *op, const char *path, const ch
 		gw_reply_error(q, 500, "no randomness for an id");
 		return;
 	}
+	al_call_key_name(q->call_key, q->session, q->id);
 	if (op && (!strcmp(op, "put") || !strcmp(op, "get") || !strcmp(op, "ls") ||
 		   !strcmp(op, "close"))) {
 		/* from the path alone; a put's body is the file's bytes */

@@ -7,6 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "job.h"
+
+_Static_assert(AL_CALL_KEY_MAX == 2 * AL_ID_MAX + 2, "a call key: two ids, a slash, a NUL");
+
 /* ---- key names ---- */
 
 /* prefix + a (+ ":" + b when b is not NULL), cut to AL_KEY_MAX - 1. */
@@ -109,6 +113,12 @@ const char *al_key_sess(char out[AL_KEY_MAX], const char *id)
 const char *al_key_wq(char out[AL_KEY_MAX], const char *worker)
 {
 	return keyf(out, AL_KEY_PREFIX "wq:", worker, NULL);
+}
+
+const char *al_call_key_name(char out[AL_CALL_KEY_MAX], const char *session, const char *call)
+{
+	snprintf(out, AL_CALL_KEY_MAX, "%s/%s", session ? session : "", call ? call : "");
+	return out;
 }
 
 bool al_key_queue_tier(const char *name, char *tier, size_t cap)
@@ -801,14 +811,15 @@ void al_session_queue_call(struct al_call *c, const char *id, const char *tenant
 	al_call_arg(c, call, len);
 }
 
-void al_session_reply_call(struct al_call *c, const char *call_id, const void *result, size_t len,
-			   const char *status, uint64_t ttl_ms)
+void al_session_reply_call(struct al_call *c, const char *session, const char *call_id,
+			   const void *result, size_t len, const char *status, uint64_t ttl_ms)
 {
-	char k[AL_KEY_MAX];
+	char k[AL_KEY_MAX], name[AL_CALL_KEY_MAX];
 
+	al_call_key_name(name, session, call_id);
 	al_call_init(c, al_lua_session_reply);
-	al_call_key(c, al_key_res(k, call_id));
-	al_call_key(c, al_key_out(k, call_id));
+	al_call_key(c, al_key_res(k, name));
+	al_call_key(c, al_key_out(k, name));
 	al_call_arg(c, result, len);
 	al_call_u64(c, ttl_ms);
 	al_call_str(c, status);

@@ -34,6 +34,11 @@ const char *al_key_hist(char out[AL_KEY_MAX], const char *tier, const char *back
 const char *al_key_vm(char out[AL_KEY_MAX], const char *name);	 /* al:vm:<name> */
 const char *al_key_sess(char out[AL_KEY_MAX], const char *id);	 /* al:sess:<id> */
 const char *al_key_wq(char out[AL_KEY_MAX], const char *worker); /* al:wq:<worker> */
+/* A session's call is answered under "<session>/<call>" (al:res:<it>,
+ * al:out:<it>): no job's id holds a '/', so no call's answer can land on a
+ * job's keys, and each session's calls live under its own prefix. */
+#define AL_CALL_KEY_MAX 130 /* two ids (job.h, AL_ID_MAX), a slash, a NUL */
+const char *al_call_key_name(char out[AL_CALL_KEY_MAX], const char *session, const char *call);
 /* The tier of a ready stream's name (al:q:<tier>:<band>) into tier (cap
  * bytes); false when name is not one. */
 bool al_key_queue_tier(const char *name, char *tier, size_t cap);
@@ -285,11 +290,12 @@ struct al_session_open_item {
 };
 void al_session_open_call(struct al_call *c, const struct al_session_open_item *it);
 /* SESSION_CALL's answers */
-enum { AL_SESS_Q_UNKNOWN = 0, AL_SESS_Q_QUEUED = 1, AL_SESS_Q_ENDED = 2 };
+enum { AL_SESS_Q_UNKNOWN = 0, AL_SESS_Q_QUEUED = 1, AL_SESS_Q_ENDED = 2, AL_SESS_Q_MISMATCH = 3 };
 void al_session_queue_call(struct al_call *c, const char *id, const char *tenant, const void *call,
 			   size_t len);
-void al_session_reply_call(struct al_call *c, const char *call_id, const void *result, size_t len,
-			   const char *status, uint64_t ttl_ms);
+/* SESSION_REPLY for call call_id of session (al_call_key_name). */
+void al_session_reply_call(struct al_call *c, const char *session, const char *call_id,
+			   const void *result, size_t len, const char *status, uint64_t ttl_ms);
 void al_session_renew_call(struct al_call *c, const char *worker, uint64_t lease_end_ms,
 			   const char *const *ids, size_t n);
 void al_session_end_call(struct al_call *c, const char *id, const char *reason, uint64_t now_ms,

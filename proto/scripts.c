@@ -445,7 +445,80 @@ const char al_lua_session_open[] =
     "redis.call('ZADD', KEYS[3], ARGV[5], ARGV[8])\n"
     "return {1, n + 1}\n";
 
-const char al_lua_session_call[] =
+/* The text values of fields id, session and tenant of the msgpack map b
+ * (a field whose value is not text reads as false): SESSION_CALL's check.
+ * Redis's cmsgpack knows no bin type, so the map is walked here: headers
+ * read, everything else skipped by its length, nested items counted, never
+ * past the end (an error, which the caller's pcall takes). */
+#define MP_FIELDS                                                                                  \
+	"local function mp_fields(b)\n"                                                            \
+	"  local p = 1\n"                                                                          \
+	"  local function u(n)\n"                                                                  \
+	"    if p + n - 1 > #b then error('short') end\n"                                          \
+	"    local v = 0\n"                                                                        \
+	"    for i = p, p + n - 1 do v = v * 256 + string.byte(b, i) end\n"                        \
+	"    p = p + n\n"                                                                          \
+	"    return v\n"                                                                           \
+	"  end\n"                                                                                  \
+	"  local fixed = {[0xca] = 4, [0xcb] = 8, [0xcc] = 1, [0xcd] = 2, [0xce] = 4, [0xcf] = "   \
+	"8,\n"                                                                                     \
+	"    [0xd0] = 1, [0xd1] = 2, [0xd2] = 4, [0xd3] = 8, [0xd4] = 2, [0xd5] = 3, [0xd6] = "    \
+	"5,\n"                                                                                     \
+	"    [0xd7] = 9, [0xd8] = 17}\n"                                                           \
+	"  local sized = {[0xd9] = {'s', 1}, [0xda] = {'s', 2}, [0xdb] = {'s', 4},\n"              \
+	"    [0xc4] = {'b', 1}, [0xc5] = {'b', 2}, [0xc6] = {'b', 4}, [0xdc] = {'a', 2},\n"        \
+	"    [0xdd] = {'a', 4}, [0xde] = {'m', 2}, [0xdf] = {'m', 4}}\n"                           \
+	"  local function head()\n"                                                                \
+	"    local t = u(1)\n"                                                                     \
+	"    if t < 0x80 or t >= 0xe0 or t == 0xc0 or t == 0xc2 or t == 0xc3 then return 'x', 0 "  \
+	"end\n"                                                                                    \
+	"    if t < 0x90 then return 'm', t - 0x80 end\n"                                          \
+	"    if t < 0xa0 then return 'a', t - 0x90 end\n"                                          \
+	"    if t < 0xc0 then return 's', t - 0xa0 end\n"                                          \
+	"    if fixed[t] then return 'b', fixed[t] end\n"                                          \
+	"    if t >= 0xc7 and t <= 0xc9 then return 'b', u(2 ^ (t - 0xc7)) + 1 end\n"              \
+	"    if sized[t] then return sized[t][1], u(sized[t][2]) end\n"                            \
+	"    error('bad')\n"                                                                       \
+	"  end\n"                                                                                  \
+	"  local function body(k, n)\n"                                                            \
+	"    if k == 'm' then n = 2 * n elseif k ~= 'a' then p = p + n; n = 0 end\n"               \
+	"    while n > 0 do\n"                                                                     \
+	"      local k2, n2 = head()\n"                                                            \
+	"      if k2 == 'a' then n = n + n2 elseif k2 == 'm' then n = n + 2 * n2\n"                \
+	"      elseif k2 ~= 'x' then p = p + n2 end\n"                                             \
+	"      n = n - 1\n"                                                                        \
+	"    end\n"                                                                                \
+	"    if p > #b + 1 then error('short') end\n"                                              \
+	"  end\n"                                                                                  \
+	"  local k, n = head()\n"                                                                  \
+	"  if k ~= 'm' then error('not a map') end\n"                                              \
+	"  local got = {}\n"                                                                       \
+	"  for _ = 1, n do\n"                                                                      \
+	"    local kk, kn = head()\n"                                                              \
+	"    local key = kk == 's' and string.sub(b, p, p + kn - 1)\n"                             \
+	"    body(kk, kn)\n"                                                                       \
+	"    local vk, vn = head()\n"                                                              \
+	"    if vk == 's' and (key == 'id' or key == 'session' or key == 'tenant') then\n"         \
+	"      got[key] = string.sub(b, p, p + vn - 1)\n"                                          \
+	"    elseif key then got[key] = false end\n"                                               \
+	"    body(vk, vn)\n"                                                                       \
+	"  end\n"                                                                                  \
+	"  if p ~= #b + 1 then error('trailing bytes') end\n"                                      \
+	"  return got\n"                                                                           \
+	"end\n"
+
+const char al_lua_session_call[] = MP_FIELDS
+    "local ok, f = pcall(mp_fields, ARGV[3])\n"
+    "if not ok then return {3, 'the call is not one msgpack map'} end\n"
+    "if f.session ~= ARGV[1] then\n"
+    "  return {3, 'session: the call names another session than it is queued for'}\n"
+    "end\n"
+    "if f.tenant == false or (f.tenant or 'default') ~= ARGV[2] then\n"
+    "  return {3, 'tenant: the call names another tenant than it is queued as'}\n"
+    "end\n"
+    "if not f.id or #f.id > 64 or not string.match(f.id, '^[%w%._:%-]+$') then\n"
+    "  return {3, 'id: expected 1..64 of [A-Za-z0-9._:-]'}\n"
+    "end\n"
     "local r = redis.call('HMGET', '" AL_KEY_PREFIX "sess:' .. ARGV[1], 'tenant', 'state', "
     "'reason', 'worker')\n"
     "if not r[1] or r[1] ~= ARGV[2] then return {0} end\n"
@@ -455,9 +528,11 @@ const char al_lua_session_call[] =
     "redis.call('PEXPIRE', q, 86400000)\n"
     "return {1}\n";
 
-const char al_lua_session_reply[] = END_OUT "redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])\n"
-					    "end_out(KEYS[2], ARGV[3], 1, ARGV[2])\n"
-					    "return 1\n";
+const char al_lua_session_reply[] =
+    END_OUT "if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end\n"
+	    "redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])\n"
+	    "end_out(KEYS[2], ARGV[3], 1, ARGV[2])\n"
+	    "return 1\n";
 
 const char al_lua_session_renew[] = "local n = 0\n"
 				    "for i = 3, #ARGV do\n"

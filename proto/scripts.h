@@ -153,16 +153,22 @@ extern const char al_lua_vm_end_one[];
 extern const char al_lua_session_open[];
 
 /* SESSION_CALL (client) KEYS: none   ARGV: session id, tenant, call bytes
- * Queues the call for the worker that holds the session (al:wq:<worker>).
- * The record (al:sess:<id>) is named inside, not declared: a client may
- * only read it, and Redis wants declared keys readable and writable.
+ * Queues the call for the worker that holds the session (al:wq:<worker>),
+ * once the call map's own session and tenant ("default" when absent) are
+ * the arguments and its id is an id (Redis's cmsgpack knows no bin type,
+ * so the map is walked in Lua). The record (al:sess:<id>) is named inside,
+ * not declared: a client may only read it, and Redis wants declared keys
+ * readable and writable. The worker checks all of it again: a raw RPUSH
+ * onto al:wq:<worker> needs no script.
  * -> {1} queued; {0} no such session for this tenant (another tenant's
- *    reads the same); {2, reason} the session has ended */
+ *    reads the same); {2, reason} the session has ended; {3, why} the call
+ *    does not match its arguments or is not a map (nothing queued) */
 extern const char al_lua_session_call[];
 
-/* SESSION_REPLY (worker) KEYS: al:res:<call>, al:out:<call>
+/* SESSION_REPLY (worker) KEYS: al:res:<session>/<call>, al:out:<session>/<call>
  *         ARGV: result bytes, ttl ms, the result's status
- * A call's result and its live output's end entry, as a job's. -> 1 */
+ * A call's result and its live output's end entry, as a job's, once: an
+ * answer already there stays. -> 1 written; 0 answered before */
 extern const char al_lua_session_reply[];
 
 /* SESSION_RENEW (worker) KEYS: al:sessions   ARGV: worker, lease end ms,

@@ -2,8 +2,9 @@
  * runs calls in, and closes. A session is opened by a job with "session":
  * true (its id is the session's id); its calls are the frames below, which
  * a client queues for the worker that holds the session (al:wq:<worker>,
- * through the SESSION_CALL script), each answered like a job: a result at
- * al:res:<call id>, an end entry on al:out:<call id>. */
+ * through the SESSION_CALL script), each answered like a job, under the
+ * name <session>/<call id> (al_call_key_name): a result at al:res:<it>, an
+ * end entry on al:out:<it>. */
 #ifndef AL_SESSION_H
 #define AL_SESSION_H
 
@@ -44,7 +45,7 @@ enum al_sess_end {
 
 struct al_sess_call {
 	uint32_t version; /* AL_PROTO_VERSION */
-	char *id;	  /* the call's id: its result is al:res:<id> */
+	char *id;	  /* the call's id: its result is al:res:<session>/<id> */
 	char *session;	  /* the session's id */
 	char *tenant;	  /* "default" when absent */
 	enum al_sess_op op;
@@ -64,6 +65,11 @@ int al_sess_call_decode(const void *buf, size_t len, struct al_sess_call *call, 
 int al_sess_call_encode(const struct al_sess_call *call, struct al_buf *out, struct al_err *err);
 int al_sess_call_validate(const struct al_sess_call *call, struct al_err *err);
 void al_sess_call_free(struct al_sess_call *call);
+/* Best effort, for a call that does not decode: its session's and its own
+ * id (each a well-formed id), so that it can be told why on its own keys.
+ * False when either is missing. */
+bool al_sess_call_peek(const void *buf, size_t len, char session[AL_ID_MAX + 1],
+		       char id[AL_ID_MAX + 1]);
 
 const char *al_sess_op_name(enum al_sess_op op);
 int al_sess_op_parse(const char *name); /* -1 when unknown */

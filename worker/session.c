@@ -84,8 +84,10 @@ static void open_session(struct wk_session *ss);
 
 /* ---- answers ---- */
 
-/* The result of call c (answered once, at al:res:<call id>). */
-static void reply(struct worker *w, const char *call_id, struct al_result *res)
+/* The result of call call_id of session sid, answered once at
+ * al:res:<sid>/<call id> (al_call_key_name): only ever a key of that
+ * session's calls, never a job's, and never over an answer already there. */
+static void reply(struct worker *w, const char *sid, const char *call_id, struct al_result *res)
 {
 	struct al_buf b = {0};
 	struct al_err err = {0};
@@ -114,17 +116,17 @@ static void reply(struct worker *w, const char *call_id, struct al_result *res)
 			return;
 		}
 	}
-	al_session_reply_call(&c, call_id, b.data, b.len, status, w->policy.result_ttl_ms);
+	al_session_reply_call(&c, sid, call_id, b.data, b.len, status, w->policy.result_ttl_ms);
 	al_buf_free(&b);
 	wk_send_call(w, &c, "call", call_id);
 }
 
-static void reply_status(struct worker *w, const char *call_id, enum al_status_code st,
-			 const char *msg)
+static void reply_status(struct worker *w, const char *sid, const char *call_id,
+			 enum al_status_code st, const char *msg)
 {
 	struct al_result res = {.id = (char *)call_id, .status = st, .error = (char *)msg};
 
-	reply(w, call_id, &res);
+	reply(w, sid, call_id, &res);
 }
 
 static void pending_free(struct pending *p)
@@ -206,7 +208,8 @@ static void next_call(struct wk_session *ss)
 
 		if (!code) {
 			json_decref(doc);
-			reply_status(ss->w, c->id, AL_ST_REJECTED, "code: not valid UTF-8 text");
+			reply_status(ss->w, c->session, c->id, AL_ST_REJECTED,
+				     "code: not valid UTF-8 text");
 			pending_free(ss->active);
 			ss->active = NULL;
 			next_call(ss);
@@ -320,7 +323,7 @@ static void on_answer(struct wk_session *ss, json_t *doc)
 			al_result_add_output(&res, json_string_value(mime), data.data, data.len);
 		free(data.data);
 	}
-	reply(ss->w, p->call.id, &res);
+	reply(ss->w, p->call.session, p->call.id, &res);
 	res.id = NULL;
 	res.backend = NULL;
 	res.worker = NULL;
@@ -335,13 +338,14 @@ static void on_answer(struct wk_session *ss, json_t *doc)
 }
 
 /* A live output chunk of the active call (PROTOCOL.md, "Live output"):
- * onto al:out:<call id> as a job's, never past the call's caps (what is
+ * onto al:out:<session>/<call id> as a job's, never past the call's caps (what is
  * past them is dropped: the answer says output_limit). Output of another
  * call, or a chunk over its bound, breaks the protocol. */
 static void on_chunk(struct wk_session *ss, json_t *doc)
 {
 	const struct al_limits *l = &ss->s->job.limits;
 	const char *call_id = ss->active->call.id;
+	char name[AL_CALL_KEY_MAX];
 	const char *t = json_string_value(json_object_get(doc, "t"));
 	json_t *v = json_object_get(doc, "chunk");
 	int i = t && !strcmp(t, "out") ? 0 : t && !strcmp(t, "err") ? 1 : -1;
@@ -366,8 +370,9 @@ static void on_chunk(struct wk_session *ss, json_t *doc)
 		    ss->active->call.timeout_ms ? ss->active->call.timeout_ms : l->wall_ms;
 
 		ss->live_sent[i] += n;
-		wk_send_output(ss->w, call_id, 1, i ? "err" : "out", d.data, (size_t)n,
-			       &ss->out_ttl_set, t_ms + ss->w->policy.result_ttl_ms + 600000);
+		wk_send_output(ss->w, al_call_key_name(name, ss->id, call_id), 1, i ? "err" : "out",
+			       d.data, (size_t)n, &ss->out_ttl_set,
+			       t_ms + ss->w->policy.result_ttl_ms + 600000);
 	}
 	free(d.data);
 }
@@ -564,9 +569,9 @@ static void end_session(struct wk_session *ss, enum al_sess_end why, const char 
 	/* the calls: the one running (close: answered ok), then the queue */
 	if (ss->active) {
 		if (ss->active->call.op == AL_SESS_CLOSE)
-			reply_status(w, ss->active->call.id, AL_ST_OK, NULL);
+			reply_status(w, ss->id, ss->active->call.id, AL_ST_OK, NULL);
 		else /* the call that ended it learns so: its error says why */
-			reply_status(w, ss->active->call.id, AL_ST_SESSION_ENDED, msg);
+			reply_status(w, ss->id, ss->active->call.id, AL_ST_SESSION_ENDED, msg);
 		pending_free(ss->active);
 		ss->active = NULL;
 	}
@@ -574,7 +579,7 @@ static void end_session(struct wk_session *ss, enum al_sess_end why, const char 
 		struct pending *p = ss->queue;
 
 		ss->queue = p->next;
-		reply_status(w, p->call.id,
+		reply_status(w, p->call.session, p->call.id,
 			     p->call.op == AL_SESS_CLOSE ? AL_ST_OK : AL_ST_SESSION_ENDED,
 			     p->call.op == AL_SESS_CLOSE ? NULL : msg);
 		pending_free(p);
@@ -830,30 +835,34 @@ static struct wk_session *find(struct worker *w, const char *id)
 	return NULL;
 }
 
-/* A call from al:wq:<worker>: to its session's queue, or answered at once
- * (malformed: nothing to answer; no such session here, another tenant's:
- * session_ended, the same words for both). */
+/* A call from al:wq:<worker>, which any client credential may write to
+ * (PROTOCOL.md, "What a stolen credential allows"): to its session's
+ * queue, or answered at once, on that session's own call keys only:
+ * malformed with a session and an id to answer on, rejected saying why;
+ * its session not open here, or another tenant's, session_ended (the same
+ * words for both); without a session and id, nothing is written. */
 static void take_call(struct worker *w, const char *raw, size_t len)
 {
 	struct pending *p = calloc(1, sizeof(*p));
 	struct al_err err = {0};
 	struct wk_session *ss;
-	char *id;
 
 	if (!p)
 		return;
 	if (al_sess_call_decode(raw, len, &p->call, &err)) {
-		/* a call id, if any, still gets told why */
-		if ((id = al_job_peek_id(raw, len)) && al_job_id_ok(id, strlen(id)))
-			reply_status(w, id, AL_ST_REJECTED, err.msg);
-		al_log("warn", "call_malformed", "error=\"%s\"", err.msg);
-		free(id);
+		char sid[AL_ID_MAX + 1], id[AL_ID_MAX + 1];
+		bool named = al_sess_call_peek(raw, len, sid, id);
+
+		if (named)
+			reply_status(w, sid, id, AL_ST_REJECTED, err.msg);
+		al_log("warn", "call_malformed", "session=%s call=%s error=\"%s\"",
+		       named ? sid : "", named ? id : "", err.msg);
 		free(p);
 		return;
 	}
 	ss = find(w, p->call.session);
 	if (!ss || ss->state == SS_ENDED || strcmp(ss->s->job.tenant, p->call.tenant)) {
-		reply_status(w, p->call.id, AL_ST_SESSION_ENDED,
+		reply_status(w, p->call.session, p->call.id, AL_ST_SESSION_ENDED,
 			     "session_ended: no such session open on its worker");
 		pending_free(p);
 		return;

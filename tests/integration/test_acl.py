@@ -59,6 +59,72 @@ def as_user(user, *args):
                           capture_output=True, text=True, timeout=30).stdout
 
 
+def forged_calls(cl, done_id):
+    """A client credential (the gateway's) opens a session of its own and
+    aims its calls at other tenants' jobs: a finished one, a running one and
+    a queued one, through the client's own session_call, SESSION_CALL with a
+    map that names another session or tenant, and raw RPUSHes onto the
+    worker's call list (malformed, naming no session here, well-formed).
+    Each job keeps its own result; a call is answered only on the
+    attacker's own keys (al:res:<its session>/<call>)."""
+    import airlock
+    import msgpack
+    mal = airlock.Client(redis=url("gateway"), tier="trusted", tenant="mallory")
+    ms = mal.session()
+    via = mal._via
+    done_before = c.rcli("GET", "al:res:" + done_id)
+    running = cl.submit("sleep 4; echo real-run", runtime="sh", tier="trusted")
+    for _ in range(100):
+        if c.rcli("HGET", "al:job:" + running, "state").strip() == "running":
+            break
+        time.sleep(0.1)
+    queued = cl.submit("echo real-queued", runtime="sh", tier="trusted")
+    time.sleep(0.5)
+    state_q = c.rcli("HGET", "al:job:" + queued, "state").strip()
+    victims = [done_id, running, queued]
+
+    def queue(sid, tenant, m):
+        return via._call(via.scripts["SESSION_CALL"], keys=[],
+                         args=[sid, tenant, msgpack.packb(m, use_bin_type=True)])
+
+    def call(victim, **kw):
+        return dict({"v": 1, "id": victim, "session": ms.id, "tenant": "mallory",
+                     "op": "exec", "code": b"echo forged", "submitted_ms": 1}, **kw)
+
+    answers, refused = [], []
+    for v in victims:
+        answers.append((v, via.session_call(ms.id, {"op": "exec", "code": b"echo forged",
+                                                    "id": v})))
+        for m in (call(v, session="other-" + v), call(v, tenant="acme")):
+            got = queue(ms.id, "mallory", m)
+            refused.append(got[0] == 3)
+        for m in (call(v, op="bogus"), call(v, session="nosuch"), call(v)):
+            as_user("gateway", "RPUSH", "al:wq:acl-w", "x")  # noise the worker drops
+            subprocess.run(["redis-cli", "-s", c.sock, "--user", "airlock-gateway", "--pass",
+                            PW["gateway"], "--no-auth-warning", "-x", "RPUSH", "al:wq:acl-w"],
+                           input=msgpack.packb(m, use_bin_type=True), capture_output=True,
+                           timeout=30)
+    own = [via.session_wait(ms.id, cid, 30) for _, cid in answers]
+    ms.close()
+    r_run, r_q = cl.wait(running, 60), cl.wait(queued, 60)
+    t.ok(state_q in ("queued", "") and r_run.status == "ok" and r_run.stdout == b"real-run\n"
+         and r_q.status == "ok" and r_q.stdout == b"real-queued\n" and
+         c.rcli("GET", "al:res:" + done_id) == done_before,
+         "a client credential's session calls aimed at a finished, a running and a queued "
+         "job of another tenant (through session_call, SESSION_CALL and raw RPUSH, well "
+         "formed, malformed, naming no session): each job keeps its own result",
+         (state_q, r_run, r_q))
+    t.ok(all(refused) and len(refused) == 6,
+         "SESSION_CALL refuses a call map whose session or tenant is not its arguments' "
+         "(%d of 6)" % sum(refused), refused)
+    # the malformed or mismatched ones raced for the same keys: an answer
+    # is whichever came first, but always the attacker's own key
+    t.ok(all(r.status in ("ok", "rejected", "session_ended") for r in own) and
+         all(c.rcli("EXISTS", "al:res:%s/%s" % (ms.id, cid)).strip() == "1"
+             for _, cid in answers),
+         "the attacker's calls are answered on its own keys (al:res:<session>/<call>)",
+         [(r.status, r.stdout) for r in own])
+
 try:
     base = c.url
     c.url = url("scheduler")
@@ -127,6 +193,7 @@ try:
     t.ok(rs.stdout == b"42 kept\n" and
          c.rcli("HGET", "al:sess:" + s.id, "reason").strip() == "closed",
          "a session goes its whole way under the ACL users: opened, called, closed", rs)
+    forged_calls(cl, body.get("id"))
     log = c.rcli("ACL", "LOG")
     t.ok(st == 200 and body["result"]["stdout"] == "under ACLs\n" and
          body2["result"]["exit_code"] == 3 and st4 == 200 and

@@ -185,14 +185,14 @@ try:
     took = time.monotonic() - t0
     out = b"".join(d for _, k, d in seen if k == "stdout")
     err = b"".join(d for _, k, d in seen if k == "stderr")
-    cid = r.id
+    cid = s.id + "/" + r.id  # a call's answer is named <session>/<call>
     tail = c.rcli("XREVRANGE", "al:out:" + cid, "+", "-", "COUNT", "1").split()
     ttl = int(c.rcli("PTTL", "al:out:" + cid).strip())
     t.ok(r.status == "ok" and seen and seen[0][0] < took - 1.0 and out == r.stdout and
          err == r.stderr and b"tick 4" in out and tail[-6:] == ["t", "end", "s", "ok", "a", "1"]
          and ttl > 0,
          "37: a call's output comes live (the first of it %.2f s into a %.2f s call), in "
-         "order, the same bytes as its result; its stream al:out:<call> ends with t end s ok "
+         "order, the same bytes as its result; its stream al:out:<session>/<call> ends with t end s ok "
          "and expires" % (seen[0][0] if seen else -1, took), (seen[:3], tail, ttl))
     flood = []
     r = s.run_python("print('y' * 5_000_000)",
@@ -209,7 +209,7 @@ try:
     fid = "forge-" + os.urandom(6).hex()
     r = via.session_wait(s.id, via.session_call(s.id, {"op": "python", "code": forged % fid,
                                                          "id": fid}), 30)
-    streamed = c.rcli("XLEN", "al:out:" + fid).strip()
+    streamed = c.rcli("XLEN", "al:out:%s/%s" % (s.id, fid)).strip()
     r2 = s.run_python("print('still', x)")
     t.ok(r.status == "ok" and int(streamed) <= (1 << 20) // 16384 + 1 and
          r2.stdout == b"still 42\n",

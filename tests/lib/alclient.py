@@ -83,18 +83,20 @@ class Client:
     def session_wait(self, sid, cid, timeout=60):
         """As the document says: AWAIT and XREAD a second at a time, the
         result, else the session's record: ended (or its lease past) with no
-        result is the end. The result map, or ("ended", reason)."""
+        result is the end. The result map, or ("ended", reason). The
+        answer's keys are named <session>/<call>."""
         end = time.time() + timeout
+        name = sid + "/" + cid
         while time.time() < end:
-            res, after = self.await_(cid)
+            res, after = self.await_(name)
             if res:
                 return res
             tenant, state, reason, worker, lease = self.r.hmget(
                 "al:sess:" + sid, "tenant", "state", "reason", "worker", "lease_ms")
             if state == b"ended" or (lease and int(lease) < time.time() * 1000):
-                res = self.result(cid)
+                res = self.result(name)
                 return res or ("ended", (reason or b"worker_lost").decode())
-            self.r.xread({"al:out:" + cid: after}, count=1, block=1000)
+            self.r.xread({"al:out:" + name: after}, count=1, block=1000)
         return None
 
     def cancel(self, jid, wait_s=10):

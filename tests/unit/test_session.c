@@ -134,6 +134,43 @@ int main(void)
 	TAP_OK(al_sess_call_decode("\xc1", 1, &call, &err) == AL_EINVAL && err.msg[0],
 	       "not msgpack: refused, saying why: %s", err.msg);
 
+	/* a malformed call's session and id, to tell it why on its own keys */
+	{
+		static const struct {
+			const char *kv[12];
+			bool named;
+		} peeks[] = {
+		    {{"v", "u:1", "id", "s:c1", "session", "s:s1", "op", "s:frob", NULL}, true},
+		    {{"id", "s:c1", "op", "s:frob", NULL}, false},
+		    {{"session", "s:s1", "op", "s:frob", NULL}, false},
+		    {{"id", "s:c 1", "session", "s:s1", NULL}, false},
+		    {{"id", "s:c1", "session", "s:s/1", NULL}, false},
+		    {{"id", "b:c1", "session", "s:s1", NULL}, false},
+		};
+		char sid[AL_ID_MAX + 1], id[AL_ID_MAX + 1], name[AL_CALL_KEY_MAX];
+
+		for (size_t i = 0; i < sizeof(peeks) / sizeof(peeks[0]); i++) {
+			bool named;
+
+			pack(&b, peeks[i].kv);
+			named = al_sess_call_peek(b.data, b.len, sid, id);
+			TAP_OK(named == peeks[i].named &&
+				   (!named || (!strcmp(sid, "s1") && !strcmp(id, "c1"))),
+			       "peek %zu: %s", i,
+			       named ? "session and id found" : "nothing to answer on");
+		}
+		TAP_OK(!al_sess_call_peek("\xc1", 1, sid, id) && !sid[0] && !id[0],
+		       "peek: not msgpack names nothing");
+		TAP_OK(!strcmp(al_call_key_name(name, "s1", "c1"), "s1/c1") &&
+			   strlen(al_call_key_name(
+			       name,
+			       "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+			       "aaaaaaaaaaaa",
+			       "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+			       "bbbbbbbbbbbb")) == 2 * AL_ID_MAX + 1,
+		       "a call's answer is named <session>/<call>, two ids of 64 whole");
+	}
+
 	/* the job's "session" field: no command of its own */
 	{
 		struct al_job job = {.version = AL_PROTO_VERSION,

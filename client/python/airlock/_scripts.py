@@ -31,7 +31,70 @@ if r then return {1, r} end
 local e = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)
 return {0, e[1] and e[1][1] or '0-0'}"""
 
-SESSION_CALL = r"""local r = redis.call('HMGET', 'al:sess:' .. ARGV[1], 'tenant', 'state', 'reason', 'worker')
+SESSION_CALL = r"""local function mp_fields(b)
+  local p = 1
+  local function u(n)
+    if p + n - 1 > #b then error('short') end
+    local v = 0
+    for i = p, p + n - 1 do v = v * 256 + string.byte(b, i) end
+    p = p + n
+    return v
+  end
+  local fixed = {[0xca] = 4, [0xcb] = 8, [0xcc] = 1, [0xcd] = 2, [0xce] = 4, [0xcf] = 8,
+    [0xd0] = 1, [0xd1] = 2, [0xd2] = 4, [0xd3] = 8, [0xd4] = 2, [0xd5] = 3, [0xd6] = 5,
+    [0xd7] = 9, [0xd8] = 17}
+  local sized = {[0xd9] = {'s', 1}, [0xda] = {'s', 2}, [0xdb] = {'s', 4},
+    [0xc4] = {'b', 1}, [0xc5] = {'b', 2}, [0xc6] = {'b', 4}, [0xdc] = {'a', 2},
+    [0xdd] = {'a', 4}, [0xde] = {'m', 2}, [0xdf] = {'m', 4}}
+  local function head()
+    local t = u(1)
+    if t < 0x80 or t >= 0xe0 or t == 0xc0 or t == 0xc2 or t == 0xc3 then return 'x', 0 end
+    if t < 0x90 then return 'm', t - 0x80 end
+    if t < 0xa0 then return 'a', t - 0x90 end
+    if t < 0xc0 then return 's', t - 0xa0 end
+    if fixed[t] then return 'b', fixed[t] end
+    if t >= 0xc7 and t <= 0xc9 then return 'b', u(2 ^ (t - 0xc7)) + 1 end
+    if sized[t] then return sized[t][1], u(sized[t][2]) end
+    error('bad')
+  end
+  local function body(k, n)
+    if k == 'm' then n = 2 * n elseif k ~= 'a' then p = p + n; n = 0 end
+    while n > 0 do
+      local k2, n2 = head()
+      if k2 == 'a' then n = n + n2 elseif k2 == 'm' then n = n + 2 * n2
+      elseif k2 ~= 'x' then p = p + n2 end
+      n = n - 1
+    end
+    if p > #b + 1 then error('short') end
+  end
+  local k, n = head()
+  if k ~= 'm' then error('not a map') end
+  local got = {}
+  for _ = 1, n do
+    local kk, kn = head()
+    local key = kk == 's' and string.sub(b, p, p + kn - 1)
+    body(kk, kn)
+    local vk, vn = head()
+    if vk == 's' and (key == 'id' or key == 'session' or key == 'tenant') then
+      got[key] = string.sub(b, p, p + vn - 1)
+    elseif key then got[key] = false end
+    body(vk, vn)
+  end
+  if p ~= #b + 1 then error('trailing bytes') end
+  return got
+end
+local ok, f = pcall(mp_fields, ARGV[3])
+if not ok then return {3, 'the call is not one msgpack map'} end
+if f.session ~= ARGV[1] then
+  return {3, 'session: the call names another session than it is queued for'}
+end
+if f.tenant == false or (f.tenant or 'default') ~= ARGV[2] then
+  return {3, 'tenant: the call names another tenant than it is queued as'}
+end
+if not f.id or #f.id > 64 or not string.match(f.id, '^[%w%._:%-]+$') then
+  return {3, 'id: expected 1..64 of [A-Za-z0-9._:-]'}
+end
+local r = redis.call('HMGET', 'al:sess:' .. ARGV[1], 'tenant', 'state', 'reason', 'worker')
 if not r[1] or r[1] ~= ARGV[2] then return {0} end
 if r[2] ~= 'open' then return {2, r[3] or ''} end
 local q = 'al:wq:' .. r[4]

@@ -10,6 +10,7 @@ import hashlib
 import http.client
 import json
 import os
+import re
 import time
 import urllib.parse
 import uuid
@@ -25,6 +26,7 @@ __all__ = [
 
 Bytes = Union[bytes, str]
 CANCEL_WAIT_S = 10  # how long a cancel waits for the scheduler's answer (direct Redis)
+_ID_RE = re.compile(r"\A[A-Za-z0-9._:-]{1,64}\Z")  # a job's or a call's id (PROTOCOL.md)
 
 
 # ---- outcomes ----
@@ -864,30 +866,38 @@ class _Redis:
         return out, seen
 
     def session_call(self, sid: str, call: Dict[str, Any]) -> str:
-        """Queue a call for the session's worker (SESSION_CALL); its id."""
+        """Queue a call for the session's worker (SESSION_CALL); its id (a
+        caller's own must be a job-like id: it names the answer's keys
+        al:res:<sid>/<id>, so it is only ever unique within the session)."""
         import msgpack
         call = dict(call, v=1, session=sid)
         call.setdefault("id", uuid.uuid4().hex)
         call.setdefault("tenant", self.tenant)
         call.setdefault("submitted_ms", int(time.time() * 1000))
+        if not isinstance(call["id"], str) or not _ID_RE.match(call["id"]):
+            raise ValueError("id: expected 1..64 of [A-Za-z0-9._:-], got %r" % (call["id"],))
         got = self._call(self.scripts["SESSION_CALL"], keys=[],
                          args=[sid, call["tenant"], msgpack.packb(call, use_bin_type=True)])
         if got[0] == 0:
             raise NotFound("no session %s" % sid)
         if got[0] == 2:
             raise SessionEnded(sid, got[1].decode())
+        if got[0] == 3:
+            raise ValueError("SESSION_CALL refused the call: %s" % got[1].decode())
         return call["id"]
 
     def session_wait(self, sid: str, cid: str, timeout: Optional[float],
                      on_output: Optional[OutputFn] = None) -> Result:
         """The call's result; SessionEnded when the session ended first (its
         record says so, or its worker stopped renewing it). With on_output,
-        its live output (al:out:<call>) is followed until its end entry."""
+        its live output (al:out:<sid>/<call>) is followed until its end
+        entry."""
         end = time.monotonic() + timeout if timeout else None
         last = "0"
+        name = sid + "/" + cid  # the answer's keys: al:res:<name>, al:out:<name>
         while True:
             if on_output:
-                chunks, nxt = self._chunks(cid, last)
+                chunks, nxt = self._chunks(name, last)
                 for ch in chunks:
                     if ch.kind in ("stdout", "stderr"):
                         on_output(ch.kind, ch.data)
@@ -895,12 +905,12 @@ class _Redis:
                 last = nxt
                 if more:
                     continue  # more may follow at once
-            res, after = self._await(cid)
+            res, after = self._await(name)
             if res:
                 return res
             st = self._call(self.r.hmget, "al:sess:" + sid, "state", "reason", "lease_ms")
             if st[0] == b"ended" or (st[2] and int(st[2]) < time.time() * 1000):
-                res = self._result(cid)
+                res = self._result(name)
                 if res:
                     return res
                 raise SessionEnded(sid, st[1].decode() if st[0] == b"ended" and st[1]
@@ -908,7 +918,7 @@ class _Redis:
             if end is not None and time.monotonic() >= end:
                 raise WaitTimeout("timed out waiting for call %s" % cid)
             if not on_output:
-                self._end_wait(cid, after)
+                self._end_wait(name, after)
 
     def close(self) -> None:
         self.r.close()

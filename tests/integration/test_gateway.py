@@ -28,6 +28,8 @@ from altest import Tap, need_root  # noqa: E402
 from cluster import Cluster  # noqa: E402
 from policies import DEFAULTS, policy, tier_def  # noqa: E402
 from gwclient import GATEWAY, Api, free_port, key_file, start_gateway  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "client", "python"))
+import airlock  # noqa: E402
 
 t = Tap()
 
@@ -307,6 +309,8 @@ try:
     # killed mid-request: every id it answered has a result
     ids = [api.call("POST", "/v1/jobs", job("print('after the crash')"), key=A)[1]["id"]
            for _ in range(10)]
+    kept = airlock.Client(gateway="http://127.0.0.1:%d" % port, token=A, tier="trusted")
+    before = kept.run("print('before')", runtime="python").stdout  # its connection kept alive
     c.signal("gw", signal.SIGKILL)
     c.wait_exit("gw")
     c.procs.pop("gw")
@@ -315,6 +319,15 @@ try:
     t.ok(all(s == 200 and b["result"]["stdout"] == "after the crash\n" for s, b in outs),
          "a gateway killed after answering loses no accepted job: each id has its result "
          "from a new gateway", outs[:2])
+    try:  # the client's kept-alive connection died with the old gateway
+        after = (kept.run("print('after')", runtime="python").stdout,
+                 kept.wait(ids[0], 30).stdout,
+                 kept.run("print('keyed')", runtime="python", idempotency_key="k-%d" % port).stdout)
+    except airlock.AirlockError as e:
+        after = e
+    t.ok(before == b"before\n" and after == (b"after\n", b"after the crash\n", b"keyed\n"),
+         "the Python client's calls after a gateway restart succeed on a new connection (a "
+         "POST, a GET, a POST with an idempotency key)", (before, after))
     # the CLI as a tenant: through the gateway, the key from the environment or a file
     CLI = os.path.join(os.path.dirname(GATEWAY), "airlock")
     gw_url = "http://127.0.0.1:%d" % port

@@ -388,8 +388,23 @@ def _data_of(d: Mapping[str, Any]) -> bytes:
 OutputFn = Callable[[str, bytes], None]
 
 
+def _peer_closed(conn: http.client.HTTPConnection) -> bool:
+    """An idle kept-alive connection with anything to read has been closed
+    by the gateway (a restart, its idle timeout): a server sends nothing
+    unasked, so end of file, a reset or a TLS close_notify are all it can
+    be."""
+    import select
+    if conn.sock is None:
+        return False
+    try:
+        return bool(select.select([conn.sock], [], [], 0)[0])
+    except (OSError, ValueError):
+        return True
+
+
 class _Gateway:
-    """HTTP(S) to airlock-gateway, one connection kept alive."""
+    """HTTP(S) to airlock-gateway, one connection kept alive (a new one
+    when the gateway closed it)."""
 
     def __init__(self, url: str, token: str, timeout: float):
         u = urllib.parse.urlsplit(url)
@@ -414,7 +429,13 @@ class _Gateway:
         headers = {"Authorization": "Bearer " + self.token, "Accept": "application/json"}
         if data is not None:
             headers["Content-Type"] = "application/json"
-        for attempt in (0, 1):  # a kept-alive connection the gateway closed: once more
+        # once more on a new connection when the request is safe to repeat:
+        # a GET or DELETE, or a POST whose job has an idempotency key
+        again = method != "POST" or bool(body and body.get("idempotency_key"))
+        for attempt in (0, 1):
+            if self.conn is not None and _peer_closed(self.conn):
+                self.conn.close()  # the gateway closed it (restarted): not reused
+                self.conn = None
             if self.conn is None:
                 self.conn = self._new(self.timeout)
             self.conn.timeout = timeout or self.timeout
@@ -428,7 +449,7 @@ class _Gateway:
             except (OSError, http.client.HTTPException) as e:
                 self.conn.close()
                 self.conn = None
-                if attempt or method == "POST":
+                if attempt or not again:
                     raise Unavailable("cannot reach the gateway at %s:%d: %s"
                                       % (self.host, self.port, e)) from e
         return r.status, _gateway_doc(r.status, text, "no such job")

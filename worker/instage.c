@@ -6,11 +6,14 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <limits.h>
+#include <ftw.h>
 #include <linux/close_range.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -36,6 +39,7 @@ struct al_instage {
 	char buf[ANSWER_MAX];
 	size_t len;
 	char pack[PATH_MAX];
+	char cache[PATH_MAX + 8]; /* the host's input cache */
 	char job[AL_ID_MAX + 1];
 };
 
@@ -44,20 +48,89 @@ static void pack_dir(const struct al_backend_conf *conf, char *out, size_t cap)
 	snprintf(out, cap, "%s/inputs", conf->state_dir ? conf->state_dir : "/var/lib/airlock");
 }
 
+/* The pid of airlock-inputs in the name of one of its temporary entries in
+ * the cache (".part.<pid>.<i>", a download; ".git.<pid>.<i>.XXXXXX", a git
+ * run's directory), or 0. */
+static long cache_tmp_pid(const char *name)
+{
+	const char *p = !strncmp(name, ".part.", 6)  ? name + 6
+			: !strncmp(name, ".git.", 5) ? name + 5
+						     : NULL;
+	char *end;
+	long pid;
+
+	if (!p)
+		return 0;
+	pid = strtol(p, &end, 10);
+	return end != p && *end == '.' && pid > 0 ? pid : 0;
+}
+
+/* Whether pid is a live airlock-inputs (its argv[0], which the worker
+ * sets); another process of that pid is a reused pid. */
+static bool fetcher_alive(long pid)
+{
+	char path[48], argv0[32] = "";
+	cleanup_fclose FILE *f = NULL;
+
+	snprintf(path, sizeof(path), "/proc/%ld/cmdline", pid);
+	if (!(f = fopen(path, "re")))
+		return false;
+	return fread(argv0, 1, sizeof(argv0) - 1, f) && !strcmp(argv0, "airlock-inputs");
+}
+
+static int rm_entry(const char *path, const struct stat *sb, int type, struct FTW *ftw)
+{
+	(void)sb;
+	(void)ftw;
+	if (type == FTW_DP ? rmdir(path) : unlink(path))
+		al_log("warn", "inputs_sweep", "path=%s error=\"%s\"", path, strerror(errno));
+	return 0;
+}
+
+/* Remove from the cache what a fetcher killed before it could left half
+ * made: pid's entries, or (pid 0) those of every fetcher no longer alive
+ * (a killed worker's: its fetchers died with it). How many. */
+static unsigned cache_sweep(const char *cache, long pid)
+{
+	DIR *d = opendir(cache);
+	struct dirent *de;
+	unsigned n = 0;
+
+	if (!d)
+		return 0;
+	while ((de = readdir(d))) {
+		long of = cache_tmp_pid(de->d_name);
+		char path[PATH_MAX + 300];
+
+		if (!of || (pid ? of != pid : fetcher_alive(of)))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", cache, de->d_name);
+		nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+		n++;
+	}
+	closedir(d);
+	return n;
+}
+
 void al_instage_sweep(const struct al_backend_conf *conf)
 {
-	char dir[PATH_MAX], prefix[160];
+	char dir[PATH_MAX], prefix[160], cache[PATH_MAX + 8];
 	DIR *d;
 	struct dirent *de;
+	unsigned swept;
 
 	pack_dir(conf, dir, sizeof(dir));
 	snprintf(prefix, sizeof(prefix), "%s.", conf->worker_id);
-	if (!(d = opendir(dir)))
-		return;
-	while ((de = readdir(d)))
-		if (!strncmp(de->d_name, prefix, strlen(prefix)))
-			unlinkat(dirfd(d), de->d_name, 0);
-	closedir(d);
+	if ((d = opendir(dir))) {
+		while ((de = readdir(d)))
+			if (!strncmp(de->d_name, prefix, strlen(prefix)))
+				unlinkat(dirfd(d), de->d_name, 0);
+		closedir(d);
+	}
+	/* the shared cache: what a killed worker's fetchers left half made */
+	snprintf(cache, sizeof(cache), "%s-cache", dir);
+	if ((swept = cache_sweep(cache, 0)))
+		al_log("info", "inputs_swept", "cache=%s entries=%u", cache, swept);
 }
 
 /* The fetcher's answer, read whole (one line of JSON). */
@@ -163,6 +236,7 @@ struct al_instage *al_instage_start(struct event_base *base, const struct al_bac
 	}
 	unlink(st->pack);
 	bad |= al_pathf(cache, sizeof(cache), "%s-cache", dir);
+	snprintf(st->cache, sizeof(st->cache), "%s", cache);
 	if ((helper = al_open_helper(conf->helper_dir, "airlock-inputs", err)) < 0)
 		goto fail;
 	snprintf(num[0], sizeof(num[0]), "%llu",
@@ -218,7 +292,14 @@ struct al_instage *al_instage_start(struct event_base *base, const struct al_bac
 	}
 	if (st->pid == 0) {
 		int null = open("/dev/null", O_RDWR);
+		struct pollfd pf = {.fd = pipefd[1], .events = POLLOUT};
 
+		/* it dies with the worker (the signal is kept across the exec:
+		 * the helper runs as root, no uid change clears it); the worker
+		 * may have died before it was armed: then the pipe has no reader */
+		if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) || poll(&pf, 1, 0) < 0 ||
+		    (pf.revents & (POLLERR | POLLHUP)))
+			_exit(127);
 		/* nothing of the worker but the pipe: stdin and stderr are /dev/null */
 		if (null < 0 || dup2(null, 0) < 0 || dup2(pipefd[1], 1) < 0 || dup2(null, 2) < 0)
 			_exit(127);
@@ -270,8 +351,10 @@ void al_instage_free(struct al_instage *st)
 		return;
 	if (st->ev)
 		event_free(st->ev);
-	if (st->pid > 0 && st->pidfd >= 0)
+	if (st->pid > 0 && st->pidfd >= 0) { /* killed mid-fetch: what it left */
 		al_pidfd_kill_wait(st->pidfd, true);
+		cache_sweep(st->cache, st->pid);
+	}
 	if (st->pidfd >= 0)
 		close(st->pidfd);
 	if (st->out >= 0)

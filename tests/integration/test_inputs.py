@@ -142,7 +142,7 @@ POLICY = policy(tier_def("in", "process", **KEYS), tier_def("in-ctr", "container
                 tier_def("in-vm", "microvm", image="python", **KEYS),
                 tier_def("in-ca", "process",
                          **dict(KEYS, egress=dict(KEYS["egress"], ca_file=INET.ca))),
-                tier_def("none", "process"))
+                tier_def("in-k", "process", **KEYS), tier_def("none", "process"))
 TIERS = {"in": "process", "in-ctr": "container", "in-vm": "microvm"}
 
 LIST = ("import os, stat\n"
@@ -366,6 +366,78 @@ def git_suite(c, commits):
     # effective uid only (docs/backends/process.md)
     left = live_pids_of({64500, 64501})
     t.ok(not left, "no process of the git fetches (the slots' uids) outlives them", left)
+    killed_fetch(c)
+    full_cache(c)
+
+
+def full_cache(c):
+    """The fetcher (airlock-inputs, as the worker starts it) with its cache
+    on a 4 MiB tmpfs, filled by a repository larger than that: the error
+    names the cache and its size, a sandbox_error (the host's fault), not
+    git's "invalid index-pack output"."""
+    small = os.path.join(c.dir, "small-cache")
+    os.makedirs(small)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m,mode=0711", "tmpfs", small], check=True)
+    try:
+        p = subprocess.run([os.path.join(os.environ.get("BUILD", "build"), "airlock-inputs"),
+                            "--cache", os.path.join(small, "c"), "--cache-bytes", str(1 << 30),
+                            "--max-bytes", str(MAX), "--timeout-ms", "60000",
+                            "--out", os.path.join(c.dir, "full.pack"), "--uid", "64950",
+                            "--allow", "%s.0/24:8002" % NET, "--",
+                            git_url("big"), "main", "src", "git"],
+                           capture_output=True, text=True, timeout=120)
+    finally:
+        subprocess.run(["umount", "-l", small])
+    import json
+    got = json.loads(p.stdout.strip().splitlines()[-1]) if p.stdout.strip() else {}
+    t.ok(got.get("status") == "sandbox_error" and
+         "the input cache %s/c is full" % small in got.get("error", "") and
+         "4194304 bytes" in got.get("error", ""),
+         "a full input cache: the fetch's error is a sandbox_error naming the cache and its "
+         "size", (got, p.stderr[-500:]))
+
+
+def killed_fetch(c):
+    """A worker SIGKILLed while git fetches an input for it: its fetcher
+    and git (the slot's uid) die with it, and the next worker to start on
+    the host removes the temporary directory they left in the cache."""
+    cache = os.path.join(c.dir, "state", "inputs-cache")
+    c.worker("wk", uid_base=64700, slots=1, tiers="in-k", extra=("--input-timeout-ms", "60000"))
+    jid = "in-%d-kill" % os.getpid()
+    subprocess.run(["redis-cli", "-s", c.sock, "-x", "XADD", "al:intake", "*", "job"],
+                   input=__import__("msgpack").packb(
+                       {"v": 1, "id": jid, "tier": "in-k", "runtime": "sh", "code": "true",
+                        "inputs": [ginp("slow", "main")]}, use_bin_type=True),
+                   capture_output=True, timeout=30)
+    fetching = []
+    for _ in range(100):  # the new worker's git
+        fetching = live_pids_of({64700})
+        if fetching:
+            break
+        time.sleep(0.1)
+    tmp_before = [n for n in os.listdir(cache) if n.startswith(".git.")]
+    c.signal("wk", 9)
+    c.wait_exit("wk")
+    time.sleep(2)
+    left = live_pids_of({64700})
+    helpers = subprocess.run(["pgrep", "-f", "airlock-inputs.*slow.git"], capture_output=True,
+                             text=True).stdout.split()
+    t.ok(fetching and not left and not helpers,
+         "a worker SIGKILLed while git fetches its input: 2 s later no process of the slot's "
+         "uid nor its fetcher is left (%d were fetching)" % len(fetching),
+         (left, helpers, c.log("wk")[-1500:]))
+    c.worker("wk2", uid_base=64800, slots=1, tiers="none")
+    for _ in range(50):
+        if "worker_start" in c.log("wk2") or "redis_up" in c.log("wk2"):
+            break
+        time.sleep(0.1)
+    tmp_after = [n for n in os.listdir(cache) if n.startswith((".git.", ".part."))]
+    t.ok(tmp_before and not tmp_after,
+         "the next worker start removes the temporary directory the killed fetch left in the "
+         "cache (%s)" % tmp_before, (tmp_before, tmp_after))
+    c.cli("cancel", jid)
+    c.signal("wk2", 15)
+    c.wait_exit("wk2")
 
 
 def main():

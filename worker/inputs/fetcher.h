@@ -55,6 +55,12 @@ struct fetch {
 /* The one answer {"ok":false,...} and exit: status "rejected" (the job's
  * fault) or "sandbox_error". */
 void die(const char *status, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
+/* When the cache's file system has less than CACHE_ROOM_MIN bytes free
+ * (a write there failed for want of room, which git reports as whatever it
+ * was doing), die with a sandbox_error that names the cache and its size:
+ * the host's fault, never the job's. */
+#define CACHE_ROOM_MIN (1u << 20)
+void cache_room_or_die(const char *what);
 /* url against the rules (its name's, or a range rule for a literal, at
  * the port), filling f's host and port; dies when they do not let it out. */
 void check_url(struct fetch *f, const char *what, const char *url, char *host, size_t cap);

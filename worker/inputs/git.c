@@ -173,11 +173,21 @@ static void run_step(char *const argv[], char *const env[], struct step *s)
 		if (null < 0 || dup2(null, 0) < 0 || dup2(out[1], 1) < 0 || dup2(err[1], 2) < 0)
 			_exit(126);
 		syscall(SYS_close_range, 3, ~0U, 0);
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		if (setrlimit(RLIMIT_FSIZE, &fsize) || setrlimit(RLIMIT_CORE, &core) ||
 		    chdir(workdir) || setgroups(0, NULL) || setgid(G.uid) || setuid(G.uid) ||
 		    prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
 			_exit(126);
+		/* after the uid change, which clears it: git dies with this
+		 * helper (which dies with its worker), and with git its PID
+		 * namespace. The helper may have died before the signal was
+		 * armed: then stdout's pipe has no reader. */
+		{
+			struct pollfd pd = {.fd = 1, .events = POLLOUT};
+
+			if (prctl(PR_SET_PDEATHSIG, SIGKILL) || poll(&pd, 1, 0) < 0 ||
+			    (pd.revents & (POLLERR | POLLHUP)))
+				_exit(126);
+		}
 		signal(SIGPIPE, SIG_DFL);
 		execve(argv[0], argv, env);
 		dprintf(2, "airlock-inputs: cannot run %s: %s\n", argv[0], strerror(errno));
@@ -263,6 +273,12 @@ static void __attribute__((noreturn)) failed(size_t i, const char *url, struct s
 	if ((WIFSIGNALED(s->status) && WTERMSIG(s->status) == SIGXFSZ) || hit_fsize())
 		die("rejected", "inputs[%zu]: %s is larger than the tier's max_input_bytes (%llu)",
 		    i, url, (unsigned long long)G.max_bytes);
+	{
+		char what[32];
+
+		snprintf(what, sizeof(what), "inputs[%zu]: git", i);
+		cache_room_or_die(what); /* git's words for a full disk vary */
+	}
 	why = last_line(s);
 	if (!strncmp(why, "fatal: ", 7))
 		why += 7;

@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -209,6 +210,8 @@ static void fetch(size_t i, const char *tmp)
 		if (f.too_big || cr == CURLE_FILESIZE_EXCEEDED)
 			die("rejected", "%s: %s is larger than the tier's max_input_bytes (%llu)",
 			    what, url, (unsigned long long)G.max_bytes);
+		if (cr == CURLE_WRITE_ERROR)
+			cache_room_or_die(what);
 		if (cr != CURLE_OK)
 			die("sandbox_error", "%s: %s: %s", what, url, curl_easy_strerror(cr));
 		if (code >= 300 && code < 400 &&
@@ -321,6 +324,23 @@ const char *cache_part(size_t i)
 {
 	snprintf(G.part, sizeof(G.part), "%s/.part.%d.%zu", G.cache, (int)getpid(), i);
 	return G.part;
+}
+
+void cache_room_or_die(const char *what)
+{
+	struct statvfs v;
+	unsigned long long room, size;
+
+	if (statvfs(G.cache, &v))
+		return;
+	room = (unsigned long long)v.f_bavail * v.f_frsize;
+	size = (unsigned long long)v.f_blocks * v.f_frsize;
+	if (room >= CACHE_ROOM_MIN)
+		return;
+	die("sandbox_error",
+	    "%s: the input cache %s is full: %llu of its file system's %llu bytes free (the "
+	    "cache keeps at most --input-cache-bytes %llu): make room there",
+	    what, G.cache, room, size, (unsigned long long)G.cache_bytes);
 }
 
 void cache_put(size_t i, const char *key)

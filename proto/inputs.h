@@ -14,6 +14,10 @@
 #define AL_INPUTS_MAX	   16		/* inputs of one job */
 #define AL_INPUT_URL_MAX   2048		/* an input's URL */
 #define AL_INPUT_BYTES_DEF (1ull << 30) /* a tier's max_input_bytes unless set */
+/* The input cache is full when its file system has less free than this:
+ * a fetch that failed there is the host's fault, and the worker takes no
+ * job with inputs until it has room again (worker/health.c). */
+#define AL_INPUT_CACHE_ROOM_MIN (1u << 20)
 
 enum al_unpack {
 	AL_UNPACK_NONE = 0, /* the bytes as one file at path */

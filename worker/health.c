@@ -9,12 +9,19 @@
  * goes back to the queue unspent, and its registry entry, `airlock stats`
  * and the log say why. Every AL_PROBE_EVERY_MS a probe (`sh -c true` with
  * its first tier's defaults, on a free slot) runs through the same runner;
- * the first that ends ok resumes it. */
+ * the first that ends ok resumes it.
+ *
+ * A fetch that failed for want of room in the host's input cache is
+ * neither: the job goes back for later with its attempt unspent, and every
+ * job with inputs that comes meanwhile does the same until the cache has
+ * room again (looked at as each comes); jobs without inputs run on. The
+ * registry entry says "inputs" among the paused. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "worker.h"
+#include "instage.h"
 #include "../common/clock.h"
 
 static void probe_done(struct al_runner *r, struct al_result *res, void *arg)
@@ -123,6 +130,49 @@ void wk_health_tick(struct worker *w)
 	}
 }
 
+void wk_inputs_full(struct worker *w, struct slot *s, const char *why)
+{
+	if (!w->inputs_full)
+		al_log("error", "inputs_paused",
+		       "job=%s error=\"%s\" note=\"jobs with inputs wait, unspent, until the "
+		       "input cache has room (looked at every %d ms)\"",
+		       s->id, why ? why : "", AL_PROBE_EVERY_MS);
+	w->inputs_full = true;
+	snprintf(w->inputs_why, sizeof(w->inputs_why), "%s", why ? why : "the input cache is full");
+	wk_retry_later(w, s, AL_PROBE_EVERY_MS, false);
+	wk_slot_release(s);
+}
+
+bool wk_inputs_room(struct worker *w, struct slot *s)
+{
+	struct al_err err = {0};
+
+	if (!s->job.ninputs || !w->inputs_full)
+		return true;
+	if (!al_instage_cache_room(&w->conf->backend, &err)) {
+		al_log("info", "inputs_resumed", "job=%s note=\"the input cache has room again\"",
+		       s->id);
+		w->inputs_full = false;
+		return true;
+	}
+	snprintf(w->inputs_why, sizeof(w->inputs_why), "%s", err.msg);
+	wk_retry_later(w, s, AL_PROBE_EVERY_MS, false);
+	wk_slot_release(s);
+	return false;
+}
+
+/* "name":"why" at out + n (a comma before it unless first); the new n. */
+static int pause_entry(char *out, int n, size_t cap, bool any, const char *name, const char *why)
+{
+	if (n >= (int)cap - 16)
+		return n;
+	n += snprintf(out + n, cap - (size_t)n, "%s\"%s\":\"", any ? "," : "", name);
+	/* the reason, as JSON: what could end the string goes */
+	for (const char *p = why; *p && n < (int)cap - 8; p++)
+		out[n++] = (*p == '"' || *p == '\\' || (unsigned char)*p < 0x20) ? ' ' : *p;
+	return n + snprintf(out + n, cap - (size_t)n, "\"");
+}
+
 int wk_health_json(const struct worker *w, char *out, size_t cap)
 {
 	int n = 0;
@@ -133,14 +183,11 @@ int wk_health_json(const struct worker *w, char *out, size_t cap)
 
 		if (!be->paused)
 			continue;
-		n += snprintf(out + n, cap - (size_t)n, "%s\"%s\":\"", any ? "," : "",
-			      be->ops->name);
-		/* the reason, as JSON: what could end the string goes */
-		for (const char *p = be->pause_why; *p && n < (int)cap - 8; p++)
-			out[n++] = (*p == '"' || *p == '\\' || (unsigned char)*p < 0x20) ? ' ' : *p;
-		n += snprintf(out + n, cap - (size_t)n, "\"");
+		n = pause_entry(out, n, cap, any, be->ops->name, be->pause_why);
 		any = true;
 	}
+	if (w->inputs_full) /* jobs with inputs wait */
+		n = pause_entry(out, n, cap, any, "inputs", w->inputs_why);
 	return n < (int)cap ? n : (int)cap - 1;
 }
 

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -23,6 +24,7 @@
 #include "../common/cleanup.h"
 #include "../common/egress.h"
 #include "../common/log.h"
+#include "../proto/inputs.h"
 #include "../proto/result.h"
 
 #define ANSWER_MAX		  (64u << 10)	  /* the fetcher's one JSON line */
@@ -112,6 +114,24 @@ static unsigned cache_sweep(const char *cache, long pid)
 	return n;
 }
 
+int al_instage_cache_room(const struct al_backend_conf *conf, struct al_err *err)
+{
+	char dir[PATH_MAX], cache[PATH_MAX + 8];
+	struct statvfs v;
+	unsigned long long room;
+
+	pack_dir(conf, dir, sizeof(dir));
+	snprintf(cache, sizeof(cache), "%s-cache", dir);
+	if (statvfs(cache, &v))
+		return AL_OK; /* not made yet: the fetcher makes it */
+	room = (unsigned long long)v.f_bavail * v.f_frsize;
+	if (room >= AL_INPUT_CACHE_ROOM_MIN)
+		return AL_OK;
+	return al_err_set(err, AL_ESANDBOX,
+			  "the input cache %s is full: %llu of its file system's %llu bytes free",
+			  cache, room, (unsigned long long)v.f_blocks * v.f_frsize);
+}
+
 void al_instage_sweep(const struct al_backend_conf *conf)
 {
 	char dir[PATH_MAX], prefix[160], cache[PATH_MAX + 8];
@@ -140,6 +160,7 @@ static void finish(struct al_instage *st)
 	json_t *a = NULL;
 	int status = AL_ST_SANDBOX_ERROR;
 	char msg[AL_ERR_MSG_MAX], summary[128] = "";
+	bool full = false;
 
 	event_del(st->ev);
 	al_pidfd_kill_wait(st->pidfd, false);
@@ -176,11 +197,12 @@ static void finish(struct al_instage *st)
 			status = AL_ST_OK;
 		} else if (e) {
 			status = s && !strcmp(s, "rejected") ? AL_ST_REJECTED : AL_ST_SANDBOX_ERROR;
+			full = json_is_true(json_object_get(a, "cache_full"));
 			snprintf(msg, sizeof(msg), "%s", e);
 		}
 	}
 	json_decref(a);
-	st->done(st->arg, status, msg, status == AL_ST_OK ? st->pack : NULL, summary);
+	st->done(st->arg, status, msg, status == AL_ST_OK ? st->pack : NULL, summary, full);
 }
 
 static void on_read(evutil_socket_t fd, short what, void *arg)

@@ -198,6 +198,10 @@ static void on_job_done(struct al_runner *r, struct al_result *res, void *arg)
 		     ? res->started_ms - res->queued_ms
 		     : 0,
 		 res->wall_ms);
+	if (!s->released && al_runner_cache_full(r)) { /* the host's, not the job's */
+		wk_inputs_full(w, s, res->error);
+		return;
+	}
 	if (!s->released)
 		wk_health_note(w, s->be, res, al_runner_setup_failed(r));
 	if (s->released ||
@@ -313,6 +317,8 @@ void wk_job_run(struct worker *w, struct slot *s)
 		wk_session_start(w, s);
 		return;
 	}
+	if (!wk_inputs_room(w, s))
+		return;
 	spec.job = &s->job;
 	al_run_spec_of(s->tier, &s->job, (unsigned)s->index, &spec);
 	spec.attempt = s->attempt;

@@ -31,6 +31,7 @@ struct al_runner {
 	unsigned slot;
 	struct al_sandbox *sb;
 	bool setup_failed; /* the sandbox could not be made or started */
+	bool cache_full;   /* ...for want of room in the host's input cache */
 	struct event *watch[AL_WATCH_MAX];
 	int nwatch;
 	struct event *timer;	 /* wall-clock limit, then the kill grace */
@@ -410,13 +411,14 @@ static void start_step(struct al_runner *r, const struct al_run_spec *spec)
 
 /* The job's inputs are in its pack (or could not be): its sandbox now. */
 static void inputs_done(void *arg, int status, const char *msg, const char *pack,
-			const char *summary)
+			const char *summary, bool cache_full)
 {
 	struct al_runner *r = arg;
 	struct al_err err = {.code = status == AL_ST_REJECTED ? AL_EINVAL : AL_ESYS};
 
 	if (status != AL_ST_OK) {
 		r->setup_failed = status != AL_ST_REJECTED;
+		r->cache_full = cache_full;
 		snprintf(err.msg, sizeof(err.msg), "%s", msg);
 		fail(r, &err);
 		return;
@@ -495,6 +497,11 @@ void al_runner_on_output(struct al_runner *r, al_runner_output_fn fn)
 bool al_runner_setup_failed(const struct al_runner *r)
 {
 	return r->setup_failed;
+}
+
+bool al_runner_cache_full(const struct al_runner *r)
+{
+	return r->cache_full;
 }
 
 void al_runner_free(struct al_runner *r)

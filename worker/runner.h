@@ -38,6 +38,8 @@ void al_runner_on_output(struct al_runner *r, al_runner_output_fn fn);
 /* The job ended because its sandbox could not be made or started (on the
  * host: not anything the job did, as a guest's misbehaviour after start). */
 bool al_runner_setup_failed(const struct al_runner *r);
+/* ...because the host's input cache had no room for its inputs. */
+bool al_runner_cache_full(const struct al_runner *r);
 void al_runner_free(struct al_runner *r);
 
 /* The run spec of job (admitted to tier t) in slot: limits, image, tier's

@@ -188,6 +188,9 @@ struct worker {
 	uint64_t jobs_done;
 	uint64_t held_seq;
 	uint64_t beats; /* heartbeats sent: the scheduler's sign of life (no clock) */
+	/* health.c: the input cache full: jobs with inputs wait, unspent */
+	bool inputs_full;
+	char inputs_why[AL_ERR_MSG_MAX];
 };
 
 /* The loop pass: at the end of the loop's pass, in this order, start the
@@ -236,6 +239,13 @@ void wk_dead_letter(struct worker *w, const char *stream, const char *entry, con
 void wk_health_note(struct worker *w, struct backend_state *be, const struct al_result *res,
 		    bool setup_failed);
 void wk_health_tick(struct worker *w); /* each heartbeat: probes, resumes */
+/* The host's input cache had no room for s's inputs (why): s goes back
+ * for later, its attempt unspent, and jobs with inputs wait so until the
+ * cache has room (wk_inputs_room); jobs without run on. Releases s. */
+void wk_inputs_full(struct worker *w, struct slot *s, const char *why);
+/* true when s may start: it needs no inputs, or the input cache has room;
+ * else s goes back for later, unspent, and is released. */
+bool wk_inputs_room(struct worker *w, struct slot *s);
 /* "name":"why",... of the paused backends into out; the length */
 int wk_health_json(const struct worker *w, char *out, size_t cap);
 void wk_health_free(struct worker *w);

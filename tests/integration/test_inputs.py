@@ -142,7 +142,8 @@ POLICY = policy(tier_def("in", "process", **KEYS), tier_def("in-ctr", "container
                 tier_def("in-vm", "microvm", image="python", **KEYS),
                 tier_def("in-ca", "process",
                          **dict(KEYS, egress=dict(KEYS["egress"], ca_file=INET.ca))),
-                tier_def("in-k", "process", **KEYS), tier_def("none", "process"))
+                tier_def("in-k", "process", **KEYS), tier_def("in-f", "process", **KEYS),
+                tier_def("none", "process"))
 TIERS = {"in": "process", "in-ctr": "container", "in-vm": "microvm"}
 
 LIST = ("import os, stat\n"
@@ -368,6 +369,61 @@ def git_suite(c, commits):
     t.ok(not left, "no process of the git fetches (the slots' uids) outlives them", left)
     killed_fetch(c)
     full_cache(c)
+    full_cache_worker(c)
+
+
+def full_cache_worker(c):
+    """A worker whose input cache (its own 4 MiB tmpfs) is full: a job with
+    an input waits, its attempt unspent, the worker's entry says why (the
+    cache); a job without inputs runs meanwhile; once there is room the
+    waiting job runs, still on its first attempt."""
+    state = os.path.join(c.dir, "state-f")
+    cache = os.path.join(state, "inputs-cache")
+    os.makedirs(cache)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m,mode=0711", "tmpfs", cache],
+                   check=True)
+    try:
+        subprocess.run(["dd", "if=/dev/zero", "of=" + os.path.join(cache, "filler"), "bs=64k"],
+                       capture_output=True)
+        c.worker("wf", uid_base=64960, slots=1, tiers="in-f", extra=("--state-dir", state))
+        jid = "in-%d-full" % os.getpid()
+        subprocess.run(["redis-cli", "-s", c.sock, "-x", "XADD", "al:intake", "*", "job"],
+                       input=__import__("msgpack").packb(
+                           {"v": 1, "id": jid, "tier": "in-f", "runtime": "sh",
+                            "code": "cat src/a.txt",
+                            "inputs": [ginp("repo", "main")]}, use_bin_type=True),
+                       capture_output=True, timeout=30)
+        entry = ""
+        for _ in range(150):
+            entry = c.rcli("HGET", "al:workers", "wf")
+            if '"inputs":"the input cache' in entry:
+                break
+            time.sleep(0.1)
+        plain = c.run_job({"v": 1, "id": "in-%d-plain" % os.getpid(), "tier": "in-f",
+                           "runtime": "sh", "code": "echo no inputs"}, timeout=60)
+        time.sleep(6)  # a round of waiting: the job comes back, and waits again
+        rec = c.rcli("HMGET", "al:job:" + jid, "state", "attempt").split()
+        t.ok('"inputs":"the input cache %s is full' % cache in entry and
+             rec and rec[0] in ("retrying", "queued") and rec[1] == "1" and
+             c.rcli("EXISTS", "al:res:" + jid).strip() == "0",
+             "a full input cache: the job with an input waits, attempt 1 unspent, and the "
+             "worker's entry says the cache is full", (entry[-400:], rec))
+        plain = plain or {}
+        t.ok(plain.get("status") == "ok" and plain.get("stdout") == b"no inputs\n",
+             "a full input cache: a job without inputs runs meanwhile", plain)
+        os.unlink(os.path.join(cache, "filler"))
+        raw = c.wait_done(jid, 60)
+        import msgpack
+        res = msgpack.unpackb(raw, raw=False) if raw else {}
+        t.ok(res.get("status") == "ok" and res.get("stdout", b"").startswith(b"one\n") and
+             res.get("attempt") == 1 and "inputs_resumed" in c.log("wf"),
+             "once the cache has room the job runs, on its first attempt",
+             (res, c.log("wf")[-800:]))
+    finally:
+        if "wf" in c.procs:
+            c.signal("wf", 15)
+            c.wait_exit("wf")
+        subprocess.run(["umount", "-l", cache])
 
 
 def full_cache(c):

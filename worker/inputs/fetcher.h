@@ -35,6 +35,7 @@ struct fetcher {
 	char *ca_blob;
 	size_t ca_len;
 	char part[4096]; /* a download not verified yet ("" = none) */
+	bool cache_full; /* the answer says so (cache_room_or_die) */
 };
 
 extern struct fetcher G;
@@ -55,11 +56,11 @@ struct fetch {
 /* The one answer {"ok":false,...} and exit: status "rejected" (the job's
  * fault) or "sandbox_error". */
 void die(const char *status, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
-/* When the cache's file system has less than CACHE_ROOM_MIN bytes free
- * (a write there failed for want of room, which git reports as whatever it
- * was doing), die with a sandbox_error that names the cache and its size:
- * the host's fault, never the job's. */
-#define CACHE_ROOM_MIN (1u << 20)
+/* When the cache's file system has less than AL_INPUT_CACHE_ROOM_MIN
+ * bytes free (a write there failed for want of room, which git reports as
+ * whatever it was doing), die with a sandbox_error that names the cache and
+ * its size, the answer marked "cache_full": the host's fault, never the
+ * job's. */
 void cache_room_or_die(const char *what);
 /* url against the rules (its name's, or a range rule for a literal, at
  * the port), filling f's host and port; dies when they do not let it out. */

@@ -61,6 +61,8 @@ answer(bool ok, const char *status, const char *msg, uint64_t pack_bytes)
 	if (!ok) {
 		json_object_set_new(o, "status", json_string(status));
 		json_object_set_new(o, "error", json_string(msg));
+		if (G.cache_full)
+			json_object_set_new(o, "cache_full", json_true());
 	}
 	for (size_t i = 0; ok && i < G.nin; i++) {
 		json_t *e = json_object();
@@ -335,8 +337,9 @@ void cache_room_or_die(const char *what)
 		return;
 	room = (unsigned long long)v.f_bavail * v.f_frsize;
 	size = (unsigned long long)v.f_blocks * v.f_frsize;
-	if (room >= CACHE_ROOM_MIN)
+	if (room >= AL_INPUT_CACHE_ROOM_MIN)
 		return;
+	G.cache_full = true;
 	die("sandbox_error",
 	    "%s: the input cache %s is full: %llu of its file system's %llu bytes free (the "
 	    "cache keeps at most --input-cache-bytes %llu): make room there",

@@ -151,6 +151,18 @@ int al_image_path(const struct al_backend_conf *conf, const char *name, bool dis
 /* The content hash build.sh left in a catalogue image ("sha256:..."), or
  * "unknown". */
 void al_image_hash(const struct al_backend_conf *conf, const char *name, char *out, size_t cap);
+/* The image root dir (al_image_path) as a detached, read-only mount for a
+ * sandbox's root (move_mount it; the caller closes the fd): an overlay of
+ * dir alone, whose layers are named to the kernel as /proc/self/fd/N, so
+ * that a job's /proc/self/mountinfo shows no host path (a bind of dir
+ * shows dir). -1 with err. */
+int al_image_tree(const struct al_backend_conf *conf, const char *dir, struct al_err *err);
+/* "/proc/self/fd/A:/proc/self/fd/B" into out: dir (lower, opened into
+ * *lower) over an empty directory of the worker's (*blank), the layers of
+ * an overlay of dir alone (at least two lower layers are needed without
+ * an upper one; one more in front does not). The caller closes both. */
+int al_image_layers(const struct al_backend_conf *conf, const char *dir, int *lower, int *blank,
+		    char *out, size_t cap, struct al_err *err);
 
 #define AL_WATCH_MAX	 4
 #define AL_USAGE_POLL_MS 100 /* how often a running job's usage is checked */

@@ -688,21 +688,53 @@ static int make_mount_point(const char *rootfs, const char *path, bool is_dir, s
 /* A tier with binds needs mount points the image does not have, and the
  * image is shared (by the other tiers, by the other slots): the job gets a
  * root of its own, an overlay of the image with its upper layer in the
- * job's tmpfs, in which the mount points are made. */
+ * job's tmpfs, in which the mount points are made. Without binds, a
+ * catalogue image's root is a read-only overlay of it alone
+ * (al_image_tree). Either way the layers are named /proc/self/fd/N: the
+ * job's mountinfo shows no host path. */
 static int own_rootfs(struct al_sandbox *sb, struct al_err *err)
 {
 	struct ctr_sb *c = sb->priv;
-	char up[PATH_MAX + 16], wk[PATH_MAX + 16], opts[3 * PATH_MAX + 64];
+	const char *lower = c->image[0] ? c->image : G.hostimage;
+	char up[PATH_MAX + 16], wk[PATH_MAX + 16], opts[160];
+	cleanup_close int lo = -1, upfd = -1, wkfd = -1, tree = -1;
 	int rc;
 
 	if (al_pathf(c->rootfs, sizeof(c->rootfs), "%s/rootfs", c->fs.dir) ||
 	    al_pathf(up, sizeof(up), "%s/ovl-up", c->fs.work) ||
-	    al_pathf(wk, sizeof(wk), "%s/ovl-work", c->fs.work) ||
-	    snprintf(opts, sizeof(opts), "lowerdir=%s,upperdir=%s,workdir=%s",
-		     c->image[0] ? c->image : G.hostimage, up, wk) >= (int)sizeof(opts))
+	    al_pathf(wk, sizeof(wk), "%s/ovl-work", c->fs.work))
 		return al_err_set(err, AL_ESANDBOX, "container: paths too long for an overlay");
-	if (mkdir(c->rootfs, 0755) || mkdir(up, 0755) || mkdir(wk, 0700) ||
-	    mount("airlock-root", c->rootfs, "overlay", MS_NOSUID | MS_NODEV, opts)) {
+	if (mkdir(c->rootfs, 0755)) {
+		rc = al_err_sys(err, "container: make %s", c->rootfs);
+		c->rootfs[0] = '\0';
+		return rc;
+	}
+	if (!sb->spec.nbinds) { /* the image alone, read-only */
+		if ((tree = al_image_tree(sb->conf, lower, err)) < 0) {
+			c->rootfs[0] = '\0';
+			return al_err_wrap(err, "container");
+		}
+		if (move_mount(tree, "", AT_FDCWD, c->rootfs, MOVE_MOUNT_F_EMPTY_PATH)) {
+			rc = al_err_sys(err, "container: place the image's root at %s", c->rootfs);
+			c->rootfs[0] = '\0';
+			return rc;
+		}
+		return AL_OK;
+	}
+	/* the layers by descriptor: the options, which the job reads in its
+	 * mountinfo, name no host path */
+	if (mkdir(up, 0755) || mkdir(wk, 0700) ||
+	    (lo = open(lower, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0 ||
+	    (upfd = open(up, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0 ||
+	    (wkfd = open(wk, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+		rc = al_err_sys(err, "container: the overlay's layers");
+		c->rootfs[0] = '\0';
+		return rc;
+	}
+	snprintf(opts, sizeof(opts),
+		 "lowerdir=/proc/self/fd/%d,upperdir=/proc/self/fd/%d,workdir=/proc/self/fd/%d", lo,
+		 upfd, wkfd);
+	if (mount("airlock-root", c->rootfs, "overlay", MS_NOSUID | MS_NODEV, opts)) {
 		rc = al_err_sys(err, "container: an overlay root for the tier's binds");
 		c->rootfs[0] = '\0';
 		return rc;
@@ -771,7 +803,9 @@ int ctr_make(struct al_sandbox *sb, struct al_err *err)
 	if (sb->spec.image &&
 	    (rc = al_image_path(sb->conf, sb->spec.image, false, c->image, sizeof(c->image), err)))
 		return al_err_wrap(err, "container");
-	if (sb->spec.nbinds && (rc = own_rootfs(sb, err)))
+	/* a catalogue image's root is the container's through an overlay of
+	 * it, so that the job's mountinfo names no host path */
+	if ((sb->spec.nbinds || c->image[0]) && (rc = own_rootfs(sb, err)))
 		return rc;
 	c->cg_made = true;
 	if (c->warm) /* its job's descriptors come with the job (warm.c) */

@@ -209,7 +209,7 @@ static int warm_image_tree(const char *name)
 	if (al_image_path(G.conf, name, false, dir, sizeof(dir), &e))
 		return -1;
 	snprintf(py, sizeof(py), "%s/usr/bin/python3", dir);
-	return access(py, X_OK) ? -1 : clone_tree(dir, false, "the image", &e);
+	return access(py, X_OK) ? -1 : al_image_tree(G.conf, dir, &e);
 }
 
 /* Make a warm init for slot in w; py: with a warm interpreter, in image
@@ -582,15 +582,16 @@ static int proc_prepare(struct al_sandbox *sb, struct al_err *err)
 	if ((p->stdin_fd =
 		 memfd_with("job-stdin", job->stdin_data.data, job->stdin_data.len, err)) < 0)
 		return p->stdin_fd;
-	/* The job's catalogue image (its root), or the tier's binds: each a
-	 * detached read-only copy of the host's tree. */
+	/* The job's catalogue image (its root: an overlay of it, which names no
+	 * host path), or the tier's binds: each a detached read-only copy of
+	 * the host's tree. */
 	if (sb->spec.image) {
 		char dir[PATH_MAX];
 
 		if ((rc = al_image_path(sb->conf, sb->spec.image, false, dir, sizeof(dir), err)))
 			return al_err_wrap(err, "process");
-		if ((p->bind_fd[0] = clone_tree(dir, false, "the image", err)) < 0)
-			return AL_ESYS;
+		if ((p->bind_fd[0] = al_image_tree(sb->conf, dir, err)) < 0)
+			return al_err_wrap(err, "process");
 		p->nbinds = 1;
 	}
 	for (size_t i = 0; !sb->spec.image && i < sb->spec.nbinds && i < AL_INIT_MAX_BINDS; i++) {

@@ -143,13 +143,14 @@ class QueueRunner:
         env = {"PATH": "/usr/bin:/bin", "HOME": ctx.home, "AIRLOCK_SECRET": ctx.secret,
                "AWS_SECRET_ACCESS_KEY": ctx.secret}
         self.c.scheduler()
-        self.c.worker(self.worker_id, uid_base=UID_BASE, slots=1, tiers=tier, env=env,
+        self.c.worker(self.worker_id, uid_base=UID_BASE, slots=1, tiers=tier + ",imaged",
+                      env=env,
                       extra=["--config", ctx.config_path, "--userns-base", str(USERNS_BASE)])
         self.tier = tier
         self.state = os.path.join(self.c.dir, "state")
 
     def run(self, job):
-        job["tier"] = self.tier
+        job["tier"] = job.get("tier", self.tier)  # a case's own: "imaged"
         return decode_result(self.c.run_job(job))
 
     def close(self):
@@ -166,6 +167,10 @@ tiers:
     sessions: {{max_per_tenant: 2, idle_s: 600, max_life_s: 1800}}
     max: {{wall_ms: 60000, memory_bytes: 1073741824, pids: 256, disk_bytes: 1073741824}}
     egress: {{allow: ["allowed.invalid:443"]}}
+{image}  imaged:
+    backend: {backend}
+    max_attempts: 1
+    images: [python]
 {image}  other:
     backend: {backend}
     env: {{OTHER_TIER_TOKEN: "{secret}-policy"}}
@@ -183,6 +188,7 @@ BACKENDS = {"process": ("trusted", UID_BASE), "container": ("internal", USERNS_B
 # job runs as uid 1000 of the guest; on the host only the VMM runs, as
 # uid_base + 256 + n.
 MICROVM_IMAGE = os.environ.get("AIRLOCK_MICROVM_IMAGE", "/var/lib/airlock/images/microvm")
+IMAGES_DIR = os.environ.get("AIRLOCK_IMAGES", "/var/lib/airlock/images")
 if os.path.exists(os.path.join(MICROVM_IMAGE, "initramfs.lz4")) and os.path.exists(
         "/var/lib/airlock/images/python.ext4") and shutil.which(
         "qemu-system-x86_64", path="/usr/bin:/bin"):
@@ -396,6 +402,15 @@ CASES = [
      "ok", lambda r, c: (not any(s in r["stdout"] for s in (c.tmp, "/state", "redis.sock",
                                                             "hide=", "airlock-it-")),
                          "no host paths")),
+    ("mount sources name no host path", lambda c: {
+        "runtime": "python", "tier": "imaged", "code":
+        "for p in ['/proc/self/mountinfo', '/proc/mounts']:\n"
+        "    try: print(p, open(p).read())\n"
+        "    except OSError as e: print(p, 'refused', e.strerror)\n"},
+     "ok", lambda r, c: (not any(s in r["stdout"] for s in (
+         IMAGES_DIR, c.tmp, "/state", "airlock-it-", "hostile-", "/var/lib/airlock")) and
+         "/proc/self/mountinfo" in r["stdout"],
+         "no image, state or worker path in mountinfo")),
     ("cpu_ms across forked children", lambda c: py(
         "import os\n"
         "for i in range(4):\n"

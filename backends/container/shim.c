@@ -15,11 +15,15 @@
  * it, reads the counters of the job's cgroup (CGDIR: the runtime's cgroup, one directory per
  * hierarchy as in struct al_cg), removes the container from the runtime and reports "X<wait status>
  * C<cpu ns> M<peak bytes> O<oom kills> H<0|1>", or "E<runtime's wait status>" when the runtime
- * could not start it (its message is in BUNDLE/runtime.log). */
+ * could not start it (its message is in BUNDLE/runtime.log). If the worker dies first (SIGTERM,
+ * its parent-death signal), it removes the container, which kills its processes, and ends:
+ * nothing of the job outlives its worker. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -38,6 +42,38 @@ extern char **environ;
 
 enum { FD_REPORT = 4, FD_EXEC = 5 };
 
+/* The worker died (its parent-death signal, SIGTERM, came; or it had died
+ * before the signal was armed: the report pipe has no reader). */
+static volatile sig_atomic_t orphaned;
+
+static void on_parent_death(int sig)
+{
+	(void)sig;
+	orphaned = 1;
+}
+
+/* The signal mask with SIGTERM let through: only the wait for the
+ * container (ppoll) takes it, so that it cannot come between a look at
+ * orphaned and the wait. */
+static sigset_t unblocked;
+
+/* Arm SIGTERM as the parent-death signal, blocked but in the wait, then
+ * see whether the worker is still there. */
+static void watch_parent(int report)
+{
+	struct sigaction sa = {.sa_handler = on_parent_death};
+	struct pollfd pf = {.fd = report, .events = POLLOUT};
+	sigset_t term;
+
+	sigemptyset(&term);
+	sigaddset(&term, SIGTERM);
+	sigemptyset(&sa.sa_mask);
+	if (sigprocmask(SIG_BLOCK, &term, &unblocked) || sigaction(SIGTERM, &sa, NULL) ||
+	    prctl(PR_SET_PDEATHSIG, SIGTERM, 0, 0, 0) || poll(&pf, 1, 0) < 0 ||
+	    (pf.revents & (POLLERR | POLLHUP)))
+		orphaned = 1;
+}
+
 static int report_fd = FD_REPORT;
 
 static void report(const char *msg)
@@ -49,10 +85,17 @@ static void report(const char *msg)
 /* Run the runtime with args; its wait status, or -1 when it did not start. */
 static int runtime(const char *const *args)
 {
+	posix_spawnattr_t at;
 	pid_t pid;
-	int st;
+	int st, rc;
 
-	if (posix_spawn(&pid, args[0], NULL, NULL, (char *const *)args, environ))
+	/* the runtime starts with no signal blocked (ours is, SIGTERM) */
+	posix_spawnattr_init(&at);
+	posix_spawnattr_setsigmask(&at, &unblocked);
+	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK);
+	rc = posix_spawn(&pid, args[0], NULL, &at, (char *const *)args, environ);
+	posix_spawnattr_destroy(&at);
+	if (rc)
 		return -1;
 	while (waitpid(pid, &st, 0) < 0)
 		if (errno != EINTR)
@@ -95,7 +138,7 @@ int main(int argc, char **argv)
 	struct al_cg_stats cs;
 	struct stat st0;
 	pid_t ctr;
-	int st = 0;
+	int st = 0, pfd;
 	long maxrss_kib = 0;
 
 	if (argc < 7 || argc > 6 + 4 || fstat(FD_REPORT, &st0) || !S_ISFIFO(st0.st_mode)) {
@@ -119,6 +162,9 @@ int main(int argc, char **argv)
 	    (has_exec ? dup2(FD_EXEC, FD_REPORT) < 0 || close(FD_EXEC) : close(FD_REPORT)))
 		return 2;
 	prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+	watch_parent(report_fd);
+	if (orphaned) /* the worker died before it could be told */
+		return 4;
 	snprintf(log, sizeof(log), "%s/runtime.log", bundle);
 	snprintf(pidf, sizeof(pidf), "%s/container.pid", bundle);
 	{
@@ -156,11 +202,23 @@ int main(int argc, char **argv)
 		report("E-1");
 		return 0;
 	}
-	/* The container's init is ours now (we are its subreaper). */
+	/* The container's init is ours now (we are its subreaper): wait for
+	 * its end, or the worker's (SIGTERM, let through in ppoll alone). */
+	pfd = (int)syscall(SYS_pidfd_open, ctr, 0);
 	for (;;) {
 		struct rusage ru = {0};
-		pid_t w = wait4(-1, &st, 0, &ru);
+		struct pollfd pf = {.fd = pfd, .events = POLLIN};
+		pid_t w;
 
+		if (orphaned) { /* no one to report to: the job ends with its worker */
+			const char *del[] = {rt, "--root", root, "delete", "-f", name, NULL};
+
+			runtime(del);
+			return 4;
+		}
+		if (pfd >= 0 && ppoll(&pf, 1, NULL, &unblocked) < 0)
+			continue;
+		w = wait4(-1, &st, 0, &ru);
 		if (w == ctr) {
 			maxrss_kib = ru.ru_maxrss; /* the job's, and what it waited for */
 			break;

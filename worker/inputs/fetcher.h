@@ -1,5 +1,7 @@
-/* fetcher.h - what airlock-inputs' parts share: the inputs of the run,
- * the tier's rules, the cache and the one way out (die). main.c holds the
+/* fetcher.h - what airlock-inputs' parts share (its names carry fx_: the
+ * helper is a program of its own, and none of them may read as another
+ * part of the tree's): the inputs of the run,
+ * the tier's rules, the cache and the one way out (fx_die). main.c holds the
  * URL inputs, the cache and the pack; git.c the git inputs. */
 #ifndef AL_INPUTS_FETCHER_H
 #define AL_INPUTS_FETCHER_H
@@ -35,10 +37,10 @@ struct fetcher {
 	char *ca_blob;
 	size_t ca_len;
 	char part[4096]; /* a download not verified yet ("" = none) */
-	bool cache_full; /* the answer says so (cache_room_or_die) */
+	bool cache_full; /* the answer says so (fx_cache_room_or_die) */
 };
 
-extern struct fetcher G;
+extern struct fetcher fx;
 
 /* One connection's checks and state. */
 struct fetch {
@@ -55,33 +57,33 @@ struct fetch {
 
 /* The one answer {"ok":false,...} and exit: status "rejected" (the job's
  * fault) or "sandbox_error". */
-void die(const char *status, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
+void fx_die(const char *status, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3), noreturn));
 /* When the cache's file system has less than AL_INPUT_CACHE_ROOM_MIN
  * bytes free (a write there failed for want of room, which git reports as
  * whatever it was doing), die with a sandbox_error that names the cache and
  * its size, the answer marked "cache_full": the host's fault, never the
  * job's. */
-void cache_room_or_die(const char *what);
+void fx_cache_room_or_die(const char *what);
 /* url against the rules (its name's, or a range rule for a literal, at
  * the port), filling f's host and port; dies when they do not let it out. */
-void check_url(struct fetch *f, const char *what, const char *url, char *host, size_t cap);
+void fx_check_url(struct fetch *f, const char *what, const char *url, char *host, size_t cap);
 /* Whether the rules let a connection to sa out (f->refused says why not). */
-bool addr_ok(struct fetch *f, const struct sockaddr *sa);
-bool hex64(const char *s);
+bool fx_addr_ok(struct fetch *f, const struct sockaddr *sa);
 /* The cache's file named key into in[i].fd (and now recently used):
  * false when the cache holds none; dies when it is over max_bytes. */
-bool cache_take(size_t i, const char *key);
+bool fx_cache_take(size_t i, const char *key);
 /* Least recently used out until the cache holds at most cache_bytes. */
-void evict(void);
-/* G.part named for in[i]'s download: the file the fetch writes. */
-const char *cache_part(size_t i);
-/* G.part, complete and checked, into the cache as key and in[i].fd. */
-void cache_put(size_t i, const char *key);
+void fx_evict(void);
+/* fx.part named for in[i]'s download: the file the fetch writes. */
+const char *fx_cache_part(size_t i);
+/* fx.part, complete and checked, into the cache as key and in[i].fd. */
+void fx_cache_put(size_t i, const char *key);
 
 /* git.c: in[i], a git input, into the cache (a tar of its tree and its
  * .git) and in[i].fd. */
-void git_get(size_t i);
-/* The working directory of a git run that die() leaves, removed. */
-void git_cleanup(void);
+void fx_git_get(size_t i);
+/* The working directory of a git run that fx_die() leaves, removed. */
+void fx_git_cleanup(void);
 
 #endif

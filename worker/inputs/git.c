@@ -45,9 +45,9 @@
 #include "fetcher.h"
 
 #define GIT	  "/usr/bin/git"
-#define ERR_TAIL  1024			     /* of git's stderr, for the reason */
-#define LS_MAX	  (1u << 20)		     /* of ls-remote's answer */
-#define FSIZE_CAP (G.max_bytes + (1u << 20)) /* RLIMIT_FSIZE of a git run */
+#define ERR_TAIL  1024			      /* of git's stderr, for the reason */
+#define LS_MAX	  (1u << 20)		      /* of ls-remote's answer */
+#define FSIZE_CAP (fx.max_bytes + (1u << 20)) /* RLIMIT_FSIZE of a git run */
 
 static char workdir[4096]; /* the running input's ("" = none) */
 
@@ -78,7 +78,7 @@ static int rm_one(const char *path, const struct stat *st, int type, struct FTW 
 /* Nothing of git's runs now: each run was the init of a PID namespace of
  * its own, reaped (the kernel kills the rest with it), so no process can
  * move a directory under the removal. */
-void git_cleanup(void)
+void fx_git_cleanup(void)
 {
 	if (!workdir[0])
 		return;
@@ -132,7 +132,7 @@ static bool take_out(struct step *s, const char *p, size_t n)
 		s->buf[s->len] = '\0';
 		return true;
 	}
-	if (s->len + n > G.max_bytes) {
+	if (s->len + n > fx.max_bytes) {
 		s->too_big = true;
 		return false;
 	}
@@ -150,21 +150,21 @@ static uint64_t now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-/* argv run in workdir as G.uid with env, as the init of a new PID
- * namespace; its stdout and stderr into s, within G.timeout_ms. */
+/* argv run in workdir as fx.uid with env, as the init of a new PID
+ * namespace; its stdout and stderr into s, within fx.timeout_ms. */
 static void run_step(char *const argv[], char *const env[], struct step *s)
 {
 	int out[2], err[2];
-	uint64_t deadline = now_ms() + G.timeout_ms;
+	uint64_t deadline = now_ms() + fx.timeout_ms;
 	pid_t pid;
 	struct pollfd pf[2];
 
 	if (pipe2(out, O_CLOEXEC) || pipe2(err, O_CLOEXEC))
-		die("sandbox_error", "git: pipe: %s", strerror(errno));
+		fx_die("sandbox_error", "git: pipe: %s", strerror(errno));
 	/* the init of a PID namespace: when it ends, every process it left
 	 * ends too, and none can leave it */
 	if ((pid = (pid_t)syscall(SYS_clone, CLONE_NEWPID | SIGCHLD, 0, 0, 0, 0)) < 0)
-		die("sandbox_error", "git: clone: %s", strerror(errno));
+		fx_die("sandbox_error", "git: clone: %s", strerror(errno));
 	if (pid == 0) {
 		struct rlimit fsize = {FSIZE_CAP, FSIZE_CAP};
 		struct rlimit core = {0, 0};
@@ -174,7 +174,7 @@ static void run_step(char *const argv[], char *const env[], struct step *s)
 			_exit(126);
 		syscall(SYS_close_range, 3, ~0U, 0);
 		if (setrlimit(RLIMIT_FSIZE, &fsize) || setrlimit(RLIMIT_CORE, &core) ||
-		    chdir(workdir) || setgroups(0, NULL) || setgid(G.uid) || setuid(G.uid) ||
+		    chdir(workdir) || setgroups(0, NULL) || setgid(fx.uid) || setuid(fx.uid) ||
 		    prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
 			_exit(126);
 		/* after the uid change, which clears it: git dies with this
@@ -263,33 +263,34 @@ static void __attribute__((noreturn)) failed(size_t i, const char *url, struct s
 	const char *why;
 
 	if (s->timed_out)
-		die("sandbox_error", "inputs[%zu]: %s: git: no answer within %llu ms", i, url,
-		    (unsigned long long)G.timeout_ms);
+		fx_die("sandbox_error", "inputs[%zu]: %s: git: no answer within %llu ms", i, url,
+		       (unsigned long long)fx.timeout_ms);
 	if (s->too_big)
-		die("rejected",
-		    "inputs[%zu]: %s: the checkout is larger than the tier's max_input_bytes "
-		    "(%llu)",
-		    i, url, (unsigned long long)G.max_bytes);
+		fx_die("rejected",
+		       "inputs[%zu]: %s: the checkout is larger than the tier's max_input_bytes "
+		       "(%llu)",
+		       i, url, (unsigned long long)fx.max_bytes);
 	if ((WIFSIGNALED(s->status) && WTERMSIG(s->status) == SIGXFSZ) || hit_fsize())
-		die("rejected", "inputs[%zu]: %s is larger than the tier's max_input_bytes (%llu)",
-		    i, url, (unsigned long long)G.max_bytes);
+		fx_die("rejected",
+		       "inputs[%zu]: %s is larger than the tier's max_input_bytes (%llu)", i, url,
+		       (unsigned long long)fx.max_bytes);
 	{
 		char what[32];
 
 		snprintf(what, sizeof(what), "inputs[%zu]: git", i);
-		cache_room_or_die(what); /* git's words for a full disk vary */
+		fx_cache_room_or_die(what); /* git's words for a full disk vary */
 	}
 	why = last_line(s);
 	if (!strncmp(why, "fatal: ", 7))
 		why += 7;
 	for (size_t k = 0; k < sizeof(job_fault) / sizeof(job_fault[0]); k++)
 		if (strstr(s->err, job_fault[k]))
-			die("rejected", "inputs[%zu]: git: %s%s", i, why,
-			    strstr(s->err, "returned error: 3")
-				? " (a redirect: git inputs follow none; give the repository's "
-				  "own URL)"
-				: "");
-	die("sandbox_error", "inputs[%zu]: git: %s", i, why);
+			fx_die("rejected", "inputs[%zu]: git: %s%s", i, why,
+			       strstr(s->err, "returned error: 3")
+				   ? " (a redirect: git inputs follow none; give the repository's "
+				     "own URL)"
+				   : "");
+	fx_die("sandbox_error", "inputs[%zu]: git: %s", i, why);
 }
 
 /* The addresses of f's host that the rules let out, as
@@ -306,7 +307,8 @@ static void pin(struct fetch *f, const char *what, char *out, size_t cap)
 	if (f->literal)
 		hints.ai_flags = AI_NUMERICHOST;
 	if ((rc = getaddrinfo(f->host, port, &hints, &res)))
-		die("sandbox_error", "%s: cannot resolve %s: %s", what, f->host, gai_strerror(rc));
+		fx_die("sandbox_error", "%s: cannot resolve %s: %s", what, f->host,
+		       gai_strerror(rc));
 	len = (size_t)snprintf(out, cap, "%s:%u:", f->host, f->port);
 	for (struct addrinfo *r = res; r; r = r->ai_next) {
 		char a[INET6_ADDRSTRLEN];
@@ -314,7 +316,7 @@ static void pin(struct fetch *f, const char *what, char *out, size_t cap)
 				     ? (const void *)&((struct sockaddr_in6 *)r->ai_addr)->sin6_addr
 				     : (const void *)&((struct sockaddr_in *)r->ai_addr)->sin_addr;
 
-		if (!addr_ok(f, r->ai_addr) || !inet_ntop(r->ai_family, ip, a, sizeof(a)) ||
+		if (!fx_addr_ok(f, r->ai_addr) || !inet_ntop(r->ai_family, ip, a, sizeof(a)) ||
 		    len >= cap)
 			continue; /* git's libcurl never sees it */
 		len += (size_t)snprintf(out + len, cap - len,
@@ -323,7 +325,7 @@ static void pin(struct fetch *f, const char *what, char *out, size_t cap)
 	}
 	freeaddrinfo(res);
 	if (!n)
-		die("rejected", "%s: %s", what, f->refused[0] ? f->refused : "no address");
+		fx_die("rejected", "%s: %s", what, f->refused[0] ? f->refused : "no address");
 	if (f->literal || len >= cap)
 		out[0] = '\0';
 }
@@ -419,39 +421,39 @@ static const char FETCH_SH[] =
     "tar -cf - --numeric-owner --owner=0 --group=0 .git\n"
     "git archive --format=tar HEAD\n";
 
-void git_get(size_t i)
+void fx_git_get(size_t i)
 {
-	struct input *in = &G.in[i];
+	struct input *in = &fx.in[i];
 	struct fetch f = {.i = i};
 	char what[48], host[256], resolve[1024], id[41], key[65], seed[64];
 	unsigned char md[32];
 	unsigned mdlen = 0;
 	struct step s = {.sink = -1};
-	bool ca = G.ca_blob && !strncmp(in->url, "https://", 8);
+	bool ca = fx.ca_blob && !strncmp(in->url, "https://", 8);
 
 	snprintf(what, sizeof(what), "inputs[%zu].git.url", i);
-	check_url(&f, what, in->url, host, sizeof(host));
+	fx_check_url(&f, what, in->url, host, sizeof(host));
 	if (access(GIT, X_OK))
-		die("sandbox_error", "inputs[%zu]: git inputs need git on the worker's host (%s)",
-		    i, GIT);
-	if (!G.uid)
-		die("sandbox_error", "inputs[%zu]: git inputs need the slot's uid (--uid)", i);
+		fx_die("sandbox_error",
+		       "inputs[%zu]: git inputs need git on the worker's host (%s)", i, GIT);
+	if (!fx.uid)
+		fx_die("sandbox_error", "inputs[%zu]: git inputs need the slot's uid (--uid)", i);
 	pin(&f, what, resolve, sizeof(resolve));
-	snprintf(workdir, sizeof(workdir), "%s/.git.%d.%zu.XXXXXX", G.cache, (int)getpid(), i);
+	snprintf(workdir, sizeof(workdir), "%s/.git.%d.%zu.XXXXXX", fx.cache, (int)getpid(), i);
 	if (!mkdtemp(workdir)) {
 		workdir[0] = '\0';
-		die("sandbox_error", "inputs[%zu]: the cache: %s", i, strerror(errno));
+		fx_die("sandbox_error", "inputs[%zu]: the cache: %s", i, strerror(errno));
 	}
-	if (chown(workdir, G.uid, G.uid))
-		die("sandbox_error", "inputs[%zu]: the cache: %s", i, strerror(errno));
+	if (chown(workdir, fx.uid, fx.uid))
+		fx_die("sandbox_error", "inputs[%zu]: the cache: %s", i, strerror(errno));
 	if (ca) {
 		char path[4200];
 		int fd;
 
 		snprintf(path, sizeof(path), "%s/ca.pem", workdir);
 		if ((fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644)) < 0 ||
-		    al_write_all(fd, G.ca_blob, G.ca_len))
-			die("sandbox_error", "inputs[%zu]: the CA file: %s", i, strerror(errno));
+		    al_write_all(fd, fx.ca_blob, fx.ca_len))
+			fx_die("sandbox_error", "inputs[%zu]: the CA file: %s", i, strerror(errno));
 		close(fd);
 	}
 	make_env(resolve, ca);
@@ -464,13 +466,14 @@ void git_get(size_t i)
 				(char *)in->url, (char *)in->ref,     NULL};
 
 		if (!(s.buf = malloc(LS_MAX + 1)))
-			die("sandbox_error", "out of memory");
+			fx_die("sandbox_error", "out of memory");
 		s.buf[0] = '\0';
 		run_step(argv, env_v, &s);
 		if (s.timed_out || !WIFEXITED(s.status) || WEXITSTATUS(s.status))
 			failed(i, in->url, &s);
 		if (!pick_ref(s.buf, in->ref, id))
-			die("rejected",
+			fx_die(
+			    "rejected",
 			    "inputs[%zu].git.ref: \"%s\" is no branch, tag or ref of %s (or give "
 			    "a 40-hex commit id)",
 			    i, in->ref, in->url);
@@ -482,7 +485,7 @@ void git_get(size_t i)
 	EVP_Digest(seed, strlen(seed), md, &mdlen, EVP_sha256(), NULL);
 	for (unsigned k = 0; k < 32; k++)
 		snprintf(key + 2 * k, 3, "%02x", md[k]);
-	if (!cache_take(i, key)) {
+	if (!fx_cache_take(i, key)) {
 		char *argv[] = {(char *)"/bin/sh",
 				(char *)"-c",
 				(char *)FETCH_SH,
@@ -492,15 +495,15 @@ void git_get(size_t i)
 				NULL};
 		struct step fs = {.sink = -1};
 
-		if ((fs.sink =
-			 open(cache_part(i), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) < 0)
-			die("sandbox_error", "inputs[%zu]: the cache: %s", i, strerror(errno));
+		if ((fs.sink = open(fx_cache_part(i), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+				    0600)) < 0)
+			fx_die("sandbox_error", "inputs[%zu]: the cache: %s", i, strerror(errno));
 		run_step(argv, env_v, &fs);
 		close(fs.sink);
 		if (fs.timed_out || fs.too_big || !WIFEXITED(fs.status) || WEXITSTATUS(fs.status))
 			failed(i, in->url, &fs);
 		in->bytes = fs.len;
-		cache_put(i, key);
+		fx_cache_put(i, key);
 	}
-	git_cleanup();
+	fx_git_cleanup();
 }

@@ -49,7 +49,7 @@
 
 #define REDIRECTS_MAX 5
 
-struct fetcher G;
+struct fetcher fx;
 
 /* The one answer, then exit. */
 static void __attribute__((noreturn))
@@ -61,21 +61,21 @@ answer(bool ok, const char *status, const char *msg, uint64_t pack_bytes)
 	if (!ok) {
 		json_object_set_new(o, "status", json_string(status));
 		json_object_set_new(o, "error", json_string(msg));
-		if (G.cache_full)
+		if (fx.cache_full)
 			json_object_set_new(o, "cache_full", json_true());
 	}
-	for (size_t i = 0; ok && i < G.nin; i++) {
+	for (size_t i = 0; ok && i < fx.nin; i++) {
 		json_t *e = json_object();
 
-		json_object_set_new(e, "url", json_string(G.in[i].url));
-		if (G.in[i].unpack == AL_UNPACK_GIT) {
-			json_object_set_new(e, "ref", json_string(G.in[i].ref));
-			json_object_set_new(e, "commit", json_string(G.in[i].commit));
+		json_object_set_new(e, "url", json_string(fx.in[i].url));
+		if (fx.in[i].unpack == AL_UNPACK_GIT) {
+			json_object_set_new(e, "ref", json_string(fx.in[i].ref));
+			json_object_set_new(e, "commit", json_string(fx.in[i].commit));
 		} else {
-			json_object_set_new(e, "sha256", json_string(G.in[i].sha256));
+			json_object_set_new(e, "sha256", json_string(fx.in[i].sha256));
 		}
-		json_object_set_new(e, "bytes", json_integer((json_int_t)G.in[i].bytes));
-		json_object_set_new(e, "cached", json_boolean(G.in[i].cached));
+		json_object_set_new(e, "bytes", json_integer((json_int_t)fx.in[i].bytes));
+		json_object_set_new(e, "cached", json_boolean(fx.in[i].cached));
 		json_array_append_new(a, e);
 	}
 	json_object_set_new(o, "inputs", a);
@@ -86,7 +86,7 @@ answer(bool ok, const char *status, const char *msg, uint64_t pack_bytes)
 	exit(ok ? 0 : 1);
 }
 
-void die(const char *status, const char *fmt, ...)
+void fx_die(const char *status, const char *fmt, ...)
 {
 	char msg[1024];
 	va_list ap;
@@ -94,17 +94,17 @@ void die(const char *status, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	if (G.out)
-		unlink(G.out);
-	if (G.part[0])
-		unlink(G.part);
-	git_cleanup();
+	if (fx.out)
+		unlink(fx.out);
+	if (fx.part[0])
+		unlink(fx.part);
+	fx_git_cleanup();
 	answer(false, status, msg, 0);
 }
 
 /* ---- fetching ---- */
 
-bool addr_ok(struct fetch *f, const struct sockaddr *sa)
+bool fx_addr_ok(struct fetch *f, const struct sockaddr *sa)
 {
 	char text[64];
 	bool internal = al_addr_internal(sa, text, sizeof(text));
@@ -112,7 +112,7 @@ bool addr_ok(struct fetch *f, const struct sockaddr *sa)
 	/* a name rule lets out a public address; anything internal, or a
 	 * literal, needs a range rule holding it */
 	if ((!internal && !f->literal) ||
-	    al_egress_match_range(G.rules, G.nrules, sa, f->port) >= 0)
+	    al_egress_match_range(fx.rules, fx.nrules, sa, f->port) >= 0)
 		return true;
 	snprintf(f->refused, sizeof(f->refused),
 		 "%s resolves to %s, %s address no egress rule of the tier names", f->host, text,
@@ -125,7 +125,7 @@ static curl_socket_t open_socket(void *arg, curlsocktype purpose, struct curl_so
 	struct fetch *f = arg;
 
 	(void)purpose;
-	if (addr_ok(f, &a->addr))
+	if (fx_addr_ok(f, &a->addr))
 		return socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
 	return CURL_SOCKET_BAD;
 }
@@ -135,7 +135,7 @@ static size_t on_data(char *p, size_t size, size_t n, void *arg)
 	struct fetch *f = arg;
 	size_t len = size * n;
 
-	if (f->got + len > G.max_bytes) {
+	if (f->got + len > fx.max_bytes) {
 		f->too_big = true;
 		return 0;
 	}
@@ -146,25 +146,26 @@ static size_t on_data(char *p, size_t size, size_t n, void *arg)
 
 /* Check url against the rules (the name's, or a range rule for a
  * literal, at the port), filling f's host and port. */
-void check_url(struct fetch *f, const char *what, const char *url, char *host, size_t cap)
+void fx_check_url(struct fetch *f, const char *what, const char *url, char *host, size_t cap)
 {
 	struct al_err err = {0};
 	int https;
 	struct sockaddr_storage ss = {0};
 
 	if (al_input_url_parse(what, url, host, cap, &f->port, &https, &err))
-		die("rejected", "%s", err.msg);
+		fx_die("rejected", "%s", err.msg);
 	f->host = host;
 	f->literal = inet_pton(AF_INET, host, &((struct sockaddr_in *)&ss)->sin_addr) == 1 ||
 		     inet_pton(AF_INET6, host, &((struct sockaddr_in6 *)&ss)->sin6_addr) == 1;
-	if (!f->literal && al_egress_match_name(G.rules, G.nrules, host, f->port) < 0)
-		die("rejected", "%s: %s:%u is not in the tier's egress rules", what, host, f->port);
+	if (!f->literal && al_egress_match_name(fx.rules, fx.nrules, host, f->port) < 0)
+		fx_die("rejected", "%s: %s:%u is not in the tier's egress rules", what, host,
+		       f->port);
 	/* a literal's range rule is checked on connect */
 }
 
 static void fetch(size_t i, const char *tmp)
 {
-	struct input *in = &G.in[i];
+	struct input *in = &fx.in[i];
 	struct fetch f = {.i = i};
 	char what[48], host[256], url[AL_INPUT_URL_MAX + 1], got_hex[65];
 	unsigned char md[32];
@@ -176,13 +177,13 @@ static void fetch(size_t i, const char *tmp)
 	snprintf(what, sizeof(what), "inputs[%zu]", i);
 	snprintf(url, sizeof(url), "%s", in->url);
 	if (!c || !(f.md = EVP_MD_CTX_new()))
-		die("sandbox_error", "%s: out of memory", what);
+		fx_die("sandbox_error", "%s: out of memory", what);
 	for (int hop = 0;; hop++) {
 		char *next = NULL;
 
-		check_url(&f, what, url, host, sizeof(host));
+		fx_check_url(&f, what, url, host, sizeof(host));
 		if ((f.fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) < 0)
-			die("sandbox_error", "%s: the cache: %s", what, strerror(errno));
+			fx_die("sandbox_error", "%s: the cache: %s", what, strerror(errno));
 		f.got = 0;
 		EVP_DigestInit_ex(f.md, EVP_sha256(), NULL);
 		curl_easy_reset(c);
@@ -191,16 +192,16 @@ static void fetch(size_t i, const char *tmp)
 		curl_easy_setopt(c, CURLOPT_PROXY, ""); /* never the environment's */
 		curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
 		curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-		curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)G.timeout_ms);
+		curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)fx.timeout_ms);
 		curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 15000L);
-		curl_easy_setopt(c, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)G.max_bytes);
+		curl_easy_setopt(c, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)fx.max_bytes);
 		curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, open_socket);
 		curl_easy_setopt(c, CURLOPT_OPENSOCKETDATA, &f);
 		curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
 		curl_easy_setopt(c, CURLOPT_WRITEDATA, &f);
 		curl_easy_setopt(c, CURLOPT_USERAGENT, "airlock-inputs/1");
-		if (G.ca_blob) {
-			struct curl_blob b = {G.ca_blob, G.ca_len, CURL_BLOB_NOCOPY};
+		if (fx.ca_blob) {
+			struct curl_blob b = {fx.ca_blob, fx.ca_len, CURL_BLOB_NOCOPY};
 
 			curl_easy_setopt(c, CURLOPT_CAINFO_BLOB, &b);
 		}
@@ -208,20 +209,22 @@ static void fetch(size_t i, const char *tmp)
 		close(f.fd);
 		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
 		if (f.refused[0])
-			die("rejected", "%s: %s", what, f.refused);
+			fx_die("rejected", "%s: %s", what, f.refused);
 		if (f.too_big || cr == CURLE_FILESIZE_EXCEEDED)
-			die("rejected", "%s: %s is larger than the tier's max_input_bytes (%llu)",
-			    what, url, (unsigned long long)G.max_bytes);
+			fx_die("rejected",
+			       "%s: %s is larger than the tier's max_input_bytes (%llu)", what, url,
+			       (unsigned long long)fx.max_bytes);
 		if (cr == CURLE_WRITE_ERROR)
-			cache_room_or_die(what);
+			fx_cache_room_or_die(what);
 		if (cr != CURLE_OK)
-			die("sandbox_error", "%s: %s: %s", what, url, curl_easy_strerror(cr));
+			fx_die("sandbox_error", "%s: %s: %s", what, url, curl_easy_strerror(cr));
 		if (code >= 300 && code < 400 &&
 		    curl_easy_getinfo(c, CURLINFO_REDIRECT_URL, &next) == CURLE_OK && next) {
 			if (hop == REDIRECTS_MAX)
-				die("rejected", "%s: more than %d redirects", what, REDIRECTS_MAX);
+				fx_die("rejected", "%s: more than %d redirects", what,
+				       REDIRECTS_MAX);
 			if (strlen(next) > AL_INPUT_URL_MAX)
-				die("rejected", "%s: a redirect to a URL too long", what);
+				fx_die("rejected", "%s: a redirect to a URL too long", what);
 			snprintf(what, sizeof(what), "inputs[%zu] (redirected)", i);
 			snprintf(url, sizeof(url), "%s", next);
 			continue;
@@ -229,14 +232,14 @@ static void fetch(size_t i, const char *tmp)
 		break;
 	}
 	if (code != 200)
-		die(code >= 500 ? "sandbox_error" : "rejected", "%s: %s answered HTTP %ld", what,
-		    url, code);
+		fx_die(code >= 500 ? "sandbox_error" : "rejected", "%s: %s answered HTTP %ld", what,
+		       url, code);
 	EVP_DigestFinal_ex(f.md, md, &mdlen);
 	for (unsigned k = 0; k < 32; k++)
 		snprintf(got_hex + 2 * k, 3, "%02x", md[k]);
 	if (strcmp(got_hex, in->sha256))
-		die("rejected", "inputs[%zu]: %s has SHA-256 %s, not the %s the job gives", i,
-		    in->url, got_hex, in->sha256);
+		fx_die("rejected", "inputs[%zu]: %s has SHA-256 %s, not the %s the job gives", i,
+		       in->url, got_hex, in->sha256);
 	in->bytes = f.got;
 	EVP_MD_CTX_free(f.md);
 	curl_easy_cleanup(c);
@@ -244,12 +247,12 @@ static void fetch(size_t i, const char *tmp)
 
 /* ---- the cache ---- */
 
-bool hex64(const char *s)
+static bool hex64(const char *s)
 {
 	return strlen(s) == 64 && strspn(s, "0123456789abcdef") == 64;
 }
 
-struct entry {
+struct cache_entry {
 	char name[65];
 	time_t mtime;
 	off_t size;
@@ -257,17 +260,17 @@ struct entry {
 
 static int by_age(const void *a, const void *b)
 {
-	const struct entry *x = a, *y = b;
+	const struct cache_entry *x = a, *y = b;
 
 	return x->mtime < y->mtime ? -1 : x->mtime > y->mtime;
 }
 
 /* Least recently used out until the cache holds at most cache_bytes
  * (what this run holds open stays readable). */
-void evict(void)
+void fx_evict(void)
 {
-	DIR *d = opendir(G.cache);
-	struct entry *e = NULL;
+	DIR *d = opendir(fx.cache);
+	struct cache_entry *e = NULL;
 	size_t n = 0, cap = 0;
 	uint64_t total = 0;
 	struct dirent *de;
@@ -289,7 +292,7 @@ void evict(void)
 	}
 	if (e) {
 		qsort(e, n, sizeof(*e), by_age);
-		for (size_t i = 0; i < n && total > G.cache_bytes; i++)
+		for (size_t i = 0; i < n && total > fx.cache_bytes; i++)
 			if (!unlinkat(dirfd(d), e[i].name, 0))
 				total -= (uint64_t)e[i].size;
 	}
@@ -297,13 +300,13 @@ void evict(void)
 	closedir(d);
 }
 
-bool cache_take(size_t i, const char *key)
+bool fx_cache_take(size_t i, const char *key)
 {
-	struct input *in = &G.in[i];
+	struct input *in = &fx.in[i];
 	char path[4096];
 	struct stat st;
 
-	snprintf(path, sizeof(path), "%s/%s", G.cache, key);
+	snprintf(path, sizeof(path), "%s/%s", fx.cache, key);
 	if ((in->fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0)
 		return false;
 	if (fstat(in->fd, &st) || !S_ISREG(st.st_mode)) {
@@ -311,70 +314,70 @@ bool cache_take(size_t i, const char *key)
 		in->fd = -1;
 		return false;
 	}
-	if ((uint64_t)st.st_size > G.max_bytes)
-		die("rejected",
-		    "inputs[%zu]: %llu bytes, more than the tier's "
-		    "max_input_bytes (%llu)",
-		    i, (unsigned long long)st.st_size, (unsigned long long)G.max_bytes);
+	if ((uint64_t)st.st_size > fx.max_bytes)
+		fx_die("rejected",
+		       "inputs[%zu]: %llu bytes, more than the tier's "
+		       "max_input_bytes (%llu)",
+		       i, (unsigned long long)st.st_size, (unsigned long long)fx.max_bytes);
 	futimens(in->fd, NULL); /* recently used */
 	in->cached = true;
 	in->bytes = (uint64_t)st.st_size;
 	return true;
 }
 
-const char *cache_part(size_t i)
+const char *fx_cache_part(size_t i)
 {
-	snprintf(G.part, sizeof(G.part), "%s/.part.%d.%zu", G.cache, (int)getpid(), i);
-	return G.part;
+	snprintf(fx.part, sizeof(fx.part), "%s/.part.%d.%zu", fx.cache, (int)getpid(), i);
+	return fx.part;
 }
 
-void cache_room_or_die(const char *what)
+void fx_cache_room_or_die(const char *what)
 {
 	struct statvfs v;
 	unsigned long long room, size;
 
-	if (statvfs(G.cache, &v))
+	if (statvfs(fx.cache, &v))
 		return;
 	room = (unsigned long long)v.f_bavail * v.f_frsize;
 	size = (unsigned long long)v.f_blocks * v.f_frsize;
 	if (room >= AL_INPUT_CACHE_ROOM_MIN)
 		return;
-	G.cache_full = true;
-	die("sandbox_error",
-	    "%s: the input cache %s is full: %llu of its file system's %llu bytes free (the "
-	    "cache keeps at most --input-cache-bytes %llu): make room there",
-	    what, G.cache, room, size, (unsigned long long)G.cache_bytes);
+	fx.cache_full = true;
+	fx_die("sandbox_error",
+	       "%s: the input cache %s is full: %llu of its file system's %llu bytes free (the "
+	       "cache keeps at most --input-cache-bytes %llu): make room there",
+	       what, fx.cache, room, size, (unsigned long long)fx.cache_bytes);
 }
 
-void cache_put(size_t i, const char *key)
+void fx_cache_put(size_t i, const char *key)
 {
-	struct input *in = &G.in[i];
+	struct input *in = &fx.in[i];
 	char path[4096];
 
-	snprintf(path, sizeof(path), "%s/%s", G.cache, key);
-	if (rename(G.part, path))
-		die("sandbox_error", "inputs[%zu]: the cache: %s", i, strerror(errno));
-	G.part[0] = '\0';
+	snprintf(path, sizeof(path), "%s/%s", fx.cache, key);
+	if (rename(fx.part, path))
+		fx_die("sandbox_error", "inputs[%zu]: the cache: %s", i, strerror(errno));
+	fx.part[0] = '\0';
 	if ((in->fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0)
-		die("sandbox_error", "inputs[%zu]: the cache: %s", i, strerror(errno));
-	evict();
+		fx_die("sandbox_error", "inputs[%zu]: the cache: %s", i, strerror(errno));
+	fx_evict();
 }
 
 static void get(size_t i)
 {
-	struct input *in = &G.in[i];
+	struct input *in = &fx.in[i];
 
-	if (cache_take(i, in->sha256)) {
+	if (fx_cache_take(i, in->sha256)) {
 		/* a hit: its name is its hash, checked when it went in; the
 		 * name still goes through the rules (the job could not fetch it) */
 		struct fetch f;
 		char host[256];
 
-		check_url(&f, "inputs", in->url, host, sizeof(host));
+		fx_check_url(&f, "inputs", in->url, host, sizeof(host));
 		return;
 	}
-	fetch(i, cache_part(i));
-	cache_put(i, in->sha256);
+	fetch(i, fx_cache_part(i));
+	fx_cache_put(i, in->sha256);
 }
 
 /* ---- the pack ---- */
@@ -384,7 +387,7 @@ static uint64_t unpacked;
 
 static void pack_failed(const struct al_err *err)
 {
-	die(err->code == AL_EINVAL ? "rejected" : "sandbox_error", "%s", err->msg);
+	fx_die(err->code == AL_EINVAL ? "rejected" : "sandbox_error", "%s", err->msg);
 }
 
 /* prefix/name into out ("." = the top) */
@@ -427,11 +430,12 @@ static void pack_data(struct archive *a, const char *path, unsigned mode, size_t
 	if (al_pack_w_entry(&W, AL_PACK_FILE, path, mode, 0, &err))
 		pack_failed(&err);
 	while ((r = archive_read_data(a, buf, sizeof(buf))) > 0) {
-		if ((unpacked += (uint64_t)r) > G.max_bytes)
-			die("rejected",
+		if ((unpacked += (uint64_t)r) > fx.max_bytes)
+			fx_die(
+			    "rejected",
 			    "inputs[%zu]: unpacks to more than the tier's max_input_bytes (%llu): "
 			    "stopped at \"%.200s\"",
-			    i, (unsigned long long)G.max_bytes, path);
+			    i, (unsigned long long)fx.max_bytes, path);
 		if (al_pack_w_data(&W, buf, (size_t)r, &err))
 			pack_failed(&err);
 		if (commit && !size && r >= 40 && strspn(buf, "0123456789abcdef") >= 40)
@@ -439,16 +443,16 @@ static void pack_data(struct archive *a, const char *path, unsigned mode, size_t
 		size += (uint64_t)r;
 	}
 	if (r < 0)
-		die("rejected", "inputs[%zu]: \"%.200s\": %s", i, path, archive_error_string(a));
+		fx_die("rejected", "inputs[%zu]: \"%.200s\": %s", i, path, archive_error_string(a));
 	for (int k = 0; k < 8; k++)
 		le[k] = (size >> (8 * k)) & 0xff;
 	if (pwrite(W.fd, le, 8, at + 8) != 8)
-		die("sandbox_error", "inputs: write the pack: %s", strerror(errno));
+		fx_die("sandbox_error", "inputs: write the pack: %s", strerror(errno));
 }
 
 static void unpack_archive(size_t i)
 {
-	struct input *in = &G.in[i];
+	struct input *in = &fx.in[i];
 	struct archive *a = archive_read_new();
 	struct archive_entry *e;
 	struct al_err err = {0};
@@ -467,8 +471,8 @@ static void unpack_archive(size_t i)
 			archive_read_set_options(a, "tar:read_concatenated_archives");
 	}
 	if (archive_read_open_fd(a, in->fd, 65536) != ARCHIVE_OK)
-		die("rejected", "inputs[%zu]: not a %s archive: %s", i, al_unpack_name(in->unpack),
-		    archive_error_string(a));
+		fx_die("rejected", "inputs[%zu]: not a %s archive: %s", i,
+		       al_unpack_name(in->unpack), archive_error_string(a));
 	while ((r = archive_read_next_header(a, &e)) == ARCHIVE_OK) {
 		const char *raw = archive_entry_pathname(e);
 		const char *hard = archive_entry_hardlink(e);
@@ -479,21 +483,22 @@ static void unpack_archive(size_t i)
 			mode = type == AE_IFDIR ? 0755 : 0644;
 
 		if (!raw || !entry_name(raw, name, sizeof(name)))
-			die("rejected",
-			    "inputs[%zu]: entry \"%.200s\" is not a path inside the tree "
-			    "(absolute, or with \"..\")",
-			    i, raw ? raw : "(unreadable name)");
+			fx_die("rejected",
+			       "inputs[%zu]: entry \"%.200s\" is not a path inside the tree "
+			       "(absolute, or with \"..\")",
+			       i, raw ? raw : "(unreadable name)");
 		if (!name[0])
 			continue; /* "./" itself */
 		join(path, sizeof(path), in->path, name);
 		if (!al_pack_path_ok(path))
-			die("rejected", "inputs[%zu]: entry \"%.200s\": a path too long", i, name);
+			fx_die("rejected", "inputs[%zu]: entry \"%.200s\": a path too long", i,
+			       name);
 		if (hard) {
 			if (!entry_name(hard, tname, sizeof(tname)) || !tname[0])
-				die("rejected",
-				    "inputs[%zu]: \"%.200s\" is a hard link to \"%.200s\", "
-				    "outside the tree",
-				    i, name, hard);
+				fx_die("rejected",
+				       "inputs[%zu]: \"%.200s\" is a hard link to \"%.200s\", "
+				       "outside the tree",
+				       i, name, hard);
 			join(tpath, sizeof(tpath), in->path, tname);
 			if (al_pack_w_entry(&W, AL_PACK_COPY, path, 0, strlen(tpath), &err) ||
 			    al_pack_w_data(&W, tpath, strlen(tpath), &err))
@@ -510,36 +515,36 @@ static void unpack_archive(size_t i)
 			const char *t = archive_entry_symlink(e);
 
 			if (!t || !al_pack_link_ok(name, t))
-				die("rejected",
-				    "inputs[%zu]: \"%.200s\" is a symlink to \"%.200s\", "
-				    "which points out of the tree",
-				    i, name, t ? t : "?");
+				fx_die("rejected",
+				       "inputs[%zu]: \"%.200s\" is a symlink to \"%.200s\", "
+				       "which points out of the tree",
+				       i, name, t ? t : "?");
 			if (al_pack_w_entry(&W, AL_PACK_SYMLINK, path, 0777, strlen(t), &err) ||
 			    al_pack_w_data(&W, t, strlen(t), &err))
 				pack_failed(&err);
 		} else {
-			die("rejected",
-			    "inputs[%zu]: \"%.200s\" is a device, fifo or socket: a tree "
-			    "of files, directories and links only",
-			    i, name);
+			fx_die("rejected",
+			       "inputs[%zu]: \"%.200s\" is a device, fifo or socket: a tree "
+			       "of files, directories and links only",
+			       i, name);
 		}
 	}
 	if (r != ARCHIVE_EOF)
-		die("rejected", "inputs[%zu]: a broken %s archive: %s", i,
-		    al_unpack_name(in->unpack), archive_error_string(a));
+		fx_die("rejected", "inputs[%zu]: a broken %s archive: %s", i,
+		       al_unpack_name(in->unpack), archive_error_string(a));
 	archive_read_free(a);
 }
 
 static void pack_whole(size_t i)
 {
-	struct input *in = &G.in[i];
+	struct input *in = &fx.in[i];
 	struct al_err err = {0};
 	char buf[65536];
 	ssize_t r;
 
-	if ((unpacked += in->bytes) > G.max_bytes)
-		die("rejected", "inputs: more than the tier's max_input_bytes (%llu) in all",
-		    (unsigned long long)G.max_bytes);
+	if ((unpacked += in->bytes) > fx.max_bytes)
+		fx_die("rejected", "inputs: more than the tier's max_input_bytes (%llu) in all",
+		       (unsigned long long)fx.max_bytes);
 	if (al_pack_w_entry(&W, AL_PACK_FILE, in->path, 0644, in->bytes, &err))
 		pack_failed(&err);
 	while ((r = read(in->fd, buf, sizeof(buf))) > 0)
@@ -557,7 +562,7 @@ static uint64_t number(const char *s, const char *what)
 	errno = 0;
 	v = strtoull(s, &end, 10);
 	if (errno || *end || !*s)
-		die("sandbox_error", "airlock-inputs: %s: not a number: %s", what, s);
+		fx_die("sandbox_error", "airlock-inputs: %s: not a number: %s", what, s);
 	return v;
 }
 
@@ -567,23 +572,23 @@ static void load_ca(void)
 					     "/etc/pki/tls/certs/ca-bundle.crt"};
 	/* the worker's own CA (--ca-extra) is in the blob curl trusts too: its
 	 * key is the worker's, and only the worker's proxy shows its leaves */
-	const char *files[3] = {NULL, G.ca, G.ca_extra};
+	const char *files[3] = {NULL, fx.ca, fx.ca_extra};
 	FILE *m;
 
 	for (size_t k = 0; k < 2 && !files[0]; k++)
 		if (!access(system[k], R_OK))
 			files[0] = system[k];
-	if (!(m = open_memstream(&G.ca_blob, &G.ca_len)))
-		die("sandbox_error", "out of memory");
+	if (!(m = open_memstream(&fx.ca_blob, &fx.ca_len)))
+		fx_die("sandbox_error", "out of memory");
 	for (int k = 0; k < 3; k++) {
 		FILE *f = files[k] ? fopen(files[k], "r") : NULL;
 		char buf[8192];
 		size_t n;
 
 		if (!f && k > 0 && files[k])
-			die("sandbox_error", "%s %s: %s",
-			    k == 1 ? "egress.ca_file" : "the worker's egress CA", files[k],
-			    strerror(errno));
+			fx_die("sandbox_error", "%s %s: %s",
+			       k == 1 ? "egress.ca_file" : "the worker's egress CA", files[k],
+			       strerror(errno));
 		while (f && (n = fread(buf, 1, sizeof(buf), f)) > 0)
 			fwrite(buf, 1, n, m);
 		fputc('\n', m);
@@ -607,40 +612,40 @@ int main(int argc, char **argv)
 			break;
 		}
 		if (!v)
-			die("sandbox_error", "airlock-inputs: --%s needs a value", k);
+			fx_die("sandbox_error", "airlock-inputs: --%s needs a value", k);
 		if (!strcmp(k, "cache"))
-			G.cache = v;
+			fx.cache = v;
 		else if (!strcmp(k, "out"))
-			G.out = v;
+			fx.out = v;
 		else if (!strcmp(k, "ca"))
-			G.ca = v;
+			fx.ca = v;
 		else if (!strcmp(k, "ca-into"))
-			G.ca_into = v;
+			fx.ca_into = v;
 		else if (!strcmp(k, "ca-extra"))
-			G.ca_extra = v;
+			fx.ca_extra = v;
 		else if (!strcmp(k, "cache-bytes"))
-			G.cache_bytes = number(v, k);
+			fx.cache_bytes = number(v, k);
 		else if (!strcmp(k, "max-bytes"))
-			G.max_bytes = number(v, k);
+			fx.max_bytes = number(v, k);
 		else if (!strcmp(k, "timeout-ms"))
-			G.timeout_ms = number(v, k);
+			fx.timeout_ms = number(v, k);
 		else if (!strcmp(k, "uid"))
-			G.uid = (uid_t)number(v, k);
-		else if (!strcmp(k, "allow") && G.nrules < AL_EGRESS_RULES_MAX) {
-			if (al_egress_rule_parse(v, &G.rules[G.nrules++], &err))
-				die("sandbox_error", "airlock-inputs: %s", err.msg);
+			fx.uid = (uid_t)number(v, k);
+		else if (!strcmp(k, "allow") && fx.nrules < AL_EGRESS_RULES_MAX) {
+			if (al_egress_rule_parse(v, &fx.rules[fx.nrules++], &err))
+				fx_die("sandbox_error", "airlock-inputs: %s", err.msg);
 		} else
-			die("sandbox_error", "airlock-inputs: unknown option --%s", k);
+			fx_die("sandbox_error", "airlock-inputs: unknown option --%s", k);
 	}
-	if (!G.cache || !G.out || !G.max_bytes || !G.timeout_ms || (argc - i) % 4 ||
-	    (argc - i) / 4 > AL_INPUTS_MAX || (argc == i && !G.ca_into) ||
-	    (G.ca_into && !G.ca && !G.ca_extra))
-		die("sandbox_error",
-		    "usage: airlock-inputs --cache DIR --cache-bytes N --max-bytes "
-		    "N --timeout-ms N --out PACK [--ca FILE] [--allow RULE]... URL "
-		    "SHA256 PATH UNPACK...");
+	if (!fx.cache || !fx.out || !fx.max_bytes || !fx.timeout_ms || (argc - i) % 4 ||
+	    (argc - i) / 4 > AL_INPUTS_MAX || (argc == i && !fx.ca_into) ||
+	    (fx.ca_into && !fx.ca && !fx.ca_extra))
+		fx_die("sandbox_error",
+		       "usage: airlock-inputs --cache DIR --cache-bytes N --max-bytes "
+		       "N --timeout-ms N --out PACK [--ca FILE] [--allow RULE]... URL "
+		       "SHA256 PATH UNPACK...");
 	for (; i < argc; i += 4) {
-		struct input *in = &G.in[G.nin++];
+		struct input *in = &fx.in[fx.nin++];
 
 		in->url = argv[i];
 		in->path = argv[i + 2];
@@ -652,34 +657,34 @@ int main(int argc, char **argv)
 		if (in->unpack == AL_UNPACK_GIT) {
 			in->ref = argv[i + 1];
 			if (!al_git_ref_ok(in->ref))
-				die("rejected", "inputs[%zu].git.ref: not a ref", G.nin - 1);
+				fx_die("rejected", "inputs[%zu].git.ref: not a ref", fx.nin - 1);
 		} else if (!hex64(in->sha256 = argv[i + 1]))
-			die("rejected", "inputs[%zu].sha256: not 64 hex digits", G.nin - 1);
+			fx_die("rejected", "inputs[%zu].sha256: not 64 hex digits", fx.nin - 1);
 	}
 	/* 0711: a git run (the slot's uid) reaches its directory in it; every
 	 * entry is root's, 0600 */
-	if ((mkdir(G.cache, 0711) && errno != EEXIST) || chmod(G.cache, 0711))
-		die("sandbox_error", "the input cache %s: %s", G.cache, strerror(errno));
+	if ((mkdir(fx.cache, 0711) && errno != EEXIST) || chmod(fx.cache, 0711))
+		fx_die("sandbox_error", "the input cache %s: %s", fx.cache, strerror(errno));
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 	load_ca();
-	for (size_t k = 0; k < G.nin; k++) {
-		if (G.in[k].unpack == AL_UNPACK_GIT)
-			git_get(k);
+	for (size_t k = 0; k < fx.nin; k++) {
+		if (fx.in[k].unpack == AL_UNPACK_GIT)
+			fx_git_get(k);
 		else
 			get(k);
 	}
 	/* 0644 in a 0700 directory: a microVM's VMM user opens it in its jail */
-	if ((out = open(G.out, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644)) < 0)
-		die("sandbox_error", "the inputs pack %s: %s", G.out, strerror(errno));
+	if ((out = open(fx.out, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644)) < 0)
+		fx_die("sandbox_error", "the inputs pack %s: %s", fx.out, strerror(errno));
 	W.fd = out;
-	for (size_t k = 0; k < G.nin; k++) {
-		if (G.in[k].unpack == AL_UNPACK_NONE)
+	for (size_t k = 0; k < fx.nin; k++) {
+		if (fx.in[k].unpack == AL_UNPACK_NONE)
 			pack_whole(k);
 		else
 			unpack_archive(k);
 	}
-	if (G.ca_into && (al_pack_w_entry(&W, AL_PACK_FILE, G.ca_into, 0644, G.ca_len, &err) ||
-			  al_pack_w_data(&W, G.ca_blob, G.ca_len, &err)))
+	if (fx.ca_into && (al_pack_w_entry(&W, AL_PACK_FILE, fx.ca_into, 0644, fx.ca_len, &err) ||
+			   al_pack_w_data(&W, fx.ca_blob, fx.ca_len, &err)))
 		pack_failed(&err);
 	if (al_pack_w_end(&W, &err))
 		pack_failed(&err);

@@ -195,11 +195,6 @@ $(BUILD)/tests/test_domxml: $(call obj,tests/unit/test_domxml.c backends/vm/domx
 	@mkdir -p $(dir $@)
 	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
-# Callback URL and address checks live in the policy module.
-$(BUILD)/tests/test_callback: $(call obj,tests/unit/test_callback.c) $(LIB)
-	@mkdir -p $(dir $@)
-	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
-
 WORKER_LIB_OBJ := $(call obj,$(filter-out worker/main.c,$(WORKER_SRC)))
 
 $(BUILD)/tests/proto_tool: $(call obj,tests/interop/proto_tool.c) $(LIB)

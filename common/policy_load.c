@@ -567,7 +567,7 @@ static int check_images(struct ctx *c, yaml_node_t *n, struct al_tier_policy *t,
 
 /* Every key a tier may have: adding one is a line here. Numbers are
  * checked against [min, max] with hint as the error ("key: hint"). */
-enum key_kind { KEY_STR, KEY_IMAGE, KEY_BOOL, KEY_U64, KEY_U32, KEY_LIMITS, KEY_LIST, KEY_POOL };
+enum key_kind { KEY_STR, KEY_IMAGE, KEY_U64, KEY_U32, KEY_LIMITS, KEY_LIST, KEY_POOL };
 
 static const struct tier_key {
 	const char *key;
@@ -622,7 +622,6 @@ static int parse_tier_key(struct ctx *c, const struct tier_key *tk, yaml_node_t 
 	case KEY_STR: return get_str(c, v, tk->key, (char **)(void *)field);
 	case KEY_IMAGE: return get_image(c, v, tk->key, (char **)(void *)field);
 	case KEY_POOL: return parse_pool(c, v, t, pn->names, pn->counts, &pn->n);
-	case KEY_BOOL: return get_bool(c, v, tk->key, (bool *)(void *)field);
 	case KEY_LIMITS: return parse_limits(c, v, tk->key, (struct al_limits *)(void *)field);
 	case KEY_LIST: return tk->parse(c, v, t);
 	case KEY_U64:

@@ -107,7 +107,8 @@ $(BUILD)/airlock-gateway: $(call obj,$(GATEWAY_SRC)) $(LIB)
 
 # The worker's input fetcher (one per job with inputs): URLs through the
 # tier's egress rules into the host's cache, archives into an inputs pack.
-$(BUILD)/airlock-inputs: $(call obj,worker/inputs/main.c worker/inputs/git.c backends/inpack.c) $(LIB)
+$(BUILD)/airlock-inputs: $(call obj,worker/inputs/main.c worker/inputs/fetcher.c \
+		worker/inputs/git.c backends/inpack.c) $(LIB)
 	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(PKG_LIBS) $(shell pkg-config --libs libarchive)
 
 # The process backend's sandbox init: static and small (it is PID 1 of every

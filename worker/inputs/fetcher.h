@@ -1,8 +1,8 @@
-/* fetcher.h - what airlock-inputs' parts share (its names carry fx_: the
- * helper is a program of its own, and none of them may read as another
- * part of the tree's): the inputs of the run,
- * the tier's rules, the cache and the one way out (fx_die). main.c holds the
- * URL inputs, the cache and the pack; git.c the git inputs. */
+/* fetcher.h - what airlock-inputs' parts share, in fetcher.c (its names
+ * carry fx_: the helper is a program of its own, and none of them may read
+ * as another part of the tree's): the inputs of the run, the tier's rules,
+ * the cache and the one way out (fx_die). main.c holds the URL inputs and
+ * the pack, git.c the git inputs; both call down into fetcher.c. */
 #ifndef AL_INPUTS_FETCHER_H
 #define AL_INPUTS_FETCHER_H
 
@@ -36,8 +36,9 @@ struct fetcher {
 	size_t nin;
 	char *ca_blob;
 	size_t ca_len;
-	char part[4096]; /* a download not verified yet ("" = none) */
-	bool cache_full; /* the answer says so (fx_cache_room_or_die) */
+	char part[4096];      /* a download not verified yet ("" = none) */
+	bool cache_full;      /* the answer says so (fx_cache_room_or_die) */
+	void (*on_die)(void); /* what fx_die undoes first (main sets git.c's) */
 };
 
 extern struct fetcher fx;
@@ -55,6 +56,12 @@ struct fetch {
 	bool too_big;
 };
 
+/* The one answer: {"ok":true,"inputs":[...],"pack_bytes":N} (ok), else
+ * {"ok":false,"status":...,"error":msg}; then exit. */
+void fx_answer(bool ok, const char *status, const char *msg, uint64_t pack_bytes)
+    __attribute__((noreturn));
+/* 64 lowercase hex digits: a SHA-256 as the cache names it */
+bool fx_hex64(const char *s);
 /* The one answer {"ok":false,...} and exit: status "rejected" (the job's
  * fault) or "sandbox_error". */
 void fx_die(const char *status, const char *fmt, ...)

@@ -14,7 +14,8 @@
  * A fetch that failed for want of room in the host's input cache is
  * neither: the job goes back for later with its attempt unspent, and every
  * job with inputs that comes meanwhile does the same until the cache has
- * room again (looked at as each comes); jobs without inputs run on. The
+ * room again (looked at as each comes, and at each heartbeat); jobs
+ * without inputs run on. The
  * registry entry says "inputs" among the paused. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -112,6 +113,13 @@ void wk_health_note(struct worker *w, struct backend_state *be, const struct al_
 
 void wk_health_tick(struct worker *w)
 {
+	struct al_err err = {0};
+
+	/* the input cache: room again, whether a job with inputs came or not */
+	if (w->inputs_full && !al_instage_cache_room(&w->conf->backend, &err)) {
+		al_log("info", "inputs_resumed", "note=\"the input cache has room again\"");
+		w->inputs_full = false;
+	}
 	for (int b = 0; b < w->nbackends; b++) {
 		struct backend_state *be = &w->backends[b];
 

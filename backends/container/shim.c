@@ -216,8 +216,8 @@ int main(int argc, char **argv)
 			runtime(del);
 			return 4;
 		}
-		if (pfd >= 0 && ppoll(&pf, 1, NULL, &unblocked) < 0)
-			continue;
+		if (pfd >= 0 && ppoll(&pf, 1, NULL, &unblocked) < 0 && errno == EINTR)
+			continue; /* a signal: orphaned? (any other failure: wait below) */
 		w = wait4(-1, &st, 0, &ru);
 		if (w == ctr) {
 			maxrss_kib = ru.ru_maxrss; /* the job's, and what it waited for */

@@ -147,8 +147,8 @@ void fx_evict(void)
 	if (!d)
 		return;
 	while ((de = readdir(d))) {
-		if (!fx_hex64(de->d_name) || fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) ||
-		    !S_ISREG(st.st_mode))
+		if (!fx_hex64(de->d_name) ||
+		    fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) || !S_ISREG(st.st_mode))
 			continue;
 		if (n == cap && !(e = realloc(e, (cap = cap ? 2 * cap : 64) * sizeof(*e))))
 			break;

@@ -37,9 +37,12 @@ LIB_SRC := $(PROTO_SRC) $(COMMON_SRC) $(CLIENT_LIB_SRC)
 CLI_SRC := $(wildcard cli/*.c)
 # backends/: the interface and the building blocks at the top, one folder
 # per boundary (its helper programs beside it, built on their own below).
-BACKEND_SRC := $(wildcard backends/*.c) backends/process/process.c \
-	backends/container/container.c backends/container/warm.c backends/microvm/microvm.c backends/microvm/vmm_qemu.c \
-	backends/vm/vm.c backends/vm/lvhost.c backends/vm/domxml.c
+# Each folder's files whole, but for its helper programs (HELPER_SRC):
+# the guest agent's own files are AGENT_ONLY_SRC.
+AGENT_ONLY_SRC := backends/microvm/agent.c backends/microvm/warm.c
+HELPER_SRC := backends/process/init.c backends/container/shim.c backends/container/exec.c \
+	backends/microvm/egress_fwd.c $(AGENT_ONLY_SRC)
+BACKEND_SRC := $(wildcard backends/*.c) $(filter-out $(HELPER_SRC),$(wildcard backends/*/*.c))
 # the session server (worker/session_server.py) goes into the worker as a
 # C string, made at build time
 WORKER_GEN := $(BUILD)/gen/session_server.c
@@ -142,7 +145,7 @@ $(BUILD)/airlock-egress-fwd: backends/microvm/egress_fwd.c backends/microvm/egre
 # The microVM guest agent: static (the guest has no libraries of its own),
 # never sanitized (it is PID 1 of a VM), stripped so that its bytes, and so
 # the image hash, depend only on the sources.
-AGENT_SRC := backends/microvm/agent.c backends/microvm/warm.c backends/vmchan.c backends/cgroup.c backends/jobfs.c backends/inpack.c common/clock.c \
+AGENT_SRC := $(AGENT_ONLY_SRC) backends/vmchan.c backends/cgroup.c backends/jobfs.c backends/inpack.c common/clock.c \
 	backends/jobspec.c backends/endstatus.c backends/seccomp.c common/log.c proto/buf.c proto/err.c \
 	proto/job.c proto/inputs.c proto/mp.c proto/result.c proto/grade.c backends/judge.c
 $(BUILD)/airlock-agent: $(AGENT_SRC) $(wildcard backends/*.h backends/microvm/*.h proto/*.h common/*.h)

@@ -1,6 +1,8 @@
-/* ctr.h - what the container backend's two files share: container.c (a
- * job's container, from its bundle to its result) and warm.c (a slot's
- * next container, started with a warm interpreter before its job comes). */
+/* ctr.h - what the container backend's files share, top down:
+ * container.c (the backend's ops: a job's container from start to result),
+ * warm.c (a slot's next container, started with a warm interpreter before
+ * its job comes), bundle.c (a container up to its bundle, and its shim)
+ * and config.c (its config.json). Each calls only those after it. */
 #ifndef AL_CTR_H
 #define AL_CTR_H
 
@@ -43,24 +45,58 @@ struct ctr_sb {
 	uint64_t cpu_base_ns; /* the cgroup's CPU time when the job was sent */
 };
 
-/* container.c */
+/* The backend's host-wide state, set by ctr_init (container.c), read by
+ * the files below it. */
+#define CTR_HOST_BINDS_MAX 32
+struct ctr_host {
+	const struct al_backend_conf *conf;
+	struct al_cg_sys cg;
+	char runtime[PATH_MAX];	  /* the OCI runtime's path */
+	char root[PATH_MAX];	  /* the runtime's state (--root) */
+	char jobs[PATH_MAX];	  /* bundles */
+	char hostimage[PATH_MAX]; /* the fast image: mount points for host /usr, /etc */
+	int shim_fd;		  /* airlock-oci-shim, opened at start-up */
+	int exec_fd;		  /* airlock-exec, every job's first program */
+	bool ready;
+	/* the fast image's read-only binds of the host (ctr_make_hostimage) */
+	struct {
+		char src[64], dst[64];
+	} binds[CTR_HOST_BINDS_MAX];
+	size_t nbinds;
+};
+extern struct ctr_host ctr_host;
+
+/* A job's argv and environment, each string NUL-ended (al_argv_env). */
+struct ctr_argv {
+	struct al_buf strings;
+	uint32_t argc, envc;
+};
+
+/* bundle.c */
 /* Every descriptor of c unset (-1). */
 void ctr_sb_init(struct ctr_sb *c);
+/* The fast image at ctr_host.hostimage: a tmpfs of mount points for what
+ * of the host a program needs (hostroot.h), and an /etc of its own. */
+int ctr_make_hostimage(struct al_err *err);
 /* Make sb's container, named c->name, up to its bundle: the job's
  * directory and tmpfs with its files, the cgroup's paths, the image's root,
- * its memfds, its network namespace, config.json. */
-int ctr_make(struct al_sandbox *sb, struct al_err *err);
+ * its memfds, its network namespace, config.json with argv's strings. */
+int ctr_make(struct al_sandbox *sb, const struct ctr_argv *argv, struct al_err *err);
 /* Start the shim on the made bundle with src[0-3] as the container's
  * stdin, stdout, stderr and fd 3: c->pid, pidfd and report_rd set. */
 int ctr_spawn_shim(struct ctr_sb *c, const int src[4], struct al_err *err);
 /* A memfd holding data (offset 0), or a negative al_err_code. */
 int ctr_memfd(const char *name, const void *data, size_t len, struct al_err *err);
-/* Remove every process, file and cgroup of c. */
-void ctr_teardown(struct ctr_sb *c);
+
+/* config.c */
+/* Write sb's config.json in its bundle from its run spec and argv; sets
+ * c->direct (the runtime executes the job's program itself). */
+int ctr_write_config(struct al_sandbox *sb, const struct ctr_argv *argv, struct al_err *err);
 
 /* warm.c */
 /* Per-slot state for conf->slots slots; AL_OK or AL_ENOMEM. */
-int ctr_warm_init(const struct al_backend_conf *conf, struct al_err *err);
+int ctr_warm_init(const struct al_backend_conf *conf, const struct al_backend_ops *ops,
+		  struct al_err *err);
 /* If slot's warm container fits sb's job, make it the job's: c takes its
  * container (fs, cgroup, shim), the job's files are written into its
  * work directory and its descriptors made. 1 when taken, 0 when the job
@@ -70,9 +106,6 @@ int ctr_warm_take(struct al_sandbox *sb, struct al_err *err);
 /* Send a taken container its job; negative when it is gone (nothing was
  * sent: the caller runs the job cold). */
 int ctr_warm_go(struct al_sandbox *sb, struct al_err *err);
-/* The warm interpreter's argv and environment for its bundle (config.json). */
-int ctr_warm_argv_env(const struct al_sandbox *sb, struct al_buf *out, uint32_t *argc,
-		      uint32_t *envc);
 /* After a job: start the slot's next warm container if its last job could
  * have run in one, of that job's shape. */
 void ctr_warm_refill(const struct al_backend_conf *conf, unsigned slot);

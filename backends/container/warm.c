@@ -69,16 +69,18 @@ struct warm {
 
 static struct {
 	const struct al_backend_conf *conf;
-	struct warm *slot;  /* conf->slots of them */
-	struct shape *want; /* per slot: what its next warm container is */
-	struct al_buf base; /* a python job's argv and environment, no variables */
+	const struct al_backend_ops *ops; /* the container backend's, for al_sandbox_new */
+	struct warm *slot;		  /* conf->slots of them */
+	struct shape *want;		  /* per slot: what its next warm container is */
+	struct al_buf base;		  /* a python job's argv and environment, no variables */
 	const char *argv[4];
 	uint32_t envc;
 	unsigned seq;
 	int null_fd;
 } W = {.null_fd = -1};
 
-int ctr_warm_init(const struct al_backend_conf *conf, struct al_err *err)
+int ctr_warm_init(const struct al_backend_conf *conf, const struct al_backend_ops *ops,
+		  struct al_err *err)
 {
 	static const struct al_job py = {.runtime = AL_RUNTIME_PYTHON};
 	const struct al_run_spec spec = {.job = &py};
@@ -86,6 +88,7 @@ int ctr_warm_init(const struct al_backend_conf *conf, struct al_err *err)
 	const char *p;
 
 	W.conf = conf;
+	W.ops = ops;
 	W.slot = calloc(conf->slots ? conf->slots : 1, sizeof(*W.slot));
 	W.want = calloc(conf->slots ? conf->slots : 1, sizeof(*W.want));
 	if (!W.slot || !W.want || al_argv_env(&spec, "/proc/self/fd/3", &W.base, &argc, &W.envc) ||
@@ -168,8 +171,8 @@ static void discard(struct warm *w)
 	w->shape = (struct shape){0};
 }
 
-int ctr_warm_argv_env(const struct al_sandbox *sb, struct al_buf *out, uint32_t *argc,
-		      uint32_t *envc)
+static int warm_argv_env(const struct al_sandbox *sb, struct al_buf *out, uint32_t *argc,
+			 uint32_t *envc)
 {
 	const struct shape *s = &W.slot[sb->spec.slot].shape;
 	const char *p = W.base.data;
@@ -202,6 +205,7 @@ static void spawn(struct warm *w, unsigned slot)
 	const struct shape *want = &W.want[slot];
 	struct al_err err = {0};
 	struct al_run_spec spec = {0};
+	struct ctr_argv argv = {0};
 	struct ctr_sb *c;
 	int sv[2] = {-1, -1}, rc;
 
@@ -222,7 +226,7 @@ static void spawn(struct warm *w, unsigned slot)
 	spec.slot = slot;
 	if (spec.image)
 		al_image_hash(W.conf, spec.image, w->hash, sizeof(w->hash));
-	if (!(w->sb = al_sandbox_new(&al_backend_container, W.conf, &spec))) {
+	if (!(w->sb = al_sandbox_new(W.ops, W.conf, &spec))) {
 		discard(w);
 		return;
 	}
@@ -230,7 +234,12 @@ static void spawn(struct warm *w, unsigned slot)
 	ctr_sb_init(c);
 	c->warm = true;
 	snprintf(c->name, sizeof(c->name), "al-%s-%u-warm+%u", W.conf->worker_id, slot, ++W.seq);
-	if ((rc = ctr_make(w->sb, &err)) == AL_OK && !c->direct)
+	if (warm_argv_env(w->sb, &argv.strings, &argv.argc, &argv.envc))
+		rc = al_err_set(&err, AL_ENOMEM, "container: out of memory");
+	else
+		rc = ctr_make(w->sb, &argv, &err);
+	al_buf_free(&argv.strings);
+	if (rc == AL_OK && !c->direct)
 		rc = al_err_set(&err, AL_ESANDBOX, "container: no /usr/bin/python3 in the image");
 	if (rc == AL_OK && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv))
 		rc = al_err_sys(&err, "container: socketpair");

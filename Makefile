@@ -39,7 +39,7 @@ CLI_SRC := $(wildcard cli/*.c)
 # per boundary (its helper programs beside it, built on their own below).
 # Each folder's files whole, but for its helper programs (HELPER_SRC):
 # the guest agent's own files are AGENT_ONLY_SRC.
-AGENT_ONLY_SRC := backends/microvm/agent.c backends/microvm/warm.c
+AGENT_ONLY_SRC := $(addprefix backends/microvm/,agent.c warm.c step.c boot.c)
 HELPER_SRC := backends/process/init.c backends/container/shim.c backends/container/exec.c \
 	backends/microvm/egress_fwd.c $(AGENT_ONLY_SRC)
 BACKEND_SRC := $(wildcard backends/*.c) $(filter-out $(HELPER_SRC),$(wildcard backends/*/*.c))

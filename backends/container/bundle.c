@@ -254,8 +254,8 @@ int ctr_make(struct al_sandbox *sb, const struct ctr_argv *argv, struct al_err *
 	uid_t uid = sb->conf->userns_base + sb->spec.slot * CTR_ID_RANGE + CTR_UID;
 	int rc;
 
-	if ((rc = al_jobfs_create(&c->fs, ctr_host.jobs, c->name, job, l->disk_bytes, uid, uid, false,
-				  err)) ||
+	if ((rc = al_jobfs_create(&c->fs, ctr_host.jobs, c->name, job, l->disk_bytes, uid, uid,
+				  false, err)) ||
 	    (sb->spec.inputs_pack && (rc = al_jobfs_unpack(&c->fs, sb->spec.inputs_pack, uid, uid,
 							   sb->spec.max_input_bytes, err))))
 		return al_err_wrap(err, "container");
@@ -308,11 +308,12 @@ static const char *const shim_env[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NUL
  * runtime executes the job's program itself). */
 int ctr_spawn_shim(struct ctr_sb *c, const int src4[4], struct al_err *err)
 {
-	const int src[6] = {src4[0], src4[1], src4[2], src4[3], -1, c->direct ? -1 : ctr_host.exec_fd};
+	const int src[6] = {src4[0], src4[1], src4[2],
+			    src4[3], -1,      c->direct ? -1 : ctr_host.exec_fd};
 	char exe[32];
 	const char *args[6 + 4 + 1] = {
 	    "airlock-oci-shim", ctr_host.runtime, ctr_host.root,
-	    c->fs.dir,		c->name,   ctr_host.cg.version == AL_CG_V2 ? "v2" : "v1"};
+	    c->fs.dir,		c->name,	  ctr_host.cg.version == AL_CG_V2 ? "v2" : "v1"};
 	int pipefd[2], hi[6] = {-1, -1, -1, -1, -1, -1}, n = 6, rc = AL_OK;
 	posix_spawn_file_actions_t fa;
 

@@ -51,7 +51,8 @@ static json_t *mount_of(const char *dst, const char *type, const char *src,
 static void add_host_mounts(json_t *mounts, const char *const *ro_bind)
 {
 	for (size_t i = 0; i < ctr_host.nbinds; i++)
-		jadd(mounts, mount_of(ctr_host.binds[i].dst, "none", ctr_host.binds[i].src, ro_bind));
+		jadd(mounts,
+		     mount_of(ctr_host.binds[i].dst, "none", ctr_host.binds[i].src, ro_bind));
 }
 
 static json_t *strs(const char *const *v)
@@ -403,4 +404,3 @@ int ctr_write_config(struct al_sandbox *sb, const struct ctr_argv *argv, struct 
 	json_decref(root);
 	return rc;
 }
-

@@ -1,6 +1,8 @@
-/* agent.h - what the guest agent's parts share (agent.c: PID 1, the job's
- * sandbox and its verdict; warm.c: the warm interpreter of a warm-pool VM).
- * Only the agent includes it. */
+/* agent.h - what the guest agent's parts share, top down: agent.c (PID 1's
+ * frame loop: a job in, its result out, grading), warm.c (the warm
+ * interpreter of a warm-pool VM), step.c (one command in its sandbox, to
+ * its verdict) and boot.c (the VM's boot, its console and ports). Each
+ * calls only those after it. Only the agent includes it. */
 #ifndef AL_AGENT_H
 #define AL_AGENT_H
 
@@ -43,7 +45,34 @@ struct step {
 			       * interpreter's start-up): not the job's, not counted */
 };
 
+/* boot.c */
+/* What the VM is, found at boot (the kernel's command line). */
+struct agent_vm {
+	bool service;	     /* a service VM (the vm backend): runs on after its result */
+	bool net;	     /* a microVM with network egress (airlock.net=1): one card,
+			      * whose only reachable address is the host's proxy */
+	bool image;	     /* the job's image is mounted on IMAGE_ROOT */
+	char inputs_dev[32]; /* the disk of the job's inputs pack ("" = none) */
+};
+extern struct agent_vm agent_vm;
+/* Mount the file systems, load the mode's modules, set up a service VM,
+ * the network card and the disks: agent_vm said. Fatal on failure. */
+void agent_boot(void);
+/* A line on the console (the VM's serial port), "airlock-agent: " first. */
 void agent_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Power off: QEMU runs with -no-reboot, so a reboot ends the VMM. */
+void agent_power_off(void) __attribute__((noreturn));
+/* Say what failed (with errno) and power off. */
+void agent_fatal(const char *what) __attribute__((noreturn));
+/* Whether the kernel's command line holds word. */
+bool agent_cmdline_has(const char *word);
+/* The device of the virtio port named want, opened; -1 (ENODEV) when it
+ * has not appeared in wait_ms. */
+int agent_find_port(const char *want, int wait_ms);
+/* The job channel's port (AL_CHAN_PORT), waited for; fatal without it. */
+int agent_open_port(void);
+
+/* step.c */
 /* A memfd (O_CLOEXEC) holding len bytes of data, at offset 0; -1 on error. */
 int agent_memfd(const char *name, const void *data, size_t len);
 
@@ -63,7 +92,17 @@ int agent_finish_step(const struct al_job *job, const struct step *st, pid_t pid
 		      struct al_jobfs *fs, int port, uint32_t collect_cap, uint64_t t0,
 		      struct al_result *res, struct al_err *err);
 
-/* The warm interpreter (warm.c). At boot of a warm-pool VM (airlock.warm=1)
+/* Say on port that the agent is alive, at most once a second (the host
+ * tells a hung guest from a long job by that). */
+int agent_beat(int port, struct al_err *err);
+/* Run one command (the job, or a grading job's step) in a cgroup named
+ * cgname with job's stdin, code and files; fill res. A returned error is
+ * the sandbox's, not the job's. */
+int agent_run_step(const struct al_job *job, const struct step *st, const char *cgname, int port,
+		   uint32_t collect_cap, struct al_result *res, struct al_err *err);
+
+/* warm.c */
+/* The warm interpreter. At boot of a warm-pool VM (airlock.warm=1)
  * whose image names modules in /.airlock-warm: start python3 in a job's
  * sandbox, importing them, waiting for a job. Never fatal: without it jobs
  * run as in any VM. net: the VM has a network card (the filter's rules). */

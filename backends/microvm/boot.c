@@ -48,7 +48,6 @@
 #include "agent.h"
 #include "egress_fwd.h"
 
-
 #define PORT_WAIT_MS 10000
 
 struct agent_vm agent_vm;
@@ -71,7 +70,6 @@ static const char *const service_modules[] = {"virtio_ring",
 					      "virtio_net",
 					      "virtio_blk",
 					      NULL};
-
 
 void agent_say(const char *fmt, ...)
 {
@@ -363,7 +361,6 @@ int agent_open_port(void)
 		agent_fatal("no virtio port " AL_CHAN_PORT);
 	return fd;
 }
-
 
 void agent_boot(void)
 {

@@ -48,7 +48,6 @@
 #include "agent.h"
 #include "egress_fwd.h"
 
-
 int agent_memfd(const char *name, const void *data, size_t len)
 {
 	int fd = memfd_create(name, MFD_CLOEXEC);
@@ -367,10 +366,11 @@ int agent_run_step(const struct al_job *job, const struct step *st, const char *
 	/* the inputs disk: the job's inputs, or only the CA bundle of a tier
 	 * with egress.ca_file or cache_https */
 	if ((job->ninputs || agent_vm.inputs_dev[0]) &&
-	    (rc = agent_vm.inputs_dev[0] ? al_jobfs_unpack(&fs, agent_vm.inputs_dev, st->uid, JOB_UID, 0, err)
-				: al_err_set(err, AL_ESANDBOX,
-					     "agent: the job has inputs and the VM "
-					     "no inputs disk"))) {
+	    (rc = agent_vm.inputs_dev[0]
+		      ? al_jobfs_unpack(&fs, agent_vm.inputs_dev, st->uid, JOB_UID, 0, err)
+		      : al_err_set(err, AL_ESANDBOX,
+				   "agent: the job has inputs and the VM "
+				   "no inputs disk"))) {
 		al_jobfs_destroy(&fs);
 		goto out_cg;
 	}

@@ -1,0 +1,369 @@
+/* pool.c - one microVM (launched by the driver in its cgroup and uid, its
+ * ready and warm words read, stopped) and the warm pools of them, per
+ * tier, that jobs take from. Called by microvm.c.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/kvm.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/timerfd.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../../common/cleanup.h"
+#include "../../common/log.h"
+#include "../../common/clock.h"
+#include "../../proto/keys.h"
+#include "../backend.h"
+#include "../cgroup.h"
+#include "../judge.h"
+#include "../jobfs.h"
+#include "../jobspec.h"
+#include "../netns.h"
+#include "../newroot.h"
+#include "../vmchan.h"
+#include "egress_fwd.h"
+#include "vmm.h"
+#include "mvm.h"
+
+struct mvm_host mvm_host;
+
+/* ---- one VM ---- */
+
+bool mvm_vm_exited(struct vm *vm)
+{
+	struct pollfd p = {.fd = vm->v.pidfd, .events = POLLIN};
+
+	return vm->exited || poll(&p, 1, 0) > 0;
+}
+
+/* Stop the VMM (politely first when graceful: the driver's shutdown), reap
+ * it, remove its cgroup: nothing of the VM is left. */
+void mvm_vm_free(struct vm *vm, bool graceful)
+{
+	if (!vm)
+		return;
+	if (vm->v.pidfd >= 0) {
+		al_pidfd_kill_wait(vm->v.pidfd,
+				   !mvm_vm_exited(vm) &&
+				       !(graceful && mvm_host.drv->shutdown(&vm->v, 200) == 0));
+		close(vm->v.pidfd);
+	}
+	al_closep(&vm->v.chan_fd);
+	al_closep(&vm->v.ctl_fd);
+	al_closep(&vm->v.sess_fd);
+	al_closep(&vm->egress_fd);
+	if (vm->cg_made)
+		al_cg_destroy(&vm->cg, NULL);
+	if (vm->uid_idx >= 0)
+		mvm_host.uid_used[vm->uid_idx] = false;
+	al_chan_rd_free(&vm->rd);
+	free(vm);
+}
+
+/* The guest directory: vmlinux, initramfs.lz4, .airlock-image. */
+int mvm_guest_check(const char *dir, struct al_err *err)
+{
+	char p[PATH_MAX + 32];
+
+	snprintf(p, sizeof(p), "%s/vmlinux", dir);
+	if (access(p, R_OK))
+		return al_err_set(
+		    err, AL_ESANDBOX,
+		    "microvm: guest %s is not built (no vmlinux): run `make microvm-image`", dir);
+	snprintf(p, sizeof(p), "%s/initramfs.lz4", dir);
+	if (access(p, R_OK))
+		return al_err_set(
+		    err, AL_ESANDBOX,
+		    "microvm: guest %s is not built (no initramfs.lz4): run `make microvm-image`",
+		    dir);
+	return AL_OK;
+}
+
+/* Boot a VM of guest with catalogue image (NULL: none) as its disk; a
+ * pool's (warm) may start its job's interpreter ahead. */
+struct vm *mvm_vm_launch(const char *guest, const char *image, const char *inputs, bool egress,
+			    bool warm, uint64_t memory_mib, unsigned vcpus, struct al_err *err)
+{
+	struct vm *vm = calloc(1, sizeof(*vm));
+	struct al_vmm_cfg cfg = {0};
+	char kernel[PATH_MAX + 16], initrd[PATH_MAX + 16], name[32], p[PATH_MAX + 32];
+	struct al_cg_limits lim;
+	int rc;
+
+	if (!vm) {
+		al_err_set(err, AL_ESANDBOX, "microvm: out of memory");
+		return NULL;
+	}
+	vm->v.pid = -1;
+	vm->v.pidfd = vm->v.chan_fd = vm->v.ctl_fd = vm->v.sess_fd = vm->egress_fd = -1;
+	vm->uid_idx = -1;
+	vm->memory_mib = memory_mib;
+	vm->vcpus = vcpus;
+	snprintf(vm->guest, sizeof(vm->guest), "%s", guest);
+	if (mvm_guest_check(guest, err))
+		goto fail;
+	if (image) {
+		if (al_image_path(mvm_host.conf, image, true, vm->disk, sizeof(vm->disk), err)) {
+			al_err_wrap(err, "microvm");
+			goto fail;
+		}
+		al_image_hash(mvm_host.conf, image, vm->hash, sizeof(vm->hash));
+	} else {
+		snprintf(p, sizeof(p), "%s/.airlock-image", guest);
+		if (!al_read_text(p, vm->hash, sizeof(vm->hash)))
+			snprintf(vm->hash, sizeof(vm->hash), "unhashed");
+		vm->hash[strcspn(vm->hash, "\n")] = '\0';
+	}
+	for (int i = 0; i < VM_UIDS; i++)
+		if (!mvm_host.uid_used[i]) {
+			vm->uid_idx = i;
+			mvm_host.uid_used[i] = true;
+			break;
+		}
+	if (vm->uid_idx < 0) {
+		al_err_set(err, AL_ESANDBOX, "microvm: more than %d VMs at once", VM_UIDS);
+		goto fail;
+	}
+	snprintf(name, sizeof(name), "vm-%u", mvm_host.seq++);
+	lim = (struct al_cg_limits){
+	    .memory_bytes =
+		(memory_mib + (mvm_host.kvm ? VMM_OVERHEAD_KVM_MIB : VMM_OVERHEAD_TCG_MIB)) * MIB,
+	    .pids = VMM_PIDS,
+	    .cpu_millis = (uint64_t)vcpus * 1000,
+	};
+	if ((rc = al_cg_create(&vm->cg, &mvm_host.cg, name, &lim, err)))
+		goto fail;
+	vm->cg_made = true;
+	snprintf(kernel, sizeof(kernel), "%s/vmlinux", guest);
+	snprintf(initrd, sizeof(initrd), "%s/initramfs.lz4", guest);
+	cfg = (struct al_vmm_cfg){
+	    .binary = mvm_host.binary,
+	    .kernel = kernel,
+	    .initrd = initrd,
+	    .disk = vm->disk[0] ? vm->disk : NULL,
+	    .inputs = inputs,
+	    .memory_mib = memory_mib,
+	    .vcpus = vcpus,
+	    .kvm = mvm_host.kvm,
+	    .tsc_khz = mvm_host.tsc_khz,
+	    .console = mvm_host.conf->vm_console,
+	    .cg = &vm->cg,
+	    .uid = mvm_host.conf->uid_base + VM_UID_OFFSET + (uid_t)vm->uid_idx,
+	    .gid = mvm_host.conf->uid_base + VM_UID_OFFSET + (gid_t)vm->uid_idx,
+	    .kvm_gid = mvm_host.kvm_gid,
+	    .egress_netns_fd = -1,
+	    .warm = warm,
+	};
+	/* Network egress: the jail's network namespace is made here, with the
+	 * proxy's socket in it before the VMM can start a forwarder. */
+	if (egress) {
+		if ((vm->egress_fd =
+			 al_netns_new(0, AL_EGRESS_FWD_NAME, &cfg.egress_netns_fd, err)) < 0) {
+			al_err_wrap(err, "microvm");
+			goto fail;
+		}
+		cfg.egress_fwd = mvm_host.fwd;
+	}
+	vm->born_ms = al_mono_ms();
+	rc = mvm_host.drv->launch(&cfg, &vm->v, err);
+	al_closep(&cfg.egress_netns_fd); /* the VMM's jail holds it now */
+	if (rc)
+		goto fail;
+	fcntl(vm->v.chan_fd, F_SETFL, fcntl(vm->v.chan_fd, F_GETFL) | O_NONBLOCK);
+	return vm;
+fail:
+	mvm_vm_free(vm, false);
+	return NULL;
+}
+
+/* The guest said its interpreter is warm (AL_CHAN_WARM, once). */
+void mvm_vm_took_warm(struct vm *vm)
+{
+	al_chan_rd_reset(&vm->rd);
+	vm->warm = true;
+	al_log("info", "vm_warm", "vmm_pid=%d ms_since_launch=%llu", (int)vm->v.pid,
+	       (unsigned long long)(al_mono_ms() - vm->born_ms));
+}
+
+/* Read what the channel holds before the job: the ready frame, then a
+ * warm pool VM's word that its interpreter is warm. 1 when the agent is
+ * ready, 0 not yet, negative when the VM is of no use. */
+int mvm_vm_poll_ready(struct vm *vm, struct al_err *err)
+{
+	int rc;
+
+	if (vm->ready && !vm->warm) {
+		struct al_err e = {0};
+
+		/* an error (the VM ended) is for whoever reads next to report */
+		if (al_chan_read(&vm->rd, vm->v.chan_fd, AL_CHAN_READY_MAX, &e) <= 0)
+			return 1;
+		if (vm->rd.body.len != 1 || vm->rd.body.data[0] != AL_CHAN_WARM)
+			return al_err_set(err, AL_ESANDBOX,
+					  "microvm: the guest spoke out of turn before its job");
+		mvm_vm_took_warm(vm);
+		return 1;
+	}
+	if (vm->ready)
+		return 1;
+	rc = al_chan_read(&vm->rd, vm->v.chan_fd, AL_CHAN_READY_MAX, err);
+	if (rc <= 0)
+		return rc;
+	if (vm->rd.body.data[0] != AL_CHAN_READY)
+		return al_err_set(err, AL_ESANDBOX, "microvm: the guest spoke before it was ready");
+	al_chan_rd_reset(&vm->rd);
+	vm->ready = true;
+	vm->ready_ms = al_mono_ms();
+	return 1;
+}
+
+/* ---- the pool ---- */
+
+unsigned mvm_vcpus_for(uint64_t cpu_millis)
+{
+	unsigned v = (unsigned)((cpu_millis + 999) / 1000);
+
+	return v < 1 ? 1 : v > 16 ? 16 : v;
+}
+
+/* The VM's RAM: the job's limit (enforced inside by its cgroup), the
+ * guest's own (kernel, initramfs, agent) and an eighth more (at most
+ * 512 MiB), so that the cgroup's limit is reached before the VM runs out:
+ * a job past its limit is memory_limit here too. */
+uint64_t mvm_memory_mib_for(uint64_t memory_bytes)
+{
+	uint64_t mib = (memory_bytes + MIB - 1) / MIB, extra = mib / 8 > 512 ? 512 : mib / 8;
+
+	return mib + GUEST_OVERHEAD_MIB + extra;
+}
+
+static void pool_fill(struct pool *p)
+{
+	while (p->n < p->size) {
+		struct al_err err = {0};
+		struct vm *vm = mvm_vm_launch(p->guest, p->image[0] ? p->image : NULL, NULL, false,
+					  true, p->memory_mib, p->vcpus, &err);
+
+		if (!vm) {
+			fprintf(stderr, "airlock-worker: microvm: pool %s: %s\n", p->tier, err.msg);
+			return;
+		}
+		p->vms[p->n++] = vm;
+	}
+}
+
+/* Take the pool VM that fits the job best (one whose interpreter is warm,
+ * then a ready one, then one still booting); NULL if none does. */
+struct vm *mvm_pool_take(const char *tier, const char *guest, const char *image,
+			    uint64_t memory_mib, unsigned vcpus)
+{
+	for (int i = 0; i < mvm_host.npools; i++) {
+		struct pool *p = &mvm_host.pools[i];
+		int best = -1;
+
+		if (strcmp(p->tier, tier) || strcmp(p->guest, guest) ||
+		    strcmp(p->image, image ? image : "") || p->vcpus != vcpus ||
+		    p->memory_mib < memory_mib)
+			continue;
+		for (unsigned k = 0, score = 0; k < p->n && score < 3; k++) {
+			struct al_err err = {0};
+			int rc = mvm_vm_poll_ready(p->vms[k], &err);
+			/* still booting is better than a cold boot */
+			unsigned s = rc > 0				? (p->vms[k]->warm ? 3 : 2)
+				     : rc == 0 && !mvm_vm_exited(p->vms[k]) ? 1
+									: 0;
+
+			if (s > score) {
+				best = (int)k;
+				score = s;
+			}
+		}
+		if (best >= 0) {
+			struct vm *vm = p->vms[best];
+
+			p->vms[best] = p->vms[--p->n];
+			return vm;
+		}
+	}
+	return NULL;
+}
+
+void mvm_pool_tick(const struct al_backend_conf *conf)
+{
+	uint64_t now = al_mono_ms();
+
+	(void)conf;
+	for (int i = 0; i < mvm_host.npools; i++) {
+		struct pool *p = &mvm_host.pools[i];
+
+		for (unsigned k = 0; k < p->n;) {
+			struct vm *vm = p->vms[k];
+			struct al_err err = {0};
+			bool stale = now - vm->born_ms > p->max_idle_ms;
+
+			if (mvm_vm_poll_ready(vm, &err) < 0 || mvm_vm_exited(vm) || stale) {
+				p->vms[k] = p->vms[--p->n];
+				mvm_vm_free(vm, stale);
+				continue;
+			}
+			k++;
+		}
+		pool_fill(p);
+	}
+}
+
+int mvm_pool_add(const struct al_backend_conf *conf, const struct al_pool_spec *ps,
+		    struct al_err *err)
+{
+	struct pool *p;
+
+	if (ps->size == 0)
+		return AL_OK;
+	if (mvm_host.npools == (int)(sizeof(mvm_host.pools) / sizeof(mvm_host.pools[0])))
+		return al_err_set(err, AL_ESANDBOX, "microvm: at most %zu pooled tiers",
+				  sizeof(mvm_host.pools) / sizeof(mvm_host.pools[0]));
+	if (ps->size > sizeof(p->vms) / sizeof(p->vms[0]))
+		return al_err_set(err, AL_EINVAL, "microvm: pool of %u is over %zu", ps->size,
+				  sizeof(p->vms) / sizeof(p->vms[0]));
+	p = &mvm_host.pools[mvm_host.npools];
+	memset(p, 0, sizeof(*p));
+	snprintf(p->tier, sizeof(p->tier), "%s", ps->tier);
+	snprintf(p->guest, sizeof(p->guest), "%s", ps->guest ? ps->guest : DEFAULT_GUEST);
+	snprintf(p->image, sizeof(p->image), "%s", ps->image ? ps->image : "");
+	if (mvm_guest_check(p->guest, err))
+		return AL_ESANDBOX;
+	if (ps->image) {
+		char disk[PATH_MAX];
+
+		if (al_image_path(conf, ps->image, true, disk, sizeof(disk), err))
+			return al_err_wrap(err, "microvm: pool %s", ps->tier);
+	}
+	p->size = ps->size;
+	p->vcpus = mvm_vcpus_for(ps->cpu_millis);
+	p->memory_mib = mvm_memory_mib_for(ps->memory_bytes);
+	p->max_idle_ms = ps->max_idle_ms ? ps->max_idle_ms : 600000;
+	mvm_host.npools++;
+	pool_fill(p);
+	return AL_OK;
+}
+
+void mvm_pool_refill(const struct al_backend_conf *conf, unsigned slot)
+{
+	(void)conf;
+	(void)slot;
+	for (int i = 0; i < mvm_host.npools; i++)
+		pool_fill(&mvm_host.pools[i]);
+}
+

@@ -1,6 +1,8 @@
-/* req.h - one HTTP request of the gateway's (api.c, session.c), alive
- * until it is answered, and the replies and steps the endpoints share.
- * Internal to gateway/. */
+/* req.h - one HTTP request of the gateway's, alive until it is answered,
+ * and the steps its files share, top down: api.c (the route table),
+ * session.c (the sessions' endpoints), jobs.c (the jobs'), sse.c (live
+ * output), poll.c (long polls) and reply.c (answers). Each calls only
+ * those after it. Internal to gateway/. */
 #ifndef AL_GW_REQ_H
 #define AL_GW_REQ_H
 
@@ -42,6 +44,9 @@ struct req {
 	const char *tail;		/* a route's path after its prefix (a file's) */
 	bool want_stream;		/* a call: Accept: text/event-stream */
 	bool streaming;			/* its answer is Server-Sent Events (started) */
+	/* a call's live output: its result (the last event) if there is one,
+	 * else the session's state (set by session.c, called by sse.c) */
+	void (*look)(struct req *q);
 };
 
 /* The name of q's answer's keys (al:res:<it>, al:out:<it>): a call's
@@ -51,6 +56,7 @@ static inline const char *gw_answer_name(const struct req *q)
 	return q->kind == K_CALL ? q->call_key : q->id;
 }
 
+/* reply.c */
 /* Answer with len bytes of ctype (data NULL: a 500) and free q. */
 void gw_reply_send(struct req *q, int code, const char *ctype, const void *data, size_t len);
 /* takes doc; a streamed call: its last event */
@@ -60,6 +66,19 @@ void gw_reply_error(struct req *q, int code, const char *fmt, ...)
 /* A stored result (msgpack) as the answer: msgpack when asked for, else
  * JSON; a rejection 400, or 429 by a quota. */
 void gw_reply_result(struct req *q, const char *raw, size_t len);
+/* A job not ended yet: its id and state (code: 202, or 200 of a wait). */
+void gw_reply_pending(struct req *q, int code);
+/* A streamed answer: its 200 and headers (ctype, no caching), then
+ * chunks (evhttp_send_reply_chunk); its end, and q freed. */
+void gw_reply_stream_start(struct req *q, const char *ctype);
+void gw_reply_stream_end(struct req *q);
+/* Free q unanswered (its client went), its waiter back. */
+void gw_req_free(struct req *q);
+/* Send call on conn (best effort), its answer to fn(q); a 503 when Redis
+ * is not reachable. The call is freed either way. */
+void gw_send(struct req *q, struct al_aconn *conn, struct al_call *c, redisCallbackFn *fn);
+
+/* poll.c */
 /* q becomes a long poll (a waiter of its own); false when refused
  * (answered: 429 or 503). */
 bool gw_poll_begin(struct req *q);
@@ -69,29 +88,33 @@ bool gw_poll_begin(struct req *q);
  * anything after it. */
 const redisReply *gw_awaited(struct req *q, const redisReply *r);
 void gw_end_wait_call(struct al_call *c, const struct req *q);
-/* Send call on conn (best effort), its answer to fn(q); a 503 when Redis
- * is not reachable. The call is freed either way. */
-static inline void gw_send(struct req *q, struct al_aconn *conn, struct al_call *c,
-			   redisCallbackFn *fn)
-{
-	if (al_aconn_send(conn, c, fn, q))
-		gw_reply_error(q, 503, "Redis is not reachable: %s", al_aconn_strerror(conn));
-	al_call_free(c);
-}
+/* q->id's result if there is one; else, before q->deadline_ms, another
+ * round of waiting, after it the answer q->code_if_pending (a 202 or 200
+ * with the job's state). */
+void gw_await_result(struct req *q);
+/* Wait up to ms for q->id's result: it, or code_if_pending's answer. */
+void gw_start_wait(struct req *q, uint64_t ms, int code_if_pending);
+
+/* sse.c */
+/* Live output as Server-Sent Events: start sends the 200 and follows
+ * al:out:<gw_answer_name(q)> from q->last, a second a round (step); a
+ * job's stream ends at its end entry, a call's asks q->look at its end
+ * entry and whenever a round was quiet; its last event is a reply's
+ * (gw_reply_json, streaming). */
+void gw_output_start(struct req *q);
+void gw_output_step(struct req *q);
+/* Last-Event-ID (or ?after=): "0" or a stream entry id, MS-SEQ. */
+bool gw_entry_id_ok(const char *s);
+
+/* jobs.c */
 int gw_new_id(char out[AL_ID_MAX + 1]);
 /* Submit the body's job (JSON or msgpack) for q's tenant; run: wait for
  * its result; session: the job opens a session. */
 void gw_submit(struct req *q, const char *body, size_t len, bool msgpack, bool run,
 	       uint64_t wait_ms);
-
-/* Live output as Server-Sent Events (api.c): start sends the 200 and
- * follows al:out:<q->id> from q->last, a second a round (step); a job's
- * stream ends at its end entry, a call's asks gw_call_look at its end
- * entry and whenever a round was quiet. end sends one last event (doc
- * taken) and ends the response. */
-void gw_output_start(struct req *q);
-void gw_output_step(struct req *q);
-void gw_output_end(struct req *q, const char *event, json_t *doc);
+/* q->id's record: the caller's tenant's job, then q->kind's step (its
+ * result, a wait, a cancel, its output); else 404. */
+void gw_with_owned_job(struct req *q);
 
 /* session.c: the sessions' endpoints (docs/api.md, "Sessions"): open
  * (POST /v1/sessions), and a call: the op from the path and method
@@ -99,8 +122,5 @@ void gw_output_end(struct req *q, const char *event, json_t *doc);
 struct evkeyvalq;
 void gw_serve_session_open(struct req *q, struct evkeyvalq *qs);
 void gw_serve_session_call(struct req *q, struct evkeyvalq *qs);
-/* A streamed call: its result (the last event) if there is one, else the
- * session's state (ended: the last event), else another round. */
-void gw_call_look(struct req *q);
 
 #endif

@@ -169,7 +169,7 @@ static void on_look(redisAsyncContext *ac, void *reply, void *priv)
 		call_step(q);
 }
 
-void gw_call_look(struct req *q)
+static void call_look(struct req *q)
 {
 	get_result(q);
 }
@@ -215,6 +215,7 @@ static void on_queued(redisAsyncContext *ac, void *reply, void *priv)
 			     : "ended");
 	} else if (q->want_stream) {
 		snprintf(q->last, sizeof(q->last), "0"); /* its output from the start */
+		q->look = call_look;
 		gw_output_start(q);
 	} else {
 		call_step(q);

@@ -37,7 +37,6 @@
 #include "vmm.h"
 #include "mvm.h"
 
-
 /* What a guest may say of its interpreter (warm.c): "warm", or "cold (...)"
  * of at most 240 printable ASCII characters. */
 static bool interpreter_word(const char *v)
@@ -57,7 +56,7 @@ static bool interpreter_word(const char *v)
 /* Take the guest's result into res, believing it only about the job's own
  * outcome and only within the job's caps. */
 int mvm_take_result(struct al_sandbox *sb, const char *p, size_t n, struct al_result *res,
-		       struct al_err *err)
+		    struct al_err *err)
 {
 	struct al_result g = {0};
 	struct al_err e = {0};
@@ -152,4 +151,3 @@ int mvm_take_output(struct al_sandbox *sb, const char *p, size_t n, struct al_er
 		return al_err_set(err, AL_ESANDBOX, "microvm: out of memory for live output");
 	return AL_OK;
 }
-

@@ -184,7 +184,6 @@ int al_vmm_spawn(const struct al_vmm_cfg *cfg, char *const argv[], const int *ke
 	return AL_OK;
 }
 
-
 /* The host's TSC rate in kHz, for guests under emulation. */
 uint64_t al_host_tsc_khz(void)
 {
@@ -236,4 +235,3 @@ bool al_kvm_usable(gid_t *gid, struct al_err *why)
 		al_err_set(why, AL_ESANDBOX, "/dev/kvm opens but cannot make a VM");
 	return vm >= 0;
 }
-

@@ -17,7 +17,6 @@
 #include "../vmchan.h"
 #include "vmm.h"
 
-
 #define MIB		     (1024ull * 1024ull)
 #define GUEST_OVERHEAD_MIB   128 /* kernel, initramfs (unpacked), agent */
 #define VMM_OVERHEAD_TCG_MIB 320 /* QEMU itself plus the TCG code cache */

@@ -94,7 +94,7 @@ int mvm_guest_check(const char *dir, struct al_err *err)
 /* Boot a VM of guest with catalogue image (NULL: none) as its disk; a
  * pool's (warm) may start its job's interpreter ahead. */
 struct vm *mvm_vm_launch(const char *guest, const char *image, const char *inputs, bool egress,
-			    bool warm, uint64_t memory_mib, unsigned vcpus, struct al_err *err)
+			 bool warm, uint64_t memory_mib, unsigned vcpus, struct al_err *err)
 {
 	struct vm *vm = calloc(1, sizeof(*vm));
 	struct al_vmm_cfg cfg = {0};
@@ -254,7 +254,7 @@ static void pool_fill(struct pool *p)
 	while (p->n < p->size) {
 		struct al_err err = {0};
 		struct vm *vm = mvm_vm_launch(p->guest, p->image[0] ? p->image : NULL, NULL, false,
-					  true, p->memory_mib, p->vcpus, &err);
+					      true, p->memory_mib, p->vcpus, &err);
 
 		if (!vm) {
 			fprintf(stderr, "airlock-worker: microvm: pool %s: %s\n", p->tier, err.msg);
@@ -267,7 +267,7 @@ static void pool_fill(struct pool *p)
 /* Take the pool VM that fits the job best (one whose interpreter is warm,
  * then a ready one, then one still booting); NULL if none does. */
 struct vm *mvm_pool_take(const char *tier, const char *guest, const char *image,
-			    uint64_t memory_mib, unsigned vcpus)
+			 uint64_t memory_mib, unsigned vcpus)
 {
 	for (int i = 0; i < mvm_host.npools; i++) {
 		struct pool *p = &mvm_host.pools[i];
@@ -281,9 +281,9 @@ struct vm *mvm_pool_take(const char *tier, const char *guest, const char *image,
 			struct al_err err = {0};
 			int rc = mvm_vm_poll_ready(p->vms[k], &err);
 			/* still booting is better than a cold boot */
-			unsigned s = rc > 0				? (p->vms[k]->warm ? 3 : 2)
+			unsigned s = rc > 0 ? (p->vms[k]->warm ? 3 : 2)
 				     : rc == 0 && !mvm_vm_exited(p->vms[k]) ? 1
-									: 0;
+									    : 0;
 
 			if (s > score) {
 				best = (int)k;
@@ -325,7 +325,7 @@ void mvm_pool_tick(const struct al_backend_conf *conf)
 }
 
 int mvm_pool_add(const struct al_backend_conf *conf, const struct al_pool_spec *ps,
-		    struct al_err *err)
+		 struct al_err *err)
 {
 	struct pool *p;
 
@@ -366,4 +366,3 @@ void mvm_pool_refill(const struct al_backend_conf *conf, unsigned slot)
 	for (int i = 0; i < mvm_host.npools; i++)
 		pool_fill(&mvm_host.pools[i]);
 }
-

@@ -147,7 +147,7 @@ $(BUILD)/airlock-egress-fwd: backends/microvm/egress_fwd.c backends/microvm/egre
 # the image hash, depend only on the sources.
 AGENT_SRC := $(AGENT_ONLY_SRC) backends/vmchan.c backends/cgroup.c backends/jobfs.c backends/inpack.c common/clock.c \
 	backends/jobspec.c backends/endstatus.c backends/seccomp.c common/log.c proto/buf.c proto/err.c \
-	proto/job.c proto/inputs.c proto/mp.c proto/result.c proto/grade.c backends/judge.c
+	proto/job.c proto/field.c proto/inputs.c proto/mp.c proto/result.c proto/grade.c backends/judge.c
 $(BUILD)/airlock-agent: $(AGENT_SRC) $(wildcard backends/*.h backends/microvm/*.h proto/*.h common/*.h)
 	$(CC) -std=gnu11 -D_GNU_SOURCE $(WARN) -O2 -static -s -ffile-prefix-map=$(CURDIR)=. \
 		-o $@ $(AGENT_SRC) -lmsgpackc -lseccomp

@@ -22,12 +22,10 @@
 #include "req.h"
 #include "../common/clock.h"
 
-
 #define IDEM_TTL_S     86400
 #define IDEM_TTL_STR   "86400"
 #define WAIT_STEP_MS   1000
 #define JOB_IDS_PREFIX "g" /* ids the gateway chose: g + 32 hex */
-
 
 /* An earlier job's state (LOOKUP), for the 202 of a reused key. */
 static void on_earlier_state(redisAsyncContext *ac, void *reply, void *priv)
@@ -375,4 +373,3 @@ void gw_with_owned_job(struct req *q)
 		gw_reply_error(q, 500, "out of memory");
 	al_call_free(&c);
 }
-

@@ -22,12 +22,10 @@
 #include "req.h"
 #include "../common/clock.h"
 
-
 #define IDEM_TTL_S     86400
 #define IDEM_TTL_STR   "86400"
 #define WAIT_STEP_MS   1000
 #define JOB_IDS_PREFIX "g" /* ids the gateway chose: g + 32 hex */
-
 
 static void wait_step(struct req *q);
 
@@ -153,4 +151,3 @@ void gw_start_wait(struct req *q, uint64_t ms, int code_if_pending)
 	q->code_if_pending = code_if_pending;
 	gw_await_result(q);
 }
-

@@ -23,7 +23,6 @@
 #include "req.h"
 #include "../common/clock.h"
 
-
 #define IDEM_TTL_S     86400
 #define IDEM_TTL_STR   "86400"
 #define WAIT_STEP_MS   1000
@@ -205,7 +204,6 @@ void gw_reply_pending(struct req *q, int code)
 		json_object_set_new(doc, "same_key", json_boolean(q->same_key));
 	gw_reply_json(q, code, doc);
 }
-
 
 void gw_send(struct req *q, struct al_aconn *conn, struct al_call *c, redisCallbackFn *fn)
 {

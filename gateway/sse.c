@@ -22,12 +22,10 @@
 #include "req.h"
 #include "../common/clock.h"
 
-
 #define IDEM_TTL_S     86400
 #define IDEM_TTL_STR   "86400"
 #define WAIT_STEP_MS   1000
 #define JOB_IDS_PREFIX "g" /* ids the gateway chose: g + 32 hex */
-
 
 #define SSE_PING_ROUNDS 15 /* a ": ping" after this many quiet one-second rounds */
 
@@ -249,4 +247,3 @@ bool gw_entry_id_ok(const char *s)
 	return s[n] == '-' && strspn(s + n + 1, "0123456789") == strlen(s + n + 1) &&
 	       strlen(s + n + 1) >= 1 && strlen(s + n + 1) <= 20;
 }
-

@@ -1,5 +1,6 @@
-/* codec.h - pieces of the job codec (job.c) that the grading fields
- * (grade.c) use too: a command, input files, limits. Internal to proto/. */
+/* codec.h - the job codec's shared fields (field.c), which job.c,
+ * grade.c, inputs.c and session.c use, and the grading fields (grade.c)
+ * that job.c and result.c call. Internal to proto/. */
 #ifndef AL_CODEC_H
 #define AL_CODEC_H
 
@@ -21,7 +22,19 @@ typedef int (*al_field_fn)(int f, const msgpack_object *v, void *ctx, struct al_
 int al_dec_fields(const msgpack_object *root, const char *what, const char *const *names, int n,
 		  al_field_fn fn, void *ctx, uint32_t *seen, struct al_err *err);
 
+/* A map's string field: a msgpack map of at most maxn text keys (at most
+ * maxk bytes) to text values (maxv), into kv. */
+int al_dec_kv_map(const msgpack_object *v, const char *what, size_t maxn, size_t maxk, size_t maxv,
+		  struct al_kv **out, size_t *n, struct al_err *err);
+
 /* Checks on a job built in memory; pre ("build.") prefixes field names. */
+/* Whether s is 1 to max characters of [A-Za-z0-9] and extra. */
+bool al_name_ok(const char *s, size_t max, const char *extra);
+/* s as al_name_ok, else err naming what. */
+int al_check_name(const char *what, const char *s, size_t max, const char *extra,
+		  struct al_err *err);
+/* v at most max, else err naming what. */
+int al_check_limit(const char *what, uint64_t v, uint64_t max, struct al_err *err);
 int al_check_command(const char *pre, enum al_runtime runtime, const struct al_bytes *code,
 		     char *const *argv, size_t argc, struct al_err *err);
 /* A relative path inside the work directory: no leading '/', no empty, "."

@@ -51,7 +51,7 @@ WORKER_SRC := $(wildcard worker/*.c) $(BACKEND_SRC) $(WORKER_GEN)
 SCHED_SRC := $(wildcard scheduler/*.c) backends/vm/lvhost.c
 GATEWAY_SRC := $(wildcard gateway/*.c)
 # the egress proxy and the CA it ends https with (the worker's; the egress benchmark's tool)
-PROXY_SRC := worker/proxy.c worker/proxy_cache.c worker/proxy_tls.c worker/egress_ca.c
+PROXY_SRC := $(wildcard worker/proxy*.c) worker/egress_ca.c
 TEST_SRC := $(wildcard tests/unit/test_*.c)
 # The client library's installed headers, in their folders (they include
 # each other as "../proto/x.h"); the daemons' connection layer is not part of it.

@@ -46,7 +46,7 @@ bool al_name_ok(const char *s, size_t max, const char *extra)
 }
 
 int al_check_name(const char *what, const char *s, size_t max, const char *extra,
-		      struct al_err *err)
+		  struct al_err *err)
 {
 	if (!s)
 		return al_err_set(err, AL_EINVAL, "%s: missing", what);
@@ -209,8 +209,8 @@ int al_dec_text_array(const msgpack_object *v, const char *what, size_t maxn, si
 	return AL_OK;
 }
 
-int al_dec_kv_map(const msgpack_object *v, const char *what, size_t maxn, size_t maxk,
-		      size_t maxv, struct al_kv **out, size_t *n, struct al_err *err)
+int al_dec_kv_map(const msgpack_object *v, const char *what, size_t maxn, size_t maxk, size_t maxv,
+		  struct al_kv **out, size_t *n, struct al_err *err)
 {
 	char name[64];
 	int rc;

@@ -18,7 +18,7 @@
 
 #define AL_EGRESS_IDLE_MS 60000 /* a tunnel silent both ways this long is closed */
 
-struct al_egress;
+struct wk_proxy;
 
 #define AL_EGRESS_FDS_PER_TUNNEL 6 /* two sockets and two pipes (spliced) */
 
@@ -27,37 +27,36 @@ struct al_egress;
  * over one client socket (SCM_RIGHTS: a microVM's forwarder). Caps, 0 for
  * none: max_bytes both ways, max_connections tried in all, max_open
  * tunnels at once. NULL when out of memory. */
-struct al_egress *al_egress_new(struct event_base *base, struct evdns_base *dns, int listen_fd,
-				const struct al_egress_rule *rules, size_t nrules,
-				uint64_t max_bytes, uint32_t max_connections, uint32_t max_open,
-				uint64_t idle_ms);
-/* Keep what e's jobs fetch over plain HTTP (and https: al_egress_set_intercept) in dir (made, the
+struct wk_proxy *wk_proxy_new(struct event_base *base, struct evdns_base *dns, int listen_fd,
+			      const struct al_egress_rule *rules, size_t nrules, uint64_t max_bytes,
+			      uint32_t max_connections, uint32_t max_open, uint64_t idle_ms);
+/* Keep what e's jobs fetch over plain HTTP (and https: wk_proxy_set_intercept) in dir (made, the
  * caller's: one per tenant and tier, never visible to a job) and serve a GET from it while fresh:
  * what is cacheable is in proxy_cache.c (cacheable_response); the least recently used entries go
  * past max_bytes. A hit is served only once the name resolved to an address the rules allow, as if
  * connecting. Hits and stores show in the transcript (its "why") and in info.egress_cache. 0, or -1
  * when out of memory. */
-int al_egress_set_cache(struct al_egress *e, const char *dir, uint64_t max_bytes);
+int wk_proxy_set_cache(struct wk_proxy *e, const char *dir, uint64_t max_bytes);
 /* End the https of e's jobs here too, so that the cache (set first) keeps
  * what they fetch over TLS (proxy_tls.c, egress_ca.h: the worker's CA must
  * be open, and the job's bundle trust it); the servers' certificates are
  * checked against the host's store and ca_file (NULL: none). A CONNECT
  * whose client does not speak TLS stays a byte tunnel. 0, or -1 (no cache,
  * no CA, out of memory). */
-int al_egress_set_intercept(struct al_egress *e, const char *ca_file);
+int wk_proxy_set_intercept(struct wk_proxy *e, const char *ca_file);
 /* The descriptors the tunnels of every proxy of this process may hold
  * together (0: no limit): past it a new tunnel is refused (503), so that
  * one job's connections can never leave another job without the
  * descriptors its sandbox's set-up needs. */
-void al_egress_set_fd_budget(unsigned fds);
+void wk_proxy_set_fd_budget(unsigned fds);
 /* Close every tunnel and move the transcript into res->egress (a count of
  * what did not fit goes to info.egress_unlisted; res NULL: nowhere). */
-void al_egress_finish(struct al_egress *e, struct al_result *res);
-void al_egress_free(struct al_egress *e);
+void wk_proxy_finish(struct wk_proxy *e, struct al_result *res);
+void wk_proxy_free(struct wk_proxy *e);
 /* For a sandbox that outlives its result (a service VM): what the
  * transcript holds so far goes into res; the proxy serves on, logging each
  * connection as an `egress` event tagged with the job's id, and frees itself after
  * ms. The caller lets go of e. */
-void al_egress_keep(struct al_egress *e, struct al_result *res, uint64_t ms, const char *job);
+void wk_proxy_keep(struct wk_proxy *e, struct al_result *res, uint64_t ms, const char *job);
 
 #endif

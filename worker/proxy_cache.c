@@ -1,4 +1,4 @@
-/* proxy_cache.c - the egress proxy's cache (al_egress_set_cache): each
+/* proxy_cache.c - the egress proxy's cache (wk_proxy_set_cache): each
  * cacheable response of a tenant's jobs kept as a file, served to a later
  * GET of the same key while fresh, the least recently used out first. */
 #include <dirent.h>
@@ -14,7 +14,7 @@
 
 #include "proxy_int.h"
 
-/* ---- the cache (al_egress_set_cache) ---- */
+/* ---- the cache (wk_proxy_set_cache) ---- */
 
 /* Each entry is the whole response as the server sent it, after a fixed
  * head: "AL1 <expiry, seconds since the epoch; 0: none>" padded to
@@ -22,7 +22,7 @@
 #define CACHE_META 32
 #define FILL_STALE 3600 /* a .fill file this old is a dead proxy's: removed */
 
-static bool cache_path(const struct al_egress *e, const char *name, char *out, size_t cap)
+static bool cache_path(const struct wk_proxy *e, const char *name, char *out, size_t cap)
 {
 	int n = snprintf(out, cap, "%s/%s", e->cache_dir, name);
 
@@ -65,7 +65,7 @@ static int serve_entry(struct evbuffer *out, int fd, off_t size, uint64_t *bytes
  * false when there is no fresh entry. */
 bool px_cache_serve(struct tunnel *t)
 {
-	struct al_egress *e = t->e;
+	struct wk_proxy *e = t->e;
 	char path[4096], meta[CACHE_META + 1] = {0};
 	struct stat st;
 	unsigned long long expiry;
@@ -272,7 +272,7 @@ static int by_use(const void *a, const void *b)
 
 /* The least recently used entries out until the cache holds cache_max;
  * dead proxies' fills out too. */
-static void cache_evict(struct al_egress *e)
+static void cache_evict(struct wk_proxy *e)
 {
 	DIR *d = opendir(e->cache_dir);
 	struct entry *v = NULL;
@@ -358,7 +358,7 @@ void px_fill_end(struct tunnel *t)
 	cache_evict(t->e);
 }
 
-int al_egress_set_cache(struct al_egress *e, const char *dir, uint64_t max_bytes)
+int wk_proxy_set_cache(struct wk_proxy *e, const char *dir, uint64_t max_bytes)
 {
 	free(e->cache_dir);
 	if (!(e->cache_dir = strdup(dir)))

@@ -21,7 +21,7 @@
 struct tunnel;
 struct handoff;
 
-struct al_egress {
+struct wk_proxy {
 	struct event_base *base;
 	struct evdns_base *dns;
 	struct evconnlistener *lst;
@@ -34,12 +34,13 @@ struct al_egress {
 	struct handoff *handoffs; /* a unix listener's connections, before their socket came */
 	struct al_result log;	  /* only its egress list is used */
 	uint64_t unlisted;
-	char kept[AL_ID_MAX + 1]; /* al_egress_keep: the job's id, each connection logged */
+	char kept[AL_ID_MAX + 1]; /* wk_proxy_keep: the job's id, each connection logged */
 	struct event *keep_ev;	  /* ...and the end of its service */
-	char *cache_dir;	  /* al_egress_set_cache, or NULL */
+	char *cache_dir;	  /* wk_proxy_set_cache, or NULL */
 	uint64_t cache_max, hits, hit_bytes, stored;
-	bool intercept; /* al_egress_set_intercept: https ended here for the cache */
+	bool intercept; /* wk_proxy_set_intercept: https ended here for the cache */
 	char *up_ca;	/* ...and the servers' certificates checked against this too */
+	const struct px_tls_ops *tls; /* the TLS path's (proxy_tls.c) */
 };
 
 /* A plain HTTP response on its way into the cache: the downstream bytes,
@@ -53,7 +54,7 @@ struct fill {
 };
 
 struct tunnel {
-	struct al_egress *e;
+	struct wk_proxy *e;
 	struct tunnel *next, **prev;
 	struct bufferevent *in, *out;
 	struct evdns_getaddrinfo_request *req;
@@ -96,21 +97,53 @@ struct tunnel {
 	uint64_t last_ms;
 };
 
-/* proxy.c */
-/* Whether in holds a whole request head; when it cannot (over HEAD_MAX)
- * the client gets a 431 and the tunnel ends (where: said after the why). */
-bool px_head_complete(struct tunnel *t, struct evbuffer *in, const char *where);
+/* The proxy's files, top down: proxy.c (the API, a new client, its head),
+ * proxy_tls.c (https ended here), proxy_conn.c (resolving, connecting),
+ * proxy_relay.c (relaying), proxy_tunnel.c (a tunnel's end),
+ * proxy_cache.c (the cache) and proxy_http.c (the HTTP/1 messages). Each
+ * calls only those after it; the connecting step reaches the TLS path
+ * through the egress's tls ops (set by proxy.c). */
+
+/* proxy_conn.c */
+/* Resolve t->host (a literal as itself), then px_try_next. */
+void px_resolve(struct tunnel *t);
+/* The next address of t->cur on that the rules allow: served from the
+ * cache, ended with TLS, or connected (then relayed); none: a 403. */
+void px_try_next(struct tunnel *t);
+/* The connection to t->cur failed: the next address (px_try_next). */
+void px_connect_failed(struct tunnel *t);
+
+/* proxy_relay.c */
+/* Connected: the first bytes, then each direction spliced. */
+void px_start_relay(struct tunnel *t);
+/* The idle timer of a relaying tunnel (the egress's idle_ms). */
+void px_idle_start(struct tunnel *t);
+
+/* proxy_tunnel.c */
+/* Tunnels open in this process (all jobs), against the descriptor budget. */
+extern unsigned px_tunnels_open;
+/* End t: its transcript entry (allowed: it relayed or was served; why:
+ * said), the client's side flushed, then freed. */
+void px_tunnel_end(struct tunnel *t, bool allowed, const char *why);
+/* Free t and everything it holds, now. */
+void px_tunnel_free(struct tunnel *t);
+
+/* proxy_http.c */
+/* 1 when in holds a whole request head, 0 not yet; -1 when it cannot (over
+ * HEAD_MAX): the client was sent a 431, the caller ends the tunnel. */
+int px_head_complete(struct tunnel *t, struct evbuffer *in);
+/* The request line and headers: CONNECT host:port, or METHOD
+ * http://host/path (rewritten: px_request). AL_EINVAL with err. */
+int px_parse_head(struct tunnel *t, struct evbuffer *in, struct al_err *err);
 /* The request line read off in, split: the method (the returned string,
  * the caller's to free), *target and *version inside it. NULL when it is
  * not METHOD SP TARGET SP HTTP/1.x. */
 char *px_request_line(struct evbuffer *in, char **target, char **version);
+/* A reply to the client before any tunnel exists (text/plain, closes). */
 void px_reply(struct tunnel *t, int code, const char *status, const char *why);
-void px_tunnel_end(struct tunnel *t, bool allowed, const char *why);
-void px_try_next(struct tunnel *t);
-/* The connection to t->cur failed: the next address (px_try_next). */
-void px_connect_failed(struct tunnel *t);
+/* Write all of buf to a fresh non-blocking socket (a reply or a head:
+ * small); false when it would not take it. */
 bool px_write_all(int fd, const void *buf, size_t n);
-void px_idle_start(struct tunnel *t);
 /* The rest of a request head after its request line (method, the origin-form
  * path or NULL for "/", version): t->fwd gets the head as the server sees
  * it (Host with the scheme's default port left out), t->ckey the cache
@@ -126,15 +159,19 @@ void px_fill_add(struct tunnel *t, struct evbuffer *buf, size_t n);
 void px_fill_end(struct tunnel *t);
 void px_fill_drop(struct tunnel *t);
 
-/* proxy_tls.c */
-/* The address passed: the 200 goes out and the client's first byte says
- * whether it speaks TLS (then the proxy ends it: px_tls_*), or not (a
- * byte tunnel as ever). False when it cannot be intercepted (bytes came
- * after the CONNECT before its answer): connect as a byte tunnel. */
-bool px_tls_begin(struct tunnel *t);
-/* The request is read and not served from the cache: TLS to the address
- * at t->cur. False when that could not start (try the next). */
-bool px_tls_connect(struct tunnel *t);
-void px_tls_free(struct tunnel *t);
+/* proxy_tls.c: https ended here, reached through e->tls. begin: the
+ * address passed: the 200 goes out and the client's first byte says
+ * whether it speaks TLS (then the proxy ends it), or not (a byte tunnel as
+ * ever); false when it cannot be intercepted (bytes came after the
+ * CONNECT before its answer): connect as a byte tunnel. connect: the
+ * request is read and not served from the cache: TLS to the address at
+ * t->cur; false when that could not start (try the next). free: t's TLS
+ * state. */
+struct px_tls_ops {
+	bool (*begin)(struct tunnel *t);
+	bool (*connect)(struct tunnel *t);
+	void (*free)(struct tunnel *t);
+};
+extern const struct px_tls_ops px_tls_ops;
 
 #endif

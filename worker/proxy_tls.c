@@ -1,5 +1,5 @@
 /* proxy_tls.c - https ended by the egress proxy, so that its cache serves
- * it too (al_egress_set_intercept). A CONNECT whose name and address passed
+ * it too (wk_proxy_set_intercept). A CONNECT whose name and address passed
  * the rules gets its 200; if the client then speaks TLS, the proxy answers
  * with a leaf for the name it asked for (egress_ca.c: the job trusts the
  * worker's CA through its bundle), reads the one request inside, serves
@@ -26,7 +26,7 @@
 
 #define PEEK_MS 10000 /* the client's first byte after the 200, at most this late */
 
-void px_tls_free(struct tunnel *t)
+static void tls_free(struct tunnel *t)
 {
 	if (t->peek_ev) {
 		event_free(t->peek_ev);
@@ -59,7 +59,7 @@ static struct bufferevent *other(struct tunnel *t, struct bufferevent *bev)
 static void on_read(struct bufferevent *bev, void *arg)
 {
 	struct tunnel *t = arg;
-	struct al_egress *e = t->e;
+	struct wk_proxy *e = t->e;
 	struct evbuffer *in = bufferevent_get_input(bev);
 	struct bufferevent *to = other(t, bev);
 	size_t n = evbuffer_get_length(in);
@@ -163,7 +163,7 @@ static void on_server(struct bufferevent *bev, short what, void *arg)
 	px_connect_failed(t);
 }
 
-bool px_tls_connect(struct tunnel *t)
+static bool tls_connect(struct tunnel *t)
 {
 	struct al_err err = {0};
 	SSL *ssl = al_egress_ca_connect(t->host, t->literal, t->e->up_ca, &err);
@@ -191,13 +191,17 @@ bool px_tls_connect(struct tunnel *t)
 
 static void on_inner_head(struct bufferevent *bev, void *arg)
 {
+	int rc;
 	struct tunnel *t = arg;
 	struct evbuffer *in = bufferevent_get_input(bev);
 	char *line, *path, *version;
 	bool ok;
 
-	if (!px_head_complete(t, in, " (inside https)"))
+	if ((rc = px_head_complete(t, in)) <= 0) {
+		if (rc < 0)
+			px_tunnel_end(t, false, "request head too long (inside https)");
 		return;
+	}
 	bufferevent_disable(bev, EV_READ);
 	line = px_request_line(in, &path, &version);
 	ok = line != NULL;
@@ -220,7 +224,7 @@ static void on_inner_head(struct bufferevent *bev, void *arg)
 		px_tunnel_end(t, true, NULL);
 		return;
 	}
-	px_try_next(t); /* the same address first, now with TLS (px_tls_connect) */
+	px_try_next(t); /* the same address first, now with TLS (tls_connect) */
 }
 
 static void on_inner_event(struct bufferevent *bev, short what, void *arg)
@@ -257,7 +261,7 @@ static void on_peek(evutil_socket_t fd, short what, void *arg)
 		event_add(t->peek_ev, &head);
 		return;
 	}
-	px_tls_free(t);
+	tls_free(t);
 	if (n <= 0) {
 		px_tunnel_end(t, false,
 			      n == 0 ? "the client went before its request"
@@ -293,7 +297,7 @@ static void on_peek(evutil_socket_t fd, short what, void *arg)
 	bufferevent_enable(t->in, EV_READ | EV_WRITE);
 }
 
-bool px_tls_begin(struct tunnel *t)
+static bool tls_begin(struct tunnel *t)
 {
 	struct timeval tv = {PEEK_MS / 1000, 0};
 	int fd = bufferevent_getfd(t->in);
@@ -315,7 +319,7 @@ bool px_tls_begin(struct tunnel *t)
 	return true;
 }
 
-int al_egress_set_intercept(struct al_egress *e, const char *ca_file)
+int wk_proxy_set_intercept(struct wk_proxy *e, const char *ca_file)
 {
 	if (!e->cache_dir || !al_egress_ca_file())
 		return -1;
@@ -326,3 +330,9 @@ int al_egress_set_intercept(struct al_egress *e, const char *ca_file)
 	e->intercept = true;
 	return 0;
 }
+
+const struct px_tls_ops px_tls_ops = {
+    .begin = tls_begin,
+    .connect = tls_connect,
+    .free = tls_free,
+};

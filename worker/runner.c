@@ -46,7 +46,7 @@ struct al_runner {
 	int reason;	     /* -1, or the status a stop imposes */
 	char reason_msg[256];
 	bool finished;
-	struct al_egress *egress;   /* network egress: the job's proxy */
+	struct wk_proxy *egress;    /* network egress: the job's proxy */
 	uint64_t egress_keep_ms;    /* ...serving on after an ok result (al_watch) */
 	al_runner_output_fn out_fn; /* live output, or NULL */
 	uint64_t sent[3];	    /* bytes of stdout [1] and stderr [2] given to it */
@@ -123,10 +123,10 @@ static void finish(struct al_runner *r)
 	}
 	if (r->egress && r->egress_keep_ms && r->res.status == AL_ST_OK) {
 		/* a service VM lives on: so does its proxy, for the lease's maximum */
-		al_egress_keep(r->egress, &r->res, r->egress_keep_ms, r->res.id ? r->res.id : "?");
+		wk_proxy_keep(r->egress, &r->res, r->egress_keep_ms, r->res.id ? r->res.id : "?");
 		r->egress = NULL;
 	} else if (r->egress) { /* the transcript, once nothing of the job can connect */
-		al_egress_finish(r->egress, &r->res);
+		wk_proxy_finish(r->egress, &r->res);
 	}
 	r->res.finished_ms = al_now_ms();
 	if (r->step_mono) /* a grading job's step: its own */
@@ -354,9 +354,9 @@ static void start_step(struct al_runner *r, const struct al_run_spec *spec)
 	}
 	r->egress_keep_ms = w.egress_keep_ms;
 	if (w.egress_fd >= 0 &&
-	    !(r->egress = al_egress_new(r->base, dns_of(r->base), w.egress_fd, spec->egress_rules,
-					spec->negress_rules, spec->egress_max_bytes,
-					spec->egress_max_connections, spec->egress_max_open, 0))) {
+	    !(r->egress = wk_proxy_new(r->base, dns_of(r->base), w.egress_fd, spec->egress_rules,
+				       spec->negress_rules, spec->egress_max_bytes,
+				       spec->egress_max_connections, spec->egress_max_open, 0))) {
 		al_runner_stop(r, AL_ST_SANDBOX_ERROR, "runner: cannot start the egress proxy");
 		return;
 	}
@@ -369,13 +369,13 @@ static void start_step(struct al_runner *r, const struct al_run_spec *spec)
 		if (al_pathf(dir, sizeof(dir), "%s/egress-cache/%s/t-%s", sd, spec->job->tier,
 			     spec->job->tenant ? spec->job->tenant : "default") ||
 		    al_mkdir_p(dir, 0700) ||
-		    al_egress_set_cache(r->egress, dir, spec->egress_cache_bytes))
+		    wk_proxy_set_cache(r->egress, dir, spec->egress_cache_bytes))
 			al_log("warn", "egress_cache",
 			       "job=%s dir=%s note=\"no cache for this job: %s\"", spec->job->id,
 			       dir, strerror(errno));
 		/* https too, where the job got the bundle that trusts the CA */
 		else if (spec->cache_ca_file && (r->ops->caps & AL_CAP_FILES) &&
-			 al_egress_set_intercept(r->egress, spec->ca_file))
+			 wk_proxy_set_intercept(r->egress, spec->ca_file))
 			al_log("warn", "egress_cache",
 			       "job=%s note=\"its https is not cached: the proxy cannot end it\"",
 			       spec->job->id);
@@ -517,7 +517,7 @@ void al_runner_free(struct al_runner *r)
 	if (r->finish_ev)
 		event_free(r->finish_ev);
 	al_sandbox_free(r->sb);
-	al_egress_free(r->egress);
+	wk_proxy_free(r->egress);
 	al_grading_free(r->grading);
 	al_instage_free(r->inputs);
 	al_result_free(&r->res);

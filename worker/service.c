@@ -165,7 +165,7 @@ static void fd_budget(struct worker *w)
 			     ? (unsigned long)rl.rlim_cur - reserve
 			     : 8 * AL_EGRESS_FDS_PER_TUNNEL;
 	}
-	al_egress_set_fd_budget((unsigned)budget);
+	wk_proxy_set_fd_budget((unsigned)budget);
 	al_log("info", "egress_fd_budget", "nofile=%llu reserved=%lu tunnels_max=%lu",
 	       (unsigned long long)rl.rlim_cur, reserve, budget / AL_EGRESS_FDS_PER_TUNNEL);
 }

@@ -35,7 +35,7 @@ int main(int argc, char **argv)
 	struct event_base *base;
 	struct evdns_base *dns;
 	struct event *term, *intr;
-	struct al_egress *e;
+	struct wk_proxy *e;
 	size_t n = 0;
 	json_t *j;
 	FILE *pf;
@@ -60,8 +60,8 @@ int main(int argc, char **argv)
 	dns = base ? evdns_base_new(base, EVDNS_BASE_INITIALIZE_NAMESERVERS) : NULL;
 	if (!dns && base) /* no resolv.conf: names fail, addresses still work */
 		dns = evdns_base_new(base, 0);
-	e = dns ? al_egress_new(base, dns, fd, rules, n, strtoull(argv[2], NULL, 10),
-				(uint32_t)strtoul(argv[3], NULL, 10), 0, 0)
+	e = dns ? wk_proxy_new(base, dns, fd, rules, n, strtoull(argv[2], NULL, 10),
+			       (uint32_t)strtoul(argv[3], NULL, 10), 0, 0)
 		: NULL;
 	term = base ? evsignal_new(base, SIGTERM, on_signal, base) : NULL;
 	intr = base ? evsignal_new(base, SIGINT, on_signal, base) : NULL;
@@ -75,12 +75,12 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	event_base_dispatch(base);
-	al_egress_finish(e, &res);
+	wk_proxy_finish(e, &res);
 	j = al_result_to_json(&res);
 	json_dumpf(json_object_get(j, "egress"), stdout, JSON_COMPACT);
 	putchar('\n');
 	json_decref(j);
-	al_egress_free(e);
+	wk_proxy_free(e);
 	res.id = NULL;
 	al_result_free(&res);
 	event_free(term);

@@ -55,7 +55,7 @@ PROXY_SRC := $(wildcard worker/proxy*.c) worker/egress_ca.c
 TEST_SRC := $(wildcard tests/unit/test_*.c)
 # The client library's installed headers, in their folders (they include
 # each other as "../proto/x.h"); the daemons' connection layer is not part of it.
-HEADERS := $(wildcard proto/*.h) $(wildcard client/*.h) common/log.h common/clock.h
+HEADERS := $(wildcard proto/*.h) $(filter-out client/client_int.h,$(wildcard client/*.h)) common/log.h common/clock.h
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 

@@ -1,10 +1,15 @@
-/* cli.h - what the airlock CLI's files share (airlock.c: options, output,
- * exit codes; session.c: the session verbs). Internal to cli/. */
+/* cli.h - what the airlock CLI's files share, top down: airlock.c (the
+ * verbs' table, run, grade, wait, status, cancel), session.c, images.c
+ * and admin.c (their verbs), jobopts.c (run's options), gradejob.c,
+ * print.c (results), junit.c and io.c (allocations, local files). Each
+ * calls only those after it. Internal to cli/. */
 #ifndef AL_CLI_H
 #define AL_CLI_H
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
 
 #include "../client/client.h"
 #include "../proto/job.h"
@@ -27,14 +32,50 @@ enum {
 	EXIT_OUTPUT = 153, /* 128 + SIGXFSZ */
 };
 
+/* airlock.c */
 /* The client for url (or --gateway); NULL with *rc set and why printed. */
 struct al_client *cli_connect(const char *url, int *rc);
+
+/* admin.c: the operator's verbs (stats; dlq list|show|retry|purge; vm
+ * list|stop|extend), printed one line per row; argv[0] is the verb. */
+int cli_stats(const char *url, int argc, char **argv);
+int cli_dlq(const char *url, int argc, char **argv);
+int cli_vm(const char *url, int argc, char **argv);
+
+/* jobopts.c: run's and submit's options, from one table */
+struct cli_jobargs {
+	bool json;	/* --json: the result as JSON */
+	bool no_stream; /* --no-stream: the output at the end, not as it comes */
+};
+/* A job from argv (argv[0] the verb); 0, or an exit code (said why). */
+int cli_build_job(int argc, char **argv, struct al_job *job, struct cli_jobargs *a);
+/* The options' lines of the usage text. */
+void cli_jobopts_usage(FILE *f);
+
+/* print.c */
+/* What run printed of the live output: bytes of stdout [1] and stderr [2],
+ * and the last byte of each (the verdict's line starts a line of its own). */
+struct shown {
+	uint64_t n[3];
+	int last[3];
+	unsigned attempt;
+};
+struct al_chunk;
+/* Print a live output chunk (al_client_stream's callback; arg: a shown). */
+int cli_on_chunk(const struct al_chunk *ch, void *arg);
+/* stdout and stderr of r, its verdict on stderr; the exit code for it. */
+int cli_print_result(const struct al_result *r, bool json, const struct shown *sh);
+/* The exit code for r (the job's own, or one of the enum above). */
+int cli_exit_code_for(const struct al_result *r);
+
+/* io.c */
+/* p, or exit EXIT_OSERR with one line when it is NULL (out of memory). */
+void *cli_need(void *p);
+char *cli_strdup(const char *s);
+char *cli_strndup(const char *s, size_t n);
 /* A file (or "-": stdin) of at most cap bytes into out; 0, or an exit code
  * (the problem printed). */
 int cli_read_path(const char *path, struct al_bytes *out, size_t cap);
-struct shown;
-/* stdout and stderr of r, its verdict on stderr; the exit code for it. */
-int cli_print_result(const struct al_result *r, bool json, const struct shown *sh);
 
 /* images.c: airlock images [--dir DIR] [--json] */
 int cli_images(const char *url, int argc, char **argv);

@@ -1,5 +1,6 @@
 /* client.c - the client library over a blocking hiredis connection. */
 #include "client.h"
+#include "client_int.h"
 #include "gateway.h"
 
 #include <ctype.h>
@@ -18,15 +19,6 @@
 
 #define IDEM_TTL_S 86400
 
-struct al_client {
-	redisContext *rc;
-	struct al_gw *gw; /* gateway mode instead (al_client_connect_gateway) */
-	char where[300];
-	struct al_redis_url url;
-	bool retried;  /* the last command was sent again on a new connection */
-	bool no_xread; /* the user may not XREAD: waits poll (end_wait) */
-};
-
 #define FAILOVER_WAIT_MS 30000 /* Sentinel: how long a command waits for a new master */
 
 static int open_conn(struct al_client *c, struct al_err *err);
@@ -38,17 +30,6 @@ static void backoff(uint64_t *wait_ms)
 
 	nanosleep(&ts, NULL);
 	*wait_ms = *wait_ms * 2 > 2000 ? 2000 : *wait_ms * 2;
-}
-
-/* Operators' commands read Redis itself: not through the gateway. */
-static int operator_only(const struct al_client *c, const char *what, struct al_err *err)
-{
-	if (!c->gw)
-		return AL_OK;
-	return al_err_set(err, AL_EINVAL,
-			  "%s is an operator's command: it needs direct Redis (--redis), not the "
-			  "gateway",
-			  what);
 }
 
 struct al_client *al_client_connect_gateway(const char *url, const char *token, struct al_err *err)
@@ -159,7 +140,7 @@ static redisReply *run_call(struct al_client *c, struct al_err *err, struct al_c
 }
 
 /* Run a built call and free it. */
-static redisReply *run_once(struct al_client *c, struct al_err *err, struct al_call *call)
+redisReply *al_client_run_once(struct al_client *c, struct al_err *err, struct al_call *call)
 {
 	redisReply *r = run_call(c, err, call);
 
@@ -254,7 +235,7 @@ static int wait_replicas(struct al_client *c, const char *what, struct al_err *e
 	long long got;
 
 	al_wait_call(&call, (unsigned)c->url.min_replicas, (unsigned)c->url.replica_timeout_ms);
-	r = run_once(c, err, &call);
+	r = al_client_run_once(c, err, &call);
 	if (!r)
 		return AL_EREDIS;
 	got = r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
@@ -373,7 +354,7 @@ static int get_result(struct al_client *c, const char *id, struct al_result *res
 	int rc = AL_OK;
 
 	al_result_get_call(&get, id);
-	r = run_once(c, err, &get);
+	r = al_client_run_once(c, err, &get);
 	if (!r)
 		return AL_EREDIS;
 	*found = r->type == REDIS_REPLY_STRING;
@@ -394,7 +375,7 @@ static int await_result(struct al_client *c, const char *id, struct al_result *r
 	int rc = AL_OK;
 
 	al_await_call(&call, id);
-	r = run_once(c, err, &call);
+	r = al_client_run_once(c, err, &call);
 	if (!r)
 		return AL_EREDIS;
 	if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
@@ -425,7 +406,7 @@ static int end_wait(struct al_client *c, const char *id, const char *after, uint
 
 	if (!c->no_xread) {
 		al_end_wait_call(&call, id, after, left_ms > 1000 ? 1000 : (unsigned)left_ms);
-		r = run_once(c, err, &call);
+		r = al_client_run_once(c, err, &call);
 		if (r) {
 			freeReplyObject(r);
 			return AL_OK;
@@ -510,7 +491,7 @@ int al_client_session_call(struct al_client *c, struct al_sess_call *call, uint6
 		return rc;
 	al_session_queue_call(&q, call->session, call->tenant, b.data, b.len);
 	al_buf_free(&b);
-	r = run_once(c, err, &q);
+	r = al_client_run_once(c, err, &q);
 	if (!r)
 		return AL_EREDIS;
 	rc = r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
@@ -544,7 +525,7 @@ int al_client_session_call(struct al_client *c, struct al_sess_call *call, uint6
 			return rc;
 		/* ended, or its worker stopped renewing it: no answer will come */
 		al_session_read_call(&look, call->session);
-		r = run_once(c, err, &look);
+		r = al_client_run_once(c, err, &look);
 		if (!r)
 			return AL_EREDIS;
 		if (r->type == REDIS_REPLY_ARRAY && r->elements == 5) {
@@ -652,7 +633,7 @@ int al_client_status(struct al_client *c, const char *id, enum al_job_state *sta
 
 	memset(res, 0, sizeof(*res));
 	al_lookup_call(&call, id); /* the record's state, or "submitted" from the marker */
-	r = run_once(c, err, &call);
+	r = al_client_run_once(c, err, &call);
 	if (!r)
 		return AL_EREDIS;
 	s = r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
@@ -691,13 +672,13 @@ int al_client_cancel(struct al_client *c, const char *id, struct al_err *err)
 	if ((rc = al_job_new_id(nonce, err)))
 		return rc;
 	al_cancel_request_call(&call, id, nonce);
-	r = run_once(c, err, &call);
+	r = al_client_run_once(c, err, &call);
 	if (!r)
 		return AL_EREDIS;
 	freeReplyObject(r);
 	for (int i = 0; i < AL_CANCEL_WAIT_S; i++) {
 		al_reply_wait_call(&call, nonce, 1000);
-		r = run_once(c, err, &call);
+		r = al_client_run_once(c, err, &call);
 		if (!r)
 			return AL_EREDIS;
 		rc = r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
@@ -716,374 +697,4 @@ int al_client_cancel(struct al_client *c, const char *id, struct al_err *err)
 		return rc;
 	}
 	return AL_CANCEL_REQUESTED; /* on the intake: carried out when a scheduler reads it */
-}
-
-/* One ready stream's line: its workers group's lag (queued) and pending
- * (running); nothing for a stream that does not exist (yet). */
-static void stats_queue(struct al_client *c, FILE *f, const char *stream)
-{
-	redisReply *r = redisCommand(c->rc, "XINFO GROUPS %s", stream);
-	long long lag = -1, pending = 0;
-
-	if (!r || r->type != REDIS_REPLY_ARRAY) {
-		if (r)
-			freeReplyObject(r);
-		return;
-	}
-	for (size_t g = 0; g < r->elements; g++) {
-		redisReply *grp = r->element[g];
-		bool ours = false;
-		long long l = -1, p = 0;
-
-		for (size_t k = 0; grp->type == REDIS_REPLY_ARRAY && k + 1 < grp->elements;
-		     k += 2) {
-			const char *name = grp->element[k]->str;
-			redisReply *v = grp->element[k + 1];
-
-			if (!strcmp(name, "name") && v->type == REDIS_REPLY_STRING)
-				ours = !strcmp(v->str, AL_GROUP_WORKERS);
-			else if (!strcmp(name, "lag") && v->type == REDIS_REPLY_INTEGER)
-				l = v->integer;
-			else if (!strcmp(name, "pending") && v->type == REDIS_REPLY_INTEGER)
-				p = v->integer;
-		}
-		if (ours) {
-			lag = l;
-			pending = p;
-		}
-	}
-	freeReplyObject(r);
-	fprintf(f, "queue %s queued=%lld running=%lld\n", stream + strlen(AL_KEY_PREFIX "q:"), lag,
-		pending);
-}
-
-/* The policy hash in a worker's registry entry ("" when it has none). */
-static void desc_policy(const char *desc, char out[17])
-{
-	const char *p = strstr(desc, "\"policy\":\"");
-	size_t n = 0;
-
-	out[0] = 0;
-	if (!p)
-		return;
-	for (p += 10; n < 16 && isxdigit((unsigned char)p[n]); n++)
-		out[n] = p[n];
-	out[n] = 0;
-}
-
-/* The live schedulers with their policy's hash, the live workers with
- * their registry entries, then each worker whose policy is none of the
- * schedulers' (a reload one of them missed). */
-static void stats_schedulers_and_workers(struct al_client *c, FILE *f)
-{
-	char hashes[8][17];
-	size_t nh = 0;
-	struct al_call call;
-	redisReply *r;
-
-	al_registry_call(&call, AL_KEY_SCHEDULERS);
-	r = run_once(c, NULL, &call);
-	for (size_t i = 0; r && r->type == REDIS_REPLY_ARRAY && i < r->elements; i++) {
-		char key[AL_KEY_MAX];
-		redisReply *h;
-
-		if (r->element[i]->type != REDIS_REPLY_STRING)
-			continue;
-		h = redisCommand(c->rc, "GET %s", al_key_scheduler(key, r->element[i]->str));
-		if (h && h->type == REDIS_REPLY_STRING) {
-			fprintf(f, "scheduler %s policy=%s\n", r->element[i]->str, h->str);
-			if (nh < 8)
-				snprintf(hashes[nh++], sizeof(hashes[0]), "%s", h->str);
-		}
-		if (h)
-			freeReplyObject(h);
-	}
-	if (r)
-		freeReplyObject(r);
-	al_hash_all_call(&call, AL_KEY_WORKERS);
-	r = run_once(c, NULL, &call);
-	bool *live = r && r->type == REDIS_REPLY_ARRAY ? calloc(r->elements / 2 + 1, 1) : NULL;
-
-	/* each worker asked about once: alive (al:worker:<id>), then listed */
-	for (size_t i = 0; live && i + 1 < r->elements; i += 2) {
-		char key[AL_KEY_MAX];
-		redisReply *alive;
-
-		if (r->element[i]->type != REDIS_REPLY_STRING ||
-		    r->element[i + 1]->type != REDIS_REPLY_STRING)
-			continue;
-		alive = redisCommand(c->rc, "EXISTS %s", al_key_worker(key, r->element[i]->str));
-		live[i / 2] = alive && alive->type == REDIS_REPLY_INTEGER && alive->integer;
-		if (alive)
-			freeReplyObject(alive);
-		if (live[i / 2])
-			fprintf(f, "worker %s %s\n", r->element[i]->str, r->element[i + 1]->str);
-	}
-	/* then those whose policy is none of the schedulers' */
-	for (size_t i = 0; live && nh && i + 1 < r->elements; i += 2) {
-		char hash[17];
-		bool known = false;
-
-		if (!live[i / 2])
-			continue;
-		desc_policy(r->element[i + 1]->str, hash);
-		for (size_t k = 0; k < nh; k++)
-			known |= !strcmp(hashes[k], hash);
-		if (!known)
-			fprintf(f,
-				"policy_mismatch worker=%s policy=%s schedulers=%s%s "
-				"note=\"reload it (SIGHUP) or restart it\"\n",
-				r->element[i]->str, hash[0] ? hash : "unknown", hashes[0],
-				nh > 1 ? ",..." : "");
-	}
-	free(live);
-	if (r)
-		freeReplyObject(r);
-}
-
-int al_client_stats(struct al_client *c, void *fp, struct al_err *err)
-{
-	FILE *f = fp;
-	redisReply *r, *tiers;
-	struct al_call call;
-
-	if (operator_only(c, "stats", err))
-		return err->code;
-	/* the tiers the schedulers' policies name (al:tiers), each band's stream */
-	al_registry_call(&call, AL_KEY_TIERS);
-	tiers = run_once(c, err, &call);
-	if (!tiers)
-		return AL_EREDIS;
-	for (size_t i = 0; tiers->type == REDIS_REPLY_ARRAY && i < tiers->elements; i++) {
-		char key[AL_KEY_MAX];
-
-		if (tiers->element[i]->type != REDIS_REPLY_STRING)
-			continue;
-		for (int b = 0; b < AL_BANDS; b++)
-			stats_queue(c, f, al_key_queue(key, tiers->element[i]->str, b));
-	}
-	freeReplyObject(tiers);
-	stats_schedulers_and_workers(c, f);
-	al_dlq_len_call(&call);
-	r = run_once(c, NULL, &call);
-	if (r && r->type == REDIS_REPLY_INTEGER)
-		fprintf(f, "dead_letters %lld\n", r->integer);
-	if (r)
-		freeReplyObject(r);
-	al_hash_all_call(&call, AL_KEY_STATS);
-	r = run_once(c, NULL, &call);
-	if (r && r->type == REDIS_REPLY_ARRAY)
-		for (size_t i = 0; i + 1 < r->elements; i += 2)
-			if (r->element[i]->type == REDIS_REPLY_STRING &&
-			    r->element[i + 1]->type == REDIS_REPLY_STRING)
-				fprintf(f, "%s %s\n", r->element[i]->str, r->element[i + 1]->str);
-	if (r)
-		freeReplyObject(r);
-	return AL_OK;
-}
-
-static void print_entry(FILE *f, redisReply *e, bool full)
-{
-	if (e->type != REDIS_REPLY_ARRAY || e->elements != 2)
-		return;
-	fprintf(f, "%s", e->element[0]->str);
-	for (size_t k = 0; k + 1 < e->element[1]->elements; k += 2) {
-		redisReply *key = e->element[1]->element[k], *val = e->element[1]->element[k + 1];
-
-		if (!strcmp(key->str, "raw") && !full) {
-			fprintf(f, " raw=<%zu bytes>", val->len);
-			continue;
-		}
-		fprintf(f, " %s=", key->str);
-		for (size_t j = 0; j < val->len; j++) {
-			unsigned char ch = (unsigned char)val->str[j];
-
-			if (ch >= 0x20 && ch < 0x7f && ch != '\\')
-				fputc(ch, f);
-			else
-				fprintf(f, "\\x%02x", ch);
-		}
-	}
-	fputc('\n', f);
-}
-
-int al_client_dlq(struct al_client *c, const char *op, const char *entry, void *fp,
-		  struct al_err *err)
-{
-	FILE *f = fp;
-	redisReply *r;
-
-	if (operator_only(c, "dlq", err))
-		return err->code;
-	if (!strcmp(op, "list")) {
-		r = redisCommand(c->rc, "XRANGE %s - + COUNT 1000", AL_KEY_DLQ);
-		if (!r || r->type != REDIS_REPLY_ARRAY)
-			goto out_redis;
-		for (size_t i = 0; i < r->elements; i++)
-			print_entry(f, r->element[i], false);
-	} else if ((!strcmp(op, "show") || !strcmp(op, "retry")) && entry) {
-		redisReply *e;
-		const char *raw = NULL;
-		size_t rawlen = 0, size = 0;
-
-		r = redisCommand(c->rc, "XRANGE %s %s %s", AL_KEY_DLQ, entry, entry);
-		if (!r || r->type != REDIS_REPLY_ARRAY)
-			goto out_redis;
-		if (r->elements == 0) {
-			freeReplyObject(r);
-			return al_err_set(err, AL_EINVAL, "no dead letter %s", entry);
-		}
-		if (!strcmp(op, "show")) {
-			print_entry(f, r->element[0], true);
-			freeReplyObject(r);
-			return AL_OK;
-		}
-		e = r->element[0]->element[1];
-		for (size_t k = 0; k + 1 < e->elements; k += 2)
-			if (!strcmp(e->element[k]->str, "raw")) {
-				raw = e->element[k + 1]->str;
-				rawlen = e->element[k + 1]->len;
-			} else if (!strcmp(e->element[k]->str, "size")) {
-				size = strtoull(e->element[k + 1]->str, NULL, 10);
-			}
-		if (!raw || !rawlen) {
-			freeReplyObject(r);
-			return al_err_set(err, AL_EINVAL, "dead letter %s has no job to retry",
-					  entry);
-		}
-		if (size > rawlen) {
-			freeReplyObject(r);
-			return al_err_set(err, AL_EINVAL,
-					  "dead letter %s keeps only the first %zu of its %zu "
-					  "bytes: it cannot be re-submitted; submit the job again",
-					  entry, rawlen, size);
-		}
-		{
-			redisReply *x =
-			    redisCommand(c->rc, "XADD %s * job %b", AL_KEY_INTAKE, raw, rawlen);
-			redisReply *d = redisCommand(c->rc, "XDEL %s %s", AL_KEY_DLQ, entry);
-
-			if (x)
-				freeReplyObject(x);
-			if (d)
-				freeReplyObject(d);
-		}
-		fprintf(f, "re-submitted %s\n", entry);
-	} else if (!strcmp(op, "purge")) {
-		r = redisCommand(c->rc, "DEL %s", AL_KEY_DLQ);
-		if (!r)
-			goto out_redis;
-		fprintf(f, "purged\n");
-	} else {
-		return al_err_set(err, AL_EINVAL, "dlq: expected list, show ID, retry ID or purge");
-	}
-	freeReplyObject(r);
-	return AL_OK;
-out_redis:
-	if (r)
-		freeReplyObject(r);
-	return al_err_set(err, AL_EREDIS, "redis %s: %s", c->where,
-			  c->rc->errstr[0] ? c->rc->errstr : "unexpected reply");
-}
-
-/* "key value" pairs of a hash reply, as one line. */
-static void print_vm(FILE *f, const char *name, const redisReply *h)
-{
-	fprintf(f, "%s", name);
-	for (size_t k = 0; h && h->type == REDIS_REPLY_ARRAY && k + 1 < h->elements; k += 2)
-		fprintf(f, " %s=%s", h->element[k]->str, h->element[k + 1]->str);
-	fputc('\n', f);
-}
-
-/* A lease's field as a number (0 when missing). */
-static uint64_t vm_field(struct al_client *c, const char *name, const char *field)
-{
-	redisReply *r = redisCommand(c->rc, "HGET " AL_KEY_VM_PREFIX "%s %s", name, field);
-	uint64_t v = r && r->type == REDIS_REPLY_STRING ? strtoull(r->str, NULL, 10) : 0;
-
-	if (r)
-		freeReplyObject(r);
-	return v;
-}
-
-int al_client_vm(struct al_client *c, const char *op, const char *name, uint64_t ms, void *fp,
-		 struct al_err *err)
-{
-	FILE *f = fp;
-	redisReply *r = NULL;
-
-	if (operator_only(c, "vm", err))
-		return err->code;
-	if (!strcmp(op, "list")) {
-		r = redisCommand(c->rc, "ZRANGE %s 0 -1", AL_KEY_VM_LEASES);
-		if (!r || r->type != REDIS_REPLY_ARRAY)
-			goto out_redis;
-		for (size_t i = 0; i < r->elements; i++) {
-			redisReply *h = redisCommand(c->rc, "HGETALL " AL_KEY_VM_PREFIX "%s",
-						     r->element[i]->str);
-
-			print_vm(f, r->element[i]->str, h);
-			if (h)
-				freeReplyObject(h);
-		}
-		freeReplyObject(r);
-		return AL_OK;
-	}
-	if (!name || strncmp(name, AL_VM_NAME_PREFIX, strlen(AL_VM_NAME_PREFIX)) ||
-	    strlen(name) > AL_ID_MAX + 16 || strpbrk(name, " \t\r\n"))
-		return al_err_set(err, AL_EINVAL,
-				  "vm: expected a VM name (%s...), as `airlock vm list` prints",
-				  AL_VM_NAME_PREFIX);
-	r = redisCommand(c->rc, "ZSCORE %s %s", AL_KEY_VM_LEASES, name);
-	if (!r)
-		goto out_redis;
-	if (r->type != REDIS_REPLY_STRING) {
-		freeReplyObject(r);
-		return al_err_set(err, AL_EINVAL, "vm: no running VM %s (ended, or never leased)",
-				  name);
-	}
-	freeReplyObject(r);
-	if (!strcmp(op, "stop")) {
-		/* The scheduler ends it on its next pass (about a second). */
-		redisReply *a = redisCommand(c->rc, "HSET " AL_KEY_VM_PREFIX "%s stop_reason %s",
-					     name, "stopped by a client (airlock vm stop)");
-		redisReply *b = redisCommand(c->rc, "ZADD %s XX 0 %s", AL_KEY_VM_LEASES, name);
-
-		if (a)
-			freeReplyObject(a);
-		if (!b)
-			goto out_redis;
-		freeReplyObject(b);
-		fprintf(f, "%s stopping\n", name);
-		return AL_OK;
-	}
-	if (!strcmp(op, "extend")) {
-		uint64_t exp = vm_field(c, name, "expires_ms"),
-			 max = vm_field(c, name, "max_until_ms");
-		uint64_t now = al_now_ms(), want = (exp > now ? exp : now) + ms;
-		char v[24];
-
-		if (ms == 0)
-			return al_err_set(err, AL_EINVAL,
-					  "vm extend: expected a positive number of ms");
-		if (max && want > max)
-			want = max;
-		snprintf(v, sizeof(v), "%llu", (unsigned long long)want);
-		r = redisCommand(c->rc, "ZADD %s XX %s %s", AL_KEY_VM_LEASES, v, name);
-		if (!r)
-			goto out_redis;
-		freeReplyObject(r);
-		r = redisCommand(c->rc, "HSET " AL_KEY_VM_PREFIX "%s expires_ms %s", name, v);
-		if (r)
-			freeReplyObject(r);
-		fprintf(f, "%s expires_ms=%s%s\n", name, v,
-			max && want == max ? " (the policy's maximum lease)" : "");
-		return AL_OK;
-	}
-	return al_err_set(err, AL_EINVAL, "vm: expected list, stop NAME or extend NAME MS");
-out_redis:
-	if (r)
-		freeReplyObject(r);
-	return al_err_set(err, AL_EREDIS, "redis %s: %s", c->where,
-			  c->rc->errstr[0] ? c->rc->errstr : "unexpected reply");
 }

@@ -81,19 +81,6 @@ int al_client_status(struct al_client *c, const char *id, enum al_job_state *sta
  * AL_EINVAL. */
 int al_client_cancel(struct al_client *c, const char *id, struct al_err *err);
 
-/* Print queue depth per tier, live workers and slots, dead letters,
- * results by status (one "key value" line each) to f. */
-int al_client_stats(struct al_client *c, void *f, struct al_err *err);
-
-/* Dead letters: list (up to count, newest last), show one, re-submit one to
- * the intake, or delete all. Output goes to f (a FILE *). */
-int al_client_dlq(struct al_client *c, const char *op, const char *entry, void *f,
-		  struct al_err *err);
-
-/* Service VMs: list the leased ones (one line each: name and lease fields),
- * stop one (the scheduler destroys it within about a second) or extend its
- * lease by ms (up to the policy's maximum). Unknown names are AL_EINVAL. */
-int al_client_vm(struct al_client *c, const char *op, const char *name, uint64_t ms, void *f,
-		 struct al_err *err);
+/* The operator's calls (stats, dead letters, service VMs): admin.h. */
 
 #endif

@@ -21,7 +21,6 @@
 #include <yaml.h>
 #include "policy_int.h"
 
-
 /* Limits every tier starts from before its own defaults and max. */
 static const struct al_limits base_defaults = {10000,	 0,	   256u << 20, 64,
 					       1u << 20, 1u << 20, 64u << 20};
@@ -59,10 +58,11 @@ static int parse_limits(struct ctx *c, yaml_node_t *n, const char *what, struct 
 			if (!strcmp(key, limit_keys[i].key))
 				dst = (uint64_t *)(void *)((char *)l + limit_keys[i].off);
 		if (!dst)
-			return al_pol_fail(c, k,
-				    "%s: unknown limit \"%s\"; use wall_ms, cpu_ms, memory_bytes, "
-				    "pids, stdout_bytes, stderr_bytes or disk_bytes",
-				    what, key);
+			return al_pol_fail(
+			    c, k,
+			    "%s: unknown limit \"%s\"; use wall_ms, cpu_ms, memory_bytes, "
+			    "pids, stdout_bytes, stderr_bytes or disk_bytes",
+			    what, key);
 		if ((rc = al_pol_u64(c, v, key, dst)))
 			return rc;
 		if (*dst == 0)
@@ -108,7 +108,7 @@ static int parse_ports(struct ctx *c, yaml_node_t *v, struct al_tier_policy *t)
 			return rc;
 		if (u < 1 || u > 65535)
 			return al_pol_fail(c, pn, "ports: expected 1..65535, got %llu",
-				    (unsigned long long)u);
+					   (unsigned long long)u);
 		t->ports[t->nports++] = (uint16_t)u;
 	}
 	return AL_OK;
@@ -165,16 +165,17 @@ static int parse_sessions(struct ctx *c, yaml_node_t *v, struct al_tier_policy *
 		while (i < sizeof(keys) / sizeof(keys[0]) && (!key || strcmp(key, keys[i].key)))
 			i++;
 		if (i == sizeof(keys) / sizeof(keys[0]))
-			return al_pol_fail(c, k,
-				    "sessions: unknown key \"%s\"; use max_per_tenant, idle_s or "
-				    "max_life_s",
-				    key ? key : "?");
+			return al_pol_fail(
+			    c, k,
+			    "sessions: unknown key \"%s\"; use max_per_tenant, idle_s or "
+			    "max_life_s",
+			    key ? key : "?");
 		if ((rc = al_pol_u64(c, e, key, &u)))
 			return rc;
 		if (u < keys[i].min || u > keys[i].max)
 			return al_pol_fail(c, e, "sessions.%s: expected %llu..%llu", key,
-				    (unsigned long long)keys[i].min,
-				    (unsigned long long)keys[i].max);
+					   (unsigned long long)keys[i].min,
+					   (unsigned long long)keys[i].max);
 		if (i == 0)
 			sp->max_per_tenant = (uint32_t)u;
 		else if (i == 1)
@@ -194,7 +195,8 @@ static int parse_egress(struct ctx *c, yaml_node_t *v, struct al_tier_policy *t)
 	if (v->type == YAML_SCALAR_NODE)
 		return al_pol_bool(c, v, "egress", &t->egress);
 	if (v->type != YAML_MAPPING_NODE)
-		return al_pol_fail(c, v, "egress: expected true, false or {allow: [host:port, ...]}");
+		return al_pol_fail(c, v,
+				   "egress: expected true, false or {allow: [host:port, ...]}");
 	FOR_PAIRS(c, v, k, e, pe)
 	{
 		const char *key = al_pol_scalar(k);
@@ -214,7 +216,7 @@ static int parse_egress(struct ctx *c, yaml_node_t *v, struct al_tier_policy *t)
 
 				if (t->negress_rules == AL_EGRESS_RULES_MAX)
 					return al_pol_fail(c, h, "egress.allow: at most %d rules",
-						    AL_EGRESS_RULES_MAX);
+							   AL_EGRESS_RULES_MAX);
 				if (!rule)
 					return al_pol_fail(c, h, "egress.allow: rules are strings");
 				if (al_egress_rule_parse(rule, &t->egress_rules[t->negress_rules],
@@ -227,10 +229,11 @@ static int parse_egress(struct ctx *c, yaml_node_t *v, struct al_tier_policy *t)
 			if ((rc = al_pol_u64(c, e, key, &u)))
 				return rc;
 			if (u == 0)
-				return al_pol_fail(c, e,
-					    "egress.%s: at least 1 (every egress cap is finite; "
-					    "leave it out for the default)",
-					    key);
+				return al_pol_fail(
+				    c, e,
+				    "egress.%s: at least 1 (every egress cap is finite; "
+				    "leave it out for the default)",
+				    key);
 			if (key[4] == 'b')
 				t->egress_max_bytes = u;
 			else if (u > UINT32_MAX)
@@ -253,17 +256,19 @@ static int parse_egress(struct ctx *c, yaml_node_t *v, struct al_tier_policy *t)
 			bool pem = false;
 
 			if (!path || path[0] != '/')
-				return al_pol_fail(c, e, "egress.ca_file: an absolute path to a PEM file");
+				return al_pol_fail(
+				    c, e, "egress.ca_file: an absolute path to a PEM file");
 			if (!(f = fopen(path, "r")))
-				return al_pol_fail(c, e, "egress.ca_file: %s: %s", path, strerror(errno));
+				return al_pol_fail(c, e, "egress.ca_file: %s: %s", path,
+						   strerror(errno));
 			while (!pem && fgets(line, sizeof(line), f))
 				pem = !strncmp(line, "-----BEGIN CERTIFICATE-----", 27);
 			fclose(f);
 			if (!pem)
 				return al_pol_fail(c, e,
-					    "egress.ca_file: %s holds no PEM certificate "
-					    "(-----BEGIN CERTIFICATE-----)",
-					    path);
+						   "egress.ca_file: %s holds no PEM certificate "
+						   "(-----BEGIN CERTIFICATE-----)",
+						   path);
 			free(t->egress_ca_file);
 			if (!(t->egress_ca_file = strdup(path)))
 				return al_err_set(c->err, AL_ENOMEM, "policy: out of memory");
@@ -278,8 +283,9 @@ static int parse_egress(struct ctx *c, yaml_node_t *v, struct al_tier_policy *t)
 	if (!t->negress_rules)
 		return al_pol_fail(c, v, "egress: an allow list with at least one rule");
 	if (t->egress_cache_https && !t->egress_cache_bytes)
-		return al_pol_fail(c, cache_https,
-			    "egress.cache_https: needs egress.cache_bytes (the cache it fills)");
+		return al_pol_fail(
+		    c, cache_https,
+		    "egress.cache_https: needs egress.cache_bytes (the cache it fills)");
 	t->egress = true;
 	return AL_OK;
 }
@@ -298,8 +304,8 @@ static int parse_callback_hosts(struct ctx *c, yaml_node_t *v, struct al_tier_po
 		return al_err_set(c->err, AL_ENOMEM, "policy: out of memory");
 	FOR_ITEMS(c, v, h, it)
 	{
-		if ((rc =
-			 al_pol_str(c, h, "callback_hosts[]", &t->callback_hosts[t->ncallback_hosts])))
+		if ((rc = al_pol_str(c, h, "callback_hosts[]",
+				     &t->callback_hosts[t->ncallback_hosts])))
 			return rc;
 		t->ncallback_hosts++;
 	}
@@ -323,11 +329,12 @@ static int parse_binds(struct ctx *c, yaml_node_t *v, struct al_tier_policy *t)
 			return rc;
 		t->binds[t->nbinds++] = b;
 		if (!bind_path_ok(b))
-			return al_pol_fail(c, h,
-				    "binds: \"%s\" must be an absolute, normalized host path other "
-				    "than / (no \"..\", \".\", \"//\" or trailing \"/\"; not under "
-				    "/proc, /dev or /tmp), at most %d bytes",
-				    b, AL_BIND_PATH_MAX);
+			return al_pol_fail(
+			    c, h,
+			    "binds: \"%s\" must be an absolute, normalized host path other "
+			    "than / (no \"..\", \".\", \"//\" or trailing \"/\"; not under "
+			    "/proc, /dev or /tmp), at most %d bytes",
+			    b, AL_BIND_PATH_MAX);
 	}
 	return AL_OK;
 }
@@ -352,10 +359,11 @@ int al_pol_image(struct ctx *c, yaml_node_t *v, const char *what, char **out)
 	int rc = al_pol_str(c, v, what, out);
 
 	if (!rc && !image_name_ok(*out))
-		return al_pol_fail(c, v,
-			    "%s: \"%s\" is not an image name (a recipe of deploy/images/recipes: "
-			    "[a-z0-9][a-z0-9_-]*, not a path)",
-			    what, *out);
+		return al_pol_fail(
+		    c, v,
+		    "%s: \"%s\" is not an image name (a recipe of deploy/images/recipes: "
+		    "[a-z0-9][a-z0-9_-]*, not a path)",
+		    what, *out);
 	return rc;
 }
 
@@ -397,8 +405,9 @@ static int parse_pool(struct ctx *c, yaml_node_t *v, struct al_tier_policy *t,
 		if ((rc = al_pol_u64(c, v, "pool", &u)))
 			return rc;
 		if (u > AL_POOL_MAX)
-			return al_pol_fail(c, v, "pool: expected 0..%d (pre-booted sandboxes per worker)",
-				    AL_POOL_MAX);
+			return al_pol_fail(c, v,
+					   "pool: expected 0..%d (pre-booted sandboxes per worker)",
+					   AL_POOL_MAX);
 		t->pool = (uint32_t)u;
 		return AL_OK;
 	}
@@ -415,8 +424,9 @@ static int parse_pool(struct ctx *c, yaml_node_t *v, struct al_tier_policy *t,
 		if ((rc = al_pol_u64(c, e, "pool", &u)))
 			return rc;
 		if (u > AL_POOL_MAX)
-			return al_pol_fail(c, e, "pool: expected 0..%d (pre-booted sandboxes per worker)",
-				    AL_POOL_MAX);
+			return al_pol_fail(c, e,
+					   "pool: expected 0..%d (pre-booted sandboxes per worker)",
+					   AL_POOL_MAX);
 		counts[*n - 1] = (uint32_t)u;
 	}
 	return AL_OK;
@@ -438,23 +448,24 @@ static int check_images(struct ctx *c, yaml_node_t *n, struct al_tier_policy *t,
 			return al_err_set(c->err, AL_ENOMEM, "policy: out of memory");
 	} else if (t->image && al_tier_image_index(t, t->image) < 0)
 		return al_pol_fail(c, n, "tier %s: image \"%s\" is not in its images; add it there",
-			    t->name, t->image);
+				   t->name, t->image);
 	for (size_t i = 0; i < npools; i++) {
 		int k = al_tier_image_index(t, names[i]);
 
 		if (k < 0)
-			return al_pol_fail(c, n, "tier %s: pool: \"%s\" is not in its images", t->name,
-				    names[i]);
+			return al_pol_fail(c, n, "tier %s: pool: \"%s\" is not in its images",
+					   t->name, names[i]);
 		if (!strcmp(names[i], t->image))
 			t->pool = counts[i];
 		else
 			t->pools[k] = counts[i];
 	}
 	if (t->nimages && t->nbinds && !strcmp(t->backend, "process"))
-		return al_pol_fail(c, n,
-			    "tier %s: a process tier with images takes no binds (the image is its "
-			    "whole, read-only root); use a container tier for both",
-			    t->name);
+		return al_pol_fail(
+		    c, n,
+		    "tier %s: a process tier with images takes no binds (the image is its "
+		    "whole, read-only root); use a container tier for both",
+		    t->name);
 	if (t->nimages && !strcmp(t->backend, "vm") && t->nimages > 1)
 		return al_pol_fail(c, n, "tier %s: a vm tier boots one image; give one", t->name);
 	return AL_OK;
@@ -524,7 +535,8 @@ static int parse_tier_key(struct ctx *c, const struct tier_key *tk, yaml_node_t 
 		if ((rc = al_pol_u64(c, v, tk->key, &u)))
 			return rc;
 		if (u < tk->min || u > tk->max)
-			return al_pol_fail(c, v, "%s: %s", tk->key, tk->hint ? tk->hint : "out of range");
+			return al_pol_fail(c, v, "%s: %s", tk->key,
+					   tk->hint ? tk->hint : "out of range");
 		if (tk->kind == KEY_U32)
 			*(uint32_t *)(void *)field = (uint32_t)u;
 		else
@@ -577,7 +589,8 @@ static int read_tier(struct ctx *c, yaml_node_t *name, yaml_node_t *n, struct al
 					     ? " or "
 					     : ", ",
 					 tier_keys[i].key);
-			return al_pol_fail(c, k, "tier %s: unknown key \"%s\"; use %s", t->name, key, all);
+			return al_pol_fail(c, k, "tier %s: unknown key \"%s\"; use %s", t->name,
+					   key, all);
 		}
 		if ((rc = parse_tier_key(c, tk, v, t, pn)))
 			return rc;
@@ -602,33 +615,35 @@ static int read_tier(struct ctx *c, yaml_node_t *name, yaml_node_t *n, struct al
 		    "(process, container, microvm or vm)",
 		    t->name, t->backend);
 	if (t->egress && !t->negress_rules)
-		return al_pol_fail(c, n,
-			    "tier %s: egress: true would let everything out, which no backend "
-			    "offers; give the %s backend an allow list (egress: {allow: "
-			    "[host:port, ...]})",
-			    t->name, t->backend);
+		return al_pol_fail(
+		    c, n,
+		    "tier %s: egress: true would let everything out, which no backend "
+		    "offers; give the %s backend an allow list (egress: {allow: "
+		    "[host:port, ...]})",
+		    t->name, t->backend);
 	if (t->nbinds && strcmp(t->backend, "process") && strcmp(t->backend, "container"))
-		return al_pol_fail(c, n,
-			    "tier %s: binds are for the process and container backends; a %s "
-			    "job has no host path to share",
-			    t->name, t->backend);
+		return al_pol_fail(
+		    c, n,
+		    "tier %s: binds are for the process and container backends; a %s "
+		    "job has no host path to share",
+		    t->name, t->backend);
 	if (t->egress_cache_https && !strcmp(t->backend, "vm"))
 		return al_pol_fail(c, n,
-			    "tier %s: egress.cache_https: a service VM's trust store is its "
-			    "image's, which cannot trust the worker's CA; leave it out on a "
-			    "vm tier",
-			    t->name);
+				   "tier %s: egress.cache_https: a service VM's trust store is its "
+				   "image's, which cannot trust the worker's CA; leave it out on a "
+				   "vm tier",
+				   t->name);
 	if (t->max_lease_ms < t->lease_ms)
 		return al_pol_fail(c, n, "tier %s: vm_max_lease_ms is below vm_lease_ms; raise it",
-			    t->name);
+				   t->name);
 		/* Defaults must fit under the maxima. */
 #define CHECK_DEF(f)                                                                               \
 	do {                                                                                       \
 		if (t->defaults.f > t->max.f)                                                      \
-			return al_pol_fail(c, n,                                                          \
-				    "tier %s: defaults." #f " is above max." #f                    \
-				    "; lower it or raise the max",                                 \
-				    t->name);                                                      \
+			return al_pol_fail(c, n,                                                   \
+					   "tier %s: defaults." #f " is above max." #f             \
+					   "; lower it or raise the max",                          \
+					   t->name);                                               \
 	} while (0)
 	CHECK_DEF(wall_ms);
 	CHECK_DEF(cpu_ms);
@@ -650,4 +665,3 @@ int al_pol_tier(struct ctx *c, yaml_node_t *name, yaml_node_t *n, struct al_tier
 		free(pn.names[i]);
 	return rc;
 }
-

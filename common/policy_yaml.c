@@ -76,7 +76,6 @@ int al_pol_str(struct ctx *c, yaml_node_t *n, const char *what, char **out)
 	return *out ? AL_OK : al_err_set(c->err, AL_ENOMEM, "policy: out of memory");
 }
 
-
 int al_pol_map(struct ctx *c, yaml_node_t *n, const char *what)
 {
 	if (!n || n->type != YAML_MAPPING_NODE)

@@ -38,7 +38,8 @@ import sys
 import threading
 from typing import Any, Callable, Dict, List, Optional, TextIO
 
-from .client import AirlockError, Client, Rejected, SessionEnded, tool_answer
+from .client import AirlockError, Client, Rejected, SessionEnded
+from .llm import tool_answer
 
 PROTOCOL_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS = -32700, -32600, -32601, -32602

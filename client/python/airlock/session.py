@@ -1,0 +1,134 @@
+"""An open session (Client.session): its calls, one at a time, in one
+sandbox whose state lasts."""
+from __future__ import annotations
+
+import fnmatch
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+from .errors import (AirlockError, NotFound, OutputLimit, SessionEnded)
+from .results import Bytes, OutputFn, Result
+from ._gateway import _Gateway
+
+if TYPE_CHECKING:
+    from .client import Client
+
+
+class Session:
+    """An open session (Client.session): calls run one at a time, in order,
+    in one sandbox whose state lasts. Each returns a Result like a job's
+    (a python exception is a nonzero_exit with its traceback in stderr and
+    its summary in error; a call past its time is a timeout, interrupted,
+    and the session goes on); SessionEnded once the session has ended."""
+
+    def __init__(self, client: "Client", sid: str, tier: Optional[str]):
+        self.client = client
+        self.id = sid
+        self.tier = tier
+
+    def __enter__(self) -> "Session":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def _call(self, call: Dict[str, Any], timeout: Optional[float],
+              on_output: Optional[OutputFn] = None) -> Result:
+        if timeout is not None:
+            call["timeout_ms"] = max(1, int(timeout * 1000))
+        via = self.client._via
+        if isinstance(via, _Gateway):
+            res = via.session_call(self.id, call, on_output)
+        else:
+            res = via.session_wait(self.id, via.session_call(self.id, call), None, on_output)
+        if res.status == "session_ended":
+            reason, _, detail = (res.error or "").partition(": ")[2].partition(": ")
+            raise SessionEnded(self.id, reason or "ended", detail)
+        return res
+
+    def run_python(self, code: Bytes, *, timeout: Optional[float] = None,
+                   on_output: Optional[OutputFn] = None,
+                   files: Optional[Mapping[str, Bytes]] = None,
+                   collect: Sequence[str] = ()) -> Result:
+        """Run code in the session's Python interpreter (its globals last);
+        a last expression's value is printed; open figures come back in
+        outputs (image/png). on_output(kind, data) gets its stdout and
+        stderr as they come ("stdout"/"stderr", bytes), before the result
+        (which holds all of it). files: {path: bytes} put first; collect:
+        paths or globs (as a job's) of files brought back after, in
+        Result.files ({path: bytes}, 64 at most)."""
+        return self._run({"op": "python", "code": code if isinstance(code, str)
+                          else bytes(code).decode()}, timeout, on_output, files, collect)
+
+    def exec(self, cmd: Union[str, Sequence[str]], *, timeout: Optional[float] = None,
+             on_output: Optional[OutputFn] = None,
+             files: Optional[Mapping[str, Bytes]] = None, collect: Sequence[str] = ()) -> Result:
+        """A shell line (a str) or a program and its arguments (a list), in
+        the session's work directory; on_output, files and collect as for
+        run_python."""
+        call = {"op": "exec", "code": cmd} if isinstance(cmd, str) else \
+            {"op": "exec", "argv": list(cmd)}
+        return self._run(call, timeout, on_output, files, collect)
+
+    def _run(self, call: Dict[str, Any], timeout: Optional[float],
+             on_output: Optional[OutputFn], files: Optional[Mapping[str, Bytes]],
+             collect: Sequence[str]) -> Result:
+        for path, data in (files or {}).items():
+            self.put(path, data)
+        res = self._call(call, timeout, on_output)
+        if collect:
+            names = [n for _, n in self.ls()]
+            for name in [n for n in names if any(_collect_match(c, n) for c in collect)][:64]:
+                try:
+                    res.files[name] = self.get(name)
+                except OutputLimit:
+                    res.files_truncated.append(name)
+        return res
+
+    def put(self, path: str, data: Bytes, mode: int = 0o644) -> None:
+        """Write a file under the session's work directory."""
+        raw = data.encode() if isinstance(data, str) else bytes(data)
+        res = self._call({"op": "put", "path": path, "data": raw, "mode": mode}, None)
+        if res.status != "ok":
+            raise AirlockError("put %s: %s" % (path, res.error or res.status))
+
+    def get(self, path: str) -> bytes:
+        """A file's bytes (OutputLimit past the worker's cap on files)."""
+        res = self._call({"op": "get", "path": path}, None)
+        if res.status != "ok":
+            raise NotFound("get %s: %s" % (path, res.error or res.status))
+        if res.stdout_truncated:
+            raise OutputLimit(res)
+        return res.stdout
+
+    def ls(self, path: str = "") -> List[Tuple[int, str]]:
+        """(size, path) of each file under path (the work directory)."""
+        call: Dict[str, Any] = {"op": "ls"}
+        if path:
+            call["path"] = path
+        res = self._call(call, None)
+        if res.status != "ok":
+            raise NotFound("ls %s: %s" % (path or ".", res.error or res.status))
+        out = []
+        for line in res.stdout.decode(errors="replace").splitlines():
+            size, _, name = line.partition("\t")
+            out.append((int(size), name))
+        return out
+
+    def close(self) -> None:
+        """End the session (its sandbox is destroyed); closing twice is fine."""
+        try:
+            self._call({"op": "close"}, None)
+        except (SessionEnded, NotFound):
+            pass
+
+
+def _collect_match(entry: str, path: str) -> bool:
+    """A collect entry against a path, as the worker matches it (PROTOCOL.md:
+    fnmatch with FNM_PATHNAME and FNM_PERIOD); an entry without *, ? or [
+    is the path itself."""
+    if not any(ch in entry for ch in "*?["):
+        return entry == path
+    pat, parts = entry.split("/"), path.split("/")
+    return len(pat) == len(parts) and all(
+        fnmatch.fnmatchcase(p, g) and (not p.startswith(".") or g.startswith("."))
+        for g, p in zip(pat, parts))

@@ -2,10 +2,7 @@
 class per job status that is not a success (_FAILURES, by status)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from .results import Result
+from typing import Any
 
 
 # ---- outcomes ----
@@ -35,7 +32,7 @@ class JobFailed(AirlockError):
 
     status = ""
 
-    def __init__(self, result: "Result"):
+    def __init__(self, result: Any):  # a Result (results.py)
         self.result = result
         super().__init__("job %s: %s: %s" % (result.id, result.status, result.error or ""))
 

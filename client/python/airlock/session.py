@@ -3,14 +3,12 @@ sandbox whose state lasts."""
 from __future__ import annotations
 
 import fnmatch
-from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from .errors import (AirlockError, NotFound, OutputLimit, SessionEnded)
 from .results import Bytes, OutputFn, Result
 from ._gateway import _Gateway
-
-if TYPE_CHECKING:
-    from .client import Client
+from ._redis import _Redis
 
 
 class Session:
@@ -20,8 +18,8 @@ class Session:
     its summary in error; a call past its time is a timeout, interrupted,
     and the session goes on); SessionEnded once the session has ended."""
 
-    def __init__(self, client: "Client", sid: str, tier: Optional[str]):
-        self.client = client
+    def __init__(self, via: Union[_Gateway, _Redis], sid: str, tier: Optional[str]):
+        self._via = via  # the client's way in
         self.id = sid
         self.tier = tier
 
@@ -35,7 +33,7 @@ class Session:
               on_output: Optional[OutputFn] = None) -> Result:
         if timeout is not None:
             call["timeout_ms"] = max(1, int(timeout * 1000))
-        via = self.client._via
+        via = self._via
         if isinstance(via, _Gateway):
             res = via.session_call(self.id, call, on_output)
         else:

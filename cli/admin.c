@@ -100,8 +100,8 @@ int cli_dlq(const char *url, int argc, char **argv)
 	}
 	if (!(c = cli_connect(url, &rc)))
 		return rc;
-	if (list ? al_client_dlq_list(c, &d, &err)
-	    : show ? al_client_dlq_show(c, id, &d, &err)
+	if (list    ? al_client_dlq_list(c, &d, &err)
+	    : show  ? al_client_dlq_show(c, id, &d, &err)
 	    : retry ? al_client_dlq_retry(c, id, &err)
 		    : al_client_dlq_purge(c, &err))
 		rc = failed(&err);

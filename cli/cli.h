@@ -1,5 +1,5 @@
 /* cli.h - what the airlock CLI's files share, top down: airlock.c (the
- * verbs' table, run, grade, wait, status, cancel), session.c, images.c
+ * verbs' table, run, grade, wait, status, cancel), session_cmd.c, images.c
  * and admin.c (their verbs), jobopts.c (run's options), gradejob.c,
  * print.c (results), junit.c and io.c (allocations, local files). Each
  * calls only those after it. Internal to cli/. */
@@ -80,7 +80,7 @@ int cli_read_path(const char *path, struct al_bytes *out, size_t cap);
 /* images.c: airlock images [--dir DIR] [--json] */
 int cli_images(const char *url, int argc, char **argv);
 
-/* session.c: airlock session open|exec|py|put|get|ls|close ... */
+/* session_cmd.c: airlock session open|exec|py|put|get|ls|close ... */
 int cli_session(const char *url, int argc, char **argv);
 
 #endif

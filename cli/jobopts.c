@@ -196,8 +196,8 @@ static int add_url_input(struct jobargs *x, const char *v)
 	char *last = strrchr(s, ',');
 
 	/* from the right: [,unpack], path, sha256; the rest is the URL */
-	if (last && (!strcmp(last + 1, "tar") || !strcmp(last + 1, "zip") ||
-		     !strcmp(last + 1, "none"))) {
+	if (last &&
+	    (!strcmp(last + 1, "tar") || !strcmp(last + 1, "zip") || !strcmp(last + 1, "none"))) {
 		part[0] = last + 1;
 		*last = '\0';
 	}
@@ -243,8 +243,13 @@ static int add_git_input(struct jobargs *x, const char *v)
 }
 
 #define NUM(name, kind, field, max)                                                                \
-	{name, kind, offsetof(struct al_job, field), 0, max, 0, NULL}
-#define OTHER(name) {name, AL_OPT_STR, 0, 0, 0, 0, NULL}
+	{                                                                                          \
+		name, kind, offsetof(struct al_job, field), 0, max, 0, NULL                        \
+	}
+#define OTHER(name)                                                                                \
+	{                                                                                          \
+		name, AL_OPT_STR, 0, 0, 0, 0, NULL                                                 \
+	}
 
 /* The table: usage lists the options in this order. */
 static const struct jobopt opts[] = {
@@ -254,8 +259,7 @@ static const struct jobopt opts[] = {
     {OTHER("code"), 'c', "CODE", "the code itself (else FILE, or -- ARGV...)", set_code},
     {OTHER("image"), 0, "NAME", "a catalogue image the tier offers (default: the tier's)",
      set_image},
-    {OTHER("network"), 0, "none|egress", "network egress through the tier's rules",
-     set_network},
+    {OTHER("network"), 0, "none|egress", "network egress through the tier's rules", set_network},
     {OTHER("egress-allow"), 0, "HOST:PORT", "repeatable: narrows the tier's rules",
      add_egress_allow},
     {OTHER("file"), 'f', "LOCAL[:REMOTE]", "an input file (repeatable)", add_file},
@@ -268,11 +272,9 @@ static const struct jobopt opts[] = {
      "repeatable: a repository's branch, tag, ref or commit id, checked out by the worker at "
      "PATH with a shallow .git",
      add_git_input},
-    {NUM("timeout", AL_OPT_U64, limits.wall_ms, UINT64_MAX), 0, "MS", "its wall-clock time",
-     NULL},
+    {NUM("timeout", AL_OPT_U64, limits.wall_ms, UINT64_MAX), 0, "MS", "its wall-clock time", NULL},
     {NUM("cpu", AL_OPT_U64, limits.cpu_ms, UINT64_MAX), 0, "MS", "its CPU time", NULL},
-    {NUM("memory", AL_OPT_U64, limits.memory_bytes, UINT64_MAX), 0, "BYTES", "its memory",
-     NULL},
+    {NUM("memory", AL_OPT_U64, limits.memory_bytes, UINT64_MAX), 0, "BYTES", "its memory", NULL},
     {NUM("pids", AL_OPT_U64, limits.pids, UINT64_MAX), 0, "N", "its processes at once", NULL},
     {NUM("disk", AL_OPT_U64, limits.disk_bytes, UINT64_MAX), 0, "BYTES", "its /work", NULL},
     {OTHER("stdin"), 0, "FILE", "its standard input", set_stdin},
@@ -281,14 +283,12 @@ static const struct jobopt opts[] = {
      "its priority within the tenant's (default 5)", NULL},
     {NUM("deadline-ms", AL_OPT_U64, deadline_ms, UINT64_MAX), 0, "UNIX_MS",
      "expired unless started by then", NULL},
-    {OTHER("idempotency-key"), 0, "K", "a second submit of K gets the first job's id",
-     set_key},
+    {OTHER("idempotency-key"), 0, "K", "a second submit of K gets the first job's id", set_key},
     {OTHER("callback"), 0, "URL", "a webhook for its result", set_callback},
     {OTHER("label"), 0, "K=V", "a label (repeatable)", add_label},
     {OTHER("id"), 0, "ID", "its id (else one is made)", set_id},
     {OTHER("json"), 0, NULL, "the result as JSON", set_json},
-    {OTHER("no-stream"), 0, NULL, "run: the output at the end, not as it comes",
-     set_no_stream},
+    {OTHER("no-stream"), 0, NULL, "run: the output at the end, not as it comes", set_no_stream},
 };
 #define NOPTS (sizeof(opts) / sizeof(opts[0]))
 
@@ -351,9 +351,9 @@ int cli_build_job(int argc, char **argv, struct al_job *job, struct cli_jobargs 
 	job->tenant = cli_strdup("default");
 	job->priority = AL_PRIORITY_DEFAULT;
 	for (size_t i = 0; i < NOPTS; i++) {
-		longs[i] = (struct option){opts[i].o.name,
-					   opts[i].value ? required_argument : no_argument, NULL,
-					   (int)(256 + i)};
+		longs[i] =
+		    (struct option){opts[i].o.name, opts[i].value ? required_argument : no_argument,
+				    NULL, (int)(256 + i)};
 		if (opts[i].letter) {
 			shorts[ns++] = opts[i].letter;
 			shorts[ns++] = ':';

@@ -58,7 +58,6 @@ static int emit(FILE *f, const char *data, size_t len)
 	return len ? (unsigned char)data[len - 1] : '\n';
 }
 
-
 int cli_on_chunk(const struct al_chunk *ch, void *arg)
 {
 	struct shown *sh = arg;
@@ -151,4 +150,3 @@ int cli_print_result(const struct al_result *r, bool json, const struct shown *s
 	}
 	return cli_exit_code_for(r);
 }
-

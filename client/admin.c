@@ -250,7 +250,8 @@ int al_client_stats(struct al_client *c, struct al_stats *out, struct al_err *er
 		if (tiers->element[i]->type != REDIS_REPLY_STRING)
 			continue;
 		for (int b = 0; !rc && b < AL_BANDS; b++)
-			rc = stats_queue(c, out, &cap, al_key_queue(key, tiers->element[i]->str, b));
+			rc =
+			    stats_queue(c, out, &cap, al_key_queue(key, tiers->element[i]->str, b));
 	}
 	freeReplyObject(tiers);
 	if (rc || (rc = stats_schedulers_and_workers(c, out)))
@@ -359,8 +360,7 @@ int al_client_dlq_list(struct al_client *c, struct al_dlq *out, struct al_err *e
 	return dlq_range(c, "-", "+", "1000", out, err);
 }
 
-int al_client_dlq_show(struct al_client *c, const char *id, struct al_dlq *out,
-		       struct al_err *err)
+int al_client_dlq_show(struct al_client *c, const char *id, struct al_dlq *out, struct al_err *err)
 {
 	int rc = dlq_range(c, id, id, NULL, out, err);
 
@@ -535,8 +535,8 @@ static uint64_t vm_field(struct al_client *c, const char *name, const char *fiel
 	return v;
 }
 
-int al_client_vm_extend(struct al_client *c, const char *name, uint64_t ms,
-			uint64_t *expires_ms, bool *capped, struct al_err *err)
+int al_client_vm_extend(struct al_client *c, const char *name, uint64_t ms, uint64_t *expires_ms,
+			bool *capped, struct al_err *err)
 {
 	uint64_t exp, max, now, want;
 	redisReply *r;

@@ -32,8 +32,8 @@ struct al_stats {
 	size_t nqueues;
 	struct al_stats_node *schedulers, *workers, *mismatched;
 	size_t nschedulers, nworkers, nmismatched;
-	long long dead_letters;	 /* -1 when not read */
-	struct al_kv *counters;	 /* al:stats: results by status and the like */
+	long long dead_letters; /* -1 when not read */
+	struct al_kv *counters; /* al:stats: results by status and the like */
 	size_t ncounters;
 };
 
@@ -60,8 +60,7 @@ struct al_dlq {
 /* The first 1,000 dead letters, oldest first. */
 int al_client_dlq_list(struct al_client *c, struct al_dlq *out, struct al_err *err);
 /* Dead letter id alone; AL_EINVAL when there is none. */
-int al_client_dlq_show(struct al_client *c, const char *id, struct al_dlq *out,
-		       struct al_err *err);
+int al_client_dlq_show(struct al_client *c, const char *id, struct al_dlq *out, struct al_err *err);
 /* Submit dead letter id's job again (onto the intake) and delete the
  * letter; AL_EINVAL when there is none, it holds no job, or only a cut
  * copy of one. */
@@ -87,8 +86,8 @@ int al_client_vm_list(struct al_client *c, struct al_vms *out, struct al_err *er
 int al_client_vm_stop(struct al_client *c, const char *name, struct al_err *err);
 /* Extend its lease by ms (> 0), up to the policy's maximum: its new
  * expiry (epoch ms) in *expires_ms, *capped when the maximum cut it. */
-int al_client_vm_extend(struct al_client *c, const char *name, uint64_t ms,
-			uint64_t *expires_ms, bool *capped, struct al_err *err);
+int al_client_vm_extend(struct al_client *c, const char *name, uint64_t ms, uint64_t *expires_ms,
+			bool *capped, struct al_err *err);
 void al_vms_free(struct al_vms *v);
 
 #endif

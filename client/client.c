@@ -12,7 +12,7 @@
 #include <time.h>
 
 #include "../proto/contract.h"
-#include "../proto/session.h"
+#include "../proto/call.h"
 #include "../common/log.h"
 #include "../common/redis_url.h"
 #include "../common/clock.h"

@@ -45,7 +45,7 @@ int al_client_submit_many(struct al_client *c, struct al_job *jobs, size_t n,
 int al_client_wait(struct al_client *c, const char *id, uint64_t timeout_ms, struct al_result *res,
 		   struct al_err *err);
 
-/* A session's call (proto/session.h): call->session, op and its fields
+/* A session's call (proto/call.h): call->session, op and its fields
  * set; its id (new when NULL) and tenant ("default" when NULL) are filled
  * here. Queued for the session's worker, then waited for up to
  * timeout_ms (0 = forever). AL_OK fills *res: the call's result, or, when

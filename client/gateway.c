@@ -4,7 +4,7 @@
  * the same codec as in direct mode. */
 #include "gateway.h"
 
-#include "../proto/session.h"
+#include "../proto/call.h"
 
 #include <curl/curl.h>
 #include <jansson.h>

@@ -140,7 +140,7 @@ static int parse_env(struct ctx *c, yaml_node_t *v, struct al_tier_policy *t)
 /* egress: true|false, or {allow: [rules], max_bytes: N, max_connections: N,
  * max_open: N}; each cap at least 1, finite by default. */
 /* sessions: {max_per_tenant: N, idle_s: S, max_life_s: S} (each may be
- * left out: 4, 600, 3600); the tier opens sessions (proto/session.h). */
+ * left out: 4, 600, 3600); the tier opens sessions (proto/call.h). */
 static int parse_sessions(struct ctx *c, yaml_node_t *v, struct al_tier_policy *t)
 {
 	static const struct {

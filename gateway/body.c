@@ -10,7 +10,7 @@
 #include "../common/clock.h"
 #include "../proto/json.h"
 #include "../proto/mp.h"
-#include "../proto/session.h"
+#include "../proto/call.h"
 #include "gw.h"
 
 /* A tenant in the body may only repeat the key's. */

@@ -101,7 +101,7 @@ void gw_hash_text(const char *key, size_t len, char out[72]);
 int gw_job_from_body(const char *body, size_t len, bool msgpack, const char *id, const char *tenant,
 		     bool opens_session, struct al_buf *out, struct al_job *job,
 		     struct al_err *err);
-/* The same for a session's call (proto/session.h): its session's id, and
+/* The same for a session's call (proto/call.h): its session's id, and
  * its op (NULL: the body's), from the path. */
 struct al_sess_call;
 int gw_call_from_body(const char *body, size_t len, bool msgpack, const char *id,

@@ -1,6 +1,6 @@
 /* req.h - one HTTP request of the gateway's, alive until it is answered,
  * and the steps its files share, top down: api.c (the route table),
- * session.c (the sessions' endpoints), jobs.c (the jobs'), sse.c (live
+ * session_api.c (the sessions' endpoints), jobs.c (the jobs'), sse.c (live
  * output), poll.c (long polls) and reply.c (answers). Each calls only
  * those after it. Internal to gateway/. */
 #ifndef AL_GW_REQ_H
@@ -45,7 +45,7 @@ struct req {
 	bool want_stream;		/* a call: Accept: text/event-stream */
 	bool streaming;			/* its answer is Server-Sent Events (started) */
 	/* a call's live output: its result (the last event) if there is one,
-	 * else the session's state (set by session.c, called by sse.c) */
+	 * else the session's state (set by session_api.c, called by sse.c) */
 	void (*look)(struct req *q);
 };
 
@@ -116,7 +116,7 @@ void gw_submit(struct req *q, const char *body, size_t len, bool msgpack, bool r
  * result, a wait, a cancel, its output); else 404. */
 void gw_with_owned_job(struct req *q);
 
-/* session.c: the sessions' endpoints (docs/api.md, "Sessions"): open
+/* session_api.c: the sessions' endpoints (docs/api.md, "Sessions"): open
  * (POST /v1/sessions), and a call: the op from the path and method
  * (/calls: the body's), on the session of q->id. */
 struct evkeyvalq;

@@ -25,7 +25,7 @@ enum {
 	/* grading jobs, run whole inside one sandbox (the microVM's agent runs
 	 * the build and each test in a cgroup and uid of its own) */
 	AL_CAP_GRADE_INSIDE = 1u << 9,
-	/* sessions (proto/session.h): the sandbox stays up for calls, its
+	/* sessions (proto/call.h): the sandbox stays up for calls, its
 	 * session server reached through al_watch.session_fd */
 	AL_CAP_SESSION = 1u << 10,
 };

@@ -1,5 +1,5 @@
 /* codec.h - the job codec's shared fields (field.c), which job.c,
- * grade.c, inputs.c and session.c use, and the grading fields (grade.c)
+ * grade.c, inputs.c and call.c use, and the grading fields (grade.c)
  * that job.c and result.c call. Internal to proto/. */
 #ifndef AL_CODEC_H
 #define AL_CODEC_H

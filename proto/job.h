@@ -130,7 +130,7 @@ struct al_job {
 	size_t ntests;
 	bool stop_on_failure; /* skip the tests after the first that fails */
 	int group_scoring;    /* enum al_group_scoring: how a group's points are earned */
-	/* opens a session (session.h): no command of its own; its sandbox
+	/* opens a session (call.h): no command of its own; its sandbox
 	 * runs the session server until the session ends */
 	bool session;
 };

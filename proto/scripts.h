@@ -140,7 +140,7 @@ extern const char al_lua_vm_end_due[];
  * Ends one lease (its domain is gone). -> 1 */
 extern const char al_lua_vm_end_one[];
 
-/* Sessions (session.h; PROTOCOL.md, "Sessions"). A session's record is
+/* Sessions (call.h; PROTOCOL.md, "Sessions"). A session's record is
  * al:sess:<id> (tenant, tier, worker, state open|ended, reason, opened_ms,
  * lease_ms, life_ms, ended_ms); al:sessions orders the open ones by lease
  * end; al:tenant:<t> field sessions counts a tenant's open ones.

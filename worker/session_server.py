@@ -1,4 +1,4 @@
-# session_server.py - the server inside a session's sandbox (worker/session.c
+# session_server.py - the server inside a session's sandbox (worker/sessions.c
 # runs it as the session's job; PROTOCOL.md, "Sessions"). It reaches the
 # worker through the abstract unix socket of its own network namespace
 # (process, container), or the VM's session port its agent gave it on fd 4

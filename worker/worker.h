@@ -12,7 +12,7 @@
  *   slots.c    the slot table: slots and places, release, hold, give back
  *   health.c   a backend that keeps failing to set up sandboxes: paused,
  *              probed, resumed
- *   session.c  sessions: a slot's sandbox kept for a tenant's calls
+ *   sessions.c sessions: a slot's sandbox kept for a tenant's calls
  *   jobs.c     running a job: admission re-check, the runner, its result,
  *              held jobs started in freed slots, histograms
  *   fetch.c    taking jobs: FETCH and CLAIM scripts, the blocking read
@@ -42,7 +42,7 @@
 #include "../common/aconn.h"
 #include "../common/policy.h"
 #include "../proto/contract.h"
-#include "../proto/session.h"
+#include "../proto/call.h"
 #include "runner.h"
 #include "service.h"
 #include "webhook.h"
@@ -264,7 +264,7 @@ void wk_slot_release(struct slot *s);
 void wk_give_back(struct worker *w, struct slot *p);
 void wk_hold(struct worker *w, struct slot *p);
 
-/* session.c: sessions (proto/session.h) */
+/* sessions.c: sessions (proto/call.h) */
 /* Slot s holds an accepted session job: start its sandbox and server. */
 void wk_session_start(struct worker *w, struct slot *s);
 void wk_sessions_on_up(struct al_aconn *c, void *arg); /* sessq: wait for calls */

@@ -1,4 +1,4 @@
-/* test_session.c - the session call's codec (proto/session.h) and the job's
+/* test_session.c - the session call's codec (proto/call.h) and the job's
  * "session" field: every call that decodes comes back the same through
  * encode; every malformed one is refused naming its field; a session's job
  * has no command; a result's outputs round-trip. */
@@ -11,7 +11,7 @@
 #include "../../proto/contract.h"
 #include "../../proto/mp.h"
 #include "../../proto/result.h"
-#include "../../proto/session.h"
+#include "../../proto/call.h"
 #include "policy_file.h"
 #include "tap.h"
 

@@ -1,4 +1,4 @@
-/* session.c - sessions (proto/session.h; PROTOCOL.md, "Sessions"): a job
+/* session.c - sessions (proto/call.h; PROTOCOL.md, "Sessions"): a job
  * with "session": true keeps its slot and its sandbox, which runs the
  * session server (session_server.py) instead of a command. The server
  * connects to the socket the backend made in the sandbox's own network
@@ -32,7 +32,7 @@
 #include "../common/clock.h"
 #include "../common/log.h"
 #include "../proto/json.h"
-#include "../proto/session.h"
+#include "../proto/call.h"
 #include "worker.h"
 
 #define HELLO_MS     30000 /* the server's first frame, after start */

@@ -1,12 +1,12 @@
-/* session.h - sessions (PROTOCOL.md, "Sessions"): a sandbox a tenant opens,
+/* call.h - sessions (PROTOCOL.md, "Sessions"): a sandbox a tenant opens,
  * runs calls in, and closes. A session is opened by a job with "session":
  * true (its id is the session's id); its calls are the frames below, which
  * a client queues for the worker that holds the session (al:wq:<worker>,
  * through the SESSION_CALL script), each answered like a job, under the
  * name <session>/<call id> (al_call_key_name): a result at al:res:<it>, an
  * end entry on al:out:<it>. */
-#ifndef AL_SESSION_H
-#define AL_SESSION_H
+#ifndef AL_CALL_H
+#define AL_CALL_H
 
 #include <stdbool.h>
 #include <stdint.h>

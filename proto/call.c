@@ -1,5 +1,5 @@
-/* session.c - a session call's msgpack codec (session.h). */
-#include "session.h"
+/* call.c - a session call's msgpack codec (call.h). */
+#include "call.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -19,7 +19,7 @@
 #include <sys/stat.h>
 
 #include "../common/opt.h"
-#include "../proto/session.h"
+#include "../proto/call.h"
 #include "cli.h"
 
 static int usage_error(const char *msg)

@@ -15,7 +15,7 @@
 #include "../proto/contract.h"
 #include "../proto/json.h"
 #include "../proto/result.h"
-#include "../proto/session.h"
+#include "../proto/call.h"
 #include "req.h"
 
 #define CALL_SLACK_MS 30000 /* a call is waited for its time plus this */

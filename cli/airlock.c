@@ -185,7 +185,7 @@ static int cmd_grade(const char *url, int argc, char **argv)
 	    {"json", no_argument, NULL, 'j'},	       {"submit", no_argument, NULL, 'S'},
 	    {"print-job", no_argument, NULL, 'p'},     {NULL, 0, NULL, 0},
 	};
-	struct al_grade_opts go = {0};
+	struct cli_grade_opts go = {0};
 	struct al_job job;
 	struct al_result res;
 	struct al_err err = {0};
@@ -221,7 +221,7 @@ static int cmd_grade(const char *url, int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	go.no_new_id = gateway_url && !print_job;
-	if (al_grade_job_load(argv[optind], &go, &job, &err)) {
+	if (cli_grade_job_load(argv[optind], &go, &job, &err)) {
 		fprintf(stderr, "airlock: %s\n", err.msg);
 		return err.code == AL_EINVAL ? EXIT_REJECTED : EXIT_NOINPUT;
 	}
@@ -250,7 +250,7 @@ static int cmd_grade(const char *url, int argc, char **argv)
 	if (json) {
 		rc = cli_print_result(&res, true, NULL);
 	} else {
-		al_grade_print(stdout, &res);
+		cli_grade_print(stdout, &res);
 		rc = cli_exit_code_for(&res);
 	}
 	al_result_free(&res);

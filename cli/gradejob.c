@@ -399,8 +399,8 @@ fail:
 	return NULL;
 }
 
-int al_grade_job_load(const char *path, const struct al_grade_opts *o, struct al_job *job,
-		      struct al_err *err)
+int cli_grade_job_load(const char *path, const struct cli_grade_opts *o, struct al_job *job,
+		       struct al_err *err)
 {
 	struct stat st;
 	json_t *j;
@@ -491,7 +491,7 @@ static void print_row(FILE *f, const char *num, const struct al_test_result *t, 
 	}
 }
 
-void al_grade_print(FILE *f, const struct al_result *res)
+void cli_grade_print(FILE *f, const struct al_result *res)
 {
 	size_t ok = 0;
 

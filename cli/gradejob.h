@@ -23,7 +23,7 @@
 #include "../proto/job.h"
 #include "../proto/result.h"
 
-struct al_grade_opts {
+struct cli_grade_opts {
 	const char *tier;     /* overrides the file's; NULL = the file's, else "trusted" */
 	const char *image;    /* overrides the file's; NULL = the file's */
 	const char *compare;  /* the directory's tests: exact, trim (default) or tokens */
@@ -36,11 +36,11 @@ struct al_grade_opts {
  * al_job_free); its id is new unless the file names one. AL_EINVAL with
  * err naming the file and the problem (the protocol's checks included),
  * AL_ESYS when a file cannot be read. */
-int al_grade_job_load(const char *path, const struct al_grade_opts *o, struct al_job *job,
-		      struct al_err *err);
+int cli_grade_job_load(const char *path, const struct cli_grade_opts *o, struct al_job *job,
+		       struct al_err *err);
 
 /* The verdict table of a grading job's result, then one summary line
  * ("19/20 accepted"); for a compile_error, the build's output first. */
-void al_grade_print(FILE *f, const struct al_result *res);
+void cli_grade_print(FILE *f, const struct al_result *res);
 
 #endif

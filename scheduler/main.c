@@ -63,9 +63,9 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 		s->last_vm_ms = mono;
 		if (!s->reconciled) {
 			s->reconciled = true;
-			al_vmlease_reconcile(s->vms);
+			sc_vmlease_reconcile(s->vms);
 		}
-		al_vmlease_tick(s->vms, t);
+		sc_vmlease_tick(s->vms, t);
 	}
 	if (mono - s->last_snapshot_ms >= 1000) { /* also trims the streams */
 		struct al_call c;
@@ -296,7 +296,7 @@ int main(int argc, char **argv)
 	s.cmd = al_aconn_new(s.base, &s.url, "cmd", on_cmd_up, on_down, &s);
 	s.fetch = al_aconn_new(s.base, &s.url, "fetch", on_fetch_up, on_down, &s);
 	if (s.libvirt_uri) {
-		s.vms = al_vmlease_new(s.libvirt_uri, s.cmd, s.policy.result_ttl_ms, &err);
+		s.vms = sc_vmlease_new(s.libvirt_uri, s.cmd, s.policy.result_ttl_ms, &err);
 		if (!s.vms) {
 			fprintf(stderr, "airlock-scheduler: --libvirt: %s\n", err.msg);
 			return 2;
@@ -306,7 +306,7 @@ int main(int argc, char **argv)
 	al_log("info", "scheduler_start", "id=%s policy=%s source=%s tiers=%zu listen=%s", s.id,
 	       s.policy.hash, s.policy.source, s.policy.ntiers, listen);
 	event_base_dispatch(s.base);
-	al_vmlease_free(s.vms);
+	sc_vmlease_free(s.vms);
 	al_aconn_free(s.cmd);
 	al_aconn_free(s.fetch);
 	if (s.http)

@@ -39,7 +39,7 @@ struct sched {
 	struct evhttp *http;
 	uint64_t last_reclaim_ms, last_snapshot_ms, last_vm_ms;
 	const char *libvirt_uri; /* service VMs' libvirt, or NULL */
-	struct al_vmlease *vms;
+	struct sc_vmlease *vms;
 	bool reconciled;
 	uint64_t up_ms; /* monotonic ms when the command connection was last up */
 	bool read_own;	/* this run's own pending intake entries were read */

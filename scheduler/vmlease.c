@@ -14,7 +14,7 @@
 #include "../proto/keys.h"
 #include "../common/clock.h"
 
-struct al_vmlease {
+struct sc_vmlease {
 	virConnectPtr conn;
 	struct al_aconn *cmd;
 	uint64_t ttl_ms;
@@ -26,10 +26,10 @@ static void quiet(void *data, virErrorPtr e)
 	(void)e;
 }
 
-struct al_vmlease *al_vmlease_new(const char *uri, struct al_aconn *cmd, uint64_t ttl_ms,
+struct sc_vmlease *sc_vmlease_new(const char *uri, struct al_aconn *cmd, uint64_t ttl_ms,
 				  struct al_err *err)
 {
-	struct al_vmlease *v = calloc(1, sizeof(*v));
+	struct sc_vmlease *v = calloc(1, sizeof(*v));
 
 	if (!v) {
 		al_err_set(err, AL_ENOMEM, "out of memory");
@@ -50,7 +50,7 @@ struct al_vmlease *al_vmlease_new(const char *uri, struct al_aconn *cmd, uint64_
 	return v;
 }
 
-void al_vmlease_free(struct al_vmlease *v)
+void sc_vmlease_free(struct sc_vmlease *v)
 {
 	if (!v)
 		return;
@@ -59,7 +59,7 @@ void al_vmlease_free(struct al_vmlease *v)
 }
 
 /* Remove the DHCP host entry (reserved address) the worker added for mac. */
-static void release_host(struct al_vmlease *v, const char *netname, const char *mac)
+static void release_host(struct sc_vmlease *v, const char *netname, const char *mac)
 {
 	virNetworkPtr net = netname[0] && mac[0] ? virNetworkLookupByName(v->conn, netname) : NULL;
 	char ip[16];
@@ -73,7 +73,7 @@ static void release_host(struct al_vmlease *v, const char *netname, const char *
 /* Destroy a domain of ours and remove its overlay disk: the disk path comes
  * from libvirt (never from Redis), and only a file named after the domain
  * is removed. */
-static void destroy_domain(struct al_vmlease *v, const char *name, const char *why)
+static void destroy_domain(struct sc_vmlease *v, const char *name, const char *why)
 {
 	struct al_lv_domain facts;
 	char *disk = facts.disk, *mac = facts.mac, *net = facts.net;
@@ -102,7 +102,7 @@ static void destroy_domain(struct al_vmlease *v, const char *name, const char *w
 
 static void on_due(redisAsyncContext *ac, void *reply, void *priv)
 {
-	struct al_vmlease *v = priv;
+	struct sc_vmlease *v = priv;
 	redisReply *r = reply;
 
 	(void)ac;
@@ -113,7 +113,7 @@ static void on_due(redisAsyncContext *ac, void *reply, void *priv)
 			destroy_domain(v, r->element[i]->str, "lease ended");
 }
 
-void al_vmlease_tick(struct al_vmlease *v, uint64_t now_ms)
+void sc_vmlease_tick(struct sc_vmlease *v, uint64_t now_ms)
 {
 	struct al_call c;
 
@@ -132,7 +132,7 @@ static bool in_reply(const redisReply *r, const char *name)
 
 static void on_leases(redisAsyncContext *ac, void *reply, void *priv)
 {
-	struct al_vmlease *v = priv;
+	struct sc_vmlease *v = priv;
 	redisReply *r = reply;
 	virDomainPtr *doms = NULL;
 	int n;
@@ -177,7 +177,7 @@ static void on_leases(redisAsyncContext *ac, void *reply, void *priv)
 	free(doms);
 }
 
-void al_vmlease_reconcile(struct al_vmlease *v)
+void sc_vmlease_reconcile(struct sc_vmlease *v)
 {
 	const char *argv[] = {"ZRANGE", AL_KEY_VM_LEASES, "0", "-1"};
 

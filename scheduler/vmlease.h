@@ -13,15 +13,15 @@
 #include "../common/aconn.h"
 #include "../proto/err.h"
 
-struct al_vmlease;
+struct sc_vmlease;
 
 /* ttl_ms: how long an ended lease's record is kept. */
-struct al_vmlease *al_vmlease_new(const char *uri, struct al_aconn *cmd, uint64_t ttl_ms,
+struct sc_vmlease *sc_vmlease_new(const char *uri, struct al_aconn *cmd, uint64_t ttl_ms,
 				  struct al_err *err);
-void al_vmlease_free(struct al_vmlease *v);
+void sc_vmlease_free(struct sc_vmlease *v);
 /* End what is due (call about once a second). */
-void al_vmlease_tick(struct al_vmlease *v, uint64_t now_ms);
+void sc_vmlease_tick(struct sc_vmlease *v, uint64_t now_ms);
 /* Compare libvirt's domains with Redis's leases (at start-up). */
-void al_vmlease_reconcile(struct al_vmlease *v);
+void sc_vmlease_reconcile(struct sc_vmlease *v);
 
 #endif

@@ -134,7 +134,7 @@ static void commit_answered(struct worker *w, struct commit *c, redisReply *e)
 
 		struct al_err err = {0};
 
-		if (al_webhooks_post(w->hooks, c->callback, c->id, c->tenant, c->result, c->len,
+		if (wk_webhooks_post(w->hooks, c->callback, c->id, c->tenant, c->result, c->len,
 				     t ? t->callback_hosts : NULL, t ? t->ncallback_hosts : 0,
 				     &err))
 			al_log("error", "webhook", "job=%s error=\"%s\"", c->id, err.msg);

@@ -27,7 +27,7 @@ static void cancel_slot(struct worker *w, struct slot *s)
 		wk_session_cancel(s);
 	} else if (s->runner) {
 		al_log("info", "cancel", "job=%s slot=%d", s->id, s->index);
-		al_runner_stop(s->runner, AL_ST_CANCELLED, "cancelled by a client while running");
+		wk_runner_stop(s->runner, AL_ST_CANCELLED, "cancelled by a client while running");
 	} else if (s->waiting) {
 		al_log("info", "cancel", "job=%s held=yes", s->id);
 		wk_commit_status(w, s->id, s->stream, s->entry, (long)s->attempt, AL_ST_CANCELLED,
@@ -238,7 +238,7 @@ void wk_on_grace(evutil_socket_t fd, short what, void *arg)
 
 			if (s->busy && s->runner) {
 				s->released = true;
-				al_runner_stop(s->runner, AL_ST_SANDBOX_ERROR,
+				wk_runner_stop(s->runner, AL_ST_SANDBOX_ERROR,
 					       "released by a draining worker");
 			}
 		}
@@ -334,7 +334,7 @@ void wk_on_hup(evutil_socket_t sig, short what, void *arg)
 	}
 	if (al_policy_load(w->conf->policy_path, &r->policy, &err) ||
 	    !reload_allowed(w, &r->policy, why, sizeof(why)) ||
-	    al_egress_ca_for(&r->policy, w->conf->backend.state_dir, &err)) {
+	    wk_egress_ca_for(&r->policy, w->conf->backend.state_dir, &err)) {
 		al_log(
 		    "error", "policy_reload",
 		    "worker=%s result=refused policy=%s error=\"%s\" note=\"the old policy stays "

@@ -180,7 +180,7 @@ static int mkdir_all(const char *dir)
 	return mkdir(p, 0700) && errno != EEXIST ? -1 : 0;
 }
 
-int al_egress_ca_open(const char *dir, struct al_err *err)
+int wk_egress_ca_open(const char *dir, struct al_err *err)
 {
 	char keyfile[PATH_MAX];
 
@@ -213,7 +213,7 @@ int al_egress_ca_open(const char *dir, struct al_err *err)
 	return AL_OK;
 }
 
-int al_egress_ca_for(const struct al_policy *pol, const char *state_dir, struct al_err *err)
+int wk_egress_ca_for(const struct al_policy *pol, const char *state_dir, struct al_err *err)
 {
 	char dir[PATH_MAX];
 
@@ -221,12 +221,12 @@ int al_egress_ca_for(const struct al_policy *pol, const char *state_dir, struct 
 		if (pol->tiers[i].egress_cache_https) {
 			snprintf(dir, sizeof(dir), "%s/egress-ca",
 				 state_dir ? state_dir : "/var/lib/airlock");
-			return al_egress_ca_open(dir, err);
+			return wk_egress_ca_open(dir, err);
 		}
 	return AL_OK;
 }
 
-const char *al_egress_ca_file(void)
+const char *wk_egress_ca_file(void)
 {
 	return G.open ? G.file : NULL;
 }
@@ -260,7 +260,7 @@ static X509 *leaf_for(const char *host, bool literal)
 	return x;
 }
 
-SSL *al_egress_ca_accept(const char *host, bool literal, struct al_err *err)
+SSL *wk_egress_ca_accept(const char *host, bool literal, struct al_err *err)
 {
 	X509 *leaf;
 	SSL *ssl;
@@ -319,7 +319,7 @@ static SSL_CTX *upstream_ctx(const char *ca_file, struct al_err *err)
 	return u->ctx;
 }
 
-SSL *al_egress_ca_connect(const char *host, bool literal, const char *ca_file, struct al_err *err)
+SSL *wk_egress_ca_connect(const char *host, bool literal, const char *ca_file, struct al_err *err)
 {
 	SSL_CTX *ctx = upstream_ctx(ca_file, err);
 	SSL *ssl;

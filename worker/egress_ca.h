@@ -18,23 +18,23 @@
  * is none or it is unreadable or ends within 30 days (a new key, a new
  * certificate; jobs started after get it). Once per process; a second call
  * is a no-op. 0, or fills err (AL_ESYS, AL_ENOMEM). */
-int al_egress_ca_open(const char *dir, struct al_err *err);
+int wk_egress_ca_open(const char *dir, struct al_err *err);
 struct al_policy;
-/* al_egress_ca_open on STATE/egress-ca (state_dir NULL: /var/lib/airlock)
+/* wk_egress_ca_open on STATE/egress-ca (state_dir NULL: /var/lib/airlock)
  * when a tier of pol has egress.cache_https; else nothing. 0, or err. */
-int al_egress_ca_for(const struct al_policy *pol, const char *state_dir, struct al_err *err);
+int wk_egress_ca_for(const struct al_policy *pol, const char *state_dir, struct al_err *err);
 /* The CA certificate's PEM file (for the job's bundle), or NULL before
- * al_egress_ca_open succeeded. */
-const char *al_egress_ca_file(void);
+ * wk_egress_ca_open succeeded. */
+const char *wk_egress_ca_file(void);
 /* A server-side SSL for the job's end of an intercepted tunnel to host (a
  * name, or an address literal when literal), with a leaf that names it
  * (made once per host, kept for the process, valid for 7 days from its
  * making). The caller frees it (SSL_free, or with its bufferevent). NULL
  * with err filled. */
-SSL *al_egress_ca_accept(const char *host, bool literal, struct al_err *err);
+SSL *wk_egress_ca_accept(const char *host, bool literal, struct al_err *err);
 /* A client-side SSL to the real server: verified (chain and name; SNI for
  * a name) against the host's default trust store and ca_file when not
  * NULL (a tier's egress.ca_file). The caller frees it. NULL with err. */
-SSL *al_egress_ca_connect(const char *host, bool literal, const char *ca_file, struct al_err *err);
+SSL *wk_egress_ca_connect(const char *host, bool literal, const char *ca_file, struct al_err *err);
 
 #endif

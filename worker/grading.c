@@ -11,7 +11,7 @@
 #include "../backends/judge.h"
 #include "../backends/jobfs.h"
 
-struct al_grading {
+struct wk_grading {
 	struct al_run_spec spec; /* the whole job's (a copy: the caller's may not outlive
 				  * this call; what it points to lives as long as the job) */
 	struct al_jobfs tree;
@@ -40,12 +40,12 @@ static int grade_root(const struct al_backend_conf *conf, char *out, size_t cap)
 	return n < 0 || (size_t)n >= cap ? -1 : 0;
 }
 
-struct al_grading *al_grading_new(const struct al_backend_ops *ops,
+struct wk_grading *wk_grading_new(const struct al_backend_ops *ops,
 				  const struct al_backend_conf *conf,
 				  const struct al_run_spec *spec, struct al_err *err)
 {
 	const struct al_job *job = spec->job;
-	struct al_grading *g = calloc(1, sizeof(*g));
+	struct wk_grading *g = calloc(1, sizeof(*g));
 	struct al_limits lim;
 	char root[PATH_MAX], name[AL_ID_MAX + 16];
 	uid_t job_uid = 0, dir_uid = 0;
@@ -56,7 +56,7 @@ struct al_grading *al_grading_new(const struct al_backend_ops *ops,
 		return NULL;
 	}
 	g->spec = *spec;
-	g->step = job->build ? -2 : -1; /* al_grading_next moves to the first */
+	g->step = job->build ? -2 : -1; /* wk_grading_next moves to the first */
 	g->tree.out_fd = g->tree.err_fd = g->tree.mnt_fd = -1;
 	if (!(g->tests = calloc(job->ntests, sizeof(*g->tests)))) {
 		al_err_set(err, AL_ENOMEM, "grading: out of memory");
@@ -93,11 +93,11 @@ struct al_grading *al_grading_new(const struct al_backend_ops *ops,
 	}
 	return g;
 fail:
-	al_grading_free(g);
+	wk_grading_free(g);
 	return NULL;
 }
 
-const struct al_run_spec *al_grading_next(struct al_grading *g)
+const struct al_run_spec *wk_grading_next(struct wk_grading *g)
 {
 	const struct al_job *job = g->spec.job;
 	struct al_limits lim;
@@ -128,7 +128,7 @@ const struct al_run_spec *al_grading_next(struct al_grading *g)
 	return &g->run;
 }
 
-int al_grading_step_done(struct al_grading *g, struct al_result *run)
+int wk_grading_step_done(struct wk_grading *g, struct al_result *run)
 {
 	const struct al_job *job = g->spec.job;
 
@@ -172,7 +172,7 @@ int al_grading_step_done(struct al_grading *g, struct al_result *run)
 	return 0;
 }
 
-int al_grading_result(struct al_grading *g, struct al_result *res)
+int wk_grading_result(struct wk_grading *g, struct al_result *res)
 {
 	size_t n = g->ndone;
 
@@ -180,7 +180,7 @@ int al_grading_result(struct al_grading *g, struct al_result *res)
 	return al_grade_result(res, g->have_build ? &g->build : NULL, &g->build_run, g->tests, n);
 }
 
-void al_grading_free(struct al_grading *g)
+void wk_grading_free(struct wk_grading *g)
 {
 	if (!g)
 		return;
@@ -196,7 +196,7 @@ void al_grading_free(struct al_grading *g)
 	free(g);
 }
 
-void al_grading_sweep(const struct al_backend_conf *conf)
+void wk_grading_sweep(const struct al_backend_conf *conf)
 {
 	char root[PATH_MAX];
 

@@ -9,31 +9,31 @@
 
 #include "../backends/backend.h"
 
-struct al_grading;
+struct wk_grading;
 
 /* Make the build tree for spec's grading job under
  * <state_dir>/<worker_id>/grade. NULL with err when it cannot be made. */
-struct al_grading *al_grading_new(const struct al_backend_ops *ops,
+struct wk_grading *wk_grading_new(const struct al_backend_ops *ops,
 				  const struct al_backend_conf *conf,
 				  const struct al_run_spec *spec, struct al_err *err);
 
 /* The next step to run (owned by g, valid until the next call), or NULL
  * when the job is over (every test ran, or stop_on_failure, or the build
  * failed). */
-const struct al_run_spec *al_grading_next(struct al_grading *g);
+const struct al_run_spec *wk_grading_next(struct wk_grading *g);
 
 /* The step just run ended with run (a status a test can have: ok,
  * nonzero_exit, a limit); its verdict is kept, and what the job's result
  * needs of run is taken from it. 0 or -1 (out of memory). */
-int al_grading_step_done(struct al_grading *g, struct al_result *run);
+int wk_grading_step_done(struct wk_grading *g, struct al_result *run);
 
 /* The job's result into res (see al_grade_result). 0 or -1. */
-int al_grading_result(struct al_grading *g, struct al_result *res);
+int wk_grading_result(struct wk_grading *g, struct al_result *res);
 
 /* Remove the tree and free g. NULL is fine. */
-void al_grading_free(struct al_grading *g);
+void wk_grading_free(struct wk_grading *g);
 
 /* Remove the build trees a crashed run of this worker id left. */
-void al_grading_sweep(const struct al_backend_conf *conf);
+void wk_grading_sweep(const struct al_backend_conf *conf);
 
 #endif

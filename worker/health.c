@@ -3,7 +3,7 @@
  * jobs again once a probe job runs on it (worker.h).
  *
  * AL_SETUP_FAILS_MAX sandbox_errors in a row whose sandbox could not be
- * made or started (al_runner_setup_failed: the host's, never what a job
+ * made or started (wk_runner_setup_failed: the host's, never what a job
  * did once it ran) pause the backend:
  * its tiers' streams leave the fetch, a job that arrives for it anyway
  * goes back to the queue unspent, and its registry entry, `airlock stats`
@@ -25,7 +25,7 @@
 #include "instage.h"
 #include "../common/clock.h"
 
-static void probe_done(struct al_runner *r, struct al_result *res, void *arg)
+static void probe_done(struct wk_runner *r, struct al_result *res, void *arg)
 {
 	struct backend_state *be = arg;
 
@@ -75,10 +75,10 @@ static void probe_start(struct worker *w, struct backend_state *be)
 	    !be->probe_job.code.data || al_policy_admit(&w->policy, &be->probe_job, 0, &err))
 		return;
 	spec.job = &be->probe_job;
-	al_run_spec_of(t, &be->probe_job, slot, &spec);
+	wk_run_spec_of(t, &be->probe_job, slot, &spec);
 	be->probe_slot = slot;
 	be->slots[slot].busy = true; /* no held job takes it meanwhile */
-	be->probe = al_runner_start(w->base, be->ops, &w->conf->backend, &spec, probe_done, be);
+	be->probe = wk_runner_start(w->base, be->ops, &w->conf->backend, &spec, probe_done, be);
 	if (!be->probe) {
 		be->slots[slot].busy = false;
 		return;
@@ -116,7 +116,7 @@ void wk_health_tick(struct worker *w)
 	struct al_err err = {0};
 
 	/* the input cache: room again, whether a job with inputs came or not */
-	if (w->inputs_full && !al_instage_cache_room(&w->conf->backend, &err)) {
+	if (w->inputs_full && !wk_instage_cache_room(&w->conf->backend, &err)) {
 		al_log("info", "inputs_resumed", "note=\"the input cache has room again\"");
 		w->inputs_full = false;
 	}
@@ -124,7 +124,7 @@ void wk_health_tick(struct worker *w)
 		struct backend_state *be = &w->backends[b];
 
 		if (be->probe_over) {
-			al_runner_free(be->probe);
+			wk_runner_free(be->probe);
 			be->probe = NULL;
 			be->probe_over = false;
 			be->slots[be->probe_slot].busy = false;
@@ -157,7 +157,7 @@ bool wk_inputs_room(struct worker *w, struct slot *s)
 
 	if (!s->job.ninputs || !w->inputs_full)
 		return true;
-	if (!al_instage_cache_room(&w->conf->backend, &err)) {
+	if (!wk_instage_cache_room(&w->conf->backend, &err)) {
 		al_log("info", "inputs_resumed", "job=%s note=\"the input cache has room again\"",
 		       s->id);
 		w->inputs_full = false;
@@ -202,7 +202,7 @@ int wk_health_json(const struct worker *w, char *out, size_t cap)
 void wk_health_free(struct worker *w)
 {
 	for (int b = 0; b < w->nbackends; b++) {
-		al_runner_free(w->backends[b].probe);
+		wk_runner_free(w->backends[b].probe);
 		w->backends[b].probe = NULL;
 		al_job_free(&w->backends[b].probe_job);
 	}

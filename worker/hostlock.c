@@ -50,7 +50,7 @@ static int lock_id(const char *dir, const char *id, int how)
 	return -1;
 }
 
-int al_hostlock_take(const char *dir, const char *id, bool shared, const char *state_dir,
+int wk_hostlock_take(const char *dir, const char *id, bool shared, const char *state_dir,
 		     struct al_err *err)
 {
 	int fd;
@@ -148,7 +148,7 @@ static int maybe_sweep(const char *dir, const char *self, const char *id, const 
 	return 1;
 }
 
-int al_hostlock_sweep_dead(const char *dir, const char *self, const char *state_dir)
+int wk_hostlock_sweep_dead(const char *dir, const char *self, const char *state_dir)
 {
 	struct al_cg_sys cg;
 	char path[PATH_MAX];

@@ -17,12 +17,12 @@
  * it: a sweeper removes a dead id's job directories there, whatever its own
  * --state-dir. A second service worker with the same id is refused
  * (AL_EINVAL, saying so). Returns the fd or a negative al_err_code. */
-int al_hostlock_take(const char *dir, const char *id, bool shared, const char *state_dir,
+int wk_hostlock_take(const char *dir, const char *id, bool shared, const char *state_dir,
 		     struct al_err *err);
 
 /* Sweep every worker id other than self that no live process holds (its
  * job directories under the state directory its lock file names, else
  * under state_dir); returns how many were swept. */
-int al_hostlock_sweep_dead(const char *dir, const char *self, const char *state_dir);
+int wk_hostlock_sweep_dead(const char *dir, const char *self, const char *state_dir);
 
 #endif

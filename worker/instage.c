@@ -31,8 +31,8 @@
 #define INPUT_CACHE_BYTES_DEFAULT (8ull << 30)	  /* the host's cache unless set */
 #define INPUT_TIMEOUT_MS_DEFAULT  (600ull * 1000) /* one job's fetch unless set */
 
-struct al_instage {
-	al_instage_done_fn done;
+struct wk_instage {
+	wk_instage_done_fn done;
 	void *arg;
 	pid_t pid;
 	int pidfd;
@@ -114,7 +114,7 @@ static unsigned cache_sweep(const char *cache, long pid)
 	return n;
 }
 
-int al_instage_cache_room(const struct al_backend_conf *conf, struct al_err *err)
+int wk_instage_cache_room(const struct al_backend_conf *conf, struct al_err *err)
 {
 	char dir[PATH_MAX], cache[PATH_MAX + 8];
 	struct statvfs v;
@@ -132,7 +132,7 @@ int al_instage_cache_room(const struct al_backend_conf *conf, struct al_err *err
 			  cache, room, (unsigned long long)v.f_blocks * v.f_frsize);
 }
 
-void al_instage_sweep(const struct al_backend_conf *conf)
+void wk_instage_sweep(const struct al_backend_conf *conf)
 {
 	char dir[PATH_MAX], prefix[160], cache[PATH_MAX + 8];
 	DIR *d;
@@ -154,7 +154,7 @@ void al_instage_sweep(const struct al_backend_conf *conf)
 }
 
 /* The fetcher's answer, read whole (one line of JSON). */
-static void finish(struct al_instage *st)
+static void finish(struct wk_instage *st)
 {
 	json_error_t je;
 	json_t *a = NULL;
@@ -207,7 +207,7 @@ static void finish(struct al_instage *st)
 
 static void on_read(evutil_socket_t fd, short what, void *arg)
 {
-	struct al_instage *st = arg;
+	struct wk_instage *st = arg;
 	ssize_t r;
 
 	(void)what;
@@ -231,13 +231,13 @@ static int add(char **argv, int *n, int max, const char *s)
 	return 0;
 }
 
-struct al_instage *al_instage_start(struct event_base *base, const struct al_backend_conf *conf,
-				    const struct al_run_spec *spec, al_instage_done_fn done,
+struct wk_instage *wk_instage_start(struct event_base *base, const struct al_backend_conf *conf,
+				    const struct al_run_spec *spec, wk_instage_done_fn done,
 				    void *arg, struct al_err *err)
 {
 	enum { ARGS_MAX = 18 + 2 * AL_EGRESS_RULES_MAX + 4 * AL_INPUTS_MAX };
 	const struct al_job *job = spec->job;
-	struct al_instage *st = calloc(1, sizeof(*st));
+	struct wk_instage *st = calloc(1, sizeof(*st));
 	char *argv[ARGS_MAX] = {0}, dir[PATH_MAX], cache[PATH_MAX], num[4][32];
 	int n = 0, pipefd[2] = {-1, -1}, bad = 0, helper = -1;
 	char *const envp[] = {(char *)"PATH=/usr/bin:/bin", NULL};
@@ -363,11 +363,11 @@ fail:
 		close(pipefd[1]);
 	if (pipefd[0] >= 0 && st->out < 0)
 		close(pipefd[0]);
-	al_instage_free(st);
+	wk_instage_free(st);
 	return NULL;
 }
 
-void al_instage_free(struct al_instage *st)
+void wk_instage_free(struct wk_instage *st)
 {
 	if (!st)
 		return;

@@ -166,13 +166,13 @@ static void out_entry(struct slot *s, const char *type, const void *data, size_t
 		       s->job.limits.wall_ms + s->w->policy.result_ttl_ms + 600000);
 }
 
-static void on_job_output(struct al_runner *r, int stream, const void *data, size_t len, void *arg)
+static void on_job_output(struct wk_runner *r, int stream, const void *data, size_t len, void *arg)
 {
 	(void)r;
 	out_entry(arg, stream == 1 ? "out" : "err", data, len);
 }
 
-static void on_job_done(struct al_runner *r, struct al_result *res, void *arg)
+static void on_job_done(struct wk_runner *r, struct al_result *res, void *arg)
 {
 	struct slot *s = arg;
 	struct worker *w = s->w;
@@ -198,12 +198,12 @@ static void on_job_done(struct al_runner *r, struct al_result *res, void *arg)
 		     ? res->started_ms - res->queued_ms
 		     : 0,
 		 res->wall_ms);
-	if (!s->released && al_runner_cache_full(r)) { /* the host's, not the job's */
+	if (!s->released && wk_runner_cache_full(r)) { /* the host's, not the job's */
 		wk_inputs_full(w, s, res->error);
 		return;
 	}
 	if (!s->released)
-		wk_health_note(w, s->be, res, al_runner_setup_failed(r));
+		wk_health_note(w, s->be, res, wk_runner_setup_failed(r));
 	if (s->released ||
 	    (res->status == AL_ST_SANDBOX_ERROR && s->attempt < s->job.max_attempts)) {
 		if (s->out_ttl_set) /* it streamed output: readers start over */
@@ -320,7 +320,7 @@ void wk_job_run(struct worker *w, struct slot *s)
 	if (!wk_inputs_room(w, s))
 		return;
 	spec.job = &s->job;
-	al_run_spec_of(s->tier, &s->job, (unsigned)s->index, &spec);
+	wk_run_spec_of(s->tier, &s->job, (unsigned)s->index, &spec);
 	spec.attempt = s->attempt;
 	/* the job's narrowed rules (admission checked them), else the tier's */
 	s->negress = 0;
@@ -340,7 +340,7 @@ void wk_job_run(struct worker *w, struct slot *s)
 		spec.egress_cache_bytes = s->tier->egress_cache_bytes;
 	}
 	s->run_us = al_mono_us();
-	s->runner = al_runner_start(w->base, s->ops, &w->conf->backend, &spec, on_job_done, s);
+	s->runner = wk_runner_start(w->base, s->ops, &w->conf->backend, &spec, on_job_done, s);
 	if (!s->runner) {
 		al_log("error", "out_of_memory", "job=%s", s->id);
 		wk_slot_release(s);
@@ -348,7 +348,7 @@ void wk_job_run(struct worker *w, struct slot *s)
 	}
 	s->out_ttl_set = false;
 	if (!w->conf->no_live_output && !(s->ops->caps & AL_CAP_SERVICE))
-		al_runner_on_output(s->runner, on_job_output);
+		wk_runner_on_output(s->runner, on_job_output);
 	al_log("info", "job_start", "job=%s attempt=%u tier=%s backend=%s slot=%d", s->id,
 	       s->attempt, s->tier->name, s->ops->name, s->index);
 }

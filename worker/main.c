@@ -56,7 +56,7 @@ struct run_one {
 	json_t *out;
 };
 
-static void run_one_done(struct al_runner *r, struct al_result *res, void *arg)
+static void run_one_done(struct wk_runner *r, struct al_result *res, void *arg)
 {
 	struct run_one *ro = arg;
 
@@ -77,7 +77,7 @@ static int run_one(const char *path, const struct al_backend_ops *ops,
 	struct al_err err = {0};
 	struct al_buf b = {0};
 	struct al_job job;
-	struct al_runner *r;
+	struct wk_runner *r;
 	char chunk[65536];
 	size_t n;
 	FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
@@ -106,7 +106,7 @@ static int run_one(const char *path, const struct al_backend_ops *ops,
 	/* With --policy, the job's tier says what it gets besides its limits:
 	 * the image, the operator's variables, the binds, the CPU share. */
 	if (policy_path && (al_policy_load(policy_path, &pol, &err) ||
-			    al_egress_ca_for(&pol, conf->state_dir, &err))) {
+			    wk_egress_ca_for(&pol, conf->state_dir, &err))) {
 		fprintf(stderr, "airlock-worker: %s\n", err.msg);
 		al_job_free(&job);
 		return 1;
@@ -140,7 +140,7 @@ static int run_one(const char *path, const struct al_backend_ops *ops,
 	spec.network = AL_NET_NONE;
 	spec.attempt = 1;
 	ro.base = event_base_new();
-	r = al_runner_start(ro.base, ops, conf, &spec, run_one_done, &ro);
+	r = wk_runner_start(ro.base, ops, conf, &spec, run_one_done, &ro);
 	if (!r) {
 		fprintf(stderr, "airlock-worker: out of memory\n");
 		goto out_base;
@@ -150,7 +150,7 @@ static int run_one(const char *path, const struct al_backend_ops *ops,
 	json_dumpf(ro.out, stdout, JSON_SORT_KEYS | JSON_COMPACT);
 	putchar('\n');
 	json_decref(ro.out);
-	al_runner_free(r);
+	wk_runner_free(r);
 	rc = 0;
 out_base:
 	event_base_free(ro.base);
@@ -223,7 +223,7 @@ static void usage(FILE *f)
 /* Every setting: the worker's conf, and the options that become conf
  * only once read (the tier list, on|off, the refused --hide). */
 struct settings {
-	struct al_worker_conf conf;
+	struct wk_worker_conf conf;
 	const char *config, *tiers, *hide, *live_output, *run_one, *backend, *prefetch;
 	bool version, help;
 	char *tiers_copy; /* --tiers, split in place */
@@ -335,7 +335,7 @@ static int load_config(struct settings *st, const char *path, yaml_document_t *d
  * the backends too, the refused --hide. */
 static int finish(struct settings *st)
 {
-	struct al_worker_conf *conf = &st->conf;
+	struct wk_worker_conf *conf = &st->conf;
 	char *save = NULL;
 
 	if (st->hide) {
@@ -385,7 +385,7 @@ static int finish(struct settings *st)
 int main(int argc, char **argv)
 {
 	struct al_err err = {0};
-	struct al_worker_conf conf = {
+	struct wk_worker_conf conf = {
 	    .redis_url = "redis://127.0.0.1:6379",
 	    .slots = 2,
 	    .heartbeat_ms = 1000,
@@ -449,22 +449,22 @@ int main(int argc, char **argv)
 			fprintf(stderr, "airlock-worker: unknown backend \"%s\"\n", st.backend);
 			return 2;
 		}
-		if (al_hostlock_take(AL_HOSTLOCK_DIR, conf.backend.worker_id, true,
+		if (wk_hostlock_take(AL_HOSTLOCK_DIR, conf.backend.worker_id, true,
 				     conf.backend.state_dir, &err) < 0) {
 			fprintf(stderr, "airlock-worker: %s\n", err.msg);
 			return 2;
 		}
 		rc = run_one(st.run_one, ops, &conf.backend, conf.policy_path);
 	} else {
-		if (al_hostlock_take(AL_HOSTLOCK_DIR, conf.backend.worker_id, false,
+		if (wk_hostlock_take(AL_HOSTLOCK_DIR, conf.backend.worker_id, false,
 				     conf.backend.state_dir, &err) < 0) {
 			fprintf(stderr, "airlock-worker: %s\n", err.msg);
 			return 2;
 		}
-		al_hostlock_sweep_dead(AL_HOSTLOCK_DIR, conf.backend.worker_id,
+		wk_hostlock_sweep_dead(AL_HOSTLOCK_DIR, conf.backend.worker_id,
 				       conf.backend.state_dir);
-		al_instage_sweep(&conf.backend); /* a crashed run's inputs packs */
-		if ((rc = al_worker_run(&conf, &err)) == 2)
+		wk_instage_sweep(&conf.backend); /* a crashed run's inputs packs */
+		if ((rc = wk_worker_run(&conf, &err)) == 2)
 			fprintf(stderr, "airlock-worker: %s\n", err.msg);
 	}
 	free(st.tiers_copy);

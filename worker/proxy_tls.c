@@ -166,7 +166,7 @@ static void on_server(struct bufferevent *bev, short what, void *arg)
 static bool tls_connect(struct tunnel *t)
 {
 	struct al_err err = {0};
-	SSL *ssl = al_egress_ca_connect(t->host, t->literal, t->e->up_ca, &err);
+	SSL *ssl = wk_egress_ca_connect(t->host, t->literal, t->e->up_ca, &err);
 
 	if (!ssl) {
 		al_log("warn", "egress_tls", "host=%s note=\"%s\"", t->host, err.msg);
@@ -273,7 +273,7 @@ static void on_peek(evutil_socket_t fd, short what, void *arg)
 		px_try_next(t);
 		return;
 	}
-	if (!(ssl = al_egress_ca_accept(t->host, t->literal, &err))) {
+	if (!(ssl = wk_egress_ca_accept(t->host, t->literal, &err))) {
 		px_tunnel_end(t, false, err.msg);
 		return;
 	}
@@ -321,7 +321,7 @@ static bool tls_begin(struct tunnel *t)
 
 int wk_proxy_set_intercept(struct wk_proxy *e, const char *ca_file)
 {
-	if (!e->cache_dir || !al_egress_ca_file())
+	if (!e->cache_dir || !wk_egress_ca_file())
 		return -1;
 	free(e->up_ca);
 	e->up_ca = NULL;

@@ -24,7 +24,7 @@
 
 #define KILL_GRACE_MS 2000 /* after a kill, wait this long for reap, then give up */
 
-struct al_runner {
+struct wk_runner {
 	struct event_base *base;
 	const struct al_backend_ops *ops;
 	const struct al_backend_conf *conf;
@@ -37,7 +37,7 @@ struct al_runner {
 	struct event *timer;	 /* wall-clock limit, then the kill grace */
 	struct event *poll;	 /* every AL_USAGE_POLL_MS: CPU time and output so far */
 	struct event *finish_ev; /* runs finish() outside the caller's stack */
-	al_runner_done_fn done;
+	wk_runner_done_fn done;
 	void *arg;
 	struct al_result res;
 	uint64_t start_mono; /* the job's start */
@@ -48,15 +48,15 @@ struct al_runner {
 	bool finished;
 	struct wk_proxy *egress;    /* network egress: the job's proxy */
 	uint64_t egress_keep_ms;    /* ...serving on after an ok result (al_watch) */
-	al_runner_output_fn out_fn; /* live output, or NULL */
+	wk_runner_output_fn out_fn; /* live output, or NULL */
 	uint64_t sent[3];	    /* bytes of stdout [1] and stderr [2] given to it */
-	struct al_grading *grading; /* a grading job run step by step, or NULL */
-	struct al_instage *inputs;  /* the job's inputs by URL being fetched, or NULL */
+	struct wk_grading *grading; /* a grading job run step by step, or NULL */
+	struct wk_instage *inputs;  /* the job's inputs by URL being fetched, or NULL */
 	struct al_run_spec spec;    /* ...and the spec its sandbox then gets */
 	const struct al_job *job;   /* the whole job (a grading job's: for its score) */
 };
 
-static void start_step(struct al_runner *r, const struct al_run_spec *spec);
+static void start_step(struct wk_runner *r, const struct al_run_spec *spec);
 
 static ssize_t read_backend(void *sb, int stream, uint64_t off, void *buf, size_t cap)
 {
@@ -65,14 +65,14 @@ static ssize_t read_backend(void *sb, int stream, uint64_t off, void *buf, size_
 
 static int to_out_fn(void *r, int stream, const void *data, size_t len)
 {
-	struct al_runner *run = r;
+	struct wk_runner *run = r;
 
 	run->out_fn(run, stream, data, len, run->arg);
 	return 0;
 }
 
 /* The rest of each stream, from the result (what the job wrote last). */
-static void flush_output(struct al_runner *r)
+static void flush_output(struct wk_runner *r)
 {
 	const struct al_bytes *b[3] = {NULL, &r->res.out, &r->res.err};
 
@@ -103,7 +103,7 @@ static struct evdns_base *dns_of(struct event_base *base)
 	return dns;
 }
 
-static void finish(struct al_runner *r)
+static void finish(struct wk_runner *r)
 {
 	if (r->finished)
 		return;
@@ -156,7 +156,7 @@ static void on_refill(evutil_socket_t fd, short what, void *arg)
 /* A grading job's step is over: keep its verdict and start the next step;
  * false when the job is over (r->res is then its result). A cancel, a
  * drain or a sandbox failure ends the job with that status. */
-static bool next_step(struct al_runner *r)
+static bool next_step(struct wk_runner *r)
 {
 	struct al_result *res = &r->res;
 	const struct al_run_spec *next;
@@ -167,7 +167,7 @@ static bool next_step(struct al_runner *r)
 	if (res->status == AL_ST_CANCELLED || res->status == AL_ST_SANDBOX_ERROR ||
 	    res->status == AL_ST_REJECTED)
 		return false;
-	if (al_grading_step_done(r->grading, res))
+	if (wk_grading_step_done(r->grading, res))
 		goto oom;
 	/* the next step starts from an empty result */
 	res->id = res->backend = res->worker = NULL;
@@ -178,13 +178,13 @@ static bool next_step(struct al_runner *r)
 				  .backend = backend,
 				  .worker = worker,
 				  .started_ms = started};
-	if ((next = al_grading_next(r->grading))) {
+	if ((next = wk_grading_next(r->grading))) {
 		r->finished = r->stopping = false;
 		r->reason = -1;
 		start_step(r, next);
 		return true;
 	}
-	if (al_grading_result(r->grading, res))
+	if (wk_grading_result(r->grading, res))
 		goto oom;
 	res->finished_ms = al_now_ms();
 	res->wall_ms = al_mono_ms() - r->start_mono;
@@ -197,7 +197,7 @@ oom:
 
 static void on_finish(evutil_socket_t fd, short what, void *arg)
 {
-	struct al_runner *r = arg;
+	struct wk_runner *r = arg;
 	struct refill *f = r->ops->refill ? malloc(sizeof(*f)) : NULL;
 
 	(void)fd;
@@ -212,7 +212,7 @@ static void on_finish(evutil_socket_t fd, short what, void *arg)
 		if (next_step(r))
 			return;
 		/* nothing of the job outlives it: its build tree goes before the result */
-		al_grading_free(r->grading);
+		wk_grading_free(r->grading);
 		r->grading = NULL;
 	}
 	/* a grading job's score: the host's count, from the verdicts, on every
@@ -227,7 +227,7 @@ static void on_finish(evutil_socket_t fd, short what, void *arg)
 	r->done(r, &r->res, r->arg); /* may free r */
 }
 
-static void fail(struct al_runner *r, const struct al_err *err)
+static void fail(struct wk_runner *r, const struct al_err *err)
 {
 	r->res.status = err->code == AL_EINVAL ? AL_ST_REJECTED : AL_ST_SANDBOX_ERROR;
 	al_result_set_error(&r->res, "%s", err->msg);
@@ -236,7 +236,7 @@ static void fail(struct al_runner *r, const struct al_err *err)
 
 static void on_ready(evutil_socket_t fd, short what, void *arg)
 {
-	struct al_runner *r = arg;
+	struct wk_runner *r = arg;
 	struct al_err err = {0};
 	int rc;
 
@@ -253,7 +253,7 @@ static void on_ready(evutil_socket_t fd, short what, void *arg)
 
 static void on_timer(evutil_socket_t fd, short what, void *arg)
 {
-	struct al_runner *r = arg;
+	struct wk_runner *r = arg;
 
 	(void)fd;
 	(void)what;
@@ -261,7 +261,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
 		snprintf(r->reason_msg, sizeof(r->reason_msg),
 			 "wall-clock limit of %llu ms reached: the job was killed",
 			 (unsigned long long)r->sb->spec.limits.wall_ms);
-		al_runner_stop(r, AL_ST_TIMEOUT, NULL);
+		wk_runner_stop(r, AL_ST_TIMEOUT, NULL);
 		return;
 	}
 	/* The backend did not report the kill in time: destroy forces it. */
@@ -273,7 +273,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
  * caps (stopped at once, not when the disk limit is hit). */
 static void on_poll(evutil_socket_t fd, short what, void *arg)
 {
-	struct al_runner *r = arg;
+	struct wk_runner *r = arg;
 	const struct al_limits *l;
 	struct al_usage u = {0};
 	char msg[160];
@@ -291,18 +291,18 @@ static void on_poll(evutil_socket_t fd, short what, void *arg)
 		snprintf(msg, sizeof(msg),
 			 "CPU-time limit of %llu ms reached (all the job's processes together)",
 			 (unsigned long long)l->cpu_ms);
-		al_runner_stop(r, AL_ST_CPU_LIMIT, msg);
+		wk_runner_stop(r, AL_ST_CPU_LIMIT, msg);
 	} else if (u.stdout_bytes > l->stdout_bytes || u.stderr_bytes > l->stderr_bytes) {
 		bool out = u.stdout_bytes > l->stdout_bytes;
 
 		snprintf(msg, sizeof(msg), "output limit reached: %s over its cap of %llu bytes",
 			 out ? "stdout" : "stderr",
 			 (unsigned long long)(out ? l->stdout_bytes : l->stderr_bytes));
-		al_runner_stop(r, AL_ST_OUTPUT_LIMIT, msg);
+		wk_runner_stop(r, AL_ST_OUTPUT_LIMIT, msg);
 	}
 }
 
-void al_runner_stop(struct al_runner *r, enum al_status_code why, const char *msg)
+void wk_runner_stop(struct wk_runner *r, enum al_status_code why, const char *msg)
 {
 	struct al_err err = {0};
 	struct timeval tv = {KILL_GRACE_MS / 1000, (KILL_GRACE_MS % 1000) * 1000};
@@ -310,7 +310,7 @@ void al_runner_stop(struct al_runner *r, enum al_status_code why, const char *ms
 	if (r->finished || r->stopping)
 		return;
 	if (r->inputs && !r->sb) { /* still fetching its inputs: the fetcher goes */
-		al_instage_free(r->inputs);
+		wk_instage_free(r->inputs);
 		r->inputs = NULL;
 	}
 	r->stopping = true;
@@ -326,7 +326,7 @@ void al_runner_stop(struct al_runner *r, enum al_status_code why, const char *ms
 
 /* Start one sandbox for spec (the job, or a grading job's step); any
  * failure ends it through finish. */
-static void start_step(struct al_runner *r, const struct al_run_spec *spec)
+static void start_step(struct wk_runner *r, const struct al_run_spec *spec)
 {
 	struct al_watch w = {.nfds = 0, .egress_fd = -1, .session_fd = -1};
 	struct al_err err = {0};
@@ -357,7 +357,7 @@ static void start_step(struct al_runner *r, const struct al_run_spec *spec)
 	    !(r->egress = wk_proxy_new(r->base, dns_of(r->base), w.egress_fd, spec->egress_rules,
 				       spec->negress_rules, spec->egress_max_bytes,
 				       spec->egress_max_connections, spec->egress_max_open, 0))) {
-		al_runner_stop(r, AL_ST_SANDBOX_ERROR, "runner: cannot start the egress proxy");
+		wk_runner_stop(r, AL_ST_SANDBOX_ERROR, "runner: cannot start the egress proxy");
 		return;
 	}
 	if (r->egress && spec->egress_cache_bytes) {
@@ -385,7 +385,7 @@ static void start_step(struct al_runner *r, const struct al_run_spec *spec)
 		if (!r->watch[i] || event_add(r->watch[i], NULL)) {
 			if (r->watch[i])
 				event_free(r->watch[i]);
-			al_runner_stop(r, AL_ST_SANDBOX_ERROR, "runner: cannot watch the sandbox");
+			wk_runner_stop(r, AL_ST_SANDBOX_ERROR, "runner: cannot watch the sandbox");
 			return;
 		}
 		r->nwatch++;
@@ -413,7 +413,7 @@ static void start_step(struct al_runner *r, const struct al_run_spec *spec)
 static void inputs_done(void *arg, int status, const char *msg, const char *pack,
 			const char *summary, bool cache_full)
 {
-	struct al_runner *r = arg;
+	struct wk_runner *r = arg;
 	struct al_err err = {.code = status == AL_ST_REJECTED ? AL_EINVAL : AL_ESYS};
 
 	if (status != AL_ST_OK) {
@@ -428,11 +428,11 @@ static void inputs_done(void *arg, int status, const char *msg, const char *pack
 	start_step(r, &r->spec);
 }
 
-struct al_runner *al_runner_start(struct event_base *base, const struct al_backend_ops *ops,
+struct wk_runner *wk_runner_start(struct event_base *base, const struct al_backend_ops *ops,
 				  const struct al_backend_conf *conf,
-				  const struct al_run_spec *spec, al_runner_done_fn done, void *arg)
+				  const struct al_run_spec *spec, wk_runner_done_fn done, void *arg)
 {
-	struct al_runner *r = calloc(1, sizeof(*r));
+	struct wk_runner *r = calloc(1, sizeof(*r));
 	struct al_err err = {0};
 	const struct al_run_spec *first = spec;
 
@@ -457,7 +457,7 @@ struct al_runner *al_runner_start(struct event_base *base, const struct al_backe
 	r->finish_ev = event_new(base, -1, 0, on_finish, r);
 	if (!r->res.id || !r->res.backend || !r->res.worker || !r->timer || !r->finish_ev ||
 	    ((ops->usage || ops->output) && !r->poll)) {
-		al_runner_free(r);
+		wk_runner_free(r);
 		return NULL;
 	}
 	/* A grading job on a backend that runs one command per sandbox: its
@@ -469,8 +469,8 @@ struct al_runner *al_runner_start(struct event_base *base, const struct al_backe
 			fail(r, &err);
 			return r;
 		}
-		if (!(r->grading = al_grading_new(ops, conf, spec, &err)) ||
-		    !(first = al_grading_next(r->grading))) {
+		if (!(r->grading = wk_grading_new(ops, conf, spec, &err)) ||
+		    !(first = wk_grading_next(r->grading))) {
 			fail(r, &err);
 			return r;
 		}
@@ -479,7 +479,7 @@ struct al_runner *al_runner_start(struct event_base *base, const struct al_backe
 	 * bundle of a job with egress on a tier with egress.ca_file or cache_https */
 	if (spec->job->ninputs || (al_spec_ca_bundle(spec) && (ops->caps & AL_CAP_FILES))) {
 		r->spec = *first;
-		if (!(r->inputs = al_instage_start(base, conf, &r->spec, inputs_done, r, &err))) {
+		if (!(r->inputs = wk_instage_start(base, conf, &r->spec, inputs_done, r, &err))) {
 			r->setup_failed = true;
 			fail(r, &err);
 		}
@@ -489,22 +489,22 @@ struct al_runner *al_runner_start(struct event_base *base, const struct al_backe
 	return r;
 }
 
-void al_runner_on_output(struct al_runner *r, al_runner_output_fn fn)
+void wk_runner_on_output(struct wk_runner *r, wk_runner_output_fn fn)
 {
 	r->out_fn = fn;
 }
 
-bool al_runner_setup_failed(const struct al_runner *r)
+bool wk_runner_setup_failed(const struct wk_runner *r)
 {
 	return r->setup_failed;
 }
 
-bool al_runner_cache_full(const struct al_runner *r)
+bool wk_runner_cache_full(const struct wk_runner *r)
 {
 	return r->cache_full;
 }
 
-void al_runner_free(struct al_runner *r)
+void wk_runner_free(struct wk_runner *r)
 {
 	if (!r)
 		return;
@@ -518,13 +518,13 @@ void al_runner_free(struct al_runner *r)
 		event_free(r->finish_ev);
 	al_sandbox_free(r->sb);
 	wk_proxy_free(r->egress);
-	al_grading_free(r->grading);
-	al_instage_free(r->inputs);
+	wk_grading_free(r->grading);
+	wk_instage_free(r->inputs);
 	al_result_free(&r->res);
 	free(r);
 }
 
-void al_run_spec_of(const struct al_tier_policy *t, const struct al_job *job, unsigned slot,
+void wk_run_spec_of(const struct al_tier_policy *t, const struct al_job *job, unsigned slot,
 		    struct al_run_spec *spec)
 {
 	spec->limits = job->limits;
@@ -544,7 +544,7 @@ void al_run_spec_of(const struct al_tier_policy *t, const struct al_job *job, un
 	spec->max_lease_ms = t->max_lease_ms;
 	spec->max_input_bytes = t->max_input_bytes;
 	spec->ca_file = t->egress_ca_file;
-	spec->cache_ca_file = t->egress_cache_https ? al_egress_ca_file() : NULL;
+	spec->cache_ca_file = t->egress_cache_https ? wk_egress_ca_file() : NULL;
 	spec->input_rules = t->egress_rules;
 	spec->ninput_rules = t->negress_rules;
 }

@@ -10,42 +10,42 @@
 #include "../common/log.h"
 #include "../common/policy.h"
 
-struct al_runner;
+struct wk_runner;
 
 /* Called once per runner with its result (owned by the runner, valid until
- * al_runner_free). The sandbox is already destroyed when this runs. */
-typedef void (*al_runner_done_fn)(struct al_runner *r, struct al_result *res, void *arg);
+ * wk_runner_free). The sandbox is already destroyed when this runs. */
+typedef void (*wk_runner_done_fn)(struct wk_runner *r, struct al_result *res, void *arg);
 
 /* Start spec->job on ops. Returns NULL only when out of memory; any sandbox
  * failure arrives through done as a sandbox_error (or rejected) result. */
-struct al_runner *al_runner_start(struct event_base *base, const struct al_backend_ops *ops,
+struct wk_runner *wk_runner_start(struct event_base *base, const struct al_backend_ops *ops,
 				  const struct al_backend_conf *conf,
-				  const struct al_run_spec *spec, al_runner_done_fn done,
+				  const struct al_run_spec *spec, wk_runner_done_fn done,
 				  void *arg);
 
 /* Kill the job now; its result gets status why (AL_ST_CANCELLED, or
  * AL_ST_SANDBOX_ERROR when a draining worker gives the job back). */
-void al_runner_stop(struct al_runner *r, enum al_status_code why, const char *msg);
+void wk_runner_stop(struct wk_runner *r, enum al_status_code why, const char *msg);
 
 /* Live output: fn gets each new piece of the job's stdout (stream 1) or
  * stderr (2), in order, at most AL_OUT_CHUNK_MAX bytes a call and never past
  * the job's caps: polled while it runs (backends with an output slot), then,
  * before done, the rest from its result. Set it right after start. */
-typedef void (*al_runner_output_fn)(struct al_runner *r, int stream, const void *data, size_t len,
+typedef void (*wk_runner_output_fn)(struct wk_runner *r, int stream, const void *data, size_t len,
 				    void *arg);
-void al_runner_on_output(struct al_runner *r, al_runner_output_fn fn);
+void wk_runner_on_output(struct wk_runner *r, wk_runner_output_fn fn);
 
 /* The job ended because its sandbox could not be made or started (on the
  * host: not anything the job did, as a guest's misbehaviour after start). */
-bool al_runner_setup_failed(const struct al_runner *r);
+bool wk_runner_setup_failed(const struct wk_runner *r);
 /* ...because the host's input cache had no room for its inputs. */
-bool al_runner_cache_full(const struct al_runner *r);
-void al_runner_free(struct al_runner *r);
+bool wk_runner_cache_full(const struct wk_runner *r);
+void wk_runner_free(struct wk_runner *r);
 
 /* The run spec of job (admitted to tier t) in slot: limits, image, tier's
  * environment, binds, network and VM settings; all but the egress rules,
  * which the caller narrows to the job's. */
-void al_run_spec_of(const struct al_tier_policy *t, const struct al_job *job, unsigned slot,
+void wk_run_spec_of(const struct al_tier_policy *t, const struct al_job *job, unsigned slot,
 		    struct al_run_spec *spec);
 
 #endif

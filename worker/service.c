@@ -66,7 +66,7 @@ static int setup_backends(struct worker *w, struct al_err *err)
 	const struct al_backend_ops *const *all = al_backend_all();
 
 	/* the build trees of grading jobs a crashed run of this worker id left */
-	al_grading_sweep(&w->conf->backend);
+	wk_grading_sweep(&w->conf->backend);
 
 	for (size_t i = 0; i < w->policy.ntiers; i++) {
 		const struct al_tier_policy *t = &w->policy.tiers[i];
@@ -174,7 +174,7 @@ static void fd_budget(struct worker *w)
  * cannot be made: the worker does not start without all of them. */
 static int wire(struct worker *w, struct al_err *err)
 {
-	const struct al_worker_conf *conf = w->conf;
+	const struct wk_worker_conf *conf = w->conf;
 
 	w->hb = evtimer_new(w->base, wk_heartbeat, w);
 	w->pass_ev = event_new(w->base, -1, 0, on_pass, w);
@@ -182,7 +182,7 @@ static int wire(struct worker *w, struct al_err *err)
 	w->sigterm = evsignal_new(w->base, SIGTERM, wk_on_signal, w);
 	w->sigint = evsignal_new(w->base, SIGINT, wk_on_signal, w);
 	w->sighup = evsignal_new(w->base, SIGHUP, wk_on_hup, w);
-	w->hooks = al_webhooks_new(w->base, conf->webhook_secret, conf->webhook_secrets_dir);
+	w->hooks = wk_webhooks_new(w->base, conf->webhook_secret, conf->webhook_secrets_dir);
 	if (!w->hb || !w->pass_ev || !w->grace || !w->sigterm || !w->sigint || !w->sighup ||
 	    !w->hooks || evsignal_add(w->sigterm, NULL) || evsignal_add(w->sigint, NULL) ||
 	    evsignal_add(w->sighup, NULL))
@@ -201,7 +201,7 @@ static int wire(struct worker *w, struct al_err *err)
  * registry so that `airlock stats` stops listing it (best effort). */
 static void say_goodbye(struct worker *w)
 {
-	for (int i = 0; i < AL_WEBHOOK_TIMEOUT_MS / 100 && al_webhooks_inflight(w->hooks) > 0;
+	for (int i = 0; i < AL_WEBHOOK_TIMEOUT_MS / 100 && wk_webhooks_inflight(w->hooks) > 0;
 	     i++) {
 		struct timeval tv = {0, 100000};
 
@@ -242,7 +242,7 @@ static void tear_down(struct worker *w)
 			struct slot *s = &w->backends[b].slots[i];
 
 			if (s->runner)
-				al_runner_free(s->runner);
+				wk_runner_free(s->runner);
 			if (s->have_job)
 				al_job_free(&s->job);
 		}
@@ -261,7 +261,7 @@ static void tear_down(struct worker *w)
 		wk_commit_free(c);
 	}
 	event_base_loop(w->base, EVLOOP_NONBLOCK); /* what is still queued (refills) */
-	al_webhooks_free(w->hooks);
+	wk_webhooks_free(w->hooks);
 	if (w->pass_ev)
 		event_free(w->pass_ev);
 	if (w->hb)
@@ -285,7 +285,7 @@ static void tear_down(struct worker *w)
 	}
 }
 
-int al_worker_run(const struct al_worker_conf *conf, struct al_err *err)
+int wk_worker_run(const struct wk_worker_conf *conf, struct al_err *err)
 {
 	struct worker w = {.conf = conf, .exit_code = 0, .commit_rider = &wk_fetch_rider};
 
@@ -293,7 +293,7 @@ int al_worker_run(const struct al_worker_conf *conf, struct al_err *err)
 	if (al_redis_url_parse(conf->redis_url, &w.url, err) ||
 	    al_policy_load(conf->policy_path, &w.policy, err))
 		return 2;
-	if (al_egress_ca_for(&w.policy, conf->backend.state_dir, err)) {
+	if (wk_egress_ca_for(&w.policy, conf->backend.state_dir, err)) {
 		al_policy_free(&w.policy);
 		return 2;
 	}

@@ -15,7 +15,7 @@
 #define AL_PREFETCH_AUTO_MAX 16
 #define AL_PREFETCH_WAIT_US  5000
 
-struct al_worker_conf {
+struct wk_worker_conf {
 	const char *redis_url;		 /* redis://... or unix:///... */
 	const char *policy_path;	 /* NULL = built-in policy */
 	const char *tiers[AL_TIERS_MAX]; /* tiers served; empty = every tier in the policy */
@@ -34,6 +34,6 @@ struct al_worker_conf {
 
 /* Run until drained (SIGTERM/SIGINT). Returns the process exit code: 2
  * with *err saying why when the worker could not start. */
-int al_worker_run(const struct al_worker_conf *conf, struct al_err *err);
+int wk_worker_run(const struct wk_worker_conf *conf, struct al_err *err);
 
 #endif

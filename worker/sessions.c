@@ -770,7 +770,7 @@ void wk_session_start(struct worker *w, struct slot *s)
 	ss->timer = evtimer_new(w->base, on_timer, ss);
 	ss->life = evtimer_new(w->base, on_life, ss);
 	spec.job = &s->job;
-	al_run_spec_of(s->tier, &s->job, (unsigned)s->index, &spec);
+	wk_run_spec_of(s->tier, &s->job, (unsigned)s->index, &spec);
 	spec.attempt = s->attempt;
 	spec.session = true;
 	spec.network = AL_NET_NONE;

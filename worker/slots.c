@@ -69,7 +69,7 @@ void wk_slot_release(struct slot *s)
 	struct worker *w = s->w;
 
 	if (s->runner)
-		al_runner_free(s->runner);
+		wk_runner_free(s->runner);
 	s->runner = NULL;
 	if (s->have_job)
 		al_job_free(&s->job);

@@ -18,7 +18,7 @@
 #include "../common/callback.h"
 #include "../common/policy.h"
 
-struct al_webhooks {
+struct wk_webhooks {
 	struct event_base *base;
 	CURLM *multi;
 	struct event *timer;
@@ -28,7 +28,7 @@ struct al_webhooks {
 };
 
 struct hook {
-	struct al_webhooks *wh;
+	struct wk_webhooks *wh;
 	CURL *easy;
 	struct curl_slist *headers;
 	char *url;
@@ -46,7 +46,7 @@ struct sockctx {
 	struct event *ev;
 };
 
-static void check_done(struct al_webhooks *wh);
+static void check_done(struct wk_webhooks *wh);
 static int start_hook(struct hook *h);
 
 static void hook_free(struct hook *h)
@@ -69,7 +69,7 @@ static void hook_free(struct hook *h)
 
 static void on_socket_event(evutil_socket_t fd, short what, void *arg)
 {
-	struct al_webhooks *wh = arg;
+	struct wk_webhooks *wh = arg;
 	int running, flags = 0;
 
 	flags |= (what & EV_READ) ? CURL_CSELECT_IN : 0;
@@ -80,7 +80,7 @@ static void on_socket_event(evutil_socket_t fd, short what, void *arg)
 
 static int on_socket(CURL *e, curl_socket_t s, int what, void *userp, void *socketp)
 {
-	struct al_webhooks *wh = userp;
+	struct wk_webhooks *wh = userp;
 	struct sockctx *sc = socketp;
 	short kind = (short)(((what & CURL_POLL_IN) ? EV_READ : 0) |
 			     ((what & CURL_POLL_OUT) ? EV_WRITE : 0) | EV_PERSIST);
@@ -109,7 +109,7 @@ static int on_socket(CURL *e, curl_socket_t s, int what, void *userp, void *sock
 
 static void on_timer(evutil_socket_t fd, short what, void *arg)
 {
-	struct al_webhooks *wh = arg;
+	struct wk_webhooks *wh = arg;
 	int running;
 
 	(void)fd;
@@ -120,7 +120,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
 
 static int on_curl_timer(CURLM *m, long ms, void *userp)
 {
-	struct al_webhooks *wh = userp;
+	struct wk_webhooks *wh = userp;
 	struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
 
 	(void)m;
@@ -139,7 +139,7 @@ static void on_retry(evutil_socket_t fd, short what, void *arg)
 		hook_free(arg);
 }
 
-static void check_done(struct al_webhooks *wh)
+static void check_done(struct wk_webhooks *wh)
 {
 	CURLMsg *msg;
 	int left;
@@ -224,10 +224,10 @@ static int start_hook(struct hook *h)
 	return 0;
 }
 
-struct al_webhooks *al_webhooks_new(struct event_base *base, const char *secret,
+struct wk_webhooks *wk_webhooks_new(struct event_base *base, const char *secret,
 				    const char *secrets_dir)
 {
-	struct al_webhooks *wh = calloc(1, sizeof(*wh));
+	struct wk_webhooks *wh = calloc(1, sizeof(*wh));
 
 	if (!wh)
 		return NULL;
@@ -238,7 +238,7 @@ struct al_webhooks *al_webhooks_new(struct event_base *base, const char *secret,
 	wh->secret = secret ? strdup(secret) : NULL;
 	wh->secrets_dir = secrets_dir ? strdup(secrets_dir) : NULL;
 	if (!wh->multi || !wh->timer) {
-		al_webhooks_free(wh);
+		wk_webhooks_free(wh);
 		return NULL;
 	}
 	curl_multi_setopt(wh->multi, CURLMOPT_SOCKETFUNCTION, on_socket);
@@ -263,7 +263,7 @@ static bool add_header(struct curl_slist **list, const char *line)
 }
 
 /* The tenant's key into key (cap bytes): its file's first line. */
-static int tenant_secret(const struct al_webhooks *wh, const char *tenant, char *key, size_t cap,
+static int tenant_secret(const struct wk_webhooks *wh, const char *tenant, char *key, size_t cap,
 			 struct al_err *err)
 {
 	char path[PATH_MAX];
@@ -283,7 +283,7 @@ static int tenant_secret(const struct al_webhooks *wh, const char *tenant, char 
 	return AL_OK;
 }
 
-int al_webhooks_post(struct al_webhooks *wh, const char *url, const char *job_id,
+int wk_webhooks_post(struct wk_webhooks *wh, const char *url, const char *job_id,
 		     const char *tenant, const void *body, size_t len, char *const *allow,
 		     size_t nallow, struct al_err *err)
 {
@@ -343,12 +343,12 @@ int al_webhooks_post(struct al_webhooks *wh, const char *url, const char *job_id
 	return AL_OK;
 }
 
-int al_webhooks_inflight(const struct al_webhooks *wh)
+int wk_webhooks_inflight(const struct wk_webhooks *wh)
 {
 	return wh ? wh->inflight : 0;
 }
 
-void al_webhooks_free(struct al_webhooks *wh)
+void wk_webhooks_free(struct wk_webhooks *wh)
 {
 	if (!wh)
 		return;

@@ -9,7 +9,7 @@
 
 #include "../proto/err.h"
 
-struct al_webhooks;
+struct wk_webhooks;
 
 #define AL_WEBHOOK_TRIES      3	    /* attempts per callback */
 #define AL_WEBHOOK_TIMEOUT_MS 10000 /* per attempt */
@@ -18,19 +18,19 @@ struct al_webhooks;
  * secrets_dir/<tenant> (a tenant without one gets no callback: never one
  * signed with another's key, never an unsigned one). Without secrets_dir,
  * secret signs every tenant's (one tenant, or tenants that trust each
- * other), or none when NULL. Free with al_webhooks_free. */
-struct al_webhooks *al_webhooks_new(struct event_base *base, const char *secret,
+ * other), or none when NULL. Free with wk_webhooks_free. */
+struct wk_webhooks *wk_webhooks_new(struct event_base *base, const char *secret,
 				    const char *secrets_dir);
 /* Queue a POST of body (copied) to url with headers X-Airlock-Job and
  * X-Airlock-Signature: sha256=<hex HMAC of the body with tenant's key>. allow: the tier's
  * callback_hosts (copied): an internal address (loopback, private,
  * link-local, metadata...) is connected to only when allow names it
  * (al_callback_addr_ok); no proxy, no redirects. */
-int al_webhooks_post(struct al_webhooks *wh, const char *url, const char *job_id,
+int wk_webhooks_post(struct wk_webhooks *wh, const char *url, const char *job_id,
 		     const char *tenant, const void *body, size_t len, char *const *allow,
 		     size_t nallow, struct al_err *err);
 /* Number of callbacks not yet delivered or given up. */
-int al_webhooks_inflight(const struct al_webhooks *wh);
-void al_webhooks_free(struct al_webhooks *wh);
+int wk_webhooks_inflight(const struct wk_webhooks *wh);
+void wk_webhooks_free(struct wk_webhooks *wh);
 
 #endif

@@ -88,7 +88,7 @@ struct slot {
 	const struct al_tier_policy *tier;
 	struct al_job job;
 	bool have_job;
-	struct al_runner *runner;
+	struct wk_runner *runner;
 	bool released;		    /* drain gave it back: retry, do not commit */
 	struct wk_session *session; /* a session's job: the session it holds */
 	bool out_ttl_set;	    /* live output: its stream has an entry (and a TTL) */
@@ -113,7 +113,7 @@ struct backend_state {
 	bool paused;			/* takes no jobs until a probe runs */
 	char pause_why[AL_ERR_MSG_MAX]; /* the last set-up failure */
 	uint64_t probe_at_ms;		/* monotonic: the next probe */
-	struct al_runner *probe;	/* the probe running, or NULL */
+	struct wk_runner *probe;	/* the probe running, or NULL */
 	bool probe_over;		/* ...and ended: freed on the next tick */
 	unsigned probe_slot;
 	struct al_job probe_job;
@@ -155,7 +155,7 @@ struct wk_retired {
 };
 
 struct worker {
-	const struct al_worker_conf *conf;
+	const struct wk_worker_conf *conf;
 	struct al_policy policy;    /* in force: new jobs are checked against it */
 	struct wk_retired *retired; /* the ones SIGHUP replaced */
 	struct event_base *base;
@@ -179,7 +179,7 @@ struct worker {
 	struct commit *commits, **commits_tail; /* results not sent yet */
 	unsigned commit_batches;		/* COMMIT calls not answered yet */
 	unsigned inflight;			/* reliable calls not answered yet */
-	struct al_webhooks *hooks;
+	struct wk_webhooks *hooks;
 	struct event *pass_ev; /* the loop pass (service.c): what pass_wants asks */
 	unsigned pass_wants;   /* WK_PASS_* */
 	struct hist hists[16];
@@ -235,7 +235,7 @@ void wk_dead_letter(struct worker *w, const char *stream, const char *entry, con
 		    const char *id, const char *raw, size_t rawlen);
 
 /* health.c: a backend that keeps failing to set up sandboxes is paused */
-/* setup_failed: the sandbox could not be made (al_runner_setup_failed) */
+/* setup_failed: the sandbox could not be made (wk_runner_setup_failed) */
 void wk_health_note(struct worker *w, struct backend_state *be, const struct al_result *res,
 		    bool setup_failed);
 void wk_health_tick(struct worker *w); /* each heartbeat: probes, resumes */

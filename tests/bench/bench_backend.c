@@ -134,7 +134,7 @@ struct bench {
 	int status;
 };
 
-static void done(struct al_runner *r, struct al_result *res, void *arg)
+static void done(struct wk_runner *r, struct al_result *res, void *arg)
 {
 	struct bench *b = arg;
 
@@ -264,7 +264,7 @@ int main(int argc, char **argv)
 				     .runtime = AL_RUNTIME_PYTHON};
 		struct al_run_spec spec = {
 		    .job = &job, .cpu_millis = 1000, .attempt = 1, .image = image};
-		struct al_runner *r;
+		struct wk_runner *r;
 		uint64_t t0;
 
 		char *jargv[2] = {(char *)argv0, NULL};
@@ -302,7 +302,7 @@ int main(int argc, char **argv)
 				series[k].ms[i] = mono_us() - t0;
 				continue;
 			}
-			r = al_runner_start(b.base, ops, &conf, &spec, done, &b);
+			r = wk_runner_start(b.base, ops, &conf, &spec, done, &b);
 			event_base_dispatch(b.base);
 			series[nseries].ms[i] = mono_us() - t0;
 			/* What the result left queued (the slot's next sandbox) runs
@@ -314,7 +314,7 @@ int main(int argc, char **argv)
 				nanosleep(&(struct timespec){settle_ms / 1000,
 							     (settle_ms % 1000) * 1000000L},
 					  NULL);
-			al_runner_free(r);
+			wk_runner_free(r);
 			if (b.status != AL_ST_OK)
 				return fini_fail(ops); /* the backend's mounts and cgroups go too */
 		}

@@ -54,7 +54,7 @@ const char *al_aconn_strerror(const struct al_aconn *c)
 	return "fake";
 }
 
-int al_webhooks_post(struct al_webhooks *h, const char *url, const char *id, const char *tenant,
+int wk_webhooks_post(struct wk_webhooks *h, const char *url, const char *id, const char *tenant,
 		     const void *result, size_t len, char *const *allow, size_t nallow,
 		     struct al_err *err)
 {
@@ -154,7 +154,7 @@ static void commit(struct worker *w, const char *id, const char *callback)
 
 int main(void)
 {
-	static struct al_worker_conf conf;
+	static struct wk_worker_conf conf;
 	static struct worker w;
 	static const long long done[] = {AL_COMMIT_DONE}, exists[] = {AL_COMMIT_EXISTS},
 			       stale[] = {AL_COMMIT_STALE},
@@ -166,7 +166,7 @@ int main(void)
 	conf.backend.worker_id = "w1";
 	w.conf = &conf;
 	w.cmd = (struct al_aconn *)&w; /* never dereferenced: a fake */
-	w.hooks = (struct al_webhooks *)&w;
+	w.hooks = (struct wk_webhooks *)&w;
 	w.commits_tail = &w.commits;
 	w.commit_rider = &(const struct wk_rider){fake_attach, fake_answered};
 

@@ -221,7 +221,7 @@ static void fetch_with(struct worker *w, redisReply *reply)
 
 int main(void)
 {
-	static struct al_worker_conf conf = {.slots = 2};
+	static struct wk_worker_conf conf = {.slots = 2};
 	static struct worker w;
 	static struct slot slots[2 + AL_PREFETCH_AUTO_MAX];
 	static const struct al_backend_ops ops = {.name = "process"};

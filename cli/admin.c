@@ -37,7 +37,7 @@ static void print_stats(const struct al_stats *s)
 		printf("%s %s\n", s->counters[i].key, s->counters[i].value);
 }
 
-int cli_stats(const char *url, int argc, char **argv)
+int cli_stats(const struct cli_where *where, int argc, char **argv)
 {
 	struct al_err err = {0};
 	struct al_stats s;
@@ -46,7 +46,7 @@ int cli_stats(const char *url, int argc, char **argv)
 
 	(void)argc;
 	(void)argv;
-	if (!(c = cli_connect(url, &rc)))
+	if (!(c = cli_connect(where, &rc)))
 		return rc;
 	if (al_client_stats(c, &s, &err)) {
 		rc = err.code == AL_EINVAL ? 1 : EXIT_UNAVAILABLE;
@@ -84,7 +84,7 @@ static void print_letter(const struct al_dlq_entry *e, bool full)
 	putchar('\n');
 }
 
-int cli_dlq(const char *url, int argc, char **argv)
+int cli_dlq(const struct cli_where *where, int argc, char **argv)
 {
 	const char *op = argv[1], *id = argc == 3 ? argv[2] : NULL;
 	bool list = !strcmp(op, "list") && !id, purge = !strcmp(op, "purge") && !id;
@@ -98,7 +98,7 @@ int cli_dlq(const char *url, int argc, char **argv)
 		fprintf(stderr, "airlock: dlq: expected list, show ID, retry ID or purge\n");
 		return 1;
 	}
-	if (!(c = cli_connect(url, &rc)))
+	if (!(c = cli_connect(where, &rc)))
 		return rc;
 	if (list    ? al_client_dlq_list(c, &d, &err)
 	    : show  ? al_client_dlq_show(c, id, &d, &err)
@@ -133,7 +133,7 @@ static int vm_list(struct al_client *c)
 	return 0;
 }
 
-int cli_vm(const char *url, int argc, char **argv)
+int cli_vm(const struct cli_where *where, int argc, char **argv)
 {
 	const char *op = argv[1], *name = argc >= 3 ? argv[2] : NULL;
 	struct al_err err = {0};
@@ -151,7 +151,7 @@ int cli_vm(const char *url, int argc, char **argv)
 		fprintf(stderr, "airlock: vm: expected list, stop NAME or extend NAME MS\n");
 		return 1;
 	}
-	if (!(c = cli_connect(url, &rc)))
+	if (!(c = cli_connect(where, &rc)))
 		return rc;
 	if (!strcmp(op, "list"))
 		rc = vm_list(c);

@@ -60,67 +60,12 @@ static void usage(FILE *f)
 	       "  others as run's (65 also for a grading job that cannot be read).\n");
 }
 
-/* --gateway URL and where its key comes from (else direct Redis) */
-static const char *gateway_url, *token_file;
-
-/* The API key: $AIRLOCK_TOKEN, else the first line of --token-file. */
-static char *gateway_token(struct al_err *err)
-{
-	char line[1024];
-	FILE *f;
-
-	if (getenv("AIRLOCK_TOKEN") && *getenv("AIRLOCK_TOKEN"))
-		return cli_strdup(getenv("AIRLOCK_TOKEN"));
-	if (!token_file) {
-		al_err_set(err, AL_EINVAL,
-			   "--gateway needs an API key: $AIRLOCK_TOKEN or --token-file");
-		return NULL;
-	}
-	if (!(f = fopen(token_file, "re"))) {
-		al_err_sys(err, "--token-file %s", token_file);
-		return NULL;
-	}
-	if (!fgets(line, sizeof(line), f))
-		line[0] = '\0';
-	fclose(f);
-	line[strcspn(line, "\r\n")] = '\0';
-	if (!line[0]) {
-		al_err_set(err, AL_EINVAL, "--token-file %s is empty", token_file);
-		return NULL;
-	}
-	return cli_strdup(line);
-}
-
-struct al_client *cli_connect(const char *url, int *rc)
-{
-	struct al_err err = {0};
-	struct al_client *c = NULL;
-
-	if (gateway_url) {
-		char *token = gateway_token(&err);
-
-		if (token) {
-			c = al_client_connect_gateway(gateway_url, token, &err);
-			memset(token, 0, strlen(token));
-			free(token);
-		}
-	} else {
-		c = al_client_connect(url, &err);
-	}
-
-	if (!c) {
-		fprintf(stderr, "airlock: %s\n", err.msg);
-		*rc = err.code == AL_EINVAL ? EXIT_USAGE : EXIT_UNAVAILABLE;
-	}
-	return c;
-}
-
 /* Connect and submit job (its id into id); NULL with *rc set when either fails. */
-static struct al_client *connect_and_submit(const char *url, struct al_job *job,
+static struct al_client *connect_and_submit(const struct cli_where *where, struct al_job *job,
 					    char id[AL_ID_MAX + 1], bool *existing, int *rc)
 {
 	struct al_err err = {0};
-	struct al_client *c = cli_connect(url, rc);
+	struct al_client *c = cli_connect(where, rc);
 
 	if (c && al_client_submit(c, job, id, existing, &err)) {
 		fprintf(stderr, "airlock: %s\n", err.msg);
@@ -131,7 +76,7 @@ static struct al_client *connect_and_submit(const char *url, struct al_job *job,
 	return c;
 }
 
-static int cmd_run(const char *url, int argc, char **argv, bool wait)
+static int cmd_run(const struct cli_where *where, int argc, char **argv, bool wait)
 {
 	struct al_job job;
 	struct al_result res;
@@ -143,7 +88,7 @@ static int cmd_run(const char *url, int argc, char **argv, bool wait)
 	struct shown sh = {.last = {'\n', '\n', '\n'}};
 	int rc = cli_build_job(argc, argv, &job, &args);
 
-	if (rc || !(c = connect_and_submit(url, &job, id, &existing, &rc)))
+	if (rc || !(c = connect_and_submit(where, &job, id, &existing, &rc)))
 		goto out_job;
 	if (!wait) {
 		printf("%s\n", id);
@@ -177,7 +122,7 @@ out_job:
 }
 
 /* airlock grade [options] DIR|FILE: a grading job, its verdict table. */
-static int cmd_grade(const char *url, int argc, char **argv)
+static int cmd_grade(const struct cli_where *where, int argc, char **argv)
 {
 	static const struct option opts[] = {
 	    {"tier", required_argument, NULL, 't'},    {"image", required_argument, NULL, 'g'},
@@ -220,7 +165,7 @@ static int cmd_grade(const char *url, int argc, char **argv)
 		fprintf(stderr, "airlock: grade: give one directory or .json/.yaml file\n");
 		return EXIT_USAGE;
 	}
-	go.no_new_id = gateway_url && !print_job;
+	go.no_new_id = where->gateway && !print_job;
 	if (cli_grade_job_load(argv[optind], &go, &job, &err)) {
 		fprintf(stderr, "airlock: %s\n", err.msg);
 		return err.code == AL_EINVAL ? EXIT_REJECTED : EXIT_NOINPUT;
@@ -235,7 +180,7 @@ static int cmd_grade(const char *url, int argc, char **argv)
 		json_decref(j);
 		goto out_job;
 	}
-	if (!(c = connect_and_submit(url, &job, id, &existing, &rc)))
+	if (!(c = connect_and_submit(where, &job, id, &existing, &rc)))
 		goto out_job;
 	if (submit_only) {
 		printf("%s\n", id);
@@ -261,7 +206,7 @@ out_job:
 	return rc;
 }
 
-static int cmd_wait(const char *url, int argc, char **argv)
+static int cmd_wait(const struct cli_where *where, int argc, char **argv)
 {
 	struct al_result res;
 	struct al_err err = {0};
@@ -289,7 +234,7 @@ static int cmd_wait(const char *url, int argc, char **argv)
 		fprintf(stderr, "airlock: wait: which job? give its ID\n");
 		return EXIT_USAGE;
 	}
-	if (!(c = cli_connect(url, &rc)))
+	if (!(c = cli_connect(where, &rc)))
 		return rc;
 	if (al_client_wait(c, id, tmo, &res, &err)) {
 		fprintf(stderr, "airlock: job %s: %s\n", id, err.msg);
@@ -302,7 +247,7 @@ static int cmd_wait(const char *url, int argc, char **argv)
 	return rc;
 }
 
-static int cmd_status(const char *url, const char *id)
+static int cmd_status(const struct cli_where *where, const char *id)
 {
 	struct al_result res;
 	struct al_err err = {0};
@@ -310,7 +255,7 @@ static int cmd_status(const char *url, const char *id)
 	enum al_job_state state;
 	int rc = 0;
 
-	if (!(c = cli_connect(url, &rc)))
+	if (!(c = cli_connect(where, &rc)))
 		return rc;
 	if (al_client_status(c, id, &state, &res, &err)) {
 		fprintf(stderr, "airlock: %s\n", err.msg);
@@ -327,13 +272,13 @@ static int cmd_status(const char *url, const char *id)
 	return 0;
 }
 
-static int cmd_cancel(const char *url, const char *id)
+static int cmd_cancel(const struct cli_where *where, const char *id)
 {
 	struct al_err err = {0};
 	struct al_client *c;
 	int rc = 0;
 
-	if (!(c = cli_connect(url, &rc)))
+	if (!(c = cli_connect(where, &rc)))
 		return rc;
 	rc = al_client_cancel(c, id, &err);
 	al_client_close(c);
@@ -380,44 +325,44 @@ static int cmd_check_job(const char *path)
 	return 0;
 }
 
-static int verb_version(const char *url, int argc, char **argv)
+static int verb_version(const struct cli_where *where, int argc, char **argv)
 {
-	(void)url;
+	(void)where;
 	(void)argc;
 	(void)argv;
 	printf("airlock protocol %d\n", AL_PROTO_VERSION);
 	return 0;
 }
 
-static int verb_help(const char *url, int argc, char **argv)
+static int verb_help(const struct cli_where *where, int argc, char **argv)
 {
-	(void)url;
+	(void)where;
 	(void)argc;
 	(void)argv;
 	usage(stdout);
 	return 0;
 }
 
-static int verb_run(const char *url, int argc, char **argv)
+static int verb_run(const struct cli_where *where, int argc, char **argv)
 {
-	return cmd_run(url, argc, argv, !strcmp(argv[0], "run"));
+	return cmd_run(where, argc, argv, !strcmp(argv[0], "run"));
 }
 
-static int verb_status(const char *url, int argc, char **argv)
+static int verb_status(const struct cli_where *where, int argc, char **argv)
 {
 	(void)argc;
-	return cmd_status(url, argv[1]);
+	return cmd_status(where, argv[1]);
 }
 
-static int verb_cancel(const char *url, int argc, char **argv)
+static int verb_cancel(const struct cli_where *where, int argc, char **argv)
 {
 	(void)argc;
-	return cmd_cancel(url, argv[1]);
+	return cmd_cancel(where, argv[1]);
 }
 
-static int verb_check_job(const char *url, int argc, char **argv)
+static int verb_check_job(const struct cli_where *where, int argc, char **argv)
 {
-	(void)url;
+	(void)where;
 	(void)argc;
 	return cmd_check_job(argv[1]);
 }
@@ -427,7 +372,7 @@ static int verb_check_job(const char *url, int argc, char **argv)
 static const struct verb {
 	const char *name;
 	int min, max;
-	int (*fn)(const char *url, int argc, char **argv);
+	int (*fn)(const struct cli_where *where, int argc, char **argv);
 } verbs[] = {
     {"run", 0, 1 << 20, verb_run},
     {"submit", 0, 1 << 20, verb_run},
@@ -449,22 +394,23 @@ static const struct verb {
 
 int main(int argc, char **argv)
 {
-	const char *url =
-	    getenv("AIRLOCK_REDIS") ? getenv("AIRLOCK_REDIS") : "redis://127.0.0.1:6379";
+	struct cli_where where = {
+	    .redis = getenv("AIRLOCK_REDIS") ? getenv("AIRLOCK_REDIS") : "redis://127.0.0.1:6379",
+	    .gateway = getenv("AIRLOCK_GATEWAY") && *getenv("AIRLOCK_GATEWAY")
+			   ? getenv("AIRLOCK_GATEWAY")
+			   : NULL,
+	};
 	int i = 1;
 
-	gateway_url = getenv("AIRLOCK_GATEWAY") && *getenv("AIRLOCK_GATEWAY")
-			  ? getenv("AIRLOCK_GATEWAY")
-			  : NULL;
 	while (i + 1 < argc && (!strcmp(argv[i], "--redis") || !strcmp(argv[i], "--gateway") ||
 				!strcmp(argv[i], "--token-file"))) {
 		if (!strcmp(argv[i], "--redis")) {
-			url = argv[i + 1];
-			gateway_url = NULL;
+			where.redis = argv[i + 1];
+			where.gateway = NULL;
 		} else if (!strcmp(argv[i], "--gateway")) {
-			gateway_url = argv[i + 1];
+			where.gateway = argv[i + 1];
 		} else {
-			token_file = argv[i + 1];
+			where.token_file = argv[i + 1];
 		}
 		i += 2;
 	}
@@ -483,7 +429,7 @@ int main(int argc, char **argv)
 	for (size_t v = 0; v < sizeof(verbs) / sizeof(verbs[0]); v++)
 		if (!strcmp(argv[1], verbs[v].name) && argc - 2 >= verbs[v].min &&
 		    argc - 2 <= verbs[v].max)
-			return verbs[v].fn(url, argc - 1, argv + 1);
+			return verbs[v].fn(&where, argc - 1, argv + 1);
 	fprintf(stderr, "airlock: unknown command or wrong arguments: %s (see airlock help)\n",
 		argv[1]);
 	return EXIT_USAGE;

@@ -32,15 +32,12 @@ enum {
 	EXIT_OUTPUT = 153, /* 128 + SIGXFSZ */
 };
 
-/* airlock.c */
-/* The client for url (or --gateway); NULL with *rc set and why printed. */
-struct al_client *cli_connect(const char *url, int *rc);
-
+struct cli_where;
 /* admin.c: the operator's verbs (stats; dlq list|show|retry|purge; vm
  * list|stop|extend), printed one line per row; argv[0] is the verb. */
-int cli_stats(const char *url, int argc, char **argv);
-int cli_dlq(const char *url, int argc, char **argv);
-int cli_vm(const char *url, int argc, char **argv);
+int cli_stats(const struct cli_where *where, int argc, char **argv);
+int cli_dlq(const struct cli_where *where, int argc, char **argv);
+int cli_vm(const struct cli_where *where, int argc, char **argv);
 
 /* jobopts.c: run's and submit's options, from one table */
 struct cli_jobargs {
@@ -51,6 +48,15 @@ struct cli_jobargs {
 int cli_build_job(int argc, char **argv, struct al_job *job, struct cli_jobargs *a);
 /* The options' lines of the usage text. */
 void cli_jobopts_usage(FILE *f);
+
+/* connect.c: where the verbs go (--redis, --gateway, --token-file) */
+struct cli_where {
+	const char *redis;	/* a Redis URL (direct, the operator's way) */
+	const char *gateway;	/* else a gateway's URL ... */
+	const char *token_file; /* ... and its API key's file ($AIRLOCK_TOKEN first) */
+};
+/* The client for where; NULL with *rc set and why printed. */
+struct al_client *cli_connect(const struct cli_where *where, int *rc);
 
 /* print.c */
 /* What run printed of the live output: bytes of stdout [1] and stderr [2],
@@ -78,9 +84,9 @@ char *cli_strndup(const char *s, size_t n);
 int cli_read_path(const char *path, struct al_bytes *out, size_t cap);
 
 /* images.c: airlock images [--dir DIR] [--json] */
-int cli_images(const char *url, int argc, char **argv);
+int cli_images(const struct cli_where *where, int argc, char **argv);
 
 /* session_cmd.c: airlock session open|exec|py|put|get|ls|close ... */
-int cli_session(const char *url, int argc, char **argv);
+int cli_session(const struct cli_where *where, int argc, char **argv);
 
 #endif

@@ -141,7 +141,7 @@ static int print_json(const struct image *ims, size_t n)
 	return 0;
 }
 
-int cli_images(const char *url, int argc, char **argv)
+int cli_images(const struct cli_where *where, int argc, char **argv)
 {
 	const char *dir = "/var/lib/airlock/images";
 	bool json = false;
@@ -151,7 +151,7 @@ int cli_images(const char *url, int argc, char **argv)
 	struct dirent *e;
 	int rc;
 
-	(void)url;
+	(void)where;
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--json")) {
 			json = true;

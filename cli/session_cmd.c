@@ -153,7 +153,7 @@ static void save_outputs(const struct al_result *r, const char *dir)
 			r->noutputs);
 }
 
-int cli_session(const char *url, int argc, char **argv)
+int cli_session(const struct cli_where *where, int argc, char **argv)
 {
 	static const char *const verbs[] = {"open", "exec", "py", "put", "get", "ls", "close"};
 	struct sess_opts o = {0};
@@ -176,7 +176,7 @@ int cli_session(const char *url, int argc, char **argv)
 		return usage_error("unknown verb; use open, exec, py, put, get, ls or close");
 	if (v > 0 && n < 2)
 		return usage_error("the session's id (what open printed)");
-	if (!(c = cli_connect(url, &rc)))
+	if (!(c = cli_connect(where, &rc)))
 		return rc;
 	if (v == 0) {
 		rc = cmd_open(c, &o);

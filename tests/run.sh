@@ -50,8 +50,9 @@ images_done() {
 
 # Suites that need no catalogue image nor microVM guest (the process tier
 # on the host's /usr, Redis, the gateway, the fuzzers): while it builds.
-NO_IMAGE="test_acl test_clock test_egress_proxy test_faults test_fleet test_gateway
-	test_policy_reload test_process test_queue test_sentinel test_tiers test_worker_faults"
+NO_IMAGE="layers layout test_layout test_acl test_clock test_egress_proxy test_faults test_fleet
+	test_gateway test_policy_reload test_process test_queue test_sentinel test_tiers
+	test_worker_faults"
 # Image suites that mostly wait (on servers in test namespaces, leases,
 # sessions' timers): they run while the hostile suite takes a core in a lane
 # beside them. It shares nothing with them: its own worker ids, slot uids
@@ -92,6 +93,8 @@ if [ "$QUICK" = 1 ]; then
 	run_suite integration/headers bash tests/integration/headers.sh
 	run_suite integration/runner bash tests/integration/runner.sh
 	run_suite integration/layers /usr/bin/python3 tests/integration/layers.py
+	run_suite integration/layout /usr/bin/python3 tests/integration/layout.py
+	run_suite integration/test_layout /usr/bin/python3 tests/integration/test_layout.py
 fi
 fuzzers() {
 	run_suite fuzz/job fuzz fuzz_job "$FUZZ_SECONDS"

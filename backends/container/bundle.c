@@ -28,8 +28,6 @@
 #include "../netns.h"
 #include "ctr.h"
 
-struct ctr_host ctr_host;
-
 /* The fast image (no image in the policy): a root of mount points for what
  * of the host a program needs (hostroot.h), bound read-only by each bundle,
  * and an /etc of its own: generated passwd, group, hosts, nsswitch.conf and

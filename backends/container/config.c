@@ -29,6 +29,10 @@
 #include "../seccomp.h"
 #include "ctr.h"
 
+/* the backend's host-wide state (ctr.h): here, in the lowest file that
+ * reads it */
+struct ctr_host ctr_host;
+
 /* jansson calls of the bundle being built: a failure (out of memory) marks
  * it, and a marked bundle is refused whole. One worker thread builds one
  * bundle at a time. */

@@ -22,10 +22,10 @@ static int write_file(const char *dir, const char *file, const char *val)
 	cleanup_close int fd = -1;
 
 	if (al_pathf(path, sizeof(path), "%s/%s", dir, file))
-		return -1;
+		return AL_ESYS;
 	fd = open(path, O_WRONLY | O_CLOEXEC);
 	if (fd < 0)
-		return -1;
+		return AL_ESYS;
 	return write(fd, val, strlen(val)) == (ssize_t)strlen(val) ? 0 : -1;
 }
 
@@ -36,13 +36,13 @@ static int read_file(const char *dir, const char *file, char *buf, size_t cap)
 	cleanup_close int fd = -1;
 
 	if (al_pathf(path, sizeof(path), "%s/%s", dir, file))
-		return -1;
+		return AL_ESYS;
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return -1;
+		return AL_ESYS;
 	n = read(fd, buf, cap - 1);
 	if (n < 0)
-		return -1;
+		return AL_ESYS;
 	buf[n] = '\0';
 	return 0;
 }
@@ -137,7 +137,7 @@ static int mkdir_p(const char *path)
 			continue;
 		*p = '\0';
 		if (mkdir(tmp, 0755) && errno != EEXIST)
-			return -1;
+			return AL_ESYS;
 		*p = '/';
 	}
 	return mkdir(tmp, 0755) && errno != EEXIST ? -1 : 0;
@@ -277,7 +277,7 @@ int al_cg_enter_self(const struct al_cg *cg)
 {
 	for (int i = 0; i < cg->ndirs; i++)
 		if (write_file(cg->dirs[i], "cgroup.procs", "0"))
-			return -1;
+			return AL_ESYS;
 	return 0;
 }
 
@@ -302,17 +302,17 @@ int al_cg_usage(const struct al_cg *cg, uint64_t *memory_bytes, uint64_t *pids)
 
 	if (read_file(cg->dirs[0], v2 ? "memory.current" : "memory.usage_in_bytes", buf,
 		      sizeof(buf)))
-		return -1;
+		return AL_ESYS;
 	cur = strtoull(buf, NULL, 10);
 	/* less the page cache a limit would reclaim (tmpfs pages stay) */
 	if (read_file(cg->dirs[0], "memory.stat", buf, sizeof(buf)))
-		return -1;
+		return AL_ESYS;
 	file = keyed(buf, v2 ? "file" : "cache");
 	shmem = keyed(buf, "shmem");
 	file -= shmem < file ? shmem : file; /* what reclaim can take */
 	*memory_bytes = cur > file ? cur - file : 0;
 	if (read_file(cg->dirs[v2 ? 0 : 1], "pids.current", buf, sizeof(buf)))
-		return -1;
+		return AL_ESYS;
 	*pids = strtoull(buf, NULL, 10);
 	return 0;
 }

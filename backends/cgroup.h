@@ -66,14 +66,15 @@ int al_cg_enable_subtree(const struct al_cg_sys *sys, struct al_err *err);
 /* Set (or change) the limits of an existing cgroup; zero fields are left
  * as they are. */
 int al_cg_set_limits(struct al_cg *cg, const struct al_cg_limits *lim, struct al_err *err);
-/* Move the calling process into cg (async-signal-safe: usable after fork). */
+/* Move the calling process into cg (async-signal-safe: usable after fork):
+ * 0, or AL_ESYS with errno. */
 int al_cg_enter_self(const struct al_cg *cg);
 int al_cg_stats(const struct al_cg *cg, struct al_cg_stats *st);
 /* Only the CPU time of every task, nanoseconds (0 when unreadable). */
 uint64_t al_cg_cpu_ns(const struct al_cg *cg);
 /* What cg's tasks hold now: memory a limit cannot reclaim (bytes: the
  * usage less its page cache, tmpfs pages counted) and tasks (threads
- * count). 0, or -1 when unreadable. */
+ * count). 0, or AL_ESYS (errno) when unreadable. */
 int al_cg_usage(const struct al_cg *cg, uint64_t *memory_bytes, uint64_t *pids);
 /* SIGKILL every task in cg, wait until it is empty, remove it. Returns 0 when
  * the cgroup is gone. */

@@ -85,16 +85,15 @@ int al_image_tree(const struct al_backend_conf *conf, const char *dir, struct al
 {
 	cleanup_close int lower = -1, blank = -1, fs = -1;
 	char layers[64];
-	int mnt;
+	int mnt, rc;
 
-	if (al_image_layers(conf, dir, &lower, &blank, layers, sizeof(layers), err))
-		return -1;
+	if ((rc = al_image_layers(conf, dir, &lower, &blank, layers, sizeof(layers), err)))
+		return rc;
 	if ((fs = fsopen("overlay", FSOPEN_CLOEXEC)) < 0 ||
 	    fsconfig(fs, FSCONFIG_SET_STRING, "source", "airlock-image", 0) ||
 	    fsconfig(fs, FSCONFIG_SET_STRING, "lowerdir", layers, 0) ||
 	    fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0)) {
-		al_err_sys(err, "image: an overlay of %s", dir);
-		return -1;
+		return al_err_sys(err, "image: an overlay of %s", dir);
 	}
 	mnt =
 	    fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);

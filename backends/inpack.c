@@ -1,6 +1,8 @@
 /* inpack.c - the inputs pack: write one, unpack one safely (inpack.h). */
 #include "inpack.h"
 
+#include "../proto/buf.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -12,23 +14,6 @@
 #include "../common/cleanup.h"
 
 #define HDR 16
-
-static int write_all(int fd, const void *p, size_t n)
-{
-	const char *c = p;
-
-	while (n > 0) {
-		ssize_t w = write(fd, c, n);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return -1;
-		c += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
 
 /* 1: n bytes read; 0: the end came first; -1: an error */
 static int read_all(int fd, void *p, size_t n)
@@ -112,7 +97,7 @@ int al_pack_w_entry(struct al_pack_w *w, int type, const char *path, unsigned mo
 		h[4 + i] = (n >> (8 * i)) & 0xff;
 	for (int i = 0; i < 8; i++)
 		h[8 + i] = (size >> (8 * i)) & 0xff;
-	if (write_all(w->fd, h, HDR) || write_all(w->fd, path, n))
+	if (al_write_all(w->fd, h, HDR) || al_write_all(w->fd, path, n))
 		return al_err_sys(err, "inputs: write the pack");
 	w->off += HDR + n;
 	return AL_OK;
@@ -120,7 +105,7 @@ int al_pack_w_entry(struct al_pack_w *w, int type, const char *path, unsigned mo
 
 int al_pack_w_data(struct al_pack_w *w, const void *data, size_t len, struct al_err *err)
 {
-	if (write_all(w->fd, data, len))
+	if (al_write_all(w->fd, data, len))
 		return al_err_sys(err, "inputs: write the pack");
 	w->off += len;
 	return AL_OK;
@@ -182,10 +167,10 @@ static int copy_fd(int in, int out, uint64_t n)
 
 		if (r <= 0) {
 			errno = r == 0 ? EPIPE : errno;
-			return -1;
+			return AL_ESYS;
 		}
-		if (write_all(out, buf, k))
-			return -1;
+		if (al_write_all(out, buf, k))
+			return AL_ESYS;
 		n -= k;
 	}
 	return 0;

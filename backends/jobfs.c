@@ -31,7 +31,7 @@ int al_mkdir_p(const char *path, mode_t mode)
 			continue;
 		*p = '\0';
 		if (mkdir(tmp, mode) && errno != EEXIST)
-			return -1;
+			return AL_ESYS;
 		*p = '/';
 	}
 	return mkdir(tmp, mode) && errno != EEXIST ? -1 : 0;
@@ -49,26 +49,11 @@ static int make_parents(int dirfd, const char *rel, uid_t uid, gid_t gid)
 		*p = '\0';
 		if (mkdirat(dirfd, tmp, 0755) == 0) {
 			if (fchownat(dirfd, tmp, uid, gid, AT_SYMLINK_NOFOLLOW))
-				return -1;
+				return AL_ESYS;
 		} else if (errno != EEXIST) {
-			return -1;
+			return AL_ESYS;
 		}
 		*p = '/';
-	}
-	return 0;
-}
-
-static int write_all(int fd, const char *p, size_t n)
-{
-	while (n > 0) {
-		ssize_t w = write(fd, p, n);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return -1;
-		p += w;
-		n -= (size_t)w;
 	}
 	return 0;
 }
@@ -128,7 +113,7 @@ int al_jobfs_write_files(struct al_jobfs *fs, const struct al_job *job, uid_t ui
 			    0600);
 		if (fd < 0)
 			return al_err_sys(err, "jobfs: input file %s", f->path);
-		if (write_all(fd, f->data.data, f->data.len))
+		if (al_write_all(fd, f->data.data, f->data.len))
 			return errno == ENOSPC
 				   ? al_err_set(err, AL_EINVAL,
 						"input files: more than the disk limit allows")
@@ -231,7 +216,7 @@ static int empty_dir(int dfd, int depth)
 
 	if (!d) {
 		close(dfd);
-		return -1;
+		return AL_ESYS;
 	}
 	/* entries removed while reading may hide others: read until a pass
 	 * finds nothing to remove */
@@ -296,15 +281,15 @@ static int read_capped(int fd, uint64_t cap, struct al_bytes *out, bool *truncat
 	cleanup_free char *data = NULL;
 
 	if (fstat(fd, &st))
-		return -1;
+		return AL_ESYS;
 	want = (uint64_t)st.st_size > cap ? (size_t)cap : (size_t)st.st_size;
 	*truncated = (uint64_t)st.st_size > cap;
 	data = malloc(want + 1);
 	if (!data)
-		return -1;
+		return AL_ENOMEM;
 	n = want ? pread(fd, data, want, 0) : 0;
 	if (n < 0)
-		return -1;
+		return AL_ESYS;
 	data[n] = '\0';
 	out->len = (size_t)n;
 	out->data = al_take_ptr(&data);

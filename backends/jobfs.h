@@ -94,7 +94,7 @@ typedef int (*al_out_emit_fn)(void *dst, int stream, const void *data, size_t le
 int al_output_pump(const struct al_limits *lim, uint64_t sent[3], al_out_read_fn read, void *src,
 		   al_out_emit_fn emit, void *dst);
 
-/* mkdir -p with mode for each level created. */
+/* mkdir -p with mode for each level created: 0, or AL_ESYS with errno. */
 int al_mkdir_p(const char *path, mode_t mode);
 
 #endif

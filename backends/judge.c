@@ -191,7 +191,7 @@ static int copy_cut(const struct al_bytes *in, bool in_cut, struct al_bytes *out
 
 	out->data = malloc(n + 1);
 	if (!out->data)
-		return -1;
+		return AL_ENOMEM;
 	if (n)
 		memcpy(out->data, in->data, n);
 	out->data[n] = '\0';
@@ -213,7 +213,7 @@ static int fill_run(const char *name, const struct al_result *run, struct al_tes
 	tr->max_rss_bytes = run->max_rss_bytes;
 	if (!tr->name || copy_cut(&run->out, run->out_truncated, &tr->out, &tr->out_truncated) ||
 	    copy_cut(&run->err, run->err_truncated, &tr->err, &tr->err_truncated))
-		return -1;
+		return AL_ENOMEM;
 	return 0;
 }
 
@@ -248,7 +248,7 @@ int al_grade_test(const struct al_test *t, const struct al_result *run, struct a
 	char text[AL_VERDICT_TEXT_MAX + 1];
 
 	if (fill_run(t->name, run, tr))
-		return -1;
+		return AL_ENOMEM;
 	switch (run->status) {
 	/* over its time, by the clock or by CPU: one verdict on every tier (which
 	 * limit a run hits first depends on the machine: under TCG a busy loop
@@ -276,7 +276,7 @@ int al_grade_test(const struct al_test *t, const struct al_result *run, struct a
 int al_grade_build(const struct al_result *run, struct al_test_result *tr)
 {
 	if (fill_run("build", run, tr))
-		return -1;
+		return AL_ENOMEM;
 	if (run->status == AL_ST_OK && !run->signal && (!run->has_exit_code || !run->exit_code)) {
 		tr->verdict = AL_V_ACCEPTED;
 		return 0;
@@ -291,7 +291,7 @@ int al_grade_skip(const struct al_test *t, struct al_test_result *tr)
 	tr->verdict = AL_V_SKIPPED;
 	if (!(tr->name = strdup(t->name)) || !(tr->out.data = calloc(1, 1)) ||
 	    !(tr->err.data = calloc(1, 1)))
-		return -1;
+		return AL_ENOMEM;
 	return set_detail(tr, "not run: an earlier test failed (stop_on_failure)");
 }
 
@@ -400,7 +400,7 @@ int al_grade_score(struct al_result *res, const struct al_job *job)
 	res->groups = NULL;
 	res->ngroups = 0;
 	if (!(res->groups = calloc(job->ntests + 1, sizeof(*res->groups))))
-		return -1;
+		return AL_ENOMEM;
 	for (size_t i = 0; i < job->ntests; i++) {
 		const struct al_test *t = &job->tests[i];
 		struct al_test_result *tr = i < res->ntests ? &res->tests[i] : NULL;
@@ -414,7 +414,7 @@ int al_grade_score(struct al_result *res, const struct al_job *job)
 			tr->hidden = t->hidden;
 			free(tr->group);
 			if (t->group && !(tr->group = strdup(t->group)))
-				return -1;
+				return AL_ENOMEM;
 			if (t->hidden) { /* the verdict, its usage and points: nothing it printed */
 				tr->out.len = tr->err.len = 0;
 				if (tr->out.data)
@@ -436,7 +436,7 @@ int al_grade_score(struct al_result *res, const struct al_job *job)
 		if (!g) {
 			g = &res->groups[res->ngroups];
 			if (!(g->name = strdup(t->group)))
-				return -1;
+				return AL_ENOMEM;
 			res->ngroups++;
 			/* all or nothing: earned until a test of it is not accepted */
 			g->score = job->group_scoring == AL_GROUPS_SUM ? 0 : UINT64_MAX;
@@ -481,13 +481,13 @@ int al_grade_result(struct al_result *res, struct al_test_result *build,
 	}
 	if (build) {
 		if (!(res->build = malloc(sizeof(*res->build))))
-			return -1;
+			return AL_ENOMEM;
 		*res->build = *build;
 		memset(build, 0, sizeof(*build));
 	}
 	/* a grading job's result always has its tests (none after a compile_error) */
 	if (!(res->tests = malloc((ntests ? ntests : 1) * sizeof(*res->tests))))
-		return -1;
+		return AL_ENOMEM;
 	memcpy(res->tests, tests, ntests * sizeof(*tests));
 	memset(tests, 0, ntests * sizeof(*tests));
 	res->ntests = ntests;

@@ -42,7 +42,7 @@ void al_diff_text(const struct al_diff *d, char *out, size_t cap);
  * usage): its verdict (timeout, cpu_limit, memory_limit, output_limit from
  * the status; runtime_error for a non-zero exit or a signal; then the
  * expected output compared), a detail line, the usage, and the output cut
- * to AL_TEST_KEEP_MAX. Fills *tr (the caller frees its fields); 0, or -1
+ * to AL_TEST_KEEP_MAX. Fills *tr (the caller frees its fields); 0, or AL_ENOMEM
  * when out of memory. */
 int al_grade_test(const struct al_test *t, const struct al_result *run, struct al_test_result *tr);
 /* The build's outcome: accepted when it exited 0, else compile_error. */
@@ -55,7 +55,7 @@ int al_grade_skip(const struct al_test *t, struct al_test_result *tr);
  * which are emptied), usage summed (CPU) or the peak (memory); status
  * compile_error with the build's output as stdout/stderr (taken from
  * build_run) when the build failed, else ok with exit code 0 when every
- * test was accepted and 1 when one was not. 0 or -1 (out of memory). */
+ * test was accepted and 1 when one was not. 0 or AL_ENOMEM. */
 int al_grade_result(struct al_result *res, struct al_test_result *build,
 		    struct al_result *build_run, struct al_test_result *tests, size_t ntests);
 
@@ -89,14 +89,14 @@ bool al_grade_wants_check(const struct al_job *job, const struct al_test_result 
 void al_grade_checker_job(const struct al_job *job, const struct al_limits *dflt, long test,
 			  const struct al_bytes *actual, char **argv, struct al_file files[3],
 			  struct al_job *out, struct al_limits *lim);
-/* Test tr's verdict and detail from the checker's run. 0, or -1 (memory). */
+/* Test tr's verdict and detail from the checker's run. 0, or AL_ENOMEM. */
 int al_grade_checked(struct al_test_result *tr, const struct al_result *run);
 
 /* The host's part of a grading job's result (every backend, the microVM
  * guest's word on it ignored): each test's points (earned when accepted)
  * and group, a hidden test's output and detail taken out, the groups'
  * scores (all or nothing, or summed: job->group_scoring) and the total
- * against the most it could have been. 0, or -1 when out of memory. */
+ * against the most it could have been. 0, or AL_ENOMEM. */
 int al_grade_score(struct al_result *res, const struct al_job *job);
 
 /* Whether a verdict counts as a failure (stop_on_failure). */

@@ -7,7 +7,6 @@
 
 #include "cli.h"
 
-
 /* The API key: $AIRLOCK_TOKEN, else the first line of --token-file. */
 static char *gateway_token(const char *token_file, struct al_err *err)
 {

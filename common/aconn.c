@@ -59,7 +59,7 @@ static void schedule_retry(struct al_aconn *c);
 static int refuse(struct al_aconn *c, const char *why)
 {
 	snprintf(c->err, sizeof(c->err), "%s", why);
-	return -1;
+	return AL_EREDIS;
 }
 
 /* hiredis refused to queue a command: its reason when it has one. */
@@ -67,7 +67,7 @@ static int refuse_hiredis(struct al_aconn *c)
 {
 	snprintf(c->err, sizeof(c->err), "hiredis refused the command: %s",
 		 c->ac && c->ac->errstr[0] ? c->ac->errstr : "no reason given");
-	return -1;
+	return AL_EREDIS;
 }
 
 const char *al_aconn_strerror(const struct al_aconn *c)
@@ -488,10 +488,10 @@ int al_aconn_send(struct al_aconn *c, struct al_call *call, redisCallbackFn *fn,
 	struct req *q;
 
 	if (!(q = req_now(c, fn, priv)))
-		return -1;
+		return AL_EREDIS;
 	if (send_req(c, q, call)) {
 		free(q);
-		return -1;
+		return AL_EREDIS;
 	}
 	return 0;
 }
@@ -502,7 +502,7 @@ int al_aconn_cmd(struct al_aconn *c, redisCallbackFn *fn, void *priv, int argc,
 	struct req *q;
 
 	if (!(q = req_now(c, fn, priv)))
-		return -1;
+		return AL_EREDIS;
 	/* hiredis does not write through argv; its prototype predates const. */
 	if (redisAsyncCommandArgv(c->ac, on_req_reply, q, argc, (const char **)(uintptr_t)argv,
 				  lens) != REDIS_OK) {

@@ -47,9 +47,9 @@ struct al_aconn *al_aconn_new(struct event_base *base, const struct al_redis_url
  * is freed before Redis answered. Returns -1 only when call could not be
  * built (out of memory; fn is not called). */
 int al_aconn_call(struct al_aconn *c, struct al_call *call, redisCallbackFn *fn, void *priv);
-/* Best effort: send call now (it stays the caller's). -1 when down. */
+/* Best effort: send call now (it stays the caller's). AL_EREDIS when down. */
 int al_aconn_send(struct al_aconn *c, struct al_call *call, redisCallbackFn *fn, void *priv);
-/* Best effort, from a plain argv (lens NULL: strings). -1 when down. */
+/* Best effort, from a plain argv (lens NULL: strings). AL_EREDIS when down. */
 int al_aconn_cmd(struct al_aconn *c, redisCallbackFn *fn, void *priv, int argc,
 		 const char *const *argv, const size_t *lens);
 /* SUBSCRIBE: fn is called for every message, with priv (no timeout, no

@@ -10,7 +10,7 @@
 static int copy(char *dst, size_t cap, const char *src, size_t n)
 {
 	if (n >= cap)
-		return -1;
+		return AL_EINVAL;
 	memcpy(dst, src, n);
 	dst[n] = '\0';
 	return 0;

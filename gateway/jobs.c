@@ -123,7 +123,7 @@ int gw_new_id(char out[AL_ID_MAX + 1])
 	unsigned char r[16];
 
 	if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r))
-		return -1;
+		return AL_ESYS;
 	strcpy(out, JOB_IDS_PREFIX);
 	for (int i = 0; i < 16; i++)
 		snprintf(out + 1 + 2 * i, 3, "%02x", r[i]);

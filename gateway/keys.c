@@ -38,7 +38,7 @@ static int unhex(const char *s, unsigned char out[32])
 
 		if (!isxdigit((unsigned char)s[2 * i]) || !isxdigit((unsigned char)s[2 * i + 1]) ||
 		    sscanf(s + 2 * i, "%2x", &v) != 1)
-			return -1;
+			return AL_EINVAL;
 		out[i] = (unsigned char)v;
 	}
 	return s[64] == '\0' ? 0 : -1;

@@ -8,10 +8,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "err.h"
+
 int al_buf_append(struct al_buf *buf, const void *p, size_t n)
 {
 	if (n > ((size_t)-1) / 2 - buf->len)
-		return -1;
+		return AL_ENOMEM;
 	if (buf->len + n + 1 > buf->cap) {
 		size_t cap = buf->cap ? buf->cap : 256;
 		char *d;
@@ -20,7 +22,7 @@ int al_buf_append(struct al_buf *buf, const void *p, size_t n)
 			cap *= 2;
 		d = realloc(buf->data, cap);
 		if (!d)
-			return -1;
+			return AL_ENOMEM;
 		buf->data = d;
 		buf->cap = cap;
 	}
@@ -57,7 +59,7 @@ int al_pathf(char *buf, size_t cap, const char *fmt, ...)
 	va_end(ap);
 	if (n < 0 || (size_t)n >= cap) {
 		errno = ENAMETOOLONG;
-		return -1;
+		return AL_EINVAL;
 	}
 	return 0;
 }
@@ -74,7 +76,7 @@ int al_write_all(int fd, const void *p, size_t n)
 		if (w <= 0) {
 			if (w == 0)
 				errno = EIO;
-			return -1;
+			return AL_ESYS;
 		}
 		c += w;
 		n -= (size_t)w;

@@ -43,7 +43,7 @@ int al_check_rel_path(const char *what, const char *p, struct al_err *err);
 int al_check_files(const char *list, const struct al_file *files, size_t n, struct al_err *err);
 int al_check_limits(const char *what, const struct al_limits *l, struct al_err *err);
 
-/* Encoders: 0 or -1 (out of memory). */
+/* Encoders: 0 or AL_ENOMEM. */
 int al_pack_text_array(msgpack_packer *pk, char *const *v, size_t n);
 int al_pack_files(msgpack_packer *pk, const struct al_file *files, size_t n);
 int al_pack_limits(msgpack_packer *pk, const struct al_limits *l);

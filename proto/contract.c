@@ -29,7 +29,7 @@ int al_job_state_parse(const char *name)
 	for (int i = 0; i < AL_JS_COUNT; i++)
 		if (!strcmp(name, job_states[i]))
 			return i;
-	return -1;
+	return AL_EINVAL;
 }
 
 static const char *keyf(char out[AL_KEY_MAX], const char *prefix, const char *a, const char *b)
@@ -224,14 +224,14 @@ int al_call_argv(struct al_call *c, int *argc, const char ***argv, const size_t 
 	int head = c->script ? 3 : 0, n = head + c->keys.n + c->args.n, k = 0;
 
 	if (c->oom)
-		return -1;
+		return AL_ENOMEM;
 	free(c->argv);
 	free(c->lens);
 	c->argv = calloc((size_t)n + 1, sizeof(*c->argv));
 	c->lens = calloc((size_t)n + 1, sizeof(*c->lens));
 	if (!c->argv || !c->lens) {
 		c->oom = true;
-		return -1;
+		return AL_ENOMEM;
 	}
 	if (c->script) {
 		snprintf(c->nkeys, sizeof(c->nkeys), "%d", c->keys.n);

@@ -56,7 +56,7 @@ enum al_job_state {
 	AL_JS_COUNT
 };
 const char *al_job_state_name(enum al_job_state s);
-/* The state for a name, or -1. */
+/* The state for a name, or AL_EINVAL. */
 int al_job_state_parse(const char *name);
 
 /* ---- a command under construction ----
@@ -86,7 +86,7 @@ void al_call_str(struct al_call *c, const char *s); /* NULL counts as "" */
 void al_call_u64(struct al_call *c, uint64_t v);
 void al_call_i64(struct al_call *c, int64_t v);
 /* The whole command (EVALSHA sha nkeys KEYS... ARGV..., or the words) in
- * *argv / *lens, valid until the call is freed or changed. -1 when an
+ * *argv / *lens, valid until the call is freed or changed. AL_ENOMEM when an
  * append ran out of memory (then nothing may be sent). */
 int al_call_argv(struct al_call *c, int *argc, const char ***argv, const size_t **lens);
 /* Number of items a batch call holds (keys per item given). */

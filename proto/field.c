@@ -383,22 +383,22 @@ int al_dec_fields(const msgpack_object *root, const char *what, const char *cons
 int al_pack_text_array(msgpack_packer *pk, char *const *v, size_t n)
 {
 	if (msgpack_pack_array(pk, n))
-		return -1;
+		return AL_ENOMEM;
 	for (size_t i = 0; i < n; i++)
 		if (al_mp_pack_str(pk, v[i]))
-			return -1;
+			return AL_ENOMEM;
 	return 0;
 }
 
 int al_pack_files(msgpack_packer *pk, const struct al_file *files, size_t n)
 {
 	if (msgpack_pack_array(pk, n))
-		return -1;
+		return AL_ENOMEM;
 	for (size_t i = 0; i < n; i++)
 		if (msgpack_pack_map(pk, 3) || al_mp_pack_kv_str(pk, "path", files[i].path) ||
 		    al_mp_pack_kv_bin(pk, "data", files[i].data.data, files[i].data.len) ||
 		    al_mp_pack_kv_uint(pk, "mode", files[i].mode))
-			return -1;
+			return AL_ENOMEM;
 	return 0;
 }
 
@@ -418,10 +418,10 @@ int al_pack_limits(msgpack_packer *pk, const struct al_limits *l)
 	for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++)
 		n += f[i].v != 0;
 	if (msgpack_pack_map(pk, n))
-		return -1;
+		return AL_ENOMEM;
 	for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++)
 		if (f[i].v && al_mp_pack_kv_uint(pk, f[i].k, f[i].v))
-			return -1;
+			return AL_ENOMEM;
 	return 0;
 }
 

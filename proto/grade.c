@@ -19,7 +19,7 @@ int al_compare_parse(const char *name)
 	for (int i = 0; name && i < 4; i++)
 		if (!strcmp(name, compare_names[i]))
 			return i;
-	return -1;
+	return AL_EINVAL;
 }
 
 const char *al_compare_name(enum al_compare mode)
@@ -37,7 +37,7 @@ int al_verdict_parse(const char *name)
 	for (int i = 0; name && i < AL_V_COUNT; i++)
 		if (!strcmp(name, verdict_names[i]))
 			return i;
-	return -1;
+	return AL_EINVAL;
 }
 
 void al_step_limits(const struct al_limits *own, const struct al_limits *dflt,

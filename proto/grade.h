@@ -34,7 +34,7 @@ enum al_compare {
 #define AL_POINTS_MAX  1000000 /* one test's points */
 #define AL_GROUP_MAX   64      /* a group's name, bytes */
 
-/* "exact", "trim", "tokens" -> the mode, or -1. */
+/* "exact", "trim", "tokens" -> the mode, or AL_EINVAL. */
 int al_compare_parse(const char *name);
 const char *al_compare_name(enum al_compare mode);
 
@@ -93,7 +93,7 @@ enum al_verdict {
 };
 
 const char *al_verdict_name(enum al_verdict v);
-int al_verdict_parse(const char *name); /* the verdict, or -1 */
+int al_verdict_parse(const char *name); /* the verdict, or AL_EINVAL */
 
 /* One test's outcome (the build's too: verdict accepted or compile_error). */
 struct al_test_result {

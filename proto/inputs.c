@@ -296,19 +296,19 @@ int al_inputs_validate(const struct al_job *job, struct al_err *err)
 int al_inputs_pack(msgpack_packer *pk, const struct al_input *in, size_t n)
 {
 	if (msgpack_pack_array(pk, n))
-		return -1;
+		return AL_ENOMEM;
 	for (size_t i = 0; i < n; i++)
 		if (in[i].unpack == AL_UNPACK_GIT) {
 			if (msgpack_pack_map(pk, 2) || al_mp_pack_str(pk, "git") ||
 			    msgpack_pack_map(pk, 2) || al_mp_pack_kv_str(pk, "url", in[i].url) ||
 			    al_mp_pack_kv_str(pk, "ref", in[i].ref) ||
 			    al_mp_pack_kv_str(pk, "path", in[i].path))
-				return -1;
+				return AL_ENOMEM;
 		} else if (msgpack_pack_map(pk, 4) || al_mp_pack_kv_str(pk, "url", in[i].url) ||
 			   al_mp_pack_kv_str(pk, "sha256", in[i].sha256) ||
 			   al_mp_pack_kv_str(pk, "path", in[i].path) ||
 			   al_mp_pack_kv_str(pk, "unpack", al_unpack_name(in[i].unpack)))
-			return -1;
+			return AL_ENOMEM;
 	return 0;
 }
 

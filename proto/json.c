@@ -45,10 +45,10 @@ static int base64_decode(const char *s, struct al_bytes *b)
 	size_t n = strlen(s), o = 0;
 
 	if (n % 4)
-		return -1;
+		return AL_EINVAL;
 	b->data = malloc(n / 4 * 3 + 1);
 	if (!b->data)
-		return -1;
+		return AL_EINVAL;
 	for (size_t i = 0; i < n; i += 4) {
 		int v[4];
 
@@ -69,7 +69,7 @@ static int base64_decode(const char *s, struct al_bytes *b)
 bad:
 	free(b->data);
 	b->data = NULL;
-	return -1;
+	return AL_EINVAL;
 }
 
 /* key_base64: the bytes as base64 text. */
@@ -82,7 +82,7 @@ static int set_base64(json_t *obj, const char *key, const struct al_bytes *b)
 	snprintf(name, sizeof(name), "%s_base64", key);
 	enc = base64_encode((const unsigned char *)b->data, b->len);
 	if (!enc)
-		return -1;
+		return AL_ENOMEM;
 	rc = json_object_set_new(obj, name, json_string(enc));
 	free(enc);
 	return rc;
@@ -91,7 +91,9 @@ static int set_base64(json_t *obj, const char *key, const struct al_bytes *b)
 int al_json_set_bytes(json_t *obj, const char *key, const struct al_bytes *b)
 {
 	if (al_utf8_valid(b->data ? b->data : "", b->len))
-		return json_object_set_new(obj, key, json_stringn(b->data ? b->data : "", b->len));
+		return json_object_set_new(obj, key, json_stringn(b->data ? b->data : "", b->len))
+			   ? AL_ENOMEM
+			   : AL_OK;
 	return set_base64(obj, key, b);
 }
 
@@ -105,9 +107,9 @@ int al_json_set_output(json_t *obj, const char *key, const struct al_bytes *b)
 	if (al_utf8_valid((const char *)s, b->len))
 		return json_object_set_new(obj, key, json_stringn((const char *)s, b->len));
 	if (set_base64(obj, key, b)) /* NAME_base64: the bytes, exact */
-		return -1;
+		return AL_ENOMEM;
 	if (!(text = malloc(b->len * 3 + 1)))
-		return -1;
+		return AL_ENOMEM;
 	for (size_t i = 0; i < b->len;) { /* each byte of no valid sequence: U+FFFD */
 		unsigned char c = s[i];
 		size_t k = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 1;
@@ -143,7 +145,7 @@ int al_json_get_bytes(const json_t *obj, const char *key, struct al_bytes *b)
 		b->len = json_string_length(v);
 		b->data = malloc(b->len + 1);
 		if (!b->data)
-			return -1;
+			return AL_EINVAL;
 		memcpy(b->data, json_string_value(v), b->len);
 		b->data[b->len] = '\0';
 		return 0;

@@ -15,14 +15,14 @@
  * out. */
 json_t *al_job_to_json(const struct al_job *job);
 json_t *al_result_to_json(const struct al_result *res);
-/* Set key (or key_base64) on obj from bytes. Returns 0 or -1. */
+/* Set key (or key_base64) on obj from bytes. Returns 0 or AL_ENOMEM. */
 int al_json_set_bytes(json_t *obj, const char *key, const struct al_bytes *b);
 /* Output bytes (a result's stdout, stderr): key always, as text (each byte
  * of no valid UTF-8 sequence, and NUL, as U+FFFD), and key_base64 with the
- * exact bytes when the text is not them. Returns 0 or -1. */
+ * exact bytes when the text is not them. Returns 0 or AL_ENOMEM. */
 int al_json_set_output(json_t *obj, const char *key, const struct al_bytes *b);
 /* Read bytes back from key_base64, else key; missing leaves *b empty. Caller
- * frees b->data. Returns 0 or -1 on bad base64. */
+ * frees b->data. Returns 0 or AL_EINVAL on bad base64. */
 int al_json_get_bytes(const json_t *obj, const char *key, struct al_bytes *b);
 
 /* JSON to msgpack (appended to out): objects, arrays, strings, integers,

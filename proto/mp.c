@@ -391,10 +391,10 @@ int al_mp_pack_kv_bin(msgpack_packer *pk, const char *k, const void *p, size_t n
 int al_mp_pack_kvs(msgpack_packer *pk, const struct al_kv *kv, size_t n)
 {
 	if (msgpack_pack_map(pk, n))
-		return -1;
+		return AL_ENOMEM;
 	for (size_t i = 0; i < n; i++)
 		if (al_mp_pack_kv_str(pk, kv[i].key, kv[i].value))
-			return -1;
+			return AL_ENOMEM;
 	return 0;
 }
 

@@ -25,7 +25,7 @@ int al_status_parse(const char *name)
 	for (int i = 0; i < AL_ST_COUNT; i++)
 		if (strcmp(name, status_names[i]) == 0)
 			return i;
-	return -1;
+	return AL_EINVAL;
 }
 
 int al_result_validate(const struct al_result *res, struct al_err *err)
@@ -358,7 +358,7 @@ int al_result_decode(const void *buf, size_t len, struct al_result *res, struct 
 static int pack_opt_str(msgpack_packer *pk, const char *k, const char *v)
 {
 	if (al_mp_pack_str(pk, k))
-		return -1;
+		return AL_ENOMEM;
 	return v ? al_mp_pack_str(pk, v) : msgpack_pack_nil(pk);
 }
 
@@ -439,9 +439,9 @@ int al_result_add_output(struct al_result *res, const char *mime, const void *da
 
 	if (res->noutputs >= AL_OUTPUTS_MAX || len > AL_OUTPUT_BYTES_MAX ||
 	    strlen(mime) > AL_OUTPUT_MIME_MAX)
-		return -1;
+		return AL_EINVAL; /* past the caps */
 	if (!(v = realloc(res->outputs, (res->noutputs + 1) * sizeof(*v))))
-		return -1;
+		return AL_ENOMEM;
 	res->outputs = v;
 	o = &v[res->noutputs];
 	o->mime = strdup(mime);
@@ -449,7 +449,7 @@ int al_result_add_output(struct al_result *res, const char *mime, const void *da
 	if (!o->mime || !o->data.data) {
 		free(o->mime);
 		free(o->data.data);
-		return -1;
+		return AL_ENOMEM;
 	}
 	memcpy(o->data.data, data, len);
 	o->data.data[len] = '\0';
@@ -463,9 +463,9 @@ int al_result_add_egress(struct al_result *res, const struct al_egress_conn *c)
 	struct al_egress_conn *v, *n;
 
 	if (res->negress >= AL_EGRESS_LOG_MAX)
-		return -1;
+		return AL_EINVAL; /* the transcript is full */
 	if (!(v = realloc(res->egress, (res->negress + 1) * sizeof(*v))))
-		return -1;
+		return AL_ENOMEM;
 	res->egress = v;
 	n = &v[res->negress];
 	*n = *c;
@@ -476,7 +476,7 @@ int al_result_add_egress(struct al_result *res, const struct al_egress_conn *c)
 		free(n->host);
 		free(n->addr);
 		free(n->why);
-		return -1;
+		return AL_ENOMEM;
 	}
 	res->negress++;
 	return 0;
@@ -500,17 +500,17 @@ int al_result_add_info(struct al_result *res, const char *key, const char *value
 	struct al_kv *kv;
 
 	if (res->ninfo >= AL_INFO_MAX)
-		return -1;
+		return AL_ENOMEM;
 	kv = realloc(res->info, (res->ninfo + 1) * sizeof(*kv));
 	if (!kv)
-		return -1;
+		return AL_ENOMEM;
 	res->info = kv;
 	kv[res->ninfo].key = strdup(key);
 	kv[res->ninfo].value = strdup(value);
 	if (!kv[res->ninfo].key || !kv[res->ninfo].value) {
 		free(kv[res->ninfo].key);
 		free(kv[res->ninfo].value);
-		return -1;
+		return AL_ENOMEM;
 	}
 	res->ninfo++;
 	return 0;

@@ -112,7 +112,7 @@ struct al_result {
 };
 
 const char *al_status_name(enum al_status_code s);
-/* Returns the status for a name, or -1. */
+/* Returns the status for a name, or AL_EINVAL. */
 int al_status_parse(const char *name);
 
 /* Decode a result; total like al_job_decode. Unknown fields are ignored so
@@ -123,13 +123,13 @@ int al_result_validate(const struct al_result *res, struct al_err *err);
 /* Set res->error to a copy of the formatted message; returns 0 or -1. */
 int al_result_set_error(struct al_result *res, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-/* Append a connection to res->egress (copies the strings); -1 when out of
- * memory or the transcript is full. */
+/* Append a connection to res->egress (copies the strings); AL_ENOMEM, or
+ * AL_EINVAL when the transcript is full. */
 int al_result_add_egress(struct al_result *res, const struct al_egress_conn *c);
-/* Add an output (copies both); 0, or -1 when out of memory or past
+/* Add an output (copies both); 0, AL_ENOMEM, or AL_EINVAL past
  * AL_OUTPUTS_MAX. */
 int al_result_add_output(struct al_result *res, const char *mime, const void *data, size_t len);
-/* Add a key/value to res->info (copies both); returns 0 or -1. */
+/* Add a key/value to res->info (copies both); returns 0 or AL_ENOMEM. */
 int al_result_add_info(struct al_result *res, const char *key, const char *value);
 void al_result_free(struct al_result *res);
 

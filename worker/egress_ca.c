@@ -174,7 +174,7 @@ static int mkdir_all(const char *dir)
 		if (*s == '/') {
 			*s = '\0';
 			if (mkdir(p, 0700) && errno != EEXIST)
-				return -1;
+				return AL_ESYS;
 			*s = '/';
 		}
 	return mkdir(p, 0700) && errno != EEXIST ? -1 : 0;

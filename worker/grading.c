@@ -134,7 +134,7 @@ int wk_grading_step_done(struct wk_grading *g, struct al_result *run)
 
 	if (g->step < 0) {
 		if (al_grade_build(run, &g->build))
-			return -1;
+			return AL_ENOMEM;
 		g->have_build = true;
 		g->failed = g->build.verdict != AL_V_ACCEPTED;
 		/* its output is the job's if it failed */
@@ -153,13 +153,13 @@ int wk_grading_step_done(struct wk_grading *g, struct al_result *run)
 		free(g->actual.data);
 		g->actual = (struct al_bytes){0};
 		if (!g->ndone || al_grade_checked(&g->tests[g->ndone - 1], run))
-			return -1;
+			return AL_ENOMEM;
 		g->failed |= al_verdict_failed(g->tests[g->ndone - 1].verdict);
 		return 0;
 	}
 	if (g->step >= (long)job->ntests ||
 	    al_grade_test(&job->tests[g->step], run, &g->tests[g->ndone]))
-		return -1;
+		return AL_ENOMEM;
 	if (al_grade_wants_check(job, &g->tests[g->ndone])) {
 		g->check_next = true; /* its verdict waits for the checker */
 		g->actual = run->out;

@@ -226,7 +226,7 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
 static int add(char **argv, int *n, int max, const char *s)
 {
 	if (*n >= max - 1 || !(argv[*n] = strdup(s)))
-		return -1;
+		return AL_ENOMEM;
 	(*n)++;
 	return 0;
 }

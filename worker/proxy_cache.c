@@ -41,10 +41,10 @@ static int serve_entry(struct evbuffer *out, int fd, off_t size, uint64_t *bytes
 	off_t body;
 
 	if (got <= 0)
-		return -1;
+		return AL_ESYS;
 	head[got] = '\0';
 	if (!(blank = strstr(head, "\r\n\r\n")) || !(h = evbuffer_new()))
-		return -1;
+		return AL_ESYS;
 	body = CACHE_META + (blank + 4 - head);
 	blank[2] = '\0';
 	for (char *l = strtok_r(head, "\r\n", &save); l; l = strtok_r(NULL, "\r\n", &save))
@@ -54,7 +54,7 @@ static int serve_entry(struct evbuffer *out, int fd, off_t size, uint64_t *bytes
 	*bytes = evbuffer_get_length(h) + (uint64_t)(size - body);
 	if (evbuffer_add_buffer(out, h) || evbuffer_add_file(out, fd, body, size - body)) {
 		evbuffer_free(h);
-		return -1;
+		return AL_ESYS;
 	}
 	evbuffer_free(h);
 	return 0;
@@ -362,7 +362,7 @@ int wk_proxy_set_cache(struct wk_proxy *e, const char *dir, uint64_t max_bytes)
 {
 	free(e->cache_dir);
 	if (!(e->cache_dir = strdup(dir)))
-		return -1;
+		return AL_ESYS;
 	e->cache_max = max_bytes;
 	return 0;
 }

@@ -322,11 +322,11 @@ static bool tls_begin(struct tunnel *t)
 int wk_proxy_set_intercept(struct wk_proxy *e, const char *ca_file)
 {
 	if (!e->cache_dir || !wk_egress_ca_file())
-		return -1;
+		return AL_ESYS;
 	free(e->up_ca);
 	e->up_ca = NULL;
 	if (ca_file && !(e->up_ca = strdup(ca_file)))
-		return -1;
+		return AL_ESYS;
 	e->intercept = true;
 	return 0;
 }

@@ -143,11 +143,11 @@ static int send_frame(struct wk_session *ss, json_t *doc)
 {
 	char *text = json_dumps(doc, JSON_COMPACT);
 	uint32_t n, be;
-	int rc = -1;
+	int rc = AL_ESYS;
 
 	json_decref(doc);
 	if (!text)
-		return -1;
+		return AL_ENOMEM;
 	n = (uint32_t)strlen(text);
 	be = htonl(n);
 	if (ss->chan && !bufferevent_write(ss->chan, &be, 4) &&

@@ -203,7 +203,7 @@ static int start_hook(struct hook *h)
 {
 	h->easy = curl_easy_init();
 	if (!h->easy)
-		return -1;
+		return AL_ESYS;
 	h->tries++;
 	curl_easy_setopt(h->easy, CURLOPT_URL, h->url);
 	curl_easy_setopt(h->easy, CURLOPT_POST, 1L);
@@ -220,7 +220,7 @@ static int start_hook(struct hook *h)
 	curl_easy_setopt(h->easy, CURLOPT_PRIVATE, h);
 	curl_easy_setopt(h->easy, CURLOPT_USERAGENT, "airlock-worker");
 	if (curl_multi_add_handle(h->wh->multi, h->easy) != CURLM_OK)
-		return -1;
+		return AL_ESYS;
 	return 0;
 }
 

@@ -96,10 +96,10 @@ static int runtime(const char *const *args)
 	rc = posix_spawn(&pid, args[0], NULL, &at, (char *const *)args, environ);
 	posix_spawnattr_destroy(&at);
 	if (rc)
-		return -1;
+		return AL_ESYS;
 	while (waitpid(pid, &st, 0) < 0)
 		if (errno != EINTR)
-			return -1;
+			return AL_ESYS;
 	return st;
 }
 

@@ -156,7 +156,7 @@ static int busybox(const char *const *args)
 		_exit(127);
 	}
 	if (pid < 0 || waitpid(pid, &st, 0) < 0)
-		return -1;
+		return AL_ESYS;
 	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 

@@ -108,9 +108,9 @@ static int image_root(const char *work, const char *tmp, const char *shm)
 	    mount(tmp, IMAGE_ROOT "/tmp", NULL, MS_BIND, NULL) ||
 	    mount(shm, IMAGE_ROOT "/dev/shm", NULL, MS_BIND, NULL) ||
 	    (agent_vm.service && mount("/data", IMAGE_ROOT "/data", NULL, MS_BIND | MS_REC, NULL)))
-		return -1;
+		return AL_ESYS;
 	if (chdir(IMAGE_ROOT) || mount(".", "/", NULL, MS_MOVE, NULL) || chroot(".") || chdir("/"))
-		return -1;
+		return AL_ESYS;
 	return 0;
 }
 

@@ -168,7 +168,7 @@ static int qemu_shutdown(struct al_vmm *vm, int timeout_ms)
 
 	if (vm->ctl_fd < 0 ||
 	    write(vm->ctl_fd, cmds, sizeof(cmds) - 1) != (ssize_t)sizeof(cmds) - 1)
-		return -1;
+		return AL_ESYS;
 	while (poll(&p, 1, timeout_ms) < 0 && errno == EINTR)
 		;
 	return p.revents ? 0 : -1;

@@ -499,10 +499,10 @@ static int append_binds(const struct al_run_spec *spec, size_t n, struct al_buf 
 	size_t tier = spec->image ? 0 : n - (spec->grade_tree != NULL);
 
 	if (spec->image && al_buf_append(out, "/", 2))
-		return -1;
+		return AL_ENOMEM;
 	for (size_t i = 0; i < tier; i++)
 		if (al_buf_append(out, spec->binds[i], strlen(spec->binds[i]) + 1))
-			return -1;
+			return AL_ENOMEM;
 	/* a grading job's build tree, the last bind, on the step's cwd */
 	return spec->grade_tree ? al_buf_append(out, "/work", 6) : 0;
 }
@@ -516,11 +516,10 @@ static int clone_tree(const char *path, bool rw, const char *what, struct al_err
 	int fd = open_tree(AT_FDCWD, path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
 
 	if (fd < 0)
-		return al_err_sys(err, "process: %s %s", what, path), -1;
+		return al_err_sys(err, "process: %s %s", what, path);
 	if (mount_setattr(fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &ro, sizeof(ro))) {
-		al_err_sys(err, "process: set the mount flags of %s %s", what, path);
 		close(fd);
-		return -1;
+		return al_err_sys(err, "process: set the mount flags of %s %s", what, path);
 	}
 	return fd;
 }

@@ -136,7 +136,7 @@ int al_lv_net_host(virNetworkPtr net, bool add, const char *mac, const char *ip)
 
 	if (!plain(mac) || !plain(ip) ||
 	    snprintf(host, sizeof(host), "<host mac='%s' ip='%s'/>", mac, ip) >= (int)sizeof(host))
-		return -1;
+		return AL_EINVAL;
 	return virNetworkUpdate(net,
 				add ? VIR_NETWORK_UPDATE_COMMAND_ADD_LAST
 				    : VIR_NETWORK_UPDATE_COMMAND_DELETE,

@@ -109,7 +109,7 @@ static int copy_file(const char *from, const char *to)
 
 	if (al_pathf(tmp, sizeof(tmp), "%s.new", to)) {
 		al_closep(&in);
-		return -1;
+		return AL_ESYS;
 	}
 	out = in >= 0 ? open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644) : -1;
 	while (out >= 0 && (n = read(in, buf, sizeof(buf))) > 0)
@@ -121,7 +121,7 @@ static int copy_file(const char *from, const char *to)
 	if (out >= 0 && close(out) == 0 && n == 0 && rename(tmp, to) == 0)
 		return 0;
 	unlink(tmp);
-	return -1;
+	return AL_ESYS;
 }
 
 /* The image's files, copied once per worker and image content: libvirt

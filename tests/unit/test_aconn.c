@@ -21,12 +21,12 @@ int main(void)
 	c = al_aconn_new(base, &url, "test", NULL, NULL, NULL);
 	TAP_OK(c != NULL && !al_aconn_is_up(c), "a connection to nothing is made, and is not up");
 	TAP_OK(!strcmp(al_aconn_strerror(c), "no error"), "no error before any call");
-	TAP_OK(al_aconn_cmd(c, NULL, NULL, 1, argv, NULL) == -1 &&
+	TAP_OK(al_aconn_cmd(c, NULL, NULL, 1, argv, NULL) == AL_EREDIS &&
 		   strstr(al_aconn_strerror(c), "not connected"),
 	       "a best-effort command while down is refused: \"%s\"", al_aconn_strerror(c));
 	al_call_init(&call, NULL);
 	al_call_str(&call, "PING");
-	TAP_OK(al_aconn_send(c, &call, NULL, NULL) == -1 &&
+	TAP_OK(al_aconn_send(c, &call, NULL, NULL) == AL_EREDIS &&
 		   strstr(al_aconn_strerror(c), "not connected"),
 	       "a best-effort call while down is refused too");
 	al_call_free(&call);

@@ -330,8 +330,8 @@ int main(void)
 	TAP_OK(al_compare_parse("exact") == AL_CMP_EXACT &&
 		   al_compare_parse("trim") == AL_CMP_TRIM &&
 		   al_compare_parse("tokens") == AL_CMP_TOKENS &&
-		   al_compare_parse("float") == AL_CMP_FLOAT && al_compare_parse("fuzzy") == -1 &&
-		   al_compare_parse(NULL) == -1,
+		   al_compare_parse("float") == AL_CMP_FLOAT &&
+		   al_compare_parse("fuzzy") == AL_EINVAL && al_compare_parse(NULL) == AL_EINVAL,
 	       "the four modes by name; another name is refused");
 
 	/* exact */

@@ -729,7 +729,7 @@ static void test_result(void)
 	       "stdout as a bool refused");
 	al_buf_free(&b);
 	TAP_OK(al_status_parse("memory_limit") == AL_ST_MEMORY_LIMIT &&
-		   al_status_parse("x") == -1 &&
+		   al_status_parse("x") == AL_EINVAL &&
 		   strcmp(al_status_name(AL_ST_WORKER_LOST), "worker_lost") == 0,
 	       "status names map both ways");
 }

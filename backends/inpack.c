@@ -201,7 +201,7 @@ int al_pack_unpack(int fd, int dirfd, uid_t uid, gid_t gid, uint64_t max_bytes, 
 
 	if (!path || !target) {
 		rc = al_err_set(err, AL_ENOMEM, "inputs: out of memory");
-		goto out;
+		goto out_names;
 	}
 	for (uint32_t n = 0;; n++) {
 		unsigned char h[HDR];
@@ -326,7 +326,7 @@ int al_pack_unpack(int fd, int dirfd, uid_t uid, gid_t gid, uint64_t max_bytes, 
 		if (rc)
 			break;
 	}
-out:
+out_names:
 	free(path);
 	free(target);
 	return rc;

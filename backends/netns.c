@@ -37,24 +37,24 @@ static void *in_namespace(void *arg)
 	j->fd = -1;
 	if (j->nsfd >= 0 && setns(j->nsfd, CLONE_NEWNET)) {
 		j->what = "enter the job's network namespace";
-		goto fail;
+		goto fail_fd;
 	}
 	if (j->nsfd < 0 && (unshare(CLONE_NEWNET) || (j->nsfd = open("/proc/thread-self/ns/net",
 								     O_RDONLY | O_CLOEXEC)) < 0)) {
 		j->what = "a network namespace for the job";
-		goto fail;
+		goto fail_fd;
 	}
 	memset(&ifr, 0, sizeof(ifr));
 	strcpy(ifr.ifr_name, "lo");
 	if ((s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0)) < 0) {
 		j->what = "a socket in the job's network namespace";
-		goto fail;
+		goto fail_fd;
 	}
 	if (ioctl(s, SIOCGIFFLAGS, &ifr) == 0) {
 		ifr.ifr_flags |= IFF_UP;
 		if (ioctl(s, SIOCSIFFLAGS, &ifr)) {
 			j->what = "bring up loopback in the job's network namespace";
-			goto fail;
+			goto fail_fd;
 		}
 	}
 	if (j->unix_name) {
@@ -67,7 +67,7 @@ static void *in_namespace(void *arg)
 		if ((j->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) < 0 ||
 		    bind(j->fd, (struct sockaddr *)&sun, len) || listen(j->fd, 128)) {
 			j->what = "listen for the egress forwarder in the VMM's network namespace";
-			goto fail;
+			goto fail_fd;
 		}
 		return NULL;
 	}
@@ -75,10 +75,10 @@ static void *in_namespace(void *arg)
 	    setsockopt(j->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
 	    bind(j->fd, (struct sockaddr *)&sin, sizeof(sin)) || listen(j->fd, 128)) {
 		j->what = "listen for the egress proxy in the job's network namespace";
-		goto fail;
+		goto fail_fd;
 	}
 	return NULL;
-fail:
+fail_fd:
 	j->err = errno;
 	al_closep(&j->fd);
 	j->fd = -1;

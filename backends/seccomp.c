@@ -122,22 +122,22 @@ int al_seccomp_build_net(struct al_seccomp *sc, bool inet, struct al_err *err)
 	fd = memfd_create("airlock-seccomp", MFD_CLOEXEC);
 	if (fd < 0 || (rc = seccomp_export_bpf(ctx, fd)) < 0) {
 		rc = al_err_set(err, AL_ESANDBOX, "seccomp: exporting the filter failed");
-		goto out;
+		goto out_ctx;
 	}
 	len = lseek(fd, 0, SEEK_END);
 	mem = malloc(len > 0 ? (size_t)len : 1);
 	if (len <= 0 || !mem || pread(fd, mem, (size_t)len, 0) != len) {
 		rc = al_err_set(err, AL_ESANDBOX, "seccomp: reading the exported filter failed");
-		goto out;
+		goto out_ctx;
 	}
 	sc->prog.len = (unsigned short)((size_t)len / sizeof(struct sock_filter));
 	sc->prog.filter = (struct sock_filter *)mem;
 	mem = NULL;
 	rc = AL_OK;
-	goto out;
+	goto out_ctx;
 out_rule:
 	rc = al_err_set(err, AL_ESANDBOX, "seccomp: adding a rule failed: %s", strerror(-rc));
-out:
+out_ctx:
 	al_closep(&fd);
 	free(mem);
 	seccomp_release(ctx);

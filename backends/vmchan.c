@@ -157,29 +157,29 @@ int al_chan_job_frame(const struct al_run_spec *spec, uint64_t collect_cap, stru
 			  "J"
 			  "\0\0\0\0",
 			  9))
-		goto oom;
+		goto fail_oom;
 	at = frame->len;
 	if ((rc = al_job_encode(&job, frame, err)))
-		goto out;
+		goto out_argv;
 	al_put_u32((uint8_t *)frame->data + 5, (uint32_t)(frame->len - at));
 	if (al_argv_env(spec, "/proc/self/fd/3", &av, &argc, &envc))
-		goto oom;
+		goto fail_oom;
 	al_put_u32(n, argc);
 	al_put_u32(n + 4, envc);
 	if (al_buf_append(frame, n, sizeof(n)) || al_buf_append(frame, av.data, av.len))
-		goto oom;
+		goto fail_oom;
 	al_put_u32(n, (uint32_t)file_cap(collect_cap));
 	if (al_buf_append(frame, n, 4))
-		goto oom;
+		goto fail_oom;
 	if (frame->len - 4 > UINT32_MAX) {
 		rc = al_err_set(err, AL_ESANDBOX, "channel: job frame too large");
-		goto out;
+		goto out_argv;
 	}
 	al_put_u32((uint8_t *)frame->data, (uint32_t)(frame->len - 4));
-	goto out;
-oom:
+	goto out_argv;
+fail_oom:
 	rc = al_err_set(err, AL_ESANDBOX, "channel: out of memory");
-out:
+out_argv:
 	al_buf_free(&av);
 	return rc;
 }

@@ -377,22 +377,22 @@ static json_t *dir_load(const char *dir, const char *compare_opt, struct al_err 
 	compare = strdupa(compare);
 	json_object_del(job, "compare");
 	if (al_pathf(path, sizeof(path), "%s/files", dir))
-		goto fail;
+		goto fail_job;
 	if (!stat(path, &st) && S_ISDIR(st.st_mode) &&
 	    (!array_at(job, "files") || add_files(array_at(job, "files"), path, "", err)))
-		goto fail;
+		goto fail_job;
 	if (al_pathf(path, sizeof(path), "%s/tests", dir))
-		goto fail;
+		goto fail_job;
 	if (!stat(path, &st) && S_ISDIR(st.st_mode) &&
 	    (!array_at(job, "tests") || add_tests(array_at(job, "tests"), path, compare, err)))
-		goto fail;
+		goto fail_job;
 	if (!json_array_size(json_object_get(job, "tests"))) {
 		al_err_set(err, AL_EINVAL,
 			   "%s: no tests: expected tests/NAME.in files (and NAME.out)", dir);
-		goto fail;
+		goto fail_job;
 	}
 	return job;
-fail:
+fail_job:
 	if (!err->code)
 		al_err_set(err, AL_ENOMEM, "out of memory");
 	json_decref(job);
@@ -424,7 +424,7 @@ int cli_grade_job_load(const char *path, const struct cli_grade_opts *o, struct 
 	if (!(j = dir ? dir_load(path, o->compare, err) : spec_load(path, err)))
 		return err->code ? err->code : AL_EINVAL;
 	if ((rc = resolve_all(j, base, err)))
-		goto out;
+		goto out_job;
 	if (!json_object_get(j, "v"))
 		json_object_set_new(j, "v", json_integer(AL_PROTO_VERSION));
 	bool had_id = json_object_get(j, "id") != NULL;
@@ -438,7 +438,7 @@ int cli_grade_job_load(const char *path, const struct cli_grade_opts *o, struct 
 	if (o->stop_on_failure)
 		json_object_set_new(j, "stop_on_failure", json_true());
 	if (rc || (rc = al_json_to_msgpack(j, &mp, err)))
-		goto out;
+		goto out_job;
 	if ((rc = al_job_decode(mp.data, mp.len, job, err)))
 		al_err_wrap(err, "%s", path);
 	else if (!job->ntests)
@@ -447,7 +447,7 @@ int cli_grade_job_load(const char *path, const struct cli_grade_opts *o, struct 
 		free(job->id);
 		job->id = NULL;
 	}
-out:
+out_job:
 	if (rc)
 		al_job_free(job);
 	al_buf_free(&mp);

@@ -226,11 +226,11 @@ int cli_session(const struct cli_where *where, int argc, char **argv)
 	default: call.op = AL_SESS_CLOSE;
 	}
 	if (rc)
-		goto out;
+		goto out_call;
 	if (al_client_session_call(c, &call, 0, &res, &err)) {
 		fprintf(stderr, "airlock: %s\n", err.msg);
 		rc = err.code == AL_EINVAL ? EXIT_REJECTED : EXIT_UNAVAILABLE;
-		goto out;
+		goto out_call;
 	}
 	if (res.status == AL_ST_SESSION_ENDED) {
 		fprintf(stderr, "airlock: %s\n", res.error ? res.error : "session_ended");
@@ -250,7 +250,7 @@ int cli_session(const struct cli_where *where, int argc, char **argv)
 		rc = cli_print_result(&res, false, NULL);
 		save_outputs(&res, o.outputs);
 	}
-out:
+out_call:
 	if (call.op == AL_SESS_PYTHON && !o.code)
 		free(call.code.data);
 	free(call.data.data);

@@ -176,11 +176,11 @@ static int open_conn(struct al_client *c, struct al_err *err)
 	if (!c->rc || c->rc->err) {
 		al_err_set(err, AL_EREDIS, "cannot reach Redis at %s: %s", where,
 			   c->rc ? c->rc->errstr : "out of memory");
-		goto fail;
+		goto fail_conn;
 	}
 	if (al_redis_auth(c->rc, u->user, u->password, err)) {
 		al_err_wrap(err, "redis %s", where);
-		goto fail;
+		goto fail_conn;
 	}
 	if (u->db) {
 		redisReply *r = redisCommand(c->rc, "SELECT %d", u->db);
@@ -189,12 +189,12 @@ static int open_conn(struct al_client *c, struct al_err *err)
 			al_err_set(err, AL_EREDIS, "redis %s: SELECT %d failed", where, u->db);
 			if (r)
 				freeReplyObject(r);
-			goto fail;
+			goto fail_conn;
 		}
 		freeReplyObject(r);
 	}
 	return AL_OK;
-fail:
+fail_conn:
 	if (c->rc)
 		redisFree(c->rc);
 	c->rc = NULL;
@@ -276,17 +276,17 @@ int al_client_submit_many(struct al_client *c, struct al_job *jobs, size_t n,
 
 		if (!job->id) {
 			if ((rc = al_job_new_id(gen, err)))
-				goto out;
+				goto out_call;
 			if (!(job->id = strdup(gen))) {
 				rc = al_err_set(err, AL_ENOMEM, "out of memory");
-				goto out;
+				goto out_call;
 			}
 		}
 		if (!job->submitted_ms)
 			job->submitted_ms = al_now_ms();
 		al_buf_reset(&body);
 		if ((rc = al_job_encode(job, &body, err)))
-			goto out;
+			goto out_call;
 		al_submit_add(&call, &(struct al_submit_item){.id = job->id,
 							      .tier = job->tier,
 							      .tenant = job->tenant,
@@ -298,11 +298,11 @@ int al_client_submit_many(struct al_client *c, struct al_job *jobs, size_t n,
 	}
 	if (!(r = run_call(c, err, &call))) {
 		rc = AL_EREDIS;
-		goto out;
+		goto out_call;
 	}
 	if (r->type != REDIS_REPLY_ARRAY || r->elements != n) {
 		rc = al_err_set(err, AL_EREDIS, "submit: unexpected reply from Redis");
-		goto out;
+		goto out_call;
 	}
 	for (size_t i = 0; i < n; i++) {
 		redisReply *e = r->element[i];
@@ -311,14 +311,14 @@ int al_client_submit_many(struct al_client *c, struct al_job *jobs, size_t n,
 		    e->element[0]->type != REDIS_REPLY_INTEGER ||
 		    e->element[1]->type != REDIS_REPLY_STRING) {
 			rc = al_err_set(err, AL_EREDIS, "submit: unexpected reply from Redis");
-			goto out;
+			goto out_call;
 		}
 		code[i] = (enum al_submit_code)e->element[0]->integer;
 		snprintf(ids_out[i], AL_ID_MAX + 1, "%s", e->element[1]->str);
 	}
 	if (c->url.min_replicas)
 		rc = wait_replicas(c, n == 1 ? "the submission" : "the submissions", err);
-out:
+out_call:
 	if (r)
 		freeReplyObject(r);
 	al_buf_free(&body);

@@ -234,7 +234,7 @@ int al_gw_status(struct al_gw *g, const char *id, enum al_job_state *state, stru
 	memset(res, 0, sizeof(*res)); /* version 0: no result */
 	snprintf(path, sizeof(path), "/v1/jobs/%s", id);
 	if ((rc = http(g, "GET", path, NULL, 0, &status, &out, &mp, err)))
-		goto out;
+		goto out_buf;
 	if (mp) {
 		*state = AL_JS_DONE;
 		rc = al_result_decode(out.data, out.len, res, err);
@@ -250,7 +250,7 @@ int al_gw_status(struct al_gw *g, const char *id, enum al_job_state *state, stru
 	} else {
 		rc = refused(status, &out, err);
 	}
-out:
+out_buf:
 	al_buf_free(&out);
 	return rc;
 }
@@ -270,15 +270,15 @@ int al_gw_session_call(struct al_gw *g, const struct al_sess_call *call, uint64_
 	shown.tenant = (char *)"-";
 	if ((rc = al_sess_call_encode(&shown, &mp, err)) ||
 	    (rc = al_mp_map_without(mp.data, mp.len, drop, &body, err)))
-		goto out;
+		goto out_bufs;
 	snprintf(path, sizeof(path), "/v1/sessions/%s/calls", call->session);
 	if ((rc = http(g, "POST", path, &body, timeout_ms, &status, &out, &is_mp, err)))
-		goto out;
+		goto out_bufs;
 	if (is_mp)
 		rc = al_result_decode(out.data, out.len, res, err);
 	else
 		rc = refused(status, &out, err);
-out:
+out_bufs:
 	al_buf_free(&mp);
 	al_buf_free(&body);
 	al_buf_free(&out);
@@ -296,7 +296,7 @@ int al_gw_cancel(struct al_gw *g, const char *id, struct al_err *err)
 
 	snprintf(path, sizeof(path), "/v1/jobs/%s", id);
 	if ((rc = http(g, "DELETE", path, NULL, 0, &status, &out, &mp, err)))
-		goto out;
+		goto out_buf;
 	if (status != 200 && status != 202) {
 		rc = refused(status, &out, err);
 	} else {
@@ -309,7 +309,7 @@ int al_gw_cancel(struct al_gw *g, const char *id, struct al_err *err)
 				rc = i;
 		json_decref(a);
 	}
-out:
+out_buf:
 	al_buf_free(&out);
 	return rc;
 }

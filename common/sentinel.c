@@ -64,7 +64,7 @@ static int ask(const struct al_redis_url *u, int i, int timeout_ms, char *host, 
 	if (!rc)
 		return AL_EREDIS;
 	if ((rv = al_redis_auth(rc, u->sentinel_user, u->sentinel_password, err)))
-		goto out;
+		goto out_conn;
 	r = redisCommand(rc, "SENTINEL get-master-addr-by-name %s", u->master);
 	rv = AL_EREDIS;
 	if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
@@ -79,7 +79,7 @@ static int ask(const struct al_redis_url *u, int i, int timeout_ms, char *host, 
 		bad_answer(err, sh, sp, rc, r, "does not know that master");
 	if (r)
 		freeReplyObject(r);
-out:
+out_conn:
 	redisFree(rc);
 	return rv;
 }

@@ -66,10 +66,10 @@ static int to_msgpack(const char *body, size_t len, bool msgpack, const char *id
 	 * only the key's; copied with the gateway's id and the key's tenant. */
 	msgpack_unpacked_init(&up);
 	if ((rc = al_mp_parse(body, len, &up, &o, err)))
-		goto out;
+		goto out_unpacked;
 	if (o->type != MSGPACK_OBJECT_MAP) {
 		rc = al_err_set(err, AL_EINVAL, "body: expected a map");
-		goto out;
+		goto out_unpacked;
 	}
 	al_mp_packer_init(&pk, out);
 	{
@@ -82,28 +82,28 @@ static int to_msgpack(const char *body, size_t len, bool msgpack, const char *id
 			if (al_mp_key_is(&kv->key, "tenant")) {
 				if (kv->val.type != MSGPACK_OBJECT_STR) {
 					rc = al_err_set(err, AL_EINVAL, "tenant: expected text");
-					goto out;
+					goto out_unpacked;
 				}
 				if ((rc = check_tenant(kv->val.via.str.ptr, kv->val.via.str.size,
 						       tenant, err)))
-					goto out;
+					goto out_unpacked;
 			} else if (al_mp_key_is(&kv->key, "id")) {
 				rc = al_err_set(err, AL_EINVAL,
 						"id: chosen by the gateway; leave it out");
-				goto out;
+				goto out_unpacked;
 			} else if (al_mp_key_is(&kv->key, "submitted_ms")) {
 				rc = al_err_set(
 				    err, AL_EINVAL,
 				    "submitted_ms: the gateway's clock sets it; leave it "
 				    "out");
-				goto out;
+				goto out_unpacked;
 			} else if ((opens && al_mp_key_is(&kv->key, "session")) ||
 				   (extra && al_mp_key_is(&kv->key, extra[0])) ||
 				   (nextra > 2 && al_mp_key_is(&kv->key, extra[2]))) {
 				rc = al_err_set(err, AL_EINVAL,
 						"%.*s: given by the path; leave it out",
 						(int)kv->key.via.str.size, kv->key.via.str.ptr);
-				goto out;
+				goto out_unpacked;
 			} else {
 				has_v |= al_mp_key_is(&kv->key, "v");
 				keep++;
@@ -117,12 +117,12 @@ static int to_msgpack(const char *body, size_t len, bool msgpack, const char *id
 		    (opens && (al_mp_pack_str(&pk, "session") || msgpack_pack_true(&pk))) ||
 		    (!has_v && al_mp_pack_kv_uint(&pk, "v", 1))) {
 			rc = al_err_set(err, AL_ENOMEM, "out of memory");
-			goto out;
+			goto out_unpacked;
 		}
 		for (size_t i = 0; i < nextra; i += 2)
 			if (al_mp_pack_kv_str(&pk, extra[i], extra[i + 1])) {
 				rc = al_err_set(err, AL_ENOMEM, "out of memory");
-				goto out;
+				goto out_unpacked;
 			}
 		for (uint32_t i = 0; i < o->via.map.size; i++) {
 			const msgpack_object_kv *kv = &o->via.map.ptr[i];
@@ -132,11 +132,11 @@ static int to_msgpack(const char *body, size_t len, bool msgpack, const char *id
 			if (msgpack_pack_object(&pk, kv->key) ||
 			    msgpack_pack_object(&pk, kv->val)) {
 				rc = al_err_set(err, AL_ENOMEM, "out of memory");
-				goto out;
+				goto out_unpacked;
 			}
 		}
 	}
-out:
+out_unpacked:
 	msgpack_unpacked_destroy(&up);
 	al_buf_free(&raw);
 	return rc;

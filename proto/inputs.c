@@ -164,7 +164,7 @@ static int dec_input(const msgpack_object *m, const char *what, struct al_input 
 					what);
 		}
 		if (rc)
-			goto out;
+			goto out_strings;
 	}
 	if (git) {
 		in->unpack = AL_UNPACK_GIT;
@@ -174,7 +174,7 @@ static int dec_input(const msgpack_object *m, const char *what, struct al_input 
 				      "sha256 or unpack beside git)",
 				      what)
 			 : AL_OK;
-		goto out;
+		goto out_strings;
 	}
 	rc = al_err_set(err, AL_EINVAL, "%s.sha256: missing: 64 hex digits of the bytes", what);
 	if (sha) {
@@ -189,7 +189,7 @@ static int dec_input(const msgpack_object *m, const char *what, struct al_input 
 		else if (!strcmp(unpack, unpack_names[u]))
 			in->unpack = (enum al_unpack)u, unpack = NULL;
 	}
-out:
+out_strings:
 	free(sha);
 	free(unpack);
 	return rc;

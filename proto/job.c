@@ -42,13 +42,13 @@ static int check_env_name(const char *what, const char *s, struct al_err *err)
 	size_t n = strlen(s);
 
 	if (n == 0 || n > AL_ENV_NAME_MAX || (s[0] >= '0' && s[0] <= '9'))
-		goto bad;
+		goto bad_name;
 	for (size_t i = 0; i < n; i++)
 		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
 		      (s[i] >= '0' && s[i] <= '9') || s[i] == '_'))
-			goto bad;
+			goto bad_name;
 	return AL_OK;
-bad:
+bad_name:
 	return al_err_set(
 	    err, AL_EINVAL,
 	    "%s: bad variable name \"%.64s\": expected [A-Za-z_][A-Za-z0-9_]*, at most %d", what, s,

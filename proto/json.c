@@ -55,7 +55,7 @@ static int base64_decode(const char *s, struct al_bytes *b)
 		for (int k = 0; k < 4; k++) {
 			v[k] = s[i + k] == '=' && i + 4 == n && k >= 2 ? 0 : b64_val(s[i + k]);
 			if (v[k] < 0)
-				goto bad;
+				goto fail_data;
 		}
 		b->data[o++] = (char)((v[0] << 2) | (v[1] >> 4));
 		if (s[i + 2] != '=')
@@ -66,7 +66,7 @@ static int base64_decode(const char *s, struct al_bytes *b)
 	b->data[o] = '\0';
 	b->len = o;
 	return 0;
-bad:
+fail_data:
 	free(b->data);
 	b->data = NULL;
 	return AL_EINVAL;

@@ -409,15 +409,15 @@ int al_mp_map_without(const void *buf, size_t len, const char *const *drop, stru
 
 	msgpack_unpacked_init(&up);
 	if ((rc = al_mp_parse(buf, len, &up, &o, err)))
-		goto out;
+		goto out_unpacked;
 	if (o->type != MSGPACK_OBJECT_MAP) {
 		rc = al_err_set(err, AL_EINVAL, "expected a map");
-		goto out;
+		goto out_unpacked;
 	}
 	for (int pass = 0; pass < 2; pass++) {
 		if (pass == 1 && msgpack_pack_map(&pk, keep)) {
 			rc = al_err_set(err, AL_ENOMEM, "out of memory");
-			goto out;
+			goto out_unpacked;
 		}
 		for (uint32_t i = 0; i < o->via.map.size; i++) {
 			const msgpack_object_kv *kv = &o->via.map.ptr[i];
@@ -432,13 +432,13 @@ int al_mp_map_without(const void *buf, size_t len, const char *const *drop, stru
 			else if (msgpack_pack_object(&pk, kv->key) ||
 				 msgpack_pack_object(&pk, kv->val)) {
 				rc = al_err_set(err, AL_ENOMEM, "out of memory");
-				goto out;
+				goto out_unpacked;
 			}
 		}
 		if (pass == 0)
 			al_mp_packer_init(&pk, out);
 	}
-out:
+out_unpacked:
 	msgpack_unpacked_destroy(&up);
 	return rc;
 }

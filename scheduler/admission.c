@@ -57,14 +57,14 @@ static void on_admit(redisAsyncContext *ac, void *reply, void *priv)
 
 	(void)ac;
 	if (!r) /* the scheduler is stopping: the entries stay pending for another */
-		goto out;
+		goto out_batch;
 	if (r->type != REDIS_REPLY_ARRAY || (int)r->elements != b->n) {
 		al_log("error", "admit",
 		       "jobs=%d error=\"%s\" type=%d elements=%zu note=\"entries stay pending; "
 		       "another scheduler takes them over\"",
 		       b->n, r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply", r->type,
 		       r->elements);
-		goto out;
+		goto out_batch;
 	}
 	for (int i = 0; i < b->n; i++) {
 		struct admit_item *a = &b->items[i];
@@ -109,7 +109,7 @@ static void on_admit(redisAsyncContext *ac, void *reply, void *priv)
 	if (queued)
 		al_log("info", "admitted", "jobs=%d total=%llu", queued,
 		       (unsigned long long)s->admitted);
-out:
+out_batch:
 	admit_batch_free(b);
 }
 
@@ -187,13 +187,13 @@ static void admit_entry(struct sched *s, struct admit_batch *batch, const char *
 		s->rejected++;
 		sc_commit(s, job.id, -1, AL_ST_REJECTED, err.msg, NULL, AL_KEY_INTAKE, entry,
 			  AL_GROUP_SCHEDULER, raw, rawlen);
-		goto out;
+		goto out_job;
 	}
 	tp = al_policy_tenant(&s->policy, job.tenant);
 	a = &batch->items[batch->n];
 	memset(a, 0, sizeof(*a));
 	if (!(a->raw = malloc(rawlen ? rawlen : 1)))
-		goto out; /* stays pending; another pass takes it over */
+		goto out_job; /* stays pending; another pass takes it over */
 	memcpy(a->raw, raw, rawlen);
 	a->rawlen = rawlen;
 	snprintf(a->entry, sizeof(a->entry), "%s", entry);
@@ -213,7 +213,7 @@ static void admit_entry(struct sched *s, struct admit_batch *batch, const char *
 							      .rate_per_s = tp->rate_per_s,
 							      .max_running = tp->max_running});
 	batch->n++;
-out:
+out_job:
 	al_buf_free(&enc);
 	al_job_free(&job);
 }

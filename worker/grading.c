@@ -60,12 +60,12 @@ struct wk_grading *wk_grading_new(const struct al_backend_ops *ops,
 	g->tree.out_fd = g->tree.err_fd = g->tree.mnt_fd = -1;
 	if (!(g->tests = calloc(job->ntests, sizeof(*g->tests)))) {
 		al_err_set(err, AL_ENOMEM, "grading: out of memory");
-		goto fail;
+		goto fail_grading;
 	}
 	if (!ops->slot_ids || grade_root(conf, root, sizeof(root))) {
 		al_err_set(err, AL_ESANDBOX, "grading: backend %s cannot share a build tree",
 			   ops->name);
-		goto fail;
+		goto fail_grading;
 	}
 	ops->slot_ids(conf, spec->slot, &job_uid, &dir_uid);
 	/* the tree has the build's disk limit (or the job's, without a build) */
@@ -73,12 +73,12 @@ struct wk_grading *wk_grading_new(const struct al_backend_ops *ops,
 	snprintf(name, sizeof(name), "%u-%s", spec->slot, job->id);
 	if (al_mkdir_p(root, 0711)) {
 		al_err_sys(err, "grading: mkdir %s", root);
-		goto fail;
+		goto fail_grading;
 	}
 	if ((rc = al_jobfs_create(&g->tree, root, name, job, lim.disk_bytes, job_uid, job_uid,
 				  false, err))) {
 		al_err_wrap(err, "grading: the build tree");
-		goto fail;
+		goto fail_grading;
 	}
 	g->tree_made = true;
 	/* the tree's own stdout/stderr are never used */
@@ -89,10 +89,10 @@ struct wk_grading *wk_grading_new(const struct al_backend_ops *ops,
 	 * root) owns the directory above the tree, alone */
 	if (dir_uid && (chown(g->tree.dir, dir_uid, dir_uid) || chmod(g->tree.dir, 0700))) {
 		al_err_sys(err, "grading: chown %s", g->tree.dir);
-		goto fail;
+		goto fail_grading;
 	}
 	return g;
-fail:
+fail_grading:
 	wk_grading_free(g);
 	return NULL;
 }

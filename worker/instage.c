@@ -254,13 +254,13 @@ struct wk_instage *wk_instage_start(struct event_base *base, const struct al_bac
 	if (al_mkdir_p(dir, 0700) || al_pathf(st->pack, sizeof(st->pack), "%s/%s.%u.pack", dir,
 					      conf->worker_id, spec->slot)) {
 		al_err_sys(err, "inputs: mkdir %s", dir);
-		goto fail;
+		goto fail_argv;
 	}
 	unlink(st->pack);
 	bad |= al_pathf(cache, sizeof(cache), "%s-cache", dir);
 	snprintf(st->cache, sizeof(st->cache), "%s", cache);
 	if ((helper = al_open_helper(conf->helper_dir, "airlock-inputs", err)) < 0)
-		goto fail;
+		goto fail_argv;
 	snprintf(num[0], sizeof(num[0]), "%llu",
 		 (unsigned long long)(conf->input_cache_bytes ? conf->input_cache_bytes
 							      : INPUT_CACHE_BYTES_DEFAULT));
@@ -301,16 +301,16 @@ struct wk_instage *wk_instage_start(struct event_base *base, const struct al_bac
 		       add(argv, &n, ARGS_MAX, al_unpack_name(job->inputs[i].unpack));
 	if (bad) {
 		al_err_set(err, AL_ENOMEM, "inputs: out of memory");
-		goto fail;
+		goto fail_argv;
 	}
 	if (pipe2(pipefd, O_CLOEXEC)) {
 		al_err_sys(err, "inputs: pipe");
-		goto fail;
+		goto fail_argv;
 	}
 	st->pid = fork();
 	if (st->pid < 0) {
 		al_err_sys(err, "inputs: fork");
-		goto fail;
+		goto fail_argv;
 	}
 	if (st->pid == 0) {
 		int null = open("/dev/null", O_RDWR);
@@ -342,19 +342,19 @@ struct wk_instage *wk_instage_start(struct event_base *base, const struct al_bac
 		kill(st->pid, SIGKILL);
 		waitpid(st->pid, NULL, 0);
 		st->pid = 0;
-		goto fail;
+		goto fail_argv;
 	}
 	fcntl(st->out, F_SETFL, O_NONBLOCK);
 	if (!(st->ev = event_new(base, st->out, EV_READ | EV_PERSIST, on_read, st)) ||
 	    event_add(st->ev, NULL)) {
 		al_err_set(err, AL_ENOMEM, "inputs: cannot watch the fetcher");
-		goto fail;
+		goto fail_argv;
 	}
 	for (int i = 0; i < n; i++)
 		free(argv[i]);
 	close(helper);
 	return st;
-fail:
+fail_argv:
 	for (int i = 0; i < n; i++)
 		free(argv[i]);
 	if (helper >= 0)

@@ -116,11 +116,11 @@ static int run_one(const char *path, const struct al_backend_ops *ops,
 		if (!t) {
 			fprintf(stderr, "airlock-worker: %s: tier \"%s\" is not in %s\n", path,
 				job.tier, policy_path);
-			goto out;
+			goto out_job;
 		}
 		if (al_policy_admit_image(t, &job, &err)) {
 			fprintf(stderr, "airlock-worker: %s: rejected: %s\n", path, err.msg);
-			goto out;
+			goto out_job;
 		}
 		spec.image = job.image;
 		spec.guest = t->guest;
@@ -131,7 +131,7 @@ static int run_one(const char *path, const struct al_backend_ops *ops,
 	}
 	if (al_backend_init(ops, conf, &err)) {
 		fprintf(stderr, "airlock-worker: backend %s unavailable: %s\n", ops->name, err.msg);
-		goto out;
+		goto out_job;
 	}
 	al_backend_sweep(ops, conf, NULL);
 	spec.job = &job;
@@ -156,7 +156,7 @@ out_base:
 	event_base_free(ro.base);
 	if (ops->fini)
 		ops->fini();
-out:
+out_job:
 	al_job_free(&job);
 	al_policy_free(&pol);
 	return rc;

@@ -252,7 +252,7 @@ int px_parse_head(struct tunnel *t, struct evbuffer *in, struct al_err *err)
 	const char *why = "a malformed request";
 
 	if (!line)
-		goto out;
+		goto out_line;
 	if (!strcmp(line, "CONNECT")) {
 		t->connect = true;
 		t->intercept = t->e->intercept; /* px_tls_begin decides */
@@ -267,11 +267,11 @@ int px_parse_head(struct tunnel *t, struct evbuffer *in, struct al_err *err)
 			if (n == 0)
 				break;
 		}
-		goto out;
+		goto out_line;
 	}
 	if (strncasecmp(target, "http://", 7)) {
 		why = "only CONNECT (for https) and http:// requests go through the proxy";
-		goto out;
+		goto out_line;
 	}
 	{
 		const char *auth = target + 7, *path = strchr(auth, '/');
@@ -280,7 +280,7 @@ int px_parse_head(struct tunnel *t, struct evbuffer *in, struct al_err *err)
 		ok = parse_authority(t, auth, alen, 80) && (t->fwd = evbuffer_new()) &&
 		     px_request(t, in, line, path, version, false);
 	}
-out:
+out_line:
 	free(line);
 	return ok ? AL_OK : al_err_set(err, AL_EINVAL, "%s", why);
 }

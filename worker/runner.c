@@ -168,7 +168,7 @@ static bool next_step(struct wk_runner *r)
 	    res->status == AL_ST_REJECTED)
 		return false;
 	if (wk_grading_step_done(r->grading, res))
-		goto oom;
+		goto fail_oom;
 	/* the next step starts from an empty result */
 	res->id = res->backend = res->worker = NULL;
 	al_result_free(res);
@@ -185,11 +185,11 @@ static bool next_step(struct wk_runner *r)
 		return true;
 	}
 	if (wk_grading_result(r->grading, res))
-		goto oom;
+		goto fail_oom;
 	res->finished_ms = al_now_ms();
 	res->wall_ms = al_mono_ms() - r->start_mono;
 	return false;
-oom:
+fail_oom:
 	res->status = AL_ST_SANDBOX_ERROR;
 	al_result_set_error(res, "runner: out of memory while grading");
 	return false;

@@ -326,7 +326,7 @@ int ctr_spawn_shim(struct ctr_sb *c, const int src4[4], struct al_err *err)
 
 		if (from >= 0 && (hi[i] = fcntl(from, F_DUPFD_CLOEXEC, 10)) < 0) {
 			rc = al_err_sys(err, "container: dup");
-			goto out;
+			goto out_fds;
 		}
 	}
 	posix_spawn_file_actions_init(&fa);
@@ -341,7 +341,7 @@ int ctr_spawn_shim(struct ctr_sb *c, const int src4[4], struct al_err *err)
 				 (char *const *)shim_env)))
 		rc = al_err_sys(err, "container: start the shim");
 	posix_spawn_file_actions_destroy(&fa);
-out:
+out_fds:
 	for (int i = 0; i < 6; i++)
 		if (hi[i] >= 0)
 			close(hi[i]);

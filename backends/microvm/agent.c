@@ -179,7 +179,7 @@ static int run_grading(struct job_in *in, int port, struct al_result *res, struc
 	/* the tests (other uids, the build's group) enter it */
 	if (chmod(tree.home, 0750)) {
 		rc = al_err_sys(err, "agent: chmod the build tree");
-		goto out;
+		goto out_results;
 	}
 	for (long i = job->build ? -1 : 0; i < (long)job->ntests && !rc; i++) {
 		char *av[AL_ARGV_MAX], name[32];
@@ -228,7 +228,7 @@ static int run_grading(struct job_in *in, int port, struct al_result *res, struc
 	}
 	if (!rc && al_grade_result(res, job->build ? &build : NULL, &build_run, tests, n))
 		rc = al_err_set(err, AL_ESANDBOX, "agent: out of memory");
-out:
+out_results:
 	al_test_result_free(&build);
 	for (size_t i = 0; i < n; i++)
 		al_test_result_free(&tests[i]);

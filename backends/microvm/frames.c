@@ -67,7 +67,7 @@ int mvm_take_result(struct al_sandbox *sb, const char *p, size_t n, struct al_re
 				  e.msg);
 	if (!g.id || strcmp(g.id, sb->spec.job->id)) {
 		al_err_set(err, AL_ESANDBOX, "microvm: the guest answered for another job");
-		goto out;
+		goto out_guest;
 	}
 	switch (g.status) {
 	case AL_ST_OK:
@@ -81,21 +81,21 @@ int mvm_take_result(struct al_sandbox *sb, const char *p, size_t n, struct al_re
 		al_err_set(err, AL_ESANDBOX,
 			   "microvm: compile_error from the guest for a job "
 			   "without a build");
-		goto out;
+		goto out_guest;
 	case AL_ST_REJECTED:
 		rc = al_err_set(err, AL_EINVAL, "%s", g.error ? g.error : "refused by the guest");
-		goto out;
+		goto out_guest;
 	case AL_ST_SANDBOX_ERROR:
 		al_err_set(err, AL_ESANDBOX, "microvm guest: %s",
 			   g.error ? g.error : "agent failure");
-		goto out;
+		goto out_guest;
 	default:
 		al_err_set(err, AL_ESANDBOX, "microvm: the guest reported status %s",
 			   al_status_name(g.status));
-		goto out;
+		goto out_guest;
 	}
 	if (al_chan_check_result(&sb->spec, sb->conf->collect_max_bytes, &g, err))
-		goto out;
+		goto out_guest;
 	res->status = g.status;
 	res->has_exit_code = g.has_exit_code;
 	res->exit_code = g.exit_code;
@@ -126,7 +126,7 @@ int mvm_take_result(struct al_sandbox *sb, const char *p, size_t n, struct al_re
 	g.tests = NULL;
 	g.ntests = 0;
 	rc = AL_OK;
-out:
+out_guest:
 	al_result_free(&g);
 	return rc;
 }

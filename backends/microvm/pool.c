@@ -113,11 +113,11 @@ struct vm *mvm_vm_launch(const char *guest, const char *image, const char *input
 	vm->vcpus = vcpus;
 	snprintf(vm->guest, sizeof(vm->guest), "%s", guest);
 	if (mvm_guest_check(guest, err))
-		goto fail;
+		goto fail_vm;
 	if (image) {
 		if (al_image_path(mvm_host.conf, image, true, vm->disk, sizeof(vm->disk), err)) {
 			al_err_wrap(err, "microvm");
-			goto fail;
+			goto fail_vm;
 		}
 		al_image_hash(mvm_host.conf, image, vm->hash, sizeof(vm->hash));
 	} else {
@@ -134,7 +134,7 @@ struct vm *mvm_vm_launch(const char *guest, const char *image, const char *input
 		}
 	if (vm->uid_idx < 0) {
 		al_err_set(err, AL_ESANDBOX, "microvm: more than %d VMs at once", VM_UIDS);
-		goto fail;
+		goto fail_vm;
 	}
 	snprintf(name, sizeof(name), "vm-%u", mvm_host.seq++);
 	lim = (struct al_cg_limits){
@@ -144,7 +144,7 @@ struct vm *mvm_vm_launch(const char *guest, const char *image, const char *input
 	    .cpu_millis = (uint64_t)vcpus * 1000,
 	};
 	if ((rc = al_cg_create(&vm->cg, &mvm_host.cg, name, &lim, err)))
-		goto fail;
+		goto fail_vm;
 	vm->cg_made = true;
 	snprintf(kernel, sizeof(kernel), "%s/vmlinux", guest);
 	snprintf(initrd, sizeof(initrd), "%s/initramfs.lz4", guest);
@@ -172,7 +172,7 @@ struct vm *mvm_vm_launch(const char *guest, const char *image, const char *input
 		if ((vm->egress_fd =
 			 al_netns_new(0, AL_EGRESS_FWD_NAME, &cfg.egress_netns_fd, err)) < 0) {
 			al_err_wrap(err, "microvm");
-			goto fail;
+			goto fail_vm;
 		}
 		cfg.egress_fwd = mvm_host.fwd;
 	}
@@ -180,10 +180,10 @@ struct vm *mvm_vm_launch(const char *guest, const char *image, const char *input
 	rc = mvm_host.drv->launch(&cfg, &vm->v, err);
 	al_closep(&cfg.egress_netns_fd); /* the VMM's jail holds it now */
 	if (rc)
-		goto fail;
+		goto fail_vm;
 	fcntl(vm->v.chan_fd, F_SETFL, fcntl(vm->v.chan_fd, F_GETFL) | O_NONBLOCK);
 	return vm;
-fail:
+fail_vm:
 	mvm_vm_free(vm, false);
 	return NULL;
 }

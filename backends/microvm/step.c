@@ -381,16 +381,16 @@ int agent_run_step(const struct al_job *job, const struct step *st, const char *
 		fds[3] = agent_memfd("code", job->code.data, job->code.len);
 	if (fds[0] < 0 || (job->code.len && fds[3] < 0)) {
 		rc = al_err_sys(err, "agent: memfd");
-		goto out;
+		goto out_fs;
 	}
 	/* a session's server: its port to the worker, on fd 4 */
 	if (job->session && (fds[4] = agent_find_port(AL_SESSION_PORT, 2000)) < 0) {
 		rc = al_err_sys(err, "agent: the session port " AL_SESSION_PORT);
-		goto out;
+		goto out_fs;
 	}
 	if ((pid = agent_start_job(st, &cg, &sc, &fs, fds, err)) < 0) {
 		rc = AL_ESANDBOX;
-		goto out;
+		goto out_fs;
 	}
 	if (agent_vm.service) {
 		/* The service runs on; the result says it started. Its files,
@@ -400,7 +400,7 @@ int agent_run_step(const struct al_job *job, const struct step *st, const char *
 		return AL_OK;
 	}
 	rc = agent_finish_step(job, st, pid, &cg, &fs, port, collect_cap, t0, res, err);
-out:
+out_fs:
 	for (int i = 0; i < JOB_FDS; i++)
 		if (i != 1 && i != 2 && fds[i] >= 0)
 			close(fds[i]);

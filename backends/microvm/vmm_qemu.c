@@ -30,7 +30,7 @@ static int qemu_launch(const struct al_vmm_cfg *cfg, struct al_vmm *vm, struct a
 	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl) ||
 	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sess)) {
 		rc = al_err_sys(err, "qemu: socketpair");
-		goto fail;
+		goto fail_fds;
 	}
 	snprintf(mem, sizeof(mem), "%llu", (unsigned long long)cfg->memory_mib);
 	snprintf(smp, sizeof(smp), "%u", cfg->vcpus);
@@ -142,7 +142,7 @@ static int qemu_launch(const struct al_vmm_cfg *cfg, struct al_vmm *vm, struct a
 		int keep[3] = {chan[1], ctl[1], sess[1]};
 
 		if ((rc = al_vmm_spawn(cfg, (char *const *)argv, keep, 3, vm, err)))
-			goto fail;
+			goto fail_fds;
 	}
 	close(chan[1]);
 	close(ctl[1]);
@@ -151,7 +151,7 @@ static int qemu_launch(const struct al_vmm_cfg *cfg, struct al_vmm *vm, struct a
 	vm->ctl_fd = ctl[0];
 	vm->sess_fd = sess[0];
 	return AL_OK;
-fail:
+fail_fds:
 	for (int i = 0; i < 2; i++) {
 		al_closep(&chan[i]);
 		al_closep(&ctl[i]);

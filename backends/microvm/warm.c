@@ -147,7 +147,7 @@ void agent_warm_start(bool net)
 	if (al_argv_env(&spec, WARM_SCRIPT_FD, &W.av, &argc, &envc) || argc != 4 ||
 	    !(W.envp = calloc(envc + 1, sizeof(*W.envp)))) {
 		agent_say("warm: out of memory");
-		goto fail;
+		goto fail_warm;
 	}
 	p = W.av.data;
 	for (uint32_t i = 0; i < argc + envc; i++, p += strlen(p) + 1)
@@ -161,30 +161,30 @@ void agent_warm_start(bool net)
 	argv[4 + n] = NULL;
 	if (al_seccomp_build_net(&sc, net, &err) || al_cg_detect(&W.sys, "guest", NULL, &err) ||
 	    al_cg_create(&W.cg, &W.sys, "warm", &(struct al_cg_limits){0}, &err))
-		goto fail;
+		goto fail_warm;
 	W.cg_made = true;
 	if (al_jobfs_create(&W.fs, "/run/airlock", "warm", &job, WARM_DISK_BYTES, JOB_UID, JOB_UID,
 			    false, &err))
-		goto fail;
+		goto fail_warm;
 	W.fs_made = true;
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) ||
 	    (nul = open("/dev/null", O_RDWR | O_CLOEXEC)) < 0) {
 		al_err_sys(&err, "socketpair or /dev/null");
-		goto fail;
+		goto fail_warm;
 	}
 	{
 		struct step st = {argv, W.envp, &open_lim, JOB_UID, NULL, false, false, 0};
 		int fds[JOB_FDS] = {nul, nul, nul, sp[1], -1};
 
 		if ((W.pid = agent_start_job(&st, &W.cg, &sc, &W.fs, fds, &err)) < 0)
-			goto fail;
+			goto fail_warm;
 	}
 	W.ctl = al_take_fd(&sp[0]);
-	goto out;
-fail:
+	goto out_fds;
+fail_warm:
 	agent_say("warm: no warm interpreter: %s", err.msg[0] ? err.msg : "set-up failed");
 	warm_stop();
-out:
+out_fds:
 	al_closep(&sp[0]);
 	al_closep(&sp[1]);
 	al_closep(&nul);

@@ -466,12 +466,12 @@ static int proc_init(const struct al_backend_conf *conf, struct al_err *err)
 		return al_err_set(err, AL_ESANDBOX,
 				  "process: seccomp filters unavailable in the kernel");
 	if ((rc = open_init_binary(conf, err)) || (rc = make_bpf_fd(err)) || (rc = make_warm(err)))
-		goto fail;
+		goto fail_globals;
 	G.warm = calloc((size_t)conf->slots * WARM_PER_SLOT, sizeof(*G.warm));
 	G.grave = malloc(conf->slots * sizeof(*G.grave));
 	G.want = calloc(conf->slots, sizeof(*G.want));
 	if (!G.warm || !G.grave || !G.want)
-		goto oom;
+		goto fail_oom;
 	for (unsigned i = 0; i < conf->slots * WARM_PER_SLOT; i++)
 		G.warm[i].pidfd = G.warm[i].ctl = G.warm[i].report_rd = G.warm[i].mntns = -1;
 	for (unsigned i = 0; i < conf->slots; i++)
@@ -483,11 +483,11 @@ static int proc_init(const struct al_backend_conf *conf, struct al_err *err)
 	for (unsigned i = 0; i < conf->slots; i++)
 		for (unsigned k = 0; k < WARM_PER_SLOT; k++)
 			if ((rc = warm_spawn(warm_of(i, k), i, false, NULL, err)))
-				goto fail;
+				goto fail_globals;
 	return AL_OK;
-oom:
+fail_oom:
 	rc = al_err_set(err, AL_ENOMEM, "process: out of memory");
-fail:
+fail_globals:
 	proc_free_globals();
 	return rc;
 }

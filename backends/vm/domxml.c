@@ -112,7 +112,7 @@ char *al_vm_domain_xml(const struct al_vm_domain *d)
 	int len = 0;
 
 	if (!root)
-		goto out;
+		goto out_doc;
 	xmlDocSetRootElement(doc, root);
 	prop(&b, root, "type", d->type);
 	child(&b, root, "name", d->name);
@@ -139,13 +139,13 @@ char *al_vm_domain_xml(const struct al_vm_domain *d)
 	child(&b, root, "on_crash", "destroy");
 	devices(&b, child(&b, root, "devices", NULL), d);
 	if (b.bad)
-		goto out;
+		goto out_doc;
 	xmlDocDumpMemory(doc, &text, &len);
 	if (text && len > 0 && (out = malloc((size_t)len + 1))) {
 		memcpy(out, text, (size_t)len);
 		out[len] = '\0';
 	}
-out:
+out_doc:
 	xmlFree(text);
 	xmlFreeDoc(doc);
 	return out;

@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include <yaml.h>
 
+#include "../common/cleanup.h"
 #include "../proto/grade.h"
 #include "../proto/json.h"
 
@@ -19,24 +20,19 @@
 /* A file's bytes (malloc'd, NUL-terminated); AL_ESYS/AL_EINVAL with err. */
 static int slurp(const char *path, struct al_bytes *out, struct al_err *err)
 {
-	FILE *f = fopen(path, "rb");
+	cleanup_fclose FILE *f = fopen(path, "rb");
 	struct stat st;
 	size_t n;
 
 	if (!f)
 		return al_err_sys(err, "%s", path);
-	if (fstat(fileno(f), &st) || !S_ISREG(st.st_mode) || (uint64_t)st.st_size > SPEC_MAX) {
-		fclose(f);
+	if (fstat(fileno(f), &st) || !S_ISREG(st.st_mode) || (uint64_t)st.st_size > SPEC_MAX)
 		return al_err_set(err, AL_EINVAL, "%s: not a regular file of at most %u bytes",
 				  path, SPEC_MAX);
-	}
 	out->data = malloc((size_t)st.st_size + 1);
-	if (!out->data) {
-		fclose(f);
+	if (!out->data)
 		return al_err_set(err, AL_ENOMEM, "out of memory");
-	}
 	n = fread(out->data, 1, (size_t)st.st_size, f);
-	fclose(f);
 	out->data[n] = '\0';
 	out->len = n;
 	return AL_OK;

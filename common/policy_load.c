@@ -40,6 +40,7 @@ const char al_policy_builtin[] =
     "    image: python\n"
     "tenants:\n"
     "  default: {max_queued: 100000, max_running: 0, rate_per_s: 0}\n";
+#include "cleanup.h"
 #include "policy_int.h"
 
 /* The numeric keys of a tenant and of the policy's root, as a table (the
@@ -316,8 +317,8 @@ static int parse_root(struct ctx *c, struct al_policy *pol)
 /* The whole policy file (a policy is small: at most 1 MiB), NUL-ended. */
 static char *read_text(const char *path, size_t *len, struct al_err *err)
 {
-	FILE *f = fopen(path, "rb");
-	char *buf = NULL;
+	cleanup_fclose FILE *f = fopen(path, "rb");
+	cleanup_free char *buf = NULL;
 	size_t cap = 0, n = 0;
 
 	if (!f)
@@ -328,8 +329,6 @@ static char *read_text(const char *path, size_t *len, struct al_err *err)
 			    cap >= (1u << 20) ? NULL : realloc(buf, cap = cap ? cap * 2 : 8192);
 
 			if (!nb) {
-				free(buf);
-				fclose(f);
 				al_err_set(err, AL_EINVAL, "%s: over 1 MiB, or out of memory",
 					   path);
 				return NULL;
@@ -343,22 +342,19 @@ static char *read_text(const char *path, size_t *len, struct al_err *err)
 			break;
 	}
 	if (ferror(f)) {
-		free(buf);
-		fclose(f);
 		al_err_sys(err, "%s: cannot read the policy", path);
 		return NULL;
 	}
-	fclose(f);
 	buf[n] = 0;
 	*len = n;
-	return buf;
+	return al_take_ptr(&buf);
 }
 
 int al_policy_load(const char *path, struct al_policy *pol, struct al_err *err)
 {
 	struct ctx c = {.file = path ? path : "built-in policy", .err = err};
 	yaml_parser_t parser;
-	char *text = NULL;
+	cleanup_free char *text = NULL;
 	size_t len;
 	unsigned char h[SHA256_DIGEST_LENGTH];
 	int rc;
@@ -372,7 +368,6 @@ int al_policy_load(const char *path, struct al_policy *pol, struct al_err *err)
 	for (int i = 0; i < 8; i++)
 		snprintf(pol->hash + 2 * i, 3, "%02x", h[i]);
 	if (!yaml_parser_initialize(&parser)) {
-		free(text);
 		return al_err_set(err, AL_ENOMEM, "policy: out of memory");
 	}
 	yaml_parser_set_input_string(&parser,
@@ -382,14 +377,12 @@ int al_policy_load(const char *path, struct al_policy *pol, struct al_err *err)
 		    al_err_set(err, AL_EINVAL, "%s:%zu: YAML syntax error: %s", c.file,
 			       parser.problem_mark.line + 1, parser.problem ? parser.problem : "?");
 		yaml_parser_delete(&parser);
-		free(text);
 		memset(pol, 0, sizeof(*pol));
 		return rc;
 	}
 	rc = parse_root(&c, pol);
 	yaml_document_delete(&c.doc);
 	yaml_parser_delete(&parser);
-	free(text);
 	if (!rc && !(pol->source = strdup(c.file)))
 		rc = al_err_set(err, AL_ENOMEM, "policy: out of memory");
 	if (rc)

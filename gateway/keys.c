@@ -7,6 +7,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "../common/cleanup.h"
 #include "gw.h"
 
 void gw_hash_text(const char *key, size_t len, char out[72])
@@ -57,7 +58,7 @@ static struct gw_tenant *tenant_of(struct gw *g, const char *name)
 
 int gw_keys_load(struct gw *g, const char *path, struct al_err *err)
 {
-	FILE *f = fopen(path, "re");
+	cleanup_fclose FILE *f = fopen(path, "re");
 	char line[512];
 	int lineno = 0;
 
@@ -74,7 +75,6 @@ int gw_keys_load(struct gw *g, const char *path, struct al_err *err)
 			continue;
 		n = sscanf(line, "%127s %127s %7s", tenant, hash, extra);
 		if (n != 2 || strncmp(hash, "sha256:", 7) || strlen(hash) != 7 + 64) {
-			fclose(f);
 			return al_err_set(
 			    err, AL_EINVAL,
 			    "%s:%d: expected \"TENANT sha256:HEX\" (make the hash with "
@@ -82,23 +82,19 @@ int gw_keys_load(struct gw *g, const char *path, struct al_err *err)
 			    path, lineno);
 		}
 		if (!tenant_ok(tenant)) {
-			fclose(f);
 			return al_err_set(err, AL_EINVAL,
 					  "%s:%d: tenant \"%s\": 1..64 chars of [A-Za-z0-9._:-]",
 					  path, lineno, tenant);
 		}
 		if (g->nkeys == GW_KEYS_MAX) {
-			fclose(f);
 			return al_err_set(err, AL_EINVAL, "%s: more than %d keys", path,
 					  GW_KEYS_MAX);
 		}
 		if (unhex(hash + 7, g->keys[g->nkeys].hash)) {
-			fclose(f);
 			return al_err_set(err, AL_EINVAL, "%s:%d: the hash is not 64 hex digits",
 					  path, lineno);
 		}
 		if (!strcmp(tenant, "default")) {
-			fclose(f);
 			return al_err_set(
 			    err, AL_EINVAL,
 			    "%s:%d: tenant \"default\" is reserved (the tenant of jobs that name "
@@ -109,7 +105,6 @@ int gw_keys_load(struct gw *g, const char *path, struct al_err *err)
 		g->keys[g->nkeys].tenant = tenant_of(g, tenant);
 		g->nkeys++;
 	}
-	fclose(f);
 	if (!g->nkeys)
 		return al_err_set(err, AL_EINVAL, "%s: no keys: no one could use the gateway",
 				  path);

@@ -13,6 +13,7 @@
 #include "../proto/json.h"
 #include <yaml.h>
 
+#include "../common/cleanup.h"
 #include "../common/redis_url.h"
 #include "../common/env.h"
 #include "../common/opt.h"
@@ -281,7 +282,7 @@ static int load_config(struct settings *st, const char *path, yaml_document_t *d
 {
 	yaml_parser_t parser;
 	yaml_node_t *root;
-	FILE *f = fopen(path, "rb");
+	cleanup_fclose FILE *f = fopen(path, "rb");
 	struct al_err err = {0};
 
 	if (!f) {
@@ -294,11 +295,9 @@ static int load_config(struct settings *st, const char *path, yaml_document_t *d
 		fprintf(stderr, "airlock-worker: %s:%zu: YAML syntax error: %s\n", path,
 			parser.problem_mark.line + 1, parser.problem ? parser.problem : "?");
 		yaml_parser_delete(&parser);
-		fclose(f);
 		return -1;
 	}
 	yaml_parser_delete(&parser);
-	fclose(f);
 	root = yaml_document_get_root_node(doc);
 	if (!root)
 		return 0;

@@ -141,7 +141,7 @@ static void pending_free(struct pending *p)
 
 static int send_frame(struct wk_session *ss, json_t *doc)
 {
-	char *text = json_dumps(doc, JSON_COMPACT);
+	cleanup_free char *text = json_dumps(doc, JSON_COMPACT);
 	uint32_t n, be;
 	int rc = AL_ESYS;
 
@@ -153,7 +153,6 @@ static int send_frame(struct wk_session *ss, json_t *doc)
 	if (ss->chan && !bufferevent_write(ss->chan, &be, 4) &&
 	    !bufferevent_write(ss->chan, text, n))
 		rc = 0;
-	free(text);
 	return rc;
 }
 

@@ -211,35 +211,13 @@ int al_sess_call_decode(const void *buf, size_t len, struct al_sess_call *c, str
 bool al_sess_call_peek(const void *buf, size_t len, char session[AL_ID_MAX + 1],
 		       char id[AL_ID_MAX + 1])
 {
-	msgpack_unpacked up;
-	const msgpack_object *root;
-	int found = 0;
+	static const char *const keys[] = {"session", "id"};
+	char ids[2][AL_ID_MAX + 1];
+	bool both = al_peek_ids(buf, len, AL_SESS_CALL_MAX_BYTES, keys, 2, ids) == 2;
 
-	session[0] = id[0] = '\0';
-	if (len > AL_SESS_CALL_MAX_BYTES)
-		return false;
-	msgpack_unpacked_init(&up);
-	if (al_mp_parse(buf, len, &up, &root, NULL) == AL_OK && root->type == MSGPACK_OBJECT_MAP) {
-		for (uint32_t i = 0; i < root->via.map.size; i++) {
-			const msgpack_object_kv *kv = &root->via.map.ptr[i];
-			const msgpack_object *v = &kv->val;
-			char *into = al_mp_key_is(&kv->key, "id")	 ? id
-				     : al_mp_key_is(&kv->key, "session") ? session
-									 : NULL;
-
-			if (!into || into[0] || v->type != MSGPACK_OBJECT_STR ||
-			    v->via.str.size > AL_ID_MAX)
-				continue;
-			memcpy(into, v->via.str.ptr, v->via.str.size);
-			into[v->via.str.size] = '\0';
-			if (al_job_id_ok(into, v->via.str.size))
-				found++;
-			else
-				into[0] = '\0';
-		}
-	}
-	msgpack_unpacked_destroy(&up);
-	return found == 2 && session[0] && id[0];
+	memcpy(session, ids[0], sizeof(ids[0]));
+	memcpy(id, ids[1], sizeof(ids[1]));
+	return both;
 }
 
 int al_sess_call_encode(const struct al_sess_call *c, struct al_buf *out, struct al_err *err)

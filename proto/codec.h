@@ -43,6 +43,13 @@ int al_check_rel_path(const char *what, const char *p, struct al_err *err);
 int al_check_files(const char *list, const struct al_file *files, size_t n, struct al_err *err);
 int al_check_limits(const char *what, const struct al_limits *l, struct al_err *err);
 
+/* Best effort, for a message that does not decode (at most max_len
+ * bytes): the text values of its map's keys[0..n-1] (n <= 8), each a
+ * well-formed id ([A-Za-z0-9._:-], 1..AL_ID_MAX) into out[k], else ""
+ * there; the first of a key decides. Returns how many were found. */
+size_t al_peek_ids(const void *buf, size_t len, size_t max_len, const char *const *keys, size_t n,
+		   char (*out)[AL_ID_MAX + 1]);
+
 /* Encoders: 0 or AL_ENOMEM. */
 int al_pack_text_array(msgpack_packer *pk, char *const *v, size_t n);
 int al_pack_files(msgpack_packer *pk, const struct al_file *files, size_t n);

@@ -440,3 +440,43 @@ void al_free_strv(char **v, size_t n)
 		free(v[i]);
 	free(v);
 }
+
+size_t al_peek_ids(const void *buf, size_t len, size_t max_len, const char *const *keys, size_t n,
+		   char (*out)[AL_ID_MAX + 1])
+{
+	msgpack_unpacked up;
+	const msgpack_object *root;
+	bool seen[8] = {false};
+	size_t found = 0;
+
+	for (size_t k = 0; k < n; k++)
+		out[k][0] = '\0';
+	if (len > max_len || n > sizeof(seen) / sizeof(seen[0]))
+		return 0;
+	msgpack_unpacked_init(&up);
+	if (al_mp_parse(buf, len, &up, &root, NULL) == AL_OK && root->type == MSGPACK_OBJECT_MAP) {
+		for (uint32_t i = 0; i < root->via.map.size; i++) {
+			const msgpack_object_kv *kv = &root->via.map.ptr[i];
+			const msgpack_object *v = &kv->val;
+			size_t k = 0;
+
+			while (k < n && !al_mp_key_is(&kv->key, keys[k]))
+				k++;
+			if (k == n || seen[k])
+				continue;
+			seen[k] = true; /* the first of a key decides */
+			if (v->type != MSGPACK_OBJECT_STR || !v->via.str.size ||
+			    v->via.str.size > AL_ID_MAX ||
+			    memchr(v->via.str.ptr, 0, v->via.str.size))
+				continue;
+			memcpy(out[k], v->via.str.ptr, v->via.str.size);
+			out[k][v->via.str.size] = '\0';
+			if (al_name_ok(out[k], AL_ID_MAX, "._:-"))
+				found++;
+			else
+				out[k][0] = '\0';
+		}
+	}
+	msgpack_unpacked_destroy(&up);
+	return found;
+}

@@ -409,29 +409,10 @@ bool al_job_id_ok(const char *s, size_t len)
 
 char *al_job_peek_id(const void *buf, size_t len)
 {
-	msgpack_unpacked up;
-	const msgpack_object *root;
-	char *id = NULL;
+	static const char *const keys[] = {"id"};
+	char id[1][AL_ID_MAX + 1];
 
-	if (len > AL_JOB_MAX_BYTES)
-		return NULL;
-	msgpack_unpacked_init(&up);
-	if (al_mp_parse(buf, len, &up, &root, NULL) == AL_OK && root->type == MSGPACK_OBJECT_MAP) {
-		for (uint32_t i = 0; i < root->via.map.size; i++) {
-			const msgpack_object_kv *kv = &root->via.map.ptr[i];
-
-			if (!al_mp_key_is(&kv->key, "id"))
-				continue;
-			if (al_mp_get_text(&kv->val, "id", AL_ID_MAX, &id, NULL) == AL_OK &&
-			    !al_name_ok(id, AL_ID_MAX, "._:-")) {
-				free(id);
-				id = NULL;
-			}
-			break;
-		}
-	}
-	msgpack_unpacked_destroy(&up);
-	return id;
+	return al_peek_ids(buf, len, AL_JOB_MAX_BYTES, keys, 1, id) ? strdup(id[0]) : NULL;
 }
 
 /* ---- encoding ---- */

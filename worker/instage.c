@@ -50,6 +50,16 @@ static void pack_dir(const struct al_backend_conf *conf, char *out, size_t cap)
 	snprintf(out, cap, "%s/inputs", conf->state_dir ? conf->state_dir : "/var/lib/airlock");
 }
 
+/* The host's input cache, shared by its workers: beside the packs. 0, or
+ * AL_EINVAL when the path does not fit. */
+static int cache_dir(const struct al_backend_conf *conf, char *out, size_t cap)
+{
+	char dir[PATH_MAX];
+
+	pack_dir(conf, dir, sizeof(dir));
+	return al_pathf(out, cap, "%s-cache", dir);
+}
+
 /* The pid of airlock-inputs in the name of one of its temporary entries in
  * the cache (".part.<pid>.<i>", a download; ".git.<pid>.<i>.XXXXXX", a git
  * run's directory), or 0. */
@@ -116,13 +126,11 @@ static unsigned cache_sweep(const char *cache, long pid)
 
 int wk_instage_cache_room(const struct al_backend_conf *conf, struct al_err *err)
 {
-	char dir[PATH_MAX], cache[PATH_MAX + 8];
+	char cache[PATH_MAX];
 	struct statvfs v;
 	unsigned long long room;
 
-	pack_dir(conf, dir, sizeof(dir));
-	snprintf(cache, sizeof(cache), "%s-cache", dir);
-	if (statvfs(cache, &v))
+	if (cache_dir(conf, cache, sizeof(cache)) || statvfs(cache, &v))
 		return AL_OK; /* not made yet: the fetcher makes it */
 	room = (unsigned long long)v.f_bavail * v.f_frsize;
 	if (room >= AL_INPUT_CACHE_ROOM_MIN)
@@ -134,7 +142,7 @@ int wk_instage_cache_room(const struct al_backend_conf *conf, struct al_err *err
 
 void wk_instage_sweep(const struct al_backend_conf *conf)
 {
-	char dir[PATH_MAX], prefix[160], cache[PATH_MAX + 8];
+	char dir[PATH_MAX], prefix[160], cache[PATH_MAX];
 	DIR *d;
 	struct dirent *de;
 	unsigned swept;
@@ -148,8 +156,7 @@ void wk_instage_sweep(const struct al_backend_conf *conf)
 		closedir(d);
 	}
 	/* the shared cache: what a killed worker's fetchers left half made */
-	snprintf(cache, sizeof(cache), "%s-cache", dir);
-	if ((swept = cache_sweep(cache, 0)))
+	if (!cache_dir(conf, cache, sizeof(cache)) && (swept = cache_sweep(cache, 0)))
 		al_log("info", "inputs_swept", "cache=%s entries=%u", cache, swept);
 }
 
@@ -257,7 +264,7 @@ struct wk_instage *wk_instage_start(struct event_base *base, const struct al_bac
 		goto fail_argv;
 	}
 	unlink(st->pack);
-	bad |= al_pathf(cache, sizeof(cache), "%s-cache", dir);
+	bad |= cache_dir(conf, cache, sizeof(cache));
 	snprintf(st->cache, sizeof(st->cache), "%s", cache);
 	if ((helper = al_open_helper(conf->helper_dir, "airlock-inputs", err)) < 0)
 		goto fail_argv;

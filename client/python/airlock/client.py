@@ -186,12 +186,12 @@ class Client:
         if tier:
             job["tier"] = tier
         if isinstance(self._via, _Gateway):
-            return Session(self._via, self._via.session_open(job, open_timeout), tier)
+            return Session(self, self._via.session_open(job, open_timeout), tier)
         if "tier" not in job:
             raise ValueError("tier: needed (the gateway's policy has no default here)")
         res = self._via.wait(self._via.submit(job), open_timeout)
         res.raise_for_status()
-        return Session(self._via, res.id, tier)
+        return Session(self, res.id, tier)
 
     def grade(self, tests: Sequence[Mapping[str, Any]], code: Optional[Bytes] = None, *,
               argv: Optional[Sequence[str]] = None,

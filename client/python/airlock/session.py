@@ -8,7 +8,6 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 from .errors import (AirlockError, NotFound, OutputLimit, SessionEnded)
 from .results import Bytes, OutputFn, Result
 from ._gateway import _Gateway
-from ._redis import _Redis
 
 
 class Session:
@@ -18,8 +17,8 @@ class Session:
     its summary in error; a call past its time is a timeout, interrupted,
     and the session goes on); SessionEnded once the session has ended."""
 
-    def __init__(self, via: Union[_Gateway, _Redis], sid: str, tier: Optional[str]):
-        self._via = via  # the client's way in
+    def __init__(self, client: Any, sid: str, tier: Optional[str]):
+        self.client = client  # a Client (client.py): its way in is the session's
         self.id = sid
         self.tier = tier
 
@@ -33,7 +32,7 @@ class Session:
               on_output: Optional[OutputFn] = None) -> Result:
         if timeout is not None:
             call["timeout_ms"] = max(1, int(timeout * 1000))
-        via = self._via
+        via = self.client._via
         if isinstance(via, _Gateway):
             res = via.session_call(self.id, call, on_output)
         else:

@@ -33,6 +33,8 @@ static void usage(FILE *f)
 	    "id)\n"
 	    "  session py ID (-c CODE | FILE | -) [--outputs DIR]    Python in its interpreter\n"
 	    "  session exec ID (-c LINE | -- ARGV...)    a command in its sandbox\n"
+	    "    py, exec: --timeout MS --cpu MS (the call's; past either it stops, the\n"
+	    "    session goes on) --output-max BYTES (each stream's head and tail kept)\n"
 	    "  session put ID LOCAL REMOTE | get ID REMOTE [LOCAL] | ls ID | close ID\n"
 	    "                                     (state lasts between calls; PROTOCOL.md)\n"
 	    "  check-job FILE|-                   decode a msgpack job, print it as JSON\n"

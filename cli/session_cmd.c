@@ -1,10 +1,12 @@
-/* session.c - `airlock session ...` (PROTOCOL.md, "Sessions"): open a
+/* session_cmd.c - `airlock session ...` (PROTOCOL.md, "Sessions"): open a
  * session, run calls in it, move files in and out, close it.
  *
  *   airlock session open [--tier T] [--tenant T] [--memory BYTES] [--timeout MS]
  *                        [--image NAME]                 prints the session's id
- *   airlock session exec ID [--timeout MS] (-c LINE | -- PROG ARGS...)
- *   airlock session py ID [--timeout MS] [--outputs DIR] (-c CODE | FILE | -)
+ *   airlock session exec ID [--timeout MS] [--cpu MS] [--output-max BYTES]
+ *                        (-c LINE | -- PROG ARGS...)
+ *   airlock session py ID [--timeout MS] [--cpu MS] [--output-max BYTES]
+ *                        [--outputs DIR] (-c CODE | FILE | -)
  *   airlock session put ID LOCAL REMOTE [--mode OCTAL]
  *   airlock session get ID REMOTE [LOCAL]               (stdout without LOCAL)
  *   airlock session ls ID [PATH]
@@ -32,7 +34,7 @@ static int usage_error(const char *msg)
  * argv (argc updated). */
 struct sess_opts {
 	const char *tier, *tenant, *image, *code, *outputs;
-	uint64_t timeout_ms, memory, mode;
+	uint64_t timeout_ms, cpu_ms, output_max, memory, mode;
 	bool have_mode;
 };
 
@@ -48,9 +50,11 @@ static int take_opts(int *argc, char **argv, struct sess_opts *o)
 				   : !strcmp(a, "-c")	     ? &o->code
 				   : !strcmp(a, "--outputs") ? &o->outputs
 							     : NULL;
-		uint64_t *num = !strcmp(a, "--timeout")	 ? &o->timeout_ms
-				: !strcmp(a, "--memory") ? &o->memory
-							 : NULL;
+		uint64_t *num = !strcmp(a, "--timeout")	     ? &o->timeout_ms
+				: !strcmp(a, "--cpu")	     ? &o->cpu_ms
+				: !strcmp(a, "--output-max") ? &o->output_max
+				: !strcmp(a, "--memory")     ? &o->memory
+							     : NULL;
 
 		if (!strcmp(a, "--")) { /* the rest is a program and its arguments */
 			while (++i < *argc)
@@ -186,6 +190,8 @@ int cli_session(const struct cli_where *where, int argc, char **argv)
 	call.session = argv[2];
 	call.tenant = (char *)(o.tenant ? o.tenant : "default");
 	call.timeout_ms = o.timeout_ms;
+	call.cpu_ms = o.cpu_ms;
+	call.output_max = o.output_max;
 	call.mode = o.have_mode ? (uint32_t)o.mode : 0644;
 	switch (v) {
 	case 1: /* exec */

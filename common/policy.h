@@ -70,6 +70,7 @@ struct al_tier_policy {
 		uint32_t max_per_tenant; /* open at once per tenant (default 4) */
 		uint64_t idle_ms;	 /* ended after this long without a call (default 600 s) */
 		uint64_t max_life_ms;	 /* ended this long after it opened (default 3600 s) */
+		uint64_t cpu_budget_ms;	 /* the CPU of all its calls, at most (0: none) */
 	} sessions;
 };
 

@@ -148,7 +148,8 @@ static int parse_sessions(struct ctx *c, yaml_node_t *v, struct al_tier_policy *
 		uint64_t min, max, scale;
 	} keys[] = {{"max_per_tenant", 1, 10000, 1},
 		    {"idle_s", 1, 7 * 24 * 3600, 1000},
-		    {"max_life_s", 1, 7 * 24 * 3600, 1000}};
+		    {"max_life_s", 1, 7 * 24 * 3600, 1000},
+		    {"cpu_budget_s", 1, 7 * 24 * 3600, 1000}};
 	struct al_session_policy *sp = &t->sessions;
 	yaml_node_t *k, *e;
 	uint64_t u;
@@ -156,7 +157,7 @@ static int parse_sessions(struct ctx *c, yaml_node_t *v, struct al_tier_policy *
 
 	if ((rc = al_pol_map(c, v, "sessions")))
 		return rc;
-	*sp = (struct al_session_policy){true, 4, 600000, 3600000};
+	*sp = (struct al_session_policy){true, 4, 600000, 3600000, 0};
 	FOR_PAIRS(c, v, k, e, ps)
 	{
 		const char *key = al_pol_scalar(k);
@@ -167,8 +168,8 @@ static int parse_sessions(struct ctx *c, yaml_node_t *v, struct al_tier_policy *
 		if (i == sizeof(keys) / sizeof(keys[0]))
 			return al_pol_fail(
 			    c, k,
-			    "sessions: unknown key \"%s\"; use max_per_tenant, idle_s or "
-			    "max_life_s",
+			    "sessions: unknown key \"%s\"; use max_per_tenant, idle_s, "
+			    "max_life_s or cpu_budget_s",
 			    key ? key : "?");
 		if ((rc = al_pol_u64(c, e, key, &u)))
 			return rc;
@@ -180,8 +181,10 @@ static int parse_sessions(struct ctx *c, yaml_node_t *v, struct al_tier_policy *
 			sp->max_per_tenant = (uint32_t)u;
 		else if (i == 1)
 			sp->idle_ms = u * keys[i].scale;
-		else
+		else if (i == 2)
 			sp->max_life_ms = u * keys[i].scale;
+		else
+			sp->cpu_budget_ms = u * keys[i].scale;
 	}
 	return AL_OK;
 }

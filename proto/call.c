@@ -91,6 +91,14 @@ int al_sess_call_validate(const struct al_sess_call *c, struct al_err *err)
 	if (c->timeout_ms > AL_LIMIT_WALL_MS_MAX)
 		return al_err_set(err, AL_EINVAL, "timeout_ms: at most %llu",
 				  (unsigned long long)AL_LIMIT_WALL_MS_MAX);
+	if (c->cpu_ms > AL_LIMIT_WALL_MS_MAX)
+		return al_err_set(err, AL_EINVAL, "cpu_ms: at most %llu",
+				  (unsigned long long)AL_LIMIT_WALL_MS_MAX);
+	if (c->output_max &&
+	    (c->output_max < AL_SESS_OUTPUT_MAX_MIN || c->output_max > AL_LIMIT_OUTPUT_MAX))
+		return al_err_set(err, AL_EINVAL, "output_max: %llu bytes, expected %u..%llu",
+				  (unsigned long long)c->output_max, AL_SESS_OUTPUT_MAX_MIN,
+				  (unsigned long long)AL_LIMIT_OUTPUT_MAX);
 	return AL_OK;
 }
 
@@ -107,12 +115,14 @@ enum call_field {
 	C_MODE,
 	C_TIMEOUT,
 	C_SUBMITTED,
+	C_CPU,
+	C_OUTPUT_MAX,
 	C_COUNT
 };
 
-static const char *const call_field_names[C_COUNT] = {"v",    "id",   "session",    "tenant",
-						      "op",   "code", "argv",	    "path",
-						      "data", "mode", "timeout_ms", "submitted_ms"};
+static const char *const call_field_names[C_COUNT] = {
+    "v",    "id",   "session", "tenant",     "op",	     "code",   "argv",
+    "path", "data", "mode",    "timeout_ms", "submitted_ms", "cpu_ms", "output_max"};
 
 static int dec_field(enum call_field f, const msgpack_object *v, struct al_sess_call *c,
 		     struct al_err *err)
@@ -158,6 +168,10 @@ static int dec_field(enum call_field f, const msgpack_object *v, struct al_sess_
 				      err);
 	case C_SUBMITTED:
 		return al_mp_get_uint(v, "submitted_ms", 0, UINT64_MAX, &c->submitted_ms, err);
+	case C_CPU: return al_mp_get_uint(v, "cpu_ms", 1, AL_LIMIT_WALL_MS_MAX, &c->cpu_ms, err);
+	case C_OUTPUT_MAX:
+		return al_mp_get_uint(v, "output_max", AL_SESS_OUTPUT_MAX_MIN, AL_LIMIT_OUTPUT_MAX,
+				      &c->output_max, err);
 	case C_COUNT: break;
 	}
 	return al_err_set(err, AL_EINVAL, "internal: unhandled field");
@@ -235,6 +249,8 @@ int al_sess_call_encode(const struct al_sess_call *c, struct al_buf *out, struct
 	n += c->op == AL_SESS_PUT;
 	n += c->timeout_ms > 0;
 	n += c->submitted_ms > 0;
+	n += c->cpu_ms > 0;
+	n += c->output_max > 0;
 	al_mp_packer_init(&pk, out);
 	bad |= msgpack_pack_map(&pk, n);
 	bad |= al_mp_pack_kv_uint(&pk, "v", AL_PROTO_VERSION);
@@ -256,6 +272,10 @@ int al_sess_call_encode(const struct al_sess_call *c, struct al_buf *out, struct
 		bad |= al_mp_pack_kv_uint(&pk, "timeout_ms", c->timeout_ms);
 	if (c->submitted_ms)
 		bad |= al_mp_pack_kv_uint(&pk, "submitted_ms", c->submitted_ms);
+	if (c->cpu_ms)
+		bad |= al_mp_pack_kv_uint(&pk, "cpu_ms", c->cpu_ms);
+	if (c->output_max)
+		bad |= al_mp_pack_kv_uint(&pk, "output_max", c->output_max);
 	return bad ? al_err_set(err, AL_ENOMEM, "call %s: out of memory while encoding", c->id)
 		   : AL_OK;
 }

@@ -17,6 +17,7 @@
 
 #define AL_SESS_CALL_MAX_BYTES (16u << 20) /* a whole encoded call */
 #define AL_SESS_FILE_MAX       (8u << 20)  /* a file put into a session */
+#define AL_SESS_OUTPUT_MAX_MIN 256	   /* a call's output_max, at least */
 
 enum al_sess_op {
 	AL_SESS_EXEC,	/* a program (argv) or a shell line (code) */
@@ -55,7 +56,10 @@ struct al_sess_call {
 	char *path;	      /* put, get, ls: relative to the work directory */
 	struct al_bytes data; /* put: the file's bytes */
 	uint32_t mode;	      /* put: permission bits, <= 0777; default 0644 */
-	uint64_t timeout_ms;  /* exec, python: 0 = the tier's default wall clock */
+	uint64_t timeout_ms;  /* exec, python: 0 = the session's per-call time */
+	uint64_t cpu_ms;      /* exec, python: 0 = the session's per-call CPU time */
+	uint64_t output_max;  /* exec, python: each stream cut to its head and tail of
+			       * at most this many bytes (0 = kept up to the caps) */
 	uint64_t submitted_ms;
 };
 

@@ -110,6 +110,29 @@ def interrupt():
             pass
 
 
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_now():
+    """The CPU time of this server (its threads: a python call) and of its
+    children, those waited for and a running exec call's process group."""
+    t = os.times()
+    used = t.user + t.system + t.children_user + t.children_system
+    proc = current["proc"]
+    if proc is not None:
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                with open("/proc/%s/stat" % pid) as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == proc.pid:  # its process group
+                used += (int(fields[11]) + int(fields[12])) / TICKS
+    return used
+
+
 def b64(data):
     return base64.b64encode(data).decode()
 
@@ -124,9 +147,11 @@ class Capture:
     worker asked live output of, sends what is new as chunk frames (up to
     the caps), the rest once the call ended, all before the answer."""
 
-    def __init__(self, caps, live=None):
+    def __init__(self, caps, live=None, cpu_ms=None):
         self.caps = caps
         self.live = live  # the call's id, when its output goes live
+        self.cpu_s = cpu_ms / 1000.0 if cpu_ms else None  # the call's CPU time
+        self.cpu_over = False
         self.sent = [0, 0]
         self.fds = [os.memfd_create("call-out"), os.memfd_create("call-err")]
         self.over = False
@@ -138,6 +163,7 @@ class Capture:
         self.saved = [os.dup(1), os.dup(2)]
         os.dup2(self.fds[0], 1)
         os.dup2(self.fds[1], 2)
+        self.cpu_base = cpu_now()
         self.watcher = threading.Thread(target=self.watch, daemon=True)
         self.watcher.start()
         return self
@@ -148,6 +174,10 @@ class Capture:
                 if os.fstat(fd).st_size > cap and not self.over:
                     self.over = True
                     interrupt()
+            if self.cpu_s and not self.cpu_over and \
+                    cpu_now() - self.cpu_base >= self.cpu_s:
+                self.cpu_over = True
+                interrupt()
             self.send_new()
 
     def send_new(self):
@@ -184,6 +214,8 @@ class Capture:
             doc[name + "_size"] = size
             os.close(fd)
         doc["output_limit"] = self.over
+        doc["cpu_ms"] = int((cpu_now() - self.cpu_base) * 1000)
+        doc["cpu_limit"] = self.cpu_over
         return doc
 
 
@@ -354,9 +386,9 @@ def main():
         try:
             live = req.get("id") if req.get("live") else None
             if op == "python":
-                doc = call_python(req, Capture(req["caps"], live))
+                doc = call_python(req, Capture(req["caps"], live, req.get("cpu_ms")))
             elif op == "exec":
-                doc = call_exec(req, Capture(req["caps"], live))
+                doc = call_exec(req, Capture(req["caps"], live, req.get("cpu_ms")))
             else:
                 doc = call_file(req)
         except Exception as e:

@@ -39,6 +39,9 @@
 #define INTERRUPT_MS 2000  /* a call interrupted at its time: this long to stop */
 #define EXIT_WAIT_MS 1000  /* the server gone: this long for the sandbox's end */
 #define FRAME_SLACK  (1u << 20)
+#define CPU_POLL_MS  200 /* a call's CPU looked at this often (backends that report it) */
+/* a session's sandbox without a CPU budget: its CPU limit, ms (years) */
+#define NO_CPU_BUDGET_MS (1ull << 40)
 
 extern const char wk_session_server_py[]; /* session_server.c, made from session_server.py */
 
@@ -62,6 +65,10 @@ struct wk_session {
 	struct bufferevent *chan;
 	struct event *timer;	/* hello, idle, the call's time, then its interrupt */
 	struct event *life;	/* the session's maximum life */
+	struct event *cpu_poll; /* the active call's CPU, looked at */
+	uint64_t cpu_base_ns;	/* the sandbox's CPU when the call began */
+	uint64_t call_cpu_ms;	/* the active call's CPU time */
+	bool cpu_over;		/* ...which it used up (the host saw it): interrupted */
 	struct pending *queue;	/* calls waiting, in order */
 	struct pending *active; /* the call the server runs */
 	bool interrupted;	/* the active call passed its time */
@@ -197,9 +204,16 @@ static void next_call(struct wk_session *ss)
 		end_session(ss, AL_SESS_CLOSED, NULL);
 		return;
 	}
-	doc = json_pack("{s:s, s:s, s:[I, I], s:I, s:i}", "id", c->id, "op", al_sess_op_name(c->op),
-			"caps", (json_int_t)l->stdout_bytes, (json_int_t)l->stderr_bytes, "cap",
-			(json_int_t)ss->w->conf->backend.collect_max_bytes, "mode", (int)c->mode);
+	/* its CPU: its own, within the tier's most, else the session's per-call */
+	ss->call_cpu_ms = c->cpu_ms ? c->cpu_ms : l->cpu_ms;
+	if (ss->s->tier->max.cpu_ms && ss->call_cpu_ms > ss->s->tier->max.cpu_ms)
+		ss->call_cpu_ms = ss->s->tier->max.cpu_ms;
+	ss->cpu_over = false;
+	doc = json_pack("{s:s, s:s, s:[I, I], s:I, s:i, s:I}", "id", c->id, "op",
+			al_sess_op_name(c->op), "caps", (json_int_t)l->stdout_bytes,
+			(json_int_t)l->stderr_bytes, "cap",
+			(json_int_t)ss->w->conf->backend.collect_max_bytes, "mode", (int)c->mode,
+			"cpu_ms", (json_int_t)ss->call_cpu_ms);
 	if (doc && c->code.len) {
 		/* the server decodes text: a python call's code must be UTF-8,
 		 * which the gateway and the clients make sure of */
@@ -242,6 +256,87 @@ static void next_call(struct wk_session *ss)
 	ss->call_t0 = al_mono_ms();
 	t = c->timeout_ms ? c->timeout_ms : l->wall_ms;
 	arm(ss->timer, (c->op == AL_SESS_EXEC || c->op == AL_SESS_PYTHON) ? t : 30000);
+	if (c->op == AL_SESS_EXEC || c->op == AL_SESS_PYTHON) {
+		struct al_usage u;
+
+		if (al_backend_usage(ss->sb, &u) == 0) {
+			ss->cpu_base_ns = u.cpu_ns;
+			arm(ss->cpu_poll, CPU_POLL_MS);
+		}
+	}
+}
+
+/* The active call stops (SIGINT inside, its processes killed); the
+ * session goes on if it does within INTERRUPT_MS. */
+static void interrupt_call(struct wk_session *ss, const char *why)
+{
+	ss->interrupted = true;
+	evtimer_del(ss->cpu_poll);
+	al_log("info", "call_interrupted", "job=%s call=%s why=%s", ss->s->id, ss->active->call.id,
+	       why);
+	if (send_frame(ss, json_pack("{s:s}", "op", "interrupt")))
+		end_session(ss, AL_SESS_BROKEN, "could not interrupt a call");
+	else
+		arm(ss->timer, INTERRUPT_MS);
+}
+
+/* The active call's CPU, as the sandbox's cgroup counts it: past the
+ * call's CPU time, it is interrupted (cpu_limit); the session goes on. */
+static void on_cpu_poll(evutil_socket_t fd, short what, void *arg)
+{
+	struct wk_session *ss = arg;
+	struct al_usage u;
+
+	(void)fd;
+	(void)what;
+	if (!ss->active || ss->interrupted || al_backend_usage(ss->sb, &u))
+		return;
+	if (u.cpu_ns > ss->cpu_base_ns &&
+	    (u.cpu_ns - ss->cpu_base_ns) / 1000000 >= ss->call_cpu_ms) {
+		ss->cpu_over = true;
+		interrupt_call(ss, "cpu");
+	} else {
+		arm(ss->cpu_poll, CPU_POLL_MS);
+	}
+}
+
+/* Keep the head and the tail of b (the first of n bytes the call wrote):
+ * at most max bytes in all. True when something was cut. */
+static bool head_and_tail(struct al_bytes *b, uint64_t max)
+{
+	size_t head = (size_t)(max / 2), tail = (size_t)(max - max / 2);
+
+	if (b->len <= max)
+		return false;
+	memmove(b->data + head, b->data + b->len - tail, tail);
+	b->len = head + tail;
+	return true;
+}
+
+/* A call's output_max (proto/call.h): each stream cut to its head and
+ * tail, said in the result's error, and the call output_limit. */
+static void cut_for_output_max(struct al_result *res, uint64_t max, uint64_t out_size,
+			       uint64_t err_size)
+{
+	bool out_cut = head_and_tail(&res->out, max) || (out_size > res->out.len && max < out_size);
+	bool err_cut = head_and_tail(&res->err, max) || (err_size > res->err.len && max < err_size);
+	char why[AL_ERR_MSG_MAX];
+
+	if (!out_cut && !err_cut)
+		return;
+	res->out_truncated |= out_cut;
+	res->err_truncated |= err_cut;
+	snprintf(why, sizeof(why),
+		 "output cut to the call's output_max of %llu bytes a stream (its first and last "
+		 "halves): stdout %llu of %llu bytes kept, stderr %llu of %llu%s%s",
+		 (unsigned long long)max, (unsigned long long)res->out.len,
+		 (unsigned long long)out_size, (unsigned long long)res->err.len,
+		 (unsigned long long)err_size, res->error ? "; " : "",
+		 res->error ? res->error : "");
+	free(res->error);
+	res->error = strdup(why);
+	if (res->status == AL_ST_OK || res->status == AL_ST_NONZERO_EXIT)
+		res->status = AL_ST_OUTPUT_LIMIT;
 }
 
 /* The server's answer to the active call: into a result, bounded. */
@@ -292,7 +387,30 @@ static void on_answer(struct wk_session *ss, json_t *doc)
 	res.wall_ms = al_mono_ms() - ss->call_t0;
 	res.backend = (char *)ss->s->ops->name;
 	res.finished_ms = al_now_ms();
-	if (ss->interrupted) {
+	v = json_object_get(doc, "cpu_ms");
+	res.cpu_ms = json_is_integer(v) && json_integer_value(v) > 0 &&
+			     (uint64_t)json_integer_value(v) <= AL_LIMIT_WALL_MS_MAX
+			 ? (uint64_t)json_integer_value(v)
+			 : 0;
+	{
+		struct al_usage u;
+
+		if ((p->call.op == AL_SESS_EXEC || p->call.op == AL_SESS_PYTHON) &&
+		    al_backend_usage(ss->sb, &u) == 0 && u.cpu_ns > ss->cpu_base_ns)
+			res.cpu_ms = (u.cpu_ns - ss->cpu_base_ns) / 1000000; /* the host's word */
+	}
+	evtimer_del(ss->cpu_poll);
+	if (ss->cpu_over || (ss->interrupted && json_is_true(json_object_get(doc, "cpu_limit")))) {
+		char why[160];
+
+		res.status = AL_ST_CPU_LIMIT;
+		snprintf(why, sizeof(why),
+			 "the call used its CPU time (%llu ms) and was interrupted; the session "
+			 "goes on",
+			 (unsigned long long)ss->call_cpu_ms);
+		free(res.error);
+		res.error = strdup(why);
+	} else if (ss->interrupted) {
 		res.status = AL_ST_TIMEOUT;
 		free(res.error);
 		res.error = strdup("the call ran past its time and was interrupted; the session "
@@ -311,6 +429,15 @@ static void on_answer(struct wk_session *ss, json_t *doc)
 		res.status = res.has_exit_code && res.exit_code == 0 && !res.signal
 				 ? AL_ST_OK
 				 : AL_ST_NONZERO_EXIT;
+	}
+	if (p->call.output_max && p->call.op != AL_SESS_GET && res.status != AL_ST_SANDBOX_ERROR)
+		cut_for_output_max(&res, p->call.output_max, out_size, err_size);
+	/* a call stopped at a limit, or cut, has no exit code of its own: none
+	 * that reads as success */
+	if (res.status == AL_ST_CPU_LIMIT || res.status == AL_ST_TIMEOUT ||
+	    (res.status == AL_ST_OUTPUT_LIMIT && (!res.has_exit_code || !res.exit_code))) {
+		res.has_exit_code = false;
+		res.exit_code = 0;
 	}
 	v = json_object_get(doc, "outputs");
 	for (size_t i = 0; json_is_array(v) && i < json_array_size(v); i++) {
@@ -557,7 +684,9 @@ static void end_session(struct wk_session *ss, enum al_sess_end why, const char 
 		event_free(ss->timer);
 	if (ss->life)
 		event_free(ss->life);
-	ss->timer = ss->life = NULL;
+	if (ss->cpu_poll)
+		event_free(ss->cpu_poll);
+	ss->timer = ss->life = ss->cpu_poll = NULL;
 	if (ss->chan)
 		bufferevent_disable(ss->chan, EV_READ | EV_WRITE);
 	if (ss->sb) {
@@ -637,15 +766,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
 	} else if (ss->state == SS_STARTING) {
 		end_session(ss, AL_SESS_BROKEN, "the session's server did not start in time");
 	} else if (ss->active && !ss->interrupted) {
-		/* past its time: interrupted (SIGINT inside); the session goes on
-		 * if it stops within INTERRUPT_MS */
-		ss->interrupted = true;
-		al_log("info", "call_interrupted", "job=%s call=%s", ss->s->id,
-		       ss->active->call.id);
-		if (send_frame(ss, json_pack("{s:s}", "op", "interrupt")))
-			end_session(ss, AL_SESS_BROKEN, "could not interrupt a call");
-		else
-			arm(ss->timer, INTERRUPT_MS);
+		interrupt_call(ss, "time"); /* past its time */
 	} else if (ss->active) {
 		end_session(ss, AL_SESS_CALL_STUCK, "a call past its time did not stop");
 	} else {
@@ -768,6 +889,7 @@ void wk_session_start(struct worker *w, struct slot *s)
 	w->sessions = ss;
 	ss->timer = evtimer_new(w->base, on_timer, ss);
 	ss->life = evtimer_new(w->base, on_life, ss);
+	ss->cpu_poll = evtimer_new(w->base, on_cpu_poll, ss);
 	spec.job = &s->job;
 	wk_run_spec_of(s->tier, &s->job, (unsigned)s->index, &spec);
 	spec.attempt = s->attempt;
@@ -776,8 +898,12 @@ void wk_session_start(struct worker *w, struct slot *s)
 	/* the sandbox's own clock (a microVM's agent ends its job at it): the
 	 * session's life, and a minute; each call has its own time */
 	spec.limits.wall_ms = s->tier->sessions.max_life_ms + 60000;
+	/* the job's CPU time is each call's (next_call); the sandbox's, all its
+	 * calls', is the tier's budget, or none */
+	spec.limits.cpu_ms =
+	    s->tier->sessions.cpu_budget_ms ? s->tier->sessions.cpu_budget_ms : NO_CPU_BUDGET_MS;
 	ss->sb = al_sandbox_new(s->ops, &w->conf->backend, &spec);
-	if (!ss->timer || !ss->life || !ss->sb) {
+	if (!ss->timer || !ss->life || !ss->cpu_poll || !ss->sb) {
 		end_session(ss, AL_SESS_BROKEN, "out of memory");
 		return;
 	}

@@ -49,6 +49,8 @@ POLICY = policy(
     tier_def("small", "process", defaults=dict(DEFAULTS, memory_bytes=96 << 20, pids=32),
              sessions=SESS),
     tier_def("plain", "process", defaults=DEFAULTS),
+    tier_def("budget", "process", defaults=DEFAULTS,
+             sessions=dict(SESS, cpu_budget_s=2)),
     tier_def("vmtier", "microvm", image="python", defaults=dict(DEFAULTS, wall_ms=5000),
              sessions=SESS),
     tier_def("svc", "vm", image="python", ports=[8080], sessions=SESS),
@@ -69,6 +71,34 @@ def raises(fn, exc):
     except Exception as e:  # noqa: BLE001 - the wrong one is the failure shown
         return "%s: %s" % (type(e).__name__, e)
     return None
+
+
+BURN = ("import time\nt0 = time.process_time()\nwhile time.process_time() - t0 < %s:\n"
+        "    pass\nn = globals().get('n', 0) + 1\nprint(n)")
+
+
+def limits_per_call(cl, tier, calls):
+    """An interpreter that lives for hours (issue 58): with timeout=5 (the
+    per-call time, and so the per-call CPU), calls of 0.9 s CPU each go on
+    past 5 s of CPU in all; a call past its own cpu_ms is cpu_limit and the
+    next runs with the state kept; a 1 MiB print with output_max=4096
+    keeps its head and tail, says the cut and is not ok."""
+    with cl.session(tier=tier, timeout=5) as s:
+        rs = [s.run_python(BURN % 0.9) for _ in range(calls)]
+        hot = s.run_python(BURN % 3, cpu=1, timeout=20)
+        after = s.run_python("print(n)")
+        big = s.run_python("import sys\nsys.stdout.write('<' + 'x' * ((1 << 20) - 2) + '>')",
+                           output_max=4096)
+    ok = [r.status for r in rs] == ["ok"] * calls and \
+        rs[-1].stdout == b"%d\n" % calls
+    cpu = hot.status == "cpu_limit" and hot.exit_code is None and \
+        "CPU time (1000 ms)" in (hot.error or "") and after.stdout == b"%d\n" % calls
+    cut = big.status == "output_limit" and big.exit_code is None and \
+        len(big.stdout) <= 4096 and big.stdout.startswith(b"<xx") and \
+        big.stdout.endswith(b"xx>") and "output_max of 4096" in (big.error or "") and \
+        "of 1048576 bytes" in (big.error or "")
+    return ok and cpu and cut, ([(r.status, r.error) for r in rs], hot.status, hot.error,
+                                after.stdout, big.status, big.error, len(big.stdout))
 
 
 def png_ok(data):
@@ -112,7 +142,7 @@ try:
     c.scheduler()
     SECRET = "canary-" + os.urandom(6).hex()
     WENV = dict(os.environ, AIRLOCK_TEST_SECRET=SECRET)
-    c.worker("sw", uid_base=UID, slots=6, tiers="trusted,brief,small,plain,ctr,ctrsmall,ctrds",
+    c.worker("sw", uid_base=UID, slots=6, tiers="trusted,brief,small,plain,budget,ctr,ctrsmall,ctrds",
              extra=["--images", IMAGES], env=WENV)
     cl = airlock.Client(redis=c.url, tier="trusted")
 
@@ -508,7 +538,22 @@ try:
          "file, the Redis socket and a host port are out of reach; another tenant's session "
          "sees none of this session's files or interpreter (process, container)", contained)
 
+    ok, why = limits_per_call(cl, "trusted", 8)
+    t.ok(ok, "58a: process: 8 calls of 0.9 s CPU in a session of timeout=5 all ok (no "
+         "budget for the session's CPU); a call past its cpu_ms is cpu_limit, the next runs "
+         "with the state; output_max keeps 4096 bytes, head and tail, not ok", why)
+
+    with cl.session(tier="budget", timeout=5) as bs:
+        spent = [bs.run_python(BURN % 0.9).status for _ in range(2)]
+        e = raises(lambda: bs.run_python(BURN % 0.9), airlock.SessionEnded)
+    t.ok(spent == ["ok", "ok"] and isinstance(e, airlock.SessionEnded) and
+         e.reason == "limit" and ended_reason(c, bs.id) == "limit",
+         "58d: a tier whose sessions: says cpu_budget_s: 2: the call that passes 2 s of CPU "
+         "in all ends the session (limit)", (spent, e))
+
     # ---- the container boundary ----
+    ok, why = limits_per_call(cl, "ctr", 8)
+    t.ok(ok, "58b: container: the same per-call limits", why)
     with cl.session(tier="ctr") as cs:
         cs.run_python("import sys\nv = sys.version_info[:2]\nopen('w.txt', 'w').write('c1')")
         cs.exec("echo more >> w.txt")
@@ -563,6 +608,9 @@ try:
          "34: a microVM session (its own kernel %s): state and a put file kept, a call of "
          "%.0f ms (no boot), a timeout it survives, closed" % (guest_kernel.decode(), call_ms),
          (r, r2, r3, guest_kernel, e))
+    ok, why = limits_per_call(cl, "vmtier", 8)
+    t.ok(ok, "58c: microVM: the same per-call limits (the guest's server measures the CPU)",
+         why)
     c.signal("svm", signal.SIGTERM)
     c.wait_exit("svm")
     left = {k: v for k, v in job_cgroups("svm").items() if v}
@@ -597,7 +645,7 @@ try:
     e = raises(lambda: s.run_python("print(x)"), airlock.SessionEnded)
     t.ok(isinstance(e, airlock.SessionEnded) and e.reason == "worker_stop",
          "24: the worker drains: its sessions end at once, worker_stop", e)
-    c.worker("sw2", uid_base=UID, slots=6, tiers="trusted,brief,small,plain,ctr,ctrsmall,ctrds",
+    c.worker("sw2", uid_base=UID, slots=6, tiers="trusted,brief,small,plain,budget,ctr,ctrsmall,ctrds",
              extra=["--images", IMAGES])
     s = cl.session()
     s.run_python("x = 1")
@@ -611,7 +659,7 @@ try:
          swept and c.rcli("HGET", "al:tenant:default", "sessions").strip() == "0",
          "25: the worker killed: a caller learns worker_lost within a lease (%.1f s), the "
          "scheduler ends the record, the tenant's count goes back" % took, (e, took))
-    c.worker("sw3", uid_base=UID, slots=6, tiers="trusted,brief,small,plain,ctr,ctrsmall,ctrds",
+    c.worker("sw3", uid_base=UID, slots=6, tiers="trusted,brief,small,plain,budget,ctr,ctrsmall,ctrds",
              extra=["--images", IMAGES])
     s = cl.session()
     r = s.run_python("print('a new worker serves')")

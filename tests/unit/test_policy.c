@@ -62,16 +62,18 @@ int main(void)
 	memset(&err, 0, sizeof(err));
 	TAP_OK(load_policy_text("tiers:\n  a: {backend: process, sessions: {}}\n  b: {backend: "
 				"process, sessions: {max_per_tenant: 2, idle_s: 5, max_life_s: "
-				"60}}\n  c: {backend: process}\n",
+				"60, cpu_budget_s: 30}}\n  c: {backend: process}\n",
 				&pol, &err) == 0 &&
 		   pol.tiers[0].sessions.on && pol.tiers[0].sessions.max_per_tenant == 4 &&
 		   pol.tiers[0].sessions.idle_ms == 600000 &&
 		   pol.tiers[0].sessions.max_life_ms == 3600000 &&
 		   pol.tiers[1].sessions.max_per_tenant == 2 &&
 		   pol.tiers[1].sessions.idle_ms == 5000 &&
-		   pol.tiers[1].sessions.max_life_ms == 60000 && !pol.tiers[2].sessions.on,
-	       "sessions: {} takes the defaults (4, 600 s, 3600 s), given keys theirs; a tier "
-	       "without it has none: %s",
+		   pol.tiers[1].sessions.max_life_ms == 60000 &&
+		   pol.tiers[0].sessions.cpu_budget_ms == 0 &&
+		   pol.tiers[1].sessions.cpu_budget_ms == 30000 && !pol.tiers[2].sessions.on,
+	       "sessions: {} takes the defaults (4, 600 s, 3600 s, no CPU budget), given keys "
+	       "theirs; a tier without it has none: %s",
 	       err.msg);
 	al_policy_free(&pol);
 	{
@@ -79,7 +81,8 @@ int main(void)
 			const char *yaml, *want;
 		} bad[] = {
 		    {"sessions: {idle: 5}", "sessions: unknown key \"idle\"; use max_per_tenant, "
-					    "idle_s or max_life_s"},
+					    "idle_s, max_life_s or cpu_budget_s"},
+		    {"sessions: {cpu_budget_s: 0}", "sessions.cpu_budget_s: expected 1..604800"},
 		    {"sessions: {max_per_tenant: 0}", "sessions.max_per_tenant: expected 1..10000"},
 		    {"sessions: {idle_s: 99999999}", "sessions.idle_s: expected 1..604800"},
 		    {"sessions: {max_life_s: -1}", "max_life_s"},

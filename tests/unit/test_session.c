@@ -67,6 +67,15 @@ int main(void)
 	    {{"v", "u:1", "id", "s:c1", "session", "s:s1", "op", "s:exec", "argv", "a:/bin/echo,hi",
 	      "timeout_ms", "u:500", NULL},
 	     NULL},
+	    {{"v", "u:1", "id", "s:c1", "session", "s:s1", "op", "s:python", "code", "b:1",
+	      "cpu_ms", "u:1000", "output_max", "u:4096", NULL},
+	     NULL},
+	    {{"v", "u:1", "id", "s:c1", "session", "s:s1", "op", "s:python", "code", "b:1",
+	      "cpu_ms", "u:0", NULL},
+	     "cpu_ms:"},
+	    {{"v", "u:1", "id", "s:c1", "session", "s:s1", "op", "s:python", "code", "b:1",
+	      "output_max", "u:100", NULL},
+	     "output_max:"},
 	    {{"v", "u:1", "id", "s:c1", "session", "s:s1", "op", "s:put", "path", "s:a/b", "data",
 	      "b:xy", "mode", "u:384", NULL},
 	     NULL},
@@ -118,6 +127,8 @@ int main(void)
 				same = back.op == call.op && back.code.len == call.code.len &&
 				       back.argc == call.argc && back.mode == call.mode &&
 				       back.timeout_ms == call.timeout_ms &&
+				       back.cpu_ms == call.cpu_ms &&
+				       back.output_max == call.output_max &&
 				       !strcmp(back.tenant, "default");
 				al_sess_call_free(&back);
 			}

@@ -394,7 +394,8 @@ class Server:
                     break
                 try:
                     fn = self.session.run_python if runtime == "python" else self.session.exec
-                    return fn(code, files=files, collect=collect, on_output=progress)
+                    return fn(code, files=files, collect=collect, on_output=progress,
+                              output_max=self.client.output_max or None)
                 except SessionEnded as e:
                     self.session = None  # a new one, once; the model is told
                     self.note = ("(the previous sandbox ended: %s; this is a new one, "

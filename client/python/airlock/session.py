@@ -45,30 +45,43 @@ class Session:
     def run_python(self, code: Bytes, *, timeout: Optional[float] = None,
                    on_output: Optional[OutputFn] = None,
                    files: Optional[Mapping[str, Bytes]] = None,
-                   collect: Sequence[str] = ()) -> Result:
+                   collect: Sequence[str] = (), cpu: Optional[float] = None,
+                   output_max: Optional[int] = None) -> Result:
         """Run code in the session's Python interpreter (its globals last);
         a last expression's value is printed; open figures come back in
         outputs (image/png). on_output(kind, data) gets its stdout and
         stderr as they come ("stdout"/"stderr", bytes), before the result
         (which holds all of it). files: {path: bytes} put first; collect:
         paths or globs (as a job's) of files brought back after, in
-        Result.files ({path: bytes}, 64 at most)."""
+        Result.files ({path: bytes}, 64 at most). timeout and cpu (seconds)
+        are this call's time and CPU time (else the session's per-call
+        ones): past either the call is interrupted, its status timeout or
+        cpu_limit, and the session goes on. output_max (bytes): each stream
+        cut to its first and last halves, status output_limit, what was
+        cut said in error."""
         return self._run({"op": "python", "code": code if isinstance(code, str)
-                          else bytes(code).decode()}, timeout, on_output, files, collect)
+                          else bytes(code).decode()}, timeout, on_output, files, collect,
+                         cpu, output_max)
 
     def exec(self, cmd: Union[str, Sequence[str]], *, timeout: Optional[float] = None,
              on_output: Optional[OutputFn] = None,
-             files: Optional[Mapping[str, Bytes]] = None, collect: Sequence[str] = ()) -> Result:
+             files: Optional[Mapping[str, Bytes]] = None, collect: Sequence[str] = (),
+             cpu: Optional[float] = None, output_max: Optional[int] = None) -> Result:
         """A shell line (a str) or a program and its arguments (a list), in
-        the session's work directory; on_output, files and collect as for
-        run_python."""
+        the session's work directory; on_output, files, collect, timeout,
+        cpu and output_max as for run_python."""
         call = {"op": "exec", "code": cmd} if isinstance(cmd, str) else \
             {"op": "exec", "argv": list(cmd)}
-        return self._run(call, timeout, on_output, files, collect)
+        return self._run(call, timeout, on_output, files, collect, cpu, output_max)
 
     def _run(self, call: Dict[str, Any], timeout: Optional[float],
              on_output: Optional[OutputFn], files: Optional[Mapping[str, Bytes]],
-             collect: Sequence[str]) -> Result:
+             collect: Sequence[str], cpu: Optional[float] = None,
+             output_max: Optional[int] = None) -> Result:
+        if cpu is not None:
+            call["cpu_ms"] = max(1, int(cpu * 1000))
+        if output_max:
+            call["output_max"] = int(output_max)
         for path, data in (files or {}).items():
             self.put(path, data)
         res = self._call(call, timeout, on_output)

@@ -26,7 +26,7 @@ static int check_tenant(const char *got, size_t n, const char *tenant, struct al
  * tenant, and what the path says: extra text fields (key, value, ...,
  * NULL; a session's call: its session and op), or "session": true (a
  * job that opens one). */
-static int to_msgpack(const char *body, size_t len, bool msgpack, const char *id,
+static int to_msgpack(const char *body, size_t len, bool msgpack, const char *id, char *own_id,
 		      const char *tenant, const char *const *extra, bool opens, struct al_buf *out,
 		      struct al_err *err)
 {
@@ -87,6 +87,21 @@ static int to_msgpack(const char *body, size_t len, bool msgpack, const char *id
 				if ((rc = check_tenant(kv->val.via.str.ptr, kv->val.via.str.size,
 						       tenant, err)))
 					goto out_unpacked;
+			} else if (own_id && al_mp_key_is(&kv->key, "id")) {
+				/* a call's id, the caller's: its answer can be fetched by it */
+				if (kv->val.type != MSGPACK_OBJECT_STR ||
+				    kv->val.via.str.size > AL_ID_MAX) {
+					rc = al_err_set(err, AL_EINVAL,
+							"id: expected 1..64 of [A-Za-z0-9._:-]");
+					goto out_unpacked;
+				}
+				snprintf(own_id, AL_ID_MAX + 1, "%.*s", (int)kv->val.via.str.size,
+					 kv->val.via.str.ptr);
+				if (!al_job_id_ok(own_id, kv->val.via.str.size)) {
+					rc = al_err_set(err, AL_EINVAL,
+							"id: expected 1..64 of [A-Za-z0-9._:-]");
+					goto out_unpacked;
+				}
 			} else if (al_mp_key_is(&kv->key, "id")) {
 				rc = al_err_set(err, AL_EINVAL,
 						"id: chosen by the gateway; leave it out");
@@ -112,7 +127,8 @@ static int to_msgpack(const char *body, size_t len, bool msgpack, const char *id
 		/* the path says the version (/v1/): "v" may be left out */
 		/* submitted_ms: the result's queued_ms (the queue's wait) counts from it */
 		if (msgpack_pack_map(&pk, keep + 3 + !has_v + (uint32_t)(nextra / 2) + opens) ||
-		    al_mp_pack_kv_str(&pk, "id", id) || al_mp_pack_kv_str(&pk, "tenant", tenant) ||
+		    al_mp_pack_kv_str(&pk, "id", own_id && *own_id ? own_id : id) ||
+		    al_mp_pack_kv_str(&pk, "tenant", tenant) ||
 		    al_mp_pack_kv_uint(&pk, "submitted_ms", al_now_ms()) ||
 		    (opens && (al_mp_pack_str(&pk, "session") || msgpack_pack_true(&pk))) ||
 		    (!has_v && al_mp_pack_kv_uint(&pk, "v", 1))) {
@@ -127,7 +143,7 @@ static int to_msgpack(const char *body, size_t len, bool msgpack, const char *id
 		for (uint32_t i = 0; i < o->via.map.size; i++) {
 			const msgpack_object_kv *kv = &o->via.map.ptr[i];
 
-			if (al_mp_key_is(&kv->key, "tenant"))
+			if (al_mp_key_is(&kv->key, "tenant") || al_mp_key_is(&kv->key, "id"))
 				continue;
 			if (msgpack_pack_object(&pk, kv->key) ||
 			    msgpack_pack_object(&pk, kv->val)) {
@@ -145,19 +161,23 @@ out_unpacked:
 int gw_job_from_body(const char *body, size_t len, bool msgpack, const char *id, const char *tenant,
 		     bool opens_session, struct al_buf *out, struct al_job *job, struct al_err *err)
 {
-	int rc = to_msgpack(body, len, msgpack, id, tenant, NULL, opens_session, out, err);
+	int rc = to_msgpack(body, len, msgpack, id, NULL, tenant, NULL, opens_session, out, err);
 
 	memset(job, 0, sizeof(*job));
 	/* the protocol's checks, and its messages */
 	return rc ? rc : al_job_decode(out->data, out->len, job, err);
 }
 
-int gw_call_from_body(const char *body, size_t len, bool msgpack, const char *id,
+int gw_call_from_body(const char *body, size_t len, bool msgpack, char id[AL_ID_MAX + 1],
 		      const char *session, const char *op, const char *tenant, struct al_buf *out,
 		      struct al_sess_call *call, struct al_err *err)
 {
 	const char *extra[] = {"session", session, op ? "op" : NULL, op, NULL};
-	int rc = to_msgpack(body, len, msgpack, id, tenant, extra, false, out, err);
+	char own[AL_ID_MAX + 1] = "";
+	int rc = to_msgpack(body, len, msgpack, id, own, tenant, extra, false, out, err);
+
+	if (!rc && own[0])
+		memcpy(id, own, sizeof(own)); /* the caller's */
 
 	memset(call, 0, sizeof(*call));
 	return rc ? rc : al_sess_call_decode(out->data, out->len, call, err);

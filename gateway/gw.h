@@ -102,9 +102,10 @@ int gw_job_from_body(const char *body, size_t len, bool msgpack, const char *id,
 		     bool opens_session, struct al_buf *out, struct al_job *job,
 		     struct al_err *err);
 /* The same for a session's call (proto/call.h): its session's id, and
- * its op (NULL: the body's), from the path. */
+ * its op (NULL: the body's), from the path; the body may name the call's
+ * id (then id becomes it: the caller fetches its answer by it). */
 struct al_sess_call;
-int gw_call_from_body(const char *body, size_t len, bool msgpack, const char *id,
+int gw_call_from_body(const char *body, size_t len, bool msgpack, char id[AL_ID_MAX + 1],
 		      const char *session, const char *op, const char *tenant, struct al_buf *out,
 		      struct al_sess_call *call, struct al_err *err);
 

@@ -44,6 +44,7 @@ struct req {
 	const char *tail;		/* a route's path after its prefix (a file's) */
 	bool want_stream;		/* a call: Accept: text/event-stream */
 	bool streaming;			/* its answer is Server-Sent Events (started) */
+	bool fetch;			/* a GET of a call's answer: 202 when its wait ends */
 	/* a call's live output: its result (the last event) if there is one,
 	 * else the session's state (set by session_api.c, called by sse.c) */
 	void (*look)(struct req *q);
@@ -122,5 +123,8 @@ void gw_with_owned_job(struct req *q);
 struct evkeyvalq;
 void gw_serve_session_open(struct req *q, struct evkeyvalq *qs);
 void gw_serve_session_call(struct req *q, struct evkeyvalq *qs);
+/* GET /v1/sessions/{id}/calls/{call}?wait_ms=N: a call's answer, waited
+ * for up to N ms (0 and at most GW_WAIT_MAX_MS), else 202. */
+void gw_serve_session_result(struct req *q, struct evkeyvalq *qs);
 
 #endif

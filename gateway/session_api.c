@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "../common/clock.h"
+#include "../common/opt.h"
 #include "../proto/contract.h"
 #include "../proto/json.h"
 #include "../proto/result.h"
@@ -155,6 +156,12 @@ static void on_look(redisAsyncContext *ac, void *reply, void *priv)
 			return;
 		}
 	}
+	if (al_mono_ms() >= q->deadline_ms && q->fetch) {
+		gw_reply_json(q, 202,
+			      json_pack("{s:s, s:s, s:s}", "id", q->id, "session", q->session,
+					"state", "pending"));
+		return;
+	}
 	if (al_mono_ms() >= q->deadline_ms) {
 		gw_reply_json(q, 504,
 			      json_pack("{s:s, s:s, s:s}", "id", q->id, "session", q->session,
@@ -264,7 +271,6 @@ static void serve_call(struct req *q, const char *op, const char *path, const ch
 		gw_reply_error(q, 500, "no randomness for an id");
 		return;
 	}
-	al_call_key_name(q->call_key, q->session, q->id);
 	if (op && (!strcmp(op, "put") || !strcmp(op, "get") || !strcmp(op, "ls") ||
 		   !strcmp(op, "close"))) {
 		/* from the path alone; a put's body is the file's bytes */
@@ -285,6 +291,7 @@ static void serve_call(struct req *q, const char *op, const char *path, const ch
 		rc = gw_call_from_body(body, len, msgpack, q->id, q->session, op, q->tenant, &mp,
 				       &call, &err);
 	}
+	al_call_key_name(q->call_key, q->session, q->id); /* the caller's id, if it gave one */
 	q->op = rc ? -1 : op ? al_sess_op_parse(op) : (int)call.op;
 	{
 		const char *accept =
@@ -307,4 +314,48 @@ static void serve_call(struct req *q, const char *op, const char *path, const ch
 	al_buf_free(&mp);
 	/* best effort: a call queued twice would run twice */
 	gw_send(q, q->g->cmd, &c, on_queued);
+}
+
+/* The session's record, before a fetch reads anything: the key's tenant's
+ * session, else 404 (another tenant's is as no session). */
+static void on_fetch_owner(redisAsyncContext *ac, void *reply, void *priv)
+{
+	struct req *q = priv;
+	redisReply *r = reply;
+
+	(void)ac;
+	if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 5) {
+		gw_reply_error(q, 503, "Redis is not reachable");
+		return;
+	}
+	if (!text_of(r->element[0]) || strcmp(text_of(r->element[0]), q->tenant)) {
+		gw_reply_error(q, 404, "no session %s", q->session);
+		return;
+	}
+	get_result(q);
+}
+
+void gw_serve_session_result(struct req *q, struct evkeyvalq *qs)
+{
+	const char *w = evhttp_find_header(qs, "wait_ms");
+	uint64_t wait_ms = 0;
+	struct al_call c;
+
+	snprintf(q->session, sizeof(q->session), "%s", q->id);
+	if (!q->tail || !al_job_id_ok(q->tail, strlen(q->tail))) {
+		gw_reply_error(q, 400, "call: expected a call's id (1..64 of [A-Za-z0-9._:-])");
+		return;
+	}
+	if (w && !al_parse_u64(w, 0, UINT64_MAX, &wait_ms)) {
+		gw_reply_error(q, 400, "wait_ms: expected milliseconds");
+		return;
+	}
+	snprintf(q->id, sizeof(q->id), "%s", q->tail);
+	al_call_key_name(q->call_key, q->session, q->id);
+	q->kind = K_CALL;
+	q->fetch = true;
+	q->op = -1; /* the result, whatever the op */
+	q->deadline_ms = al_mono_ms() + (wait_ms > GW_WAIT_MAX_MS ? GW_WAIT_MAX_MS : wait_ms);
+	al_session_read_call(&c, q->session);
+	gw_send(q, q->g->cmd, &c, on_fetch_owner);
 }

@@ -39,7 +39,8 @@
 #define INTERRUPT_MS 2000  /* a call interrupted at its time: this long to stop */
 #define EXIT_WAIT_MS 1000  /* the server gone: this long for the sandbox's end */
 #define FRAME_SLACK  (1u << 20)
-#define CPU_POLL_MS  200 /* a call's CPU looked at this often (backends that report it) */
+#define CPU_POLL_MS  200  /* a call's CPU looked at this often (backends that report it) */
+#define SEEN_CALLS   4096 /* a session's last call ids, each run at most once */
 /* a session's sandbox without a CPU budget: its CPU limit, ms (years) */
 #define NO_CPU_BUDGET_MS (1ull << 40)
 
@@ -69,6 +70,10 @@ struct wk_session {
 	uint64_t cpu_base_ns;	/* the sandbox's CPU when the call began */
 	uint64_t call_cpu_ms;	/* the active call's CPU time */
 	bool cpu_over;		/* ...which it used up (the host saw it): interrupted */
+	/* the ids of the calls taken (a ring): a call sent again with the id of
+	 * one of them (a client's retry after a fault) runs no second time */
+	char (*seen)[AL_ID_MAX + 1];
+	unsigned nseen, seen_at;
 	struct pending *queue;	/* calls waiting, in order */
 	struct pending *active; /* the call the server runs */
 	bool interrupted;	/* the active call passed its time */
@@ -613,6 +618,7 @@ static void free_later(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	if (ss->chan)
 		bufferevent_free(ss->chan);
+	free(ss->seen);
 	free(ss);
 }
 
@@ -952,6 +958,22 @@ void wk_session_start(struct worker *w, struct slot *s)
 	al_log("info", "session_start", "job=%s tier=%s slot=%d", s->id, s->tier->name, s->index);
 }
 
+/* True the first time the session takes a call of this id (within its
+ * last SEEN_CALLS); then remembered. */
+static bool seen_first(struct wk_session *ss, const char *id)
+{
+	if (!ss->seen && !(ss->seen = calloc(SEEN_CALLS, sizeof(*ss->seen))))
+		return true; /* out of memory: no memory of calls, as before */
+	for (unsigned i = 0; i < ss->nseen; i++)
+		if (!strcmp(ss->seen[i], id))
+			return false;
+	snprintf(ss->seen[ss->seen_at], sizeof(ss->seen[0]), "%s", id);
+	ss->seen_at = (ss->seen_at + 1) % SEEN_CALLS;
+	if (ss->nseen < SEEN_CALLS)
+		ss->nseen++;
+	return true;
+}
+
 static struct wk_session *find(struct worker *w, const char *id)
 {
 	for (struct wk_session *ss = w->sessions; ss; ss = ss->next)
@@ -989,6 +1011,14 @@ static void take_call(struct worker *w, const char *raw, size_t len)
 	if (!ss || ss->state == SS_ENDED || strcmp(ss->s->job.tenant, p->call.tenant)) {
 		reply_status(w, p->call.session, p->call.id, AL_ST_SESSION_ENDED,
 			     "session_ended: no such session open on its worker");
+		pending_free(p);
+		return;
+	}
+	if (!seen_first(ss, p->call.id)) { /* its answer is, or will be, the first's */
+		al_log("info", "call_again",
+		       "job=%s call=%s note=\"runs once; the answer is the "
+		       "first's\"",
+		       ss->id, p->call.id);
 		pending_free(p);
 		return;
 	}

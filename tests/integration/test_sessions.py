@@ -24,6 +24,7 @@ import socket
 import struct
 import subprocess
 import sys
+import threading
 import time
 import zlib
 
@@ -671,6 +672,92 @@ try:
         left += ["cgroups %s" % v for v in job_cgroups(wid).values() if v]
     t.ok(r.stdout == b"a new worker serves\n" and not live_pids_of({UID + i for i in range(6)})
          and not left, "26: after all: no process, cgroup or file of a session is left", left)
+finally:
+    c.close()
+
+# ---- answers survive faults, and nothing runs twice (issue 58) ----
+COUNT = ("import time\nruns = globals().setdefault('runs', {})\n"
+         "runs['%s'] = runs.get('%s', 0) + 1\ntime.sleep(0.4)\nprint(runs['%s'])")
+
+
+def in_flight(session_of, ids, fault):
+    """ids' calls sent at once (a thread each, its own client), fault()
+    during them; each call, on Unavailable, sent again with its id until
+    it answers. Returns {id: (stdout, error)}."""
+    out = {}
+
+    def one(cid):
+        end = time.monotonic() + 60
+        while time.monotonic() < end:
+            try:
+                r = session_of().run_python(COUNT % (cid, cid, cid), call_id=cid, timeout=30)
+                out[cid] = (r.stdout, r.error)
+                return
+            except airlock.Unavailable as e:
+                out[cid] = (None, str(e))
+                time.sleep(0.3)
+
+    ths = [threading.Thread(target=one, args=(cid,)) for cid in ids]
+    for th in ths:
+        th.start()
+    time.sleep(0.5)
+    fault()
+    for th in ths:
+        th.join(90)
+    return out
+
+
+c = Cluster(policy=POLICY, aof=True)
+try:
+    c.scheduler()
+    c.worker("swf", uid_base=UID + 40, slots=2, tiers="trusted")
+    sid = airlock.Client(redis=c.url, tier="trusted").session(timeout=30).id
+
+    def restart_redis():
+        c.stop_redis()
+        time.sleep(1)
+        c.start_redis()
+
+    ids = ["r%d" % i for i in range(6)]
+    got = in_flight(lambda: airlock.Session(airlock.Client(redis=c.url, tier="trusted"), sid,
+                                            "trusted"), ids, restart_redis)
+    s = airlock.Session(airlock.Client(redis=c.url, tier="trusted"), sid, "trusted")
+    fetched = {cid: s.result(cid, timeout=10).stdout for cid in ids}
+    runs = s.run_python("print(sorted(runs.items()))").stdout
+    t.ok(all(got.get(cid, (None,))[0] == b"1\n" for cid in ids) and
+         all(v == b"1\n" for v in fetched.values()) and
+         runs == ("%r\n" % sorted((cid, 1) for cid in ids)).encode(),
+         "58e: Redis restarted (AOF) during 6 in-flight calls over direct Redis: each "
+         "answered, fetched again by its call id, and each ran once (the interpreter's "
+         "counter)", (got, fetched, runs))
+
+    keys = {"acme": "ak-" + os.urandom(8).hex()}
+    port = free_port()
+    kf = key_file(os.path.join(c.dir, "keys"), keys)
+    start_gateway(c, port, kf, name="gwf")
+    gurl = "http://127.0.0.1:%d" % port
+    gs = airlock.Client(gateway=gurl, token=keys["acme"], tier="trusted").session(timeout=30)
+
+    def restart_gateway():
+        c.signal("gwf", signal.SIGKILL)
+        c.wait_exit("gwf")
+        time.sleep(0.5)
+        start_gateway(c, port, kf, name="gwf2")
+
+    gids = ["g%d" % i for i in range(6)]
+    got = in_flight(lambda: airlock.Session(airlock.Client(gateway=gurl, token=keys["acme"],
+                                                           tier="trusted"), gs.id, "trusted"),
+                    gids, restart_gateway)
+    fetched = {cid: gs.result(cid, timeout=10).stdout for cid in gids}
+    runs = gs.run_python("print(sorted(runs.items()))").stdout
+    st, doc = Api(port).call("GET", "/v1/sessions/%s/calls/nosuch" % gs.id, key=keys["acme"])
+    t.ok(all(got.get(cid, (None,))[0] == b"1\n" for cid in gids) and
+         all(v == b"1\n" for v in fetched.values()) and
+         runs == ("%r\n" % sorted((cid, 1) for cid in gids)).encode() and
+         st == 202 and doc.get("state") == "pending",
+         "58f: the gateway killed and restarted during 6 calls: each sent again with its id "
+         "answers once, GET .../calls/{call} fetches each answer, and a call it has not "
+         "answered is 202 pending", (got, fetched, runs, st, doc))
 finally:
     c.close()
 sys.exit(t.done())

@@ -176,11 +176,27 @@ class _Gateway:
                                timeout=t + 60)
         return self._call_answer(st, doc)
 
+    def session_result(self, sid: str, cid: str, timeout: Optional[float]) -> Result:
+        """GET /v1/sessions/{sid}/calls/{cid}: the call's answer, waited
+        for in long polls of at most a minute, up to timeout."""
+        end = time.monotonic() + timeout if timeout else None
+        while True:
+            left = 60.0 if end is None else max(0.0, min(60.0, end - time.monotonic()))
+            st, doc = self.request("GET", "/v1/sessions/%s/calls/%s?wait_ms=%d"
+                                   % (sid, urllib.parse.quote(cid), int(left * 1000)),
+                                   timeout=left + 30)
+            if st != 202:
+                return self._call_answer(st, doc)
+            if end is not None and time.monotonic() >= end:
+                raise WaitTimeout("timed out waiting for call %s" % cid)
+
     def _call_answer(self, st: int, doc: Dict[str, Any]) -> Result:
         if st == 410:
             return Result(id="", status="session_ended", error=doc.get("error"))
         if "result" in doc:
             return Result.from_map(doc["result"])
+        if st == 404:
+            raise NotFound("gateway: %s" % doc.get("error", "no such call"))
         raise AirlockError("gateway: %d %s" % (st, doc.get("error", "")))
 
     def _session_call_live(self, sid: str, call: Dict[str, Any], on_output: OutputFn,

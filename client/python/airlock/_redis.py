@@ -7,13 +7,14 @@ import re
 import time
 import urllib.parse
 import uuid
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from .errors import (AirlockError, NotFound, Rejected, SessionEnded, Unavailable, WaitTimeout)
 from .results import Chunk, OutputFn, Result, _stale
 
 
 CANCEL_WAIT_S = 10  # how long a cancel waits for the scheduler's answer (direct Redis)
+OUTAGE_S = 30  # a session call rides out a Redis restart this long (its id: it runs once)
 _ID_RE = re.compile(r"\A[A-Za-z0-9._:-]{1,64}\Z")  # a job's or a call's id (PROTOCOL.md)
 
 
@@ -189,8 +190,10 @@ class _Redis:
         call.setdefault("submitted_ms", int(time.time() * 1000))
         if not isinstance(call["id"], str) or not _ID_RE.match(call["id"]):
             raise ValueError("id: expected 1..64 of [A-Za-z0-9._:-], got %r" % (call["id"],))
-        got = self._call(self.scripts["SESSION_CALL"], keys=[],
-                         args=[sid, call["tenant"], msgpack.packb(call, use_bin_type=True)])
+        raw = msgpack.packb(call, use_bin_type=True)
+        # sent again while Redis restarts: the worker runs a call id once
+        got = self._riding(lambda: self._call(self.scripts["SESSION_CALL"], keys=[],
+                                              args=[sid, call["tenant"], raw]), call["id"])
         if got[0] == 0:
             raise NotFound("no session %s" % sid)
         if got[0] == 2:
@@ -198,6 +201,20 @@ class _Redis:
         if got[0] == 3:
             raise ValueError("SESSION_CALL refused the call: %s" % got[1].decode())
         return call["id"]
+
+    def _riding(self, fn: Callable[[], Any], cid: str) -> Any:
+        """fn(), again while Redis is unreachable, OUTAGE_S at most (a
+        restart); then Unavailable naming the call's id, whose answer
+        Session.result(id) fetches later."""
+        end = time.monotonic() + OUTAGE_S
+        while True:
+            try:
+                return fn()
+            except Unavailable as e:
+                if time.monotonic() >= end:
+                    raise Unavailable("%s (call %s: Session.result(%r) fetches its answer "
+                                      "later)" % (e, cid, cid)) from e
+                time.sleep(0.2)
 
     def session_wait(self, sid: str, cid: str, timeout: Optional[float],
                      on_output: Optional[OutputFn] = None) -> Result:
@@ -210,7 +227,7 @@ class _Redis:
         name = sid + "/" + cid  # the answer's keys: al:res:<name>, al:out:<name>
         while True:
             if on_output:
-                chunks, nxt = self._chunks(name, last)
+                chunks, nxt = self._riding(lambda: self._chunks(name, last), cid)
                 for ch in chunks:
                     if ch.kind in ("stdout", "stderr"):
                         on_output(ch.kind, ch.data)
@@ -218,10 +235,11 @@ class _Redis:
                 last = nxt
                 if more:
                     continue  # more may follow at once
-            res, after = self._await(name)
+            res, after = self._riding(lambda: self._await(name), cid)
             if res:
                 return res
-            st = self._call(self.r.hmget, "al:sess:" + sid, "state", "reason", "lease_ms")
+            st = self._riding(lambda: self._call(self.r.hmget, "al:sess:" + sid, "state",
+                                                 "reason", "lease_ms"), cid)
             if st[0] == b"ended" or (st[2] and int(st[2]) < time.time() * 1000):
                 res = self._result(name)
                 if res:
@@ -231,7 +249,7 @@ class _Redis:
             if end is not None and time.monotonic() >= end:
                 raise WaitTimeout("timed out waiting for call %s" % cid)
             if not on_output:
-                self._end_wait(name, after)
+                self._riding(lambda: self._end_wait(name, after), cid)
 
     def close(self) -> None:
         self.r.close()

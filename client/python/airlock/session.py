@@ -46,7 +46,7 @@ class Session:
                    on_output: Optional[OutputFn] = None,
                    files: Optional[Mapping[str, Bytes]] = None,
                    collect: Sequence[str] = (), cpu: Optional[float] = None,
-                   output_max: Optional[int] = None) -> Result:
+                   output_max: Optional[int] = None, call_id: Optional[str] = None) -> Result:
         """Run code in the session's Python interpreter (its globals last);
         a last expression's value is printed; open figures come back in
         outputs (image/png). on_output(kind, data) gets its stdout and
@@ -58,26 +58,32 @@ class Session:
         ones): past either the call is interrupted, its status timeout or
         cpu_limit, and the session goes on. output_max (bytes): each stream
         cut to its first and last halves, status output_limit, what was
-        cut said in error."""
+        cut said in error. call_id: the call's id (1..64 of
+        [A-Za-z0-9._:-], unique in the session; else one is drawn): the call
+        runs once however often it is sent, and Session.result(call_id)
+        fetches its answer after a fault (Result.id is it either way)."""
         return self._run({"op": "python", "code": code if isinstance(code, str)
                           else bytes(code).decode()}, timeout, on_output, files, collect,
-                         cpu, output_max)
+                         cpu, output_max, call_id)
 
     def exec(self, cmd: Union[str, Sequence[str]], *, timeout: Optional[float] = None,
              on_output: Optional[OutputFn] = None,
              files: Optional[Mapping[str, Bytes]] = None, collect: Sequence[str] = (),
-             cpu: Optional[float] = None, output_max: Optional[int] = None) -> Result:
+             cpu: Optional[float] = None, output_max: Optional[int] = None,
+             call_id: Optional[str] = None) -> Result:
         """A shell line (a str) or a program and its arguments (a list), in
         the session's work directory; on_output, files, collect, timeout,
-        cpu and output_max as for run_python."""
+        cpu, output_max and call_id as for run_python."""
         call = {"op": "exec", "code": cmd} if isinstance(cmd, str) else \
             {"op": "exec", "argv": list(cmd)}
-        return self._run(call, timeout, on_output, files, collect, cpu, output_max)
+        return self._run(call, timeout, on_output, files, collect, cpu, output_max, call_id)
 
     def _run(self, call: Dict[str, Any], timeout: Optional[float],
              on_output: Optional[OutputFn], files: Optional[Mapping[str, Bytes]],
              collect: Sequence[str], cpu: Optional[float] = None,
-             output_max: Optional[int] = None) -> Result:
+             output_max: Optional[int] = None, call_id: Optional[str] = None) -> Result:
+        if call_id is not None:
+            call["id"] = call_id
         if cpu is not None:
             call["cpu_ms"] = max(1, int(cpu * 1000))
         if output_max:
@@ -92,6 +98,21 @@ class Session:
                     res.files[name] = self.get(name)
                 except OutputLimit:
                     res.files_truncated.append(name)
+        return res
+
+    def result(self, call_id: str, timeout: Optional[float] = None) -> Result:
+        """The answer of the session's call call_id (sent with run_python's
+        or exec's call_id=), waited for up to timeout (None: as long as the
+        session lives); kept as long as a job's result. SessionEnded when
+        the session ended without answering it."""
+        via = self.client._via
+        if isinstance(via, _Gateway):
+            res = via.session_result(self.id, call_id, timeout)
+        else:
+            res = via.session_wait(self.id, call_id, timeout)
+        if res.status == "session_ended":
+            reason, _, detail = (res.error or "").partition(": ")[2].partition(": ")
+            raise SessionEnded(self.id, reason or "ended", detail)
         return res
 
     def put(self, path: str, data: Bytes, mode: int = 0o644) -> None:

@@ -530,8 +530,7 @@ int al_client_session_call(struct al_client *c, struct al_sess_call *call, uint6
 			return AL_EREDIS;
 		if (r->type == REDIS_REPLY_ARRAY && r->elements == 5) {
 			const char *why =
-			    al_session_end_seen(text_of(r->element[1]), text_of(r->element[2]),
-						text_of(r->element[4]), al_now_ms());
+			    al_session_end_seen(text_of(r->element[1]), text_of(r->element[2]));
 
 			if (why) { /* one more look for its result, then the end */
 				if (!(rc = get_result(c, name, res, &found, err)) && !found)

@@ -147,8 +147,7 @@ static void on_look(redisAsyncContext *ac, void *reply, void *priv)
 	(void)ac;
 	if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 5) {
 		const char *why =
-		    al_session_end_seen(text_of(r->element[1]), text_of(r->element[2]),
-					text_of(r->element[4]), al_now_ms());
+		    al_session_end_seen(text_of(r->element[1]), text_of(r->element[2]));
 
 		if (why) { /* one more look for its result, then 410 */
 			snprintf(q->state, sizeof(q->state), "%s", why);

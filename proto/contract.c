@@ -795,10 +795,10 @@ void al_session_open_call(struct al_call *c, const struct al_session_open_item *
 	al_call_str(c, it->tenant);
 	al_call_str(c, it->tier);
 	al_call_str(c, it->worker);
-	al_call_u64(c, it->now_ms);
-	al_call_u64(c, it->lease_end_ms);
+	al_call_u64(c, 0); /* was the worker's now: Redis's TIME is the script's */
+	al_call_u64(c, it->lease_ms);
 	al_call_u64(c, it->max_per_tenant);
-	al_call_u64(c, it->life_end_ms);
+	al_call_u64(c, it->life_ms);
 	al_call_str(c, it->id);
 }
 
@@ -825,13 +825,13 @@ void al_session_reply_call(struct al_call *c, const char *session, const char *c
 	al_call_str(c, status);
 }
 
-void al_session_renew_call(struct al_call *c, const char *worker, uint64_t lease_end_ms,
+void al_session_renew_call(struct al_call *c, const char *worker, uint64_t lease_ms,
 			   const char *const *ids, size_t n)
 {
 	al_call_init(c, al_lua_session_renew);
 	al_call_key(c, AL_KEY_SESSIONS);
 	al_call_str(c, worker);
-	al_call_u64(c, lease_end_ms);
+	al_call_u64(c, lease_ms);
 	for (size_t i = 0; i < n; i++)
 		al_call_str(c, ids[i]);
 }
@@ -872,13 +872,10 @@ void al_session_read_call(struct al_call *c, const char *id)
 	al_call_str(c, "lease_ms");
 }
 
-const char *al_session_end_seen(const char *state, const char *reason, const char *lease_ms,
-				uint64_t now_ms)
+const char *al_session_end_seen(const char *state, const char *reason)
 {
 	if (state && !strcmp(state, "ended"))
 		return reason && *reason ? reason : "ended";
-	if (lease_ms && strtoull(lease_ms, NULL, 10) < now_ms)
-		return "worker_lost";
 	return NULL;
 }
 

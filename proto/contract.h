@@ -283,9 +283,11 @@ void al_out_entry_call(struct al_call *c, const char *id, unsigned attempt, cons
 void al_out_ttl_call(struct al_call *c, const char *id, uint64_t ttl_ms);
 
 /* Sessions (scripts.h, SESSION_*). */
+/* SESSION_OPEN: the record, its lease and life from now on Redis's clock
+ * (TIME, in the script: no host's clock decides a session's life). */
 struct al_session_open_item {
 	const char *id, *tenant, *tier, *worker;
-	uint64_t now_ms, lease_end_ms, life_end_ms;
+	uint64_t lease_ms, life_ms; /* durations */
 	uint32_t max_per_tenant;
 };
 void al_session_open_call(struct al_call *c, const struct al_session_open_item *it);
@@ -296,7 +298,10 @@ void al_session_queue_call(struct al_call *c, const char *id, const char *tenant
 /* SESSION_REPLY for call call_id of session (al_call_key_name). */
 void al_session_reply_call(struct al_call *c, const char *session, const char *call_id,
 			   const void *result, size_t len, const char *status, uint64_t ttl_ms);
-void al_session_renew_call(struct al_call *c, const char *worker, uint64_t lease_end_ms,
+/* SESSION_RENEW: the worker's open sessions ids[0..n-1] leased for
+ * lease_ms more on Redis's clock; the answer is an array of those it did
+ * not renew (ended, by the scheduler or a client, or not the worker's). */
+void al_session_renew_call(struct al_call *c, const char *worker, uint64_t lease_ms,
 			   const char *const *ids, size_t n);
 void al_session_end_call(struct al_call *c, const char *id, const char *reason, uint64_t now_ms,
 			 uint64_t ttl_ms);
@@ -304,12 +309,12 @@ void al_session_lost_call(struct al_call *c, uint64_t now_ms, uint64_t ttl_ms);
 /* HMGET al:sess:<id> tenant state reason worker lease_ms: a caller's look
  * while it waits for a call's result. */
 void al_session_read_call(struct al_call *c, const char *id);
-/* What that look says (state, reason, lease_ms: the answer's texts, NULL
- * when absent): NULL while the session is open; else why no answer will
- * come: its reason ("ended" when it has none), or "worker_lost" when its
- * lease ran out before now_ms. */
-const char *al_session_end_seen(const char *state, const char *reason, const char *lease_ms,
-				uint64_t now_ms);
+/* What that look says (state, reason: the answer's texts, NULL when
+ * absent): NULL while the session is open; else why no answer will come:
+ * its reason ("ended" when it has none). A session whose worker stopped
+ * renewing its lease is ended (worker_lost) by the scheduler, which alone
+ * judges leases, on Redis's clock: no caller's clock decides it. */
+const char *al_session_end_seen(const char *state, const char *reason);
 /* BLPOP al:wq:<worker> timeout_ms: the worker's wait for its calls. */
 void al_session_calls_wait_call(struct al_call *c, const char *worker, unsigned timeout_ms);
 

@@ -439,10 +439,13 @@ const char al_lua_vm_end_one[] =
 const char al_lua_session_open[] =
     "local n = tonumber(redis.call('HGET', KEYS[2], 'sessions') or '0')\n"
     "if n >= tonumber(ARGV[6]) then return {0, n} end\n"
+    "local t = redis.call('TIME')\n"
+    "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
     "redis.call('HINCRBY', KEYS[2], 'sessions', 1)\n"
     "redis.call('HSET', KEYS[1], 'tenant', ARGV[1], 'tier', ARGV[2], 'worker', ARGV[3],\n"
-    "  'state', 'open', 'opened_ms', ARGV[4], 'lease_ms', ARGV[5], 'life_ms', ARGV[7])\n"
-    "redis.call('ZADD', KEYS[3], ARGV[5], ARGV[8])\n"
+    "  'state', 'open', 'opened_ms', now, 'lease_ms', now + tonumber(ARGV[5]),\n"
+    "  'life_ms', now + tonumber(ARGV[7]))\n"
+    "redis.call('ZADD', KEYS[3], now + tonumber(ARGV[5]), ARGV[8])\n"
     "return {1, n + 1}\n";
 
 /* The text values of fields id, session and tenant of the msgpack map b
@@ -534,17 +537,19 @@ const char al_lua_session_reply[] =
 	    "end_out(KEYS[2], ARGV[3], 1, ARGV[2])\n"
 	    "return 1\n";
 
-const char al_lua_session_renew[] = "local n = 0\n"
-				    "for i = 3, #ARGV do\n"
-				    "  local k = '" AL_KEY_PREFIX "sess:' .. ARGV[i]\n"
-				    "  local r = redis.call('HMGET', k, 'worker', 'state')\n"
-				    "  if r[1] == ARGV[1] and r[2] == 'open' then\n"
-				    "    redis.call('HSET', k, 'lease_ms', ARGV[2])\n"
-				    "    redis.call('ZADD', KEYS[1], ARGV[2], ARGV[i])\n"
-				    "    n = n + 1\n"
-				    "  end\n"
-				    "end\n"
-				    "return n\n";
+const char al_lua_session_renew[] =
+    "local t = redis.call('TIME')\n"
+    "local lease = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(ARGV[2])\n"
+    "local gone = {}\n"
+    "for i = 3, #ARGV do\n"
+    "  local k = '" AL_KEY_PREFIX "sess:' .. ARGV[i]\n"
+    "  local r = redis.call('HMGET', k, 'worker', 'state')\n"
+    "  if r[1] == ARGV[1] and r[2] == 'open' then\n"
+    "    redis.call('HSET', k, 'lease_ms', lease)\n"
+    "    redis.call('ZADD', KEYS[1], lease, ARGV[i])\n"
+    "  else gone[#gone + 1] = ARGV[i] end\n"
+    "end\n"
+    "return gone\n";
 
 const char al_lua_session_end[] =
     SESSION_END_ONE "return end_one(KEYS[1], ARGV[4], ARGV[1], ARGV[2], ARGV[3])\n";

@@ -146,8 +146,10 @@ extern const char al_lua_vm_end_one[];
  * end; al:tenant:<t> field sessions counts a tenant's open ones.
  *
  * SESSION_OPEN (worker) KEYS: record, al:tenant:<t>, al:sessions
- *         ARGV: tenant, tier, worker, now ms, lease end ms, max per tenant,
- *         life end ms, session id
+ *         ARGV: tenant, tier, worker, 0 (unused), lease ms, max per tenant,
+ *         life ms, session id
+ * The record's opened_ms, lease_ms and life_ms are Redis's TIME (plus the
+ * durations): no host's clock.
  * -> {1, open sessions} opened; {0, open sessions} the tenant is at its
  *    maximum (nothing written) */
 extern const char al_lua_session_open[];
@@ -171,9 +173,10 @@ extern const char al_lua_session_call[];
  * answer already there stays. -> 1 written; 0 answered before */
 extern const char al_lua_session_reply[];
 
-/* SESSION_RENEW (worker) KEYS: al:sessions   ARGV: worker, lease end ms,
+/* SESSION_RENEW (worker) KEYS: al:sessions   ARGV: worker, lease ms,
  *         then session ids
- * Each open session the worker holds gets the new lease end. -> renewed */
+ * Each open session the worker holds is leased until Redis's TIME plus
+ * lease ms. -> the ids it did not renew (ended, or not the worker's) */
 extern const char al_lua_session_renew[];
 
 /* SESSION_END (worker) KEYS: record, al:sessions

@@ -288,11 +288,15 @@ void sc_reclaim(struct sched *s)
 	al_call_free(&workers);
 	if (reclaim_guarded(s))
 		return;
-	/* sessions whose worker stopped renewing them: ended, worker_lost (the
-	 * worker wrote the lease end on its clock: hosts within a lease agree) */
-	al_session_lost_call(&workers, al_now_ms(), s->policy.result_ttl_ms);
-	al_aconn_send(s->cmd, &workers, sc_on_reply_log, (void *)"session_lost");
-	al_call_free(&workers);
+	/* sessions whose worker stopped renewing them: ended, worker_lost. Their
+	 * leases are on Redis's clock (the scripts' TIME), and so is this now;
+	 * within two leases of a step of that clock, none is judged (a lease
+	 * written before it reads a minute off) */
+	if (!s->redis_step_mono || al_mono_ms() - s->redis_step_mono >= 2 * s->policy.lease_ms) {
+		al_session_lost_call(&workers, sc_now_ms(s), s->policy.result_ttl_ms);
+		al_aconn_send(s->cmd, &workers, sc_on_reply_log, (void *)"session_lost");
+		al_call_free(&workers);
+	}
 	snprintf(lease, sizeof(lease), "%llu", (unsigned long long)s->policy.lease_ms);
 	for (size_t i = 0; i < s->policy.ntiers; i++) {
 		for (int b = 0; b < AL_BANDS; b++) {

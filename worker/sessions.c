@@ -841,15 +841,13 @@ static void open_session(struct wk_session *ss)
 {
 	struct slot *s = ss->s;
 	struct worker *w = ss->w;
-	uint64_t now = al_now_ms();
 	struct al_session_open_item it = {
 	    .id = s->id,
 	    .tenant = s->job.tenant,
 	    .tier = s->tier->name,
 	    .worker = w->conf->backend.worker_id,
-	    .now_ms = now,
-	    .lease_end_ms = now + w->policy.lease_ms,
-	    .life_end_ms = now + s->tier->sessions.max_life_ms,
+	    .lease_ms = w->policy.lease_ms,
+	    .life_ms = s->tier->sessions.max_life_ms,
 	    .max_per_tenant = s->tier->sessions.max_per_tenant,
 	};
 	struct al_call c;
@@ -1077,6 +1075,29 @@ void wk_sessions_on_up(struct al_aconn *c, void *arg)
 	wait_calls(w);
 }
 
+/* SESSION_RENEW's answer: the sessions it did not renew have ended
+ * (their lease ran out: the scheduler ended them, worker_lost; or a
+ * client closed one): their sandboxes go, their slots are free. */
+static void on_renewed(redisAsyncContext *ac, void *reply_, void *priv)
+{
+	struct worker *w = priv;
+	redisReply *r = reply_;
+
+	(void)ac;
+	for (size_t i = 0; r && r->type == REDIS_REPLY_ARRAY && i < r->elements; i++) {
+		struct wk_session *ss =
+		    r->element[i]->type == REDIS_REPLY_STRING ? find(w, r->element[i]->str) : NULL;
+
+		if (ss && ss->state == SS_OPEN) {
+			al_log("warn", "session_gone",
+			       "job=%s note=\"its record ended it (its "
+			       "lease ran out?): the sandbox goes, the slot is free\"",
+			       ss->id);
+			end_session(ss, AL_SESS_WORKER_LOST, "the session's record had ended");
+		}
+	}
+}
+
 void wk_sessions_renew(struct worker *w)
 {
 	const char *ids[64];
@@ -1087,9 +1108,9 @@ void wk_sessions_renew(struct worker *w)
 		if (ss->state == SS_OPEN)
 			ids[n++] = ss->id;
 		if (n == sizeof(ids) / sizeof(ids[0]) || (!ss->next && n)) {
-			al_session_renew_call(&c, w->conf->backend.worker_id,
-					      al_now_ms() + w->policy.lease_ms, ids, n);
-			al_aconn_send(w->cmd, &c, NULL, NULL);
+			al_session_renew_call(&c, w->conf->backend.worker_id, w->policy.lease_ms,
+					      ids, n);
+			al_aconn_send(w->cmd, &c, on_renewed, w);
 			al_call_free(&c);
 			n = 0;
 		}

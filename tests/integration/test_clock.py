@@ -9,17 +9,24 @@ while it runs), with a real redis-server, scheduler and workers:
   - Redis's clock stepped back 60 s, then a worker killed mid-job: its job
     runs again after about a lease, not a lease plus a minute;
   - the scheduler's own clock stepped +1 h: a job whose deadline is a
-    minute away is not expired (deadlines follow Redis's clock)."""
+    minute away is not expired (deadlines follow Redis's clock);
+  - sessions (issue 58): the scheduler's clock +60 s, then a worker's -60 s,
+    then Redis's +60 s (lease 3 s): sessions opened before each step
+    answer calls after it; then their worker SIGKILLed: they end
+    worker_lost within two leases."""
 import os
 import signal
 import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "client", "python"))
 from alclient import Client  # noqa: E402
 from altest import BUILD, Tap, need_root  # noqa: E402
 from cluster import SCHED, Cluster  # noqa: E402
-from policies import trusted  # noqa: E402
+from policies import DEFAULTS, policy, tier_def, trusted  # noqa: E402
+
+import airlock  # noqa: E402
 
 t = Tap()
 need_root("the process backend")
@@ -105,6 +112,63 @@ try:
          r and (r["status"], r.get("error")))
     t.ok("clock_skew" in c.log("sched1"), "14: the scheduler logs the skew it saw",
          c.log("sched1")[-300:])
+finally:
+    c.close()
+
+# ---- sessions: no host's clock ends one (issue 58) ----
+SPOLICY = policy(tier_def("trusted", "process", defaults=dict(DEFAULTS, wall_ms=5000),
+                          sessions={"max_per_tenant": 8, "idle_s": 600, "max_life_s": 600}),
+                 lease_ms=3000)
+c = Cluster(policy=SPOLICY, start_redis=False)
+try:
+    offs = {n: os.path.join(c.dir, n + "-clock") for n in ("redis", "sched", "worker")}
+    for path in offs.values():
+        step(path, 0)
+    saved = dict(os.environ)
+    os.environ.update(LD_PRELOAD=SHIM, AIRLOCK_CLOCK_SHIM=offs["redis"])
+    c.start_redis()
+    os.environ.clear()
+    os.environ.update(saved)
+    c._start("sched1", [SCHED, "--redis", c.url, "--policy", c.policy, "--listen", "off",
+                        "--id", "sched1"],
+             env=dict(os.environ, LD_PRELOAD=SHIM, AIRLOCK_CLOCK_SHIM=offs["sched"]))
+    c.worker("ck-s", uid_base=63800, slots=4,
+             env=dict(os.environ, LD_PRELOAD=SHIM, AIRLOCK_CLOCK_SHIM=offs["worker"]))
+    sc = airlock.Client(redis=c.url, tier="trusted")
+    sessions = [sc.session() for _ in range(3)]
+    for i, s in enumerate(sessions):
+        s.run_python("n = %d" % i)
+
+    def answers():
+        out = []
+        for i, s in enumerate(sessions):
+            try:
+                out.append(s.run_python("print(n)").stdout == b"%d\n" % i)
+            except airlock.AirlockError as e:
+                out.append(repr(e))
+        return out
+
+    seen = {}
+    for who, ms in (("sched", 60000), ("worker", -60000), ("redis", 60000)):
+        step(offs[who], ms)
+        time.sleep(7)  # two leases and some: a lease judged on a stepped clock has run out
+        seen[who] = answers()
+    t.ok(all(v == [True] * 3 for v in seen.values()),
+         "58: sessions' leases follow Redis's clock: after the scheduler's clock +60 s, a "
+         "worker's -60 s and Redis's +60 s (lease 3 s), the 3 sessions opened before "
+         "answer calls, their state kept", seen)
+    c.procs["ck-s"].kill()
+    c.procs["ck-s"].wait()
+    t0 = time.monotonic()
+    e = None
+    try:
+        sessions[0].run_python("print(n)", timeout=30)
+    except airlock.SessionEnded as x:
+        e = x
+    took = time.monotonic() - t0
+    t.ok(e is not None and e.reason == "worker_lost" and took < 8,
+         "58: then their worker SIGKILLed: a call ends worker_lost in %.1f s (two leases: "
+         "6 s, and the scheduler's tick)" % took, (e, took))
 finally:
     c.close()
 sys.exit(t.done())

@@ -656,10 +656,11 @@ try:
     e = raises(lambda: s.run_python("print(x)"), airlock.SessionEnded)
     took = time.monotonic() - t0
     swept = c.wait_for(lambda: ended_reason(c, s.id) == "worker_lost", timeout=10)
-    t.ok(isinstance(e, airlock.SessionEnded) and e.reason == "worker_lost" and took < 5 and
+    t.ok(isinstance(e, airlock.SessionEnded) and e.reason == "worker_lost" and took < 6.5 and
          swept and c.rcli("HGET", "al:tenant:default", "sessions").strip() == "0",
-         "25: the worker killed: a caller learns worker_lost within a lease (%.1f s), the "
-         "scheduler ends the record, the tenant's count goes back" % took, (e, took))
+         "25: the worker killed: the scheduler ends the record (worker_lost, judged on Redis's "
+         "clock) and a caller learns it within two leases (%.1f s); the tenant's count goes "
+         "back" % took, (e, took))
     c.worker("sw3", uid_base=UID, slots=6, tiers="trusted,brief,small,plain,budget,ctr,ctrsmall,ctrds",
              extra=["--images", IMAGES])
     s = cl.session()

@@ -266,12 +266,11 @@ int main(void)
 	}
 
 	/* what a look at a session's record says (clients and gateway alike) */
-	TAP_OK(!al_session_end_seen("open", NULL, "2000", 1000) &&
-		   !strcmp(al_session_end_seen("ended", "idle", "2000", 1000), "idle") &&
-		   !strcmp(al_session_end_seen("ended", NULL, NULL, 1000), "ended") &&
-		   !strcmp(al_session_end_seen("open", NULL, "999", 1000), "worker_lost") &&
-		   !al_session_end_seen(NULL, NULL, NULL, 1000),
-	       "a session's record: open, ended with its reason, or its lease run out");
+	TAP_OK(!al_session_end_seen("open", NULL) &&
+		   !strcmp(al_session_end_seen("ended", "idle"), "idle") &&
+		   !strcmp(al_session_end_seen("ended", NULL), "ended") &&
+		   !al_session_end_seen(NULL, NULL),
+	       "a session's record: open, or ended with its reason (no clock of the reader's)");
 
 	/* a result's outputs */
 	{

@@ -238,14 +238,15 @@ class _Redis:
             res, after = self._riding(lambda: self._await(name), cid)
             if res:
                 return res
+            # ended, by a client, its worker or (its lease out, on Redis's
+            # clock) the scheduler: no clock of this host's decides it
             st = self._riding(lambda: self._call(self.r.hmget, "al:sess:" + sid, "state",
-                                                 "reason", "lease_ms"), cid)
-            if st[0] == b"ended" or (st[2] and int(st[2]) < time.time() * 1000):
+                                                 "reason"), cid)
+            if st[0] == b"ended":
                 res = self._result(name)
                 if res:
                     return res
-                raise SessionEnded(sid, st[1].decode() if st[0] == b"ended" and st[1]
-                                   else "worker_lost")
+                raise SessionEnded(sid, st[1].decode() if st[1] else "ended")
             if end is not None and time.monotonic() >= end:
                 raise WaitTimeout("timed out waiting for call %s" % cid)
             if not on_output:

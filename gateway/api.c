@@ -203,7 +203,8 @@ static const struct route {
     {"/v1/sessions/", true, "/files", true, EVHTTP_REQ_GET, "GET", gw_serve_session_call},
     {"/v1/sessions/", true, "/files/", true, EVHTTP_REQ_GET | EVHTTP_REQ_PUT, "GET or PUT",
      gw_serve_session_call},
-    {"/v1/sessions/", true, "/calls/", true, EVHTTP_REQ_GET, "GET", gw_serve_session_result},
+    {"/v1/sessions/", true, "/calls/", true, EVHTTP_REQ_GET | EVHTTP_REQ_DELETE, "GET or DELETE",
+     gw_serve_session_result},
 };
 
 /* The route of path, its job id into id (with_id routes) and what follows

@@ -124,7 +124,8 @@ struct evkeyvalq;
 void gw_serve_session_open(struct req *q, struct evkeyvalq *qs);
 void gw_serve_session_call(struct req *q, struct evkeyvalq *qs);
 /* GET /v1/sessions/{id}/calls/{call}?wait_ms=N: a call's answer, waited
- * for up to N ms (0 and at most GW_WAIT_MAX_MS), else 202. */
+ * for up to N ms (0 and at most GW_WAIT_MAX_MS), else 202. DELETE: the
+ * call cancelled (a cancel call; its answer says what it did). */
 void gw_serve_session_result(struct req *q, struct evkeyvalq *qs);
 
 #endif

@@ -271,17 +271,19 @@ static void serve_call(struct req *q, const char *op, const char *path, const ch
 		return;
 	}
 	if (op && (!strcmp(op, "put") || !strcmp(op, "get") || !strcmp(op, "ls") ||
-		   !strcmp(op, "close"))) {
+		   !strcmp(op, "close") || !strcmp(op, "cancel"))) {
 		/* from the path alone; a put's body is the file's bytes */
-		call = (struct al_sess_call){.version = AL_PROTO_VERSION,
-					     .id = q->id,
-					     .session = q->session,
-					     .tenant = q->tenant,
-					     .op = (enum al_sess_op)al_sess_op_parse(op),
-					     .path = path && *path ? (char *)path : NULL,
-					     .data = {(char *)body, len},
-					     .mode = 0644,
-					     .submitted_ms = al_now_ms()};
+		call = (struct al_sess_call){
+		    .version = AL_PROTO_VERSION,
+		    .id = q->id,
+		    .session = q->session,
+		    .tenant = q->tenant,
+		    .op = (enum al_sess_op)al_sess_op_parse(op),
+		    .path = path && *path && strcmp(op, "cancel") ? (char *)path : NULL,
+		    .target = !strcmp(op, "cancel") ? (char *)path : NULL,
+		    .data = {(char *)body, len},
+		    .mode = 0644,
+		    .submitted_ms = al_now_ms()};
 		if (call.op != AL_SESS_PUT)
 			call.data = (struct al_bytes){0};
 		rc = al_sess_call_encode(&call, &mp, &err);
@@ -343,6 +345,11 @@ void gw_serve_session_result(struct req *q, struct evkeyvalq *qs)
 	snprintf(q->session, sizeof(q->session), "%s", q->id);
 	if (!q->tail || !al_job_id_ok(q->tail, strlen(q->tail))) {
 		gw_reply_error(q, 400, "call: expected a call's id (1..64 of [A-Za-z0-9._:-])");
+		return;
+	}
+	if (evhttp_request_get_command(q->r) == EVHTTP_REQ_DELETE) {
+		q->op_of_path = true;
+		serve_call(q, "cancel", q->tail, NULL, 0, false);
 		return;
 	}
 	if (w && !al_parse_u64(w, 0, UINT64_MAX, &wait_ms)) {

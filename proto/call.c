@@ -8,8 +8,8 @@
 #include "codec.h"
 #include "mp.h"
 
-static const char *const op_names[AL_SESS_OP_COUNT] = {"exec", "python", "put",
-						       "get",  "ls",	 "close"};
+static const char *const op_names[AL_SESS_OP_COUNT] = {"exec", "python", "put",	  "get",
+						       "ls",   "close",	 "cancel"};
 static const char *const end_names[AL_SESS_END_COUNT] = {"closed",	"idle",	       "max_life",
 							 "limit",	"call_stuck",  "exited",
 							 "worker_lost", "worker_stop", "broken"};
@@ -83,6 +83,11 @@ int al_sess_call_validate(const struct al_sess_call *c, struct al_err *err)
 		if (c->path && c->path[0] && (rc = al_check_rel_path("path", c->path, err)))
 			return rc;
 		break;
+	case AL_SESS_CANCEL:
+		if (!c->target || !al_job_id_ok(c->target, strlen(c->target)))
+			return al_err_set(err, AL_EINVAL,
+					  "cancel: needs target, the id of the call to stop");
+		break;
 	default: break;
 	}
 	if (c->data.len > AL_SESS_FILE_MAX)
@@ -117,12 +122,13 @@ enum call_field {
 	C_SUBMITTED,
 	C_CPU,
 	C_OUTPUT_MAX,
+	C_TARGET,
 	C_COUNT
 };
 
 static const char *const call_field_names[C_COUNT] = {
-    "v",    "id",   "session", "tenant",     "op",	     "code",   "argv",
-    "path", "data", "mode",    "timeout_ms", "submitted_ms", "cpu_ms", "output_max"};
+    "v",    "id",   "session",	  "tenant",	  "op",	    "code",	  "argv",  "path",
+    "data", "mode", "timeout_ms", "submitted_ms", "cpu_ms", "output_max", "target"};
 
 static int dec_field(enum call_field f, const msgpack_object *v, struct al_sess_call *c,
 		     struct al_err *err)
@@ -144,11 +150,10 @@ static int dec_field(enum call_field f, const msgpack_object *v, struct al_sess_
 			return rc;
 		rc = al_sess_op_parse(s);
 		if (rc < 0)
-			rc =
-			    al_err_set(err, AL_EINVAL,
-				       "op: unknown \"%s\": expected exec, python, put, get, ls or "
-				       "close",
-				       s);
+			rc = al_err_set(err, AL_EINVAL,
+					"op: unknown \"%s\": expected exec, python, put, get, ls, "
+					"close or cancel",
+					s);
 		else
 			c->op = (enum al_sess_op)rc, rc = AL_OK;
 		free(s);
@@ -169,6 +174,7 @@ static int dec_field(enum call_field f, const msgpack_object *v, struct al_sess_
 	case C_SUBMITTED:
 		return al_mp_get_uint(v, "submitted_ms", 0, UINT64_MAX, &c->submitted_ms, err);
 	case C_CPU: return al_mp_get_uint(v, "cpu_ms", 1, AL_LIMIT_WALL_MS_MAX, &c->cpu_ms, err);
+	case C_TARGET: return al_mp_get_text(v, "target", AL_ID_MAX, &c->target, err);
 	case C_OUTPUT_MAX:
 		return al_mp_get_uint(v, "output_max", AL_SESS_OUTPUT_MAX_MIN, AL_LIMIT_OUTPUT_MAX,
 				      &c->output_max, err);
@@ -251,6 +257,7 @@ int al_sess_call_encode(const struct al_sess_call *c, struct al_buf *out, struct
 	n += c->submitted_ms > 0;
 	n += c->cpu_ms > 0;
 	n += c->output_max > 0;
+	n += c->target != NULL;
 	al_mp_packer_init(&pk, out);
 	bad |= msgpack_pack_map(&pk, n);
 	bad |= al_mp_pack_kv_uint(&pk, "v", AL_PROTO_VERSION);
@@ -276,6 +283,8 @@ int al_sess_call_encode(const struct al_sess_call *c, struct al_buf *out, struct
 		bad |= al_mp_pack_kv_uint(&pk, "cpu_ms", c->cpu_ms);
 	if (c->output_max)
 		bad |= al_mp_pack_kv_uint(&pk, "output_max", c->output_max);
+	if (c->target)
+		bad |= al_mp_pack_kv_str(&pk, "target", c->target);
 	return bad ? al_err_set(err, AL_ENOMEM, "call %s: out of memory while encoding", c->id)
 		   : AL_OK;
 }
@@ -291,5 +300,6 @@ void al_sess_call_free(struct al_sess_call *c)
 	al_free_strv(c->argv, c->argc);
 	free(c->path);
 	free(c->data.data);
+	free(c->target);
 	memset(c, 0, sizeof(*c));
 }

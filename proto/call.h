@@ -26,6 +26,8 @@ enum al_sess_op {
 	AL_SESS_GET,	/* path's contents, as the result's stdout */
 	AL_SESS_LS,	/* the files under path ("" = the work directory) */
 	AL_SESS_CLOSE,	/* end the session */
+	AL_SESS_CANCEL, /* stop the call named target (running: interrupted; queued:
+			 * dropped); both answered cancelled, the session goes on */
 	AL_SESS_OP_COUNT
 };
 
@@ -60,6 +62,7 @@ struct al_sess_call {
 	uint64_t cpu_ms;      /* exec, python: 0 = the session's per-call CPU time */
 	uint64_t output_max;  /* exec, python: each stream cut to its head and tail of
 			       * at most this many bytes (0 = kept up to the caps) */
+	char *target;	      /* cancel: the id of the call to stop */
 	uint64_t submitted_ms;
 };
 

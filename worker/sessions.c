@@ -70,6 +70,7 @@ struct wk_session {
 	uint64_t cpu_base_ns;	/* the sandbox's CPU when the call began */
 	uint64_t call_cpu_ms;	/* the active call's CPU time */
 	bool cpu_over;		/* ...which it used up (the host saw it): interrupted */
+	bool cancelled;		/* ...or a client cancelled it: interrupted */
 	/* the ids of the calls taken (a ring): a call sent again with the id of
 	 * one of them (a client's retry after a fault) runs no second time */
 	char (*seen)[AL_ID_MAX + 1];
@@ -214,6 +215,7 @@ static void next_call(struct wk_session *ss)
 	if (ss->s->tier->max.cpu_ms && ss->call_cpu_ms > ss->s->tier->max.cpu_ms)
 		ss->call_cpu_ms = ss->s->tier->max.cpu_ms;
 	ss->cpu_over = false;
+	ss->cancelled = false;
 	doc = json_pack("{s:s, s:s, s:[I, I], s:I, s:i, s:I}", "id", c->id, "op",
 			al_sess_op_name(c->op), "caps", (json_int_t)l->stdout_bytes,
 			(json_int_t)l->stderr_bytes, "cap",
@@ -405,7 +407,12 @@ static void on_answer(struct wk_session *ss, json_t *doc)
 			res.cpu_ms = (u.cpu_ns - ss->cpu_base_ns) / 1000000; /* the host's word */
 	}
 	evtimer_del(ss->cpu_poll);
-	if (ss->cpu_over || (ss->interrupted && json_is_true(json_object_get(doc, "cpu_limit")))) {
+	if (ss->cancelled) {
+		res.status = AL_ST_CANCELLED;
+		free(res.error);
+		res.error = strdup("cancelled by a client: interrupted; the session goes on");
+	} else if (ss->cpu_over ||
+		   (ss->interrupted && json_is_true(json_object_get(doc, "cpu_limit")))) {
 		char why[160];
 
 		res.status = AL_ST_CPU_LIMIT;
@@ -440,6 +447,7 @@ static void on_answer(struct wk_session *ss, json_t *doc)
 	/* a call stopped at a limit, or cut, has no exit code of its own: none
 	 * that reads as success */
 	if (res.status == AL_ST_CPU_LIMIT || res.status == AL_ST_TIMEOUT ||
+	    res.status == AL_ST_CANCELLED ||
 	    (res.status == AL_ST_OUTPUT_LIMIT && (!res.has_exit_code || !res.exit_code))) {
 		res.has_exit_code = false;
 		res.exit_code = 0;
@@ -956,6 +964,41 @@ void wk_session_start(struct worker *w, struct slot *s)
 	al_log("info", "session_start", "job=%s tier=%s slot=%d", s->id, s->tier->name, s->index);
 }
 
+/* A cancel call (p): its target, running, is interrupted (its answer
+ * says cancelled); queued, it is dropped and answered cancelled; else
+ * (answered, or unknown) nothing. The cancel itself is answered ok, its
+ * stdout saying which. */
+static void cancel_call(struct wk_session *ss, struct pending *p)
+{
+	const char *target = p->call.target, *what = "not running (answered, or unknown)";
+	struct al_result res = {.id = p->call.id, .status = AL_ST_OK, .has_exit_code = true};
+
+	if (ss->active && !strcmp(ss->active->call.id, target)) {
+		if (!ss->interrupted) {
+			ss->cancelled = true;
+			interrupt_call(ss, "cancel");
+		}
+		what = "interrupted";
+	} else {
+		for (struct pending **q = &ss->queue; *q; q = &(*q)->next)
+			if (!strcmp((*q)->call.id, target)) {
+				struct pending *gone = *q;
+
+				*q = gone->next;
+				reply_status(ss->w, gone->call.session, gone->call.id,
+					     AL_ST_CANCELLED,
+					     "cancelled by a client before it ran");
+				pending_free(gone);
+				what = "dropped before it ran";
+				break;
+			}
+	}
+	res.out = (struct al_bytes){(char *)what, strlen(what)};
+	res.backend = (char *)ss->s->ops->name;
+	reply(ss->w, p->call.session, p->call.id, &res);
+	pending_free(p);
+}
+
 /* True the first time the session takes a call of this id (within its
  * last SEEN_CALLS); then remembered. */
 static bool seen_first(struct wk_session *ss, const char *id)
@@ -1018,6 +1061,10 @@ static void take_call(struct worker *w, const char *raw, size_t len)
 		       "first's\"",
 		       ss->id, p->call.id);
 		pending_free(p);
+		return;
+	}
+	if (p->call.op == AL_SESS_CANCEL) { /* at once, not after the calls before it */
+		cancel_call(ss, p);
 		return;
 	}
 	if (ss->state == SS_OPEN && !ss->active && p->call.op != AL_SESS_CLOSE)

@@ -552,6 +552,38 @@ try:
          "58d: a tier whose sessions: says cpu_budget_s: 2: the call that passes 2 s of CPU "
          "in all ends the session (limit)", (spent, e))
 
+    # cancel (issue 58): a running call interrupted within a second, a queued one dropped
+    with cl.session(tier="trusted", timeout=60) as cs1:
+        cs1.run_python("k = 7")
+        box = {}
+
+        def long_call(cid, code):
+            try:
+                box[cid] = cs1.run_python(code, call_id=cid, timeout=60)
+            except airlock.AirlockError as e:
+                box[cid] = e
+        runner = threading.Thread(target=long_call, args=("slow1", "import time\ntime.sleep(30)"))
+        runner.start()
+        time.sleep(1)
+        waiter = threading.Thread(target=long_call, args=("after1", "print('never')"))
+        waiter.start()
+        time.sleep(0.3)
+        dropped = cs1.cancel("after1")
+        t0 = time.monotonic()
+        said = cs1.cancel("slow1")
+        runner.join(10)
+        waiter.join(10)
+        took = time.monotonic() - t0
+        nxt = cs1.run_python("print(k)")
+        again = cs1.cancel("slow1")
+    t.ok(said == "interrupted" and dropped == "dropped before it ran" and
+         getattr(box.get("slow1"), "status", None) == "cancelled" and
+         getattr(box.get("after1"), "status", None) == "cancelled" and took < 1.5 and
+         nxt.stdout == b"7\n" and again.startswith("not running"),
+         "58g: cancel: a running call is interrupted (cancelled, %.2f s), a queued one never "
+         "runs, the session and its state go on; cancelling a finished one does nothing"
+         % took, (said, dropped, box, took, nxt, again))
+
     # ---- the container boundary ----
     ok, why = limits_per_call(cl, "ctr", 8)
     t.ok(ok, "58b: container: the same per-call limits", why)

@@ -81,6 +81,14 @@ int main(void)
 	     NULL},
 	    {{"v", "u:1", "id", "s:c1", "session", "s:s1", "op", "s:ls", NULL}, NULL},
 	    {{"v", "u:1", "id", "s:c1", "session", "s:s1", "op", "s:close", NULL}, NULL},
+	    {{"v", "u:1", "id", "s:c1", "session", "s:s1", "op", "s:cancel", "target", "s:c0",
+	      NULL},
+	     NULL},
+	    {{"v", "u:1", "id", "s:c1", "session", "s:s1", "op", "s:cancel", NULL},
+	     "cancel: needs target"},
+	    {{"v", "u:1", "id", "s:c1", "session", "s:s1", "op", "s:cancel", "target", "s:a b",
+	      NULL},
+	     "cancel: needs target"},
 	    {{"v", "u:1", "id", "s:c1", "session", "s:s1", "op", "s:frob", NULL}, "op: unknown"},
 	    {{"v", "u:1", "id", "s:c1", "session", "s:s1", NULL}, "op: missing"},
 	    {{"id", "s:c1", "session", "s:s1", "op", "s:ls", NULL}, "v: missing"},
@@ -129,6 +137,7 @@ int main(void)
 				       back.timeout_ms == call.timeout_ms &&
 				       back.cpu_ms == call.cpu_ms &&
 				       back.output_max == call.output_max &&
+				       (!call.target || !strcmp(back.target, call.target)) &&
 				       !strcmp(back.tenant, "default");
 				al_sess_call_free(&back);
 			}

@@ -105,8 +105,10 @@ class _Gateway:
         if data is not None:
             headers["Content-Type"] = "application/json"
         # once more on a new connection when the request is safe to repeat:
-        # a GET or DELETE, or a POST whose job has an idempotency key
-        again = method != "POST" or bool(body and body.get("idempotency_key"))
+        # a GET or DELETE, a POST whose job has an idempotency key or whose
+        # session call has its id (it runs once)
+        again = method != "POST" or bool(body and (body.get("idempotency_key") or
+                                                   body.get("id")))
         for attempt in (0, 1):
             if self.conn is not None and _peer_closed(self.conn):
                 self.conn.close()  # the gateway closed it (restarted): not reused
@@ -175,6 +177,24 @@ class _Gateway:
         st, doc = self.request("POST", "/v1/sessions/%s/calls" % sid, _gateway_body(call),
                                timeout=t + 60)
         return self._call_answer(st, doc)
+
+    def session_cancel(self, sid: str, cid: str) -> Result:
+        """DELETE /v1/sessions/{sid}/calls/{cid}, on a connection of its
+        own (the call it cancels may hold this client's)."""
+        conn = self._new(self.timeout)
+        try:
+            conn.request("DELETE", "%s/v1/sessions/%s/calls/%s"
+                         % (self.prefix, sid, urllib.parse.quote(cid)),
+                         headers={"Authorization": "Bearer " + self.token,
+                                  "Accept": "application/json"})
+            r = conn.getresponse()
+            return self._call_answer(r.status, _gateway_doc(r.status, r.read(),
+                                                            "no such session"))
+        except (OSError, http.client.HTTPException) as e:
+            raise Unavailable("cannot reach the gateway at %s:%d: %s"
+                              % (self.host, self.port, e)) from e
+        finally:
+            conn.close()
 
     def session_result(self, sid: str, cid: str, timeout: Optional[float]) -> Result:
         """GET /v1/sessions/{sid}/calls/{cid}: the call's answer, waited

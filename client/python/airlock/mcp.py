@@ -18,7 +18,8 @@ Each tool takes its code and, optionally, files (path to text, written
 first) and collect (paths or globs brought back: PNGs as images, other
 files as embedded resources). Requests are served as they come (a call on
 a thread of its own, a session's calls one at a time): ping, tools/list
-and notifications/cancelled (which cancels the call's job) are answered
+and notifications/cancelled (which cancels the call's job, or interrupts
+its call in the session) are answered
 during a long call; a progress token gets notifications/progress from the
 call's live output; batches are taken in 2025-03-26; a bad argument is a
 tool error (isError) the model reads.
@@ -36,9 +37,10 @@ import os
 import secrets
 import sys
 import threading
+import uuid
 from typing import Any, Callable, Dict, List, Optional, TextIO
 
-from .client import AirlockError, Client, Rejected, SessionEnded
+from .client import AirlockError, Cancelled, Client, Rejected, Result, SessionEnded
 from .llm import tool_answer
 
 PROTOCOL_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
@@ -123,6 +125,7 @@ class Call:
         self.rid, self.work, self.done = rid, work, done
         self.cancelled = False
         self.job: Optional[str] = None
+        self.in_session: Any = None  # (the session, its call's id) while it runs in one
         self.answer: Optional[Dict[str, Any]] = None
 
     def run(self) -> Optional[Dict[str, Any]]:
@@ -265,6 +268,12 @@ class Server:
         call.cancelled = True
         self.log.write("airlock-mcp: request %r cancelled (%s)%s\n" % (
             rid, reason, ": cancelling job %s" % call.job if call.job else ""))
+        if call.in_session:  # interrupted now: the next call starts at once
+            session, cid = call.in_session
+            try:
+                session.cancel(cid)
+            except AirlockError as e:
+                self.log.write("airlock-mcp: cancelling call %s: %s\n" % (cid, e))
         if call.job:
             try:
                 self.client.cancel(call.job)
@@ -394,8 +403,13 @@ class Server:
                     break
                 try:
                     fn = self.session.run_python if runtime == "python" else self.session.exec
+                    cid = uuid.uuid4().hex
+                    call.in_session = (self.session, cid)
+                    if call.cancelled:  # before it was sent: it is not
+                        raise Cancelled(Result(id=cid, status="cancelled",
+                                               error="cancelled before it ran"))
                     return fn(code, files=files, collect=collect, on_output=progress,
-                              output_max=self.client.output_max or None)
+                              output_max=self.client.output_max or None, call_id=cid)
                 except SessionEnded as e:
                     self.session = None  # a new one, once; the model is told
                     self.note = ("(the previous sandbox ended: %s; this is a new one, "

@@ -3,6 +3,7 @@ sandbox whose state lasts."""
 from __future__ import annotations
 
 import fnmatch
+import uuid
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from .errors import (AirlockError, NotFound, OutputLimit, SessionEnded)
@@ -82,8 +83,9 @@ class Session:
              on_output: Optional[OutputFn], files: Optional[Mapping[str, Bytes]],
              collect: Sequence[str], cpu: Optional[float] = None,
              output_max: Optional[int] = None, call_id: Optional[str] = None) -> Result:
-        if call_id is not None:
-            call["id"] = call_id
+        # the call's id, drawn here when the caller gave none: known before
+        # the call runs, so that it can be sent again, fetched or cancelled
+        call["id"] = call_id if call_id is not None else uuid.uuid4().hex
         if cpu is not None:
             call["cpu_ms"] = max(1, int(cpu * 1000))
         if output_max:
@@ -99,6 +101,22 @@ class Session:
                 except OutputLimit:
                     res.files_truncated.append(name)
         return res
+
+    def cancel(self, call_id: str) -> str:
+        """Stop the session's call call_id (from another thread than the
+        one waiting for it): running, it is interrupted within about a
+        second and answers cancelled; queued, it never runs. The session
+        goes on. Returns what was done: "interrupted", "dropped before it
+        ran", or "not running (answered, or unknown)"."""
+        via = self.client._via
+        if isinstance(via, _Gateway):
+            res = via.session_cancel(self.id, call_id)
+        else:
+            res = self._call({"op": "cancel", "target": call_id}, None)
+        if res.status == "session_ended":
+            reason, _, detail = (res.error or "").partition(": ")[2].partition(": ")
+            raise SessionEnded(self.id, reason or "ended", detail)
+        return res.stdout.decode(errors="replace")
 
     def result(self, call_id: str, timeout: Optional[float] = None) -> Result:
         """The answer of the session's call call_id (sent with run_python's

@@ -322,6 +322,20 @@ try:
          "NameError" in b1.get("result", {}).get("structuredContent", {}).get("stderr", ""),
          "two tool calls of one MCP client share a session (a variable, a file of run_shell); "
          "another client's session has neither", (a1, a2, a3, b1))
+    # notifications/cancelled in a session: the call is interrupted, the next starts at once
+    s1.send({"jsonrpc": "2.0", "id": "busy", "method": "tools/call", "params": {
+        "name": "run_python", "arguments": {"code": "import time\ntime.sleep(30)"}}})
+    time.sleep(1.0)
+    s1.send({"jsonrpc": "2.0", "method": "notifications/cancelled",
+             "params": {"requestId": "busy", "reason": "the user stopped it"}})
+    t0 = time.monotonic()
+    nxt = s1.call("tools/call", {"name": "run_python", "arguments": {"code": "print(x + 1)"}})
+    next_s = time.monotonic() - t0
+    t.ok(nxt.get("result", {}).get("structuredContent", {}).get("stdout") == "43\n" and
+         next_s < 1.5 and not [x for x in s1.seen if x.get("id") == "busy"],
+         "in a session, a cancelled call is interrupted: the next call (its state kept) "
+         "answers %.2f s after the cancel, and the cancelled one never" % next_s,
+         (nxt, next_s, m_log_of(s1)[-300:]))
     open_ids = c.rcli("ZRANGE", "al:sessions", "0", "-1").split()
     s1.p.stdin.close()
     s1.p.wait(10)

@@ -11,7 +11,8 @@ to the next. A tier that keeps no sessions (or --no-session) runs each call
 as a job of its own, in a fresh sandbox. A session that ends (idle, a
 limit...) is replaced at the next call, which says so.
 
-    airlock-mcp --gateway URL --tier untrusted [--timeout 30] [--tools run_python,run_shell]
+    airlock-mcp --gateway URL --tier untrusted [--timeout 30] [--image datascience]
+                [--tools run_python,run_shell] [--output-max 16384]
     (the API key from $AIRLOCK_TOKEN or --token-file; or --redis URL)
 
 Each tool takes its code and, optionally, files (path to text, written
@@ -144,8 +145,9 @@ class Server:
     once."""
 
     def __init__(self, client: Client, tier: str, timeout: Optional[float], tools: list,
-                 out: TextIO, log: TextIO, session: bool = True):
+                 out: TextIO, log: TextIO, session: bool = True, image: Optional[str] = None):
         self.client, self.tier, self.timeout = client, tier, timeout
+        self.image = image  # the catalogue image of its session and jobs (None: the tier's)
         self.tools = {n: TOOLS[n] for n in tools}
         self.out, self.log = out, log
         self.version: Optional[str] = None
@@ -389,8 +391,9 @@ class Server:
             for _ in (0, 1):
                 if self.use_session and self.session is None:
                     try:
+                        extra = {"image": self.image} if self.image else {}
                         self.session = self.client.session(tier=self.tier,
-                                                           timeout=self.timeout)
+                                                           timeout=self.timeout, **extra)
                     except Rejected as e:
                         if "sessions" in (e.result.error or "") and \
                                 not e.result.info.get("quota"):
@@ -421,7 +424,8 @@ class Server:
             [c for c in collect if c != "*.png"]
         call.job = self.client.submit(code, tier=self.tier, runtime=runtime,
                                       timeout=self.timeout, files=files or None,
-                                      collect=want or None)
+                                      collect=want or None,
+                                      **({"image": self.image} if self.image else {}))
         if call.cancelled:
             self.client.cancel(call.job)
         if progress:
@@ -460,6 +464,8 @@ def main(argv: Optional[list] = None) -> int:
                     help="wall-clock seconds per call (default: the tier's)")
     ap.add_argument("--tools", default="run_python,run_shell",
                     help="which tools to offer (default run_python,run_shell)")
+    ap.add_argument("--image", help="the catalogue image its session (and jobs) run in, one "
+                                    "the tier offers (default: the tier's), e.g. datascience")
     ap.add_argument("--no-session", action="store_true",
                     help="one job per call, even on a tier that keeps sessions")
     ap.add_argument("--output-max", type=int, default=16384,
@@ -486,7 +492,7 @@ def main(argv: Optional[list] = None) -> int:
         ap.error(str(e))
     # stdout carries only protocol messages
     Server(client, a.tier, a.timeout, tools, sys.stdout, sys.stderr,
-           session=not a.no_session).serve(sys.stdin)
+           session=not a.no_session, image=a.image).serve(sys.stdin)
     return 0
 
 

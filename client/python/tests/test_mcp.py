@@ -345,6 +345,18 @@ try:
     t.ok(len(open_ids) == 2 and reasons == ["closed", "closed"],
          "each client's session closed when it disconnected", (open_ids, reasons))
 
+    # --image: the session's (and jobs') catalogue image; one the tier lacks is said
+    mi = Mcp(["--gateway", "http://127.0.0.1:%d" % port, "--tier", "sess", "--image",
+              "nosuchimage"], env)
+    mi.call("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                           "clientInfo": {"name": "i", "version": "1"}})
+    ri = mi.call("tools/call", {"name": "run_python", "arguments": {"code": "print(1)"}})
+    t.ok(ri.get("result", {}).get("isError") is True and "nosuchimage" in text(ri),
+         "--image names the session's image: one the tier does not offer is a tool error "
+         "naming it", ri)
+    mi.p.stdin.close()
+    mi.p.wait(10)
+
     m2 = Mcp(["--gateway", "http://127.0.0.1:%d" % port, "--tier", "trusted",
               "--tools", "run_python"], env)
     r = m2.call("initialize", {"protocolVersion": "1999-01-01", "capabilities": {},

@@ -35,7 +35,7 @@ static void usage(FILE *f)
 	    "  session exec ID (-c LINE | -- ARGV...)    a command in its sandbox\n"
 	    "    py, exec: --timeout MS --cpu MS (the call's; past either it stops, the\n"
 	    "    session goes on) --output-max BYTES (each stream's head and tail kept)\n"
-	    "  session put ID LOCAL REMOTE | get ID REMOTE [LOCAL] | ls ID | close ID\n"
+	    "  session put ID LOCAL REMOTE | get ID REMOTE [LOCAL] | ls ID | close ID | info ID\n"
 	    "                                     (state lasts between calls; PROTOCOL.md)\n"
 	    "  check-job FILE|-                   decode a msgpack job, print it as JSON\n"
 	    "  images [--dir DIR] [--json]        the catalogue images on this host: hash, size,\n"

@@ -11,6 +11,7 @@
  *   airlock session get ID REMOTE [LOCAL]               (stdout without LOCAL)
  *   airlock session ls ID [PATH]
  *   airlock session close ID
+ *   airlock session info ID         its limits, usage and time left (JSON)
  * --tenant (each verb) must be the one the session was opened for. A call's
  * exit code is the CLI's, as for `run`; a session that has ended exits 75
  * saying why. */
@@ -159,7 +160,8 @@ static void save_outputs(const struct al_result *r, const char *dir)
 
 int cli_session(const struct cli_where *where, int argc, char **argv)
 {
-	static const char *const verbs[] = {"open", "exec", "py", "put", "get", "ls", "close"};
+	static const char *const verbs[] = {"open", "exec", "py",    "put",
+					    "get",  "ls",   "close", "info"};
 	struct sess_opts o = {0};
 	struct al_sess_call call = {0};
 	struct al_result res = {0};
@@ -172,12 +174,12 @@ int cli_session(const struct cli_where *where, int argc, char **argv)
 	if ((rc = take_opts(&n, argv + 1, &o)))
 		return rc;
 	if (n < 1)
-		return usage_error("a verb: open, exec, py, put, get, ls or close");
+		return usage_error("a verb: open, exec, py, put, get, ls, close or info");
 	verb = argv[1];
 	while (v < sizeof(verbs) / sizeof(verbs[0]) && strcmp(verb, verbs[v]))
 		v++;
 	if (v == sizeof(verbs) / sizeof(verbs[0]))
-		return usage_error("unknown verb; use open, exec, py, put, get, ls or close");
+		return usage_error("unknown verb; use open, exec, py, put, get, ls, close or info");
 	if (v > 0 && n < 2)
 		return usage_error("the session's id (what open printed)");
 	if (!(c = cli_connect(where, &rc)))
@@ -229,7 +231,8 @@ int cli_session(const struct cli_where *where, int argc, char **argv)
 		call.op = AL_SESS_LS;
 		call.path = n >= 3 ? argv[3] : NULL;
 		break;
-	default: call.op = AL_SESS_CLOSE;
+	case 6: call.op = AL_SESS_CLOSE; break;
+	default: call.op = AL_SESS_INFO; /* its limits, usage and time left, as JSON */
 	}
 	if (rc)
 		goto out_call;

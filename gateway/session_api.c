@@ -85,6 +85,9 @@ static void answer(struct req *q, const char *raw, size_t len)
 	} else if (q->op == AL_SESS_CLOSE) {
 		gw_reply_json(q, 200,
 			      json_pack("{s:s, s:s}", "id", q->session, "session", "closed"));
+	} else if (q->op == AL_SESS_INFO && res.status == AL_ST_OK) { /* its JSON as it is */
+		gw_reply_send(q, 200, "application/json", res.out.data ? res.out.data : "{}",
+			      res.out.data ? res.out.len : 2);
 	} else if (q->op == AL_SESS_GET && res.status == AL_ST_OK && !res.out_truncated) {
 		gw_reply_send(q, 200, "application/octet-stream", res.out.data ? res.out.data : "",
 			      res.out.len);
@@ -240,7 +243,7 @@ void gw_serve_session_call(struct req *q, struct evkeyvalq *qs)
 	bool msgpack;
 	const char *body = body_of(q, &len, &msgpack);
 	const char *op = m == EVHTTP_REQ_DELETE		? "close"
-			 : !rest			? "close"
+			 : !rest			? "info"
 			 : !strcmp(rest, "/exec")	? "exec"
 			 : !strcmp(rest, "/run_python") ? "python"
 			 : !strcmp(rest, "/files")	? "ls"
@@ -251,7 +254,7 @@ void gw_serve_session_call(struct req *q, struct evkeyvalq *qs)
 	(void)qs;
 	snprintf(q->session, sizeof(q->session), "%s", q->id);
 	q->op_of_path = op && (!strcmp(op, "close") || !strcmp(op, "get") || !strcmp(op, "ls") ||
-			       !strcmp(op, "put"));
+			       !strcmp(op, "put") || !strcmp(op, "info"));
 	serve_call(q, op, path, body, len, msgpack);
 	free(path);
 }
@@ -271,7 +274,7 @@ static void serve_call(struct req *q, const char *op, const char *path, const ch
 		return;
 	}
 	if (op && (!strcmp(op, "put") || !strcmp(op, "get") || !strcmp(op, "ls") ||
-		   !strcmp(op, "close") || !strcmp(op, "cancel"))) {
+		   !strcmp(op, "close") || !strcmp(op, "cancel") || !strcmp(op, "info"))) {
 		/* from the path alone; a put's body is the file's bytes */
 		call = (struct al_sess_call){
 		    .version = AL_PROTO_VERSION,

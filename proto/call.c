@@ -8,8 +8,8 @@
 #include "codec.h"
 #include "mp.h"
 
-static const char *const op_names[AL_SESS_OP_COUNT] = {"exec", "python", "put",	  "get",
-						       "ls",   "close",	 "cancel"};
+static const char *const op_names[AL_SESS_OP_COUNT] = {"exec", "python", "put",	   "get",
+						       "ls",   "close",	 "cancel", "info"};
 static const char *const end_names[AL_SESS_END_COUNT] = {"closed",	"idle",	       "max_life",
 							 "limit",	"call_stuck",  "exited",
 							 "worker_lost", "worker_stop", "broken"};
@@ -152,7 +152,7 @@ static int dec_field(enum call_field f, const msgpack_object *v, struct al_sess_
 		if (rc < 0)
 			rc = al_err_set(err, AL_EINVAL,
 					"op: unknown \"%s\": expected exec, python, put, get, ls, "
-					"close or cancel",
+					"close, cancel or info",
 					s);
 		else
 			c->op = (enum al_sess_op)rc, rc = AL_OK;

@@ -28,6 +28,7 @@ enum al_sess_op {
 	AL_SESS_CLOSE,	/* end the session */
 	AL_SESS_CANCEL, /* stop the call named target (running: interrupted; queued:
 			 * dropped); both answered cancelled, the session goes on */
+	AL_SESS_INFO,	/* the session's limits, usage and time left (stdout: JSON) */
 	AL_SESS_OP_COUNT
 };
 

@@ -84,6 +84,7 @@ struct wk_session {
 	bool chan_gone;		/* the server closed its end: the sandbox ends */
 	uint64_t call_t0;
 	uint64_t opened_ms;
+	uint64_t opened_mono, idle_since_mono; /* its life's and its idleness's start */
 	unsigned calls;
 	/* ended while SESSION_OPEN was in flight: its answer finishes it */
 	bool open_in_flight;
@@ -190,6 +191,7 @@ static void arm(struct event *ev, uint64_t ms)
 
 static void arm_idle(struct wk_session *ss)
 {
+	ss->idle_since_mono = al_mono_ms();
 	arm(ss->timer, ss->s->tier->sessions.idle_ms);
 }
 
@@ -838,6 +840,7 @@ static void on_opened(redisAsyncContext *ac, void *reply_, void *priv)
 	al_log("info", "session_open", "job=%s tenant=%s tier=%s open=%lld", ss->id,
 	       ss->s->job.tenant, ss->s->tier->name, r->element[1]->integer);
 	arm(ss->life, ss->s->tier->sessions.max_life_ms);
+	ss->opened_mono = al_mono_ms();
 	if (ss->queue)
 		next_call(ss);
 	else
@@ -964,6 +967,70 @@ void wk_session_start(struct worker *w, struct slot *s)
 	al_log("info", "session_start", "job=%s tier=%s slot=%d", s->id, s->tier->name, s->index);
 }
 
+/* What is left of span after since (monotonic ms). */
+static uint64_t left_of(uint64_t since, uint64_t span)
+{
+	uint64_t gone = al_mono_ms() - since;
+
+	return gone < span ? span - gone : 0;
+}
+
+/* An info call (p): the session's limits (the whole session's, and each
+ * call's defaults), its usage so far, and the time left before it is
+ * idle and before its life ends, as one JSON object on stdout. */
+static void info_call(struct wk_session *ss, struct pending *p)
+{
+	const struct al_limits *l = &ss->s->job.limits;
+	const struct al_session_policy *sp = &ss->s->tier->sessions;
+	struct al_result res = {.id = p->call.id, .status = AL_ST_OK, .has_exit_code = true};
+	struct al_usage u;
+	size_t queued = 0;
+	json_t *doc;
+	char *text;
+
+	for (struct pending *q = ss->queue; q; q = q->next)
+		queued++;
+	doc =
+	    json_pack("{s:s, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}}", "session",
+		      ss->id, "limits", "memory_bytes", (json_int_t)l->memory_bytes, "pids",
+		      (json_int_t)l->pids, "disk_bytes", (json_int_t)l->disk_bytes, "cpu_millis",
+		      (json_int_t)ss->sb->spec.cpu_millis, "call_timeout_ms",
+		      (json_int_t)l->wall_ms, "call_cpu_ms", (json_int_t)l->cpu_ms, "stdout_bytes",
+		      (json_int_t)l->stdout_bytes, "stderr_bytes", (json_int_t)l->stderr_bytes,
+		      "cpu_budget_ms", (json_int_t)sp->cpu_budget_ms, "idle_ms",
+		      (json_int_t)sp->idle_ms, "max_life_ms", (json_int_t)sp->max_life_ms);
+	if (doc) {
+		json_object_set_new(
+		    doc, "usage",
+		    json_pack("{s:I, s:o, s:I, s:o}", "calls", (json_int_t)ss->calls, "cpu_ms",
+			      al_backend_usage(ss->sb, &u) == 0
+				  ? json_integer((json_int_t)(u.cpu_ns / 1000000))
+				  : json_null(),
+			      "queued", (json_int_t)queued, "running",
+			      ss->active ? json_string(ss->active->call.id) : json_null()));
+		json_object_set_new(
+		    doc, "idle_left_ms",
+		    json_integer((json_int_t)(ss->active
+						  ? sp->idle_ms
+						  : left_of(ss->idle_since_mono, sp->idle_ms))));
+		json_object_set_new(
+		    doc, "life_left_ms",
+		    json_integer((json_int_t)left_of(ss->opened_mono, sp->max_life_ms)));
+	}
+	text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+	json_decref(doc);
+	if (!text) {
+		reply_status(ss->w, p->call.session, p->call.id, AL_ST_SANDBOX_ERROR,
+			     "out of memory");
+	} else {
+		res.out = (struct al_bytes){text, strlen(text)};
+		res.backend = (char *)ss->s->ops->name;
+		reply(ss->w, p->call.session, p->call.id, &res);
+	}
+	free(text);
+	pending_free(p);
+}
+
 /* A cancel call (p): its target, running, is interrupted (its answer
  * says cancelled); queued, it is dropped and answered cancelled; else
  * (answered, or unknown) nothing. The cancel itself is answered ok, its
@@ -1065,6 +1132,10 @@ static void take_call(struct worker *w, const char *raw, size_t len)
 	}
 	if (p->call.op == AL_SESS_CANCEL) { /* at once, not after the calls before it */
 		cancel_call(ss, p);
+		return;
+	}
+	if (p->call.op == AL_SESS_INFO) { /* at once too: it asks the worker, not the sandbox */
+		info_call(ss, p);
 		return;
 	}
 	if (ss->state == SS_OPEN && !ss->active && p->call.op != AL_SESS_CLOSE)

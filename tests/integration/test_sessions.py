@@ -568,6 +568,7 @@ try:
         waiter = threading.Thread(target=long_call, args=("after1", "print('never')"))
         waiter.start()
         time.sleep(0.3)
+        inf = cs1.info()  # answered at once, while slow1 runs
         dropped = cs1.cancel("after1")
         t0 = time.monotonic()
         said = cs1.cancel("slow1")
@@ -583,6 +584,13 @@ try:
          "58g: cancel: a running call is interrupted (cancelled, %.2f s), a queued one never "
          "runs, the session and its state go on; cancelling a finished one does nothing"
          % took, (said, dropped, box, took, nxt, again))
+    u, lim = inf.get("usage", {}), inf.get("limits", {})
+    t.ok(u.get("running") == "slow1" and u.get("queued") == 1 and u.get("calls") == 2 and
+         lim.get("call_timeout_ms") == 60000 and lim.get("memory_bytes") == 268435456 and
+         lim.get("cpu_budget_ms") == 0 and 0 < inf.get("life_left_ms", 0) <= 600000 and
+         isinstance(u.get("cpu_ms"), int),
+         "58h: info, answered while a call runs: the session's limits (no CPU budget), its "
+         "usage (calls, CPU, the running call, one queued) and its life left", inf)
 
     # ---- the container boundary ----
     ok, why = limits_per_call(cl, "ctr", 8)
@@ -784,13 +792,16 @@ try:
     fetched = {cid: gs.result(cid, timeout=10).stdout for cid in gids}
     runs = gs.run_python("print(sorted(runs.items()))").stdout
     st, doc = Api(port).call("GET", "/v1/sessions/%s/calls/nosuch" % gs.id, key=keys["acme"])
+    sti, info = Api(port).call("GET", "/v1/sessions/%s" % gs.id, key=keys["acme"])
     t.ok(all(got.get(cid, (None,))[0] == b"1\n" for cid in gids) and
          all(v == b"1\n" for v in fetched.values()) and
          runs == ("%r\n" % sorted((cid, 1) for cid in gids)).encode() and
-         st == 202 and doc.get("state") == "pending",
+         st == 202 and doc.get("state") == "pending" and sti == 200 and
+         info.get("usage", {}).get("calls", 0) >= 7 and "limits" in info,
          "58f: the gateway killed and restarted during 6 calls: each sent again with its id "
-         "answers once, GET .../calls/{call} fetches each answer, and a call it has not "
-         "answered is 202 pending", (got, fetched, runs, st, doc))
+         "answers once, GET .../calls/{call} fetches each answer, a call it has not "
+         "answered is 202 pending; GET /v1/sessions/{id} is its info", (got, fetched, runs,
+                                                                        st, doc, sti, info))
 finally:
     c.close()
 sys.exit(t.done())

@@ -118,6 +118,18 @@ class Session:
             raise SessionEnded(self.id, reason or "ended", detail)
         return res.stdout.decode(errors="replace")
 
+    def info(self) -> Dict[str, Any]:
+        """The session's limits (memory_bytes, pids, disk_bytes, cpu_millis,
+        each call's call_timeout_ms and call_cpu_ms, stdout_bytes,
+        stderr_bytes, cpu_budget_ms, idle_ms, max_life_ms), its usage
+        (calls, cpu_ms, queued, running) and idle_left_ms, life_left_ms.
+        Answered at once, even while a call runs."""
+        import json
+        res = self._call({"op": "info"}, None)
+        if res.status != "ok":
+            raise AirlockError("info: %s" % (res.error or res.status))
+        return json.loads(res.stdout)
+
     def result(self, call_id: str, timeout: Optional[float] = None) -> Result:
         """The answer of the session's call call_id (sent with run_python's
         or exec's call_id=), waited for up to timeout (None: as long as the

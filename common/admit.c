@@ -260,10 +260,6 @@ int al_policy_admit(const struct al_policy *pol, struct al_job *job, uint64_t no
 					  t->name, t->backend);
 		if (job->callback_url)
 			return al_err_set(err, AL_EINVAL, "callback_url: not for a session");
-		if (job->network != AL_NET_NONE)
-			return al_err_set(err, AL_EINVAL,
-					  "network: a session runs without network (egress is not "
-					  "offered in sessions)");
 		job->max_attempts = 1; /* a session's state cannot move: never again */
 	}
 	if (job->network == AL_NET_EGRESS && !t->egress)

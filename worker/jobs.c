@@ -322,23 +322,7 @@ void wk_job_run(struct worker *w, struct slot *s)
 	spec.job = &s->job;
 	wk_run_spec_of(s->tier, &s->job, (unsigned)s->index, &spec);
 	spec.attempt = s->attempt;
-	/* the job's narrowed rules (admission checked them), else the tier's */
-	s->negress = 0;
-	for (size_t i = 0; i < s->job.negress_allow && i < AL_EGRESS_RULES_MAX; i++)
-		if (!al_egress_rule_parse(s->job.egress_allow[i], &s->egress[s->negress], NULL))
-			s->negress++;
-	if (s->job.negress_allow) { /* inputs by URL come through them too */
-		spec.input_rules = s->egress;
-		spec.ninput_rules = s->negress;
-	}
-	if (s->job.network == AL_NET_EGRESS) {
-		spec.egress_rules = s->job.negress_allow ? s->egress : s->tier->egress_rules;
-		spec.negress_rules = s->job.negress_allow ? s->negress : s->tier->negress_rules;
-		spec.egress_max_bytes = s->tier->egress_max_bytes;
-		spec.egress_max_connections = s->tier->egress_max_connections;
-		spec.egress_max_open = s->tier->egress_max_open;
-		spec.egress_cache_bytes = s->tier->egress_cache_bytes;
-	}
+	wk_run_spec_egress(s->tier, &s->job, s->egress, &s->negress, &spec);
 	s->run_us = al_mono_us();
 	s->runner = wk_runner_start(w->base, s->ops, &w->conf->backend, &spec, on_job_done, s);
 	if (!s->runner) {

@@ -301,6 +301,12 @@ void wk_proxy_keep(struct wk_proxy *e, struct al_result *res, uint64_t ms, const
 		on_keep_end(-1, 0, e); /* fail closed: no proxy without its end */
 }
 
+void wk_proxy_transcript(struct wk_proxy *e, struct al_result *res)
+{
+	if (e)
+		move_transcript(e, res);
+}
+
 void wk_proxy_finish(struct wk_proxy *e, struct al_result *res)
 {
 	if (!e)

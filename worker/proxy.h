@@ -52,6 +52,9 @@ void wk_proxy_set_fd_budget(unsigned fds);
 /* Close every tunnel and move the transcript into res->egress (a count of
  * what did not fit goes to info.egress_unlisted; res NULL: nowhere). */
 void wk_proxy_finish(struct wk_proxy *e, struct al_result *res);
+/* The transcript so far into res (a session's call's: the proxy serves
+ * on); it starts again empty. */
+void wk_proxy_transcript(struct wk_proxy *e, struct al_result *res);
 void wk_proxy_free(struct wk_proxy *e);
 /* For a sandbox that outlives its result (a service VM): what the
  * transcript holds so far goes into res; the proxy serves on, logging each

@@ -103,6 +103,59 @@ static struct evdns_base *dns_of(struct event_base *base)
 	return dns;
 }
 
+void wk_run_spec_egress(const struct al_tier_policy *t, const struct al_job *job,
+			struct al_egress_rule *narrowed, size_t *nnarrowed,
+			struct al_run_spec *spec)
+{
+	/* the job's narrowed rules (admission checked them), else the tier's */
+	*nnarrowed = 0;
+	for (size_t i = 0; i < job->negress_allow && i < AL_EGRESS_RULES_MAX; i++)
+		if (!al_egress_rule_parse(job->egress_allow[i], &narrowed[*nnarrowed], NULL))
+			(*nnarrowed)++;
+	if (job->negress_allow) { /* inputs by URL come through them too */
+		spec->input_rules = narrowed;
+		spec->ninput_rules = *nnarrowed;
+	}
+	if (job->network == AL_NET_EGRESS) {
+		spec->egress_rules = job->negress_allow ? narrowed : t->egress_rules;
+		spec->negress_rules = job->negress_allow ? *nnarrowed : t->negress_rules;
+		spec->egress_max_bytes = t->egress_max_bytes;
+		spec->egress_max_connections = t->egress_max_connections;
+		spec->egress_max_open = t->egress_max_open;
+		spec->egress_cache_bytes = t->egress_cache_bytes;
+	}
+}
+
+struct wk_proxy *wk_runner_proxy(struct event_base *base, const struct al_backend_ops *ops,
+				 const struct al_backend_conf *conf, const struct al_run_spec *spec,
+				 int listen_fd)
+{
+	struct wk_proxy *e = wk_proxy_new(base, dns_of(base), listen_fd, spec->egress_rules,
+					  spec->negress_rules, spec->egress_max_bytes,
+					  spec->egress_max_connections, spec->egress_max_open, 0);
+
+	if (e && spec->egress_cache_bytes) {
+		/* each tenant's own, per tier: no job sees it, no tenant reads
+		 * another's (names are [A-Za-z0-9._:-], "t-" keeps ".." a name) */
+		char dir[PATH_MAX];
+		const char *sd = conf->state_dir ? conf->state_dir : "/var/lib/airlock";
+
+		if (al_pathf(dir, sizeof(dir), "%s/egress-cache/%s/t-%s", sd, spec->job->tier,
+			     spec->job->tenant ? spec->job->tenant : "default") ||
+		    al_mkdir_p(dir, 0700) || wk_proxy_set_cache(e, dir, spec->egress_cache_bytes))
+			al_log("warn", "egress_cache",
+			       "job=%s dir=%s note=\"no cache for this job: %s\"", spec->job->id,
+			       dir, strerror(errno));
+		/* https too, where the job got the bundle that trusts the CA */
+		else if (spec->cache_ca_file && (ops->caps & AL_CAP_FILES) &&
+			 wk_proxy_set_intercept(e, spec->ca_file))
+			al_log("warn", "egress_cache",
+			       "job=%s note=\"its https is not cached: the proxy cannot end it\"",
+			       spec->job->id);
+	}
+	return e;
+}
+
 static void finish(struct wk_runner *r)
 {
 	if (r->finished)
@@ -354,31 +407,9 @@ static void start_step(struct wk_runner *r, const struct al_run_spec *spec)
 	}
 	r->egress_keep_ms = w.egress_keep_ms;
 	if (w.egress_fd >= 0 &&
-	    !(r->egress = wk_proxy_new(r->base, dns_of(r->base), w.egress_fd, spec->egress_rules,
-				       spec->negress_rules, spec->egress_max_bytes,
-				       spec->egress_max_connections, spec->egress_max_open, 0))) {
+	    !(r->egress = wk_runner_proxy(r->base, r->ops, r->conf, spec, w.egress_fd))) {
 		wk_runner_stop(r, AL_ST_SANDBOX_ERROR, "runner: cannot start the egress proxy");
 		return;
-	}
-	if (r->egress && spec->egress_cache_bytes) {
-		/* each tenant's own, per tier: no job sees it, no tenant reads
-		 * another's (names are [A-Za-z0-9._:-], "t-" keeps ".." a name) */
-		char dir[PATH_MAX];
-		const char *sd = r->conf->state_dir ? r->conf->state_dir : "/var/lib/airlock";
-
-		if (al_pathf(dir, sizeof(dir), "%s/egress-cache/%s/t-%s", sd, spec->job->tier,
-			     spec->job->tenant ? spec->job->tenant : "default") ||
-		    al_mkdir_p(dir, 0700) ||
-		    wk_proxy_set_cache(r->egress, dir, spec->egress_cache_bytes))
-			al_log("warn", "egress_cache",
-			       "job=%s dir=%s note=\"no cache for this job: %s\"", spec->job->id,
-			       dir, strerror(errno));
-		/* https too, where the job got the bundle that trusts the CA */
-		else if (spec->cache_ca_file && (r->ops->caps & AL_CAP_FILES) &&
-			 wk_proxy_set_intercept(r->egress, spec->ca_file))
-			al_log("warn", "egress_cache",
-			       "job=%s note=\"its https is not cached: the proxy cannot end it\"",
-			       spec->job->id);
 	}
 	for (int i = 0; i < w.nfds; i++) {
 		r->watch[i] = event_new(r->base, w.fds[i], EV_READ | EV_PERSIST, on_ready, r);

@@ -41,6 +41,19 @@ bool wk_runner_setup_failed(const struct wk_runner *r);
 /* ...because the host's input cache had no room for its inputs. */
 bool wk_runner_cache_full(const struct wk_runner *r);
 void wk_runner_free(struct wk_runner *r);
+/* spec's network egress from the tier and the job: the job's own
+ * egress_allow rules (parsed into narrowed, AL_EGRESS_RULES_MAX of them,
+ * *nnarrowed set), else the tier's; its caps and cache. */
+struct al_egress_rule;
+void wk_run_spec_egress(const struct al_tier_policy *t, const struct al_job *job,
+			struct al_egress_rule *narrowed, size_t *nnarrowed,
+			struct al_run_spec *spec);
+/* The egress proxy of spec's sandbox (a job's, or a session's) on
+ * listen_fd (taken): the spec's rules and caps, its tenant's cache on the
+ * tier; NULL when it cannot start. */
+struct wk_proxy *wk_runner_proxy(struct event_base *base, const struct al_backend_ops *ops,
+				 const struct al_backend_conf *conf, const struct al_run_spec *spec,
+				 int listen_fd);
 
 /* The run spec of job (admitted to tier t) in slot: limits, image, tier's
  * environment, binds, network and VM settings; all but the egress rules,

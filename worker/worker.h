@@ -12,6 +12,7 @@
  *   slots.c    the slot table: slots and places, release, hold, give back
  *   health.c   a backend that keeps failing to set up sandboxes: paused,
  *              probed, resumed
+ *   session_calls.c  a session's calls run, timed, interrupted, answered
  *   sessions.c sessions: a slot's sandbox kept for a tenant's calls
  *   jobs.c     running a job: admission re-check, the runner, its result,
  *              held jobs started in freed slots, histograms

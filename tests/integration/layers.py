@@ -73,7 +73,7 @@ t.ok(client_syms and not any(linked.values()),
 
 # the worker's parts, a job's path bottom first (worker/worker.h): a part
 # calls only those before it; the other way goes through the loop pass
-PATH = ["commit", "slots", "health", "sessions", "jobs", "fetch", "control", "service"]
+PATH = ["commit", "slots", "health", "session_calls", "sessions", "jobs", "fetch", "control", "service"]
 
 
 def syms(part, flag):

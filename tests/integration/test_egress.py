@@ -18,11 +18,14 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "client", "python"))
 from altest import Tap, need_root  # noqa: E402
 from cluster import Cluster  # noqa: E402
 from policies import DEFAULTS, policy, tier_def  # noqa: E402
 from pkgs import wheel  # noqa: E402
 from testinet import TestInternet  # noqa: E402
+
+import airlock  # noqa: E402
 
 t = Tap()
 need_root()
@@ -50,7 +53,8 @@ IMAGES = os.environ.get("AIRLOCK_IMAGES", "/var/lib/airlock/images")
 NET_KEYS = {"egress": {"allow": ["%s.0/24:8000" % NET, "%s.0/24:8443" % NET, "localhost:8000",
                                   "pypi.example.invalid:443"],
                         "max_bytes": 3000000, "max_connections": 20},
-            "defaults": dict(DEFAULTS, wall_ms=60000, memory_bytes=536870912)}
+            "defaults": dict(DEFAULTS, wall_ms=60000, memory_bytes=536870912),
+            "sessions": {"max_per_tenant": 4, "idle_s": 600, "max_life_s": 600}}
 # the same with the test internet's own CA trusted (egress.ca_file): what an
 # intercepting proxy's network needs
 CA_KEYS = dict(NET_KEYS, egress=dict(NET_KEYS["egress"], ca_file=INET.ca))
@@ -206,6 +210,34 @@ def tier_suite(c, tier):
          "%s: a job cannot widen the list: rejected at admission" % b, r.get("error"))
 
 
+def session_suite(c, tier):
+    """Network in a session, as deliberate as a job's (issue 58): a plain
+    pip install from the test's index in one call, the package imported in
+    the next, each call's transcript its own; a host off the list refused
+    and listed."""
+    b = TIERS[tier]
+    with open(INET.ca, "rb") as f:
+        ca = f.read()
+    with airlock.Client(redis=c.url, tier=tier).session(network="egress", timeout=120) as s:
+        s.put("ca.pem", ca)
+        r1 = s.exec("pip install --index-url https://%s:8443/simple --cert ca.pem airlock-demo"
+                    % SRV)
+        r2 = s.run_python("import airlock_demo\nprint(airlock_demo.VALUE)")
+        r3 = s.run_python("import urllib.request\ntry:\n    urllib.request.urlopen("
+                          "'http://off.example.invalid:8000/', timeout=20)\nexcept Exception "
+                          "as e:\n    print('refused', getattr(e, 'code', ''))")
+    ok1 = r1.status == "ok" and r1.egress and all(
+        e["allowed"] and e["addr"] == SRV and e["port"] == 8443 for e in r1.egress)
+    t.ok(ok1 and r2.stdout == b"42\n" and not r2.egress and
+         b"refused 403" in r3.stdout and
+         [(e["host"], e["allowed"]) for e in r3.egress] == [("off.example.invalid", False)],
+         "%s: a session with network egress: pip install from the allowed index in one call "
+         "(its transcript: %d connections, allowed), the package imported in the next (no "
+         "connection), a host off the list refused and in that call's transcript"
+         % (b, len(r1.egress)),
+         (r1.status, r1.stderr[-400:], r1.egress, r2, r3.stdout, r3.egress))
+
+
 c = None
 try:
     internet()
@@ -216,6 +248,7 @@ try:
              extra=["--images", IMAGES])
     for tier in TIERS:
         tier_suite(c, tier)
+        session_suite(c, tier)
 
     # egress.ca_file: the job's TLS clients and the worker's input fetcher
     # trust the tier's CA (here the test server's own), on every boundary

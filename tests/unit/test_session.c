@@ -218,7 +218,7 @@ int main(void)
 		static const struct {
 			const char *what, *want;
 		} bad[] = {
-		    {"tier", "does not open sessions"}, {"network", "runs without network"},
+		    {"tier", "does not open sessions"}, {"network", "does not allow egress"},
 		    {"code", "has no command"},		{"callback", "not for a session"},
 		    {"vm", "does not keep sessions"},
 		};
@@ -229,7 +229,7 @@ int main(void)
 		    !load_policy_text("tiers:\n  s: {backend: process, sessions: {}, egress: "
 				      "{allow: [\"a.example:443\"]}, callback_hosts: [a.example]}\n"
 				      "  plain: {backend: process}\n  svc: {backend: vm, sessions: "
-				      "{}}\n",
+				      "{}}\n  closed: {backend: process, sessions: {}}\n",
 				      &pol, &err),
 		    "a policy with a session tier loads: %s", err.msg);
 		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -241,8 +241,8 @@ int main(void)
 
 			if (!strcmp(bad[i].what, "tier"))
 				job.tier = (char *)"plain";
-			else if (!strcmp(bad[i].what, "network"))
-				job.network = AL_NET_EGRESS;
+			else if (!strcmp(bad[i].what, "network")) /* a tier without egress rules */
+				job.network = AL_NET_EGRESS, job.tier = (char *)"closed";
 			else if (!strcmp(bad[i].what, "code"))
 				job.runtime = AL_RUNTIME_PYTHON,
 				job.code = (struct al_bytes){(char *)"1", 1};
@@ -266,6 +266,7 @@ int main(void)
 					     .max_attempts = 5};
 
 			memset(&err, 0, sizeof(err));
+			job.network = AL_NET_EGRESS; /* its tier's rules allow it, as a job's */
 			TAP_OK(!al_policy_admit(&pol, &job, 0, &err) && job.max_attempts == 1,
 			       "a session's job is admitted, with one attempt (its state cannot "
 			       "move): %s",

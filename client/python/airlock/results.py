@@ -101,6 +101,9 @@ class Result:
     max_score: Optional[int] = None
     groups: List[Dict[str, Any]] = field(default_factory=list)  # [{name, score, max_score}]
     outputs: List[Output] = field(default_factory=list)  # a session's python call: figures
+    # network egress: each connection the job (or the call) made or was refused,
+    # as the proxy's transcript: {host, port, addr, allowed, why, up, down, ms}
+    egress: List[Dict[str, Any]] = field(default_factory=list)
     raw: Dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property
@@ -134,7 +137,7 @@ class Result:
                    peak_memory_bytes=m.get("peak_memory_bytes") or 0,
                    max_rss_bytes=m.get("max_rss_bytes") or 0,
                    attempt=m.get("attempt") or 0, backend=m.get("backend"),
-                   info=dict(m.get("info") or {}),
+                   info=dict(m.get("info") or {}), egress=list(m.get("egress") or []),
                    files={f.get("path", ""): _bytes_of(f, "data") for f in m.get("files") or []},
                    files_truncated=[f.get("path", "") for f in m.get("files") or []
                                     if f.get("truncated")],

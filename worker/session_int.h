@@ -1,0 +1,108 @@
+/* session_int.h - what a session's two files share: sessions.c (its life:
+ * start, open, end, the server's channel, its calls taken from Redis)
+ * and session_calls.c (its calls run, answered), which calls nothing of
+ * sessions.c (the session's end reaches it as ss->end). Internal to
+ * worker/. */
+#ifndef AL_SESSION_INT_H
+#define AL_SESSION_INT_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <event2/event.h>
+
+#include "../proto/call.h"
+#include "worker.h"
+
+#define HELLO_MS     30000 /* the server's first frame, after start */
+#define INTERRUPT_MS 2000  /* a call interrupted at its time: this long to stop */
+#define EXIT_WAIT_MS 1000  /* the server gone: this long for the sandbox's end */
+#define FRAME_SLACK  (1u << 20)
+#define CPU_POLL_MS  200  /* a call's CPU looked at this often (backends that report it) */
+#define SEEN_CALLS   4096 /* a session's last call ids, each run at most once */
+/* a session's sandbox without a CPU budget: its CPU limit, ms (years) */
+#define NO_CPU_BUDGET_MS (1ull << 40)
+
+struct pending {
+	struct pending *next;
+	struct al_sess_call call;
+};
+
+enum sess_state { SS_STARTING, SS_OPENING, SS_OPEN, SS_ENDED };
+
+struct wk_session {
+	struct wk_session *next;
+	struct worker *w;
+	struct slot *s;
+	enum sess_state state;
+	struct al_sandbox *sb;
+	struct event *watch[AL_WATCH_MAX];
+	int nwatch;
+	int listen_fd;
+	struct event *listen_ev;
+	struct bufferevent *chan;
+	struct event *timer;	/* hello, idle, the call's time, then its interrupt */
+	struct event *life;	/* the session's maximum life */
+	struct event *cpu_poll; /* the active call's CPU, looked at */
+	struct wk_proxy *egress; /* network egress: its proxy, for all its calls */
+	uint64_t cpu_base_ns;	/* the sandbox's CPU when the call began */
+	uint64_t call_cpu_ms;	/* the active call's CPU time */
+	bool cpu_over;		/* ...which it used up (the host saw it): interrupted */
+	bool cancelled;		/* ...or a client cancelled it: interrupted */
+	/* the ids of the calls taken (a ring): a call sent again with the id of
+	 * one of them (a client's retry after a fault) runs no second time */
+	char (*seen)[AL_ID_MAX + 1];
+	unsigned nseen, seen_at;
+	struct pending *queue;	/* calls waiting, in order */
+	struct pending *active; /* the call the server runs */
+	bool interrupted;	/* the active call passed its time */
+	bool live;		/* ...its output goes to al:out:<call id> */
+	bool out_ttl_set;	/* ...whose TTL is set (at its first chunk) */
+	uint64_t live_sent[2];	/* ...bytes of stdout, stderr streamed */
+	bool chan_gone;		/* the server closed its end: the sandbox ends */
+	uint64_t call_t0;
+	uint64_t opened_ms;
+	uint64_t opened_mono, idle_since_mono; /* its life's and its idleness's start */
+	unsigned calls;
+	/* ended while SESSION_OPEN was in flight: its answer finishes it */
+	bool open_in_flight;
+	char id[AL_ID_MAX + 1]; /* the session's (its open job's) */
+	enum al_sess_end why;
+	char end_msg[AL_ERR_MSG_MAX];
+	/* sessions.c's end_session: how a call ends the session (a broken
+	 * server, a call that will not stop) without calling up into it */
+	void (*end)(struct wk_session *ss, enum al_sess_end why, const char *detail);
+};
+
+/* session_calls.c */
+/* A call's answer (a result, or just a status and why) onto its keys. */
+void wk_sess_reply(struct worker *w, const char *sid, const char *call_id, struct al_result *res);
+void wk_sess_reply_status(struct worker *w, const char *sid, const char *call_id,
+			  enum al_status_code st, const char *msg);
+void wk_sess_pending_free(struct pending *p);
+/* A frame (doc, taken) to the session's server; nonzero when it cannot go. */
+int wk_sess_send(struct wk_session *ss, json_t *doc);
+/* The largest frame the server may send for the active call. */
+size_t wk_sess_frame_max(const struct wk_session *ss);
+void wk_sess_arm(struct event *ev, uint64_t ms);
+/* The idle timer, from now. */
+void wk_sess_arm_idle(struct wk_session *ss);
+/* The next queued call to the server, if none runs. */
+void wk_sess_next(struct wk_session *ss);
+/* The active call stops (why: time, cpu, cancel); the session goes on if
+ * it does within INTERRUPT_MS. */
+void wk_sess_interrupt(struct wk_session *ss, const char *why);
+/* The cpu_poll timer's callback (arg: the session). */
+void wk_sess_on_cpu_poll(evutil_socket_t fd, short what, void *arg);
+/* The server's answer to the active call, and a live output chunk. */
+void wk_sess_answer(struct wk_session *ss, json_t *doc);
+void wk_sess_chunk(struct wk_session *ss, json_t *doc);
+/* info and cancel calls (p, taken), answered at once. */
+void wk_sess_info(struct wk_session *ss, struct pending *p);
+void wk_sess_cancel(struct wk_session *ss, struct pending *p);
+/* True the first time the session takes a call of this id (within its
+ * last SEEN_CALLS); then remembered. */
+bool wk_sess_seen_first(struct wk_session *ss, const char *id);
+
+#endif

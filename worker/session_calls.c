@@ -60,7 +60,7 @@ void wk_sess_reply(struct worker *w, const char *sid, const char *call_id, struc
 }
 
 void wk_sess_reply_status(struct worker *w, const char *sid, const char *call_id,
-			 enum al_status_code st, const char *msg)
+			  enum al_status_code st, const char *msg)
 {
 	struct al_result res = {.id = (char *)call_id, .status = st, .error = (char *)msg};
 
@@ -153,7 +153,7 @@ void wk_sess_next(struct wk_session *ss)
 		if (!code) {
 			json_decref(doc);
 			wk_sess_reply_status(ss->w, c->session, c->id, AL_ST_REJECTED,
-				     "code: not valid UTF-8 text");
+					     "code: not valid UTF-8 text");
 			wk_sess_pending_free(ss->active);
 			ss->active = NULL;
 			wk_sess_next(ss);
@@ -495,7 +495,7 @@ void wk_sess_info(struct wk_session *ss, struct pending *p)
 	json_decref(doc);
 	if (!text) {
 		wk_sess_reply_status(ss->w, p->call.session, p->call.id, AL_ST_SANDBOX_ERROR,
-			     "out of memory");
+				     "out of memory");
 	} else {
 		res.out = (struct al_bytes){text, strlen(text)};
 		res.backend = (char *)ss->s->ops->name;
@@ -527,8 +527,8 @@ void wk_sess_cancel(struct wk_session *ss, struct pending *p)
 
 				*q = gone->next;
 				wk_sess_reply_status(ss->w, gone->call.session, gone->call.id,
-					     AL_ST_CANCELLED,
-					     "cancelled by a client before it ran");
+						     AL_ST_CANCELLED,
+						     "cancelled by a client before it ran");
 				wk_sess_pending_free(gone);
 				what = "dropped before it ran";
 				break;

@@ -42,14 +42,14 @@ struct wk_session {
 	int listen_fd;
 	struct event *listen_ev;
 	struct bufferevent *chan;
-	struct event *timer;	/* hello, idle, the call's time, then its interrupt */
-	struct event *life;	/* the session's maximum life */
-	struct event *cpu_poll; /* the active call's CPU, looked at */
+	struct event *timer;	 /* hello, idle, the call's time, then its interrupt */
+	struct event *life;	 /* the session's maximum life */
+	struct event *cpu_poll;	 /* the active call's CPU, looked at */
 	struct wk_proxy *egress; /* network egress: its proxy, for all its calls */
-	uint64_t cpu_base_ns;	/* the sandbox's CPU when the call began */
-	uint64_t call_cpu_ms;	/* the active call's CPU time */
-	bool cpu_over;		/* ...which it used up (the host saw it): interrupted */
-	bool cancelled;		/* ...or a client cancelled it: interrupted */
+	uint64_t cpu_base_ns;	 /* the sandbox's CPU when the call began */
+	uint64_t call_cpu_ms;	 /* the active call's CPU time */
+	bool cpu_over;		 /* ...which it used up (the host saw it): interrupted */
+	bool cancelled;		 /* ...or a client cancelled it: interrupted */
 	/* the ids of the calls taken (a ring): a call sent again with the id of
 	 * one of them (a client's retry after a fault) runs no second time */
 	char (*seen)[AL_ID_MAX + 1];

@@ -335,8 +335,9 @@ void wk_sess_answer(struct wk_session *ss, json_t *doc)
 		res.status = AL_ST_CANCELLED;
 		free(res.error);
 		res.error = strdup("cancelled by a client: interrupted; the session goes on");
-	} else if (ss->cpu_over ||
-		   (ss->interrupted && json_is_true(json_object_get(doc, "cpu_limit")))) {
+	} else if (ss->cpu_over || json_is_true(json_object_get(doc, "cpu_limit"))) {
+		/* the host saw it (cgroup), or the server in the sandbox did (its
+		 * word decides only this call's status) */
 		char why[160];
 
 		res.status = AL_ST_CPU_LIMIT;

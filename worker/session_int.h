@@ -21,8 +21,8 @@
 #define FRAME_SLACK  (1u << 20)
 #define CPU_POLL_MS  200  /* a call's CPU looked at this often (backends that report it) */
 #define SEEN_CALLS   4096 /* a session's last call ids, each run at most once */
-/* a session's sandbox without a CPU budget: its CPU limit, ms (years) */
-#define NO_CPU_BUDGET_MS (1ull << 40)
+/* a session's sandbox without a CPU budget: its CPU limit, ms */
+#define NO_CPU_BUDGET_MS AL_LIMIT_WALL_MS_MAX /* a week: past any max_life_s */
 
 struct pending {
 	struct pending *next;

@@ -88,7 +88,7 @@ def limits_per_call(cl, tier, calls):
         rs = [s.run_python(BURN % 0.9) for _ in range(calls)]
         hot = s.run_python(BURN % 3, cpu=1, timeout=20)
         after = s.run_python("print(n)")
-        big = s.run_python("import sys\nsys.stdout.write('<' + 'x' * ((1 << 20) - 2) + '>')",
+        big = s.run_python("import sys\n_ = sys.stdout.write('<' + 'x' * ((1 << 20) - 2) + '>')",
                            output_max=4096)
     ok = [r.status for r in rs] == ["ok"] * calls and \
         rs[-1].stdout == b"%d\n" % calls

@@ -351,9 +351,10 @@ try:
     mi.call("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
                            "clientInfo": {"name": "i", "version": "1"}})
     ri = mi.call("tools/call", {"name": "run_python", "arguments": {"code": "print(1)"}})
-    t.ok(ri.get("result", {}).get("isError") is True and "nosuchimage" in text(ri),
-         "--image names the session's image: one the tier does not offer is a tool error "
-         "naming it", ri)
+    t.ok(ri.get("result", {}).get("isError") is True and
+         "image: tier sess offers no catalogue image" in text(ri),
+         "--image names the session's image: one the tier does not offer (none here) is a "
+         "tool error saying so", ri)
     mi.p.stdin.close()
     mi.p.wait(10)
 

@@ -291,9 +291,12 @@ int ctr_make(struct al_sandbox *sb, const struct ctr_argv *argv, struct al_err *
 	    (c->egress_fd = al_netns_new(AL_EGRESS_PROXY_PORT, NULL, &c->netns_fd, err)) < 0)
 		return al_err_wrap(err, "container");
 	/* A session: its server's socket, an abstract name of a namespace made
-	 * here (loopback only), where nothing outside the container reaches. */
-	if (sb->spec.session && sb->spec.network != AL_NET_EGRESS &&
-	    (c->session_fd = al_netns_new(0, AL_SESSION_SOCKET, &c->netns_fd, err)) < 0)
+	 * here (loopback only; with egress, the job's one), where nothing
+	 * outside the container reaches. */
+	if (sb->spec.session &&
+	    (c->session_fd = sb->spec.network == AL_NET_EGRESS
+				 ? al_netns_listen_unix(c->netns_fd, AL_SESSION_SOCKET, err)
+				 : al_netns_new(0, AL_SESSION_SOCKET, &c->netns_fd, err)) < 0)
 		return al_err_wrap(err, "container");
 	return ctr_write_config(sb, argv, err);
 }

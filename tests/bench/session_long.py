@@ -24,6 +24,7 @@ from cluster import Cluster  # noqa: E402
 from policies import DEFAULTS, policy, tier_def  # noqa: E402
 
 import airlock  # noqa: E402
+from session_latency import session_memory as sandbox_bytes  # noqa: E402
 
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 200
 IMAGES = os.environ.get("AIRLOCK_IMAGES", "/var/lib/airlock/images")
@@ -45,19 +46,6 @@ def rss_kib(pid):
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])
     return 0
-
-
-def sandbox_bytes(worker):
-    """Memory the worker's sandbox cgroups hold now (v1 or v2)."""
-    total = 0
-    for root in ("/sys/fs/cgroup/memory/airlock/" + worker, "/sys/fs/cgroup/airlock/" + worker):
-        for d, _, files in os.walk(root):
-            for f in ("memory.usage_in_bytes", "memory.current"):
-                if f in files and d != root and os.path.basename(d) not in ("process",
-                                                                           "container"):
-                    with open(os.path.join(d, f)) as fh:
-                        total += int(fh.read())
-    return total
 
 
 def pct(v, q):

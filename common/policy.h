@@ -69,7 +69,10 @@ struct al_tier_policy {
 		bool on;		 /* sessions: {...} given: the tier opens sessions */
 		uint32_t max_per_tenant; /* open at once per tenant (default 4) */
 		uint64_t idle_ms;	 /* ended after this long without a call (default 600 s) */
-		uint64_t max_life_ms;	 /* ended this long after it opened (default 3600 s) */
+		uint64_t max_life_ms;	 /* ended this long after it opened (default 3600 s),
+					  * at most: an extend call moves its end up to it */
+		uint64_t life_ms;	 /* ...its end when it opens (life_s; default max_life) */
+		uint64_t max_idle_ms;	 /* an extend call moves idle_s up to it (default idle_s) */
 		uint64_t cpu_budget_ms;	 /* the CPU of all its calls, at most (0: none) */
 	} sessions;
 };

@@ -146,10 +146,10 @@ static int parse_sessions(struct ctx *c, yaml_node_t *v, struct al_tier_policy *
 	static const struct {
 		const char *key;
 		uint64_t min, max, scale;
-	} keys[] = {{"max_per_tenant", 1, 10000, 1},
-		    {"idle_s", 1, 7 * 24 * 3600, 1000},
-		    {"max_life_s", 1, 7 * 24 * 3600, 1000},
-		    {"cpu_budget_s", 1, 7 * 24 * 3600, 1000}};
+	} keys[] = {
+	    {"max_per_tenant", 1, 10000, 1},	    {"idle_s", 1, 7 * 24 * 3600, 1000},
+	    {"max_life_s", 1, 7 * 24 * 3600, 1000}, {"cpu_budget_s", 1, 7 * 24 * 3600, 1000},
+	    {"life_s", 1, 7 * 24 * 3600, 1000},	    {"max_idle_s", 1, 7 * 24 * 3600, 1000}};
 	struct al_session_policy *sp = &t->sessions;
 	yaml_node_t *k, *e;
 	uint64_t u;
@@ -157,7 +157,7 @@ static int parse_sessions(struct ctx *c, yaml_node_t *v, struct al_tier_policy *
 
 	if ((rc = al_pol_map(c, v, "sessions")))
 		return rc;
-	*sp = (struct al_session_policy){true, 4, 600000, 3600000, 0};
+	*sp = (struct al_session_policy){true, 4, 600000, 3600000, 0, 0, 0};
 	FOR_PAIRS(c, v, k, e, ps)
 	{
 		const char *key = al_pol_scalar(k);
@@ -169,7 +169,7 @@ static int parse_sessions(struct ctx *c, yaml_node_t *v, struct al_tier_policy *
 			return al_pol_fail(
 			    c, k,
 			    "sessions: unknown key \"%s\"; use max_per_tenant, idle_s, "
-			    "max_life_s or cpu_budget_s",
+			    "max_life_s, cpu_budget_s, life_s or max_idle_s",
 			    key ? key : "?");
 		if ((rc = al_pol_u64(c, e, key, &u)))
 			return rc;
@@ -183,9 +183,26 @@ static int parse_sessions(struct ctx *c, yaml_node_t *v, struct al_tier_policy *
 			sp->idle_ms = u * keys[i].scale;
 		else if (i == 2)
 			sp->max_life_ms = u * keys[i].scale;
-		else
+		else if (i == 3)
 			sp->cpu_budget_ms = u * keys[i].scale;
+		else if (i == 4)
+			sp->life_ms = u * keys[i].scale;
+		else
+			sp->max_idle_ms = u * keys[i].scale;
 	}
+	/* what an extend may move them up to: what they start at, unless said */
+	if (!sp->life_ms)
+		sp->life_ms = sp->max_life_ms;
+	if (!sp->max_idle_ms)
+		sp->max_idle_ms = sp->idle_ms;
+	if (sp->life_ms > sp->max_life_ms)
+		return al_pol_fail(c, v, "sessions.life_s: %llu s is past max_life_s (%llu s)",
+				   (unsigned long long)(sp->life_ms / 1000),
+				   (unsigned long long)(sp->max_life_ms / 1000));
+	if (sp->idle_ms > sp->max_idle_ms)
+		return al_pol_fail(c, v, "sessions.idle_s: %llu s is past max_idle_s (%llu s)",
+				   (unsigned long long)(sp->idle_ms / 1000),
+				   (unsigned long long)(sp->max_idle_ms / 1000));
 	return AL_OK;
 }
 

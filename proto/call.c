@@ -8,8 +8,8 @@
 #include "codec.h"
 #include "mp.h"
 
-static const char *const op_names[AL_SESS_OP_COUNT] = {"exec", "python", "put",	   "get",
-						       "ls",   "close",	 "cancel", "info"};
+static const char *const op_names[AL_SESS_OP_COUNT] = {"exec",	"python", "put",  "get",   "ls",
+						       "close", "cancel", "info", "extend"};
 static const char *const end_names[AL_SESS_END_COUNT] = {"closed",	"idle",	       "max_life",
 							 "limit",	"call_stuck",  "exited",
 							 "worker_lost", "worker_stop", "broken"};
@@ -83,6 +83,10 @@ int al_sess_call_validate(const struct al_sess_call *c, struct al_err *err)
 		if (c->path && c->path[0] && (rc = al_check_rel_path("path", c->path, err)))
 			return rc;
 		break;
+	case AL_SESS_EXTEND:
+		if (!c->idle_ms && !c->life_ms)
+			return al_err_set(err, AL_EINVAL, "extend: needs idle_ms, life_ms or both");
+		break;
 	case AL_SESS_CANCEL:
 		if (!c->target || !al_job_id_ok(c->target, strlen(c->target)))
 			return al_err_set(err, AL_EINVAL,
@@ -123,12 +127,15 @@ enum call_field {
 	C_CPU,
 	C_OUTPUT_MAX,
 	C_TARGET,
+	C_IDLE,
+	C_LIFE,
 	C_COUNT
 };
 
 static const char *const call_field_names[C_COUNT] = {
-    "v",    "id",   "session",	  "tenant",	  "op",	    "code",	  "argv",  "path",
-    "data", "mode", "timeout_ms", "submitted_ms", "cpu_ms", "output_max", "target"};
+    "v",      "id",	    "session", "tenant",  "op",		"code",
+    "argv",   "path",	    "data",    "mode",	  "timeout_ms", "submitted_ms",
+    "cpu_ms", "output_max", "target",  "idle_ms", "life_ms"};
 
 static int dec_field(enum call_field f, const msgpack_object *v, struct al_sess_call *c,
 		     struct al_err *err)
@@ -152,7 +159,7 @@ static int dec_field(enum call_field f, const msgpack_object *v, struct al_sess_
 		if (rc < 0)
 			rc = al_err_set(err, AL_EINVAL,
 					"op: unknown \"%s\": expected exec, python, put, get, ls, "
-					"close, cancel or info",
+					"close, cancel, info or extend",
 					s);
 		else
 			c->op = (enum al_sess_op)rc, rc = AL_OK;
@@ -175,6 +182,8 @@ static int dec_field(enum call_field f, const msgpack_object *v, struct al_sess_
 		return al_mp_get_uint(v, "submitted_ms", 0, UINT64_MAX, &c->submitted_ms, err);
 	case C_CPU: return al_mp_get_uint(v, "cpu_ms", 1, AL_LIMIT_WALL_MS_MAX, &c->cpu_ms, err);
 	case C_TARGET: return al_mp_get_text(v, "target", AL_ID_MAX, &c->target, err);
+	case C_IDLE: return al_mp_get_uint(v, "idle_ms", 1, AL_LIMIT_WALL_MS_MAX, &c->idle_ms, err);
+	case C_LIFE: return al_mp_get_uint(v, "life_ms", 1, AL_LIMIT_WALL_MS_MAX, &c->life_ms, err);
 	case C_OUTPUT_MAX:
 		return al_mp_get_uint(v, "output_max", AL_SESS_OUTPUT_MAX_MIN, AL_LIMIT_OUTPUT_MAX,
 				      &c->output_max, err);
@@ -258,6 +267,8 @@ int al_sess_call_encode(const struct al_sess_call *c, struct al_buf *out, struct
 	n += c->cpu_ms > 0;
 	n += c->output_max > 0;
 	n += c->target != NULL;
+	n += c->idle_ms > 0;
+	n += c->life_ms > 0;
 	al_mp_packer_init(&pk, out);
 	bad |= msgpack_pack_map(&pk, n);
 	bad |= al_mp_pack_kv_uint(&pk, "v", AL_PROTO_VERSION);
@@ -285,6 +296,10 @@ int al_sess_call_encode(const struct al_sess_call *c, struct al_buf *out, struct
 		bad |= al_mp_pack_kv_uint(&pk, "output_max", c->output_max);
 	if (c->target)
 		bad |= al_mp_pack_kv_str(&pk, "target", c->target);
+	if (c->idle_ms)
+		bad |= al_mp_pack_kv_uint(&pk, "idle_ms", c->idle_ms);
+	if (c->life_ms)
+		bad |= al_mp_pack_kv_uint(&pk, "life_ms", c->life_ms);
 	return bad ? al_err_set(err, AL_ENOMEM, "call %s: out of memory while encoding", c->id)
 		   : AL_OK;
 }

@@ -29,6 +29,8 @@ enum al_sess_op {
 	AL_SESS_CANCEL, /* stop the call named target (running: interrupted; queued:
 			 * dropped); both answered cancelled, the session goes on */
 	AL_SESS_INFO,	/* the session's limits, usage and time left (stdout: JSON) */
+	AL_SESS_EXTEND, /* its idle time and its life from now: idle_ms, life_ms, each
+			 * up to the tier's most (answered as info) */
 	AL_SESS_OP_COUNT
 };
 
@@ -64,6 +66,8 @@ struct al_sess_call {
 	uint64_t output_max;  /* exec, python: each stream cut to its head and tail of
 			       * at most this many bytes (0 = kept up to the caps) */
 	char *target;	      /* cancel: the id of the call to stop */
+	uint64_t idle_ms;     /* extend: the session's idle time from now on */
+	uint64_t life_ms;     /* extend: its life from now (its end moves up to that) */
 	uint64_t submitted_ms;
 };
 

@@ -114,7 +114,7 @@ void wk_sess_arm(struct event *ev, uint64_t ms)
 void wk_sess_arm_idle(struct wk_session *ss)
 {
 	ss->idle_since_mono = al_mono_ms();
-	wk_sess_arm(ss->timer, ss->s->tier->sessions.idle_ms);
+	wk_sess_arm(ss->timer, ss->idle_ms);
 }
 
 /* Send the next queued call to the server. */
@@ -465,16 +465,19 @@ void wk_sess_info(struct wk_session *ss, struct pending *p)
 
 	for (struct pending *q = ss->queue; q; q = q->next)
 		queued++;
-	doc =
-	    json_pack("{s:s, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}}", "session",
-		      ss->id, "limits", "memory_bytes", (json_int_t)l->memory_bytes, "pids",
-		      (json_int_t)l->pids, "disk_bytes", (json_int_t)l->disk_bytes, "cpu_millis",
-		      (json_int_t)ss->sb->spec.cpu_millis, "call_timeout_ms",
-		      (json_int_t)l->wall_ms, "call_cpu_ms", (json_int_t)l->cpu_ms, "stdout_bytes",
-		      (json_int_t)l->stdout_bytes, "stderr_bytes", (json_int_t)l->stderr_bytes,
-		      "cpu_budget_ms", (json_int_t)sp->cpu_budget_ms, "idle_ms",
-		      (json_int_t)sp->idle_ms, "max_life_ms", (json_int_t)sp->max_life_ms);
+	doc = json_pack("{s:s, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}}",
+			"session", ss->id, "limits", "memory_bytes", (json_int_t)l->memory_bytes,
+			"pids", (json_int_t)l->pids, "disk_bytes", (json_int_t)l->disk_bytes,
+			"cpu_millis", (json_int_t)ss->sb->spec.cpu_millis, "call_timeout_ms",
+			(json_int_t)l->wall_ms, "call_cpu_ms", (json_int_t)l->cpu_ms,
+			"stdout_bytes", (json_int_t)l->stdout_bytes, "stderr_bytes",
+			(json_int_t)l->stderr_bytes, "cpu_budget_ms", (json_int_t)sp->cpu_budget_ms,
+			"idle_ms", (json_int_t)ss->idle_ms, "life_ms", (json_int_t)ss->life_ms);
 	if (doc) {
+		json_object_set_new(json_object_get(doc, "limits"), "max_idle_ms",
+				    json_integer((json_int_t)sp->max_idle_ms));
+		json_object_set_new(json_object_get(doc, "limits"), "max_life_ms",
+				    json_integer((json_int_t)sp->max_life_ms));
 		json_object_set_new(
 		    doc, "usage",
 		    json_pack("{s:I, s:o, s:I, s:o}", "calls", (json_int_t)ss->calls, "cpu_ms",
@@ -486,11 +489,11 @@ void wk_sess_info(struct wk_session *ss, struct pending *p)
 		json_object_set_new(
 		    doc, "idle_left_ms",
 		    json_integer((json_int_t)(ss->active
-						  ? sp->idle_ms
-						  : left_of(ss->idle_since_mono, sp->idle_ms))));
+						  ? ss->idle_ms
+						  : left_of(ss->idle_since_mono, ss->idle_ms))));
 		json_object_set_new(
 		    doc, "life_left_ms",
-		    json_integer((json_int_t)left_of(ss->opened_mono, sp->max_life_ms)));
+		    json_integer((json_int_t)left_of(ss->opened_mono, ss->life_ms)));
 	}
 	text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
 	json_decref(doc);
@@ -504,6 +507,28 @@ void wk_sess_info(struct wk_session *ss, struct pending *p)
 	}
 	free(text);
 	wk_sess_pending_free(p);
+}
+
+/* An extend call (p): the session's idle time from now on, and its life
+ * from now (its end moved, never past opened + the tier's max_life_s;
+ * idle never past max_idle_s); answered as an info call. */
+void wk_sess_extend(struct wk_session *ss, struct pending *p)
+{
+	const struct al_session_policy *sp = &ss->s->tier->sessions;
+	uint64_t now = al_mono_ms();
+
+	if (p->call.idle_ms) {
+		ss->idle_ms = p->call.idle_ms < sp->max_idle_ms ? p->call.idle_ms : sp->max_idle_ms;
+		if (ss->state == SS_OPEN && !ss->active && !ss->queue)
+			wk_sess_arm_idle(ss); /* idle from now, for the new time */
+	}
+	if (p->call.life_ms && ss->state == SS_OPEN) {
+		uint64_t lived = now - ss->opened_mono, want = lived + p->call.life_ms;
+
+		ss->life_ms = want < sp->max_life_ms ? want : sp->max_life_ms;
+		wk_sess_arm(ss->life, ss->life_ms - lived);
+	}
+	wk_sess_info(ss, p);
 }
 
 /* A cancel call (p): its target, running, is interrupted (its answer

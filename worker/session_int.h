@@ -64,6 +64,7 @@ struct wk_session {
 	uint64_t call_t0;
 	uint64_t opened_ms;
 	uint64_t opened_mono, idle_since_mono; /* its life's and its idleness's start */
+	uint64_t idle_ms, life_ms; /* its idle time, its life (the tier's; extend moves them) */
 	unsigned calls;
 	/* ended while SESSION_OPEN was in flight: its answer finishes it */
 	bool open_in_flight;
@@ -98,8 +99,9 @@ void wk_sess_on_cpu_poll(evutil_socket_t fd, short what, void *arg);
 /* The server's answer to the active call, and a live output chunk. */
 void wk_sess_answer(struct wk_session *ss, json_t *doc);
 void wk_sess_chunk(struct wk_session *ss, json_t *doc);
-/* info and cancel calls (p, taken), answered at once. */
+/* info, extend and cancel calls (p, taken), answered at once. */
 void wk_sess_info(struct wk_session *ss, struct pending *p);
+void wk_sess_extend(struct wk_session *ss, struct pending *p);
 void wk_sess_cancel(struct wk_session *ss, struct pending *p);
 /* True the first time the session takes a call of this id (within its
  * last SEEN_CALLS); then remembered. */

@@ -371,7 +371,7 @@ static void on_opened(redisAsyncContext *ac, void *reply_, void *priv)
 	commit_open(ss, AL_ST_OK, NULL);
 	al_log("info", "session_open", "job=%s tenant=%s tier=%s open=%lld", ss->id,
 	       ss->s->job.tenant, ss->s->tier->name, r->element[1]->integer);
-	wk_sess_arm(ss->life, ss->s->tier->sessions.max_life_ms);
+	wk_sess_arm(ss->life, ss->life_ms);
 	ss->opened_mono = al_mono_ms();
 	if (ss->queue)
 		wk_sess_next(ss);
@@ -390,7 +390,7 @@ static void open_session(struct wk_session *ss)
 	    .tier = s->tier->name,
 	    .worker = w->conf->backend.worker_id,
 	    .lease_ms = w->policy.lease_ms,
-	    .life_ms = s->tier->sessions.max_life_ms,
+	    .life_ms = s->tier->sessions.life_ms,
 	    .max_per_tenant = s->tier->sessions.max_per_tenant,
 	};
 	struct al_call c;
@@ -429,6 +429,8 @@ void wk_session_start(struct worker *w, struct slot *s)
 	ss->w = w;
 	ss->s = s;
 	ss->end = end_session;
+	ss->idle_ms = s->tier->sessions.idle_ms;
+	ss->life_ms = s->tier->sessions.life_ms;
 	ss->listen_fd = -1;
 	ss->opened_ms = al_now_ms();
 	snprintf(ss->id, sizeof(ss->id), "%s", s->id);
@@ -563,6 +565,10 @@ static void take_call(struct worker *w, const char *raw, size_t len)
 	}
 	if (p->call.op == AL_SESS_INFO) { /* at once too: it asks the worker, not the sandbox */
 		wk_sess_info(ss, p);
+		return;
+	}
+	if (p->call.op == AL_SESS_EXTEND) {
+		wk_sess_extend(ss, p);
 		return;
 	}
 	if (ss->state == SS_OPEN && !ss->active && p->call.op != AL_SESS_CLOSE)

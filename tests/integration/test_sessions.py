@@ -51,7 +51,7 @@ POLICY = policy(
              sessions=SESS),
     tier_def("plain", "process", defaults=DEFAULTS),
     tier_def("budget", "process", defaults=DEFAULTS,
-             sessions=dict(SESS, cpu_budget_s=2)),
+             sessions=dict(SESS, cpu_budget_s=2, life_s=3, max_idle_s=60)),
     tier_def("vmtier", "microvm", image="python", defaults=dict(DEFAULTS, wall_ms=5000),
              sessions=SESS),
     tier_def("svc", "vm", image="python", ports=[8080], sessions=SESS),
@@ -543,6 +543,20 @@ try:
     t.ok(ok, "58a: process: 8 calls of 0.9 s CPU in a session of timeout=5 all ok (no "
          "budget for the session's CPU); a call past its cpu_ms is cpu_limit, the next runs "
          "with the state; output_max keeps 4096 bytes, head and tail, not ok", why)
+
+    # extend (issue 58): life_s 3 of max_life_s 600, idle_s 4 of max_idle_s 60
+    es = cl.session(tier="budget")
+    before = es.info()
+    after = es.extend(life=30, idle=3600)
+    time.sleep(4)  # past its life and its idle time as it opened: alive
+    alive = es.run_python("print('alive')").stdout
+    es.close()
+    t.ok(before["life_left_ms"] <= 3000 and after["limits"]["idle_ms"] == 60000 and
+         25000 < after["life_left_ms"] <= 30000 and after["limits"]["max_life_ms"] == 600000
+         and alive == b"alive\n",
+         "58i: extend: a session opened for 3 s (life_s) of 600 lives on 30 s from the call, "
+         "its idle time raised to the tier's max_idle_s (60 s, not the 3600 asked)",
+         (before, after, alive))
 
     with cl.session(tier="budget", timeout=5) as bs:
         spent = [bs.run_python(BURN % 0.9).status for _ in range(2)]

@@ -80,9 +80,14 @@ int main(void)
 		static const struct {
 			const char *yaml, *want;
 		} bad[] = {
-		    {"sessions: {idle: 5}", "sessions: unknown key \"idle\"; use max_per_tenant, "
-					    "idle_s, max_life_s or cpu_budget_s"},
+		    {"sessions: {idle: 5}",
+		     "sessions: unknown key \"idle\"; use max_per_tenant, "
+		     "idle_s, max_life_s, cpu_budget_s, life_s or max_idle_s"},
 		    {"sessions: {cpu_budget_s: 0}", "sessions.cpu_budget_s: expected 1..604800"},
+		    {"sessions: {life_s: 7200}",
+		     "sessions.life_s: 7200 s is past max_life_s (3600 s)"},
+		    {"sessions: {idle_s: 60, max_idle_s: 30}",
+		     "idle_s: 60 s is past max_idle_s (30 s)"},
 		    {"sessions: {max_per_tenant: 0}", "sessions.max_per_tenant: expected 1..10000"},
 		    {"sessions: {idle_s: 99999999}", "sessions.idle_s: expected 1..604800"},
 		    {"sessions: {max_life_s: -1}", "max_life_s"},

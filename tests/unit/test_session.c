@@ -89,6 +89,11 @@ int main(void)
 	    {{"v", "u:1", "id", "s:c1", "session", "s:s1", "op", "s:cancel", "target", "s:a b",
 	      NULL},
 	     "cancel: needs target"},
+	    {{"v", "u:1", "id", "s:c1", "session", "s:s1", "op", "s:extend", "life_ms", "u:60000",
+	      NULL},
+	     NULL},
+	    {{"v", "u:1", "id", "s:c1", "session", "s:s1", "op", "s:extend", NULL},
+	     "extend: needs idle_ms, life_ms or both"},
 	    {{"v", "u:1", "id", "s:c1", "session", "s:s1", "op", "s:frob", NULL}, "op: unknown"},
 	    {{"v", "u:1", "id", "s:c1", "session", "s:s1", NULL}, "op: missing"},
 	    {{"id", "s:c1", "session", "s:s1", "op", "s:ls", NULL}, "v: missing"},
@@ -138,6 +143,8 @@ int main(void)
 				       back.cpu_ms == call.cpu_ms &&
 				       back.output_max == call.output_max &&
 				       (!call.target || !strcmp(back.target, call.target)) &&
+				       back.life_ms == call.life_ms &&
+				       back.idle_ms == call.idle_ms &&
 				       !strcmp(back.tenant, "default");
 				al_sess_call_free(&back);
 			}

@@ -130,6 +130,22 @@ class Session:
             raise AirlockError("info: %s" % (res.error or res.status))
         return json.loads(res.stdout)
 
+    def extend(self, *, idle: Optional[float] = None,
+               life: Optional[float] = None) -> Dict[str, Any]:
+        """Keep the session longer: idle (seconds) its idle time from now
+        on, life (seconds) its life from now; each up to its tier's most
+        (sessions: max_idle_s, max_life_s). Returns its info after."""
+        import json
+        call: Dict[str, Any] = {"op": "extend"}
+        if idle is not None:
+            call["idle_ms"] = max(1, int(idle * 1000))
+        if life is not None:
+            call["life_ms"] = max(1, int(life * 1000))
+        res = self._call(call, None)
+        if res.status != "ok":
+            raise AirlockError("extend: %s" % (res.error or res.status))
+        return json.loads(res.stdout)
+
     def result(self, call_id: str, timeout: Optional[float] = None) -> Result:
         """The answer of the session's call call_id (sent with run_python's
         or exec's call_id=), waited for up to timeout (None: as long as the

@@ -104,6 +104,16 @@ static void answer(struct req *q, const char *raw, size_t len)
 
 static void on_look(redisAsyncContext *ac, void *reply, void *priv);
 
+/* Send call on conn, its answer to fn(q): reliably, so that a call (or a
+ * look at its answer) waits out a Redis restart as a live stream does (a
+ * call sent again runs once: its worker knows its id). */
+static void send_on(struct req *q, struct al_aconn *conn, struct al_call *c, redisCallbackFn *fn)
+{
+	if (al_aconn_call(conn, c, fn, q))
+		gw_reply_error(q, 500, "out of memory");
+	al_call_free(c);
+}
+
 /* A reply element's text, or NULL when it is not one. */
 static const char *text_of(const redisReply *e)
 {
@@ -130,7 +140,7 @@ static void on_result(redisAsyncContext *ac, void *reply, void *priv)
 		return;
 	}
 	al_session_read_call(&c, q->session);
-	gw_send(q, q->g->cmd, &c, on_look);
+	send_on(q, q->g->cmd, &c, on_look);
 }
 
 static void get_result(struct req *q)
@@ -138,7 +148,7 @@ static void get_result(struct req *q)
 	struct al_call c;
 
 	al_await_call(&c, q->call_key);
-	gw_send(q, q->g->cmd, &c, on_result);
+	send_on(q, q->g->cmd, &c, on_result);
 }
 
 /* The session's record between rounds: ended, or its lease run out. */
@@ -199,7 +209,7 @@ static void call_step(struct req *q)
 	if (!gw_poll_begin(q))
 		return;
 	gw_end_wait_call(&c, q);
-	gw_send(q, q->w->c, &c, on_done);
+	send_on(q, q->w->c, &c, on_done);
 }
 
 static void on_queued(redisAsyncContext *ac, void *reply, void *priv)
@@ -316,8 +326,7 @@ static void serve_call(struct req *q, const char *op, const char *path, const ch
 	q->state[0] = '\0';
 	al_session_queue_call(&c, q->session, q->tenant, mp.data, mp.len);
 	al_buf_free(&mp);
-	/* best effort: a call queued twice would run twice */
-	gw_send(q, q->g->cmd, &c, on_queued);
+	send_on(q, q->g->cmd, &c, on_queued);
 }
 
 /* The session's record, before a fetch reads anything: the key's tenant's
@@ -366,5 +375,5 @@ void gw_serve_session_result(struct req *q, struct evkeyvalq *qs)
 	q->op = -1; /* the result, whatever the op */
 	q->deadline_ms = al_mono_ms() + (wait_ms > GW_WAIT_MAX_MS ? GW_WAIT_MAX_MS : wait_ms);
 	al_session_read_call(&c, q->session);
-	gw_send(q, q->g->cmd, &c, on_fetch_owner);
+	send_on(q, q->g->cmd, &c, on_fetch_owner);
 }

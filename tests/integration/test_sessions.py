@@ -738,18 +738,19 @@ COUNT = ("import time\nruns = globals().setdefault('runs', {})\n"
 def in_flight(session_of, ids, fault):
     """ids' calls sent at once (a thread each, its own client), fault()
     during them; each call, on Unavailable, sent again with its id until
-    it answers. Returns {id: (stdout, error)}."""
+    it answers. Returns {id: (stdout, error, sends)}."""
     out = {}
 
     def one(cid):
-        end = time.monotonic() + 60
+        end, sends = time.monotonic() + 60, 0
         while time.monotonic() < end:
+            sends += 1
             try:
                 r = session_of().run_python(COUNT % (cid, cid, cid), call_id=cid, timeout=30)
-                out[cid] = (r.stdout, r.error)
+                out[cid] = (r.stdout, r.error, sends)
                 return
             except airlock.Unavailable as e:
-                out[cid] = (None, str(e))
+                out[cid] = (None, str(e), sends)
                 time.sleep(0.3)
 
     ths = [threading.Thread(target=one, args=(cid,)) for cid in ids]
@@ -816,6 +817,17 @@ try:
          "answers once, GET .../calls/{call} fetches each answer, a call it has not "
          "answered is 202 pending; GET /v1/sessions/{id} is its info", (got, fetched, runs,
                                                                         st, doc, sti, info))
+
+    rids = ["h%d" % i for i in range(6)]
+    got = in_flight(lambda: airlock.Session(airlock.Client(gateway=gurl, token=keys["acme"],
+                                                           tier="trusted"), gs.id, "trusted"),
+                    rids, restart_redis)
+    runs = gs.run_python("print(sorted((k, v) for k, v in runs.items() if k[0] == 'h'))").stdout
+    t.ok(all(got.get(cid, (None,))[0] == b"1\n" and got[cid][2] == 1 for cid in rids) and
+         runs == ("%r\n" % sorted((cid, 1) for cid in rids)).encode(),
+         "58j: Redis restarted (AOF) during 6 plain calls through the gateway: each request "
+         "waits it out and answers (none sent twice by its client), each ran once",
+         (got, runs))
 finally:
     c.close()
 sys.exit(t.done())

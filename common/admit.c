@@ -203,6 +203,12 @@ int al_policy_admit(const struct al_policy *pol, struct al_job *job, uint64_t no
 
 	if (!t)
 		return al_err_set(err, AL_EINVAL, "tier: unknown tier \"%s\"", job->tier);
+	/* a session's interpreter keeps what its calls made: its tier may give
+	 * sessions more memory than its one-shot jobs by default */
+	if (job->session && !l->memory_bytes && t->sessions.memory_bytes)
+		l->memory_bytes = t->sessions.memory_bytes < t->max.memory_bytes
+				      ? t->sessions.memory_bytes
+				      : t->max.memory_bytes;
 #define LIMIT(f)                                                                                   \
 	do {                                                                                       \
 		if (l->f > t->max.f)                                                               \

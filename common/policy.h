@@ -74,6 +74,8 @@ struct al_tier_policy {
 		uint64_t life_ms;	 /* ...its end when it opens (life_s; default max_life) */
 		uint64_t max_idle_ms;	 /* an extend call moves idle_s up to it (default idle_s) */
 		uint64_t cpu_budget_ms;	 /* the CPU of all its calls, at most (0: none) */
+		uint64_t memory_bytes;	 /* a session's memory when its job gives none (0: the
+					  * tier's defaults, as a job's) */
 	} sessions;
 };
 

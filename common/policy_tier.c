@@ -147,9 +147,10 @@ static int parse_sessions(struct ctx *c, yaml_node_t *v, struct al_tier_policy *
 		const char *key;
 		uint64_t min, max, scale;
 	} keys[] = {
-	    {"max_per_tenant", 1, 10000, 1},	    {"idle_s", 1, 7 * 24 * 3600, 1000},
-	    {"max_life_s", 1, 7 * 24 * 3600, 1000}, {"cpu_budget_s", 1, 7 * 24 * 3600, 1000},
-	    {"life_s", 1, 7 * 24 * 3600, 1000},	    {"max_idle_s", 1, 7 * 24 * 3600, 1000}};
+	    {"max_per_tenant", 1, 10000, 1},	      {"idle_s", 1, 7 * 24 * 3600, 1000},
+	    {"max_life_s", 1, 7 * 24 * 3600, 1000},   {"cpu_budget_s", 1, 7 * 24 * 3600, 1000},
+	    {"life_s", 1, 7 * 24 * 3600, 1000},	      {"max_idle_s", 1, 7 * 24 * 3600, 1000},
+	    {"memory_bytes", 1u << 20, 1ull << 40, 1}};
 	struct al_session_policy *sp = &t->sessions;
 	yaml_node_t *k, *e;
 	uint64_t u;
@@ -157,7 +158,7 @@ static int parse_sessions(struct ctx *c, yaml_node_t *v, struct al_tier_policy *
 
 	if ((rc = al_pol_map(c, v, "sessions")))
 		return rc;
-	*sp = (struct al_session_policy){true, 4, 600000, 3600000, 0, 0, 0};
+	*sp = (struct al_session_policy){true, 4, 600000, 3600000, 0, 0, 0, 0};
 	FOR_PAIRS(c, v, k, e, ps)
 	{
 		const char *key = al_pol_scalar(k);
@@ -169,7 +170,7 @@ static int parse_sessions(struct ctx *c, yaml_node_t *v, struct al_tier_policy *
 			return al_pol_fail(
 			    c, k,
 			    "sessions: unknown key \"%s\"; use max_per_tenant, idle_s, "
-			    "max_life_s, cpu_budget_s, life_s or max_idle_s",
+			    "max_life_s, cpu_budget_s, life_s, max_idle_s or memory_bytes",
 			    key ? key : "?");
 		if ((rc = al_pol_u64(c, e, key, &u)))
 			return rc;
@@ -187,8 +188,10 @@ static int parse_sessions(struct ctx *c, yaml_node_t *v, struct al_tier_policy *
 			sp->cpu_budget_ms = u * keys[i].scale;
 		else if (i == 4)
 			sp->life_ms = u * keys[i].scale;
-		else
+		else if (i == 5)
 			sp->max_idle_ms = u * keys[i].scale;
+		else
+			sp->memory_bytes = u;
 	}
 	/* what an extend may move them up to: what they start at, unless said */
 	if (!sp->life_ms)

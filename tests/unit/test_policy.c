@@ -82,7 +82,7 @@ int main(void)
 		} bad[] = {
 		    {"sessions: {idle: 5}",
 		     "sessions: unknown key \"idle\"; use max_per_tenant, "
-		     "idle_s, max_life_s, cpu_budget_s, life_s or max_idle_s"},
+		     "idle_s, max_life_s, cpu_budget_s, life_s, max_idle_s or memory_bytes"},
 		    {"sessions: {cpu_budget_s: 0}", "sessions.cpu_budget_s: expected 1..604800"},
 		    {"sessions: {life_s: 7200}",
 		     "sessions.life_s: 7200 s is past max_life_s (3600 s)"},

@@ -232,13 +232,15 @@ int main(void)
 		struct al_policy pol = {0};
 
 		memset(&err, 0, sizeof(err));
-		TAP_OK(
-		    !load_policy_text("tiers:\n  s: {backend: process, sessions: {}, egress: "
-				      "{allow: [\"a.example:443\"]}, callback_hosts: [a.example]}\n"
-				      "  plain: {backend: process}\n  svc: {backend: vm, sessions: "
-				      "{}}\n  closed: {backend: process, sessions: {}}\n",
-				      &pol, &err),
-		    "a policy with a session tier loads: %s", err.msg);
+		TAP_OK(!load_policy_text(
+			   "tiers:\n  s: {backend: process, sessions: {}, egress: "
+			   "{allow: [\"a.example:443\"]}, callback_hosts: [a.example]}\n"
+			   "  plain: {backend: process}\n  svc: {backend: vm, sessions: "
+			   "{}}\n  closed: {backend: process, sessions: {}}\n  big: {backend: "
+			   "process, sessions: {memory_bytes: 1073741824}, max: "
+			   "{memory_bytes: 536870912}}\n",
+			   &pol, &err),
+		       "a policy with a session tier loads: %s", err.msg);
 		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 			struct al_job job = {.version = AL_PROTO_VERSION,
 					     .id = (char *)"j1",
@@ -278,6 +280,19 @@ int main(void)
 			       "a session's job is admitted, with one attempt (its state cannot "
 			       "move): %s",
 			       err.msg);
+			free(job.image);
+			job = (struct al_job){.version = AL_PROTO_VERSION,
+					      .id = (char *)"j2",
+					      .tenant = (char *)"default",
+					      .tier = (char *)"big",
+					      .session = true};
+			memset(&err, 0, sizeof(err));
+			TAP_OK(!al_policy_admit(&pol, &job, 0, &err) &&
+				   job.limits.memory_bytes == 536870912,
+			       "sessions: memory_bytes is a session's memory when its job gives "
+			       "none, within the tier's max (512 MiB here): %llu %s",
+			       (unsigned long long)job.limits.memory_bytes, err.msg);
+			free(job.image);
 		}
 		al_policy_free(&pol);
 	}

@@ -226,6 +226,10 @@ struct al_backend_ops {
 	 * worker stops a job past its CPU-time limit or its output caps. A
 	 * backend without it enforces those limits itself. 0 or negative. */
 	int (*usage)(struct al_sandbox *sb, struct al_usage *u);
+	/* MAY: how many of the sandbox's processes the OOM killer has taken so
+	 * far (a session tells a call that ran out of memory by it). 0 or
+	 * negative. */
+	int (*oom_kills)(struct al_sandbox *sb, uint64_t *n);
 	/* MAY: live output. Copy at most cap bytes of what the running job has
 	 * written to stdout (stream 1) or stderr (stream 2), from byte off on,
 	 * into buf; the count (0: nothing new yet), negative when unreadable.
@@ -278,6 +282,8 @@ int al_backend_kill(struct al_sandbox *sb, struct al_err *err);
 int al_backend_reap(struct al_sandbox *sb, struct al_result *res, struct al_err *err);
 /* The running job's usage; -1 when the backend does not report it. */
 int al_backend_usage(struct al_sandbox *sb, struct al_usage *u);
+/* The sandbox's OOM kills so far; -1 when the backend does not say. */
+int al_backend_oom_kills(struct al_sandbox *sb, uint64_t *n);
 /* Live output (the output slot); -1 when the backend has none. */
 ssize_t al_backend_output(struct al_sandbox *sb, int stream, uint64_t off, void *buf, size_t cap);
 void al_sandbox_free(struct al_sandbox *sb); /* calls destroy; NULL is fine */

@@ -99,6 +99,11 @@ int al_backend_usage(struct al_sandbox *sb, struct al_usage *u)
 	return sb->ops->usage ? sb->ops->usage(sb, u) : -1;
 }
 
+int al_backend_oom_kills(struct al_sandbox *sb, uint64_t *n)
+{
+	return sb->ops->oom_kills ? sb->ops->oom_kills(sb, n) : -1;
+}
+
 ssize_t al_backend_output(struct al_sandbox *sb, int stream, uint64_t off, void *buf, size_t cap)
 {
 	return sb->ops->output ? sb->ops->output(sb, stream, off, buf, cap) : -1;

@@ -125,7 +125,7 @@ void wk_sess_next(struct wk_session *ss)
 	json_t *doc;
 	uint64_t t;
 
-	if (ss->active || !ss->queue || ss->state != SS_OPEN)
+	if (ss->active || !ss->queue || ss->state != SS_OPEN || ss->restarting)
 		return;
 	ss->active = ss->queue;
 	ss->queue = ss->queue->next;
@@ -194,6 +194,8 @@ void wk_sess_next(struct wk_session *ss)
 			ss->cpu_base_ns = u.cpu_ns;
 			wk_sess_arm(ss->cpu_poll, CPU_POLL_MS);
 		}
+		if (al_backend_oom_kills(ss->sb, &ss->oom_base))
+			ss->oom_base = 0;
 	}
 }
 
@@ -580,4 +582,42 @@ bool wk_sess_seen_first(struct wk_session *ss, const char *id)
 	if (ss->nseen < SEEN_CALLS)
 		ss->nseen++;
 	return true;
+}
+
+void wk_sess_restarted(struct wk_session *ss)
+{
+	struct pending *p = ss->active;
+	uint64_t kills = 0;
+	bool memory = al_backend_oom_kills(ss->sb, &kills) == 0 && kills > ss->oom_base;
+	struct al_result res = {.status = memory ? AL_ST_MEMORY_LIMIT : AL_ST_NONZERO_EXIT,
+				.signal = memory ? 0 : 9};
+
+	ss->restarting = false;
+	evtimer_del(ss->timer);
+	al_log("warn", "interpreter_restarted", "job=%s call=%s why=%s", ss->id,
+	       p ? p->call.id : "-", memory ? "memory" : "killed");
+	if (p) {
+		res.id = p->call.id;
+		res.error = memory ? (char *)"the call ran out of the session's memory: its "
+					     "interpreter was restarted, its variables and imports "
+					     "are gone; the session's files stay"
+				   : (char *)"the interpreter was killed (signal 9) and restarted: "
+					     "its variables and imports are gone; the session's "
+					     "files stay";
+		res.wall_ms = al_mono_ms() - ss->call_t0;
+		res.backend = (char *)ss->s->ops->name;
+		wk_proxy_transcript(ss->egress, &res);
+		wk_sess_reply(ss->w, p->call.session, p->call.id, &res);
+		res.id = NULL; /* none of these is the result's own */
+		res.error = NULL;
+		res.backend = NULL;
+		res.worker = NULL;
+		al_result_free(&res);
+		wk_sess_pending_free(p);
+		ss->active = NULL;
+	}
+	if (ss->queue)
+		wk_sess_next(ss);
+	else
+		wk_sess_arm_idle(ss);
 }

@@ -18,6 +18,7 @@
 #define HELLO_MS     30000 /* the server's first frame, after start */
 #define INTERRUPT_MS 2000  /* a call interrupted at its time: this long to stop */
 #define EXIT_WAIT_MS 1000  /* the server gone: this long for the sandbox's end */
+#define RESTART_MS   10000 /* a killed interpreter: this long for the next one's hello */
 #define FRAME_SLACK  (1u << 20)
 #define CPU_POLL_MS  200  /* a call's CPU looked at this often (backends that report it) */
 #define SEEN_CALLS   4096 /* a session's last call ids, each run at most once */
@@ -61,6 +62,11 @@ struct wk_session {
 	bool out_ttl_set;	/* ...whose TTL is set (at its first chunk) */
 	uint64_t live_sent[2];	/* ...bytes of stdout, stderr streamed */
 	bool chan_gone;		/* the server closed its end: the sandbox ends */
+	/* the interpreter was killed (the session's memory: the OOM killer),
+	 * its supervisor starts another, which connects anew (process,
+	 * container: the listener stays for it) */
+	bool restarting;
+	uint64_t oom_base; /* the sandbox's OOM kills when the call began */
 	uint64_t call_t0;
 	uint64_t opened_ms;
 	uint64_t opened_mono, idle_since_mono; /* its life's and its idleness's start */
@@ -103,6 +109,11 @@ void wk_sess_chunk(struct wk_session *ss, json_t *doc);
 void wk_sess_info(struct wk_session *ss, struct pending *p);
 void wk_sess_extend(struct wk_session *ss, struct pending *p);
 void wk_sess_cancel(struct wk_session *ss, struct pending *p);
+/* The interpreter came back after it was killed (its supervisor's new
+ * one said hello): the active call, if any, answers memory_limit (the
+ * sandbox's OOM kills went up) or signal 9, its state gone; the session
+ * goes on. */
+void wk_sess_restarted(struct wk_session *ss);
 /* True the first time the session takes a call of this id (within its
  * last SEEN_CALLS); then remembered. */
 bool wk_sess_seen_first(struct wk_session *ss, const char *id);

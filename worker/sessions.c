@@ -62,6 +62,13 @@ static void on_frame(struct wk_session *ss, const char *data, size_t len)
 			end_session(ss, AL_SESS_BROKEN, "the server did not say hello");
 		else
 			open_session(ss);
+	} else if (ss->restarting) {
+		if (!json_is_integer(json_object_get(doc, "hello")) ||
+		    !json_object_get(doc, "restarted"))
+			end_session(ss, AL_SESS_BROKEN,
+				    "the restarted server did not say hello as restarted");
+		else
+			wk_sess_restarted(ss);
 	} else if (ss->state == SS_OPEN && ss->active && json_object_get(doc, "chunk")) {
 		wk_sess_chunk(ss, doc);
 	} else if (ss->state == SS_OPEN && ss->active) {
@@ -101,15 +108,25 @@ static void on_chan_read(struct bufferevent *bev, void *arg)
 	}
 }
 
-/* The server closed its end: the sandbox ends too; its reap says why (a
- * limit, or the interpreter exited), else, after EXIT_WAIT_MS, exited. */
+/* The server closed its end. Where its supervisor may start another
+ * (a listener stays: process, container) the worker waits RESTART_MS for
+ * its hello; else the sandbox ends too: its reap says why (a limit, or the
+ * interpreter exited), else, after EXIT_WAIT_MS, exited. */
 static void on_chan_event(struct bufferevent *bev, short what, void *arg)
 {
 	struct wk_session *ss = arg;
 
 	(void)bev;
-	if (!(what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) || ss->chan_gone)
+	if (!(what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) || ss->chan_gone || ss->restarting)
 		return;
+	if (ss->state == SS_OPEN && ss->listen_ev && !event_add(ss->listen_ev, NULL)) {
+		ss->restarting = true;
+		bufferevent_free(ss->chan);
+		ss->chan = NULL;
+		evtimer_del(ss->cpu_poll);
+		wk_sess_arm(ss->timer, RESTART_MS);
+		return;
+	}
 	ss->chan_gone = true;
 	bufferevent_disable(ss->chan, EV_READ | EV_WRITE);
 	wk_sess_arm(ss->timer, EXIT_WAIT_MS);
@@ -137,10 +154,13 @@ static void on_accept(evutil_socket_t fd, short what, void *arg)
 	c = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 	if (c < 0)
 		return;
-	/* one connection: the server's; the listener goes */
-	event_free(ss->listen_ev);
-	ss->listen_ev = NULL;
-	al_closep(&ss->listen_fd);
+	/* one connection at a time: the server's; the listener waits for the
+	 * next interpreter's, after one was killed (on_chan_event) */
+	if (ss->chan) {
+		close(c);
+		return;
+	}
+	event_del(ss->listen_ev);
 	chan_open(ss, c);
 }
 
@@ -311,6 +331,9 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	if (ss->chan_gone) {
 		end_session(ss, AL_SESS_EXITED, "the session's interpreter ended");
+	} else if (ss->restarting) {
+		end_session(ss, AL_SESS_EXITED,
+			    "the session's interpreter ended, and no other came");
 	} else if (ss->state == SS_STARTING) {
 		end_session(ss, AL_SESS_BROKEN, "the session's server did not start in time");
 	} else if (ss->active && !ss->interrupted) {

@@ -412,6 +412,17 @@ static int ctr_usage(struct al_sandbox *sb, struct al_usage *u)
 	return 0;
 }
 
+static int ctr_oom_kills(struct al_sandbox *sb, uint64_t *n)
+{
+	struct ctr_sb *c = sb->priv;
+	struct al_cg_stats st = {0};
+
+	if (!c->cg_made || al_cg_stats(&c->cg, &st))
+		return -1;
+	*n = st.oom_kills;
+	return 0;
+}
+
 /* Live output: what the job has written to its memfds so far. */
 static ssize_t ctr_output(struct al_sandbox *sb, int stream, uint64_t off, void *buf, size_t cap)
 {
@@ -439,6 +450,7 @@ const struct al_backend_ops al_backend_container = {
     .start = ctr_start,
     .kill = ctr_kill,
     .usage = ctr_usage,
+    .oom_kills = ctr_oom_kills,
     .output = ctr_output,
     .reap = ctr_reap,
     .destroy = ctr_destroy,

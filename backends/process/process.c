@@ -756,6 +756,17 @@ static int proc_usage(struct al_sandbox *sb, struct al_usage *u)
 	return 0;
 }
 
+static int proc_oom_kills(struct al_sandbox *sb, uint64_t *n)
+{
+	struct proc_sb *p = sb->priv;
+	struct al_cg_stats st = {0};
+
+	if (al_cg_stats(&p->cg, &st))
+		return -1;
+	*n = st.oom_kills;
+	return 0;
+}
+
 /* Live output: what the job has written to its memfds so far. */
 static ssize_t proc_output(struct al_sandbox *sb, int stream, uint64_t off, void *buf, size_t cap)
 {
@@ -924,6 +935,7 @@ const struct al_backend_ops al_backend_process = {
     .start = proc_start,
     .kill = proc_kill,
     .usage = proc_usage,
+    .oom_kills = proc_oom_kills,
     .output = proc_output,
     .reap = proc_reap,
     .destroy = proc_destroy,

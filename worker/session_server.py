@@ -436,6 +436,9 @@ def main():
         if not (os.WIFSIGNALED(st) and os.WTERMSIG(st) == signal.SIGKILL):
             break  # it exited (os._exit, an error): so does the session
         why = "killed"
+    if os.WIFSIGNALED(st):  # the same death for the sandbox (SIGXCPU: the CPU budget)
+        signal.signal(os.WTERMSIG(st), signal.SIG_DFL)
+        os.kill(os.getpid(), os.WTERMSIG(st))
     os._exit(os.WEXITSTATUS(st) if os.WIFEXITED(st) else 128 + os.WTERMSIG(st))
 
 

@@ -92,8 +92,10 @@ def main():
                 w1 / max(1, w0), s1 / max(1, s0),
                 statistics.median(bookkeeping["info"]) / base,
                 statistics.median(bookkeeping["fetch"]) / base))
-            print("%-10s cancel of a finished call: %.2fx a print(1) call (%.1f ms)" % (
-                "", statistics.median(bookkeeping["cancel"]) / base, base))
+            print("%-10s cancel of a finished call: %.2fx a print(1) call (%.1f ms); worker RSS "
+                  "%d -> %d KiB, sandbox memory %.1f -> %.1f MiB" % (
+                      "", statistics.median(bookkeeping["cancel"]) / base, base, w0, w1,
+                      s0 / 1048576, s1 / 1048576))
     finally:
         c.close()
 

@@ -96,6 +96,12 @@ int al_job_validate(const struct al_job *job, struct al_err *err)
 			return al_err_set(err, AL_EINVAL,
 					  "session: a session's job has no command (argv) nor "
 					  "tests: its calls come later");
+		if (job->cpu_budget_ms > AL_LIMIT_WALL_MS_MAX)
+			return al_err_set(err, AL_EINVAL, "cpu_budget_ms: expected 1..%llu",
+					  (unsigned long long)AL_LIMIT_WALL_MS_MAX);
+	} else if (job->cpu_budget_ms) {
+		return al_err_set(err, AL_EINVAL,
+				  "cpu_budget_ms: only in a session's job (\"session\": true)");
 	} else if (!(job->language && job->ntests && job->runtime == AL_RUNTIME_ARGV &&
 		     !job->argc) && /* a language's command comes at admission */
 		   (rc = al_check_command("", job->runtime, &job->code, job->argv, job->argc,
@@ -229,6 +235,7 @@ enum job_field {
 	F_LANGUAGE,
 	F_SESSION,
 	F_INPUTS,
+	F_CPU_BUDGET,
 	F_COUNT
 };
 
@@ -263,6 +270,7 @@ static const char *const job_field_names[F_COUNT] = {
     "language",
     "session",
     "inputs",
+    "cpu_budget_ms",
 };
 
 static int dec_field(enum job_field f, const msgpack_object *v, struct al_job *job,
@@ -351,6 +359,9 @@ static int dec_field(enum job_field f, const msgpack_object *v, struct al_job *j
 	case F_LANGUAGE: return al_mp_get_text(v, "language", 32, &job->language, err);
 	case F_SESSION: return al_mp_get_bool(v, "session", &job->session, err);
 	case F_INPUTS: return al_inputs_decode(v, job, err);
+	case F_CPU_BUDGET:
+		return al_mp_get_uint(v, "cpu_budget_ms", 1, AL_LIMIT_WALL_MS_MAX,
+				      &job->cpu_budget_ms, err);
 	case F_COUNT: break;
 	}
 	return al_err_set(err, AL_EINVAL, "internal: unhandled field");
@@ -445,6 +456,7 @@ int al_job_encode(const struct al_job *job, struct al_buf *out, struct al_err *e
 	n += job->submitted_ms > 0;
 	n += al_grade_job_nfields(job);
 	n += job->session;
+	n += job->cpu_budget_ms > 0;
 
 	al_mp_packer_init(&pk, out);
 	bad |= msgpack_pack_map(&pk, n);
@@ -497,6 +509,8 @@ int al_job_encode(const struct al_job *job, struct al_buf *out, struct al_err *e
 	bad |= al_grade_pack_job(&pk, job);
 	if (job->session)
 		bad |= al_mp_pack_str(&pk, "session") || msgpack_pack_true(&pk);
+	if (job->cpu_budget_ms)
+		bad |= al_mp_pack_kv_uint(&pk, "cpu_budget_ms", job->cpu_budget_ms);
 	if (bad)
 		return al_err_set(err, AL_ENOMEM, "job %s: out of memory while encoding", job->id);
 	return AL_OK;

@@ -133,6 +133,8 @@ struct al_job {
 	/* opens a session (call.h): no command of its own; its sandbox
 	 * runs the session server until the session ends */
 	bool session;
+	uint64_t cpu_budget_ms; /* a session's: the CPU time of all its calls, at most
+				 * (0: the tier's budget or none; never above the tier's) */
 };
 
 /* Decode one encoded job. Total: every input either fills *job (caller frees

@@ -473,7 +473,7 @@ void wk_sess_info(struct wk_session *ss, struct pending *p)
 			"cpu_millis", (json_int_t)ss->sb->spec.cpu_millis, "call_timeout_ms",
 			(json_int_t)l->wall_ms, "call_cpu_ms", (json_int_t)l->cpu_ms,
 			"stdout_bytes", (json_int_t)l->stdout_bytes, "stderr_bytes",
-			(json_int_t)l->stderr_bytes, "cpu_budget_ms", (json_int_t)sp->cpu_budget_ms,
+			(json_int_t)l->stderr_bytes, "cpu_budget_ms", (json_int_t)ss->cpu_budget_ms,
 			"idle_ms", (json_int_t)ss->idle_ms, "life_ms", (json_int_t)ss->life_ms);
 	if (doc) {
 		json_object_set_new(json_object_get(doc, "limits"), "max_idle_ms",
@@ -584,11 +584,15 @@ bool wk_sess_seen_first(struct wk_session *ss, const char *id)
 	return true;
 }
 
-void wk_sess_restarted(struct wk_session *ss)
+void wk_sess_restarted(struct wk_session *ss, const char *said)
 {
 	struct pending *p = ss->active;
 	uint64_t kills = 0;
-	bool memory = al_backend_oom_kills(ss->sb, &kills) == 0 && kills > ss->oom_base;
+	/* the sandbox's OOM count where the backend has one; a microVM's
+	 * server says (its guest's count: the session's own word, about its
+	 * own call) */
+	bool memory = al_backend_oom_kills(ss->sb, &kills) == 0 ? kills > ss->oom_base
+								: said && !strcmp(said, "memory");
 	struct al_result res = {.status = memory ? AL_ST_MEMORY_LIMIT : AL_ST_NONZERO_EXIT,
 				.signal = memory ? 0 : 9};
 

@@ -71,6 +71,7 @@ struct wk_session {
 	uint64_t opened_ms;
 	uint64_t opened_mono, idle_since_mono; /* its life's and its idleness's start */
 	uint64_t idle_ms, life_ms; /* its idle time, its life (the tier's; extend moves them) */
+	uint64_t cpu_budget_ms;	   /* the CPU of all its calls, at most (0: none) */
 	unsigned calls;
 	/* ended while SESSION_OPEN was in flight: its answer finishes it */
 	bool open_in_flight;
@@ -110,10 +111,11 @@ void wk_sess_info(struct wk_session *ss, struct pending *p);
 void wk_sess_extend(struct wk_session *ss, struct pending *p);
 void wk_sess_cancel(struct wk_session *ss, struct pending *p);
 /* The interpreter came back after it was killed (its supervisor's new
- * one said hello): the active call, if any, answers memory_limit (the
- * sandbox's OOM kills went up) or signal 9, its state gone; the session
- * goes on. */
-void wk_sess_restarted(struct wk_session *ss);
+ * one said hello, said: its "restarted"): the active call, if any,
+ * answers memory_limit (the sandbox's OOM kills went up; where the backend
+ * counts none, a microVM's, the server said "memory") or signal 9, its
+ * state gone; the session goes on. */
+void wk_sess_restarted(struct wk_session *ss, const char *said);
 /* True the first time the session takes a call of this id (within its
  * last SEEN_CALLS); then remembered. */
 bool wk_sess_seen_first(struct wk_session *ss, const char *id);

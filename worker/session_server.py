@@ -375,11 +375,12 @@ def call_file(req):
         return {"exit_code": 1, "error": "%s: %s" % (path or ".", e.strerror or e)}
 
 
-def serve(restarted=None):
-    """The calls, one at a time, on a connection of this process's own;
-    restarted: why the interpreter before this one went (its hello says)."""
+def serve(restarted=None, via=None):
+    """The calls, one at a time, on a connection of this process's own (via:
+    the microVM supervisor's socket); restarted: why the interpreter before
+    this one went (its hello says)."""
     global conn
-    conn = connect()
+    conn = via or connect()
     signal.signal(signal.SIGINT, signal.default_int_handler)
     threading.Thread(target=reader, daemon=True).start()
     hello = {"hello": 1, "python": sys.version.split()[0]}
@@ -405,37 +406,113 @@ def serve(restarted=None):
         send(doc)
 
 
-def main():
-    """In a microVM (its session port on fd 4, one stream) the interpreter
-    is this process. Elsewhere this process only supervises: it runs the
-    interpreter as a child (the first the OOM killer takes) and, when the
-    kernel kills it (the session's memory), starts another, which connects
-    anew and says so: the call that ran ends memory_limit, the sandbox and
-    its files stay, the interpreter's state is gone."""
+def oom_kills():
+    """The OOM killer's kills in this machine (a microVM's: the session's)."""
     try:
-        import stat
-        if stat.S_ISCHR(os.fstat(4).st_mode):
-            serve()
-            return
+        with open("/proc/vmstat") as f:
+            for line in f:
+                if line.startswith("oom_kill "):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def interpreter(why, via=None):
+    """The child that serves: the first the OOM killer takes."""
+    try:
+        with open("/proc/self/oom_score_adj", "w") as f:
+            f.write("1000")
     except OSError:
         pass
-    why = None
+    try:
+        serve(why, via)
+    finally:
+        os._exit(0)
+
+
+def frames(buf):
+    """The whole frames at buf's start, and the rest (a head over the bound
+    passes on as it is: the worker ends the session at it)."""
+    whole = 0
+    while len(buf) - whole >= 4:
+        n = struct.unpack(">I", buf[whole:whole + 4])[0]
+        if n > FRAME_MAX:
+            return buf, b""
+        if len(buf) - whole - 4 < n:
+            break
+        whole += 4 + n
+    return buf[:whole], buf[whole:]
+
+
+def relay(pid, child, port, from_port):
+    """A microVM's port (one stream, which outlives any interpreter) and the
+    interpreter's socket: whole frames each way, until the interpreter's end
+    closes (a frame it was writing when killed goes nowhere). What came from
+    the port between interpreters waits in from_port."""
+    import select
+    to_port = b""
+    while True:
+        ready, _, _ = select.select([4, child], [], [])
+        if 4 in ready:
+            data = os.read(4, 1 << 16)
+            if not data:
+                os.kill(pid, signal.SIGKILL)
+                os._exit(0)  # the worker went away: the session is over
+            from_port += data
+            whole, from_port = frames(from_port)
+            if whole:
+                try:
+                    child.sendall(whole)
+                except OSError:
+                    pass
+        if child in ready:
+            try:
+                data = child.recv(1 << 16)
+            except OSError:
+                data = b""
+            if not data:
+                return from_port
+            whole, to_port = frames(to_port + data)
+            if whole:
+                port.sendall(whole)
+
+
+def supervise():
+    """Runs the interpreter as a child and, when the kernel kills it (the
+    session's memory), starts another, which says hello as restarted: the
+    call that ran ends memory_limit, the sandbox and its files stay, the
+    interpreter's state is gone. In a microVM (its session port on fd 4, one
+    stream) this process keeps the port and relays the child's frames; else
+    each child connects anew (the worker keeps its listener for that)."""
+    try:
+        import stat
+        port = Port(4) if stat.S_ISCHR(os.fstat(4).st_mode) else None
+    except OSError:
+        port = None
+    why, waiting, kills = None, b"", oom_kills()
     for _ in range(1000):
+        ours, theirs = socket.socketpair() if port else (None, None)
         pid = os.fork()
         if pid == 0:
-            try:
-                with open("/proc/self/oom_score_adj", "w") as f:
-                    f.write("1000")
-            except OSError:
-                pass
-            try:
-                serve(why)
-            finally:
-                os._exit(0)
+            if port:
+                ours.close()
+                os.close(4)
+            interpreter(why, theirs)
+        if port:
+            theirs.close()
+            waiting = relay(pid, ours, port, waiting)
+            ours.close()
         _, st = os.waitpid(pid, 0)
         if not (os.WIFSIGNALED(st) and os.WTERMSIG(st) == signal.SIGKILL):
             break  # it exited (os._exit, an error): so does the session
-        why = "killed"
+        now = oom_kills()
+        why, kills = "memory" if now > kills else "killed", now
+    return st
+
+
+def main():
+    st = supervise()
     if os.WIFSIGNALED(st):  # the same death for the sandbox (SIGXCPU: the CPU budget)
         signal.signal(os.WTERMSIG(st), signal.SIG_DFL)
         os.kill(os.getpid(), os.WTERMSIG(st))

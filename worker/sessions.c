@@ -68,7 +68,12 @@ static void on_frame(struct wk_session *ss, const char *data, size_t len)
 			end_session(ss, AL_SESS_BROKEN,
 				    "the restarted server did not say hello as restarted");
 		else
-			wk_sess_restarted(ss);
+			wk_sess_restarted(ss, json_string_value(json_object_get(doc, "restarted")));
+	} else if (ss->state == SS_OPEN && json_is_integer(json_object_get(doc, "hello")) &&
+		   json_is_string(json_object_get(doc, "restarted"))) {
+		/* a microVM's: the supervisor keeps the port, and the next
+		 * interpreter says hello on it */
+		wk_sess_restarted(ss, json_string_value(json_object_get(doc, "restarted")));
 	} else if (ss->state == SS_OPEN && ss->active && json_object_get(doc, "chunk")) {
 		wk_sess_chunk(ss, doc);
 	} else if (ss->state == SS_OPEN && ss->active) {
@@ -475,9 +480,13 @@ void wk_session_start(struct worker *w, struct slot *s)
 	 * session's life, and a minute; each call has its own time */
 	spec.limits.wall_ms = s->tier->sessions.max_life_ms + 60000;
 	/* the job's CPU time is each call's (next_call); the sandbox's, all its
-	 * calls', is the tier's budget, or none */
-	spec.limits.cpu_ms =
-	    s->tier->sessions.cpu_budget_ms ? s->tier->sessions.cpu_budget_ms : NO_CPU_BUDGET_MS;
+	 * calls', is the budget the caller asked for, never above the tier's,
+	 * or none when neither asks */
+	ss->cpu_budget_ms = s->tier->sessions.cpu_budget_ms;
+	if (s->job.cpu_budget_ms &&
+	    (!ss->cpu_budget_ms || s->job.cpu_budget_ms < ss->cpu_budget_ms))
+		ss->cpu_budget_ms = s->job.cpu_budget_ms;
+	spec.limits.cpu_ms = ss->cpu_budget_ms ? ss->cpu_budget_ms : NO_CPU_BUDGET_MS;
 	ss->sb = al_sandbox_new(s->ops, &w->conf->backend, &spec);
 	if (!ss->timer || !ss->life || !ss->cpu_poll || !ss->sb) {
 		end_session(ss, AL_SESS_BROKEN, "out of memory");

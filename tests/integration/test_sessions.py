@@ -570,6 +570,17 @@ try:
          e.reason == "limit" and ended_reason(c, bs.id) == "limit",
          "58d: a tier whose sessions: says cpu_budget_s: 2: the call that passes 2 s of CPU "
          "in all ends the session (limit)", (spent, e))
+    with cl.session(tier="trusted", timeout=5, cpu_budget=2) as ob:
+        own = [ob.run_python(BURN % 0.9).status for _ in range(2)]
+        own_lim = ob.info()["limits"]["cpu_budget_ms"]
+        e = raises(lambda: ob.run_python(BURN % 0.9), airlock.SessionEnded)
+    with cl.session(tier="budget", cpu_budget=600) as capped:
+        cap_lim = capped.info()["limits"]["cpu_budget_ms"]
+    t.ok(own == ["ok", "ok"] and own_lim == 2000 and isinstance(e, airlock.SessionEnded) and
+         e.reason == "limit" and cap_lim == 2000,
+         "58d: a caller's own budget (cpu_budget=2 on a tier with none): the call that passes "
+         "it ends the session; one above the tier's (600 s of 2) is the tier's",
+         (own, own_lim, e, cap_lim))
 
     # cancel (issue 58): a running call interrupted within a second, a queued one dropped
     with cl.session(tier="trusted", timeout=60) as cs1:
@@ -662,6 +673,9 @@ try:
         r2 = vs.run_python("import time\ntime.sleep(20)", timeout=1)
         r3 = vs.exec("cat in.txt")
         guest_kernel = vs.run_python("print(k)").stdout.strip()
+        rm = vs.run_python("b = bytearray(400 << 20)\nb[::4096] = b'x' * (len(b) // 4096)",
+                           timeout=60)
+        rm2 = vs.run_python("print('k' in globals(), open('in.txt').read())")
     e = raises(lambda: vs.run_python("1"), airlock.SessionEnded)
     host_kernel = os.uname().release.encode()
     t.ok(r.stdout == b"put into the VM True\n" and r2.status == "timeout" and
@@ -670,6 +684,11 @@ try:
          "34: a microVM session (its own kernel %s): state and a put file kept, a call of "
          "%.0f ms (no boot), a timeout it survives, closed" % (guest_kernel.decode(), call_ms),
          (r, r2, r3, guest_kernel, e))
+    t.ok(rm.status == "memory_limit" and rm.exit_code is None and
+         "restarted" in (rm.error or "") and rm2.stdout == b"False put into the VM\n",
+         "58c: a microVM session's call past its memory (256 MiB): memory_limit, its "
+         "interpreter restarted in the guest (its variables gone), the session and its files "
+         "go on", (rm, rm2))
     ok, why = limits_per_call(cl, "vmtier", 8)
     t.ok(ok, "58c: microVM: the same per-call limits (the guest's server measures the CPU)",
          why)

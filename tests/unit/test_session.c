@@ -38,6 +38,7 @@ static void pack(struct al_buf *out, const char *const *kv)
 			msgpack_pack_bin_body(&pk, v, strlen(v));
 			break;
 		case 'u': msgpack_pack_uint64(&pk, strtoull(v, NULL, 10)); break;
+		case 't': msgpack_pack_true(&pk); break;
 		default: {
 			size_t items = *v ? 1 : 0;
 
@@ -218,6 +219,34 @@ int main(void)
 		memset(&err, 0, sizeof(err));
 		TAP_OK(al_job_validate(&job, &err) == AL_EINVAL && strstr(err.msg, "session:"),
 		       "a session's job with argv is refused by the codec: %s", err.msg);
+		job.argv = NULL;
+		job.argc = 0;
+		job.cpu_budget_ms = 90000;
+		memset(&err, 0, sizeof(err));
+		al_buf_reset(&b);
+		TAP_OK(!al_job_encode(&job, &b, &err) &&
+			   !al_job_decode(b.data, b.len, &dec, &err) && dec.cpu_budget_ms == 90000,
+		       "a session's job asking for a CPU budget encodes and decodes: %s", err.msg);
+		al_job_free(&dec);
+		job.cpu_budget_ms = AL_LIMIT_WALL_MS_MAX + 1;
+		memset(&err, 0, sizeof(err));
+		TAP_OK(al_job_validate(&job, &err) == AL_EINVAL &&
+			   strstr(err.msg, "cpu_budget_ms: expected 1.."),
+		       "a CPU budget past a week is refused: %s", err.msg);
+		job.session = false;
+		job.cpu_budget_ms = 1000;
+		job.argv = (char *[]){(char *)"ls"};
+		job.argc = 1;
+		memset(&err, 0, sizeof(err));
+		TAP_OK(al_job_validate(&job, &err) == AL_EINVAL &&
+			   strstr(err.msg, "cpu_budget_ms: only in a session's job"),
+		       "a CPU budget on a job that opens no session is refused: %s", err.msg);
+		pack(&b, (const char *[]){"v", "u:1", "id", "s:j1", "tenant", "s:default", "tier",
+					  "s:t", "session", "t:", "cpu_budget_ms", "u:0", NULL});
+		memset(&err, 0, sizeof(err));
+		TAP_OK(al_job_decode(b.data, b.len, &dec, &err) == AL_EINVAL &&
+			   strstr(err.msg, "cpu_budget_ms"),
+		       "a CPU budget of 0 is refused on the wire: %s", err.msg);
 	}
 
 	/* admission of a session's job: what it may not ask for */

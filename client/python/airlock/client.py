@@ -164,15 +164,18 @@ class Client:
         return self._via.stream(job_id, after or "0", timeout)
 
     def session(self, *, tier: Optional[str] = None, memory: Optional[int] = None,
-                timeout: Optional[float] = None, open_timeout: Optional[float] = 120,
-                **fields: Any) -> "Session":
+                timeout: Optional[float] = None, cpu_budget: Optional[float] = None,
+                open_timeout: Optional[float] = 120, **fields: Any) -> "Session":
         """Open a session (PROTOCOL.md, "Sessions"): one sandbox of the tier
         whose state (variables, imports, files) lasts between calls, until
         it is closed, idle or old past the tier's policy. memory (bytes)
         holds for the whole session, timeout (seconds) is each call's
-        default. Use it in a with block (closed at the end). Raises the
-        open job's JobFailed (QuotaExceeded: the tenant has its tier's
-        max_per_tenant open, Rejected: the tier has no sessions)."""
+        default. cpu_budget (seconds): the CPU time of all its calls, at
+        most (the call that passes it ends the session, "limit"); none by
+        default, never above the tier's sessions: cpu_budget_s. Use it in
+        a with block (closed at the end). Raises the open job's JobFailed
+        (QuotaExceeded: the tenant has its tier's max_per_tenant open,
+        Rejected: the tier has no sessions)."""
         lim = dict(fields.pop("limits", None) or {})
         if memory is not None:
             lim["memory_bytes"] = int(memory)
@@ -180,6 +183,8 @@ class Client:
         if t is not None:
             lim["wall_ms"] = max(1, int(t * 1000))
         job: Dict[str, Any] = dict(fields, session=True)
+        if cpu_budget is not None:
+            job["cpu_budget_ms"] = max(1, int(cpu_budget * 1000))
         if lim:
             job["limits"] = lim
         tier = tier or self.tier

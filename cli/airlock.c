@@ -1,6 +1,5 @@
 /* airlock.c - the `airlock` command-line client. */
 #include <errno.h>
-#include <getopt.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,53 +13,6 @@
 #include "../proto/grade.h"
 #include "cli.h"
 #include "junit.h"
-
-static void usage(FILE *f)
-{
-	fprintf(
-	    f,
-	    "usage: airlock [--redis URL | --gateway URL [--token-file FILE]] COMMAND ...\n"
-	    "  run [options] (-c CODE | FILE | -- ARGV...)  submit, wait, print the output, exit\n"
-	    "                                     with the job's exit code\n"
-	    "  submit [options] (-c CODE | FILE | -- ARGV...)  print the new job's id\n"
-	    "  wait ID [--json] [--timeout-wait MS]   wait for a result\n"
-	    "  status ID                          state, and the result when there is one\n"
-	    "  cancel ID                          cancel a queued or running job\n"
-	    "  stats                              queues per tier, workers, results by status\n"
-	    "  dlq list | show ENTRY | retry ENTRY | purge   dead letters\n"
-	    "  vm list | stop NAME | extend NAME MS          service VMs and their leases\n"
-	    "  session open [--tier T] [--memory B] [--timeout MS]   open a session (prints its "
-	    "id)\n"
-	    "  session py ID (-c CODE | FILE | -) [--outputs DIR]    Python in its interpreter\n"
-	    "  session exec ID (-c LINE | -- ARGV...)    a command in its sandbox\n"
-	    "    py, exec: --timeout MS --cpu MS (the call's; past either it stops, the\n"
-	    "    session goes on) --output-max BYTES (each stream's head and tail kept)\n"
-	    "  session put ID LOCAL REMOTE | get ID REMOTE [LOCAL] | ls ID | close ID | info ID\n"
-	    "                                     (state lasts between calls; PROTOCOL.md)\n"
-	    "  check-job FILE|-                   decode a msgpack job, print it as JSON\n"
-	    "  images [--dir DIR] [--json]        the catalogue images on this host: hash, size,\n"
-	    "                                     their recipes' packages and versions\n"
-	    "  grade [options] DIR|FILE           a grading job (build once, many tests): a\n"
-	    "                                     directory (grade.yaml, files/, tests/NAME.in\n"
-	    "                                     and .out) or a .json/.yaml job; prints each\n"
-	    "                                     test's verdict. --tier T --image NAME\n"
-	    "                                     --compare exact|trim|tokens --stop-on-failure\n"
-	    "                                     --json --submit (print the id) --print-job\n"
-	    "  help                               this text\n");
-	fprintf(f, "run/submit options (run: the output is printed as it comes):\n");
-	cli_jobopts_usage(f);
-	fprintf(
-	    f, "Redis: --redis or $AIRLOCK_REDIS (default redis://127.0.0.1:6379)\n"
-	       "Gateway (a tenant's way in: run, submit, wait, status, cancel): --gateway or\n"
-	       "  $AIRLOCK_GATEWAY, the API key from $AIRLOCK_TOKEN or --token-file FILE (never a\n"
-	       "  flag: it would show in ps)\n"
-	       "Exit codes of run: the job's exit code; 128+N when killed by signal N;\n"
-	       "  124 timeout, 137 memory_limit, 152 cpu_limit, 153 output_limit, 130 cancelled,\n"
-	       "  65 rejected, 70 sandbox_error, 75 worker_lost or expired, 69 Redis unreachable,\n"
-	       "  66 a local file is missing, 71 out of memory, 2 bad usage.\n"
-	       "Exit codes of grade: 0 every test accepted, 1 one was not, 3 compile_error; the\n"
-	       "  others as run's (65 also for a grading job that cannot be read).\n");
-}
 
 /* Connect and submit job (its id into id); NULL with *rc set when either fails. */
 static struct al_client *connect_and_submit(const struct cli_where *where, struct al_job *job,
@@ -126,49 +78,38 @@ out_job:
 /* airlock grade [options] DIR|FILE: a grading job, its verdict table. */
 static int cmd_grade(const struct cli_where *where, int argc, char **argv)
 {
-	static const struct option opts[] = {
-	    {"tier", required_argument, NULL, 't'},    {"image", required_argument, NULL, 'g'},
-	    {"compare", required_argument, NULL, 'C'}, {"stop-on-failure", no_argument, NULL, 's'},
-	    {"json", no_argument, NULL, 'j'},	       {"submit", no_argument, NULL, 'S'},
-	    {"print-job", no_argument, NULL, 'p'},     {NULL, 0, NULL, 0},
-	};
+	struct cli_grade_flags fl = {0};
 	struct cli_grade_opts go = {0};
 	struct al_job job;
 	struct al_result res;
 	struct al_err err = {0};
 	struct al_client *c;
 	char id[AL_ID_MAX + 1];
-	bool json = false, submit_only = false, print_job = false, existing = false;
-	int o, rc;
+	bool json, submit_only, print_job, existing = false;
+	int n = argc - 1, rc;
 
-	optind = 1;
-	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		switch (o) {
-		case 't': go.tier = optarg; break;
-		case 'g': go.image = optarg; break;
-		case 'C':
-			if (al_compare_parse(optarg) < 0) {
-				fprintf(stderr,
-					"airlock: --compare: expected exact, trim or tokens, got "
-					"\"%s\"\n",
-					optarg);
-				return EXIT_USAGE;
-			}
-			go.compare = optarg;
-			break;
-		case 's': go.stop_on_failure = true; break;
-		case 'j': json = true; break;
-		case 'S': submit_only = true; break;
-		case 'p': print_job = true; break;
-		default: usage(stderr); return EXIT_USAGE;
-		}
-	}
-	if (optind + 1 != argc) {
-		fprintf(stderr, "airlock: grade: give one directory or .json/.yaml file\n");
+	if ((rc = cli_flags_take(cli_grade_flags, 0, "grade", &fl, &n, argv + 1)))
+		return rc;
+	if (fl.compare && al_compare_parse(fl.compare) < 0) {
+		fprintf(stderr, "airlock: --compare: expected exact, trim or tokens, got \"%s\"\n",
+			fl.compare);
 		return EXIT_USAGE;
 	}
+	if (n != 1) {
+		fprintf(stderr,
+			"airlock: grade: give one directory or .json/.yaml file (see airlock "
+			"grade --help)\n");
+		return EXIT_USAGE;
+	}
+	go.tier = fl.tier;
+	go.image = fl.image;
+	go.compare = fl.compare;
+	go.stop_on_failure = fl.stop_on_failure;
+	json = fl.json;
+	submit_only = fl.submit;
+	print_job = fl.print_job;
 	go.no_new_id = where->gateway && !print_job;
-	if (cli_grade_job_load(argv[optind], &go, &job, &err)) {
+	if (cli_grade_job_load(argv[1], &go, &job, &err)) {
 		fprintf(stderr, "airlock: %s\n", err.msg);
 		return err.code == AL_EINVAL ? EXIT_REJECTED : EXIT_NOINPUT;
 	}
@@ -210,35 +151,26 @@ out_job:
 
 static int cmd_wait(const struct cli_where *where, int argc, char **argv)
 {
+	struct cli_wait_flags fl = {0};
 	struct al_result res;
 	struct al_err err = {0};
 	struct al_client *c;
-	uint64_t tmo = 0;
-	bool json = false;
-	const char *id = NULL;
-	int rc = 0;
+	const char *id;
+	bool json;
+	int n = argc - 1, rc = 0;
 
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--json"))
-			json = true;
-		else if (!strcmp(argv[i], "--timeout-wait") && i + 1 < argc) {
-			if (!al_parse_u64(argv[++i], 0, UINT64_MAX, &tmo)) {
-				fprintf(stderr,
-					"airlock: --timeout-wait: expected a whole number, got "
-					"\"%s\"\n",
-					argv[i]);
-				return EXIT_USAGE;
-			}
-		} else
-			id = argv[i];
-	}
-	if (!id) {
-		fprintf(stderr, "airlock: wait: which job? give its ID\n");
+	if ((rc = cli_flags_take(cli_wait_flags, 0, "wait", &fl, &n, argv + 1)))
+		return rc;
+	if (n != 1) {
+		fprintf(stderr,
+			"airlock: wait: which job? give its ID (see airlock wait --help)\n");
 		return EXIT_USAGE;
 	}
+	id = argv[1];
+	json = fl.json;
 	if (!(c = cli_connect(where, &rc)))
 		return rc;
-	if (al_client_wait(c, id, tmo, &res, &err)) {
+	if (al_client_wait(c, id, fl.timeout_ms, &res, &err)) {
 		fprintf(stderr, "airlock: job %s: %s\n", id, err.msg);
 		al_client_close(c);
 		return EXIT_UNAVAILABLE;
@@ -336,12 +268,23 @@ static int verb_version(const struct cli_where *where, int argc, char **argv)
 	return 0;
 }
 
+/* airlock help [COMMAND [SUB]] */
 static int verb_help(const struct cli_where *where, int argc, char **argv)
 {
+	const struct cli_cmd *c, *sub;
+
 	(void)where;
-	(void)argc;
-	(void)argv;
-	usage(stdout);
+	if (argc < 2) {
+		cli_usage(stdout);
+		return 0;
+	}
+	c = cli_command(argv[1], argc > 2 ? argv[2] : NULL, &sub);
+	if (!c || (argc > 2 && !sub)) {
+		fprintf(stderr, "airlock help: no command \"%s%s%s\" (airlock help lists them)\n",
+			argv[1], argc > 2 ? " " : "", argc > 2 ? argv[2] : "");
+		return EXIT_USAGE;
+	}
+	cli_command_usage(stdout, c, sub);
 	return 0;
 }
 
@@ -390,8 +333,9 @@ static const struct verb {
     {"images", 0, 3, cli_images},
     {"version", 0, 0, verb_version},
     {"--version", 0, 0, verb_version},
-    {"help", 0, 0, verb_help},
-    {"--help", 0, 0, verb_help},
+    {"help", 0, 2, verb_help},
+    {"--help", 0, 2, verb_help},
+    {"-h", 0, 2, verb_help},
 };
 
 int main(int argc, char **argv)
@@ -404,16 +348,14 @@ int main(int argc, char **argv)
 	};
 	int i = 1;
 
-	while (i + 1 < argc && (!strcmp(argv[i], "--redis") || !strcmp(argv[i], "--gateway") ||
-				!strcmp(argv[i], "--token-file"))) {
-		if (!strcmp(argv[i], "--redis")) {
-			where.redis = argv[i + 1];
-			where.gateway = NULL;
-		} else if (!strcmp(argv[i], "--gateway")) {
-			where.gateway = argv[i + 1];
-		} else {
-			where.token_file = argv[i + 1];
-		}
+	const struct cli_flag *g;
+	const struct cli_cmd *cmd, *sub;
+
+	/* where the command goes: usage.c's rows */
+	while (i + 1 < argc && (g = cli_flag_find(cli_global_flags, argv[i]))) {
+		*(const char **)((char *)&where + g->off) = argv[i + 1];
+		if (!strcmp(g->name, "--redis"))
+			where.gateway = NULL; /* the last one given wins */
 		i += 2;
 	}
 	if (i < argc && !strcmp(argv[i], "--token")) {
@@ -422,17 +364,29 @@ int main(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	if (i >= argc) {
-		usage(stderr);
+		cli_usage(stderr);
 		return EXIT_USAGE;
 	}
 	argc -= i - 1;
 	argv += i - 1;
-	/* argv[1] is the command now: one row of the verb table */
+	/* argv[1] is the command now. COMMAND [SUB] ... --help: its usage,
+	 * and nothing opened */
+	cmd = cli_command(argv[1], argc > 2 ? argv[2] : NULL, &sub);
+	for (int k = 2; cmd && k < argc && strcmp(argv[k], "--"); k++)
+		if (!strcmp(argv[k], "--help") || !strcmp(argv[k], "-h")) {
+			cli_command_usage(stdout, cmd, sub);
+			return 0;
+		}
+	/* one row of the verb table */
 	for (size_t v = 0; v < sizeof(verbs) / sizeof(verbs[0]); v++)
 		if (!strcmp(argv[1], verbs[v].name) && argc - 2 >= verbs[v].min &&
 		    argc - 2 <= verbs[v].max)
 			return verbs[v].fn(&where, argc - 1, argv + 1);
-	fprintf(stderr, "airlock: unknown command or wrong arguments: %s (see airlock help)\n",
-		argv[1]);
+	if (cmd) { /* a command, with too few or too many arguments */
+		fprintf(stderr, "airlock %s: wrong arguments\n", argv[1]);
+		cli_command_usage(stderr, cmd, sub);
+	} else {
+		fprintf(stderr, "airlock: unknown command %s (airlock help lists them)\n", argv[1]);
+	}
 	return EXIT_USAGE;
 }

@@ -1,8 +1,9 @@
 /* cli.h - what the airlock CLI's files share, top down: airlock.c (the
  * verbs' table, run, grade, wait, status, cancel), session_cmd.c, images.c
- * and admin.c (their verbs), jobopts.c (run's options), gradejob.c,
- * print.c (results), junit.c and io.c (allocations, local files). Each
- * calls only those after it. Internal to cli/. */
+ * and admin.c (their verbs), usage.c (every command's usage and options),
+ * jobopts.c (run's options), gradejob.c, print.c (results), junit.c and
+ * io.c (allocations, local files). Each calls only those after it.
+ * Internal to cli/. */
 #ifndef AL_CLI_H
 #define AL_CLI_H
 
@@ -38,6 +39,61 @@ struct cli_where;
 int cli_stats(const struct cli_where *where, int argc, char **argv);
 int cli_dlq(const struct cli_where *where, int argc, char **argv);
 int cli_vm(const struct cli_where *where, int argc, char **argv);
+
+/* usage.c: every command's usage, from the rows its parser reads too */
+enum cli_flag_kind {
+	CF_FLAG, /* bool, set by the flag alone */
+	CF_STR,	 /* const char *: the value itself (argv outlives it) */
+	CF_NUM,	 /* uint64_t: a whole number, at least 1 */
+};
+struct cli_flag {
+	const char *name; /* "--tier", "-c" */
+	enum cli_flag_kind kind;
+	size_t off;	   /* its place in the command's options struct */
+	const char *value; /* the value's name in the usage (NULL: a flag) */
+	const char *help;  /* '\n' between its lines */
+	unsigned subs;	   /* the subcommands it is one of (bit i: the i-th); 0: all */
+};
+struct cli_cmd {
+	const char *name, *args, *summary; /* "py", "ID (-c CODE | FILE | -)", ... */
+	const struct cli_flag *flags;	   /* its options, or NULL */
+	const struct cli_cmd *subs;	   /* its subcommands (a NULL name ends them) */
+	void (*more)(FILE *f);		   /* run, submit: jobopts.c's options */
+};
+/* The options' structs of the commands that take them with cli_flags_take */
+struct cli_sess_opts {
+	const char *tier, *tenant, *image, *code, *outputs, *mode;
+	uint64_t timeout_ms, cpu_ms, output_max, memory, cpu_budget_ms;
+};
+struct cli_grade_flags {
+	const char *tier, *image, *compare;
+	bool stop_on_failure, json, submit, print_job;
+};
+struct cli_wait_flags {
+	bool json;
+	uint64_t timeout_ms;
+};
+struct cli_images_flags {
+	const char *dir;
+	bool json;
+};
+extern const struct cli_flag cli_session_flags[], cli_grade_flags[], cli_wait_flags[],
+    cli_images_flags[], cli_global_flags[];
+extern const struct cli_cmd cli_commands[];
+/* The command named name (NULL: none), and in *subcmd its subcommand sub
+ * (NULL: none, or sub NULL). */
+const struct cli_cmd *cli_command(const char *name, const char *sub, const struct cli_cmd **subcmd);
+/* airlock's usage: every command, where they go, the exit codes. */
+void cli_usage(FILE *f);
+/* One command's usage (sub: one of its subcommands, or NULL). */
+void cli_command_usage(FILE *f, const struct cli_cmd *c, const struct cli_cmd *sub);
+void cli_flags_usage(FILE *f, const struct cli_flag *t, unsigned sub);
+const struct cli_flag *cli_flag_find(const struct cli_flag *t, const char *arg);
+/* The options of table t (those of subcommand number sub) out of argv into
+ * opts; the other arguments stay, in order, *argc their count ("--": all
+ * after it are). 0, or EXIT_USAGE (said why, naming who: "session py"). */
+int cli_flags_take(const struct cli_flag *t, unsigned sub, const char *who, void *opts, int *argc,
+		   char **argv);
 
 /* jobopts.c: run's and submit's options, from one table */
 struct cli_jobargs {

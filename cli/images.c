@@ -143,8 +143,10 @@ static int print_json(const struct image *ims, size_t n)
 
 int cli_images(const struct cli_where *where, int argc, char **argv)
 {
-	const char *dir = "/var/lib/airlock/images";
-	bool json = false;
+	struct cli_images_flags fl = {.dir = "/var/lib/airlock/images"};
+	const char *dir;
+	bool json;
+	int n_args = argc - 1;
 	struct image ims[64];
 	size_t n = 0;
 	DIR *d;
@@ -152,16 +154,15 @@ int cli_images(const struct cli_where *where, int argc, char **argv)
 	int rc;
 
 	(void)where;
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--json")) {
-			json = true;
-		} else if (!strcmp(argv[i], "--dir") && i + 1 < argc) {
-			dir = argv[++i];
-		} else {
-			fprintf(stderr, "airlock: images [--dir DIR] [--json]\n");
-			return EXIT_USAGE;
-		}
+	if ((rc = cli_flags_take(cli_images_flags, 0, "images", &fl, &n_args, argv + 1)))
+		return rc;
+	if (n_args) {
+		fprintf(stderr, "airlock images: no arguments but options (see airlock images "
+				"--help)\n");
+		return EXIT_USAGE;
 	}
+	dir = fl.dir;
+	json = fl.json;
 	if (!(d = opendir(dir))) {
 		fprintf(stderr,
 			"airlock: images: cannot read %s: %m (build the catalogue: make "

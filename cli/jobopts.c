@@ -244,11 +244,11 @@ static int add_git_input(struct jobargs *x, const char *v)
 
 #define NUM(name, kind, field, max)                                                                \
 	{                                                                                          \
-		name, kind, offsetof(struct al_job, field), 0, max, 0, NULL                        \
+		name, kind, offsetof(struct al_job, field), 0, max, 0, NULL, NULL, NULL            \
 	}
 #define OTHER(name)                                                                                \
 	{                                                                                          \
-		name, AL_OPT_STR, 0, 0, 0, 0, NULL                                                 \
+		name, AL_OPT_STR, 0, 0, 0, 0, NULL, NULL, NULL                                     \
 	}
 
 /* The table: usage lists the options in this order. */

@@ -2,7 +2,8 @@
  * session, run calls in it, move files in and out, close it.
  *
  *   airlock session open [--tier T] [--tenant T] [--memory BYTES] [--timeout MS]
- *                        [--image NAME]                 prints the session's id
+ *                        [--cpu-budget MS] [--image NAME]   prints the session's id
+ * (usage.c has each verb's options: the rows cli_flags_take reads)
  *   airlock session exec ID [--timeout MS] [--cpu MS] [--output-max BYTES]
  *                        (-c LINE | -- PROG ARGS...)
  *   airlock session py ID [--timeout MS] [--cpu MS] [--output-max BYTES]
@@ -27,80 +28,11 @@
 
 static int usage_error(const char *msg)
 {
-	fprintf(stderr, "airlock session: %s (see airlock help)\n", msg);
+	fprintf(stderr, "airlock session: %s (see airlock session --help)\n", msg);
 	return EXIT_USAGE;
 }
 
-/* The options every verb may take, into their places; the rest stays in
- * argv (argc updated). */
-struct sess_opts {
-	const char *tier, *tenant, *image, *code, *outputs;
-	uint64_t timeout_ms, cpu_ms, output_max, memory, mode;
-	bool have_mode;
-};
-
-static int take_opts(int *argc, char **argv, struct sess_opts *o)
-{
-	int out = 0;
-
-	for (int i = 0; i < *argc; i++) {
-		const char *a = argv[i];
-		const char **str = !strcmp(a, "--tier")	     ? &o->tier
-				   : !strcmp(a, "--tenant")  ? &o->tenant
-				   : !strcmp(a, "--image")   ? &o->image
-				   : !strcmp(a, "-c")	     ? &o->code
-				   : !strcmp(a, "--outputs") ? &o->outputs
-							     : NULL;
-		uint64_t *num = !strcmp(a, "--timeout")	     ? &o->timeout_ms
-				: !strcmp(a, "--cpu")	     ? &o->cpu_ms
-				: !strcmp(a, "--output-max") ? &o->output_max
-				: !strcmp(a, "--memory")     ? &o->memory
-							     : NULL;
-
-		if (!strcmp(a, "--")) { /* the rest is a program and its arguments */
-			while (++i < *argc)
-				argv[out++] = argv[i];
-			break;
-		}
-		if ((str || num || !strcmp(a, "--mode")) && i + 1 >= *argc) {
-			fprintf(stderr, "airlock session: %s needs a value\n", a);
-			return EXIT_USAGE;
-		}
-		if (str) {
-			*str = argv[++i];
-		} else if (num) {
-			if (!al_parse_u64(argv[++i], 1, UINT64_MAX, num)) {
-				fprintf(
-				    stderr,
-				    "airlock session: %s: expected a whole number, got \"%s\"\n", a,
-				    argv[i]);
-				return EXIT_USAGE;
-			}
-		} else if (!strcmp(a, "--mode")) {
-			char *end;
-
-			errno = 0;
-			o->mode = strtoull(argv[++i], &end, 8);
-			if (errno || *end || !*argv[i] || o->mode > 0777) {
-				fprintf(
-				    stderr,
-				    "airlock session: --mode: expected octal bits, got \"%s\"\n",
-				    argv[i]);
-				return EXIT_USAGE;
-			}
-			o->have_mode = true;
-		} else if (a[0] == '-' && a[1]) {
-			fprintf(stderr, "airlock session: unknown option %s\n", a);
-			return EXIT_USAGE;
-		} else {
-			argv[out++] = argv[i];
-		}
-	}
-	*argc = out;
-	return 0;
-}
-
-static int cmd_open(struct al_client *c, const struct sess_opts *o)
+static int cmd_open(struct al_client *c, const struct cli_sess_opts *o)
 {
 	struct al_job job = {.version = AL_PROTO_VERSION,
 			     .tier = (char *)(o->tier ? o->tier : "trusted"),
@@ -116,6 +48,7 @@ static int cmd_open(struct al_client *c, const struct sess_opts *o)
 
 	job.limits.memory_bytes = o->memory;
 	job.limits.wall_ms = o->timeout_ms;
+	job.cpu_budget_ms = o->cpu_budget_ms;
 	rc = al_client_submit(c, &job, id, &existing, &err);
 	free(job.id); /* made by the client (Redis) */
 	if (rc || (rc = al_client_wait(c, id, 0, &res, &err))) {
@@ -160,26 +93,37 @@ static void save_outputs(const struct al_result *r, const char *dir)
 
 int cli_session(const struct cli_where *where, int argc, char **argv)
 {
-	static const char *const verbs[] = {"open", "exec", "py",    "put",
-					    "get",  "ls",   "close", "info"};
-	struct sess_opts o = {0};
+	struct cli_sess_opts o = {0};
 	struct al_sess_call call = {0};
 	struct al_result res = {0};
 	struct al_err err = {0};
 	struct al_client *c;
-	const char *verb;
-	int rc = 0, n = argc - 1;
-	size_t v = 0;
+	const struct cli_cmd *sub, *cmd = cli_command("session", argv[1], &sub);
+	char who[32];
+	int rc = 0, n = argc - 2;
+	size_t v;
+	unsigned long mode = 0644;
 
-	if ((rc = take_opts(&n, argv + 1, &o)))
-		return rc;
-	if (n < 1)
+	if (!sub)
 		return usage_error("a verb: open, exec, py, put, get, ls, close or info");
-	verb = argv[1];
-	while (v < sizeof(verbs) / sizeof(verbs[0]) && strcmp(verb, verbs[v]))
-		v++;
-	if (v == sizeof(verbs) / sizeof(verbs[0]))
-		return usage_error("unknown verb; use open, exec, py, put, get, ls, close or info");
+	v = (size_t)(sub - cmd->subs);
+	snprintf(who, sizeof(who), "session %s", argv[1]);
+	/* argv[1] the verb, then its id and arguments, options among them */
+	if ((rc = cli_flags_take(cli_session_flags, (unsigned)v, who, &o, &n, argv + 2)))
+		return rc;
+	n++; /* and the verb: argv[2] is its id */
+	if (o.mode) {
+		char *end;
+
+		errno = 0;
+		mode = strtoul(o.mode, &end, 8);
+		if (errno || *end || !*o.mode || mode > 0777) {
+			fprintf(stderr,
+				"airlock session: --mode: expected octal bits, got \"%s\"\n",
+				o.mode);
+			return EXIT_USAGE;
+		}
+	}
 	if (v > 0 && n < 2)
 		return usage_error("the session's id (what open printed)");
 	if (!(c = cli_connect(where, &rc)))
@@ -194,7 +138,7 @@ int cli_session(const struct cli_where *where, int argc, char **argv)
 	call.timeout_ms = o.timeout_ms;
 	call.cpu_ms = o.cpu_ms;
 	call.output_max = o.output_max;
-	call.mode = o.have_mode ? (uint32_t)o.mode : 0644;
+	call.mode = (uint32_t)mode;
 	switch (v) {
 	case 1: /* exec */
 		call.op = AL_SESS_EXEC;

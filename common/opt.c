@@ -124,3 +124,29 @@ int al_opts_parse(const struct al_opt *table, void *settings, int argc, char **a
 		return al_err_set(err, AL_EINVAL, "unexpected argument \"%s\"", argv[optind]);
 	return AL_OK;
 }
+
+void al_opts_usage(FILE *f, const struct al_opt *table)
+{
+	for (const struct al_opt *o = table; o->name; o++) {
+		char head[64];
+		const char *h = o->help;
+
+		if (!h)
+			continue;
+		snprintf(head, sizeof(head), "--%s%s%s", o->name, o->value ? " " : "",
+			 o->value ? o->value : "");
+		if (strlen(head) > 20)
+			fprintf(f, "  %s\n%24s", head, "");
+		else
+			fprintf(f, "  %-20s  ", head);
+		for (;;) {
+			size_t n = strcspn(h, "\n");
+
+			fprintf(f, "%.*s\n", (int)n, h);
+			if (!h[n])
+				break;
+			h += n + 1;
+			fprintf(f, "%24s", "");
+		}
+	}
+}

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "../proto/err.h"
 
@@ -28,6 +29,10 @@ struct al_opt {
 	uint64_t min, max;   /* numbers: the range of the value given */
 	uint64_t scale;	     /* numbers: stored as value * scale (0: 1); s -> ms is 1000 */
 	const char *choices; /* AL_OPT_ONEOF: "a|b|c" */
+	/* the usage text (al_opts_usage): the value's name (NULL: a flag) and
+	 * what it does; no help: not listed (an
+	 * option kept only to be refused, saying why) */
+	const char *value, *help;
 };
 
 /* A whole decimal number in min..max into *out; false (and *out untouched)
@@ -46,5 +51,10 @@ const struct al_opt *al_opt_find(const struct al_opt *table, const char *name);
  * flag, a missing value or a positional argument. */
 int al_opts_parse(const struct al_opt *table, void *settings, int argc, char **argv,
 		  struct al_err *err);
+
+/* The options of table with a help, one "  --name VALUE  help" each, the
+ * help's further lines beneath its first: the usage text is the parser's
+ * own table, so the two cannot drift. */
+void al_opts_usage(FILE *f, const struct al_opt *table);
 
 #endif

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# usage: deploy/demo.sh   (as root; `make demo` builds it first)
 # The demo: an embedded redis-server on a private unix socket in a temporary
 # directory, one scheduler, one worker, the HTTP gateway, and a private
 # libvirtd in a network namespace of its own (as the tests make it) for the
@@ -8,6 +9,12 @@
 # address; then it stops
 # everything it started (by PID) and removes the directory.
 set -euo pipefail
+# --help: the comment above; no other argument is taken
+case "${1:-}" in
+-h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;;
+"") ;;
+*) echo "$(basename "$0"): no arguments (see $(basename "$0") --help)" >&2; exit 2 ;;
+esac
 BUILD=${BUILD:-build}
 B=$(cd "$BUILD" && pwd)
 if [ "$(id -u)" -ne 0 ]; then

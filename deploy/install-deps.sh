@@ -1,8 +1,15 @@
 #!/usr/bin/env bash
+# usage: deploy/install-deps.sh   (as root)
 # Installs every Debian package that Airlock's build, tests and four backends need,
 # and the tests' one npm package (pinned, in its own directory).
 # Idempotent and non-interactive; runs `apt-get update` only when something is missing.
 set -euo pipefail
+# --help: the comment above; no other argument is taken
+case "${1:-}" in
+-h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;;
+"") ;;
+*) echo "$(basename "$0"): no arguments (see $(basename "$0") --help)" >&2; exit 2 ;;
+esac
 
 # Build: compilers, pkg-config and the -dev packages of every library we link.
 build_pkgs=(

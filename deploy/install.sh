@@ -1,9 +1,16 @@
 #!/usr/bin/env bash
+# usage: [PREFIX=DIR] [DESTDIR=DIR] [BUILD=DIR] deploy/install.sh   (make install)
 # make install: the programs, the systemd units, the example settings and
 # the client library (libairlock.a, headers, airlock.pc).
 #   PREFIX (default /usr/local), DESTDIR (staging root, default none), BUILD.
 # The configuration itself (/etc/airlock/) is the operator's: README "Using it".
 set -euo pipefail
+# --help: the comment above; no other argument is taken
+case "${1:-}" in
+-h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;;
+"") ;;
+*) echo "$(basename "$0"): no arguments (see $(basename "$0") --help)" >&2; exit 2 ;;
+esac
 BUILD=${BUILD:-build}
 PREFIX=${PREFIX:-/usr/local}
 DESTDIR=${DESTDIR:-}

@@ -14,28 +14,6 @@
 #include "../common/opt.h"
 #include "gw.h"
 
-static void usage(FILE *f)
-{
-	fputs("usage: airlock-gateway --redis URL --keys FILE [options]\n"
-	      "       airlock-gateway --hash-key < KEYFILE   (prints the line's hash)\n"
-	      "  --redis URL         Redis (redis://, rediss:// or unix:///path.sock)\n"
-	      "  --keys FILE         API keys: lines \"TENANT sha256:HEX\" (only hashes)\n"
-	      "  --listen HOST:PORT  where to serve (default 127.0.0.1:8088)\n"
-	      "  --tls-cert FILE     serve HTTPS with this certificate (PEM) ...\n"
-	      "  --tls-key FILE      ... and key\n"
-	      "  --max-body BYTES    larger request bodies get 413 (default 3 MiB)\n"
-	      "  --max-connections N connections at once; more wait in the backlog (default\n"
-	      "                      1024, fewer when the descriptor limit is low)\n"
-	      "  --header-timeout-s N a request's line and headers must be in within this\n"
-	      "                      (default 10; a long poll's own limit is its timeout)\n"
-	      "  --polls-per-tenant N long polls (waits, runs, output streams) one tenant may\n"
-	      "                      have open at once (default 256, of 512 in all)\n"
-	      "Each option may also come from AIRLOCK_<OPTION> (AIRLOCK_REDIS, AIRLOCK_KEYS,\n"
-	      "AIRLOCK_TLS_CERT, ...); a flag wins. Give a Redis URL with a password as\n"
-	      "AIRLOCK_REDIS (a systemd EnvironmentFile), not as a flag that ps shows.\n",
-	      f);
-}
-
 static struct event_base *stop_base;
 
 static void on_stop(evutil_socket_t fd, short what, void *arg)
@@ -121,21 +99,47 @@ struct settings {
 
 #define S(f) offsetof(struct settings, f)
 static const struct al_opt opts[] = {
-    {"redis", AL_OPT_STR, S(redis), 0, 0, 0, NULL},
-    {"keys", AL_OPT_STR, S(keys), 0, 0, 0, NULL},
-    {"listen", AL_OPT_STR, S(listen), 0, 0, 0, NULL},
-    {"tls-cert", AL_OPT_STR, S(cert), 0, 0, 0, NULL},
-    {"tls-key", AL_OPT_STR, S(key), 0, 0, 0, NULL},
-    {"max-body", AL_OPT_U64, S(max_body), 1, 1ull << 30, 0, NULL},
-    {"max-connections", AL_OPT_UINT, S(max_conns), 1, 1000000, 0, NULL},
-    {"header-timeout-s", AL_OPT_UINT, S(header_s), 1, 1000000, 0, NULL},
-    {"polls-per-tenant", AL_OPT_UINT, S(polls_per_tenant), 1, 1000000, 0, NULL},
-    {"result-ttl-s", AL_OPT_STR, S(result_ttl), 0, 0, 0, NULL},
-    {"hash-key", AL_OPT_FLAG, S(hash_key), 0, 0, 0, NULL},
-    {"help", AL_OPT_FLAG, S(help), 0, 0, 0, NULL},
-    {NULL, 0, 0, 0, 0, 0, NULL},
+    {"redis", AL_OPT_STR, S(redis), 0, 0, 0, NULL, "URL",
+     "Redis (redis://, rediss:// or unix:///path.sock)"},
+    {"keys", AL_OPT_STR, S(keys), 0, 0, 0, NULL, "FILE",
+     "API keys: lines \"TENANT sha256:HEX\" (only hashes)"},
+    {"listen", AL_OPT_STR, S(listen), 0, 0, 0, NULL, "HOST:PORT",
+     "where to serve (default 127.0.0.1:8088)"},
+    {"tls-cert", AL_OPT_STR, S(cert), 0, 0, 0, NULL, "FILE",
+     "serve HTTPS with this certificate (PEM) ..."},
+    {"tls-key", AL_OPT_STR, S(key), 0, 0, 0, NULL, "FILE", "... and key"},
+    {"max-body", AL_OPT_U64, S(max_body), 1, 1ull << 30, 0, NULL, "BYTES",
+     "larger request bodies get 413 (default 3 MiB)"},
+    {"max-connections", AL_OPT_UINT, S(max_conns), 1, 1000000, 0, NULL, "N",
+     "connections at once; more wait in the backlog (default\n1024, fewer when the descriptor "
+     "limit is low)"},
+    {"header-timeout-s", AL_OPT_UINT, S(header_s), 1, 1000000, 0, NULL, "N",
+     "a request's line and headers must be in within this\n(default 10; a long poll's own limit is "
+     "its timeout)"},
+    {"polls-per-tenant", AL_OPT_UINT, S(polls_per_tenant), 1, 1000000, 0, NULL, "N",
+     "long polls (waits, runs, output streams) one tenant may\nhave open at once (default 256, of "
+     "512 in all)"},
+    {"result-ttl-s", AL_OPT_STR, S(result_ttl), 0, 0, 0, NULL, NULL, NULL}, /* refused */
+    {"hash-key", AL_OPT_FLAG, S(hash_key), 0, 0, 0, NULL, NULL,
+     "read a key on stdin, print its line's hash, and exit"},
+    {"help", AL_OPT_FLAG, S(help), 0, 0, 0, NULL, NULL, "this text, and exit"},
+    {NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL},
 };
 #undef S
+
+static void usage(FILE *f)
+{
+	fputs("usage: airlock-gateway --redis URL --keys FILE [options]\n"
+	      "       airlock-gateway --hash-key < KEYFILE   (prints the line's hash)\n",
+	      f);
+	al_opts_usage(f, opts);
+	fputs("Each option may also come from AIRLOCK_<OPTION> (AIRLOCK_REDIS, AIRLOCK_KEYS,\n"
+	      "AIRLOCK_TLS_CERT, ...); a flag wins. Give a Redis URL with a password as\n"
+	      "AIRLOCK_REDIS (a systemd EnvironmentFile), not as a flag that ps shows.\n"
+	      "SIGHUP rereads the key file (a file that does not load changes nothing);\n"
+	      "SIGTERM stops.\n",
+	      f);
+}
 
 int main(int argc, char **argv)
 {

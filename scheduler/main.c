@@ -167,20 +167,6 @@ static void on_stop(evutil_socket_t sig, short what, void *arg)
 	event_base_loopexit(s->base, NULL);
 }
 
-static void usage(FILE *f)
-{
-	fprintf(
-	    f, "usage: airlock-scheduler [options]\n"
-	       "  --redis URL      redis://host:port or unix:///path.sock (AIRLOCK_REDIS)\n"
-	       "  --policy FILE    the operator's policy (AIRLOCK_POLICY; default built-in)\n"
-	       "  --listen H:P     metrics and health over HTTP (default 127.0.0.1:9464; \"off\")\n"
-	       "  --id NAME        scheduler name (AIRLOCK_ID; default host-pid)\n"
-	       "  --libvirt URI    end service VMs' leases and reconcile this libvirt with Redis\n"
-	       "                   (AIRLOCK_LIBVIRT)\n"
-	       "                   (run the scheduler on the VM host; default: no VM management)\n"
-	       "  --check          load the policy, report, and exit\n");
-}
-
 /* Every setting, from AIRLOCK_<OPTION> or a flag (common/opt.h). */
 struct settings {
 	const char *redis, *policy, *listen, *id, *libvirt;
@@ -189,17 +175,33 @@ struct settings {
 
 #define S(f) offsetof(struct settings, f)
 static const struct al_opt opts[] = {
-    {"redis", AL_OPT_STR, S(redis), 0, 0, 0, NULL},
-    {"policy", AL_OPT_STR, S(policy), 0, 0, 0, NULL},
-    {"listen", AL_OPT_STR, S(listen), 0, 0, 0, NULL},
-    {"id", AL_OPT_STR, S(id), 0, 0, 0, NULL},
-    {"libvirt", AL_OPT_STR, S(libvirt), 0, 0, 0, NULL},
-    {"check", AL_OPT_FLAG, S(check), 0, 0, 0, NULL},
-    {"help", AL_OPT_FLAG, S(help), 0, 0, 0, NULL},
-    {"version", AL_OPT_FLAG, S(version), 0, 0, 0, NULL},
-    {NULL, 0, 0, 0, 0, 0, NULL},
+    {"redis", AL_OPT_STR, S(redis), 0, 0, 0, NULL, "URL", "redis://host:port or unix:///path.sock"},
+    {"policy", AL_OPT_STR, S(policy), 0, 0, 0, NULL, "FILE",
+     "the operator's policy (default built-in)"},
+    {"listen", AL_OPT_STR, S(listen), 0, 0, 0, NULL, "H:P",
+     "metrics and health over HTTP (default 127.0.0.1:9464; \"off\")"},
+    {"id", AL_OPT_STR, S(id), 0, 0, 0, NULL, "NAME", "scheduler name (default host-pid)"},
+    {"libvirt", AL_OPT_STR, S(libvirt), 0, 0, 0, NULL, "URI",
+     "end service VMs' leases and reconcile this libvirt with Redis\n(run the scheduler on the VM "
+     "host; default: no VM management)"},
+    {"check", AL_OPT_FLAG, S(check), 0, 0, 0, NULL, NULL, "load the policy, report, and exit"},
+    {"help", AL_OPT_FLAG, S(help), 0, 0, 0, NULL, NULL, "this text, and exit"},
+    {"version", AL_OPT_FLAG, S(version), 0, 0, 0, NULL, NULL,
+     "print the protocol version and exit"},
+    {NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL},
 };
 #undef S
+
+static void usage(FILE *f)
+{
+	fputs("usage: airlock-scheduler [options]\n"
+	      "Options (also AIRLOCK_<NAME> in the environment; a flag wins):\n",
+	      f);
+	al_opts_usage(f, opts);
+	fputs("SIGHUP reloads the policy (a file that does not load changes nothing);\n"
+	      "SIGTERM stops.\n",
+	      f);
+}
 
 int main(int argc, char **argv)
 {

@@ -50,7 +50,7 @@ images_done() {
 
 # Suites that need no catalogue image nor microVM guest (the process tier
 # on the host's /usr, Redis, the gateway, the fuzzers): while it builds.
-NO_IMAGE="layers layout test_layout test_acl test_clock test_egress_proxy test_faults test_fleet
+NO_IMAGE="layers layout test_layout test_acl test_clock test_egress_proxy test_faults test_fleet test_help
 	test_gateway test_policy_reload test_process test_queue test_sentinel test_tiers
 	test_worker_faults"
 # Image suites that mostly wait (on servers in test namespaces, leases,

@@ -163,64 +163,6 @@ out_job:
 	return rc;
 }
 
-static void usage(FILE *f)
-{
-	fprintf(
-	    f,
-	    "usage: airlock-worker [options]\n"
-	    "Serve jobs from Redis (default), or run one job file with --run-one.\n"
-	    "Options (also AIRLOCK_<NAME> in the environment, or name: value lines in --config;\n"
-	    "flags win over the environment, which wins over the file):\n"
-	    "  --config FILE        YAML mapping of the options below\n"
-	    "  --redis URL          redis://[user:pass@]host:port[/db] or unix:///path.sock\n"
-	    "                       (default redis://127.0.0.1:6379)\n"
-	    "  --policy FILE        the operator's policy (default: built-in)\n"
-	    "  --tiers A,B          tiers to serve (default: every tier in the policy)\n"
-	    "  --slots N            concurrent jobs per backend (default 2)\n"
-	    "  --prefetch auto|N    jobs per backend claimed ahead of a free slot and held:\n"
-	    "                       auto (default) as many as its slots free within ~5 ms\n"
-	    "                       by their recent run times (none for long jobs, at most\n"
-	    "                       16); N that many; 0 none. Held at most ~1 s\n"
-	    "  --heartbeat-ms N     lease renewal period (default 1000)\n"
-	    "  --drain-grace-ms N   on SIGTERM, time running jobs get (default 30000)\n"
-	    "  --state-dir DIR      per-job directories (default /var/lib/airlock)\n"
-	    "  --worker-id ID       unique, stable name (default: the host name)\n"
-	    "  --uid-base N         slot i runs as uid N+i, a warm interpreter until its job\n"
-	    "                       as N+slots, microVM n's VMM as N+256+n: give each\n"
-	    "                       worker on a host its own 768 ids (default 60000)\n"
-	    "  --helper-dir DIR     where the helpers (airlock-sandbox-init, ...) are\n"
-	    "                       (default: beside this executable)\n"
-	    "  --images DIR         the image catalogue deploy/images/build.sh made\n"
-	    "                       (default " AL_IMAGES_DIR ")\n"
-	    "  --userns-base N      container slot i's root is host uid N+i*65536 (default "
-	    "200000)\n"
-	    "  --oci-runtime R      runc, crun or runsc (default: detected)\n"
-	    "  --vmm NAME           microVM monitor: qemu (default)\n"
-	    "  --vmm-binary PATH    its executable (default: found on PATH)\n"
-	    "  --vm-accel A         kvm or tcg (default: kvm when /dev/kvm opens)\n"
-	    "  --vm-console FILE    append microVM consoles here (debugging only)\n"
-	    "  --libvirt URI        service VMs' libvirt (default qemu:///system)\n"
-	    "  --vm-hang-ms N       a microVM silent this long (boot, heartbeats) is broken\n"
-	    "                       (default 20000 under TCG, 5000 with KVM)\n"
-	    "  --input-cache-bytes N  the host's cache of jobs' inputs by URL, in\n"
-	    "                       STATE/inputs-cache, least recently used out first\n"
-	    "                       (default 8 GiB)\n"
-	    "  --input-timeout-ms N one job's inputs by URL: the fetch's time (default 600000)\n"
-	    "  --webhook-secret S   key for the X-Airlock-Signature header of callbacks\n"
-	    "                       (every tenant's: for one tenant, or tenants that trust\n"
-	    "                       each other)\n"
-	    "  --webhook-secrets DIR  each tenant's callbacks signed with its own key, the\n"
-	    "                       first line of DIR/<tenant> (none sent without one)\n"
-	    "  --allow-noop         offer the benchmark-only noop backend\n"
-	    "  --live-output on|off stream running jobs' stdout and stderr to al:out:<id>\n"
-	    "                       (default on; the result keeps the whole output either way)\n"
-	    "  --bundle-copy FILE   benchmarks: keep each job's container config.json or VM\n"
-	    "                       domain XML (and FILE.job, its job frame) here\n"
-	    "  --run-one FILE       run one msgpack job file here and print the result as JSON\n"
-	    "  --backend NAME       backend for --run-one (default process)\n"
-	    "  --version\n");
-}
-
 /* Every setting: the worker's conf, and the options that become conf
  * only once read (the tier list, on|off, the refused --hide). */
 struct settings {
@@ -236,45 +178,93 @@ struct settings {
 #define FLAG  AL_OPT_FLAG
 #define ONEOF AL_OPT_ONEOF
 static const struct al_opt opts[] = {
-    {"config", STR, S(config), 0, 0, 0, NULL},
-    {"redis", STR, S(conf.redis_url), 0, 0, 0, NULL},
-    {"policy", STR, S(conf.policy_path), 0, 0, 0, NULL},
-    {"tiers", STR, S(tiers), 0, 0, 0, NULL},
-    {"slots", AL_OPT_UINT, S(conf.slots), 1, 256, 0, NULL},
-    {"prefetch", STR, S(prefetch), 0, 0, 0, NULL},
-    {"heartbeat-ms", AL_OPT_U64, S(conf.heartbeat_ms), 50, 60000, 0, NULL},
-    {"drain-grace-ms", AL_OPT_U64, S(conf.drain_grace_ms), 0, 86400000, 0, NULL},
-    {"state-dir", STR, S(conf.backend.state_dir), 0, 0, 0, NULL},
-    {"worker-id", STR, S(conf.backend.worker_id), 0, 0, 0, NULL},
-    {"uid-base", AL_OPT_UINT, S(conf.backend.uid_base), 0, 4000000000ull, 0, NULL},
-    {"hide", STR, S(hide), 0, 0, 0, NULL},
-    {"helper-dir", STR, S(conf.backend.helper_dir), 0, 0, 0, NULL},
-    {"images", STR, S(conf.backend.images_dir), 0, 0, 0, NULL},
-    {"userns-base", AL_OPT_UINT, S(conf.backend.userns_base), 65536, 4000000000ull, 0, NULL},
-    {"oci-runtime", STR, S(conf.backend.oci_runtime), 0, 0, 0, NULL},
-    {"vmm", STR, S(conf.backend.vmm), 0, 0, 0, NULL},
-    {"vmm-binary", STR, S(conf.backend.vmm_binary), 0, 0, 0, NULL},
-    {"vm-accel", ONEOF, S(conf.backend.vm_accel), 0, 0, 0, "kvm|tcg"},
-    {"vm-console", STR, S(conf.backend.vm_console), 0, 0, 0, NULL},
-    {"vm-hang-ms", AL_OPT_U64, S(conf.backend.vm_hang_ms), 1000, 600000, 0, NULL},
-    {"libvirt", STR, S(conf.backend.libvirt_uri), 0, 0, 0, NULL},
-    {"input-cache-bytes", AL_OPT_U64, S(conf.backend.input_cache_bytes), 0, 1ull << 50, 0, NULL},
-    {"input-timeout-ms", AL_OPT_U64, S(conf.backend.input_timeout_ms), 1000, 86400000, 0, NULL},
-    {"webhook-secret", STR, S(conf.webhook_secret), 0, 0, 0, NULL},
-    {"webhook-secrets", STR, S(conf.webhook_secrets_dir), 0, 0, 0, NULL},
-    {"allow-noop", FLAG, S(conf.allow_noop), 0, 0, 0, NULL},
-    {"live-output", ONEOF, S(live_output), 0, 0, 0, "on|off"},
-    {"bundle-copy", STR, S(conf.backend.bundle_copy), 0, 0, 0, NULL},
-    {"run-one", STR, S(run_one), 0, 0, 0, NULL},
-    {"backend", STR, S(backend), 0, 0, 0, NULL},
-    {"version", FLAG, S(version), 0, 0, 0, NULL},
-    {"help", FLAG, S(help), 0, 0, 0, NULL},
-    {NULL, 0, 0, 0, 0, 0, NULL},
+    {"config", STR, S(config), 0, 0, 0, NULL, "FILE", "YAML mapping of the options below"},
+    {"redis", STR, S(conf.redis_url), 0, 0, 0, NULL, "URL",
+     "redis://[user:pass@]host:port[/db] or unix:///path.sock\n(default redis://127.0.0.1:6379)"},
+    {"policy", STR, S(conf.policy_path), 0, 0, 0, NULL, "FILE",
+     "the operator's policy (default: built-in)"},
+    {"tiers", STR, S(tiers), 0, 0, 0, NULL, "A,B",
+     "tiers to serve (default: every tier in the policy)"},
+    {"slots", AL_OPT_UINT, S(conf.slots), 1, 256, 0, NULL, "N",
+     "concurrent jobs per backend (default 2)"},
+    {"prefetch", STR, S(prefetch), 0, 0, 0, NULL, "auto|N",
+     "jobs per backend claimed ahead of a free slot and held:\nauto (default) as many as its slots "
+     "free within ~5 ms\nby their recent run times (none for long jobs, at most\n16); N that many; "
+     "0 none. Held at most ~1 s"},
+    {"heartbeat-ms", AL_OPT_U64, S(conf.heartbeat_ms), 50, 60000, 0, NULL, "N",
+     "lease renewal period (default 1000)"},
+    {"drain-grace-ms", AL_OPT_U64, S(conf.drain_grace_ms), 0, 86400000, 0, NULL, "N",
+     "on SIGTERM, time running jobs get (default 30000)"},
+    {"state-dir", STR, S(conf.backend.state_dir), 0, 0, 0, NULL, "DIR",
+     "per-job directories (default /var/lib/airlock)"},
+    {"worker-id", STR, S(conf.backend.worker_id), 0, 0, 0, NULL, "ID",
+     "unique, stable name (default: the host name)"},
+    {"uid-base", AL_OPT_UINT, S(conf.backend.uid_base), 0, 4000000000ull, 0, NULL, "N",
+     "slot i runs as uid N+i, a warm interpreter until its job\nas N+slots, microVM n's VMM as "
+     "N+256+n: give each\nworker on a host its own 768 ids (default 60000)"},
+    {"hide", STR, S(hide), 0, 0, 0, NULL, NULL, NULL}, /* refused, saying why */
+    {"helper-dir", STR, S(conf.backend.helper_dir), 0, 0, 0, NULL, "DIR",
+     "where the helpers (airlock-sandbox-init, ...) are\n(default: beside this executable)"},
+    {"images", STR, S(conf.backend.images_dir), 0, 0, 0, NULL, "DIR",
+     "the image catalogue deploy/images/build.sh made\n(default " AL_IMAGES_DIR ")"},
+    {"userns-base", AL_OPT_UINT, S(conf.backend.userns_base), 65536, 4000000000ull, 0, NULL, "N",
+     "container slot i's root is host uid N+i*65536 (default\n200000)"},
+    {"oci-runtime", STR, S(conf.backend.oci_runtime), 0, 0, 0, NULL, "R",
+     "runc, crun or runsc (default: detected)"},
+    {"vmm", STR, S(conf.backend.vmm), 0, 0, 0, NULL, "NAME", "microVM monitor: qemu (default)"},
+    {"vmm-binary", STR, S(conf.backend.vmm_binary), 0, 0, 0, NULL, "PATH",
+     "its executable (default: found on PATH)"},
+    {"vm-accel", ONEOF, S(conf.backend.vm_accel), 0, 0, 0, "kvm|tcg", "A",
+     "kvm or tcg (default: kvm when /dev/kvm opens)"},
+    {"vm-console", STR, S(conf.backend.vm_console), 0, 0, 0, NULL, "FILE",
+     "append microVM consoles here (debugging only)"},
+    {"vm-hang-ms", AL_OPT_U64, S(conf.backend.vm_hang_ms), 1000, 600000, 0, NULL, "N",
+     "a microVM silent this long (boot, heartbeats) is broken\n(default 20000 under TCG, 5000 with "
+     "KVM)"},
+    {"libvirt", STR, S(conf.backend.libvirt_uri), 0, 0, 0, NULL, "URI",
+     "service VMs' libvirt (default qemu:///system)"},
+    {"input-cache-bytes", AL_OPT_U64, S(conf.backend.input_cache_bytes), 0, 1ull << 50, 0, NULL,
+     "N",
+     "the host's cache of jobs' inputs by URL, in\nSTATE/inputs-cache, least recently used out "
+     "first\n(default 8 GiB)"},
+    {"input-timeout-ms", AL_OPT_U64, S(conf.backend.input_timeout_ms), 1000, 86400000, 0, NULL, "N",
+     "one job's inputs by URL: the fetch's time (default 600000)"},
+    {"webhook-secret", STR, S(conf.webhook_secret), 0, 0, 0, NULL, "S",
+     "key for the X-Airlock-Signature header of callbacks\n(every tenant's: for one tenant, or "
+     "tenants that trust\neach other)"},
+    {"webhook-secrets", STR, S(conf.webhook_secrets_dir), 0, 0, 0, NULL, "DIR",
+     "each tenant's callbacks signed with its own key, the\nfirst line of DIR/<tenant> (none sent "
+     "without one)"},
+    {"allow-noop", FLAG, S(conf.allow_noop), 0, 0, 0, NULL, NULL,
+     "offer the benchmark-only noop backend"},
+    {"live-output", ONEOF, S(live_output), 0, 0, 0, "on|off", "on|off",
+     "stream running jobs' stdout and stderr to al:out:<id>\n(default on; the result keeps the "
+     "whole output either way)"},
+    {"bundle-copy", STR, S(conf.backend.bundle_copy), 0, 0, 0, NULL, "FILE",
+     "benchmarks: keep each job's container config.json or VM\ndomain XML (and FILE.job, its job "
+     "frame) here"},
+    {"run-one", STR, S(run_one), 0, 0, 0, NULL, "FILE",
+     "run one msgpack job file here and print the result as JSON"},
+    {"backend", STR, S(backend), 0, 0, 0, NULL, "NAME", "backend for --run-one (default process)"},
+    {"version", FLAG, S(version), 0, 0, 0, NULL, NULL, "print the protocol version and exit"},
+    {"help", FLAG, S(help), 0, 0, 0, NULL, NULL, "this text, and exit"},
+    {NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL},
 };
 #undef S
 #undef STR
 #undef FLAG
 #undef ONEOF
+
+static void usage(FILE *f)
+{
+	fputs("usage: airlock-worker [options]\n"
+	      "Serve jobs from Redis (default), or run one job file with --run-one.\n"
+	      "Options (also AIRLOCK_<NAME> in the environment, or name: value lines in --config;\n"
+	      "flags win over the environment, which wins over the file):\n",
+	      f);
+	al_opts_usage(f, opts);
+	fputs("SIGHUP reloads the policy; SIGTERM drains (--drain-grace-ms), then stops.\n", f);
+}
 
 /* --config FILE: a YAML mapping of option names to values, each applied as
  * its flag would be (the document is kept: values point into it). */

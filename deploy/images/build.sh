@@ -60,7 +60,7 @@ while [ $# -gt 0 ]; do
 	--suite) SUITE="$2"; shift 2 ;;
 	--agent) AGENT="$2"; shift 2 ;;
 	--recipes) RECIPES="$2"; shift 2 ;;
-	-h|--help) sed -n '2,48p' "$0"; exit 0 ;;
+	-h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;;
 	-*) echo "build.sh: unknown option $1" >&2; exit 2 ;;
 	*) break ;;
 	esac

@@ -76,9 +76,10 @@ with tempfile.TemporaryDirectory() as root:
     bad = [images("--dir", os.path.join(root, "nope")), images("--dir", empty),
            images("--frob")]
     t.ok([b[0] for b in bad] == [66, 66, 2] and "cannot read" in bad[0][2] and
-         "no image in" in bad[1][2] and "images [--dir DIR] [--json]" in bad[2][2],
+         "no image in" in bad[1][2] and
+         "unknown option --frob (see airlock images --help)" in bad[2][2],
          "3: no such directory 66, no image in it 66 (saying how to build them), an unknown "
-         "option 2 with the usage", bad)
+         "option 2, named, with where its usage is", bad)
 
 shipped = sorted(d for d in os.listdir(os.path.join(ROOT, "deploy/images/recipes")))
 if all(os.path.exists(os.path.join(IMAGES, n, ".airlock-image")) for n in shipped):

@@ -702,6 +702,14 @@ try:
     def cli(*a, stdin=None):
         p = c.cli("session", *a, input=stdin)
         return p.returncode, p.stdout.decode(), p.stderr.decode()
+    rcb, bsid, _ = cli("open", "--tier", "trusted", "--cpu-budget", "1500")
+    rci, binfo, _ = cli("info", bsid.strip())
+    cli("close", bsid.strip())
+    rcx, _, bad_err = cli("open", "--tier", "trusted", "--cpu-budget", "soon")
+    t.ok(rcb == 0 and rci == 0 and json.loads(binfo)["limits"]["cpu_budget_ms"] == 1500 and
+         rcx == 2 and "--cpu-budget: expected a whole number" in bad_err,
+         "58d: the CLI: session open --cpu-budget 1500 (info says it); a bad one is a usage "
+         "error", (rcb, rci, binfo, rcx, bad_err))
     rc0, sid, _ = cli("open", "--tier", "trusted")
     sid = sid.strip()
     steps = [cli("py", sid, "-c", "x = 40"), cli("py", sid, "-", stdin=b"print(x + 2)"),

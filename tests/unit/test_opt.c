@@ -16,12 +16,12 @@ struct conf {
 
 #define S(f) offsetof(struct conf, f)
 static const struct al_opt table[] = {
-    {"url", AL_OPT_STR, S(url), 0, 0, 0, NULL},
-    {"mode", AL_OPT_ONEOF, S(mode), 0, 0, 0, "on|off"},
-    {"ttl-s", AL_OPT_U64, S(ttl_ms), 1, 86400, 1000, NULL},
-    {"slots", AL_OPT_UINT, S(slots), 1, 256, 0, NULL},
-    {"check", AL_OPT_FLAG, S(check), 0, 0, 0, NULL},
-    {NULL, 0, 0, 0, 0, 0, NULL},
+    {"url", AL_OPT_STR, S(url), 0, 0, 0, NULL, "URL", "where"},
+    {"mode", AL_OPT_ONEOF, S(mode), 0, 0, 0, "on|off", "on|off", "a mode"},
+    {"ttl-s", AL_OPT_U64, S(ttl_ms), 1, 86400, 1000, NULL, "N", "how long\n(default 1)"},
+    {"slots", AL_OPT_UINT, S(slots), 1, 256, 0, NULL, NULL, NULL},
+    {"check", AL_OPT_FLAG, S(check), 0, 0, 0, NULL, NULL, "check, and exit"},
+    {NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL},
 };
 #undef S
 
@@ -107,5 +107,23 @@ int main(void)
 	TAP_OK(parse(&c, &err, 2, (const char *[]){"d", "stray", NULL}) == AL_EINVAL &&
 		   strstr(err.msg, "unexpected argument \"stray\""),
 	       "a stray argument is refused");
+	{
+		char *text = NULL;
+		size_t n = 0;
+		FILE *f = open_memstream(&text, &n);
+
+		al_opts_usage(f, table);
+		fclose(f);
+		TAP_OK(text && !strcmp(text, "  --url URL             where\n"
+					     "  --mode on|off         a mode\n"
+					     "  --ttl-s N             how long\n"
+					     "                        (default 1)\n"
+					     "  --check               check, and exit\n"),
+		       "the usage text is the table's: each option with its help, further lines "
+		       "beneath, none without a help");
+		if (text && strncmp(text, "  --url", 7))
+			fprintf(stderr, "# got:\n%s", text);
+		free(text);
+	}
 	return tap_done();
 }

@@ -86,7 +86,8 @@ struct gw {
 
 /* keys.c: the operator's key file, lines "TENANT sha256:HEX" ('#' comments);
  * the tenant "default" (the one of jobs that name none: the CLI's) is
- * reserved and refused. */
+ * reserved and refused. Read whole before anything changes: a file that
+ * does not load leaves the keys as they were (SIGHUP reloads it). */
 int gw_keys_load(struct gw *g, const char *path, struct al_err *err);
 /* The tenant of the request's "Authorization: Bearer KEY", or NULL. Every
  * entry is compared, in constant time each. */

@@ -45,69 +45,91 @@ static int unhex(const char *s, unsigned char out[32])
 	return s[64] == '\0' ? 0 : -1;
 }
 
-/* The tenant's entry, made at its first key (there are no more tenants
- * than keys). */
+/* The tenant's entry, made at its first key; entries are never taken back
+ * (a request holds its tenant's while it runs, a reload keeps them), so a
+ * gateway knows at most GW_KEYS_MAX tenants between restarts. NULL: full. */
 static struct gw_tenant *tenant_of(struct gw *g, const char *name)
 {
 	for (size_t i = 0; i < g->ntenants; i++)
 		if (!strcmp(g->tenants[i].name, name))
 			return &g->tenants[i];
+	if (g->ntenants == GW_KEYS_MAX)
+		return NULL;
 	snprintf(g->tenants[g->ntenants].name, sizeof(g->tenants[0].name), "%s", name);
 	return &g->tenants[g->ntenants++];
+}
+
+/* One line of the key file into its tenant's name and the key's hash. */
+static int parse_line(const char *path, int lineno, const char *line, char tenant[128],
+		      unsigned char hash[32], struct al_err *err)
+{
+	char text[128], extra[8];
+	int n = sscanf(line, "%127s %127s %7s", tenant, text, extra);
+
+	if (n != 2 || strncmp(text, "sha256:", 7) || strlen(text) != 7 + 64)
+		return al_err_set(err, AL_EINVAL,
+				  "%s:%d: expected \"TENANT sha256:HEX\" (make the hash with "
+				  "airlock-gateway --hash-key)",
+				  path, lineno);
+	if (!tenant_ok(tenant))
+		return al_err_set(err, AL_EINVAL,
+				  "%s:%d: tenant \"%s\": 1..64 chars of [A-Za-z0-9._:-]", path,
+				  lineno, tenant);
+	if (unhex(text + 7, hash))
+		return al_err_set(err, AL_EINVAL, "%s:%d: the hash is not 64 hex digits", path,
+				  lineno);
+	if (!strcmp(tenant, "default"))
+		return al_err_set(
+		    err, AL_EINVAL,
+		    "%s:%d: tenant \"default\" is reserved (the tenant of jobs that name "
+		    "none, as the CLI's do): a key for it would share their idempotency "
+		    "keys and quotas; give this tenant a name of its own",
+		    path, lineno);
+	return AL_OK;
 }
 
 int gw_keys_load(struct gw *g, const char *path, struct al_err *err)
 {
 	cleanup_fclose FILE *f = fopen(path, "re");
+	static char names[GW_KEYS_MAX][128]; /* the loop's thread only */
+	static unsigned char hashes[GW_KEYS_MAX][32];
+	size_t n = 0, had = g->ntenants;
 	char line[512];
-	int lineno = 0;
+	int lineno = 0, rc;
 
 	if (!f)
 		return al_err_sys(err, "--keys %s", path);
-	g->nkeys = g->ntenants = 0;
+	/* the whole file first: one that does not load changes nothing */
 	while (fgets(line, sizeof(line), f)) {
-		char tenant[128], hash[128], extra[8];
-		int n;
-
 		lineno++;
 		line[strcspn(line, "\r\n")] = '\0';
 		if (!line[strspn(line, " \t")] || line[strspn(line, " \t")] == '#')
 			continue;
-		n = sscanf(line, "%127s %127s %7s", tenant, hash, extra);
-		if (n != 2 || strncmp(hash, "sha256:", 7) || strlen(hash) != 7 + 64) {
-			return al_err_set(
-			    err, AL_EINVAL,
-			    "%s:%d: expected \"TENANT sha256:HEX\" (make the hash with "
-			    "airlock-gateway --hash-key)",
-			    path, lineno);
-		}
-		if (!tenant_ok(tenant)) {
-			return al_err_set(err, AL_EINVAL,
-					  "%s:%d: tenant \"%s\": 1..64 chars of [A-Za-z0-9._:-]",
-					  path, lineno, tenant);
-		}
-		if (g->nkeys == GW_KEYS_MAX) {
+		if (n == GW_KEYS_MAX)
 			return al_err_set(err, AL_EINVAL, "%s: more than %d keys", path,
 					  GW_KEYS_MAX);
-		}
-		if (unhex(hash + 7, g->keys[g->nkeys].hash)) {
-			return al_err_set(err, AL_EINVAL, "%s:%d: the hash is not 64 hex digits",
-					  path, lineno);
-		}
-		if (!strcmp(tenant, "default")) {
-			return al_err_set(
-			    err, AL_EINVAL,
-			    "%s:%d: tenant \"default\" is reserved (the tenant of jobs that name "
-			    "none, as the CLI's do): a key for it would share their idempotency "
-			    "keys and quotas; give this tenant a name of its own",
-			    path, lineno);
-		}
-		g->keys[g->nkeys].tenant = tenant_of(g, tenant);
-		g->nkeys++;
+		if ((rc = parse_line(path, lineno, line, names[n], hashes[n], err)))
+			return rc;
+		n++;
 	}
-	if (!g->nkeys)
+	if (ferror(f))
+		return al_err_sys(err, "--keys %s", path);
+	if (!n)
 		return al_err_set(err, AL_EINVAL, "%s: no keys: no one could use the gateway",
 				  path);
+	for (size_t i = 0; i < n; i++)
+		if (!tenant_of(g, names[i])) {
+			g->ntenants = had; /* the new ones, unused, given back */
+			return al_err_set(err, AL_EINVAL,
+					  "%s: more than %d tenants since the gateway started: "
+					  "restart it",
+					  path, GW_KEYS_MAX);
+		}
+	for (size_t i = 0; i < n; i++) {
+		g->keys[i].tenant = tenant_of(g, names[i]);
+		memcpy(g->keys[i].hash, hashes[i], sizeof(hashes[i]));
+	}
+	g->nkeys = n;
 	return AL_OK;
 }
 

@@ -24,6 +24,28 @@ static void on_stop(evutil_socket_t fd, short what, void *arg)
 	event_base_loopexit(stop_base, NULL);
 }
 
+/* SIGHUP: the key file again. New, revoked and rotated keys hold from the
+ * next request; requests already let in (a stream) run on. */
+static const char *keys_path;
+
+static void on_hup(evutil_socket_t fd, short what, void *arg)
+{
+	struct gw *g = arg;
+	struct al_err err = {0};
+	size_t before = g->nkeys;
+
+	(void)fd;
+	(void)what;
+	if (gw_keys_load(g, keys_path, &err))
+		al_log("error", "keys_reload",
+		       "result=refused keys=%zu error=\"%s\" (the keys before it stay; fix the "
+		       "file and send SIGHUP again)",
+		       before, err.msg);
+	else
+		al_log("info", "keys_reload", "result=ok keys=%zu was=%zu file=%s", g->nkeys,
+		       before, keys_path);
+}
+
 static SSL_CTX *tls_ctx(const char *cert, const char *key)
 {
 	SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
@@ -149,7 +171,7 @@ int main(int argc, char **argv)
 			     .header_s = GW_HEADER_S,
 			     .polls_per_tenant = GW_POLLS_SHARE};
 	struct al_err err = {0};
-	struct event *sigterm, *sigint;
+	struct event *sigterm, *sigint, *sighup;
 	SSL_CTX *ctx = NULL;
 	struct evhttp_bound_socket *bound;
 	char host[128];
@@ -220,10 +242,13 @@ int main(int argc, char **argv)
 	evhttp_set_flags(g.http, EVHTTP_SERVER_LINGERING_CLOSE);
 	evhttp_set_gencb(g.http, gw_on_request, &g);
 	g.cmd = al_aconn_new(g.base, &g.url, "cmd", NULL, NULL, &g);
+	keys_path = o.keys;
 	sigterm = evsignal_new(g.base, SIGTERM, on_stop, NULL);
 	sigint = evsignal_new(g.base, SIGINT, on_stop, NULL);
+	sighup = evsignal_new(g.base, SIGHUP, on_hup, &g);
 	evsignal_add(sigterm, NULL);
 	evsignal_add(sigint, NULL);
+	evsignal_add(sighup, NULL);
 	al_log("info", "gateway_start",
 	       "listen=%s tls=%s keys=%zu max_connections=%u header_timeout_s=%u "
 	       "polls_per_tenant=%u",
@@ -236,6 +261,7 @@ int main(int argc, char **argv)
 		al_aconn_free(g.waiters[i].c);
 	event_free(sigterm);
 	event_free(sigint);
+	event_free(sighup);
 	event_base_free(g.base);
 	SSL_CTX_free(ctx);
 	return 0;

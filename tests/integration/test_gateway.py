@@ -328,6 +328,44 @@ try:
     t.ok(before == b"before\n" and after == (b"after\n", b"after the crash\n", b"keyed\n"),
          "the Python client's calls after a gateway restart succeed on a new connection (a "
          "POST, a GET, a POST with an idempotency key)", (before, after))
+
+    # SIGHUP rereads the key file (issue 59): gamma's key revoked while its
+    # stream runs, alpha's rotated, delta new; then a broken file
+    G = KEYS["gamma"]
+    st, body = api.call("POST", "/v1/jobs", job("import time\nprint('a', flush=True)\n"
+                                                "time.sleep(3)\nprint('b')"), key=G)
+    gid = body.get("id", "")
+    h = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    h.request("GET", "/v1/jobs/%s/output" % gid, headers={"Authorization": "Bearer " + G})
+    stream = h.getresponse()
+    first = stream.readline()  # the stream is open: the key checked
+    A2, D = "ak2-" + secrets.token_hex(16), "dk-" + secrets.token_hex(16)
+    key_file(keyfile, {"alpha": A2, "beta": B, "delta": D})
+    c.signal("gw", signal.SIGHUP)
+    reloaded = c.wait_for(lambda: api.call("GET", "/v1/jobs/gnosuch", key=D)[0] == 404, 10)
+    codes = [api.call("GET", "/v1/jobs/gnosuch", key=k)[0] for k in (A, A2, G, B)]
+    rest = stream.read().decode()  # to the stream's end
+    h.close()
+    t.ok(stream.status == 200 and first and reloaded and codes == [401, 404, 401, 404] and
+         "event: end" in rest and '"data":"b\\n"' in rest and '"status":"ok"' in rest and
+         c.procs["gw"].poll() is None and "keys_reload" in c.log("gw") and
+         "result=ok keys=3 was=3" in c.log("gw"),
+         "SIGHUP rereads the key file: a new key works, a revoked one and a rotated one's old "
+         "key are 401, the new one works; a stream let in before it runs to its end",
+         (codes, reloaded, rest[-300:], c.log("gw")[-600:]))
+    with open(keyfile, "w") as f:
+        f.write("alpha plaintext-key\n")
+    c.signal("gw", signal.SIGHUP)
+    refused = c.wait_for(lambda: "result=refused" in c.log("gw"), 10)
+    codes = [api.call("GET", "/v1/jobs/gnosuch", key=k)[0] for k in (A2, D, "plaintext-key")]
+    t.ok(refused and ':1: expected "TENANT sha256:HEX"' in c.log("gw") and
+         codes == [404, 404, 401] and c.procs["gw"].poll() is None,
+         "SIGHUP with a broken key file: refused and logged with its line, the keys before it "
+         "still work, the gateway runs on", (codes, c.log("gw")[-600:]))
+    key_file(keyfile, KEYS)
+    c.signal("gw", signal.SIGHUP)
+    c.wait_for(lambda: api.call("GET", "/v1/jobs/gnosuch", key=A)[0] == 404, 10)
+
     # the CLI as a tenant: through the gateway, the key from the environment or a file
     CLI = os.path.join(os.path.dirname(GATEWAY), "airlock")
     gw_url = "http://127.0.0.1:%d" % port

@@ -40,7 +40,7 @@ skip_unless(shutil.which("systemd-analyze") and shutil.which("setpriv"),
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 IMAGES = os.environ.get("AIRLOCK_IMAGES", "/var/lib/airlock/images")
 NOBODY = 65534
-PW = {u: secrets.token_hex(12) for u in ("gateway", "scheduler", "worker")}
+PW = {u: secrets.token_hex(12) for u in ("gateway", "scheduler", "worker", "operator")}
 
 POLICY = """\
 result_ttl_s: 600
@@ -90,9 +90,19 @@ def options(prog):
     return {"AIRLOCK_" + o.upper().replace("-", "_") for o in re.findall(r"--([a-z][a-z-]+)", h)}
 
 
-def exec_start(u, creds=""):
-    """ExecStart's words, %d (the credentials directory) expanded."""
-    return [a.replace("%d", creds) for a in u["ExecStart"][0].split()]
+def exec_start(u):
+    """ExecStart's words."""
+    return u["ExecStart"][0].split()
+
+
+def gw_line(line, rt, src):
+    """One of the gateway unit's command lines, its words: "+" (run as
+    root) dropped, its runtime directory and key file the test's."""
+    return [a.replace("/run/airlock-gateway", rt).replace("/etc/airlock/gateway.keys", src)
+            .replace("$MAINPID", str(gw_pid[0])) for a in line.lstrip("+").split()]
+
+
+gw_pid = [0]
 
 
 def _health(api):
@@ -220,20 +230,26 @@ try:
     c.workers.append("systemd-w")
 
     key = "k-" + secrets.token_hex(16)
-    creds = os.path.join(c.dir, "credentials")  # LoadCredential=keys:...: readable by the service
-    os.mkdir(creds)
-    key_file(os.path.join(creds, "keys"), {"acme": key})
-    os.chown(creds, NOBODY, NOBODY)
-    os.chown(os.path.join(creds, "keys"), NOBODY, NOBODY)
-    os.chmod(os.path.join(creds, "keys"), 0o400)
+    gu = U["airlock-gateway"]
+    # RuntimeDirectory=airlock-gateway, RuntimeDirectoryMode=0700: the
+    # service's user's; the operator's key file: root's, 0600
+    rt = os.path.join(c.dir, "run-airlock-gateway")
+    os.mkdir(rt, 0o700)
+    os.chown(rt, NOBODY, NOBODY)
+    src = os.path.join(c.dir, "gateway.keys")
+    key_file(src, {"acme": key})
+    os.chmod(src, 0o600)
+    pre = subprocess.run(gw_line(gu["ExecStartPre"][0], rt, src), capture_output=True, text=True)
     gport = free_port()
-    gw = c._start("gw", unprivileged(U["airlock-gateway"]) +
-                  exec_start(U["airlock-gateway"], creds),
+    gw = c._start("gw", unprivileged(gu) + gw_line(gu["ExecStart"][0], rt, src),
                   env=share_env("gateway", AIRLOCK_REDIS=url("gateway"),
                                 AIRLOCK_LISTEN="127.0.0.1:%d" % gport))
+    gw_pid[0] = gw.pid
     api = Api(gport)
-    t.ok(c.wait_for(lambda: _health(api), timeout=20),
-         "the gateway, started from its unit's ExecStart as an unprivileged user, is up")
+    t.ok(pre.returncode == 0 and c.wait_for(lambda: _health(api), timeout=20),
+         "the gateway, its key file copied by its unit's ExecStartPre (as root) into its "
+         "runtime directory and started from its ExecStart as an unprivileged user, is up",
+         (pre.stderr, c.log("gw")[-800:]))
 
     for tier, b in (("trusted", "process"), ("internal", "container"), ("untrusted", "microvm")):
         st, body = api.call("POST", "/v1/run", {"tier": tier, "runtime": "python",
@@ -258,6 +274,18 @@ try:
                 pass
     t.ok(not leaked, "no Redis password on a daemon's command line (they come from the "
          "environment file)", leaked)
+
+    # systemctl reload airlock-gateway: its ExecReload lines, in order
+    key2 = "k-" + secrets.token_hex(16)
+    key_file(src, {"bravo": key2})
+    os.chmod(src, 0o600)
+    rl = [subprocess.run(gw_line(line, rt, src), capture_output=True, text=True).returncode
+          for line in gu["ExecReload"]]
+    new_ok = c.wait_for(lambda: api.call("GET", "/v1/jobs/nosuch", key=key2)[0] == 404, timeout=10)
+    t.ok(rl == [0, 0] and new_ok and api.call("GET", "/v1/jobs/nosuch", key=key)[0] == 401 and
+         gw.poll() is None and "keys_reload" in c.log("gw"),
+         "the unit's ExecReload (systemctl reload): the key file copied again and SIGHUP: a "
+         "new key works, the one removed is 401, the gateway runs on", (rl, c.log("gw")[-800:]))
     st = open("/proc/%d/status" % gw.pid).read()
     t.ok(re.search(r"^Uid:\s+%d\b" % NOBODY, st, re.M) and
          re.search(r"^CapBnd:\s+0+$", st, re.M) and re.search(r"^NoNewPrivs:\s+1$", st, re.M),

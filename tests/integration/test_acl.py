@@ -16,7 +16,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "client", "python"))
-from altest import Tap, need_root  # noqa: E402
+from altest import CLI, Tap, need_root  # noqa: E402
 from cluster import Cluster  # noqa: E402
 from policies import trusted  # noqa: E402
 from gwclient import Api, free_port, key_file, start_gateway  # noqa: E402
@@ -24,7 +24,7 @@ from gwclient import Api, free_port, key_file, start_gateway  # noqa: E402
 t = Tap()
 need_root("the process backend")
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
-PW = {u: secrets.token_hex(12) for u in ("gateway", "scheduler", "worker", "test")}
+PW = {u: secrets.token_hex(12) for u in ("gateway", "scheduler", "worker", "operator", "test")}
 
 POLICY = trusted().replace("    max_attempts: 1\n", "    max_attempts: 1\n    sessions: "
                            "{max_per_tenant: 2, idle_s: 60, max_life_s: 600}\n", 1)
@@ -32,7 +32,7 @@ POLICY = trusted().replace("    max_attempts: 1\n", "    max_attempts: 1\n    se
 tmp = Cluster(policy=POLICY, start_redis=False)  # its folder holds the ACL file
 acl = os.path.join(tmp.dir, "users.acl")
 env = dict(os.environ, **{"AIRLOCK_%s_PASSWORD" % u.upper(): PW[u]
-                          for u in ("gateway", "scheduler", "worker")})
+                          for u in ("gateway", "scheduler", "worker", "operator")})
 p = subprocess.run([os.path.join(ROOT, "deploy", "redis-acl.sh")], env=env, capture_output=True,
                    text=True)
 with open(acl, "w") as f:
@@ -194,6 +194,16 @@ try:
          c.rcli("HGET", "al:sess:" + s.id, "reason").strip() == "closed",
          "a session goes its whole way under the ACL users: opened, called, closed", rs)
     forged_calls(cl, body.get("id"))
+    # the operator: the airlock CLI over Redis as airlock-operator
+    op_env = dict(os.environ, AIRLOCK_REDIS=url("operator"))
+    ops = [subprocess.run([CLI, *a], env=op_env, capture_output=True, text=True, timeout=60)
+           for a in (["stats"], ["dlq", "list"], ["vm", "list"], ["run", "-c", "print(7)"],
+                     ["dlq", "purge"])]
+    t.ok([o.returncode for o in ops] == [0] * 5 and "trusted" in ops[0].stdout and
+         ops[3].stdout == "7\n" and c.rcli("XLEN", "al:dlq").strip() == "0",
+         "the operator's user runs stats, dlq list and purge, vm list and a job (the CLI over "
+         "Redis) with nothing refused", [(o.returncode, o.stdout[:200], o.stderr[:200])
+                                         for o in ops])
     log = c.rcli("ACL", "LOG")
     t.ok(st == 200 and body["result"]["stdout"] == "under ACLs\n" and
          body2["result"]["exit_code"] == 3 and st4 == 200 and
@@ -246,6 +256,14 @@ try:
                                                       "w", "0", "0-0"],
                    ["EVAL", "return 1", "0"], ["KEYS", "*"], ["CONFIG", "GET", "*"],
                    ["FLUSHALL"], ["GET", "other:key"], ["PUBLISH", "other", "x"]],
+        "operator": [["HSET", "al:job:x", "state", "done"], ["SET", "al:res:x", "forged"],
+                     ["HINCRBY", "al:stats", "status:ok", "1"],
+                     ["HINCRBY", "al:tenant:acme", "queued", "-5"], ["PUBLISH", "al:cancel", "x"],
+                     ["XREADGROUP", "GROUP", "workers", "o", "STREAMS", "al:q:trusted:hi", ">"],
+                     ["XADD", "al:q:trusted:hi", "*", "id", "x"], ["HSET", "al:workers", "w", "{}"],
+                     ["XRANGE", "al:intake", "-", "+"], ["DEL", "al:vm:x"],
+                     ["EVAL", "return 1", "0"], ["KEYS", "*"], ["CONFIG", "GET", "*"],
+                     ["FLUSHALL"], ["SET", "other:key", "1"]],
         "scheduler": [["SET", "al:idem:t/k", "x"], ["DEL", "al:job:x"],
                       ["EVAL", "return 1", "0"], ["KEYS", "*"],
                       ["PUBLISH", "other", "x"], ["SUBSCRIBE", "al:cancel"],

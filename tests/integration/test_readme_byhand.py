@@ -2,7 +2,7 @@
 """The README's by-hand block, extracted from README.md and run as written
 (bash, as root), after what the block above it leaves: the example policy
 at /etc/airlock/policy.yaml, the ACL file from deploy/redis-acl.sh at
-/etc/redis/airlock.acl, a key in /etc/airlock/gateway.keys and the three
+/etc/redis/airlock.acl, a key in /etc/airlock/gateway.keys and the four
 passwords in the environment. It runs in a mount namespace of its own with
 /etc/airlock, /etc/redis, /var/lib/airlock/redis and /var/lib/airlock/state
 on a temporary directory, so nothing of this host's is read or left there;
@@ -59,7 +59,8 @@ for d in made:
     os.makedirs(d)
 pw = {v: secrets.token_hex(12) for v in ("AIRLOCK_GATEWAY_PASSWORD",
                                          "AIRLOCK_SCHEDULER_PASSWORD",
-                                         "AIRLOCK_WORKER_PASSWORD")}
+                                         "AIRLOCK_WORKER_PASSWORD",
+                                         "AIRLOCK_OPERATOR_PASSWORD")}
 key = "byhand-" + secrets.token_hex(12)
 for sub in ("etc-airlock", "etc-redis", "redis", "state"):
     os.makedirs(os.path.join(tmp, sub))
@@ -92,6 +93,9 @@ for i in $(seq 100); do
     [ $rc = 0 ] && break; sleep 0.1
 done
 echo "rc=$rc" >> {tmp}/sched-health
+for c in stats "dlq list" "vm list" "run -c print(6*7)"; do
+    airlock $c > {tmp}/op-"${{c%% *}}" 2>&1; echo "rc=$?" >> {tmp}/op-"${{c%% *}}"
+done
 for tier in trusted internal; do
     AIRLOCK_TOKEN={key} airlock --gateway http://127.0.0.1:8088 run --tier $tier \
         -c 'import os; print(6*7, os.getuid() != 0)' > {tmp}/out-$tier 2>&1
@@ -118,6 +122,11 @@ try:
         t.ok(out == "42 True\nrc=0\n",
              "the block's stack runs a job on %s through its gateway (uid not root)" % tier,
              (out, p.stdout[-800:], p.stderr[-1500:]))
+    ops = {c: read("op-" + c) for c in ("stats", "dlq", "vm", "run")}
+    t.ok(all(o.endswith("rc=0\n") for o in ops.values()) and ops["run"] == "42\nrc=0\n" and
+         "NOAUTH" not in "".join(ops.values()) and "NOPERM" not in "".join(ops.values()),
+         "the operator's commands (stats, dlq list, vm list) and a job over Redis, as the "
+         "block's airlock-operator ACL user", (ops, p.stderr[-800:]))
     t.ok(read("sched-health").endswith("rc=0\n"),
          "the scheduler's /healthz on the block's --listen",
          (read("sched-health"), p.stderr[-1500:]))

@@ -52,6 +52,33 @@ static bool is_int(const char *s)
 	return true;
 }
 
+/* A plain YAML number with a fraction or an exponent (1.5, .001, 1e-3,
+ * -2.0E+1): YAML 1.2's core schema, without .inf and .nan. */
+static bool is_real(const char *s)
+{
+	bool digits = false;
+
+	if (*s == '-' || *s == '+')
+		s++;
+	for (; *s >= '0' && *s <= '9'; s++)
+		digits = true;
+	if (*s == '.')
+		for (s++; *s >= '0' && *s <= '9'; s++)
+			digits = true;
+	if (!digits)
+		return false;
+	if (*s == 'e' || *s == 'E') {
+		s++;
+		if (*s == '-' || *s == '+')
+			s++;
+		if (*s < '0' || *s > '9')
+			return false;
+		while (*s >= '0' && *s <= '9')
+			s++;
+	}
+	return !*s;
+}
+
 static json_t *yaml_node_json(yaml_document_t *doc, yaml_node_t *n, int depth)
 {
 	json_t *v = NULL;
@@ -72,6 +99,8 @@ static json_t *yaml_node_json(yaml_document_t *doc, yaml_node_t *n, int depth)
 			return json_null();
 		if (is_int(s) && strlen(s) < 19)
 			return json_integer(strtoll(s, NULL, 10));
+		if (is_real(s))
+			return json_real(strtod(s, NULL));
 		return json_stringn(s, n->data.scalar.length);
 	}
 	case YAML_SEQUENCE_NODE:
@@ -346,6 +375,54 @@ static int add_tests(json_t *tests, const char *dir, const char *compare, struct
 	return rc;
 }
 
+/* grade.yaml's per_test: NAME: {points, group, hidden, compare, abs_tol,
+ * ...}: a test map's fields (PROTOCOL.md, the same as a JSON job's tests)
+ * for tests/NAME.in, merged into it. */
+static int per_test(json_t *job, const char *dir, struct al_err *err)
+{
+	json_t *per = json_object_get(job, "per_test"), *tests = json_object_get(job, "tests");
+	const char *name;
+	json_t *fields;
+
+	if (!per)
+		return AL_OK;
+	if (!json_is_object(per))
+		return al_err_set(err, AL_EINVAL,
+				  "%s/grade.yaml: per_test: expected a mapping of test names to "
+				  "their fields",
+				  dir);
+	json_object_foreach(per, name, fields)
+	{
+		json_t *t = NULL;
+		size_t i;
+
+		json_array_foreach(tests, i, t) if (json_is_string(json_object_get(t, "name")) &&
+						    !strcmp(json_string_value(
+								json_object_get(t, "name")),
+							    name)) break;
+		if (i == json_array_size(tests))
+			return al_err_set(err, AL_EINVAL,
+					  "%s/grade.yaml: per_test.%s: no test of that name "
+					  "(tests/%s.in)",
+					  dir, name, name);
+		if (!json_is_object(fields))
+			return al_err_set(err, AL_EINVAL,
+					  "%s/grade.yaml: per_test.%s: expected a mapping of its "
+					  "fields (points, group, hidden, ...)",
+					  dir, name);
+		if (json_object_get(fields, "name") || json_object_get(fields, "stdin") ||
+		    json_object_get(fields, "expect"))
+			return al_err_set(err, AL_EINVAL,
+					  "%s/grade.yaml: per_test.%s: its name, stdin and expect "
+					  "are its files'",
+					  dir, name);
+		if (json_object_update(t, fields))
+			return al_err_set(err, AL_ENOMEM, "out of memory");
+	}
+	json_object_del(job, "per_test");
+	return AL_OK;
+}
+
 static json_t *dir_load(const char *dir, const char *compare_opt, struct al_err *err)
 {
 	static const char *const names[] = {"grade.yaml", "grade.yml", "grade.json"};
@@ -387,6 +464,8 @@ static json_t *dir_load(const char *dir, const char *compare_opt, struct al_err 
 			   "%s: no tests: expected tests/NAME.in files (and NAME.out)", dir);
 		goto fail_job;
 	}
+	if (per_test(job, dir, err))
+		goto fail_job;
 	return job;
 fail_job:
 	if (!err->code)

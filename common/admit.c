@@ -120,10 +120,20 @@ static int admit_language(const struct al_policy *pol, const struct al_tier_poli
 				  job->language, names);
 	}
 	if (!job->build && l->build) {
+		struct al_limits *bl;
+
 		if (!(job->build = calloc(1, sizeof(*job->build))) ||
 		    !(job->build->argv = dup_words(l->build, l->nbuild)))
 			return al_err_set(err, AL_ENOMEM, "language: out of memory");
 		job->build->argc = l->nbuild;
+		/* the language's build limits, not the tests': each at most the
+		 * tier's maximum */
+		bl = &job->build->limits;
+		bl->wall_ms = l->build_wall_ms < t->max.wall_ms ? l->build_wall_ms : t->max.wall_ms;
+		bl->cpu_ms = l->build_wall_ms < t->max.cpu_ms ? l->build_wall_ms : t->max.cpu_ms;
+		bl->memory_bytes = l->build_memory_bytes < t->max.memory_bytes
+				       ? l->build_memory_bytes
+				       : t->max.memory_bytes;
 	}
 	if (job->runtime == AL_RUNTIME_ARGV && !job->argc) {
 		if (!(job->argv = dup_words(l->run, l->nrun)))

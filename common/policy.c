@@ -64,8 +64,13 @@ void al_policy_free(struct al_policy *pol)
 #define N(...) (sizeof((char *[]){__VA_ARGS__}) / sizeof(char *))
 #define LANG(nm, img, src, b, nb, r, nr)                                                           \
 	{                                                                                          \
-		(char *)nm, (char *)img, b, nb, r, nr, (char *)src                                 \
+		(char *)nm, (char *)img, b, nb, r, nr, (char *)src, (nb) ? BUILD_WALL_MS : 0,      \
+		    (nb) ? BUILD_MEMORY : 0                                                        \
 	}
+/* a compiled language's build: a minute and 512 MiB (each at most the
+ * tier's maximum), whatever its tests' limits */
+#define BUILD_WALL_MS 60000
+#define BUILD_MEMORY  (512ull << 20)
 static const struct al_language builtin_languages[] = {
     LANG("c11", "toolchain", "main.c",
 	 A("gcc", "-std=c11", "-O2", "-pipe", "-o", "main", "main.c", "-lm"),
@@ -87,6 +92,8 @@ static const struct al_language builtin_languages[] = {
 #undef A
 #undef N
 #undef LANG
+#undef BUILD_WALL_MS
+#undef BUILD_MEMORY
 
 const struct al_language *al_policy_language(const struct al_policy *pol, const char *name)
 {

@@ -104,6 +104,9 @@ struct al_language {
 	char **run; /* the tests' command */
 	size_t nrun;
 	char *source; /* the file name the solution must have (main.cpp) */
+	/* its build's own limits (0: the tests'), never above the tier's
+	 * maxima: a compiler needs more time and memory than a solution */
+	uint64_t build_wall_ms, build_memory_bytes;
 };
 
 struct al_policy {

@@ -171,7 +171,8 @@ static int get_words(struct ctx *c, yaml_node_t *v, const char *what, char ***ou
 	return AL_OK;
 }
 
-/* languages: {NAME: {image, source, build: [...], run: [...]}} */
+/* languages: {NAME: {image, source, build: [...], run: [...], build_wall_ms,
+ * build_memory_bytes}} */
 static int parse_languages(struct ctx *c, yaml_node_t *v, struct al_policy *pol)
 {
 	yaml_node_t *nk, *nv, *k2, *v2;
@@ -216,11 +217,16 @@ static int parse_languages(struct ctx *c, yaml_node_t *v, struct al_policy *pol)
 				rc = get_words(c, v2, "languages.build", &l->build, &l->nbuild);
 			else if (key && !strcmp(key, "run") && !l->run)
 				rc = get_words(c, v2, "languages.run", &l->run, &l->nrun);
+			else if (key && !strcmp(key, "build_wall_ms") && !l->build_wall_ms)
+				rc = al_pol_u64(c, v2, "languages.build_wall_ms", &l->build_wall_ms);
+			else if (key && !strcmp(key, "build_memory_bytes") && !l->build_memory_bytes)
+				rc = al_pol_u64(c, v2, "languages.build_memory_bytes",
+						&l->build_memory_bytes);
 			else
 				return al_pol_fail(
 				    c, k2,
 				    "languages.%s: unknown or repeated key \"%s\"; use image, "
-				    "source, build or run",
+				    "source, build, run, build_wall_ms or build_memory_bytes",
 				    nm, key ? key : "?");
 			if (rc)
 				return rc;

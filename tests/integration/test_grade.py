@@ -276,6 +276,55 @@ try:
     t.ok(p.returncode == 0 and "2/2 accepted" in p.stdout.decode(),
          "airlock grade FILE.yaml: the job in YAML, a file read with data_from; exit code 0",
          (p.returncode, p.stdout.decode(), p.stderr.decode()))
+    # the directory form says what the JSON form says (issue 59): fractional
+    # tolerances, per-test points, groups and hidden tests (per_test:)
+    fd = tempfile.mkdtemp(dir=c.dir)
+    os.makedirs(fd + "/tests")
+    with open(fd + "/grade.yaml", "w") as f:
+        f.write("tier: trusted\nruntime: python\ncode: \"print(float(input()) / 3)\"\n"
+                "group_scoring: sum\ncompare: float\nper_test:\n"
+                "  a: {points: 10, group: small, abs_tol: 0.001}\n"
+                "  b: {points: 20, group: big, hidden: true, rel_tol: 1e-6}\n"
+                "  c: {points: 5, group: big}\n")
+    for n, i, o in (("a", "1", "0.3333"), ("b", "3", "1.0"), ("c", "2", "0.5")):
+        with open("%s/tests/%s.in" % (fd, n), "w") as f:
+            f.write(i + "\n")
+        with open("%s/tests/%s.out" % (fd, n), "w") as f:
+            f.write(o + "\n")
+    fj = os.path.join(c.dir, "frac.json")
+    with open(fj, "w") as f:
+        json.dump({"tier": "trusted", "runtime": "python", "code": "print(float(input()) / 3)",
+                   "group_scoring": "sum", "tests": [
+                       {"name": "a", "stdin": "1\n", "expect": "0.3333\n", "compare": "float",
+                        "points": 10, "group": "small", "abs_tol": 0.001},
+                       {"name": "b", "stdin": "3\n", "expect": "1.0\n", "compare": "float",
+                        "points": 20, "group": "big", "hidden": True, "rel_tol": 1e-6},
+                       {"name": "c", "stdin": "2\n", "expect": "0.5\n", "compare": "float",
+                        "points": 5, "group": "big"}]}, f)
+
+    def shown(*a):
+        doc = json.loads(c.cli("grade", "--print-job", *a, timeout=60).stdout or b"{}")
+        doc.pop("id", None)
+        return doc
+    pd, pj = shown(fd), shown(fj)
+    gd = json.loads(c.cli("grade", "--json", fd, timeout=300).stdout or b"{}")
+    gj = json.loads(c.cli("grade", "--json", fj, timeout=300).stdout or b"{}")
+
+    def verdicts(g):
+        return ([(x.get("name"), x.get("verdict"), x.get("points")) for x in g.get("tests", [])],
+                g.get("score"), g.get("max_score"))
+    t.ok(pd and pd == pj and pd["tests"][0]["abs_tol"] == 0.001 and
+         verdicts(gd) == verdicts(gj) and verdicts(gd)[1:] == (30, 35) and
+         [v for _, v, _ in verdicts(gd)[0]] == ["accepted", "accepted", "wrong_answer"],
+         "grade.yaml's per_test (points, groups, hidden) and fractional tolerances (0.001, "
+         "1e-6) make the same job as the JSON form, and the same verdicts and score",
+         (verdicts(gd), verdicts(gj), pd == pj))
+    with open(fd + "/grade.yaml", "a") as f:
+        f.write("  nosuch: {points: 1}\n")
+    p = c.cli("grade", "--print-job", fd, timeout=60)
+    t.ok(p.returncode != 0 and b"per_test.nosuch: no test of that name (tests/nosuch.in)"
+         in p.stderr, "per_test naming a test there is no file for: refused, named",
+         p.stderr)
     with open(y, "a") as f:
         f.write("  - {name: three, stdin: \"x y\\n\", expect: \"0\\n\"}\n")
     p = c.cli("grade", y, timeout=300)

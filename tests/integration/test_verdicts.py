@@ -30,7 +30,12 @@ POLICY = policy(*[tier_def(name, backend, images=["toolchain", "python"], image=
                 languages={"bash": {"run": ["sh", "main.sh"]},
                            "c11": {"image": "toolchain", "source": "main.c",
                                    "build": ["gcc", "-O0", "-o", "main", "main.c"],
-                                   "run": ["./main"]}})
+                                   "run": ["./main"]},
+                           # a build of 3 s: within its language's 8 s, past 1.5 s
+                           "slowsh": {"build": ["sh", "-c", "sleep 3 && cp main.sh main"],
+                                      "run": ["sh", "main"], "build_wall_ms": 8000},
+                           "slowsh-tight": {"build": ["sh", "-c", "sleep 3 && cp main.sh main"],
+                                            "run": ["sh", "main"], "build_wall_ms": 1500}})
 TIERS = (("trusted", "process"), ("internal", "container"), ("untrusted", "microvm"))
 
 CPP = r"""
@@ -277,10 +282,26 @@ try:
              % (backend, ", bash (the policy's own) and c11 (the policy's, replacing the "
                 "built-in)" if backend == "process" else ""),
              {k: v for k, v in lang_seen.items() if k[0] == backend})
+    # a language's build has its own limits, not its tests' (issue 59: a c11
+    # build took the tests' 2 s and ended compile_error under TCG)
+    built = {}
+    for lang in ("slowsh", "slowsh-tight"):
+        res = c.run_job({"v": 1, "id": "l-%s-%s" % (lang, os.urandom(3).hex()), "tier": "trusted",
+                         "language": lang, "limits": {"wall_ms": 2000},
+                         "files": [{"path": "main.sh", "data": b"read a b\necho $((a + b))\n"}],
+                         "tests": [{"name": "a", "stdin": "1 2\n", "expect": "3\n"}]},
+                        timeout=120) or {}
+        built[lang] = (res.get("status"), (res.get("build") or {}).get("verdict"),
+                       [x["verdict"] for x in res.get("tests", [])])
+    t.ok(built["slowsh"] == ("ok", "accepted", ["accepted"]) and
+         built["slowsh-tight"][0] == "compile_error",
+         "a language's build limit (build_wall_ms) is its own: a 3 s build passes with 8 s "
+         "though its tests have 2 s, and is compile_error only past its own 1.5 s", built)
     res = c.run_job({"v": 1, "id": "l-bad-%s" % os.urandom(3).hex(), "tier": "trusted",
                      "language": "cobol", "tests": [{"name": "a"}]}, timeout=60) or {}
     t.ok(res.get("status") == "rejected" and
-         'language: unknown "cobol" (known: bash, c11, cpp17, cpp20, python3, node, go, rust)'
+         'language: unknown "cobol" (known: bash, c11, slowsh, slowsh-tight, cpp17, cpp20, '
+         'python3, node, go, rust)'
          == res.get("error"),
          "an unknown language is rejected, naming the known ones", res.get("error"))
 finally:

@@ -335,6 +335,30 @@ static void test_admission(void)
 	rc = al_policy_admit(&pol, &j, 0, &err);
 	TAP_CONTAINS(err.msg, "tier v runs on the vm backend, which does not run grading jobs",
 		     "a backend that cannot grade");
+	/* a language's build: its own limits, not its tests' (each at most
+	 * the tier's maximum) */
+	grading_job(&j, &b, t, 2);
+	j.tier = "p";
+	j.build = NULL;
+	j.argv = NULL;
+	j.argc = 0;
+	j.language = "c11";
+	rc = al_policy_admit(&pol, &j, 0, &err);
+	TAP_OK(rc == AL_OK && j.build && j.build->limits.wall_ms == 60000 &&
+		   j.build->limits.cpu_ms == 50000 && j.build->limits.memory_bytes == 512ull << 20 &&
+		   t[0].limits.wall_ms == 1000,
+	       "c11's build has the language's 60 s (CPU capped at the tier's 50 s) and 512 MiB, "
+	       "not its tests' 1 s (%s)",
+	       err.msg);
+	if (j.build) {
+		for (size_t i = 0; i < j.build->argc; i++)
+			free(j.build->argv[i]);
+		free(j.build->argv);
+		free(j.build);
+	}
+	for (size_t i = 0; i < j.argc; i++)
+		free(j.argv[i]);
+	free(j.argv);
 	al_policy_free(&pol);
 }
 

@@ -43,7 +43,8 @@ def _job(code: Optional[Bytes], argv: Optional[Sequence[str]], tier: Optional[st
         raise ValueError("runtime needs code")
     if argv is not None:
         job["argv"] = list(argv)
-    if code is None and argv is None:
+    if code is None and argv is None and not (extra.get("language") and extra.get("tests")):
+        # (a grading job with a language: admission gives its command)
         raise ValueError("give code (with a runtime, python by default) or argv")
     limits = dict(extra.get("limits") or {})
     if timeout is not None:

@@ -13,7 +13,8 @@ def load_grading_dir(path: str) -> Dict[str, Any]:
     grade.json (or grade.yaml / grade.yml, with python3-yaml) holds the job's
     fields, and "compare" for the tests found here; files/... are the job's
     files; tests/NAME.in is a test's stdin (one test per .in, in name order),
-    NAME.out its expected stdout, NAME.args its extra arguments (one a line).
+    NAME.out its expected stdout, NAME.args its extra arguments (one a line);
+    per_test: NAME: {points, group, hidden, ...} adds a test's other fields.
     Returns the keywords of Client.grade (tests, argv, build, files, ...)."""
     spec: Dict[str, Any] = {}
     for name in ("grade.yaml", "grade.yml", "grade.json"):
@@ -59,6 +60,20 @@ def load_grading_dir(path: str) -> Dict[str, Any]:
         tests.append(t)
     if not tests:
         raise ValueError("%s: no tests: expected tests/NAME.in files (and NAME.out)" % path)
+    per = spec.pop("per_test", None) or {}
+    if not isinstance(per, dict):
+        raise ValueError("%s: per_test: expected a mapping of test names to their fields" % path)
+    by_name = {t.get("name"): t for t in tests}
+    for name, fields in per.items():
+        name = str(name)
+        if name not in by_name:
+            raise ValueError("%s: per_test.%s: no test of that name (tests/%s.in)"
+                             % (path, name, name))
+        if not isinstance(fields, dict) or {"name", "stdin", "expect"} & set(fields):
+            raise ValueError("%s: per_test.%s: expected a mapping of its fields (points, "
+                             "group, hidden, ...; its name, stdin and expect are its files')"
+                             % (path, name))
+        by_name[name].update(fields)
     given = spec.get("files") or {}
     if isinstance(given, list):  # the protocol's form: [{"path", "data"}]
         given = {f["path"]: f["data"] for f in given}

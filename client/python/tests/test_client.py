@@ -169,6 +169,11 @@ def suite(name, cl, other=None):
          isinstance(e, airlock.CompileError),
          "%s: grade(): a failing build is a compile_error Result (CompileError from "
          "raise_for_status), no test run" % name, r)
+    r = cl.grade([{"name": "one", "stdin": "1 2\n", "expect": "3\n"}], language="python3",
+                 files={"main.py": "a, b = map(int, input().split())\nprint(a + b)\n"})
+    t.ok(r.status == "ok" and [x.verdict for x in r.tests] == ["accepted"],
+         "%s: grade(language=\"python3\") with no argv: the language's command runs "
+         "main.py" % name, r)
     e = raises(lambda: cl.grade(tests, argv=["/bin/true"], tier="broken"), airlock.Rejected)
     t.ok(isinstance(e, airlock.Rejected) and "does not run grading jobs" in str(e),
          "%s: grade() on a tier that cannot grade raises Rejected, saying why" % name, e)
@@ -177,7 +182,8 @@ def suite(name, cl, other=None):
     os.makedirs(os.path.join(d, "files", "lib"))
     os.makedirs(os.path.join(d, "tests"))
     with open(os.path.join(d, "grade.yaml"), "w") as f:
-        f.write("argv: [/bin/sh, run.sh]\ncompare: tokens\nlimits: {wall_ms: 5000}\n")
+        f.write("argv: [/bin/sh, run.sh]\ncompare: tokens\nlimits: {wall_ms: 5000}\n"
+                "per_test:\n  c2: {points: 4, hidden: true}\n")
     with open(os.path.join(d, "files", "run.sh"), "w") as f:
         f.write(". lib/add.sh\n")
     with open(os.path.join(d, "files", "lib", "add.sh"), "w") as f:
@@ -190,9 +196,11 @@ def suite(name, cl, other=None):
                     f.write(v)
     r = cl.grade_dir(d)
     t.ok([x.name for x in r.tests] == ["c0", "c1", "c2"] and
-         [x.verdict for x in r.tests] == ["accepted", "wrong_answer", "accepted"],
-         "%s: grade_dir(): grade.yaml, files/ (a subdirectory too), tests/NAME.in/.out/.args, "
-         "as airlock grade reads them" % name, r.tests)
+         [x.verdict for x in r.tests] == ["accepted", "wrong_answer", "accepted"] and
+         (r.score, r.max_score) == (5, 6) and r.tests[2].hidden,
+         "%s: grade_dir(): grade.yaml (per_test: a test's points, hidden), files/ (a "
+         "subdirectory too), tests/NAME.in/.out/.args, as airlock grade reads them" % name,
+         (r.tests, r.score, r.max_score))
     e = raises(lambda: cl.grade_dir(os.path.join(d, "files")), ValueError)
     t.ok(isinstance(e, ValueError) and "no tests" in str(e),
          "%s: grade_dir() of a directory without tests: ValueError, saying so" % name, e)

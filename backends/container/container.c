@@ -294,6 +294,7 @@ static int ctr_reap(struct al_sandbox *sb, struct al_result *res, struct al_err 
 						  "container: bad report from the shim: %.60s",
 						  report);
 			/* a warm container's start-up is not the job's */
+			ctr_warm_base(c);
 			cpu = cpu > c->cpu_base_ns ? cpu - c->cpu_base_ns : 0;
 			st = (struct al_cg_stats){cpu, peak, oom, hit != 0};
 			res->max_rss_bytes = rss > 0 ? (uint64_t)rss * 1024 : 0;
@@ -405,6 +406,7 @@ static int ctr_usage(struct al_sandbox *sb, struct al_usage *u)
 {
 	struct ctr_sb *c = sb->priv;
 
+	ctr_warm_base(c);
 	u->cpu_ns = c->cg_made ? al_cg_cpu_ns(&c->cg) : 0;
 	u->cpu_ns = u->cpu_ns > c->cpu_base_ns ? u->cpu_ns - c->cpu_base_ns : 0;
 	u->stdout_bytes = al_fd_size(c->fs.out_fd);

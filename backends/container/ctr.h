@@ -43,6 +43,7 @@ struct ctr_sb {
 	int ctl;	      /* our end of that socket, until the job is sent */
 	int spec_fd;	      /* the job's argv, environment and rlimits (a memfd) */
 	uint64_t cpu_base_ns; /* the cgroup's CPU time when the job was sent */
+	bool base_read;	      /* ...or the interpreter's when it took the job, read */
 };
 
 /* The backend's host-wide state, set by ctr_init (container.c), read by
@@ -106,6 +107,10 @@ int ctr_warm_take(struct al_sandbox *sb, struct al_err *err);
 /* Send a taken container its job; negative when it is gone (nothing was
  * sent: the caller runs the job cold). */
 int ctr_warm_go(struct al_sandbox *sb, struct al_err *err);
+/* A warm container's job: its CPU counts from the later of its hand-over
+ * and the moment its interpreter, done starting, took it (what it says
+ * after its 'G'); a no-op once read, or for a cold container. */
+void ctr_warm_base(struct ctr_sb *c);
 /* After a job: start the slot's next warm container if its last job could
  * have run in one, of that job's shape. */
 void ctr_warm_refill(const struct al_backend_conf *conf, unsigned slot);

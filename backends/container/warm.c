@@ -24,7 +24,10 @@
  * limit plus the start-up's seconds). The interpreter then runs the job as
  * python3 -c LAUNCHER would (the same tracebacks, sys.argv, exit codes),
  * and the container ends with it, as a cold job's: one container per job.
- * The CPU time the start-up used is not the job's (cpu_base_ns).
+ * The CPU time the start-up used is not the job's: the job's CPU counts
+ * from its hand-over (cpu_base_ns), or, when it came while the container
+ * was still starting, from the moment the interpreter took it, which the
+ * interpreter tells after its 'G' ("S<its CPU ns>": ctr_warm_base).
  *
  * A job that does not fit (another shape, a variable read at start-up set
  * otherwise, binds, egress, a session, a grading step, less memory than
@@ -383,6 +386,29 @@ int ctr_warm_go(struct al_sandbox *sb, struct al_err *err)
 	 * interpreter's 'R' unread in it, the job's 'G' not yet read would be
 	 * lost to an ECONNRESET */
 	return AL_OK;
+}
+
+void ctr_warm_base(struct ctr_sb *c)
+{
+	char buf[64];
+	ssize_t n;
+
+	if (!c->warm || c->base_read || c->ctl < 0)
+		return;
+	/* its records (a SOCK_SEQPACKET): 'R', read only now (its job's 'G'
+	 * went long ago), then "S<ns>" once it took the job */
+	while ((n = recv(c->ctl, buf, sizeof(buf) - 1, MSG_DONTWAIT)) > 0) {
+		buf[n] = '\0';
+		if (buf[0] == 'S') {
+			uint64_t ns = strtoull(buf + 1, NULL, 10);
+
+			if (ns > c->cpu_base_ns) /* its start-up went on after the hand-over */
+				c->cpu_base_ns = ns;
+			c->base_read = true;
+			return;
+		}
+	}
+	/* not yet (it comes as the job starts), or never (it died) */
 }
 
 void ctr_warm_fini(void)

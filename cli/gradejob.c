@@ -396,10 +396,13 @@ static int per_test(json_t *job, const char *dir, struct al_err *err)
 		json_t *t = NULL;
 		size_t i;
 
-		json_array_foreach(tests, i, t) if (json_is_string(json_object_get(t, "name")) &&
-						    !strcmp(json_string_value(
-								json_object_get(t, "name")),
-							    name)) break;
+		for (i = 0; i < json_array_size(tests); i++) {
+			const char *tn = json_string_value(
+			    json_object_get((t = json_array_get(tests, i)), "name"));
+
+			if (tn && !strcmp(tn, name))
+				break;
+		}
 		if (i == json_array_size(tests))
 			return al_err_set(err, AL_EINVAL,
 					  "%s/grade.yaml: per_test.%s: no test of that name "

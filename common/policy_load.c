@@ -218,8 +218,10 @@ static int parse_languages(struct ctx *c, yaml_node_t *v, struct al_policy *pol)
 			else if (key && !strcmp(key, "run") && !l->run)
 				rc = get_words(c, v2, "languages.run", &l->run, &l->nrun);
 			else if (key && !strcmp(key, "build_wall_ms") && !l->build_wall_ms)
-				rc = al_pol_u64(c, v2, "languages.build_wall_ms", &l->build_wall_ms);
-			else if (key && !strcmp(key, "build_memory_bytes") && !l->build_memory_bytes)
+				rc =
+				    al_pol_u64(c, v2, "languages.build_wall_ms", &l->build_wall_ms);
+			else if (key && !strcmp(key, "build_memory_bytes") &&
+				 !l->build_memory_bytes)
 				rc = al_pol_u64(c, v2, "languages.build_memory_bytes",
 						&l->build_memory_bytes);
 			else

@@ -345,8 +345,8 @@ static void test_admission(void)
 	j.language = "c11";
 	rc = al_policy_admit(&pol, &j, 0, &err);
 	TAP_OK(rc == AL_OK && j.build && j.build->limits.wall_ms == 60000 &&
-		   j.build->limits.cpu_ms == 50000 && j.build->limits.memory_bytes == 512ull << 20 &&
-		   t[0].limits.wall_ms == 1000,
+		   j.build->limits.cpu_ms == 50000 &&
+		   j.build->limits.memory_bytes == 512ull << 20 && t[0].limits.wall_ms == 1000,
 	       "c11's build has the language's 60 s (CPU capped at the tier's 50 s) and 512 MiB, "
 	       "not its tests' 1 s (%s)",
 	       err.msg);

@@ -219,6 +219,9 @@ void gw_reply_stream_start(struct req *q, const char *ctype)
 	evhttp_add_header(h, "Content-Type", ctype);
 	evhttp_add_header(h, "Cache-Control", "no-cache");
 	evhttp_add_header(h, "X-Accel-Buffering", "no");
+	/* the connection ends with the stream, and says so: a client that kept
+	 * it for its next request would find it closed */
+	evhttp_add_header(h, "Connection", "close");
 	count_reply(q->g, 200, 0);
 	evhttp_send_reply_start(q->r, 200, "OK");
 }

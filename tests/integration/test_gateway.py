@@ -13,7 +13,9 @@ with a certificate; the CLI as a tenant through --gateway."""
 import http.client
 import json
 import os
+import re
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -328,6 +330,30 @@ try:
     t.ok(before == b"before\n" and after == (b"after\n", b"after the crash\n", b"keyed\n"),
          "the Python client's calls after a gateway restart succeed on a new connection (a "
          "POST, a GET, a POST with an idempotency key)", (before, after))
+
+    # docs/api.md's two examples: a streamed read, then a POST, each with
+    # its language's own HTTP client (issue 59: the gateway closed a
+    # kept-alive connection after a stream without saying so)
+    doc = open(os.path.join(os.path.dirname(__file__), "..", "..", "docs", "api.md")).read()
+    blocks = re.findall(r"^```(python|js)\n(.*?)^```", doc.split("## Authentication")[0],
+                        re.M | re.S)
+    ex_env = dict(os.environ, AIRLOCK_GATEWAY="http://127.0.0.1:%d" % port, AIRLOCK_TOKEN=A)
+    ran = {lang: subprocess.run(["/usr/bin/python3", "-c", code] if lang == "python" else
+                                ["node", "-e", code], capture_output=True, text=True,
+                                env=ex_env, timeout=60)
+           for lang, code in blocks if lang == "python" or shutil.which("node")}
+    h = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    h.request("GET", "/v1/jobs/%s/output" % bid, headers={"Authorization": "Bearer " + B})
+    sse_close = h.getresponse()
+    sse_close.read()
+    t.ok(len(blocks) == 2 and set(ran) >= {"python"} and
+         all(p.returncode == 0 and p.stdout.split()[-1] == "202" and
+             int(p.stdout.split()[0]) >= 2 for p in ran.values()) and
+         sse_close.getheader("Connection") == "close",
+         "docs/api.md's Python and Node examples (%s): a streamed read then a POST each "
+         "succeed; a stream's response says Connection: close" % ", ".join(sorted(ran)),
+         {k: (p.returncode, p.stdout, p.stderr[-300:]) for k, p in ran.items()})
+    h.close()
 
     # SIGHUP rereads the key file (issue 59): gamma's key revoked while its
     # stream runs, alpha's rotated, delta new; then a broken file

@@ -6,11 +6,13 @@ import json
 import os
 from typing import Any, Dict
 
+from . import _yaml
+
 
 
 def load_grading_dir(path: str) -> Dict[str, Any]:
     """The grading job in a directory, as `airlock grade DIR` reads it:
-    grade.json (or grade.yaml / grade.yml, with python3-yaml) holds the job's
+    grade.json (or grade.yaml / grade.yml: no YAML package needed) holds the job's
     fields, and "compare" for the tests found here; files/... are the job's
     files; tests/NAME.in is a test's stdin (one test per .in, in name order),
     NAME.out its expected stdout, NAME.args its extra arguments (one a line);
@@ -25,13 +27,11 @@ def load_grading_dir(path: str) -> Dict[str, Any]:
             text = f.read()
         if name.endswith(".json"):
             spec = json.loads(text)
-        else:
+        else:  # read as `airlock grade` reads it, with the standard library alone
             try:
-                import yaml  # type: ignore
-            except ImportError as e:
-                raise ValueError("%s: reading YAML needs python3-yaml (or use grade.json)"
-                                 % p) from e
-            spec = yaml.safe_load(text) or {}
+                spec = _yaml.load(text.decode()) or {}
+            except (_yaml.YAMLError, UnicodeDecodeError) as e:
+                raise ValueError("%s: %s" % (p, e)) from e
         if not isinstance(spec, dict):
             raise ValueError("%s: expected a mapping of the job's fields" % p)
         break

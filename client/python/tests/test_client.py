@@ -30,6 +30,60 @@ import airlock  # noqa: E402
 from airlock import _scripts  # noqa: E402
 
 t = Tap()
+
+# grade.yaml without a YAML package (issue 59: grade_dir needed python3-yaml):
+# airlock._yaml reads what a course writes, as `airlock grade` reads it
+from airlock import _yaml  # noqa: E402
+GY = """# hw1
+tier: trusted            # a comment
+build: {argv: [gcc, -o, main, main.c], limits: {wall_ms: 60000}}
+argv: [./main]
+compare: float
+checker:
+  runtime: python
+  code: |
+    import sys
+    print("ok: it's fine")
+tests:
+  - name: 'it''s'
+    stdin: "1 2\\n"
+    abs_tol: 0.001
+  - {name: b, rel_tol: 1e-6, points: 2, hidden: true}
+per_test:
+  1: {group: small}
+"""
+want = {"tier": "trusted", "build": {"argv": ["gcc", "-o", "main", "main.c"],
+                                     "limits": {"wall_ms": 60000}},
+        "argv": ["./main"], "compare": "float",
+        "checker": {"runtime": "python", "code": "import sys\nprint(\"ok: it's fine\")\n"},
+        "tests": [{"name": "it's", "stdin": "1 2\n", "abs_tol": 0.001},
+                  {"name": "b", "rel_tol": 1e-6, "points": 2, "hidden": True}],
+        "per_test": {1: {"group": "small"}}}
+got = _yaml.load(GY)
+t.ok(got == want, "grade.yaml read with the standard library alone: block and flow "
+     "collections, quoted and block scalars, comments, fractional numbers (1e-6 a number, "
+     "as airlock grade reads it)", got)
+try:
+    _yaml.load("tests:\n  - {name: a, stdin: x\n  - b\n")
+    bad = None
+except _yaml.YAMLError as e:
+    bad = str(e)
+t.ok(bad and bad.startswith("line 2:"), "a broken grade.yaml is refused naming its line", bad)
+gd = tempfile.mkdtemp()
+os.makedirs(os.path.join(gd, "tests"))
+with open(os.path.join(gd, "grade.yaml"), "w") as f:
+    f.write("argv: [./main]\nper_test:\n  t1: {points: 4, abs_tol: 0.5}\n")
+with open(os.path.join(gd, "tests", "t1.in"), "w") as f:
+    f.write("1\n")
+p = subprocess.run(["/usr/bin/python3", "-S", "-c",
+                    "import json, sys; sys.path.insert(0, %r); import airlock; "
+                    "from airlock.grading import load_grading_dir as l; "
+                    "j = l(%r); print(json.dumps([j['tests'][0]['points'], "
+                    "j['tests'][0]['abs_tol'], 'yaml' in sys.modules]))"
+                    % (os.path.join(HERE, ".."), gd)], capture_output=True, text=True)
+t.ok(p.stdout.strip() == "[4, 0.5, false]",
+     "grade_dir's loader in a Python without site-packages (a plain venv): no YAML "
+     "package imported, per_test applied", (p.stdout, p.stderr[-500:]))
 need_root("the process backend")
 
 POLICY = """\

@@ -79,9 +79,25 @@ static bool is_real(const char *s)
 	return !*s;
 }
 
-static json_t *yaml_node_json(yaml_document_t *doc, yaml_node_t *n, int depth)
+/* Where each field came from: lines[PATH] = its line ("build.limits",
+ * "tests[2]"), to name it when the job's decoder refuses it. */
+struct spec_lines {
+	json_t *lines;	    /* PATH -> line number */
+	char src[PATH_MAX]; /* the YAML file they are lines of */
+};
+
+static void note_line(struct spec_lines *sl, const char *path, const yaml_node_t *n)
+{
+	if (sl && sl->lines && n)
+		json_object_set_new(sl->lines, path,
+				    json_integer((json_int_t)n->start_mark.line + 1));
+}
+
+static json_t *yaml_node_json(yaml_document_t *doc, yaml_node_t *n, int depth,
+			      struct spec_lines *sl, const char *path)
 {
 	json_t *v = NULL;
+	char sub[512];
 
 	if (!n || depth > 32)
 		return NULL;
@@ -107,7 +123,13 @@ static json_t *yaml_node_json(yaml_document_t *doc, yaml_node_t *n, int depth)
 		v = json_array();
 		for (yaml_node_item_t *i = n->data.sequence.items.start;
 		     v && i < n->data.sequence.items.top; i++) {
-			json_t *e = yaml_node_json(doc, yaml_document_get_node(doc, *i), depth + 1);
+			yaml_node_t *in = yaml_document_get_node(doc, *i);
+			json_t *e;
+
+			snprintf(sub, sizeof(sub), "%s[%td]", path,
+				 i - n->data.sequence.items.start);
+			note_line(sl, sub, in);
+			e = yaml_node_json(doc, in, depth + 1, sl, sub);
 
 			if (!e || json_array_append_new(v, e)) {
 				json_decref(v);
@@ -126,7 +148,11 @@ static json_t *yaml_node_json(yaml_document_t *doc, yaml_node_t *n, int depth)
 				json_decref(v);
 				return NULL;
 			}
-			e = yaml_node_json(doc, yaml_document_get_node(doc, p->value), depth + 1);
+			snprintf(sub, sizeof(sub), "%s%s%s", path, *path ? "." : "",
+				 (const char *)k->data.scalar.value);
+			note_line(sl, sub, k);
+			e = yaml_node_json(doc, yaml_document_get_node(doc, p->value), depth + 1,
+					   sl, sub);
 			if (!e || json_object_set_new(v, (const char *)k->data.scalar.value, e)) {
 				json_decref(v);
 				return NULL;
@@ -137,7 +163,8 @@ static json_t *yaml_node_json(yaml_document_t *doc, yaml_node_t *n, int depth)
 	}
 }
 
-static json_t *yaml_load(const char *path, const struct al_bytes *text, struct al_err *err)
+static json_t *yaml_load(const char *path, const struct al_bytes *text, struct spec_lines *sl,
+			 struct al_err *err)
 {
 	yaml_parser_t p;
 	yaml_document_t doc;
@@ -154,7 +181,9 @@ static json_t *yaml_load(const char *path, const struct al_bytes *text, struct a
 		yaml_parser_delete(&p);
 		return NULL;
 	}
-	v = yaml_node_json(&doc, yaml_document_get_root_node(&doc), 0);
+	if (sl)
+		snprintf(sl->src, sizeof(sl->src), "%s", path);
+	v = yaml_node_json(&doc, yaml_document_get_root_node(&doc), 0, sl, "");
 	if (!v)
 		al_err_set(err, AL_EINVAL,
 			   "%s: expected a mapping of the job's fields (keys are text, at most 32 "
@@ -165,8 +194,9 @@ static json_t *yaml_load(const char *path, const struct al_bytes *text, struct a
 	return v;
 }
 
-/* The spec file at path as JSON: .json, .yaml or .yml. */
-static json_t *spec_load(const char *path, struct al_err *err)
+/* The spec file at path as JSON: .json, .yaml or .yml (a YAML file's
+ * fields' lines into sl). */
+static json_t *spec_load(const char *path, struct spec_lines *sl, struct al_err *err)
 {
 	const char *dot = strrchr(path, '.');
 	struct al_bytes text = {0};
@@ -186,7 +216,7 @@ static json_t *spec_load(const char *path, struct al_err *err)
 			al_err_set(err, AL_EINVAL, "%s: invalid JSON: %s (line %d)", path, je.text,
 				   je.line);
 	} else {
-		v = yaml_load(path, &text, err);
+		v = yaml_load(path, &text, sl, err);
 	}
 	free(text.data);
 	if (v && !json_is_object(v)) {
@@ -378,7 +408,7 @@ static int add_tests(json_t *tests, const char *dir, const char *compare, struct
 /* grade.yaml's per_test: NAME: {points, group, hidden, compare, abs_tol,
  * ...}: a test map's fields (PROTOCOL.md, the same as a JSON job's tests)
  * for tests/NAME.in, merged into it. */
-static int per_test(json_t *job, const char *dir, struct al_err *err)
+static int per_test(json_t *job, const char *dir, struct spec_lines *sl, struct al_err *err)
 {
 	json_t *per = json_object_get(job, "per_test"), *tests = json_object_get(job, "tests");
 	const char *name;
@@ -421,12 +451,32 @@ static int per_test(json_t *job, const char *dir, struct al_err *err)
 					  dir, name);
 		if (json_object_update(t, fields))
 			return al_err_set(err, AL_ENOMEM, "out of memory");
+		{ /* its fields' lines: tests[i].FIELD is per_test.NAME.FIELD's */
+			char from[300], to[300];
+			size_t nf = (size_t)snprintf(from, sizeof(from), "per_test.%s", name);
+			const char *key;
+			json_t *ln, *add = json_object();
+
+			json_object_foreach(sl->lines, key, ln)
+			{
+				if (strncmp(key, from, nf) || (key[nf] && key[nf] != '.'))
+					continue;
+				snprintf(to, sizeof(to), "tests[%zu]%s", i, key + nf);
+				json_object_set(add, to, ln);
+			}
+			if (!add || json_object_update(sl->lines, add)) {
+				json_decref(add);
+				return al_err_set(err, AL_ENOMEM, "out of memory");
+			}
+			json_decref(add);
+		}
 	}
 	json_object_del(job, "per_test");
 	return AL_OK;
 }
 
-static json_t *dir_load(const char *dir, const char *compare_opt, struct al_err *err)
+static json_t *dir_load(const char *dir, const char *compare_opt, struct spec_lines *sl,
+			struct al_err *err)
 {
 	static const char *const names[] = {"grade.yaml", "grade.yml", "grade.json"};
 	char path[PATH_MAX];
@@ -439,7 +489,7 @@ static json_t *dir_load(const char *dir, const char *compare_opt, struct al_err 
 			al_err_set(err, AL_EINVAL, "%s: path too long", dir);
 			return NULL;
 		}
-		if (!access(path, F_OK) && !(job = spec_load(path, err)))
+		if (!access(path, F_OK) && !(job = spec_load(path, sl, err)))
 			return NULL;
 	}
 	if (!job && !(job = json_object())) {
@@ -467,7 +517,7 @@ static json_t *dir_load(const char *dir, const char *compare_opt, struct al_err 
 			   "%s: no tests: expected tests/NAME.in files (and NAME.out)", dir);
 		goto fail_job;
 	}
-	if (per_test(job, dir, err))
+	if (per_test(job, dir, sl, err))
 		goto fail_job;
 	return job;
 fail_job:
@@ -477,9 +527,36 @@ fail_job:
 	return NULL;
 }
 
+/* The decoder's message names a field ("tests[2].limits.wall_ms: ...");
+ * prefixed with the YAML file and the line of that field, or the nearest
+ * one above it, when the spec was YAML; else with path. */
+static void name_line(const struct spec_lines *sl, const char *path, struct al_err *err)
+{
+	char field[256];
+	size_t n = strcspn(err->msg, ": ");
+	json_t *line = NULL;
+
+	snprintf(field, sizeof(field), "%.*s", (int)(n < sizeof(field) ? n : sizeof(field) - 1),
+		 err->msg);
+	while (sl->src[0] && field[0] && !(line = json_object_get(sl->lines, field))) {
+		char *cut = field + strlen(field);
+
+		while (cut > field && cut[-1] != '.' && cut[-1] != '[')
+			cut--;
+		if (cut > field)
+			cut--;
+		*cut = '\0';
+	}
+	if (line)
+		al_err_wrap(err, "%s:%lld", sl->src, (long long)json_integer_value(line));
+	else
+		al_err_wrap(err, "%s", path);
+}
+
 int cli_grade_job_load(const char *path, const struct cli_grade_opts *o, struct al_job *job,
 		       struct al_err *err)
 {
+	struct spec_lines sl = {0};
 	struct stat st;
 	json_t *j;
 	struct al_buf mp = {0};
@@ -499,8 +576,12 @@ int cli_grade_job_load(const char *path, const struct cli_grade_opts *o, struct 
 		else
 			snprintf(base, sizeof(base), ".");
 	}
-	if (!(j = dir ? dir_load(path, o->compare, err) : spec_load(path, err)))
+	if (!(sl.lines = json_object()))
+		return al_err_set(err, AL_ENOMEM, "out of memory");
+	if (!(j = dir ? dir_load(path, o->compare, &sl, err) : spec_load(path, &sl, err))) {
+		json_decref(sl.lines);
 		return err->code ? err->code : AL_EINVAL;
+	}
 	if ((rc = resolve_all(j, base, err)))
 		goto out_job;
 	if (!json_object_get(j, "v"))
@@ -518,7 +599,7 @@ int cli_grade_job_load(const char *path, const struct cli_grade_opts *o, struct 
 	if (rc || (rc = al_json_to_msgpack(j, &mp, err)))
 		goto out_job;
 	if ((rc = al_job_decode(mp.data, mp.len, job, err)))
-		al_err_wrap(err, "%s", path);
+		name_line(&sl, path, err);
 	else if (!job->ntests)
 		rc = al_err_set(err, AL_EINVAL, "%s: not a grading job: it has no tests", path);
 	if (!rc && !had_id && o->no_new_id) { /* the codec needed one; the gateway gives it */
@@ -530,6 +611,7 @@ out_job:
 		al_job_free(job);
 	al_buf_free(&mp);
 	json_decref(j);
+	json_decref(sl.lines);
 	return rc;
 }
 

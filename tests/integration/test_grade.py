@@ -319,8 +319,19 @@ try:
          "grade.yaml's per_test (points, groups, hidden) and fractional tolerances (0.001, "
          "1e-6) make the same job as the JSON form, and the same verdicts and score",
          (verdicts(gd), verdicts(gj), pd == pj))
-    with open(fd + "/grade.yaml", "a") as f:
-        f.write("  nosuch: {points: 1}\n")
+    text = open(fd + "/grade.yaml").read()
+    with open(fd + "/grade.yaml", "w") as f:
+        f.write(text.replace("{points: 20,", "{points: many,"))
+    p = c.cli("grade", "--print-job", fd, timeout=60)
+    with open(fd + "/grade.yaml", "w") as f:
+        f.write(text + "limits: {wall_ms: soon}\n")
+    p2 = c.cli("grade", "--print-job", fd, timeout=60)
+    t.ok(p.returncode != 0 and b"grade.yaml:8: tests[1].points:" in p.stderr and
+         p2.returncode != 0 and b"grade.yaml:10: limits.wall_ms:" in p2.stderr,
+         "a field grade.yaml gets wrong is named with its file and line (a per_test "
+         "entry's, a top-level one's)", (p.stderr, p2.stderr))
+    with open(fd + "/grade.yaml", "w") as f:
+        f.write(text + "  nosuch: {points: 1}\n")
     p = c.cli("grade", "--print-job", fd, timeout=60)
     t.ok(p.returncode != 0 and b"per_test.nosuch: no test of that name (tests/nosuch.in)"
          in p.stderr, "per_test naming a test there is no file for: refused, named",

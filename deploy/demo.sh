@@ -89,6 +89,7 @@ tiers:
     image: python
     pool: 1
     defaults: {wall_ms: 30000, memory_bytes: 134217728, pids: 64}
+    sessions: {max_per_tenant: 2, idle_s: 300, max_life_s: 900}
   service:
     backend: vm
     image: python
@@ -228,6 +229,62 @@ for line in sys.stdin:
             break'
 else
 	echo "  -> no answer from the gateway"
+fi
+
+# What agents and courses come for, on the untrusted tier, with the Python
+# client through the gateway: a session (an agent's run_python: two calls
+# sharing a variable, a chart coming back) and a grading job (three tests
+# of a submission, one answer wrong).
+if grep -q "event=backend name=microvm ok=yes" "$DIR/worker.log"; then
+	echo
+	echo "an agent's session and a course's grading job on the untrusted tier (Python client):"
+	AIRLOCK_GATEWAY="http://127.0.0.1:$GWPORT" AIRLOCK_TOKEN="$KEY" \
+		PYTHONPATH="$(cd "$(dirname "$0")/.." && pwd)/client/python" /usr/bin/python3 - <<'PY' || true
+import os, time
+import airlock
+
+cl = airlock.Client(gateway=os.environ["AIRLOCK_GATEWAY"], token=os.environ["AIRLOCK_TOKEN"],
+                    tier="untrusted")
+CHART = r"""
+import struct, zlib
+def png(w, h, rows):
+    def chunk(kind, data):
+        return (struct.pack(">I", len(data)) + kind + data +
+                struct.pack(">I", zlib.crc32(kind + data)))
+    raw = b"".join(b"\0" + bytes(r) for r in rows)
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 0, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+class Bars:  # a bar chart of sales, drawn by hand (the python image has no matplotlib)
+    def _repr_png_(self):
+        vals = list(sales.values())
+        return png(30 * len(vals), 80, [[0 if x % 30 < 20 and 79 - y < 10 * vals[x // 30]
+                                         else 255 for x in range(30 * len(vals))]
+                                        for y in range(80)])
+display(Bars())
+print("best day:", max(sales, key=sales.get))
+"""
+try:
+    t0 = time.monotonic()
+    with cl.session(timeout=60) as s:
+        opened = time.monotonic() - t0
+        s.run_python("sales = {'mon': 3, 'tue': 7, 'wed': 5}")
+        r = s.run_python(CHART)
+    print("  session: opened in %.1f s (a microVM); call 1 set sales, call 2 used it: %s"
+          % (opened, r.stdout.decode().strip()))
+    print("           a chart came back: %s, %d bytes" % (r.outputs[0].mime, len(r.outputs[0].data))
+          if r.outputs else "           no chart came back: %s" % (r.error or r.status))
+    g = cl.grade([{"name": "small", "stdin": "1 2\n", "expect": "3\n"},
+                  {"name": "big", "stdin": "40 2\n", "expect": "42\n"},
+                  {"name": "negative", "stdin": "-1 -1\n", "expect": "-2\n"}],
+                 language="python3", check=False,
+                 files={"main.py": "a, b = map(int, input().split())\nprint(abs(a + b))\n"})
+    print("  grading (language python3, main.py printing abs(a + b)): score %s of %s"
+          % (g.score, g.max_score))
+    for x in g.tests:
+        print("    %-9s %-13s %s" % (x.name, x.verdict, x.detail or ""))
+except airlock.AirlockError as e:
+    print("  -> %s: %s" % (type(e).__name__, e))
+PY
 fi
 echo
 echo "demo: stopping redis-server, scheduler, worker, gateway and libvirtd; removing $DIR"

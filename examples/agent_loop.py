@@ -1,9 +1,10 @@
 #!/usr/bin/python3
 """An agent product's loop, on each tier in turn: one session (one sandbox
 whose Python interpreter lasts) per conversation, fed the snippets a model
-sends: a CSV into pandas, a chart (its PNG comes back), an error the model
-must read, a flood cut to fit its context, and state kept from the first
-call. Prints what came back and each call's latency; exits 0 only when
+sends: a CSV into pandas, a chart (its PNG comes back), scipy.optimize,
+scikit-learn and sympy in the same interpreter (a data-science afternoon's
+memory in one session), an error the model must read, a flood cut to fit
+its context, and state kept from the first call. Prints what came back and each call's latency; exits 0 only when
 every tier gave the model what it needed.
 
     AIRLOCK_GATEWAY=http://127.0.0.1:8088 AIRLOCK_TOKEN=KEY \\
@@ -38,6 +39,20 @@ SNIPPETS = [
      "ax.set_title('sales by month')\nprint('drawn')",
      lambda a, r: a["status"] == "ok" and len(r.outputs) == 1 and
      r.outputs[0].data.startswith(b"\x89PNG\r\n\x1a\n")),
+    ("fit a curve with scipy.optimize",
+     "import numpy as np\nfrom scipy.optimize import curve_fit\n"
+     "n = df[df.region == 'north']\n"
+     "(a, b), _ = curve_fit(lambda x, a, b: a * x + b, np.arange(1.0, 13), n.total.values)\n"
+     "print(round(a), round(b))",
+     lambda a, r: a["stdout"] == "100 5\n"),
+    ("a model with scikit-learn",
+     "from sklearn.linear_model import LinearRegression\n"
+     "m = LinearRegression().fit(n[['total']], list(range(1, 13)))\n"
+     "print(round(m.score(n[['total']], list(range(1, 13))), 3))",
+     lambda a, r: a["stdout"] == "1.0\n"),
+    ("solve with sympy",
+     "import sympy as sp\nx = sp.symbols('x')\nprint(sp.solve(x**2 - 5*x + 6, x))",
+     lambda a, r: a["stdout"] == "[2, 3]\n"),
     ("an error the model must read",
      "df['no_such_column'].sum()",
      lambda a, r: a["status"] == "nonzero_exit" and "KeyError: 'no_such_column'" in a["stderr"]

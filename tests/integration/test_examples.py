@@ -60,11 +60,13 @@ try:
                         "--redis", c.url, "--tiers", "ds-trusted,ds-internal,ds-untrusted"],
                        capture_output=True, text=True, timeout=900)
     rows = re.findall(r"^\| (ds-\w+) \| (.*?) \| (\w+) \| (\d+) ms \|", p.stdout, re.M)
-    t.ok(p.returncode == 0 and len(rows) == 18 and "NOT AS EXPECTED" not in p.stdout and
+    t.ok(p.returncode == 0 and len(rows) == 27 and "NOT AS EXPECTED" not in p.stdout and
          "every tier gave the model what it needed" in p.stdout,
          "examples/agent_loop.py on the process, container and microVM tiers (datascience "
-         "image, one session each): a CSV into pandas, a chart back as a PNG, an error with "
-         "its traceback, a flood cut for the model, state kept; each call's latency printed",
+         "image, one session each, 512 MiB as the example policy gives untrusted sessions): a "
+         "CSV into pandas, a chart back as a PNG, scipy.optimize, scikit-learn and sympy in the "
+         "same interpreter (issue 58's data-science calls), an error with its traceback, a "
+         "flood cut for the model, state kept; each call's latency printed",
          p.stdout + p.stderr[-1500:])
 finally:
     c.close()

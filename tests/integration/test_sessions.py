@@ -544,8 +544,8 @@ try:
          "file, the Redis socket and a host port are out of reach; another tenant's session "
          "sees none of this session's files or interpreter (process, container)", contained)
 
-    ok, why = limits_per_call(cl, "trusted", 8)
-    t.ok(ok, "58a: process: 8 calls of 0.9 s CPU in a session of timeout=5 all ok (no "
+    ok, why = limits_per_call(cl, "trusted", 20)
+    t.ok(ok, "58a: process: 20 calls of 0.9 s CPU in a session of timeout=5 all ok (no "
          "budget for the session's CPU); a call past its cpu_ms is cpu_limit, the next runs "
          "with the state; output_max keeps 4096 bytes, head and tail, not ok", why)
 
@@ -623,7 +623,7 @@ try:
          "usage (calls, CPU, the running call, one queued) and its life left", inf)
 
     # ---- the container boundary ----
-    ok, why = limits_per_call(cl, "ctr", 8)
+    ok, why = limits_per_call(cl, "ctr", 20)
     t.ok(ok, "58b: container: the same per-call limits", why)
     with cl.session(tier="ctr") as cs:
         cs.run_python("import sys\nv = sys.version_info[:2]\nopen('w.txt', 'w').write('c1')")
@@ -689,7 +689,7 @@ try:
          "58c: a microVM session's call past its memory (256 MiB): memory_limit, its "
          "interpreter restarted in the guest (its variables gone), the session and its files "
          "go on", (rm, rm2))
-    ok, why = limits_per_call(cl, "vmtier", 8)
+    ok, why = limits_per_call(cl, "vmtier", 20)
     t.ok(ok, "58c: microVM: the same per-call limits (the guest's server measures the CPU)",
          why)
     c.signal("svm", signal.SIGTERM)

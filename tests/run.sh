@@ -50,19 +50,21 @@ images_done() {
 
 # Suites that need no catalogue image nor microVM guest (the process tier
 # on the host's /usr, Redis, the gateway, the fuzzers): while it builds.
-NO_IMAGE="layers layout test_layout test_acl test_clock test_egress_proxy test_faults test_fleet test_help
-	test_gateway test_policy_reload test_process test_queue test_sentinel test_tiers
-	test_worker_faults"
+NO_IMAGE="layers layout test_layout test_acl test_clock test_egress_proxy test_faults test_help
+	test_gateway test_policy_reload test_process test_queue test_tiers"
 # Image suites that mostly wait (on servers in test namespaces, leases,
 # sessions' timers): they run while the hostile suite takes a core in a lane
 # beside them. It shares nothing with them: its own worker ids, slot uids
 # and user-namespace range (tests/hostile/hostile.py).
 WAITING="test_container test_egress test_egress_cache test_egress_https_cache test_images
-	test_inputs test_process_warm test_readme_byhand test_scheduler test_sessions test_stream
-	test_systemd"
-# Suites a lane runs (below), not the main sequence.
-EARLY_LANE="test_gw_hostile test_stall" LATE_LANE="test_vm test_verdicts test_grade"
-IN_LANES="$EARLY_LANE $LATE_LANE"
+	test_inputs test_process_warm test_readme_byhand test_scheduler test_stream test_systemd"
+# Suites a lane runs (below), not the main sequence: each lane's suites have
+# worker ids, slot uids (and the VMM uids above them) and namespaces that no
+# suite of the main sequence beside them has.
+EARLY_LANE="test_gw_hostile test_stall test_fleet test_worker_faults test_sentinel"
+WAITING_LANE="test_sessions"
+LATE_LANE="test_vm test_verdicts test_grade test_examples"
+IN_LANES="$EARLY_LANE $WAITING_LANE $LATE_LANE"
 integration() { # early|waiting|late
 	local s n
 	for s in tests/integration/*.sh tests/integration/*.py; do
@@ -105,10 +107,11 @@ fuzzers() {
 # The fuzzers share nothing with the other suites: in full runs they take
 # one core beside the suites that need no image (which mostly wait on
 # timers and leases), counted when the lane joins, before the image suites.
-# The gateway's hostile clients and the stalled Redis follow them there:
-# those suites wait (on the gateway's timeouts, on a stopped redis-server of
-# their own) nearly all their 36 and 19 s, with worker ids and slot uids no
-# suite of this phase has.
+# The gateway's hostile clients, the stalled Redis, the fleet, the worker's
+# host faults and Sentinel follow them there: those suites wait (on the
+# gateway's timeouts, a stopped redis-server, leases, failovers) most of
+# their 36, 19, 39, 15 and 47 s, with worker ids and slot uids (66500-66720
+# for the last three) no suite of this phase has.
 if [ "$QUICK" = 1 ]; then
 	fuzzers
 else
@@ -133,17 +136,28 @@ if [ -n "$IMAGES_PID" ]; then
 	run_suite images/microvm bash -c 'deploy/images/build.sh --agent "$BUILD/airlock-agent" microvm &&
 		echo "ok 1 - microvm guest built or up to date"'
 fi
-[ "$QUICK" = 1 ] || lane run_suite hostile/run bash tests/hostile/run.sh
+# The hostile suite (a core for about 220 s), then the sessions (mostly
+# waiting on their timers: 120 s at a third of the machine), beside the
+# other waiting suites.
+beside_waiting() {
+	run_suite hostile/run bash tests/hostile/run.sh
+	local n
+	for n in $WAITING_LANE; do
+		run_suite "integration/$n" /usr/bin/python3 "tests/integration/$n.py"
+	done
+}
+[ "$QUICK" = 1 ] || lane beside_waiting
 integration waiting
 lane_join
 # Beside the suites that keep one core busy under TCG (about half the
 # machine), the service VMs (their own libvirtd in a namespace of their
 # own, waiting on libvirt and their guests' boots most of the time), then
 # the verdicts on three tiers (a third of the machine), then the grading
-# suite (half the machine, 78 s): their own worker ids, slot uids and VMM
-# uids (test_grade: grade-w, 63500-63501 and 63600-63601, VMMs from
-# 63756), ports from free_port, and nothing of theirs that another suite
-# counts.
+# suite (half the machine, 78 s), then the examples (the agent loop in a
+# microVM session: 125 s): their own worker ids, slot uids and VMM uids
+# (test_grade: grade-w, 63500-63501 and 63600-63601, VMMs from 63756;
+# test_examples: ex-w and ex-u, 63800-63801 and 63900, VMMs from 64056),
+# ports from free_port, and nothing of theirs that another suite counts.
 beside_late() {
 	local n
 	for n in $LATE_LANE; do

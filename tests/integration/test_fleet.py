@@ -40,8 +40,8 @@ try:
                                               "--listen", "off", "--id", "sched1"])
     for i, h in enumerate(("w1", "w2", "w3")):
         c._start(h, hosts.prefix(h) + [
-            WORKER, "--redis", c.url, "--policy", c.policy, "--worker-id", h,
-            "--uid-base", str(62000 + 100 * i), "--slots", "2", "--tiers", "trusted",
+            WORKER, "--redis", c.url, "--policy", c.policy, "--worker-id", "fleet-" + h,
+            "--uid-base", str(66500 + 10 * i), "--slots", "2", "--tiers", "trusted",
             "--state-dir", os.path.join(c.dir, "state-" + h), "--heartbeat-ms", "300"])
 
     key = "fk-0123456789abcdef01"
@@ -84,7 +84,7 @@ try:
 
     # every worker host has said it is there
     c.wait_for(lambda: all(w in ha.cli("master", "HKEYS", "al:workers").split()
-                           for w in ("w1", "w2", "w3")), timeout=30, step=0.2)
+                           for w in ("fleet-w1", "fleet-w2", "fleet-w3")), timeout=30, step=0.2)
 
     p = cli("run", "-c", "print(6*7)")
     t.ok(p.returncode == 0 and p.stdout == b"42\n",
@@ -102,7 +102,7 @@ try:
     res = [result(jid) for jid in ids]
     again = [r for r in res if r and r["attempt"] > 1]
     t.ok(on and all(r and r["status"] == "ok" for r in res) and
-         all(r["worker"] != "w1" for r in again) and len(again) == 2 and
+         all(r["worker"] != "fleet-w1" for r in again) and len(again) == 2 and
          all(r["attempt"] == 1 for r in res if r not in again),
          "host w1 killed whole with 2 of 6 jobs: its jobs ran again on w2/w3 (%d), the "
          "others' finished undisturbed on their first attempt" % len(again),
@@ -118,7 +118,7 @@ try:
     moved = [r for r in res if r and r["attempt"] > 1]
     log = c.log("w2")
     t.ok(on and all(r and r["status"] == "ok" for r in res) and len(moved) == 2 and
-         all(r["worker"] == "w3" for r in moved) and
+         all(r["worker"] == "fleet-w3" for r in moved) and
          log.count("lease was taken over; result refused") == 2,
          "host w2 cut off for 7 s (lease 2 s): its %d jobs ran again on w3; its own late "
          "results were refused (fencing)" % len(moved),
@@ -127,7 +127,7 @@ try:
     later = [submit(SLEEP % 1) for _ in range(4)]
     res = [result(jid) for jid in later]
     t.ok(all(r and r["status"] == "ok" for r in res) and
-         any(r["worker"] == "w2" for r in res),
+         any(r["worker"] == "fleet-w2" for r in res),
          "its link back, w2 rejoins and runs jobs again",
          [(r or {}).get("worker") for r in res])
 

@@ -38,9 +38,9 @@ try:
     c = Cluster(policy=POLICY, start_redis=False)
     c.url = ha.url
     c.scheduler()
-    c.worker("ha-w", uid_base=63800, slots=2, tiers="trusted")
+    c.worker("ha-w", uid_base=66600, slots=2, tiers="trusted")
     c.url = ha.url + "?min_replicas=1&replica_timeout_ms=500"  # this worker's commits: WAITed
-    c.worker("dur-w", uid_base=63850, slots=1, tiers="durable")
+    c.worker("dur-w", uid_base=66650, slots=1, tiers="durable")
     c.url = ha.url
     p = c.cli("run", "-c", "print(6*7)", timeout=60)
     t.ok(p.returncode == 0 and p.stdout == b"42\n",

@@ -58,7 +58,7 @@ try:
     cl = Client(unix=c.sock)
     port = free_port()
     c.scheduler(listen="127.0.0.1:%d" % port)
-    c.worker("wf-a", uid_base=62800, slots=1)
+    c.worker("wf-a", uid_base=66700, slots=1)
     first = cl.submit(job("print('warm')"))[1]
     r = cl.wait(first, 60)
     t.ok(r and r["status"] == "ok", "a first job runs", r)
@@ -128,7 +128,7 @@ try:
     # ---- 17: a dead worker's mounts under another --state-dir ----
     other = os.path.join(c.dir, "state-b")
     c._start("wf-b", [WORKER, "--redis", c.url, "--policy", c.policy, "--worker-id", "wf-b",
-                      "--uid-base", "62900", "--slots", "1", "--tiers", "trusted",
+                      "--uid-base", "66710", "--slots", "1", "--tiers", "trusted",
                       "--state-dir", other, "--heartbeat-ms", "300"])
     c.signal("wf-a", signal.SIGTERM)  # only wf-b takes the next job
     c.wait_exit("wf-a")
@@ -144,7 +144,7 @@ try:
          (os.listdir(other) if os.path.isdir(other) else None, mounts))
     c.procs["wf-b"].kill()
     c.procs["wf-b"].wait()
-    c.worker("wf-c", uid_base=63000, slots=1)  # its state dir is c.dir/state, not state-b
+    c.worker("wf-c", uid_base=66720, slots=1)  # its state dir is c.dir/state, not state-b
     c.wait_for(lambda: "worker=wf-b" in c.log("wf-c"), timeout=20)
     time.sleep(1)
     mounts = [m for m in open("/proc/mounts").read().splitlines() if other in m]

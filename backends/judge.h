@@ -95,7 +95,7 @@ int al_grade_checked(struct al_test_result *tr, const struct al_result *run);
 /* The host's part of a grading job's result (every backend, the microVM
  * guest's word on it ignored): each test's points (earned when accepted)
  * and group, a hidden test's output and detail taken out, the groups'
- * scores (all or nothing, or summed: job->group_scoring) and the total
+ * scores (all or nothing, also for min, or summed: job->group_scoring) and the total
  * against the most it could have been. 0, or AL_ENOMEM. */
 int al_grade_score(struct al_result *res, const struct al_job *job);
 

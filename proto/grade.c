@@ -430,8 +430,28 @@ int al_grade_pack_job(msgpack_packer *pk, const struct al_job *job)
 	if (job->stop_on_failure)
 		bad |= pack_bool(pk, "stop_on_failure", true);
 	if (job->group_scoring != AL_GROUPS_ALL)
-		bad |= al_mp_pack_kv_str(pk, "group_scoring", "sum");
+		bad |= al_mp_pack_kv_str(pk, "group_scoring",
+					 al_group_scoring_name(job->group_scoring));
 	return bad ? -1 : 0;
+}
+
+static const char *const group_scoring_names[] = {
+    [AL_GROUPS_ALL] = "all",
+    [AL_GROUPS_SUM] = "sum",
+    [AL_GROUPS_MIN] = "min",
+};
+
+const char *al_group_scoring_name(int scoring)
+{
+	return scoring >= 0 && scoring <= AL_GROUPS_MIN ? group_scoring_names[scoring] : "all";
+}
+
+int al_group_scoring_parse(const char *name)
+{
+	for (int k = AL_GROUPS_ALL; k <= AL_GROUPS_MIN; k++)
+		if (!strcmp(name, group_scoring_names[k]))
+			return k;
+	return -1;
 }
 
 void al_grade_free_job(struct al_job *job)

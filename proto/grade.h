@@ -70,7 +70,15 @@ struct al_test {
 enum al_group_scoring {
 	AL_GROUPS_ALL = 0, /* all or nothing: every test of the group accepted */
 	AL_GROUPS_SUM,	   /* each accepted test's points */
+	AL_GROUPS_MIN,	   /* the group's points times its smallest test score: a
+			    * test scores 1 or 0, so this is AL_GROUPS_ALL by
+			    * another name (CMS's GroupMin), kept as written */
 };
+
+/* The name of a group_scoring value ("all", "sum", "min"); its value from a
+ * name, or -1 for one that is none of them. */
+const char *al_group_scoring_name(int scoring);
+int al_group_scoring_parse(const char *name);
 
 struct al_group_score {
 	char *name;

@@ -348,10 +348,10 @@ static int dec_field(enum job_field f, const msgpack_object *v, struct al_job *j
 
 		if ((rc = al_mp_get_text(v, "group_scoring", 8, &s, err)))
 			return rc;
-		job->group_scoring = !strcmp(s, "sum") ? 1 : 0;
-		rc = strcmp(s, "sum") && strcmp(s, "all")
+		job->group_scoring = al_group_scoring_parse(s);
+		rc = job->group_scoring < 0
 			 ? al_err_set(err, AL_EINVAL,
-				      "group_scoring: unknown value \"%s\" (all or sum)", s)
+				      "group_scoring: unknown value \"%s\" (all, sum or min)", s)
 			 : AL_OK;
 		free(s);
 		return rc;

@@ -251,7 +251,8 @@ static void grading_json(struct al_jb *b, json_t *o, const struct al_job *job)
 	al_jb_set(b, o, "tests", tests);
 	al_jb_set(b, o, "stop_on_failure", json_boolean(job->stop_on_failure));
 	if (job->group_scoring)
-		al_jb_set(b, o, "group_scoring", json_string("sum"));
+		al_jb_set(b, o, "group_scoring",
+			  json_string(al_group_scoring_name(job->group_scoring)));
 }
 
 static json_t *test_result_json(struct al_jb *b, const struct al_test_result *t)

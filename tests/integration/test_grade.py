@@ -321,6 +321,16 @@ try:
          (verdicts(gd), verdicts(gj), pd == pj))
     text = open(fd + "/grade.yaml").read()
     with open(fd + "/grade.yaml", "w") as f:
+        f.write(text.replace("group_scoring: sum", "group_scoring: min"))
+    pm = shown(fd)
+    gm = json.loads(c.cli("grade", "--json", fd, timeout=300).stdout or b"{}")
+    t.ok(pm.get("group_scoring") == "min" and verdicts(gm)[1:] == (10, 35) and
+         [(g.get("name"), g.get("score")) for g in gm.get("groups", [])] ==
+         [("small", 10), ("big", 0)],
+         "group_scoring: min (CMS's GroupMin) is accepted and kept: the group with a wrong "
+         "answer earns 0 of its 25, as all-or-nothing (a test scores 1 or 0)",
+         (pm.get("group_scoring"), verdicts(gm), gm.get("groups")))
+    with open(fd + "/grade.yaml", "w") as f:
         f.write(text.replace("{points: 20,", "{points: many,"))
     p = c.cli("grade", "--print-job", fd, timeout=60)
     with open(fd + "/grade.yaml", "w") as f:

@@ -190,7 +190,9 @@ static void test_score(void)
 	struct al_job job = {.tests = tests, .ntests = 5};
 	struct al_result res = {0};
 
-	for (int mode = 0; mode < 2; mode++) {
+	for (int mode = AL_GROUPS_ALL; mode <= AL_GROUPS_MIN; mode++) {
+		bool sum = mode == AL_GROUPS_SUM;
+
 		res.tests = calloc(5, sizeof(*res.tests));
 		res.ntests = 5;
 		for (int i = 0; i < 5; i++) {
@@ -203,14 +205,14 @@ static void test_score(void)
 		job.group_scoring = mode;
 		TAP_OK(!al_grade_score(&res, &job) && res.has_score && res.max_score == 14 &&
 			   res.ngroups == 2 && !strcmp(res.groups[0].name, "g1") &&
-			   res.groups[0].max_score == 6 &&
-			   res.groups[0].score == (mode ? 3u : 0u) && res.groups[1].score == 5 &&
-			   res.score == 2 + (mode ? 3 : 0) + 5 && res.tests[2].points == 0 &&
-			   res.tests[1].points == 3 && res.tests[4].max_points == 1 &&
-			   res.tests[4].points == 0 && !strcmp(res.tests[1].group, "g1"),
-		       "%s: the score %llu of %llu, each group's, each test's points",
-		       mode ? "group_scoring sum" : "groups all or nothing",
-		       (unsigned long long)res.score, (unsigned long long)res.max_score);
+			   res.groups[0].max_score == 6 && res.groups[0].score == (sum ? 3u : 0u) &&
+			   res.groups[1].score == 5 && res.score == 2 + (sum ? 3 : 0) + 5 &&
+			   res.tests[2].points == 0 && res.tests[1].points == 3 &&
+			   res.tests[4].max_points == 1 && res.tests[4].points == 0 &&
+			   !strcmp(res.tests[1].group, "g1"),
+		       "group_scoring %s: the score %llu of %llu, each group's, each test's points",
+		       al_group_scoring_name(mode), (unsigned long long)res.score,
+		       (unsigned long long)res.max_score);
 		TAP_OK(res.tests[3].hidden && res.tests[3].out.len == 0 && !res.tests[3].detail &&
 			   res.tests[3].verdict == AL_V_ACCEPTED && res.tests[0].out.len == 7 &&
 			   !res.tests[0].hidden,

@@ -107,6 +107,7 @@ static void test_job(void)
 	struct al_err err = {0};
 
 	grading_job(&j, &b, t, 3);
+	j.group_scoring = AL_GROUPS_MIN;
 	TAP_OK(al_job_encode(&j, &buf, &err) == AL_OK, "a grading job encodes (%s)", err.msg);
 	TAP_OK(al_job_decode(buf.data, buf.len, &back, &err) == AL_OK, "and decodes (%s)", err.msg);
 	TAP_OK(back.build && back.build->argc == 5 && !strcmp(back.build->argv[4], "main.cpp") &&
@@ -119,8 +120,9 @@ static void test_job(void)
 	       "each test: name, stdin, expected output, comparison, limits");
 	TAP_OK(back.tests[0].argc == 1 && back.tests[0].nfiles == 1 &&
 		   back.tests[0].files[0].mode == 0600 && !back.tests[2].has_expect &&
-		   back.stop_on_failure,
-	       "extra argv, files, a test without expected output, stop_on_failure");
+		   back.stop_on_failure && back.group_scoring == AL_GROUPS_MIN,
+	       "extra argv, files, a test without expected output, stop_on_failure, "
+	       "group_scoring min (kept by its name)");
 	al_job_free(&back);
 	al_buf_free(&buf);
 
@@ -186,6 +188,15 @@ static void test_job(void)
 		    "tests[0].compare: unknown value \"fuzzy\"");
 	undecodable("limits as a string", "tests", one_test("limits", "x"),
 		    "tests[0].limits: wrong type");
+	{
+		struct al_buf e = {0};
+		msgpack_packer pk;
+
+		al_mp_packer_init(&pk, &e);
+		al_mp_pack_str(&pk, "max");
+		undecodable("an unknown group_scoring", "group_scoring", e,
+			    "group_scoring: unknown value \"max\" (all, sum or min)");
+	}
 	{
 		struct al_buf e = {0};
 		msgpack_packer pk;

@@ -42,6 +42,9 @@ t = Tap()
 need_root("the process backend")
 
 UID = 64300
+# its container tiers' host uids are its own (it runs in a lane beside the
+# other container suites: tests/run.sh)
+USERNS = ["--userns-base", "700000"]
 IMAGES = os.environ.get("AIRLOCK_IMAGES", "/var/lib/airlock/images")
 SESS = {"max_per_tenant": 3, "idle_s": 4, "max_life_s": 600}
 POLICY = policy(
@@ -145,7 +148,7 @@ try:
     SECRET = "canary-" + os.urandom(6).hex()
     WENV = dict(os.environ, AIRLOCK_TEST_SECRET=SECRET)
     c.worker("sw", uid_base=UID, slots=6, tiers="trusted,brief,small,plain,budget,ctr,ctrsmall,ctrds",
-             extra=["--images", IMAGES], env=WENV)
+             extra=["--images", IMAGES] + USERNS, env=WENV)
     cl = airlock.Client(redis=c.url, tier="trusted")
 
     # ---- state persists, call after call ----
@@ -735,7 +738,7 @@ try:
     t.ok(isinstance(e, airlock.SessionEnded) and e.reason == "worker_stop",
          "24: the worker drains: its sessions end at once, worker_stop", e)
     c.worker("sw2", uid_base=UID, slots=6, tiers="trusted,brief,small,plain,budget,ctr,ctrsmall,ctrds",
-             extra=["--images", IMAGES])
+             extra=["--images", IMAGES] + USERNS)
     s = cl.session()
     s.run_python("x = 1")
     c.signal("sw2", signal.SIGKILL)
@@ -750,7 +753,7 @@ try:
          "clock) and a caller learns it within two leases (%.1f s); the tenant's count goes "
          "back" % took, (e, took))
     c.worker("sw3", uid_base=UID, slots=6, tiers="trusted,brief,small,plain,budget,ctr,ctrsmall,ctrds",
-             extra=["--images", IMAGES])
+             extra=["--images", IMAGES] + USERNS)
     s = cl.session()
     r = s.run_python("print('a new worker serves')")
     s.close()

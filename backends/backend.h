@@ -91,6 +91,10 @@ struct al_run_spec {
 	char *const *binds;    /* process/container: host paths bound read-only at the
 				* same place (the tier's policy); nbinds of them */
 	size_t nbinds;
+	/* container: the tier's OCI runtime (runc, crun, runsc) and runsc's
+	 * platform (ptrace, kvm, systrap); NULL = the worker's default, picked */
+	const char *oci_runtime;
+	const char *oci_platform;
 	unsigned slot;	  /* 0 .. conf.slots-1 */
 	unsigned attempt; /* 1-based */
 	/* vm (service VMs): from the tier's policy */
@@ -259,6 +263,11 @@ struct al_backend_ops {
 	 * "tcg": a VM's CPU emulated, many times slower), for the worker's
 	 * registry entry (airlock stats). */
 	const char *(*accel)(void);
+	/* MAY: whether a tier's OCI runtime (runsc) and platform can run here
+	 * (after init; probed once): 0, or an error naming the runtime and
+	 * why. A tier that fails it is logged at start and its jobs end
+	 * sandbox_error with that reason, as a backend's that cannot start. */
+	int (*runtime_ok)(const char *runtime, const char *platform, struct al_err *err);
 };
 
 /* The registry: every backend this build has (compile-time options live in

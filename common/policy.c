@@ -22,6 +22,8 @@ void al_policy_free(struct al_policy *pol)
 			free(t->images[j]);
 		free(t->guest);
 		free(t->vm_network);
+		free(t->oci_runtime);
+		free(t->oci_platform);
 		for (size_t j = 0; j < t->nenv; j++) {
 			free(t->env[j].key);
 			free(t->env[j].value);

@@ -54,6 +54,8 @@ struct al_tier_policy {
 	uint32_t pools[AL_IMAGES_MAX]; /* microvm: pool per image (images[i]); pool is the
 					* default image's */
 	char *guest; /* microvm/vm: the guest (kernel, initramfs) directory; NULL = built-in */
+	char *oci_runtime;	   /* container: runc, crun or runsc; NULL = the worker's default */
+	char *oci_platform;	   /* runsc: ptrace, kvm or systrap; NULL = picked at start */
 	char *binds[AL_BINDS_MAX]; /* process/container: host paths bound read-only at the
 				    * same place in every sandbox of the tier */
 	size_t nbinds;

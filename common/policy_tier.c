@@ -527,6 +527,8 @@ static const struct tier_key {
     {"env", KEY_LIST, 0, 0, 0, NULL, parse_env},
     {"callback_hosts", KEY_LIST, 0, 0, 0, NULL, parse_callback_hosts},
     {"binds", KEY_LIST, 0, 0, 0, NULL, parse_binds},
+    {"oci_runtime", KEY_STR, F(oci_runtime), 0, 0, NULL, NULL},
+    {"runsc_platform", KEY_STR, F(oci_platform), 0, 0, NULL, NULL},
     {"sessions", KEY_LIST, 0, 0, 0, NULL, parse_sessions},
     {"max_input_bytes", KEY_U64, F(max_input_bytes), 1, AL_LIMIT_DISK_MAX,
      "expected 1 .. 1 TiB (bytes a job's inputs by URL may fetch and unpack to)", NULL},
@@ -566,6 +568,52 @@ static int parse_tier_key(struct ctx *c, const struct tier_key *tk, yaml_node_t 
 			*(uint64_t *)(void *)field = u;
 		return AL_OK;
 	}
+	return AL_OK;
+}
+
+/* oci_runtime and runsc_platform: a container tier's, each a name this
+ * worker knows; a runsc tier has no egress and no sessions yet (the job's
+ * proxy and session server listen in a network namespace of the host's
+ * kernel, which gVisor's own network stack does not reach). */
+static int check_runtime(struct ctx *c, yaml_node_t *n, const struct al_tier_policy *t)
+{
+	static const char *const runtimes[] = {"runc", "crun", "runsc", NULL};
+	static const char *const platforms[] = {"ptrace", "kvm", "systrap", NULL};
+	bool known = false;
+
+	if (!t->oci_runtime && !t->oci_platform)
+		return AL_OK;
+	if (strcmp(t->backend, "container"))
+		return al_pol_fail(c, n,
+				   "tier %s: oci_runtime and runsc_platform are the container "
+				   "backend's; a %s tier has no OCI runtime",
+				   t->name, t->backend);
+	for (size_t i = 0; t->oci_runtime && runtimes[i]; i++)
+		known |= !strcmp(t->oci_runtime, runtimes[i]);
+	if (t->oci_runtime && !known)
+		return al_pol_fail(c, n,
+				   "tier %s: oci_runtime: unknown \"%s\"; use runc, crun or runsc",
+				   t->name, t->oci_runtime);
+	if (t->oci_platform) {
+		known = false;
+		for (size_t i = 0; platforms[i]; i++)
+			known |= !strcmp(t->oci_platform, platforms[i]);
+		if (!t->oci_runtime || strcmp(t->oci_runtime, "runsc"))
+			return al_pol_fail(
+			    c, n, "tier %s: runsc_platform is for oci_runtime: runsc", t->name);
+		if (!known)
+			return al_pol_fail(c, n,
+					   "tier %s: runsc_platform: unknown \"%s\"; use ptrace, "
+					   "kvm or systrap (or leave it out: picked at start)",
+					   t->name, t->oci_platform);
+	}
+	if (t->oci_runtime && !strcmp(t->oci_runtime, "runsc") && (t->egress || t->sessions.on))
+		return al_pol_fail(c, n,
+				   "tier %s: %s on a runsc tier is not supported yet (the worker's "
+				   "%s listens in the job's network namespace, which gVisor's own "
+				   "network stack does not reach); use a runc or microvm tier",
+				   t->name, t->egress ? "egress" : "sessions",
+				   t->egress ? "proxy" : "session socket");
 	return AL_OK;
 }
 
@@ -650,6 +698,8 @@ static int read_tier(struct ctx *c, yaml_node_t *name, yaml_node_t *n, struct al
 		    "tier %s: binds are for the process and container backends; a %s "
 		    "job has no host path to share",
 		    t->name, t->backend);
+	if ((rc = check_runtime(c, n, t)))
+		return rc;
 	if (t->egress_cache_https && !strcmp(t->backend, "vm"))
 		return al_pol_fail(c, n,
 				   "tier %s: egress.cache_https: a service VM's trust store is its "

@@ -57,13 +57,14 @@ NO_IMAGE="layers layout test_layout test_acl test_clock test_egress_proxy test_f
 # beside them. It shares nothing with them: its own worker ids, slot uids
 # and user-namespace range (tests/hostile/hostile.py).
 WAITING="test_container test_egress test_egress_cache test_egress_https_cache test_images
-	test_inputs test_process_warm test_readme_byhand test_scheduler test_stream test_systemd"
+	test_inputs test_process_warm test_readme_byhand test_scheduler test_stream test_systemd
+	test_gvisor"
 # Suites a lane runs (below), not the main sequence: each lane's suites have
 # worker ids, slot uids (and the VMM uids above them) and namespaces that no
 # suite of the main sequence beside them has.
 EARLY_LANE="test_gw_hostile test_stall test_fleet test_worker_faults test_sentinel"
 WAITING_LANE="test_sessions"
-LATE_LANE="test_vm test_verdicts test_grade test_examples"
+LATE_LANE="test_vm test_verdicts test_grade"
 IN_LANES="$EARLY_LANE $WAITING_LANE $LATE_LANE"
 integration() { # early|waiting|late
 	local s n
@@ -153,11 +154,12 @@ lane_join
 # machine), the service VMs (their own libvirtd in a namespace of their
 # own, waiting on libvirt and their guests' boots most of the time), then
 # the verdicts on three tiers (a third of the machine), then the grading
-# suite (half the machine, 78 s), then the examples (the agent loop in a
-# microVM session: 125 s): their own worker ids, slot uids and VMM uids
-# (test_grade: grade-w, 63500-63501 and 63600-63601, VMMs from 63756;
-# test_examples: ex-w and ex-u, 63800-63801 and 63900, VMMs from 64056),
-# ports from free_port, and nothing of theirs that another suite counts.
+# suite (half the machine, 78 s): their own worker ids, slot uids and VMM
+# uids (test_grade: grade-w, 63500-63501 and 63600-63601, VMMs from
+# 63756), ports from free_port, and nothing of theirs that another suite
+# counts. (The examples' microVM session stays in the main sequence: with
+# three suites under TCG at once, the machine's two cores are not enough
+# for their guests' time limits.)
 beside_late() {
 	local n
 	for n in $LATE_LANE; do

@@ -290,27 +290,41 @@ void wk_dispatch_held(struct worker *w, struct backend_state *be)
 	}
 }
 
+/* Slot s's job cannot run here (its backend or its tier's runtime cannot
+ * start on this worker): its result is sandbox_error, why. */
+static void unavailable(struct worker *w, struct slot *s, char *why)
+{
+	al_log("error", "backend_unavailable", "job=%s tier=%s %s", s->id, s->tier->name, why);
+	wk_commit_result(w,
+			 &(struct al_result){.version = AL_PROTO_VERSION,
+					     .id = s->id,
+					     .attempt = s->attempt,
+					     .status = AL_ST_SANDBOX_ERROR,
+					     .error = why},
+			 s->stream, s->entry, (long)s->attempt, &s->job);
+	wk_slot_release(s);
+}
+
 /* Run the accepted job of slot s on its tier's backend. */
 void wk_job_run(struct worker *w, struct slot *s)
 {
 	struct backend_state *be = wk_backend_for(w, s->tier->backend);
 	struct al_run_spec spec = {0};
+	struct al_err rterr = {0};
 	char why[AL_ERR_MSG_MAX + 64];
 
 	if (!be || !be->ok) {
 		snprintf(why, sizeof(why), "backend %s unavailable on worker %s: %s",
 			 s->tier->backend, w->conf->backend.worker_id,
 			 be ? be->why : "not built in");
-		al_log("error", "backend_unavailable", "job=%s tier=%s %s", s->id, s->tier->name,
-		       why);
-		wk_commit_result(w,
-				 &(struct al_result){.version = AL_PROTO_VERSION,
-						     .id = s->id,
-						     .attempt = s->attempt,
-						     .status = AL_ST_SANDBOX_ERROR,
-						     .error = why},
-				 s->stream, s->entry, (long)s->attempt, &s->job);
-		wk_slot_release(s);
+		unavailable(w, s, why);
+		return;
+	}
+	if (be->ops->runtime_ok && s->tier->oci_runtime &&
+	    be->ops->runtime_ok(s->tier->oci_runtime, s->tier->oci_platform, &rterr)) {
+		snprintf(why, sizeof(why), "tier %s unavailable on worker %s: %s", s->tier->name,
+			 w->conf->backend.worker_id, rterr.msg);
+		unavailable(w, s, why);
 		return;
 	}
 	if (s->job.session) { /* the slot stays the session's */

@@ -129,6 +129,8 @@ static int run_one(const char *path, const struct al_backend_ops *ops,
 		spec.nenv = t->nenv;
 		spec.binds = t->binds;
 		spec.nbinds = t->nbinds;
+		spec.oci_runtime = t->oci_runtime;
+		spec.oci_platform = t->oci_platform;
 	}
 	if (al_backend_init(ops, conf, &err)) {
 		fprintf(stderr, "airlock-worker: backend %s unavailable: %s\n", ops->name, err.msg);

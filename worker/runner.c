@@ -567,6 +567,8 @@ void wk_run_spec_of(const struct al_tier_policy *t, const struct al_job *job, un
 	spec->guest = t->guest;
 	spec->binds = t->binds;
 	spec->nbinds = t->nbinds;
+	spec->oci_runtime = t->oci_runtime;
+	spec->oci_platform = t->oci_platform;
 	spec->slot = slot;
 	spec->vm_network = t->vm_network;
 	spec->ports = t->ports;

@@ -132,6 +132,21 @@ static int setup_backends(struct worker *w, struct al_err *err)
 	}
 	if (w->nstreams == 0)
 		return al_err_set(err, AL_EINVAL, "none of the tiers asked for is in the policy");
+	/* a tier's own OCI runtime (runsc): said at start whether it runs here */
+	for (size_t i = 0; i < w->policy.ntiers; i++) {
+		const struct al_tier_policy *t = &w->policy.tiers[i];
+		struct backend_state *be = wk_backend_for(w, t->backend);
+		struct al_err terr = {0};
+
+		if (!wk_serves(w, t->name) || !be || !be->ok || !be->ops->runtime_ok ||
+		    !t->oci_runtime)
+			continue;
+		if (be->ops->runtime_ok(t->oci_runtime, t->oci_platform, &terr))
+			al_log("error", "tier_unavailable",
+			       "tier=%s runtime=%s why=\"%s\" note=\"its jobs fail with "
+			       "sandbox_error\"",
+			       t->name, t->oci_runtime, terr.msg);
+	}
 	for (int i = 0; i < w->nstreams; i++) { /* which backend each stream feeds */
 		char tier[AL_ID_MAX + 1];
 		const struct al_tier_policy *t =

@@ -195,7 +195,7 @@ static int own_rootfs(struct al_sandbox *sb, struct al_err *err)
 		c->rootfs[0] = '\0';
 		return rc;
 	}
-	if (!sb->spec.nbinds) { /* the image alone, read-only */
+	if (!sb->spec.nbinds && !c->rt.gvisor) { /* the image alone, read-only */
 		if ((tree = al_image_tree(sb->conf, lower, err)) < 0) {
 			c->rootfs[0] = '\0';
 			return al_err_wrap(err, "container");
@@ -220,7 +220,12 @@ static int own_rootfs(struct al_sandbox *sb, struct al_err *err)
 	snprintf(opts, sizeof(opts),
 		 "lowerdir=/proc/self/fd/%d,upperdir=/proc/self/fd/%d,workdir=/proc/self/fd/%d", lo,
 		 upfd, wkfd);
-	if (mount("airlock-root", c->rootfs, "overlay", MS_NOSUID | MS_NODEV, opts)) {
+	/* runsc's gofer remounts the root read-only from the user namespace
+	 * with no other flag, which a nosuid or nodev mount refuses (flags
+	 * locked there); its jobs run with no_new_privs and its devices are
+	 * the Sentry's own */
+	if (mount("airlock-root", c->rootfs, "overlay", c->rt.gvisor ? 0 : MS_NOSUID | MS_NODEV,
+		  opts)) {
 		rc = al_err_sys(err, "container: an overlay root for the tier's binds");
 		c->rootfs[0] = '\0';
 		return rc;
@@ -234,6 +239,32 @@ static int own_rootfs(struct al_sandbox *sb, struct al_err *err)
 		if ((rc = make_mount_point(c->rootfs, sb->spec.binds[i], S_ISDIR(st.st_mode), err)))
 			return rc;
 	}
+	/* runsc mounts only on what the root has: its script's directory */
+	if (c->rt.gvisor && (rc = make_mount_point(c->rootfs, CTR_GV_DIR, true, err)))
+		return rc;
+	return AL_OK;
+}
+
+/* A runsc job's directory of what runc passes it as descriptors: its
+ * script (the job's code, read-only) and a mount point for airlock-exec,
+ * in the job's tmpfs, bound read-only on CTR_GV_DIR (config.c). */
+static int gvisor_dir(struct ctr_sb *c, const struct al_job *job, struct al_err *err)
+{
+	char p[PATH_MAX + 32];
+	cleanup_close int fd = -1;
+
+	if (al_pathf(p, sizeof(p), "%s/airlock", c->fs.work) || mkdir(p, 0755))
+		return al_err_sys(err, "container: make %s", p);
+	if (al_pathf(p, sizeof(p), "%s/airlock/exec", c->fs.work) ||
+	    close(open(p, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444)))
+		return al_err_sys(err, "container: make %s", p);
+	if (job->runtime == AL_RUNTIME_ARGV)
+		return AL_OK;
+	if (al_pathf(p, sizeof(p), "%s/airlock/script", c->fs.work) ||
+	    (fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444)) < 0 ||
+	    (job->code.len && al_write_all(fd, job->code.data, job->code.len)) ||
+	    close(al_take_fd(&fd)))
+		return al_err_sys(err, "container: write %s", p);
 	return AL_OK;
 }
 
@@ -274,7 +305,9 @@ int ctr_make(struct al_sandbox *sb, const struct ctr_argv *argv, struct al_err *
 		return al_err_wrap(err, "container");
 	/* a catalogue image's root is the container's through an overlay of
 	 * it, so that the job's mountinfo names no host path */
-	if ((sb->spec.nbinds || c->image[0]) && (rc = own_rootfs(sb, err)))
+	if ((sb->spec.nbinds || c->image[0] || c->rt.gvisor) && (rc = own_rootfs(sb, err)))
+		return rc;
+	if (c->rt.gvisor && (rc = gvisor_dir(c, job, err)))
 		return rc;
 	c->cg_made = true;
 	if (c->warm) /* its job's descriptors come with the job (warm.c) */
@@ -309,13 +342,20 @@ static const char *const shim_env[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NUL
  * runtime executes the job's program itself). */
 int ctr_spawn_shim(struct ctr_sb *c, const int src4[4], struct al_err *err)
 {
-	const int src[6] = {src4[0], src4[1], src4[2],
-			    src4[3], -1,      c->direct ? -1 : ctr_host.exec_fd};
+	/* runsc takes no descriptor beyond stdio: its job's script and
+	 * airlock-exec are files (CTR_GV_DIR) */
+	const int src[6] = {src4[0], src4[1],
+			    src4[2], c->rt.gvisor ? -1 : src4[3],
+			    -1,	     c->direct || c->rt.gvisor ? -1 : ctr_host.exec_fd};
 	char exe[32];
-	const char *args[6 + 4 + 1] = {
-	    "airlock-oci-shim", ctr_host.runtime, ctr_host.root,
-	    c->fs.dir,		c->name,	  ctr_host.cg.version == AL_CG_V2 ? "v2" : "v1"};
-	int pipefd[2], hi[6] = {-1, -1, -1, -1, -1, -1}, n = 6, rc = AL_OK;
+	const char *args[7 + 4 + 1] = {"airlock-oci-shim",
+				       c->rt.path,
+				       c->rt.root,
+				       c->fs.dir,
+				       c->name,
+				       ctr_host.cg.version == AL_CG_V2 ? "v2" : "v1",
+				       c->rt.flags[0] ? c->rt.flags : "-"};
+	int pipefd[2], hi[6] = {-1, -1, -1, -1, -1, -1}, n = 7, rc = AL_OK;
 	posix_spawn_file_actions_t fa;
 
 	for (int i = 0; i < c->cg.ndirs; i++)

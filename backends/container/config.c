@@ -206,7 +206,9 @@ static json_t *bundle_process(const struct al_sandbox *sb, const struct al_buf *
 	/* the first program is airlock-exec (fd 4 in the container), so that
 	 * a job's missing or unexecutable program is the job's exit 127/126;
 	 * or the job's interpreter itself (direct_exec) */
-	argv = c->direct ? json_array() : json_pack("[s]", "/proc/self/fd/4");
+	argv = c->direct      ? json_array()
+	       : c->rt.gvisor ? json_pack("[s]", CTR_GV_EXEC)
+			      : json_pack("[s]", "/proc/self/fd/4");
 	env = json_array();
 	for (uint32_t i = 0; i < argc + envc; i++, p += strlen(p) + 1)
 		jadd(i < argc ? argv : env, json_string(p)); /* HOME: /work (jobspec.c) */
@@ -228,6 +230,8 @@ static json_t *bundle_process(const struct al_sandbox *sb, const struct al_buf *
 	jadd(rl, rlimit("RLIMIT_FSIZE", fsize, fsize));
 	jadd(rl, rlimit("RLIMIT_NOFILE", sb->conf->nofile, sb->conf->nofile));
 	jadd(rl, rlimit("RLIMIT_CORE", 0, 0));
+	if (c->rt.gvisor) /* the pids limit inside the Sentry (bundle_linux) */
+		jadd(rl, rlimit("RLIMIT_NPROC", l->pids, l->pids));
 	jset(process, "rlimits", rl);
 	return process;
 }
@@ -279,6 +283,17 @@ static json_t *bundle_mounts(const struct al_sandbox *sb)
 		snprintf(path, sizeof(path), "%s/" AL_JOBFS_TMP, c->fs.work);
 		jadd(mounts, mount_of("/tmp", "none", path, rw_bind));
 	}
+	if (c->rt.gvisor) {
+		/* runsc mounts only on what the root has (/dev is its own: its
+		 * /dev/shm is the sandbox's memory), shows the CPUs of its share
+		 * itself (--cpu-num-from-quota), and takes no descriptor but
+		 * stdio: the script and airlock-exec are files */
+		snprintf(path, sizeof(path), "%s/airlock", c->fs.work);
+		jadd(mounts, mount_of(CTR_GV_DIR, "none", path, ro_bind));
+		if (!c->direct)
+			jadd(mounts, mount_of(CTR_GV_EXEC, "none", ctr_host.exec_path, ro_bind));
+		return mounts;
+	}
 	snprintf(path, sizeof(path), "%s/" AL_JOBFS_SHM, c->fs.work);
 	jadd(mounts, mount_of("/dev/shm", "none", path, shm_bind));
 	/* the CPUs it is shown, as on every tier (write_bundle wrote the file) */
@@ -327,7 +342,15 @@ static json_t *bundle_linux(const struct al_sandbox *sb)
 	jset(res, "memory",
 	     json_pack("{s:I, s:I}", "limit", (json_int_t)l->memory_bytes, "swap",
 		       (json_int_t)l->memory_bytes));
-	jset(res, "pids", json_pack("{s:I}", "limit", (json_int_t)l->pids));
+	/* runsc's sandbox is in the cgroup too: the Sentry's and the gofer's
+	 * threads, and on ptrace a stub process and a tracing thread per
+	 * process of the job, whose count the Sentry limits itself
+	 * (RLIMIT_NPROC, bundle_process): past this the Sentry, not the job,
+	 * would fail */
+	jset(res, "pids",
+	     json_pack(
+		 "{s:I}", "limit",
+		 (json_int_t)(c->rt.gvisor ? CTR_GV_PIDS + CTR_GV_PIDS_EACH * l->pids : l->pids)));
 	jset(res, "cpu",
 	     json_pack("{s:I, s:I}", "quota", (json_int_t)(sb->spec.cpu_millis * 100), "period",
 		       (json_int_t)100000));

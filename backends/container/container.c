@@ -49,15 +49,15 @@
 #include "../endstatus.h"
 #include "ctr.h"
 
-/* Run the runtime with args, wait for it; 0 when it exited 0. */
-static int runtime_do(const char *const *args, int *status)
+/* Run the runtime rt (its root) with args, wait for it; 0 when it exited 0. */
+static int runtime_do(const char *rt, const char *root, const char *const *args, int *status)
 {
 	const char *argv[16];
 	int n = 0;
 
-	argv[n++] = ctr_host.runtime;
+	argv[n++] = rt;
 	argv[n++] = "--root";
-	argv[n++] = ctr_host.root;
+	argv[n++] = root;
 	for (int i = 0; args[i] && n < 15; i++)
 		argv[n++] = args[i];
 	argv[n] = NULL;
@@ -95,13 +95,16 @@ static int ctr_init(const struct al_backend_conf *conf, struct al_err *err)
 				  want);
 	snprintf(ctr_host.root, sizeof(ctr_host.root), "%s/%s/runtime", conf->state_dir,
 		 conf->worker_id);
+	snprintf(ctr_host.runsc_root, sizeof(ctr_host.runsc_root), "%s/%s/runtime-runsc",
+		 conf->state_dir, conf->worker_id);
 	snprintf(ctr_host.jobs, sizeof(ctr_host.jobs), "%s/%s/container", conf->state_dir,
 		 conf->worker_id);
 	snprintf(ctr_host.hostimage, sizeof(ctr_host.hostimage), "%s/%s/hostimage", conf->state_dir,
 		 conf->worker_id);
 	/* The container's root user (a host uid of the slot's range) must
 	 * traverse to the image and the bundle: 0711 on the way there. */
-	if (al_mkdir_p(ctr_host.jobs, 0711) || al_mkdir_p(ctr_host.root, 0700))
+	if (al_mkdir_p(ctr_host.jobs, 0711) || al_mkdir_p(ctr_host.root, 0700) ||
+	    al_mkdir_p(ctr_host.runsc_root, 0700))
 		return al_err_sys(err, "container: mkdir %s", ctr_host.root);
 	{
 		char dir[PATH_MAX];
@@ -113,16 +116,27 @@ static int ctr_init(const struct al_backend_conf *conf, struct al_err *err)
 	{
 		const char *args[] = {"list", NULL};
 
-		if (runtime_do(args, &st))
+		if (runtime_do(ctr_host.runtime,
+			       ctr_is_runsc(ctr_host.runtime) ? ctr_host.runsc_root : ctr_host.root,
+			       args, &st))
 			return al_err_set(err, AL_ESANDBOX,
 					  "container: `%s list` failed (status %d)",
 					  ctr_host.runtime, st);
+	}
+	/* the worker's default runtime is runsc: it must start here */
+	if (ctr_is_runsc(ctr_host.runtime)) {
+		struct ctr_rt rt;
+
+		if ((rc = ctr_runtime_of(&(struct al_run_spec){0}, &rt, err)))
+			return al_err_wrap(err, "container");
 	}
 	if ((rc = ctr_make_hostimage(err)))
 		return rc;
 	if ((ctr_host.shim_fd = al_open_helper(conf->helper_dir, "airlock-oci-shim", err)) < 0)
 		return al_err_wrap(err, "container: shim");
-	if ((ctr_host.exec_fd = al_open_helper(conf->helper_dir, "airlock-exec", err)) < 0)
+	if ((ctr_host.exec_fd = al_open_helper(conf->helper_dir, "airlock-exec", err)) < 0 ||
+	    (rc = al_find_helper(conf->helper_dir, "airlock-exec", ctr_host.exec_path,
+				 sizeof(ctr_host.exec_path), err)))
 		return al_err_wrap(err, "container: exec helper");
 	/* never one of the descriptors a shim's are put on (0-5) */
 	for (int *fd = &ctr_host.shim_fd; fd;
@@ -156,7 +170,8 @@ static int make_cold(struct al_sandbox *sb, struct al_err *err)
 	 * the namespace it listens in, or fails */
 	if (sb->spec.network == AL_NET_EGRESS)
 		sb->spec.proxy_url = AL_EGRESS_PROXY_URL;
-	if (al_argv_env(&sb->spec, "/proc/self/fd/3", &argv.strings, &argv.argc, &argv.envc)) {
+	if (al_argv_env(&sb->spec, c->rt.gvisor ? CTR_GV_SCRIPT : "/proc/self/fd/3", &argv.strings,
+			&argv.argc, &argv.envc)) {
 		al_buf_free(&argv.strings);
 		return al_err_set(err, AL_ENOMEM, "container: out of memory");
 	}
@@ -175,6 +190,8 @@ static int ctr_prepare(struct al_sandbox *sb, struct al_err *err)
 	ctr_sb_init(c);
 	if (!ctr_host.ready)
 		return al_err_set(err, AL_ESANDBOX, "container: backend not initialised");
+	if ((rc = ctr_runtime_of(&sb->spec, &c->rt, err)))
+		return al_err_wrap(err, "container");
 	if ((rc = ctr_warm_take(sb, err)))
 		return rc < 0 ? rc : AL_OK;
 	return make_cold(sb, err);
@@ -194,6 +211,8 @@ static int ctr_start(struct al_sandbox *sb, struct al_watch *w, struct al_err *e
 		ctr_teardown(c);
 		memset(c, 0, sizeof(*c));
 		ctr_sb_init(c);
+		if ((rc = ctr_runtime_of(&sb->spec, &c->rt, err)))
+			return al_err_wrap(err, "container");
 		if ((rc = make_cold(sb, err)))
 			return rc;
 	}
@@ -244,6 +263,45 @@ static int ctr_kill(struct al_sandbox *sb, struct al_err *err)
 	return AL_OK;
 }
 
+/* The runtime could not start c's container ("E<its wait status>" from the
+ * shim, or nothing: the shim died): the sandbox's failure, not the job's,
+ * said with the runtime's name, its step and its own words (its log's
+ * message, else its first line on the job's stderr, where no job wrote:
+ * none ran). */
+static int runtime_failed(struct ctr_sb *c, const char *report, struct al_err *err)
+{
+	char path[PATH_MAX + 16], buf[2048], how[48] = "was lost (its shim died)", words[400] = "";
+	const char *m = NULL,
+		   *name = strrchr(c->rt.path, '/') ? strrchr(c->rt.path, '/') + 1 : c->rt.path;
+	ssize_t n;
+	int ws;
+
+	snprintf(path, sizeof(path), "%s/runtime.log", c->fs.dir);
+	al_read_text(path, buf, sizeof(buf));
+	/* its last message: runsc logs more than its failure */
+	for (const char *q = buf; (q = strstr(q, "\"msg\":\"")); q++)
+		m = q;
+	if (m) {
+		snprintf(words, sizeof(words), "%s", m + 7);
+		words[strcspn(words, "\"")] = '\0';
+	} else if (c->fs.err_fd >= 0 && (n = pread(c->fs.err_fd, buf, sizeof(buf) - 1, 0)) > 0) {
+		buf[n] = '\0';
+		m = buf + strspn(buf, "\n");
+		snprintf(words, sizeof(words), "%.*s", (int)strcspn(m, "\n"), m);
+	}
+	if (report[0] == 'E' && sscanf(report + 1, "%d", &ws) == 1) {
+		if (ws < 0)
+			snprintf(how, sizeof(how), "could not be started");
+		else if (WIFSIGNALED(ws))
+			snprintf(how, sizeof(how), "was killed by signal %d", WTERMSIG(ws));
+		else
+			snprintf(how, sizeof(how), "exited %d", WEXITSTATUS(ws));
+	}
+	return al_err_set(err, AL_ESANDBOX,
+			  "container: %s (%s) %s at its run step (create and start): %.300s", name,
+			  c->rt.path, how, words[0] ? words : "no message");
+}
+
 static int ctr_reap(struct al_sandbox *sb, struct al_result *res, struct al_err *err)
 {
 	struct ctr_sb *c = sb->priv;
@@ -266,23 +324,8 @@ static int ctr_reap(struct al_sandbox *sb, struct al_result *res, struct al_err 
 		ssize_t n = read(c->report_rd, report, sizeof(report) - 1);
 
 		report[n > 0 ? n : 0] = '\0';
-		if (report[0] != 'X') {
-			/* The runtime's own failure (the container never ran) is
-			 * the sandbox's, not the job's: it is in the runtime's log. */
-			char path[PATH_MAX + 16], buf[2048];
-
-			snprintf(path, sizeof(path), "%s/runtime.log", c->fs.dir);
-			al_read_text(path, buf, sizeof(buf));
-			{
-				char *m = strstr(buf, "\"msg\":\"");
-
-				return al_err_set(err, AL_ESANDBOX, "container: %s failed: %.200s",
-						  ctr_host.runtime,
-						  m	      ? m + 7
-						  : report[0] ? report
-							      : "the shim died");
-			}
-		}
+		if (report[0] != 'X')
+			return runtime_failed(c, report, err);
 		{
 			unsigned long long cpu = 0, peak = 0, oom = 0;
 			long rss = 0;
@@ -300,6 +343,7 @@ static int ctr_reap(struct al_sandbox *sb, struct al_result *res, struct al_err 
 			res->max_rss_bytes = rss > 0 ? (uint64_t)rss * 1024 : 0;
 		}
 	}
+	ctr_end_status(&c->rt, &ws);
 	al_end_status(res, ws, &st, &sb->spec.limits, disk_full);
 	{
 		char image[128];
@@ -308,7 +352,8 @@ static int ctr_reap(struct al_sandbox *sb, struct al_result *res, struct al_err 
 			al_image_hash(sb->conf, sb->spec.image, image, sizeof(image));
 		else
 			snprintf(image, sizeof(image), "host");
-		if (al_result_add_info(res, "runtime", ctr_host.runtime) ||
+		if (al_result_add_info(res, "runtime", c->rt.path) ||
+		    (c->rt.gvisor && al_result_add_info(res, "platform", c->rt.platform)) ||
 		    al_result_add_info(res, "image", image) ||
 		    /* a python job says which interpreter ran it, as on the process tier */
 		    (sb->spec.job->runtime == AL_RUNTIME_PYTHON &&
@@ -330,11 +375,11 @@ static void ctr_teardown(struct ctr_sb *c)
 			waitid(P_PIDFD, (id_t)c->pidfd, &si, WEXITED);
 		}
 		close(c->pidfd);
-		if (!c->exited && c->name[0]) {
+		if (!c->exited && c->name[0] && c->rt.path) {
 			/* the shim did not get to remove it */
-			const char *args[] = {"delete", "-f", c->name, NULL};
+			const char *args[] = {"delete", "--force", c->name, NULL};
 
-			runtime_do(args, NULL);
+			runtime_do(c->rt.path, c->rt.root, args, NULL);
 		}
 	}
 	al_closep(&c->report_rd);
@@ -372,15 +417,35 @@ static int ctr_sweep(const struct al_backend_conf *conf, struct al_err *err)
 	int rc;
 
 	snprintf(prefix, sizeof(prefix), "al-%s-", conf->worker_id);
-	d = opendir(ctr_host.root);
-	while (d && (de = readdir(d))) {
-		const char *args[] = {"delete", "-f", de->d_name, NULL};
+	/* runc's and crun's state: a directory per container; runsc's: files
+	 * NAME_sandbox:NAME.state (and .lock) */
+	for (int gv = 0; gv < 2; gv++) {
+		char runsc[PATH_MAX];
+		const char *rt = ctr_host.runtime;
 
-		if (!strncmp(de->d_name, prefix, strlen(prefix)))
-			runtime_do(args, NULL);
+		if (gv && !al_find_exec("runsc", runsc, sizeof(runsc)))
+			break;
+		if (gv)
+			rt = runsc;
+		else if (ctr_is_runsc(rt))
+			continue;
+		d = opendir(gv ? ctr_host.runsc_root : ctr_host.root);
+		while (d && (de = readdir(d))) {
+			char id[256];
+			const char *args[] = {"delete", "--force", id, NULL};
+			const char *end = gv ? strstr(de->d_name, "_sandbox:") : NULL;
+
+			if (strncmp(de->d_name, prefix, strlen(prefix)) || (gv && !end) ||
+			    (gv && strstr(de->d_name, ".lock")))
+				continue;
+			snprintf(id, sizeof(id), "%.*s",
+				 (int)(end ? (size_t)(end - de->d_name) : strlen(de->d_name)),
+				 de->d_name);
+			runtime_do(rt, gv ? ctr_host.runsc_root : ctr_host.root, args, NULL);
+		}
+		if (d)
+			closedir(d);
 	}
-	if (d)
-		closedir(d);
 	if (al_cg_detect(&sys, conf->worker_id, "container", NULL) == AL_OK)
 		al_cg_sweep(&sys, NULL);
 	snprintf(root, sizeof(root), "%s/%s/container", conf->state_dir, conf->worker_id);
@@ -459,4 +524,5 @@ const struct al_backend_ops al_backend_container = {
     .refill = ctr_warm_refill,
     .slot_ids = ctr_slot_ids,
     .fini = ctr_fini,
+    .runtime_ok = ctr_runtime_ok,
 };

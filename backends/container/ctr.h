@@ -1,8 +1,9 @@
 /* ctr.h - what the container backend's files share, top down:
  * container.c (the backend's ops: a job's container from start to result),
  * warm.c (a slot's next container, started with a warm interpreter before
- * its job comes), bundle.c (a container up to its bundle, and its shim)
- * and config.c (its config.json). Each calls only those after it. */
+ * its job comes), bundle.c (a container up to its bundle, and its shim),
+ * runtime.c (which OCI runtime runs it: runc, crun or runsc, and runsc's
+ * platform) and config.c (its config.json). Each calls only those after it. */
 #ifndef AL_CTR_H
 #define AL_CTR_H
 
@@ -21,7 +22,27 @@
 /* a warm container's CPU rlimit until its job's (warm.c), seconds */
 #define CTR_WARM_CPU_S (1ull << 31)
 
+/* The OCI runtime a job's container runs on (runtime.c). */
+struct ctr_rt {
+	const char *path;     /* the runtime's program */
+	const char *root;     /* its state (--root) */
+	bool gvisor;	      /* runsc: no descriptor passed in, files instead */
+	const char *platform; /* runsc's platform (ptrace, kvm, systrap) */
+	char flags[96];	      /* its global flags beside --root, space-separated */
+};
+
+/* Where a runsc job finds its script and airlock-exec (config.c): a
+ * directory of the job's tmpfs bound read-only there. */
+#define CTR_GV_DIR    "/.airlock"
+#define CTR_GV_SCRIPT CTR_GV_DIR "/script"
+#define CTR_GV_EXEC   CTR_GV_DIR "/exec"
+/* host tasks a runsc sandbox needs: the Sentry's and the gofer's threads
+ * (about 45 at start here), and per process of its job (config.c) */
+#define CTR_GV_PIDS	 256
+#define CTR_GV_PIDS_EACH 4
+
 struct ctr_sb {
+	struct ctr_rt rt;
 	struct al_jobfs fs;
 	struct al_cg cg;
 	bool cg_made;
@@ -49,11 +70,23 @@ struct ctr_sb {
 /* The backend's host-wide state, set by ctr_init (container.c), read by
  * the files below it. */
 #define CTR_HOST_BINDS_MAX 32
+#define CTR_PLATFORMS	   3 /* runsc's: ptrace, kvm, systrap */
 struct ctr_host {
 	const struct al_backend_conf *conf;
 	struct al_cg_sys cg;
-	char runtime[PATH_MAX];	  /* the OCI runtime's path */
-	char root[PATH_MAX];	  /* the runtime's state (--root) */
+	char runtime[PATH_MAX]; /* the default OCI runtime's path */
+	char root[PATH_MAX];	/* runc's and crun's state (--root) */
+	char runc[PATH_MAX];	/* a tier's runc or crun, found when first named */
+	char crun[PATH_MAX];
+	char runsc[PATH_MAX]; /* runsc, "" when not installed (runtime.c) */
+	char runsc_root[PATH_MAX];
+	bool runsc_looked;
+	char runsc_offered[32]; /* its platforms, comma-separated */
+	struct ctr_platform {
+		int state; /* 0 not tried yet, 1 works here, -1 does not (why) */
+		char why[400];
+	} plat[CTR_PLATFORMS];
+	char exec_path[PATH_MAX]; /* airlock-exec, bound into a runsc job */
 	char jobs[PATH_MAX];	  /* bundles */
 	char hostimage[PATH_MAX]; /* the fast image: mount points for host /usr, /etc */
 	int shim_fd;		  /* airlock-oci-shim, opened at start-up */
@@ -88,6 +121,19 @@ int ctr_make(struct al_sandbox *sb, const struct ctr_argv *argv, struct al_err *
 int ctr_spawn_shim(struct ctr_sb *c, const int src[4], struct al_err *err);
 /* A memfd holding data (offset 0), or a negative al_err_code. */
 int ctr_memfd(const char *name, const void *data, size_t len, struct al_err *err);
+
+/* runtime.c */
+/* sb's runtime from its tier's (spec->oci_runtime, oci_platform), else the
+ * worker's default: 0, or an error naming the runtime and why it cannot
+ * run here. */
+int ctr_runtime_of(const struct al_run_spec *spec, struct ctr_rt *rt, struct al_err *err);
+/* The backend's runtime_ok op: ctr_runtime_of for a tier's runtime. */
+int ctr_runtime_ok(const char *runtime, const char *platform, struct al_err *err);
+/* Whether path is runsc's program. */
+bool ctr_is_runsc(const char *path);
+/* runsc's sandbox ends 128 + N for a job killed by signal N: *ws made that
+ * wait status (true) on a gVisor runtime; false (as it is) otherwise. */
+bool ctr_end_status(const struct ctr_rt *rt, int *ws);
 
 /* config.c */
 /* Write sb's config.json in its bundle from its run spec and argv; sets

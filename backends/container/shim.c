@@ -2,8 +2,10 @@
  * container backend for each job (static and small, so that starting it and
  * its exit cost the worker almost nothing).
  *
- *   airlock-oci-shim RUNTIME ROOT BUNDLE NAME v1|v2 CGDIR...
+ *   airlock-oci-shim RUNTIME ROOT BUNDLE NAME v1|v2 FLAGS CGDIR...
  *
+ * (FLAGS: the runtime's global flags beside --root, space-separated, or
+ * "-"; runsc's platform and network)
  * with the job's stdin, stdout, stderr and script on descriptors 0-3, the
  * report pipe on 4 and airlock-exec (backends/container/exec.c) on 5. The
  * container gets 3 (the script) and airlock-exec as 4: its first program
@@ -82,12 +84,16 @@ static void report(const char *msg)
 		_exit(1);
 }
 
-/* Run the runtime with args; its wait status, or -1 when it did not start. */
-static int runtime(const char *const *args)
+/* Run the runtime with args; its wait status, or -1 when it did not start.
+ * With reap, any other child of ours that ends meanwhile is reaped too:
+ * after a runsc container's sandbox, its gofer (ours as subreaper), which
+ * `runsc delete` would otherwise wait 5 s for as a zombie. (Never while the
+ * container may still end: its status is the main loop's.) */
+static int runtime(const char *const *args, bool reap)
 {
 	posix_spawnattr_t at;
 	pid_t pid;
-	int st, rc;
+	int rc;
 
 	/* the runtime starts with no signal blocked (ours is, SIGTERM) */
 	posix_spawnattr_init(&at);
@@ -97,10 +103,15 @@ static int runtime(const char *const *args)
 	posix_spawnattr_destroy(&at);
 	if (rc)
 		return AL_ESYS;
-	while (waitpid(pid, &st, 0) < 0)
-		if (errno != EINTR)
+	for (;;) {
+		int s;
+		pid_t w = waitpid(reap ? -1 : pid, &s, 0);
+
+		if (w == pid)
+			return s;
+		if (w < 0 && errno != EINTR)
 			return AL_ESYS;
-	return st;
+	}
 }
 
 /* Remove a stopped container from the runtime without running it again:
@@ -141,14 +152,25 @@ int main(int argc, char **argv)
 	int st = 0, pfd;
 	long maxrss_kib = 0;
 
-	if (argc < 7 || argc > 6 + 4 || fstat(FD_REPORT, &st0) || !S_ISFIFO(st0.st_mode)) {
+	if (argc < 8 || argc > 7 + 4 || fstat(FD_REPORT, &st0) || !S_ISFIFO(st0.st_mode)) {
 		fprintf(stderr, "airlock-oci-shim: started by the container backend only\n");
 		return 2;
 	}
 	const char *rt = argv[1], *root = argv[2], *bundle = argv[3], *name = argv[4];
+	const char *rt_base = strrchr(rt, '/') ? strrchr(rt, '/') + 1 : rt;
+	bool gvisor = !strcmp(rt_base, "runsc");
 
 	sys.version = !strcmp(argv[5], "v2") ? AL_CG_V2 : AL_CG_V1;
-	for (int i = 6; i < argc; i++)
+	/* the runtime's global flags, then its command: runsc takes no
+	 * descriptor beyond stdio (no --preserve-fds) */
+	char flags[160], *gflag[8];
+	int ngflags = 0;
+
+	snprintf(flags, sizeof(flags), "%s", strcmp(argv[6], "-") ? argv[6] : "");
+	for (char *save = NULL, *f = strtok_r(flags, " ", &save); f && ngflags < 8;
+	     f = strtok_r(NULL, " ", &save))
+		gflag[ngflags++] = f;
+	for (int i = 7; i < argc; i++)
 		snprintf(cg.dirs[cg.ndirs++], sizeof(cg.dirs[0]), "%s", argv[i]);
 	/* Nothing of the worker's but the job's descriptors, the report and
 	 * airlock-exec when it came; the report moves out of the container's
@@ -168,13 +190,31 @@ int main(int argc, char **argv)
 	snprintf(log, sizeof(log), "%s/runtime.log", bundle);
 	snprintf(pidf, sizeof(pidf), "%s/container.pid", bundle);
 	{
-		const char *run[] = {rt,	 "--root",	   root,   "--log",
-				     log,	 "--log-format",   "json", "run",
-				     "--detach", "--pid-file",	   pidf,   "--bundle",
-				     bundle,	 "--preserve-fds", keep,   name,
-				     NULL};
+		const char *run[32];
+		int n = 0;
 
-		st = runtime(run);
+		run[n++] = rt;
+		run[n++] = "--root";
+		run[n++] = root;
+		for (int i = 0; i < ngflags; i++)
+			run[n++] = gflag[i];
+		run[n++] = "--log";
+		run[n++] = log;
+		run[n++] = "--log-format";
+		run[n++] = "json";
+		run[n++] = "run";
+		run[n++] = "--detach";
+		run[n++] = "--pid-file";
+		run[n++] = pidf;
+		run[n++] = "--bundle";
+		run[n++] = bundle;
+		if (!gvisor) {
+			run[n++] = "--preserve-fds";
+			run[n++] = keep;
+		}
+		run[n++] = name;
+		run[n] = NULL;
+		st = runtime(run, false);
 	}
 	if (st != 0) {
 		snprintf(msg, sizeof(msg), "E%d", st);
@@ -185,10 +225,14 @@ int main(int argc, char **argv)
 	 * container's socket then has the interpreter alone as its peer, so
 	 * that the worker's hand-over fails if it died), stdio onto /dev/null. */
 	{
-		int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+		/* above 3, which runsc's shim never had */
+		int null = open("/dev/null", O_RDWR | O_CLOEXEC),
+		    hi = null >= 0 ? fcntl(null, F_DUPFD_CLOEXEC, 10) : -1;
 
-		if (null < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0 ||
-		    close(3) || close(null))
+		if (null >= 0)
+			close(null);
+		if (hi < 0 || dup2(hi, 0) < 0 || dup2(hi, 1) < 0 || dup2(hi, 2) < 0 ||
+		    (close(3) && errno != EBADF) || close(hi))
 			return 3;
 	}
 	{
@@ -211,9 +255,9 @@ int main(int argc, char **argv)
 		pid_t w;
 
 		if (orphaned) { /* no one to report to: the job ends with its worker */
-			const char *del[] = {rt, "--root", root, "delete", "-f", name, NULL};
+			const char *del[] = {rt, "--root", root, "delete", "--force", name, NULL};
 
-			runtime(del);
+			runtime(del, true);
 			return 4;
 		}
 		if (pfd >= 0 && ppoll(&pf, 1, NULL, &unblocked) < 0 && errno == EINTR)
@@ -230,9 +274,9 @@ int main(int argc, char **argv)
 	 * runtime's delete removes its cgroup). */
 	al_cg_stats(&cg, &cs);
 	if (!forget_stopped(rt, root, name)) {
-		const char *del[] = {rt, "--root", root, "delete", "-f", name, NULL};
+		const char *del[] = {rt, "--root", root, "delete", "--force", name, NULL};
 
-		runtime(del);
+		runtime(del, true);
 	}
 	snprintf(msg, sizeof(msg), "X%d C%llu M%llu O%llu H%d R%ld", st,
 		 (unsigned long long)cs.cpu_ns, (unsigned long long)cs.peak_memory_bytes,

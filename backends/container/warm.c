@@ -30,7 +30,7 @@
  * interpreter tells after its 'G' ("S<its CPU ns>": ctr_warm_base).
  *
  * A job that does not fit (another shape, a variable read at start-up set
- * otherwise, binds, egress, a session, a grading step, less memory than
+ * otherwise, binds, egress, a session, a grading step, a runsc tier's, less memory than
  * WARM_MIN_MEMORY) runs cold and the warm container waits on; one that
  * died is discarded and the job runs cold. What a job can tell: its
  * argv in /proc/self/cmdline is the warm program's, and the interpreter
@@ -134,10 +134,13 @@ static bool shape_of(const struct al_sandbox *sb, const char *strs, uint32_t arg
 		     struct shape *s)
 {
 	const struct al_run_spec *sp = &sb->spec;
+	const struct ctr_sb *c = sb->priv;
 
-	if (sp->job->runtime != AL_RUNTIME_PYTHON || sp->nbinds || sp->grade_tree || sp->session ||
-	    sp->network == AL_NET_EGRESS || sp->limits.memory_bytes < WARM_MIN_MEMORY || argc < 4 ||
-	    sp->slot >= W.conf->slots || (sp->image && strlen(sp->image) >= WARM_IMAGE_MAX))
+	/* runsc passes no socket in (its job would come over fd 3) */
+	if (sp->job->runtime != AL_RUNTIME_PYTHON || c->rt.gvisor || sp->nbinds || sp->grade_tree ||
+	    sp->session || sp->network == AL_NET_EGRESS ||
+	    sp->limits.memory_bytes < WARM_MIN_MEMORY || argc < 4 || sp->slot >= W.conf->slots ||
+	    (sp->image && strlen(sp->image) >= WARM_IMAGE_MAX))
 		return false;
 	for (uint32_t i = 0; i < 4; i++, strs += strlen(strs) + 1)
 		if (strcmp(strs, W.argv[i]))
@@ -237,9 +240,12 @@ static void spawn(struct warm *w, unsigned slot)
 	ctr_sb_init(c);
 	c->warm = true;
 	snprintf(c->name, sizeof(c->name), "al-%s-%u-warm+%u", W.conf->worker_id, slot, ++W.seq);
-	if (warm_argv_env(w->sb, &argv.strings, &argv.argc, &argv.envc))
+	rc = ctr_runtime_of(&w->sb->spec, &c->rt, &err);
+	if (rc == AL_OK && c->rt.gvisor)
+		rc = al_err_set(&err, AL_ESANDBOX, "container: runsc takes no warm interpreter");
+	if (rc == AL_OK && warm_argv_env(w->sb, &argv.strings, &argv.argc, &argv.envc))
 		rc = al_err_set(&err, AL_ENOMEM, "container: out of memory");
-	else
+	else if (rc == AL_OK)
 		rc = ctr_make(w->sb, &argv, &err);
 	al_buf_free(&argv.strings);
 	if (rc == AL_OK && !c->direct)

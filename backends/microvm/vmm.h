@@ -14,6 +14,7 @@
 
 #include "../../proto/err.h"
 #include "../cgroup.h"
+#include "../kvm.h"
 
 /* Everything a launch needs; the backend fills it. */
 struct al_vmm_cfg {
@@ -90,9 +91,6 @@ extern const struct al_vmm_driver al_vmm_qemu;
 int al_vmm_spawn(const struct al_vmm_cfg *cfg, char *const argv[], const int *keep, int nkeep,
 		 struct al_vmm *vm, struct al_err *err);
 
-/* KVM is usable: the CPU has virtualisation extensions and /dev/kvm makes
- * a VM; *gid gets the device's group, why the reason when it is not. */
-bool al_kvm_usable(gid_t *gid, struct al_err *why);
 /* The host's TSC rate in kHz (for guest kernels under emulation). */
 uint64_t al_host_tsc_khz(void);
 

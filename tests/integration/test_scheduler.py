@@ -367,6 +367,21 @@ def policy_errors():
          "a process tier with images takes no binds"),
         ("two images on a vm tier", "tiers:\n  a: {backend: vm, images: [python, node]}\n",
          "a vm tier boots one image"),
+        ("an OCI runtime on a process tier", "tiers:\n  a: {backend: process, oci_runtime: runsc}\n",
+         "oci_runtime and runsc_platform are the container backend's"),
+        ("an unknown OCI runtime", "tiers:\n  a: {backend: container, oci_runtime: kata}\n",
+         'oci_runtime: unknown "kata"; use runc, crun or runsc'),
+        ("a platform without runsc", "tiers:\n  a: {backend: container, runsc_platform: kvm}\n",
+         "runsc_platform is for oci_runtime: runsc"),
+        ("an unknown runsc platform",
+         "tiers:\n  a: {backend: container, oci_runtime: runsc, runsc_platform: fast}\n",
+         'runsc_platform: unknown "fast"; use ptrace, kvm or systrap'),
+        ("egress on a runsc tier", "tiers:\n  a: {backend: container, oci_runtime: runsc, "
+         "egress: {allow: [pypi.example.org:443]}}\n",
+         "egress on a runsc tier is not supported yet"),
+        ("sessions on a runsc tier",
+         "tiers:\n  a: {backend: container, oci_runtime: runsc, sessions: {}}\n",
+         "sessions on a runsc tier is not supported yet"),
     ]
     for name, text, needle in cases:
         path = os.path.join(d, name.replace(" ", "_").replace("'", "").replace("/", "_") + ".yaml")

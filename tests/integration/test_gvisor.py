@@ -1,0 +1,185 @@
+#!/usr/bin/python3
+"""gVisor (runsc) as a container tier's runtime, beside runc on one worker,
+through the real queue (redis-server, scheduler, worker) and the real
+runsc (Debian's, platform ptrace here: no KVM): a job's kernel is the
+Sentry's (its uname and /proc are not the host's), the result says which
+boundary ran it; memory, CPU, wall, output, disk and pids limits and a fork
+bomb end as on runc; a catalogue image, files in and collect, a grading job
+(a C++ build, five tests) with runc's verdicts; a platform the installed
+runsc does not offer, a runsc that refuses (a fake, named so, standing in
+for a broken install) and one that cannot start: each said with runsc's
+name, the step and its words, at start and in the job's result."""
+import os
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+from altest import Tap, skip_unless  # noqa: E402
+from cluster import Cluster  # noqa: E402
+from policies import DEFAULTS, policy, tier_def  # noqa: E402
+
+t = Tap()
+RUNSC = "/usr/bin/runsc"
+skip_unless(os.geteuid() == 0 and os.access(RUNSC, os.X_OK),
+            "needs root and runsc (deploy/install-deps.sh installs it)")
+IMAGES = os.environ.get("AIRLOCK_IMAGES", "/var/lib/airlock/images")
+LIMITS = dict(DEFAULTS, wall_ms=60000, memory_bytes=536870912)
+POLICY = policy(
+    tier_def("gv", "container", oci_runtime="runsc", images=["python", "toolchain"],
+             defaults=LIMITS),
+    tier_def("rc", "container", images=["python", "toolchain"], defaults=LIMITS),
+    tier_def("gvtrap", "container", oci_runtime="runsc", runsc_platform="systrap"))
+
+CASES = {
+    "memory": ("b = bytearray(300 << 20); print(len(b))", {"memory_bytes": 128 << 20}),
+    "cpu": ("while True: pass", {"cpu_ms": 1000}),
+    "wall": ("import time; time.sleep(30)", {"wall_ms": 1500}),
+    "output": ("import sys\nfor i in range(100000): sys.stdout.write('x' * 99 + '\\n')",
+               {"stdout_bytes": 65536}),
+    "disk": ("open('/work/big', 'wb').write(b'x' * (8 << 20))", {"disk_bytes": 4 << 20}),
+    "fork bomb": ("import os, time\nn = 0\ntry:\n    while True:\n        if os.fork() == 0:\n"
+                  "            time.sleep(20)\n            os._exit(0)\n        n += 1\n"
+                  "except OSError as e:\n    print('stopped', e.errno)\n", {"pids": 32}),
+    "exit 3": ("import sys; sys.exit(3)", {}),
+}
+CPP = r"""
+#include <cstdio>
+#include <cstring>
+int main() {
+	char op[16] = {0};
+	long a = 0, b = 0;
+	if (scanf("%15s %ld %ld", op, &a, &b) < 1) return 2;
+	if (!strcmp(op, "add")) { printf("%ld\n", a + b); return 0; }
+	if (!strcmp(op, "loop")) for (volatile unsigned long i = 0;; i++) ;
+	if (!strcmp(op, "crash")) { volatile int *p = nullptr; return *p; }
+	return 1;
+}
+"""
+TESTS = [{"name": "a", "stdin": "add 1 2\n", "expect": "3\n"},
+         {"name": "b", "stdin": "add 2 2\n", "expect": "5\n"},
+         {"name": "c", "stdin": "loop\n", "limits": {"cpu_ms": 500, "wall_ms": 10000}},
+         {"name": "d", "stdin": "crash\n"},
+         {"name": "e", "stdin": "add 20 22\n", "expect": "42\n"}]
+
+
+def fake_runsc(d, run_says):
+    """A fake runsc (a fault a real one gives on a broken host, on demand):
+    `flags` and `list` answer as runsc's, `do` works, `run` fails with
+    run_says on stderr, exit 1."""
+    path = os.path.join(d, "runsc")
+    with open(path, "w") as f:
+        f.write("#!/bin/sh\n# a FAKE runsc for test_gvisor.py: refuses to run containers\n"
+                "for a in \"$@\"; do case $a in\n"
+                "flags) printf '  -platform string\\n    \\tspecifies which platform to use: "
+                "ptrace (default), kvm.\\n'; exit 0;;\n"
+                "list|do|delete) exit 0;;\n"
+                "run) echo '%s' >&2; exit 1;;\n"
+                "esac; done\nexit 0\n" % run_says)
+    os.chmod(path, stat.S_IRWXU | stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH)
+    return path
+
+
+c = None
+try:
+    c = Cluster(policy=POLICY)
+    c.scheduler()
+    c.worker("gv-w", uid_base=66900, slots=2, tiers="gv,rc,gvtrap",
+             extra=["--images", IMAGES])
+    seq = iter(range(1, 1 << 30))
+
+    def run(tier, **kw):
+        job = {"v": 1, "id": "gv-%d-%d" % (os.getpid(), next(seq)), "tier": tier}
+        job.update(kw)
+        return c.run_job(job, timeout=180) or {}
+
+    r = run("gv", runtime="python",
+            code="import os, platform\nprint(6*7, os.uname().release, os.getuid())\n"
+                 "print(open('/proc/version').read().strip())\n")
+    host_release = os.uname().release
+    out = (r.get("stdout") or b"").decode().splitlines()
+    t.ok(r.get("status") == "ok" and out[:1] and out[0].split()[0] == "42" and
+         out[0].split()[1] != host_release and out[0].split()[2] == "1000" and
+         host_release not in out[1] and
+         r.get("info", {}).get("runtime") == RUNSC and
+         r.get("info", {}).get("platform") == "ptrace",
+         "print(6*7) on the runsc tier: uid 1000 on the Sentry's kernel (uname %s, the "
+         "host's %s; /proc/version not the host's); the result names runsc and its platform"
+         % (out[0].split()[1] if out else "?", host_release), r)
+    log = c.log("gv-w")
+    t.ok("event=runsc path=%s platform=ptrace" % RUNSC in log,
+         "the worker logs runsc's platform, picked at start (ptrace: no KVM here)",
+         [x for x in log.splitlines() if "runsc" in x][:3])
+
+    # the limits: the same statuses on runsc as on runc
+    seen = {}
+    for name, (code, lim) in CASES.items():
+        for tier in ("rc", "gv"):
+            r = run(tier, runtime="python", code=code, limits=lim)
+            seen[(name, tier)] = (r.get("status"), r.get("exit_code"), r.get("signal"),
+                                  (r.get("stdout") or b"")[:40])
+    same = [n for n in CASES if seen[(n, "rc")][:2] == seen[(n, "gv")][:2]]
+    t.ok(len(same) == len(CASES) and seen[("memory", "gv")][0] == "memory_limit" and
+         seen[("cpu", "gv")][0] == "cpu_limit" and seen[("wall", "gv")][0] == "timeout" and
+         seen[("output", "gv")][0] == "output_limit" and
+         seen[("disk", "gv")][0] == "output_limit" and
+         seen[("fork bomb", "gv")][3] == b"stopped 11\n" and
+         seen[("exit 3", "gv")][:2] == ("nonzero_exit", 3),
+         "memory, CPU, wall, output and disk limits, a fork bomb (pids 32: EAGAIN) and an "
+         "exit code end on runsc with runc's statuses and exit codes", seen)
+
+    # a catalogue image; files in, collect
+    r = run("gv", runtime="python", image="python",
+            code="import sys\nprint(sys.version.split()[0], open('in.txt').read())\n"
+                 "open('out.txt', 'w').write('made in gVisor')\n",
+            files=[{"path": "in.txt", "data": b"given"}], collect=["out.txt"])
+    files = {f["path"]: f["data"] for f in r.get("files", [])}
+    t.ok(r.get("status") == "ok" and b"given" in (r.get("stdout") or b"") and
+         files.get("out.txt") == b"made in gVisor" and
+         r.get("info", {}).get("image", "").startswith("sha256:"),
+         "the python image on runsc: a file in, a file collected", r)
+
+    # grading: a C++ build and five tests, the verdicts runc gives
+    verdicts = {}
+    for tier in ("rc", "gv"):
+        r = run(tier, image="toolchain", argv=["./main"], tests=TESTS,
+                build={"argv": ["g++", "-O1", "-o", "main", "main.cpp"],
+                       "limits": {"wall_ms": 120000, "cpu_ms": 120000,
+                                  "memory_bytes": 536870912}},
+                files=[{"path": "main.cpp", "data": CPP.encode()}])
+        verdicts[tier] = ((r.get("build") or {}).get("verdict"),
+                          [x["verdict"] for x in r.get("tests", [])], r.get("error"))
+    t.ok(verdicts["gv"] == verdicts["rc"] and verdicts["gv"][0] == "accepted" and
+         verdicts["gv"][1] == ["accepted", "wrong_answer", "timeout", "runtime_error",
+                               "accepted"],
+         "a grading job (a C++ build, five tests) on runsc: runc's verdicts", verdicts)
+
+    # a platform this runsc does not offer: said at start, and in the result
+    r = run("gvtrap", runtime="python", code="print(1)")
+    t.ok(r.get("status") == "sandbox_error" and
+         "runsc (%s) does not offer the systrap platform (it offers ptrace,kvm)" % RUNSC
+         in (r.get("error") or "") and
+         "event=tier_unavailable tier=gvtrap runtime=runsc" in c.log("gv-w"),
+         "a runsc platform the installed runsc does not offer: the tier is unavailable, "
+         "logged at start; its job is sandbox_error saying why", r.get("error"))
+    c.signal("gv-w", signal.SIGTERM)
+    c.wait_exit("gv-w")
+
+    # a runsc that refuses to run a container (a fake), as the worker's default
+    d = tempfile.mkdtemp(dir=c.dir)
+    fake = fake_runsc(d, "fake runsc: cannot create sandbox: permission denied")
+    c.worker("gv-f", uid_base=66950, slots=1, tiers="rc", extra=["--oci-runtime", fake])
+    r = run("rc", runtime="python", code="print(1)")
+    t.ok(r.get("status") == "sandbox_error" and
+         "container: runsc (%s) exited 1 at its run step (create and start): fake runsc: "
+         "cannot create sandbox: permission denied" % fake in (r.get("error") or ""),
+         "runsc refusing at its run step: the runtime's name, the step, its words (never a "
+         "bare status)", r.get("error"))
+    c.signal("gv-f", signal.SIGTERM)
+    c.wait_exit("gv-f")
+finally:
+    if c:
+        c.close()
+sys.exit(t.done())

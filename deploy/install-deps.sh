@@ -20,14 +20,14 @@ build_pkgs=(
 )
 # Tests and backends: Redis, Debian's python3 for sandboxes and the interop
 # test and pip (the egress test installs a package through the proxy), git
-# (the worker's fetcher checks git inputs out with it; the tests serve them with git http-backend), OCI runtimes, bubblewrap and podman (benchmark baselines), QEMU and the pieces the
+# (the worker's fetcher checks git inputs out with it; the tests serve them with git http-backend), OCI runtimes (runc, crun, and runsc: gVisor), bubblewrap and podman (benchmark baselines), QEMU and the pieces the
 # microVM/VM images are built from, libvirt's daemon, network tooling,
 # systemd's systemd-analyze (the units in deploy/systemd/ are checked; nothing is started),
 # valgrind (tests/bench/redis_count.py counts Redis's instructions per job).
 run_pkgs=(
 	redis-server python3 python3-msgpack python3-redis python3-yaml python3-pip python3-venv python3-setuptools
 	python3-wheel curl procps iproute2 util-linux git
-	bubblewrap runc crun uidmap podman
+	bubblewrap runc crun runsc uidmap podman
 	qemu-system-x86 qemu-utils busybox-static cpio lz4 debootstrap
 	linux-image-cloud-amd64
 	libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients dnsmasq-base iptables e2fsprogs

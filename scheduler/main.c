@@ -244,6 +244,10 @@ int main(int argc, char **argv)
 			const struct al_tier_policy *t = &s.policy.tiers[i];
 
 			printf("  tier %s -> %s", t->name, t->backend);
+			if (t->oci_runtime)
+				printf(" (%s%s%s)", t->oci_runtime,
+				       t->oci_platform ? ", platform " : "",
+				       t->oci_platform ? t->oci_platform : "");
 			for (size_t k = 0; k < t->nimages; k++)
 				printf("%s%s%s", k ? ", " : " (images: ", t->images[k],
 				       !strcmp(t->images[k], t->image) ? " [default]" : "");

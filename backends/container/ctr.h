@@ -38,8 +38,8 @@ struct ctr_rt {
 #define CTR_GV_EXEC   CTR_GV_DIR "/exec"
 /* host tasks a runsc sandbox needs: the Sentry's and the gofer's threads
  * (about 45 at start here), and per process of its job (config.c) */
-#define CTR_GV_PIDS	 256
-#define CTR_GV_PIDS_EACH 4
+#define CTR_GV_PIDS	 1024
+#define CTR_GV_PIDS_EACH 8
 
 struct ctr_sb {
 	struct ctr_rt rt;

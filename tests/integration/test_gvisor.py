@@ -8,8 +8,11 @@ bomb end as on runc; a catalogue image, files in and collect, a grading job
 (a C++ build, five tests) with runc's verdicts; a platform the installed
 runsc does not offer, a runsc that refuses (a fake, named so, standing in
 for a broken install) and one that cannot start: each said with runsc's
-name, the step and its words, at start and in the job's result."""
+name, the step and its words, at start and in the job's result. The
+example policy's sandboxed tier runs the command its page shows."""
 import os
+import re
+import shlex
 import signal
 import stat
 import subprocess
@@ -26,6 +29,7 @@ RUNSC = "/usr/bin/runsc"
 skip_unless(os.geteuid() == 0 and os.access(RUNSC, os.X_OK),
             "needs root and runsc (deploy/install-deps.sh installs it)")
 IMAGES = os.environ.get("AIRLOCK_IMAGES", "/var/lib/airlock/images")
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 LIMITS = dict(DEFAULTS, wall_ms=60000, memory_bytes=536870912)
 POLICY = policy(
     tier_def("gv", "container", oci_runtime="runsc", images=["python", "toolchain"],
@@ -179,6 +183,22 @@ try:
          "bare status)", r.get("error"))
     c.signal("gv-f", signal.SIGTERM)
     c.wait_exit("gv-f")
+    c.close()
+    c = None
+
+    # deploy/policy.example.yaml's sandboxed tier as shipped, and the
+    # command of docs/backends/gvisor.md as written
+    c = Cluster(policy=open(os.path.join(ROOT, "deploy", "policy.example.yaml")).read())
+    c.scheduler()
+    c.worker("gv-x", uid_base=66960, slots=1, tiers="sandboxed", extra=["--images", IMAGES])
+    doc = open(os.path.join(ROOT, "docs", "backends", "gvisor.md")).read()
+    m = re.search(r"^\$ airlock (run --tier sandboxed .*)\n(.*)\n", doc, re.M)
+    p = c.cli(*shlex.split(m.group(1)), timeout=120) if m else None
+    t.ok(m and p.returncode == 0 and p.stdout.decode().strip() == m.group(2) and
+         m.group(2) != os.uname().release,
+         "docs/backends/gvisor.md's `airlock run --tier sandboxed` on the example policy's "
+         "sandboxed tier: the Sentry's kernel version, as the page shows",
+         (m and m.group(0), p and (p.returncode, p.stdout, p.stderr[-400:])))
 finally:
     if c:
         c.close()

@@ -51,7 +51,7 @@ images_done() {
 # Suites that need no catalogue image nor microVM guest (the process tier
 # on the host's /usr, Redis, the gateway, the fuzzers): while it builds.
 NO_IMAGE="layers layout test_layout test_acl test_clock test_egress_proxy test_faults test_help
-	test_gateway test_policy_reload test_process test_queue test_tiers"
+	test_gateway test_policy_reload test_process test_sentinel test_tiers"
 # Image suites that mostly wait (on servers in test namespaces, leases,
 # sessions' timers): they run while the hostile suite takes a core in a lane
 # beside them. It shares nothing with them: its own worker ids, slot uids
@@ -62,9 +62,9 @@ WAITING="test_container test_egress test_egress_cache test_egress_https_cache te
 # Suites a lane runs (below), not the main sequence: each lane's suites have
 # worker ids, slot uids (and the VMM uids above them) and namespaces that no
 # suite of the main sequence beside them has.
-EARLY_LANE="test_gw_hostile test_stall test_fleet test_worker_faults test_sentinel"
+EARLY_LANE="test_gw_hostile test_stall test_fleet test_worker_faults test_queue"
 WAITING_LANE="test_sessions"
-LATE_LANE="test_vm test_verdicts test_grade"
+LATE_LANE="test_vm test_verdicts test_grade test_container_warm test_readme_recipe"
 IN_LANES="$EARLY_LANE $WAITING_LANE $LATE_LANE"
 integration() { # early|waiting|late
 	local s n
@@ -109,10 +109,11 @@ fuzzers() {
 # one core beside the suites that need no image (which mostly wait on
 # timers and leases), counted when the lane joins, before the image suites.
 # The gateway's hostile clients, the stalled Redis, the fleet, the worker's
-# host faults and Sentinel follow them there: those suites wait (on the
-# gateway's timeouts, a stopped redis-server, leases, failovers) most of
-# their 36, 19, 39, 15 and 47 s, with worker ids and slot uids (66500-66720
-# for the last three) no suite of this phase has.
+# host faults and the queue's follow them there: those suites wait (on the
+# gateway's timeouts, a stopped redis-server, leases, backoffs) most of
+# their 36, 19, 40, 9 and 68 s, with worker ids and slot uids (the fleet's
+# and the host faults' 66500-66720, the queue's 64000-65420) no suite of
+# this phase has.
 if [ "$QUICK" = 1 ]; then
 	fuzzers
 else
@@ -157,9 +158,11 @@ lane_join
 # suite (half the machine, 78 s): their own worker ids, slot uids and VMM
 # uids (test_grade: grade-w, 63500-63501 and 63600-63601, VMMs from
 # 63756), ports from free_port, and nothing of theirs that another suite
-# counts. (The examples' microVM session stays in the main sequence: with
-# three suites under TCG at once, the machine's two cores are not enough
-# for their guests' time limits.)
+# counts; then the warm containers (runc, 64000 with user namespaces from
+# 600000) and the README's recipe (debootstrap of a ruby image, then a job
+# on it per tier: w1, 64000-64001, VMMs from 64256). (The examples' microVM
+# session stays in the main sequence: with three suites under TCG at once,
+# the machine's two cores are not enough for their guests' time limits.)
 beside_late() {
 	local n
 	for n in $LATE_LANE; do

@@ -572,9 +572,9 @@ static int parse_tier_key(struct ctx *c, const struct tier_key *tk, yaml_node_t 
 }
 
 /* oci_runtime and runsc_platform: a container tier's, each a name this
- * worker knows; a runsc tier has no egress and no sessions yet (the job's
- * proxy and session server listen in a network namespace of the host's
- * kernel, which gVisor's own network stack does not reach). */
+ * worker knows; a runsc tier has no egress yet (the job's proxy listens in
+ * a network namespace of the host's kernel, which gVisor's own network
+ * stack does not reach). */
 static int check_runtime(struct ctx *c, yaml_node_t *n, const struct al_tier_policy *t)
 {
 	static const char *const runtimes[] = {"runc", "crun", "runsc", NULL};
@@ -607,13 +607,12 @@ static int check_runtime(struct ctx *c, yaml_node_t *n, const struct al_tier_pol
 					   "kvm or systrap (or leave it out: picked at start)",
 					   t->name, t->oci_platform);
 	}
-	if (t->oci_runtime && !strcmp(t->oci_runtime, "runsc") && (t->egress || t->sessions.on))
+	if (t->oci_runtime && !strcmp(t->oci_runtime, "runsc") && t->egress)
 		return al_pol_fail(c, n,
-				   "tier %s: %s on a runsc tier is not supported yet (the worker's "
-				   "%s listens in the job's network namespace, which gVisor's own "
-				   "network stack does not reach); use a runc or microvm tier",
-				   t->name, t->egress ? "egress" : "sessions",
-				   t->egress ? "proxy" : "session socket");
+				   "tier %s: egress on a runsc tier is not supported yet (gVisor's "
+				   "network stack does not reach the worker's proxy in the job's "
+				   "network namespace); use a runc or microvm tier",
+				   t->name);
 	return AL_OK;
 }
 

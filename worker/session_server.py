@@ -53,7 +53,10 @@ def connect():
     except OSError:
         pass
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.connect("\0airlock-session")
+    # runsc: the worker's socket is a file (its Sentry's network stack is its
+    # own); elsewhere an abstract name in the sandbox's network namespace
+    on_runsc = os.path.exists("/.airlock/session.sock")
+    s.connect("/.airlock/session.sock" if on_runsc else "\0airlock-session")
     return s
 
 

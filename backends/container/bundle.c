@@ -14,7 +14,9 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -268,6 +270,28 @@ static int gvisor_dir(struct ctr_sb *c, const struct al_job *job, struct al_err 
 	return AL_OK;
 }
 
+/* A runsc session's server socket: CTR_GV_SESSION in the job's directory
+ * (bound through /proc/self/fd: the directory's path may be longer than
+ * an address holds), listening. Only the container's root reaches it there
+ * (the directories on the way are its own, 0700). */
+static int gvisor_session_socket(struct ctr_sb *c, struct al_err *err)
+{
+	struct sockaddr_un sun = {.sun_family = AF_UNIX};
+	char p[PATH_MAX + 16];
+	cleanup_close int dir = -1, fd = -1;
+
+	if (al_pathf(p, sizeof(p), "%s/airlock", c->fs.work) ||
+	    (dir = open(p, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return al_err_sys(err, "container: open %s", p);
+	snprintf(sun.sun_path, sizeof(sun.sun_path), "/proc/self/fd/%d/%s", dir,
+		 strrchr(CTR_GV_SESSION, '/') + 1);
+	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) < 0 ||
+	    bind(fd, (struct sockaddr *)&sun, sizeof(sun)) || chmod(sun.sun_path, 0666) ||
+	    listen(fd, 128))
+		return al_err_sys(err, "container: a session socket in %s", p);
+	return al_take_fd(&fd);
+}
+
 void ctr_sb_init(struct ctr_sb *c)
 {
 	c->code_fd = c->stdin_fd = c->pidfd = c->report_rd = c->netns_fd = c->egress_fd =
@@ -325,7 +349,13 @@ int ctr_make(struct al_sandbox *sb, const struct ctr_argv *argv, struct al_err *
 		return al_err_wrap(err, "container");
 	/* A session: its server's socket, an abstract name of a namespace made
 	 * here (loopback only; with egress, the job's one), where nothing
-	 * outside the container reaches. */
+	 * outside the container reaches; on runsc, whose Sentry has a network
+	 * stack of its own, a socket file in the job's CTR_GV_DIR, which it
+	 * connects to as a host socket (--host-uds=open, runtime.c). */
+	if (sb->spec.session && c->rt.gvisor)
+		return (c->session_fd = gvisor_session_socket(c, err)) < 0
+			   ? c->session_fd
+			   : ctr_write_config(sb, argv, err);
 	if (sb->spec.session &&
 	    (c->session_fd = sb->spec.network == AL_NET_EGRESS
 				 ? al_netns_listen_unix(c->netns_fd, AL_SESSION_SOCKET, err)

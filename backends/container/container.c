@@ -281,9 +281,19 @@ static int runtime_failed(struct ctr_sb *c, const char *report, struct al_err *e
 	/* its last message: runsc logs more than its failure */
 	for (const char *q = buf; (q = strstr(q, "\"msg\":\"")); q++)
 		m = q;
-	if (m) {
-		snprintf(words, sizeof(words), "%s", m + 7);
-		words[strcspn(words, "\"")] = '\0';
+	if (m) { /* the JSON string, its escapes undone, up to its closing quote */
+		size_t k = 0;
+
+		for (const char *q = m + 7; *q && *q != '"' && k + 1 < sizeof(words); q++) {
+			char ch = *q;
+
+			if (ch == '\\' && q[1]) { /* \" and \\ as themselves, \n a space */
+				ch = *++q;
+				ch = ch == 'n' || ch == 't' ? ' ' : ch;
+			}
+			words[k++] = ch;
+		}
+		words[k] = '\0';
 	} else if (c->fs.err_fd >= 0 && (n = pread(c->fs.err_fd, buf, sizeof(buf) - 1, 0)) > 0) {
 		buf[n] = '\0';
 		m = buf + strspn(buf, "\n");

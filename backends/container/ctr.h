@@ -28,7 +28,7 @@ struct ctr_rt {
 	const char *root;     /* its state (--root) */
 	bool gvisor;	      /* runsc: no descriptor passed in, files instead */
 	const char *platform; /* runsc's platform (ptrace, kvm, systrap) */
-	char flags[96];	      /* its global flags beside --root, space-separated */
+	char flags[160];      /* its global flags beside --root, space-separated */
 };
 
 /* Where a runsc job finds its script and airlock-exec (config.c): a
@@ -36,6 +36,8 @@ struct ctr_rt {
 #define CTR_GV_DIR    "/.airlock"
 #define CTR_GV_SCRIPT CTR_GV_DIR "/script"
 #define CTR_GV_EXEC   CTR_GV_DIR "/exec"
+/* a runsc session's server connects here (bundle.c; worker/session_server.py) */
+#define CTR_GV_SESSION CTR_GV_DIR "/session.sock"
 /* host tasks a runsc sandbox needs: the Sentry's and the gofer's threads
  * (about 45 at start here), and per process of its job (config.c) */
 #define CTR_GV_PIDS	 1024

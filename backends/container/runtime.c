@@ -282,10 +282,13 @@ int ctr_runtime_of(const struct al_run_spec *spec, struct ctr_rt *rt, struct al_
 	if ((rc = runsc_platform(spec->oci_platform, &rt->platform, err)))
 		return rc;
 	rt->path = ctr_host.runsc;
-	/* the job's network is its sandbox's own loopback; the CPUs it is shown
-	 * follow its CPU share (at least 2) */
-	snprintf(rt->flags, sizeof(rt->flags), "--platform=%s --network=none --cpu-num-from-quota",
-		 rt->platform);
+	/* the job's network is its sandbox's own loopback (no egress on runsc:
+	 * the policy refuses it); the CPUs it is shown follow its CPU share
+	 * (at least 2); a session's server connects to the worker through a
+	 * host socket file in its CTR_GV_DIR (bundle.c) */
+	snprintf(rt->flags, sizeof(rt->flags),
+		 "--platform=%s --network=none --cpu-num-from-quota%s", rt->platform,
+		 spec->session ? " --host-uds=open" : "");
 	return AL_OK;
 }
 

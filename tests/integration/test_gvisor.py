@@ -3,8 +3,9 @@
 through the real queue (redis-server, scheduler, worker) and the real
 runsc (Debian's, platform ptrace here: no KVM): a job's kernel is the
 Sentry's (its uname and /proc are not the host's), the result says which
-boundary ran it; memory, CPU, wall, output, disk and pids limits and a fork
-bomb end as on runc; a catalogue image, files in and collect, a grading job
+boundary ran it; a session keeps its variables for 20 calls (a call out of
+memory ends it: the host sees the Sentry); memory, CPU, wall, output, disk
+and pids limits and a fork bomb end as on runc; a catalogue image, files in and collect, a grading job
 (a C++ build, five tests) with runc's verdicts; a platform the installed
 runsc does not offer, a runsc that refuses (a fake, named so, standing in
 for a broken install) and one that cannot start: each said with runsc's
@@ -24,6 +25,9 @@ from altest import Tap, skip_unless  # noqa: E402
 from cluster import Cluster  # noqa: E402
 from policies import DEFAULTS, policy, tier_def  # noqa: E402
 
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "client", "python"))
+import airlock  # noqa: E402
+
 t = Tap()
 RUNSC = "/usr/bin/runsc"
 skip_unless(os.geteuid() == 0 and os.access(RUNSC, os.X_OK),
@@ -33,7 +37,7 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 LIMITS = dict(DEFAULTS, wall_ms=60000, memory_bytes=536870912)
 POLICY = policy(
     tier_def("gv", "container", oci_runtime="runsc", images=["python", "toolchain"],
-             defaults=LIMITS),
+             defaults=LIMITS, sessions={"max_per_tenant": 2, "idle_s": 600, "max_life_s": 1800}),
     tier_def("rc", "container", images=["python", "toolchain"], defaults=LIMITS),
     tier_def("gvtrap", "container", oci_runtime="runsc", runsc_platform="systrap"))
 
@@ -112,6 +116,29 @@ try:
          "print(6*7) on the runsc tier: uid 1000 on the Sentry's kernel (uname %s, the "
          "host's %s; /proc/version not the host's); the result names runsc and its platform"
          % (out[0].split()[1] if out else "?", host_release), r)
+    # a session: one sandbox kept for its calls, its variables between them
+    s = airlock.Client(redis=c.url, tier="gv").session()
+    first = s.run_python("import os\nx = 0\nprint(os.uname().release)")
+    calls = [s.run_python("x += 1\nprint(x)") for _ in range(20)]
+    s.close()
+    t.ok(first.status == "ok" and first.stdout.strip() != host_release.encode() and
+         [r.stdout for r in calls] == [b"%d\n" % i for i in range(1, 21)] and
+         all(r.status == "ok" for r in calls),
+         "a session on the runsc tier: 20 calls sharing a variable, on the Sentry's kernel "
+         "(%s)" % first.stdout.strip().decode(),
+         (first, [(r.status, r.stdout, r.error) for r in calls][:3]))
+    # memory: on runsc the host's OOM killer sees the Sentry, which holds
+    # every process's memory: the call's allocation ends the session
+    s = airlock.Client(redis=c.url, tier="gv").session(memory=256 << 20)
+    s.run_python("x = 7")
+    try:
+        s.run_python("b = bytearray(400 << 20)")
+        ended = None
+    except airlock.SessionEnded as e:
+        ended = e
+    t.ok(ended is not None and ended.reason == "limit" and "memory_limit" in str(ended),
+         "a session's call past its memory on runsc ends the session memory_limit (on runc "
+         "it costs the call only: docs/backends/gvisor.md)", repr(ended))
     log = c.log("gv-w")
     t.ok("event=runsc path=%s platform=ptrace" % RUNSC in log,
          "the worker logs runsc's platform, picked at start (ptrace: no KVM here)",

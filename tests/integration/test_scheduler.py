@@ -379,9 +379,6 @@ def policy_errors():
         ("egress on a runsc tier", "tiers:\n  a: {backend: container, oci_runtime: runsc, "
          "egress: {allow: [pypi.example.org:443]}}\n",
          "egress on a runsc tier is not supported yet"),
-        ("sessions on a runsc tier",
-         "tiers:\n  a: {backend: container, oci_runtime: runsc, sessions: {}}\n",
-         "sessions on a runsc tier is not supported yet"),
     ]
     for name, text, needle in cases:
         path = os.path.join(d, name.replace(" ", "_").replace("'", "").replace("/", "_") + ".yaml")

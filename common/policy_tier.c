@@ -572,9 +572,7 @@ static int parse_tier_key(struct ctx *c, const struct tier_key *tk, yaml_node_t 
 }
 
 /* oci_runtime and runsc_platform: a container tier's, each a name this
- * worker knows; a runsc tier has no egress yet (the job's proxy listens in
- * a network namespace of the host's kernel, which gVisor's own network
- * stack does not reach). */
+ * worker knows (a runsc tier's egress rules serve its inputs only: admit.c). */
 static int check_runtime(struct ctx *c, yaml_node_t *n, const struct al_tier_policy *t)
 {
 	static const char *const runtimes[] = {"runc", "crun", "runsc", NULL};
@@ -607,12 +605,6 @@ static int check_runtime(struct ctx *c, yaml_node_t *n, const struct al_tier_pol
 					   "kvm or systrap (or leave it out: picked at start)",
 					   t->name, t->oci_platform);
 	}
-	if (t->oci_runtime && !strcmp(t->oci_runtime, "runsc") && t->egress)
-		return al_pol_fail(c, n,
-				   "tier %s: egress on a runsc tier is not supported yet (gVisor's "
-				   "network stack does not reach the worker's proxy in the job's "
-				   "network namespace); use a runc or microvm tier",
-				   t->name);
 	return AL_OK;
 }
 

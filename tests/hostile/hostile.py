@@ -129,7 +129,7 @@ class QueueRunner:
         # a world-writable Redis socket: only hiding it keeps jobs out
         image = (MICROVM_IMAGE_KEYS % MICROVM_IMAGE if backend == "microvm"
                  else RUNSC_KEYS if backend == "runsc" else "")
-        # a runsc tier has no egress yet (docs/backends/gvisor.md)
+        # no network egress for a runsc tier's jobs yet (docs/backends/gvisor.md)
         pol = POLICY if backend != "runsc" else POLICY.replace(EGRESS, "")
         self.c = Cluster(policy=pol.format(tier=tier, secret=ctx.secret, image=image,
                                            backend="container" if backend == "runsc"

@@ -5,12 +5,15 @@ runsc (Debian's, platform ptrace here: no KVM): a job's kernel is the
 Sentry's (its uname and /proc are not the host's), the result says which
 boundary ran it; a session keeps its variables for 20 calls (a call out of
 memory ends it: the host sees the Sentry); memory, CPU, wall, output, disk
-and pids limits and a fork bomb end as on runc; a catalogue image, files in and collect, a grading job
-(a C++ build, five tests) with runc's verdicts; a platform the installed
-runsc does not offer, a runsc that refuses (a fake, named so, standing in
-for a broken install) and one that cannot start: each said with runsc's
-name, the step and its words, at start and in the job's result. The
-example policy's sandboxed tier runs the command its page shows."""
+and pids limits and a fork bomb end as on runc; a catalogue image, files in
+and collect; an input by URL (the tier's egress rules serve its inputs; a
+job's own network is refused); a grading job (a C++ build, five tests) with
+runc's verdicts; a platform the installed runsc does not offer and a runsc
+that refuses (a fake, named so, standing in for a broken install): each
+said with runsc's name, the step and its words, at start and in the job's
+result. The example policy's sandboxed tier runs the command its page
+shows."""
+import hashlib
 import os
 import re
 import shlex
@@ -24,6 +27,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 from altest import Tap, skip_unless  # noqa: E402
 from cluster import Cluster  # noqa: E402
 from policies import DEFAULTS, policy, tier_def  # noqa: E402
+from testinet import TestInternet  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "client", "python"))
 import airlock  # noqa: E402
@@ -35,9 +39,13 @@ skip_unless(os.geteuid() == 0 and os.access(RUNSC, os.X_OK),
 IMAGES = os.environ.get("AIRLOCK_IMAGES", "/var/lib/airlock/images")
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 LIMITS = dict(DEFAULTS, wall_ms=60000, memory_bytes=536870912)
+# a test "internet" (a network namespace of this test's) for inputs by URL
+WWW = "/var/tmp/airlock-gvinet-%d" % os.getpid()
+INET = TestInternet("gvi", 238, WWW)
 POLICY = policy(
     tier_def("gv", "container", oci_runtime="runsc", images=["python", "toolchain"],
-             defaults=LIMITS, sessions={"max_per_tenant": 2, "idle_s": 600, "max_life_s": 1800}),
+             defaults=LIMITS, sessions={"max_per_tenant": 2, "idle_s": 600, "max_life_s": 1800},
+             egress={"allow": ["%s.0/24:8000" % INET.net]}),
     tier_def("rc", "container", images=["python", "toolchain"], defaults=LIMITS),
     tier_def("gvtrap", "container", oci_runtime="runsc", runsc_platform="systrap"))
 
@@ -92,6 +100,10 @@ def fake_runsc(d, run_says):
 
 c = None
 try:
+    os.makedirs(WWW)
+    with open(os.path.join(WWW, "data.txt"), "w") as f:
+        f.write("fetched by the worker\n")
+    INET.start()
     c = Cluster(policy=POLICY)
     c.scheduler()
     c.worker("gv-w", uid_base=66900, slots=2, tiers="gv,rc,gvtrap",
@@ -172,6 +184,21 @@ try:
          r.get("info", {}).get("image", "").startswith("sha256:"),
          "the python image on runsc: a file in, a file collected", r)
 
+    # inputs by URL: the worker fetches them through the tier's egress rules,
+    # which on runsc serve that alone: a job's own network is refused
+    data = b"fetched by the worker\n"
+    r = run("gv", runtime="python", code="print(open('data.txt').read(), end='')",
+            inputs=[{"url": "http://%s:8000/data.txt" % INET.srv, "path": "data.txt",
+                     "sha256": hashlib.sha256(data).hexdigest()}])
+    r2 = run("gv", runtime="python", code="print(1)", network="egress")
+    t.ok(r.get("status") == "ok" and r.get("stdout") == data and
+         r2.get("status") == "rejected" and
+         "runs on runsc, whose jobs cannot reach the worker's proxy yet; its egress rules "
+         "serve inputs by URL only" in (r2.get("error") or ""),
+         "an input by URL on the runsc tier (fetched by the worker through the tier's rules); "
+         "a job asking network egress there is rejected, saying why",
+         (r.get("status"), r.get("error"), r.get("stdout"), r2.get("error")))
+
     # grading: a C++ build and five tests, the verdicts runc gives
     verdicts = {}
     for tier in ("rc", "gv"):
@@ -229,4 +256,5 @@ try:
 finally:
     if c:
         c.close()
+    INET.stop()
 sys.exit(t.done())

@@ -376,9 +376,6 @@ def policy_errors():
         ("an unknown runsc platform",
          "tiers:\n  a: {backend: container, oci_runtime: runsc, runsc_platform: fast}\n",
          'runsc_platform: unknown "fast"; use ptrace, kvm or systrap'),
-        ("egress on a runsc tier", "tiers:\n  a: {backend: container, oci_runtime: runsc, "
-         "egress: {allow: [pypi.example.org:443]}}\n",
-         "egress on a runsc tier is not supported yet"),
     ]
     for name, text, needle in cases:
         path = os.path.join(d, name.replace(" ", "_").replace("'", "").replace("/", "_") + ".yaml")

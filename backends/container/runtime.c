@@ -246,10 +246,8 @@ int ctr_runtime_ok(const char *runtime, const char *platform, struct al_err *err
 
 int ctr_runtime_of(const struct al_run_spec *spec, struct ctr_rt *rt, struct al_err *err)
 {
-	const char *want = spec->oci_runtime;
+	const char *want = spec->oci_runtime, *base = strrchr(ctr_host.runtime, '/');
 	int rc;
-
-	const char *base = strrchr(ctr_host.runtime, '/');
 
 	memset(rt, 0, sizeof(*rt));
 	if (!want || !strcmp(want, base ? base + 1 : ctr_host.runtime)) {
@@ -282,10 +280,10 @@ int ctr_runtime_of(const struct al_run_spec *spec, struct ctr_rt *rt, struct al_
 	if ((rc = runsc_platform(spec->oci_platform, &rt->platform, err)))
 		return rc;
 	rt->path = ctr_host.runsc;
-	/* the job's network is its sandbox's own loopback (no egress on runsc:
-	 * the policy refuses it); the CPUs it is shown follow its CPU share
-	 * (at least 2); a session's server connects to the worker through a
-	 * host socket file in its CTR_GV_DIR (bundle.c) */
+	/* the job's network is its sandbox's own loopback (a job asking egress
+	 * on runsc is rejected at admission: common/admit.c); the CPUs it is
+	 * shown follow its CPU share (at least 2); a session's server connects
+	 * to the worker through a host socket file in its CTR_GV_DIR (bundle.c) */
 	snprintf(rt->flags, sizeof(rt->flags),
 		 "--platform=%s --network=none --cpu-num-from-quota%s", rt->platform,
 		 spec->session ? " --host-uds=open" : "");

@@ -2,7 +2,8 @@
 """Live output (PROTOCOL.md, "Live output") with a real redis-server,
 scheduler, worker and gateway. A job that prints a line every 100 ms is seen
 line by line before it ends: by `airlock run` (process, container and
-microVM backends, and through the gateway), by a Server-Sent Events client
+microVM backends, the container's with runsc too, and through the
+gateway), by a Server-Sent Events client
 (Python's http.client, as a browser's EventSource would read it) and by a
 plain XREAD. A reader resuming after an entry id gets exactly the rest
 (XREAD and Last-Event-ID). The stream is bounded: a flood stops at the job's
@@ -37,6 +38,7 @@ IMAGES = os.environ.get("AIRLOCK_IMAGES", "/var/lib/airlock/images")
 def stream_policy(result_ttl_s):
     return policy(tier_def("trusted", "process", defaults=dict(DEFAULTS, wall_ms=30000)),
                   tier_def("internal", "container"),
+                  tier_def("sandboxed", "container", oci_runtime="runsc"),
                   tier_def("untrusted", "microvm", image="python"),
                   tier_def("quiet", "process"), tier_def("handover", "process", max_attempts=3),
                   result_ttl_s=result_ttl_s)
@@ -108,7 +110,7 @@ c = None
 try:
     c = Cluster(policy=stream_policy(600))
     c.scheduler()
-    c.worker("stream-w", uid_base=63300, slots=2, tiers="trusted,internal,untrusted",
+    c.worker("stream-w", uid_base=63300, slots=2, tiers="trusted,internal,sandboxed,untrusted",
              extra=["--images", IMAGES])
     c.worker("quiet-w", uid_base=63400, slots=1, tiers="quiet", extra=["--live-output", "off"])
     keys = {"acme": "ak-" + secrets.token_hex(16), "other": "ok-" + secrets.token_hex(16)}
@@ -117,7 +119,7 @@ try:
 
     # airlock run, line by line, on each backend that streams
     for tier, backend in (("trusted", "process"), ("internal", "container"),
-                          ("untrusted", "microvm")):
+                          ("sandboxed", "runsc"), ("untrusted", "microvm")):
         got, end, rc, err = lines_as_they_come([CLI, "--redis", c.url, "run", "--tier", tier,
                                                 "-c", TICK % 10])
         t.ok(rc == 0 and seen_live(got, 10, end),

@@ -336,7 +336,8 @@ int ctr_make(struct al_sandbox *sb, const struct ctr_argv *argv, struct al_err *
 	c->cg_made = true;
 	if (c->warm) /* its job's descriptors come with the job (warm.c) */
 		return ctr_write_config(sb, argv, err);
-	if (job->runtime != AL_RUNTIME_ARGV &&
+	/* runsc's script is a file (gvisor_dir), never passed as a descriptor */
+	if (job->runtime != AL_RUNTIME_ARGV && !c->rt.gvisor &&
 	    (c->code_fd = ctr_memfd("job-code", job->code.data, job->code.len, err)) < 0)
 		return c->code_fd;
 	if ((c->stdin_fd = ctr_memfd("job-stdin", job->stdin_data.data, job->stdin_data.len, err)) <

@@ -377,7 +377,8 @@ int ctr_write_config(struct al_sandbox *sb, const struct ctr_argv *argv, struct 
 	   * file at the root of the job's tmpfs, out of the job's reach, whose
 	   * bind shows no host path in the job's mountinfo (one under the
 	   * state directory showed the worker's) */
-		unsigned n = al_job_cpus(sb->spec.cpu_millis);
+		/* (runsc shows its CPUs itself: no file, no bind) */
+		unsigned n = c->rt.gvisor ? 0 : al_job_cpus(sb->spec.cpu_millis);
 		char text[32];
 		int len = al_cpu_online_text(n, text, sizeof(text)), fd;
 

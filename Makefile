@@ -41,6 +41,7 @@ CLI_SRC := $(wildcard cli/*.c)
 # the guest agent's own files are AGENT_ONLY_SRC.
 AGENT_ONLY_SRC := $(addprefix backends/microvm/,agent.c warm.c step.c boot.c)
 HELPER_SRC := backends/process/init.c backends/container/shim.c backends/container/exec.c \
+	backends/container/relay.c \
 	backends/microvm/egress_fwd.c $(AGENT_ONLY_SRC)
 BACKEND_SRC := $(wildcard backends/*.c) $(filter-out $(HELPER_SRC),$(wildcard backends/*/*.c))
 # the session server (worker/session_server.py) goes into the worker as a
@@ -132,9 +133,11 @@ $(BUILD)/airlock-oci-shim: $(SHIM_SRC) backends/cgroup.h proto/buf.h proto/err.h
 
 # The first program of every container job (run from the host through a
 # descriptor): static and small.
-$(BUILD)/airlock-exec: backends/container/exec.c backends/jobexec.h
+EXEC_SRC := backends/container/exec.c backends/container/relay.c
+$(BUILD)/airlock-exec: $(EXEC_SRC) backends/container/relay.h backends/container/ctr.h \
+		      backends/jobexec.h
 	@mkdir -p $(dir $@)
-	$(CC) -std=gnu11 -D_GNU_SOURCE $(WARN) -O2 -static -s -o $@ backends/container/exec.c
+	$(CC) -std=gnu11 -D_GNU_SOURCE $(WARN) -O2 -static -s -o $@ $(EXEC_SRC)
 
 # A microVM's way to the egress proxy (started by the VMM in its jail for
 # each guest connection): static and small.

@@ -183,6 +183,9 @@ struct al_watch {
 	 * network namespace), served by the worker's proxy; -1 = none (the
 	 * worker starts it so). The worker takes it. */
 	int egress_fd;
+	/* ...a unix socket whose connections are the job's own (a runsc
+	 * sandbox's relay), not a microVM forwarder's handoffs of one */
+	bool egress_unix_clients;
 	/* the sandbox outlives a successful result (a service VM): its proxy
 	 * then serves on for this long (the lease's maximum), logging each
 	 * connection; 0 = the proxy ends with the job */

@@ -283,13 +283,6 @@ int al_policy_admit(const struct al_policy *pol, struct al_job *job, uint64_t no
 				  "network: tier %s does not allow egress (its policy has no "
 				  "egress rules)",
 				  t->name);
-	/* a runsc tier's rules are its inputs' (the worker fetches them): the
-	 * Sentry's network stack does not reach the proxy yet */
-	if (job->network == AL_NET_EGRESS && t->oci_runtime && !strcmp(t->oci_runtime, "runsc"))
-		return al_err_set(err, AL_EINVAL,
-				  "network: tier %s runs on runsc, whose jobs cannot reach the "
-				  "worker's proxy yet; its egress rules serve inputs by URL only",
-				  t->name);
 	for (size_t i = 0; i < job->negress_allow; i++) {
 		struct al_egress_rule r;
 		bool within = false;

@@ -191,7 +191,7 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
 
 	(void)l;
 	(void)len;
-	if (sa->sa_family != AF_UNIX) {
+	if (sa->sa_family != AF_UNIX || e->unix_clients) {
 		take_client(e, fd);
 		return;
 	}
@@ -209,6 +209,11 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
 	if (!(h->ev = event_new(e->base, fd, EV_READ | EV_PERSIST, on_handoff, h)) ||
 	    event_add(h->ev, &tv))
 		handoff_free(h);
+}
+
+void wk_proxy_unix_clients(struct wk_proxy *e)
+{
+	e->unix_clients = true;
 }
 
 /* ---- the egress proxy of a job ---- */

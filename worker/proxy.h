@@ -30,6 +30,10 @@ struct wk_proxy;
 struct wk_proxy *wk_proxy_new(struct event_base *base, struct evdns_base *dns, int listen_fd,
 			      const struct al_egress_rule *rules, size_t nrules, uint64_t max_bytes,
 			      uint32_t max_connections, uint32_t max_open, uint64_t idle_ms);
+/* A unix listener's connections are e's clients themselves (a runsc
+ * sandbox's, whose relay connects to a socket file for each of its job's
+ * connections), not handoffs of one. */
+void wk_proxy_unix_clients(struct wk_proxy *e);
 /* Keep what e's jobs fetch over plain HTTP (and https: wk_proxy_set_intercept) in dir (made, the
  * caller's: one per tenant and tier, never visible to a job) and serve a GET from it while fresh:
  * what is cacheable is in proxy_cache.c (cacheable_response); the least recently used entries go

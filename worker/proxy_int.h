@@ -32,6 +32,7 @@ struct wk_proxy {
 	uint32_t max_open, open; /* tunnels at once */
 	struct tunnel *live;
 	struct handoff *handoffs; /* a unix listener's connections, before their socket came */
+	bool unix_clients;	  /* wk_proxy_unix_clients: no handoff, the connection itself */
 	struct al_result log;	  /* only its egress list is used */
 	uint64_t unlisted;
 	char kept[AL_ID_MAX + 1]; /* wk_proxy_keep: the job's id, each connection logged */

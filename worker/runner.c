@@ -128,11 +128,14 @@ void wk_run_spec_egress(const struct al_tier_policy *t, const struct al_job *job
 
 struct wk_proxy *wk_runner_proxy(struct event_base *base, const struct al_backend_ops *ops,
 				 const struct al_backend_conf *conf, const struct al_run_spec *spec,
-				 int listen_fd)
+				 struct al_watch *w)
 {
-	struct wk_proxy *e = wk_proxy_new(base, dns_of(base), listen_fd, spec->egress_rules,
-					  spec->negress_rules, spec->egress_max_bytes,
-					  spec->egress_max_connections, spec->egress_max_open, 0);
+	struct wk_proxy *e = wk_proxy_new(
+	    base, dns_of(base), al_take_fd(&w->egress_fd), spec->egress_rules, spec->negress_rules,
+	    spec->egress_max_bytes, spec->egress_max_connections, spec->egress_max_open, 0);
+
+	if (e && w->egress_unix_clients)
+		wk_proxy_unix_clients(e);
 
 	if (e && spec->egress_cache_bytes) {
 		/* each tenant's own, per tier: no job sees it, no tenant reads
@@ -407,7 +410,7 @@ static void start_step(struct wk_runner *r, const struct al_run_spec *spec)
 	}
 	r->egress_keep_ms = w.egress_keep_ms;
 	if (w.egress_fd >= 0 &&
-	    !(r->egress = wk_runner_proxy(r->base, r->ops, r->conf, spec, w.egress_fd))) {
+	    !(r->egress = wk_runner_proxy(r->base, r->ops, r->conf, spec, &w))) {
 		wk_runner_stop(r, AL_ST_SANDBOX_ERROR, "runner: cannot start the egress proxy");
 		return;
 	}

@@ -48,12 +48,13 @@ struct al_egress_rule;
 void wk_run_spec_egress(const struct al_tier_policy *t, const struct al_job *job,
 			struct al_egress_rule *narrowed, size_t *nnarrowed,
 			struct al_run_spec *spec);
-/* The egress proxy of spec's sandbox (a job's, or a session's) on
- * listen_fd (taken): the spec's rules and caps, its tenant's cache on the
- * tier; NULL when it cannot start. */
+/* The egress proxy of spec's sandbox (a job's, or a session's) on the
+ * backend's w->egress_fd (taken): the spec's rules and caps, its tenant's
+ * cache on the tier; NULL when it cannot start. */
+struct al_watch;
 struct wk_proxy *wk_runner_proxy(struct event_base *base, const struct al_backend_ops *ops,
 				 const struct al_backend_conf *conf, const struct al_run_spec *spec,
-				 int listen_fd);
+				 struct al_watch *w);
 
 /* The run spec of job (admitted to tier t) in slot: limits, image, tier's
  * environment, binds, network and VM settings; all but the egress rules,

@@ -499,8 +499,7 @@ void wk_session_start(struct worker *w, struct slot *s)
 		return;
 	}
 	if (wt.egress_fd >= 0 &&
-	    !(ss->egress = wk_runner_proxy(w->base, s->ops, &w->conf->backend, &spec,
-					   al_take_fd(&wt.egress_fd)))) {
+	    !(ss->egress = wk_runner_proxy(w->base, s->ops, &w->conf->backend, &spec, &wt))) {
 		al_closep(&wt.session_fd);
 		end_session(ss, AL_SESS_BROKEN, "cannot start the session's egress proxy");
 		return;

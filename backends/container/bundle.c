@@ -274,7 +274,7 @@ static int gvisor_dir(struct ctr_sb *c, const struct al_job *job, struct al_err 
  * (bound through /proc/self/fd: the directory's path may be longer than
  * an address holds), listening. Only the container's root reaches it there
  * (the directories on the way are its own, 0700). */
-static int gvisor_session_socket(struct ctr_sb *c, struct al_err *err)
+static int gvisor_socket(struct ctr_sb *c, const char *path, struct al_err *err)
 {
 	struct sockaddr_un sun = {.sun_family = AF_UNIX};
 	char p[PATH_MAX + 16];
@@ -284,11 +284,11 @@ static int gvisor_session_socket(struct ctr_sb *c, struct al_err *err)
 	    (dir = open(p, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
 		return al_err_sys(err, "container: open %s", p);
 	snprintf(sun.sun_path, sizeof(sun.sun_path), "/proc/self/fd/%d/%s", dir,
-		 strrchr(CTR_GV_SESSION, '/') + 1);
+		 strrchr(path, '/') + 1);
 	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) < 0 ||
 	    bind(fd, (struct sockaddr *)&sun, sizeof(sun)) || chmod(sun.sun_path, 0666) ||
 	    listen(fd, 128))
-		return al_err_sys(err, "container: a session socket in %s", p);
+		return al_err_sys(err, "container: a socket %s in %s", strrchr(path, '/') + 1, p);
 	return al_take_fd(&fd);
 }
 
@@ -343,6 +343,20 @@ int ctr_make(struct al_sandbox *sb, const struct ctr_argv *argv, struct al_err *
 	if ((c->stdin_fd = ctr_memfd("job-stdin", job->stdin_data.data, job->stdin_data.len, err)) <
 	    0)
 		return c->stdin_fd;
+	/* On runsc, whose Sentry has a network stack of its own (loopback
+	 * only, --network=none: runtime.c), the worker's sockets are files in
+	 * the job's CTR_GV_DIR, which the job's side connects to as host
+	 * sockets (--host-uds=open): a session's server, and for network
+	 * egress airlock-exec's relay (relay.c) of each connection the job
+	 * makes to the proxy's address on its loopback. */
+	if (c->rt.gvisor) {
+		if (sb->spec.network == AL_NET_EGRESS &&
+		    (c->egress_fd = gvisor_socket(c, CTR_GV_EGRESS, err)) < 0)
+			return c->egress_fd;
+		if (sb->spec.session && (c->session_fd = gvisor_socket(c, CTR_GV_SESSION, err)) < 0)
+			return c->session_fd;
+		return ctr_write_config(sb, argv, err);
+	}
 	/* Network egress: the job's namespace, made here with the proxy
 	 * listening on its loopback before anything of the job runs. */
 	if (sb->spec.network == AL_NET_EGRESS &&
@@ -350,13 +364,7 @@ int ctr_make(struct al_sandbox *sb, const struct ctr_argv *argv, struct al_err *
 		return al_err_wrap(err, "container");
 	/* A session: its server's socket, an abstract name of a namespace made
 	 * here (loopback only; with egress, the job's one), where nothing
-	 * outside the container reaches; on runsc, whose Sentry has a network
-	 * stack of its own, a socket file in the job's CTR_GV_DIR, which it
-	 * connects to as a host socket (--host-uds=open, runtime.c). */
-	if (sb->spec.session && c->rt.gvisor)
-		return (c->session_fd = gvisor_session_socket(c, err)) < 0
-			   ? c->session_fd
-			   : ctr_write_config(sb, argv, err);
+	 * outside the container reaches. */
 	if (sb->spec.session &&
 	    (c->session_fd = sb->spec.network == AL_NET_EGRESS
 				 ? al_netns_listen_unix(c->netns_fd, AL_SESSION_SOCKET, err)

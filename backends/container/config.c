@@ -172,9 +172,11 @@ static bool direct_exec(const struct al_sandbox *sb, const char *prog)
 	struct stat st;
 	char magic[4];
 
+	/* a runsc job's network egress is airlock-exec's relay (relay.c) */
 	if ((sb->spec.job->runtime != AL_RUNTIME_PYTHON &&
 	     sb->spec.job->runtime != AL_RUNTIME_SH) ||
-	    sb->spec.nbinds || prog[0] != '/' ||
+	    (c->rt.gvisor && sb->spec.network == AL_NET_EGRESS) || sb->spec.nbinds ||
+	    prog[0] != '/' ||
 	    (root = open(c->image[0] ? c->image : "/", O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0 ||
 	    (fd = (int)syscall(SYS_openat2, root, prog + 1, &how, sizeof(how))) < 0 ||
 	    fstat(fd, &st))

@@ -225,6 +225,7 @@ static int ctr_start(struct al_sandbox *sb, struct al_watch *w, struct al_err *e
 	}
 	w->fds[w->nfds++] = c->pidfd;
 	w->egress_fd = c->egress_fd; /* the worker's now */
+	w->egress_unix_clients = c->rt.gvisor;
 	c->egress_fd = -1;
 	w->session_fd = c->session_fd;
 	c->session_fd = -1;

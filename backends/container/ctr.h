@@ -38,6 +38,9 @@ struct ctr_rt {
 #define CTR_GV_EXEC   CTR_GV_DIR "/exec"
 /* a runsc session's server connects here (bundle.c; worker/session_server.py) */
 #define CTR_GV_SESSION CTR_GV_DIR "/session.sock"
+/* network egress on runsc: airlock-exec's relay connects here for each
+ * connection of the job to the proxy's address (relay.c) */
+#define CTR_GV_EGRESS CTR_GV_DIR "/egress.sock"
 /* host tasks a runsc sandbox needs: the Sentry's and the gofer's threads
  * (about 45 at start here), and per process of its job (config.c) */
 #define CTR_GV_PIDS	 1024

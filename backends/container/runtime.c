@@ -280,13 +280,14 @@ int ctr_runtime_of(const struct al_run_spec *spec, struct ctr_rt *rt, struct al_
 	if ((rc = runsc_platform(spec->oci_platform, &rt->platform, err)))
 		return rc;
 	rt->path = ctr_host.runsc;
-	/* the job's network is its sandbox's own loopback (a job asking egress
-	 * on runsc is rejected at admission: common/admit.c); the CPUs it is
-	 * shown follow its CPU share (at least 2); a session's server connects
-	 * to the worker through a host socket file in its CTR_GV_DIR (bundle.c) */
+	/* the job's network is its sandbox's own loopback (with egress, the
+	 * proxy's address there is airlock-exec's relay); the CPUs it is
+	 * shown follow its CPU share (at least 2); a session's server and the
+	 * relay connect to the worker through host socket files in its
+	 * CTR_GV_DIR (bundle.c) */
 	snprintf(rt->flags, sizeof(rt->flags),
 		 "--platform=%s --network=none --cpu-num-from-quota%s", rt->platform,
-		 spec->session ? " --host-uds=open" : "");
+		 spec->session || spec->network == AL_NET_EGRESS ? " --host-uds=open" : "");
 	return AL_OK;
 }
 

@@ -129,9 +129,7 @@ class QueueRunner:
         # a world-writable Redis socket: only hiding it keeps jobs out
         image = (MICROVM_IMAGE_KEYS % MICROVM_IMAGE if backend == "microvm"
                  else RUNSC_KEYS if backend == "runsc" else "")
-        # no network egress for a runsc tier's jobs yet (docs/backends/gvisor.md)
-        pol = POLICY if backend != "runsc" else POLICY.replace(EGRESS, "")
-        self.c = Cluster(policy=pol.format(tier=tier, secret=ctx.secret, image=image,
+        self.c = Cluster(policy=POLICY.format(tier=tier, secret=ctx.secret, image=image,
                                            backend="container" if backend == "runsc"
                                            else backend),
                          sockperm="777")
@@ -179,7 +177,6 @@ tiers:
     backend: {backend}
     env: {{OTHER_TIER_TOKEN: "{secret}-policy"}}
 {image}"""
-EGRESS = "    egress: {{allow: [\"allowed.invalid:443\"]}}\n"
 # The microVM tiers boot the guest with the catalogue's python image.
 MICROVM_IMAGE_KEYS = "    guest: %s\n    image: python\n"
 # The runsc tiers: the container backend with gVisor as its runtime.
@@ -652,7 +649,7 @@ def main():
             runner = QueueRunner(ctx, tier, backend)
             ctx.backend = backend
             run = runner.run
-            for name, make, want, check in CASES + (EGRESS_CASES if backend != "runsc" else []):
+            for name, make, want, check in CASES + EGRESS_CASES:
                 want = RUNSC_WANT.get(name, want) if backend == "runsc" else want
                 job = {"v": 1, "id": "hostile-%d-%d" % (os.getpid(), n)}
                 job.update(make(ctx))

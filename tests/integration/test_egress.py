@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Network egress through the worker's proxy, through the real queue, on
-each boundary that can give it: process, container and microVM (the python
-image). A test "internet" lives in a network namespace this test makes (a
+each boundary that can give it: process, container (runc, and runsc:
+gVisor's own network stack, its loopback holding only the proxy) and
+microVM (the python image). A test "internet" lives in a network namespace this test makes (a
 veth pair to the host, addresses 10.231.N.0/24): an HTTP server with a small
 Python package index serving a wheel built here and a large file, and the
 same over TLS with a certificate made here. The tiers' policy allows that
@@ -58,16 +59,18 @@ NET_KEYS = {"egress": {"allow": ["%s.0/24:8000" % NET, "%s.0/24:8443" % NET, "lo
 # the same with the test internet's own CA trusted (egress.ca_file): what an
 # intercepting proxy's network needs
 CA_KEYS = dict(NET_KEYS, egress=dict(NET_KEYS["egress"], ca_file=INET.ca))
-CA_TIERS = {"ca": "process", "ca-ctr": "container", "ca-vm": "microvm"}
+CA_TIERS = {"ca": "process", "ca-ctr": "container", "ca-gv": "gVisor", "ca-vm": "microvm"}
 POLICY = policy(tier_def("ca", "process", **CA_KEYS), tier_def("ca-ctr", "container", **CA_KEYS),
+                tier_def("ca-gv", "container", oci_runtime="runsc", **CA_KEYS),
                 tier_def("ca-vm", "microvm", image="python", **CA_KEYS),
                 tier_def("trusted", "process"), tier_def("net", "process", **NET_KEYS),
                 tier_def("net-ctr", "container", **NET_KEYS),
+                tier_def("net-gv", "container", oci_runtime="runsc", **NET_KEYS),
                 tier_def("net-vm", "microvm", image="python", **NET_KEYS),
                 tier_def("ctr-none", "container"), tier_def("vm-none", "microvm", image="python"))
 # The microVM tier runs emulated here (no KVM): the checks that need a job
 # in the sandbox run there too, the admission checks once.
-TIERS = {"net": "process", "net-ctr": "container", "net-vm": "microvm"}
+TIERS = {"net": "process", "net-ctr": "container", "net-gv": "gVisor", "net-vm": "microvm"}
 
 SEQ = iter(range(1, 1 << 30))
 

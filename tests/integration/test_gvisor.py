@@ -6,8 +6,8 @@ Sentry's (its uname and /proc are not the host's), the result says which
 boundary ran it; a session keeps its variables for 20 calls (a call out of
 memory ends it: the host sees the Sentry); memory, CPU, wall, output, disk
 and pids limits and a fork bomb end as on runc; a catalogue image, files in
-and collect; an input by URL (the tier's egress rules serve its inputs; a
-job's own network is refused); a grading job (a C++ build, five tests) with
+and collect; an input by URL (the tier's egress rules serve its inputs) and
+a job's own fetch through the proxy; a grading job (a C++ build, five tests) with
 runc's verdicts; a platform the installed runsc does not offer and a runsc
 that refuses (a fake, named so, standing in for a broken install): each
 said with runsc's name, the step and its words, at start and in the job's
@@ -184,20 +184,24 @@ try:
          r.get("info", {}).get("image", "").startswith("sha256:"),
          "the python image on runsc: a file in, a file collected", r)
 
-    # inputs by URL: the worker fetches them through the tier's egress rules,
-    # which on runsc serve that alone: a job's own network is refused
+    # inputs by URL: the worker fetches them through the tier's egress rules;
+    # a job's own network egress goes through the proxy too (airlock-exec's
+    # relay on the Sentry's loopback: test_egress runs the whole suite)
     data = b"fetched by the worker\n"
     r = run("gv", runtime="python", code="print(open('data.txt').read(), end='')",
             inputs=[{"url": "http://%s:8000/data.txt" % INET.srv, "path": "data.txt",
                      "sha256": hashlib.sha256(data).hexdigest()}])
-    r2 = run("gv", runtime="python", code="print(1)", network="egress")
+    r2 = run("gv", runtime="python", network="egress",
+             code="import urllib.request\nprint(urllib.request.urlopen("
+                  "'http://%s:8000/data.txt', timeout=20).read().decode(), end='')" % INET.srv)
+    eg = r2.get("egress") or []
     t.ok(r.get("status") == "ok" and r.get("stdout") == data and
-         r2.get("status") == "rejected" and
-         "runs on runsc, whose jobs cannot reach the worker's proxy yet; its egress rules "
-         "serve inputs by URL only" in (r2.get("error") or ""),
+         r2.get("status") == "ok" and r2.get("stdout") == data and len(eg) == 1 and
+         eg[0].get("allowed") and eg[0].get("addr") == INET.srv,
          "an input by URL on the runsc tier (fetched by the worker through the tier's rules); "
-         "a job asking network egress there is rejected, saying why",
-         (r.get("status"), r.get("error"), r.get("stdout"), r2.get("error")))
+         "a job's own fetch with network egress, through the proxy, in its transcript",
+         (r.get("status"), r.get("error"), r.get("stdout"), r2.get("status"),
+          r2.get("error"), r2.get("stdout"), r2.get("stderr"), eg))
 
     # grading: a C++ build and five tests, the verdicts runc gives
     verdicts = {}

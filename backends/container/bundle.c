@@ -274,7 +274,7 @@ static int gvisor_dir(struct ctr_sb *c, const struct al_job *job, struct al_err 
  * (bound through /proc/self/fd: the directory's path may be longer than
  * an address holds), listening. Only the container's root reaches it there
  * (the directories on the way are its own, 0700). */
-static int gvisor_socket(struct ctr_sb *c, const char *path, struct al_err *err)
+static int gvisor_socket(struct ctr_sb *c, const char *path, int type, struct al_err *err)
 {
 	struct sockaddr_un sun = {.sun_family = AF_UNIX};
 	char p[PATH_MAX + 16];
@@ -285,7 +285,7 @@ static int gvisor_socket(struct ctr_sb *c, const char *path, struct al_err *err)
 		return al_err_sys(err, "container: open %s", p);
 	snprintf(sun.sun_path, sizeof(sun.sun_path), "/proc/self/fd/%d/%s", dir,
 		 strrchr(path, '/') + 1);
-	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) < 0 ||
+	if ((fd = socket(AF_UNIX, type | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) < 0 ||
 	    bind(fd, (struct sockaddr *)&sun, sizeof(sun)) || chmod(sun.sun_path, 0666) ||
 	    listen(fd, 128))
 		return al_err_sys(err, "container: a socket %s in %s", strrchr(path, '/') + 1, p);
@@ -334,7 +334,14 @@ int ctr_make(struct al_sandbox *sb, const struct ctr_argv *argv, struct al_err *
 	if (c->rt.gvisor && (rc = gvisor_dir(c, job, err)))
 		return rc;
 	c->cg_made = true;
-	if (c->warm) /* its job's descriptors come with the job (warm.c) */
+	/* its job's descriptors come with the job (warm.c), over a socket
+	 * file on runsc, which airlock-exec connects to as the interpreter's
+	 * fd 3 (runsc passes none in): ctl listens until then */
+	if (c->warm && c->rt.gvisor &&
+	    (c->ctl = gvisor_socket(c, CTR_GV_WARM, SOCK_SEQPACKET, err)) < 0)
+		return c->ctl;
+	c->ctl_listening = c->warm && c->rt.gvisor;
+	if (c->warm)
 		return ctr_write_config(sb, argv, err);
 	/* runsc's script is a file (gvisor_dir), never passed as a descriptor */
 	if (job->runtime != AL_RUNTIME_ARGV && !c->rt.gvisor &&
@@ -351,9 +358,10 @@ int ctr_make(struct al_sandbox *sb, const struct ctr_argv *argv, struct al_err *
 	 * makes to the proxy's address on its loopback. */
 	if (c->rt.gvisor) {
 		if (sb->spec.network == AL_NET_EGRESS &&
-		    (c->egress_fd = gvisor_socket(c, CTR_GV_EGRESS, err)) < 0)
+		    (c->egress_fd = gvisor_socket(c, CTR_GV_EGRESS, SOCK_STREAM, err)) < 0)
 			return c->egress_fd;
-		if (sb->spec.session && (c->session_fd = gvisor_socket(c, CTR_GV_SESSION, err)) < 0)
+		if (sb->spec.session &&
+		    (c->session_fd = gvisor_socket(c, CTR_GV_SESSION, SOCK_STREAM, err)) < 0)
 			return c->session_fd;
 		return ctr_write_config(sb, argv, err);
 	}

@@ -172,11 +172,9 @@ static bool direct_exec(const struct al_sandbox *sb, const char *prog)
 	struct stat st;
 	char magic[4];
 
-	/* a runsc job's network egress is airlock-exec's relay (relay.c) */
 	if ((sb->spec.job->runtime != AL_RUNTIME_PYTHON &&
 	     sb->spec.job->runtime != AL_RUNTIME_SH) ||
-	    (c->rt.gvisor && sb->spec.network == AL_NET_EGRESS) || sb->spec.nbinds ||
-	    prog[0] != '/' ||
+	    sb->spec.nbinds || prog[0] != '/' ||
 	    (root = open(c->image[0] ? c->image : "/", O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0 ||
 	    (fd = (int)syscall(SYS_openat2, root, prog + 1, &how, sizeof(how))) < 0 ||
 	    fstat(fd, &st))
@@ -374,7 +372,10 @@ int ctr_write_config(struct al_sandbox *sb, const struct ctr_argv *argv, struct 
 	json_t *root;
 	int rc = AL_OK;
 
-	c->direct = argv->argc > 0 && direct_exec(sb, strings->data);
+	c->found = argv->argc > 0 && direct_exec(sb, strings->data);
+	/* but on runsc airlock-exec is needed for a job's network egress (its
+	 * relay: relay.c) and a warm interpreter (its fd 3: warm.c) */
+	c->direct = c->found && !(c->rt.gvisor && (sb->spec.network == AL_NET_EGRESS || c->warm));
 	{ /* /sys/devices/system/cpu/online as the job's CPU limit has it: a
 	   * file at the root of the job's tmpfs, out of the job's reach, whose
 	   * bind shows no host path in the job's mountinfo (one under the

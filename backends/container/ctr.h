@@ -41,6 +41,8 @@ struct ctr_rt {
 /* network egress on runsc: airlock-exec's relay connects here for each
  * connection of the job to the proxy's address (relay.c) */
 #define CTR_GV_EGRESS CTR_GV_DIR "/egress.sock"
+/* a runsc warm container's interpreter gets its job here (warm.c) */
+#define CTR_GV_WARM CTR_GV_DIR "/warm.sock"
 /* host tasks a runsc sandbox needs: the Sentry's and the gofer's threads
  * (about 45 at start here), and per process of its job (config.c) */
 #define CTR_GV_PIDS	 1024
@@ -61,12 +63,14 @@ struct ctr_sb {
 	int netns_fd;	/* network egress: the job's network namespace, made here */
 	int egress_fd;	/* ... and the proxy's socket in it, until the worker takes it */
 	int session_fd; /* a session: its server's socket in that namespace, the same way */
-	bool direct;	/* the runtime executes the job's program itself (direct_exec) */
+	bool found;	/* its program is an executable of its root (config.c: direct_exec) */
+	bool direct;	/* ...which the runtime executes itself */
 	bool exited;
 	/* a warm container (warm.c): it runs al_warm_python, and its job comes
 	 * as descriptors over ctl (the container's fd 3) */
 	bool warm;
 	int ctl;	      /* our end of that socket, until the job is sent */
+	bool ctl_listening;   /* ...on runsc its listener until the interpreter connected */
 	int spec_fd;	      /* the job's argv, environment and rlimits (a memfd) */
 	uint64_t cpu_base_ns; /* the cgroup's CPU time when the job was sent */
 	bool base_read;	      /* ...or the interpreter's when it took the job, read */
@@ -132,6 +136,9 @@ int ctr_memfd(const char *name, const void *data, size_t len, struct al_err *err
  * worker's default: 0, or an error naming the runtime and why it cannot
  * run here. */
 int ctr_runtime_of(const struct al_run_spec *spec, struct ctr_rt *rt, struct al_err *err);
+/* runsc: let its sandbox connect to host socket files (--host-uds=open:
+ * those the worker makes in the job's CTR_GV_DIR, which alone it sees). */
+void ctr_runtime_host_uds(struct ctr_rt *rt);
 /* The backend's runtime_ok op: ctr_runtime_of for a tier's runtime. */
 int ctr_runtime_ok(const char *runtime, const char *platform, struct al_err *err);
 /* Whether path is runsc's program. */

@@ -11,14 +11,18 @@
  * executable); the runtime's own exec cannot fail on a job's input, so a
  * runtime failure stays a fault of the boundary.
  *
- * On runsc (its program a file, CTR_GV_EXEC) with network egress, where the
- * worker left its proxy's socket file CTR_GV_EGRESS, it first starts the
- * relay to it (relay.c). */
+ * On runsc (its program a file, CTR_GV_EXEC), which passes no descriptor
+ * in, it first connects to what the worker left in CTR_GV_DIR: with
+ * network egress its proxy's socket file CTR_GV_EGRESS, for the relay to it
+ * (relay.c); in a warm container CTR_GV_WARM, the warm interpreter's fd 3
+ * (warm.c). */
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "../jobexec.h"
@@ -26,6 +30,19 @@
 #include "relay.h"
 
 extern char **environ;
+
+/* fd 3: a connection to the worker's socket file at path */
+static int warm_socket(const char *path)
+{
+	struct sockaddr_un sun = {.sun_family = AF_UNIX};
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+
+	snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", path);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sun, sizeof(sun)) ||
+	    (fd != 3 && (dup2(fd, 3) < 0 || close(fd))))
+		return -1;
+	return 0;
+}
 
 int main(int argc, char **argv)
 {
@@ -42,6 +59,10 @@ int main(int argc, char **argv)
 	    ctr_relay_start(CTR_GV_EGRESS, AL_EGRESS_PROXY_PORT))
 		fprintf(stderr, "airlock: no network egress: the relay to the proxy: %s\n",
 			strerror(errno));
+	if (!lstat(CTR_GV_WARM, &st) && S_ISSOCK(st.st_mode) && warm_socket(CTR_GV_WARM)) {
+		fprintf(stderr, "airlock-exec: %s: %s\n", CTR_GV_WARM, strerror(errno));
+		return 126;
+	}
 	code = al_exec_job(prog, argv + 1, environ);
 	fprintf(stderr, "airlock: cannot execute %s: %s\n", prog, strerror(errno));
 	return code;

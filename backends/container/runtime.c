@@ -285,10 +285,19 @@ int ctr_runtime_of(const struct al_run_spec *spec, struct ctr_rt *rt, struct al_
 	 * shown follow its CPU share (at least 2); a session's server and the
 	 * relay connect to the worker through host socket files in its
 	 * CTR_GV_DIR (bundle.c) */
-	snprintf(rt->flags, sizeof(rt->flags),
-		 "--platform=%s --network=none --cpu-num-from-quota%s", rt->platform,
-		 spec->session || spec->network == AL_NET_EGRESS ? " --host-uds=open" : "");
+	snprintf(rt->flags, sizeof(rt->flags), "--platform=%s --network=none --cpu-num-from-quota",
+		 rt->platform);
+	if (spec->session || spec->network == AL_NET_EGRESS)
+		ctr_runtime_host_uds(rt);
 	return AL_OK;
+}
+
+void ctr_runtime_host_uds(struct ctr_rt *rt)
+{
+	size_t n = strlen(rt->flags);
+
+	if (!strstr(rt->flags, "--host-uds"))
+		snprintf(rt->flags + n, sizeof(rt->flags) - n, " --host-uds=open");
 }
 
 bool ctr_end_status(const struct ctr_rt *rt, int *ws)

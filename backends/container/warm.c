@@ -29,10 +29,16 @@
  * was still starting, from the moment the interpreter took it, which the
  * interpreter tells after its 'G' ("S<its CPU ns>": ctr_warm_base).
  *
- * A job that does not fit (another shape, a variable read at start-up set
- * otherwise, binds, egress, a session, a grading step, a runsc tier's, less memory than
- * WARM_MIN_MEMORY) runs cold and the warm container waits on; one that
- * died is discarded and the job runs cold. What a job can tell: its
+ * On runsc, which passes no descriptor in, airlock-exec starts the
+ * interpreter with fd 3 a connection to a socket file of the container's
+ * (CTR_GV_WARM), which the worker accepts when the job comes; the job's
+ * descriptors pass through it all the same (the Sentry takes them in).
+ *
+ * A job that does not fit (another shape, a tier of another runtime or
+ * platform, a variable read at start-up set otherwise, binds, egress, a
+ * session, a grading step, less memory than WARM_MIN_MEMORY) runs cold and
+ * the warm container waits on; one that died, or on runsc one whose
+ * interpreter has not connected yet, lets its job run cold. What a job can tell: its
  * argv in /proc/self/cmdline is the warm program's, and the interpreter
  * was started before its job (its start time).
  */
@@ -50,6 +56,12 @@
 #include "../jobspec.h"
 #include "ctr.h"
 
+/* A slot keeps a warm container per kind of runtime: runc or crun, and
+ * runsc, so that a worker serving a tier of each (the example policy's
+ * team and sandboxed) keeps both warm as their jobs alternate. */
+#define WARM_KINDS	      2
+#define WARM_AT(slot, gvisor) ((slot)*WARM_KINDS + ((gvisor) ? 1u : 0u))
+
 /* A job with less memory than this runs cold (the interpreter holds ~10
  * MiB before its job). */
 #define WARM_MIN_MEMORY (64ull << 20)
@@ -59,6 +71,7 @@
 struct shape {
 	bool py; /* the slot's last job could have run in one */
 	char image[WARM_IMAGE_MAX];
+	char runtime[16], platform[16]; /* its tier's oci_runtime and runsc_platform ("": none) */
 	uint64_t memory_bytes, pids, disk_bytes, cpu_millis;
 	struct al_buf vars; /* its start-up variables, each NUL-ended */
 };
@@ -73,8 +86,8 @@ struct warm {
 static struct {
 	const struct al_backend_conf *conf;
 	const struct al_backend_ops *ops; /* the container backend's, for al_sandbox_new */
-	struct warm *slot;		  /* conf->slots of them */
-	struct shape *want;		  /* per slot: what its next warm container is */
+	struct warm *slot;		  /* WARM_KINDS per slot (WARM_AT) */
+	struct shape *want;		  /* each one's next warm container */
 	struct al_buf base;		  /* a python job's argv and environment, no variables */
 	const char *argv[4];
 	uint32_t envc;
@@ -92,8 +105,8 @@ int ctr_warm_init(const struct al_backend_conf *conf, const struct al_backend_op
 
 	W.conf = conf;
 	W.ops = ops;
-	W.slot = calloc(conf->slots ? conf->slots : 1, sizeof(*W.slot));
-	W.want = calloc(conf->slots ? conf->slots : 1, sizeof(*W.want));
+	W.slot = calloc(WARM_AT(conf->slots ? conf->slots : 1, 0), sizeof(*W.slot));
+	W.want = calloc(WARM_AT(conf->slots ? conf->slots : 1, 0), sizeof(*W.want));
 	if (!W.slot || !W.want || al_argv_env(&spec, "/proc/self/fd/3", &W.base, &argc, &W.envc) ||
 	    argc != 4) {
 		ctr_warm_fini();
@@ -120,10 +133,10 @@ static size_t count_of(const struct al_buf *b)
 
 static bool same_shape(const struct shape *a, const struct shape *b)
 {
-	return a->py && b->py && !strcmp(a->image, b->image) &&
-	       a->memory_bytes == b->memory_bytes && a->pids == b->pids &&
-	       a->disk_bytes == b->disk_bytes && a->cpu_millis == b->cpu_millis &&
-	       a->vars.len == b->vars.len &&
+	return a->py && b->py && !strcmp(a->image, b->image) && !strcmp(a->runtime, b->runtime) &&
+	       !strcmp(a->platform, b->platform) && a->memory_bytes == b->memory_bytes &&
+	       a->pids == b->pids && a->disk_bytes == b->disk_bytes &&
+	       a->cpu_millis == b->cpu_millis && a->vars.len == b->vars.len &&
 	       (!a->vars.len || !memcmp(a->vars.data, b->vars.data, a->vars.len));
 }
 
@@ -134,13 +147,12 @@ static bool shape_of(const struct al_sandbox *sb, const char *strs, uint32_t arg
 		     struct shape *s)
 {
 	const struct al_run_spec *sp = &sb->spec;
-	const struct ctr_sb *c = sb->priv;
 
-	/* runsc passes no socket in (its job would come over fd 3) */
-	if (sp->job->runtime != AL_RUNTIME_PYTHON || c->rt.gvisor || sp->nbinds || sp->grade_tree ||
-	    sp->session || sp->network == AL_NET_EGRESS ||
-	    sp->limits.memory_bytes < WARM_MIN_MEMORY || argc < 4 || sp->slot >= W.conf->slots ||
-	    (sp->image && strlen(sp->image) >= WARM_IMAGE_MAX))
+	if (sp->job->runtime != AL_RUNTIME_PYTHON || sp->nbinds || sp->grade_tree || sp->session ||
+	    sp->network == AL_NET_EGRESS || sp->limits.memory_bytes < WARM_MIN_MEMORY || argc < 4 ||
+	    sp->slot >= W.conf->slots || (sp->image && strlen(sp->image) >= WARM_IMAGE_MAX) ||
+	    (sp->oci_runtime && strlen(sp->oci_runtime) >= sizeof(s->runtime)) ||
+	    (sp->oci_platform && strlen(sp->oci_platform) >= sizeof(s->platform)))
 		return false;
 	for (uint32_t i = 0; i < 4; i++, strs += strlen(strs) + 1)
 		if (strcmp(strs, W.argv[i]))
@@ -153,6 +165,8 @@ static bool shape_of(const struct al_sandbox *sb, const char *strs, uint32_t arg
 			    .disk_bytes = sp->limits.disk_bytes,
 			    .cpu_millis = sp->cpu_millis};
 	snprintf(s->image, sizeof(s->image), "%s", sp->image ? sp->image : "");
+	snprintf(s->runtime, sizeof(s->runtime), "%s", sp->oci_runtime ? sp->oci_runtime : "");
+	snprintf(s->platform, sizeof(s->platform), "%s", sp->oci_platform ? sp->oci_platform : "");
 	for (uint32_t i = 0; i < envc; i++, strs += strlen(strs) + 1)
 		if (al_startup_var(strs) && al_buf_append(&s->vars, strs, strlen(strs) + 1)) {
 			al_buf_free(&s->vars);
@@ -169,6 +183,24 @@ static bool alive(const struct warm *w)
 	return c && c->pidfd >= 0 && poll(&p, 1, 0) == 0;
 }
 
+/* A runsc warm container's interpreter has connected to its ctl socket
+ * file (only its sandbox reaches it: the job's directory is 0700): the
+ * connection is ctl now. Not yet: its job runs cold, it waits on. */
+static bool connected(const struct warm *w)
+{
+	struct ctr_sb *c = w->sb->priv;
+	int fd;
+
+	if (!c->ctl_listening)
+		return true;
+	if ((fd = accept4(c->ctl, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK)) < 0)
+		return false;
+	close(c->ctl);
+	c->ctl = fd;
+	c->ctl_listening = false;
+	return true;
+}
+
 static void discard(struct warm *w)
 {
 	al_sandbox_free(w->sb); /* ctr_destroy: its interpreter ends at EOF */
@@ -177,10 +209,8 @@ static void discard(struct warm *w)
 	w->shape = (struct shape){0};
 }
 
-static int warm_argv_env(const struct al_sandbox *sb, struct al_buf *out, uint32_t *argc,
-			 uint32_t *envc)
+static int warm_argv_env(const struct shape *s, struct al_buf *out, uint32_t *argc, uint32_t *envc)
 {
-	const struct shape *s = &W.slot[sb->spec.slot].shape;
 	const char *p = W.base.data;
 	int bad = 0;
 
@@ -205,10 +235,9 @@ static int warm_argv_env(const struct al_sandbox *sb, struct al_buf *out, uint32
 	return bad ? -1 : 0;
 }
 
-/* Make and start slot's warm container of the slot's wanted shape. */
-static void spawn(struct warm *w, unsigned slot)
+/* Make and start slot's warm container of the wanted shape. */
+static void spawn(struct warm *w, const struct shape *want, unsigned slot)
 {
-	const struct shape *want = &W.want[slot];
 	struct al_err err = {0};
 	struct al_run_spec spec = {0};
 	struct ctr_argv argv = {0};
@@ -229,6 +258,8 @@ static void spawn(struct warm *w, unsigned slot)
 	spec.limits.disk_bytes = want->disk_bytes;
 	spec.cpu_millis = want->cpu_millis;
 	spec.image = w->shape.image[0] ? w->shape.image : NULL;
+	spec.oci_runtime = w->shape.runtime[0] ? w->shape.runtime : NULL;
+	spec.oci_platform = w->shape.platform[0] ? w->shape.platform : NULL;
 	spec.slot = slot;
 	if (spec.image)
 		al_image_hash(W.conf, spec.image, w->hash, sizeof(w->hash));
@@ -241,18 +272,23 @@ static void spawn(struct warm *w, unsigned slot)
 	c->warm = true;
 	snprintf(c->name, sizeof(c->name), "al-%s-%u-warm+%u", W.conf->worker_id, slot, ++W.seq);
 	rc = ctr_runtime_of(&w->sb->spec, &c->rt, &err);
-	if (rc == AL_OK && c->rt.gvisor)
-		rc = al_err_set(&err, AL_ESANDBOX, "container: runsc takes no warm interpreter");
-	if (rc == AL_OK && warm_argv_env(w->sb, &argv.strings, &argv.argc, &argv.envc))
+	if (rc == AL_OK && c->rt.gvisor) /* its interpreter connects to ctl's socket file */
+		ctr_runtime_host_uds(&c->rt);
+	if (rc == AL_OK && warm_argv_env(&w->shape, &argv.strings, &argv.argc, &argv.envc))
 		rc = al_err_set(&err, AL_ENOMEM, "container: out of memory");
 	else if (rc == AL_OK)
 		rc = ctr_make(w->sb, &argv, &err);
 	al_buf_free(&argv.strings);
-	if (rc == AL_OK && !c->direct)
+	if (rc == AL_OK && !c->found)
 		rc = al_err_set(&err, AL_ESANDBOX, "container: no /usr/bin/python3 in the image");
-	if (rc == AL_OK && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv))
+	if (rc == AL_OK && !c->rt.gvisor &&
+	    socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv))
 		rc = al_err_sys(&err, "container: socketpair");
-	if (rc == AL_OK) {
+	if (rc == AL_OK && c->rt.gvisor) {
+		const int src[4] = {W.null_fd, W.null_fd, W.null_fd, -1};
+
+		rc = ctr_spawn_shim(c, src, &err);
+	} else if (rc == AL_OK) {
 		const int src[4] = {W.null_fd, W.null_fd, W.null_fd, sv[1]};
 
 		rc = ctr_spawn_shim(c, src, &err);
@@ -268,15 +304,15 @@ static void spawn(struct warm *w, unsigned slot)
 
 void ctr_warm_refill(const struct al_backend_conf *conf, unsigned slot)
 {
-	struct warm *w;
+	for (unsigned k = 0; W.slot && slot < conf->slots && k < WARM_KINDS; k++) {
+		struct warm *w = &W.slot[WARM_AT(slot, k)];
+		const struct shape *want = &W.want[WARM_AT(slot, k)];
 
-	if (!W.slot || slot >= conf->slots || !W.want[slot].py)
-		return;
-	w = &W.slot[slot];
-	if (w->sb && same_shape(&w->shape, &W.want[slot]) && alive(w))
-		return;
-	discard(w);
-	spawn(w, slot);
+		if (!want->py || (w->sb && same_shape(&w->shape, want) && alive(w)))
+			continue;
+		discard(w);
+		spawn(w, want, slot);
+	}
 }
 
 /* The memfd the warm interpreter reads its job's argv and environment from
@@ -317,6 +353,7 @@ int ctr_warm_take(struct al_sandbox *sb, struct al_err *err)
 	uint32_t argc = 0, envc = 0;
 	uid_t uid = sb->conf->userns_base + sb->spec.slot * CTR_ID_RANGE + CTR_UID;
 	struct warm *w;
+	unsigned at;
 	bool fits;
 	int rc;
 
@@ -330,8 +367,9 @@ int ctr_warm_take(struct al_sandbox *sb, struct al_err *err)
 		al_buf_free(&strs);
 		return 0;
 	}
-	w = &W.slot[sb->spec.slot];
-	fits = w->sb && same_shape(&w->shape, &s) && alive(w);
+	at = WARM_AT(sb->spec.slot, c->rt.gvisor);
+	w = &W.slot[at];
+	fits = w->sb && same_shape(&w->shape, &s) && alive(w) && connected(w);
 	if (fits && s.image[0]) { /* an image rebuilt since: the job runs in the new one */
 		char now[sizeof(w->hash)];
 
@@ -339,8 +377,8 @@ int ctr_warm_take(struct al_sandbox *sb, struct al_err *err)
 		fits = !strcmp(now, w->hash);
 	}
 	/* what the slot's next warm container is (refill) */
-	al_buf_free(&W.want[sb->spec.slot].vars);
-	W.want[sb->spec.slot] = s;
+	al_buf_free(&W.want[at].vars);
+	W.want[at] = s;
 	if (!fits) {
 		al_buf_free(&strs);
 		return 0;
@@ -399,7 +437,7 @@ void ctr_warm_base(struct ctr_sb *c)
 	char buf[64];
 	ssize_t n;
 
-	if (!c->warm || c->base_read || c->ctl < 0)
+	if (!c->warm || c->base_read || c->ctl < 0 || c->ctl_listening)
 		return;
 	/* its records (a SOCK_SEQPACKET): 'R', read only now (its job's 'G'
 	 * went long ago), then "S<ns>" once it took the job */
@@ -419,9 +457,9 @@ void ctr_warm_base(struct ctr_sb *c)
 
 void ctr_warm_fini(void)
 {
-	for (unsigned i = 0; W.slot && i < W.conf->slots; i++)
+	for (unsigned i = 0; W.slot && i < WARM_AT(W.conf->slots, 0); i++)
 		discard(&W.slot[i]);
-	for (unsigned i = 0; W.want && i < W.conf->slots; i++)
+	for (unsigned i = 0; W.want && i < WARM_AT(W.conf->slots, 0); i++)
 		al_buf_free(&W.want[i].vars);
 	free(W.slot);
 	free(W.want);

@@ -3,7 +3,8 @@
 through the real queue (redis-server, scheduler, worker) and the real
 runsc (Debian's, platform ptrace here: no KVM): a job's kernel is the
 Sentry's (its uname and /proc are not the host's), the result says which
-boundary ran it; a session keeps its variables for 20 calls (a call out of
+boundary ran it; a python job runs in a warm interpreter's sandbox started
+before it as it runs cold; a session keeps its variables for 20 calls (a call out of
 memory ends it: the host sees the Sentry); memory, CPU, wall, output, disk
 and pids limits and a fork bomb end as on runc; a catalogue image, files in
 and collect; an input by URL (the tier's egress rules serve its inputs) and
@@ -28,6 +29,7 @@ from altest import Tap, skip_unless  # noqa: E402
 from cluster import Cluster  # noqa: E402
 from policies import DEFAULTS, policy, tier_def  # noqa: E402
 from testinet import TestInternet  # noqa: E402
+from warmtest import interp  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "client", "python"))
 import airlock  # noqa: E402
@@ -128,6 +130,39 @@ try:
          "print(6*7) on the runsc tier: uid 1000 on the Sentry's kernel (uname %s, the "
          "host's %s; /proc/version not the host's); the result names runsc and its platform"
          % (out[0].split()[1] if out else "?", host_release), r)
+    # the warm interpreter: after a python job, the slot's next runsc
+    # sandbox starts python3 before its job comes (its fd 3 a connection to
+    # a socket file of the worker's: runsc passes no descriptor in); a job
+    # of that shape runs there and sees what it sees cold
+    probe = ("import os, sys\nprint(sys.argv, os.getcwd(), os.getuid(), sorted(os.listdir('.')), "
+             "os.uname().release, sys.stdin.read(), os.environ.get('GREETING'))\n"
+             "print(len(os.listdir('/proc/self/fd')), os.readlink('/proc/self/fd/2'))\n")
+    kw = dict(runtime="python", code=probe, argv=["a b"], stdin=b"in", env={"GREETING": "hi"},
+              files=[{"path": "in.txt", "data": b"x"}])
+    first, warm = run("gv", **kw), None
+    for _ in range(10):  # the next sandbox's python3 connects in about a second here
+        warm = run("gv", **kw)
+        if interp(warm) == "warm":
+            break
+    lines = [(r.get("stdout") or b"").splitlines() + [b"", b""] for r in (first, warm)]
+    t.ok(interp(first) == "cold" and interp(warm) == "warm" and
+         warm.get("status") == "ok" and lines[0][0] == lines[1][0] and
+         b"'in.txt'" in lines[1][0] and b"4.4.0 in hi" in lines[1][0] and
+         int(lines[1][1].split()[0]) == int(lines[0][1].split()[0]) + 1 and
+         warm.get("cpu_ms", 999) < 100 and warm.get("info", {}).get("runtime") == RUNSC,
+         "a warm interpreter on runsc: the next python job of the shape runs in the sandbox "
+         "started before it came (%s ms of CPU), seeing what a cold one sees (argv, cwd, uid, "
+         "files, the Sentry's kernel, stdin, environment; one descriptor more: its script on "
+         "fd 3, as on runc)" % warm.get("cpu_ms"), (first, warm))
+    # a worker serving a runc and a runsc tier keeps a warm one of each
+    # (per slot) as their jobs alternate: runc's every time; a runsc job
+    # that comes before the next sandbox's interpreter connected (its
+    # start, 0.3 s here) runs cold, the one after it warm
+    pairs = [tuple(interp(run(tier, runtime="python", code="print(1)")) for tier in ("rc", "gv"))
+             for _ in range(4)]
+    t.ok([p[0] for p in pairs[1:]] == ["warm"] * 3 and ("warm" in [p[1] for p in pairs[1:]]),
+         "python jobs alternating between a runc and a runsc tier of one worker run warm on "
+         "both (a warm container per slot and kind of runtime)", pairs)
     # a session: one sandbox kept for its calls, its variables between them
     s = airlock.Client(redis=c.url, tier="gv").session()
     first = s.run_python("import os\nx = 0\nprint(os.uname().release)")

@@ -18,7 +18,8 @@ Git inputs ({git: {url, ref}, path}): git's own smart-HTTP server (git
 http-backend, tests/lib/gitserver.py) in the same namespace serves
 repositories made here; a branch, an annotated tag, a pull request's ref
 and a commit id each check out their commit with a .git the job's own git
-reads; the second run comes from the cache; a missing ref, a missing
+reads (a pull request's ref on the container, gVisor and microVM tiers
+too); the second run comes from the cache; a missing ref, a missing
 repository, a redirect, a repository over max_input_bytes, a git bomb
 (one blob in 64 paths), a symlink out of the tree and a server that never
 answers are each refused with the reason; nothing of git's runs outlives
@@ -139,12 +140,13 @@ KEYS = {"egress": {"allow": ["%s.0/24:%d" % (NET, port) for port in (8000, 8001,
         "defaults": dict(DEFAULTS, wall_ms=60000, memory_bytes=268435456,
                          disk_bytes=64 << 20)}
 POLICY = policy(tier_def("in", "process", **KEYS), tier_def("in-ctr", "container", **KEYS),
+                tier_def("in-gv", "container", oci_runtime="runsc", **KEYS),
                 tier_def("in-vm", "microvm", image="python", **KEYS),
                 tier_def("in-ca", "process",
                          **dict(KEYS, egress=dict(KEYS["egress"], ca_file=INET.ca))),
                 tier_def("in-k", "process", **KEYS), tier_def("in-f", "process", **KEYS),
                 tier_def("none", "process"))
-TIERS = {"in": "process", "in-ctr": "container", "in-vm": "microvm"}
+TIERS = {"in": "process", "in-ctr": "container", "in-gv": "gVisor", "in-vm": "microvm"}
 
 LIST = ("import os, stat\n"
         "for top, dirs, files in sorted(os.walk('.')):\n"
@@ -522,7 +524,7 @@ def main():
         c.scheduler()
         c.worker("w1", uid_base=64500, slots=2, tiers="in,in-ca,none",
                  extra=("--input-timeout-ms", "5000"))
-        c.worker("w2", uid_base=65300, slots=1, tiers="in-ctr,in-vm")
+        c.worker("w2", uid_base=65300, slots=1, tiers="in-ctr,in-gv,in-vm")
         cache = os.path.join(c.dir, "state", "inputs-cache")
         time.sleep(0.5)
 
@@ -627,7 +629,7 @@ def main():
         bad(c, "in-vm", [inp("undersym.tar", ".", "tar")], "lies under a symlink",
             "an entry under a symlink (the microVM agent's unpacker)")
         git_suite(c, commits)
-        for tier in ("in-ctr", "in-vm"):
+        for tier in ("in-ctr", "in-gv", "in-vm"):
             r = run(c, tier, [ginp("repo", "refs/pull/7/head")], code=GIT_LIST)
             t.ok(r["status"] == "ok" and "HEAD " + commits[2] in r["stdout"] and
                  "PR True" in r["stdout"] and "RUN True a.txt" in r["stdout"] and

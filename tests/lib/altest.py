@@ -141,7 +141,10 @@ def warm_containers(worker_id):
     holds exactly one process, the warm program (al_warm_python, its job
     not yet come: its stdin is still /dev/null), started by the worker's
     shim. Any other process in such a cgroup (a job's, say), or a job's
-    stdin, makes it no warm container: a leftover."""
+    stdin, makes it no warm container: a leftover. On runsc, whose
+    processes the host does not see, such a cgroup holding runsc's alone
+    (its Sentry and gofer) counts as one (its state files are then the
+    warm container's)."""
     out = {}
     d = os.path.join("/sys/fs/cgroup/pids/airlock", worker_id, "container")
     if not os.path.isdir(d):
@@ -163,7 +166,16 @@ def warm_containers(worker_id):
         if len(pids) == 1 and cmd.startswith(WARM_PROGRAM) and stdin == "/dev/null" and \
                 child_of_root(pids[0], "airlock-oci-shim"):
             out[name] = pids[0]
+        elif all(_exe(p) == "/usr/bin/runsc" for p in pids):
+            out[name] = pids[0]
     return out
+
+
+def _exe(pid):
+    try:
+        return os.readlink("/proc/%s/exe" % pid)
+    except OSError:
+        return None
 
 
 def in_warm_cgroup(pid):
@@ -205,10 +217,13 @@ def _scan(uid, worker_id, state, warm):
         for dirpath, dirs, files in os.walk(state):
             # the container backend's image skeleton is the worker's, not a job's
             dirs[:] = [d for d in dirs if d != "hostimage" and d not in wc]
-            files = [f for f in files if not f.endswith(".job")]
-            if files:
-                left.append(("files %s" % [os.path.join(dirpath, f) for f in files],
-                             "-warm+" in dirpath))
+            files = [f for f in files if not f.endswith(".job") and
+                     not any(f.startswith(n + "_sandbox:") for n in wc)]  # runsc's
+            # (runsc's state: files named after the container, in one directory)
+            for named in (False, True):
+                these = [f for f in files if ("-warm+" in dirpath or "-warm+" in f) == named]
+                if these:
+                    left.append(("files %s" % [os.path.join(dirpath, f) for f in these], named))
     return left
 
 

@@ -140,18 +140,6 @@ static bool is_offered(const char *name)
 	return false;
 }
 
-/* The platform a tier that names none gets on this host: kvm where runsc
- * offers it and KVM makes a VM, else systrap where offered, else ptrace. */
-static const char *auto_platform(void)
-{
-	struct al_err why = {0};
-	gid_t gid;
-
-	if (is_offered("kvm") && al_kvm_usable(&gid, &why))
-		return "kvm";
-	return is_offered("systrap") ? "systrap" : "ptrace";
-}
-
 /* Find runsc and what it offers (once). */
 static void find_runsc(void)
 {
@@ -218,6 +206,39 @@ static int probe(int i, struct al_err *err)
 	return al_err_set(err, AL_ESANDBOX, "%s", pl->why);
 }
 
+/* The platform a tier that names none gets on this host: the first of kvm
+ * (where runsc offers it and KVM makes a VM), systrap (where offered) and
+ * ptrace whose probe starts a sandbox; one that fails its probe is logged
+ * (probe) and the next tried. Else the first one's error. */
+static int auto_platform(const char **out, struct al_err *err)
+{
+	static const char *const order[] = {"kvm", "systrap", "ptrace"};
+	struct al_err first = {0}, why = {0};
+	const char *failed = NULL;
+	gid_t gid;
+
+	for (size_t k = 0; k < sizeof(order) / sizeof(order[0]); k++) {
+		int i = platform_index(order[k]);
+		bool fresh = ctr_host.plat[i].state == 0;
+
+		if ((k == 0 && (!is_offered("kvm") || !al_kvm_usable(&gid, &why))) ||
+		    (k == 1 && !is_offered("systrap")))
+			continue;
+		if (probe(i, failed ? &why : &first) == AL_OK) {
+			if (failed && fresh)
+				al_log("warn", "runsc_fallback",
+				       "platform=%s instead_of=%s note=\"a tier that names no "
+				       "platform runs on %s\"",
+				       order[k], failed, order[k]);
+			*out = platforms[i];
+			return AL_OK;
+		}
+		failed = failed ? failed : order[k];
+	}
+	*err = first;
+	return first.code;
+}
+
 /* runsc's platform for a tier that names platform (NULL: picked here). */
 static int runsc_platform(const char *platform, const char **out, struct al_err *err)
 {
@@ -229,7 +250,7 @@ static int runsc_platform(const char *platform, const char **out, struct al_err 
 				  "OCI runtime runsc not found (install gVisor: apt-get install "
 				  "runsc)");
 	if (!platform)
-		platform = auto_platform();
+		return auto_platform(out, err);
 	if ((i = platform_index(platform)) < 0)
 		return al_err_set(err, AL_ESANDBOX, "runsc: unknown platform \"%s\"", platform);
 	*out = platforms[i];

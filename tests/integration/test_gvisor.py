@@ -12,7 +12,8 @@ a job's own fetch through the proxy; a grading job (a C++ build, five tests) wit
 runc's verdicts; a platform the installed runsc does not offer and a runsc
 that refuses (a fake, named so, standing in for a broken install): each
 said with runsc's name, the step and its words, at start and in the job's
-result. The example policy's sandboxed tier runs the command its page
+result; a platform picked at start that fails its probe (a wrapper, named
+so): the next one runs the tier. The example policy's sandboxed tier runs the command its page
 shows."""
 import hashlib
 import os
@@ -83,21 +84,37 @@ TESTS = [{"name": "a", "stdin": "add 1 2\n", "expect": "3\n"},
          {"name": "e", "stdin": "add 20 22\n", "expect": "42\n"}]
 
 
+def runsc_script(d, text):
+    """d/runsc, a shell script of text (a fake, named so in its text)."""
+    path = os.path.join(d, "runsc")
+    with open(path, "w") as f:
+        f.write("#!/bin/sh\n" + text)
+    os.chmod(path, stat.S_IRWXU | stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH)
+    return path
+
+
 def fake_runsc(d, run_says):
     """A fake runsc (a fault a real one gives on a broken host, on demand):
     `flags` and `list` answer as runsc's, `do` works, `run` fails with
     run_says on stderr, exit 1."""
-    path = os.path.join(d, "runsc")
-    with open(path, "w") as f:
-        f.write("#!/bin/sh\n# a FAKE runsc for test_gvisor.py: refuses to run containers\n"
-                "for a in \"$@\"; do case $a in\n"
-                "flags) printf '  -platform string\\n    \\tspecifies which platform to use: "
-                "ptrace (default), kvm.\\n'; exit 0;;\n"
-                "list|do|delete) exit 0;;\n"
-                "run) echo '%s' >&2; exit 1;;\n"
-                "esac; done\nexit 0\n" % run_says)
-    os.chmod(path, stat.S_IRWXU | stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH)
-    return path
+    return runsc_script(d, "# a FAKE runsc for test_gvisor.py: refuses to run containers\n"
+                        "for a in \"$@\"; do case $a in\n"
+                        "flags) printf '  -platform string\\n    \\tspecifies which platform "
+                        "to use: ptrace (default), kvm.\\n'; exit 0;;\n"
+                        "list|do|delete) exit 0;;\n"
+                        "run) echo '%s' >&2; exit 1;;\n"
+                        "esac; done\nexit 0\n" % run_says)
+
+
+def systrap_failing_runsc(d):
+    """A FAKE wrapper of the real runsc: it offers systrap and fails on it."""
+    return runsc_script(d, "# a FAKE wrapper of runsc for test_gvisor.py: offers systrap, fails "
+                        "on it\ncase \" $* \" in\n"
+                        "*' flags '*) %s flags 2>&1 | sed 's/ptrace (default), kvm/ptrace "
+                        "(default), kvm, systrap/';;\n"
+                        "*--platform=systrap*) echo 'systrap: no seccomp user notification "
+                        "here' >&2; exit 1;;\n"
+                        "*) exec %s \"$@\";;\nesac\n" % (RUNSC, RUNSC))
 
 
 c = None
@@ -276,6 +293,22 @@ try:
          "bare status)", r.get("error"))
     c.signal("gv-f", signal.SIGTERM)
     c.wait_exit("gv-f")
+
+    # a platform picked at start that fails its probe (a wrapper, named so,
+    # offering systrap and failing on it): the next one is tried
+    wrap = systrap_failing_runsc(tempfile.mkdtemp(dir=c.dir))
+    c.worker("gv-s", uid_base=66950, slots=1, tiers="gv", extra=["--oci-runtime", wrap])
+    r = run("gv", runtime="python", code="print(6*7)")
+    log = c.log("gv-s")
+    t.ok(r.get("status") == "ok" and r.get("info", {}).get("platform") == "ptrace" and
+         "event=runsc_fallback platform=ptrace instead_of=systrap" in log and
+         "systrap: no seccomp user notification here" in log,
+         "the platform picked at start (systrap, offered) failing its probe: logged with "
+         "its words, and the next one (ptrace) runs the tier's jobs",
+         (r.get("status"), r.get("error"), r.get("info"),
+          [x for x in log.splitlines() if "runsc" in x][:4]))
+    c.signal("gv-s", signal.SIGTERM)
+    c.wait_exit("gv-s")
     c.close()
     c = None
 

@@ -295,8 +295,9 @@ try:
     t.ok(r["status"] == "ok" and r["stdout"] == b"2 4 6\n" and r["info"].get("image") == HASH["node"],
          "the node image: node runs a script in the microVM", r)
     # The same program, the same image, three boundaries: the same output.
+    # (user namespaces of its own: this suite runs in a lane beside test_ci's containers)
     c.worker("mvm-ctr", uid_base=UID_BASE + 1000, slots=1, tiers="ctr-python,proc-python",
-             extra=("--images", IMAGES))
+             extra=("--images", IMAGES, "--userns-base", "1000000"))
     same = ("import sys, numpy, platform\n"
             "print(sys.version.split()[0], numpy.__version__, numpy.arange(12).reshape(3, 4).sum(0),"
             " platform.libc_ver(), open('/etc/debian_version').read().strip())")

@@ -127,7 +127,7 @@ $(BUILD)/airlock-sandbox-init: backends/process/init.c backends/process/init.h b
 # The container backend's per-job shim: static and small too (started for
 # every container job), never sanitized.
 SHIM_SRC := backends/container/shim.c backends/cgroup.c proto/buf.c proto/err.c
-$(BUILD)/airlock-oci-shim: $(SHIM_SRC) backends/cgroup.h proto/buf.h proto/err.h
+$(BUILD)/airlock-oci-shim: $(SHIM_SRC) backends/cgroup.h backends/fdpass.h proto/buf.h proto/err.h
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -D_GNU_SOURCE $(WARN) -O2 -static -s -o $@ $(SHIM_SRC)
 

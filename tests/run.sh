@@ -64,7 +64,7 @@ WAITING="test_container test_egress test_egress_cache test_egress_https_cache te
 # suite of the main sequence beside them has.
 EARLY_LANE="test_gw_hostile test_stall test_fleet test_worker_faults test_queue"
 WAITING_LANE="test_sessions"
-LATE_LANE="test_microvm test_vm test_verdicts test_grade test_container_warm test_readme_recipe"
+LATE_LANE="test_microvm test_vm test_verdicts test_grade"
 IN_LANES="$EARLY_LANE $WAITING_LANE $LATE_LANE"
 integration() { # early|waiting|late
 	local s n
@@ -162,11 +162,13 @@ lane_join
 # suite (half the machine, 78 s): their own worker ids, slot uids and VMM
 # uids (test_grade: grade-w, 63500-63501 and 63600-63601, VMMs from
 # 63756), ports from free_port, and nothing of theirs that another suite
-# counts; then the warm containers (runc, 64000 with user namespaces from
-# 600000) and the README's recipe (debootstrap of a ruby image, then a job
-# on it per tier: w1, 64000-64001, VMMs from 64256). (The examples' microVM
-# session stays in the main sequence: with three suites under TCG at once,
-# the machine's two cores are not enough for their guests' time limits.)
+# counts. The main sequence has the CI suites (70000, user namespaces from
+# 200000), the warm containers (runc, 64000 with user namespaces from
+# 600000), the examples (63800-63900) and the README's recipe (debootstrap
+# of a ruby image, then a job on it per tier: w1, 64000-64001, VMMs from
+# 64256). (The examples' microVM session stays in the main sequence: with
+# three suites under TCG at once, the machine's two cores are not enough
+# for their guests' time limits.)
 beside_late() {
 	local n
 	for n in $LATE_LANE; do

@@ -69,8 +69,11 @@ struct ctr_sb {
 	/* a warm container (warm.c): it runs al_warm_python, and its job comes
 	 * as descriptors over ctl (the container's fd 3) */
 	bool warm;
-	int ctl;	      /* our end of that socket, until the job is sent */
-	bool ctl_listening;   /* ...on runsc its listener until the interpreter connected */
+	int ctl; /* our end of that socket, until the job is sent */
+	/* on runsc, which passes no descriptor in: the socket file
+	 * CTR_GV_WARM listening, and the interpreter's end of ctl, both for
+	 * the shim, which hands that end over when the sandbox connects */
+	int warm_lfd, warm_peer;
 	int spec_fd;	      /* the job's argv, environment and rlimits (a memfd) */
 	uint64_t cpu_base_ns; /* the cgroup's CPU time when the job was sent */
 	bool base_read;	      /* ...or the interpreter's when it took the job, read */

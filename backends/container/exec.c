@@ -14,8 +14,8 @@
  * On runsc (its program a file, CTR_GV_EXEC), which passes no descriptor
  * in, it first connects to what the worker left in CTR_GV_DIR: with
  * network egress its proxy's socket file CTR_GV_EGRESS, for the relay to it
- * (relay.c); in a warm container CTR_GV_WARM, the warm interpreter's fd 3
- * (warm.c). */
+ * (relay.c); in a warm container CTR_GV_WARM, where its shim hands it the
+ * warm interpreter's fd 3 (warm.c, shim.c). */
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -31,17 +31,30 @@
 
 extern char **environ;
 
-/* fd 3: a connection to the worker's socket file at path */
+/* fd 3: the warm interpreter's socket, which the container's shim hands
+ * over (one byte, one descriptor) on a connection to the socket file at
+ * path. 0, or -1 with errno. */
 static int warm_socket(const char *path)
 {
 	struct sockaddr_un sun = {.sun_family = AF_UNIX};
-	int fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+	char byte, ctl[CMSG_SPACE(sizeof(int))];
+	struct iovec iov = {&byte, 1};
+	struct msghdr mh = {
+	    .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof(ctl)};
+	struct cmsghdr *cm;
+	int conn = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0), fd = -1;
 
 	snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", path);
-	if (fd < 0 || connect(fd, (struct sockaddr *)&sun, sizeof(sun)) ||
-	    (fd != 3 && (dup2(fd, 3) < 0 || close(fd))))
+	if (conn < 0 || connect(conn, (struct sockaddr *)&sun, sizeof(sun)) ||
+	    recvmsg(conn, &mh, 0) != 1)
 		return -1;
-	return 0;
+	close(conn);
+	if ((cm = CMSG_FIRSTHDR(&mh)) && cm->cmsg_level == SOL_SOCKET &&
+	    cm->cmsg_type == SCM_RIGHTS && cm->cmsg_len == CMSG_LEN(sizeof(int)))
+		memcpy(&fd, CMSG_DATA(cm), sizeof(int));
+	if (fd < 0)
+		return errno = EPROTO, -1;
+	return fd == 3 || (dup2(fd, 3) == 3 && !close(fd)) ? 0 : -1;
 }
 
 int main(int argc, char **argv)

@@ -11,7 +11,11 @@
  * container gets 3 (the script) and airlock-exec as 4: its first program
  * (with 5 closed, the runtime executes the job's program itself, and the
  * container gets 3 only; a warm container, backends/container/warm.c,
- * gets /dev/null as stdio and its socket as 3). It starts the container
+ * gets /dev/null as stdio and its socket as 3; on runsc, which passes no
+ * descriptor in, a warm container's shim gets instead a socket file
+ * listening in the container on 3 and the interpreter's socket on 5, and
+ * hands that socket over to the connection airlock-exec makes as the
+ * sandbox starts: hand_over). It starts the container
  * detached, then drops its own copies of 0-3 (so that the runtime hands the job's stdio to it as
  * they are: the file-size limit then caps a flood, and no copy runs), becomes its reaper, waits for
  * it, reads the counters of the job's cgroup (CGDIR: the runtime's cgroup, one directory per
@@ -35,10 +39,12 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "../cgroup.h"
+#include "../fdpass.h"
 
 extern char **environ;
 
@@ -77,6 +83,24 @@ static void watch_parent(int report)
 }
 
 static int report_fd = FD_REPORT;
+
+/* A runsc warm container's airlock-exec connected to the listener (3):
+ * the interpreter's socket (4) goes to it, with one byte, and neither
+ * stays here (so that, as on runc, the interpreter alone is the peer of the
+ * worker's end). */
+static void hand_over(void)
+{
+	const int fd = 4;
+	int conn = accept4(3, NULL, NULL, SOCK_CLOEXEC);
+
+	/* (failing, the interpreter has no socket: its container ends) */
+	if (conn >= 0) {
+		(void)al_send_fds(conn, 'H', &fd, 1, 0);
+		close(conn);
+	}
+	close(3);
+	close(4);
+}
 
 static void report(const char *msg)
 {
@@ -177,11 +201,20 @@ int main(int argc, char **argv)
 	 * way (the runtime passes 3, and 4 with airlock-exec, in) and out of
 	 * the runtime's. */
 	bool has_exec = fcntl(FD_EXEC, F_GETFD) >= 0;
+	/* runsc: 3 a listener and 5 a socket: a warm container's (hand_over) */
+	int lst = 0;
+	socklen_t ll = sizeof(lst);
+	bool handover =
+	    gvisor && has_exec && !getsockopt(3, SOL_SOCKET, SO_ACCEPTCONN, &lst, &ll) && lst;
 	const char *keep = has_exec ? "2" : "1";
 
 	if (syscall(SYS_close_range, FD_EXEC + 1, ~0u, 0) ||
 	    (report_fd = fcntl(FD_REPORT, F_DUPFD_CLOEXEC, 10)) < 0 ||
 	    (has_exec ? dup2(FD_EXEC, FD_REPORT) < 0 || close(FD_EXEC) : close(FD_REPORT)))
+		return 2;
+	/* (a warm runsc container's listener and socket are the shim's alone:
+	 * no runtime process inherits them) */
+	if (handover && (fcntl(3, F_SETFD, FD_CLOEXEC) || fcntl(4, F_SETFD, FD_CLOEXEC)))
 		return 2;
 	prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
 	watch_parent(report_fd);
@@ -232,7 +265,7 @@ int main(int argc, char **argv)
 		if (null >= 0)
 			close(null);
 		if (hi < 0 || dup2(hi, 0) < 0 || dup2(hi, 1) < 0 || dup2(hi, 2) < 0 ||
-		    (close(3) && errno != EBADF) || close(hi))
+		    (!handover && close(3) && errno != EBADF) || close(hi))
 			return 3;
 	}
 	{
@@ -251,7 +284,8 @@ int main(int argc, char **argv)
 	pfd = (int)syscall(SYS_pidfd_open, ctr, 0);
 	for (;;) {
 		struct rusage ru = {0};
-		struct pollfd pf = {.fd = pfd, .events = POLLIN};
+		struct pollfd pf[2] = {{.fd = pfd, .events = POLLIN},
+				       {.fd = handover ? 3 : -1, .events = POLLIN}};
 		pid_t w;
 
 		if (orphaned) { /* no one to report to: the job ends with its worker */
@@ -260,8 +294,14 @@ int main(int argc, char **argv)
 			runtime(del, true);
 			return 4;
 		}
-		if (pfd >= 0 && ppoll(&pf, 1, NULL, &unblocked) < 0 && errno == EINTR)
+		if (pfd >= 0 && ppoll(pf, 2, NULL, &unblocked) < 0 && errno == EINTR)
 			continue; /* a signal: orphaned? (any other failure: wait below) */
+		if (handover && (pf[1].revents & (POLLIN | POLLERR | POLLHUP))) {
+			hand_over();
+			handover = false;
+			if (!(pf[0].revents & POLLIN))
+				continue;
+		}
 		w = wait4(-1, &st, 0, &ru);
 		if (w == ctr) {
 			maxrss_kib = ru.ru_maxrss; /* the job's, and what it waited for */

@@ -29,16 +29,19 @@
  * was still starting, from the moment the interpreter took it, which the
  * interpreter tells after its 'G' ("S<its CPU ns>": ctr_warm_base).
  *
- * On runsc, which passes no descriptor in, airlock-exec starts the
- * interpreter with fd 3 a connection to a socket file of the container's
- * (CTR_GV_WARM), which the worker accepts when the job comes; the job's
- * descriptors pass through it all the same (the Sentry takes them in).
+ * On runsc, which passes no descriptor in, the socket's far end goes to the
+ * container's shim with a socket file listening in the container
+ * (CTR_GV_WARM); airlock-exec connects to it as the sandbox starts, the
+ * shim hands it that end, and airlock-exec puts it at fd 3 for the
+ * interpreter. The worker's end works as on runc from the start (a job that
+ * comes while the sandbox starts is buffered there); the job's descriptors
+ * pass through it all the same (the Sentry takes them in).
  *
  * A job that does not fit (another shape, a tier of another runtime or
  * platform, a variable read at start-up set otherwise, binds, egress, a
  * session, a grading step, less memory than WARM_MIN_MEMORY) runs cold and
- * the warm container waits on; one that died, or on runsc one whose
- * interpreter has not connected yet, lets its job run cold. What a job can tell: its
+ * the warm container waits on; one that died is discarded and the job runs
+ * cold. What a job can tell: its
  * argv in /proc/self/cmdline is the warm program's, and the interpreter
  * was started before its job (its start time).
  */
@@ -53,6 +56,7 @@
 
 #include "../../common/cleanup.h"
 #include "../../common/log.h"
+#include "../fdpass.h"
 #include "../jobspec.h"
 #include "ctr.h"
 
@@ -183,24 +187,6 @@ static bool alive(const struct warm *w)
 	return c && c->pidfd >= 0 && poll(&p, 1, 0) == 0;
 }
 
-/* A runsc warm container's interpreter has connected to its ctl socket
- * file (only its sandbox reaches it: the job's directory is 0700): the
- * connection is ctl now. Not yet: its job runs cold, it waits on. */
-static bool connected(const struct warm *w)
-{
-	struct ctr_sb *c = w->sb->priv;
-	int fd;
-
-	if (!c->ctl_listening)
-		return true;
-	if ((fd = accept4(c->ctl, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK)) < 0)
-		return false;
-	close(c->ctl);
-	c->ctl = fd;
-	c->ctl_listening = false;
-	return true;
-}
-
 static void discard(struct warm *w)
 {
 	al_sandbox_free(w->sb); /* ctr_destroy: its interpreter ends at EOF */
@@ -281,17 +267,15 @@ static void spawn(struct warm *w, const struct shape *want, unsigned slot)
 	al_buf_free(&argv.strings);
 	if (rc == AL_OK && !c->found)
 		rc = al_err_set(&err, AL_ESANDBOX, "container: no /usr/bin/python3 in the image");
-	if (rc == AL_OK && !c->rt.gvisor &&
-	    socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv))
+	if (rc == AL_OK && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv))
 		rc = al_err_sys(&err, "container: socketpair");
-	if (rc == AL_OK && c->rt.gvisor) {
-		const int src[4] = {W.null_fd, W.null_fd, W.null_fd, -1};
-
-		rc = ctr_spawn_shim(c, src, &err);
-	} else if (rc == AL_OK) {
+	if (rc == AL_OK) {
 		const int src[4] = {W.null_fd, W.null_fd, W.null_fd, sv[1]};
 
+		c->warm_peer = c->rt.gvisor ? sv[1] : -1; /* for the shim (ctr_spawn_shim) */
 		rc = ctr_spawn_shim(c, src, &err);
+		c->warm_peer = -1;
+		al_closep(&c->warm_lfd); /* the shim's now */
 		close(sv[1]);
 		c->ctl = sv[0];
 	}
@@ -369,7 +353,7 @@ int ctr_warm_take(struct al_sandbox *sb, struct al_err *err)
 	}
 	at = WARM_AT(sb->spec.slot, c->rt.gvisor);
 	w = &W.slot[at];
-	fits = w->sb && same_shape(&w->shape, &s) && alive(w) && connected(w);
+	fits = w->sb && same_shape(&w->shape, &s) && alive(w);
 	if (fits && s.image[0]) { /* an image rebuilt since: the job runs in the new one */
 		char now[sizeof(w->hash)];
 
@@ -410,21 +394,11 @@ int ctr_warm_go(struct al_sandbox *sb, struct al_err *err)
 {
 	struct ctr_sb *c = sb->priv;
 	const int fds[5] = {c->stdin_fd, c->fs.out_fd, c->fs.err_fd, c->code_fd, c->spec_fd};
-	char byte = 'G', ctl[CMSG_SPACE(sizeof(fds))];
-	struct iovec iov = {&byte, 1};
-	struct msghdr mh = {
-	    .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof(ctl)};
-	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
 
-	memset(ctl, 0, sizeof(ctl));
-	cm->cmsg_level = SOL_SOCKET;
-	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = CMSG_LEN(sizeof(fds));
-	memcpy(CMSG_DATA(cm), fds, sizeof(fds));
 	c->cpu_base_ns = al_cg_cpu_ns(&c->cg);
 	/* its peer is the interpreter's alone (the shim closed its copy once the
 	 * container ran): one that died refuses it */
-	if (sendmsg(c->ctl, &mh, MSG_NOSIGNAL | MSG_DONTWAIT) != 1)
+	if (al_send_fds(c->ctl, 'G', fds, 5, MSG_DONTWAIT) != 1)
 		return al_err_sys(err, "container: hand the job to its warm container");
 	/* ctl stays open until the container is removed: closed with the
 	 * interpreter's 'R' unread in it, the job's 'G' not yet read would be
@@ -437,7 +411,7 @@ void ctr_warm_base(struct ctr_sb *c)
 	char buf[64];
 	ssize_t n;
 
-	if (!c->warm || c->base_read || c->ctl < 0 || c->ctl_listening)
+	if (!c->warm || c->base_read || c->ctl < 0)
 		return;
 	/* its records (a SOCK_SEQPACKET): 'R', read only now (its job's 'G'
 	 * went long ago), then "S<ns>" once it took the job */

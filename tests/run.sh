@@ -32,20 +32,22 @@ fuzz() { # target seconds
 # the first time, build.sh says which step it is on) and the microVM guest
 # (kernel + initramfs with this build's agent: seconds). As root, a failed
 # build is a failure, not a skip. The catalogue builds in the background
-# while the suites that need no image run (debootstrap waits on the mirror
-# and dpkg as much as on the CPU); the suites that use images come after.
+# (tests/lib/images_bg.sh; `make test` starts it before it builds the
+# programs, IMAGES_BG) while the suites that need no image run (debootstrap
+# waits on the mirror and dpkg as much as on the CPU); the suites that use
+# images come after.
 QUICK=${QUICK:-0}
-IMAGES_PID=
+IMAGES_DIR=
 if [ "$(id -u)" = 0 ] && [ "$QUICK" != 1 ]; then
 	echo "# images: the catalogue (python, datascience, toolchain, node, go, rust) builds in the background; the microVM guest after it" >&2
-	(deploy/images/build.sh --jobs 2 python datascience toolchain node go rust >"$LOGDIR/images.build" 2>&1
-		echo $? >"$LOGDIR/images.rc") &
-	IMAGES_PID=$!
+	IMAGES_DIR=${IMAGES_BG:-}
+	if [ -z "$IMAGES_DIR" ] || [ ! -f "$IMAGES_DIR/pid" ]; then
+		IMAGES_DIR=$LOGDIR/images
+		bash tests/lib/images_bg.sh start "$IMAGES_DIR"
+	fi
 fi
 images_done() {
-	wait "$IMAGES_PID"
-	cat "$LOGDIR/images.build"
-	[ "$(cat "$LOGDIR/images.rc")" = 0 ] && echo "ok 1 - catalogue images built or up to date"
+	bash tests/lib/images_bg.sh wait "$IMAGES_DIR"
 }
 
 # Suites that need no catalogue image nor microVM guest (the process tier
@@ -133,7 +135,7 @@ for s in client/python/tests/test_*.py; do
 done
 integration early
 lane_join
-if [ -n "$IMAGES_PID" ]; then
+if [ -n "$IMAGES_DIR" ]; then
 	run_suite images/catalogue images_done
 	run_suite images/microvm bash -c 'deploy/images/build.sh --agent "$BUILD/airlock-agent" microvm &&
 		echo "ok 1 - microvm guest built or up to date"'

@@ -120,7 +120,7 @@ $(BUILD)/airlock-inputs: $(call obj,worker/inputs/main.c worker/inputs/fetcher.c
 # process sandbox; a copy of the worker's address space would make forking
 # the job and tearing the sandbox down slow), never sanitized.
 $(BUILD)/airlock-sandbox-init: backends/process/init.c backends/process/init.h backends/jobspec.h backends/jobexec.h \
-	backends/jobfs_layout.h backends/hostroot.h backends/newroot.c backends/newroot.h
+	backends/jobfs_layout.h backends/hostroot.h backends/newroot.c backends/newroot.h backends/fdpass.h
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -D_GNU_SOURCE $(WARN) -O2 -static -s -o $@ backends/process/init.c \
 		backends/newroot.c
@@ -142,7 +142,7 @@ $(BUILD)/airlock-exec: $(EXEC_SRC) backends/container/relay.h backends/container
 
 # A microVM's way to the egress proxy (started by the VMM in its jail for
 # each guest connection): static and small.
-$(BUILD)/airlock-egress-fwd: backends/microvm/egress_fwd.c backends/microvm/egress_fwd.h
+$(BUILD)/airlock-egress-fwd: backends/microvm/egress_fwd.c backends/microvm/egress_fwd.h backends/fdpass.h
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -D_GNU_SOURCE $(WARN) -O2 -static -s -o $@ backends/microvm/egress_fwd.c
 

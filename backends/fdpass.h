@@ -1,18 +1,20 @@
 /* fdpass.h - one byte with descriptors over a unix socket (SCM_RIGHTS):
- * how the worker hands a job to a warm interpreter, and the container
- * shim a runsc warm interpreter its socket. Header-only (static inline) for
- * the static helpers. */
+ * how the worker and the sandboxes' helpers hand descriptors on (a job to
+ * a warm interpreter on every tier, a runsc warm interpreter its socket
+ * from the container shim, a microVM guest's connection to the egress
+ * proxy). Header-only (static inline) for the static helpers. */
 #ifndef AL_FDPASS_H
 #define AL_FDPASS_H
 
+#include <errno.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 
-#define AL_FDPASS_MAX 8
+#define AL_FDPASS_MAX 16 /* the process tier's hand-over: 6, and 9 binds */
 
-/* Send byte with fds[0..n) (n <= AL_FDPASS_MAX) on sock; sendmsg's result
- * (1 when sent), flags sendmsg's (MSG_NOSIGNAL is added). */
+/* Send byte with fds[0..n) on sock: sendmsg's result (1 when sent), flags
+ * sendmsg's (MSG_NOSIGNAL added); -1 with EINVAL past AL_FDPASS_MAX. */
 static inline ssize_t al_send_fds(int sock, char byte, const int *fds, size_t n, int flags)
 {
 	union {
@@ -26,10 +28,9 @@ static inline ssize_t al_send_fds(int sock, char byte, const int *fds, size_t n,
 			    .msg_controllen = CMSG_SPACE(sizeof(int) * n)};
 	struct cmsghdr *cm;
 
-	if (n > AL_FDPASS_MAX)
-		n = AL_FDPASS_MAX;
+	if (!n || n > AL_FDPASS_MAX)
+		return errno = EINVAL, -1;
 	memset(&ctl, 0, sizeof(ctl));
-	mh.msg_controllen = CMSG_SPACE(sizeof(int) * n);
 	cm = CMSG_FIRSTHDR(&mh);
 	cm->cmsg_level = SOL_SOCKET;
 	cm->cmsg_type = SCM_RIGHTS;

@@ -572,7 +572,7 @@ static int parse_tier_key(struct ctx *c, const struct tier_key *tk, yaml_node_t 
 }
 
 /* oci_runtime and runsc_platform: a container tier's, each a name this
- * worker knows (a runsc tier's egress rules serve its inputs only: admit.c). */
+ * worker knows. */
 static int check_runtime(struct ctx *c, yaml_node_t *n, const struct al_tier_policy *t)
 {
 	static const char *const runtimes[] = {"runc", "crun", "runsc", NULL};

@@ -295,7 +295,7 @@ static int gvisor_socket(struct ctr_sb *c, const char *path, int type, struct al
 void ctr_sb_init(struct ctr_sb *c)
 {
 	c->code_fd = c->stdin_fd = c->pidfd = c->report_rd = c->netns_fd = c->egress_fd =
-	    c->session_fd = c->ctl = c->spec_fd = c->warm_lfd = c->warm_peer = -1;
+	    c->session_fd = c->ctl = c->spec_fd = c->warm_lfd = -1;
 	c->fs.out_fd = c->fs.err_fd = c->fs.mnt_fd = -1;
 }
 
@@ -334,9 +334,9 @@ int ctr_make(struct al_sandbox *sb, const struct ctr_argv *argv, struct al_err *
 	if (c->rt.gvisor && (rc = gvisor_dir(c, job, err)))
 		return rc;
 	c->cg_made = true;
-	/* its job's descriptors come with the job (warm.c), over a socket
-	 * file on runsc, which airlock-exec connects to as the interpreter's
-	 * fd 3 (runsc passes none in): ctl listens until then */
+	/* its job's descriptors come with the job (warm.c); on runsc, which
+	 * passes none in, its socket reaches the interpreter through a socket
+	 * file airlock-exec connects to, which the shim listens on */
 	if (c->warm && c->rt.gvisor &&
 	    (c->warm_lfd = gvisor_socket(c, CTR_GV_WARM, SOCK_SEQPACKET, err)) < 0)
 		return c->warm_lfd;
@@ -389,13 +389,15 @@ static const char *const shim_env[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NUL
 int ctr_spawn_shim(struct ctr_sb *c, const int src4[4], struct al_err *err)
 {
 	/* runsc takes no descriptor beyond stdio: its job's script and
-	 * airlock-exec are files (CTR_GV_DIR); its shim gets a warm
-	 * container's listener and socket end there instead (shim.c) */
-	const bool gv_warm = c->rt.gvisor && c->warm;
-	const int src[6] = {
-	    src4[0], src4[1],
-	    src4[2], gv_warm ? c->warm_lfd : c->rt.gvisor ? -1 : src4[3],
-	    -1,	     gv_warm ? c->warm_peer : c->direct || c->rt.gvisor ? -1 : ctr_host.exec_fd};
+	 * airlock-exec are files (CTR_GV_DIR); a warm container's shim gets
+	 * the listener (3) and the interpreter's socket (5) instead, to hand
+	 * that over (shim.c) */
+	int src[6] = {src4[0], src4[1], src4[2], src4[3], -1, c->direct ? -1 : ctr_host.exec_fd};
+
+	if (c->rt.gvisor) {
+		src[3] = c->warm ? c->warm_lfd : -1;
+		src[5] = c->warm ? src4[3] : -1;
+	}
 	char exe[32];
 	const char *args[7 + 4 + 1] = {"airlock-oci-shim",
 				       c->rt.path,

@@ -409,9 +409,8 @@ static void ctr_teardown(struct ctr_sb *c)
 	al_closep(&c->ctl);
 	al_closep(&c->spec_fd);
 	al_closep(&c->warm_lfd);
-	al_closep(&c->warm_peer);
-	c->pidfd = c->code_fd = c->stdin_fd = c->netns_fd = c->egress_fd = c->ctl = c->spec_fd = -1;
-	c->warm_lfd = c->warm_peer = -1;
+	c->pidfd = c->code_fd = c->stdin_fd = c->netns_fd = c->egress_fd = c->ctl = c->spec_fd =
+	    c->warm_lfd = -1;
 	c->cg_made = false;
 }
 

@@ -41,7 +41,8 @@ struct ctr_rt {
 /* network egress on runsc: airlock-exec's relay connects here for each
  * connection of the job to the proxy's address (relay.c) */
 #define CTR_GV_EGRESS CTR_GV_DIR "/egress.sock"
-/* a runsc warm container's interpreter gets its job here (warm.c) */
+/* a runsc warm container's airlock-exec gets the interpreter's socket here
+ * (warm.c, shim.c) */
 #define CTR_GV_WARM CTR_GV_DIR "/warm.sock"
 /* host tasks a runsc sandbox needs: the Sentry's and the gofer's threads
  * (about 45 at start here), and per process of its job (config.c) */
@@ -71,9 +72,9 @@ struct ctr_sb {
 	bool warm;
 	int ctl; /* our end of that socket, until the job is sent */
 	/* on runsc, which passes no descriptor in: the socket file
-	 * CTR_GV_WARM listening, and the interpreter's end of ctl, both for
-	 * the shim, which hands that end over when the sandbox connects */
-	int warm_lfd, warm_peer;
+	 * CTR_GV_WARM listening, for the shim, which hands the interpreter's
+	 * end of ctl over when the sandbox connects */
+	int warm_lfd;
 	int spec_fd;	      /* the job's argv, environment and rlimits (a memfd) */
 	uint64_t cpu_base_ns; /* the cgroup's CPU time when the job was sent */
 	bool base_read;	      /* ...or the interpreter's when it took the job, read */
@@ -129,7 +130,9 @@ int ctr_make_hostimage(struct al_err *err);
  * its memfds, its network namespace, config.json with argv's strings. */
 int ctr_make(struct al_sandbox *sb, const struct ctr_argv *argv, struct al_err *err);
 /* Start the shim on the made bundle with src[0-3] as the container's
- * stdin, stdout, stderr and fd 3: c->pid, pidfd and report_rd set. */
+ * stdin, stdout, stderr and fd 3 (on runsc, which passes no fd 3, a warm
+ * container's is the interpreter's socket, which the shim hands over):
+ * c->pid, pidfd and report_rd set. */
 int ctr_spawn_shim(struct ctr_sb *c, const int src[4], struct al_err *err);
 /* A memfd holding data (offset 0), or a negative al_err_code. */
 int ctr_memfd(const char *name, const void *data, size_t len, struct al_err *err);

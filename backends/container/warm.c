@@ -258,7 +258,7 @@ static void spawn(struct warm *w, const struct shape *want, unsigned slot)
 	c->warm = true;
 	snprintf(c->name, sizeof(c->name), "al-%s-%u-warm+%u", W.conf->worker_id, slot, ++W.seq);
 	rc = ctr_runtime_of(&w->sb->spec, &c->rt, &err);
-	if (rc == AL_OK && c->rt.gvisor) /* its interpreter connects to ctl's socket file */
+	if (rc == AL_OK && c->rt.gvisor) /* airlock-exec connects to the socket file */
 		ctr_runtime_host_uds(&c->rt);
 	if (rc == AL_OK && warm_argv_env(&w->shape, &argv.strings, &argv.argc, &argv.envc))
 		rc = al_err_set(&err, AL_ENOMEM, "container: out of memory");
@@ -272,9 +272,7 @@ static void spawn(struct warm *w, const struct shape *want, unsigned slot)
 	if (rc == AL_OK) {
 		const int src[4] = {W.null_fd, W.null_fd, W.null_fd, sv[1]};
 
-		c->warm_peer = c->rt.gvisor ? sv[1] : -1; /* for the shim (ctr_spawn_shim) */
 		rc = ctr_spawn_shim(c, src, &err);
-		c->warm_peer = -1;
 		al_closep(&c->warm_lfd); /* the shim's now */
 		close(sv[1]);
 		c->ctl = sv[0];

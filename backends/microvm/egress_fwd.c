@@ -18,30 +18,21 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "../fdpass.h"
 #include "egress_fwd.h"
 
 int main(void)
 {
 	struct sockaddr_un sun = {.sun_family = AF_UNIX};
-	char byte = 'C', ctl[CMSG_SPACE(sizeof(int))];
-	struct iovec iov = {&byte, 1};
-	struct msghdr mh = {
-	    .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof(ctl)};
-	struct cmsghdr *c;
-	int s, conn = 0;
+	const int conn = 0;
+	int s;
 	socklen_t len;
 
 	/* sun_path[0] stays '\0': the abstract name follows */
 	memcpy(sun.sun_path + 1, AL_EGRESS_FWD_NAME, sizeof(AL_EGRESS_FWD_NAME) - 1);
 	len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + sizeof(AL_EGRESS_FWD_NAME));
-	memset(ctl, 0, sizeof(ctl));
-	c = CMSG_FIRSTHDR(&mh);
-	c->cmsg_level = SOL_SOCKET;
-	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(c), &conn, sizeof(int));
 	if ((s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0 ||
-	    connect(s, (struct sockaddr *)&sun, len) || sendmsg(s, &mh, MSG_NOSIGNAL) != 1)
+	    connect(s, (struct sockaddr *)&sun, len) || al_send_fds(s, 'C', &conn, 1, 0) != 1)
 		return 1;
 	return 0;
 }

@@ -48,6 +48,7 @@
 #include "../../common/clock.h"
 #include "../../proto/buf.h"
 #include "../backend.h"
+#include "../fdpass.h"
 #include "../jobspec.h"
 #include "../vmchan.h"
 #include "agent.h"
@@ -287,24 +288,7 @@ static int spec_memfd(const struct job_in *in)
 /* 'G' and the five descriptors. */
 static int send_go(const int fds[5])
 {
-	char c = 'G';
-	union {
-		char buf[CMSG_SPACE(5 * sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	struct iovec iov = {.iov_base = &c, .iov_len = 1};
-	struct msghdr msg = {.msg_iov = &iov,
-			     .msg_iovlen = 1,
-			     .msg_control = u.buf,
-			     .msg_controllen = sizeof(u.buf)};
-	struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
-
-	memset(u.buf, 0, sizeof(u.buf));
-	cm->cmsg_level = SOL_SOCKET;
-	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = CMSG_LEN(5 * sizeof(int));
-	memcpy(CMSG_DATA(cm), fds, 5 * sizeof(int));
-	return sendmsg(W.ctl, &msg, MSG_NOSIGNAL) == 1 ? 0 : -1;
+	return al_send_fds(W.ctl, 'G', fds, 5, 0) == 1 ? 0 : -1;
 }
 
 static int warm_go(struct job_in *in, int port, struct al_result *res, struct al_err *err)

@@ -35,6 +35,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../fdpass.h"
 #include "../hostroot.h"
 #include "../jobexec.h"
 #include "../jobfs_layout.h"
@@ -561,11 +562,7 @@ static void warm_kill(void)
  * the warm uid). -1 when the interpreter is gone. */
 static int warm_go(const struct al_init_spec *h, char **argv, char **envp)
 {
-	char byte = 'G', ctl[CMSG_SPACE(sizeof(int) * 5)], num[96];
-	struct iovec iov = {&byte, 1};
-	struct msghdr mh = {
-	    .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof(ctl)};
-	struct cmsghdr *c;
+	char num[96];
 	int fds[5] = {FD_STDIN, FD_STDOUT, FD_STDERR, FD_CODE, -1}, n[2] = {0, 0}, bad = 0, len;
 
 	if ((fds[4] = memfd_create("job-argv", MFD_CLOEXEC)) < 0)
@@ -593,13 +590,7 @@ static int warm_go(const struct al_init_spec *h, char **argv, char **envp)
 		close(fds[4]);
 		return -1;
 	}
-	memset(ctl, 0, sizeof(ctl));
-	c = CMSG_FIRSTHDR(&mh);
-	c->cmsg_level = SOL_SOCKET;
-	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(sizeof(fds));
-	memcpy(CMSG_DATA(c), fds, sizeof(fds));
-	bad = sendmsg(FD_WARM_CTL, &mh, MSG_NOSIGNAL) != 1;
+	bad = al_send_fds(FD_WARM_CTL, 'G', fds, 5, 0) != 1;
 	close(fds[4]);
 	return bad ? -1 : 0;
 }

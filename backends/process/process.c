@@ -44,6 +44,7 @@
 #include "../../proto/buf.h"
 #include "../backend.h"
 #include "../cgroup.h"
+#include "../fdpass.h"
 #include "../jobfs.h"
 #include "../jobspec.h"
 #include "../netns.h"
@@ -639,20 +640,7 @@ static int proc_prepare(struct al_sandbox *sb, struct al_err *err)
 
 static int send_go(struct warm *w, const int *fds, size_t nfds)
 {
-	char byte = 'G', ctl[CMSG_SPACE(sizeof(int) * (AL_GO_NFDS + AL_INIT_MAX_BINDS))];
-	struct iovec iov = {&byte, 1};
-	struct msghdr mh = {.msg_iov = &iov,
-			    .msg_iovlen = 1,
-			    .msg_control = ctl,
-			    .msg_controllen = CMSG_SPACE(sizeof(int) * nfds)};
-	struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-
-	memset(ctl, 0, sizeof(ctl));
-	c->cmsg_level = SOL_SOCKET;
-	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
-	memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
-	return sendmsg(w->ctl, &mh, MSG_NOSIGNAL) == 1 ? 0 : -1;
+	return al_send_fds(w->ctl, 'G', fds, nfds, 0) == 1 ? 0 : -1;
 }
 
 static int proc_start(struct al_sandbox *sb, struct al_watch *wt, struct al_err *err)

@@ -128,6 +128,13 @@ struct al_run_spec {
 	/* a session (AL_CAP_SESSION): the job is the session server, which
 	 * connects to AL_SESSION_SOCKET in its own network namespace */
 	bool session;
+	/* a session restored (AL_CAP_SNAPSHOT): restore_fd holds a snapshot
+	 * the backend's snapshot op wrote, whole and checked (the worker's
+	 * digest), from offset 0; the sandbox starts from it, its session
+	 * server already serving, instead of starting the job. The backend
+	 * reads it in prepare or start and never closes it. */
+	bool restore;
+	int restore_fd;
 };
 
 /* Whether the job gets a CA bundle at AL_CA_BUNDLE (a job with egress on a
@@ -271,6 +278,13 @@ struct al_backend_ops {
 	 * why. A tier that fails it is logged at start and its jobs end
 	 * sandbox_error with that reason, as a backend's that cannot start. */
 	int (*runtime_ok)(const char *runtime, const char *platform, struct al_err *err);
+	/* MAY (MUST with AL_CAP_SNAPSHOT): write the running sandbox's whole
+	 * state (its memory, devices and files) to fd from its offset on, in
+	 * the backend's own format, which a sandbox of the same spec with
+	 * restore starts from. keep: the sandbox runs on after (a fork's
+	 * parent), else it is stopped and only destroy follows. 0 or err
+	 * (then the sandbox is of no more use: the caller destroys it). */
+	int (*snapshot)(struct al_sandbox *sb, int fd, bool keep, struct al_err *err);
 };
 
 /* The registry: every backend this build has (compile-time options live in
@@ -296,6 +310,8 @@ int al_backend_reap(struct al_sandbox *sb, struct al_result *res, struct al_err 
 int al_backend_usage(struct al_sandbox *sb, struct al_usage *u);
 /* The sandbox's OOM kills so far; -1 when the backend does not say. */
 int al_backend_oom_kills(struct al_sandbox *sb, uint64_t *n);
+/* The snapshot op; AL_EINVAL naming the backend when it has none. */
+int al_backend_snapshot(struct al_sandbox *sb, int fd, bool keep, struct al_err *err);
 /* Live output (the output slot); -1 when the backend has none. */
 ssize_t al_backend_output(struct al_sandbox *sb, int stream, uint64_t off, void *buf, size_t cap);
 void al_sandbox_free(struct al_sandbox *sb); /* calls destroy; NULL is fine */

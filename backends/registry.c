@@ -104,6 +104,15 @@ int al_backend_oom_kills(struct al_sandbox *sb, uint64_t *n)
 	return sb->ops->oom_kills ? sb->ops->oom_kills(sb, n) : -1;
 }
 
+int al_backend_snapshot(struct al_sandbox *sb, int fd, bool keep, struct al_err *err)
+{
+	if (!sb->ops->snapshot || !(sb->ops->caps & AL_CAP_SNAPSHOT))
+		return al_err_set(err, AL_EINVAL,
+				  "unsupported: the %s backend cannot save a sandbox (a snapshot)",
+				  sb->ops->name);
+	return sb->ops->snapshot(sb, fd, keep, err);
+}
+
 ssize_t al_backend_output(struct al_sandbox *sb, int stream, uint64_t off, void *buf, size_t cap)
 {
 	return sb->ops->output ? sb->ops->output(sb, stream, off, buf, cap) : -1;

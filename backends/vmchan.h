@@ -22,6 +22,11 @@
  *                  al_chan_result_cap bytes: the job's own caps
  *   host -> guest  'A' acknowledgement, no payload: the whole result was
  *                  read; only then does the agent power the VM off
+ *   host -> guest  'E' restored, while the job runs: the VM was started
+ *                  from a snapshot; 8 bytes, the host's time (ms since
+ *                  the epoch, big endian), then 32 bytes of the host's
+ *                  entropy: the agent sets the clock, mixes them into its
+ *                  random pool and reseeds its generator
  */
 #ifndef AL_VMCHAN_H
 #define AL_VMCHAN_H
@@ -40,6 +45,7 @@
 #define AL_CHAN_OUTPUT	     'O'
 #define AL_CHAN_ACK	     'A'
 #define AL_CHAN_WARM	     'W'   /* after ready, before a job: the warm interpreter is ready */
+#define AL_CHAN_RESTORED     'E'   /* the VM was restored from a snapshot (time, entropy) */
 #define AL_CHAN_ACK_WAIT_MS  30000 /* the agent waits this long for 'A' */
 #define AL_CHAN_READ_BUDGET  (1u << 20) /* bytes one al_chan_read call takes at most */
 #define AL_CHAN_HEARTBEAT_MS 1000

@@ -13,6 +13,9 @@
  *   airlock session ls ID [PATH]
  *   airlock session close ID
  *   airlock session info ID         its limits, usage and time left (JSON)
+ *   airlock session pause ID        saved whole, its sandbox freed (docs/snapshots.md)
+ *   airlock session resume ID       back now (any call resumes it too)
+ *   airlock session fork ID [N]     N paused copies (JSON: their ids)
  * --tenant (each verb) must be the one the session was opened for. A call's
  * exit code is the CLI's, as for `run`; a session that has ended exits 75
  * saying why. */
@@ -105,7 +108,8 @@ int cli_session(const struct cli_where *where, int argc, char **argv)
 	unsigned long mode = 0644;
 
 	if (!sub)
-		return usage_error("a verb: open, exec, py, put, get, ls, close or info");
+		return usage_error(
+		    "a verb: open, exec, py, put, get, ls, close, info, pause, resume or fork");
 	v = (size_t)(sub - cmd->subs);
 	snprintf(who, sizeof(who), "session %s", argv[1]);
 	/* argv[1] the verb, then its id and arguments, options among them */
@@ -176,7 +180,22 @@ int cli_session(const struct cli_where *where, int argc, char **argv)
 		call.path = n >= 3 ? argv[3] : NULL;
 		break;
 	case 6: call.op = AL_SESS_CLOSE; break;
-	default: call.op = AL_SESS_INFO; /* its limits, usage and time left, as JSON */
+	case 7: call.op = AL_SESS_INFO; break; /* its limits, usage and time left, as JSON */
+	case 8: call.op = AL_SESS_PAUSE; break;
+	case 9: call.op = AL_SESS_RESUME; break;
+	default: /* fork */
+		call.op = AL_SESS_FORK;
+		call.count = 1;
+		if (n == 3) {
+			char *end;
+			unsigned long k = strtoul(argv[3], &end, 10);
+
+			if (*end || !*argv[3] || k < 1 || k > AL_SESS_FORK_MAX)
+				rc = usage_error("fork: N, 1..16 copies");
+			call.count = (uint32_t)k;
+		} else if (n != 2) {
+			rc = usage_error("fork: ID [N]");
+		}
 	}
 	if (rc)
 		goto out_call;

@@ -114,6 +114,12 @@ static const struct cli_cmd session_subs[] = {
     {"ls", "ID [PATH]", "its files: SIZE and PATH lines", cli_session_flags, NULL, NULL},
     {"close", "ID", "end it: the sandbox and its files are gone", cli_session_flags, NULL, NULL},
     {"info", "ID", "its limits, usage and time left (JSON)", cli_session_flags, NULL, NULL},
+    {"pause", "ID", "save it whole and free its sandbox; its next call resumes it (microVM)",
+     cli_session_flags, NULL, NULL},
+    {"resume", "ID", "bring a paused session back now (its info, JSON)", cli_session_flags, NULL,
+     NULL},
+    {"fork", "ID [N]", "N (default 1) new paused sessions from one snapshot of it (JSON: ids)",
+     cli_session_flags, NULL, NULL},
     {NULL, NULL, NULL, NULL, NULL, NULL},
 };
 

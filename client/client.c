@@ -468,6 +468,22 @@ static int session_ended(const struct al_sess_call *call, const char *reason, st
 	return res->id && res->error ? AL_OK : AL_ENOMEM;
 }
 
+/* An info call to a paused session: its record's answer, as the result's
+ * stdout (status ok). */
+static int paused_info(const struct al_sess_call *call, const redisReply *json,
+		       struct al_result *res)
+{
+	memset(res, 0, sizeof(*res));
+	res->version = AL_PROTO_VERSION;
+	res->status = AL_ST_OK;
+	res->has_exit_code = true;
+	if (!(res->id = strdup(call->id)) ||
+	    !(res->out.data = strdup(json && json->type == REDIS_REPLY_STRING ? json->str : "{}")))
+		return AL_ENOMEM;
+	res->out.len = strlen(res->out.data);
+	return AL_OK;
+}
+
 int al_client_session_call(struct al_client *c, struct al_sess_call *call, uint64_t timeout_ms,
 			   struct al_result *res, struct al_err *err)
 {
@@ -510,6 +526,8 @@ int al_client_session_call(struct al_client *c, struct al_sess_call *call, uint6
 				     ? r->element[1]->str
 				     : NULL,
 				 res)
+	     : r->element[0]->integer == AL_SESS_Q_PAUSED_INFO
+		 ? paused_info(call, r->elements > 1 ? r->element[1] : NULL, res)
 		 : 1;
 	freeReplyObject(r);
 	if (rc != 1)

@@ -21,6 +21,7 @@ void al_policy_free(struct al_policy *pol)
 		for (size_t j = 0; j < t->nimages; j++)
 			free(t->images[j]);
 		free(t->guest);
+		free(t->snapshot_dir);
 		free(t->vm_network);
 		free(t->oci_runtime);
 		free(t->oci_platform);

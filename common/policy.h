@@ -78,7 +78,18 @@ struct al_tier_policy {
 		uint64_t cpu_budget_ms;	 /* the CPU of all its calls, at most (0: none) */
 		uint64_t memory_bytes;	 /* a session's memory when its job gives none (0: the
 					  * tier's defaults, as a job's) */
+		/* pause (docs/snapshots.md): a tenant's paused sessions at most
+		 * (max_paused_per_tenant, default 16), how long one is kept
+		 * paused before it ends with its snapshot (paused_max_s,
+		 * default a week), and whether an idle one pauses instead of
+		 * ending (on_idle: pause | end, default end) */
+		uint32_t max_paused_per_tenant;
+		uint64_t paused_max_ms;
+		bool pause_on_idle;
 	} sessions;
+	char *snapshot_dir; /* paused sessions' snapshots, on storage every worker of the tier
+			     * mounts (any of them resumes one); NULL = each worker's own
+			     * state directory (only it resumes its own) */
 };
 
 #define AL_POOL_MAX 64

@@ -147,10 +147,11 @@ static int parse_sessions(struct ctx *c, yaml_node_t *v, struct al_tier_policy *
 		const char *key;
 		uint64_t min, max, scale;
 	} keys[] = {
-	    {"max_per_tenant", 1, 10000, 1},	      {"idle_s", 1, 7 * 24 * 3600, 1000},
-	    {"max_life_s", 1, 7 * 24 * 3600, 1000},   {"cpu_budget_s", 1, 7 * 24 * 3600, 1000},
-	    {"life_s", 1, 7 * 24 * 3600, 1000},	      {"max_idle_s", 1, 7 * 24 * 3600, 1000},
-	    {"memory_bytes", 1u << 20, 1ull << 40, 1}};
+	    {"max_per_tenant", 1, 10000, 1},	       {"idle_s", 1, 7 * 24 * 3600, 1000},
+	    {"max_life_s", 1, 7 * 24 * 3600, 1000},    {"cpu_budget_s", 1, 7 * 24 * 3600, 1000},
+	    {"life_s", 1, 7 * 24 * 3600, 1000},	       {"max_idle_s", 1, 7 * 24 * 3600, 1000},
+	    {"memory_bytes", 1u << 20, 1ull << 40, 1}, {"max_paused_per_tenant", 0, 100000, 1},
+	    {"paused_max_s", 1, 90 * 24 * 3600, 1000}};
 	struct al_session_policy *sp = &t->sessions;
 	yaml_node_t *k, *e;
 	uint64_t u;
@@ -158,19 +159,29 @@ static int parse_sessions(struct ctx *c, yaml_node_t *v, struct al_tier_policy *
 
 	if ((rc = al_pol_map(c, v, "sessions")))
 		return rc;
-	*sp = (struct al_session_policy){true, 4, 600000, 3600000, 0, 0, 0, 0};
+	*sp = (struct al_session_policy){true, 4, 600000, 3600000,	   0,	 0,
+					 0,    0, 16,	  7 * 86400000ull, false};
 	FOR_PAIRS(c, v, k, e, ps)
 	{
 		const char *key = al_pol_scalar(k);
 		size_t i = 0;
 
+		if (key && !strcmp(key, "on_idle")) {
+			const char *how = al_pol_scalar(e);
+
+			if (!how || (strcmp(how, "pause") && strcmp(how, "end")))
+				return al_pol_fail(c, e, "sessions.on_idle: expected pause or end");
+			sp->pause_on_idle = !strcmp(how, "pause");
+			continue;
+		}
 		while (i < sizeof(keys) / sizeof(keys[0]) && (!key || strcmp(key, keys[i].key)))
 			i++;
 		if (i == sizeof(keys) / sizeof(keys[0]))
 			return al_pol_fail(
 			    c, k,
 			    "sessions: unknown key \"%s\"; use max_per_tenant, idle_s, "
-			    "max_life_s, cpu_budget_s, life_s, max_idle_s or memory_bytes",
+			    "max_life_s, cpu_budget_s, life_s, max_idle_s, memory_bytes, "
+			    "max_paused_per_tenant, paused_max_s or on_idle",
 			    key ? key : "?");
 		if ((rc = al_pol_u64(c, e, key, &u)))
 			return rc;
@@ -190,8 +201,12 @@ static int parse_sessions(struct ctx *c, yaml_node_t *v, struct al_tier_policy *
 			sp->life_ms = u * keys[i].scale;
 		else if (i == 5)
 			sp->max_idle_ms = u * keys[i].scale;
-		else
+		else if (i == 6)
 			sp->memory_bytes = u;
+		else if (i == 7)
+			sp->max_paused_per_tenant = (uint32_t)u;
+		else
+			sp->paused_max_ms = u * keys[i].scale;
 	}
 	/* what an extend may move them up to: what they start at, unless said */
 	if (!sp->life_ms)
@@ -517,6 +532,7 @@ static const struct tier_key {
     {"image", KEY_IMAGE, F(image), 0, 0, NULL, NULL},
     {"images", KEY_LIST, 0, 0, 0, NULL, parse_images},
     {"guest", KEY_STR, F(guest), 0, 0, NULL, NULL},
+    {"snapshot_dir", KEY_STR, F(snapshot_dir), 0, 0, NULL, NULL},
     {"pool", KEY_POOL, 0, 0, 0, NULL, NULL},
     {"pool_max_idle_ms", KEY_U64, F(pool_max_idle_ms), 1000, UINT64_MAX, "expected at least 1000",
      NULL},
@@ -689,6 +705,12 @@ static int read_tier(struct ctx *c, yaml_node_t *name, yaml_node_t *n, struct al
 		    "tier %s: binds are for the process and container backends; a %s "
 		    "job has no host path to share",
 		    t->name, t->backend);
+	if (t->snapshot_dir && (t->snapshot_dir[0] != '/' || strstr(t->snapshot_dir, "/../")))
+		return al_pol_fail(
+		    c, n,
+		    "tier %s: snapshot_dir: expected an absolute path (storage every "
+		    "worker of the tier mounts), got \"%s\"",
+		    t->name, t->snapshot_dir);
 	if ((rc = check_runtime(c, n, t)))
 		return rc;
 	if (t->egress_cache_https && !strcmp(t->backend, "vm"))

@@ -212,6 +212,27 @@ static void call_step(struct req *q)
 	send_on(q, q->w->c, &c, on_done);
 }
 
+/* An info call to a paused session: the record's JSON, as it is (GET
+ * /v1/sessions/<id>), or as a call's result's stdout (/calls). */
+static void paused_info(struct req *q, const char *json, size_t len)
+{
+	struct al_result res = {.version = AL_PROTO_VERSION,
+				.id = q->id,
+				.status = AL_ST_OK,
+				.has_exit_code = true,
+				.out = {(char *)json, len}};
+	struct al_buf b = {0};
+	struct al_err err = {0};
+
+	if (q->op_of_path)
+		gw_reply_send(q, 200, "application/json", json, len);
+	else if (al_result_encode(&res, &b, &err))
+		gw_reply_error(q, 500, "%s", err.msg);
+	else
+		gw_reply_result(q, b.data, b.len);
+	al_buf_free(&b);
+}
+
 static void on_queued(redisAsyncContext *ac, void *reply, void *priv)
 {
 	struct req *q = priv;
@@ -232,6 +253,9 @@ static void on_queued(redisAsyncContext *ac, void *reply, void *priv)
 		ended(q, r->elements > 1 && r->element[1]->type == REDIS_REPLY_STRING
 			     ? r->element[1]->str
 			     : "ended");
+	} else if (r->element[0]->integer == AL_SESS_Q_PAUSED_INFO && r->elements > 1 &&
+		   r->element[1]->type == REDIS_REPLY_STRING) { /* paused: its record answers */
+		paused_info(q, r->element[1]->str, r->element[1]->len);
 	} else if (q->want_stream) {
 		snprintf(q->last, sizeof(q->last), "0"); /* its output from the start */
 		q->look = call_look;

@@ -8,11 +8,12 @@
 #include "codec.h"
 #include "mp.h"
 
-static const char *const op_names[AL_SESS_OP_COUNT] = {"exec",	"python", "put",  "get",   "ls",
-						       "close", "cancel", "info", "extend"};
-static const char *const end_names[AL_SESS_END_COUNT] = {"closed",	"idle",	       "max_life",
-							 "limit",	"call_stuck",  "exited",
-							 "worker_lost", "worker_stop", "broken"};
+static const char *const op_names[AL_SESS_OP_COUNT] = {"exec",	 "python", "put",    "get",
+						       "ls",	 "close",  "cancel", "info",
+						       "extend", "pause",  "resume", "fork"};
+static const char *const end_names[AL_SESS_END_COUNT] = {
+    "closed",	   "idle",	  "max_life", "limit",		"call_stuck",	   "exited",
+    "worker_lost", "worker_stop", "broken",   "paused_expired", "snapshot_refused"};
 
 /* The index of name in names[0..n-1], or -1. */
 static int index_of(const char *const *names, int n, const char *name)
@@ -87,6 +88,11 @@ int al_sess_call_validate(const struct al_sess_call *c, struct al_err *err)
 		if (!c->idle_ms && !c->life_ms)
 			return al_err_set(err, AL_EINVAL, "extend: needs idle_ms, life_ms or both");
 		break;
+	case AL_SESS_FORK:
+		if (c->count < 1 || c->count > AL_SESS_FORK_MAX)
+			return al_err_set(err, AL_EINVAL, "fork: count: expected 1..%d",
+					  AL_SESS_FORK_MAX);
+		break;
 	case AL_SESS_CANCEL:
 		if (!c->target || !al_job_id_ok(c->target, strlen(c->target)))
 			return al_err_set(err, AL_EINVAL,
@@ -129,13 +135,14 @@ enum call_field {
 	C_TARGET,
 	C_IDLE,
 	C_LIFE,
+	C_NCOPIES,
 	C_COUNT
 };
 
 static const char *const call_field_names[C_COUNT] = {
     "v",      "id",	    "session", "tenant",  "op",		"code",
     "argv",   "path",	    "data",    "mode",	  "timeout_ms", "submitted_ms",
-    "cpu_ms", "output_max", "target",  "idle_ms", "life_ms"};
+    "cpu_ms", "output_max", "target",  "idle_ms", "life_ms",	"count"};
 
 static int dec_field(enum call_field f, const msgpack_object *v, struct al_sess_call *c,
 		     struct al_err *err)
@@ -159,7 +166,7 @@ static int dec_field(enum call_field f, const msgpack_object *v, struct al_sess_
 		if (rc < 0)
 			rc = al_err_set(err, AL_EINVAL,
 					"op: unknown \"%s\": expected exec, python, put, get, ls, "
-					"close, cancel, info or extend",
+					"close, cancel, info, extend, pause, resume or fork",
 					s);
 		else
 			c->op = (enum al_sess_op)rc, rc = AL_OK;
@@ -184,6 +191,10 @@ static int dec_field(enum call_field f, const msgpack_object *v, struct al_sess_
 	case C_TARGET: return al_mp_get_text(v, "target", AL_ID_MAX, &c->target, err);
 	case C_IDLE: return al_mp_get_uint(v, "idle_ms", 1, AL_LIMIT_WALL_MS_MAX, &c->idle_ms, err);
 	case C_LIFE: return al_mp_get_uint(v, "life_ms", 1, AL_LIMIT_WALL_MS_MAX, &c->life_ms, err);
+	case C_NCOPIES:
+		rc = al_mp_get_uint(v, "count", 1, AL_SESS_FORK_MAX, &u, err);
+		c->count = (uint32_t)u;
+		return rc;
 	case C_OUTPUT_MAX:
 		return al_mp_get_uint(v, "output_max", AL_SESS_OUTPUT_MAX_MIN, AL_LIMIT_OUTPUT_MAX,
 				      &c->output_max, err);
@@ -269,6 +280,7 @@ int al_sess_call_encode(const struct al_sess_call *c, struct al_buf *out, struct
 	n += c->target != NULL;
 	n += c->idle_ms > 0;
 	n += c->life_ms > 0;
+	n += c->count > 0;
 	al_mp_packer_init(&pk, out);
 	bad |= msgpack_pack_map(&pk, n);
 	bad |= al_mp_pack_kv_uint(&pk, "v", AL_PROTO_VERSION);
@@ -300,6 +312,8 @@ int al_sess_call_encode(const struct al_sess_call *c, struct al_buf *out, struct
 		bad |= al_mp_pack_kv_uint(&pk, "idle_ms", c->idle_ms);
 	if (c->life_ms)
 		bad |= al_mp_pack_kv_uint(&pk, "life_ms", c->life_ms);
+	if (c->count)
+		bad |= al_mp_pack_kv_uint(&pk, "count", c->count);
 	return bad ? al_err_set(err, AL_ENOMEM, "call %s: out of memory while encoding", c->id)
 		   : AL_OK;
 }

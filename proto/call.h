@@ -18,6 +18,7 @@
 #define AL_SESS_CALL_MAX_BYTES (16u << 20) /* a whole encoded call */
 #define AL_SESS_FILE_MAX       (8u << 20)  /* a file put into a session */
 #define AL_SESS_OUTPUT_MAX_MIN 256	   /* a call's output_max, at least */
+#define AL_SESS_FORK_MAX       16	   /* a fork's copies, at most */
 
 enum al_sess_op {
 	AL_SESS_EXEC,	/* a program (argv) or a shell line (code) */
@@ -31,21 +32,29 @@ enum al_sess_op {
 	AL_SESS_INFO,	/* the session's limits, usage and time left (stdout: JSON) */
 	AL_SESS_EXTEND, /* its idle time and its life from now: idle_ms, life_ms, each
 			 * up to the tier's most (answered as info) */
+	AL_SESS_PAUSE,	/* save the sandbox whole and free it: the session is paused
+			 * until its next call (docs/snapshots.md) */
+	AL_SESS_RESUME, /* a paused session back (any call does it): answered as info */
+	AL_SESS_FORK,	/* count new sessions, paused, from one snapshot of this one
+			 * (stdout: JSON {"sessions": [ids]}) */
 	AL_SESS_OP_COUNT
 };
 
 /* Why a session ended (the record's reason; a call after it gets
  * session_ended with it). Append-only, like status codes. */
 enum al_sess_end {
-	AL_SESS_CLOSED,	     /* a client closed it */
-	AL_SESS_IDLE,	     /* no call for its idle time */
-	AL_SESS_LIFE,	     /* open for its maximum life */
-	AL_SESS_LIMIT,	     /* the sandbox hit a session limit (memory, pids...) */
-	AL_SESS_CALL_STUCK,  /* a call past its time did not stop when interrupted */
-	AL_SESS_EXITED,	     /* the sandbox's interpreter ended (the code exited it) */
-	AL_SESS_WORKER_LOST, /* its worker stopped beating */
-	AL_SESS_WORKER_STOP, /* its worker was stopped (drain) */
-	AL_SESS_BROKEN,	     /* the sandbox broke the session protocol */
+	AL_SESS_CLOSED,		  /* a client closed it */
+	AL_SESS_IDLE,		  /* no call for its idle time */
+	AL_SESS_LIFE,		  /* open for its maximum life */
+	AL_SESS_LIMIT,		  /* the sandbox hit a session limit (memory, pids...) */
+	AL_SESS_CALL_STUCK,	  /* a call past its time did not stop when interrupted */
+	AL_SESS_EXITED,		  /* the sandbox's interpreter ended (the code exited it) */
+	AL_SESS_WORKER_LOST,	  /* its worker stopped beating */
+	AL_SESS_WORKER_STOP,	  /* its worker was stopped (drain) */
+	AL_SESS_BROKEN,		  /* the sandbox broke the session protocol */
+	AL_SESS_PAUSED_EXPIRED,	  /* paused longer than its tier's paused_max_s */
+	AL_SESS_SNAPSHOT_REFUSED, /* its snapshot could not be restored (changed, truncated,
+				   * of another shape or image) */
 	AL_SESS_END_COUNT
 };
 
@@ -68,6 +77,7 @@ struct al_sess_call {
 	char *target;	      /* cancel: the id of the call to stop */
 	uint64_t idle_ms;     /* extend: the session's idle time from now on */
 	uint64_t life_ms;     /* extend: its life from now (its end moves up to that) */
+	uint32_t count;	      /* fork: how many copies, 1..AL_SESS_FORK_MAX */
 	uint64_t submitted_ms;
 };
 

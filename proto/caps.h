@@ -28,6 +28,9 @@ enum {
 	/* sessions (proto/call.h): the sandbox stays up for calls, its
 	 * session server reached through al_watch.session_fd */
 	AL_CAP_SESSION = 1u << 10,
+	/* a session's sandbox saved whole (memory, devices, files) and started
+	 * again from that: pause, resume, fork (the snapshot op) */
+	AL_CAP_SNAPSHOT = 1u << 11,
 };
 
 #define AL_CAPS_PROCESS                                                                            \
@@ -38,7 +41,8 @@ enum {
 	 AL_CAP_FILES | AL_CAP_GRADE | AL_CAP_SESSION)
 #define AL_CAPS_MICROVM                                                                            \
 	(AL_CAP_NO_NETWORK | AL_CAP_EGRESS | AL_CAP_MEMORY | AL_CAP_PIDS | AL_CAP_CPU |            \
-	 AL_CAP_FILES | AL_CAP_OWN_KERNEL | AL_CAP_GRADE_INSIDE | AL_CAP_SESSION)
+	 AL_CAP_FILES | AL_CAP_OWN_KERNEL | AL_CAP_GRADE_INSIDE | AL_CAP_SESSION |                 \
+	 AL_CAP_SNAPSHOT)
 #define AL_CAPS_VM                                                                                 \
 	(AL_CAP_MEMORY | AL_CAP_CPU | AL_CAP_OWN_KERNEL | AL_CAP_SERVICE | AL_CAP_NO_NETWORK |     \
 	 AL_CAP_EGRESS)

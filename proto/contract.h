@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "job.h" /* struct al_bytes, al_kv */
 #include "keys.h"
 #include "scripts.h"
 
@@ -291,8 +292,15 @@ struct al_session_open_item {
 	uint32_t max_per_tenant;
 };
 void al_session_open_call(struct al_call *c, const struct al_session_open_item *it);
-/* SESSION_CALL's answers */
-enum { AL_SESS_Q_UNKNOWN = 0, AL_SESS_Q_QUEUED = 1, AL_SESS_Q_ENDED = 2, AL_SESS_Q_MISMATCH = 3 };
+/* SESSION_CALL's answers (AL_SESS_Q_PAUSED_INFO: an info call to a
+ * paused session, answered by its record: {4, JSON}) */
+enum {
+	AL_SESS_Q_UNKNOWN = 0,
+	AL_SESS_Q_QUEUED = 1,
+	AL_SESS_Q_ENDED = 2,
+	AL_SESS_Q_MISMATCH = 3,
+	AL_SESS_Q_PAUSED_INFO = 4
+};
 void al_session_queue_call(struct al_call *c, const char *id, const char *tenant, const void *call,
 			   size_t len);
 /* SESSION_REPLY for call call_id of session (al_call_key_name). */
@@ -315,7 +323,48 @@ void al_session_read_call(struct al_call *c, const char *id);
  * renewing its lease is ended (worker_lost) by the scheduler, which alone
  * judges leases, on Redis's clock: no caller's clock decides it. */
 const char *al_session_end_seen(const char *state, const char *reason);
-/* BLPOP al:wq:<worker> timeout_ms: the worker's wait for its calls. */
-void al_session_calls_wait_call(struct al_call *c, const char *worker, unsigned timeout_ms);
+/* BLPOP al:wq:<worker> (then the resume queues rqs[0..nrq-1], whose
+ * paused sessions it would take) timeout_ms: the worker's wait for its
+ * calls. */
+void al_session_calls_wait_call(struct al_call *c, const char *worker, const char *const *rqs,
+				size_t nrq, unsigned timeout_ms);
+
+/* Paused sessions (scripts.h SESSION_PAUSE ... PAUSED_DUE; docs/snapshots.md).
+ * A resume queue: al:rq:<tier> for a tier whose snapshots all its workers
+ * reach (snapshot_dir), al:rq:@<worker> for one whose stay on the worker. */
+const char *al_key_rq(char out[AL_KEY_MAX], const char *tier, const char *worker);
+struct al_rec_field {
+	const char *name, *value;
+};
+struct al_session_pause_item {
+	const char *id, *tenant, *worker, *rq;
+	uint32_t max_paused;		   /* the tenant's paused sessions, at most */
+	uint64_t paused_max_ms;		   /* kept paused this long, then ended with its snapshot */
+	const struct al_rec_field *fields; /* the record's: snapshot, its size, digest... */
+	size_t nfields;
+	struct al_bytes job;	     /* ...and the open job (msgpack) */
+	const struct al_bytes *held; /* calls queued behind the pause: they resume it at once */
+	size_t nheld;
+};
+/* SESSION_PAUSE -> {1, paused} paused; {0, paused} the tenant is at its
+ * maximum (nothing written); {-1, 0} not open on this worker */
+void al_session_pause_call(struct al_call *c, const struct al_session_pause_item *it);
+/* SESSION_FORK: n paused sessions ids[i] (snapshot paths[i]) from it's
+ * open one -> as SESSION_PAUSE, {-2, 0} an id taken */
+void al_session_fork_call(struct al_call *c, const struct al_session_pause_item *it,
+			  const char *const *ids, const char *const *paths, size_t n);
+/* SESSION_TAKE: a resuming session is this worker's -> {0} not resuming;
+ * {1, the record's fields and values, the calls held for it} */
+void al_session_take_call(struct al_call *c, const char *id, const char *worker, uint64_t lease_ms);
+/* SESSION_RESUMED: open again here, its held calls onto al:wq:<worker> ->
+ * {1, open sessions} or {0, 0} */
+void al_session_resumed_call(struct al_call *c, const char *id, const char *tenant,
+			     const char *worker);
+/* SESSION_DROP: a paused (or resuming) session ended for reason ->
+ * {1, snapshot path, the calls held...} or {0, ""} */
+void al_session_drop_call(struct al_call *c, const char *id, const char *reason, uint64_t ttl_ms);
+/* PAUSED_DUE: the paused sessions of the queues rqs past their time, ended
+ * (paused_expired) -> sid, snapshot path, sid, path... */
+void al_paused_due_call(struct al_call *c, uint64_t ttl_ms, const char *const *rqs, size_t nrq);
 
 #endif

@@ -18,6 +18,7 @@
 #define AL_KEY_VM_LEASES      "al:vm:leases" /* zset: service VM name -> lease end, unix ms */
 #define AL_KEY_VM_PREFIX      "al:vm:"	     /* al:vm:<name> hash: the VM's lease record */
 #define AL_KEY_SESSIONS	      "al:sessions"  /* zset: open session id -> lease end, unix ms */
+#define AL_KEY_PAUSED	      "al:paused"    /* zset: paused session id -> its end, unix ms */
 #define AL_VM_NAME_PREFIX     "al-svc-"	  /* every domain Airlock makes; others are never touched */
 #define AL_GROUP_WORKERS      "workers"	  /* consumer group on every ready queue */
 #define AL_GROUP_SCHEDULER    "scheduler" /* consumer group on the intake */

@@ -424,17 +424,25 @@ const char al_lua_vm_end_one[] =
  * SESSION_END and SESSION_LOST. */
 #define SESSION_END_ONE                                                                            \
 	"local function end_one(k, sid, r, now, ttl)\n"                                            \
-	"  if redis.call('HGET', k, 'state') ~= 'open' then return 0 end\n"                        \
+	"  local st = redis.call('HGET', k, 'state')\n"                                            \
+	"  if st ~= 'open' and st ~= 'paused' and st ~= 'resuming' then return 0 end\n"            \
 	"  redis.call('HSET', k, 'state', 'ended', 'reason', r, 'ended_ms', now)\n"                \
 	"  redis.call('PEXPIRE', k, ttl)\n"                                                        \
 	"  redis.call('ZREM', '" AL_KEY_SESSIONS "', sid)\n"                                       \
+	"  redis.call('ZREM', '" AL_KEY_PAUSED "', sid)\n"                                         \
 	"  local t = '" AL_KEY_PREFIX                                                              \
 	"tenant:' .. (redis.call('HGET', k, 'tenant') or 'default')\n"                             \
-	"  if tonumber(redis.call('HGET', t, 'sessions') or '0') > 0 then\n"                       \
-	"    redis.call('HINCRBY', t, 'sessions', -1)\n"                                           \
+	"  local f = st == 'open' and 'sessions' or 'paused'\n"                                    \
+	"  if tonumber(redis.call('HGET', t, f) or '0') > 0 then\n"                                \
+	"    redis.call('HINCRBY', t, f, -1)\n"                                                    \
 	"  end\n"                                                                                  \
 	"  return 1\n"                                                                             \
 	"end\n"
+
+/* Redis's TIME in ms, as now. */
+#define NOW_MS                                                                                     \
+	"local tm = redis.call('TIME')\n"                                                          \
+	"local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)\n"
 
 const char al_lua_session_open[] =
     "local n = tonumber(redis.call('HGET', KEYS[2], 'sessions') or '0')\n"
@@ -501,7 +509,9 @@ const char al_lua_session_open[] =
 	"    local key = kk == 's' and string.sub(b, p, p + kn - 1)\n"                             \
 	"    body(kk, kn)\n"                                                                       \
 	"    local vk, vn = head()\n"                                                              \
-	"    if vk == 's' and (key == 'id' or key == 'session' or key == 'tenant') then\n"         \
+	"    if vk == 's' and (key == 'id' or key == 'session' or key == 'tenant' or key == "      \
+	"'op') "                                                                                   \
+	"then\n"                                                                                   \
 	"      got[key] = string.sub(b, p, p + vn - 1)\n"                                          \
 	"    elseif key then got[key] = false end\n"                                               \
 	"    body(vk, vn)\n"                                                                       \
@@ -522,9 +532,22 @@ const char al_lua_session_call[] = MP_FIELDS
     "if not f.id or #f.id > 64 or not string.match(f.id, '^[%w%._:%-]+$') then\n"
     "  return {3, 'id: expected 1..64 of [A-Za-z0-9._:-]'}\n"
     "end\n"
-    "local r = redis.call('HMGET', '" AL_KEY_PREFIX "sess:' .. ARGV[1], 'tenant', 'state', "
-    "'reason', 'worker')\n"
+    "local k = '" AL_KEY_PREFIX "sess:' .. ARGV[1]\n"
+    "local r = redis.call('HMGET', k, 'tenant', 'state', 'reason', 'worker', 'rq')\n"
     "if not r[1] or r[1] ~= ARGV[2] then return {0} end\n"
+    "if r[2] == 'paused' and f.op == 'info' then\n"
+    "  return {4, cjson.encode({state = 'paused', paused_ms = tonumber(redis.call('HGET', k, "
+    "'paused_ms')),\n"
+    "    paused_until_ms = tonumber(redis.call('HGET', k, 'paused_until')),\n"
+    "    snapshot_bytes = tonumber(redis.call('HGET', k, 'snapshot_bytes'))})}\n"
+    "end\n"
+    "if r[2] == 'paused' or r[2] == 'resuming' then\n"
+    "  local q = '" AL_KEY_PREFIX "sq:' .. ARGV[1]\n"
+    "  redis.call('RPUSH', q, ARGV[3])\n"
+    "  redis.call('PEXPIRE', q, 86400000)\n"
+    "  if r[2] == 'paused' then redis.call('RPUSH', r[5], ARGV[1]) end\n"
+    "  return {1}\n"
+    "end\n"
     "if r[2] ~= 'open' then return {2, r[3] or ''} end\n"
     "local q = '" AL_KEY_PREFIX "wq:' .. r[4]\n"
     "redis.call('RPUSH', q, ARGV[3])\n"
@@ -544,7 +567,7 @@ const char al_lua_session_renew[] =
     "for i = 3, #ARGV do\n"
     "  local k = '" AL_KEY_PREFIX "sess:' .. ARGV[i]\n"
     "  local r = redis.call('HMGET', k, 'worker', 'state')\n"
-    "  if r[1] == ARGV[1] and r[2] == 'open' then\n"
+    "  if r[1] == ARGV[1] and (r[2] == 'open' or r[2] == 'resuming') then\n"
     "    redis.call('HSET', k, 'lease_ms', lease)\n"
     "    redis.call('ZADD', KEYS[1], lease, ARGV[i])\n"
     "  else gone[#gone + 1] = ARGV[i] end\n"
@@ -565,20 +588,128 @@ const char al_lua_session_lost[] = SESSION_END_ONE
     "end\n"
     "return n\n";
 
+/* ---- paused sessions (docs/snapshots.md) ---- */
+
+/* HSET k with ARGV's n field/value pairs from index i on; the index after. */
+#define SET_PAIRS                                                                                  \
+	"local function set_pairs(k, i)\n"                                                         \
+	"  local n = tonumber(ARGV[i])\n"                                                          \
+	"  for j = 1, n do redis.call('HSET', k, ARGV[i + 2 * j - 1], ARGV[i + 2 * j]) end\n"      \
+	"  return i + 2 * n + 1\n"                                                                 \
+	"end\n"
+
+const char al_lua_session_pause[] = NOW_MS SET_PAIRS
+    "local r = redis.call('HMGET', KEYS[1], 'worker', 'state')\n"
+    "if r[1] ~= ARGV[1] or r[2] ~= 'open' then return {-1, 0} end\n"
+    "local n = tonumber(redis.call('HGET', KEYS[2], 'paused') or '0')\n"
+    "if n >= tonumber(ARGV[2]) then return {0, n} end\n"
+    "redis.call('HINCRBY', KEYS[2], 'paused', 1)\n"
+    "if tonumber(redis.call('HGET', KEYS[2], 'sessions') or '0') > 0 then\n"
+    "  redis.call('HINCRBY', KEYS[2], 'sessions', -1)\n"
+    "end\n"
+    "local until_ms = now + tonumber(ARGV[3])\n"
+    "redis.call('HSET', KEYS[1], 'state', 'paused', 'paused_ms', now, 'paused_until', until_ms,\n"
+    "  'rq', ARGV[4])\n"
+    "local i = set_pairs(KEYS[1], 6)\n"
+    "redis.call('ZREM', KEYS[3], ARGV[5])\n"
+    "redis.call('ZADD', KEYS[4], until_ms, ARGV[5])\n"
+    "if i <= #ARGV then\n"
+    "  local q = '" AL_KEY_PREFIX "sq:' .. ARGV[5]\n"
+    "  for j = i, #ARGV do redis.call('RPUSH', q, ARGV[j]) end\n"
+    "  redis.call('PEXPIRE', q, 86400000)\n"
+    "  redis.call('RPUSH', ARGV[4], ARGV[5])\n"
+    "end\n"
+    "return {1, n + 1}\n";
+
+const char al_lua_session_fork[] = NOW_MS SET_PAIRS
+    "local r = redis.call('HMGET', KEYS[1], 'worker', 'state', 'tenant', 'tier')\n"
+    "if r[1] ~= ARGV[1] or r[2] ~= 'open' then return {-1, 0} end\n"
+    "local c = tonumber(ARGV[5])\n"
+    "local n = tonumber(redis.call('HGET', KEYS[2], 'paused') or '0')\n"
+    "if n + c > tonumber(ARGV[2]) then return {0, n} end\n"
+    "local until_ms = now + tonumber(ARGV[3])\n"
+    "for j = 1, c do\n"
+    "  local id, path = ARGV[4 + 2 * j], ARGV[5 + 2 * j]\n"
+    "  local k = '" AL_KEY_PREFIX "sess:' .. id\n"
+    "  if redis.call('EXISTS', k) == 1 then return {-2, 0} end\n"
+    "  redis.call('HSET', k, 'tenant', r[3], 'tier', r[4], 'worker', ARGV[1], 'state', 'paused',\n"
+    "    'opened_ms', now, 'paused_ms', now, 'paused_until', until_ms, 'rq', ARGV[4],\n"
+    "    'snapshot', path, 'parent', ARGV[6 + 2 * c])\n"
+    "  set_pairs(k, 7 + 2 * c)\n"
+    "  redis.call('ZADD', KEYS[3], until_ms, id)\n"
+    "end\n"
+    "redis.call('HINCRBY', KEYS[2], 'paused', c)\n"
+    "return {1, n + c}\n";
+
+const char al_lua_session_take[] =
+    NOW_MS "if redis.call('HGET', KEYS[1], 'state') ~= 'paused' then return {0} end\n"
+	   "redis.call('HSET', KEYS[1], 'state', 'resuming', 'worker', ARGV[1], 'lease_ms',\n"
+	   "  now + tonumber(ARGV[2]))\n"
+	   "redis.call('ZADD', KEYS[2], now + tonumber(ARGV[2]), ARGV[3])\n"
+	   "return {1, redis.call('HGETALL', KEYS[1]),\n"
+	   "  redis.call('LRANGE', '" AL_KEY_PREFIX "sq:' .. ARGV[3], 0, -1)}\n";
+
+const char al_lua_session_resumed[] =
+    "local r = redis.call('HMGET', KEYS[1], 'worker', 'state')\n"
+    "if r[1] ~= ARGV[1] or r[2] ~= 'resuming' then return {0, 0} end\n"
+    "redis.call('HSET', KEYS[1], 'state', 'open')\n"
+    "redis.call('HINCRBY', KEYS[1], 'resumes', 1)\n"
+    "redis.call('HDEL', KEYS[1], 'snapshot', 'snapshot_bytes', 'snapshot_sha256', 'job',\n"
+    "  'paused_ms', 'paused_until', 'rq')\n"
+    "if tonumber(redis.call('HGET', KEYS[2], 'paused') or '0') > 0 then\n"
+    "  redis.call('HINCRBY', KEYS[2], 'paused', -1)\n"
+    "end\n"
+    "local open = redis.call('HINCRBY', KEYS[2], 'sessions', 1)\n"
+    "redis.call('ZREM', KEYS[3], ARGV[2])\n"
+    "local q = '" AL_KEY_PREFIX "sq:' .. ARGV[2]\n"
+    "local wq = '" AL_KEY_PREFIX "wq:' .. ARGV[1]\n"
+    "local moved = 0\n"
+    "while true do\n"
+    "  local c = redis.call('LPOP', q)\n"
+    "  if not c then break end\n"
+    "  redis.call('RPUSH', wq, c)\n"
+    "  moved = moved + 1\n"
+    "end\n"
+    "if moved > 0 then redis.call('PEXPIRE', wq, 86400000) end\n"
+    "return {1, open}\n";
+
+const char al_lua_session_drop[] = SESSION_END_ONE NOW_MS
+    "local path = redis.call('HGET', KEYS[1], 'snapshot') or ''\n"
+    "local st = redis.call('HGET', KEYS[1], 'state')\n"
+    "if st ~= 'paused' and st ~= 'resuming' then return {0, ''} end\n"
+    "end_one(KEYS[1], ARGV[3], ARGV[1], now, ARGV[2])\n"
+    "local q = '" AL_KEY_PREFIX "sq:' .. ARGV[3]\n"
+    "local out = {1, path}\n"
+    "for _, c in ipairs(redis.call('LRANGE', q, 0, -1)) do out[#out + 1] = c end\n"
+    "redis.call('DEL', q)\n"
+    "return out\n";
+
+const char al_lua_paused_due[] = SESSION_END_ONE NOW_MS
+    "local mine = {}\n"
+    "for i = 2, #ARGV do mine[ARGV[i]] = true end\n"
+    "local out = {}\n"
+    "for _, sid in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, 32)) "
+    "do\n"
+    "  local k = '" AL_KEY_PREFIX "sess:' .. sid\n"
+    "  local r = redis.call('HMGET', k, 'state', 'rq', 'snapshot')\n"
+    "  if r[1] ~= 'paused' then redis.call('ZREM', KEYS[1], sid)\n"
+    "  elseif mine[r[2]] then\n"
+    "    end_one(k, sid, 'paused_expired', now, ARGV[1])\n"
+    "    out[#out + 1] = sid\n"
+    "    out[#out + 1] = r[3] or ''\n"
+    "  end\n"
+    "end\n"
+    "return out\n";
+
 const char *const al_lua_all[] = {
-    al_lua_submit,	  al_lua_lookup,
-    al_lua_admit,	  al_lua_claim,
-    al_lua_fetch,	  al_lua_commit,
-    al_lua_commit_fetch,  al_lua_reject,
-    al_lua_retry,	  al_lua_promote,
-    al_lua_reclaim,	  al_lua_cancel,
-    al_lua_expire,	  al_lua_trim,
-    al_lua_await,	  al_lua_give_back,
-    al_lua_workers,	  al_lua_vm_end_due,
-    al_lua_vm_end_one,	  al_lua_session_open,
-    al_lua_session_call,  al_lua_session_reply,
-    al_lua_session_renew, al_lua_session_end,
-    al_lua_session_lost,  NULL,
+    al_lua_submit,	    al_lua_lookup,	  al_lua_admit,		al_lua_claim,
+    al_lua_fetch,	    al_lua_commit,	  al_lua_commit_fetch,	al_lua_reject,
+    al_lua_retry,	    al_lua_promote,	  al_lua_reclaim,	al_lua_cancel,
+    al_lua_expire,	    al_lua_trim,	  al_lua_await,		al_lua_give_back,
+    al_lua_workers,	    al_lua_vm_end_due,	  al_lua_vm_end_one,	al_lua_session_open,
+    al_lua_session_call,    al_lua_session_reply, al_lua_session_renew, al_lua_session_end,
+    al_lua_session_lost,    al_lua_session_pause, al_lua_session_fork,	al_lua_session_take,
+    al_lua_session_resumed, al_lua_session_drop,  al_lua_paused_due,	NULL,
 };
 
 bool al_script_read_only(const char *script)
@@ -591,7 +722,7 @@ const char *al_script_sha(const char *script)
 	static struct {
 		const char *script;
 		char hex[41];
-	} cache[32];
+	} cache[48];
 
 	for (size_t i = 0; i < sizeof(cache) / sizeof(cache[0]); i++) {
 		unsigned char md[SHA_DIGEST_LENGTH];
@@ -606,5 +737,5 @@ const char *al_script_sha(const char *script)
 		cache[i].script = script;
 		return cache[i].hex;
 	}
-	return "0000000000000000000000000000000000000000"; /* more than 32 scripts: a bug */
+	return "0000000000000000000000000000000000000000"; /* more than 48 scripts: a bug */
 }

@@ -190,6 +190,22 @@ extern const char al_lua_session_end[];
  * reason worker_lost. -> how many */
 extern const char al_lua_session_lost[];
 
+/* Paused sessions (contract.h al_session_pause_call ...; docs/snapshots.md).
+ * A paused session's record says state paused, its snapshot (path,
+ * snapshot_bytes, snapshot_sha256), the open job (job), what it had left
+ * (life_left_ms, idle_ms, cpu_budget_ms, calls), paused_ms, paused_until
+ * and rq, the queue a worker that can resume it reads; al:paused orders
+ * them by paused_until; al:tenant:<t> field paused counts them. A call to
+ * one (SESSION_CALL) waits on al:sq:<id> and, the first, puts its id on rq:
+ * state resuming; a worker takes it (SESSION_TAKE), restores it, and
+ * SESSION_RESUMED opens it again on that worker with the calls waiting. */
+extern const char al_lua_session_pause[];
+extern const char al_lua_session_fork[];
+extern const char al_lua_session_take[];
+extern const char al_lua_session_resumed[];
+extern const char al_lua_session_drop[];
+extern const char al_lua_paused_due[];
+
 /* Every script above, NULL-terminated (loaded with SCRIPT LOAD at connect). */
 extern const char *const al_lua_all[];
 

@@ -328,7 +328,7 @@ void wk_job_run(struct worker *w, struct slot *s)
 		return;
 	}
 	if (s->job.session) { /* the slot stays the session's */
-		wk_session_start(w, s);
+		wk_session_start(w, s, NULL);
 		return;
 	}
 	if (!wk_inputs_room(w, s))

@@ -117,6 +117,23 @@ void wk_sess_arm_idle(struct wk_session *ss)
 	wk_sess_arm(ss->timer, ss->idle_ms);
 }
 
+void wk_sess_free(struct wk_session *ss)
+{
+	if (ss->chan)
+		bufferevent_free(ss->chan);
+	free(ss->seen);
+	free(ss);
+}
+
+void wk_sess_reply_text(struct wk_session *ss, const struct al_sess_call *c, const char *text)
+{
+	struct al_result res = {.id = c->id, .status = AL_ST_OK, .has_exit_code = true};
+
+	res.out = (struct al_bytes){(char *)text, strlen(text)};
+	res.backend = (char *)ss->s->ops->name;
+	wk_sess_reply(ss->w, c->session, c->id, &res);
+}
+
 /* Send the next queued call to the server. */
 void wk_sess_next(struct wk_session *ss)
 {
@@ -125,13 +142,26 @@ void wk_sess_next(struct wk_session *ss)
 	json_t *doc;
 	uint64_t t;
 
-	if (ss->active || !ss->queue || ss->state != SS_OPEN || ss->restarting)
+	if (ss->active || !ss->queue || ss->state != SS_OPEN || ss->restarting ||
+	    ss->pause_in_flight)
 		return;
 	ss->active = ss->queue;
 	ss->queue = ss->queue->next;
 	c = &ss->active->call;
 	if (c->op == AL_SESS_CLOSE) {
 		ss->end(ss, AL_SESS_CLOSED, NULL);
+		return;
+	}
+	if (c->op == AL_SESS_PAUSE || c->op == AL_SESS_FORK) { /* in order, once idle */
+		if (ss->pause) {
+			ss->pause(ss);
+			return;
+		}
+		wk_sess_reply_status(ss->w, c->session, c->id, AL_ST_REJECTED,
+				     "unsupported: this worker cannot pause sessions");
+		wk_sess_pending_free(ss->active);
+		ss->active = NULL;
+		wk_sess_next(ss);
 		return;
 	}
 	/* its CPU: its own, within the tier's most, else the session's per-call */
@@ -459,7 +489,6 @@ void wk_sess_info(struct wk_session *ss, struct pending *p)
 {
 	const struct al_limits *l = &ss->s->job.limits;
 	const struct al_session_policy *sp = &ss->s->tier->sessions;
-	struct al_result res = {.id = p->call.id, .status = AL_ST_OK, .has_exit_code = true};
 	struct al_usage u;
 	size_t queued = 0;
 	json_t *doc;
@@ -496,6 +525,11 @@ void wk_sess_info(struct wk_session *ss, struct pending *p)
 		json_object_set_new(
 		    doc, "life_left_ms",
 		    json_integer((json_int_t)left_of(ss->opened_mono, ss->life_ms)));
+		/* open here; restored from a snapshot (when, how long it took) */
+		json_object_set_new(doc, "state", json_string("open"));
+		if (ss->restored)
+			json_object_set_new(doc, "resume_ms",
+					    json_integer((json_int_t)ss->resumed_ms));
 	}
 	text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
 	json_decref(doc);
@@ -503,9 +537,7 @@ void wk_sess_info(struct wk_session *ss, struct pending *p)
 		wk_sess_reply_status(ss->w, p->call.session, p->call.id, AL_ST_SANDBOX_ERROR,
 				     "out of memory");
 	} else {
-		res.out = (struct al_bytes){text, strlen(text)};
-		res.backend = (char *)ss->s->ops->name;
-		wk_sess_reply(ss->w, p->call.session, p->call.id, &res);
+		wk_sess_reply_text(ss, &p->call, text);
 	}
 	free(text);
 	wk_sess_pending_free(p);

@@ -1,7 +1,9 @@
-/* session_int.h - what a session's two files share: sessions.c (its life:
- * start, open, end, the server's channel, its calls taken from Redis)
- * and session_calls.c (its calls run, answered), which calls nothing of
- * sessions.c (the session's end reaches it as ss->end). Internal to
+/* session_int.h - what a session's three files share, top down:
+ * sessions.c (its life: start, open, end, the server's channel, its calls
+ * taken from Redis), session_pause.c (paused: pause, fork, resume, their
+ * end; docs/snapshots.md) and session_calls.c (its calls run, answered).
+ * Each calls only those after it (the session's end reaches the lower two
+ * as ss->end, a pause call session_calls.c as ss->pause). Internal to
  * worker/. */
 #ifndef AL_SESSION_INT_H
 #define AL_SESSION_INT_H
@@ -81,9 +83,57 @@ struct wk_session {
 	/* sessions.c's end_session: how a call ends the session (a broken
 	 * server, a call that will not stop) without calling up into it */
 	void (*end)(struct wk_session *ss, enum al_sess_end why, const char *detail);
+	/* session_pause.c's wk_sess_pause: the active call is a pause or a
+	 * fork (NULL on a backend that cannot: answered unsupported) */
+	void (*pause)(struct wk_session *ss);
+	bool restored;	      /* started from a snapshot: no open job to answer */
+	bool paused;	      /* recorded paused: its end writes no end, its queue goes back */
+	bool pause_in_flight; /* ...being recorded: the session is not freed under it */
+	struct wk_pausing *pausing; /* the pause's snapshot and copies, until recorded */
+	uint64_t resumed_ms;	    /* a restore's time (its info says) */
 };
 
+/* What a restore starts a session's sandbox with (sessions.c's
+ * wk_session_start): the snapshot's checked copy, and what the session had
+ * left when it paused. */
+struct wk_restore {
+	int fd;
+	char path[4096]; /* the snapshot file, removed once the session is open */
+	uint64_t life_left_ms, idle_ms, cpu_budget_ms, calls, t0_ms;
+};
+/* sessions.c's session start, handed to session_pause.c's resume */
+typedef void (*wk_session_start_fn)(struct worker *w, struct slot *s, const struct wk_restore *rs);
+
+/* session_pause.c */
+/* The active call (ss->active: pause, fork; NULL: the session idled on a
+ * tier that pauses idle sessions) runs: the sandbox saved, the record says
+ * paused (or the copies exist), the call answered; a paused session's end
+ * follows (ss->paused, ss->end). */
+void wk_sess_pause(struct wk_session *ss);
+/* A paused session's id taken from a resume queue (rq): made this worker's
+ * and restored into a free slot of its tier through start, or ended with
+ * its reason (a close held for it, a snapshot refused), its calls
+ * answered. */
+void wk_sess_resume(struct worker *w, const char *rq, const char *sid, wk_session_start_fn start);
+/* A restore that did not come up (before it was open again): its record
+ * ends for why, the calls held for it are answered with msg. */
+void wk_sess_resume_failed(struct worker *w, const char *sid, enum al_sess_end why,
+			   const char *msg);
+/* The resume queues this worker serves (all, or only those with a free
+ * slot of their tier's backend): their keys in keys[0..], count. */
+size_t wk_sess_resume_queues(struct worker *w, bool free_only, char (*keys)[AL_KEY_MAX],
+			     size_t cap);
+/* Each heartbeat: paused sessions past their tier's paused_max_s end
+ * (paused_expired) with their snapshots; the first time, half-written
+ * snapshots of an earlier run are removed. */
+void wk_sess_paused_tick(struct worker *w);
+
 /* session_calls.c */
+/* ss's memory, once nothing refers to it (a session ended; no Redis reply
+ * is still to come for it). */
+void wk_sess_free(struct wk_session *ss);
+/* A call's answer: ok, with text (JSON) as its stdout. */
+void wk_sess_reply_text(struct wk_session *ss, const struct al_sess_call *c, const char *text);
 /* A call's answer (a result, or just a status and why) onto its keys. */
 void wk_sess_reply(struct worker *w, const char *sid, const char *call_id, struct al_result *res);
 void wk_sess_reply_status(struct worker *w, const char *sid, const char *call_id,

@@ -97,9 +97,25 @@ def reader():
         req = json.loads(body)
         if req.get("op") == "interrupt":
             interrupt()
+        elif req.get("op") == "reseed":
+            reseed()
         else:
             requests.put(req)
     os._exit(0)  # the worker went away: the session is over
+
+
+def reseed():
+    """The sandbox was restored from a snapshot (a resume, a fork's copy):
+    the guest's kernel has fresh entropy already; the generators seeded
+    from it at import draw the same as every other copy's until they are
+    seeded again, from it."""
+    for name in ("random", "numpy.random"):
+        mod = sys.modules.get(name)
+        try:
+            if mod is not None:
+                mod.seed()
+        except Exception:
+            pass
 
 
 def interrupt():

@@ -35,6 +35,7 @@
 #include "../proto/call.h"
 #include "proxy.h"
 #include "session_int.h"
+#include "snapshot.h"
 #include "worker.h"
 
 extern const char wk_session_server_py[]; /* session_server.c, made from session_server.py */
@@ -173,14 +174,9 @@ static void on_accept(evutil_socket_t fd, short what, void *arg)
 
 static void free_later(evutil_socket_t fd, short what, void *arg)
 {
-	struct wk_session *ss = arg;
-
 	(void)fd;
 	(void)what;
-	if (ss->chan)
-		bufferevent_free(ss->chan);
-	free(ss->seen);
-	free(ss);
+	wk_sess_free(arg);
 }
 
 /* Put the open job's result in: status, and why when not ok. */
@@ -212,6 +208,23 @@ static void commit_open(struct wk_session *ss, enum al_status_code st, const cha
 	free(res.info);
 }
 
+/* A call queued behind a pause, back onto its session's record (SESSION_CALL:
+ * the session is paused, so it waits there and resumes it). */
+static void requeue(struct worker *w, const struct al_sess_call *call)
+{
+	struct al_buf b = {0};
+	struct al_err err = {0};
+	struct al_call c;
+
+	if (al_sess_call_encode(call, &b, &err)) {
+		wk_sess_reply_status(w, call->session, call->id, AL_ST_SANDBOX_ERROR, err.msg);
+		return;
+	}
+	al_session_queue_call(&c, call->session, call->tenant, b.data, b.len);
+	wk_send_call(w, &c, "session_requeue", call->id);
+	al_buf_free(&b);
+}
+
 /* SESSION_END: the record says ended and why, the tenant's count drops. */
 static void record_end(struct wk_session *ss)
 {
@@ -236,10 +249,16 @@ static void end_session(struct wk_session *ss, enum al_sess_end why, const char 
 	ss->state = SS_ENDED;
 	snprintf(msg, sizeof(msg), "session_ended: %s%s%s", al_sess_end_name(why),
 		 detail ? ": " : "", detail ? detail : "");
-	al_log(why == AL_SESS_CLOSED || why == AL_SESS_IDLE || why == AL_SESS_LIFE ? "info"
-										   : "warn",
-	       "session_end", "job=%s reason=%s calls=%u detail=\"%s\"", s->id,
-	       al_sess_end_name(why), ss->calls, detail ? detail : "");
+	if (ss->paused)
+		al_log("info", "session_paused_out",
+		       "job=%s calls=%u note=\"paused: its sandbox "
+		       "goes, its slot is free\"",
+		       s->id, ss->calls);
+	else
+		al_log(why == AL_SESS_CLOSED || why == AL_SESS_IDLE || why == AL_SESS_LIFE ? "info"
+											   : "warn",
+		       "session_end", "job=%s reason=%s calls=%u detail=\"%s\"", s->id,
+		       al_sess_end_name(why), ss->calls, detail ? detail : "");
 	for (int i = 0; i < ss->nwatch; i++)
 		event_free(ss->watch[i]);
 	ss->nwatch = 0;
@@ -280,15 +299,23 @@ static void end_session(struct wk_session *ss, enum al_sess_end why, const char 
 		struct pending *p = ss->queue;
 
 		ss->queue = p->next;
-		wk_sess_reply_status(w, p->call.session, p->call.id,
-				     p->call.op == AL_SESS_CLOSE ? AL_ST_OK : AL_ST_SESSION_ENDED,
-				     p->call.op == AL_SESS_CLOSE ? NULL : msg);
+		if (ss->paused) /* back to Redis: they wait for the session there, and resume it */
+			requeue(w, &p->call);
+		else
+			wk_sess_reply_status(w, p->call.session, p->call.id,
+					     p->call.op == AL_SESS_CLOSE ? AL_ST_OK
+									 : AL_ST_SESSION_ENDED,
+					     p->call.op == AL_SESS_CLOSE ? NULL : msg);
 		wk_sess_pending_free(p);
 	}
 	ss->why = why;
 	snprintf(ss->end_msg, sizeof(ss->end_msg), "%s", msg);
-	if (was == SS_OPEN)
+	if (ss->paused)
+		; /* the record says paused */
+	else if (was == SS_OPEN)
 		record_end(ss);
+	else if (ss->restored) /* its record says resuming: it ends, its calls learn why */
+		wk_sess_resume_failed(w, ss->id, why == AL_SESS_BROKEN ? AL_SESS_BROKEN : why, msg);
 	else if (was == SS_STARTING || (was == SS_OPENING && ss->open_in_flight))
 		commit_open(ss, AL_ST_SANDBOX_ERROR, msg); /* never opened: the open job says why */
 	/* out of the worker's list; the slot is free */
@@ -300,7 +327,7 @@ static void end_session(struct wk_session *ss, enum al_sess_end why, const char 
 	s->session = NULL;
 	wk_slot_release(s);
 	ss->s = NULL;
-	if (!ss->open_in_flight)
+	if (!ss->open_in_flight && !ss->pause_in_flight)
 		event_base_once(w->base, -1, EV_TIMEOUT, free_later, ss, &now);
 }
 
@@ -345,6 +372,9 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
 		wk_sess_interrupt(ss, "time"); /* past its time */
 	} else if (ss->active) {
 		end_session(ss, AL_SESS_CALL_STUCK, "a call past its time did not stop");
+	} else if (ss->s->tier->sessions.pause_on_idle && !ss->pause_in_flight &&
+		   (ss->s->ops->caps & AL_CAP_SNAPSHOT)) {
+		wk_sess_pause(ss); /* on_idle: pause (it ends idle if it cannot) */
 	} else {
 		end_session(ss, AL_SESS_IDLE, NULL);
 	}
@@ -435,7 +465,59 @@ static void open_session(struct wk_session *ss)
 
 /* ---- the worker's side: start, calls, beats, drain ---- */
 
-void wk_session_start(struct worker *w, struct slot *s)
+/* SESSION_RESUMED's answer: a restored session is open here again (the
+ * calls that waited for it are on al:wq:<worker> now); its snapshot goes. */
+static void on_resumed(redisAsyncContext *ac, void *reply_, void *priv)
+{
+	struct wk_session *ss = priv;
+	redisReply *r = reply_;
+	bool ok = r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+		  r->element[0]->type == REDIS_REPLY_INTEGER && r->element[0]->integer == 1;
+
+	(void)ac;
+	ss->open_in_flight = false;
+	if (ss->state == SS_ENDED) {
+		free_later(-1, 0, ss);
+		return;
+	}
+	if (!ok) {
+		end_session(ss, AL_SESS_BROKEN, "Redis did not record the resumed session");
+		return;
+	}
+	ss->state = SS_OPEN;
+	al_log("info", "session_resumed", "job=%s tenant=%s tier=%s ms=%llu", ss->id,
+	       ss->s->job.tenant, ss->s->tier->name, (unsigned long long)ss->resumed_ms);
+	wk_sess_arm(ss->life, ss->life_ms);
+	ss->opened_mono = al_mono_ms();
+	if (ss->queue)
+		wk_sess_next(ss);
+	else
+		wk_sess_arm_idle(ss);
+}
+
+/* A restored session's sandbox runs: made unique (its server reseeds its
+ * random generators; the guest agent was told already), then open again
+ * in its record. */
+static void resumed(struct wk_session *ss, const struct wk_restore *rs)
+{
+	struct al_call c;
+
+	wk_snap_remove(rs->path);
+	ss->resumed_ms = al_mono_ms() - rs->t0_ms;
+	if (wk_sess_send(ss, json_pack("{s:s}", "op", "reseed"))) {
+		end_session(ss, AL_SESS_BROKEN, "could not reach the restored session's server");
+		return;
+	}
+	ss->state = SS_OPENING;
+	ss->open_in_flight = true;
+	al_session_resumed_call(&c, ss->id, ss->s->job.tenant, ss->w->conf->backend.worker_id);
+	if (al_aconn_call(ss->w->cmd, &c, on_resumed, ss)) {
+		ss->open_in_flight = false;
+		end_session(ss, AL_SESS_BROKEN, "Redis did not record the resumed session");
+	}
+}
+
+void wk_session_start(struct worker *w, struct slot *s, const struct wk_restore *rs)
 {
 	struct wk_session *ss = calloc(1, sizeof(*ss));
 	struct al_run_spec spec = {0};
@@ -457,8 +539,11 @@ void wk_session_start(struct worker *w, struct slot *s)
 	ss->w = w;
 	ss->s = s;
 	ss->end = end_session;
-	ss->idle_ms = s->tier->sessions.idle_ms;
-	ss->life_ms = s->tier->sessions.life_ms;
+	ss->pause = wk_sess_pause;
+	ss->restored = rs != NULL;
+	ss->idle_ms = rs ? rs->idle_ms : s->tier->sessions.idle_ms;
+	ss->life_ms = rs ? rs->life_left_ms : s->tier->sessions.life_ms;
+	ss->calls = rs ? (unsigned)rs->calls : 0;
 	ss->listen_fd = -1;
 	ss->opened_ms = al_now_ms();
 	snprintf(ss->id, sizeof(ss->id), "%s", s->id);
@@ -487,6 +572,11 @@ void wk_session_start(struct worker *w, struct slot *s)
 	    (!ss->cpu_budget_ms || s->job.cpu_budget_ms < ss->cpu_budget_ms))
 		ss->cpu_budget_ms = s->job.cpu_budget_ms;
 	spec.limits.cpu_ms = ss->cpu_budget_ms ? ss->cpu_budget_ms : NO_CPU_BUDGET_MS;
+	if (rs) { /* the sandbox as it was paused: its server serves already */
+		ss->cpu_budget_ms = rs->cpu_budget_ms;
+		spec.restore = true;
+		spec.restore_fd = rs->fd;
+	}
 	ss->sb = al_sandbox_new(s->ops, &w->conf->backend, &spec);
 	if (!ss->timer || !ss->life || !ss->cpu_poll || !ss->sb) {
 		end_session(ss, AL_SESS_BROKEN, "out of memory");
@@ -495,7 +585,7 @@ void wk_session_start(struct worker *w, struct slot *s)
 	if (al_backend_prepare(ss->sb, &err) || al_backend_start(ss->sb, &wt, &err)) {
 		al_closep(&wt.session_fd);
 		al_closep(&wt.egress_fd);
-		end_session(ss, AL_SESS_BROKEN, err.msg);
+		end_session(ss, rs ? AL_SESS_SNAPSHOT_REFUSED : AL_SESS_BROKEN, err.msg);
 		return;
 	}
 	if (wt.egress_fd >= 0 &&
@@ -538,8 +628,25 @@ void wk_session_start(struct worker *w, struct slot *s)
 	}
 	if (ss->listen_ev)
 		event_add(ss->listen_ev, NULL);
+	al_log("info", "session_start", "job=%s tier=%s slot=%d%s", s->id, s->tier->name, s->index,
+	       rs ? " restored=1" : "");
+	if (rs) {
+		if (!ss->chan)
+			end_session(ss, AL_SESS_BROKEN, "the restored sandbox has no session port");
+		else
+			resumed(ss, rs);
+		return;
+	}
 	wk_sess_arm(ss->timer, HELLO_MS);
-	al_log("info", "session_start", "job=%s tier=%s slot=%d", s->id, s->tier->name, s->index);
+}
+
+/* Whether this worker paused session id lately (then forgets it). */
+static bool paused_here(struct worker *w, const char *id)
+{
+	for (unsigned i = 0; i < sizeof(w->paused_ids) / sizeof(w->paused_ids[0]); i++)
+		if (!strcmp(w->paused_ids[i], id))
+			return true;
+	return false;
 }
 
 static struct wk_session *find(struct worker *w, const char *id)
@@ -576,6 +683,11 @@ static void take_call(struct worker *w, const char *raw, size_t len)
 		return;
 	}
 	ss = find(w, p->call.session);
+	if ((!ss || ss->state == SS_ENDED) && paused_here(w, p->call.session)) {
+		requeue(w, &p->call); /* sent while it paused: the record resumes it */
+		wk_sess_pending_free(p);
+		return;
+	}
 	if (!ss || ss->state == SS_ENDED || strcmp(ss->s->job.tenant, p->call.tenant)) {
 		wk_sess_reply_status(w, p->call.session, p->call.id, AL_ST_SESSION_ENDED,
 				     "session_ended: no such session open on its worker");
@@ -594,7 +706,9 @@ static void take_call(struct worker *w, const char *raw, size_t len)
 		wk_sess_cancel(ss, p);
 		return;
 	}
-	if (p->call.op == AL_SESS_INFO) { /* at once too: it asks the worker, not the sandbox */
+	if (p->call.op == AL_SESS_INFO || p->call.op == AL_SESS_RESUME) {
+		/* at once too: it asks the worker, not the sandbox (resume: open
+		 * already, its info says so) */
 		wk_sess_info(ss, p);
 		return;
 	}
@@ -620,6 +734,7 @@ static void on_calls(redisAsyncContext *ac, void *reply_, void *priv)
 {
 	struct worker *w = priv;
 	redisReply *r = reply_;
+	char wq[AL_KEY_MAX];
 
 	(void)ac;
 	w->calls_waiting = false;
@@ -628,20 +743,33 @@ static void on_calls(redisAsyncContext *ac, void *reply_, void *priv)
 		return;
 	}
 	if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
-	    r->element[1]->type == REDIS_REPLY_STRING)
-		take_call(w, r->element[1]->str, r->element[1]->len);
+	    r->element[0]->type == REDIS_REPLY_STRING &&
+	    r->element[1]->type == REDIS_REPLY_STRING) {
+		if (!strcmp(r->element[0]->str, al_key_wq(wq, w->conf->backend.worker_id)))
+			take_call(w, r->element[1]->str, r->element[1]->len);
+		else /* a resume queue's: a paused session to restore here */
+			wk_sess_resume(w, r->element[0]->str, r->element[1]->str, wk_session_start);
+	}
 	if (r)
 		wait_calls(w);
 }
 
-/* One BLPOP on al:wq:<worker> at a time, always (calls arrive any time). */
+/* One BLPOP on al:wq:<worker> at a time, always (calls arrive any time),
+ * and on the resume queues of the tiers with a free slot here. */
 static void wait_calls(struct worker *w)
 {
+	char keys[AL_TIERS_MAX + 1][AL_KEY_MAX];
+	const char *rqs[AL_TIERS_MAX + 1];
+	size_t n = 0;
 	struct al_call c;
 
 	if (w->calls_waiting || !w->sessq || !al_aconn_is_up(w->sessq))
 		return;
-	al_session_calls_wait_call(&c, w->conf->backend.worker_id, 1000);
+	if (!w->draining)
+		n = wk_sess_resume_queues(w, true, keys, AL_TIERS_MAX + 1);
+	for (size_t i = 0; i < n; i++)
+		rqs[i] = keys[i];
+	al_session_calls_wait_call(&c, w->conf->backend.worker_id, rqs, n, 1000);
 	if (!al_aconn_send(w->sessq, &c, on_calls, w))
 		w->calls_waiting = true;
 	al_call_free(&c);
@@ -698,6 +826,7 @@ void wk_sessions_renew(struct worker *w)
 		}
 	}
 	wait_calls(w); /* the connection came back: wait again */
+	wk_sess_paused_tick(w);
 }
 
 void wk_sessions_end_all(struct worker *w, enum al_sess_end why)

@@ -165,6 +165,11 @@ struct worker {
 	struct al_aconn *sessq;	     /* the sessions' calls (BLPOP al:wq:<worker>) */
 	struct wk_session *sessions; /* open (and opening) */
 	bool calls_waiting;	     /* a BLPOP on sessq */
+	/* sessions this worker paused lately: a call that was on its way to
+	 * one here goes back to the record, which resumes it */
+	char paused_ids[64][AL_ID_MAX + 1];
+	unsigned paused_at;
+	bool snaps_swept; /* the half-written snapshots of an earlier run removed */
 	struct backend_state backends[8];
 	int nbackends;
 	const char *streams[MAX_STREAMS];
@@ -267,7 +272,8 @@ void wk_hold(struct worker *w, struct slot *p);
 
 /* sessions.c: sessions (proto/call.h) */
 /* Slot s holds an accepted session job: start its sandbox and server. */
-void wk_session_start(struct worker *w, struct slot *s);
+struct wk_restore;
+void wk_session_start(struct worker *w, struct slot *s, const struct wk_restore *rs);
 void wk_sessions_on_up(struct al_aconn *c, void *arg); /* sessq: wait for calls */
 void wk_sessions_renew(struct worker *w);	       /* each heartbeat: leases */
 void wk_sessions_end_all(struct worker *w, enum al_sess_end why);

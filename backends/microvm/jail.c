@@ -150,16 +150,34 @@ int al_vmm_spawn(const struct al_vmm_cfg *cfg, char *const argv[], const int *ke
 			_exit(120);
 		if (unshare(CLONE_NEWCGROUP) || build_jail(cfg, &what))
 			_exit(119);
-		/* keep[i] -> 3+i, by way of fds above every target */
-		for (int i = 0; i < nkeep; i++)
-			if (dup2(keep[i], 64 + i) < 0)
+		/* keep[i] -> 3+i, null, the console and the worker's pidfd to
+		 * theirs, each by way of a copy above every target and every
+		 * source (any of which may be a target's number: the worker has
+		 * many descriptors open) */
+		{
+			int hi = 64, tmp[8], n2, c2, p2;
+
+			if (nkeep > 8)
 				_exit(121);
-		for (int i = 0; i < nkeep; i++)
-			if (dup2(64 + i, 3 + i) < 0)
+			for (int i = 0; i < nkeep; i++)
+				hi = keep[i] >= hi ? keep[i] + 1 : hi;
+			hi = nul >= hi ? nul + 1 : hi;
+			hi = con >= hi ? con + 1 : hi;
+			hi = parent >= hi ? parent + 1 : hi;
+			for (int i = 0; i < nkeep; i++)
+				if ((tmp[i] = fcntl(keep[i], F_DUPFD, hi)) < 0)
+					_exit(121);
+			if ((n2 = fcntl(nul, F_DUPFD, hi)) < 0 ||
+			    (c2 = con >= 0 ? fcntl(con, F_DUPFD, hi) : n2) < 0 ||
+			    (p2 = fcntl(parent, F_DUPFD, hi)) < 0)
 				_exit(121);
-		if (dup2(nul, 0) < 0 || dup2(con >= 0 ? con : nul, 1) < 0 ||
-		    dup2(con >= 0 ? con : nul, 2) < 0 || dup2(parent, 63) < 0)
-			_exit(121);
+			for (int i = 0; i < nkeep; i++)
+				if (dup2(tmp[i], 3 + i) < 0)
+					_exit(121);
+			if (dup2(n2, 0) < 0 || dup2(c2, 1) < 0 || dup2(c2, 2) < 0 ||
+			    dup2(p2, 63) < 0)
+				_exit(121);
+		}
 		pf.fd = 63;
 		syscall(SYS_close_range, 3 + nkeep, 62, 0);
 		syscall(SYS_close_range, 64, ~0u, 0);

@@ -129,6 +129,10 @@ static int mvm_prepare(struct al_sandbox *sb, struct al_err *err)
 	m->timer_fd = -1;
 	if (!mvm_host.ready)
 		return al_err_set(err, AL_ESANDBOX, "microvm: backend not initialised");
+	if (egress)
+		sb->spec.proxy_url = AL_VMM_PROXY_URL; /* in the job's environment */
+	if (s->restore)
+		return mvm_restore(sb, guest, mib, vcpus, err);
 	/* pool VMs have no network card nor inputs disk: a job with egress or
 	 * inputs boots its own */
 	m->vm = egress || s->inputs_pack
@@ -136,10 +140,8 @@ static int mvm_prepare(struct al_sandbox *sb, struct al_err *err)
 		    : mvm_pool_take(s->job->tier ? s->job->tier : "", guest, s->image, mib, vcpus);
 	m->warm = m->vm != NULL;
 	if (!m->vm && !(m->vm = mvm_vm_launch(guest, s->image, s->inputs_pack, egress, false, mib,
-					      vcpus, err)))
+					      vcpus, -1, err)))
 		return AL_ESANDBOX;
-	if (egress)
-		sb->spec.proxy_url = AL_VMM_PROXY_URL; /* in the job's environment */
 	return AL_OK;
 }
 
@@ -191,10 +193,16 @@ static int mvm_start(struct al_sandbox *sb, struct al_watch *w, struct al_err *e
 	m->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
 	if (m->timer_fd < 0)
 		return al_err_sys(err, "microvm: timerfd_create");
-	if ((rc = mvm_vm_poll_ready(m->vm, err)) < 0)
+	if (m->vm->restored) { /* its job runs since before the snapshot */
+		if ((rc = mvm_tell_restored(m->vm, err)))
+			return rc;
+		m->sent = true;
+		m->sent_ms = m->heard_ms = m->start_ms;
+	} else if ((rc = mvm_vm_poll_ready(m->vm, err)) < 0) {
 		return rc;
-	if (rc > 0 && (rc = send_job(sb, err)))
+	} else if (rc > 0 && (rc = send_job(sb, err))) {
 		return rc;
+	}
 	arm(sb);
 	w->fds[w->nfds++] = m->vm->v.chan_fd;
 	w->fds[w->nfds++] = m->vm->v.pidfd;
@@ -229,7 +237,7 @@ static void add_info(struct al_sandbox *sb, struct al_result *res)
 	al_result_add_info(res, "image", m->vm->hash);
 	al_result_add_info(res, "vmm", mvm_host.drv->name);
 	al_result_add_info(res, "accel", mvm_host.kvm ? "kvm" : "tcg");
-	al_result_add_info(res, "boot", m->warm ? "warm" : "cold");
+	al_result_add_info(res, "boot", m->vm->restored ? "restored" : m->warm ? "warm" : "cold");
 	snprintf(v, sizeof(v), "%llu", (unsigned long long)(m->vm->ready_ms - m->vm->born_ms));
 	al_result_add_info(res, "boot_ms", v);
 }
@@ -427,4 +435,5 @@ const struct al_backend_ops al_backend_microvm = {
     .tick = mvm_pool_tick,
     .fini = mvm_fini,
     .accel = mvm_accel,
+    .snapshot = mvm_snapshot,
 };

@@ -1,8 +1,8 @@
 /* mvm.h - what the microVM backend's files share, top down: microvm.c
- * (the backend's ops: a job's VM from start to result), pool.c (one VM,
- * and the warm pools), frames.c (the guest's result and output frames),
- * jail.c (the VMM's start, for the drivers). Each calls only those after
- * it. */
+ * (the backend's ops: a job's VM from start to result), snapshot.c (a VM
+ * saved, and restored), pool.c (one VM, and the warm pools), frames.c (the
+ * guest's result and output frames), jail.c (the VMM's start, for the
+ * drivers). Each calls only those after it. */
 #ifndef AL_MVM_H
 #define AL_MVM_H
 
@@ -48,6 +48,8 @@ struct vm {
 	char guest[PATH_MAX]; /* kernel and initramfs */
 	char disk[PATH_MAX];  /* the catalogue image's block image ("" = none) */
 	int egress_fd;	      /* network egress: the proxy's socket, until the worker takes it */
+	bool egress, inputs;  /* with a network card, with an inputs disk */
+	bool restored;	      /* started from a snapshot, not booted */
 };
 
 struct pool {
@@ -91,6 +93,16 @@ struct mvm_sb {
 			       * envelope (all its steps, al_grade_envelope) */
 };
 
+/* snapshot.c */
+/* The snapshot op (backend.h). */
+int mvm_snapshot(struct al_sandbox *sb, int fd, bool keep, struct al_err *err);
+/* sb's VM (m->vm) from the snapshot on spec.restore_fd, checked against
+ * this shape, running; err when refused or failed. */
+int mvm_restore(struct al_sandbox *sb, const char *guest, uint64_t mib, unsigned vcpus,
+		struct al_err *err);
+/* Tell the guest agent it was restored: the time, fresh entropy ('E'). */
+int mvm_tell_restored(struct vm *vm, struct al_err *err);
+
 /* pool.c */
 /* Whether vm's VMM has exited. */
 bool mvm_vm_exited(struct vm *vm);
@@ -100,9 +112,11 @@ void mvm_vm_free(struct vm *vm, bool graceful);
 /* AL_OK when dir holds a guest (a kernel and an initramfs), else err. */
 int mvm_guest_check(const char *dir, struct al_err *err);
 /* Launch a VM of guest (with the catalogue image's disk, the inputs pack,
- * egress; warm: a pool VM) of memory_mib and vcpus; NULL with err. */
+ * egress; warm: a pool VM) of memory_mib and vcpus, booting, or from the
+ * saved state on incoming_fd (>= 0: snapshot.c's); NULL with err. */
 struct vm *mvm_vm_launch(const char *guest, const char *image, const char *inputs, bool egress,
-			 bool warm, uint64_t memory_mib, unsigned vcpus, struct al_err *err);
+			 bool warm, uint64_t memory_mib, unsigned vcpus, int incoming_fd,
+			 struct al_err *err);
 /* The guest said its interpreter is warm (AL_CHAN_WARM, once). */
 void mvm_vm_took_warm(struct vm *vm);
 /* Read what the channel holds before the job: 1 when the agent is ready,

@@ -94,7 +94,8 @@ int mvm_guest_check(const char *dir, struct al_err *err)
 /* Boot a VM of guest with catalogue image (NULL: none) as its disk; a
  * pool's (warm) may start its job's interpreter ahead. */
 struct vm *mvm_vm_launch(const char *guest, const char *image, const char *inputs, bool egress,
-			 bool warm, uint64_t memory_mib, unsigned vcpus, struct al_err *err)
+			 bool warm, uint64_t memory_mib, unsigned vcpus, int incoming_fd,
+			 struct al_err *err)
 {
 	struct vm *vm = calloc(1, sizeof(*vm));
 	struct al_vmm_cfg cfg = {0};
@@ -111,6 +112,8 @@ struct vm *mvm_vm_launch(const char *guest, const char *image, const char *input
 	vm->uid_idx = -1;
 	vm->memory_mib = memory_mib;
 	vm->vcpus = vcpus;
+	vm->egress = egress;
+	vm->inputs = inputs != NULL;
 	snprintf(vm->guest, sizeof(vm->guest), "%s", guest);
 	if (mvm_guest_check(guest, err))
 		goto fail_vm;
@@ -165,6 +168,7 @@ struct vm *mvm_vm_launch(const char *guest, const char *image, const char *input
 	    .kvm_gid = mvm_host.kvm_gid,
 	    .egress_netns_fd = -1,
 	    .warm = warm,
+	    .incoming_fd = incoming_fd,
 	};
 	/* Network egress: the jail's network namespace is made here, with the
 	 * proxy's socket in it before the VMM can start a forwarder. */
@@ -254,7 +258,7 @@ static void pool_fill(struct pool *p)
 	while (p->n < p->size) {
 		struct al_err err = {0};
 		struct vm *vm = mvm_vm_launch(p->guest, p->image[0] ? p->image : NULL, NULL, false,
-					      true, p->memory_mib, p->vcpus, &err);
+					      true, p->memory_mib, p->vcpus, -1, &err);
 
 		if (!vm) {
 			fprintf(stderr, "airlock-worker: microvm: pool %s: %s\n", p->tier, err.msg);

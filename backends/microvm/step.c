@@ -18,6 +18,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/random.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
@@ -255,6 +257,49 @@ int agent_beat(int port, struct al_err *err)
 										 : AL_OK;
 }
 
+/* The host restored this VM from a snapshot ('E', vmchan.h): the clock
+ * set to the host's, its entropy mixed in and credited, the generator
+ * reseeded from it at once (RNDRESEEDCRNG), so that copies of one snapshot
+ * part ways from here. Best effort: said on the console when it fails. */
+static void restored(const uint8_t *p, size_t n)
+{
+	struct {
+		int entropy_count, buf_size;
+		uint8_t buf[32];
+	} add = {.entropy_count = 256, .buf_size = 32};
+	struct timespec ts;
+	uint64_t ms = 0;
+	int fd;
+
+	if (n != 8 + sizeof(add.buf)) {
+		agent_say("restored: a frame of %zu bytes, ignored", n);
+		return;
+	}
+	for (int i = 0; i < 8; i++)
+		ms = ms << 8 | p[i];
+	ts.tv_sec = (time_t)(ms / 1000);
+	ts.tv_nsec = (long)(ms % 1000) * 1000000;
+	if (clock_settime(CLOCK_REALTIME, &ts))
+		agent_say("restored: clock_settime: %s", strerror(errno));
+	memcpy(add.buf, p + 8, sizeof(add.buf));
+	fd = open("/dev/random", O_WRONLY | O_CLOEXEC);
+	if (fd < 0 || ioctl(fd, RNDADDENTROPY, &add) || ioctl(fd, RNDRESEEDCRNG))
+		agent_say("restored: reseeding: %s", strerror(errno));
+	al_closep(&fd);
+}
+
+/* A frame from the host while the job runs: only 'E' means anything. */
+static void host_frame(int port, struct al_chan_rd *rd)
+{
+	struct al_err err = {0};
+
+	if (al_chan_read(rd, port, 256, &err) != 1)
+		return;
+	if (rd->body.data[0] == AL_CHAN_RESTORED)
+		restored((const uint8_t *)rd->body.data + 1, rd->body.len - 1);
+	al_chan_rd_reset(rd);
+}
+
 static int wait_job(pid_t pid, int port, const struct al_cg *cg, const struct al_jobfs *fs,
 		    const struct step *stp, int *ws, long *maxrss_kib, bool *timed_out,
 		    struct al_err *err)
@@ -263,13 +308,20 @@ static int wait_job(pid_t pid, int port, const struct al_cg *cg, const struct al
 	const struct al_limits *l = stp->l;
 	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0), rc = AL_OK;
 	uint64_t t0 = al_mono_ms(), sent[3] = {0};
+	struct al_chan_rd rd = {0};
+	int host = port; /* -1 once the host's end hangs up: not polled again */
 
 	for (bool done = false, stopped = false; !done;) {
-		struct pollfd p = {.fd = pidfd, .events = POLLIN};
+		struct pollfd p[2] = {{.fd = pidfd, .events = POLLIN},
+				      {.fd = host, .events = POLLIN}};
 		int s;
 		pid_t w;
 
-		if (pidfd >= 0 && poll(&p, 1, AL_USAGE_POLL_MS) == 0) {
+		if (pidfd >= 0 && poll(p, 2, AL_USAGE_POLL_MS) >= 0 && !p[0].revents) {
+			if (p[1].revents & POLLIN)
+				host_frame(port, &rd);
+			else if (p[1].revents)
+				host = -1;
 			/* a grading job's step has its own wall-clock limit (a
 			 * plain job's is the host's: it kills the VM) */
 			bool late = stp->tree && al_mono_ms() - t0 >= l->wall_ms;
@@ -306,6 +358,7 @@ static int wait_job(pid_t pid, int port, const struct al_cg *cg, const struct al
 		}
 	}
 	al_closep(&pidfd);
+	al_chan_rd_free(&rd);
 	return rc;
 }
 

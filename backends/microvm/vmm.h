@@ -42,15 +42,20 @@ struct al_vmm_cfg {
 	/* a warm-pool VM: its agent may start the job's interpreter before
 	 * the job comes (the guest's airlock.warm=1; backends/microvm/warm.c) */
 	bool warm;
+	/* a restore: the VMM starts from this saved state (its driver's save,
+	 * read from here on) instead of booting, and stays paused until the
+	 * driver's resume; -1 = boot */
+	int incoming_fd;
 };
 
 /* A running VMM. */
 struct al_vmm {
 	pid_t pid;
-	int pidfd;   /* readable when the VMM exited */
-	int chan_fd; /* host end of the guest agent's channel (non-blocking) */
-	int ctl_fd;  /* the VMM's control socket (QMP, API), or -1 */
-	int sess_fd; /* host end of the session port (a session's server), or -1 */
+	int pidfd;	/* readable when the VMM exited */
+	int chan_fd;	/* host end of the guest agent's channel (non-blocking) */
+	int ctl_fd;	/* the VMM's control socket (QMP, API), or -1 */
+	int sess_fd;	/* host end of the session port (a session's server), or -1 */
+	bool ctl_ready; /* the control protocol was negotiated (QMP's capabilities) */
 };
 
 struct al_vmm_driver {
@@ -62,6 +67,14 @@ struct al_vmm_driver {
 	/* Ask the VMM to stop the VM and exit; 0 when it acknowledged. The
 	 * caller kills it if it has not exited soon after. */
 	int (*shutdown)(struct al_vmm *vm, int timeout_ms);
+	/* Stop the VM's vCPUs and write its whole state (memory, devices) to
+	 * fd, from its offset on, within timeout_ms; the VM stays stopped (the
+	 * caller ends it, or resumes it: a fork's parent). 0 or err. */
+	int (*save)(struct al_vmm *vm, int fd, int timeout_ms, struct al_err *err);
+	/* Run the VM's vCPUs again: a VMM launched with incoming_fd once it
+	 * has read that state (waited for, within timeout_ms), or one that
+	 * save stopped. 0 or err (the caller kills the VMM). */
+	int (*resume)(struct al_vmm *vm, int timeout_ms, struct al_err *err);
 };
 
 extern const struct al_vmm_driver al_vmm_qemu;
@@ -74,6 +87,7 @@ extern const struct al_vmm_driver al_vmm_qemu;
 #define AL_VMM_JAIL_DISK     "/vm/disk"
 #define AL_VMM_JAIL_FWD	     "/vm/egress-fwd"
 #define AL_VMM_JAIL_INPUTS   "/vm/inputs"
+#define AL_VMM_INCOMING_FD   6 /* a restore's state, in the VMM: after keep's chan, ctl, sess */
 #define AL_VMM_INPUTS_SERIAL "airlock-inputs" /* the inputs disk's serial, as the guest sees it */
 
 /* For drivers: start cfg->binary with argv (argv[0] is only its name) in a

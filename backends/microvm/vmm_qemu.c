@@ -4,8 +4,11 @@
  * virtio block device, virtio-serial ports for the job channel and for a
  * session's server, and QMP for control, all on socketpairs (no socket
  * files), and
- * QEMU's own seccomp sandbox on. KVM when asked, TCG otherwise. */
+ * QEMU's own seccomp sandbox on. KVM when asked, TCG otherwise. A snapshot
+ * is QEMU's migration stream, written to a descriptor the worker passes
+ * over QMP, and read back with -incoming fd: (MACHINE-FACTS.md). */
 #include <errno.h>
+#include <jansson.h>
 #include <poll.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -14,6 +17,8 @@
 #include <unistd.h>
 
 #include "../../common/cleanup.h"
+#include "../../common/clock.h"
+#include "../fdpass.h"
 #include "../vmchan.h"
 #include "egress_fwd.h"
 #include "vmm.h"
@@ -22,7 +27,7 @@ static int qemu_launch(const struct al_vmm_cfg *cfg, struct al_vmm *vm, struct a
 {
 	char mem[32], smp[32], cmdline[512], accel[64];
 	int chan[2] = {-1, -1}, ctl[2] = {-1, -1}, sess[2] = {-1, -1}, rc;
-	const char *argv[64];
+	const char *argv[66];
 	int n = 0;
 	bool egress = cfg->egress_fwd != NULL;
 
@@ -137,11 +142,18 @@ static int qemu_launch(const struct al_vmm_cfg *cfg, struct al_vmm *vm, struct a
 	argv[n++] = egress
 			? "on,obsolete=deny,resourcecontrol=deny"
 			: "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny";
+	/* A restore: the saved state on fd 6, read before the VM runs (it
+	 * stays paused until qemu_resume: the state was saved stopped). */
+	if (cfg->incoming_fd >= 0) {
+		argv[n++] = "-incoming";
+		argv[n++] = "fd:6";
+	}
 	argv[n] = NULL;
 	{
-		int keep[3] = {chan[1], ctl[1], sess[1]};
+		int keep[4] = {chan[1], ctl[1], sess[1], cfg->incoming_fd};
 
-		if ((rc = al_vmm_spawn(cfg, (char *const *)argv, keep, 3, vm, err)))
+		if ((rc = al_vmm_spawn(cfg, (char *const *)argv, keep,
+				       cfg->incoming_fd >= 0 ? 4 : 3, vm, err)))
 			goto fail_fds;
 	}
 	close(chan[1]);
@@ -150,6 +162,7 @@ static int qemu_launch(const struct al_vmm_cfg *cfg, struct al_vmm *vm, struct a
 	vm->chan_fd = chan[0];
 	vm->ctl_fd = ctl[0];
 	vm->sess_fd = sess[0];
+	vm->ctl_ready = false;
 	return AL_OK;
 fail_fds:
 	for (int i = 0; i < 2; i++) {
@@ -160,14 +173,180 @@ fail_fds:
 	return rc;
 }
 
+/* ---- QMP, for save and resume ---- */
+
+/* The next reply of QEMU's on its QMP socket within the time left until
+ * deadline (monotonic ms): greetings and events are skipped. The reply's
+ * "return" value (new reference) or NULL with err (its "error", the VMM
+ * gone, silence). */
+static json_t *qmp_reply(struct al_vmm *vm, uint64_t deadline, const char *what, struct al_err *err)
+{
+	char buf[8192];
+	size_t have = 0;
+
+	for (;;) {
+		char *nl;
+		struct pollfd p = {.fd = vm->ctl_fd, .events = POLLIN};
+		uint64_t now = al_mono_ms();
+		ssize_t r;
+
+		while ((nl = memchr(buf, '\n', have))) {
+			json_t *doc = json_loadb(buf, (size_t)(nl - buf), 0, NULL);
+			json_t *ret = doc ? json_object_get(doc, "return") : NULL;
+			json_t *e = doc ? json_object_get(doc, "error") : NULL;
+
+			have -= (size_t)(nl + 1 - buf);
+			memmove(buf, nl + 1, have);
+			if (ret) {
+				json_incref(ret);
+				json_decref(doc);
+				return ret;
+			}
+			if (e) {
+				al_err_set(err, AL_ESANDBOX, "qemu: %s: %s", what,
+					   json_string_value(json_object_get(e, "desc"))
+					       ?: "an error");
+				json_decref(doc);
+				return NULL;
+			}
+			json_decref(doc); /* the greeting, an event */
+		}
+		if (have == sizeof(buf))
+			have = 0; /* a line longer than any reply we want: dropped */
+		if (now >= deadline || poll(&p, 1, (int)(deadline - now)) == 0) {
+			al_err_set(err, AL_ESANDBOX, "qemu: %s: no answer in time", what);
+			return NULL;
+		}
+		r = read(vm->ctl_fd, buf + have, sizeof(buf) - have);
+		if (r <= 0 && !(r < 0 && errno == EINTR)) {
+			al_err_set(err, AL_ESANDBOX, "qemu: %s: the VMM went away", what);
+			return NULL;
+		}
+		have += r > 0 ? (size_t)r : 0;
+	}
+}
+
+/* One command (its JSON text, with fd passed alongside when >= 0) and its
+ * reply's "return" value (new reference), or NULL with err. */
+static json_t *qmp(struct al_vmm *vm, const char *cmd, int fd, uint64_t deadline, const char *what,
+		   struct al_err *err)
+{
+	size_t len = strlen(cmd);
+
+	if (!vm->ctl_ready) {
+		static const char caps[] = "{\"execute\":\"qmp_capabilities\"}\n";
+		json_t *r;
+
+		if (write(vm->ctl_fd, caps, sizeof(caps) - 1) != (ssize_t)sizeof(caps) - 1) {
+			al_err_sys(err, "qemu: QMP");
+			return NULL;
+		}
+		if (!(r = qmp_reply(vm, deadline, "qmp_capabilities", err)))
+			return NULL;
+		json_decref(r);
+		vm->ctl_ready = true;
+	}
+	/* the descriptor rides on the command's first byte */
+	if ((fd >= 0 ? al_send_fds(vm->ctl_fd, cmd[0], &fd, 1, 0) != 1
+		     : write(vm->ctl_fd, cmd, 1) != 1) ||
+	    write(vm->ctl_fd, cmd + 1, len - 1) != (ssize_t)len - 1) {
+		al_err_sys(err, "qemu: %s", what);
+		return NULL;
+	}
+	return qmp_reply(vm, deadline, what, err);
+}
+
+/* One command whose return value is not needed: 0 or err. */
+static int qmp_do(struct al_vmm *vm, const char *cmd, int fd, uint64_t deadline, const char *what,
+		  struct al_err *err)
+{
+	json_t *r = qmp(vm, cmd, fd, deadline, what, err);
+
+	json_decref(r);
+	return r ? AL_OK : AL_ESANDBOX;
+}
+
+/* A query's string field (key of the "return" object) into out. */
+static int qmp_query(struct al_vmm *vm, const char *cmd, const char *key, char *out, size_t cap,
+		     uint64_t deadline, struct al_err *err)
+{
+	json_t *r = qmp(vm, cmd, -1, deadline, key, err);
+	const char *v = r ? json_string_value(json_object_get(r, key)) : NULL;
+
+	snprintf(out, cap, "%s", v ? v : "");
+	json_decref(r);
+	return r ? AL_OK : AL_ESANDBOX;
+}
+
+/* Stop, then migrate to fd (QMP getfd: the jail opens nothing, the
+ * sandbox spawns nothing): QEMU writes its stream there and says
+ * "completed". Zero pages are a few bytes each in it. */
+static int qemu_save(struct al_vmm *vm, int fd, int timeout_ms, struct al_err *err)
+{
+	uint64_t deadline = al_mono_ms() + (uint64_t)timeout_ms;
+	char st[32] = "";
+	int rc;
+
+	if ((rc = qmp_do(vm, "{\"execute\":\"stop\"}\n", -1, deadline, "stop", err)) ||
+	    (rc = qmp_do(vm,
+			 "{\"execute\":\"migrate-set-parameters\",\"arguments\":"
+			 "{\"max-bandwidth\":1099511627776}}\n",
+			 -1, deadline, "migrate-set-parameters", err)) ||
+	    (rc = qmp_do(vm, "{\"execute\":\"getfd\",\"arguments\":{\"fdname\":\"snap\"}}\n", fd,
+			 deadline, "getfd", err)) ||
+	    (rc = qmp_do(vm, "{\"execute\":\"migrate\",\"arguments\":{\"uri\":\"fd:snap\"}}\n", -1,
+			 deadline, "migrate", err)))
+		return rc;
+	for (;;) {
+		if ((rc = qmp_query(vm, "{\"execute\":\"query-migrate\"}\n", "status", st,
+				    sizeof(st), deadline, err)))
+			return rc;
+		if (!strcmp(st, "completed"))
+			return AL_OK;
+		if (!strcmp(st, "failed") || !strcmp(st, "cancelled"))
+			return al_err_set(err, AL_ESANDBOX, "qemu: migrate to the snapshot: %s",
+					  st);
+		if (al_mono_ms() >= deadline)
+			return al_err_set(err, AL_ESANDBOX,
+					  "qemu: migrate to the snapshot: not done in %d ms (%s)",
+					  timeout_ms, st);
+		usleep(5000);
+	}
+}
+
+/* Wait until an incoming state is loaded (the VM then paused), then run. */
+static int qemu_resume(struct al_vmm *vm, int timeout_ms, struct al_err *err)
+{
+	uint64_t deadline = al_mono_ms() + (uint64_t)timeout_ms;
+	char st[32] = "";
+	int rc;
+
+	for (;;) {
+		if ((rc = qmp_query(vm, "{\"execute\":\"query-status\"}\n", "status", st,
+				    sizeof(st), deadline, err)))
+			return rc;
+		if (strcmp(st, "inmigrate"))
+			break;
+		if (al_mono_ms() >= deadline)
+			return al_err_set(err, AL_ESANDBOX,
+					  "qemu: the snapshot was not loaded in %d ms", timeout_ms);
+		usleep(2000);
+	}
+	if (!strcmp(st, "running"))
+		return AL_OK;
+	return qmp_do(vm, "{\"execute\":\"cont\"}\n", -1, deadline, "cont", err);
+}
+
 /* QMP: leave negotiation mode, then quit; wait for the process to go. */
 static int qemu_shutdown(struct al_vmm *vm, int timeout_ms)
 {
 	static const char cmds[] = "{\"execute\":\"qmp_capabilities\"}\n{\"execute\":\"quit\"}\n";
+	/* once negotiated (a save), only the quit */
+	const char *c = vm->ctl_ready ? strchr(cmds, '\n') + 1 : cmds;
+	size_t len = strlen(c);
 	struct pollfd p = {.fd = vm->pidfd, .events = POLLIN};
 
-	if (vm->ctl_fd < 0 ||
-	    write(vm->ctl_fd, cmds, sizeof(cmds) - 1) != (ssize_t)sizeof(cmds) - 1)
+	if (vm->ctl_fd < 0 || write(vm->ctl_fd, c, len) != (ssize_t)len)
 		return AL_ESYS;
 	while (poll(&p, 1, timeout_ms) < 0 && errno == EINTR)
 		;
@@ -179,4 +358,6 @@ const struct al_vmm_driver al_vmm_qemu = {
     .binary = "qemu-system-x86_64",
     .launch = qemu_launch,
     .shutdown = qemu_shutdown,
+    .save = qemu_save,
+    .resume = qemu_resume,
 };

@@ -60,11 +60,20 @@ int main(void)
 
 	/* sessions: {...}: defaults, each key's range, unknown keys, a map */
 	memset(&err, 0, sizeof(err));
-	TAP_OK(load_policy_text("tiers:\n  a: {backend: process, sessions: {}}\n  b: {backend: "
-				"process, sessions: {max_per_tenant: 2, idle_s: 5, max_life_s: "
-				"60, cpu_budget_s: 30}}\n  c: {backend: process}\n",
-				&pol, &err) == 0 &&
+	TAP_OK(load_policy_text(
+		   "tiers:\n  a: {backend: process, sessions: {}}\n  b: {backend: "
+		   "process, sessions: {max_per_tenant: 2, idle_s: 5, max_life_s: "
+		   "60, cpu_budget_s: 30, max_paused_per_tenant: 3, paused_max_s: 60, "
+		   "on_idle: pause}, snapshot_dir: /srv/snaps}\n  c: {backend: process}\n",
+		   &pol, &err) == 0 &&
 		   pol.tiers[0].sessions.on && pol.tiers[0].sessions.max_per_tenant == 4 &&
+		   pol.tiers[0].sessions.max_paused_per_tenant == 16 &&
+		   pol.tiers[0].sessions.paused_max_ms == 7 * 86400000ull &&
+		   !pol.tiers[0].sessions.pause_on_idle && !pol.tiers[0].snapshot_dir &&
+		   pol.tiers[1].sessions.max_paused_per_tenant == 3 &&
+		   pol.tiers[1].sessions.paused_max_ms == 60000 &&
+		   pol.tiers[1].sessions.pause_on_idle &&
+		   !strcmp(pol.tiers[1].snapshot_dir, "/srv/snaps") &&
 		   pol.tiers[0].sessions.idle_ms == 600000 &&
 		   pol.tiers[0].sessions.max_life_ms == 3600000 &&
 		   pol.tiers[1].sessions.max_per_tenant == 2 &&
@@ -72,8 +81,9 @@ int main(void)
 		   pol.tiers[1].sessions.max_life_ms == 60000 &&
 		   pol.tiers[0].sessions.cpu_budget_ms == 0 &&
 		   pol.tiers[1].sessions.cpu_budget_ms == 30000 && !pol.tiers[2].sessions.on,
-	       "sessions: {} takes the defaults (4, 600 s, 3600 s, no CPU budget), given keys "
-	       "theirs; a tier without it has none: %s",
+	       "sessions: {} takes the defaults (4, 600 s, 3600 s, no CPU budget; 16 paused for "
+	       "a week, idle ends), given keys theirs (snapshot_dir too); a tier without it "
+	       "has none: %s",
 	       err.msg);
 	al_policy_free(&pol);
 	{
@@ -82,7 +92,13 @@ int main(void)
 		} bad[] = {
 		    {"sessions: {idle: 5}",
 		     "sessions: unknown key \"idle\"; use max_per_tenant, "
-		     "idle_s, max_life_s, cpu_budget_s, life_s, max_idle_s or memory_bytes"},
+		     "idle_s, max_life_s, cpu_budget_s, life_s, max_idle_s, memory_bytes, "
+		     "max_paused_per_tenant, paused_max_s or on_idle"},
+		    {"sessions: {on_idle: sleep}", "sessions.on_idle: expected pause or end"},
+		    {"sessions: {paused_max_s: 0}", "sessions.paused_max_s: expected 1..7776000"},
+		    {"sessions: {max_paused_per_tenant: 100001}",
+		     "sessions.max_paused_per_tenant: expected 0..100000"},
+		    {"snapshot_dir: snaps", "snapshot_dir: expected an absolute path"},
 		    {"sessions: {cpu_budget_s: 0}", "sessions.cpu_budget_s: expected 1..604800"},
 		    {"sessions: {life_s: 7200}",
 		     "sessions.life_s: 7200 s is past max_life_s (3600 s)"},

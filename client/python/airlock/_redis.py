@@ -18,6 +18,11 @@ OUTAGE_S = 30  # a session call rides out a Redis restart this long (its id: it 
 _ID_RE = re.compile(r"\A[A-Za-z0-9._:-]{1,64}\Z")  # a job's or a call's id (PROTOCOL.md)
 
 
+
+class PausedInfo(Exception):
+    """SESSION_CALL's answer to an info call of a paused session: its
+    record's JSON (state, paused_ms, paused_until_ms, snapshot_bytes)."""
+
 class _Redis:
     """Direct Redis (operators): the protocol's scripts, msgpack."""
 
@@ -200,6 +205,8 @@ class _Redis:
             raise SessionEnded(sid, got[1].decode())
         if got[0] == 3:
             raise ValueError("SESSION_CALL refused the call: %s" % got[1].decode())
+        if got[0] == 4:  # an info call to a paused session: the record answers
+            raise PausedInfo(got[1].decode())
         return call["id"]
 
     def _riding(self, fn: Callable[[], Any], cid: str) -> Any:

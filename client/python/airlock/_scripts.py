@@ -75,7 +75,7 @@ SESSION_CALL = r"""local function mp_fields(b)
     local key = kk == 's' and string.sub(b, p, p + kn - 1)
     body(kk, kn)
     local vk, vn = head()
-    if vk == 's' and (key == 'id' or key == 'session' or key == 'tenant') then
+    if vk == 's' and (key == 'id' or key == 'session' or key == 'tenant' or key == 'op') then
       got[key] = string.sub(b, p, p + vn - 1)
     elseif key then got[key] = false end
     body(vk, vn)
@@ -94,8 +94,21 @@ end
 if not f.id or #f.id > 64 or not string.match(f.id, '^[%w%._:%-]+$') then
   return {3, 'id: expected 1..64 of [A-Za-z0-9._:-]'}
 end
-local r = redis.call('HMGET', 'al:sess:' .. ARGV[1], 'tenant', 'state', 'reason', 'worker')
+local k = 'al:sess:' .. ARGV[1]
+local r = redis.call('HMGET', k, 'tenant', 'state', 'reason', 'worker', 'rq')
 if not r[1] or r[1] ~= ARGV[2] then return {0} end
+if r[2] == 'paused' and f.op == 'info' then
+  return {4, cjson.encode({state = 'paused', paused_ms = tonumber(redis.call('HGET', k, 'paused_ms')),
+    paused_until_ms = tonumber(redis.call('HGET', k, 'paused_until')),
+    snapshot_bytes = tonumber(redis.call('HGET', k, 'snapshot_bytes'))})}
+end
+if r[2] == 'paused' or r[2] == 'resuming' then
+  local q = 'al:sq:' .. ARGV[1]
+  redis.call('RPUSH', q, ARGV[3])
+  redis.call('PEXPIRE', q, 86400000)
+  if r[2] == 'paused' then redis.call('RPUSH', r[5], ARGV[1]) end
+  return {1}
+end
 if r[2] ~= 'open' then return {2, r[3] or ''} end
 local q = 'al:wq:' .. r[4]
 redis.call('RPUSH', q, ARGV[3])

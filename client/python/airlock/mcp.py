@@ -42,6 +42,7 @@ import uuid
 from typing import Any, Callable, Dict, List, Optional, TextIO
 
 from .client import AirlockError, Cancelled, Client, Rejected, Result, SessionEnded
+from .session import Session
 from .llm import tool_answer
 
 PROTOCOL_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
@@ -145,14 +146,17 @@ class Server:
     once."""
 
     def __init__(self, client: Client, tier: str, timeout: Optional[float], tools: list,
-                 out: TextIO, log: TextIO, session: bool = True, image: Optional[str] = None):
+                 out: TextIO, log: TextIO, session: bool = True, image: Optional[str] = None,
+                 session_id: Optional[str] = None, on_exit: str = "close"):
         self.client, self.tier, self.timeout = client, tier, timeout
+        self.on_exit = on_exit  # what the client's going does to its session: close, pause
         self.image = image  # the catalogue image of its session and jobs (None: the tier's)
         self.tools = {n: TOOLS[n] for n in tools}
         self.out, self.log = out, log
         self.version: Optional[str] = None
         self.use_session = session  # until the tier says it keeps none
-        self.session: Any = None
+        # --session: an earlier one (paused: its first call resumes it)
+        self.session: Any = Session(client, session_id, tier) if session_id else None
         self.note = ""  # said once with the next answer (a session replaced)
         self.out_lock = threading.Lock()
         self.session_lock = threading.Lock()  # one call at a time in the session
@@ -445,6 +449,14 @@ class Server:
         finally:  # the client went: its calls end (their time), then its session
             for th in list(self.threads):
                 th.join()
+            if self.session is not None and self.on_exit == "pause":
+                try:  # kept for the next conversation: --session ID resumes it
+                    self.session.pause()
+                    self.log.write("airlock-mcp: session %s paused (airlock-mcp --session %s "
+                                   "resumes it)\n" % (self.session.id, self.session.id))
+                    self.session = None
+                except AirlockError as e:
+                    self.log.write("airlock-mcp: pausing the session: %s; closing it\n" % e)
             if self.session is not None:
                 try:
                     self.session.close()
@@ -472,6 +484,12 @@ def main(argv: Optional[list] = None) -> int:
                     help="bytes of stdout and of stderr the model reads, each: past it, "
                          "the head and tail around a line saying how much was cut "
                          "(default 16384; 0: whole)")
+    ap.add_argument("--session", metavar="ID",
+                    help="go on in this session (one an earlier airlock-mcp paused: its "
+                         "first call resumes it) instead of opening one")
+    ap.add_argument("--on-exit", choices=("close", "pause"), default="close",
+                    help="when the MCP client goes: close its session (default), or pause "
+                         "it (a microVM tier: saved whole, its sandbox freed) for --session")
     a = ap.parse_args(argv)
     tools = [x for x in a.tools.split(",") if x]
     bad = [x for x in tools if x not in TOOLS]
@@ -492,7 +510,8 @@ def main(argv: Optional[list] = None) -> int:
         ap.error(str(e))
     # stdout carries only protocol messages
     Server(client, a.tier, a.timeout, tools, sys.stdout, sys.stderr,
-           session=not a.no_session, image=a.image).serve(sys.stdin)
+           session=not a.no_session, image=a.image, session_id=a.session,
+           on_exit=a.on_exit).serve(sys.stdin)
     return 0
 
 

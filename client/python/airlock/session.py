@@ -125,10 +125,57 @@ class Session:
         (calls, cpu_ms, queued, running) and idle_left_ms, life_left_ms.
         Answered at once, even while a call runs."""
         import json
-        res = self._call({"op": "info"}, None)
+        from ._redis import PausedInfo
+        try:
+            res = self._call({"op": "info"}, None)
+        except PausedInfo as e:  # paused: its record answers, nothing resumes
+            return json.loads(str(e))
         if res.status != "ok":
             raise AirlockError("info: %s" % (res.error or res.status))
         return json.loads(res.stdout)
+
+    def pause(self) -> Dict[str, Any]:
+        """Save the session's sandbox whole (its memory: variables,
+        imports; its files; its working directory) and free it, once the
+        calls before this one are answered: the session is paused (its
+        info says so) until its next call, which resumes it, on any worker
+        of its tier that reaches the snapshot. Returns {"state": "paused",
+        "snapshot_bytes", "pause_ms"}. Rejected (AirlockError) on a tier
+        that cannot (process, container: unsupported) or a tenant at its
+        max_paused_per_tenant (QuotaExceeded)."""
+        import json
+        res = self._call({"op": "pause"}, None)
+        if res.status == "rejected" and (res.error or "").startswith("quota"):
+            from .errors import QuotaExceeded
+            raise QuotaExceeded(res)
+        if res.status != "ok":
+            raise AirlockError("pause: %s" % (res.error or res.status))
+        return json.loads(res.stdout)
+
+    def resume(self) -> Dict[str, Any]:
+        """Bring a paused session back now (any call does it too) and
+        return its info; an open session's info as it is."""
+        import json
+        res = self._call({"op": "resume"}, None)
+        if res.status != "ok":
+            raise AirlockError("resume: %s" % (res.error or res.status))
+        return json.loads(res.stdout)
+
+    def fork(self, n: int = 1) -> List["Session"]:
+        """n new sessions (1..16) from one snapshot of this one, each with
+        its own id, its own copy of the memory and the files, paused until
+        its first call; each restored copy is reseeded (os.urandom,
+        random) apart from the others. They count among the tenant's
+        paused sessions. This session goes on."""
+        import json
+        res = self._call({"op": "fork", "count": int(n)}, None)
+        if res.status == "rejected" and (res.error or "").startswith("quota"):
+            from .errors import QuotaExceeded
+            raise QuotaExceeded(res)
+        if res.status != "ok":
+            raise AirlockError("fork: %s" % (res.error or res.status))
+        return [Session(self.client, sid, self.tier)
+                for sid in json.loads(res.stdout)["sessions"]]
 
     def extend(self, *, idle: Optional[float] = None,
                life: Optional[float] = None) -> Dict[str, Any]:

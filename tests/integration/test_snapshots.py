@@ -1,0 +1,249 @@
+#!/usr/bin/python3
+"""Snapshots (docs/snapshots.md) through a real redis-server, scheduler,
+workers and QEMU (TCG here): a microVM session with a variable, an import
+and a file is paused (the record says paused, its VM is gone, its slot
+free) and its next call resumes it with all three; an explicit resume too;
+a second worker that shares the tier's snapshot_dir resumes a session the
+first paused; a snapshot with one byte changed is refused and the session
+ends with the reason; fork(3) makes three sessions with the parent's
+variables, independent afterwards, each drawing its own os.urandom and
+random; a session paused past paused_max_s ends with its file; a tenant
+at max_paused_per_tenant is refused; a worker SIGKILLed while it pauses
+never restores half a snapshot; a process tier's pause is unsupported,
+said so; a tier whose idle sessions pause pauses one."""
+import glob
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "client", "python"))
+from altest import Tap, live_pids_of, need_root  # noqa: E402
+from cluster import Cluster  # noqa: E402
+from policies import DEFAULTS, policy, tier_def  # noqa: E402
+
+import airlock  # noqa: E402
+
+t = Tap()
+need_root("the microVM backend")
+
+UID = 66400
+IMAGES = os.environ.get("AIRLOCK_IMAGES", "/var/lib/airlock/images")
+SHARED = "/var/tmp/airlock-snap-shared-%d" % os.getpid()
+VM = dict(DEFAULTS, wall_ms=20000, memory_bytes=128 << 20)
+SESS = {"max_per_tenant": 8, "idle_s": 600, "max_life_s": 3600, "max_paused_per_tenant": 6}
+POLICY = policy(
+    tier_def("vm", "microvm", image="python", defaults=VM, sessions=SESS),
+    tier_def("vmshared", "microvm", image="python", defaults=VM, snapshot_dir=SHARED,
+             sessions=SESS),
+    tier_def("vmbrief", "microvm", image="python", defaults=VM,
+             sessions=dict(SESS, paused_max_s=3, max_paused_per_tenant=1)),
+    tier_def("vmidle", "microvm", image="python", defaults=VM,
+             sessions=dict(SESS, idle_s=2, on_idle="pause")),
+    tier_def("proc", "process", defaults=DEFAULTS, sessions=SESS),
+    lease_ms=3000)
+VM_WORKER = ["--images", IMAGES, "--vm-accel", "tcg"]
+
+
+def raises(fn, exc):
+    try:
+        fn()
+    except exc as e:
+        return e
+    except Exception as e:  # noqa: BLE001 - the wrong one is the failure shown
+        return "%s: %s" % (type(e).__name__, e)
+    return None
+
+
+def vmm_pids_of(uid_base):
+    """The VMMs of a worker of this uid base (their uids: base + 256 ...)."""
+    return sorted(int(p) for p in live_pids_of(set(range(uid_base + 256, uid_base + 768))))
+
+
+def record(c, sid, *names):
+    """Fields of the session's record (state by default)."""
+    return {n: c.rcli("HGET", "al:sess:" + sid, n).strip() for n in names or ("state", "reason")}
+
+
+def snaps(d):
+    return sorted(glob.glob(os.path.join(d, "*.snap*")))
+
+
+c = Cluster(policy=POLICY)
+try:
+    c.scheduler()
+    # a fork's parent and its three copies run at once
+    c.worker("sw1", uid_base=UID, slots=5, tiers="vm,vmshared,vmbrief,vmidle,proc",
+             extra=VM_WORKER)
+    cl = airlock.Client(redis=c.url, tier="vm")
+    own_dir = os.path.join(c.dir, "state", "snapshots", "sw1")
+
+    # ---- pause, then the next call resumes ----
+    s = cl.session(tier="vm")
+    s.run_python("import json, random\nx = 41\nseq = [random.random() for _ in range(3)]")
+    s.put("kept.txt", b"a file in the guest")
+    s.exec("mkdir -p sub && cd sub && pwd > ../where.txt")
+    vms_before = vmm_pids_of(UID)
+    p = s.pause()
+    rec = record(c, s.id)
+    info = s.info()
+    gone = not (set(vmm_pids_of(UID)) & set(vms_before))
+    files = snaps(own_dir)
+    mode = oct(os.stat(files[0]).st_mode & 0o777) if files else None
+    t0 = time.monotonic()
+    r = s.run_python("print(x + 1, json.dumps([1]), open('kept.txt').read(), "
+                     "open('where.txt').read().strip().endswith('/sub'))")
+    resume_s = time.monotonic() - t0
+    info2 = s.info()
+    t.ok(p["state"] == "paused" and p["snapshot_bytes"] > 0 and rec.get("state") == "paused" and
+         info["state"] == "paused" and gone and len(files) == 1 and mode == "0o600" and
+         r.status == "ok" and r.stdout == b'42 [1] a file in the guest True\n' and
+         info2["state"] == "open" and record(c, s.id).get("state") == "open" and
+         not snaps(own_dir),
+         "1: a microVM session paused (%d bytes in %d ms, a 0600 file; the record and info "
+         "say paused, the VM is gone) and resumed by its next call in %.2f s with its "
+         "variable, import, file and directory" % (p["snapshot_bytes"], p["pause_ms"], resume_s),
+         (p, rec, info, gone, files, mode, r, info2))
+
+    # ---- explicit resume ----
+    s.pause()
+    ri = s.resume()
+    r2 = s.run_python("print(x)")
+    t.ok(ri["state"] == "open" and r2.stdout == b"41\n",
+         "2: an explicit resume brings it back; its info says open", (ri, r2))
+    s.close()
+
+    # ---- a snapshot with one byte changed is refused ----
+    s4 = cl.session(tier="vm")
+    s4.run_python("y = 1")
+    s4.pause()
+    path = record(c, s4.id, "snapshot")["snapshot"]
+    with open(path, "r+b") as f:
+        f.seek(os.path.getsize(path) // 2)
+        b = f.read(1)
+        f.seek(-1, 1)
+        f.write(bytes([b[0] ^ 0x01]))
+    r4 = s4.run_python("print(y)")
+    e4 = raises(lambda: s4.run_python("print(y)"), airlock.SessionEnded)
+    t.ok(r4.status == "sandbox_error" and path in (r4.error or "") and
+         "refused" in (r4.error or "") and isinstance(e4, airlock.SessionEnded) and
+         e4.reason == "snapshot_refused" and not os.path.exists(path) and
+         record(c, s4.id)["reason"] == "snapshot_refused",
+         "3: a snapshot with one byte changed is refused (sandbox_error naming it), never "
+         "restored; the session ends snapshot_refused, the file goes", (r4, e4))
+
+    # ---- fork(3): copies of the memory and files, each its own from there ----
+    s5 = cl.session(tier="vm")
+    s5.run_python("import os, random\nsecret = 7")
+    s5.put("f.txt", b"parent's")
+    kids = s5.fork(3)
+    paused_kids = [record(c, k.id)["state"] for k in kids]
+    outs = [k.run_python("print(secret, open('f.txt').read(), os.urandom(16).hex(), "
+                         "random.random())").stdout.split() for k in kids]
+    kids[0].run_python("secret = 100")
+    kids[0].put("f.txt", b"changed")
+    after = [k.run_python("print(secret, open('f.txt').read())").stdout for k in kids]
+    parent = s5.run_python("print(secret, open('f.txt').read(), os.urandom(16).hex(), "
+                           "random.random())").stdout.split()
+    t.ok(paused_kids == ["paused"] * 3 and len({k.id for k in kids} | {s5.id}) == 4 and
+         all(o[:2] == [b"7", b"parent's"] for o in outs) and
+         len({o[2] for o in outs} | {parent[2]}) == 4 and
+         len({o[3] for o in outs} | {parent[3]}) == 4 and
+         after == [b"100 changed\n", b"7 parent's\n", b"7 parent's\n"] and
+         parent[:2] == [b"7", b"parent's"],
+         "4: fork(3): three new sessions (paused until their first call) with the parent's "
+         "variables and files, independent afterwards; os.urandom and random differ in "
+         "each copy and the parent", (paused_kids, outs, after, parent))
+    for k in kids:
+        k.close()
+    s5.close()
+
+    # ---- quota, and paused past paused_max_s ----
+    a = cl.session(tier="vmbrief")
+    bb = cl.session(tier="vmbrief")
+    a.run_python("z = 1")
+    a.pause()
+    a_path = record(c, a.id, "snapshot")["snapshot"]
+    eq = raises(lambda: bb.pause(), airlock.QuotaExceeded)
+    rb = bb.run_python("print('still open')")
+    ok_wait = c.wait_for(lambda: record(c, a.id)["state"] == "ended", timeout=15)
+    ea = raises(lambda: a.run_python("print(z)"), airlock.SessionEnded)
+    t.ok(isinstance(eq, airlock.QuotaExceeded) and "max_paused_per_tenant 1" in str(eq) and
+         rb.stdout == b"still open\n" and ok_wait and
+         record(c, a.id)["reason"] == "paused_expired" and not os.path.exists(a_path) and
+         isinstance(ea, airlock.SessionEnded) and ea.reason == "paused_expired",
+         "5: a second pause past max_paused_per_tenant is refused (quota) and its session "
+         "goes on; a session paused past paused_max_s ends (paused_expired) with its file",
+         (eq, rb, ok_wait, record(c, a.id), ea))
+    bb.close()
+
+    # ---- the process tier cannot ----
+    with cl.session(tier="proc") as ps:
+        ps.run_python("q = 5")
+        ep = raises(lambda: ps.pause(), airlock.AirlockError)
+        rp = ps.run_python("print(q)")
+    t.ok(ep is not None and "unsupported" in str(ep) and "CRIU" in str(ep) and
+         rp.stdout == b"5\n",
+         "6: a process tier's pause is unsupported, said why; the session goes on", (ep, rp))
+
+    # ---- on_idle: pause ----
+    si = cl.session(tier="vmidle")
+    si.run_python("w = 'idle'")
+    ok_idle = c.wait_for(lambda: record(c, si.id)["state"] == "paused", timeout=20)
+    ri = si.run_python("print(w)")
+    t.ok(ok_idle and ri.stdout == b"idle\n",
+         "7: a tier with on_idle: pause pauses an idle session; its next call resumes it",
+         (ok_idle, ri))
+    si.close()
+
+    # ---- a second worker sharing the tier's snapshot_dir resumes it ----
+    sh = cl.session(tier="vmshared")
+    sh.run_python("v = 'from sw1'")
+    sh.pause()
+    c.signal("sw1", signal.SIGTERM)
+    c.wait_exit("sw1")
+    c.worker("sw2", uid_base=UID + 1000, slots=1, tiers="vmshared", extra=VM_WORKER)
+    rs = sh.run_python("print(v)")
+    t.ok(rs.stdout == b"from sw1\n" and record(c, sh.id, "worker")["worker"] == "sw2" and
+         not snaps(SHARED),
+         "8: a session paused on one worker is resumed by another that shares the tier's "
+         "snapshot_dir", (rs, record(c, sh.id, "worker", "state")))
+    sh.close()
+    c.signal("sw2", signal.SIGTERM)
+    c.wait_exit("sw2")
+
+    # ---- a worker SIGKILLed while it pauses ----
+    c.worker("sw3", uid_base=UID + 2000, slots=1, tiers="vm", extra=VM_WORKER)
+    k3 = cl.session(tier="vm")
+    k3.run_python("u = 3")
+    dir3 = os.path.join(c.dir, "state", "snapshots", "sw3")
+    cid = k3.client._via.session_call(k3.id, {"op": "pause"})
+    saw_part = c.wait_for(lambda: any(p.endswith(".part") for p in snaps(dir3)), timeout=20,
+                          step=0.005)
+    c.signal("sw3", signal.SIGKILL)
+    c.wait_exit("sw3")
+    left_part = [p for p in snaps(dir3) if p.endswith(".part")]
+    c.worker("sw3", uid_base=UID + 2000, slots=1, tiers="vm", extra=VM_WORKER)
+    swept = c.wait_for(lambda: not [p for p in snaps(dir3) if p.endswith(".part")], timeout=20)
+    ended = c.wait_for(lambda: record(c, k3.id)["state"] in ("ended", "paused"), timeout=20)
+    st = record(c, k3.id)
+    ek = raises(lambda: k3.run_python("print(u)"), airlock.SessionEnded)
+    t.ok(saw_part and left_part and swept and ended and
+         st == {"state": "ended", "reason": "worker_lost"} and
+         isinstance(ek, airlock.SessionEnded) and ek.reason == "worker_lost",
+         "9: a worker SIGKILLed while writing a snapshot leaves a half file no record names, "
+         "removed when it starts again; the session is lost (worker_lost), nothing half "
+         "restored", (saw_part, left_part, swept, st, ek, cid))
+except BaseException:
+    for name in list(c.procs):
+        if name.startswith("sw"):
+            print("# --- %s's log, its end ---\n# " % name +
+                  "\n# ".join(c.log(name).splitlines()[-60:]))
+    raise
+finally:
+    c.close()
+    subprocess.run(["rm", "-rf", SHARED])
+t.done()

@@ -1,0 +1,577 @@
+/* session_pause.c - paused sessions (docs/snapshots.md; scripts.h
+ * SESSION_PAUSE ... PAUSED_DUE): a session's sandbox saved whole into a
+ * snapshot (worker/snapshot.h) and freed, the record saying paused; its
+ * next call (or a resume) puts its id on its tier's resume queue, where a
+ * worker that can reach the snapshot takes it, checks it against its
+ * digest and restores it into a free slot; fork makes paused copies from
+ * one snapshot. Only a backend with AL_CAP_SNAPSHOT pauses (the microVM:
+ * its memory, devices and the files on its tmpfs); the process and
+ * container tiers answer unsupported (their processes cannot be saved:
+ * CRIU does not work on the kernels we run).
+ *
+ * The pause is one blocking step of the worker's loop (the VMM writes the
+ * guest's memory to a file: about 0.3 s for a 256 MiB guest under TCG);
+ * the rest is Redis's, answered through the loop. */
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "../common/clock.h"
+#include "../common/log.h"
+#include "../proto/json.h"
+#include "session_int.h"
+#include "snapshot.h"
+
+#define FORK_ID_HEX 24
+
+/* A pause (or fork) on its way to the record. */
+struct wk_pausing {
+	struct wk_snap snap;
+	uint64_t t0, save_ms;
+	unsigned n; /* fork: copies */
+	char ids[AL_SESS_FORK_MAX][AL_ID_MAX + 1];
+	char paths[AL_SESS_FORK_MAX][PATH_MAX];
+};
+
+static const char *const unsupported_why =
+    "it cannot save its processes (a checkpoint needs CRIU, which does not work on the "
+    "kernels Airlock runs on): close the session and open another, or use a microVM tier";
+
+/* The rq a tier's paused sessions wait on: shared storage lets any of its
+ * workers resume them, else only this one. */
+static const char *rq_of(struct worker *w, const struct al_tier_policy *t, char out[AL_KEY_MAX])
+{
+	return al_key_rq(out, t->snapshot_dir ? t->name : NULL, w->conf->backend.worker_id);
+}
+
+/* The pause call (if any) answered st/msg; the session goes on. */
+static void refuse(struct wk_session *ss, enum al_status_code st, const char *msg)
+{
+	struct pending *p = ss->active;
+
+	if (p) {
+		wk_sess_reply_status(ss->w, p->call.session, p->call.id, st, msg);
+		wk_sess_pending_free(p);
+		ss->active = NULL;
+	} else { /* it idled on a tier that pauses idle sessions: it ends idle */
+		al_log("warn", "session_pause", "job=%s error=\"%s\"", ss->id, msg);
+		ss->end(ss, AL_SESS_IDLE, "it could not be paused");
+		return;
+	}
+	if (ss->queue)
+		wk_sess_next(ss);
+	else
+		wk_sess_arm_idle(ss);
+}
+
+static void drop_files(struct wk_pausing *pz)
+{
+	for (unsigned i = 0; i < pz->n; i++)
+		wk_snap_remove(pz->paths[i]);
+	wk_snap_remove(pz->snap.path);
+}
+
+static void on_paused(redisAsyncContext *ac, void *reply_, void *priv)
+{
+	struct wk_session *ss = priv;
+	struct wk_pausing *pz = ss->pausing;
+	redisReply *r = reply_;
+	long long rc = -3, n = 0;
+	char msg[AL_ERR_MSG_MAX + 128];
+	bool fork = pz->n > 0;
+
+	(void)ac;
+	ss->pause_in_flight = false;
+	ss->pausing = NULL;
+	if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+	    r->element[0]->type == REDIS_REPLY_INTEGER) {
+		rc = r->element[0]->integer;
+		n = r->element[1]->type == REDIS_REPLY_INTEGER ? r->element[1]->integer : 0;
+	}
+	if (ss->state == SS_ENDED) { /* it ended meanwhile (its life, the worker's drain) */
+		if (rc != 1 || !fork)
+			drop_files(pz);
+		free(pz);
+		wk_sess_free(ss);
+		return;
+	}
+	if (rc != 1) {
+		drop_files(pz);
+		if (rc == 0)
+			snprintf(msg, sizeof(msg),
+				 "quota: tenant %s has %lld paused sessions (max_paused_per_tenant "
+				 "%u on tier %s)",
+				 ss->s->job.tenant, n, ss->s->tier->sessions.max_paused_per_tenant,
+				 ss->s->tier->name);
+		else
+			snprintf(msg, sizeof(msg), "%s: Redis did not record it%s",
+				 fork ? "fork" : "pause",
+				 rc == -1 ? " (the session is not open here)" : "");
+		free(pz);
+		refuse(ss, rc == 0 ? AL_ST_REJECTED : AL_ST_SANDBOX_ERROR, msg);
+		return;
+	}
+	if (fork) {
+		json_t *ids = json_array();
+		char *text;
+
+		for (unsigned i = 0; i < pz->n; i++)
+			json_array_append_new(ids, json_string(pz->ids[i]));
+		text = json_dumps(json_pack("{s:o, s:I, s:I}", "sessions", ids, "snapshot_bytes",
+					    (json_int_t)pz->snap.size, "snapshot_ms",
+					    (json_int_t)pz->save_ms),
+				  JSON_COMPACT);
+		wk_snap_remove(pz->snap.path); /* each copy has its own name for the bytes */
+		al_log("info", "session_fork", "job=%s copies=%u bytes=%llu ms=%llu", ss->id, pz->n,
+		       (unsigned long long)pz->snap.size, (unsigned long long)pz->save_ms);
+		wk_sess_reply_text(ss, &ss->active->call, text ? text : "{}");
+		free(text);
+		free(pz);
+		wk_sess_pending_free(ss->active);
+		ss->active = NULL;
+		if (ss->queue)
+			wk_sess_next(ss);
+		else
+			wk_sess_arm_idle(ss);
+		return;
+	}
+	al_log("info", "session_paused", "job=%s bytes=%llu ms=%llu path=%s tenant_paused=%lld",
+	       ss->id, (unsigned long long)pz->snap.size, (unsigned long long)pz->save_ms,
+	       pz->snap.path, n);
+	if (ss->active) {
+		snprintf(msg, sizeof(msg),
+			 "{\"state\":\"paused\",\"snapshot_bytes\":%llu,\"pause_ms\":%llu}",
+			 (unsigned long long)pz->snap.size, (unsigned long long)pz->save_ms);
+		wk_sess_reply_text(ss, &ss->active->call, msg);
+		wk_sess_pending_free(ss->active);
+		ss->active = NULL;
+	}
+	snprintf(ss->w->paused_ids[ss->w->paused_at++ % 64], AL_ID_MAX + 1, "%s", ss->id);
+	free(pz);
+	ss->paused = true;
+	ss->end(ss, AL_SESS_CLOSED, "paused"); /* the sandbox goes; the record says paused */
+}
+
+/* A fork's copy's id: random, unique in practice (the script refuses a
+ * taken one). */
+static void fork_id(char out[AL_ID_MAX + 1])
+{
+	unsigned char b[FORK_ID_HEX / 2];
+
+	if (getrandom(b, sizeof(b), 0) != (ssize_t)sizeof(b))
+		memset(b, 0, sizeof(b));
+	out[0] = 's';
+	for (size_t i = 0; i < sizeof(b); i++)
+		snprintf(out + 1 + 2 * i, 3, "%02x", b[i]);
+}
+
+void wk_sess_pause(struct wk_session *ss)
+{
+	struct worker *w = ss->w;
+	const struct al_tier_policy *t = ss->s->tier;
+	struct pending *p = ss->active;
+	bool fork = p && p->call.op == AL_SESS_FORK;
+	struct wk_pausing *pz;
+	char dir[PATH_MAX], rq[AL_KEY_MAX], msg[AL_ERR_MSG_MAX + 256], num[4][32];
+	struct al_err err = {0};
+	struct al_buf job = {0};
+	struct al_job kept;
+	struct al_call c;
+
+	evtimer_del(ss->timer);
+	if (!(ss->s->ops->caps & AL_CAP_SNAPSHOT)) {
+		snprintf(msg, sizeof(msg), "unsupported: a session on the %s tier %s cannot %s: %s",
+			 ss->s->ops->name, t->name, fork ? "fork" : "pause", unsupported_why);
+		refuse(ss, AL_ST_REJECTED, msg);
+		return;
+	}
+	if (!t->sessions.max_paused_per_tenant) {
+		snprintf(msg, sizeof(msg),
+			 "%s: tier %s keeps no paused sessions (sessions.max_paused_per_tenant is "
+			 "0)",
+			 fork ? "fork" : "pause", t->name);
+		refuse(ss, AL_ST_REJECTED, msg);
+		return;
+	}
+	/* the open job, without the server's code (the worker's own, given again) */
+	kept = ss->s->job;
+	kept.code = (struct al_bytes){0};
+	kept.runtime = AL_RUNTIME_ARGV;
+	if (!(pz = calloc(1, sizeof(*pz))) || al_job_encode(&kept, &job, &err) ||
+	    wk_snap_dir(t, &w->conf->backend, dir, sizeof(dir), &err)) {
+		free(pz);
+		al_buf_free(&job);
+		refuse(ss, AL_ST_SANDBOX_ERROR, err.msg[0] ? err.msg : "out of memory");
+		return;
+	}
+	pz->t0 = al_mono_ms();
+	if (fork)
+		fork_id(pz->ids[0]); /* the snapshot's name until each copy has its own */
+	/* kept running: a pause the record refuses (quota) leaves it as it was */
+	if (wk_snap_save(ss->sb, dir, fork ? pz->ids[0] : ss->id, true, &pz->snap, &err)) {
+		free(pz);
+		al_buf_free(&job);
+		/* the sandbox is of no more use: its watch ends the session */
+		refuse(ss, AL_ST_SANDBOX_ERROR, err.msg);
+		return;
+	}
+	pz->save_ms = al_mono_ms() - pz->t0;
+	snprintf(num[0], sizeof(num[0]), "%llu", (unsigned long long)pz->snap.size);
+	{
+		uint64_t lived = al_mono_ms() - ss->opened_mono;
+
+		snprintf(num[1], sizeof(num[1]), "%llu",
+			 (unsigned long long)(lived < ss->life_ms ? ss->life_ms - lived : 1));
+	}
+	snprintf(num[2], sizeof(num[2]), "%llu", (unsigned long long)ss->idle_ms);
+	snprintf(num[3], sizeof(num[3]), "%llu", (unsigned long long)ss->cpu_budget_ms);
+	{
+		char calls[32];
+		const struct al_rec_field fields[] = {
+		    {"snapshot", pz->snap.path},
+		    {"snapshot_bytes", num[0]},
+		    {"snapshot_sha256", pz->snap.sha256},
+		    {"life_left_ms", num[1]},
+		    {"idle_ms", num[2]},
+		    {"cpu_budget_ms", num[3]},
+		    {"calls", calls},
+		};
+		struct al_session_pause_item it = {
+		    .id = ss->id,
+		    .tenant = ss->s->job.tenant,
+		    .worker = w->conf->backend.worker_id,
+		    .rq = rq_of(w, t, rq),
+		    .max_paused = t->sessions.max_paused_per_tenant,
+		    .paused_max_ms = t->sessions.paused_max_ms,
+		    .fields = fields + (fork ? 1 : 0), /* a copy's snapshot is its own */
+		    .nfields = sizeof(fields) / sizeof(fields[0]) - (fork ? 1 : 0),
+		    .job = {job.data, job.len},
+		};
+
+		snprintf(calls, sizeof(calls), "%u", ss->calls);
+		if (fork) {
+			const char *ids[AL_SESS_FORK_MAX], *paths[AL_SESS_FORK_MAX];
+
+			pz->n = p->call.count;
+			for (unsigned i = 0; i < pz->n; i++) {
+				if (i)
+					fork_id(pz->ids[i]);
+				wk_snap_path(dir, pz->ids[i], pz->paths[i], sizeof(pz->paths[i]));
+				if (i && wk_snap_link(pz->snap.path, pz->paths[i], &err)) {
+					pz->n = i;
+					drop_files(pz);
+					free(pz);
+					al_buf_free(&job);
+					refuse(ss, AL_ST_SANDBOX_ERROR, err.msg);
+					return;
+				}
+				ids[i] = pz->ids[i];
+				paths[i] = pz->paths[i];
+			}
+			/* the first copy's name is the snapshot's own */
+			pz->snap.path[0] = '\0';
+			al_session_fork_call(&c, &it, ids, paths, pz->n);
+		} else {
+			al_session_pause_call(&c, &it);
+		}
+	}
+	al_buf_free(&job);
+	ss->pausing = pz;
+	ss->pause_in_flight = true;
+	if (al_aconn_call(w->cmd, &c, on_paused, ss)) {
+		ss->pause_in_flight = false;
+		ss->pausing = NULL;
+		drop_files(pz);
+		free(pz);
+		refuse(ss, AL_ST_SANDBOX_ERROR, "pause: Redis is not reachable");
+	}
+}
+
+/* ---- resume ---- */
+
+struct resuming {
+	struct worker *w;
+	struct slot *s; /* reserved for it */
+	char rq[AL_KEY_MAX], sid[AL_ID_MAX + 1];
+	wk_session_start_fn start;
+};
+
+/* The calls held for a session that will not come back (why, msg), each
+ * answered: a close ok, the rest with status st. */
+static void answer_held(struct worker *w, const char *sid, redisReply **calls, size_t n,
+			enum al_status_code st, const char *msg)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct al_sess_call c;
+		struct al_err err = {0};
+
+		if (calls[i]->type != REDIS_REPLY_STRING ||
+		    al_sess_call_decode(calls[i]->str, calls[i]->len, &c, &err))
+			continue;
+		if (!strcmp(c.session, sid))
+			wk_sess_reply_status(w, sid, c.id, c.op == AL_SESS_CLOSE ? AL_ST_OK : st,
+					     c.op == AL_SESS_CLOSE ? NULL : msg);
+		al_sess_call_free(&c);
+	}
+}
+
+struct dropping {
+	struct worker *w;
+	char sid[AL_ID_MAX + 1];
+	enum al_status_code st;
+	char msg[AL_ERR_MSG_MAX + 64];
+};
+
+static void on_dropped(redisAsyncContext *ac, void *reply_, void *priv)
+{
+	struct dropping *d = priv;
+	redisReply *r = reply_;
+
+	(void)ac;
+	if (r && r->type == REDIS_REPLY_ARRAY && r->elements >= 2 &&
+	    r->element[0]->type == REDIS_REPLY_INTEGER && r->element[0]->integer == 1) {
+		if (r->element[1]->type == REDIS_REPLY_STRING)
+			wk_snap_remove(r->element[1]->str);
+		answer_held(d->w, d->sid, r->element + 2, r->elements - 2, d->st, d->msg);
+	}
+	free(d);
+}
+
+/* End paused session sid (reason why) with its snapshot; its held calls
+ * answered st with msg. */
+static void drop(struct worker *w, const char *sid, enum al_sess_end why, enum al_status_code st,
+		 const char *msg)
+{
+	struct dropping *d = calloc(1, sizeof(*d));
+	struct al_call c;
+
+	if (!d)
+		return;
+	d->w = w;
+	d->st = st;
+	snprintf(d->sid, sizeof(d->sid), "%s", sid);
+	snprintf(d->msg, sizeof(d->msg), "%s", msg);
+	al_log(why == AL_SESS_CLOSED ? "info" : "warn", "session_end",
+	       "job=%s reason=%s detail=\"%s\" paused=1", sid, al_sess_end_name(why), msg);
+	al_session_drop_call(&c, sid, al_sess_end_name(why), w->policy.result_ttl_ms);
+	if (al_aconn_call(w->cmd, &c, on_dropped, d))
+		free(d);
+}
+
+void wk_sess_resume_failed(struct worker *w, const char *sid, enum al_sess_end why, const char *msg)
+{
+	drop(w, sid, why, AL_ST_SANDBOX_ERROR, msg);
+}
+
+/* A field of a HGETALL reply, or NULL. */
+static const redisReply *field(const redisReply *all, const char *name)
+{
+	for (size_t i = 0; all && all->type == REDIS_REPLY_ARRAY && i + 1 < all->elements; i += 2)
+		if (all->element[i]->type == REDIS_REPLY_STRING &&
+		    !strcmp(all->element[i]->str, name))
+			return all->element[i + 1];
+	return NULL;
+}
+
+static uint64_t field_u64(const redisReply *all, const char *name)
+{
+	const redisReply *f = field(all, name);
+
+	return f && f->type == REDIS_REPLY_STRING ? strtoull(f->str, NULL, 10) : 0;
+}
+
+static void on_taken(redisAsyncContext *ac, void *reply_, void *priv)
+{
+	struct resuming *rz = priv;
+	struct worker *w = rz->w;
+	struct slot *s = rz->s;
+	redisReply *r = reply_, *all, *held;
+	const redisReply *tier, *tenant, *job, *path, *sha;
+	struct wk_restore rs = {.fd = -1, .t0_ms = al_mono_ms()};
+	struct al_err err = {0};
+	char msg[AL_ERR_MSG_MAX + 128];
+
+	(void)ac;
+	if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
+	    r->element[0]->type != REDIS_REPLY_INTEGER || r->element[0]->integer != 1) {
+		wk_slot_release(s); /* not resuming (ended, taken by another): nothing to do */
+		free(rz);
+		return;
+	}
+	all = r->element[1];
+	held = r->element[2];
+	tier = field(all, "tier");
+	tenant = field(all, "tenant");
+	job = field(all, "job");
+	path = field(all, "snapshot");
+	sha = field(all, "snapshot_sha256");
+	s->tier = tier ? al_policy_tier(&w->policy, tier->str) : NULL;
+	for (size_t i = 0; held->type == REDIS_REPLY_ARRAY && i < held->elements; i++) {
+		struct al_sess_call c;
+
+		memset(&err, 0, sizeof(err));
+		if (held->element[i]->type == REDIS_REPLY_STRING &&
+		    !al_sess_call_decode(held->element[i]->str, held->element[i]->len, &c, &err)) {
+			/* anyone may push onto al:sq: only the session's own tenant closes it */
+			bool close = c.op == AL_SESS_CLOSE && tenant &&
+				     !strcmp(c.tenant, tenant->str) && !strcmp(c.session, rz->sid);
+
+			al_sess_call_free(&c);
+			if (close) { /* closed while paused: no need to restore it to end it */
+				wk_slot_release(s);
+				drop(w, rz->sid, AL_SESS_CLOSED, AL_ST_SESSION_ENDED,
+				     "session_ended: closed");
+				free(rz);
+				return;
+			}
+		}
+	}
+	memset(&err, 0, sizeof(err));
+	if (!s->tier || !tenant || !job || !path || !sha ||
+	    strcmp(s->tier->backend, s->ops->name) ||
+	    al_job_decode(job->str, job->len, &s->job, &err)) {
+		snprintf(msg, sizeof(msg), "resume: its record cannot be restored here (%s)",
+			 err.msg[0] ? err.msg : "its tier or its fields");
+		wk_slot_release(s);
+		drop(w, rz->sid, AL_SESS_BROKEN, AL_ST_SANDBOX_ERROR, msg);
+		free(rz);
+		return;
+	}
+	s->have_job = true;
+	snprintf(rs.path, sizeof(rs.path), "%s", path->str);
+	rs.fd = wk_snap_open(rs.path, field_u64(all, "snapshot_bytes"), sha->str, &err);
+	if (rs.fd < 0) {
+		al_log("error", "snapshot_refused", "job=%s error=\"%s\"", rz->sid, err.msg);
+		wk_snap_remove(rs.path);
+		wk_slot_release(s);
+		drop(w, rz->sid, AL_SESS_SNAPSHOT_REFUSED, AL_ST_SANDBOX_ERROR, err.msg);
+		free(rz);
+		return;
+	}
+	rs.life_left_ms = field_u64(all, "life_left_ms");
+	rs.idle_ms = field_u64(all, "idle_ms");
+	rs.cpu_budget_ms = field_u64(all, "cpu_budget_ms");
+	rs.calls = field_u64(all, "calls");
+	if (!rs.life_left_ms)
+		rs.life_left_ms = s->tier->sessions.life_ms;
+	if (!rs.idle_ms)
+		rs.idle_ms = s->tier->sessions.idle_ms;
+	snprintf(s->id, sizeof(s->id), "%s", rz->sid);
+	s->stream[0] = s->entry[0] = '\0';
+	s->attempt = 1;
+	s->negress = 0;
+	rz->start(w, s, &rs); /* the session now; its end answers for it */
+	close(rs.fd);
+	free(rz);
+}
+
+void wk_sess_resume(struct worker *w, const char *rq, const char *sid, wk_session_start_fn start)
+{
+	struct resuming *rz;
+	struct slot *s = NULL;
+	struct al_call c;
+
+	/* a free slot of a backend that restores: the queue's tier's */
+	for (int b = 0; !s && b < w->nbackends; b++) {
+		struct backend_state *be = &w->backends[b];
+
+		if (!be->ok || !(be->ops->caps & AL_CAP_SNAPSHOT))
+			continue;
+		for (unsigned i = 0; !s && i < w->conf->slots; i++)
+			if (!be->slots[i].busy)
+				s = &be->slots[i];
+	}
+	if (!s || w->draining || !(rz = calloc(1, sizeof(*rz)))) {
+		/* taken meanwhile: back to the queue's head for a worker with room */
+		al_call_init(&c, NULL);
+		al_call_str(&c, "LPUSH");
+		al_call_str(&c, rq);
+		al_call_str(&c, sid);
+		wk_send_call(w, &c, "resume_back", sid);
+		return;
+	}
+	s->busy = true; /* reserved until the record says whose it is */
+	rz->w = w;
+	rz->s = s;
+	rz->start = start;
+	snprintf(rz->rq, sizeof(rz->rq), "%s", rq);
+	snprintf(rz->sid, sizeof(rz->sid), "%s", sid);
+	al_session_take_call(&c, sid, w->conf->backend.worker_id, w->policy.lease_ms);
+	if (al_aconn_call(w->cmd, &c, on_taken, rz)) {
+		s->busy = false;
+		free(rz);
+	}
+}
+
+size_t wk_sess_resume_queues(struct worker *w, bool free_only, char (*keys)[AL_KEY_MAX], size_t cap)
+{
+	size_t n = 0;
+	bool own = false;
+
+	for (size_t i = 0; i < w->policy.ntiers && n + 1 < cap; i++) {
+		const struct al_tier_policy *t = &w->policy.tiers[i];
+		struct backend_state *be = wk_backend_for(w, t->backend);
+		bool room = false;
+
+		if (!t->sessions.on || !wk_serves(w, t->name) || !be || !be->ok ||
+		    !(be->ops->caps & AL_CAP_SNAPSHOT))
+			continue;
+		for (unsigned k = 0; !room && k < w->conf->slots; k++)
+			room = !be->slots[k].busy;
+		if (free_only && !room)
+			continue;
+		if (t->snapshot_dir)
+			rq_of(w, t, keys[n++]);
+		else
+			own = true;
+	}
+	if (own)
+		al_key_rq(keys[n++], NULL, w->conf->backend.worker_id);
+	return n;
+}
+
+static void on_due(redisAsyncContext *ac, void *reply_, void *priv)
+{
+	redisReply *r = reply_;
+
+	(void)ac;
+	(void)priv;
+	for (size_t i = 0; r && r->type == REDIS_REPLY_ARRAY && i + 1 < r->elements; i += 2) {
+		if (r->element[i + 1]->type == REDIS_REPLY_STRING)
+			wk_snap_remove(r->element[i + 1]->str);
+		al_log("info", "session_end", "job=%s reason=paused_expired paused=1",
+		       r->element[i]->type == REDIS_REPLY_STRING ? r->element[i]->str : "?");
+	}
+}
+
+void wk_sess_paused_tick(struct worker *w)
+{
+	char keys[AL_TIERS_MAX + 1][AL_KEY_MAX];
+	const char *rqs[AL_TIERS_MAX + 1];
+	size_t n = wk_sess_resume_queues(w, false, keys, AL_TIERS_MAX + 1);
+	struct al_call c;
+
+	if (!n)
+		return;
+	if (!w->snaps_swept) { /* the halves of pauses an earlier run never finished */
+		for (size_t i = 0; i < w->policy.ntiers; i++) {
+			const struct al_tier_policy *t = &w->policy.tiers[i];
+			char dir[PATH_MAX];
+			struct al_err err = {0};
+
+			if (t->sessions.on && wk_serves(w, t->name) &&
+			    !wk_snap_dir(t, &w->conf->backend, dir, sizeof(dir), &err))
+				wk_snap_sweep(dir);
+		}
+		w->snaps_swept = true;
+	}
+	for (size_t i = 0; i < n; i++)
+		rqs[i] = keys[i];
+	al_paused_due_call(&c, w->policy.result_ttl_ms, rqs, n);
+	al_aconn_call(w->cmd, &c, on_due, NULL);
+}

@@ -187,7 +187,9 @@ extern const char al_lua_session_end[];
 
 /* SESSION_LOST (scheduler) KEYS: al:sessions   ARGV: now ms, ttl ms
  * Ends the open sessions whose lease ran out (at most 64 a call) with
- * reason worker_lost. -> how many */
+ * reason worker_lost; one a worker was resuming is paused again (its
+ * snapshot is whole), back on its resume queue if calls wait for it.
+ * -> how many */
 extern const char al_lua_session_lost[];
 
 /* Paused sessions (contract.h al_session_pause_call ...; docs/snapshots.md).

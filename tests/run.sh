@@ -66,7 +66,7 @@ WAITING="test_container test_egress test_egress_cache test_egress_https_cache te
 # suite of the main sequence beside them has.
 EARLY_LANE="test_gw_hostile test_stall test_fleet test_worker_faults test_queue"
 WAITING_LANE="test_sessions"
-LATE_LANE="test_microvm test_vm test_verdicts test_grade"
+LATE_LANE="test_microvm test_snapshots test_vm test_verdicts test_grade"
 IN_LANES="$EARLY_LANE $WAITING_LANE $LATE_LANE"
 integration() { # early|waiting|late
 	local s n
@@ -158,6 +158,7 @@ lane_join
 # under TCG too, waiting on their boots half the time: worker ids mvm-*,
 # uids 65000-67300 and its container worker's user namespaces from
 # 1000000, none of test_ci's 70000 and 200000 or test_examples'), the
+# snapshots' paused sessions (worker ids snap*, uids 72000-74767), the
 # service VMs (their own libvirtd in a namespace of their
 # own, waiting on libvirt and their guests' boots most of the time), then
 # the verdicts on three tiers (a third of the machine), then the grading

@@ -122,6 +122,7 @@ void wk_sess_free(struct wk_session *ss)
 	if (ss->chan)
 		bufferevent_free(ss->chan);
 	free(ss->seen);
+	free(ss->restored_from);
 	free(ss);
 }
 

@@ -91,6 +91,7 @@ struct wk_session {
 	bool pause_in_flight; /* ...being recorded: the session is not freed under it */
 	struct wk_pausing *pausing; /* the pause's snapshot and copies, until recorded */
 	uint64_t resumed_ms;	    /* a restore's time (its info says) */
+	char *restored_from;	    /* ...its snapshot, removed once the record says open */
 };
 
 /* What a restore starts a session's sandbox with (sessions.c's

@@ -487,6 +487,9 @@ static void on_resumed(redisAsyncContext *ac, void *reply_, void *priv)
 	ss->state = SS_OPEN;
 	al_log("info", "session_resumed", "job=%s tenant=%s tier=%s ms=%llu", ss->id,
 	       ss->s->job.tenant, ss->s->tier->name, (unsigned long long)ss->resumed_ms);
+	/* open again: the snapshot is of no more use (until now a worker's
+	 * death sent the session back to paused, with it) */
+	wk_snap_remove(ss->restored_from);
 	wk_sess_arm(ss->life, ss->life_ms);
 	ss->opened_mono = al_mono_ms();
 	if (ss->queue)
@@ -502,7 +505,7 @@ static void resumed(struct wk_session *ss, const struct wk_restore *rs)
 {
 	struct al_call c;
 
-	wk_snap_remove(rs->path);
+	ss->restored_from = strdup(rs->path);
 	ss->resumed_ms = al_mono_ms() - rs->t0_ms;
 	if (wk_sess_send(ss, json_pack("{s:s}", "op", "reseed"))) {
 		end_session(ss, AL_SESS_BROKEN, "could not reach the restored session's server");

@@ -23,6 +23,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "client", "python"))
 from altest import Tap, live_pids_of, need_root  # noqa: E402
 from cluster import Cluster  # noqa: E402
+from gwclient import Api, free_port, key_file, start_gateway  # noqa: E402
 from policies import DEFAULTS, policy, tier_def  # noqa: E402
 
 import airlock  # noqa: E402
@@ -30,7 +31,7 @@ import airlock  # noqa: E402
 t = Tap()
 need_root("the microVM backend")
 
-UID = 66400
+UID = 72000  # VMM uids 72256-72767, and +1000, +2000: no other suite's
 IMAGES = os.environ.get("AIRLOCK_IMAGES", "/var/lib/airlock/images")
 SHARED = "/var/tmp/airlock-snap-shared-%d" % os.getpid()
 VM = dict(DEFAULTS, wall_ms=20000, memory_bytes=128 << 20)
@@ -76,10 +77,10 @@ c = Cluster(policy=POLICY)
 try:
     c.scheduler()
     # a fork's parent and its three copies run at once
-    c.worker("sw1", uid_base=UID, slots=5, tiers="vm,vmshared,vmbrief,vmidle,proc",
+    c.worker("snap1", uid_base=UID, slots=5, tiers="vm,vmshared,vmbrief,vmidle,proc",
              extra=VM_WORKER)
     cl = airlock.Client(redis=c.url, tier="vm")
-    own_dir = os.path.join(c.dir, "state", "snapshots", "sw1")
+    own_dir = os.path.join(c.dir, "state", "snapshots", "snap1")
 
     # ---- pause, then the next call resumes ----
     s = cl.session(tier="vm")
@@ -114,10 +115,9 @@ try:
     r2 = s.run_python("print(x)")
     t.ok(ri["state"] == "open" and r2.stdout == b"41\n",
          "2: an explicit resume brings it back; its info says open", (ri, r2))
-    s.close()
 
     # ---- a snapshot with one byte changed is refused ----
-    s4 = cl.session(tier="vm")
+    s4 = s
     s4.run_python("y = 1")
     s4.pause()
     path = record(c, s4.id, "snapshot")["snapshot"]
@@ -199,34 +199,81 @@ try:
          (ok_idle, ri))
     si.close()
 
+    # ---- docs/snapshots.md's example, as written ----
+    doc = open(os.path.join(os.path.dirname(__file__), "..", "..", "docs",
+                            "snapshots.md")).read()
+    example = doc.split("```python\n", 1)[1].split("```", 1)[0]
+    ex = subprocess.run(["/usr/bin/python3", "-c", example], capture_output=True, text=True,
+                        timeout=300, env=dict(os.environ, AIRLOCK_REDIS=c.url, AIRLOCK_TIER="vm",
+                                              PYTHONPATH=os.path.join(
+                                                  os.path.dirname(__file__), "..", "..",
+                                                  "client", "python")))
+    t.ok(ex.returncode == 0 and ex.stdout.splitlines() == [
+        "paused paused", "6 kept while paused", "b'4\\n' b'3\\n'"],
+         "8: docs/snapshots.md's example runs as written: pause, info, the call that "
+         "resumes, a fork of two", (ex.stdout, ex.stderr[-2000:]))
+
+    # ---- the CLI, the gateway ----
+    def cli(*a):
+        p = c.cli("session", *a, timeout=120)
+        return p.returncode, p.stdout.decode(), p.stderr.decode()
+    _, csid, _ = cli("open", "--tier", "vm")
+    csid = csid.strip()
+    steps = [cli("py", csid, "-c", "k = 'cli'"), cli("pause", csid), cli("info", csid),
+             cli("resume", csid), cli("py", csid, "-c", "print(k)"), cli("fork", csid, "2"),
+             cli("fork", csid, "99")]
+    kids_cli = json.loads(steps[5][1] or "{}").get("sessions", [])
+    keys = {"acme": "ak-" + os.urandom(8).hex()}
+    port = free_port()
+    start_gateway(c, port, key_file(os.path.join(c.dir, "keys"), keys))
+    api = Api(port)
+    gcl = airlock.Client(gateway="http://127.0.0.1:%d" % port, token=keys["acme"], tier="vm")
+    gs = gcl.session(tier="vm")
+    gs.run_python("g = 'gw'")
+    gp = gs.pause()
+    st, ginfo = api.call("GET", "/v1/sessions/" + gs.id, key=keys["acme"])
+    gr = gs.run_python("print(g)")
+    t.ok([rc for rc, _, _ in steps] == [0, 0, 0, 0, 0, 0, 2] and
+         json.loads(steps[1][1])["state"] == "paused" and
+         json.loads(steps[2][1])["state"] == "paused" and
+         json.loads(steps[3][1])["state"] == "open" and steps[4][1] == "cli\n" and
+         len(kids_cli) == 2 and gp["state"] == "paused" and st == 200 and
+         ginfo.get("state") == "paused" and gr.stdout == b"gw\n",
+         "9: the CLI's session pause, info (paused), resume, fork 2 (fork 99: a usage "
+         "error); the gateway's pause, GET of a paused session, and the call that resumes it",
+         (steps, st, ginfo, gr))
+    for sid in kids_cli + [csid]:
+        cli("close", sid)
+    gs.close()
+
     # ---- a second worker sharing the tier's snapshot_dir resumes it ----
     sh = cl.session(tier="vmshared")
     sh.run_python("v = 'from sw1'")
     sh.pause()
-    c.signal("sw1", signal.SIGTERM)
-    c.wait_exit("sw1")
-    c.worker("sw2", uid_base=UID + 1000, slots=1, tiers="vmshared", extra=VM_WORKER)
+    c.signal("snap1", signal.SIGTERM)
+    c.wait_exit("snap1")
+    c.worker("snap2", uid_base=UID + 1000, slots=1, tiers="vmshared", extra=VM_WORKER)
     rs = sh.run_python("print(v)")
-    t.ok(rs.stdout == b"from sw1\n" and record(c, sh.id, "worker")["worker"] == "sw2" and
+    t.ok(rs.stdout == b"from sw1\n" and record(c, sh.id, "worker")["worker"] == "snap2" and
          not snaps(SHARED),
-         "8: a session paused on one worker is resumed by another that shares the tier's "
+         "10: a session paused on one worker is resumed by another that shares the tier's "
          "snapshot_dir", (rs, record(c, sh.id, "worker", "state")))
     sh.close()
-    c.signal("sw2", signal.SIGTERM)
-    c.wait_exit("sw2")
+    c.signal("snap2", signal.SIGTERM)
+    c.wait_exit("snap2")
 
     # ---- a worker SIGKILLed while it pauses ----
-    c.worker("sw3", uid_base=UID + 2000, slots=1, tiers="vm", extra=VM_WORKER)
+    c.worker("snap3", uid_base=UID + 2000, slots=1, tiers="vm", extra=VM_WORKER)
     k3 = cl.session(tier="vm")
     k3.run_python("u = 3")
-    dir3 = os.path.join(c.dir, "state", "snapshots", "sw3")
+    dir3 = os.path.join(c.dir, "state", "snapshots", "snap3")
     cid = k3.client._via.session_call(k3.id, {"op": "pause"})
     saw_part = c.wait_for(lambda: any(p.endswith(".part") for p in snaps(dir3)), timeout=20,
                           step=0.005)
-    c.signal("sw3", signal.SIGKILL)
-    c.wait_exit("sw3")
+    c.signal("snap3", signal.SIGKILL)
+    c.wait_exit("snap3")
     left_part = [p for p in snaps(dir3) if p.endswith(".part")]
-    c.worker("sw3", uid_base=UID + 2000, slots=1, tiers="vm", extra=VM_WORKER)
+    c.worker("snap3", uid_base=UID + 2000, slots=1, tiers="vm", extra=VM_WORKER)
     swept = c.wait_for(lambda: not [p for p in snaps(dir3) if p.endswith(".part")], timeout=20)
     ended = c.wait_for(lambda: record(c, k3.id)["state"] in ("ended", "paused"), timeout=20)
     st = record(c, k3.id)
@@ -234,12 +281,12 @@ try:
     t.ok(saw_part and left_part and swept and ended and
          st == {"state": "ended", "reason": "worker_lost"} and
          isinstance(ek, airlock.SessionEnded) and ek.reason == "worker_lost",
-         "9: a worker SIGKILLed while writing a snapshot leaves a half file no record names, "
+         "11: a worker SIGKILLed while writing a snapshot leaves a half file no record names, "
          "removed when it starts again; the session is lost (worker_lost), nothing half "
          "restored", (saw_part, left_part, swept, st, ek, cid))
 except BaseException:
     for name in list(c.procs):
-        if name.startswith("sw"):
+        if name.startswith("snap"):
             print("# --- %s's log, its end ---\n# " % name +
                   "\n# ".join(c.log(name).splitlines()[-60:]))
     raise

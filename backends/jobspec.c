@@ -130,7 +130,10 @@ const char al_python_launcher[] =
  * /proc/self files are then its own). argv is the cold job's (python3 -c
  * LAUNCHER SCRIPT ARGS...): sys.argv becomes what that -c would see, and
  * LAUNCHER runs as that -c's program, named "<string>" (the code compiled
- * before, when it is the same text). */
+ * before, when it is the same text). random (and numpy.random, when a
+ * preloaded module imported it) is seeded again from os.urandom before
+ * the job: a microVM restored from its pool's template (one snapshot for
+ * every VM of the pool) would otherwise draw what every other one draws. */
 const char al_warm_python[] =
     "def _airlock_warm():\n"
     "    import os, sys\n"
@@ -186,6 +189,12 @@ const char al_warm_python[] =
     "    for fd in fds:\n"
     "        if fd > 3:\n"
     "            os.close(fd)\n"
+    "    for m in ('random', 'numpy.random'):\n"
+    "        r = sys.modules.get(m)\n"
+    "        try:\n"
+    "            r is None or r.seed()\n"
+    "        except Exception:\n"
+    "            pass\n"
     "    f = b''.join(chunks).split(b'\\0')\n"
     "    argc, envc = int(f[0]), int(f[1])\n"
     "    os.environ.clear()\n"

@@ -287,6 +287,12 @@ int main(void)
 	do {
 		agent_warm_wait(port);
 		rc = al_chan_read(&rd, port, JOB_FRAME_MAX, &err);
+		/* started from a pool's template: made unique before its job */
+		if (rc == 1 && rd.body.data[0] == AL_CHAN_RESTORED) {
+			agent_restored((const uint8_t *)rd.body.data + 1, rd.body.len - 1);
+			al_chan_rd_reset(&rd);
+			rc = 0;
+		}
 	} while (rc == 0);
 	if (rc < 0 || rd.body.data[0] != AL_CHAN_JOB) {
 		agent_say("no job: %s", rc < 0 ? err.msg : "unexpected frame");

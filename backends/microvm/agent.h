@@ -92,6 +92,10 @@ int agent_finish_step(const struct al_job *job, const struct step *st, pid_t pid
 		      struct al_jobfs *fs, int port, uint32_t collect_cap, uint64_t t0,
 		      struct al_result *res, struct al_err *err);
 
+/* The host restored this VM from a snapshot ('E': its time, 8 bytes, and
+ * 32 bytes of its entropy; vmchan.h): the clock set, the entropy credited,
+ * the kernel's generator reseeded at once. */
+void agent_restored(const uint8_t *p, size_t n);
 /* Say on port that the agent is alive, at most once a second (the host
  * tells a hung guest from a long job by that). */
 int agent_beat(int port, struct al_err *err);

@@ -19,7 +19,11 @@
  * default shape boot ahead of jobs; a job of that tier that fits takes one
  * (each VM still serves exactly one job) and the pool refills after the
  * result; each heartbeat replaces pool VMs that died or idled longer than
- * the tier's pool_max_idle_ms.
+ * the tier's pool_max_idle_ms. The first pool VM that booted and warmed up
+ * is saved as the pool's template (pool.c): the pool refills from it and
+ * a job of its shape that finds the pool empty starts from it, a restore
+ * instead of a boot, each VM still a fresh copy no job used, made unique
+ * as it starts (its clock, its entropy: snapshot.c).
  *
  * This file is the backend's ops; one VM and the pools are pool.c's, the
  * guest's frames frames.c's, the VMM's jail jail.c's (mvm.h).
@@ -139,6 +143,10 @@ static int mvm_prepare(struct al_sandbox *sb, struct al_err *err)
 		    ? NULL
 		    : mvm_pool_take(s->job->tier ? s->job->tier : "", guest, s->image, mib, vcpus);
 	m->warm = m->vm != NULL;
+	/* else one restored from the pool's template (a VM no job used) */
+	if (!m->vm && !egress && !s->inputs_pack)
+		m->vm =
+		    mvm_pool_restore(s->job->tier ? s->job->tier : "", guest, s->image, mib, vcpus);
 	if (!m->vm && !(m->vm = mvm_vm_launch(guest, s->image, s->inputs_pack, egress, false, mib,
 					      vcpus, -1, err)))
 		return AL_ESANDBOX;
@@ -193,7 +201,7 @@ static int mvm_start(struct al_sandbox *sb, struct al_watch *w, struct al_err *e
 	m->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
 	if (m->timer_fd < 0)
 		return al_err_sys(err, "microvm: timerfd_create");
-	if (m->vm->restored) { /* its job runs since before the snapshot */
+	if (m->vm->job_inside) { /* a session's: its job runs since before the snapshot */
 		if ((rc = mvm_tell_restored(m->vm, err)))
 			return rc;
 		m->sent = true;
@@ -237,7 +245,9 @@ static void add_info(struct al_sandbox *sb, struct al_result *res)
 	al_result_add_info(res, "image", m->vm->hash);
 	al_result_add_info(res, "vmm", mvm_host.drv->name);
 	al_result_add_info(res, "accel", mvm_host.kvm ? "kvm" : "tcg");
-	al_result_add_info(res, "boot", m->vm->restored ? "restored" : m->warm ? "warm" : "cold");
+	/* warm: a pool's VM (booted, or restored from the pool's template);
+	 * restored: one from the template for this job, or a session's */
+	al_result_add_info(res, "boot", m->warm ? "warm" : m->vm->restored ? "restored" : "cold");
 	snprintf(v, sizeof(v), "%llu", (unsigned long long)(m->vm->ready_ms - m->vm->born_ms));
 	al_result_add_info(res, "boot_ms", v);
 }
@@ -406,6 +416,8 @@ static void mvm_fini(void)
 		for (unsigned k = 0; k < mvm_host.pools[i].n; k++)
 			mvm_vm_free(mvm_host.pools[i].vms[k], true);
 		mvm_host.pools[i].n = 0;
+		if (mvm_host.pools[i].tmpl[0])
+			unlink(mvm_host.pools[i].tmpl);
 	}
 	mvm_host.npools = 0;
 	if (mvm_host.ready)

@@ -50,6 +50,8 @@ struct vm {
 	int egress_fd;	      /* network egress: the proxy's socket, until the worker takes it */
 	bool egress, inputs;  /* with a network card, with an inputs disk */
 	bool restored;	      /* started from a snapshot, not booted */
+	bool restoring;	      /* ...whose state QEMU still reads (a pool's, from its template) */
+	bool job_inside;      /* ...of a session: its job runs since before the snapshot */
 };
 
 struct pool {
@@ -60,6 +62,12 @@ struct pool {
 	uint64_t memory_mib, max_idle_ms;
 	struct vm *vms[64];
 	unsigned n;
+	/* its template: a snapshot of one of its VMs booted and warm, which
+	 * the pool's VMs and cold jobs of its shape start from (pool.c) */
+	char tmpl[PATH_MAX];
+	char tmpl_hash[80]; /* the image it was made with */
+	uint64_t tmpl_bytes;
+	bool tmpl_ok, tmpl_off; /* made; given up (a save failed: VMs boot) */
 };
 
 /* The backend's host-wide state, set by mvm_init (microvm.c). */
@@ -100,10 +108,14 @@ int mvm_snapshot(struct al_sandbox *sb, int fd, bool keep, struct al_err *err);
  * this shape, running; err when refused or failed. */
 int mvm_restore(struct al_sandbox *sb, const char *guest, uint64_t mib, unsigned vcpus,
 		struct al_err *err);
-/* Tell the guest agent it was restored: the time, fresh entropy ('E'). */
-int mvm_tell_restored(struct vm *vm, struct al_err *err);
 
 /* pool.c */
+/* Tell the guest agent it was restored: the time, fresh entropy ('E'). */
+int mvm_tell_restored(struct vm *vm, struct al_err *err);
+/* A VM of the shape of a pool of tier whose template is made, restored
+ * from it and running (a cold job's, instead of a boot); NULL if none. */
+struct vm *mvm_pool_restore(const char *tier, const char *guest, const char *image,
+			    uint64_t memory_mib, unsigned vcpus);
 /* Whether vm's VMM has exited. */
 bool mvm_vm_exited(struct vm *vm);
 /* Stop the VMM (politely first when graceful: the driver's shutdown), reap

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/timerfd.h>
@@ -201,12 +202,46 @@ void mvm_vm_took_warm(struct vm *vm)
 	       (unsigned long long)(al_mono_ms() - vm->born_ms));
 }
 
+/* 'E' to the guest agent: the host's time (ms since the epoch, 8 bytes big
+ * endian) and 32 bytes of its entropy. */
+int mvm_tell_restored(struct vm *vm, struct al_err *err)
+{
+	uint8_t p[8 + 32];
+	struct timespec ts;
+	uint64_t ms;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ms = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+	for (int i = 0; i < 8; i++)
+		p[i] = (uint8_t)(ms >> (56 - 8 * i));
+	if (getrandom(p + 8, 32, 0) != 32)
+		return al_err_sys(err, "microvm: getrandom");
+	return al_chan_write(vm->v.chan_fd, AL_CHAN_RESTORED, p, sizeof(p), NULL, 0,
+			     JOB_SEND_TIMEOUT_MS, err);
+}
+
+/* A pool VM restored from its template is running: ready, its interpreter
+ * warm (it was when the template was made), told it was restored. */
+static int restore_done(struct vm *vm, struct al_err *err)
+{
+	vm->restoring = false;
+	vm->ready = vm->warm = vm->restored = true;
+	vm->ready_ms = al_mono_ms();
+	return mvm_tell_restored(vm, err);
+}
+
 /* Read what the channel holds before the job: the ready frame, then a
  * warm pool VM's word that its interpreter is warm. 1 when the agent is
- * ready, 0 not yet, negative when the VM is of no use. */
+ * ready, 0 not yet, negative when the VM is of no use. A VM restoring
+ * from its pool's template is ready once QEMU has read it. */
 int mvm_vm_poll_ready(struct vm *vm, struct al_err *err)
 {
 	int rc;
+
+	if (vm->restoring) {
+		rc = mvm_host.drv->resume(&vm->v, 0, err);
+		return rc == 1 ? 0 : rc ? rc : restore_done(vm, err) ? AL_ESANDBOX : 1;
+	}
 
 	if (vm->ready && !vm->warm) {
 		struct al_err e = {0};
@@ -253,12 +288,98 @@ uint64_t mvm_memory_mib_for(uint64_t memory_bytes)
 	return mib + GUEST_OVERHEAD_MIB + extra;
 }
 
+/* ---- the pool's template ---- */
+
+/* The content hash of guest and image as a VM of them reports it. */
+static void hash_of(const char *guest, const char *image, char *out, size_t cap)
+{
+	char p[PATH_MAX + 32];
+
+	if (image) {
+		al_image_hash(mvm_host.conf, image, out, cap);
+		return;
+	}
+	snprintf(p, sizeof(p), "%s/.airlock-image", guest);
+	if (!al_read_text(p, out, cap))
+		snprintf(out, cap, "unhashed");
+	out[strcspn(out, "\n")] = '\0';
+}
+
+/* A VM of p started from its template (its state still being read: it
+ * is restoring), or NULL: no template, or one of an image since rebuilt
+ * (then dropped: the next warm VM makes another). */
+static struct vm *tmpl_launch(struct pool *p, struct al_err *err)
+{
+	char now[80];
+	struct vm *vm;
+	int fd;
+
+	if (!p->tmpl_ok)
+		return NULL;
+	hash_of(p->guest, p->image[0] ? p->image : NULL, now, sizeof(now));
+	if (strcmp(now, p->tmpl_hash)) {
+		al_log("info", "microvm_template", "tier=%s note=\"its image changed: made again\"",
+		       p->tier);
+		unlink(p->tmpl);
+		p->tmpl_ok = false;
+		return NULL;
+	}
+	if ((fd = open(p->tmpl, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) < 0) {
+		al_err_sys(err, "microvm: template %s", p->tmpl);
+		p->tmpl_ok = false;
+		return NULL;
+	}
+	vm = mvm_vm_launch(p->guest, p->image[0] ? p->image : NULL, NULL, false, true,
+			   p->memory_mib, p->vcpus, fd, err);
+	close(fd);
+	if (vm)
+		vm->restoring = true;
+	return vm;
+}
+
+/* p's template from vm, one of its VMs booted and warm (or ready a while
+ * without a warm interpreter), which this stops: its whole state written
+ * to a private file, whole or not at all. */
+static void tmpl_make(struct pool *p, struct vm *vm)
+{
+	char part[PATH_MAX + 8];
+	struct al_err err = {0};
+	uint64_t t0 = al_mono_ms();
+	struct stat st;
+	int fd;
+
+	snprintf(part, sizeof(part), "%s.part", p->tmpl);
+	unlink(part);
+	fd = open(part, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0 || mvm_host.drv->save(&vm->v, fd, 120000, &err) || fsync(fd) || fstat(fd, &st) ||
+	    rename(part, p->tmpl)) {
+		if (!err.msg[0])
+			al_err_sys(&err, "microvm: template %s", part);
+		al_log("warn", "microvm_template", "tier=%s error=\"%s\" note=\"its VMs boot\"",
+		       p->tier, err.msg);
+		p->tmpl_off = true;
+		if (fd >= 0)
+			close(fd);
+		unlink(part);
+		return;
+	}
+	close(fd);
+	snprintf(p->tmpl_hash, sizeof(p->tmpl_hash), "%s", vm->hash);
+	p->tmpl_bytes = (uint64_t)st.st_size;
+	p->tmpl_ok = true;
+	al_log("info", "microvm_template", "tier=%s bytes=%llu ms=%llu", p->tier,
+	       (unsigned long long)p->tmpl_bytes, (unsigned long long)(al_mono_ms() - t0));
+}
+
 static void pool_fill(struct pool *p)
 {
 	while (p->n < p->size) {
 		struct al_err err = {0};
-		struct vm *vm = mvm_vm_launch(p->guest, p->image[0] ? p->image : NULL, NULL, false,
-					      true, p->memory_mib, p->vcpus, -1, &err);
+		struct vm *vm = tmpl_launch(p, &err);
+
+		if (!vm)
+			vm = mvm_vm_launch(p->guest, p->image[0] ? p->image : NULL, NULL, false,
+					   true, p->memory_mib, p->vcpus, -1, &err);
 
 		if (!vm) {
 			fprintf(stderr, "airlock-worker: microvm: pool %s: %s\n", p->tier, err.msg);
@@ -296,10 +417,40 @@ struct vm *mvm_pool_take(const char *tier, const char *guest, const char *image,
 		}
 		if (best >= 0) {
 			struct vm *vm = p->vms[best];
+			struct al_err err = {0};
 
 			p->vms[best] = p->vms[--p->n];
+			/* still reading its template: a moment more, not a boot */
+			if (vm->restoring &&
+			    (mvm_host.drv->resume(&vm->v, 30000, &err) || restore_done(vm, &err))) {
+				mvm_vm_free(vm, false);
+				return NULL;
+			}
 			return vm;
 		}
+	}
+	return NULL;
+}
+
+struct vm *mvm_pool_restore(const char *tier, const char *guest, const char *image,
+			    uint64_t memory_mib, unsigned vcpus)
+{
+	for (int i = 0; i < mvm_host.npools; i++) {
+		struct pool *p = &mvm_host.pools[i];
+		struct al_err err = {0};
+		struct vm *vm;
+
+		if (strcmp(p->tier, tier) || strcmp(p->guest, guest) ||
+		    strcmp(p->image, image ? image : "") || p->vcpus != vcpus ||
+		    p->memory_mib < memory_mib || !(vm = tmpl_launch(p, &err)))
+			continue;
+		if (mvm_host.drv->resume(&vm->v, 30000, &err) || restore_done(vm, &err)) {
+			al_log("warn", "microvm_template", "tier=%s error=\"%s\"", p->tier,
+			       err.msg);
+			mvm_vm_free(vm, false);
+			return NULL;
+		}
+		return vm;
 	}
 	return NULL;
 }
@@ -320,6 +471,15 @@ void mvm_pool_tick(const struct al_backend_conf *conf)
 			if (mvm_vm_poll_ready(vm, &err) < 0 || mvm_vm_exited(vm) || stale) {
 				p->vms[k] = p->vms[--p->n];
 				mvm_vm_free(vm, stale);
+				continue;
+			}
+			/* the first VM booted and warm (or ready a while: an image
+			 * without a warm interpreter) makes the pool's template */
+			if (!p->tmpl_ok && !p->tmpl_off && !vm->restored && vm->ready &&
+			    (vm->warm || now - vm->ready_ms > 3000)) {
+				p->vms[k] = p->vms[--p->n];
+				tmpl_make(p, vm);
+				mvm_vm_free(vm, false);
 				continue;
 			}
 			k++;
@@ -358,6 +518,24 @@ int mvm_pool_add(const struct al_backend_conf *conf, const struct al_pool_spec *
 	p->vcpus = mvm_vcpus_for(ps->cpu_millis);
 	p->memory_mib = mvm_memory_mib_for(ps->memory_bytes);
 	p->max_idle_ms = ps->max_idle_ms ? ps->max_idle_ms : 600000;
+	{
+		char dir[PATH_MAX];
+		struct al_err derr = {0};
+
+		/* STATE/microvm-templates/<worker>/<tier>.snap, root's only */
+		mkdir(conf->state_dir, 0755); /* made at the worker's start, after its backends */
+		snprintf(dir, sizeof(dir), "%s/microvm-templates", conf->state_dir);
+		mkdir(dir, 0700);
+		snprintf(dir + strlen(dir), sizeof(dir) - strlen(dir), "/%s", conf->worker_id);
+		if ((mkdir(dir, 0700) && errno != EEXIST) || chmod(dir, 0700)) {
+			al_err_sys(&derr, "microvm: %s", dir);
+			al_log("warn", "microvm_template", "tier=%s error=\"%s\"", p->tier,
+			       derr.msg);
+			p->tmpl_off = true;
+		}
+		snprintf(p->tmpl, sizeof(p->tmpl), "%s/%s.snap", dir, ps->tier);
+		unlink(p->tmpl); /* an earlier run's: its guest may not be this one */
+	}
 	mvm_host.npools++;
 	pool_fill(p);
 	return AL_OK;

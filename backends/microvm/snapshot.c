@@ -22,9 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "../../common/clock.h"
@@ -145,29 +143,11 @@ int mvm_restore(struct al_sandbox *sb, const char *guest, uint64_t mib, unsigned
 		al_err_wrap(err, "microvm: the restore");
 		goto out;
 	}
-	m->vm->ready = m->vm->restored = true;
+	m->vm->ready = m->vm->restored = m->vm->job_inside = true;
 	m->vm->ready_ms = al_mono_ms();
 	al_log("info", "vm_restored", "vmm_pid=%d ms=%llu", (int)m->vm->v.pid,
 	       (unsigned long long)(m->vm->ready_ms - t0));
 out:
 	json_decref(shape);
 	return rc;
-}
-
-/* 'E' to the guest agent: the host's time (ms since the epoch, 8 bytes big
- * endian) and 32 bytes of its entropy. */
-int mvm_tell_restored(struct vm *vm, struct al_err *err)
-{
-	uint8_t p[8 + 32];
-	struct timespec ts;
-	uint64_t ms;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ms = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-	for (int i = 0; i < 8; i++)
-		p[i] = (uint8_t)(ms >> (56 - 8 * i));
-	if (getrandom(p + 8, 32, 0) != 32)
-		return al_err_sys(err, "microvm: getrandom");
-	return al_chan_write(vm->v.chan_fd, AL_CHAN_RESTORED, p, sizeof(p), NULL, 0,
-			     JOB_SEND_TIMEOUT_MS, err);
 }

@@ -261,7 +261,7 @@ int agent_beat(int port, struct al_err *err)
  * set to the host's, its entropy mixed in and credited, the generator
  * reseeded from it at once (RNDRESEEDCRNG), so that copies of one snapshot
  * part ways from here. Best effort: said on the console when it fails. */
-static void restored(const uint8_t *p, size_t n)
+void agent_restored(const uint8_t *p, size_t n)
 {
 	struct {
 		int entropy_count, buf_size;
@@ -296,7 +296,7 @@ static void host_frame(int port, struct al_chan_rd *rd)
 	if (al_chan_read(rd, port, 256, &err) != 1)
 		return;
 	if (rd->body.data[0] == AL_CHAN_RESTORED)
-		restored((const uint8_t *)rd->body.data + 1, rd->body.len - 1);
+		agent_restored((const uint8_t *)rd->body.data + 1, rd->body.len - 1);
 	al_chan_rd_reset(rd);
 }
 

@@ -72,8 +72,9 @@ struct al_vmm_driver {
 	 * caller ends it, or resumes it: a fork's parent). 0 or err. */
 	int (*save)(struct al_vmm *vm, int fd, int timeout_ms, struct al_err *err);
 	/* Run the VM's vCPUs again: a VMM launched with incoming_fd once it
-	 * has read that state (waited for, within timeout_ms), or one that
-	 * save stopped. 0 or err (the caller kills the VMM). */
+	 * has read that state (waited for, within timeout_ms; 0: one look,
+	 * and 1 while it still reads), or one that save stopped. 0 or err
+	 * (the caller kills the VMM). */
 	int (*resume)(struct al_vmm *vm, int timeout_ms, struct al_err *err);
 };
 

@@ -322,11 +322,14 @@ static int qemu_resume(struct al_vmm *vm, int timeout_ms, struct al_err *err)
 	int rc;
 
 	for (;;) {
+		/* one look (timeout 0) may wait a moment for QEMU's answer */
 		if ((rc = qmp_query(vm, "{\"execute\":\"query-status\"}\n", "status", st,
-				    sizeof(st), deadline, err)))
+				    sizeof(st), deadline + (timeout_ms ? 0 : 1000), err)))
 			return rc;
 		if (strcmp(st, "inmigrate"))
 			break;
+		if (!timeout_ms)
+			return 1; /* still loading */
 		if (al_mono_ms() >= deadline)
 			return al_err_set(err, AL_ESANDBOX,
 					  "qemu: the snapshot was not loaded in %d ms", timeout_ms);
@@ -334,7 +337,7 @@ static int qemu_resume(struct al_vmm *vm, int timeout_ms, struct al_err *err)
 	}
 	if (!strcmp(st, "running"))
 		return AL_OK;
-	return qmp_do(vm, "{\"execute\":\"cont\"}\n", -1, deadline, "cont", err);
+	return qmp_do(vm, "{\"execute\":\"cont\"}\n", -1, deadline + 1000, "cont", err);
 }
 
 /* QMP: leave negotiation mode, then quit; wait for the process to go. */

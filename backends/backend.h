@@ -44,8 +44,9 @@ struct al_backend_conf {
 	const char *vmm;	    /* microvm: VMM driver, "qemu" (default) */
 	const char *vmm_binary;	    /* microvm: the VMM's executable; NULL = found on PATH */
 	const char *vm_accel;	    /* microvm: "kvm", "tcg" or NULL = KVM when usable */
-	const char *vm_console;	 /* microvm: append guest consoles here (debugging); NULL = none */
-	uint64_t vm_hang_ms;	 /* microvm: a guest silent this long is broken, ms; 0 = default */
+	const char *vm_console; /* microvm: append guest consoles here (debugging); NULL = none */
+	uint64_t vm_hang_ms;	/* microvm: a guest silent this long is broken, ms; 0 = default */
+	bool vm_ksm; /* microvm: guest RAM mergeable by KSM (off: no cross-VM page sharing) */
 	const char *libvirt_uri; /* vm: NULL = qemu:///system */
 	uint64_t
 	    input_cache_bytes; /* the host's cache of inputs by URL (STATE/inputs-cache), bytes */

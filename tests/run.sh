@@ -158,7 +158,7 @@ lane_join
 # under TCG too, waiting on their boots half the time: worker ids mvm-*,
 # uids 65000-67300 and its container worker's user namespaces from
 # 1000000, none of test_ci's 70000 and 200000 or test_examples'), the
-# snapshots' paused sessions (worker ids snap*, uids 72000-74767), the
+# snapshots' paused sessions (worker ids snap*, uids 72000-75767), the
 # service VMs (their own libvirtd in a namespace of their
 # own, waiting on libvirt and their guests' boots most of the time), then
 # the verdicts on three tiers (a third of the machine), then the grading

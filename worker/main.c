@@ -223,6 +223,9 @@ static const struct al_opt opts[] = {
     {"vm-hang-ms", AL_OPT_U64, S(conf.backend.vm_hang_ms), 1000, 600000, 0, NULL, "N",
      "a microVM silent this long (boot, heartbeats) is broken\n(default 20000 under TCG, 5000 with "
      "KVM)"},
+    {"vm-ksm", FLAG, S(conf.backend.vm_ksm), 0, 0, 0, NULL, NULL,
+     "let the kernel merge identical pages of microVMs\n(KSM; off by default: a tenant "
+     "can time another's\npages through it; docs/snapshots.md)"},
     {"libvirt", STR, S(conf.backend.libvirt_uri), 0, 0, 0, NULL, "URI",
      "service VMs' libvirt (default qemu:///system)"},
     {"input-cache-bytes", AL_OPT_U64, S(conf.backend.input_cache_bytes), 0, 1ull << 50, 0, NULL,

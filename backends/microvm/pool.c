@@ -170,6 +170,7 @@ struct vm *mvm_vm_launch(const char *guest, const char *image, const char *input
 	    .egress_netns_fd = -1,
 	    .warm = warm,
 	    .incoming_fd = incoming_fd,
+	    .mem_merge = mvm_host.conf->vm_ksm,
 	};
 	/* Network egress: the jail's network namespace is made here, with the
 	 * proxy's socket in it before the VMM can start a forwarder. */

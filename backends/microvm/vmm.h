@@ -46,6 +46,9 @@ struct al_vmm_cfg {
 	 * read from here on) instead of booting, and stays paused until the
 	 * driver's resume; -1 = boot */
 	int incoming_fd;
+	/* guest RAM offered to KSM (identical pages merged across VMs); off,
+	 * no VM's page is ever shared with another's (a timing side channel) */
+	bool mem_merge;
 };
 
 /* A running VMM. */

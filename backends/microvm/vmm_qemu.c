@@ -60,7 +60,8 @@ static int qemu_launch(const struct al_vmm_cfg *cfg, struct al_vmm *vm, struct a
 	argv[n++] = "-L";
 	argv[n++] = "/usr/share/qemu";
 	argv[n++] = "-M";
-	argv[n++] = "microvm,pit=off,pic=off";
+	argv[n++] = cfg->mem_merge ? "microvm,pit=off,pic=off,mem-merge=on"
+				   : "microvm,pit=off,pic=off,mem-merge=off";
 	argv[n++] = "-accel";
 	argv[n++] = accel;
 	/* TCG: an AMD family-16 model with SSE4a. With qemu64 (family 15)

@@ -31,7 +31,7 @@ import airlock  # noqa: E402
 t = Tap()
 need_root("the microVM backend")
 
-UID = 72000  # VMM uids 72256-72767, and +1000, +2000: no other suite's
+UID = 72000  # VMM uids 72256-72767, and +1000 ... +3000: no other suite's
 IMAGES = os.environ.get("AIRLOCK_IMAGES", "/var/lib/airlock/images")
 SHARED = "/var/tmp/airlock-snap-shared-%d" % os.getpid()
 VM = dict(DEFAULTS, wall_ms=20000, memory_bytes=128 << 20)
@@ -45,6 +45,7 @@ POLICY = policy(
     tier_def("vmidle", "microvm", image="python", defaults=VM,
              sessions=dict(SESS, idle_s=2, on_idle="pause")),
     tier_def("proc", "process", defaults=DEFAULTS, sessions=SESS),
+    tier_def("vmpool", "microvm", image="python", defaults=VM, pool=1),
     lease_ms=3000)
 VM_WORKER = ["--images", IMAGES, "--vm-accel", "tcg"]
 
@@ -284,12 +285,35 @@ try:
          "11: a worker SIGKILLed while writing a snapshot leaves a half file no record names, "
          "removed when it starts again; the session is lost (worker_lost), nothing half "
          "restored", (saw_part, left_part, swept, st, ek, cid))
+    # ---- a pool's VMs start from its template, each made unique ----
+    c.signal("snap3", signal.SIGTERM)
+    c.wait_exit("snap3")
+    c.worker("snap4", uid_base=UID + 3000, slots=2, tiers="vmpool", extra=VM_WORKER)
+    tmpl = os.path.join(c.dir, "state", "microvm-templates", "snap4", "vmpool.snap")
+    made = c.wait_for(lambda: "event=microvm_template tier=vmpool bytes=" in c.log("snap4"),
+                      timeout=120)
+    pcl = airlock.Client(redis=c.url, tier="vmpool")
+    draw = "import os, random\nprint(os.urandom(16).hex(), random.random())"
+    jobs = [pcl.run(draw) for _ in range(3)]
+    tmode = oct(os.stat(tmpl).st_mode & 0o777) if os.path.exists(tmpl) else None
+    t.ok(made and tmode == "0o600" and all(j.status == "ok" for j in jobs) and
+         len({j.stdout for j in jobs}) == 3 and
+         all(j.info.get("boot") == "warm" and int(j.info.get("boot_ms", 99999)) < 2000
+             for j in jobs[1:]),
+         "12: a pool's first warm VM becomes its template (0600); the pool's VMs start from "
+         "it (boot_ms %s) and each job draws its own os.urandom and random" %
+         [j.info.get("boot_ms") for j in jobs], ([(j.status, j.info, j.stdout) for j in jobs],
+                                                 tmode))
+    c.signal("snap4", signal.SIGTERM)
+    c.wait_exit("snap4")
+    t.ok(not os.path.exists(tmpl), "13: the template is removed when its worker stops", tmpl)
 except BaseException:
     for name in list(c.procs):
         if name.startswith("snap"):
             print("# --- %s's log, its end ---\n# " % name +
                   "\n# ".join(c.log(name).splitlines()[-60:]))
     raise
+
 finally:
     c.close()
     subprocess.run(["rm", "-rf", SHARED])

@@ -1,0 +1,201 @@
+#!/usr/bin/python3
+"""Benchmark: snapshots on the microVM tier (docs/snapshots.md), through a
+real redis-server, scheduler and worker with the Python client, under TCG
+here (no KVM), in one run:
+  - pause: its time and the snapshot's size, for a fresh session (the
+    python image) and one that imported pandas (the datascience image);
+    resume: the first call after a pause against a call of the open
+    session before it, and the restore's own time (info's resume_ms);
+  - fork of 4: the fork's time, then each copy's first call (all four at
+    once);
+  - a one-shot print(1) three ways: a booted VM (a tier without a pool),
+    a pool VM that waited (warm), and one restored from the pool's
+    template while the pool is busy; the restored and warm ones against
+    the booted one;
+  - a session's open the same three ways;
+  - host memory an idle session holds: its VM's cgroup while open, none
+    once paused (its snapshot on disk instead).
+Medians of ROUNDS each, ratios against the baseline of the same run.
+Needs root and the python and datascience images (make images).
+Usage: snapshots.py [ROUNDS]"""
+import os
+import statistics
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "lib"))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "client", "python"))
+sys.path.insert(0, HERE)
+from cluster import Cluster  # noqa: E402
+from policies import DEFAULTS, policy, tier_def  # noqa: E402
+from summary import record  # noqa: E402
+
+import airlock  # noqa: E402
+
+N = int(sys.argv[1]) if len(sys.argv) > 1 else 5
+IMAGES = os.environ.get("AIRLOCK_IMAGES", "/var/lib/airlock/images")
+VM = dict(DEFAULTS, wall_ms=120000, memory_bytes=256 << 20)
+DS = dict(DEFAULTS, wall_ms=300000, memory_bytes=512 << 20)
+SESS = {"max_per_tenant": 16, "idle_s": 600, "max_life_s": 3600, "max_paused_per_tenant": 16}
+POLICY = policy(
+    tier_def("booted", "microvm", image="python", defaults=VM, sessions=SESS),
+    tier_def("pooled", "microvm", image="python", defaults=VM, sessions=SESS, pool=1),
+    tier_def("ds", "microvm", image="datascience", images=["datascience"], defaults=DS,
+             sessions=SESS),
+    lease_ms=30000)
+WORKER = "snapbench"
+
+
+def ms(f):
+    t0 = time.monotonic()
+    out = f()
+    return (time.monotonic() - t0) * 1000, out
+
+
+def med(xs):
+    return statistics.median(xs) if xs else float("nan")
+
+
+def vm_memory():
+    """The bytes each of the worker's VM cgroups holds now (v1 or v2)."""
+    out = []
+    for root in ("/sys/fs/cgroup/memory/airlock/" + WORKER, "/sys/fs/cgroup/airlock/" + WORKER):
+        for d, _, files in os.walk(root):
+            for f in ("memory.usage_in_bytes", "memory.current"):
+                if f in files and os.path.basename(d).startswith("vm-"):
+                    with open(os.path.join(d, f)) as fh:
+                        out.append(int(fh.read()))
+    return out
+
+
+def pause_resume(cl, tier, setup, label):
+    """Pause and resume times, and snapshot sizes, of N sessions."""
+    pause, size, first, before, restore = [], [], [], [], []
+    for _ in range(N):
+        s = cl.session(tier=tier)
+        s.run_python(setup, timeout=300)
+        b, _ = ms(lambda: s.run_python("x = 1"))
+        p, got = ms(s.pause)
+        f, _ = ms(lambda: s.run_python("x = 2"))
+        pause.append(p)
+        size.append(got["snapshot_bytes"])
+        first.append(f)
+        before.append(b)
+        restore.append(s.info().get("resume_ms", 0))
+        s.close()
+    print("%-34s pause %6.0f ms  snapshot %5.1f MB  first call after %6.0f ms (restore %4.0f ms)"
+          "  a call before %5.0f ms" % (label, med(pause), med(size) / 1e6, med(first),
+                                        med(restore), med(before)))
+    record("snapshots: pause, %s (TCG)" % label, "%.0f ms, %.1f MB" % (med(pause),
+                                                                     med(size) / 1e6))
+    record("snapshots: resume (first call after a pause), %s (TCG)" % label,
+           "%.0f ms" % med(first), "a call before it: %.0f ms" % med(before),
+           med(first) / med(before) if med(before) else None)
+    return med(pause), med(size)
+
+
+def main():
+    c = Cluster(policy=POLICY)
+    try:
+        c.scheduler()
+        c.worker(WORKER, uid_base=76000, slots=6, tiers="booted,pooled,ds",
+                 extra=["--images", IMAGES, "--vm-accel", "tcg"])
+        cl = airlock.Client(redis=c.url, tier="booted")
+        c.wait_for(lambda: "event=microvm_template tier=pooled" in c.log(WORKER), timeout=300)
+        print("microVM snapshots, TCG, %d rounds (medians)" % N)
+
+        # ---- pause and resume ----
+        pause_resume(cl, "booted", "import json", "a fresh session (python, 256 MiB)")
+        pause_resume(cl, "ds", "import pandas as pd\ndf = pd.DataFrame({'x': range(1000)})",
+                     "after importing pandas (512 MiB)")
+
+        # ---- fork of 4 ----
+        forks, firsts = [], []
+        for _ in range(max(1, N // 2)):
+            s = cl.session(tier="booted")
+            s.run_python("import random\nv = 7")
+            f, kids = ms(lambda: s.fork(4))
+            times = []
+
+            def first(k):
+                times.append(ms(lambda: k.run_python("print(v)"))[0])
+            th = [threading.Thread(target=first, args=(k,)) for k in kids]
+            t0 = time.monotonic()
+            [x.start() for x in th]
+            [x.join() for x in th]
+            firsts.append((time.monotonic() - t0) * 1000)
+            forks.append(f)
+            for k in kids + [s]:
+                k.close()
+        print("%-34s fork %6.0f ms  all four copies' first calls %6.0f ms" %
+              ("fork(4) of a fresh session", med(forks), med(firsts)))
+        record("snapshots: fork(4), then the four copies' first calls at once (TCG)",
+               "%.0f ms + %.0f ms" % (med(forks), med(firsts)))
+
+        # ---- a one-shot print(1), three ways ----
+        def one(tier):
+            return ms(lambda: cl.run("print(1)", tier=tier))
+
+        booted, warm, restored = [], [], []
+        for _ in range(N):
+            booted.append(one("booted")[0])
+            time.sleep(3)  # the pool's VM restored and warm again
+            t, r = one("pooled")
+            (warm if r.info.get("boot") == "warm" else restored).append(t)
+            # the pool's VM busy: the next one starts from the template
+            blocker = cl.submit("import time; time.sleep(30)", tier="pooled")
+            time.sleep(1)
+            t, r = one("pooled")
+            (restored if r.info.get("boot") == "restored" else warm).append(t)
+            cl.cancel(blocker)
+        print("%-34s booted %6.0f ms  warm pool %6.0f ms  restored %6.0f ms" %
+              ("one-shot print(1)", med(booted), med(warm), med(restored)))
+        for name, xs in (("warm pool", warm), ("restored from the pool's template", restored)):
+            record("snapshots: one-shot print(1), %s (TCG)" % name, "%.0f ms" % med(xs),
+                   "a booted VM: %.0f ms" % med(booted), med(xs) / med(booted),
+                   ("<=", 0.1, "ratio") if name == "warm pool" else ("<=", 400, med(xs)))
+
+        # ---- a session's open, three ways ----
+        ob, ow, orr = [], [], []
+        for _ in range(N):
+            t, s = ms(lambda: cl.session(tier="booted"))
+            ob.append(t)
+            s.close()
+            time.sleep(3)
+            t, s = ms(lambda: cl.session(tier="pooled"))
+            ow.append(t)
+            t, s2 = ms(lambda: cl.session(tier="pooled"))  # the pool's VM is s's
+            orr.append(t)
+            s.close()
+            s2.close()
+        print("%-34s booted %6.0f ms  warm pool %6.0f ms  restored %6.0f ms" %
+              ("a session's open", med(ob), med(ow), med(orr)))
+        record("snapshots: a session's open, restored from the pool's template (TCG)",
+               "%.0f ms" % med(orr), "booted: %.0f ms; warm pool %.0f ms" % (med(ob), med(ow)),
+               med(orr) / med(ob), ("<=", 500, med(orr)))
+
+        # ---- host memory of idle sessions ----
+        ss = [cl.session(tier="booted") for _ in range(3)]
+        for s in ss:
+            s.run_python("import json")
+        time.sleep(2)
+        open_mem = vm_memory()
+        sizes = [s.pause()["snapshot_bytes"] for s in ss]
+        time.sleep(1)
+        paused_mem = vm_memory()
+        print("%-34s open %6.0f MiB each (VM cgroup)  paused %d VMs left, a %.0f MB file each" %
+              ("an idle session's host memory", med(open_mem) / 2**20, len(paused_mem),
+               med(sizes) / 1e6))
+        record("snapshots: host memory an idle session holds (TCG)",
+               "paused: 0 MiB (a %.0f MB snapshot on disk)" % (med(sizes) / 1e6),
+               "open: %.0f MiB" % (med(open_mem) / 2**20), 0.0, ("<=", 150, 0.0))
+        for s in ss:
+            s.close()
+    finally:
+        c.close()
+
+
+if __name__ == "__main__":
+    main()

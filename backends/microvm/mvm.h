@@ -52,6 +52,7 @@ struct vm {
 	bool restored;	      /* started from a snapshot, not booted */
 	bool restoring;	      /* ...whose state QEMU still reads (a pool's, from its template) */
 	bool job_inside;      /* ...of a session: its job runs since before the snapshot */
+	bool tmpl_warm;	      /* ...of a template whose interpreter was warm */
 };
 
 struct pool {
@@ -68,6 +69,7 @@ struct pool {
 	char tmpl_hash[80]; /* the image it was made with */
 	uint64_t tmpl_bytes;
 	bool tmpl_ok, tmpl_off; /* made; given up (a save failed: VMs boot) */
+	bool tmpl_warm;		/* made of a VM whose interpreter was warm */
 };
 
 /* The backend's host-wide state, set by mvm_init (microvm.c). */

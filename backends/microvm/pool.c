@@ -226,7 +226,8 @@ int mvm_tell_restored(struct vm *vm, struct al_err *err)
 static int restore_done(struct vm *vm, struct al_err *err)
 {
 	vm->restoring = false;
-	vm->ready = vm->warm = vm->restored = true;
+	vm->ready = vm->restored = true;
+	vm->warm = vm->tmpl_warm; /* else its agent says so when it is */
 	vm->ready_ms = al_mono_ms();
 	return mvm_tell_restored(vm, err);
 }
@@ -291,6 +292,11 @@ uint64_t mvm_memory_mib_for(uint64_t memory_bytes)
 
 /* ---- the pool's template ---- */
 
+/* A pool VM ready this long without saying its interpreter is warm (an
+ * image with no warm list, or one whose imports failed) makes the template
+ * as it is: its copies say warm when they are, if ever. */
+#define TMPL_COLD_WAIT_MS 20000
+
 /* The content hash of guest and image as a VM of them reports it. */
 static void hash_of(const char *guest, const char *image, char *out, size_t cap)
 {
@@ -333,8 +339,10 @@ static struct vm *tmpl_launch(struct pool *p, struct al_err *err)
 	vm = mvm_vm_launch(p->guest, p->image[0] ? p->image : NULL, NULL, false, true,
 			   p->memory_mib, p->vcpus, fd, err);
 	close(fd);
-	if (vm)
+	if (vm) {
 		vm->restoring = true;
+		vm->tmpl_warm = p->tmpl_warm;
+	}
 	return vm;
 }
 
@@ -366,6 +374,7 @@ static void tmpl_make(struct pool *p, struct vm *vm)
 	}
 	close(fd);
 	snprintf(p->tmpl_hash, sizeof(p->tmpl_hash), "%s", vm->hash);
+	p->tmpl_warm = vm->warm;
 	p->tmpl_bytes = (uint64_t)st.st_size;
 	p->tmpl_ok = true;
 	al_log("info", "microvm_template", "tier=%s bytes=%llu ms=%llu", p->tier,
@@ -477,7 +486,7 @@ void mvm_pool_tick(const struct al_backend_conf *conf)
 			/* the first VM booted and warm (or ready a while: an image
 			 * without a warm interpreter) makes the pool's template */
 			if (!p->tmpl_ok && !p->tmpl_off && !vm->restored && vm->ready &&
-			    (vm->warm || now - vm->ready_ms > 3000)) {
+			    (vm->warm || now - vm->ready_ms > TMPL_COLD_WAIT_MS)) {
 				p->vms[k] = p->vms[--p->n];
 				tmpl_make(p, vm);
 				mvm_vm_free(vm, false);

@@ -286,6 +286,9 @@ struct al_backend_ops {
 	 * parent), else it is stopped and only destroy follows. 0 or err
 	 * (then the sandbox is of no more use: the caller destroys it). */
 	int (*snapshot)(struct al_sandbox *sb, int fd, bool keep, struct al_err *err);
+	/* MAY: the running sandbox gives back to the host what it can spare
+	 * now (an idle session's: a guest's page cache). Best effort. */
+	void (*trim)(struct al_sandbox *sb);
 };
 
 /* The registry: every backend this build has (compile-time options live in
@@ -311,6 +314,8 @@ int al_backend_reap(struct al_sandbox *sb, struct al_result *res, struct al_err 
 int al_backend_usage(struct al_sandbox *sb, struct al_usage *u);
 /* The sandbox's OOM kills so far; -1 when the backend does not say. */
 int al_backend_oom_kills(struct al_sandbox *sb, uint64_t *n);
+/* The trim op, where the backend has one. */
+void al_backend_trim(struct al_sandbox *sb);
 /* The snapshot op; AL_EINVAL naming the backend when it has none. */
 int al_backend_snapshot(struct al_sandbox *sb, int fd, bool keep, struct al_err *err);
 /* Live output (the output slot); -1 when the backend has none. */

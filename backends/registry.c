@@ -104,6 +104,12 @@ int al_backend_oom_kills(struct al_sandbox *sb, uint64_t *n)
 	return sb->ops->oom_kills ? sb->ops->oom_kills(sb, n) : -1;
 }
 
+void al_backend_trim(struct al_sandbox *sb)
+{
+	if (sb && sb->ops->trim)
+		sb->ops->trim(sb);
+}
+
 int al_backend_snapshot(struct al_sandbox *sb, int fd, bool keep, struct al_err *err)
 {
 	if (!sb->ops->snapshot || !(sb->ops->caps & AL_CAP_SNAPSHOT))

@@ -27,6 +27,10 @@
  *                  the epoch, big endian), then 32 bytes of the host's
  *                  entropy: the agent sets the clock, mixes them into its
  *                  random pool and reseeds its generator
+ *   host -> guest  'C' trim, while the job runs (a session, idle): the
+ *                  agent drops the guest's clean page cache and compacts
+ *                  its memory, so that the balloon reports the pages freed
+ *                  and the host takes them back
  */
 #ifndef AL_VMCHAN_H
 #define AL_VMCHAN_H
@@ -46,6 +50,7 @@
 #define AL_CHAN_ACK	     'A'
 #define AL_CHAN_WARM	     'W'   /* after ready, before a job: the warm interpreter is ready */
 #define AL_CHAN_RESTORED     'E'   /* the VM was restored from a snapshot (time, entropy) */
+#define AL_CHAN_TRIM	     'C'   /* give the host back what the guest can spare */
 #define AL_CHAN_ACK_WAIT_MS  30000 /* the agent waits this long for 'A' */
 #define AL_CHAN_READ_BUDGET  (1u << 20) /* bytes one al_chan_read call takes at most */
 #define AL_CHAN_HEARTBEAT_MS 1000

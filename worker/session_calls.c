@@ -115,6 +115,12 @@ void wk_sess_arm_idle(struct wk_session *ss)
 {
 	ss->idle_since_mono = al_mono_ms();
 	wk_sess_arm(ss->timer, ss->idle_ms);
+	/* idle: what the sandbox can spare goes back to the host (a microVM's
+	 * page cache), at most once every TRIM_EVERY_MS */
+	if (!ss->trimmed_mono || ss->idle_since_mono - ss->trimmed_mono >= TRIM_EVERY_MS) {
+		al_backend_trim(ss->sb);
+		ss->trimmed_mono = ss->idle_since_mono;
+	}
 }
 
 void wk_sess_free(struct wk_session *ss)

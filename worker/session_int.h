@@ -23,6 +23,7 @@
 #define RESTART_MS   10000 /* a killed interpreter: this long for the next one's hello */
 #define FRAME_SLACK  (1u << 20)
 #define CPU_POLL_MS  200  /* a call's CPU looked at this often (backends that report it) */
+#define TRIM_EVERY_MS 30000 /* an idle session's sandbox trimmed at most this often */
 #define SEEN_CALLS   4096 /* a session's last call ids, each run at most once */
 /* a session's sandbox without a CPU budget: its CPU limit, ms */
 #define NO_CPU_BUDGET_MS AL_LIMIT_WALL_MS_MAX /* a week: past any max_life_s */
@@ -72,6 +73,7 @@ struct wk_session {
 	uint64_t call_t0;
 	uint64_t opened_ms;
 	uint64_t opened_mono, idle_since_mono; /* its life's and its idleness's start */
+	uint64_t trimmed_mono;		       /* its sandbox last trimmed (0: never) */
 	uint64_t idle_ms, life_ms; /* its idle time, its life (the tier's; extend moves them) */
 	uint64_t cpu_budget_ms;	   /* the CPU of all its calls, at most (0: none) */
 	unsigned calls;

@@ -288,7 +288,24 @@ void agent_restored(const uint8_t *p, size_t n)
 	al_closep(&fd);
 }
 
-/* A frame from the host while the job runs: only 'E' means anything. */
+/* 'C': the clean page cache dropped (what the job reads again comes from
+ * the image's disk, that is the host's page cache), free memory compacted
+ * into the large blocks that free page reporting hands to the host. */
+static void trim(void)
+{
+	static const char *const knobs[] = {"/proc/sys/vm/drop_caches", "/proc/sys/vm/compact_memory"};
+
+	sync();
+	for (size_t i = 0; i < sizeof(knobs) / sizeof(knobs[0]); i++) {
+		int fd = open(knobs[i], O_WRONLY | O_CLOEXEC);
+
+		if (fd < 0 || write(fd, "1", 1) != 1)
+			agent_say("trim: %s: %s", knobs[i], strerror(errno));
+		al_closep(&fd);
+	}
+}
+
+/* A frame from the host while the job runs: 'E' and 'C' mean something. */
 static void host_frame(int port, struct al_chan_rd *rd)
 {
 	struct al_err err = {0};
@@ -297,6 +314,8 @@ static void host_frame(int port, struct al_chan_rd *rd)
 		return;
 	if (rd->body.data[0] == AL_CHAN_RESTORED)
 		agent_restored((const uint8_t *)rd->body.data + 1, rd->body.len - 1);
+	else if (rd->body.data[0] == AL_CHAN_TRIM)
+		trim();
 	al_chan_rd_reset(rd);
 }
 

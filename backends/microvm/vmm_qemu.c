@@ -95,6 +95,12 @@ static int qemu_launch(const struct al_vmm_cfg *cfg, struct al_vmm *vm, struct a
 	argv[n++] = "virtio-serial-device,max_ports=3";
 	argv[n++] = "-device";
 	argv[n++] = "virtserialport,chardev=job,name=airlock.0";
+	/* The balloon, for its free page reporting only (it is never
+	 * inflated): the guest hands back the pages it frees, and QEMU gives
+	 * them to the host (what a session's call allocated and freed does
+	 * not stay the VM's). */
+	argv[n++] = "-device";
+	argv[n++] = "virtio-balloon-device,free-page-reporting=on";
 	/* A session's server speaks to the worker here (fd 5 in QEMU): every
 	 * VM has it, so a pool VM can serve a session; only a session's job
 	 * is given it inside the guest. */

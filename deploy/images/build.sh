@@ -275,11 +275,11 @@ script $(sha256sum <"$0" | cut -d' ' -f1)"
 	install -m 0755 "$AGENT" "$r/init"
 	install -m 0755 "$tmp/b/bin/busybox" "$r/usr/bin/busybox"
 	ln -s busybox "$r/usr/bin/sh"
-	# microVMs need the channel's four and virtio_blk (the catalogue image
-	# as a disk; ext4 is built into the kernel); service VMs (a PC with PCI
-	# devices, a network card and disks) the rest too. The agent loads what
-	# its mode needs.
-	for m in virtio_ring virtio virtio_mmio virtio_console virtio_pci_legacy_dev \
+	# microVMs need the channel's four, the balloon (its free pages back to
+	# the host) and virtio_blk (the catalogue image as a disk; ext4 is built
+	# into the kernel); service VMs (a PC with PCI devices, a network card
+	# and disks) the rest too. The agent loads what its mode needs.
+	for m in virtio_ring virtio virtio_mmio virtio_console virtio_balloon virtio_pci_legacy_dev \
 		virtio_pci_modern_dev virtio_pci failover net_failover virtio_net virtio_blk; do
 		find "$tmp"/k/lib/modules -name "$m.ko*" -exec cp {} "$r/lib/modules/" \;
 		[ -e "$r/lib/modules/$m.ko" ] || { echo "build.sh: module $m.ko missing" >&2; exit 1; }

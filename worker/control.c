@@ -371,8 +371,8 @@ void wk_on_signal(evutil_socket_t sig, short what, void *arg)
 	w->draining = true;
 	al_log("info", "drain", "signal=%d busy=%u held=%u grace_ms=%llu", (int)sig,
 	       wk_busy_slots(w), wk_held_jobs(w), (unsigned long long)w->conf->drain_grace_ms);
-	/* a session's state cannot move to another worker: it ends now */
-	wk_sessions_end_all(w, AL_SESS_WORKER_STOP);
+	/* a session ends now, unless it can be paused (docs/snapshots.md) */
+	wk_sessions_drain(w);
 	/* Held jobs have not started: back to the queue for other workers. */
 	for (int b = 0; b < w->nbackends; b++) {
 		for (unsigned i = w->conf->slots; i < wk_nplaces(w); i++) {

@@ -17,14 +17,14 @@
 #include "../proto/call.h"
 #include "worker.h"
 
-#define HELLO_MS     30000 /* the server's first frame, after start */
-#define INTERRUPT_MS 2000  /* a call interrupted at its time: this long to stop */
-#define EXIT_WAIT_MS 1000  /* the server gone: this long for the sandbox's end */
-#define RESTART_MS   10000 /* a killed interpreter: this long for the next one's hello */
-#define FRAME_SLACK  (1u << 20)
-#define CPU_POLL_MS  200  /* a call's CPU looked at this often (backends that report it) */
+#define HELLO_MS      30000 /* the server's first frame, after start */
+#define INTERRUPT_MS  2000  /* a call interrupted at its time: this long to stop */
+#define EXIT_WAIT_MS  1000  /* the server gone: this long for the sandbox's end */
+#define RESTART_MS    10000 /* a killed interpreter: this long for the next one's hello */
+#define FRAME_SLACK   (1u << 20)
+#define CPU_POLL_MS   200   /* a call's CPU looked at this often (backends that report it) */
 #define TRIM_EVERY_MS 30000 /* an idle session's sandbox trimmed at most this often */
-#define SEEN_CALLS   4096 /* a session's last call ids, each run at most once */
+#define SEEN_CALLS    4096  /* a session's last call ids, each run at most once */
 /* a session's sandbox without a CPU budget: its CPU limit, ms */
 #define NO_CPU_BUDGET_MS AL_LIMIT_WALL_MS_MAX /* a week: past any max_life_s */
 

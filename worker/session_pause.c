@@ -60,7 +60,8 @@ static void refuse(struct wk_session *ss, enum al_status_code st, const char *ms
 		ss->active = NULL;
 	} else { /* it idled on a tier that pauses idle sessions: it ends idle */
 		al_log("warn", "session_pause", "job=%s error=\"%s\"", ss->id, msg);
-		ss->end(ss, AL_SESS_IDLE, "it could not be paused");
+		ss->end(ss, ss->w->draining ? AL_SESS_WORKER_STOP : AL_SESS_IDLE,
+			"it could not be paused");
 		return;
 	}
 	if (ss->queue)

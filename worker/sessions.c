@@ -315,7 +315,7 @@ static void end_session(struct wk_session *ss, enum al_sess_end why, const char 
 	else if (was == SS_OPEN)
 		record_end(ss);
 	else if (ss->restored) /* its record says resuming: it ends, its calls learn why */
-		wk_sess_resume_failed(w, ss->id, why == AL_SESS_BROKEN ? AL_SESS_BROKEN : why, msg);
+		wk_sess_resume_failed(w, ss->id, why, msg);
 	else if (was == SS_STARTING || (was == SS_OPENING && ss->open_in_flight))
 		commit_open(ss, AL_ST_SANDBOX_ERROR, msg); /* never opened: the open job says why */
 	/* out of the worker's list; the slot is free */
@@ -387,6 +387,18 @@ static void on_life(evutil_socket_t fd, short what, void *arg)
 	end_session(arg, AL_SESS_LIFE, NULL);
 }
 
+/* Open (or open again): its life from now, then its calls or its idle
+ * time. */
+static void serving(struct wk_session *ss)
+{
+	wk_sess_arm(ss->life, ss->life_ms);
+	ss->opened_mono = al_mono_ms();
+	if (ss->queue)
+		wk_sess_next(ss);
+	else
+		wk_sess_arm_idle(ss);
+}
+
 /* SESSION_OPEN's answer: opened (the open job's result says so), or the
  * tenant is at its maximum (the open job is refused). */
 static void on_opened(redisAsyncContext *ac, void *reply_, void *priv)
@@ -429,12 +441,7 @@ static void on_opened(redisAsyncContext *ac, void *reply_, void *priv)
 	commit_open(ss, AL_ST_OK, NULL);
 	al_log("info", "session_open", "job=%s tenant=%s tier=%s open=%lld", ss->id,
 	       ss->s->job.tenant, ss->s->tier->name, r->element[1]->integer);
-	wk_sess_arm(ss->life, ss->life_ms);
-	ss->opened_mono = al_mono_ms();
-	if (ss->queue)
-		wk_sess_next(ss);
-	else
-		wk_sess_arm_idle(ss);
+	serving(ss);
 }
 
 /* The server said hello: record the session (the tenant's count checked). */
@@ -490,12 +497,7 @@ static void on_resumed(redisAsyncContext *ac, void *reply_, void *priv)
 	/* open again: the snapshot is of no more use (until now a worker's
 	 * death sent the session back to paused, with it) */
 	wk_snap_remove(ss->restored_from);
-	wk_sess_arm(ss->life, ss->life_ms);
-	ss->opened_mono = al_mono_ms();
-	if (ss->queue)
-		wk_sess_next(ss);
-	else
-		wk_sess_arm_idle(ss);
+	serving(ss);
 }
 
 /* A restored session's sandbox runs: made unique (its server reseeds its
@@ -836,6 +838,20 @@ void wk_sessions_end_all(struct worker *w, enum al_sess_end why)
 {
 	while (w->sessions)
 		end_session(w->sessions, why, NULL);
+}
+
+void wk_sessions_drain(struct worker *w)
+{
+	struct wk_session *ss = w->sessions, *next;
+
+	for (; ss; ss = next) {
+		next = ss->next;
+		if (ss->state == SS_OPEN && !ss->active && !ss->queue && !ss->pause_in_flight &&
+		    ss->s->tier->sessions.pause_on_idle && (ss->s->ops->caps & AL_CAP_SNAPSHOT))
+			wk_sess_pause(ss); /* its slot frees once the record says paused */
+		else if (!ss->pause_in_flight)
+			end_session(ss, AL_SESS_WORKER_STOP, NULL);
+	}
 }
 
 void wk_session_cancel(struct slot *s)

@@ -274,6 +274,11 @@ void wk_hold(struct worker *w, struct slot *p);
 /* Slot s holds an accepted session job: start its sandbox and server. */
 struct wk_restore;
 void wk_session_start(struct worker *w, struct slot *s, const struct wk_restore *rs);
+/* The worker drains: an idle session on a tier whose sessions pause when
+ * idle (on_idle: pause) is paused, to be resumed by this worker when it
+ * runs again or by any of the tier's that reach its snapshot_dir; the
+ * others end (worker_stop). */
+void wk_sessions_drain(struct worker *w);
 void wk_sessions_on_up(struct al_aconn *c, void *arg); /* sessq: wait for calls */
 void wk_sessions_renew(struct worker *w);	       /* each heartbeat: leases */
 void wk_sessions_end_all(struct worker *w, enum al_sess_end why);

@@ -55,9 +55,9 @@ struct agent_vm agent_vm;
 /* What each mode loads, in dependency order: a microVM needs the job
  * channel (virtio-mmio) and the balloon, through which the kernel reports
  * the pages it frees to the host (free page reporting: the host's memory
- * follows what the guest uses, not what it once touched); a service VM is a PC with a PCI network card, a
- * disk and the channel. */
-static const char *const microvm_modules[] = {"virtio_ring",	  "virtio",	    "virtio_mmio",
+ * follows what the guest uses, not what it once touched); a service VM is a PC with a PCI network
+ * card, a disk and the channel. */
+static const char *const microvm_modules[] = {"virtio_ring",	"virtio",	  "virtio_mmio",
 					      "virtio_console", "virtio_balloon", NULL};
 static const char *const image_modules[] = {"virtio_blk", NULL}; /* ext4 is built in */
 static const char *const net_modules[] = {"failover", "net_failover", "virtio_net", NULL};

@@ -293,7 +293,8 @@ void agent_restored(const uint8_t *p, size_t n)
  * into the large blocks that free page reporting hands to the host. */
 static void trim(void)
 {
-	static const char *const knobs[] = {"/proc/sys/vm/drop_caches", "/proc/sys/vm/compact_memory"};
+	static const char *const knobs[] = {"/proc/sys/vm/drop_caches",
+					    "/proc/sys/vm/compact_memory"};
 
 	sync();
 	for (size_t i = 0; i < sizeof(knobs) / sizeof(knobs[0]); i++) {

@@ -31,7 +31,8 @@ import zlib
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "client", "python"))
-from altest import CLI, Tap, job_cgroups, leftovers, live_pids_of, need_root  # noqa: E402
+from altest import (CLI, Tap, job_cgroups, leftovers, live_pids_of, need_root,  # noqa: E402
+                    raises)
 from cluster import Cluster  # noqa: E402
 from gwclient import Api, free_port, key_file, start_gateway  # noqa: E402
 from policies import DEFAULTS, policy, tier_def  # noqa: E402
@@ -66,16 +67,6 @@ POLICY = policy(
     tier_def("ctrds", "container", image="datascience",
              defaults=dict(DEFAULTS, wall_ms=30000, memory_bytes=512 << 20), sessions=SESS),
     lease_ms=3000)
-
-
-def raises(fn, exc):
-    try:
-        fn()
-    except exc as e:
-        return e
-    except Exception as e:  # noqa: BLE001 - the wrong one is the failure shown
-        return "%s: %s" % (type(e).__name__, e)
-    return None
 
 
 BURN = ("import time\nt0 = time.process_time()\nwhile time.process_time() - t0 < %s:\n"

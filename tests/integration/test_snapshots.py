@@ -21,7 +21,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "client", "python"))
-from altest import Tap, live_pids_of, need_root  # noqa: E402
+from altest import Tap, live_pids_of, need_root, raises  # noqa: E402
 from cluster import Cluster  # noqa: E402
 from gwclient import Api, free_port, key_file, start_gateway  # noqa: E402
 from policies import DEFAULTS, policy, tier_def  # noqa: E402
@@ -39,7 +39,7 @@ SESS = {"max_per_tenant": 8, "idle_s": 600, "max_life_s": 3600, "max_paused_per_
 POLICY = policy(
     tier_def("vm", "microvm", image="python", defaults=VM, sessions=SESS),
     tier_def("vmshared", "microvm", image="python", defaults=VM, snapshot_dir=SHARED,
-             sessions=SESS),
+             sessions=dict(SESS, on_idle="pause")),
     tier_def("vmbrief", "microvm", image="python", defaults=VM,
              sessions=dict(SESS, paused_max_s=3, max_paused_per_tenant=1)),
     tier_def("vmidle", "microvm", image="python", defaults=VM,
@@ -48,16 +48,6 @@ POLICY = policy(
     tier_def("vmpool", "microvm", image="python", defaults=VM, pool=1),
     lease_ms=3000)
 VM_WORKER = ["--images", IMAGES, "--vm-accel", "tcg"]
-
-
-def raises(fn, exc):
-    try:
-        fn()
-    except exc as e:
-        return e
-    except Exception as e:  # noqa: BLE001 - the wrong one is the failure shown
-        return "%s: %s" % (type(e).__name__, e)
-    return None
 
 
 def vmm_pids_of(uid_base):
@@ -251,15 +241,22 @@ try:
     sh = cl.session(tier="vmshared")
     sh.run_python("v = 'from sw1'")
     sh.pause()
-    c.signal("snap1", signal.SIGTERM)
+    sh2 = cl.session(tier="vmshared")
+    sh2.run_python("v = 'open at the drain'")
+    c.signal("snap1", signal.SIGTERM)  # its idle session on a tier that pauses them: paused
     c.wait_exit("snap1")
-    c.worker("snap2", uid_base=UID + 1000, slots=1, tiers="vmshared", extra=VM_WORKER)
+    drained = record(c, sh2.id)
+    c.worker("snap2", uid_base=UID + 1000, slots=2, tiers="vmshared", extra=VM_WORKER)
     rs = sh.run_python("print(v)")
+    rs2 = sh2.run_python("print(v)")
     t.ok(rs.stdout == b"from sw1\n" and record(c, sh.id, "worker")["worker"] == "snap2" and
+         drained["state"] == "paused" and rs2.stdout == b"open at the drain\n" and
          not snaps(SHARED),
-         "10: a session paused on one worker is resumed by another that shares the tier's "
-         "snapshot_dir", (rs, record(c, sh.id, "worker", "state")))
+         "10: a session paused on one worker, and one its drain paused (on_idle: pause), are "
+         "resumed by another that shares the tier's snapshot_dir",
+         (rs, rs2, drained, record(c, sh.id, "worker", "state")))
     sh.close()
+    sh2.close()
     c.signal("snap2", signal.SIGTERM)
     c.wait_exit("snap2")
 

@@ -48,6 +48,18 @@ class Tap:
         return 1 if self.failed else 0
 
 
+def raises(fn, exc):
+    """What fn() raised when it is an exc (None when nothing was raised; the
+    text of another exception, which a test then shows as its failure)."""
+    try:
+        fn()
+    except exc as e:
+        return e
+    except Exception as e:  # noqa: BLE001 - the wrong one is the failure shown
+        return "%s: %s" % (type(e).__name__, e)
+    return None
+
+
 def run_one(job, state, worker_id, uid_base, extra=(), env=None, pass_fds=(), timeout=120):
     """Run a job dict on one backend in a fresh `airlock-worker --run-one`.
     Returns (result dict or None, completed process)."""

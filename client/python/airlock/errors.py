@@ -92,8 +92,8 @@ class Expired(JobFailed):
 
 class SessionEnded(AirlockError):
     """The session has ended (closed, idle, max_life, limit, call_stuck,
-    exited, worker_lost, worker_stop, broken): open another. reason says
-    which, detail the rest."""
+    exited, worker_lost, worker_stop, broken, paused_expired, snapshot_refused):
+    open another. reason says which, detail the rest."""
 
     def __init__(self, session: str, reason: str, detail: str = ""):
         super().__init__("session %s ended: %s%s" % (session, reason,

@@ -41,6 +41,14 @@ struct wk_pausing {
 static const char *const unsupported_why =
     "it cannot save its processes (a checkpoint needs CRIU, which does not work on the "
     "kernels Airlock runs on): close the session and open another, or use a microVM tier";
+/* runsc's own checkpoint saves its Sentry's memory (0.2 s for a small
+ * container here), but a session's work directory is a host directory
+ * beside it and its server's connection to the worker a host socket,
+ * neither of which it saves */
+static const char *const unsupported_runsc =
+    "not yet: runsc's checkpoint saves the sandbox's memory but neither the session's work "
+    "directory (a host directory) nor its server's connection to the worker (a host "
+    "socket); close the session and open another, or use a microVM tier";
 
 /* The rq a tier's paused sessions wait on: shared storage lets any of its
  * workers resume them, else only this one. */
@@ -186,8 +194,13 @@ void wk_sess_pause(struct wk_session *ss)
 
 	evtimer_del(ss->timer);
 	if (!(ss->s->ops->caps & AL_CAP_SNAPSHOT)) {
-		snprintf(msg, sizeof(msg), "unsupported: a session on the %s tier %s cannot %s: %s",
-			 ss->s->ops->name, t->name, fork ? "fork" : "pause", unsupported_why);
+		const char *rt = t->oci_runtime ? t->oci_runtime : w->conf->backend.oci_runtime;
+		bool runsc = !strcmp(ss->s->ops->name, "container") && rt && strstr(rt, "runsc");
+
+		snprintf(msg, sizeof(msg),
+			 "unsupported: a session on the %s tier %s%s cannot %s: %s",
+			 ss->s->ops->name, t->name, runsc ? " (runsc)" : "",
+			 fork ? "fork" : "pause", runsc ? unsupported_runsc : unsupported_why);
 		refuse(ss, AL_ST_REJECTED, msg);
 		return;
 	}

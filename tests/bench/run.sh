@@ -37,6 +37,8 @@ echo
 echo
 /usr/bin/python3 tests/bench/session_long.py "${SESSION_CALLS:-200}"
 echo
+/usr/bin/python3 tests/bench/snapshots.py "${SNAPSHOT_ROUNDS:-3}"
+echo
 /usr/bin/python3 tests/bench/agent_warm.py "${AGENT_WARM_ROUNDS:-3}"
 echo
 /usr/bin/python3 tests/bench/cpu_stability.py "${CPU_RUNS:-20}"

@@ -184,6 +184,12 @@ try:
     s = airlock.Client(redis=c.url, tier="gv").session()
     first = s.run_python("import os\nx = 0\nprint(os.uname().release)")
     calls = [s.run_python("x += 1\nprint(x)") for _ in range(20)]
+    try:
+        s.pause()
+        paused = "paused"
+    except airlock.AirlockError as e:
+        paused = str(e)
+    after = s.run_python("print(x)")
     s.close()
     t.ok(first.status == "ok" and first.stdout.strip() != host_release.encode() and
          [r.stdout for r in calls] == [b"%d\n" % i for i in range(1, 21)] and
@@ -191,6 +197,10 @@ try:
          "a session on the runsc tier: 20 calls sharing a variable, on the Sentry's kernel "
          "(%s)" % first.stdout.strip().decode(),
          (first, [(r.status, r.stdout, r.error) for r in calls][:3]))
+    t.ok("unsupported" in paused and "(runsc)" in paused and "host socket" in paused and
+         after.stdout == b"20\n",
+         "a runsc session's pause is unsupported, saying why (docs/snapshots.md); the "
+         "session goes on", (paused, after))
     # memory: on runsc the host's OOM killer sees the Sentry, which holds
     # every process's memory: the call's allocation ends the session
     s = airlock.Client(redis=c.url, tier="gv").session(memory=256 << 20)

@@ -10,7 +10,10 @@ variables, independent afterwards, each drawing its own os.urandom and
 random; a session paused past paused_max_s ends with its file; a tenant
 at max_paused_per_tenant is refused; a worker SIGKILLed while it pauses
 never restores half a snapshot; a process tier's pause is unsupported,
-said so; a tier whose idle sessions pause pauses one."""
+said so; a tier whose idle sessions pause pauses one, and its worker's
+drain pauses another; docs/snapshots.md's example, the CLI's and the
+gateway's pause; a pool's first warm VM becomes its template, from which
+its VMs start, each job drawing its own random numbers."""
 import glob
 import json
 import os

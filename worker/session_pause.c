@@ -308,6 +308,29 @@ void wk_sess_pause(struct wk_session *ss)
 
 /* ---- resume ---- */
 
+/* Whether path (from a record in Redis, which this worker does not take
+ * on trust to name a file to open or remove) is DIR/<name>.snap for the
+ * snapshot directory DIR of one of the tiers it serves. */
+static bool ours(struct worker *w, const char *path)
+{
+	const char *base = strrchr(path, '/');
+	size_t l = strlen(path);
+
+	if (!base || l < 6 || strcmp(path + l - 5, ".snap") || strstr(path, "/.") || base[1] == '.')
+		return false;
+	for (size_t i = 0; i < w->policy.ntiers; i++) {
+		const struct al_tier_policy *t = &w->policy.tiers[i];
+		char dir[PATH_MAX];
+		struct al_err err = {0};
+
+		if (t->sessions.on && wk_serves(w, t->name) &&
+		    !wk_snap_dir(t, &w->conf->backend, dir, sizeof(dir), &err) &&
+		    strlen(dir) == (size_t)(base - path) && !strncmp(dir, path, strlen(dir)))
+			return true;
+	}
+	return false;
+}
+
 struct resuming {
 	struct worker *w;
 	struct slot *s; /* reserved for it */
@@ -349,7 +372,7 @@ static void on_dropped(redisAsyncContext *ac, void *reply_, void *priv)
 	(void)ac;
 	if (r && r->type == REDIS_REPLY_ARRAY && r->elements >= 2 &&
 	    r->element[0]->type == REDIS_REPLY_INTEGER && r->element[0]->integer == 1) {
-		if (r->element[1]->type == REDIS_REPLY_STRING)
+		if (r->element[1]->type == REDIS_REPLY_STRING && ours(d->w, r->element[1]->str))
 			wk_snap_remove(r->element[1]->str);
 		answer_held(d->w, d->sid, r->element + 2, r->elements - 2, d->st, d->msg);
 	}
@@ -446,7 +469,7 @@ static void on_taken(redisAsyncContext *ac, void *reply_, void *priv)
 		}
 	}
 	memset(&err, 0, sizeof(err));
-	if (!s->tier || !tenant || !job || !path || !sha ||
+	if (!s->tier || !tenant || !job || !path || !sha || !ours(w, path->str) ||
 	    strcmp(s->tier->backend, s->ops->name) ||
 	    al_job_decode(job->str, job->len, &s->job, &err)) {
 		snprintf(msg, sizeof(msg), "resume: its record cannot be restored here (%s)",
@@ -554,9 +577,9 @@ static void on_due(redisAsyncContext *ac, void *reply_, void *priv)
 	redisReply *r = reply_;
 
 	(void)ac;
-	(void)priv;
 	for (size_t i = 0; r && r->type == REDIS_REPLY_ARRAY && i + 1 < r->elements; i += 2) {
-		if (r->element[i + 1]->type == REDIS_REPLY_STRING)
+		if (r->element[i + 1]->type == REDIS_REPLY_STRING &&
+		    ours(priv, r->element[i + 1]->str))
 			wk_snap_remove(r->element[i + 1]->str);
 		al_log("info", "session_end", "job=%s reason=paused_expired paused=1",
 		       r->element[i]->type == REDIS_REPLY_STRING ? r->element[i]->str : "?");
@@ -587,5 +610,5 @@ void wk_sess_paused_tick(struct worker *w)
 	for (size_t i = 0; i < n; i++)
 		rqs[i] = keys[i];
 	al_paused_due_call(&c, w->policy.result_ttl_ms, rqs, n);
-	al_aconn_call(w->cmd, &c, on_due, NULL);
+	al_aconn_call(w->cmd, &c, on_due, w);
 }

@@ -153,7 +153,20 @@ try:
          "each copy and the parent", (paused_kids, outs, after, parent))
     for k in kids:
         k.close()
-    s5.close()
+
+    # ---- a record naming a file outside the snapshot directories ----
+    s5.pause()
+    decoy = "/var/tmp/airlock-decoy-%d.snap" % os.getpid()
+    with open(decoy, "wb") as f:
+        f.write(b"not the worker's to open or remove")
+    c.rcli("HSET", "al:sess:" + s5.id, "snapshot", decoy)
+    rd = s5.run_python("print(secret)")
+    kept = os.path.exists(decoy)
+    os.unlink(decoy)
+    t.ok(rd.status == "sandbox_error" and "cannot be restored here" in (rd.error or "") and
+         kept and record(c, s5.id)["reason"] == "broken",
+         "4b: a record whose snapshot names a file outside the tier's snapshot directory: "
+         "not restored, and that file neither opened nor removed", (rd, kept, record(c, s5.id)))
 
     # ---- quota, and paused past paused_max_s ----
     a = cl.session(tier="vmbrief")

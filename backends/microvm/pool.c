@@ -229,6 +229,9 @@ static int restore_done(struct vm *vm, struct al_err *err)
 	vm->ready = vm->restored = true;
 	vm->warm = vm->tmpl_warm; /* else its agent says so when it is */
 	vm->ready_ms = al_mono_ms();
+	if (vm->warm) /* as a booted pool VM says it */
+		al_log("info", "vm_warm", "vmm_pid=%d ms_since_launch=%llu restored=1",
+		       (int)vm->v.pid, (unsigned long long)(vm->ready_ms - vm->born_ms));
 	return mvm_tell_restored(vm, err);
 }
 

@@ -61,7 +61,14 @@ int wk_hostlock_take(const char *dir, const char *id, bool shared, const char *s
 		    "--worker-id: expected 1..64 characters of [A-Za-z0-9._:-], got \"%.64s\"", id);
 	if (al_mkdir_p(dir, 0700))
 		return al_err_sys(err, "worker: mkdir %s", dir);
+	/* another worker starting on this host may hold the lock a moment,
+	 * looking whether this id is a dead one to sweep: a live worker holds
+	 * it for good, so only a lock held past a second refuses the id */
 	fd = lock_id(dir, id, shared ? LOCK_SH : LOCK_EX);
+	for (int tries = 0; fd < 0 && errno == EWOULDBLOCK && tries < 20; tries++) {
+		usleep(50000);
+		fd = lock_id(dir, id, shared ? LOCK_SH : LOCK_EX);
+	}
 	if (fd < 0 && errno == EWOULDBLOCK)
 		return al_err_set(err, AL_EINVAL,
 				  "another worker with id \"%s\" runs on this host (it holds "

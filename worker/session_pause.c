@@ -18,7 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #include "../common/clock.h"
@@ -27,7 +26,7 @@
 #include "session_int.h"
 #include "snapshot.h"
 
-#define FORK_ID_HEX 24
+#define PAUSED_DUE_EVERY_MS 2000 /* paused sessions past their time looked for this often */
 
 /* A pause (or fork) on its way to the record. */
 struct wk_pausing {
@@ -131,10 +130,12 @@ static void on_paused(redisAsyncContext *ac, void *reply_, void *priv)
 
 		for (unsigned i = 0; i < pz->n; i++)
 			json_array_append_new(ids, json_string(pz->ids[i]));
-		text = json_dumps(json_pack("{s:o, s:I, s:I}", "sessions", ids, "snapshot_bytes",
-					    (json_int_t)pz->snap.size, "snapshot_ms",
-					    (json_int_t)pz->save_ms),
-				  JSON_COMPACT);
+		json_t *doc =
+		    json_pack("{s:o, s:I, s:I}", "sessions", ids, "snapshot_bytes",
+			      (json_int_t)pz->snap.size, "snapshot_ms", (json_int_t)pz->save_ms);
+
+		text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+		json_decref(doc);
 		wk_snap_remove(pz->snap.path); /* each copy has its own name for the bytes */
 		al_log("info", "session_fork", "job=%s copies=%u bytes=%llu ms=%llu", ss->id, pz->n,
 		       (unsigned long long)pz->snap.size, (unsigned long long)pz->save_ms);
@@ -166,17 +167,14 @@ static void on_paused(redisAsyncContext *ac, void *reply_, void *priv)
 	ss->end(ss, AL_SESS_CLOSED, "paused"); /* the sandbox goes; the record says paused */
 }
 
-/* A fork's copy's id: random, unique in practice (the script refuses a
- * taken one). */
-static void fork_id(char out[AL_ID_MAX + 1])
+/* A fork's copy i: its id (the first's is the snapshot's name already),
+ * its name for the snapshot's bytes. */
+static int copy(struct wk_pausing *pz, unsigned i, const char *dir, struct al_err *err)
 {
-	unsigned char b[FORK_ID_HEX / 2];
+	int rc = i ? al_job_new_id(pz->ids[i], err) : AL_OK;
 
-	if (getrandom(b, sizeof(b), 0) != (ssize_t)sizeof(b))
-		memset(b, 0, sizeof(b));
-	out[0] = 's';
-	for (size_t i = 0; i < sizeof(b); i++)
-		snprintf(out + 1 + 2 * i, 3, "%02x", b[i]);
+	wk_snap_path(dir, pz->ids[i], pz->paths[i], sizeof(pz->paths[i]));
+	return rc ? rc : i ? wk_snap_link(pz->snap.path, pz->paths[i], err) : AL_OK;
 }
 
 void wk_sess_pause(struct wk_session *ss)
@@ -224,8 +222,13 @@ void wk_sess_pause(struct wk_session *ss)
 		return;
 	}
 	pz->t0 = al_mono_ms();
-	if (fork)
-		fork_id(pz->ids[0]); /* the snapshot's name until each copy has its own */
+	/* a fork's first copy's id names the snapshot until each has its own */
+	if (fork && al_job_new_id(pz->ids[0], &err)) {
+		free(pz);
+		al_buf_free(&job);
+		refuse(ss, AL_ST_SANDBOX_ERROR, err.msg);
+		return;
+	}
 	/* kept running: a pause the record refuses (quota) leaves it as it was */
 	if (wk_snap_save(ss->sb, dir, fork ? pz->ids[0] : ss->id, true, &pz->snap, &err)) {
 		free(pz);
@@ -273,10 +276,7 @@ void wk_sess_pause(struct wk_session *ss)
 
 			pz->n = p->call.count;
 			for (unsigned i = 0; i < pz->n; i++) {
-				if (i)
-					fork_id(pz->ids[i]);
-				wk_snap_path(dir, pz->ids[i], pz->paths[i], sizeof(pz->paths[i]));
-				if (i && wk_snap_link(pz->snap.path, pz->paths[i], &err)) {
+				if (copy(pz, i, dir, &err)) {
 					pz->n = i;
 					drop_files(pz);
 					free(pz);
@@ -593,8 +593,10 @@ void wk_sess_paused_tick(struct worker *w)
 	size_t n = wk_sess_resume_queues(w, false, keys, AL_TIERS_MAX + 1);
 	struct al_call c;
 
-	if (!n)
+	/* a paused session's end is in seconds: not every heartbeat's business */
+	if (!n || (w->snaps_swept && al_mono_ms() - w->paused_due_mono < PAUSED_DUE_EVERY_MS))
 		return;
+	w->paused_due_mono = al_mono_ms();
 	if (!w->snaps_swept) { /* the halves of pauses an earlier run never finished */
 		for (size_t i = 0; i < w->policy.ntiers; i++) {
 			const struct al_tier_policy *t = &w->policy.tiers[i];

@@ -169,7 +169,8 @@ struct worker {
 	 * one here goes back to the record, which resumes it */
 	char paused_ids[64][AL_ID_MAX + 1];
 	unsigned paused_at;
-	bool snaps_swept; /* the half-written snapshots of an earlier run removed */
+	bool snaps_swept;	  /* the half-written snapshots of an earlier run removed */
+	uint64_t paused_due_mono; /* paused sessions past their time last looked for */
 	struct backend_state backends[8];
 	int nbackends;
 	const char *streams[MAX_STREAMS];

@@ -92,6 +92,21 @@ int mvm_guest_check(const char *dir, struct al_err *err)
 	return AL_OK;
 }
 
+/* The content hash of guest and image as a VM of them reports it. */
+static void hash_of(const char *guest, const char *image, char *out, size_t cap)
+{
+	char p[PATH_MAX + 32];
+
+	if (image) {
+		al_image_hash(mvm_host.conf, image, out, cap);
+		return;
+	}
+	snprintf(p, sizeof(p), "%s/.airlock-image", guest);
+	if (!al_read_text(p, out, cap))
+		snprintf(out, cap, "unhashed");
+	out[strcspn(out, "\n")] = '\0';
+}
+
 /* Boot a VM of guest with catalogue image (NULL: none) as its disk; a
  * pool's (warm) may start its job's interpreter ahead. */
 struct vm *mvm_vm_launch(const char *guest, const char *image, const char *inputs, bool egress,
@@ -100,7 +115,7 @@ struct vm *mvm_vm_launch(const char *guest, const char *image, const char *input
 {
 	struct vm *vm = calloc(1, sizeof(*vm));
 	struct al_vmm_cfg cfg = {0};
-	char kernel[PATH_MAX + 16], initrd[PATH_MAX + 16], name[32], p[PATH_MAX + 32];
+	char kernel[PATH_MAX + 16], initrd[PATH_MAX + 16], name[32];
 	struct al_cg_limits lim;
 	int rc;
 
@@ -123,13 +138,8 @@ struct vm *mvm_vm_launch(const char *guest, const char *image, const char *input
 			al_err_wrap(err, "microvm");
 			goto fail_vm;
 		}
-		al_image_hash(mvm_host.conf, image, vm->hash, sizeof(vm->hash));
-	} else {
-		snprintf(p, sizeof(p), "%s/.airlock-image", guest);
-		if (!al_read_text(p, vm->hash, sizeof(vm->hash)))
-			snprintf(vm->hash, sizeof(vm->hash), "unhashed");
-		vm->hash[strcspn(vm->hash, "\n")] = '\0';
 	}
+	hash_of(guest, image, vm->hash, sizeof(vm->hash));
 	for (int i = 0; i < VM_UIDS; i++)
 		if (!mvm_host.uid_used[i]) {
 			vm->uid_idx = i;
@@ -300,21 +310,6 @@ uint64_t mvm_memory_mib_for(uint64_t memory_bytes)
  * as it is: its copies say warm when they are, if ever. */
 #define TMPL_COLD_WAIT_MS 20000
 
-/* The content hash of guest and image as a VM of them reports it. */
-static void hash_of(const char *guest, const char *image, char *out, size_t cap)
-{
-	char p[PATH_MAX + 32];
-
-	if (image) {
-		al_image_hash(mvm_host.conf, image, out, cap);
-		return;
-	}
-	snprintf(p, sizeof(p), "%s/.airlock-image", guest);
-	if (!al_read_text(p, out, cap))
-		snprintf(out, cap, "unhashed");
-	out[strcspn(out, "\n")] = '\0';
-}
-
 /* A VM of p started from its template (its state still being read: it
  * is restoring), or NULL: no template, or one of an image since rebuilt
  * (then dropped: the next warm VM makes another). */
@@ -402,6 +397,15 @@ static void pool_fill(struct pool *p)
 	}
 }
 
+/* Whether pool p's VMs fit a job of tier, guest, image, memory and vCPUs. */
+static bool fits(const struct pool *p, const char *tier, const char *guest, const char *image,
+		 uint64_t memory_mib, unsigned vcpus)
+{
+	return !strcmp(p->tier, tier) && !strcmp(p->guest, guest) &&
+	       !strcmp(p->image, image ? image : "") && p->vcpus == vcpus &&
+	       p->memory_mib >= memory_mib;
+}
+
 /* Take the pool VM that fits the job best (one whose interpreter is warm,
  * then a ready one, then one still booting); NULL if none does. */
 struct vm *mvm_pool_take(const char *tier, const char *guest, const char *image,
@@ -411,9 +415,7 @@ struct vm *mvm_pool_take(const char *tier, const char *guest, const char *image,
 		struct pool *p = &mvm_host.pools[i];
 		int best = -1;
 
-		if (strcmp(p->tier, tier) || strcmp(p->guest, guest) ||
-		    strcmp(p->image, image ? image : "") || p->vcpus != vcpus ||
-		    p->memory_mib < memory_mib)
+		if (!fits(p, tier, guest, image, memory_mib, vcpus))
 			continue;
 		for (unsigned k = 0, score = 0; k < p->n && score < 3; k++) {
 			struct al_err err = {0};
@@ -453,9 +455,7 @@ struct vm *mvm_pool_restore(const char *tier, const char *guest, const char *ima
 		struct al_err err = {0};
 		struct vm *vm;
 
-		if (strcmp(p->tier, tier) || strcmp(p->guest, guest) ||
-		    strcmp(p->image, image ? image : "") || p->vcpus != vcpus ||
-		    p->memory_mib < memory_mib || !(vm = tmpl_launch(p, &err)))
+		if (!fits(p, tier, guest, image, memory_mib, vcpus) || !(vm = tmpl_launch(p, &err)))
 			continue;
 		if (mvm_host.drv->resume(&vm->v, 30000, &err) || restore_done(vm, &err)) {
 			al_log("warn", "microvm_template", "tier=%s error=\"%s\"", p->tier,

@@ -118,9 +118,10 @@ const char al_python_launcher[] =
  * the first compile() builds the AST types (PyAST_Check: 1-2 ms on a host,
  * ten times that under TCG) and the launcher's own text costs 0.6-0.9 ms
  * more, neither of them the job's. Then 'R' on fd 3 (the other end may
- * have sent its 'G' and closed by then), and one 'G' with five
- * descriptors back: stdin, stdout, stderr, code (placed at 0-3) and a
- * memfd of "ARGC\0ENVC\0", the job's argv and environment, and optionally
+ * have sent its 'G' and closed by then), and one 'G' with five or six
+ * descriptors back: stdin, stdout, stderr, code (placed at 0-3), a
+ * session's port when there is one (placed at 4) and last a memfd of
+ * "ARGC\0ENVC\0", the job's argv and environment, and optionally
  * the work directory and the job's rlimits ("AS,CPU,FSIZE,NOFILE": bytes,
  * seconds of CPU beyond what the start-up used, bytes, count), each
  * NUL-ended. Before the job's code the process takes its effective uid as
@@ -164,7 +165,7 @@ const char al_warm_python[] =
     "        ctl.send(b'R')\n"
     "    except OSError:\n"
     "        pass\n"
-    "    msg, anc, _, _ = ctl.recvmsg(1, _socket.CMSG_LEN(5 * 4))\n"
+    "    msg, anc, _, _ = ctl.recvmsg(1, _socket.CMSG_LEN(6 * 4))\n"
     "    ru = resource.getrusage(resource.RUSAGE_SELF)\n"
     "    try:\n"
     "        ctl.send(b'S%d' % int((ru.ru_utime + ru.ru_stime) * 1e9))\n"
@@ -176,18 +177,19 @@ const char al_warm_python[] =
     "            fds += [int.from_bytes(data[i:i + 4], sys.byteorder, signed=True)\n"
     "                    for i in range(0, len(data) - 3, 4)]\n"
     "    ctl.close()\n"
-    "    if msg != b'G' or len(fds) != 5:\n"
+    "    if msg != b'G' or len(fds) not in (5, 6):\n"
     "        os._exit(126)\n"
-    "    for i in range(4):\n"
-    "        os.dup2(fds[i], i)\n"
     "    chunks = []\n"
     "    while True:\n"
-    "        b = os.read(fds[4], 1 << 20)\n"
+    "        b = os.read(fds[-1], 1 << 20)\n"
     "        if not b:\n"
     "            break\n"
     "        chunks.append(b)\n"
+    "    n = len(fds) - 1\n"
+    "    for i in range(n):\n"
+    "        os.dup2(fds[i], i)\n"
     "    for fd in fds:\n"
-    "        if fd > 3:\n"
+    "        if fd >= n:\n"
     "            os.close(fd)\n"
     "    for m in ('random', 'numpy.random'):\n"
     "        r = sys.modules.get(m)\n"
@@ -223,7 +225,7 @@ const char al_warm_python[] =
     "    code = pre if f[4] == src else compile(f[4], '<string>', 'exec')\n"
     "    for m in mine:\n"
     "        sys.modules.pop(m, None)\n"
-    "    del f, chunks, fds, msg, anc, ctl, pre, src, mine, rest, u, prctl\n"
+    "    del f, chunks, fds, msg, anc, ctl, pre, src, mine, rest, u, prctl, n\n"
     "    try:\n"
     "        exec(code, g)\n"
     "        code = 0\n"

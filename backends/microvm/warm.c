@@ -233,8 +233,6 @@ static const char *refusal(const struct job_in *in, char *buf, size_t cap)
 
 	if (in->job.ntests)
 		return "a grading job";
-	if (in->job.session)
-		return "a session";
 	for (int i = 0; i < 4; i++)
 		if (!in->argv[i] || strcmp(in->argv[i], W.argv[i]))
 			return "not a python job (or another launcher)";
@@ -285,10 +283,10 @@ static int spec_memfd(const struct job_in *in)
 	return fd;
 }
 
-/* 'G' and the five descriptors. */
-static int send_go(const int fds[5])
+/* 'G' and the n descriptors (al_warm_python: five, or six for a session). */
+static int send_go(const int *fds, int n)
 {
-	return al_send_fds(W.ctl, 'G', fds, 5, 0) == 1 ? 0 : -1;
+	return al_send_fds(W.ctl, 'G', fds, n, 0) == 1 ? 0 : -1;
 }
 
 static int warm_go(struct job_in *in, int port, struct al_result *res, struct al_err *err)
@@ -298,7 +296,7 @@ static int warm_go(struct job_in *in, int port, struct al_result *res, struct al
 	struct al_cg_limits cgl = {l->memory_bytes, l->pids, 0};
 	uint64_t t0 = al_mono_ms(), base_s;
 	struct rlimit cpu, fsize = {al_fsize_limit(l), al_fsize_limit(l)};
-	int fds[5] = {-1, W.fs.out_fd, W.fs.err_fd, -1, -1}, rc;
+	int fds[6] = {-1, W.fs.out_fd, W.fs.err_fd, -1, -1, -1}, rc, n = in->job.session ? 6 : 5;
 
 	/* the start-up's CPU is not the job's: its limit counts from here */
 	st.cpu_base_ns = al_cg_cpu_ns(&W.cg);
@@ -313,15 +311,18 @@ static int warm_go(struct job_in *in, int port, struct al_result *res, struct al
 		return rc;
 	fds[0] = agent_memfd("stdin", in->job.stdin_data.data, in->job.stdin_data.len);
 	fds[3] = agent_memfd("code", in->job.code.data, in->job.code.len);
-	fds[4] = spec_memfd(in);
-	if (fds[0] < 0 || fds[3] < 0 || fds[4] < 0)
+	fds[n - 1] = spec_memfd(in);
+	/* a session's server: its port to the worker, on fd 4 (as step.c's) */
+	if (in->job.session && (fds[4] = agent_find_port(AL_SESSION_PORT, 2000)) < 0)
+		rc = al_err_sys(err, "agent: the session port " AL_SESSION_PORT);
+	else if (fds[0] < 0 || fds[3] < 0 || fds[n - 1] < 0)
 		rc = al_err_sys(err, "agent: memfd");
-	else if (send_go(fds))
+	else if (send_go(fds, n))
 		rc = al_err_sys(err, "agent: hand the job to the warm interpreter");
 	al_closep(&W.ctl); /* nothing more goes either way */
 	al_closep(&fds[0]);
-	al_closep(&fds[3]);
-	al_closep(&fds[4]);
+	for (int i = 3; i < n; i++)
+		al_closep(&fds[i]);
 	if (rc)
 		return rc;
 	rc = agent_finish_step(&in->job, &st, W.pid, &W.cg, &W.fs, port, in->collect_cap, t0, res,

@@ -13,7 +13,8 @@ never restores half a snapshot; a process tier's pause is unsupported,
 said so; a tier whose idle sessions pause pauses one, and its worker's
 drain pauses another; docs/snapshots.md's example, the CLI's and the
 gateway's pause; a pool's first warm VM becomes its template, from which
-its VMs start, each job drawing its own random numbers."""
+its VMs start, each job drawing its own random numbers, and a session
+there is served by the VM's warm interpreter."""
 import glob
 import json
 import os
@@ -48,7 +49,7 @@ POLICY = policy(
     tier_def("vmidle", "microvm", image="python", defaults=VM,
              sessions=dict(SESS, idle_s=2, on_idle="pause")),
     tier_def("proc", "process", defaults=DEFAULTS, sessions=SESS),
-    tier_def("vmpool", "microvm", image="python", defaults=VM, pool=1),
+    tier_def("vmpool", "microvm", image="python", defaults=VM, sessions=SESS, pool=1),
     lease_ms=3000)
 VM_WORKER = ["--images", IMAGES, "--vm-accel", "tcg"]
 
@@ -317,9 +318,21 @@ try:
          "it (boot_ms %s) and each job draws its own os.urandom and random" %
          [j.info.get("boot_ms") for j in jobs], ([(j.status, j.info, j.stdout) for j in jobs],
                                                  tmode))
+    # a session's server starts in a pool VM's warm interpreter: its
+    # modules there already; each session its own draws
+    wss = [pcl.session() for _ in range(2)]
+    wout = [s.run_python("import sys, random\nv = random.random()\n"
+                         "print('pandas' in sys.modules)").stdout for s in wss]
+    wout += [s.run_python("print(v)").stdout for s in wss]
+    for s in wss:
+        s.close()
+    t.ok(wout[:2] == [b"True\n"] * 2 and wout[2] != wout[3] and
+         all(float(x) < 1 for x in wout[2:]),
+         "13: a session on a pool tier is served by a warm interpreter (its preloaded "
+         "pandas imported), keeps its variables, and draws its own random", wout)
     c.signal("snap4", signal.SIGTERM)
     c.wait_exit("snap4")
-    t.ok(not os.path.exists(tmpl), "13: the template is removed when its worker stops", tmpl)
+    t.ok(not os.path.exists(tmpl), "14: the template is removed when its worker stops", tmpl)
 except BaseException:
     for name in list(c.procs):
         if name.startswith("snap"):

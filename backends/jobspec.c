@@ -118,7 +118,17 @@ const char al_python_launcher[] =
  * the first compile() builds the AST types (PyAST_Check: 1-2 ms on a host,
  * ten times that under TCG) and the launcher's own text costs 0.6-0.9 ms
  * more, neither of them the job's. Then 'R' on fd 3 (the other end may
- * have sent its 'G' and closed by then), and one 'G' with five or six
+ * have sent its 'G' and closed by then), then what a microVM restored from
+ * its pool's template (one snapshot for every VM of the pool) is told
+ * before its job, any number of times: 'Z', random (and numpy.random, when
+ * a preloaded module imported it) seeded again from os.urandom, which
+ * would otherwise draw what every other copy draws; 'Y', rehearse: under
+ * emulation a restored VM runs each piece of code slowly the first time
+ * (QEMU translates it), so a child of the interpreter goes through a
+ * job's path with nothing of any job (descriptors passed on a socket of
+ * its own, a memfd of "pass" run by LAUNCHER, the environment and an
+ * rlimit set, a collection; killed after 10 s, no atexit) and exits, and
+ * 'H' says it ended. And one 'G' with five or six
  * descriptors back: stdin, stdout, stderr, code (placed at 0-3), a
  * session's port when there is one (placed at 4) and last a memfd of
  * "ARGC\0ENVC\0", the job's argv and environment, and optionally
@@ -131,10 +141,7 @@ const char al_python_launcher[] =
  * /proc/self files are then its own). argv is the cold job's (python3 -c
  * LAUNCHER SCRIPT ARGS...): sys.argv becomes what that -c would see, and
  * LAUNCHER runs as that -c's program, named "<string>" (the code compiled
- * before, when it is the same text). random (and numpy.random, when a
- * preloaded module imported it) is seeded again from os.urandom before
- * the job: a microVM restored from its pool's template (one snapshot for
- * every VM of the pool) would otherwise draw what every other one draws. */
+ * before, when it is the same text). */
 const char al_warm_python[] =
     "def _airlock_warm():\n"
     "    import os, sys\n"
@@ -165,7 +172,54 @@ const char al_warm_python[] =
     "        ctl.send(b'R')\n"
     "    except OSError:\n"
     "        pass\n"
-    "    msg, anc, _, _ = ctl.recvmsg(1, _socket.CMSG_LEN(6 * 4))\n"
+    "    def reseed():\n"
+    "        for m in ('random', 'numpy.random'):\n"
+    "            r = sys.modules.get(m)\n"
+    "            try:\n"
+    "                r is None or r.seed()\n"
+    "            except Exception:\n"
+    "                pass\n"
+    "    def rehearse():\n"
+    "        pid = os.fork()\n"
+    "        if pid:\n"
+    "            os.waitpid(pid, 0)\n"
+    "            return\n"
+    "        try:\n"
+    "            import signal\n"
+    "            signal.alarm(10)\n"
+    "            a, b = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_SEQPACKET)\n"
+    "            fd = os.memfd_create('rehearsal')\n"
+    "            os.write(fd, b'pass\\n')\n"
+    "            a.sendmsg([b'G'], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS,\n"
+    "                                fd.to_bytes(4, sys.byteorder) * 2)])\n"
+    "            m, an, _, _ = b.recvmsg(1, _socket.CMSG_LEN(6 * 4))\n"
+    "            for lvl, typ, data in an:\n"
+    "                for i in range(0, len(data) - 3, 4):\n"
+    "                    os.close(int.from_bytes(data[i:i + 4], sys.byteorder, signed=True))\n"
+    "            os.lseek(fd, 0, 0)\n"
+    "            os.read(fd, 1 << 20)\n"
+    "            os.dup2(fd, 0)\n"
+    "            reseed()\n"
+    "            os.environ['AIRLOCK_REHEARSAL'] = '1'\n"
+    "            resource.setrlimit(resource.RLIMIT_FSIZE,\n"
+    "                               resource.getrlimit(resource.RLIMIT_FSIZE))\n"
+    "            sys.argv = ['-c', '/proc/self/fd/%d' % fd]\n"
+    "            exec(pre, g)\n"
+    "            gc.collect()\n"
+    "        finally:\n"
+    "            os._exit(0)\n"
+    "    while True:\n"
+    "        msg, anc, _, _ = ctl.recvmsg(1, _socket.CMSG_LEN(6 * 4))\n"
+    "        if msg == b'Z':\n"
+    "            reseed()\n"
+    "        elif msg == b'Y':\n"
+    "            rehearse()\n"
+    "            try:\n"
+    "                ctl.send(b'H')\n"
+    "            except OSError:\n"
+    "                pass\n"
+    "        else:\n"
+    "            break\n"
     "    ru = resource.getrusage(resource.RUSAGE_SELF)\n"
     "    try:\n"
     "        ctl.send(b'S%d' % int((ru.ru_utime + ru.ru_stime) * 1e9))\n"
@@ -191,12 +245,6 @@ const char al_warm_python[] =
     "    for fd in fds:\n"
     "        if fd >= n:\n"
     "            os.close(fd)\n"
-    "    for m in ('random', 'numpy.random'):\n"
-    "        r = sys.modules.get(m)\n"
-    "        try:\n"
-    "            r is None or r.seed()\n"
-    "        except Exception:\n"
-    "            pass\n"
     "    f = b''.join(chunks).split(b'\\0')\n"
     "    argc, envc = int(f[0]), int(f[1])\n"
     "    os.environ.clear()\n"
@@ -225,7 +273,7 @@ const char al_warm_python[] =
     "    code = pre if f[4] == src else compile(f[4], '<string>', 'exec')\n"
     "    for m in mine:\n"
     "        sys.modules.pop(m, None)\n"
-    "    del f, chunks, fds, msg, anc, ctl, pre, src, mine, rest, u, prctl, n\n"
+    "    del f, chunks, fds, msg, anc, ctl, pre, src, mine, rest, u, prctl, n, reseed, rehearse\n"
     "    try:\n"
     "        exec(code, g)\n"
     "        code = 0\n"

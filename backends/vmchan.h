@@ -22,11 +22,14 @@
  *                  al_chan_result_cap bytes: the job's own caps
  *   host -> guest  'A' acknowledgement, no payload: the whole result was
  *                  read; only then does the agent power the VM off
- *   host -> guest  'E' restored, while the job runs: the VM was started
- *                  from a snapshot; 8 bytes, the host's time (ms since
- *                  the epoch, big endian), then 32 bytes of the host's
- *                  entropy: the agent sets the clock, mixes them into its
- *                  random pool and reseeds its generator
+ *   host -> guest  'E' restored, before the job or while it runs: the VM
+ *                  was started from a snapshot; 8 bytes, the host's time
+ *                  (ms since the epoch, big endian), 32 bytes of the
+ *                  host's entropy, then 1 byte, 1 when the VM waits in
+ *                  its pool (its job does not follow at once): the agent
+ *                  sets the clock, mixes the entropy into its random pool
+ *                  and reseeds its generator, and a warm interpreter draws
+ *                  its random generators anew (and rehearses, below)
  *   host -> guest  'C' trim, while the job runs (a session, idle): the
  *                  agent drops the guest's clean page cache and compacts
  *                  its memory, so that the balloon reports the pages freed

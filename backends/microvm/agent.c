@@ -289,7 +289,8 @@ int main(void)
 		rc = al_chan_read(&rd, port, JOB_FRAME_MAX, &err);
 		/* started from a pool's template: made unique before its job */
 		if (rc == 1 && rd.body.data[0] == AL_CHAN_RESTORED) {
-			agent_restored((const uint8_t *)rd.body.data + 1, rd.body.len - 1);
+			agent_warm_restored(
+			    agent_restored((const uint8_t *)rd.body.data + 1, rd.body.len - 1));
 			al_chan_rd_reset(&rd);
 			rc = 0;
 		}

@@ -92,10 +92,11 @@ int agent_finish_step(const struct al_job *job, const struct step *st, pid_t pid
 		      struct al_jobfs *fs, int port, uint32_t collect_cap, uint64_t t0,
 		      struct al_result *res, struct al_err *err);
 
-/* The host restored this VM from a snapshot ('E': its time, 8 bytes, and
- * 32 bytes of its entropy; vmchan.h): the clock set, the entropy credited,
- * the kernel's generator reseeded at once. */
-void agent_restored(const uint8_t *p, size_t n);
+/* The host restored this VM from a snapshot ('E': its time, 8 bytes, 32
+ * bytes of its entropy and a byte, 1 when the VM waits in its pool before
+ * its job; vmchan.h): the clock set, the entropy credited, the kernel's
+ * generator reseeded at once. Whether the VM waits. */
+bool agent_restored(const uint8_t *p, size_t n);
 /* Say on port that the agent is alive, at most once a second (the host
  * tells a hung guest from a long job by that). */
 int agent_beat(int port, struct al_err *err);
@@ -120,6 +121,11 @@ void agent_warm_start(bool net);
 /* Wait until port is readable; meanwhile, once the interpreter says it is
  * ready, tell the host (an AL_CHAN_WARM frame on port). */
 void agent_warm_wait(int port);
+/* The VM was restored from its pool's template (agent_restored done): the
+ * interpreter draws its random generators anew and, under emulation
+ * (airlock.tcg=1) in a VM that waits in its pool, rehearses a job's path
+ * ('Z', 'Y': al_warm_python). */
+void agent_warm_restored(bool waits);
 int agent_warm_run(struct job_in *in, int port, struct al_result *res, bool *ran,
 		   struct al_err *err);
 

@@ -202,7 +202,7 @@ static int mvm_start(struct al_sandbox *sb, struct al_watch *w, struct al_err *e
 	if (m->timer_fd < 0)
 		return al_err_sys(err, "microvm: timerfd_create");
 	if (m->vm->job_inside) { /* a session's: its job runs since before the snapshot */
-		if ((rc = mvm_tell_restored(m->vm, err)))
+		if ((rc = mvm_tell_restored(m->vm, false, err)))
 			return rc;
 		m->sent = true;
 		m->sent_ms = m->heard_ms = m->start_ms;

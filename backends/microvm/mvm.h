@@ -112,8 +112,9 @@ int mvm_restore(struct al_sandbox *sb, const char *guest, uint64_t mib, unsigned
 		struct al_err *err);
 
 /* pool.c */
-/* Tell the guest agent it was restored: the time, fresh entropy ('E'). */
-int mvm_tell_restored(struct vm *vm, struct al_err *err);
+/* Tell the guest agent it was restored: the time, fresh entropy and
+ * whether it waits in its pool before its job ('E'). */
+int mvm_tell_restored(struct vm *vm, bool waits, struct al_err *err);
 /* A VM of the shape of a pool of tier whose template is made, restored
  * from it and running (a cold job's, instead of a boot); NULL if none. */
 struct vm *mvm_pool_restore(const char *tier, const char *guest, const char *image,

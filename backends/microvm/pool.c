@@ -214,10 +214,10 @@ void mvm_vm_took_warm(struct vm *vm)
 }
 
 /* 'E' to the guest agent: the host's time (ms since the epoch, 8 bytes big
- * endian) and 32 bytes of its entropy. */
-int mvm_tell_restored(struct vm *vm, struct al_err *err)
+ * endian), 32 bytes of its entropy, and 1 if the VM waits in its pool. */
+int mvm_tell_restored(struct vm *vm, bool waits, struct al_err *err)
 {
-	uint8_t p[8 + 32];
+	uint8_t p[8 + 32 + 1];
 	struct timespec ts;
 	uint64_t ms;
 
@@ -227,13 +227,15 @@ int mvm_tell_restored(struct vm *vm, struct al_err *err)
 		p[i] = (uint8_t)(ms >> (56 - 8 * i));
 	if (getrandom(p + 8, 32, 0) != 32)
 		return al_err_sys(err, "microvm: getrandom");
+	p[40] = waits;
 	return al_chan_write(vm->v.chan_fd, AL_CHAN_RESTORED, p, sizeof(p), NULL, 0,
 			     JOB_SEND_TIMEOUT_MS, err);
 }
 
 /* A pool VM restored from its template is running: ready, its interpreter
- * warm (it was when the template was made), told it was restored. */
-static int restore_done(struct vm *vm, struct al_err *err)
+ * warm (it was when the template was made), told it was restored and
+ * whether it waits in the pool (else its job comes now). */
+static int restore_done(struct vm *vm, bool waits, struct al_err *err)
 {
 	vm->restoring = false;
 	vm->ready = vm->restored = true;
@@ -242,7 +244,7 @@ static int restore_done(struct vm *vm, struct al_err *err)
 	if (vm->warm) /* as a booted pool VM says it */
 		al_log("info", "vm_warm", "vmm_pid=%d ms_since_launch=%llu restored=1",
 		       (int)vm->v.pid, (unsigned long long)(vm->ready_ms - vm->born_ms));
-	return mvm_tell_restored(vm, err);
+	return mvm_tell_restored(vm, waits, err);
 }
 
 /* Read what the channel holds before the job: the ready frame, then a
@@ -255,7 +257,7 @@ int mvm_vm_poll_ready(struct vm *vm, struct al_err *err)
 
 	if (vm->restoring) {
 		rc = mvm_host.drv->resume(&vm->v, 0, err);
-		return rc == 1 ? 0 : rc ? rc : restore_done(vm, err) ? AL_ESANDBOX : 1;
+		return rc == 1 ? 0 : rc ? rc : restore_done(vm, true, err) ? AL_ESANDBOX : 1;
 	}
 
 	if (vm->ready && !vm->warm) {
@@ -436,8 +438,8 @@ struct vm *mvm_pool_take(const char *tier, const char *guest, const char *image,
 
 			p->vms[best] = p->vms[--p->n];
 			/* still reading its template: a moment more, not a boot */
-			if (vm->restoring &&
-			    (mvm_host.drv->resume(&vm->v, 30000, &err) || restore_done(vm, &err))) {
+			if (vm->restoring && (mvm_host.drv->resume(&vm->v, 30000, &err) ||
+					      restore_done(vm, false, &err))) {
 				mvm_vm_free(vm, false);
 				return NULL;
 			}
@@ -457,7 +459,7 @@ struct vm *mvm_pool_restore(const char *tier, const char *guest, const char *ima
 
 		if (!fits(p, tier, guest, image, memory_mib, vcpus) || !(vm = tmpl_launch(p, &err)))
 			continue;
-		if (mvm_host.drv->resume(&vm->v, 30000, &err) || restore_done(vm, &err)) {
+		if (mvm_host.drv->resume(&vm->v, 30000, &err) || restore_done(vm, false, &err)) {
 			al_log("warn", "microvm_template", "tier=%s error=\"%s\"", p->tier,
 			       err.msg);
 			mvm_vm_free(vm, false);

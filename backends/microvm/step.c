@@ -261,7 +261,7 @@ int agent_beat(int port, struct al_err *err)
  * set to the host's, its entropy mixed in and credited, the generator
  * reseeded from it at once (RNDRESEEDCRNG), so that copies of one snapshot
  * part ways from here. Best effort: said on the console when it fails. */
-void agent_restored(const uint8_t *p, size_t n)
+bool agent_restored(const uint8_t *p, size_t n)
 {
 	struct {
 		int entropy_count, buf_size;
@@ -271,9 +271,9 @@ void agent_restored(const uint8_t *p, size_t n)
 	uint64_t ms = 0;
 	int fd;
 
-	if (n != 8 + sizeof(add.buf)) {
+	if (n != 8 + sizeof(add.buf) + 1) {
 		agent_say("restored: a frame of %zu bytes, ignored", n);
-		return;
+		return false;
 	}
 	for (int i = 0; i < 8; i++)
 		ms = ms << 8 | p[i];
@@ -286,6 +286,7 @@ void agent_restored(const uint8_t *p, size_t n)
 	if (fd < 0 || ioctl(fd, RNDADDENTROPY, &add) || ioctl(fd, RNDRESEEDCRNG))
 		agent_say("restored: reseeding: %s", strerror(errno));
 	al_closep(&fd);
+	return p[8 + sizeof(add.buf)] == 1;
 }
 
 /* 'C': the clean page cache dropped (what the job reads again comes from

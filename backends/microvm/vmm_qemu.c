@@ -45,9 +45,10 @@ static int qemu_launch(const struct al_vmm_cfg *cfg, struct al_vmm *vm, struct a
 	 * reliably without a PIT/HPET: give the kernel its rate. */
 	snprintf(cmdline, sizeof(cmdline),
 		 "console=ttyS0 %s panic=-1 reboot=t rdinit=/init cryptomgr.notests%s%s%s%s%s",
-		 cfg->console ? "loglevel=4" : "quiet", cfg->kvm ? "" : " tsc=reliable",
-		 cfg->disk ? " airlock.image=1" : "", egress ? " airlock.net=1" : "",
-		 cfg->warm ? " airlock.warm=1" : "", cfg->inputs ? " airlock.inputs=1" : "");
+		 cfg->console ? "loglevel=4" : "quiet",
+		 cfg->kvm ? "" : " tsc=reliable airlock.tcg=1", cfg->disk ? " airlock.image=1" : "",
+		 egress ? " airlock.net=1" : "", cfg->warm ? " airlock.warm=1" : "",
+		 cfg->inputs ? " airlock.inputs=1" : "");
 	if (!cfg->kvm && cfg->tsc_khz) {
 		size_t l = strlen(cmdline);
 

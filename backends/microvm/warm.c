@@ -59,6 +59,10 @@
 #define WARM_CPU_MS	 (1ull << 40)  /* no CPU or file-size limit until the job's */
 #define WARM_FSIZE	 (1ull << 40)
 #define WARM_SCRIPT_FD	 "/proc/self/fd/3"
+/* A restored pool VM under emulation rehearses when no job came this long
+ * after its restore (the restores of a busy pool's next VMs go first) */
+#define REHEARSE_AFTER_MS 1000
+#define REHEARSE_MAX_MS	  15000
 
 static struct {
 	pid_t pid;  /* the interpreter, our child; 0 = none */
@@ -66,6 +70,8 @@ static struct {
 	bool ready; /* it said 'R': its imports are done */
 	bool told;  /* the host was told (or never will be: it died importing) */
 	bool cg_made, fs_made;
+	uint64_t rehearse_at; /* when a restored pool VM rehearses (0: it does not) */
+	bool rehearsing;      /* ...asked to ('Y'), its end ('H') not read yet */
 	struct al_cg_sys sys;
 	struct al_cg cg;
 	struct al_jobfs fs;
@@ -222,6 +228,38 @@ void agent_warm_wait(int port)
 		if (p[0].revents)
 			return;
 	}
+	/* a restored pool VM's rehearsal, when no job came for a moment */
+	if (W.rehearse_at && W.pid > 0 && W.ctl >= 0) {
+		struct pollfd p = {.fd = port, .events = POLLIN};
+		uint64_t now = al_mono_ms();
+
+		if (poll(&p, 1, W.rehearse_at > now ? (int)(W.rehearse_at - now) : 0) == 0)
+			W.rehearsing = send(W.ctl, "Y", 1, MSG_NOSIGNAL) == 1;
+	}
+	W.rehearse_at = 0;
+}
+
+/* A rehearsal under way ended ('H'; its child is killed after 10 s): its
+ * CPU and its process are not the job's. */
+static void rehearsal_end(void)
+{
+	struct pollfd p = {.fd = W.ctl, .events = POLLIN};
+	char c = 0;
+
+	if (W.rehearsing &&
+	    (poll(&p, 1, REHEARSE_MAX_MS) != 1 || recv(W.ctl, &c, 1, 0) != 1 || c != 'H'))
+		agent_say("warm: no word of the rehearsal's end");
+	W.rehearsing = false;
+}
+
+void agent_warm_restored(bool waits)
+{
+	if (W.pid <= 0 || W.ctl < 0)
+		return;
+	if (send(W.ctl, "Z", 1, MSG_NOSIGNAL) != 1)
+		agent_say("warm: cannot tell the interpreter it was restored: %s", strerror(errno));
+	else if (waits && agent_cmdline_has("airlock.tcg=1"))
+		W.rehearse_at = al_mono_ms() + REHEARSE_AFTER_MS;
 }
 
 /* Why in may not run in the interpreter (a reason), or NULL. */
@@ -342,6 +380,7 @@ int agent_warm_run(struct job_in *in, int port, struct al_result *res, bool *ran
 	*ran = false;
 	if (W.pid <= 0)
 		return AL_OK;
+	rehearsal_end(); /* neither its CPU nor its process is the job's */
 	if ((why = refusal(in, buf, sizeof(buf)))) {
 		char said[240];
 

@@ -307,15 +307,21 @@ try:
     made = c.wait_for(lambda: "event=microvm_template tier=vmpool bytes=" in c.log("snap4"),
                       timeout=120)
     pcl = airlock.Client(redis=c.url, tier="vmpool")
-    draw = "import os, random\nprint(os.urandom(16).hex(), random.random())"
-    jobs = [pcl.run(draw) for _ in range(3)]
+    draw = ("import os, random, sys\nprint(os.urandom(16).hex(), random.random(), "
+            "'AIRLOCK_REHEARSAL' not in os.environ, sys.argv)")
+    jobs = []
+    for _ in range(3):
+        jobs.append(pcl.run(draw))
+        time.sleep(2)  # the pool's next VM restored and rehearsed
     tmode = oct(os.stat(tmpl).st_mode & 0o777) if os.path.exists(tmpl) else None
     t.ok(made and tmode == "0o600" and all(j.status == "ok" for j in jobs) and
          len({j.stdout for j in jobs}) == 3 and
+         all(j.stdout.split()[2:] == [b"True", b"['<run_python>']"] for j in jobs) and
          all(j.info.get("boot") == "warm" and int(j.info.get("boot_ms", 99999)) < 2000
              for j in jobs[1:]),
          "12: a pool's first warm VM becomes its template (0600); the pool's VMs start from "
-         "it (boot_ms %s) and each job draws its own os.urandom and random" %
+         "it (boot_ms %s), each job draws its own os.urandom and random, and none sees what "
+         "the VM's rehearsal set (the environment and argv a cold job's)" %
          [j.info.get("boot_ms") for j in jobs], ([(j.status, j.info, j.stdout) for j in jobs],
                                                  tmode))
     # a session's server starts in a pool VM's warm interpreter: its

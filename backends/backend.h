@@ -151,6 +151,15 @@ static inline bool al_spec_ca_bundle(const struct al_run_spec *spec)
 
 #define AL_IMAGES_DIR "/var/lib/airlock/images"
 
+/* The state directory (--state-dir) holds one directory per worker id,
+ * STATE/<id>, and these, every worker's of the host (images: the default
+ * catalogue): no worker id may be one of them. */
+#define AL_STATE_SHARED                                                                            \
+	{                                                                                          \
+		"images", "empty-layer", "inputs", "egress-ca", "egress-cache", "snapshots",       \
+		    "microvm-templates", NULL                                                      \
+	}
+
 /* Where a process or container job finds the proxy: its own loopback. */
 #define AL_EGRESS_PROXY_PORT 3128
 #define AL_EGRESS_PROXY_URL  "http://127.0.0.1:3128"

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../backends/backend.h" /* AL_STATE_SHARED */
 #include "../backends/cgroup.h"
 #include "../backends/jobfs.h"
 #include "../common/log.h"
@@ -50,6 +51,17 @@ static int lock_id(const char *dir, const char *id, int how)
 	return -1;
 }
 
+/* Whether id names an entry of the state directory that is no worker's. */
+static bool state_shared(const char *id)
+{
+	static const char *const names[] = AL_STATE_SHARED;
+
+	for (size_t i = 0; names[i]; i++)
+		if (!strcmp(id, names[i]))
+			return true;
+	return false;
+}
+
 int wk_hostlock_take(const char *dir, const char *id, bool shared, const char *state_dir,
 		     struct al_err *err)
 {
@@ -59,6 +71,11 @@ int wk_hostlock_take(const char *dir, const char *id, bool shared, const char *s
 		return al_err_set(
 		    err, AL_EINVAL,
 		    "--worker-id: expected 1..64 characters of [A-Za-z0-9._:-], got \"%.64s\"", id);
+	if (state_shared(id))
+		return al_err_set(err, AL_EINVAL,
+				  "--worker-id \"%s\" names an entry of the state directory that "
+				  "every worker shares; choose another id",
+				  id);
 	if (al_mkdir_p(dir, 0700))
 		return al_err_sys(err, "worker: mkdir %s", dir);
 	/* another worker starting on this host may hold the lock a moment,
@@ -145,8 +162,8 @@ static int maybe_sweep(const char *dir, const char *self, const char *id, const 
 {
 	int fd;
 
-	if (!strcmp(id, self) || !al_job_id_ok(id, strlen(id)))
-		return 0;
+	if (!strcmp(id, self) || !al_job_id_ok(id, strlen(id)) || state_shared(id))
+		return 0; /* (a lock of such an id: no worker's state to sweep) */
 	fd = lock_id(dir, id, LOCK_EX);
 	if (fd < 0)
 		return 0; /* alive (or unlockable): not ours to touch */

@@ -200,7 +200,8 @@ static const struct al_opt opts[] = {
     {"state-dir", STR, S(conf.backend.state_dir), 0, 0, 0, NULL, "DIR",
      "per-job directories (default /var/lib/airlock)"},
     {"worker-id", STR, S(conf.backend.worker_id), 0, 0, 0, NULL, "ID",
-     "unique, stable name (default: the host name)"},
+     "unique, stable name (default: the host name); not one\nof the state directory's "
+     "shared entries (images,\nsnapshots, ...)"},
     {"uid-base", AL_OPT_UINT, S(conf.backend.uid_base), 0, 4000000000ull, 0, NULL, "N",
      "slot i runs as uid N+i, a warm interpreter until its job\nas N+slots, microVM n's VMM as "
      "N+256+n: give each\nworker on a host its own 768 ids (default 60000)"},

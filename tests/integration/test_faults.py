@@ -313,6 +313,29 @@ def leftovers_swept(c):
          "a second worker with a live worker's id is refused (exit 2, saying why)", rc)
     c.procs["sweeper-w"] = first
     check_all(c, cl, "leftovers swept", accepted, timeout=60)
+    # the state directory's shared entries are no worker's: an id naming
+    # one is refused, and the lock of an old worker of such an id (none
+    # held) does not have another sweep them
+    state = os.path.join(c.dir, "state")
+    kept = os.path.join(state, "snapshots", "other-w", "s1.snap")
+    os.makedirs(os.path.dirname(kept), exist_ok=True)
+    open(kept, "w").close()
+    os.makedirs("/run/airlock/workers", exist_ok=True)
+    stale = "/run/airlock/workers/snapshots.lock"
+    open(stale, "a").close()
+    c.worker("late-w", uid_base=62830, slots=1)
+    c.wait_for(lambda: "event=worker_start" in c.log("late-w"), timeout=20)
+    c.worker("snapshots", uid_base=62840, slots=1)
+    rc = c.wait_exit("snapshots", 10)
+    t.ok(os.path.exists(kept) and rc == 2 and
+         "names an entry of the state directory" in c.log("snapshots"),
+         "a worker id naming the state directory's shared entries (snapshots) is refused "
+         "(exit 2, saying why), and a stale lock of that id does not have another worker "
+         "sweep them", (os.path.exists(kept), rc, c.log("snapshots")[-300:],
+                        [x for x in c.log("late-w").splitlines() if "sweep" in x]))
+    for p in (stale,):
+        if os.path.exists(p):
+            os.unlink(p)
 
 
 def bounded_dlq(c):

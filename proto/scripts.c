@@ -427,6 +427,7 @@ const char al_lua_vm_end_one[] =
 	"  local st = redis.call('HGET', k, 'state')\n"                                            \
 	"  if st ~= 'open' and st ~= 'paused' and st ~= 'resuming' then return 0 end\n"            \
 	"  redis.call('HSET', k, 'state', 'ended', 'reason', r, 'ended_ms', now)\n"                \
+	"  redis.call('HDEL', k, 'seen')\n"                                                        \
 	"  redis.call('PEXPIRE', k, ttl)\n"                                                        \
 	"  redis.call('ZREM', '" AL_KEY_SESSIONS "', sid)\n"                                       \
 	"  redis.call('ZREM', '" AL_KEY_PAUSED "', sid)\n"                                         \
@@ -663,7 +664,7 @@ const char al_lua_session_resumed[] =
     "redis.call('HSET', KEYS[1], 'state', 'open')\n"
     "redis.call('HINCRBY', KEYS[1], 'resumes', 1)\n"
     "redis.call('HDEL', KEYS[1], 'snapshot', 'snapshot_bytes', 'snapshot_sha256', 'job',\n"
-    "  'paused_ms', 'paused_until', 'rq')\n"
+    "  'paused_ms', 'paused_until', 'rq', 'seen')\n"
     "if tonumber(redis.call('HGET', KEYS[2], 'paused') or '0') > 0 then\n"
     "  redis.call('HINCRBY', KEYS[2], 'paused', -1)\n"
     "end\n"

@@ -623,6 +623,40 @@ bool wk_sess_seen_first(struct wk_session *ss, const char *id)
 	return true;
 }
 
+char *wk_sess_seen_text(const struct wk_session *ss)
+{
+	unsigned first = ss->nseen < SEEN_CALLS ? 0 : ss->seen_at;
+	size_t n = 1, at = 0;
+	char *out;
+
+	for (unsigned k = 0; k < ss->nseen; k++)
+		n += strlen(ss->seen[k]) + 1;
+	if (!(out = malloc(n)))
+		return NULL;
+	for (unsigned k = 0; k < ss->nseen; k++) {
+		const char *id = ss->seen[(first + k) % SEEN_CALLS];
+		size_t l = strlen(id);
+
+		memcpy(out + at, id, l);
+		out[at + l] = '\n';
+		at += l + 1;
+	}
+	out[at] = '\0';
+	return out;
+}
+
+void wk_sess_seen_load(struct wk_session *ss, const char *text)
+{
+	char id[AL_ID_MAX + 1];
+
+	for (const char *p = text, *nl; p && (nl = strchr(p, '\n')); p = nl + 1)
+		if (nl > p && (size_t)(nl - p) <= AL_ID_MAX) {
+			memcpy(id, p, (size_t)(nl - p));
+			id[nl - p] = '\0';
+			wk_sess_seen_first(ss, id);
+		}
+}
+
 void wk_sess_restarted(struct wk_session *ss, const char *said)
 {
 	struct pending *p = ss->active;

@@ -103,6 +103,7 @@ struct wk_restore {
 	int fd;
 	char path[4096]; /* the snapshot file, removed once the session is open */
 	uint64_t life_left_ms, idle_ms, cpu_budget_ms, calls, t0_ms;
+	const char *seen; /* its last calls' ids (wk_sess_seen_text's), or NULL */
 };
 /* sessions.c's session start, handed to session_pause.c's resume */
 typedef void (*wk_session_start_fn)(struct worker *w, struct slot *s, const struct wk_restore *rs);
@@ -172,5 +173,10 @@ void wk_sess_restarted(struct wk_session *ss, const char *said);
 /* True the first time the session takes a call of this id (within its
  * last SEEN_CALLS); then remembered. */
 bool wk_sess_seen_first(struct wk_session *ss, const char *id);
+/* Those ids, oldest first, each ended by '\n' (malloc'd; "" when none;
+ * NULL out of memory): what a paused session's record keeps ("seen"). */
+char *wk_sess_seen_text(const struct wk_session *ss);
+/* The ids of such a text remembered (a resumed session's), in order. */
+void wk_sess_seen_load(struct wk_session *ss, const char *text);
 
 #endif

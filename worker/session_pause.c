@@ -20,6 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../common/cleanup.h"
 #include "../common/clock.h"
 #include "../common/log.h"
 #include "../proto/json.h"
@@ -249,6 +250,8 @@ void wk_sess_pause(struct wk_session *ss)
 	snprintf(num[3], sizeof(num[3]), "%llu", (unsigned long long)ss->cpu_budget_ms);
 	{
 		char calls[32];
+		cleanup_free char *seen = fork ? NULL : wk_sess_seen_text(ss);
+		/* a copy is a session of its own: no id of its parent's calls */
 		const struct al_rec_field fields[] = {
 		    {"snapshot", pz->snap.path},
 		    {"snapshot_bytes", num[0]},
@@ -257,6 +260,7 @@ void wk_sess_pause(struct wk_session *ss)
 		    {"idle_ms", num[2]},
 		    {"cpu_budget_ms", num[3]},
 		    {"calls", calls},
+		    {"seen", seen ? seen : ""},
 		};
 		struct al_session_pause_item it = {
 		    .id = ss->id,
@@ -265,8 +269,9 @@ void wk_sess_pause(struct wk_session *ss)
 		    .rq = rq_of(w, t, rq),
 		    .max_paused = t->sessions.max_paused_per_tenant,
 		    .paused_max_ms = t->sessions.paused_max_ms,
-		    .fields = fields + (fork ? 1 : 0), /* a copy's snapshot is its own */
-		    .nfields = sizeof(fields) / sizeof(fields[0]) - (fork ? 1 : 0),
+		    /* a copy's snapshot is its own, and its calls */
+		    .fields = fields + (fork ? 1 : 0),
+		    .nfields = sizeof(fields) / sizeof(fields[0]) - (fork ? 2 : 0),
 		    .job = {job.data, job.len},
 		};
 
@@ -494,6 +499,11 @@ static void on_taken(redisAsyncContext *ac, void *reply_, void *priv)
 	rs.idle_ms = field_u64(all, "idle_ms");
 	rs.cpu_budget_ms = field_u64(all, "cpu_budget_ms");
 	rs.calls = field_u64(all, "calls");
+	{
+		const redisReply *seen = field(all, "seen");
+
+		rs.seen = seen && seen->type == REDIS_REPLY_STRING ? seen->str : NULL;
+	}
 	if (!rs.life_left_ms)
 		rs.life_left_ms = s->tier->sessions.life_ms;
 	if (!rs.idle_ms)

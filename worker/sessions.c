@@ -549,6 +549,8 @@ void wk_session_start(struct worker *w, struct slot *s, const struct wk_restore 
 	ss->idle_ms = rs ? rs->idle_ms : s->tier->sessions.idle_ms;
 	ss->life_ms = rs ? rs->life_left_ms : s->tier->sessions.life_ms;
 	ss->calls = rs ? (unsigned)rs->calls : 0;
+	if (rs && rs->seen) /* its calls before the pause run no second time either */
+		wk_sess_seen_load(ss, rs->seen);
 	ss->listen_fd = -1;
 	ss->opened_ms = al_now_ms();
 	snprintf(ss->id, sizeof(ss->id), "%s", s->id);

@@ -104,12 +104,18 @@ try:
          "variable, import, file and directory" % (p["snapshot_bytes"], p["pause_ms"], resume_s),
          (p, rec, info, gone, files, mode, r, info2))
 
-    # ---- explicit resume ----
+    # ---- explicit resume; a call sent again after it runs no second time ----
+    once = s.run_python("x += 1\nprint(x)", call_id="inc-1")
     s.pause()
     ri = s.resume()
-    r2 = s.run_python("print(x)")
-    t.ok(ri["state"] == "open" and r2.stdout == b"41\n",
-         "2: an explicit resume brings it back; its info says open", (ri, r2))
+    again = s.run_python("x += 1\nprint(x)", call_id="inc-1")
+    rec2 = record(c, s.id, "seen")
+    r2 = s.run_python("x -= 1\nprint(x)")
+    t.ok(ri["state"] == "open" and once.stdout == again.stdout == b"42\n" and
+         r2.stdout == b"41\n" and rec2 == {"seen": ""},
+         "2: an explicit resume brings it back; its info says open; a call sent again with "
+         "the id of one answered before the pause runs no second time (its answer is the "
+         "first's), and the record keeps no list of ids once open", (ri, once, again, r2, rec2))
 
     # ---- a snapshot with one byte changed is refused ----
     s4 = s

@@ -127,8 +127,9 @@ const char al_python_launcher[] =
  * (QEMU translates it), so a child of the interpreter goes through a
  * job's path with nothing of any job (descriptors passed on a socket of
  * its own, a memfd of "pass" run by LAUNCHER, the environment and an
- * rlimit set, a collection; killed after 10 s, no atexit) and exits, and
- * 'H' says it ended. And one 'G' with five or six
+ * rlimit set, a collection; no atexit) and exits (killed after 10 s: the
+ * interpreter waits on a socket the child's exit closes), and 'H' says it
+ * ended. And one 'G' with five or six
  * descriptors back: stdin, stdout, stderr, code (placed at 0-3), a
  * session's port when there is one (placed at 4) and last a memfd of
  * "ARGC\0ENVC\0", the job's argv and environment, and optionally
@@ -180,13 +181,20 @@ const char al_warm_python[] =
     "            except Exception:\n"
     "                pass\n"
     "    def rehearse():\n"
+    "        up, down = _socket.socketpair()\n"
     "        pid = os.fork()\n"
     "        if pid:\n"
+    "            down.close()\n"
+    "            up.settimeout(10)\n"
+    "            try:\n"
+    "                up.recv(1)\n"
+    "            except OSError:\n"
+    "                os.kill(pid, 9)\n"
+    "            up.close()\n"
     "            os.waitpid(pid, 0)\n"
     "            return\n"
     "        try:\n"
-    "            import signal\n"
-    "            signal.alarm(10)\n"
+    "            up.close()\n"
     "            a, b = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_SEQPACKET)\n"
     "            fd = os.memfd_create('rehearsal')\n"
     "            os.write(fd, b'pass\\n')\n"

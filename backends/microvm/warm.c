@@ -240,16 +240,17 @@ void agent_warm_wait(int port)
 }
 
 /* A rehearsal under way ended ('H'; its child is killed after 10 s): its
- * CPU and its process are not the job's. */
-static void rehearsal_end(void)
+ * CPU and its process are not the job's. False when the interpreter did
+ * not say so (it died, or hangs): then it serves no job. */
+static bool rehearsal_end(void)
 {
 	struct pollfd p = {.fd = W.ctl, .events = POLLIN};
 	char c = 0;
+	bool ok = !W.rehearsing ||
+		  (poll(&p, 1, REHEARSE_MAX_MS) == 1 && recv(W.ctl, &c, 1, 0) == 1 && c == 'H');
 
-	if (W.rehearsing &&
-	    (poll(&p, 1, REHEARSE_MAX_MS) != 1 || recv(W.ctl, &c, 1, 0) != 1 || c != 'H'))
-		agent_say("warm: no word of the rehearsal's end");
 	W.rehearsing = false;
+	return ok;
 }
 
 void agent_warm_restored(bool waits)
@@ -380,8 +381,9 @@ int agent_warm_run(struct job_in *in, int port, struct al_result *res, bool *ran
 	*ran = false;
 	if (W.pid <= 0)
 		return AL_OK;
-	rehearsal_end(); /* neither its CPU nor its process is the job's */
-	if ((why = refusal(in, buf, sizeof(buf)))) {
+	/* neither a rehearsal's CPU nor its process is the job's */
+	why = rehearsal_end() ? refusal(in, buf, sizeof(buf)) : "its rehearsal did not end";
+	if (why) {
 		char said[240];
 
 		agent_say("warm interpreter not used: %s", why);

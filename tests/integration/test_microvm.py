@@ -51,7 +51,10 @@ with open(os.path.join(IMAGE, "kernel-package")) as f:
 UID_BASE, POOL_UID_BASE = 66000, 67000
 VM_UIDS = set(range(UID_BASE + 256, UID_BASE + 256 + 512))
 POOL_VM_UIDS = set(range(POOL_UID_BASE + 256, POOL_UID_BASE + 256 + 512))
-HANG_MS = 6000
+# the worker's boot and silence limit: what a hung fake guest costs, and
+# what two cold boots side by side (the heartbeat flood's check) must fit
+# in beside the late lane's suites (6 s was missed twice there)
+HANG_MS = 10000
 
 # --- the fake guest images (fault injection) ---
 FAKE_INIT = r"""#!/bin/sh

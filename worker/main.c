@@ -224,6 +224,9 @@ static const struct al_opt opts[] = {
     {"vm-hang-ms", AL_OPT_U64, S(conf.backend.vm_hang_ms), 1000, 600000, 0, NULL, "N",
      "a microVM silent this long (boot, heartbeats) is broken\n(default 20000 under TCG, 5000 with "
      "KVM)"},
+    {"vm-tcg-cache-mib", AL_OPT_U64, S(conf.backend.vm_tcg_cache_mib), 8, 1024, 0, NULL, "N",
+     "under TCG, QEMU's code cache per microVM (default 64):\nan idle VM holds it whole; "
+     "smaller is denser, slower\n(docs/snapshots.md)"},
     {"vm-ksm", FLAG, S(conf.backend.vm_ksm), 0, 0, 0, NULL, NULL,
      "let the kernel merge identical pages of microVMs\n(KSM; off by default: a tenant "
      "can time another's\npages through it; docs/snapshots.md)"},

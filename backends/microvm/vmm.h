@@ -49,6 +49,9 @@ struct al_vmm_cfg {
 	/* guest RAM offered to KSM (identical pages merged across VMs); off,
 	 * no VM's page is ever shared with another's (a timing side channel) */
 	bool mem_merge;
+	/* emulation: QEMU's translated-code cache, MiB (tb-size): a VM holds
+	 * it whole once it ran enough code; smaller is denser and slower */
+	uint64_t tcg_cache_mib;
 };
 
 /* A running VMM. */

@@ -39,7 +39,11 @@ static int qemu_launch(const struct al_vmm_cfg *cfg, struct al_vmm *vm, struct a
 	}
 	snprintf(mem, sizeof(mem), "%llu", (unsigned long long)cfg->memory_mib);
 	snprintf(smp, sizeof(smp), "%u", cfg->vcpus);
-	snprintf(accel, sizeof(accel), "%s", cfg->kvm ? "kvm" : "tcg,tb-size=64");
+	if (cfg->kvm)
+		snprintf(accel, sizeof(accel), "kvm");
+	else
+		snprintf(accel, sizeof(accel), "tcg,tb-size=%llu",
+			 (unsigned long long)(cfg->tcg_cache_mib ? cfg->tcg_cache_mib : 64));
 	/* panic=-1 and reboot=t with -no-reboot: a guest panic or the agent's
 	 * power-off ends QEMU at once. Under TCG the TSC cannot be calibrated
 	 * reliably without a PIT/HPET: give the kernel its rate. */

@@ -25,7 +25,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "client", "python"))
-from altest import Tap, live_pids_of, need_root, raises  # noqa: E402
+from altest import BUILD, Tap, live_pids_of, need_root, raises  # noqa: E402
 from cluster import Cluster  # noqa: E402
 from gwclient import Api, free_port, key_file, start_gateway  # noqa: E402
 from policies import DEFAULTS, policy, tier_def  # noqa: E402
@@ -308,7 +308,9 @@ try:
     # ---- a pool's VMs start from its template, each made unique ----
     c.signal("snap3", signal.SIGTERM)
     c.wait_exit("snap3")
-    c.worker("snap4", uid_base=UID + 3000, slots=2, tiers="vmpool", extra=VM_WORKER)
+    # (with a smaller code cache under TCG: denser, slower; docs/snapshots.md)
+    c.worker("snap4", uid_base=UID + 3000, slots=2, tiers="vmpool",
+             extra=VM_WORKER + ["--vm-tcg-cache-mib", "32"])
     tmpl = os.path.join(c.dir, "state", "microvm-templates", "snap4", "vmpool.snap")
     made = c.wait_for(lambda: "event=microvm_template tier=vmpool bytes=" in c.log("snap4"),
                       timeout=120)
@@ -342,6 +344,14 @@ try:
          all(float(x) < 1 for x in wout[2:]),
          "13: a session on a pool tier is served by a warm interpreter (its preloaded "
          "pandas imported), keeps its variables, and draws its own random", wout)
+    vmm_args = [open("/proc/%d/cmdline" % p, "rb").read() for p in vmm_pids_of(UID + 3000)]
+    bad = subprocess.run([os.path.join(BUILD, "airlock-worker"), "--vm-tcg-cache-mib", "4"],
+                         capture_output=True, text=True)
+    t.ok(vmm_args and all(b"tcg,tb-size=32\0" in a for a in vmm_args) and
+         bad.returncode == 2 and "--vm-tcg-cache-mib" in bad.stderr and "8..1024" in bad.stderr,
+         "13b: --vm-tcg-cache-mib 32 gives each of the worker's VMs a 32 MiB code cache under "
+         "TCG (its pool and sessions ran above); 4 is refused (exit 2, the range said)",
+         ([a[:200] for a in vmm_args], bad.returncode, bad.stderr))
     c.signal("snap4", signal.SIGTERM)
     c.wait_exit("snap4")
     t.ok(not os.path.exists(tmpl), "14: the template is removed when its worker stops", tmpl)

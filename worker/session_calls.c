@@ -609,17 +609,25 @@ void wk_sess_cancel(struct wk_session *ss, struct pending *p)
 
 /* True the first time the session takes a call of this id (within its
  * last SEEN_CALLS); then remembered. */
-bool wk_sess_seen_first(struct wk_session *ss, const char *id)
+/* id remembered as the newest seen (the oldest forgotten past SEEN_CALLS);
+ * false out of memory. */
+static bool remember(struct wk_session *ss, const char *id)
 {
 	if (!ss->seen && !(ss->seen = calloc(SEEN_CALLS, sizeof(*ss->seen))))
-		return true; /* out of memory: no memory of calls, as before */
-	for (unsigned i = 0; i < ss->nseen; i++)
-		if (!strcmp(ss->seen[i], id))
-			return false;
+		return false;
 	snprintf(ss->seen[ss->seen_at], sizeof(ss->seen[0]), "%s", id);
 	ss->seen_at = (ss->seen_at + 1) % SEEN_CALLS;
 	if (ss->nseen < SEEN_CALLS)
 		ss->nseen++;
+	return true;
+}
+
+bool wk_sess_seen_first(struct wk_session *ss, const char *id)
+{
+	for (unsigned i = 0; i < ss->nseen; i++)
+		if (!strcmp(ss->seen[i], id))
+			return false;
+	remember(ss, id); /* out of memory: no memory of calls, as before */
 	return true;
 }
 
@@ -653,7 +661,7 @@ void wk_sess_seen_load(struct wk_session *ss, const char *text)
 		if (nl > p && (size_t)(nl - p) <= AL_ID_MAX) {
 			memcpy(id, p, (size_t)(nl - p));
 			id[nl - p] = '\0';
-			wk_sess_seen_first(ss, id);
+			remember(ss, id); /* distinct already: no look through the others */
 		}
 }
 

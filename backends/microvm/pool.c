@@ -181,7 +181,7 @@ struct vm *mvm_vm_launch(const char *guest, const char *image, const char *input
 	    .warm = warm,
 	    .incoming_fd = incoming_fd,
 	    .mem_merge = mvm_host.conf->vm_ksm,
-	    .tcg_cache_mib = mvm_host.conf->vm_tcg_cache_mib ? mvm_host.conf->vm_tcg_cache_mib : 64,
+	    .tcg_cache_mib = mvm_host.conf->vm_tcg_cache_mib,
 	};
 	/* Network egress: the jail's network namespace is made here, with the
 	 * proxy's socket in it before the VMM can start a forwarder. */

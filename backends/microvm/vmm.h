@@ -50,7 +50,8 @@ struct al_vmm_cfg {
 	 * no VM's page is ever shared with another's (a timing side channel) */
 	bool mem_merge;
 	/* emulation: QEMU's translated-code cache, MiB (tb-size): a VM holds
-	 * it whole once it ran enough code; smaller is denser and slower */
+	 * it whole once it ran enough code; smaller is denser and slower;
+	 * 0 = 64 */
 	uint64_t tcg_cache_mib;
 };
 

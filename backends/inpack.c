@@ -3,6 +3,7 @@
 
 #include "../proto/buf.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -157,6 +158,110 @@ static int walk_parent(int top, char *path, uid_t uid, gid_t gid, const char **n
 }
 
 /* Copy n bytes from in to out (either may be the pack). */
+/* One file's bytes into the pack: exactly size of them (a file that
+ * changed under us is an error, never a record of the wrong length). */
+static int w_file(struct al_pack_w *w, int dirfd, const char *name, const char *path,
+		  const struct stat *st, struct al_err *err)
+{
+	cleanup_close int in = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
+	uint64_t left = (uint64_t)st->st_size;
+	char buf[65536];
+	int rc;
+
+	if (in < 0)
+		return al_err_sys(err, "pack: open %.200s", path);
+	if ((rc = al_pack_w_entry(w, AL_PACK_FILE, path, st->st_mode & 0777, left, err)))
+		return rc;
+	while (left > 0) {
+		ssize_t n = read(in, buf, left < sizeof(buf) ? (size_t)left : sizeof(buf));
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? al_err_sys(err, "pack: read %.200s", path)
+				     : al_err_set(err, AL_ESYS, "pack: %.200s shrank while packed",
+						  path);
+		if ((rc = al_pack_w_data(w, buf, (size_t)n, err)))
+			return rc;
+		left -= (uint64_t)n;
+	}
+	return AL_OK;
+}
+
+static int w_tree(struct al_pack_w *w, int dirfd, char *path, size_t len, unsigned depth,
+		  struct al_err *err)
+{
+	DIR *d;
+	struct dirent *e;
+	int rc = AL_OK, fd = dup(dirfd);
+
+	if (fd < 0 || !(d = fdopendir(fd))) {
+		if (fd >= 0)
+			close(fd);
+		return al_err_sys(err, "pack: open %.200s", path);
+	}
+	while (!rc && (errno = 0, e = readdir(d))) {
+		struct stat st;
+		size_t n = strlen(e->d_name);
+
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		if (len + 1 + n > AL_PACK_PATH_MAX || depth > 256 ||
+		    w->entries >= AL_PACK_ENTRIES_MAX) {
+			rc = al_err_set(err, AL_EINVAL,
+					"pack: %.200s/%.100s: past the pack's limits", path,
+					e->d_name);
+			break;
+		}
+		snprintf(path + len, AL_PACK_PATH_MAX + 1 - len, "/%s", e->d_name);
+		if (fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW)) {
+			rc = al_err_sys(err, "pack: stat %.200s", path);
+		} else if (S_ISDIR(st.st_mode)) {
+			cleanup_close int sub = openat(
+			    dirfd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+			rc = sub < 0
+				 ? al_err_sys(err, "pack: open %.200s", path)
+				 : al_pack_w_entry(w, AL_PACK_DIR, path, st.st_mode & 0777, 0, err);
+			if (!rc)
+				rc = w_tree(w, sub, path, len + 1 + n, depth + 1, err);
+		} else if (S_ISREG(st.st_mode)) {
+			rc = w_file(w, dirfd, e->d_name, path, &st, err);
+		} else if (S_ISLNK(st.st_mode)) {
+			char target[AL_PACK_PATH_MAX + 1];
+			ssize_t t = readlinkat(dirfd, e->d_name, target, sizeof(target));
+
+			if (t < 0 || t > AL_PACK_PATH_MAX)
+				rc = al_err_sys(err, "pack: readlink %.200s", path);
+			else if (!(rc = al_pack_w_entry(w, AL_PACK_SYMLINK, path, 0777, (uint64_t)t,
+							err)))
+				rc = al_pack_w_data(w, target, (size_t)t, err);
+		} /* a fifo, a socket, a device: nothing a pack holds */
+		path[len] = '\0';
+	}
+	if (!rc && errno)
+		rc = al_err_sys(err, "pack: read the directory %.200s", path);
+	closedir(d);
+	return rc;
+}
+
+int al_pack_w_tree(struct al_pack_w *w, int dirfd, const char *prefix, struct al_err *err)
+{
+	char *path = malloc(AL_PACK_PATH_MAX + 1);
+	struct stat st;
+	int rc;
+
+	if (!path)
+		return al_err_set(err, AL_ENOMEM, "pack: out of memory");
+	snprintf(path, AL_PACK_PATH_MAX + 1, "%s", prefix);
+	rc = fstat(dirfd, &st) ? al_err_sys(err, "pack: stat %.200s", prefix)
+			       : al_pack_w_entry(w, AL_PACK_DIR, path, st.st_mode & 0777, 0, err);
+	if (!rc)
+		rc = w_tree(w, dirfd, path, strlen(path), 0, err);
+	free(path);
+	return rc;
+}
+
 static int copy_fd(int in, int out, uint64_t n)
 {
 	char buf[65536];
@@ -193,7 +298,8 @@ static int entry_failed(struct al_err *err, const char *path, const char *what)
 	return al_err_sys(err, "inputs: \"%.200s\": %s", path, what);
 }
 
-int al_pack_unpack(int fd, int dirfd, uid_t uid, gid_t gid, uint64_t max_bytes, struct al_err *err)
+int al_pack_unpack_as(int fd, int dirfd, uid_t uid, gid_t gid, uint64_t max_bytes, bool any_link,
+		      struct al_err *err)
 {
 	uint64_t data = 0;
 	char *path = malloc(AL_PACK_PATH_MAX + 1), *target = malloc(AL_PACK_PATH_MAX + 1);
@@ -243,7 +349,7 @@ int al_pack_unpack(int fd, int dirfd, uid_t uid, gid_t gid, uint64_t max_bytes, 
 			}
 			target[size] = '\0';
 			if (strlen(target) != size ||
-			    (h[0] == AL_PACK_SYMLINK ? !al_pack_link_ok(path, target)
+			    (h[0] == AL_PACK_SYMLINK ? !any_link && !al_pack_link_ok(path, target)
 						     : !al_pack_path_ok(target))) {
 				rc = al_err_set(err, AL_EINVAL,
 						"inputs: \"%.200s\": a link to \"%.200s\" points "
@@ -330,4 +436,9 @@ out_names:
 	free(path);
 	free(target);
 	return rc;
+}
+
+int al_pack_unpack(int fd, int dirfd, uid_t uid, gid_t gid, uint64_t max_bytes, struct al_err *err)
+{
+	return al_pack_unpack_as(fd, dirfd, uid, gid, max_bytes, false, err);
 }

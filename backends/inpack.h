@@ -46,6 +46,10 @@ struct al_pack_w {
 int al_pack_w_entry(struct al_pack_w *w, int type, const char *path, unsigned mode, uint64_t size,
 		    struct al_err *err);
 int al_pack_w_data(struct al_pack_w *w, const void *data, size_t len, struct al_err *err);
+/* The tree under dirfd as entries under prefix (a path as below): its
+ * directories, files and symlinks, none followed; a fifo, socket or device
+ * is left out. */
+int al_pack_w_tree(struct al_pack_w *w, int dirfd, const char *prefix, struct al_err *err);
 /* The end record and the padding. */
 int al_pack_w_end(struct al_pack_w *w, struct al_err *err);
 
@@ -62,5 +66,9 @@ bool al_pack_link_ok(const char *path, const char *target);
  * naming the entry for what the job's inputs cannot become (a bad path, a
  * clash, the disk limit), AL_ESYS when the host fails. */
 int al_pack_unpack(int fd, int dirfd, uid_t uid, gid_t gid, uint64_t max_bytes, struct al_err *err);
+/* ...and any_link: a symlink may point anywhere (a sandbox's own tree saved
+ * whole: nothing here follows one either way). */
+int al_pack_unpack_as(int fd, int dirfd, uid_t uid, gid_t gid, uint64_t max_bytes, bool any_link,
+		      struct al_err *err);
 
 #endif

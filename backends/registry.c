@@ -112,7 +112,7 @@ void al_backend_trim(struct al_sandbox *sb)
 
 int al_backend_snapshot(struct al_sandbox *sb, int fd, bool keep, struct al_err *err)
 {
-	if (!sb->ops->snapshot || !(sb->ops->caps & AL_CAP_SNAPSHOT))
+	if (!sb->ops->snapshot || !(sb->ops->caps & AL_CAP_SNAPSHOT || sb->ops->snapshot_ok))
 		return al_err_set(err, AL_EINVAL,
 				  "unsupported: the %s backend cannot save a sandbox (a snapshot)",
 				  sb->ops->name);

@@ -91,9 +91,11 @@ struct wk_session {
 	bool restored;	      /* started from a snapshot: no open job to answer */
 	bool paused;	      /* recorded paused: its end writes no end, its queue goes back */
 	bool pause_in_flight; /* ...being recorded: the session is not freed under it */
+	bool pause_checked;   /* ...its tenant's paused count looked at (runsc) */
 	struct wk_pausing *pausing; /* the pause's snapshot and copies, until recorded */
 	uint64_t resumed_ms;	    /* a restore's time (its info says) */
 	char *restored_from;	    /* ...its snapshot, removed once the record says open */
+	uint64_t resume_t0_ms;	    /* ...whose restore began then (monotonic) */
 };
 
 /* What a restore starts a session's sandbox with (sessions.c's
@@ -114,6 +116,10 @@ typedef void (*wk_session_start_fn)(struct worker *w, struct slot *s, const stru
  * paused (or the copies exist), the call answered; a paused session's end
  * follows (ss->paused, ss->end). */
 void wk_sess_pause(struct wk_session *ss);
+/* Whether ss's sandbox can be paused (its backend and tier can save it);
+ * and whether a tier's sessions can (its resume queue is served). */
+bool wk_sess_pausable(const struct wk_session *ss);
+bool wk_tier_pauses(const struct al_tier_policy *t, const struct al_backend_ops *ops);
 /* A paused session's id taken from a resume queue (rq): made this worker's
  * and restored into a free slot of its tier through start, or ended with
  * its reason (a close held for it, a snapshot refused), its calls

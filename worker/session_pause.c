@@ -12,9 +12,13 @@
  * The pause is one blocking step of the worker's loop (the VMM writes the
  * guest's memory to a file: about 0.3 s for a 256 MiB guest under TCG);
  * the rest is Redis's, answered through the loop. */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,27 +32,59 @@
 #include "snapshot.h"
 
 #define PAUSED_DUE_EVERY_MS 2000 /* paused sessions past their time looked for this often */
+#define RELEASE_MS	    5000 /* a runsc session's server lets go of its connection */
 
 /* A pause (or fork) on its way to the record. */
 struct wk_pausing {
 	struct wk_snap snap;
 	uint64_t t0, save_ms;
-	unsigned n; /* fork: copies */
+	unsigned n;   /* fork: copies */
+	bool stopped; /* the snapshot stopped the sandbox (runsc) */
 	char ids[AL_SESS_FORK_MAX][AL_ID_MAX + 1];
 	char paths[AL_SESS_FORK_MAX][PATH_MAX];
 };
 
-static const char *const unsupported_why =
-    "it cannot save its processes (a checkpoint needs CRIU, which does not work on the "
-    "kernels Airlock runs on): close the session and open another, or use a microVM tier";
-/* runsc's own checkpoint saves its Sentry's memory (0.2 s for a small
- * container here), but a session's work directory is a host directory
- * beside it and its server's connection to the worker a host socket,
- * neither of which it saves */
-static const char *const unsupported_runsc =
-    "not yet: runsc's checkpoint saves the sandbox's memory but neither the session's work "
-    "directory (a host directory) nor its server's connection to the worker (a host "
-    "socket); close the session and open another, or use a microVM tier";
+/* The OCI runtime a tier's sandboxes run with (NULL: the worker's default). */
+static const char *runtime_of(const struct al_tier_policy *t)
+{
+	return t->oci_runtime;
+}
+
+bool wk_tier_pauses(const struct al_tier_policy *t, const struct al_backend_ops *ops)
+{
+	struct al_err err = {0};
+
+	return (ops->caps & AL_CAP_SNAPSHOT) ||
+	       (ops->snapshot_ok && !ops->snapshot_ok(runtime_of(t), false, &err));
+}
+
+/* Whether ss's sandbox can be saved: 0, else err says why not; *stops: its
+ * snapshot stops it (runsc), and its server lets go of its connection
+ * first. */
+static int can_pause(const struct wk_session *ss, bool *stops, struct al_err *err)
+{
+	const struct al_backend_ops *ops = ss->s->ops;
+
+	*stops = false;
+	if (ops->caps & AL_CAP_SNAPSHOT)
+		return AL_OK;
+	if (!ops->snapshot_ok)
+		return al_err_set(
+		    err, AL_EINVAL,
+		    "it cannot save its processes (a checkpoint needs CRIU, which "
+		    "does not work on the kernels Airlock runs on): close the session "
+		    "and open another, or use a microVM tier");
+	*stops = true;
+	return ops->snapshot_ok(runtime_of(ss->s->tier), ss->s->job.network == AL_NET_EGRESS, err);
+}
+
+bool wk_sess_pausable(const struct wk_session *ss)
+{
+	bool stops;
+	struct al_err err = {0};
+
+	return !can_pause(ss, &stops, &err);
+}
 
 /* The rq a tier's paused sessions wait on: shared storage lets any of its
  * workers resume them, else only this one. */
@@ -85,6 +121,15 @@ static void drop_files(struct wk_pausing *pz)
 	wk_snap_remove(pz->snap.path);
 }
 
+static void quota_msg(const struct wk_session *ss, long long n, char *msg, size_t cap)
+{
+	snprintf(msg, cap,
+		 "quota: tenant %s has %lld paused sessions (max_paused_per_tenant %u on "
+		 "tier %s)",
+		 ss->s->job.tenant, n, ss->s->tier->sessions.max_paused_per_tenant,
+		 ss->s->tier->name);
+}
+
 static void on_paused(redisAsyncContext *ac, void *reply_, void *priv)
 {
 	struct wk_session *ss = priv;
@@ -110,18 +155,25 @@ static void on_paused(redisAsyncContext *ac, void *reply_, void *priv)
 		return;
 	}
 	if (rc != 1) {
+		bool stopped = pz->stopped;
+
 		drop_files(pz);
 		if (rc == 0)
-			snprintf(msg, sizeof(msg),
-				 "quota: tenant %s has %lld paused sessions (max_paused_per_tenant "
-				 "%u on tier %s)",
-				 ss->s->job.tenant, n, ss->s->tier->sessions.max_paused_per_tenant,
-				 ss->s->tier->name);
+			quota_msg(ss, n, msg, sizeof(msg));
 		else
 			snprintf(msg, sizeof(msg), "%s: Redis did not record it%s",
 				 fork ? "fork" : "pause",
 				 rc == -1 ? " (the session is not open here)" : "");
 		free(pz);
+		if (stopped) { /* its sandbox is gone with the snapshot: so is the session */
+			size_t l = strlen(msg);
+
+			snprintf(msg + l, sizeof(msg) - l,
+				 " (refused after runsc's checkpoint had "
+				 "stopped its sandbox)");
+			ss->end(ss, AL_SESS_BROKEN, msg);
+			return;
+		}
 		refuse(ss, rc == 0 ? AL_ST_REJECTED : AL_ST_SANDBOX_ERROR, msg);
 		return;
 	}
@@ -168,6 +220,99 @@ static void on_paused(redisAsyncContext *ac, void *reply_, void *priv)
 	ss->end(ss, AL_SESS_CLOSED, "paused"); /* the sandbox goes; the record says paused */
 }
 
+static void on_quota(redisAsyncContext *ac, void *reply_, void *priv)
+{
+	struct wk_session *ss = priv;
+	redisReply *r = reply_;
+	char msg[AL_ERR_MSG_MAX + 128];
+	long long n = r && r->type == REDIS_REPLY_STRING ? atoll(r->str) : 0;
+
+	(void)ac;
+	ss->pause_in_flight = false;
+	if (ss->state == SS_ENDED) { /* it ended meanwhile */
+		wk_sess_free(ss);
+		return;
+	}
+	if (!r || (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_NIL)) {
+		refuse(ss, AL_ST_SANDBOX_ERROR, "pause: Redis did not answer");
+		return;
+	}
+	if (n >= (long long)ss->s->tier->sessions.max_paused_per_tenant) {
+		quota_msg(ss, n, msg, sizeof(msg));
+		refuse(ss, AL_ST_REJECTED, msg);
+		return;
+	}
+	ss->pause_checked = true;
+	wk_sess_pause(ss);
+}
+
+/* The tenant's paused sessions, counted before a pause that stops its
+ * sandbox (then on_quota goes on with it). */
+static void check_quota(struct wk_session *ss)
+{
+	char key[AL_KEY_MAX];
+	struct al_call c;
+
+	al_call_init(&c, NULL);
+	al_call_str(&c, "HGET");
+	al_call_str(&c, al_key_tenant(key, ss->s->job.tenant));
+	al_call_str(&c, "paused");
+	ss->pause_in_flight = true; /* no call runs, and the session is not freed, meanwhile */
+	if (al_aconn_call(ss->w->cmd, &c, on_quota, ss)) {
+		ss->pause_in_flight = false;
+		refuse(ss, AL_ST_SANDBOX_ERROR, "pause: Redis is not reachable");
+	}
+}
+
+/* A runsc session's server lets go of its connection to the worker (a
+ * host socket, which runsc's checkpoint cannot save): the listener goes
+ * first (its dialling again fails until a restored sandbox listens), the
+ * sandbox's watch stops looking (it stops on purpose), then the server
+ * is told and its end closes, within RELEASE_MS. */
+static int let_go(struct wk_session *ss, struct al_err *err)
+{
+	static const char frame[] = "{\"op\":\"release\"}";
+	uint32_t be = htonl(sizeof(frame) - 1);
+	uint64_t end = al_mono_ms() + RELEASE_MS;
+	char buf[4096];
+	int fd, rc = AL_ESANDBOX;
+
+	if (!ss->chan || evbuffer_get_length(bufferevent_get_output(ss->chan)))
+		return al_err_set(err, AL_ESANDBOX,
+				  "pause: the session's server is not connected, or busy");
+	if (ss->listen_ev)
+		event_free(ss->listen_ev);
+	ss->listen_ev = NULL;
+	al_closep(&ss->listen_fd);
+	for (int i = 0; i < ss->nwatch; i++)
+		event_del(ss->watch[i]);
+	evtimer_del(ss->cpu_poll);
+	fd = bufferevent_getfd(ss->chan);
+	bufferevent_disable(ss->chan, EV_READ | EV_WRITE);
+	if (write(fd, &be, 4) != 4 || write(fd, frame, sizeof(frame) - 1) != sizeof(frame) - 1)
+		end = 0;
+	for (uint64_t now; (now = al_mono_ms()) < end;) {
+		struct pollfd pf = {.fd = fd, .events = POLLIN};
+		ssize_t k;
+
+		if (poll(&pf, 1, (int)(end - now)) <= 0)
+			continue;
+		if ((k = read(fd, buf, sizeof(buf))) == 0) {
+			rc = AL_OK;
+			break;
+		}
+		if (k < 0 && errno != EAGAIN && errno != EINTR)
+			break;
+	}
+	bufferevent_free(ss->chan);
+	ss->chan = NULL;
+	return rc ? al_err_set(err, AL_ESANDBOX,
+			       "pause: the session's server did not let go of its connection "
+			       "within %d s",
+			       RELEASE_MS / 1000)
+		  : AL_OK;
+}
+
 /* A fork's copy i: its id (the first's is the snapshot's name already),
  * its name for the snapshot's bytes. */
 static int copy(struct wk_pausing *pz, unsigned i, const char *dir, struct al_err *err)
@@ -190,16 +335,16 @@ void wk_sess_pause(struct wk_session *ss)
 	struct al_buf job = {0};
 	struct al_job kept;
 	struct al_call c;
+	bool stops;
 
 	evtimer_del(ss->timer);
-	if (!(ss->s->ops->caps & AL_CAP_SNAPSHOT)) {
-		const char *rt = t->oci_runtime ? t->oci_runtime : w->conf->backend.oci_runtime;
-		bool runsc = !strcmp(ss->s->ops->name, "container") && rt && strstr(rt, "runsc");
-
-		snprintf(msg, sizeof(msg),
-			 "unsupported: a session on the %s tier %s%s cannot %s: %s",
-			 ss->s->ops->name, t->name, runsc ? " (runsc)" : "",
-			 fork ? "fork" : "pause", runsc ? unsupported_runsc : unsupported_why);
+	if (can_pause(ss, &stops, &err) ||
+	    (stops && fork &&
+	     al_err_set(&err, AL_EINVAL,
+			"runsc's checkpoint stops its sandbox, which a fork's parent would "
+			"need started again (not yet): pause it, or use a microVM tier"))) {
+		snprintf(msg, sizeof(msg), "unsupported: a session on the %s tier %s cannot %s: %s",
+			 ss->s->ops->name, t->name, fork ? "fork" : "pause", err.msg);
 		refuse(ss, AL_ST_REJECTED, msg);
 		return;
 	}
@@ -211,6 +356,13 @@ void wk_sess_pause(struct wk_session *ss)
 		refuse(ss, AL_ST_REJECTED, msg);
 		return;
 	}
+	/* runsc: its checkpoint stops the sandbox, which a quota refusal
+	 * after it could not undo: the tenant's count is looked at first */
+	if (stops && !ss->pause_checked) {
+		check_quota(ss);
+		return;
+	}
+	ss->pause_checked = false;
 	/* the open job, without the server's code (the worker's own, given again) */
 	kept = ss->s->job;
 	kept.code = (struct al_bytes){0};
@@ -230,12 +382,17 @@ void wk_sess_pause(struct wk_session *ss)
 		refuse(ss, AL_ST_SANDBOX_ERROR, err.msg);
 		return;
 	}
-	/* kept running: a pause the record refuses (quota) leaves it as it was */
-	if (wk_snap_save(ss->sb, dir, fork ? pz->ids[0] : ss->id, true, &pz->snap, &err)) {
+	/* kept running: a pause the record refuses (quota) leaves it as it was;
+	 * on runsc, its server lets go of its connection, then it stops */
+	pz->stopped = stops;
+	if ((stops && let_go(ss, &err)) ||
+	    wk_snap_save(ss->sb, dir, fork ? pz->ids[0] : ss->id, !stops, &pz->snap, &err)) {
 		free(pz);
 		al_buf_free(&job);
-		/* the sandbox is of no more use: its watch ends the session */
-		refuse(ss, AL_ST_SANDBOX_ERROR, err.msg);
+		if (stops) /* its watch no longer looks: the session ends here */
+			ss->end(ss, AL_SESS_BROKEN, err.msg);
+		else /* the sandbox is of no more use: its watch ends the session */
+			refuse(ss, AL_ST_SANDBOX_ERROR, err.msg);
 		return;
 	}
 	pz->save_ms = al_mono_ms() - pz->t0;
@@ -427,6 +584,29 @@ static uint64_t field_u64(const redisReply *all, const char *name)
 	return f && f->type == REDIS_REPLY_STRING ? strtoull(f->str, NULL, 10) : 0;
 }
 
+/* Taken meanwhile: sid back to its queue's head, for a worker with room. */
+static void requeue_sid(struct worker *w, const char *rq, const char *sid)
+{
+	struct al_call c;
+
+	al_call_init(&c, NULL);
+	al_call_str(&c, "LPUSH");
+	al_call_str(&c, rq);
+	al_call_str(&c, sid);
+	wk_send_call(w, &c, "resume_back", sid);
+}
+
+/* A free slot of the named backend's, or NULL. */
+static struct slot *free_slot(struct worker *w, const char *backend)
+{
+	struct backend_state *be = wk_backend_for(w, backend);
+
+	for (unsigned i = 0; be && be->ok && i < w->conf->slots; i++)
+		if (!be->slots[i].busy)
+			return &be->slots[i];
+	return NULL;
+}
+
 static void on_taken(redisAsyncContext *ac, void *reply_, void *priv)
 {
 	struct resuming *rz = priv;
@@ -472,6 +652,26 @@ static void on_taken(redisAsyncContext *ac, void *reply_, void *priv)
 				return;
 			}
 		}
+	}
+	if (s->tier && strcmp(s->tier->backend, s->ops->name)) {
+		/* the slot reserved is another backend's (one queue serves this
+		 * worker's tiers): one of its tier's, else its lease, which this
+		 * worker does not renew, puts it back on its queue */
+		const struct al_tier_policy *tt = s->tier;
+		struct slot *o = free_slot(w, tt->backend);
+
+		wk_slot_release(s);
+		if (!o) {
+			al_log("warn", "resume_later",
+			       "job=%s tier=%s why=\"no free slot of its "
+			       "backend\"",
+			       rz->sid, tt->name);
+			free(rz);
+			return;
+		}
+		s = rz->s = o;
+		s->busy = true;
+		s->tier = tt;
 	}
 	memset(&err, 0, sizeof(err));
 	if (!s->tier || !tenant || !job || !path || !sha || !ours(w, path->str) ||
@@ -527,19 +727,14 @@ void wk_sess_resume(struct worker *w, const char *rq, const char *sid, wk_sessio
 	for (int b = 0; !s && b < w->nbackends; b++) {
 		struct backend_state *be = &w->backends[b];
 
-		if (!be->ok || !(be->ops->caps & AL_CAP_SNAPSHOT))
+		if (!be->ok || !(be->ops->caps & AL_CAP_SNAPSHOT || be->ops->snapshot_ok))
 			continue;
 		for (unsigned i = 0; !s && i < w->conf->slots; i++)
 			if (!be->slots[i].busy)
 				s = &be->slots[i];
 	}
 	if (!s || w->draining || !(rz = calloc(1, sizeof(*rz)))) {
-		/* taken meanwhile: back to the queue's head for a worker with room */
-		al_call_init(&c, NULL);
-		al_call_str(&c, "LPUSH");
-		al_call_str(&c, rq);
-		al_call_str(&c, sid);
-		wk_send_call(w, &c, "resume_back", sid);
+		requeue_sid(w, rq, sid);
 		return;
 	}
 	s->busy = true; /* reserved until the record says whose it is */
@@ -566,7 +761,7 @@ size_t wk_sess_resume_queues(struct worker *w, bool free_only, char (*keys)[AL_K
 		bool room = false;
 
 		if (!t->sessions.on || !wk_serves(w, t->name) || !be || !be->ok ||
-		    !(be->ops->caps & AL_CAP_SNAPSHOT))
+		    !wk_tier_pauses(t, be->ops))
 			continue;
 		for (unsigned k = 0; !room && k < w->conf->slots; k++)
 			room = !be->slots[k].busy;

@@ -99,9 +99,31 @@ def reader():
             interrupt()
         elif req.get("op") == "reseed":
             reseed()
+        elif req.get("op") == "release":
+            release()
         else:
             requests.put(req)
     os._exit(0)  # the worker went away: the session is over
+
+
+def release():
+    """A runsc sandbox about to be saved (its checkpoint cannot hold a host
+    socket that is connected): the connection goes, and this thread dials
+    the worker's socket again until it answers, which it does once the
+    sandbox runs again, restored (the worker closed its listener first)."""
+    global conn
+    with send_lock:
+        try:
+            conn.close()
+        except OSError:
+            pass
+        while True:
+            time.sleep(0.02)
+            try:
+                conn = connect()
+                return
+            except OSError:
+                pass
 
 
 def reseed():

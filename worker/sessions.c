@@ -42,6 +42,7 @@ extern const char wk_session_server_py[]; /* session_server.c, made from session
 
 static void end_session(struct wk_session *ss, enum al_sess_end why, const char *detail);
 static void open_session(struct wk_session *ss);
+static void resumed(struct wk_session *ss);
 
 /* ---- frames from the server ---- */
 
@@ -168,6 +169,8 @@ static void on_accept(evutil_socket_t fd, short what, void *arg)
 	}
 	event_del(ss->listen_ev);
 	chan_open(ss, c);
+	if (ss->chan && ss->restored && ss->state == SS_STARTING)
+		resumed(ss); /* a restored server's, dialled again (runsc) */
 }
 
 /* ---- the session's life ---- */
@@ -373,7 +376,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
 	} else if (ss->active) {
 		end_session(ss, AL_SESS_CALL_STUCK, "a call past its time did not stop");
 	} else if (ss->s->tier->sessions.pause_on_idle && !ss->pause_in_flight &&
-		   (ss->s->ops->caps & AL_CAP_SNAPSHOT)) {
+		   wk_sess_pausable(ss)) {
 		wk_sess_pause(ss); /* on_idle: pause (it ends idle if it cannot) */
 	} else {
 		end_session(ss, AL_SESS_IDLE, NULL);
@@ -503,12 +506,11 @@ static void on_resumed(redisAsyncContext *ac, void *reply_, void *priv)
 /* A restored session's sandbox runs: made unique (its server reseeds its
  * random generators; the guest agent was told already), then open again
  * in its record. */
-static void resumed(struct wk_session *ss, const struct wk_restore *rs)
+static void resumed(struct wk_session *ss)
 {
 	struct al_call c;
 
-	ss->restored_from = strdup(rs->path);
-	ss->resumed_ms = al_mono_ms() - rs->t0_ms;
+	ss->resumed_ms = al_mono_ms() - ss->resume_t0_ms;
 	if (wk_sess_send(ss, json_pack("{s:s}", "op", "reseed"))) {
 		end_session(ss, AL_SESS_BROKEN, "could not reach the restored session's server");
 		return;
@@ -546,6 +548,10 @@ void wk_session_start(struct worker *w, struct slot *s, const struct wk_restore 
 	ss->end = end_session;
 	ss->pause = wk_sess_pause;
 	ss->restored = rs != NULL;
+	if (rs) {
+		ss->restored_from = strdup(rs->path);
+		ss->resume_t0_ms = rs->t0_ms;
+	}
 	ss->idle_ms = rs ? rs->idle_ms : s->tier->sessions.idle_ms;
 	ss->life_ms = rs ? rs->life_left_ms : s->tier->sessions.life_ms;
 	ss->calls = rs ? (unsigned)rs->calls : 0;
@@ -637,13 +643,12 @@ void wk_session_start(struct worker *w, struct slot *s, const struct wk_restore 
 		event_add(ss->listen_ev, NULL);
 	al_log("info", "session_start", "job=%s tier=%s slot=%d%s", s->id, s->tier->name, s->index,
 	       rs ? " restored=1" : "");
-	if (rs) {
-		if (!ss->chan)
-			end_session(ss, AL_SESS_BROKEN, "the restored sandbox has no session port");
-		else
-			resumed(ss, rs);
+	if (rs && ss->chan) { /* its port, whose server serves already (microVM) */
+		resumed(ss);
 		return;
 	}
+	/* the server's hello; a restored server's connection (runsc: it
+	 * dials the listener again, on_accept) */
 	wk_sess_arm(ss->timer, HELLO_MS);
 }
 
@@ -849,7 +854,7 @@ void wk_sessions_drain(struct worker *w)
 	for (; ss; ss = next) {
 		next = ss->next;
 		if (ss->state == SS_OPEN && !ss->active && !ss->queue && !ss->pause_in_flight &&
-		    ss->s->tier->sessions.pause_on_idle && (ss->s->ops->caps & AL_CAP_SNAPSHOT))
+		    ss->s->tier->sessions.pause_on_idle && wk_sess_pausable(ss))
 			wk_sess_pause(ss); /* its slot frees once the record says paused */
 		else if (!ss->pause_in_flight)
 			end_session(ss, AL_SESS_WORKER_STOP, NULL);

@@ -305,13 +305,22 @@ int ctr_make(struct al_sandbox *sb, const struct ctr_argv *argv, struct al_err *
 	const struct al_job *job = sb->spec.job;
 	const struct al_limits *l = &sb->spec.limits;
 	uid_t uid = sb->conf->userns_base + sb->spec.slot * CTR_ID_RANGE + CTR_UID;
+	/* a restored session's files are the snapshot's (checkpoint.c), not its job's */
+	struct al_job bare = *job;
 	int rc;
 
-	if ((rc = al_jobfs_create(&c->fs, ctr_host.jobs, c->name, job, l->disk_bytes, uid, uid,
+	if (sb->spec.restore) {
+		bare.files = NULL;
+		bare.nfiles = 0;
+	}
+	if ((rc = al_jobfs_create(&c->fs, ctr_host.jobs, c->name, &bare, l->disk_bytes, uid, uid,
 				  false, err)) ||
-	    (sb->spec.inputs_pack && (rc = al_jobfs_unpack(&c->fs, sb->spec.inputs_pack, uid, uid,
-							   sb->spec.max_input_bytes, err))))
+	    (sb->spec.inputs_pack && !sb->spec.restore &&
+	     (rc = al_jobfs_unpack(&c->fs, sb->spec.inputs_pack, uid, uid, sb->spec.max_input_bytes,
+				   err))))
 		return al_err_wrap(err, "container");
+	if (sb->spec.restore && (rc = ctr_restore_unpack(sb, uid, err)))
+		return rc;
 	/* 0700 and owned by the slot's container root: the runtime, in the
 	 * user namespace, reaches work/; no other host uid reaches anything */
 	{

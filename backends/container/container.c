@@ -538,4 +538,6 @@ const struct al_backend_ops al_backend_container = {
     .slot_ids = ctr_slot_ids,
     .fini = ctr_fini,
     .runtime_ok = ctr_runtime_ok,
+    .snapshot = ctr_snapshot,
+    .snapshot_ok = ctr_snapshot_ok,
 };

@@ -149,6 +149,18 @@ void ctr_runtime_host_uds(struct ctr_rt *rt);
 int ctr_runtime_ok(const char *runtime, const char *platform, struct al_err *err);
 /* Whether path is runsc's program. */
 bool ctr_is_runsc(const char *path);
+/* Run argv in a process group of its own with its stdout and stderr into
+ * out (NUL-ended, at most cap - 1 bytes kept), for at most timeout_ms: then
+ * the group is killed. Its wait status, or -1 when it did not start. */
+int ctr_run_capture(const char *const *argv, char *out, size_t cap, int timeout_ms);
+
+/* checkpoint.c: a runsc session's snapshot (the backend's snapshot op),
+ * whether a tier's can be taken (runtime: its OCI runtime, NULL the
+ * worker's default), and a restore's files and image put in place in a
+ * new job's tmpfs and bundle (ctr_make; uid: the slot's job uid). */
+int ctr_snapshot_ok(const char *runtime, bool egress, struct al_err *err);
+int ctr_snapshot(struct al_sandbox *sb, int fd, bool keep, struct al_err *err);
+int ctr_restore_unpack(struct al_sandbox *sb, uid_t uid, struct al_err *err);
 /* runsc's sandbox ends 128 + N for a job killed by signal N: *ws made that
  * wait status (true) on a gVisor runtime; false (as it is) otherwise. */
 bool ctr_end_status(const struct ctr_rt *rt, int *ws);

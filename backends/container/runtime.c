@@ -44,11 +44,8 @@ bool ctr_is_runsc(const char *path)
 	return !strcmp(base ? base + 1 : path, "runsc");
 }
 
-/* Run argv in a process group of its own with its stdout and stderr into
- * out (NUL-ended, at most cap - 1 bytes kept), for at most timeout_ms: then
- * the group is killed (a runsc on a platform that cannot run here may spin
- * for ever). Its wait status, or -1 when it did not start. */
-static int run_capture(const char *const *argv, char *out, size_t cap, int timeout_ms)
+/* (ctr.h; a runsc on a platform that cannot run here may spin for ever) */
+int ctr_run_capture(const char *const *argv, char *out, size_t cap, int timeout_ms)
 {
 	posix_spawn_file_actions_t fa;
 	posix_spawnattr_t at;
@@ -108,7 +105,7 @@ static void offered(void)
 	char out[16384], *p, *line, *end;
 
 	ctr_host.runsc_offered[0] = '\0';
-	run_capture(argv, out, sizeof(out), 10000);
+	ctr_run_capture(argv, out, sizeof(out), 10000);
 	if (!(p = strstr(out, "-platform string")) || !(line = strchr(p, '\n')))
 		return;
 	line++;
@@ -178,7 +175,7 @@ static int probe(int i, struct al_err *err)
 				      "--network=none", "do",	  "/bin/true",	       NULL};
 		char *nl;
 
-		st = run_capture(argv, out, sizeof(out), PROBE_MS);
+		st = ctr_run_capture(argv, out, sizeof(out), PROBE_MS);
 		if (st == 0) {
 			pl->state = 1;
 			al_log("info", "runsc", "path=%s platform=%s offered=%s", ctr_host.runsc,

@@ -21,7 +21,9 @@
  * it, reads the counters of the job's cgroup (CGDIR: the runtime's cgroup, one directory per
  * hierarchy as in struct al_cg), removes the container from the runtime and reports "X<wait status>
  * C<cpu ns> M<peak bytes> O<oom kills> H<0|1>", or "E<runtime's wait status>" when the runtime
- * could not start it (its message is in BUNDLE/runtime.log). If the worker dies first (SIGTERM,
+ * could not start it (its message is in BUNDLE/runtime.log). On runsc, a bundle
+ * with BUNDLE/image/checkpoint.img (a paused session's, checkpoint.c) is
+ * restored from it (`runsc restore`) instead of run. If the worker dies first (SIGTERM,
  * its parent-death signal), it removes the container, which kills its processes, and ends:
  * nothing of the job outlives its worker. */
 #include <dirent.h>
@@ -167,7 +169,9 @@ static bool forget_stopped(const char *rt, const char *root, const char *name)
 
 int main(int argc, char **argv)
 {
-	char log[PATH_MAX], pidf[PATH_MAX], msg[160], buf[32];
+	char log[PATH_MAX], pidf[PATH_MAX], image[PATH_MAX], msg[160], buf[32];
+	char probe[PATH_MAX + 32];
+	bool restore;
 	struct al_cg_sys sys = {0};
 	struct al_cg cg = {.sys = &sys};
 	struct al_cg_stats cs;
@@ -221,6 +225,9 @@ int main(int argc, char **argv)
 	if (orphaned) /* the worker died before it could be told */
 		return 4;
 	snprintf(log, sizeof(log), "%s/runtime.log", bundle);
+	snprintf(image, sizeof(image), "%s/image", bundle);
+	snprintf(probe, sizeof(probe), "%s/checkpoint.img", image);
+	restore = gvisor && !access(probe, F_OK);
 	snprintf(pidf, sizeof(pidf), "%s/container.pid", bundle);
 	{
 		const char *run[32];
@@ -235,7 +242,13 @@ int main(int argc, char **argv)
 		run[n++] = log;
 		run[n++] = "--log-format";
 		run[n++] = "json";
-		run[n++] = "run";
+		if (restore) { /* a paused runsc session's (checkpoint.c) */
+			run[n++] = "restore";
+			run[n++] = "--image-path";
+			run[n++] = image;
+		} else {
+			run[n++] = "run";
+		}
 		run[n++] = "--detach";
 		run[n++] = "--pid-file";
 		run[n++] = pidf;
@@ -249,6 +262,8 @@ int main(int argc, char **argv)
 		run[n] = NULL;
 		st = runtime(run, false);
 	}
+	if (restore) /* the sandbox holds what it needed of the image; a pause writes anew */
+		unlink(probe);
 	if (st != 0) {
 		snprintf(msg, sizeof(msg), "E%d", st);
 		report(msg);

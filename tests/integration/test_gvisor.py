@@ -27,7 +27,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from altest import Tap, skip_unless  # noqa: E402
+from altest import Tap, flip_byte, raises, skip_unless  # noqa: E402
 from cluster import Cluster  # noqa: E402
 from policies import DEFAULTS, policy, tier_def  # noqa: E402
 from testinet import TestInternet  # noqa: E402
@@ -48,7 +48,8 @@ WWW = "/var/tmp/airlock-gvinet-%d" % os.getpid()
 INET = TestInternet("gvi", 238, WWW)
 POLICY = policy(
     tier_def("gv", "container", oci_runtime="runsc", images=["python", "toolchain"],
-             defaults=LIMITS, sessions={"max_per_tenant": 2, "idle_s": 600, "max_life_s": 1800},
+             defaults=LIMITS, sessions={"max_per_tenant": 3, "idle_s": 600, "max_life_s": 1800,
+                                       "max_paused_per_tenant": 1},
              egress={"allow": ["%s.0/24:8000" % INET.net]}),
     tier_def("rc", "container", images=["python", "toolchain"], defaults=LIMITS),
     tier_def("gvtrap", "container", oci_runtime="runsc", runsc_platform="systrap"))
@@ -184,23 +185,96 @@ try:
     s = airlock.Client(redis=c.url, tier="gv").session()
     first = s.run_python("import os\nx = 0\nprint(os.uname().release)")
     calls = [s.run_python("x += 1\nprint(x)") for _ in range(20)]
-    try:
-        s.pause()
-        paused = "paused"
-    except airlock.AirlockError as e:
-        paused = str(e)
-    after = s.run_python("print(x)")
-    s.close()
     t.ok(first.status == "ok" and first.stdout.strip() != host_release.encode() and
          [r.stdout for r in calls] == [b"%d\n" % i for i in range(1, 21)] and
          all(r.status == "ok" for r in calls),
          "a session on the runsc tier: 20 calls sharing a variable, on the Sentry's kernel "
          "(%s)" % first.stdout.strip().decode(),
          (first, [(r.status, r.stdout, r.error) for r in calls][:3]))
-    t.ok("unsupported" in paused and "(runsc)" in paused and "host socket" in paused and
-         after.stdout == b"20\n",
-         "a runsc session's pause is unsupported, saying why (docs/snapshots.md); the "
-         "session goes on", (paused, after))
+    # pause: runsc's checkpoint of the Sentry, the session's files with it;
+    # the next call restores it (a new sandbox), then resume() does
+    s.run_python("import json\nos.chdir('sub') if os.path.isdir('sub') else None\n"
+                 "os.makedirs('sub/deep', exist_ok=True); os.symlink('/usr/lib', 'lib')\n"
+                 "open('sub/deep/a.txt', 'w').write('kept')\n"
+                 "open('/tmp/t.txt', 'w').write('tmp kept')\nos.chdir('sub')\n"
+                 "held = open('deep/a.txt')\n")
+    paused = s.pause()
+    state = s.info().get("state")
+    gone = [x for x in subprocess.run([RUNSC, "--root", os.path.join(c.dir, "state", "gv-w",
+                                                                     "runtime-runsc"), "list"],
+                                      capture_output=True).stdout.decode().splitlines()
+            if s.id in x]
+    # the tenant's one paused place is taken: runsc's checkpoint would stop
+    # the sandbox, so the count is looked at first and the session goes on
+    b = airlock.Client(redis=c.url, tier="gv").session()
+    b.run_python("z = 3")
+    try:
+        b.pause()
+        bpaused = "paused"
+    except airlock.AirlockError as ex:
+        bpaused = "%s: %s" % (type(ex).__name__, ex)
+    bafter = b.run_python("print(z)")
+    b.close()
+    back = s.run_python("print(x, json.dumps([1]), os.getcwd(), open('deep/a.txt').read(),\n"
+                        "      open('/tmp/t.txt').read(), os.readlink('../lib'), held.read())\n"
+                        "x += 1")
+    info = s.info()
+    again = s.pause()
+    resumed = s.resume()
+    last = s.run_python("print(x, sorted(os.listdir('..')))")
+    t.ok(paused.get("state") == "paused" and paused.get("snapshot_bytes", 0) > 0 and
+         state == "paused" and not gone and back.status == "ok" and
+         back.stdout == b"20 [1] /work/sub kept tmp kept /usr/lib kept\n" and
+         info.get("state") == "open" and info.get("resume_ms", 0) > 0 and
+         again.get("state") == "paused" and resumed.get("state") == "open" and
+         last.stdout == b"21 ['lib', 'sub']\n",
+         "a runsc session pauses (runsc checkpoint: %s bytes in %s ms) and its next call "
+         "resumes it (%s ms; no sandbox of it meanwhile) with its variables, imports, working directory, files in its "
+         "work directory and /tmp, a symlink and an open file; paused again, resume() "
+         "brings it back" % (paused.get("snapshot_bytes"), paused.get("pause_ms"),
+                             info.get("resume_ms")),
+         (paused, state, gone, back, info, again, resumed, last))
+    t.ok(bpaused.startswith("QuotaExceeded") and "max_paused_per_tenant 1" in bpaused and
+         bafter.stdout == b"3\n",
+         "a runsc session's pause past the tenant's max_paused_per_tenant is refused before "
+         "its checkpoint (which stops the sandbox): the session goes on", (bpaused, bafter))
+    # a fork, and a pause with network egress (its relay's host sockets),
+    # are refused saying why; the session goes on
+    try:
+        s.fork(1)
+        forked = "forked"
+    except airlock.AirlockError as e:
+        forked = str(e)
+    after = s.run_python("print(x)")
+    s.close()
+    e = airlock.Client(redis=c.url, tier="gv").session(network="egress")
+    e.run_python("y = 5")
+    try:
+        e.pause()
+        epaused = "paused"
+    except airlock.AirlockError as ex:
+        epaused = str(ex)
+    eafter = e.run_python("print(y)")
+    e.close()
+    # a snapshot with one byte changed: refused, never restored
+    v = airlock.Client(redis=c.url, tier="gv").session()
+    v.run_python("y = 1")
+    v.pause()
+    path = c.rcli("HGET", "al:sess:" + v.id, "snapshot").strip()
+    flip_byte(path)
+    r = v.run_python("print(y)")
+    ended = raises(lambda: v.run_python("print(y)"), airlock.SessionEnded)
+    t.ok(r.status == "sandbox_error" and path in (r.error or "") and
+         isinstance(ended, airlock.SessionEnded) and ended.reason == "snapshot_refused" and
+         not os.path.exists(path),
+         "a runsc session's snapshot with one byte changed is refused (sandbox_error naming "
+         "it), never restored; the session ends snapshot_refused", (r, ended))
+    t.ok("unsupported" in forked and "runsc's checkpoint stops its sandbox" in forked and
+         after.stdout == b"21\n" and "unsupported" in epaused and "egress" in epaused and
+         eafter.stdout == b"5\n",
+         "a runsc session's fork, and the pause of one with network egress, are "
+         "unsupported, saying why (docs/snapshots.md); each session goes on",
+         (forked, after, epaused, eafter))
     # memory: on runsc the host's OOM killer sees the Sentry, which holds
     # every process's memory: the call's allocation ends the session
     s = airlock.Client(redis=c.url, tier="gv").session(memory=256 << 20)

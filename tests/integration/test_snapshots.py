@@ -25,7 +25,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "client", "python"))
-from altest import BUILD, Tap, live_pids_of, need_root, raises  # noqa: E402
+from altest import BUILD, Tap, flip_byte, live_pids_of, need_root, raises  # noqa: E402
 from cluster import Cluster  # noqa: E402
 from gwclient import Api, free_port, key_file, start_gateway  # noqa: E402
 from policies import DEFAULTS, policy, tier_def  # noqa: E402
@@ -122,11 +122,7 @@ try:
     s4.run_python("y = 1")
     s4.pause()
     path = record(c, s4.id, "snapshot")["snapshot"]
-    with open(path, "r+b") as f:
-        f.seek(os.path.getsize(path) // 2)
-        b = f.read(1)
-        f.seek(-1, 1)
-        f.write(bytes([b[0] ^ 0x01]))
+    flip_byte(path)
     r4 = s4.run_python("print(y)")
     e4 = raises(lambda: s4.run_python("print(y)"), airlock.SessionEnded)
     t.ok(r4.status == "sandbox_error" and path in (r4.error or "") and

@@ -60,6 +60,16 @@ def raises(fn, exc):
     return None
 
 
+def flip_byte(path):
+    """One bit of the byte in the middle of the file at path changed (a
+    snapshot that must then be refused)."""
+    with open(path, "r+b") as f:
+        f.seek(os.path.getsize(path) // 2)
+        b = f.read(1)
+        f.seek(-1, 1)
+        f.write(bytes([b[0] ^ 0x01]))
+
+
 def run_one(job, state, worker_id, uid_base, extra=(), env=None, pass_fds=(), timeout=120):
     """Run a job dict on one backend in a fresh `airlock-worker --run-one`.
     Returns (result dict or None, completed process)."""

@@ -198,6 +198,59 @@ int main(void)
 		   access(in_top("sub/x"), F_OK),
 	       "nothing of the refused packs landed outside, nor through the symlink");
 
+	/* a directory packed whole (a runsc session's files in its snapshot):
+	 * unpacked with any symlink allowed, it is the same tree; a fifo is
+	 * left out; the inputs' unpack refuses the absolute link */
+	{
+		char src[64], cmd[1024];
+		int sfd, pfd, dir;
+		struct al_pack_w w;
+
+		snprintf(src, sizeof(src), "/tmp/al-inpack-src-%d", (int)getpid());
+		snprintf(cmd, sizeof(cmd),
+			 "rm -rf %s && mkdir -p %s/a/b && printf kept > %s/a/b/f.txt && "
+			 "chmod 640 %s/a/b/f.txt && ln -s /usr/lib %s/abs && ln -s a/b %s/rel && "
+			 "mkfifo %s/fifo && : > %s/empty",
+			 src, src, src, src, src, src, src, src);
+		sfd = system(cmd) ? -1 : open(src, O_RDONLY | O_DIRECTORY);
+		pfd = open("/tmp", O_TMPFILE | O_RDWR, 0600);
+		w = (struct al_pack_w){.fd = pfd};
+		memset(&err, 0, sizeof(err));
+		rc = sfd < 0 || pfd < 0 ? -1 : al_pack_w_tree(&w, sfd, "work", &err);
+		rc = rc ? rc : al_pack_w_end(&w, &err);
+		TAP_OK(rc == AL_OK, "a directory packs whole (%s)", err.msg);
+		dir = fresh_dir();
+		lseek(pfd, 0, SEEK_SET);
+		memset(&err, 0, sizeof(err));
+		rc = al_pack_unpack_as(pfd, dir, getuid(), getgid(), 0, true, &err);
+		memset(buf, 0, sizeof(buf));
+		TAP_OK(rc == AL_OK && !stat(in_top("work/a/b/f.txt"), &st) &&
+			   (st.st_mode & 0777) == 0640 && st.st_size == 4 &&
+			   readlink(in_top("work/abs"), buf, sizeof(buf) - 1) == 8 &&
+			   !strcmp(buf, "/usr/lib") && !lstat(in_top("work/rel"), &st) &&
+			   S_ISLNK(st.st_mode) && !stat(in_top("work/empty"), &st) &&
+			   st.st_size == 0 && access(in_top("work/fifo"), F_OK),
+		       "...and unpacks to the same tree: modes, bytes, an empty file, symlinks "
+		       "absolute and relative; no fifo (%s)",
+		       err.msg);
+		close(dir);
+		dir = fresh_dir();
+		lseek(pfd, 0, SEEK_SET);
+		memset(&err, 0, sizeof(err));
+		rc = al_pack_unpack(pfd, dir, getuid(), getgid(), 0, &err);
+		TAP_OK(rc == AL_EINVAL && strstr(err.msg, "points out of the tree"),
+		       "...which the inputs' unpack refuses: a symlink out of the tree (%s)",
+		       err.msg);
+		close(dir);
+		if (sfd >= 0)
+			close(sfd);
+		if (pfd >= 0)
+			close(pfd);
+		snprintf(cmd, sizeof(cmd), "rm -rf %s", src);
+		if (system(cmd))
+			TAP_OK(0, "remove %s", src);
+	}
+
 	/* the disk limit: a tmpfs of 64 KiB (as root) */
 	if (getuid() == 0) {
 		static char big[200000];

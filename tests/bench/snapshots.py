@@ -14,10 +14,12 @@ here (no KVM), in one run:
     the booted one;
   - a session's open the same three ways;
   - host memory an idle session holds: its VM's cgroup while open, none
-    once paused (its snapshot on disk instead).
+    once paused (its snapshot on disk instead);
+  - pause and resume on gVisor (a container tier on runsc, ptrace here):
+    runsc's checkpoint with the session's files, the same two sessions.
 Medians of ROUNDS each, ratios against the baseline of the same run.
 Needs root and the python and datascience images (make images).
-Usage: snapshots.py [ROUNDS]"""
+Usage: snapshots.py [ROUNDS] [runsc]   (runsc: its rows only)"""
 import os
 import statistics
 import sys
@@ -44,6 +46,10 @@ POLICY = policy(
     tier_def("pooled", "microvm", image="python", defaults=VM, sessions=SESS, pool=1),
     tier_def("ds", "microvm", image="datascience", images=["datascience"], defaults=DS,
              sessions=SESS),
+    tier_def("gv", "container", oci_runtime="runsc", image="python", images=["python"],
+             defaults=VM, sessions=SESS),
+    tier_def("gvds", "container", oci_runtime="runsc", image="datascience",
+             images=["datascience"], defaults=DS, sessions=SESS),
     lease_ms=30000)
 WORKER = "snapbench"
 
@@ -70,7 +76,7 @@ def vm_memory():
     return out
 
 
-def pause_resume(cl, tier, setup, label):
+def pause_resume(cl, tier, setup, label, where="TCG"):
     """Pause and resume times, and snapshot sizes, of N sessions."""
     pause, size, first, before, restore = [], [], [], [], []
     for _ in range(N):
@@ -88,9 +94,9 @@ def pause_resume(cl, tier, setup, label):
     print("%-34s pause %6.0f ms  snapshot %5.1f MB  first call after %6.0f ms (restore %4.0f ms)"
           "  a call before %5.0f ms" % (label, med(pause), med(size) / 1e6, med(first),
                                         med(restore), med(before)))
-    record("snapshots: pause, %s (TCG)" % label, "%.0f ms, %.1f MB" % (med(pause),
-                                                                     med(size) / 1e6))
-    record("snapshots: resume (first call after a pause), %s (TCG)" % label,
+    record("snapshots: pause, %s (%s)" % (label, where),
+           "%.0f ms, %.1f MB" % (med(pause), med(size) / 1e6))
+    record("snapshots: resume (first call after a pause), %s (%s)" % (label, where),
            "%.0f ms" % med(first), "a call before it: %.0f ms" % med(before),
            med(first) / med(before) if med(before) else None)
     return med(pause), med(size)
@@ -100,9 +106,16 @@ def main():
     c = Cluster(policy=POLICY)
     try:
         c.scheduler()
-        c.worker(WORKER, uid_base=76000, slots=6, tiers="booted,pooled,ds",
+        c.worker(WORKER, uid_base=76000, slots=6, tiers="booted,pooled,ds,gv,gvds",
                  extra=["--images", IMAGES, "--vm-accel", "tcg"])
         cl = airlock.Client(redis=c.url, tier="booted")
+        print("gVisor (runsc, ptrace) snapshots, %d rounds (medians)" % N)
+        pause_resume(cl, "gv", "import json", "runsc: a fresh session (python, 256 MiB)",
+                     "runsc ptrace")
+        pause_resume(cl, "gvds", "import pandas as pd\ndf = pd.DataFrame({'x': range(1000)})",
+                     "runsc: after importing pandas (512 MiB)", "runsc ptrace")
+        if sys.argv[2:] == ["runsc"]:
+            return
         c.wait_for(lambda: "event=microvm_template tier=pooled" in c.log(WORKER), timeout=300)
         print("microVM snapshots, TCG, %d rounds (medians)" % N)
 

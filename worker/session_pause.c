@@ -4,10 +4,14 @@
  * next call (or a resume) puts its id on its tier's resume queue, where a
  * worker that can reach the snapshot takes it, checks it against its
  * digest and restores it into a free slot; fork makes paused copies from
- * one snapshot. Only a backend with AL_CAP_SNAPSHOT pauses (the microVM:
- * its memory, devices and the files on its tmpfs); the process and
- * container tiers answer unsupported (their processes cannot be saved:
- * CRIU does not work on the kernels we run).
+ * one snapshot. A backend with AL_CAP_SNAPSHOT pauses (the microVM: its
+ * memory, devices and the files on its tmpfs), and one whose snapshot_ok
+ * says so for the session's tier (the container backend on runsc: its
+ * checkpoint stops the sandbox, so the tenant's paused count is looked at
+ * first, the session's server lets go of its host socket, and a fork's
+ * parent is paused too, then resumed at once); the process tier and runc
+ * answer unsupported (their processes cannot be saved: CRIU does not work
+ * on the kernels we run).
  *
  * The pause is one blocking step of the worker's loop (the VMM writes the
  * guest's memory to a file: about 0.3 s for a 256 MiB guest under TCG);
@@ -40,6 +44,12 @@ struct wk_pausing {
 	uint64_t t0, save_ms;
 	unsigned n;   /* fork: copies */
 	bool stopped; /* the snapshot stopped the sandbox (runsc) */
+	/* a fork that stopped its parent (runsc): the parent is recorded
+	 * paused after its copies (snap.path its own name for the bytes), then
+	 * resumed at once; reply: the fork's answer, given then */
+	char *reply;
+	char dir[PATH_MAX];
+	char parent[PATH_MAX]; /* ...the parent's name for the snapshot, until recorded */
 	char ids[AL_SESS_FORK_MAX][AL_ID_MAX + 1];
 	char paths[AL_SESS_FORK_MAX][PATH_MAX];
 };
@@ -119,6 +129,15 @@ static void drop_files(struct wk_pausing *pz)
 	for (unsigned i = 0; i < pz->n; i++)
 		wk_snap_remove(pz->paths[i]);
 	wk_snap_remove(pz->snap.path);
+	if (pz->parent[0])
+		wk_snap_remove(pz->parent);
+}
+
+static void pausing_free(struct wk_pausing *pz)
+{
+	if (pz)
+		free(pz->reply);
+	free(pz);
 }
 
 static void quota_msg(const struct wk_session *ss, long long n, char *msg, size_t cap)
@@ -130,14 +149,40 @@ static void quota_msg(const struct wk_session *ss, long long n, char *msg, size_
 		 ss->s->tier->name);
 }
 
+/* Taken meanwhile: sid back to its queue's head, for a worker with room. */
+static void requeue_sid(struct worker *w, const char *rq, const char *sid)
+{
+	struct al_call c;
+
+	al_call_init(&c, NULL);
+	al_call_str(&c, "LPUSH");
+	al_call_str(&c, rq);
+	al_call_str(&c, sid);
+	wk_send_call(w, &c, "resume_back", sid);
+}
+
+static int record(struct wk_session *ss, struct wk_pausing *pz, unsigned copies,
+		  struct al_err *err);
+
+/* The call's answer (a fork's, given before its parent's end). */
+static void answer(struct wk_session *ss, const char *text)
+{
+	if (!ss->active)
+		return;
+	wk_sess_reply_text(ss, &ss->active->call, text);
+	wk_sess_pending_free(ss->active);
+	ss->active = NULL;
+}
+
 static void on_paused(redisAsyncContext *ac, void *reply_, void *priv)
 {
 	struct wk_session *ss = priv;
 	struct wk_pausing *pz = ss->pausing;
 	redisReply *r = reply_;
 	long long rc = -3, n = 0;
-	char msg[AL_ERR_MSG_MAX + 128];
+	char msg[AL_ERR_MSG_MAX + 128], rq[AL_KEY_MAX];
 	bool fork = pz->n > 0;
+	struct al_err err = {0};
 
 	(void)ac;
 	ss->pause_in_flight = false;
@@ -150,7 +195,7 @@ static void on_paused(redisAsyncContext *ac, void *reply_, void *priv)
 	if (ss->state == SS_ENDED) { /* it ended meanwhile (its life, the worker's drain) */
 		if (rc != 1 || !fork)
 			drop_files(pz);
-		free(pz);
+		pausing_free(pz);
 		wk_sess_free(ss);
 		return;
 	}
@@ -164,16 +209,18 @@ static void on_paused(redisAsyncContext *ac, void *reply_, void *priv)
 			snprintf(msg, sizeof(msg), "%s: Redis did not record it%s",
 				 fork ? "fork" : "pause",
 				 rc == -1 ? " (the session is not open here)" : "");
-		free(pz);
 		if (stopped) { /* its sandbox is gone with the snapshot: so is the session */
 			size_t l = strlen(msg);
 
 			snprintf(msg + l, sizeof(msg) - l,
-				 " (refused after runsc's checkpoint had "
-				 "stopped its sandbox)");
+				 " (refused after runsc's checkpoint had stopped its sandbox)");
+			if (pz->reply) /* its copies are made: the fork is answered */
+				answer(ss, pz->reply);
+			pausing_free(pz);
 			ss->end(ss, AL_SESS_BROKEN, msg);
 			return;
 		}
+		pausing_free(pz);
 		refuse(ss, rc == 0 ? AL_ST_REJECTED : AL_ST_SANDBOX_ERROR, msg);
 		return;
 	}
@@ -192,11 +239,21 @@ static void on_paused(redisAsyncContext *ac, void *reply_, void *priv)
 		wk_snap_remove(pz->snap.path); /* each copy has its own name for the bytes */
 		al_log("info", "session_fork", "job=%s copies=%u bytes=%llu ms=%llu", ss->id, pz->n,
 		       (unsigned long long)pz->snap.size, (unsigned long long)pz->save_ms);
-		wk_sess_reply_text(ss, &ss->active->call, text ? text : "{}");
+		if (pz->stopped) { /* runsc: the parent's pause next, then the answer */
+			pz->reply = text ? text : strdup("{}");
+			snprintf(pz->snap.path, sizeof(pz->snap.path), "%s", pz->parent);
+			pz->parent[0] = '\0';
+			if (record(ss, pz, 0, &err)) {
+				answer(ss, pz->reply);
+				drop_files(pz);
+				pausing_free(pz);
+				ss->end(ss, AL_SESS_BROKEN, err.msg);
+			}
+			return;
+		}
+		answer(ss, text ? text : "{}");
 		free(text);
-		free(pz);
-		wk_sess_pending_free(ss->active);
-		ss->active = NULL;
+		pausing_free(pz);
 		if (ss->queue)
 			wk_sess_next(ss);
 		else
@@ -206,16 +263,15 @@ static void on_paused(redisAsyncContext *ac, void *reply_, void *priv)
 	al_log("info", "session_paused", "job=%s bytes=%llu ms=%llu path=%s tenant_paused=%lld",
 	       ss->id, (unsigned long long)pz->snap.size, (unsigned long long)pz->save_ms,
 	       pz->snap.path, n);
-	if (ss->active) {
-		snprintf(msg, sizeof(msg),
-			 "{\"state\":\"paused\",\"snapshot_bytes\":%llu,\"pause_ms\":%llu}",
-			 (unsigned long long)pz->snap.size, (unsigned long long)pz->save_ms);
-		wk_sess_reply_text(ss, &ss->active->call, msg);
-		wk_sess_pending_free(ss->active);
-		ss->active = NULL;
-	}
+	snprintf(msg, sizeof(msg),
+		 "{\"state\":\"paused\",\"snapshot_bytes\":%llu,\"pause_ms\":%llu}",
+		 (unsigned long long)pz->snap.size, (unsigned long long)pz->save_ms);
+	answer(ss, pz->reply ? pz->reply : msg);
 	snprintf(ss->w->paused_ids[ss->w->paused_at++ % 64], AL_ID_MAX + 1, "%s", ss->id);
-	free(pz);
+	/* a fork's parent on runsc: back at once (any worker of its queue) */
+	if (pz->reply)
+		requeue_sid(ss->w, rq_of(ss->w, ss->s->tier, rq), ss->id);
+	pausing_free(pz);
 	ss->paused = true;
 	ss->end(ss, AL_SESS_CLOSED, "paused"); /* the sandbox goes; the record says paused */
 }
@@ -226,6 +282,10 @@ static void on_quota(redisAsyncContext *ac, void *reply_, void *priv)
 	redisReply *r = reply_;
 	char msg[AL_ERR_MSG_MAX + 128];
 	long long n = r && r->type == REDIS_REPLY_STRING ? atoll(r->str) : 0;
+	/* a fork's copies and, on runsc, its parent too */
+	long long need = ss->active && ss->active->call.op == AL_SESS_FORK
+			     ? (long long)ss->active->call.count + 1
+			     : 1;
 
 	(void)ac;
 	ss->pause_in_flight = false;
@@ -237,8 +297,16 @@ static void on_quota(redisAsyncContext *ac, void *reply_, void *priv)
 		refuse(ss, AL_ST_SANDBOX_ERROR, "pause: Redis did not answer");
 		return;
 	}
-	if (n >= (long long)ss->s->tier->sessions.max_paused_per_tenant) {
+	if (n + need > (long long)ss->s->tier->sessions.max_paused_per_tenant) {
 		quota_msg(ss, n, msg, sizeof(msg));
+		if (need > 1) {
+			size_t l = strlen(msg);
+
+			snprintf(msg + l, sizeof(msg) - l,
+				 ": a fork of %lld needs %lld places on runsc (its copies, and its "
+				 "parent, which its checkpoint pauses)",
+				 need - 1, need);
+		}
 		refuse(ss, AL_ST_REJECTED, msg);
 		return;
 	}
@@ -323,90 +391,33 @@ static int copy(struct wk_pausing *pz, unsigned i, const char *dir, struct al_er
 	return rc ? rc : i ? wk_snap_link(pz->snap.path, pz->paths[i], err) : AL_OK;
 }
 
-void wk_sess_pause(struct wk_session *ss)
+/* The record of a pause (copies 0: pz->snap.path is the session's own
+ * snapshot), or of a fork's copies (their names made here): sent, its
+ * answer to on_paused. */
+static int record(struct wk_session *ss, struct wk_pausing *pz, unsigned copies, struct al_err *err)
 {
 	struct worker *w = ss->w;
 	const struct al_tier_policy *t = ss->s->tier;
-	struct pending *p = ss->active;
-	bool fork = p && p->call.op == AL_SESS_FORK;
-	struct wk_pausing *pz;
-	char dir[PATH_MAX], rq[AL_KEY_MAX], msg[AL_ERR_MSG_MAX + 256], num[4][32];
-	struct al_err err = {0};
+	bool fork = copies > 0;
+	char rq[AL_KEY_MAX], num[4][32], calls[32];
 	struct al_buf job = {0};
-	struct al_job kept;
+	struct al_job kept = ss->s->job;
 	struct al_call c;
-	bool stops;
+	uint64_t lived = al_mono_ms() - ss->opened_mono;
+	int rc;
 
-	evtimer_del(ss->timer);
-	if (can_pause(ss, &stops, &err) ||
-	    (stops && fork &&
-	     al_err_set(&err, AL_EINVAL,
-			"runsc's checkpoint stops its sandbox, which a fork's parent would "
-			"need started again (not yet): pause it, or use a microVM tier"))) {
-		snprintf(msg, sizeof(msg), "unsupported: a session on the %s tier %s cannot %s: %s",
-			 ss->s->ops->name, t->name, fork ? "fork" : "pause", err.msg);
-		refuse(ss, AL_ST_REJECTED, msg);
-		return;
-	}
-	if (!t->sessions.max_paused_per_tenant) {
-		snprintf(msg, sizeof(msg),
-			 "%s: tier %s keeps no paused sessions (sessions.max_paused_per_tenant is "
-			 "0)",
-			 fork ? "fork" : "pause", t->name);
-		refuse(ss, AL_ST_REJECTED, msg);
-		return;
-	}
-	/* runsc: its checkpoint stops the sandbox, which a quota refusal
-	 * after it could not undo: the tenant's count is looked at first */
-	if (stops && !ss->pause_checked) {
-		check_quota(ss);
-		return;
-	}
-	ss->pause_checked = false;
 	/* the open job, without the server's code (the worker's own, given again) */
-	kept = ss->s->job;
 	kept.code = (struct al_bytes){0};
 	kept.runtime = AL_RUNTIME_ARGV;
-	if (!(pz = calloc(1, sizeof(*pz))) || al_job_encode(&kept, &job, &err) ||
-	    wk_snap_dir(t, &w->conf->backend, dir, sizeof(dir), &err)) {
-		free(pz);
-		al_buf_free(&job);
-		refuse(ss, AL_ST_SANDBOX_ERROR, err.msg[0] ? err.msg : "out of memory");
-		return;
-	}
-	pz->t0 = al_mono_ms();
-	/* a fork's first copy's id names the snapshot until each has its own */
-	if (fork && al_job_new_id(pz->ids[0], &err)) {
-		free(pz);
-		al_buf_free(&job);
-		refuse(ss, AL_ST_SANDBOX_ERROR, err.msg);
-		return;
-	}
-	/* kept running: a pause the record refuses (quota) leaves it as it was;
-	 * on runsc, its server lets go of its connection, then it stops */
-	pz->stopped = stops;
-	if ((stops && let_go(ss, &err)) ||
-	    wk_snap_save(ss->sb, dir, fork ? pz->ids[0] : ss->id, !stops, &pz->snap, &err)) {
-		free(pz);
-		al_buf_free(&job);
-		if (stops) /* its watch no longer looks: the session ends here */
-			ss->end(ss, AL_SESS_BROKEN, err.msg);
-		else /* the sandbox is of no more use: its watch ends the session */
-			refuse(ss, AL_ST_SANDBOX_ERROR, err.msg);
-		return;
-	}
-	pz->save_ms = al_mono_ms() - pz->t0;
+	if ((rc = al_job_encode(&kept, &job, err)))
+		return rc;
 	snprintf(num[0], sizeof(num[0]), "%llu", (unsigned long long)pz->snap.size);
-	{
-		uint64_t lived = al_mono_ms() - ss->opened_mono;
-
-		snprintf(num[1], sizeof(num[1]), "%llu",
-			 (unsigned long long)(lived < ss->life_ms ? ss->life_ms - lived : 1));
-	}
+	snprintf(num[1], sizeof(num[1]), "%llu",
+		 (unsigned long long)(lived < ss->life_ms ? ss->life_ms - lived : 1));
 	snprintf(num[2], sizeof(num[2]), "%llu", (unsigned long long)ss->idle_ms);
 	snprintf(num[3], sizeof(num[3]), "%llu", (unsigned long long)ss->cpu_budget_ms);
+	snprintf(calls, sizeof(calls), "%u", ss->calls);
 	{
-		char calls[32];
 		cleanup_free char *seen = fork ? NULL : wk_sess_seen_text(ss);
 		/* a copy is a session of its own: no id of its parent's calls */
 		const struct al_rec_field fields[] = {
@@ -432,19 +443,15 @@ void wk_sess_pause(struct wk_session *ss)
 		    .job = {job.data, job.len},
 		};
 
-		snprintf(calls, sizeof(calls), "%u", ss->calls);
 		if (fork) {
 			const char *ids[AL_SESS_FORK_MAX], *paths[AL_SESS_FORK_MAX];
 
-			pz->n = p->call.count;
+			pz->n = copies;
 			for (unsigned i = 0; i < pz->n; i++) {
-				if (copy(pz, i, dir, &err)) {
+				if ((rc = copy(pz, i, pz->dir, err))) {
 					pz->n = i;
-					drop_files(pz);
-					free(pz);
 					al_buf_free(&job);
-					refuse(ss, AL_ST_SANDBOX_ERROR, err.msg);
-					return;
+					return rc;
 				}
 				ids[i] = pz->ids[i];
 				paths[i] = pz->paths[i];
@@ -453,6 +460,7 @@ void wk_sess_pause(struct wk_session *ss)
 			pz->snap.path[0] = '\0';
 			al_session_fork_call(&c, &it, ids, paths, pz->n);
 		} else {
+			pz->n = 0;
 			al_session_pause_call(&c, &it);
 		}
 	}
@@ -462,9 +470,90 @@ void wk_sess_pause(struct wk_session *ss)
 	if (al_aconn_call(w->cmd, &c, on_paused, ss)) {
 		ss->pause_in_flight = false;
 		ss->pausing = NULL;
-		drop_files(pz);
+		return al_err_set(err, AL_ESANDBOX, "pause: Redis is not reachable");
+	}
+	return AL_OK;
+}
+
+/* A fork that stops its parent (runsc): the parent's own name for the
+ * snapshot's bytes, for its pause after its copies are recorded. */
+static int copy_parent(struct wk_session *ss, struct wk_pausing *pz, struct al_err *err)
+{
+	wk_snap_path(pz->dir, ss->id, pz->parent, sizeof(pz->parent));
+	if (wk_snap_link(pz->snap.path, pz->parent, err)) {
+		pz->parent[0] = '\0';
+		return err->code ? err->code : AL_ESYS;
+	}
+	return AL_OK;
+}
+
+void wk_sess_pause(struct wk_session *ss)
+{
+	const struct al_tier_policy *t = ss->s->tier;
+	struct pending *p = ss->active;
+	bool fork = p && p->call.op == AL_SESS_FORK;
+	struct wk_pausing *pz;
+	char msg[AL_ERR_MSG_MAX + 256];
+	struct al_err err = {0};
+	bool stops;
+
+	evtimer_del(ss->timer);
+	if (can_pause(ss, &stops, &err)) {
+		snprintf(msg, sizeof(msg), "unsupported: a session on the %s tier %s cannot %s: %s",
+			 ss->s->ops->name, t->name, fork ? "fork" : "pause", err.msg);
+		refuse(ss, AL_ST_REJECTED, msg);
+		return;
+	}
+	if (!t->sessions.max_paused_per_tenant) {
+		snprintf(msg, sizeof(msg),
+			 "%s: tier %s keeps no paused sessions (sessions.max_paused_per_tenant is "
+			 "0)",
+			 fork ? "fork" : "pause", t->name);
+		refuse(ss, AL_ST_REJECTED, msg);
+		return;
+	}
+	/* runsc: its checkpoint stops the sandbox, which a quota refusal
+	 * after it could not undo: the tenant's count is looked at first */
+	if (stops && !ss->pause_checked) {
+		check_quota(ss);
+		return;
+	}
+	ss->pause_checked = false;
+	if (!(pz = calloc(1, sizeof(*pz))) ||
+	    wk_snap_dir(t, &ss->w->conf->backend, pz->dir, sizeof(pz->dir), &err)) {
 		free(pz);
-		refuse(ss, AL_ST_SANDBOX_ERROR, "pause: Redis is not reachable");
+		refuse(ss, AL_ST_SANDBOX_ERROR, err.msg[0] ? err.msg : "out of memory");
+		return;
+	}
+	pz->t0 = al_mono_ms();
+	/* a fork's first copy's id names the snapshot until each has its own */
+	if (fork && al_job_new_id(pz->ids[0], &err)) {
+		free(pz);
+		refuse(ss, AL_ST_SANDBOX_ERROR, err.msg);
+		return;
+	}
+	/* kept running: a pause the record refuses (quota) leaves it as it was;
+	 * on runsc, its server lets go of its connection, then it stops (a
+	 * fork's parent is paused too, then resumed at once) */
+	pz->stopped = stops;
+	if ((stops && let_go(ss, &err)) ||
+	    wk_snap_save(ss->sb, pz->dir, fork ? pz->ids[0] : ss->id, !stops, &pz->snap, &err)) {
+		free(pz);
+		if (stops) /* its watch no longer looks: the session ends here */
+			ss->end(ss, AL_SESS_BROKEN, err.msg);
+		else /* the sandbox is of no more use: its watch ends the session */
+			refuse(ss, AL_ST_SANDBOX_ERROR, err.msg);
+		return;
+	}
+	pz->save_ms = al_mono_ms() - pz->t0;
+	if ((stops && fork && copy_parent(ss, pz, &err)) ||
+	    record(ss, pz, fork ? p->call.count : 0, &err)) {
+		drop_files(pz);
+		pausing_free(pz);
+		if (stops)
+			ss->end(ss, AL_SESS_BROKEN, err.msg);
+		else
+			refuse(ss, AL_ST_SANDBOX_ERROR, err.msg);
 	}
 }
 
@@ -582,18 +671,6 @@ static uint64_t field_u64(const redisReply *all, const char *name)
 	const redisReply *f = field(all, name);
 
 	return f && f->type == REDIS_REPLY_STRING ? strtoull(f->str, NULL, 10) : 0;
-}
-
-/* Taken meanwhile: sid back to its queue's head, for a worker with room. */
-static void requeue_sid(struct worker *w, const char *rq, const char *sid)
-{
-	struct al_call c;
-
-	al_call_init(&c, NULL);
-	al_call_str(&c, "LPUSH");
-	al_call_str(&c, rq);
-	al_call_str(&c, sid);
-	wk_send_call(w, &c, "resume_back", sid);
 }
 
 /* A free slot of the named backend's, or NULL. */

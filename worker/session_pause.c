@@ -337,6 +337,12 @@ static void check_quota(struct wk_session *ss)
  * first (its dialling again fails until a restored sandbox listens), the
  * sandbox's watch stops looking (it stops on purpose), then the server
  * is told and its end closes, within RELEASE_MS. */
+static bool can_let_go(const struct wk_session *ss)
+{
+	return ss->chan && !ss->restarting && !ss->chan_gone &&
+	       !evbuffer_get_length(bufferevent_get_output(ss->chan));
+}
+
 static int let_go(struct wk_session *ss, struct al_err *err)
 {
 	static const char frame[] = "{\"op\":\"release\"}";
@@ -345,9 +351,6 @@ static int let_go(struct wk_session *ss, struct al_err *err)
 	char buf[4096];
 	int fd, rc = AL_ESANDBOX;
 
-	if (!ss->chan || evbuffer_get_length(bufferevent_get_output(ss->chan)))
-		return al_err_set(err, AL_ESANDBOX,
-				  "pause: the session's server is not connected, or busy");
 	if (ss->listen_ev)
 		event_free(ss->listen_ev);
 	ss->listen_ev = NULL;
@@ -519,6 +522,12 @@ void wk_sess_pause(struct wk_session *ss)
 		return;
 	}
 	ss->pause_checked = false;
+	if (stops && !can_let_go(ss)) { /* nothing is touched yet: it goes on */
+		refuse(ss, AL_ST_SANDBOX_ERROR,
+		       "pause: the session's server is not connected now (its interpreter "
+		       "restarting?): try again");
+		return;
+	}
 	if (!(pz = calloc(1, sizeof(*pz))) ||
 	    wk_snap_dir(t, &ss->w->conf->backend, pz->dir, sizeof(pz->dir), &err)) {
 		free(pz);

@@ -61,6 +61,22 @@ def connect():
 
 
 conn = None  # the worker's: connect() in the process that serves
+
+
+def forget_conn():
+    """A child forked by the session's code (os.fork, multiprocessing) keeps
+    no copy of the connection: it is the server's alone, and a copy would
+    hold it open after the server lets it go (release)."""
+    global conn
+    if conn is not None and hasattr(conn, "detach"):
+        try:
+            conn.close()
+        except OSError:
+            pass
+    conn = None
+
+
+os.register_at_fork(after_in_child=forget_conn)
 send_lock = threading.Lock()
 requests = queue.Queue()
 current = {"kind": None, "proc": None, "interrupted": False}

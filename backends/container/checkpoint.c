@@ -4,9 +4,13 @@
  * on the host, in the job's tmpfs (its work directory and /tmp, bound in
  * through the gofer), so the snapshot carries them too. Its format:
  *
- *   "airlock-runsc-snapshot 1\n", the image's size (8 bytes,
- *   little-endian), runsc's checkpoint.img, then an inputs pack
+ *   "airlock-runsc-snapshot 1\n", a JSON line {"image": the catalogue
+ *   image's hash (or "host"), "platform": runsc's}, the checkpoint's size
+ *   (8 bytes, little-endian), runsc's checkpoint.img, then an inputs pack
  *   (inpack.h) of the tmpfs's work/ and tmp/.
+ *
+ * A restore refuses a snapshot of another image (rebuilt since the pause:
+ * the restored processes map its files) or another platform.
  *
  * A restore (ctr_restore_unpack, from ctr_make) puts the files into the
  * new job's tmpfs, owned by its slot's job uid, and the image in its
@@ -18,6 +22,7 @@
  * cannot checkpoint at all here (CRIU). */
 #include <errno.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +41,7 @@
 
 #define MAGIC	      "airlock-runsc-snapshot 1\n"
 #define CHECKPOINT_MS 120000 /* runsc's checkpoint of a large session, at most */
+#define HEAD_MAX      512    /* the JSON line's bytes, at most */
 
 static const char *const no_criu =
     "it cannot save its processes (a checkpoint needs CRIU, which does not work on the "
@@ -73,6 +79,29 @@ static int put_u64(int fd, uint64_t v, struct al_err *err)
 	return al_write_all(fd, b, 8) ? al_err_sys(err, "container: write the snapshot") : AL_OK;
 }
 
+/* What a restore must find the same: the JSON line of the head. */
+static int shape_line(const struct al_sandbox *sb, char *out, size_t cap, struct al_err *err)
+{
+	const struct ctr_sb *c = sb->priv;
+	char hash[128] = "host";
+	json_t *doc;
+	char *text;
+
+	if (sb->spec.image)
+		al_image_hash(sb->conf, sb->spec.image, hash, sizeof(hash));
+	doc = json_pack("{s:s, s:s}", "image", hash, "platform",
+			c->rt.platform ? c->rt.platform : "");
+	text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+	json_decref(doc);
+	if (!text || strlen(text) + 2 > cap || strlen(text) + 1 > HEAD_MAX) {
+		free(text);
+		return al_err_set(err, AL_ENOMEM, "container: the snapshot's head");
+	}
+	snprintf(out, cap, "%s\n", text);
+	free(text);
+	return AL_OK;
+}
+
 /* The job's work/ and tmp/ as a pack on fd. */
 static int pack_files(const struct ctr_sb *c, int fd, struct al_err *err)
 {
@@ -99,6 +128,7 @@ int ctr_snapshot(struct al_sandbox *sb, int fd, bool keep, struct al_err *err)
 {
 	struct ctr_sb *c = sb->priv;
 	char dir[PATH_MAX], img[PATH_MAX + 32], flags[sizeof(c->rt.flags)], out[1024];
+	char head[HEAD_MAX + 1];
 	const char *argv[16];
 	int n = 0, st, rc;
 	struct stat ist;
@@ -110,7 +140,8 @@ int ctr_snapshot(struct al_sandbox *sb, int fd, bool keep, struct al_err *err)
 		    err, AL_EINVAL,
 		    "unsupported: runsc's checkpoint stops its sandbox (a sandbox that "
 		    "runs on after it cannot be saved)");
-	if ((rc = image_dir(c, dir, sizeof(dir), err)))
+	if ((rc = image_dir(c, dir, sizeof(dir), err)) ||
+	    (rc = shape_line(sb, head, sizeof(head), err)))
 		return rc;
 	snprintf(img, sizeof(img), "%s/checkpoint.img", dir);
 	if ((mkdir(dir, 0700) && errno != EEXIST) || (unlink(img) && errno != ENOENT))
@@ -142,10 +173,11 @@ int ctr_snapshot(struct al_sandbox *sb, int fd, bool keep, struct al_err *err)
 	{
 		cleanup_close int in = open(img, O_RDONLY | O_CLOEXEC);
 
-		rc = in < 0 || fstat(in, &ist) ? al_err_sys(err, "container: open %s", img)
-		     : al_write_all(fd, MAGIC, strlen(MAGIC))
-			 ? al_err_sys(err, "container: write the snapshot")
-			 : put_u64(fd, (uint64_t)ist.st_size, err);
+		rc =
+		    in < 0 || fstat(in, &ist) ? al_err_sys(err, "container: open %s", img)
+		    : al_write_all(fd, MAGIC, strlen(MAGIC)) || al_write_all(fd, head, strlen(head))
+			? al_err_sys(err, "container: write the snapshot")
+			: put_u64(fd, (uint64_t)ist.st_size, err);
 		for (off_t off = 0; !rc && off < ist.st_size;) {
 			ssize_t k = sendfile(fd, in, &off, (size_t)(ist.st_size - off));
 
@@ -178,6 +210,43 @@ static int get_u64(int fd, uint64_t *v)
 	return 0;
 }
 
+/* The head's JSON line (at in's offset, which it moves past) against what
+ * this sandbox would save. */
+static int check_shape(const struct al_sandbox *sb, int in, struct al_err *err)
+{
+	char line[HEAD_MAX + 1], want[HEAD_MAX + 2];
+	off_t at = lseek(in, 0, SEEK_CUR);
+	ssize_t n = read(in, line, HEAD_MAX);
+	char *nl = n > 0 ? memchr(line, '\n', (size_t)n) : NULL;
+	json_t *got, *exp;
+	int rc;
+
+	if (!nl || lseek(in, at + (nl - line) + 1, SEEK_SET) < 0)
+		return al_err_set(err, AL_EINVAL, "container: the snapshot's head is not whole");
+	*nl = '\0';
+	if ((rc = shape_line(sb, want, sizeof(want), err)))
+		return rc;
+	got = json_loads(line, 0, NULL);
+	exp = json_loads(want, 0, NULL);
+	rc = got && exp && json_equal(got, exp);
+	if (!rc) {
+		const char *gi = json_string_value(json_object_get(got, "image"));
+		const char *gp = json_string_value(json_object_get(got, "platform"));
+		const char *ei = json_string_value(json_object_get(exp, "image"));
+		const char *ep = json_string_value(json_object_get(exp, "platform"));
+
+		al_err_set(err, AL_ESANDBOX,
+			   "container: the snapshot was made with image %.24s on runsc's %s "
+			   "platform, this sandbox has %.24s on %s: %s",
+			   gi ? gi : "?", gp ? gp : "?", ei ? ei : "?", ep ? ep : "?",
+			   gi && ei && strcmp(gi, ei) ? "its image was rebuilt since the pause"
+						      : "its platform changed");
+	}
+	json_decref(got);
+	json_decref(exp);
+	return rc ? AL_OK : AL_ESANDBOX;
+}
+
 int ctr_restore_unpack(struct al_sandbox *sb, uid_t uid, struct al_err *err)
 {
 	struct ctr_sb *c = sb->priv;
@@ -189,9 +258,13 @@ int ctr_restore_unpack(struct al_sandbox *sb, uid_t uid, struct al_err *err)
 	if (!c->rt.gvisor)
 		return al_err_set(err, AL_EINVAL, "container: only runsc restores a snapshot");
 	if (lseek(in, 0, SEEK_SET) || read(in, magic, sizeof(magic)) != (ssize_t)sizeof(magic) ||
-	    memcmp(magic, MAGIC, sizeof(magic)) || get_u64(in, &size))
+	    memcmp(magic, MAGIC, sizeof(magic)))
 		return al_err_set(err, AL_EINVAL,
 				  "container: the snapshot is not a runsc session's snapshot");
+	if ((rc = check_shape(sb, in, err)))
+		return rc;
+	if (get_u64(in, &size))
+		return al_err_set(err, AL_EINVAL, "container: the snapshot ends in its head");
 	if ((rc = image_dir(c, dir, sizeof(dir), err)))
 		return rc;
 	snprintf(img, sizeof(img), "%s/checkpoint.img", dir);

@@ -5,7 +5,10 @@ runsc (Debian's, platform ptrace here: no KVM): a job's kernel is the
 Sentry's (its uname and /proc are not the host's), the result says which
 boundary ran it; a python job runs in a warm interpreter's sandbox started
 before it as it runs cold; a session keeps its variables for 20 calls (a call out of
-memory ends it: the host sees the Sentry); memory, CPU, wall, output, disk
+memory ends it: the host sees the Sentry); a session pauses (runsc checkpoint
+with its files), resumes, forks, and resumes on a second worker sharing the
+tier's snapshot_dir, and a snapshot changed, of another image, or past the
+tenant's paused places is refused (docs/snapshots.md); memory, CPU, wall, output, disk
 and pids limits and a fork bomb end as on runc; a catalogue image, files in
 and collect; an input by URL (the tier's egress rules serve its inputs) and
 a job's own fetch through the proxy; a grading job (a C++ build, five tests) with
@@ -45,6 +48,7 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 LIMITS = dict(DEFAULTS, wall_ms=60000, memory_bytes=536870912)
 # a test "internet" (a network namespace of this test's) for inputs by URL
 WWW = "/var/tmp/airlock-gvinet-%d" % os.getpid()
+SHARED = "/var/tmp/airlock-gv-shared-%d" % os.getpid()
 INET = TestInternet("gvi", 238, WWW)
 POLICY = policy(
     tier_def("gv", "container", oci_runtime="runsc", images=["python", "toolchain"],
@@ -52,7 +56,11 @@ POLICY = policy(
                                        "max_paused_per_tenant": 3},
              egress={"allow": ["%s.0/24:8000" % INET.net]}),
     tier_def("rc", "container", images=["python", "toolchain"], defaults=LIMITS),
-    tier_def("gvtrap", "container", oci_runtime="runsc", runsc_platform="systrap"))
+    tier_def("gvtrap", "container", oci_runtime="runsc", runsc_platform="systrap"),
+    # paused sessions on storage every worker of the tier mounts
+    tier_def("gvs", "container", oci_runtime="runsc", images=["python"], defaults=LIMITS,
+             snapshot_dir=SHARED, sessions={"max_per_tenant": 2, "idle_s": 600,
+                                            "max_life_s": 1800, "on_idle": "pause"}))
 
 CASES = {
     "memory": ("b = bytearray(300 << 20); print(len(b))", {"memory_bytes": 128 << 20}),
@@ -127,7 +135,7 @@ try:
     INET.start()
     c = Cluster(policy=POLICY)
     c.scheduler()
-    c.worker("gv-w", uid_base=66900, slots=2, tiers="gv,rc,gvtrap",
+    c.worker("gv-w", uid_base=66900, slots=2, tiers="gv,rc,gvtrap,gvs",
              extra=["--images", IMAGES])
     seq = iter(range(1, 1 << 30))
 
@@ -197,7 +205,11 @@ try:
                  "os.makedirs('sub/deep', exist_ok=True); os.symlink('/usr/lib', 'lib')\n"
                  "open('sub/deep/a.txt', 'w').write('kept')\n"
                  "open('/tmp/t.txt', 'w').write('tmp kept')\nos.chdir('sub')\n"
-                 "held = open('deep/a.txt')\n")
+                 "held = open('deep/a.txt')\n"
+                 # a child of the session's code (it keeps no copy of the server's
+                 # connection: the checkpoint could not save one)
+                 "kid = os.fork()\nif kid == 0:\n    import time\n    time.sleep(3600)\n"
+                 "    os._exit(0)\n")
     paused = s.pause()
     state = s.info().get("state")
     gone = [x for x in subprocess.run([RUNSC, "--root", os.path.join(c.dir, "state", "gv-w",
@@ -218,7 +230,8 @@ try:
     bafter = b.run_python("print(z)")
     b.close()
     back = s.run_python("print(x, json.dumps([1]), os.getcwd(), open('deep/a.txt').read(),\n"
-                        "      open('/tmp/t.txt').read(), os.readlink('../lib'), held.read())\n"
+                        "      open('/tmp/t.txt').read(), os.readlink('../lib'), held.read(),\n"
+                        "      os.waitpid(kid, os.WNOHANG)[0] == 0)\n"
                         "x += 1")
     info = s.info()
     again = s.pause()
@@ -226,15 +239,15 @@ try:
     last = s.run_python("print(x, sorted(os.listdir('..')))")
     t.ok(paused.get("state") == "paused" and paused.get("snapshot_bytes", 0) > 0 and
          state == "paused" and not gone and back.status == "ok" and
-         back.stdout == b"20 [1] /work/sub kept tmp kept /usr/lib kept\n" and
+         back.stdout == b"20 [1] /work/sub kept tmp kept /usr/lib kept True\n" and
          info.get("state") == "open" and info.get("resume_ms", 0) > 0 and
          again.get("state") == "paused" and resumed.get("state") == "open" and
          last.stdout == b"21 ['lib', 'sub']\n",
          "a runsc session pauses (runsc checkpoint: %s bytes in %s ms) and its next call "
-         "resumes it (%s ms; no sandbox of it meanwhile) with its variables, imports, working directory, files in its "
-         "work directory and /tmp, a symlink and an open file; paused again, resume() "
-         "brings it back" % (paused.get("snapshot_bytes"), paused.get("pause_ms"),
-                             info.get("resume_ms")),
+         "resumes it (%s ms; no sandbox of it meanwhile) with its variables, imports, "
+         "working directory, files in its work directory and /tmp, a symlink, an open file "
+         "and a forked child; paused again, resume() brings it back"
+         % (paused.get("snapshot_bytes"), paused.get("pause_ms"), info.get("resume_ms")),
          (paused, state, gone, back, info, again, resumed, last))
     t.ok(bpaused.startswith("QuotaExceeded") and "max_paused_per_tenant 3" in bpaused and
          "needs 3 places" in bpaused and bafter.stdout == b"3\n",
@@ -288,6 +301,29 @@ try:
          not os.path.exists(path),
          "a runsc session's snapshot with one byte changed is refused (sandbox_error naming "
          "it), never restored; the session ends snapshot_refused", (r, ended))
+    # a snapshot of another image (a rogue edit, named so, standing in for
+    # an image rebuilt since the pause: its digest in the record made to
+    # match): refused, never restored over files its processes map
+    v = airlock.Client(redis=c.url, tier="gv").session()
+    v.run_python("y = 2")
+    v.pause()
+    path = c.rcli("HGET", "al:sess:" + v.id, "snapshot").strip()
+    with open(path, "rb") as f:
+        data = f.read()
+    head = data.split(b"\n", 2)
+    m = re.search(rb'"image":"([^"]+)"', head[1])
+    data = data.replace(m.group(1), b"0" * len(m.group(1)), 1) if m else data
+    with open(path, "wb") as f:
+        f.write(data)
+    c.rcli("HSET", "al:sess:" + v.id, "snapshot_sha256", hashlib.sha256(data).hexdigest())
+    r = v.run_python("print(y)")
+    ended = raises(lambda: v.run_python("print(y)"), airlock.SessionEnded)
+    t.ok(m and r.status in ("sandbox_error", "session_ended") and
+         "rebuilt since the pause" in (r.error or "") and
+         isinstance(ended, airlock.SessionEnded) and ended.reason == "snapshot_refused",
+         "a runsc snapshot made with another image (its digest matching) is refused, saying "
+         "the image was rebuilt since the pause; the session ends snapshot_refused",
+         (head[1][:200], r, ended))
     t.ok("unsupported" in epaused and "egress" in epaused and eafter.stdout == b"5\n",
          "a runsc session with network egress cannot pause: unsupported, saying why "
          "(docs/snapshots.md); the session goes on", (epaused, eafter))
@@ -378,8 +414,33 @@ try:
          "event=tier_unavailable tier=gvtrap runtime=runsc" in c.log("gv-w"),
          "a runsc platform the installed runsc does not offer: the tier is unavailable, "
          "logged at start; its job is sandbox_error saying why", r.get("error"))
+
+    # a runsc session paused on one worker, and one its drain pauses (on_idle:
+    # pause), resumed by another worker sharing the tier's snapshot_dir (its
+    # own slots' uids, its own runsc state)
+    sh = airlock.Client(redis=c.url, tier="gvs").session()
+    sh.run_python("v = 'from gv-w'\nopen('f.txt', 'w').write('file from gv-w')")
+    sh.pause()
+    sh2 = airlock.Client(redis=c.url, tier="gvs").session()
+    sh2.run_python("v = 'open at the drain'")
     c.signal("gv-w", signal.SIGTERM)
     c.wait_exit("gv-w")
+    drained = c.rcli("HGET", "al:sess:" + sh2.id, "state").strip()
+    c.worker("gv-w2", uid_base=66950, slots=2, tiers="gvs", extra=["--images", IMAGES])
+    rs = sh.run_python("import os\nprint(v, open('f.txt').read(), "
+                       "os.stat('f.txt').st_uid == os.getuid())")
+    rs2 = sh2.run_python("print(v)")
+    where = c.rcli("HGET", "al:sess:" + sh.id, "worker").strip()
+    left = [f for f in os.listdir(SHARED) if ".snap" in f]
+    sh.close()
+    sh2.close()
+    t.ok(rs.stdout == b"from gv-w file from gv-w True\n" and where == "gv-w2" and
+         drained == "paused" and rs2.stdout == b"open at the drain\n" and not left,
+         "a runsc session paused on one worker, and one its drain paused (on_idle: pause), "
+         "are resumed by another worker sharing the tier's snapshot_dir (its files still "
+         "the job's own there); their snapshots go", (rs, rs2, drained, where, left))
+    c.signal("gv-w2", signal.SIGTERM)
+    c.wait_exit("gv-w2")
 
     # a runsc that refuses to run a container (a fake), as the worker's default
     d = tempfile.mkdtemp(dir=c.dir)
@@ -429,4 +490,5 @@ finally:
     if c:
         c.close()
     INET.stop()
+    subprocess.run(["rm", "-rf", SHARED])
 sys.exit(t.done())

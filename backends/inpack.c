@@ -88,9 +88,9 @@ int al_pack_w_entry(struct al_pack_w *w, int type, const char *path, unsigned mo
 	if (n > AL_PACK_PATH_MAX)
 		return al_err_set(err, AL_EINVAL, "inputs: a path of %zu bytes, at most %d", n,
 				  AL_PACK_PATH_MAX);
-	if (++w->entries > AL_PACK_ENTRIES_MAX)
-		return al_err_set(err, AL_EINVAL, "inputs: more than %d entries in all",
-				  AL_PACK_ENTRIES_MAX);
+	if (++w->entries > (w->max_entries ? w->max_entries : AL_PACK_ENTRIES_MAX))
+		return al_err_set(err, AL_EINVAL, "inputs: more than %u entries in all",
+				  w->max_entries ? w->max_entries : AL_PACK_ENTRIES_MAX);
 	h[0] = (unsigned char)type;
 	h[2] = mode & 0xff;
 	h[3] = (mode >> 8) & 0xff;
@@ -207,7 +207,7 @@ static int w_tree(struct al_pack_w *w, int dirfd, char *path, size_t len, unsign
 		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
 			continue;
 		if (len + 1 + n > AL_PACK_PATH_MAX || depth > 256 ||
-		    w->entries >= AL_PACK_ENTRIES_MAX) {
+		    w->entries >= AL_PACK_TREE_ENTRIES_MAX) {
 			rc = al_err_set(err, AL_EINVAL,
 					"pack: %.200s/%.100s: past the pack's limits", path,
 					e->d_name);
@@ -254,6 +254,7 @@ int al_pack_w_tree(struct al_pack_w *w, int dirfd, const char *prefix, struct al
 	if (!path)
 		return al_err_set(err, AL_ENOMEM, "pack: out of memory");
 	snprintf(path, AL_PACK_PATH_MAX + 1, "%s", prefix);
+	w->max_entries = AL_PACK_TREE_ENTRIES_MAX;
 	rc = fstat(dirfd, &st) ? al_err_sys(err, "pack: stat %.200s", prefix)
 			       : al_pack_w_entry(w, AL_PACK_DIR, path, st.st_mode & 0777, 0, err);
 	if (!rc)
@@ -298,7 +299,7 @@ static int entry_failed(struct al_err *err, const char *path, const char *what)
 	return al_err_sys(err, "inputs: \"%.200s\": %s", path, what);
 }
 
-int al_pack_unpack_as(int fd, int dirfd, uid_t uid, gid_t gid, uint64_t max_bytes, bool any_link,
+int al_pack_unpack_as(int fd, int dirfd, uid_t uid, gid_t gid, uint64_t max_bytes, bool tree,
 		      struct al_err *err)
 {
 	uint64_t data = 0;
@@ -316,9 +317,9 @@ int al_pack_unpack_as(int fd, int dirfd, uid_t uid, gid_t gid, uint64_t max_byte
 		const char *name;
 		cleanup_close int parent = -1, out = -1;
 
-		if (n > AL_PACK_ENTRIES_MAX) {
-			rc = al_err_set(err, AL_EINVAL, "inputs: more than %d entries",
-					AL_PACK_ENTRIES_MAX);
+		if (n > (tree ? AL_PACK_TREE_ENTRIES_MAX : AL_PACK_ENTRIES_MAX)) {
+			rc = al_err_set(err, AL_EINVAL, "inputs: more than %u entries",
+					tree ? AL_PACK_TREE_ENTRIES_MAX : AL_PACK_ENTRIES_MAX);
 			break;
 		}
 		if (read_all(fd, h, HDR) <= 0) {
@@ -349,7 +350,7 @@ int al_pack_unpack_as(int fd, int dirfd, uid_t uid, gid_t gid, uint64_t max_byte
 			}
 			target[size] = '\0';
 			if (strlen(target) != size ||
-			    (h[0] == AL_PACK_SYMLINK ? !any_link && !al_pack_link_ok(path, target)
+			    (h[0] == AL_PACK_SYMLINK ? !tree && !al_pack_link_ok(path, target)
 						     : !al_pack_path_ok(target))) {
 				rc = al_err_set(err, AL_EINVAL,
 						"inputs: \"%.200s\": a link to \"%.200s\" points "

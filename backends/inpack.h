@@ -25,7 +25,10 @@
 
 #define AL_PACK_PATH_MAX    4095  /* bytes of an entry's path */
 #define AL_PACK_ENTRIES_MAX 60000 /* entries of a pack (a job's tmpfs has 65536 inodes) */
-#define AL_PACK_SECTOR	    512
+/* ...of a sandbox's own tree saved whole (al_pack_w_tree, al_pack_unpack_as
+ * with tree): more than its tmpfs can hold, so that a tree never meets it */
+#define AL_PACK_TREE_ENTRIES_MAX (1u << 20)
+#define AL_PACK_SECTOR		 512
 
 enum {
 	AL_PACK_DIR = 'd',
@@ -38,8 +41,9 @@ enum {
 /* A pack being written to fd (the caller's: open, closed by it). */
 struct al_pack_w {
 	int fd;
-	uint64_t off;	  /* bytes written */
-	uint32_t entries; /* records written */
+	uint64_t off;	      /* bytes written */
+	uint32_t entries;     /* records written */
+	uint32_t max_entries; /* at most (0: AL_PACK_ENTRIES_MAX) */
 };
 
 /* A record's header and path, then (al_pack_w_data) its size bytes. */
@@ -48,7 +52,7 @@ int al_pack_w_entry(struct al_pack_w *w, int type, const char *path, unsigned mo
 int al_pack_w_data(struct al_pack_w *w, const void *data, size_t len, struct al_err *err);
 /* The tree under dirfd as entries under prefix (a path as below): its
  * directories, files and symlinks, none followed; a fifo, socket or device
- * is left out. */
+ * is left out. Up to AL_PACK_TREE_ENTRIES_MAX entries in w. */
 int al_pack_w_tree(struct al_pack_w *w, int dirfd, const char *prefix, struct al_err *err);
 /* The end record and the padding. */
 int al_pack_w_end(struct al_pack_w *w, struct al_err *err);
@@ -66,9 +70,10 @@ bool al_pack_link_ok(const char *path, const char *target);
  * naming the entry for what the job's inputs cannot become (a bad path, a
  * clash, the disk limit), AL_ESYS when the host fails. */
 int al_pack_unpack(int fd, int dirfd, uid_t uid, gid_t gid, uint64_t max_bytes, struct al_err *err);
-/* ...and any_link: a symlink may point anywhere (a sandbox's own tree saved
- * whole: nothing here follows one either way). */
-int al_pack_unpack_as(int fd, int dirfd, uid_t uid, gid_t gid, uint64_t max_bytes, bool any_link,
+/* ...and tree: a sandbox's own tree saved whole (al_pack_w_tree), whose
+ * symlinks may point anywhere (nothing here follows one either way) and
+ * whose entries may be up to AL_PACK_TREE_ENTRIES_MAX. */
+int al_pack_unpack_as(int fd, int dirfd, uid_t uid, gid_t gid, uint64_t max_bytes, bool tree,
 		      struct al_err *err);
 
 #endif

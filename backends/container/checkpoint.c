@@ -9,17 +9,16 @@
  *   (8 bytes, little-endian), runsc's checkpoint.img, then an inputs pack
  *   (inpack.h) of the tmpfs's work/ and tmp/.
  *
- * A restore refuses a snapshot of another image (rebuilt since the pause:
- * the restored processes map its files) or another platform.
- *
- * A restore (ctr_restore_unpack, from ctr_make) puts the files into the
- * new job's tmpfs, owned by its slot's job uid, and the image in its
- * bundle, where the shim finds it and runs `runsc restore` instead of
- * `run` (shim.c). runsc's checkpoint cannot save a host socket that is
- * connected (it fails and the sandbox is gone): the worker has its
- * session server let go of its connection first, and the restored server
- * connects again (worker/session_server.py, "release"). runc and crun
- * cannot checkpoint at all here (CRIU). */
+ * A restore (ctr_restore_unpack, from ctr_make) refuses a snapshot of
+ * another image (rebuilt since the pause: the restored processes map its
+ * files) or platform, puts the files into the new job's tmpfs, owned by
+ * its slot's job uid, and the image in its bundle, where the shim finds it
+ * and runs `runsc restore` instead of `run` (shim.c). runsc's checkpoint
+ * cannot save a host socket that is connected (it fails and the sandbox is
+ * gone): the worker has its session server let go of its connection
+ * first, and the restored server connects again
+ * (worker/session_server.py, "release"). runc and crun cannot checkpoint
+ * at all here (CRIU). */
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -29,11 +28,9 @@
 #include <string.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "../../common/cleanup.h"
-#include "../../common/log.h"
 #include "../../proto/buf.h"
 #include "../inpack.h"
 #include "../jobfs_layout.h"
@@ -62,7 +59,8 @@ int ctr_snapshot_ok(const char *runtime, bool egress, struct al_err *err)
 	return AL_OK;
 }
 
-/* BUNDLE/image: runsc's checkpoint.img (CTR_RESTORE_IMAGE) */
+/* BUNDLE/image: where runsc writes checkpoint.img, and where the shim
+ * looks for one to restore */
 static int image_dir(const struct ctr_sb *c, char *out, size_t cap, struct al_err *err)
 {
 	if (al_pathf(out, cap, "%s/image", c->fs.dir))

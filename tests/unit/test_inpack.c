@@ -251,6 +251,60 @@ int main(void)
 			TAP_OK(0, "remove %s", src);
 	}
 
+	/* a tree of more entries than the inputs' cap (a session's files can
+	 * fill its tmpfs's inodes): packed whole and unpacked as a tree; the
+	 * inputs' unpack refuses it */
+	{
+		char src[64], name[96];
+		int sfd, pfd, dir, made = 0;
+		struct al_pack_w w;
+		unsigned n = AL_PACK_ENTRIES_MAX + 10;
+
+		snprintf(src, sizeof(src), "/tmp/al-inpack-many-%d", (int)getpid());
+		mkdir(src, 0700);
+		sfd = open(src, O_RDONLY | O_DIRECTORY);
+		for (unsigned i = 0; sfd >= 0 && i < n; i++) {
+			int f;
+
+			snprintf(name, sizeof(name), "f%u", i);
+			if ((f = openat(sfd, name, O_WRONLY | O_CREAT | O_CLOEXEC, 0600)) >= 0) {
+				close(f);
+				made++;
+			}
+		}
+		pfd = open("/tmp", O_TMPFILE | O_RDWR, 0600);
+		w = (struct al_pack_w){.fd = pfd};
+		memset(&err, 0, sizeof(err));
+		rc = sfd < 0 || pfd < 0 ? -1 : al_pack_w_tree(&w, sfd, "work", &err);
+		rc = rc ? rc : al_pack_w_end(&w, &err);
+		dir = fresh_dir();
+		lseek(pfd, 0, SEEK_SET);
+		if (!rc) {
+			memset(&err, 0, sizeof(err));
+			rc = al_pack_unpack_as(pfd, dir, getuid(), getgid(), 0, true, &err);
+		}
+		TAP_OK(made == (int)n && rc == AL_OK && !access(in_top("work/f60009"), F_OK),
+		       "a tree of %u entries (past the inputs' %d) packs whole and unpacks (%s)", n,
+		       AL_PACK_ENTRIES_MAX, err.msg);
+		close(dir);
+		dir = fresh_dir();
+		lseek(pfd, 0, SEEK_SET);
+		memset(&err, 0, sizeof(err));
+		rc = al_pack_unpack(pfd, dir, getuid(), getgid(), 0, &err);
+		TAP_OK(rc == AL_EINVAL && strstr(err.msg, "more than 60000 entries"),
+		       "...which the inputs' unpack refuses (%s)", err.msg);
+		close(dir);
+		for (unsigned i = 0; sfd >= 0 && i < n; i++) {
+			snprintf(name, sizeof(name), "f%u", i);
+			unlinkat(sfd, name, 0);
+		}
+		if (sfd >= 0)
+			close(sfd);
+		if (pfd >= 0)
+			close(pfd);
+		rmdir(src);
+	}
+
 	/* the disk limit: a tmpfs of 64 KiB (as root) */
 	if (getuid() == 0) {
 		static char big[200000];

@@ -319,6 +319,10 @@ static unsigned fetch_room(struct worker *w, bool blocking, unsigned *half)
 			cap = last;
 	}
 	min = min != ~0u && min > w->fetch_reserved ? min - w->fetch_reserved : 0;
+	/* a paused session waiting to resume goes before the jobs queued: a
+	 * slot stays free for it (its resume queue is read while one is) */
+	if (w->resumes_waiting && min > 0)
+		min--;
 	/* at most half the slots and places per fetch: while the worker
 	 * starts one batch, Redis already works on the next */
 	*half = cap != ~0u ? (cap + 1) / 2 : 0;

@@ -268,15 +268,21 @@ static void run_held(struct worker *w, struct slot *p, struct slot *s)
 
 /* Start held jobs of backend be in its free slots: the highest band first,
  * then the oldest (a job fetched ahead never delays one of a higher band
- * held with it). */
+ * held with it). A paused session waiting to resume here goes first: its
+ * backend's last free slot is left to it. */
 void wk_dispatch_held(struct worker *w, struct backend_state *be)
 {
+	bool restores = (be->ops->caps & AL_CAP_SNAPSHOT) || be->ops->snapshot_ok;
+
 	while (!w->draining) {
 		struct slot *s = NULL, *p = NULL;
+		unsigned nfree = 0;
 
-		for (unsigned i = 0; i < w->conf->slots && !s; i++)
-			if (!be->slots[i].busy)
+		for (unsigned i = 0; i < w->conf->slots; i++)
+			if (!be->slots[i].busy && !nfree++)
 				s = &be->slots[i];
+		if (w->resumes_waiting && restores && nfree <= 1)
+			return;
 		for (unsigned i = w->conf->slots; s && i < wk_nplaces(w); i++) {
 			struct slot *q = &be->slots[i];
 

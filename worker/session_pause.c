@@ -682,6 +682,16 @@ static uint64_t field_u64(const redisReply *all, const char *name)
 	return f && f->type == REDIS_REPLY_STRING ? strtoull(f->str, NULL, 10) : 0;
 }
 
+/* No paused session waits to resume here (now): the slot left free for one
+ * goes to jobs again (held ones, then a fetch). */
+static void no_resume_waits(struct worker *w)
+{
+	w->resumes_waiting = false;
+	for (int b = 0; b < w->nbackends; b++)
+		w->backends[b].dispatch_wanted = true;
+	wk_pass_want(w, WK_PASS_DISPATCH | WK_PASS_FETCH);
+}
+
 /* A free slot of the named backend's, or NULL. */
 static struct slot *free_slot(struct worker *w, const char *backend)
 {
@@ -823,7 +833,9 @@ void wk_sess_resume(struct worker *w, const char *rq, const char *sid, wk_sessio
 		requeue_sid(w, rq, sid);
 		return;
 	}
-	s->busy = true; /* reserved until the record says whose it is */
+	s->busy = true;		/* reserved until the record says whose it is */
+	if (w->resumes_waiting) /* taken: the next look says whether more wait */
+		no_resume_waits(w);
 	rz->w = w;
 	rz->s = s;
 	rz->start = start;
@@ -877,6 +889,32 @@ static void on_due(redisAsyncContext *ac, void *reply_, void *priv)
 	}
 }
 
+/* The resume queues' lengths, added up as they come. */
+struct rq_lens {
+	struct worker *w;
+	size_t left;
+	long long total;
+	bool lost;
+};
+
+static void on_rq_len(redisAsyncContext *ac, void *reply_, void *priv)
+{
+	struct rq_lens *q = priv;
+	redisReply *r = reply_;
+
+	(void)ac;
+	if (r && r->type == REDIS_REPLY_INTEGER)
+		q->total += r->integer;
+	q->lost = q->lost || !r; /* the connection went with the worker: touch nothing */
+	if (--q->left)
+		return;
+	if (!q->lost && q->w->resumes_waiting && !q->total)
+		no_resume_waits(q->w);
+	else if (!q->lost)
+		q->w->resumes_waiting = q->total > 0;
+	free(q);
+}
+
 void wk_sess_paused_tick(struct worker *w)
 {
 	char keys[AL_TIERS_MAX + 1][AL_KEY_MAX];
@@ -904,4 +942,20 @@ void wk_sess_paused_tick(struct worker *w)
 		rqs[i] = keys[i];
 	al_paused_due_call(&c, w->policy.result_ttl_ms, rqs, n);
 	al_aconn_call(w->cmd, &c, on_due, w);
+	/* whether a paused session waits to resume here (fetch_room) */
+	struct rq_lens *q = w->draining ? NULL : calloc(1, sizeof(*q));
+
+	if (!q)
+		return;
+	q->w = w;
+	q->left = n;
+	for (size_t i = 0; i < n; i++) {
+		al_call_init(&c, NULL);
+		al_call_str(&c, "LLEN");
+		al_call_str(&c, rqs[i]);
+		if (al_aconn_call(w->cmd, &c, on_rq_len, q) && !--q->left) {
+			free(q);
+			return;
+		}
+	}
 }

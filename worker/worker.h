@@ -171,6 +171,9 @@ struct worker {
 	unsigned paused_at;
 	bool snaps_swept;	  /* the half-written snapshots of an earlier run removed */
 	uint64_t paused_due_mono; /* paused sessions past their time last looked for */
+	/* a paused session waits on one of this worker's resume queues (their
+	 * lengths, looked at with the above): a fetch leaves it a free slot */
+	bool resumes_waiting;
 	struct backend_state backends[8];
 	int nbackends;
 	const char *streams[MAX_STREAMS];

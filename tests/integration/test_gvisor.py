@@ -277,6 +277,24 @@ try:
          "os.urandom and random after the restore, and its own state from there; the parent, "
          "paused by runsc's checkpoint, is resumed at once and goes on as it was",
          (draws, after, other))
+    # a paused session's resume goes before jobs queued behind it: with the
+    # worker's two slots running jobs and two more jobs queued, the first
+    # slot to free is the session's (without that, the queued jobs took
+    # both and the session waited for their end)
+    ps = airlock.Client(redis=c.url, tier="gv").session()
+    ps.run_python("q = 9")
+    ps.pause()
+    jc = airlock.Client(redis=c.url, tier="rc")
+    jobs = [jc.submit("import time; time.sleep(6)", tier="rc") for _ in range(4)]
+    time.sleep(1.5)  # two run, two wait
+    pr = ps.run_python("print(q)")
+    answered_ms = time.time() * 1000
+    ps.close()
+    starts = sorted(jc.wait(j, timeout=120).raw.get("started_ms", 0) for j in jobs)
+    t.ok(pr.stdout == b"9\n" and starts[0] > 0 and answered_ms < starts[3],
+         "a paused session's resume takes the first slot that frees, before the jobs "
+         "queued behind it (its call answered %.1f s before the last queued job started)"
+         % ((starts[3] - answered_ms) / 1000), (pr, answered_ms, starts))
     # a pause with network egress (its relay's host sockets) is refused
     # saying why; the session goes on
     e = airlock.Client(redis=c.url, tier="gv").session(network="egress")

@@ -364,7 +364,8 @@ void al_session_resumed_call(struct al_call *c, const char *id, const char *tena
  * {1, snapshot path, the calls held...} or {0, ""} */
 void al_session_drop_call(struct al_call *c, const char *id, const char *reason, uint64_t ttl_ms);
 /* PAUSED_DUE: the paused sessions of the queues rqs past their time, ended
- * (paused_expired) -> sid, snapshot path, sid, path... */
+ * (paused_expired) -> the sessions waiting on rqs to resume (their
+ * lengths added up), then sid, snapshot path, sid, path... */
 void al_paused_due_call(struct al_call *c, uint64_t ttl_ms, const char *const *rqs, size_t nrq);
 
 #endif

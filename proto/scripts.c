@@ -694,9 +694,12 @@ const char al_lua_session_drop[] = SESSION_END_ONE NOW_MS
     "return out\n";
 
 const char al_lua_paused_due[] = SESSION_END_ONE NOW_MS
-    "local mine = {}\n"
-    "for i = 2, #ARGV do mine[ARGV[i]] = true end\n"
-    "local out = {}\n"
+    "local mine, waiting = {}, 0\n"
+    "for i = 2, #ARGV do\n"
+    "  mine[ARGV[i]] = true\n"
+    "  waiting = waiting + redis.call('LLEN', ARGV[i])\n"
+    "end\n"
+    "local out = {waiting}\n"
     "for _, sid in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, 32)) "
     "do\n"
     "  local k = '" AL_KEY_PREFIX "sess:' .. sid\n"

@@ -607,8 +607,6 @@ void wk_sess_cancel(struct wk_session *ss, struct pending *p)
 	wk_sess_pending_free(p);
 }
 
-/* True the first time the session takes a call of this id (within its
- * last SEEN_CALLS); then remembered. */
 /* id remembered as the newest seen (the oldest forgotten past SEEN_CALLS);
  * false out of memory. */
 static bool remember(struct wk_session *ss, const char *id)
@@ -622,6 +620,8 @@ static bool remember(struct wk_session *ss, const char *id)
 	return true;
 }
 
+/* True the first time the session takes a call of this id (within its
+ * last SEEN_CALLS); then remembered. */
 bool wk_sess_seen_first(struct wk_session *ss, const char *id)
 {
 	for (unsigned i = 0; i < ss->nseen; i++)

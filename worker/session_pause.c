@@ -54,18 +54,12 @@ struct wk_pausing {
 	char paths[AL_SESS_FORK_MAX][PATH_MAX];
 };
 
-/* The OCI runtime a tier's sandboxes run with (NULL: the worker's default). */
-static const char *runtime_of(const struct al_tier_policy *t)
-{
-	return t->oci_runtime;
-}
-
 bool wk_tier_pauses(const struct al_tier_policy *t, const struct al_backend_ops *ops)
 {
 	struct al_err err = {0};
 
 	return (ops->caps & AL_CAP_SNAPSHOT) ||
-	       (ops->snapshot_ok && !ops->snapshot_ok(runtime_of(t), false, &err));
+	       (ops->snapshot_ok && !ops->snapshot_ok(t->oci_runtime, false, &err));
 }
 
 /* Whether ss's sandbox can be saved: 0, else err says why not; *stops: its
@@ -85,7 +79,7 @@ static int can_pause(const struct wk_session *ss, bool *stops, struct al_err *er
 		    "does not work on the kernels Airlock runs on): close the session "
 		    "and open another, or use a microVM tier");
 	*stops = true;
-	return ops->snapshot_ok(runtime_of(ss->s->tier), ss->s->job.network == AL_NET_EGRESS, err);
+	return ops->snapshot_ok(ss->s->tier->oci_runtime, ss->s->job.network == AL_NET_EGRESS, err);
 }
 
 bool wk_sess_pausable(const struct wk_session *ss)
@@ -149,7 +143,8 @@ static void quota_msg(const struct wk_session *ss, long long n, char *msg, size_
 		 ss->s->tier->name);
 }
 
-/* Taken meanwhile: sid back to its queue's head, for a worker with room. */
+/* sid onto its resume queue's head, for a worker with room (a resume
+ * taken meanwhile; a runsc fork's parent, back at once). */
 static void requeue_sid(struct worker *w, const char *rq, const char *sid)
 {
 	struct al_call c;
@@ -332,17 +327,19 @@ static void check_quota(struct wk_session *ss)
 	}
 }
 
-/* A runsc session's server lets go of its connection to the worker (a
- * host socket, which runsc's checkpoint cannot save): the listener goes
- * first (its dialling again fails until a restored sandbox listens), the
- * sandbox's watch stops looking (it stops on purpose), then the server
- * is told and its end closes, within RELEASE_MS. */
+/* Whether a runsc session's server can be told to let go now: connected,
+ * and nothing of the worker's on its way to it. */
 static bool can_let_go(const struct wk_session *ss)
 {
 	return ss->chan && !ss->restarting && !ss->chan_gone &&
 	       !evbuffer_get_length(bufferevent_get_output(ss->chan));
 }
 
+/* A runsc session's server lets go of its connection to the worker (a
+ * host socket, which runsc's checkpoint cannot save): the listener goes
+ * first (its dialling again fails until a restored sandbox listens), the
+ * sandbox's watch stops looking (it stops on purpose), then the server
+ * is told and its end closes, within RELEASE_MS. */
 static int let_go(struct wk_session *ss, struct al_err *err)
 {
 	static const char frame[] = "{\"op\":\"release\"}";
@@ -875,44 +872,29 @@ size_t wk_sess_resume_queues(struct worker *w, bool free_only, char (*keys)[AL_K
 	return n;
 }
 
+/* PAUSED_DUE's answer: whether a paused session waits to resume here
+ * (fetch_room and the dispatch of held jobs leave it a slot), and the
+ * files of those it ended. */
 static void on_due(redisAsyncContext *ac, void *reply_, void *priv)
 {
+	struct worker *w = priv;
 	redisReply *r = reply_;
 
 	(void)ac;
-	for (size_t i = 0; r && r->type == REDIS_REPLY_ARRAY && i + 1 < r->elements; i += 2) {
+	if (!r || r->type != REDIS_REPLY_ARRAY || !r->elements ||
+	    r->element[0]->type != REDIS_REPLY_INTEGER)
+		return; /* (none: the connection went with the worker) */
+	if (w->resumes_waiting && !r->element[0]->integer)
+		no_resume_waits(w);
+	else
+		w->resumes_waiting = r->element[0]->integer > 0;
+	for (size_t i = 1; i + 1 < r->elements; i += 2) {
 		if (r->element[i + 1]->type == REDIS_REPLY_STRING &&
-		    ours(priv, r->element[i + 1]->str))
+		    ours(w, r->element[i + 1]->str))
 			wk_snap_remove(r->element[i + 1]->str);
 		al_log("info", "session_end", "job=%s reason=paused_expired paused=1",
 		       r->element[i]->type == REDIS_REPLY_STRING ? r->element[i]->str : "?");
 	}
-}
-
-/* The resume queues' lengths, added up as they come. */
-struct rq_lens {
-	struct worker *w;
-	size_t left;
-	long long total;
-	bool lost;
-};
-
-static void on_rq_len(redisAsyncContext *ac, void *reply_, void *priv)
-{
-	struct rq_lens *q = priv;
-	redisReply *r = reply_;
-
-	(void)ac;
-	if (r && r->type == REDIS_REPLY_INTEGER)
-		q->total += r->integer;
-	q->lost = q->lost || !r; /* the connection went with the worker: touch nothing */
-	if (--q->left)
-		return;
-	if (!q->lost && q->w->resumes_waiting && !q->total)
-		no_resume_waits(q->w);
-	else if (!q->lost)
-		q->w->resumes_waiting = q->total > 0;
-	free(q);
 }
 
 void wk_sess_paused_tick(struct worker *w)
@@ -942,20 +924,4 @@ void wk_sess_paused_tick(struct worker *w)
 		rqs[i] = keys[i];
 	al_paused_due_call(&c, w->policy.result_ttl_ms, rqs, n);
 	al_aconn_call(w->cmd, &c, on_due, w);
-	/* whether a paused session waits to resume here (fetch_room) */
-	struct rq_lens *q = w->draining ? NULL : calloc(1, sizeof(*q));
-
-	if (!q)
-		return;
-	q->w = w;
-	q->left = n;
-	for (size_t i = 0; i < n; i++) {
-		al_call_init(&c, NULL);
-		al_call_str(&c, "LLEN");
-		al_call_str(&c, rqs[i]);
-		if (al_aconn_call(w->cmd, &c, on_rq_len, q) && !--q->left) {
-			free(q);
-			return;
-		}
-	}
 }

@@ -271,7 +271,6 @@ int ctr_restore_unpack(struct al_sandbox *sb, uid_t uid, struct al_err *err)
 	{
 		cleanup_close int out =
 		    open(img, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-		off_t at = lseek(in, 0, SEEK_CUR);
 
 		if (out < 0)
 			return al_err_sys(err, "container: create %s", img);
@@ -285,11 +284,8 @@ int ctr_restore_unpack(struct al_sandbox *sb, uid_t uid, struct al_err *err)
 					     : al_err_set(err, AL_EINVAL,
 							  "container: the snapshot ends inside its "
 							  "image");
-			size -= (uint64_t)k;
-			at += k;
+			size -= (uint64_t)k; /* (in's offset moves past it: the pack follows) */
 		}
-		if (lseek(in, at, SEEK_SET) != at)
-			return al_err_sys(err, "container: read the snapshot");
 	}
 	{
 		cleanup_close int root = open(c->fs.work, O_RDONLY | O_DIRECTORY | O_CLOEXEC);

@@ -73,6 +73,40 @@ static int unpack(const struct rec *r, size_t n, int noend, uint64_t max, struct
 	return rc;
 }
 
+/* The tree under sfd packed whole as "work" (al_pack_w_tree) into a
+ * temporary file, rewound; -1 (err says why) when it could not be. */
+static int pack_tree(int sfd, struct al_err *err)
+{
+	int pfd = open("/tmp", O_TMPFILE | O_RDWR, 0600);
+	struct al_pack_w w = {.fd = pfd};
+
+	memset(err, 0, sizeof(*err));
+	if (sfd < 0 || pfd < 0 || al_pack_w_tree(&w, sfd, "work", err) || al_pack_w_end(&w, err)) {
+		if (pfd >= 0)
+			close(pfd);
+		return -1;
+	}
+	lseek(pfd, 0, SEEK_SET);
+	return pfd;
+}
+
+/* The pack at pfd unpacked into a fresh top: as a tree (any symlink, more
+ * entries), else as inputs. */
+static int unpack_fd(int pfd, bool tree, struct al_err *err)
+{
+	int dir = fresh_dir(), rc;
+
+	memset(err, 0, sizeof(*err));
+	if (pfd < 0)
+		rc = -1;
+	else if (lseek(pfd, 0, SEEK_SET), tree)
+		rc = al_pack_unpack_as(pfd, dir, getuid(), getgid(), 0, true, err);
+	else
+		rc = al_pack_unpack(pfd, dir, getuid(), getgid(), 0, err);
+	close(dir);
+	return rc;
+}
+
 static const char *in_top(const char *rel)
 {
 	static char p[256];
@@ -203,8 +237,7 @@ int main(void)
 	 * left out; the inputs' unpack refuses the absolute link */
 	{
 		char src[64], cmd[1024];
-		int sfd, pfd, dir;
-		struct al_pack_w w;
+		int sfd, pfd;
 
 		snprintf(src, sizeof(src), "/tmp/al-inpack-src-%d", (int)getpid());
 		snprintf(cmd, sizeof(cmd),
@@ -213,16 +246,9 @@ int main(void)
 			 "mkfifo %s/fifo && : > %s/empty",
 			 src, src, src, src, src, src, src, src);
 		sfd = system(cmd) ? -1 : open(src, O_RDONLY | O_DIRECTORY);
-		pfd = open("/tmp", O_TMPFILE | O_RDWR, 0600);
-		w = (struct al_pack_w){.fd = pfd};
-		memset(&err, 0, sizeof(err));
-		rc = sfd < 0 || pfd < 0 ? -1 : al_pack_w_tree(&w, sfd, "work", &err);
-		rc = rc ? rc : al_pack_w_end(&w, &err);
-		TAP_OK(rc == AL_OK, "a directory packs whole (%s)", err.msg);
-		dir = fresh_dir();
-		lseek(pfd, 0, SEEK_SET);
-		memset(&err, 0, sizeof(err));
-		rc = al_pack_unpack_as(pfd, dir, getuid(), getgid(), 0, true, &err);
+		pfd = pack_tree(sfd, &err);
+		TAP_OK(pfd >= 0, "a directory packs whole (%s)", err.msg);
+		rc = unpack_fd(pfd, true, &err);
 		memset(buf, 0, sizeof(buf));
 		TAP_OK(rc == AL_OK && !stat(in_top("work/a/b/f.txt"), &st) &&
 			   (st.st_mode & 0777) == 0640 && st.st_size == 4 &&
@@ -233,15 +259,10 @@ int main(void)
 		       "...and unpacks to the same tree: modes, bytes, an empty file, symlinks "
 		       "absolute and relative; no fifo (%s)",
 		       err.msg);
-		close(dir);
-		dir = fresh_dir();
-		lseek(pfd, 0, SEEK_SET);
-		memset(&err, 0, sizeof(err));
-		rc = al_pack_unpack(pfd, dir, getuid(), getgid(), 0, &err);
+		rc = unpack_fd(pfd, false, &err);
 		TAP_OK(rc == AL_EINVAL && strstr(err.msg, "points out of the tree"),
 		       "...which the inputs' unpack refuses: a symlink out of the tree (%s)",
 		       err.msg);
-		close(dir);
 		if (sfd >= 0)
 			close(sfd);
 		if (pfd >= 0)
@@ -256,8 +277,7 @@ int main(void)
 	 * inputs' unpack refuses it */
 	{
 		char src[64], name[96];
-		int sfd, pfd, dir, made = 0;
-		struct al_pack_w w;
+		int sfd, pfd, made = 0;
 		unsigned n = AL_PACK_ENTRIES_MAX + 10;
 
 		snprintf(src, sizeof(src), "/tmp/al-inpack-many-%d", (int)getpid());
@@ -272,28 +292,14 @@ int main(void)
 				made++;
 			}
 		}
-		pfd = open("/tmp", O_TMPFILE | O_RDWR, 0600);
-		w = (struct al_pack_w){.fd = pfd};
-		memset(&err, 0, sizeof(err));
-		rc = sfd < 0 || pfd < 0 ? -1 : al_pack_w_tree(&w, sfd, "work", &err);
-		rc = rc ? rc : al_pack_w_end(&w, &err);
-		dir = fresh_dir();
-		lseek(pfd, 0, SEEK_SET);
-		if (!rc) {
-			memset(&err, 0, sizeof(err));
-			rc = al_pack_unpack_as(pfd, dir, getuid(), getgid(), 0, true, &err);
-		}
+		pfd = pack_tree(sfd, &err);
+		rc = pfd < 0 ? -1 : unpack_fd(pfd, true, &err);
 		TAP_OK(made == (int)n && rc == AL_OK && !access(in_top("work/f60009"), F_OK),
 		       "a tree of %u entries (past the inputs' %d) packs whole and unpacks (%s)", n,
 		       AL_PACK_ENTRIES_MAX, err.msg);
-		close(dir);
-		dir = fresh_dir();
-		lseek(pfd, 0, SEEK_SET);
-		memset(&err, 0, sizeof(err));
-		rc = al_pack_unpack(pfd, dir, getuid(), getgid(), 0, &err);
+		rc = unpack_fd(pfd, false, &err);
 		TAP_OK(rc == AL_EINVAL && strstr(err.msg, "more than 60000 entries"),
 		       "...which the inputs' unpack refuses (%s)", err.msg);
-		close(dir);
 		for (unsigned i = 0; sfd >= 0 && i < n; i++) {
 			snprintf(name, sizeof(name), "f%u", i);
 			unlinkat(sfd, name, 0);

@@ -298,13 +298,14 @@ struct al_backend_ops {
 	int (*snapshot)(struct al_sandbox *sb, int fd, bool keep, struct al_err *err);
 	/* MAY: a backend without AL_CAP_SNAPSHOT whose sessions on some tiers
 	 * can pause (the container backend's on runsc): 0 when a session of a
-	 * tier whose OCI runtime is runtime (NULL: the worker's default), with
-	 * network egress or not, can, else err says why not. Its snapshot op
-	 * stops the sandbox (keep is refused), and its session server's
-	 * connection to the worker, a host socket, must be let go first (the
-	 * server's "release"); a restored server connects to its listener
-	 * anew (al_watch.session_fd). */
-	int (*snapshot_ok)(const char *runtime, bool egress, struct al_err *err);
+	 * tier whose OCI runtime is runtime (NULL: the worker's default) can,
+	 * else err says why not. Its snapshot op stops the sandbox (keep is
+	 * refused), and its session server's connection to the worker, a host
+	 * socket, must be let go first (the server's "release", which has the
+	 * network relay let go of its connections to the egress proxy, whose
+	 * listener and connections the worker closes first); a restored
+	 * server connects to its listener anew (al_watch.session_fd). */
+	int (*snapshot_ok)(const char *runtime, struct al_err *err);
 	/* MAY: the running sandbox gives back to the host what it can spare
 	 * now (an idle session's: a guest's page cache). Best effort. */
 	void (*trim)(struct al_sandbox *sb);

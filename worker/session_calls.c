@@ -92,6 +92,16 @@ int wk_sess_send(struct wk_session *ss, json_t *doc)
 	return rc;
 }
 
+/* The session's egress proxy, its listener and every connection closed. */
+void wk_sess_egress_end(struct wk_session *ss)
+{
+	if (ss->egress) {
+		wk_proxy_finish(ss->egress, NULL);
+		wk_proxy_free(ss->egress);
+		ss->egress = NULL;
+	}
+}
+
 /* The largest frame a call may answer with: its output caps and the
  * worker's cap on files (a get, or a call's figures together), base64, and
  * room for the rest. More ends the session (broken): what a session can

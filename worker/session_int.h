@@ -142,6 +142,9 @@ void wk_sess_paused_tick(struct worker *w);
 /* ss's memory, once nothing refers to it (a session ended; no Redis reply
  * is still to come for it). */
 void wk_sess_free(struct wk_session *ss);
+/* The session's network egress proxy closed, its listener and every
+ * connection (before a runsc checkpoint, and when the session ends). */
+void wk_sess_egress_end(struct wk_session *ss);
 /* A call's answer: ok, with text (JSON) as its stdout. */
 void wk_sess_reply_text(struct wk_session *ss, const struct al_sess_call *c, const char *text);
 /* A call's answer (a result, or just a status and why) onto its keys. */

@@ -59,7 +59,7 @@ bool wk_tier_pauses(const struct al_tier_policy *t, const struct al_backend_ops 
 	struct al_err err = {0};
 
 	return (ops->caps & AL_CAP_SNAPSHOT) ||
-	       (ops->snapshot_ok && !ops->snapshot_ok(t->oci_runtime, false, &err));
+	       (ops->snapshot_ok && !ops->snapshot_ok(t->oci_runtime, &err));
 }
 
 /* Whether ss's sandbox can be saved: 0, else err says why not; *stops: its
@@ -79,7 +79,7 @@ static int can_pause(const struct wk_session *ss, bool *stops, struct al_err *er
 		    "does not work on the kernels Airlock runs on): close the session "
 		    "and open another, or use a microVM tier");
 	*stops = true;
-	return ops->snapshot_ok(ss->s->tier->oci_runtime, ss->s->job.network == AL_NET_EGRESS, err);
+	return ops->snapshot_ok(ss->s->tier->oci_runtime, err);
 }
 
 bool wk_sess_pausable(const struct wk_session *ss)
@@ -339,7 +339,9 @@ static bool can_let_go(const struct wk_session *ss)
  * host socket, which runsc's checkpoint cannot save): the listener goes
  * first (its dialling again fails until a restored sandbox listens), the
  * sandbox's watch stops looking (it stops on purpose), then the server
- * is told and its end closes, within RELEASE_MS. */
+ * is told and its end closes, within RELEASE_MS. With network egress the
+ * proxy goes first too, its listener and connections (their relay's host
+ * sockets: the server has the relay close its ends before its own). */
 static int let_go(struct wk_session *ss, struct al_err *err)
 {
 	static const char frame[] = "{\"op\":\"release\"}";
@@ -352,6 +354,7 @@ static int let_go(struct wk_session *ss, struct al_err *err)
 		event_free(ss->listen_ev);
 	ss->listen_ev = NULL;
 	al_closep(&ss->listen_fd);
+	wk_sess_egress_end(ss);
 	for (int i = 0; i < ss->nwatch; i++)
 		event_del(ss->watch[i]);
 	evtimer_del(ss->cpu_poll);

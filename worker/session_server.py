@@ -126,8 +126,11 @@ def release():
     """A runsc sandbox about to be saved (its checkpoint cannot hold a host
     socket that is connected): the connection goes, and this thread dials
     the worker's socket again until it answers, which it does once the
-    sandbox runs again, restored (the worker closed its listener first)."""
+    sandbox runs again, restored (the worker closed its listener first).
+    With network egress the relay (backends/container/relay.c) lets go of
+    its connections to the worker's proxy first, for the same reason."""
     global conn
+    relay_let_go()
     with send_lock:
         try:
             conn.close()
@@ -140,6 +143,20 @@ def release():
                 return
             except OSError:
                 pass
+
+
+def relay_let_go():
+    """The network relay's connections (host sockets) closed, if it runs:
+    its control socket answers one byte once they are."""
+    r = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        r.settimeout(4)
+        r.connect("\0airlock-relay")
+        r.recv(1)
+    except OSError:
+        pass  # no relay: no network egress
+    finally:
+        r.close()
 
 
 def reseed():

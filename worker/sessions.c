@@ -283,11 +283,7 @@ static void end_session(struct wk_session *ss, enum al_sess_end why, const char 
 		al_sandbox_free(ss->sb); /* destroys it: processes, cgroup, files */
 		ss->sb = NULL;
 	}
-	if (ss->egress) { /* nothing of the sandbox connects any more */
-		wk_proxy_finish(ss->egress, NULL);
-		wk_proxy_free(ss->egress);
-		ss->egress = NULL;
-	}
+	wk_sess_egress_end(ss); /* nothing of the sandbox connects any more */
 	/* the calls: the one running (close: answered ok), then the queue */
 	if (ss->active) {
 		if (ss->active->call.op == AL_SESS_CLOSE)

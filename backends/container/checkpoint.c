@@ -17,7 +17,9 @@
  * cannot save a host socket that is connected (it fails and the sandbox is
  * gone): the worker has its session server let go of its connection
  * first, and the restored server connects again
- * (worker/session_server.py, "release"). runc and crun cannot checkpoint
+ * (worker/session_server.py, "release"); with network egress the relay
+ * (relay.c) closes its connections to the worker's proxy before that, and
+ * a job's connections open at the pause are closed. runc and crun cannot checkpoint
  * at all here (CRIU). */
 #include <errno.h>
 #include <fcntl.h>
@@ -45,18 +47,12 @@ static const char *const no_criu =
     "kernels Airlock runs on): close the session and open another, or use a microVM or "
     "runsc tier";
 
-int ctr_snapshot_ok(const char *runtime, bool egress, struct al_err *err)
+int ctr_snapshot_ok(const char *runtime, struct al_err *err)
 {
 	const char *rt = runtime ? runtime : ctr_host.runtime;
 
-	if (!ctr_is_runsc(rt[0] ? rt : "runc"))
-		return al_err_set(err, AL_EINVAL, "%s", no_criu);
-	if (egress)
-		return al_err_set(err, AL_EINVAL,
-				  "not with network egress: its relay holds each connection as a "
-				  "host socket, which runsc's checkpoint cannot save; close the "
-				  "session and open another, or use a microVM tier");
-	return AL_OK;
+	return ctr_is_runsc(rt[0] ? rt : "runc") ? AL_OK
+						 : al_err_set(err, AL_EINVAL, "%s", no_criu);
 }
 
 /* BUNDLE/image: where runsc writes checkpoint.img, and where the shim

@@ -158,7 +158,7 @@ int ctr_run_capture(const char *const *argv, char *out, size_t cap, int timeout_
  * whether a tier's can be taken (runtime: its OCI runtime, NULL the
  * worker's default), and a restore's files and image put in place in a
  * new job's tmpfs and bundle (ctr_make; uid: the slot's job uid). */
-int ctr_snapshot_ok(const char *runtime, bool egress, struct al_err *err);
+int ctr_snapshot_ok(const char *runtime, struct al_err *err);
 int ctr_snapshot(struct al_sandbox *sb, int fd, bool keep, struct al_err *err);
 int ctr_restore_unpack(struct al_sandbox *sb, uid_t uid, struct al_err *err);
 /* runsc's sandbox ends 128 + N for a job killed by signal N: *ws made that

@@ -10,7 +10,17 @@
  *
  * The relay runs as the job's user, in a session of its own: the job can
  * end it (and with it only its own network); it holds nothing of the job's
- * and counts as one of the job's processes. */
+ * and counts as one of the job's processes.
+ *
+ * A session that pauses (runsc's checkpoint, which cannot save a host
+ * socket that is connected) has its relay let go first: the session's
+ * server connects to the relay's control socket (CTR_RELAY_CONTROL, an
+ * abstract name of the Sentry's own, which a checkpoint saves), and the
+ * relay closes every connection it holds, both sides, then answers one
+ * byte. The worker has closed its proxy's socket by then, so no new
+ * connection reaches the host until the sandbox runs again, restored,
+ * where the worker listens anew. The job's own code can ask too: it ends
+ * only its own connections. */
 #include "relay.h"
 
 #include <errno.h>
@@ -18,6 +28,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdbool.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -97,14 +108,28 @@ static bool pass(struct pair *p, const short in[2])
 	return !(p->shut[0] && p->shut[1]);
 }
 
-static void relay(int lfd, const struct sockaddr_un *sun)
+/* The control socket's caller: every connection closed, then told so. */
+static void let_go(int cfd)
 {
-	struct pollfd pfd[1 + 2 * RELAY_CONNS];
+	int c = accept4(cfd, NULL, NULL, SOCK_CLOEXEC);
+
+	if (c < 0)
+		return;
+	while (npairs > 0)
+		pair_close(npairs - 1);
+	(void)!write(c, "1", 1);
+	close(c);
+}
+
+static void relay(int lfd, int cfd, const struct sockaddr_un *sun)
+{
+	struct pollfd pfd[2 + 2 * RELAY_CONNS];
 
 	for (;;) {
-		int n = 1;
+		int n = 2;
 
 		pfd[0] = (struct pollfd){.fd = npairs < RELAY_CONNS ? lfd : -1, .events = POLLIN};
+		pfd[1] = (struct pollfd){.fd = cfd, .events = POLLIN};
 		for (int i = 0; i < npairs; i++)
 			for (int s = 0; s < 2; s++) {
 				struct pair *p = &pairs[i];
@@ -122,14 +147,34 @@ static void relay(int lfd, const struct sockaddr_un *sun)
 		}
 		/* from the last, as a closed pair takes the last one's place */
 		for (int i = npairs - 1; i >= 0; i--) {
-			const short in[2] = {pfd[1 + 2 * i].revents, pfd[2 + 2 * i].revents};
+			const short in[2] = {pfd[2 + 2 * i].revents, pfd[3 + 2 * i].revents};
 
 			if ((in[0] | in[1]) && !pass(&pairs[i], in))
 				pair_close(i);
 		}
 		if (pfd[0].revents & POLLIN)
 			take(lfd, sun);
+		if (pfd[1].revents & POLLIN)
+			let_go(cfd);
 	}
+}
+
+/* The control socket (bound before the job runs: the name is the relay's) */
+static int control(void)
+{
+	struct sockaddr_un sun = {.sun_family = AF_UNIX};
+	socklen_t len =
+	    (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + strlen(CTR_RELAY_CONTROL + 1));
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	memcpy(sun.sun_path, CTR_RELAY_CONTROL, 1 + strlen(CTR_RELAY_CONTROL + 1));
+	if (fd >= 0 && (bind(fd, (struct sockaddr *)&sun, len) || listen(fd, 4))) {
+		int e = errno;
+
+		close(fd);
+		return errno = e, -1;
+	}
+	return fd;
 }
 
 int ctr_relay_start(const char *sock, unsigned port)
@@ -138,7 +183,7 @@ int ctr_relay_start(const char *sock, unsigned port)
 				  .sin_port = htons((uint16_t)port),
 				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	struct sockaddr_un sun = {.sun_family = AF_UNIX};
-	int one = 1, lfd, null;
+	int one = 1, lfd, cfd, null;
 	pid_t pid;
 
 	if (strlen(sock) >= sizeof(sun.sun_path))
@@ -148,15 +193,23 @@ int ctr_relay_start(const char *sock, unsigned port)
 	if ((lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) < 0)
 		return -1;
 	if (setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
-	    bind(lfd, (struct sockaddr *)&sin, sizeof(sin)) || listen(lfd, 128) ||
-	    (pid = fork()) < 0) {
+	    bind(lfd, (struct sockaddr *)&sin, sizeof(sin)) || listen(lfd, 128)) {
 		int e = errno;
 
 		close(lfd);
 		return errno = e, -1;
 	}
+	if ((cfd = control()) < 0 || (pid = fork()) < 0) {
+		int e = errno;
+
+		close(lfd);
+		if (cfd >= 0)
+			close(cfd);
+		return errno = e, -1;
+	}
 	if (pid > 0) {
 		close(lfd);
+		close(cfd);
 		return 0;
 	}
 	/* the relay: nothing of the job's held (its output would stay open) */
@@ -170,8 +223,8 @@ int ctr_relay_start(const char *sock, unsigned port)
 			close(null);
 	}
 	for (int fd = 3; fd < 1024; fd++)
-		if (fd != lfd)
+		if (fd != lfd && fd != cfd)
 			close(fd);
-	relay(lfd, &sun);
+	relay(lfd, cfd, &sun);
 	_exit(0);
 }

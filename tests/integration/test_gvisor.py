@@ -295,16 +295,30 @@ try:
          "a paused session's resume takes the first slot that frees, before the jobs "
          "queued behind it (its call answered %.1f s before the last queued job started)"
          % ((starts[3] - answered_ms) / 1000), (pr, answered_ms, starts))
-    # a pause with network egress (its relay's host sockets) is refused
-    # saying why; the session goes on
+    # a session with network egress pauses with a connection open (a
+    # tunnel through the proxy, held by a variable): its relay lets go of
+    # its host sockets first; resumed, it fetches again, and the connection
+    # open at the pause is closed
     e = airlock.Client(redis=c.url, tier="gv").session(network="egress")
-    e.run_python("y = 5")
+    url = "http://%s:8000/data.txt" % INET.srv
+    e.run_python(
+        "import os, socket, urllib.request\ny = 5\n"
+        "before = urllib.request.urlopen(%r, timeout=20).read()\n"
+        "held = socket.create_connection(('127.0.0.1', %d), timeout=20)\n"
+        "held.sendall(b'CONNECT %s:8000 HTTP/1.1\\r\\n\\r\\n')\n"
+        "opened = held.recv(64)" % (url, 3128, INET.srv))
     try:
-        e.pause()
-        epaused = "paused"
+        epaused = e.pause().get("state")
     except airlock.AirlockError as ex:
         epaused = str(ex)
-    eafter = e.run_python("print(y)")
+    eafter = e.run_python(
+        "def gone():\n"
+        "    try:\n"
+        "        return held.recv(64) == b''\n"
+        "    except OSError:\n"
+        "        return True\n"
+        "print(y, before == urllib.request.urlopen(%r, timeout=20).read(), "
+        "opened.split()[1:2], gone())" % url)
     e.close()
     # a snapshot with one byte changed: refused, never restored
     v = airlock.Client(redis=c.url, tier="gv").session()
@@ -342,9 +356,10 @@ try:
          "a runsc snapshot made with another image (its digest matching) is refused, saying "
          "the image was rebuilt since the pause; the session ends snapshot_refused",
          (head[1][:200], r, ended))
-    t.ok("unsupported" in epaused and "egress" in epaused and eafter.stdout == b"5\n",
-         "a runsc session with network egress cannot pause: unsupported, saying why "
-         "(docs/snapshots.md); the session goes on", (epaused, eafter))
+    t.ok(epaused == "paused" and eafter.stdout == b"5 True [b'200'] True\n",
+         "a runsc session with network egress and a connection open pauses (its relay "
+         "lets go of its host sockets); resumed, it fetches again through the proxy, and "
+         "the connection open at the pause is closed", (epaused, eafter))
     # memory: on runsc the host's OOM killer sees the Sentry, which holds
     # every process's memory: the call's allocation ends the session
     s = airlock.Client(redis=c.url, tier="gv").session(memory=256 << 20)

@@ -319,6 +319,13 @@ try:
         "        return True\n"
         "print(y, before == urllib.request.urlopen(%r, timeout=20).read(), "
         "opened.split()[1:2], gone())" % url)
+    # a fork's copy and its parent (both restored) fetch through proxies of
+    # their own
+    fetch = "print(y, urllib.request.urlopen(%r, timeout=20).read() == before)" % url
+    ekid = e.fork(1)[0]
+    ekids = ekid.run_python(fetch)
+    ekid.close()
+    eparent = e.run_python(fetch)
     e.close()
     # a snapshot with one byte changed: refused, never restored
     v = airlock.Client(redis=c.url, tier="gv").session()
@@ -356,10 +363,12 @@ try:
          "a runsc snapshot made with another image (its digest matching) is refused, saying "
          "the image was rebuilt since the pause; the session ends snapshot_refused",
          (head[1][:200], r, ended))
-    t.ok(epaused == "paused" and eafter.stdout == b"5 True [b'200'] True\n",
+    t.ok(epaused == "paused" and eafter.stdout == b"5 True [b'200'] True\n" and
+         ekids.stdout == eparent.stdout == b"5 True\n",
          "a runsc session with network egress and a connection open pauses (its relay "
          "lets go of its host sockets); resumed, it fetches again through the proxy, and "
-         "the connection open at the pause is closed", (epaused, eafter))
+         "the connection open at the pause is closed; its fork's copy and the parent fetch "
+         "too", (epaused, eafter, ekids, eparent))
     # memory: on runsc the host's OOM killer sees the Sentry, which holds
     # every process's memory: the call's allocation ends the session
     s = airlock.Client(redis=c.url, tier="gv").session(memory=256 << 20)

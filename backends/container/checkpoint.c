@@ -19,8 +19,8 @@
  * first, and the restored server connects again
  * (worker/session_server.py, "release"); with network egress the relay
  * (relay.c) closes its connections to the worker's proxy before that, and
- * a job's connections open at the pause are closed. runc and crun cannot checkpoint
- * at all here (CRIU). */
+ * a job's connections open at the pause are closed. runc and crun cannot
+ * checkpoint at all here (CRIU). */
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>

@@ -47,6 +47,7 @@ struct al_backend_conf {
 	const char *vm_console; /* microvm: append guest consoles here (debugging); NULL = none */
 	uint64_t vm_hang_ms;	/* microvm: a guest silent this long is broken, ms; 0 = default */
 	bool vm_ksm; /* microvm: guest RAM mergeable by KSM (off: no cross-VM page sharing) */
+	bool vm_template_share;	   /* microvm: a pool's copies map its template's RAM, shared */
 	uint64_t vm_tcg_cache_mib; /* microvm under TCG: QEMU's code cache per VM; 0 = 64 */
 	const char *libvirt_uri;   /* vm: NULL = qemu:///system */
 	uint64_t

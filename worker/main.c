@@ -230,6 +230,10 @@ static const struct al_opt opts[] = {
     {"vm-ksm", FLAG, S(conf.backend.vm_ksm), 0, 0, 0, NULL, NULL,
      "let the kernel merge identical pages of microVMs\n(KSM; off by default: a tenant "
      "can time another's\npages through it; docs/snapshots.md)"},
+    {"vm-template-share", FLAG, S(conf.backend.vm_template_share), 0, 0, 0, NULL, NULL,
+     "a warm pool's copies map its template's memory,\nshared until written, instead of "
+     "reading it (off by\ndefault: tenants' VMs then share pages; a copy keeps\nwhat its "
+     "guest frees; docs/snapshots.md)"},
     {"libvirt", STR, S(conf.backend.libvirt_uri), 0, 0, 0, NULL, "URI",
      "service VMs' libvirt (default qemu:///system)"},
     {"input-cache-bytes", AL_OPT_U64, S(conf.backend.input_cache_bytes), 0, 1ull << 50, 0, NULL,

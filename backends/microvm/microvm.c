@@ -148,7 +148,7 @@ static int mvm_prepare(struct al_sandbox *sb, struct al_err *err)
 		m->vm =
 		    mvm_pool_restore(s->job->tier ? s->job->tier : "", guest, s->image, mib, vcpus);
 	if (!m->vm && !(m->vm = mvm_vm_launch(guest, s->image, s->inputs_pack, egress, false, mib,
-					      vcpus, -1, err)))
+					      vcpus, -1, NULL, err)))
 		return AL_ESANDBOX;
 	return AL_OK;
 }
@@ -429,6 +429,7 @@ static void mvm_fini(void)
 		mvm_host.pools[i].n = 0;
 		if (mvm_host.pools[i].tmpl[0])
 			unlink(mvm_host.pools[i].tmpl);
+		al_closep(&mvm_host.pools[i].tmpl_ram);
 	}
 	mvm_host.npools = 0;
 	if (mvm_host.ready)

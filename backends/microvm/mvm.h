@@ -53,6 +53,20 @@ struct vm {
 	bool restoring;	      /* ...whose state QEMU still reads (a pool's, from its template) */
 	bool job_inside;      /* ...of a session: its job runs since before the snapshot */
 	bool tmpl_warm;	      /* ...of a template whose interpreter was warm */
+	bool ram_named;	      /* its RAM a backend named "ram", no balloon (struct mvm_ram) */
+	int ram_fd;	      /* ...in this memfd of its own, shared: it may become a template */
+};
+
+/* A VM's RAM other than QEMU's own (vmm.h's ram_*), for a pool whose copies
+ * map its template's memory (--vm-template-share; pool.c): named, the
+ * VM's RAM is a backend named "ram" and it has no balloon (a resumed copy:
+ * fd -1, anonymous); fd, a memfd it maps, shared (a VM that may become
+ * the template; the VM owns fd) or private (a copy: the template's memfd,
+ * sealed; the pool owns it). */
+struct mvm_ram {
+	bool named;
+	int fd;
+	bool private;
 };
 
 struct pool {
@@ -70,6 +84,7 @@ struct pool {
 	uint64_t tmpl_bytes;
 	bool tmpl_ok, tmpl_off; /* made; given up (a save failed: VMs boot) */
 	bool tmpl_warm;		/* made of a VM whose interpreter was warm */
+	int tmpl_ram; /* shared templates: its RAM, a sealed memfd its copies map (else -1) */
 };
 
 /* The backend's host-wide state, set by mvm_init (microvm.c). */
@@ -128,10 +143,12 @@ void mvm_vm_free(struct vm *vm, bool graceful);
 int mvm_guest_check(const char *dir, struct al_err *err);
 /* Launch a VM of guest (with the catalogue image's disk, the inputs pack,
  * egress; warm: a pool VM) of memory_mib and vcpus, booting, or from the
- * saved state on incoming_fd (>= 0: snapshot.c's); NULL with err. */
+ * saved state on incoming_fd (>= 0: snapshot.c's), its RAM as ram says
+ * (NULL: QEMU's own); NULL with err (a shared ram->fd is the VM's either
+ * way). */
 struct vm *mvm_vm_launch(const char *guest, const char *image, const char *inputs, bool egress,
 			 bool warm, uint64_t memory_mib, unsigned vcpus, int incoming_fd,
-			 struct al_err *err);
+			 const struct mvm_ram *ram, struct al_err *err);
 /* The guest said its interpreter is warm (AL_CHAN_WARM, once). */
 void mvm_vm_took_warm(struct vm *vm);
 /* Read what the channel holds before the job: 1 when the agent is ready,

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -65,6 +66,7 @@ void mvm_vm_free(struct vm *vm, bool graceful)
 	al_closep(&vm->v.ctl_fd);
 	al_closep(&vm->v.sess_fd);
 	al_closep(&vm->egress_fd);
+	al_closep(&vm->ram_fd);
 	if (vm->cg_made)
 		al_cg_destroy(&vm->cg, NULL);
 	if (vm->uid_idx >= 0)
@@ -111,7 +113,7 @@ static void hash_of(const char *guest, const char *image, char *out, size_t cap)
  * pool's (warm) may start its job's interpreter ahead. */
 struct vm *mvm_vm_launch(const char *guest, const char *image, const char *inputs, bool egress,
 			 bool warm, uint64_t memory_mib, unsigned vcpus, int incoming_fd,
-			 struct al_err *err)
+			 const struct mvm_ram *ram, struct al_err *err)
 {
 	struct vm *vm = calloc(1, sizeof(*vm));
 	struct al_vmm_cfg cfg = {0};
@@ -120,11 +122,15 @@ struct vm *mvm_vm_launch(const char *guest, const char *image, const char *input
 	int rc;
 
 	if (!vm) {
+		if (ram && !ram->private && ram->fd >= 0)
+			close(ram->fd);
 		al_err_set(err, AL_ESANDBOX, "microvm: out of memory");
 		return NULL;
 	}
 	vm->v.pid = -1;
 	vm->v.pidfd = vm->v.chan_fd = vm->v.ctl_fd = vm->v.sess_fd = vm->egress_fd = -1;
+	vm->ram_named = ram && ram->named;
+	vm->ram_fd = ram && !ram->private ? ram->fd : -1;
 	vm->uid_idx = -1;
 	vm->memory_mib = memory_mib;
 	vm->vcpus = vcpus;
@@ -182,6 +188,9 @@ struct vm *mvm_vm_launch(const char *guest, const char *image, const char *input
 	    .incoming_fd = incoming_fd,
 	    .mem_merge = mvm_host.conf->vm_ksm,
 	    .tcg_cache_mib = mvm_host.conf->vm_tcg_cache_mib,
+	    .ram_named = vm->ram_named,
+	    .ram_fd = ram ? ram->fd : -1,
+	    .ram_private = ram && ram->private,
 	};
 	/* Network egress: the jail's network namespace is made here, with the
 	 * proxy's socket in it before the VMM can start a forwarder. */
@@ -329,6 +338,7 @@ static struct vm *tmpl_launch(struct pool *p, struct al_err *err)
 		al_log("info", "microvm_template", "tier=%s note=\"its image changed: made again\"",
 		       p->tier);
 		unlink(p->tmpl);
+		al_closep(&p->tmpl_ram);
 		p->tmpl_ok = false;
 		return NULL;
 	}
@@ -337,8 +347,13 @@ static struct vm *tmpl_launch(struct pool *p, struct al_err *err)
 		p->tmpl_ok = false;
 		return NULL;
 	}
-	vm = mvm_vm_launch(p->guest, p->image[0] ? p->image : NULL, NULL, false, true,
-			   p->memory_mib, p->vcpus, fd, err);
+	{
+		struct mvm_ram copy = {.named = true, .fd = p->tmpl_ram, .private = true};
+
+		vm = mvm_vm_launch(p->guest, p->image[0] ? p->image : NULL, NULL, false, true,
+				   p->memory_mib, p->vcpus, fd, p->tmpl_ram >= 0 ? &copy : NULL,
+				   err);
+	}
 	close(fd);
 	if (vm) {
 		vm->restoring = true;
@@ -347,22 +362,40 @@ static struct vm *tmpl_launch(struct pool *p, struct al_err *err)
 	return vm;
 }
 
+/* A shared template's RAM, once no VMM maps it writable (its VM is gone):
+ * sealed, so that no copy's VMM can ever write it (a write or a shared
+ * writable mapping through any descriptor fails; its copies map it
+ * private, copy-on-write). */
+static int tmpl_seal(int ram, struct al_err *err)
+{
+	return fcntl(ram, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
+		   ? al_err_sys(err, "microvm: seal the template's memory")
+		   : AL_OK;
+}
+
 /* p's template from vm, one of its VMs booted and warm (or ready a while
- * without a warm interpreter), which this stops: its whole state written
- * to a private file, whole or not at all. */
+ * without a warm interpreter), which this stops and frees: its whole state
+ * written to a private file, whole or not at all (with a memfd of its own
+ * as its RAM, --vm-template-share: its devices' state, the RAM kept in
+ * that memfd, sealed). */
 static void tmpl_make(struct pool *p, struct vm *vm)
 {
-	char part[PATH_MAX + 8];
+	char part[PATH_MAX + 8], hash[sizeof(vm->hash)];
 	struct al_err err = {0};
 	uint64_t t0 = al_mono_ms();
 	struct stat st;
-	int fd;
+	bool warm = vm->warm, saved;
+	int fd, ram = vm->ram_fd;
 
+	snprintf(hash, sizeof(hash), "%s", vm->hash);
 	snprintf(part, sizeof(part), "%s.part", p->tmpl);
 	unlink(part);
 	fd = open(part, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (fd < 0 || mvm_host.drv->save(&vm->v, fd, 120000, &err) || fsync(fd) || fstat(fd, &st) ||
-	    rename(part, p->tmpl)) {
+	vm->ram_fd = -1;
+	saved = fd >= 0 && !mvm_host.drv->save(&vm->v, fd, ram >= 0, 120000, &err) && !fsync(fd) &&
+		!fstat(fd, &st);
+	mvm_vm_free(vm, false); /* its VMM gone, nothing maps its RAM writable */
+	if (!saved || (ram >= 0 && tmpl_seal(ram, &err)) || rename(part, p->tmpl)) {
 		if (!err.msg[0])
 			al_err_sys(&err, "microvm: template %s", part);
 		al_log("warn", "microvm_template", "tier=%s error=\"%s\" note=\"its VMs boot\"",
@@ -370,16 +403,20 @@ static void tmpl_make(struct pool *p, struct vm *vm)
 		p->tmpl_off = true;
 		if (fd >= 0)
 			close(fd);
+		if (ram >= 0)
+			close(ram);
 		unlink(part);
 		return;
 	}
 	close(fd);
-	snprintf(p->tmpl_hash, sizeof(p->tmpl_hash), "%s", vm->hash);
-	p->tmpl_warm = vm->warm;
+	p->tmpl_ram = ram;
+	snprintf(p->tmpl_hash, sizeof(p->tmpl_hash), "%s", hash);
+	p->tmpl_warm = warm;
 	p->tmpl_bytes = (uint64_t)st.st_size;
 	p->tmpl_ok = true;
-	al_log("info", "microvm_template", "tier=%s bytes=%llu ms=%llu", p->tier,
-	       (unsigned long long)p->tmpl_bytes, (unsigned long long)(al_mono_ms() - t0));
+	al_log("info", "microvm_template", "tier=%s bytes=%llu ms=%llu shared=%d", p->tier,
+	       (unsigned long long)p->tmpl_bytes, (unsigned long long)(al_mono_ms() - t0),
+	       ram >= 0);
 }
 
 static void pool_fill(struct pool *p)
@@ -388,9 +425,22 @@ static void pool_fill(struct pool *p)
 		struct al_err err = {0};
 		struct vm *vm = tmpl_launch(p, &err);
 
-		if (!vm)
+		if (!vm) { /* a boot; one that may become a shared template has its own memfd */
+			struct mvm_ram own = {.named = true, .fd = -1};
+
+			if (mvm_host.conf->vm_template_share && !p->tmpl_ok && !p->tmpl_off &&
+			    ((own.fd = memfd_create("airlock-template",
+						    MFD_CLOEXEC | MFD_ALLOW_SEALING)) < 0 ||
+			     ftruncate(own.fd, (off_t)(p->memory_mib * MIB)))) {
+				al_log("warn", "microvm_template",
+				       "tier=%s error=\"memfd: %s\" note=\"not shared\"", p->tier,
+				       strerror(errno));
+				al_closep(&own.fd);
+			}
 			vm = mvm_vm_launch(p->guest, p->image[0] ? p->image : NULL, NULL, false,
-					   true, p->memory_mib, p->vcpus, -1, &err);
+					   true, p->memory_mib, p->vcpus, -1,
+					   own.fd >= 0 ? &own : NULL, &err);
+		}
 
 		if (!vm) {
 			fprintf(stderr, "airlock-worker: microvm: pool %s: %s\n", p->tier, err.msg);
@@ -495,7 +545,6 @@ void mvm_pool_tick(const struct al_backend_conf *conf)
 			    (vm->warm || now - vm->ready_ms > TMPL_COLD_WAIT_MS)) {
 				p->vms[k] = p->vms[--p->n];
 				tmpl_make(p, vm);
-				mvm_vm_free(vm, false);
 				continue;
 			}
 			k++;
@@ -519,6 +568,7 @@ int mvm_pool_add(const struct al_backend_conf *conf, const struct al_pool_spec *
 				  sizeof(p->vms) / sizeof(p->vms[0]));
 	p = &mvm_host.pools[mvm_host.npools];
 	memset(p, 0, sizeof(*p));
+	p->tmpl_ram = -1;
 	snprintf(p->tier, sizeof(p->tier), "%s", ps->tier);
 	snprintf(p->guest, sizeof(p->guest), "%s", ps->guest ? ps->guest : DEFAULT_GUEST);
 	snprintf(p->image, sizeof(p->image), "%s", ps->image ? ps->image : "");

@@ -40,10 +40,16 @@
 /* What the snapshot says the VM was. */
 static json_t *shape_of(const struct vm *vm)
 {
-	return json_pack("{s:s, s:s, s:s, s:I, s:i, s:b, s:b}", "vmm", mvm_host.drv->name, "accel",
-			 mvm_host.kvm ? "kvm" : "tcg", "image", vm->hash, "memory_mib",
-			 (json_int_t)vm->memory_mib, "vcpus", (int)vm->vcpus, "egress", vm->egress,
-			 "inputs", vm->inputs);
+	json_t *j = json_pack("{s:s, s:s, s:s, s:I, s:i, s:b, s:b}", "vmm", mvm_host.drv->name,
+			      "accel", mvm_host.kvm ? "kvm" : "tcg", "image", vm->hash,
+			      "memory_mib", (json_int_t)vm->memory_mib, "vcpus", (int)vm->vcpus,
+			      "egress", vm->egress, "inputs", vm->inputs);
+
+	/* its RAM a backend named "ram", no balloon (a shared template's VM,
+	 * pool.c): a VM of that shape reads it */
+	if (j && vm->ram_named)
+		json_object_set_new(j, "ram_named", json_true());
+	return j;
 }
 
 int mvm_snapshot(struct al_sandbox *sb, int fd, bool keep, struct al_err *err)
@@ -67,7 +73,7 @@ int mvm_snapshot(struct al_sandbox *sb, int fd, bool keep, struct al_err *err)
 	rc = al_write_all(fd, SNAP_MAGIC, strlen(SNAP_MAGIC)) ||
 		     al_write_all(fd, line, strlen(line)) || al_write_all(fd, "\n", 1)
 		 ? al_err_sys(err, "microvm: snapshot: write")
-		 : mvm_host.drv->save(&vm->v, fd, SAVE_TIMEOUT_MS, err);
+		 : mvm_host.drv->save(&vm->v, fd, false, SAVE_TIMEOUT_MS, err);
 	free(line);
 	if (rc == AL_OK && keep && (rc = mvm_host.drv->resume(&vm->v, RESTORE_TIMEOUT_MS, err)))
 		al_err_wrap(err, "microvm: running again after the snapshot");
@@ -121,13 +127,16 @@ int mvm_restore(struct al_sandbox *sb, const char *guest, uint64_t mib, unsigned
 	const struct al_run_spec *s = &sb->spec;
 	json_t *shape = NULL;
 	const char *hash;
+	struct mvm_ram ram = {.fd = -1};
 	uint64_t t0 = al_mono_ms();
 	int rc;
 
 	if ((rc = read_head(s->restore_fd, s, mib, vcpus, &shape, err)))
 		goto out;
-	if (!(m->vm = mvm_vm_launch(guest, s->image, s->inputs_pack, s->network == AL_NET_EGRESS,
-				    false, mib, vcpus, s->restore_fd, err))) {
+	ram.named = json_is_true(json_object_get(shape, "ram_named"));
+	if (!(m->vm =
+		  mvm_vm_launch(guest, s->image, s->inputs_pack, s->network == AL_NET_EGRESS, false,
+				mib, vcpus, s->restore_fd, ram.named ? &ram : NULL, err))) {
 		rc = AL_ESANDBOX;
 		goto out;
 	}

@@ -53,6 +53,15 @@ struct al_vmm_cfg {
 	 * it whole once it ran enough code; smaller is denser and slower;
 	 * 0 = 64 */
 	uint64_t tcg_cache_mib;
+	/* guest RAM as a memory backend named "ram" instead of QEMU's own,
+	 * without the balloon (the pool's shared template, pool.c): ram_fd a
+	 * memfd it maps (-1: anonymous memory of its own, a resumed copy's),
+	 * shared (a VM that may become the template: its RAM stays in the
+	 * memfd, out of its saved state) or, ram_private, copy-on-write (a
+	 * template's copy, whose incoming state was saved without its RAM) */
+	bool ram_named;
+	int ram_fd;
+	bool ram_private;
 };
 
 /* A running VMM. */
@@ -76,8 +85,11 @@ struct al_vmm_driver {
 	int (*shutdown)(struct al_vmm *vm, int timeout_ms);
 	/* Stop the VM's vCPUs and write its whole state (memory, devices) to
 	 * fd, from its offset on, within timeout_ms; the VM stays stopped (the
-	 * caller ends it, or resumes it: a fork's parent). 0 or err. */
-	int (*save)(struct al_vmm *vm, int fd, int timeout_ms, struct al_err *err);
+	 * caller ends it, or resumes it: a fork's parent); without_ram: the
+	 * RAM of a shared ram_fd left out (it stays in that memfd: a template).
+	 * 0 or err. */
+	int (*save)(struct al_vmm *vm, int fd, bool without_ram, int timeout_ms,
+		    struct al_err *err);
 	/* Run the VM's vCPUs again: a VMM launched with incoming_fd once it
 	 * has read that state (waited for, within timeout_ms; 0: one look,
 	 * and 1 while it still reads), or one that save stopped. 0 or err

@@ -23,9 +23,11 @@
 #include "egress_fwd.h"
 #include "vmm.h"
 
+static int copy_incoming(struct al_vmm *vm, struct al_err *err);
+
 static int qemu_launch(const struct al_vmm_cfg *cfg, struct al_vmm *vm, struct al_err *err)
 {
-	char mem[32], smp[32], cmdline[512], accel[64];
+	char mem[32], smp[32], cmdline[512], accel[64], ram[160], machine[96];
 	int chan[2] = {-1, -1}, ctl[2] = {-1, -1}, sess[2] = {-1, -1}, rc;
 	const char *argv[66];
 	int n = 0;
@@ -64,9 +66,25 @@ static int qemu_launch(const struct al_vmm_cfg *cfg, struct al_vmm *vm, struct a
 	 * otherwise, and in the jail that is /vm */
 	argv[n++] = "-L";
 	argv[n++] = "/usr/share/qemu";
+	/* RAM in a backend of its own (the pool's shared template): its merge
+	 * is the backend's; the memfd is fd 6, or 7 after a restore's state */
+	snprintf(machine, sizeof(machine), "microvm,pit=off,pic=off,mem-merge=%s%s",
+		 cfg->mem_merge ? "on" : "off", cfg->ram_named ? ",memory-backend=ram" : "");
+	if (cfg->ram_fd >= 0)
+		snprintf(ram, sizeof(ram),
+			 "memory-backend-file,id=ram,size=%lluM,mem-path=/proc/self/fd/%d,"
+			 "share=%s,merge=%s",
+			 (unsigned long long)cfg->memory_mib, cfg->incoming_fd >= 0 ? 7 : 6,
+			 cfg->ram_private ? "off" : "on", cfg->mem_merge ? "on" : "off");
+	else
+		snprintf(ram, sizeof(ram), "memory-backend-ram,id=ram,size=%lluM,merge=%s",
+			 (unsigned long long)cfg->memory_mib, cfg->mem_merge ? "on" : "off");
 	argv[n++] = "-M";
-	argv[n++] = cfg->mem_merge ? "microvm,pit=off,pic=off,mem-merge=on"
-				   : "microvm,pit=off,pic=off,mem-merge=off";
+	argv[n++] = machine;
+	if (cfg->ram_named) {
+		argv[n++] = "-object";
+		argv[n++] = ram;
+	}
 	argv[n++] = "-accel";
 	argv[n++] = accel;
 	/* TCG: an AMD family-16 model with SSE4a. With qemu64 (family 15)
@@ -104,8 +122,10 @@ static int qemu_launch(const struct al_vmm_cfg *cfg, struct al_vmm *vm, struct a
 	 * inflated): the guest hands back the pages it frees, and QEMU gives
 	 * them to the host (what a session's call allocated and freed does
 	 * not stay the VM's). */
-	argv[n++] = "-device";
-	argv[n++] = "virtio-balloon-device,free-page-reporting=on";
+	if (!cfg->ram_named) { /* a copy's discard would punch the template */
+		argv[n++] = "-device";
+		argv[n++] = "virtio-balloon-device,free-page-reporting=on";
+	}
 	/* A session's server speaks to the worker here (fd 5 in QEMU): every
 	 * VM has it, so a pool VM can serve a session; only a session's job
 	 * is given it inside the guest. */
@@ -155,17 +175,21 @@ static int qemu_launch(const struct al_vmm_cfg *cfg, struct al_vmm *vm, struct a
 			? "on,obsolete=deny,resourcecontrol=deny"
 			: "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny";
 	/* A restore: the saved state on fd 6, read before the VM runs (it
-	 * stays paused until qemu_resume: the state was saved stopped). */
+	 * stays paused until qemu_resume: the state was saved stopped); a
+	 * template's copy reads it once told that its RAM is not in it. */
 	if (cfg->incoming_fd >= 0) {
 		argv[n++] = "-incoming";
-		argv[n++] = "fd:6";
+		argv[n++] = cfg->ram_private ? "defer" : "fd:6";
 	}
 	argv[n] = NULL;
 	{
-		int keep[4] = {chan[1], ctl[1], sess[1], cfg->incoming_fd};
+		int keep[5] = {chan[1], ctl[1], sess[1], cfg->incoming_fd, cfg->ram_fd}, nkeep = 3;
 
-		if ((rc = al_vmm_spawn(cfg, (char *const *)argv, keep,
-				       cfg->incoming_fd >= 0 ? 4 : 3, vm, err)))
+		if (cfg->incoming_fd >= 0)
+			nkeep++;
+		if (cfg->ram_fd >= 0)
+			keep[nkeep++] = cfg->ram_fd;
+		if ((rc = al_vmm_spawn(cfg, (char *const *)argv, keep, nkeep, vm, err)))
 			goto fail_fds;
 	}
 	close(chan[1]);
@@ -175,7 +199,7 @@ static int qemu_launch(const struct al_vmm_cfg *cfg, struct al_vmm *vm, struct a
 	vm->ctl_fd = ctl[0];
 	vm->sess_fd = sess[0];
 	vm->ctl_ready = false;
-	return AL_OK;
+	return cfg->ram_private && cfg->incoming_fd >= 0 ? copy_incoming(vm, err) : AL_OK;
 fail_fds:
 	for (int i = 0; i < 2; i++) {
 		al_closep(&chan[i]);
@@ -290,16 +314,46 @@ static int qmp_query(struct al_vmm *vm, const char *cmd, const char *key, char *
 	return r ? AL_OK : AL_ESANDBOX;
 }
 
+/* x-ignore-shared: a shared RAM backend's pages stay out of a saved state
+ * (a template's), and a restore expects them where its RAM is mapped; off,
+ * every block is in it (set either way before a save: a template's copy,
+ * which had it on for its restore, saves its RAM whole). */
+static int ignore_shared(struct al_vmm *vm, bool on, uint64_t deadline, struct al_err *err)
+{
+	return qmp_do(
+	    vm,
+	    on ? "{\"execute\":\"migrate-set-capabilities\",\"arguments\":{\"capabilities\":"
+		 "[{\"capability\":\"x-ignore-shared\",\"state\":true}]}}\n"
+	       : "{\"execute\":\"migrate-set-capabilities\",\"arguments\":{\"capabilities\":"
+		 "[{\"capability\":\"x-ignore-shared\",\"state\":false}]}}\n",
+	    -1, deadline, "migrate-set-capabilities", err);
+}
+
+/* A template's copy (-incoming defer): its state, saved without the RAM it
+ * maps from the template, read from AL_VMM_INCOMING_FD. */
+static int copy_incoming(struct al_vmm *vm, struct al_err *err)
+{
+	uint64_t deadline = al_mono_ms() + 10000;
+	int rc = ignore_shared(vm, true, deadline, err);
+
+	return rc ? rc
+		  : qmp_do(vm,
+			   "{\"execute\":\"migrate-incoming\",\"arguments\":{\"uri\":\"fd:6\"}}\n",
+			   -1, deadline, "migrate-incoming", err);
+}
+
 /* Stop, then migrate to fd (QMP getfd: the jail opens nothing, the
  * sandbox spawns nothing): QEMU writes its stream there and says
  * "completed". Zero pages are a few bytes each in it. */
-static int qemu_save(struct al_vmm *vm, int fd, int timeout_ms, struct al_err *err)
+static int qemu_save(struct al_vmm *vm, int fd, bool without_ram, int timeout_ms,
+		     struct al_err *err)
 {
 	uint64_t deadline = al_mono_ms() + (uint64_t)timeout_ms;
 	char st[32] = "";
 	int rc;
 
 	if ((rc = qmp_do(vm, "{\"execute\":\"stop\"}\n", -1, deadline, "stop", err)) ||
+	    (rc = ignore_shared(vm, without_ram, deadline, err)) ||
 	    (rc = qmp_do(vm,
 			 "{\"execute\":\"migrate-set-parameters\",\"arguments\":"
 			 "{\"max-bandwidth\":1099511627776}}\n",

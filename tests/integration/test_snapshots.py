@@ -14,9 +14,13 @@ said so; a tier whose idle sessions pause pauses one, and its worker's
 drain pauses another; docs/snapshots.md's example, the CLI's and the
 gateway's pause; a pool's first warm VM becomes its template, from which
 its VMs start, each job drawing its own random numbers, and a session
-there is served by the VM's warm interpreter."""
+there is served by the VM's warm interpreter; with --vm-template-share
+the copies map the template's memory, sealed (a copy's VMM cannot write
+it), and a session in a copy pauses and resumes."""
+import errno
 import glob
 import json
+import mmap
 import os
 import signal
 import subprocess
@@ -351,6 +355,59 @@ try:
     c.signal("snap4", signal.SIGTERM)
     c.wait_exit("snap4")
     t.ok(not os.path.exists(tmpl), "14: the template is removed when its worker stops", tmpl)
+    # ---- --vm-template-share: the copies map the template's memory ----
+    c.worker("snap5", uid_base=UID + 3000, slots=2, tiers="vmpool",
+             extra=VM_WORKER + ["--vm-template-share"])
+    made = c.wait_for(lambda: "event=microvm_template tier=vmpool" in c.log("snap5"),
+                      timeout=120)
+    tmpl = os.path.join(c.dir, "state", "microvm-templates", "snap5", "vmpool.snap")
+    tbytes = os.path.getsize(tmpl) if os.path.exists(tmpl) else None
+    jobs = []
+    for _ in range(2):
+        jobs.append(pcl.run(draw))
+        time.sleep(2)
+    # a copy's VMM (an escape from its guest, standing in: root here) cannot
+    # write the template it maps: the memfd is sealed
+    tried = []
+    for pid in vmm_pids_of(UID + 3000):
+        for fd in os.listdir("/proc/%d/fd" % pid):
+            try:
+                if not os.readlink("/proc/%d/fd/%s" % (pid, fd)).startswith("/memfd:airlock-"):
+                    continue
+                w = os.open("/proc/%d/fd/%s" % (pid, fd), os.O_RDWR)
+            except OSError:
+                continue
+            for what, act in (("write", lambda: os.pwrite(w, b"x", 4096)),
+                              ("map", lambda: mmap.mmap(w, 4096, mmap.MAP_SHARED,
+                                                        mmap.PROT_READ | mmap.PROT_WRITE)),
+                              ("truncate", lambda: os.ftruncate(w, 4096))):
+                try:
+                    act()
+                    tried.append((what, "done"))
+                except OSError as ex:
+                    tried.append((what, ex.errno))
+            os.close(w)
+    t.ok(made and "shared=1" in c.log("snap5") and tbytes is not None and tbytes < (1 << 20) and
+         all(j.status == "ok" for j in jobs) and len({j.stdout for j in jobs}) == 2 and
+         all(j.info.get("boot") in ("warm", "restored") for j in jobs) and tried and
+         all(e == errno.EPERM for _, e in tried),
+         "15: --vm-template-share: the template's file holds only its devices (%s bytes: its "
+         "memory stays in a sealed memfd its copies map copy-on-write); jobs run in copies, "
+         "each its own os.urandom; the memfd, opened from a copy's VMM, refuses a write, a "
+         "shared writable mapping and a truncate (EPERM)" % tbytes,
+         (made, tbytes, [(j.status, j.info, j.stdout) for j in jobs], tried))
+    # a session in a copy pauses and resumes (its VM's RAM not the template's
+    # any more: read whole from its snapshot)
+    ws = pcl.session()
+    ws.run_python("z = 'copied'\nimport json")
+    wp = ws.pause()
+    wr = ws.run_python("print(z, json.dumps([1]))")
+    ws.close()
+    t.ok(wp.get("state") == "paused" and wr.stdout == b"copied [1]\n",
+         "16: a session in a template's copy pauses and resumes with its variables and "
+         "imports", (wp, wr))
+    c.signal("snap5", signal.SIGTERM)
+    c.wait_exit("snap5")
 except BaseException:
     for name in list(c.procs):
         if name.startswith("snap"):

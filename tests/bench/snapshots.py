@@ -16,11 +16,16 @@ here (no KVM), in one run:
   - host memory an idle session holds: its VM's cgroup while open, none
     once paused (its snapshot on disk instead);
   - pause and resume on gVisor (a container tier on runsc, ptrace here):
-    runsc's checkpoint with the session's files, the same two sessions.
+    runsc's checkpoint with the session's files, the same two sessions;
+  - the pool again on a worker with --vm-template-share (copies map the
+    template's memory): a cold one-shot and a session's open from the
+    template, and an idle session's host memory in a copy, against the
+    booted figures above.
 Medians of ROUNDS each, ratios against the baseline of the same run.
 Needs root and the python and datascience images (make images).
 Usage: snapshots.py [ROUNDS] [runsc]   (runsc: its rows only)"""
 import os
+import signal
 import statistics
 import sys
 import threading
@@ -44,6 +49,7 @@ SESS = {"max_per_tenant": 16, "idle_s": 600, "max_life_s": 3600, "max_paused_per
 POLICY = policy(
     tier_def("booted", "microvm", image="python", defaults=VM, sessions=SESS),
     tier_def("pooled", "microvm", image="python", defaults=VM, sessions=SESS, pool=1),
+    tier_def("shared", "microvm", image="python", defaults=VM, sessions=SESS, pool=1),
     tier_def("ds", "microvm", image="datascience", images=["datascience"], defaults=DS,
              sessions=SESS),
     tier_def("gv", "container", oci_runtime="runsc", image="python", images=["python"],
@@ -52,6 +58,7 @@ POLICY = policy(
              images=["datascience"], defaults=DS, sessions=SESS),
     lease_ms=30000)
 WORKER = "snapbench"
+SHARER = "snapshare"  # the same pool with --vm-template-share
 
 
 def ms(f):
@@ -64,10 +71,10 @@ def med(xs):
     return statistics.median(xs) if xs else float("nan")
 
 
-def vm_memory():
+def vm_memory(worker=WORKER):
     """The bytes each of the worker's VM cgroups holds now (v1 or v2)."""
     out = []
-    for root in ("/sys/fs/cgroup/memory/airlock/" + WORKER, "/sys/fs/cgroup/airlock/" + WORKER):
+    for root in ("/sys/fs/cgroup/memory/airlock/" + worker, "/sys/fs/cgroup/airlock/" + worker):
         for d, _, files in os.walk(root):
             for f in ("memory.usage_in_bytes", "memory.current"):
                 if f in files and os.path.basename(d).startswith("vm-"):
@@ -159,11 +166,8 @@ def main():
             (warm if r.info.get("boot") == "warm" else restored).append(t)
             # the pool's VM taken, before the pool has another: the next
             # job starts from the template
-            blocker = cl.submit("import time; time.sleep(30)", tier="pooled")
-            time.sleep(0.05)
-            t, r = one("pooled")
+            t, r = restored_one_shot(cl, "pooled")
             (restored if r.info.get("boot") == "restored" else warm).append(t)
-            cl.cancel(blocker)
         print("%-34s booted %6.0f ms  warm pool %6.0f ms  restored %6.0f ms" %
               ("one-shot print(1)", med(booted), med(warm), med(restored)))
         for name, xs in (("warm pool", warm), ("restored from the pool's template", restored)):
@@ -208,8 +212,65 @@ def main():
                "open: %.0f MiB" % (med(open_mem) / 2**20), 0.0, ("<=", 150, 0.0))
         for s in ss:
             s.close()
+        shared_template(c, cl, med(booted), med(ob), med(open_mem))
     finally:
         c.close()
+
+
+def restored_one_shot(cl, tier):
+    """print(1) while the pool's VM is taken: its VM restored from the
+    template (ms, info)."""
+    blocker = cl.submit("import time; time.sleep(30)", tier=tier)
+    time.sleep(0.05)
+    t, r = ms(lambda: cl.run("print(1)", tier=tier))
+    cl.cancel(blocker)
+    return t, r
+
+
+def shared_template(c, cl, booted, opened, open_mem):
+    """The same pool on a worker with --vm-template-share (the first one
+    stopped): a cold one-shot and a session's open from the template, and
+    what an idle session in a copy holds, against the booted figures."""
+    c.signal(WORKER, signal.SIGTERM)
+    c.wait_exit(WORKER, timeout=60)
+    c.worker(SHARER, uid_base=77000, slots=6, tiers="shared",
+             extra=["--images", IMAGES, "--vm-accel", "tcg", "--vm-template-share"])
+    c.wait_for(lambda: "event=microvm_template tier=shared" in c.log(SHARER), timeout=300)
+    time.sleep(3)
+    one, opens = [], []
+    for _ in range(N):
+        t, r = restored_one_shot(cl, "shared")
+        if r.info.get("boot") == "restored":
+            one.append(t)
+        time.sleep(3)
+        t, s = ms(lambda: cl.session(tier="shared"))  # the pool's VM
+        t, s2 = ms(lambda: cl.session(tier="shared"))  # restored
+        opens.append(t)
+        s.close()
+        s2.close()
+        time.sleep(3)
+    ss = [cl.session(tier="shared") for _ in range(3)]
+    for s in ss:
+        s.run_python("import json")
+    time.sleep(2)
+    mem = sorted(vm_memory(SHARER))[-len(ss):]  # (the pool's idle copy, smaller, left out)
+    for s in ss:
+        s.close()
+    print("--vm-template-share (TCG)")
+    print("%-34s restored %6.0f ms  (booted %6.0f ms)" % ("one-shot print(1)", med(one), booted))
+    print("%-34s restored %6.0f ms  (booted %6.0f ms)" % ("a session's open", med(opens), opened))
+    print("%-34s %6.0f MiB each (VM cgroup; booted %4.0f MiB)" %
+          ("an idle session's host memory", med(mem) / 2**20, open_mem / 2**20))
+    record("snapshots: one-shot print(1), restored from a shared template "
+           "(--vm-template-share, TCG)", "%.0f ms" % med(one), "a booted VM: %.0f ms" % booted,
+           med(one) / booted, ("<=", 400, med(one)))
+    record("snapshots: a session's open, restored from a shared template "
+           "(--vm-template-share, TCG)", "%.0f ms" % med(opens), "booted: %.0f ms" % opened,
+           med(opens) / opened, ("<=", 500, med(opens)))
+    record("snapshots: host memory an idle session holds in a template's copy "
+           "(--vm-template-share, TCG)", "%.0f MiB" % (med(mem) / 2**20),
+           "a booted VM's: %.0f MiB" % (open_mem / 2**20), med(mem) / open_mem,
+           ("<=", 150, med(mem) / 2**20))
 
 
 if __name__ == "__main__":

@@ -94,12 +94,17 @@ headers: $(LIB)
 $(BUILD)/airlock: $(call obj,$(CLI_SRC)) $(LIB)
 	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
-$(WORKER_GEN): worker/session_server.py
+# $@: the text of $< as a C string named $(1)
+define text_as_c
 	@mkdir -p $(dir $@)
-	{ echo '/* made from worker/session_server.py by the Makefile: do not edit */'; \
-	  echo 'extern const char wk_session_server_py[];'; \
-	  echo 'const char wk_session_server_py[] ='; \
+	{ echo '/* made from $< by the Makefile: do not edit */'; \
+	  echo 'extern const char $(1)[];'; \
+	  echo 'const char $(1)[] ='; \
 	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' $<; echo ';'; } > $@
+endef
+
+$(WORKER_GEN): worker/session_server.py
+	$(call text_as_c,wk_session_server_py)
 
 $(BUILD)/airlock-worker: $(call obj,$(WORKER_SRC)) $(LIB)
 	$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
@@ -152,9 +157,13 @@ $(BUILD)/airlock-egress-fwd: backends/microvm/egress_fwd.c backends/microvm/egre
 AGENT_SRC := $(AGENT_ONLY_SRC) backends/vmchan.c backends/cgroup.c backends/jobfs.c backends/inpack.c common/clock.c \
 	backends/jobspec.c backends/endstatus.c backends/seccomp.c common/log.c proto/buf.c proto/err.c \
 	proto/job.c proto/field.c proto/inputs.c proto/mp.c proto/result.c proto/grade.c backends/judge.c
-$(BUILD)/airlock-agent: $(AGENT_SRC) $(wildcard backends/*.h backends/microvm/*.h proto/*.h common/*.h)
+# the session server's text too, which a warm interpreter compiles ahead
+AGENT_GEN := $(BUILD)/gen/agent_server.c
+$(AGENT_GEN): worker/session_server.py
+	$(call text_as_c,agent_session_server_py)
+$(BUILD)/airlock-agent: $(AGENT_SRC) $(AGENT_GEN) $(wildcard backends/*.h backends/microvm/*.h proto/*.h common/*.h)
 	$(CC) -std=gnu11 -D_GNU_SOURCE $(WARN) -O2 -static -s -ffile-prefix-map=$(CURDIR)=. \
-		-o $@ $(AGENT_SRC) -lmsgpackc -lseccomp
+		-o $@ $(AGENT_SRC) $(AGENT_GEN) -lmsgpackc -lseccomp
 
 $(BUILD)/tests/%: $(call obj,tests/unit/%.c) $(LIB)
 	@mkdir -p $(dir $@)

@@ -42,7 +42,9 @@ static size_t name_len(const char *s)
  * exits 1 (SIGINT for KeyboardInterrupt, as python3 does). The code's lines go into linecache
  * when something first imports it (a finder at the front of sys.meta_path wraps its loading):
  * importing linecache itself (tokenize, re, enum) would cost a print(1) job 12 ms, most of
- * its time beyond a bare python3's. */
+ * its time beyond a bare python3's. In a warm interpreter that compiled a text ahead
+ * (sys._airlock_pre: the text and its code, taken out of sys here) a job whose code is that
+ * text runs that code, the same compile's. */
 const char al_python_launcher[] =
     "def _airlock_run():\n"
     "    import site, sys\n"
@@ -86,8 +88,9 @@ const char al_python_launcher[] =
     "        sys.modules['linecache'].cache[name] = entry\n"
     "    else:\n"
     "        sys.meta_path.insert(0, Lines)\n"
+    "    pre = sys.__dict__.pop('_airlock_pre', None)\n"
     "    try:\n"
-    "        exec(compile(src, name, 'exec'), g)\n"
+    "        exec(pre[1] if pre and pre[0] == src else compile(src, name, 'exec'), g)\n"
     "    except SystemExit:\n"
     "        raise\n"
     "    except BaseException as e:\n"
@@ -142,7 +145,10 @@ const char al_python_launcher[] =
  * /proc/self files are then its own). argv is the cold job's (python3 -c
  * LAUNCHER SCRIPT ARGS...): sys.argv becomes what that -c would see, and
  * LAUNCHER runs as that -c's program, named "<string>" (the code compiled
- * before, when it is the same text). */
+ * before, when it is the same text). A text in /tmp/AL_WARM_PRECOMPILE (the
+ * session server's, put there by the microVM's agent) is compiled before
+ * the 'R' too, named as LAUNCHER names a job's code, and kept in
+ * sys._airlock_pre for LAUNCHER. */
 const char al_warm_python[] =
     "def _airlock_warm():\n"
     "    import os, sys\n"
@@ -164,6 +170,12 @@ const char al_warm_python[] =
     "        except Exception:\n"
     "            pass\n"
     "    pre = compile(src, '<string>', 'exec')\n"
+    "    try:\n"
+    "        with open('/tmp/" AL_WARM_PRECOMPILE "', 'rb') as f:\n"
+    "            text = f.read()\n"
+    "        sys._airlock_pre = (text, compile(text, '<run_python>', 'exec'))\n"
+    "    except (OSError, SyntaxError, ValueError):\n"
+    "        pass\n"
     "    gc.collect()\n"
     "    gc.freeze()\n"
     "    sys.stdout.flush()\n"

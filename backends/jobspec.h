@@ -29,8 +29,12 @@ extern const char al_python_launcher[];
  * compiles LAUNCHER, says 'R' on the socket at fd 3 and waits for one 'G'
  * with the job's stdin, stdout, stderr, code and a memfd of its argv,
  * environment and work directory (jobspec.c has the format); then it runs
- * the job as python3 -c LAUNCHER would. */
+ * the job as python3 -c LAUNCHER would. A file AL_WARM_PRECOMPILE in its
+ * /tmp when it starts holds a text compiled there ahead (the session
+ * server's, by the microVM's agent): a job whose code is that text runs
+ * the code compiled then. */
 extern const char al_warm_python[];
+#define AL_WARM_PRECOMPILE ".airlock-precompile"
 /* The first variable read at an interpreter's start-up (PYTHON*, LC_*,
  * LANG, HOME, TZ, thread-pool sizes, ...) that is in one NULL-ended list
  * of "NAME=value" and not, with that value, in the other; NULL when they

@@ -460,7 +460,9 @@ static bool fits(const struct pool *p, const char *tier, const char *guest, cons
 }
 
 /* Take the pool VM that fits the job best (one whose interpreter is warm,
- * then a ready one, then one still booting); NULL if none does. */
+ * then a copy of a warm template still being restored: warm in a moment,
+ * where a ready VM's interpreter may import for seconds more; then a
+ * ready one, then one still booting); NULL if none does. */
 struct vm *mvm_pool_take(const char *tier, const char *guest, const char *image,
 			 uint64_t memory_mib, unsigned vcpus)
 {
@@ -470,13 +472,14 @@ struct vm *mvm_pool_take(const char *tier, const char *guest, const char *image,
 
 		if (!fits(p, tier, guest, image, memory_mib, vcpus))
 			continue;
-		for (unsigned k = 0, score = 0; k < p->n && score < 3; k++) {
+		for (unsigned k = 0, score = 0; k < p->n && score < 4; k++) {
 			struct al_err err = {0};
 			int rc = mvm_vm_poll_ready(p->vms[k], &err);
+			bool live = rc == 0 && !mvm_vm_exited(p->vms[k]);
 			/* still booting is better than a cold boot */
-			unsigned s = rc > 0 ? (p->vms[k]->warm ? 3 : 2)
-				     : rc == 0 && !mvm_vm_exited(p->vms[k]) ? 1
-									    : 0;
+			unsigned s = rc > 0 ? (p->vms[k]->warm ? 4 : 2)
+				     : live ? (p->vms[k]->restoring && p->vms[k]->tmpl_warm ? 3 : 1)
+					    : 0;
 
 			if (s > score) {
 				best = (int)k;

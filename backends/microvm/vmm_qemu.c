@@ -70,18 +70,19 @@ static int qemu_launch(const struct al_vmm_cfg *cfg, struct al_vmm *vm, struct a
 	 * is the backend's; the memfd is fd 6, or 7 after a restore's state */
 	snprintf(machine, sizeof(machine), "microvm,pit=off,pic=off,mem-merge=%s%s",
 		 cfg->mem_merge ? "on" : "off", cfg->ram_named ? ",memory-backend=ram" : "");
-	if (cfg->ram_fd >= 0)
-		snprintf(ram, sizeof(ram),
-			 "memory-backend-file,id=ram,size=%lluM,mem-path=/proc/self/fd/%d,"
-			 "share=%s,merge=%s",
-			 (unsigned long long)cfg->memory_mib, cfg->incoming_fd >= 0 ? 7 : 6,
-			 cfg->ram_private ? "off" : "on", cfg->mem_merge ? "on" : "off");
-	else
-		snprintf(ram, sizeof(ram), "memory-backend-ram,id=ram,size=%lluM,merge=%s",
-			 (unsigned long long)cfg->memory_mib, cfg->mem_merge ? "on" : "off");
 	argv[n++] = "-M";
 	argv[n++] = machine;
 	if (cfg->ram_named) {
+		if (cfg->ram_fd >= 0)
+			snprintf(ram, sizeof(ram),
+				 "memory-backend-file,id=ram,size=%lluM,mem-path=/proc/self/fd/%d,"
+				 "share=%s,merge=%s",
+				 (unsigned long long)cfg->memory_mib, cfg->incoming_fd >= 0 ? 7 : 6,
+				 cfg->ram_private ? "off" : "on", cfg->mem_merge ? "on" : "off");
+		else
+			snprintf(ram, sizeof(ram), "memory-backend-ram,id=ram,size=%lluM,merge=%s",
+				 (unsigned long long)cfg->memory_mib,
+				 cfg->mem_merge ? "on" : "off");
 		argv[n++] = "-object";
 		argv[n++] = ram;
 	}
@@ -183,10 +184,10 @@ static int qemu_launch(const struct al_vmm_cfg *cfg, struct al_vmm *vm, struct a
 	}
 	argv[n] = NULL;
 	{
-		int keep[5] = {chan[1], ctl[1], sess[1], cfg->incoming_fd, cfg->ram_fd}, nkeep = 3;
+		int keep[5] = {chan[1], ctl[1], sess[1]}, nkeep = 3;
 
 		if (cfg->incoming_fd >= 0)
-			nkeep++;
+			keep[nkeep++] = cfg->incoming_fd;
 		if (cfg->ram_fd >= 0)
 			keep[nkeep++] = cfg->ram_fd;
 		if ((rc = al_vmm_spawn(cfg, (char *const *)argv, keep, nkeep, vm, err)))
@@ -320,13 +321,13 @@ static int qmp_query(struct al_vmm *vm, const char *cmd, const char *key, char *
  * which had it on for its restore, saves its RAM whole). */
 static int ignore_shared(struct al_vmm *vm, bool on, uint64_t deadline, struct al_err *err)
 {
-	return qmp_do(
-	    vm,
-	    on ? "{\"execute\":\"migrate-set-capabilities\",\"arguments\":{\"capabilities\":"
-		 "[{\"capability\":\"x-ignore-shared\",\"state\":true}]}}\n"
-	       : "{\"execute\":\"migrate-set-capabilities\",\"arguments\":{\"capabilities\":"
-		 "[{\"capability\":\"x-ignore-shared\",\"state\":false}]}}\n",
-	    -1, deadline, "migrate-set-capabilities", err);
+	char cmd[160];
+
+	snprintf(cmd, sizeof(cmd),
+		 "{\"execute\":\"migrate-set-capabilities\",\"arguments\":{\"capabilities\":"
+		 "[{\"capability\":\"x-ignore-shared\",\"state\":%s}]}}\n",
+		 on ? "true" : "false");
+	return qmp_do(vm, cmd, -1, deadline, "migrate-set-capabilities", err);
 }
 
 /* A template's copy (-incoming defer): its state, saved without the RAM it

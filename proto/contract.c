@@ -110,6 +110,11 @@ const char *al_key_sess(char out[AL_KEY_MAX], const char *id)
 	return keyf(out, AL_KEY_PREFIX "sess:", id, NULL);
 }
 
+const char *al_key_sq(char out[AL_KEY_MAX], const char *id)
+{
+	return keyf(out, AL_KEY_PREFIX "sq:", id, NULL);
+}
+
 const char *al_key_wq(char out[AL_KEY_MAX], const char *worker)
 {
 	return keyf(out, AL_KEY_PREFIX "wq:", worker, NULL);

@@ -35,6 +35,7 @@ const char *al_key_hist(char out[AL_KEY_MAX], const char *tier, const char *back
 const char *al_key_vm(char out[AL_KEY_MAX], const char *name);	 /* al:vm:<name> */
 const char *al_key_sess(char out[AL_KEY_MAX], const char *id);	 /* al:sess:<id> */
 const char *al_key_wq(char out[AL_KEY_MAX], const char *worker); /* al:wq:<worker> */
+const char *al_key_sq(char out[AL_KEY_MAX], const char *id);	 /* al:sq:<id>: held calls */
 /* A session's call is answered under "<session>/<call>" (al:res:<it>,
  * al:out:<it>): no job's id holds a '/', so no call's answer can land on a
  * job's keys, and each session's calls live under its own prefix. */
@@ -360,9 +361,12 @@ void al_session_take_call(struct al_call *c, const char *id, const char *worker,
  * {1, open sessions} or {0, 0} */
 void al_session_resumed_call(struct al_call *c, const char *id, const char *tenant,
 			     const char *worker);
-/* SESSION_DROP: a paused (or resuming) session ended for reason ->
- * {1, snapshot path, the calls held...} or {0, ""} */
-void al_session_drop_call(struct al_call *c, const char *id, const char *reason, uint64_t ttl_ms);
+/* SESSION_DROP: a paused (or resuming) session ended for reason, the
+ * first `answered` of its held calls answered already (before the record
+ * says ended: a client that sees ended finds their answers) ->
+ * {1, snapshot path, the calls held after those...} or {0, ""} */
+void al_session_drop_call(struct al_call *c, const char *id, const char *reason, uint64_t ttl_ms,
+			  size_t answered);
 /* PAUSED_DUE: the paused sessions of the queues rqs past their time, ended
  * (paused_expired) -> the sessions waiting on rqs to resume (their
  * lengths added up), then sid, snapshot path, sid, path... */

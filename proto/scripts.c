@@ -682,16 +682,18 @@ const char al_lua_session_resumed[] =
     "if moved > 0 then redis.call('PEXPIRE', wq, 86400000) end\n"
     "return {1, open}\n";
 
-const char al_lua_session_drop[] = SESSION_END_ONE NOW_MS
-    "local path = redis.call('HGET', KEYS[1], 'snapshot') or ''\n"
-    "local st = redis.call('HGET', KEYS[1], 'state')\n"
-    "if st ~= 'paused' and st ~= 'resuming' then return {0, ''} end\n"
-    "end_one(KEYS[1], ARGV[3], ARGV[1], now, ARGV[2])\n"
-    "local q = '" AL_KEY_PREFIX "sq:' .. ARGV[3]\n"
-    "local out = {1, path}\n"
-    "for _, c in ipairs(redis.call('LRANGE', q, 0, -1)) do out[#out + 1] = c end\n"
-    "redis.call('DEL', q)\n"
-    "return out\n";
+const char al_lua_session_drop[] =
+    SESSION_END_ONE NOW_MS "local path = redis.call('HGET', KEYS[1], 'snapshot') or ''\n"
+			   "local st = redis.call('HGET', KEYS[1], 'state')\n"
+			   "if st ~= 'paused' and st ~= 'resuming' then return {0, ''} end\n"
+			   "end_one(KEYS[1], ARGV[3], ARGV[1], now, ARGV[2])\n"
+			   "local q = '" AL_KEY_PREFIX "sq:' .. ARGV[3]\n"
+			   "local out = {1, path}\n"
+			   "for _, c in ipairs(redis.call('LRANGE', q, tonumber(ARGV[4]), -1)) do\n"
+			   "  out[#out + 1] = c\n"
+			   "end\n"
+			   "redis.call('DEL', q)\n"
+			   "return out\n";
 
 const char al_lua_paused_due[] = SESSION_END_ONE NOW_MS
     "local mine, waiting = {}, 0\n"

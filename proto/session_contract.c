@@ -208,7 +208,8 @@ void al_session_resumed_call(struct al_call *c, const char *id, const char *tena
 	al_call_str(c, id);
 }
 
-void al_session_drop_call(struct al_call *c, const char *id, const char *reason, uint64_t ttl_ms)
+void al_session_drop_call(struct al_call *c, const char *id, const char *reason, uint64_t ttl_ms,
+			  size_t answered)
 {
 	char k[AL_KEY_MAX];
 
@@ -217,6 +218,7 @@ void al_session_drop_call(struct al_call *c, const char *id, const char *reason,
 	al_call_str(c, reason);
 	al_call_u64(c, ttl_ms);
 	al_call_str(c, id);
+	al_call_u64(c, answered);
 }
 
 void al_paused_due_call(struct al_call *c, uint64_t ttl_ms, const char *const *rqs, size_t nrq)

@@ -620,6 +620,7 @@ static void answer_held(struct worker *w, const char *sid, redisReply **calls, s
 struct dropping {
 	struct worker *w;
 	char sid[AL_ID_MAX + 1];
+	enum al_sess_end why;
 	enum al_status_code st;
 	char msg[AL_ERR_MSG_MAX + 64];
 };
@@ -634,9 +635,32 @@ static void on_dropped(redisAsyncContext *ac, void *reply_, void *priv)
 	    r->element[0]->type == REDIS_REPLY_INTEGER && r->element[0]->integer == 1) {
 		if (r->element[1]->type == REDIS_REPLY_STRING && ours(d->w, r->element[1]->str))
 			wk_snap_remove(r->element[1]->str);
+		/* those queued after the first answers: the record says ended
+		 * already, so their clients may see it before these answers */
 		answer_held(d->w, d->sid, r->element + 2, r->elements - 2, d->st, d->msg);
 	}
 	free(d);
+}
+
+/* The calls held for the session (a best-effort LRANGE: none when Redis
+ * is down), answered first; then SESSION_DROP ends its record. The
+ * worker's writes go in order on its one connection, so a client that
+ * sees the record ended finds its call's answer there already. */
+static void on_held(redisAsyncContext *ac, void *reply_, void *priv)
+{
+	struct dropping *d = priv;
+	redisReply *r = reply_;
+	size_t n = 0;
+	struct al_call c;
+
+	(void)ac;
+	if (r && r->type == REDIS_REPLY_ARRAY) {
+		n = r->elements;
+		answer_held(d->w, d->sid, r->element, n, d->st, d->msg);
+	}
+	al_session_drop_call(&c, d->sid, al_sess_end_name(d->why), d->w->policy.result_ttl_ms, n);
+	if (al_aconn_call(d->w->cmd, &c, on_dropped, d))
+		free(d);
 }
 
 /* End paused session sid (reason why) with its snapshot; its held calls
@@ -645,19 +669,20 @@ static void drop(struct worker *w, const char *sid, enum al_sess_end why, enum a
 		 const char *msg)
 {
 	struct dropping *d = calloc(1, sizeof(*d));
-	struct al_call c;
+	char q[AL_KEY_MAX];
+	const char *argv[] = {"LRANGE", al_key_sq(q, sid), "0", "-1"};
 
 	if (!d)
 		return;
 	d->w = w;
+	d->why = why;
 	d->st = st;
 	snprintf(d->sid, sizeof(d->sid), "%s", sid);
 	snprintf(d->msg, sizeof(d->msg), "%s", msg);
 	al_log(why == AL_SESS_CLOSED ? "info" : "warn", "session_end",
 	       "job=%s reason=%s detail=\"%s\" paused=1", sid, al_sess_end_name(why), msg);
-	al_session_drop_call(&c, sid, al_sess_end_name(why), w->policy.result_ttl_ms);
-	if (al_aconn_call(w->cmd, &c, on_dropped, d))
-		free(d);
+	if (al_aconn_cmd(w->cmd, on_held, d, 4, argv, NULL))
+		on_held(NULL, NULL, d);
 }
 
 void wk_sess_resume_failed(struct worker *w, const char *sid, enum al_sess_end why, const char *msg)

@@ -23,6 +23,7 @@ import json
 import mmap
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -167,13 +168,32 @@ try:
     with open(decoy, "wb") as f:
         f.write(b"not the worker's to open or remove")
     c.rcli("HSET", "al:sess:" + s5.id, "snapshot", decoy)
+    mon = socket.socket(socket.AF_UNIX)  # MONITOR: the commands in order, scripts' too
+    mon.connect(c.sock)
+    mon.sendall(b"MONITOR\r\n")
     rd = s5.run_python("print(secret)")
     kept = os.path.exists(decoy)
     os.unlink(decoy)
+    time.sleep(0.3)
+    mon.settimeout(0.2)
+    got, until = b"", time.monotonic() + 1  # the heartbeats go on: read for a second
+    try:
+        while time.monotonic() < until:
+            got += mon.recv(1 << 16)
+    except socket.timeout:
+        pass
+    mon.close()
+    seen = got.decode(errors="replace").splitlines()
+    answered = [i for i, l in enumerate(seen) if '"SET" "al:res:%s/' % s5.id in l]
+    ended = [i for i, l in enumerate(seen)
+             if '"HSET" "al:sess:%s" "state" "ended"' % s5.id in l]
     t.ok(rd.status == "sandbox_error" and "cannot be restored here" in (rd.error or "") and
          kept and record(c, s5.id)["reason"] == "broken",
          "4b: a record whose snapshot names a file outside the tier's snapshot directory: "
          "not restored, and that file neither opened nor removed", (rd, kept, record(c, s5.id)))
+    t.ok(len(answered) == 1 and len(ended) == 1 and answered[0] < ended[0],
+         "4c: the call held for a session that cannot resume is answered before its record "
+         "says ended (a client that sees ended finds the answer there)", (answered, ended))
 
     # ---- quota, and paused past paused_max_s ----
     a = cl.session(tier="vmbrief")

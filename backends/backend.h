@@ -294,8 +294,11 @@ struct al_backend_ops {
 	 * state (its memory, devices and files) to fd from its offset on, in
 	 * the backend's own format, which a sandbox of the same spec with
 	 * restore starts from. keep: the sandbox runs on after (a fork's
-	 * parent), else it is stopped and only destroy follows. 0 or err
-	 * (then the sandbox is of no more use: the caller destroys it). */
+	 * parent, a microVM's pause until its record says paused), else it is
+	 * stopped and only destroy follows. 0 or err: with keep, a sandbox
+	 * whole after a failed save (its file's disk full, say) runs on as it
+	 * was, err saying so; else it is of no more use (its watch sees it
+	 * end; the caller destroys it). */
 	int (*snapshot)(struct al_sandbox *sb, int fd, bool keep, struct al_err *err);
 	/* MAY: a backend without AL_CAP_SNAPSHOT whose sessions on some tiers
 	 * can pause (the container backend's on runsc): 0 when a session of a
@@ -307,6 +310,12 @@ struct al_backend_ops {
 	 * listener and connections the worker closes first); a restored
 	 * server connects to its listener anew (al_watch.session_fd). */
 	int (*snapshot_ok)(const char *runtime, struct al_err *err);
+	/* MAY: whether dir (where the snapshot goes) and the backend's own
+	 * scratch space have room now for the sandbox's snapshot, by an
+	 * estimate at least its size: a pause looks before it touches a
+	 * sandbox whose save stops it (runsc's), which a failed save would
+	 * lose. 0, or err saying what it needs and what there is. */
+	int (*snapshot_room)(struct al_sandbox *sb, const char *dir, struct al_err *err);
 	/* MAY: the running sandbox gives back to the host what it can spare
 	 * now (an idle session's: a guest's page cache). Best effort. */
 	void (*trim)(struct al_sandbox *sb);
@@ -339,6 +348,8 @@ int al_backend_oom_kills(struct al_sandbox *sb, uint64_t *n);
 void al_backend_trim(struct al_sandbox *sb);
 /* The snapshot op; AL_EINVAL naming the backend when it has none. */
 int al_backend_snapshot(struct al_sandbox *sb, int fd, bool keep, struct al_err *err);
+/* The snapshot_room op; 0 when the backend has none. */
+int al_backend_snapshot_room(struct al_sandbox *sb, const char *dir, struct al_err *err);
 /* Live output (the output slot); -1 when the backend has none. */
 ssize_t al_backend_output(struct al_sandbox *sb, int stream, uint64_t off, void *buf, size_t cap);
 void al_sandbox_free(struct al_sandbox *sb); /* calls destroy; NULL is fine */

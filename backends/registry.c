@@ -110,6 +110,11 @@ void al_backend_trim(struct al_sandbox *sb)
 		sb->ops->trim(sb);
 }
 
+int al_backend_snapshot_room(struct al_sandbox *sb, const char *dir, struct al_err *err)
+{
+	return sb->ops->snapshot_room ? sb->ops->snapshot_room(sb, dir, err) : AL_OK;
+}
+
 int al_backend_snapshot(struct al_sandbox *sb, int fd, bool keep, struct al_err *err)
 {
 	if (!sb->ops->snapshot || !(sb->ops->caps & AL_CAP_SNAPSHOT || sb->ops->snapshot_ok))

@@ -534,6 +534,14 @@ void wk_sess_pause(struct wk_session *ss)
 		refuse(ss, AL_ST_SANDBOX_ERROR, err.msg[0] ? err.msg : "out of memory");
 		return;
 	}
+	/* a save that stops the sandbox and then fails loses it: room first */
+	if (stops && al_backend_snapshot_room(ss->sb, pz->dir, &err)) {
+		free(pz);
+		snprintf(msg, sizeof(msg), "%s: %s; the session goes on", fork ? "fork" : "pause",
+			 err.msg);
+		refuse(ss, AL_ST_SANDBOX_ERROR, msg);
+		return;
+	}
 	pz->t0 = al_mono_ms();
 	/* a fork's first copy's id names the snapshot until each has its own */
 	if (fork && al_job_new_id(pz->ids[0], &err)) {
@@ -550,7 +558,8 @@ void wk_sess_pause(struct wk_session *ss)
 		free(pz);
 		if (stops) /* its watch no longer looks: the session ends here */
 			ss->end(ss, AL_SESS_BROKEN, err.msg);
-		else /* the sandbox is of no more use: its watch ends the session */
+		else /* a sandbox whole after it runs on (the backend's message
+		      * says so), else its watch ends the session */
 			refuse(ss, AL_ST_SANDBOX_ERROR, err.msg);
 		return;
 	}

@@ -30,6 +30,7 @@
 #include <string.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "../../common/cleanup.h"
@@ -39,8 +40,9 @@
 #include "ctr.h"
 
 #define MAGIC	      "airlock-runsc-snapshot 1\n"
-#define CHECKPOINT_MS 120000 /* runsc's checkpoint of a large session, at most */
-#define HEAD_MAX      512    /* the JSON line's bytes, at most */
+#define CHECKPOINT_MS 120000	 /* runsc's checkpoint of a large session, at most */
+#define ROOM_SLACK    (4u << 20) /* a snapshot's head, its files' pack headers, and more */
+#define HEAD_MAX      512	 /* the JSON line's bytes, at most */
 
 static const char *const no_criu =
     "it cannot save its processes (a checkpoint needs CRIU, which does not work on the "
@@ -116,6 +118,48 @@ static int pack_files(const struct ctr_sb *c, int fd, struct al_err *err)
 			return al_err_wrap(err, "container: the session's files");
 	}
 	return al_pack_w_end(&w, err);
+}
+
+/* Bytes free to root on path's filesystem, and (used) those in use. */
+static int room_at(const char *path, uint64_t *avail, uint64_t *used, struct al_err *err)
+{
+	struct statvfs v;
+
+	if (statvfs(path, &v))
+		return al_err_sys(err, "container: statvfs %s", path);
+	*avail = (uint64_t)v.f_bfree * v.f_frsize;
+	if (used)
+		*used = (uint64_t)(v.f_blocks - v.f_bfree) * v.f_frsize;
+	return AL_OK;
+}
+
+/* The checkpoint (at most the sandbox's memory: the Sentry's, its
+ * processes' and their tmpfs pages) goes to BUNDLE/image first, then with
+ * the session's files (their tmpfs's use) into dir. */
+int ctr_snapshot_room(struct al_sandbox *sb, const char *dir, struct al_err *err)
+{
+	struct ctr_sb *c = sb->priv;
+	uint64_t mem = 0, pids, files = 0, at_work = 0, at_dir = 0, at_image = 0;
+	int rc;
+
+	if (!c->rt.gvisor)
+		return AL_OK; /* (it cannot: ctr_snapshot says why) */
+	if (c->cg_made && al_cg_usage(&c->cg, &mem, &pids))
+		return al_err_sys(err, "container: the sandbox's memory use");
+	if ((rc = room_at(c->fs.work, &at_work, &files, err)) ||
+	    (rc = room_at(c->fs.dir, &at_image, NULL, err)) ||
+	    (rc = room_at(dir, &at_dir, NULL, err)))
+		return rc;
+	mem += ROOM_SLACK;
+	if (at_image < mem || at_dir < mem + files)
+		return al_err_set(
+		    err, AL_ESANDBOX,
+		    "no room for the snapshot: it needs up to %llu MiB in %s (%llu "
+		    "free) and %llu MiB where runsc writes its checkpoint (%llu free)",
+		    (unsigned long long)((mem + files) >> 20), dir,
+		    (unsigned long long)(at_dir >> 20), (unsigned long long)(mem >> 20),
+		    (unsigned long long)(at_image >> 20));
+	return AL_OK;
 }
 
 int ctr_snapshot(struct al_sandbox *sb, int fd, bool keep, struct al_err *err)

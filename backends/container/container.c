@@ -540,4 +540,5 @@ const struct al_backend_ops al_backend_container = {
     .runtime_ok = ctr_runtime_ok,
     .snapshot = ctr_snapshot,
     .snapshot_ok = ctr_snapshot_ok,
+    .snapshot_room = ctr_snapshot_room,
 };

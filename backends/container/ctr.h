@@ -160,6 +160,7 @@ int ctr_run_capture(const char *const *argv, char *out, size_t cap, int timeout_
  * new job's tmpfs and bundle (ctr_make; uid: the slot's job uid). */
 int ctr_snapshot_ok(const char *runtime, struct al_err *err);
 int ctr_snapshot(struct al_sandbox *sb, int fd, bool keep, struct al_err *err);
+int ctr_snapshot_room(struct al_sandbox *sb, const char *dir, struct al_err *err);
 int ctr_restore_unpack(struct al_sandbox *sb, uid_t uid, struct al_err *err);
 /* runsc's sandbox ends 128 + N for a job killed by signal N: *ws made that
  * wait status (true) on a gVisor runtime; false (as it is) otherwise. */

@@ -75,8 +75,19 @@ int mvm_snapshot(struct al_sandbox *sb, int fd, bool keep, struct al_err *err)
 		 ? al_err_sys(err, "microvm: snapshot: write")
 		 : mvm_host.drv->save(&vm->v, fd, false, SAVE_TIMEOUT_MS, err);
 	free(line);
-	if (rc == AL_OK && keep && (rc = mvm_host.drv->resume(&vm->v, RESTORE_TIMEOUT_MS, err)))
+	if (rc && keep && !mvm_vm_exited(vm)) {
+		/* a save that failed (its file's disk full, say) leaves the VM
+		 * stopped but whole: it goes on, the failure said */
+		struct al_err again = {0};
+
+		if (!mvm_host.drv->resume(&vm->v, RESTORE_TIMEOUT_MS, &again)) {
+			al_err_wrap(err, "microvm: snapshot (the VM goes on)");
+			return rc;
+		}
+	} else if (rc == AL_OK && keep &&
+		   (rc = mvm_host.drv->resume(&vm->v, RESTORE_TIMEOUT_MS, err))) {
 		al_err_wrap(err, "microvm: running again after the snapshot");
+	}
 	if (rc)
 		syscall(SYS_pidfd_send_signal, vm->v.pidfd, SIGKILL, NULL, 0);
 	return rc;

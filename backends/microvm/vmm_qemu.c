@@ -370,9 +370,14 @@ static int qemu_save(struct al_vmm *vm, int fd, bool without_ram, int timeout_ms
 			return rc;
 		if (!strcmp(st, "completed"))
 			return AL_OK;
-		if (!strcmp(st, "failed") || !strcmp(st, "cancelled"))
-			return al_err_set(err, AL_ESANDBOX, "qemu: migrate to the snapshot: %s",
-					  st);
+		if (!strcmp(st, "failed") || !strcmp(st, "cancelled")) {
+			char why[AL_ERR_MSG_MAX / 2] = ""; /* e.g. no space left on the device */
+
+			qmp_query(vm, "{\"execute\":\"query-migrate\"}\n", "error-desc", why,
+				  sizeof(why), deadline, err);
+			return al_err_set(err, AL_ESANDBOX, "qemu: migrate to the snapshot: %s%s%s",
+					  st, why[0] ? ": " : "", why);
+		}
 		if (al_mono_ms() >= deadline)
 			return al_err_set(err, AL_ESANDBOX,
 					  "qemu: migrate to the snapshot: not done in %d ms (%s)",

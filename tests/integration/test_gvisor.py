@@ -49,6 +49,7 @@ LIMITS = dict(DEFAULTS, wall_ms=60000, memory_bytes=536870912)
 # a test "internet" (a network namespace of this test's) for inputs by URL
 WWW = "/var/tmp/airlock-gvinet-%d" % os.getpid()
 SHARED = "/var/tmp/airlock-gv-shared-%d" % os.getpid()
+SMALL = "/var/tmp/airlock-gv-small-%d" % os.getpid()  # a 2 MiB tmpfs: no room for a snapshot
 INET = TestInternet("gvi", 238, WWW)
 POLICY = policy(
     tier_def("gv", "container", oci_runtime="runsc", images=["python", "toolchain"],
@@ -60,7 +61,10 @@ POLICY = policy(
     # paused sessions on storage every worker of the tier mounts
     tier_def("gvs", "container", oci_runtime="runsc", images=["python"], defaults=LIMITS,
              snapshot_dir=SHARED, sessions={"max_per_tenant": 2, "idle_s": 600,
-                                            "max_life_s": 1800, "on_idle": "pause"}))
+                                            "max_life_s": 1800, "on_idle": "pause"}),
+    tier_def("gvfull", "container", oci_runtime="runsc", images=["python"], defaults=LIMITS,
+             snapshot_dir=SMALL, sessions={"max_per_tenant": 1, "idle_s": 600,
+                                           "max_life_s": 1800}))
 
 CASES = {
     "memory": ("b = bytearray(300 << 20); print(len(b))", {"memory_bytes": 128 << 20}),
@@ -135,7 +139,10 @@ try:
     INET.start()
     c = Cluster(policy=POLICY)
     c.scheduler()
-    c.worker("gv-w", uid_base=66900, slots=2, tiers="gv,rc,gvtrap,gvs",
+    os.makedirs(SMALL)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m,mode=0700", "tmpfs", SMALL],
+                   check=True)
+    c.worker("gv-w", uid_base=66900, slots=2, tiers="gv,rc,gvtrap,gvs,gvfull",
              extra=["--images", IMAGES])
     seq = iter(range(1, 1 << 30))
 
@@ -340,6 +347,17 @@ try:
          not os.path.exists(path),
          "a runsc session's snapshot with one byte changed is refused (sandbox_error naming "
          "it), never restored; the session ends snapshot_refused", (r, ended))
+    # no room for the snapshot: runsc's checkpoint, which stops the
+    # sandbox, is not tried (a failed one would lose the session)
+    with airlock.Client(redis=c.url, tier="gvfull").session() as fs:
+        fs.run_python("kept = 'still here'")
+        ef = raises(lambda: fs.pause(), airlock.AirlockError)
+        rf = fs.run_python("print(kept)")
+        left = os.listdir(SMALL)
+    t.ok(ef is not None and "no room for the snapshot" in str(ef) and
+         "the session goes on" in str(ef) and rf.stdout == b"still here\n" and left == [],
+         "a runsc pause into a snapshot_dir without room for it is refused before the "
+         "checkpoint, saying what it needs; the session goes on", (ef, rf, left))
     # a snapshot of another image (a rogue edit, named so, standing in for
     # an image rebuilt since the pause: its digest in the record made to
     # match): refused, never restored over files its processes map
@@ -533,4 +551,8 @@ finally:
         c.close()
     INET.stop()
     subprocess.run(["rm", "-rf", SHARED])
+    if os.path.ismount(SMALL):
+        subprocess.run(["umount", SMALL])
+    if os.path.isdir(SMALL):
+        os.rmdir(SMALL)
 sys.exit(t.done())

@@ -8,7 +8,8 @@ first paused; a snapshot with one byte changed is refused and the session
 ends with the reason; fork(3) makes three sessions with the parent's
 variables, independent afterwards, each drawing its own os.urandom and
 random; a session paused past paused_max_s ends with its file; a tenant
-at max_paused_per_tenant is refused; a worker SIGKILLed while it pauses
+at max_paused_per_tenant is refused; a pause into a full snapshot_dir
+fails saying so and its session goes on; a worker SIGKILLed while it pauses
 never restores half a snapshot; a process tier's pause is unsupported,
 said so; a tier whose idle sessions pause pauses one, and its worker's
 drain pauses another; docs/snapshots.md's example, the CLI's and the
@@ -43,6 +44,7 @@ need_root("the microVM backend")
 UID = 72000  # VMM uids 72256-72767, and +1000 ... +3000: no other suite's
 IMAGES = os.environ.get("AIRLOCK_IMAGES", "/var/lib/airlock/images")
 SHARED = "/var/tmp/airlock-snap-shared-%d" % os.getpid()
+SMALL = "/var/tmp/airlock-snap-small-%d" % os.getpid()  # a 16 MiB tmpfs: a pause finds it full
 VM = dict(DEFAULTS, wall_ms=20000, memory_bytes=128 << 20)
 SESS = {"max_per_tenant": 8, "idle_s": 600, "max_life_s": 3600, "max_paused_per_tenant": 6}
 POLICY = policy(
@@ -53,6 +55,8 @@ POLICY = policy(
              sessions=dict(SESS, paused_max_s=3, max_paused_per_tenant=1)),
     tier_def("vmidle", "microvm", image="python", defaults=VM,
              sessions=dict(SESS, idle_s=2, on_idle="pause")),
+    tier_def("vmfull", "microvm", image="python", defaults=VM, snapshot_dir=SMALL,
+             sessions=SESS),
     tier_def("proc", "process", defaults=DEFAULTS, sessions=SESS),
     tier_def("vmpool", "microvm", image="python", defaults=VM, sessions=SESS, pool=1),
     lease_ms=3000)
@@ -73,11 +77,13 @@ def snaps(d):
     return sorted(glob.glob(os.path.join(d, "*.snap*")))
 
 
+os.makedirs(SMALL)
+subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m,mode=0700", "tmpfs", SMALL], check=True)
 c = Cluster(policy=POLICY)
 try:
     c.scheduler()
     # a fork's parent and its three copies run at once
-    c.worker("snap1", uid_base=UID, slots=5, tiers="vm,vmshared,vmbrief,vmidle,proc",
+    c.worker("snap1", uid_base=UID, slots=5, tiers="vm,vmshared,vmbrief,vmidle,vmfull,proc",
              extra=VM_WORKER)
     cl = airlock.Client(redis=c.url, tier="vm")
     own_dir = os.path.join(c.dir, "state", "snapshots", "snap1")
@@ -213,6 +219,21 @@ try:
          "goes on; a session paused past paused_max_s ends (paused_expired) with its file",
          (eq, rb, ok_wait, record(c, a.id), ea))
     bb.close()
+
+    # ---- no room for the snapshot ----
+    with cl.session(tier="vmfull") as fs:
+        fs.run_python("kept = 'still here'")
+        fs.put("f.txt", b"and this")
+        ef = raises(lambda: fs.pause(), airlock.AirlockError)
+        rf = fs.run_python("print(kept, open('f.txt').read())")
+        left = os.listdir(SMALL)
+        state_f = record(c, fs.id)["state"]
+    t.ok(ef is not None and "No space left on device" in str(ef) and
+         "goes on" in str(ef) and rf.stdout == b"still here and this\n" and
+         left == [] and state_f == "open",
+         "5b: a pause whose snapshot_dir is full fails saying so (no space left), leaves no "
+         "part of a file, and the session goes on with its variables and files",
+         (ef, rf, left, state_f))
 
     # ---- the process tier cannot ----
     with cl.session(tier="proc") as ps:
@@ -438,4 +459,6 @@ except BaseException:
 finally:
     c.close()
     subprocess.run(["rm", "-rf", SHARED])
+    subprocess.run(["umount", SMALL])
+    os.rmdir(SMALL)
 t.done()

@@ -163,7 +163,10 @@ def reseed():
     """The sandbox was restored from a snapshot (a resume, a fork's copy):
     the guest's kernel has fresh entropy already; the generators seeded
     from it at import draw the same as every other copy's until they are
-    seeded again, from it."""
+    seeded again, from it. OpenSSL's (ssl.RAND_bytes, TLS keys, what the
+    cryptography package draws) keeps its state in this process, as every
+    copy does, and reseeds itself after a fork (a new pid) only: with
+    libcrypto loaded, its state gets fresh bytes too."""
     for name in ("random", "numpy.random"):
         mod = sys.modules.get(name)
         try:
@@ -171,6 +174,14 @@ def reseed():
                 mod.seed()
         except Exception:
             pass
+    try:
+        with open("/proc/self/maps") as f:
+            crypto = "libcrypto" in f.read()
+        if crypto:
+            import ssl
+            ssl.RAND_add(os.urandom(48), 48.0)
+    except Exception:
+        pass
 
 
 def interrupt():

@@ -264,10 +264,12 @@ try:
     # fork(2): copies with the parent's variables and files, each its own
     # from there and drawing its own random numbers; the parent (whose
     # sandbox runsc's checkpoint stopped) is back at once, as it was
-    s.run_python("import random\nrandom.seed(5)\nseq = 'parent'")
+    # (OpenSSL's generator drawn from first: its state is the process's, in
+    # every copy, and it reseeds itself only after a fork, a new pid)
+    s.run_python("import random, ssl\nrandom.seed(5)\nseq = 'parent'\nssl.RAND_bytes(8)")
     kids = s.fork(2)
     draw = ("import os\nprint(x, open('deep/a.txt').read(), seq, os.urandom(8).hex(), "
-            "random.random())")
+            "random.random(), ssl.RAND_bytes(8).hex())")
     # (two slots: the parent, back at once, and one copy at a time)
     draws = [kids[0].run_python(draw).stdout.split()]
     kids[0].run_python("seq = 'kid0'\nopen('deep/a.txt', 'w').write('kid0')")
@@ -279,9 +281,9 @@ try:
     s.close()
     t.ok(len(kids) == 2 and all(d[:3] == [b"21", b"kept", b"parent"] for d in draws) and
          draws[0][3] != draws[1][3] and draws[0][4] != draws[1][4] and
-         after.stdout == b"21 parent kept\n" and other.stdout == b"parent kept\n",
+         draws[0][5] != draws[1][5] and after.stdout == b"21 parent kept\n" and other.stdout == b"parent kept\n",
          "fork(2) of a runsc session: each copy has the parent's variables and files, its own "
-         "os.urandom and random after the restore, and its own state from there; the parent, "
+         "os.urandom, random and OpenSSL's RAND_bytes after the restore, and its own state from there; the parent, "
          "paused by runsc's checkpoint, is resumed at once and goes on as it was",
          (draws, after, other))
     # a paused session's resume goes before jobs queued behind it: with the

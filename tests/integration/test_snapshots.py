@@ -145,26 +145,30 @@ try:
 
     # ---- fork(3): copies of the memory and files, each its own from there ----
     s5 = cl.session(tier="vm")
-    s5.run_python("import os, random\nsecret = 7")
+    # (OpenSSL's generator, drawn from first, holds its state in the process,
+    # the same in every copy: it reseeds itself after a fork, a new pid, only)
+    s5.run_python("import os, random, ssl\nsecret = 7\nssl.RAND_bytes(8)")
     s5.put("f.txt", b"parent's")
     kids = s5.fork(3)
     paused_kids = [record(c, k.id)["state"] for k in kids]
     outs = [k.run_python("print(secret, open('f.txt').read(), os.urandom(16).hex(), "
-                         "random.random())").stdout.split() for k in kids]
+                         "random.random(), ssl.RAND_bytes(16).hex())").stdout.split()
+            for k in kids]
     kids[0].run_python("secret = 100")
     kids[0].put("f.txt", b"changed")
     after = [k.run_python("print(secret, open('f.txt').read())").stdout for k in kids]
     parent = s5.run_python("print(secret, open('f.txt').read(), os.urandom(16).hex(), "
-                           "random.random())").stdout.split()
+                           "random.random(), ssl.RAND_bytes(16).hex())").stdout.split()
     t.ok(paused_kids == ["paused"] * 3 and len({k.id for k in kids} | {s5.id}) == 4 and
          all(o[:2] == [b"7", b"parent's"] for o in outs) and
          len({o[2] for o in outs} | {parent[2]}) == 4 and
          len({o[3] for o in outs} | {parent[3]}) == 4 and
+         len({o[4] for o in outs} | {parent[4]}) == 4 and
          after == [b"100 changed\n", b"7 parent's\n", b"7 parent's\n"] and
          parent[:2] == [b"7", b"parent's"],
          "4: fork(3): three new sessions (paused until their first call) with the parent's "
-         "variables and files, independent afterwards; os.urandom and random differ in "
-         "each copy and the parent", (paused_kids, outs, after, parent))
+         "variables and files, independent afterwards; os.urandom, random and OpenSSL's "
+         "RAND_bytes (TLS keys) differ in each copy and the parent", (paused_kids, outs, after, parent))
     for k in kids:
         k.close()
 
@@ -356,20 +360,21 @@ try:
     made = c.wait_for(lambda: "event=microvm_template tier=vmpool bytes=" in c.log("snap4"),
                       timeout=120)
     pcl = airlock.Client(redis=c.url, tier="vmpool")
-    draw = ("import os, random, sys\nprint(os.urandom(16).hex(), random.random(), "
-            "'AIRLOCK_REHEARSAL' not in os.environ, sys.argv)")
+    draw = ("import os, random, ssl, sys\nprint(os.urandom(16).hex(), random.random(), "
+            "'AIRLOCK_REHEARSAL' not in os.environ, sys.argv, ssl.RAND_bytes(16).hex())")
     jobs = []
     for _ in range(3):
         jobs.append(pcl.run(draw))
         time.sleep(2)  # the pool's next VM restored and rehearsed
     tmode = oct(os.stat(tmpl).st_mode & 0o777) if os.path.exists(tmpl) else None
     t.ok(made and tmode == "0o600" and all(j.status == "ok" for j in jobs) and
-         len({j.stdout for j in jobs}) == 3 and
-         all(j.stdout.split()[2:] == [b"True", b"['<run_python>']"] for j in jobs) and
+         all(len({j.stdout.split()[i] for j in jobs}) == 3 for i in (0, 1, 4)) and
+         all(j.stdout.split()[2:4] == [b"True", b"['<run_python>']"] for j in jobs) and
          all(j.info.get("boot") == "warm" and int(j.info.get("boot_ms", 99999)) < 2000
              for j in jobs[1:]),
          "12: a pool's first warm VM becomes its template (0600); the pool's VMs start from "
-         "it (boot_ms %s), each job draws its own os.urandom and random, and none sees what "
+         "it (boot_ms %s), each job draws its own os.urandom, random and OpenSSL's RAND_bytes, "
+         "and none sees what "
          "the VM's rehearsal set (the environment and argv a cold job's)" %
          [j.info.get("boot_ms") for j in jobs], ([(j.status, j.info, j.stdout) for j in jobs],
                                                  tmode))

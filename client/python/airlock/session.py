@@ -165,7 +165,7 @@ class Session:
         """n new sessions (1..16) from one snapshot of this one, each with
         its own id, its own copy of the memory and the files, paused until
         its first call; each restored copy is reseeded (os.urandom,
-        random) apart from the others. They count among the tenant's
+        random, OpenSSL's generator) apart from the others. They count among the tenant's
         paused sessions. This session goes on."""
         import json
         res = self._call({"op": "fork", "count": int(n)}, None)

@@ -371,5 +371,12 @@ void al_session_drop_call(struct al_call *c, const char *id, const char *reason,
  * (paused_expired) -> the sessions waiting on rqs to resume (their
  * lengths added up), then sid, snapshot path, sid, path... */
 void al_paused_due_call(struct al_call *c, uint64_t ttl_ms, const char *const *rqs, size_t nrq);
+/* A worker looks for the paused sessions past their time this often; the
+ * scheduler ends those still paused two leases and that long after it. */
+#define AL_PAUSED_DUE_EVERY_MS 2000
+/* PAUSED_EXPIRE: the paused sessions past their time by more than grace_ms
+ * (no worker that serves their resume queue ended them: it is gone),
+ * ended paused_expired -> how many (64 at most a call) */
+void al_paused_expire_call(struct al_call *c, uint64_t grace_ms, uint64_t ttl_ms);
 
 #endif

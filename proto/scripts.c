@@ -715,15 +715,53 @@ const char al_lua_paused_due[] = SESSION_END_ONE NOW_MS
     "end\n"
     "return out\n";
 
+const char al_lua_paused_expire[] = SESSION_END_ONE NOW_MS
+    "local n = 0\n"
+    "for _, sid in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now - tonumber(ARGV[1]),\n"
+    "    'LIMIT', 0, 64)) do\n"
+    "  local k = '" AL_KEY_PREFIX "sess:' .. sid\n"
+    "  local st = redis.call('HGET', k, 'state')\n"
+    "  if st == 'paused' then\n"
+    "    end_one(k, sid, 'paused_expired', now, ARGV[2])\n"
+    "    n = n + 1\n"
+    "  elseif st ~= 'resuming' then redis.call('ZREM', KEYS[1], sid) end\n"
+    "end\n"
+    "return n\n";
+
 const char *const al_lua_all[] = {
-    al_lua_submit,	    al_lua_lookup,	  al_lua_admit,		al_lua_claim,
-    al_lua_fetch,	    al_lua_commit,	  al_lua_commit_fetch,	al_lua_reject,
-    al_lua_retry,	    al_lua_promote,	  al_lua_reclaim,	al_lua_cancel,
-    al_lua_expire,	    al_lua_trim,	  al_lua_await,		al_lua_give_back,
-    al_lua_workers,	    al_lua_vm_end_due,	  al_lua_vm_end_one,	al_lua_session_open,
-    al_lua_session_call,    al_lua_session_reply, al_lua_session_renew, al_lua_session_end,
-    al_lua_session_lost,    al_lua_session_pause, al_lua_session_fork,	al_lua_session_take,
-    al_lua_session_resumed, al_lua_session_drop,  al_lua_paused_due,	NULL,
+    al_lua_submit,
+    al_lua_lookup,
+    al_lua_admit,
+    al_lua_claim,
+    al_lua_fetch,
+    al_lua_commit,
+    al_lua_commit_fetch,
+    al_lua_reject,
+    al_lua_retry,
+    al_lua_promote,
+    al_lua_reclaim,
+    al_lua_cancel,
+    al_lua_expire,
+    al_lua_trim,
+    al_lua_await,
+    al_lua_give_back,
+    al_lua_workers,
+    al_lua_vm_end_due,
+    al_lua_vm_end_one,
+    al_lua_session_open,
+    al_lua_session_call,
+    al_lua_session_reply,
+    al_lua_session_renew,
+    al_lua_session_end,
+    al_lua_session_lost,
+    al_lua_session_pause,
+    al_lua_session_fork,
+    al_lua_session_take,
+    al_lua_session_resumed,
+    al_lua_session_drop,
+    al_lua_paused_due,
+    al_lua_paused_expire,
+    NULL,
 };
 
 bool al_script_read_only(const char *script)

@@ -207,6 +207,10 @@ extern const char al_lua_session_take[];
 extern const char al_lua_session_resumed[];
 extern const char al_lua_session_drop[];
 extern const char al_lua_paused_due[];
+/* PAUSED_EXPIRE (the scheduler): paused sessions past paused_until by more
+ * than a grace, which no worker ended (their worker gone: the files stay
+ * where they are, for a worker's sweep). */
+extern const char al_lua_paused_expire[];
 
 /* Every script above, NULL-terminated (loaded with SCRIPT LOAD at connect). */
 extern const char *const al_lua_all[];

@@ -229,3 +229,11 @@ void al_paused_due_call(struct al_call *c, uint64_t ttl_ms, const char *const *r
 	for (size_t i = 0; i < nrq; i++)
 		al_call_str(c, rqs[i]);
 }
+
+void al_paused_expire_call(struct al_call *c, uint64_t grace_ms, uint64_t ttl_ms)
+{
+	al_call_init(c, al_lua_paused_expire);
+	al_call_key(c, AL_KEY_PAUSED);
+	al_call_u64(c, grace_ms);
+	al_call_u64(c, ttl_ms);
+}

@@ -296,6 +296,14 @@ void sc_reclaim(struct sched *s)
 		al_session_lost_call(&workers, sc_now_ms(s), s->policy.result_ttl_ms);
 		al_aconn_send(s->cmd, &workers, sc_on_reply_log, (void *)"session_lost");
 		al_call_free(&workers);
+		/* paused past their time, and no worker of their resume queue
+		 * ended them (it looks every AL_PAUSED_DUE_EVERY_MS): it is gone.
+		 * Their files stay where they are, swept by a worker that starts
+		 * there (docs/snapshots.md) */
+		al_paused_expire_call(&workers, 2 * s->policy.lease_ms + AL_PAUSED_DUE_EVERY_MS,
+				      s->policy.result_ttl_ms);
+		al_aconn_send(s->cmd, &workers, sc_on_reply_log, (void *)"paused_expire");
+		al_call_free(&workers);
 	}
 	snprintf(lease, sizeof(lease), "%llu", (unsigned long long)s->policy.lease_ms);
 	for (size_t i = 0; i < s->policy.ntiers; i++) {

@@ -129,13 +129,20 @@ void wk_sess_resume(struct worker *w, const char *rq, const char *sid, wk_sessio
  * ends for why, the calls held for it are answered with msg. */
 void wk_sess_resume_failed(struct worker *w, const char *sid, enum al_sess_end why,
 			   const char *msg);
+/* The rq a tier's paused sessions wait on (al:rq:<tier> with a
+ * snapshot_dir: any of its workers resumes them; else al:rq:@<worker>). */
+const char *wk_sess_rq_of(struct worker *w, const struct al_tier_policy *t, char out[AL_KEY_MAX]);
+/* sid onto its resume queue's head, for a worker with room (a resume
+ * taken meanwhile; a runsc fork's parent, back at once). */
+void wk_sess_requeue(struct worker *w, const char *rq, const char *sid);
 /* The resume queues this worker serves (all, or only those with a free
  * slot of their tier's backend): their keys in keys[0..], count. */
 size_t wk_sess_resume_queues(struct worker *w, bool free_only, char (*keys)[AL_KEY_MAX],
 			     size_t cap);
 /* Each heartbeat: paused sessions past their tier's paused_max_s end
  * (paused_expired) with their snapshots; the first time, half-written
- * snapshots of an earlier run are removed. */
+ * snapshots of an earlier run are removed, and then every few minutes the
+ * snapshots of sessions that ended while their worker was away. */
 void wk_sess_paused_tick(struct worker *w);
 
 /* session_calls.c */

@@ -25,6 +25,7 @@
 
 #include "../common/cleanup.h"
 #include "../common/log.h"
+#include "../proto/job.h"
 #include "snapshot.h"
 
 #define COPY_CHUNK (1u << 20)
@@ -221,6 +222,36 @@ void wk_snap_sweep(const char *dir)
 			       "dir=%s file=%s note=\"a pause that never "
 			       "finished\"",
 			       dir, e->d_name);
+	}
+	if (d)
+		closedir(d);
+}
+
+void wk_snap_each(const char *dir,
+		  void (*fn)(const char *path, const char *sid, uint64_t age_ms, void *arg),
+		  void *arg)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	struct timespec now;
+
+	clock_gettime(CLOCK_REALTIME, &now);
+	while (d && (e = readdir(d))) {
+		size_t l = strlen(e->d_name);
+		char path[PATH_MAX], sid[AL_ID_MAX + 1];
+		struct stat st;
+
+		if (l <= 5 || l - 5 > AL_ID_MAX || strcmp(e->d_name + l - 5, ".snap") ||
+		    e->d_name[0] == '.' || fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) ||
+		    !S_ISREG(st.st_mode))
+			continue;
+		snprintf(sid, sizeof(sid), "%.*s", (int)(l - 5), e->d_name);
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		fn(path, sid,
+		   now.tv_sec > st.st_ctim.tv_sec
+		       ? (uint64_t)(now.tv_sec - st.st_ctim.tv_sec) * 1000
+		       : 0,
+		   arg);
 	}
 	if (d)
 		closedir(d);

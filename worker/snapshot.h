@@ -38,5 +38,10 @@ int wk_snap_link(const char *from, const char *to, struct al_err *err);
 void wk_snap_remove(const char *path);
 /* Remove the halves of pauses that never finished (*.snap.part) in dir. */
 void wk_snap_sweep(const char *dir);
+/* fn(path, session id, age, arg) for each <id>.snap in dir, age the ms
+ * since it was put in place (its inode's change: the rename). */
+void wk_snap_each(const char *dir,
+		  void (*fn)(const char *path, const char *sid, uint64_t age_ms, void *arg),
+		  void *arg);
 
 #endif

@@ -171,6 +171,7 @@ struct worker {
 	unsigned paused_at;
 	bool snaps_swept;	  /* the half-written snapshots of an earlier run removed */
 	uint64_t paused_due_mono; /* paused sessions past their time last looked for */
+	uint64_t orphans_mono;	  /* snapshots no paused session names last looked for */
 	/* a paused session waits on one of this worker's resume queues (their
 	 * lengths, looked at with the above): a fetch leaves it a free slot */
 	bool resumes_waiting;

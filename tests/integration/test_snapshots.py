@@ -10,7 +10,8 @@ variables, independent afterwards, each drawing its own os.urandom and
 random; a session paused past paused_max_s ends with its file; a tenant
 at max_paused_per_tenant is refused; a pause into a full snapshot_dir
 fails saying so and its session goes on; a worker SIGKILLed while it pauses
-never restores half a snapshot; a process tier's pause is unsupported,
+never restores half a snapshot; a session paused past paused_max_s ends
+even when its worker is gone, its file removed when that worker is back; a process tier's pause is unsupported,
 said so; a tier whose idle sessions pause pauses one, and its worker's
 drain pauses another; docs/snapshots.md's example, the CLI's and the
 gateway's pause; a pool's first warm VM becomes its template, from which
@@ -55,6 +56,8 @@ POLICY = policy(
              sessions=dict(SESS, paused_max_s=3, max_paused_per_tenant=1)),
     tier_def("vmidle", "microvm", image="python", defaults=VM,
              sessions=dict(SESS, idle_s=2, on_idle="pause")),
+    tier_def("vmgone", "microvm", image="python", defaults=VM,
+             sessions=dict(SESS, paused_max_s=2)),
     tier_def("vmfull", "microvm", image="python", defaults=VM, snapshot_dir=SMALL,
              sessions=SESS),
     tier_def("proc", "process", defaults=DEFAULTS, sessions=SESS),
@@ -350,9 +353,36 @@ try:
          "11: a worker SIGKILLed while writing a snapshot leaves a half file no record names, "
          "removed when it starts again; the session is lost (worker_lost), nothing half "
          "restored", (saw_part, left_part, swept, st, ek, cid))
-    # ---- a pool's VMs start from its template, each made unique ----
     c.signal("snap3", signal.SIGTERM)
     c.wait_exit("snap3")
+
+    # ---- paused past paused_max_s while its worker is gone ----
+    c.worker("snap6", uid_base=UID + 4000, slots=1, tiers="vmgone", extra=VM_WORKER)
+    g = cl.session(tier="vmgone")
+    g.run_python("g = 1")
+    g.pause()
+    g_path = record(c, g.id, "snapshot")["snapshot"]
+    tenant_paused = lambda: int(c.rcli("HGET", "al:tenant:default", "paused").strip() or 0)
+    before = tenant_paused()
+    c.signal("snap6", signal.SIGKILL)
+    c.wait_exit("snap6")
+    expired = c.wait_for(lambda: record(c, g.id)["state"] == "ended", timeout=30)
+    gst, after = record(c, g.id), tenant_paused()
+    eg = raises(lambda: g.run_python("print(g)"), airlock.SessionEnded)
+    kept = os.path.exists(g_path)
+    c.worker("snap6", uid_base=UID + 4000, slots=1, tiers="vmgone", extra=VM_WORKER)
+    swept_g = c.wait_for(lambda: not os.path.exists(g_path), timeout=20)
+    c.signal("snap6", signal.SIGTERM)
+    c.wait_exit("snap6")
+    t.ok(expired and gst == {"state": "ended", "reason": "paused_expired"} and
+         after == before - 1 and isinstance(eg, airlock.SessionEnded) and
+         eg.reason == "paused_expired" and kept and swept_g,
+         "11b: a session paused past paused_max_s whose worker is gone ends all the same "
+         "(paused_expired, by the scheduler: the tenant's paused count down); its file, on "
+         "that worker's disk, goes when the worker starts again",
+         (expired, gst, before, after, eg, kept, swept_g))
+
+    # ---- a pool's VMs start from its template, each made unique ----
     # (with a smaller code cache under TCG: denser, slower; docs/snapshots.md)
     c.worker("snap4", uid_base=UID + 3000, slots=2, tiers="vmpool",
              extra=VM_WORKER + ["--vm-tcg-cache-mib", "32"])

@@ -22,7 +22,6 @@
 #define SNAP_ORPHANS_EVERY_MS (10 * 60 * 1000)
 #define SNAP_ORPHAN_AGE_MS    (10 * 60 * 1000)
 
-
 /* Whether path (from a record in Redis, which this worker does not take
  * on trust to name a file to open or remove) is DIR/<name>.snap for the
  * snapshot directory DIR of one of the tiers it serves. */

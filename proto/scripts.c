@@ -536,7 +536,7 @@ const char al_lua_session_call[] = MP_FIELDS
     "local k = '" AL_KEY_PREFIX "sess:' .. ARGV[1]\n"
     "local r = redis.call('HMGET', k, 'tenant', 'state', 'reason', 'worker', 'rq')\n"
     "if not r[1] or r[1] ~= ARGV[2] then return {0} end\n"
-    "if r[2] == 'paused' and f.op == 'info' then\n"
+    "if r[2] == 'paused' and (f.op == 'info' or f.op == 'pause') then\n"
     "  return {4, cjson.encode({state = 'paused', paused_ms = tonumber(redis.call('HGET', k, "
     "'paused_ms')),\n"
     "    paused_until_ms = tonumber(redis.call('HGET', k, 'paused_until')),\n"

@@ -97,7 +97,7 @@ end
 local k = 'al:sess:' .. ARGV[1]
 local r = redis.call('HMGET', k, 'tenant', 'state', 'reason', 'worker', 'rq')
 if not r[1] or r[1] ~= ARGV[2] then return {0} end
-if r[2] == 'paused' and f.op == 'info' then
+if r[2] == 'paused' and (f.op == 'info' or f.op == 'pause') then
   return {4, cjson.encode({state = 'paused', paused_ms = tonumber(redis.call('HGET', k, 'paused_ms')),
     paused_until_ms = tonumber(redis.call('HGET', k, 'paused_until')),
     snapshot_bytes = tonumber(redis.call('HGET', k, 'snapshot_bytes'))})}

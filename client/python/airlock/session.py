@@ -142,9 +142,15 @@ class Session:
         of its tier that reaches the snapshot. Returns {"state": "paused",
         "snapshot_bytes", "pause_ms"}. Rejected (AirlockError) on a tier
         that cannot (process, container: unsupported) or a tenant at its
-        max_paused_per_tenant (QuotaExceeded)."""
+        max_paused_per_tenant (QuotaExceeded). A paused session's pause is
+        answered by its record ({"state": "paused", "snapshot_bytes",
+        "paused_ms", "paused_until_ms"}): nothing resumes."""
         import json
-        res = self._call({"op": "pause"}, None)
+        from ._redis import PausedInfo
+        try:
+            res = self._call({"op": "pause"}, None)
+        except PausedInfo as e:  # paused already: its record answers
+            return json.loads(str(e))
         if res.status == "rejected" and (res.error or "").startswith("quota"):
             from .errors import QuotaExceeded
             raise QuotaExceeded(res)

@@ -163,10 +163,10 @@ def reseed():
     """The sandbox was restored from a snapshot (a resume, a fork's copy):
     the guest's kernel has fresh entropy already; the generators seeded
     from it at import draw the same as every other copy's until they are
-    seeded again, from it. OpenSSL's (ssl.RAND_bytes, TLS keys, what the
-    cryptography package draws) keeps its state in this process, as every
-    copy does, and reseeds itself after a fork (a new pid) only: with
-    libcrypto loaded, its state gets fresh bytes too."""
+    seeded again, from it. OpenSSL's (ssl.RAND_bytes, TLS keys, what a
+    library linked to the system's libcrypto draws) keeps its state in
+    this process, as every copy does, and reseeds itself after a fork (a
+    new pid) only: with libcrypto loaded, its state gets fresh bytes too."""
     for name in ("random", "numpy.random"):
         mod = sys.modules.get(name)
         try:

@@ -289,10 +289,10 @@ try:
         return p.returncode, p.stdout.decode(), p.stderr.decode()
     _, csid, _ = cli("open", "--tier", "vm")
     csid = csid.strip()
-    steps = [cli("py", csid, "-c", "k = 'cli'"), cli("pause", csid), cli("info", csid),
-             cli("resume", csid), cli("py", csid, "-c", "print(k)"), cli("fork", csid, "2"),
-             cli("fork", csid, "99")]
-    kids_cli = json.loads(steps[5][1] or "{}").get("sessions", [])
+    steps = [cli("py", csid, "-c", "k = 'cli'"), cli("pause", csid), cli("pause", csid),
+             cli("info", csid), cli("resume", csid), cli("py", csid, "-c", "print(k)"),
+             cli("fork", csid, "2"), cli("fork", csid, "99")]
+    kids_cli = json.loads(steps[6][1] or "{}").get("sessions", [])
     keys = {"acme": "ak-" + os.urandom(8).hex()}
     port = free_port()
     start_gateway(c, port, key_file(os.path.join(c.dir, "keys"), keys))
@@ -301,17 +301,20 @@ try:
     gs = gcl.session(tier="vm")
     gs.run_python("g = 'gw'")
     gp = gs.pause()
+    gp2 = gs.pause()  # paused already: answered from its record
     st, ginfo = api.call("GET", "/v1/sessions/" + gs.id, key=keys["acme"])
     gr = gs.run_python("print(g)")
-    t.ok([rc for rc, _, _ in steps] == [0, 0, 0, 0, 0, 0, 2] and
+    t.ok([rc for rc, _, _ in steps] == [0, 0, 0, 0, 0, 0, 0, 2] and
          json.loads(steps[1][1])["state"] == "paused" and
          json.loads(steps[2][1])["state"] == "paused" and
-         json.loads(steps[3][1])["state"] == "open" and steps[4][1] == "cli\n" and
-         len(kids_cli) == 2 and gp["state"] == "paused" and st == 200 and
+         json.loads(steps[3][1])["state"] == "paused" and
+         json.loads(steps[4][1])["state"] == "open" and steps[5][1] == "cli\n" and
+         len(kids_cli) == 2 and gp["state"] == "paused" and gp2.get("state") == "paused" and
+         gp2.get("snapshot_bytes") == gp["snapshot_bytes"] and st == 200 and
          ginfo.get("state") == "paused" and gr.stdout == b"gw\n",
-         "9: the CLI's session pause, info (paused), resume, fork 2 (fork 99: a usage "
-         "error); the gateway's pause, GET of a paused session, and the call that resumes it",
-         (steps, st, ginfo, gr))
+         "9: the CLI's session pause (twice: the second answered by the record), info "
+         "(paused), resume, fork 2 (fork 99: a usage error); the gateway's pause (twice), GET "
+         "of a paused session, and the call that resumes it", (steps, gp2, st, ginfo, gr))
     for sid in kids_cli + [csid]:
         cli("close", sid)
     gs.close()

@@ -13,6 +13,9 @@
  *   health.c   a backend that keeps failing to set up sandboxes: paused,
  *              probed, resumed
  *   session_calls.c  a session's calls run, timed, interrupted, answered
+ *   session_pause.c  a session paused or forked into a snapshot
+ *   session_resume.c a paused session restored; paused sessions' time
+ *              and files
  *   sessions.c sessions: a slot's sandbox kept for a tenant's calls
  *   jobs.c     running a job: admission re-check, the runner, its result,
  *              held jobs started in freed slots, histograms

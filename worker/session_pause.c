@@ -84,8 +84,6 @@ bool wk_sess_pausable(const struct wk_session *ss)
 	return !can_pause(ss, &stops, &err);
 }
 
-/* The rq a tier's paused sessions wait on: shared storage lets any of its
- * workers resume them, else only this one. */
 const char *wk_sess_rq_of(struct worker *w, const struct al_tier_policy *t, char out[AL_KEY_MAX])
 {
 	return al_key_rq(out, t->snapshot_dir ? t->name : NULL, w->conf->backend.worker_id);
@@ -137,8 +135,6 @@ static void quota_msg(const struct wk_session *ss, long long n, char *msg, size_
 		 ss->s->tier->name);
 }
 
-/* sid onto its resume queue's head, for a worker with room (a resume
- * taken meanwhile; a runsc fork's parent, back at once). */
 void wk_sess_requeue(struct worker *w, const char *rq, const char *sid)
 {
 	struct al_call c;

@@ -395,11 +395,10 @@ static void on_orphan(redisAsyncContext *ac, void *reply_, void *priv)
 
 	(void)ac;
 	if (r && (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_NIL)) {
-		const redisReply *st = r;
-		bool ended = st->type == REDIS_REPLY_STRING && !strcmp(st->str, "ended");
+		const char *st = r->type == REDIS_REPLY_STRING ? r->str : "";
+		bool ended = !strcmp(st, "ended");
 		/* (a paused record's file is never taken for another's) */
-		bool paused = st->type == REDIS_REPLY_STRING &&
-			      (!strcmp(st->str, "paused") || !strcmp(st->str, "resuming"));
+		bool paused = !strcmp(st, "paused") || !strcmp(st, "resuming");
 
 		if (ended || (!paused && o->age_ms >= SNAP_ORPHAN_AGE_MS)) {
 			al_log("info", "snapshot_swept", "path=%s note=\"%s\"", o->path,

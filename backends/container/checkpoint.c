@@ -120,14 +120,16 @@ static int pack_files(const struct ctr_sb *c, int fd, struct al_err *err)
 	return al_pack_w_end(&w, err);
 }
 
-/* Bytes free to root on path's filesystem, and (used) those in use. */
+/* Bytes free to root on path's filesystem (avail), and those in use
+ * (used); either may be NULL. */
 static int room_at(const char *path, uint64_t *avail, uint64_t *used, struct al_err *err)
 {
 	struct statvfs v;
 
 	if (statvfs(path, &v))
 		return al_err_sys(err, "container: statvfs %s", path);
-	*avail = (uint64_t)v.f_bfree * v.f_frsize;
+	if (avail)
+		*avail = (uint64_t)v.f_bfree * v.f_frsize;
 	if (used)
 		*used = (uint64_t)(v.f_blocks - v.f_bfree) * v.f_frsize;
 	return AL_OK;
@@ -139,14 +141,14 @@ static int room_at(const char *path, uint64_t *avail, uint64_t *used, struct al_
 int ctr_snapshot_room(struct al_sandbox *sb, const char *dir, struct al_err *err)
 {
 	struct ctr_sb *c = sb->priv;
-	uint64_t mem = 0, pids, files = 0, at_work = 0, at_dir = 0, at_image = 0;
+	uint64_t mem = 0, pids, files = 0, at_dir = 0, at_image = 0;
 	int rc;
 
 	if (!c->rt.gvisor)
 		return AL_OK; /* (it cannot: ctr_snapshot says why) */
 	if (c->cg_made && al_cg_usage(&c->cg, &mem, &pids))
 		return al_err_sys(err, "container: the sandbox's memory use");
-	if ((rc = room_at(c->fs.work, &at_work, &files, err)) ||
+	if ((rc = room_at(c->fs.work, NULL, &files, err)) ||
 	    (rc = room_at(c->fs.dir, &at_image, NULL, err)) ||
 	    (rc = room_at(dir, &at_dir, NULL, err)))
 		return rc;

@@ -373,8 +373,9 @@ static int qemu_save(struct al_vmm *vm, int fd, bool without_ram, int timeout_ms
 		if (!strcmp(st, "failed") || !strcmp(st, "cancelled")) {
 			char why[AL_ERR_MSG_MAX / 2] = ""; /* e.g. no space left on the device */
 
+			/* (best effort: without it the status says enough) */
 			qmp_query(vm, "{\"execute\":\"query-migrate\"}\n", "error-desc", why,
-				  sizeof(why), deadline, err);
+				  sizeof(why), deadline, NULL);
 			return al_err_set(err, AL_ESANDBOX, "qemu: migrate to the snapshot: %s%s%s",
 					  st, why[0] ? ": " : "", why);
 		}
